@@ -1,0 +1,101 @@
+/*
+ * coll.h - what the collective algorithms see: the communicator internals,
+ * point-to-point helpers that add the current collective's tag and enforce
+ * the timeout, and the algorithm entry points (one per file).
+ *
+ * Algorithms are given validated arguments (non-NULL buffers when count > 0,
+ * no overflow, dtype/op in range, op never GW_AVG: the API layer reduces with
+ * GW_SUM and divides afterwards) and the tag of the collective is already set
+ * in comm->tag. They must:
+ *  - exchange messages only through gw__p2p_* (so mismatches and dead peers
+ *    are detected and nothing waits past the timeout);
+ *  - post matching sends and receives in the same order on both ends of a
+ *    pair (messages are matched in order per peer);
+ *  - produce bitwise identical results on every rank;
+ *  - work for every size >= 2 and count >= 0 (count 0 still exchanges the
+ *    zero-length messages so that disagreeing ranks are caught).
+ */
+#ifndef GW_COLLECTIVES_COLL_H
+#define GW_COLLECTIVES_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/reduce_kernels.h"
+#include "collectives/tuning.h"
+#include "common/log.h"
+#include "gradwire.h"
+#include "transport/bootstrap.h"
+#include "transport/transport.h"
+
+struct gw_comm {
+    int rank;
+    int size;
+    gw_logger_t log;
+    int timeout_ms;
+    gw_algo_t algo; /* GW_ALGO_AUTO: cost model */
+    gw_bootstrap_t *bootstrap;
+    gw_transport_t *transport; /* NULL when size == 1 */
+    gw_tuning_t tuning;
+    uint64_t seq;     /* sequence number of the last collective started */
+    gw_msg_tag_t tag; /* tag of the collective in progress */
+    gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
+    size_t chunk_bytes; /* pipelining granularity of ring and tree */
+    /* Scratch memory reused across calls (grown on demand, never shrunk). */
+    void *scratch;
+    size_t scratch_len;
+};
+
+/* Kinds of collectives, part of the signature in every message tag. */
+typedef enum gw_coll_kind {
+    GW_COLL_ALLREDUCE = 1,
+    GW_COLL_BROADCAST,
+    GW_COLL_REDUCE,
+    GW_COLL_ALLGATHER,
+    GW_COLL_REDUCE_SCATTER,
+    GW_COLL_BARRIER,
+} gw_coll_kind_t;
+
+/* Scratch buffer of at least len bytes owned by the communicator. */
+gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);
+
+/* Mark the communicator failed (first error wins), tell peers via the
+ * transport's abort, and return the sticky status. */
+gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status);
+
+/* Post a send or receive of len bytes to/from peer with the current tag. */
+gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len,
+                          gw_request_t *req);
+gw_status_t gw__p2p_irecv(gw_comm_t *comm, int peer, void *buf, size_t len, gw_request_t *req);
+/* Drive progress until every request in reqs[0..n) completed (NULL entries
+ * are skipped). Fails on the first failed request, on a conflicting tag from
+ * any peer, or after timeout_ms without progress. */
+gw_status_t gw__p2p_waitall(gw_comm_t *comm, gw_request_t *const *reqs, int n);
+/* Drive progress until at least one of reqs[0..n) (non-NULL, not yet
+ * consumed) completed; returns its index in *idx. */
+gw_status_t gw__p2p_waitany(gw_comm_t *comm, gw_request_t *const *reqs, int n, int *idx);
+/* Non-blocking: one progress pass. */
+gw_status_t gw__p2p_poll(gw_comm_t *comm);
+/* Send to one peer and receive from another (or the same), both posted
+ * before waiting, so rings and exchanges cannot deadlock. */
+gw_status_t gw__p2p_sendrecv(gw_comm_t *comm, int dst, const void *sbuf, size_t slen, int src,
+                             void *rbuf, size_t rlen);
+
+/* Algorithms: one per file. */
+gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, gw_op_t op);
+gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, gw_op_t op);
+gw_status_t gw__allreduce_rd(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             gw_dtype_t dtype, gw_op_t op);
+gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
+                               int root);
+gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            gw_dtype_t dtype, gw_op_t op, int root);
+gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, gw_dtype_t dtype);
+gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, gw_dtype_t dtype, gw_op_t op);
+gw_status_t gw__barrier_dissemination(gw_comm_t *comm);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * log.h - leveled logging with a per-communicator context.
+ *
+ * Every line starts with host, pid, rank and subsystem, e.g.
+ *   node3:4711:2 gradwire TCP WARN connection to rank 5 reset: ...
+ * The level is checked before any formatting, so a disabled TRACE costs one
+ * compare. There is no global logger: each communicator owns a gw_logger_t
+ * and passes a pointer down to its transport and bootstrap.
+ */
+#ifndef GW_COMMON_LOG_H
+#define GW_COMMON_LOG_H
+
+#include <stdio.h>
+
+typedef enum gw_log_level {
+    GW_LOG_NONE = 0,
+    GW_LOG_ERROR,
+    GW_LOG_WARN,
+    GW_LOG_INFO,
+    GW_LOG_TRACE
+} gw_log_level_t;
+
+typedef struct gw_logger {
+    gw_log_level_t level;
+    int rank;       /* -1 before the rank is known */
+    FILE *file;     /* stderr, or the GW_DEBUG_FILE we opened */
+    int owns_file;  /* close file on gw__logger_fini */
+    char host[64];
+} gw_logger_t;
+
+/* Configure from GW_DEBUG (NONE|ERROR|WARN|INFO|TRACE, default WARN) and
+ * GW_DEBUG_FILE (a path; "%h" becomes the host name and "%p" the pid).
+ * Never fails: an unusable file falls back to stderr with a warning. */
+void gw__logger_init(gw_logger_t *lg, int rank);
+void gw__logger_fini(gw_logger_t *lg);
+
+void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#define GW__LOG(lg, lvl, subsys, ...)                                                      \
+    do {                                                                                   \
+        const gw_logger_t *gw__lg = (lg);                                                  \
+        if (gw__lg && gw__lg->level >= (lvl))                                              \
+            gw__log_write(gw__lg, (lvl), (subsys), __VA_ARGS__);                           \
+    } while (0)
+
+#define GW_ERROR(lg, subsys, ...) GW__LOG(lg, GW_LOG_ERROR, subsys, __VA_ARGS__)
+#define GW_WARN(lg, subsys, ...) GW__LOG(lg, GW_LOG_WARN, subsys, __VA_ARGS__)
+#define GW_INFO(lg, subsys, ...) GW__LOG(lg, GW_LOG_INFO, subsys, __VA_ARGS__)
+#define GW_TRACE(lg, subsys, ...) GW__LOG(lg, GW_LOG_TRACE, subsys, __VA_ARGS__)
+
+#endif

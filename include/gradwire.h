@@ -1,0 +1,219 @@
+/*
+ * gradwire.h - the one public header of gradwire, a communication backend
+ * for distributed training: collectives (allreduce, broadcast, reduce,
+ * allgather, reduce-scatter, barrier) over TCP today, RDMA verbs and shared
+ * memory behind the same interface.
+ *
+ * Conventions that hold for every function below unless it says otherwise:
+ *  - Fallible functions return a gw_status_t; GW_OK means success. Output
+ *    parameters are written only on success.
+ *  - A communicator (gw_comm_t) is not thread-safe: call into one
+ *    communicator from one thread at a time. Different communicators may be
+ *    used from different threads concurrently. gw_status_str() and
+ *    gw_version() are safe from any thread.
+ *  - Collectives are blocking and must be called by every rank of the
+ *    communicator in the same order with matching arguments (count, dtype,
+ *    op, root). A mismatch is detected and reported as GW_ERR_MISMATCH (or
+ *    GW_ERR_REMOTE on ranks that learn of it from a peer) instead of
+ *    corrupting memory or hanging.
+ *  - After a collective fails, the communicator is broken: every later call
+ *    returns the same error. Destroy it (gw_comm_destroy) and create a new one.
+ *  - A collective that makes no progress for the communicator's timeout
+ *    (GW_TIMEOUT_MS) fails with GW_ERR_TIMEOUT; a peer that dies makes the
+ *    collective fail with GW_ERR_REMOTE. Nothing waits forever.
+ *  - Buffers are owned by the caller and are not retained after a call
+ *    returns. Out-of-place calls require send and receive buffers that do not
+ *    overlap; in-place calls pass the same pointer for both.
+ */
+#ifndef GRADWIRE_H
+#define GRADWIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GW_VERSION_MAJOR 0
+#define GW_VERSION_MINOR 1
+#define GW_VERSION_PATCH 0
+/* One integer that orders versions: major * 10000 + minor * 100 + patch. */
+#define GW_VERSION_CODE (GW_VERSION_MAJOR * 10000 + GW_VERSION_MINOR * 100 + GW_VERSION_PATCH)
+
+/* The library's version as "MAJOR.MINOR.PATCH" (static storage; never NULL).
+ * Compare with GW_VERSION_* to detect a header/library mismatch. */
+const char *gw_version(void);
+
+/* Status codes. The X-macro keeps codes and their strings together. */
+#define GW_STATUS_MAP(X)                                                                 \
+    X(GW_OK, 0, "success")                                                               \
+    X(GW_ERR_INVALID_ARG, 1, "invalid argument")                                         \
+    X(GW_ERR_NO_MEMORY, 2, "out of memory")                                              \
+    X(GW_ERR_SYSTEM, 3, "system call failed")                                            \
+    X(GW_ERR_TIMEOUT, 4, "timed out")                                                    \
+    X(GW_ERR_REMOTE, 5, "remote peer failed or closed the connection")                   \
+    X(GW_ERR_AUTH, 6, "authentication failed (job token mismatch)")                      \
+    X(GW_ERR_PROTOCOL, 7, "protocol error (malformed or unexpected message)")            \
+    X(GW_ERR_MISMATCH, 8, "ranks called the collective with different arguments")       \
+    X(GW_ERR_UNSUPPORTED, 9, "operation not supported")                                  \
+    X(GW_ERR_ABORTED, 10, "communicator was aborted")                                    \
+    X(GW_ERR_OVERFLOW, 11, "size overflow")                                              \
+    X(GW_ERR_NOT_FOUND, 12, "not found")                                                 \
+    X(GW_ERR_CONFIG, 13, "invalid configuration")
+
+typedef enum gw_status {
+#define GW__STATUS_ENUM(name, value, text) name = value,
+    GW_STATUS_MAP(GW__STATUS_ENUM)
+#undef GW__STATUS_ENUM
+} gw_status_t;
+
+/* A short English description of a status ("timed out"). Never NULL; unknown
+ * values give "unknown status". Thread-safe, static storage. */
+const char *gw_status_str(gw_status_t status);
+/* The enumerator's name ("GW_ERR_TIMEOUT"), for logs and tests. */
+const char *gw_status_name(gw_status_t status);
+
+/* Element types. float16 is IEEE binary16, bfloat16 is the top half of a
+ * binary32; both are reduced through float with round-to-nearest-even. */
+typedef enum gw_dtype {
+    GW_FLOAT32 = 0,
+    GW_FLOAT64,
+    GW_FLOAT16,
+    GW_BFLOAT16,
+    GW_INT8,
+    GW_UINT8,
+    GW_INT32,
+    GW_INT64,
+    GW_DTYPE_COUNT
+} gw_dtype_t;
+
+/* Reduction operations. GW_AVG is the sum divided by the number of ranks
+ * (integer types: the wrapped two's-complement sum divided with truncation
+ * toward zero). GW_MIN and GW_MAX propagate NaN (IEEE 754-2019 minimum and
+ * maximum) and order -0 below +0. */
+typedef enum gw_op { GW_SUM = 0, GW_PROD, GW_MIN, GW_MAX, GW_AVG, GW_OP_COUNT } gw_op_t;
+
+/* Allreduce algorithms. GW_ALGO_AUTO lets the cost model choose per message
+ * size and rank count; the environment variable GW_ALGO (ring, tree, rd)
+ * overrides AUTO. Every algorithm gives bitwise identical results on every
+ * rank. */
+typedef enum gw_algo {
+    GW_ALGO_AUTO = 0,
+    GW_ALGO_RING, /* reduce-scatter + allgather around a ring, pipelined */
+    GW_ALGO_TREE, /* pipelined double binary tree */
+    GW_ALGO_RD,   /* recursive doubling: latency-optimised for small messages */
+    GW_ALGO_COUNT
+} gw_algo_t;
+
+/* Size in bytes of one element, or 0 for an unknown dtype. */
+size_t gw_dtype_size(gw_dtype_t dtype);
+/* Lower-case names ("float32", "sum", "ring"); "unknown" for bad values. */
+const char *gw_dtype_name(gw_dtype_t dtype);
+const char *gw_op_name(gw_op_t op);
+const char *gw_algo_name(gw_algo_t algo);
+/* Parse those names (and common aliases: "float", "fp16", "bf16", "half",
+ * "double", "int", "long"). GW_ERR_INVALID_ARG for an unknown name. */
+gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out);
+gw_status_t gw_op_parse(const char *name, gw_op_t *out);
+gw_status_t gw_algo_parse(const char *name, gw_algo_t *out);
+
+/* Communicator configuration. Initialise with gw_config_init(), then set the
+ * fields you know. Fields left at their initial value (-1 for integers, NULL
+ * for strings, 0 for timeout_ms and nsocks) are taken from the environment
+ * (see README: GW_ROOT, GW_JOB_TOKEN, GW_TIMEOUT_MS, GW_TRANSPORT,
+ * GW_SOCKET_IFNAME, GW_NSOCKS, GW_ALGO), then from built-in defaults. */
+typedef struct gw_config {
+    int rank;                  /* this process's rank, 0 <= rank < size */
+    int size;                  /* number of ranks */
+    const char *root;          /* rank 0's bootstrap address "host:port" */
+    const char *job_token;     /* shared secret; NULL: unauthenticated job */
+    int timeout_ms;            /* no-progress timeout for init and calls */
+    const char *transport;     /* "tcp" or NULL for automatic choice */
+    const char *socket_ifname; /* network interface for TCP data sockets */
+    int nsocks;                /* TCP sockets per peer (1..16) */
+    gw_algo_t algo;            /* allreduce algorithm, GW_ALGO_AUTO default */
+} gw_config_t;
+
+/* Fill *cfg with "unset" values (see above). Never fails for non-NULL cfg. */
+void gw_config_init(gw_config_t *cfg);
+
+/* Opaque communicator handle. */
+typedef struct gw_comm gw_comm_t;
+
+/* Create a communicator: every rank calls this with the same size, root and
+ * token. Rank 0 listens on root; the others connect to it (retrying with
+ * backoff until the timeout), authenticate by challenge-response on the job
+ * token (the token itself never crosses the wire), exchange transport
+ * addresses and connect to each other. Collective over all ranks; blocks
+ * until every rank has joined or the timeout expires.
+ * Errors: GW_ERR_INVALID_ARG / GW_ERR_CONFIG for bad configuration (message
+ * logged naming the field), GW_ERR_TIMEOUT naming the root address when it
+ * cannot be reached, GW_ERR_AUTH on a token mismatch, GW_ERR_SYSTEM. On
+ * success *out owns the communicator; free it with gw_comm_destroy(). */
+gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
+
+/* Like gw_comm_init with every field taken from the environment: rank and
+ * size from GW_RANK/GW_SIZE, RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/
+ * OMPI_COMM_WORLD_SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Hydra) or
+ * SLURM_PROCID/SLURM_NTASKS (srun); root from GW_ROOT or MASTER_ADDR and
+ * MASTER_PORT. GW_ERR_CONFIG names the variable that is missing or bad. */
+gw_status_t gw_comm_init_env(gw_comm_t **out);
+
+/* Release a communicator: tells peers goodbye, closes connections, frees
+ * memory. Not collective and does not block on peers. NULL is a no-op. */
+gw_status_t gw_comm_destroy(gw_comm_t *comm);
+
+/* Mark the communicator failed and tell every peer, so that their pending
+ * and later calls fail with GW_ERR_ABORTED instead of waiting. Does not free:
+ * call gw_comm_destroy() afterwards. */
+gw_status_t gw_comm_abort(gw_comm_t *comm);
+
+/* Rank and size of a communicator (-1 for NULL). */
+int gw_comm_rank(const gw_comm_t *comm);
+int gw_comm_size(const gw_comm_t *comm);
+/* Name of the transport in use ("tcp", or "self" for one rank). */
+const char *gw_comm_transport(const gw_comm_t *comm);
+
+/* Choose the allreduce algorithm for later calls (GW_ALGO_AUTO: cost model).
+ * Every rank must choose the same; a difference is reported as a mismatch. */
+gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo);
+/* The algorithm that an allreduce of count elements of dtype would use now. */
+gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtype);
+
+/* recvbuf[i] = op over ranks of sendbuf[i], on every rank. sendbuf ==
+ * recvbuf is in place. count 0 is allowed (still checks that the ranks agree).
+ * NULL buffers are GW_ERR_INVALID_ARG when count > 0; count * size of dtype
+ * overflowing size_t is GW_ERR_OVERFLOW. */
+gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gw_dtype_t dtype, gw_op_t op);
+
+/* Copy root's sendbuf into every rank's recvbuf. sendbuf is read on root
+ * only (may be NULL elsewhere); sendbuf == recvbuf on root is in place. */
+gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gw_dtype_t dtype, int root);
+
+/* recvbuf[i] on root = op over ranks of sendbuf[i]. recvbuf is written on
+ * root only (may be NULL elsewhere). */
+gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      gw_dtype_t dtype, gw_op_t op, int root);
+
+/* recvbuf (size * sendcount elements) = the concatenation of every rank's
+ * sendbuf in rank order. In place: sendbuf == recvbuf + rank * sendcount
+ * elements. */
+gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                         gw_dtype_t dtype);
+
+/* sendbuf holds size * recvcount elements; rank r receives in recvbuf the
+ * reduction over ranks of block r. In place: recvbuf == sendbuf + rank *
+ * recvcount elements. */
+gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, gw_dtype_t dtype, gw_op_t op);
+
+/* Returns on every rank only after every rank has entered it. */
+gw_status_t gw_barrier(gw_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADWIRE_H */

@@ -1,0 +1,55 @@
+/*
+ * bootstrap.h - out-of-band rendezvous of the ranks of one job.
+ *
+ * Rank 0 listens at the root address; every other rank connects (retrying
+ * with growing sleeps until the timeout) and the two prove to each other that
+ * they know the job token by HMAC-SHA256 challenge-response: the token never
+ * crosses the wire. Connections that fail the handshake (wrong token, garbage,
+ * a port scanner that sends nothing) are logged and dropped while rank 0 keeps
+ * waiting for the real ranks. Once all ranks are in, rank 0 sends each a
+ * random 16-byte job id and the listener is closed. The star of connections
+ * stays open for small all-gathers (transport addresses, later out-of-band
+ * RDMA connection data).
+ */
+#ifndef GW_TRANSPORT_BOOTSTRAP_H
+#define GW_TRANSPORT_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "gradwire.h"
+
+typedef struct gw_bootstrap gw_bootstrap_t;
+
+typedef struct gw_bootstrap_params {
+    int rank;
+    int size;
+    const char *root;      /* "host:port" */
+    const char *token;     /* NULL or "" = unauthenticated job (warned about) */
+    int timeout_ms;        /* overall budget for open() and each later call */
+    const gw_logger_t *log;
+} gw_bootstrap_params_t;
+
+/* Join the job. Rank 0 binds the root address and waits for size - 1
+ * authenticated ranks; others connect to it. Errors: GW_ERR_TIMEOUT (message
+ * names the root address and how many ranks joined), GW_ERR_AUTH (token
+ * mismatch, on the connecting rank), GW_ERR_CONFIG (rank/size disagreement,
+ * duplicate rank), GW_ERR_SYSTEM (bind failed: address in use, ...). */
+gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap_t **out);
+
+/* The job id chosen by rank 0 (same on every rank). */
+void gw__bootstrap_job_id(const gw_bootstrap_t *bs, uint8_t job_id[16]);
+
+/* Local address of this rank's connection towards rank 0 (for rank 0: the
+ * address it listens on, port excluded meaning). Used to pick the interface. */
+gw_status_t gw__bootstrap_local_addr(const gw_bootstrap_t *bs, struct sockaddr_storage *addr,
+                                     socklen_t *len);
+
+/* all[r * len ... ] = rank r's `mine` (len bytes, same len on every rank). */
+gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, void *all);
+
+void gw__bootstrap_close(gw_bootstrap_t *bs);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * transport.h - the interface every transport implements: move framed
+ * messages between two ranks of one job.
+ *
+ * A transport instance connects this rank to every other rank (full mesh,
+ * established once at communicator creation). Messages between a pair of
+ * ranks are delivered in the order they were posted, and matched in posting
+ * order against the receives posted for that peer: the n-th receive posted
+ * for peer p gets the n-th message p sent to us.
+ *
+ * Every message carries a tag (collective sequence number and a signature of
+ * the collective's arguments) and its length. A receive whose posted tag or
+ * length differs from the incoming message's fails with GW_ERR_MISMATCH
+ * before a byte of payload is written to the user's buffer. That is how ranks
+ * that called a collective with different arguments get an error instead of
+ * corrupted memory.
+ *
+ * Progress is explicit and single-threaded: nothing moves unless the owner
+ * calls progress(). progress() also reads ahead the header of the next
+ * message on connections that have no posted receive (never payload), so that
+ * a message from a collective that disagrees with ours is detected even when
+ * no receive would ever be posted for it (see gw__tag_conflicts).
+ *
+ * Failure: a peer that closes without a goodbye, resets, sends garbage or an
+ * abort frame fails every pending request and every later call with an error
+ * naming that peer (GW_ERR_REMOTE, or the status carried by the abort frame).
+ */
+#ifndef GW_TRANSPORT_H
+#define GW_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "gradwire.h"
+
+/* Bytes of a transport address blob exchanged through the bootstrap. */
+#define GW_TRANSPORT_ADDR_MAX 128
+
+typedef struct gw_msg_tag {
+    uint64_t seq; /* collective sequence number on the communicator, from 1 */
+    uint32_t sig; /* hash of (collective kind, count, dtype, op, root, algo) */
+    uint32_t reserved;
+} gw_msg_tag_t;
+
+/* Non-zero when a pending header with tag `pending` proves that the peer is
+ * in a collective that disagrees with ours (`current`): same sequence number
+ * but another signature, or an older sequence number that we will never
+ * receive. A newer sequence number is fine (the peer finished early). */
+static inline int gw__tag_conflicts(const gw_msg_tag_t *pending, const gw_msg_tag_t *current)
+{
+    return pending->seq < current->seq ||
+           (pending->seq == current->seq && pending->sig != current->sig);
+}
+
+typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;
+
+/* A request is storage owned by the caller, filled in before isend/irecv and
+ * left untouched by the caller until `complete` is non-zero. The transport
+ * links it into its queues through `next` and may use `priv` freely. */
+typedef struct gw_request {
+    gw_req_kind_t kind;
+    int peer;
+    gw_msg_tag_t tag;
+    void *buf; /* const for sends */
+    size_t len;
+    /* Written by the transport: */
+    int complete;       /* set once, when the request finished or failed */
+    gw_status_t status; /* GW_OK or the failure, valid when complete */
+    size_t bytes_done;
+    struct gw_request *next;
+    uint64_t priv[8];
+} gw_request_t;
+
+typedef struct gw_transport gw_transport_t; /* each implementation embeds this first */
+
+typedef struct gw_transport_params {
+    int rank;
+    int size;
+    const gw_logger_t *log;
+    int timeout_ms;            /* connection establishment budget */
+    const char *ifname;        /* GW_SOCKET_IFNAME, or NULL */
+    int nsocks;                /* sockets (or QPs) per peer, >= 1 */
+    uint8_t job_id[16];        /* random per job, from the bootstrap root */
+    /* The local address of our bootstrap connection to the root: the
+     * interface that routes to the root, used when no ifname is given. */
+    struct sockaddr_storage default_addr;
+    socklen_t default_addr_len;
+} gw_transport_params_t;
+
+typedef struct gw_transport_ops {
+    size_t size; /* sizeof(gw_transport_ops_t), for forward compatibility */
+    const char *name;
+    /* Create an instance and start listening; fills our address blob
+     * (at most GW_TRANSPORT_ADDR_MAX bytes) to be exchanged via bootstrap. */
+    gw_status_t (*open)(const gw_transport_params_t *params, gw_transport_t **out,
+                        uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
+    /* Connect to every peer given all ranks' address blobs (size *
+     * GW_TRANSPORT_ADDR_MAX bytes, ours included). Returns once every
+     * connection is up and verified (job id, ranks), or fails naming the peer. */
+    gw_status_t (*connect)(gw_transport_t *t, const uint8_t *all_addrs);
+    gw_status_t (*isend)(gw_transport_t *t, gw_request_t *req);
+    gw_status_t (*irecv)(gw_transport_t *t, gw_request_t *req);
+    /* Move data on every connection; wait at most wait_ms for activity when
+     * nothing can be done right away (0: never block). `current` is the tag
+     * of the collective in progress, or NULL. Returns GW_OK, or the error
+     * that broke the transport (after failing the pending requests). */
+    gw_status_t (*progress)(gw_transport_t *t, const gw_msg_tag_t *current, int wait_ms);
+    /* Register memory for zero-copy transports; TCP returns UNSUPPORTED. */
+    gw_status_t (*mem_reg)(gw_transport_t *t, void *buf, size_t len, void **handle);
+    gw_status_t (*mem_dereg)(gw_transport_t *t, void *handle);
+    /* Tell every peer that we abort with `reason` and drop connections. */
+    gw_status_t (*abort)(gw_transport_t *t, gw_status_t reason);
+    /* Say goodbye to every peer, close and free. NULL-safe. */
+    void (*close)(gw_transport_t *t);
+} gw_transport_ops_t;
+
+struct gw_transport {
+    const gw_transport_ops_t *ops;
+    const gw_logger_t *log;
+    int rank;
+    int size;
+};
+
+extern const gw_transport_ops_t gw__tcp_transport_ops;
+
+/* Stubs for unsupported slots. */
+gw_status_t gw__transport_mem_reg_unsupported(gw_transport_t *t, void *buf, size_t len,
+                                              void **handle);
+gw_status_t gw__transport_mem_dereg_unsupported(gw_transport_t *t, void *handle);
+
+#endif

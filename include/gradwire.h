@@ -35,6 +35,13 @@
 extern "C" {
 #endif
 
+/* Marks the library's exported functions (everything else is hidden). */
+#if defined(__GNUC__)
+#define GW_API __attribute__((visibility("default")))
+#else
+#define GW_API
+#endif
+
 #define GW_VERSION_MAJOR 0
 #define GW_VERSION_MINOR 1
 #define GW_VERSION_PATCH 0
@@ -43,7 +50,7 @@ extern "C" {
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static storage; never NULL).
  * Compare with GW_VERSION_* to detect a header/library mismatch. */
-const char *gw_version(void);
+GW_API const char *gw_version(void);
 
 /* Status codes. The X-macro keeps codes and their strings together. */
 #define GW_STATUS_MAP(X)                                                                 \
@@ -70,9 +77,9 @@ typedef enum gw_status {
 
 /* A short English description of a status ("timed out"). Never NULL; unknown
  * values give "unknown status". Thread-safe, static storage. */
-const char *gw_status_str(gw_status_t status);
+GW_API const char *gw_status_str(gw_status_t status);
 /* The enumerator's name ("GW_ERR_TIMEOUT"), for logs and tests. */
-const char *gw_status_name(gw_status_t status);
+GW_API const char *gw_status_name(gw_status_t status);
 
 /* Element types. float16 is IEEE binary16, bfloat16 is the top half of a
  * binary32; both are reduced through float with round-to-nearest-even. */
@@ -107,16 +114,16 @@ typedef enum gw_algo {
 } gw_algo_t;
 
 /* Size in bytes of one element, or 0 for an unknown dtype. */
-size_t gw_dtype_size(gw_dtype_t dtype);
+GW_API size_t gw_dtype_size(gw_dtype_t dtype);
 /* Lower-case names ("float32", "sum", "ring"); "unknown" for bad values. */
-const char *gw_dtype_name(gw_dtype_t dtype);
-const char *gw_op_name(gw_op_t op);
-const char *gw_algo_name(gw_algo_t algo);
+GW_API const char *gw_dtype_name(gw_dtype_t dtype);
+GW_API const char *gw_op_name(gw_op_t op);
+GW_API const char *gw_algo_name(gw_algo_t algo);
 /* Parse those names (and common aliases: "float", "fp16", "bf16", "half",
  * "double", "int", "long"). GW_ERR_INVALID_ARG for an unknown name. */
-gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out);
-gw_status_t gw_op_parse(const char *name, gw_op_t *out);
-gw_status_t gw_algo_parse(const char *name, gw_algo_t *out);
+GW_API gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out);
+GW_API gw_status_t gw_op_parse(const char *name, gw_op_t *out);
+GW_API gw_status_t gw_algo_parse(const char *name, gw_algo_t *out);
 
 /* Communicator configuration. Initialise with gw_config_init(), then set the
  * fields you know. Fields left at their initial value (-1 for integers, NULL
@@ -136,7 +143,7 @@ typedef struct gw_config {
 } gw_config_t;
 
 /* Fill *cfg with "unset" values (see above). Never fails for non-NULL cfg. */
-void gw_config_init(gw_config_t *cfg);
+GW_API void gw_config_init(gw_config_t *cfg);
 
 /* Opaque communicator handle. */
 typedef struct gw_comm gw_comm_t;
@@ -151,67 +158,67 @@ typedef struct gw_comm gw_comm_t;
  * logged naming the field), GW_ERR_TIMEOUT naming the root address when it
  * cannot be reached, GW_ERR_AUTH on a token mismatch, GW_ERR_SYSTEM. On
  * success *out owns the communicator; free it with gw_comm_destroy(). */
-gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
+GW_API gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
 
 /* Like gw_comm_init with every field taken from the environment: rank and
  * size from GW_RANK/GW_SIZE, RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/
  * OMPI_COMM_WORLD_SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Hydra) or
  * SLURM_PROCID/SLURM_NTASKS (srun); root from GW_ROOT or MASTER_ADDR and
  * MASTER_PORT. GW_ERR_CONFIG names the variable that is missing or bad. */
-gw_status_t gw_comm_init_env(gw_comm_t **out);
+GW_API gw_status_t gw_comm_init_env(gw_comm_t **out);
 
 /* Release a communicator: tells peers goodbye, closes connections, frees
  * memory. Not collective and does not block on peers. NULL is a no-op. */
-gw_status_t gw_comm_destroy(gw_comm_t *comm);
+GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
 
 /* Mark the communicator failed and tell every peer, so that their pending
  * and later calls fail with GW_ERR_ABORTED instead of waiting. Does not free:
  * call gw_comm_destroy() afterwards. */
-gw_status_t gw_comm_abort(gw_comm_t *comm);
+GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 
 /* Rank and size of a communicator (-1 for NULL). */
-int gw_comm_rank(const gw_comm_t *comm);
-int gw_comm_size(const gw_comm_t *comm);
+GW_API int gw_comm_rank(const gw_comm_t *comm);
+GW_API int gw_comm_size(const gw_comm_t *comm);
 /* Name of the transport in use ("tcp", or "self" for one rank). */
-const char *gw_comm_transport(const gw_comm_t *comm);
+GW_API const char *gw_comm_transport(const gw_comm_t *comm);
 
 /* Choose the allreduce algorithm for later calls (GW_ALGO_AUTO: cost model).
  * Every rank must choose the same; a difference is reported as a mismatch. */
-gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo);
+GW_API gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo);
 /* The algorithm that an allreduce of count elements of dtype would use now. */
-gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtype);
+GW_API gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtype);
 
 /* recvbuf[i] = op over ranks of sendbuf[i], on every rank. sendbuf ==
  * recvbuf is in place. count 0 is allowed (still checks that the ranks agree).
  * NULL buffers are GW_ERR_INVALID_ARG when count > 0; count * size of dtype
  * overflowing size_t is GW_ERR_OVERFLOW. */
-gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+GW_API gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gw_dtype_t dtype, gw_op_t op);
 
 /* Copy root's sendbuf into every rank's recvbuf. sendbuf is read on root
  * only (may be NULL elsewhere); sendbuf == recvbuf on root is in place. */
-gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+GW_API gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gw_dtype_t dtype, int root);
 
 /* recvbuf[i] on root = op over ranks of sendbuf[i]. recvbuf is written on
  * root only (may be NULL elsewhere). */
-gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+GW_API gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                       gw_dtype_t dtype, gw_op_t op, int root);
 
 /* recvbuf (size * sendcount elements) = the concatenation of every rank's
  * sendbuf in rank order. In place: sendbuf == recvbuf + rank * sendcount
  * elements. */
-gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+GW_API gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                          gw_dtype_t dtype);
 
 /* sendbuf holds size * recvcount elements; rank r receives in recvbuf the
  * reduction over ranks of block r. In place: recvbuf == sendbuf + rank *
  * recvcount elements. */
-gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+GW_API gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t recvcount, gw_dtype_t dtype, gw_op_t op);
 
 /* Returns on every rank only after every rank has entered it. */
-gw_status_t gw_barrier(gw_comm_t *comm);
+GW_API gw_status_t gw_barrier(gw_comm_t *comm);
 
 #ifdef __cplusplus
 }

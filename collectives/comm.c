@@ -1,0 +1,319 @@
+/*
+ * comm.c - communicator lifecycle: configuration from a struct or the
+ * environment, bootstrap, transport selection and connection, teardown.
+ *
+ * Creation is: resolve the configuration (explicit fields first, then GW_*
+ * and launcher variables, then defaults), join the job through the bootstrap
+ * root, open the transport on the interface that routes to the root (or
+ * GW_SOCKET_IFNAME), all-gather the transport addresses over the bootstrap
+ * and connect the full mesh. Every failure is logged once, naming what was
+ * wrong, and unwinds what was built so far.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "collectives/coll.h"
+#include "common/env.h"
+
+#define GW_DEFAULT_TIMEOUT_MS 300000
+#define GW_MAX_NSOCKS 16
+
+void gw_config_init(gw_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->rank = -1;
+    cfg->size = -1;
+    cfg->algo = GW_ALGO_AUTO;
+}
+
+int gw_comm_rank(const gw_comm_t *comm) { return comm ? comm->rank : -1; }
+int gw_comm_size(const gw_comm_t *comm) { return comm ? comm->size : -1; }
+
+const char *gw_comm_transport(const gw_comm_t *comm)
+{
+    if (!comm)
+        return "none";
+    return comm->transport ? comm->transport->ops->name : "self";
+}
+
+gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo)
+{
+    if (!comm || (unsigned)algo >= GW_ALGO_COUNT)
+        return GW_ERR_INVALID_ARG;
+    comm->algo = algo;
+    return GW_OK;
+}
+
+/* The resolved configuration, with every string owned by the caller's config
+ * or the environment (both outlive gw_comm_init). */
+typedef struct resolved {
+    int rank, size;
+    const char *root;
+    const char *token;
+    int timeout_ms;
+    const char *transport;
+    const char *ifname;
+    int nsocks;
+    gw_algo_t algo;
+    size_t chunk_bytes;
+} resolved_t;
+
+static const char *env_or(const char *value, const char *name)
+{
+    if (value)
+        return value;
+    const char *e = getenv(name);
+    return (e && *e) ? e : NULL;
+}
+
+static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolved_t *r)
+{
+    long v;
+    r->rank = cfg->rank;
+    r->size = cfg->size;
+    if (r->size < 1 || r->rank < 0 || r->rank >= r->size) {
+        GW_ERROR(lg, "init", "invalid rank %d / size %d: need size >= 1 and 0 <= rank < size",
+                 cfg->rank, cfg->size);
+        return GW_ERR_CONFIG;
+    }
+    r->root = env_or(cfg->root, "GW_ROOT");
+    r->token = env_or(cfg->job_token, "GW_JOB_TOKEN");
+    r->transport = env_or(cfg->transport, "GW_TRANSPORT");
+    r->ifname = env_or(cfg->socket_ifname, "GW_SOCKET_IFNAME");
+    if (cfg->timeout_ms > 0) {
+        r->timeout_ms = cfg->timeout_ms;
+    } else {
+        if (gw__env_int(lg, "GW_TIMEOUT_MS", 1, 86400000L, GW_DEFAULT_TIMEOUT_MS, &v) != GW_OK)
+            return GW_ERR_CONFIG;
+        r->timeout_ms = (int)v;
+    }
+    if (cfg->nsocks > 0) {
+        if (cfg->nsocks > GW_MAX_NSOCKS) {
+            GW_ERROR(lg, "init", "nsocks %d out of range [1, %d]", cfg->nsocks, GW_MAX_NSOCKS);
+            return GW_ERR_CONFIG;
+        }
+        r->nsocks = cfg->nsocks;
+    } else {
+        if (gw__env_int(lg, "GW_NSOCKS", 1, GW_MAX_NSOCKS, 1, &v) != GW_OK)
+            return GW_ERR_CONFIG;
+        r->nsocks = (int)v;
+    }
+    if ((unsigned)cfg->algo >= GW_ALGO_COUNT) {
+        GW_ERROR(lg, "init", "unknown algorithm %d in configuration", (int)cfg->algo);
+        return GW_ERR_CONFIG;
+    }
+    r->algo = cfg->algo;
+    const char *algo_env = getenv("GW_ALGO");
+    if (r->algo == GW_ALGO_AUTO && algo_env && *algo_env &&
+        gw_algo_parse(algo_env, &r->algo) != GW_OK) {
+        GW_ERROR(lg, "init", "GW_ALGO=\"%s\" is not one of auto, ring, tree, rd", algo_env);
+        return GW_ERR_CONFIG;
+    }
+    if (gw__env_int(lg, "GW_CHUNK_BYTES", 4096, 1L << 30, 0, &v) != GW_OK)
+        return GW_ERR_CONFIG;
+    r->chunk_bytes = (size_t)v;
+    if (r->transport && strcasecmp(r->transport, "tcp") != 0 &&
+        strcasecmp(r->transport, "auto") != 0) {
+        GW_ERROR(lg, "init",
+                 "GW_TRANSPORT=\"%s\" is not available in this build (available: tcp, auto)",
+                 r->transport);
+        return GW_ERR_CONFIG;
+    }
+    if (r->size > 1 && !r->root) {
+        GW_ERROR(lg, "init", "no root address: set GW_ROOT=host:port (or MASTER_ADDR and "
+                             "MASTER_PORT), or use `gradwire launch`");
+        return GW_ERR_CONFIG;
+    }
+    return GW_OK;
+}
+
+static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
+{
+    gw_transport_params_t params;
+    memset(&params, 0, sizeof(params));
+    params.rank = comm->rank;
+    params.size = comm->size;
+    params.log = &comm->log;
+    params.timeout_ms = comm->timeout_ms;
+    params.ifname = r->ifname;
+    params.nsocks = r->nsocks;
+    gw__bootstrap_job_id(comm->bootstrap, params.job_id);
+    gw_status_t st = gw__bootstrap_local_addr(comm->bootstrap, &params.default_addr,
+                                              &params.default_addr_len);
+    if (st != GW_OK)
+        return st;
+
+    const gw_transport_ops_t *ops = &gw__tcp_transport_ops;
+    uint8_t addr[GW_TRANSPORT_ADDR_MAX];
+    memset(addr, 0, sizeof(addr));
+    st = ops->open(&params, &comm->transport, addr);
+    if (st != GW_OK)
+        return st;
+    uint8_t *all = malloc((size_t)comm->size * GW_TRANSPORT_ADDR_MAX);
+    if (!all) {
+        st = GW_ERR_NO_MEMORY;
+        goto err_close_transport;
+    }
+    st = gw__bootstrap_allgather(comm->bootstrap, addr, GW_TRANSPORT_ADDR_MAX, all);
+    if (st != GW_OK)
+        goto err_free_addrs;
+    st = ops->connect(comm->transport, all);
+    if (st != GW_OK)
+        goto err_free_addrs;
+    free(all);
+    GW_INFO(&comm->log, "init", "rank %d of %d connected over %s (%d socket%s per peer)",
+            comm->rank, comm->size, ops->name, r->nsocks, r->nsocks == 1 ? "" : "s");
+    return GW_OK;
+
+err_free_addrs:
+    free(all);
+err_close_transport:
+    ops->close(comm->transport);
+    comm->transport = NULL;
+    return st;
+}
+
+gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
+{
+    if (!cfg || !out)
+        return GW_ERR_INVALID_ARG;
+    gw_comm_t *comm = calloc(1, sizeof(*comm));
+    if (!comm)
+        return GW_ERR_NO_MEMORY;
+    gw__logger_init(&comm->log, cfg->rank);
+
+    resolved_t r;
+    gw_status_t st = resolve(cfg, &comm->log, &r);
+    if (st != GW_OK)
+        goto err_free_comm;
+    comm->rank = r.rank;
+    comm->size = r.size;
+    comm->timeout_ms = r.timeout_ms;
+    comm->algo = r.algo;
+    gw__tuning_defaults(&comm->tuning, r.size > 1 ? "tcp" : "self");
+    comm->chunk_bytes = r.chunk_bytes ? r.chunk_bytes : comm->tuning.chunk_bytes;
+    comm->tuning.chunk_bytes = comm->chunk_bytes;
+    comm->failed = GW_OK;
+    if (comm->size == 1)
+        goto done;
+
+    gw_bootstrap_params_t bp = {
+        .rank = r.rank,
+        .size = r.size,
+        .root = r.root,
+        .token = r.token,
+        .timeout_ms = r.timeout_ms,
+        .log = &comm->log,
+    };
+    st = gw__bootstrap_open(&bp, &comm->bootstrap);
+    if (st != GW_OK)
+        goto err_free_comm;
+    st = connect_transport(comm, &r);
+    if (st != GW_OK)
+        goto err_close_bootstrap;
+done:
+    *out = comm;
+    return GW_OK;
+
+err_close_bootstrap:
+    gw__bootstrap_close(comm->bootstrap);
+err_free_comm:
+    GW_ERROR(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
+    gw__logger_fini(&comm->log);
+    free(comm);
+    return st;
+}
+
+/* Rank and size from the first launcher convention present. */
+static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
+{
+    static const char *const pairs[][2] = {
+        {"GW_RANK", "GW_SIZE"},
+        {"RANK", "WORLD_SIZE"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"PMI_RANK", "PMI_SIZE"},
+        {"SLURM_PROCID", "SLURM_NTASKS"},
+    };
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        const char *rs = getenv(pairs[i][0]);
+        if (!rs || !*rs)
+            continue;
+        long rv, sv;
+        const char *ss = getenv(pairs[i][1]);
+        if (gw__parse_long(rs, 0, 1L << 30, &rv) != GW_OK) {
+            GW_ERROR(lg, "init", "%s=\"%s\" is not a rank", pairs[i][0], rs);
+            return GW_ERR_CONFIG;
+        }
+        if (!ss || gw__parse_long(ss, 1, 1L << 30, &sv) != GW_OK) {
+            GW_ERROR(lg, "init", "%s is set but %s=\"%s\" is not a positive size", pairs[i][0],
+                     pairs[i][1], ss ? ss : "(unset)");
+            return GW_ERR_CONFIG;
+        }
+        if (rv >= sv) {
+            GW_ERROR(lg, "init", "%s=%ld is not below %s=%ld", pairs[i][0], rv, pairs[i][1], sv);
+            return GW_ERR_CONFIG;
+        }
+        *rank = (int)rv;
+        *size = (int)sv;
+        return GW_OK;
+    }
+    GW_ERROR(lg, "init", "no rank in the environment: set GW_RANK/GW_SIZE or RANK/WORLD_SIZE, "
+                         "or start the job with gradwire launch, mpirun or srun");
+    return GW_ERR_CONFIG;
+}
+
+gw_status_t gw_comm_init_env(gw_comm_t **out)
+{
+    if (!out)
+        return GW_ERR_INVALID_ARG;
+    gw_logger_t lg;
+    gw__logger_init(&lg, -1);
+    gw_config_t cfg;
+    gw_config_init(&cfg);
+    gw_status_t st = env_rank_size(&lg, &cfg.rank, &cfg.size);
+    char root[512];
+    if (st == GW_OK && !getenv("GW_ROOT")) {
+        const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+        if (addr && *addr) {
+            if (!port || !*port) {
+                GW_ERROR(&lg, "init", "MASTER_ADDR is set but MASTER_PORT is not");
+                st = GW_ERR_CONFIG;
+            } else {
+                int colon = strchr(addr, ':') != NULL; /* an IPv6 literal needs brackets */
+                snprintf(root, sizeof(root), colon ? "[%s]:%s" : "%s:%s", addr, port);
+                cfg.root = root;
+            }
+        }
+    }
+    gw__logger_fini(&lg);
+    if (st != GW_OK)
+        return st;
+    return gw_comm_init(&cfg, out);
+}
+
+gw_status_t gw_comm_abort(gw_comm_t *comm)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    GW_WARN(&comm->log, "api", "communicator aborted by the application");
+    gw__comm_fail(comm, GW_ERR_ABORTED);
+    return GW_OK;
+}
+
+gw_status_t gw_comm_destroy(gw_comm_t *comm)
+{
+    if (!comm)
+        return GW_OK;
+    if (comm->transport)
+        comm->transport->ops->close(comm->transport);
+    if (comm->bootstrap)
+        gw__bootstrap_close(comm->bootstrap);
+    free(comm->scratch);
+    gw__logger_fini(&comm->log);
+    free(comm);
+    return GW_OK;
+}

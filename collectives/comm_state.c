@@ -1,0 +1,43 @@
+/*
+ * comm_state.c - the communicator's shared state helpers: the sticky failure
+ * that turns the first error into every later call's answer, and the scratch
+ * memory the algorithms borrow.
+ */
+#include <stdlib.h>
+
+#include "collectives/coll.h"
+
+gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
+{
+    if (status == GW_OK)
+        return comm->failed;
+    if (comm->failed != GW_OK)
+        return comm->failed;
+    comm->failed = status;
+    /* Tell the peers now: they may be blocked on us in this collective, and
+     * an abort frame ends their wait with our reason instead of a timeout.
+     * The transport also drops every request still queued, so requests that
+     * live on an algorithm's stack are never touched after it returns. */
+    if (comm->transport)
+        comm->transport->ops->abort(comm->transport, status);
+    return status;
+}
+
+gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out)
+{
+    if (len <= comm->scratch_len) {
+        *out = comm->scratch;
+        return GW_OK;
+    }
+    /* Page-aligned so that later zero-copy transports can register it. */
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, len) != 0) {
+        GW_ERROR(&comm->log, "coll", "cannot allocate %zu bytes of scratch memory", len);
+        return GW_ERR_NO_MEMORY;
+    }
+    free(comm->scratch);
+    comm->scratch = p;
+    comm->scratch_len = len;
+    *out = p;
+    return GW_OK;
+}

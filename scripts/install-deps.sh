@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what gradwire needs to build and test, from Debian 12 packages.
+# Idempotent and quick when everything is present (no apt-get update then).
+set -euo pipefail
+
+PACKAGES=(build-essential cmake pkg-config libcriterion-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

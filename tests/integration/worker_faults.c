@@ -1,0 +1,133 @@
+/*
+ * worker_faults.c - one rank of the fault tests: ranks that disagree about a
+ * collective, pass bad arguments, die, or use the wrong token. Every rank
+ * must get an error (never a hang, never memory written past the count it
+ * asked for). Each rank prints "rank R: STATUS_NAME after T ms" and exits 0
+ * when the outcome is an error with intact memory, 1 otherwise.
+ *
+ * Usage: worker_faults MODE   (count, dtype, zero, algo, op, null, overflow,
+ *                              baddtype, badop, kill, killmid, token)
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gradwire.h"
+
+#define COUNT 1023
+#define PAD 4096
+#define CANARY 0x5A
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void die_now(int sig)
+{
+    (void)sig;
+    _exit(0); /* the launcher must not stop the survivors: exit 0 */
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODE\n", argv[0]);
+        return 2;
+    }
+    const char *mode = argv[1];
+    const char *rank_env = getenv("RANK");
+    int my_rank = rank_env ? atoi(rank_env) : 0;
+    if (strcmp(mode, "token") == 0 && my_rank == 1)
+        setenv("GW_JOB_TOKEN", "not-the-job-token", 1);
+
+    double t0 = now_ms();
+    gw_comm_t *comm = NULL;
+    gw_status_t st = gw_comm_init_env(&comm);
+    if (st != GW_OK) {
+        printf("rank %d: %s after %.0f ms (init)\n", my_rank, gw_status_name(st), now_ms() - t0);
+        return strcmp(mode, "token") == 0 ? 0 : 1;
+    }
+    int rank = gw_comm_rank(comm);
+    size_t count = COUNT;
+    gw_dtype_t dtype = GW_FLOAT32;
+    gw_op_t op = GW_SUM;
+    size_t big = (size_t)16 << 20; /* elements, for killmid: 64 MiB of float32 */
+    int special = rank == 1;
+
+    if (strcmp(mode, "kill") == 0) {
+        /* Everyone is connected before rank 1 dies. */
+        if (gw_barrier(comm) != GW_OK)
+            return 1;
+        if (special)
+            _exit(0);
+    }
+    if (strcmp(mode, "killmid") == 0) {
+        count = big;
+        if (special)
+            signal(SIGALRM, die_now);
+    }
+    if (special && strcmp(mode, "count") == 0)
+        count = COUNT + 1;
+    if (special && strcmp(mode, "dtype") == 0)
+        dtype = GW_INT32;
+    if (special && strcmp(mode, "zero") == 0)
+        count = 0;
+    if (special && strcmp(mode, "algo") == 0)
+        gw_comm_set_algo(comm, GW_ALGO_TREE);
+    else if (strcmp(mode, "algo") == 0)
+        gw_comm_set_algo(comm, GW_ALGO_RING);
+    if (special && strcmp(mode, "op") == 0)
+        op = GW_MAX;
+
+    size_t bytes = count * 8 + PAD; /* room for the largest dtype plus padding */
+    uint8_t *send = malloc(bytes), *recv = malloc(bytes);
+    memset(send, 0, bytes);
+    memset(recv, CANARY, bytes);
+    const void *sendp = send;
+    if (special && strcmp(mode, "null") == 0)
+        sendp = NULL;
+    if (strcmp(mode, "overflow") == 0)
+        count = SIZE_MAX / 4;
+    if (strcmp(mode, "baddtype") == 0)
+        dtype = (gw_dtype_t)99;
+    if (strcmp(mode, "badop") == 0)
+        op = (gw_op_t)42;
+
+    if (special && strcmp(mode, "killmid") == 0) {
+        struct itimerval it = {{0, 0}, {0, 20000}}; /* die 20 ms into the call */
+        setitimer(ITIMER_REAL, &it, NULL);
+    }
+    t0 = now_ms();
+    st = gw_allreduce(comm, sendp, recv, count, dtype, op);
+    double elapsed = now_ms() - t0;
+    printf("rank %d: %s after %.0f ms\n", rank, gw_status_name(st), elapsed);
+    fflush(stdout);
+    int ok = st != GW_OK;
+    /* Nothing may be written past what this rank asked for. */
+    size_t written = count <= (size_t)COUNT + 1 ? count * gw_dtype_size(dtype) : 0;
+    if (strcmp(mode, "killmid") != 0 && count <= (size_t)COUNT + 1) {
+        for (size_t i = written; i < bytes; i++)
+            if (recv[i] != CANARY) {
+                printf("rank %d: receive buffer written past its count at byte %zu\n", rank, i);
+                ok = 0;
+                break;
+            }
+    }
+    /* A failed communicator stays failed. */
+    if (st != GW_OK && gw_barrier(comm) == GW_OK) {
+        printf("rank %d: barrier succeeded on a failed communicator\n", rank);
+        ok = 0;
+    }
+    gw_comm_destroy(comm);
+    free(send);
+    free(recv);
+    return ok ? 0 : 1;
+}

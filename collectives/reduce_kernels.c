@@ -27,10 +27,10 @@
  * float16 and bfloat16 have no arithmetic of their own here: a block of each
  * operand is widened to float in a small stack buffer, the float loop runs on
  * it, and the result is rounded back to nearest, ties to even. Because float
- * has more than twice the precision of either format plus two bits, one
- * float operation followed by one rounding gives the correctly rounded
- * half-precision result (no double-rounding error). Blocks are read before
- * they are written, so exact aliasing stays safe.
+ * has at least twice the precision of either format plus two bits (24 >=
+ * 2 * 11 + 2), one float operation followed by one rounding gives the
+ * correctly rounded half-precision result: no double-rounding error. Blocks
+ * are read before they are written, so exact aliasing stays safe.
  *
  * GW_AVG reduces exactly like GW_SUM; gw__reduce_finish_avg divides once at
  * the end (integers truncate toward zero, as C division does).

@@ -1,0 +1,823 @@
+/*
+ * test_reduce_kernels.c - the dtype x op reduction loops and the
+ * half-precision conversions.
+ *
+ * The conversions are checked exhaustively against references written
+ * independently of the implementation (ldexp/nearbyint in double), including
+ * every rounding tie between two adjacent half/bfloat16 values. The kernels
+ * are checked element by element against a plain scalar reference on random
+ * inputs (with NaN, infinities and signed zeros mixed in), for odd counts
+ * that exercise vector bodies and scalar tails, and under every aliasing the
+ * contract allows.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/reduce_kernels.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bitsf(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static double bitsd(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static int half_is_nan(uint16_t h)
+{
+    return (h & 0x7fffu) > 0x7c00u;
+}
+
+static int bf16_is_nan(uint16_t h)
+{
+    return (h & 0x7fffu) > 0x7f80u;
+}
+
+/* xorshift64*: a seeded generator, so failures reproduce. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* The value of a half from its fields, computed in double (exact). */
+static double half_ref_value(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f;
+    int m = h & 0x3ff;
+    double v;
+    if (e == 0x1f)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp(m, -24);
+    else
+        v = ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/*
+ * Round |x| (finite) to a format with `bits` significand bits and the given
+ * least subnormal exponent, to nearest even, in double. Returns the rounded
+ * magnitude (infinity handling is left to the caller).
+ */
+static double round_ref(double ax, int bits, int min_quantum_exp)
+{
+    if (ax == 0)
+        return 0;
+    int e;
+    frexp(ax, &e); /* ax = m * 2^e, 0.5 <= m < 1 */
+    int qexp = e - bits;
+    if (qexp < min_quantum_exp)
+        qexp = min_quantum_exp;
+    return ldexp(nearbyint(ldexp(ax, -qexp)), qexp);
+}
+
+/* ---- conversions: exhaustive ---------------------------------------------- */
+
+Test(conversions, half_to_float_exhaustive_and_round_trip, .timeout = 60)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = gw__half_to_float(h);
+        uint16_t back = gw__float_to_half(f);
+        if (half_is_nan(h)) {
+            cr_assert(isnan(f), "half 0x%04x should widen to NaN", h);
+            cr_assert(fbits(f) & 0x00400000u, "half 0x%04x should widen to a quiet NaN", h);
+            cr_assert_eq(!!signbit(f), !!(h & 0x8000), "half 0x%04x NaN lost its sign", h);
+            cr_assert_eq(back, h | 0x0200u, "half NaN 0x%04x came back as 0x%04x", h, back);
+            continue;
+        }
+        double want = half_ref_value(h);
+        cr_assert(fbits(f) == fbits((float)want), "half 0x%04x -> %a, want %a", h, (double)f,
+                  want);
+        cr_assert_eq(back, h, "half 0x%04x -> %a -> 0x%04x", h, (double)f, back);
+    }
+}
+
+Test(conversions, bf16_to_float_exhaustive_and_round_trip, .timeout = 60)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = gw__bf16_to_float(h);
+        uint16_t back = gw__float_to_bf16(f);
+        if (bf16_is_nan(h)) {
+            cr_assert(isnan(f), "bf16 0x%04x should widen to NaN", h);
+            cr_assert_eq(fbits(f), ((uint32_t)h << 16) | 0x00400000u,
+                         "bf16 NaN 0x%04x widened to 0x%08x", h, fbits(f));
+            cr_assert_eq(back, h | 0x0040u, "bf16 NaN 0x%04x came back as 0x%04x", h, back);
+            continue;
+        }
+        cr_assert_eq(fbits(f), (uint32_t)h << 16, "bf16 0x%04x widened to 0x%08x", h, fbits(f));
+        cr_assert_eq(back, h, "bf16 0x%04x -> 0x%08x -> 0x%04x", h, fbits(f), back);
+    }
+}
+
+/*
+ * For every pair of adjacent non-negative finite halves lo, lo + 1 (the last
+ * pair is 65504 and the 65536 that infinity stands for): the midpoint goes
+ * to the even one, one float ulp either side goes to the nearer one. Covers
+ * zero/least subnormal, subnormal/normal, every binade and the overflow
+ * boundary 65520, on both signs.
+ */
+Test(conversions, float_to_half_every_tie, .timeout = 60)
+{
+    for (uint32_t lo = 0; lo < 0x7c00u; lo++) {
+        uint16_t hi = (uint16_t)(lo + 1);
+        double vlo = half_ref_value((uint16_t)lo);
+        double vhi = hi == 0x7c00u ? 65536.0 : half_ref_value(hi);
+        float mid = (float)((vlo + vhi) / 2); /* 12 significant bits: exact */
+        cr_assert_eq((double)mid, (vlo + vhi) / 2);
+        uint16_t even = (lo & 1) ? hi : (uint16_t)lo;
+        float below = nextafterf(mid, 0.0f);
+        float above = nextafterf(mid, INFINITY);
+        for (int neg = 0; neg < 2; neg++) {
+            uint16_t s = neg ? 0x8000u : 0;
+            float sg = neg ? -1.0f : 1.0f;
+            uint16_t got = gw__float_to_half(sg * mid);
+            cr_assert_eq(got, even | s, "tie %a -> 0x%04x, want 0x%04x", (double)(sg * mid),
+                         got, even | s);
+            got = gw__float_to_half(sg * below);
+            cr_assert_eq(got, lo | s, "%a -> 0x%04x, want 0x%04x", (double)(sg * below), got,
+                         lo | s);
+            got = gw__float_to_half(sg * above);
+            cr_assert_eq(got, hi | s, "%a -> 0x%04x, want 0x%04x", (double)(sg * above), got,
+                         hi | s);
+        }
+    }
+}
+
+Test(conversions, float_to_bf16_every_tie, .timeout = 60)
+{
+    for (uint32_t lo = 0; lo < 0x7f80u; lo++) {
+        uint16_t hi = (uint16_t)(lo + 1);
+        /* Adjacent bf16 patterns are adjacent floats with 16 zero bits; the
+         * midpoint is the pattern with only bit 15 set below them. */
+        float mid = bitsf((lo << 16) | 0x8000u);
+        uint16_t even = (lo & 1) ? hi : (uint16_t)lo;
+        float below = nextafterf(mid, 0.0f);
+        float above = nextafterf(mid, INFINITY);
+        for (int neg = 0; neg < 2; neg++) {
+            uint16_t s = neg ? 0x8000u : 0;
+            float sg = neg ? -1.0f : 1.0f;
+            uint16_t got = gw__float_to_bf16(sg * mid);
+            cr_assert_eq(got, even | s, "tie 0x%08x -> 0x%04x, want 0x%04x", fbits(sg * mid),
+                         got, even | s);
+            cr_assert_eq(gw__float_to_bf16(sg * below), lo | s, "below tie 0x%08x",
+                         fbits(sg * below));
+            cr_assert_eq(gw__float_to_bf16(sg * above), hi | s, "above tie 0x%08x",
+                         fbits(sg * above));
+        }
+    }
+}
+
+/* Reference rounding in double for arbitrary float bit patterns. */
+static void check_float_to_half(float x)
+{
+    uint16_t got = gw__float_to_half(x);
+    if (isnan(x)) {
+        uint16_t want = (uint16_t)(((fbits(x) >> 16) & 0x8000u) | 0x7e00u |
+                                   ((fbits(x) >> 13) & 0x3ffu));
+        cr_assert_eq(got, want, "NaN 0x%08x -> 0x%04x, want 0x%04x", fbits(x), got, want);
+        return;
+    }
+    double r = round_ref(fabs((double)x), 11, -24);
+    uint16_t want_sign = signbit(x) ? 0x8000u : 0;
+    cr_assert_eq(got & 0x8000u, want_sign, "%a -> 0x%04x has the wrong sign", (double)x, got);
+    if (r >= 65536.0) {
+        cr_assert_eq(got & 0x7fffu, 0x7c00u, "%a -> 0x%04x, want infinity", (double)x, got);
+        return;
+    }
+    double back = fabs(half_ref_value(got));
+    cr_assert(back == r, "%a -> 0x%04x (%a), want %a", (double)x, got, back, r);
+}
+
+static void check_float_to_bf16(float x)
+{
+    uint16_t got = gw__float_to_bf16(x);
+    if (isnan(x)) {
+        cr_assert_eq(got, (uint16_t)((fbits(x) >> 16) | 0x0040u), "NaN 0x%08x -> 0x%04x",
+                     fbits(x), got);
+        return;
+    }
+    double r = round_ref(fabs((double)x), 8, -133);
+    uint32_t want = r >= 0x1p128 ? 0x7f800000u : fbits((float)r);
+    want |= signbit(x) ? 0x80000000u : 0;
+    cr_assert_eq(want & 0xffffu, 0u);
+    cr_assert_eq(got, (uint16_t)(want >> 16), "0x%08x -> 0x%04x, want 0x%04x", fbits(x), got,
+                 (unsigned)(want >> 16));
+}
+
+Test(conversions, float_to_half_and_bf16_random_and_edges, .timeout = 120)
+{
+    static const float edges[] = {
+        0.0f, -0.0f, 65504.0f, 65519.99609375f, 65520.0f, 65536.0f, 1e10f, INFINITY,
+        -INFINITY, 0x1p-24f, 0x1p-25f, 0x1.000002p-25f, 0x1.8p-25f, 0x1p-26f, 0x1p-14f,
+        0x1.ff8p-15f, 0x1.ffcp-15f, 0x1p-149f, 0x1p-126f, 0x1.fffffep-127f, 3.4028235e38f,
+        1.0f, 2049.0f, 2051.0f, -2051.0f};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        check_float_to_half(edges[i]);
+        check_float_to_bf16(edges[i]);
+    }
+    cr_assert_eq(gw__float_to_half(65504.0f), 0x7bffu);
+    cr_assert_eq(gw__float_to_half(65519.99609375f), 0x7bffu);
+    cr_assert_eq(gw__float_to_half(65520.0f), 0x7c00u);
+    cr_assert_eq(gw__float_to_half(-65520.0f), 0xfc00u);
+    cr_assert_eq(gw__float_to_half(0x1p-25f), 0x0000u);
+    cr_assert_eq(gw__float_to_half(0x1.000002p-25f), 0x0001u);
+    cr_assert_eq(gw__float_to_half(0x1.8p-24f), 0x0002u); /* 1.5 ulp: tie to even 2 */
+    cr_assert_eq(gw__float_to_half(0x1.ffcp-15f), 0x0400u); /* rounds up to the least normal */
+    cr_assert_eq(gw__float_to_half(2049.0f), 0x6800u);      /* tie, down to even 2048 */
+    cr_assert_eq(gw__float_to_half(2051.0f), 0x6802u);      /* tie, up to even 2052 */
+
+    uint64_t s = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 1 << 21; i++) {
+        uint32_t u = (uint32_t)rng_next(&s);
+        /* Half the samples land near the half range where rounding happens. */
+        if (i & 1)
+            u = (u & 0x807fffffu) | ((uint32_t)(100 + (u >> 23) % 45) << 23);
+        check_float_to_half(bitsf(u));
+        check_float_to_bf16(bitsf(u));
+    }
+}
+
+Test(conversions, nan_stays_quiet_nan_with_sign, .timeout = 10)
+{
+    /* A NaN whose payload sits only in the low bits must not round to inf. */
+    cr_assert_eq(gw__float_to_bf16(bitsf(0x7f800001u)), 0x7fc0u);
+    cr_assert_eq(gw__float_to_bf16(bitsf(0xff800001u)), 0xffc0u);
+    cr_assert_eq(gw__float_to_bf16(bitsf(0x7fffffffu)), 0x7fffu); /* no carry into the sign */
+    cr_assert_eq(gw__float_to_bf16(bitsf(0xffffffffu)), 0xffffu);
+    cr_assert_eq(gw__float_to_bf16(bitsf(0x7fc00000u)), 0x7fc0u);
+    cr_assert_eq(gw__float_to_half(bitsf(0x7f800001u)), 0x7e00u);
+    cr_assert_eq(gw__float_to_half(bitsf(0xff800001u)), 0xfe00u);
+    cr_assert_eq(gw__float_to_half(bitsf(0x7fa00000u)), 0x7f00u); /* payload kept, quieted */
+    cr_assert_eq(gw__float_to_half(INFINITY), 0x7c00u);
+    cr_assert_eq(gw__float_to_bf16(-INFINITY), 0xff80u);
+    cr_assert_eq(fbits(gw__half_to_float(0x7c01u)), 0x7fc02000u);
+    cr_assert_eq(fbits(gw__half_to_float(0xfc00u)), 0xff800000u);
+    cr_assert_eq(fbits(gw__bf16_to_float(0xff81u)), 0xffc10000u);
+}
+
+/* ---- kernels: scalar reference -------------------------------------------- */
+
+static const gw_dtype_t all_dtypes[] = {GW_FLOAT32, GW_FLOAT64, GW_FLOAT16, GW_BFLOAT16,
+                                        GW_INT8,    GW_UINT8,   GW_INT32,   GW_INT64};
+static const gw_op_t all_ops[] = {GW_SUM, GW_PROD, GW_MIN, GW_MAX, GW_AVG};
+
+/* IEEE 754-2019 minimum/maximum written the obvious way. */
+#define REF_MINMAX(T)                                                                      \
+    static T ref_min_##T(T a, T b)                                                         \
+    {                                                                                      \
+        if (isnan(a))                                                                      \
+            return a;                                                                      \
+        if (isnan(b))                                                                      \
+            return b;                                                                      \
+        if (a != b)                                                                        \
+            return a < b ? a : b;                                                          \
+        return signbit(a) ? a : b;                                                         \
+    }                                                                                      \
+    static T ref_max_##T(T a, T b)                                                         \
+    {                                                                                      \
+        if (isnan(a))                                                                      \
+            return a;                                                                      \
+        if (isnan(b))                                                                      \
+            return b;                                                                      \
+        if (a != b)                                                                        \
+            return a > b ? a : b;                                                          \
+        return signbit(a) ? b : a;                                                         \
+    }
+REF_MINMAX(float)
+REF_MINMAX(double)
+
+static float ref_float(gw_op_t op, float a, float b)
+{
+    switch (op) {
+    case GW_SUM:
+    case GW_AVG:
+        return a + b;
+    case GW_PROD:
+        return a * b;
+    case GW_MIN:
+        return ref_min_float(a, b);
+    default:
+        return ref_max_float(a, b);
+    }
+}
+
+static double ref_double(gw_op_t op, double a, double b)
+{
+    switch (op) {
+    case GW_SUM:
+    case GW_AVG:
+        return a + b;
+    case GW_PROD:
+        return a * b;
+    case GW_MIN:
+        return ref_min_double(a, b);
+    default:
+        return ref_max_double(a, b);
+    }
+}
+
+/* Integers: the compiler's overflow builtins give the wrapped result. */
+#define REF_INT(T)                                                                         \
+    static T ref_##T(gw_op_t op, T a, T b)                                                 \
+    {                                                                                      \
+        T r;                                                                               \
+        switch (op) {                                                                      \
+        case GW_SUM:                                                                       \
+        case GW_AVG:                                                                       \
+            (void)__builtin_add_overflow(a, b, &r);                                        \
+            return r;                                                                      \
+        case GW_PROD:                                                                      \
+            (void)__builtin_mul_overflow(a, b, &r);                                        \
+            return r;                                                                      \
+        case GW_MIN:                                                                       \
+            return a < b ? a : b;                                                          \
+        default:                                                                           \
+            return a > b ? a : b;                                                          \
+        }                                                                                  \
+    }
+REF_INT(int8_t)
+REF_INT(uint8_t)
+REF_INT(int32_t)
+REF_INT(int64_t)
+
+/* Reference of element i, as raw bytes in *out (size of dtype). */
+static void ref_elem(gw_dtype_t dt, gw_op_t op, const void *a, const void *b, size_t i, void *out)
+{
+    switch (dt) {
+    case GW_FLOAT32: {
+        float r = ref_float(op, ((const float *)a)[i], ((const float *)b)[i]);
+        memcpy(out, &r, sizeof r);
+        break;
+    }
+    case GW_FLOAT64: {
+        double r = ref_double(op, ((const double *)a)[i], ((const double *)b)[i]);
+        memcpy(out, &r, sizeof r);
+        break;
+    }
+    case GW_FLOAT16: {
+        float x = gw__half_to_float(((const uint16_t *)a)[i]);
+        float y = gw__half_to_float(((const uint16_t *)b)[i]);
+        uint16_t r = gw__float_to_half(ref_float(op, x, y));
+        memcpy(out, &r, sizeof r);
+        break;
+    }
+    case GW_BFLOAT16: {
+        float x = gw__bf16_to_float(((const uint16_t *)a)[i]);
+        float y = gw__bf16_to_float(((const uint16_t *)b)[i]);
+        uint16_t r = gw__float_to_bf16(ref_float(op, x, y));
+        memcpy(out, &r, sizeof r);
+        break;
+    }
+#define REF_INT_CASE(DT, T)                                                                \
+    case DT: {                                                                             \
+        T r = ref_##T(op, ((const T *)a)[i], ((const T *)b)[i]);                           \
+        memcpy(out, &r, sizeof r);                                                         \
+        break;                                                                             \
+    }
+        REF_INT_CASE(GW_INT8, int8_t)
+        REF_INT_CASE(GW_UINT8, uint8_t)
+        REF_INT_CASE(GW_INT32, int32_t)
+        REF_INT_CASE(GW_INT64, int64_t)
+#undef REF_INT_CASE
+    default:
+        cr_assert_fail("unknown dtype %d", (int)dt);
+    }
+}
+
+/* Whether the raw element is a NaN (always false for integers). */
+static int elem_is_nan(gw_dtype_t dt, const void *p)
+{
+    uint32_t u32;
+    uint64_t u64;
+    uint16_t u16;
+    switch (dt) {
+    case GW_FLOAT32:
+        memcpy(&u32, p, 4);
+        return isnan(bitsf(u32));
+    case GW_FLOAT64:
+        memcpy(&u64, p, 8);
+        return isnan(bitsd(u64));
+    case GW_FLOAT16:
+        memcpy(&u16, p, 2);
+        return half_is_nan(u16);
+    case GW_BFLOAT16:
+        memcpy(&u16, p, 2);
+        return bf16_is_nan(u16);
+    default:
+        return 0;
+    }
+}
+
+/* Random elements. Floats mix raw bit patterns (every class, NaN payloads
+ * included), small "nice" numbers (so equal pairs and exact arithmetic come
+ * up) and explicit specials. */
+static void fill_random(gw_dtype_t dt, void *buf, size_t n, uint64_t *s)
+{
+    size_t es = gw_dtype_size(dt);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = rng_next(s);
+        unsigned kind = (unsigned)(r >> 60); /* 0..15 */
+        uint64_t v = rng_next(s);
+        switch (dt) {
+        case GW_FLOAT32: {
+            static const uint32_t sp[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                          0x7fc00000u, 0xffc00001u, 0x7f800123u, 0x00000001u};
+            float f = kind < 8   ? bitsf((uint32_t)v)
+                      : kind < 13 ? (float)((int)(v % 17) - 8) * 0.5f
+                                  : bitsf(sp[v % 8]);
+            memcpy((char *)buf + i * es, &f, es);
+            break;
+        }
+        case GW_FLOAT64: {
+            static const uint64_t sp[] = {0, 0x8000000000000000ULL, 0x7ff0000000000000ULL,
+                                          0xfff0000000000000ULL, 0x7ff8000000000000ULL,
+                                          0xfff8000000000abcULL, 0x7ff0000000000001ULL, 1};
+            double d = kind < 8   ? bitsd(v)
+                       : kind < 13 ? (double)((int)(v % 17) - 8) * 0.25
+                                   : bitsd(sp[v % 8]);
+            memcpy((char *)buf + i * es, &d, es);
+            break;
+        }
+        case GW_FLOAT16:
+        case GW_BFLOAT16: {
+            uint16_t h = (uint16_t)v;
+            if (kind >= 10) { /* nice numbers: small multiples of 1/4 */
+                float f = (float)((int)(v % 33) - 16) * 0.25f;
+                h = dt == GW_FLOAT16 ? gw__float_to_half(f) : gw__float_to_bf16(f);
+            }
+            memcpy((char *)buf + i * es, &h, es);
+            break;
+        }
+        default:
+            /* Integers: full range, plus small values for exact products. */
+            if (kind >= 12)
+                v = (uint64_t)((int64_t)(v % 7) - 3);
+            memcpy((char *)buf + i * es, &v, es); /* little-endian low bytes */
+            break;
+        }
+    }
+}
+
+enum alias_mode { ALIAS_NONE, ALIAS_OUT_A, ALIAS_OUT_B, ALIAS_ALL, ALIAS_COUNT };
+static const char *const alias_names[] = {"out-of-place", "out==a", "out==b", "out==a==b"};
+
+static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mode,
+                         uint64_t seed)
+{
+    size_t es = gw_dtype_size(dt);
+    size_t bytes = n * es + 1; /* never malloc(0); one guard byte */
+    unsigned char *a = malloc(bytes), *b = malloc(bytes), *out = malloc(bytes);
+    unsigned char *a0 = malloc(bytes), *b0 = malloc(bytes), *want = malloc(bytes);
+    cr_assert(a && b && out && a0 && b0 && want);
+    uint64_t s = seed;
+    fill_random(dt, a, n, &s);
+    fill_random(dt, b, n, &s);
+    if (mode == ALIAS_ALL)
+        memcpy(b, a, n * es);
+    memcpy(a0, a, n * es);
+    memcpy(b0, b, n * es);
+    for (size_t i = 0; i < n; i++)
+        ref_elem(dt, op, a, b, i, want + i * es);
+    memset(out, 0xa5, bytes);
+
+    void *o = out;
+    const void *pa = a, *pb = b;
+    if (mode == ALIAS_OUT_A) {
+        o = a;
+    } else if (mode == ALIAS_OUT_B) {
+        o = b;
+    } else if (mode == ALIAS_ALL) {
+        o = a;
+        pb = a;
+    }
+    gw__reduce(o, pa, pb, n, dt, op);
+
+    const unsigned char *got = o;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *g = got + i * es, *w = want + i * es;
+        /* A sum or product with NaN must be NaN; which NaN bits two NaN
+         * operands give is the hardware's choice. min/max pick bits
+         * exactly. */
+        int loose = (op == GW_SUM || op == GW_PROD || op == GW_AVG) && elem_is_nan(dt, w);
+        int ok = loose ? elem_is_nan(dt, g) : memcmp(g, w, es) == 0;
+        if (!ok) {
+            uint64_t gv = 0, wv = 0, av = 0, bv = 0;
+            memcpy(&gv, g, es);
+            memcpy(&wv, w, es);
+            memcpy(&av, a0 + i * es, es);
+            memcpy(&bv, b0 + i * es, es);
+            cr_assert_fail("%s %s n=%zu %s: element %zu: a=0x%llx b=0x%llx: got 0x%llx, "
+                           "want 0x%llx",
+                           gw_dtype_name(dt), gw_op_name(op), n, alias_names[mode], i,
+                           (unsigned long long)av, (unsigned long long)bv,
+                           (unsigned long long)gv, (unsigned long long)wv);
+        }
+    }
+    /* Operands that are not the output must be left alone. */
+    if (mode == ALIAS_NONE || mode == ALIAS_OUT_B)
+        cr_assert(memcmp(a, a0, n * es) == 0, "a was modified (%s)", alias_names[mode]);
+    if (mode == ALIAS_NONE || mode == ALIAS_OUT_A)
+        cr_assert(memcmp(b, b0, n * es) == 0, "b was modified (%s)", alias_names[mode]);
+    if (mode == ALIAS_NONE)
+        cr_assert_eq(out[n * es], 0xa5, "wrote past the end");
+    free(a);
+    free(b);
+    free(out);
+    free(a0);
+    free(b0);
+    free(want);
+}
+
+Test(kernels, every_dtype_op_count_and_aliasing, .timeout = 120)
+{
+    static const size_t counts[] = {0, 1, 7, 1023, 4099};
+    uint64_t seed = 1;
+    for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++)
+        for (size_t o = 0; o < sizeof all_ops / sizeof all_ops[0]; o++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+                for (int m = 0; m < ALIAS_COUNT; m++)
+                    check_kernel(all_dtypes[d], all_ops[o], counts[c], (enum alias_mode)m,
+                                 seed++ * 0x9e3779b97f4a7c15ULL);
+}
+
+Test(kernels, count_zero_touches_nothing, .timeout = 10)
+{
+    for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++) {
+        for (size_t o = 0; o < sizeof all_ops / sizeof all_ops[0]; o++)
+            gw__reduce(NULL, NULL, NULL, 0, all_dtypes[d], all_ops[o]);
+        gw__reduce_finish_avg(NULL, 0, all_dtypes[d], 4);
+    }
+}
+
+/* ---- kernels: named cases ------------------------------------------------- */
+
+static float red_f32(gw_op_t op, float a, float b)
+{
+    float r;
+    gw__reduce(&r, &a, &b, 1, GW_FLOAT32, op);
+    return r;
+}
+
+static double red_f64(gw_op_t op, double a, double b)
+{
+    double r;
+    gw__reduce(&r, &a, &b, 1, GW_FLOAT64, op);
+    return r;
+}
+
+static uint16_t red_u16(gw_dtype_t dt, gw_op_t op, uint16_t a, uint16_t b)
+{
+    uint16_t r;
+    gw__reduce(&r, &a, &b, 1, dt, op);
+    return r;
+}
+
+Test(kernels, signed_zero_min_max, .timeout = 10)
+{
+    cr_assert_eq(fbits(red_f32(GW_MIN, -0.0f, 0.0f)), 0x80000000u);
+    cr_assert_eq(fbits(red_f32(GW_MIN, 0.0f, -0.0f)), 0x80000000u);
+    cr_assert_eq(fbits(red_f32(GW_MAX, -0.0f, 0.0f)), 0u);
+    cr_assert_eq(fbits(red_f32(GW_MAX, 0.0f, -0.0f)), 0u);
+    cr_assert_eq(dbits(red_f64(GW_MIN, 0.0, -0.0)), 0x8000000000000000ULL);
+    cr_assert_eq(dbits(red_f64(GW_MIN, -0.0, 0.0)), 0x8000000000000000ULL);
+    cr_assert_eq(dbits(red_f64(GW_MAX, -0.0, 0.0)), 0u);
+    cr_assert_eq(dbits(red_f64(GW_MAX, 0.0, -0.0)), 0u);
+    for (int dt = GW_FLOAT16; dt <= GW_BFLOAT16; dt++) {
+        cr_assert_eq(red_u16(dt, GW_MIN, 0x0000u, 0x8000u), 0x8000u);
+        cr_assert_eq(red_u16(dt, GW_MIN, 0x8000u, 0x0000u), 0x8000u);
+        cr_assert_eq(red_u16(dt, GW_MAX, 0x0000u, 0x8000u), 0x0000u);
+        cr_assert_eq(red_u16(dt, GW_MAX, 0x8000u, 0x0000u), 0x0000u);
+    }
+}
+
+Test(kernels, nan_and_inf_propagation, .timeout = 10)
+{
+    float qa = bitsf(0x7fc00001u), qb = bitsf(0xffc00002u);
+    for (int op = GW_SUM; op <= GW_MAX; op++) {
+        cr_assert(isnan(red_f32(op, qa, 1.0f)), "%s(NaN, 1)", gw_op_name(op));
+        cr_assert(isnan(red_f32(op, 1.0f, qb)), "%s(1, NaN)", gw_op_name(op));
+        cr_assert(isnan(red_f32(op, INFINITY, qb)), "%s(inf, NaN)", gw_op_name(op));
+        cr_assert(isnan(red_f64(op, NAN, -INFINITY)), "%s(NaN, -inf)", gw_op_name(op));
+        cr_assert(isnan(red_f64(op, 2.0, NAN)), "%s(2, NaN)", gw_op_name(op));
+    }
+    /* min/max give a's NaN if a is NaN, else b's: bit-exact. */
+    cr_assert_eq(fbits(red_f32(GW_MIN, qa, qb)), 0x7fc00001u);
+    cr_assert_eq(fbits(red_f32(GW_MAX, qb, qa)), 0xffc00002u);
+    cr_assert_eq(fbits(red_f32(GW_MIN, -INFINITY, qb)), 0xffc00002u);
+    cr_assert_eq(fbits(red_f32(GW_MAX, INFINITY, qb)), 0xffc00002u);
+    cr_assert_eq(dbits(red_f64(GW_MAX, bitsd(0x7ff8000000000005ULL), INFINITY)),
+                 0x7ff8000000000005ULL);
+    /* Infinities. */
+    cr_assert(isnan(red_f32(GW_SUM, INFINITY, -INFINITY)));
+    cr_assert(isnan(red_f32(GW_PROD, INFINITY, 0.0f)));
+    cr_assert_eq(red_f32(GW_SUM, INFINITY, 1e30f), INFINITY);
+    cr_assert_eq(red_f32(GW_SUM, 3e38f, 3e38f), INFINITY);
+    cr_assert_eq(red_f64(GW_PROD, -INFINITY, 2.0), -INFINITY);
+    cr_assert_eq(red_f32(GW_MIN, -INFINITY, -1e38f), -INFINITY);
+    cr_assert_eq(red_f32(GW_MAX, INFINITY, 1e38f), INFINITY);
+    cr_assert_eq(red_f64(GW_MIN, INFINITY, 5.0), 5.0);
+
+    /* float16: 0x7d00 is a signalling NaN with payload; it comes out quiet. */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_MIN, 0x7d00u, 0x3c00u), 0x7f00u);
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_MAX, 0x3c00u, 0xfe01u), 0xfe01u);
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_MAX, 0x7e00u, 0xfe01u), 0x7e00u);
+    cr_assert(half_is_nan(red_u16(GW_FLOAT16, GW_SUM, 0x7e00u, 0x3c00u)));
+    cr_assert(half_is_nan(red_u16(GW_FLOAT16, GW_SUM, 0x7c00u, 0xfc00u)));
+    cr_assert(half_is_nan(red_u16(GW_FLOAT16, GW_PROD, 0x7c00u, 0x0000u)));
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x7bffu, 0x7bffu), 0x7c00u); /* overflow */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_MIN, 0xfc00u, 0xfbffu), 0xfc00u);
+    /* bfloat16. */
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_MIN, 0x7f81u, 0x3f80u), 0x7fc1u);
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_MAX, 0x3f80u, 0xffc1u), 0xffc1u);
+    cr_assert(bf16_is_nan(red_u16(GW_BFLOAT16, GW_SUM, 0x7f80u, 0xff80u)));
+    cr_assert(bf16_is_nan(red_u16(GW_BFLOAT16, GW_PROD, 0xffc0u, 0x3f80u)));
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x7f7fu, 0x7f7fu), 0x7f80u);
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_MAX, 0x7f80u, 0x7f7fu), 0x7f80u);
+}
+
+Test(kernels, float16_sum_rounds_to_nearest_even, .timeout = 10)
+{
+    /* 2048 + 1 = 2049 is a tie between 2048 and 2050: even is 2048. */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x6800u, 0x3c00u), 0x6800u);
+    /* 2050 + 1 = 2051: tie between 2050 and 2052, even is 2052. */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x6801u, 0x3c00u), 0x6802u);
+    /* 65504 + 8 stays below the 65520 overflow threshold. */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x7bffu, 0x4800u), 0x7bffu);
+    /* Subnormal + subnormal is exact: 2^-24 + 2^-24 = 2^-23. */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x0001u, 0x0001u), 0x0002u);
+    /* bfloat16: 256 + 1 = 257 is a tie between 256 and 258: 256. */
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x4380u, 0x3f80u), 0x4380u);
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x4381u, 0x3f80u), 0x4382u);
+}
+
+Test(kernels, integer_wraparound, .timeout = 10)
+{
+    int8_t a8 = 127, b8 = 1, r8;
+    gw__reduce(&r8, &a8, &b8, 1, GW_INT8, GW_SUM);
+    cr_assert_eq(r8, -128);
+    a8 = -128;
+    b8 = -1;
+    gw__reduce(&r8, &a8, &b8, 1, GW_INT8, GW_SUM);
+    cr_assert_eq(r8, 127);
+    a8 = -128;
+    gw__reduce(&r8, &a8, &b8, 1, GW_INT8, GW_PROD);
+    cr_assert_eq(r8, -128);
+    uint8_t u1 = 255, u2 = 1, ur;
+    gw__reduce(&ur, &u1, &u2, 1, GW_UINT8, GW_SUM);
+    cr_assert_eq(ur, 0);
+    u2 = 255;
+    gw__reduce(&ur, &u1, &u2, 1, GW_UINT8, GW_PROD);
+    cr_assert_eq(ur, 1);
+    int32_t a32 = 65536, r32;
+    gw__reduce(&r32, &a32, &a32, 1, GW_INT32, GW_PROD);
+    cr_assert_eq(r32, 0);
+    a32 = INT32_MAX;
+    int32_t b32 = 1;
+    gw__reduce(&r32, &a32, &b32, 1, GW_INT32, GW_SUM);
+    cr_assert_eq(r32, INT32_MIN);
+    int64_t a64 = INT64_MAX, b64 = 1, r64;
+    gw__reduce(&r64, &a64, &b64, 1, GW_INT64, GW_SUM);
+    cr_assert_eq(r64, INT64_MIN);
+    a64 = INT64_MIN;
+    b64 = -1;
+    gw__reduce(&r64, &a64, &b64, 1, GW_INT64, GW_PROD);
+    cr_assert_eq(r64, INT64_MIN);
+    a64 = INT64_MIN;
+    gw__reduce(&r64, &a64, &b64, 1, GW_INT64, GW_SUM);
+    cr_assert_eq(r64, INT64_MAX);
+}
+
+/* ---- average -------------------------------------------------------------- */
+
+Test(average, integers_truncate_toward_zero, .timeout = 10)
+{
+    int32_t v32[] = {-7, 7, -1, 1, -6, INT32_MIN, INT32_MAX};
+    int32_t w32[] = {-3, 3, 0, 0, -3, INT32_MIN / 2, INT32_MAX / 2};
+    gw__reduce_finish_avg(v32, 7, GW_INT32, 2);
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq(v32[i], w32[i], "int32[%d] = %d, want %d", i, v32[i], w32[i]);
+    int8_t v8[] = {-5, 5, -128, 127, -2};
+    int8_t w8[] = {-1, 1, -42, 42, 0};
+    gw__reduce_finish_avg(v8, 5, GW_INT8, 3);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(v8[i], w8[i], "int8[%d] = %d, want %d", i, v8[i], w8[i]);
+    uint8_t u8[] = {255, 4};
+    gw__reduce_finish_avg(u8, 2, GW_UINT8, 4);
+    cr_assert_eq(u8[0], 63);
+    cr_assert_eq(u8[1], 1);
+    int64_t v64[] = {-9, INT64_MIN, INT64_MAX};
+    gw__reduce_finish_avg(v64, 3, GW_INT64, 4);
+    cr_assert_eq(v64[0], -2);
+    cr_assert_eq(v64[1], INT64_MIN / 4);
+    cr_assert_eq(v64[2], INT64_MAX / 4);
+}
+
+Test(average, floats_divide_and_round, .timeout = 10)
+{
+    float f[] = {1.0f, -3.0f, NAN, INFINITY, -0.0f};
+    gw__reduce_finish_avg(f, 5, GW_FLOAT32, 3);
+    cr_assert_eq(fbits(f[0]), fbits(1.0f / 3.0f));
+    cr_assert_eq(f[1], -1.0f);
+    cr_assert(isnan(f[2]));
+    cr_assert_eq(f[3], INFINITY);
+    cr_assert_eq(fbits(f[4]), 0x80000000u);
+    double d[] = {1.0, -10.0};
+    gw__reduce_finish_avg(d, 2, GW_FLOAT64, 4);
+    cr_assert_eq(d[0], 0.25);
+    cr_assert_eq(d[1], -2.5);
+    /* float16: 1/3 rounded to nearest even in half is 0x3555. */
+    uint16_t h[] = {0x3c00u, 0x0001u, 0x0003u, 0x7e00u};
+    gw__reduce_finish_avg(h, 4, GW_FLOAT16, 3);
+    cr_assert_eq(h[0], 0x3555u);
+    cr_assert_eq(h[1], 0x0000u); /* 2^-24 / 3 rounds to zero */
+    cr_assert_eq(h[2], 0x0001u);
+    cr_assert(half_is_nan(h[3]));
+    uint16_t bf[] = {0x3f80u, 0x4040u}; /* 1, 3 */
+    gw__reduce_finish_avg(bf, 2, GW_BFLOAT16, 3);
+    cr_assert_eq(bf[0], gw__float_to_bf16(1.0f / 3.0f));
+    cr_assert_eq(bf[1], 0x3f80u);
+}
+
+/* finish_avg against the reference for every dtype and a few rank counts. */
+Test(average, every_dtype_matches_reference, .timeout = 60)
+{
+    static const int nranks[] = {1, 2, 3, 7, 64};
+    uint64_t s = 42;
+    for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++) {
+        gw_dtype_t dt = all_dtypes[d];
+        size_t es = gw_dtype_size(dt), n = 1027;
+        for (size_t k = 0; k < sizeof nranks / sizeof nranks[0]; k++) {
+            int nr = nranks[k];
+            unsigned char *buf = malloc(n * es), *orig = malloc(n * es);
+            cr_assert(buf && orig);
+            fill_random(dt, buf, n, &s);
+            memcpy(orig, buf, n * es);
+            gw__reduce_finish_avg(buf, n, dt, nr);
+            for (size_t i = 0; i < n; i++) {
+                unsigned char want[8];
+                const void *p = orig + i * es;
+                switch (dt) {
+#define AVG_CASE(DT, T, EXPR)                                                              \
+    case DT: {                                                                             \
+        T x;                                                                               \
+        memcpy(&x, p, sizeof x);                                                           \
+        T r = EXPR;                                                                        \
+        memcpy(want, &r, sizeof r);                                                        \
+        break;                                                                             \
+    }
+                    AVG_CASE(GW_FLOAT32, float, x / (float)nr)
+                    AVG_CASE(GW_FLOAT64, double, x / nr)
+                    AVG_CASE(GW_FLOAT16, uint16_t,
+                             gw__float_to_half(gw__half_to_float(x) / (float)nr))
+                    AVG_CASE(GW_BFLOAT16, uint16_t,
+                             gw__float_to_bf16(gw__bf16_to_float(x) / (float)nr))
+                    AVG_CASE(GW_INT8, int8_t, (int8_t)(x / nr))
+                    AVG_CASE(GW_UINT8, uint8_t, (uint8_t)(x / nr))
+                    AVG_CASE(GW_INT32, int32_t, x / nr)
+                    AVG_CASE(GW_INT64, int64_t, x / nr)
+#undef AVG_CASE
+                default:
+                    cr_assert_fail("unknown dtype");
+                }
+                int ok = elem_is_nan(dt, want) ? elem_is_nan(dt, buf + i * es)
+                                               : memcmp(want, buf + i * es, es) == 0;
+                cr_assert(ok, "%s avg over %d ranks, element %zu differs", gw_dtype_name(dt),
+                          nr, i);
+            }
+            free(buf);
+            free(orig);
+        }
+    }
+}

@@ -1,0 +1,413 @@
+/* test_bootstrap_msg.c - bootstrap message encoding: round trips, and every
+ * malformed form (bad magic, version, type, length, truncation, trailing
+ * bytes, bad reject contents) rejected with GW_ERR_PROTOCOL. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "transport/bootstrap_msg.h"
+#include "transport/sha256.h"
+
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(seed + 7 * i);
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void set_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+Test(bootstrap_msg, header_layout, .timeout = 10)
+{
+    uint8_t m[GW_BS_WELCOME_LEN];
+    uint8_t id[GW_BS_JOB_ID_LEN];
+    fill(id, sizeof(id), 1);
+    gw__bs_encode_welcome(id, m);
+    /* The documented layout, byte by byte: magic "GWBS", version 1, type 5,
+     * payload 16, all big-endian. */
+    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 1, 0, 5, 0, 0, 0, 16};
+    cr_assert_arr_eq(m, want, sizeof(want));
+    gw_bs_hdr_t h;
+    cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK);
+    cr_assert_eq(h.type, GW_BS_WELCOME);
+    cr_assert_eq(h.payload_len, GW_BS_JOB_ID_LEN);
+}
+
+Test(bootstrap_msg, hello_round_trip, .timeout = 10)
+{
+    gw_bs_hello_t in = {.rank = 3, .size = 1000000}, out;
+    fill(in.client_nonce, sizeof(in.client_nonce), 9);
+    uint8_t m[GW_BS_HELLO_LEN];
+    gw__bs_encode_hello(&in, m);
+    cr_assert_eq(gw__bs_decode_hello(m, sizeof(m), &out, NULL), GW_OK);
+    cr_assert_eq(out.rank, 3);
+    cr_assert_eq(out.size, 1000000);
+    cr_assert_arr_eq(out.client_nonce, in.client_nonce, GW_BS_NONCE_LEN);
+}
+
+Test(bootstrap_msg, challenge_response_welcome_round_trip, .timeout = 10)
+{
+    gw_bs_challenge_t ch, ch2;
+    fill(ch.server_nonce, sizeof(ch.server_nonce), 3);
+    fill(ch.root_proof, sizeof(ch.root_proof), 200);
+    uint8_t m[GW_BS_CHALLENGE_LEN];
+    gw__bs_encode_challenge(&ch, m);
+    cr_assert_eq(gw__bs_decode_challenge(m, sizeof(m), &ch2, NULL), GW_OK);
+    cr_assert_arr_eq(ch2.server_nonce, ch.server_nonce, GW_BS_NONCE_LEN);
+    cr_assert_arr_eq(ch2.root_proof, ch.root_proof, GW_BS_PROOF_LEN);
+
+    uint8_t proof[GW_BS_PROOF_LEN], proof2[GW_BS_PROOF_LEN], r[GW_BS_RESPONSE_LEN];
+    fill(proof, sizeof(proof), 77);
+    gw__bs_encode_response(proof, r);
+    cr_assert_eq(gw__bs_decode_response(r, sizeof(r), proof2, NULL), GW_OK);
+    cr_assert_arr_eq(proof2, proof, sizeof(proof));
+
+    uint8_t id[GW_BS_JOB_ID_LEN], id2[GW_BS_JOB_ID_LEN], w[GW_BS_WELCOME_LEN];
+    fill(id, sizeof(id), 5);
+    gw__bs_encode_welcome(id, w);
+    cr_assert_eq(gw__bs_decode_welcome(w, sizeof(w), id2, NULL), GW_OK);
+    cr_assert_arr_eq(id2, id, sizeof(id));
+}
+
+Test(bootstrap_msg, reject_round_trip_and_sanitising, .timeout = 10)
+{
+    uint8_t m[GW_BS_REJECT_MAX_LEN];
+    gw_bs_reject_t rej;
+    size_t n = gw__bs_encode_reject(GW_ERR_CONFIG, "duplicate rank 3", m);
+    cr_assert_eq(n, GW_BS_REJECT_MIN_LEN + strlen("duplicate rank 3"));
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_OK);
+    cr_assert_eq(rej.status, GW_ERR_CONFIG);
+    cr_assert_str_eq(rej.reason, "duplicate rank 3");
+
+    n = gw__bs_encode_reject(GW_ERR_AUTH, NULL, m);
+    cr_assert_eq(n, GW_BS_REJECT_MIN_LEN);
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_OK);
+    cr_assert_eq(rej.status, GW_ERR_AUTH);
+    cr_assert_str_eq(rej.reason, "");
+
+    /* Control characters would let a peer forge log lines: replaced. */
+    n = gw__bs_encode_reject(GW_ERR_REMOTE, "a\nb\x1b[0m\xff", m);
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_OK);
+    cr_assert_str_eq(rej.reason, "a?b?[0m?");
+
+    /* Long reasons are cut at the maximum. */
+    char longer[400];
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    n = gw__bs_encode_reject(GW_ERR_MISMATCH, longer, m);
+    cr_assert_eq(n, GW_BS_REJECT_MAX_LEN);
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_OK);
+    cr_assert_eq(strlen(rej.reason), GW_BS_REASON_MAX);
+}
+
+Test(bootstrap_msg, data_prefix_round_trip, .timeout = 10)
+{
+    uint8_t m[GW_BS_DATA_PREFIX_LEN];
+    uint32_t n = 0;
+    gw__bs_encode_data_prefix(0, m);
+    cr_assert_eq(gw__bs_decode_data_prefix(m, sizeof(m), &n, NULL), GW_OK);
+    cr_assert_eq(n, 0);
+    gw__bs_encode_data_prefix(GW_BS_DATA_MAX, m);
+    cr_assert_eq(gw__bs_decode_data_prefix(m, sizeof(m), &n, NULL), GW_OK);
+    cr_assert_eq(n, GW_BS_DATA_MAX);
+    gw_bs_hdr_t h;
+    cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK);
+    cr_assert_eq(h.type, GW_BS_DATA);
+    cr_assert_eq(h.payload_len, 4 + GW_BS_DATA_MAX);
+}
+
+static void expect_bad_hdr(const uint8_t *m, size_t len, const char *what)
+{
+    gw_bs_hdr_t h;
+    const char *why = NULL;
+    cr_assert_eq(gw__bs_decode_hdr(m, len, &h, &why), GW_ERR_PROTOCOL, "%s accepted", what);
+    cr_assert_not_null(why, "%s: no explanation", what);
+}
+
+Test(bootstrap_msg, header_rejections, .timeout = 10)
+{
+    uint8_t good[GW_BS_WELCOME_LEN], m[GW_BS_WELCOME_LEN];
+    uint8_t id[GW_BS_JOB_ID_LEN] = {0};
+    gw__bs_encode_welcome(id, good);
+
+    memcpy(m, good, sizeof(m));
+    m[0] = 'H'; /* "HWBS": e.g. an HTTP request */
+    expect_bad_hdr(m, sizeof(m), "bad magic");
+    memcpy(m, "GET / HTTP/1.1\r\n", 16);
+    expect_bad_hdr(m, sizeof(m), "HTTP request");
+
+    memcpy(m, good, sizeof(m));
+    m[5] = 2;
+    expect_bad_hdr(m, sizeof(m), "version 2");
+    memcpy(m, good, sizeof(m));
+    m[4] = 1;
+    m[5] = 1;
+    expect_bad_hdr(m, sizeof(m), "version 257");
+
+    static const uint16_t bad_types[] = {0, 7, 8, 0x0105, 0xffff};
+    for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
+        memcpy(m, good, sizeof(m));
+        m[6] = (uint8_t)(bad_types[i] >> 8);
+        m[7] = (uint8_t)bad_types[i];
+        expect_bad_hdr(m, sizeof(m), "unknown type");
+    }
+
+    for (size_t len = 0; len < GW_BS_HDR_LEN; len++)
+        expect_bad_hdr(good, len, "truncated header");
+    expect_bad_hdr(NULL, 0, "NULL buffer");
+}
+
+/* Header with the given type and payload length. */
+static void make_hdr(uint8_t m[GW_BS_HDR_LEN], uint16_t type, uint32_t plen)
+{
+    set_be32(m, GW_BS_MAGIC);
+    m[4] = 0;
+    m[5] = 1;
+    m[6] = (uint8_t)(type >> 8);
+    m[7] = (uint8_t)type;
+    set_be32(m + 8, plen);
+}
+
+Test(bootstrap_msg, payload_length_bounds, .timeout = 10)
+{
+    static const struct {
+        uint16_t type;
+        uint32_t min, max;
+    } t[] = {
+        {GW_BS_HELLO, 40, 40},
+        {GW_BS_CHALLENGE, 64, 64},
+        {GW_BS_RESPONSE, 32, 32},
+        {GW_BS_WELCOME, 16, 16},
+        {GW_BS_REJECT, 4, 4 + GW_BS_REASON_MAX},
+        {GW_BS_DATA, 4, 4 + GW_BS_DATA_MAX},
+    };
+    uint8_t m[GW_BS_HDR_LEN];
+    gw_bs_hdr_t h;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        make_hdr(m, t[i].type, t[i].min);
+        cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK, "%s min",
+                     gw__bs_type_name(t[i].type));
+        make_hdr(m, t[i].type, t[i].max);
+        cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK, "%s max",
+                     gw__bs_type_name(t[i].type));
+        make_hdr(m, t[i].type, t[i].min - 1);
+        expect_bad_hdr(m, sizeof(m), "payload below the minimum");
+        make_hdr(m, t[i].type, t[i].max + 1);
+        expect_bad_hdr(m, sizeof(m), "payload above the maximum");
+        make_hdr(m, t[i].type, UINT32_MAX);
+        expect_bad_hdr(m, sizeof(m), "payload of 4 GiB");
+    }
+}
+
+typedef gw_status_t (*decode_fn)(const uint8_t *buf, size_t len, void *out, const char **why);
+
+static gw_status_t dec_hello(const uint8_t *b, size_t n, void *o, const char **w)
+{
+    return gw__bs_decode_hello(b, n, o, w);
+}
+static gw_status_t dec_challenge(const uint8_t *b, size_t n, void *o, const char **w)
+{
+    return gw__bs_decode_challenge(b, n, o, w);
+}
+static gw_status_t dec_response(const uint8_t *b, size_t n, void *o, const char **w)
+{
+    return gw__bs_decode_response(b, n, o, w);
+}
+static gw_status_t dec_welcome(const uint8_t *b, size_t n, void *o, const char **w)
+{
+    return gw__bs_decode_welcome(b, n, o, w);
+}
+static gw_status_t dec_reject(const uint8_t *b, size_t n, void *o, const char **w)
+{
+    return gw__bs_decode_reject(b, n, o, w);
+}
+
+/* Every truncation, a trailing byte, and every single-byte change of the
+ * header of a valid message must be rejected. */
+static void torture(const uint8_t *good, size_t len, decode_fn dec, const char *name)
+{
+    union {
+        gw_bs_hello_t hello;
+        gw_bs_challenge_t ch;
+        uint8_t bytes[GW_BS_PROOF_LEN];
+        gw_bs_reject_t rej;
+    } out;
+    uint8_t m[GW_BS_SMALL_MSG_MAX + 1];
+    cr_assert_leq(len, GW_BS_SMALL_MSG_MAX);
+    memcpy(m, good, len);
+    cr_assert_eq(dec(m, len, &out, NULL), GW_OK, "%s: valid message refused", name);
+    for (size_t n = 0; n < len; n++)
+        cr_assert_eq(dec(m, n, &out, NULL), GW_ERR_PROTOCOL, "%s truncated to %zu accepted",
+                     name, n);
+    m[len] = 0;
+    cr_assert_eq(dec(m, len + 1, &out, NULL), GW_ERR_PROTOCOL, "%s with a trailing byte", name);
+    static const uint8_t flips[] = {0x01, 0x80, 0xff};
+    for (size_t i = 0; i < GW_BS_HDR_LEN; i++)
+        for (size_t f = 0; f < sizeof(flips); f++) {
+            memcpy(m, good, len);
+            m[i] ^= flips[f];
+            const char *why = NULL;
+            cr_assert_eq(dec(m, len, &out, &why), GW_ERR_PROTOCOL,
+                         "%s with header byte %zu ^ 0x%02x accepted", name, i, flips[f]);
+            cr_assert_not_null(why);
+        }
+}
+
+Test(bootstrap_msg, malformed_messages, .timeout = 10)
+{
+    uint8_t m[GW_BS_SMALL_MSG_MAX];
+    gw_bs_hello_t hello = {.rank = 1, .size = 2};
+    fill(hello.client_nonce, GW_BS_NONCE_LEN, 1);
+    gw__bs_encode_hello(&hello, m);
+    torture(m, GW_BS_HELLO_LEN, dec_hello, "hello");
+
+    gw_bs_challenge_t ch;
+    fill(ch.server_nonce, GW_BS_NONCE_LEN, 2);
+    fill(ch.root_proof, GW_BS_PROOF_LEN, 3);
+    gw__bs_encode_challenge(&ch, m);
+    torture(m, GW_BS_CHALLENGE_LEN, dec_challenge, "challenge");
+
+    gw__bs_encode_response(ch.root_proof, m);
+    torture(m, GW_BS_RESPONSE_LEN, dec_response, "response");
+
+    gw__bs_encode_welcome(ch.root_proof, m);
+    torture(m, GW_BS_WELCOME_LEN, dec_welcome, "welcome");
+
+    size_t n = gw__bs_encode_reject(GW_ERR_AUTH, "wrong job token", m);
+    torture(m, n, dec_reject, "reject");
+}
+
+Test(bootstrap_msg, wrong_type_for_decoder, .timeout = 10)
+{
+    uint8_t m[GW_BS_SMALL_MSG_MAX];
+    uint8_t proof[GW_BS_PROOF_LEN] = {0};
+    gw__bs_encode_response(proof, m);
+    gw_bs_hello_t hello;
+    gw_bs_challenge_t ch;
+    uint8_t id[GW_BS_JOB_ID_LEN];
+    gw_bs_reject_t rej;
+    uint32_t dl;
+    cr_assert_eq(gw__bs_decode_hello(m, GW_BS_RESPONSE_LEN, &hello, NULL), GW_ERR_PROTOCOL);
+    cr_assert_eq(gw__bs_decode_challenge(m, GW_BS_RESPONSE_LEN, &ch, NULL), GW_ERR_PROTOCOL);
+    cr_assert_eq(gw__bs_decode_welcome(m, GW_BS_RESPONSE_LEN, id, NULL), GW_ERR_PROTOCOL);
+    cr_assert_eq(gw__bs_decode_reject(m, GW_BS_RESPONSE_LEN, &rej, NULL), GW_ERR_PROTOCOL);
+    cr_assert_eq(gw__bs_decode_data_prefix(m, GW_BS_RESPONSE_LEN, &dl, NULL), GW_ERR_PROTOCOL);
+    gw__bs_encode_welcome(id, m);
+    cr_assert_eq(gw__bs_decode_response(m, GW_BS_WELCOME_LEN, proof, NULL), GW_ERR_PROTOCOL);
+}
+
+Test(bootstrap_msg, hello_rank_and_size_must_fit_int, .timeout = 10)
+{
+    uint8_t m[GW_BS_HELLO_LEN];
+    gw_bs_hello_t hello = {.rank = 1, .size = 2}, out;
+    memset(hello.client_nonce, 0, sizeof(hello.client_nonce));
+    gw__bs_encode_hello(&hello, m);
+    set_be32(m + GW_BS_HDR_LEN, 0x80000000u);
+    cr_assert_eq(gw__bs_decode_hello(m, sizeof(m), &out, NULL), GW_ERR_PROTOCOL);
+    gw__bs_encode_hello(&hello, m);
+    set_be32(m + GW_BS_HDR_LEN + 4, 0xffffffffu);
+    cr_assert_eq(gw__bs_decode_hello(m, sizeof(m), &out, NULL), GW_ERR_PROTOCOL);
+    /* Out-of-range but representable ranks are for the root to refuse with
+     * an explanation, not a protocol error. */
+    gw__bs_encode_hello(&hello, m);
+    set_be32(m + GW_BS_HDR_LEN, 7);
+    cr_assert_eq(gw__bs_decode_hello(m, sizeof(m), &out, NULL), GW_OK);
+    cr_assert_eq(out.rank, 7);
+}
+
+Test(bootstrap_msg, reject_contents_checked, .timeout = 10)
+{
+    uint8_t m[GW_BS_REJECT_MAX_LEN];
+    gw_bs_reject_t rej;
+    size_t n = gw__bs_encode_reject(GW_ERR_AUTH, "bad", m);
+    static const uint32_t bad_status[] = {GW_OK, 14, 1000, 0xffffffffu};
+    for (size_t i = 0; i < sizeof(bad_status) / sizeof(bad_status[0]); i++) {
+        set_be32(m + GW_BS_HDR_LEN, bad_status[i]);
+        cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_ERR_PROTOCOL, "status %u",
+                     bad_status[i]);
+    }
+    for (uint32_t s = GW_ERR_INVALID_ARG; s <= GW_ERR_CONFIG; s++) {
+        set_be32(m + GW_BS_HDR_LEN, s);
+        cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_OK, "status %u", s);
+        cr_assert_eq((uint32_t)rej.status, s);
+    }
+    set_be32(m + GW_BS_HDR_LEN, GW_ERR_AUTH);
+    m[GW_BS_REJECT_MIN_LEN + 1] = '\n';
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_ERR_PROTOCOL);
+    m[GW_BS_REJECT_MIN_LEN + 1] = 0;
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_ERR_PROTOCOL);
+    m[GW_BS_REJECT_MIN_LEN + 1] = 0x80;
+    cr_assert_eq(gw__bs_decode_reject(m, n, &rej, NULL), GW_ERR_PROTOCOL);
+}
+
+Test(bootstrap_msg, data_prefix_rejections, .timeout = 10)
+{
+    uint8_t m[GW_BS_DATA_PREFIX_LEN];
+    uint32_t n;
+    gw__bs_encode_data_prefix(100, m);
+    set_be32(m + GW_BS_HDR_LEN, 99); /* inner length disagrees with the header */
+    cr_assert_eq(gw__bs_decode_data_prefix(m, sizeof(m), &n, NULL), GW_ERR_PROTOCOL);
+    gw__bs_encode_data_prefix(100, m);
+    cr_assert_eq(gw__bs_decode_data_prefix(m, sizeof(m) - 1, &n, NULL), GW_ERR_PROTOCOL);
+    make_hdr(m, GW_BS_DATA, 4 + GW_BS_DATA_MAX + 1);
+    set_be32(m + GW_BS_HDR_LEN, GW_BS_DATA_MAX + 1);
+    cr_assert_eq(gw__bs_decode_data_prefix(m, sizeof(m), &n, NULL), GW_ERR_PROTOCOL);
+    m[0] ^= 0xff;
+    cr_assert_eq(gw__bs_decode_data_prefix(m, sizeof(m), &n, NULL), GW_ERR_PROTOCOL);
+}
+
+Test(bootstrap_msg, proofs_follow_the_definition, .timeout = 10)
+{
+    uint8_t cn[GW_BS_NONCE_LEN], sn[GW_BS_NONCE_LEN];
+    fill(cn, sizeof(cn), 10);
+    fill(sn, sizeof(sn), 20);
+    const char *token = "s3cret";
+
+    uint8_t buf[7 + 2 * GW_BS_NONCE_LEN + 4];
+    uint8_t want[GW_BS_PROOF_LEN], got[GW_BS_PROOF_LEN];
+    memcpy(buf, "gw-root", 7);
+    memcpy(buf + 7, cn, GW_BS_NONCE_LEN);
+    memcpy(buf + 7 + GW_BS_NONCE_LEN, sn, GW_BS_NONCE_LEN);
+    gw__hmac_sha256(token, strlen(token), buf, 7 + 2 * GW_BS_NONCE_LEN, want);
+    gw__bs_root_proof(token, strlen(token), cn, sn, got);
+    cr_assert_arr_eq(got, want, sizeof(want));
+
+    memcpy(buf, "gw-rank", 7);
+    memcpy(buf + 7, sn, GW_BS_NONCE_LEN);
+    memcpy(buf + 7 + GW_BS_NONCE_LEN, cn, GW_BS_NONCE_LEN);
+    set_be32(buf + 7 + 2 * GW_BS_NONCE_LEN, 5);
+    gw__hmac_sha256(token, strlen(token), buf, sizeof(buf), want);
+    gw__bs_rank_proof(token, strlen(token), sn, cn, 5, got);
+    cr_assert_arr_eq(got, want, sizeof(want));
+    cr_assert_eq(be32(buf + 7 + 2 * GW_BS_NONCE_LEN), 5);
+
+    /* Another rank, another token, or the empty token: other proofs. */
+    uint8_t other[GW_BS_PROOF_LEN];
+    gw__bs_rank_proof(token, strlen(token), sn, cn, 6, other);
+    cr_assert(memcmp(other, got, sizeof(got)) != 0);
+    gw__bs_rank_proof("s3cres", 6, sn, cn, 5, other);
+    cr_assert(memcmp(other, got, sizeof(got)) != 0);
+    gw__bs_rank_proof(NULL, 0, sn, cn, 5, other);
+    cr_assert(memcmp(other, got, sizeof(got)) != 0);
+    /* The root's proof is never a valid rank proof (distinct labels). */
+    gw__bs_root_proof(token, strlen(token), sn, cn, other);
+    cr_assert(memcmp(other, got, sizeof(got)) != 0);
+}
+
+Test(bootstrap_msg, type_names, .timeout = 10)
+{
+    cr_assert_str_eq(gw__bs_type_name(GW_BS_HELLO), "hello");
+    cr_assert_str_eq(gw__bs_type_name(GW_BS_DATA), "data");
+    cr_assert_str_eq(gw__bs_type_name(0), "unknown");
+    cr_assert_str_eq(gw__bs_type_name(99), "unknown");
+}

@@ -1,0 +1,307 @@
+/*
+ * bootstrap_msg.c - encoding and decoding of bootstrap messages (the format
+ * is documented in bootstrap_msg.h) and the HMAC proofs of the handshake.
+ *
+ * Decoding is deliberately paranoid: these bytes come from whoever connects
+ * to the root's port, before anything is authenticated. Every field is
+ * checked and every length is bounded before a caller can act on it, and
+ * the reason text of REJECT, which ends up in logs, is restricted to
+ * printable ASCII so a peer cannot forge log lines.
+ */
+#include "bootstrap_msg.h"
+
+#include <string.h>
+
+#include "sha256.h"
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint16_t get_be16(const uint8_t *p) { return (uint16_t)((unsigned)p[0] << 8 | p[1]); }
+
+static uint32_t get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+const char *gw__bs_type_name(uint32_t type)
+{
+    switch (type) {
+    case GW_BS_HELLO:
+        return "hello";
+    case GW_BS_CHALLENGE:
+        return "challenge";
+    case GW_BS_RESPONSE:
+        return "response";
+    case GW_BS_REJECT:
+        return "reject";
+    case GW_BS_WELCOME:
+        return "welcome";
+    case GW_BS_DATA:
+        return "data";
+    }
+    return "unknown";
+}
+
+static void put_hdr(uint8_t *out, gw_bs_type_t type, uint32_t payload_len)
+{
+    put_be32(out, GW_BS_MAGIC);
+    put_be16(out + 4, GW_BS_VERSION);
+    put_be16(out + 6, (uint16_t)type);
+    put_be32(out + 8, payload_len);
+}
+
+void gw__bs_encode_hello(const gw_bs_hello_t *m, uint8_t out[GW_BS_HELLO_LEN])
+{
+    put_hdr(out, GW_BS_HELLO, GW_BS_HELLO_LEN - GW_BS_HDR_LEN);
+    put_be32(out + GW_BS_HDR_LEN, (uint32_t)m->rank);
+    put_be32(out + GW_BS_HDR_LEN + 4, (uint32_t)m->size);
+    memcpy(out + GW_BS_HDR_LEN + 8, m->client_nonce, GW_BS_NONCE_LEN);
+}
+
+void gw__bs_encode_challenge(const gw_bs_challenge_t *m, uint8_t out[GW_BS_CHALLENGE_LEN])
+{
+    put_hdr(out, GW_BS_CHALLENGE, GW_BS_CHALLENGE_LEN - GW_BS_HDR_LEN);
+    memcpy(out + GW_BS_HDR_LEN, m->server_nonce, GW_BS_NONCE_LEN);
+    memcpy(out + GW_BS_HDR_LEN + GW_BS_NONCE_LEN, m->root_proof, GW_BS_PROOF_LEN);
+}
+
+void gw__bs_encode_response(const uint8_t proof[GW_BS_PROOF_LEN], uint8_t out[GW_BS_RESPONSE_LEN])
+{
+    put_hdr(out, GW_BS_RESPONSE, GW_BS_PROOF_LEN);
+    memcpy(out + GW_BS_HDR_LEN, proof, GW_BS_PROOF_LEN);
+}
+
+void gw__bs_encode_welcome(const uint8_t job_id[GW_BS_JOB_ID_LEN], uint8_t out[GW_BS_WELCOME_LEN])
+{
+    put_hdr(out, GW_BS_WELCOME, GW_BS_JOB_ID_LEN);
+    memcpy(out + GW_BS_HDR_LEN, job_id, GW_BS_JOB_ID_LEN);
+}
+
+static int printable(uint8_t c) { return c >= 0x20 && c <= 0x7e; }
+
+size_t gw__bs_encode_reject(gw_status_t status, const char *reason,
+                            uint8_t out[GW_BS_REJECT_MAX_LEN])
+{
+    size_t n = reason ? strnlen(reason, GW_BS_REASON_MAX) : 0;
+    put_hdr(out, GW_BS_REJECT, (uint32_t)(4 + n));
+    put_be32(out + GW_BS_HDR_LEN, (uint32_t)status);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)reason[i];
+        out[GW_BS_REJECT_MIN_LEN + i] = printable(c) ? c : (uint8_t)'?';
+    }
+    return GW_BS_REJECT_MIN_LEN + n;
+}
+
+void gw__bs_encode_data_prefix(uint32_t len, uint8_t out[GW_BS_DATA_PREFIX_LEN])
+{
+    put_hdr(out, GW_BS_DATA, 4 + len);
+    put_be32(out + GW_BS_HDR_LEN, len);
+}
+
+static gw_status_t malformed(const char **why, const char *text)
+{
+    if (why)
+        *why = text;
+    return GW_ERR_PROTOCOL;
+}
+
+gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, const char **why)
+{
+    if (!buf || len < GW_BS_HDR_LEN)
+        return malformed(why, "truncated header");
+    if (get_be32(buf) != GW_BS_MAGIC)
+        return malformed(why, "bad magic (not a gradwire bootstrap message)");
+    if (get_be16(buf + 4) != GW_BS_VERSION)
+        return malformed(why, "unsupported protocol version");
+    uint16_t type = get_be16(buf + 6);
+    uint32_t plen = get_be32(buf + 8);
+    uint32_t min, max;
+    switch (type) {
+    case GW_BS_HELLO:
+        min = max = GW_BS_HELLO_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_CHALLENGE:
+        min = max = GW_BS_CHALLENGE_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_RESPONSE:
+        min = max = GW_BS_RESPONSE_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_WELCOME:
+        min = max = GW_BS_WELCOME_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_REJECT:
+        min = 4;
+        max = 4 + GW_BS_REASON_MAX;
+        break;
+    case GW_BS_DATA:
+        min = 4;
+        max = 4 + GW_BS_DATA_MAX;
+        break;
+    default:
+        return malformed(why, "unknown message type");
+    }
+    if (plen < min || plen > max)
+        return malformed(why, "payload length out of bounds for the message type");
+    out->type = (gw_bs_type_t)type;
+    out->payload_len = plen;
+    return GW_OK;
+}
+
+/* Header check shared by the whole-message decoders: the right type and
+ * exactly one message in buf. Returns the payload. */
+static gw_status_t whole(const uint8_t *buf, size_t len, gw_bs_type_t type, gw_bs_hdr_t *hdr,
+                         const char **why)
+{
+    gw_status_t st = gw__bs_decode_hdr(buf, len, hdr, why);
+    if (st != GW_OK)
+        return st;
+    if (hdr->type != type)
+        return malformed(why, "unexpected message type");
+    if (len < GW_BS_HDR_LEN + (size_t)hdr->payload_len)
+        return malformed(why, "truncated message");
+    if (len > GW_BS_HDR_LEN + (size_t)hdr->payload_len)
+        return malformed(why, "trailing bytes after the message");
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_hello(const uint8_t *buf, size_t len, gw_bs_hello_t *out,
+                                const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, GW_BS_HELLO, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    const uint8_t *p = buf + GW_BS_HDR_LEN;
+    uint32_t rank = get_be32(p), size = get_be32(p + 4);
+    if (rank > INT32_MAX || size > INT32_MAX)
+        return malformed(why, "rank or size does not fit a 32-bit signed integer");
+    out->rank = (int32_t)rank;
+    out->size = (int32_t)size;
+    memcpy(out->client_nonce, p + 8, GW_BS_NONCE_LEN);
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_challenge(const uint8_t *buf, size_t len, gw_bs_challenge_t *out,
+                                    const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, GW_BS_CHALLENGE, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    memcpy(out->server_nonce, buf + GW_BS_HDR_LEN, GW_BS_NONCE_LEN);
+    memcpy(out->root_proof, buf + GW_BS_HDR_LEN + GW_BS_NONCE_LEN, GW_BS_PROOF_LEN);
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len,
+                                   uint8_t proof[GW_BS_PROOF_LEN], const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, GW_BS_RESPONSE, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    memcpy(proof, buf + GW_BS_HDR_LEN, GW_BS_PROOF_LEN);
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len,
+                                  uint8_t job_id[GW_BS_JOB_ID_LEN], const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, GW_BS_WELCOME, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    memcpy(job_id, buf + GW_BS_HDR_LEN, GW_BS_JOB_ID_LEN);
+    return GW_OK;
+}
+
+/* Only statuses this library defines may travel in a REJECT. */
+static int known_error(uint32_t v)
+{
+    switch (v) {
+#define GW__BS_STATUS_CASE(name, value, text) case value:
+        GW_STATUS_MAP(GW__BS_STATUS_CASE)
+#undef GW__BS_STATUS_CASE
+        return v != GW_OK;
+    }
+    return 0;
+}
+
+gw_status_t gw__bs_decode_reject(const uint8_t *buf, size_t len, gw_bs_reject_t *out,
+                                 const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, GW_BS_REJECT, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    const uint8_t *p = buf + GW_BS_HDR_LEN;
+    uint32_t status = get_be32(p);
+    if (!known_error(status))
+        return malformed(why, "reject carries an unknown status");
+    size_t n = hdr.payload_len - 4;
+    for (size_t i = 0; i < n; i++)
+        if (!printable(p[4 + i]))
+            return malformed(why, "reject reason is not printable ASCII");
+    out->status = (gw_status_t)status;
+    memcpy(out->reason, p + 4, n);
+    out->reason[n] = '\0';
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *data_len,
+                                      const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = gw__bs_decode_hdr(buf, len, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    if (hdr.type != GW_BS_DATA)
+        return malformed(why, "unexpected message type");
+    if (len < GW_BS_DATA_PREFIX_LEN)
+        return malformed(why, "truncated message");
+    uint32_t n = get_be32(buf + GW_BS_HDR_LEN);
+    if (n != hdr.payload_len - 4)
+        return malformed(why, "data length disagrees with the payload length");
+    *data_len = n;
+    return GW_OK;
+}
+
+void gw__bs_root_proof(const void *token, size_t token_len,
+                       const uint8_t client_nonce[GW_BS_NONCE_LEN],
+                       const uint8_t server_nonce[GW_BS_NONCE_LEN], uint8_t out[GW_BS_PROOF_LEN])
+{
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, token, token_len);
+    gw__hmac_sha256_update(&h, "gw-root", 7);
+    gw__hmac_sha256_update(&h, client_nonce, GW_BS_NONCE_LEN);
+    gw__hmac_sha256_update(&h, server_nonce, GW_BS_NONCE_LEN);
+    gw__hmac_sha256_final(&h, out);
+}
+
+void gw__bs_rank_proof(const void *token, size_t token_len,
+                       const uint8_t server_nonce[GW_BS_NONCE_LEN],
+                       const uint8_t client_nonce[GW_BS_NONCE_LEN], uint32_t rank,
+                       uint8_t out[GW_BS_PROOF_LEN])
+{
+    uint8_t r[4];
+    put_be32(r, rank);
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, token, token_len);
+    gw__hmac_sha256_update(&h, "gw-rank", 7);
+    gw__hmac_sha256_update(&h, server_nonce, GW_BS_NONCE_LEN);
+    gw__hmac_sha256_update(&h, client_nonce, GW_BS_NONCE_LEN);
+    gw__hmac_sha256_update(&h, r, sizeof(r));
+    gw__hmac_sha256_final(&h, out);
+}

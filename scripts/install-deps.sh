@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Install what gradwire needs to build and test, from Debian 12 packages.
 # Idempotent and quick when everything is present (no apt-get update then).
+#   scripts/install-deps.sh          build and test dependencies
+#   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libcriterion-dev)
+for group in "$@"; do
+    case "$group" in
+    peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;
+    *) echo "install-deps: unknown group '$group' (known: peers)" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do

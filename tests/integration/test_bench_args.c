@@ -1,0 +1,104 @@
+/*
+ * test_bench_args.c - gradwire-bench must reject a bad command line with a
+ * clear message and exit status 2, before it creates a communicator.
+ *
+ * The environment names a rank 1 of 2 whose root does not answer, with a
+ * long timeout: a bench that tried to join the job before checking its
+ * arguments would sit in gw_comm_init_env and overrun the test's deadline
+ * (or fail with status 1), so these cases also prove the order.
+ */
+#include <criterion/criterion.h>
+
+#include "support/run.h"
+
+#define BENCH GW_BUILD_DIR "/gradwire-bench"
+
+static char *const no_job_env[] = {"RANK=1",
+                                   "WORLD_SIZE=2",
+                                   "GW_ROOT=127.0.0.1:9",
+                                   "MASTER_ADDR=127.0.0.1",
+                                   "MASTER_PORT=9",
+                                   "GW_TIMEOUT_MS=60000",
+                                   NULL};
+
+static void expect_usage_error(char *const argv[], const char *message)
+{
+    if (access(BENCH, X_OK) != 0)
+        cr_assert_fail("%s is missing: build the gradwire-bench target", BENCH);
+    run_result_t r = run_cmd(argv, no_job_env, 10);
+    char cmd[512] = "";
+    for (int i = 1; argv[i]; i++)
+        snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", argv[i]);
+    cr_assert(!r.timed_out,
+              "`gradwire-bench%s` did not return: it must reject its arguments "
+              "before joining a job",
+              cmd);
+    cr_assert(r.exited && r.status == 2, "`gradwire-bench%s`: status %d, want 2:\n%s", cmd,
+              r.status, r.output);
+    cr_assert(strstr(r.output, message), "`gradwire-bench%s`: no \"%s\" in:\n%s", cmd, message,
+              r.output);
+    cr_assert_null(strstr(r.output, "# gradwire-bench allreduce"),
+                   "`gradwire-bench%s` started a run:\n%s", cmd, r.output);
+    free(r.output);
+}
+
+#define EXPECT(message, ...)                                                                       \
+    do {                                                                                           \
+        char *argv_[] = {BENCH, __VA_ARGS__, NULL};                                                \
+        expect_usage_error(argv_, message);                                                        \
+    } while (0)
+
+Test(bench_args, sizes, .timeout = 60)
+{
+    EXPECT("minbytes (-b 10) is larger than maxbytes (-e 5)", "allreduce", "-b", "10", "-e", "5");
+    EXPECT("minbytes (-b 2048) is larger than maxbytes (-e 1024)", "allreduce", "-b", "2K", "-e",
+           "1K");
+    EXPECT("-b wants a size in bytes", "allreduce", "-b", "12Q");
+    EXPECT("-b wants a size in bytes", "allreduce", "-b", "-5");
+    EXPECT("-e wants a size in bytes", "allreduce", "-e", "");
+    EXPECT("-e wants a size in bytes", "allreduce", "-e", "99999999999999999999");
+    EXPECT("-e wants a size in bytes", "allreduce", "-e", "20000000000G");
+    EXPECT("-b 0 cannot grow by a factor", "allreduce", "-b", "0");
+    EXPECT("more than 100000 sizes", "allreduce", "-b", "1", "-e", "1G", "-i", "1");
+}
+
+Test(bench_args, steps_and_iterations, .timeout = 60)
+{
+    EXPECT("-f wants an integer step factor", "allreduce", "-f", "1");
+    EXPECT("-f wants an integer step factor", "allreduce", "-f", "1.5");
+    EXPECT("-i wants a positive step", "allreduce", "-i", "0");
+    EXPECT("-f and -i both given", "allreduce", "-f", "4", "-i", "8");
+    EXPECT("-n wants a number of iterations", "allreduce", "-n", "0");
+    EXPECT("-w wants a number of iterations", "allreduce", "-w", "x");
+    EXPECT("-c wants 0 or 1", "allreduce", "-c", "2");
+}
+
+Test(bench_args, names, .timeout = 60)
+{
+    EXPECT("unknown datatype \"nosuchtype\"", "allreduce", "-d", "nosuchtype");
+    EXPECT("unknown op \"bogus\"", "allreduce", "-o", "bogus");
+    EXPECT("unknown algorithm \"fastest\"", "allreduce", "-a", "fastest");
+    EXPECT("unknown datatype \"complex\"", "allreduce", "--datatype=complex");
+}
+
+Test(bench_args, options_and_subcommands, .timeout = 60)
+{
+    EXPECT("unknown option \"-x\"", "allreduce", "-x");
+    EXPECT("unknown option \"--frobnicate\"", "allreduce", "--frobnicate");
+    EXPECT("option -b needs a value", "allreduce", "-b");
+    EXPECT("option --json needs a value", "allreduce", "--json");
+    EXPECT("unexpected argument \"extra\"", "allreduce", "extra");
+    EXPECT("unknown benchmark \"frobnicate\"", "frobnicate");
+    EXPECT("usage: gradwire-bench", "--no-such-flag");
+}
+
+Test(bench_args, help, .timeout = 30)
+{
+    char *argv[] = {BENCH, "allreduce", "--help", NULL};
+    cr_assert_eq(access(BENCH, X_OK), 0, "%s is missing", BENCH);
+    run_result_t r = run_cmd(argv, no_job_env, 10);
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    cr_assert(strstr(r.output, "usage: gradwire-bench allreduce"), "%s", r.output);
+    cr_assert(strstr(r.output, "--json FILE"), "%s", r.output);
+    free(r.output);
+}

@@ -1,0 +1,291 @@
+/*
+ * launch_setup.c - what `gradwire launch` does before the first fork: read
+ * the command line, make sure the command exists, pick the rendezvous port
+ * and the job token, and set the environment every rank shares. Kept apart
+ * from launch.c, which runs the job, because none of it involves a child.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+void gw_launch_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gradwire launch -n N [options] [--] CMD [ARGS...]\n"
+            "\n"
+            "Start N ranks of CMD on this host with the environment gradwire reads:\n"
+            "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
+            "GW_RANK, GW_SIZE, GW_ROOT=ADDR:PORT and GW_JOB_TOKEN (a fresh random token\n"
+            "unless GW_JOB_TOKEN is already set).\n"
+            "\n"
+            "options:\n"
+            "  -n, --nproc N    number of ranks (1..%d)\n"
+            "  --host ADDR      rendezvous address of rank 0 (default 127.0.0.1)\n"
+            "  --port P         rendezvous port (default: a free port on ADDR)\n"
+            "  --timeout S      stop every rank and exit 124 after S seconds\n"
+            "  --no-prefix      do not prefix output lines with \"[RANK] \"\n"
+            "  -h, --help       show this help\n"
+            "\n"
+            "Output lines of each rank are relayed whole, prefixed with its rank.\n"
+            "SIGINT/SIGTERM are forwarded to every rank; a second one kills them.\n"
+            "When a rank fails, the others get SIGTERM, then SIGKILL after 2 s.\n"
+            "\n"
+            "exit status: 0 if every rank exits 0; else the first failing rank's\n"
+            "status (128+N if killed by signal N); 124 on --timeout; 126/127 if CMD\n"
+            "cannot be run or is not found; 2 for a usage error.\n",
+            GW_LAUNCH_MAX_RANKS);
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("gradwire launch: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nusage: gradwire launch -n N [options] [--] CMD [ARGS...]"
+          " (see gradwire launch --help)\n",
+          stderr);
+    return GW_LAUNCH_EXIT_USAGE;
+}
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || errno != 0 || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Match argv[*i] against an option that takes a value, in the forms
+ * "-n N", "-nN", "--long N" and "--long=N". Returns 1 with *val set, 0 for
+ * no match, -1 when the value is missing. */
+static int match_opt(int argc, char **argv, int *i, const char *shrt, const char *lng,
+                     const char **val)
+{
+    const char *a = argv[*i];
+    size_t ll = strlen(lng);
+    if (strcmp(a, lng) == 0 || (shrt && strcmp(a, shrt) == 0)) {
+        if (*i + 1 >= argc)
+            return -1;
+        *val = argv[++*i];
+        return 1;
+    }
+    if (strncmp(a, lng, ll) == 0 && a[ll] == '=') {
+        *val = a + ll + 1;
+        return 1;
+    }
+    if (shrt && strncmp(a, shrt, 2) == 0 && a[2] != '\0' && a[1] != '-') {
+        *val = a + 2;
+        return 1;
+    }
+    return 0;
+}
+
+/* Fill *o from the command line. Returns -1 to go on, or an exit status. */
+int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
+{
+    int i;
+    memset(o, 0, sizeof(*o));
+    o->host = "127.0.0.1";
+    o->prefix = 1;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        int m;
+        long n;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0')
+            break; /* the command starts here; its own options are its own */
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            gw_launch_usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--no-prefix") == 0) {
+            o->prefix = 0;
+            continue;
+        }
+        if ((m = match_opt(argc, argv, &i, "-n", "--nproc", &v)) != 0) {
+            if (m < 0)
+                return usage_error("%s needs a value", a);
+            if (parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
+                return usage_error("-n wants a number of ranks in 1..%d, not \"%s\"",
+                                   GW_LAUNCH_MAX_RANKS, v);
+            o->nranks = (int)n;
+        } else if ((m = match_opt(argc, argv, &i, NULL, "--port", &v)) != 0) {
+            if (m < 0)
+                return usage_error("%s needs a value", a);
+            if (parse_long(v, 1, 65535, &n) != 0)
+                return usage_error("--port wants a port in 1..65535, not \"%s\"", v);
+            o->port = (int)n;
+        } else if ((m = match_opt(argc, argv, &i, NULL, "--host", &v)) != 0) {
+            if (m < 0 || !*v)
+                return usage_error("--host needs an address");
+            o->host = v;
+        } else if ((m = match_opt(argc, argv, &i, NULL, "--timeout", &v)) != 0) {
+            char *end = NULL;
+            if (m < 0)
+                return usage_error("%s needs a value", a);
+            errno = 0;
+            o->timeout_s = strtod(v, &end);
+            if (!*v || *end || errno || !(o->timeout_s > 0 && o->timeout_s <= 1e7))
+                return usage_error("--timeout wants seconds in (0, 1e7], not \"%s\"", v);
+        } else {
+            return usage_error("unknown option \"%s\"", a);
+        }
+    }
+    if (o->nranks == 0)
+        return usage_error("-n N (the number of ranks) is required");
+    if (i >= argc)
+        return usage_error("no command given");
+    o->cmd = argv + i;
+    return -1;
+}
+
+/* Find a port that is free on host now by binding port 0 and asking the
+ * kernel which one it gave. Another process could take it before rank 0
+ * binds it; rank 0 then fails with a clear "address in use" error. */
+int gw_launch_free_port(const char *host, int *port)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int rc = getaddrinfo(host, "0", &hints, &res);
+    if (rc != 0) {
+        fprintf(stderr, "gradwire launch: cannot resolve host \"%s\": %s\n", host,
+                gai_strerror(rc));
+        return -1;
+    }
+    int err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+            *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+            close(fd);
+            freeaddrinfo(res);
+            return 0;
+        }
+        err = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    fprintf(stderr, "gradwire launch: cannot bind a port on %s: %s\n", host, strerror(err));
+    return -1;
+}
+
+static int make_token(char out[33])
+{
+    uint8_t b[16];
+    size_t got = 0;
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "gradwire launch: getrandom failed: %m\n");
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+/* Check up front, as execvp would search, that cmd can be run, so that a
+ * typo gives one clear message instead of N failing ranks. Returns 0 or the
+ * exit status to leave with. */
+int gw_launch_check_command(const char *cmd)
+{
+    struct stat st;
+    if (strchr(cmd, '/')) {
+        if (stat(cmd, &st) != 0) {
+            fprintf(stderr, "gradwire launch: %s: %m\n", cmd);
+            return GW_LAUNCH_EXIT_NOTFOUND;
+        }
+        if (!S_ISREG(st.st_mode) || access(cmd, X_OK) != 0) {
+            fprintf(stderr, "gradwire launch: %s: not an executable file\n", cmd);
+            return GW_LAUNCH_EXIT_NOEXEC;
+        }
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin";
+    int denied = 0;
+    char buf[4096];
+    while (1) {
+        const char *colon = strchr(path, ':');
+        size_t dl = colon ? (size_t)(colon - path) : strlen(path);
+        int n = snprintf(buf, sizeof(buf), "%.*s/%s", (int)(dl ? dl : 1), dl ? path : ".", cmd);
+        if (n > 0 && (size_t)n < sizeof(buf) && stat(buf, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (access(buf, X_OK) == 0)
+                return 0;
+            denied = 1;
+        }
+        if (!colon)
+            break;
+        path = colon + 1;
+    }
+    if (denied) {
+        fprintf(stderr, "gradwire launch: %s: permission denied\n", cmd);
+        return GW_LAUNCH_EXIT_NOEXEC;
+    }
+    fprintf(stderr, "gradwire launch: %s: command not found\n", cmd);
+    return GW_LAUNCH_EXIT_NOTFOUND;
+}
+
+/* The environment every rank shares; RANK and LOCAL_RANK are set per child. */
+int gw_launch_set_env(const struct gw_launch_opts *o, int port)
+{
+    char num[16], root[512], token[33];
+    const char *tok = getenv("GW_JOB_TOKEN");
+    snprintf(num, sizeof(num), "%d", o->nranks);
+    if (setenv("WORLD_SIZE", num, 1) || setenv("LOCAL_WORLD_SIZE", num, 1) ||
+        setenv("GW_SIZE", num, 1))
+        goto err_setenv;
+    /* An IPv6 literal needs brackets in "host:port". */
+    if (snprintf(root, sizeof(root), strchr(o->host, ':') ? "[%s]:%d" : "%s:%d", o->host, port) >=
+        (int)sizeof(root)) {
+        fprintf(stderr, "gradwire launch: --host is too long\n");
+        return -1;
+    }
+    snprintf(num, sizeof(num), "%d", port);
+    if (setenv("MASTER_ADDR", o->host, 1) || setenv("MASTER_PORT", num, 1) ||
+        setenv("GW_ROOT", root, 1))
+        goto err_setenv;
+    if (!tok || !*tok) {
+        if (make_token(token) != 0)
+            return -1;
+        if (setenv("GW_JOB_TOKEN", token, 1))
+            goto err_setenv;
+    }
+    return 0;
+err_setenv:
+    fprintf(stderr, "gradwire launch: setenv failed: %m\n");
+    return -1;
+}

@@ -13,9 +13,10 @@
  *    gw_version() are safe from any thread.
  *  - Collectives are blocking and must be called by every rank of the
  *    communicator in the same order with matching arguments (count, dtype,
- *    op, root). A mismatch is detected and reported as GW_ERR_MISMATCH (or
- *    GW_ERR_REMOTE on ranks that learn of it from a peer) instead of
- *    corrupting memory or hanging.
+ *    op, root). A mismatch is detected and reported as GW_ERR_MISMATCH on
+ *    every rank (the rank that detects it tells the others) instead of
+ *    corrupting memory or hanging. Likewise a rank whose call fails for any
+ *    reason passes its status on to the peers, which fail with that status.
  *  - After a collective fails, the communicator is broken: every later call
  *    returns the same error. Destroy it (gw_comm_destroy) and create a new one.
  *  - A collective that makes no progress for the communicator's timeout

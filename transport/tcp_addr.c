@@ -1,0 +1,203 @@
+/*
+ * tcp_addr.c - which local address the TCP transport listens on.
+ *
+ * A wrong interface chosen silently is among the complaints users have most
+ * about communication libraries, so the choice here is explicit and logged.
+ * GW_SOCKET_IFNAME names the interface exactly; a name that does not exist,
+ * is down or has no address is a configuration error whose message lists the
+ * interfaces that do exist, never a quiet fall back to another one. Without
+ * it we take the local address of our bootstrap connection to the root: the
+ * kernel routed that connection, and every rank reaches the root, so the same
+ * interface is the one the job's network is on. IPv4 is preferred on a named
+ * interface; IPv6 (global, then link-local with its scope) is used when the
+ * interface has no IPv4 address.
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/tcp_internal.h"
+
+static int family_ok(const struct sockaddr *sa)
+{
+    return sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
+}
+
+/* "lo (127.0.0.1), eth0 (10.0.0.2), wlan0 (no address)": every interface
+ * once, with its first IPv4 address, else its first IPv6 address. */
+static void list_interfaces(const struct ifaddrs *all, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (const struct ifaddrs *a = all; a; a = a->ifa_next) {
+        int seen = 0;
+        for (const struct ifaddrs *b = all; b != a; b = b->ifa_next)
+            if (strcmp(a->ifa_name, b->ifa_name) == 0)
+                seen = 1;
+        if (seen)
+            continue;
+        const struct sockaddr *best = NULL;
+        for (const struct ifaddrs *b = a; b; b = b->ifa_next) {
+            if (strcmp(a->ifa_name, b->ifa_name) != 0 || !family_ok(b->ifa_addr))
+                continue;
+            if (!best || (best->sa_family == AF_INET6 && b->ifa_addr->sa_family == AF_INET))
+                best = b->ifa_addr;
+        }
+        char host[INET6_ADDRSTRLEN] = "no address";
+        if (best && best->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)best)->sin_addr, host, sizeof(host));
+        else if (best)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)best)->sin6_addr, host,
+                      sizeof(host));
+        int w = snprintf(buf + n, cap - n, "%s%s (%s)", n ? ", " : "", a->ifa_name, host);
+        if (w < 0 || (size_t)w >= cap - n)
+            return;
+        n += (size_t)w;
+    }
+    if (n == 0)
+        snprintf(buf, cap, "none");
+}
+
+static gw_status_t pick_ifname(const gw_logger_t *lg, const char *ifname,
+                               struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                               size_t desc_cap)
+{
+    struct ifaddrs *all = NULL;
+    if (getifaddrs(&all) != 0) {
+        GW_ERROR(lg, GW_TCP_SUBSYS, "getifaddrs() to look up GW_SOCKET_IFNAME=%s: %m", ifname);
+        return GW_ERR_SYSTEM;
+    }
+    const struct ifaddrs *v4 = NULL, *v6 = NULL, *v6ll = NULL;
+    int found = 0, up = 0;
+    for (const struct ifaddrs *a = all; a; a = a->ifa_next) {
+        if (strcmp(a->ifa_name, ifname) != 0)
+            continue;
+        found = 1;
+        if (a->ifa_flags & IFF_UP)
+            up = 1;
+        if (!family_ok(a->ifa_addr))
+            continue;
+        if (a->ifa_addr->sa_family == AF_INET) {
+            if (!v4)
+                v4 = a;
+        } else if (IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)a->ifa_addr)->sin6_addr)) {
+            if (!v6ll)
+                v6ll = a;
+        } else if (!v6) {
+            v6 = a;
+        }
+    }
+    const struct ifaddrs *pick = v4 ? v4 : v6 ? v6 : v6ll;
+    const char *problem = !found  ? "no such interface"
+                          : !up   ? "the interface is down"
+                          : !pick ? "the interface has no IPv4 or IPv6 address"
+                                  : NULL;
+    if (problem) {
+        char list[1024];
+        list_interfaces(all, list, sizeof(list));
+        GW_ERROR(lg, GW_TCP_SUBSYS, "GW_SOCKET_IFNAME=%s: %s; interfaces on this host: %s", ifname,
+                 problem, list);
+        freeifaddrs(all);
+        return GW_ERR_CONFIG;
+    }
+    memset(out, 0, sizeof(*out));
+    if (pick->ifa_addr->sa_family == AF_INET) {
+        memcpy(out, pick->ifa_addr, sizeof(struct sockaddr_in));
+        ((struct sockaddr_in *)out)->sin_port = 0;
+        *out_len = sizeof(struct sockaddr_in);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+        memcpy(in6, pick->ifa_addr, sizeof(*in6));
+        in6->sin6_port = 0;
+        if (pick == v6ll)
+            in6->sin6_scope_id = if_nametoindex(ifname);
+        *out_len = sizeof(*in6);
+    }
+    snprintf(desc, desc_cap, "interface %s, from GW_SOCKET_IFNAME", ifname);
+    freeifaddrs(all);
+    return GW_OK;
+}
+
+static int same_host_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (!a || !b || a->sa_family != b->sa_family)
+        return 0;
+    if (a->sa_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                      &((const struct sockaddr_in *)b)->sin_addr, sizeof(struct in_addr)) == 0;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return 0;
+}
+
+static gw_status_t pick_default(const gw_logger_t *lg, const struct sockaddr_storage *dflt,
+                                socklen_t dflt_len, struct sockaddr_storage *out,
+                                socklen_t *out_len, char *desc, size_t desc_cap)
+{
+    if (!dflt || dflt_len == 0 || !family_ok((const struct sockaddr *)dflt)) {
+        GW_ERROR(lg, GW_TCP_SUBSYS,
+                 "no local address to listen on: the bootstrap gave none and GW_SOCKET_IFNAME "
+                 "is not set");
+        return GW_ERR_CONFIG;
+    }
+    memset(out, 0, sizeof(*out));
+    if (dflt->ss_family == AF_INET6 &&
+        IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)dflt)->sin6_addr)) {
+        /* A dual-stack bootstrap socket reports IPv4 peers as ::ffff:a.b.c.d;
+         * listen on the plain IPv4 address, which every peer can reach. */
+        struct sockaddr_in *in = (struct sockaddr_in *)out;
+        in->sin_family = AF_INET;
+        memcpy(&in->sin_addr, &((const struct sockaddr_in6 *)dflt)->sin6_addr.s6_addr[12], 4);
+        *out_len = sizeof(*in);
+    } else if (dflt->ss_family == AF_INET) {
+        memcpy(out, dflt, sizeof(struct sockaddr_in));
+        ((struct sockaddr_in *)out)->sin_port = 0;
+        *out_len = sizeof(struct sockaddr_in);
+    } else {
+        memcpy(out, dflt, sizeof(struct sockaddr_in6));
+        ((struct sockaddr_in6 *)out)->sin6_port = 0;
+        *out_len = sizeof(struct sockaddr_in6);
+    }
+    int wildcard = out->ss_family == AF_INET
+                       ? ((struct sockaddr_in *)out)->sin_addr.s_addr == htonl(INADDR_ANY)
+                       : IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)out)->sin6_addr);
+    char str[64];
+    gw__tcp_sockaddr_str((const struct sockaddr *)out, str, sizeof(str));
+    if (wildcard) {
+        GW_ERROR(lg, GW_TCP_SUBSYS,
+                 "the bootstrap's local address is the wildcard %s, which other ranks cannot "
+                 "connect to: set GW_SOCKET_IFNAME to the interface to use",
+                 str);
+        return GW_ERR_CONFIG;
+    }
+    /* Name the interface in the log; not finding it is no error (the
+     * address may belong to a VRF or a namespace we cannot enumerate). */
+    const char *name = NULL;
+    struct ifaddrs *all = NULL;
+    if (getifaddrs(&all) == 0) {
+        for (const struct ifaddrs *a = all; a && !name; a = a->ifa_next)
+            if (same_host_addr(a->ifa_addr, (const struct sockaddr *)out))
+                name = a->ifa_name;
+    }
+    if (name)
+        snprintf(desc, desc_cap, "interface %s, which routes to the bootstrap root", name);
+    else
+        snprintf(desc, desc_cap, "the address that routes to the bootstrap root");
+    if (all)
+        freeifaddrs(all);
+    return GW_OK;
+}
+
+gw_status_t gw__tcp_pick_addr(const gw_logger_t *lg, const char *ifname,
+                              const struct sockaddr_storage *dflt, socklen_t dflt_len,
+                              struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                              size_t desc_cap)
+{
+    if (ifname && *ifname)
+        return pick_ifname(lg, ifname, out, out_len, desc, desc_cap);
+    return pick_default(lg, dflt, dflt_len, out, out_len, desc, desc_cap);
+}

@@ -1,0 +1,566 @@
+/*
+ * tcp_conn.c - connect(): the full mesh of the TCP transport.
+ *
+ * Every pair of ranks is joined by nsocks connections, all opened by the
+ * higher rank: rank i connects to every j < i and accepts from every j > i.
+ * So each connection is opened exactly once, and nobody waits for a
+ * connection that it should have opened itself. Everything happens in one
+ * poll() loop under one deadline (connects in flight, handshakes in both
+ * directions, accepts), so a slow peer delays nobody else's connections and
+ * the call finishes or fails within timeout_ms.
+ *
+ * The connecting side sends a hello {magic, version, job id, from, to,
+ * socket index, nsocks} (layout in tcp_wire.c); the accepting side checks it
+ * and answers with its own hello, which the connecting side checks in turn,
+ * so both ends know the connection is the one they meant. Anything that
+ * connects to our port without a valid hello for this job (a port scanner, a
+ * health check, a rank of another job that reuses an address) is a stranger:
+ * it is logged at WARN with its address and closed, and the job carries on.
+ * A rank of this job that uses another number of sockets per peer is a
+ * configuration error, reported at once rather than as a time-out.
+ *
+ * A refused connection is retried with growing sleeps (10 ms doubling up to
+ * 1 s). Every rank listens before the bootstrap exchange, so a refusal is
+ * more likely a firewall or a dead peer than a slow one, but retrying costs
+ * nothing until the deadline, whose error names each peer still missing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "transport/tcp_internal.h"
+
+#define RETRY_FIRST_MS 10
+#define RETRY_MAX_MS 1000
+#define MAX_STRANGERS 64 /* connections without a complete hello kept at once */
+
+typedef enum out_state { OUT_WAIT, OUT_CONNECTING, OUT_SEND, OUT_RECV, OUT_DONE } out_state_t;
+
+typedef struct out_conn {
+    int fd;
+    int peer, idx;
+    out_state_t state;
+    int64_t retry_at; /* OUT_WAIT: when to try again */
+    int delay_ms;
+    uint8_t buf[GW_TCP_HELLO_SIZE];
+    size_t done;
+    char why[128]; /* the last failure, for the time-out message */
+} out_conn_t;
+
+typedef struct in_conn {
+    int fd; /* -1 once handed over or dropped */
+    char addr[64];
+    uint8_t buf[GW_TCP_HELLO_SIZE];
+    size_t done;
+    int replying; /* hello checked; sending ours */
+    uint32_t from, idx;
+} in_conn_t;
+
+typedef struct mesh {
+    gw_tcp_t *t;
+    out_conn_t *outs;
+    int nout;
+    in_conn_t *ins;
+    int nin, cap_in;
+    int in_expected, in_done;
+    struct pollfd *pfds;
+} mesh_t;
+
+static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
+
+static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out[GW_TCP_HELLO_SIZE])
+{
+    gw_tcp_hello_t h = {.magic = GW_TCP_HELLO_MAGIC,
+                        .version = GW_TCP_PROTOCOL_VERSION,
+                        .from = (uint32_t)from,
+                        .to = (uint32_t)to,
+                        .sock_idx = (uint32_t)idx,
+                        .nsocks = (uint32_t)t->nsocks};
+    memcpy(h.job_id, t->job_id, sizeof(h.job_id));
+    gw__tcp_hello_encode(&h, out);
+}
+
+/* ---- connecting side ------------------------------------------------------- */
+
+/* Record why an attempt failed (errno is that failure) and try again later. */
+static void out_retry(mesh_t *m, out_conn_t *o, const char *what)
+{
+    snprintf(o->why, sizeof(o->why), "%s: %m", what);
+    GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "socket %d to rank %d at %s: %s; retrying in %d ms", o->idx,
+             o->peer, m->t->peers[o->peer].addr_str, o->why, o->delay_ms);
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    o->state = OUT_WAIT;
+    o->retry_at = gw__now_ms() + o->delay_ms;
+    o->delay_ms = o->delay_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : o->delay_ms * 2;
+}
+
+static void out_start(mesh_t *m, out_conn_t *o)
+{
+    const gw_tcp_peer_t *p = &m->t->peers[o->peer];
+    o->fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (o->fd < 0) {
+        out_retry(m, o, "socket()");
+        return;
+    }
+    gw__tcp_set_bufs(lg_of(m), &m->t->bufs, o->fd);
+    make_hello(m->t, m->t->base.rank, o->peer, o->idx, o->buf);
+    o->done = 0;
+    if (connect(o->fd, (const struct sockaddr *)&p->addr, p->addr_len) == 0)
+        o->state = OUT_SEND;
+    else if (errno == EINPROGRESS || errno == EINTR)
+        o->state = OUT_CONNECTING;
+    else
+        out_retry(m, o, "connect");
+}
+
+/* Check the accepting side's answer: it must be the rank we dialled, in this
+ * job. Anything else at that address will not get better by retrying. */
+static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
+{
+    gw_tcp_t *t = m->t;
+    const gw_tcp_peer_t *p = &t->peers[o->peer];
+    gw_tcp_hello_t h;
+    gw__tcp_hello_decode(o->buf, &h);
+    if (h.magic == GW_TCP_HELLO_MAGIC && h.version == GW_TCP_PROTOCOL_VERSION &&
+        memcmp(h.job_id, t->job_id, sizeof(h.job_id)) == 0 && h.from == (uint32_t)o->peer &&
+        h.to == (uint32_t)t->base.rank && h.sock_idx == (uint32_t)o->idx &&
+        h.nsocks == (uint32_t)t->nsocks)
+        return GW_OK;
+    GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
+             "rank %d's address %s answered our hello with a wrong one (magic 0x%08x, version "
+             "%u, rank %u -> %u, socket %u of %u): is a process of another job listening there?",
+             o->peer, p->addr_str, (unsigned)h.magic, (unsigned)h.version, (unsigned)h.from,
+             (unsigned)h.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
+    return GW_ERR_PROTOCOL;
+}
+
+static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
+{
+    if (o->state == OUT_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(o->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+        if (err == EINPROGRESS || err == EALREADY || (err == 0 && !(revents & POLLOUT)))
+            return GW_OK;
+        if (err != 0) {
+            errno = err;
+            out_retry(m, o, "connect");
+            return GW_OK;
+        }
+        o->state = OUT_SEND;
+    }
+    while (o->state == OUT_SEND) {
+        ssize_t n =
+            send(o->fd, o->buf + o->done, GW_TCP_HELLO_SIZE - o->done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                out_retry(m, o, "sending hello");
+            return GW_OK;
+        }
+        o->done += (size_t)n;
+        if (o->done == GW_TCP_HELLO_SIZE) {
+            o->state = OUT_RECV;
+            o->done = 0;
+        }
+    }
+    while (o->state == OUT_RECV) {
+        ssize_t n = recv(o->fd, o->buf + o->done, GW_TCP_HELLO_SIZE - o->done, MSG_DONTWAIT);
+        if (n == 0) {
+            /* The peer rejected our hello; its log says why. */
+            errno = ECONNRESET;
+            out_retry(m, o, "closed during the handshake (another job or version?)");
+            return GW_OK;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                out_retry(m, o, "handshake");
+            return GW_OK;
+        }
+        o->done += (size_t)n;
+        if (o->done < GW_TCP_HELLO_SIZE)
+            continue;
+        gw_status_t st = out_check_reply(m, o);
+        if (st != GW_OK)
+            return st;
+        m->t->peers[o->peer].socks[o->idx].fd = o->fd;
+        o->fd = -1;
+        o->state = OUT_DONE;
+    }
+    return GW_OK;
+}
+
+/* ---- accepting side -------------------------------------------------------- */
+
+static void in_drop(mesh_t *m, in_conn_t *c, const char *why)
+{
+    GW_WARN(lg_of(m), GW_TCP_SUBSYS,
+            "closing a connection from %s to our port %s: %s (a stranger, not a rank of this "
+            "job; carrying on)",
+            c->addr, m->t->local_str, why);
+    close(c->fd);
+    c->fd = -1;
+}
+
+static void in_accept(mesh_t *m)
+{
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof(sa);
+        int fd =
+            accept4(m->t->listen_fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                GW_WARN(lg_of(m), GW_TCP_SUBSYS, "accept() on %s: %m", m->t->local_str);
+            return;
+        }
+        if (m->nin == m->cap_in) {
+            /* Too many connections idle without a hello: drop the oldest. A
+             * real rank dropped this way sees EOF and connects again. */
+            in_drop(m, &m->ins[0], "too many connections without a hello");
+            memmove(&m->ins[0], &m->ins[1], (size_t)(m->nin - 1) * sizeof(m->ins[0]));
+            m->nin--;
+        }
+        in_conn_t *c = &m->ins[m->nin++];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        gw__tcp_sockaddr_str((const struct sockaddr *)&sa, c->addr, sizeof(c->addr));
+    }
+}
+
+static int in_duplicate(const mesh_t *m, const in_conn_t *c)
+{
+    const gw_tcp_peer_t *p = &m->t->peers[c->from];
+    if (p->socks[c->idx].fd >= 0)
+        return 1;
+    for (int i = 0; i < m->nin; i++) {
+        const in_conn_t *o = &m->ins[i];
+        if (o != c && o->fd >= 0 && o->replying && o->from == c->from && o->idx == c->idx)
+            return 1;
+    }
+    return 0;
+}
+
+/* Check a complete hello: GW_OK with c->replying set, GW_OK with c dropped
+ * (a stranger), or a fatal error. */
+static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
+{
+    gw_tcp_t *t = m->t;
+    gw_tcp_hello_t h;
+    char why[160];
+    gw__tcp_hello_decode(c->buf, &h);
+    if (h.version != GW_TCP_PROTOCOL_VERSION) {
+        snprintf(why, sizeof(why), "it speaks gradwire TCP protocol version %u, we speak %u",
+                 (unsigned)h.version, GW_TCP_PROTOCOL_VERSION);
+    } else if (memcmp(h.job_id, t->job_id, sizeof(h.job_id)) != 0) {
+        snprintf(why, sizeof(why), "it belongs to another job (job id differs)");
+    } else if (h.to != (uint32_t)t->base.rank || h.from <= (uint32_t)t->base.rank ||
+               h.from >= (uint32_t)t->base.size) {
+        snprintf(why, sizeof(why), "it claims to be rank %u connecting to rank %u",
+                 (unsigned)h.from, (unsigned)h.to);
+    } else if (h.nsocks != (uint32_t)t->nsocks) {
+        GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
+                 "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the same "
+                 "GW_NSOCKS on every rank",
+                 (unsigned)h.from, c->addr, (unsigned)h.nsocks, t->nsocks);
+        return GW_ERR_CONFIG;
+    } else if (h.sock_idx >= (uint32_t)t->nsocks) {
+        snprintf(why, sizeof(why), "its socket index %u is out of range", (unsigned)h.sock_idx);
+    } else {
+        c->from = h.from;
+        c->idx = h.sock_idx;
+        if (!in_duplicate(m, c)) {
+            make_hello(t, t->base.rank, (int)c->from, (int)c->idx, c->buf);
+            c->done = 0;
+            c->replying = 1;
+            return GW_OK;
+        }
+        snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.from,
+                 (unsigned)h.sock_idx);
+    }
+    in_drop(m, c, why);
+    return GW_OK;
+}
+
+static gw_status_t in_step(mesh_t *m, in_conn_t *c)
+{
+    while (c->fd >= 0 && !c->replying) {
+        ssize_t n = recv(c->fd, c->buf + c->done, GW_TCP_HELLO_SIZE - c->done, MSG_DONTWAIT);
+        if (n == 0) {
+            in_drop(m, c, "it closed before completing a hello");
+            return GW_OK;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                in_drop(m, c, "reading its hello failed");
+            return GW_OK;
+        }
+        c->done += (size_t)n;
+        if (c->done >= 4) {
+            uint32_t magic = (uint32_t)c->buf[0] << 24 | (uint32_t)c->buf[1] << 16 |
+                             (uint32_t)c->buf[2] << 8 | c->buf[3];
+            if (magic != GW_TCP_HELLO_MAGIC) {
+                char why[64];
+                snprintf(why, sizeof(why), "it sent garbage (0x%08x is not our magic)",
+                         (unsigned)magic);
+                in_drop(m, c, why);
+                return GW_OK;
+            }
+        }
+        if (c->done == GW_TCP_HELLO_SIZE) {
+            gw_status_t st = in_check_hello(m, c);
+            if (st != GW_OK)
+                return st;
+        }
+    }
+    while (c->fd >= 0 && c->replying) {
+        ssize_t n =
+            send(c->fd, c->buf + c->done, GW_TCP_HELLO_SIZE - c->done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                in_drop(m, c, "answering its hello failed");
+            return GW_OK;
+        }
+        c->done += (size_t)n;
+        if (c->done == GW_TCP_HELLO_SIZE) {
+            m->t->peers[c->from].socks[c->idx].fd = c->fd;
+            c->fd = -1;
+            m->in_done++;
+        }
+    }
+    return GW_OK;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
+{
+    gw_tcp_t *t = m->t;
+    char msg[1536];
+    size_t n = 0;
+    msg[0] = '\0';
+    int last_peer = -1;
+    for (int i = 0; i < m->nout; i++) {
+        const out_conn_t *o = &m->outs[i];
+        if (o->state == OUT_DONE || o->peer == last_peer)
+            continue; /* one entry per peer */
+        last_peer = o->peer;
+        const char *why = o->state == OUT_CONNECTING ? "connect() got no answer"
+                          : o->state != OUT_WAIT     ? "connected, but no answer to our hello"
+                          : o->why[0]                ? o->why
+                                                     : "not tried";
+        int w = snprintf(msg + n, sizeof(msg) - n, "%scould not connect to rank %d at %s (%s)",
+                         n ? "; " : "", o->peer, t->peers[o->peer].addr_str, why);
+        if (w > 0 && (size_t)w < sizeof(msg) - n)
+            n += (size_t)w;
+    }
+    int first = 1;
+    for (int j = t->base.rank + 1; j < t->base.size; j++) {
+        int have = 0;
+        for (int k = 0; k < t->nsocks; k++)
+            have += t->peers[j].socks[k].fd >= 0;
+        if (have == t->nsocks)
+            continue;
+        int w = snprintf(msg + n, sizeof(msg) - n, "%s%d (%s)",
+                         first ? (n ? "; ranks that never connected to us: "
+                                    : "ranks that never connected to us: ")
+                               : ", ",
+                         j, t->peers[j].addr_str);
+        if (w > 0 && (size_t)w < sizeof(msg) - n)
+            n += (size_t)w;
+        first = 0;
+    }
+    GW_ERROR(lg_of(m), GW_TCP_SUBSYS, "connecting the mesh timed out after %d ms: %s", timeout_ms,
+             msg);
+    return GW_ERR_TIMEOUT;
+}
+
+static int mesh_done(const mesh_t *m)
+{
+    for (int i = 0; i < m->nout; i++)
+        if (m->outs[i].state != OUT_DONE)
+            return 0;
+    return m->in_done == m->in_expected;
+}
+
+static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
+{
+    gw_tcp_t *t = m->t;
+    int64_t now = gw__now_ms();
+    int64_t wake = deadline;
+    int np = 0;
+    m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
+    for (int i = 0; i < m->nout; i++) {
+        out_conn_t *o = &m->outs[i];
+        if (o->state == OUT_WAIT && o->retry_at <= now)
+            out_start(m, o);
+        if (o->state == OUT_WAIT && o->retry_at < wake)
+            wake = o->retry_at;
+        short ev = o->state == OUT_CONNECTING || o->state == OUT_SEND ? POLLOUT
+                   : o->state == OUT_RECV                             ? POLLIN
+                                                                      : 0;
+        m->pfds[np++] = (struct pollfd){.fd = ev ? o->fd : -1, .events = ev};
+    }
+    int nin = m->nin; /* accepts during this round join the next one */
+    for (int i = 0; i < nin; i++)
+        m->pfds[np++] =
+            (struct pollfd){.fd = m->ins[i].fd, .events = m->ins[i].replying ? POLLOUT : POLLIN};
+    int timeout = wake > now ? (int)(wake - now) : 0;
+    int n = poll(m->pfds, (nfds_t)np, timeout);
+    if (n < 0) {
+        if (errno == EINTR)
+            return GW_OK;
+        GW_ERROR(lg_of(m), GW_TCP_SUBSYS, "poll() while connecting: %m");
+        return GW_ERR_SYSTEM;
+    }
+    for (int i = 0; i < m->nout; i++) {
+        short rev = m->pfds[1 + i].revents;
+        if (rev) {
+            gw_status_t st = out_step(m, &m->outs[i], rev);
+            if (st != GW_OK)
+                return st;
+        }
+    }
+    for (int i = 0; i < nin; i++) {
+        if (m->pfds[1 + m->nout + i].revents && m->ins[i].fd >= 0) {
+            gw_status_t st = in_step(m, &m->ins[i]);
+            if (st != GW_OK)
+                return st;
+        }
+    }
+    /* Forget the connections handed over or dropped. */
+    int k = 0;
+    for (int i = 0; i < m->nin; i++)
+        if (m->ins[i].fd >= 0)
+            m->ins[k++] = m->ins[i];
+    m->nin = k;
+    if (m->pfds[0].revents & POLLIN)
+        in_accept(m);
+    return GW_OK;
+}
+
+/* The mesh is up: tune the sockets and lay out progress()'s poll set. */
+static gw_status_t finish(gw_tcp_t *t)
+{
+    int n = (t->base.size - 1) * t->nsocks;
+    t->pfds = calloc((size_t)(n ? n : 1), sizeof(*t->pfds));
+    t->pfd_socks = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_socks));
+    t->pfd_peers = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_peers));
+    if (!t->pfds || !t->pfd_socks || !t->pfd_peers) {
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for %d poll entries", n);
+        return GW_ERR_NO_MEMORY;
+    }
+    int i = 0;
+    for (int r = 0; r < t->base.size; r++) {
+        if (r == t->base.rank)
+            continue;
+        for (int k = 0; k < t->nsocks; k++) {
+            gw__tcp_tune_established(t->base.log, t->peers[r].socks[k].fd, r, k);
+            t->pfd_socks[i] = &t->peers[r].socks[k];
+            t->pfd_peers[i] = &t->peers[r];
+            i++;
+        }
+    }
+    t->npfds = n;
+    return GW_OK;
+}
+
+gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
+{
+    gw_tcp_t *t = gw__tcp_of(base);
+    if (!t || !all_addrs)
+        return GW_ERR_INVALID_ARG;
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (t->connected || t->listen_fd < 0) {
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connect() called twice");
+        return GW_ERR_INVALID_ARG;
+    }
+    int rank = t->base.rank, size = t->base.size;
+    for (int r = 0; r < size; r++) {
+        if (r == rank)
+            continue;
+        gw_tcp_peer_t *p = &t->peers[r];
+        if (gw__tcp_addr_decode(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, &p->addr,
+                                &p->addr_len) != GW_OK) {
+            GW_ERROR(t->base.log, GW_TCP_SUBSYS,
+                     "the address of rank %d is not a gradwire TCP address (version %u): do all "
+                     "ranks run the same gradwire and transport?",
+                     r, GW_TCP_PROTOCOL_VERSION);
+            return gw__tcp_fail(t, GW_ERR_PROTOCOL, NULL);
+        }
+        gw__tcp_sockaddr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
+    }
+
+    mesh_t m = {.t = t, .nout = rank * t->nsocks, .in_expected = (size - 1 - rank) * t->nsocks};
+    m.cap_in = m.in_expected + MAX_STRANGERS;
+    m.outs = calloc((size_t)(m.nout ? m.nout : 1), sizeof(*m.outs));
+    m.ins = calloc((size_t)m.cap_in, sizeof(*m.ins));
+    m.pfds = calloc((size_t)(1 + m.nout + m.cap_in), sizeof(*m.pfds));
+    gw_status_t st = GW_OK;
+    if (!m.outs || !m.ins || !m.pfds) {
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for %d connections", m.cap_in);
+        st = GW_ERR_NO_MEMORY;
+        goto out_free;
+    }
+    for (int i = 0; i < m.nout; i++) {
+        m.outs[i] = (out_conn_t){.fd = -1,
+                                 .peer = i / t->nsocks,
+                                 .idx = i % t->nsocks,
+                                 .state = OUT_WAIT,
+                                 .retry_at = 0,
+                                 .delay_ms = RETRY_FIRST_MS};
+    }
+    int timeout_ms = t->timeout_ms;
+    int64_t start = gw__now_ms(), deadline = start + timeout_ms;
+    while (!mesh_done(&m)) {
+        if (gw__now_ms() >= deadline) {
+            st = report_timeout(&m, timeout_ms);
+            break;
+        }
+        st = mesh_round(&m, deadline);
+        if (st != GW_OK)
+            break;
+    }
+    if (st == GW_OK)
+        st = finish(t);
+    if (st == GW_OK) {
+        t->connected = 1;
+        GW_INFO(t->base.log, GW_TCP_SUBSYS,
+                "connected to %d peers with %d socket%s each in %lld ms", size - 1, t->nsocks,
+                t->nsocks == 1 ? "" : "s", (long long)(gw__now_ms() - start));
+    }
+    for (int i = 0; i < m.nin; i++)
+        if (m.ins[i].fd >= 0) {
+            if (st == GW_OK)
+                in_drop(&m, &m.ins[i], "it never completed its hello");
+            else
+                close(m.ins[i].fd);
+        }
+    for (int i = 0; i < m.nout; i++)
+        if (m.outs[i].fd >= 0)
+            close(m.outs[i].fd);
+    /* No more connections are expected: later ones would only queue up. */
+    close(t->listen_fd);
+    t->listen_fd = -1;
+out_free:
+    free(m.pfds);
+    free(m.ins);
+    free(m.outs);
+    if (st != GW_OK)
+        return gw__tcp_fail(t, st, NULL);
+    return GW_OK;
+}

@@ -1,0 +1,203 @@
+/*
+ * tcp_internal.h - state shared by the files of the TCP transport.
+ *
+ *   tcp.c           narrative, open (listening socket), isend/irecv, abort,
+ *                   close, the ops table
+ *   tcp_addr.c      choice of the local address (GW_SOCKET_IFNAME or default)
+ *   tcp_wire.c      encoding of frame headers, hellos and the address blob,
+ *                   socket options
+ *   tcp_conn.c      connect(): the full mesh and its handshake
+ *   tcp_progress.c  the progress engine
+ *   tcp_fail.c      the failure path: one error, logged once, fails everything
+ *
+ * See the comment at the top of tcp.c for how data moves and why.
+ */
+#ifndef GW_TRANSPORT_TCP_INTERNAL_H
+#define GW_TRANSPORT_TCP_INTERNAL_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/transport.h"
+
+#define GW_TCP_SUBSYS "tcp"
+
+#define GW_TCP_FRAME_MAGIC 0x47574652u /* "GWFR" */
+#define GW_TCP_HELLO_MAGIC 0x4757484cu /* "GWHL" */
+#define GW_TCP_ADDR_MAGIC 0x47574144u  /* "GWAD" */
+#define GW_TCP_PROTOCOL_VERSION 1u
+
+#define GW_TCP_HDR_SIZE 48   /* bytes of a frame header on the wire */
+#define GW_TCP_HELLO_SIZE 40 /* bytes of a hello on the wire */
+#define GW_TCP_ADDR_SIZE 28  /* bytes used in the address blob */
+
+#define GW_TCP_MIN_PART ((size_t)64 * 1024) /* smallest part of a split message */
+#define GW_TCP_SOCKBUF (4 * 1024 * 1024)    /* SO_SNDBUF / SO_RCVBUF we ask for */
+#define GW_TCP_MAX_NSOCKS 64
+#define GW_TCP_DEFAULT_TIMEOUT_MS 30000 /* when params->timeout_ms <= 0 */
+#define GW_TCP_SHUTDOWN_MS 100          /* budget of abort() and close() */
+
+typedef enum gw_tcp_frame_type {
+    GW_TCP_DATA = 1,
+    GW_TCP_GOODBYE = 2,
+    GW_TCP_ABORT = 3,
+} gw_tcp_frame_type_t;
+
+/* Which socket buffer sizes we set ourselves (decided once, at open). */
+typedef struct gw_tcp_bufs {
+    int set_snd, set_rcv;
+} gw_tcp_bufs_t;
+
+/* A frame header in host form (see tcp_wire.c for its wire layout). */
+typedef struct gw_tcp_hdr {
+    uint32_t magic;
+    uint32_t type;
+    uint64_t seq;
+    uint32_t sig;
+    int32_t status;    /* ABORT: the sender's gw_status_t */
+    uint64_t total;    /* length of the whole message */
+    uint64_t offset;   /* of this part in the message */
+    uint64_t part_len; /* payload bytes that follow this header */
+} gw_tcp_hdr_t;
+
+/* The first bytes on every new connection, in both directions. */
+typedef struct gw_tcp_hello {
+    uint32_t magic;
+    uint32_t version;
+    uint8_t job_id[16];
+    uint32_t from;
+    uint32_t to;
+    uint32_t sock_idx;
+    uint32_t nsocks;
+} gw_tcp_hello_t;
+
+/* How the transport uses gw_request_t.priv. */
+#define GW_TCP_REQ_IDX(r) ((r)->priv[0])        /* 1, 2, ... in posting order per peer */
+#define GW_TCP_REQ_NPARTS(r) ((r)->priv[1])     /* parts the message is split into */
+#define GW_TCP_REQ_PARTS_DONE(r) ((r)->priv[2]) /* parts fully sent or received */
+#define GW_TCP_REQ_MATCHED(r) ((r)->priv[3])    /* receive: part 0's header checked */
+
+/* One TCP connection to a peer. The send side and the receive side are
+ * independent state machines; each moves one frame at a time. */
+typedef struct gw_tcp_sock {
+    int fd;
+    int idx; /* socket index k: carries part k of every message split into > k parts */
+    /* Send side. */
+    gw_request_t *sreq; /* message whose part is being written, or NULL */
+    uint64_t s_last;    /* index of the last message this socket carried */
+    uint8_t s_hdr[GW_TCP_HDR_SIZE];
+    size_t s_hdr_done; /* header bytes written */
+    size_t s_part_off, s_part_len, s_done;
+    int s_midframe; /* a frame was left half written when the transport failed */
+    int ctrl;       /* abort()/close(): a GOODBYE or ABORT is being written */
+    /* Receive side. */
+    gw_request_t *rreq; /* message whose part is being read, or NULL */
+    uint64_t r_last;    /* index of the last message this socket delivered */
+    uint8_t r_buf[GW_TCP_HDR_SIZE];
+    size_t r_got;       /* header bytes read into r_buf */
+    gw_tcp_hdr_t r_hdr; /* the last complete header */
+    int r_held;         /* r_hdr is a DATA header waiting for its receive */
+    size_t r_part_off, r_part_len, r_done;
+    int goodbye; /* the peer sent GOODBYE on this socket */
+    int eof;     /* ... and then closed it: nothing more to read */
+    int dead;    /* failed (reset, EOF mid-frame): write nothing more */
+} gw_tcp_sock_t;
+
+typedef struct gw_tcp_peer {
+    int rank;
+    char addr_str[64];            /* its listening address, for messages */
+    struct sockaddr_storage addr; /* where we connect to it */
+    socklen_t addr_len;
+    gw_tcp_sock_t *socks;            /* nsocks entries */
+    gw_request_t *sq_head, *sq_tail; /* sends, FIFO, unfinished only */
+    gw_request_t *rq_head, *rq_tail; /* receives, FIFO, unfinished only */
+    uint64_t s_next, r_next;         /* index given to the next send / receive */
+    int goodbye;                     /* GOODBYE arrived on socket 0: no more messages */
+} gw_tcp_peer_t;
+
+typedef struct gw_tcp {
+    gw_transport_t base; /* first, so that container_of is a cast */
+    int nsocks;
+    int timeout_ms;
+    gw_tcp_bufs_t bufs;
+    uint8_t job_id[16];
+    int listen_fd;
+    char local_str[64];   /* our listening address */
+    gw_tcp_peer_t *peers; /* size entries; ours is unused */
+    struct pollfd *pfds;  /* one per socket, for progress() */
+    gw_tcp_sock_t **pfd_socks;
+    gw_tcp_peer_t **pfd_peers;
+    int npfds;
+    int connected;
+    uint64_t ncompleted; /* requests completed so far, to tell rounds that did work */
+    gw_status_t failed;  /* sticky: GW_OK while healthy */
+} gw_tcp_t;
+
+static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t) { return (gw_tcp_t *)t; }
+
+/* Parts of a len-byte message over nsocks sockets, and the byte range of
+ * part k. Both ends compute them from the length alone. */
+size_t gw__tcp_nparts(size_t len, int nsocks);
+void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
+
+/* tcp_wire.c */
+void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE]);
+void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h);
+void gw__tcp_hello_encode(const gw_tcp_hello_t *h, uint8_t out[GW_TCP_HELLO_SIZE]);
+void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h);
+/* Generous socket buffers where the kernel grants them (see tcp_wire.c),
+ * and TCP_NODELAY; failures are warned about, not fatal. */
+void gw__tcp_pick_bufs(const gw_logger_t *lg, gw_tcp_bufs_t *bufs);
+void gw__tcp_set_bufs(const gw_logger_t *lg, const gw_tcp_bufs_t *bufs, int fd);
+void gw__tcp_tune_established(const gw_logger_t *lg, int fd, int peer, int idx);
+/* "1.2.3.4:5" or "[::1]:5". */
+void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
+
+/* Address blob layout (GW_TRANSPORT_ADDR_MAX bytes, big-endian integers):
+ *   0  u32 GW_TCP_ADDR_MAGIC     4  u8 protocol version     5  u8 family (4 or 6)
+ *   6  u16 port                  8  16 bytes address (IPv4: the first 4)
+ *  24  u32 IPv6 scope id         28.. zero
+ * decode: GW_ERR_PROTOCOL for a blob that is not one of ours. */
+void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
+gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
+                                struct sockaddr_storage *out, socklen_t *out_len);
+
+/* tcp_addr.c: choose the local address to listen on (port 0); `desc` says
+ * why, for the INFO log. GW_ERR_CONFIG, logged, when ifname names no usable
+ * interface or there is no usable default. */
+gw_status_t gw__tcp_pick_addr(const gw_logger_t *lg, const char *ifname,
+                              const struct sockaddr_storage *dflt, socklen_t dflt_len,
+                              struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                              size_t desc_cap);
+
+/* tcp_conn.c */
+gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
+
+/* tcp_progress.c */
+gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
+void gw__tcp_complete(gw_request_t *r, gw_status_t st);
+void gw__tcp_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
+
+/* tcp_fail.c */
+/* Break the transport: log once at ERROR (the first failure only; NULL fmt
+ * logs nothing), complete every pending request with st, and return the
+ * sticky status (the first failure's). */
+gw_status_t gw__tcp_fail(gw_tcp_t *t, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* gw__tcp_fail with the message prefixed by "rank R (address) ". */
+gw_status_t gw__tcp_peer_fail(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st, const char *fmt,
+                              ...) __attribute__((format(printf, 4, 5)));
+/* The status an ABORT frame carries (GW_ERR_ABORTED when unknown). */
+gw_status_t gw__tcp_abort_status(int32_t wire);
+/* p aborted with st: "rank R (address) aborted: <status>". */
+gw_status_t gw__tcp_peer_aborted(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st);
+/* Socket s of p failed: a send/recv errno, EOF, or an error or hang-up on a
+ * socket we were not reading. */
+gw_status_t gw__tcp_sock_errno(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, int err,
+                               const char *op);
+gw_status_t gw__tcp_sock_eof(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s);
+gw_status_t gw__tcp_idle_sock_error(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s);
+
+#endif

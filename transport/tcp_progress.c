@@ -1,0 +1,496 @@
+/*
+ * tcp_progress.c - the progress engine of the TCP transport.
+ *
+ * One call of progress() is one round: first the receives posted since the
+ * last round are matched against headers already read ahead (a zero-length
+ * message completes right there), then a single poll() over every socket
+ * waits for the kernel to have room or data, then every socket that is ready
+ * writes as much of its current send part as the kernel takes and reads as
+ * much of its current receive part as has arrived. Sends and receives of all
+ * peers move in the same round, so a ring in which every rank sends a large
+ * message to its right and receives one from its left never deadlocks: a
+ * rank whose send buffer is full still drains its receive side, which frees
+ * its left neighbour's send side, and so on around the ring.
+ *
+ * Each socket has an independent send state machine and receive state
+ * machine, each busy with at most one frame (header plus payload) at a time.
+ * Socket k carries part k of every message split into more than k parts, in
+ * message order, so socket 0 carries part 0 of every message: the receiver
+ * learns the tag and length of the next message from socket 0 alone. That
+ * header is checked against the posted receive (tag and length exactly)
+ * before a byte of payload is read into the user's buffer; the other parts
+ * are taken only once part 0 was checked, and must agree with it.
+ *
+ * A socket whose next message has no receive posted yet reads that message's
+ * header only and then stops reading: the payload stays in the kernel (and
+ * back-pressures the sender) until the receive is posted, so payload is
+ * never copied twice. The header read ahead on socket 0 is what lets
+ * progress(current) notice that a peer is in another collective than ours.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "transport/tcp_internal.h"
+
+/* A socket that keeps sending or receiving yields to the others after this
+ * many bytes in one round; poll() reports it ready again at once. */
+#define GW_TCP_IO_BUDGET ((size_t)16 * 1024 * 1024)
+
+size_t gw__tcp_nparts(size_t len, int nsocks)
+{
+    size_t n = len / GW_TCP_MIN_PART;
+    if (n < 1)
+        n = 1;
+    if (n > (size_t)nsocks)
+        n = (size_t)nsocks;
+    return n;
+}
+
+void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen)
+{
+    size_t base = len / nparts, rem = len % nparts;
+    *off = k * base + (k < rem ? k : rem);
+    *plen = base + (k < rem ? 1 : 0);
+}
+
+void gw__tcp_complete(gw_request_t *r, gw_status_t st)
+{
+    r->status = st;
+    r->complete = 1;
+}
+
+void gw__tcp_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
+{
+    r->next = NULL;
+    if (*tail)
+        (*tail)->next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+static void queue_remove(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
+{
+    gw_request_t *prev = NULL;
+    for (gw_request_t *q = *head; q; prev = q, q = q->next) {
+        if (q != r)
+            continue;
+        if (prev)
+            prev->next = q->next;
+        else
+            *head = q->next;
+        if (*tail == q)
+            *tail = prev;
+        q->next = NULL;
+        return;
+    }
+}
+
+/* One more part of r is done; the request completes with its last part. */
+static void finish_part(gw_tcp_t *t, gw_tcp_peer_t *p, gw_request_t *r)
+{
+    if (++GW_TCP_REQ_PARTS_DONE(r) < GW_TCP_REQ_NPARTS(r))
+        return;
+    if (r->kind == GW_REQ_SEND)
+        queue_remove(&p->sq_head, &p->sq_tail, r);
+    else
+        queue_remove(&p->rq_head, &p->rq_tail, r);
+    t->ncompleted++;
+    gw__tcp_complete(r, GW_OK);
+}
+
+/* ---- send side ---------------------------------------------------------- */
+
+/* The next message with a part for socket s: the first queued send after
+ * the last one s carried that is long enough to have a part k. */
+static gw_request_t *next_send(const gw_tcp_peer_t *p, const gw_tcp_sock_t *s)
+{
+    for (gw_request_t *r = p->sq_head; r; r = r->next)
+        if (GW_TCP_REQ_IDX(r) > s->s_last && GW_TCP_REQ_NPARTS(r) > (uint64_t)s->idx)
+            return r;
+    return NULL;
+}
+
+static void start_send(gw_tcp_sock_t *s, gw_request_t *r)
+{
+    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC,
+                      .type = GW_TCP_DATA,
+                      .seq = r->tag.seq,
+                      .sig = r->tag.sig,
+                      .total = r->len};
+    size_t off, plen;
+    gw__tcp_part_range(r->len, GW_TCP_REQ_NPARTS(r), (size_t)s->idx, &off, &plen);
+    h.offset = off;
+    h.part_len = plen;
+    gw__tcp_hdr_encode(&h, s->s_hdr);
+    s->sreq = r;
+    s->s_last = GW_TCP_REQ_IDX(r);
+    s->s_hdr_done = 0;
+    s->s_part_off = off;
+    s->s_part_len = plen;
+    s->s_done = 0;
+}
+
+static gw_status_t send_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+{
+    size_t budget = GW_TCP_IO_BUDGET;
+    while (budget > 0) {
+        if (!s->sreq) {
+            gw_request_t *next = next_send(p, s);
+            if (!next)
+                return GW_OK;
+            start_send(s, next);
+        }
+        gw_request_t *r = s->sreq;
+        struct iovec iov[2];
+        int n = 0;
+        if (s->s_hdr_done < GW_TCP_HDR_SIZE)
+            iov[n++] = (struct iovec){s->s_hdr + s->s_hdr_done, GW_TCP_HDR_SIZE - s->s_hdr_done};
+        if (s->s_done < s->s_part_len)
+            iov[n++] = (struct iovec){(uint8_t *)r->buf + s->s_part_off + s->s_done,
+                                      s->s_part_len - s->s_done};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        /* MSG_NOSIGNAL: a peer that died gives EPIPE here, never SIGPIPE. */
+        ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return GW_OK;
+            return gw__tcp_sock_errno(t, p, s, errno, "send");
+        }
+        if (w == 0)
+            return GW_OK; /* took nothing: wait for POLLOUT like EAGAIN */
+        size_t adv = (size_t)w;
+        budget = adv < budget ? budget - adv : 0;
+        size_t h = GW_TCP_HDR_SIZE - s->s_hdr_done;
+        if (h > adv)
+            h = adv;
+        s->s_hdr_done += h;
+        s->s_done += adv - h;
+        r->bytes_done += adv - h;
+        if (s->s_hdr_done == GW_TCP_HDR_SIZE && s->s_done == s->s_part_len) {
+            s->sreq = NULL;
+            finish_part(t, p, r);
+        }
+    }
+    return GW_OK;
+}
+
+/* ---- receive side --------------------------------------------------------- */
+
+/* The receive that the next part on socket s belongs to, or NULL while that
+ * is not known. Socket 0 carries part 0 of every message, so its next
+ * message is simply the next receive posted. Socket k > 0 carries part k of
+ * the messages long enough to have one, which is known only from receives
+ * whose part 0 was checked: the search stops at the first unchecked one. */
+static gw_request_t *next_recv(const gw_tcp_peer_t *p, const gw_tcp_sock_t *s)
+{
+    for (gw_request_t *r = p->rq_head; r; r = r->next) {
+        if (GW_TCP_REQ_IDX(r) <= s->r_last)
+            continue;
+        if (s->idx == 0)
+            return r;
+        if (!GW_TCP_REQ_MATCHED(r))
+            return NULL;
+        if (GW_TCP_REQ_NPARTS(r) > (uint64_t)s->idx)
+            return r;
+    }
+    return NULL;
+}
+
+/* Give the header held on socket s to the receive it belongs to, after
+ * checking that they agree; payload is read only after this. */
+static gw_status_t try_claim(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+{
+    if (s->rreq)
+        return GW_OK;
+    gw_request_t *r = next_recv(p, s);
+    if (!r)
+        return GW_OK;
+    if (!s->r_held) {
+        if (s->goodbye)
+            return gw__tcp_peer_fail(
+                t, p, GW_ERR_REMOTE,
+                "already closed its communicator, but a receive from it is posted "
+                "(seq %llu, sig 0x%08x, len %zu)",
+                (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len);
+        return GW_OK;
+    }
+    const gw_tcp_hdr_t *h = &s->r_hdr;
+    size_t off, plen;
+    gw__tcp_part_range(r->len, GW_TCP_REQ_NPARTS(r), (size_t)s->idx, &off, &plen);
+    if (s->idx == 0 && (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len))
+        return gw__tcp_peer_fail(t, p, GW_ERR_MISMATCH,
+                                 "sent a message that does not match the receive posted for it: "
+                                 "expected (seq %llu, sig 0x%08x, len %zu), received (seq %llu, "
+                                 "sig 0x%08x, len %llu)",
+                                 (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
+                                 (unsigned long long)h->seq, (unsigned)h->sig,
+                                 (unsigned long long)h->total);
+    if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len || h->offset != off ||
+        h->part_len != plen)
+        return gw__tcp_peer_fail(
+            t, p, GW_ERR_PROTOCOL,
+            "sent a part header on socket %d that disagrees with part 0: got (seq "
+            "%llu, sig 0x%08x, len %llu, offset %llu, part %llu), expected (seq "
+            "%llu, sig 0x%08x, len %zu, offset %zu, part %zu)",
+            s->idx, (unsigned long long)h->seq, (unsigned)h->sig, (unsigned long long)h->total,
+            (unsigned long long)h->offset, (unsigned long long)h->part_len,
+            (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len, off, plen);
+    if (s->idx == 0)
+        GW_TCP_REQ_MATCHED(r) = 1;
+    s->r_held = 0;
+    s->rreq = r;
+    s->r_last = GW_TCP_REQ_IDX(r);
+    s->r_part_off = off;
+    s->r_part_len = plen;
+    s->r_done = 0;
+    if (plen == 0) {
+        s->rreq = NULL;
+        finish_part(t, p, r);
+    }
+    return GW_OK;
+}
+
+/* Socket 0 first: checking part 0 there is what lets the others claim. */
+static gw_status_t claim_peer(gw_tcp_t *t, gw_tcp_peer_t *p)
+{
+    for (int k = 0; k < t->nsocks; k++) {
+        gw_status_t st = try_claim(t, p, &p->socks[k]);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+{
+    gw_tcp_hdr_t h;
+    gw__tcp_hdr_decode(s->r_buf, &h);
+    if (h.magic != GW_TCP_FRAME_MAGIC)
+        return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                 "sent garbage on socket %d (frame magic 0x%08x, expected 0x%08x)",
+                                 s->idx, (unsigned)h.magic, (unsigned)GW_TCP_FRAME_MAGIC);
+    if (s->goodbye)
+        return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL, "sent a frame of type %u after its goodbye",
+                                 (unsigned)h.type);
+    switch (h.type) {
+    case GW_TCP_ABORT:
+        return gw__tcp_peer_aborted(t, p, gw__tcp_abort_status(h.status));
+    case GW_TCP_GOODBYE:
+        GW_TRACE(t->base.log, GW_TCP_SUBSYS, "rank %d said goodbye on socket %d", p->rank, s->idx);
+        s->goodbye = 1;
+        if (s->idx == 0) {
+            p->goodbye = 1;
+            if (p->sq_head)
+                return gw__tcp_peer_fail(
+                    t, p, GW_ERR_REMOTE,
+                    "already closed its communicator, but sends to it are pending "
+                    "(seq %llu, len %zu)",
+                    (unsigned long long)p->sq_head->tag.seq, p->sq_head->len);
+        }
+        return try_claim(t, p, s);
+    case GW_TCP_DATA:
+        if (h.offset > h.total || h.part_len > h.total - h.offset)
+            return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                     "sent a malformed header on socket %d (len %llu, offset %llu, "
+                                     "part %llu)",
+                                     s->idx, (unsigned long long)h.total,
+                                     (unsigned long long)h.offset, (unsigned long long)h.part_len);
+        s->r_hdr = h;
+        s->r_held = 1;
+        return claim_peer(t, p);
+    default:
+        return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                 "sent a frame of unknown type %u on socket %d", (unsigned)h.type,
+                                 s->idx);
+    }
+}
+
+static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+{
+    size_t budget = GW_TCP_IO_BUDGET;
+    for (;;) {
+        ssize_t n;
+        if (s->rreq) {
+            gw_request_t *r = s->rreq;
+            size_t want = s->r_part_len - s->r_done;
+            if (want > 0) {
+                n = recv(s->fd, (uint8_t *)r->buf + s->r_part_off + s->r_done, want, MSG_DONTWAIT);
+                if (n == 0)
+                    return gw__tcp_sock_eof(t, p, s);
+                if (n < 0) {
+                    if (errno == EINTR)
+                        continue;
+                    if (errno == EAGAIN || errno == EWOULDBLOCK)
+                        return GW_OK;
+                    return gw__tcp_sock_errno(t, p, s, errno, "recv");
+                }
+                s->r_done += (size_t)n;
+                r->bytes_done += (size_t)n;
+                budget = (size_t)n < budget ? budget - (size_t)n : 0;
+            }
+            if (s->r_done == s->r_part_len) {
+                s->rreq = NULL;
+                finish_part(t, p, r);
+            }
+            if (budget == 0)
+                return GW_OK;
+            continue;
+        }
+        if (s->r_held || s->eof)
+            return GW_OK;
+        n = recv(s->fd, s->r_buf + s->r_got, GW_TCP_HDR_SIZE - s->r_got, MSG_DONTWAIT);
+        if (n == 0) {
+            if (s->r_got == 0 && s->goodbye) {
+                s->eof = 1;
+                return GW_OK;
+            }
+            return gw__tcp_sock_eof(t, p, s);
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return GW_OK;
+            return gw__tcp_sock_errno(t, p, s, errno, "recv");
+        }
+        s->r_got += (size_t)n;
+        if (s->r_got < GW_TCP_HDR_SIZE)
+            continue;
+        s->r_got = 0;
+        gw_status_t st = on_header(t, p, s);
+        if (st != GW_OK)
+            return st;
+    }
+}
+
+static gw_status_t check_conflicts(gw_tcp_t *t, const gw_msg_tag_t *current)
+{
+    for (int i = 0; i < t->base.size; i++) {
+        gw_tcp_peer_t *p = &t->peers[i];
+        if (i == t->base.rank || !p->socks)
+            continue;
+        const gw_tcp_sock_t *s = &p->socks[0];
+        if (!s->r_held)
+            continue;
+        gw_msg_tag_t pending = {.seq = s->r_hdr.seq, .sig = s->r_hdr.sig};
+        if (gw__tag_conflicts(&pending, current))
+            return gw__tcp_peer_fail(
+                t, p, GW_ERR_MISMATCH,
+                "sent a message of collective (seq %llu, sig 0x%08x, len %llu) while "
+                "this rank is in collective (seq %llu, sig 0x%08x): the ranks called "
+                "collectives in a different order or with different arguments",
+                (unsigned long long)pending.seq, (unsigned)pending.sig,
+                (unsigned long long)s->r_hdr.total, (unsigned long long)current->seq,
+                (unsigned)current->sig);
+    }
+    return GW_OK;
+}
+
+/* Match new receives with headers read ahead, and fail requests that can
+ * never complete because their peer said goodbye. */
+static gw_status_t prepass(gw_tcp_t *t)
+{
+    for (int i = 0; i < t->base.size; i++) {
+        gw_tcp_peer_t *p = &t->peers[i];
+        if (i == t->base.rank || !p->socks)
+            continue;
+        gw_status_t st = claim_peer(t, p);
+        if (st != GW_OK)
+            return st;
+        if (p->goodbye && p->sq_head)
+            return gw__tcp_peer_fail(
+                t, p, GW_ERR_REMOTE,
+                "already closed its communicator, but a send to it is posted (seq "
+                "%llu, len %zu)",
+                (unsigned long long)p->sq_head->tag.seq, p->sq_head->len);
+    }
+    return GW_OK;
+}
+
+static void build_pollset(gw_tcp_t *t)
+{
+    for (int i = 0; i < t->npfds; i++) {
+        gw_tcp_sock_t *s = t->pfd_socks[i];
+        const gw_tcp_peer_t *p = t->pfd_peers[i];
+        struct pollfd *pfd = &t->pfds[i];
+        pfd->revents = 0;
+        pfd->events = 0;
+        if (s->fd < 0 || s->dead) {
+            pfd->fd = -1;
+            continue;
+        }
+        if (s->sreq || next_send(p, s))
+            pfd->events |= POLLOUT;
+        if (!s->eof && (s->rreq || !s->r_held))
+            pfd->events |= POLLIN;
+        /* A socket holding a header is still watched (events 0) so that a
+         * reset is noticed; a closed one only when we have sends for it. */
+        pfd->fd = (pfd->events || !s->eof) ? s->fd : -1;
+    }
+}
+
+gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
+{
+    gw_tcp_t *t = gw__tcp_of(base);
+    if (!t)
+        return GW_ERR_INVALID_ARG;
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (!t->connected) {
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "progress() called before connect() succeeded");
+        return GW_ERR_INVALID_ARG;
+    }
+    uint64_t completed_before = t->ncompleted;
+    gw_status_t st = prepass(t);
+    if (st == GW_OK && current)
+        st = check_conflicts(t, current);
+    if (st != GW_OK)
+        return st;
+    build_pollset(t);
+    int timeout = wait_ms < 0 || t->ncompleted != completed_before ? 0 : wait_ms;
+    int n = poll(t->pfds, (nfds_t)t->npfds, timeout);
+    if (n < 0) {
+        if (errno == EINTR)
+            return GW_OK;
+        return gw__tcp_fail(t, GW_ERR_SYSTEM, "poll() over %d sockets: %m", t->npfds);
+    }
+    for (int i = 0; i < t->npfds && n > 0; i++) {
+        struct pollfd *pfd = &t->pfds[i];
+        if (!pfd->revents)
+            continue;
+        n--;
+        gw_tcp_sock_t *s = t->pfd_socks[i];
+        gw_tcp_peer_t *p = t->pfd_peers[i];
+        short ev = pfd->events, rev = pfd->revents;
+        if (rev & POLLNVAL)
+            return gw__tcp_fail(t, GW_ERR_SYSTEM,
+                                "socket %d to rank %d is not open (internal error)", s->idx,
+                                p->rank);
+        /* Receive first: an ABORT frame that arrived is a better report
+         * than the broken pipe a send to the aborted peer would give. */
+        int errhup = (rev & (POLLERR | POLLHUP)) != 0;
+        if ((ev & POLLIN) && ((rev & POLLIN) || errhup))
+            st = recv_sock(t, p, s);
+        else if (errhup && !(ev & POLLOUT) && !s->eof)
+            st = gw__tcp_idle_sock_error(t, p, s);
+        if (st == GW_OK && (ev & POLLOUT) && ((rev & POLLOUT) || errhup))
+            st = send_sock(t, p, s);
+        if (st != GW_OK)
+            return st;
+    }
+    /* Headers that arrived in this round may belong to a collective that
+     * disagrees with ours. */
+    if (current)
+        return check_conflicts(t, current);
+    return GW_OK;
+}

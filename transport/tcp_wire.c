@@ -1,0 +1,241 @@
+/*
+ * tcp_wire.c - byte layouts of what the TCP transport puts on the wire, and
+ * the socket options of its connections.
+ *
+ * Every integer travels big-endian, written byte by byte, so the layout does
+ * not depend on struct padding or on the hosts' byte order.
+ *
+ * Frame header (GW_TCP_HDR_SIZE = 48 bytes), before every part of a message
+ * and as the whole of a GOODBYE or ABORT frame:
+ *    0 u32 magic GW_TCP_FRAME_MAGIC     4 u16 type (1 DATA, 2 GOODBYE, 3 ABORT)
+ *    6 u16 reserved (0)                 8 u64 tag.seq
+ *   16 u32 tag.sig                     20 i32 status (ABORT: the reason)
+ *   24 u64 total message length        32 u64 offset of this part
+ *   40 u64 payload bytes of this part (they follow the header)
+ *
+ * Hello (GW_TCP_HELLO_SIZE = 40 bytes), first on every connection, sent by
+ * the connecting rank and answered in kind by the accepting one:
+ *    0 u32 magic GW_TCP_HELLO_MAGIC     4 u16 protocol version   6 u16 0
+ *    8 job id (16 bytes)               24 u32 from rank         28 u32 to rank
+ *   32 u32 socket index                36 u32 sockets per peer
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/tcp_internal.h"
+
+static void put16(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint32_t get16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE])
+{
+    put32(out + 0, h->magic);
+    put16(out + 4, h->type);
+    put16(out + 6, 0);
+    put64(out + 8, h->seq);
+    put32(out + 16, h->sig);
+    put32(out + 20, (uint32_t)h->status);
+    put64(out + 24, h->total);
+    put64(out + 32, h->offset);
+    put64(out + 40, h->part_len);
+}
+
+void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h)
+{
+    h->magic = get32(in + 0);
+    h->type = get16(in + 4);
+    h->seq = get64(in + 8);
+    h->sig = get32(in + 16);
+    h->status = (int32_t)get32(in + 20);
+    h->total = get64(in + 24);
+    h->offset = get64(in + 32);
+    h->part_len = get64(in + 40);
+}
+
+void gw__tcp_hello_encode(const gw_tcp_hello_t *h, uint8_t out[GW_TCP_HELLO_SIZE])
+{
+    put32(out + 0, h->magic);
+    put16(out + 4, h->version);
+    put16(out + 6, 0);
+    memcpy(out + 8, h->job_id, 16);
+    put32(out + 24, h->from);
+    put32(out + 28, h->to);
+    put32(out + 32, h->sock_idx);
+    put32(out + 36, h->nsocks);
+}
+
+void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h)
+{
+    h->magic = get32(in + 0);
+    h->version = get16(in + 4);
+    memcpy(h->job_id, in + 8, 16);
+    h->from = get32(in + 24);
+    h->to = get32(in + 28);
+    h->sock_idx = get32(in + 32);
+    h->nsocks = get32(in + 36);
+}
+
+void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_ADDR_MAX])
+{
+    memset(blob, 0, GW_TRANSPORT_ADDR_MAX);
+    put32(blob, GW_TCP_ADDR_MAGIC);
+    blob[4] = GW_TCP_PROTOCOL_VERSION;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        blob[5] = 4;
+        put16(blob + 6, ntohs(in->sin_port));
+        memcpy(blob + 8, &in->sin_addr, 4);
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        blob[5] = 6;
+        put16(blob + 6, ntohs(in6->sin6_port));
+        memcpy(blob + 8, &in6->sin6_addr, 16);
+        put32(blob + 24, in6->sin6_scope_id);
+    }
+}
+
+gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
+                                struct sockaddr_storage *out, socklen_t *out_len)
+{
+    if (get32(blob) != GW_TCP_ADDR_MAGIC || blob[4] != GW_TCP_PROTOCOL_VERSION)
+        return GW_ERR_PROTOCOL;
+    uint32_t port = get16(blob + 6);
+    if (port == 0)
+        return GW_ERR_PROTOCOL;
+    memset(out, 0, sizeof(*out));
+    if (blob[5] == 4) {
+        struct sockaddr_in *in = (struct sockaddr_in *)out;
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)port);
+        memcpy(&in->sin_addr, blob + 8, 4);
+        *out_len = sizeof(*in);
+        return GW_OK;
+    }
+    if (blob[5] == 6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        memcpy(&in6->sin6_addr, blob + 8, 16);
+        in6->sin6_scope_id = get32(blob + 24);
+        *out_len = sizeof(*in6);
+        return GW_OK;
+    }
+    return GW_ERR_PROTOCOL;
+}
+
+void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        snprintf(buf, cap, "%s:%u", host, (unsigned)ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        snprintf(buf, cap, "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
+    } else {
+        snprintf(buf, cap, "(address family %d)", (int)sa->sa_family);
+    }
+}
+
+/* Reads /proc/sys/net/core/<name>; -1 when unknown. */
+static long sysctl_long(const char *name)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/sys/net/core/%s", name);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Setting a socket buffer turns off the kernel's autotuning of it, and the
+ * kernel silently caps the request at net.core.[rw]mem_max. Where that cap
+ * is below what we want, autotuning (which may grow past the cap) is the
+ * better deal, so we ask only where the request can be granted. */
+void gw__tcp_pick_bufs(const gw_logger_t *lg, gw_tcp_bufs_t *bufs)
+{
+    long wmax = sysctl_long("wmem_max"), rmax = sysctl_long("rmem_max");
+    bufs->set_snd = wmax < 0 || wmax >= GW_TCP_SOCKBUF;
+    bufs->set_rcv = rmax < 0 || rmax >= GW_TCP_SOCKBUF;
+    if (!bufs->set_snd || !bufs->set_rcv)
+        GW_TRACE(lg, GW_TCP_SUBSYS,
+                 "net.core.wmem_max %ld, rmem_max %ld: below the %d bytes we want, so %s%s%s "
+                 "left to the kernel's autotuning",
+                 wmax, rmax, GW_TCP_SOCKBUF, bufs->set_snd ? "" : "SO_SNDBUF",
+                 !bufs->set_snd && !bufs->set_rcv ? " and " : "", bufs->set_rcv ? "" : "SO_RCVBUF");
+}
+
+/* Buffers are set before connect()/listen() so that the TCP window scale
+ * negotiated in the handshake can use them; accepted sockets inherit the
+ * listener's. */
+void gw__tcp_set_bufs(const gw_logger_t *lg, const gw_tcp_bufs_t *bufs, int fd)
+{
+    int sz = GW_TCP_SOCKBUF;
+    if (bufs->set_snd && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz)) != 0)
+        GW_WARN(lg, GW_TCP_SUBSYS, "setsockopt(SO_SNDBUF, %d): %m; keeping the default", sz);
+    if (bufs->set_rcv && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz)) != 0)
+        GW_WARN(lg, GW_TCP_SUBSYS, "setsockopt(SO_RCVBUF, %d): %m; keeping the default", sz);
+}
+
+/* Small messages (headers, zero-length messages of a barrier) must leave at
+ * once: Nagle's algorithm would hold them for an ACK that the peer delays. */
+void gw__tcp_tune_established(const gw_logger_t *lg, int fd, int peer, int idx)
+{
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+        GW_WARN(lg, GW_TCP_SUBSYS, "setsockopt(TCP_NODELAY) on socket %d to rank %d: %m", idx,
+                peer);
+    if (lg && lg->level >= GW_LOG_TRACE) {
+        int snd = 0, rcv = 0;
+        socklen_t l1 = sizeof(snd), l2 = sizeof(rcv);
+        getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, &l1);
+        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &l2);
+        GW_TRACE(lg, GW_TCP_SUBSYS,
+                 "socket %d to rank %d: asked for %d-byte buffers, kernel granted SO_SNDBUF %d, "
+                 "SO_RCVBUF %d (Linux reports twice the usable size)",
+                 idx, peer, GW_TCP_SOCKBUF, snd, rcv);
+    }
+}

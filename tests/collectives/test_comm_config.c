@@ -117,7 +117,7 @@ Test(comm_config, bad_arguments_fail_and_break_the_communicator)
     cr_expect_eq(gw_allreduce(comm, x, x, SIZE_MAX / 2, GW_FLOAT32, GW_SUM), GW_ERR_OVERFLOW);
     gw_comm_destroy(comm);
     comm = single();
-    cr_expect_eq(gw_allgather(comm, x, x, SIZE_MAX / 8, GW_FLOAT32), GW_ERR_OVERFLOW);
+    cr_expect_eq(gw_allgather(comm, x, x, SIZE_MAX / 4, GW_FLOAT32), GW_ERR_OVERFLOW);
     gw_comm_destroy(comm);
     comm = single();
     cr_expect_eq(gw_allreduce(comm, x, x, 4, (gw_dtype_t)42, GW_SUM), GW_ERR_INVALID_ARG);

@@ -1,0 +1,282 @@
+/*
+ * bootstrap_client.c - the bootstrap join of ranks > 0 (rank 0's side is in
+ * bootstrap_root.c, the protocol in bootstrap_msg.h).
+ *
+ * Every rank other than 0 resolves the root, connects with growing sleeps
+ * between attempts (rank 0 may start last), checks the root's proof before
+ * proving itself, and then waits for the WELCOME. One rank talks to one
+ * peer, so blocking on each message with a deadline is all it needs; rank
+ * 0, which serves many connections at once, is the side with the poll loop.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap_internal.h"
+#include "common/clock.h"
+#include "sha256.h"
+
+#define CONNECT_SLEEP_MIN_MS 10
+#define CONNECT_SLEEP_MAX_MS 1000
+
+static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS) {
+            *err = errno;
+            close(fd);
+            return -1;
+        }
+        for (;;) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            int r = poll(&p, 1, gw__bs_remaining_ms(deadline));
+            if (r > 0)
+                break;
+            if (r < 0 && errno == EINTR)
+                continue;
+            *err = r == 0 ? ETIMEDOUT : errno;
+            close(fd);
+            return -1;
+        }
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            soerr = errno;
+        if (soerr != 0) {
+            *err = soerr;
+            close(fd);
+            return -1;
+        }
+    }
+    gw__bs_set_nodelay(fd);
+    return fd;
+}
+
+/* Connect to the root, retrying (rank 0 may not listen yet) with sleeps of
+ * 10 ms doubling to 1 s, until the deadline. */
+static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const char *port,
+                                  int64_t start, int64_t deadline, int *out)
+{
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int sleep_ms = CONNECT_SLEEP_MIN_MS, attempts = 0, last_errno = 0, last_gai = 0;
+    char last_addr[GW_BS_ADDR_TEXT] = "no address";
+    for (;;) {
+        struct addrinfo *res = NULL;
+        int gai = getaddrinfo(host, port, &hints, &res);
+        attempts++;
+        if (gai == 0) {
+            last_gai = 0;
+            for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                gw__bs_format_addr(ai->ai_addr, ai->ai_addrlen, last_addr);
+                int fd = try_connect(ai, deadline, &last_errno);
+                if (fd >= 0) {
+                    freeaddrinfo(res);
+                    GW_TRACE(bs->log, GW_BS_SUBSYS,
+                             "connected to the root %s (%s) after %d attempt%s", bs->root,
+                             last_addr, attempts, attempts == 1 ? "" : "s");
+                    *out = fd;
+                    return GW_OK;
+                }
+            }
+            freeaddrinfo(res);
+        } else if (gai == EAI_AGAIN || gai == EAI_NONAME || gai == EAI_FAIL ||
+                   gai == EAI_NODATA) {
+            /* The name may not exist yet (a scheduler that registers hosts
+             * as they start): keep trying like a refused connection. */
+            last_gai = gai;
+        } else {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot resolve the root address %s: %s", bs->root,
+                     gai_strerror(gai));
+            return GW_ERR_CONFIG;
+        }
+        int wait = gw__bs_remaining_ms(deadline);
+        if (wait == 0)
+            break;
+        poll(NULL, 0, sleep_ms < wait ? sleep_ms : wait);
+        sleep_ms = sleep_ms * 2 > CONNECT_SLEEP_MAX_MS ? CONNECT_SLEEP_MAX_MS : sleep_ms * 2;
+    }
+    long long tried = (long long)(gw__now_ms() - start);
+    if (last_gai != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS,
+                 "could not resolve the root address %s for %lld ms (%d attempts): %s", bs->root,
+                 tried, attempts, gai_strerror(last_gai));
+    } else {
+        errno = last_errno;
+        GW_ERROR(bs->log, GW_BS_SUBSYS,
+                 "could not connect to the root %s (%s) for %lld ms (%d attempts): %m; is rank 0 "
+                 "running, and is the root address the same on every rank?",
+                 bs->root, last_addr, tried, attempts);
+    }
+    return GW_ERR_TIMEOUT;
+}
+
+static gw_status_t client_io_error(const gw_bootstrap_t *bs, int r, const char *what)
+{
+    if (r == GW_BS_IO_TIMEOUT) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS,
+                 "timed out after %d ms waiting for %s from rank 0 (root %s)", bs->timeout_ms, what,
+                 bs->root);
+        return GW_ERR_TIMEOUT;
+    }
+    if (r == GW_BS_IO_EOF)
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "rank 0 (root %s) closed the connection during %s",
+                 bs->root, what);
+    else
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "connection to rank 0 (root %s) failed during %s: %m",
+                 bs->root, what);
+    return GW_ERR_REMOTE;
+}
+
+static gw_status_t client_send(const gw_bootstrap_t *bs, int fd, uint8_t *msg, size_t len,
+                               int64_t deadline, const char *what)
+{
+    gw_bs_io_t io;
+    gw__bs_io_set(&io, msg, len, NULL, 0);
+    int r = gw__bs_io_run(fd, &io, 1, deadline);
+    return r == GW_BS_IO_DONE ? GW_OK : client_io_error(bs, r, what);
+}
+
+/* Log the root's REJECT and return the status it carries. */
+gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
+                                      const char *when)
+{
+    gw_bs_reject_t rej;
+    const char *why = NULL;
+    if (gw__bs_decode_reject(msg, len, &rej, &why) != GW_OK) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed reject from rank 0 (root %s): %s", bs->root,
+                 why);
+        return GW_ERR_PROTOCOL;
+    }
+    GW_ERROR(bs->log, GW_BS_SUBSYS, "rank 0 (root %s) %s: %s [%s]", bs->root, when, rej.reason,
+             gw_status_name(rej.status));
+    return rej.status;
+}
+
+/* Read one whole handshake message whose type is in accept_mask. */
+static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned accept_mask,
+                                     int64_t deadline, const char *what,
+                                     uint8_t buf[GW_BS_SMALL_MSG_MAX], gw_bs_hdr_t *hdr)
+{
+    gw_bs_io_t io;
+    gw__bs_io_set(&io, buf, GW_BS_HDR_LEN, NULL, 0);
+    int r = gw__bs_io_run(fd, &io, 0, deadline);
+    if (r != GW_BS_IO_DONE)
+        return client_io_error(bs, r, what);
+    const char *why = NULL;
+    if (gw__bs_decode_hdr(buf, GW_BS_HDR_LEN, hdr, &why) != GW_OK) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed message from the root %s during %s: %s",
+                 bs->root, what, why);
+        return GW_ERR_PROTOCOL;
+    }
+    if (!(accept_mask & GW_BS_TYPE_BIT(hdr->type)) ||
+        hdr->payload_len > GW_BS_SMALL_MSG_MAX - GW_BS_HDR_LEN) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "unexpected %s message from the root %s during %s",
+                 gw__bs_type_name(hdr->type), bs->root, what);
+        return GW_ERR_PROTOCOL;
+    }
+    gw__bs_io_set(&io, buf + GW_BS_HDR_LEN, hdr->payload_len, NULL, 0);
+    r = gw__bs_io_run(fd, &io, 0, deadline);
+    return r == GW_BS_IO_DONE ? GW_OK : client_io_error(bs, r, what);
+}
+
+gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
+                               const uint8_t *key, size_t key_len, int64_t start, int64_t deadline)
+{
+    int fd = -1;
+    gw_status_t st = client_connect(bs, host, port, start, deadline, &fd);
+    if (st != GW_OK)
+        return st;
+    bs->local_len = sizeof(bs->local);
+    if (getsockname(fd, (struct sockaddr *)&bs->local, &bs->local_len) != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "getsockname on the connection to the root %s: %m",
+                 bs->root);
+        st = GW_ERR_SYSTEM;
+        goto err_close_fd;
+    }
+
+    gw_bs_hello_t hello = {.rank = bs->rank, .size = bs->size};
+    st = gw__bs_random_bytes(bs->log, hello.client_nonce, sizeof(hello.client_nonce));
+    if (st != GW_OK)
+        goto err_close_fd;
+    uint8_t buf[GW_BS_SMALL_MSG_MAX];
+    gw__bs_encode_hello(&hello, buf);
+    st = client_send(bs, fd, buf, GW_BS_HELLO_LEN, deadline, "the hello");
+    if (st != GW_OK)
+        goto err_close_fd;
+
+    gw_bs_hdr_t hdr;
+    st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_CHALLENGE) | GW_BS_TYPE_BIT(GW_BS_REJECT),
+                           deadline, "the challenge", buf, &hdr);
+    if (st != GW_OK)
+        goto err_close_fd;
+    if (hdr.type == GW_BS_REJECT) {
+        st = gw__bs_client_take_reject(bs, buf, GW_BS_HDR_LEN + hdr.payload_len,
+                                       "rejected this rank");
+        goto err_close_fd;
+    }
+    gw_bs_challenge_t ch;
+    const char *why = NULL;
+    if (gw__bs_decode_challenge(buf, GW_BS_HDR_LEN + hdr.payload_len, &ch, &why) != GW_OK) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed challenge from the root %s: %s", bs->root, why);
+        st = GW_ERR_PROTOCOL;
+        goto err_close_fd;
+    }
+    /* Check the root before proving ourselves: a process that merely
+     * listens on the root's port learns nothing from us. */
+    uint8_t proof[GW_BS_PROOF_LEN];
+    gw__bs_root_proof(key, key_len, hello.client_nonce, ch.server_nonce, proof);
+    if (!gw__ct_equal(proof, ch.root_proof, sizeof(proof))) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS,
+                 "authentication with the root %s failed: its proof does not match this rank's "
+                 "job token (is GW_JOB_TOKEN the same on every rank?)",
+                 bs->root);
+        char reason[GW_BS_REASON_MAX + 1];
+        snprintf(reason, sizeof(reason),
+                 "wrong job token: rank %d cannot verify the proof of rank 0", bs->rank);
+        gw__bs_send_reject_nowait(fd, GW_ERR_AUTH, reason);
+        st = GW_ERR_AUTH;
+        goto err_close_fd;
+    }
+    gw__bs_rank_proof(key, key_len, ch.server_nonce, hello.client_nonce, (uint32_t)bs->rank,
+                      proof);
+    gw__bs_encode_response(proof, buf);
+    st = client_send(bs, fd, buf, GW_BS_RESPONSE_LEN, deadline, "the response");
+    if (st != GW_OK)
+        goto err_close_fd;
+
+    st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_WELCOME) | GW_BS_TYPE_BIT(GW_BS_REJECT),
+                           deadline, "the join (waiting for every rank to join)", buf, &hdr);
+    if (st != GW_OK)
+        goto err_close_fd;
+    if (hdr.type == GW_BS_REJECT) {
+        st = gw__bs_client_take_reject(bs, buf, GW_BS_HDR_LEN + hdr.payload_len,
+                                       "rejected this rank");
+        goto err_close_fd;
+    }
+    if (gw__bs_decode_welcome(buf, GW_BS_HDR_LEN + hdr.payload_len, bs->job_id, &why) != GW_OK) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed welcome from the root %s: %s", bs->root, why);
+        st = GW_ERR_PROTOCOL;
+        goto err_close_fd;
+    }
+    bs->root_fd = fd;
+    GW_INFO(bs->log, GW_BS_SUBSYS, "rank %d of %d joined the job at %s", bs->rank, bs->size,
+            bs->root);
+    return GW_OK;
+
+err_close_fd:
+    close(fd);
+    return st;
+}

@@ -1,0 +1,378 @@
+/*
+ * bootstrap_gather.c - the bootstrap all-gather, on rank 0 and on the other
+ * ranks (contract in bootstrap.h, protocol in bootstrap_msg.h).
+ *
+ * The star of connections left by the join stays open for all-gathers:
+ * every rank sends its block to rank 0, which answers the concatenation
+ * once it has all blocks. Rank 0 multiplexes its connections with poll(),
+ * so a rank that dies is noticed as soon as its connection closes, whatever
+ * order the others arrive in. When anything goes wrong, rank 0 sends every
+ * rank a REJECT with the reason before giving up, so nobody waits for a
+ * result that will not come; a rank that fails locally tells rank 0 the
+ * same way. The first failure is sticky: a bootstrap that failed an
+ * all-gather fails every later one at once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "bootstrap_internal.h"
+#include "common/clock.h"
+
+typedef enum gather_stage { G_HDR, G_BODY, G_REJECT, G_HAVE, G_SEND, G_SENT } gather_stage_t;
+
+typedef struct gather_peer {
+    gather_stage_t stage;
+    gw_bs_io_t io;
+    uint8_t buf[GW_BS_SMALL_MSG_MAX];
+} gather_peer_t;
+
+/* Why the all-gather failed on rank 0, and what the other ranks are told. */
+typedef struct gather_fail {
+    gw_status_t local;
+    gw_status_t remote;
+    char reason[GW_BS_REASON_MAX + 1];
+} gather_fail_t;
+
+static gw_status_t gather_set_fail(const gw_bootstrap_t *bs, gather_fail_t *f, gw_status_t local,
+                                   gw_status_t remote, const char *reason)
+{
+    f->local = local;
+    f->remote = remote;
+    size_t n = strnlen(reason, sizeof(f->reason) - 1); /* the wire carries at most this */
+    memcpy(f->reason, reason, n);
+    f->reason[n] = '\0';
+    GW_ERROR(bs->log, GW_BS_SUBSYS, "bootstrap all-gather failed: %s", f->reason);
+    return local;
+}
+
+/* Advance the receive from rank r. Returns GW_OK (maybe not finished yet:
+ * see p->stage) or the failure, described in *f. */
+static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size_t len,
+                               uint8_t *all, gather_fail_t *f)
+{
+    char text[GW_BS_REASON_MAX + 64];
+    const char *why = NULL;
+    for (;;) {
+        int io = gw__bs_io_step(bs->fds[r], &p->io, 0);
+        if (io == GW_BS_IO_AGAIN)
+            return GW_OK;
+        if (io == GW_BS_IO_EOF || io == GW_BS_IO_ERROR) {
+            if (io == GW_BS_IO_EOF)
+                snprintf(text, sizeof(text),
+                         "rank %d (%s) closed its bootstrap connection (did it exit?)", r,
+                         bs->peer_addr[r]);
+            else
+                snprintf(text, sizeof(text), "the bootstrap connection to rank %d (%s) failed: %m",
+                         r, bs->peer_addr[r]);
+            return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
+        }
+        if (p->stage == G_HDR) {
+            gw_bs_hdr_t h;
+            if (gw__bs_decode_hdr(p->buf, GW_BS_HDR_LEN, &h, &why) != GW_OK)
+                goto malformed;
+            if (h.type == GW_BS_DATA) {
+                if ((size_t)h.payload_len - 4 != len) {
+                    snprintf(text, sizeof(text),
+                             "length mismatch: rank %d contributes %lu bytes, rank 0 %zu bytes "
+                             "(every rank must pass the same length)",
+                             r, (unsigned long)h.payload_len - 4, len);
+                    return gather_set_fail(bs, f, GW_ERR_MISMATCH, GW_ERR_MISMATCH, text);
+                }
+                p->stage = G_BODY;
+                gw__bs_io_set(&p->io, p->buf, GW_BS_DATA_PREFIX_LEN,
+                              len ? all + (size_t)r * len : NULL, len);
+                p->io.done = GW_BS_HDR_LEN;
+            } else if (h.type == GW_BS_REJECT) {
+                p->stage = G_REJECT;
+                gw__bs_io_set(&p->io, p->buf, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
+                p->io.done = GW_BS_HDR_LEN;
+            } else {
+                why = "unexpected message type";
+                goto malformed;
+            }
+        } else if (p->stage == G_BODY) {
+            uint32_t n;
+            if (gw__bs_decode_data_prefix(p->buf, GW_BS_DATA_PREFIX_LEN, &n, &why) != GW_OK)
+                goto malformed;
+            p->stage = G_HAVE;
+            return GW_OK;
+        } else {
+            gw_bs_reject_t rej;
+            if (gw__bs_decode_reject(p->buf, p->io.total, &rej, &why) != GW_OK)
+                goto malformed;
+            snprintf(text, sizeof(text), "rank %d failed: %s", r, rej.reason);
+            return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
+        }
+    }
+malformed:
+    snprintf(text, sizeof(text), "rank %d sent a malformed message: %s", r, why);
+    return gather_set_fail(bs, f, GW_ERR_PROTOCOL, GW_ERR_REMOTE, text);
+}
+
+/* Tell every rank why the all-gather failed, where our side of its stream
+ * is at a message boundary (a half-sent result can only be cut short), then
+ * close our sending side so that nobody waits for more. */
+static void gather_abort(gw_bootstrap_t *bs, const gather_peer_t *peers, const gather_fail_t *f)
+{
+    for (int r = 1; r < bs->size; r++) {
+        if (bs->fds[r] < 0)
+            continue;
+        if (!peers || peers[r].stage != G_SEND || peers[r].io.done == 0)
+            gw__bs_send_reject_nowait(bs->fds[r], f->remote, f->reason);
+        shutdown(bs->fds[r], SHUT_WR);
+    }
+}
+
+static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct pollfd *pfds,
+                               int *who, gather_stage_t stage, int64_t start, int64_t deadline,
+                               gather_fail_t *f, size_t len, uint8_t *all)
+{
+    char text[GW_BS_REASON_MAX + 1];
+    for (;;) {
+        int n = 0;
+        for (int r = 1; r < bs->size; r++) {
+            int active = stage == G_SEND ? peers[r].stage == G_SEND
+                                         : peers[r].stage < G_HAVE;
+            if (active) {
+                pfds[n] = (struct pollfd){.fd = bs->fds[r],
+                                          .events = stage == G_SEND ? POLLOUT : POLLIN};
+                who[n++] = r;
+            }
+        }
+        if (n == 0)
+            return GW_OK;
+        int wait = gw__bs_remaining_ms(deadline);
+        if (wait == 0) {
+            size_t k = (size_t)snprintf(text, sizeof(text),
+                                        "rank 0 timed out after %lld ms %s rank%s",
+                                        (long long)(gw__now_ms() - start),
+                                        stage == G_SEND ? "sending the result to"
+                                                        : "waiting for the data of",
+                                        n == 1 ? "" : "s");
+            for (int i = 0; i < n && i < GW_BS_MISSING_LIST_MAX && k < sizeof(text); i++)
+                k += (size_t)snprintf(text + k, sizeof(text) - k, "%s %d", i ? "," : "", who[i]);
+            if (n > GW_BS_MISSING_LIST_MAX && k < sizeof(text))
+                snprintf(text + k, sizeof(text) - k, " and %d more", n - GW_BS_MISSING_LIST_MAX);
+            return gather_set_fail(bs, f, GW_ERR_TIMEOUT, GW_ERR_TIMEOUT, text);
+        }
+        int pr = poll(pfds, (nfds_t)n, wait);
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            snprintf(text, sizeof(text), "poll on rank 0 failed: %m");
+            return gather_set_fail(bs, f, GW_ERR_SYSTEM, GW_ERR_REMOTE, text);
+        }
+        for (int i = 0; i < n; i++) {
+            if (!pfds[i].revents)
+                continue;
+            int r = who[i];
+            if (stage != G_SEND) {
+                gw_status_t st = gather_recv(bs, r, &peers[r], len, all, f);
+                if (st != GW_OK)
+                    return st;
+                continue;
+            }
+            int io = gw__bs_io_step(bs->fds[r], &peers[r].io, 1);
+            if (io == GW_BS_IO_DONE) {
+                peers[r].stage = G_SENT;
+            } else if (io != GW_BS_IO_AGAIN) {
+                snprintf(text, sizeof(text),
+                         "rank %d (%s) failed while receiving the result: %m", r,
+                         bs->peer_addr[r]);
+                return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
+            }
+        }
+    }
+}
+
+static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
+                                  int64_t start, int64_t deadline)
+{
+    gather_fail_t f;
+    gather_peer_t *peers = calloc((size_t)bs->size, sizeof(*peers));
+    struct pollfd *pfds = calloc((size_t)bs->size, sizeof(*pfds));
+    int *who = calloc((size_t)bs->size, sizeof(*who));
+    if (!peers || !pfds || !who) {
+        gather_set_fail(bs, &f, GW_ERR_NO_MEMORY, GW_ERR_REMOTE, "rank 0 is out of memory");
+        goto err_abort;
+    }
+    if (len > 0)
+        memmove(all, mine, len);
+    for (int r = 1; r < bs->size; r++) {
+        peers[r].stage = G_HDR;
+        gw__bs_io_set(&peers[r].io, peers[r].buf, GW_BS_HDR_LEN, NULL, 0);
+    }
+    if (gather_wait(bs, peers, pfds, who, G_HDR, start, deadline, &f, len, all) != GW_OK)
+        goto err_abort;
+
+    uint8_t prefix[GW_BS_DATA_PREFIX_LEN];
+    gw__bs_encode_data_prefix((uint32_t)((size_t)bs->size * len), prefix);
+    for (int r = 1; r < bs->size; r++) {
+        peers[r].stage = G_SEND;
+        gw__bs_io_set(&peers[r].io, prefix, sizeof(prefix), all, (size_t)bs->size * len);
+    }
+    if (gather_wait(bs, peers, pfds, who, G_SEND, start, deadline, &f, len, all) != GW_OK)
+        goto err_abort;
+    free(who);
+    free(pfds);
+    free(peers);
+    return GW_OK;
+
+err_abort:
+    gather_abort(bs, peers, &f);
+    free(who);
+    free(pfds);
+    free(peers);
+    return f.local;
+}
+
+static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t len,
+                                    uint8_t *all, int64_t deadline)
+{
+    int fd = bs->root_fd;
+    size_t total = (size_t)bs->size * len;
+    uint8_t prefix[GW_BS_DATA_PREFIX_LEN];
+    gw__bs_encode_data_prefix((uint32_t)len, prefix);
+    gw_bs_io_t tx, rx;
+    gw__bs_io_set(&tx, prefix, sizeof(prefix), (void *)mine, len);
+    uint8_t in[GW_BS_SMALL_MSG_MAX];
+    gw__bs_io_set(&rx, in, GW_BS_HDR_LEN, NULL, 0);
+    gather_stage_t rstage = G_HDR;
+    int send_errno = 0;
+    const char *why = NULL;
+    /* Send our block and read the answer in one loop: if rank 0 gives up
+     * (a mismatch, a dead rank) its REJECT arrives while we may still be
+     * sending, and must not wait behind a send that will never finish. */
+    for (;;) {
+        if (tx.done == tx.total && rstage == G_HAVE)
+            return GW_OK;
+        int wait = gw__bs_remaining_ms(deadline);
+        if (wait == 0) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS,
+                     "bootstrap all-gather timed out after %d ms waiting for rank 0 (root %s)",
+                     bs->timeout_ms, bs->root);
+            return GW_ERR_TIMEOUT;
+        }
+        int sending = tx.done < tx.total && send_errno == 0;
+        struct pollfd p = {.fd = fd, .events = (short)(POLLIN | (sending ? POLLOUT : 0))};
+        int pr = poll(&p, 1, wait);
+        if (pr < 0 && errno != EINTR) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "poll on the connection to rank 0 failed: %m");
+            return GW_ERR_SYSTEM;
+        }
+        if (pr <= 0)
+            continue;
+        if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+            int io = gw__bs_io_step(fd, &rx, 0);
+            if (io == GW_BS_IO_EOF || io == GW_BS_IO_ERROR) {
+                if (send_errno)
+                    errno = send_errno;
+                if (io == GW_BS_IO_EOF && !send_errno)
+                    GW_ERROR(bs->log, GW_BS_SUBSYS,
+                             "rank 0 (root %s) closed the bootstrap connection during the "
+                             "all-gather (did it exit?)",
+                             bs->root);
+                else
+                    GW_ERROR(bs->log, GW_BS_SUBSYS,
+                             "the bootstrap connection to rank 0 (root %s) failed during the "
+                             "all-gather: %m",
+                             bs->root);
+                return GW_ERR_REMOTE;
+            }
+            if (io == GW_BS_IO_DONE && rstage == G_HDR) {
+                gw_bs_hdr_t h;
+                if (gw__bs_decode_hdr(in, GW_BS_HDR_LEN, &h, &why) != GW_OK)
+                    goto malformed;
+                if (h.type == GW_BS_REJECT) {
+                    rstage = G_REJECT;
+                    gw__bs_io_set(&rx, in, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
+                } else if (h.type == GW_BS_DATA && (size_t)h.payload_len - 4 == total) {
+                    rstage = G_BODY;
+                    gw__bs_io_set(&rx, in, GW_BS_DATA_PREFIX_LEN, all, total);
+                } else {
+                    why = h.type == GW_BS_DATA ? "result of the wrong length"
+                                               : "unexpected message type";
+                    goto malformed;
+                }
+                rx.done = GW_BS_HDR_LEN;
+                io = gw__bs_io_step(fd, &rx, 0);
+                if (io == GW_BS_IO_EOF || io == GW_BS_IO_ERROR)
+                    continue; /* reported by the next pass */
+            }
+            if (io == GW_BS_IO_DONE && rstage == G_REJECT)
+                return gw__bs_client_take_reject(bs, in, rx.total, "ended the all-gather");
+            if (io == GW_BS_IO_DONE && rstage == G_BODY) {
+                uint32_t n;
+                if (gw__bs_decode_data_prefix(in, GW_BS_DATA_PREFIX_LEN, &n, &why) != GW_OK)
+                    goto malformed;
+                rstage = G_HAVE;
+            }
+        }
+        if (sending && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+            /* A failed send is reported once the receive side tells why
+             * (rank 0's REJECT, or the end of the connection). */
+            if (gw__bs_io_step(fd, &tx, 1) == GW_BS_IO_ERROR)
+                send_errno = errno;
+        }
+    }
+malformed:
+    GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed all-gather message from rank 0 (root %s): %s",
+             bs->root, why);
+    return GW_ERR_PROTOCOL;
+}
+
+gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, void *all)
+{
+    if (!bs)
+        return GW_ERR_INVALID_ARG;
+    if (bs->failed != GW_OK)
+        return bs->failed;
+    gw_status_t st = GW_OK;
+    char reason[GW_BS_REASON_MAX + 1];
+    if (len > GW_BS_DATA_RANK_MAX || len > GW_BS_DATA_MAX / (size_t)bs->size) {
+        snprintf(reason, sizeof(reason),
+                 "rank %d: bootstrap all-gather of %zu bytes per rank over %d ranks exceeds the "
+                 "limits (%u bytes per rank, %u in all)",
+                 bs->rank, len, bs->size, GW_BS_DATA_RANK_MAX, GW_BS_DATA_MAX);
+        st = GW_ERR_INVALID_ARG;
+    } else if (len > 0 && (!mine || !all)) {
+        snprintf(reason, sizeof(reason), "rank %d: bootstrap all-gather with a NULL buffer",
+                 bs->rank);
+        st = GW_ERR_INVALID_ARG;
+    }
+    if (st != GW_OK) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "%s", reason);
+        /* The other ranks are told, so that they fail now rather than time out. */
+        if (bs->rank == 0 && bs->size > 1) {
+            gather_fail_t f = {.local = st, .remote = GW_ERR_REMOTE};
+            snprintf(f.reason, sizeof(f.reason), "%s", reason);
+            gather_abort(bs, NULL, &f);
+        } else if (bs->root_fd >= 0) {
+            gw__bs_send_reject_nowait(bs->root_fd, st, reason);
+            shutdown(bs->root_fd, SHUT_WR);
+        }
+        bs->failed = st;
+        return st;
+    }
+    int64_t start = gw__now_ms();
+    int64_t deadline = start + bs->timeout_ms;
+    if (bs->size == 1) {
+        if (len > 0)
+            memmove(all, mine, len);
+        return GW_OK;
+    }
+    if (bs->rank == 0) {
+        st = root_allgather(bs, mine, len, all, start, deadline);
+    } else {
+        st = client_allgather(bs, mine, len, all, deadline);
+        if (st != GW_OK)
+            shutdown(bs->root_fd, SHUT_RDWR); /* rank 0 sees us leave at once */
+    }
+    if (st != GW_OK)
+        bs->failed = st;
+    return st;
+}

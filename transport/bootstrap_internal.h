@@ -1,0 +1,100 @@
+/*
+ * bootstrap_internal.h - state and helpers shared by the files of the
+ * bootstrap rendezvous (contract in bootstrap.h, wire format in
+ * bootstrap_msg.h).
+ *
+ *   bootstrap.c         the public entry points (open, job id, local address,
+ *                       close) and the socket helpers every part uses
+ *   bootstrap_client.c  ranks > 0: connecting to rank 0 and proving the token
+ *   bootstrap_root.c    rank 0: the join state machine over every connection
+ *   bootstrap_gather.c  the all-gather on both sides, with its failures
+ *                       propagated by REJECT
+ *
+ * See the comment at the top of each file for how its part works and why.
+ */
+#ifndef GW_TRANSPORT_BOOTSTRAP_INTERNAL_H
+#define GW_TRANSPORT_BOOTSTRAP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "bootstrap.h"
+#include "bootstrap_msg.h"
+
+#define GW_BS_SUBSYS "bootstrap"
+#define GW_BS_ADDR_TEXT 160 /* a peer address as text, "[v6]:port" included */
+#define GW_BS_ROOT_TEXT 272 /* the configured root address, for messages */
+/* Timeout messages name at most this many missing ranks, then "and N more". */
+#define GW_BS_MISSING_LIST_MAX 16
+#define GW_BS_TYPE_BIT(t) (1u << (unsigned)(t))
+
+struct gw_bootstrap {
+    int rank;
+    int size;
+    int timeout_ms;
+    const gw_logger_t *log;
+    char root[GW_BS_ROOT_TEXT];         /* "host:port" as configured, for messages */
+    uint8_t job_id[GW_BS_JOB_ID_LEN];
+    struct sockaddr_storage local;      /* see gw__bootstrap_local_addr */
+    socklen_t local_len;                /* 0 when there is none (size 1) */
+    gw_status_t failed;                 /* sticky: the first error of an all-gather */
+    int root_fd;                        /* ranks > 0: the connection to rank 0 */
+    int *fds;                           /* rank 0: fds[r] talks to rank r (fds[0] = -1) */
+    char (*peer_addr)[GW_BS_ADDR_TEXT]; /* rank 0: peer address of each rank */
+};
+
+/* ---- small helpers (bootstrap.c) ---------------------------------------- */
+
+/* Milliseconds until deadline (gw__now_ms() time), 0 once it has passed. */
+int gw__bs_remaining_ms(int64_t deadline);
+/* "1.2.3.4:5" or "[::1]:5", numeric. */
+void gw__bs_format_addr(const struct sockaddr *sa, socklen_t len, char out[GW_BS_ADDR_TEXT]);
+/* Nonces and the job id; logs and returns GW_ERR_SYSTEM on failure. */
+gw_status_t gw__bs_random_bytes(const gw_logger_t *lg, void *buf, size_t n);
+/* TCP_NODELAY, best effort. */
+void gw__bs_set_nodelay(int fd);
+/* A REJECT that never blocks and may be lost: for the way out of a failure,
+ * at a message boundary of our side of the stream. */
+void gw__bs_send_reject_nowait(int fd, gw_status_t status, const char *reason);
+
+/* ---- non-blocking transfers of up to two segments (bootstrap.c) --------- */
+
+typedef struct gw_bs_io {
+    struct iovec iov[2];
+    size_t total;
+    size_t done;
+} gw_bs_io_t;
+
+enum { GW_BS_IO_DONE, GW_BS_IO_AGAIN, GW_BS_IO_EOF, GW_BS_IO_ERROR, GW_BS_IO_TIMEOUT };
+
+/* Describe a transfer of alen bytes at a then blen bytes at b (either may
+ * be empty), none of it done. */
+void gw__bs_io_set(gw_bs_io_t *io, void *a, size_t alen, void *b, size_t blen);
+/* Move as much as the socket takes now: GW_BS_IO_DONE, _AGAIN, _EOF or
+ * _ERROR (errno set). */
+int gw__bs_io_step(int fd, gw_bs_io_t *io, int writing);
+/* Finish the transfer, waiting at most until deadline (then _TIMEOUT). */
+int gw__bs_io_run(int fd, gw_bs_io_t *io, int writing, int64_t deadline);
+
+/* ---- the parts ----------------------------------------------------------- */
+
+/* bootstrap_client.c: join as rank bs->rank > 0; on success bs->root_fd,
+ * bs->local and bs->job_id are set. */
+gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
+                               const uint8_t *key, size_t key_len, int64_t start,
+                               int64_t deadline);
+/* bootstrap_client.c: log rank 0's REJECT (msg, len bytes) and return its
+ * status; "when" completes "rank 0 (root ...) ...". */
+gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
+                                      const char *when);
+
+/* bootstrap_root.c: listen, accept size - 1 ranks and welcome them; on
+ * success bs->fds, bs->peer_addr, bs->local and bs->job_id are set (bs->fds
+ * and bs->peer_addr may be set on failure too: gw__bootstrap_close frees
+ * them). */
+gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *port,
+                             const uint8_t *key, size_t key_len, int64_t start, int64_t deadline);
+
+#endif

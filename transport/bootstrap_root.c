@@ -1,0 +1,623 @@
+/*
+ * bootstrap_root.c - rank 0's side of the bootstrap join: accepting and
+ * authenticating every other rank (their side is in bootstrap_client.c, the
+ * protocol in bootstrap_msg.h).
+ *
+ * Rank 0 binds the root address and runs one poll() loop over its listening
+ * socket and every connection it accepted. Each connection is a small state
+ * machine: read HELLO, write CHALLENGE (our proof that we know the token),
+ * read RESPONSE (the rank's proof), then either join or be rejected. All
+ * sockets are non-blocking, so a port scanner that connects and sends
+ * nothing, or sends half a message, costs one slot until its handshake
+ * deadline and never stalls the real ranks that connect beside it. When
+ * size - 1 distinct ranks have joined, rank 0 closes the listener and sends
+ * each a WELCOME carrying the job id.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap_internal.h"
+#include "common/clock.h"
+#include "sha256.h"
+
+/* A connection has at most half the job's timeout (and at most 5 s) to
+ * finish its handshake: legitimate ranks need milliseconds, and freeing the
+ * slots of silent connections early keeps PENDING_MAX strangers from
+ * locking the real ranks out for the whole job timeout. */
+#define HANDSHAKE_MAX_MS 5000
+#define HANDSHAKE_MIN_MS 50
+/* Unfinished handshakes held at once; beyond that, new connections wait in
+ * the kernel's backlog until a slot frees. */
+#define PENDING_MAX 1024
+#define ACCEPT_PAUSE_MS 100
+
+typedef enum conn_state {
+    CONN_HELLO,     /* reading the HELLO */
+    CONN_CHALLENGE, /* writing the CHALLENGE */
+    CONN_RESPONSE,  /* reading the RESPONSE (or the rank's REJECT) */
+    CONN_REJECT,    /* writing our REJECT; closed once it is out */
+    CONN_JOINED,    /* authenticated and accepted, waiting for the others */
+    CONN_CLOSED,    /* dropped; removed from the table at the end of the pass */
+} conn_state_t;
+
+typedef struct conn {
+    int fd;
+    conn_state_t state;
+    int rank; /* as claimed in the HELLO */
+    int size;
+    int64_t deadline; /* of the handshake */
+    int hdr_done;     /* the header of the message being read is decoded */
+    gw_bs_hdr_t hdr;
+    gw_bs_io_t io;
+    char addr[GW_BS_ADDR_TEXT];
+    uint8_t client_nonce[GW_BS_NONCE_LEN];
+    uint8_t server_nonce[GW_BS_NONCE_LEN];
+    uint8_t buf[GW_BS_SMALL_MSG_MAX];
+} conn_t;
+
+typedef struct join {
+    gw_bootstrap_t *bs;
+    const uint8_t *key;
+    size_t key_len;
+    int lfd;
+    int handshake_ms;
+    conn_t **conns;
+    size_t nconns, cap;
+    conn_t **by_rank; /* [size]: the joined connection of each rank */
+    int joined;       /* ranks other than 0 */
+    gw_status_t fatal;
+    int64_t accept_paused_until;
+    int cap_warned;
+    struct pollfd *pfds;
+    size_t pfds_cap;
+} join_t;
+
+static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char *port, int *out)
+{
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot resolve the root address %s: %s", bs->root,
+                 gai_strerror(gai));
+        return GW_ERR_CONFIG;
+    }
+    gw_status_t st = GW_ERR_SYSTEM;
+    char addr[GW_BS_ADDR_TEXT];
+    int fd = -1;
+    /* Bind the first address of the name. Falling back to the next one on
+     * EADDRINUSE would let ranks that try the first address reach whatever
+     * holds it; only an address family this host lacks is skipped. */
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        gw__bs_format_addr(ai->ai_addr, ai->ai_addrlen, addr);
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            if (errno == EAFNOSUPPORT && ai->ai_next)
+                continue;
+            GW_ERROR(bs->log, GW_BS_SUBSYS,
+                     "cannot create a socket for the root address %s (%s): %m", bs->root, addr);
+            goto out_free;
+        }
+        int one = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "setsockopt(SO_REUSEADDR) on %s: %m", addr);
+            goto err_close_fd;
+        }
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS,
+                     "cannot bind the root address %s (%s): %m (is another job using the port, "
+                     "or is this host not the root?)",
+                     bs->root, addr);
+            goto err_close_fd;
+        }
+        if (listen(fd, SOMAXCONN) != 0) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot listen on the root address %s (%s): %m",
+                     bs->root, addr);
+            goto err_close_fd;
+        }
+        bs->local_len = sizeof(bs->local);
+        if (getsockname(fd, (struct sockaddr *)&bs->local, &bs->local_len) != 0) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "getsockname on the root socket %s: %m", addr);
+            goto err_close_fd;
+        }
+        GW_INFO(bs->log, GW_BS_SUBSYS, "rank 0 listening at %s (%s) for %d other rank%s", bs->root,
+                addr, bs->size - 1, bs->size == 2 ? "" : "s");
+        *out = fd;
+        st = GW_OK;
+        goto out_free;
+    }
+    GW_ERROR(bs->log, GW_BS_SUBSYS, "the root address %s resolves to no usable address", bs->root);
+    goto out_free;
+
+err_close_fd:
+    close(fd);
+out_free:
+    freeaddrinfo(res);
+    return st;
+}
+
+/* The connection leaves the table at the end of this pass. */
+static void conn_close(join_t *j, conn_t *c)
+{
+    if (c->state == CONN_JOINED && j->by_rank[c->rank] == c) {
+        j->by_rank[c->rank] = NULL;
+        j->joined--;
+    }
+    close(c->fd);
+    c->fd = -1;
+    c->state = CONN_CLOSED;
+}
+
+static void conn_drop(join_t *j, conn_t *c, const char *why)
+{
+    GW_WARN(j->bs->log, GW_BS_SUBSYS, "dropped connection from %s: %s", c->addr, why);
+    conn_close(j, c);
+}
+
+static void conn_start_read(conn_t *c, conn_state_t state)
+{
+    c->state = state;
+    c->hdr_done = 0;
+    gw__bs_io_set(&c->io, c->buf, GW_BS_HDR_LEN, NULL, 0);
+}
+
+static void conn_write(join_t *j, conn_t *c);
+
+static void conn_start_write(join_t *j, conn_t *c, conn_state_t state, size_t len)
+{
+    c->state = state;
+    gw__bs_io_set(&c->io, c->buf, len, NULL, 0);
+    conn_write(j, c); /* usually completes at once: saves a poll round */
+}
+
+static void conn_reject(join_t *j, conn_t *c, gw_status_t status, const char *reason)
+{
+    conn_start_write(j, c, CONN_REJECT, gw__bs_encode_reject(status, reason, c->buf));
+}
+
+static void conn_write(join_t *j, conn_t *c)
+{
+    int r = gw__bs_io_step(c->fd, &c->io, 1);
+    if (r == GW_BS_IO_AGAIN)
+        return;
+    if (r != GW_BS_IO_DONE) {
+        char why[96];
+        snprintf(why, sizeof(why), "send failed: %m");
+        if (c->state == CONN_REJECT)
+            conn_close(j, c); /* the reason was logged when we rejected it */
+        else
+            conn_drop(j, c, why);
+        return;
+    }
+    if (c->state == CONN_CHALLENGE)
+        conn_start_read(c, CONN_RESPONSE);
+    else
+        conn_close(j, c); /* CONN_REJECT: the rank has its reason */
+}
+
+/* Read the message of the current state. 1: complete, 0: not yet, -1: the
+ * connection was dropped. */
+static int conn_read(join_t *j, conn_t *c, unsigned accept_mask)
+{
+    for (;;) {
+        int r = gw__bs_io_step(c->fd, &c->io, 0);
+        if (r == GW_BS_IO_AGAIN)
+            return 0;
+        if (r == GW_BS_IO_EOF) {
+            conn_drop(j, c, "closed during the handshake");
+            return -1;
+        }
+        if (r == GW_BS_IO_ERROR) {
+            char why[96];
+            snprintf(why, sizeof(why), "receive failed during the handshake: %m");
+            conn_drop(j, c, why);
+            return -1;
+        }
+        if (c->hdr_done)
+            return 1;
+        const char *why = NULL;
+        if (gw__bs_decode_hdr(c->buf, GW_BS_HDR_LEN, &c->hdr, &why) != GW_OK) {
+            conn_drop(j, c, why);
+            return -1;
+        }
+        if (!(accept_mask & GW_BS_TYPE_BIT(c->hdr.type)) ||
+            c->hdr.payload_len > sizeof(c->buf) - GW_BS_HDR_LEN) {
+            char text[96];
+            snprintf(text, sizeof(text), "unexpected %s message during the handshake",
+                     gw__bs_type_name(c->hdr.type));
+            conn_drop(j, c, text);
+            return -1;
+        }
+        c->hdr_done = 1;
+        gw__bs_io_set(&c->io, c->buf, GW_BS_HDR_LEN + c->hdr.payload_len, NULL, 0);
+        c->io.done = GW_BS_HDR_LEN;
+    }
+}
+
+static void conn_on_hello(join_t *j, conn_t *c)
+{
+    gw_bs_hello_t hello;
+    const char *why = NULL;
+    if (gw__bs_decode_hello(c->buf, c->io.total, &hello, &why) != GW_OK) {
+        conn_drop(j, c, why);
+        return;
+    }
+    c->rank = hello.rank;
+    c->size = hello.size;
+    memcpy(c->client_nonce, hello.client_nonce, GW_BS_NONCE_LEN);
+    gw_status_t st = gw__bs_random_bytes(j->bs->log, c->server_nonce, GW_BS_NONCE_LEN);
+    if (st != GW_OK) {
+        j->fatal = st;
+        conn_close(j, c);
+        return;
+    }
+    gw_bs_challenge_t ch;
+    memcpy(ch.server_nonce, c->server_nonce, GW_BS_NONCE_LEN);
+    gw__bs_root_proof(j->key, j->key_len, c->client_nonce, c->server_nonce, ch.root_proof);
+    gw__bs_encode_challenge(&ch, c->buf);
+    conn_start_write(j, c, CONN_CHALLENGE, GW_BS_CHALLENGE_LEN);
+}
+
+static void conn_on_response(join_t *j, conn_t *c)
+{
+    const gw_bootstrap_t *bs = j->bs;
+    const char *why = NULL;
+    char text[GW_BS_REASON_MAX + 128];
+    if (c->hdr.type == GW_BS_REJECT) {
+        /* The rank could not verify our proof, or gave up for its own reason. */
+        gw_bs_reject_t rej;
+        if (gw__bs_decode_reject(c->buf, c->io.total, &rej, &why) != GW_OK) {
+            conn_drop(j, c, why);
+            return;
+        }
+        snprintf(text, sizeof(text), "%s (the peer, claiming rank %d, says: %s)",
+                 rej.status == GW_ERR_AUTH ? "wrong job token" : "the peer gave up", c->rank,
+                 rej.reason);
+        conn_drop(j, c, text);
+        return;
+    }
+    uint8_t got[GW_BS_PROOF_LEN], want[GW_BS_PROOF_LEN];
+    if (gw__bs_decode_response(c->buf, c->io.total, got, &why) != GW_OK) {
+        conn_drop(j, c, why);
+        return;
+    }
+    gw__bs_rank_proof(j->key, j->key_len, c->server_nonce, c->client_nonce, (uint32_t)c->rank,
+                      want);
+    if (!gw__ct_equal(got, want, sizeof(want))) {
+        GW_WARN(bs->log, GW_BS_SUBSYS, "dropped connection from %s: wrong job token", c->addr);
+        conn_reject(j, c, GW_ERR_AUTH, "wrong job token: rank 0 rejects this rank's proof");
+        return;
+    }
+    /* Authenticated: now the rank's claims are worth an explanation. */
+    if (c->size != bs->size)
+        snprintf(text, sizeof(text), "job size mismatch: rank %d says %d ranks, rank 0 says %d",
+                 c->rank, c->size, bs->size);
+    else if (c->rank < 1 || c->rank >= bs->size)
+        snprintf(text, sizeof(text), "rank %d is outside [1, %d)", c->rank, bs->size);
+    else if (j->by_rank[c->rank])
+        snprintf(text, sizeof(text), "duplicate rank: rank %d already joined from %s", c->rank,
+                 j->by_rank[c->rank]->addr);
+    else {
+        c->state = CONN_JOINED;
+        j->by_rank[c->rank] = c;
+        j->joined++;
+        GW_INFO(bs->log, GW_BS_SUBSYS, "rank %d joined from %s (%d of %d ranks)", c->rank, c->addr,
+                j->joined + 1, bs->size);
+        return;
+    }
+    GW_WARN(bs->log, GW_BS_SUBSYS, "rejected connection from %s: %s", c->addr, text);
+    conn_reject(j, c, GW_ERR_CONFIG, text);
+}
+
+/* A joined rank says nothing until the WELCOME: readable means it left (or
+ * misbehaves). Its rank becomes free again, so a restarted process can take
+ * it within the job's timeout. */
+static void conn_check_joined(join_t *j, conn_t *c)
+{
+    uint8_t b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    char why[128];
+    if (r == 0)
+        snprintf(why, sizeof(why), "rank %d disconnected before every rank joined", c->rank);
+    else if (r < 0)
+        snprintf(why, sizeof(why), "rank %d failed before every rank joined: %m", c->rank);
+    else
+        snprintf(why, sizeof(why), "rank %d sent data before the welcome", c->rank);
+    conn_drop(j, c, why);
+}
+
+static void conn_event(join_t *j, conn_t *c)
+{
+    switch (c->state) {
+    case CONN_HELLO:
+        if (conn_read(j, c, GW_BS_TYPE_BIT(GW_BS_HELLO)) == 1)
+            conn_on_hello(j, c);
+        break;
+    case CONN_RESPONSE:
+        if (conn_read(j, c, GW_BS_TYPE_BIT(GW_BS_RESPONSE) | GW_BS_TYPE_BIT(GW_BS_REJECT)) == 1)
+            conn_on_response(j, c);
+        break;
+    case CONN_CHALLENGE:
+    case CONN_REJECT:
+        conn_write(j, c);
+        break;
+    case CONN_JOINED:
+        conn_check_joined(j, c);
+        break;
+    case CONN_CLOSED:
+        break;
+    }
+}
+
+static size_t pending_count(const join_t *j)
+{
+    return j->nconns - (size_t)j->joined;
+}
+
+static void accept_all(join_t *j)
+{
+    const gw_bootstrap_t *bs = j->bs;
+    while (pending_count(j) < PENDING_MAX) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(j->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                /* Out of descriptors or memory: let handshakes finish or
+                 * expire, and try again a little later. */
+                GW_WARN(bs->log, GW_BS_SUBSYS, "accept on %s failed: %m; retrying in %d ms",
+                        bs->root, ACCEPT_PAUSE_MS);
+                j->accept_paused_until = gw__now_ms() + ACCEPT_PAUSE_MS;
+            }
+            return;
+        }
+        if (j->nconns == j->cap) {
+            size_t cap = j->cap ? 2 * j->cap : 16;
+            conn_t **grown = realloc(j->conns, cap * sizeof(*grown));
+            if (!grown) {
+                close(fd);
+                GW_WARN(bs->log, GW_BS_SUBSYS, "out of memory accepting a connection on %s",
+                        bs->root);
+                j->accept_paused_until = gw__now_ms() + ACCEPT_PAUSE_MS;
+                return;
+            }
+            j->conns = grown;
+            j->cap = cap;
+        }
+        conn_t *c = calloc(1, sizeof(*c));
+        if (!c) {
+            close(fd);
+            GW_WARN(bs->log, GW_BS_SUBSYS, "out of memory accepting a connection on %s", bs->root);
+            j->accept_paused_until = gw__now_ms() + ACCEPT_PAUSE_MS;
+            return;
+        }
+        c->fd = fd;
+        c->rank = -1;
+        c->deadline = gw__now_ms() + j->handshake_ms;
+        gw__bs_format_addr((struct sockaddr *)&ss, sl, c->addr);
+        gw__bs_set_nodelay(fd);
+        conn_start_read(c, CONN_HELLO);
+        j->conns[j->nconns++] = c;
+        GW_TRACE(bs->log, GW_BS_SUBSYS, "connection from %s", c->addr);
+    }
+    if (!j->cap_warned) {
+        j->cap_warned = 1;
+        GW_WARN(bs->log, GW_BS_SUBSYS,
+                "%d unfinished handshakes on %s: new connections wait until some finish or "
+                "expire",
+                PENDING_MAX, bs->root);
+    }
+}
+
+/* Free closed connections and compact the table. */
+static void sweep(join_t *j)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < j->nconns; i++) {
+        if (j->conns[i]->state == CONN_CLOSED)
+            free(j->conns[i]);
+        else
+            j->conns[k++] = j->conns[i];
+    }
+    j->nconns = k;
+}
+
+static gw_status_t join_timeout(const join_t *j, int64_t waited)
+{
+    const gw_bootstrap_t *bs = j->bs;
+    char missing[256];
+    size_t n = 0;
+    int nmissing = bs->size - 1 - j->joined;
+    missing[0] = '\0';
+    for (int r = 1, listed = 0; r < bs->size && listed < GW_BS_MISSING_LIST_MAX; r++) {
+        if (j->by_rank[r])
+            continue;
+        int w = snprintf(missing + n, sizeof(missing) - n, "%s%d", listed ? ", " : "", r);
+        n += w > 0 ? (size_t)w : 0;
+        listed++;
+    }
+    if (nmissing > GW_BS_MISSING_LIST_MAX)
+        snprintf(missing + n, sizeof(missing) - n, " and %d more",
+                 nmissing - GW_BS_MISSING_LIST_MAX);
+    GW_ERROR(bs->log, GW_BS_SUBSYS,
+             "timed out after %lld ms waiting for ranks to join at %s: %d of %d ranks joined "
+             "(rank 0 included); missing rank%s %s",
+             (long long)waited, bs->root, j->joined + 1, bs->size, nmissing == 1 ? "" : "s",
+             missing);
+    return GW_ERR_TIMEOUT;
+}
+
+static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
+{
+    gw_bootstrap_t *bs = j->bs;
+    while (j->joined < bs->size - 1) {
+        int64_t now = gw__now_ms();
+        if (now >= deadline)
+            return join_timeout(j, now - start);
+        if (j->pfds_cap < j->nconns + 1) {
+            size_t cap = 2 * (j->nconns + 1);
+            struct pollfd *grown = realloc(j->pfds, cap * sizeof(*grown));
+            if (!grown) {
+                GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory polling %zu connections", j->nconns);
+                return GW_ERR_NO_MEMORY;
+            }
+            j->pfds = grown;
+            j->pfds_cap = cap;
+        }
+        int64_t wake = deadline;
+        int accepting = pending_count(j) < PENDING_MAX;
+        if (accepting && now < j->accept_paused_until) {
+            accepting = 0;
+            wake = j->accept_paused_until;
+        }
+        j->pfds[0] = (struct pollfd){.fd = accepting ? j->lfd : -1, .events = POLLIN};
+        for (size_t i = 0; i < j->nconns; i++) {
+            conn_t *c = j->conns[i];
+            int writing = c->state == CONN_CHALLENGE || c->state == CONN_REJECT;
+            j->pfds[i + 1] = (struct pollfd){.fd = c->fd, .events = writing ? POLLOUT : POLLIN};
+            if (c->state != CONN_JOINED && c->deadline < wake)
+                wake = c->deadline;
+        }
+        size_t polled = j->nconns;
+        int r = poll(j->pfds, polled + 1, gw__bs_remaining_ms(wake));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "poll on the root connections failed: %m");
+            return GW_ERR_SYSTEM;
+        }
+        for (size_t i = 0; i < polled; i++)
+            if (j->pfds[i + 1].revents)
+                conn_event(j, j->conns[i]);
+        if (j->fatal != GW_OK)
+            return j->fatal;
+        now = gw__now_ms();
+        for (size_t i = 0; i < polled; i++) {
+            conn_t *c = j->conns[i];
+            if (c->state != CONN_JOINED && c->state != CONN_CLOSED && now >= c->deadline) {
+                char why[96];
+                snprintf(why, sizeof(why), "no complete handshake within %d ms", j->handshake_ms);
+                if (c->state == CONN_REJECT)
+                    conn_close(j, c);
+                else
+                    conn_drop(j, c, why);
+            }
+        }
+        sweep(j);
+        if (j->pfds[0].revents)
+            accept_all(j);
+    }
+    return GW_OK;
+}
+
+/* Every rank is in: stop listening, drop the stragglers, send the welcomes. */
+static gw_status_t root_welcome(join_t *j, int64_t deadline)
+{
+    gw_bootstrap_t *bs = j->bs;
+    close(j->lfd);
+    j->lfd = -1;
+    for (size_t i = 0; i < j->nconns; i++) {
+        conn_t *c = j->conns[i];
+        if (c->state != CONN_JOINED) {
+            GW_INFO(bs->log, GW_BS_SUBSYS, "closing connection from %s: every rank has joined",
+                    c->addr);
+            conn_close(j, c);
+        }
+    }
+    sweep(j);
+    for (int r = 1; r < bs->size; r++) {
+        conn_t *c = j->by_rank[r];
+        uint8_t msg[GW_BS_WELCOME_LEN];
+        gw__bs_encode_welcome(bs->job_id, msg);
+        gw_bs_io_t io;
+        gw__bs_io_set(&io, msg, sizeof(msg), NULL, 0);
+        int rc = gw__bs_io_run(c->fd, &io, 1, deadline);
+        if (rc == GW_BS_IO_TIMEOUT) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "timed out sending the welcome to rank %d (%s)", r,
+                     c->addr);
+            return GW_ERR_TIMEOUT;
+        }
+        if (rc != GW_BS_IO_DONE) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "rank %d (%s) failed before receiving the welcome: %m",
+                     r, c->addr);
+            return GW_ERR_REMOTE;
+        }
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *port,
+                             const uint8_t *key, size_t key_len, int64_t start, int64_t deadline)
+{
+    if (key_len == 0)
+        GW_WARN(bs->log, GW_BS_SUBSYS,
+                "no job token (GW_JOB_TOKEN) is set: the job at %s is unauthenticated, and any "
+                "process that can reach it can join as a rank",
+                bs->root);
+    gw_status_t st = gw__bs_random_bytes(bs->log, bs->job_id, sizeof(bs->job_id));
+    if (st != GW_OK)
+        return st;
+    join_t j;
+    memset(&j, 0, sizeof(j));
+    j.bs = bs;
+    j.key = key;
+    j.key_len = key_len;
+    j.lfd = -1;
+    j.fatal = GW_OK;
+    j.handshake_ms = bs->timeout_ms / 2;
+    if (j.handshake_ms > HANDSHAKE_MAX_MS)
+        j.handshake_ms = HANDSHAKE_MAX_MS;
+    if (j.handshake_ms < HANDSHAKE_MIN_MS)
+        j.handshake_ms = HANDSHAKE_MIN_MS;
+    j.by_rank = calloc((size_t)bs->size, sizeof(*j.by_rank));
+    bs->fds = malloc((size_t)bs->size * sizeof(*bs->fds));
+    bs->peer_addr = calloc((size_t)bs->size, sizeof(*bs->peer_addr));
+    if (!j.by_rank || !bs->fds || !bs->peer_addr) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory for %d ranks", bs->size);
+        st = GW_ERR_NO_MEMORY;
+        goto out_free;
+    }
+    for (int r = 0; r < bs->size; r++)
+        bs->fds[r] = -1;
+    st = root_listen(bs, host, port, &j.lfd);
+    if (st != GW_OK)
+        goto out_free;
+    st = root_join(&j, start, deadline);
+    if (st == GW_OK)
+        st = root_welcome(&j, deadline);
+    if (st == GW_OK) {
+        /* The joined connections now belong to the bootstrap. */
+        for (int r = 1; r < bs->size; r++) {
+            bs->fds[r] = j.by_rank[r]->fd;
+            memcpy(bs->peer_addr[r], j.by_rank[r]->addr, GW_BS_ADDR_TEXT);
+            j.by_rank[r]->fd = -1;
+        }
+        GW_INFO(bs->log, GW_BS_SUBSYS, "all %d ranks joined at %s", bs->size, bs->root);
+    }
+    if (j.lfd >= 0)
+        close(j.lfd);
+out_free:
+    for (size_t i = 0; i < j.nconns; i++) {
+        if (j.conns[i]->fd >= 0)
+            close(j.conns[i]->fd);
+        free(j.conns[i]);
+    }
+    free(j.conns);
+    free(j.pfds);
+    free(j.by_rank);
+    return st;
+}

@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
 set -euo pipefail
 
-PACKAGES=(build-essential cmake pkg-config libcriterion-dev)
+PACKAGES=(build-essential cmake pkg-config libcriterion-dev iproute2 iputils-ping netcat-openbsd)
 for group in "$@"; do
     case "$group" in
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;

@@ -1,0 +1,266 @@
+/*
+ * allreduce_ring.c - bandwidth-optimal allreduce around a ring.
+ *
+ * The ranks form a ring: each sends only to its right neighbour (rank + 1)
+ * and receives only from its left one (rank - 1). The buffer is cut into n
+ * blocks whose sizes differ by at most one element (the first count % n
+ * blocks get the extra element; blocks may be empty).
+ *
+ * Reduce-scatter, steps 0 .. n-2: at step s rank r sends block r - s and
+ * receives block r - s - 1, which it combines with its own contribution and
+ * passes on at the next step. Block b thus starts at rank b, travels once
+ * around the ring picking up one contribution per hop, and is complete at
+ * rank b - 1. Its value is computed in one fixed order,
+ *     op(... op(op(x[b], x[b+1]), x[b+2]) ..., x[b-1])      (ranks mod n),
+ * the incoming partial always being the left operand.
+ *
+ * Allgather, steps n-1 .. 2n-3: the finished blocks travel around the ring
+ * once more; each rank stores what it receives directly into its result and
+ * forwards it. A final value is computed exactly once and then only copied,
+ * so every rank ends with the same bits (NaN payloads included).
+ *
+ * Streaming: every block is cut into chunks of comm->chunk_bytes, and a chunk
+ * moves on as soon as it is ready instead of waiting for its whole block:
+ * chunk c of step s is sent the moment chunk c of step s - 1 has been
+ * received (and reduced). RING_DEPTH receives and sends are kept in flight
+ * per direction, so chunk c + 1 arrives while chunk c is being reduced;
+ * incoming reduce-scatter chunks land in RING_DEPTH scratch slots, allgather
+ * chunks directly in recvbuf. The message sequence on each link is the same
+ * on both ends by construction (one stream per direction), which is all the
+ * in-order matching of the transport needs.
+ *
+ * Cost for S bytes (alpha per message, beta per byte on a link, gamma per
+ * byte reduced): every rank sends and receives 2(n-1)/n S bytes and reduces
+ * (n-1)/n S, the bandwidth optimum; the price is 2(n-1) latencies:
+ *     T = 2(n-1) alpha + 2 (n-1)/n S beta + (n-1)/n S gamma.
+ * Chunking adds one alpha per extra chunk per step but lets the steps
+ * overlap, so for large S the chain of 2(n-1) steps costs about one chunk
+ * time each on top of the bandwidth term.
+ *
+ * Buffers: sendbuf is only read (out of place it is never written); recvbuf
+ * may equal sendbuf. An allgather chunk may land in a region that an earlier
+ * reduce-scatter send read from; that data cannot arrive before the right
+ * neighbour has received the whole earlier message (it is part of the
+ * chain that produced it), so the region is no longer needed by then.
+ */
+#include "collectives/coll.h"
+
+/* Messages in flight per direction, and scratch slots for incoming chunks.
+ * Two is the least that overlaps receiving chunk c + 1 with reducing c. */
+#define RING_DEPTH 2
+
+typedef struct ring {
+    const char *sendbuf;
+    char *recvbuf;
+    size_t count;
+    size_t esize;
+    size_t chunk; /* elements per chunk, >= 1 */
+    gw_dtype_t dtype;
+    gw_op_t op;
+    int n, rank;
+    int steps;   /* 2(n - 1) */
+    char *slots; /* RING_DEPTH chunks of scratch for reduce-scatter input */
+    size_t slot_bytes;
+} ring_t;
+
+/* Position in a stream of chunks: chunk `chunk` (of `nchunks`) of step. */
+typedef struct cursor {
+    int step;
+    size_t chunk;
+    size_t nchunks;
+} cursor_t;
+
+/* base + off without forming NULL + 0 (count 0 calls may pass NULL). */
+static inline char *at(char *base, size_t off) { return off ? base + off : base; }
+static inline const char *cat(const char *base, size_t off) { return off ? base + off : base; }
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+static size_t block_count(const ring_t *g, int b)
+{
+    size_t q = g->count / (size_t)g->n, rem = g->count % (size_t)g->n;
+    return q + ((size_t)b < rem ? 1 : 0);
+}
+
+static size_t block_off(const ring_t *g, int b)
+{
+    size_t q = g->count / (size_t)g->n, rem = g->count % (size_t)g->n;
+    return (size_t)b * q + ((size_t)b < rem ? (size_t)b : rem);
+}
+
+/* An empty block is still one (zero-length) message, so ranks that disagree
+ * about the count meet a length mismatch instead of a missing message. */
+static size_t block_chunks(const ring_t *g, int b)
+{
+    size_t c = block_count(g, b);
+    return c == 0 ? 1 : (c + g->chunk - 1) / g->chunk;
+}
+
+static int send_block(const ring_t *g, int step)
+{
+    return step < g->n - 1 ? mod(g->rank - step, g->n)
+                           : mod(g->rank + 1 - (step - (g->n - 1)), g->n);
+}
+
+static int recv_block(const ring_t *g, int step)
+{
+    return step < g->n - 1 ? mod(g->rank - step - 1, g->n)
+                           : mod(g->rank - (step - (g->n - 1)), g->n);
+}
+
+/* Element range [*off, *off + *len) of chunk c of block b. */
+static void chunk_range(const ring_t *g, int b, size_t c, size_t *off, size_t *len)
+{
+    size_t total = block_count(g, b), start = c * g->chunk;
+    *off = block_off(g, b) + start;
+    *len = total - start < g->chunk ? total - start : g->chunk;
+}
+
+static void cursor_init(const ring_t *g, cursor_t *cu, int (*block_of)(const ring_t *, int))
+{
+    cu->step = 0;
+    cu->chunk = 0;
+    cu->nchunks = block_chunks(g, block_of(g, 0));
+}
+
+static void cursor_next(const ring_t *g, cursor_t *cu, int (*block_of)(const ring_t *, int))
+{
+    if (++cu->chunk < cu->nchunks)
+        return;
+    cu->chunk = 0;
+    if (++cu->step < g->steps)
+        cu->nchunks = block_chunks(g, block_of(g, cu->step));
+}
+
+/* A completed request's outcome, made the communicator's sticky error. */
+static gw_status_t check(gw_comm_t *comm, const gw_request_t *req)
+{
+    return req->status == GW_OK ? GW_OK : gw__comm_fail(comm, req->status);
+}
+
+gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, gw_op_t op)
+{
+    ring_t g = {
+        .sendbuf = sendbuf,
+        .recvbuf = recvbuf,
+        .count = count,
+        .esize = gw_dtype_size(dtype),
+        .dtype = dtype,
+        .op = op,
+        .n = comm->size,
+        .rank = comm->rank,
+        .steps = 2 * (comm->size - 1),
+    };
+    g.chunk = comm->chunk_bytes / g.esize ? comm->chunk_bytes / g.esize : 1;
+    size_t biggest = block_count(&g, 0); /* block 0 is never smaller than another */
+    g.slot_bytes = (biggest < g.chunk ? biggest : g.chunk) * g.esize;
+    if (g.slot_bytes > 0) {
+        void *scratch;
+        gw_status_t st = gw__comm_scratch(comm, RING_DEPTH * g.slot_bytes, &scratch);
+        if (st != GW_OK)
+            return st;
+        g.slots = scratch;
+    }
+    const int right = mod(g.rank + 1, g.n), left = mod(g.rank - 1, g.n);
+
+    /* Receive j goes to request (and scratch slot) j % RING_DEPTH, send k to
+     * request k % RING_DEPTH. Send k forwards the chunk of receive
+     * k - first_sends (the block sent at step s is the one received at step
+     * s - 1, chunk for chunk), except for the first step's sends, which come
+     * straight from our own contribution. */
+    gw_request_t rreq[RING_DEPTH], sreq[RING_DEPTH];
+    int sbusy[RING_DEPTH] = {0};
+    size_t recv_posted = 0, recv_done = 0, send_posted = 0;
+    const size_t first_sends = block_chunks(&g, g.rank);
+    cursor_t rpost, rdone, spost;
+    cursor_init(&g, &rpost, recv_block);
+    cursor_init(&g, &rdone, recv_block);
+    cursor_init(&g, &spost, send_block);
+
+    for (;;) {
+        int moved = 0;
+        gw_status_t st;
+
+        for (int d = 0; d < RING_DEPTH; d++) {
+            if (sbusy[d] && sreq[d].complete) {
+                if ((st = check(comm, &sreq[d])) != GW_OK)
+                    return st;
+                sbusy[d] = 0;
+                moved = 1;
+            }
+        }
+
+        /* Consume receives in order: reduce-scatter chunks are combined with
+         * our contribution into recvbuf, allgather chunks are already there. */
+        while (recv_done < recv_posted && rreq[recv_done % RING_DEPTH].complete) {
+            if ((st = check(comm, &rreq[recv_done % RING_DEPTH])) != GW_OK)
+                return st;
+            if (rdone.step < g.n - 1) {
+                size_t off, len;
+                chunk_range(&g, recv_block(&g, rdone.step), rdone.chunk, &off, &len);
+                if (len > 0)
+                    gw__reduce(at(g.recvbuf, off * g.esize),
+                               g.slots + (recv_done % RING_DEPTH) * g.slot_bytes,
+                               cat(g.sendbuf, off * g.esize), len, dtype, op);
+            }
+            recv_done++;
+            cursor_next(&g, &rdone, recv_block);
+            moved = 1;
+        }
+
+        while (rpost.step < g.steps && recv_posted - recv_done < RING_DEPTH) {
+            size_t off, len;
+            chunk_range(&g, recv_block(&g, rpost.step), rpost.chunk, &off, &len);
+            char *dst = rpost.step < g.n - 1
+                            ? at(g.slots, (recv_posted % RING_DEPTH) * g.slot_bytes)
+                            : at(g.recvbuf, off * g.esize);
+            st = gw__p2p_irecv(comm, left, dst, len * g.esize, &rreq[recv_posted % RING_DEPTH]);
+            if (st != GW_OK)
+                return st;
+            recv_posted++;
+            cursor_next(&g, &rpost, recv_block);
+            moved = 1;
+        }
+
+        while (spost.step < g.steps && !sbusy[send_posted % RING_DEPTH] &&
+               (send_posted < first_sends || send_posted - first_sends < recv_done)) {
+            size_t off, len;
+            chunk_range(&g, send_block(&g, spost.step), spost.chunk, &off, &len);
+            const void *src = spost.step == 0 ? cat(g.sendbuf, off * g.esize)
+                                              : at(g.recvbuf, off * g.esize);
+            st = gw__p2p_isend(comm, right, src, len * g.esize, &sreq[send_posted % RING_DEPTH]);
+            if (st != GW_OK)
+                return st;
+            sbusy[send_posted % RING_DEPTH] = 1;
+            send_posted++;
+            cursor_next(&g, &spost, send_block);
+            moved = 1;
+        }
+
+        int sends_idle = 1;
+        for (int d = 0; d < RING_DEPTH; d++)
+            sends_idle &= !sbusy[d];
+        if (rdone.step >= g.steps && spost.step >= g.steps && sends_idle)
+            return GW_OK;
+        if (moved)
+            continue;
+
+        gw_request_t *wait[2 * RING_DEPTH];
+        int nwait = 0;
+        for (size_t j = recv_done; j < recv_posted; j++)
+            if (!rreq[j % RING_DEPTH].complete)
+                wait[nwait++] = &rreq[j % RING_DEPTH];
+        for (int d = 0; d < RING_DEPTH; d++)
+            if (sbusy[d] && !sreq[d].complete)
+                wait[nwait++] = &sreq[d];
+        if (nwait == 0) {
+            GW_ERROR(&comm->log, "coll", "internal error: ring allreduce stalled at step %d",
+                     spost.step);
+            return gw__comm_fail(comm, GW_ERR_PROTOCOL);
+        }
+        int idx;
+        if ((st = gw__p2p_waitany(comm, wait, nwait, &idx)) != GW_OK)
+            return st;
+    }
+}

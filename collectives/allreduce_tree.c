@@ -1,0 +1,418 @@
+/*
+ * allreduce_tree.c - pipelined double binary tree allreduce (as NCCL's).
+ *
+ * Two binary trees span the ranks. Tree 0 is the in-order tree on rank
+ * numbers: a rank whose lowest set bit is b has children rank - b/2 and
+ * rank + b/2 (or the nearest smaller step that stays below n), so odd ranks
+ * are leaves, and rank 0 is the root with a single child. Tree 1 is tree 0
+ * mirrored (rank r plays n-1-r) when n is even and shifted by one (rank r
+ * plays r-1) when n is odd; either way the leaves of one tree are mostly the
+ * interior nodes of the other, so no rank forwards much more than the buffer
+ * once in each direction.
+ *
+ * The first half of the buffer is reduced up tree 0 and broadcast back down
+ * tree 0; the second half does the same on tree 1. Both halves are cut into
+ * chunks of comm->chunk_bytes that stream through their tree: a node folds
+ * chunk c as soon as its children's partials of chunk c are in, sends the
+ * result to its parent, and forwards the final chunk to its children as soon
+ * as it comes down, while later chunks are still on their way up. Since the
+ * two trees run at once and in opposite shapes, every link carries data in
+ * both directions.
+ *
+ * Reduction order: every node folds its own contribution first and then its
+ * children's partials in increasing rank order,
+ *     out = op(op(own, partial of lower child), partial of higher child),
+ * and the root's result is sent down unchanged, so every rank ends with the
+ * same bits.
+ *
+ * Matching: the transport matches messages per ordered pair of ranks in
+ * posting order, and the two trees can share a link (n = 2: rank 0 -> 1
+ * carries tree 0's broadcast and tree 1's reduction). Posting in order of
+ * readiness would let the two ends disagree about which tree a message
+ * belongs to, so each link has a fixed interleaving that both ends compute.
+ * It follows the schedule of an ideal synchronous pipeline in which node x
+ * folds chunk c at time c + height(x) (the height of x's subtree; leaves
+ * 0), so its children send chunk c up at c + height(x) - 1, the root has
+ * the result at c + H (H the tree's height), and node x sends it down at
+ * c + H + depth(x) + 1. Messages on a link go in order of (time, tree).
+ * Every message waits only for messages of smaller (time, tree): data from
+ * one hop earlier, earlier messages on its link, and the chunk TREE_DEPTH
+ * earlier whose slot or request it reuses (all children of a node share one
+ * send time, so a slot never waits for a later sibling message). Hence the
+ * order cannot deadlock; and since it follows when messages become ready in
+ * a steady pipeline, it seldom holds a ready message back (a plain
+ * alternation of the two trees chunk by chunk would make one tree's
+ * reduction wait for the other tree's broadcast on every shared link).
+ *
+ * Cost for S bytes, d = ceil(log2 n) levels, chunks of C bytes: about
+ *     T = 2 d alpha + 2 S beta + 2 d C beta + S gamma
+ * (each node's links carry about S each way over both trees; filling and
+ * draining the pipeline costs 2d chunk times). The latency term grows with
+ * log n instead of n, which makes it the choice between recursive doubling
+ * (small S) and the ring (large S).
+ *
+ * Buffers: the fold writes recvbuf, which is then sent up; the final chunk
+ * later arrives in the same place. It cannot arrive before the parent has
+ * received the whole partial (the final depends on it), so the overwrite is
+ * safe for any transport. sendbuf is only read.
+ */
+#include "collectives/coll.h"
+
+/* Chunks in flight per stream; each child has this many scratch slots. */
+#define TREE_DEPTH 2
+
+typedef struct stream {
+    int peer; /* -1 when this node has no such stream */
+    int tree;
+    int send;
+    long time;     /* schedule time of chunk 0; chunk c goes at time + c */
+    size_t n;      /* messages: one per chunk of the tree's half */
+    size_t posted; /* messages posted so far */
+    size_t done;   /* leading messages completed */
+    const struct stream *mate; /* the other tree's stream on the same link */
+    gw_request_t req[TREE_DEPTH];
+} stream_t;
+
+/* A rank's place in one tree. */
+typedef struct node {
+    int parent;
+    int kid[2]; /* ascending rank order */
+    int nkids;
+} node_t;
+
+typedef struct half {
+    node_t node;
+    size_t base, elems, nchunks; /* elements [base, base + elems) */
+    size_t reduced;              /* chunks folded (all of them for a leaf) */
+    size_t slot_bytes;
+    char *slots[2]; /* per child: TREE_DEPTH incoming chunks */
+    stream_t up_in[2], up_out, down_in, down_out[2];
+} half_t;
+
+typedef struct dbt {
+    gw_comm_t *comm;
+    const char *sendbuf;
+    char *recvbuf;
+    size_t esize, chunk;
+    gw_dtype_t dtype;
+    gw_op_t op;
+    half_t h[2];
+} dbt_t;
+
+static inline char *at(char *base, size_t off) { return off ? base + off : base; }
+static inline const char *cat(const char *base, size_t off) { return off ? base + off : base; }
+
+/* Tree 0 (see the top of the file). */
+static void btree(int n, int r, int *parent, int kid[2])
+{
+    kid[0] = kid[1] = -1;
+    if (r == 0) {
+        int top = 1;
+        while (top * 2 < n)
+            top *= 2;
+        *parent = -1;
+        kid[0] = top;
+        return;
+    }
+    int low = r & -r;
+    /* The parent is r +- low, whichever has lowest bit 2 low; r - low when
+     * r + low falls off the end. */
+    int up = (r ^ low) | (low << 1);
+    *parent = up < n ? up : (r ^ low);
+    if (low > 1) {
+        kid[0] = r - low / 2;
+        for (int step = low / 2; step > 0; step /= 2) {
+            if (r + step < n) {
+                kid[1] = r + step;
+                break;
+            }
+        }
+    }
+}
+
+static int map_rank(int x, int n, int odd)
+{
+    if (x < 0)
+        return -1;
+    return odd ? (x + 1) % n : n - 1 - x;
+}
+
+static void tree_node(int n, int r, int tree, node_t *nd)
+{
+    int kid[2];
+    if (tree == 0) {
+        btree(n, r, &nd->parent, kid);
+    } else {
+        int odd = n % 2;
+        btree(n, odd ? (r - 1 + n) % n : n - 1 - r, &nd->parent, kid);
+        nd->parent = map_rank(nd->parent, n, odd);
+        kid[0] = map_rank(kid[0], n, odd);
+        kid[1] = map_rank(kid[1], n, odd);
+    }
+    nd->nkids = 0;
+    nd->kid[0] = nd->kid[1] = -1;
+    for (int k = 0; k < 2; k++)
+        if (kid[k] >= 0)
+            nd->kid[nd->nkids++] = kid[k];
+    if (nd->nkids == 2 && nd->kid[0] > nd->kid[1]) {
+        int tmp = nd->kid[0];
+        nd->kid[0] = nd->kid[1];
+        nd->kid[1] = tmp;
+    }
+}
+
+/* Height of r's subtree in `tree` (a leaf has 0). In tree 0 a rank v > 0
+ * whose lowest set bit is 2^k has the complete subtree [v - 2^k + 1, v - 1]
+ * on its left (its right one is never taller), so its height is k; rank 0
+ * sits one above the largest power of two below n. Tree 1 is an image of
+ * tree 0, so r has the height of the rank it plays there. */
+static int subtree_height(int n, int tree, int r)
+{
+    int v = tree == 0 ? r : n % 2 ? (r - 1 + n) % n : n - 1 - r;
+    if (v > 0)
+        return __builtin_ctz((unsigned)v);
+    int height = 1;
+    for (int top = 1; top * 2 < n; top *= 2)
+        height++;
+    return height;
+}
+
+static void stream_init(stream_t *s, int peer, int tree, int send, long time, size_t n)
+{
+    s->peer = peer;
+    s->tree = tree;
+    s->send = send;
+    s->time = time;
+    s->n = peer >= 0 ? n : 0;
+    s->posted = s->done = 0;
+    s->mate = NULL;
+}
+
+/* Whether it is the turn of s's next message on its link: every message of
+ * the other tree's stream there with a smaller (time, tree) has been posted. */
+static int link_turn(const stream_t *s)
+{
+    const stream_t *m = s->mate;
+    if (!m)
+        return 1;
+    long mine = s->time + (long)s->posted;
+    /* The mate's chunks c' with m->time + c' < mine, or == mine when the
+     * mate's tree goes first on ties. */
+    long need = mine - m->time + (m->tree < s->tree ? 1 : 0);
+    if (need <= 0)
+        return 1;
+    if ((size_t)need > m->n)
+        need = (long)m->n;
+    return m->posted >= (size_t)need;
+}
+
+/* Count newly completed leading requests; fail on a failed one. */
+static gw_status_t reap(gw_comm_t *comm, stream_t *s, int *moved)
+{
+    while (s->done < s->posted && s->req[s->done % TREE_DEPTH].complete) {
+        gw_status_t st = s->req[s->done % TREE_DEPTH].status;
+        if (st != GW_OK)
+            return gw__comm_fail(comm, st);
+        s->done++;
+        *moved = 1;
+    }
+    return GW_OK;
+}
+
+static void chunk_range(const dbt_t *g, const half_t *h, size_t c, size_t *off, size_t *len)
+{
+    size_t start = c * g->chunk;
+    *off = h->base + start;
+    *len = h->elems - start < g->chunk ? h->elems - start : g->chunk;
+}
+
+static void fold(dbt_t *g, half_t *h, size_t c)
+{
+    size_t off, len;
+    chunk_range(g, h, c, &off, &len);
+    if (len == 0)
+        return;
+    char *out = at(g->recvbuf, off * g->esize);
+    size_t slot = (c % TREE_DEPTH) * h->slot_bytes;
+    gw__reduce(out, cat(g->sendbuf, off * g->esize), h->slots[0] + slot, len, g->dtype, g->op);
+    if (h->node.nkids == 2)
+        gw__reduce(out, out, h->slots[1] + slot, len, g->dtype, g->op);
+}
+
+/* Post everything of half h that is ready and whose turn it is. */
+static gw_status_t post_ready(dbt_t *g, half_t *h, int *moved)
+{
+    gw_comm_t *comm = g->comm;
+    gw_status_t st;
+    size_t off, len;
+
+    for (int k = 0; k < h->node.nkids; k++) {
+        stream_t *s = &h->up_in[k];
+        while (s->posted < s->n && s->posted - h->reduced < TREE_DEPTH && link_turn(s)) {
+            chunk_range(g, h, s->posted, &off, &len);
+            char *dst = at(h->slots[k], (s->posted % TREE_DEPTH) * h->slot_bytes);
+            st = gw__p2p_irecv(comm, s->peer, dst, len * g->esize,
+                               &s->req[s->posted % TREE_DEPTH]);
+            if (st != GW_OK)
+                return st;
+            s->posted++;
+            *moved = 1;
+        }
+    }
+
+    stream_t *s = &h->up_out;
+    while (s->posted < s->n && s->posted < h->reduced && s->posted - s->done < TREE_DEPTH &&
+           link_turn(s)) {
+        chunk_range(g, h, s->posted, &off, &len);
+        /* A leaf sends its own data; an inner node the partial it folded. */
+        const char *src = h->node.nkids ? at(g->recvbuf, off * g->esize)
+                                   : cat(g->sendbuf, off * g->esize);
+        st = gw__p2p_isend(comm, s->peer, src, len * g->esize, &s->req[s->posted % TREE_DEPTH]);
+        if (st != GW_OK)
+            return st;
+        s->posted++;
+        *moved = 1;
+    }
+
+    s = &h->down_in;
+    while (s->posted < s->n && s->posted < h->up_out.posted && s->posted - s->done < TREE_DEPTH &&
+           link_turn(s)) {
+        chunk_range(g, h, s->posted, &off, &len);
+        st = gw__p2p_irecv(comm, s->peer, at(g->recvbuf, off * g->esize), len * g->esize,
+                           &s->req[s->posted % TREE_DEPTH]);
+        if (st != GW_OK)
+            return st;
+        s->posted++;
+        *moved = 1;
+    }
+
+    size_t final = h->node.parent < 0 ? h->reduced : h->down_in.done;
+    for (int k = 0; k < h->node.nkids; k++) {
+        s = &h->down_out[k];
+        while (s->posted < s->n && s->posted < final && s->posted - s->done < TREE_DEPTH &&
+               link_turn(s)) {
+            chunk_range(g, h, s->posted, &off, &len);
+            st = gw__p2p_isend(comm, s->peer, at(g->recvbuf, off * g->esize), len * g->esize,
+                               &s->req[s->posted % TREE_DEPTH]);
+            if (st != GW_OK)
+                return st;
+            s->posted++;
+            *moved = 1;
+        }
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, gw_op_t op)
+{
+    dbt_t g = {
+        .comm = comm,
+        .sendbuf = sendbuf,
+        .recvbuf = recvbuf,
+        .esize = gw_dtype_size(dtype),
+        .dtype = dtype,
+        .op = op,
+    };
+    g.chunk = comm->chunk_bytes / g.esize ? comm->chunk_bytes / g.esize : 1;
+
+    stream_t *all[12];
+    int nall = 0;
+    size_t scratch_len = 0;
+    for (int t = 0; t < 2; t++) {
+        half_t *h = &g.h[t];
+        const int n = comm->size;
+        tree_node(n, comm->rank, t, &h->node);
+        h->base = t == 0 ? 0 : (count + 1) / 2;
+        h->elems = t == 0 ? (count + 1) / 2 : count / 2;
+        /* An empty half still sends one zero-length chunk through its tree,
+         * so that ranks disagreeing about the count are caught. */
+        h->nchunks = h->elems == 0 ? 1 : (h->elems + g.chunk - 1) / g.chunk;
+        h->reduced = h->node.nkids ? 0 : h->nchunks;
+        h->slot_bytes = (h->elems < g.chunk ? h->elems : g.chunk) * g.esize;
+        scratch_len += (size_t)h->node.nkids * TREE_DEPTH * h->slot_bytes;
+        /* Schedule times (see the top of the file) from our depth, the
+         * tree's height and the heights of our and our parent's subtrees. */
+        int depth = 0, root = comm->rank;
+        for (node_t up = h->node; up.parent >= 0; depth++) {
+            root = up.parent;
+            tree_node(n, root, t, &up);
+        }
+        long total = subtree_height(n, t, root);
+        long into_us = subtree_height(n, t, comm->rank) - 1;
+        long into_parent = h->node.parent >= 0 ? subtree_height(n, t, h->node.parent) - 1 : 0;
+        long down = total + depth; /* the final chunk 0 arrives here */
+        for (int k = 0; k < 2; k++) {
+            stream_init(&h->up_in[k], h->node.kid[k], t, 0, into_us, h->nchunks);
+            stream_init(&h->down_out[k], h->node.kid[k], t, 1, down + 1, h->nchunks);
+        }
+        stream_init(&h->up_out, h->node.parent, t, 1, into_parent, h->nchunks);
+        stream_init(&h->down_in, h->node.parent, t, 0, down, h->nchunks);
+        stream_t *mine[6] = {&h->up_in[0], &h->up_in[1], &h->down_out[0],
+                             &h->down_out[1], &h->up_out, &h->down_in};
+        for (int i = 0; i < 6; i++)
+            if (mine[i]->peer >= 0)
+                all[nall++] = mine[i];
+    }
+    /* Pair up the streams that share a link (same peer, same direction). */
+    for (int i = 0; i < nall; i++)
+        for (int j = 0; j < nall; j++)
+            if (all[i]->tree == 0 && all[j]->tree == 1 && all[i]->peer == all[j]->peer &&
+                all[i]->send == all[j]->send) {
+                all[i]->mate = all[j];
+                all[j]->mate = all[i];
+            }
+
+    if (scratch_len > 0) {
+        void *scratch;
+        gw_status_t st = gw__comm_scratch(comm, scratch_len, &scratch);
+        if (st != GW_OK)
+            return st;
+        char *p = scratch;
+        for (int t = 0; t < 2; t++)
+            for (int k = 0; k < g.h[t].node.nkids; k++) {
+                g.h[t].slots[k] = p;
+                p += TREE_DEPTH * g.h[t].slot_bytes;
+            }
+    }
+
+    for (;;) {
+        int moved = 0;
+        gw_status_t st;
+        for (int i = 0; i < nall; i++)
+            if ((st = reap(comm, all[i], &moved)) != GW_OK)
+                return st;
+        for (int t = 0; t < 2; t++) {
+            half_t *h = &g.h[t];
+            while (h->reduced < h->nchunks && h->up_in[0].done > h->reduced &&
+                   (h->node.nkids < 2 || h->up_in[1].done > h->reduced)) {
+                fold(&g, h, h->reduced++);
+                moved = 1;
+            }
+            if ((st = post_ready(&g, h, &moved)) != GW_OK)
+                return st;
+        }
+
+        int finished = 1;
+        for (int i = 0; i < nall; i++)
+            finished &= all[i]->done == all[i]->n;
+        if (finished)
+            return GW_OK;
+        if (moved)
+            continue;
+
+        gw_request_t *wait[12 * TREE_DEPTH];
+        int nwait = 0;
+        for (int i = 0; i < nall; i++)
+            for (size_t m = all[i]->done; m < all[i]->posted; m++)
+                if (!all[i]->req[m % TREE_DEPTH].complete)
+                    wait[nwait++] = &all[i]->req[m % TREE_DEPTH];
+        if (nwait == 0) {
+            GW_ERROR(&comm->log, "coll", "internal error: tree allreduce stalled");
+            return gw__comm_fail(comm, GW_ERR_PROTOCOL);
+        }
+        int idx;
+        if ((st = gw__p2p_waitany(comm, wait, nwait, &idx)) != GW_OK)
+            return st;
+    }
+}

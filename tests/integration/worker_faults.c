@@ -63,11 +63,18 @@ int main(int argc, char **argv)
     int special = rank == 1;
 
     if (strcmp(mode, "kill") == 0) {
-        /* Everyone is connected before rank 1 dies. */
-        if (gw_barrier(comm) != GW_OK)
+        /* Everyone is connected and done with the barrier (and waiting in
+         * the allreduce) when rank 1 dies. */
+        st = gw_barrier(comm);
+        if (st != GW_OK) {
+            printf("rank %d: barrier failed unexpectedly: %s\n", rank, gw_status_name(st));
+            gw_comm_destroy(comm);
             return 1;
-        if (special)
+        }
+        if (special) {
+            usleep(200000);
             _exit(0);
+        }
     }
     if (strcmp(mode, "killmid") == 0) {
         count = big;

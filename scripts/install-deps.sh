@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
 set -euo pipefail
 
-PACKAGES=(build-essential cmake pkg-config libcriterion-dev iproute2 iputils-ping netcat-openbsd)
+PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
+          libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd)
 for group in "$@"; do
     case "$group" in
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;

@@ -46,6 +46,8 @@ static gw_status_t check_args(gw_comm_t *comm, const char *fn, const void *sendb
 {
     gw_status_t st = GW_ERR_INVALID_ARG;
     size_t esize = gw_dtype_size(dtype);
+    if (atomic_load(&comm->abort_requested))
+        return gw__comm_fail(comm, GW_ERR_ABORTED);
     if (comm->failed != GW_OK)
         return comm->failed;
     if (esize == 0) {
@@ -82,8 +84,8 @@ fail:
     return gw__comm_fail(comm, st);
 }
 
-static void begin(gw_comm_t *comm, gw_coll_kind_t kind, size_t count, gw_dtype_t dtype,
-                  gw_op_t op, int root, gw_algo_t algo)
+void gw__coll_begin(gw_comm_t *comm, gw_coll_kind_t kind, size_t count, gw_dtype_t dtype,
+                    gw_op_t op, int root, gw_algo_t algo)
 {
     comm->seq++;
     comm->tag.seq = comm->seq;
@@ -109,7 +111,7 @@ gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtyp
     return gw__tuning_pick(&comm->tuning, comm->size, bytes);
 }
 
-gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+static gw_status_t allreduce_impl(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gw_dtype_t dtype, gw_op_t op)
 {
     if (!comm)
@@ -124,7 +126,7 @@ gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, si
         copy_if_distinct(recvbuf, sendbuf, nbytes);
     } else {
         gw_algo_t algo = gw_comm_pick_algo(comm, count, dtype);
-        begin(comm, GW_COLL_ALLREDUCE, count, dtype, op, 0, algo);
+        gw__coll_begin(comm, GW_COLL_ALLREDUCE, count, dtype, op, 0, algo);
         switch (algo) {
         case GW_ALGO_TREE:
             st = gw__allreduce_tree(comm, sendbuf, recvbuf, count, dtype, red);
@@ -144,7 +146,7 @@ gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, si
     return GW_OK;
 }
 
-gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+static gw_status_t broadcast_impl(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gw_dtype_t dtype, int root)
 {
     if (!comm)
@@ -158,12 +160,12 @@ gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, si
         copy_if_distinct(recvbuf, sendbuf, nbytes);
     if (comm->size == 1)
         return GW_OK;
-    begin(comm, GW_COLL_BROADCAST, count, dtype, GW_SUM, root, GW_ALGO_TREE);
+    gw__coll_begin(comm, GW_COLL_BROADCAST, count, dtype, GW_SUM, root, GW_ALGO_TREE);
     st = gw__broadcast_tree(comm, recvbuf, count, dtype, root);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
-gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+static gw_status_t reduce_impl(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                       gw_dtype_t dtype, gw_op_t op, int root)
 {
     if (!comm)
@@ -177,7 +179,7 @@ gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_
     if (comm->size == 1) {
         copy_if_distinct(recvbuf, sendbuf, nbytes);
     } else {
-        begin(comm, GW_COLL_REDUCE, count, dtype, op, root, GW_ALGO_TREE);
+        gw__coll_begin(comm, GW_COLL_REDUCE, count, dtype, op, root, GW_ALGO_TREE);
         st = gw__reduce_tree(comm, sendbuf, recvbuf, count, dtype, red, root);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
@@ -187,7 +189,7 @@ gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_
     return GW_OK;
 }
 
-gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+static gw_status_t allgather_impl(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                          gw_dtype_t dtype)
 {
     if (!comm)
@@ -201,12 +203,12 @@ gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, si
         copy_if_distinct(recvbuf, sendbuf, nbytes);
         return GW_OK;
     }
-    begin(comm, GW_COLL_ALLGATHER, sendcount, dtype, GW_SUM, 0, GW_ALGO_RING);
+    gw__coll_begin(comm, GW_COLL_ALLGATHER, sendcount, dtype, GW_SUM, 0, GW_ALGO_RING);
     st = gw__allgather_ring(comm, sendbuf, recvbuf, sendcount, dtype);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
-gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+static gw_status_t reduce_scatter_impl(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t recvcount, gw_dtype_t dtype, gw_op_t op)
 {
     if (!comm)
@@ -220,7 +222,7 @@ gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbu
     if (comm->size == 1) {
         copy_if_distinct(recvbuf, sendbuf, nbytes);
     } else {
-        begin(comm, GW_COLL_REDUCE_SCATTER, recvcount, dtype, op, 0, GW_ALGO_RING);
+        gw__coll_begin(comm, GW_COLL_REDUCE_SCATTER, recvcount, dtype, op, 0, GW_ALGO_RING);
         st = gw__reduce_scatter_ring(comm, sendbuf, recvbuf, recvcount, dtype, red);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
@@ -230,15 +232,86 @@ gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbu
     return GW_OK;
 }
 
-gw_status_t gw_barrier(gw_comm_t *comm)
+static gw_status_t barrier_impl(gw_comm_t *comm)
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
+    if (atomic_load(&comm->abort_requested))
+        return gw__comm_fail(comm, GW_ERR_ABORTED);
     if (comm->failed != GW_OK)
         return comm->failed;
     if (comm->size == 1)
         return GW_OK;
-    begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
+    gw__coll_begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
     gw_status_t st = gw__barrier_dissemination(comm);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
+
+gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
+{
+    switch (a->kind) {
+    case GW_COLL_ALLREDUCE:
+        return allreduce_impl(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, a->op);
+    case GW_COLL_BROADCAST:
+        return broadcast_impl(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, a->root);
+    case GW_COLL_REDUCE:
+        return reduce_impl(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, a->op, a->root);
+    case GW_COLL_ALLGATHER:
+        return allgather_impl(comm, a->sendbuf, a->recvbuf, a->count, a->dtype);
+    case GW_COLL_REDUCE_SCATTER:
+        return reduce_scatter_impl(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, a->op);
+    case GW_COLL_BARRIER:
+        return barrier_impl(comm);
+    default:
+        return GW_ERR_INVALID_ARG;
+    }
+}
+
+/* The public calls: each describes itself as a gw_coll_args_t and runs
+ * through gw__coll_run, which executes it here or, once the communicator has
+ * a progress thread (non-blocking calls were used), in order behind the
+ * operations already queued there. */
+#define GW__RUN(comm, ...)                                                                 \
+    do {                                                                                   \
+        if (!(comm))                                                                       \
+            return GW_ERR_INVALID_ARG;                                                     \
+        gw_coll_args_t args_ = {__VA_ARGS__};                                              \
+        return gw__coll_run((comm), &args_);                                               \
+    } while (0)
+
+gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gw_dtype_t dtype, gw_op_t op)
+{
+    GW__RUN(comm, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = count, .dtype = dtype, .op = op);
+}
+
+gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gw_dtype_t dtype, int root)
+{
+    GW__RUN(comm, .kind = GW_COLL_BROADCAST, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = count, .dtype = dtype, .root = root);
+}
+
+gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      gw_dtype_t dtype, gw_op_t op, int root)
+{
+    GW__RUN(comm, .kind = GW_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+            .dtype = dtype, .op = op, .root = root);
+}
+
+gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                         gw_dtype_t dtype)
+{
+    GW__RUN(comm, .kind = GW_COLL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = sendcount, .dtype = dtype);
+}
+
+gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, gw_dtype_t dtype, gw_op_t op)
+{
+    GW__RUN(comm, .kind = GW_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = recvcount, .dtype = dtype, .op = op);
+}
+
+gw_status_t gw_barrier(gw_comm_t *comm) { GW__RUN(comm, .kind = GW_COLL_BARRIER); }

@@ -18,6 +18,7 @@
 #ifndef GW_COLLECTIVES_COLL_H
 #define GW_COLLECTIVES_COLL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,12 @@ struct gw_comm {
     gw_msg_tag_t tag; /* tag of the collective in progress */
     gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
     size_t chunk_bytes; /* pipelining granularity of ring and tree */
+    /* Non-blocking calls: the progress thread and its queue, created by the
+     * first gw_i* call (NULL until then). */
+    struct gw_async *async;
+    /* Set by gw_comm_abort from any thread; the thread driving the transport
+     * notices it within one progress round and fails the communicator. */
+    atomic_int abort_requested;
     /* Scratch memory reused across calls (grown on demand, never shrunk). */
     void *scratch;
     size_t scratch_len;
@@ -55,6 +62,31 @@ typedef enum gw_coll_kind {
     GW_COLL_REDUCE_SCATTER,
     GW_COLL_BARRIER,
 } gw_coll_kind_t;
+
+/* One collective call, as the public API received it. */
+typedef struct gw_coll_args {
+    gw_coll_kind_t kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* count, sendcount or recvcount, as the call names it */
+    gw_dtype_t dtype;
+    gw_op_t op;
+    int root;
+} gw_coll_args_t;
+
+/* Validate and run one collective on the calling thread, which must be the
+ * thread that owns the transport (api.c). */
+gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *args);
+/* Run one collective in call order: inline when the communicator has no
+ * progress thread, otherwise queued behind pending non-blocking calls and
+ * waited for (async.c). */
+gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args);
+/* Start a collective: next sequence number and the signature of its
+ * arguments, carried in every message as the tag (api.c). */
+void gw__coll_begin(gw_comm_t *comm, gw_coll_kind_t kind, size_t count, gw_dtype_t dtype,
+                    gw_op_t op, int root, gw_algo_t algo);
+/* Stop the progress thread after it finished what is queued (async.c). */
+void gw__async_stop(gw_comm_t *comm);
 
 /* Scratch buffer of at least len bytes owned by the communicator. */
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);

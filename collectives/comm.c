@@ -300,7 +300,13 @@ gw_status_t gw_comm_abort(gw_comm_t *comm)
     if (!comm)
         return GW_ERR_INVALID_ARG;
     GW_WARN(&comm->log, "api", "communicator aborted by the application");
-    gw__comm_fail(comm, GW_ERR_ABORTED);
+    /* Another thread may be driving the transport right now: leave the
+     * abort to it (p2p.c checks the flag every progress round). Without a
+     * progress thread the caller is the only one that uses the transport,
+     * unless it races us from another thread, which the flag covers too. */
+    atomic_store(&comm->abort_requested, 1);
+    if (!comm->async)
+        gw__comm_fail(comm, GW_ERR_ABORTED);
     return GW_OK;
 }
 
@@ -308,6 +314,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
 {
     if (!comm)
         return GW_OK;
+    gw__async_stop(comm);
     if (comm->transport)
         comm->transport->ops->close(comm->transport);
     if (comm->bootstrap)

@@ -58,6 +58,8 @@ static gw_status_t progress(gw_comm_t *comm, int wait_ms)
 {
     if (comm->failed != GW_OK)
         return comm->failed;
+    if (atomic_load(&comm->abort_requested))
+        return gw__comm_fail(comm, GW_ERR_ABORTED);
     gw_transport_t *t = comm->transport;
     gw_status_t st = t->ops->progress(t, &comm->tag, wait_ms);
     if (st != GW_OK)

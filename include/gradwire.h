@@ -173,8 +173,10 @@ GW_API gw_status_t gw_comm_init_env(gw_comm_t **out);
 GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
 
 /* Mark the communicator failed and tell every peer, so that their pending
- * and later calls fail with GW_ERR_ABORTED instead of waiting. Does not free:
- * call gw_comm_destroy() afterwards. */
+ * and later calls fail with GW_ERR_ABORTED instead of waiting. Safe to call
+ * from any thread (e.g. a watchdog) while another thread is inside a
+ * collective on the same communicator: that collective fails within about
+ * 100 ms. Does not free: call gw_comm_destroy() afterwards. */
 GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 
 /* Rank and size of a communicator (-1 for NULL). */
@@ -220,6 +222,32 @@ GW_API gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void 
 
 /* Returns on every rank only after every rank has entered it. */
 GW_API gw_status_t gw_barrier(gw_comm_t *comm);
+
+/* ---- Non-blocking collectives ------------------------------------------
+ * A non-blocking call queues the collective and returns at once with a
+ * handle; the communicator's progress thread (started by the first such
+ * call) runs queued collectives in call order while the caller computes.
+ * Blocking calls made afterwards queue behind the pending ones, so the order
+ * in which a rank issues collectives is the order they run in, on every
+ * rank. Buffers must stay valid and untouched until the handle completes.
+ * Handles may be tested and waited for from any thread, in any order; each
+ * must be completed (gw_wait, or gw_test reporting done) exactly once.
+ * gw_comm_destroy first lets every queued collective finish. */
+typedef struct gw_handle gw_handle_t;
+
+/* Non-blocking gw_allreduce. Argument errors are reported when the handle
+ * completes. Errors here: GW_ERR_INVALID_ARG (NULL comm or handle),
+ * GW_ERR_NO_MEMORY, GW_ERR_SYSTEM (the progress thread could not start). */
+GW_API gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, gw_dtype_t dtype, gw_op_t op,
+                                 gw_handle_t **handle);
+
+/* *done = 0 and GW_OK while the collective runs; once it has finished,
+ * *done = 1, the handle is released and the collective's status returned. */
+GW_API gw_status_t gw_test(gw_handle_t *handle, int *done);
+
+/* Wait for the collective, release the handle, return its status. */
+GW_API gw_status_t gw_wait(gw_handle_t *handle);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,186 @@
+/*
+ * async.c - non-blocking collectives: a progress thread per communicator.
+ *
+ * The algorithms are written as straight-line code that waits on the
+ * transport. Rather than turn each into a state machine, the first gw_i*
+ * call gives the communicator a progress thread that runs queued collectives
+ * one after another, in call order, with the very same code; the caller's
+ * thread is free to compute (e.g. the rest of backward) meanwhile. From then
+ * on blocking calls are queued too and waited for, so every collective still
+ * runs on one thread, in the order the application issued them, which is
+ * what keeps ranks matched. A communicator that never uses gw_i* calls never
+ * gets a thread.
+ *
+ * Handles are allocated per call and freed by gw_wait (or by gw_test when it
+ * reports completion). Their `done` flag is atomic, so a finished handle is
+ * read without touching the communicator, even after gw_comm_destroy.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "collectives/coll.h"
+
+struct gw_handle {
+    struct gw_handle *next;
+    gw_comm_t *comm;
+    gw_coll_args_t args;
+    gw_status_t status;
+    atomic_int done;
+};
+
+struct gw_async {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work;     /* queue became non-empty, or stop */
+    pthread_cond_t finished; /* some handle completed */
+    gw_handle_t *head, *tail;
+    int stopping;
+};
+
+static void *progress_thread(void *arg)
+{
+    gw_comm_t *comm = arg;
+    struct gw_async *as = comm->async;
+    pthread_mutex_lock(&as->lock);
+    for (;;) {
+        while (!as->head && !as->stopping)
+            pthread_cond_wait(&as->work, &as->lock);
+        gw_handle_t *h = as->head;
+        if (!h)
+            break; /* stopping with an empty queue */
+        as->head = h->next;
+        if (!as->head)
+            as->tail = NULL;
+        pthread_mutex_unlock(&as->lock);
+
+        gw_status_t st = gw__coll_execute(comm, &h->args);
+
+        pthread_mutex_lock(&as->lock);
+        h->status = st;
+        atomic_store(&h->done, 1);
+        pthread_cond_broadcast(&as->finished);
+    }
+    pthread_mutex_unlock(&as->lock);
+    return NULL;
+}
+
+static gw_status_t async_start(gw_comm_t *comm)
+{
+    struct gw_async *as = calloc(1, sizeof(*as));
+    if (!as)
+        return GW_ERR_NO_MEMORY;
+    pthread_mutex_init(&as->lock, NULL);
+    pthread_cond_init(&as->work, NULL);
+    pthread_cond_init(&as->finished, NULL);
+    comm->async = as;
+    int rc = pthread_create(&as->thread, NULL, progress_thread, comm);
+    if (rc != 0) {
+        GW_ERROR(&comm->log, "async", "cannot start the progress thread: error %d", rc);
+        comm->async = NULL;
+        pthread_cond_destroy(&as->finished);
+        pthread_cond_destroy(&as->work);
+        pthread_mutex_destroy(&as->lock);
+        free(as);
+        return GW_ERR_SYSTEM;
+    }
+    GW_INFO(&comm->log, "async", "progress thread started for non-blocking collectives");
+    return GW_OK;
+}
+
+static void enqueue(struct gw_async *as, gw_handle_t *h)
+{
+    pthread_mutex_lock(&as->lock);
+    if (as->tail)
+        as->tail->next = h;
+    else
+        as->head = h;
+    as->tail = h;
+    pthread_cond_signal(&as->work);
+    pthread_mutex_unlock(&as->lock);
+}
+
+static gw_status_t wait_done(gw_handle_t *h)
+{
+    if (!atomic_load(&h->done)) {
+        struct gw_async *as = h->comm->async;
+        pthread_mutex_lock(&as->lock);
+        while (!atomic_load(&h->done))
+            pthread_cond_wait(&as->finished, &as->lock);
+        pthread_mutex_unlock(&as->lock);
+    }
+    return h->status;
+}
+
+gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args)
+{
+    if (!comm->async)
+        return gw__coll_execute(comm, args);
+    gw_handle_t h = {.comm = comm, .args = *args};
+    atomic_init(&h.done, 0);
+    enqueue(comm->async, &h);
+    return wait_done(&h);
+}
+
+void gw__async_stop(gw_comm_t *comm)
+{
+    struct gw_async *as = comm->async;
+    if (!as)
+        return;
+    pthread_mutex_lock(&as->lock);
+    as->stopping = 1;
+    pthread_cond_signal(&as->work);
+    pthread_mutex_unlock(&as->lock);
+    /* The thread drains the queue first: every outstanding handle completes
+     * (with an error if the communicator failed), so none is left waiting. */
+    pthread_join(as->thread, NULL);
+    comm->async = NULL;
+    pthread_cond_destroy(&as->finished);
+    pthread_cond_destroy(&as->work);
+    pthread_mutex_destroy(&as->lock);
+    free(as);
+}
+
+gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                          gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    if (!comm->async) {
+        gw_status_t st = async_start(comm);
+        if (st != GW_OK)
+            return st;
+    }
+    gw_handle_t *h = calloc(1, sizeof(*h));
+    if (!h)
+        return GW_ERR_NO_MEMORY;
+    h->comm = comm;
+    h->args = (gw_coll_args_t){.kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .op = op};
+    atomic_init(&h->done, 0);
+    enqueue(comm->async, h);
+    *handle = h;
+    return GW_OK;
+}
+
+gw_status_t gw_test(gw_handle_t *handle, int *done)
+{
+    if (!handle || !done)
+        return GW_ERR_INVALID_ARG;
+    if (!atomic_load(&handle->done)) {
+        *done = 0;
+        return GW_OK;
+    }
+    gw_status_t st = handle->status;
+    free(handle);
+    *done = 1;
+    return st;
+}
+
+gw_status_t gw_wait(gw_handle_t *handle)
+{
+    if (!handle)
+        return GW_ERR_INVALID_ARG;
+    gw_status_t st = wait_done(handle);
+    free(handle);
+    return st;
+}

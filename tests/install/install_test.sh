@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install gradwire into a temporary prefix and build a program against it the
+# two ways users do: CMake's find_package and pkg-config. Then run the result
+# on 3 ranks with the installed launcher.
+# Usage: install_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src="$1"
+build="$2"
+tmp="$(mktemp -d /tmp/gw-install-XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+test -f "$prefix/include/gradwire.h"
+test -x "$prefix/bin/gradwire"
+# CMake consumer, shared and static.
+cmake -S "$src/tests/install" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$tmp/cmake" >/dev/null
+# pkg-config consumer.
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/$(gcc -print-multiarch)/pkgconfig"
+pkg-config --exists gradwire
+cc -std=c11 "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $(pkg-config --cflags --libs gradwire) \
+    -Wl,-rpath,"$(pkg-config --variable=libdir gradwire)"
+export LD_LIBRARY_PATH="$(pkg-config --variable=libdir gradwire)"
+for exe in "$tmp/cmake/consumer_cmake" "$tmp/cmake/consumer_static" "$tmp/consumer_pc"; do
+    "$prefix/bin/gradwire" launch -n 3 --timeout 60 -- "$exe" >"$tmp/out" 2>&1 || { cat "$tmp/out"; echo "FAIL: $exe"; exit 1; }
+    grep -q "sum 6" "$tmp/out" || { cat "$tmp/out"; echo "FAIL: $exe printed no sum"; exit 1; }
+done
+echo "install test: 3 passed, 0 failed"

@@ -17,6 +17,17 @@
 
 #include "bench.h"
 
+/* `gradwire-bench tune ...` (bench_tune.c); argv[0] is "tune". Returns the
+ * exit status. Declared here until bench.h, shared with other benchmarks,
+ * takes it. */
+int gw_bench_tune_main(int argc, char **argv);
+
+/* `gradwire-bench compress ...` (bench_compress.c); argv[0] is "compress". */
+int gw_bench_compress_main(int argc, char **argv);
+
+/* `gradwire-bench p2p ...` (bench_p2p.c); argv[0] is "p2p". */
+int gw_bench_p2p_main(int argc, char **argv);
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: gradwire-bench BENCHMARK [options]\n"
@@ -24,6 +35,11 @@ static void usage(FILE *out)
                  "benchmarks:\n"
                  "  allreduce    allreduce bandwidth and correctness, as nccl-tests'\n"
                  "               all_reduce_perf\n"
+                 "  p2p          point-to-point bandwidth and latency between ranks 0 and 1,\n"
+                 "               as perftest's ib_write_bw and ib_write_lat\n"
+                 "  tune         measure the cost model's alpha, beta and gamma and write\n"
+                 "               them as a tuning file for GW_TUNING_FILE\n"
+                 "  compress     gradient compression codecs against the dense allreduce\n"
                  "\n"
                  "Run `gradwire-bench BENCHMARK --help` for its options. Start one process\n"
                  "per rank, e.g. `gradwire launch -n 4 gradwire-bench allreduce`.\n");
@@ -117,6 +133,12 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (strcmp(name, "allreduce") == 0)
         return gw_bench_allreduce_main(argc - 1, argv + 1);
+    if (strcmp(name, "p2p") == 0)
+        return gw_bench_p2p_main(argc - 1, argv + 1);
+    if (strcmp(name, "tune") == 0)
+        return gw_bench_tune_main(argc - 1, argv + 1);
+    if (strcmp(name, "compress") == 0)
+        return gw_bench_compress_main(argc - 1, argv + 1);
     if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "help") == 0) {
         usage(stdout);
         return 0;

@@ -61,6 +61,7 @@ typedef enum gw_coll_kind {
     GW_COLL_ALLGATHER,
     GW_COLL_REDUCE_SCATTER,
     GW_COLL_BARRIER,
+    GW_COLL_ALLREDUCE_COMPRESSED, /* gw_allreduce_compressed (collectives/compress) */
 } gw_coll_kind_t;
 
 /* One collective call, as the public API received it. */

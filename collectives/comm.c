@@ -16,6 +16,7 @@
 
 #include "collectives/coll.h"
 #include "common/env.h"
+#include "transport/select.h"
 
 #define GW_DEFAULT_TIMEOUT_MS 300000
 #define GW_MAX_NSOCKS 16
@@ -60,6 +61,7 @@ typedef struct resolved {
     int nsocks;
     gw_algo_t algo;
     size_t chunk_bytes;
+    gw_select_mode_t mode; /* from transport */
 } resolved_t;
 
 static const char *env_or(const char *value, const char *name)
@@ -116,11 +118,9 @@ static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolv
     if (gw__env_int(lg, "GW_CHUNK_BYTES", 4096, 1L << 30, 0, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->chunk_bytes = (size_t)v;
-    if (r->transport && strcasecmp(r->transport, "tcp") != 0 &&
-        strcasecmp(r->transport, "auto") != 0) {
-        GW_ERROR(lg, "init",
-                 "GW_TRANSPORT=\"%s\" is not available in this build (available: tcp, auto)",
-                 r->transport);
+    if (gw__select_mode_parse(r->transport, &r->mode) != GW_OK) {
+        GW_ERROR(lg, "init", "GW_TRANSPORT=\"%s\" is not available in this build (available: %s)",
+                 r->transport, gw__select_mode_list());
         return GW_ERR_CONFIG;
     }
     if (r->size > 1 && !r->root) {
@@ -131,6 +131,11 @@ static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolv
     return GW_OK;
 }
 
+/* Open the transports GW_TRANSPORT allows (select.c decides per peer which
+ * one carries it: shared memory on this host, the network elsewhere),
+ * exchange the composite addresses over the bootstrap and connect. A job
+ * whose peers all use one transport gets that transport itself, not the
+ * routing layer. */
 static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
 {
     gw_transport_params_t params;
@@ -147,10 +152,9 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     if (st != GW_OK)
         return st;
 
-    const gw_transport_ops_t *ops = &gw__tcp_transport_ops;
     uint8_t addr[GW_TRANSPORT_ADDR_MAX];
     memset(addr, 0, sizeof(addr));
-    st = ops->open(&params, &comm->transport, addr);
+    st = gw__select_open(&params, r->mode, &comm->transport, addr);
     if (st != GW_OK)
         return st;
     uint8_t *all = malloc((size_t)comm->size * GW_TRANSPORT_ADDR_MAX);
@@ -161,18 +165,21 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     st = gw__bootstrap_allgather(comm->bootstrap, addr, GW_TRANSPORT_ADDR_MAX, all);
     if (st != GW_OK)
         goto err_free_addrs;
-    st = ops->connect(comm->transport, all);
+    st = comm->transport->ops->connect(comm->transport, all);
     if (st != GW_OK)
         goto err_free_addrs;
     free(all);
-    GW_INFO(&comm->log, "init", "rank %d of %d connected over %s (%d socket%s per peer)",
-            comm->rank, comm->size, ops->name, r->nsocks, r->nsocks == 1 ? "" : "s");
+    comm->transport = gw__select_unwrap(comm->transport);
+    GW_INFO(&comm->log, "init", "rank %d of %d connected over %s (GW_TRANSPORT=%s, %d socket%s per "
+            "TCP peer)",
+            comm->rank, comm->size, comm->transport->ops->name, gw__select_mode_name(r->mode),
+            r->nsocks, r->nsocks == 1 ? "" : "s");
     return GW_OK;
 
 err_free_addrs:
     free(all);
 err_close_transport:
-    ops->close(comm->transport);
+    comm->transport->ops->close(comm->transport);
     comm->transport = NULL;
     return st;
 }
@@ -195,6 +202,11 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     comm->timeout_ms = r.timeout_ms;
     comm->algo = r.algo;
     gw__tuning_defaults(&comm->tuning, r.size > 1 ? "tcp" : "self");
+    /* Measured figures (gradwire-bench tune) replace the defaults; GW_ALGO
+     * and GW_CHUNK_BYTES, resolved above, still override what they set. */
+    st = gw__tuning_load_env(&comm->tuning, &comm->log);
+    if (st != GW_OK)
+        goto err_free_comm;
     comm->chunk_bytes = r.chunk_bytes ? r.chunk_bytes : comm->tuning.chunk_bytes;
     comm->tuning.chunk_bytes = comm->chunk_bytes;
     comm->failed = GW_OK;

@@ -16,14 +16,25 @@
  *         a power of two: fold in and out). Fewest rounds, but every round
  *         moves the whole buffer: the latency choice for small messages.
  *
- * The defaults are rough figures for TCP on one host; issue #3 measures
- * them per machine. The model only has to rank algorithms correctly around
- * the crossover points, not predict times exactly.
+ * The defaults are rough figures for TCP on one host; `gradwire-bench tune`
+ * measures them per cluster and writes a tuning file (format in tuning.h)
+ * that GW_TUNING_FILE loads in place of the defaults. The model only has to
+ * rank algorithms correctly around the crossover points, not predict times
+ * exactly.
+ *
+ * The tuning file is strict on purpose: a typo in a key or a value that
+ * does not parse would otherwise leave a default in force that the user
+ * believes replaced, and a wrong algorithm choice shows up only as a slow
+ * job. So every problem is an error naming the file and the line.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collectives/tuning.h"
+#include "common/env.h"
 
 void gw__tuning_defaults(gw_tuning_t *t, const char *transport)
 {
@@ -78,4 +89,210 @@ gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes)
         }
     }
     return best;
+}
+
+/* ---- tuning files ---------------------------------------------------------- */
+
+#define TUNING_LINE_MAX 1024
+/* Figures beyond these are not measurements of any network: a message that
+ * takes a minute, a byte that takes a second. */
+#define TUNING_SECONDS_MAX 60.0
+#define TUNING_PER_BYTE_MAX 1.0
+
+enum tuning_key { KEY_ALPHA, KEY_BETA, KEY_GAMMA, KEY_CHUNK, KEY_COUNT };
+static const char *const key_names[KEY_COUNT] = {"alpha", "beta", "gamma", "chunk_bytes"};
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* A finite, non-negative decimal number in [0, max], the whole string. */
+static int parse_seconds(const char *s, double max, double *out)
+{
+    char *end = NULL;
+    if (!*s)
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(v) || v < 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Apply "key = value" (both trimmed) to *t. Returns 0 or -1 after logging. */
+static int apply_key(gw_tuning_t *t, int seen[KEY_COUNT], const char *key, const char *value,
+                     const char *name, long lineno, const gw_logger_t *lg)
+{
+    int k;
+    for (k = 0; k < KEY_COUNT && strcmp(key, key_names[k]) != 0; k++)
+        ;
+    if (k == KEY_COUNT) {
+        GW_ERROR(lg, "tuning",
+                 "%s line %ld: unknown key \"%s\" (known: alpha, beta, gamma, chunk_bytes)", name,
+                 lineno, key);
+        return -1;
+    }
+    if (seen[k]) {
+        GW_ERROR(lg, "tuning", "%s line %ld: %s given again (first on line %d)", name, lineno, key,
+                 seen[k]);
+        return -1;
+    }
+    seen[k] = (int)lineno;
+    if (k == KEY_CHUNK) {
+        long v;
+        if (gw__parse_long(value, 4096, 1L << 30, &v) != GW_OK) {
+            GW_ERROR(lg, "tuning", "%s line %ld: chunk_bytes \"%s\" is not an integer in [4096, %ld]",
+                     name, lineno, value, 1L << 30);
+            return -1;
+        }
+        t->chunk_bytes = (size_t)v;
+        return 0;
+    }
+    double max = k == KEY_ALPHA ? TUNING_SECONDS_MAX : TUNING_PER_BYTE_MAX, v;
+    if (parse_seconds(value, max, &v) != 0) {
+        GW_ERROR(lg, "tuning", "%s line %ld: %s \"%s\" is not a number of seconds in [0, %g]", name,
+                 lineno, key, value, max);
+        return -1;
+    }
+    *(k == KEY_ALPHA ? &t->alpha : k == KEY_BETA ? &t->beta : &t->gamma) = v;
+    return 0;
+}
+
+/* The version line "gradwire-tuning N". Returns 0 or -1 after logging. */
+static int check_version(const char *s, const char *name, long lineno, const gw_logger_t *lg)
+{
+    static const char magic[] = "gradwire-tuning";
+    size_t ml = sizeof(magic) - 1;
+    long v;
+    if (strncmp(s, magic, ml) != 0 || !isspace((unsigned char)s[ml])) {
+        GW_ERROR(lg, "tuning",
+                 "%s line %ld: expected the version line \"%s %d\" before anything else, found "
+                 "\"%s\"",
+                 name, lineno, magic, GW_TUNING_FILE_VERSION, s);
+        return -1;
+    }
+    char vbuf[32];
+    snprintf(vbuf, sizeof(vbuf), "%s", s + ml);
+    if (gw__parse_long(trim(vbuf), 1, 1000000, &v) != GW_OK) {
+        GW_ERROR(lg, "tuning", "%s line %ld: bad version in \"%s\"", name, lineno, s);
+        return -1;
+    }
+    if (v != GW_TUNING_FILE_VERSION) {
+        GW_ERROR(lg, "tuning",
+                 "%s line %ld: tuning file version %ld; this library reads version %d", name,
+                 lineno, v, GW_TUNING_FILE_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+gw_status_t gw__tuning_parse(gw_tuning_t *t, FILE *f, const char *name, const gw_logger_t *lg)
+{
+    gw_tuning_t out = *t;
+    int seen[KEY_COUNT] = {0};
+    int have_version = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    gw_status_t st = GW_ERR_CONFIG;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > TUNING_LINE_MAX) {
+            GW_ERROR(lg, "tuning", "%s line %ld: longer than %d characters", name, lineno,
+                     TUNING_LINE_MAX);
+            goto out_free;
+        }
+        if (strlen(line) != (size_t)len) {
+            GW_ERROR(lg, "tuning", "%s line %ld: NUL byte: not a text file", name, lineno);
+            goto out_free;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        if (!have_version) {
+            if (check_version(s, name, lineno, lg) != 0)
+                goto out_free;
+            have_version = 1;
+            continue;
+        }
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            GW_ERROR(lg, "tuning", "%s line %ld: expected key = value, found \"%s\"", name, lineno,
+                     s);
+            goto out_free;
+        }
+        *eq = '\0';
+        if (apply_key(&out, seen, trim(s), trim(eq + 1), name, lineno, lg) != 0)
+            goto out_free;
+    }
+    if (ferror(f) || !feof(f)) { /* a read error, or getline out of memory */
+        GW_ERROR(lg, "tuning", "%s: read failed after line %ld: %m", name, lineno);
+        goto out_free;
+    }
+    if (!have_version) {
+        GW_ERROR(lg, "tuning", "%s: empty: a tuning file starts with \"gradwire-tuning %d\"", name,
+                 GW_TUNING_FILE_VERSION);
+        goto out_free;
+    }
+    *t = out;
+    st = GW_OK;
+out_free:
+    free(line);
+    return st;
+}
+
+static gw_status_t load_named(gw_tuning_t *t, const char *path, const char *name,
+                              const gw_logger_t *lg)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        GW_ERROR(lg, "tuning", "cannot open %s: %m", name);
+        return GW_ERR_CONFIG;
+    }
+    gw_status_t st = gw__tuning_parse(t, f, name, lg);
+    fclose(f);
+    if (st == GW_OK)
+        GW_INFO(lg, "tuning", "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B", name,
+                t->alpha, t->beta, t->gamma, t->chunk_bytes);
+    return st;
+}
+
+gw_status_t gw__tuning_load(gw_tuning_t *t, const char *path, const gw_logger_t *lg)
+{
+    char name[4096 + 32];
+    snprintf(name, sizeof(name), "tuning file %s", path);
+    return load_named(t, path, name, lg);
+}
+
+gw_status_t gw__tuning_load_env(gw_tuning_t *t, const gw_logger_t *lg)
+{
+    const char *path = getenv("GW_TUNING_FILE");
+    if (!path || !*path)
+        return GW_OK;
+    char name[4096 + 32];
+    snprintf(name, sizeof(name), "GW_TUNING_FILE=%s", path);
+    return load_named(t, path, name, lg);
+}
+
+gw_status_t gw__tuning_write(const gw_tuning_t *t, FILE *f)
+{
+    int n = fprintf(f,
+                    "gradwire-tuning %d\n"
+                    "alpha = %.9g\n"
+                    "beta = %.9g\n"
+                    "gamma = %.9g\n"
+                    "chunk_bytes = %zu\n",
+                    GW_TUNING_FILE_VERSION, t->alpha, t->beta, t->gamma, t->chunk_bytes);
+    return n < 0 || fflush(f) != 0 ? GW_ERR_SYSTEM : GW_OK;
 }

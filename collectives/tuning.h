@@ -11,7 +11,9 @@
 #define GW_COLLECTIVES_TUNING_H
 
 #include <stddef.h>
+#include <stdio.h>
 
+#include "common/log.h"
 #include "gradwire.h"
 
 typedef struct gw_tuning {
@@ -29,5 +31,39 @@ double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size
 
 /* The cheapest algorithm by the model (never GW_ALGO_AUTO). */
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
+
+/*
+ * Tuning files hold measured figures (`gradwire-bench tune --out FILE`
+ * writes one) and replace the defaults when GW_TUNING_FILE names one:
+ *
+ *   gradwire-tuning 1            <- version line, first (blank and # lines
+ *   # measured ...                  may come before it)
+ *   alpha = 3.1e-05              <- seconds per message
+ *   beta = 4.2e-09               <- seconds per byte on a link
+ *   gamma = 1.9e-10              <- seconds per byte reduced
+ *   chunk_bytes = 524288         <- pipeline chunk of ring and tree
+ *
+ * One key = value per line, spaces around '=' allowed, '#' starts a comment
+ * anywhere. Every key is optional (a missing one keeps its default) but may
+ * appear only once; an unknown key, a bad value or a version this library
+ * does not know is an error naming the line.
+ */
+#define GW_TUNING_FILE_VERSION 1
+
+/* Apply the file read from f (name is for messages) to *t. On error *t is
+ * unchanged, the problem is logged with name and line number, and the
+ * result is GW_ERR_CONFIG. */
+gw_status_t gw__tuning_parse(gw_tuning_t *t, FILE *f, const char *name, const gw_logger_t *lg);
+
+/* Read the tuning file at path into *t (as gw__tuning_parse); a file that
+ * cannot be opened is GW_ERR_CONFIG naming the path. */
+gw_status_t gw__tuning_load(gw_tuning_t *t, const char *path, const gw_logger_t *lg);
+
+/* gw__tuning_load of $GW_TUNING_FILE when it is set and not empty; GW_OK
+ * without touching *t otherwise. */
+gw_status_t gw__tuning_load_env(gw_tuning_t *t, const gw_logger_t *lg);
+
+/* Write *t as a tuning file (version line, then every key). */
+gw_status_t gw__tuning_write(const gw_tuning_t *t, FILE *f);
 
 #endif

@@ -249,6 +249,233 @@ GW_API gw_status_t gw_test(gw_handle_t *handle, int *done);
 /* Wait for the collective, release the handle, return its status. */
 GW_API gw_status_t gw_wait(gw_handle_t *handle);
 
+/* ======================================================================== */
+/* Gradient compression                                                    */
+/* ======================================================================== */
+/*
+ * gw_allreduce_compressed() averages float32 gradients over the ranks of a
+ * communicator like gw_allreduce(..., GW_FLOAT32, GW_AVG), but sends them
+ * through a lossy codec. What a codec drops is kept in an error-feedback
+ * residual that the caller owns (gw_compress_state_t, one per tensor or per
+ * bucket of tensors) and is added to the next step's gradient, so nothing is
+ * lost for good, only delayed.
+ *
+ * Every rank ends with bitwise identical results: each rank decodes its own
+ * contribution exactly as its peers do, and every floating-point step after
+ * the exchange runs in a fixed order.
+ *
+ * Codecs (wire bytes per element for S = 4-byte elements, n ranks):
+ *  - GW_CODEC_NONE: the dense allreduce (what warm-up steps and tensors
+ *    under min_elements use with every codec).
+ *  - GW_CODEC_FP16, GW_CODEC_BF16: each rank rounds its contribution to 16
+ *    bits; a ring allreduce sends 16-bit partial sums, accumulating each hop
+ *    in float32 and rounding once per hop. FP16 first scales the tensor by a
+ *    power of two that all ranks agree on (from max|g|), so that sums cannot
+ *    overflow and small values keep their precision.
+ *  - GW_CODEC_INT8: stochastic rounding to integers in [-L, L] with
+ *    L = floor(127 / n) and a scale per bucket shared by every rank (an
+ *    allreduce of max|g| per bucket goes first). Dividing the range by n means
+ *    the int8 sums of n contributions never overflow, so the ring adds plain
+ *    int8 values exactly, one byte per element on the wire. Unbiased. Needs
+ *    n <= 127.
+ *  - GW_CODEC_SIGN: EF-SignSGD. One sign bit per element and one scale per
+ *    bucket (the mean |g| of the bucket), exchanged by allgather.
+ *  - GW_CODEC_TOPK: keeps the ceil(topk_ratio * count) largest |g|, found
+ *    with a threshold estimated on a sample (as DGC does) and refined on the
+ *    few candidates above it, not by sorting; exchanged as (index, value)
+ *    pairs by allgather and summed. count must be below 2^32.
+ *  - GW_CODEC_POWERSGD: rank-r approximation of the gradient as a rows x cols
+ *    matrix (row-major): P = M Q, allreduce P, orthonormalise P, Q = M^T P,
+ *    allreduce Q, result P Q^T. Q is warm-started from the previous step.
+ *    Tensors where (rows + cols) r >= rows cols go dense.
+ *
+ * Non-finite gradients: a NaN or infinity in any rank's input (or produced
+ * by adding the residual) makes the call fail on every rank with
+ * GW_ERR_INVALID_ARG; the rank that holds it logs the first such element's
+ * index. Nothing else is exchanged, the output and the state are left
+ * untouched, and the communicator stays usable, so a training loop can skip
+ * the step (as mixed-precision loss scaling does) and go on.
+ */
+
+/* Codecs. */
+typedef enum gw_codec {
+    GW_CODEC_NONE = 0,
+    GW_CODEC_FP16,
+    GW_CODEC_BF16,
+    GW_CODEC_INT8,
+    GW_CODEC_SIGN,
+    GW_CODEC_TOPK,
+    GW_CODEC_POWERSGD,
+    GW_CODEC_COUNT
+} gw_codec_t;
+
+/* Lower-case names ("none", "fp16", "bf16", "int8", "sign", "topk",
+ * "powersgd"); "unknown" for bad values. gw_codec_parse also accepts
+ * "dense", "float16", "bfloat16", "top-k" and "1bit"; GW_ERR_INVALID_ARG for
+ * an unknown name. Thread-safe. */
+GW_API const char *gw_codec_name(gw_codec_t codec);
+GW_API gw_status_t gw_codec_parse(const char *name, gw_codec_t *out);
+
+/* Settings of a compression state. Initialise with gw_compress_config_init()
+ * and change what you need. Every rank must use the same settings for the
+ * same tensor: they are part of every message's signature, so ranks that
+ * differ fail with GW_ERR_MISMATCH. */
+typedef struct gw_compress_config {
+    gw_codec_t codec;       /* default GW_CODEC_NONE */
+    int error_feedback;     /* 1 (default): carry what was not sent to the next
+                             * step; 0: drop it */
+    uint32_t warmup_steps;  /* calls that use the dense allreduce before the
+                             * codec starts (default 0) */
+    size_t min_elements;    /* tensors with fewer elements go dense
+                             * (default 1024; 0 compresses everything) */
+    size_t bucket_elements; /* elements per scale of INT8 and SIGN
+                             * (default 4096; 1 .. 2^31) */
+    double topk_ratio;      /* fraction TOPK keeps, in (0, 1] (default 0.01) */
+    int powersgd_rank;      /* r of POWERSGD, 1 .. 1024 (default 4) */
+    uint64_t seed;          /* shared by all ranks: stochastic rounding, top-k
+                             * sampling and PowerSGD's initial Q derive from it,
+                             * the step and the rank */
+} gw_compress_config_t;
+
+/* Fill *cfg with the defaults above. NULL is a no-op. */
+GW_API void gw_compress_config_init(gw_compress_config_t *cfg);
+
+/* Compression state of one tensor: the configuration, the tensor's shape,
+ * the step counter, the error-feedback residual (one float per element) and
+ * the codec's own state (PowerSGD's Q), plus statistics. Owned by the caller.
+ * A state is not thread-safe: use it from one thread, in one call at a time;
+ * different states may be used concurrently (with different communicators). */
+typedef struct gw_compress_state gw_compress_state_t;
+
+/* Create the state for a tensor of rows x cols float32 elements (row-major;
+ * only PowerSGD uses the shape, other codecs see rows * cols elements, so
+ * vectors may pass cols = 1). The residual starts at zero, the step at 0.
+ * Errors: GW_ERR_INVALID_ARG for NULL pointers or settings out of range
+ * (logged naming the field), GW_ERR_OVERFLOW when rows * cols elements do
+ * not fit in memory, GW_ERR_UNSUPPORTED for TOPK with 2^32 elements or more,
+ * GW_ERR_NO_MEMORY. Free with gw_compress_state_destroy(). */
+GW_API gw_status_t gw_compress_state_create(const gw_compress_config_t *cfg, size_t rows,
+                                            size_t cols, gw_compress_state_t **out);
+
+/* Free a state and everything it holds. NULL is a no-op. */
+GW_API void gw_compress_state_destroy(gw_compress_state_t *state);
+
+/* Number of successful gw_allreduce_compressed calls on this state (warm-up
+ * and dense calls included). 0 for NULL. */
+GW_API uint64_t gw_compress_state_step(const gw_compress_state_t *state);
+
+/* Serialise the state (format version GW_COMPRESS_STATE_VERSION: settings,
+ * shape, step, residual, codec state, checksum; little-endian) into buf of
+ * cap bytes; *len receives the size. buf NULL (or cap too small: then
+ * GW_ERR_OVERFLOW) only reports the size needed. Statistics are not saved. */
+#define GW_COMPRESS_STATE_VERSION 1
+GW_API gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, size_t cap,
+                                          size_t *len);
+
+/* Replace a state's step, residual and codec state by a saved image. The
+ * image must come from a state with the same settings and shape: the state
+ * is created first (gw_compress_state_create) and then loaded, so a
+ * checkpoint cannot silently change the codec. Errors (the state is then
+ * unchanged): GW_ERR_INVALID_ARG for NULL pointers; GW_ERR_PROTOCOL for a
+ * truncated or corrupt image (bad magic, size or checksum, non-finite
+ * values); GW_ERR_UNSUPPORTED for another format version; GW_ERR_MISMATCH
+ * when the settings or shape differ (logged naming the field). */
+GW_API gw_status_t gw_compress_state_load(gw_compress_state_t *state, const void *buf, size_t len);
+
+/* gw_compress_state_save / _load through a file (written whole to a
+ * temporary file in the same directory, then renamed over path, so a crash
+ * never leaves half a checkpoint). GW_ERR_SYSTEM when the file cannot be
+ * written or read (logged with the reason); otherwise as above. */
+GW_API gw_status_t gw_compress_state_save_file(const gw_compress_state_t *state, const char *path);
+GW_API gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const char *path);
+
+/* out[i] = the average over ranks of in[i] (plus each rank's residual),
+ * through the state's codec; count must equal rows * cols of the state.
+ * in == out is in place. Collective: every rank calls it in the same order
+ * with a state of the same settings, shape and step. Uses the dense
+ * allreduce (bitwise equal to gw_allreduce(..., GW_FLOAT32, GW_AVG)) while
+ * the step is below warmup_steps, when count < min_elements and with
+ * GW_CODEC_NONE. On success the residual and the step advance; on any error
+ * the state is unchanged.
+ * Errors: GW_ERR_INVALID_ARG for NULL pointers, a count that is not the
+ * state's, or a NaN or infinity (see above: then every rank fails alike and
+ * the communicator stays usable); GW_ERR_UNSUPPORTED for INT8 with more than
+ * 127 ranks; GW_ERR_MISMATCH when ranks' settings, shapes or steps differ;
+ * and every error of gw_allreduce, which break the communicator as usual. */
+GW_API gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                           const float *in, float *out, size_t count);
+
+/* What the calls on a state cost. Bytes count payload only (not the
+ * transport's framing). */
+typedef struct gw_compress_stats {
+    uint64_t calls;            /* successful calls */
+    uint64_t compressed_calls; /* of which went through the codec */
+    uint64_t input_bytes;      /* 4 * count per call */
+    uint64_t encoded_bytes;    /* this rank's encoded contribution (input bytes
+                                * for dense calls) */
+    uint64_t bytes_sent;       /* payload this rank sent, every phase included
+                                * (agreeing on scales, checks) */
+    uint64_t dense_bytes_sent; /* what a ring gw_allreduce of the same input
+                                * sends from this rank: 2 (n-1)/n x input */
+    double compression_ratio;  /* dense_bytes_sent / bytes_sent (0 if nothing
+                                * was sent, e.g. one rank) */
+    double encode_seconds;     /* error feedback, encoding, selection */
+    double decode_seconds;     /* decoding and averaging */
+    double comm_seconds;       /* inside the exchanges */
+    double total_seconds;      /* whole calls */
+    double codec_cpu_seconds;  /* CPU time of the calling thread outside the
+                                * exchanges: the codec's cost on one core,
+                                * whatever else the machine is doing */
+} gw_compress_stats_t;
+
+/* The last successful call's figures (*last) and the sums since creation or
+ * the last reset (*total, with compression_ratio recomputed from the sums).
+ * Either pointer may be NULL. GW_ERR_INVALID_ARG for a NULL state. */
+GW_API gw_status_t gw_compress_stats_get(const gw_compress_state_t *state, gw_compress_stats_t *last,
+                                         gw_compress_stats_t *total);
+/* Zero both (the step and the residual are not touched). */
+GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
+
+/* ======================================================================== */
+/* Point-to-point messages                                                  */
+/* ======================================================================== */
+/*
+ * Blocking messages between two ranks of a communicator, over the transport
+ * the collectives use (gradwire-bench p2p measures it). They are not
+ * collective: only the two ranks of a pair take part.
+ *
+ * Matching: the n-th gw_send from rank a to rank b meets the n-th gw_recv
+ * that b posts for a (calls that name other peers do not count). Both must
+ * give the same count and dtype; otherwise both fail with GW_ERR_MISMATCH
+ * and the receive buffer is not written. Messages never overtake the
+ * collectives around them: a rank must not start a collective while a peer
+ * still waits for a message from it (nor the other way round); such a
+ * program fails with GW_ERR_MISMATCH (or GW_ERR_TIMEOUT) instead of mixing
+ * the two up.
+ *
+ * Errors: GW_ERR_INVALID_ARG for a NULL comm, a peer outside [0, size) or
+ * equal to the caller's rank, a NULL buffer with count > 0 or an unknown
+ * dtype; GW_ERR_OVERFLOW when count * dtype size overflows; GW_ERR_TIMEOUT
+ * after GW_TIMEOUT_MS without progress; GW_ERR_REMOTE when the peer died.
+ * As with collectives, any failure breaks the communicator (and tells the
+ * peers). Non-blocking collectives still queued (gw_iallreduce) complete
+ * before a point-to-point call starts, so call order is kept.
+ */
+
+/* Send count elements of dtype from buf to rank peer; returns once buf may
+ * be reused (the data reached the peer's buffer, or the transport's). */
+GW_API gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                           int peer);
+
+/* Receive count elements of dtype from rank peer into buf. */
+GW_API gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer);
+
+/* Send to dst and receive from src at once (dst and src may be the same
+ * rank): both directions move together, so exchanges in rings or pairs
+ * cannot deadlock. sendbuf and recvbuf must not overlap. */
+GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
+                               void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
+
 #ifdef __cplusplus
 }
 #endif

@@ -64,6 +64,7 @@ struct rank {
 
 struct job {
     const struct gw_launch_opts *opts;
+    const struct gw_launch_hosts *hosts; /* nhosts 0: every rank runs here */
     struct rank *ranks;
     int nlive;
     int width; /* digits of the largest rank, for aligned prefixes */
@@ -90,10 +91,11 @@ static int64_t now_ns(void)
 /* Runs in the forked child: become a process group leader, wire up stdio
  * and the rank's environment, exec. Only the launcher's single thread
  * existed at fork time, so setenv and snprintf are safe here. */
-__attribute__((noreturn)) static void child_exec(const struct gw_launch_opts *o, int r, int out_w,
+__attribute__((noreturn)) static void child_exec(const struct job *job, int r, int out_w,
                                                  int err_w, int devnull, pid_t launcher,
                                                  const sigset_t *oldmask)
 {
+    const struct gw_launch_opts *o = job->opts;
     char num[16];
     setpgid(0, 0);
     /* Die with the launcher, even if it is SIGKILLed. Check after setting it
@@ -110,6 +112,21 @@ __attribute__((noreturn)) static void child_exec(const struct gw_launch_opts *o,
     snprintf(num, sizeof(num), "%d", r);
     if (setenv("RANK", num, 1) || setenv("LOCAL_RANK", num, 1) || setenv("GW_RANK", num, 1))
         _exit(1);
+    if (job->hosts->nhosts > 0) {
+        int host = gw_launch_host_of(o, job->hosts, r), local, nlocal;
+        gw_launch_local_rank(o, job->hosts, r, &local, &nlocal);
+        if (gw_launch_enter_host(o, job->hosts, host) != 0)
+            _exit(1);
+        snprintf(num, sizeof(num), "%d", local);
+        if (setenv("LOCAL_RANK", num, 1))
+            _exit(1);
+        snprintf(num, sizeof(num), "%d", nlocal);
+        if (setenv("LOCAL_WORLD_SIZE", num, 1))
+            _exit(1);
+        snprintf(num, sizeof(num), "%d", host);
+        if (setenv("GROUP_RANK", num, 1))
+            _exit(1);
+    }
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, oldmask, NULL);
     execvp(o->cmd[0], o->cmd);
@@ -131,7 +148,7 @@ static int spawn_rank(struct job *job, int r, int devnull, const sigset_t *oldma
     if (pid < 0)
         goto err_close_err;
     if (pid == 0)
-        child_exec(job->opts, r, out[1], err[1], devnull, launcher, oldmask);
+        child_exec(job, r, out[1], err[1], devnull, launcher, oldmask);
     /* Set the group from this side too, so it exists before we signal it;
      * EACCES means the child already exec'ed, after doing it itself. */
     setpgid(pid, pid);
@@ -453,24 +470,40 @@ int gw_launch_main(int argc, char **argv)
     sigset_t mask, oldmask;
     struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL}, old_pipe,
                      old_chld;
+    struct gw_launch_hosts hosts = {0};
+    char root_addr[256];
     int rc = gw_launch_parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
     if ((rc = gw_launch_check_command(o.cmd[0])) != 0)
         return rc;
     int port = o.port;
+    if (o.netns) {
+        /* The root is host 0's, and its port must be free there. */
+        if (gw_launch_hosts_open(&o, &hosts) != 0)
+            return 1;
+        if (gw_launch_hosts_root(&o, &hosts, root_addr, sizeof(root_addr), &port) != 0) {
+            gw_launch_hosts_close(&hosts);
+            return 1;
+        }
+        o.host = root_addr;
+    }
     if (prepare_fds(o.nranks) != 0 || (port == 0 && gw_launch_free_port(o.host, &port) != 0) ||
-        gw_launch_set_env(&o, port) != 0)
+        gw_launch_set_env(&o, port) != 0) {
+        gw_launch_hosts_close(&hosts);
         return 1;
+    }
 
     memset(&job, 0, sizeof(job));
     job.opts = &o;
+    job.hosts = &hosts;
     job.first_fail = -1;
     for (int v = o.nranks - 1; v > 0 || job.width == 0; v /= 10)
         job.width++;
     job.ranks = calloc((size_t)o.nranks, sizeof(*job.ranks));
     if (!job.ranks) {
         fprintf(stderr, "gradwire launch: out of memory\n");
+        gw_launch_hosts_close(&hosts);
         return 1;
     }
     for (int r = 0; r < o.nranks; r++)
@@ -515,5 +548,6 @@ err_restore:
     sigaction(SIGPIPE, &old_pipe, NULL);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
     free(job.ranks);
+    gw_launch_hosts_close(&hosts);
     return rc;
 }

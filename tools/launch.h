@@ -6,8 +6,14 @@
  * prefix, forwards signals, and turns the ranks' exit statuses into one exit
  * status. It is a command-line tool built on the public API only.
  *
+ * With --hosts PREFIX the ranks run on emulated hosts instead: network
+ * namespaces PREFIX0, PREFIX1, ... (scripts/cluster.sh makes them), each rank
+ * entering its host's namespace with setns(2) before exec, as `ip netns exec`
+ * would. The launcher itself stays in its own namespace.
+ *
  * launch_setup.c prepares a job (command line, command lookup, port, token,
- * environment); launch.c runs it.
+ * environment), launch_hosts.c finds the emulated hosts and the root's
+ * address among them; launch.c runs the job.
  */
 #ifndef GW_TOOLS_LAUNCH_H
 #define GW_TOOLS_LAUNCH_H
@@ -23,12 +29,21 @@
 #define GW_LAUNCH_MAX_RANKS 1024
 
 struct gw_launch_opts {
-    int nranks;
-    int port; /* 0: pick a free one */
+    int nranks; /* 0 with --hosts and no -n: one job slot per host */
+    int port;   /* 0: pick a free one */
     const char *host;
-    double timeout_s; /* 0: none */
-    int prefix;       /* prefix output lines with "[RANK] " */
-    char **cmd;       /* NULL-terminated, points into argv */
+    int host_given;     /* --host was on the command line */
+    double timeout_s;   /* 0: none */
+    int prefix;         /* prefix output lines with "[RANK] " */
+    const char *netns;  /* --hosts PREFIX: rank r runs in namespace PREFIX<host>, or NULL */
+    int ranks_per_host; /* --ranks-per-host K: K consecutive ranks per host; 0: round robin */
+    char **cmd;         /* NULL-terminated, points into argv */
+};
+
+/* The emulated hosts a job with --hosts runs on. */
+struct gw_launch_hosts {
+    int nhosts; /* hosts the job uses (0: none, run here) */
+    int *ns_fd; /* per host, an open descriptor of /run/netns/PREFIX<h> */
 };
 
 /* Run `gradwire launch`: argv[0] is "launch", the options and the command
@@ -51,6 +66,29 @@ int gw_launch_check_command(const char *cmd);
 
 /* *port = a port that is free on host now. 0, or -1 after printing why. */
 int gw_launch_free_port(const char *host, int *port);
+
+/* Find the namespaces PREFIX0, PREFIX1, ... of o->netns and open those the
+ * job needs; fills in o->nranks when -n was not given. 0, or -1 after
+ * printing why (no such namespace: a hint to run scripts/cluster.sh up). */
+int gw_launch_hosts_open(struct gw_launch_opts *o, struct gw_launch_hosts *h);
+void gw_launch_hosts_close(struct gw_launch_hosts *h);
+
+/* The host of rank r, and r's index and the rank count on that host. */
+int gw_launch_host_of(const struct gw_launch_opts *o, const struct gw_launch_hosts *h, int r);
+void gw_launch_local_rank(const struct gw_launch_opts *o, const struct gw_launch_hosts *h, int r,
+                          int *local_rank, int *local_size);
+
+/* Inside host 0's namespace: its address (the IPv4 address of eth0, else of
+ * the first other interface that is up, unless --host gave one) into addr,
+ * and, when *port is 0, a port free on it. 0, or -1 after printing why. */
+int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_hosts *h,
+                         char *addr, size_t cap, int *port);
+
+/* Move the calling process into host h's network namespace with a /sys of
+ * that namespace, as `ip netns exec` does. For a forked child before exec:
+ * prints why on stderr and returns -1 on failure. */
+int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_hosts *h,
+                         int host);
 
 /* Set the variables every rank shares (sizes, rendezvous address, job
  * token) in our own environment, for the children to inherit. 0 or -1. */

@@ -21,19 +21,29 @@ void gw_launch_usage(FILE *out)
 {
     fprintf(out,
             "usage: gradwire launch -n N [options] [--] CMD [ARGS...]\n"
+            "       gradwire launch --hosts PREFIX [-n N] [options] [--] CMD [ARGS...]\n"
             "\n"
-            "Start N ranks of CMD on this host with the environment gradwire reads:\n"
-            "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
-            "GW_RANK, GW_SIZE, GW_ROOT=ADDR:PORT and GW_JOB_TOKEN (a fresh random token\n"
-            "unless GW_JOB_TOKEN is already set).\n"
+            "Start N ranks of CMD with the environment gradwire reads: RANK, WORLD_SIZE,\n"
+            "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GW_RANK, GW_SIZE,\n"
+            "GW_ROOT=ADDR:PORT and GW_JOB_TOKEN (a fresh random token unless GW_JOB_TOKEN\n"
+            "is already set). They run on this host, or with --hosts on emulated hosts:\n"
+            "the network namespaces PREFIX0, PREFIX1, ... that `scripts/cluster.sh up`\n"
+            "makes (needs root). There rank 0 runs on host 0, whose eth0 address is the\n"
+            "root address, and GROUP_RANK is the number of a rank's host.\n"
             "\n"
             "options:\n"
-            "  -n, --nproc N    number of ranks (1..%d)\n"
-            "  --host ADDR      rendezvous address of rank 0 (default 127.0.0.1)\n"
-            "  --port P         rendezvous port (default: a free port on ADDR)\n"
-            "  --timeout S      stop every rank and exit 124 after S seconds\n"
-            "  --no-prefix      do not prefix output lines with \"[RANK] \"\n"
-            "  -h, --help       show this help\n"
+            "  -n, --nproc N        number of ranks (1..%d); with --hosts the default\n"
+            "                       is one per host (K per host with --ranks-per-host)\n"
+            "  --host ADDR          rendezvous address of rank 0 (default 127.0.0.1, or\n"
+            "                       host 0's address with --hosts)\n"
+            "  --port P             rendezvous port (default: a free port on ADDR)\n"
+            "  --hosts PREFIX       run rank r in network namespace PREFIX<r mod H>, H the\n"
+            "                       number of namespaces PREFIX0..PREFIX<H-1> (--netns:\n"
+            "                       the same)\n"
+            "  --ranks-per-host K   with --hosts: ranks kK..kK+K-1 run on host k\n"
+            "  --timeout S          stop every rank and exit 124 after S seconds\n"
+            "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
+            "  -h, --help           show this help\n"
             "\n"
             "Output lines of each rank are relayed whole, prefixed with its rank.\n"
             "SIGINT/SIGTERM are forwarded to every rank; a second one kills them.\n"
@@ -41,7 +51,8 @@ void gw_launch_usage(FILE *out)
             "\n"
             "exit status: 0 if every rank exits 0; else the first failing rank's\n"
             "status (128+N if killed by signal N); 124 on --timeout; 126/127 if CMD\n"
-            "cannot be run or is not found; 2 for a usage error.\n",
+            "cannot be run or is not found; 2 for a usage error; 1 if the job could\n"
+            "not be set up (e.g. no such emulated hosts).\n",
             GW_LAUNCH_MAX_RANKS);
 }
 
@@ -133,10 +144,29 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
             if (parse_long(v, 1, 65535, &n) != 0)
                 return usage_error("--port wants a port in 1..65535, not \"%s\"", v);
             o->port = (int)n;
+        } else if ((m = match_opt(argc, argv, &i, NULL, "--hosts", &v)) != 0 ||
+                   (m = match_opt(argc, argv, &i, NULL, "--netns", &v)) != 0) {
+            /* A namespace is a file in /run/netns: its name cannot hold a
+             * '/' or be "." or "..". */
+            if (m < 0 || !*v)
+                return usage_error("%s needs a namespace name prefix", a);
+            if (strchr(v, '/') || v[0] == '.' || strlen(v) > 200)
+                return usage_error("bad namespace prefix \"%s\": no '/', no leading '.', at "
+                                   "most 200 characters",
+                                   v);
+            o->netns = v;
+        } else if ((m = match_opt(argc, argv, &i, NULL, "--ranks-per-host", &v)) != 0) {
+            if (m < 0)
+                return usage_error("%s needs a value", a);
+            if (parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
+                return usage_error("--ranks-per-host wants a number in 1..%d, not \"%s\"",
+                                   GW_LAUNCH_MAX_RANKS, v);
+            o->ranks_per_host = (int)n;
         } else if ((m = match_opt(argc, argv, &i, NULL, "--host", &v)) != 0) {
             if (m < 0 || !*v)
                 return usage_error("--host needs an address");
             o->host = v;
+            o->host_given = 1;
         } else if ((m = match_opt(argc, argv, &i, NULL, "--timeout", &v)) != 0) {
             char *end = NULL;
             if (m < 0)
@@ -149,8 +179,10 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
             return usage_error("unknown option \"%s\"", a);
         }
     }
-    if (o->nranks == 0)
+    if (o->nranks == 0 && !o->netns)
         return usage_error("-n N (the number of ranks) is required");
+    if (o->ranks_per_host && !o->netns)
+        return usage_error("--ranks-per-host needs --hosts PREFIX");
     if (i >= argc)
         return usage_error("no command given");
     o->cmd = argv + i;

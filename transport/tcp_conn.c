@@ -23,6 +23,10 @@
  * 1 s). Every rank listens before the bootstrap exchange, so a refusal is
  * more likely a firewall or a dead peer than a slow one, but retrying costs
  * nothing until the deadline, whose error names each peer still missing.
+ *
+ * Peers whose address blob is all zero are served by another transport
+ * (transport.h): they get no sockets, we neither dial nor expect them, and
+ * a hello that claims to come from one of them is a stranger's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -267,6 +271,10 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
                h.from >= (uint32_t)t->base.size) {
         snprintf(why, sizeof(why), "it claims to be rank %u connecting to rank %u",
                  (unsigned)h.from, (unsigned)h.to);
+    } else if (!t->peers[h.from].socks) {
+        snprintf(why, sizeof(why),
+                 "it claims to be rank %u, which this job does not connect over TCP",
+                 (unsigned)h.from);
     } else if (h.nsocks != (uint32_t)t->nsocks) {
         GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
                  "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the same "
@@ -369,6 +377,8 @@ static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
     }
     int first = 1;
     for (int j = t->base.rank + 1; j < t->base.size; j++) {
+        if (!t->peers[j].socks)
+            continue; /* served by another transport */
         int have = 0;
         for (int k = 0; k < t->nsocks; k++)
             have += t->peers[j].socks[k].fd >= 0;
@@ -453,9 +463,9 @@ static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
 }
 
 /* The mesh is up: tune the sockets and lay out progress()'s poll set. */
-static gw_status_t finish(gw_tcp_t *t)
+static gw_status_t finish(gw_tcp_t *t, int npeers)
 {
-    int n = (t->base.size - 1) * t->nsocks;
+    int n = npeers * t->nsocks;
     t->pfds = calloc((size_t)(n ? n : 1), sizeof(*t->pfds));
     t->pfd_socks = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_socks));
     t->pfd_peers = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_peers));
@@ -465,7 +475,7 @@ static gw_status_t finish(gw_tcp_t *t)
     }
     int i = 0;
     for (int r = 0; r < t->base.size; r++) {
-        if (r == t->base.rank)
+        if (r == t->base.rank || !t->peers[r].socks)
             continue;
         for (int k = 0; k < t->nsocks; k++) {
             gw__tcp_tune_established(t->base.log, t->peers[r].socks[k].fd, r, k);
@@ -490,10 +500,20 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         return GW_ERR_INVALID_ARG;
     }
     int rank = t->base.rank, size = t->base.size;
+    static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
+    int npeers = 0, nlower = 0;
     for (int r = 0; r < size; r++) {
         if (r == rank)
             continue;
         gw_tcp_peer_t *p = &t->peers[r];
+        if (memcmp(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, zero, sizeof(zero)) == 0) {
+            free(p->socks); /* another transport's peer */
+            p->socks = NULL;
+            snprintf(p->addr_str, sizeof(p->addr_str), "not connected over TCP");
+            continue;
+        }
+        npeers++;
+        nlower += r < rank;
         if (gw__tcp_addr_decode(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, &p->addr,
                                 &p->addr_len) != GW_OK) {
             GW_ERROR(t->base.log, GW_TCP_SUBSYS,
@@ -505,7 +525,7 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         gw__tcp_sockaddr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
     }
 
-    mesh_t m = {.t = t, .nout = rank * t->nsocks, .in_expected = (size - 1 - rank) * t->nsocks};
+    mesh_t m = {.t = t, .nout = nlower * t->nsocks, .in_expected = (npeers - nlower) * t->nsocks};
     m.cap_in = m.in_expected + MAX_STRANGERS;
     m.outs = calloc((size_t)(m.nout ? m.nout : 1), sizeof(*m.outs));
     m.ins = calloc((size_t)m.cap_in, sizeof(*m.ins));
@@ -516,9 +536,12 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         st = GW_ERR_NO_MEMORY;
         goto out_free;
     }
-    for (int i = 0; i < m.nout; i++) {
+    for (int i = 0, peer = -1; i < m.nout; i++) {
+        if (i % t->nsocks == 0) /* the next lower rank that we dial */
+            for (peer++; !t->peers[peer].socks; peer++)
+                ;
         m.outs[i] = (out_conn_t){.fd = -1,
-                                 .peer = i / t->nsocks,
+                                 .peer = peer,
                                  .idx = i % t->nsocks,
                                  .state = OUT_WAIT,
                                  .retry_at = 0,
@@ -536,11 +559,11 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
             break;
     }
     if (st == GW_OK)
-        st = finish(t);
+        st = finish(t, npeers);
     if (st == GW_OK) {
         t->connected = 1;
         GW_INFO(t->base.log, GW_TCP_SUBSYS,
-                "connected to %d peers with %d socket%s each in %lld ms", size - 1, t->nsocks,
+                "connected to %d peers with %d socket%s each in %lld ms", npeers, t->nsocks,
                 t->nsocks == 1 ? "" : "s", (long long)(gw__now_ms() - start));
     }
     for (int i = 0; i < m.nin; i++)

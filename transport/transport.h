@@ -35,8 +35,11 @@
 #include "common/log.h"
 #include "gradwire.h"
 
-/* Bytes of a transport address blob exchanged through the bootstrap. */
-#define GW_TRANSPORT_ADDR_MAX 128
+/* Bytes of a transport address blob exchanged through the bootstrap. The
+ * selection layer (select.h) packs the blobs of several transports and a
+ * host id into one blob of this size, so each transport should keep its own
+ * well below it (TCP uses 28 bytes, shared memory 32). */
+#define GW_TRANSPORT_ADDR_MAX 256
 
 typedef struct gw_msg_tag {
     uint64_t seq; /* collective sequence number on the communicator, from 1 */
@@ -98,7 +101,10 @@ typedef struct gw_transport_ops {
                         uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
     /* Connect to every peer given all ranks' address blobs (size *
      * GW_TRANSPORT_ADDR_MAX bytes, ours included). Returns once every
-     * connection is up and verified (job id, ranks), or fails naming the peer. */
+     * connection is up and verified (job id, ranks), or fails naming the peer.
+     * A peer whose blob is all zero is not this transport's: another one
+     * carries it (select.h). Skip it: no connection, nothing expected from
+     * it, and no request is ever posted for it. */
     gw_status_t (*connect)(gw_transport_t *t, const uint8_t *all_addrs);
     gw_status_t (*isend)(gw_transport_t *t, gw_request_t *req);
     gw_status_t (*irecv)(gw_transport_t *t, gw_request_t *req);
@@ -124,6 +130,7 @@ struct gw_transport {
 };
 
 extern const gw_transport_ops_t gw__tcp_transport_ops;
+extern const gw_transport_ops_t gw__shm_transport_ops; /* ranks on this host */
 
 /* Stubs for unsupported slots. */
 gw_status_t gw__transport_mem_reg_unsupported(gw_transport_t *t, void *buf, size_t len,

@@ -53,3 +53,250 @@ Test(tuning, predictions_grow_with_size)
             cr_expect_lt(gw__tuning_predict(&t, (gw_algo_t)a, 8, s),
                          gw__tuning_predict(&t, (gw_algo_t)a, 8, s * 4));
 }
+
+/* ---- tuning files ---------------------------------------------------------- */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/coll.h"
+
+/* Parse text as a tuning file over the defaults; the log goes to *log. */
+static gw_status_t parse_text(const char *text, gw_tuning_t *t, char **log)
+{
+    size_t loglen = 0;
+    FILE *lf = open_memstream(log, &loglen);
+    cr_assert_not_null(lf);
+    gw_logger_t lg = {.level = GW_LOG_ERROR, .rank = 0, .file = lf};
+    snprintf(lg.host, sizeof(lg.host), "test");
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    cr_assert_not_null(f);
+    gw__tuning_defaults(t, "tcp");
+    gw_status_t st = gw__tuning_parse(t, f, "t.conf", &lg);
+    fclose(f);
+    fclose(lf);
+    return st;
+}
+
+Test(tuning_file, every_key_with_comments_and_spaces)
+{
+    gw_tuning_t t;
+    char *log = NULL;
+    gw_status_t st = parse_text("# measured by hand\n"
+                                "\n"
+                                "gradwire-tuning 1   # version\n"
+                                "alpha=3.5e-05\n"
+                                "  beta =  4e-09  \n"
+                                "\tgamma\t=\t2.5e-10 # comment\n"
+                                "chunk_bytes = 131072\n",
+                                &t, &log);
+    cr_assert_eq(st, GW_OK, "log: %s", log);
+    cr_expect_float_eq(t.alpha, 3.5e-5, 1e-15);
+    cr_expect_float_eq(t.beta, 4e-9, 1e-20);
+    cr_expect_float_eq(t.gamma, 2.5e-10, 1e-20);
+    cr_expect_eq(t.chunk_bytes, 131072);
+    cr_expect_str_empty(log);
+    free(log);
+}
+
+Test(tuning_file, missing_keys_keep_defaults)
+{
+    gw_tuning_t t, d;
+    char *log = NULL;
+    gw__tuning_defaults(&d, "tcp");
+    cr_assert_eq(parse_text("gradwire-tuning 1\nbeta = 1e-08\n", &t, &log), GW_OK, "%s", log);
+    cr_expect_float_eq(t.beta, 1e-8, 1e-20);
+    cr_expect_float_eq(t.alpha, d.alpha, 1e-20);
+    cr_expect_float_eq(t.gamma, d.gamma, 1e-20);
+    cr_expect_eq(t.chunk_bytes, d.chunk_bytes);
+    free(log);
+}
+
+/* Every malformed file is GW_ERR_CONFIG, leaves the figures alone, and the
+ * log names the line and the reason. */
+Test(tuning_file, malformed_files_name_the_line)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"", "empty"},
+        {"# only a comment\n\n", "empty"},
+        {"alpha = 1e-5\n", "line 1: expected the version line"},
+        {"gradwire-tuning 2\nalpha = 1e-5\n", "line 1: tuning file version 2"},
+        {"gradwire-tuning one\n", "line 1: bad version"},
+        {"gradwire-tuning 1\nalpha = 1e-5\nalhpa = 1e-5\n", "line 3: unknown key \"alhpa\""},
+        {"gradwire-tuning 1\n\nbeta 1e-9\n", "line 3: expected key = value"},
+        {"gradwire-tuning 1\nbeta = 1e-9\nbeta = 2e-9\n", "line 3: beta given again (first on line 2)"},
+        {"gradwire-tuning 1\nalpha = fast\n", "line 2: alpha \"fast\" is not a number"},
+        {"gradwire-tuning 1\nalpha = -1e-5\n", "line 2: alpha \"-1e-5\""},
+        {"gradwire-tuning 1\nalpha = nan\n", "line 2: alpha \"nan\""},
+        {"gradwire-tuning 1\nbeta = inf\n", "line 2: beta \"inf\""},
+        {"gradwire-tuning 1\ngamma = 1e-9x\n", "line 2: gamma \"1e-9x\""},
+        {"gradwire-tuning 1\ngamma =\n", "line 2: gamma \"\""},
+        {"gradwire-tuning 1\nbeta = 2\n", "line 2: beta \"2\" is not a number of seconds in [0, 1]"},
+        {"gradwire-tuning 1\nchunk_bytes = 100\n", "line 2: chunk_bytes \"100\" is not an integer"},
+        {"gradwire-tuning 1\nchunk_bytes = 64K\n", "line 2: chunk_bytes \"64K\""},
+        {"gradwire-tuning 1\n = 5\n", "line 2: unknown key \"\""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_tuning_t t, d;
+        char *log = NULL;
+        gw__tuning_defaults(&d, "tcp");
+        gw_status_t st = parse_text(cases[i].text, &t, &log);
+        cr_expect_eq(st, GW_ERR_CONFIG, "case %zu: status %s", i, gw_status_name(st));
+        cr_expect(strstr(log, "t.conf") && strstr(log, cases[i].want),
+                  "case %zu: log lacks \"%s\": %s", i, cases[i].want, log);
+        cr_expect(t.alpha == d.alpha && t.beta == d.beta && t.gamma == d.gamma &&
+                      t.chunk_bytes == d.chunk_bytes,
+                  "case %zu changed the figures", i);
+        free(log);
+    }
+}
+
+Test(tuning_file, overlong_line_and_nul_byte)
+{
+    gw_tuning_t t;
+    char *log = NULL;
+    char text[4096] = "gradwire-tuning 1\n# ";
+    memset(text + strlen(text), 'x', 2000);
+    cr_expect_eq(parse_text(text, &t, &log), GW_ERR_CONFIG);
+    cr_expect(strstr(log, "line 2: longer than"), "%s", log);
+    free(log);
+    log = NULL;
+    static const char nul[] = "gradwire-tuning 1\nalpha = 1e-5\0junk\n";
+    size_t loglen = 0;
+    FILE *lf = open_memstream(&log, &loglen);
+    gw_logger_t lg = {.level = GW_LOG_ERROR, .file = lf};
+    FILE *f = fmemopen((void *)nul, sizeof(nul) - 1, "r");
+    gw__tuning_defaults(&t, "tcp");
+    cr_expect_eq(gw__tuning_parse(&t, f, "t.conf", &lg), GW_ERR_CONFIG);
+    fclose(f);
+    fclose(lf);
+    cr_expect(strstr(log, "line 2: NUL byte"), "%s", log);
+    free(log);
+}
+
+Test(tuning_file, write_then_parse_round_trips)
+{
+    gw_tuning_t t = {.alpha = 1.234567891e-5, .beta = 9.87654321e-10, .gamma = 3.3e-11,
+                     .chunk_bytes = 262144};
+    char *buf = NULL, *log = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(gw__tuning_write(&t, f), GW_OK);
+    fclose(f);
+    gw_tuning_t u;
+    cr_assert_eq(parse_text(buf, &u, &log), GW_OK, "%s\n%s", buf, log);
+    /* Nine significant digits: far more than any measurement has. */
+    cr_expect_float_eq(u.alpha, t.alpha, t.alpha * 1e-8);
+    cr_expect_float_eq(u.beta, t.beta, t.beta * 1e-8);
+    cr_expect_float_eq(u.gamma, t.gamma, t.gamma * 1e-8);
+    cr_expect_eq(u.chunk_bytes, t.chunk_bytes);
+    free(buf);
+    free(log);
+}
+
+static char *write_tmp(const char *text)
+{
+    char *path = strdup("/tmp/gw-tuning-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static gw_status_t one_rank_comm(gw_comm_t **out)
+{
+    gw_config_t cfg;
+    gw_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.size = 1;
+    return gw_comm_init(&cfg, out);
+}
+
+/* gw_comm_init reads GW_TUNING_FILE: its figures drive the cost model. */
+Test(tuning_file, comm_init_loads_gw_tuning_file)
+{
+    /* A huge alpha and a tiny beta: every size looks bandwidth-free and
+     * latency-bound, so the model picks recursive doubling even at 1 GiB,
+     * where the defaults pick the ring. */
+    char *path = write_tmp("gradwire-tuning 1\nalpha = 1\nbeta = 1e-15\ngamma = 0\n"
+                           "chunk_bytes = 65536\n");
+    setenv("GW_TUNING_FILE", path, 1);
+    unsetenv("GW_ALGO");
+    unsetenv("GW_CHUNK_BYTES");
+    gw_comm_t *comm = NULL;
+    cr_assert_eq(one_rank_comm(&comm), GW_OK);
+    cr_expect_float_eq(comm->tuning.alpha, 1.0, 1e-12);
+    cr_expect_eq(comm->chunk_bytes, 65536);
+    cr_expect_eq(gw__tuning_pick(&comm->tuning, 8, (size_t)1 << 30), GW_ALGO_RD);
+    gw_comm_destroy(comm);
+
+    /* GW_CHUNK_BYTES still wins over the file's chunk size. */
+    setenv("GW_CHUNK_BYTES", "8192", 1);
+    cr_assert_eq(one_rank_comm(&comm), GW_OK);
+    cr_expect_eq(comm->chunk_bytes, 8192);
+    cr_expect_eq(comm->tuning.chunk_bytes, 8192);
+    gw_comm_destroy(comm);
+    unsetenv("GW_CHUNK_BYTES");
+
+    /* GW_ALGO still overrides whatever the model would pick. */
+    setenv("GW_ALGO", "ring", 1);
+    cr_assert_eq(one_rank_comm(&comm), GW_OK);
+    cr_expect_eq(gw_comm_pick_algo(comm, (size_t)1 << 28, GW_FLOAT32), GW_ALGO_RING);
+    gw_comm_destroy(comm);
+    unlink(path);
+    free(path);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return strdup("");
+    char *buf = calloc(1, 65536);
+    size_t n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+Test(tuning_file, comm_init_fails_on_bad_or_missing_file)
+{
+    char logpath[] = "/tmp/gw-tuning-log-XXXXXX";
+    int fd = mkstemp(logpath);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("GW_DEBUG_FILE", logpath, 1);
+    setenv("GW_DEBUG", "WARN", 1);
+    unsetenv("GW_ALGO");
+
+    char *path = write_tmp("gradwire-tuning 1\nalpha = 1e-5\nbta = 1e-9\n");
+    setenv("GW_TUNING_FILE", path, 1);
+    gw_comm_t *comm = NULL;
+    cr_expect_eq(one_rank_comm(&comm), GW_ERR_CONFIG);
+    cr_expect_null(comm);
+    char *log = read_all(logpath);
+    char want[256];
+    snprintf(want, sizeof(want), "GW_TUNING_FILE=%s line 3: unknown key \"bta\"", path);
+    cr_expect(strstr(log, want), "log lacks \"%s\":\n%s", want, log);
+    free(log);
+    unlink(path);
+
+    /* The file is gone now: the error names the path. */
+    cr_expect_eq(one_rank_comm(&comm), GW_ERR_CONFIG);
+    log = read_all(logpath);
+    snprintf(want, sizeof(want), "cannot open GW_TUNING_FILE=%s: No such file or directory", path);
+    cr_expect(strstr(log, want), "log lacks \"%s\":\n%s", want, log);
+    free(log);
+
+    /* Set but empty: no file, the defaults. */
+    setenv("GW_TUNING_FILE", "", 1);
+    cr_expect_eq(one_rank_comm(&comm), GW_OK);
+    gw_comm_destroy(comm);
+    free(path);
+    unlink(logpath);
+}

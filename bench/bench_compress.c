@@ -1,0 +1,773 @@
+/*
+ * bench_compress.c - `gradwire-bench compress`: what gradient compression
+ * buys, measured next to the dense allreduce in the same run.
+ *
+ * For every size, every rank runs the dense allreduce (gw_allreduce,
+ * float32, average; the ring unless -a says otherwise) and
+ * gw_allreduce_compressed with each codec on the same gradient-like input,
+ * interleaved call by call so that changes in the machine's load hit all of
+ * them alike: a few untimed rounds (which also let error feedback settle),
+ * then `iters` timed ones. As in the allreduce benchmark, each iteration's time is the
+ * maximum over ranks and the median of those is reported. The effective
+ * algbw is the uncompressed size over that time, so it compares directly
+ * with the dense algbw; speedup is dense time over codec time. Wire bytes
+ * are what rank 0 sent (the library counts them), ratio is the dense ring's
+ * bytes over those, and "agree" says that every rank ended with bitwise the
+ * same result (a hash of the output, compared across ranks).
+ *
+ * Codec throughput is measured separately, on rank 0 alone with a
+ * one-rank communicator while the other ranks wait: encode (error feedback,
+ * quantization or selection) and decode, in GB/s of float32 input on one
+ * core (the best of --solo_iters calls), and both together per second of
+ * the thread's CPU time, which a busy machine disturbs much less than wall
+ * time. That keeps the figures free of the other ranks' competition for the
+ * CPU and of the network. (PowerSGD's products run in OpenBLAS, which starts
+ * threads of its own unless OPENBLAS_NUM_THREADS=1.) For top-k the same
+ * buffer is also sorted by magnitude with qsort, to compare the selection
+ * with what it replaces.
+ *
+ * The codec(us) column is rank 0's CPU time in the codec per call during
+ * the timed runs: on emulated hosts that share a machine's cores, this is
+ * the cost that the codec adds to every rank's critical path.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define MAX_CODECS GW_CODEC_COUNT
+
+struct copts {
+    size_t minbytes, maxbytes;
+    long factor, iters, warmup, solo_iters;
+    int ncodecs;
+    gw_codec_t codecs[MAX_CODECS];
+    double ratio;
+    long rank, bucket;
+    gw_algo_t algo;
+    int sort;
+    const char *json;
+};
+
+struct cres {
+    size_t bytes;
+    const char *name; /* codec name, or "dense" */
+    int dense;
+    double med_us, min_us, max_us, algbw, speedup, ratio, comm_us, cpu_us;
+    double enc_gbps, dec_gbps, cpu_gbps; /* 0: not measured */
+    uint64_t wire;
+    int agree;
+};
+
+struct sortres {
+    size_t bytes;
+    double select_ms, sort_ms;
+};
+
+struct cbench {
+    struct copts o;
+    gw_comm_t *comm, *solo;
+    int rank, size;
+    float *in, *out;
+    double *times, *tmax;
+    struct cres *res;
+    size_t nres, capres;
+    struct sortres sorts[64];
+    int nsorts;
+    int bad;
+    char error[512];
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: gradwire-bench compress [options]\n"
+                 "\n"
+                 "  -b, --minbytes N      smallest tensor in bytes (default 1M); K, M, G suffixes\n"
+                 "  -e, --maxbytes N      largest tensor in bytes (default 64M)\n"
+                 "  -f, --stepfactor N    multiply the size by N each step (default 4)\n"
+                 "  -n, --iters N         timed calls per size and codec (default 10)\n"
+                 "  -w, --warmup_iters N  untimed calls before them (default 3)\n"
+                 "  -C, --codecs LIST     comma list of fp16, bf16, int8, sign, topk, powersgd\n"
+                 "                        (default all)\n"
+                 "  -r, --ratio X         top-k's kept fraction (default 0.01)\n"
+                 "  -k, --rank N          PowerSGD's rank (default 4); tensors are square-ish\n"
+                 "                        matrices (4096 x 4096 for 64M)\n"
+                 "      --bucket N        elements per scale of int8 and sign (default 4096)\n"
+                 "  -a, --algo A          the dense allreduce's algorithm (default ring)\n"
+                 "      --solo_iters N    codec-throughput calls on rank 0 alone (default 5;\n"
+                 "                        0 skips the measurement and the sort)\n"
+                 "      --no-sort         skip the full sort that top-k is compared with\n"
+                 "      --json FILE       also write parameters and results as JSON (rank 0)\n"
+                 "  -h, --help            show this help\n"
+                 "\n"
+                 "Run one process per rank, e.g. `gradwire launch -n 8 gradwire-bench compress`.\n"
+                 "Exit status: 0 if every call succeeded and every rank agreed bitwise, 1\n"
+                 "otherwise, 2 for a bad command line.\n");
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("gradwire-bench compress: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n(see gradwire-bench compress --help)\n", stderr);
+    return GW_BENCH_EXIT_USAGE;
+}
+
+static int parse_codecs(const char *list, struct copts *o)
+{
+    char buf[256];
+    if (strlen(list) >= sizeof(buf))
+        return -1;
+    strcpy(buf, list);
+    o->ncodecs = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        gw_codec_t c;
+        if (gw_codec_parse(tok, &c) != GW_OK || c == GW_CODEC_NONE || o->ncodecs == MAX_CODECS)
+            return -1;
+        o->codecs[o->ncodecs++] = c;
+    }
+    return o->ncodecs ? 0 : -1;
+}
+
+static int parse_opts(int argc, char **argv, struct copts *o)
+{
+    enum { OPT_BUCKET = 256, OPT_NOSORT, OPT_JSON, OPT_SOLO };
+    static const struct option longopts[] = {{"minbytes", required_argument, NULL, 'b'},
+                                             {"maxbytes", required_argument, NULL, 'e'},
+                                             {"stepfactor", required_argument, NULL, 'f'},
+                                             {"iters", required_argument, NULL, 'n'},
+                                             {"warmup_iters", required_argument, NULL, 'w'},
+                                             {"codecs", required_argument, NULL, 'C'},
+                                             {"ratio", required_argument, NULL, 'r'},
+                                             {"rank", required_argument, NULL, 'k'},
+                                             {"bucket", required_argument, NULL, OPT_BUCKET},
+                                             {"algo", required_argument, NULL, 'a'},
+                                             {"solo_iters", required_argument, NULL, OPT_SOLO},
+                                             {"no-sort", no_argument, NULL, OPT_NOSORT},
+                                             {"json", required_argument, NULL, OPT_JSON},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    memset(o, 0, sizeof(*o));
+    o->minbytes = (size_t)1 << 20;
+    o->maxbytes = (size_t)64 << 20;
+    o->factor = 4;
+    o->iters = 10;
+    o->warmup = 3;
+    o->solo_iters = 5;
+    o->ratio = 0.01;
+    o->rank = 4;
+    o->bucket = 4096;
+    o->algo = GW_ALGO_RING;
+    o->sort = 1;
+    parse_codecs("fp16,bf16,int8,sign,topk,powersgd", o);
+    opterr = 0;
+    optind = 1;
+    int c;
+    long v;
+    char *end;
+    while ((c = getopt_long(argc, argv, "+:b:e:f:n:w:C:r:k:a:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+        case 'e':
+            if (gw_bench_parse_size(optarg, c == 'b' ? &o->minbytes : &o->maxbytes) != 0)
+                return usage_error("-%c wants a size in bytes (e.g. 1M, 64M), not \"%s\"", c,
+                                   optarg);
+            break;
+        case 'f':
+            if (gw_bench_parse_long(optarg, 2, 1024, &o->factor) != 0)
+                return usage_error("-f wants a step factor in 2..1024, not \"%s\"", optarg);
+            break;
+        case 'n':
+        case 'w':
+            if (gw_bench_parse_long(optarg, c == 'n' ? 1 : 0, 100000, &v) != 0)
+                return usage_error("-%c wants a number of calls, not \"%s\"", c, optarg);
+            *(c == 'n' ? &o->iters : &o->warmup) = v;
+            break;
+        case OPT_SOLO:
+            if (gw_bench_parse_long(optarg, 0, 100000, &o->solo_iters) != 0)
+                return usage_error("--solo_iters wants a number of calls, not \"%s\"", optarg);
+            break;
+        case 'C':
+            if (parse_codecs(optarg, o) != 0)
+                return usage_error("-C wants a comma list of fp16, bf16, int8, sign, topk, "
+                                   "powersgd, not \"%s\"", optarg);
+            break;
+        case 'r':
+            o->ratio = strtod(optarg, &end);
+            if (*end || !(o->ratio > 0 && o->ratio <= 1))
+                return usage_error("-r wants a fraction in (0, 1], not \"%s\"", optarg);
+            break;
+        case 'k':
+            if (gw_bench_parse_long(optarg, 1, 1024, &o->rank) != 0)
+                return usage_error("-k wants a PowerSGD rank in 1..1024, not \"%s\"", optarg);
+            break;
+        case OPT_BUCKET:
+            if (gw_bench_parse_long(optarg, 1, 1L << 30, &o->bucket) != 0)
+                return usage_error("--bucket wants a number of elements, not \"%s\"", optarg);
+            break;
+        case 'a':
+            if (gw_algo_parse(optarg, &o->algo) != GW_OK)
+                return usage_error("unknown algorithm \"%s\" (auto, ring, tree or rd)", optarg);
+            break;
+        case OPT_NOSORT:
+            o->sort = 0;
+            break;
+        case OPT_JSON:
+            if (!*optarg)
+                return usage_error("--json wants a file name");
+            o->json = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            return usage_error("option %s needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    if (o->minbytes < 4 || o->minbytes > o->maxbytes)
+        return usage_error("need 4 <= minbytes (%zu) <= maxbytes (%zu)", o->minbytes,
+                           o->maxbytes);
+    return -1;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+__attribute__((format(printf, 3, 4))) static int failed(struct cbench *b, gw_status_t st,
+                                                        const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(b->error, sizeof(b->error), "%s failed: %s (%s)", what, gw_status_str(st),
+             gw_status_name(st));
+    fprintf(stderr, "gradwire-bench: rank %d: %s\n", b->rank, b->error);
+    return -1;
+}
+
+/* A gradient-like input: roughly normal, magnitudes over three decades. */
+static void fill(float *x, size_t n, int rank)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1);
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        double u = (double)(s & 0xffff) + (double)((s >> 16) & 0xffff) +
+                   (double)((s >> 32) & 0xffff) + (double)(s >> 48);
+        x[i] = (float)((u / 65536.0 - 2.0) * (s % 3 == 0 ? 1.0 : s % 3 == 1 ? 0.1 : 0.01));
+    }
+}
+
+static void shape(size_t count, size_t *rows, size_t *cols)
+{
+    size_t c = 1;
+    for (size_t d = (size_t)sqrt((double)count); d >= 1; d--)
+        if (count % d == 0) {
+            c = d;
+            break;
+        }
+    *rows = count / c;
+    *cols = c;
+}
+
+static gw_compress_config_t config_of(const struct copts *o, gw_codec_t codec)
+{
+    gw_compress_config_t cfg;
+    gw_compress_config_init(&cfg);
+    cfg.codec = codec;
+    cfg.min_elements = 0;
+    cfg.bucket_elements = (size_t)o->bucket;
+    cfg.topk_ratio = o->ratio;
+    cfg.powersgd_rank = (int)o->rank;
+    return cfg;
+}
+
+static int add_result(struct cbench *b, const struct cres *r)
+{
+    if (b->nres == b->capres) {
+        size_t cap = b->capres ? 2 * b->capres : 32;
+        struct cres *n = realloc(b->res, cap * sizeof(*n));
+        if (!n)
+            return -1;
+        b->res = n;
+        b->capres = cap;
+    }
+    b->res[b->nres++] = *r;
+    return 0;
+}
+
+/* Per-iteration times (b->times) -> max over ranks -> median, min, max. */
+static int reduce_times(struct cbench *b, struct cres *r)
+{
+    gw_status_t st = gw_allreduce(b->comm, b->times, b->tmax, (size_t)b->o.iters, GW_FLOAT64,
+                                  GW_MAX);
+    if (st != GW_OK)
+        return failed(b, st, "gw_allreduce of the timings");
+    r->min_us = r->max_us = b->tmax[0];
+    for (long i = 0; i < b->o.iters; i++) {
+        r->min_us = fmin(r->min_us, b->tmax[i]);
+        r->max_us = fmax(r->max_us, b->tmax[i]);
+    }
+    r->med_us = median(b->tmax, b->o.iters);
+    r->algbw = r->med_us > 0 ? (double)r->bytes / r->med_us / 1e3 : 0;
+    return 0;
+}
+
+/* Do all ranks hold the same count floats? */
+static int agree(struct cbench *b, const float *x, size_t count, int *out)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = (const unsigned char *)x;
+    for (size_t i = 0; i < count * sizeof(float); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    int64_t v = (int64_t)(h >> 1), lo, hi;
+    gw_status_t st = gw_allreduce(b->comm, &v, &lo, 1, GW_INT64, GW_MIN);
+    if (st == GW_OK)
+        st = gw_allreduce(b->comm, &v, &hi, 1, GW_INT64, GW_MAX);
+    if (st != GW_OK)
+        return failed(b, st, "gw_allreduce of the result hashes");
+    *out = lo == hi;
+    return 0;
+}
+
+/* What rank 0 sends in a ring allreduce of count floats: every block but
+ * two (allreduce_ring.c). */
+static uint64_t ring_bytes(size_t count, int nranks)
+{
+    size_t n = (size_t)nranks, q = count / n, rem = count % n;
+    if (n < 2)
+        return 0;
+    size_t c1 = q + (1 % n < rem), c2 = q + (2 % n < rem);
+    return (uint64_t)(2 * count - c1 - c2) * sizeof(float);
+}
+
+/* One size: the dense allreduce and every codec, interleaved call by call
+ * (dense, codec 1, codec 2, ..., dense, ...) so that a machine whose load
+ * changes during the run slows all of them alike and the ratios stay
+ * honest. Fills r[0] (dense) and r[1 .. ncodecs]. */
+static int run_size(struct cbench *b, size_t count, struct cres *r)
+{
+    const int nc = b->o.ncodecs;
+    const long iters = b->o.iters;
+    gw_compress_state_t *state[MAX_CODECS] = {NULL};
+    double *t = calloc((size_t)(nc + 1) * (size_t)iters, sizeof(double));
+    double comm[MAX_CODECS + 1] = {0}, cpu[MAX_CODECS + 1] = {0};
+    gw_status_t st = t ? GW_OK : GW_ERR_NO_MEMORY;
+    int rc = 0;
+    size_t rows, cols;
+    shape(count, &rows, &cols);
+    for (int c = 0; c < nc && st == GW_OK; c++) {
+        gw_compress_config_t cfg = config_of(&b->o, b->o.codecs[c]);
+        st = gw_compress_state_create(&cfg, rows, cols, &state[c]);
+    }
+    if (st != GW_OK) {
+        rc = failed(b, st, "setting up %zu floats", count);
+        goto out;
+    }
+    for (int k = 0; k <= nc; k++) {
+        memset(&r[k], 0, sizeof(r[k]));
+        r[k].bytes = count * sizeof(float);
+        r[k].name = k ? gw_codec_name(b->o.codecs[k - 1]) : "dense";
+        r[k].dense = k == 0;
+    }
+    for (long it = 0; it < b->o.warmup + iters; it++) {
+        for (int k = 0; k <= nc; k++) {
+            double t0 = now_us();
+            st = k ? gw_allreduce_compressed(b->comm, state[k - 1], b->in, b->out, count)
+                   : gw_allreduce(b->comm, b->in, b->out, count, GW_FLOAT32, GW_AVG);
+            double dt = now_us() - t0;
+            if (st != GW_OK) {
+                rc = failed(b, st, "%s of %zu floats", r[k].name, count);
+                goto out;
+            }
+            if (it < b->o.warmup)
+                continue;
+            t[(size_t)k * (size_t)iters + (size_t)(it - b->o.warmup)] = dt;
+            if (k) {
+                gw_compress_stats_t last;
+                gw_compress_stats_get(state[k - 1], &last, NULL);
+                comm[k] += last.comm_seconds * 1e6;
+                cpu[k] += last.codec_cpu_seconds * 1e6;
+                r[k].wire = last.bytes_sent;
+                r[k].ratio = last.compression_ratio;
+            }
+        }
+    }
+    for (int k = 0; k <= nc; k++) {
+        memcpy(b->times, t + (size_t)k * (size_t)iters, (size_t)iters * sizeof(double));
+        if (reduce_times(b, &r[k]) != 0) {
+            rc = -1;
+            goto out;
+        }
+        r[k].comm_us = comm[k] / (double)iters;
+        r[k].cpu_us = cpu[k] / (double)iters;
+        r[k].speedup = r[k].med_us > 0 ? r[0].med_us / r[k].med_us : 0;
+    }
+    r[0].ratio = 1;
+    r[0].wire = ring_bytes(count, b->size);
+    /* Each one's last result must agree across ranks: run them once more,
+     * untimed, and compare hashes. */
+    for (int k = 0; k <= nc; k++) {
+        st = k ? gw_allreduce_compressed(b->comm, state[k - 1], b->in, b->out, count)
+               : gw_allreduce(b->comm, b->in, b->out, count, GW_FLOAT32, GW_AVG);
+        if (st != GW_OK) {
+            rc = failed(b, st, "%s of %zu floats", r[k].name, count);
+            goto out;
+        }
+        if (agree(b, b->out, count, &r[k].agree) != 0) {
+            rc = -1;
+            goto out;
+        }
+    }
+out:
+    for (int c = 0; c < nc; c++)
+        gw_compress_state_destroy(state[c]);
+    free(t);
+    return rc;
+}
+
+static int cmp_abs(const void *a, const void *b)
+{
+    float x = fabsf(*(const float *)a), y = fabsf(*(const float *)b);
+    return (x > y) - (x < y);
+}
+
+/* Rank 0 alone: encode and decode throughput of codec on one core, and for
+ * top-k the full sort it avoids. Fills r->enc_gbps, r->dec_gbps. */
+static int solo(struct cbench *b, gw_codec_t codec, size_t count, struct cres *r)
+{
+    size_t rows, cols;
+    shape(count, &rows, &cols);
+    gw_compress_config_t cfg = config_of(&b->o, codec);
+    gw_compress_state_t *state = NULL;
+    gw_status_t st = gw_compress_state_create(&cfg, rows, cols, &state);
+    if (st != GW_OK)
+        return failed(b, st, "gw_compress_state_create(%s)", gw_codec_name(codec));
+    long n = b->o.solo_iters;
+    double *enc = calloc((size_t)n + 1, sizeof(double)), *dec = calloc((size_t)n + 1, 8);
+    double cpu = 0;
+    int rc = 0;
+    for (long it = 0; it <= n && enc && dec; it++) { /* the first call is a warm-up */
+        if ((st = gw_allreduce_compressed(b->solo, state, b->in, b->out, count)) != GW_OK) {
+            rc = failed(b, st, "one-rank gw_allreduce_compressed(%s)", r->name);
+            break;
+        }
+        gw_compress_stats_t last;
+        gw_compress_stats_get(state, &last, NULL);
+        if (it > 0) {
+            enc[it - 1] = last.encode_seconds;
+            dec[it - 1] = last.decode_seconds;
+            cpu = it == 1 ? last.codec_cpu_seconds : fmin(cpu, last.codec_cpu_seconds);
+        }
+    }
+    if (rc == 0 && enc && dec) {
+        /* The best of n: the machine's other work only ever slows a run. */
+        double e = enc[0], d = dec[0];
+        for (long i = 1; i < n; i++) {
+            e = fmin(e, enc[i]);
+            d = fmin(d, dec[i]);
+        }
+        r->enc_gbps = e > 0 ? (double)r->bytes / e / 1e9 : 0;
+        r->dec_gbps = d > 0 ? (double)r->bytes / d / 1e9 : 0;
+        r->cpu_gbps = cpu > 0 ? (double)r->bytes / cpu / 1e9 : 0;
+        if (codec == GW_CODEC_TOPK && b->o.sort && b->nsorts < 64) {
+            float *copy = malloc(count * sizeof(float));
+            if (copy) {
+                memcpy(copy, b->in, count * sizeof(float));
+                double t0 = now_us();
+                qsort(copy, count, sizeof(float), cmp_abs);
+                double sort_us = now_us() - t0;
+                free(copy);
+                b->sorts[b->nsorts++] = (struct sortres){r->bytes, e * 1e3, sort_us / 1e3};
+            }
+        }
+    }
+    free(enc);
+    free(dec);
+    gw_compress_state_destroy(state);
+    return rc;
+}
+
+static void print_header(const struct cbench *b)
+{
+    printf("# gradwire-bench compress, gradwire %s\n", gw_version());
+    printf("# ranks: %d  transport: %s  dense algorithm: %s  iters: %ld  warmup: %ld\n",
+           b->size, gw_comm_transport(b->comm), gw_algo_name(b->o.algo), b->o.iters,
+           b->o.warmup);
+    printf("# top-k ratio %g, PowerSGD rank %ld, bucket %ld elements\n"
+           "# comm, codec: rank 0's mean time in exchanges (wall) and in the codec (its CPU time)\n"
+           "# enc, dec: codec GB/s of float32 input, rank 0 alone on one core, wall, best of %ld\n"
+           "# cpu: the same for encode + decode per CPU second (robust to a busy machine)\n#\n",
+           b->o.ratio, b->o.rank, b->o.bucket, b->o.solo_iters);
+    printf("#%11s  %-8s  %10s  %7s  %7s  %12s  %7s  %9s  %9s  %6s  %6s  %6s  %5s\n",
+           "size(B)", "codec", "time(us)", "algbw", "speedup", "wire(B)", "ratio", "comm(us)",
+           "codec(us)", "enc", "dec", "cpu", "agree");
+    printf("#%11s  %-8s  %10s  %7s  %7s  %12s  %7s  %9s  %9s  %6s  %6s  %6s  %5s\n", "",
+           "", "(median)", "(GB/s)", "(x)", "(rank 0)", "(x)", "(rank 0)", "(cpu)", "(GB/s)",
+           "(GB/s)", "(GB/s)", "");
+    fflush(stdout);
+}
+
+static void print_result(const struct cres *r)
+{
+    char wire[32], comm[32], cpuu[32], enc[32], dec[32], cpu[32];
+    snprintf(wire, sizeof(wire), "%llu", (unsigned long long)r->wire);
+    snprintf(comm, sizeof(comm), r->dense ? "-" : "%.0f", r->comm_us);
+    snprintf(cpuu, sizeof(cpuu), r->dense ? "-" : "%.0f", r->cpu_us);
+    snprintf(enc, sizeof(enc), r->enc_gbps > 0 ? "%.2f" : "-", r->enc_gbps);
+    snprintf(dec, sizeof(dec), r->dec_gbps > 0 ? "%.2f" : "-", r->dec_gbps);
+    snprintf(cpu, sizeof(cpu), r->cpu_gbps > 0 ? "%.2f" : "-", r->cpu_gbps);
+    printf("%12zu  %-8s  %10.0f  %7.3f  %7.2f  %12s  %7.2f  %9s  %9s  %6s  %6s  %6s  %5s\n",
+           r->bytes, r->name, r->med_us, r->algbw, r->speedup, wire, r->ratio, comm, cpuu, enc,
+           dec, cpu, r->agree ? "yes" : "NO");
+    fflush(stdout);
+}
+
+static int run_all(struct cbench *b)
+{
+    struct cres r[MAX_CODECS + 1];
+    for (size_t s = b->o.minbytes;; s *= (size_t)b->o.factor) {
+        size_t count = s / sizeof(float);
+        fill(b->in, count, b->rank);
+        if (run_size(b, count, r) != 0)
+            return -1;
+        for (int k = 1; k <= b->o.ncodecs && b->o.solo_iters > 0; k++) {
+            int ok = 1, all = 0;
+            if (b->rank == 0)
+                ok = solo(b, b->o.codecs[k - 1], count, &r[k]) == 0;
+            gw_status_t st = gw_allreduce(b->comm, &ok, &all, 1, GW_INT32, GW_MIN);
+            if (st != GW_OK)
+                return failed(b, st, "gw_allreduce after the one-rank measurement");
+            if (!all)
+                return -1;
+        }
+        for (int k = 0; k <= b->o.ncodecs; k++) {
+            b->bad |= !r[k].agree;
+            if (add_result(b, &r[k]) != 0)
+                return -1;
+            if (b->rank == 0)
+                print_result(&r[k]);
+        }
+        if (b->rank == 0 && b->nsorts > 0 && b->sorts[b->nsorts - 1].bytes == s) {
+            const struct sortres *q = &b->sorts[b->nsorts - 1];
+            printf("#  top-k selection (with error feedback) %.2f ms, full sort by magnitude "
+                   "%.1f ms: %.0fx faster\n",
+                   q->select_ms, q->sort_ms, q->select_ms > 0 ? q->sort_ms / q->select_ms : 0);
+        }
+        if (s > b->o.maxbytes / (size_t)b->o.factor)
+            break;
+    }
+    return 0;
+}
+
+static void json_result(FILE *f, const struct cres *r)
+{
+    fprintf(f, "{\"size\": %zu, \"codec\": \"%s\", \"time_us\": {\"median\": ", r->bytes,
+            r->name);
+    gw_bench_json_num(f, r->med_us);
+    fputs(", \"min\": ", f);
+    gw_bench_json_num(f, r->min_us);
+    fputs(", \"max\": ", f);
+    gw_bench_json_num(f, r->max_us);
+    fputs("}, \"algbw\": ", f);
+    gw_bench_json_num(f, r->algbw);
+    fputs(", \"speedup\": ", f);
+    gw_bench_json_num(f, r->speedup);
+    if (r->dense) {
+        fprintf(f, ", \"bytes_sent\": %llu, \"compression_ratio\": 1", (unsigned long long)r->wire);
+        fputs(", \"comm_us\": null, \"codec_cpu_us\": null", f);
+    } else {
+        fprintf(f, ", \"bytes_sent\": %llu, \"compression_ratio\": ", (unsigned long long)r->wire);
+        gw_bench_json_num(f, r->ratio);
+        fputs(", \"comm_us\": ", f);
+        gw_bench_json_num(f, r->comm_us);
+        fputs(", \"codec_cpu_us\": ", f);
+        gw_bench_json_num(f, r->cpu_us);
+    }
+    fputs(", \"encode_gbps\": ", f);
+    if (r->enc_gbps > 0)
+        gw_bench_json_num(f, r->enc_gbps);
+    else
+        fputs("null", f);
+    fputs(", \"decode_gbps\": ", f);
+    if (r->dec_gbps > 0)
+        gw_bench_json_num(f, r->dec_gbps);
+    else
+        fputs("null", f);
+    fputs(", \"codec_cpu_gbps\": ", f);
+    if (r->cpu_gbps > 0)
+        gw_bench_json_num(f, r->cpu_gbps);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"agree\": %s}", r->agree ? "true" : "false");
+}
+
+static int write_json(FILE *f, const struct cbench *b, int ok)
+{
+    const struct copts *o = &b->o;
+    rewind(f);
+    if (ftruncate(fileno(f), 0) != 0)
+        return -1;
+    fputs("{\n  \"benchmark\": \"compress\",\n  \"gradwire_version\": ", f);
+    gw_bench_json_str(f, gw_version());
+    fprintf(f, ",\n  \"ranks\": %d,\n  \"transport\": ", b->size);
+    gw_bench_json_str(f, gw_comm_transport(b->comm));
+    fputs(",\n  \"units\": {\"size\": \"bytes\", \"time\": \"us\", \"bandwidth\": \"GB/s (1e9 "
+          "bytes/s) of uncompressed float32\"},\n",
+          f);
+    fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepfactor\": %ld, "
+               "\"iters\": %ld, \"warmup_iters\": %ld, \"dense_algo\": \"%s\", \"topk_ratio\": ",
+            o->minbytes, o->maxbytes, o->factor, o->iters, o->warmup, gw_algo_name(o->algo));
+    gw_bench_json_num(f, o->ratio);
+    fprintf(f, ", \"powersgd_rank\": %ld, \"bucket_elements\": %ld, \"codecs\": [", o->rank,
+            o->bucket);
+    for (int c = 0; c < o->ncodecs; c++)
+        fprintf(f, "%s\"%s\"", c ? ", " : "", gw_codec_name(o->codecs[c]));
+    fputs("]},\n  \"results\": [", f);
+    for (size_t i = 0; i < b->nres; i++) {
+        fputs(i ? ",\n    " : "\n    ", f);
+        json_result(f, &b->res[i]);
+    }
+    fputs(b->nres ? "\n  ],\n  \"topk_vs_sort\": [" : "],\n  \"topk_vs_sort\": [", f);
+    for (int i = 0; i < b->nsorts; i++) {
+        const struct sortres *q = &b->sorts[i];
+        fprintf(f, "%s\n    {\"size\": %zu, \"select_ms\": ", i ? "," : "", q->bytes);
+        gw_bench_json_num(f, q->select_ms);
+        fputs(", \"sort_ms\": ", f);
+        gw_bench_json_num(f, q->sort_ms);
+        fputs(", \"speedup\": ", f);
+        gw_bench_json_num(f, q->select_ms > 0 ? q->sort_ms / q->select_ms : 0);
+        fputs("}", f);
+    }
+    fprintf(f, "%s],\n  \"ok\": %s,\n  \"error\": ", b->nsorts ? "\n  " : "",
+            ok ? "true" : "false");
+    if (b->error[0])
+        gw_bench_json_str(f, b->error);
+    else
+        fputs("null", f);
+    fputs("\n}\n", f);
+    return ferror(f) ? -1 : 0;
+}
+
+static int setup(struct cbench *b, FILE **json)
+{
+    gw_status_t st;
+    int32_t ok = 1, all_ok = 0;
+    if ((st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
+        return failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
+    size_t cap = b->o.maxbytes / sizeof(float) + 1;
+    b->in = malloc(cap * sizeof(float));
+    b->out = malloc(cap * sizeof(float));
+    b->times = calloc((size_t)b->o.iters, sizeof(double));
+    b->tmax = calloc((size_t)b->o.iters, sizeof(double));
+    if (!b->in || !b->out || !b->times || !b->tmax) {
+        fprintf(stderr, "gradwire-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
+                cap * sizeof(float));
+        ok = 0;
+    }
+    if (b->rank == 0 && b->o.solo_iters > 0) {
+        gw_config_t cfg;
+        gw_config_init(&cfg);
+        cfg.rank = 0;
+        cfg.size = 1;
+        if ((st = gw_comm_init(&cfg, &b->solo)) != GW_OK) {
+            fprintf(stderr, "gradwire-bench: one-rank communicator: %s\n", gw_status_str(st));
+            ok = 0;
+        }
+    }
+    if (b->rank == 0 && b->o.json &&
+        (!(*json = fopen(b->o.json, "w")) ||
+         fputs("{\"benchmark\": \"compress\", \"ok\": false, "
+               "\"error\": \"the run did not finish\"}\n",
+               *json) < 0 ||
+         fflush(*json) != 0)) {
+        fprintf(stderr, "gradwire-bench: cannot write %s: %m\n", b->o.json);
+        ok = 0;
+    }
+    if ((st = gw_allreduce(b->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK)
+        return failed(b, st, "gw_allreduce of the setup status");
+    if (!all_ok) {
+        snprintf(b->error, sizeof(b->error), "setup failed on some rank");
+        return -1;
+    }
+    return 0;
+}
+
+int gw_bench_compress_main(int argc, char **argv)
+{
+    struct cbench b;
+    FILE *json = NULL;
+    memset(&b, 0, sizeof(b));
+    int rc = parse_opts(argc, argv, &b.o);
+    if (rc >= 0)
+        return rc;
+    gw_status_t st = gw_comm_init_env(&b.comm);
+    if (st != GW_OK) {
+        fprintf(stderr, "gradwire-bench: gw_comm_init_env failed: %s (%s)\n", gw_status_str(st),
+                gw_status_name(st));
+        return GW_BENCH_EXIT_FAIL;
+    }
+    b.rank = gw_comm_rank(b.comm);
+    b.size = gw_comm_size(b.comm);
+    rc = GW_BENCH_EXIT_FAIL;
+    if (setup(&b, &json) == 0) {
+        if (b.rank == 0)
+            print_header(&b);
+        rc = run_all(&b) == 0 && !b.bad ? 0 : GW_BENCH_EXIT_FAIL;
+        if (b.rank == 0 && b.bad && !b.error[0])
+            snprintf(b.error, sizeof(b.error), "ranks ended with different results");
+        if (b.rank == 0 && b.error[0])
+            printf("# Error: %s\n", b.error);
+    }
+    if (json) {
+        int bad = write_json(json, &b, rc == 0) != 0;
+        bad |= fclose(json) != 0;
+        if (bad) {
+            fprintf(stderr, "gradwire-bench: writing %s failed: %m\n", b.o.json);
+            rc = GW_BENCH_EXIT_FAIL;
+        }
+    }
+    free(b.res);
+    free(b.tmax);
+    free(b.times);
+    free(b.out);
+    free(b.in);
+    gw_comm_destroy(b.solo);
+    gw_comm_destroy(b.comm);
+    return rc;
+}

@@ -1,0 +1,482 @@
+/*
+ * bench_p2p.c - `gradwire-bench p2p`: point-to-point bandwidth and latency
+ * between ranks 0 and 1, over whatever transport the communicator chose, in
+ * the manner of perftest (ib_write_bw, ib_write_lat) so that the two can be
+ * run side by side on one link and compared.
+ *
+ * For each message size:
+ *   - uni: rank 0 sends `iters` messages back to back, rank 1 receives
+ *     them and answers with one byte; bandwidth = iters * size / time, timed
+ *     on rank 0 from the first send to the answer;
+ *   - bidir: both ranks exchange `iters` messages with gw_sendrecv;
+ *     bandwidth = 2 * iters * size / time (both directions, as ib_write_bw
+ *     -b reports);
+ *   - lat: `iters` ping-pongs; each iteration's latency is half its round
+ *     trip, reported as median, 90th and 99th percentile, min and max, as
+ *     ib_write_lat does (its "typical" is the median).
+ * Each mode runs `warmup` untimed iterations first. gw_send is blocking, so
+ * one message per direction is in flight at a time; perftest keeps up to
+ * 128 in flight, which matters for small messages only. GB/s = 1e9 bytes/s.
+ *
+ * With -c 1 (default) the send buffers hold a pattern of the sender and
+ * the size, the receive buffers start with bytes that differ from it
+ * everywhere, and after each mode's timed loop the last message received
+ * is compared with the pattern (outside the timing); rank 1 reports its
+ * count of wrong bytes to rank 0. Ranks beyond 1 take no part and exit.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#define MODE_UNI 1
+#define MODE_BIDIR 2
+#define MODE_LAT 4
+
+struct p2p_opts {
+    size_t minbytes, maxbytes;
+    long factor, iters, warmup;
+    int modes, check;
+    const char *json;
+};
+
+struct p2p_result {
+    size_t bytes;
+    double uni, bidir;              /* GB/s, NAN when not run */
+    double p50, p90, p99, min, max; /* one-way latency, us */
+    int64_t wrong;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: gradwire-bench p2p [options]\n"
+                 "\n"
+                 "  -b, --minbytes N      smallest message in bytes (default 8); K, M, G suffixes\n"
+                 "  -e, --maxbytes N      largest message in bytes (default 4M)\n"
+                 "  -f, --stepfactor N    multiply the size by N each step (default 4)\n"
+                 "  -n, --iters N         timed iterations per size and mode (default 100)\n"
+                 "  -w, --warmup_iters N  untimed iterations before them (default 10)\n"
+                 "  -m, --mode LIST       uni, bidir, lat, or all (default), comma-separated\n"
+                 "  -c, --check 0|1       check the bytes that arrived (default 1)\n"
+                 "      --json FILE       also write parameters and results as JSON (rank 0)\n"
+                 "  -h, --help            show this help\n"
+                 "\n"
+                 "Ranks 0 and 1 exchange messages; other ranks exit at once. Start with e.g.\n"
+                 "`gradwire launch -n 2 gradwire-bench p2p`. Exit status: 0 if every call\n"
+                 "succeeded and every byte was right, 1 otherwise, 2 for a bad command line.\n");
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("gradwire-bench p2p: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n(see gradwire-bench p2p --help)\n", stderr);
+    return GW_BENCH_EXIT_USAGE;
+}
+
+static int parse_modes(const char *s, int *out)
+{
+    int m = 0;
+    char buf[64];
+    if (strlen(s) >= sizeof(buf))
+        return -1;
+    strcpy(buf, s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (strcmp(tok, "uni") == 0)
+            m |= MODE_UNI;
+        else if (strcmp(tok, "bidir") == 0)
+            m |= MODE_BIDIR;
+        else if (strcmp(tok, "lat") == 0)
+            m |= MODE_LAT;
+        else if (strcmp(tok, "all") == 0)
+            m |= MODE_UNI | MODE_BIDIR | MODE_LAT;
+        else
+            return -1;
+    }
+    if (!m)
+        return -1;
+    *out = m;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct p2p_opts *o)
+{
+    static const struct option longopts[] = {{"minbytes", required_argument, NULL, 'b'},
+                                             {"maxbytes", required_argument, NULL, 'e'},
+                                             {"stepfactor", required_argument, NULL, 'f'},
+                                             {"iters", required_argument, NULL, 'n'},
+                                             {"warmup_iters", required_argument, NULL, 'w'},
+                                             {"mode", required_argument, NULL, 'm'},
+                                             {"check", required_argument, NULL, 'c'},
+                                             {"json", required_argument, NULL, 'J'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    memset(o, 0, sizeof(*o));
+    o->minbytes = 8;
+    o->maxbytes = (size_t)4 << 20;
+    o->factor = 4;
+    o->iters = 100;
+    o->warmup = 10;
+    o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
+    o->check = 1;
+    long v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "b:e:f:n:w:m:c:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            if (gw_bench_parse_size(optarg, &o->minbytes) != 0)
+                return usage_error("bad --minbytes \"%s\"", optarg);
+            break;
+        case 'e':
+            if (gw_bench_parse_size(optarg, &o->maxbytes) != 0)
+                return usage_error("bad --maxbytes \"%s\"", optarg);
+            break;
+        case 'f':
+            if (gw_bench_parse_long(optarg, 2, 1024, &o->factor) != 0)
+                return usage_error("--stepfactor must be an integer in [2, 1024], not \"%s\"",
+                                   optarg);
+            break;
+        case 'n':
+            if (gw_bench_parse_long(optarg, 1, 100000000, &o->iters) != 0)
+                return usage_error("--iters must be a positive integer, not \"%s\"", optarg);
+            break;
+        case 'w':
+            if (gw_bench_parse_long(optarg, 0, 100000000, &o->warmup) != 0)
+                return usage_error("--warmup_iters must be a non-negative integer, not \"%s\"",
+                                   optarg);
+            break;
+        case 'm':
+            if (parse_modes(optarg, &o->modes) != 0)
+                return usage_error("--mode takes uni, bidir, lat or all, not \"%s\"", optarg);
+            break;
+        case 'c':
+            if (gw_bench_parse_long(optarg, 0, 1, &v) != 0)
+                return usage_error("--check takes 0 or 1, not \"%s\"", optarg);
+            o->check = (int)v;
+            break;
+        case 'J':
+            o->json = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            return usage_error("unknown option");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    if (o->minbytes > o->maxbytes)
+        return usage_error("--minbytes %zu is above --maxbytes %zu", o->minbytes, o->maxbytes);
+    return -1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint8_t pattern(int from, size_t size, size_t i)
+{
+    return (uint8_t)((size_t)from * 131 + size * 7 + i * 29 + (i >> 8));
+}
+
+/* Before a mode's timed loop: our pattern in the send buffer, and in the
+ * receive buffer something that differs from the peer's everywhere. */
+static void prepare(uint8_t *sbuf, uint8_t *rbuf, int rank, int peer, size_t size, int check)
+{
+    for (size_t i = 0; check && i < size; i++) {
+        sbuf[i] = pattern(rank, size, i);
+        rbuf[i] = (uint8_t)~pattern(peer, size, i);
+    }
+}
+
+/* After it: the last message received must be the peer's pattern. */
+static int64_t wrong_bytes(const uint8_t *buf, int from, size_t size, int check)
+{
+    int64_t w = 0;
+    for (size_t i = 0; check && i < size; i++)
+        w += buf[i] != pattern(from, size, i);
+    return w;
+}
+
+struct run {
+    const struct p2p_opts *o;
+    gw_comm_t *comm;
+    int rank, peer;
+    uint8_t *sbuf, *rbuf;
+    int64_t wrong;
+};
+
+static gw_status_t run_uni(struct run *r, size_t size, long n, double *secs)
+{
+    uint8_t ack = 0;
+    gw_status_t st = GW_OK;
+    double t0 = now_s();
+    for (long i = 0; i < n && st == GW_OK; i++)
+        st = r->rank == 0 ? gw_send(r->comm, r->sbuf, size, GW_UINT8, 1)
+                          : gw_recv(r->comm, r->rbuf, size, GW_UINT8, 0);
+    if (st == GW_OK)
+        st = r->rank == 0 ? gw_recv(r->comm, &ack, 1, GW_UINT8, 1)
+                          : gw_send(r->comm, &ack, 1, GW_UINT8, 0);
+    *secs = now_s() - t0;
+    return st;
+}
+
+static gw_status_t run_bidir(struct run *r, size_t size, long n, double *secs)
+{
+    gw_status_t st = GW_OK;
+    double t0 = now_s();
+    for (long i = 0; i < n && st == GW_OK; i++)
+        st = gw_sendrecv(r->comm, r->sbuf, size, r->peer, r->rbuf, size, r->peer, GW_UINT8);
+    *secs = now_s() - t0;
+    return st;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double percentile(const double *sorted, long n, double p)
+{
+    long k = (long)ceil(p / 100.0 * (double)n) - 1;
+    if (k < 0)
+        k = 0;
+    if (k >= n)
+        k = n - 1;
+    return sorted[k];
+}
+
+/* Ping-pong; lat (rank 0) receives half of each round trip in us. */
+static gw_status_t run_lat(struct run *r, size_t size, long n, double *lat)
+{
+    gw_status_t st = GW_OK;
+    for (long i = 0; i < n && st == GW_OK; i++) {
+        double t0 = now_s();
+        if (r->rank == 0) {
+            st = gw_send(r->comm, r->sbuf, size, GW_UINT8, 1);
+            if (st == GW_OK)
+                st = gw_recv(r->comm, r->rbuf, size, GW_UINT8, 1);
+        } else {
+            st = gw_recv(r->comm, r->rbuf, size, GW_UINT8, 0);
+            if (st == GW_OK)
+                st = gw_send(r->comm, r->sbuf, size, GW_UINT8, 0);
+        }
+        if (lat)
+            lat[i] = (now_s() - t0) * 1e6 / 2;
+    }
+    return st;
+}
+
+/* Warm-up, then the timed loop, then the check of what arrived. */
+static gw_status_t run_mode(struct run *r, int mode, size_t size, double *secs, double *lat)
+{
+    const struct p2p_opts *o = r->o;
+    gw_status_t st = GW_OK;
+    double warm;
+    prepare(r->sbuf, r->rbuf, r->rank, r->peer, size, o->check);
+    if (mode == MODE_UNI) {
+        if ((st = run_uni(r, size, o->warmup, &warm)) == GW_OK)
+            st = run_uni(r, size, o->iters, secs);
+    } else if (mode == MODE_BIDIR) {
+        if ((st = run_bidir(r, size, o->warmup, &warm)) == GW_OK)
+            st = run_bidir(r, size, o->iters, secs);
+    } else {
+        if ((st = run_lat(r, size, o->warmup, NULL)) == GW_OK)
+            st = run_lat(r, size, o->iters, lat);
+    }
+    int received = mode != MODE_UNI || r->rank == 1;
+    if (st == GW_OK && received)
+        r->wrong += wrong_bytes(r->rbuf, r->peer, size, o->check);
+    return st;
+}
+
+static gw_status_t run_size(struct run *r, size_t size, struct p2p_result *res, double *lat)
+{
+    const struct p2p_opts *o = r->o;
+    double secs;
+    gw_status_t st = GW_OK;
+    res->bytes = size;
+    res->uni = res->bidir = res->p50 = res->p90 = res->p99 = res->min = res->max = NAN;
+    if (o->modes & MODE_UNI) {
+        if ((st = run_mode(r, MODE_UNI, size, &secs, NULL)) != GW_OK)
+            return st;
+        res->uni = (double)o->iters * (double)size / secs / 1e9;
+    }
+    if (o->modes & MODE_BIDIR) {
+        if ((st = run_mode(r, MODE_BIDIR, size, &secs, NULL)) != GW_OK)
+            return st;
+        res->bidir = 2.0 * (double)o->iters * (double)size / secs / 1e9;
+    }
+    if (o->modes & MODE_LAT) {
+        if ((st = run_mode(r, MODE_LAT, size, &secs, lat)) != GW_OK)
+            return st;
+        qsort(lat, (size_t)o->iters, sizeof(double), cmp_double);
+        res->p50 = percentile(lat, o->iters, 50);
+        res->p90 = percentile(lat, o->iters, 90);
+        res->p99 = percentile(lat, o->iters, 99);
+        res->min = lat[0];
+        res->max = lat[o->iters - 1];
+    }
+    return GW_OK;
+}
+
+static void print_num(double v, int width, int prec)
+{
+    if (isnan(v))
+        printf(" %*s", width, "-");
+    else
+        printf(" %*.*f", width, prec, v);
+}
+
+static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p2p_result *res,
+                       size_t nres, const char *error)
+{
+    FILE *f = fopen(o->json, "w");
+    if (!f) {
+        perror(o->json);
+        return;
+    }
+    fprintf(f, "{\"benchmark\": \"p2p\", \"transport\": ");
+    gw_bench_json_str(f, gw_comm_transport(comm));
+    fprintf(f, ", \"ranks\": %d, \"iters\": %ld, \"warmup_iters\": %ld, \"check\": %d,\n",
+            gw_comm_size(comm), o->iters, o->warmup, o->check);
+    fprintf(f, " \"error\": ");
+    if (error)
+        gw_bench_json_str(f, error);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n \"results\": [");
+    for (size_t i = 0; i < nres; i++) {
+        const struct p2p_result *p = &res[i];
+        fprintf(f, "%s\n  {\"bytes\": %zu, \"uni_GBps\": ", i ? "," : "", p->bytes);
+        gw_bench_json_num(f, p->uni);
+        fputs(", \"bidir_GBps\": ", f);
+        gw_bench_json_num(f, p->bidir);
+        fputs(", \"lat_us\": {\"p50\": ", f);
+        gw_bench_json_num(f, p->p50);
+        fputs(", \"p90\": ", f);
+        gw_bench_json_num(f, p->p90);
+        fputs(", \"p99\": ", f);
+        gw_bench_json_num(f, p->p99);
+        fputs(", \"min\": ", f);
+        gw_bench_json_num(f, p->min);
+        fputs(", \"max\": ", f);
+        gw_bench_json_num(f, p->max);
+        fprintf(f, "}, \"wrong\": %lld}", (long long)p->wrong);
+    }
+    fprintf(f, "\n]}\n");
+    fclose(f);
+}
+
+int gw_bench_p2p_main(int argc, char **argv)
+{
+    struct p2p_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    gw_comm_t *comm = NULL;
+    gw_status_t st = gw_comm_init_env(&comm);
+    if (st != GW_OK) {
+        fprintf(stderr, "gradwire-bench p2p: gw_comm_init_env: %s\n", gw_status_str(st));
+        return GW_BENCH_EXIT_FAIL;
+    }
+    int rank = gw_comm_rank(comm), size = gw_comm_size(comm);
+    if (size < 2) {
+        fprintf(stderr, "gradwire-bench p2p: needs at least 2 ranks (have %d)\n", size);
+        gw_comm_destroy(comm);
+        return GW_BENCH_EXIT_USAGE;
+    }
+    if (rank > 1) {
+        gw_comm_destroy(comm);
+        return 0;
+    }
+    struct run r = {.o = &o, .comm = comm, .rank = rank, .peer = 1 - rank};
+    r.sbuf = malloc(o.maxbytes ? o.maxbytes : 1);
+    r.rbuf = malloc(o.maxbytes ? o.maxbytes : 1);
+    double *lat = malloc((size_t)o.iters * sizeof(double));
+    size_t cap = 64, nres = 0;
+    struct p2p_result *res = calloc(cap, sizeof(*res));
+    if (!r.sbuf || !r.rbuf || !lat || !res) {
+        fprintf(stderr, "gradwire-bench p2p: out of memory for %zu-byte buffers\n", o.maxbytes);
+        gw_comm_destroy(comm);
+        return GW_BENCH_EXIT_FAIL;
+    }
+    memset(r.sbuf, 0, o.maxbytes ? o.maxbytes : 1);
+    memset(r.rbuf, 0, o.maxbytes ? o.maxbytes : 1);
+    if (rank == 0) {
+        printf("# gradwire-bench p2p: rank 0 <-> rank 1 over %s (%d ranks), %ld iterations "
+               "(+%ld warm-up), check %s\n",
+               gw_comm_transport(comm), size, o.iters, o.warmup, o.check ? "on" : "off");
+        printf("# GB/s = 1e9 bytes/s; latency is one way (half the round trip)\n#\n");
+        printf("# %10s %10s %11s %10s %9s %9s %9s %9s %8s\n", "size(B)", "uni(GB/s)",
+               "bidir(GB/s)", "lat_p50", "lat_p90", "lat_p99", "lat_min", "lat_max", "#wrong");
+        fflush(stdout);
+    }
+    char error[256] = "";
+    for (size_t s = o.minbytes;; s = s ? s * (size_t)o.factor : 1) {
+        if (nres == cap) {
+            struct p2p_result *p = realloc(res, 2 * cap * sizeof(*res));
+            if (!p)
+                break;
+            res = p;
+            cap *= 2;
+        }
+        int64_t before = r.wrong;
+        st = run_size(&r, s, &res[nres], lat);
+        res[nres].wrong = r.wrong - before;
+        if (st != GW_OK) {
+            snprintf(error, sizeof(error), "size %zu: %s", s, gw_status_str(st));
+            fprintf(stderr, "gradwire-bench p2p: rank %d: %s\n", rank, error);
+            break;
+        }
+        if (rank == 0) {
+            const struct p2p_result *p = &res[nres];
+            printf("  %10zu", p->bytes);
+            print_num(p->uni, 10, 4);
+            print_num(p->bidir, 11, 4);
+            print_num(p->p50, 10, 2);
+            print_num(p->p90, 9, 2);
+            print_num(p->p99, 9, 2);
+            print_num(p->min, 9, 2);
+            print_num(p->max, 9, 2);
+            printf(" %8lld\n", (long long)p->wrong);
+            fflush(stdout);
+        }
+        nres++;
+        if (s >= o.maxbytes || (s > 0 && s > o.maxbytes / (size_t)o.factor))
+            break;
+    }
+    /* Rank 1's wrong bytes, so that rank 0's verdict covers both. */
+    int64_t theirs = 0;
+    if (st == GW_OK)
+        st = rank == 0 ? gw_recv(comm, &theirs, 1, GW_INT64, 1)
+                       : gw_send(comm, &r.wrong, 1, GW_INT64, 0);
+    int64_t total = r.wrong + theirs;
+    if (rank == 0) {
+        if (st == GW_OK)
+            printf("# wrong bytes: %lld (rank 0: %lld, rank 1: %lld)\n", (long long)total,
+                   (long long)r.wrong, (long long)theirs);
+        if (o.json)
+            write_json(&o, comm, res, nres, error[0] ? error : NULL);
+    }
+    free(r.sbuf);
+    free(r.rbuf);
+    free(lat);
+    free(res);
+    gw_comm_destroy(comm);
+    return st == GW_OK && total == 0 ? 0 : GW_BENCH_EXIT_FAIL;
+}

@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# compare.sh - gradwire's allreduce side by side with the peers users would
+# otherwise pick (Gloo, Open MPI), on the same sizes, ranks and hosts, in one
+# run, as DESIGN.md asks of every timing claim.
+#
+# Every library runs its nccl-tests-style driver (gradwire-bench allreduce,
+# bench/peers/gloo_allreduce, bench/peers/mpi_allreduce: same flags, same
+# timing method, same table), R times, the runs of the libraries interleaved
+# (gradwire, then each peer, then gradwire again ...) so that a change in
+# the machine's load hits all of them alike. For each size the table shows
+# the median over the runs of each library's median time and busbw, and the
+# ratio gradwire / peer of the busbws (> 1: gradwire is faster).
+#
+# Modes:
+#   --emulated N --rate R  N emulated hosts (scripts/cluster.sh, needs root),
+#                          one rank per host unless --ranks-per-host; peers:
+#                          Gloo ring_chunked and halving_doubling. Open MPI 4.1
+#                          does not start across network namespaces (PMIx
+#                          "Unreachable", see DESIGN.md), so it is left out.
+#   --local N              N ranks on this host over loopback TCP (gradwire
+#                          with GW_TRANSPORT=tcp); peers: Gloo ring_chunked and
+#                          halving_doubling, Open MPI with btl tcp and with vader
+#                          (shared memory).
+set -euo pipefail
+
+PROG=$(basename "$0")
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+usage() {
+    cat <<EOF
+usage: $PROG --emulated N --rate R [options]
+       $PROG --local N [options]
+
+Run gradwire-bench allreduce and the peers' drivers on the same sizes and
+ranks, R times each (interleaved), and print per size the median time and
+busbw of every library and the ratio gradwire/peer of the busbws.
+
+modes:
+  --emulated N          N emulated hosts (network namespaces, needs root)
+  --rate R              link rate of every host for --emulated: 2gbit, 800mbit
+  --local N             N ranks on this host, over loopback TCP
+
+options:
+  -b, --minbytes S      smallest size (default 32M); K, M, G suffixes
+  -e, --maxbytes S      largest size (default 64M); sizes double from -b to -e
+  -r, --repeats R       runs of each library (default 5)
+  -n, --iters N         timed iterations per size in each run (default 10)
+  -w, --warmup N        warm-up iterations per size in each run (default 3)
+  -d, --datatype T      float32 (default), float64 or int32
+  -o, --op OP           sum (default), max or min
+      --place P         in (default) or out: in-place or out-of-place figures
+      --ranks-per-host K   --emulated: K ranks per host (N*K ranks)
+      --peers LIST      comma list of gloo_ring_chunked, gloo_halving_doubling,
+                        mpi_tcp, mpi_vader, or none (default: all the mode allows
+                        and the build has)
+      --gradwire-env "K=V ..."  extra environment for the gradwire runs only
+                        (e.g. "GW_NSOCKS=2 GW_CHUNK_BYTES=262144")
+      --variant "NAME K=V ..."  a gradwire column NAME run with that environment
+                        (repeatable, for sweeps; replaces the plain gradwire
+                        column; the first variant is the one ratios refer to)
+      --build DIR       build directory (default: $ROOT/build)
+      --prefix NAME     cluster prefix for --emulated (default gwcmp<pid>x)
+      --keep-cluster    leave the emulated cluster up at the end
+      --raw DIR         keep every run's output in DIR
+  -h, --help            this text
+
+Every library checks its results (-c 1); a run with wrong elements or a
+failure is reported and makes the script exit 1. The machine's load average
+is printed before and after: on a shared machine, compare ratios measured in
+one run, not figures from different runs.
+EOF
+}
+
+die() {
+    echo "$PROG: error: $*" >&2
+    exit 1
+}
+
+usage_error() {
+    echo "$PROG: error: $*" >&2
+    echo "run '$PROG --help' for usage" >&2
+    exit 2
+}
+
+mode=""
+nhosts=0
+rate=""
+minb=32M
+maxb=64M
+repeats=5
+iters=10
+warmup=3
+dtype=float32
+op=sum
+place=in
+rph=0
+peers=""
+gw_env=""
+variants=()
+build="$ROOT/build"
+prefix="gwcmp$$x"
+keep=0
+raw=""
+
+need() { [ $# -ge 2 ] || usage_error "$1 needs a value"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --emulated) need "$@"; mode=emulated; nhosts="$2"; shift 2 ;;
+        --local) need "$@"; mode=local; nhosts="$2"; shift 2 ;;
+        --rate) need "$@"; rate="$2"; shift 2 ;;
+        -b|--minbytes) need "$@"; minb="$2"; shift 2 ;;
+        -e|--maxbytes) need "$@"; maxb="$2"; shift 2 ;;
+        -r|--repeats) need "$@"; repeats="$2"; shift 2 ;;
+        -n|--iters) need "$@"; iters="$2"; shift 2 ;;
+        -w|--warmup) need "$@"; warmup="$2"; shift 2 ;;
+        -d|--datatype) need "$@"; dtype="$2"; shift 2 ;;
+        -o|--op) need "$@"; op="$2"; shift 2 ;;
+        --place) need "$@"; place="$2"; shift 2 ;;
+        --ranks-per-host) need "$@"; rph="$2"; shift 2 ;;
+        --peers) need "$@"; peers="$2"; shift 2 ;;
+        --gradwire-env) need "$@"; gw_env="$2"; shift 2 ;;
+        --variant) need "$@"; variants+=("$2"); shift 2 ;;
+        --build) need "$@"; build="$2"; shift 2 ;;
+        --prefix) need "$@"; prefix="$2"; shift 2 ;;
+        --keep-cluster) keep=1; shift ;;
+        --raw) need "$@"; raw="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage_error "unknown argument '$1'" ;;
+    esac
+done
+
+[ -n "$mode" ] || usage_error "give --emulated N --rate R or --local N"
+[[ "$nhosts" =~ ^[0-9]+$ ]] && [ "$nhosts" -ge 1 ] || usage_error "the rank/host count must be a positive integer, not '$nhosts'"
+for v in repeats iters warmup; do
+    [[ "${!v}" =~ ^[0-9]+$ ]] || usage_error "--$v wants a number, not '${!v}'"
+done
+[ "$repeats" -ge 1 ] && [ "$iters" -ge 1 ] || usage_error "--repeats and --iters must be at least 1"
+[[ "$rph" =~ ^[0-9]+$ ]] || usage_error "--ranks-per-host wants a number, not '$rph'"
+case "$place" in in|out) ;; *) usage_error "--place wants in or out, not '$place'" ;; esac
+case "$dtype" in float32|float64|int32|float|double|int) ;; *) usage_error "--datatype: float32, float64 or int32 (what every driver has)" ;; esac
+case "$op" in sum|max|min) ;; *) usage_error "--op: sum, max or min (what every driver has)" ;; esac
+if [ "$mode" = emulated ]; then
+    [ -n "$rate" ] || usage_error "--emulated needs --rate R (e.g. 2gbit)"
+    [ "$(id -u)" -eq 0 ] || die "--emulated needs root (network namespaces and tc)"
+else
+    [ -z "$rate" ] || usage_error "--rate is for --emulated"
+    [ "$rph" -eq 0 ] || usage_error "--ranks-per-host is for --emulated"
+fi
+
+LAUNCH="$build/gradwire"
+BENCH="$build/gradwire-bench"
+GLOO="$build/bench/peers/gloo_allreduce"
+MPI="$build/bench/peers/mpi_allreduce"
+[ -x "$LAUNCH" ] && [ -x "$BENCH" ] || die "no $LAUNCH or $BENCH: build first (cmake --build $build)"
+
+# The peers this mode can run and this build has.
+if [ -z "$peers" ]; then
+    list=()
+    [ -x "$GLOO" ] && list+=(gloo_ring_chunked gloo_halving_doubling)
+    if [ "$mode" = local ] && [ -x "$MPI" ] && command -v mpirun >/dev/null; then
+        list+=(mpi_tcp mpi_vader)
+    fi
+    peers=$(IFS=,; echo "${list[*]-}")
+elif [ "$peers" = none ]; then
+    peers=""
+fi
+IFS=, read -r -a PEERS <<<"$peers"
+for p in "${PEERS[@]+"${PEERS[@]}"}"; do
+    case "$p" in
+        gloo_ring_chunked|gloo_halving_doubling) [ -x "$GLOO" ] || die "$p: no $GLOO (install libgloo-dev and rebuild)" ;;
+        mpi_tcp|mpi_vader)
+            [ "$mode" = local ] || die "$p: Open MPI does not start across network namespaces; use it with --local"
+            [ -x "$MPI" ] && command -v mpirun >/dev/null || die "$p: no $MPI or mpirun (install libopenmpi-dev openmpi-bin and rebuild)" ;;
+        *) usage_error "unknown peer '$p'" ;;
+    esac
+done
+
+# gradwire's columns: NAME and its environment (after --gradwire-env).
+[ ${#variants[@]} -gt 0 ] || variants=("gradwire")
+VNAMES=()
+declare -A VENV
+for v in "${variants[@]}"; do
+    read -r name rest <<<"$v"
+    [[ "$name" =~ ^[A-Za-z0-9_.+-]+$ ]] || usage_error "--variant: bad name '$name' (letters, digits, _ . + -)"
+    for kv in $rest; do
+        [[ "$kv" =~ ^GW_[A-Z_]+=[^[:space:]]*$ ]] || usage_error "--variant $name: '$kv' is not GW_NAME=VALUE"
+    done
+    for p in "${PEERS[@]+"${PEERS[@]}"}" "${VNAMES[@]+"${VNAMES[@]}"}"; do
+        [ "$p" != "$name" ] || usage_error "--variant: name '$name' is taken"
+    done
+    VNAMES+=("$name")
+    VENV[$name]="$gw_env $rest"
+done
+
+nranks=$nhosts
+[ "$mode" = local ] || [ "$rph" -eq 0 ] || nranks=$((nhosts * rph))
+
+work=$(mktemp -d /tmp/gw-compare-XXXXXX)
+cluster=0
+cleanup() {
+    local rc=$?
+    if [ "$cluster" -eq 1 ] && [ "$keep" -eq 0 ]; then
+        "$ROOT/scripts/cluster.sh" down --prefix "$prefix" >/dev/null 2>&1 || rc=1
+    fi
+    rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+[ -z "$raw" ] || mkdir -p "$raw"
+
+if [ "$mode" = emulated ]; then
+    cluster=1
+    "$ROOT/scripts/cluster.sh" up "$nhosts" --prefix "$prefix" --rate "$rate" >/dev/null
+fi
+
+common=(-b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -c 1 -d "$dtype" -o "$op")
+launch=("$LAUNCH" launch --no-prefix)
+if [ "$mode" = emulated ]; then
+    launch+=(--hosts "$prefix" -n "$nranks")
+    [ "$rph" -eq 0 ] || launch+=(--ranks-per-host "$rph")
+else
+    launch+=(-n "$nranks")
+fi
+
+# run NAME: one run of one library; its table goes to $work/NAME.<k>.
+run_lib() {
+    local name="$1" k="$2" out="$work/$1.$2" store
+    case "$name" in
+        gloo_*)
+            store="$work/store.$name.$k"
+            mkdir -p "$store"
+            # Gloo binds the address it is given: the host's own (eth0) on
+            # an emulated host, loopback here.
+            # shellcheck disable=SC2016
+            "${launch[@]}" -- sh -c '
+                a=127.0.0.1
+                if [ "$1" = emulated ]; then
+                    a=$(ip -4 -o addr show dev eth0 | awk "{print \$4}" | cut -d/ -f1)
+                fi
+                shift
+                exec "$@" --hostname "$a"' _ "$mode" "$GLOO" --store "$store" \
+                --algo "${name#gloo_}" "${common[@]}" >"$out" 2>&1 ;;
+        mpi_tcp|mpi_vader)
+            local btl=tcp,self
+            [ "$name" = mpi_tcp ] || btl=vader,self
+            # Loopback only: this host's other interfaces are not ours to use.
+            mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl "$btl" \
+                --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+                "$MPI" "${common[@]}" >"$out" 2>&1 ;;
+        *)
+            # A gradwire variant. TCP forced: the comparison is of the
+            # network path, even where shared memory could be used.
+            # shellcheck disable=SC2086
+            env GW_TRANSPORT=tcp ${VENV[$name]} "${launch[@]}" -- "$BENCH" allreduce \
+                "${common[@]}" >"$out" 2>&1 ;;
+    esac
+}
+
+# The table rows of a run: "size time(us) wrong" for the chosen placement.
+# busbw is recomputed from the time below: the tables round it to 0.01.
+rows() {
+    awk -v p="$place" '$1 ~ /^[0-9]+$/ && NF >= 13 {
+        if (p == "in") print $1, $10, $13; else print $1, $6, $9 }' "$1"
+}
+
+libs=("${VNAMES[@]}" "${PEERS[@]+"${PEERS[@]}"}")
+failed=0
+echo "# $PROG: $mode, $nranks ranks$([ "$mode" = emulated ] && echo " on $nhosts hosts at $rate"), $dtype $op, sizes $minb..$maxb, $place-place, $repeats runs x $iters iterations"
+for v in "${VNAMES[@]}"; do
+    [ -z "${VENV[$v]// /}" ] || echo "# $v: ${VENV[$v]}"
+done
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
+for ((k = 1; k <= repeats; k++)); do
+    for lib in "${libs[@]}"; do
+        if ! run_lib "$lib" "$k"; then
+            echo "# run $k of $lib failed:" >&2
+            tail -n 20 "$work/$lib.$k" >&2
+            failed=1
+        elif rows "$work/$lib.$k" | awk '$3 != "0" && $3 != "N/A" { bad = 1 } END { exit !bad }'; then
+            echo "# run $k of $lib had wrong elements" >&2
+            failed=1
+        fi
+        [ -z "$raw" ] || cp "$work/$lib.$k" "$raw/$lib.$k"
+    done
+done
+echo "# load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Medians per library and size, then the table.
+for lib in "${libs[@]}"; do
+    for ((k = 1; k <= repeats; k++)); do
+        [ -f "$work/$lib.$k" ] && rows "$work/$lib.$k" | sed "s/^/$lib /"
+    done
+done | awk -v libs="${libs[*]}" -v n="$nranks" '
+    function median(list,   a, m, i, j, t) {
+        m = split(list, a, " ")
+        for (i = 2; i <= m; i++)
+            for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+    }
+    { key = $1 SUBSEP $2; t[key] = t[key] " " $3; sizes[$2] = 1 }
+    END {
+        nl = split(libs, L, " ")
+        printf "#%11s", ""
+        for (i = 1; i <= nl; i++) printf(i > 1 ? "  %-28s" : "  %-20s", L[i])
+        printf "\n#%11s", "size(B)"
+        for (i = 1; i <= nl; i++) {
+            printf "  %10s  %8s", "time(us)", "busbw"
+            if (i > 1) printf "  %6s", "ratio"
+        }
+        printf "\n"
+        ns = 0
+        for (s in sizes) S[++ns] = s + 0
+        for (i = 2; i <= ns; i++)
+            for (j = i; j > 1 && S[j - 1] > S[j]; j--) { x = S[j]; S[j] = S[j - 1]; S[j - 1] = x }
+        for (q = 1; q <= ns; q++) {
+            s = S[q]
+            printf "%12d", s
+            ref = -1
+            for (i = 1; i <= nl; i++) {
+                k = L[i] SUBSEP s
+                if (!(k in t)) { printf "  %10s  %8s", "-", "-"; if (i > 1) printf "  %6s", "-"; continue }
+                tm = median(t[k])
+                b = tm > 0 ? s / tm / 1e3 * 2 * (n - 1) / n : 0
+                if (i == 1) ref = b
+                printf "  %10.1f  %8.4f", tm, b
+                if (i > 1) {
+                    if (ref > 0 && b > 0) printf "  %6.2f", ref / b; else printf "  %6s", "-"
+                }
+            }
+            printf "\n"
+        }
+        printf "# time: median over runs of each run'"'"'s median time (us); busbw = size / time x\n"
+        printf "# 2(n-1)/n in GB/s (1e9 B/s); ratio = %s busbw / that column'"'"'s (> 1: %s faster)\n", L[1], L[1]
+    }'
+if [ "$mode" = emulated ]; then
+    echo "# link rate $rate = $(awk -v r="$rate" 'BEGIN {
+        v = r + 0; u = tolower(r); sub(/^[0-9]+/, "", u)
+        m = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1
+        printf "%.4f GB/s", v * m / 8e9 }') per direction per host"
+fi
+exit "$failed"

@@ -1,0 +1,206 @@
+/*
+ * codec.h - what the gradient codecs (collectives/compress/codec_*.c) see:
+ * the compression state, one call's context, the codec ops table and the
+ * helpers every codec shares (exchanges that stamp their own tag and count
+ * their time, work buffers, random numbers, float kernels).
+ *
+ * A call of gw_allreduce_compressed (compress_api.c) runs in this order:
+ *  1. x = input + residual is written into the state's `next` buffer (the
+ *     residual is skipped where it is zero, so that -0.0 inputs survive),
+ *     and the maximum |x| of every bucket is taken on the way.
+ *  2. Those maxima are allreduced with GW_MAX (IEEE maximum: NaN wins), which
+ *     is how every rank learns at once whether any rank holds a NaN or an
+ *     infinity, and gives int8 its shared scales and fp16 its shared range.
+ *  3. Dense calls (warm-up, small tensors, GW_CODEC_NONE) allreduce x as
+ *     gw_allreduce would. Otherwise the codec's run() encodes x, exchanges,
+ *     and decodes into out, and leaves in x what it did not transmit (the new
+ *     residual): x = transmitted + residual.
+ *  4. On success the buffers `residual` and `next` swap and the step
+ *     advances; on failure they are left alone, so the state is unchanged.
+ * Every exchange is its own collective on the communicator (its own sequence
+ * number) whose signature covers the settings, shape, step, phase and
+ * arguments, so ranks that disagree about any of them meet GW_ERR_MISMATCH.
+ */
+#ifndef GW_COMPRESS_CODEC_H
+#define GW_COMPRESS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/coll.h"
+#include "gradwire.h"
+
+/* The hot loops are built twice, for AVX2 and for the baseline ISA, and the
+ * dynamic loader picks one per CPU (GCC function multiversioning); the
+ * compress sources are built with -O3 so that both are vectorised. The two
+ * versions give the same bits: the loops use only IEEE operations, which
+ * every ISA rounds alike, and the build's ISO C mode (-std=c11) keeps GCC
+ * from contracting them into FMAs. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define GW__CZ_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define GW__CZ_HOT
+#endif
+
+/* Work buffers a codec may keep in its state between calls (grown on
+ * demand, freed with the state). */
+#define GW__CZ_NWORK 4
+
+typedef struct gw__codec_ops gw__codec_ops_t;
+
+struct gw_compress_state {
+    gw_compress_config_t cfg;
+    const gw__codec_ops_t *ops; /* NULL for GW_CODEC_NONE */
+    size_t rows, cols, count;
+    uint64_t step;
+    float *residual; /* count floats: what earlier steps did not transmit */
+    float *next;     /* count floats: this call's x, then its new residual */
+    float *extra;    /* the codec's persistent floats (PowerSGD: Q), saved */
+    size_t nextra;
+    void *work[GW__CZ_NWORK];
+    size_t work_len[GW__CZ_NWORK];
+    gw_compress_stats_t last, total;
+};
+
+/* One call in progress. */
+typedef struct gw__cz_call {
+    gw_comm_t *comm;
+    gw_compress_state_t *st;
+    int n, rank;
+    size_t count;
+    float *x;           /* count floats: x on entry; the codec leaves the residual */
+    float *out;         /* count floats, may be the caller's input (in place) */
+    const float *gmax;  /* max |x| over ranks, per bucket or one value */
+    size_t ngmax;
+    uint64_t key;       /* random key of this call: seed, step */
+    int phase;          /* exchanges made so far in this call */
+    /* Accounting, filled by the helpers below and by the codec. */
+    int64_t comm_ns, comm_cpu_ns; /* wall and thread CPU time in exchanges */
+    int64_t encode_ns, decode_ns;
+    uint64_t encoded_bytes;
+} gw__cz_call_t;
+
+struct gw__codec_ops {
+    size_t size; /* sizeof(gw__codec_ops_t) */
+    gw_codec_t codec;
+    /* 1: the shared maxima of step 2 are per bucket (int8); 0: one value. */
+    int per_bucket_max;
+    /* Settings and shape the codec cannot serve (logged, naming the
+     * problem); NULL: anything goes. */
+    gw_status_t (*check)(const gw_compress_config_t *cfg, size_t rows, size_t cols,
+                         const gw_logger_t *lg);
+    /* Floats of persistent codec state for this shape (NULL: none), and
+     * their initial value (NULL: zeros). */
+    size_t (*extra_floats)(const gw_compress_config_t *cfg, size_t rows, size_t cols);
+    void (*extra_init)(gw_compress_state_t *st);
+    /* 1 when this call should use the dense path (e.g. PowerSGD on a shape
+     * where it saves nothing); NULL: never. Must depend only on what every
+     * rank agrees on (settings, shape, rank count). */
+    int (*go_dense)(const gw_compress_state_t *st, int nranks);
+    /* A call that cannot work with this many ranks (logged); NULL: fine. */
+    gw_status_t (*check_ranks)(const gw_compress_state_t *st, int nranks, const gw_logger_t *lg);
+    /* Encode call->x, exchange, decode the average into call->out; leave
+     * the new residual in call->x. */
+    gw_status_t (*run)(gw__cz_call_t *call);
+};
+
+extern const gw__codec_ops_t gw__codec_fp16;
+extern const gw__codec_ops_t gw__codec_bf16;
+extern const gw__codec_ops_t gw__codec_int8;
+extern const gw__codec_ops_t gw__codec_sign;
+extern const gw__codec_ops_t gw__codec_topk;
+extern const gw__codec_ops_t gw__codec_powersgd;
+
+/* The ops of a codec; NULL for GW_CODEC_NONE and unknown values. */
+const gw__codec_ops_t *gw__codec_lookup(gw_codec_t codec);
+
+/* The first setting in which a and b differ ("codec", "seed", ...), or NULL
+ * when they are equal (compress_state.c). */
+const char *gw__cz_config_diff(const gw_compress_config_t *a, const gw_compress_config_t *b);
+
+/* ---- exchanges (compress_comm.c) ---------------------------------------- */
+
+/* Allreduce as one phase of the call: stamps a tag whose signature covers
+ * the call and the arguments, runs algo (GW_ALGO_AUTO: as gw_allreduce would
+ * pick; never GW_AVG), and adds the time to call->comm_ns. With one rank it
+ * copies. */
+gw_status_t gw__cz_allreduce(gw__cz_call_t *call, const void *send, void *recv, size_t count,
+                             gw_dtype_t dtype, gw_op_t op, gw_algo_t algo);
+
+/* Stamp the tag of a phase that a codec drives itself with gw__p2p_*
+ * (count, dtype and op describe it for the signature). The codec adds the
+ * time it spends waiting to call->comm_ns. */
+void gw__cz_begin(gw__cz_call_t *call, size_t count, gw_dtype_t dtype, gw_op_t op);
+
+/* Allgather of `bytes` bytes per rank into recv (n * bytes), as one phase. */
+gw_status_t gw__cz_allgather(gw__cz_call_t *call, const void *send, void *recv, size_t bytes);
+
+/* A transport that forwards everything to `inner` and counts the payload
+ * bytes of the sends posted through it. Installed as comm->transport for the
+ * length of a call, so that every phase's traffic is measured exactly,
+ * whatever algorithm moves it. */
+typedef struct gw__cz_counter {
+    gw_transport_t base;
+    gw_transport_t *inner;
+    uint64_t bytes_sent;
+} gw__cz_counter_t;
+
+void gw__cz_counter_install(gw__cz_counter_t *c, gw_comm_t *comm);
+void gw__cz_counter_remove(gw__cz_counter_t *c, gw_comm_t *comm);
+
+/* Payload bytes this rank sends in a ring allreduce of `bytes` bytes made of
+ * elements of esize bytes (the ring's block split, counted exactly). */
+uint64_t gw__cz_ring_bytes(size_t count, size_t esize, int n, int rank);
+
+/* ---- buffers, random numbers, kernels (compress_util.c) ----------------- */
+
+/* Work buffer `slot` of the state with at least len bytes (64-byte
+ * aligned; contents undefined). Logs and returns GW_ERR_NO_MEMORY. */
+gw_status_t gw__cz_work(gw__cz_call_t *call, int slot, size_t len, void **out);
+
+/* A 64-bit mix of its inputs (splitmix64 finaliser over each word). */
+uint64_t gw__cz_mix(uint64_t a, uint64_t b);
+
+/* 32 random bits for element i of the stream `key` (a counter-based hash:
+ * any element can be drawn in any order, on any rank). */
+static inline uint32_t gw__cz_rand32(uint32_t key, uint32_t i)
+{
+    uint32_t h = i * 0x9e3779b9u ^ key;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    return h;
+}
+
+/* |x| as an order-preserving integer: for non-negative floats the bit
+ * pattern orders like the value, and NaN sorts above infinity. */
+static inline uint32_t gw__cz_absbits(float x)
+{
+    uint32_t u;
+    __builtin_memcpy(&u, &x, 4);
+    return u & 0x7fffffffu;
+}
+
+static inline float gw__cz_from_bits(uint32_t u)
+{
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+
+/* float <-> IEEE half / bfloat16 over arrays, round to nearest even (finite
+ * inputs; the caller has checked). `scale` multiplies before rounding
+ * (encode) or after widening (decode); a power of two keeps it exact. Uses
+ * F16C where the CPU has it, which rounds exactly like gw__float_to_half. */
+void gw__cz_encode_half(uint16_t *dst, const float *src, size_t n, float scale);
+void gw__cz_decode_half(float *dst, const uint16_t *src, size_t n, float scale);
+void gw__cz_encode_bf16(uint16_t *dst, const float *src, size_t n, float scale);
+void gw__cz_decode_bf16(float *dst, const uint16_t *src, size_t n, float scale);
+
+/* Monotonic wall-clock and this thread's CPU time, in nanoseconds. */
+int64_t gw__cz_now(void);
+int64_t gw__cz_cpu_now(void);
+
+#endif

@@ -1,0 +1,283 @@
+/*
+ * compress_api.c - gw_allreduce_compressed: the steps every codec shares
+ * (see codec.h for the order), the dense path, and the statistics.
+ *
+ * Non-finite gradients are found collectively rather than locally. Each
+ * rank sends the maximum |x| of its buckets before anything else, and those
+ * maxima are reduced with IEEE maximum, under which a NaN wins over every
+ * number and infinity over every finite one. So every rank learns in the
+ * same exchange whether any rank holds a NaN or an infinity, and all of them
+ * return GW_ERR_INVALID_ARG together. Nobody is left waiting in a
+ * collective, so the communicator need not be broken, and nothing has been
+ * sent from which a NaN could spread into a peer's result. The exchange is
+ * not wasted on other calls: int8 takes its shared scales from it, fp16 its
+ * range.
+ *
+ * A plain invalid argument on one rank (NULL buffer, wrong count) is a
+ * programming error the others cannot know about; as in api.c it breaks the
+ * communicator so that they fail instead of waiting.
+ */
+#include <string.h>
+
+#include "collectives/compress/codec.h"
+
+/* x[0..n) = g + residual, the residual skipped where it is zero (so that x
+ * is g bit for bit there, -0.0 included); returns the largest |x| as an
+ * order-preserving integer (NaN above infinity above everything). Written
+ * with bit masks rather than ?: so that it vectorises: the sum is computed
+ * everywhere and only selected where it is wanted. */
+GW__CZ_HOT static uint32_t add_residual(const float *g, const float *res, float *x, size_t n)
+{
+    int32_t m = 0; /* |x| bit patterns are below 2^31: a signed max is enough */
+    for (size_t i = 0; i < n; i++) {
+        float s = g[i] + res[i];
+        uint32_t gb, sb, vb;
+        memcpy(&gb, &g[i], 4);
+        memcpy(&sb, &s, 4);
+        uint32_t use = 0u - (uint32_t)(res[i] != 0.0f);
+        vb = (sb & use) | (gb & ~use);
+        memcpy(&x[i], &vb, 4);
+        int32_t a = (int32_t)(vb & 0x7fffffffu);
+        m = a > m ? a : m;
+    }
+    return (uint32_t)m;
+}
+
+GW__CZ_HOT static uint32_t copy_max(const float *g, float *x, size_t n)
+{
+    int32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = g[i];
+        int32_t a = (int32_t)gw__cz_absbits(g[i]);
+        m = a > m ? a : m;
+    }
+    return (uint32_t)m;
+}
+
+/* x = g + residual (or g without error feedback), and the largest |x| of
+ * every bucket. */
+static void prepare(const float *g, const float *res, int use_res, float *x, size_t count,
+                    size_t bucket, uint32_t *maxbits)
+{
+    size_t b = 0;
+    for (size_t lo = 0; lo < count; lo += bucket, b++) {
+        size_t len = count - lo < bucket ? count - lo : bucket;
+        maxbits[b] = use_res ? add_residual(g + lo, res + lo, x + lo, len)
+                             : copy_max(g + lo, x + lo, len);
+    }
+    if (count == 0)
+        maxbits[0] = 0;
+}
+
+/* Say which element is not finite, on the rank that holds it. */
+static void report_nonfinite(gw_comm_t *comm, const float *g, const float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (gw__cz_absbits(g[i]) >= 0x7f800000u) {
+            GW_ERROR(&comm->log, "compress",
+                     "gw_allreduce_compressed: gradient element %zu is %s; the step is skipped "
+                     "on every rank (no gradient data was sent, the state is unchanged)",
+                     i, g[i] != g[i] ? "NaN" : "infinite");
+            return;
+        }
+        if (gw__cz_absbits(x[i]) >= 0x7f800000u) {
+            GW_ERROR(&comm->log, "compress",
+                     "gw_allreduce_compressed: gradient element %zu (%g) overflows when its "
+                     "error-feedback residual is added; the step is skipped on every rank",
+                     i, (double)g[i]);
+            return;
+        }
+    }
+}
+
+static int is_dense(const gw_compress_state_t *st, int n)
+{
+    if (!st->ops || st->step < st->cfg.warmup_steps || st->count < st->cfg.min_elements)
+        return 1;
+    return st->ops->go_dense && st->ops->go_dense(st, n);
+}
+
+static gw_status_t run_dense(gw__cz_call_t *call)
+{
+    gw_comm_t *comm = call->comm;
+    /* The algorithm gw_allreduce would choose, so the result is bitwise
+     * what gw_allreduce(..., GW_FLOAT32, GW_AVG) gives for the same x. */
+    gw_algo_t algo = gw_comm_pick_algo(comm, call->count, GW_FLOAT32);
+    gw_status_t st =
+        gw__cz_allreduce(call, call->x, call->out, call->count, GW_FLOAT32, GW_SUM, algo);
+    if (st != GW_OK)
+        return st;
+    int64_t t0 = gw__cz_now();
+    gw__reduce_finish_avg(call->out, call->count, GW_FLOAT32, call->n);
+    if (call->count)
+        memset(call->x, 0, call->count * sizeof(float)); /* everything was sent */
+    call->decode_ns += gw__cz_now() - t0;
+    call->encoded_bytes = (uint64_t)call->count * sizeof(float);
+    return GW_OK;
+}
+
+static void add_stats(gw_compress_stats_t *t, const gw_compress_stats_t *l)
+{
+    t->calls += l->calls;
+    t->compressed_calls += l->compressed_calls;
+    t->input_bytes += l->input_bytes;
+    t->encoded_bytes += l->encoded_bytes;
+    t->bytes_sent += l->bytes_sent;
+    t->dense_bytes_sent += l->dense_bytes_sent;
+    t->compression_ratio =
+        t->bytes_sent ? (double)t->dense_bytes_sent / (double)t->bytes_sent : 0.0;
+    t->encode_seconds += l->encode_seconds;
+    t->decode_seconds += l->decode_seconds;
+    t->comm_seconds += l->comm_seconds;
+    t->total_seconds += l->total_seconds;
+    t->codec_cpu_seconds += l->codec_cpu_seconds;
+}
+
+static void record(gw_compress_state_t *st, const gw__cz_call_t *call, int dense,
+                   uint64_t bytes_sent, int64_t prep_ns, int64_t total_ns, int64_t cpu_ns)
+{
+    gw_compress_stats_t *l = &st->last;
+    memset(l, 0, sizeof(*l));
+    l->calls = 1;
+    l->compressed_calls = dense ? 0 : 1;
+    l->input_bytes = (uint64_t)call->count * sizeof(float);
+    l->encoded_bytes = call->encoded_bytes;
+    l->bytes_sent = bytes_sent;
+    l->dense_bytes_sent = gw__cz_ring_bytes(call->count, sizeof(float), call->n, call->rank);
+    l->compression_ratio = bytes_sent ? (double)l->dense_bytes_sent / (double)bytes_sent : 0.0;
+    l->encode_seconds = (double)(prep_ns + call->encode_ns) / 1e9;
+    l->decode_seconds = (double)call->decode_ns / 1e9;
+    l->comm_seconds = (double)call->comm_ns / 1e9;
+    l->total_seconds = (double)total_ns / 1e9;
+    l->codec_cpu_seconds = (double)(cpu_ns - call->comm_cpu_ns) / 1e9;
+    add_stats(&st->total, l);
+}
+
+static gw_status_t bad_call(gw_comm_t *comm, const char *what, size_t a, size_t b)
+{
+    GW_ERROR(&comm->log, "compress", "gw_allreduce_compressed: %s (%zu, expected %zu)", what, a,
+             b);
+    return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+}
+
+/* Everything after the arguments were found good; the counter is in place. */
+static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_out,
+                              int64_t *prep_ns)
+{
+    gw_compress_state_t *st = call->st;
+    gw_comm_t *comm = call->comm;
+    int dense = is_dense(st, call->n);
+    size_t bucket = !dense && st->ops->per_bucket_max ? st->cfg.bucket_elements : call->count;
+    if (bucket == 0)
+        bucket = 1;
+    size_t nmax = call->count ? (call->count - 1) / bucket + 1 : 1;
+    *dense_out = dense;
+
+    int64_t t0 = gw__cz_now();
+    void *mem;
+    gw_status_t s = gw__cz_work(call, 0, 2 * nmax * sizeof(uint32_t), &mem);
+    if (s != GW_OK)
+        return gw__comm_fail(comm, s);
+    uint32_t *local = mem, *global = local + nmax;
+    prepare(in, st->residual, st->cfg.error_feedback, call->x, call->count, bucket, local);
+    *prep_ns = gw__cz_now() - t0;
+
+    s = gw__cz_allreduce(call, local, global, nmax, GW_FLOAT32, GW_MAX, GW_ALGO_AUTO);
+    if (s != GW_OK)
+        return s;
+    int bad = 0;
+    for (size_t b = 0; b < nmax; b++)
+        bad |= global[b] >= 0x7f800000u; /* |NaN| and |inf| bit patterns */
+    if (bad) {
+        int mine = 0;
+        for (size_t b = 0; b < nmax; b++)
+            mine |= local[b] >= 0x7f800000u;
+        if (mine)
+            report_nonfinite(comm, in, call->x, call->count);
+        else
+            GW_WARN(&comm->log, "compress",
+                    "gw_allreduce_compressed: another rank's gradient holds a NaN or infinity; "
+                    "the step is skipped on every rank");
+        return GW_ERR_INVALID_ARG;
+    }
+    /* Settings are known to agree now (the exchange above carried them in
+     * its signature), so a limit of the codec is the same on every rank and
+     * can be reported without breaking the communicator. */
+    if (!dense && st->ops->check_ranks) {
+        s = st->ops->check_ranks(st, call->n, &comm->log);
+        if (s != GW_OK)
+            return s;
+    }
+    call->gmax = (const float *)(const void *)global;
+    call->ngmax = nmax;
+    return dense ? run_dense(call) : st->ops->run(call);
+}
+
+gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                    const float *in, float *out, size_t count)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    if (comm->failed != GW_OK)
+        return comm->failed;
+    if (!state) {
+        GW_ERROR(&comm->log, "compress", "gw_allreduce_compressed: state is NULL");
+        return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+    }
+    if (count != state->count)
+        return bad_call(comm, "count is not the element count of the state", count,
+                        state->count);
+    if (count > 0 && (!in || !out))
+        return bad_call(comm, "NULL buffer with a non-zero count", count, count);
+
+    int64_t t_start = gw__cz_now(), cpu_start = gw__cz_cpu_now();
+    gw__cz_call_t call;
+    memset(&call, 0, sizeof(call));
+    call.comm = comm;
+    call.st = state;
+    call.n = comm->size;
+    call.rank = comm->rank;
+    call.count = count;
+    call.x = state->next;
+    call.out = out;
+    call.key = gw__cz_mix(state->cfg.seed, state->step);
+
+    gw__cz_counter_t counter;
+    gw__cz_counter_install(&counter, comm);
+    int dense = 1;
+    int64_t prep_ns = 0;
+    gw_status_t st = compressed(&call, in, &dense, &prep_ns);
+    gw__cz_counter_remove(&counter, comm);
+    if (st != GW_OK)
+        return st;
+
+    if (state->cfg.error_feedback) {
+        float *t = state->residual;
+        state->residual = state->next;
+        state->next = t;
+    }
+    state->step++;
+    record(state, &call, dense, counter.bytes_sent, prep_ns, gw__cz_now() - t_start,
+           gw__cz_cpu_now() - cpu_start);
+    return GW_OK;
+}
+
+gw_status_t gw_compress_stats_get(const gw_compress_state_t *state, gw_compress_stats_t *last,
+                                  gw_compress_stats_t *total)
+{
+    if (!state)
+        return GW_ERR_INVALID_ARG;
+    if (last)
+        *last = state->last;
+    if (total)
+        *total = state->total;
+    return GW_OK;
+}
+
+void gw_compress_stats_reset(gw_compress_state_t *state)
+{
+    if (!state)
+        return;
+    memset(&state->last, 0, sizeof(state->last));
+    memset(&state->total, 0, sizeof(state->total));
+}

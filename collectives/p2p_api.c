@@ -1,0 +1,163 @@
+/*
+ * p2p_api.c - the public point-to-point calls: gw_send, gw_recv and
+ * gw_sendrecv, built on the same gw__p2p_* layer as the collectives.
+ *
+ * Tags. The transports match messages per pair of ranks in posting order
+ * and check each message's tag against its receive, and, while a rank is in
+ * a collective, they check messages (and, for RDMA, receivers' clear-to-send
+ * entries) that nobody claimed yet against that collective's tag. A
+ * point-to-point message therefore carries the sequence number the next
+ * collective will have (comm->seq + 1) and a signature of its own kind,
+ * count and dtype: a peer still busy with the previous collective sees a
+ * message "from the future" and leaves it alone, while a peer that starts
+ * the next collective instead of receiving it sees the same sequence number
+ * with another signature and fails with GW_ERR_MISMATCH, as it should.
+ * While a point-to-point call waits, no collective is in progress, so the
+ * tag it hands to progress() is the empty tag (sequence 0), which no
+ * message conflicts with: messages of other peers' next collective may
+ * arrive meanwhile, and that is fine.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+
+#define GW_P2P_KIND 0x70327000u /* distinct from every gw_coll_kind_t */
+
+static uint32_t fnv1a(uint32_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint32_t)(v & 0xff);
+        h *= 16777619u;
+        v >>= 8;
+    }
+    return h;
+}
+
+static uint32_t p2p_signature(size_t count, gw_dtype_t dtype)
+{
+    uint32_t h = 2166136261u;
+    h = fnv1a(h, GW_P2P_KIND);
+    h = fnv1a(h, (uint64_t)count);
+    h = fnv1a(h, (uint64_t)dtype);
+    return h;
+}
+
+/* Check one side's arguments; fail the communicator on bad ones (the peer
+ * is waiting for a message that will never come). */
+static gw_status_t check(gw_comm_t *comm, const char *fn, const void *buf, size_t count,
+                         gw_dtype_t dtype, int peer, size_t *nbytes)
+{
+    size_t esize = gw_dtype_size(dtype);
+    gw_status_t st = GW_ERR_INVALID_ARG;
+    if (esize == 0) {
+        GW_ERROR(&comm->log, "api", "%s: unknown dtype %d", fn, (int)dtype);
+        goto fail;
+    }
+    if (peer < 0 || peer >= comm->size || peer == comm->rank) {
+        GW_ERROR(&comm->log, "api", "%s: peer %d is not another rank of this communicator "
+                 "(rank %d of %d)", fn, peer, comm->rank, comm->size);
+        goto fail;
+    }
+    if (__builtin_mul_overflow(count, esize, nbytes) || *nbytes > (size_t)PTRDIFF_MAX) {
+        GW_ERROR(&comm->log, "api", "%s: %zu elements of %s overflow the address space", fn,
+                 count, gw_dtype_name(dtype));
+        st = GW_ERR_OVERFLOW;
+        goto fail;
+    }
+    if (count > 0 && !buf) {
+        GW_ERROR(&comm->log, "api", "%s: buffer is NULL with count %zu", fn, count);
+        goto fail;
+    }
+    return GW_OK;
+fail:
+    return gw__comm_fail(comm, st);
+}
+
+/* Common entry: the communicator is usable and owned by this thread. */
+static gw_status_t enter(gw_comm_t *comm)
+{
+    /* Queued non-blocking collectives run first, and the progress thread
+     * stops, so that only this thread drives the transport from here. */
+    if (comm->async)
+        gw__async_stop(comm);
+    if (atomic_load(&comm->abort_requested))
+        return gw__comm_fail(comm, GW_ERR_ABORTED);
+    return comm->failed;
+}
+
+static void set_tag(gw_comm_t *comm, size_t count, gw_dtype_t dtype)
+{
+    comm->tag.seq = comm->seq + 1;
+    comm->tag.sig = p2p_signature(count, dtype);
+    comm->tag.reserved = 0;
+}
+
+static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n)
+{
+    /* The empty tag while waiting: see the top of the file. */
+    memset(&comm->tag, 0, sizeof(comm->tag));
+    gw_status_t st = gw__p2p_waitall(comm, reqs, n);
+    return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
+}
+
+gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    size_t nbytes;
+    gw_status_t st = enter(comm);
+    if (st == GW_OK)
+        st = check(comm, "gw_send", buf, count, dtype, peer, &nbytes);
+    if (st != GW_OK)
+        return st;
+    set_tag(comm, count, dtype);
+    gw_request_t req;
+    if ((st = gw__p2p_isend(comm, peer, buf, nbytes, &req)) != GW_OK)
+        return st;
+    gw_request_t *reqs[1] = {&req};
+    return wait_reqs(comm, reqs, 1);
+}
+
+gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    size_t nbytes;
+    gw_status_t st = enter(comm);
+    if (st == GW_OK)
+        st = check(comm, "gw_recv", buf, count, dtype, peer, &nbytes);
+    if (st != GW_OK)
+        return st;
+    set_tag(comm, count, dtype);
+    gw_request_t req;
+    if ((st = gw__p2p_irecv(comm, peer, buf, nbytes, &req)) != GW_OK)
+        return st;
+    gw_request_t *reqs[1] = {&req};
+    return wait_reqs(comm, reqs, 1);
+}
+
+gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
+                        void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    size_t sbytes, rbytes;
+    gw_status_t st = enter(comm);
+    if (st == GW_OK)
+        st = check(comm, "gw_sendrecv", sendbuf, sendcount, dtype, dst, &sbytes);
+    if (st == GW_OK)
+        st = check(comm, "gw_sendrecv", recvbuf, recvcount, dtype, src, &rbytes);
+    if (st != GW_OK)
+        return st;
+    gw_request_t sreq, rreq;
+    /* Each direction carries its own count in its signature. */
+    set_tag(comm, recvcount, dtype);
+    if ((st = gw__p2p_irecv(comm, src, recvbuf, rbytes, &rreq)) != GW_OK)
+        return st;
+    set_tag(comm, sendcount, dtype);
+    if ((st = gw__p2p_isend(comm, dst, sendbuf, sbytes, &sreq)) != GW_OK)
+        return st;
+    gw_request_t *reqs[2] = {&sreq, &rreq};
+    return wait_reqs(comm, reqs, 2);
+}

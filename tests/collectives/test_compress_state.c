@@ -1,0 +1,234 @@
+/*
+ * test_compress_state.c - compression settings and states: defaults,
+ * validation, names, and checkpoints (save, load, refusal of bad images),
+ * including that a run resumed from a checkpoint continues bit for bit.
+ */
+#include <unistd.h>
+
+#include "test_compress_harness.h"
+
+Test(compress_state, defaults_and_names)
+{
+    gw_compress_config_t cfg;
+    memset(&cfg, 0x55, sizeof(cfg));
+    gw_compress_config_init(&cfg);
+    cr_assert_eq(cfg.codec, GW_CODEC_NONE);
+    cr_assert_eq(cfg.error_feedback, 1);
+    cr_assert_eq(cfg.warmup_steps, 0);
+    cr_assert_eq(cfg.min_elements, 1024);
+    cr_assert_eq(cfg.bucket_elements, 4096);
+    cr_assert_float_eq(cfg.topk_ratio, 0.01, 1e-12);
+    cr_assert_eq(cfg.powersgd_rank, 4);
+    gw_compress_config_init(NULL);
+    for (int c = 0; c < GW_CODEC_COUNT; c++) {
+        gw_codec_t back;
+        cr_assert_eq(gw_codec_parse(gw_codec_name((gw_codec_t)c), &back), GW_OK);
+        cr_assert_eq(back, (gw_codec_t)c);
+    }
+    gw_codec_t c;
+    cr_assert_eq(gw_codec_parse("bfloat16", &c), GW_OK);
+    cr_assert_eq(c, GW_CODEC_BF16);
+    cr_assert_eq(gw_codec_parse("TOP-K", &c), GW_OK);
+    cr_assert_eq(c, GW_CODEC_TOPK);
+    cr_assert_eq(gw_codec_parse("gzip", &c), GW_ERR_INVALID_ARG);
+    cr_assert_str_eq(gw_codec_name(GW_CODEC_COUNT), "unknown");
+}
+
+Test(compress_state, create_validates_settings)
+{
+    gw_compress_state_t *st = NULL;
+    gw_compress_config_t cfg;
+#define BAD(field, value, status)                                                          \
+    do {                                                                                   \
+        gw_compress_config_init(&cfg);                                                     \
+        cfg.field = value;                                                                 \
+        cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), status, #field);         \
+    } while (0)
+    BAD(codec, GW_CODEC_COUNT, GW_ERR_INVALID_ARG);
+    BAD(error_feedback, 2, GW_ERR_INVALID_ARG);
+    BAD(bucket_elements, 0, GW_ERR_INVALID_ARG);
+    BAD(topk_ratio, 0.0, GW_ERR_INVALID_ARG);
+    BAD(topk_ratio, 1.5, GW_ERR_INVALID_ARG);
+    BAD(topk_ratio, NAN, GW_ERR_INVALID_ARG);
+    BAD(powersgd_rank, 0, GW_ERR_INVALID_ARG);
+    BAD(powersgd_rank, 5000, GW_ERR_INVALID_ARG);
+#undef BAD
+    gw_compress_config_init(&cfg);
+    cr_assert_eq(gw_compress_state_create(&cfg, SIZE_MAX / 2, 3, &st), GW_ERR_OVERFLOW);
+    cfg.codec = GW_CODEC_TOPK;
+    cr_assert_eq(gw_compress_state_create(&cfg, 1u << 20, 1u << 12, &st), GW_ERR_UNSUPPORTED);
+    cr_assert_null(st);
+    cr_assert_eq(gw_compress_state_create(&cfg, 0, 5, &st), GW_OK);
+    cr_assert_not_null(st);
+    gw_compress_state_destroy(st);
+}
+
+/* ---- checkpoints ---- */
+
+/* Run `steps` calls of a 2-rank top-k job on state st (inputs depend on the
+ * step number, so a resumed run sees the same inputs). */
+typedef struct resume_arg {
+    gw_codec_t codec;
+} resume_arg_t;
+
+static void run_steps(ctx_t *c, gw_compress_state_t *st, int from, int to, float *out,
+                      size_t count)
+{
+    float *in = malloc(count * 4);
+    for (int step = from; step < to; step++) {
+        for (size_t i = 0; i < count; i++)
+            in[i] = grad(40 + (uint64_t)step, c->rank, i);
+        gw_status_t s = gw_allreduce_compressed(&c->comm, st, in, out, count);
+        CHECK(c, s == GW_OK, "step %d: %s", step, gw_status_name(s));
+    }
+    free(in);
+}
+
+static void resume_body(ctx_t *c, const void *argp)
+{
+    const resume_arg_t *a = argp;
+    const size_t rows = 48, cols = 32, count = rows * cols;
+    gw_compress_config_t cfg = config(a->codec);
+    gw_compress_state_t *ref = NULL, *st = NULL, *resumed = NULL;
+    if (gw_compress_state_create(&cfg, rows, cols, &ref) != GW_OK ||
+        gw_compress_state_create(&cfg, rows, cols, &st) != GW_OK ||
+        gw_compress_state_create(&cfg, rows, cols, &resumed) != GW_OK) {
+        note(c, "create failed");
+        return;
+    }
+    float *out_ref = malloc(count * 4), *out = malloc(count * 4);
+    run_steps(c, ref, 0, 4, out_ref, count);
+
+    run_steps(c, st, 0, 3, out, count);
+    char path[256];
+    snprintf(path, sizeof(path), "/tmp/gw_compress_state_%d_%d_%d.bin", (int)getpid(), a->codec,
+             c->rank);
+    gw_status_t s = gw_compress_state_save_file(st, path);
+    CHECK(c, s == GW_OK, "save_file: %s", gw_status_name(s));
+    s = gw_compress_state_load_file(resumed, path);
+    CHECK(c, s == GW_OK, "load_file: %s", gw_status_name(s));
+    unlink(path);
+    CHECK(c, gw_compress_state_step(resumed) == 3, "resumed at step %llu",
+          (unsigned long long)gw_compress_state_step(resumed));
+    run_steps(c, resumed, 3, 4, out, count);
+    CHECK(c, memcmp(out, out_ref, count * 4) == 0, "%s: the resumed run differs",
+          gw_codec_name(a->codec));
+    CHECK(c, memcmp(resumed->residual, ref->residual, count * 4) == 0,
+          "%s: the resumed residual differs", gw_codec_name(a->codec));
+    CHECK(c, resumed->nextra == ref->nextra &&
+                 (ref->nextra == 0 || memcmp(resumed->extra, ref->extra, ref->nextra * 4) == 0),
+          "%s: the resumed codec state differs", gw_codec_name(a->codec));
+    free(out);
+    free(out_ref);
+    gw_compress_state_destroy(ref);
+    gw_compress_state_destroy(st);
+    gw_compress_state_destroy(resumed);
+}
+
+Test(compress_state, resumed_run_continues_bit_for_bit, .timeout = 60)
+{
+    for (size_t k = 0; k < NCODECS; k++) {
+        resume_arg_t a = {all_codecs[k]};
+        job_run(2, resume_body, &a);
+    }
+}
+
+/* Fix the checksum after patching an image, so a test reaches the check
+ * behind it. */
+static void reseal(uint8_t *img, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len - 8; i++) {
+        h ^= img[i];
+        h *= 0x100000001b3ull;
+    }
+    for (int i = 0; i < 8; i++)
+        img[len - 8 + (size_t)i] = (uint8_t)(h >> (8 * i));
+}
+
+static gw_compress_state_t *make_state(gw_codec_t codec, size_t rows, size_t cols)
+{
+    gw_compress_config_t cfg = config(codec);
+    gw_compress_state_t *st = NULL;
+    cr_assert_eq(gw_compress_state_create(&cfg, rows, cols, &st), GW_OK);
+    for (size_t i = 0; i < st->count; i++)
+        st->residual[i] = (float)i * 0.25f - 3.0f;
+    st->step = 77;
+    return st;
+}
+
+Test(compress_state, image_round_trip_and_refusals)
+{
+    gw_compress_state_t *st = make_state(GW_CODEC_POWERSGD, 20, 10);
+    size_t len = 0;
+    cr_assert_eq(gw_compress_state_save(st, NULL, 0, &len), GW_OK);
+    cr_assert_eq(len, 96 + 4 * (200 + 10 * 2) + 8);
+    uint8_t *img = malloc(len), *bad = malloc(len);
+    size_t got = 0;
+    cr_assert_eq(gw_compress_state_save(st, img, len - 1, &got), GW_ERR_OVERFLOW);
+    cr_assert_eq(gw_compress_state_save(st, img, len, &got), GW_OK);
+    cr_assert_eq(got, len);
+    cr_assert_eq(memcmp(img, "GWCSTATE", 8), 0);
+
+    gw_compress_state_t *back = make_state(GW_CODEC_POWERSGD, 20, 10);
+    back->step = 0;
+    memset(back->residual, 0, 200 * 4);
+    cr_assert_eq(gw_compress_state_load(back, img, len), GW_OK);
+    cr_assert_eq(back->step, 77);
+    cr_assert_eq(memcmp(back->residual, st->residual, 200 * 4), 0);
+    cr_assert_eq(memcmp(back->extra, st->extra, 20 * 4), 0);
+
+    /* Every refusal leaves the state as it was. */
+    back->step = 5;
+    cr_assert_eq(gw_compress_state_load(back, img, len - 1), GW_ERR_PROTOCOL); /* truncated */
+    cr_assert_eq(gw_compress_state_load(back, img, 50), GW_ERR_PROTOCOL);
+    cr_assert_eq(gw_compress_state_load(back, NULL, 0), GW_ERR_PROTOCOL);
+    memcpy(bad, img, len);
+    bad[200] ^= 1; /* a residual bit */
+    cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_PROTOCOL);
+    memcpy(bad, img, len);
+    bad[0] = 'X';
+    cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_PROTOCOL);
+    memcpy(bad, img, len);
+    bad[8] = 2; /* format version 2 */
+    reseal(bad, len);
+    cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_UNSUPPORTED);
+    memcpy(bad, img, len);
+    uint32_t nan_bits = 0x7fc00000u;
+    memcpy(bad + 96 + 4 * 3, &nan_bits, 4); /* a NaN in the residual */
+    reseal(bad, len);
+    cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_PROTOCOL);
+    cr_assert_eq(back->step, 5);
+
+    /* Other settings or another shape: mismatch. */
+    gw_compress_state_t *other = make_state(GW_CODEC_TOPK, 20, 10);
+    cr_assert_eq(gw_compress_state_load(other, img, len), GW_ERR_MISMATCH);
+    gw_compress_state_t *shape = make_state(GW_CODEC_POWERSGD, 10, 20);
+    cr_assert_eq(gw_compress_state_load(shape, img, len), GW_ERR_MISMATCH);
+    gw_compress_config_t cfg = config(GW_CODEC_POWERSGD);
+    cfg.seed++;
+    gw_compress_state_t *seeded = NULL;
+    cr_assert_eq(gw_compress_state_create(&cfg, 20, 10, &seeded), GW_OK);
+    cr_assert_eq(gw_compress_state_load(seeded, img, len), GW_ERR_MISMATCH);
+
+    /* Files: a missing file, and a file with trailing garbage. */
+    cr_assert_eq(gw_compress_state_load_file(back, "/nonexistent/gw_state"), GW_ERR_SYSTEM);
+    cr_assert_eq(gw_compress_state_save_file(st, "/nonexistent/dir/gw_state"), GW_ERR_SYSTEM);
+    char path[128];
+    snprintf(path, sizeof(path), "/tmp/gw_compress_image_%d.bin", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(img, 1, len, f), len);
+    fputc(0, f);
+    fclose(f);
+    cr_assert_eq(gw_compress_state_load_file(back, path), GW_ERR_PROTOCOL);
+    unlink(path);
+
+    free(img);
+    free(bad);
+    gw_compress_state_destroy(st);
+    gw_compress_state_destroy(back);
+    gw_compress_state_destroy(other);
+    gw_compress_state_destroy(shape);
+    gw_compress_state_destroy(seeded);
+}

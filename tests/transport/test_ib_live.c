@@ -1,0 +1,439 @@
+/*
+ * test_ib_live.c - the IB transport over a real RDMA device: two or three
+ * transports in one process, one thread per rank, exchanging tagged
+ * messages. Skipped where no active RDMA port exists (here: everywhere but
+ * scripts/rxe-vm, which runs it over Soft-RoCE; see
+ * tests/integration/rxe_vm_test.sh).
+ *
+ * Covered: sizes around the inline limit, empty messages, striping over
+ * several QPs, more messages in flight than the CTS FIFO holds, both
+ * directions at once, tag and length mismatches (both ends fail, the
+ * receive buffer stays untouched), a peer in another collective noticed
+ * with no send posted, abort and goodbye, the registration cache (one
+ * registration for repeated messages; memory freed and mapped again is
+ * registered again and receives the data), and both connection modes.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/clock.h"
+#include "transport/ib/ib_internal.h"
+
+#define MAXR 3
+#define DEADLINE_MS 30000
+
+typedef struct rank {
+    int rank, size;
+    gw_logger_t lg;
+    gw_transport_t *t;
+    const uint8_t *all;
+    gw_status_t connect_st;
+    int (*body)(struct rank *r);
+    int result;
+    const void *arg;
+} rank_t;
+
+typedef struct job {
+    int n;
+    rank_t r[MAXR];
+    uint8_t all[MAXR * GW_TRANSPORT_ADDR_MAX];
+} job_t;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", r->rank, __FILE__, __LINE__,     \
+                    #cond);                                                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void *connect_thread(void *arg)
+{
+    rank_t *r = arg;
+    r->connect_st = r->t->ops->connect(r->t, r->all);
+    return NULL;
+}
+
+static void *body_thread(void *arg)
+{
+    rank_t *r = arg;
+    r->result = r->body(r);
+    return NULL;
+}
+
+/* Open and connect n ranks; skips the test when there is no RDMA here. */
+static void job_start(job_t *j, int n, const char *cm)
+{
+    memset(j, 0, sizeof(*j));
+    j->n = n;
+    setenv("GW_IB_CM", cm, 1);
+    const char *dbg = getenv("GW_TEST_DEBUG");
+    for (int i = 0; i < n; i++) {
+        rank_t *r = &j->r[i];
+        r->rank = i;
+        r->size = n;
+        r->lg.level = dbg ? GW_LOG_INFO : GW_LOG_ERROR;
+        r->lg.rank = i;
+        r->lg.file = stderr;
+        strcpy(r->lg.host, "live");
+        gw_transport_params_t p;
+        memset(&p, 0, sizeof(p));
+        p.rank = i;
+        p.size = n;
+        p.log = &r->lg;
+        p.timeout_ms = 20000;
+        p.nsocks = 1;
+        for (int k = 0; k < 16; k++)
+            p.job_id[k] = (uint8_t)(0x40 + k);
+        struct sockaddr_in *lo = (struct sockaddr_in *)&p.default_addr;
+        lo->sin_family = AF_INET;
+        lo->sin_addr.s_addr = htonl(0x7f000001);
+        p.default_addr_len = sizeof(*lo);
+        gw_status_t st = gw__ib_transport_ops.open(&p, &r->t, j->all + i * GW_TRANSPORT_ADDR_MAX);
+        if (st == GW_ERR_NOT_FOUND || st == GW_ERR_UNSUPPORTED) {
+            for (int k = 0; k < i; k++)
+                j->r[k].t->ops->close(j->r[k].t);
+            cr_skip_test("no usable RDMA port here (%s); run under scripts/rxe-vm",
+                         gw_status_name(st));
+        }
+        cr_assert_eq(st, GW_OK, "open of rank %d: %s", i, gw_status_name(st));
+    }
+    pthread_t th[MAXR];
+    for (int i = 0; i < n; i++) {
+        j->r[i].all = j->all;
+        pthread_create(&th[i], NULL, connect_thread, &j->r[i]);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(j->r[i].connect_st, GW_OK, "connect of rank %d: %s", i,
+                     gw_status_name(j->r[i].connect_st));
+}
+
+static void job_run(job_t *j, int (*body)(rank_t *), const void *arg)
+{
+    pthread_t th[MAXR];
+    for (int i = 0; i < j->n; i++) {
+        j->r[i].body = body;
+        j->r[i].arg = arg;
+        pthread_create(&th[i], NULL, body_thread, &j->r[i]);
+    }
+    for (int i = 0; i < j->n; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < j->n; i++)
+        cr_assert_eq(j->r[i].result, 0, "rank %d failed (see its output)", i);
+}
+
+static void job_end(job_t *j)
+{
+    for (int i = 0; i < j->n; i++)
+        if (j->r[i].t)
+            j->r[i].t->ops->close(j->r[i].t);
+}
+
+static void post(rank_t *r, gw_request_t *q, gw_req_kind_t kind, int peer, void *buf, size_t len,
+                 uint64_t seq, uint32_t sig)
+{
+    memset(q, 0, sizeof(*q));
+    q->peer = peer;
+    q->buf = buf;
+    q->len = len;
+    q->tag.seq = seq;
+    q->tag.sig = sig;
+    gw_status_t st = kind == GW_REQ_SEND ? r->t->ops->isend(r->t, q) : r->t->ops->irecv(r->t, q);
+    (void)st; /* failures show in q->status */
+}
+
+/* Drive progress until every request completed or the deadline passed;
+ * returns the first failure (or the transport's). */
+static gw_status_t wait_all(rank_t *r, gw_request_t *q, int n, const gw_msg_tag_t *current)
+{
+    int64_t end = gw__now_ms() + DEADLINE_MS;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (!q[i].complete)
+                pending = 1;
+            else if (q[i].status != GW_OK)
+                return q[i].status;
+        }
+        if (!pending)
+            return GW_OK;
+        if (gw__now_ms() > end)
+            return GW_ERR_TIMEOUT;
+        gw_status_t st = r->t->ops->progress(r->t, current, 10);
+        if (st != GW_OK)
+            return st;
+    }
+}
+
+static uint8_t pattern(int from, size_t i, int msg) { return (uint8_t)(from * 31 + i * 7 + msg * 13); }
+
+/* ---- exchange --------------------------------------------------------------------- */
+
+static const size_t sizes[] = {0, 1, 63, 64, 65, 4096, 100000, 300000, 3u << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* Every rank sends every size to every other rank, all posted at once. */
+static int exchange_body(rank_t *r)
+{
+    int n = r->size;
+    gw_request_t *q = calloc((size_t)2 * n * NSIZES, sizeof(*q));
+    uint8_t **sbuf = calloc((size_t)n * NSIZES, sizeof(*sbuf));
+    uint8_t **rbuf = calloc((size_t)n * NSIZES, sizeof(*rbuf));
+    int nq = 0;
+    for (int p = 0; p < n; p++) {
+        if (p == r->rank)
+            continue;
+        for (size_t s = 0; s < NSIZES; s++) {
+            size_t idx = (size_t)p * NSIZES + s;
+            sbuf[idx] = malloc(sizes[s] + 1);
+            rbuf[idx] = malloc(sizes[s] + 16);
+            for (size_t i = 0; i < sizes[s]; i++)
+                sbuf[idx][i] = pattern(r->rank, i, (int)s);
+            memset(rbuf[idx], 0xEE, sizes[s] + 16);
+            post(r, &q[nq++], GW_REQ_RECV, p, rbuf[idx], sizes[s], 7, (uint32_t)s);
+            post(r, &q[nq++], GW_REQ_SEND, p, sbuf[idx], sizes[s], 7, (uint32_t)s);
+        }
+    }
+    gw_msg_tag_t cur = {.seq = 7};
+    gw_status_t st = wait_all(r, q, nq, &cur);
+    CHECK(st == GW_OK, "exchange: %s", gw_status_name(st));
+    for (int p = 0; p < n; p++) {
+        if (p == r->rank)
+            continue;
+        for (size_t s = 0; s < NSIZES; s++) {
+            size_t idx = (size_t)p * NSIZES + s;
+            for (size_t i = 0; i < sizes[s]; i++)
+                CHECK(rbuf[idx][i] == pattern(p, i, (int)s), "size %zu from %d: byte %zu", sizes[s],
+                      p, i);
+            CHECK(rbuf[idx][sizes[s]] == 0xEE, "size %zu: written past the end", sizes[s]);
+            free(sbuf[idx]);
+            free(rbuf[idx]);
+        }
+    }
+    free(q);
+    free(sbuf);
+    free(rbuf);
+    return 0;
+}
+
+static void exchange(int n, const char *cm, const char *qps)
+{
+    setenv("GW_IB_QPS", qps, 1);
+    job_t j;
+    job_start(&j, n, cm);
+    job_run(&j, exchange_body, NULL);
+    job_run(&j, exchange_body, NULL); /* again: registrations come from the cache */
+    job_end(&j);
+}
+
+Test(ib_live, exchange_oob, .timeout = 120) { exchange(2, "oob", "1"); }
+Test(ib_live, exchange_rdmacm, .timeout = 120) { exchange(2, "rdmacm", "1"); }
+Test(ib_live, exchange_three_ranks_striped, .timeout = 180) { exchange(3, "rdmacm", "3"); }
+Test(ib_live, exchange_oob_striped, .timeout = 120) { exchange(2, "oob", "2"); }
+
+/* More messages than the FIFO has slots, in one direction, posted at once. */
+static int stream_body(rank_t *r)
+{
+    enum { N = 3 * GW_IB_FIFO_DEPTH + 5 };
+    static gw_request_t q[2][N];
+    uint32_t *buf = calloc(N, sizeof(uint32_t));
+    gw_request_t *mine = q[r->rank];
+    for (int i = 0; i < N; i++) {
+        if (r->rank == 0) {
+            buf[i] = 1000u + (uint32_t)i;
+            post(r, &mine[i], GW_REQ_SEND, 1, &buf[i], sizeof(uint32_t), 1, 0);
+        } else {
+            post(r, &mine[i], GW_REQ_RECV, 0, &buf[i], sizeof(uint32_t), 1, 0);
+        }
+    }
+    gw_msg_tag_t cur = {.seq = 1};
+    gw_status_t st = wait_all(r, mine, N, &cur);
+    CHECK(st == GW_OK, "stream: %s", gw_status_name(st));
+    for (int i = 0; r->rank == 1 && i < N; i++)
+        CHECK(buf[i] == 1000u + (uint32_t)i, "message %d arrived as %u: out of order?", i, buf[i]);
+    free(buf);
+    return 0;
+}
+
+Test(ib_live, more_in_flight_than_fifo_slots, .timeout = 120)
+{
+    setenv("GW_IB_QPS", "1", 1);
+    job_t j;
+    job_start(&j, 2, "rdmacm");
+    job_run(&j, stream_body, NULL);
+    job_end(&j);
+}
+
+/* ---- mismatches -------------------------------------------------------------------- */
+
+typedef struct mm_case {
+    uint32_t send_sig, recv_sig;
+    size_t send_len, recv_len;
+} mm_case_t;
+
+static int mismatch_body(rank_t *r)
+{
+    const mm_case_t *c = r->arg;
+    uint8_t buf[256];
+    memset(buf, r->rank == 0 ? 0x11 : 0xC3, sizeof(buf));
+    gw_request_t q;
+    if (r->rank == 0)
+        post(r, &q, GW_REQ_SEND, 1, buf, c->send_len, 3, c->send_sig);
+    else
+        post(r, &q, GW_REQ_RECV, 0, buf, c->recv_len, 3, c->recv_sig);
+    gw_msg_tag_t cur = {.seq = 3, .sig = r->rank == 0 ? c->send_sig : c->recv_sig};
+    gw_status_t st = wait_all(r, &q, 1, &cur);
+    CHECK(st == GW_ERR_MISMATCH, "got %s, expected GW_ERR_MISMATCH", gw_status_name(st));
+    for (size_t i = 0; r->rank == 1 && i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xC3, "the receive buffer was written at byte %zu", i);
+    return 0;
+}
+
+Test(ib_live, tag_mismatch_fails_both_ends, .timeout = 60)
+{
+    mm_case_t c = {.send_sig = 1, .recv_sig = 2, .send_len = 100, .recv_len = 100};
+    job_t j;
+    job_start(&j, 2, "oob");
+    job_run(&j, mismatch_body, &c);
+    job_end(&j);
+}
+
+Test(ib_live, length_mismatch_fails_both_ends, .timeout = 60)
+{
+    mm_case_t c = {.send_sig = 5, .recv_sig = 5, .send_len = 200, .recv_len = 100};
+    job_t j;
+    job_start(&j, 2, "rdmacm");
+    job_run(&j, mismatch_body, &c);
+    job_end(&j);
+}
+
+/* Rank 1 waits for a message of collective 4 that rank 0, now in
+ * collective 5, will never send: rank 0 notices from the CTS alone. */
+static int conflict_body(rank_t *r)
+{
+    uint8_t buf[8];
+    gw_request_t q;
+    if (r->rank == 1) {
+        post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 4, 9);
+        gw_msg_tag_t cur = {.seq = 4, .sig = 9};
+        gw_status_t st = wait_all(r, &q, 1, &cur);
+        CHECK(st == GW_ERR_ABORTED || st == GW_ERR_MISMATCH, "got %s", gw_status_name(st));
+        return 0;
+    }
+    gw_msg_tag_t cur = {.seq = 5, .sig = 9};
+    int64_t end = gw__now_ms() + DEADLINE_MS;
+    gw_status_t st = GW_OK;
+    while (st == GW_OK && gw__now_ms() < end)
+        st = r->t->ops->progress(r->t, &cur, 10);
+    CHECK(st == GW_ERR_MISMATCH, "got %s", gw_status_name(st));
+    r->t->ops->abort(r->t, st); /* as the communicator does */
+    return 0;
+}
+
+Test(ib_live, conflicting_collective_seen_without_a_send, .timeout = 60)
+{
+    job_t j;
+    job_start(&j, 2, "oob");
+    job_run(&j, conflict_body, NULL);
+    job_end(&j);
+}
+
+/* ---- abort and goodbye -------------------------------------------------------------- */
+
+static int abort_body(rank_t *r)
+{
+    uint8_t buf[64];
+    gw_request_t q;
+    if (r->rank == 0) {
+        r->t->ops->abort(r->t, GW_ERR_TIMEOUT);
+        return 0;
+    }
+    post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 1, 0);
+    gw_status_t st = wait_all(r, &q, 1, NULL);
+    CHECK(st == GW_ERR_TIMEOUT, "the peer's abort reason came as %s", gw_status_name(st));
+    return 0;
+}
+
+Test(ib_live, abort_carries_the_reason, .timeout = 60)
+{
+    job_t j;
+    job_start(&j, 2, "rdmacm");
+    job_run(&j, abort_body, NULL);
+    job_end(&j);
+}
+
+Test(ib_live, goodbye_then_post_is_remote_error, .timeout = 60)
+{
+    job_t j;
+    job_start(&j, 2, "oob");
+    j.r[0].t->ops->close(j.r[0].t);
+    j.r[0].t = NULL;
+    rank_t *r = &j.r[1];
+    uint8_t buf[8];
+    gw_request_t q;
+    post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 1, 0);
+    gw_status_t st = wait_all(r, &q, 1, NULL);
+    cr_assert_eq(st, GW_ERR_REMOTE, "got %s", gw_status_name(st));
+    job_end(&j);
+}
+
+/* ---- registration cache ------------------------------------------------------------- */
+
+static int cache_body(rank_t *r)
+{
+    gw_ib_t *t = gw__ib_of(r->t);
+    size_t len = 1u << 20;
+    gw_msg_tag_t cur = {.seq = 1};
+    uint64_t regs_before = 0;
+    for (int round = 0; round < 20; round++) {
+        /* The same buffer every round, then a fresh mapping at the same
+         * address for the last rounds. */
+        static uint8_t *buf[2];
+        if (round == 0 || round == 15) {
+            if (buf[r->rank])
+                munmap(buf[r->rank], len);
+            void *hint = buf[r->rank];
+            buf[r->rank] = mmap(hint, len, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED : 0), -1, 0);
+            CHECK(buf[r->rank] != MAP_FAILED, "mmap");
+        }
+        if (round == 1)
+            regs_before = t->mrc.regs;
+        gw_request_t q;
+        if (r->rank == 0) {
+            memset(buf[0], round + 1, len);
+            post(r, &q, GW_REQ_SEND, 1, buf[0], len, 1, 0);
+        } else {
+            memset(buf[1], 0, len);
+            post(r, &q, GW_REQ_RECV, 0, buf[1], len, 1, 0);
+        }
+        gw_status_t st = wait_all(r, &q, 1, &cur);
+        CHECK(st == GW_OK, "round %d: %s", round, gw_status_name(st));
+        if (r->rank == 1)
+            for (size_t i = 0; i < len; i += 4093)
+                CHECK(buf[1][i] == round + 1, "round %d: byte %zu is %d: %s", round, i, buf[1][i],
+                      round >= 15 ? "data went to the old, unmapped pages" : "wrong data");
+        if (round == 14)
+            CHECK(t->mrc.regs == regs_before, "%llu registrations for one buffer",
+                  (unsigned long long)(t->mrc.regs - regs_before));
+    }
+    CHECK(t->mrc.stale >= 1 || t->mrc.unmarked > 0, "the remapped buffer was not noticed");
+    return 0;
+}
+
+Test(ib_live, registration_cache, .timeout = 120)
+{
+    job_t j;
+    job_start(&j, 2, "rdmacm");
+    job_run(&j, cache_body, NULL);
+    job_end(&j);
+}

@@ -1,0 +1,670 @@
+/*
+ * test_select.c - per-peer transport selection and the mux transport.
+ *
+ * The first half tests the pure parts: GW_TRANSPORT parsing, the plan (which
+ * transport carries each pair, from host ids, modes and what each rank
+ * opened; it must be symmetric, or two ranks would wait on different
+ * transports), its one-line description, and the host id.
+ *
+ * The second half forks real ranks, as test_tcp.c does, that open the mux
+ * with gw__select_open() and connect it over shared memory and loopback TCP.
+ * The parent relays the composite blobs and may rewrite the host id in some
+ * of them: ranks {0, 1} then look like one host and {2, 3} like another, so
+ * pairs inside a "host" use shared memory and pairs across use TCP, all on
+ * this machine.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "transport/select.h"
+#include "transport/transport.h"
+
+/* ---- modes ------------------------------------------------------------------ */
+
+Test(select, mode_parse)
+{
+    gw_select_mode_t m;
+    cr_expect_eq(gw__select_mode_parse(NULL, &m), GW_OK);
+    cr_expect_eq(m, GW_SELECT_AUTO);
+    cr_expect_eq(gw__select_mode_parse("", &m), GW_OK);
+    cr_expect_eq(m, GW_SELECT_AUTO);
+    cr_expect_eq(gw__select_mode_parse("AUTO", &m), GW_OK);
+    cr_expect_eq(m, GW_SELECT_AUTO);
+    cr_expect_eq(gw__select_mode_parse("tcp", &m), GW_OK);
+    cr_expect_eq(m, GW_SELECT_TCP);
+    cr_expect_eq(gw__select_mode_parse("Shm", &m), GW_OK);
+    cr_expect_eq(m, GW_SELECT_SHM);
+    m = GW_SELECT_TCP;
+    cr_expect_eq(gw__select_mode_parse("rdma", &m), GW_ERR_CONFIG);
+    cr_expect_eq(gw__select_mode_parse("tcp,shm", &m), GW_ERR_CONFIG);
+    cr_expect_eq(m, GW_SELECT_TCP, "output written on failure");
+    cr_expect_str_eq(gw__select_mode_list(), "auto, tcp, shm");
+    cr_expect_str_eq(gw__select_mode_name(GW_SELECT_SHM), "shm");
+    cr_expect_str_eq(gw__select_kind_name(GW_SEL_TCP), "tcp");
+}
+
+/* ---- the plan ------------------------------------------------------------------ */
+
+#define SHM_TCP (GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_TCP))
+
+static gw_logger_t quiet_logger(void)
+{
+    gw_logger_t lg;
+    gw__logger_init(&lg, -1);
+    lg.level = GW_LOG_NONE;
+    return lg;
+}
+
+Test(select, plan_same_host_is_shm_other_hosts_tcp)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[8];
+    for (int r = 0; r < 8; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = r < 4 ? 111 : 222, .mode = GW_SELECT_AUTO,
+                                      .kinds = SHM_TCP};
+    gw_select_kind_t route[8];
+    cr_assert_eq(gw__select_plan(&lg, 2, 8, ranks, route), GW_OK);
+    for (int p = 0; p < 8; p++) {
+        gw_select_kind_t want = p == 2 ? GW_SEL_NONE : p < 4 ? GW_SEL_SHM : GW_SEL_TCP;
+        cr_expect_eq(route[p], want, "peer %d: %d, expected %d", p, route[p], want);
+    }
+    char buf[128];
+    gw__select_describe(route, 8, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "shm to ranks 0,1,3; tcp to ranks 4-7");
+}
+
+Test(select, plan_forced_tcp_uses_tcp_everywhere)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[3];
+    for (int r = 0; r < 3; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = 5, .mode = GW_SELECT_TCP,
+                                      .kinds = GW_SEL_BIT(GW_SEL_TCP)};
+    gw_select_kind_t route[3];
+    cr_assert_eq(gw__select_plan(&lg, 0, 3, ranks, route), GW_OK);
+    cr_expect_eq(route[1], GW_SEL_TCP);
+    cr_expect_eq(route[2], GW_SEL_TCP);
+    char buf[64];
+    gw__select_describe(route, 3, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "tcp to ranks 1,2");
+}
+
+Test(select, plan_forced_shm_with_remote_peer_is_config_error)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[3];
+    for (int r = 0; r < 3; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = r == 2 ? 9 : 5, .mode = GW_SELECT_SHM,
+                                      .kinds = GW_SEL_BIT(GW_SEL_SHM)};
+    gw_select_kind_t route[3];
+    cr_expect_eq(gw__select_plan(&lg, 0, 3, ranks, route), GW_ERR_CONFIG);
+    cr_expect_eq(gw__select_plan(&lg, 2, 3, ranks, route), GW_ERR_CONFIG);
+    /* Among the two on one host, forcing shm is fine. */
+    cr_expect_eq(gw__select_plan(&lg, 0, 2, ranks, route), GW_OK);
+    cr_expect_eq(route[1], GW_SEL_SHM);
+    char buf[64];
+    gw__select_describe(route, 2, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "shm to rank 1");
+}
+
+Test(select, plan_disagreeing_modes_is_config_error)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[2] = {
+        {.host_id = 5, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP},
+        {.host_id = 5, .mode = GW_SELECT_TCP, .kinds = GW_SEL_BIT(GW_SEL_TCP)},
+    };
+    gw_select_kind_t route[2];
+    cr_expect_eq(gw__select_plan(&lg, 0, 2, ranks, route), GW_ERR_CONFIG);
+    cr_expect_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_ERR_CONFIG);
+}
+
+Test(select, plan_without_common_transport_is_config_error)
+{
+    gw_logger_t lg = quiet_logger();
+    /* Rank 1 opened shared memory only (its network transport failed) and
+     * lives on another host: nothing reaches it. */
+    gw_select_rank_t ranks[2] = {
+        {.host_id = 5, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP},
+        {.host_id = 6, .mode = GW_SELECT_AUTO, .kinds = GW_SEL_BIT(GW_SEL_SHM)},
+    };
+    gw_select_kind_t route[2];
+    cr_expect_eq(gw__select_plan(&lg, 0, 2, ranks, route), GW_ERR_CONFIG);
+    cr_expect_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_ERR_CONFIG);
+}
+
+Test(select, plan_same_host_without_shm_falls_to_network)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[2] = {
+        {.host_id = 5, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP},
+        {.host_id = 5, .mode = GW_SELECT_AUTO, .kinds = GW_SEL_BIT(GW_SEL_TCP)},
+    };
+    gw_select_kind_t route[2];
+    cr_assert_eq(gw__select_plan(&lg, 0, 2, ranks, route), GW_OK);
+    cr_expect_eq(route[1], GW_SEL_TCP);
+    cr_assert_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_OK);
+    cr_expect_eq(route[0], GW_SEL_TCP);
+}
+
+/* Whatever the hosts and opened transports, both ends of a pair agree. */
+Test(select, plan_is_symmetric)
+{
+    gw_logger_t lg = quiet_logger();
+    enum { N = 7 };
+    uint32_t seed = 12345;
+    for (int trial = 0; trial < 500; trial++) {
+        gw_select_rank_t ranks[N];
+        for (int r = 0; r < N; r++) {
+            seed = seed * 1103515245u + 12345u;
+            uint32_t kinds = (seed >> 16) % 4 == 0 ? GW_SEL_BIT(GW_SEL_TCP) : SHM_TCP;
+            ranks[r] = (gw_select_rank_t){.host_id = (seed >> 8) % 3, .mode = GW_SELECT_AUTO,
+                                          .kinds = kinds};
+        }
+        gw_select_kind_t route[N][N];
+        for (int r = 0; r < N; r++)
+            cr_assert_eq(gw__select_plan(&lg, r, N, ranks, route[r]), GW_OK);
+        for (int a = 0; a < N; a++)
+            for (int b = 0; b < N; b++) {
+                cr_assert_eq(route[a][b], route[b][a], "trial %d: %d->%d %d, %d->%d %d", trial, a,
+                             b, route[a][b], b, a, route[b][a]);
+                if (a != b && route[a][b] == GW_SEL_SHM)
+                    cr_assert_eq(ranks[a].host_id, ranks[b].host_id);
+            }
+    }
+}
+
+Test(select, describe_ranges)
+{
+    gw_select_kind_t route[10] = {GW_SEL_TCP, GW_SEL_TCP, GW_SEL_TCP, GW_SEL_NONE, GW_SEL_SHM,
+                                  GW_SEL_SHM, GW_SEL_TCP, GW_SEL_SHM, GW_SEL_TCP, GW_SEL_TCP};
+    char buf[128];
+    gw__select_describe(route, 10, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "shm to ranks 4,5,7; tcp to ranks 0-2,6,8,9");
+    char small[12];
+    gw__select_describe(route, 10, small, sizeof(small));
+    cr_expect(strlen(small) < sizeof(small), "not truncated: %s", small);
+}
+
+/* ---- host identity ------------------------------------------------------------------ */
+
+Test(select, host_id_is_stable)
+{
+    gw_logger_t lg = quiet_logger();
+    uint64_t a = 0, b = 1;
+    cr_assert_eq(gw__host_id(&lg, &a), GW_OK);
+    cr_assert_eq(gw__host_id(&lg, &b), GW_OK);
+    cr_expect_eq(a, b);
+    cr_expect_neq(a, 0);
+}
+
+/* A process in another network namespace is another host. */
+Test(select, host_id_differs_in_another_network_namespace, .timeout = 10)
+{
+    gw_logger_t lg = quiet_logger();
+    uint64_t here = 0;
+    cr_assert_eq(gw__host_id(&lg, &here), GW_OK);
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(sv[0]);
+        uint64_t there = 0;
+        int ok = unshare(CLONE_NEWNET) == 0 && gw__host_id(&lg, &there) == GW_OK;
+        uint8_t msg[9] = {(uint8_t)ok};
+        memcpy(msg + 1, &there, 8);
+        _exit(write(sv[1], msg, sizeof(msg)) == (ssize_t)sizeof(msg) ? 0 : 1);
+    }
+    close(sv[1]);
+    uint8_t msg[9] = {0};
+    ssize_t n = read(sv[0], msg, sizeof(msg));
+    close(sv[0]);
+    waitpid(pid, NULL, 0);
+    cr_assert_eq(n, (ssize_t)sizeof(msg));
+    if (!msg[0])
+        cr_skip_test("cannot create a network namespace here (needs CAP_SYS_ADMIN)");
+    uint64_t there;
+    memcpy(&there, msg + 1, 8);
+    cr_expect_neq(there, here);
+}
+
+/* ---- the mux between real processes -------------------------------------------------- */
+
+#define MAX_RANKS 4
+#define MIB ((size_t)1024 * 1024)
+#define JOB_DEADLINE_MS 12000
+
+typedef int (*rank_fn)(gw_transport_t *t, int rank, int size, const void *arg);
+
+typedef struct job {
+    int n;
+    gw_select_mode_t mode[MAX_RANKS];
+    int host[MAX_RANKS]; /* the parent rewrites host ids: equal numbers, one host */
+    int fake_hosts;
+    int bad_magic_rank; /* -1, or a rank whose blob the parent breaks */
+    rank_fn fn;
+    const void *arg;
+    const char *want_name; /* the transport's name after unwrap */
+    int expect_connect[MAX_RANKS];
+    uint8_t job_id[16];
+} job_t;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__,        \
+                    #cond);                                                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_ST(expr, want)                                                                       \
+    do {                                                                                           \
+        gw_status_t st__ = (expr);                                                                 \
+        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__),          \
+              gw_status_name(want));                                                               \
+    } while (0)
+
+static int xfer(int fd, void *buf, size_t len, int out)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static uint8_t pattern(size_t i, int from, int to, uint64_t seq)
+{
+    return (uint8_t)(i * 131u + (size_t)from * 17u + (size_t)to * 5u + seq * 3u + (i >> 13));
+}
+
+static void fill(uint8_t *buf, size_t len, int from, int to, uint64_t seq)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = pattern(i, from, to, seq);
+}
+
+static long verify(const uint8_t *buf, size_t len, int from, int to, uint64_t seq)
+{
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] != pattern(i, from, to, seq))
+            return (long)i;
+    return -1;
+}
+
+static void make_req(gw_request_t *r, gw_req_kind_t kind, int peer, uint64_t seq, uint32_t sig,
+                     void *buf, size_t len)
+{
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    r->peer = peer;
+    r->tag.seq = seq;
+    r->tag.sig = sig;
+    r->buf = buf;
+    r->len = len;
+}
+
+static gw_status_t wait_all(gw_transport_t *t, gw_request_t **reqs, int n, int ms)
+{
+    int64_t end = gw__now_ms() + ms;
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i]->complete && reqs[i]->status != GW_OK)
+                return reqs[i]->status;
+            done &= reqs[i]->complete;
+        }
+        if (done)
+            return GW_OK;
+        gw_status_t st = t->ops->progress(t, NULL, 20);
+        if (st != GW_OK)
+            return st;
+        if (gw__now_ms() > end)
+            return GW_ERR_TIMEOUT;
+    }
+}
+
+static int rank_main(job_t *j, int rank, int fd)
+{
+    gw_logger_t lg;
+    gw__logger_init(&lg, rank);
+    gw_transport_params_t pr;
+    memset(&pr, 0, sizeof(pr));
+    pr.rank = rank;
+    pr.size = j->n;
+    pr.log = &lg;
+    pr.timeout_ms = 5000;
+    pr.nsocks = 2;
+    memcpy(pr.job_id, j->job_id, sizeof(pr.job_id));
+    struct sockaddr_in *in = (struct sockaddr_in *)&pr.default_addr;
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    pr.default_addr_len = sizeof(*in);
+
+    uint8_t mine[GW_TRANSPORT_ADDR_MAX];
+    gw_transport_t *t = NULL;
+    CHECK_ST(gw__select_open(&pr, j->mode[rank], &t, mine), GW_OK);
+    CHECK(strcmp(t->ops->name, "mux") == 0, "name before connect: %s", t->ops->name);
+    uint8_t *all = malloc((size_t)j->n * GW_TRANSPORT_ADDR_MAX);
+    CHECK(all, "malloc");
+    CHECK(xfer(fd, mine, sizeof(mine), 1) == 0, "sending my address to the parent");
+    CHECK(xfer(fd, all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX, 0) == 0, "reading addresses");
+    gw_status_t st = t->ops->connect(t, all);
+    free(all);
+    CHECK(st == (gw_status_t)j->expect_connect[rank], "connect returned %s, expected %s",
+          gw_status_name(st), gw_status_name((gw_status_t)j->expect_connect[rank]));
+    if (st != GW_OK) {
+        t->ops->close(t);
+        return 0;
+    }
+    t = gw__select_unwrap(t);
+    CHECK(strcmp(t->ops->name, j->want_name) == 0, "transport %s, expected %s", t->ops->name,
+          j->want_name);
+    int rc = j->fn ? j->fn(t, rank, j->n, j->arg) : 0;
+    t->ops->close(t);
+    gw__logger_fini(&lg);
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(__lsan_do_recoverable_leak_check() == 0, "memory leaked (see the report above)");
+#endif
+    return rc;
+}
+
+static void run_job(job_t *j)
+{
+    pid_t pids[MAX_RANKS];
+    int fds[MAX_RANKS];
+    cr_assert_eq(getrandom(j->job_id, sizeof(j->job_id), 0), (ssize_t)sizeof(j->job_id));
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < j->n; r++) {
+        int sv[2];
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        pids[r] = fork();
+        cr_assert_neq(pids[r], -1, "fork: %s", strerror(errno));
+        if (pids[r] == 0) {
+            close(sv[0]);
+            for (int q = 0; q < r; q++)
+                close(fds[q]);
+            _exit(rank_main(j, r, sv[1]));
+        }
+        close(sv[1]);
+        fds[r] = sv[0];
+    }
+    uint8_t all[MAX_RANKS * GW_TRANSPORT_ADDR_MAX];
+    int gathered = 1;
+    for (int r = 0; r < j->n; r++)
+        if (xfer(fds[r], all + r * GW_TRANSPORT_ADDR_MAX, GW_TRANSPORT_ADDR_MAX, 0) != 0)
+            gathered = 0;
+    for (int r = 0; r < j->n && gathered; r++) {
+        uint8_t *b = all + r * GW_TRANSPORT_ADDR_MAX;
+        if (j->fake_hosts) {
+            uint64_t id = 0x7e57000000000000ull + (uint64_t)j->host[r];
+            memcpy(b + GW_SELECT_ADDR_HOST_OFF, &id, 8);
+        }
+        if (r == j->bad_magic_rank)
+            b[0] ^= 0xff;
+    }
+    for (int r = 0; r < j->n && gathered; r++)
+        xfer(fds[r], all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX, 1);
+    int status[MAX_RANKS], done[MAX_RANKS] = {0}, left = j->n;
+    int64_t end = gw__now_ms() + JOB_DEADLINE_MS;
+    while (left > 0 && gw__now_ms() < end) {
+        for (int r = 0; r < j->n; r++)
+            if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
+                done[r] = 1;
+                left--;
+            }
+        if (left > 0)
+            usleep(5000);
+    }
+    for (int r = 0; r < j->n; r++) {
+        if (!done[r]) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], &status[r], 0);
+        }
+        close(fds[r]);
+    }
+    cr_assert(gathered, "a rank failed before publishing its address");
+    for (int r = 0; r < j->n; r++) {
+        cr_expect(done[r], "rank %d still running after %d ms: killed", r, JOB_DEADLINE_MS);
+        if (done[r] && WIFSIGNALED(status[r]))
+            cr_expect(0, "rank %d killed by signal %d", r, WTERMSIG(status[r]));
+        else if (done[r])
+            cr_expect(WEXITSTATUS(status[r]) == 0, "rank %d failed a check (exit %d)", r,
+                      WEXITSTATUS(status[r]));
+    }
+}
+
+static job_t job(int n, gw_select_mode_t mode, rank_fn fn, const char *want_name)
+{
+    job_t j;
+    memset(&j, 0, sizeof(j));
+    j.n = n;
+    for (int r = 0; r < MAX_RANKS; r++)
+        j.mode[r] = mode;
+    j.fn = fn;
+    j.want_name = want_name;
+    j.bad_magic_rank = -1;
+    return j;
+}
+
+/* Every rank sends a small and a large message to every other rank, and
+ * then everyone passes 6 MiB around the ring at once, through a mix of
+ * shared-memory and TCP links. */
+static int body_traffic(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)arg;
+    enum { NM = 2 };
+    static const size_t lens[NM] = {777, 700 * 1024 + 5};
+    gw_request_t reqs[2 * MAX_RANKS * NM + 2];
+    gw_request_t *ptrs[2 * MAX_RANKS * NM + 2];
+    uint8_t *bufs[2 * MAX_RANKS * NM + 2];
+    int n = 0;
+    for (int m = 0; m < NM; m++) {
+        for (int d = 1; d < size; d++) {
+            int to = (rank + d) % size, from = (rank + size - d) % size;
+            bufs[n] = malloc(lens[m]);
+            CHECK(bufs[n], "malloc");
+            fill(bufs[n], lens[m], rank, to, (uint64_t)m + 1);
+            make_req(&reqs[n], GW_REQ_SEND, to, (uint64_t)m + 1, 3, bufs[n], lens[m]);
+            CHECK_ST(t->ops->isend(t, &reqs[n]), GW_OK);
+            ptrs[n] = &reqs[n];
+            n++;
+            bufs[n] = malloc(lens[m]);
+            CHECK(bufs[n], "malloc");
+            make_req(&reqs[n], GW_REQ_RECV, from, (uint64_t)m + 1, 3, bufs[n], lens[m]);
+            CHECK_ST(t->ops->irecv(t, &reqs[n]), GW_OK);
+            ptrs[n] = &reqs[n];
+            n++;
+        }
+    }
+    size_t big = 6 * MIB;
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    bufs[n] = malloc(big);
+    CHECK(bufs[n], "malloc");
+    fill(bufs[n], big, rank, right, 9);
+    make_req(&reqs[n], GW_REQ_SEND, right, 9, 3, bufs[n], big);
+    CHECK_ST(t->ops->isend(t, &reqs[n]), GW_OK);
+    ptrs[n] = &reqs[n];
+    n++;
+    bufs[n] = malloc(big);
+    CHECK(bufs[n], "malloc");
+    make_req(&reqs[n], GW_REQ_RECV, left, 9, 3, bufs[n], big);
+    CHECK_ST(t->ops->irecv(t, &reqs[n]), GW_OK);
+    ptrs[n] = &reqs[n];
+    n++;
+    CHECK_ST(wait_all(t, ptrs, n, 8000), GW_OK);
+    for (int i = 0; i < n; i++) {
+        if (reqs[i].kind == GW_REQ_RECV) {
+            long bad = verify(bufs[i], reqs[i].len, reqs[i].peer, rank, reqs[i].tag.seq);
+            CHECK(bad < 0, "message %llu from rank %d: byte %ld is wrong",
+                  (unsigned long long)reqs[i].tag.seq, reqs[i].peer, bad);
+        }
+        free(bufs[i]);
+    }
+    return 0;
+}
+
+Test(select, mux_two_fake_hosts_is_shm_plus_tcp, .timeout = 30)
+{
+    job_t j = job(4, GW_SELECT_AUTO, body_traffic, "shm+tcp");
+    j.fake_hosts = 1;
+    j.host[0] = j.host[1] = 0;
+    j.host[2] = j.host[3] = 1;
+    run_job(&j);
+}
+
+/* Host ids 0,1,0,1: the ring alternates between TCP and shared memory. */
+Test(select, mux_interleaved_hosts, .timeout = 30)
+{
+    job_t j = job(4, GW_SELECT_AUTO, body_traffic, "shm+tcp");
+    j.fake_hosts = 1;
+    j.host[1] = j.host[3] = 1;
+    run_job(&j);
+}
+
+Test(select, auto_on_one_host_is_plain_shm, .timeout = 30)
+{
+    job_t j = job(3, GW_SELECT_AUTO, body_traffic, "shm");
+    run_job(&j);
+}
+
+Test(select, auto_on_separate_hosts_is_plain_tcp, .timeout = 30)
+{
+    job_t j = job(3, GW_SELECT_AUTO, body_traffic, "tcp");
+    j.fake_hosts = 1;
+    j.host[1] = 1;
+    j.host[2] = 2;
+    run_job(&j);
+}
+
+Test(select, forced_tcp_on_one_host, .timeout = 30)
+{
+    job_t j = job(3, GW_SELECT_TCP, body_traffic, "tcp");
+    run_job(&j);
+}
+
+Test(select, forced_shm, .timeout = 30)
+{
+    job_t j = job(2, GW_SELECT_SHM, body_traffic, "shm");
+    run_job(&j);
+}
+
+Test(select, forced_shm_across_hosts_is_config_error, .timeout = 30)
+{
+    job_t j = job(3, GW_SELECT_SHM, NULL, "shm");
+    j.fake_hosts = 1;
+    j.host[2] = 1;
+    for (int r = 0; r < 3; r++)
+        j.expect_connect[r] = GW_ERR_CONFIG;
+    run_job(&j);
+}
+
+Test(select, disagreeing_modes_is_config_error, .timeout = 30)
+{
+    job_t j = job(3, GW_SELECT_AUTO, NULL, "shm");
+    j.mode[1] = GW_SELECT_TCP;
+    for (int r = 0; r < 3; r++)
+        j.expect_connect[r] = GW_ERR_CONFIG;
+    run_job(&j);
+}
+
+Test(select, garbage_blob_is_protocol_error, .timeout = 30)
+{
+    job_t j = job(2, GW_SELECT_AUTO, NULL, "shm");
+    j.bad_magic_rank = 1;
+    for (int r = 0; r < 2; r++)
+        j.expect_connect[r] = GW_ERR_PROTOCOL;
+    run_job(&j);
+}
+
+/* Rank 0 aborts with a status of its own: rank 1 (shared memory) and ranks
+ * 2 and 3 (TCP) all fail with that status. */
+static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)arg;
+    uint8_t buf[64];
+    if (rank == 0) {
+        usleep(100 * 1000);
+        CHECK_ST(t->ops->abort(t, GW_ERR_TIMEOUT), GW_OK);
+        gw_request_t r;
+        make_req(&r, GW_REQ_SEND, 1, 1, 1, buf, sizeof(buf));
+        CHECK_ST(t->ops->isend(t, &r), GW_ERR_ABORTED);
+        usleep(300 * 1000);
+        return 0;
+    }
+    gw_request_t r;
+    make_req(&r, GW_REQ_RECV, 0, 1, 1, buf, sizeof(buf));
+    CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+    gw_request_t *one[] = {&r};
+    CHECK_ST(wait_all(t, one, 1, 5000), GW_ERR_TIMEOUT);
+    (void)size;
+    return 0;
+}
+
+Test(select, abort_reaches_shm_and_tcp_peers, .timeout = 30)
+{
+    job_t j = job(4, GW_SELECT_AUTO, body_abort, "shm+tcp");
+    j.fake_hosts = 1;
+    j.host[2] = j.host[3] = 1;
+    run_job(&j);
+}
+
+/* Rank 3 dies: rank 2 (its shared-memory peer) and rank 0 (a TCP peer
+ * waiting for it) fail with GW_ERR_REMOTE; the mux then aborts its other
+ * transport, so rank 1, waiting on rank 0 over shared memory, fails too
+ * instead of hanging. */
+static int body_death(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)arg;
+    (void)size;
+    uint8_t buf[64];
+    gw_request_t r;
+    if (rank == 3) {
+        usleep(100 * 1000);
+        _exit(0);
+    }
+    int from = rank == 1 ? 0 : 3;
+    make_req(&r, GW_REQ_RECV, from, 1, 1, buf, sizeof(buf));
+    CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+    gw_request_t *one[] = {&r};
+    gw_status_t st = wait_all(t, one, 1, 6000);
+    CHECK(st == GW_ERR_REMOTE || (rank == 1 && st == GW_ERR_ABORTED), "rank %d: %s", rank,
+          gw_status_name(st));
+    return 0;
+}
+
+Test(select, death_over_tcp_breaks_the_shm_side_too, .timeout = 30)
+{
+    job_t j = job(4, GW_SELECT_AUTO, body_death, "shm+tcp");
+    j.fake_hosts = 1;
+    j.host[2] = j.host[3] = 1;
+    run_job(&j);
+}

@@ -1,0 +1,777 @@
+/*
+ * ib.c - the InfiniBand verbs transport: tagged messages between every pair
+ * of ranks, moved by the NIC straight from the sender's buffer into the
+ * receiver's (RDMA WRITE), with RC queue pairs over InfiniBand or RoCE.
+ *
+ * How data moves. The protocol is receiver-driven, as NCCL's: a message
+ * moves only once its receiver has said where it goes. For its n-th receive
+ * from peer p, a rank registers the buffer (through the registration cache)
+ * and writes a clear-to-send entry {address, rkey, length, tag, n} into slot
+ * n mod 32 of the FIFO that p set aside for it, with an RDMA WRITE WITH
+ * IMMEDIATE, so p's CQ reports the entry's arrival. p pairs that entry with
+ * its own n-th send to us and compares the two: same tag (sequence number
+ * and signature) and same length, or the send is refused with a MISMATCH
+ * immediate and both ends fail with GW_ERR_MISMATCH; no payload byte ever
+ * reaches a buffer meant for something else. Otherwise p writes the payload
+ * straight into our buffer with RDMA WRITE WITH IMMEDIATE; the immediate (a
+ * kind and the message index) tells our CQ which receive the data landed
+ * in. Messages of at least 256 KiB are striped over the GW_IB_QPS queue
+ * pairs of the pair of ranks, one part per QP, each part ending with its own
+ * immediate; a receive completes when all its parts did. Small messages
+ * (up to the QP's inline size) are written inline, so the sender needs no
+ * registration for them; empty ones travel as a SEND WITH IMMEDIATE. Both
+ * ends derive the number of parts from the length alone.
+ *
+ * Ordering is per peer, as the transport contract wants: receives get CTS
+ * entries in posting order, sends consume them in posting order, so the
+ * n-th send meets the n-th receive. At most 32 messages per direction and
+ * peer are in flight (a receive whose slot is still in use waits), which
+ * bounds the FIFOs, the work queues and the CQ.
+ *
+ * The CTS entries double as the read-ahead that the contract asks for: an
+ * entry from p is p's statement of the collective it is in, so progress()
+ * checks entries no send has claimed yet against the current collective's
+ * tag (gw__tag_conflicts) and fails with GW_ERR_MISMATCH when p is in
+ * another one.
+ *
+ * Progress is explicit (ib_progress.c): progress() posts what can be
+ * posted, polls the CQ in batches and, when there is nothing to do, spins
+ * for GW_IB_SPIN_US and then sleeps on the completion channel, the device's
+ * async event fd and the connection manager's fd (or the out-of-band
+ * sockets), so a waiting rank costs no CPU and still wakes at once.
+ *
+ * Connections (ib_cm.c, ib_oob.c): RC QPs set up through librdmacm by
+ * default (needs an IP address on the port: RoCE, or IPoIB), or through an
+ * out-of-band exchange of QP numbers, PSNs, LID/GID and MTU over TCP
+ * (GW_IB_CM=oob) as NCCL does. Either way, the connection that set a pair up
+ * stays open and is watched: a peer process that dies is reported by the
+ * RDMA CM (DISCONNECTED) or by its socket (EOF), not only after the
+ * transport's retries run out.
+ *
+ * Failure (ib_fail.c). The first failure breaks the whole transport, as in
+ * the TCP transport: it is logged once at ERROR naming the peer, every
+ * pending request completes with it, every later call returns it. Failed
+ * work completions name their status (ibv_wc_status_str) with a hint; a
+ * peer's ABORT immediate carries its status; async events (port down,
+ * device fatal, QP fatal) fail everything instead of leaving ranks waiting.
+ *
+ * Loading (ib_api.c): libibverbs and librdmacm are opened with dlopen when
+ * the transport opens. Without them, or without an active port, open()
+ * fails with one line saying why (INFO, so the selection falls back to TCP
+ * quietly; ERROR when GW_TRANSPORT=ib asked for this transport).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "transport/ib/ib_internal.h"
+
+#define VERBS_SONAME "libibverbs.so.1"
+#define RDMACM_SONAME "librdmacm.so.1"
+
+/* GW_TRANSPORT=ib: a missing device is the user's error, not a fallback. */
+static int ib_forced(void)
+{
+    const char *s = getenv("GW_TRANSPORT");
+    return s && strcasecmp(s, "ib") == 0;
+}
+
+/* The one line that says why RDMA is not used. */
+static gw_status_t unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static gw_status_t unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (ib_forced())
+        GW_ERROR(lg, GW_IB_SUBSYS, "GW_TRANSPORT=ib, but RDMA is not usable here: %s", msg);
+    else
+        GW_INFO(lg, GW_IB_SUBSYS, "not using RDMA: %s", msg);
+    return st;
+}
+
+/* ---- device and port ---------------------------------------------------- */
+
+typedef struct enum_state {
+    struct ibv_device **list;
+    int ndev;
+    struct ibv_context **ctxs; /* per device, NULL when it would not open */
+    gw_ib_port_info_t *ports;
+    int *port_dev; /* device index of each port */
+    int nports;
+} enum_state_t;
+
+static void enum_free(gw_ib_t *t, enum_state_t *e, struct ibv_context *keep)
+{
+    for (int d = 0; e->ctxs && d < e->ndev; d++)
+        if (e->ctxs[d] && e->ctxs[d] != keep)
+            t->api.close_device(e->ctxs[d]);
+    if (e->list)
+        t->api.free_device_list(e->list);
+    free(e->ctxs);
+    free(e->ports);
+    free(e->port_dev);
+}
+
+static const char *port_state_name(enum ibv_port_state s)
+{
+    switch (s) {
+    case IBV_PORT_DOWN: return "DOWN";
+    case IBV_PORT_INIT: return "INIT";
+    case IBV_PORT_ARMED: return "ARMED";
+    case IBV_PORT_ACTIVE: return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    default: return "NOP";
+    }
+}
+
+static gw_status_t enumerate(gw_ib_t *t, enum_state_t *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->list = t->api.get_device_list(&e->ndev);
+    if (!e->list)
+        return unavailable(t->base.log, GW_ERR_NOT_FOUND,
+                           "no RDMA device found (ibv_get_device_list: %m%s)",
+                           errno == ENOSYS ? ": this kernel has no RDMA support loaded" : "");
+    if (e->ndev == 0)
+        return unavailable(t->base.log, GW_ERR_NOT_FOUND, "no RDMA device found");
+    e->ctxs = calloc((size_t)e->ndev, sizeof(*e->ctxs));
+    int cap = e->ndev * 4;
+    e->ports = calloc((size_t)cap, sizeof(*e->ports));
+    e->port_dev = calloc((size_t)cap, sizeof(*e->port_dev));
+    if (!e->ctxs || !e->ports || !e->port_dev)
+        return GW_ERR_NO_MEMORY;
+    for (int d = 0; d < e->ndev; d++) {
+        const char *name = t->api.get_device_name(e->list[d]);
+        struct ibv_context *ctx = t->api.open_device(e->list[d]);
+        if (!ctx) {
+            GW_INFO(t->base.log, GW_IB_SUBSYS, "cannot open RDMA device %s: %m", name);
+            continue;
+        }
+        e->ctxs[d] = ctx;
+        struct ibv_device_attr da;
+        if (t->api.query_device(ctx, &da) != 0) {
+            GW_INFO(t->base.log, GW_IB_SUBSYS, "ibv_query_device(%s) failed", name);
+            continue;
+        }
+        for (int p = 1; p <= da.phys_port_cnt; p++) {
+            struct ibv_port_attr pa;
+            if (gw__ib_query_port(&t->api, ctx, (uint8_t)p, &pa) != 0)
+                continue;
+            if (e->nports == cap) {
+                cap *= 2;
+                gw_ib_port_info_t *np = realloc(e->ports, (size_t)cap * sizeof(*np));
+                int *nd = np ? realloc(e->port_dev, (size_t)cap * sizeof(*nd)) : NULL;
+                if (np)
+                    e->ports = np;
+                if (!np || !nd)
+                    return GW_ERR_NO_MEMORY;
+                e->port_dev = nd;
+            }
+            gw_ib_port_info_t *pi = &e->ports[e->nports];
+            snprintf(pi->device, sizeof(pi->device), "%s", name);
+            pi->port = p;
+            pi->active = pa.state == IBV_PORT_ACTIVE;
+            pi->link_layer = pa.link_layer;
+            pi->state_str = port_state_name(pa.state);
+            e->port_dev[e->nports++] = d;
+        }
+    }
+    return GW_OK;
+}
+
+/* GID index and GID for the chosen port (RoCE: from sysfs unless given). */
+static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
+{
+    int roce = t->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    t->gid_index = t->cfg.gid_index;
+    if (t->gid_index < 0 && roce) {
+        gw_status_t st = gw__ib_gid_pick(t->cfg.sysfs, t->dev_name, t->port_num, &t->gid_index,
+                                         desc, desc_cap);
+        if (st != GW_OK)
+            return unavailable(t->base.log, GW_ERR_NOT_FOUND, "%s", desc);
+    } else if (t->gid_index >= 0) {
+        snprintf(desc, desc_cap, "GID index %d (GW_IB_GID_INDEX)", t->gid_index);
+    } else {
+        snprintf(desc, desc_cap, "LID %u", (unsigned)t->port_attr.lid);
+        if (t->port_attr.lid == 0)
+            return unavailable(t->base.log, GW_ERR_NOT_FOUND,
+                               "%s:%d is InfiniBand but has no LID (is a subnet manager running?)",
+                               t->dev_name, t->port_num);
+        return GW_OK;
+    }
+    if (t->gid_index >= t->port_attr.gid_tbl_len ||
+        t->api.query_gid(t->ctx, (uint8_t)t->port_num, t->gid_index, &t->gid) != 0)
+        return unavailable(t->base.log, GW_ERR_CONFIG, "%s:%d has no GID at index %d",
+                           t->dev_name, t->port_num, t->gid_index);
+    return GW_OK;
+}
+
+static gw_status_t open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap)
+{
+    gw_ib_hca_filter_t filter;
+    char why[640];
+    if (gw__ib_hca_parse(t->cfg.hca, &filter, why, sizeof(why)) != GW_OK) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s", why);
+        return GW_ERR_CONFIG;
+    }
+    enum_state_t e;
+    gw_status_t st = enumerate(t, &e);
+    if (st != GW_OK) {
+        enum_free(t, &e, NULL);
+        return st;
+    }
+    int i = gw__ib_choose_port(&filter, e.ports, e.nports, why, sizeof(why));
+    if (i < 0) {
+        enum_free(t, &e, NULL);
+        return unavailable(t->base.log, GW_ERR_NOT_FOUND, "%s", why);
+    }
+    t->ctx = e.ctxs[e.port_dev[i]];
+    t->own_ctx = 1;
+    t->port_num = e.ports[i].port;
+    snprintf(t->dev_name, sizeof(t->dev_name), "%s", e.ports[i].device);
+    enum_free(t, &e, t->ctx);
+    if (gw__ib_query_port(&t->api, t->ctx, (uint8_t)t->port_num, &t->port_attr) != 0) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "ibv_query_port(%s:%d): %m", t->dev_name, t->port_num);
+        return GW_ERR_SYSTEM;
+    }
+    return pick_gid(t, gid_desc, gid_cap);
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+static int backend_reg(void *ctx, void *addr, size_t len, void **mr, uint32_t *lkey,
+                       uint32_t *rkey)
+{
+    gw_ib_t *t = ctx;
+    struct ibv_mr *m = t->api.reg_mr(t->pd, addr, len,
+                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                         IBV_ACCESS_REMOTE_READ);
+    if (!m)
+        return errno ? errno : EINVAL;
+    *mr = m;
+    *lkey = m->lkey;
+    *rkey = m->rkey;
+    return 0;
+}
+
+static void backend_dereg(void *ctx, void *mr)
+{
+    gw_ib_t *t = ctx;
+    if (t->api.dereg_mr(mr) != 0)
+        GW_WARN(t->base.log, GW_IB_SUBSYS, "ibv_dereg_mr: %m");
+}
+
+static int backend_mark(void *ctx, void *addr, size_t len, int *token)
+{
+    gw_ib_t *t = ctx;
+    int err = gw__ib_mem_mark(addr, len, token);
+    if (err && t->mrc.unmarked == 0) {
+        errno = err;
+        GW_INFO(t->base.log, GW_IB_SUBSYS,
+                "registrations of memory that cannot be marked (mbind: %m) are released after "
+                "each message instead of cached");
+    }
+    return err ? -1 : 0;
+}
+
+static int backend_check(void *ctx, const void *addr, size_t len, int token)
+{
+    (void)ctx;
+    return gw__ib_mem_check(addr, len, token);
+}
+
+/* Half of RLIMIT_MEMLOCK when it is finite: the cache must leave room for
+ * the registrations of requests in flight. */
+static size_t cache_byte_budget(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        return (size_t)rl.rlim_cur / 2 > 0 ? (size_t)rl.rlim_cur / 2 : 1;
+    return SIZE_MAX;
+}
+
+static gw_status_t set_nonblock(const gw_logger_t *lg, int fd, const char *what)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "making the %s non-blocking: %m", what);
+        return GW_ERR_SYSTEM;
+    }
+    return GW_OK;
+}
+
+static gw_status_t setup_resources(gw_ib_t *t)
+{
+    const gw_logger_t *lg = t->base.log;
+    struct ibv_device_attr da;
+    if (t->api.query_device(t->ctx, &da) != 0) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "ibv_query_device(%s): %m", t->dev_name);
+        return GW_ERR_SYSTEM;
+    }
+    long cqe = (long)(t->base.size - 1) * t->nqps * 2 * GW_IB_WQ_DEPTH + 16;
+    if (cqe > da.max_cqe) {
+        GW_ERROR(lg, GW_IB_SUBSYS,
+                 "%d ranks with %d QPs per peer need a CQ of %ld entries, but %s allows %d: "
+                 "lower GW_IB_QPS",
+                 t->base.size, t->nqps, cqe, t->dev_name, da.max_cqe);
+        return GW_ERR_CONFIG;
+    }
+    t->cq_size = (int)cqe;
+    t->pd = t->api.alloc_pd(t->ctx);
+    if (!t->pd) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "ibv_alloc_pd(%s): %m", t->dev_name);
+        return GW_ERR_SYSTEM;
+    }
+    t->channel = t->api.create_comp_channel(t->ctx);
+    if (!t->channel) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "ibv_create_comp_channel(%s): %m", t->dev_name);
+        return GW_ERR_SYSTEM;
+    }
+    if (set_nonblock(lg, t->channel->fd, "completion channel") != GW_OK ||
+        set_nonblock(lg, t->ctx->async_fd, "async event fd") != GW_OK)
+        return GW_ERR_SYSTEM;
+    t->cq = t->api.create_cq(t->ctx, t->cq_size, t, t->channel, 0);
+    if (!t->cq) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "ibv_create_cq(%s, %d entries): %m", t->dev_name, t->cq_size);
+        return GW_ERR_SYSTEM;
+    }
+    t->fifo_bytes = 2 * (size_t)t->base.size * GW_IB_FIFO_DEPTH * GW_IB_CTS_SIZE;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 4096, t->fifo_bytes) != 0) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %zu bytes of CTS FIFOs", t->fifo_bytes);
+        return GW_ERR_NO_MEMORY;
+    }
+    memset(mem, 0, t->fifo_bytes);
+    t->fifo_mem = mem;
+    t->fifo_mr = t->api.reg_mr(t->pd, mem, t->fifo_bytes,
+                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!t->fifo_mr) {
+        GW_ERROR(lg, GW_IB_SUBSYS,
+                 "registering %zu bytes of CTS FIFOs on %s: %m (is the locked-memory limit, "
+                 "ulimit -l, too low?)",
+                 t->fifo_bytes, t->dev_name);
+        return GW_ERR_SYSTEM;
+    }
+    gw_ib_mr_backend_t be = {.ctx = t,
+                             .reg = backend_reg,
+                             .dereg = backend_dereg,
+                             .mark = backend_mark,
+                             .check = backend_check};
+    gw__ib_mr_cache_init(&t->mrc, &be, t->cfg.reg_cache, (size_t)t->cfg.reg_cache_max,
+                         cache_byte_budget());
+    return GW_OK;
+}
+
+/* ---- open and close ------------------------------------------------------- */
+
+static void ib_free(gw_ib_t *t)
+{
+    if (t->peers) {
+        for (int r = 0; r < t->base.size; r++) {
+            gw_ib_peer_t *p = &t->peers[r];
+            for (int k = 0; k < t->nqps; k++)
+                if (p->qp[k] && !p->cm_id[k])
+                    t->api.destroy_qp(p->qp[k]);
+            if (p->oob_fd >= 0)
+                close(p->oob_fd);
+        }
+    }
+    if (t->cm_mode == GW_IB_CM_RDMACM)
+        gw__ib_cm_teardown(t); /* QPs and ids of rdmacm */
+    if (t->mrc.entries)
+        gw__ib_mr_cache_fini(&t->mrc);
+    if (t->fifo_mr)
+        t->api.dereg_mr(t->fifo_mr);
+    free(t->fifo_mem);
+    if (t->cq) {
+        if (t->cq_events_unacked)
+            t->api.ack_cq_events(t->cq, t->cq_events_unacked);
+        t->api.destroy_cq(t->cq);
+    }
+    if (t->channel)
+        t->api.destroy_comp_channel(t->channel);
+    if (t->pd)
+        t->api.dealloc_pd(t->pd);
+    if (t->cm_mode == GW_IB_CM_RDMACM) {
+        if (t->listen_id)
+            t->api.destroy_id(t->listen_id);
+        if (t->cm_channel)
+            t->api.destroy_event_channel(t->cm_channel);
+    }
+    if (t->ctx && t->own_ctx)
+        t->api.close_device(t->ctx);
+    if (t->listen_fd >= 0)
+        close(t->listen_fd);
+    /* libibverbs, librdmacm and the provider stay loaded: rdma-core does not
+     * support unloading while anything else in the process (another
+     * communicator, a framework's own verbs use) may hold a context, and
+     * the mapping costs nothing. */
+    free(t->peers);
+    free(t->qpn_map);
+    free(t->pfds);
+    free(t);
+}
+
+static gw_status_t choose_cm_mode(gw_ib_t *t)
+{
+    int roce = t->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    int usable = t->api.rdmacm_lib && roce && t->gid_index >= 0;
+    if (t->cfg.cm_mode == GW_IB_CM_OOB || (t->cfg.cm_mode == 0 && !usable)) {
+        t->cm_mode = GW_IB_CM_OOB;
+        if (t->cfg.cm_mode == 0)
+            GW_INFO(t->base.log, GW_IB_SUBSYS, "connecting out of band over TCP: %s",
+                    !t->api.rdmacm_lib ? t->api.rdmacm_why
+                                       : "librdmacm needs an IP address on the port (RoCE)");
+        return GW_OK;
+    }
+    if (!usable) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "GW_IB_CM=rdmacm cannot be used: %s",
+                 !t->api.rdmacm_lib ? t->api.rdmacm_why
+                                    : "only RoCE ports (with an IP address in their GID) are "
+                                      "supported with librdmacm; use GW_IB_CM=oob");
+        return GW_ERR_CONFIG;
+    }
+    t->cm_mode = GW_IB_CM_RDMACM;
+    return GW_OK;
+}
+
+static gw_status_t alloc_peers(gw_ib_t *t)
+{
+    t->peers = calloc((size_t)t->base.size, sizeof(*t->peers));
+    if (!t->peers)
+        return GW_ERR_NO_MEMORY;
+    for (int r = 0; r < t->base.size; r++) {
+        t->peers[r].rank = r;
+        t->peers[r].oob_fd = -1;
+        t->peers[r].r_cts_next = 1;
+        t->peers[r].s_cts_next = 1;
+        snprintf(t->peers[r].desc, sizeof(t->peers[r].desc), "rank %d", r);
+    }
+    return GW_OK;
+}
+
+static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t **out,
+                           uint8_t addr[GW_TRANSPORT_ADDR_MAX])
+{
+    if (!params || !out || !addr)
+        return GW_ERR_INVALID_ARG;
+    const gw_logger_t *lg = params->log;
+    if (params->size < 1 || params->rank < 0 || params->rank >= params->size) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "rank %d of %d ranks is not a valid rank", params->rank,
+                 params->size);
+        return GW_ERR_INVALID_ARG;
+    }
+    gw_ib_t *t = calloc(1, sizeof(*t));
+    if (!t) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for the transport");
+        return GW_ERR_NO_MEMORY;
+    }
+    t->base.ops = &gw__ib_transport_ops;
+    t->base.log = lg;
+    t->base.rank = params->rank;
+    t->base.size = params->size;
+    t->listen_fd = -1;
+    t->gid_index = -1;
+    t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_IB_DEFAULT_TIMEOUT_MS;
+    memcpy(t->job_id, params->job_id, sizeof(t->job_id));
+    gw_status_t st = gw__ib_config_read(lg, &t->cfg);
+    if (st != GW_OK)
+        goto err_free;
+    t->nqps = t->cfg.qps;
+    if ((st = alloc_peers(t)) != GW_OK) {
+        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %d peers", params->size);
+        goto err_free;
+    }
+    char why[512];
+    st = gw__ib_api_open(&t->api, VERBS_SONAME, RDMACM_SONAME, why, sizeof(why));
+    if (st != GW_OK) {
+        unavailable(lg, st, "%s", why);
+        goto err_free;
+    }
+    char gid_desc[256];
+    if ((st = open_device(t, gid_desc, sizeof(gid_desc))) != GW_OK)
+        goto err_free;
+    if ((st = choose_cm_mode(t)) != GW_OK)
+        goto err_free;
+    char cm_desc[192] = "";
+    if (t->cm_mode == GW_IB_CM_RDMACM)
+        st = gw__ib_cm_listen(t, cm_desc, sizeof(cm_desc)); /* may switch t->ctx */
+    if (st == GW_OK)
+        st = setup_resources(t);
+    if (st == GW_OK && t->cm_mode == GW_IB_CM_OOB)
+        st = gw__ib_oob_listen(t, params, cm_desc, sizeof(cm_desc));
+    if (st != GW_OK)
+        goto err_free;
+
+    gw_ib_addr_t *a = &t->local;
+    a->cm_mode = (uint8_t)t->cm_mode;
+    a->link_layer = t->port_attr.link_layer;
+    a->port_num = (uint8_t)t->port_num;
+    a->mtu = (uint8_t)t->port_attr.active_mtu;
+    a->lid = t->port_attr.lid;
+    a->nqps = (uint8_t)t->nqps;
+    a->gid_index = t->gid_index >= 0 ? (uint8_t)t->gid_index : 255;
+    memcpy(a->gid, t->gid.raw, 16);
+    a->fifo_addr = (uint64_t)(uintptr_t)t->fifo_mem;
+    a->fifo_rkey = t->fifo_mr->rkey;
+    snprintf(a->device, sizeof(a->device), "%.*s", (int)sizeof(a->device) - 1, t->dev_name);
+    gw__ib_addr_encode(a, addr);
+    gw__ib_sockaddr_str((const struct sockaddr *)&a->sa, t->local_str, sizeof(t->local_str));
+    GW_INFO(lg, GW_IB_SUBSYS, "using %s:%d (%s, MTU %d, %s), %d QP%s per peer, connecting %s",
+            t->dev_name, t->port_num,
+            t->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+            128 << t->port_attr.active_mtu, gid_desc, t->nqps, t->nqps == 1 ? "" : "s", cm_desc);
+    *out = &t->base;
+    return GW_OK;
+
+err_free:
+    ib_free(t);
+    return st;
+}
+
+/* ---- posting ---------------------------------------------------------------- */
+
+static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    const char *what = kind == GW_REQ_SEND ? "isend" : "irecv";
+    if (!t || !req)
+        return GW_ERR_INVALID_ARG;
+    if (req->peer < 0 || req->peer >= t->base.size || req->peer == t->base.rank ||
+        (req->len > 0 && !req->buf) || (t->connected && !t->peers[req->peer].active)) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS,
+                 "%s: invalid request (peer %d of %d ranks, we are %d; len %zu, buffer %p)", what,
+                 req->peer, t->base.size, t->base.rank, req->len, req->buf);
+        return GW_ERR_INVALID_ARG;
+    }
+    req->kind = kind;
+    req->complete = 0;
+    req->status = GW_OK;
+    req->bytes_done = 0;
+    req->next = NULL;
+    memset(req->priv, 0, sizeof(req->priv));
+    if (t->failed != GW_OK) {
+        gw__ib_complete(req, t->failed);
+        return t->failed;
+    }
+    if (!t->connected) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s before connect() succeeded", what);
+        return GW_ERR_INVALID_ARG;
+    }
+    gw_ib_peer_t *p = &t->peers[req->peer];
+    GW_IB_REQ_NPARTS(req) = gw__ib_nparts(req->len, t->nqps);
+    if (kind == GW_REQ_SEND) {
+        GW_IB_REQ_IDX(req) = ++p->s_next;
+        gw__ib_queue_push(&p->sq_head, &p->sq_tail, req);
+    } else {
+        GW_IB_REQ_IDX(req) = ++p->r_next;
+        gw__ib_queue_push(&p->rq_head, &p->rq_tail, req);
+    }
+    if (p->goodbye || p->gone)
+        return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
+                                "%s, but a %s for it was posted (seq %llu, len %zu)",
+                                p->goodbye ? "already closed its communicator"
+                                           : "lost its connection without saying goodbye (it "
+                                             "probably died)",
+                                kind == GW_REQ_SEND ? "send" : "receive",
+                                (unsigned long long)req->tag.seq, req->len);
+    return GW_OK;
+}
+
+static gw_status_t ib_isend(gw_transport_t *t, gw_request_t *req)
+{
+    return post(t, req, GW_REQ_SEND);
+}
+
+static gw_status_t ib_irecv(gw_transport_t *t, gw_request_t *req)
+{
+    return post(t, req, GW_REQ_RECV);
+}
+
+static int all_zero(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    if (!t || !all_addrs)
+        return GW_ERR_INVALID_ARG;
+    if (t->connected) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "connect() called twice");
+        return GW_ERR_INVALID_ARG;
+    }
+    int npeers = 0;
+    for (int r = 0; r < t->base.size; r++) {
+        gw_ib_peer_t *p = &t->peers[r];
+        const uint8_t *blob = all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX;
+        if (r == t->base.rank || all_zero(blob, GW_TRANSPORT_ADDR_MAX))
+            continue; /* another transport carries it (transport.h) */
+        if (gw__ib_addr_decode(blob, &p->addr) != GW_OK) {
+            GW_ERROR(t->base.log, GW_IB_SUBSYS,
+                     "rank %d did not publish an RDMA address (does it use another transport? "
+                     "set the same GW_TRANSPORT on every rank)",
+                     r);
+            return GW_ERR_PROTOCOL;
+        }
+        char sa[64];
+        gw__ib_sockaddr_str((const struct sockaddr *)&p->addr.sa, sa, sizeof(sa));
+        snprintf(p->desc, sizeof(p->desc), "rank %d (%.48s, %.24s)", r, sa, p->addr.device);
+        const char *bad = NULL;
+        if (p->addr.cm_mode != t->cm_mode)
+            bad = "connection mode (GW_IB_CM)";
+        else if (p->addr.nqps != t->nqps)
+            bad = "number of QPs per peer (GW_IB_QPS)";
+        else if (p->addr.link_layer != t->port_attr.link_layer)
+            bad = "link layer (InfiniBand vs RoCE)";
+        else if ((p->addr.gid_index == 255) != (t->gid_index < 0))
+            bad = "addressing (GID vs LID: GW_IB_GID_INDEX)";
+        if (bad) {
+            GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s uses another %s than this rank", p->desc, bad);
+            return GW_ERR_CONFIG;
+        }
+        p->active = 1;
+        npeers++;
+    }
+    gw_status_t st = t->cm_mode == GW_IB_CM_RDMACM ? gw__ib_cm_connect(t) : gw__ib_oob_connect(t);
+    if (st != GW_OK)
+        return st;
+    if ((st = gw__ib_qpn_map_build(t)) != GW_OK)
+        return st;
+    /* The fds a waiting progress() sleeps on: completions, async events,
+     * and the connection watchers. */
+    t->pfds = calloc((size_t)t->base.size + 3, sizeof(*t->pfds));
+    if (!t->pfds)
+        return GW_ERR_NO_MEMORY;
+    t->connected = 1;
+    GW_INFO(t->base.log, GW_IB_SUBSYS, "connected to %d peer%s over %s:%d", npeers,
+            npeers == 1 ? "" : "s", t->dev_name, t->port_num);
+    return GW_OK;
+}
+
+/* ---- memory registration for callers -------------------------------------- */
+
+static gw_status_t ib_mem_reg(gw_transport_t *base, void *buf, size_t len, void **handle)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    if (!t || !handle || (len > 0 && !buf))
+        return GW_ERR_INVALID_ARG;
+    gw_ib_mr_entry_t *e = NULL;
+    int err = gw__ib_mr_cache_get(&t->mrc, buf, len, &e);
+    if (err) {
+        errno = err;
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "registering %zu bytes at %p: %m", len, buf);
+        return gw__ib_errno_status(err);
+    }
+    e->explicit_refs++;
+    *handle = e;
+    return GW_OK;
+}
+
+static gw_status_t ib_mem_dereg(gw_transport_t *base, void *handle)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    gw_ib_mr_entry_t *e = handle;
+    if (!t || !e || e->explicit_refs <= 0)
+        return GW_ERR_INVALID_ARG;
+    /* The caller is about to free the memory: forget the range, so that a
+     * later buffer at the same address gets a fresh registration. */
+    e->explicit_refs--;
+    uintptr_t start = e->start, end = e->end;
+    gw__ib_mr_cache_put(&t->mrc, e);
+    gw__ib_mr_cache_invalidate(&t->mrc, (void *)start, end - start);
+    return GW_OK;
+}
+
+/* ---- shutdown ---------------------------------------------------------------- */
+
+/* Send a control immediate to every connected peer and wait up to budget_ms
+ * for their completions. Returns how many were acknowledged. */
+static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t kind, uint64_t value, int budget_ms)
+{
+    int sent = 0;
+    for (int r = 0; r < t->base.size; r++) {
+        gw_ib_peer_t *p = &t->peers[r];
+        if (r == t->base.rank || p->qp_up < t->nqps || p->gone)
+            continue;
+        if (gw__ib_post_ctrl(t, p, kind, value) == GW_OK)
+            sent++;
+    }
+    int64_t deadline = gw__now_ms() + budget_ms;
+    int pending = 0;
+    do {
+        int handled = 0;
+        gw__ib_poll_cq(t, 64, &handled);
+        pending = 0;
+        for (int r = 0; r < t->base.size; r++)
+            for (int k = 0; k < t->nqps && t->peers; k++)
+                pending += r != t->base.rank ? t->peers[r].sq_used[k] : 0;
+        if (pending && !handled)
+            usleep(200);
+    } while (pending && gw__now_ms() < deadline);
+    return sent;
+}
+
+static gw_status_t ib_abort(gw_transport_t *base, gw_status_t reason)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    if (!t)
+        return GW_ERR_INVALID_ARG;
+    if (reason == GW_OK)
+        reason = GW_ERR_ABORTED;
+    int was_ok = t->failed == GW_OK;
+    gw__ib_fail(t, GW_ERR_ABORTED, NULL);
+    int told = t->connected ? tell_all(t, GW_IB_IMM_ABORT, (uint64_t)reason, GW_IB_SHUTDOWN_MS) : 0;
+    GW_INFO(t->base.log, GW_IB_SUBSYS, "aborting (%s): told %d of %d peers%s",
+            gw_status_str(reason), told, t->base.size - 1,
+            was_ok ? "" : " (the transport had failed already)");
+    return GW_OK;
+}
+
+static void ib_close(gw_transport_t *base)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    if (!t)
+        return;
+    if (t->connected && t->failed == GW_OK) {
+        /* From here on a peer's disconnect is expected, not a failure. */
+        int told = tell_all(t, GW_IB_IMM_GOODBYE, 0, GW_IB_SHUTDOWN_MS);
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "closing: said goodbye to %d peers", told);
+    }
+    GW_TRACE(t->base.log, GW_IB_SUBSYS,
+             "registration cache: %llu hits, %llu misses, %llu registrations, %llu evictions",
+             (unsigned long long)t->mrc.hits, (unsigned long long)t->mrc.misses,
+             (unsigned long long)t->mrc.regs, (unsigned long long)t->mrc.evictions);
+    /* Requests still queued are not completed: the caller is tearing down
+     * and may have released them already. */
+    ib_free(t);
+}
+
+const gw_transport_ops_t gw__ib_transport_ops = {
+    .size = sizeof(gw_transport_ops_t),
+    .name = "ib",
+    .open = ib_open,
+    .connect = ib_connect,
+    .isend = ib_isend,
+    .irecv = ib_irecv,
+    .progress = gw__ib_progress,
+    .mem_reg = ib_mem_reg,
+    .mem_dereg = ib_mem_dereg,
+    .abort = ib_abort,
+    .close = ib_close,
+};

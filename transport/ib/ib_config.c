@@ -1,0 +1,69 @@
+/*
+ * ib_config.c - the GW_IB_* environment variables, named like NCCL's
+ * NCCL_IB_* so that its users recognise them. A variable that is set but
+ * malformed is an error naming it, never silently replaced by the default.
+ *
+ *   GW_IB_HCA          devices and ports to use (see ib_hca.c)
+ *   GW_IB_GID_INDEX    GID index; default: chosen from sysfs on RoCE
+ *   GW_IB_QPS          queue pairs per peer, 1..16 (default 1); messages of
+ *                      at least 2 x 128 KiB are striped over them
+ *   GW_IB_CM           rdmacm (default when librdmacm loads and the port
+ *                      has an IP address) or oob
+ *   GW_IB_TIMEOUT      local ACK timeout exponent: 4.096 us x 2^N (default
+ *                      18, about 1 s, as NCCL)
+ *   GW_IB_RETRY_CNT    transport retries, 0..7 (default 7)
+ *   GW_IB_SL, GW_IB_TC service level and traffic class
+ *   GW_IB_REG_CACHE    0 turns the registration cache off
+ *   GW_IB_REG_CACHE_MAX entries the cache keeps (default 1024)
+ *   GW_IB_SPIN_US      busy polling before sleeping in the kernel (default 50)
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/env.h"
+#include "transport/ib/ib_internal.h"
+
+static gw_status_t env_int(const gw_logger_t *lg, const char *name, long min, long max, long dflt,
+                           int *out)
+{
+    long v;
+    if (gw__env_int(lg, name, min, max, dflt, &v) != GW_OK)
+        return GW_ERR_CONFIG;
+    *out = (int)v;
+    return GW_OK;
+}
+
+gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    const char *s = getenv("GW_IB_HCA");
+    cfg->hca = (s && *s) ? s : NULL;
+    s = getenv("GW_IB_SYSFS");
+    cfg->sysfs = (s && *s) ? s : "/sys";
+    long v;
+    if (env_int(lg, "GW_IB_GID_INDEX", -1, 1023, -1, &cfg->gid_index) != GW_OK ||
+        env_int(lg, "GW_IB_QPS", 1, GW_IB_MAX_QPS, 1, &cfg->qps) != GW_OK ||
+        env_int(lg, "GW_IB_TIMEOUT", 1, 31, 18, &cfg->timeout) != GW_OK ||
+        env_int(lg, "GW_IB_RETRY_CNT", 0, 7, 7, &cfg->retry_cnt) != GW_OK ||
+        env_int(lg, "GW_IB_SL", 0, 15, 0, &cfg->sl) != GW_OK ||
+        env_int(lg, "GW_IB_TC", 0, 255, 0, &cfg->tc) != GW_OK ||
+        env_int(lg, "GW_IB_REG_CACHE", 0, 1, 1, &cfg->reg_cache) != GW_OK ||
+        env_int(lg, "GW_IB_SPIN_US", 0, 1000000, 50, &cfg->spin_us) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (gw__env_int(lg, "GW_IB_REG_CACHE_MAX", 1, 1L << 20, 1024, &v) != GW_OK)
+        return GW_ERR_CONFIG;
+    cfg->reg_cache_max = v;
+    s = getenv("GW_IB_CM");
+    if (!s || !*s) {
+        cfg->cm_mode = 0;
+    } else if (strcasecmp(s, "rdmacm") == 0) {
+        cfg->cm_mode = GW_IB_CM_RDMACM;
+    } else if (strcasecmp(s, "oob") == 0) {
+        cfg->cm_mode = GW_IB_CM_OOB;
+    } else {
+        GW_ERROR(lg, GW_IB_SUBSYS, "GW_IB_CM=\"%s\" is not one of rdmacm, oob", s);
+        return GW_ERR_CONFIG;
+    }
+    return GW_OK;
+}

@@ -1,0 +1,217 @@
+/*
+ * ib_fail.c - the failure path of the IB transport.
+ *
+ * As in the TCP transport, the first failure breaks the transport for good:
+ * it is logged once at ERROR, naming the peer; every pending request
+ * completes with it (releasing its registration); every later call returns
+ * it. What RDMA adds is where failures come from and how to explain them:
+ *   - failed work completions, reported with ibv_wc_status_str and a hint
+ *     for the common ones (retries exceeded: the peer is gone or the ACK
+ *     timeout is too short; remote access error: an rkey or bounds
+ *     problem). Errors that say the peer did not cooperate are
+ *     GW_ERR_REMOTE, local ones GW_ERR_SYSTEM;
+ *   - asynchronous events from the device (port down, device fatal, QP
+ *     fatal, CQ overrun), which otherwise would leave every rank waiting
+ *     for completions that never come;
+ *   - the connection watchers: a peer whose RDMA CM connection or
+ *     out-of-band socket goes away without a goodbye died.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/ib/ib_internal.h"
+
+static void fail_queue(gw_ib_t *t, gw_request_t **head, gw_request_t **tail, gw_status_t st)
+{
+    gw_request_t *r = *head;
+    while (r) {
+        gw_request_t *next = r->next;
+        r->next = NULL;
+        gw__ib_req_release(t, r);
+        gw__ib_complete(r, st);
+        r = next;
+    }
+    *head = *tail = NULL;
+}
+
+gw_status_t gw__ib_fail(gw_ib_t *t, gw_status_t st, const char *fmt, ...)
+{
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (fmt && t->base.log && t->base.log->level >= GW_LOG_ERROR) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s", msg);
+    }
+    t->failed = st;
+    for (int i = 0; t->peers && i < t->base.size; i++) {
+        gw_ib_peer_t *p = &t->peers[i];
+        fail_queue(t, &p->sq_head, &p->sq_tail, st);
+        fail_queue(t, &p->rq_head, &p->rq_tail, st);
+        memset(p->cts_have, 0, sizeof(p->cts_have));
+    }
+    return st;
+}
+
+gw_status_t gw__ib_peer_fail(gw_ib_t *t, const gw_ib_peer_t *p, gw_status_t st, const char *fmt,
+                             ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return gw__ib_fail(t, st, "%s %s", p->desc, msg);
+}
+
+gw_status_t gw__ib_wc_status_class(enum ibv_wc_status st, const char **hint)
+{
+    switch (st) {
+    case IBV_WC_RETRY_EXC_ERR:
+        *hint = "transport retries exceeded: the peer is gone or unreachable, or GW_IB_TIMEOUT / "
+                "GW_IB_RETRY_CNT are too low for this fabric";
+        return GW_ERR_REMOTE;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        *hint = "the peer stopped posting receives: it hung or died";
+        return GW_ERR_REMOTE;
+    case IBV_WC_REM_ACCESS_ERR:
+        *hint = "the peer refused the RDMA access: rkey or buffer bounds do not match its "
+                "registration (was a buffer freed while in use? see GW_IB_REG_CACHE)";
+        return GW_ERR_REMOTE;
+    case IBV_WC_REM_INV_REQ_ERR:
+        *hint = "the peer found the request invalid (a message longer than its buffer, or QPs "
+                "configured differently)";
+        return GW_ERR_REMOTE;
+    case IBV_WC_REM_OP_ERR:
+    case IBV_WC_REM_ABORT_ERR:
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+        *hint = "the peer could not complete the operation";
+        return GW_ERR_REMOTE;
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR:
+        *hint = "a local buffer is not covered by its registration (freed or remapped while in "
+                "use?)";
+        return GW_ERR_SYSTEM;
+    case IBV_WC_LOC_LEN_ERR:
+        *hint = "a message did not fit the local limits";
+        return GW_ERR_SYSTEM;
+    case IBV_WC_WR_FLUSH_ERR:
+        *hint = "the QP had already failed (see the first error or async event)";
+        return GW_ERR_SYSTEM;
+    default:
+        *hint = "the NIC or its driver reported an internal error";
+        return GW_ERR_SYSTEM;
+    }
+}
+
+gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc)
+{
+    const char *hint = "";
+    gw_status_t st = gw__ib_wc_status_class(wc->status, &hint);
+    const gw_ib_qpn_map_t *m = gw__ib_qpn_lookup(t, wc->qp_num);
+    const char *what = wc->wr_id == GW_IB_WR_RECV  ? "receive"
+                       : wc->wr_id == GW_IB_WR_CTS  ? "CTS write"
+                       : wc->wr_id == GW_IB_WR_CTRL ? "control message"
+                                                   : "payload write";
+    return gw__ib_fail(t, st, "%s: %s failed on QP 0x%x: %s (status %d, vendor error 0x%x): %s",
+                       m ? t->peers[m->peer].desc : "unknown peer", what, wc->qp_num,
+                       t->api.wc_status_str(wc->status), (int)wc->status,
+                       (unsigned)wc->vendor_err, hint);
+}
+
+static const gw_ib_peer_t *peer_of_qp(const gw_ib_t *t, const struct ibv_qp *qp)
+{
+    const gw_ib_qpn_map_t *m = qp ? gw__ib_qpn_lookup(t, qp->qp_num) : NULL;
+    return m ? &t->peers[m->peer] : NULL;
+}
+
+/* One async event: a failure status, or GW_OK for events that are news. */
+static gw_status_t async_one(gw_ib_t *t, const struct ibv_async_event *ev)
+{
+    const char *name = t->api.event_type_str(ev->event_type);
+    const gw_ib_peer_t *p;
+    switch (ev->event_type) {
+    case IBV_EVENT_DEVICE_FATAL:
+        return gw__ib_fail(t, GW_ERR_SYSTEM, "device %s reported a fatal error (%s)", t->dev_name,
+                           name);
+    case IBV_EVENT_PORT_ERR:
+        if (ev->element.port_num != t->port_num)
+            break;
+        return gw__ib_fail(t, GW_ERR_SYSTEM,
+                           "port %s:%d went down (%s): check the link and the subnet manager",
+                           t->dev_name, t->port_num, name);
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+        p = peer_of_qp(t, ev->element.qp);
+        return gw__ib_fail(t, ev->event_type == IBV_EVENT_QP_ACCESS_ERR ? GW_ERR_REMOTE
+                                                                        : GW_ERR_SYSTEM,
+                           "%s: QP 0x%x went into the error state (%s)",
+                           p ? p->desc : "unknown peer",
+                           ev->element.qp ? ev->element.qp->qp_num : 0u, name);
+    case IBV_EVENT_CQ_ERR:
+        return gw__ib_fail(t, GW_ERR_SYSTEM, "the completion queue failed (%s, overrun?)", name);
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "async event: %s", name);
+        return GW_OK;
+    default:
+        break;
+    }
+    GW_INFO(t->base.log, GW_IB_SUBSYS, "async event on %s: %s", t->dev_name, name);
+    return GW_OK;
+}
+
+gw_status_t gw__ib_async_events(gw_ib_t *t)
+{
+    gw_status_t st = GW_OK;
+    struct ibv_async_event ev;
+    /* The fd is non-blocking: this returns -1 (EAGAIN) once drained. */
+    while (t->api.get_async_event(t->ctx, &ev) == 0) {
+        gw_status_t s = async_one(t, &ev);
+        t->api.ack_async_event(&ev);
+        if (s != GW_OK && st == GW_OK)
+            st = s;
+    }
+    return st != GW_OK ? st : t->failed;
+}
+
+gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how)
+{
+    if (p->gone)
+        return t->failed;
+    p->gone = 1;
+    if (p->oob_fd >= 0) {
+        close(p->oob_fd);
+        p->oob_fd = -1;
+    }
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (p->goodbye) {
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s %s after its goodbye", p->desc, how);
+        return GW_OK;
+    }
+    /* The goodbye travels on a QP, the disconnect on another channel, so
+     * one may overtake the other. A peer we expect nothing from has
+     * finished with us either way; one we are waiting for has died. */
+    if (!p->sq_head && !p->rq_head) {
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s %s; nothing is pending with it", p->desc, how);
+        return GW_OK;
+    }
+    return gw__ib_peer_fail(t, p, GW_ERR_REMOTE, "%s without saying goodbye: it probably died",
+                            how);
+}
+
+gw_status_t gw__ib_abort_status(uint32_t value)
+{
+    gw_status_t st = (gw_status_t)value;
+    if (value == 0 || strcmp(gw_status_name(st), "GW_UNKNOWN_STATUS") == 0)
+        return GW_ERR_ABORTED;
+    return st;
+}

@@ -1,0 +1,526 @@
+/*
+ * ib_internal.h - state shared by the files of the InfiniBand verbs (RDMA)
+ * transport.
+ *
+ *   ib.c          narrative, open (device, memory, listening), isend/irecv,
+ *                 abort, close, the ops table
+ *   ib_api.c      libibverbs and librdmacm opened at run time (dlopen)
+ *   ib_hca.c      GW_IB_HCA parsing and the choice of device and port
+ *   ib_gid.c      the choice of the RoCE GID index from sysfs
+ *   ib_config.c   the GW_IB_* variables
+ *   ib_wire.c     byte layouts: address blob, CTS entries, immediates,
+ *                 out-of-band hellos, rdmacm private data
+ *   ib_mr_cache.c the registration cache
+ *   ib_qp.c       queue pairs: creation, state changes, receive posting
+ *   ib_oob.c      connect() with an out-of-band exchange over TCP
+ *   ib_cm.c       connect() through librdmacm
+ *   ib_progress.c the progress engine: posting, completions, waiting
+ *   ib_fail.c     the failure path, completion errors, async events
+ *
+ * See the comment at the top of ib.c for how data moves and why.
+ */
+#ifndef GW_TRANSPORT_IB_INTERNAL_H
+#define GW_TRANSPORT_IB_INTERNAL_H
+
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/transport.h"
+
+#define GW_IB_SUBSYS "ib"
+
+#define GW_IB_ADDR_MAGIC 0x47574942u  /* "GWIB" */
+#define GW_IB_HELLO_MAGIC 0x4757494fu /* "GWIO": out-of-band hello */
+#define GW_IB_CM_MAGIC 0x47574943u    /* "GWIC": rdmacm private data */
+#define GW_IB_PROTOCOL_VERSION 1u
+
+#define GW_IB_FIFO_DEPTH 32 /* CTS slots per peer: messages in flight per direction */
+#define GW_IB_CTS_SIZE 64   /* bytes of one CTS slot */
+#define GW_IB_MAX_QPS 16
+#define GW_IB_MIN_PART ((size_t)128 * 1024) /* smallest stripe of a message */
+#define GW_IB_MAX_WR_BYTES ((size_t)1 << 30) /* largest single RDMA write we post */
+#define GW_IB_INLINE 64                      /* max_inline_data we ask for */
+#define GW_IB_WQ_DEPTH (2 * GW_IB_FIFO_DEPTH + 16) /* send and receive WRs per QP */
+#define GW_IB_POLL_BATCH 32
+#define GW_IB_SHUTDOWN_MS 500 /* budget of abort() and close() */
+#define GW_IB_DEFAULT_TIMEOUT_MS 30000
+#define GW_IB_ADDR_SIZE 96   /* bytes used in the address blob */
+#define GW_IB_HELLO_SIZE 112 /* bytes of an out-of-band hello */
+#define GW_IB_CM_PDATA_SIZE 32
+#define GW_IB_NAME_MAX 32 /* device name bytes in the blob */
+
+/* ---- the verbs and rdmacm functions, resolved with dlsym ---------------- */
+
+struct _compat_ibv_port_attr;
+
+typedef struct gw_ib_api {
+    void *verbs_lib;
+    void *rdmacm_lib; /* NULL when librdmacm could not be opened */
+    char rdmacm_why[160];
+    /* libibverbs */
+    struct ibv_device **(*get_device_list)(int *num);
+    void (*free_device_list)(struct ibv_device **list);
+    const char *(*get_device_name)(struct ibv_device *dev);
+    struct ibv_context *(*open_device)(struct ibv_device *dev);
+    int (*close_device)(struct ibv_context *ctx);
+    int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
+    int (*query_port_compat)(struct ibv_context *ctx, uint8_t port,
+                             struct _compat_ibv_port_attr *attr);
+    int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
+    struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
+    int (*dealloc_pd)(struct ibv_pd *pd);
+    struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
+    int (*dereg_mr)(struct ibv_mr *mr);
+    struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *ctx);
+    int (*destroy_comp_channel)(struct ibv_comp_channel *ch);
+    struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx,
+                                struct ibv_comp_channel *ch, int vector);
+    int (*destroy_cq)(struct ibv_cq *cq);
+    int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_ctx);
+    void (*ack_cq_events)(struct ibv_cq *cq, unsigned int n);
+    struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+    int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+    int (*destroy_qp)(struct ibv_qp *qp);
+    int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *ev);
+    void (*ack_async_event)(struct ibv_async_event *ev);
+    const char *(*wc_status_str)(enum ibv_wc_status st);
+    const char *(*event_type_str)(enum ibv_event_type ev);
+    /* librdmacm */
+    struct rdma_event_channel *(*create_event_channel)(void);
+    void (*destroy_event_channel)(struct rdma_event_channel *ch);
+    int (*create_id)(struct rdma_event_channel *ch, struct rdma_cm_id **id, void *ctx,
+                     enum rdma_port_space ps);
+    int (*destroy_id)(struct rdma_cm_id *id);
+    int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
+    int (*listen)(struct rdma_cm_id *id, int backlog);
+    int (*resolve_addr)(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst,
+                        int timeout_ms);
+    int (*resolve_route)(struct rdma_cm_id *id, int timeout_ms);
+    int (*cm_create_qp)(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+    void (*cm_destroy_qp)(struct rdma_cm_id *id);
+    int (*connect)(struct rdma_cm_id *id, struct rdma_conn_param *param);
+    int (*accept)(struct rdma_cm_id *id, struct rdma_conn_param *param);
+    int (*reject)(struct rdma_cm_id *id, const void *pdata, uint8_t len);
+    int (*disconnect)(struct rdma_cm_id *id);
+    int (*get_cm_event)(struct rdma_event_channel *ch, struct rdma_cm_event **ev);
+    int (*ack_cm_event)(struct rdma_cm_event *ev);
+    const char *(*event_str)(enum rdma_cm_event_type ev);
+    int (*set_option)(struct rdma_cm_id *id, int level, int name, void *val, size_t len);
+    uint16_t (*get_src_port)(struct rdma_cm_id *id); /* network byte order */
+} gw_ib_api_t;
+
+/* Open libibverbs (verbs_soname) and, when rdmacm_soname is not NULL,
+ * librdmacm, and resolve every function above. GW_ERR_UNSUPPORTED with the
+ * reason in why when libibverbs or one of its functions is missing; a
+ * missing librdmacm only leaves api->rdmacm_lib NULL (reason in
+ * api->rdmacm_why). Nothing is logged. */
+gw_status_t gw__ib_api_open(gw_ib_api_t *api, const char *verbs_soname, const char *rdmacm_soname,
+                            char *why, size_t why_cap);
+void gw__ib_api_close(gw_ib_api_t *api);
+/* Port attributes through the provider when it has the modern entry point,
+ * as verbs.h's inline ibv_query_port does. */
+int gw__ib_query_port(const gw_ib_api_t *api, struct ibv_context *ctx, uint8_t port,
+                      struct ibv_port_attr *attr);
+
+/* ---- configuration (ib_config.c) ---------------------------------------- */
+
+typedef enum gw_ib_cm_mode { GW_IB_CM_RDMACM = 1, GW_IB_CM_OOB = 2 } gw_ib_cm_mode_t;
+
+typedef struct gw_ib_config {
+    const char *hca;     /* GW_IB_HCA, or NULL */
+    int gid_index;       /* GW_IB_GID_INDEX, or -1: automatic */
+    int qps;             /* GW_IB_QPS, 1..GW_IB_MAX_QPS */
+    int cm_mode;         /* GW_IB_CM; 0: rdmacm when it can be used, else oob */
+    int timeout;         /* GW_IB_TIMEOUT: local ACK timeout exponent, 1..31 */
+    int retry_cnt;       /* GW_IB_RETRY_CNT, 0..7 */
+    int sl;              /* GW_IB_SL, 0..15 */
+    int tc;              /* GW_IB_TC, 0..255 */
+    int reg_cache;       /* GW_IB_REG_CACHE: 0 disables caching registrations */
+    long reg_cache_max;  /* GW_IB_REG_CACHE_MAX: entries kept */
+    int spin_us;         /* GW_IB_SPIN_US: busy polling before sleeping */
+    const char *sysfs;   /* GW_IB_SYSFS (tests), default /sys */
+} gw_ib_config_t;
+
+/* Read the GW_IB_* variables; GW_ERR_CONFIG (logged, naming the variable)
+ * for a malformed one. */
+gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg);
+
+/* ---- device and port choice (ib_hca.c) ---------------------------------- */
+
+#define GW_IB_HCA_MAX_ENTRIES 32
+
+typedef struct gw_ib_hca_entry {
+    char name[64];
+    int port; /* -1: any port */
+} gw_ib_hca_entry_t;
+
+/* GW_IB_HCA, NCCL style: a comma-separated list of DEVICE[:PORT]; a leading
+ * '^' makes it a list to exclude, a leading '=' requires exact names
+ * (otherwise an entry matches every device whose name starts with it). */
+typedef struct gw_ib_hca_filter {
+    int exclude;
+    int exact;
+    int n;
+    gw_ib_hca_entry_t entries[GW_IB_HCA_MAX_ENTRIES];
+} gw_ib_hca_filter_t;
+
+/* Parse spec (NULL or "" give an empty filter that accepts everything).
+ * GW_ERR_CONFIG with the reason in why for malformed specs. */
+gw_status_t gw__ib_hca_parse(const char *spec, gw_ib_hca_filter_t *f, char *why, size_t why_cap);
+/* Index of the first entry that matches (device, port), or -1; for an
+ * exclude filter, -1 means "not excluded". */
+int gw__ib_hca_match(const gw_ib_hca_filter_t *f, const char *device, int port);
+
+/* One port as the enumeration saw it. */
+typedef struct gw_ib_port_info {
+    char device[64];
+    int port;
+    int active;     /* state == IBV_PORT_ACTIVE */
+    int link_layer; /* IBV_LINK_LAYER_INFINIBAND or _ETHERNET */
+    const char *state_str;
+} gw_ib_port_info_t;
+
+/* The port to use among ports[0..n): in the filter's order for an include
+ * list, else the first active port not excluded. Returns its index, or -1
+ * with the reason in why (no ports, none active, none matching). */
+int gw__ib_choose_port(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *ports, int n,
+                       char *why, size_t why_cap);
+
+/* ---- GID choice (ib_gid.c) ---------------------------------------------- */
+
+/* The GID index to use on a RoCE port, from
+ * <sysfs>/class/infiniband/<dev>/ports/<port>/{gids,gid_attrs/types}: the
+ * first RoCE v2 GID that is an IPv4-mapped address, else the first RoCE v2
+ * global IPv6 GID, else the same for RoCE v1; zero and link-local GIDs only
+ * as a last resort. desc (may be NULL) receives "index 1 (RoCE v2,
+ * ::ffff:198.18.0.1)". GW_ERR_NOT_FOUND with the reason in desc when the
+ * port has no usable GID. */
+gw_status_t gw__ib_gid_pick(const char *sysfs, const char *device, int port, int *index,
+                            char *desc, size_t desc_cap);
+/* Parse a sysfs GID text ("fe80:0000:...:0001") into 16 bytes. */
+int gw__ib_gid_parse(const char *text, uint8_t gid[16]);
+/* "::ffff:1.2.3.4" or the full IPv6 form, for messages. */
+void gw__ib_gid_str(const uint8_t gid[16], char *buf, size_t cap);
+
+/* ---- registration cache (ib_mr_cache.c) --------------------------------- */
+
+typedef struct gw_ib_mr_entry {
+    uintptr_t start, end; /* page-aligned [start, end) */
+    void *mr;             /* the backend's handle (struct ibv_mr * in the transport) */
+    uint32_t lkey, rkey;
+    int refs;     /* requests and explicit registrations using it */
+    int explicit_refs; /* of which mem_reg() calls */
+    int dead;     /* invalidated while in use: deregistered at the last release */
+    int cacheable; /* its mapping could be marked: kept after use */
+    int mark;      /* what the backend's check compares */
+    uint64_t last_use;
+} gw_ib_mr_entry_t;
+
+/* The registration backend: the transport registers with ibv_reg_mr; the
+ * tests with a fake that records calls. reg returns 0 or an errno. mark and
+ * check (both optional) tell whether a range is still the mapping that was
+ * registered: mark returns 0 and a token, or -1 when the range cannot be
+ * marked (then the entry is not kept after use); check returns 1 while the
+ * mapping is the one marked, 0 once it was replaced. */
+typedef struct gw_ib_mr_backend {
+    void *ctx;
+    int (*reg)(void *ctx, void *addr, size_t len, void **mr, uint32_t *lkey, uint32_t *rkey);
+    void (*dereg)(void *ctx, void *mr);
+    int (*mark)(void *ctx, void *addr, size_t len, int *token);
+    int (*check)(void *ctx, const void *addr, size_t len, int token);
+} gw_ib_mr_backend_t;
+
+/* The real mark and check: a NUMA memory policy on the registered range
+ * (see ib_mr_cache.c). gw__ib_mem_mark returns 0 or an errno. */
+int gw__ib_mem_mark(void *addr, size_t len, int *token);
+int gw__ib_mem_check(const void *addr, size_t len, int token);
+
+typedef struct gw_ib_mr_cache {
+    gw_ib_mr_backend_t backend;
+    size_t page;
+    int enabled;        /* 0: every entry is released at its last use */
+    size_t max_entries; /* unused entries beyond this are evicted, oldest first */
+    size_t max_bytes;   /* likewise for the bytes registered */
+    gw_ib_mr_entry_t **entries;
+    size_t n, cap;
+    size_t bytes;
+    uint64_t clock;
+    uint64_t hits, misses, evictions, regs, deregs, stale, unmarked;
+} gw_ib_mr_cache_t;
+
+void gw__ib_mr_cache_init(gw_ib_mr_cache_t *c, const gw_ib_mr_backend_t *backend, int enabled,
+                          size_t max_entries, size_t max_bytes);
+/* An entry covering [addr, addr + len), registering the page-aligned range
+ * when none does (merging unused entries it overlaps), with a reference for
+ * the caller. 0, or the backend's errno (ENOMEM after evicting every unused
+ * entry and trying again). */
+int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len,
+                        gw_ib_mr_entry_t **out);
+/* Drop a reference; an entry of a disabled cache, or an invalidated one, is
+ * deregistered at its last release. */
+void gw__ib_mr_cache_put(gw_ib_mr_cache_t *c, gw_ib_mr_entry_t *e);
+/* The memory [addr, addr + len) is going away: forget every entry that
+ * overlaps it (deregistered now, or at its last release when in use). */
+void gw__ib_mr_cache_invalidate(gw_ib_mr_cache_t *c, const void *addr, size_t len);
+/* Deregister everything (entries still referenced included). */
+void gw__ib_mr_cache_fini(gw_ib_mr_cache_t *c);
+
+/* ---- wire formats (ib_wire.c) ------------------------------------------- */
+
+/* What every rank publishes through the bootstrap. */
+typedef struct gw_ib_addr {
+    uint8_t cm_mode; /* gw_ib_cm_mode_t */
+    uint8_t link_layer;
+    uint8_t port_num;
+    uint8_t mtu; /* enum ibv_mtu, active MTU of the port */
+    uint16_t lid;
+    uint8_t nqps;
+    uint8_t gid_index; /* 255: no GRH (InfiniBand without GW_IB_GID_INDEX) */
+    uint8_t gid[16];
+    uint64_t fifo_addr; /* our CTS FIFOs: peer r writes into slot block r */
+    uint32_t fifo_rkey;
+    struct sockaddr_storage sa; /* OOB: TCP listener; rdmacm: RDMA CM listener */
+    char device[GW_IB_NAME_MAX];
+} gw_ib_addr_t;
+
+void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
+gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_addr_t *a);
+
+/* A clear-to-send entry: the receiver's buffer and what it expects. */
+typedef struct gw_ib_cts {
+    uint64_t addr;
+    uint64_t len;
+    uint64_t seq;
+    uint64_t idx; /* message index per peer, from 1 */
+    uint32_t rkey;
+    uint32_t sig;
+} gw_ib_cts_t;
+
+void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE]);
+/* 0, or -1 when the slot does not hold a complete entry (its two copies of
+ * the index disagree). */
+int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c);
+
+/* Immediate data: 4 bits of kind, 28 bits of message index (or status). */
+typedef enum gw_ib_imm_kind {
+    GW_IB_IMM_DATA = 1,     /* a part of message idx landed */
+    GW_IB_IMM_CTS = 2,      /* the CTS entry of message idx landed in our FIFO */
+    GW_IB_IMM_MISMATCH = 3, /* the sender refused message idx: tag or length differ */
+    GW_IB_IMM_ABORT = 4,    /* the peer aborted; the value is its status */
+    GW_IB_IMM_GOODBYE = 5,  /* the peer closed its communicator */
+} gw_ib_imm_kind_t;
+
+#define GW_IB_IMM_VALUE_MASK 0x0fffffffu
+
+uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value); /* host order */
+void gw__ib_imm_decode(uint32_t imm, gw_ib_imm_kind_t *kind, uint32_t *value);
+/* Whether a 28-bit index from an immediate names message idx. */
+static inline int gw__ib_imm_names(uint32_t value, uint64_t idx)
+{
+    return value == (uint32_t)(idx & GW_IB_IMM_VALUE_MASK);
+}
+
+/* Out-of-band hello: who we are and our queue pairs for this peer. */
+typedef struct gw_ib_hello {
+    uint32_t magic, version;
+    uint8_t job_id[16];
+    uint32_t from, to;
+    uint32_t nqps;
+    uint32_t psn;
+    uint32_t qpn[GW_IB_MAX_QPS];
+} gw_ib_hello_t;
+
+void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE]);
+void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h);
+
+/* rdmacm private data of a connection request: who connects, which QP. */
+typedef struct gw_ib_cm_pdata {
+    uint32_t magic;
+    uint8_t job_id[16];
+    uint32_t from, to;
+    uint16_t qp_idx, nqps;
+} gw_ib_cm_pdata_t;
+
+void gw__ib_cm_pdata_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_PDATA_SIZE]);
+void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdata_t *p);
+
+/* Parts of a len-byte message over nqps QPs, and the range of part k: both
+ * ends compute them from the length alone. */
+size_t gw__ib_nparts(size_t len, int nqps);
+void gw__ib_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
+
+/* "1.2.3.4:5" or "[::1]:5". */
+void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
+
+/* ---- the transport ------------------------------------------------------ */
+
+/* How the transport uses gw_request_t.priv. */
+#define GW_IB_REQ_IDX(r) ((r)->priv[0])        /* 1, 2, ... in posting order per peer */
+#define GW_IB_REQ_NPARTS(r) ((r)->priv[1])
+#define GW_IB_REQ_PARTS_DONE(r) ((r)->priv[2]) /* parts completed */
+#define GW_IB_REQ_MR(r) ((r)->priv[3])         /* gw_ib_mr_entry_t *, or 0 */
+#define GW_IB_REQ_STARTED(r) ((r)->priv[4])    /* recv: CTS posted; send: CTS matched */
+#define GW_IB_REQ_POSTED(r) ((r)->priv[5])     /* send: parts posted */
+#define GW_IB_REQ_RADDR(r) ((r)->priv[6])      /* send: where the receiver wants it */
+#define GW_IB_REQ_RKEY(r) ((r)->priv[7])
+
+/* wr_id of work requests that are not data parts (those carry the request
+ * pointer, which is never this small). */
+#define GW_IB_WR_CTS 1u
+#define GW_IB_WR_CTRL 2u
+#define GW_IB_WR_RECV 3u
+
+typedef struct gw_ib_peer {
+    int rank;
+    int active; /* this transport carries it (its address blob is not all zero) */
+    char desc[112]; /* "rank 3 (198.18.0.1:4791, rxe0)", for messages */
+    gw_ib_addr_t addr;
+    struct ibv_qp *qp[GW_IB_MAX_QPS];
+    struct rdma_cm_id *cm_id[GW_IB_MAX_QPS]; /* rdmacm mode */
+    int sq_used[GW_IB_MAX_QPS];              /* send WRs posted and not completed */
+    int qp_up;                               /* QPs connected */
+    int oob_fd;                              /* OOB mode: kept to notice the peer's death */
+    /* Send side. */
+    gw_request_t *sq_head, *sq_tail; /* posted, not complete */
+    uint64_t s_next;                 /* index of the last send posted */
+    gw_ib_cts_t cts[GW_IB_FIFO_DEPTH]; /* CTS received, by idx % depth */
+    uint8_t cts_have[GW_IB_FIFO_DEPTH];
+    uint64_t s_cts_next; /* index the next CTS entry must carry */
+    /* Receive side. */
+    gw_request_t *rq_head, *rq_tail;
+    uint64_t r_next;     /* index of the last receive posted */
+    uint64_t r_cts_next; /* index of the next receive whose CTS is to be sent */
+    int goodbye;         /* it closed its communicator */
+    int gone;            /* its connection broke (after a goodbye: fine) */
+} gw_ib_peer_t;
+
+/* Where a completion's QP number leads. */
+typedef struct gw_ib_qpn_map {
+    uint32_t qpn;
+    int peer, qp;
+} gw_ib_qpn_map_t;
+
+typedef struct gw_ib {
+    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_ib_api_t api;
+    gw_ib_config_t cfg;
+    int nqps;
+    int timeout_ms;
+    uint8_t job_id[16];
+    /* Device. */
+    struct ibv_context *ctx;
+    int own_ctx; /* ctx came from ibv_open_device (else librdmacm owns it) */
+    int port_num;
+    struct ibv_port_attr port_attr;
+    int gid_index; /* -1: no GRH */
+    union ibv_gid gid;
+    int max_inline;
+    char dev_name[64];
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *channel;
+    struct ibv_cq *cq;
+    int cq_size;
+    unsigned cq_events_unacked;
+    int cq_armed;
+    /* CTS FIFOs (peers write into them) and staging (we write from it):
+     * size * depth slots each, one registration. */
+    uint8_t *fifo_mem;
+    size_t fifo_bytes;
+    struct ibv_mr *fifo_mr;
+    gw_ib_mr_cache_t mrc;
+    /* Connection management. */
+    gw_ib_cm_mode_t cm_mode;
+    struct rdma_event_channel *cm_channel;
+    struct rdma_cm_id *listen_id;
+    struct gw_ib_cm_conn *cm_conns; /* rdmacm mode: one per (peer, QP) */
+    int ncm_conns;
+    int listen_fd; /* OOB mode: TCP listener */
+    gw_ib_addr_t local;
+    char local_str[64];
+    gw_ib_peer_t *peers; /* size entries; ours unused */
+    gw_ib_qpn_map_t *qpn_map;
+    int nqpn;
+    struct pollfd *pfds; /* channel, async, cm, oob sockets: for blocking waits */
+    int npfds;
+    int connected;
+    unsigned progress_calls;
+    uint64_t ncompleted;
+    gw_status_t failed; /* sticky */
+} gw_ib_t;
+
+static inline gw_ib_t *gw__ib_of(gw_transport_t *t) { return (gw_ib_t *)t; }
+
+/* Slot s of the FIFO that `peer` writes into, and of the staging area we
+ * write CTS entries for `peer` from. */
+static inline uint8_t *gw__ib_fifo_slot(gw_ib_t *t, int peer, int s)
+{
+    return t->fifo_mem + ((size_t)peer * GW_IB_FIFO_DEPTH + (size_t)s) * GW_IB_CTS_SIZE;
+}
+static inline uint8_t *gw__ib_stage_slot(gw_ib_t *t, int peer, int s)
+{
+    return t->fifo_mem + t->fifo_bytes / 2 +
+           ((size_t)peer * GW_IB_FIFO_DEPTH + (size_t)s) * GW_IB_CTS_SIZE;
+}
+
+extern const gw_transport_ops_t gw__ib_transport_ops;
+
+/* ib_qp.c */
+/* A QP for peer p, index k (OOB mode: ibv_create_qp, then INIT). */
+gw_status_t gw__ib_qp_create(gw_ib_t *t, gw_ib_peer_t *p, int k);
+void gw__ib_qp_init_attr(const gw_ib_t *t, struct ibv_qp_init_attr *a);
+/* INIT -> RTR -> RTS with the peer's numbers (OOB mode). */
+gw_status_t gw__ib_qp_connect(gw_ib_t *t, gw_ib_peer_t *p, int k, uint32_t remote_qpn,
+                              uint32_t remote_psn, uint32_t local_psn);
+/* Fill the receive queue of a fresh QP. */
+gw_status_t gw__ib_qp_post_recvs(gw_ib_t *t, gw_ib_peer_t *p, int k, int n);
+/* Build the QP-number map once every QP exists. */
+gw_status_t gw__ib_qpn_map_build(gw_ib_t *t);
+const gw_ib_qpn_map_t *gw__ib_qpn_lookup(const gw_ib_t *t, uint32_t qpn);
+/* Post a zero-length SEND_WITH_IMM (control) on QP 0 of p. */
+gw_status_t gw__ib_post_ctrl(gw_ib_t *t, gw_ib_peer_t *p, gw_ib_imm_kind_t kind, uint64_t value);
+/* Where the errno of a failed verbs call leads. */
+gw_status_t gw__ib_errno_status(int err);
+
+/* ib_oob.c / ib_cm.c: connect() in each mode, and their share of open/close. */
+gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, char *desc,
+                              size_t desc_cap);
+gw_status_t gw__ib_oob_connect(gw_ib_t *t);
+gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap);
+gw_status_t gw__ib_cm_connect(gw_ib_t *t);
+/* rdmacm events after connect(): disconnections. */
+gw_status_t gw__ib_cm_poll_events(gw_ib_t *t);
+void gw__ib_cm_teardown(gw_ib_t *t);
+
+/* ib_progress.c */
+gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
+/* Poll the CQ until it is empty or budget completions were handled. */
+gw_status_t gw__ib_poll_cq(gw_ib_t *t, int budget, int *handled);
+void gw__ib_complete(gw_request_t *r, gw_status_t st);
+void gw__ib_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
+/* Release what a request holds (its registration). */
+void gw__ib_req_release(gw_ib_t *t, gw_request_t *r);
+
+/* ib_fail.c */
+gw_status_t gw__ib_fail(gw_ib_t *t, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+gw_status_t gw__ib_peer_fail(gw_ib_t *t, const gw_ib_peer_t *p, gw_status_t st, const char *fmt,
+                             ...) __attribute__((format(printf, 4, 5)));
+/* A failed work completion: GW_ERR_REMOTE or GW_ERR_SYSTEM with the status
+ * string and a hint. */
+gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc);
+/* The status and hint for a work completion status (exposed for tests). */
+gw_status_t gw__ib_wc_status_class(enum ibv_wc_status st, const char **hint);
+/* Read every pending async event; fatal ones fail the transport. */
+gw_status_t gw__ib_async_events(gw_ib_t *t);
+/* The connection to p broke (socket EOF, RDMA CM disconnect): a failure
+ * when requests with p are pending and it said no goodbye; otherwise later
+ * requests for p fail when they are posted. */
+gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how);
+/* The status an ABORT immediate carries (GW_ERR_ABORTED when unknown). */
+gw_status_t gw__ib_abort_status(uint32_t value);
+
+#endif

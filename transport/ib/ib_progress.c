@@ -1,0 +1,581 @@
+/*
+ * ib_progress.c - the progress engine of the IB transport.
+ *
+ * One call of progress() is: post what can be posted, poll the CQ, post
+ * again what the completions made possible (a CTS entry that arrived lets a
+ * send go), check the CTS entries no send has claimed against the current
+ * collective. Posting follows the per-peer order of the contract:
+ *   - receives, oldest first: register the buffer and write its CTS entry
+ *     into the peer's FIFO, as long as fewer than GW_IB_FIFO_DEPTH receives
+ *     from that peer are outstanding (the slot of receive n + depth is free
+ *     only once receive n completed);
+ *   - sends, oldest first: once the CTS entry with the send's index has
+ *     arrived, compare tag and length; refuse with a MISMATCH immediate, or
+ *     write the payload, one part per QP, each part ending with a DATA
+ *     immediate.
+ * Work requests are always signalled, and each QP's send queue is accounted
+ * for in software, so a queue is never overrun: a part that finds it full
+ * waits for the next round.
+ *
+ * When nothing moved and the caller allows waiting, progress() first
+ * polls the CQ in a loop for GW_IB_SPIN_US (completions usually come within
+ * microseconds on real hardware, and sleeping costs a wake-up), then arms
+ * the CQ and sleeps in poll() on the completion channel, the device's async
+ * event fd and the connection watchers (RDMA CM channel, or the out-of-band
+ * sockets), so that a peer's death or a port going down wakes it as surely
+ * as a completion does.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/clock.h"
+#include "transport/ib/ib_internal.h"
+
+void gw__ib_complete(gw_request_t *r, gw_status_t st)
+{
+    r->status = st;
+    r->complete = 1;
+}
+
+void gw__ib_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
+{
+    r->next = NULL;
+    if (*tail)
+        (*tail)->next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+static void queue_remove(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
+{
+    gw_request_t *prev = NULL;
+    for (gw_request_t *q = *head; q; prev = q, q = q->next) {
+        if (q != r)
+            continue;
+        if (prev)
+            prev->next = q->next;
+        else
+            *head = q->next;
+        if (*tail == q)
+            *tail = prev;
+        q->next = NULL;
+        return;
+    }
+}
+
+void gw__ib_req_release(gw_ib_t *t, gw_request_t *r)
+{
+    gw_ib_mr_entry_t *e = (gw_ib_mr_entry_t *)(uintptr_t)GW_IB_REQ_MR(r);
+    if (e)
+        gw__ib_mr_cache_put(&t->mrc, e);
+    GW_IB_REQ_MR(r) = 0;
+}
+
+static void finish(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
+{
+    if (r->kind == GW_REQ_SEND)
+        queue_remove(&p->sq_head, &p->sq_tail, r);
+    else
+        queue_remove(&p->rq_head, &p->rq_tail, r);
+    gw__ib_req_release(t, r);
+    r->bytes_done = r->len;
+    t->ncompleted++;
+    gw__ib_complete(r, GW_OK);
+}
+
+/* The registration covering r's buffer (none for empty messages). */
+static gw_status_t reg_buffer(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
+{
+    if (r->len == 0 || GW_IB_REQ_MR(r))
+        return GW_OK;
+    gw_ib_mr_entry_t *e = NULL;
+    int err = gw__ib_mr_cache_get(&t->mrc, r->buf, r->len, &e);
+    if (err) {
+        errno = err;
+        return gw__ib_fail(t, gw__ib_errno_status(err),
+                           "registering the %zu-byte buffer at %p of a %s %s %s: %m%s", r->len,
+                           r->buf, r->kind == GW_REQ_SEND ? "send" : "receive",
+                           r->kind == GW_REQ_SEND ? "to" : "from", p->desc,
+                           err == ENOMEM || err == EAGAIN
+                               ? " (is the locked-memory limit, ulimit -l, too low?)"
+                               : "");
+    }
+    GW_IB_REQ_MR(r) = (uint64_t)(uintptr_t)e;
+    return GW_OK;
+}
+
+/* ---- receives: clear-to-send -------------------------------------------- */
+
+static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
+{
+    gw_status_t st = reg_buffer(t, p, r);
+    if (st != GW_OK)
+        return st;
+    const gw_ib_mr_entry_t *e = (const gw_ib_mr_entry_t *)(uintptr_t)GW_IB_REQ_MR(r);
+    uint64_t idx = GW_IB_REQ_IDX(r);
+    int slot = (int)(idx % GW_IB_FIFO_DEPTH);
+    gw_ib_cts_t c = {.addr = (uint64_t)(uintptr_t)r->buf,
+                     .len = r->len,
+                     .seq = r->tag.seq,
+                     .idx = idx,
+                     .rkey = e ? e->rkey : 0,
+                     .sig = r->tag.sig};
+    uint8_t *stage = gw__ib_stage_slot(t, p->rank, slot);
+    gw__ib_cts_encode(&c, stage);
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)stage,
+                          .length = GW_IB_CTS_SIZE,
+                          .lkey = t->fifo_mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = GW_IB_WR_CTS;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED | (t->max_inline >= GW_IB_CTS_SIZE ? IBV_SEND_INLINE : 0);
+    wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_CTS, idx));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    /* Our block in the peer's FIFOs is indexed by our rank. */
+    wr.wr.rdma.remote_addr = p->addr.fifo_addr +
+                             ((uint64_t)t->base.rank * GW_IB_FIFO_DEPTH + (uint64_t)slot) *
+                                 GW_IB_CTS_SIZE;
+    wr.wr.rdma.rkey = p->addr.fifo_rkey;
+    int rc = ibv_post_send(p->qp[0], &wr, &bad);
+    if (rc != 0) {
+        errno = rc;
+        return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM, "posting the CTS of message %llu on QP 0x%x: %m",
+                                (unsigned long long)idx, p->qp[0]->qp_num);
+    }
+    p->sq_used[0]++;
+    GW_IB_REQ_STARTED(r) = 1;
+    p->r_cts_next = idx + 1;
+    return GW_OK;
+}
+
+static gw_status_t post_receives(gw_ib_t *t, gw_ib_peer_t *p, int *did)
+{
+    /* The queue holds unfinished receives only, oldest first: the head's
+     * slot is the oldest still in use. */
+    uint64_t oldest = p->rq_head ? GW_IB_REQ_IDX(p->rq_head) : 0;
+    for (gw_request_t *r = p->rq_head; r; r = r->next) {
+        if (GW_IB_REQ_STARTED(r))
+            continue;
+        if (GW_IB_REQ_IDX(r) != p->r_cts_next || GW_IB_REQ_IDX(r) - oldest >= GW_IB_FIFO_DEPTH ||
+            p->sq_used[0] >= GW_IB_WQ_DEPTH)
+            return GW_OK;
+        gw_status_t st = post_cts(t, p, r);
+        if (st != GW_OK)
+            return st;
+        *did = 1;
+    }
+    return GW_OK;
+}
+
+/* ---- sends: payload --------------------------------------------------------- */
+
+static gw_status_t post_parts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int *did)
+{
+    const gw_ib_mr_entry_t *e = (const gw_ib_mr_entry_t *)(uintptr_t)GW_IB_REQ_MR(r);
+    uint64_t nparts = GW_IB_REQ_NPARTS(r);
+    int inl = r->len > 0 && r->len <= (size_t)t->max_inline;
+    while (GW_IB_REQ_POSTED(r) < nparts) {
+        uint64_t k = GW_IB_REQ_POSTED(r);
+        int q = (int)(k % (uint64_t)t->nqps);
+        if (p->sq_used[q] >= GW_IB_WQ_DEPTH)
+            return GW_OK;
+        size_t off, plen;
+        gw__ib_part_range(r->len, (size_t)nparts, (size_t)k, &off, &plen);
+        struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)((uint8_t *)r->buf + off),
+                              .length = (uint32_t)plen,
+                              .lkey = e ? e->lkey : 0};
+        struct ibv_send_wr wr, *bad = NULL;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id = (uint64_t)(uintptr_t)r;
+        wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+        wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_DATA, GW_IB_REQ_IDX(r)));
+        if (r->len == 0) {
+            wr.opcode = IBV_WR_SEND_WITH_IMM;
+            wr.num_sge = 0;
+        } else {
+            wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.wr.rdma.remote_addr = GW_IB_REQ_RADDR(r) + off;
+            wr.wr.rdma.rkey = (uint32_t)GW_IB_REQ_RKEY(r);
+        }
+        int rc = ibv_post_send(p->qp[q], &wr, &bad);
+        if (rc != 0) {
+            errno = rc;
+            return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,
+                                    "posting part %llu of %llu of message %llu (%zu bytes) on QP "
+                                    "0x%x: %m",
+                                    (unsigned long long)k + 1, (unsigned long long)nparts,
+                                    (unsigned long long)GW_IB_REQ_IDX(r), r->len,
+                                    p->qp[q]->qp_num);
+        }
+        p->sq_used[q]++;
+        GW_IB_REQ_POSTED(r) = k + 1;
+        *did = 1;
+    }
+    return GW_OK;
+}
+
+/* Pair send r with the CTS entry that carries its index, if it arrived. */
+static gw_status_t match_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int *matched)
+{
+    uint64_t idx = GW_IB_REQ_IDX(r);
+    int slot = (int)(idx % GW_IB_FIFO_DEPTH);
+    *matched = 0;
+    if (!p->cts_have[slot] || p->cts[slot].idx != idx)
+        return GW_OK;
+    const gw_ib_cts_t *c = &p->cts[slot];
+    p->cts_have[slot] = 0;
+    if (c->seq != r->tag.seq || c->sig != r->tag.sig || c->len != r->len) {
+        /* Tell the receiver first: its buffer stays untouched and its
+         * receive fails with the same status as our send. */
+        gw__ib_post_ctrl(t, p, GW_IB_IMM_MISMATCH, idx);
+        return gw__ib_peer_fail(t, p, GW_ERR_MISMATCH,
+                                "posted a receive that does not match the message sent to it: "
+                                "it expects (seq %llu, sig 0x%08x, len %llu), we send (seq %llu, "
+                                "sig 0x%08x, len %zu)",
+                                (unsigned long long)c->seq, (unsigned)c->sig,
+                                (unsigned long long)c->len, (unsigned long long)r->tag.seq,
+                                (unsigned)r->tag.sig, r->len);
+    }
+    GW_IB_REQ_RADDR(r) = c->addr;
+    GW_IB_REQ_RKEY(r) = c->rkey;
+    GW_IB_REQ_STARTED(r) = 1;
+    *matched = 1;
+    return GW_OK;
+}
+
+static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
+{
+    for (gw_request_t *r = p->sq_head; r; r = r->next) {
+        if (!GW_IB_REQ_STARTED(r)) {
+            int matched = 0;
+            gw_status_t st = match_cts(t, p, r, &matched);
+            if (st != GW_OK)
+                return st;
+            if (!matched)
+                return GW_OK; /* CTS entries arrive in order: later ones neither */
+            if (r->len > (size_t)t->max_inline && (st = reg_buffer(t, p, r)) != GW_OK)
+                return st;
+            *did = 1;
+        }
+        gw_status_t st = post_parts(t, p, r, did);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+static gw_status_t post_all(gw_ib_t *t, int *did)
+{
+    for (int i = 0; i < t->base.size; i++) {
+        gw_ib_peer_t *p = &t->peers[i];
+        if (i == t->base.rank)
+            continue;
+        gw_status_t st = GW_OK;
+        if (p->rq_head)
+            st = post_receives(t, p, did);
+        if (st == GW_OK && p->sq_head)
+            st = post_sends(t, p, did);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+/* ---- completions ---------------------------------------------------------------- */
+
+static gw_request_t *find_recv(gw_ib_peer_t *p, uint32_t value)
+{
+    for (gw_request_t *r = p->rq_head; r; r = r->next)
+        if (GW_IB_REQ_STARTED(r) && gw__ib_imm_names(value, GW_IB_REQ_IDX(r)))
+            return r;
+    return NULL;
+}
+
+static gw_status_t on_cts(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
+{
+    int slot = (int)(value % GW_IB_FIFO_DEPTH);
+    gw_ib_cts_t c;
+    if (gw__ib_cts_decode(gw__ib_fifo_slot(t, p->rank, slot), &c) != 0 ||
+        !gw__ib_imm_names(value, c.idx) || c.idx != p->s_cts_next)
+        return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                "wrote a CTS entry that is torn or out of order (slot %d: index "
+                                "%llu, immediate %u, expected index %llu)",
+                                slot, (unsigned long long)c.idx, (unsigned)value,
+                                (unsigned long long)p->s_cts_next);
+    if (p->cts_have[slot])
+        return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                "overran its CTS FIFO (slot %d still holds message %llu)", slot,
+                                (unsigned long long)p->cts[slot].idx);
+    p->cts[slot] = c;
+    p->cts_have[slot] = 1;
+    p->s_cts_next++;
+    return GW_OK;
+}
+
+static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
+{
+    if (!(wc->wc_flags & IBV_WC_WITH_IMM))
+        return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL, "sent a message without immediate data");
+    gw_ib_imm_kind_t kind;
+    uint32_t value;
+    gw__ib_imm_decode(be32toh(wc->imm_data), &kind, &value);
+    gw_request_t *r;
+    switch (kind) {
+    case GW_IB_IMM_CTS:
+        return on_cts(t, p, value);
+    case GW_IB_IMM_DATA:
+        r = find_recv(p, value);
+        if (!r)
+            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                    "wrote data for message %u, which has no CTS outstanding",
+                                    (unsigned)value);
+        GW_IB_REQ_PARTS_DONE(r)++;
+        r->bytes_done = (size_t)((double)r->len * (double)GW_IB_REQ_PARTS_DONE(r) /
+                                 (double)GW_IB_REQ_NPARTS(r));
+        if (GW_IB_REQ_PARTS_DONE(r) == GW_IB_REQ_NPARTS(r))
+            finish(t, p, r);
+        return GW_OK;
+    case GW_IB_IMM_MISMATCH:
+        r = find_recv(p, value);
+        return gw__ib_peer_fail(
+            t, p, GW_ERR_MISMATCH,
+            "refused to send into the receive posted for it (seq %llu, sig 0x%08x, len %zu): its "
+            "message has another tag or length",
+            r ? (unsigned long long)r->tag.seq : 0ULL, r ? (unsigned)r->tag.sig : 0u,
+            r ? r->len : (size_t)0);
+    case GW_IB_IMM_ABORT: {
+        gw_status_t st = gw__ib_abort_status(value);
+        return gw__ib_fail(t, st, "%s aborted: %s", p->desc, gw_status_str(st));
+    }
+    case GW_IB_IMM_GOODBYE:
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s said goodbye", p->desc);
+        p->goodbye = 1;
+        if (p->sq_head || p->rq_head)
+            return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
+                                    "closed its communicator while %s were pending with it",
+                                    p->sq_head ? "sends" : "receives");
+        return GW_OK;
+    default:
+        return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL, "sent an immediate of unknown kind %d",
+                                (int)kind);
+    }
+}
+
+static gw_status_t on_send_done(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
+{
+    if (wc->wr_id == GW_IB_WR_CTS || wc->wr_id == GW_IB_WR_CTRL || t->failed != GW_OK)
+        return GW_OK; /* after a failure, requests are no longer ours to touch */
+    gw_request_t *r = (gw_request_t *)(uintptr_t)wc->wr_id;
+    GW_IB_REQ_PARTS_DONE(r)++;
+    r->bytes_done = (size_t)((double)r->len * (double)GW_IB_REQ_PARTS_DONE(r) /
+                             (double)GW_IB_REQ_NPARTS(r));
+    if (GW_IB_REQ_PARTS_DONE(r) == GW_IB_REQ_NPARTS(r))
+        finish(t, p, r);
+    return GW_OK;
+}
+
+static gw_status_t handle_wc(gw_ib_t *t, const struct ibv_wc *wc)
+{
+    const gw_ib_qpn_map_t *m = gw__ib_qpn_lookup(t, wc->qp_num);
+    if (!m)
+        return t->failed != GW_OK ? GW_OK
+                                  : gw__ib_fail(t, GW_ERR_PROTOCOL,
+                                                "completion on unknown QP 0x%x", wc->qp_num);
+    gw_ib_peer_t *p = &t->peers[m->peer];
+    int is_recv = wc->wr_id == GW_IB_WR_RECV;
+    if (!is_recv && p->sq_used[m->qp] > 0)
+        p->sq_used[m->qp]--;
+    if (wc->status != IBV_WC_SUCCESS) {
+        if (t->failed != GW_OK)
+            return t->failed; /* flushed or failing for a reason already reported */
+        return gw__ib_wc_fail(t, wc);
+    }
+    if (!is_recv)
+        return on_send_done(t, p, wc);
+    if (t->failed == GW_OK) {
+        gw_status_t st = gw__ib_qp_post_recvs(t, p, m->qp, 1);
+        if (st != GW_OK)
+            return st;
+    }
+    return on_recv(t, p, wc);
+}
+
+gw_status_t gw__ib_poll_cq(gw_ib_t *t, int budget, int *handled)
+{
+    struct ibv_wc wcs[GW_IB_POLL_BATCH];
+    *handled = 0;
+    gw_status_t st = GW_OK;
+    while (*handled < budget) {
+        int n = ibv_poll_cq(t->cq, GW_IB_POLL_BATCH, wcs);
+        if (n < 0)
+            return gw__ib_fail(t, GW_ERR_SYSTEM, "ibv_poll_cq failed (%d)", n);
+        for (int i = 0; i < n; i++) {
+            gw_status_t s = handle_wc(t, &wcs[i]);
+            if (s != GW_OK && st == GW_OK)
+                st = s; /* keep draining: later completions still free queue slots */
+        }
+        *handled += n;
+        if (n < GW_IB_POLL_BATCH)
+            break;
+    }
+    return st != GW_OK ? st : t->failed;
+}
+
+/* ---- waiting -------------------------------------------------------------------- */
+
+static void drain_cq_events(gw_ib_t *t)
+{
+    struct ibv_cq *cq;
+    void *ctx;
+    while (t->api.get_cq_event(t->channel, &cq, &ctx) == 0) {
+        t->cq_events_unacked++;
+        t->cq_armed = 0;
+    }
+    if (t->cq_events_unacked >= 64) {
+        t->api.ack_cq_events(t->cq, t->cq_events_unacked);
+        t->cq_events_unacked = 0;
+    }
+}
+
+/* The out-of-band sockets carry nothing after connect(): readable means
+ * closed (or reset), i.e. the peer's process is gone. */
+static gw_status_t check_oob(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    char c;
+    ssize_t n = recv(p->oob_fd, &c, 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return GW_OK;
+    if (n > 0)
+        return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL, "sent data on its out-of-band socket");
+    return gw__ib_peer_gone(t, p, n == 0 ? "closed its out-of-band socket" : "reset its out-of-band socket");
+}
+
+/* poll() the watched fds for up to timeout_ms and handle what they report. */
+static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
+{
+    int n = 0;
+    t->pfds[n++] = (struct pollfd){.fd = t->channel->fd, .events = POLLIN};
+    t->pfds[n++] = (struct pollfd){.fd = t->ctx->async_fd, .events = POLLIN};
+    t->pfds[n++] = (struct pollfd){.fd = t->cm_channel ? t->cm_channel->fd : -1, .events = POLLIN};
+    for (int r = 0; r < t->base.size; r++)
+        if (t->peers[r].oob_fd >= 0)
+            t->pfds[n++] = (struct pollfd){.fd = t->peers[r].oob_fd, .events = POLLIN};
+    int rc = poll(t->pfds, (nfds_t)n, timeout_ms);
+    if (rc < 0 && errno != EINTR)
+        return gw__ib_fail(t, GW_ERR_SYSTEM, "poll() on the completion channel: %m");
+    if (rc <= 0)
+        return GW_OK;
+    if (t->pfds[0].revents)
+        drain_cq_events(t);
+    gw_status_t st = GW_OK;
+    if (t->pfds[1].revents)
+        st = gw__ib_async_events(t);
+    if (st == GW_OK && t->pfds[2].revents) {
+        int handled;
+        gw__ib_poll_cq(t, 1 << 20, &handled); /* a goodbye may precede the disconnect */
+        st = gw__ib_cm_poll_events(t);
+    }
+    for (int i = 3; st == GW_OK && i < n; i++) {
+        if (!t->pfds[i].revents)
+            continue;
+        for (int r = 0; r < t->base.size; r++) {
+            if (t->peers[r].oob_fd != t->pfds[i].fd)
+                continue;
+            int handled;
+            gw__ib_poll_cq(t, 1 << 20, &handled);
+            st = check_oob(t, &t->peers[r]);
+            break;
+        }
+    }
+    return st != GW_OK ? st : t->failed;
+}
+
+static gw_status_t check_conflicts(gw_ib_t *t, const gw_msg_tag_t *current)
+{
+    for (int i = 0; i < t->base.size; i++) {
+        gw_ib_peer_t *p = &t->peers[i];
+        if (i == t->base.rank)
+            continue;
+        for (int s = 0; s < GW_IB_FIFO_DEPTH; s++) {
+            if (!p->cts_have[s])
+                continue;
+            gw_msg_tag_t pending = {.seq = p->cts[s].seq, .sig = p->cts[s].sig};
+            if (gw__tag_conflicts(&pending, current))
+                return gw__ib_peer_fail(
+                    t, p, GW_ERR_MISMATCH,
+                    "waits for a message of collective (seq %llu, sig 0x%08x, len %llu) while "
+                    "this rank is in collective (seq %llu, sig 0x%08x): the ranks called "
+                    "collectives in a different order or with different arguments",
+                    (unsigned long long)pending.seq, (unsigned)pending.sig,
+                    (unsigned long long)p->cts[s].len, (unsigned long long)current->seq,
+                    (unsigned)current->sig);
+        }
+    }
+    return GW_OK;
+}
+
+/* Post, poll, post again. *moved: something was posted or completed. */
+static gw_status_t round_trip(gw_ib_t *t, int *moved)
+{
+    int did = 0, handled = 0;
+    gw_status_t st = post_all(t, &did);
+    if (st == GW_OK)
+        st = gw__ib_poll_cq(t, 4 * GW_IB_POLL_BATCH, &handled);
+    if (st == GW_OK && handled)
+        st = post_all(t, &did);
+    *moved = did || handled;
+    return st;
+}
+
+gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    if (!t)
+        return GW_ERR_INVALID_ARG;
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (!t->connected) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "progress() called before connect() succeeded");
+        return GW_ERR_INVALID_ARG;
+    }
+    int moved = 0;
+    gw_status_t st = round_trip(t, &moved);
+    if (st == GW_OK && current)
+        st = check_conflicts(t, current);
+    if (st != GW_OK || moved)
+        return st;
+    /* Even a caller that never waits must learn about dead peers and
+     * fatal events now and then. */
+    if ((++t->progress_calls & 255) == 0 && (st = wait_fds(t, 0)) != GW_OK)
+        return st;
+    if (wait_ms <= 0)
+        return GW_OK;
+    int64_t spin_end = gw__now_ns() + (int64_t)t->cfg.spin_us * 1000;
+    while (gw__now_ns() < spin_end) {
+        if ((st = round_trip(t, &moved)) != GW_OK || moved)
+            goto out;
+    }
+    if (!t->cq_armed) {
+        if (ibv_req_notify_cq(t->cq, 0) != 0)
+            return gw__ib_fail(t, GW_ERR_SYSTEM, "ibv_req_notify_cq failed");
+        t->cq_armed = 1;
+    }
+    /* A completion that came before the CQ was armed raises no event. */
+    if ((st = round_trip(t, &moved)) != GW_OK || moved)
+        goto out;
+    if ((st = wait_fds(t, wait_ms)) != GW_OK)
+        return st;
+    st = round_trip(t, &moved);
+out:
+    if (st == GW_OK && current)
+        st = check_conflicts(t, current);
+    return st;
+}

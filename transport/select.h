@@ -1,0 +1,105 @@
+/*
+ * select.h - which transport carries each pair of ranks, and the "mux"
+ * transport that routes every peer to its own sub-transport.
+ *
+ * GW_TRANSPORT says what may be used: "auto" (the default) takes shared
+ * memory to ranks on this host and the network transport to the others;
+ * "tcp" or "shm" force one transport for every peer ("shm" with a peer on
+ * another host is a configuration error naming that peer). Every rank opens
+ * the transports its mode allows before the bootstrap exchange (it cannot
+ * know yet where its peers are) and publishes one composite address blob:
+ * its host id and each opened transport's own blob. After the exchange,
+ * every rank runs the same deterministic plan over all blobs, so the two
+ * ranks of a pair always agree on the transport between them; transports
+ * that carry no peer are closed again. When one transport carries every
+ * peer, gw__select_unwrap() hands it out directly, so a single-transport job
+ * pays nothing for the routing layer.
+ */
+#ifndef GW_TRANSPORT_SELECT_H
+#define GW_TRANSPORT_SELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "gradwire.h"
+#include "transport/transport.h"
+
+/* What GW_TRANSPORT asks for. The values travel in address blobs. */
+typedef enum gw_select_mode {
+    GW_SELECT_AUTO = 1,
+    GW_SELECT_TCP = 2,
+    GW_SELECT_SHM = 3,
+} gw_select_mode_t;
+
+/* Transports the plan chooses from; the values travel in address blobs.
+ * GW_SEL_IB is reserved for the verbs transport (transport/ib/). */
+typedef enum gw_select_kind {
+    GW_SEL_NONE = 0,
+    GW_SEL_SHM = 1,
+    GW_SEL_TCP = 2,
+    GW_SEL_IB = 3,
+} gw_select_kind_t;
+
+#define GW_SEL_BIT(kind) (1u << (unsigned)(kind))
+
+/* NULL, "" and "auto" are GW_SELECT_AUTO; otherwise a transport name,
+ * case-insensitive. GW_ERR_CONFIG (not logged) for anything else. */
+gw_status_t gw__select_mode_parse(const char *name, gw_select_mode_t *out);
+/* "auto, tcp, shm": the values GW_TRANSPORT accepts in this build. */
+const char *gw__select_mode_list(void);
+const char *gw__select_mode_name(gw_select_mode_t mode);
+const char *gw__select_kind_name(gw_select_kind_t kind);
+
+/* A 64-bit identity of the host as far as shared memory is concerned: a
+ * hash of the host name, the kernel's boot id, and the identities of our
+ * network namespace, pid namespace and /dev/shm. Ranks with equal ids can
+ * map each other's segments, signal and read each other's memory; ranks in
+ * different network namespaces (the project's emulated hosts) differ, so
+ * they talk over the network as real hosts would. Never fails: what cannot
+ * be read is left out (and logged at TRACE). */
+gw_status_t gw__host_id(const gw_logger_t *lg, uint64_t *out);
+
+/* What the plan knows about one rank, from its address blob. */
+typedef struct gw_select_rank {
+    uint64_t host_id;
+    gw_select_mode_t mode;
+    uint32_t kinds; /* GW_SEL_BIT() of every transport it opened */
+} gw_select_rank_t;
+
+/* route[p] = the transport between `rank` and rank p (GW_SEL_NONE for
+ * rank itself). Deterministic and symmetric: rank q computes the same
+ * transport for the pair (q, rank). GW_ERR_CONFIG, logged naming the first
+ * peer concerned, when ranks disagree on GW_TRANSPORT, when "shm" is forced
+ * with a peer on another host, or when a pair has no transport in common. */
+gw_status_t gw__select_plan(const gw_logger_t *lg, int rank, int size,
+                            const gw_select_rank_t *ranks, gw_select_kind_t *route);
+
+/* "shm to ranks 0,1,3; tcp to ranks 4-7" (transports in plan order, rank
+ * runs as ranges), truncated to cap. */
+void gw__select_describe(const gw_select_kind_t *route, int size, char *buf, size_t cap);
+
+/* Composite address blob (GW_TRANSPORT_ADDR_MAX bytes, host byte order):
+ *   0 u32 GW_SELECT_ADDR_MAGIC  4 u8 version  5 u8 mode  6 u8 entries  7 u8 0
+ *   8 u64 host id
+ *  16 entries: u8 kind, u8 0, u16 length, then that many bytes of the
+ *     transport's own blob (its trailing zeros cut: blobs are zero-padded)
+ *  .. zero */
+#define GW_SELECT_ADDR_MAGIC 0x4757584du /* "GWXM" */
+#define GW_SELECT_ADDR_VERSION 1u
+#define GW_SELECT_ADDR_HOST_OFF 8
+#define GW_SELECT_ADDR_HDR 16
+
+/* Open the transports `mode` allows and fill the composite blob. *out is a
+ * mux: connect() it with every rank's composite blob, then call
+ * gw__select_unwrap(). Errors: what a transport's open() returned (logged
+ * there), GW_ERR_CONFIG when the blobs do not fit GW_TRANSPORT_ADDR_MAX. */
+gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_t mode,
+                            gw_transport_t **out, uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
+
+/* After a successful connect(): the one transport that carries every peer,
+ * with the mux freed, or the mux itself (named "shm+tcp" etc.) when several
+ * do. Returns t for anything that is not a connected mux. */
+gw_transport_t *gw__select_unwrap(gw_transport_t *t);
+
+#endif

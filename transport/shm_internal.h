@@ -1,0 +1,215 @@
+/*
+ * shm_internal.h - state shared by the files of the shared-memory transport.
+ *
+ *   shm.c           narrative, open, isend/irecv, abort, close, the ops table
+ *   shm_seg.c       connect(): creating, attaching and checking the segments
+ *   shm_progress.c  the progress engine: ring copies, single-copy reads,
+ *                   liveness of peers, waiting
+ *   shm_fail.c      the failure path: one error, logged once, fails everything
+ *
+ * See the comment at the top of shm.c for how data moves and why.
+ */
+#ifndef GW_TRANSPORT_SHM_INTERNAL_H
+#define GW_TRANSPORT_SHM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "transport/transport.h"
+
+#define GW_SHM_SUBSYS "shm"
+
+#define GW_SHM_SEG_MAGIC 0x4757534du   /* "GWSM": a segment's header */
+#define GW_SHM_ADDR_MAGIC 0x47575341u  /* "GWSA": an address blob */
+#define GW_SHM_REC_MAGIC 0x47575352u   /* "GWSR": a record in a ring */
+#define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
+#define GW_SHM_PROTOCOL_VERSION 1u
+
+#define GW_SHM_LINE 64                     /* cache line: unit of alignment in a ring */
+#define GW_SHM_HDR_BYTES 4096              /* segment header, rings follow */
+#define GW_SHM_RING_DEFAULT ((size_t)1 << 21) /* bytes of each ring */
+#define GW_SHM_RING_MIN ((size_t)1 << 12)
+#define GW_SHM_RING_MAX ((size_t)1 << 30)
+/* Messages of at least this many bytes are read by the receiver straight
+ * from the sender's buffer when the kernel permits it (see shm.c). */
+#define GW_SHM_DIRECT_DEFAULT ((size_t)64 * 1024)
+/* The most a ring copy or a single-copy read moves before the others get a
+ * turn (and before head/tail are published, so the peer can overlap). */
+#define GW_SHM_PIECE ((size_t)256 * 1024)
+#define GW_SHM_DIRECT_PIECE ((size_t)1024 * 1024)
+#define GW_SHM_DEFAULT_TIMEOUT_MS 30000
+#define GW_SHM_LIVENESS_MS 20 /* how often peers' liveness is checked while waiting */
+
+/* Address blob (GW_TRANSPORT_ADDR_MAX bytes, little-endian host integers
+ * are fine: both ends are on one host):
+ *   0 u32 GW_SHM_ADDR_MAGIC   4 u32 protocol version   8 u32 pid
+ *  12 u32 reserved (0)       16 u64 host id            24 u64 ring bytes
+ *  32.. zero */
+#define GW_SHM_ADDR_SIZE 32
+
+typedef enum gw_shm_rec_kind {
+    GW_SHM_INLINE = 1, /* payload follows in the ring */
+    GW_SHM_DIRECT = 2, /* the receiver reads the payload from the sender's memory */
+} gw_shm_rec_kind_t;
+
+/* Every message starts with one record header, 64-byte aligned in the ring.
+ * An INLINE payload follows it, padded to a multiple of 64 bytes. */
+typedef struct gw_shm_rec {
+    uint32_t magic;
+    uint32_t kind;
+    uint64_t seq;
+    uint32_t sig;
+    uint32_t reserved;
+    uint64_t len;
+    uint64_t addr;  /* DIRECT: the payload's address in the sender */
+    uint64_t index; /* messages sent in this direction so far, from 1 */
+    uint8_t pad[GW_SHM_LINE - 48];
+} gw_shm_rec_t;
+
+_Static_assert(sizeof(gw_shm_rec_t) == GW_SHM_LINE, "a record header is one cache line");
+
+/* What one rank of a pair says about itself, written by that rank only. */
+typedef struct gw_shm_side {
+    _Atomic uint32_t state; /* GW_SHM_SIDE_* */
+    uint32_t pid;
+    uint64_t probe_addr;          /* where GW_SHM_PROBE_MAGIC is in its memory */
+    _Atomic uint32_t can_read;    /* 1: it reads our buffers directly (DIRECT) */
+    _Atomic uint32_t goodbye;     /* 1: it closed its communicator */
+    _Atomic int32_t abort_status; /* non-zero: it aborted with this gw_status_t */
+    _Atomic uint32_t sleeping;    /* 1: it may be asleep in a futex wait on `bell` */
+    _Atomic uint32_t bell;        /* bumped by the peer after it moved data */
+} __attribute__((aligned(GW_SHM_LINE))) gw_shm_side_t;
+
+enum { GW_SHM_SIDE_NONE = 0, GW_SHM_SIDE_MAPPED = 1, GW_SHM_SIDE_READY = 2 };
+
+/* One direction of a pair. head is written by the sender only, tail and
+ * done by the receiver only; they sit on separate cache lines so the two
+ * cores do not fight over one line. */
+typedef struct gw_shm_dir {
+    _Atomic uint64_t head __attribute__((aligned(GW_SHM_LINE))); /* bytes written */
+    _Atomic uint64_t tail __attribute__((aligned(GW_SHM_LINE))); /* bytes consumed */
+    _Atomic uint64_t direct_done; /* DIRECT messages the receiver finished reading */
+} gw_shm_dir_t;
+
+/* The segment of the pair (lo, hi), lo < hi: header, then ring 0 (lo -> hi)
+ * and ring 1 (hi -> lo), each ring_bytes. */
+typedef struct gw_shm_seg {
+    uint32_t magic;
+    uint32_t version;
+    uint8_t job_id[16];
+    uint32_t lo, hi;
+    uint64_t ring_bytes;
+    _Atomic uint32_t init_done; /* the creator filled the fields above */
+    gw_shm_side_t side[2];      /* [0] lo, [1] hi */
+    gw_shm_dir_t dir[2];        /* [0] lo -> hi, [1] hi -> lo */
+} gw_shm_seg_t;
+
+_Static_assert(sizeof(gw_shm_seg_t) <= GW_SHM_HDR_BYTES, "segment header fits its page");
+
+/* How the transport uses gw_request_t.priv. */
+#define GW_SHM_REQ_INDEX(r) ((r)->priv[0]) /* send: message index in its direction */
+
+/* The local view of one peer. */
+typedef struct gw_shm_peer {
+    int rank;
+    int served;    /* its address blob was not zero: we connect to it */
+    pid_t pid;
+    int pidfd;     /* -1 where pidfd_open is not available */
+    uint64_t ring_bytes;
+    char name[96]; /* the segment's name while it may exist in /dev/shm */
+    int created;   /* we created the segment (and may have to unlink it) */
+    int fd;
+    gw_shm_seg_t *seg;
+    size_t seg_bytes;
+    int me, them;              /* our and its index in seg->side */
+    gw_shm_side_t *my, *its;   /* &seg->side[me], &seg->side[them] */
+    gw_shm_dir_t *out, *in;    /* our sending and receiving directions */
+    uint8_t *out_ring, *in_ring;
+    int direct_ok;             /* the peer reads our large messages itself */
+    /* Send side. */
+    gw_request_t *sq_head, *sq_tail; /* not yet fully in the ring */
+    gw_request_t *dq_head, *dq_tail; /* DIRECT, waiting for the peer's read */
+    uint64_t s_index;  /* messages sent so far */
+    uint64_t s_direct; /* DIRECT messages sent so far */
+    int s_hdr_done;    /* the head request's header is in the ring */
+    size_t s_done;     /* payload bytes of the head request in the ring */
+    /* Receive side. */
+    gw_request_t *rq_head, *rq_tail; /* posted, unfinished */
+    gw_shm_rec_t r_hdr;  /* the header of the message being received */
+    int r_held;          /* r_hdr read, but no receive claimed it yet */
+    gw_request_t *rreq;  /* the receive r_hdr belongs to */
+    size_t r_done;       /* payload bytes of rreq copied */
+    uint64_t r_index;    /* messages received so far */
+    int goodbye;         /* it closed, and its ring is drained */
+    int gone;            /* its process is gone */
+} gw_shm_peer_t;
+
+typedef struct gw_shm {
+    gw_transport_t base; /* first, so that container_of is a cast */
+    int timeout_ms;
+    uint8_t job_id[16];
+    uint64_t host_id;
+    size_t ring_bytes;
+    size_t direct_min; /* 0: never read the peer's memory directly */
+    int allow_direct;  /* we may read peers' memory (probe at connect) */
+    volatile uint64_t probe; /* GW_SHM_PROBE_MAGIC, read by peers' probes */
+    gw_shm_peer_t *peers; /* size entries; ours is unused */
+    int npeers;           /* served peers */
+    int connected;
+    uint64_t moved;       /* bytes and completions so far, to tell idle rounds */
+    int64_t idle_since_ns; /* 0 when the last round moved something */
+    int64_t next_liveness_ms;
+    gw_status_t failed; /* sticky: GW_OK while healthy */
+} gw_shm_t;
+
+static inline gw_shm_t *gw__shm_of(gw_transport_t *t) { return (gw_shm_t *)t; }
+
+/* Round up to the ring's alignment. */
+static inline uint64_t gw__shm_align(uint64_t n)
+{
+    return (n + GW_SHM_LINE - 1) & ~(uint64_t)(GW_SHM_LINE - 1);
+}
+
+/* shm.c */
+void gw__shm_addr_encode(uint32_t pid, uint64_t host_id, uint64_t ring_bytes,
+                         uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
+/* GW_ERR_PROTOCOL for a blob that is not a shm address. */
+gw_status_t gw__shm_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], uint32_t *pid,
+                                uint64_t *host_id, uint64_t *ring_bytes);
+/* Tests: set before connect() to forbid (0) or allow (1) single-copy reads,
+ * and the size from which they are used. */
+void gw__shm_set_direct(gw_transport_t *t, int allow, size_t min_bytes);
+/* Tests: rings of `bytes` (a power of two) for the segments this rank
+ * creates; rewrites our address blob, so call it before publishing that. */
+gw_status_t gw__shm_set_ring(gw_transport_t *t, size_t bytes, uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
+
+/* shm_seg.c */
+gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs);
+/* Unmap every segment and unlink those that may still have a name. */
+void gw__shm_unmap_all(gw_shm_t *t);
+/* "/gw-<job id>-<lo>-<hi>": the segment of a pair. */
+void gw__shm_seg_name(const uint8_t job_id[16], int lo, int hi, char *buf, size_t cap);
+
+/* shm_progress.c */
+gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
+void gw__shm_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
+/* 1 when pid is gone (exited, even if not yet reaped). */
+int gw__shm_peer_gone(gw_shm_peer_t *p);
+/* Wake the peer if it sleeps waiting for us. */
+void gw__shm_ring_bell(gw_shm_peer_t *p);
+
+/* shm_fail.c */
+/* Break the transport: log once at ERROR (the first failure only; NULL fmt
+ * logs nothing), complete every pending request with st, and return the
+ * sticky status (the first failure's). */
+gw_status_t gw__shm_fail(gw_shm_t *t, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* gw__shm_fail with the message prefixed by "rank R (pid P) ". */
+gw_status_t gw__shm_peer_fail(gw_shm_t *t, const gw_shm_peer_t *p, gw_status_t st,
+                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The status an abort flag carries (GW_ERR_ABORTED when unknown). */
+gw_status_t gw__shm_abort_status(int32_t flag);
+
+#endif

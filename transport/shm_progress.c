@@ -1,0 +1,583 @@
+/*
+ * shm_progress.c - the progress engine of the shared-memory transport.
+ *
+ * One round visits every peer: it completes the DIRECT sends the peer has
+ * finished reading, writes queued sends into the outgoing ring for as long
+ * as it has room, and reads the incoming ring: the next header (checked
+ * against the receive posted for it, or held as read-ahead when none is),
+ * INLINE payload as far as it has arrived, or a DIRECT payload by a
+ * single-copy read from the sender's memory. Then it looks at what the
+ * peer says about itself (abort, goodbye) and, every GW_SHM_LIVENESS_MS,
+ * whether its process still exists. Copies are cut into pieces (the ring's
+ * GW_SHM_PIECE, a direct read's GW_SHM_DIRECT_PIECE) and head or tail is
+ * published after each, so that the other side starts on a piece while this
+ * side copies the next, and no peer waits long behind another's big
+ * message. Sends and receives of every peer move in the same round, so
+ * symmetric exchanges (rings of ranks) never deadlock on full rings.
+ *
+ * When a round moved nothing and the caller allows waiting, the engine
+ * spins a little (a message that is about to arrive costs no system call),
+ * then yields the core between rounds (ranks may outnumber cores, and the
+ * peer we wait for may need ours), and after GW_SHM_YIELD_NS without
+ * progress sleeps in a futex on the "bell" word of the peer it waits for.
+ * A peer rings the bell (one atomic load when nobody sleeps) after it
+ * publishes anything; the sleep is bounded by GW_SHM_SLEEP_NS so that the
+ * other peers and their liveness are still looked at.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "transport/shm_internal.h"
+
+#define GW_SHM_SPINS 64                  /* idle rounds before the first yield */
+#define GW_SHM_YIELD_NS (2LL * 1000000)  /* idle time before sleeping */
+#define GW_SHM_SLEEP_NS (2LL * 1000000)  /* the longest single sleep */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void gw__shm_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
+{
+    r->next = NULL;
+    if (*tail)
+        (*tail)->next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+static gw_request_t *queue_pop(gw_request_t **head, gw_request_t **tail)
+{
+    gw_request_t *r = *head;
+    *head = r->next;
+    if (!*head)
+        *tail = NULL;
+    r->next = NULL;
+    return r;
+}
+
+static void complete(gw_shm_t *t, gw_request_t *r)
+{
+    r->status = GW_OK;
+    r->complete = 1;
+    t->moved++;
+}
+
+void gw__shm_ring_bell(gw_shm_peer_t *p)
+{
+    /* Pairs with the fence in sleep_on(): either the sleeper sees what we
+     * published before this call, or we see its sleeping flag. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load_explicit(&p->its->sleeping, memory_order_relaxed))
+        return;
+    atomic_fetch_add_explicit(&p->its->bell, 1, memory_order_release);
+    syscall(SYS_futex, &p->its->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int gw__shm_peer_gone(gw_shm_peer_t *p)
+{
+    if (p->gone)
+        return 1;
+    if (p->pidfd >= 0) {
+        struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+        p->gone = poll(&pfd, 1, 0) > 0;
+        return p->gone;
+    }
+    if (kill(p->pid, 0) != 0 && errno == ESRCH)
+        return p->gone = 1;
+    /* A dead process that is not reaped yet still answers kill(). */
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)p->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return p->gone = errno == ENOENT;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (paren && (paren[2] == 'Z' || paren[2] == 'X'))
+        p->gone = 1;
+    return p->gone;
+}
+
+/* ---- ring copies ------------------------------------------------------------ */
+
+static void ring_put(uint8_t *ring, uint64_t size, uint64_t pos, const void *src, size_t len)
+{
+    size_t off = (size_t)(pos & (size - 1)), first = size - off < len ? size - off : len;
+    memcpy(ring + off, src, first);
+    if (len > first)
+        memcpy(ring, (const uint8_t *)src + first, len - first);
+}
+
+static void ring_get(const uint8_t *ring, uint64_t size, uint64_t pos, void *dst, size_t len)
+{
+    size_t off = (size_t)(pos & (size - 1)), first = size - off < len ? size - off : len;
+    memcpy(dst, ring + off, first);
+    if (len > first)
+        memcpy((uint8_t *)dst + first, ring, len - first);
+}
+
+/* ---- send side ---------------------------------------------------------------- */
+
+/* DIRECT sends the peer has finished reading are complete. */
+static void finish_direct(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    if (!p->dq_head)
+        return;
+    uint64_t done = atomic_load_explicit(&p->out->direct_done, memory_order_acquire);
+    while (p->dq_head && GW_SHM_REQ_INDEX(p->dq_head) <= done) {
+        gw_request_t *r = queue_pop(&p->dq_head, &p->dq_tail);
+        r->bytes_done = r->len;
+        complete(t, r);
+    }
+}
+
+static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    const uint64_t size = p->ring_bytes;
+    const uint64_t head0 = atomic_load_explicit(&p->out->head, memory_order_relaxed);
+    uint64_t head = head0, published = head0;
+    uint64_t tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+    gw_request_t *r;
+    while ((r = p->sq_head) != NULL) {
+        if (!p->s_hdr_done) {
+            if (size - (head - tail) < GW_SHM_LINE) {
+                tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+                if (size - (head - tail) < GW_SHM_LINE)
+                    break;
+            }
+            int direct = p->direct_ok && r->len >= t->direct_min;
+            gw_shm_rec_t rec;
+            memset(&rec, 0, sizeof(rec));
+            rec.magic = GW_SHM_REC_MAGIC;
+            rec.kind = direct ? GW_SHM_DIRECT : GW_SHM_INLINE;
+            rec.seq = r->tag.seq;
+            rec.sig = r->tag.sig;
+            rec.len = r->len;
+            rec.addr = direct ? (uint64_t)(uintptr_t)r->buf : 0;
+            rec.index = ++p->s_index;
+            ring_put(p->out_ring, size, head, &rec, sizeof(rec));
+            head += GW_SHM_LINE;
+            t->moved++;
+            if (direct) {
+                /* The peer copies the payload; the send completes when it
+                 * counts the message in direct_done. */
+                GW_SHM_REQ_INDEX(r) = ++p->s_direct;
+                queue_pop(&p->sq_head, &p->sq_tail);
+                gw__shm_queue_push(&p->dq_head, &p->dq_tail, r);
+                continue;
+            }
+            p->s_hdr_done = 1;
+            p->s_done = 0;
+        }
+        uint64_t body = gw__shm_align(r->len);
+        while (p->s_done < body) {
+            uint64_t room = size - (head - tail);
+            if (room == 0) {
+                tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+                room = size - (head - tail);
+                if (room == 0)
+                    break;
+            }
+            uint64_t n = body - p->s_done;
+            if (n > room)
+                n = room;
+            if (n > GW_SHM_PIECE)
+                n = GW_SHM_PIECE;
+            if (p->s_done < r->len) {
+                size_t data = r->len - p->s_done < n ? r->len - p->s_done : (size_t)n;
+                ring_put(p->out_ring, size, head, (const uint8_t *)r->buf + p->s_done, data);
+                r->bytes_done += data;
+            }
+            head += n;
+            p->s_done += n;
+            t->moved += n;
+            /* Publish each piece at once: the receiver copies it out while
+             * we copy the next. */
+            atomic_store_explicit(&p->out->head, head, memory_order_release);
+            published = head;
+            gw__shm_ring_bell(p);
+        }
+        if (p->s_done < body)
+            break;
+        queue_pop(&p->sq_head, &p->sq_tail);
+        p->s_hdr_done = 0;
+        complete(t, r);
+    }
+    if (head != published) {
+        atomic_store_explicit(&p->out->head, head, memory_order_release);
+        gw__shm_ring_bell(p);
+    }
+}
+
+/* ---- receive side --------------------------------------------------------------- */
+
+/* The next header of the incoming ring, into r_hdr (held). */
+static gw_status_t take_header(gw_shm_t *t, gw_shm_peer_t *p, uint64_t *tail)
+{
+    ring_get(p->in_ring, p->ring_bytes, *tail, &p->r_hdr, sizeof(p->r_hdr));
+    const gw_shm_rec_t *h = &p->r_hdr;
+    if (h->magic != GW_SHM_REC_MAGIC || (h->kind != GW_SHM_INLINE && h->kind != GW_SHM_DIRECT) ||
+        h->index != p->r_index + 1)
+        return gw__shm_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                 "wrote garbage into our ring (magic 0x%08x, kind %u, index "
+                                 "%llu, expected index %llu)",
+                                 (unsigned)h->magic, (unsigned)h->kind,
+                                 (unsigned long long)h->index,
+                                 (unsigned long long)(p->r_index + 1));
+    p->r_index++;
+    *tail += GW_SHM_LINE;
+    p->r_held = 1;
+    t->moved++;
+    return GW_OK;
+}
+
+/* Give the held header to the next posted receive, after checking that
+ * they agree: no payload is copied before this. */
+static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    gw_request_t *r = p->rq_head;
+    const gw_shm_rec_t *h = &p->r_hdr;
+    if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->len != r->len)
+        return gw__shm_peer_fail(t, p, GW_ERR_MISMATCH,
+                                 "sent a message that does not match the receive posted for it: "
+                                 "expected (seq %llu, sig 0x%08x, len %zu), received (seq %llu, "
+                                 "sig 0x%08x, len %llu)",
+                                 (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
+                                 (unsigned long long)h->seq, (unsigned)h->sig,
+                                 (unsigned long long)h->len);
+    p->r_held = 0;
+    p->rreq = r;
+    p->r_done = 0;
+    return GW_OK;
+}
+
+static void finish_recv(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    gw_request_t *r = queue_pop(&p->rq_head, &p->rq_tail);
+    p->rreq = NULL;
+    complete(t, r);
+}
+
+/* The sender aborted or closed while we read its memory: what we read may
+ * be from a buffer it no longer owned. */
+static gw_status_t sender_left(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
+    if (ab != 0)
+        return gw__shm_peer_fail(t, p, gw__shm_abort_status(ab), "aborted: %s",
+                                 gw_status_str(gw__shm_abort_status(ab)));
+    if (atomic_load_explicit(&p->its->goodbye, memory_order_acquire))
+        return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
+                                 "closed its communicator while we read a message from it "
+                                 "(seq %llu, len %llu)",
+                                 (unsigned long long)p->r_hdr.seq,
+                                 (unsigned long long)p->r_hdr.len);
+    return GW_OK;
+}
+
+/* One piece of a DIRECT payload, read from the sender's memory. */
+static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    gw_request_t *r = p->rreq;
+    size_t want = r->len - p->r_done;
+    if (want > GW_SHM_DIRECT_PIECE)
+        want = GW_SHM_DIRECT_PIECE;
+    if (want > 0) {
+        struct iovec local = {(uint8_t *)r->buf + p->r_done, want};
+        struct iovec remote = {(void *)(uintptr_t)(p->r_hdr.addr + p->r_done), want};
+        ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+        if (n < 0 && errno == EINTR)
+            return GW_OK;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EFAULT;
+            gw_status_t st = sender_left(t, p);
+            if (st != GW_OK)
+                return st;
+            errno = err;
+            if (err == ESRCH)
+                return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
+                                         "died while we read a message from it (seq %llu): "
+                                         "its process is gone",
+                                         (unsigned long long)p->r_hdr.seq);
+            return gw__shm_peer_fail(t, p, err == EFAULT ? GW_ERR_PROTOCOL : GW_ERR_SYSTEM,
+                                     "single-copy read of %zu bytes at 0x%llx (seq %llu) "
+                                     "failed: %m",
+                                     want, (unsigned long long)(p->r_hdr.addr + p->r_done),
+                                     (unsigned long long)p->r_hdr.seq);
+        }
+        p->r_done += (size_t)n;
+        r->bytes_done = p->r_done;
+        t->moved += (uint64_t)n;
+    }
+    if (p->r_done < r->len)
+        return GW_OK;
+    gw_status_t st = sender_left(t, p);
+    if (st != GW_OK)
+        return st;
+    uint64_t done = atomic_load_explicit(&p->in->direct_done, memory_order_relaxed);
+    atomic_store_explicit(&p->in->direct_done, done + 1, memory_order_release);
+    gw__shm_ring_bell(p);
+    finish_recv(t, p);
+    return GW_OK;
+}
+
+static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    const uint64_t size = p->ring_bytes;
+    uint64_t tail = atomic_load_explicit(&p->in->tail, memory_order_relaxed);
+    uint64_t published = tail;
+    uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
+    gw_status_t st = GW_OK;
+    for (;;) {
+        if (!p->rreq) {
+            if (!p->r_held) {
+                if (head - tail < GW_SHM_LINE)
+                    break;
+                st = take_header(t, p, &tail);
+                if (st != GW_OK)
+                    break;
+            }
+            if (!p->rq_head)
+                break; /* read-ahead: the payload waits for its receive */
+            st = claim(t, p);
+            if (st != GW_OK)
+                break;
+        }
+        gw_request_t *r = p->rreq;
+        if (p->r_hdr.kind == GW_SHM_DIRECT) {
+            /* One piece per round, so other peers get their turn. */
+            st = read_direct(t, p);
+            if (st != GW_OK || p->rreq)
+                break;
+            continue;
+        }
+        uint64_t body = gw__shm_align(r->len);
+        if (p->r_done == body) {
+            finish_recv(t, p);
+            continue;
+        }
+        uint64_t avail = head - tail;
+        if (avail == 0) {
+            head = atomic_load_explicit(&p->in->head, memory_order_acquire);
+            avail = head - tail;
+            if (avail == 0)
+                break;
+        }
+        uint64_t n = body - p->r_done;
+        if (n > avail)
+            n = avail;
+        if (n > GW_SHM_PIECE)
+            n = GW_SHM_PIECE;
+        if (p->r_done < r->len) {
+            size_t data = r->len - p->r_done < n ? r->len - p->r_done : (size_t)n;
+            ring_get(p->in_ring, size, tail, (uint8_t *)r->buf + p->r_done, data);
+            r->bytes_done += data;
+        }
+        tail += n;
+        p->r_done += n;
+        t->moved += n;
+        atomic_store_explicit(&p->in->tail, tail, memory_order_release);
+        published = tail;
+        gw__shm_ring_bell(p);
+    }
+    if (tail != published) {
+        atomic_store_explicit(&p->in->tail, tail, memory_order_release);
+        gw__shm_ring_bell(p);
+    }
+    return st;
+}
+
+/* ---- what the peer says about itself ---------------------------------------------- */
+
+static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
+{
+    int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
+    if (ab != 0)
+        return gw__shm_peer_fail(t, p, gw__shm_abort_status(ab), "aborted: %s",
+                                 gw_status_str(gw__shm_abort_status(ab)));
+    if (!p->goodbye && atomic_load_explicit(&p->its->goodbye, memory_order_acquire)) {
+        /* Everything it sent before its goodbye is in the ring by now. */
+        uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
+        uint64_t tail = atomic_load_explicit(&p->in->tail, memory_order_relaxed);
+        if (head == tail && !p->r_held && !p->rreq)
+            p->goodbye = 1;
+    }
+    if (p->goodbye) {
+        if (p->rq_head)
+            return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
+                                     "already closed its communicator, but a receive from it is "
+                                     "posted (seq %llu, len %zu)",
+                                     (unsigned long long)p->rq_head->tag.seq, p->rq_head->len);
+        gw_request_t *s = p->sq_head ? p->sq_head : p->dq_head;
+        if (s)
+            return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
+                                     "already closed its communicator, but a send to it is "
+                                     "pending (seq %llu, len %zu)",
+                                     (unsigned long long)s->tag.seq, s->len);
+        return GW_OK;
+    }
+    if (liveness && gw__shm_peer_gone(p)) {
+        /* It may have aborted, or said goodbye, just before it exited. */
+        ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
+        if (ab != 0)
+            return gw__shm_peer_fail(t, p, gw__shm_abort_status(ab), "aborted: %s",
+                                     gw_status_str(gw__shm_abort_status(ab)));
+        if (atomic_load_explicit(&p->its->goodbye, memory_order_acquire))
+            return GW_OK; /* its last messages may still be in the ring */
+        return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
+                                 "died: its process is gone, without a goodbye");
+    }
+    return GW_OK;
+}
+
+static gw_status_t check_conflicts(gw_shm_t *t, const gw_msg_tag_t *current)
+{
+    for (int i = 0; i < t->base.size; i++) {
+        gw_shm_peer_t *p = &t->peers[i];
+        if (!p->served || !p->r_held)
+            continue;
+        gw_msg_tag_t pending = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
+        if (gw__tag_conflicts(&pending, current))
+            return gw__shm_peer_fail(
+                t, p, GW_ERR_MISMATCH,
+                "sent a message of collective (seq %llu, sig 0x%08x, len %llu) while "
+                "this rank is in collective (seq %llu, sig 0x%08x): the ranks called "
+                "collectives in a different order or with different arguments",
+                (unsigned long long)pending.seq, (unsigned)pending.sig,
+                (unsigned long long)p->r_hdr.len, (unsigned long long)current->seq,
+                (unsigned)current->sig);
+    }
+    return GW_OK;
+}
+
+static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
+{
+    int liveness = 0;
+    int64_t now_ms = gw__now_ms();
+    if (now_ms >= t->next_liveness_ms) {
+        liveness = 1;
+        t->next_liveness_ms = now_ms + GW_SHM_LIVENESS_MS;
+    }
+    for (int i = 0; i < t->base.size; i++) {
+        gw_shm_peer_t *p = &t->peers[i];
+        if (!p->served)
+            continue;
+        finish_direct(t, p);
+        send_peer(t, p);
+        gw_status_t st = recv_peer(t, p);
+        if (st == GW_OK)
+            st = check_peer(t, p, liveness);
+        if (st != GW_OK)
+            return st;
+    }
+    return current ? check_conflicts(t, current) : GW_OK;
+}
+
+/* The peer we most likely wait for: the first with a receive posted, else
+ * the first with a send pending. */
+static gw_shm_peer_t *waited_peer(gw_shm_t *t)
+{
+    gw_shm_peer_t *sender = NULL;
+    for (int i = 0; i < t->base.size; i++) {
+        gw_shm_peer_t *p = &t->peers[i];
+        if (!p->served || p->goodbye)
+            continue;
+        if (p->rq_head)
+            return p;
+        if (!sender && (p->sq_head || p->dq_head))
+            sender = p;
+    }
+    return sender;
+}
+
+/* Sleep until the waited-for peer rings our bell, at most max_ns; runs one
+ * more round after announcing the sleep, so that nothing published before
+ * the announcement is slept through. */
+static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t max_ns)
+{
+    gw_shm_peer_t *p = waited_peer(t);
+    if (!p) {
+        struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
+        nanosleep(&ts, NULL);
+        return GW_OK;
+    }
+    uint32_t bell = atomic_load_explicit(&p->my->bell, memory_order_acquire);
+    atomic_store_explicit(&p->my->sleeping, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t before = t->moved;
+    gw_status_t st = round_(t, current);
+    if (st == GW_OK && t->moved == before) {
+        struct timespec ts = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
+        /* Not FUTEX_PRIVATE: the word is shared with another process. */
+        syscall(SYS_futex, &p->my->bell, FUTEX_WAIT, bell, &ts, NULL, 0);
+    }
+    if (p->my)
+        atomic_store_explicit(&p->my->sleeping, 0, memory_order_relaxed);
+    return st;
+}
+
+gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
+{
+    gw_shm_t *t = gw__shm_of(base);
+    if (!t)
+        return GW_ERR_INVALID_ARG;
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (!t->connected) {
+        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "progress() called before connect() succeeded");
+        return GW_ERR_INVALID_ARG;
+    }
+    int64_t deadline = wait_ms > 0 ? gw__now_ns() + (int64_t)wait_ms * 1000000 : 0;
+    for (int spins = 0;; spins++) {
+        uint64_t before = t->moved;
+        gw_status_t st = round_(t, current);
+        if (st != GW_OK)
+            return st;
+        if (t->moved != before) {
+            t->idle_since_ns = 0;
+            return GW_OK;
+        }
+        int64_t now = gw__now_ns();
+        if (!t->idle_since_ns)
+            t->idle_since_ns = now;
+        if (wait_ms <= 0 || now >= deadline)
+            return GW_OK;
+        if (spins < GW_SHM_SPINS) {
+            cpu_relax();
+        } else if (now - t->idle_since_ns < GW_SHM_YIELD_NS) {
+            sched_yield();
+        } else {
+            int64_t left = deadline - now;
+            uint64_t moved = t->moved;
+            st = sleep_on(t, current, left < GW_SHM_SLEEP_NS ? left : GW_SHM_SLEEP_NS);
+            if (st != GW_OK)
+                return st;
+            if (t->moved != moved) {
+                t->idle_since_ns = 0;
+                return GW_OK;
+            }
+        }
+    }
+}

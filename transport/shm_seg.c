@@ -1,0 +1,420 @@
+/*
+ * shm_seg.c - connect() of the shared-memory transport: one segment per
+ * pair of ranks, created, attached, checked and unlinked.
+ *
+ * For the pair (lo, hi), lo creates "/gw-<job id>-<lo>-<hi>" with O_EXCL
+ * (so a segment of another job or a stale one is never taken for ours),
+ * sizes it, maps it and fills the header; hi opens the name, waits until the
+ * size is final (mapping a segment that is still being sized would give
+ * SIGBUS), maps it, unlinks the name at once and checks the header (magic,
+ * version, job id, ranks, ring size). From then on the name is gone and the
+ * memory lives exactly as long as the two mappings: a crash of either rank
+ * leaves nothing in /dev/shm. lo unlinks the name too, once hi has mapped it
+ * or on any failure, in case hi never came.
+ *
+ * Each rank then publishes its pid and the address of a known word in its
+ * half of the header (state MAPPED), opens a pidfd on the peer to notice
+ * its death later, and tries to read that word from the peer's memory with
+ * process_vm_readv. The result says whether this rank can read the peer's
+ * large messages directly (can_read, state READY); the peer decides from it
+ * whether to send DIRECT headers or stream through the ring. Both ranks
+ * wait for each other's READY, so neither sends before the other decided.
+ *
+ * Everything runs in one loop over all peers under one deadline, without
+ * blocking on any single peer; a peer whose process is gone, or that never
+ * shows up before the timeout, is named in the error.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "transport/shm_internal.h"
+
+typedef enum conn_state {
+    C_ATTACH,       /* hi: waiting for lo's segment to appear and be sized */
+    C_INIT,         /* hi: mapped, waiting for lo to fill the header */
+    C_WAIT_MAPPED,  /* waiting for the peer to publish its pid */
+    C_WAIT_READY,   /* probed the peer; waiting for its probe result */
+    C_DONE,
+} conn_state_t;
+
+void gw__shm_seg_name(const uint8_t job_id[16], int lo, int hi, char *buf, size_t cap)
+{
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", job_id[i]);
+    snprintf(buf, cap, "/gw-%s-%d-%d", hex, lo, hi);
+}
+
+static size_t seg_bytes_of(uint64_t ring_bytes) { return GW_SHM_HDR_BYTES + 2 * ring_bytes; }
+
+/* Point the peer's shortcuts into its mapped segment. */
+static void bind_views(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    int lo_side = t->base.rank < p->rank;
+    p->me = lo_side ? 0 : 1;
+    p->them = 1 - p->me;
+    p->my = &p->seg->side[p->me];
+    p->its = &p->seg->side[p->them];
+    p->out = &p->seg->dir[p->me]; /* dir[0] is lo -> hi */
+    p->in = &p->seg->dir[p->them];
+    uint8_t *rings = (uint8_t *)p->seg + GW_SHM_HDR_BYTES;
+    p->out_ring = rings + (size_t)p->me * p->ring_bytes;
+    p->in_ring = rings + (size_t)p->them * p->ring_bytes;
+}
+
+static void publish_mapped(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    p->my->pid = (uint32_t)getpid();
+    p->my->probe_addr = (uint64_t)(uintptr_t)&t->probe;
+    atomic_store_explicit(&p->my->state, GW_SHM_SIDE_MAPPED, memory_order_release);
+}
+
+static gw_status_t create_seg(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    const gw_logger_t *lg = t->base.log;
+    p->seg_bytes = seg_bytes_of(p->ring_bytes);
+    int fd = shm_open(p->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        GW_ERROR(lg, GW_SHM_SUBSYS, "creating shared memory %s for rank %d: %m", p->name,
+                 p->rank);
+        return GW_ERR_SYSTEM;
+    }
+    p->created = 1;
+    gw_status_t st = GW_ERR_SYSTEM;
+    if (ftruncate(fd, (off_t)p->seg_bytes) != 0) {
+        GW_ERROR(lg, GW_SHM_SUBSYS, "sizing shared memory %s to %zu bytes: %m (is /dev/shm full?)",
+                 p->name, p->seg_bytes);
+        goto out_close;
+    }
+    void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping shared memory %s (%zu bytes): %m", p->name,
+                 p->seg_bytes);
+        goto out_close;
+    }
+    p->seg = m;
+    p->seg->magic = GW_SHM_SEG_MAGIC;
+    p->seg->version = GW_SHM_PROTOCOL_VERSION;
+    memcpy(p->seg->job_id, t->job_id, sizeof(t->job_id));
+    p->seg->lo = (uint32_t)t->base.rank;
+    p->seg->hi = (uint32_t)p->rank;
+    p->seg->ring_bytes = p->ring_bytes;
+    bind_views(t, p);
+    publish_mapped(t, p);
+    atomic_store_explicit(&p->seg->init_done, 1, memory_order_release);
+    st = GW_OK;
+out_close:
+    close(fd);
+    return st;
+}
+
+/* hi's side: one attempt; *progressed when the state advanced. */
+static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
+{
+    const gw_logger_t *lg = t->base.log;
+    if (p->fd < 0) {
+        p->fd = shm_open(p->name, O_RDWR | O_CLOEXEC, 0);
+        if (p->fd < 0) {
+            if (errno == ENOENT)
+                return GW_OK; /* lo has not created it yet */
+            GW_ERROR(lg, GW_SHM_SUBSYS, "opening rank %d's shared memory %s: %m", p->rank,
+                     p->name);
+            return GW_ERR_SYSTEM;
+        }
+    }
+    struct stat sb;
+    if (fstat(p->fd, &sb) != 0) {
+        GW_ERROR(lg, GW_SHM_SUBSYS, "fstat of rank %d's shared memory %s: %m", p->rank, p->name);
+        return GW_ERR_SYSTEM;
+    }
+    p->seg_bytes = seg_bytes_of(p->ring_bytes);
+    if ((size_t)sb.st_size < p->seg_bytes)
+        return GW_OK; /* lo is still sizing it */
+    if ((size_t)sb.st_size != p->seg_bytes) {
+        GW_ERROR(lg, GW_SHM_SUBSYS,
+                 "rank %d's shared memory %s has %lld bytes, expected %zu: is another job using "
+                 "the same name?",
+                 p->rank, p->name, (long long)sb.st_size, p->seg_bytes);
+        return GW_ERR_PROTOCOL;
+    }
+    void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+    if (m == MAP_FAILED) {
+        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping rank %d's shared memory %s (%zu bytes): %m",
+                 p->rank, p->name, p->seg_bytes);
+        return GW_ERR_SYSTEM;
+    }
+    p->seg = m;
+    close(p->fd);
+    p->fd = -1;
+    /* Both mappings exist (lo mapped before sizing finished): the name has
+     * served its purpose. */
+    if (shm_unlink(p->name) != 0 && errno != ENOENT)
+        GW_WARN(lg, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
+    p->name[0] = '\0';
+    *cs = C_INIT;
+    return GW_OK;
+}
+
+static gw_status_t check_header(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
+{
+    if (!atomic_load_explicit(&p->seg->init_done, memory_order_acquire))
+        return GW_OK;
+    const gw_shm_seg_t *s = p->seg;
+    if (s->magic != GW_SHM_SEG_MAGIC || s->version != GW_SHM_PROTOCOL_VERSION ||
+        memcmp(s->job_id, t->job_id, sizeof(t->job_id)) != 0 || s->lo != (uint32_t)p->rank ||
+        s->hi != (uint32_t)t->base.rank || s->ring_bytes != p->ring_bytes) {
+        GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                 "rank %d's shared memory is not what it announced (magic 0x%08x, version %u, "
+                 "ranks %u-%u, ring %llu bytes): is another job using the same name?",
+                 p->rank, (unsigned)s->magic, (unsigned)s->version, (unsigned)s->lo,
+                 (unsigned)s->hi, (unsigned long long)s->ring_bytes);
+        return GW_ERR_PROTOCOL;
+    }
+    bind_views(t, p);
+    publish_mapped(t, p);
+    *cs = C_WAIT_MAPPED;
+    return GW_OK;
+}
+
+/* Try a single-copy read of the peer's probe word. */
+static int probe_direct(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    if (!t->allow_direct)
+        return 0;
+    uint64_t v = 0;
+    struct iovec local = {&v, sizeof(v)};
+    struct iovec remote = {(void *)(uintptr_t)p->its->probe_addr, sizeof(v)};
+    ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+    if (n == (ssize_t)sizeof(v) && v == GW_SHM_PROBE_MAGIC)
+        return 1;
+    if (n < 0 && errno == ESRCH)
+        return 0; /* it is gone: the connect loop reports that */
+    if (n < 0)
+        GW_INFO(t->base.log, GW_SHM_SUBSYS,
+                "single-copy reads from rank %d (pid %ld) are not permitted "
+                "(process_vm_readv: %m): its large messages go through the ring",
+                p->rank, (long)p->pid);
+    else
+        GW_WARN(t->base.log, GW_SHM_SUBSYS,
+                "single-copy probe of rank %d (pid %ld) read 0x%016llx, not the probe word: "
+                "its large messages go through the ring",
+                p->rank, (long)p->pid, (unsigned long long)v);
+    return 0;
+}
+
+static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
+{
+    gw_status_t st = GW_OK;
+    if (*cs == C_ATTACH)
+        st = attach_seg(t, p, cs);
+    if (st == GW_OK && *cs == C_INIT)
+        st = check_header(t, p, cs);
+    if (st != GW_OK || *cs != C_WAIT_MAPPED)
+        return st;
+    if (atomic_load_explicit(&p->its->state, memory_order_acquire) < GW_SHM_SIDE_MAPPED)
+        return GW_OK;
+    if (p->its->pid != (uint32_t)p->pid) {
+        GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                 "rank %d announced pid %ld but pid %lu mapped our shared memory", p->rank,
+                 (long)p->pid, (unsigned long)p->its->pid);
+        return GW_ERR_PROTOCOL;
+    }
+    if (p->created && p->name[0]) {
+        if (shm_unlink(p->name) != 0 && errno != ENOENT)
+            GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
+        p->name[0] = '\0';
+    }
+    atomic_store_explicit(&p->my->can_read, (uint32_t)probe_direct(t, p), memory_order_relaxed);
+    atomic_store_explicit(&p->my->state, GW_SHM_SIDE_READY, memory_order_release);
+    *cs = C_WAIT_READY;
+    return GW_OK;
+}
+
+static gw_status_t report_timeout(gw_shm_t *t, const conn_state_t *cs)
+{
+    char msg[1024];
+    size_t n = 0;
+    msg[0] = '\0';
+    for (int r = 0; r < t->base.size; r++) {
+        if (!t->peers[r].served || cs[r] == C_DONE)
+            continue;
+        const char *why = cs[r] == C_ATTACH        ? "its shared memory never appeared"
+                          : cs[r] == C_INIT        ? "it never initialised its shared memory"
+                          : cs[r] == C_WAIT_MAPPED ? "it never mapped our shared memory"
+                                                   : "it never finished the handshake";
+        int w = snprintf(msg + n, sizeof(msg) - n, "%srank %d (pid %ld): %s", n ? "; " : "", r,
+                         (long)t->peers[r].pid, why);
+        if (w > 0 && (size_t)w < sizeof(msg) - n)
+            n += (size_t)w;
+    }
+    GW_ERROR(t->base.log, GW_SHM_SUBSYS, "connecting through shared memory timed out after %d ms: %s",
+             t->timeout_ms, msg);
+    return GW_ERR_TIMEOUT;
+}
+
+/* Read the peers' address blobs; a zero blob is a peer served elsewhere. */
+static gw_status_t read_addrs(gw_shm_t *t, const uint8_t *all_addrs)
+{
+    static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
+    for (int r = 0; r < t->base.size; r++) {
+        if (r == t->base.rank)
+            continue;
+        const uint8_t *blob = all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX;
+        gw_shm_peer_t *p = &t->peers[r];
+        if (memcmp(blob, zero, sizeof(zero)) == 0)
+            continue;
+        uint32_t pid;
+        uint64_t host_id, ring;
+        if (gw__shm_addr_decode(blob, &pid, &host_id, &ring) != GW_OK) {
+            GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                     "the address of rank %d is not a gradwire shared-memory address (version "
+                     "%u): do all ranks run the same gradwire?",
+                     r, GW_SHM_PROTOCOL_VERSION);
+            return GW_ERR_PROTOCOL;
+        }
+        if (host_id != t->host_id) {
+            GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                     "rank %d is on another host (host id %016llx, ours %016llx): shared memory "
+                     "connects only ranks on one host (same kernel, network namespace and "
+                     "/dev/shm)",
+                     r, (unsigned long long)host_id, (unsigned long long)t->host_id);
+            return GW_ERR_CONFIG;
+        }
+        p->served = 1;
+        p->pid = (pid_t)pid;
+        /* The creator (lo) sizes the rings. */
+        p->ring_bytes = r < t->base.rank ? ring : t->ring_bytes;
+        int lo = r < t->base.rank ? r : t->base.rank, hi = r < t->base.rank ? t->base.rank : r;
+        gw__shm_seg_name(t->job_id, lo, hi, p->name, sizeof(p->name));
+        p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+        if (p->pidfd < 0 && errno != ENOSYS && errno != ESRCH)
+            GW_TRACE(t->base.log, GW_SHM_SUBSYS, "pidfd_open(%ld) for rank %d: %m",
+                     (long)p->pid, r);
+        t->npeers++;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
+{
+    gw_shm_t *t = gw__shm_of(base);
+    if (!t || !all_addrs)
+        return GW_ERR_INVALID_ARG;
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (t->connected || t->npeers > 0) {
+        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "connect() called twice");
+        return GW_ERR_INVALID_ARG;
+    }
+    int size = t->base.size, rank = t->base.rank;
+    int64_t start = gw__now_ms();
+    conn_state_t *cs = calloc((size_t)size, sizeof(*cs));
+    if (!cs) {
+        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "out of memory for %d peers", size);
+        return gw__shm_fail(t, GW_ERR_NO_MEMORY, NULL);
+    }
+    gw_status_t st = read_addrs(t, all_addrs);
+    for (int r = 0; st == GW_OK && r < size; r++) {
+        gw_shm_peer_t *p = &t->peers[r];
+        cs[r] = C_DONE;
+        if (!p->served)
+            continue;
+        cs[r] = C_ATTACH;
+        if (r > rank) {
+            st = create_seg(t, p);
+            cs[r] = C_WAIT_MAPPED;
+        }
+    }
+    int64_t deadline = start + t->timeout_ms;
+    while (st == GW_OK) {
+        int pending = 0, moved = 0;
+        for (int r = 0; r < size && st == GW_OK; r++) {
+            gw_shm_peer_t *p = &t->peers[r];
+            if (cs[r] == C_DONE)
+                continue;
+            conn_state_t before = cs[r];
+            st = step(t, p, &cs[r]);
+            if (st == GW_OK && cs[r] == C_WAIT_READY &&
+                atomic_load_explicit(&p->its->state, memory_order_acquire) == GW_SHM_SIDE_READY) {
+                p->direct_ok = atomic_load_explicit(&p->its->can_read, memory_order_relaxed) &&
+                               t->direct_min > 0;
+                cs[r] = C_DONE;
+            }
+            moved |= cs[r] != before;
+            pending += cs[r] != C_DONE;
+            int32_t ab = p->its && cs[r] != C_DONE
+                             ? atomic_load_explicit(&p->its->abort_status, memory_order_acquire)
+                             : 0;
+            if (st == GW_OK && ab != 0) {
+                GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                         "rank %d (pid %ld) failed to connect: %s", r, (long)p->pid,
+                         gw_status_str(gw__shm_abort_status(ab)));
+                st = GW_ERR_REMOTE;
+            }
+            if (st == GW_OK && cs[r] != C_DONE && gw__shm_peer_gone(p)) {
+                GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                         "rank %d (pid %ld) exited before it connected through shared memory",
+                         r, (long)p->pid);
+                st = GW_ERR_REMOTE;
+            }
+        }
+        if (st != GW_OK || pending == 0)
+            break;
+        if (gw__now_ms() >= deadline) {
+            st = report_timeout(t, cs);
+            break;
+        }
+        if (!moved)
+            poll(NULL, 0, 1);
+    }
+    free(cs);
+    if (st != GW_OK) {
+        /* Peers that mapped a segment with us learn at once that we gave up. */
+        for (int r = 0; r < size; r++)
+            if (t->peers[r].my)
+                atomic_store_explicit(&t->peers[r].my->abort_status, (int32_t)st,
+                                      memory_order_release);
+        gw__shm_unmap_all(t);
+        return gw__shm_fail(t, st, NULL);
+    }
+    t->connected = 1;
+    int direct = 0;
+    for (int r = 0; r < size; r++)
+        direct += t->peers[r].served && t->peers[r].direct_ok;
+    GW_INFO(t->base.log, GW_SHM_SUBSYS,
+            "connected to %d peers in %lld ms (rings of %zu bytes; single copy to %d of them)",
+            t->npeers, (long long)(gw__now_ms() - start), t->ring_bytes, direct);
+    return GW_OK;
+}
+
+void gw__shm_unmap_all(gw_shm_t *t)
+{
+    for (int r = 0; r < t->base.size; r++) {
+        gw_shm_peer_t *p = &t->peers[r];
+        if (p->created && p->name[0]) {
+            if (shm_unlink(p->name) != 0 && errno != ENOENT)
+                GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
+        }
+        p->name[0] = '\0';
+        if (p->fd >= 0)
+            close(p->fd);
+        p->fd = -1;
+        if (p->seg)
+            munmap(p->seg, p->seg_bytes);
+        p->seg = NULL;
+        p->my = p->its = NULL;
+        p->out = p->in = NULL;
+        p->out_ring = p->in_ring = NULL;
+    }
+}

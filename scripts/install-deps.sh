@@ -3,14 +3,16 @@
 # Idempotent and quick when everything is present (no apt-get update then).
 #   scripts/install-deps.sh          build and test dependencies
 #   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
+#   scripts/install-deps.sh data     also Fashion-MNIST, for the trainer's benchmarks
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
-          libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd)
+          libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd gnuplot-nox)
 for group in "$@"; do
     case "$group" in
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;
-    *) echo "install-deps: unknown group '$group' (known: peers)" >&2; exit 2 ;;
+    data) PACKAGES+=(dataset-fashion-mnist) ;;
+    *) echo "install-deps: unknown group '$group' (known: peers, data)" >&2; exit 2 ;;
     esac
 done
 

@@ -2,12 +2,16 @@
  * gradwire.c - the `gradwire` command: a dispatcher for subcommands.
  *
  *   gradwire launch -n N CMD ARGS...   start N local ranks of CMD
+ *   gradwire train [options]           the data-parallel SGD trainer
  *   gradwire version                   print the version of the library
  *
  * Built on the public API only, like any user of the library.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gradwire.h"
 #include "launch.h"
@@ -18,10 +22,44 @@ static void usage(FILE *out)
                  "\n"
                  "commands:\n"
                  "  launch -n N [options] CMD [ARGS...]   start N local ranks of CMD\n"
+                 "  train [options]                       data-parallel SGD trainer\n"
+                 "                                        (gradwire-train --help)\n"
                  "  version                               print the gradwire version\n"
                  "  help                                  show this help\n"
                  "\n"
                  "Run `gradwire COMMAND --help` for a command's options.\n");
+}
+
+/* Run gradwire-train: next to this executable (installed), in optimizer/
+ * beside it (the build tree), else from PATH. */
+static int run_train(int argc, char **argv)
+{
+    (void)argc;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            const char *candidates[] = {"gradwire-train", "optimizer/gradwire-train"};
+            for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+                char path[PATH_MAX + 32];
+                snprintf(path, sizeof(path), "%s/%s", self, candidates[i]);
+                if (access(path, X_OK) == 0) {
+                    argv[0] = path;
+                    execv(path, argv);
+                    fprintf(stderr, "gradwire: cannot run %s: %s\n", path, strerror(errno));
+                    return 126;
+                }
+            }
+        }
+    }
+    argv[0] = "gradwire-train";
+    execvp("gradwire-train", argv);
+    fprintf(stderr, "gradwire: cannot run gradwire-train (not beside gradwire nor on PATH): %s\n",
+            strerror(errno));
+    return 127;
 }
 
 int main(int argc, char **argv)
@@ -33,6 +71,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "launch") == 0)
         return gw_launch_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0)
+        return run_train(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         /* Both versions: the header this tool was built against and the
          * library it runs with, which differ after a partial upgrade. */

@@ -1,0 +1,202 @@
+/*
+ * report.c - what the trainer tells its user: a progress bar while an epoch
+ * runs (only on a terminal, on rank 0), one line per epoch with loss,
+ * train/test accuracy, throughput and where the time went, and the same
+ * figures as CSV (one row per epoch) and JSON (the run as one object, with
+ * the measured link and compute figures the scaling driver projects from).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer.h"
+
+#define BAR_WIDTH 30
+
+static const char *csv_header =
+    "epoch,loss,train_acc,test_loss,test_acc,samples_per_s,compute_s,comm_s,codec_s,wait_s,"
+    "epoch_s,elapsed_s,lr\n";
+
+gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o, int rank,
+                                 int world)
+{
+    memset(r, 0, sizeof(*r));
+    r->rank = rank;
+    r->world = world;
+    r->time_to_target_s = -1;
+    r->target_acc = o->target_acc;
+    r->alpha_s = r->beta_s_per_byte = r->allreduce_s = -1;
+    r->mode = o->mode == GW_TRAIN_ASYNC ? "async" : "sync";
+    r->codec = o->codec;
+    gw_train_opts_fingerprint(o, world, r->config, sizeof(r->config));
+    r->tty = rank == 0 && (o->progress == 1 || (o->progress < 0 && isatty(STDERR_FILENO)));
+    r->quiet = o->quiet;
+    if (rank == 0 && o->report_csv) {
+        r->csv = fopen(o->report_csv, "w");
+        if (!r->csv) {
+            fprintf(stderr, "gradwire-train: cannot write %s: %m\n", o->report_csv);
+            return GW_ERR_SYSTEM;
+        }
+        fputs(csv_header, r->csv);
+    }
+    r->open = 1;
+    return GW_OK;
+}
+
+void gw_train_report_progress(gw_train_report_t *r, int epoch, long step, long steps, double loss)
+{
+    if (!r->tty || steps <= 0)
+        return;
+    double now = gw_train_now();
+    if (step < steps && now - r->last_bar < 0.1)
+        return; /* ten updates a second are plenty */
+    r->last_bar = now;
+    int fill = (int)(BAR_WIDTH * step / steps);
+    char bar[BAR_WIDTH + 1];
+    for (int i = 0; i < BAR_WIDTH; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[BAR_WIDTH] = '\0';
+    fprintf(stderr, "\r epoch %3d [%s] %5.1f%% step %ld/%ld loss %.4f ", epoch, bar,
+            100.0 * (double)step / (double)steps, step, steps, loss);
+    fflush(stderr);
+}
+
+gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_stats_t *s)
+{
+    if (r->rank != 0)
+        return GW_OK;
+    if (r->nepochs == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        gw_train_epoch_stats_t *n = realloc(r->epochs, (size_t)cap * sizeof(*n));
+        if (!n) {
+            fprintf(stderr, "gradwire-train: out of memory for the report\n");
+            return GW_ERR_NO_MEMORY;
+        }
+        r->epochs = n;
+        r->cap = cap;
+    }
+    r->epochs[r->nepochs++] = *s;
+    if (r->tty)
+        fprintf(stderr, "\r%*s\r", BAR_WIDTH + 50, "");
+    if (!r->quiet) {
+        char test[48] = "   -   ";
+        if (s->test_acc >= 0)
+            snprintf(test, sizeof(test), "%6.2f%%", 100 * s->test_acc);
+        printf("epoch %3d  loss %.4f  train %6.2f%%  test %s  %9.0f samples/s  "
+               "compute %.2fs comm %.2fs codec %.2fs wait %.2fs  lr %.4g\n",
+               s->epoch, s->loss, 100 * s->train_acc, test, s->samples_per_s, s->compute_s,
+               s->comm_s, s->codec_s, s->wait_s, s->lr);
+        fflush(stdout);
+    }
+    if (r->csv) {
+        fprintf(r->csv, "%d,%.6f,%.6f,%.6f,%.6f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g\n",
+                s->epoch, s->loss, s->train_acc, s->test_loss, s->test_acc, s->samples_per_s,
+                s->compute_s, s->comm_s, s->codec_s, s->wait_s, s->epoch_s, s->elapsed_s, s->lr);
+        fflush(r->csv);
+    }
+    return GW_OK;
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_field(FILE *f, const char *name, double v, int comma)
+{
+    fprintf(f, "\"%s\": ", name);
+    json_num(f, v);
+    if (comma)
+        fputs(", ", f);
+}
+
+static gw_status_t write_json(const gw_train_report_t *r, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
+        return GW_ERR_SYSTEM;
+    }
+    fputs("{\"tool\": \"gradwire-train\", \"version\": ", f);
+    json_str(f, gw_version());
+    fputs(", \"mode\": ", f);
+    json_str(f, r->mode);
+    fputs(", \"codec\": ", f);
+    json_str(f, r->codec);
+    fputs(", \"config\": ", f);
+    json_str(f, r->config);
+    fprintf(f, ", \"world\": %d, \"cores\": %ld, ", r->world, sysconf(_SC_NPROCESSORS_ONLN));
+    json_field(f, "steps", (double)r->steps, 1);
+    json_field(f, "samples", (double)r->samples, 1);
+    json_field(f, "train_s", r->train_s, 1);
+    json_field(f, "samples_per_s", r->train_s > 0 ? (double)r->samples / r->train_s : NAN, 1);
+    json_field(f, "target_acc", r->target_acc, 1);
+    json_field(f, "time_to_target_s", r->time_to_target_s >= 0 ? r->time_to_target_s : NAN, 1);
+    json_field(f, "compute_per_sample_s", r->compute_per_sample_s, 1);
+    json_field(f, "grad_bytes", (double)r->grad_bytes, 1);
+    json_field(f, "link_alpha_s", r->alpha_s >= 0 ? r->alpha_s : NAN, 1);
+    json_field(f, "link_beta_s_per_byte", r->beta_s_per_byte >= 0 ? r->beta_s_per_byte : NAN, 1);
+    json_field(f, "allreduce_s", r->allreduce_s >= 0 ? r->allreduce_s : NAN, 1);
+    double fin = r->nepochs ? r->epochs[r->nepochs - 1].test_acc : NAN;
+    json_field(f, "final_test_acc", fin >= 0 ? fin : NAN, 1);
+    fputs("\"epochs\": [", f);
+    for (int i = 0; i < r->nepochs; i++) {
+        const gw_train_epoch_stats_t *s = &r->epochs[i];
+        fprintf(f, "%s\n  {\"epoch\": %d, ", i ? "," : "", s->epoch);
+        json_field(f, "loss", s->loss, 1);
+        json_field(f, "train_acc", s->train_acc, 1);
+        json_field(f, "test_loss", s->test_acc >= 0 ? s->test_loss : NAN, 1);
+        json_field(f, "test_acc", s->test_acc >= 0 ? s->test_acc : NAN, 1);
+        json_field(f, "samples_per_s", s->samples_per_s, 1);
+        json_field(f, "compute_s", s->compute_s, 1);
+        json_field(f, "comm_s", s->comm_s, 1);
+        json_field(f, "codec_s", s->codec_s, 1);
+        json_field(f, "wait_s", s->wait_s, 1);
+        json_field(f, "epoch_s", s->epoch_s, 1);
+        json_field(f, "elapsed_s", s->elapsed_s, 1);
+        json_field(f, "lr", s->lr, 0);
+        fputc('}', f);
+    }
+    fputs("]}\n", f);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
+        return GW_ERR_SYSTEM;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path)
+{
+    gw_status_t st = GW_OK;
+    if (r->tty)
+        fprintf(stderr, "\r%*s\r", BAR_WIDTH + 50, "");
+    if (r->rank == 0 && json_path)
+        st = write_json(r, json_path);
+    if (r->csv && fclose(r->csv) != 0 && st == GW_OK) {
+        fprintf(stderr, "gradwire-train: cannot write the CSV report: %m\n");
+        st = GW_ERR_SYSTEM;
+    }
+    r->csv = NULL;
+    free(r->epochs);
+    r->epochs = NULL;
+    return st;
+}

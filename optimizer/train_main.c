@@ -1,0 +1,135 @@
+/*
+ * train_main.c - gradwire-train's entry point: the command line, the
+ * communicator, and the choice between synchronous training, parameter-
+ * server training and the scaling driver. Also the few process-wide bits a
+ * program needs: the SIGTERM flag, the clock, writing the final weights.
+ *
+ * Ranks come from the environment (`gradwire launch`, torchrun-style
+ * variables, mpirun, srun); started alone, without any of those, the
+ * trainer runs as a single rank.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trainer.h"
+
+/* The one piece of global state: a signal handler can reach nothing else. */
+static volatile sig_atomic_t stop_flag;
+
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+int gw_train_stop_requested(void)
+{
+    return stop_flag != 0;
+}
+
+void gw_train_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigterm;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+double gw_train_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+gw_status_t gw_train_save_floats(const char *path, const float *a, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
+        return GW_ERR_SYSTEM;
+    }
+    size_t w = fwrite(a, sizeof(float), n, f);
+    if (fclose(f) != 0 || w != n) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
+        return GW_ERR_SYSTEM;
+    }
+    return GW_OK;
+}
+
+/* Whether a launcher told us our rank. */
+static int launched(void)
+{
+    static const char *vars[] = {"GW_RANK",  "RANK",         "OMPI_COMM_WORLD_RANK",
+                                 "PMI_RANK", "SLURM_PROCID", NULL};
+    for (int i = 0; vars[i]; i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
+
+static int check_data(const gw_train_opts_t *o, int rank, int world)
+{
+    gw_train_dataset_t train, test;
+    if (gw_train_load_data(o, rank, world, &train, &test) != GW_OK)
+        return 1;
+    printf("rank %d of %d: train %zu of %zu samples, test %zu of %zu, %zu features, %d "
+           "classes\n",
+           rank, world, train.n, train.total, test.n, test.total, train.dim, train.nclasses);
+    gw_train_dataset_free(&train);
+    gw_train_dataset_free(&test);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--scaling") == 0 && i + 1 < argc)
+            return gw_train_scaling_main(argc, argv, argv[i + 1]);
+        if (strncmp(argv[i], "--scaling=", 10) == 0)
+            return gw_train_scaling_main(argc, argv, argv[i] + 10);
+    }
+    gw_train_opts_t o;
+    int rc = gw_train_parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (o.check_data && !launched())
+        return check_data(&o, 0, 1);
+    gw_train_install_signals();
+
+    gw_comm_t *comm = NULL;
+    gw_status_t st;
+    if (launched()) {
+        st = gw_comm_init_env(&comm);
+    } else {
+        gw_config_t cfg;
+        gw_config_init(&cfg);
+        cfg.rank = 0;
+        cfg.size = 1;
+        st = gw_comm_init(&cfg, &comm);
+    }
+    if (st != GW_OK) {
+        fprintf(stderr, "gradwire-train: cannot join the job: %s (%s)\n", gw_status_str(st),
+                gw_status_name(st));
+        return 1;
+    }
+    if (o.check_data)
+        rc = check_data(&o, gw_comm_rank(comm), gw_comm_size(comm));
+    else if (o.mode == GW_TRAIN_ASYNC)
+        rc = gw_train_run_async(&o, comm);
+    else
+        rc = gw_train_run_sync(&o, comm);
+    /* A failed rank aborts, so peers stuck in a collective fail fast
+     * instead of waiting for the timeout. */
+    if (rc != 0 && rc != 128 + SIGTERM && gw_comm_size(comm) > 1)
+        gw_comm_abort(comm);
+    gw_comm_destroy(comm);
+    return rc;
+}

@@ -1,0 +1,402 @@
+/*
+ * train_sync.c - synchronous data-parallel SGD.
+ *
+ * Every rank holds the whole model and a shard of the data. A step: each
+ * rank takes its next local batch (global batch / ranks samples), runs
+ * forward and backward, and while backward runs the gradient buckets are
+ * summed over ranks by gw_iallreduce (buckets.c). The loss is scaled by
+ * 1 / global batch, so the summed gradient is exactly the gradient of the
+ * mean loss over the union of the local batches: one step of N ranks is
+ * one step of one rank on the union batch, up to the order of the float
+ * additions. Every rank then applies the same update to the same weights,
+ * so the replicas stay identical without ever sending weights.
+ *
+ * Alongside the buckets each step carries a one-integer allreduce (MAX) of
+ * "SIGTERM seen", launched first and waited for last, so that all ranks
+ * agree on the step after which they checkpoint and stop, even though the
+ * signal reaches them at different moments.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trainer.h"
+#include "train_sync.h"
+
+static gw_status_t coll_fail(const char *what, gw_status_t st)
+{
+    fprintf(stderr, "gradwire-train: %s failed: %s (%s)\n", what, gw_status_str(st),
+            gw_status_name(st));
+    return st;
+}
+
+static gw_status_t setup(gw_train_sync_t *s)
+{
+    const gw_train_opts_t *o = s->o;
+    gw_status_t st;
+    if (o->batch % s->world != 0) {
+        fprintf(stderr, "gradwire-train: the global batch %d must be a multiple of the %d ranks\n",
+                o->batch, s->world);
+        return GW_ERR_INVALID_ARG;
+    }
+    s->local_b = (size_t)(o->batch / s->world);
+    if ((st = gw_train_load_data(o, s->rank, s->world, &s->train, &s->test)) != GW_OK)
+        return st;
+    s->spe = (long)(s->train.n / s->local_b);
+    if (s->spe == 0) {
+        fprintf(stderr,
+                "gradwire-train: each of the %d ranks holds %zu training samples, fewer than "
+                "its local batch of %zu\n",
+                s->world, s->train.n, s->local_b);
+        return GW_ERR_INVALID_ARG;
+    }
+    int sizes[GW_TRAIN_MAX_LAYERS + 1], ns = 0;
+    sizes[ns++] = (int)s->train.dim;
+    for (int i = 0; i < o->nhidden; i++)
+        sizes[ns++] = o->hidden[i];
+    sizes[ns++] = s->train.nclasses;
+    gw_train_rng_seed(&s->rng, o->seed);
+    size_t cap = s->local_b > 256 ? s->local_b : 256;
+    if ((st = gw_train_mlp_init(&s->model, sizes, ns, cap, &s->rng)) != GW_OK)
+        return st;
+    if ((st = gw_train_sgd_init(&s->sgd, &s->model, o->momentum, o->weight_decay)) != GW_OK)
+        return st;
+    s->perm = malloc(s->train.n * sizeof(uint32_t));
+    s->xb = malloc(s->local_b * s->train.dim * sizeof(float));
+    s->yb = malloc(s->local_b * sizeof(int32_t));
+    if (!s->perm || !s->xb || !s->yb) {
+        fprintf(stderr, "gradwire-train: out of memory for the batch buffers\n");
+        return GW_ERR_NO_MEMORY;
+    }
+    /* A codec only matters with peers; on one rank there is nothing to send. */
+    int codec = strcmp(o->codec, "none") != 0 && s->world > 1;
+    gw_comm_t *c = s->world > 1 ? s->comm : NULL;
+    if ((st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, codec)))
+        return st;
+    if (codec) {
+        if ((st = gw_train_codec_create(s->comm, o, &s->bk, s->spe, &s->codec)) != GW_OK)
+            return st;
+        s->bk.codec = s->codec;
+    } else if (strcmp(o->codec, "none") != 0) {
+        gw_codec_t parsed;
+        if (gw_codec_parse(o->codec, &parsed) != GW_OK) {
+            fprintf(stderr, "gradwire-train: unknown --codec \"%s\"\n", o->codec);
+            return GW_ERR_INVALID_ARG;
+        }
+    }
+    /* The dense path sums over ranks, the compressed call averages. */
+    s->grad_scale = 1.0f / (float)(s->codec ? s->local_b : (size_t)o->batch);
+    gw_train_opts_fingerprint(o, s->world, s->config, sizeof(s->config));
+    s->time_to_target = -1;
+    if (o->ckpt_dir && mkdir(o->ckpt_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gradwire-train: cannot create the checkpoint directory %s: %m\n",
+                o->ckpt_dir);
+        return GW_ERR_SYSTEM;
+    }
+    return gw_train_report_open(&s->rep, o, s->rank, s->world);
+}
+
+static void teardown(gw_train_sync_t *s)
+{
+    gw_train_buckets_free(&s->bk);
+    gw_train_codec_destroy(s->codec);
+    gw_train_sgd_free(&s->sgd);
+    gw_train_mlp_free(&s->model);
+    gw_train_dataset_free(&s->train);
+    gw_train_dataset_free(&s->test);
+    free(s->perm);
+    free(s->xb);
+    free(s->yb);
+}
+
+/* Median time of `reps` allreduces of count floats, the largest over ranks. */
+static gw_status_t time_allreduce(gw_train_sync_t *s, size_t count, int reps, double *out)
+{
+    double t[32];
+    float *buf = s->model.grads; /* scratch: gradients are overwritten by backward */
+    gw_status_t st;
+    for (int i = -2; i < reps; i++) {
+        double t0 = gw_train_now();
+        if ((st = gw_allreduce(s->comm, buf, buf, count, GW_FLOAT32, GW_SUM)) != GW_OK)
+            return coll_fail("timing allreduce", st);
+        if (i >= 0)
+            t[i] = gw_train_now() - t0;
+    }
+    for (int i = 1; i < reps; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    double med = t[reps / 2];
+    if ((st = gw_allreduce(s->comm, &med, &med, 1, GW_FLOAT64, GW_MAX)) != GW_OK)
+        return coll_fail("timing allreduce", st);
+    *out = med;
+    return GW_OK;
+}
+
+/* Link figures for the scaling projection, with the ring model
+ * t(S) = 2(n-1) alpha + 2 (n-1)/n S beta. */
+static gw_status_t measure_link(gw_train_sync_t *s)
+{
+    double t1, tb;
+    size_t n = s->model.nparams;
+    gw_status_t st;
+    if (s->world < 2)
+        return GW_OK;
+    if ((st = time_allreduce(s, 1, 15, &t1)) != GW_OK || (st = time_allreduce(s, n, 5, &tb)))
+        return st;
+    double w = s->world;
+    s->rep.alpha_s = t1 / (2 * (w - 1));
+    double bytes = 2 * (w - 1) / w * (double)n * sizeof(float);
+    s->rep.beta_s_per_byte = tb > t1 ? (tb - t1) / bytes : 0;
+    s->rep.allreduce_s = tb;
+    return GW_OK;
+}
+
+static void gather_batch(gw_train_sync_t *s, long step)
+{
+    size_t dim = s->train.dim;
+    for (size_t j = 0; j < s->local_b; j++) {
+        uint32_t i = s->perm[(size_t)step * s->local_b + j];
+        memcpy(s->xb + j * dim, s->train.x + (size_t)i * dim, dim * sizeof(float));
+        s->yb[j] = s->train.y[i];
+    }
+}
+
+void gw_train_sync_begin_epoch(gw_train_sync_t *s)
+{
+    s->rng_epoch = s->rng; /* what a checkpoint stores: the shuffle replays from it */
+    for (size_t i = 0; i < s->train.n; i++)
+        s->perm[i] = (uint32_t)i;
+    if (s->o->shuffle)
+        gw_train_shuffle(s->perm, s->train.n, &s->rng);
+}
+
+gw_status_t gw_train_sync_step(gw_train_sync_t *s)
+{
+    gw_status_t st = GW_OK;
+    gw_handle_t *stop_h = NULL;
+    /* The compressed call runs its exchanges on this thread, outside the
+     * library's queue of non-blocking calls: with a codec the stop flag goes
+     * by a blocking allreduce after the step instead, never concurrently. */
+    if (s->world > 1 && !s->codec) {
+        s->stop_send = gw_train_stop_requested();
+        if ((st = gw_iallreduce(s->comm, &s->stop_send, &s->stop_recv, 1, GW_INT32, GW_MAX,
+                                &stop_h)) != GW_OK)
+            return coll_fail("allreduce of the stop flag", st);
+    } else if (s->world == 1) {
+        s->stop_recv = gw_train_stop_requested();
+    }
+    double t0 = gw_train_now(), inline0 = s->bk.codec_s + s->bk.inline_s;
+    gather_batch(s, s->step);
+    gw_train_mlp_forward(&s->model, s->xb, s->local_b);
+    gw_train_mlp_loss(&s->model, s->yb, s->local_b, s->grad_scale, &s->ep_loss, &s->ep_correct);
+    s->ep_seen += (long)s->local_b;
+    st = gw_train_mlp_backward(&s->model, s->local_b, gw_train_buckets_ready, &s->bk);
+    double t1 = gw_train_now();
+    gw_status_t fst = gw_train_buckets_finish(&s->bk);
+    if (st == GW_OK)
+        st = fst;
+    double t2 = gw_train_now();
+    float lr = (float)gw_train_lr_at(s->o, s->gstep, s->spe);
+    s->lr = lr;
+    if (st == GW_OK)
+        gw_train_sgd_step(&s->sgd, &s->model, s->model.grads, lr);
+    double t3 = gw_train_now();
+    /* Blocking codec calls made between layers are communication. */
+    s->compute_s += (t1 - t0) - (s->bk.codec_s + s->bk.inline_s - inline0) + (t3 - t2);
+    if (stop_h) {
+        gw_status_t sst = gw_wait(stop_h);
+        if (st == GW_OK && sst != GW_OK)
+            st = sst;
+    } else if (s->codec && st == GW_OK) {
+        s->stop_send = gw_train_stop_requested();
+        st = gw_allreduce(s->comm, &s->stop_send, &s->stop_recv, 1, GW_INT32, GW_MAX);
+    }
+    if (st != GW_OK)
+        return coll_fail("the gradient allreduce", st);
+    s->step++;
+    s->gstep++;
+    return GW_OK;
+}
+
+gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s)
+{
+    gw_train_ckpt_t c;
+    memset(&c, 0, sizeof(c));
+    c.rank = (uint32_t)s->rank;
+    c.world = (uint32_t)s->world;
+    c.epoch = (uint64_t)s->epoch;
+    c.step_in_epoch = (uint64_t)s->step;
+    c.global_step = (uint64_t)s->gstep;
+    /* At an epoch boundary the next epoch has not shuffled yet. */
+    c.rng = s->step == 0 ? s->rng : s->rng_epoch;
+    c.elapsed_s = s->elapsed0 + (gw_train_now() - s->t_start) - s->eval_s;
+    c.time_to_target_s = s->time_to_target;
+    c.epoch_loss_sum = s->ep_loss;
+    c.epoch_correct = s->ep_correct;
+    c.epoch_seen = s->ep_seen;
+    snprintf(c.config, sizeof(c.config), "%s", s->config);
+    c.nparams = s->model.nparams;
+    c.params = s->model.params;
+    c.velocity = s->sgd.velocity;
+    gw_status_t st = GW_OK;
+    if (s->codec && (st = gw_train_codec_save(s->codec, &c.codec_state, &c.codec_len)) != GW_OK)
+        fprintf(stderr, "gradwire-train: cannot save the codec state: %s\n", gw_status_str(st));
+    if (st == GW_OK)
+        st = gw_train_ckpt_write(s->o->ckpt_dir, &c);
+    free(c.codec_state);
+    /* Name the step in `latest` only once every rank has its file, and let
+     * nobody go (and perhaps exit) before that is durable. A rank whose
+     * write failed passes its status on through the allreduce. */
+    int32_t ok = st == GW_OK, all_ok = ok;
+    gw_status_t cst = gw_allreduce(s->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN);
+    if (cst != GW_OK)
+        return coll_fail("checkpoint agreement", cst);
+    if (!all_ok) {
+        fprintf(stderr, "gradwire-train: checkpoint of step %ld failed on some rank\n", s->gstep);
+        return st != GW_OK ? st : GW_ERR_REMOTE;
+    }
+    if (s->rank == 0)
+        st = gw_train_ckpt_set_latest(s->o->ckpt_dir, (uint64_t)s->gstep);
+    ok = st == GW_OK;
+    if ((cst = gw_allreduce(s->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK)
+        return coll_fail("checkpoint agreement", cst);
+    if (!all_ok)
+        return st != GW_OK ? st : GW_ERR_REMOTE;
+    gw_train_ckpt_prune(s->o->ckpt_dir, (uint32_t)s->rank, (uint64_t)s->gstep, s->last_ckpt);
+    s->last_ckpt = (uint64_t)s->gstep;
+    return GW_OK;
+}
+
+static gw_status_t resume(gw_train_sync_t *s)
+{
+    uint64_t step;
+    gw_status_t st = gw_train_ckpt_get_latest(s->o->ckpt_dir, &step);
+    if (st == GW_ERR_NOT_FOUND) {
+        if (s->rank == 0)
+            fprintf(stderr, "gradwire-train: no checkpoint in %s yet; starting from scratch\n",
+                    s->o->ckpt_dir);
+        return GW_OK;
+    }
+    if (st != GW_OK)
+        return st;
+    char path[4096];
+    gw_train_ckpt_t c;
+    gw_train_ckpt_path(s->o->ckpt_dir, step, (uint32_t)s->rank, path, sizeof(path));
+    if ((st = gw_train_ckpt_read(path, &c)) != GW_OK)
+        return st;
+    st = GW_ERR_CONFIG;
+    if (strcmp(c.config, s->config) != 0) {
+        fprintf(stderr,
+                "gradwire-train: checkpoint %s was written with other settings:\n  checkpoint: "
+                "%s\n  this run:   %s\n",
+                path, c.config, s->config);
+    } else if (c.rank != (uint32_t)s->rank || c.world != (uint32_t)s->world) {
+        fprintf(stderr, "gradwire-train: checkpoint %s belongs to rank %u of %u, not %d of %d\n",
+                path, c.rank, c.world, s->rank, s->world);
+    } else if (c.nparams != s->model.nparams || (c.codec_len > 0) != (s->codec != NULL)) {
+        fprintf(stderr,
+                "gradwire-train: checkpoint %s holds %zu parameters %s codec state; this run "
+                "has %zu %s\n",
+                path, c.nparams, c.codec_len ? "with" : "without", s->model.nparams,
+                s->codec ? "with a codec" : "without");
+    } else if (c.step_in_epoch > (uint64_t)s->spe || c.global_step != step) {
+        fprintf(stderr, "gradwire-train: checkpoint %s has an impossible position\n", path);
+    } else {
+        st = GW_OK;
+    }
+    if (st == GW_OK && s->codec)
+        st = gw_train_codec_load(s->codec, c.codec_state, c.codec_len);
+    if (st == GW_OK) {
+        memcpy(s->model.params, c.params, c.nparams * sizeof(float));
+        memcpy(s->sgd.velocity, c.velocity, c.nparams * sizeof(float));
+        s->rng = c.rng;
+        s->epoch = (long)c.epoch;
+        s->step = (long)c.step_in_epoch;
+        s->gstep = (long)c.global_step;
+        s->elapsed0 = c.elapsed_s;
+        s->time_to_target = c.time_to_target_s;
+        s->ep_loss = c.epoch_loss_sum;
+        s->ep_correct = (long)c.epoch_correct;
+        s->ep_seen = (long)c.epoch_seen;
+        s->last_ckpt = step;
+        s->resumed = 1;
+    }
+    gw_train_ckpt_release(&c);
+    return st;
+}
+
+/* Every rank must resume from the same step (or all start afresh). */
+static gw_status_t agree_on_start(gw_train_sync_t *s, gw_status_t local)
+{
+    int64_t v[2] = {local == GW_OK ? s->gstep : -1, local == GW_OK ? -s->gstep : -INT64_MAX};
+    gw_status_t st = gw_allreduce(s->comm, v, v, 2, GW_INT64, GW_MIN);
+    if (st != GW_OK)
+        return coll_fail("resume agreement", st);
+    if (local != GW_OK)
+        return local;
+    if (v[0] < 0)
+        return GW_ERR_REMOTE; /* another rank failed and said why */
+    if (v[0] != -v[1]) {
+        fprintf(stderr,
+                "gradwire-train: ranks resumed from different steps (%lld..%lld); the "
+                "checkpoint directory is inconsistent\n",
+                (long long)v[0], (long long)-v[1]);
+        return GW_ERR_CONFIG;
+    }
+    return GW_OK;
+}
+
+int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
+{
+    gw_train_sync_t s;
+    memset(&s, 0, sizeof(s));
+    s.o = o;
+    s.comm = comm;
+    s.rank = gw_comm_rank(comm);
+    s.world = gw_comm_size(comm);
+    openblas_set_num_threads(o->threads);
+    gw_status_t st = setup(&s);
+    if (o->resume && st == GW_OK)
+        st = resume(&s);
+    /* Every rank reaches this collective, whatever happened before it, so a
+     * rank that failed to load takes the others down with it. */
+    if ((st = agree_on_start(&s, st)) != GW_OK)
+        goto out;
+    if (!s.resumed && s.world > 1) {
+        /* Same seed, same weights; the broadcast guards against ranks whose
+         * libm rounds differently. */
+        if ((st = gw_broadcast(comm, s.model.params, s.model.params, s.model.nparams, GW_FLOAT32,
+                               0)) != GW_OK) {
+            coll_fail("weight broadcast", st);
+            goto out;
+        }
+    }
+    if ((st = measure_link(&s)) != GW_OK)
+        goto out;
+    if (s.rank == 0 && !o->quiet)
+        printf("gradwire-train: %d rank(s), %zu parameters, global batch %d (%zu per rank), "
+               "%ld steps/epoch, %zu buckets, transport %s%s\n",
+               s.world, s.model.nparams, o->batch, s.local_b, s.spe, (size_t)s.bk.nb,
+               gw_comm_transport(comm), s.resumed ? ", resumed" : "");
+    st = gw_train_sync_loop(&s);
+out:
+    /* Weights of a stopped run are not final: the checkpoint holds them. */
+    if (st == GW_OK && !s.stopped && o->save_weights && s.rank == 0)
+        st = gw_train_save_floats(o->save_weights, s.model.params, s.model.nparams);
+    /* A failed run writes no JSON report: half a report would read as a result. */
+    gw_status_t rst =
+        s.rep.open ? gw_train_report_close(&s.rep, st == GW_OK ? o->report_json : NULL) : GW_OK;
+    if (st == GW_OK)
+        st = rst;
+    teardown(&s);
+    if (s.stopped)
+        return 128 + SIGTERM;
+    return st == GW_OK ? 0 : 1;
+}

@@ -1,0 +1,50 @@
+/*
+ * train_sync.h - the state of one synchronous data-parallel run, shared by
+ * train_sync.c (setup, steps, checkpoints, resume) and train_epoch.c (the
+ * epoch loop, statistics and evaluation).
+ */
+#ifndef GW_OPTIMIZER_TRAIN_SYNC_H
+#define GW_OPTIMIZER_TRAIN_SYNC_H
+
+#include "trainer.h"
+
+typedef struct gw_train_sync {
+    const gw_train_opts_t *o;
+    gw_comm_t *comm;
+    int rank, world;
+    gw_train_dataset_t train, test;
+    gw_train_mlp_t model;
+    gw_train_sgd_t sgd;
+    gw_train_codec_t *codec;
+    gw_train_buckets_t bk;
+    gw_train_report_t rep;
+    gw_train_rng_t rng;       /* the shuffle generator, as it is now */
+    gw_train_rng_t rng_epoch; /* ... as it was when this epoch began */
+    uint32_t *perm;           /* this epoch's order of the shard */
+    float *xb;                /* the local batch */
+    int32_t *yb;
+    size_t local_b;
+    float grad_scale;        /* of the loss: 1 / global batch, or 1 / local with a codec */
+    long spe;                /* steps per epoch */
+    long epoch, step, gstep; /* position: epoch, step in it, steps in all */
+    int resumed, stopped;
+    int32_t stop_send, stop_recv;
+    double t_start, elapsed0; /* training time: this process, and before it */
+    double time_to_target;
+    double ep_loss; /* running sums of this epoch (local) */
+    long ep_correct, ep_seen;
+    double compute_s;     /* this epoch, this rank */
+    double eval_s;        /* evaluation time, kept out of the clock */
+    double total_compute; /* whole run, mean over ranks */
+    long total_samples_local;
+    double lr;
+    uint64_t last_ckpt;
+    char config[512];
+} gw_train_sync_t;
+
+gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s);
+gw_status_t gw_train_sync_step(gw_train_sync_t *s);
+void gw_train_sync_begin_epoch(gw_train_sync_t *s);
+gw_status_t gw_train_sync_loop(gw_train_sync_t *s);
+
+#endif

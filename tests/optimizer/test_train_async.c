@@ -1,0 +1,75 @@
+/*
+ * Parameter-server (asynchronous) training over real ranks: on the seeded
+ * synthetic task it must converge (the final weights, assembled from the
+ * servers, classify the test set well above chance: 5 classes, chance is
+ * 20%), with one server or with the parameters sharded over two, and the
+ * staleness bound must hold: no worker gets ahead of the slowest by more
+ * than --staleness pushes. Bad configurations end with a clear error.
+ */
+#include "train_util.h"
+
+/* The number after `key` in text, or -1. */
+static double number_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+static void converges(int ranks, const char *servers, const char *staleness)
+{
+    char *args[] = {"--async",
+                    "--servers",
+                    (char *)servers,
+                    "--staleness",
+                    (char *)staleness,
+                    "--data",
+                    "synthetic",
+                    "--synthetic",
+                    "6000,1000,16,5,1.5",
+                    "--hidden",
+                    "32",
+                    "--batch",
+                    "96",
+                    "--epochs",
+                    "3",
+                    "--no-progress",
+                    NULL};
+    run_result_t r = train_run(ranks, args, 280);
+    cr_assert(!r.timed_out, "timed out:\n%s", r.output);
+    cr_assert(r.exited && r.status == 0, "failed (status %d):\n%s", r.status, r.output);
+    double acc = number_after(r.output, "assembled from the servers): test accuracy ");
+    double gap = number_after(r.output, "largest clock gap between workers ");
+    cr_assert(acc >= 88.0, "async training reached only %.2f%% test accuracy:\n%s", acc, r.output);
+    cr_assert(gap >= 0 && gap <= atof(staleness), "clock gap %g exceeds the bound %s:\n%s", gap,
+              staleness, r.output);
+    cr_assert(strstr(r.output, "epoch   3"), "no report of epoch 3:\n%s", r.output);
+    free(r.output);
+}
+
+Test(train_async, converges_with_one_server, .timeout = 300)
+{
+    converges(4, "1", "2");
+}
+
+Test(train_async, converges_with_two_servers_in_lock_step, .timeout = 300)
+{
+    converges(5, "2", "0");
+}
+
+Test(train_async, needs_a_worker, .timeout = 60)
+{
+    char *args[] = {"--async", "--servers", "2", "--data", "synthetic", NULL};
+    run_result_t r = train_run(2, args, 50);
+    cr_assert(r.exited && r.status != 0, "%s", r.output);
+    cr_assert(strstr(r.output, "needs at least 3 ranks"), "%s", r.output);
+    free(r.output);
+}
+
+Test(train_async, refuses_checkpoints, .timeout = 60)
+{
+    char *args[] = {"--async", "--data", "synthetic", "--checkpoint-dir", "/tmp", NULL};
+    run_result_t r = train_run(2, args, 50);
+    cr_assert(r.exited && r.status != 0, "%s", r.output);
+    cr_assert(strstr(r.output, "checkpoints are for synchronous training"), "%s", r.output);
+    free(r.output);
+}

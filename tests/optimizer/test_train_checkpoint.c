@@ -1,0 +1,262 @@
+/*
+ * Checkpoints over real ranks. A job is killed mid-run (SIGKILL: nothing
+ * saved at the end, it goes on from the last periodic checkpoint; SIGTERM:
+ * the ranks agree on a step, checkpoint it and exit 143), then resumed with
+ * --resume; its final weights must equal, bit for bit, those of the same
+ * job run without interruption, dense or with a codec whose error-feedback
+ * residuals (and PowerSGD's Q) the checkpoint must carry. Damaged checkpoint files (truncated,
+ * flipped bytes, foreign magic, future version) must be refused with a
+ * clear error, and so must a resume with different settings.
+ */
+#include "train_util.h"
+
+#define RANKS 2
+
+/* The codec of the resume tests' job (NULL: dense). */
+static const char *job_codec;
+
+static char *const *job_args(const char *ckdir, const char *weights, const char *every,
+                             const char *extra)
+{
+    static char *args[64];
+    static char ck[512], w[512];
+    int k = 0;
+    snprintf(w, sizeof(w), "%s", weights);
+    char *base[] = {"--data",
+                    "synthetic",
+                    "--synthetic",
+                    "8000,400,16,6,2",
+                    "--hidden",
+                    "64,32",
+                    "--batch",
+                    "32",
+                    "--epochs",
+                    "6",
+                    "--warmup-epochs",
+                    "1",
+                    "--bucket-kb",
+                    "8",
+                    "--save-weights",
+                    w,
+                    "--no-progress",
+                    "--quiet",
+                    NULL};
+    for (int i = 0; base[i]; i++)
+        args[k++] = base[i];
+    if (ckdir) {
+        snprintf(ck, sizeof(ck), "%s", ckdir);
+        args[k++] = "--checkpoint-dir";
+        args[k++] = ck;
+        if (every) {
+            args[k++] = "--checkpoint-every";
+            args[k++] = (char *)every;
+        }
+    }
+    if (extra)
+        args[k++] = (char *)extra;
+    if (job_codec) {
+        /* Dense for the first 25 steps, then compressed with error
+         * feedback: the residuals must come back from the checkpoint. */
+        args[k++] = "--codec";
+        args[k++] = (char *)job_codec;
+        args[k++] = "--codec-warmup-epochs";
+        args[k++] = "0.1";
+    }
+    args[k] = NULL;
+    return args;
+}
+
+static void run_ok(int n, char *const *args)
+{
+    run_result_t r = train_run(n, args, 280);
+    cr_assert(!r.timed_out, "timed out:\n%s", r.output);
+    cr_assert(r.exited && r.status == 0, "failed (status %d):\n%s", r.status, r.output);
+    free(r.output);
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    unsigned char *pa = read_bin(a, &la), *pb = read_bin(b, &lb);
+    cr_assert_not_null(pa, "%s missing", a);
+    cr_assert_not_null(pb, "%s missing", b);
+    cr_assert_eq(la, lb);
+    size_t diff = 0;
+    for (size_t i = 0; i < la; i++)
+        diff += pa[i] != pb[i];
+    cr_assert_eq(diff, 0, "%zu of %zu bytes of the resumed weights differ", diff, la);
+    free(pa);
+    free(pb);
+}
+
+/* Start the job, wait until it has a checkpoint, then send sig. */
+static int interrupt(const char *dir, const char *ck, const char *weights, int sig)
+{
+    char log[1024], latest[1024];
+    snprintf(log, sizeof(log), "%s/interrupted.log", dir);
+    snprintf(latest, sizeof(latest), "%s/latest", ck);
+    pid_t pid = train_spawn(RANKS, job_args(ck, weights, "50", NULL), log);
+    double start = run__now();
+    while (!file_exists(latest) && run__now() - start < 120) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            cr_assert_fail("the job ended before its first checkpoint:\n%s", read_file(log));
+        usleep(2000);
+    }
+    cr_assert(file_exists(latest), "no checkpoint after 120 s:\n%s", read_file(log));
+    usleep(30000); /* a few more steps, so the stop is not at the checkpoint */
+    if (sig == SIGKILL)
+        kill(-pid, SIGKILL);
+    else
+        kill(pid, sig); /* the launcher forwards it to every rank */
+    int rc = train_reap(pid, 120);
+    cr_assert(!file_exists(weights),
+              "the job finished before it was interrupted: the test proves nothing");
+    return rc;
+}
+
+static void resume_check(int sig)
+{
+    char *dir = make_tmpdir("ckpt");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char ref[512], ck[512], got[512];
+    snprintf(ref, sizeof(ref), "%s/reference.bin", dir);
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    snprintf(got, sizeof(got), "%s/resumed.bin", dir);
+    mkdir(ck, 0755);
+    run_ok(RANKS, job_args(NULL, ref, NULL, NULL));
+    int rc = interrupt(dir, ck, got, sig);
+    if (sig == SIGTERM)
+        cr_assert_eq(rc, 128 + SIGTERM, "after SIGTERM the job exits 143, not %d", rc);
+    else
+        cr_assert_eq(rc, 128 + SIGKILL);
+    run_ok(RANKS, job_args(ck, got, "50", "--resume"));
+    assert_same_file(ref, got);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(checkpoint, resume_after_sigkill_is_bitwise_identical, .timeout = 600)
+{
+    resume_check(SIGKILL);
+}
+
+Test(checkpoint, resume_after_sigterm_is_bitwise_identical, .timeout = 600)
+{
+    resume_check(SIGTERM);
+}
+
+Test(checkpoint, resume_with_topk_residuals_is_bitwise_identical, .timeout = 600)
+{
+    job_codec = "topk";
+    resume_check(SIGKILL);
+}
+
+Test(checkpoint, resume_with_powersgd_state_is_bitwise_identical, .timeout = 600)
+{
+    job_codec = "powersgd";
+    resume_check(SIGTERM);
+}
+
+/* One-rank job with a final checkpoint, for damaging. */
+static char *make_checkpoint(char *dir, char *path, size_t len)
+{
+    char ck[256], w[256];
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    snprintf(w, sizeof(w), "%s/w.bin", dir);
+    mkdir(ck, 0755);
+    char *args[] = {"--data",         "synthetic", "--synthetic",      "400,40,8,3,1",
+                    "--hidden",       "8",         "--batch",          "20",
+                    "--epochs",       "1",         "--checkpoint-dir", ck,
+                    "--save-weights", w,           "--quiet",          NULL};
+    run_result_t r = train_run(0, args, 60);
+    cr_assert(r.exited && r.status == 0, "%s", r.output);
+    free(r.output);
+    /* 400 / 20 = 20 steps: the final checkpoint is step 20. */
+    snprintf(path, len, "%s/ckpt-00000020-rank0.gwc", ck);
+    cr_assert(file_exists(path), "no final checkpoint %s", path);
+    return strdup(ck);
+}
+
+static void expect_refused(const char *ck, const char *what)
+{
+    char *args[] = {
+        "--data", "synthetic", "--synthetic", "400,40,8,3,1",     "--hidden", "8",        "--batch",
+        "20",     "--epochs",  "1",           "--checkpoint-dir", (char *)ck, "--resume", "--quiet",
+        NULL};
+    run_result_t r = train_run(0, args, 60);
+    cr_assert(r.exited && r.status != 0, "a damaged checkpoint was accepted:\n%s", r.output);
+    cr_assert(strstr(r.output, what) != NULL, "expected \"%s\" in:\n%s", what, r.output);
+    free(r.output);
+}
+
+Test(checkpoint, damaged_files_are_refused, .timeout = 120)
+{
+    char *dir = make_tmpdir("ckbad");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char path[1024];
+    char *ck = make_checkpoint(dir, path, sizeof(path));
+    size_t len = 0;
+    unsigned char *good = read_bin(path, &len);
+    cr_assert(len > 100);
+
+    write_bin(path, good, len - 7);
+    expect_refused(ck, "truncated");
+    write_bin(path, good, 20);
+    expect_refused(ck, "truncated in the header");
+
+    unsigned char *bad = malloc(len + 8);
+    memcpy(bad, good, len);
+    bad[len / 2] ^= 0x10;
+    write_bin(path, bad, len);
+    expect_refused(ck, "CRC-32 mismatch");
+
+    memcpy(bad, good, len);
+    memcpy(bad, "NOTACKPT", 8);
+    write_bin(path, bad, len);
+    expect_refused(ck, "bad magic");
+
+    memcpy(bad, good, len);
+    bad[8] = 99; /* the version field follows the magic */
+    write_bin(path, bad, len);
+    expect_refused(ck, "format version 99");
+
+    memcpy(bad, good, len);
+    memset(bad + len, 0xab, 8);
+    write_bin(path, bad, len + 8);
+    expect_refused(ck, "trailing bytes");
+
+    /* The intact file is accepted again (nothing above was a fluke). */
+    write_bin(path, good, len);
+    char *args[] = {
+        "--data", "synthetic", "--synthetic", "400,40,8,3,1",     "--hidden", "8",        "--batch",
+        "20",     "--epochs",  "1",           "--checkpoint-dir", ck,         "--resume", "--quiet",
+        NULL};
+    run_result_t r = train_run(0, args, 60);
+    cr_assert(r.exited && r.status == 0, "the intact checkpoint was refused:\n%s", r.output);
+    free(r.output);
+    free(bad);
+    free(good);
+    free(ck);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(checkpoint, resume_with_other_settings_is_refused, .timeout = 120)
+{
+    char *dir = make_tmpdir("ckcfg");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char path[1024];
+    char *ck = make_checkpoint(dir, path, sizeof(path));
+    char *args[] = {
+        "--data", "synthetic", "--synthetic", "400,40,8,3,1",     "--hidden", "8",        "--batch",
+        "40",     "--epochs",  "1",           "--checkpoint-dir", ck,         "--resume", "--quiet",
+        NULL};
+    run_result_t r = train_run(0, args, 60);
+    cr_assert(r.exited && r.status != 0, "a resume with another batch was accepted:\n%s", r.output);
+    cr_assert(strstr(r.output, "written with other settings") != NULL, "%s", r.output);
+    free(r.output);
+    free(ck);
+    remove_tree(dir);
+    free(dir);
+}

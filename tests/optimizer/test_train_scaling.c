@@ -1,0 +1,56 @@
+/*
+ * The scaling driver, `gradwire-train --scaling 1,2`: it runs the job at
+ * each node count under `gradwire launch`, prints strong and weak scaling
+ * efficiency with the base count at 100%, a projection labelled as one,
+ * and writes CSV, JSON and (with gnuplot installed) a PNG plot.
+ */
+#include "train_util.h"
+
+Test(scaling, runs_each_count_and_writes_reports, .timeout = 400)
+{
+    char *dir = make_tmpdir("scal");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char prefix[512], path[600];
+    snprintf(prefix, sizeof(prefix), "%s/s", dir);
+    char *args[] = {"--scaling", "1,2",         "--scaling-out",  prefix,     "--data",
+                    "synthetic", "--synthetic", "2000,200,8,3,1", "--hidden", "16",
+                    "--batch",   "32",          "--steps",        "20",       NULL};
+    run_result_t r = train_run(0, args, 380);
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    cr_assert(strstr(r.output, "strong scaling,   2 rank(s), global batch 32"), "%s", r.output);
+    cr_assert(strstr(r.output, "weak   scaling,   2 rank(s), global batch 64"), "%s", r.output);
+    cr_assert(strstr(r.output, "100.0%"), "the base count must be at 100%%:\n%s", r.output);
+    cr_assert(strstr(r.output, "PROJECTION (alpha-beta ring model, not measured)"), "%s", r.output);
+    snprintf(path, sizeof(path), "%s.csv", prefix);
+    char *csv = read_file(path);
+    cr_assert_not_null(csv, "no CSV written");
+    cr_assert(strstr(csv, "kind,ranks,global_batch,samples_per_s,efficiency"), "%s", csv);
+    cr_assert(strstr(csv, "\nstrong,2,32,") && strstr(csv, "\nweak,2,64,"), "%s", csv);
+    cr_assert(strstr(csv, "\nprojection-strong,4,"), "%s", csv);
+    free(csv);
+    snprintf(path, sizeof(path), "%s.json", prefix);
+    char *json = read_file(path);
+    cr_assert_not_null(json, "no JSON written");
+    cr_assert(strstr(json, "\"kind\": \"weak\", \"ranks\": 2, \"ok\": true"), "%s", json);
+    cr_assert(strstr(json, "not a measurement"), "%s", json);
+    free(json);
+    if (system("command -v gnuplot > /dev/null 2>&1") == 0) {
+        snprintf(path, sizeof(path), "%s.png", prefix);
+        size_t len = 0;
+        unsigned char *png = read_bin(path, &len);
+        cr_assert(png && len > 8 && memcmp(png, "\x89PNG", 4) == 0, "no PNG plot written");
+        free(png);
+    }
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(scaling, bad_counts_are_refused, .timeout = 60)
+{
+    char *args[] = {"--scaling", "1,x", NULL};
+    run_result_t r = train_run(0, args, 50);
+    cr_assert(r.exited && r.status == 2, "%s", r.output);
+    cr_assert(strstr(r.output, "--scaling wants node counts like 1,2,4,8"), "%s", r.output);
+    free(r.output);
+}

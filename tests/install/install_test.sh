@@ -2,10 +2,16 @@
 # Install gradwire into a temporary prefix and build a program against it the
 # two ways users do: CMake's find_package and pkg-config. Then run the result
 # on 3 ranks with the installed launcher.
-# Usage: install_test.sh SOURCE_DIR BUILD_DIR
+# Usage: install_test.sh SOURCE_DIR BUILD_DIR [SANITIZE]
+# SANITIZE=ON: the library was built with ASan+UBSan, so the consumers must be
+# too (their link needs the sanitizer runtimes).
 set -euo pipefail
 src="$1"
 build="$2"
+san_flags=""
+if [ "${3:-OFF}" = "ON" ]; then
+    san_flags="-fsanitize=address,undefined"
+fi
 tmp="$(mktemp -d /tmp/gw-install-XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
@@ -13,12 +19,13 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/gradwire.h"
 test -x "$prefix/bin/gradwire"
 # CMake consumer, shared and static.
-cmake -S "$src/tests/install" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S "$src/tests/install" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="$san_flags" >/dev/null
 cmake --build "$tmp/cmake" >/dev/null
 # pkg-config consumer.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/$(gcc -print-multiarch)/pkgconfig"
 pkg-config --exists gradwire
-cc -std=c11 "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $(pkg-config --cflags --libs gradwire) \
+cc -std=c11 $san_flags "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $(pkg-config --cflags --libs gradwire) \
     -Wl,-rpath,"$(pkg-config --variable=libdir gradwire)"
 export LD_LIBRARY_PATH="$(pkg-config --variable=libdir gradwire)"
 for exe in "$tmp/cmake/consumer_cmake" "$tmp/cmake/consumer_static" "$tmp/consumer_pc"; do

@@ -21,6 +21,12 @@
 #                          with GW_TRANSPORT=tcp); peers: Gloo ring_chunked and
 #                          halving_doubling, Open MPI with btl tcp and with vader
 #                          (shared memory).
+#
+# The peer tcp_ring is no library: a few lines of Python stream, on every
+# rank at once, the bytes a ring allreduce sends (2(n-1)/n S to the right
+# neighbour, as much from the left one) over plain TCP, to show what the
+# links and this machine can carry in that pattern at all; its "busbw" is
+# the ceiling for any ring over TCP here.
 set -euo pipefail
 
 PROG=$(basename "$0")
@@ -49,23 +55,27 @@ options:
   -d, --datatype T      float32 (default), float64 or int32
   -o, --op OP           sum (default), max or min
       --place P         in (default) or out: in-place or out-of-place figures
+  -c, --check 0|1       check every result (default 1; 0 saves the drivers'
+                        fill and check time on a busy machine)
       --ranks-per-host K   --emulated: K ranks per host (N*K ranks)
       --peers LIST      comma list of gloo_ring_chunked, gloo_halving_doubling,
-                        mpi_tcp, mpi_vader, or none (default: all the mode allows
-                        and the build has)
+                        mpi_tcp, mpi_vader, tcp_ring (raw TCP in the ring's
+                        pattern, needs python3), or none (default: all the
+                        mode allows and the build has, without tcp_ring)
       --gradwire-env "K=V ..."  extra environment for the gradwire runs only
                         (e.g. "GW_NSOCKS=2 GW_CHUNK_BYTES=262144")
       --variant "NAME K=V ..."  a gradwire column NAME run with that environment
                         (repeatable, for sweeps; replaces the plain gradwire
-                        column; the first variant is the one ratios refer to)
+                        column; the first variant is the one ratios refer to;
+                        LD_LIBRARY_PATH=DIR runs another build's library)
       --build DIR       build directory (default: $ROOT/build)
       --prefix NAME     cluster prefix for --emulated (default gwcmp<pid>x)
       --keep-cluster    leave the emulated cluster up at the end
       --raw DIR         keep every run's output in DIR
   -h, --help            this text
 
-Every library checks its results (-c 1); a run with wrong elements or a
-failure is reported and makes the script exit 1. The machine's load average
+Every library checks its results (unless -c 0); a run with wrong elements or
+a failure is reported and makes the script exit 1. The machine's load average
 is printed before and after: on a shared machine, compare ratios measured in
 one run, not figures from different runs.
 EOF
@@ -93,6 +103,7 @@ warmup=3
 dtype=float32
 op=sum
 place=in
+check=1
 rph=0
 peers=""
 gw_env=""
@@ -117,6 +128,7 @@ while [ $# -gt 0 ]; do
         -d|--datatype) need "$@"; dtype="$2"; shift 2 ;;
         -o|--op) need "$@"; op="$2"; shift 2 ;;
         --place) need "$@"; place="$2"; shift 2 ;;
+        -c|--check) need "$@"; check="$2"; shift 2 ;;
         --ranks-per-host) need "$@"; rph="$2"; shift 2 ;;
         --peers) need "$@"; peers="$2"; shift 2 ;;
         --gradwire-env) need "$@"; gw_env="$2"; shift 2 ;;
@@ -138,6 +150,7 @@ done
 [ "$repeats" -ge 1 ] && [ "$iters" -ge 1 ] || usage_error "--repeats and --iters must be at least 1"
 [[ "$rph" =~ ^[0-9]+$ ]] || usage_error "--ranks-per-host wants a number, not '$rph'"
 case "$place" in in|out) ;; *) usage_error "--place wants in or out, not '$place'" ;; esac
+case "$check" in 0|1) ;; *) usage_error "--check wants 0 or 1, not '$check'" ;; esac
 case "$dtype" in float32|float64|int32|float|double|int) ;; *) usage_error "--datatype: float32, float64 or int32 (what every driver has)" ;; esac
 case "$op" in sum|max|min) ;; *) usage_error "--op: sum, max or min (what every driver has)" ;; esac
 if [ "$mode" = emulated ]; then
@@ -172,6 +185,7 @@ for p in "${PEERS[@]+"${PEERS[@]}"}"; do
         mpi_tcp|mpi_vader)
             [ "$mode" = local ] || die "$p: Open MPI does not start across network namespaces; use it with --local"
             [ -x "$MPI" ] && command -v mpirun >/dev/null || die "$p: no $MPI or mpirun (install libopenmpi-dev openmpi-bin and rebuild)" ;;
+        tcp_ring) command -v python3 >/dev/null || die "tcp_ring needs python3" ;;
         *) usage_error "unknown peer '$p'" ;;
     esac
 done
@@ -184,7 +198,7 @@ for v in "${variants[@]}"; do
     read -r name rest <<<"$v"
     [[ "$name" =~ ^[A-Za-z0-9_.+-]+$ ]] || usage_error "--variant: bad name '$name' (letters, digits, _ . + -)"
     for kv in $rest; do
-        [[ "$kv" =~ ^GW_[A-Z_]+=[^[:space:]]*$ ]] || usage_error "--variant $name: '$kv' is not GW_NAME=VALUE"
+        [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*$ ]] || usage_error "--variant $name: '$kv' is not NAME=VALUE"
     done
     for p in "${PEERS[@]+"${PEERS[@]}"}" "${VNAMES[@]+"${VNAMES[@]}"}"; do
         [ "$p" != "$name" ] || usage_error "--variant: name '$name' is taken"
@@ -216,7 +230,7 @@ if [ "$mode" = emulated ]; then
     "$ROOT/scripts/cluster.sh" up "$nhosts" --prefix "$prefix" --rate "$rate" >/dev/null
 fi
 
-common=(-b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -c 1 -d "$dtype" -o "$op")
+common=(-b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -c "$check" -d "$dtype" -o "$op")
 launch=("$LAUNCH" launch --no-prefix)
 if [ "$mode" = emulated ]; then
     launch+=(--hosts "$prefix" -n "$nranks")
@@ -224,6 +238,93 @@ if [ "$mode" = emulated ]; then
 else
     launch+=(-n "$nranks")
 fi
+
+# Bytes of a size with an optional K, M or G suffix.
+to_bytes() {
+    local v="$1"
+    [[ "$v" =~ ^([0-9]+)([KkMmGg]?)(i?B)?$ ]] || usage_error "bad size '$v'"
+    case "${BASH_REMATCH[2]}" in
+        K|k) echo $((BASH_REMATCH[1] << 10)) ;;
+        M|m) echo $((BASH_REMATCH[1] << 20)) ;;
+        G|g) echo $((BASH_REMATCH[1] << 30)) ;;
+        *) echo "${BASH_REMATCH[1]}" ;;
+    esac
+}
+
+cat >"$work/ring.py" <<'PY'
+# Raw TCP ring: what the links carry in the allreduce ring's pattern, without
+# any library: every rank streams 2(n-1)/n S bytes to its right neighbour
+# while it receives as much from its left one, iters times per size. Each
+# rank writes "size iteration seconds" lines to OUTDIR/ring.RANK.
+import os, socket, sys, threading, time
+rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+outdir, addr_file, minb, maxb, iters, warm = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+me = sys.argv[7]
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((me, 0)); ls.listen(1)
+with open("%s.%d.tmp" % (addr_file, rank), "w") as f:
+    f.write("%s %d\n" % (me, ls.getsockname()[1]))
+os.rename("%s.%d.tmp" % (addr_file, rank), "%s.%d" % (addr_file, rank))
+right = (rank + 1) % n
+deadline = time.time() + 30
+while not os.path.exists("%s.%d" % (addr_file, right)):
+    if time.time() > deadline: sys.exit("no address from rank %d" % right)
+    time.sleep(0.01)
+h, p = open("%s.%d" % (addr_file, right)).read().split()
+out = socket.create_connection((h, int(p)))
+inc, _ = ls.accept()
+for s in (out, inc):
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+sbuf = memoryview(bytearray(1 << 20)); rbuf = bytearray(1 << 20)
+def send(nb):
+    while nb > 0:
+        nb -= out.send(sbuf[:min(nb, len(sbuf))])
+def recv(nb):
+    while nb > 0:
+        k = inc.recv_into(rbuf, min(nb, len(rbuf)))
+        if k == 0: raise SystemExit("peer closed")
+        nb -= k
+lines = []
+size = minb
+while size <= maxb:
+    nb = 2 * (n - 1) * size // n
+    for it in range(-warm, iters):
+        t0 = time.perf_counter()
+        th = threading.Thread(target=send, args=(nb,)); th.start(); recv(nb); th.join()
+        if it >= 0: lines.append("%d %d %.9f" % (size, it, time.perf_counter() - t0))
+    size *= 2
+with open("%s/ring.%d" % (outdir, rank), "w") as f:
+    f.write("\n".join(lines) + "\n")
+PY
+
+# The raw TCP ring, printed as a table of the drivers' layout (both
+# placements get the same time: median over iterations of the slowest rank).
+run_ring() {
+    local k="$1" out="$2" dir="$work/ring.$k"
+    mkdir -p "$dir"
+    # shellcheck disable=SC2016
+    "${launch[@]}" -- sh -c '
+        a=127.0.0.1
+        if [ "$1" = emulated ]; then
+            a=$(ip -4 -o addr show dev eth0 | awk "{print \$4}" | cut -d/ -f1)
+        fi
+        shift
+        exec python3 "$@" "$a"' _ "$mode" "$work/ring.py" "$dir" "$dir/addr" \
+        "$(to_bytes "$minb")" "$(to_bytes "$maxb")" "$iters" "$warmup" >"$out" 2>&1 || return 1
+    cat "$dir"/ring.* | awk '
+        { key = $1 SUBSEP $2; if (!(key in t) || $3 > t[key]) t[key] = $3; sizes[$1] = 1 }
+        END {
+            for (s in sizes) {
+                m = 0
+                for (key in t) { split(key, f, SUBSEP); if (f[1] == s) v[++m] = t[key] * 1e6 }
+                for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+                med = m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+                printf "%12d  %12d  %8s  %6s  %6d  %7.1f  %6s  %6s  %6d  %7.1f  %6s  %6s  %6d\n",
+                    s, s / 4, "bytes", "none", -1, med, "-", "-", 0, med, "-", "-", 0
+            }
+        }' >>"$out"
+}
 
 # run NAME: one run of one library; its table goes to $work/NAME.<k>.
 run_lib() {
@@ -250,6 +351,7 @@ run_lib() {
             mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl "$btl" \
                 --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
                 "$MPI" "${common[@]}" >"$out" 2>&1 ;;
+        tcp_ring) run_ring "$k" "$out" ;;
         *)
             # A gradwire variant. TCP forced: the comparison is of the
             # network path, even where shared memory could be used.

@@ -345,29 +345,7 @@ typedef struct gw_mux {
     gw_status_t failed;
 } gw_mux_t;
 
-static gw_status_t mux_open_auto(const gw_transport_params_t *params, gw_transport_t **out,
-                                 uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
-static gw_status_t mux_connect(gw_transport_t *base, const uint8_t *all);
-static gw_status_t mux_isend(gw_transport_t *base, gw_request_t *req);
-static gw_status_t mux_irecv(gw_transport_t *base, gw_request_t *req);
-static gw_status_t mux_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
-static gw_status_t mux_abort(gw_transport_t *base, gw_status_t reason);
-static void mux_close(gw_transport_t *base);
-
-/* One table per name; the one before connect() is "mux". Memory
- * registration is per transport and has no peer to route by: UNSUPPORTED
- * until a caller needs it. */
-#define MUX_OPS(label)                                                                             \
-    {                                                                                              \
-        .size = sizeof(gw_transport_ops_t), .name = label, .open = mux_open_auto,                  \
-        .connect = mux_connect, .isend = mux_isend, .irecv = mux_irecv,                            \
-        .progress = mux_progress, .mem_reg = gw__transport_mem_reg_unsupported,                   \
-        .mem_dereg = gw__transport_mem_dereg_unsupported, .abort = mux_abort,                      \
-        .close = mux_close,                                                                        \
-    }
-static const gw_transport_ops_t mux_ops[] = {
-    MUX_OPS("mux"), MUX_OPS("shm+tcp"), MUX_OPS("shm+ib"), MUX_OPS("ib+tcp"), MUX_OPS("shm+ib+tcp"),
-};
+static const gw_transport_ops_t mux_ops[5]; /* at the end of the file */
 #define NMUX_OPS (sizeof(mux_ops) / sizeof(mux_ops[0]))
 
 static int is_mux(const gw_transport_t *t)
@@ -464,17 +442,21 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
         mux_sub_t *s = &m->subs[m->nsubs];
         st = c->ops->open(params, &s->t, s->blob);
         if (st != GW_OK) {
+            s->t = NULL;
             /* In auto mode a missing local transport only costs speed, so
-             * the job goes on, and says so; a forced one, or the network
-             * transport, is needed. */
+             * the job goes on, and says so; a network transport that finds
+             * no device (NOT_FOUND, UNSUPPORTED: it logged why) leaves the
+             * choice to the next one. A forced transport, the last network
+             * one, or any other failure (a bad setting) ends the job. */
             if (only == GW_SEL_NONE && c->local_only) {
                 GW_WARN(lg, SUBSYS, "transport %s did not open (%s): peers on this host use the "
                                     "network transport",
                         c->name, gw_status_str(st));
-                s->t = NULL;
                 continue;
             }
-            s->t = NULL;
+            if (only == GW_SEL_NONE && i + 1 < NCANDIDATES &&
+                (st == GW_ERR_NOT_FOUND || st == GW_ERR_UNSUPPORTED))
+                continue;
             goto err_free;
         }
         s->c = c;
@@ -802,3 +784,18 @@ static void mux_close(gw_transport_t *base)
     if (m)
         mux_free(m);
 }
+
+/* One table per name; the one before connect() is "mux". Memory
+ * registration is per transport and has no peer to route by: UNSUPPORTED
+ * until a caller needs it. */
+#define MUX_OPS(label)                                                                             \
+    {                                                                                              \
+        .size = sizeof(gw_transport_ops_t), .name = label, .open = mux_open_auto,                  \
+        .connect = mux_connect, .isend = mux_isend, .irecv = mux_irecv,                            \
+        .progress = mux_progress, .mem_reg = gw__transport_mem_reg_unsupported,                   \
+        .mem_dereg = gw__transport_mem_dereg_unsupported, .abort = mux_abort,                      \
+        .close = mux_close,                                                                        \
+    }
+static const gw_transport_ops_t mux_ops[5] = {
+    MUX_OPS("mux"), MUX_OPS("shm+tcp"), MUX_OPS("shm+ib"), MUX_OPS("ib+tcp"), MUX_OPS("shm+ib+tcp"),
+};

@@ -41,6 +41,8 @@
 #define GW_SHM_DIRECT_PIECE ((size_t)1024 * 1024)
 #define GW_SHM_DEFAULT_TIMEOUT_MS 30000
 #define GW_SHM_LIVENESS_MS 20 /* how often peers' liveness is checked while waiting */
+#define GW_SHM_SPIN_NS (20LL * 1000)   /* idle time polling before yielding */
+#define GW_SHM_YIELD_NS (50LL * 1000)  /* idle time before sleeping */
 
 /* Address blob (GW_TRANSPORT_ADDR_MAX bytes, little-endian host integers
  * are fine: both ends are on one host):
@@ -80,6 +82,7 @@ typedef struct gw_shm_side {
     _Atomic int32_t abort_status; /* non-zero: it aborted with this gw_status_t */
     _Atomic uint32_t sleeping;    /* 1: it may be asleep in a futex wait on `bell` */
     _Atomic uint32_t bell;        /* bumped by the peer after it moved data */
+    _Atomic int32_t cpu;          /* the CPU it last waited on, -1 unknown */
 } __attribute__((aligned(GW_SHM_LINE))) gw_shm_side_t;
 
 enum { GW_SHM_SIDE_NONE = 0, GW_SHM_SIDE_MAPPED = 1, GW_SHM_SIDE_READY = 2 };
@@ -161,6 +164,10 @@ typedef struct gw_shm {
     uint64_t moved;       /* bytes and completions so far, to tell idle rounds */
     int64_t idle_since_ns; /* 0 when the last round moved something */
     int64_t next_liveness_ms;
+    int no_waitv; /* the kernel lacks futex_waitv: sleep on one peer's bell */
+    int64_t spin_ns;  /* idle time spent polling before yielding the core */
+    int spin;         /* polling is worth it: no peer we wait for shares our CPU */
+    int64_t yield_ns; /* idle time before sleeping in the futex */
     gw_status_t failed; /* sticky: GW_OK while healthy */
 } gw_shm_t;
 

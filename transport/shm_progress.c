@@ -16,13 +16,18 @@
  * symmetric exchanges (rings of ranks) never deadlock on full rings.
  *
  * When a round moved nothing and the caller allows waiting, the engine
- * spins a little (a message that is about to arrive costs no system call),
- * then yields the core between rounds (ranks may outnumber cores, and the
- * peer we wait for may need ours), and after GW_SHM_YIELD_NS without
- * progress sleeps in a futex on the "bell" word of the peer it waits for.
- * A peer rings the bell (one atomic load when nobody sleeps) after it
- * publishes anything; the sleep is bounded by GW_SHM_SLEEP_NS so that the
- * other peers and their liveness are still looked at.
+ * polls for up to GW_SHM_SPIN_NS (a message that is about to arrive costs
+ * no system call) unless a peer it waits for was last seen on its own CPU
+ * (then polling only delays that peer), then yields the core between
+ * rounds, and after GW_SHM_YIELD_NS without progress sleeps in a futex wait
+ * on the "bell" words of all the peers it waits for (futex_waitv). A peer
+ * rings our bell, a counter in our half of the segment (one atomic load
+ * when nobody sleeps), after it publishes anything for us. Ranks may
+ * outnumber cores (the test machine has 2 cores and runs 4 to 8 ranks): a
+ * rank that sleeps instead of polling leaves the core to the rank it waits
+ * for; on the busy test machine, sleeping after 50 us instead of yielding
+ * for 2 ms made a 4-rank 32 MiB allreduce about 1.2x faster. A sleep is
+ * bounded by GW_SHM_SLEEP_NS so that liveness is still checked.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,9 +46,7 @@
 #include "common/clock.h"
 #include "transport/shm_internal.h"
 
-#define GW_SHM_SPINS 64                  /* idle rounds before the first yield */
-#define GW_SHM_YIELD_NS (2LL * 1000000)  /* idle time before sleeping */
-#define GW_SHM_SLEEP_NS (2LL * 1000000)  /* the longest single sleep */
+#define GW_SHM_SLEEP_NS (2LL * 1000000) /* the longest single sleep */
 
 static inline void cpu_relax(void)
 {
@@ -495,46 +498,96 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
     return current ? check_conflicts(t, current) : GW_OK;
 }
 
-/* The peer we most likely wait for: the first with a receive posted, else
- * the first with a send pending. */
-static gw_shm_peer_t *waited_peer(gw_shm_t *t)
+/* We start to wait: tell peers which CPU we are on, and poll only if none
+ * of the peers we wait for was last seen on the same CPU. A peer that
+ * shares our CPU cannot run while we poll, and ranks that wake each other
+ * through the futex tend to be placed on one CPU by the scheduler. Measured
+ * here (2-rank allreduce of 8 bytes, busy 2-core machine): 8.3 us when
+ * always polling 2 us first, 5 us never polling, 4.2 us with this check;
+ * ranks pinned to separate CPUs answer each other in 0.6 us by polling. */
+static int spin_worth_it(gw_shm_t *t)
 {
-    gw_shm_peer_t *sender = NULL;
+    int cpu = sched_getcpu();
+    int spin = 1;
     for (int i = 0; i < t->base.size; i++) {
         gw_shm_peer_t *p = &t->peers[i];
-        if (!p->served || p->goodbye)
+        if (!p->served || !p->my)
             continue;
-        if (p->rq_head)
-            return p;
-        if (!sender && (p->sq_head || p->dq_head))
-            sender = p;
+        atomic_store_explicit(&p->my->cpu, cpu, memory_order_relaxed);
+        if ((p->rq_head || p->sq_head || p->dq_head) &&
+            atomic_load_explicit(&p->its->cpu, memory_order_relaxed) == cpu)
+            spin = 0;
     }
-    return sender;
+    return spin && cpu >= 0;
 }
 
-/* Sleep until the waited-for peer rings our bell, at most max_ns; runs one
- * more round after announcing the sleep, so that nothing published before
- * the announcement is slept through. */
+/* Peers we wait for: those with a receive posted or a send pending; all
+ * peers still there when we wait for nothing in particular. At most
+ * FUTEX_WAITV_MAX. */
+static int waited_peers(gw_shm_t *t, gw_shm_peer_t **out)
+{
+    int n = 0;
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        for (int i = 0; i < t->base.size && n < FUTEX_WAITV_MAX; i++) {
+            gw_shm_peer_t *p = &t->peers[i];
+            if (!p->served || p->goodbye || !p->my)
+                continue;
+            if (pass == 1 || p->rq_head || p->sq_head || p->dq_head)
+                out[n++] = p;
+        }
+    }
+    return n;
+}
+
+/* Sleep until a peer we wait for rings our bell, at most max_ns. One more
+ * round runs after the sleep is announced, so that nothing published
+ * before the announcement is slept through. The bells of all those peers
+ * are waited on at once (futex_waitv, Linux 5.16); where that is missing,
+ * only the first one's, and the others are looked at after the timeout. */
 static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t max_ns)
 {
-    gw_shm_peer_t *p = waited_peer(t);
-    if (!p) {
+    gw_shm_peer_t *peers[FUTEX_WAITV_MAX];
+    struct futex_waitv w[FUTEX_WAITV_MAX];
+    int n = waited_peers(t, peers);
+    if (n == 0) {
         struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
         nanosleep(&ts, NULL);
         return GW_OK;
     }
-    uint32_t bell = atomic_load_explicit(&p->my->bell, memory_order_acquire);
-    atomic_store_explicit(&p->my->sleeping, 1, memory_order_relaxed);
+    memset(w, 0, sizeof(w[0]) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        /* Not FUTEX_PRIVATE: the words are shared with other processes. */
+        w[i].uaddr = (uint64_t)(uintptr_t)&peers[i]->my->bell;
+        w[i].val = atomic_load_explicit(&peers[i]->my->bell, memory_order_acquire);
+        w[i].flags = FUTEX_32;
+        atomic_store_explicit(&peers[i]->my->sleeping, 1, memory_order_relaxed);
+    }
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t before = t->moved;
     gw_status_t st = round_(t, current);
     if (st == GW_OK && t->moved == before) {
-        struct timespec ts = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
-        /* Not FUTEX_PRIVATE: the word is shared with another process. */
-        syscall(SYS_futex, &p->my->bell, FUTEX_WAIT, bell, &ts, NULL, 0);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + max_ns;
+        ts.tv_sec = (time_t)(end / 1000000000);
+        ts.tv_nsec = (long)(end % 1000000000);
+#ifdef SYS_futex_waitv
+        if (!t->no_waitv &&
+            syscall(SYS_futex_waitv, w, (unsigned)n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
+            errno == ENOSYS)
+            t->no_waitv = 1;
+#else
+        t->no_waitv = 1;
+#endif
+        if (t->no_waitv) {
+            struct timespec rel = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
+            syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL,
+                    0);
+        }
     }
-    if (p->my)
-        atomic_store_explicit(&p->my->sleeping, 0, memory_order_relaxed);
+    for (int i = 0; i < n; i++)
+        if (peers[i]->my)
+            atomic_store_explicit(&peers[i]->my->sleeping, 0, memory_order_relaxed);
     return st;
 }
 
@@ -550,7 +603,7 @@ gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
         return GW_ERR_INVALID_ARG;
     }
     int64_t deadline = wait_ms > 0 ? gw__now_ns() + (int64_t)wait_ms * 1000000 : 0;
-    for (int spins = 0;; spins++) {
+    for (;;) {
         uint64_t before = t->moved;
         gw_status_t st = round_(t, current);
         if (st != GW_OK)
@@ -560,13 +613,16 @@ gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
             return GW_OK;
         }
         int64_t now = gw__now_ns();
-        if (!t->idle_since_ns)
+        if (!t->idle_since_ns) {
             t->idle_since_ns = now;
+            t->spin = spin_worth_it(t);
+        }
         if (wait_ms <= 0 || now >= deadline)
             return GW_OK;
-        if (spins < GW_SHM_SPINS) {
+        int64_t idle = now - t->idle_since_ns;
+        if (t->spin && idle < t->spin_ns) {
             cpu_relax();
-        } else if (now - t->idle_since_ns < GW_SHM_YIELD_NS) {
+        } else if (idle < t->yield_ns) {
             sched_yield();
         } else {
             int64_t left = deadline - now;

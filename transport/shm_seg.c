@@ -76,6 +76,7 @@ static void bind_views(gw_shm_t *t, gw_shm_peer_t *p)
 static void publish_mapped(gw_shm_t *t, gw_shm_peer_t *p)
 {
     p->my->pid = (uint32_t)getpid();
+    atomic_store_explicit(&p->my->cpu, -1, memory_order_relaxed);
     p->my->probe_addr = (uint64_t)(uintptr_t)&t->probe;
     atomic_store_explicit(&p->my->state, GW_SHM_SIDE_MAPPED, memory_order_release);
 }
@@ -393,7 +394,8 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
     for (int r = 0; r < size; r++)
         direct += t->peers[r].served && t->peers[r].direct_ok;
     GW_INFO(t->base.log, GW_SHM_SUBSYS,
-            "connected to %d peers in %lld ms (rings of %zu bytes; single copy to %d of them)",
+            "connected to %d peers in %lld ms (rings of %zu bytes; %d of them read our large "
+            "messages in place)",
             t->npeers, (long long)(gw__now_ms() - start), t->ring_bytes, direct);
     return GW_OK;
 }

@@ -300,3 +300,71 @@ Test(tuning_file, comm_init_fails_on_bad_or_missing_file)
     free(path);
     unlink(logpath);
 }
+
+/* ---- gradwire-bench tune: the writer of tuning files ---------------------------- */
+
+#include "support/run.h"
+
+#define LAUNCHER GW_BUILD_DIR "/gradwire"
+#define BENCH GW_BUILD_DIR "/gradwire-bench"
+
+/* Two ranks on loopback: what tune writes, the library reads, and the
+ * figures are plausible for what they measure. */
+Test(tuning_bench, tune_output_loads, .timeout = 120)
+{
+    char *dir = make_tmpdir("tune");
+    cr_assert_not_null(dir);
+    char out[512];
+    snprintf(out, sizeof(out), "%s/t.tuning", dir);
+    char *argv[] = {LAUNCHER, "launch", "-n", "2", "--timeout", "100", "--", BENCH, "tune",
+                    "--out", out, "-s", "4M", "-g", "4M", "-n", "3", "-m", "20", NULL};
+    char *env[] = {"GW_TRANSPORT=tcp", NULL};
+    run_result_t r = run_cmd(argv, env, 110);
+    cr_assert(r.exited && r.status == 0, "tune failed (status %d):\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "alpha = ") && strstr(r.output, "beta = ") &&
+                  strstr(r.output, "gamma = ") && strstr(r.output, "wrote "),
+              "%s", r.output);
+    gw_tuning_t t = {0};
+    gw_logger_t lg = {.level = GW_LOG_ERROR, .file = stderr};
+    cr_assert_eq(gw__tuning_load(&t, out, &lg), GW_OK);
+    /* Seconds per message, per byte on the wire and per byte reduced: all
+     * positive, and none slower than a second per message or a megabyte. */
+    cr_expect(t.alpha > 0 && t.alpha < 1, "alpha %g", t.alpha);
+    cr_expect(t.beta > 0 && t.beta < 1e-6, "beta %g", t.beta);
+    cr_expect(t.gamma > 0 && t.gamma < 1e-6, "gamma %g", t.gamma);
+    char *text = read_file(out);
+    cr_assert_not_null(text);
+    cr_expect_eq(strncmp(text, "gradwire-tuning 1\n", 18), 0, "%s", text);
+    free(text);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(tuning_bench, tune_usage_and_one_rank, .timeout = 60)
+{
+    static const char *const bad[][6] = {
+        {BENCH, "tune", "--bogus", NULL},
+        {BENCH, "tune", "-s", "100", NULL},
+        {BENCH, "tune", "-g", "1000", NULL},
+        {BENCH, "tune", "-n", "0", NULL},
+        {BENCH, "tune", "--out", "", NULL},
+        {BENCH, "tune", "extra", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        run_result_t r = run_cmd((char *const *)bad[i], NULL, 20);
+        cr_expect(r.exited && r.status == 2, "case %zu: status %d:\n%s", i, r.status, r.output);
+        cr_expect(strstr(r.output, "gradwire-bench tune: "), "case %zu:\n%s", i, r.output);
+        free(r.output);
+    }
+    char *one[] = {LAUNCHER, "launch", "-n", "1", "--", BENCH, "tune", NULL};
+    run_result_t r = run_cmd(one, NULL, 30);
+    cr_expect(r.exited && r.status == 1, "status %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "needs at least 2 ranks"), "%s", r.output);
+    free(r.output);
+    char *help[] = {BENCH, "tune", "--help", NULL};
+    r = run_cmd(help, NULL, 20);
+    cr_expect(r.exited && r.status == 0 && strstr(r.output, "usage: gradwire-bench tune"), "%s",
+              r.output);
+    free(r.output);
+}

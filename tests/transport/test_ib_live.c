@@ -5,9 +5,10 @@
  * scripts/rxe-vm, which runs it over Soft-RoCE; see
  * tests/integration/rxe_vm_test.sh).
  *
- * Covered: sizes around the inline limit, empty messages, striping over
- * several QPs, more messages in flight than the CTS FIFO holds, both
- * directions at once, tag and length mismatches (both ends fail, the
+ * Covered: sizes around the inline and eager limits, empty messages,
+ * striping over several QPs, more messages in flight than the CTS FIFO
+ * holds, eager messages that arrive before their receive, both directions
+ * at once, tag and length mismatches eager and not (both ends fail, the
  * receive buffer stays untouched), a peer in another collective noticed
  * with no send posted, abort and goodbye, the registration cache (one
  * registration for repeated messages; memory freed and mapped again is
@@ -79,7 +80,7 @@ static void job_start(job_t *j, int n, const char *cm)
         rank_t *r = &j->r[i];
         r->rank = i;
         r->size = n;
-        r->lg.level = dbg ? GW_LOG_INFO : GW_LOG_ERROR;
+        r->lg.level = !dbg ? GW_LOG_ERROR : strcmp(dbg, "trace") == 0 ? GW_LOG_TRACE : GW_LOG_INFO;
         r->lg.rank = i;
         r->lg.file = stderr;
         strcpy(r->lg.host, "live");
@@ -178,7 +179,7 @@ static uint8_t pattern(int from, size_t i, int msg) { return (uint8_t)(from * 31
 
 /* ---- exchange --------------------------------------------------------------------- */
 
-static const size_t sizes[] = {0, 1, 63, 64, 65, 4096, 100000, 300000, 3u << 20};
+static const size_t sizes[] = {0, 1, 63, 64, 65, 4096, 4097, 100000, 300000, 3u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* Every rank sends every size to every other rank, all posted at once. */
@@ -280,11 +281,16 @@ typedef struct mm_case {
     size_t send_len, recv_len;
 } mm_case_t;
 
+/* Rank 0 sends, rank 1 receives something else. The rank that detects the
+ * mismatch aborts with it, as the communicator does; an eager sender whose
+ * send completed learns it from that abort. Both must end with
+ * GW_ERR_MISMATCH, and the receive buffer must be untouched. */
 static int mismatch_body(rank_t *r)
 {
     const mm_case_t *c = r->arg;
-    uint8_t buf[256];
-    memset(buf, r->rank == 0 ? 0x11 : 0xC3, sizeof(buf));
+    static uint8_t bufs[2][16384];
+    uint8_t *buf = bufs[r->rank];
+    memset(buf, r->rank == 0 ? 0x11 : 0xC3, sizeof(bufs[0]));
     gw_request_t q;
     if (r->rank == 0)
         post(r, &q, GW_REQ_SEND, 1, buf, c->send_len, 3, c->send_sig);
@@ -292,27 +298,80 @@ static int mismatch_body(rank_t *r)
         post(r, &q, GW_REQ_RECV, 0, buf, c->recv_len, 3, c->recv_sig);
     gw_msg_tag_t cur = {.seq = 3, .sig = r->rank == 0 ? c->send_sig : c->recv_sig};
     gw_status_t st = wait_all(r, &q, 1, &cur);
+    if (st == GW_ERR_MISMATCH) {
+        r->t->ops->abort(r->t, st);
+    } else if (st == GW_OK) {
+        int64_t end = gw__now_ms() + DEADLINE_MS;
+        while (st == GW_OK && gw__now_ms() < end)
+            st = r->t->ops->progress(r->t, NULL, 10);
+    }
     CHECK(st == GW_ERR_MISMATCH, "got %s, expected GW_ERR_MISMATCH", gw_status_name(st));
-    for (size_t i = 0; r->rank == 1 && i < sizeof(buf); i++)
+    for (size_t i = 0; r->rank == 1 && i < sizeof(bufs[1]); i++)
         CHECK(buf[i] == 0xC3, "the receive buffer was written at byte %zu", i);
     return 0;
 }
 
-Test(ib_live, tag_mismatch_fails_both_ends, .timeout = 60)
+static void mismatch(const char *cm, mm_case_t c)
 {
-    mm_case_t c = {.send_sig = 1, .recv_sig = 2, .send_len = 100, .recv_len = 100};
     job_t j;
-    job_start(&j, 2, "oob");
+    job_start(&j, 2, cm);
     job_run(&j, mismatch_body, &c);
     job_end(&j);
 }
 
-Test(ib_live, length_mismatch_fails_both_ends, .timeout = 60)
+Test(ib_live, tag_mismatch_fails_both_ends, .timeout = 90)
 {
-    mm_case_t c = {.send_sig = 5, .recv_sig = 5, .send_len = 200, .recv_len = 100};
+    mismatch("oob", (mm_case_t){.send_sig = 1, .recv_sig = 2, .send_len = 100, .recv_len = 100});
+    mismatch("oob", (mm_case_t){.send_sig = 1, .recv_sig = 2, .send_len = 9000, .recv_len = 9000});
+}
+
+Test(ib_live, length_mismatch_fails_both_ends, .timeout = 90)
+{
+    mismatch("rdmacm", (mm_case_t){.send_sig = 5, .recv_sig = 5, .send_len = 200, .recv_len = 100});
+    mismatch("rdmacm",
+             (mm_case_t){.send_sig = 5, .recv_sig = 5, .send_len = 12000, .recv_len = 9000});
+}
+
+/* Small messages sent before their receives exist: the first ones wait in
+ * the eager slots, the rest wait for their CTS, and all arrive in order. */
+static int early_body(rank_t *r)
+{
+    enum { N = 3 * GW_IB_EAGER_SLOTS + 1 };
+    uint32_t vals[N];
+    gw_request_t q[N];
+    gw_msg_tag_t cur = {.seq = 2};
+    if (r->rank == 0) {
+        for (int i = 0; i < N; i++) {
+            vals[i] = 0xA000u + (uint32_t)i;
+            post(r, &q[i], GW_REQ_SEND, 1, &vals[i], sizeof(vals[i]), 2, 0);
+        }
+        gw_status_t st = wait_all(r, q, N, &cur);
+        CHECK(st == GW_OK, "sends: %s", gw_status_name(st));
+        return 0;
+    }
+    /* Let the eager messages land before any receive is posted. */
+    int64_t until = gw__now_ms() + 1500;
+    while (gw__now_ms() < until)
+        CHECK(r->t->ops->progress(r->t, &cur, 10) == GW_OK, "progress before the receives");
+    gw_ib_t *t = gw__ib_of(r->t);
+    CHECK(t->peers[0].r_eager_in == GW_IB_EAGER_SLOTS, "%llu eager messages waiting, expected %d",
+          (unsigned long long)t->peers[0].r_eager_in, GW_IB_EAGER_SLOTS);
+    memset(vals, 0, sizeof(vals));
+    for (int i = 0; i < N; i++)
+        post(r, &q[i], GW_REQ_RECV, 0, &vals[i], sizeof(vals[i]), 2, 0);
+    gw_status_t st = wait_all(r, q, N, &cur);
+    CHECK(st == GW_OK, "receives: %s", gw_status_name(st));
+    for (int i = 0; i < N; i++)
+        CHECK(vals[i] == 0xA000u + (uint32_t)i, "message %d is 0x%x", i, vals[i]);
+    return 0;
+}
+
+Test(ib_live, eager_before_the_receive_then_cts, .timeout = 90)
+{
+    setenv("GW_IB_QPS", "1", 1);
     job_t j;
     job_start(&j, 2, "rdmacm");
-    job_run(&j, mismatch_body, &c);
+    job_run(&j, early_body, NULL);
     job_end(&j);
 }
 

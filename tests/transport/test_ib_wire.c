@@ -110,7 +110,8 @@ Test(ib_wire, cts_round_trip_and_torn_slots)
                      .seq = 42,
                      .idx = 0x100000001ULL,
                      .rkey = 0x1234abcd,
-                     .sig = 0xfeedface},
+                     .sig = 0xfeedface,
+                     .eager_freed = 77},
                 d;
     uint8_t slot[GW_IB_CTS_SIZE];
     gw__ib_cts_encode(&c, slot);
@@ -121,6 +122,7 @@ Test(ib_wire, cts_round_trip_and_torn_slots)
     cr_assert_eq(d.idx, c.idx);
     cr_assert_eq(d.rkey, c.rkey);
     cr_assert_eq(d.sig, c.sig);
+    cr_assert_eq(d.eager_freed, 77u);
     /* A slot half overwritten by the next entry: the two indexes differ. */
     gw_ib_cts_t next = c;
     next.idx += GW_IB_FIFO_DEPTH;
@@ -130,6 +132,26 @@ Test(ib_wire, cts_round_trip_and_torn_slots)
     cr_assert_neq(gw__ib_cts_decode(slot, &d), 0);
     memset(slot, 0, sizeof(slot));
     cr_assert_neq(gw__ib_cts_decode(slot, &d), 0, "an empty slot is not an entry");
+}
+
+Test(ib_wire, eager_header)
+{
+    gw_ib_eager_hdr_t h = {.idx = 0x123456789ULL,
+                           .seq = 99,
+                           .sig = 0xabcdef01,
+                           .len = 4096,
+                           .cts_seen = 0x1122334455ULL},
+                      g;
+    uint8_t buf[GW_IB_EAGER_HDR];
+    gw__ib_eager_hdr_encode(&h, buf);
+    gw__ib_eager_hdr_decode(buf, &g);
+    cr_assert_eq(g.idx, h.idx);
+    cr_assert_eq(g.seq, h.seq);
+    cr_assert_eq(g.sig, h.sig);
+    cr_assert_eq(g.len, h.len);
+    cr_assert_eq(g.cts_seen, h.cts_seen);
+    cr_assert_eq(buf[0], 0x00);
+    cr_assert_eq(buf[3], 0x01, "big-endian");
 }
 
 Test(ib_wire, immediates)
@@ -154,7 +176,7 @@ Test(ib_wire, immediates)
     cr_assert_eq(gw__ib_abort_status(v), GW_ERR_MISMATCH);
     cr_assert_eq(gw__ib_abort_status(0), GW_ERR_ABORTED);
     cr_assert_eq(gw__ib_abort_status(9999), GW_ERR_ABORTED);
-    for (int kind = GW_IB_IMM_DATA; kind <= GW_IB_IMM_GOODBYE; kind++) {
+    for (int kind = GW_IB_IMM_DATA; kind <= GW_IB_IMM_EAGER; kind++) {
         gw__ib_imm_decode(gw__ib_imm_encode((gw_ib_imm_kind_t)kind, GW_IB_IMM_VALUE_MASK), &k, &v);
         cr_assert_eq((int)k, kind);
         cr_assert_eq(v, GW_IB_IMM_VALUE_MASK);

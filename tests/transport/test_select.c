@@ -38,7 +38,7 @@
 
 /* ---- modes ------------------------------------------------------------------ */
 
-Test(select, mode_parse)
+Test(select, mode_parse, .timeout = 10)
 {
     gw_select_mode_t m;
     cr_expect_eq(gw__select_mode_parse(NULL, &m), GW_OK);
@@ -72,7 +72,7 @@ static gw_logger_t quiet_logger(void)
     return lg;
 }
 
-Test(select, plan_same_host_is_shm_other_hosts_tcp)
+Test(select, plan_same_host_is_shm_other_hosts_tcp, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[8];
@@ -90,7 +90,7 @@ Test(select, plan_same_host_is_shm_other_hosts_tcp)
     cr_expect_str_eq(buf, "shm to ranks 0,1,3; tcp to ranks 4-7");
 }
 
-Test(select, plan_forced_tcp_uses_tcp_everywhere)
+Test(select, plan_forced_tcp_uses_tcp_everywhere, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[3];
@@ -106,7 +106,7 @@ Test(select, plan_forced_tcp_uses_tcp_everywhere)
     cr_expect_str_eq(buf, "tcp to ranks 1,2");
 }
 
-Test(select, plan_forced_shm_with_remote_peer_is_config_error)
+Test(select, plan_forced_shm_with_remote_peer_is_config_error, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[3];
@@ -124,7 +124,7 @@ Test(select, plan_forced_shm_with_remote_peer_is_config_error)
     cr_expect_str_eq(buf, "shm to rank 1");
 }
 
-Test(select, plan_disagreeing_modes_is_config_error)
+Test(select, plan_disagreeing_modes_is_config_error, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[2] = {
@@ -136,7 +136,7 @@ Test(select, plan_disagreeing_modes_is_config_error)
     cr_expect_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_ERR_CONFIG);
 }
 
-Test(select, plan_without_common_transport_is_config_error)
+Test(select, plan_without_common_transport_is_config_error, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     /* Rank 1 opened shared memory only (its network transport failed) and
@@ -150,7 +150,7 @@ Test(select, plan_without_common_transport_is_config_error)
     cr_expect_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_ERR_CONFIG);
 }
 
-Test(select, plan_same_host_without_shm_falls_to_network)
+Test(select, plan_same_host_without_shm_falls_to_network, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[2] = {
@@ -165,7 +165,7 @@ Test(select, plan_same_host_without_shm_falls_to_network)
 }
 
 /* Whatever the hosts and opened transports, both ends of a pair agree. */
-Test(select, plan_is_symmetric)
+Test(select, plan_is_symmetric, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     enum { N = 7 };
@@ -191,7 +191,7 @@ Test(select, plan_is_symmetric)
     }
 }
 
-Test(select, describe_ranges)
+Test(select, describe_ranges, .timeout = 10)
 {
     gw_select_kind_t route[10] = {GW_SEL_TCP, GW_SEL_TCP, GW_SEL_TCP, GW_SEL_NONE, GW_SEL_SHM,
                                   GW_SEL_SHM, GW_SEL_TCP, GW_SEL_SHM, GW_SEL_TCP, GW_SEL_TCP};
@@ -205,7 +205,7 @@ Test(select, describe_ranges)
 
 /* ---- host identity ------------------------------------------------------------------ */
 
-Test(select, host_id_is_stable)
+Test(select, host_id_is_stable, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     uint64_t a = 0, b = 1;

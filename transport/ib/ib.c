@@ -17,10 +17,20 @@
  * kind and the message index) tells our CQ which receive the data landed
  * in. Messages of at least 256 KiB are striped over the GW_IB_QPS queue
  * pairs of the pair of ranks, one part per QP, each part ending with its own
- * immediate; a receive completes when all its parts did. Small messages
- * (up to the QP's inline size) are written inline, so the sender needs no
- * registration for them; empty ones travel as a SEND WITH IMMEDIATE. Both
- * ends derive the number of parts from the length alone.
+ * immediate; a receive completes when all its parts did. Messages up to the
+ * QP's inline size are written inline, so the sender needs no registration
+ * for them. Both ends derive the number of parts from the length alone.
+ *
+ * Small messages (up to 4 KiB, GW_IB_EAGER) do not wait for the CTS: the
+ * sender writes header (index, tag, length) and payload into the next of 4
+ * eager slots that the receiver keeps for it, and the send completes at
+ * once (a CTS for it that comes anyway is dropped). The receiver checks the header against
+ * the receive with that index, as the sender checks a CTS entry, before it
+ * copies a byte into the user's buffer (or fails with GW_ERR_MISMATCH and
+ * aborts, which tells the sender), and frees the slot; every CTS entry
+ * carries the count of freed slots back to the sender. This halves the
+ * latency of a ping-pong (no CTS on the critical path); with no slot free,
+ * a message simply waits for its CTS.
  *
  * Ordering is per peer, as the transport contract wants: receives get CTS
  * entries in posting order, sends consume them in posting order, so the
@@ -28,11 +38,11 @@
  * peer are in flight (a receive whose slot is still in use waits), which
  * bounds the FIFOs, the work queues and the CQ.
  *
- * The CTS entries double as the read-ahead that the contract asks for: an
- * entry from p is p's statement of the collective it is in, so progress()
- * checks entries no send has claimed yet against the current collective's
- * tag (gw__tag_conflicts) and fails with GW_ERR_MISMATCH when p is in
- * another one.
+ * The CTS entries and eager headers double as the read-ahead that the
+ * contract asks for: an entry from p is p's statement of the collective it
+ * is in, so progress() checks entries and headers nothing has claimed yet
+ * against the current collective's tag (gw__tag_conflicts) and fails with
+ * GW_ERR_MISMATCH when p is in another one.
  *
  * Progress is explicit (ib_progress.c): progress() posts what can be
  * posted, polls the CQ in batches and, when there is nothing to do, spins
@@ -62,11 +72,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -75,178 +83,6 @@
 
 #define VERBS_SONAME "libibverbs.so.1"
 #define RDMACM_SONAME "librdmacm.so.1"
-
-/* GW_TRANSPORT=ib: a missing device is the user's error, not a fallback. */
-static int ib_forced(void)
-{
-    const char *s = getenv("GW_TRANSPORT");
-    return s && strcasecmp(s, "ib") == 0;
-}
-
-/* The one line that says why RDMA is not used. */
-static gw_status_t unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static gw_status_t unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (ib_forced())
-        GW_ERROR(lg, GW_IB_SUBSYS, "GW_TRANSPORT=ib, but RDMA is not usable here: %s", msg);
-    else
-        GW_INFO(lg, GW_IB_SUBSYS, "not using RDMA: %s", msg);
-    return st;
-}
-
-/* ---- device and port ---------------------------------------------------- */
-
-typedef struct enum_state {
-    struct ibv_device **list;
-    int ndev;
-    struct ibv_context **ctxs; /* per device, NULL when it would not open */
-    gw_ib_port_info_t *ports;
-    int *port_dev; /* device index of each port */
-    int nports;
-} enum_state_t;
-
-static void enum_free(gw_ib_t *t, enum_state_t *e, struct ibv_context *keep)
-{
-    for (int d = 0; e->ctxs && d < e->ndev; d++)
-        if (e->ctxs[d] && e->ctxs[d] != keep)
-            t->api.close_device(e->ctxs[d]);
-    if (e->list)
-        t->api.free_device_list(e->list);
-    free(e->ctxs);
-    free(e->ports);
-    free(e->port_dev);
-}
-
-static const char *port_state_name(enum ibv_port_state s)
-{
-    switch (s) {
-    case IBV_PORT_DOWN: return "DOWN";
-    case IBV_PORT_INIT: return "INIT";
-    case IBV_PORT_ARMED: return "ARMED";
-    case IBV_PORT_ACTIVE: return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
-    default: return "NOP";
-    }
-}
-
-static gw_status_t enumerate(gw_ib_t *t, enum_state_t *e)
-{
-    memset(e, 0, sizeof(*e));
-    e->list = t->api.get_device_list(&e->ndev);
-    if (!e->list)
-        return unavailable(t->base.log, GW_ERR_NOT_FOUND,
-                           "no RDMA device found (ibv_get_device_list: %m%s)",
-                           errno == ENOSYS ? ": this kernel has no RDMA support loaded" : "");
-    if (e->ndev == 0)
-        return unavailable(t->base.log, GW_ERR_NOT_FOUND, "no RDMA device found");
-    e->ctxs = calloc((size_t)e->ndev, sizeof(*e->ctxs));
-    int cap = e->ndev * 4;
-    e->ports = calloc((size_t)cap, sizeof(*e->ports));
-    e->port_dev = calloc((size_t)cap, sizeof(*e->port_dev));
-    if (!e->ctxs || !e->ports || !e->port_dev)
-        return GW_ERR_NO_MEMORY;
-    for (int d = 0; d < e->ndev; d++) {
-        const char *name = t->api.get_device_name(e->list[d]);
-        struct ibv_context *ctx = t->api.open_device(e->list[d]);
-        if (!ctx) {
-            GW_INFO(t->base.log, GW_IB_SUBSYS, "cannot open RDMA device %s: %m", name);
-            continue;
-        }
-        e->ctxs[d] = ctx;
-        struct ibv_device_attr da;
-        if (t->api.query_device(ctx, &da) != 0) {
-            GW_INFO(t->base.log, GW_IB_SUBSYS, "ibv_query_device(%s) failed", name);
-            continue;
-        }
-        for (int p = 1; p <= da.phys_port_cnt; p++) {
-            struct ibv_port_attr pa;
-            if (gw__ib_query_port(&t->api, ctx, (uint8_t)p, &pa) != 0)
-                continue;
-            if (e->nports == cap) {
-                cap *= 2;
-                gw_ib_port_info_t *np = realloc(e->ports, (size_t)cap * sizeof(*np));
-                int *nd = np ? realloc(e->port_dev, (size_t)cap * sizeof(*nd)) : NULL;
-                if (np)
-                    e->ports = np;
-                if (!np || !nd)
-                    return GW_ERR_NO_MEMORY;
-                e->port_dev = nd;
-            }
-            gw_ib_port_info_t *pi = &e->ports[e->nports];
-            snprintf(pi->device, sizeof(pi->device), "%s", name);
-            pi->port = p;
-            pi->active = pa.state == IBV_PORT_ACTIVE;
-            pi->link_layer = pa.link_layer;
-            pi->state_str = port_state_name(pa.state);
-            e->port_dev[e->nports++] = d;
-        }
-    }
-    return GW_OK;
-}
-
-/* GID index and GID for the chosen port (RoCE: from sysfs unless given). */
-static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
-{
-    int roce = t->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-    t->gid_index = t->cfg.gid_index;
-    if (t->gid_index < 0 && roce) {
-        gw_status_t st = gw__ib_gid_pick(t->cfg.sysfs, t->dev_name, t->port_num, &t->gid_index,
-                                         desc, desc_cap);
-        if (st != GW_OK)
-            return unavailable(t->base.log, GW_ERR_NOT_FOUND, "%s", desc);
-    } else if (t->gid_index >= 0) {
-        snprintf(desc, desc_cap, "GID index %d (GW_IB_GID_INDEX)", t->gid_index);
-    } else {
-        snprintf(desc, desc_cap, "LID %u", (unsigned)t->port_attr.lid);
-        if (t->port_attr.lid == 0)
-            return unavailable(t->base.log, GW_ERR_NOT_FOUND,
-                               "%s:%d is InfiniBand but has no LID (is a subnet manager running?)",
-                               t->dev_name, t->port_num);
-        return GW_OK;
-    }
-    if (t->gid_index >= t->port_attr.gid_tbl_len ||
-        t->api.query_gid(t->ctx, (uint8_t)t->port_num, t->gid_index, &t->gid) != 0)
-        return unavailable(t->base.log, GW_ERR_CONFIG, "%s:%d has no GID at index %d",
-                           t->dev_name, t->port_num, t->gid_index);
-    return GW_OK;
-}
-
-static gw_status_t open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap)
-{
-    gw_ib_hca_filter_t filter;
-    char why[640];
-    if (gw__ib_hca_parse(t->cfg.hca, &filter, why, sizeof(why)) != GW_OK) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s", why);
-        return GW_ERR_CONFIG;
-    }
-    enum_state_t e;
-    gw_status_t st = enumerate(t, &e);
-    if (st != GW_OK) {
-        enum_free(t, &e, NULL);
-        return st;
-    }
-    int i = gw__ib_choose_port(&filter, e.ports, e.nports, why, sizeof(why));
-    if (i < 0) {
-        enum_free(t, &e, NULL);
-        return unavailable(t->base.log, GW_ERR_NOT_FOUND, "%s", why);
-    }
-    t->ctx = e.ctxs[e.port_dev[i]];
-    t->own_ctx = 1;
-    t->port_num = e.ports[i].port;
-    snprintf(t->dev_name, sizeof(t->dev_name), "%s", e.ports[i].device);
-    enum_free(t, &e, t->ctx);
-    if (gw__ib_query_port(&t->api, t->ctx, (uint8_t)t->port_num, &t->port_attr) != 0) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "ibv_query_port(%s:%d): %m", t->dev_name, t->port_num);
-        return GW_ERR_SYSTEM;
-    }
-    return pick_gid(t, gid_desc, gid_cap);
-}
 
 /* ---- memory ------------------------------------------------------------- */
 
@@ -346,10 +182,13 @@ static gw_status_t setup_resources(gw_ib_t *t)
         GW_ERROR(lg, GW_IB_SUBSYS, "ibv_create_cq(%s, %d entries): %m", t->dev_name, t->cq_size);
         return GW_ERR_SYSTEM;
     }
-    t->fifo_bytes = 2 * (size_t)t->base.size * GW_IB_FIFO_DEPTH * GW_IB_CTS_SIZE;
+    t->cts_bytes = (size_t)t->base.size * GW_IB_FIFO_DEPTH * GW_IB_CTS_SIZE;
+    t->eager_bytes = (size_t)t->base.size * GW_IB_EAGER_SLOTS * GW_IB_EAGER_SLOT;
+    t->fifo_bytes = 2 * t->cts_bytes + 2 * t->eager_bytes;
     void *mem = NULL;
     if (posix_memalign(&mem, 4096, t->fifo_bytes) != 0) {
-        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %zu bytes of CTS FIFOs", t->fifo_bytes);
+        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %zu bytes of CTS FIFOs and eager slots",
+                 t->fifo_bytes);
         return GW_ERR_NO_MEMORY;
     }
     memset(mem, 0, t->fifo_bytes);
@@ -358,8 +197,8 @@ static gw_status_t setup_resources(gw_ib_t *t)
                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!t->fifo_mr) {
         GW_ERROR(lg, GW_IB_SUBSYS,
-                 "registering %zu bytes of CTS FIFOs on %s: %m (is the locked-memory limit, "
-                 "ulimit -l, too low?)",
+                 "registering %zu bytes of CTS FIFOs and eager slots on %s: %m (is the "
+                 "locked-memory limit, ulimit -l, too low?)",
                  t->fifo_bytes, t->dev_name);
         return GW_ERR_SYSTEM;
     }
@@ -496,11 +335,11 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     char why[512];
     st = gw__ib_api_open(&t->api, VERBS_SONAME, RDMACM_SONAME, why, sizeof(why));
     if (st != GW_OK) {
-        unavailable(lg, st, "%s", why);
+        gw__ib_unavailable(lg, st, "%s", why);
         goto err_free;
     }
     char gid_desc[256];
-    if ((st = open_device(t, gid_desc, sizeof(gid_desc))) != GW_OK)
+    if ((st = gw__ib_open_device(t, gid_desc, sizeof(gid_desc))) != GW_OK)
         goto err_free;
     if ((st = choose_cm_mode(t)) != GW_OK)
         goto err_free;
@@ -542,6 +381,16 @@ err_free:
 
 /* ---- posting ---------------------------------------------------------------- */
 
+/* Whether the message for receive r already waits in an eager slot: then
+ * a peer that has closed since still delivers it. */
+static int eager_waiting(const gw_ib_peer_t *p, const gw_request_t *r)
+{
+    for (uint64_t k = p->r_eager_freed; k < p->r_eager_in; k++)
+        if (p->r_eager[k % GW_IB_EAGER_SLOTS].idx == GW_IB_REQ_IDX(r))
+            return 1;
+    return 0;
+}
+
 static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
 {
     gw_ib_t *t = gw__ib_of(base);
@@ -578,7 +427,7 @@ static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t k
         GW_IB_REQ_IDX(req) = ++p->r_next;
         gw__ib_queue_push(&p->rq_head, &p->rq_tail, req);
     }
-    if (p->goodbye || p->gone)
+    if ((p->goodbye || p->gone) && !(kind == GW_REQ_RECV && eager_waiting(p, req)))
         return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
                                 "%s, but a %s for it was posted (seq %llu, len %zu)",
                                 p->goodbye ? "already closed its communicator"

@@ -16,6 +16,7 @@
  *   - the connection watchers: a peer whose RDMA CM connection or
  *     out-of-band socket goes away without a goodbye died.
  */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,6 +101,9 @@ gw_status_t gw__ib_wc_status_class(enum ibv_wc_status st, const char **hint)
     case IBV_WC_LOC_LEN_ERR:
         *hint = "a message did not fit the local limits";
         return GW_ERR_SYSTEM;
+    case IBV_WC_LOC_QP_OP_ERR:
+        *hint = "the QP could not carry the request (is its port down?)";
+        return GW_ERR_SYSTEM;
     case IBV_WC_WR_FLUSH_ERR:
         *hint = "the QP had already failed (see the first error or async event)";
         return GW_ERR_SYSTEM;
@@ -111,13 +115,22 @@ gw_status_t gw__ib_wc_status_class(enum ibv_wc_status st, const char **hint)
 
 gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc)
 {
+    /* A port that went down or a device error fails the work requests in
+     * flight too, and its async event, which may trail the completion by a
+     * little, is the better report: give it a moment. */
+    struct pollfd pfd = {.fd = t->ctx->async_fd, .events = POLLIN};
+    if (poll(&pfd, 1, GW_IB_ASYNC_GRACE_MS) > 0)
+        gw__ib_async_events(t);
+    if (t->failed != GW_OK)
+        return t->failed;
     const char *hint = "";
     gw_status_t st = gw__ib_wc_status_class(wc->status, &hint);
     const gw_ib_qpn_map_t *m = gw__ib_qpn_lookup(t, wc->qp_num);
-    const char *what = wc->wr_id == GW_IB_WR_RECV  ? "receive"
-                       : wc->wr_id == GW_IB_WR_CTS  ? "CTS write"
-                       : wc->wr_id == GW_IB_WR_CTRL ? "control message"
-                                                   : "payload write";
+    const char *what = wc->wr_id == GW_IB_WR_RECV    ? "receive"
+                       : wc->wr_id == GW_IB_WR_CTS   ? "CTS write"
+                       : wc->wr_id == GW_IB_WR_CTRL  ? "control message"
+                       : wc->wr_id == GW_IB_WR_EAGER ? "eager write"
+                                                     : "payload write";
     return gw__ib_fail(t, st, "%s: %s failed on QP 0x%x: %s (status %d, vendor error 0x%x): %s",
                        m ? t->peers[m->peer].desc : "unknown peer", what, wc->qp_num,
                        t->api.wc_status_str(wc->status), (int)wc->status,

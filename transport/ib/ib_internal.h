@@ -5,6 +5,7 @@
  *   ib.c          narrative, open (device, memory, listening), isend/irecv,
  *                 abort, close, the ops table
  *   ib_api.c      libibverbs and librdmacm opened at run time (dlopen)
+ *   ib_device.c   enumeration of devices and ports, the choice, the GID
  *   ib_hca.c      GW_IB_HCA parsing and the choice of device and port
  *   ib_gid.c      the choice of the RoCE GID index from sysfs
  *   ib_config.c   the GW_IB_* variables
@@ -40,6 +41,10 @@
 
 #define GW_IB_FIFO_DEPTH 32 /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64   /* bytes of one CTS slot */
+#define GW_IB_EAGER_SLOTS 4 /* eager slots per peer and direction */
+#define GW_IB_EAGER_HDR 64  /* bytes of an eager slot's header */
+#define GW_IB_EAGER_MAX 4096 /* largest eager payload (GW_IB_EAGER lowers it) */
+#define GW_IB_EAGER_SLOT (GW_IB_EAGER_HDR + GW_IB_EAGER_MAX)
 #define GW_IB_MAX_QPS 16
 #define GW_IB_MIN_PART ((size_t)128 * 1024) /* smallest stripe of a message */
 #define GW_IB_MAX_WR_BYTES ((size_t)1 << 30) /* largest single RDMA write we post */
@@ -47,6 +52,7 @@
 #define GW_IB_WQ_DEPTH (2 * GW_IB_FIFO_DEPTH + 16) /* send and receive WRs per QP */
 #define GW_IB_POLL_BATCH 32
 #define GW_IB_SHUTDOWN_MS 500 /* budget of abort() and close() */
+#define GW_IB_ASYNC_GRACE_MS 50 /* a failed completion waits this long for its async event */
 #define GW_IB_DEFAULT_TIMEOUT_MS 30000
 #define GW_IB_ADDR_SIZE 96   /* bytes used in the address blob */
 #define GW_IB_HELLO_SIZE 112 /* bytes of an out-of-band hello */
@@ -142,6 +148,7 @@ typedef struct gw_ib_config {
     int reg_cache;       /* GW_IB_REG_CACHE: 0 disables caching registrations */
     long reg_cache_max;  /* GW_IB_REG_CACHE_MAX: entries kept */
     int spin_us;         /* GW_IB_SPIN_US: busy polling before sleeping */
+    int eager_max;       /* GW_IB_EAGER: largest message sent eagerly, 0..4096 */
     const char *sysfs;   /* GW_IB_SYSFS (tests), default /sys */
 } gw_ib_config_t;
 
@@ -290,7 +297,8 @@ typedef struct gw_ib_addr {
 void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
 gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_addr_t *a);
 
-/* A clear-to-send entry: the receiver's buffer and what it expects. */
+/* A clear-to-send entry: the receiver's buffer and what it expects, and
+ * how many of our eager messages it has taken out of its slots. */
 typedef struct gw_ib_cts {
     uint64_t addr;
     uint64_t len;
@@ -298,6 +306,7 @@ typedef struct gw_ib_cts {
     uint64_t idx; /* message index per peer, from 1 */
     uint32_t rkey;
     uint32_t sig;
+    uint64_t eager_freed;
 } gw_ib_cts_t;
 
 void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE]);
@@ -305,13 +314,26 @@ void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE]);
  * the index disagree). */
 int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c);
 
+/* The header of an eager slot: the message's index, tag and length. */
+typedef struct gw_ib_eager_hdr {
+    uint64_t idx;
+    uint64_t seq;
+    uint32_t sig;
+    uint64_t len;
+    uint64_t cts_seen; /* CTS entries the sender has taken out of its FIFO */
+} gw_ib_eager_hdr_t;
+
+void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER_HDR]);
+void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h);
+
 /* Immediate data: 4 bits of kind, 28 bits of message index (or status). */
 typedef enum gw_ib_imm_kind {
     GW_IB_IMM_DATA = 1,     /* a part of message idx landed */
-    GW_IB_IMM_CTS = 2,      /* the CTS entry of message idx landed in our FIFO */
+    GW_IB_IMM_CTS = 2,      /* CTS entry number `value` landed in our FIFO */
     GW_IB_IMM_MISMATCH = 3, /* the sender refused message idx: tag or length differ */
     GW_IB_IMM_ABORT = 4,    /* the peer aborted; the value is its status */
     GW_IB_IMM_GOODBYE = 5,  /* the peer closed its communicator */
+    GW_IB_IMM_EAGER = 6,    /* message idx landed in our next eager slot */
 } gw_ib_imm_kind_t;
 
 #define GW_IB_IMM_VALUE_MASK 0x0fffffffu
@@ -363,7 +385,7 @@ void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
 #define GW_IB_REQ_NPARTS(r) ((r)->priv[1])
 #define GW_IB_REQ_PARTS_DONE(r) ((r)->priv[2]) /* parts completed */
 #define GW_IB_REQ_MR(r) ((r)->priv[3])         /* gw_ib_mr_entry_t *, or 0 */
-#define GW_IB_REQ_STARTED(r) ((r)->priv[4])    /* recv: CTS posted; send: CTS matched */
+#define GW_IB_REQ_STARTED(r) ((r)->priv[4]) /* recv: 1 + number of its CTS; send: CTS matched */
 #define GW_IB_REQ_POSTED(r) ((r)->priv[5])     /* send: parts posted */
 #define GW_IB_REQ_RADDR(r) ((r)->priv[6])      /* send: where the receiver wants it */
 #define GW_IB_REQ_RKEY(r) ((r)->priv[7])
@@ -373,6 +395,7 @@ void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
 #define GW_IB_WR_CTS 1u
 #define GW_IB_WR_CTRL 2u
 #define GW_IB_WR_RECV 3u
+#define GW_IB_WR_EAGER 4u
 
 typedef struct gw_ib_peer {
     int rank;
@@ -389,11 +412,21 @@ typedef struct gw_ib_peer {
     uint64_t s_next;                 /* index of the last send posted */
     gw_ib_cts_t cts[GW_IB_FIFO_DEPTH]; /* CTS received, by idx % depth */
     uint8_t cts_have[GW_IB_FIFO_DEPTH];
-    uint64_t s_cts_next; /* index the next CTS entry must carry */
+    uint64_t s_cts_next;                         /* lowest index the next CTS entry may carry */
+    uint64_t s_cts_seen;                         /* CTS entries taken out of the FIFO */
+    uint64_t eager_sent;                         /* eager messages sent */
+    uint64_t eager_freed;                        /* ... that it took out of its slots */
+    uint64_t eager_idx[GW_IB_FIFO_DEPTH];        /* message sent eagerly, by idx % depth */
+    /* Receive side, eager: messages that landed in our slots, in order. */
+    uint64_t r_eager_in;                         /* eager messages arrived */
+    uint64_t r_eager_freed;                      /* ... taken out (sent back in CTS entries) */
+    gw_ib_eager_hdr_t r_eager[GW_IB_EAGER_SLOTS]; /* headers of those not taken out */
     /* Receive side. */
     gw_request_t *rq_head, *rq_tail;
     uint64_t r_next;     /* index of the last receive posted */
-    uint64_t r_cts_next; /* index of the next receive whose CTS is to be sent */
+    uint64_t r_cts_next;  /* index of the next receive whose CTS is to be sent */
+    uint64_t r_cts_sent;  /* CTS entries sent: entry n goes to slot n % depth */
+    uint64_t r_cts_acked; /* ... that the sender has taken out (slots free again) */
     int goodbye;         /* it closed its communicator */
     int gone;            /* its connection broke (after a goodbye: fine) */
 } gw_ib_peer_t;
@@ -426,10 +459,13 @@ typedef struct gw_ib {
     int cq_size;
     unsigned cq_events_unacked;
     int cq_armed;
-    /* CTS FIFOs (peers write into them) and staging (we write from it):
-     * size * depth slots each, one registration. */
+    /* One registration holds, each with a block per rank: the CTS FIFOs
+     * (peer r writes its entries into block r), the CTS staging (we write
+     * entries for r from block r), the eager slots and the eager staging. */
     uint8_t *fifo_mem;
     size_t fifo_bytes;
+    size_t cts_bytes;   /* of the FIFOs, and of the staging */
+    size_t eager_bytes; /* of the eager slots, and of their staging */
     struct ibv_mr *fifo_mr;
     gw_ib_mr_cache_t mrc;
     /* Connection management. */
@@ -462,11 +498,33 @@ static inline uint8_t *gw__ib_fifo_slot(gw_ib_t *t, int peer, int s)
 }
 static inline uint8_t *gw__ib_stage_slot(gw_ib_t *t, int peer, int s)
 {
-    return t->fifo_mem + t->fifo_bytes / 2 +
-           ((size_t)peer * GW_IB_FIFO_DEPTH + (size_t)s) * GW_IB_CTS_SIZE;
+    return gw__ib_fifo_slot(t, peer, s) + t->cts_bytes;
+}
+/* Offset of eager slot s of block `peer` from the start of the region
+ * (the same on every rank: all compute it from the number of ranks). */
+static inline size_t gw__ib_eager_off(const gw_ib_t *t, int peer, int s)
+{
+    return 2 * t->cts_bytes + ((size_t)peer * GW_IB_EAGER_SLOTS + (size_t)s) * GW_IB_EAGER_SLOT;
+}
+static inline uint8_t *gw__ib_eager_slot(gw_ib_t *t, int peer, int s)
+{
+    return t->fifo_mem + gw__ib_eager_off(t, peer, s);
+}
+static inline uint8_t *gw__ib_eager_stage(gw_ib_t *t, int peer, int s)
+{
+    return gw__ib_eager_slot(t, peer, s) + t->eager_bytes;
 }
 
 extern const gw_transport_ops_t gw__ib_transport_ops;
+
+/* ib_device.c */
+/* Log why RDMA is not used (INFO; ERROR under GW_TRANSPORT=ib, which asked
+ * for it) and return st. */
+gw_status_t gw__ib_unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Choose and open the device and port, fill t->ctx, port_num, port_attr,
+ * gid_index, gid, dev_name; gid_desc says how the GID was chosen. */
+gw_status_t gw__ib_open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap);
 
 /* ib_qp.c */
 /* A QP for peer p, index k (OOB mode: ibv_create_qp, then INIT). */

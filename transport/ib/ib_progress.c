@@ -12,7 +12,9 @@
  *   - sends, oldest first: once the CTS entry with the send's index has
  *     arrived, compare tag and length; refuse with a MISMATCH immediate, or
  *     write the payload, one part per QP, each part ending with a DATA
- *     immediate.
+ *     immediate. A small send whose CTS is not there yet goes eagerly into
+ *     a free eager slot of the receiver instead (see ib.c), where the
+ *     receiver checks it against its receive before copying it out.
  * Work requests are always signalled, and each QP's send queue is accounted
  * for in software, so a queue is never overrun: a part that finds it full
  * waits for the next round.
@@ -116,14 +118,15 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     if (st != GW_OK)
         return st;
     const gw_ib_mr_entry_t *e = (const gw_ib_mr_entry_t *)(uintptr_t)GW_IB_REQ_MR(r);
-    uint64_t idx = GW_IB_REQ_IDX(r);
-    int slot = (int)(idx % GW_IB_FIFO_DEPTH);
+    uint64_t idx = GW_IB_REQ_IDX(r), num = p->r_cts_sent;
+    int slot = (int)(num % GW_IB_FIFO_DEPTH);
     gw_ib_cts_t c = {.addr = (uint64_t)(uintptr_t)r->buf,
                      .len = r->len,
                      .seq = r->tag.seq,
                      .idx = idx,
                      .rkey = e ? e->rkey : 0,
-                     .sig = r->tag.sig};
+                     .sig = r->tag.sig,
+                     .eager_freed = p->r_eager_freed};
     uint8_t *stage = gw__ib_stage_slot(t, p->rank, slot);
     gw__ib_cts_encode(&c, stage);
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)stage,
@@ -134,7 +137,7 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     wr.wr_id = GW_IB_WR_CTS;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED | (t->max_inline >= GW_IB_CTS_SIZE ? IBV_SEND_INLINE : 0);
-    wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_CTS, idx));
+    wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_CTS, num));
     wr.sg_list = &sge;
     wr.num_sge = 1;
     /* Our block in the peer's FIFOs is indexed by our rank. */
@@ -149,24 +152,63 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                                 (unsigned long long)idx, p->qp[0]->qp_num);
     }
     p->sq_used[0]++;
-    GW_IB_REQ_STARTED(r) = 1;
+    GW_IB_REQ_STARTED(r) = num + 1;
+    p->r_cts_sent = num + 1;
     p->r_cts_next = idx + 1;
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "CTS %llu (len %zu, seq %llu) to %s",
+             (unsigned long long)idx, r->len, (unsigned long long)r->tag.seq, p->desc);
+    return GW_OK;
+}
+
+/* Hand eager messages waiting in their slots to their receives, oldest
+ * first: check tag and length, copy the payload, free the slot (the next
+ * CTS entry tells the sender). Stops at a message whose receive is not
+ * posted yet. */
+static gw_status_t match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
+{
+    while (p->r_eager_freed < p->r_eager_in) {
+        int s = (int)(p->r_eager_freed % GW_IB_EAGER_SLOTS);
+        const gw_ib_eager_hdr_t *h = &p->r_eager[s];
+        gw_request_t *r = p->rq_head;
+        while (r && GW_IB_REQ_IDX(r) != h->idx)
+            r = r->next;
+        if (!r)
+            return GW_OK;
+        if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->len != r->len)
+            return gw__ib_peer_fail(t, p, GW_ERR_MISMATCH,
+                                    "sent a message that does not match the receive posted for "
+                                    "it: expected (seq %llu, sig 0x%08x, len %zu), received (seq "
+                                    "%llu, sig 0x%08x, len %llu)",
+                                    (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
+                                    (unsigned long long)h->seq, (unsigned)h->sig,
+                                    (unsigned long long)h->len);
+        if (r->len > 0)
+            memcpy(r->buf, gw__ib_eager_slot(t, p->rank, s) + GW_IB_EAGER_HDR, r->len);
+        p->r_eager_freed++;
+        /* No CTS goes out for it any more (one sent already is dropped). */
+        if (GW_IB_REQ_IDX(r) >= p->r_cts_next)
+            p->r_cts_next = GW_IB_REQ_IDX(r) + 1;
+        finish(t, p, r);
+        *did = 1;
+    }
     return GW_OK;
 }
 
 static gw_status_t post_receives(gw_ib_t *t, gw_ib_peer_t *p, int *did)
 {
-    /* The queue holds unfinished receives only, oldest first: the head's
-     * slot is the oldest still in use. */
-    uint64_t oldest = p->rq_head ? GW_IB_REQ_IDX(p->rq_head) : 0;
+    gw_status_t st = match_eager(t, p, did);
+    if (st != GW_OK || !p->rq_head)
+        return st;
+    /* A FIFO slot is free again once the sender has taken its entry out,
+     * which it says in its eager headers, and shows by writing a payload
+     * (that needed the entry). */
     for (gw_request_t *r = p->rq_head; r; r = r->next) {
         if (GW_IB_REQ_STARTED(r))
             continue;
-        if (GW_IB_REQ_IDX(r) != p->r_cts_next || GW_IB_REQ_IDX(r) - oldest >= GW_IB_FIFO_DEPTH ||
-            p->sq_used[0] >= GW_IB_WQ_DEPTH)
+        if (GW_IB_REQ_IDX(r) != p->r_cts_next ||
+            p->r_cts_sent - p->r_cts_acked >= GW_IB_FIFO_DEPTH || p->sq_used[0] >= GW_IB_WQ_DEPTH)
             return GW_OK;
-        gw_status_t st = post_cts(t, p, r);
-        if (st != GW_OK)
+        if ((st = post_cts(t, p, r)) != GW_OK)
             return st;
         *did = 1;
     }
@@ -222,6 +264,57 @@ static gw_status_t post_parts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int 
     return GW_OK;
 }
 
+/* Send r eagerly: header and payload into the peer's next eager slot,
+ * through our staging copy of it; the send completes at once. */
+static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
+{
+    uint64_t idx = GW_IB_REQ_IDX(r);
+    int s = (int)(p->eager_sent % GW_IB_EAGER_SLOTS);
+    uint8_t *stage = gw__ib_eager_stage(t, p->rank, s);
+    gw_ib_eager_hdr_t h = {.idx = idx,
+                           .seq = r->tag.seq,
+                           .sig = r->tag.sig,
+                           .len = r->len,
+                           .cts_seen = p->s_cts_seen};
+    gw__ib_eager_hdr_encode(&h, stage);
+    if (r->len > 0)
+        memcpy(stage + GW_IB_EAGER_HDR, r->buf, r->len);
+    uint32_t bytes = (uint32_t)(GW_IB_EAGER_HDR + r->len);
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)stage, .length = bytes,
+                          .lkey = t->fifo_mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = GW_IB_WR_EAGER;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED | (bytes <= (uint32_t)t->max_inline ? IBV_SEND_INLINE : 0);
+    wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_EAGER, idx));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    /* Our block of the peer's eager slots is indexed by our rank. */
+    wr.wr.rdma.remote_addr = p->addr.fifo_addr + gw__ib_eager_off(t, t->base.rank, s);
+    wr.wr.rdma.rkey = p->addr.fifo_rkey;
+    int rc = ibv_post_send(p->qp[0], &wr, &bad);
+    if (rc != 0) {
+        errno = rc;
+        return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,
+                                "posting eager message %llu (%zu bytes) on QP 0x%x: %m",
+                                (unsigned long long)idx, r->len, p->qp[0]->qp_num);
+    }
+    p->sq_used[0]++;
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "eager %llu (len %zu, slot %d) to %s",
+             (unsigned long long)idx, r->len, s, p->desc);
+    p->eager_idx[idx % GW_IB_FIFO_DEPTH] = idx;
+    p->eager_sent++;
+    finish(t, p, r);
+    return GW_OK;
+}
+
+static int eager_ok(const gw_ib_t *t, const gw_ib_peer_t *p, const gw_request_t *r)
+{
+    return t->cfg.eager_max > 0 && r->len <= (size_t)t->cfg.eager_max &&
+           p->eager_sent - p->eager_freed < GW_IB_EAGER_SLOTS && p->sq_used[0] < GW_IB_WQ_DEPTH;
+}
+
 /* Pair send r with the CTS entry that carries its index, if it arrived. */
 static gw_status_t match_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int *matched)
 {
@@ -251,16 +344,32 @@ static gw_status_t match_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int *
     return GW_OK;
 }
 
+/* Sends start in posting order: small ones eagerly while an eager slot is
+ * free (the send completes at once, without waiting for the receiver's
+ * CTS or for the NIC's acknowledgement; a CTS that came anyway is dropped),
+ * others with the receiver's CTS entry, straight into its buffer, once that
+ * is here; a send that can do neither waits, and so do the later ones. */
 static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
 {
-    for (gw_request_t *r = p->sq_head; r; r = r->next) {
+    gw_request_t *next;
+    for (gw_request_t *r = p->sq_head; r; r = next) {
+        next = r->next; /* an eager send leaves the queue */
         if (!GW_IB_REQ_STARTED(r)) {
+            gw_status_t st;
+            if (eager_ok(t, p, r)) {
+                int slot = (int)(GW_IB_REQ_IDX(r) % GW_IB_FIFO_DEPTH);
+                if (p->cts_have[slot] && p->cts[slot].idx == GW_IB_REQ_IDX(r))
+                    p->cts_have[slot] = 0;
+                *did = 1;
+                if ((st = post_eager(t, p, r)) != GW_OK)
+                    return st;
+                continue;
+            }
             int matched = 0;
-            gw_status_t st = match_cts(t, p, r, &matched);
-            if (st != GW_OK)
+            if ((st = match_cts(t, p, r, &matched)) != GW_OK)
                 return st;
             if (!matched)
-                return GW_OK; /* CTS entries arrive in order: later ones neither */
+                return GW_OK;
             if (r->len > (size_t)t->max_inline && (st = reg_buffer(t, p, r)) != GW_OK)
                 return st;
             *did = 1;
@@ -280,7 +389,7 @@ static gw_status_t post_all(gw_ib_t *t, int *did)
             continue;
         gw_status_t st = GW_OK;
         if (p->rq_head)
-            st = post_receives(t, p, did);
+            st = post_receives(t, p, did); /* eager messages waiting included */
         if (st == GW_OK && p->sq_head)
             st = post_sends(t, p, did);
         if (st != GW_OK)
@@ -301,22 +410,36 @@ static gw_request_t *find_recv(gw_ib_peer_t *p, uint32_t value)
 
 static gw_status_t on_cts(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
 {
-    int slot = (int)(value % GW_IB_FIFO_DEPTH);
+    int fslot = (int)(value % GW_IB_FIFO_DEPTH);
     gw_ib_cts_t c;
-    if (gw__ib_cts_decode(gw__ib_fifo_slot(t, p->rank, slot), &c) != 0 ||
-        !gw__ib_imm_names(value, c.idx) || c.idx != p->s_cts_next)
+    int torn = gw__ib_cts_decode(gw__ib_fifo_slot(t, p->rank, fslot), &c) != 0;
+    if (torn || !gw__ib_imm_names(value, p->s_cts_seen) || c.idx < p->s_cts_next ||
+        c.eager_freed > p->eager_sent)
         return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
-                                "wrote a CTS entry that is torn or out of order (slot %d: index "
-                                "%llu, immediate %u, expected index %llu)",
-                                slot, (unsigned long long)c.idx, (unsigned)value,
-                                (unsigned long long)p->s_cts_next);
+                                "wrote a CTS entry that is torn or out of order (entry %u, "
+                                "expected %llu; message %llu, expected %llu or later; %llu eager "
+                                "messages freed of %llu sent)",
+                                (unsigned)value, (unsigned long long)p->s_cts_seen,
+                                (unsigned long long)c.idx, (unsigned long long)p->s_cts_next,
+                                (unsigned long long)c.eager_freed,
+                                (unsigned long long)p->eager_sent);
+    p->s_cts_seen++;
+    int slot = (int)(c.idx % GW_IB_FIFO_DEPTH);
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "CTS %llu (len %llu) from %s, %llu eager freed",
+             (unsigned long long)c.idx, (unsigned long long)c.len, p->desc,
+             (unsigned long long)c.eager_freed);
+    /* Receives satisfied by eager messages get no CTS: indexes may skip. */
+    p->s_cts_next = c.idx + 1;
+    if (c.eager_freed > p->eager_freed)
+        p->eager_freed = c.eager_freed;
+    if (p->eager_idx[slot] == c.idx)
+        return GW_OK; /* that message went eagerly before its CTS came */
     if (p->cts_have[slot])
         return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
                                 "overran its CTS FIFO (slot %d still holds message %llu)", slot,
                                 (unsigned long long)p->cts[slot].idx);
     p->cts[slot] = c;
     p->cts_have[slot] = 1;
-    p->s_cts_next++;
     return GW_OK;
 }
 
@@ -328,6 +451,8 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
     uint32_t value;
     gw__ib_imm_decode(be32toh(wc->imm_data), &kind, &value);
     gw_request_t *r;
+    gw_status_t st;
+    int did = 0;
     switch (kind) {
     case GW_IB_IMM_CTS:
         return on_cts(t, p, value);
@@ -337,12 +462,38 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
             return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
                                     "wrote data for message %u, which has no CTS outstanding",
                                     (unsigned)value);
+        /* The payload needed the CTS: the sender has taken it out. */
+        if (GW_IB_REQ_STARTED(r) > p->r_cts_acked)
+            p->r_cts_acked = GW_IB_REQ_STARTED(r);
         GW_IB_REQ_PARTS_DONE(r)++;
         r->bytes_done = (size_t)((double)r->len * (double)GW_IB_REQ_PARTS_DONE(r) /
                                  (double)GW_IB_REQ_NPARTS(r));
         if (GW_IB_REQ_PARTS_DONE(r) == GW_IB_REQ_NPARTS(r))
             finish(t, p, r);
         return GW_OK;
+    case GW_IB_IMM_EAGER: {
+        int s = (int)(p->r_eager_in % GW_IB_EAGER_SLOTS);
+        gw_ib_eager_hdr_t *h = &p->r_eager[s];
+        gw__ib_eager_hdr_decode(gw__ib_eager_slot(t, p->rank, s), h);
+        if (p->r_eager_in - p->r_eager_freed >= GW_IB_EAGER_SLOTS ||
+            !gw__ib_imm_names(value, h->idx) || h->len > GW_IB_EAGER_MAX)
+            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                    "wrote an eager message that overruns its slots or is "
+                                    "malformed (index %llu, immediate %u, len %llu)",
+                                    (unsigned long long)h->idx, (unsigned)value,
+                                    (unsigned long long)h->len);
+        if (h->cts_seen > p->r_cts_sent)
+            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                    "acknowledged %llu CTS entries, but only %llu were sent",
+                                    (unsigned long long)h->cts_seen,
+                                    (unsigned long long)p->r_cts_sent);
+        if (h->cts_seen > p->r_cts_acked)
+            p->r_cts_acked = h->cts_seen;
+        p->r_eager_in++;
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "eager %llu (len %llu) from %s",
+                 (unsigned long long)h->idx, (unsigned long long)h->len, p->desc);
+        return match_eager(t, p, &did);
+    }
     case GW_IB_IMM_MISMATCH:
         r = find_recv(p, value);
         return gw__ib_peer_fail(
@@ -351,13 +502,15 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
             "message has another tag or length",
             r ? (unsigned long long)r->tag.seq : 0ULL, r ? (unsigned)r->tag.sig : 0u,
             r ? r->len : (size_t)0);
-    case GW_IB_IMM_ABORT: {
-        gw_status_t st = gw__ib_abort_status(value);
+    case GW_IB_IMM_ABORT:
+        st = gw__ib_abort_status(value);
         return gw__ib_fail(t, st, "%s aborted: %s", p->desc, gw_status_str(st));
-    }
     case GW_IB_IMM_GOODBYE:
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s said goodbye", p->desc);
         p->goodbye = 1;
+        /* Receives of eager messages already here can still complete. */
+        if ((st = match_eager(t, p, &did)) != GW_OK)
+            return st;
         if (p->sq_head || p->rq_head)
             return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
                                     "closed its communicator while %s were pending with it",
@@ -371,7 +524,8 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
 
 static gw_status_t on_send_done(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
 {
-    if (wc->wr_id == GW_IB_WR_CTS || wc->wr_id == GW_IB_WR_CTRL || t->failed != GW_OK)
+    if (wc->wr_id == GW_IB_WR_CTS || wc->wr_id == GW_IB_WR_CTRL || wc->wr_id == GW_IB_WR_EAGER ||
+        t->failed != GW_OK)
         return GW_OK; /* after a failure, requests are no longer ours to touch */
     gw_request_t *r = (gw_request_t *)(uintptr_t)wc->wr_id;
     GW_IB_REQ_PARTS_DONE(r)++;
@@ -504,6 +658,18 @@ static gw_status_t check_conflicts(gw_ib_t *t, const gw_msg_tag_t *current)
         gw_ib_peer_t *p = &t->peers[i];
         if (i == t->base.rank)
             continue;
+        for (uint64_t k = p->r_eager_freed; k < p->r_eager_in; k++) {
+            const gw_ib_eager_hdr_t *h = &p->r_eager[k % GW_IB_EAGER_SLOTS];
+            gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
+            if (gw__tag_conflicts(&pending, current))
+                return gw__ib_peer_fail(
+                    t, p, GW_ERR_MISMATCH,
+                    "sent a message of collective (seq %llu, sig 0x%08x, len %llu) while this "
+                    "rank is in collective (seq %llu, sig 0x%08x): the ranks called collectives "
+                    "in a different order or with different arguments",
+                    (unsigned long long)h->seq, (unsigned)h->sig, (unsigned long long)h->len,
+                    (unsigned long long)current->seq, (unsigned)current->sig);
+        }
         for (int s = 0; s < GW_IB_FIFO_DEPTH; s++) {
             if (!p->cts_have[s])
                 continue;

@@ -15,6 +15,11 @@
  *    0 u64 message index   8 u64 buffer address   16 u64 length
  *   24 u64 tag.seq        32 u32 rkey            36 u32 tag.sig
  *   40 u64 message index again (a slot whose two indexes disagree is torn)
+ *   48 u64 eager messages the receiver has taken out of its slots
+ *
+ * Eager slot header (64 bytes, followed by the payload):
+ *    0 u64 message index   8 u64 tag.seq   16 u32 tag.sig   24 u64 length
+ *   32 u64 CTS entries the sender has taken out of its FIFO
  *
  * Out-of-band hello (112 bytes): magic, version, job id[16], from, to,
  * QPs per peer, first PSN, QP numbers[16].
@@ -134,6 +139,7 @@ void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE])
     put32(out + 32, c->rkey);
     put32(out + 36, c->sig);
     put64(out + 40, c->idx);
+    put64(out + 48, c->eager_freed);
 }
 
 int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c)
@@ -144,7 +150,27 @@ int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c)
     c->seq = get64(in + 24);
     c->rkey = get32(in + 32);
     c->sig = get32(in + 36);
+    c->eager_freed = get64(in + 48);
     return get64(in + 40) == c->idx && c->idx != 0 ? 0 : -1;
+}
+
+void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER_HDR])
+{
+    memset(out, 0, GW_IB_EAGER_HDR);
+    put64(out, h->idx);
+    put64(out + 8, h->seq);
+    put32(out + 16, h->sig);
+    put64(out + 24, h->len);
+    put64(out + 32, h->cts_seen);
+}
+
+void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h)
+{
+    h->idx = get64(in);
+    h->seq = get64(in + 8);
+    h->sig = get32(in + 16);
+    h->len = get64(in + 24);
+    h->cts_seen = get64(in + 32);
 }
 
 uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value)

@@ -44,6 +44,8 @@ busbw of every library and the ratio gradwire/peer of the busbws.
 modes:
   --emulated N          N emulated hosts (network namespaces, needs root)
   --rate R              link rate of every host for --emulated: 2gbit, 800mbit
+  --mtu M               link MTU for --emulated (default 1500; 9000 = jumbo
+                        frames): TCP carries at most (M-52)/(M+14) of the rate
   --local N             N ranks on this host, over loopback TCP
 
 options:
@@ -95,6 +97,7 @@ usage_error() {
 mode=""
 nhosts=0
 rate=""
+mtu=1500
 minb=32M
 maxb=64M
 repeats=5
@@ -120,6 +123,7 @@ while [ $# -gt 0 ]; do
         --emulated) need "$@"; mode=emulated; nhosts="$2"; shift 2 ;;
         --local) need "$@"; mode=local; nhosts="$2"; shift 2 ;;
         --rate) need "$@"; rate="$2"; shift 2 ;;
+        --mtu) need "$@"; mtu="$2"; shift 2 ;;
         -b|--minbytes) need "$@"; minb="$2"; shift 2 ;;
         -e|--maxbytes) need "$@"; maxb="$2"; shift 2 ;;
         -r|--repeats) need "$@"; repeats="$2"; shift 2 ;;
@@ -227,7 +231,7 @@ trap 'exit 143' TERM
 
 if [ "$mode" = emulated ]; then
     cluster=1
-    "$ROOT/scripts/cluster.sh" up "$nhosts" --prefix "$prefix" --rate "$rate" >/dev/null
+    "$ROOT/scripts/cluster.sh" up "$nhosts" --prefix "$prefix" --rate "$rate" --mtu "$mtu" >/dev/null
 fi
 
 common=(-b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -c "$check" -d "$dtype" -o "$op")
@@ -370,7 +374,7 @@ rows() {
 
 libs=("${VNAMES[@]}" "${PEERS[@]+"${PEERS[@]}"}")
 failed=0
-echo "# $PROG: $mode, $nranks ranks$([ "$mode" = emulated ] && echo " on $nhosts hosts at $rate"), $dtype $op, sizes $minb..$maxb, $place-place, $repeats runs x $iters iterations"
+echo "# $PROG: $mode, $nranks ranks$([ "$mode" = emulated ] && echo " on $nhosts hosts at $rate, MTU $mtu"), $dtype $op, sizes $minb..$maxb, $place-place, $repeats runs x $iters iterations"
 for v in "${VNAMES[@]}"; do
     [ -z "${VENV[$v]// /}" ] || echo "# $v: ${VENV[$v]}"
 done
@@ -441,6 +445,6 @@ if [ "$mode" = emulated ]; then
     echo "# link rate $rate = $(awk -v r="$rate" 'BEGIN {
         v = r + 0; u = tolower(r); sub(/^[0-9]+/, "", u)
         m = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1
-        printf "%.4f GB/s", v * m / 8e9 }') per direction per host"
+        printf "%.4f GB/s", v * m / 8e9 }') per direction per host; TCP over MTU $mtu carries at most $(awk -v m="$mtu" 'BEGIN { printf "%.1f%%", (m - 52) / (m + 14) * 100 }') of it"
 fi
 exit "$failed"

@@ -402,8 +402,11 @@ static gw_status_t setup(gw_train_ps_t *ps)
     ps->port = calloc((size_t)S * (size_t)W, sizeof(int));
     ps->clock = calloc((size_t)W, sizeof(long));
     ps->done = calloc((size_t)W, sizeof(int));
-    if (!ps->port || !ps->clock || !ps->done)
+    ps->hold_fd = malloc((size_t)W * sizeof(int));
+    if (!ps->port || !ps->clock || !ps->done || !ps->hold_fd)
         return GW_ERR_NO_MEMORY;
+    for (int w = 0; w < W; w++)
+        ps->hold_fd[w] = -1;
     if (ps->is_server)
         return gw_train_sgd_init(&ps->sgd, &ps->model, o->momentum, o->weight_decay);
     return GW_OK;
@@ -511,6 +514,8 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
     gw_train_mlp_free(&ps.model);
     gw_train_dataset_free(&ps.train);
     gw_train_dataset_free(&ps.test);
+    gw_train_ps_links_release(&ps);
+    free(ps.hold_fd);
     free(ps.port);
     free(ps.clock);
     free(ps.done);

@@ -19,6 +19,7 @@ typedef struct gw_train_ps {
     int is_server, index; /* server s or worker w */
     char addr[GW_TRAIN_PS_MAX][64];
     int *port; /* [server * nworkers + worker] */
+    int *hold_fd; /* server: [worker] a socket holding that port until its link is up, or -1 */
 
     gw_train_dataset_t train, test;
     gw_train_mlp_t model;           /* the full model (servers own a shard of it) */
@@ -38,6 +39,7 @@ typedef struct gw_train_ps {
 } gw_train_ps_t;
 
 gw_status_t gw_train_ps_links_exchange(gw_train_ps_t *ps);
+void gw_train_ps_links_release(gw_train_ps_t *ps);
 gw_status_t gw_train_ps_link_open(const gw_train_ps_t *ps, int server, int worker, int as_server,
                                   gw_comm_t **out);
 

@@ -12,7 +12,12 @@
  * Setting them up: each server finds the address its peers reach it at
  * (the local address of a UDP socket "connected" to the job's root, i.e.
  * the route the kernel would take; no packet is sent) and one free port per
- * worker; an allgather over the job's communicator tells everyone. Then
+ * worker; an allgather over the job's communicator tells everyone. Each port
+ * stays reserved until its link is up: the server keeps a socket bound to it
+ * (with SO_REUSEADDR and never listening, which lets the library's root
+ * socket, also SO_REUSEADDR, bind the same port and listen), so neither the
+ * kernel's choice of ephemeral ports for the many connections a job opens
+ * nor the next port pick can hand it out in between. Then
  * every pair runs gw_comm_init with the server as rank 0 of 2. Server
  * threads create their ends concurrently; a worker creates its ends one
  * server after the other, and the library's connect retries cover a server
@@ -86,21 +91,25 @@ static gw_status_t own_address(char *out, size_t len)
     return st;
 }
 
-/* A port that is free on addr now (another process could take it before
- * gw_comm_init binds it; that fails with a clear "address in use"). */
-static gw_status_t free_port(const char *addr, int *port)
+/* Reserve a free port on addr: *fd is a socket bound to it (SO_REUSEADDR,
+ * not listening) that the caller closes once the link's root has bound it. */
+static gw_status_t reserve_port(const char *addr, int *port, int *hold)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *res;
     if (getaddrinfo(addr, "0", &hints, &res) != 0)
         return GW_ERR_SYSTEM;
     gw_status_t st = GW_ERR_SYSTEM;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    if (fd >= 0 && bind(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+        bind(fd, res->ai_addr, res->ai_addrlen) == 0 &&
         getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
         *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                : ((struct sockaddr_in *)&ss)->sin_port);
+        *hold = fd;
+        fd = -1;
         st = GW_OK;
     } else {
         fprintf(stderr, "gradwire-train: cannot bind a port on %s: %m\n", addr);
@@ -117,7 +126,9 @@ gw_status_t gw_train_ps_links_exchange(gw_train_ps_t *ps)
     size_t rec = ADDR_LEN + (size_t)W * sizeof(int32_t);
     unsigned char *mine = calloc(1, rec), *all = calloc((size_t)ps->world, rec);
     gw_status_t st = GW_OK;
-    if (!mine || !all) {
+    if (!mine || !all || !ps->port || !ps->hold_fd) {
+        /* Out of memory here, or setup failed before its arrays (and said
+         * why): an empty address tells the others. */
         st = GW_ERR_NO_MEMORY;
     } else if (ps->is_server) {
         char addr[ADDR_LEN] = {0};
@@ -125,7 +136,7 @@ gw_status_t gw_train_ps_links_exchange(gw_train_ps_t *ps)
         memcpy(mine, addr, ADDR_LEN);
         for (int w = 0; st == GW_OK && w < W; w++) {
             int port = 0;
-            st = free_port(addr, &port);
+            st = reserve_port(addr, &port, &ps->hold_fd[w]);
             int32_t p32 = port;
             memcpy(mine + ADDR_LEN + (size_t)w * sizeof(int32_t), &p32, sizeof(p32));
         }
@@ -170,8 +181,22 @@ gw_status_t gw_train_ps_link_open(const gw_train_ps_t *ps, int server, int worke
     cfg.size = 2;
     cfg.root = root;
     gw_status_t st = gw_comm_init(&cfg, out);
+    if (as_server && ps->hold_fd[worker] >= 0) {
+        /* The root socket is bound (or gave up): the reservation is done. */
+        close(ps->hold_fd[worker]);
+        ps->hold_fd[worker] = -1;
+    }
     if (st != GW_OK)
         fprintf(stderr, "gradwire-train: cannot link server %d and worker %d at %s: %s\n", server,
                 worker, root, gw_status_str(st));
     return st;
+}
+
+void gw_train_ps_links_release(gw_train_ps_t *ps)
+{
+    for (int w = 0; ps->hold_fd && w < ps->nworkers; w++) {
+        if (ps->hold_fd[w] >= 0)
+            close(ps->hold_fd[w]);
+        ps->hold_fd[w] = -1;
+    }
 }

@@ -172,6 +172,8 @@ expect_usage_error "rate in bytes" up 2 --prefix "$P" --rate 50mbps
 expect_usage_error "prefix ending in a digit" up 2 --prefix gwst1
 expect_usage_error "override of a missing host" up 2 --prefix "$P" --host 5:rate=1mbit
 expect_usage_error "loss above 100%" up 2 --prefix "$P" --loss 101
+expect_usage_error "mtu below IPv4's minimum" up 2 --prefix "$P" --mtu 100
+expect_usage_error "mtu not a number" up 2 --prefix "$P" --mtu jumbo
 expect_usage_error "addr when not up" addr 0 --prefix "$P"
 check "nothing created by rejected commands" test -z "$(ns_left "$P")"
 
@@ -207,12 +209,16 @@ check_rate "host 0 -> host 1 at 50mbit" "$(goodput_mbit 0 1 12500000)" 50
 check_rate "host 2 -> host 0, host 2's egress at 20mbit" "$(goodput_mbit 2 0 5000000)" 20
 check_rate "host 0 -> host 2, host 2's ingress at 20mbit" "$(goodput_mbit 0 2 5000000)" 20
 
-# --- up again on the same prefix replaces the cluster; loss -----------------------
-if "$CLUSTER" up 3 --prefix "$P" --host 1:loss=30 --host 2:loss=100%; then
-    pass "up again with loss"
+# --- up again on the same prefix replaces the cluster; loss; jumbo frames ---------
+if "$CLUSTER" up 3 --prefix "$P" --mtu 9000 --host 1:loss=30 --host 2:loss=100%; then
+    pass "up again with loss and --mtu 9000"
 else
-    fail "up again with loss"
+    fail "up again with loss and --mtu 9000"
 fi
+mtu=$("$CLUSTER" exec --prefix "$P" 0 cat /sys/class/net/eth0/mtu || true)
+check "host 0's eth0 has MTU 9000 (got '$mtu')" test "$mtu" = 9000
+check "host 0 -> host 1: a 9000-byte packet passes unfragmented (host 1 loses 30%: any of 10)" \
+    test -n "$("$CLUSTER" exec --prefix "$P" 0 ping -n -c 10 -i 0.1 -W 1 -M do -s 8972 198.18.0.2 2>/dev/null | grep -c 'bytes from' | grep -v '^0$')"
 egress=$("$CLUSTER" exec --prefix "$P" 0 tc qdisc show dev eth0 || true)
 check "the old cluster's tbf is gone" test -n "$egress" -a -z "$(grep tbf <<<"$egress")"
 l=$(ping_loss_pct 0 198.18.0.2 200)

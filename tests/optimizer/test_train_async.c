@@ -73,3 +73,12 @@ Test(train_async, refuses_checkpoints, .timeout = 60)
     cr_assert(strstr(r.output, "checkpoints are for synchronous training"), "%s", r.output);
     free(r.output);
 }
+
+/* Two servers and eight workers: sixteen private links, each on a port
+ * its server reserved, set up concurrently while the job's own connections
+ * take ephemeral ports (a reservation that lapsed before the link bound it
+ * failed with "address in use" now and then). */
+Test(train_async, links_many_workers, .timeout = 300)
+{
+    converges(10, "2", "4");
+}

@@ -32,12 +32,23 @@
  * correctly rounded half-precision result: no double-rounding error. Blocks
  * are read before they are written, so exact aliasing stays safe.
  *
+ * Those conversions are integer arithmetic, a dozen operations per element,
+ * and SSE2 (all an x86-64 build may assume) does them four lanes at a time.
+ * Where the CPU has AVX2 and F16C, gw__reduce sends float16 and bfloat16 to
+ * reduce_half_avx2.c instead, which gives the same bits several times
+ * faster; reduce_half.h lets tests and benchmarks choose the instruction
+ * set. The choice is made per call from the CPU model that libgcc detects
+ * once before main, so there is no state of our own to initialise or race
+ * on.
+ *
  * GW_AVG reduces exactly like GW_SUM; gw__reduce_finish_avg divides once at
  * the end (integers truncate toward zero, as C division does).
  */
 #include "collectives/reduce_kernels.h"
 
 #include <string.h>
+
+#include "collectives/reduce_half.h"
 
 typedef void (*reduce_fn)(void *out, const void *a, const void *b, size_t n);
 
@@ -267,9 +278,32 @@ GW__FLOAT_KERNELS(f64, double)
         }                                                                                  \
     }
 
+/*
+ * Sum and product of widened halves, where a NaN x gives x. For two NaN
+ * operands the hardware returns one of them, but which one depends on the
+ * order the compiler chose for a commutative operation; the half-precision
+ * kernels pin it (a's NaN first, as min and max do), so that every
+ * instruction set and every build gives the same bits.
+ */
+static inline float keep_nan_a(float x, float r)
+{
+    uint32_t ux = f32_bits(x);
+    return f32_from_bits(select_u32((ux & 0x7fffffffu) > 0x7f800000u, ux, f32_bits(r)));
+}
+
+static inline float half_add(float x, float y)
+{
+    return keep_nan_a(x, x + y);
+}
+
+static inline float half_mul(float x, float y)
+{
+    return keep_nan_a(x, x * y);
+}
+
 #define GW__HALF_KERNELS(sfx, TO_F, FROM_F)                                                \
-    GW__HALF_KERNEL(sum_##sfx, TO_F, FROM_F, GW__FADD)                                     \
-    GW__HALF_KERNEL(prod_##sfx, TO_F, FROM_F, GW__FMUL)                                    \
+    GW__HALF_KERNEL(sum_##sfx, TO_F, FROM_F, half_add)                                     \
+    GW__HALF_KERNEL(prod_##sfx, TO_F, FROM_F, half_mul)                                    \
     GW__HALF_KERNEL(min_k_##sfx, TO_F, FROM_F, min_f32)                                    \
     GW__HALF_KERNEL(max_k_##sfx, TO_F, FROM_F, max_f32)
 
@@ -297,7 +331,135 @@ void gw__reduce(void *out, const void *a, const void *b, size_t count, gw_dtype_
         op = GW_SUM;
     if ((unsigned)dtype >= GW_DTYPE_COUNT || (unsigned)op > GW_MAX || count == 0)
         return;
+#if GW__HALF_HAVE_AVX2
+    if ((dtype == GW_FLOAT16 || dtype == GW_BFLOAT16) &&
+        gw__half_isa_best() == GW_HALF_ISA_AVX2) {
+        gw__reduce_half_avx2(out, a, b, count, dtype, op);
+        return;
+    }
+#endif
     kernels[dtype][op](out, a, b, count);
+}
+
+/* ---- half precision on a chosen instruction set ------------------------- */
+
+/* libgcc fills in the CPU model in a constructor, before main (and checks
+ * that the OS saves the AVX registers), so __builtin_cpu_supports only reads
+ * memory that is never written again. */
+int gw__half_isa_supported(gw_half_isa_t isa)
+{
+    switch (isa) {
+    case GW_HALF_ISA_PORTABLE:
+        return 1;
+    case GW_HALF_ISA_AVX2:
+#if GW__HALF_HAVE_AVX2
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+        return 0;
+#endif
+    default:
+        return 0;
+    }
+}
+
+gw_half_isa_t gw__half_isa_best(void)
+{
+    return gw__half_isa_supported(GW_HALF_ISA_AVX2) ? GW_HALF_ISA_AVX2 : GW_HALF_ISA_PORTABLE;
+}
+
+const char *gw__half_isa_name(gw_half_isa_t isa)
+{
+    switch (isa) {
+    case GW_HALF_ISA_PORTABLE:
+        return "portable";
+    case GW_HALF_ISA_AVX2:
+        return "avx2";
+    default:
+        return "unknown";
+    }
+}
+
+static gw_status_t check_half_isa(gw_dtype_t dtype, gw_half_isa_t isa)
+{
+    if (dtype != GW_FLOAT16 && dtype != GW_BFLOAT16)
+        return GW_ERR_INVALID_ARG;
+    return gw__half_isa_supported(isa) ? GW_OK : GW_ERR_UNSUPPORTED;
+}
+
+gw_status_t gw__reduce_half_isa(void *out, const void *a, const void *b, size_t count,
+                                gw_dtype_t dtype, gw_op_t op, gw_half_isa_t isa)
+{
+    if (op == GW_AVG)
+        op = GW_SUM;
+    if ((unsigned)op > GW_MAX)
+        return GW_ERR_INVALID_ARG;
+    gw_status_t st = check_half_isa(dtype, isa);
+    if (st != GW_OK || count == 0)
+        return st;
+#if GW__HALF_HAVE_AVX2
+    if (isa == GW_HALF_ISA_AVX2) {
+        gw__reduce_half_avx2(out, a, b, count, dtype, op);
+        return GW_OK;
+    }
+#endif
+    kernels[dtype][op](out, a, b, count);
+    return GW_OK;
+}
+
+/* The portable bulk conversions: the scalar conversions in loops that GCC
+ * vectorises (in and out do not overlap). */
+static void widen_portable(float *restrict out, const uint16_t *restrict in, size_t n,
+                           gw_dtype_t dtype)
+{
+    if (dtype == GW_BFLOAT16)
+        for (size_t i = 0; i < n; i++)
+            out[i] = bf16_to_float(in[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            out[i] = half_to_float(in[i]);
+}
+
+static void narrow_portable(uint16_t *restrict out, const float *restrict in, size_t n,
+                            gw_dtype_t dtype)
+{
+    if (dtype == GW_BFLOAT16)
+        for (size_t i = 0; i < n; i++)
+            out[i] = float_to_bf16(in[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            out[i] = float_to_half(in[i]);
+}
+
+gw_status_t gw__half_widen_isa(float *out, const uint16_t *in, size_t count, gw_dtype_t dtype,
+                               gw_half_isa_t isa)
+{
+    gw_status_t st = check_half_isa(dtype, isa);
+    if (st != GW_OK || count == 0)
+        return st;
+#if GW__HALF_HAVE_AVX2
+    if (isa == GW_HALF_ISA_AVX2) {
+        gw__half_widen_avx2(out, in, count, dtype);
+        return GW_OK;
+    }
+#endif
+    widen_portable(out, in, count, dtype);
+    return GW_OK;
+}
+
+gw_status_t gw__half_narrow_isa(uint16_t *out, const float *in, size_t count, gw_dtype_t dtype,
+                                gw_half_isa_t isa)
+{
+    gw_status_t st = check_half_isa(dtype, isa);
+    if (st != GW_OK || count == 0)
+        return st;
+#if GW__HALF_HAVE_AVX2
+    if (isa == GW_HALF_ISA_AVX2) {
+        gw__half_narrow_avx2(out, in, count, dtype);
+        return GW_OK;
+    }
+#endif
+    narrow_portable(out, in, count, dtype);
+    return GW_OK;
 }
 
 /* ---- average ------------------------------------------------------------- */
@@ -309,13 +471,21 @@ void gw__reduce(void *out, const void *a, const void *b, size_t count, gw_dtype_
             p[i] = (T)(p[i] / (d));                                                        \
     } while (0)
 
-#define GW__HALF_DIV_LOOP(buf, n, d, TO_F, FROM_F)                                         \
-    do {                                                                                   \
-        uint16_t *p = (buf);                                                               \
-        float fd = (float)(d);                                                             \
-        for (size_t i = 0; i < (n); i++)                                                   \
-            p[i] = FROM_F(TO_F(p[i]) / fd);                                                \
-    } while (0)
+/* Half precision: widen a block, divide in float, round the block back, with
+ * the fastest conversions this CPU has (they all give the same bits). */
+static void half_div(uint16_t *p, size_t n, gw_dtype_t dtype, int nranks)
+{
+    gw_half_isa_t isa = gw__half_isa_best();
+    float fd = (float)nranks;
+    float f[GW__HALF_BLOCK];
+    for (size_t base = 0; base < n; base += GW__HALF_BLOCK) {
+        size_t m = n - base < GW__HALF_BLOCK ? n - base : GW__HALF_BLOCK;
+        (void)gw__half_widen_isa(f, p + base, m, dtype, isa);
+        for (size_t j = 0; j < m; j++)
+            f[j] /= fd;
+        (void)gw__half_narrow_isa(p + base, f, m, dtype, isa);
+    }
+}
 
 /*
  * Division (not multiplication by 1/nranks) keeps the result correctly
@@ -335,10 +505,8 @@ void gw__reduce_finish_avg(void *buf, size_t count, gw_dtype_t dtype, int nranks
         GW__DIV_LOOP(double, buf, count, (double)nranks);
         break;
     case GW_FLOAT16:
-        GW__HALF_DIV_LOOP(buf, count, nranks, half_to_float, float_to_half);
-        break;
     case GW_BFLOAT16:
-        GW__HALF_DIV_LOOP(buf, count, nranks, bf16_to_float, float_to_bf16);
+        half_div(buf, count, dtype, nranks);
         break;
     case GW_INT8:
         GW__DIV_LOOP(int8_t, buf, count, nranks);

@@ -4,7 +4,9 @@
  * out[i] = a[i] OP b[i], with the operand order fixed (a first): algorithms
  * rely on a fixed order to give bitwise identical results on every rank even
  * for NaN payloads. out may alias a or b (exactly, not partially).
- * float16 and bfloat16 are computed in float and rounded to nearest-even.
+ * float16 and bfloat16 are computed in float and rounded to nearest-even;
+ * for every op a NaN in a gives a's NaN (quieted), so their results are the
+ * same bits on every instruction set the kernels run on (reduce_half.h).
  * Integer sum and prod wrap (two's complement, computed unsigned: no UB).
  * min and max propagate NaN (IEEE 754-2019 minimum/maximum), -0 < +0.
  * GW_AVG reduces as GW_SUM; gw__reduce_finish_avg divides at the end.

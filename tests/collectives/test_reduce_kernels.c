@@ -6,7 +6,10 @@
  * The kernels are checked element by element against a plain scalar
  * reference on random inputs (with NaN, infinities and signed zeros mixed
  * in), for odd counts that exercise vector bodies and scalar tails, and
- * under every aliasing the contract allows.
+ * under every aliasing the contract allows. float16 and bfloat16 run through
+ * gw__reduce and through every instruction set of reduce_half.h that this
+ * CPU has (portable, AVX2), which must agree bit for bit; every half and
+ * bfloat16 pattern is also reduced with a set of special operands on each.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/reduce_half.h"
 #include "collectives/reduce_kernels.h"
 #include "kernel_test_util.h"
 
@@ -102,6 +106,16 @@ REF_INT(uint8_t)
 REF_INT(int32_t)
 REF_INT(int64_t)
 
+/* Half-precision sum and product: a NaN in a gives a's NaN, else IEEE (a
+ * NaN in b gives b's). The float operation alone may return either NaN. */
+static float ref_half_op(gw_op_t op, float x, float y)
+{
+    float r = ref_float(op, x, y);
+    if ((op == GW_SUM || op == GW_PROD || op == GW_AVG) && isnan(x))
+        return x;
+    return r;
+}
+
 /* Reference of element i, as raw bytes in *out (size of dtype). */
 static void ref_elem(gw_dtype_t dt, gw_op_t op, const void *a, const void *b, size_t i, void *out)
 {
@@ -119,14 +133,14 @@ static void ref_elem(gw_dtype_t dt, gw_op_t op, const void *a, const void *b, si
     case GW_FLOAT16: {
         float x = gw__half_to_float(((const uint16_t *)a)[i]);
         float y = gw__half_to_float(((const uint16_t *)b)[i]);
-        uint16_t r = gw__float_to_half(ref_float(op, x, y));
+        uint16_t r = gw__float_to_half(ref_half_op(op, x, y));
         memcpy(out, &r, sizeof r);
         break;
     }
     case GW_BFLOAT16: {
         float x = gw__bf16_to_float(((const uint16_t *)a)[i]);
         float y = gw__bf16_to_float(((const uint16_t *)b)[i]);
-        uint16_t r = gw__float_to_bf16(ref_float(op, x, y));
+        uint16_t r = gw__float_to_bf16(ref_half_op(op, x, y));
         memcpy(out, &r, sizeof r);
         break;
     }
@@ -223,8 +237,21 @@ static void fill_random(gw_dtype_t dt, void *buf, size_t n, uint64_t *s)
 enum alias_mode { ALIAS_NONE, ALIAS_OUT_A, ALIAS_OUT_B, ALIAS_ALL, ALIAS_COUNT };
 static const char *const alias_names[] = {"out-of-place", "out==a", "out==b", "out==a==b"};
 
+/* ISA_AUTO: through gw__reduce; else through gw__reduce_half_isa. */
+#define ISA_AUTO (-1)
+
+static const char *isa_name(int isa)
+{
+    return isa == ISA_AUTO ? "auto" : gw__half_isa_name((gw_half_isa_t)isa);
+}
+
+static int is_half(gw_dtype_t dt)
+{
+    return dt == GW_FLOAT16 || dt == GW_BFLOAT16;
+}
+
 static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mode,
-                         uint64_t seed)
+                         uint64_t seed, int isa)
 {
     size_t es = gw_dtype_size(dt);
     size_t bytes = n * es + 1; /* never malloc(0); one guard byte */
@@ -252,15 +279,22 @@ static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mo
         o = a;
         pb = a;
     }
-    gw__reduce(o, pa, pb, n, dt, op);
+    if (isa == ISA_AUTO) {
+        gw__reduce(o, pa, pb, n, dt, op);
+    } else {
+        gw_status_t st = gw__reduce_half_isa(o, pa, pb, n, dt, op, (gw_half_isa_t)isa);
+        cr_assert_eq(st, GW_OK, "%s on %s: %s", gw_dtype_name(dt), isa_name(isa),
+                     gw_status_name(st));
+    }
 
     const unsigned char *got = o;
     for (size_t i = 0; i < n; i++) {
         const unsigned char *g = got + i * es, *w = want + i * es;
-        /* A sum or product with NaN must be NaN; which NaN bits two NaN
-         * operands give is the hardware's choice. min/max pick bits
-         * exactly. */
-        int loose = (op == GW_SUM || op == GW_PROD || op == GW_AVG) && elem_is_nan(dt, w);
+        /* A float32/float64 sum or product with NaN must be NaN; which NaN
+         * bits two NaN operands give is the hardware's choice. min/max and
+         * the half-precision kernels pick bits exactly. */
+        int loose = !is_half(dt) && (op == GW_SUM || op == GW_PROD || op == GW_AVG) &&
+                    elem_is_nan(dt, w);
         int ok = loose ? elem_is_nan(dt, g) : memcmp(g, w, es) == 0;
         if (!ok) {
             uint64_t gv = 0, wv = 0, av = 0, bv = 0;
@@ -268,9 +302,10 @@ static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mo
             memcpy(&wv, w, es);
             memcpy(&av, a0 + i * es, es);
             memcpy(&bv, b0 + i * es, es);
-            cr_assert_fail("%s %s n=%zu %s: element %zu: a=0x%llx b=0x%llx: got 0x%llx, "
-                           "want 0x%llx",
-                           gw_dtype_name(dt), gw_op_name(op), n, alias_names[mode], i,
+            cr_assert_fail("%s %s n=%zu %s (%s): element %zu: a=0x%llx b=0x%llx: got "
+                           "0x%llx, want 0x%llx",
+                           gw_dtype_name(dt), gw_op_name(op), n, alias_names[mode],
+                           isa_name(isa), i,
                            (unsigned long long)av, (unsigned long long)bv,
                            (unsigned long long)gv, (unsigned long long)wv);
         }
@@ -290,16 +325,24 @@ static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mo
     free(want);
 }
 
+/* Counts below, at and across the 16-element steps of the AVX2 kernels. */
 Test(kernels, every_dtype_op_count_and_aliasing, .timeout = 120)
 {
-    static const size_t counts[] = {0, 1, 7, 1023, 4099};
+    static const size_t counts[] = {0, 1, 7, 16, 33, 1023, 4099};
     uint64_t seed = 1;
-    for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++)
-        for (size_t o = 0; o < sizeof all_ops / sizeof all_ops[0]; o++)
-            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-                for (int m = 0; m < ALIAS_COUNT; m++)
-                    check_kernel(all_dtypes[d], all_ops[o], counts[c], (enum alias_mode)m,
-                                 seed++ * 0x9e3779b97f4a7c15ULL);
+    for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++) {
+        gw_dtype_t dt = all_dtypes[d];
+        int last_isa = is_half(dt) ? GW_HALF_ISA_COUNT - 1 : ISA_AUTO;
+        for (int isa = ISA_AUTO; isa <= last_isa; isa++) {
+            if (isa != ISA_AUTO && !gw__half_isa_supported((gw_half_isa_t)isa))
+                continue;
+            for (size_t o = 0; o < sizeof all_ops / sizeof all_ops[0]; o++)
+                for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+                    for (int m = 0; m < ALIAS_COUNT; m++)
+                        check_kernel(dt, all_ops[o], counts[c], (enum alias_mode)m,
+                                     seed++ * 0x9e3779b97f4a7c15ULL, isa);
+        }
+    }
 }
 
 Test(kernels, count_zero_touches_nothing, .timeout = 10)
@@ -327,10 +370,21 @@ static double red_f64(gw_op_t op, double a, double b)
     return r;
 }
 
+/* One half-precision element through gw__reduce, checked to be the same on
+ * every instruction set this CPU has. */
 static uint16_t red_u16(gw_dtype_t dt, gw_op_t op, uint16_t a, uint16_t b)
 {
     uint16_t r;
     gw__reduce(&r, &a, &b, 1, dt, op);
+    for (int isa = 0; isa < GW_HALF_ISA_COUNT; isa++) {
+        uint16_t ri = 0;
+        gw_status_t st = gw__reduce_half_isa(&ri, &a, &b, 1, dt, op, (gw_half_isa_t)isa);
+        if (st == GW_ERR_UNSUPPORTED)
+            continue;
+        cr_assert_eq(st, GW_OK);
+        cr_assert_eq(ri, r, "%s %s(0x%04x, 0x%04x): %s gives 0x%04x, gw__reduce 0x%04x",
+                     gw_dtype_name(dt), gw_op_name(op), a, b, gw__half_isa_name(isa), ri, r);
+    }
     return r;
 }
 
@@ -395,6 +449,13 @@ Test(kernels, nan_and_inf_propagation, .timeout = 10)
     cr_assert(bf16_is_nan(red_u16(GW_BFLOAT16, GW_PROD, 0xffc0u, 0x3f80u)));
     cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x7f7fu, 0x7f7fu), 0x7f80u);
     cr_assert_eq(red_u16(GW_BFLOAT16, GW_MAX, 0x7f80u, 0x7f7fu), 0x7f80u);
+    /* Half-precision sum and product: a's NaN (quieted) wins over b's. */
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x7c01u, 0xff08u), 0x7e01u);
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_PROD, 0xfe01u, 0x7d00u), 0xfe01u);
+    cr_assert_eq(red_u16(GW_FLOAT16, GW_SUM, 0x3c00u, 0x7d00u), 0x7f00u);
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x7f81u, 0xffc1u), 0x7fc1u);
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_PROD, 0xff82u, 0x7fc0u), 0xffc2u);
+    cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x3f80u, 0x7f81u), 0x7fc1u);
 }
 
 Test(kernels, float16_sum_rounds_to_nearest_even, .timeout = 10)
@@ -410,6 +471,104 @@ Test(kernels, float16_sum_rounds_to_nearest_even, .timeout = 10)
     /* bfloat16: 256 + 1 = 257 is a tie between 256 and 258: 256. */
     cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x4380u, 0x3f80u), 0x4380u);
     cr_assert_eq(red_u16(GW_BFLOAT16, GW_SUM, 0x4381u, 0x3f80u), 0x4382u);
+}
+
+/* ---- half precision: every pattern, every instruction set ---------------- */
+
+/* Operands that every float16 and bfloat16 pattern is reduced with, on
+ * either side: zeros, subnormals, extremes, infinities, quiet and
+ * signalling NaNs with payloads and signs, ones and rounding ties of both
+ * formats; then random patterns. */
+static const uint16_t half_operands[] = {
+    0x0000u, 0x8000u, 0x0001u, 0x8001u, 0x03ffu, 0x0400u, 0x83ffu, 0x3c00u, 0xbc00u,
+    0x3c01u, 0x6800u, 0x7bffu, 0xfbffu, 0x7c00u, 0xfc00u, 0x7c01u, 0x7d00u, 0x7e00u,
+    0xfe01u, 0x7fffu, 0xffffu, 0x0080u, 0x807fu, 0x3f80u, 0xbf80u, 0x4380u, 0x7f7fu,
+    0xff7fu, 0x7f80u, 0xff80u, 0x7f81u, 0x7fc0u, 0xffc1u, 0x7fbfu};
+#define NRANDOM_OPERANDS 16
+
+Test(kernels, half_every_pattern_on_every_isa, .timeout = 120)
+{
+    const size_t n = 65536, nfixed = sizeof half_operands / sizeof half_operands[0];
+    uint16_t *all = malloc(n * 2), *other = malloc(n * 2), *want = malloc(n * 2);
+    uint16_t *got = malloc(n * 2);
+    cr_assert(all && other && want && got);
+    for (size_t i = 0; i < n; i++)
+        all[i] = (uint16_t)i;
+    for (gw_dtype_t dt = GW_FLOAT16; dt <= GW_BFLOAT16; dt++) {
+        uint64_t s = 7;
+        for (gw_op_t op = GW_SUM; op <= GW_MAX; op++) {
+            for (size_t k = 0; k < nfixed + NRANDOM_OPERANDS; k++) {
+                uint16_t v = k < nfixed ? half_operands[k] : (uint16_t)rng_next(&s);
+                for (size_t i = 0; i < n; i++)
+                    other[i] = v;
+                for (int swap = 0; swap < 2; swap++) {
+                    const uint16_t *a = swap ? other : all, *b = swap ? all : other;
+                    for (size_t i = 0; i < n; i++)
+                        ref_elem(dt, op, a, b, i, &want[i]);
+                    for (int isa = 0; isa < GW_HALF_ISA_COUNT; isa++) {
+                        if (!gw__half_isa_supported((gw_half_isa_t)isa))
+                            continue;
+                        memset(got, 0, n * 2);
+                        cr_assert_eq(gw__reduce_half_isa(got, a, b, n, dt, op,
+                                                         (gw_half_isa_t)isa),
+                                     GW_OK);
+                        for (size_t i = 0; i < n; i++)
+                            if (got[i] != want[i])
+                                cr_assert_fail("%s %s on %s: a=0x%04x b=0x%04x: got 0x%04x, "
+                                               "want 0x%04x",
+                                               gw_dtype_name(dt), gw_op_name(op),
+                                               gw__half_isa_name((gw_half_isa_t)isa), a[i],
+                                               b[i], got[i], want[i]);
+                    }
+                }
+            }
+        }
+    }
+    free(all);
+    free(other);
+    free(want);
+    free(got);
+}
+
+Test(kernels, half_isa_choice_and_errors, .timeout = 10)
+{
+    gw_half_isa_t best = gw__half_isa_best();
+    cr_assert(gw__half_isa_supported(GW_HALF_ISA_PORTABLE));
+    cr_assert(gw__half_isa_supported(best));
+    cr_assert(!gw__half_isa_supported(GW_HALF_ISA_COUNT));
+    cr_assert_str_eq(gw__half_isa_name(GW_HALF_ISA_PORTABLE), "portable");
+    cr_assert_str_eq(gw__half_isa_name(GW_HALF_ISA_AVX2), "avx2");
+    cr_assert_str_eq(gw__half_isa_name(GW_HALF_ISA_COUNT), "unknown");
+#if GW__HALF_HAVE_AVX2
+    /* gw__reduce must take the fast kernels wherever the CPU has them. */
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    cr_assert_eq(best, avx2 ? GW_HALF_ISA_AVX2 : GW_HALF_ISA_PORTABLE);
+    if (!avx2)
+        cr_log_warn("this CPU lacks AVX2 or F16C: the AVX2 kernels are not tested");
+#endif
+    uint16_t a[3] = {0x3c00u, 0x4000u, 0x4200u}, b[3] = {0x3c00u, 0x3c00u, 0x3c00u};
+    uint16_t out[3] = {0x5555u, 0x5555u, 0x5555u};
+    float f[3] = {1.0f, 2.0f, 3.0f};
+    cr_assert_eq(gw__reduce_half_isa(out, a, b, 3, GW_FLOAT32, GW_SUM, GW_HALF_ISA_PORTABLE),
+                 GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__reduce_half_isa(out, a, b, 3, GW_FLOAT16, GW_OP_COUNT, GW_HALF_ISA_PORTABLE),
+                 GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__reduce_half_isa(out, a, b, 3, GW_BFLOAT16, GW_SUM, GW_HALF_ISA_COUNT),
+                 GW_ERR_UNSUPPORTED);
+    cr_assert_eq(gw__half_narrow_isa(out, f, 3, GW_INT8, GW_HALF_ISA_PORTABLE),
+                 GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__half_narrow_isa(out, f, 3, GW_FLOAT16, GW_HALF_ISA_COUNT),
+                 GW_ERR_UNSUPPORTED);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(out[i], 0x5555u, "out[%d] was written by a failed call", i);
+    cr_assert_eq(gw__half_widen_isa(f, a, 3, GW_FLOAT64, GW_HALF_ISA_PORTABLE),
+                 GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__half_widen_isa(f, a, 3, GW_FLOAT16, GW_HALF_ISA_COUNT), GW_ERR_UNSUPPORTED);
+    cr_assert(f[0] == 1.0f && f[1] == 2.0f && f[2] == 3.0f, "f was written by a failed call");
+    /* GW_AVG reduces as GW_SUM; count 0 is a no-op, even with NULL buffers. */
+    cr_assert_eq(gw__reduce_half_isa(out, a, b, 3, GW_FLOAT16, GW_AVG, best), GW_OK);
+    cr_assert(out[0] == 0x4000u && out[1] == 0x4200u && out[2] == 0x4400u);
+    cr_assert_eq(gw__reduce_half_isa(NULL, NULL, NULL, 0, GW_BFLOAT16, GW_MAX, best), GW_OK);
 }
 
 Test(kernels, integer_wraparound, .timeout = 10)

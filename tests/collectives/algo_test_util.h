@@ -1,0 +1,387 @@
+/*
+ * algo_test_util.h - the harness of the collective algorithm tests
+ * (test_algorithms.c, test_algorithms_collectives.c,
+ * test_algorithms_errors.c): one thread per rank over the in-memory
+ * transport (mem_transport.c), with communicators built by hand so that the
+ * algorithms are called directly through their gw__ entry points.
+ *
+ * Inputs are deterministic pseudo-random streams chosen so that a serial
+ * reference computed here is exact (integer-valued floats, wrapping
+ * integers); check_exact compares a result with it and check_agree compares
+ * every rank's result bitwise with rank 0's. begin() frees the scratch
+ * memory before each call so that AddressSanitizer sees exactly the size
+ * each algorithm asked for.
+ *
+ * Worker threads never assert (that would skip the other ranks' cleanup and
+ * leave them waiting); they note failures, which job_run reports at the end.
+ * Header-only, with every function static inline: each test file uses a
+ * different part of it, and an unused static function would be a warning.
+ */
+#ifndef GW_TESTS_ALGO_TEST_UTIL_H
+#define GW_TESTS_ALGO_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collectives/coll.h"
+#include "common/clock.h"
+#include "mem_transport.c"
+
+#define MAXN 16
+
+typedef struct job job_t;
+
+/* One rank: its thread's communicator and the failures it noticed. */
+typedef struct ctx {
+    job_t *job;
+    int rank;
+    gw_comm_t comm;
+    int nerr;
+    char err[1024];
+} ctx_t;
+
+typedef void (*body_fn)(ctx_t *c, const void *arg);
+
+struct job {
+    int n;
+    memt_fabric_t *fab;
+    pthread_barrier_t bar;
+    body_fn body;
+    const void *arg;
+    ctx_t ctx[MAXN];
+    const void *shared[MAXN]; /* each rank's published result */
+    atomic_int counter;       /* for the barrier test */
+};
+
+/* Record a failure (the first few are kept) and go on: asserting from a
+ * worker thread would skip the other ranks' cleanup. */
+static inline void note(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void note(ctx_t *c, const char *fmt, ...)
+{
+    if (c->nerr++ >= 4)
+        return;
+    size_t used = strlen(c->err);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + used, sizeof(c->err) - used, fmt, ap);
+    va_end(ap);
+    used = strlen(c->err);
+    if (used + 2 < sizeof(c->err))
+        strcat(c->err, "; ");
+}
+
+#define CHECK(c, cond, ...)                                                                \
+    do {                                                                                   \
+        if (!(cond))                                                                       \
+            note((c), __VA_ARGS__);                                                        \
+    } while (0)
+
+static inline void *thread_main(void *p)
+{
+    ctx_t *c = p;
+    c->job->body(c, c->job->arg);
+    return NULL;
+}
+
+/* Run body on n threads, one per rank, over a fresh fabric (rendezvous or
+ * eager, see mem_transport.h), then report every rank's failures. */
+static inline void job_run(int n, int timeout_ms, int rendezvous, body_fn body, const void *arg)
+{
+    cr_assert(n >= 2 && n <= MAXN);
+    job_t *job = calloc(1, sizeof(*job));
+    cr_assert_not_null(job);
+    job->n = n;
+    job->body = body;
+    job->arg = arg;
+    job->fab = memt_fabric_create(n, rendezvous);
+    cr_assert_not_null(job->fab);
+    pthread_barrier_init(&job->bar, NULL, (unsigned)n);
+    for (int r = 0; r < n; r++) {
+        ctx_t *c = &job->ctx[r];
+        c->job = job;
+        c->rank = r;
+        gw_comm_t *comm = &c->comm;
+        comm->rank = r;
+        comm->size = n;
+        gw__logger_init(&comm->log, r);
+        comm->timeout_ms = timeout_ms;
+        comm->algo = GW_ALGO_AUTO;
+        comm->failed = GW_OK;
+        comm->chunk_bytes = 4096;
+        cr_assert_eq(memt_open(job->fab, r, &comm->log, &comm->transport), GW_OK);
+    }
+    pthread_t th[MAXN];
+    for (int r = 0; r < n; r++)
+        cr_assert_eq(pthread_create(&th[r], NULL, thread_main, &job->ctx[r]), 0);
+    for (int r = 0; r < n; r++)
+        pthread_join(th[r], NULL);
+    char msg[MAXN][1100];
+    int bad[MAXN];
+    for (int r = 0; r < n; r++) {
+        ctx_t *c = &job->ctx[r];
+        bad[r] = c->nerr;
+        snprintf(msg[r], sizeof(msg[r]), "n=%d (%s) rank %d: %d failures: %s", n,
+                 rendezvous ? "rendezvous" : "eager", r, c->nerr, c->err);
+        if (c->comm.transport)
+            c->comm.transport->ops->close(c->comm.transport);
+        free(c->comm.scratch);
+        gw__logger_fini(&c->comm.log);
+    }
+    memt_fabric_destroy(job->fab);
+    pthread_barrier_destroy(&job->bar);
+    free(job);
+    for (int r = 0; r < n; r++)
+        cr_expect_eq(bad[r], 0, "%s", msg[r]);
+}
+
+static inline void sync_all(ctx_t *c) { pthread_barrier_wait(&c->job->bar); }
+
+/* Stamp the next collective's tag, as the API layer does. */
+static inline void begin(ctx_t *c, int kind, size_t count, gw_dtype_t dt, gw_op_t op, int root)
+{
+    uint32_t h = 2166136261u;
+    uint64_t parts[5] = {(uint64_t)kind, count, (uint64_t)dt, (uint64_t)op, (uint64_t)root};
+    for (int i = 0; i < 5; i++) {
+        h ^= (uint32_t)(parts[i] * 0x9e3779b97f4a7c15ull >> 32);
+        h *= 16777619u;
+    }
+    c->comm.seq++;
+    c->comm.tag.seq = c->comm.seq;
+    c->comm.tag.sig = h;
+    /* Fresh scratch of exactly the requested size for every call. */
+    free(c->comm.scratch);
+    c->comm.scratch = NULL;
+    c->comm.scratch_len = 0;
+}
+
+/* ---- data: deterministic pseudo-random inputs and exact references ---- */
+
+static inline uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Element i of rank's stream `seed`: distinct inputs for seed < 2^20,
+ * rank < 2^8, i < 2^36, and mix() is a bijection. */
+static inline uint64_t rnd(uint64_t seed, int rank, size_t i)
+{
+    return mix(seed << 44 ^ (uint64_t)rank << 36 ^ (uint64_t)i);
+}
+
+static inline uint16_t half_from_int(int v)
+{
+    /* Exact for |v| <= 2048, all the tests need. */
+    if (v == 0)
+        return 0;
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    unsigned a = (unsigned)(v < 0 ? -v : v);
+    int e = 0;
+    while ((a >> (e + 1)) != 0)
+        e++;
+    unsigned mant = (a << (10 - e)) & 0x3ff;
+    return (uint16_t)(sign | (unsigned)(e + 15) << 10 | mant);
+}
+
+static inline double half_to_double(uint16_t h)
+{
+    int sign = h >> 15, e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    double v;
+    if (e == 0)
+        v = ldexp(mant, -24);
+    else if (e == 31)
+        v = mant ? NAN : INFINITY;
+    else
+        v = ldexp(mant + 1024, e - 25);
+    return sign ? -v : v;
+}
+
+static inline uint16_t bf16_from_float(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16); /* exact for the small integers used */
+}
+
+static inline double bf16_to_double(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline int is_float(gw_dtype_t dt)
+{
+    return dt == GW_FLOAT32 || dt == GW_FLOAT64 || dt == GW_FLOAT16 || dt == GW_BFLOAT16;
+}
+
+static inline void put_f(gw_dtype_t dt, void *buf, size_t i, double v)
+{
+    switch (dt) {
+    case GW_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case GW_FLOAT64: ((double *)buf)[i] = v; break;
+    case GW_FLOAT16: ((uint16_t *)buf)[i] = half_from_int((int)v); break;
+    case GW_BFLOAT16: ((uint16_t *)buf)[i] = bf16_from_float((float)v); break;
+    default: break;
+    }
+}
+
+static inline double get_f(gw_dtype_t dt, const void *buf, size_t i)
+{
+    switch (dt) {
+    case GW_FLOAT32: return ((const float *)buf)[i];
+    case GW_FLOAT64: return ((const double *)buf)[i];
+    case GW_FLOAT16: return half_to_double(((const uint16_t *)buf)[i]);
+    case GW_BFLOAT16: return bf16_to_double(((const uint16_t *)buf)[i]);
+    default: return 0;
+    }
+}
+
+static inline void put_i(gw_dtype_t dt, void *buf, size_t i, uint64_t v)
+{
+    switch (dt) {
+    case GW_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case GW_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case GW_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case GW_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+
+static inline int64_t get_i(gw_dtype_t dt, const void *buf, size_t i)
+{
+    switch (dt) {
+    case GW_INT8: return ((const int8_t *)buf)[i];
+    case GW_UINT8: return ((const uint8_t *)buf)[i];
+    case GW_INT32: return ((const int32_t *)buf)[i];
+    case GW_INT64: return ((const int64_t *)buf)[i];
+    default: return 0;
+    }
+}
+
+/* A float input for an exact test: integers whose sums (16 ranks of them)
+ * stay exact even in bfloat16, small factors for products, and arbitrary
+ * values for min and max (which are exact anyway). */
+static inline double exact_float(gw_op_t op, uint64_t x)
+{
+    if (op == GW_SUM)
+        return (double)(int)(x % 33) - 16;
+    if (op == GW_PROD)
+        return (double)(int)(x % 7) - 3;
+    return ((double)(int64_t)(x >> 11) - (double)(1ll << 52)) / 1024.0;
+}
+
+/* Element i of rank's input for an exact test of (dt, op). */
+static inline void gen_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int rank, size_t i,
+                             void *buf)
+{
+    uint64_t x = rnd(seed, rank, i);
+    if (is_float(dt))
+        put_f(dt, buf, i, exact_float(op, x));
+    else
+        put_i(dt, buf, i, x);
+}
+
+/* The reference: fold element i over the ranks, in double for floats (the
+ * inputs make that exact) and in the dtype's wrapping arithmetic for
+ * integers. */
+static inline void ref_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int n, size_t i,
+                             double *fv, int64_t *iv)
+{
+    double f = 0;
+    int64_t v = 0;
+    unsigned char one[8];
+    for (int r = 0; r < n; r++) {
+        uint64_t x = rnd(seed, r, i);
+        if (is_float(dt)) {
+            put_f(dt, one, 0, exact_float(op, x));
+            double e = get_f(dt, one, 0);
+            if (r == 0)
+                f = e;
+            else if (op == GW_SUM)
+                f += e;
+            else if (op == GW_PROD)
+                f *= e;
+            else if (op == GW_MIN)
+                f = e < f ? e : f;
+            else
+                f = e > f ? e : f;
+        } else {
+            put_i(dt, one, 0, x);
+            int64_t e = get_i(dt, one, 0);
+            uint64_t w;
+            if (r == 0)
+                w = (uint64_t)e;
+            else if (op == GW_SUM)
+                w = (uint64_t)v + (uint64_t)e;
+            else if (op == GW_PROD)
+                w = (uint64_t)v * (uint64_t)e;
+            else if (op == GW_MIN)
+                w = (uint64_t)(e < v ? e : v);
+            else
+                w = (uint64_t)(e > v ? e : v);
+            put_i(dt, one, 0, w); /* wrap to the dtype */
+            v = get_i(dt, one, 0);
+        }
+    }
+    *fv = f;
+    *iv = v;
+}
+
+typedef struct combo {
+    gw_dtype_t dt;
+    gw_op_t op;
+} combo_t;
+
+static const combo_t exact_combos[] = {
+    {GW_FLOAT32, GW_SUM}, {GW_INT32, GW_SUM},    {GW_INT32, GW_PROD},   {GW_INT32, GW_MIN},
+    {GW_INT32, GW_MAX},   {GW_INT64, GW_SUM},    {GW_INT64, GW_PROD},   {GW_INT64, GW_MIN},
+    {GW_INT64, GW_MAX},   {GW_FLOAT16, GW_SUM},  {GW_BFLOAT16, GW_SUM}, {GW_FLOAT64, GW_PROD},
+    {GW_FLOAT64, GW_MIN}, {GW_FLOAT64, GW_MAX},  {GW_INT8, GW_SUM},     {GW_UINT8, GW_MAX},
+};
+#define NCOMBOS (sizeof(exact_combos) / sizeof(exact_combos[0]))
+
+/* Compare buf (count elements) with the reference; report the first miss. */
+static inline void check_exact(ctx_t *c, const char *what, const void *buf, size_t count,
+                               gw_dtype_t dt, gw_op_t op, uint64_t seed)
+{
+    int n = c->comm.size;
+    for (size_t i = 0; i < count; i++) {
+        double fv;
+        int64_t iv;
+        ref_exact(dt, op, seed, n, i, &fv, &iv);
+        if (is_float(dt) ? get_f(dt, buf, i) != fv : get_i(dt, buf, i) != iv) {
+            note(c, "%s: element %zu is %g/%lld, expected %g/%lld", what, i, get_f(dt, buf, i),
+                 (long long)get_i(dt, buf, i), fv, (long long)iv);
+            return;
+        }
+    }
+}
+
+/* Publish this rank's result and compare it bitwise with rank 0's. */
+static inline void check_agree(ctx_t *c, const char *what, const void *buf, size_t bytes)
+{
+    c->job->shared[c->rank] = buf;
+    sync_all(c);
+    if (c->rank != 0 && bytes > 0 && memcmp(buf, c->job->shared[0], bytes) != 0)
+        note(c, "%s: %zu bytes differ from rank 0's", what, bytes);
+    sync_all(c);
+}
+
+/* The rank counts most tests run at: powers of two and not. */
+static const int test_ns[] = {2, 3, 4, 5, 7, 8};
+#define NNS (sizeof(test_ns) / sizeof(test_ns[0]))
+
+#endif

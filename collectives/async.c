@@ -14,19 +14,40 @@
  * Handles are allocated per call and freed by gw_wait (or by gw_test when it
  * reports completion). Their `done` flag is atomic, so a finished handle is
  * read without touching the communicator, even after gw_comm_destroy.
+ *
+ * Compressed allreduces (gw_iallreduce_compressed, and the blocking
+ * gw_allreduce_compressed once there is a thread) travel the same queue:
+ * their handle also carries the compression state, and the thread runs
+ * them with gw__cz_execute instead of gw__coll_execute. So they keep their
+ * place in the order like every other collective, and the state, its
+ * buffers and the transport are only ever used by the progress thread
+ * until the handle completes. The store of `done` after the call (under
+ * the lock, and sequentially consistent) is what makes the state's new
+ * residual and statistics visible to the thread that sees the handle done.
  */
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "collectives/coll.h"
+#include "collectives/compress/codec.h"
 
 struct gw_handle {
     struct gw_handle *next;
     gw_comm_t *comm;
     gw_coll_args_t args;
+    gw_compress_state_t *cz_state; /* GW_COLL_ALLREDUCE_COMPRESSED only */
     gw_status_t status;
     atomic_int done;
 };
+
+/* Run one queued call on the thread that drives the transport. */
+static gw_status_t execute(gw_comm_t *comm, const gw_handle_t *h)
+{
+    if (h->args.kind == GW_COLL_ALLREDUCE_COMPRESSED)
+        return gw__cz_execute(comm, h->cz_state, h->args.sendbuf, h->args.recvbuf,
+                              h->args.count);
+    return gw__coll_execute(comm, &h->args);
+}
 
 struct gw_async {
     pthread_t thread;
@@ -53,7 +74,7 @@ static void *progress_thread(void *arg)
             as->tail = NULL;
         pthread_mutex_unlock(&as->lock);
 
-        gw_status_t st = gw__coll_execute(comm, &h->args);
+        gw_status_t st = execute(comm, h);
 
         pthread_mutex_lock(&as->lock);
         h->status = st;
@@ -121,6 +142,21 @@ gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args)
     return wait_done(&h);
 }
 
+gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
+                       size_t count)
+{
+    if (!comm->async)
+        return gw__cz_execute(comm, state, in, out, count);
+    gw_handle_t h = {.comm = comm,
+                     .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in,
+                              .recvbuf = out, .count = count, .dtype = GW_FLOAT32,
+                              .op = GW_AVG},
+                     .cz_state = state};
+    atomic_init(&h.done, 0);
+    enqueue(comm->async, &h);
+    return wait_done(&h);
+}
+
 void gw__async_stop(gw_comm_t *comm)
 {
     struct gw_async *as = comm->async;
@@ -140,11 +176,11 @@ void gw__async_stop(gw_comm_t *comm)
     free(as);
 }
 
-gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                          gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
+/* Queue a copy of args (and the compression state) as a new handle,
+ * starting the progress thread first if need be. */
+static gw_status_t start(gw_comm_t *comm, const gw_coll_args_t *args,
+                         gw_compress_state_t *cz_state, gw_handle_t **handle)
 {
-    if (!comm || !handle)
-        return GW_ERR_INVALID_ARG;
     if (!comm->async) {
         gw_status_t st = async_start(comm);
         if (st != GW_OK)
@@ -154,12 +190,35 @@ gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, s
     if (!h)
         return GW_ERR_NO_MEMORY;
     h->comm = comm;
-    h->args = (gw_coll_args_t){.kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .op = op};
+    h->args = *args;
+    h->cz_state = cz_state;
     atomic_init(&h->done, 0);
     enqueue(comm->async, h);
     *handle = h;
     return GW_OK;
+}
+
+gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                          gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    gw_coll_args_t args = {.kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                           .count = count, .dtype = dtype, .op = op};
+    return start(comm, &args, NULL, handle);
+}
+
+gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                     const float *in, float *out, size_t count,
+                                     gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    /* Everything else, a NULL state included, is checked when the call
+     * runs, so that it fails the way the blocking call would, in order. */
+    gw_coll_args_t args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in, .recvbuf = out,
+                           .count = count, .dtype = GW_FLOAT32, .op = GW_AVG};
+    return start(comm, &args, state, handle);
 }
 
 gw_status_t gw_test(gw_handle_t *handle, int *done)

@@ -284,6 +284,15 @@ GW_API gw_status_t gw_wait(gw_handle_t *handle);
  *    with a threshold estimated on a sample (as DGC does) and refined on the
  *    few candidates above it, not by sorting; exchanged as (index, value)
  *    pairs by allgather and summed. count must be below 2^32.
+ *    With momentum m > 0 (gw_compress_config_t.momentum) it applies Deep
+ *    Gradient Compression's momentum correction: each rank keeps a velocity
+ *    u and accumulates u = m u + g before sparsifying, so what accumulates
+ *    in the residual v (v = v + u) and is sent is velocity, not gradient;
+ *    the elements sent are cleared in both u and v (momentum factor
+ *    masking). The call then returns the averaged update of momentum SGD
+ *    (apply it with plain SGD, without the optimizer's own momentum). Dense
+ *    calls of such a state (warm-up, min_elements) return the average of
+ *    u = m u + g without masking: exactly dense momentum SGD.
  *  - GW_CODEC_POWERSGD: rank-r approximation of the gradient as a rows x cols
  *    matrix (row-major): P = M Q, allreduce P, orthonormalise P, Q = M^T P,
  *    allreduce Q, result P Q^T. Q is warm-started from the previous step.
@@ -335,6 +344,10 @@ typedef struct gw_compress_config {
     uint64_t seed;          /* shared by all ranks: stochastic rounding, top-k
                              * sampling and PowerSGD's initial Q derive from it,
                              * the step and the rank */
+    double momentum;        /* TOPK only: DGC momentum correction factor m in
+                             * [0, 1), used as the nearest float;
+                             * 0 (default) turns it off. The velocity (one
+                             * float per element) is saved with the state. */
 } gw_compress_config_t;
 
 /* Fill *cfg with the defaults above. NULL is a no-op. */
@@ -344,7 +357,9 @@ GW_API void gw_compress_config_init(gw_compress_config_t *cfg);
  * the step counter, the error-feedback residual (one float per element) and
  * the codec's own state (PowerSGD's Q), plus statistics. Owned by the caller.
  * A state is not thread-safe: use it from one thread, in one call at a time;
- * different states may be used concurrently (with different communicators). */
+ * different states may be used concurrently (with different communicators).
+ * A non-blocking call (gw_iallreduce_compressed) owns the state until its
+ * handle completes. */
 typedef struct gw_compress_state gw_compress_state_t;
 
 /* Create the state for a tensor of rows x cols float32 elements (row-major;
@@ -367,8 +382,10 @@ GW_API uint64_t gw_compress_state_step(const gw_compress_state_t *state);
 /* Serialise the state (format version GW_COMPRESS_STATE_VERSION: settings,
  * shape, step, residual, codec state, checksum; little-endian) into buf of
  * cap bytes; *len receives the size. buf NULL (or cap too small: then
- * GW_ERR_OVERFLOW) only reports the size needed. Statistics are not saved. */
-#define GW_COMPRESS_STATE_VERSION 1
+ * GW_ERR_OVERFLOW) only reports the size needed. Statistics are not saved.
+ * Version 2 added the momentum setting and velocity; version 1 images (no
+ * momentum) still load. */
+#define GW_COMPRESS_STATE_VERSION 2
 GW_API gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, size_t cap,
                                           size_t *len);
 
@@ -393,10 +410,12 @@ GW_API gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const
  * through the state's codec; count must equal rows * cols of the state.
  * in == out is in place. Collective: every rank calls it in the same order
  * with a state of the same settings, shape and step. Uses the dense
- * allreduce (bitwise equal to gw_allreduce(..., GW_FLOAT32, GW_AVG)) while
- * the step is below warmup_steps, when count < min_elements and with
- * GW_CODEC_NONE. On success the residual and the step advance; on any error
- * the state is unchanged.
+ * allreduce (bitwise equal to gw_allreduce(..., GW_FLOAT32, GW_AVG), of the
+ * velocity when top-k momentum is on) while the step is below warmup_steps,
+ * when count < min_elements and with GW_CODEC_NONE. On success the
+ * residual, the velocity and the step advance; on any error the state is
+ * unchanged. Once the communicator has non-blocking calls pending, this
+ * call queues behind them and waits (see gw_iallreduce_compressed).
  * Errors: GW_ERR_INVALID_ARG for NULL pointers, a count that is not the
  * state's, or a NaN or infinity (see above: then every rank fails alike and
  * the communicator stays usable); GW_ERR_UNSUPPORTED for INT8 with more than
@@ -404,6 +423,32 @@ GW_API gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const
  * and every error of gw_allreduce, which break the communicator as usual. */
 GW_API gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
                                            const float *in, float *out, size_t count);
+
+/* Non-blocking gw_allreduce_compressed, completed by gw_test or gw_wait
+ * like gw_iallreduce: the call is queued on the communicator's progress
+ * thread and runs there in call order with every other collective of the
+ * communicator (non-blocking or blocking, compressed or not), so a trainer
+ * can start a bucket's compressed allreduce as soon as backward has produced
+ * it and keep computing. Results are bitwise those of the blocking call.
+ * Ownership: from the call until the handle completes, the state, in and
+ * out belong to the library. Do not read or write in or out, and do not
+ * touch the state (gw_compress_stats_get, _step, _save, _load, _destroy)
+ * meanwhile; after completion its step, residual and statistics are those
+ * of the finished call. Further calls on the same communicator may name
+ * the same state: several may be in flight at once, on different states or
+ * on the same one, and they run one after another in call order. The state
+ * is used by the progress thread, so stats' codec_cpu_seconds is that
+ * thread's CPU time. Thread safety is the communicator's: issue calls from
+ * one thread at a time; handles may be completed from any thread.
+ * Errors here: GW_ERR_INVALID_ARG (NULL comm or handle), GW_ERR_NO_MEMORY,
+ * GW_ERR_SYSTEM (the progress thread could not start). Everything else (a
+ * NULL state or buffer, a wrong count, NaN or infinity, a dead peer, a
+ * mismatch) is the status that gw_test or gw_wait returns, as the blocking
+ * call would have returned it: a NaN fails the handle on every rank and
+ * leaves the communicator usable. */
+GW_API gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                            const float *in, float *out, size_t count,
+                                            gw_handle_t **handle);
 
 /* What the calls on a state cost. Bytes count payload only (not the
  * transport's framing). */

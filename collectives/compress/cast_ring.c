@@ -23,7 +23,10 @@
  * The per-hop add is done here with the codec's own conversions (F16C where
  * the CPU has it) rather than by the generic ring (allreduce_ring.c with
  * GW_FLOAT16), whose portable conversion loops cost several times more CPU
- * per element, which matters when many ranks share a host.
+ * per element, which matters when many ranks share a host. Encoding (cast
+ * and residual), each hop and decoding (widen, unscale, divide) are each one
+ * fused pass over the data (codec.h: gw__cz_encode_half_rest and friends),
+ * not a chain of loops through a temporary block.
  *
  * Range. Before rounding, the tensor is multiplied by 2^k, the same k on
  * every rank, chosen from the shared max |x| (step 2 of codec.h) so that a
@@ -43,41 +46,6 @@
 
 #include "collectives/compress/cast_ring.h"
 
-/* Elements converted per block: stack buffers for the widened values. */
-#define BLOCK 2048
-
-GW__CZ_HOT static void sub_block(float *x, const float *t, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] -= t[i];
-}
-
-GW__CZ_HOT static void add_block(float *a, const float *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        a[i] += b[i];
-}
-
-GW__CZ_HOT static void div_block(float *x, size_t n, float d)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] /= d;
-}
-
-/* own[i] = round16(widen(in[i]) + widen(own[i])), the incoming partial sum
- * first. */
-static void hop(const gw__cz_cast_t *cast, uint16_t *own, const uint16_t *in, size_t n)
-{
-    float a[BLOCK], b[BLOCK];
-    for (size_t lo = 0; lo < n; lo += BLOCK) {
-        size_t len = n - lo < BLOCK ? n - lo : BLOCK;
-        cast->decode(a, in + lo, len, 1.0f);
-        cast->decode(b, own + lo, len, 1.0f);
-        add_block(a, b, len);
-        cast->encode(own + lo, a, len, 1.0f);
-    }
-}
-
 static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t *h,
                         uint16_t *tmp, uint16_t *all, size_t blk)
 {
@@ -96,10 +64,55 @@ static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t
         call->comm_cpu_ns += gw__cz_cpu_now() - c0;
         if (st != GW_OK)
             return st;
-        hop(cast, h + rb * blk, tmp, blk);
+        cast->add(h + rb * blk, tmp, blk); /* the incoming partial sum first */
         call->decode_ns += gw__cz_now() - t1;
     }
     return gw__cz_allgather(call, h + (size_t)r * blk, all, bytes);
+}
+
+/* The scale exponent k for a shared maximum m > 0 over n ranks. */
+static int scale_exp(const gw__cz_cast_t *cast, float m, int n)
+{
+    int e;
+    frexp((double)m * n, &e); /* n max|x| < 2^e */
+    int k = cast->max_exp - e;
+    if (k > 126)
+        k = 126;
+    if (k < -126)
+        k = -126;
+    if (!cast->upscale && k > 0)
+        k = 0;
+    return k;
+}
+
+/*
+ * Speculation. The scale depends on the maximum of all ranks, known only
+ * after step 2, so the straightforward order is one pass to form x and find
+ * its maximum, then one to encode it: at 64 MiB both passes are limited by
+ * memory bandwidth, not arithmetic. But the scale rarely changes from one
+ * call to the next (bfloat16 is practically never scaled; fp16's exponent
+ * moves only when the gradients' range crosses a power of two), so this
+ * encodes x in the pass that forms it, with the scale of the state's last
+ * call, and run() keeps that encoding when the shared maximum gives the
+ * same scale; otherwise it forms x again and encodes it afresh. Same
+ * operations on the same values either way, so the same bits; only the
+ * time differs.
+ */
+uint32_t gw__cz_cast_prepare(gw__cz_call_t *call, const gw__cz_cast_t *cast)
+{
+    gw_compress_state_t *st = call->st;
+    const size_t count = call->count, n = (size_t)call->n;
+    const size_t padded = (count + n - 1) / n * n;
+    int guess = st->has_hint ? st->hint : 0;
+    void *hm;
+    if ((!st->has_hint && cast->upscale) ||
+        gw__cz_work(call, 1, padded * sizeof(uint16_t), &hm) != GW_OK)
+        return gw__cz_form_x(call); /* no guess worth making (or no memory: run() fails) */
+    const float *res = st->cfg.error_feedback ? st->residual : NULL;
+    call->prepared = 1;
+    call->prepared_guess = guess;
+    return cast->prep_encode(hm, call->x, call->in, res, count, ldexpf(1.0f, guess),
+                             ldexpf(1.0f, -guess));
 }
 
 gw_status_t gw__cz_cast_run(gw__cz_call_t *call, const gw__cz_cast_t *cast)
@@ -111,21 +124,18 @@ gw_status_t gw__cz_cast_run(gw__cz_call_t *call, const gw__cz_cast_t *cast)
     call->encoded_bytes = (uint64_t)count * 2;
     if (m == 0.0f) {
         /* Every rank's x is zero (all ranks see the same maximum): the sum
-         * is zero, nothing needs to travel, and the residual stays zero. */
+         * is zero, nothing needs to travel, and the residual stays zero
+         * (x itself, -0.0 included, whatever prepare() guessed). */
+        if (call->prepared)
+            gw__cz_form_x(call);
         if (count)
             memset(call->out, 0, count * sizeof(float));
         return GW_OK;
     }
-    int e;
-    frexp((double)m * call->n, &e); /* n max|x| < 2^e */
-    int k = cast->max_exp - e;
-    if (k > 126)
-        k = 126;
-    if (k < -126)
-        k = -126;
-    if (!cast->upscale && k > 0)
-        k = 0;
+    const int k = scale_exp(cast, m, call->n);
     const float scale = ldexpf(1.0f, k), unscale = ldexpf(1.0f, -k);
+    call->st->hint = k; /* the next call's guess */
+    call->st->has_hint = 1;
 
     int64_t t0 = gw__cz_now();
     void *hm, *tm, *am;
@@ -137,12 +147,10 @@ gw_status_t gw__cz_cast_run(gw__cz_call_t *call, const gw__cz_cast_t *cast)
     if (st != GW_OK)
         return gw__comm_fail(call->comm, st);
     uint16_t *h = hm, *all = am;
-    float t[BLOCK];
-    for (size_t lo = 0; lo < count; lo += BLOCK) {
-        size_t len = count - lo < BLOCK ? count - lo : BLOCK;
-        cast->encode(h + lo, x + lo, len, scale);
-        cast->decode(t, h + lo, len, unscale);
-        sub_block(x + lo, t, len);
+    if (!call->prepared || call->prepared_guess != k) {
+        if (call->prepared)
+            gw__cz_form_x(call); /* the guess was wrong: start from x again */
+        cast->encode_rest(h, x, count, scale, unscale);
     }
     if (padded > count)
         memset(h + count, 0, (padded - count) * sizeof(uint16_t));
@@ -156,12 +164,7 @@ gw_status_t gw__cz_cast_run(gw__cz_call_t *call, const gw__cz_cast_t *cast)
     }
 
     t0 = gw__cz_now();
-    const float nf = (float)call->n;
-    for (size_t lo = 0; lo < count; lo += BLOCK) {
-        size_t len = count - lo < BLOCK ? count - lo : BLOCK;
-        cast->decode(call->out + lo, all + lo, len, unscale);
-        div_block(call->out + lo, len, nf);
-    }
+    cast->decode_avg(call->out, all, count, unscale, (float)call->n);
     call->decode_ns += gw__cz_now() - t0;
     return GW_OK;
 }

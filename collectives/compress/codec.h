@@ -7,7 +7,9 @@
  * A call of gw_allreduce_compressed (compress_api.c) runs in this order:
  *  1. x = input + residual is written into the state's `next` buffer (the
  *     residual is skipped where it is zero, so that -0.0 inputs survive),
- *     and the maximum |x| of every bucket is taken on the way.
+ *     and the maximum |x| of every bucket is taken on the way. With top-k
+ *     momentum the velocity goes first: u' = m u + input is written into
+ *     `extra_next` (u is `extra`) and x = u' + residual.
  *  2. Those maxima are allreduced with GW_MAX (IEEE maximum: NaN wins), which
  *     is how every rank learns at once whether any rank holds a NaN or an
  *     infinity, and gives int8 its shared scales and fp16 its shared range.
@@ -15,8 +17,9 @@
  *     gw_allreduce would. Otherwise the codec's run() encodes x, exchanges,
  *     and decodes into out, and leaves in x what it did not transmit (the new
  *     residual): x = transmitted + residual.
- *  4. On success the buffers `residual` and `next` swap and the step
- *     advances; on failure they are left alone, so the state is unchanged.
+ *  4. On success the buffers `residual` and `next` (and `extra` and
+ *     `extra_next`, where there is one) swap and the step advances; on
+ *     failure they are left alone, so the state is unchanged.
  * Every exchange is its own collective on the communicator (its own sequence
  * number) whose signature covers the settings, shape, step, phase and
  * arguments, so ranks that disagree about any of them meet GW_ERR_MISMATCH.
@@ -55,10 +58,20 @@ struct gw_compress_state {
     uint64_t step;
     float *residual; /* count floats: what earlier steps did not transmit */
     float *next;     /* count floats: this call's x, then its new residual */
-    float *extra;    /* the codec's persistent floats (PowerSGD: Q), saved */
+    float *extra;    /* the codec's persistent floats (PowerSGD: Q; top-k
+                      * with momentum: the velocity u), saved */
     size_t nextra;
+    /* With momentum (cfg.momentum != 0, top-k only), extra is the velocity
+     * u, rebuilt from every call's input rather than changed in place: the
+     * call writes the new u here (nextra floats) and it is swapped in on
+     * success. NULL without momentum. */
+    float *extra_next;
     void *work[GW__CZ_NWORK];
     size_t work_len[GW__CZ_NWORK];
+    /* A codec's memo between calls (the casts: the last scale exponent, its
+     * guess for the next call). Not saved: it changes how fast a call is,
+     * never its result. */
+    int hint, has_hint;
     gw_compress_stats_t last, total;
 };
 
@@ -68,8 +81,11 @@ typedef struct gw__cz_call {
     gw_compress_state_t *st;
     int n, rank;
     size_t count;
+    const float *in;    /* count floats: the caller's gradient */
     float *x;           /* count floats: x on entry; the codec leaves the residual */
     float *out;         /* count floats, may be the caller's input (in place) */
+    /* Set by a codec's prepare() that encoded x on a guess (see there). */
+    int prepared, prepared_guess;
     const float *gmax;  /* max |x| over ranks, per bucket or one value */
     size_t ngmax;
     uint64_t key;       /* random key of this call: seed, step */
@@ -99,6 +115,16 @@ struct gw__codec_ops {
     int (*go_dense)(const gw_compress_state_t *st, int nranks);
     /* A call that cannot work with this many ranks (logged); NULL: fine. */
     gw_status_t (*check_ranks)(const gw_compress_state_t *st, int nranks, const gw_logger_t *lg);
+    /* Optional step 1 of its own, for a codec that can usually encode in
+     * the same pass (the casts: x, its maximum and its 16-bit image in one
+     * pass over memory instead of two). It returns the largest |x| exactly
+     * as step 1 would (per_bucket_max must be 0) and may leave in call->x
+     * and in its work buffers an encoding made on a guess (say, the last
+     * call's scale), with call->prepared set. run() must then check the
+     * guess against the shared maximum and, where it was wrong, form x
+     * again (gw__cz_form_x) and encode afresh: the result never depends on
+     * the guess. Cannot fail (without memory it just forms x). */
+    uint32_t (*prepare)(gw__cz_call_t *call);
     /* Encode call->x, exchange, decode the average into call->out; leave
      * the new residual in call->x. */
     gw_status_t (*run)(gw__cz_call_t *call);
@@ -110,6 +136,22 @@ extern const gw__codec_ops_t gw__codec_int8;
 extern const gw__codec_ops_t gw__codec_sign;
 extern const gw__codec_ops_t gw__codec_topk;
 extern const gw__codec_ops_t gw__codec_powersgd;
+
+/* Step 1 as compress_api.c does it: call->x = input + residual (or as the
+ * state's settings say), returning the largest |x| as an order-preserving
+ * integer (compress_api.c). */
+uint32_t gw__cz_form_x(gw__cz_call_t *call);
+
+/* Run one gw_allreduce_compressed on the calling thread, which must be the
+ * thread that drives the communicator's transport: the caller's, or the
+ * progress thread's (compress_api.c). comm is not NULL. */
+gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
+                           float *out, size_t count);
+/* Run it in call order: inline when the communicator has no progress
+ * thread, otherwise queued behind the pending non-blocking calls and waited
+ * for (async.c). */
+gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
+                       size_t count);
 
 /* The ops of a codec; NULL for GW_CODEC_NONE and unknown values. */
 const gw__codec_ops_t *gw__codec_lookup(gw_codec_t codec);
@@ -191,13 +233,36 @@ static inline float gw__cz_from_bits(uint32_t u)
 }
 
 /* float <-> IEEE half / bfloat16 over arrays, round to nearest even (finite
- * inputs; the caller has checked). `scale` multiplies before rounding
- * (encode) or after widening (decode); a power of two keeps it exact. Uses
- * F16C where the CPU has it, which rounds exactly like gw__float_to_half. */
-void gw__cz_encode_half(uint16_t *dst, const float *src, size_t n, float scale);
-void gw__cz_decode_half(float *dst, const uint16_t *src, size_t n, float scale);
-void gw__cz_encode_bf16(uint16_t *dst, const float *src, size_t n, float scale);
-void gw__cz_decode_bf16(float *dst, const uint16_t *src, size_t n, float scale);
+ * inputs; the caller has checked), in the single passes the casting codecs
+ * make (cast_ring.c), each bitwise equal to the scalar composition named.
+ * `scale` multiplies before rounding and `unscale` after widening; powers
+ * of two keep them exact. The half versions use F16C where the CPU has it,
+ * which rounds exactly like gw__float_to_half.
+ *  - encode_*_rest: h = round16(x * scale), then x -= widen(h) * unscale
+ *    (the cast and what it lost: x becomes the residual);
+ *  - decode_*_avg: dst = (widen(src) * unscale) / d (the average);
+ *  - add_*: own = round16(widen(in) + widen(own)) (one ring hop).
+ * One pass instead of three over the data: at 64 MiB the separate loops
+ * spent more time on the round trips through the temporary than on the
+ * conversions. */
+void gw__cz_encode_half_rest(uint16_t *h, float *x, size_t n, float scale, float unscale);
+void gw__cz_decode_half_avg(float *dst, const uint16_t *src, size_t n, float unscale, float d);
+void gw__cz_add_half(uint16_t *own, const uint16_t *in, size_t n);
+void gw__cz_encode_bf16_rest(uint16_t *h, float *x, size_t n, float scale, float unscale);
+void gw__cz_decode_bf16_avg(float *dst, const uint16_t *src, size_t n, float unscale, float d);
+void gw__cz_add_bf16(uint16_t *own, const uint16_t *in, size_t n);
+/* Step 1 and encode_*_rest in one pass: x = g + res as step 1 forms it
+ * (res NULL: x = g), its image h and residual as encode_*_rest leaves them;
+ * returns the largest |x| as an order-preserving integer. */
+uint32_t gw__cz_prep_encode_half(uint16_t *h, float *x, const float *g, const float *res,
+                                 size_t n, float scale, float unscale);
+uint32_t gw__cz_prep_encode_bf16(uint16_t *h, float *x, const float *g, const float *res,
+                                 size_t n, float scale, float unscale);
+
+/* The int8 codec's stochastic rounding of one bucket (codec_int8.c): x (all
+ * |x| <= m, m > 0) becomes levels q in [-levels, levels], random bits from
+ * stream `key`, and x is left holding x - m (q / levels). */
+void gw__cz_int8_quantize(float *x, int8_t *q, uint32_t len, float m, int levels, uint32_t key);
 
 /* Monotonic wall-clock and this thread's CPU time, in nanoseconds. */
 int64_t gw__cz_now(void);

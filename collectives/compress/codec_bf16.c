@@ -13,15 +13,19 @@ static const gw__cz_cast_t bf16_cast = {
     .dtype = GW_BFLOAT16,
     .max_exp = 126,
     .upscale = 0,
-    .encode = gw__cz_encode_bf16,
-    .decode = gw__cz_decode_bf16,
+    .encode_rest = gw__cz_encode_bf16_rest,
+    .decode_avg = gw__cz_decode_bf16_avg,
+    .add = gw__cz_add_bf16,
+    .prep_encode = gw__cz_prep_encode_bf16,
 };
 
+static uint32_t bf16_prepare(gw__cz_call_t *call) { return gw__cz_cast_prepare(call, &bf16_cast); }
 static gw_status_t bf16_run(gw__cz_call_t *call) { return gw__cz_cast_run(call, &bf16_cast); }
 
 const gw__codec_ops_t gw__codec_bf16 = {
     .size = sizeof(gw__codec_ops_t),
     .codec = GW_CODEC_BF16,
     .per_bucket_max = 0,
+    .prepare = bf16_prepare,
     .run = bf16_run,
 };

@@ -14,15 +14,19 @@ static const gw__cz_cast_t fp16_cast = {
     .dtype = GW_FLOAT16,
     .max_exp = 15,
     .upscale = 1,
-    .encode = gw__cz_encode_half,
-    .decode = gw__cz_decode_half,
+    .encode_rest = gw__cz_encode_half_rest,
+    .decode_avg = gw__cz_decode_half_avg,
+    .add = gw__cz_add_half,
+    .prep_encode = gw__cz_prep_encode_half,
 };
 
+static uint32_t fp16_prepare(gw__cz_call_t *call) { return gw__cz_cast_prepare(call, &fp16_cast); }
 static gw_status_t fp16_run(gw__cz_call_t *call) { return gw__cz_cast_run(call, &fp16_cast); }
 
 const gw__codec_ops_t gw__codec_fp16 = {
     .size = sizeof(gw__codec_ops_t),
     .codec = GW_CODEC_FP16,
     .per_bucket_max = 0,
+    .prepare = fp16_prepare,
     .run = fp16_run,
 };

@@ -45,16 +45,21 @@ static gw_status_t int8_check_ranks(const gw_compress_state_t *st, int nranks,
 }
 
 /* Quantize x[0..len) (one bucket, max |x| over ranks m > 0) into q, leaving
- * x - t in x. */
-GW__CZ_HOT static void quantize(float *x, int8_t *q, size_t len, float m, int levels, uint32_t key)
+ * x - t in x. The index is 32 bits wide (a bucket has at most 2^31
+ * elements), which is what the random stream takes anyway: with a size_t
+ * index the vectorised loop spent a fifth of its time narrowing 64-bit
+ * lanes. Both clones give the same bits: IEEE divisions, multiplications
+ * and subtractions, exact conversions of small integers, integer hashing. */
+GW__CZ_HOT void gw__cz_int8_quantize(float *x, int8_t *q, uint32_t len, float m, int levels,
+                                     uint32_t key)
 {
     const float fl = (float)levels;
-    for (size_t i = 0; i < len; i++) {
+    for (uint32_t i = 0; i < len; i++) {
         float v = (x[i] / m) * fl; /* |v| <= L exactly: |x| <= m */
         int32_t w = (int32_t)v;    /* toward zero ... */
         w -= v < (float)w;         /* ... then down: floor(v) */
         float frac = v - (float)w; /* exact, in [0, 1) */
-        float u = (float)(gw__cz_rand32(key, (uint32_t)i) >> 8) * 0x1p-24f;
+        float u = (float)(gw__cz_rand32(key, i) >> 8) * 0x1p-24f;
         w += u < frac;
         q[i] = (int8_t)w;
         x[i] -= m * ((float)w / fl);
@@ -88,7 +93,8 @@ static gw_status_t int8_run(gw__cz_call_t *call)
             memset(q + lo, 0, len); /* all zero on every rank; x stays (zero) */
             continue;
         }
-        quantize(x + lo, q + lo, len, m, levels, (uint32_t)gw__cz_mix(rank_key, b));
+        gw__cz_int8_quantize(x + lo, q + lo, (uint32_t)len, m, levels,
+                             (uint32_t)gw__cz_mix(rank_key, b));
     }
     call->encoded_bytes = count;
     call->encode_ns += gw__cz_now() - t0;

@@ -1,6 +1,6 @@
 /*
- * codec_topk.c - top-k sparsification with error feedback (as in Deep
- * Gradient Compression, Lin et al. 2018, without its momentum correction).
+ * codec_topk.c - top-k sparsification with error feedback and, optionally,
+ * momentum correction (Deep Gradient Compression, Lin et al. 2018).
  *
  * Each rank keeps the k = ceil(ratio * count) elements of x with the largest
  * magnitudes (topk_select.c: a sampled threshold, not a sort) and sends them
@@ -16,6 +16,20 @@
  * rounds each sum divided by n once; elements nobody sent are zero. Every rank decodes the same gathered
  * bytes the same way, its own list included, so all get the same bits.
  * Indices from peers are checked (in range, increasing) before use.
+ *
+ * Momentum correction. Top-k with error feedback delays most elements by
+ * many steps, and an optimizer that applies momentum to the sparse averaged
+ * result would apply it to those late, bunched-up updates. DGC moves the
+ * momentum before the sparsification instead: every rank keeps a velocity
+ * u (the state's extra floats) and accumulates u = m u + g, and v (the
+ * residual) accumulates u; compress_api.c does both while it forms x = v.
+ * Here, once the k elements are chosen, they are cleared in v (as always)
+ * and in u ("momentum factor masking"): an element just sent has delivered
+ * its momentum, and letting the old velocity keep pushing it would apply
+ * the same momentum twice. The velocity is double-buffered (the new one is
+ * written to extra_next and swapped in on success) so a failed call leaves
+ * it alone like the residual. With m = 0 none of this runs and the codec is
+ * plain top-k with error feedback.
  *
  * Message of a rank: k uint32 indices, then k float32 values.
  */
@@ -37,6 +51,12 @@ static size_t k_of(const gw_compress_state_t *st)
     if (ki < 1)
         ki = 1;
     return ki > st->count ? st->count : ki;
+}
+
+/* The velocity of momentum correction: one float per element. */
+static size_t topk_extra(const gw_compress_config_t *cfg, size_t rows, size_t cols)
+{
+    return cfg->momentum != 0 ? rows * cols : 0;
 }
 
 static gw_status_t topk_check(const gw_compress_config_t *cfg, size_t rows, size_t cols,
@@ -133,6 +153,10 @@ static gw_status_t topk_run(gw__cz_call_t *call)
         val[j] = call->x[idx[j]];
         call->x[idx[j]] = 0.0f; /* sent whole: nothing left behind */
     }
+    float *u = call->st->extra_next; /* the new velocity, with momentum */
+    if (u)
+        for (size_t j = 0; j < k; j++)
+            u[idx[j]] = 0.0f; /* momentum factor masking */
     call->encoded_bytes = bytes;
     call->encode_ns += gw__cz_now() - t0;
 
@@ -159,5 +183,6 @@ const gw__codec_ops_t gw__codec_topk = {
     .codec = GW_CODEC_TOPK,
     .per_bucket_max = 0,
     .check = topk_check,
+    .extra_floats = topk_extra,
     .run = topk_run,
 };

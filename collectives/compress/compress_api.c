@@ -16,6 +16,14 @@
  * A plain invalid argument on one rank (NULL buffer, wrong count) is a
  * programming error the others cannot know about; as in api.c it breaks the
  * communicator so that they fail instead of waiting.
+ *
+ * The work is done by gw__cz_execute on whichever thread drives the
+ * communicator's transport. gw_allreduce_compressed goes through gw__cz_run
+ * (async.c), which runs it right here while the communicator has no
+ * progress thread, and otherwise queues it behind the pending non-blocking
+ * calls and waits, exactly as api.c does for gw_allreduce; that is also the
+ * path of gw_iallreduce_compressed, minus the wait. Either way a state is
+ * only ever touched by one thread at a time.
  */
 #include <string.h>
 
@@ -54,24 +62,72 @@ GW__CZ_HOT static uint32_t copy_max(const float *g, float *x, size_t n)
     return (uint32_t)m;
 }
 
-/* x = g + residual (or g without error feedback), and the largest |x| of
- * every bucket. */
-static void prepare(const float *g, const float *res, int use_res, float *x, size_t count,
+/* Top-k momentum: un = mom u + g (the new velocity), then x = un + res as
+ * add_residual forms it, or x = un where res is NULL (no error feedback). */
+GW__CZ_HOT static uint32_t add_velocity(const float *g, const float *u, float *un,
+                                        const float *res, float *x, size_t n, float mom)
+{
+    int32_t m = 0;
+    if (!res) {
+        for (size_t i = 0; i < n; i++) {
+            float v = mom * u[i] + g[i];
+            un[i] = v;
+            x[i] = v;
+            int32_t a = (int32_t)gw__cz_absbits(v);
+            m = a > m ? a : m;
+        }
+        return (uint32_t)m;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float v = mom * u[i] + g[i];
+        un[i] = v;
+        float s = v + res[i];
+        uint32_t vb, sb, xb;
+        memcpy(&vb, &v, 4);
+        memcpy(&sb, &s, 4);
+        uint32_t use = 0u - (uint32_t)(res[i] != 0.0f);
+        xb = (sb & use) | (vb & ~use);
+        memcpy(&x[i], &xb, 4);
+        int32_t a = (int32_t)(xb & 0x7fffffffu);
+        m = a > m ? a : m;
+    }
+    return (uint32_t)m;
+}
+
+/* x = g + residual (or g without error feedback; with top-k momentum, the
+ * new velocity in place of g), and the largest |x| of every bucket. */
+static void prepare(const gw_compress_state_t *st, const float *g, float *x, size_t count,
                     size_t bucket, uint32_t *maxbits)
 {
+    const float *res = st->cfg.error_feedback ? st->residual : NULL;
+    const float mom = (float)st->cfg.momentum;
     size_t b = 0;
     for (size_t lo = 0; lo < count; lo += bucket, b++) {
         size_t len = count - lo < bucket ? count - lo : bucket;
-        maxbits[b] = use_res ? add_residual(g + lo, res + lo, x + lo, len)
+        if (st->extra_next)
+            maxbits[b] = add_velocity(g + lo, st->extra + lo, st->extra_next + lo,
+                                      res ? res + lo : NULL, x + lo, len, mom);
+        else
+            maxbits[b] = res ? add_residual(g + lo, res + lo, x + lo, len)
                              : copy_max(g + lo, x + lo, len);
     }
     if (count == 0)
         maxbits[0] = 0;
 }
 
-/* Say which element is not finite, on the rank that holds it. */
-static void report_nonfinite(gw_comm_t *comm, const float *g, const float *x, size_t count)
+uint32_t gw__cz_form_x(gw__cz_call_t *call)
 {
+    uint32_t m;
+    prepare(call->st, call->in, call->x, call->count, call->count ? call->count : 1, &m);
+    return m;
+}
+
+/* Say which element is not finite, on the rank that holds it. */
+static void report_nonfinite(gw_comm_t *comm, const gw_compress_state_t *st, const float *g,
+                             const float *x, size_t count)
+{
+    const char *added = st->extra_next ? "its velocity and error-feedback residual are"
+                                       : "its error-feedback residual is";
     for (size_t i = 0; i < count; i++) {
         if (gw__cz_absbits(g[i]) >= 0x7f800000u) {
             GW_ERROR(&comm->log, "compress",
@@ -82,9 +138,9 @@ static void report_nonfinite(gw_comm_t *comm, const float *g, const float *x, si
         }
         if (gw__cz_absbits(x[i]) >= 0x7f800000u) {
             GW_ERROR(&comm->log, "compress",
-                     "gw_allreduce_compressed: gradient element %zu (%g) overflows when its "
-                     "error-feedback residual is added; the step is skipped on every rank",
-                     i, (double)g[i]);
+                     "gw_allreduce_compressed: gradient element %zu (%g) overflows when %s "
+                     "added; the step is skipped on every rank",
+                     i, (double)g[i], added);
             return;
         }
     }
@@ -179,7 +235,10 @@ static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_o
     if (s != GW_OK)
         return gw__comm_fail(comm, s);
     uint32_t *local = mem, *global = local + nmax;
-    prepare(in, st->residual, st->cfg.error_feedback, call->x, call->count, bucket, local);
+    if (!dense && st->ops->prepare)
+        local[0] = st->ops->prepare(call); /* one maximum (per_bucket_max is 0) */
+    else
+        prepare(st, in, call->x, call->count, bucket, local);
     *prep_ns = gw__cz_now() - t0;
 
     s = gw__cz_allreduce(call, local, global, nmax, GW_FLOAT32, GW_MAX, GW_ALGO_AUTO);
@@ -192,12 +251,15 @@ static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_o
         int mine = 0;
         for (size_t b = 0; b < nmax; b++)
             mine |= local[b] >= 0x7f800000u;
-        if (mine)
-            report_nonfinite(comm, in, call->x, call->count);
-        else
+        if (mine) {
+            if (call->prepared)
+                gw__cz_form_x(call); /* x itself, not a codec's guess at its encoding */
+            report_nonfinite(comm, st, in, call->x, call->count);
+        } else {
             GW_WARN(&comm->log, "compress",
                     "gw_allreduce_compressed: another rank's gradient holds a NaN or infinity; "
                     "the step is skipped on every rank");
+        }
         return GW_ERR_INVALID_ARG;
     }
     /* Settings are known to agree now (the exchange above carried them in
@@ -218,6 +280,12 @@ gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
+    return gw__cz_run(comm, state, in, out, count);
+}
+
+gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
+                           float *out, size_t count)
+{
     if (comm->failed != GW_OK)
         return comm->failed;
     if (!state) {
@@ -238,6 +306,7 @@ gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
     call.n = comm->size;
     call.rank = comm->rank;
     call.count = count;
+    call.in = in;
     call.x = state->next;
     call.out = out;
     call.key = gw__cz_mix(state->cfg.seed, state->step);
@@ -255,6 +324,11 @@ gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
         float *t = state->residual;
         state->residual = state->next;
         state->next = t;
+    }
+    if (state->extra_next) {
+        float *t = state->extra;
+        state->extra = state->extra_next;
+        state->extra_next = t;
     }
     state->step++;
     record(state, &call, dense, counter.bytes_sent, prep_ns, gw__cz_now() - t_start,

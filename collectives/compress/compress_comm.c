@@ -51,6 +51,7 @@ static void begin_phase(gw__cz_call_t *call, size_t count, gw_dtype_t dtype, gw_
         double_bits(cfg->topk_ratio),
         (uint64_t)cfg->powersgd_rank,
         cfg->seed,
+        double_bits(cfg->momentum),
         (uint64_t)st->rows,
         (uint64_t)st->cols,
         st->step,

@@ -14,9 +14,14 @@
  *       48      8  topk_ratio (IEEE 754 binary64 bits)
  *       56      8  seed             64  8  rows        72  8  cols
  *       80      8  step             88  8  codec floats (nextra)
- *       96  4 * count   residual (binary32 bits)
- *        .  4 * nextra  codec state (PowerSGD's Q)
+ *       96      8  momentum (binary64 bits)                  (version 2)
+ *      104  4 * count   residual (binary32 bits)
+ *        .  4 * nextra  codec state (PowerSGD's Q, top-k's velocity)
  *      end      8  FNV-1a 64 of every byte before it
+ *
+ * Version 1 had no momentum field (a 96-byte header, the residual at 96)
+ * and is still read, as momentum 0; images are always written in the
+ * current version.
  *
  * Loading checks everything before it changes anything: a truncated or
  * corrupt image (wrong magic, size, checksum, a non-finite value), another
@@ -35,7 +40,8 @@
 #include "collectives/compress/codec.h"
 
 #define MAGIC "GWCSTATE"
-#define HEADER_BYTES 96
+#define HEADER_BYTES 104
+#define HEADER_BYTES_V1 96
 #define TRAILER_BYTES 8
 
 static void put32(uint8_t *p, uint32_t v)
@@ -112,9 +118,14 @@ static size_t first_nonfinite(const uint8_t *p, size_t n)
     return n;
 }
 
-static size_t image_bytes(const gw_compress_state_t *s)
+static size_t image_bytes(const gw_compress_state_t *s, size_t header)
 {
-    return HEADER_BYTES + 4 * (s->count + s->nextra) + TRAILER_BYTES;
+    return header + 4 * (s->count + s->nextra) + TRAILER_BYTES;
+}
+
+static size_t header_of(uint32_t version)
+{
+    return version == 1 ? HEADER_BYTES_V1 : HEADER_BYTES;
 }
 
 gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, size_t cap,
@@ -122,7 +133,7 @@ gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, 
 {
     if (!state || !len)
         return GW_ERR_INVALID_ARG;
-    size_t need = image_bytes(state);
+    size_t need = image_bytes(state, HEADER_BYTES);
     *len = need;
     if (!buf)
         return GW_OK;
@@ -130,8 +141,9 @@ gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, 
         return GW_ERR_OVERFLOW;
     const gw_compress_config_t *c = &state->cfg;
     uint8_t *p = buf;
-    uint64_t ratio;
+    uint64_t ratio, momentum;
     memcpy(&ratio, &c->topk_ratio, 8);
+    memcpy(&momentum, &c->momentum, 8);
     memcpy(p, MAGIC, 8);
     put32(p + 8, GW_COMPRESS_STATE_VERSION);
     put32(p + 12, HEADER_BYTES);
@@ -147,6 +159,7 @@ gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, 
     put64(p + 72, state->cols);
     put64(p + 80, state->step);
     put64(p + 88, state->nextra);
+    put64(p + 96, momentum);
     put_floats(p + HEADER_BYTES, state->residual, state->count);
     put_floats(p + HEADER_BYTES + 4 * state->count, state->extra, state->nextra);
     put64(p + need - TRAILER_BYTES, fnv1a64(p, need - TRAILER_BYTES));
@@ -157,20 +170,21 @@ gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, 
 static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size_t len,
                             const gw_logger_t *lg)
 {
-    if (len < HEADER_BYTES + TRAILER_BYTES || memcmp(p, MAGIC, 8) != 0) {
+    if (len < HEADER_BYTES_V1 + TRAILER_BYTES || memcmp(p, MAGIC, 8) != 0) {
         GW_ERROR(lg, "compress", "not a compression state image (%zu bytes, bad magic or "
                  "too short)", len);
         return GW_ERR_PROTOCOL;
     }
     uint32_t version = get32(p + 8);
-    if (version != GW_COMPRESS_STATE_VERSION) {
+    if (version < 1 || version > GW_COMPRESS_STATE_VERSION) {
         GW_ERROR(lg, "compress", "compression state image has format version %u; this library "
-                 "reads version %d", version, GW_COMPRESS_STATE_VERSION);
+                 "reads versions 1 to %d", version, GW_COMPRESS_STATE_VERSION);
         return GW_ERR_UNSUPPORTED;
     }
-    if (get32(p + 12) != HEADER_BYTES) {
-        GW_ERROR(lg, "compress", "compression state image has a %u-byte header, not %d",
-                 get32(p + 12), HEADER_BYTES);
+    const size_t header = header_of(version);
+    if (get32(p + 12) != header || len < header + TRAILER_BYTES) {
+        GW_ERROR(lg, "compress", "compression state image of version %u has a %u-byte header "
+                 "(%zu bytes in all), not %zu", version, get32(p + 12), len, header);
         return GW_ERR_PROTOCOL;
     }
     if (get64(p + len - TRAILER_BYTES) != fnv1a64(p, len - TRAILER_BYTES)) {
@@ -188,6 +202,10 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
     c.bucket_elements = (size_t)get64(p + 40);
     memcpy(&c.topk_ratio, &ratio, 8);
     c.seed = get64(p + 56);
+    if (version >= 2) {
+        uint64_t momentum = get64(p + 96);
+        memcpy(&c.momentum, &momentum, 8);
+    }
     const char *diff = gw__cz_config_diff(&c, &s->cfg);
     if (diff) {
         GW_ERROR(lg, "compress", "compression state image was saved with another %s than this "
@@ -201,13 +219,13 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
                  s->rows, s->cols);
         return GW_ERR_MISMATCH;
     }
-    if (nextra != s->nextra || len != image_bytes(s)) {
+    if (nextra != s->nextra || len != image_bytes(s, header)) {
         GW_ERROR(lg, "compress", "compression state image has %zu bytes, expected %zu",
-                 len, image_bytes(s));
+                 len, image_bytes(s, header));
         return GW_ERR_PROTOCOL;
     }
     size_t nfloats = s->count + s->nextra;
-    size_t bad = first_nonfinite(p + HEADER_BYTES, nfloats);
+    size_t bad = first_nonfinite(p + header, nfloats);
     if (bad < nfloats) {
         GW_ERROR(lg, "compress", "compression state image holds a NaN or infinity (%s element "
                  "%zu)", bad < s->count ? "residual" : "codec state",
@@ -228,9 +246,10 @@ gw_status_t gw_compress_state_load(gw_compress_state_t *state, const void *buf, 
     if (!buf)
         GW_ERROR(&lg, "compress", "empty compression state image");
     if (st == GW_OK) {
+        const size_t header = header_of(get32(p + 8));
         state->step = get64(p + 80);
-        get_floats(state->residual, p + HEADER_BYTES, state->count);
-        get_floats(state->extra, p + HEADER_BYTES + 4 * state->count, state->nextra);
+        get_floats(state->residual, p + header, state->count);
+        get_floats(state->extra, p + header + 4 * state->count, state->nextra);
     }
     gw__logger_fini(&lg);
     return st;
@@ -317,7 +336,7 @@ gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const char *
     }
     /* Read at most one byte more than the image can be, so a file that is
      * too long is caught without reading all of it. */
-    size_t want = image_bytes(state) + 1, got = 0;
+    size_t want = image_bytes(state, HEADER_BYTES) + 1, got = 0;
     img = malloc(want);
     if (!img) {
         st = GW_ERR_NO_MEMORY;

@@ -110,6 +110,18 @@ static gw_status_t check_config(const gw_compress_config_t *cfg, const gw_logger
                  MAX_POWERSGD_RANK);
         return GW_ERR_INVALID_ARG;
     }
+    /* The factor is used as a float: one that rounds up to 1 would let the
+     * velocity grow without bound. */
+    if (!(cfg->momentum >= 0 && (float)cfg->momentum < 1.0f)) {
+        GW_ERROR(lg, "compress", "momentum %g out of range [0, 1)", cfg->momentum);
+        return GW_ERR_INVALID_ARG;
+    }
+    if (cfg->momentum != 0 && cfg->codec != GW_CODEC_TOPK) {
+        GW_ERROR(lg, "compress", "momentum %g is set but the codec is %s: momentum correction "
+                 "is part of the top-k codec only (set it to 0 or use topk)", cfg->momentum,
+                 gw_codec_name(cfg->codec));
+        return GW_ERR_INVALID_ARG;
+    }
     return GW_OK;
 }
 
@@ -149,6 +161,8 @@ gw_status_t gw_compress_state_create(const gw_compress_config_t *cfg, size_t row
         goto out_logger;
     }
     s->cfg = *cfg;
+    if (s->cfg.momentum == 0)
+        s->cfg.momentum = 0.0; /* not -0.0: settings are compared bit for bit */
     s->ops = ops;
     s->rows = rows;
     s->cols = cols;
@@ -157,7 +171,11 @@ gw_status_t gw_compress_state_create(const gw_compress_config_t *cfg, size_t row
     s->residual = alloc_floats(count);
     s->next = alloc_floats(count);
     s->extra = s->nextra ? alloc_floats(s->nextra) : NULL;
-    if (!s->residual || !s->next || (s->nextra && !s->extra)) {
+    /* With momentum, extra is the velocity, rebuilt from every input. */
+    int double_buffered = s->cfg.momentum != 0;
+    s->extra_next = double_buffered ? alloc_floats(s->nextra) : NULL;
+    if (!s->residual || !s->next || (s->nextra && !s->extra) ||
+        (double_buffered && !s->extra_next)) {
         GW_ERROR(&lg, "compress", "cannot allocate the state of a %zu x %zu tensor", rows, cols);
         st = GW_ERR_NO_MEMORY;
         goto err_free_state;
@@ -184,6 +202,7 @@ void gw_compress_state_destroy(gw_compress_state_t *state)
         return;
     for (int i = 0; i < GW__CZ_NWORK; i++)
         free(state->work[i]);
+    free(state->extra_next);
     free(state->extra);
     free(state->next);
     free(state->residual);
@@ -214,5 +233,7 @@ const char *gw__cz_config_diff(const gw_compress_config_t *a, const gw_compress_
         return "powersgd_rank";
     if (a->seed != b->seed)
         return "seed";
+    if (memcmp(&a->momentum, &b->momentum, sizeof(double)) != 0)
+        return "momentum";
     return NULL;
 }

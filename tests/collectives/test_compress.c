@@ -579,3 +579,81 @@ Test(compress_sweep, large_messages, .timeout = 120)
         job_run(3, large_body, &a);
     }
 }
+
+/* ---- the casts' one-pass encoding is only a guess at the scale ---- */
+
+/*
+ * fp16 and bf16 encode x in the pass that forms it, with the scale of the
+ * state's last call, and start over when the shared maximum asks for
+ * another (cast_ring.c). Whichever way a call went, its bits must be those
+ * of the plain two-pass path. State a runs as it likes; state b is made to
+ * take every path in turn (no guess, a wrong guess, the right one) while
+ * the inputs' range jumps by powers of two, to zeros (of either sign) and,
+ * for bf16, close to FLT_MAX, where even bfloat16 needs a scale.
+ */
+static void guess_body(ctx_t *c, const void *argp)
+{
+    const gw_codec_t codec = ((const sweep_arg_t *)argp)->codec;
+    const size_t count = 3001;
+    gw_compress_config_t cfg = config(codec);
+    gw_compress_state_t *a = NULL, *b = NULL;
+    if (gw_compress_state_create(&cfg, count, 1, &a) != GW_OK ||
+        gw_compress_state_create(&cfg, count, 1, &b) != GW_OK) {
+        note(c, "create failed");
+        return;
+    }
+    static const float ranges[] = {1.0f, 1.0f, 0x1p-20f, 0x1p-20f, 0.0f, 3.0f, 0x1p12f, 0x1p12f,
+                                   1e37f, 1e37f, 0.5f};
+    const int nsteps = (int)(sizeof(ranges) / sizeof(ranges[0]));
+    float *in = malloc(count * 4), *oa = malloc(count * 4), *ob = malloc(count * 4);
+    /* A fresh state's first call with zeros of either sign: nothing is
+     * sent, and the residual is x itself, bit for bit (bf16 guesses the
+     * scale even on a first call). */
+    gw_compress_state_t *z = NULL;
+    if (gw_compress_state_create(&cfg, count, 1, &z) == GW_OK) {
+        for (size_t i = 0; i < count; i++)
+            in[i] = i % 3 ? -0.0f : 0.0f;
+        gw_status_t sz = gw_allreduce_compressed(&c->comm, z, in, oa, count);
+        CHECK(c, sz == GW_OK && memcmp(z->residual, in, count * 4) == 0,
+              "%s: zeros left a residual that is not x (%s)", gw_codec_name(codec),
+              gw_status_name(sz));
+        gw_compress_state_destroy(z);
+    }
+    for (int step = 0; step < nsteps; step++) {
+        if (codec == GW_CODEC_FP16 && ranges[step] > 1e30f)
+            continue; /* fp16 scales everything anyway */
+        for (size_t i = 0; i < count; i++)
+            in[i] = ranges[step] == 0.0f ? (i % 2 ? -0.0f : 0.0f)
+                                         : grad(800 + (uint64_t)step, c->rank, i) * ranges[step];
+        switch (step % 3) {
+        case 0: b->has_hint = 0; break;                       /* no guess */
+        case 1: b->has_hint = 1; b->hint = a->hint + 3; break; /* a wrong one */
+        default: b->has_hint = a->has_hint; b->hint = a->hint; break;
+        }
+        gw_status_t sa = gw_allreduce_compressed(&c->comm, a, in, oa, count);
+        gw_status_t sb = gw_allreduce_compressed(&c->comm, b, in, ob, count);
+        CHECK(c, sa == GW_OK && sb == GW_OK, "%s step %d: %s / %s", gw_codec_name(codec), step,
+              gw_status_name(sa), gw_status_name(sb));
+        CHECK(c, memcmp(oa, ob, count * 4) == 0, "%s step %d (range %g): outputs differ",
+              gw_codec_name(codec), step, (double)ranges[step]);
+        CHECK(c, memcmp(a->residual, b->residual, count * 4) == 0,
+              "%s step %d (range %g): residuals differ", gw_codec_name(codec), step,
+              (double)ranges[step]);
+        check_agree(c, gw_codec_name(codec), oa, count * 4);
+    }
+    free(in);
+    free(oa);
+    free(ob);
+    gw_compress_state_destroy(a);
+    gw_compress_state_destroy(b);
+}
+
+Test(compress_exact, cast_scale_guesses_do_not_change_results, .timeout = 60)
+{
+    static const gw_codec_t codecs[] = {GW_CODEC_FP16, GW_CODEC_BF16};
+    for (size_t k = 0; k < 2; k++) {
+        sweep_arg_t a = {codecs[k]};
+        job_run(3, guess_body, &a);
+        job_run(1, guess_body, &a);
+    }
+}

@@ -19,6 +19,7 @@ Test(compress_state, defaults_and_names)
     cr_assert_eq(cfg.bucket_elements, 4096);
     cr_assert_float_eq(cfg.topk_ratio, 0.01, 1e-12);
     cr_assert_eq(cfg.powersgd_rank, 4);
+    cr_assert(cfg.momentum == 0.0 && !signbit(cfg.momentum));
     gw_compress_config_init(NULL);
     for (int c = 0; c < GW_CODEC_COUNT; c++) {
         gw_codec_t back;
@@ -52,9 +53,33 @@ Test(compress_state, create_validates_settings)
     BAD(topk_ratio, NAN, GW_ERR_INVALID_ARG);
     BAD(powersgd_rank, 0, GW_ERR_INVALID_ARG);
     BAD(powersgd_rank, 5000, GW_ERR_INVALID_ARG);
+    BAD(momentum, 0.9, GW_ERR_INVALID_ARG); /* momentum with a codec other than top-k */
 #undef BAD
+#define BAD_MOMENTUM(value)                                                                \
+    do {                                                                                   \
+        gw_compress_config_init(&cfg);                                                     \
+        cfg.codec = GW_CODEC_TOPK;                                                         \
+        cfg.momentum = value;                                                              \
+        cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), GW_ERR_INVALID_ARG,      \
+                     "momentum %g", (double)(value));                                      \
+    } while (0)
+    BAD_MOMENTUM(-0.1);
+    BAD_MOMENTUM(1.0);
+    BAD_MOMENTUM(1.0 - 1e-12); /* rounds to 1.0f */
+    BAD_MOMENTUM(NAN);
+    BAD_MOMENTUM(INFINITY);
+#undef BAD_MOMENTUM
+    gw_compress_config_init(&cfg);
+    cfg.codec = GW_CODEC_TOPK;
+    cfg.momentum = 0.9;
+    cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), GW_OK);
+    cr_assert_eq(st->nextra, 100, "the velocity is one float per element");
+    cr_assert_not_null(st->extra_next);
+    gw_compress_state_destroy(st);
+    st = NULL;
     gw_compress_config_init(&cfg);
     cr_assert_eq(gw_compress_state_create(&cfg, SIZE_MAX / 2, 3, &st), GW_ERR_OVERFLOW);
+    cr_assert_null(st);
     cfg.codec = GW_CODEC_TOPK;
     cr_assert_eq(gw_compress_state_create(&cfg, 1u << 20, 1u << 12, &st), GW_ERR_UNSUPPORTED);
     cr_assert_null(st);
@@ -69,6 +94,7 @@ Test(compress_state, create_validates_settings)
  * step number, so a resumed run sees the same inputs). */
 typedef struct resume_arg {
     gw_codec_t codec;
+    double momentum;
 } resume_arg_t;
 
 static void run_steps(ctx_t *c, gw_compress_state_t *st, int from, int to, float *out,
@@ -89,6 +115,7 @@ static void resume_body(ctx_t *c, const void *argp)
     const resume_arg_t *a = argp;
     const size_t rows = 48, cols = 32, count = rows * cols;
     gw_compress_config_t cfg = config(a->codec);
+    cfg.momentum = a->momentum;
     gw_compress_state_t *ref = NULL, *st = NULL, *resumed = NULL;
     if (gw_compress_state_create(&cfg, rows, cols, &ref) != GW_OK ||
         gw_compress_state_create(&cfg, rows, cols, &st) != GW_OK ||
@@ -128,9 +155,12 @@ static void resume_body(ctx_t *c, const void *argp)
 Test(compress_state, resumed_run_continues_bit_for_bit, .timeout = 60)
 {
     for (size_t k = 0; k < NCODECS; k++) {
-        resume_arg_t a = {all_codecs[k]};
+        resume_arg_t a = {all_codecs[k], 0.0};
         job_run(2, resume_body, &a);
     }
+    /* Top-k with momentum correction: the velocity is saved too. */
+    resume_arg_t a = {GW_CODEC_TOPK, 0.9};
+    job_run(2, resume_body, &a);
 }
 
 /* Fix the checksum after patching an image, so a test reaches the check
@@ -162,7 +192,7 @@ Test(compress_state, image_round_trip_and_refusals)
     gw_compress_state_t *st = make_state(GW_CODEC_POWERSGD, 20, 10);
     size_t len = 0;
     cr_assert_eq(gw_compress_state_save(st, NULL, 0, &len), GW_OK);
-    cr_assert_eq(len, 96 + 4 * (200 + 10 * 2) + 8);
+    cr_assert_eq(len, 104 + 4 * (200 + 10 * 2) + 8);
     uint8_t *img = malloc(len), *bad = malloc(len);
     size_t got = 0;
     cr_assert_eq(gw_compress_state_save(st, img, len - 1, &got), GW_ERR_OVERFLOW);
@@ -190,12 +220,20 @@ Test(compress_state, image_round_trip_and_refusals)
     bad[0] = 'X';
     cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_PROTOCOL);
     memcpy(bad, img, len);
-    bad[8] = 2; /* format version 2 */
+    bad[8] = 3; /* format version 3, from the future */
     reseal(bad, len);
     cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_UNSUPPORTED);
     memcpy(bad, img, len);
+    bad[8] = 0;
+    reseal(bad, len);
+    cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_UNSUPPORTED);
+    memcpy(bad, img, len);
+    bad[12] = 96; /* a version 2 image claiming version 1's header */
+    reseal(bad, len);
+    cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_PROTOCOL);
+    memcpy(bad, img, len);
     uint32_t nan_bits = 0x7fc00000u;
-    memcpy(bad + 96 + 4 * 3, &nan_bits, 4); /* a NaN in the residual */
+    memcpy(bad + 104 + 4 * 3, &nan_bits, 4); /* a NaN in the residual */
     reseal(bad, len);
     cr_assert_eq(gw_compress_state_load(back, bad, len), GW_ERR_PROTOCOL);
     cr_assert_eq(back->step, 5);
@@ -231,4 +269,87 @@ Test(compress_state, image_round_trip_and_refusals)
     gw_compress_state_destroy(other);
     gw_compress_state_destroy(shape);
     gw_compress_state_destroy(seeded);
+}
+
+/* ---- format versions and the momentum setting ---- */
+
+static gw_compress_state_t *momentum_state(double momentum)
+{
+    gw_compress_config_t cfg = config(GW_CODEC_TOPK);
+    cfg.momentum = momentum;
+    gw_compress_state_t *st = NULL;
+    cr_assert_eq(gw_compress_state_create(&cfg, 20, 10, &st), GW_OK);
+    for (size_t i = 0; i < st->count; i++)
+        st->residual[i] = (float)i * 0.5f - 7.0f;
+    for (size_t i = 0; i < st->nextra; i++)
+        st->extra[i] = (float)i * -0.125f + 1.0f;
+    st->step = 12;
+    return st;
+}
+
+static uint8_t *save_image(const gw_compress_state_t *st, size_t *len)
+{
+    cr_assert_eq(gw_compress_state_save(st, NULL, 0, len), GW_OK);
+    uint8_t *img = malloc(*len);
+    cr_assert_eq(gw_compress_state_save(st, img, *len, len), GW_OK);
+    return img;
+}
+
+Test(compress_state, version_1_images_and_momentum)
+{
+    /* A version 1 image (what the library wrote before momentum existed):
+     * the 96-byte header without the momentum field, then the floats. */
+    gw_compress_state_t *st = momentum_state(0.0);
+    cr_assert_eq(st->nextra, 0);
+    size_t len2;
+    uint8_t *img2 = save_image(st, &len2);
+    cr_assert_eq(img2[8], 2, "images are written in version 2");
+    size_t len1 = len2 - 8;
+    uint8_t *img1 = malloc(len1);
+    memcpy(img1, img2, 96);
+    memcpy(img1 + 96, img2 + 104, len2 - 104);
+    img1[8] = 1;
+    img1[12] = 96;
+    reseal(img1, len1);
+    gw_compress_state_t *back = momentum_state(0.0);
+    memset(back->residual, 0, back->count * 4);
+    back->step = 0;
+    cr_assert_eq(gw_compress_state_load(back, img1, len1), GW_OK);
+    cr_assert_eq(back->step, 12);
+    cr_assert_eq(memcmp(back->residual, st->residual, st->count * 4), 0);
+    /* ... but not into a state with momentum (version 1 means momentum 0). */
+    gw_compress_state_t *mom = momentum_state(0.9);
+    cr_assert_eq(gw_compress_state_load(mom, img1, len1), GW_ERR_MISMATCH);
+    /* A version 1 header on a version 2 image, or the reverse, is corrupt. */
+    img2[8] = 1;
+    reseal(img2, len2);
+    cr_assert_eq(gw_compress_state_load(back, img2, len2), GW_ERR_PROTOCOL);
+    img1[8] = 2;
+    reseal(img1, len1);
+    cr_assert_eq(gw_compress_state_load(back, img1, len1), GW_ERR_PROTOCOL);
+
+    /* The velocity is saved and loaded; other momenta are refused. */
+    size_t lenm;
+    uint8_t *imgm = save_image(mom, &lenm);
+    cr_assert_eq(lenm, 104 + 4 * (200 + 200) + 8);
+    gw_compress_state_t *mom2 = momentum_state(0.9);
+    memset(mom2->extra, 0, mom2->nextra * 4);
+    cr_assert_eq(gw_compress_state_load(mom2, imgm, lenm), GW_OK);
+    cr_assert_eq(memcmp(mom2->extra, mom->extra, mom->nextra * 4), 0);
+    gw_compress_state_t *half = momentum_state(0.5);
+    cr_assert_eq(gw_compress_state_load(half, imgm, lenm), GW_ERR_MISMATCH);
+    cr_assert_eq(gw_compress_state_load(back, imgm, lenm), GW_ERR_MISMATCH);
+    uint32_t inf_bits = 0x7f800000u;
+    memcpy(imgm + 104 + 4 * (200 + 5), &inf_bits, 4); /* an infinite velocity */
+    reseal(imgm, lenm);
+    cr_assert_eq(gw_compress_state_load(mom2, imgm, lenm), GW_ERR_PROTOCOL);
+
+    free(img1);
+    free(img2);
+    free(imgm);
+    gw_compress_state_destroy(st);
+    gw_compress_state_destroy(back);
+    gw_compress_state_destroy(mom);
+    gw_compress_state_destroy(mom2);
+    gw_compress_state_destroy(half);
 }

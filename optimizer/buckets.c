@@ -6,18 +6,33 @@
  * (the tail of the array) is complete first, then b[1], and so on. After
  * each layer the model tells us how far the gradients are final; every
  * bucket lying entirely in that region is launched at once with
- * gw_iallreduce, and the library's progress thread sends it while this
- * thread differentiates the next layer down. Every rank has the same model
- * and the same bucket plan, so every rank launches the same buckets in the
- * same order, which is what keeps the collectives matched.
+ * gw_iallreduce (or, with a codec, gw_iallreduce_compressed on the
+ * bucket's own compression state), and the library's progress thread
+ * encodes and sends it while this thread differentiates the next layer
+ * down. Every rank has the same model and the same bucket plan, so every
+ * rank launches the same buckets in the same order, which is what keeps the
+ * collectives matched; the progress thread runs them in that order, and a
+ * compressed call's result is bitwise what the blocking call gives, so
+ * overlapping changes the time a step takes, never its result.
  *
- * Time accounting, per step: `comm` is the time the progress thread was
- * busy with our buckets (from a bucket's launch, or the previous bucket's
- * completion if later, to its completion; completions are seen when a
- * handle is polled between layers or waited for at the end); `wait` is the
- * time this thread sat in finish() with nothing else to do, i.e. the
- * communication that backward did not hide; `codec` is what compression
- * took, when a codec is in use.
+ * Time accounting, per step:
+ *  - `comm` is the time the progress thread was busy with our buckets (from
+ *    a bucket's launch, or the previous bucket's completion if later, to its
+ *    completion; completions are seen when a handle is polled between layers
+ *    or waited for at the end). With a codec that includes encoding and
+ *    decoding, which run on the progress thread too.
+ *  - `codec` is the encode and decode time of the compressed calls, summed
+ *    from the library's per-call statistics (encode_seconds +
+ *    decode_seconds of each finished call, read once its handle has
+ *    completed). With overlap it is wall time on the progress thread: a part
+ *    of `comm` that may also overlap backward, and on a busy machine it
+ *    includes time that thread waited for a core. It is not compute: the
+ *    training thread's compute excludes only what ran on it.
+ *  - `wait` is the time this thread sat in finish() with nothing else to
+ *    do, i.e. the communication (and codec work) that backward did not
+ *    hide. In the blocking mode (--no-overlap with a codec) the codec runs
+ *    on this thread inside finish(): that part is counted as codec, not
+ *    wait.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +58,8 @@ gw_status_t gw_train_buckets_init(gw_train_buckets_t *bk, gw_comm_t *comm, gw_tr
             size_t in = (size_t)m->sizes[l], out = (size_t)m->sizes[l + 1];
             bk->b[i++] =
                 (gw_train_bucket_t){.off = m->b_off[l], .count = out, .rows = out, .cols = 1};
-            bk->b[i++] =
-                (gw_train_bucket_t){.off = m->w_off[l], .count = out * in, .rows = out, .cols = in};
+            bk->b[i++] = (gw_train_bucket_t){
+                .off = m->w_off[l], .count = out * in, .rows = out, .cols = in, .decay = 1};
         }
     } else {
         size_t end = m->nparams;
@@ -58,6 +73,7 @@ gw_status_t gw_train_buckets_init(gw_train_buckets_t *bk, gw_comm_t *comm, gw_tr
     bk->nb = nb;
     bk->comm = comm;
     bk->grads = m->grads;
+    bk->params = m->params;
     bk->overlap = overlap;
     bk->t_first_launch = -1;
     return GW_OK;
@@ -75,12 +91,18 @@ void gw_train_buckets_free(gw_train_buckets_t *bk)
     bk->b = NULL;
 }
 
-static void note_done(gw_train_buckets_t *bk, double launched)
+/* A bucket has completed with status st: account its time. */
+static void note_done(gw_train_buckets_t *bk, gw_train_bucket_t *b, gw_status_t st)
 {
     double now = gw_train_now();
-    double start = launched > bk->t_last_done ? launched : bk->t_last_done;
+    double start = b->t_launch > bk->t_last_done ? b->t_launch : bk->t_last_done;
     bk->comm_s += now - start;
     bk->t_last_done = now;
+    /* The state is the trainer's again: its statistics are this call's. */
+    if (bk->codec && st == GW_OK)
+        bk->codec_s += gw_train_codec_last_seconds(bk->codec, (int)(b - bk->b));
+    if (st != GW_OK && bk->status == GW_OK)
+        bk->status = st;
 }
 
 /* Collect the buckets that have finished, in launch order. */
@@ -98,32 +120,43 @@ static void poll_done(gw_train_buckets_t *bk)
             return; /* they finish in order: later ones are not done either */
         }
         b->handle = NULL;
-        note_done(bk, b->t_launch);
-        if (st != GW_OK && bk->status == GW_OK)
-            bk->status = st;
+        note_done(bk, b, st);
     }
+}
+
+/* DGC: grad += wd * w on a weight bucket, so the decay goes through the
+ * codec's momentum (v = m v + g + wd w) as it does through the optimizer's
+ * in dense momentum SGD; every rank adds the same term, so the average
+ * carries it once. */
+static void add_decay(gw_train_buckets_t *bk, const gw_train_bucket_t *b)
+{
+    float *g = bk->grads + b->off;
+    const float *w = bk->params + b->off;
+    float wd = bk->grad_decay;
+    for (size_t i = 0; i < b->count; i++)
+        g[i] += wd * w[i];
 }
 
 static gw_status_t launch(gw_train_buckets_t *bk, gw_train_bucket_t *b)
 {
     float *p = bk->grads + b->off;
+    int idx = (int)(b - bk->b);
     b->launched = 1;
+    if (bk->grad_decay != 0 && b->decay)
+        add_decay(bk, b);
     double now = gw_train_now();
     b->t_launch = now;
     if (bk->t_first_launch < 0) {
         bk->t_first_launch = now;
         bk->t_last_done = now;
     }
-    if (bk->codec) {
-        /* Compressed allreduce is blocking: it runs here, between layers,
-         * and its time is communication (or codec), not compute. */
-        double codec0 = bk->codec_s;
-        gw_status_t st =
-            gw_train_codec_allreduce(bk->codec, (int)(b - bk->b), p, b->count, &bk->codec_s);
-        note_done(bk, now);
-        bk->inline_s += gw_train_now() - now - (bk->codec_s - codec0);
+    if (bk->codec && bk->blocking) {
+        gw_status_t st = gw_train_codec_allreduce(bk->codec, idx, p, b->count);
+        note_done(bk, b, st);
         return st;
     }
+    if (bk->codec)
+        return gw_train_codec_start(bk->codec, idx, p, b->count, &b->handle);
     return gw_iallreduce(bk->comm, p, p, b->count, GW_FLOAT32, GW_SUM, &b->handle);
 }
 
@@ -147,24 +180,24 @@ gw_status_t gw_train_buckets_finish(gw_train_buckets_t *bk)
     gw_status_t st = GW_OK;
     if (!bk->comm)
         goto reset;
+    double t0 = gw_train_now(), codec0 = bk->codec_s;
     while (bk->next < bk->nb) {
         st = launch(bk, &bk->b[bk->next]);
         bk->next++;
         if (st != GW_OK && bk->status == GW_OK)
             bk->status = st;
     }
-    double t0 = gw_train_now();
+    /* Blocking calls ran the codec on this thread just now: not waiting. */
+    double own_codec = bk->blocking ? bk->codec_s - codec0 : 0;
     for (int i = 0; i < bk->nb; i++) {
         gw_train_bucket_t *b = &bk->b[i];
         if (!b->handle)
             continue;
         st = gw_wait(b->handle);
         b->handle = NULL;
-        note_done(bk, b->t_launch);
-        if (st != GW_OK && bk->status == GW_OK)
-            bk->status = st;
+        note_done(bk, b, st);
     }
-    bk->wait_s += gw_train_now() - t0;
+    bk->wait_s += gw_train_now() - t0 - own_codec;
 reset:
     st = bk->status;
     for (int i = 0; i < bk->nb; i++)

@@ -1,6 +1,7 @@
 /*
  * codec.c - gradient compression for the synchronous trainer, through the
- * library's compression API (gw_allreduce_compressed).
+ * library's compression API (gw_iallreduce_compressed and, behind
+ * --no-overlap, the blocking gw_allreduce_compressed).
  *
  * With a codec, every tensor (each layer's weight matrix and bias vector)
  * is its own bucket with its own gw_compress_state_t, so PowerSGD sees the
@@ -11,8 +12,16 @@
  * biases) go dense inside the library too.
  *
  * The compressed call averages (GW_AVG), so with a codec the trainer scales
- * its loss by 1 / local batch instead of 1 / global batch. The call is
- * blocking: it runs between layers of backward, on the training thread.
+ * its loss by 1 / local batch instead of 1 / global batch. Each bucket's
+ * call is queued on the communicator's progress thread as soon as backward
+ * has produced the bucket (buckets.c), so compression and its exchanges
+ * overlap the rest of backward like dense buckets do. Every state is in one
+ * call at a time: a bucket is launched once per step and waited for before
+ * the update, and its state is read (statistics, checkpoints) only then.
+ *
+ * With --dgc-momentum m the top-k states apply Deep Gradient Compression's
+ * momentum correction: the codec keeps the velocity and returns the
+ * averaged momentum-SGD update, so the trainer applies it with plain SGD.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -54,6 +63,14 @@ gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
     double warm = o->codec_warmup_epochs * (double)steps_per_epoch;
     cfg.warmup_steps = warm > 4e9 ? 4000000000u : (uint32_t)llround(warm);
     cfg.seed = o->seed;
+    if (o->dgc_momentum > 0) {
+        if (cfg.codec != GW_CODEC_TOPK) {
+            fprintf(stderr, "gradwire-train: --dgc-momentum needs --codec topk, not %s\n",
+                    o->codec);
+            return GW_ERR_INVALID_ARG;
+        }
+        cfg.momentum = o->dgc_momentum;
+    }
     if (o->codec_param > 0) {
         if (cfg.codec == GW_CODEC_TOPK) {
             cfg.topk_ratio = o->codec_param;
@@ -86,14 +103,23 @@ gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
     return GW_OK;
 }
 
-gw_status_t gw_train_codec_allreduce(gw_train_codec_t *c, int bucket, float *buf, size_t count,
-                                     double *codec_s)
+gw_status_t gw_train_codec_start(gw_train_codec_t *c, int bucket, float *buf, size_t count,
+                                 gw_handle_t **handle)
 {
-    gw_status_t st = gw_allreduce_compressed(c->comm, c->st[bucket], buf, buf, count);
+    return gw_iallreduce_compressed(c->comm, c->st[bucket], buf, buf, count, handle);
+}
+
+gw_status_t gw_train_codec_allreduce(gw_train_codec_t *c, int bucket, float *buf, size_t count)
+{
+    return gw_allreduce_compressed(c->comm, c->st[bucket], buf, buf, count);
+}
+
+double gw_train_codec_last_seconds(const gw_train_codec_t *c, int bucket)
+{
     gw_compress_stats_t last;
-    if (st == GW_OK && gw_compress_stats_get(c->st[bucket], &last, NULL) == GW_OK)
-        *codec_s += last.encode_seconds + last.decode_seconds;
-    return st;
+    if (gw_compress_stats_get(c->st[bucket], &last, NULL) != GW_OK)
+        return 0;
+    return last.encode_seconds + last.decode_seconds;
 }
 
 void gw_train_codec_traffic(const gw_train_codec_t *c, double *sent, double *dense)

@@ -41,10 +41,20 @@ void gw_train_usage(FILE *out)
             "  --decay cosine|step|none after warm-up (default cosine)\n"
             "data-parallel:\n"
             "  --bucket-kb N            gradient bucket size (default 256)\n"
-            "  --no-overlap             allreduce only after backward has finished\n"
-            "  --codec NAME             gradient compression (default none)\n"
-            "  --codec-param X          the codec's parameter (ratio, rank, bits)\n"
+            "  --no-overlap             allreduce only after backward has finished (with a\n"
+            "                           codec: blocking compressed calls, one per tensor)\n"
+            "  --codec NAME             gradient compression: none, fp16, bf16, int8, sign,\n"
+            "                           topk, powersgd (default none); started per tensor as\n"
+            "                           backward produces it, like dense buckets\n"
+            "  --codec-param X          the codec's parameter (top-k ratio, PowerSGD rank,\n"
+            "                           int8/sign elements per scale)\n"
             "  --codec-warmup-epochs X  dense allreduce for the first X epochs (default 1)\n"
+            "  --dgc-momentum X         with --codec topk: Deep Gradient Compression's momentum\n"
+            "                           correction with factor X in (0, 1). The codec keeps\n"
+            "                           the velocity (u = X u + g + wd w, weight decay\n"
+            "                           included) and returns the momentum-corrected update,\n"
+            "                           which the trainer applies by plain SGD: --momentum is\n"
+            "                           then not used (default 0: off)\n"
             "  --async                  parameter-server SGD instead of synchronous\n"
             "  --servers N              async: server ranks (default 1)\n"
             "  --staleness N            async: largest version lag of a worker (default 4)\n"
@@ -185,6 +195,7 @@ static const char *const value_opts[] = {"--data",
                                          "--codec",
                                          "--codec-param",
                                          "--codec-warmup-epochs",
+                                         "--dgc-momentum",
                                          "--servers",
                                          "--staleness",
                                          "--checkpoint-dir",
@@ -370,6 +381,10 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
             if (parse_d(v, 0, 1e6, &d))
                 return usage_error("--codec-warmup-epochs wants a number >= 0, not \"%s\"", v);
             o->codec_warmup_epochs = d;
+        } else if (OPT("--dgc-momentum")) {
+            if (parse_d(v, 0, 0.9999, &d))
+                return usage_error("--dgc-momentum wants [0, 1), not \"%s\"", v);
+            o->dgc_momentum = d;
         } else if (OPT("--servers")) {
             if (parse_l(v, 1, 1024, &l))
                 return usage_error("--servers wants 1..1024, not \"%s\"", v);
@@ -411,6 +426,15 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         return usage_error("--data libsvm needs --train FILE");
     if (o->data != GW_TRAIN_DATA_LIBSVM && (o->train_file || o->test_file))
         return usage_error("--train and --test are for --data libsvm");
+    if (o->dgc_momentum > 0) {
+        gw_codec_t codec;
+        if (gw_codec_parse(o->codec, &codec) != GW_OK || codec != GW_CODEC_TOPK)
+            return usage_error("--dgc-momentum is top-k's momentum correction: it needs "
+                               "--codec topk, not --codec %s",
+                               o->codec);
+        if (o->mode == GW_TRAIN_ASYNC)
+            return usage_error("--dgc-momentum is for synchronous training, not --async");
+    }
     if (o->resume && !o->ckpt_dir)
         return usage_error("--resume needs --checkpoint-dir DIR");
     if (o->ckpt_every && !o->ckpt_dir)
@@ -436,4 +460,9 @@ void gw_train_opts_fingerprint(const gw_train_opts_t *o, int world, char *buf, s
              o->momentum, o->weight_decay, o->warmup_epochs, decay_names[o->decay],
              (unsigned long long)o->seed, o->shuffle, o->bucket_bytes, o->overlap, o->codec,
              o->codec_param, o->codec_warmup_epochs, o->servers, o->staleness);
+    /* Appended only when set, so checkpoints written before the option
+     * existed still resume. */
+    size_t used = strlen(buf);
+    if (o->dgc_momentum > 0 && used < len)
+        snprintf(buf + used, len - used, " dgc=%g", o->dgc_momentum);
 }

@@ -93,7 +93,7 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
         gw_train_sync_begin_epoch(s);
         double e0 = gw_train_now();
         s->compute_s = 0;
-        s->bk.comm_s = s->bk.wait_s = s->bk.codec_s = s->bk.inline_s = 0;
+        s->bk.comm_s = s->bk.wait_s = s->bk.codec_s = 0;
         long seen0 = s->ep_seen;
         while (s->step < s->spe && s->gstep < total) {
             if ((st = gw_train_sync_step(s)) != GW_OK)

@@ -4,12 +4,14 @@
  * Every rank holds the whole model and a shard of the data. A step: each
  * rank takes its next local batch (global batch / ranks samples), runs
  * forward and backward, and while backward runs the gradient buckets are
- * summed over ranks by gw_iallreduce (buckets.c). The loss is scaled by
- * 1 / global batch, so the summed gradient is exactly the gradient of the
- * mean loss over the union of the local batches: one step of N ranks is
- * one step of one rank on the union batch, up to the order of the float
- * additions. Every rank then applies the same update to the same weights,
- * so the replicas stay identical without ever sending weights.
+ * summed over ranks by gw_iallreduce (buckets.c), or averaged through a
+ * codec by gw_iallreduce_compressed (codec.c). The loss is scaled by
+ * 1 / global batch (1 / local batch with a codec, which averages), so the
+ * reduced gradient is exactly the gradient of the mean loss over the union
+ * of the local batches: one step of N ranks is one step of one rank on the
+ * union batch, up to the order of the float additions. Every rank then
+ * applies the same update to the same weights, so the replicas stay
+ * identical without ever sending weights.
  *
  * Alongside the buckets each step carries a one-integer allreduce (MAX) of
  * "SIGTERM seen", launched first and waited for last, so that all ranks
@@ -63,7 +65,16 @@ static gw_status_t setup(gw_train_sync_t *s)
     size_t cap = s->local_b > 256 ? s->local_b : 256;
     if ((st = gw_train_mlp_init(&s->model, sizes, ns, cap, &s->rng)) != GW_OK)
         return st;
-    if ((st = gw_train_sgd_init(&s->sgd, &s->model, o->momentum, o->weight_decay)) != GW_OK)
+    /* A codec only matters with peers; on one rank there is nothing to send. */
+    int codec = strcmp(o->codec, "none") != 0 && s->world > 1;
+    /* DGC's codec returns the momentum-corrected update: the optimizer must
+     * not add momentum of its own, and weight decay goes into the gradient
+     * before the codec (buckets.c). On one rank there is no codec and DGC
+     * is dense momentum SGD with the DGC factor, which the optimizer does. */
+    int dgc = o->dgc_momentum > 0;
+    double mom = dgc ? (codec ? 0.0 : o->dgc_momentum) : o->momentum;
+    double wd = dgc && codec ? 0.0 : o->weight_decay;
+    if ((st = gw_train_sgd_init(&s->sgd, &s->model, mom, wd)) != GW_OK)
         return st;
     s->perm = malloc(s->train.n * sizeof(uint32_t));
     s->xb = malloc(s->local_b * s->train.dim * sizeof(float));
@@ -72,8 +83,6 @@ static gw_status_t setup(gw_train_sync_t *s)
         fprintf(stderr, "gradwire-train: out of memory for the batch buffers\n");
         return GW_ERR_NO_MEMORY;
     }
-    /* A codec only matters with peers; on one rank there is nothing to send. */
-    int codec = strcmp(o->codec, "none") != 0 && s->world > 1;
     gw_comm_t *c = s->world > 1 ? s->comm : NULL;
     if ((st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, codec)))
         return st;
@@ -81,6 +90,8 @@ static gw_status_t setup(gw_train_sync_t *s)
         if ((st = gw_train_codec_create(s->comm, o, &s->bk, s->spe, &s->codec)) != GW_OK)
             return st;
         s->bk.codec = s->codec;
+        s->bk.blocking = !o->overlap;
+        s->bk.grad_decay = dgc ? (float)o->weight_decay : 0.0f;
     } else if (strcmp(o->codec, "none") != 0) {
         gw_codec_t parsed;
         if (gw_codec_parse(o->codec, &parsed) != GW_OK) {
@@ -181,18 +192,19 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
 {
     gw_status_t st = GW_OK;
     gw_handle_t *stop_h = NULL;
-    /* The compressed call runs its exchanges on this thread, outside the
-     * library's queue of non-blocking calls: with a codec the stop flag goes
-     * by a blocking allreduce after the step instead, never concurrently. */
-    if (s->world > 1 && !s->codec) {
+    /* Every collective of the step, compressed or not, goes through the
+     * library's queue in call order, so the stop flag is simply the first
+     * of them (even the blocking compressed calls of --no-overlap queue
+     * behind it). */
+    if (s->world > 1) {
         s->stop_send = gw_train_stop_requested();
         if ((st = gw_iallreduce(s->comm, &s->stop_send, &s->stop_recv, 1, GW_INT32, GW_MAX,
                                 &stop_h)) != GW_OK)
             return coll_fail("allreduce of the stop flag", st);
-    } else if (s->world == 1) {
+    } else {
         s->stop_recv = gw_train_stop_requested();
     }
-    double t0 = gw_train_now(), inline0 = s->bk.codec_s + s->bk.inline_s;
+    double t0 = gw_train_now();
     gather_batch(s, s->step);
     gw_train_mlp_forward(&s->model, s->xb, s->local_b);
     gw_train_mlp_loss(&s->model, s->yb, s->local_b, s->grad_scale, &s->ep_loss, &s->ep_correct);
@@ -208,15 +220,14 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
     if (st == GW_OK)
         gw_train_sgd_step(&s->sgd, &s->model, s->model.grads, lr);
     double t3 = gw_train_now();
-    /* Blocking codec calls made between layers are communication. */
-    s->compute_s += (t1 - t0) - (s->bk.codec_s + s->bk.inline_s - inline0) + (t3 - t2);
+    /* Between layers this thread only queues buckets; the codec runs on the
+     * progress thread (or, blocking, inside finish), so everything outside
+     * finish is compute. */
+    s->compute_s += (t1 - t0) + (t3 - t2);
     if (stop_h) {
         gw_status_t sst = gw_wait(stop_h);
         if (st == GW_OK && sst != GW_OK)
             st = sst;
-    } else if (s->codec && st == GW_OK) {
-        s->stop_send = gw_train_stop_requested();
-        st = gw_allreduce(s->comm, &s->stop_send, &s->stop_recv, 1, GW_INT32, GW_MAX);
     }
     if (st != GW_OK)
         return coll_fail("the gradient allreduce", st);

@@ -54,6 +54,7 @@ typedef struct gw_train_opts {
     const char *codec; /* "none" or a codec name of the compression API */
     double codec_param;
     double codec_warmup_epochs;
+    double dgc_momentum; /* top-k: DGC momentum correction in the codec (0: off) */
 
     gw_train_mode_t mode;
     int servers;   /* async: number of parameter-server ranks */
@@ -212,6 +213,7 @@ typedef struct gw_train_codec gw_train_codec_t; /* codec.c */
 typedef struct gw_train_bucket {
     size_t off, count;
     size_t rows, cols;   /* the tensor's shape, for per-tensor buckets */
+    int decay;           /* a weight matrix (weight decay applies), not biases */
     gw_handle_t *handle; /* in flight when non-NULL */
     int launched;
     double t_launch;
@@ -220,14 +222,22 @@ typedef struct gw_train_bucket {
 typedef struct gw_train_buckets {
     gw_comm_t *comm;
     float *grads;
+    const float *params;
     gw_train_bucket_t *b; /* b[0] covers the end of the array: it is ready first */
     int nb;
     int next; /* next bucket to launch */
     int overlap;
     gw_train_codec_t *codec; /* NULL: dense allreduce */
+    /* With a codec and no overlap: blocking gw_allreduce_compressed calls on
+     * this thread after backward (the trainer's former path, kept to check
+     * that the non-blocking one gives the same weights bit for bit). */
+    int blocking;
+    /* DGC: weight decay added to weight buckets' gradients (grad += wd * w)
+     * before they are sent, so that it goes through the codec's momentum
+     * like the optimizer's own would; 0 otherwise. */
+    float grad_decay;
     double t_first_launch, t_last_done;
     double comm_s, wait_s, codec_s; /* accumulated since the last reset */
-    double inline_s;                /* blocking calls made between layers */
     gw_status_t status;             /* first failure */
 } gw_train_buckets_t;
 
@@ -239,7 +249,7 @@ void gw_train_buckets_free(gw_train_buckets_t *bk);
 /* The gw_train_grad_ready_fn for backward: launch every bucket now final. */
 gw_status_t gw_train_buckets_ready(void *ctx, size_t from);
 /* Launch what is left and wait for every bucket; grads then hold the sum
- * over ranks. */
+ * over ranks (the average, with a codec). */
 gw_status_t gw_train_buckets_finish(gw_train_buckets_t *bk);
 
 /* ---- compression (codec.c) ------------------------------------------------ */
@@ -250,10 +260,17 @@ gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
                                   const gw_train_buckets_t *bk, long steps_per_epoch,
                                   gw_train_codec_t **out);
 void gw_train_codec_destroy(gw_train_codec_t *c);
-/* Average bucket i over the ranks in place through the codec (blocking);
- * adds the encode and decode time to *codec_s. */
-gw_status_t gw_train_codec_allreduce(gw_train_codec_t *c, int bucket, float *buf, size_t count,
-                                     double *codec_s);
+/* Average bucket i over the ranks in place through the codec: queued on
+ * the communicator's progress thread (gw_iallreduce_compressed; buf and the
+ * bucket's state belong to the library until *handle completes), or
+ * blocking. */
+gw_status_t gw_train_codec_start(gw_train_codec_t *c, int bucket, float *buf, size_t count,
+                                 gw_handle_t **handle);
+gw_status_t gw_train_codec_allreduce(gw_train_codec_t *c, int bucket, float *buf, size_t count);
+/* Encode plus decode seconds of bucket i's last finished call, as the
+ * library measured them on the thread that ran it (0 if unknown). Only
+ * while no call on that bucket is in flight. */
+double gw_train_codec_last_seconds(const gw_train_codec_t *c, int bucket);
 /* Bytes sent and what a dense ring allreduce would have sent, since creation. */
 void gw_train_codec_traffic(const gw_train_codec_t *c, double *sent, double *dense);
 /* Every state (step, error-feedback residual, PowerSGD's Q) as one image,

@@ -4,7 +4,9 @@
  * the ranks agree on a step, checkpoint it and exit 143), then resumed with
  * --resume; its final weights must equal, bit for bit, those of the same
  * job run without interruption, dense or with a codec whose error-feedback
- * residuals (and PowerSGD's Q) the checkpoint must carry. Damaged checkpoint files (truncated,
+ * residuals (PowerSGD's Q, DGC's velocity) the checkpoint must carry; the
+ * compressed buckets run overlapped with backward, on the library's
+ * progress thread, or blocking. Damaged checkpoint files (truncated,
  * flipped bytes, foreign magic, future version) must be refused with a
  * clear error, and so must a resume with different settings.
  */
@@ -12,8 +14,9 @@
 
 #define RANKS 2
 
-/* The codec of the resume tests' job (NULL: dense). */
-static const char *job_codec;
+/* The codec of the resume tests' job (NULL: dense), and one more option
+ * for it (NULL: none). */
+static const char *job_codec, *job_codec_opt;
 
 static char *const *job_args(const char *ckdir, const char *weights, const char *every,
                              const char *extra)
@@ -61,6 +64,8 @@ static char *const *job_args(const char *ckdir, const char *weights, const char 
         args[k++] = (char *)job_codec;
         args[k++] = "--codec-warmup-epochs";
         args[k++] = "0.1";
+        if (job_codec_opt)
+            args[k++] = (char *)job_codec_opt;
     }
     args[k] = NULL;
     return args;
@@ -155,6 +160,23 @@ Test(checkpoint, resume_with_topk_residuals_is_bitwise_identical, .timeout = 600
 Test(checkpoint, resume_with_powersgd_state_is_bitwise_identical, .timeout = 600)
 {
     job_codec = "powersgd";
+    resume_check(SIGTERM);
+}
+
+/* DGC keeps a velocity per element in the codec state besides the residual,
+ * and the trainer's own momentum is off: both must come back. */
+Test(checkpoint, resume_with_dgc_velocity_is_bitwise_identical, .timeout = 600)
+{
+    job_codec = "topk";
+    job_codec_opt = "--dgc-momentum=0.9";
+    resume_check(SIGKILL);
+}
+
+/* The blocking compressed path (--no-overlap) resumes too. */
+Test(checkpoint, resume_with_blocking_codec_is_bitwise_identical, .timeout = 600)
+{
+    job_codec = "int8";
+    job_codec_opt = "--no-overlap";
     resume_check(SIGTERM);
 }
 

@@ -4,10 +4,22 @@
 #   scripts/install-deps.sh          build and test dependencies
 #   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
 #   scripts/install-deps.sh data     also Fashion-MNIST, for the trainer's benchmarks
+#
+# The test dependencies include the Soft-RoCE VM of the verbs transport's
+# test (tests/integration/rxe_vm_test.sh, through scripts/rxe-vm): QEMU,
+# busybox-static for its initramfs, and rdma-core, the verbs providers,
+# perftest and the rdmacm utilities, which run inside the VM from this
+# machine's root file system. The VM's kernel (Debian's 6.1 package, which
+# has rdma_rxe) is downloaded with `apt-get download` and unpacked into
+# scripts/rxe-vm's cache (GW_RXE_VM_CACHE, default ~/.cache/gradwire/rxe-vm):
+# it is never installed on this machine.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
 PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
-          libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd gnuplot-nox)
+          libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd gnuplot-nox
+          qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
+          perftest librdmacm1 rdmacm-utils)
 for group in "$@"; do
     case "$group" in
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;
@@ -16,18 +28,31 @@ for group in "$@"; do
     esac
 done
 
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+updated=0
+
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all packages present"
-    exit 0
+else
+    echo "install-deps: installing ${missing[*]}"
+    $SUDO apt-get update -q
+    updated=1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-    SUDO="sudo"
+
+# The VM kernel and initramfs (quick when they are cached). apt-get download
+# needs the package lists, which a fresh system has not fetched yet.
+if ! "$here/rxe-vm" --prepare --no-install 2>/dev/null; then
+    if [ "$updated" = 0 ]; then
+        $SUDO apt-get update -q
+    fi
+    "$here/rxe-vm" --prepare ||
+        echo "install-deps: the Soft-RoCE VM cannot be prepared here (see above): its test will be skipped" >&2
 fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -65,9 +65,7 @@ typedef struct candidate {
 /* In order of preference. */
 static const candidate_t candidates[] = {
     {GW_SEL_SHM, "shm", &gw__shm_transport_ops, 1},
-    /* The verbs transport goes here, before TCP, once transport/ib/ defines
-     * gw__ib_transport_ops: {GW_SEL_IB, "ib", &gw__ib_transport_ops, 0},
-     * with a GW_SELECT_IB mode in select.h and in modes[] below. */
+    {GW_SEL_IB, "ib", &gw__ib_transport_ops, 0},
     {GW_SEL_TCP, "tcp", &gw__tcp_transport_ops, 0},
 };
 #define NCANDIDATES (sizeof(candidates) / sizeof(candidates[0]))
@@ -80,6 +78,7 @@ static const struct {
     {GW_SELECT_AUTO, "auto", GW_SEL_NONE},
     {GW_SELECT_TCP, "tcp", GW_SEL_TCP},
     {GW_SELECT_SHM, "shm", GW_SEL_SHM},
+    {GW_SELECT_IB, "ib", GW_SEL_IB},
 };
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
 
@@ -100,7 +99,7 @@ gw_status_t gw__select_mode_parse(const char *name, gw_select_mode_t *out)
     return GW_ERR_CONFIG;
 }
 
-const char *gw__select_mode_list(void) { return "auto, tcp, shm"; }
+const char *gw__select_mode_list(void) { return "auto, tcp, shm, ib"; }
 
 const char *gw__select_mode_name(gw_select_mode_t mode)
 {
@@ -434,13 +433,16 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
     if (st != GW_OK)
         goto err_free;
     gw_select_kind_t only = mode_only(mode);
+    /* A transport asked for by name reports a missing device as an error. */
+    gw_transport_params_t sub_params = *params;
+    sub_params.forced = only != GW_SEL_NONE;
     int have_network = 0;
     for (size_t i = 0; i < NCANDIDATES; i++) {
         const candidate_t *c = &candidates[i];
         if (only != GW_SEL_NONE ? c->kind != only : (!c->local_only && have_network))
             continue;
         mux_sub_t *s = &m->subs[m->nsubs];
-        st = c->ops->open(params, &s->t, s->blob);
+        st = c->ops->open(&sub_params, &s->t, s->blob);
         if (st != GW_OK) {
             s->t = NULL;
             /* In auto mode a missing local transport only costs speed, so

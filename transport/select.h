@@ -3,17 +3,20 @@
  * transport that routes every peer to its own sub-transport.
  *
  * GW_TRANSPORT says what may be used: "auto" (the default) takes shared
- * memory to ranks on this host and the network transport to the others;
- * "tcp" or "shm" force one transport for every peer ("shm" with a peer on
- * another host is a configuration error naming that peer). Every rank opens
- * the transports its mode allows before the bootstrap exchange (it cannot
- * know yet where its peers are) and publishes one composite address blob:
- * its host id and each opened transport's own blob. After the exchange,
- * every rank runs the same deterministic plan over all blobs, so the two
- * ranks of a pair always agree on the transport between them; transports
- * that carry no peer are closed again. When one transport carries every
- * peer, gw__select_unwrap() hands it out directly, so a single-transport job
- * pays nothing for the routing layer.
+ * memory to ranks on this host and the network transport to the others:
+ * RDMA verbs ("ib") when this host has an active RDMA port, else TCP (one
+ * INFO line says why RDMA is not used); "tcp", "shm" or "ib" force one
+ * transport for every peer ("shm" with a peer on another host is a
+ * configuration error naming that peer; "ib" without a usable RDMA port is
+ * an error saying why). Every rank opens the transports its mode allows
+ * before the bootstrap exchange (it cannot know yet where its peers are)
+ * and publishes one composite address blob: its host id and each opened
+ * transport's own blob. After the exchange, every rank runs the same
+ * deterministic plan over all blobs, so the two ranks of a pair always
+ * agree on the transport between them; transports that carry no peer are
+ * closed again. When one transport carries every peer, gw__select_unwrap()
+ * hands it out directly, so a single-transport job pays nothing for the
+ * routing layer.
  */
 #ifndef GW_TRANSPORT_SELECT_H
 #define GW_TRANSPORT_SELECT_H
@@ -30,10 +33,11 @@ typedef enum gw_select_mode {
     GW_SELECT_AUTO = 1,
     GW_SELECT_TCP = 2,
     GW_SELECT_SHM = 3,
+    GW_SELECT_IB = 4,
 } gw_select_mode_t;
 
 /* Transports the plan chooses from; the values travel in address blobs.
- * GW_SEL_IB is reserved for the verbs transport (transport/ib/). */
+ * GW_SEL_IB is the verbs transport (transport/ib/). */
 typedef enum gw_select_kind {
     GW_SEL_NONE = 0,
     GW_SEL_SHM = 1,
@@ -43,10 +47,14 @@ typedef enum gw_select_kind {
 
 #define GW_SEL_BIT(kind) (1u << (unsigned)(kind))
 
+/* The verbs transport's ops (transport/ib/ib.c); declared here rather than
+ * in transport.h because only the selection opens it by name. */
+extern const gw_transport_ops_t gw__ib_transport_ops;
+
 /* NULL, "" and "auto" are GW_SELECT_AUTO; otherwise a transport name,
  * case-insensitive. GW_ERR_CONFIG (not logged) for anything else. */
 gw_status_t gw__select_mode_parse(const char *name, gw_select_mode_t *out);
-/* "auto, tcp, shm": the values GW_TRANSPORT accepts in this build. */
+/* "auto, tcp, shm, ib": the values GW_TRANSPORT accepts in this build. */
 const char *gw__select_mode_list(void);
 const char *gw__select_mode_name(gw_select_mode_t mode);
 const char *gw__select_kind_name(gw_select_kind_t kind);

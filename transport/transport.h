@@ -90,6 +90,10 @@ typedef struct gw_transport_params {
      * interface that routes to the root, used when no ifname is given. */
     struct sockaddr_storage default_addr;
     socklen_t default_addr_len;
+    /* The user asked for this transport by name (GW_TRANSPORT): finding no
+     * device is then an error to log as one, not a reason to let the next
+     * transport take over quietly. */
+    int forced;
 } gw_transport_params_t;
 
 typedef struct gw_transport_ops {

@@ -9,8 +9,9 @@
  * striping over several QPs, more messages in flight than the CTS FIFO
  * holds, eager messages that arrive before their receive, both directions
  * at once, tag and length mismatches eager and not (both ends fail, the
- * receive buffer stays untouched), a peer in another collective noticed
- * with no send posted, abort and goodbye, the registration cache (one
+ * receive buffer stays untouched; also when the receive held its CTS back),
+ * small messages that need no CTS entry at all, a peer in another
+ * collective noticed with no send posted, abort and goodbye, the registration cache (one
  * registration for repeated messages; memory freed and mapped again is
  * registered again and receives the data), and both connection modes.
  */
@@ -179,7 +180,11 @@ static uint8_t pattern(int from, size_t i, int msg) { return (uint8_t)(from * 31
 
 /* ---- exchange --------------------------------------------------------------------- */
 
-static const size_t sizes[] = {0, 1, 63, 64, 65, 4096, 4097, 100000, 300000, 3u << 20};
+/* Around the CTS entry (64), the inline limit of an eager message (192 of
+ * payload after its 64-byte header) and of a payload write (256), the
+ * eager limit (4096) and the striping threshold (2 x 128 KiB). */
+static const size_t sizes[] = {0,    1,    63,     64,     65,     191,    192,    193,
+                               255,  256,  257,    4096,   4097,   100000, 300000, 3u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* Every rank sends every size to every other rank, all posted at once. */
@@ -328,6 +333,10 @@ Test(ib_live, tag_mismatch_fails_both_ends, .timeout = 90)
 Test(ib_live, length_mismatch_fails_both_ends, .timeout = 90)
 {
     mismatch("rdmacm", (mm_case_t){.send_sig = 5, .recv_sig = 5, .send_len = 200, .recv_len = 100});
+    /* A receive small enough to come eagerly holds its CTS back for a
+     * while; the larger message waits for it and must still be refused. */
+    mismatch("rdmacm",
+             (mm_case_t){.send_sig = 5, .recv_sig = 5, .send_len = 5000, .recv_len = 100});
     mismatch("rdmacm",
              (mm_case_t){.send_sig = 5, .recv_sig = 5, .send_len = 12000, .recv_len = 9000});
 }
@@ -404,6 +413,69 @@ Test(ib_live, conflicting_collective_seen_without_a_send, .timeout = 60)
     job_start(&j, 2, "oob");
     job_run(&j, conflict_body, NULL);
     job_end(&j);
+}
+
+/* ---- small messages without CTS entries ---------------------------------------------- */
+
+/* A ping-pong of small messages: each goes eagerly, and the receive
+ * waiting for it holds its CTS back (GW_IB_CTS_DEFER_US) while the eager
+ * slots' credit comes back in the other direction's eager headers, so no
+ * CTS entry is written at all. With GW_IB_CTS_DEFER_US=0 every receive
+ * writes one, which shows the count tells the two apart. The ranks poll
+ * without ever sleeping (which would send the held CTS entries). */
+#define PINGS 64
+
+static int pingpong_body(rank_t *r)
+{
+    int peer = 1 - r->rank;
+    gw_msg_tag_t cur = {.seq = 6, .sig = 1};
+    for (int i = 0; i < PINGS; i++) {
+        uint64_t out = ((uint64_t)r->rank << 32) | (uint64_t)i, in = 0;
+        gw_request_t q[2];
+        int first = r->rank == 0 ? 0 : 1; /* rank 0 sends first, rank 1 answers */
+        for (int k = 0; k < 2; k++) {
+            if (k == first)
+                post(r, &q[k], GW_REQ_SEND, peer, &out, sizeof(out), 6, 1);
+            else
+                post(r, &q[k], GW_REQ_RECV, peer, &in, sizeof(in), 6, 1);
+            if (r->rank == 1 && k == 0) {
+                gw_status_t st = wait_all(r, q, 1, &cur);
+                CHECK(st == GW_OK, "ping %d: %s", i, gw_status_name(st));
+            }
+        }
+        gw_status_t st = wait_all(r, q, 2, &cur);
+        CHECK(st == GW_OK, "round %d: %s", i, gw_status_name(st));
+        CHECK(in == (((uint64_t)peer << 32) | (uint64_t)i), "round %d: got 0x%llx", i,
+              (unsigned long long)in);
+    }
+    return 0;
+}
+
+static void pingpong(const char *defer_us, uint64_t *cts_sent)
+{
+    setenv("GW_IB_QPS", "1", 1);
+    setenv("GW_IB_SPIN_US", "100000000", 1);
+    setenv("GW_IB_CTS_DEFER_US", defer_us, 1);
+    job_t j;
+    job_start(&j, 2, "rdmacm");
+    job_run(&j, pingpong_body, NULL);
+    *cts_sent = 0;
+    for (int i = 0; i < 2; i++)
+        *cts_sent += gw__ib_of(j.r[i].t)->peers[1 - i].r_cts_sent;
+    job_end(&j);
+}
+
+Test(ib_live, small_ping_pong_writes_no_cts, .timeout = 120)
+{
+    uint64_t held, at_once;
+    pingpong("10000000", &held);
+    pingpong("0", &at_once);
+    cr_expect_eq(held, 0, "%llu CTS entries written for %d eager messages",
+                 (unsigned long long)held, 2 * PINGS);
+    /* Rank 0 posts each receive before its ping, so its CTS always goes;
+     * rank 1's may find its ping already there. */
+    cr_expect_geq(at_once, PINGS, "only %llu CTS entries without holding them back",
+                  (unsigned long long)at_once);
 }
 
 /* ---- abort and goodbye -------------------------------------------------------------- */

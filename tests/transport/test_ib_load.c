@@ -101,15 +101,15 @@ static gw_transport_params_t params_for(const gw_logger_t *lg)
 
 /* With a device filter that matches nothing, open() must fail on every
  * machine, RDMA or not, with exactly one line saying why. */
-static void expect_unavailable(const char *transport_env, const char *level)
+static void expect_unavailable(int forced, const char *level)
 {
     setenv("GW_IB_HCA", "=gw_no_such_device", 1);
-    if (transport_env)
-        setenv("GW_TRANSPORT", transport_env, 1);
-    else
-        unsetenv("GW_TRANSPORT");
+    /* Whether the user asked for ib comes from the selection (params), not
+     * from the environment, which may say otherwise. */
+    setenv("GW_TRANSPORT", forced ? "auto" : "ib", 1);
     gw_logger_t lg = make_logger(GW_LOG_INFO);
     gw_transport_params_t p = params_for(&lg);
+    p.forced = forced;
     gw_transport_t *t = NULL;
     uint8_t addr[GW_TRANSPORT_ADDR_MAX];
     gw_status_t st = gw__ib_transport_ops.open(&p, &t, addr);
@@ -120,8 +120,8 @@ static void expect_unavailable(const char *transport_env, const char *level)
     char want[64];
     snprintf(want, sizeof(want), "ib %s ", level);
     cr_assert_eq(count_lines(text, want), 1, "expected one %s line:\n%s", level, text);
-    cr_assert(strstr(text, transport_env ? "GW_TRANSPORT=ib, but RDMA is not usable here"
-                                         : "not using RDMA"),
+    cr_assert(strstr(text, forced ? "GW_TRANSPORT=ib, but RDMA is not usable here"
+                                  : "not using RDMA"),
               "%s", text);
     cr_assert(st == GW_ERR_UNSUPPORTED || strstr(text, "no RDMA device") ||
                   strstr(text, "matches no port"),
@@ -132,12 +132,12 @@ static void expect_unavailable(const char *transport_env, const char *level)
 
 Test(ib_load, unavailable_says_why_once)
 {
-    expect_unavailable(NULL, "INFO");
+    expect_unavailable(0, "INFO");
 }
 
 Test(ib_load, forced_unavailable_is_an_error)
 {
-    expect_unavailable("ib", "ERROR");
+    expect_unavailable(1, "ERROR");
 }
 
 static void expect_config_error(const char *name, const char *value)
@@ -165,6 +165,7 @@ Test(ib_load, config_variables)
     cr_assert_eq(cfg.timeout, 18);
     cr_assert_eq(cfg.retry_cnt, 7);
     cr_assert_eq(cfg.reg_cache, 1);
+    cr_assert_eq(cfg.cts_defer_us, GW_IB_CTS_DEFER_US);
     cr_assert_null(cfg.hca);
     setenv("GW_IB_QPS", "4", 1);
     setenv("GW_IB_CM", "OOB", 1);
@@ -187,6 +188,7 @@ Test(ib_load, config_variables)
     expect_config_error("GW_IB_RETRY_CNT", "8");
     expect_config_error("GW_IB_GID_INDEX", "x");
     expect_config_error("GW_IB_REG_CACHE", "2");
+    expect_config_error("GW_IB_CTS_DEFER_US", "-1");
 }
 
 Test(ib_load, bad_hca_list_is_a_config_error)

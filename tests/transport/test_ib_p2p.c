@@ -75,6 +75,16 @@ static void *thread_main(void *arg)
         r->result = 1;
         return NULL;
     }
+    /* Under GW_TRANSPORT=ib (the Soft-RoCE VM) the calls must really go
+     * over verbs, not over a transport the selection preferred. */
+    const char *want = getenv("GW_TRANSPORT");
+    if (want && strcmp(want, "ib") == 0 && strcmp(gw_comm_transport(r->comm), "ib") != 0) {
+        fprintf(stderr, "rank %d: GW_TRANSPORT=ib, but the transport is %s\n", r->rank,
+                gw_comm_transport(r->comm));
+        r->result = 1;
+        gw_comm_destroy(r->comm);
+        return NULL;
+    }
     r->result = r->body(r);
     gw_comm_destroy(r->comm);
     return NULL;

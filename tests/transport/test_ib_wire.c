@@ -30,6 +30,7 @@ static gw_ib_addr_t sample_addr(void)
     in->sin_port = htons(4791);
     inet_pton(AF_INET, "198.18.0.1", &in->sin_addr);
     strcpy(a.device, "rxe0");
+    a.eager_max = 4000;
     return a;
 }
 
@@ -56,6 +57,7 @@ Test(ib_wire, addr_round_trip)
     gw__ib_sockaddr_str((struct sockaddr *)&b.sa, s, sizeof(s));
     cr_assert_str_eq(s, "198.18.0.1:4791");
     cr_assert_str_eq(b.device, "rxe0");
+    cr_assert_eq(b.eager_max, 4000);
     /* Big-endian on the wire. */
     cr_assert_eq(blob[0], 'G');
     cr_assert_eq(blob[8], 0x12);
@@ -140,7 +142,8 @@ Test(ib_wire, eager_header)
                            .seq = 99,
                            .sig = 0xabcdef01,
                            .len = 4096,
-                           .cts_seen = 0x1122334455ULL},
+                           .cts_seen = 0x1122334455ULL,
+                           .eager_freed = 0x66778899aaULL},
                       g;
     uint8_t buf[GW_IB_EAGER_HDR];
     gw__ib_eager_hdr_encode(&h, buf);
@@ -150,6 +153,7 @@ Test(ib_wire, eager_header)
     cr_assert_eq(g.sig, h.sig);
     cr_assert_eq(g.len, h.len);
     cr_assert_eq(g.cts_seen, h.cts_seen);
+    cr_assert_eq(g.eager_freed, h.eager_freed);
     cr_assert_eq(buf[0], 0x00);
     cr_assert_eq(buf[3], 0x01, "big-endian");
 }

@@ -51,13 +51,17 @@ Test(select, mode_parse, .timeout = 10)
     cr_expect_eq(m, GW_SELECT_TCP);
     cr_expect_eq(gw__select_mode_parse("Shm", &m), GW_OK);
     cr_expect_eq(m, GW_SELECT_SHM);
+    cr_expect_eq(gw__select_mode_parse("IB", &m), GW_OK);
+    cr_expect_eq(m, GW_SELECT_IB);
     m = GW_SELECT_TCP;
     cr_expect_eq(gw__select_mode_parse("rdma", &m), GW_ERR_CONFIG);
     cr_expect_eq(gw__select_mode_parse("tcp,shm", &m), GW_ERR_CONFIG);
     cr_expect_eq(m, GW_SELECT_TCP, "output written on failure");
-    cr_expect_str_eq(gw__select_mode_list(), "auto, tcp, shm");
+    cr_expect_str_eq(gw__select_mode_list(), "auto, tcp, shm, ib");
     cr_expect_str_eq(gw__select_mode_name(GW_SELECT_SHM), "shm");
+    cr_expect_str_eq(gw__select_mode_name(GW_SELECT_IB), "ib");
     cr_expect_str_eq(gw__select_kind_name(GW_SEL_TCP), "tcp");
+    cr_expect_str_eq(gw__select_kind_name(GW_SEL_IB), "ib");
 }
 
 /* ---- the plan ------------------------------------------------------------------ */
@@ -189,6 +193,59 @@ Test(select, plan_is_symmetric, .timeout = 10)
                     cr_assert_eq(ranks[a].host_id, ranks[b].host_id);
             }
     }
+}
+
+/* Hosts with RDMA: ib between hosts, shared memory inside one, and ib
+ * preferred over TCP where a rank somehow has both. */
+Test(select, plan_ib_between_hosts_shm_inside, .timeout = 10)
+{
+    gw_logger_t lg = quiet_logger();
+    const uint32_t shm_ib = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB);
+    gw_select_rank_t ranks[4];
+    for (int r = 0; r < 4; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = r < 2 ? 7 : 8, .mode = GW_SELECT_AUTO,
+                                      .kinds = shm_ib};
+    ranks[3].kinds |= GW_SEL_BIT(GW_SEL_TCP);
+    gw_select_kind_t route[4];
+    cr_assert_eq(gw__select_plan(&lg, 0, 4, ranks, route), GW_OK);
+    cr_expect_eq(route[1], GW_SEL_SHM);
+    cr_expect_eq(route[2], GW_SEL_IB);
+    cr_expect_eq(route[3], GW_SEL_IB);
+    char buf[64];
+    gw__select_describe(route, 4, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "shm to rank 1; ib to ranks 2,3");
+    cr_assert_eq(gw__select_plan(&lg, 3, 4, ranks, route), GW_OK);
+    cr_expect_eq(route[0], GW_SEL_IB);
+    cr_expect_eq(route[2], GW_SEL_SHM);
+}
+
+Test(select, plan_forced_ib_on_one_host_is_ib, .timeout = 10)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[3];
+    for (int r = 0; r < 3; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = 5, .mode = GW_SELECT_IB,
+                                      .kinds = GW_SEL_BIT(GW_SEL_IB)};
+    gw_select_kind_t route[3];
+    cr_assert_eq(gw__select_plan(&lg, 1, 3, ranks, route), GW_OK);
+    cr_expect_eq(route[0], GW_SEL_IB);
+    cr_expect_eq(route[2], GW_SEL_IB);
+}
+
+/* In auto mode each rank opens one network transport: a host whose RDMA
+ * port works and one that fell back to TCP have none in common, which is
+ * an error naming the peer rather than a silent slow path. */
+Test(select, plan_ib_host_and_tcp_host_is_config_error, .timeout = 10)
+{
+    gw_logger_t lg = quiet_logger();
+    gw_select_rank_t ranks[2] = {
+        {.host_id = 1, .mode = GW_SELECT_AUTO,
+         .kinds = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB)},
+        {.host_id = 2, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP},
+    };
+    gw_select_kind_t route[2];
+    cr_expect_eq(gw__select_plan(&lg, 0, 2, ranks, route), GW_ERR_CONFIG);
+    cr_expect_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_ERR_CONFIG);
 }
 
 Test(select, describe_ranges, .timeout = 10)
@@ -666,5 +723,149 @@ Test(select, death_over_tcp_breaks_the_shm_side_too, .timeout = 30)
     job_t j = job(4, GW_SELECT_AUTO, body_death, "shm+tcp");
     j.fake_hosts = 1;
     j.host[2] = j.host[3] = 1;
+    run_job(&j);
+}
+
+/* ---- falling back from RDMA -------------------------------------------------------------- */
+
+static gw_logger_t capture_logger(gw_log_level_t level)
+{
+    gw_logger_t lg;
+    memset(&lg, 0, sizeof(lg));
+    lg.level = level;
+    lg.rank = 0;
+    lg.file = tmpfile();
+    cr_assert_not_null(lg.file);
+    strcpy(lg.host, "test");
+    return lg;
+}
+
+static char *captured(gw_logger_t *lg)
+{
+    fflush(lg->file);
+    long n = ftell(lg->file);
+    char *s = calloc(1, (size_t)n + 1);
+    cr_assert_not_null(s);
+    rewind(lg->file);
+    size_t got = fread(s, 1, (size_t)n, lg->file);
+    s[got] = '\0';
+    return s;
+}
+
+static int count_in(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+static gw_transport_params_t loopback_params(const gw_logger_t *lg)
+{
+    gw_transport_params_t pr;
+    memset(&pr, 0, sizeof(pr));
+    pr.rank = 0;
+    pr.size = 2;
+    pr.log = lg;
+    pr.timeout_ms = 2000;
+    pr.nsocks = 1;
+    struct sockaddr_in *in = (struct sockaddr_in *)&pr.default_addr;
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    pr.default_addr_len = sizeof(*in);
+    return pr;
+}
+
+/* The transports a composite blob announces, as GW_SEL_BIT()s. */
+static uint32_t blob_kinds(const uint8_t *b)
+{
+    uint32_t kinds = 0;
+    size_t off = GW_SELECT_ADDR_HDR;
+    for (int e = 0; e < b[6]; e++) {
+        uint16_t len;
+        memcpy(&len, b + off + 2, 2);
+        kinds |= GW_SEL_BIT(b[off]);
+        off += 4 + len;
+    }
+    return kinds;
+}
+
+/* Whether the ib transport opens here on its own (a machine with an active
+ * RDMA port): then there is no fallback to see. */
+static int rdma_usable_here(void)
+{
+    gw_logger_t lg = capture_logger(GW_LOG_NONE);
+    gw_transport_params_t pr = loopback_params(&lg);
+    gw_transport_t *t = NULL;
+    uint8_t blob[GW_TRANSPORT_ADDR_MAX];
+    gw_status_t st = gw__ib_transport_ops.open(&pr, &t, blob);
+    if (st == GW_OK)
+        t->ops->close(t);
+    fclose(lg.file);
+    return st == GW_OK;
+}
+
+/* No RDMA here (no device, or no libibverbs): auto mode opens TCP as the
+ * network transport and says why in one INFO line, not a warning. */
+Test(select, auto_without_rdma_falls_back_to_tcp_with_one_info_line, .timeout = 30)
+{
+    unsetenv("GW_TRANSPORT");
+    unsetenv("GW_IB_HCA");
+    if (rdma_usable_here())
+        cr_skip_test("this machine has a usable RDMA port: nothing falls back");
+    gw_logger_t lg = capture_logger(GW_LOG_INFO);
+    gw_transport_params_t pr = loopback_params(&lg);
+    gw_transport_t *t = NULL;
+    uint8_t blob[GW_TRANSPORT_ADDR_MAX];
+    gw_status_t st = gw__select_open(&pr, GW_SELECT_AUTO, &t, blob);
+    char *text = captured(&lg);
+    cr_assert_eq(st, GW_OK, "auto mode failed without RDMA: %s\n%s", gw_status_name(st), text);
+    uint32_t kinds = blob_kinds(blob);
+    cr_expect(kinds & GW_SEL_BIT(GW_SEL_TCP), "TCP is not in the blob (kinds 0x%x)", kinds);
+    cr_expect(!(kinds & GW_SEL_BIT(GW_SEL_IB)), "ib is in the blob (kinds 0x%x)", kinds);
+    cr_expect_eq(count_in(text, " ib INFO not using RDMA"), 1, "expected one INFO line:\n%s",
+                 text);
+    cr_expect_eq(count_in(text, " ib ERROR "), 0, "%s", text);
+    cr_expect_eq(count_in(text, " WARN "), 0, "a fallback to TCP is no warning:\n%s", text);
+    t->ops->close(t);
+    free(text);
+    fclose(lg.file);
+}
+
+/* The same with the choice forced (GW_TRANSPORT=ib, here through the mode
+ * alone, as a gw_config_t field would ask): an error saying why, and no
+ * transport at all. */
+Test(select, forced_ib_without_rdma_is_an_error_saying_why, .timeout = 30)
+{
+    unsetenv("GW_TRANSPORT");
+    unsetenv("GW_IB_HCA");
+    if (rdma_usable_here())
+        cr_skip_test("this machine has a usable RDMA port: GW_TRANSPORT=ib works");
+    gw_logger_t lg = capture_logger(GW_LOG_WARN);
+    gw_transport_params_t pr = loopback_params(&lg);
+    gw_transport_t *t = NULL;
+    uint8_t blob[GW_TRANSPORT_ADDR_MAX];
+    gw_status_t st = gw__select_open(&pr, GW_SELECT_IB, &t, blob);
+    char *text = captured(&lg);
+    cr_expect(st == GW_ERR_NOT_FOUND || st == GW_ERR_UNSUPPORTED, "open returned %s\n%s",
+              gw_status_name(st), text);
+    cr_expect_eq(count_in(text, " ib ERROR GW_TRANSPORT=ib, but RDMA is not usable here: "), 1,
+                 "expected one ERROR line saying why:\n%s", text);
+    cr_expect(strstr(text, "no RDMA device") || strstr(text, "libibverbs"),
+              "the error does not say what is missing:\n%s", text);
+    free(text);
+    fclose(lg.file);
+}
+
+/* Ranks on separate hosts with no RDMA anywhere: auto mode connects them
+ * over TCP (the unwrapped transport is plain tcp), end to end. */
+Test(select, auto_without_rdma_connects_hosts_over_tcp, .timeout = 30)
+{
+    unsetenv("GW_IB_HCA");
+    if (rdma_usable_here())
+        cr_skip_test("this machine has a usable RDMA port: the hosts would use ib");
+    job_t j = job(2, GW_SELECT_AUTO, body_traffic, "tcp");
+    j.fake_hosts = 1;
+    j.host[1] = 1;
     run_job(&j);
 }

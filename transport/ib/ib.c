@@ -18,8 +18,9 @@
  * in. Messages of at least 256 KiB are striped over the GW_IB_QPS queue
  * pairs of the pair of ranks, one part per QP, each part ending with its own
  * immediate; a receive completes when all its parts did. Messages up to the
- * QP's inline size are written inline, so the sender needs no registration
- * for them. Both ends derive the number of parts from the length alone.
+ * QP's inline size (256 bytes where the device allows) are written inline,
+ * so the sender needs no registration for them. Both ends derive the
+ * number of parts from the length alone.
  *
  * Small messages (up to 4 KiB, GW_IB_EAGER) do not wait for the CTS: the
  * sender writes header (index, tag, length) and payload into the next of 4
@@ -30,7 +31,12 @@
  * aborts, which tells the sender), and frees the slot; every CTS entry
  * carries the count of freed slots back to the sender. This halves the
  * latency of a ping-pong (no CTS on the critical path); with no slot free,
- * a message simply waits for its CTS.
+ * a message simply waits for its CTS. Since most small messages come
+ * eagerly, the receive of one that may (up to the smaller GW_IB_EAGER of
+ * the two ranks, which they publish in their addresses) gives it up to
+ * 50 us before sending its CTS, unless it is about to sleep or the sender
+ * needs freed slots reported: a CTS that nobody uses costs both NICs and
+ * both CPUs as much as the message itself.
  *
  * Ordering is per peer, as the transport contract wants: receives get CTS
  * entries in posting order, sends consume them in posting order, so the
@@ -68,7 +74,8 @@
  * Loading (ib_api.c): libibverbs and librdmacm are opened with dlopen when
  * the transport opens. Without them, or without an active port, open()
  * fails with one line saying why (INFO, so the selection falls back to TCP
- * quietly; ERROR when GW_TRANSPORT=ib asked for this transport).
+ * quietly; ERROR when GW_TRANSPORT=ib asked for this transport, which the
+ * selection tells us through params->forced).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -322,6 +329,9 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     t->base.size = params->size;
     t->listen_fd = -1;
     t->gid_index = -1;
+    t->forced = params->forced;
+    t->inline_req = GW_IB_INLINE;
+    t->max_inline = -1;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_IB_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     gw_status_t st = gw__ib_config_read(lg, &t->cfg);
@@ -335,7 +345,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     char why[512];
     st = gw__ib_api_open(&t->api, VERBS_SONAME, RDMACM_SONAME, why, sizeof(why));
     if (st != GW_OK) {
-        gw__ib_unavailable(lg, st, "%s", why);
+        gw__ib_unavailable(t, st, "%s", why);
         goto err_free;
     }
     char gid_desc[256];
@@ -364,6 +374,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     memcpy(a->gid, t->gid.raw, 16);
     a->fifo_addr = (uint64_t)(uintptr_t)t->fifo_mem;
     a->fifo_rkey = t->fifo_mr->rkey;
+    a->eager_max = (uint16_t)t->cfg.eager_max;
     snprintf(a->device, sizeof(a->device), "%.*s", (int)sizeof(a->device) - 1, t->dev_name);
     gw__ib_addr_encode(a, addr);
     gw__ib_sockaddr_str((const struct sockaddr *)&a->sa, t->local_str, sizeof(t->local_str));
@@ -495,6 +506,8 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
             return GW_ERR_CONFIG;
         }
         p->active = 1;
+        p->eager_limit = p->addr.eager_max < t->cfg.eager_max ? p->addr.eager_max
+                                                              : t->cfg.eager_max;
         npeers++;
     }
     gw_status_t st = t->cm_mode == GW_IB_CM_RDMACM ? gw__ib_cm_connect(t) : gw__ib_oob_connect(t);
@@ -502,6 +515,8 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
         return st;
     if ((st = gw__ib_qpn_map_build(t)) != GW_OK)
         return st;
+    if (t->max_inline < 0)
+        t->max_inline = 0; /* no QP at all: every peer is another transport's */
     /* The fds a waiting progress() sleeps on: completions, async events,
      * and the connection watchers. */
     t->pfds = calloc((size_t)t->base.size + 3, sizeof(*t->pfds));
@@ -602,10 +617,15 @@ static void ib_close(gw_transport_t *base)
         int told = tell_all(t, GW_IB_IMM_GOODBYE, 0, GW_IB_SHUTDOWN_MS);
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "closing: said goodbye to %d peers", told);
     }
-    GW_TRACE(t->base.log, GW_IB_SUBSYS,
-             "registration cache: %llu hits, %llu misses, %llu registrations, %llu evictions",
-             (unsigned long long)t->mrc.hits, (unsigned long long)t->mrc.misses,
-             (unsigned long long)t->mrc.regs, (unsigned long long)t->mrc.evictions);
+    /* One line per communicator: whether repeated messages on the same
+     * buffers found their registrations again is what decides the cost of
+     * small and medium messages, and users tune GW_IB_REG_CACHE_MAX by it. */
+    GW_INFO(t->base.log, GW_IB_SUBSYS,
+            "registration cache: %llu hits, %llu misses, %llu registrations, %llu "
+            "deregistrations, %llu evictions, %llu stale",
+            (unsigned long long)t->mrc.hits, (unsigned long long)t->mrc.misses,
+            (unsigned long long)t->mrc.regs, (unsigned long long)t->mrc.deregs,
+            (unsigned long long)t->mrc.evictions, (unsigned long long)t->mrc.stale);
     /* Requests still queued are not completed: the caller is tearing down
      * and may have released them already. */
     ib_free(t);

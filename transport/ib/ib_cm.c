@@ -190,13 +190,18 @@ static gw_status_t make_qp(gw_ib_t *t, cm_conn_t *c)
 {
     gw_ib_peer_t *p = &t->peers[c->peer];
     struct ibv_qp_init_attr ia;
-    gw__ib_qp_init_attr(t, &ia);
-    if (t->api.cm_create_qp(c->id, t->pd, &ia) != 0) {
+    for (;;) {
+        gw__ib_qp_init_attr(t, &ia);
+        if (t->api.cm_create_qp(c->id, t->pd, &ia) == 0)
+            break;
         int err = errno;
+        if (gw__ib_qp_inline_retry(t, err))
+            continue;
+        errno = err;
         GW_ERROR(t->base.log, GW_IB_SUBSYS, "rdma_create_qp for %s, QP %d: %m", p->desc, c->qp);
         return gw__ib_errno_status(err);
     }
-    t->max_inline = (int)ia.cap.max_inline_data;
+    gw__ib_qp_created(t, &ia);
     p->qp[c->qp] = c->id->qp;
     p->cm_id[c->qp] = c->id;
     return gw__ib_qp_post_recvs(t, p, c->qp, GW_IB_WQ_DEPTH);

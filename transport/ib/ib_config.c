@@ -15,10 +15,15 @@
  *   GW_IB_SL, GW_IB_TC service level and traffic class
  *   GW_IB_REG_CACHE    0 turns the registration cache off
  *   GW_IB_REG_CACHE_MAX entries the cache keeps (default 1024)
- *   GW_IB_SPIN_US      busy polling before sleeping in the kernel (default 50)
+ *   GW_IB_SPIN_US      busy polling before sleeping in the kernel (default
+ *                      50; at most 100 s, which in practice never sleeps)
  *   GW_IB_EAGER        messages up to this many bytes (default and most 4096;
  *                      0: none) go eagerly, without waiting for the
  *                      receiver's CTS
+ *   GW_IB_CTS_DEFER_US the receive of a message that may come eagerly
+ *                      waits this long for it before sending its CTS
+ *                      (default 200; 0: at once), and never longer than
+ *                      until the rank would sleep
  *   GW_IB_SYSFS        where sysfs is mounted (default /sys), for containers
  *                      that mount the host's elsewhere
  */
@@ -54,8 +59,10 @@ gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
         env_int(lg, "GW_IB_SL", 0, 15, 0, &cfg->sl) != GW_OK ||
         env_int(lg, "GW_IB_TC", 0, 255, 0, &cfg->tc) != GW_OK ||
         env_int(lg, "GW_IB_REG_CACHE", 0, 1, 1, &cfg->reg_cache) != GW_OK ||
-        env_int(lg, "GW_IB_SPIN_US", 0, 1000000, 50, &cfg->spin_us) != GW_OK ||
-        env_int(lg, "GW_IB_EAGER", 0, GW_IB_EAGER_MAX, GW_IB_EAGER_MAX, &cfg->eager_max) != GW_OK)
+        env_int(lg, "GW_IB_SPIN_US", 0, 100000000, 50, &cfg->spin_us) != GW_OK ||
+        env_int(lg, "GW_IB_EAGER", 0, GW_IB_EAGER_MAX, GW_IB_EAGER_MAX, &cfg->eager_max) != GW_OK ||
+        env_int(lg, "GW_IB_CTS_DEFER_US", 0, 10000000, GW_IB_CTS_DEFER_US, &cfg->cts_defer_us) !=
+            GW_OK)
         return GW_ERR_CONFIG;
     if (gw__env_int(lg, "GW_IB_REG_CACHE_MAX", 1, 1L << 20, 1024, &v) != GW_OK)
         return GW_ERR_CONFIG;

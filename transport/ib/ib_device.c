@@ -15,28 +15,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "transport/ib/ib_internal.h"
 
-/* GW_TRANSPORT=ib: a missing device is the user's error, not a fallback. */
-static int ib_forced(void)
-{
-    const char *s = getenv("GW_TRANSPORT");
-    return s && strcasecmp(s, "ib") == 0;
-}
-
-gw_status_t gw__ib_unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
+gw_status_t gw__ib_unavailable(const gw_ib_t *t, gw_status_t st, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (ib_forced())
-        GW_ERROR(lg, GW_IB_SUBSYS, "GW_TRANSPORT=ib, but RDMA is not usable here: %s", msg);
+    /* GW_TRANSPORT=ib: a missing device is the user's error, not a fallback. */
+    if (t->forced)
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "GW_TRANSPORT=ib, but RDMA is not usable here: %s",
+                 msg);
     else
-        GW_INFO(lg, GW_IB_SUBSYS, "not using RDMA: %s", msg);
+        GW_INFO(t->base.log, GW_IB_SUBSYS, "not using RDMA (the network transport is TCP): %s",
+                msg);
     return st;
 }
 
@@ -78,11 +73,11 @@ static gw_status_t enumerate(gw_ib_t *t, enum_state_t *e)
     memset(e, 0, sizeof(*e));
     e->list = t->api.get_device_list(&e->ndev);
     if (!e->list)
-        return gw__ib_unavailable(t->base.log, GW_ERR_NOT_FOUND,
+        return gw__ib_unavailable(t, GW_ERR_NOT_FOUND,
                            "no RDMA device found (ibv_get_device_list: %m%s)",
                            errno == ENOSYS ? ": this kernel has no RDMA support loaded" : "");
     if (e->ndev == 0)
-        return gw__ib_unavailable(t->base.log, GW_ERR_NOT_FOUND, "no RDMA device found");
+        return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "no RDMA device found");
     e->ctxs = calloc((size_t)e->ndev, sizeof(*e->ctxs));
     int cap = e->ndev * 4;
     e->ports = calloc((size_t)cap, sizeof(*e->ports));
@@ -137,21 +132,23 @@ static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
         gw_status_t st = gw__ib_gid_pick(t->cfg.sysfs, t->dev_name, t->port_num, &t->gid_index,
                                          desc, desc_cap);
         if (st != GW_OK)
-            return gw__ib_unavailable(t->base.log, GW_ERR_NOT_FOUND, "%s", desc);
+            return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "%s", desc);
     } else if (t->gid_index >= 0) {
         snprintf(desc, desc_cap, "GID index %d (GW_IB_GID_INDEX)", t->gid_index);
     } else {
         snprintf(desc, desc_cap, "LID %u", (unsigned)t->port_attr.lid);
         if (t->port_attr.lid == 0)
-            return gw__ib_unavailable(t->base.log, GW_ERR_NOT_FOUND,
+            return gw__ib_unavailable(t, GW_ERR_NOT_FOUND,
                                "%s:%d is InfiniBand but has no LID (is a subnet manager running?)",
                                t->dev_name, t->port_num);
         return GW_OK;
     }
     if (t->gid_index >= t->port_attr.gid_tbl_len ||
-        t->api.query_gid(t->ctx, (uint8_t)t->port_num, t->gid_index, &t->gid) != 0)
-        return gw__ib_unavailable(t->base.log, GW_ERR_CONFIG, "%s:%d has no GID at index %d",
-                           t->dev_name, t->port_num, t->gid_index);
+        t->api.query_gid(t->ctx, (uint8_t)t->port_num, t->gid_index, &t->gid) != 0) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s:%d has no GID at index %d (GW_IB_GID_INDEX)",
+                 t->dev_name, t->port_num, t->gid_index);
+        return GW_ERR_CONFIG;
+    }
     return GW_OK;
 }
 
@@ -172,7 +169,7 @@ gw_status_t gw__ib_open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap)
     int i = gw__ib_choose_port(&filter, e.ports, e.nports, why, sizeof(why));
     if (i < 0) {
         enum_free(t, &e, NULL);
-        return gw__ib_unavailable(t->base.log, GW_ERR_NOT_FOUND, "%s", why);
+        return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "%s", why);
     }
     t->ctx = e.ctxs[e.port_dev[i]];
     t->own_ctx = 1;

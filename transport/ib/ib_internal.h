@@ -48,13 +48,16 @@
 #define GW_IB_MAX_QPS 16
 #define GW_IB_MIN_PART ((size_t)128 * 1024) /* smallest stripe of a message */
 #define GW_IB_MAX_WR_BYTES ((size_t)1 << 30) /* largest single RDMA write we post */
-#define GW_IB_INLINE 64                      /* max_inline_data we ask for */
+#define GW_IB_INLINE 256 /* max_inline_data we ask for first (then 64, then none) */
 #define GW_IB_WQ_DEPTH (2 * GW_IB_FIFO_DEPTH + 16) /* send and receive WRs per QP */
 #define GW_IB_POLL_BATCH 32
 #define GW_IB_SHUTDOWN_MS 500 /* budget of abort() and close() */
 #define GW_IB_ASYNC_GRACE_MS 50 /* a failed completion waits this long for its async event */
+/* How long a receive of an eager-sized message waits for its message before
+ * it sends its CTS anyway (GW_IB_CTS_DEFER_US; see ib_progress.c). */
+#define GW_IB_CTS_DEFER_US 200
 #define GW_IB_DEFAULT_TIMEOUT_MS 30000
-#define GW_IB_ADDR_SIZE 96   /* bytes used in the address blob */
+#define GW_IB_ADDR_SIZE 98   /* bytes used in the address blob */
 #define GW_IB_HELLO_SIZE 112 /* bytes of an out-of-band hello */
 #define GW_IB_CM_PDATA_SIZE 32
 #define GW_IB_NAME_MAX 32 /* device name bytes in the blob */
@@ -149,6 +152,7 @@ typedef struct gw_ib_config {
     long reg_cache_max;  /* GW_IB_REG_CACHE_MAX: entries kept */
     int spin_us;         /* GW_IB_SPIN_US: busy polling before sleeping */
     int eager_max;       /* GW_IB_EAGER: largest message sent eagerly, 0..4096 */
+    int cts_defer_us;    /* GW_IB_CTS_DEFER_US: a small receive's CTS waits this long */
     const char *sysfs;   /* GW_IB_SYSFS (tests), default /sys */
 } gw_ib_config_t;
 
@@ -292,6 +296,7 @@ typedef struct gw_ib_addr {
     uint32_t fifo_rkey;
     struct sockaddr_storage sa; /* OOB: TCP listener; rdmacm: RDMA CM listener */
     char device[GW_IB_NAME_MAX];
+    uint16_t eager_max; /* GW_IB_EAGER of the rank: largest message it sends eagerly */
 } gw_ib_addr_t;
 
 void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
@@ -321,6 +326,7 @@ typedef struct gw_ib_eager_hdr {
     uint32_t sig;
     uint64_t len;
     uint64_t cts_seen; /* CTS entries the sender has taken out of its FIFO */
+    uint64_t eager_freed; /* eager messages of the receiver that the sender took out */
 } gw_ib_eager_hdr_t;
 
 void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER_HDR]);
@@ -387,6 +393,7 @@ void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
 #define GW_IB_REQ_MR(r) ((r)->priv[3])         /* gw_ib_mr_entry_t *, or 0 */
 #define GW_IB_REQ_STARTED(r) ((r)->priv[4]) /* recv: 1 + number of its CTS; send: CTS matched */
 #define GW_IB_REQ_POSTED(r) ((r)->priv[5])     /* send: parts posted */
+#define GW_IB_REQ_DEFER(r) ((r)->priv[5])      /* recv: its CTS waits until then (ns), 0: unset */
 #define GW_IB_REQ_RADDR(r) ((r)->priv[6])      /* send: where the receiver wants it */
 #define GW_IB_REQ_RKEY(r) ((r)->priv[7])
 
@@ -420,6 +427,8 @@ typedef struct gw_ib_peer {
     /* Receive side, eager: messages that landed in our slots, in order. */
     uint64_t r_eager_in;                         /* eager messages arrived */
     uint64_t r_eager_freed;                      /* ... taken out (sent back in CTS entries) */
+    uint64_t r_eager_reported;                   /* ... as last told (CTS entry, eager header) */
+    int eager_limit; /* largest eager message between us: the smaller GW_IB_EAGER of both */
     gw_ib_eager_hdr_t r_eager[GW_IB_EAGER_SLOTS]; /* headers of those not taken out */
     /* Receive side. */
     gw_request_t *rq_head, *rq_tail;
@@ -441,6 +450,7 @@ typedef struct gw_ib {
     gw_transport_t base; /* first, so that container_of is a cast */
     gw_ib_api_t api;
     gw_ib_config_t cfg;
+    int forced; /* GW_TRANSPORT=ib asked for this transport (params->forced) */
     int nqps;
     int timeout_ms;
     uint8_t job_id[16];
@@ -451,7 +461,8 @@ typedef struct gw_ib {
     struct ibv_port_attr port_attr;
     int gid_index; /* -1: no GRH */
     union ibv_gid gid;
-    int max_inline;
+    int inline_req; /* max_inline_data the next QP asks for */
+    int max_inline; /* the smallest any QP got; -1 before the first QP */
     char dev_name[64];
     struct ibv_pd *pd;
     struct ibv_comp_channel *channel;
@@ -484,6 +495,7 @@ typedef struct gw_ib {
     int npfds;
     int connected;
     unsigned progress_calls;
+    int no_defer; /* about to sleep: receives send their CTS at once */
     uint64_t ncompleted;
     gw_status_t failed; /* sticky */
 } gw_ib_t;
@@ -519,14 +531,19 @@ extern const gw_transport_ops_t gw__ib_transport_ops;
 
 /* ib_device.c */
 /* Log why RDMA is not used (INFO; ERROR under GW_TRANSPORT=ib, which asked
- * for it) and return st. */
-gw_status_t gw__ib_unavailable(const gw_logger_t *lg, gw_status_t st, const char *fmt, ...)
+ * for it: t->forced) and return st. */
+gw_status_t gw__ib_unavailable(const gw_ib_t *t, gw_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Choose and open the device and port, fill t->ctx, port_num, port_attr,
  * gid_index, gid, dev_name; gid_desc says how the GID was chosen. */
 gw_status_t gw__ib_open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap);
 
 /* ib_qp.c */
+/* A QP could not be created with error err: when the device may have
+ * refused the inline size, ask for less (and return 1: try again). */
+int gw__ib_qp_inline_retry(gw_ib_t *t, int err);
+/* A QP was created with these capabilities. */
+void gw__ib_qp_created(gw_ib_t *t, const struct ibv_qp_init_attr *a);
 /* A QP for peer p, index k (OOB mode: ibv_create_qp, then INIT). */
 gw_status_t gw__ib_qp_create(gw_ib_t *t, gw_ib_peer_t *p, int k);
 void gw__ib_qp_init_attr(const gw_ib_t *t, struct ibv_qp_init_attr *a);

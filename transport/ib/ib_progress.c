@@ -8,7 +8,9 @@
  *   - receives, oldest first: register the buffer and write its CTS entry
  *     into the peer's FIFO, as long as fewer than GW_IB_FIFO_DEPTH receives
  *     from that peer are outstanding (the slot of receive n + depth is free
- *     only once receive n completed);
+ *     only once receive n completed); the last receive queued for a peer,
+ *     when its message may come eagerly, first waits a little for it (see
+ *     defer_cts);
  *   - sends, oldest first: once the CTS entry with the send's index has
  *     arrived, compare tag and length; refuse with a MISMATCH immediate, or
  *     write the payload, one part per QP, each part ending with a DATA
@@ -152,6 +154,7 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                                 (unsigned long long)idx, p->qp[0]->qp_num);
     }
     p->sq_used[0]++;
+    p->r_eager_reported = c.eager_freed;
     GW_IB_REQ_STARTED(r) = num + 1;
     p->r_cts_sent = num + 1;
     p->r_cts_next = idx + 1;
@@ -194,6 +197,31 @@ static gw_status_t match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
     return GW_OK;
 }
 
+/* Whether receive r, next in line for a CTS, should give its message a
+ * moment to come eagerly first. A small message usually does (the sender
+ * sends eagerly whenever it has a free slot), and then a CTS would only
+ * have cost both ends a work request and a completion each: half of the
+ * verbs work of a small message. So the CTS waits GW_IB_CTS_DEFER_US, or
+ * until this rank is about to sleep, whichever comes first; never when
+ * other receives queue behind r (their CTS entries go in order), and never
+ * while the sender may be short of eager slots (half or more of them freed
+ * and not reported yet: CTS entries report them, and so do our own eager
+ * messages to that rank, which in request-reply traffic go anyway). A CTS
+ * that is needed after all (the sender's slots are full, or its message is
+ * larger: a length mismatch that the CTS lets the sender detect) is only
+ * that much late. */
+static int defer_cts(const gw_ib_t *t, const gw_ib_peer_t *p, gw_request_t *r)
+{
+    if (t->no_defer || t->cfg.cts_defer_us == 0 || r->next || p->eager_limit <= 0 ||
+        r->len > (size_t)p->eager_limit ||
+        p->r_eager_freed - p->r_eager_reported >= GW_IB_EAGER_SLOTS / 2)
+        return 0;
+    int64_t now = gw__now_ns();
+    if (!GW_IB_REQ_DEFER(r))
+        GW_IB_REQ_DEFER(r) = (uint64_t)(now + (int64_t)t->cfg.cts_defer_us * 1000);
+    return now < (int64_t)GW_IB_REQ_DEFER(r);
+}
+
 static gw_status_t post_receives(gw_ib_t *t, gw_ib_peer_t *p, int *did)
 {
     gw_status_t st = match_eager(t, p, did);
@@ -206,7 +234,8 @@ static gw_status_t post_receives(gw_ib_t *t, gw_ib_peer_t *p, int *did)
         if (GW_IB_REQ_STARTED(r))
             continue;
         if (GW_IB_REQ_IDX(r) != p->r_cts_next ||
-            p->r_cts_sent - p->r_cts_acked >= GW_IB_FIFO_DEPTH || p->sq_used[0] >= GW_IB_WQ_DEPTH)
+            p->r_cts_sent - p->r_cts_acked >= GW_IB_FIFO_DEPTH ||
+            p->sq_used[0] >= GW_IB_WQ_DEPTH || defer_cts(t, p, r))
             return GW_OK;
         if ((st = post_cts(t, p, r)) != GW_OK)
             return st;
@@ -275,7 +304,8 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                            .seq = r->tag.seq,
                            .sig = r->tag.sig,
                            .len = r->len,
-                           .cts_seen = p->s_cts_seen};
+                           .cts_seen = p->s_cts_seen,
+                           .eager_freed = p->r_eager_freed};
     gw__ib_eager_hdr_encode(&h, stage);
     if (r->len > 0)
         memcpy(stage + GW_IB_EAGER_HDR, r->buf, r->len);
@@ -301,6 +331,7 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                                 (unsigned long long)idx, r->len, p->qp[0]->qp_num);
     }
     p->sq_used[0]++;
+    p->r_eager_reported = h.eager_freed;
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "eager %llu (len %zu, slot %d) to %s",
              (unsigned long long)idx, r->len, s, p->desc);
     p->eager_idx[idx % GW_IB_FIFO_DEPTH] = idx;
@@ -309,9 +340,9 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     return GW_OK;
 }
 
-static int eager_ok(const gw_ib_t *t, const gw_ib_peer_t *p, const gw_request_t *r)
+static int eager_ok(const gw_ib_peer_t *p, const gw_request_t *r)
 {
-    return t->cfg.eager_max > 0 && r->len <= (size_t)t->cfg.eager_max &&
+    return p->eager_limit > 0 && r->len <= (size_t)p->eager_limit &&
            p->eager_sent - p->eager_freed < GW_IB_EAGER_SLOTS && p->sq_used[0] < GW_IB_WQ_DEPTH;
 }
 
@@ -356,7 +387,7 @@ static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
         next = r->next; /* an eager send leaves the queue */
         if (!GW_IB_REQ_STARTED(r)) {
             gw_status_t st;
-            if (eager_ok(t, p, r)) {
+            if (eager_ok(p, r)) {
                 int slot = (int)(GW_IB_REQ_IDX(r) % GW_IB_FIFO_DEPTH);
                 if (p->cts_have[slot] && p->cts[slot].idx == GW_IB_REQ_IDX(r))
                     p->cts_have[slot] = 0;
@@ -487,8 +518,16 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
                                     "acknowledged %llu CTS entries, but only %llu were sent",
                                     (unsigned long long)h->cts_seen,
                                     (unsigned long long)p->r_cts_sent);
+        if (h->eager_freed > p->eager_sent)
+            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                    "reported %llu of our eager messages freed, but only %llu "
+                                    "were sent",
+                                    (unsigned long long)h->eager_freed,
+                                    (unsigned long long)p->eager_sent);
         if (h->cts_seen > p->r_cts_acked)
             p->r_cts_acked = h->cts_seen;
+        if (h->eager_freed > p->eager_freed)
+            p->eager_freed = h->eager_freed;
         p->r_eager_in++;
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "eager %llu (len %llu) from %s",
                  (unsigned long long)h->idx, (unsigned long long)h->len, p->desc);
@@ -724,8 +763,13 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
         return st;
     if (wait_ms <= 0)
         return GW_OK;
+    /* The clock is read once per 16 rounds: where it is an emulated timer
+     * (a VM whose clocksource is the HPET, as under QEMU without KVM) one
+     * read costs more than a round, and polling faster is the point. */
     int64_t spin_end = gw__now_ns() + (int64_t)t->cfg.spin_us * 1000;
-    while (gw__now_ns() < spin_end) {
+    for (unsigned spins = 0; t->cfg.spin_us > 0; spins++) {
+        if ((spins & 15) == 15 && gw__now_ns() >= spin_end)
+            break;
         if ((st = round_trip(t, &moved)) != GW_OK || moved)
             goto out;
     }
@@ -734,8 +778,12 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
             return gw__ib_fail(t, GW_ERR_SYSTEM, "ibv_req_notify_cq failed");
         t->cq_armed = 1;
     }
-    /* A completion that came before the CQ was armed raises no event. */
-    if ((st = round_trip(t, &moved)) != GW_OK || moved)
+    /* A completion that came before the CQ was armed raises no event. And
+     * a CTS that waited for an eager message goes now, before we sleep. */
+    t->no_defer = 1;
+    st = round_trip(t, &moved);
+    t->no_defer = 0;
+    if (st != GW_OK || moved)
         goto out;
     if ((st = wait_fds(t, wait_ms)) != GW_OK)
         return st;

@@ -11,6 +11,12 @@
  * global route with hop limit 255. The path MTU is the smaller of both
  * ports' active MTUs.
  *
+ * Inline data: the first QP asks for 256 bytes, so that eager messages of
+ * up to 192 bytes (after their 64-byte header) and every CTS entry travel
+ * inside the work request (no DMA read of the source on the sender, the
+ * cheapest small-message path on every NIC); a device that refuses gets
+ * 64, then none, and every later QP asks for what worked.
+ *
  * Receives carry no buffer: every message arrives by RDMA WRITE WITH
  * IMMEDIATE (payload and CTS entries) or as an empty SEND WITH IMMEDIATE
  * (control), so a receive work request only gives the immediate a place to
@@ -39,21 +45,43 @@ void gw__ib_qp_init_attr(const gw_ib_t *t, struct ibv_qp_init_attr *a)
     a->cap.max_recv_wr = GW_IB_WQ_DEPTH;
     a->cap.max_send_sge = 1;
     a->cap.max_recv_sge = 1;
-    a->cap.max_inline_data = GW_IB_INLINE;
+    a->cap.max_inline_data = (uint32_t)t->inline_req;
+}
+
+int gw__ib_qp_inline_retry(gw_ib_t *t, int err)
+{
+    if ((err != EINVAL && err != ENOMEM) || t->inline_req == 0)
+        return 0;
+    int next = t->inline_req > 64 ? 64 : 0;
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "creating a QP with %d bytes of inline data failed (%s): "
+             "asking for %d", t->inline_req, strerror(err), next);
+    t->inline_req = next;
+    return 1;
+}
+
+void gw__ib_qp_created(gw_ib_t *t, const struct ibv_qp_init_attr *a)
+{
+    if (t->max_inline < 0 || (int)a->cap.max_inline_data < t->max_inline)
+        t->max_inline = (int)a->cap.max_inline_data;
 }
 
 gw_status_t gw__ib_qp_create(gw_ib_t *t, gw_ib_peer_t *p, int k)
 {
     struct ibv_qp_init_attr ia;
-    gw__ib_qp_init_attr(t, &ia);
-    struct ibv_qp *qp = t->api.create_qp(t->pd, &ia);
-    if (!qp) {
+    struct ibv_qp *qp;
+    for (;;) {
+        gw__ib_qp_init_attr(t, &ia);
+        if ((qp = t->api.create_qp(t->pd, &ia)))
+            break;
         int err = errno;
+        if (gw__ib_qp_inline_retry(t, err))
+            continue;
+        errno = err;
         GW_ERROR(t->base.log, GW_IB_SUBSYS, "ibv_create_qp for %s, QP %d: %m", p->desc, k);
         return gw__ib_errno_status(err);
     }
     p->qp[k] = qp;
-    t->max_inline = (int)ia.cap.max_inline_data;
+    gw__ib_qp_created(t, &ia);
     struct ibv_qp_attr attr;
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;

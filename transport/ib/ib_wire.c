@@ -3,13 +3,14 @@
  * in another rank's memory. Integers are big-endian, so that a mixed
  * cluster, or a reader of a packet capture, sees the same bytes.
  *
- * Address blob (GW_TRANSPORT_ADDR_MAX bytes; 96 used, the rest zero):
+ * Address blob (GW_TRANSPORT_ADDR_MAX bytes; 98 used, the rest zero):
  *    0 u32 GW_IB_ADDR_MAGIC     4 u8 protocol version   5 u8 connection mode
  *    6 u8 link layer            7 u8 port number        8 u16 LID
  *   10 u8 active MTU (enum)    11 u8 QPs per peer      12 u32 FIFO rkey
  *   16 u64 FIFO address        24 16 bytes GID         40 u8 GID index
  *   41 u8 address family (4/6) 42 u16 port (TCP or RDMA CM)
  *   44 16 bytes IP address     60 u32 IPv6 scope id    64 32 bytes device name
+ *   96 u16 largest eager message (GW_IB_EAGER)
  *
  * CTS slot (64 bytes, written by the receiver into the sender's FIFO):
  *    0 u64 message index   8 u64 buffer address   16 u64 length
@@ -20,6 +21,8 @@
  * Eager slot header (64 bytes, followed by the payload):
  *    0 u64 message index   8 u64 tag.seq   16 u32 tag.sig   24 u64 length
  *   32 u64 CTS entries the sender has taken out of its FIFO
+ *   40 u64 eager messages of the receiver that the sender has taken out of
+ *      its own slots (the slots' credit travels both ways)
  *
  * Out-of-band hello (112 bytes): magic, version, job id[16], from, to,
  * QPs per peer, first PSN, QP numbers[16].
@@ -90,6 +93,7 @@ void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MA
     }
     size_t n = strnlen(a->device, GW_IB_NAME_MAX - 1);
     memcpy(blob + 64, a->device, n);
+    put16(blob + 96, a->eager_max);
 }
 
 gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_addr_t *a)
@@ -123,8 +127,10 @@ gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_
     }
     memcpy(a->device, blob + 64, GW_IB_NAME_MAX - 1);
     a->device[GW_IB_NAME_MAX - 1] = '\0';
+    a->eager_max = get16(blob + 96);
     if ((a->cm_mode != GW_IB_CM_RDMACM && a->cm_mode != GW_IB_CM_OOB) || a->nqps < 1 ||
-        a->nqps > GW_IB_MAX_QPS || a->mtu < IBV_MTU_256 || a->mtu > IBV_MTU_4096)
+        a->nqps > GW_IB_MAX_QPS || a->mtu < IBV_MTU_256 || a->mtu > IBV_MTU_4096 ||
+        a->eager_max > GW_IB_EAGER_MAX)
         return GW_ERR_PROTOCOL;
     return GW_OK;
 }
@@ -162,6 +168,7 @@ void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER
     put32(out + 16, h->sig);
     put64(out + 24, h->len);
     put64(out + 32, h->cts_seen);
+    put64(out + 40, h->eager_freed);
 }
 
 void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h)
@@ -171,6 +178,7 @@ void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_
     h->sig = get32(in + 16);
     h->len = get64(in + 24);
     h->cts_seen = get64(in + 32);
+    h->eager_freed = get64(in + 40);
 }
 
 uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value)

@@ -7,16 +7,18 @@
  * For each message size:
  *   - uni: rank 0 sends `iters` messages back to back, rank 1 receives
  *     them and answers with one byte; bandwidth = iters * size / time, timed
- *     on rank 0 from the first send to the answer;
- *   - bidir: both ranks exchange `iters` messages with gw_sendrecv;
- *     bandwidth = 2 * iters * size / time (both directions, as ib_write_bw
- *     -b reports);
+ *     on rank 0 from the first send to the answer. Up to `window` messages
+ *     are in flight (gw_isend/gw_irecv; a new one is posted as the oldest
+ *     completes), as perftest keeps its tx-depth of writes outstanding;
+ *     -W 1 sends one at a time with the blocking calls;
+ *   - bidir: both ranks do the same in both directions at once (with -W 1,
+ *     gw_sendrecv); bandwidth = 2 * iters * size / time (both directions,
+ *     as ib_write_bw -b reports);
  *   - lat: `iters` ping-pongs; each iteration's latency is half its round
  *     trip, reported as median, 90th and 99th percentile, min and max, as
  *     ib_write_lat does (its "typical" is the median).
- * Each mode runs `warmup` untimed iterations first. gw_send is blocking, so
- * one message per direction is in flight at a time; perftest keeps up to
- * 128 in flight, which matters for small messages only. GB/s = 1e9 bytes/s.
+ * Each mode runs `warmup` untimed iterations first. Every message of a
+ * direction uses the same buffer, as perftest's do. GB/s = 1e9 bytes/s.
  *
  * With -c 1 (default) the send buffers hold a pattern of the sender and
  * the size, the receive buffers start with bytes that differ from it
@@ -40,7 +42,7 @@
 
 struct p2p_opts {
     size_t minbytes, maxbytes;
-    long factor, iters, warmup;
+    long factor, iters, warmup, window;
     int modes, check;
     const char *json;
 };
@@ -61,6 +63,8 @@ static void usage(FILE *out)
                  "  -f, --stepfactor N    multiply the size by N each step (default 4)\n"
                  "  -n, --iters N         timed iterations per size and mode (default 100)\n"
                  "  -w, --warmup_iters N  untimed iterations before them (default 10)\n"
+                 "  -W, --window N        messages in flight per direction in uni and bidir\n"
+                 "                        (default 16; 1: blocking calls, one at a time)\n"
                  "  -m, --mode LIST       uni, bidir, lat, or all (default), comma-separated\n"
                  "  -c, --check 0|1       check the bytes that arrived (default 1)\n"
                  "      --json FILE       also write parameters and results as JSON (rank 0)\n"
@@ -114,6 +118,7 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
                                              {"stepfactor", required_argument, NULL, 'f'},
                                              {"iters", required_argument, NULL, 'n'},
                                              {"warmup_iters", required_argument, NULL, 'w'},
+                                             {"window", required_argument, NULL, 'W'},
                                              {"mode", required_argument, NULL, 'm'},
                                              {"check", required_argument, NULL, 'c'},
                                              {"json", required_argument, NULL, 'J'},
@@ -125,12 +130,13 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     o->factor = 4;
     o->iters = 100;
     o->warmup = 10;
+    o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
     long v;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "b:e:f:n:w:m:c:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:f:n:w:W:m:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b':
             if (gw_bench_parse_size(optarg, &o->minbytes) != 0)
@@ -152,6 +158,11 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
         case 'w':
             if (gw_bench_parse_long(optarg, 0, 100000000, &o->warmup) != 0)
                 return usage_error("--warmup_iters must be a non-negative integer, not \"%s\"",
+                                   optarg);
+            break;
+        case 'W':
+            if (gw_bench_parse_long(optarg, 1, 1024, &o->window) != 0)
+                return usage_error("--window must be an integer in [1, 1024], not \"%s\"",
                                    optarg);
             break;
         case 'm':
@@ -216,15 +227,74 @@ struct run {
     gw_comm_t *comm;
     int rank, peer;
     uint8_t *sbuf, *rbuf;
+    gw_handle_t **ring; /* 2 x window handles */
     int64_t wrong;
 };
+
+/* n messages of one direction (send or receive) with up to `window` in
+ * flight: post until the window is full, then complete the oldest and post
+ * the next. On failure the outstanding handles are still completed (the
+ * communicator has failed, so they return at once). */
+static gw_status_t stream(struct run *r, int send, size_t size, long n, gw_handle_t **ring)
+{
+    long window = r->o->window, posted = 0, completed = 0;
+    gw_status_t st = GW_OK;
+    while (completed < n) {
+        while (st == GW_OK && posted < n && posted - completed < window) {
+            gw_handle_t **h = &ring[posted % window];
+            st = send ? gw_isend(r->comm, r->sbuf, size, GW_UINT8, r->peer, h)
+                      : gw_irecv(r->comm, r->rbuf, size, GW_UINT8, r->peer, h);
+            if (st == GW_OK)
+                posted++;
+        }
+        if (completed == posted)
+            break;
+        gw_status_t w = gw_wait(ring[completed % window]);
+        completed++;
+        if (st == GW_OK)
+            st = w;
+    }
+    return st;
+}
+
+/* Both directions at once: a window of receives and one of sends, the
+ * oldest of each completed in turn. */
+static gw_status_t stream_both(struct run *r, size_t size, long n, gw_handle_t **ring)
+{
+    long window = r->o->window, posted = 0, completed = 0;
+    gw_handle_t **sends = ring, **recvs = ring + window;
+    gw_status_t st = GW_OK;
+    while (completed < n) {
+        while (st == GW_OK && posted < n && posted - completed < window) {
+            st = gw_irecv(r->comm, r->rbuf, size, GW_UINT8, r->peer, &recvs[posted % window]);
+            if (st != GW_OK)
+                break;
+            st = gw_isend(r->comm, r->sbuf, size, GW_UINT8, r->peer, &sends[posted % window]);
+            if (st != GW_OK) { /* the receive is posted: complete it below */
+                gw_wait(recvs[posted % window]);
+                break;
+            }
+            posted++;
+        }
+        if (completed == posted)
+            break;
+        gw_status_t ws = gw_wait(sends[completed % window]);
+        gw_status_t wr = gw_wait(recvs[completed % window]);
+        completed++;
+        if (st == GW_OK)
+            st = ws != GW_OK ? ws : wr;
+    }
+    return st;
+}
 
 static gw_status_t run_uni(struct run *r, size_t size, long n, double *secs)
 {
     uint8_t ack = 0;
     gw_status_t st = GW_OK;
     double t0 = now_s();
-    for (long i = 0; i < n && st == GW_OK; i++)
+    if (r->o->window > 1)
+        st = stream(r, r->rank == 0, size, n, r->ring);
+    for (long i = 0; r->o->window == 1 && i < n && st == GW_OK; i++)
         st = r->rank == 0 ? gw_send(r->comm, r->sbuf, size, GW_UINT8, 1)
                           : gw_recv(r->comm, r->rbuf, size, GW_UINT8, 0);
     if (st == GW_OK)
@@ -238,7 +308,9 @@ static gw_status_t run_bidir(struct run *r, size_t size, long n, double *secs)
 {
     gw_status_t st = GW_OK;
     double t0 = now_s();
-    for (long i = 0; i < n && st == GW_OK; i++)
+    if (r->o->window > 1)
+        st = stream_both(r, size, n, r->ring);
+    for (long i = 0; r->o->window == 1 && i < n && st == GW_OK; i++)
         st = gw_sendrecv(r->comm, r->sbuf, size, r->peer, r->rbuf, size, r->peer, GW_UINT8);
     *secs = now_s() - t0;
     return st;
@@ -352,8 +424,9 @@ static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p
     }
     fprintf(f, "{\"benchmark\": \"p2p\", \"transport\": ");
     gw_bench_json_str(f, gw_comm_transport(comm));
-    fprintf(f, ", \"ranks\": %d, \"iters\": %ld, \"warmup_iters\": %ld, \"check\": %d,\n",
-            gw_comm_size(comm), o->iters, o->warmup, o->check);
+    fprintf(f, ", \"ranks\": %d, \"iters\": %ld, \"warmup_iters\": %ld, \"window\": %ld, "
+               "\"check\": %d,\n",
+            gw_comm_size(comm), o->iters, o->warmup, o->window, o->check);
     fprintf(f, " \"error\": ");
     if (error)
         gw_bench_json_str(f, error);
@@ -407,10 +480,11 @@ int gw_bench_p2p_main(int argc, char **argv)
     struct run r = {.o = &o, .comm = comm, .rank = rank, .peer = 1 - rank};
     r.sbuf = malloc(o.maxbytes ? o.maxbytes : 1);
     r.rbuf = malloc(o.maxbytes ? o.maxbytes : 1);
+    r.ring = calloc(2 * (size_t)o.window, sizeof(*r.ring));
     double *lat = malloc((size_t)o.iters * sizeof(double));
     size_t cap = 64, nres = 0;
     struct p2p_result *res = calloc(cap, sizeof(*res));
-    if (!r.sbuf || !r.rbuf || !lat || !res) {
+    if (!r.sbuf || !r.rbuf || !r.ring || !lat || !res) {
         fprintf(stderr, "gradwire-bench p2p: out of memory for %zu-byte buffers\n", o.maxbytes);
         gw_comm_destroy(comm);
         return GW_BENCH_EXIT_FAIL;
@@ -419,8 +493,9 @@ int gw_bench_p2p_main(int argc, char **argv)
     memset(r.rbuf, 0, o.maxbytes ? o.maxbytes : 1);
     if (rank == 0) {
         printf("# gradwire-bench p2p: rank 0 <-> rank 1 over %s (%d ranks), %ld iterations "
-               "(+%ld warm-up), check %s\n",
-               gw_comm_transport(comm), size, o.iters, o.warmup, o.check ? "on" : "off");
+               "(+%ld warm-up), window %ld, check %s\n",
+               gw_comm_transport(comm), size, o.iters, o.warmup, o.window,
+               o.check ? "on" : "off");
         printf("# GB/s = 1e9 bytes/s; latency is one way (half the round trip)\n#\n");
         printf("# %10s %10s %11s %10s %9s %9s %9s %9s %8s\n", "size(B)", "uni(GB/s)",
                "bidir(GB/s)", "lat_p50", "lat_p90", "lat_p99", "lat_min", "lat_max", "#wrong");
@@ -475,6 +550,7 @@ int gw_bench_p2p_main(int argc, char **argv)
     }
     free(r.sbuf);
     free(r.rbuf);
+    free(r.ring);
     free(lat);
     free(res);
     gw_comm_destroy(comm);

@@ -31,15 +31,6 @@
 #include "collectives/coll.h"
 #include "collectives/compress/codec.h"
 
-struct gw_handle {
-    struct gw_handle *next;
-    gw_comm_t *comm;
-    gw_coll_args_t args;
-    gw_compress_state_t *cz_state; /* GW_COLL_ALLREDUCE_COMPRESSED only */
-    gw_status_t status;
-    atomic_int done;
-};
-
 /* Run one queued call on the thread that drives the transport. */
 static gw_status_t execute(gw_comm_t *comm, const gw_handle_t *h)
 {
@@ -134,6 +125,9 @@ static gw_status_t wait_done(gw_handle_t *h)
 
 gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args)
 {
+    gw_status_t st = gw__p2p_check_idle(comm, "a collective");
+    if (st != GW_OK)
+        return st;
     if (!comm->async)
         return gw__coll_execute(comm, args);
     gw_handle_t h = {.comm = comm, .args = *args};
@@ -145,6 +139,9 @@ gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args)
 gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
                        size_t count)
 {
+    gw_status_t st = gw__p2p_check_idle(comm, "gw_allreduce_compressed");
+    if (st != GW_OK)
+        return st;
     if (!comm->async)
         return gw__cz_execute(comm, state, in, out, count);
     gw_handle_t h = {.comm = comm,
@@ -181,6 +178,9 @@ void gw__async_stop(gw_comm_t *comm)
 static gw_status_t start(gw_comm_t *comm, const gw_coll_args_t *args,
                          gw_compress_state_t *cz_state, gw_handle_t **handle)
 {
+    gw_status_t st0 = gw__p2p_check_idle(comm, "a non-blocking collective");
+    if (st0 != GW_OK)
+        return st0;
     if (!comm->async) {
         gw_status_t st = async_start(comm);
         if (st != GW_OK)
@@ -225,6 +225,8 @@ gw_status_t gw_test(gw_handle_t *handle, int *done)
 {
     if (!handle || !done)
         return GW_ERR_INVALID_ARG;
+    if (handle->is_p2p)
+        return gw__p2p_handle_test(handle, done);
     if (!atomic_load(&handle->done)) {
         *done = 0;
         return GW_OK;
@@ -239,6 +241,8 @@ gw_status_t gw_wait(gw_handle_t *handle)
 {
     if (!handle)
         return GW_ERR_INVALID_ARG;
+    if (handle->is_p2p)
+        return gw__p2p_handle_wait(handle);
     gw_status_t st = wait_done(handle);
     free(handle);
     return st;

@@ -51,6 +51,9 @@ struct gw_comm {
     /* Scratch memory reused across calls (grown on demand, never shrunk). */
     void *scratch;
     size_t scratch_len;
+    /* Non-blocking point-to-point calls not yet completed (p2p_api.c). */
+    struct gw_handle *p2p_pending;
+    int p2p_npending;
 };
 
 /* Kinds of collectives, part of the signature in every message tag. */
@@ -74,6 +77,35 @@ typedef struct gw_coll_args {
     gw_op_t op;
     int root;
 } gw_coll_args_t;
+
+/* A non-blocking call (gw_handle_t in the public API). A collective's handle
+ * is queued for the progress thread (async.c); a point-to-point handle
+ * (gw_isend, gw_irecv) holds its transport request, which the thread that
+ * tests or waits for it progresses (p2p_api.c). */
+struct gw_handle {
+    struct gw_handle *next; /* the progress thread's queue, or p2p_pending */
+    gw_comm_t *comm;
+    gw_coll_args_t args;
+    struct gw_compress_state *cz_state; /* GW_COLL_ALLREDUCE_COMPRESSED only */
+    int is_p2p;
+    gw_request_t req;       /* point-to-point only */
+    int64_t last_moved_ms;  /* point-to-point: when gw_test last saw bytes move */
+    size_t last_moved;
+    gw_status_t status;
+    atomic_int done;
+};
+
+/* gw_test and gw_wait of point-to-point handles (p2p_api.c). */
+gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done);
+gw_status_t gw__p2p_handle_wait(gw_handle_t *h);
+/* Before any collective: point-to-point handles still pending are a usage
+ * error (their messages carry the next collective's sequence number), which
+ * fails the communicator with GW_ERR_INVALID_ARG naming `what`. */
+gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what);
+/* gw_comm_destroy: complete pending point-to-point handles with
+ * GW_ERR_ABORTED, so that gw_wait on them never touches the freed
+ * communicator. */
+void gw__p2p_abandon(gw_comm_t *comm);
 
 /* Validate and run one collective on the calling thread, which must be the
  * thread that owns the transport (api.c). */

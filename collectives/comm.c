@@ -327,6 +327,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
     if (!comm)
         return GW_OK;
     gw__async_stop(comm);
+    gw__p2p_abandon(comm);
     if (comm->transport)
         comm->transport->ops->close(comm->transport);
     if (comm->bootstrap)

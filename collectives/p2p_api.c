@@ -16,11 +16,24 @@
  * tag it hands to progress() is the empty tag (sequence 0), which no
  * message conflicts with: messages of other peers' next collective may
  * arrive meanwhile, and that is fine.
+ *
+ * Non-blocking calls. gw_isend and gw_irecv post the same request as the
+ * blocking calls, inside a heap handle, and return; nothing runs in the
+ * background: the transport moves data whenever this rank waits or tests
+ * (any handle, or a blocking point-to-point call), so a window of messages
+ * is in flight together and a receiver's clear-to-send for the next message
+ * is out before the current one has landed. The handles sit on the
+ * communicator's p2p_pending list until completed: a collective started
+ * meanwhile would share their sequence number, so it is refused
+ * (gw__p2p_check_idle), and gw_comm_destroy completes leftovers with
+ * GW_ERR_ABORTED.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "common/clock.h"
 
 #define GW_P2P_KIND 0x70327000u /* distinct from every gw_coll_kind_t */
 
@@ -160,4 +173,162 @@ gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, 
         return st;
     gw_request_t *reqs[2] = {&sreq, &rreq};
     return wait_reqs(comm, reqs, 2);
+}
+
+/* ---- non-blocking ------------------------------------------------------ */
+
+static void unlink_pending(gw_comm_t *comm, gw_handle_t *h)
+{
+    for (gw_handle_t **p = &comm->p2p_pending; *p; p = &(*p)->next) {
+        if (*p == h) {
+            *p = h->next;
+            comm->p2p_npending--;
+            return;
+        }
+    }
+}
+
+static gw_status_t post_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                               size_t count, gw_dtype_t dtype, int peer, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    *handle = NULL;
+    size_t nbytes;
+    gw_status_t st = enter(comm);
+    if (st == GW_OK)
+        st = check(comm, fn, buf, count, dtype, peer, &nbytes);
+    if (st != GW_OK)
+        return st;
+    gw_handle_t *h = calloc(1, sizeof(*h));
+    if (!h) {
+        GW_ERROR(&comm->log, "api", "%s: out of memory for the handle", fn);
+        return gw__comm_fail(comm, GW_ERR_NO_MEMORY);
+    }
+    h->comm = comm;
+    h->is_p2p = 1;
+    atomic_init(&h->done, 0);
+    set_tag(comm, count, dtype);
+    st = kind == GW_REQ_SEND ? gw__p2p_isend(comm, peer, buf, nbytes, &h->req)
+                             : gw__p2p_irecv(comm, peer, buf, nbytes, &h->req);
+    if (st != GW_OK) {
+        free(h);
+        return st;
+    }
+    h->last_moved_ms = gw__now_ms();
+    h->next = comm->p2p_pending;
+    comm->p2p_pending = h;
+    comm->p2p_npending++;
+    *handle = h;
+    return GW_OK;
+}
+
+gw_status_t gw_isend(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer,
+                     gw_handle_t **handle)
+{
+    /* The transport never writes through a send buffer. */
+    return post_handle(comm, "gw_isend", GW_REQ_SEND, (void *)(uintptr_t)buf, count, dtype, peer,
+                       handle);
+}
+
+gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer,
+                     gw_handle_t **handle)
+{
+    return post_handle(comm, "gw_irecv", GW_REQ_RECV, buf, count, dtype, peer, handle);
+}
+
+/* The handle's outcome once its request is complete or the communicator
+ * failed; releases it. */
+static gw_status_t finish(gw_handle_t *h, gw_status_t st)
+{
+    gw_comm_t *comm = h->comm;
+    if (st == GW_OK && h->req.complete && h->req.status != GW_OK)
+        st = gw__comm_fail(comm, h->req.status);
+    unlink_pending(comm, h);
+    free(h);
+    return st;
+}
+
+gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done)
+{
+    if (atomic_load(&h->done)) { /* abandoned by gw_comm_destroy */
+        gw_status_t st = h->status;
+        free(h);
+        *done = 1;
+        return st;
+    }
+    gw_comm_t *comm = h->comm;
+    *done = 0;
+    if (!h->req.complete) {
+        memset(&comm->tag, 0, sizeof(comm->tag));
+        gw_status_t st = comm->failed == GW_OK ? gw__p2p_poll(comm) : comm->failed;
+        if (st != GW_OK) {
+            *done = 1;
+            return finish(h, st);
+        }
+    }
+    if (h->req.complete) {
+        *done = 1;
+        return finish(h, GW_OK);
+    }
+    /* A peer that stopped moving data fails a rank that only tests, as a
+     * wait would after GW_TIMEOUT_MS. */
+    size_t moved = h->req.bytes_done;
+    int64_t now = gw__now_ms();
+    if (moved != h->last_moved) {
+        h->last_moved = moved;
+        h->last_moved_ms = now;
+    } else if (now - h->last_moved_ms >= comm->timeout_ms) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done); the "
+                 "peer may be hung (GW_TIMEOUT_MS raises the limit)",
+                 comm->timeout_ms, h->req.len, h->req.kind == GW_REQ_SEND ? "send to" : "receive from",
+                 h->req.peer, h->req.bytes_done);
+        *done = 1;
+        return finish(h, gw__comm_fail(comm, GW_ERR_TIMEOUT));
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__p2p_handle_wait(gw_handle_t *h)
+{
+    if (atomic_load(&h->done)) {
+        gw_status_t st = h->status;
+        free(h);
+        return st;
+    }
+    gw_request_t *reqs[1] = {&h->req};
+    gw_status_t st = h->comm->failed;
+    if (st == GW_OK)
+        st = wait_reqs(h->comm, reqs, 1);
+    return finish(h, st);
+}
+
+gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what)
+{
+    if (comm->p2p_npending == 0)
+        return GW_OK;
+    GW_ERROR(&comm->log, "api",
+             "%s was started while %d gw_isend/gw_irecv handle%s of this rank %s not "
+             "complete: wait for them first (messages and collectives must not overlap)",
+             what, comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
+             comm->p2p_npending == 1 ? "is" : "are");
+    return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+}
+
+void gw__p2p_abandon(gw_comm_t *comm)
+{
+    if (comm->p2p_npending > 0)
+        GW_WARN(&comm->log, "api",
+                "gw_comm_destroy: %d gw_isend/gw_irecv handle%s never completed; %s "
+                "GW_ERR_ABORTED",
+                comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
+                comm->p2p_npending == 1 ? "it returns" : "they return");
+    while (comm->p2p_pending) {
+        gw_handle_t *h = comm->p2p_pending;
+        comm->p2p_pending = h->next;
+        h->status = GW_ERR_ABORTED;
+        atomic_store(&h->done, 1);
+    }
+    comm->p2p_npending = 0;
 }

@@ -211,6 +211,14 @@ GW__DEFINE_MINMAX(f64, double, uint64_t, int64_t, 0x7fffffffffffffffu, 0x7ff0000
 
 /* ---- loop generators ----------------------------------------------------- */
 
+/* GCC's ivdep; clang spells it differently and warns (an error under
+ * -Werror) about the unknown GCC one. */
+#if defined(__clang__)
+#define GW__IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define GW__IVDEP _Pragma("GCC ivdep")
+#endif
+
 /* One element-wise loop: out[i] = EXPR(a[i], b[i]). See the top of the file
  * for why ivdep is correct under exact aliasing. */
 #define GW__KERNEL(name, T, EXPR)                                                          \
@@ -219,7 +227,7 @@ GW__DEFINE_MINMAX(f64, double, uint64_t, int64_t, 0x7fffffffffffffffu, 0x7ff0000
         T *o = out;                                                                        \
         const T *a = va;                                                                   \
         const T *b = vb;                                                                   \
-        _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);       \
+        GW__IVDEP for (size_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);       \
     }
 
 /* Integer kernels: sum and product in the unsigned type U, then back to T. */
@@ -274,7 +282,7 @@ GW__FLOAT_KERNELS(f64, double)
             }                                                                              \
             for (size_t j = 0; j < m; j++)                                                 \
                 fa[j] = EXPR(fa[j], fb[j]);                                                \
-            _Pragma("GCC ivdep") for (size_t j = 0; j < m; j++) o[base + j] = FROM_F(fa[j]); \
+            GW__IVDEP for (size_t j = 0; j < m; j++) o[base + j] = FROM_F(fa[j]); \
         }                                                                                  \
     }
 

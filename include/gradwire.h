@@ -182,7 +182,10 @@ GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 /* Rank and size of a communicator (-1 for NULL). */
 GW_API int gw_comm_rank(const gw_comm_t *comm);
 GW_API int gw_comm_size(const gw_comm_t *comm);
-/* Name of the transport in use ("tcp", or "self" for one rank). */
+/* Name of the transport in use: "shm", "tcp" or "ib" when every peer uses the
+ * same one, "shm+tcp", "shm+ib", "ib+tcp" or "shm+ib+tcp" for a mix (e.g. shared
+ * memory on this host, a network to others), "self" for one rank, "none" for
+ * NULL. */
 GW_API const char *gw_comm_transport(const gw_comm_t *comm);
 
 /* Choose the allreduce algorithm for later calls (GW_ALGO_AUTO: cost model).
@@ -514,6 +517,22 @@ GW_API gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dt
 
 /* Receive count elements of dtype from rank peer into buf. */
 GW_API gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer);
+
+/* Non-blocking gw_send and gw_recv: post the message and return at once
+ * with a handle, completed by gw_test or gw_wait like a collective's. The
+ * buffer must stay valid and untouched until then. Any number may be
+ * outstanding; they match in posting order as the blocking calls do, so a
+ * window of messages to one peer travels back to back (gradwire-bench p2p
+ * -W). No thread runs them: data moves while this rank tests or waits for
+ * any handle, or makes a blocking point-to-point call; test and wait for
+ * them from the thread that posted them. No collective may start while any
+ * is pending (it fails with GW_ERR_INVALID_ARG); gw_comm_destroy completes
+ * leftovers with GW_ERR_ABORTED. gw_test fails with GW_ERR_TIMEOUT after
+ * GW_TIMEOUT_MS without bytes moving. Errors as gw_send and gw_recv. */
+GW_API gw_status_t gw_isend(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                            int peer, gw_handle_t **handle);
+GW_API gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer,
+                            gw_handle_t **handle);
 
 /* Send to dst and receive from src at once (dst and src may be the same
  * rank): both directions move together, so exchanges in rings or pairs

@@ -55,7 +55,8 @@ void gw_train_usage(FILE *out)
             "                           included) and returns the momentum-corrected update,\n"
             "                           which the trainer applies by plain SGD: --momentum is\n"
             "                           then not used (default 0: off)\n"
-            "  --async                  parameter-server SGD instead of synchronous\n"
+            "  --async                  parameter-server SGD instead of synchronous (dense\n"
+            "                           gradients: no --codec)\n"
             "  --servers N              async: server ranks (default 1)\n"
             "  --staleness N            async: largest version lag of a worker (default 4)\n"
             "checkpoints:\n"
@@ -435,6 +436,12 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         if (o->mode == GW_TRAIN_ASYNC)
             return usage_error("--dgc-momentum is for synchronous training, not --async");
     }
+    /* The parameter server exchanges dense gradients and weights; a codec
+     * would be silently ignored there. */
+    if (o->mode == GW_TRAIN_ASYNC && strcmp(o->codec, "none") != 0)
+        return usage_error("--codec %s is for synchronous training: --async (parameter "
+                           "server) sends dense gradients",
+                           o->codec);
     if (o->resume && !o->ckpt_dir)
         return usage_error("--resume needs --checkpoint-dir DIR");
     if (o->ckpt_every && !o->ckpt_dir)

@@ -103,8 +103,10 @@ static gw_status_t reserve_port(const char *addr, int *port, int *hold)
     int one = 1;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
-        bind(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+    const char *what = "socket";
+    if (fd >= 0 && (what = "setsockopt(SO_REUSEADDR)") &&
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 && (what = "bind") &&
+        bind(fd, res->ai_addr, res->ai_addrlen) == 0 && (what = "getsockname") &&
         getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
         *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                : ((struct sockaddr_in *)&ss)->sin_port);
@@ -112,7 +114,7 @@ static gw_status_t reserve_port(const char *addr, int *port, int *hold)
         fd = -1;
         st = GW_OK;
     } else {
-        fprintf(stderr, "gradwire-train: cannot bind a port on %s: %m\n", addr);
+        fprintf(stderr, "gradwire-train: cannot reserve a port on %s: %s: %m\n", addr, what);
     }
     if (fd >= 0)
         close(fd);

@@ -266,12 +266,15 @@ if [ "$KIND" = sanitized ]; then
 else
     BW_SIZE=1048576
     BW_ITERS=50
+    # Messages in flight: perftest keeps min(tx-depth 128, iterations) writes
+    # outstanding; gradwire a window of 16 (gradwire-bench p2p -W).
+    BW_WINDOW=16
     ROUNDS=${GW_RXE_ROUNDS:-5}
     ratios=() ib_all=() gw_all=()
     for round in $(seq "$ROUNDS"); do
         ib= gw=
         perftest ib_write_bw -s $BW_SIZE -n $BW_ITERS && ib=$(ib_gbps $BW_SIZE)
-        bench "bw$round" -b $BW_SIZE -e $BW_SIZE -n $BW_ITERS -w 2 -m uni -c 0 &&
+        bench "bw$round" -b $BW_SIZE -e $BW_SIZE -n $BW_ITERS -w 2 -W $BW_WINDOW -m uni -c 0 &&
             gw=$(json_num "$WORK/bw$round.json" uni_GBps)
         if [ -z "$ib" ] || [ -z "$gw" ]; then
             echo "   round $round: no figure (ib_write_bw: '$ib', gradwire: '$gw')"
@@ -285,7 +288,7 @@ else
     done
     ib_bi= gw_bi=
     perftest ib_write_bw -b -s $BW_SIZE -n $BW_ITERS && ib_bi=$(ib_gbps $BW_SIZE)
-    bench bidir -b $BW_SIZE -e $BW_SIZE -n $BW_ITERS -w 2 -m bidir -c 0 &&
+    bench bidir -b $BW_SIZE -e $BW_SIZE -n $BW_ITERS -w 2 -W $BW_WINDOW -m bidir -c 0 &&
         gw_bi=$(json_num "$WORK/bidir.json" bidir_GBps)
 
     # Latency in alternating rounds too. ib_write_lat busy-polls; so does
@@ -315,7 +318,7 @@ else
             printf "   bandwidth, %d-byte messages, %d rounds: median ib_write_bw %.4f GB/s, gradwire %.4f GB/s\n", s, n, ibm, gwm
             r = (ib > 0 ? gw / ib : 0)
             printf "   bandwidth ratio gradwire / ib_write_bw: median of the rounds %.2f, best against best %.2f (%.4f / %.4f GB/s)\n", m, r, gw, ib
-            printf "   target of issue 4, gradwire >= 0.90 x ib_write_bw (best against best): %s\n", (r >= 0.9 ? "met" : "NOT met in this run") }'
+            printf "   target of issue 4, gradwire >= 0.90 x ib_write_bw (median of the paired rounds): %s\n", (m >= 0.9 ? "met" : "NOT met in this run") }'
         pass "bandwidth compared with ib_write_bw"
     else
         fail "bandwidth comparison: no round gave both figures"

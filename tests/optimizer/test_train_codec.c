@@ -203,6 +203,8 @@ Test(train_codec, dgc_options_are_checked, .timeout = 60)
     expect_usage_error(range, "--dgc-momentum wants [0, 1)");
     char *async[] = {"--async", "--codec", "topk", "--dgc-momentum", "0.9", NULL};
     expect_usage_error(async, "--dgc-momentum is for synchronous training");
+    char *async_codec[] = {"--async", "--codec", "int8", NULL};
+    expect_usage_error(async_codec, "--codec int8 is for synchronous training");
     char *help[] = {TRAINER, "--help", NULL};
     run_result_t r = run_cmd(help, NULL, 30);
     cr_assert(r.exited && r.status == 0, "%s", r.output);

@@ -8,7 +8,12 @@
  * so under Soft-RoCE). Covered: data of every size class (empty, eager,
  * rendezvous, striped), sendrecv in both directions at once, point-to-point
  * calls between collectives, count and dtype mismatches (both ranks fail,
- * the receive buffer stays untouched), and argument errors.
+ * the receive buffer stays untouched), and argument errors; and the
+ * non-blocking gw_isend/gw_irecv: windows of messages of every size class in
+ * both directions, completed in any order by gw_wait and gw_test, over the
+ * selected transport and over TCP; a collective started while handles are
+ * pending fails on both ranks; gw_comm_destroy aborts leftovers; gw_test
+ * times out when the peer sends nothing.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gradwire.h"
@@ -26,6 +32,7 @@ typedef struct rank {
     int rank;
     char root[64];
     int (*body)(struct rank *r);
+    int timeout_ms; /* 0: 30 s */
     gw_comm_t *comm;
     int result;
 } rank_t;
@@ -67,7 +74,7 @@ static void *thread_main(void *arg)
     cfg.rank = r->rank;
     cfg.size = 2;
     cfg.root = r->root;
-    cfg.timeout_ms = 30000;
+    cfg.timeout_ms = r->timeout_ms ? r->timeout_ms : 30000;
     cfg.job_token = "test_ib_p2p";
     gw_status_t st = gw_comm_init(&cfg, &r->comm);
     if (st != GW_OK) {
@@ -90,7 +97,7 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-static void run(int (*body)(rank_t *))
+static void run_timeout(int (*body)(rank_t *), int timeout_ms)
 {
     rank_t ranks[2];
     pthread_t th[2];
@@ -99,6 +106,7 @@ static void run(int (*body)(rank_t *))
         memset(&ranks[i], 0, sizeof(ranks[i]));
         ranks[i].rank = i;
         ranks[i].body = body;
+        ranks[i].timeout_ms = timeout_ms;
         snprintf(ranks[i].root, sizeof(ranks[i].root), "127.0.0.1:%d", port);
         pthread_create(&th[i], NULL, thread_main, &ranks[i]);
     }
@@ -107,6 +115,8 @@ static void run(int (*body)(rank_t *))
     for (int i = 0; i < 2; i++)
         cr_assert_eq(ranks[i].result, 0, "rank %d failed (see its output)", i);
 }
+
+static void run(int (*body)(rank_t *)) { run_timeout(body, 0); }
 
 static float value(int from, size_t i, int round) { return (float)(from * 1000 + (int)(i % 997) + round); }
 
@@ -253,4 +263,206 @@ Test(p2p_api, argument_errors, .timeout = 240)
         bad_now = &bad_cases[i];
         run(bad_body);
     }
+}
+
+/* ---- non-blocking ------------------------------------------------------ */
+
+/* More than the verbs transport's 32 CTS slots per peer, so that its FIFO wraps
+ * and receives queue behind it. */
+enum { WINDOW = 40 };
+
+/* A window of WINDOW messages each way, of one size class per round, every
+ * message with its own contents; rank 0 completes its handles with gw_wait
+ * in reverse order, rank 1 by polling gw_test over all of them. The n-th
+ * receive must hold the n-th message. */
+static int window_body(rank_t *r)
+{
+    static const size_t counts[] = {0, 1, 1000, 20000, 70000};
+    int peer = 1 - r->rank;
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        size_t n = counts[c];
+        float *sbuf[WINDOW], *rbuf[WINDOW];
+        gw_handle_t *h[2 * WINDOW];
+        for (int m = 0; m < WINDOW; m++) {
+            sbuf[m] = malloc((n + 1) * sizeof(float));
+            rbuf[m] = malloc((n + 1) * sizeof(float));
+            for (size_t i = 0; i < n; i++) {
+                sbuf[m][i] = value(r->rank, i, m);
+                rbuf[m][i] = -1.0f;
+            }
+            rbuf[m][n] = -7.0f; /* must stay */
+        }
+        /* Rank 0 posts its sends first, rank 1 its receives: either order
+         * must work. */
+        for (int m = 0; m < WINDOW; m++) {
+            if (r->rank == 0)
+                CHECK_ST(gw_isend(r->comm, sbuf[m], n, GW_FLOAT32, peer, &h[m]), GW_OK);
+            else
+                CHECK_ST(gw_irecv(r->comm, rbuf[m], n, GW_FLOAT32, peer, &h[WINDOW + m]), GW_OK);
+        }
+        for (int m = 0; m < WINDOW; m++) {
+            if (r->rank == 0)
+                CHECK_ST(gw_irecv(r->comm, rbuf[m], n, GW_FLOAT32, peer, &h[WINDOW + m]), GW_OK);
+            else
+                CHECK_ST(gw_isend(r->comm, sbuf[m], n, GW_FLOAT32, peer, &h[m]), GW_OK);
+        }
+        if (r->rank == 0) {
+            for (int k = 2 * WINDOW - 1; k >= 0; k--)
+                CHECK_ST(gw_wait(h[k]), GW_OK);
+        } else {
+            int left = 2 * WINDOW;
+            while (left > 0) {
+                for (int k = 0; k < 2 * WINDOW; k++) {
+                    int done = 0;
+                    if (!h[k])
+                        continue;
+                    CHECK_ST(gw_test(h[k], &done), GW_OK);
+                    if (done) {
+                        h[k] = NULL;
+                        left--;
+                    }
+                }
+            }
+        }
+        for (int m = 0; m < WINDOW; m++) {
+            for (size_t i = 0; i < n; i++)
+                CHECK(rbuf[m][i] == value(peer, i, m), "count %zu, message %d: element %zu is %g",
+                      n, m, i, (double)rbuf[m][i]);
+            CHECK(rbuf[m][n] == -7.0f, "count %zu, message %d: written past the end", n, m);
+            free(sbuf[m]);
+            free(rbuf[m]);
+        }
+        /* A collective may follow once every handle is complete. */
+        int64_t x = r->rank + 1, sum = 0;
+        CHECK_ST(gw_allreduce(r->comm, &x, &sum, 1, GW_INT64, GW_SUM), GW_OK);
+        CHECK(sum == 3, "allreduce after the window gave %lld", (long long)sum);
+    }
+    return 0;
+}
+
+Test(p2p_api, nonblocking_window_every_size, .timeout = 240) { run(window_body); }
+
+Test(p2p_api, nonblocking_window_over_tcp, .timeout = 240)
+{
+    setenv("GW_TRANSPORT", "tcp", 1);
+    run(window_body);
+}
+
+/* Blocking calls go between non-blocking ones to the same peer and keep
+ * their place in the order. */
+static int interleaved_body(rank_t *r)
+{
+    int32_t a = 0, b = 0, c = 0;
+    gw_handle_t *h1 = NULL, *h2 = NULL;
+    if (r->rank == 0) {
+        int32_t x = 1, y = 2, z = 3;
+        CHECK_ST(gw_isend(r->comm, &x, 1, GW_INT32, 1, &h1), GW_OK);
+        CHECK_ST(gw_send(r->comm, &y, 1, GW_INT32, 1), GW_OK);
+        CHECK_ST(gw_isend(r->comm, &z, 1, GW_INT32, 1, &h2), GW_OK);
+        CHECK_ST(gw_wait(h2), GW_OK);
+        CHECK_ST(gw_wait(h1), GW_OK);
+        return 0;
+    }
+    CHECK_ST(gw_irecv(r->comm, &a, 1, GW_INT32, 0, &h1), GW_OK);
+    CHECK_ST(gw_irecv(r->comm, &b, 1, GW_INT32, 0, &h2), GW_OK);
+    CHECK_ST(gw_recv(r->comm, &c, 1, GW_INT32, 0), GW_OK);
+    CHECK_ST(gw_wait(h1), GW_OK);
+    CHECK_ST(gw_wait(h2), GW_OK);
+    CHECK(a == 1 && b == 2 && c == 3, "received %d %d %d, expected 1 2 3", a, b, c);
+    return 0;
+}
+
+Test(p2p_api, blocking_and_nonblocking_keep_order, .timeout = 120) { run(interleaved_body); }
+
+/* Rank 0 starts an allreduce while its receive is pending: a usage error
+ * that fails rank 0 at once and rank 1 (inside the allreduce) soon after. */
+static int collective_while_pending(rank_t *r)
+{
+    float x = 1, y = 0;
+    gw_handle_t *h = NULL;
+    if (r->rank == 0) {
+        CHECK_ST(gw_irecv(r->comm, &y, 1, GW_FLOAT32, 1, &h), GW_OK);
+        CHECK_ST(gw_allreduce(r->comm, &x, &y, 1, GW_FLOAT32, GW_SUM), GW_ERR_INVALID_ARG);
+        gw_status_t st = gw_wait(h);
+        CHECK(st != GW_OK, "the pending receive completed after the failure");
+        CHECK(gw_iallreduce(r->comm, &x, &y, 1, GW_FLOAT32, GW_SUM, &h) != GW_OK ||
+                  gw_wait(h) != GW_OK,
+              "a collective ran on the failed communicator");
+        return 0;
+    }
+    gw_status_t st = gw_allreduce(r->comm, &x, &y, 1, GW_FLOAT32, GW_SUM);
+    CHECK(st != GW_OK, "rank 1's allreduce succeeded without rank 0");
+    return 0;
+}
+
+Test(p2p_api, collective_while_pending_fails_both, .timeout = 120)
+{
+    run(collective_while_pending);
+}
+
+/* Handles left pending at gw_comm_destroy complete with GW_ERR_ABORTED,
+ * without touching the freed communicator (ASan watches). */
+static gw_handle_t *leftover[2];
+
+static int leave_pending(rank_t *r)
+{
+    static float y[2];
+    CHECK_ST(gw_irecv(r->comm, &y[r->rank], 1, GW_FLOAT32, 1 - r->rank, &leftover[r->rank]),
+             GW_OK);
+    return 0;
+}
+
+Test(p2p_api, destroy_aborts_pending, .timeout = 120)
+{
+    run(leave_pending);
+    int done = 0;
+    cr_assert_eq(gw_test(leftover[0], &done), GW_ERR_ABORTED);
+    cr_assert_eq(done, 1);
+    cr_assert_eq(gw_wait(leftover[1]), GW_ERR_ABORTED);
+}
+
+/* Rank 1 polls a receive that rank 0 never sends: gw_test gives up with
+ * GW_ERR_TIMEOUT after GW_TIMEOUT_MS (1 s here) instead of spinning on. */
+static int test_times_out(rank_t *r)
+{
+    if (r->rank == 0) {
+        usleep(2500 * 1000);
+        return 0;
+    }
+    float y = 0;
+    gw_handle_t *h = NULL;
+    CHECK_ST(gw_irecv(r->comm, &y, 1, GW_FLOAT32, 0, &h), GW_OK);
+    int done = 0;
+    gw_status_t st = GW_OK;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!done && st == GW_OK) {
+        st = gw_test(h, &done);
+        usleep(1000);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(done == 1 && st == GW_ERR_TIMEOUT, "gw_test: done %d, %s", done, gw_status_name(st));
+    CHECK(secs >= 0.9 && secs < 2.4, "timed out after %.2f s, expected about 1 s", secs);
+    return 0;
+}
+
+Test(p2p_api, test_times_out, .timeout = 120) { run_timeout(test_times_out, 1000); }
+
+Test(p2p_api, nonblocking_argument_errors)
+{
+    float x = 1;
+    gw_handle_t *h = NULL;
+    cr_assert_eq(gw_isend(NULL, &x, 1, GW_FLOAT32, 0, &h), GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw_irecv(NULL, &x, 1, GW_FLOAT32, 0, &h), GW_ERR_INVALID_ARG);
+    gw_config_t cfg;
+    gw_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.size = 1;
+    gw_comm_t *c = NULL;
+    cr_assert_eq(gw_comm_init(&cfg, &c), GW_OK);
+    cr_assert_eq(gw_isend(c, &x, 1, GW_FLOAT32, 0, NULL), GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw_irecv(c, &x, 1, GW_FLOAT32, 0, &h), GW_ERR_INVALID_ARG, "one rank has no peer");
+    cr_assert_null(h);
+    gw_comm_destroy(c);
 }

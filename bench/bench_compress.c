@@ -48,7 +48,7 @@ struct copts {
     long factor, iters, warmup, solo_iters;
     int ncodecs;
     gw_codec_t codecs[MAX_CODECS];
-    double ratio;
+    double ratio, momentum;
     long rank, bucket;
     gw_algo_t algo;
     int sort;
@@ -96,6 +96,8 @@ static void usage(FILE *out)
                  "  -C, --codecs LIST     comma list of fp16, bf16, int8, sign, topk, powersgd\n"
                  "                        (default all)\n"
                  "  -r, --ratio X         top-k's kept fraction (default 0.01)\n"
+                 "      --momentum X      top-k with DGC momentum correction, factor X in\n"
+                 "                        [0, 1) (default 0: off)\n"
                  "  -k, --rank N          PowerSGD's rank (default 4); tensors are square-ish\n"
                  "                        matrices (4096 x 4096 for 64M)\n"
                  "      --bucket N        elements per scale of int8 and sign (default 4096)\n"
@@ -141,7 +143,7 @@ static int parse_codecs(const char *list, struct copts *o)
 
 static int parse_opts(int argc, char **argv, struct copts *o)
 {
-    enum { OPT_BUCKET = 256, OPT_NOSORT, OPT_JSON, OPT_SOLO };
+    enum { OPT_BUCKET = 256, OPT_NOSORT, OPT_JSON, OPT_SOLO, OPT_MOMENTUM };
     static const struct option longopts[] = {{"minbytes", required_argument, NULL, 'b'},
                                              {"maxbytes", required_argument, NULL, 'e'},
                                              {"stepfactor", required_argument, NULL, 'f'},
@@ -151,6 +153,7 @@ static int parse_opts(int argc, char **argv, struct copts *o)
                                              {"ratio", required_argument, NULL, 'r'},
                                              {"rank", required_argument, NULL, 'k'},
                                              {"bucket", required_argument, NULL, OPT_BUCKET},
+                                             {"momentum", required_argument, NULL, OPT_MOMENTUM},
                                              {"algo", required_argument, NULL, 'a'},
                                              {"solo_iters", required_argument, NULL, OPT_SOLO},
                                              {"no-sort", no_argument, NULL, OPT_NOSORT},
@@ -210,6 +213,11 @@ static int parse_opts(int argc, char **argv, struct copts *o)
         case 'k':
             if (gw_bench_parse_long(optarg, 1, 1024, &o->rank) != 0)
                 return usage_error("-k wants a PowerSGD rank in 1..1024, not \"%s\"", optarg);
+            break;
+        case OPT_MOMENTUM:
+            o->momentum = strtod(optarg, &end);
+            if (*end || !(o->momentum >= 0 && o->momentum < 1))
+                return usage_error("--momentum wants a factor in [0, 1), not \"%s\"", optarg);
             break;
         case OPT_BUCKET:
             if (gw_bench_parse_long(optarg, 1, 1L << 30, &o->bucket) != 0)
@@ -311,6 +319,8 @@ static gw_compress_config_t config_of(const struct copts *o, gw_codec_t codec)
     cfg.min_elements = 0;
     cfg.bucket_elements = (size_t)o->bucket;
     cfg.topk_ratio = o->ratio;
+    if (codec == GW_CODEC_TOPK)
+        cfg.momentum = o->momentum;
     cfg.powersgd_rank = (int)o->rank;
     return cfg;
 }
@@ -529,11 +539,11 @@ static void print_header(const struct cbench *b)
     printf("# ranks: %d  transport: %s  dense algorithm: %s  iters: %ld  warmup: %ld\n",
            b->size, gw_comm_transport(b->comm), gw_algo_name(b->o.algo), b->o.iters,
            b->o.warmup);
-    printf("# top-k ratio %g, PowerSGD rank %ld, bucket %ld elements\n"
+    printf("# top-k ratio %g (DGC momentum %g), PowerSGD rank %ld, bucket %ld elements\n"
            "# comm, codec: rank 0's mean time in exchanges (wall) and in the codec (its CPU time)\n"
            "# enc, dec: codec GB/s of float32 input, rank 0 alone on one core, wall, best of %ld\n"
            "# cpu: the same for encode + decode per CPU second (robust to a busy machine)\n#\n",
-           b->o.ratio, b->o.rank, b->o.bucket, b->o.solo_iters);
+           b->o.ratio, b->o.momentum, b->o.rank, b->o.bucket, b->o.solo_iters);
     printf("#%11s  %-8s  %10s  %7s  %7s  %12s  %7s  %9s  %9s  %6s  %6s  %6s  %5s\n",
            "size(B)", "codec", "time(us)", "algbw", "speedup", "wire(B)", "ratio", "comm(us)",
            "codec(us)", "enc", "dec", "cpu", "agree");
@@ -654,6 +664,8 @@ static int write_json(FILE *f, const struct cbench *b, int ok)
                "\"iters\": %ld, \"warmup_iters\": %ld, \"dense_algo\": \"%s\", \"topk_ratio\": ",
             o->minbytes, o->maxbytes, o->factor, o->iters, o->warmup, gw_algo_name(o->algo));
     gw_bench_json_num(f, o->ratio);
+    fputs(", \"topk_momentum\": ", f);
+    gw_bench_json_num(f, o->momentum);
     fprintf(f, ", \"powersgd_rank\": %ld, \"bucket_elements\": %ld, \"codecs\": [", o->rank,
             o->bucket);
     for (int c = 0; c < o->ncodecs; c++)

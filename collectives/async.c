@@ -65,7 +65,9 @@ static void *progress_thread(void *arg)
             as->tail = NULL;
         pthread_mutex_unlock(&as->lock);
 
+        gw__comm_drive_begin(comm);
         gw_status_t st = execute(comm, h);
+        gw__comm_drive_end(comm);
 
         pthread_mutex_lock(&as->lock);
         h->status = st;
@@ -128,8 +130,12 @@ gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args)
     gw_status_t st = gw__p2p_check_idle(comm, "a collective");
     if (st != GW_OK)
         return st;
-    if (!comm->async)
-        return gw__coll_execute(comm, args);
+    if (!comm->async) {
+        gw__comm_drive_begin(comm);
+        st = gw__coll_execute(comm, args);
+        gw__comm_drive_end(comm);
+        return st;
+    }
     gw_handle_t h = {.comm = comm, .args = *args};
     atomic_init(&h.done, 0);
     enqueue(comm->async, &h);
@@ -142,8 +148,12 @@ gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float 
     gw_status_t st = gw__p2p_check_idle(comm, "gw_allreduce_compressed");
     if (st != GW_OK)
         return st;
-    if (!comm->async)
-        return gw__cz_execute(comm, state, in, out, count);
+    if (!comm->async) {
+        gw__comm_drive_begin(comm);
+        st = gw__cz_execute(comm, state, in, out, count);
+        gw__comm_drive_end(comm);
+        return st;
+    }
     gw_handle_t h = {.comm = comm,
                      .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in,
                               .recvbuf = out, .count = count, .dtype = GW_FLOAT32,

@@ -48,6 +48,11 @@ struct gw_comm {
     /* Set by gw_comm_abort from any thread; the thread driving the transport
      * notices it within one progress round and fails the communicator. */
     atomic_int abort_requested;
+    /* 1 while a thread drives the transport (a call on the caller's thread,
+     * the progress thread running a queued call, or gw_comm_abort telling
+     * the peers): the transport is not thread-safe, so at most one at a time
+     * (comm_state.c). */
+    atomic_int driving;
     /* Scratch memory reused across calls (grown on demand, never shrunk). */
     void *scratch;
     size_t scratch_len;
@@ -120,6 +125,12 @@ void gw__coll_begin(gw_comm_t *comm, gw_coll_kind_t kind, size_t count, gw_dtype
                     gw_op_t op, int root, gw_algo_t algo);
 /* Stop the progress thread after it finished what is queued (async.c). */
 void gw__async_stop(gw_comm_t *comm);
+
+/* Claim the transport for the calling thread (waiting while gw_comm_abort
+ * holds it for a moment) and give it back; giving it back also carries out
+ * an abort that another thread requested meanwhile (comm_state.c). */
+void gw__comm_drive_begin(gw_comm_t *comm);
+void gw__comm_drive_end(gw_comm_t *comm);
 
 /* Scratch buffer of at least len bytes owned by the communicator. */
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);

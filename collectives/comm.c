@@ -312,13 +312,16 @@ gw_status_t gw_comm_abort(gw_comm_t *comm)
     if (!comm)
         return GW_ERR_INVALID_ARG;
     GW_WARN(&comm->log, "api", "communicator aborted by the application");
-    /* Another thread may be driving the transport right now: leave the
-     * abort to it (p2p.c checks the flag every progress round). Without a
-     * progress thread the caller is the only one that uses the transport,
-     * unless it races us from another thread, which the flag covers too. */
+    /* Another thread may be driving the transport right now (a collective
+     * on the caller's thread or on the progress thread): then the abort is
+     * left to it (p2p.c checks the flag every progress round, and giving the
+     * transport back checks it too). When nobody is, tell the peers now. */
     atomic_store(&comm->abort_requested, 1);
-    if (!comm->async)
+    int free_ = 0;
+    if (atomic_compare_exchange_strong(&comm->driving, &free_, 1)) {
         gw__comm_fail(comm, GW_ERR_ABORTED);
+        atomic_store(&comm->driving, 0);
+    }
     return GW_OK;
 }
 

@@ -3,6 +3,7 @@
  * that turns the first error into every later call's answer, and the scratch
  * memory the algorithms borrow.
  */
+#include <sched.h>
 #include <stdlib.h>
 
 #include "collectives/coll.h"
@@ -21,6 +22,32 @@ gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
     if (comm->transport)
         comm->transport->ops->abort(comm->transport, status);
     return status;
+}
+
+/* The claim is a flag, not a mutex, because gw_comm_abort must never wait
+ * for a collective to finish: it takes the transport only when nobody holds
+ * it, and otherwise leaves the abort to the holder, which sees the request
+ * in its next progress round or, at the latest, when it gives the transport
+ * back (drive_end). Both sides set their own flag before they test the
+ * other's (sequentially consistent atomics), so one of them always acts. */
+void gw__comm_drive_begin(gw_comm_t *comm)
+{
+    int free_ = 0;
+    while (!atomic_compare_exchange_weak(&comm->driving, &free_, 1)) {
+        free_ = 0;
+        sched_yield(); /* gw_comm_abort is telling the peers: a moment */
+    }
+}
+
+void gw__comm_drive_end(gw_comm_t *comm)
+{
+    atomic_store(&comm->driving, 0);
+    int free_ = 0;
+    if (atomic_load(&comm->abort_requested) &&
+        atomic_compare_exchange_strong(&comm->driving, &free_, 1)) {
+        gw__comm_fail(comm, GW_ERR_ABORTED);
+        atomic_store(&comm->driving, 0);
+    }
 }
 
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out)

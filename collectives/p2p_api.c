@@ -90,10 +90,6 @@ fail:
 /* Common entry: the communicator is usable and owned by this thread. */
 static gw_status_t enter(gw_comm_t *comm)
 {
-    /* Queued non-blocking collectives run first, and the progress thread
-     * stops, so that only this thread drives the transport from here. */
-    if (comm->async)
-        gw__async_stop(comm);
     if (atomic_load(&comm->abort_requested))
         return gw__comm_fail(comm, GW_ERR_ABORTED);
     return comm->failed;
@@ -114,7 +110,8 @@ static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n)
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
-gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer)
+static gw_status_t send_claimed(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                                int peer)
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
@@ -132,7 +129,8 @@ gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t d
     return wait_reqs(comm, reqs, 1);
 }
 
-gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer)
+static gw_status_t recv_claimed(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
+                                int peer)
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
@@ -150,8 +148,9 @@ gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, 
     return wait_reqs(comm, reqs, 1);
 }
 
-gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
-                        void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype)
+static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t sendcount,
+                                    int dst, void *recvbuf, size_t recvcount, int src,
+                                    gw_dtype_t dtype)
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
@@ -175,6 +174,48 @@ gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, 
     return wait_reqs(comm, reqs, 2);
 }
 
+/* Every public call: queued non-blocking collectives run first and the
+ * progress thread stops, then this thread claims the transport for the
+ * call (gw_comm_abort from another thread may hold it for a moment). */
+static void claim(gw_comm_t *comm)
+{
+    if (comm->async)
+        gw__async_stop(comm);
+    gw__comm_drive_begin(comm);
+}
+
+gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    claim(comm);
+    gw_status_t st = send_claimed(comm, buf, count, dtype, peer);
+    gw__comm_drive_end(comm);
+    return st;
+}
+
+gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    claim(comm);
+    gw_status_t st = recv_claimed(comm, buf, count, dtype, peer);
+    gw__comm_drive_end(comm);
+    return st;
+}
+
+gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
+                        void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    claim(comm);
+    gw_status_t st =
+        sendrecv_claimed(comm, sendbuf, sendcount, dst, recvbuf, recvcount, src, dtype);
+    gw__comm_drive_end(comm);
+    return st;
+}
+
 /* ---- non-blocking ------------------------------------------------------ */
 
 static void unlink_pending(gw_comm_t *comm, gw_handle_t *h)
@@ -188,12 +229,9 @@ static void unlink_pending(gw_comm_t *comm, gw_handle_t *h)
     }
 }
 
-static gw_status_t post_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
-                               size_t count, gw_dtype_t dtype, int peer, gw_handle_t **handle)
+static gw_status_t post_claimed(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                                size_t count, gw_dtype_t dtype, int peer, gw_handle_t **handle)
 {
-    if (!comm || !handle)
-        return GW_ERR_INVALID_ARG;
-    *handle = NULL;
     size_t nbytes;
     gw_status_t st = enter(comm);
     if (st == GW_OK)
@@ -223,6 +261,18 @@ static gw_status_t post_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t ki
     return GW_OK;
 }
 
+static gw_status_t post_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                               size_t count, gw_dtype_t dtype, int peer, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    *handle = NULL;
+    claim(comm);
+    gw_status_t st = post_claimed(comm, fn, kind, buf, count, dtype, peer, handle);
+    gw__comm_drive_end(comm);
+    return st;
+}
+
 gw_status_t gw_isend(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer,
                      gw_handle_t **handle)
 {
@@ -249,7 +299,32 @@ static gw_status_t finish(gw_handle_t *h, gw_status_t st)
     return st;
 }
 
+static gw_status_t test_claimed(gw_handle_t *h, int *done);
+static gw_status_t wait_claimed(gw_handle_t *h);
+
 gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done)
+{
+    if (atomic_load(&h->done)) /* abandoned: the communicator is gone */
+        return test_claimed(h, done);
+    gw_comm_t *comm = h->comm;
+    gw__comm_drive_begin(comm);
+    gw_status_t st = test_claimed(h, done);
+    gw__comm_drive_end(comm);
+    return st;
+}
+
+gw_status_t gw__p2p_handle_wait(gw_handle_t *h)
+{
+    if (atomic_load(&h->done))
+        return wait_claimed(h);
+    gw_comm_t *comm = h->comm;
+    gw__comm_drive_begin(comm);
+    gw_status_t st = wait_claimed(h);
+    gw__comm_drive_end(comm);
+    return st;
+}
+
+static gw_status_t test_claimed(gw_handle_t *h, int *done)
 {
     if (atomic_load(&h->done)) { /* abandoned by gw_comm_destroy */
         gw_status_t st = h->status;
@@ -290,7 +365,7 @@ gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done)
     return GW_OK;
 }
 
-gw_status_t gw__p2p_handle_wait(gw_handle_t *h)
+static gw_status_t wait_claimed(gw_handle_t *h)
 {
     if (atomic_load(&h->done)) {
         gw_status_t st = h->status;
@@ -313,7 +388,12 @@ gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what)
              "complete: wait for them first (messages and collectives must not overlap)",
              what, comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
              comm->p2p_npending == 1 ? "is" : "are");
-    return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+    /* No progress thread runs while messages are pending (posting them
+     * stopped it), so this thread may claim the transport. */
+    gw__comm_drive_begin(comm);
+    gw_status_t st = gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+    gw__comm_drive_end(comm);
+    return st;
 }
 
 void gw__p2p_abandon(gw_comm_t *comm)

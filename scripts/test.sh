@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install dependencies, build twice (optimised, and
-# with AddressSanitizer + UndefinedBehaviorSanitizer), run every test in both.
+# with AddressSanitizer + UndefinedBehaviorSanitizer), run every test in both;
+# then a ThreadSanitizer build of the multi-threaded paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +22,8 @@ run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_SANITIZE=ON
+# ThreadSanitizer: the library, tools and workers (Criterion cannot run under
+# it), tested by tests/integration/tsan_threads.sh with several threads on one
+# communicator: progress thread, watchdog abort, trainer overlap.
+run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_SANITIZE_THREAD=ON
 echo "=== whole suite passed in $(( $(date +%s) - start )) s"

@@ -39,7 +39,10 @@
  * versions give the same bits: the loops use only IEEE operations, which
  * every ISA rounds alike, and the build's ISO C mode (-std=c11) keeps GCC
  * from contracting them into FMAs. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+/* Not under ThreadSanitizer: the loader runs the clones' resolvers before
+ * the sanitizer's runtime is up, and the instrumented resolvers crash. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) &&      \
+    !defined(__SANITIZE_THREAD__)
 #define GW__CZ_HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define GW__CZ_HOT

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tsan_threads.sh BUILD_DIR - the ThreadSanitizer build's test (ctest
+# tsan_threads, registered when GW_SANITIZE_THREAD=ON): real ranks of the
+# programs in which several threads use one communicator, each under
+# ThreadSanitizer, which must report nothing:
+#   - the progress thread of non-blocking collectives, with blocking calls
+#     and out-of-order completion (worker_async order);
+#   - gw_comm_abort from a watchdog thread while the main thread is inside a
+#     blocking collective (worker_async abort);
+#   - non-blocking compressed allreduces of every codec (worker_compress
+#     --async);
+#   - the trainer, whose backward overlaps gw_iallreduce and
+#     gw_iallreduce_compressed.
+# Criterion cannot run under ThreadSanitizer, hence a script.
+set -u
+BUILD=${1:?usage: tsan_threads.sh BUILD_DIR}
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+export GW_TIMEOUT_MS=120000 OPENBLAS_NUM_THREADS=1
+WORK=$(mktemp -d /tmp/gw-tsan.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+failed=0
+
+check() { # NAME COMMAND...
+    local name=$1 out="$WORK/out" rc
+    shift
+    timeout 600 "$@" >"$out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && ! grep -q "WARNING: ThreadSanitizer" "$out"; then
+        echo "PASS: $name"
+    else
+        echo "FAIL: $name (exit status $rc)"
+        grep -A40 "WARNING: ThreadSanitizer" "$out" | head -80
+        tail -n 20 "$out"
+        failed=$((failed + 1))
+    fi
+}
+
+L="$BUILD/gradwire"
+for n in 2 3; do
+    check "non-blocking collectives, $n ranks" "$L" launch -n $n -- "$BUILD/tests/worker_async" order
+    check "gw_comm_abort from a watchdog thread, $n ranks" "$L" launch -n $n -- "$BUILD/tests/worker_async" abort
+done
+mkdir -p "$WORK/cz"
+check "non-blocking compressed allreduce, every codec, 3 ranks" env GW_CHUNK_BYTES=4096 \
+    "$L" launch -n 3 -- "$BUILD/tests/worker_compress" --async "$WORK/cz" all 0,1,7,1001,4096 3
+check "trainer, overlapped dense buckets, 2 ranks" "$L" launch -n 2 -- "$BUILD/gradwire" train \
+    --data synthetic --steps 30 --no-progress
+check "trainer, overlapped top-k buckets, 2 ranks" "$L" launch -n 2 -- "$BUILD/gradwire" train \
+    --data synthetic --steps 30 --codec topk --codec-warmup-epochs 0 --no-progress
+[ $failed -eq 0 ] && echo "== all passed under ThreadSanitizer" || echo "== $failed failed"
+exit $((failed > 0))

@@ -37,20 +37,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#endif
-
 #include "common/clock.h"
 #include "common/log.h"
 #include "transport/shm_internal.h"
 #include "transport/transport.h"
+#include "transport_test_util.h"
 
 #define MAX_RANKS 4
 #define MIB ((size_t)1024 * 1024)
 #define JOB_DEADLINE_MS 12000
-
-typedef int (*rank_fn)(gw_transport_t *t, int rank, int size, const void *arg);
 
 typedef enum path { PATH_DIRECT = 0, PATH_RING, PATH_TINY_RING } path_t;
 
@@ -73,111 +68,6 @@ typedef struct job {
     int expect_killed;             /* the killed rank's status is not checked */
     uint8_t job_id[16];
 } job_t;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__,        \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_ST(expr, want)                                                                       \
-    do {                                                                                           \
-        gw_status_t st__ = (expr);                                                                 \
-        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__),          \
-              gw_status_name(want));                                                               \
-    } while (0)
-
-static inline int write_all(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static inline int read_all(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static inline uint8_t pattern(size_t i, int from, int to, uint64_t seq)
-{
-    return (uint8_t)(i * 131u + (size_t)from * 17u + (size_t)to * 5u + seq * 3u + (i >> 13));
-}
-
-static inline void fill(uint8_t *buf, size_t len, int from, int to, uint64_t seq)
-{
-    for (size_t i = 0; i < len; i++)
-        buf[i] = pattern(i, from, to, seq);
-}
-
-static inline long verify(const uint8_t *buf, size_t len, int from, int to, uint64_t seq)
-{
-    for (size_t i = 0; i < len; i++)
-        if (buf[i] != pattern(i, from, to, seq))
-            return (long)i;
-    return -1;
-}
-
-static inline void make_req(gw_request_t *r, gw_req_kind_t kind, int peer, uint64_t seq,
-                            uint32_t sig, void *buf, size_t len)
-{
-    memset(r, 0, sizeof(*r));
-    r->kind = kind;
-    r->peer = peer;
-    r->tag.seq = seq;
-    r->tag.sig = sig;
-    r->buf = buf;
-    r->len = len;
-}
-
-static inline gw_status_t wait_all(gw_transport_t *t, gw_request_t **reqs, int n,
-                                   const gw_msg_tag_t *current, int ms)
-{
-    int64_t end = gw__now_ms() + ms;
-    for (;;) {
-        int done = 1;
-        for (int i = 0; i < n; i++) {
-            if (reqs[i]->complete && reqs[i]->status != GW_OK)
-                return reqs[i]->status;
-            done &= reqs[i]->complete;
-        }
-        if (done)
-            return GW_OK;
-        gw_status_t st = t->ops->progress(t, current, 20);
-        if (st != GW_OK)
-            return st;
-        if (gw__now_ms() > end)
-            return GW_ERR_TIMEOUT;
-    }
-}
-
-static inline gw_status_t wait_one(gw_transport_t *t, gw_request_t *r, int ms)
-{
-    return wait_all(t, &r, 1, NULL, ms);
-}
 
 /* Names in /dev/shm that belong to this job's segments. */
 static inline int leftovers(const uint8_t job_id[16], char *first, size_t cap)
@@ -240,100 +130,37 @@ static inline int rank_main(job_t *j, int rank, int fd)
     }
     if (rank == j->delay_connect_rank)
         usleep((useconds_t)j->delay_connect_ms * 1000);
-    int64_t t0 = gw__now_ms();
-    gw_status_t st = t->ops->connect(t, all);
-    free(all);
-    CHECK(st == (gw_status_t)j->expect_connect[rank], "connect returned %s, expected %s",
-          gw_status_name(st), gw_status_name((gw_status_t)j->expect_connect[rank]));
-    if (st != GW_OK) {
-        int limit = pr.timeout_ms + 1000;
-        CHECK(gw__now_ms() - t0 < limit, "connect took %lld ms, limit %d",
-              (long long)(gw__now_ms() - t0), limit);
-        t->ops->close(t);
-        return 0;
-    }
-    int rc = j->fn ? j->fn(t, rank, j->n, j->arg) : 0;
-    t->ops->close(t);
-    gw__logger_fini(&lg);
-#if defined(__SANITIZE_ADDRESS__)
-    /* Ranks leave with _exit(), which skips LeakSanitizer's exit check. */
-    CHECK(__lsan_do_recoverable_leak_check() == 0, "memory leaked (see the report above)");
-#endif
-    return rc;
+    return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank],
+                           pr.timeout_ms, j->fn, j->arg, &lg);
+}
+
+static inline int rank_main_of(void *job, int rank, int fd) { return rank_main(job, rank, fd); }
+
+static inline void tamper_of(void *job, uint8_t *all)
+{
+    job_t *j = job;
+    j->tamper(j, all);
+}
+
+/* Peers in another group are "not mine": their blob reads as zero. */
+static inline void view_of(void *job, int rank, uint8_t *all)
+{
+    job_t *j = job;
+    for (int q = 0; q < j->n; q++)
+        if (j->group[q] != j->group[rank])
+            memset(all + q * GW_TRANSPORT_ADDR_MAX, 0, GW_TRANSPORT_ADDR_MAX);
 }
 
 static inline void run_job(job_t *j)
 {
-    pid_t pids[MAX_RANKS];
-    int fds[MAX_RANKS];
     cr_assert(j->n >= 1 && j->n <= MAX_RANKS);
     cr_assert_eq(getrandom(j->job_id, sizeof(j->job_id), 0), (ssize_t)sizeof(j->job_id));
-    fflush(stdout);
-    fflush(stderr);
-    for (int r = 0; r < j->n; r++) {
-        int sv[2];
-        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-        pids[r] = fork();
-        cr_assert_neq(pids[r], -1, "fork: %s", strerror(errno));
-        if (pids[r] == 0) {
-            close(sv[0]);
-            for (int q = 0; q < r; q++)
-                close(fds[q]);
-            _exit(rank_main(j, r, sv[1]));
-        }
-        close(sv[1]);
-        fds[r] = sv[0];
-    }
-    uint8_t all[MAX_RANKS * GW_TRANSPORT_ADDR_MAX];
-    int gathered = 1;
-    for (int r = 0; r < j->n; r++)
-        if (read_all(fds[r], all + r * GW_TRANSPORT_ADDR_MAX, GW_TRANSPORT_ADDR_MAX) != 0)
-            gathered = 0;
-    if (gathered && j->tamper)
-        j->tamper(j, all);
-    for (int r = 0; r < j->n && gathered; r++) {
-        /* Peers in another group are "not mine": their blob reads as zero. */
-        uint8_t view[MAX_RANKS * GW_TRANSPORT_ADDR_MAX];
-        memcpy(view, all, sizeof(view));
-        for (int q = 0; q < j->n; q++)
-            if (j->group[q] != j->group[r])
-                memset(view + q * GW_TRANSPORT_ADDR_MAX, 0, GW_TRANSPORT_ADDR_MAX);
-        write_all(fds[r], view, (size_t)j->n * GW_TRANSPORT_ADDR_MAX);
-    }
-
-    int status[MAX_RANKS], done[MAX_RANKS] = {0}, left = j->n, killed = 0;
-    int64_t start = gw__now_ms(), end = start + JOB_DEADLINE_MS;
-    while (left > 0 && gw__now_ms() < end) {
-        if (j->kill_rank_at_ms > 0 && !killed && gw__now_ms() - start >= j->kill_rank_at_ms) {
-            kill(pids[j->kill_rank], SIGKILL);
-            killed = 1;
-        }
-        for (int r = 0; r < j->n; r++)
-            if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-                done[r] = 1;
-                left--;
-            }
-        if (left > 0)
-            usleep(5000);
-    }
-    for (int r = 0; r < j->n; r++) {
-        if (!done[r]) {
-            kill(pids[r], SIGKILL);
-            waitpid(pids[r], &status[r], 0);
-        }
-        close(fds[r]);
-    }
-    cr_assert(gathered, "a rank failed before publishing its address");
-    for (int r = 0; r < j->n; r++) {
-        if (j->expect_killed && r == j->kill_rank)
-            continue;
-        cr_expect(done[r], "rank %d still running after %d ms: killed", r, JOB_DEADLINE_MS);
-        if (done[r] && WIFSIGNALED(status[r]))
-            cr_expect(0, "rank %d killed by signal %d", r, WTERMSIG(status[r]));
-        else if (done[r])
-            cr_expect(WEXITSTATUS(status[r]) == 0, "rank %d failed a check (exit %d)", r,
-                      WEXITSTATUS(status[r]));
-    }
+    ranks_run_t rr = {.n = j->n, .deadline_ms = JOB_DEADLINE_MS, .job = j,
+                      .rank_main = rank_main_of, .tamper = j->tamper ? tamper_of : NULL,
+                      .view = view_of, .kill_rank = j->kill_rank,
+                      .kill_at_ms = j->kill_rank_at_ms};
+    fork_ranks(&rr);
+    expect_ranks_ok(&rr, j->expect_killed ? j->kill_rank : -1);
     char name[256] = "";
     int n = leftovers(j->job_id, name, sizeof(name));
     cr_expect_eq(n, 0, "%d segment(s) of the job left in /dev/shm, e.g. %s", n, name);

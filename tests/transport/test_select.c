@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "transport/select.h"
 #include "transport/transport.h"
+#include "transport_test_util.h"
 
 /* ---- modes ------------------------------------------------------------------ */
 
@@ -309,8 +310,6 @@ Test(select, host_id_differs_in_another_network_namespace, .timeout = 10)
 #define MIB ((size_t)1024 * 1024)
 #define JOB_DEADLINE_MS 12000
 
-typedef int (*rank_fn)(gw_transport_t *t, int rank, int size, const void *arg);
-
 typedef struct job {
     int n;
     gw_select_mode_t mode[MAX_RANKS];
@@ -323,90 +322,6 @@ typedef struct job {
     int expect_connect[MAX_RANKS];
     uint8_t job_id[16];
 } job_t;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__,        \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_ST(expr, want)                                                                       \
-    do {                                                                                           \
-        gw_status_t st__ = (expr);                                                                 \
-        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__),          \
-              gw_status_name(want));                                                               \
-    } while (0)
-
-static int xfer(int fd, void *buf, size_t len, int out)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static uint8_t pattern(size_t i, int from, int to, uint64_t seq)
-{
-    return (uint8_t)(i * 131u + (size_t)from * 17u + (size_t)to * 5u + seq * 3u + (i >> 13));
-}
-
-static void fill(uint8_t *buf, size_t len, int from, int to, uint64_t seq)
-{
-    for (size_t i = 0; i < len; i++)
-        buf[i] = pattern(i, from, to, seq);
-}
-
-static long verify(const uint8_t *buf, size_t len, int from, int to, uint64_t seq)
-{
-    for (size_t i = 0; i < len; i++)
-        if (buf[i] != pattern(i, from, to, seq))
-            return (long)i;
-    return -1;
-}
-
-static void make_req(gw_request_t *r, gw_req_kind_t kind, int peer, uint64_t seq, uint32_t sig,
-                     void *buf, size_t len)
-{
-    memset(r, 0, sizeof(*r));
-    r->kind = kind;
-    r->peer = peer;
-    r->tag.seq = seq;
-    r->tag.sig = sig;
-    r->buf = buf;
-    r->len = len;
-}
-
-static gw_status_t wait_all(gw_transport_t *t, gw_request_t **reqs, int n, int ms)
-{
-    int64_t end = gw__now_ms() + ms;
-    for (;;) {
-        int done = 1;
-        for (int i = 0; i < n; i++) {
-            if (reqs[i]->complete && reqs[i]->status != GW_OK)
-                return reqs[i]->status;
-            done &= reqs[i]->complete;
-        }
-        if (done)
-            return GW_OK;
-        gw_status_t st = t->ops->progress(t, NULL, 20);
-        if (st != GW_OK)
-            return st;
-        if (gw__now_ms() > end)
-            return GW_ERR_TIMEOUT;
-    }
-}
 
 static int rank_main(job_t *j, int rank, int fd)
 {
@@ -431,8 +346,8 @@ static int rank_main(job_t *j, int rank, int fd)
     CHECK(strcmp(t->ops->name, "mux") == 0, "name before connect: %s", t->ops->name);
     uint8_t *all = malloc((size_t)j->n * GW_TRANSPORT_ADDR_MAX);
     CHECK(all, "malloc");
-    CHECK(xfer(fd, mine, sizeof(mine), 1) == 0, "sending my address to the parent");
-    CHECK(xfer(fd, all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX, 0) == 0, "reading addresses");
+    CHECK(write_all(fd, mine, sizeof(mine)) == 0, "sending my address to the parent");
+    CHECK(read_all(fd, all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX) == 0, "reading addresses");
     gw_status_t st = t->ops->connect(t, all);
     free(all);
     CHECK(st == (gw_status_t)j->expect_connect[rank], "connect returned %s, expected %s",
@@ -453,33 +368,13 @@ static int rank_main(job_t *j, int rank, int fd)
     return rc;
 }
 
-static void run_job(job_t *j)
+static int rank_main_of(void *job, int rank, int fd) { return rank_main(job, rank, fd); }
+
+/* The parent rewrites host ids (fake hosts) and breaks a blob's magic. */
+static void tamper_of(void *job, uint8_t *all)
 {
-    pid_t pids[MAX_RANKS];
-    int fds[MAX_RANKS];
-    cr_assert_eq(getrandom(j->job_id, sizeof(j->job_id), 0), (ssize_t)sizeof(j->job_id));
-    fflush(stdout);
-    fflush(stderr);
+    job_t *j = job;
     for (int r = 0; r < j->n; r++) {
-        int sv[2];
-        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-        pids[r] = fork();
-        cr_assert_neq(pids[r], -1, "fork: %s", strerror(errno));
-        if (pids[r] == 0) {
-            close(sv[0]);
-            for (int q = 0; q < r; q++)
-                close(fds[q]);
-            _exit(rank_main(j, r, sv[1]));
-        }
-        close(sv[1]);
-        fds[r] = sv[0];
-    }
-    uint8_t all[MAX_RANKS * GW_TRANSPORT_ADDR_MAX];
-    int gathered = 1;
-    for (int r = 0; r < j->n; r++)
-        if (xfer(fds[r], all + r * GW_TRANSPORT_ADDR_MAX, GW_TRANSPORT_ADDR_MAX, 0) != 0)
-            gathered = 0;
-    for (int r = 0; r < j->n && gathered; r++) {
         uint8_t *b = all + r * GW_TRANSPORT_ADDR_MAX;
         if (j->fake_hosts) {
             uint64_t id = 0x7e57000000000000ull + (uint64_t)j->host[r];
@@ -488,35 +383,15 @@ static void run_job(job_t *j)
         if (r == j->bad_magic_rank)
             b[0] ^= 0xff;
     }
-    for (int r = 0; r < j->n && gathered; r++)
-        xfer(fds[r], all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX, 1);
-    int status[MAX_RANKS], done[MAX_RANKS] = {0}, left = j->n;
-    int64_t end = gw__now_ms() + JOB_DEADLINE_MS;
-    while (left > 0 && gw__now_ms() < end) {
-        for (int r = 0; r < j->n; r++)
-            if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-                done[r] = 1;
-                left--;
-            }
-        if (left > 0)
-            usleep(5000);
-    }
-    for (int r = 0; r < j->n; r++) {
-        if (!done[r]) {
-            kill(pids[r], SIGKILL);
-            waitpid(pids[r], &status[r], 0);
-        }
-        close(fds[r]);
-    }
-    cr_assert(gathered, "a rank failed before publishing its address");
-    for (int r = 0; r < j->n; r++) {
-        cr_expect(done[r], "rank %d still running after %d ms: killed", r, JOB_DEADLINE_MS);
-        if (done[r] && WIFSIGNALED(status[r]))
-            cr_expect(0, "rank %d killed by signal %d", r, WTERMSIG(status[r]));
-        else if (done[r])
-            cr_expect(WEXITSTATUS(status[r]) == 0, "rank %d failed a check (exit %d)", r,
-                      WEXITSTATUS(status[r]));
-    }
+}
+
+static void run_job(job_t *j)
+{
+    cr_assert_eq(getrandom(j->job_id, sizeof(j->job_id), 0), (ssize_t)sizeof(j->job_id));
+    ranks_run_t rr = {.n = j->n, .deadline_ms = JOB_DEADLINE_MS, .job = j,
+                      .rank_main = rank_main_of, .tamper = tamper_of};
+    fork_ranks(&rr);
+    expect_ranks_ok(&rr, -1);
 }
 
 static job_t job(int n, gw_select_mode_t mode, rank_fn fn, const char *want_name)
@@ -577,7 +452,7 @@ static int body_traffic(gw_transport_t *t, int rank, int size, const void *arg)
     CHECK_ST(t->ops->irecv(t, &reqs[n]), GW_OK);
     ptrs[n] = &reqs[n];
     n++;
-    CHECK_ST(wait_all(t, ptrs, n, 8000), GW_OK);
+    CHECK_ST(wait_all(t, ptrs, n, NULL, 8000), GW_OK);
     for (int i = 0; i < n; i++) {
         if (reqs[i].kind == GW_REQ_RECV) {
             long bad = verify(bufs[i], reqs[i].len, reqs[i].peer, rank, reqs[i].tag.seq);
@@ -681,7 +556,7 @@ static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
     make_req(&r, GW_REQ_RECV, 0, 1, 1, buf, sizeof(buf));
     CHECK_ST(t->ops->irecv(t, &r), GW_OK);
     gw_request_t *one[] = {&r};
-    CHECK_ST(wait_all(t, one, 1, 5000), GW_ERR_TIMEOUT);
+    CHECK_ST(wait_all(t, one, 1, NULL, 5000), GW_ERR_TIMEOUT);
     (void)size;
     return 0;
 }
@@ -712,7 +587,7 @@ static int body_death(gw_transport_t *t, int rank, int size, const void *arg)
     make_req(&r, GW_REQ_RECV, from, 1, 1, buf, sizeof(buf));
     CHECK_ST(t->ops->irecv(t, &r), GW_OK);
     gw_request_t *one[] = {&r};
-    gw_status_t st = wait_all(t, one, 1, 6000);
+    gw_status_t st = wait_all(t, one, 1, NULL, 6000);
     CHECK(st == GW_ERR_REMOTE || (rank == 1 && st == GW_ERR_ABORTED), "rank %d: %s", rank,
           gw_status_name(st));
     return 0;

@@ -9,38 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "support/log_capture.h"
 #include "transport/ib/ib_internal.h"
-
-static gw_logger_t make_logger(gw_log_level_t level)
-{
-    gw_logger_t lg;
-    memset(&lg, 0, sizeof(lg));
-    lg.level = level;
-    lg.rank = 0;
-    lg.file = tmpfile();
-    cr_assert_not_null(lg.file);
-    strcpy(lg.host, "test");
-    return lg;
-}
-
-static char *log_text(gw_logger_t *lg)
-{
-    fflush(lg->file);
-    long n = ftell(lg->file);
-    char *s = calloc(1, (size_t)n + 1);
-    rewind(lg->file);
-    size_t got = fread(s, 1, (size_t)n, lg->file);
-    s[got] = '\0';
-    return s;
-}
-
-static int count_lines(const char *s, const char *needle)
-{
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, needle)); p++)
-        n++;
-    return n;
-}
 
 Test(ib_load, missing_libibverbs)
 {
@@ -107,19 +77,19 @@ static void expect_unavailable(int forced, const char *level)
     /* Whether the user asked for ib comes from the selection (params), not
      * from the environment, which may say otherwise. */
     setenv("GW_TRANSPORT", forced ? "auto" : "ib", 1);
-    gw_logger_t lg = make_logger(GW_LOG_INFO);
+    gw_logger_t lg = capture_logger(GW_LOG_INFO);
     gw_transport_params_t p = params_for(&lg);
     p.forced = forced;
     gw_transport_t *t = NULL;
     uint8_t addr[GW_TRANSPORT_ADDR_MAX];
     gw_status_t st = gw__ib_transport_ops.open(&p, &t, addr);
-    char *text = log_text(&lg);
+    char *text = captured(&lg);
     cr_assert(st == GW_ERR_NOT_FOUND || st == GW_ERR_UNSUPPORTED, "open returned %s:\n%s",
               gw_status_name(st), text);
     cr_assert_null(t);
     char want[64];
     snprintf(want, sizeof(want), "ib %s ", level);
-    cr_assert_eq(count_lines(text, want), 1, "expected one %s line:\n%s", level, text);
+    cr_assert_eq(count_in(text, want), 1, "expected one %s line:\n%s", level, text);
     cr_assert(strstr(text, forced ? "GW_TRANSPORT=ib, but RDMA is not usable here"
                                   : "not using RDMA"),
               "%s", text);
@@ -142,11 +112,11 @@ Test(ib_load, forced_unavailable_is_an_error)
 
 static void expect_config_error(const char *name, const char *value)
 {
-    gw_logger_t lg = make_logger(GW_LOG_WARN);
+    gw_logger_t lg = capture_logger(GW_LOG_WARN);
     setenv(name, value, 1);
     gw_ib_config_t cfg;
     gw_status_t st = gw__ib_config_read(&lg, &cfg);
-    char *text = log_text(&lg);
+    char *text = captured(&lg);
     cr_assert_eq(st, GW_ERR_CONFIG, "%s=%s accepted", name, value);
     cr_assert(strstr(text, name), "the error does not name %s: %s", name, text);
     unsetenv(name);
@@ -156,7 +126,7 @@ static void expect_config_error(const char *name, const char *value)
 
 Test(ib_load, config_variables)
 {
-    gw_logger_t lg = make_logger(GW_LOG_WARN);
+    gw_logger_t lg = capture_logger(GW_LOG_WARN);
     gw_ib_config_t cfg;
     cr_assert_eq(gw__ib_config_read(&lg, &cfg), GW_OK);
     cr_assert_eq(cfg.qps, 1);
@@ -194,12 +164,12 @@ Test(ib_load, config_variables)
 Test(ib_load, bad_hca_list_is_a_config_error)
 {
     setenv("GW_IB_HCA", "mlx5_0:zero", 1);
-    gw_logger_t lg = make_logger(GW_LOG_WARN);
+    gw_logger_t lg = capture_logger(GW_LOG_WARN);
     gw_transport_params_t p = params_for(&lg);
     gw_transport_t *t = NULL;
     uint8_t addr[GW_TRANSPORT_ADDR_MAX];
     gw_status_t st = gw__ib_transport_ops.open(&p, &t, addr);
-    char *text = log_text(&lg);
+    char *text = captured(&lg);
     if (st == GW_ERR_UNSUPPORTED)
         cr_skip_test("libibverbs is not installed here");
     cr_assert_eq(st, GW_ERR_CONFIG, "%s", text);

@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "transport/select.h"
 #include "transport/transport.h"
+#include "support/log_capture.h"
 #include "transport_test_util.h"
 
 /* ---- modes ------------------------------------------------------------------ */
@@ -602,38 +603,6 @@ Test(select, death_over_tcp_breaks_the_shm_side_too, .timeout = 30)
 }
 
 /* ---- falling back from RDMA -------------------------------------------------------------- */
-
-static gw_logger_t capture_logger(gw_log_level_t level)
-{
-    gw_logger_t lg;
-    memset(&lg, 0, sizeof(lg));
-    lg.level = level;
-    lg.rank = 0;
-    lg.file = tmpfile();
-    cr_assert_not_null(lg.file);
-    strcpy(lg.host, "test");
-    return lg;
-}
-
-static char *captured(gw_logger_t *lg)
-{
-    fflush(lg->file);
-    long n = ftell(lg->file);
-    char *s = calloc(1, (size_t)n + 1);
-    cr_assert_not_null(s);
-    rewind(lg->file);
-    size_t got = fread(s, 1, (size_t)n, lg->file);
-    s[got] = '\0';
-    return s;
-}
-
-static int count_in(const char *s, const char *needle)
-{
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, needle)); p++)
-        n++;
-    return n;
-}
 
 static gw_transport_params_t loopback_params(const gw_logger_t *lg)
 {

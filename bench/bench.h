@@ -23,6 +23,20 @@ int gw_bench_parse_size(const char *s, size_t *out);
 /* A whole-string decimal integer in [min, max]. Returns 0 or -1. */
 int gw_bench_parse_long(const char *s, long min, long max, long *out);
 
+/* The options every size-sweeping benchmark shares, nccl-tests style:
+ * -b/--minbytes, -e/--maxbytes, -f/--stepfactor, -n/--iters,
+ * -w/--warmup_iters. */
+typedef struct gw_bench_sweep {
+    size_t minbytes, maxbytes;
+    long factor, iters, warmup;
+} gw_bench_sweep_t;
+
+/* Parse option c ('b', 'e', 'f', 'n' or 'w') with value arg into *sw.
+ * Returns 1 when c is a sweep option and arg is good, 0 when c is not a
+ * sweep option, -1 for a bad value (the message, naming the option, is
+ * in err). */
+int gw_bench_sweep_opt(int c, const char *arg, gw_bench_sweep_t *sw, char *err, size_t cap);
+
 /* JSON output: s as a quoted, escaped string; v as a number (null when it
  * is not finite, which JSON cannot express). */
 void gw_bench_json_str(FILE *f, const char *s);

@@ -34,9 +34,8 @@
 #define MAX_SIZES 100000
 
 struct opts {
-    size_t minbytes, maxbytes, stepbytes;
-    long factor; /* 0 when stepping by stepbytes */
-    long iters, warmup;
+    gw_bench_sweep_t sw; /* sw.factor is 0 when stepping by stepbytes */
+    size_t stepbytes;
     int check;
     int ndtypes, nops;
     gw_dtype_t dtypes[GW_DTYPE_COUNT];
@@ -107,12 +106,12 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 /* The next size after s, or 0 when there is none (beyond max or overflow). */
 static size_t next_size(const struct opts *o, size_t s)
 {
-    if (o->factor) {
-        if (s > o->maxbytes / (size_t)o->factor)
+    if (o->sw.factor) {
+        if (s > o->sw.maxbytes / (size_t)o->sw.factor)
             return 0;
-        return s * (size_t)o->factor;
+        return s * (size_t)o->sw.factor;
     }
-    if (s > o->maxbytes - o->stepbytes)
+    if (s > o->sw.maxbytes - o->stepbytes)
         return 0;
     return s + o->stepbytes;
 }
@@ -136,11 +135,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     int c, have_f = 0, have_i = 0;
     long v;
     memset(o, 0, sizeof(*o));
-    o->minbytes = 8;
-    o->maxbytes = (size_t)32 << 20;
-    o->factor = 2;
-    o->iters = 20;
-    o->warmup = 5;
+    o->sw.minbytes = 8;
+    o->sw.maxbytes = (size_t)32 << 20;
+    o->sw.factor = 2;
+    o->sw.iters = 20;
+    o->sw.warmup = 5;
     o->check = 1;
     o->ndtypes = o->nops = 1;
     o->dtypes[0] = GW_FLOAT32;
@@ -148,31 +147,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->algo = GW_ALGO_AUTO;
     opterr = 0; /* our messages name the benchmark */
     optind = 1;
+    char err[160];
     while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:a:h", longopts, NULL)) != -1) {
+        int sweep = c == ':' ? 0 : gw_bench_sweep_opt(c, optarg, &o->sw, err, sizeof(err));
+        if (sweep < 0)
+            return usage_error("%s", err);
+        have_f |= c == 'f';
+        if (sweep)
+            continue;
         switch (c) {
-        case 'b':
-        case 'e':
-            if (gw_bench_parse_size(optarg, c == 'b' ? &o->minbytes : &o->maxbytes) != 0)
-                return usage_error(
-                    "-%c wants a size in bytes (e.g. 4096, 64K, 32M, 1G), not \"%s\"", c, optarg);
-            break;
-        case 'f':
-            if (gw_bench_parse_long(optarg, 2, 1024, &o->factor) != 0)
-                return usage_error("-f wants an integer step factor in 2..1024, not \"%s\"",
-                                   optarg);
-            have_f = 1;
-            break;
         case 'i':
             if (gw_bench_parse_size(optarg, &o->stepbytes) != 0 || o->stepbytes == 0)
                 return usage_error("-i wants a positive step in bytes, not \"%s\"", optarg);
             have_i = 1;
-            break;
-        case 'n':
-        case 'w':
-            if (gw_bench_parse_long(optarg, c == 'n' ? 1 : 0, 1000000, &v) != 0)
-                return usage_error("-%c wants a number of iterations in %d..1000000, not \"%s\"", c,
-                                   c == 'n' ? 1 : 0, optarg);
-            *(c == 'n' ? &o->iters : &o->warmup) = v;
             break;
         case 'c':
             if (gw_bench_parse_long(optarg, 0, 1, &v) != 0)
@@ -228,14 +215,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     if (have_f && have_i)
         return usage_error("-f and -i both given: step by a factor or by bytes, not both");
     if (have_i)
-        o->factor = 0;
-    if (o->minbytes > o->maxbytes)
-        return usage_error("minbytes (-b %zu) is larger than maxbytes (-e %zu)", o->minbytes,
-                           o->maxbytes);
-    if (o->factor && o->minbytes == 0)
+        o->sw.factor = 0;
+    if (o->sw.minbytes > o->sw.maxbytes)
+        return usage_error("minbytes (-b %zu) is larger than maxbytes (-e %zu)", o->sw.minbytes,
+                           o->sw.maxbytes);
+    if (o->sw.factor && o->sw.minbytes == 0)
         return usage_error("-b 0 cannot grow by a factor: use -b 1 or more, or -i");
     size_t nsizes = 0;
-    for (size_t s = o->minbytes; nsizes <= MAX_SIZES; s = next_size(o, s)) {
+    for (size_t s = o->sw.minbytes; nsizes <= MAX_SIZES; s = next_size(o, s)) {
         nsizes++;
         if (next_size(o, s) == 0)
             break;
@@ -279,13 +266,13 @@ static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, size_t count, int
     const char *where = in_place ? "in-place" : "out-of-place";
     void *src = in_place ? b->recv : b->send;
     size_t bytes = count * gw_dtype_size(dt);
-    long n = b->o.iters;
+    long n = b->o.sw.iters;
     gw_status_t st;
 
     gw_bench_fill(src, count, dt, op, b->rank, b->size);
     if ((st = gw_barrier(b->comm)) != GW_OK)
         return call_failed(b, st, "gw_barrier before %zu B", bytes);
-    for (long it = 0; it < b->o.warmup; it++)
+    for (long it = 0; it < b->o.sw.warmup; it++)
         if ((st = gw_allreduce(b->comm, src, b->recv, count, dt, op)) != GW_OK)
             return call_failed(b, st, "gw_allreduce (%s, %zu B %s %s, warm-up)", where, bytes,
                                gw_dtype_name(dt), gw_op_name(op));
@@ -331,13 +318,13 @@ static void print_header(const struct bench *b)
     printf("# gradwire-bench allreduce, gradwire %s\n", gw_version());
     printf("# ranks: %d  transport: %s  algorithm: %s%s\n", b->size, gw_comm_transport(b->comm),
            gw_algo_name(o->algo), o->algo == GW_ALGO_AUTO ? " (cost model picks per size)" : "");
-    if (o->factor)
-        printf("# minBytes %zu maxBytes %zu step: %ld(factor)", o->minbytes, o->maxbytes,
-               o->factor);
+    if (o->sw.factor)
+        printf("# minBytes %zu maxBytes %zu step: %ld(factor)", o->sw.minbytes, o->sw.maxbytes,
+               o->sw.factor);
     else
-        printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->minbytes, o->maxbytes,
+        printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->sw.minbytes, o->sw.maxbytes,
                o->stepbytes);
-    printf(" warmup iters: %ld iters: %ld validation: %d\n#\n", o->warmup, o->iters, o->check);
+    printf(" warmup iters: %ld iters: %ld validation: %d\n#\n", o->sw.warmup, o->sw.iters, o->check);
     /* Centred over the 33 columns of each placement, which start at 52. */
     printf("#%61s%s%23s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
@@ -389,7 +376,7 @@ static int run_all(struct bench *b)
         gw_dtype_t dt = b->o.dtypes[d];
         for (int k = 0; k < b->o.nops; k++) {
             gw_op_t op = b->o.ops[k];
-            for (size_t s = b->o.minbytes;; s = next_size(&b->o, s)) {
+            for (size_t s = b->o.sw.minbytes;; s = next_size(&b->o, s)) {
                 struct result r = {.dtype = dt, .op = op};
                 r.count = s / gw_dtype_size(dt);
                 r.bytes = r.count * gw_dtype_size(dt);
@@ -445,13 +432,13 @@ static int setup(struct bench *b, FILE **json)
 {
     gw_status_t st;
     int32_t ok = 1, all_ok = 0;
-    size_t cap = b->o.maxbytes ? b->o.maxbytes : 1;
+    size_t cap = b->o.sw.maxbytes ? b->o.sw.maxbytes : 1;
     if (b->o.algo != GW_ALGO_AUTO && (st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
         return call_failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
     b->send = malloc(cap);
     b->recv = malloc(cap);
-    b->times = calloc((size_t)b->o.iters, sizeof(double));
-    b->tmax = calloc((size_t)b->o.iters, sizeof(double));
+    b->times = calloc((size_t)b->o.sw.iters, sizeof(double));
+    b->tmax = calloc((size_t)b->o.sw.iters, sizeof(double));
     if (!b->send || !b->recv || !b->times || !b->tmax) {
         fprintf(stderr, "gradwire-bench: rank %d: cannot allocate 2 x %zu bytes of buffers\n",
                 b->rank, cap);
@@ -515,13 +502,13 @@ static int write_json(FILE *f, const struct bench *b, int ok)
     fputs("  \"units\": {\"size\": \"bytes\", \"time\": \"us\", "
           "\"bandwidth\": \"GB/s (1e9 bytes/s)\"},\n",
           f);
-    fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, ", o->minbytes, o->maxbytes);
-    if (o->factor)
-        fprintf(f, "\"stepfactor\": %ld, \"stepbytes\": null, ", o->factor);
+    fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, ", o->sw.minbytes, o->sw.maxbytes);
+    if (o->sw.factor)
+        fprintf(f, "\"stepfactor\": %ld, \"stepbytes\": null, ", o->sw.factor);
     else
         fprintf(f, "\"stepfactor\": null, \"stepbytes\": %zu, ", o->stepbytes);
-    fprintf(f, "\"iters\": %ld, \"warmup_iters\": %ld, \"check\": %s, \"dtypes\": [", o->iters,
-            o->warmup, o->check ? "true" : "false");
+    fprintf(f, "\"iters\": %ld, \"warmup_iters\": %ld, \"check\": %s, \"dtypes\": [", o->sw.iters,
+            o->sw.warmup, o->check ? "true" : "false");
     for (int d = 0; d < o->ndtypes; d++)
         fprintf(f, "%s\"%s\"", d ? ", " : "", gw_dtype_name(o->dtypes[d]));
     fputs("], \"ops\": [", f);

@@ -44,8 +44,8 @@
 #define MAX_CODECS GW_CODEC_COUNT
 
 struct copts {
-    size_t minbytes, maxbytes;
-    long factor, iters, warmup, solo_iters;
+    gw_bench_sweep_t sw;
+    long solo_iters;
     int ncodecs;
     gw_codec_t codecs[MAX_CODECS];
     double ratio, momentum;
@@ -161,11 +161,11 @@ static int parse_opts(int argc, char **argv, struct copts *o)
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
-    o->minbytes = (size_t)1 << 20;
-    o->maxbytes = (size_t)64 << 20;
-    o->factor = 4;
-    o->iters = 10;
-    o->warmup = 3;
+    o->sw.minbytes = (size_t)1 << 20;
+    o->sw.maxbytes = (size_t)64 << 20;
+    o->sw.factor = 4;
+    o->sw.iters = 10;
+    o->sw.warmup = 3;
     o->solo_iters = 5;
     o->ratio = 0.01;
     o->rank = 4;
@@ -176,26 +176,15 @@ static int parse_opts(int argc, char **argv, struct copts *o)
     opterr = 0;
     optind = 1;
     int c;
-    long v;
     char *end;
+    char err[160];
     while ((c = getopt_long(argc, argv, "+:b:e:f:n:w:C:r:k:a:h", longopts, NULL)) != -1) {
+        int sweep = c == ':' ? 0 : gw_bench_sweep_opt(c, optarg, &o->sw, err, sizeof(err));
+        if (sweep < 0)
+            return usage_error("%s", err);
+        if (sweep)
+            continue;
         switch (c) {
-        case 'b':
-        case 'e':
-            if (gw_bench_parse_size(optarg, c == 'b' ? &o->minbytes : &o->maxbytes) != 0)
-                return usage_error("-%c wants a size in bytes (e.g. 1M, 64M), not \"%s\"", c,
-                                   optarg);
-            break;
-        case 'f':
-            if (gw_bench_parse_long(optarg, 2, 1024, &o->factor) != 0)
-                return usage_error("-f wants a step factor in 2..1024, not \"%s\"", optarg);
-            break;
-        case 'n':
-        case 'w':
-            if (gw_bench_parse_long(optarg, c == 'n' ? 1 : 0, 100000, &v) != 0)
-                return usage_error("-%c wants a number of calls, not \"%s\"", c, optarg);
-            *(c == 'n' ? &o->iters : &o->warmup) = v;
-            break;
         case OPT_SOLO:
             if (gw_bench_parse_long(optarg, 0, 100000, &o->solo_iters) != 0)
                 return usage_error("--solo_iters wants a number of calls, not \"%s\"", optarg);
@@ -246,9 +235,9 @@ static int parse_opts(int argc, char **argv, struct copts *o)
     }
     if (optind < argc)
         return usage_error("unexpected argument \"%s\"", argv[optind]);
-    if (o->minbytes < 4 || o->minbytes > o->maxbytes)
-        return usage_error("need 4 <= minbytes (%zu) <= maxbytes (%zu)", o->minbytes,
-                           o->maxbytes);
+    if (o->sw.minbytes < 4 || o->sw.minbytes > o->sw.maxbytes)
+        return usage_error("need 4 <= minbytes (%zu) <= maxbytes (%zu)", o->sw.minbytes,
+                           o->sw.maxbytes);
     return -1;
 }
 
@@ -342,16 +331,16 @@ static int add_result(struct cbench *b, const struct cres *r)
 /* Per-iteration times (b->times) -> max over ranks -> median, min, max. */
 static int reduce_times(struct cbench *b, struct cres *r)
 {
-    gw_status_t st = gw_allreduce(b->comm, b->times, b->tmax, (size_t)b->o.iters, GW_FLOAT64,
+    gw_status_t st = gw_allreduce(b->comm, b->times, b->tmax, (size_t)b->o.sw.iters, GW_FLOAT64,
                                   GW_MAX);
     if (st != GW_OK)
         return failed(b, st, "gw_allreduce of the timings");
     r->min_us = r->max_us = b->tmax[0];
-    for (long i = 0; i < b->o.iters; i++) {
+    for (long i = 0; i < b->o.sw.iters; i++) {
         r->min_us = fmin(r->min_us, b->tmax[i]);
         r->max_us = fmax(r->max_us, b->tmax[i]);
     }
-    r->med_us = median(b->tmax, b->o.iters);
+    r->med_us = median(b->tmax, b->o.sw.iters);
     r->algbw = r->med_us > 0 ? (double)r->bytes / r->med_us / 1e3 : 0;
     return 0;
 }
@@ -393,7 +382,7 @@ static uint64_t ring_bytes(size_t count, int nranks)
 static int run_size(struct cbench *b, size_t count, struct cres *r)
 {
     const int nc = b->o.ncodecs;
-    const long iters = b->o.iters;
+    const long iters = b->o.sw.iters;
     gw_compress_state_t *state[MAX_CODECS] = {NULL};
     double *t = calloc((size_t)(nc + 1) * (size_t)iters, sizeof(double));
     double comm[MAX_CODECS + 1] = {0}, cpu[MAX_CODECS + 1] = {0};
@@ -415,7 +404,7 @@ static int run_size(struct cbench *b, size_t count, struct cres *r)
         r[k].name = k ? gw_codec_name(b->o.codecs[k - 1]) : "dense";
         r[k].dense = k == 0;
     }
-    for (long it = 0; it < b->o.warmup + iters; it++) {
+    for (long it = 0; it < b->o.sw.warmup + iters; it++) {
         for (int k = 0; k <= nc; k++) {
             double t0 = now_us();
             st = k ? gw_allreduce_compressed(b->comm, state[k - 1], b->in, b->out, count)
@@ -425,9 +414,9 @@ static int run_size(struct cbench *b, size_t count, struct cres *r)
                 rc = failed(b, st, "%s of %zu floats", r[k].name, count);
                 goto out;
             }
-            if (it < b->o.warmup)
+            if (it < b->o.sw.warmup)
                 continue;
-            t[(size_t)k * (size_t)iters + (size_t)(it - b->o.warmup)] = dt;
+            t[(size_t)k * (size_t)iters + (size_t)(it - b->o.sw.warmup)] = dt;
             if (k) {
                 gw_compress_stats_t last;
                 gw_compress_stats_get(state[k - 1], &last, NULL);
@@ -537,8 +526,8 @@ static void print_header(const struct cbench *b)
 {
     printf("# gradwire-bench compress, gradwire %s\n", gw_version());
     printf("# ranks: %d  transport: %s  dense algorithm: %s  iters: %ld  warmup: %ld\n",
-           b->size, gw_comm_transport(b->comm), gw_algo_name(b->o.algo), b->o.iters,
-           b->o.warmup);
+           b->size, gw_comm_transport(b->comm), gw_algo_name(b->o.algo), b->o.sw.iters,
+           b->o.sw.warmup);
     printf("# top-k ratio %g (DGC momentum %g), PowerSGD rank %ld, bucket %ld elements\n"
            "# comm, codec: rank 0's mean time in exchanges (wall) and in the codec (its CPU time)\n"
            "# enc, dec: codec GB/s of float32 input, rank 0 alone on one core, wall, best of %ld\n"
@@ -571,7 +560,7 @@ static void print_result(const struct cres *r)
 static int run_all(struct cbench *b)
 {
     struct cres r[MAX_CODECS + 1];
-    for (size_t s = b->o.minbytes;; s *= (size_t)b->o.factor) {
+    for (size_t s = b->o.sw.minbytes;; s *= (size_t)b->o.sw.factor) {
         size_t count = s / sizeof(float);
         fill(b->in, count, b->rank);
         if (run_size(b, count, r) != 0)
@@ -599,7 +588,7 @@ static int run_all(struct cbench *b)
                    "%.1f ms: %.0fx faster\n",
                    q->select_ms, q->sort_ms, q->select_ms > 0 ? q->sort_ms / q->select_ms : 0);
         }
-        if (s > b->o.maxbytes / (size_t)b->o.factor)
+        if (s > b->o.sw.maxbytes / (size_t)b->o.sw.factor)
             break;
     }
     return 0;
@@ -662,7 +651,7 @@ static int write_json(FILE *f, const struct cbench *b, int ok)
           f);
     fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepfactor\": %ld, "
                "\"iters\": %ld, \"warmup_iters\": %ld, \"dense_algo\": \"%s\", \"topk_ratio\": ",
-            o->minbytes, o->maxbytes, o->factor, o->iters, o->warmup, gw_algo_name(o->algo));
+            o->sw.minbytes, o->sw.maxbytes, o->sw.factor, o->sw.iters, o->sw.warmup, gw_algo_name(o->algo));
     gw_bench_json_num(f, o->ratio);
     fputs(", \"topk_momentum\": ", f);
     gw_bench_json_num(f, o->momentum);
@@ -702,11 +691,11 @@ static int setup(struct cbench *b, FILE **json)
     int32_t ok = 1, all_ok = 0;
     if ((st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
         return failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
-    size_t cap = b->o.maxbytes / sizeof(float) + 1;
+    size_t cap = b->o.sw.maxbytes / sizeof(float) + 1;
     b->in = malloc(cap * sizeof(float));
     b->out = malloc(cap * sizeof(float));
-    b->times = calloc((size_t)b->o.iters, sizeof(double));
-    b->tmax = calloc((size_t)b->o.iters, sizeof(double));
+    b->times = calloc((size_t)b->o.sw.iters, sizeof(double));
+    b->tmax = calloc((size_t)b->o.sw.iters, sizeof(double));
     if (!b->in || !b->out || !b->times || !b->tmax) {
         fprintf(stderr, "gradwire-bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
                 cap * sizeof(float));

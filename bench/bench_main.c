@@ -151,3 +151,33 @@ int main(int argc, char **argv)
     usage(stderr);
     return GW_BENCH_EXIT_USAGE;
 }
+
+int gw_bench_sweep_opt(int c, const char *arg, gw_bench_sweep_t *sw, char *err, size_t cap)
+{
+    long v;
+    switch (c) {
+    case 'b':
+    case 'e':
+        if (gw_bench_parse_size(arg, c == 'b' ? &sw->minbytes : &sw->maxbytes) == 0)
+            return 1;
+        snprintf(err, cap, "-%c wants a size in bytes (e.g. 4096, 64K, 32M, 1G), not \"%s\"", c,
+                 arg);
+        return -1;
+    case 'f':
+        if (gw_bench_parse_long(arg, 2, 1024, &sw->factor) == 0)
+            return 1;
+        snprintf(err, cap, "-f wants an integer step factor in 2..1024, not \"%s\"", arg);
+        return -1;
+    case 'n':
+    case 'w':
+        if (gw_bench_parse_long(arg, c == 'n' ? 1 : 0, 100000000, &v) == 0) {
+            *(c == 'n' ? &sw->iters : &sw->warmup) = v;
+            return 1;
+        }
+        snprintf(err, cap, "-%c wants a number of iterations in %d..100000000, not \"%s\"", c,
+                 c == 'n' ? 1 : 0, arg);
+        return -1;
+    default:
+        return 0;
+    }
+}

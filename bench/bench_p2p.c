@@ -41,8 +41,8 @@
 #define MODE_LAT 4
 
 struct p2p_opts {
-    size_t minbytes, maxbytes;
-    long factor, iters, warmup, window;
+    gw_bench_sweep_t sw;
+    long window;
     int modes, check;
     const char *json;
 };
@@ -125,41 +125,25 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
-    o->minbytes = 8;
-    o->maxbytes = (size_t)4 << 20;
-    o->factor = 4;
-    o->iters = 100;
-    o->warmup = 10;
+    o->sw.minbytes = 8;
+    o->sw.maxbytes = (size_t)4 << 20;
+    o->sw.factor = 4;
+    o->sw.iters = 100;
+    o->sw.warmup = 10;
     o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
     long v;
     int c;
     optind = 1;
+    char err[160];
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:W:m:c:h", longopts, NULL)) != -1) {
+        int sweep = gw_bench_sweep_opt(c, optarg, &o->sw, err, sizeof(err));
+        if (sweep < 0)
+            return usage_error("%s", err);
+        if (sweep)
+            continue;
         switch (c) {
-        case 'b':
-            if (gw_bench_parse_size(optarg, &o->minbytes) != 0)
-                return usage_error("bad --minbytes \"%s\"", optarg);
-            break;
-        case 'e':
-            if (gw_bench_parse_size(optarg, &o->maxbytes) != 0)
-                return usage_error("bad --maxbytes \"%s\"", optarg);
-            break;
-        case 'f':
-            if (gw_bench_parse_long(optarg, 2, 1024, &o->factor) != 0)
-                return usage_error("--stepfactor must be an integer in [2, 1024], not \"%s\"",
-                                   optarg);
-            break;
-        case 'n':
-            if (gw_bench_parse_long(optarg, 1, 100000000, &o->iters) != 0)
-                return usage_error("--iters must be a positive integer, not \"%s\"", optarg);
-            break;
-        case 'w':
-            if (gw_bench_parse_long(optarg, 0, 100000000, &o->warmup) != 0)
-                return usage_error("--warmup_iters must be a non-negative integer, not \"%s\"",
-                                   optarg);
-            break;
         case 'W':
             if (gw_bench_parse_long(optarg, 1, 1024, &o->window) != 0)
                 return usage_error("--window must be an integer in [1, 1024], not \"%s\"",
@@ -186,8 +170,8 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     }
     if (optind < argc)
         return usage_error("unexpected argument \"%s\"", argv[optind]);
-    if (o->minbytes > o->maxbytes)
-        return usage_error("--minbytes %zu is above --maxbytes %zu", o->minbytes, o->maxbytes);
+    if (o->sw.minbytes > o->sw.maxbytes)
+        return usage_error("--minbytes %zu is above --maxbytes %zu", o->sw.minbytes, o->sw.maxbytes);
     return -1;
 }
 
@@ -361,14 +345,14 @@ static gw_status_t run_mode(struct run *r, int mode, size_t size, double *secs, 
     double warm;
     prepare(r->sbuf, r->rbuf, r->rank, r->peer, size, o->check);
     if (mode == MODE_UNI) {
-        if ((st = run_uni(r, size, o->warmup, &warm)) == GW_OK)
-            st = run_uni(r, size, o->iters, secs);
+        if ((st = run_uni(r, size, o->sw.warmup, &warm)) == GW_OK)
+            st = run_uni(r, size, o->sw.iters, secs);
     } else if (mode == MODE_BIDIR) {
-        if ((st = run_bidir(r, size, o->warmup, &warm)) == GW_OK)
-            st = run_bidir(r, size, o->iters, secs);
+        if ((st = run_bidir(r, size, o->sw.warmup, &warm)) == GW_OK)
+            st = run_bidir(r, size, o->sw.iters, secs);
     } else {
-        if ((st = run_lat(r, size, o->warmup, NULL)) == GW_OK)
-            st = run_lat(r, size, o->iters, lat);
+        if ((st = run_lat(r, size, o->sw.warmup, NULL)) == GW_OK)
+            st = run_lat(r, size, o->sw.iters, lat);
     }
     int received = mode != MODE_UNI || r->rank == 1;
     if (st == GW_OK && received)
@@ -386,22 +370,22 @@ static gw_status_t run_size(struct run *r, size_t size, struct p2p_result *res, 
     if (o->modes & MODE_UNI) {
         if ((st = run_mode(r, MODE_UNI, size, &secs, NULL)) != GW_OK)
             return st;
-        res->uni = (double)o->iters * (double)size / secs / 1e9;
+        res->uni = (double)o->sw.iters * (double)size / secs / 1e9;
     }
     if (o->modes & MODE_BIDIR) {
         if ((st = run_mode(r, MODE_BIDIR, size, &secs, NULL)) != GW_OK)
             return st;
-        res->bidir = 2.0 * (double)o->iters * (double)size / secs / 1e9;
+        res->bidir = 2.0 * (double)o->sw.iters * (double)size / secs / 1e9;
     }
     if (o->modes & MODE_LAT) {
         if ((st = run_mode(r, MODE_LAT, size, &secs, lat)) != GW_OK)
             return st;
-        qsort(lat, (size_t)o->iters, sizeof(double), cmp_double);
-        res->p50 = percentile(lat, o->iters, 50);
-        res->p90 = percentile(lat, o->iters, 90);
-        res->p99 = percentile(lat, o->iters, 99);
+        qsort(lat, (size_t)o->sw.iters, sizeof(double), cmp_double);
+        res->p50 = percentile(lat, o->sw.iters, 50);
+        res->p90 = percentile(lat, o->sw.iters, 90);
+        res->p99 = percentile(lat, o->sw.iters, 99);
         res->min = lat[0];
-        res->max = lat[o->iters - 1];
+        res->max = lat[o->sw.iters - 1];
     }
     return GW_OK;
 }
@@ -426,7 +410,7 @@ static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p
     gw_bench_json_str(f, gw_comm_transport(comm));
     fprintf(f, ", \"ranks\": %d, \"iters\": %ld, \"warmup_iters\": %ld, \"window\": %ld, "
                "\"check\": %d,\n",
-            gw_comm_size(comm), o->iters, o->warmup, o->window, o->check);
+            gw_comm_size(comm), o->sw.iters, o->sw.warmup, o->window, o->check);
     fprintf(f, " \"error\": ");
     if (error)
         gw_bench_json_str(f, error);
@@ -478,23 +462,23 @@ int gw_bench_p2p_main(int argc, char **argv)
         return 0;
     }
     struct run r = {.o = &o, .comm = comm, .rank = rank, .peer = 1 - rank};
-    r.sbuf = malloc(o.maxbytes ? o.maxbytes : 1);
-    r.rbuf = malloc(o.maxbytes ? o.maxbytes : 1);
+    r.sbuf = malloc(o.sw.maxbytes ? o.sw.maxbytes : 1);
+    r.rbuf = malloc(o.sw.maxbytes ? o.sw.maxbytes : 1);
     r.ring = calloc(2 * (size_t)o.window, sizeof(*r.ring));
-    double *lat = malloc((size_t)o.iters * sizeof(double));
+    double *lat = malloc((size_t)o.sw.iters * sizeof(double));
     size_t cap = 64, nres = 0;
     struct p2p_result *res = calloc(cap, sizeof(*res));
     if (!r.sbuf || !r.rbuf || !r.ring || !lat || !res) {
-        fprintf(stderr, "gradwire-bench p2p: out of memory for %zu-byte buffers\n", o.maxbytes);
+        fprintf(stderr, "gradwire-bench p2p: out of memory for %zu-byte buffers\n", o.sw.maxbytes);
         gw_comm_destroy(comm);
         return GW_BENCH_EXIT_FAIL;
     }
-    memset(r.sbuf, 0, o.maxbytes ? o.maxbytes : 1);
-    memset(r.rbuf, 0, o.maxbytes ? o.maxbytes : 1);
+    memset(r.sbuf, 0, o.sw.maxbytes ? o.sw.maxbytes : 1);
+    memset(r.rbuf, 0, o.sw.maxbytes ? o.sw.maxbytes : 1);
     if (rank == 0) {
         printf("# gradwire-bench p2p: rank 0 <-> rank 1 over %s (%d ranks), %ld iterations "
                "(+%ld warm-up), window %ld, check %s\n",
-               gw_comm_transport(comm), size, o.iters, o.warmup, o.window,
+               gw_comm_transport(comm), size, o.sw.iters, o.sw.warmup, o.window,
                o.check ? "on" : "off");
         printf("# GB/s = 1e9 bytes/s; latency is one way (half the round trip)\n#\n");
         printf("# %10s %10s %11s %10s %9s %9s %9s %9s %8s\n", "size(B)", "uni(GB/s)",
@@ -502,7 +486,7 @@ int gw_bench_p2p_main(int argc, char **argv)
         fflush(stdout);
     }
     char error[256] = "";
-    for (size_t s = o.minbytes;; s = s ? s * (size_t)o.factor : 1) {
+    for (size_t s = o.sw.minbytes;; s = s ? s * (size_t)o.sw.factor : 1) {
         if (nres == cap) {
             struct p2p_result *p = realloc(res, 2 * cap * sizeof(*res));
             if (!p)
@@ -532,7 +516,7 @@ int gw_bench_p2p_main(int argc, char **argv)
             fflush(stdout);
         }
         nres++;
-        if (s >= o.maxbytes || (s > 0 && s > o.maxbytes / (size_t)o.factor))
+        if (s >= o.sw.maxbytes || (s > 0 && s > o.sw.maxbytes / (size_t)o.sw.factor))
             break;
     }
     /* Rank 1's wrong bytes, so that rank 0's verdict covers both. */

@@ -9,6 +9,7 @@
  * are in test_shm_faults.c, connection establishment in test_shm_connect.c.
  */
 #include "shm_test_util.h"
+#include "transport_bodies.h"
 
 /* ---- data movement ----------------------------------------------------------- */
 
@@ -73,53 +74,6 @@ Test(shm, exchange_sizes_one_way_single_copy, .timeout = 30)
     job_t j = job(2, PATH_DIRECT, body_exchange, NULL);
     j.no_direct_rank = 1;
     run_job(&j);
-}
-
-#define NMSG 400
-static size_t inorder_len(int i)
-{
-    return (size_t)(i * 7919) % (300 * 1024) + (i % 3 == 0 ? 0 : 1);
-}
-
-/* Rank 0 posts NMSG sends of mixed sizes (INLINE and DIRECT) at once; rank 1
- * posts the receives one at a time with progress in between, so headers
- * are read ahead before their receive exists. Every message arrives whole
- * and in order. */
-static int body_in_order(gw_transport_t *t, int rank, int size, const void *arg)
-{
-    (void)size;
-    (void)arg;
-    gw_request_t *reqs = calloc(NMSG, sizeof(*reqs));
-    uint8_t **bufs = calloc(NMSG, sizeof(*bufs));
-    gw_request_t **ptrs = calloc(NMSG, sizeof(*ptrs));
-    CHECK(reqs && bufs && ptrs, "calloc");
-    for (int i = 0; i < NMSG; i++) {
-        size_t len = inorder_len(i);
-        bufs[i] = malloc(len ? len : 1);
-        CHECK(bufs[i], "malloc");
-        ptrs[i] = &reqs[i];
-        if (rank == 0) {
-            fill(bufs[i], len, 0, 1, (uint64_t)i + 1);
-            make_req(&reqs[i], GW_REQ_SEND, 1, (uint64_t)i + 1, 7, bufs[i], len);
-            CHECK_ST(t->ops->isend(t, &reqs[i]), GW_OK);
-        } else {
-            make_req(&reqs[i], GW_REQ_RECV, 0, (uint64_t)i + 1, 7, bufs[i], len);
-            CHECK_ST(t->ops->irecv(t, &reqs[i]), GW_OK);
-            gw_msg_tag_t cur = {.seq = (uint64_t)i + 1, .sig = 7};
-            CHECK_ST(t->ops->progress(t, &cur, 0), GW_OK);
-        }
-    }
-    CHECK_ST(wait_all(t, ptrs, NMSG, NULL, 10000), GW_OK);
-    for (int i = 0; i < NMSG && rank == 1; i++) {
-        long bad = verify(bufs[i], inorder_len(i), 0, 1, (uint64_t)i + 1);
-        CHECK(bad < 0, "message %d (len %zu): byte %ld is wrong", i, inorder_len(i), bad);
-    }
-    for (int i = 0; i < NMSG; i++)
-        free(bufs[i]);
-    free(bufs);
-    free(ptrs);
-    free(reqs);
-    return 0;
 }
 
 Test(shm, many_messages_in_order, .timeout = 30)

@@ -8,55 +8,9 @@
  * The harness is in shm_test_util.h.
  */
 #include "shm_test_util.h"
+#include "transport_bodies.h"
 
 /* ---- mismatches -------------------------------------------------------------- */
-
-typedef struct mismatch_case {
-    uint32_t recv_sig; /* the sender always uses 0xAA */
-    size_t send_len, recv_len;
-} mismatch_case_t;
-
-/* Rank 0 sends; rank 1 posts a receive that disagrees. Rank 1 must fail with
- * GW_ERR_MISMATCH without touching its buffer (the canary), then abort; rank
- * 0 learns of it through the abort flag. */
-static int body_mismatch(gw_transport_t *t, int rank, int size, const void *arg)
-{
-    (void)size;
-    const mismatch_case_t *c = arg;
-    if (rank == 0) {
-        uint8_t *buf = malloc(c->send_len);
-        CHECK(buf, "malloc");
-        fill(buf, c->send_len, 0, 1, 1);
-        gw_request_t s, r;
-        make_req(&s, GW_REQ_SEND, 1, 1, 0xAA, buf, c->send_len);
-        CHECK_ST(t->ops->isend(t, &s), GW_OK);
-        uint8_t dummy[16];
-        make_req(&r, GW_REQ_RECV, 1, 2, 0xAA, dummy, sizeof(dummy));
-        CHECK_ST(t->ops->irecv(t, &r), GW_OK);
-        CHECK_ST(wait_one(t, &r, 5000), GW_ERR_MISMATCH);
-        free(buf);
-        return 0;
-    }
-    uint8_t *buf = malloc(c->recv_len);
-    CHECK(buf, "malloc");
-    memset(buf, 0x5A, c->recv_len);
-    gw_request_t r;
-    make_req(&r, GW_REQ_RECV, 0, 1, c->recv_sig, buf, c->recv_len);
-    CHECK_ST(t->ops->irecv(t, &r), GW_OK);
-    CHECK_ST(wait_one(t, &r, 5000), GW_ERR_MISMATCH);
-    CHECK(r.complete && r.status == GW_ERR_MISMATCH, "request not failed");
-    CHECK(r.bytes_done == 0, "%zu payload bytes were received", r.bytes_done);
-    for (size_t i = 0; i < c->recv_len; i++)
-        CHECK(buf[i] == 0x5A, "byte %zu of the receive buffer was overwritten", i);
-    CHECK_ST(t->ops->progress(t, NULL, 0), GW_ERR_MISMATCH);
-    gw_request_t later;
-    make_req(&later, GW_REQ_RECV, 0, 2, 0xAA, buf, 1);
-    CHECK_ST(t->ops->irecv(t, &later), GW_ERR_MISMATCH);
-    CHECK(later.complete && later.status == GW_ERR_MISMATCH, "later request not failed");
-    CHECK_ST(t->ops->abort(t, GW_ERR_MISMATCH), GW_OK);
-    free(buf);
-    return 0;
-}
 
 Test(shm, tag_mismatch_leaves_buffer_untouched, .timeout = 30)
 {

@@ -34,116 +34,17 @@
 
 #include "collectives/coll.h"
 #include "common/clock.h"
-#include "mem_transport.c"
-
-#define MAXN 16
-
-typedef struct job job_t;
-
-/* One rank: its thread's communicator and the failures it noticed. */
-typedef struct ctx {
-    job_t *job;
-    int rank;
-    gw_comm_t comm;
-    int nerr;
-    char err[1024];
-} ctx_t;
-
-typedef void (*body_fn)(ctx_t *c, const void *arg);
-
-struct job {
-    int n;
-    memt_fabric_t *fab;
-    pthread_barrier_t bar;
-    body_fn body;
-    const void *arg;
-    ctx_t ctx[MAXN];
-    const void *shared[MAXN]; /* each rank's published result */
-    atomic_int counter;       /* for the barrier test */
-};
-
-/* Record a failure (the first few are kept) and go on: asserting from a
- * worker thread would skip the other ranks' cleanup. */
-static inline void note(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static inline void note(ctx_t *c, const char *fmt, ...)
-{
-    if (c->nerr++ >= 4)
-        return;
-    size_t used = strlen(c->err);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err + used, sizeof(c->err) - used, fmt, ap);
-    va_end(ap);
-    used = strlen(c->err);
-    if (used + 2 < sizeof(c->err))
-        strcat(c->err, "; ");
-}
-
-#define CHECK(c, cond, ...)                                                                \
-    do {                                                                                   \
-        if (!(cond))                                                                       \
-            note((c), __VA_ARGS__);                                                        \
-    } while (0)
-
-static inline void *thread_main(void *p)
-{
-    ctx_t *c = p;
-    c->job->body(c, c->job->arg);
-    return NULL;
-}
+#include "rank_threads.h"
 
 /* Run body on n threads, one per rank, over a fresh fabric (rendezvous or
  * eager, see mem_transport.h), then report every rank's failures. */
 static inline void job_run(int n, int timeout_ms, int rendezvous, body_fn body, const void *arg)
 {
     cr_assert(n >= 2 && n <= MAXN);
-    job_t *job = calloc(1, sizeof(*job));
-    cr_assert_not_null(job);
-    job->n = n;
-    job->body = body;
-    job->arg = arg;
-    job->fab = memt_fabric_create(n, rendezvous);
-    cr_assert_not_null(job->fab);
-    pthread_barrier_init(&job->bar, NULL, (unsigned)n);
-    for (int r = 0; r < n; r++) {
-        ctx_t *c = &job->ctx[r];
-        c->job = job;
-        c->rank = r;
-        gw_comm_t *comm = &c->comm;
-        comm->rank = r;
-        comm->size = n;
-        gw__logger_init(&comm->log, r);
-        comm->timeout_ms = timeout_ms;
-        comm->algo = GW_ALGO_AUTO;
-        comm->failed = GW_OK;
-        comm->chunk_bytes = 4096;
-        cr_assert_eq(memt_open(job->fab, r, &comm->log, &comm->transport), GW_OK);
-    }
-    pthread_t th[MAXN];
-    for (int r = 0; r < n; r++)
-        cr_assert_eq(pthread_create(&th[r], NULL, thread_main, &job->ctx[r]), 0);
-    for (int r = 0; r < n; r++)
-        pthread_join(th[r], NULL);
-    char msg[MAXN][1100];
-    int bad[MAXN];
-    for (int r = 0; r < n; r++) {
-        ctx_t *c = &job->ctx[r];
-        bad[r] = c->nerr;
-        snprintf(msg[r], sizeof(msg[r]), "n=%d (%s) rank %d: %d failures: %s", n,
-                 rendezvous ? "rendezvous" : "eager", r, c->nerr, c->err);
-        if (c->comm.transport)
-            c->comm.transport->ops->close(c->comm.transport);
-        free(c->comm.scratch);
-        gw__logger_fini(&c->comm.log);
-    }
-    memt_fabric_destroy(job->fab);
-    pthread_barrier_destroy(&job->bar);
-    free(job);
-    for (int r = 0; r < n; r++)
-        cr_expect_eq(bad[r], 0, "%s", msg[r]);
+    threads_opts_t o = {.timeout_ms = timeout_ms, .rendezvous = rendezvous,
+                        .label = rendezvous ? "rendezvous" : "eager"};
+    threads_run(n, &o, body, arg);
 }
-
-static inline void sync_all(ctx_t *c) { pthread_barrier_wait(&c->job->bar); }
 
 /* Stamp the next collective's tag, as the API layer does. */
 static inline void begin(ctx_t *c, int kind, size_t count, gw_dtype_t dt, gw_op_t op, int root)
@@ -368,16 +269,6 @@ static inline void check_exact(ctx_t *c, const char *what, const void *buf, size
             return;
         }
     }
-}
-
-/* Publish this rank's result and compare it bitwise with rank 0's. */
-static inline void check_agree(ctx_t *c, const char *what, const void *buf, size_t bytes)
-{
-    c->job->shared[c->rank] = buf;
-    sync_all(c);
-    if (c->rank != 0 && bytes > 0 && memcmp(buf, c->job->shared[0], bytes) != 0)
-        note(c, "%s: %zu bytes differ from rank 0's", what, bytes);
-    sync_all(c);
 }
 
 /* The rank counts most tests run at: powers of two and not. */

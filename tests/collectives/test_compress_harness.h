@@ -21,125 +21,14 @@
 
 #include "collectives/coll.h"
 #include "collectives/compress/codec.h"
-#include "mem_transport.c"
+#include "rank_threads.h"
 
-#define MAXN 8
-
-typedef struct job job_t;
-
-typedef struct ctx {
-    job_t *job;
-    int rank;
-    gw_comm_t comm;
-    int nerr;
-    char err[2048];
-} ctx_t;
-
-typedef void (*body_fn)(ctx_t *c, const void *arg);
-
-struct job {
-    int n;
-    memt_fabric_t *fab;
-    pthread_barrier_t bar;
-    body_fn body;
-    const void *arg;
-    ctx_t ctx[MAXN];
-    const void *shared[MAXN]; /* what each rank published */
-    const void *shared2[MAXN];
-};
-
-static void note(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(ctx_t *c, const char *fmt, ...)
+/* Run body on n threads (n = 1: a communicator of one rank, no transport),
+ * with the cost model's defaults, as gw_comm_init sets them. */
+static inline void job_run(int n, body_fn body, const void *arg)
 {
-    if (c->nerr++ >= 4)
-        return;
-    size_t used = strlen(c->err);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err + used, sizeof(c->err) - used, fmt, ap);
-    va_end(ap);
-    used = strlen(c->err);
-    if (used + 2 < sizeof(c->err))
-        strcat(c->err, "; ");
-}
-
-#define CHECK(c, cond, ...)                                                                \
-    do {                                                                                   \
-        if (!(cond))                                                                       \
-            note((c), __VA_ARGS__);                                                        \
-    } while (0)
-
-static void *thread_main(void *p)
-{
-    ctx_t *c = p;
-    c->job->body(c, c->job->arg);
-    return NULL;
-}
-
-/* Run body on n threads (n = 1: a communicator of one rank, no transport). */
-static void job_run(int n, body_fn body, const void *arg)
-{
-    cr_assert(n >= 1 && n <= MAXN);
-    job_t *job = calloc(1, sizeof(*job));
-    cr_assert_not_null(job);
-    job->n = n;
-    job->body = body;
-    job->arg = arg;
-    if (n > 1) {
-        job->fab = memt_fabric_create(n, 1);
-        cr_assert_not_null(job->fab);
-    }
-    pthread_barrier_init(&job->bar, NULL, (unsigned)n);
-    for (int r = 0; r < n; r++) {
-        ctx_t *c = &job->ctx[r];
-        c->job = job;
-        c->rank = r;
-        gw_comm_t *comm = &c->comm;
-        comm->rank = r;
-        comm->size = n;
-        gw__logger_init(&comm->log, r);
-        comm->timeout_ms = 20000;
-        comm->algo = GW_ALGO_AUTO;
-        comm->failed = GW_OK;
-        gw__tuning_defaults(&comm->tuning, n > 1 ? "tcp" : "self");
-        comm->chunk_bytes = 4096;
-        if (n > 1)
-            cr_assert_eq(memt_open(job->fab, r, &comm->log, &comm->transport), GW_OK);
-    }
-    pthread_t th[MAXN];
-    for (int r = 0; r < n; r++)
-        cr_assert_eq(pthread_create(&th[r], NULL, thread_main, &job->ctx[r]), 0);
-    for (int r = 0; r < n; r++)
-        pthread_join(th[r], NULL);
-    char msg[MAXN][2100];
-    int bad[MAXN];
-    for (int r = 0; r < n; r++) {
-        ctx_t *c = &job->ctx[r];
-        bad[r] = c->nerr;
-        snprintf(msg[r], sizeof(msg[r]), "n=%d rank %d: %d failures: %s", n, r, c->nerr, c->err);
-        if (c->comm.transport)
-            c->comm.transport->ops->close(c->comm.transport);
-        free(c->comm.scratch);
-        gw__logger_fini(&c->comm.log);
-    }
-    if (job->fab)
-        memt_fabric_destroy(job->fab);
-    pthread_barrier_destroy(&job->bar);
-    free(job);
-    for (int r = 0; r < n; r++)
-        cr_expect_eq(bad[r], 0, "%s", msg[r]);
-}
-
-static void sync_all(ctx_t *c) { pthread_barrier_wait(&c->job->bar); }
-
-/* Publish buf and compare it bitwise with rank 0's. */
-static inline void check_agree(ctx_t *c, const char *what, const void *buf, size_t bytes)
-{
-    c->job->shared[c->rank] = buf;
-    sync_all(c);
-    if (c->rank != 0 && bytes > 0 && memcmp(buf, c->job->shared[0], bytes) != 0)
-        note(c, "%s: %zu bytes differ from rank 0's", what, bytes);
-    sync_all(c);
+    threads_opts_t o = {.timeout_ms = 20000, .rendezvous = 1, .tuning = 1};
+    threads_run(n, &o, body, arg);
 }
 
 /* ---- inputs ---- */

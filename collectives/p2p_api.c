@@ -110,50 +110,25 @@ static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n)
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
-static gw_status_t send_claimed(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
-                                int peer)
+/* One message: check the arguments, stamp the tag, post the request. */
+static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                            size_t count, gw_dtype_t dtype, int peer, gw_request_t *req)
 {
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
     size_t nbytes;
     gw_status_t st = enter(comm);
     if (st == GW_OK)
-        st = check(comm, "gw_send", buf, count, dtype, peer, &nbytes);
+        st = check(comm, fn, buf, count, dtype, peer, &nbytes);
     if (st != GW_OK)
         return st;
     set_tag(comm, count, dtype);
-    gw_request_t req;
-    if ((st = gw__p2p_isend(comm, peer, buf, nbytes, &req)) != GW_OK)
-        return st;
-    gw_request_t *reqs[1] = {&req};
-    return wait_reqs(comm, reqs, 1);
-}
-
-static gw_status_t recv_claimed(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
-                                int peer)
-{
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
-    size_t nbytes;
-    gw_status_t st = enter(comm);
-    if (st == GW_OK)
-        st = check(comm, "gw_recv", buf, count, dtype, peer, &nbytes);
-    if (st != GW_OK)
-        return st;
-    set_tag(comm, count, dtype);
-    gw_request_t req;
-    if ((st = gw__p2p_irecv(comm, peer, buf, nbytes, &req)) != GW_OK)
-        return st;
-    gw_request_t *reqs[1] = {&req};
-    return wait_reqs(comm, reqs, 1);
+    return kind == GW_REQ_SEND ? gw__p2p_isend(comm, peer, buf, nbytes, req)
+                               : gw__p2p_irecv(comm, peer, buf, nbytes, req);
 }
 
 static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t sendcount,
                                     int dst, void *recvbuf, size_t recvcount, int src,
                                     gw_dtype_t dtype)
 {
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
     size_t sbytes, rbytes;
     gw_status_t st = enter(comm);
     if (st == GW_OK)
@@ -184,24 +159,32 @@ static void claim(gw_comm_t *comm)
     gw__comm_drive_begin(comm);
 }
 
-gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer)
+/* gw_send and gw_recv: one message, waited for. */
+static gw_status_t blocking_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                                size_t count, gw_dtype_t dtype, int peer)
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
     claim(comm);
-    gw_status_t st = send_claimed(comm, buf, count, dtype, peer);
+    gw_request_t req;
+    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &req);
+    if (st == GW_OK) {
+        gw_request_t *reqs[1] = {&req};
+        st = wait_reqs(comm, reqs, 1);
+    }
     gw__comm_drive_end(comm);
     return st;
 }
 
+gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype, int peer)
+{
+    /* The transport never writes through a send buffer. */
+    return blocking_one(comm, "gw_send", GW_REQ_SEND, (void *)(uintptr_t)buf, count, dtype, peer);
+}
+
 gw_status_t gw_recv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int peer)
 {
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
-    claim(comm);
-    gw_status_t st = recv_claimed(comm, buf, count, dtype, peer);
-    gw__comm_drive_end(comm);
-    return st;
+    return blocking_one(comm, "gw_recv", GW_REQ_RECV, buf, count, dtype, peer);
 }
 
 gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
@@ -232,27 +215,19 @@ static void unlink_pending(gw_comm_t *comm, gw_handle_t *h)
 static gw_status_t post_claimed(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
                                 size_t count, gw_dtype_t dtype, int peer, gw_handle_t **handle)
 {
-    size_t nbytes;
-    gw_status_t st = enter(comm);
-    if (st == GW_OK)
-        st = check(comm, fn, buf, count, dtype, peer, &nbytes);
-    if (st != GW_OK)
-        return st;
     gw_handle_t *h = calloc(1, sizeof(*h));
     if (!h) {
         GW_ERROR(&comm->log, "api", "%s: out of memory for the handle", fn);
         return gw__comm_fail(comm, GW_ERR_NO_MEMORY);
     }
-    h->comm = comm;
-    h->is_p2p = 1;
-    atomic_init(&h->done, 0);
-    set_tag(comm, count, dtype);
-    st = kind == GW_REQ_SEND ? gw__p2p_isend(comm, peer, buf, nbytes, &h->req)
-                             : gw__p2p_irecv(comm, peer, buf, nbytes, &h->req);
+    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &h->req);
     if (st != GW_OK) {
         free(h);
         return st;
     }
+    h->comm = comm;
+    h->is_p2p = 1;
+    atomic_init(&h->done, 0);
     h->last_moved_ms = gw__now_ms();
     h->next = comm->p2p_pending;
     comm->p2p_pending = h;
@@ -302,10 +277,21 @@ static gw_status_t finish(gw_handle_t *h, gw_status_t st)
 static gw_status_t test_claimed(gw_handle_t *h, int *done);
 static gw_status_t wait_claimed(gw_handle_t *h);
 
+/* A handle that gw_comm_destroy completed: its status, without touching the
+ * freed communicator. */
+static gw_status_t abandoned(gw_handle_t *h)
+{
+    gw_status_t st = h->status;
+    free(h);
+    return st;
+}
+
 gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done)
 {
-    if (atomic_load(&h->done)) /* abandoned: the communicator is gone */
-        return test_claimed(h, done);
+    if (atomic_load(&h->done)) {
+        *done = 1;
+        return abandoned(h);
+    }
     gw_comm_t *comm = h->comm;
     gw__comm_drive_begin(comm);
     gw_status_t st = test_claimed(h, done);
@@ -316,7 +302,7 @@ gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done)
 gw_status_t gw__p2p_handle_wait(gw_handle_t *h)
 {
     if (atomic_load(&h->done))
-        return wait_claimed(h);
+        return abandoned(h);
     gw_comm_t *comm = h->comm;
     gw__comm_drive_begin(comm);
     gw_status_t st = wait_claimed(h);
@@ -326,12 +312,6 @@ gw_status_t gw__p2p_handle_wait(gw_handle_t *h)
 
 static gw_status_t test_claimed(gw_handle_t *h, int *done)
 {
-    if (atomic_load(&h->done)) { /* abandoned by gw_comm_destroy */
-        gw_status_t st = h->status;
-        free(h);
-        *done = 1;
-        return st;
-    }
     gw_comm_t *comm = h->comm;
     *done = 0;
     if (!h->req.complete) {
@@ -367,11 +347,6 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
 
 static gw_status_t wait_claimed(gw_handle_t *h)
 {
-    if (atomic_load(&h->done)) {
-        gw_status_t st = h->status;
-        free(h);
-        return st;
-    }
     gw_request_t *reqs[1] = {&h->req};
     gw_status_t st = h->comm->failed;
     if (st == GW_OK)

@@ -118,10 +118,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
         gw__shm_set_direct(t, 0, 0);
         CHECK_ST(gw__shm_set_ring(t, 4096, mine), GW_OK);
     }
-    uint8_t *all = malloc((size_t)j->n * GW_TRANSPORT_ADDR_MAX);
-    CHECK(all, "malloc");
-    CHECK(write_all(fd, mine, sizeof(mine)) == 0, "sending my address to the parent");
-    CHECK(read_all(fd, all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX) == 0, "reading addresses");
+    uint8_t *all = exchange_blobs(fd, mine, j->n);
+    CHECK(all, "exchanging addresses with the parent");
     if (rank == j->skip_connect_rank) {
         usleep((useconds_t)j->skip_connect_ms * 1000);
         t->ops->close(t);

@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "transport/tcp_internal.h"
 #include "transport/transport.h"
+#include "transport_bodies.h"
 #include "transport_test_util.h"
 
 #define MAX_RANKS 4
@@ -87,10 +88,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
     gw_transport_t *t = NULL;
     CHECK_ST(gw__tcp_transport_ops.open(&pr, &t, mine), GW_OK);
     CHECK(t && t->rank == rank && t->size == j->n, "bad transport fields");
-    uint8_t *all = malloc((size_t)j->n * GW_TRANSPORT_ADDR_MAX);
-    CHECK(all, "malloc");
-    CHECK(write_all(fd, mine, sizeof(mine)) == 0, "sending my address to the parent");
-    CHECK(read_all(fd, all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX) == 0, "reading addresses");
+    uint8_t *all = exchange_blobs(fd, mine, j->n);
+    CHECK(all, "exchanging addresses with the parent");
     if (rank == j->skip_connect_rank) {
         usleep(1000 * 1000);
         t->ops->close(t);
@@ -131,33 +130,11 @@ static inline job_t job(int n, int nsocks, rank_fn fn, const void *arg)
     return j;
 }
 
-/* Everyone sends 8 MiB to the right and receives 8 MiB from the left at
- * once: far more than the socket buffers hold, so it only finishes if sends
- * and receives are interleaved. */
+/* The ring exchange of transport_bodies.h, each round within 6 s. */
 static inline int body_ring(gw_transport_t *t, int rank, int size, const void *arg)
 {
     (void)arg;
-    size_t len = 8 * MIB;
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
-    for (uint64_t round = 1; round <= 2; round++) {
-        uint8_t *sbuf = malloc(len), *rbuf = malloc(len);
-        CHECK(sbuf && rbuf, "malloc");
-        fill(sbuf, len, rank, right, round);
-        gw_request_t s, r;
-        make_req(&s, GW_REQ_SEND, right, round, 99, sbuf, len);
-        make_req(&r, GW_REQ_RECV, left, round, 99, rbuf, len);
-        CHECK_ST(t->ops->isend(t, &s), GW_OK);
-        CHECK_ST(t->ops->irecv(t, &r), GW_OK);
-        gw_request_t *both[] = {&s, &r};
-        gw_msg_tag_t cur = {.seq = round, .sig = 99};
-        CHECK_ST(wait_all(t, both, 2, &cur, 6000), GW_OK);
-        long bad = verify(rbuf, len, left, rank, round);
-        CHECK(bad < 0, "round %llu: byte %ld from rank %d is wrong", (unsigned long long)round, bad,
-              left);
-        free(sbuf);
-        free(rbuf);
-    }
-    return 0;
+    return ring_exchange(t, rank, size, 6000);
 }
 
 #endif /* GW_TESTS_TCP_TEST_UTIL_H */

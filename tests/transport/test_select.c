@@ -345,10 +345,8 @@ static int rank_main(job_t *j, int rank, int fd)
     gw_transport_t *t = NULL;
     CHECK_ST(gw__select_open(&pr, j->mode[rank], &t, mine), GW_OK);
     CHECK(strcmp(t->ops->name, "mux") == 0, "name before connect: %s", t->ops->name);
-    uint8_t *all = malloc((size_t)j->n * GW_TRANSPORT_ADDR_MAX);
-    CHECK(all, "malloc");
-    CHECK(write_all(fd, mine, sizeof(mine)) == 0, "sending my address to the parent");
-    CHECK(read_all(fd, all, (size_t)j->n * GW_TRANSPORT_ADDR_MAX) == 0, "reading addresses");
+    uint8_t *all = exchange_blobs(fd, mine, j->n);
+    CHECK(all, "exchanging addresses with the parent");
     gw_status_t st = t->ops->connect(t, all);
     free(all);
     CHECK(st == (gw_status_t)j->expect_connect[rank], "connect returned %s, expected %s",

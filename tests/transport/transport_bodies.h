@@ -3,7 +3,7 @@
  * transport's harness runs (tcp_test_util.h, shm_test_util.h): messages
  * match in posting order, whatever arrives before its receive; a receive
  * that disagrees with its message fails on both sides without touching the
- * buffer. Include after the harness (it needs CHECK, rank_fn and MIB).
+ * buffer; a ring of large messages in both directions at once.
  *
  * Header-only, every function static inline.
  */
@@ -107,6 +107,35 @@ static inline int body_mismatch(gw_transport_t *t, int rank, int size, const voi
     CHECK(later.complete && later.status == GW_ERR_MISMATCH, "later request not failed");
     CHECK_ST(t->ops->abort(t, GW_ERR_MISMATCH), GW_OK);
     free(buf);
+    return 0;
+}
+
+/* Everyone sends 8 MiB to the right and receives 8 MiB from the left at
+ * once, twice: far more than socket buffers or a shared-memory ring hold,
+ * so it only finishes if sends and receives of all peers are interleaved.
+ * Each round must finish within wait_ms. */
+static inline int ring_exchange(gw_transport_t *t, int rank, int size, int wait_ms)
+{
+    size_t len = (size_t)8 << 20;
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    for (uint64_t round = 1; round <= 2; round++) {
+        uint8_t *sbuf = malloc(len), *rbuf = malloc(len);
+        CHECK(sbuf && rbuf, "malloc");
+        fill(sbuf, len, rank, right, round);
+        gw_request_t s, r;
+        make_req(&s, GW_REQ_SEND, right, round, 99, sbuf, len);
+        make_req(&r, GW_REQ_RECV, left, round, 99, rbuf, len);
+        CHECK_ST(t->ops->isend(t, &s), GW_OK);
+        CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+        gw_request_t *both[] = {&s, &r};
+        gw_msg_tag_t cur = {.seq = round, .sig = 99};
+        CHECK_ST(wait_all(t, both, 2, &cur, wait_ms), GW_OK);
+        long bad = verify(rbuf, len, left, rank, round);
+        CHECK(bad < 0, "round %llu: byte %ld from rank %d is wrong", (unsigned long long)round, bad,
+              left);
+        free(sbuf);
+        free(rbuf);
+    }
     return 0;
 }
 

@@ -136,6 +136,27 @@ static inline gw_status_t wait_one(gw_transport_t *t, gw_request_t *r, int ms)
     return wait_all(t, &r, 1, NULL, ms);
 }
 
+/* In a rank process: send our address blob to the parent (which stands in
+ * for the bootstrap) and read back all n blobs; NULL, after saying which
+ * step failed, when the parent went away. The caller frees the array. */
+static inline uint8_t *exchange_blobs(int fd, const uint8_t mine[GW_TRANSPORT_ADDR_MAX], int n)
+{
+    size_t bytes = (size_t)n * GW_TRANSPORT_ADDR_MAX;
+    uint8_t *all = malloc(bytes);
+    const char *failed = NULL;
+    if (!all)
+        failed = "malloc";
+    else if (write_all(fd, mine, GW_TRANSPORT_ADDR_MAX) != 0)
+        failed = "sending my address to the parent";
+    else if (read_all(fd, all, bytes) != 0)
+        failed = "reading the addresses";
+    if (!failed)
+        return all;
+    fprintf(stderr, "rank process %d: %s failed\n", (int)getpid(), failed);
+    free(all);
+    return NULL;
+}
+
 /* A rank's body: runs in the rank process on its connected transport;
  * returns 0 when every check passed. */
 typedef int (*rank_fn)(gw_transport_t *t, int rank, int size, const void *arg);

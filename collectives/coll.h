@@ -26,7 +26,7 @@
 #include "collectives/tuning.h"
 #include "common/log.h"
 #include "gradwire.h"
-#include "transport/bootstrap.h"
+#include "transport/bootstrap/bootstrap.h"
 #include "transport/transport.h"
 
 struct gw_comm {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "transport/select.h"
-#include "transport/sha256.h"
+#include "common/sha256.h"
 
 #define SUBSYS "select"
 

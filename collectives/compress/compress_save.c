@@ -37,40 +37,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "collectives/compress/codec.h"
 
 #define MAGIC "GWCSTATE"
 #define HEADER_BYTES 104
 #define HEADER_BYTES_V1 96
 #define TRAILER_BYTES 8
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static uint64_t fnv1a64(const uint8_t *p, size_t n)
 {
@@ -91,7 +64,7 @@ static void put_floats(uint8_t *p, const float *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], 4);
-        put32(p + 4 * i, u);
+        gw__put_le32(p + 4 * i, u);
     }
 #endif
 }
@@ -103,7 +76,7 @@ static void get_floats(float *v, const uint8_t *p, size_t n)
         memcpy(v, p, n * 4);
 #else
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = get32(p + 4 * i);
+        uint32_t u = gw__get_le32(p + 4 * i);
         memcpy(&v[i], &u, 4);
     }
 #endif
@@ -113,7 +86,7 @@ static void get_floats(float *v, const uint8_t *p, size_t n)
 static size_t first_nonfinite(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if ((get32(p + 4 * i) & 0x7f800000u) == 0x7f800000u)
+        if ((gw__get_le32(p + 4 * i) & 0x7f800000u) == 0x7f800000u)
             return i;
     return n;
 }
@@ -145,24 +118,24 @@ gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, 
     memcpy(&ratio, &c->topk_ratio, 8);
     memcpy(&momentum, &c->momentum, 8);
     memcpy(p, MAGIC, 8);
-    put32(p + 8, GW_COMPRESS_STATE_VERSION);
-    put32(p + 12, HEADER_BYTES);
-    put32(p + 16, (uint32_t)c->codec);
-    put32(p + 20, (uint32_t)c->error_feedback);
-    put32(p + 24, c->warmup_steps);
-    put32(p + 28, (uint32_t)c->powersgd_rank);
-    put64(p + 32, c->min_elements);
-    put64(p + 40, c->bucket_elements);
-    put64(p + 48, ratio);
-    put64(p + 56, c->seed);
-    put64(p + 64, state->rows);
-    put64(p + 72, state->cols);
-    put64(p + 80, state->step);
-    put64(p + 88, state->nextra);
-    put64(p + 96, momentum);
+    gw__put_le32(p + 8, GW_COMPRESS_STATE_VERSION);
+    gw__put_le32(p + 12, HEADER_BYTES);
+    gw__put_le32(p + 16, (uint32_t)c->codec);
+    gw__put_le32(p + 20, (uint32_t)c->error_feedback);
+    gw__put_le32(p + 24, c->warmup_steps);
+    gw__put_le32(p + 28, (uint32_t)c->powersgd_rank);
+    gw__put_le64(p + 32, c->min_elements);
+    gw__put_le64(p + 40, c->bucket_elements);
+    gw__put_le64(p + 48, ratio);
+    gw__put_le64(p + 56, c->seed);
+    gw__put_le64(p + 64, state->rows);
+    gw__put_le64(p + 72, state->cols);
+    gw__put_le64(p + 80, state->step);
+    gw__put_le64(p + 88, state->nextra);
+    gw__put_le64(p + 96, momentum);
     put_floats(p + HEADER_BYTES, state->residual, state->count);
     put_floats(p + HEADER_BYTES + 4 * state->count, state->extra, state->nextra);
-    put64(p + need - TRAILER_BYTES, fnv1a64(p, need - TRAILER_BYTES));
+    gw__put_le64(p + need - TRAILER_BYTES, fnv1a64(p, need - TRAILER_BYTES));
     return GW_OK;
 }
 
@@ -175,35 +148,35 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
                  "too short)", len);
         return GW_ERR_PROTOCOL;
     }
-    uint32_t version = get32(p + 8);
+    uint32_t version = gw__get_le32(p + 8);
     if (version < 1 || version > GW_COMPRESS_STATE_VERSION) {
         GW_ERROR(lg, "compress", "compression state image has format version %u; this library "
                  "reads versions 1 to %d", version, GW_COMPRESS_STATE_VERSION);
         return GW_ERR_UNSUPPORTED;
     }
     const size_t header = header_of(version);
-    if (get32(p + 12) != header || len < header + TRAILER_BYTES) {
+    if (gw__get_le32(p + 12) != header || len < header + TRAILER_BYTES) {
         GW_ERROR(lg, "compress", "compression state image of version %u has a %u-byte header "
-                 "(%zu bytes in all), not %zu", version, get32(p + 12), len, header);
+                 "(%zu bytes in all), not %zu", version, gw__get_le32(p + 12), len, header);
         return GW_ERR_PROTOCOL;
     }
-    if (get64(p + len - TRAILER_BYTES) != fnv1a64(p, len - TRAILER_BYTES)) {
+    if (gw__get_le64(p + len - TRAILER_BYTES) != fnv1a64(p, len - TRAILER_BYTES)) {
         GW_ERROR(lg, "compress", "compression state image is corrupt (checksum mismatch)");
         return GW_ERR_PROTOCOL;
     }
     gw_compress_config_t c;
     memset(&c, 0, sizeof(c));
-    uint64_t ratio = get64(p + 48);
-    c.codec = (gw_codec_t)get32(p + 16);
-    c.error_feedback = (int)get32(p + 20);
-    c.warmup_steps = get32(p + 24);
-    c.powersgd_rank = (int)get32(p + 28);
-    c.min_elements = (size_t)get64(p + 32);
-    c.bucket_elements = (size_t)get64(p + 40);
+    uint64_t ratio = gw__get_le64(p + 48);
+    c.codec = (gw_codec_t)gw__get_le32(p + 16);
+    c.error_feedback = (int)gw__get_le32(p + 20);
+    c.warmup_steps = gw__get_le32(p + 24);
+    c.powersgd_rank = (int)gw__get_le32(p + 28);
+    c.min_elements = (size_t)gw__get_le64(p + 32);
+    c.bucket_elements = (size_t)gw__get_le64(p + 40);
     memcpy(&c.topk_ratio, &ratio, 8);
-    c.seed = get64(p + 56);
+    c.seed = gw__get_le64(p + 56);
     if (version >= 2) {
-        uint64_t momentum = get64(p + 96);
+        uint64_t momentum = gw__get_le64(p + 96);
         memcpy(&c.momentum, &momentum, 8);
     }
     const char *diff = gw__cz_config_diff(&c, &s->cfg);
@@ -212,7 +185,7 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
                  "state's", diff);
         return GW_ERR_MISMATCH;
     }
-    uint64_t rows = get64(p + 64), cols = get64(p + 72), nextra = get64(p + 88);
+    uint64_t rows = gw__get_le64(p + 64), cols = gw__get_le64(p + 72), nextra = gw__get_le64(p + 88);
     if (rows != s->rows || cols != s->cols) {
         GW_ERROR(lg, "compress", "compression state image is of a %llu x %llu tensor, this "
                  "state of a %zu x %zu one", (unsigned long long)rows, (unsigned long long)cols,
@@ -246,8 +219,8 @@ gw_status_t gw_compress_state_load(gw_compress_state_t *state, const void *buf, 
     if (!buf)
         GW_ERROR(&lg, "compress", "empty compression state image");
     if (st == GW_OK) {
-        const size_t header = header_of(get32(p + 8));
-        state->step = get64(p + 80);
+        const size_t header = header_of(gw__get_le32(p + 8));
+        state->step = gw__get_le64(p + 80);
         get_floats(state->residual, p + header, state->count);
         get_floats(state->extra, p + header + 4 * state->count, state->nextra);
     }

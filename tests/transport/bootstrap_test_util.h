@@ -28,8 +28,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "transport/bootstrap.h"
-#include "transport/bootstrap_msg.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/bootstrap/bootstrap_msg.h"
 
 #define MAX_SLOTS 16
 #define MAX_GATHERS 3

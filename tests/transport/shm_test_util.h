@@ -39,7 +39,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "transport/shm_internal.h"
+#include "transport/shm/shm_internal.h"
 #include "transport/transport.h"
 #include "transport_test_util.h"
 

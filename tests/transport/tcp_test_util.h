@@ -31,7 +31,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"
 #include "transport_bodies.h"
 #include "transport_test_util.h"

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "transport/bootstrap_msg.h"
-#include "transport/sha256.h"
+#include "transport/bootstrap/bootstrap_msg.h"
+#include "common/sha256.h"
 
 static void fill(uint8_t *p, size_t n, uint8_t seed)
 {

@@ -29,7 +29,7 @@
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 #define RETRY_FIRST_MS 10
 #define RETRY_MAX_MS 1000

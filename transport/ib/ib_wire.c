@@ -35,99 +35,73 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/byteorder.h"
 #include "transport/ib/ib_internal.h"
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)(v >> 32));
-    put32(p + 4, (uint32_t)v);
-}
-
-static uint16_t get16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
-
-static uint32_t get32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint64_t get64(const uint8_t *p) { return ((uint64_t)get32(p) << 32) | get32(p + 4); }
 
 void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MAX])
 {
     memset(blob, 0, GW_TRANSPORT_ADDR_MAX);
-    put32(blob, GW_IB_ADDR_MAGIC);
+    gw__put_be32(blob, GW_IB_ADDR_MAGIC);
     blob[4] = GW_IB_PROTOCOL_VERSION;
     blob[5] = a->cm_mode;
     blob[6] = a->link_layer;
     blob[7] = a->port_num;
-    put16(blob + 8, a->lid);
+    gw__put_be16(blob + 8, a->lid);
     blob[10] = a->mtu;
     blob[11] = a->nqps;
-    put32(blob + 12, a->fifo_rkey);
-    put64(blob + 16, a->fifo_addr);
+    gw__put_be32(blob + 12, a->fifo_rkey);
+    gw__put_be64(blob + 16, a->fifo_addr);
     memcpy(blob + 24, a->gid, 16);
     blob[40] = a->gid_index;
     if (a->sa.ss_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)&a->sa;
         blob[41] = 4;
-        put16(blob + 42, ntohs(in->sin_port));
+        gw__put_be16(blob + 42, ntohs(in->sin_port));
         memcpy(blob + 44, &in->sin_addr, 4);
     } else if (a->sa.ss_family == AF_INET6) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->sa;
         blob[41] = 6;
-        put16(blob + 42, ntohs(in6->sin6_port));
+        gw__put_be16(blob + 42, ntohs(in6->sin6_port));
         memcpy(blob + 44, &in6->sin6_addr, 16);
-        put32(blob + 60, in6->sin6_scope_id);
+        gw__put_be32(blob + 60, in6->sin6_scope_id);
     }
     size_t n = strnlen(a->device, GW_IB_NAME_MAX - 1);
     memcpy(blob + 64, a->device, n);
-    put16(blob + 96, a->eager_max);
+    gw__put_be16(blob + 96, a->eager_max);
 }
 
 gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_addr_t *a)
 {
-    if (get32(blob) != GW_IB_ADDR_MAGIC || blob[4] != GW_IB_PROTOCOL_VERSION)
+    if (gw__get_be32(blob) != GW_IB_ADDR_MAGIC || blob[4] != GW_IB_PROTOCOL_VERSION)
         return GW_ERR_PROTOCOL;
     memset(a, 0, sizeof(*a));
     a->cm_mode = blob[5];
     a->link_layer = blob[6];
     a->port_num = blob[7];
-    a->lid = get16(blob + 8);
+    a->lid = gw__get_be16(blob + 8);
     a->mtu = blob[10];
     a->nqps = blob[11];
-    a->fifo_rkey = get32(blob + 12);
-    a->fifo_addr = get64(blob + 16);
+    a->fifo_rkey = gw__get_be32(blob + 12);
+    a->fifo_addr = gw__get_be64(blob + 16);
     memcpy(a->gid, blob + 24, 16);
     a->gid_index = blob[40];
     if (blob[41] == 4) {
         struct sockaddr_in *in = (struct sockaddr_in *)&a->sa;
         in->sin_family = AF_INET;
-        in->sin_port = htons(get16(blob + 42));
+        in->sin_port = htons(gw__get_be16(blob + 42));
         memcpy(&in->sin_addr, blob + 44, 4);
     } else if (blob[41] == 6) {
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->sa;
         in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(get16(blob + 42));
+        in6->sin6_port = htons(gw__get_be16(blob + 42));
         memcpy(&in6->sin6_addr, blob + 44, 16);
-        in6->sin6_scope_id = get32(blob + 60);
+        in6->sin6_scope_id = gw__get_be32(blob + 60);
     } else if (blob[41] != 0) {
         return GW_ERR_PROTOCOL;
     }
     memcpy(a->device, blob + 64, GW_IB_NAME_MAX - 1);
     a->device[GW_IB_NAME_MAX - 1] = '\0';
-    a->eager_max = get16(blob + 96);
+    a->eager_max = gw__get_be16(blob + 96);
     if ((a->cm_mode != GW_IB_CM_RDMACM && a->cm_mode != GW_IB_CM_OOB) || a->nqps < 1 ||
         a->nqps > GW_IB_MAX_QPS || a->mtu < IBV_MTU_256 || a->mtu > IBV_MTU_4096 ||
         a->eager_max > GW_IB_EAGER_MAX)
@@ -138,47 +112,47 @@ gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_
 void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE])
 {
     memset(out, 0, GW_IB_CTS_SIZE);
-    put64(out, c->idx);
-    put64(out + 8, c->addr);
-    put64(out + 16, c->len);
-    put64(out + 24, c->seq);
-    put32(out + 32, c->rkey);
-    put32(out + 36, c->sig);
-    put64(out + 40, c->idx);
-    put64(out + 48, c->eager_freed);
+    gw__put_be64(out, c->idx);
+    gw__put_be64(out + 8, c->addr);
+    gw__put_be64(out + 16, c->len);
+    gw__put_be64(out + 24, c->seq);
+    gw__put_be32(out + 32, c->rkey);
+    gw__put_be32(out + 36, c->sig);
+    gw__put_be64(out + 40, c->idx);
+    gw__put_be64(out + 48, c->eager_freed);
 }
 
 int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c)
 {
-    c->idx = get64(in);
-    c->addr = get64(in + 8);
-    c->len = get64(in + 16);
-    c->seq = get64(in + 24);
-    c->rkey = get32(in + 32);
-    c->sig = get32(in + 36);
-    c->eager_freed = get64(in + 48);
-    return get64(in + 40) == c->idx && c->idx != 0 ? 0 : -1;
+    c->idx = gw__get_be64(in);
+    c->addr = gw__get_be64(in + 8);
+    c->len = gw__get_be64(in + 16);
+    c->seq = gw__get_be64(in + 24);
+    c->rkey = gw__get_be32(in + 32);
+    c->sig = gw__get_be32(in + 36);
+    c->eager_freed = gw__get_be64(in + 48);
+    return gw__get_be64(in + 40) == c->idx && c->idx != 0 ? 0 : -1;
 }
 
 void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER_HDR])
 {
     memset(out, 0, GW_IB_EAGER_HDR);
-    put64(out, h->idx);
-    put64(out + 8, h->seq);
-    put32(out + 16, h->sig);
-    put64(out + 24, h->len);
-    put64(out + 32, h->cts_seen);
-    put64(out + 40, h->eager_freed);
+    gw__put_be64(out, h->idx);
+    gw__put_be64(out + 8, h->seq);
+    gw__put_be32(out + 16, h->sig);
+    gw__put_be64(out + 24, h->len);
+    gw__put_be64(out + 32, h->cts_seen);
+    gw__put_be64(out + 40, h->eager_freed);
 }
 
 void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h)
 {
-    h->idx = get64(in);
-    h->seq = get64(in + 8);
-    h->sig = get32(in + 16);
-    h->len = get64(in + 24);
-    h->cts_seen = get64(in + 32);
-    h->eager_freed = get64(in + 40);
+    h->idx = gw__get_be64(in);
+    h->seq = gw__get_be64(in + 8);
+    h->sig = gw__get_be32(in + 16);
+    h->len = gw__get_be64(in + 24);
+    h->cts_seen = gw__get_be64(in + 32);
+    h->eager_freed = gw__get_be64(in + 40);
 }
 
 uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value)
@@ -195,49 +169,49 @@ void gw__ib_imm_decode(uint32_t imm, gw_ib_imm_kind_t *kind, uint32_t *value)
 void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
 {
     memset(out, 0, GW_IB_HELLO_SIZE);
-    put32(out, h->magic);
-    put32(out + 4, h->version);
+    gw__put_be32(out, h->magic);
+    gw__put_be32(out + 4, h->version);
     memcpy(out + 8, h->job_id, 16);
-    put32(out + 24, h->from);
-    put32(out + 28, h->to);
-    put32(out + 32, h->nqps);
-    put32(out + 36, h->psn);
+    gw__put_be32(out + 24, h->from);
+    gw__put_be32(out + 28, h->to);
+    gw__put_be32(out + 32, h->nqps);
+    gw__put_be32(out + 36, h->psn);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
-        put32(out + 40 + 4 * k, h->qpn[k]);
+        gw__put_be32(out + 40 + 4 * k, h->qpn[k]);
 }
 
 void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
 {
-    h->magic = get32(in);
-    h->version = get32(in + 4);
+    h->magic = gw__get_be32(in);
+    h->version = gw__get_be32(in + 4);
     memcpy(h->job_id, in + 8, 16);
-    h->from = get32(in + 24);
-    h->to = get32(in + 28);
-    h->nqps = get32(in + 32);
-    h->psn = get32(in + 36);
+    h->from = gw__get_be32(in + 24);
+    h->to = gw__get_be32(in + 28);
+    h->nqps = gw__get_be32(in + 32);
+    h->psn = gw__get_be32(in + 36);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
-        h->qpn[k] = get32(in + 40 + 4 * k);
+        h->qpn[k] = gw__get_be32(in + 40 + 4 * k);
 }
 
 void gw__ib_cm_pdata_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_PDATA_SIZE])
 {
     memset(out, 0, GW_IB_CM_PDATA_SIZE);
-    put32(out, p->magic);
+    gw__put_be32(out, p->magic);
     memcpy(out + 4, p->job_id, 16);
-    put32(out + 20, p->from);
-    put32(out + 24, p->to);
-    put16(out + 28, p->qp_idx);
-    put16(out + 30, p->nqps);
+    gw__put_be32(out + 20, p->from);
+    gw__put_be32(out + 24, p->to);
+    gw__put_be16(out + 28, p->qp_idx);
+    gw__put_be16(out + 30, p->nqps);
 }
 
 void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdata_t *p)
 {
-    p->magic = get32(in);
+    p->magic = gw__get_be32(in);
     memcpy(p->job_id, in + 4, 16);
-    p->from = get32(in + 20);
-    p->to = get32(in + 24);
-    p->qp_idx = get16(in + 28);
-    p->nqps = get16(in + 30);
+    p->from = gw__get_be32(in + 20);
+    p->to = gw__get_be32(in + 24);
+    p->qp_idx = gw__get_be16(in + 28);
+    p->nqps = gw__get_be16(in + 30);
 }
 
 size_t gw__ib_nparts(size_t len, int nqps)

@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "transport/shm_internal.h"
+#include "transport/shm/shm_internal.h"
 
 #define GW_SHM_SLEEP_NS (2LL * 1000000) /* the longest single sleep */
 

@@ -69,46 +69,32 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "transport/select.h"
-#include "transport/shm_internal.h"
-
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
+#include "transport/shm/shm_internal.h"
 
 void gw__shm_addr_encode(uint32_t pid, uint64_t host_id, uint64_t ring_bytes,
                          uint8_t blob[GW_TRANSPORT_ADDR_MAX])
 {
     memset(blob, 0, GW_TRANSPORT_ADDR_MAX);
-    put32(blob + 0, GW_SHM_ADDR_MAGIC);
-    put32(blob + 4, GW_SHM_PROTOCOL_VERSION);
-    put32(blob + 8, pid);
-    put64(blob + 16, host_id);
-    put64(blob + 24, ring_bytes);
+    gw__put_le32(blob + 0, GW_SHM_ADDR_MAGIC);
+    gw__put_le32(blob + 4, GW_SHM_PROTOCOL_VERSION);
+    gw__put_le32(blob + 8, pid);
+    gw__put_le64(blob + 16, host_id);
+    gw__put_le64(blob + 24, ring_bytes);
 }
 
 gw_status_t gw__shm_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], uint32_t *pid,
                                 uint64_t *host_id, uint64_t *ring_bytes)
 {
-    if (get32(blob) != GW_SHM_ADDR_MAGIC || get32(blob + 4) != GW_SHM_PROTOCOL_VERSION)
+    if (gw__get_le32(blob) != GW_SHM_ADDR_MAGIC || gw__get_le32(blob + 4) != GW_SHM_PROTOCOL_VERSION)
         return GW_ERR_PROTOCOL;
-    uint64_t ring = get64(blob + 24);
-    if (get32(blob + 8) == 0 || ring < GW_SHM_RING_MIN || ring > GW_SHM_RING_MAX ||
+    uint64_t ring = gw__get_le64(blob + 24);
+    if (gw__get_le32(blob + 8) == 0 || ring < GW_SHM_RING_MIN || ring > GW_SHM_RING_MAX ||
         (ring & (ring - 1)) != 0)
         return GW_ERR_PROTOCOL;
-    *pid = get32(blob + 8);
-    *host_id = get64(blob + 16);
+    *pid = gw__get_le32(blob + 8);
+    *host_id = gw__get_le64(blob + 16);
     *ring_bytes = ring;
     return GW_OK;
 }

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "bootstrap_internal.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
 
 typedef enum gather_stage { G_HDR, G_BODY, G_REJECT, G_HAVE, G_SEND, G_SENT } gather_stage_t;

@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap_internal.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
-#include "sha256.h"
+#include "common/sha256.h"
 
 /* A connection has at most half the job's timeout (and at most 5 s) to
  * finish its handshake: legitimate ranks need milliseconds, and freeing the

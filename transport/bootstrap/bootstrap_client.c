@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap_internal.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
-#include "sha256.h"
+#include "common/sha256.h"
 
 #define CONNECT_SLEEP_MIN_MS 10
 #define CONNECT_SLEEP_MAX_MS 1000

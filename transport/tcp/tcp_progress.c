@@ -34,7 +34,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 /* A socket that keeps sending or receiving yields to the others after this
  * many bytes in one round; poll() reports it ready again at once. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/sha256.h"
+#include "common/sha256.h"
 
 static void hex_to_bytes(const char *hex, uint8_t *out, size_t n)
 {

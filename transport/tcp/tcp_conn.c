@@ -34,8 +34,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "common/clock.h"
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 #define RETRY_FIRST_MS 10
 #define RETRY_MAX_MS 1000
@@ -316,8 +317,7 @@ static gw_status_t in_step(mesh_t *m, in_conn_t *c)
         }
         c->done += (size_t)n;
         if (c->done >= 4) {
-            uint32_t magic = (uint32_t)c->buf[0] << 24 | (uint32_t)c->buf[1] << 16 |
-                             (uint32_t)c->buf[2] << 8 | c->buf[3];
+            uint32_t magic = gw__get_be32(c->buf);
             if (magic != GW_TCP_HELLO_MAGIC) {
                 char why[64];
                 snprintf(why, sizeof(why), "it sent garbage (0x%08x is not our magic)",

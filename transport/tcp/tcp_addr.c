@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 static int family_ok(const struct sockaddr *sa)
 {

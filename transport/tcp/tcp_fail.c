@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 static void fail_queue(gw_request_t **head, gw_request_t **tail, gw_status_t st)
 {

@@ -8,32 +8,12 @@
  * the reason text of REJECT, which ends up in logs, is restricted to
  * printable ASCII so a peer cannot forge log lines.
  */
-#include "bootstrap_msg.h"
+#include "common/byteorder.h"
+#include "transport/bootstrap/bootstrap_msg.h"
 
 #include <string.h>
 
-#include "sha256.h"
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint16_t get_be16(const uint8_t *p) { return (uint16_t)((unsigned)p[0] << 8 | p[1]); }
-
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
+#include "common/sha256.h"
 
 const char *gw__bs_type_name(uint32_t type)
 {
@@ -56,17 +36,17 @@ const char *gw__bs_type_name(uint32_t type)
 
 static void put_hdr(uint8_t *out, gw_bs_type_t type, uint32_t payload_len)
 {
-    put_be32(out, GW_BS_MAGIC);
-    put_be16(out + 4, GW_BS_VERSION);
-    put_be16(out + 6, (uint16_t)type);
-    put_be32(out + 8, payload_len);
+    gw__put_be32(out, GW_BS_MAGIC);
+    gw__put_be16(out + 4, GW_BS_VERSION);
+    gw__put_be16(out + 6, (uint16_t)type);
+    gw__put_be32(out + 8, payload_len);
 }
 
 void gw__bs_encode_hello(const gw_bs_hello_t *m, uint8_t out[GW_BS_HELLO_LEN])
 {
     put_hdr(out, GW_BS_HELLO, GW_BS_HELLO_LEN - GW_BS_HDR_LEN);
-    put_be32(out + GW_BS_HDR_LEN, (uint32_t)m->rank);
-    put_be32(out + GW_BS_HDR_LEN + 4, (uint32_t)m->size);
+    gw__put_be32(out + GW_BS_HDR_LEN, (uint32_t)m->rank);
+    gw__put_be32(out + GW_BS_HDR_LEN + 4, (uint32_t)m->size);
     memcpy(out + GW_BS_HDR_LEN + 8, m->client_nonce, GW_BS_NONCE_LEN);
 }
 
@@ -96,7 +76,7 @@ size_t gw__bs_encode_reject(gw_status_t status, const char *reason,
 {
     size_t n = reason ? strnlen(reason, GW_BS_REASON_MAX) : 0;
     put_hdr(out, GW_BS_REJECT, (uint32_t)(4 + n));
-    put_be32(out + GW_BS_HDR_LEN, (uint32_t)status);
+    gw__put_be32(out + GW_BS_HDR_LEN, (uint32_t)status);
     for (size_t i = 0; i < n; i++) {
         uint8_t c = (uint8_t)reason[i];
         out[GW_BS_REJECT_MIN_LEN + i] = printable(c) ? c : (uint8_t)'?';
@@ -107,7 +87,7 @@ size_t gw__bs_encode_reject(gw_status_t status, const char *reason,
 void gw__bs_encode_data_prefix(uint32_t len, uint8_t out[GW_BS_DATA_PREFIX_LEN])
 {
     put_hdr(out, GW_BS_DATA, 4 + len);
-    put_be32(out + GW_BS_HDR_LEN, len);
+    gw__put_be32(out + GW_BS_HDR_LEN, len);
 }
 
 static gw_status_t malformed(const char **why, const char *text)
@@ -121,12 +101,12 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
 {
     if (!buf || len < GW_BS_HDR_LEN)
         return malformed(why, "truncated header");
-    if (get_be32(buf) != GW_BS_MAGIC)
+    if (gw__get_be32(buf) != GW_BS_MAGIC)
         return malformed(why, "bad magic (not a gradwire bootstrap message)");
-    if (get_be16(buf + 4) != GW_BS_VERSION)
+    if (gw__get_be16(buf + 4) != GW_BS_VERSION)
         return malformed(why, "unsupported protocol version");
-    uint16_t type = get_be16(buf + 6);
-    uint32_t plen = get_be32(buf + 8);
+    uint16_t type = gw__get_be16(buf + 6);
+    uint32_t plen = gw__get_be32(buf + 8);
     uint32_t min, max;
     switch (type) {
     case GW_BS_HELLO:
@@ -184,7 +164,7 @@ gw_status_t gw__bs_decode_hello(const uint8_t *buf, size_t len, gw_bs_hello_t *o
     if (st != GW_OK)
         return st;
     const uint8_t *p = buf + GW_BS_HDR_LEN;
-    uint32_t rank = get_be32(p), size = get_be32(p + 4);
+    uint32_t rank = gw__get_be32(p), size = gw__get_be32(p + 4);
     if (rank > INT32_MAX || size > INT32_MAX)
         return malformed(why, "rank or size does not fit a 32-bit signed integer");
     out->rank = (int32_t)rank;
@@ -247,7 +227,7 @@ gw_status_t gw__bs_decode_reject(const uint8_t *buf, size_t len, gw_bs_reject_t 
     if (st != GW_OK)
         return st;
     const uint8_t *p = buf + GW_BS_HDR_LEN;
-    uint32_t status = get_be32(p);
+    uint32_t status = gw__get_be32(p);
     if (!known_error(status))
         return malformed(why, "reject carries an unknown status");
     size_t n = hdr.payload_len - 4;
@@ -271,7 +251,7 @@ gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *
         return malformed(why, "unexpected message type");
     if (len < GW_BS_DATA_PREFIX_LEN)
         return malformed(why, "truncated message");
-    uint32_t n = get_be32(buf + GW_BS_HDR_LEN);
+    uint32_t n = gw__get_be32(buf + GW_BS_HDR_LEN);
     if (n != hdr.payload_len - 4)
         return malformed(why, "data length disagrees with the payload length");
     *data_len = n;
@@ -296,7 +276,7 @@ void gw__bs_rank_proof(const void *token, size_t token_len,
                        uint8_t out[GW_BS_PROOF_LEN])
 {
     uint8_t r[4];
-    put_be32(r, rank);
+    gw__put_be32(r, rank);
     gw_hmac_sha256_t h;
     gw__hmac_sha256_init(&h, token, token_len);
     gw__hmac_sha256_update(&h, "gw-rank", 7);

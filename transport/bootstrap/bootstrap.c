@@ -25,7 +25,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "bootstrap_internal.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
 #include "common/env.h"
 

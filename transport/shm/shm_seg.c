@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "transport/shm_internal.h"
+#include "transport/shm/shm_internal.h"
 
 typedef enum conn_state {
     C_ATTACH,       /* hi: waiting for lo's segment to appear and be sized */

@@ -61,7 +61,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "transport/tcp_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 static void tcp_free(gw_tcp_t *t)
 {

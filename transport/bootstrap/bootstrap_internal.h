@@ -20,8 +20,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "bootstrap.h"
-#include "bootstrap_msg.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/bootstrap/bootstrap_msg.h"
 
 #define GW_BS_SUBSYS "bootstrap"
 #define GW_BS_ADDR_TEXT 160 /* a peer address as text, "[v6]:port" included */

@@ -12,7 +12,8 @@
  * HMAC(K, m) = H((K0 ^ opad) || H((K0 ^ ipad) || m)) where K0 is the key
  * padded with zeros to a block (or its digest, when longer than a block).
  */
-#include "sha256.h"
+#include "common/byteorder.h"
+#include "common/sha256.h"
 
 #include <string.h>
 
@@ -49,25 +50,12 @@ static inline uint32_t big_sigma1(uint32_t x) { return rotr(x, 6) ^ rotr(x, 11) 
 static inline uint32_t small_sigma0(uint32_t x) { return rotr(x, 7) ^ rotr(x, 18) ^ (x >> 3); }
 static inline uint32_t small_sigma1(uint32_t x) { return rotr(x, 17) ^ rotr(x, 19) ^ (x >> 10); }
 
-static inline uint32_t load_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static inline void store_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* Fold one 64-byte block into the state (FIPS 180-4 section 6.2.2). */
 static void compress(uint32_t h[8], const uint8_t block[GW_SHA256_BLOCK_LEN])
 {
     uint32_t w[64];
     for (int t = 0; t < 16; t++)
-        w[t] = load_be32(block + 4 * t);
+        w[t] = gw__get_be32(block + 4 * t);
     for (int t = 16; t < 64; t++)
         w[t] = small_sigma1(w[t - 2]) + w[t - 7] + small_sigma0(w[t - 15]) + w[t - 16];
 
@@ -146,11 +134,11 @@ void gw__sha256_final(gw_sha256_t *ctx, uint8_t digest[GW_SHA256_DIGEST_LEN])
         ctx->block_len = 0;
     }
     memset(ctx->block + ctx->block_len, 0, GW_SHA256_BLOCK_LEN - 8 - ctx->block_len);
-    store_be32(ctx->block + 56, (uint32_t)(bits >> 32));
-    store_be32(ctx->block + 60, (uint32_t)bits);
+    gw__put_be32(ctx->block + 56, (uint32_t)(bits >> 32));
+    gw__put_be32(ctx->block + 60, (uint32_t)bits);
     compress(ctx->h, ctx->block);
     for (int i = 0; i < 8; i++)
-        store_be32(digest + 4 * i, ctx->h[i]);
+        gw__put_be32(digest + 4 * i, ctx->h[i]);
     /* The state of a keyed hash is as secret as the key; explicit_bzero is
      * not optimised away as a dead store. */
     explicit_bzero(ctx, sizeof(*ctx));

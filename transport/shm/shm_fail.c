@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "transport/shm_internal.h"
+#include "transport/shm/shm_internal.h"
 
 static void fail_queue(gw_request_t **head, gw_request_t **tail, gw_status_t st)
 {

@@ -26,117 +26,82 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "transport/tcp_internal.h"
-
-static void put16(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint32_t get16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
+#include "common/byteorder.h"
+#include "transport/tcp/tcp_internal.h"
 
 void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE])
 {
-    put32(out + 0, h->magic);
-    put16(out + 4, h->type);
-    put16(out + 6, 0);
-    put64(out + 8, h->seq);
-    put32(out + 16, h->sig);
-    put32(out + 20, (uint32_t)h->status);
-    put64(out + 24, h->total);
-    put64(out + 32, h->offset);
-    put64(out + 40, h->part_len);
+    gw__put_be32(out + 0, h->magic);
+    gw__put_be16(out + 4, h->type);
+    gw__put_be16(out + 6, 0);
+    gw__put_be64(out + 8, h->seq);
+    gw__put_be32(out + 16, h->sig);
+    gw__put_be32(out + 20, (uint32_t)h->status);
+    gw__put_be64(out + 24, h->total);
+    gw__put_be64(out + 32, h->offset);
+    gw__put_be64(out + 40, h->part_len);
 }
 
 void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h)
 {
-    h->magic = get32(in + 0);
-    h->type = get16(in + 4);
-    h->seq = get64(in + 8);
-    h->sig = get32(in + 16);
-    h->status = (int32_t)get32(in + 20);
-    h->total = get64(in + 24);
-    h->offset = get64(in + 32);
-    h->part_len = get64(in + 40);
+    h->magic = gw__get_be32(in + 0);
+    h->type = gw__get_be16(in + 4);
+    h->seq = gw__get_be64(in + 8);
+    h->sig = gw__get_be32(in + 16);
+    h->status = (int32_t)gw__get_be32(in + 20);
+    h->total = gw__get_be64(in + 24);
+    h->offset = gw__get_be64(in + 32);
+    h->part_len = gw__get_be64(in + 40);
 }
 
 void gw__tcp_hello_encode(const gw_tcp_hello_t *h, uint8_t out[GW_TCP_HELLO_SIZE])
 {
-    put32(out + 0, h->magic);
-    put16(out + 4, h->version);
-    put16(out + 6, 0);
+    gw__put_be32(out + 0, h->magic);
+    gw__put_be16(out + 4, h->version);
+    gw__put_be16(out + 6, 0);
     memcpy(out + 8, h->job_id, 16);
-    put32(out + 24, h->from);
-    put32(out + 28, h->to);
-    put32(out + 32, h->sock_idx);
-    put32(out + 36, h->nsocks);
+    gw__put_be32(out + 24, h->from);
+    gw__put_be32(out + 28, h->to);
+    gw__put_be32(out + 32, h->sock_idx);
+    gw__put_be32(out + 36, h->nsocks);
 }
 
 void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h)
 {
-    h->magic = get32(in + 0);
-    h->version = get16(in + 4);
+    h->magic = gw__get_be32(in + 0);
+    h->version = gw__get_be16(in + 4);
     memcpy(h->job_id, in + 8, 16);
-    h->from = get32(in + 24);
-    h->to = get32(in + 28);
-    h->sock_idx = get32(in + 32);
-    h->nsocks = get32(in + 36);
+    h->from = gw__get_be32(in + 24);
+    h->to = gw__get_be32(in + 28);
+    h->sock_idx = gw__get_be32(in + 32);
+    h->nsocks = gw__get_be32(in + 36);
 }
 
 void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_ADDR_MAX])
 {
     memset(blob, 0, GW_TRANSPORT_ADDR_MAX);
-    put32(blob, GW_TCP_ADDR_MAGIC);
+    gw__put_be32(blob, GW_TCP_ADDR_MAGIC);
     blob[4] = GW_TCP_PROTOCOL_VERSION;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
         blob[5] = 4;
-        put16(blob + 6, ntohs(in->sin_port));
+        gw__put_be16(blob + 6, ntohs(in->sin_port));
         memcpy(blob + 8, &in->sin_addr, 4);
     } else {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
         blob[5] = 6;
-        put16(blob + 6, ntohs(in6->sin6_port));
+        gw__put_be16(blob + 6, ntohs(in6->sin6_port));
         memcpy(blob + 8, &in6->sin6_addr, 16);
-        put32(blob + 24, in6->sin6_scope_id);
+        gw__put_be32(blob + 24, in6->sin6_scope_id);
     }
 }
 
 gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len)
 {
-    if (get32(blob) != GW_TCP_ADDR_MAGIC || blob[4] != GW_TCP_PROTOCOL_VERSION)
+    if (gw__get_be32(blob) != GW_TCP_ADDR_MAGIC || blob[4] != GW_TCP_PROTOCOL_VERSION)
         return GW_ERR_PROTOCOL;
-    uint32_t port = get16(blob + 6);
+    uint32_t port = gw__get_be16(blob + 6);
     if (port == 0)
         return GW_ERR_PROTOCOL;
     memset(out, 0, sizeof(*out));
@@ -153,7 +118,7 @@ gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons((uint16_t)port);
         memcpy(&in6->sin6_addr, blob + 8, 16);
-        in6->sin6_scope_id = get32(blob + 24);
+        in6->sin6_scope_id = gw__get_be32(blob + 24);
         *out_len = sizeof(*in6);
         return GW_OK;
     }

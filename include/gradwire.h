@@ -1,8 +1,10 @@
 /*
  * gradwire.h - the one public header of gradwire, a communication backend
  * for distributed training: collectives (allreduce, broadcast, reduce,
- * allgather, reduce-scatter, barrier) over TCP today, RDMA verbs and shared
- * memory behind the same interface.
+ * allgather, reduce-scatter, barrier), compressed allreduce and messages
+ * between two ranks, over shared memory between ranks of one host and RDMA
+ * verbs (InfiniBand, RoCE) or TCP between hosts, chosen per pair of ranks
+ * behind the same interface.
  *
  * Conventions that hold for every function below unless it says otherwise:
  *  - Fallible functions return a gw_status_t; GW_OK means success. Output
@@ -137,9 +139,9 @@ typedef struct gw_config {
     const char *root;          /* rank 0's bootstrap address "host:port" */
     const char *job_token;     /* shared secret; NULL: unauthenticated job */
     int timeout_ms;            /* no-progress timeout for init and calls */
-    const char *transport;     /* "tcp" or NULL for automatic choice */
+    const char *transport;     /* "auto", "tcp", "shm" or "ib"; NULL: GW_TRANSPORT, else auto */
     const char *socket_ifname; /* network interface for TCP data sockets */
-    int nsocks;                /* TCP sockets per peer (1..16) */
+    int nsocks;                /* TCP sockets per peer, 1..16; 0: GW_NSOCKS, else 1 */
     gw_algo_t algo;            /* allreduce algorithm, GW_ALGO_AUTO default */
 } gw_config_t;
 

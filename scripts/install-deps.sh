@@ -16,7 +16,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
+PACKAGES=(build-essential cmake pkg-config clang-format libcriterion-dev libopenblas-dev zlib1g-dev
           libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd gnuplot-nox
           qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
           perftest librdmacm1 rdmacm-utils)

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite: install dependencies, build twice (optimised, and
+# The whole test suite: install dependencies, check the layout of the
+# sources (.clang-format), build twice (optimised, and
 # with AddressSanitizer + UndefinedBehaviorSanitizer), run every test in both;
 # then a ThreadSanitizer build of the multi-threaded paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/install-deps.sh
+
+# Layout first: a file that differs from .clang-format fails the suite before
+# anything is built (scripts/format.sh fixes it).
+./scripts/format.sh --check
 
 run_suite() {
     local dir="$1"

@@ -1,6 +1,6 @@
 /*
  * host_id.c - which ranks share a host, as far as shared memory is concerned
- * (contract in select.h): a hash of the host name, the kernel's boot id and
+ * (contract in host_id.h): a hash of the host name, the kernel's boot id and
  * the identities of our network namespace, pid namespace and /dev/shm.
  * Used by the per-peer selection (select.c) and by the shared-memory
  * transport, which refuses peers with another id.
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "transport/select.h"
 #include "common/sha256.h"
+#include "transport/host_id.h"
 
 #define SUBSYS "select"
 

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "transport/transport.h"
+#include "transport/base.h"
 
 #define GW_IB_SUBSYS "ib"
 
@@ -493,14 +493,12 @@ typedef struct gw_ib {
     int nqpn;
     struct pollfd *pfds; /* channel, async, cm, oob sockets: for blocking waits */
     int npfds;
-    int connected;
     unsigned progress_calls;
     int no_defer; /* about to sleep: receives send their CTS at once */
     uint64_t ncompleted;
-    gw_status_t failed; /* sticky */
 } gw_ib_t;
 
-static inline gw_ib_t *gw__ib_of(gw_transport_t *t) { return (gw_ib_t *)t; }
+static inline gw_ib_t *gw__ib_of(gw_transport_t *t) { return gw__container_of(t, gw_ib_t, base); }
 
 /* Slot s of the FIFO that `peer` writes into, and of the staging area we
  * write CTS entries for `peer` from. */
@@ -570,20 +568,33 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t);
 gw_status_t gw__ib_cm_poll_events(gw_ib_t *t);
 void gw__ib_cm_teardown(gw_ib_t *t);
 
+/* ib_post.c */
+/* Post what can be posted for every peer: CTS entries for receives, eager
+ * messages and payload parts for sends. *did: something was posted. */
+gw_status_t gw__ib_post_all(gw_ib_t *t, int *did);
+/* Deliver the eager messages waiting in p's slots to their receives. */
+gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did);
+/* One more part of r completed; the request completes with its last. */
+void gw__ib_part_done(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r);
+/* Release what a request holds (its registration). */
+void gw__ib_req_release(gw_ib_t *t, gw_request_t *r);
+
 /* ib_progress.c */
 gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
 /* Poll the CQ until it is empty or budget completions were handled. */
 gw_status_t gw__ib_poll_cq(gw_ib_t *t, int budget, int *handled);
-void gw__ib_complete(gw_request_t *r, gw_status_t st);
-void gw__ib_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
-/* Release what a request holds (its registration). */
-void gw__ib_req_release(gw_ib_t *t, gw_request_t *r);
 
 /* ib_fail.c */
-gw_status_t gw__ib_fail(gw_ib_t *t, gw_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-gw_status_t gw__ib_peer_fail(gw_ib_t *t, const gw_ib_peer_t *p, gw_status_t st, const char *fmt,
-                             ...) __attribute__((format(printf, 4, 5)));
+/* Break the transport (gw__transport_fail in transport/base.h): log once,
+ * complete every pending request with st (releasing its registration),
+ * return the sticky status. */
+#define gw__ib_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
+/* The same with the message prefixed by the peer's desc. */
+#define gw__ib_peer_fail(t, p, st, ...)                                                         \
+    gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
+/* The base's hooks (gw__transport_class_t). */
+void gw__ib_fail_pending(gw_transport_t *base, gw_status_t st);
+void gw__ib_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);
 /* A failed work completion: GW_ERR_REMOTE or GW_ERR_SYSTEM with the status
  * string and a hint. */
 gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc);
@@ -596,6 +607,9 @@ gw_status_t gw__ib_async_events(gw_ib_t *t);
  * requests for p fail when they are posted. */
 gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how);
 /* The status an ABORT immediate carries (GW_ERR_ABORTED when unknown). */
-gw_status_t gw__ib_abort_status(uint32_t value);
+static inline gw_status_t gw__ib_abort_status(uint32_t value)
+{
+    return gw__transport_abort_status(value);
+}
 
 #endif

@@ -28,8 +28,6 @@
  * progress(current) notice that a peer is in another collective than ours.
  */
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -57,50 +55,17 @@ void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t
     *plen = base + (k < rem ? 1 : 0);
 }
 
-void gw__tcp_complete(gw_request_t *r, gw_status_t st)
-{
-    r->status = st;
-    r->complete = 1;
-}
-
-void gw__tcp_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
-{
-    r->next = NULL;
-    if (*tail)
-        (*tail)->next = r;
-    else
-        *head = r;
-    *tail = r;
-}
-
-static void queue_remove(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
-{
-    gw_request_t *prev = NULL;
-    for (gw_request_t *q = *head; q; prev = q, q = q->next) {
-        if (q != r)
-            continue;
-        if (prev)
-            prev->next = q->next;
-        else
-            *head = q->next;
-        if (*tail == q)
-            *tail = prev;
-        q->next = NULL;
-        return;
-    }
-}
-
 /* One more part of r is done; the request completes with its last part. */
 static void finish_part(gw_tcp_t *t, gw_tcp_peer_t *p, gw_request_t *r)
 {
     if (++GW_TCP_REQ_PARTS_DONE(r) < GW_TCP_REQ_NPARTS(r))
         return;
     if (r->kind == GW_REQ_SEND)
-        queue_remove(&p->sq_head, &p->sq_tail, r);
+        gw__req_queue_remove(&p->sq_head, &p->sq_tail, r);
     else
-        queue_remove(&p->rq_head, &p->rq_tail, r);
+        gw__req_queue_remove(&p->rq_head, &p->rq_tail, r);
     t->ncompleted++;
-    gw__tcp_complete(r, GW_OK);
+    gw__req_complete(r, GW_OK);
 }
 
 /* ---- send side ---------------------------------------------------------- */
@@ -284,7 +249,7 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
                                  (unsigned)h.type);
     switch (h.type) {
     case GW_TCP_ABORT:
-        return gw__tcp_peer_aborted(t, p, gw__tcp_abort_status(h.status));
+        return gw__tcp_peer_aborted(t, p, gw__transport_abort_status(h.status));
     case GW_TCP_GOODBYE:
         GW_TRACE(t->base.log, GW_TCP_SUBSYS, "rank %d said goodbye on socket %d", p->rank, s->idx);
         s->goodbye = 1;
@@ -377,21 +342,14 @@ static gw_status_t check_conflicts(gw_tcp_t *t, const gw_msg_tag_t *current)
 {
     for (int i = 0; i < t->base.size; i++) {
         gw_tcp_peer_t *p = &t->peers[i];
-        if (i == t->base.rank || !p->socks)
+        if (i == t->base.rank || !p->socks || !p->socks[0].r_held)
             continue;
-        const gw_tcp_sock_t *s = &p->socks[0];
-        if (!s->r_held)
-            continue;
-        gw_msg_tag_t pending = {.seq = s->r_hdr.seq, .sig = s->r_hdr.sig};
-        if (gw__tag_conflicts(&pending, current))
-            return gw__tcp_peer_fail(
-                t, p, GW_ERR_MISMATCH,
-                "sent a message of collective (seq %llu, sig 0x%08x, len %llu) while "
-                "this rank is in collective (seq %llu, sig 0x%08x): the ranks called "
-                "collectives in a different order or with different arguments",
-                (unsigned long long)pending.seq, (unsigned)pending.sig,
-                (unsigned long long)s->r_hdr.total, (unsigned long long)current->seq,
-                (unsigned)current->sig);
+        const gw_tcp_hdr_t *h = &p->socks[0].r_hdr;
+        gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
+        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message",
+                                                     &pending, h->total, current);
+        if (st != GW_OK)
+            return st;
     }
     return GW_OK;
 }
@@ -441,17 +399,12 @@ static void build_pollset(gw_tcp_t *t)
 
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
+    gw_status_t st = gw__transport_progress_check(base);
+    if (st != GW_OK)
+        return st;
     gw_tcp_t *t = gw__tcp_of(base);
-    if (!t)
-        return GW_ERR_INVALID_ARG;
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (!t->connected) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "progress() called before connect() succeeded");
-        return GW_ERR_INVALID_ARG;
-    }
     uint64_t completed_before = t->ncompleted;
-    gw_status_t st = prepass(t);
+    st = prepass(t);
     if (st == GW_OK && current)
         st = check_conflicts(t, current);
     if (st != GW_OK)

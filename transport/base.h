@@ -1,0 +1,113 @@
+/*
+ * base.h - what every transport does the same way, written once: opening
+ * the instance, checking and resetting a posted request, the request
+ * queues, and the failure path (fail once, log once, complete everything).
+ *
+ * A transport describes itself with one static const gw__transport_class_t
+ * (its name, log subsystem, ops table and the few hooks the base cannot
+ * know: how to fail its pending requests and how to name a peer) and lets
+ * gw__transport_open_base() allocate its struct, which embeds
+ * gw_transport_t first. From then on the base owns the sticky failure
+ * status (t->failed) and whether connect() succeeded (t->connected), so
+ * the checks at the top of isend, irecv and progress, and the first
+ * failure's message, read the same in every transport.
+ */
+#ifndef GW_TRANSPORT_BASE_H
+#define GW_TRANSPORT_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/container_of.h"
+#include "transport/transport.h"
+
+struct gw__transport_class {
+    size_t size;        /* sizeof(gw__transport_class_t) */
+    const char *name;   /* the instance's name ("tcp"); a mux renames itself */
+    const char *subsys; /* log subsystem of the base's messages */
+    const gw_transport_ops_t *ops;
+    /* The transport has just failed with st: complete every pending request
+     * with it (and drop what they hold). NULL: nothing is ever pending. */
+    void (*fail_pending)(gw_transport_t *t, gw_status_t st);
+    /* How failure messages name a peer, e.g. "rank 3 (10.0.0.1:4000)". */
+    void (*describe_peer)(const gw_transport_t *t, int peer, char *buf, size_t cap);
+    /* Whether requests for `peer` (a valid rank other than ours) may be
+     * posted; NULL: every peer may. */
+    int (*peer_usable)(const gw_transport_t *t, int peer);
+};
+
+/* Check the arguments of an open() (rank within size; logged), allocate
+ * impl_size zeroed bytes, whose first member must be the gw_transport_t,
+ * and fill that base from cls and params. GW_ERR_INVALID_ARG or
+ * GW_ERR_NO_MEMORY (logged). */
+gw_status_t gw__transport_open_base(const gw__transport_class_t *cls,
+                                    const gw_transport_params_t *params, size_t impl_size,
+                                    gw_transport_t **out);
+
+/* The top of isend and irecv: reject a malformed request (logged, the
+ * request untouched), reset the request for kind, complete it at once with
+ * the sticky status of a failed transport (and return that status), and
+ * refuse posting before connect(). GW_OK: queue it. */
+gw_status_t gw__transport_post_check(gw_transport_t *t, gw_request_t *req, gw_req_kind_t kind);
+
+/* A request was posted for a peer that can no longer take part (`state`
+ * says why: "already closed its communicator"): fail the transport with
+ * GW_ERR_REMOTE naming the peer and the request. */
+gw_status_t gw__transport_post_refused(gw_transport_t *t, const gw_request_t *req,
+                                       const char *state);
+
+/* The top of progress(): GW_OK when there is something to progress, else
+ * the sticky failure or GW_ERR_INVALID_ARG (logged) before connect(). */
+gw_status_t gw__transport_progress_check(gw_transport_t *t);
+
+/* Break the transport: the first failure only is logged at ERROR (a NULL
+ * fmt logs nothing: abort() logs its own line), becomes the sticky status
+ * and completes every pending request (cls->fail_pending). Returns the
+ * sticky status, which is the first failure's. */
+gw_status_t gw__transport_fail(gw_transport_t *t, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* gw__transport_fail with the message prefixed by the peer's description. */
+gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st, const char *fmt,
+                                    ...) __attribute__((format(printf, 4, 5)));
+
+/* A message that `peer` has announced (it "sent a message" whose header
+ * we read ahead, or "waits for a message": `what`) with tag `pending` and
+ * len bytes proves it is in another collective than `current`
+ * (gw__tag_conflicts): GW_ERR_MISMATCH, failing the transport. */
+gw_status_t gw__transport_check_pending(gw_transport_t *t, int peer, const char *what,
+                                        const gw_msg_tag_t *pending, uint64_t len,
+                                        const gw_msg_tag_t *current);
+
+/* The status a peer's abort carries on the wire; anything that is not a
+ * known failure status still means the peer aborted (GW_ERR_ABORTED). */
+gw_status_t gw__transport_abort_status(int64_t wire);
+
+/* ---- requests and their queues (first in, first out, linked by next) ---- */
+
+static inline void gw__req_complete(gw_request_t *r, gw_status_t st)
+{
+    r->status = st;
+    r->complete = 1;
+}
+
+void gw__req_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
+/* Unlink r wherever it is in the queue (nothing when it is not there). */
+void gw__req_queue_remove(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
+/* Unlink the head, which must exist. */
+gw_request_t *gw__req_queue_pop(gw_request_t **head, gw_request_t **tail);
+/* Complete every request of the queue with st and empty it. */
+void gw__req_queue_fail(gw_request_t **head, gw_request_t **tail, gw_status_t st);
+
+/* One pause of a spinning wait: lets the sibling hyperthread (or, in a VM,
+ * the host) run while we poll shared memory. */
+static inline void gw__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

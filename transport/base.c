@@ -42,7 +42,7 @@ gw_status_t gw__transport_open_base(const gw__transport_class_t *cls,
     return GW_OK;
 }
 
-gw_status_t gw__transport_post_check(gw_transport_t *t, gw_request_t *req, gw_req_kind_t kind)
+static gw_status_t post(gw_transport_t *t, gw_request_t *req, gw_req_kind_t kind)
 {
     const char *what = kind == GW_REQ_SEND ? "isend" : "irecv";
     if (!t || !req)
@@ -69,7 +69,17 @@ gw_status_t gw__transport_post_check(gw_transport_t *t, gw_request_t *req, gw_re
         GW_ERROR(t->log, t->cls->subsys, "%s before connect() succeeded", what);
         return GW_ERR_INVALID_ARG;
     }
-    return GW_OK;
+    return t->cls->post(t, req);
+}
+
+gw_status_t gw__transport_isend(gw_transport_t *t, gw_request_t *req)
+{
+    return post(t, req, GW_REQ_SEND);
+}
+
+gw_status_t gw__transport_irecv(gw_transport_t *t, gw_request_t *req)
+{
+    return post(t, req, GW_REQ_RECV);
 }
 
 gw_status_t gw__transport_post_refused(gw_transport_t *t, const gw_request_t *req,
@@ -91,6 +101,12 @@ gw_status_t gw__transport_progress_check(gw_transport_t *t)
         return GW_ERR_INVALID_ARG;
     }
     return GW_OK;
+}
+
+gw_status_t gw__transport_progress(gw_transport_t *t, const gw_msg_tag_t *current, int wait_ms)
+{
+    gw_status_t st = gw__transport_progress_check(t);
+    return st != GW_OK ? st : t->cls->progress(t, current, wait_ms);
 }
 
 static gw_status_t failv(gw_transport_t *t, gw_status_t st, const char *prefix, const char *fmt,
@@ -144,6 +160,20 @@ gw_status_t gw__transport_check_pending(gw_transport_t *t, int peer, const char 
         "different arguments",
         what, (unsigned long long)pending->seq, (unsigned)pending->sig, (unsigned long long)len,
         (unsigned long long)current->seq, (unsigned)current->sig);
+}
+
+gw_status_t gw__transport_check_match(gw_transport_t *t, const gw_request_t *r,
+                                      const gw_msg_tag_t *got, uint64_t len)
+{
+    if (got->seq == r->tag.seq && got->sig == r->tag.sig && len == r->len)
+        return GW_OK;
+    return gw__transport_peer_fail(t, r->peer, GW_ERR_MISMATCH,
+                                   "sent a message that does not match the receive posted for "
+                                   "it: expected (seq %llu, sig 0x%08x, len %zu), received (seq "
+                                   "%llu, sig 0x%08x, len %llu)",
+                                   (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
+                                   (unsigned long long)got->seq, (unsigned)got->sig,
+                                   (unsigned long long)len);
 }
 
 gw_status_t gw__transport_abort_status(int64_t wire)

@@ -35,6 +35,11 @@ struct gw__transport_class {
     /* Whether requests for `peer` (a valid rank other than ours) may be
      * posted; NULL: every peer may. */
     int (*peer_usable)(const gw_transport_t *t, int peer);
+    /* Queue a request that passed the base's checks: valid, reset for its
+     * kind, the transport healthy and connected. */
+    gw_status_t (*post)(gw_transport_t *t, gw_request_t *req);
+    /* progress() of a healthy, connected transport (transport.h). */
+    gw_status_t (*progress)(gw_transport_t *t, const gw_msg_tag_t *current, int wait_ms);
 };
 
 /* Check the arguments of an open() (rank within size; logged), allocate
@@ -45,11 +50,15 @@ gw_status_t gw__transport_open_base(const gw__transport_class_t *cls,
                                     const gw_transport_params_t *params, size_t impl_size,
                                     gw_transport_t **out);
 
-/* The top of isend and irecv: reject a malformed request (logged, the
- * request untouched), reset the request for kind, complete it at once with
- * the sticky status of a failed transport (and return that status), and
- * refuse posting before connect(). GW_OK: queue it. */
-gw_status_t gw__transport_post_check(gw_transport_t *t, gw_request_t *req, gw_req_kind_t kind);
+/* The isend, irecv and progress slots of a transport's ops table. They
+ * reject a malformed request (logged, the request untouched), reset the
+ * request for its kind, complete it at once with the sticky status of a
+ * failed transport (and return that status), refuse posting or progress
+ * before connect() (GW_ERR_INVALID_ARG, logged), and otherwise hand over
+ * to the class's post or progress. */
+gw_status_t gw__transport_isend(gw_transport_t *t, gw_request_t *req);
+gw_status_t gw__transport_irecv(gw_transport_t *t, gw_request_t *req);
+gw_status_t gw__transport_progress(gw_transport_t *t, const gw_msg_tag_t *current, int wait_ms);
 
 /* A request was posted for a peer that can no longer take part (`state`
  * says why: "already closed its communicator"): fail the transport with
@@ -57,8 +66,9 @@ gw_status_t gw__transport_post_check(gw_transport_t *t, gw_request_t *req, gw_re
 gw_status_t gw__transport_post_refused(gw_transport_t *t, const gw_request_t *req,
                                        const char *state);
 
-/* The top of progress(): GW_OK when there is something to progress, else
- * the sticky failure or GW_ERR_INVALID_ARG (logged) before connect(). */
+/* The checks of gw__transport_progress, for a transport that routes to
+ * others (the mux): GW_OK, the sticky failure, or GW_ERR_INVALID_ARG
+ * (logged) before connect(). */
 gw_status_t gw__transport_progress_check(gw_transport_t *t);
 
 /* Break the transport: the first failure only is logged at ERROR (a NULL
@@ -78,6 +88,12 @@ gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st,
 gw_status_t gw__transport_check_pending(gw_transport_t *t, int peer, const char *what,
                                         const gw_msg_tag_t *pending, uint64_t len,
                                         const gw_msg_tag_t *current);
+
+/* The message that arrived for receive r (tag `got`, len bytes) must
+ * match it exactly, before a byte of payload reaches r's buffer:
+ * GW_ERR_MISMATCH, failing the transport, when it does not. */
+gw_status_t gw__transport_check_match(gw_transport_t *t, const gw_request_t *r,
+                                      const gw_msg_tag_t *got, uint64_t len);
 
 /* The status a peer's abort carries on the wire; anything that is not a
  * known failure status still means the peer aborted (GW_ERR_ABORTED). */

@@ -402,37 +402,24 @@ static int peer_usable(const gw_transport_t *base, int peer)
     return !t->base.connected || t->peers[peer].active;
 }
 
-static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+static gw_status_t ib_post(gw_transport_t *base, gw_request_t *req)
 {
-    gw_status_t st = gw__transport_post_check(base, req, kind);
-    if (st != GW_OK)
-        return st;
     gw_ib_t *t = gw__ib_of(base);
     gw_ib_peer_t *p = &t->peers[req->peer];
     GW_IB_REQ_NPARTS(req) = gw__ib_nparts(req->len, t->nqps);
-    if (kind == GW_REQ_SEND) {
+    if (req->kind == GW_REQ_SEND) {
         GW_IB_REQ_IDX(req) = ++p->s_next;
         gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
     } else {
         GW_IB_REQ_IDX(req) = ++p->r_next;
         gw__req_queue_push(&p->rq_head, &p->rq_tail, req);
     }
-    if ((p->goodbye || p->gone) && !(kind == GW_REQ_RECV && eager_waiting(p, req)))
+    if ((p->goodbye || p->gone) && !(req->kind == GW_REQ_RECV && eager_waiting(p, req)))
         return gw__transport_post_refused(base, req,
                                           p->goodbye ? "already closed its communicator"
                                                      : "lost its connection without saying "
                                                        "goodbye (it probably died)");
     return GW_OK;
-}
-
-static gw_status_t ib_isend(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_SEND);
-}
-
-static gw_status_t ib_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_RECV);
 }
 
 static int all_zero(const uint8_t *b, size_t n)
@@ -611,9 +598,9 @@ const gw_transport_ops_t gw__ib_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
     .open = ib_open,
     .connect = ib_connect,
-    .isend = ib_isend,
-    .irecv = ib_irecv,
-    .progress = gw__ib_progress,
+    .isend = gw__transport_isend,
+    .irecv = gw__transport_irecv,
+    .progress = gw__transport_progress,
     .mem_reg = ib_mem_reg,
     .mem_dereg = ib_mem_dereg,
     .abort = ib_abort,
@@ -627,5 +614,7 @@ static const gw__transport_class_t ib_class = {
     .ops = &gw__ib_transport_ops,
     .fail_pending = gw__ib_fail_pending,
     .describe_peer = gw__ib_describe_peer,
+    .post = ib_post,
+    .progress = gw__ib_progress,
     .peer_usable = peer_usable,
 };

@@ -144,14 +144,10 @@ gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
             r = r->next;
         if (!r)
             return GW_OK;
-        if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->len != r->len)
-            return gw__ib_peer_fail(t, p, GW_ERR_MISMATCH,
-                                    "sent a message that does not match the receive posted for "
-                                    "it: expected (seq %llu, sig 0x%08x, len %zu), received (seq "
-                                    "%llu, sig 0x%08x, len %llu)",
-                                    (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
-                                    (unsigned long long)h->seq, (unsigned)h->sig,
-                                    (unsigned long long)h->len);
+        gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig};
+        gw_status_t st = gw__transport_check_match(&t->base, r, &got, h->len);
+        if (st != GW_OK)
+            return st;
         if (r->len > 0)
             memcpy(r->buf, gw__ib_eager_slot(t, p->rank, s) + GW_IB_EAGER_HDR, r->len);
         p->r_eager_freed++;

@@ -321,12 +321,9 @@ static gw_status_t round_trip(gw_ib_t *t, int *moved)
 
 gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
-    gw_status_t st = gw__transport_progress_check(base);
-    if (st != GW_OK)
-        return st;
     gw_ib_t *t = gw__ib_of(base);
     int moved = 0;
-    st = round_trip(t, &moved);
+    gw_status_t st = round_trip(t, &moved);
     if (st == GW_OK && current)
         st = check_conflicts(t, current);
     if (st != GW_OK || moved)

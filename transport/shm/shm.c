@@ -173,36 +173,23 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     return GW_OK;
 }
 
-static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+static gw_status_t shm_post(gw_transport_t *base, gw_request_t *req)
 {
-    gw_status_t st = gw__transport_post_check(base, req, kind);
-    if (st != GW_OK)
-        return st;
     gw_shm_t *t = gw__shm_of(base);
     gw_shm_peer_t *p = &t->peers[req->peer];
     if (!p->served) {
         GW_ERROR(t->base.log, GW_SHM_SUBSYS,
                  "%s: rank %d is not connected through shared memory (internal error)",
-                 kind == GW_REQ_SEND ? "isend" : "irecv", req->peer);
+                 req->kind == GW_REQ_SEND ? "isend" : "irecv", req->peer);
         return GW_ERR_INVALID_ARG;
     }
-    if (kind == GW_REQ_SEND)
+    if (req->kind == GW_REQ_SEND)
         gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
     else
         gw__req_queue_push(&p->rq_head, &p->rq_tail, req);
     if (p->goodbye)
         return gw__transport_post_refused(base, req, "already closed its communicator");
     return GW_OK;
-}
-
-static gw_status_t shm_isend(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_SEND);
-}
-
-static gw_status_t shm_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_RECV);
 }
 
 /* Raise a flag in our half of every segment, and wake peers that sleep. */
@@ -251,9 +238,9 @@ const gw_transport_ops_t gw__shm_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
     .open = shm_open_,
     .connect = gw__shm_connect,
-    .isend = shm_isend,
-    .irecv = shm_irecv,
-    .progress = gw__shm_progress,
+    .isend = gw__transport_isend,
+    .irecv = gw__transport_irecv,
+    .progress = gw__transport_progress,
     .mem_reg = gw__transport_mem_reg_unsupported,
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = shm_abort,
@@ -267,4 +254,6 @@ static const gw__transport_class_t shm_class = {
     .ops = &gw__shm_transport_ops,
     .fail_pending = gw__shm_fail_pending,
     .describe_peer = gw__shm_describe_peer,
+    .post = shm_post,
+    .progress = gw__shm_progress,
 };

@@ -232,15 +232,10 @@ static gw_status_t take_header(gw_shm_t *t, gw_shm_peer_t *p, uint64_t *tail)
 static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
 {
     gw_request_t *r = p->rq_head;
-    const gw_shm_rec_t *h = &p->r_hdr;
-    if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->len != r->len)
-        return gw__shm_peer_fail(t, p, GW_ERR_MISMATCH,
-                                 "sent a message that does not match the receive posted for it: "
-                                 "expected (seq %llu, sig 0x%08x, len %zu), received (seq %llu, "
-                                 "sig 0x%08x, len %llu)",
-                                 (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
-                                 (unsigned long long)h->seq, (unsigned)h->sig,
-                                 (unsigned long long)h->len);
+    gw_msg_tag_t got = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
+    gw_status_t st = gw__transport_check_match(&t->base, r, &got, p->r_hdr.len);
+    if (st != GW_OK)
+        return st;
     p->r_held = 0;
     p->rreq = r;
     p->r_done = 0;
@@ -559,14 +554,11 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
-    gw_status_t st = gw__transport_progress_check(base);
-    if (st != GW_OK)
-        return st;
     gw_shm_t *t = gw__shm_of(base);
     int64_t deadline = wait_ms > 0 ? gw__now_ns() + (int64_t)wait_ms * 1000000 : 0;
     for (;;) {
         uint64_t before = t->moved;
-        st = round_(t, current);
+        gw_status_t st = round_(t, current);
         if (st != GW_OK)
             return st;
         if (t->moved != before) {

@@ -184,15 +184,12 @@ err_free:
     return st;
 }
 
-static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+static gw_status_t tcp_post(gw_transport_t *base, gw_request_t *req)
 {
-    gw_status_t st = gw__transport_post_check(base, req, kind);
-    if (st != GW_OK)
-        return st;
     gw_tcp_t *t = gw__tcp_of(base);
     gw_tcp_peer_t *p = &t->peers[req->peer];
     GW_TCP_REQ_NPARTS(req) = gw__tcp_nparts(req->len, t->nsocks);
-    if (kind == GW_REQ_SEND) {
+    if (req->kind == GW_REQ_SEND) {
         GW_TCP_REQ_IDX(req) = ++p->s_next;
         gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
     } else {
@@ -202,16 +199,6 @@ static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t k
     if (p->goodbye)
         return gw__transport_post_refused(base, req, "already closed its communicator");
     return GW_OK;
-}
-
-static gw_status_t tcp_isend(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_SEND);
-}
-
-static gw_status_t tcp_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_RECV);
 }
 
 /* A socket where the peer expects a header next: nothing half written. */
@@ -350,9 +337,9 @@ const gw_transport_ops_t gw__tcp_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
     .open = tcp_open,
     .connect = gw__tcp_connect,
-    .isend = tcp_isend,
-    .irecv = tcp_irecv,
-    .progress = gw__tcp_progress,
+    .isend = gw__transport_isend,
+    .irecv = gw__transport_irecv,
+    .progress = gw__transport_progress,
     .mem_reg = gw__transport_mem_reg_unsupported,
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = tcp_abort,
@@ -366,4 +353,6 @@ static const gw__transport_class_t tcp_class = {
     .ops = &gw__tcp_transport_ops,
     .fail_pending = gw__tcp_fail_pending,
     .describe_peer = gw__tcp_describe_peer,
+    .post = tcp_post,
+    .progress = gw__tcp_progress,
 };

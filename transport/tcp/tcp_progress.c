@@ -192,14 +192,10 @@ static gw_status_t try_claim(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
     const gw_tcp_hdr_t *h = &s->r_hdr;
     size_t off, plen;
     gw__tcp_part_range(r->len, GW_TCP_REQ_NPARTS(r), (size_t)s->idx, &off, &plen);
-    if (s->idx == 0 && (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len))
-        return gw__tcp_peer_fail(t, p, GW_ERR_MISMATCH,
-                                 "sent a message that does not match the receive posted for it: "
-                                 "expected (seq %llu, sig 0x%08x, len %zu), received (seq %llu, "
-                                 "sig 0x%08x, len %llu)",
-                                 (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
-                                 (unsigned long long)h->seq, (unsigned)h->sig,
-                                 (unsigned long long)h->total);
+    gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig};
+    gw_status_t st;
+    if (s->idx == 0 && (st = gw__transport_check_match(&t->base, r, &got, h->total)) != GW_OK)
+        return st;
     if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len || h->offset != off ||
         h->part_len != plen)
         return gw__tcp_peer_fail(
@@ -280,29 +276,48 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
     }
 }
 
+/* Read the current part's payload straight into its receive, or, between
+ * parts, the next frame header (never payload that no receive claimed). */
 static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
 {
     size_t budget = GW_TCP_IO_BUDGET;
     for (;;) {
-        ssize_t n;
-        if (s->rreq) {
-            gw_request_t *r = s->rreq;
-            size_t want = s->r_part_len - s->r_done;
-            if (want > 0) {
-                n = recv(s->fd, (uint8_t *)r->buf + s->r_part_off + s->r_done, want, MSG_DONTWAIT);
-                if (n == 0)
-                    return gw__tcp_sock_eof(t, p, s);
-                if (n < 0) {
-                    if (errno == EINTR)
-                        continue;
-                    if (errno == EAGAIN || errno == EWOULDBLOCK)
-                        return GW_OK;
-                    return gw__tcp_sock_errno(t, p, s, errno, "recv");
-                }
+        gw_request_t *r = s->rreq;
+        uint8_t *dst;
+        size_t want;
+        if (r) {
+            dst = (uint8_t *)r->buf + s->r_part_off + s->r_done;
+            want = s->r_part_len - s->r_done;
+        } else {
+            if (s->r_held || s->eof)
+                return GW_OK;
+            dst = s->r_buf + s->r_got;
+            want = GW_TCP_HDR_SIZE - s->r_got;
+        }
+        if (want > 0) {
+            ssize_t n = recv(s->fd, dst, want, MSG_DONTWAIT);
+            if (n == 0 && !r && s->r_got == 0 && s->goodbye) {
+                s->eof = 1;
+                return GW_OK;
+            }
+            if (n == 0)
+                return gw__tcp_sock_eof(t, p, s);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return GW_OK;
+                return gw__tcp_sock_errno(t, p, s, errno, "recv");
+            }
+            if (!r) {
+                s->r_got += (size_t)n;
+            } else {
                 s->r_done += (size_t)n;
                 r->bytes_done += (size_t)n;
                 budget = (size_t)n < budget ? budget - (size_t)n : 0;
             }
+        }
+        if (r) {
             if (s->r_done == s->r_part_len) {
                 s->rreq = NULL;
                 finish_part(t, p, r);
@@ -311,24 +326,6 @@ static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
                 return GW_OK;
             continue;
         }
-        if (s->r_held || s->eof)
-            return GW_OK;
-        n = recv(s->fd, s->r_buf + s->r_got, GW_TCP_HDR_SIZE - s->r_got, MSG_DONTWAIT);
-        if (n == 0) {
-            if (s->r_got == 0 && s->goodbye) {
-                s->eof = 1;
-                return GW_OK;
-            }
-            return gw__tcp_sock_eof(t, p, s);
-        }
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return GW_OK;
-            return gw__tcp_sock_errno(t, p, s, errno, "recv");
-        }
-        s->r_got += (size_t)n;
         if (s->r_got < GW_TCP_HDR_SIZE)
             continue;
         s->r_got = 0;
@@ -399,12 +396,9 @@ static void build_pollset(gw_tcp_t *t)
 
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
-    gw_status_t st = gw__transport_progress_check(base);
-    if (st != GW_OK)
-        return st;
     gw_tcp_t *t = gw__tcp_of(base);
     uint64_t completed_before = t->ncompleted;
-    st = prepass(t);
+    gw_status_t st = prepass(t);
     if (st == GW_OK && current)
         st = check_conflicts(t, current);
     if (st != GW_OK)

@@ -186,6 +186,23 @@ gw_status_t gw__transport_abort_status(int64_t wire)
     return st;
 }
 
+size_t gw__transport_nparts(size_t len, size_t min_part, int lanes)
+{
+    size_t n = len / min_part;
+    if (n < 1)
+        n = 1;
+    if (n > (size_t)lanes)
+        n = (size_t)lanes;
+    return n;
+}
+
+void gw__transport_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen)
+{
+    size_t base = len / nparts, rem = len % nparts;
+    *off = k * base + (k < rem ? k : rem);
+    *plen = base + (k < rem ? 1 : 0);
+}
+
 /* ---- request queues ------------------------------------------------------ */
 
 void gw__req_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)

@@ -99,6 +99,14 @@ gw_status_t gw__transport_check_match(gw_transport_t *t, const gw_request_t *r,
  * known failure status still means the peer aborted (GW_ERR_ABORTED). */
 gw_status_t gw__transport_abort_status(int64_t wire);
 
+/* How many parts a len-byte message is split into over `lanes`
+ * connections of one peer (sockets, queue pairs): one per lane at most,
+ * none smaller than min_part, at least one. Both ends compute it from the
+ * length alone, so no control message says it. */
+size_t gw__transport_nparts(size_t len, size_t min_part, int lanes);
+/* The byte range of part k of nparts: contiguous, of near-equal sizes. */
+void gw__transport_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
+
 /* ---- requests and their queues (first in, first out, linked by next) ---- */
 
 static inline void gw__req_complete(gw_request_t *r, gw_status_t st)

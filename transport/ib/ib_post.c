@@ -79,6 +79,28 @@ static gw_status_t reg_buffer(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     return GW_OK;
 }
 
+/* Write `bytes` from our registered staging area into the peer's FIFO
+ * region at remote_addr on QP 0, signalled and with immediate imm (host
+ * order), inline when the QPs allow that much. 0 or the verbs error. CTS
+ * entries and eager messages both travel this way. */
+static int post_stage_write(gw_ib_t *t, gw_ib_peer_t *p, uint64_t wr_id, uint8_t *stage,
+                            uint32_t bytes, uint32_t imm, uint64_t remote_addr)
+{
+    struct ibv_sge sge = {
+        .addr = (uint64_t)(uintptr_t)stage, .length = bytes, .lkey = t->fifo_mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED | ((long)bytes <= t->max_inline ? IBV_SEND_INLINE : 0);
+    wr.imm_data = htobe32(imm);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = p->addr.fifo_rkey;
+    return ibv_post_send(p->qp[0], &wr, &bad);
+}
+
 /* ---- receives: clear-to-send -------------------------------------------- */
 
 static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
@@ -98,22 +120,11 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                      .eager_freed = p->r_eager_freed};
     uint8_t *stage = gw__ib_stage_slot(t, p->rank, slot);
     gw__ib_cts_encode(&c, stage);
-    struct ibv_sge sge = {
-        .addr = (uint64_t)(uintptr_t)stage, .length = GW_IB_CTS_SIZE, .lkey = t->fifo_mr->lkey};
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = GW_IB_WR_CTS;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED | (t->max_inline >= GW_IB_CTS_SIZE ? IBV_SEND_INLINE : 0);
-    wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_CTS, num));
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
     /* Our block in the peer's FIFOs is indexed by our rank. */
-    wr.wr.rdma.remote_addr =
-        p->addr.fifo_addr +
-        ((uint64_t)t->base.rank * GW_IB_FIFO_DEPTH + (uint64_t)slot) * GW_IB_CTS_SIZE;
-    wr.wr.rdma.rkey = p->addr.fifo_rkey;
-    int rc = ibv_post_send(p->qp[0], &wr, &bad);
+    uint64_t remote = p->addr.fifo_addr +
+                      ((uint64_t)t->base.rank * GW_IB_FIFO_DEPTH + (uint64_t)slot) * GW_IB_CTS_SIZE;
+    int rc = post_stage_write(t, p, GW_IB_WR_CTS, stage, GW_IB_CTS_SIZE,
+                              gw__ib_imm_encode(GW_IB_IMM_CTS, num), remote);
     if (rc != 0) {
         errno = rc;
         return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,
@@ -272,20 +283,10 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     if (r->len > 0)
         memcpy(stage + GW_IB_EAGER_HDR, r->buf, r->len);
     uint32_t bytes = (uint32_t)(GW_IB_EAGER_HDR + r->len);
-    struct ibv_sge sge = {
-        .addr = (uint64_t)(uintptr_t)stage, .length = bytes, .lkey = t->fifo_mr->lkey};
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = GW_IB_WR_EAGER;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED | (bytes <= (uint32_t)t->max_inline ? IBV_SEND_INLINE : 0);
-    wr.imm_data = htobe32(gw__ib_imm_encode(GW_IB_IMM_EAGER, idx));
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
     /* Our block of the peer's eager slots is indexed by our rank. */
-    wr.wr.rdma.remote_addr = p->addr.fifo_addr + gw__ib_eager_off(t, t->base.rank, s);
-    wr.wr.rdma.rkey = p->addr.fifo_rkey;
-    int rc = ibv_post_send(p->qp[0], &wr, &bad);
+    int rc = post_stage_write(t, p, GW_IB_WR_EAGER, stage, bytes,
+                              gw__ib_imm_encode(GW_IB_IMM_EAGER, idx),
+                              p->addr.fifo_addr + gw__ib_eager_off(t, t->base.rank, s));
     if (rc != 0) {
         errno = rc;
         return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,

@@ -137,8 +137,11 @@ static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t) { return gw__container_of(
 
 /* Parts of a len-byte message over nsocks sockets, and the byte range of
  * part k. Both ends compute them from the length alone. */
-size_t gw__tcp_nparts(size_t len, int nsocks);
-void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
+static inline size_t gw__tcp_nparts(size_t len, int nsocks)
+{
+    return gw__transport_nparts(len, GW_TCP_MIN_PART, nsocks);
+}
+#define gw__tcp_part_range gw__transport_part_range
 
 /* tcp_wire.c */
 void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE]);

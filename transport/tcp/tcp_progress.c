@@ -38,23 +38,6 @@
  * many bytes in one round; poll() reports it ready again at once. */
 #define GW_TCP_IO_BUDGET ((size_t)16 * 1024 * 1024)
 
-size_t gw__tcp_nparts(size_t len, int nsocks)
-{
-    size_t n = len / GW_TCP_MIN_PART;
-    if (n < 1)
-        n = 1;
-    if (n > (size_t)nsocks)
-        n = (size_t)nsocks;
-    return n;
-}
-
-void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen)
-{
-    size_t base = len / nparts, rem = len % nparts;
-    *off = k * base + (k < rem ? k : rem);
-    *plen = base + (k < rem ? 1 : 0);
-}
-
 /* One more part of r is done; the request completes with its last part. */
 static void finish_part(gw_tcp_t *t, gw_tcp_peer_t *p, gw_request_t *r)
 {

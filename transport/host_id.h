@@ -1,7 +1,8 @@
 /*
  * host_id.h - which ranks share a host, as far as shared memory is
- * concerned. The selection (select.c) routes ranks with equal ids to shared
- * memory, and the shared-memory transport refuses peers with another id.
+ * concerned. The selection's plan (select.c) routes ranks with equal ids
+ * to shared memory, and the shared-memory transport refuses peers with
+ * another id.
  */
 #ifndef GW_TRANSPORT_HOST_ID_H
 #define GW_TRANSPORT_HOST_ID_H

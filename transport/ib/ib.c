@@ -25,18 +25,18 @@
  * Small messages (up to 4 KiB, GW_IB_EAGER) do not wait for the CTS: the
  * sender writes header (index, tag, length) and payload into the next of 4
  * eager slots that the receiver keeps for it, and the send completes at
- * once (a CTS for it that comes anyway is dropped). The receiver checks the header against
- * the receive with that index, as the sender checks a CTS entry, before it
- * copies a byte into the user's buffer (or fails with GW_ERR_MISMATCH and
- * aborts, which tells the sender), and frees the slot; every CTS entry
- * carries the count of freed slots back to the sender. This halves the
- * latency of a ping-pong (no CTS on the critical path); with no slot free,
- * a message simply waits for its CTS. Since most small messages come
- * eagerly, the receive of one that may (up to the smaller GW_IB_EAGER of
- * the two ranks, which they publish in their addresses) gives it up to
- * 50 us before sending its CTS, unless it is about to sleep or the sender
- * needs freed slots reported: a CTS that nobody uses costs both NICs and
- * both CPUs as much as the message itself.
+ * once (a CTS for it that comes anyway is dropped). The receiver checks
+ * the header against the receive with that index, as the sender checks a
+ * CTS entry, before it copies a byte into the user's buffer (or fails with
+ * GW_ERR_MISMATCH and aborts, which tells the sender), and frees the slot;
+ * every CTS entry carries the count of freed slots back to the sender. This
+ * halves the latency of a ping-pong (no CTS on the critical path); with no
+ * slot free, a message simply waits for its CTS. Since most small messages
+ * come eagerly, the receive of one that may (up to the smaller GW_IB_EAGER
+ * of the two ranks, which they publish in their addresses) gives it up to
+ * GW_IB_CTS_DEFER_US (200 us by default) before sending its CTS, unless it
+ * is about to sleep or the sender needs freed slots reported: a CTS that
+ * nobody uses costs both NICs and both CPUs as much as the message itself.
  *
  * Ordering is per peer, as the transport contract wants: receives get CTS
  * entries in posting order, sends consume them in posting order, so the
@@ -50,11 +50,12 @@
  * against the current collective's tag (gw__tag_conflicts) and fails with
  * GW_ERR_MISMATCH when p is in another one.
  *
- * Progress is explicit (ib_progress.c): progress() posts what can be
- * posted, polls the CQ in batches and, when there is nothing to do, spins
- * for GW_IB_SPIN_US and then sleeps on the completion channel, the device's
- * async event fd and the connection manager's fd (or the out-of-band
- * sockets), so a waiting rank costs no CPU and still wakes at once.
+ * Progress is explicit (ib_post.c, ib_progress.c): progress() posts what
+ * can be posted, polls the CQ in batches and, when there is nothing to do,
+ * spins for GW_IB_SPIN_US and then sleeps on the completion channel, the
+ * device's async event fd and the connection manager's fd (or the
+ * out-of-band sockets), so a waiting rank costs no CPU and still wakes at
+ * once.
  *
  * Connections (ib_cm.c, ib_oob.c): RC QPs set up through librdmacm by
  * default (needs an IP address on the port: RoCE, or IPoIB), or through an
@@ -64,9 +65,10 @@
  * RDMA CM (DISCONNECTED) or by its socket (EOF), not only after the
  * transport's retries run out.
  *
- * Failure (ib_fail.c). The first failure breaks the whole transport, as in
- * the TCP transport: it is logged once at ERROR naming the peer, every
- * pending request completes with it, every later call returns it. Failed
+ * Failure (ib_fail.c, and the base every transport shares: base.h). The
+ * first failure breaks the whole transport, as in the TCP transport: it is
+ * logged once at ERROR naming the peer, every pending request completes
+ * with it, every later call returns it. Failed
  * work completions name their status (ibv_wc_status_str) with a hint; a
  * peer's ABORT immediate carries its status; async events (port down,
  * device fatal, QP fatal) fail everything instead of leaving ranks waiting.

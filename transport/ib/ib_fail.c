@@ -1,10 +1,11 @@
 /*
  * ib_fail.c - the failure path of the IB transport.
  *
- * As in the TCP transport, the first failure breaks the transport for good:
- * it is logged once at ERROR, naming the peer; every pending request
- * completes with it (releasing its registration); every later call returns
- * it. What RDMA adds is where failures come from and how to explain them:
+ * As in every transport, the first failure breaks the transport for good:
+ * the base (transport/base.c) logs it once at ERROR, naming the peer by
+ * its desc, and keeps it as the status every later call returns; here,
+ * every pending request completes with it and releases its registration
+ * (gw__ib_fail_pending). What RDMA adds is where failures come from and how to explain them:
  *   - failed work completions, reported with ibv_wc_status_str and a hint
  *     for the common ones (retries exceeded: the peer is gone or the ACK
  *     timeout is too short; remote access error: an rkey or bounds

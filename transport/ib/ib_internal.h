@@ -2,8 +2,8 @@
  * ib_internal.h - state shared by the files of the InfiniBand verbs (RDMA)
  * transport.
  *
- *   ib.c          narrative, open (device, memory, listening), isend/irecv,
- *                 abort, close, the ops table
+ *   ib.c          narrative, open (device, memory, listening), queueing a
+ *                 request, connect, abort, close, the ops tables
  *   ib_api.c      libibverbs and librdmacm opened at run time (dlopen)
  *   ib_device.c   enumeration of devices and ports, the choice, the GID
  *   ib_hca.c      GW_IB_HCA parsing and the choice of device and port
@@ -15,8 +15,13 @@
  *   ib_qp.c       queue pairs: creation, state changes, receive posting
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
  *   ib_cm.c       connect() through librdmacm
- *   ib_progress.c the progress engine: posting, completions, waiting
- *   ib_fail.c     the failure path, completion errors, async events
+ *   ib_post.c     posting: CTS entries, eager messages, payload parts
+ *   ib_progress.c completions, waiting, progress()
+ *   ib_fail.c     the base's hooks, completion errors, async events,
+ *                 peers that are gone
+ *
+ * What every transport does alike (request checks, queues, the sticky
+ * failure logged once) is the base's: transport/base.h.
  *
  * See the comment at the top of ib.c for how data moves and why.
  */
@@ -54,7 +59,7 @@
 #define GW_IB_SHUTDOWN_MS 500 /* budget of abort() and close() */
 #define GW_IB_ASYNC_GRACE_MS 50 /* a failed completion waits this long for its async event */
 /* How long a receive of an eager-sized message waits for its message before
- * it sends its CTS anyway (GW_IB_CTS_DEFER_US; see ib_progress.c). */
+ * it sends its CTS anyway (GW_IB_CTS_DEFER_US; see defer_cts in ib_post.c). */
 #define GW_IB_CTS_DEFER_US 200
 #define GW_IB_DEFAULT_TIMEOUT_MS 30000
 #define GW_IB_ADDR_SIZE 98   /* bytes used in the address blob */
@@ -447,7 +452,7 @@ typedef struct gw_ib_qpn_map {
 } gw_ib_qpn_map_t;
 
 typedef struct gw_ib {
-    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     gw_ib_api_t api;
     gw_ib_config_t cfg;
     int forced; /* GW_TRANSPORT=ib asked for this transport (params->forced) */

@@ -1,10 +1,12 @@
 /*
  * shm_fail.c - the failure path of the shared-memory transport.
  *
- * As in TCP, the first failure breaks the transport for good: it is logged
- * once, at ERROR, naming the peer (rank and pid) and what happened; every
- * pending request completes with it; and every later call returns it. A
- * failure after abort() carries no message (abort() logs its own).
+ * As in every transport, the first failure breaks the transport for good:
+ * the base (transport/base.c) logs it once, at ERROR, naming the peer by
+ * rank and pid (gw__shm_describe_peer), and keeps it as the status every
+ * later call returns; here, every pending request completes with it
+ * (gw__shm_fail_pending). A failure after abort() carries no message
+ * (abort() logs its own).
  */
 #include <stdio.h>
 

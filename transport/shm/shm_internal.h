@@ -1,12 +1,16 @@
 /*
  * shm_internal.h - state shared by the files of the shared-memory transport.
  *
- *   shm.c           narrative, open, isend/irecv, abort, close, the ops table
+ *   shm.c           narrative, open, queueing a request, abort, close, the
+ *                   ops table
  *   shm_seg.c       connect(): creating, attaching and checking the segments
  *   shm_progress.c  the progress engine: ring copies, single-copy reads,
  *                   liveness of peers, waiting
- *   shm_fail.c      the failure path: one error, logged once, fails everything
+ *   shm_fail.c      the base's hooks: failing the pending requests, naming
+ *                   a peer
  *
+ * What every transport does alike (request checks, queues, the sticky
+ * failure logged once) is the base's: transport/base.h.
  * See the comment at the top of shm.c for how data moves and why.
  */
 #ifndef GW_TRANSPORT_SHM_INTERNAL_H
@@ -150,7 +154,7 @@ typedef struct gw_shm_peer {
 } gw_shm_peer_t;
 
 typedef struct gw_shm {
-    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     int timeout_ms;
     uint8_t job_id[16];
     uint64_t host_id;

@@ -1,10 +1,12 @@
 /*
  * tcp_fail.c - the failure path of the TCP transport.
  *
- * The first failure breaks the transport for good: it is logged once, at
- * ERROR, naming the peer (rank and listening address) and what happened;
- * every pending request completes with it; and every later call returns it.
- * The helpers here turn what the sockets report (an errno, EOF, a hang-up)
+ * The first failure breaks the transport for good: the base
+ * (transport/base.c) logs it once, at ERROR, naming the peer by rank and
+ * listening address (gw__tcp_describe_peer), and keeps it as the status
+ * every later call returns; every pending request completes with it
+ * (gw__tcp_fail_pending, which also marks frames left half written). The
+ * helpers here turn what the sockets report (an errno, EOF, a hang-up)
  * into that one message and status. A peer that aborted is reported with
  * the status it sent, even when its close after the abort broke the
  * connection before we read the ABORT frame in the normal course.

@@ -1,15 +1,18 @@
 /*
  * tcp_internal.h - state shared by the files of the TCP transport.
  *
- *   tcp.c           narrative, open (listening socket), isend/irecv, abort,
- *                   close, the ops table
+ *   tcp.c           narrative, open (listening socket), queueing a request,
+ *                   abort, close, the ops table
  *   tcp_addr.c      choice of the local address (GW_SOCKET_IFNAME or default)
  *   tcp_wire.c      encoding of frame headers, hellos and the address blob,
  *                   socket options
  *   tcp_conn.c      connect(): the full mesh and its handshake
  *   tcp_progress.c  the progress engine
- *   tcp_fail.c      the failure path: one error, logged once, fails everything
+ *   tcp_fail.c      what the sockets report (errno, EOF, hang-up, an ABORT
+ *                   read late) turned into the failure, and the base's hooks
  *
+ * What every transport does alike (request checks, queues, the sticky
+ * failure logged once) is the base's: transport/base.h.
  * See the comment at the top of tcp.c for how data moves and why.
  */
 #ifndef GW_TRANSPORT_TCP_INTERNAL_H
@@ -118,7 +121,7 @@ typedef struct gw_tcp_peer {
 } gw_tcp_peer_t;
 
 typedef struct gw_tcp {
-    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     int nsocks;
     int timeout_ms;
     gw_tcp_bufs_t bufs;

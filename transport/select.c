@@ -241,7 +241,8 @@ static size_t trimmed_len(const uint8_t *blob)
 
 gw_status_t gw__select_blob_encode(const gw_logger_t *lg, gw_select_mode_t mode, uint64_t host_id,
                                    int n, const gw_select_kind_t *kinds,
-                                   const uint8_t *const *blobs, uint8_t addr[GW_TRANSPORT_ADDR_MAX])
+                                   const uint8_t *const *blobs,
+                                   uint8_t addr[GW_TRANSPORT_ADDR_MAX])
 {
     memset(addr, 0, GW_TRANSPORT_ADDR_MAX);
     uint32_t magic = GW_SELECT_ADDR_MAGIC;

@@ -121,7 +121,8 @@ gw_status_t gw__select_blob_decode(const uint8_t *b, gw_select_blob_t *v);
  * GW_ERR_CONFIG, logged, when they do not fit. */
 gw_status_t gw__select_blob_encode(const gw_logger_t *lg, gw_select_mode_t mode, uint64_t host_id,
                                    int n, const gw_select_kind_t *kinds,
-                                   const uint8_t *const *blobs, uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
+                                   const uint8_t *const *blobs,
+                                   uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
 
 /* Open the transports `mode` allows and fill the composite blob. *out is a
  * mux: connect() it with every rank's composite blob, then call

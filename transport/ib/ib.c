@@ -565,7 +565,8 @@ static gw_status_t ib_abort(gw_transport_t *base, gw_status_t reason)
         reason = GW_ERR_ABORTED;
     int was_ok = t->base.failed == GW_OK;
     gw__ib_fail(t, GW_ERR_ABORTED, NULL);
-    int told = t->base.connected ? tell_all(t, GW_IB_IMM_ABORT, (uint64_t)reason, GW_IB_SHUTDOWN_MS) : 0;
+    int told =
+        t->base.connected ? tell_all(t, GW_IB_IMM_ABORT, (uint64_t)reason, GW_IB_SHUTDOWN_MS) : 0;
     GW_INFO(t->base.log, GW_IB_SUBSYS, "aborting (%s): told %d of %d peers%s",
             gw_status_str(reason), told, t->base.size - 1,
             was_ok ? "" : " (the transport had failed already)");

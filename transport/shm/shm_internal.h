@@ -173,7 +173,10 @@ typedef struct gw_shm {
     int64_t yield_ns; /* idle time before sleeping in the futex */
 } gw_shm_t;
 
-static inline gw_shm_t *gw__shm_of(gw_transport_t *t) { return gw__container_of(t, gw_shm_t, base); }
+static inline gw_shm_t *gw__shm_of(gw_transport_t *t)
+{
+    return gw__container_of(t, gw_shm_t, base);
+}
 
 /* Round up to the ring's alignment. */
 static inline uint64_t gw__shm_align(uint64_t n)

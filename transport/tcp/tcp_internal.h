@@ -136,7 +136,10 @@ typedef struct gw_tcp {
     uint64_t ncompleted; /* requests completed so far, to tell rounds that did work */
 } gw_tcp_t;
 
-static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t) { return gw__container_of(t, gw_tcp_t, base); }
+static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t)
+{
+    return gw__container_of(t, gw_tcp_t, base);
+}
 
 /* Parts of a len-byte message over nsocks sockets, and the byte range of
  * part k. Both ends compute them from the length alone. */

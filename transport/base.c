@@ -10,6 +10,7 @@
  * (often consequences of the first: a reset after an abort) are neither
  * logged nor allowed to replace the first one's status.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +139,10 @@ gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st,
                                     ...)
 {
     char who[160] = "";
+    int saved_errno = errno; /* the message may use %m */
     if (t->failed == GW_OK)
         t->cls->describe_peer(t, peer, who, sizeof(who));
+    errno = saved_errno;
     va_list ap;
     va_start(ap, fmt);
     gw_status_t ret = failv(t, st, who, fmt, ap);

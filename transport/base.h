@@ -4,13 +4,18 @@
  * queues, and the failure path (fail once, log once, complete everything).
  *
  * A transport describes itself with one static const gw__transport_class_t
- * (its name, log subsystem, ops table and the few hooks the base cannot
- * know: how to fail its pending requests and how to name a peer) and lets
+ * (its name, log subsystem, ops table and the hooks only it can fill: how
+ * to queue a checked request, how to make progress, how to fail its
+ * pending requests and how to name a peer) and lets
  * gw__transport_open_base() allocate its struct, which embeds
- * gw_transport_t first. From then on the base owns the sticky failure
- * status (t->failed) and whether connect() succeeded (t->connected), so
- * the checks at the top of isend, irecv and progress, and the first
- * failure's message, read the same in every transport.
+ * gw_transport_t first (gw__container_of gets back to it). Its ops table
+ * points isend, irecv and progress at the base's, which check and then
+ * call the hooks. From then on the base owns the sticky failure status
+ * (t->failed) and whether connect() succeeded (t->connected), so the
+ * checks at the top of isend, irecv and progress, and the first failure's
+ * message, read the same in every transport. The mux (mux.c) uses the
+ * base for its instance and its progress checks only: it fails through
+ * its sub-transports.
  */
 #ifndef GW_TRANSPORT_BASE_H
 #define GW_TRANSPORT_BASE_H

@@ -115,16 +115,17 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     if (!params || !out || !addr)
         return GW_ERR_INVALID_ARG;
     const gw_logger_t *lg = params->log;
-    if (params->nsocks < 1 || params->nsocks > GW_TCP_MAX_NSOCKS) {
-        GW_ERROR(lg, GW_TCP_SUBSYS, "%d sockets per peer (GW_NSOCKS) is not in [1, %d]",
-                 params->nsocks, GW_TCP_MAX_NSOCKS);
-        return GW_ERR_CONFIG;
-    }
     gw_transport_t *base = NULL;
     gw_status_t st = gw__transport_open_base(&tcp_class, params, sizeof(gw_tcp_t), &base);
     if (st != GW_OK)
         return st;
     gw_tcp_t *t = gw__tcp_of(base);
+    if (params->nsocks < 1 || params->nsocks > GW_TCP_MAX_NSOCKS) {
+        GW_ERROR(lg, GW_TCP_SUBSYS, "%d sockets per peer (GW_NSOCKS) is not in [1, %d]",
+                 params->nsocks, GW_TCP_MAX_NSOCKS);
+        free(t);
+        return GW_ERR_CONFIG;
+    }
     t->nsocks = params->nsocks;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_TCP_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));

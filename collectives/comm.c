@@ -38,7 +38,7 @@ const char *gw_comm_transport(const gw_comm_t *comm)
 {
     if (!comm)
         return "none";
-    return comm->transport ? comm->transport->ops->name : "self";
+    return comm->transport ? comm->transport->name : "self";
 }
 
 gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo)
@@ -172,7 +172,7 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     comm->transport = gw__select_unwrap(comm->transport);
     GW_INFO(&comm->log, "init", "rank %d of %d connected over %s (GW_TRANSPORT=%s, %d socket%s per "
             "TCP peer)",
-            comm->rank, comm->size, comm->transport->ops->name, gw__select_mode_name(r->mode),
+            comm->rank, comm->size, comm->transport->name, gw__select_mode_name(r->mode),
             r->nsocks, r->nsocks == 1 ? "" : "s");
     return GW_OK;
 

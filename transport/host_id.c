@@ -1,17 +1,18 @@
 /*
  * host_id.c - which ranks share a host, as far as shared memory is concerned
- * (contract in select.h): a hash of the host name, the kernel's boot id and
+ * (contract in host_id.h): a hash of the host name, the kernel's boot id and
  * the identities of our network namespace, pid namespace and /dev/shm.
- * Used by the per-peer selection (select.c) and by the shared-memory
- * transport, which refuses peers with another id.
+ * The mux (mux.c) publishes it in every rank's address for the plan
+ * (select.c), and the shared-memory transport refuses peers with another
+ * id.
  */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "transport/select.h"
 #include "common/sha256.h"
+#include "transport/host_id.h"
 
 #define SUBSYS "select"
 

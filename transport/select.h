@@ -17,6 +17,9 @@
  * closed again. When one transport carries every peer, gw__select_unwrap()
  * hands it out directly, so a single-transport job pays nothing for the
  * routing layer.
+ *
+ *   select.c  modes, candidates, the plan, the composite blob
+ *   mux.c     the mux transport: opening, connecting, routing, progress
  */
 #ifndef GW_TRANSPORT_SELECT_H
 #define GW_TRANSPORT_SELECT_H
@@ -59,14 +62,19 @@ const char *gw__select_mode_list(void);
 const char *gw__select_mode_name(gw_select_mode_t mode);
 const char *gw__select_kind_name(gw_select_kind_t kind);
 
-/* A 64-bit identity of the host as far as shared memory is concerned: a
- * hash of the host name, the kernel's boot id, and the identities of our
- * network namespace, pid namespace and /dev/shm. Ranks with equal ids can
- * map each other's segments, signal and read each other's memory; ranks in
- * different network namespaces (the project's emulated hosts) differ, so
- * they talk over the network as real hosts would. Never fails: what cannot
- * be read is left out (and logged at TRACE). */
-gw_status_t gw__host_id(const gw_logger_t *lg, uint64_t *out);
+/* What GW_TRANSPORT=mode restricts the choice to (GW_SEL_NONE: auto). */
+gw_select_kind_t gw__select_mode_only(gw_select_mode_t mode);
+
+/* A transport the plan may choose; gw__select_candidates() lists them in
+ * order of preference. */
+typedef struct gw_select_candidate {
+    gw_select_kind_t kind;
+    const char *name;
+    const gw_transport_ops_t *ops;
+    int local_only; /* serves only ranks on this host */
+} gw_select_candidate_t;
+
+const gw_select_candidate_t *gw__select_candidates(size_t *n);
 
 /* What the plan knows about one rank, from its address blob. */
 typedef struct gw_select_rank {
@@ -97,6 +105,24 @@ void gw__select_describe(const gw_select_kind_t *route, int size, char *buf, siz
 #define GW_SELECT_ADDR_VERSION 1u
 #define GW_SELECT_ADDR_HOST_OFF 8
 #define GW_SELECT_ADDR_HDR 16
+
+/* A composite blob taken apart: each transport's own blob points into it. */
+typedef struct gw_select_blob {
+    uint64_t host_id;
+    gw_select_mode_t mode;
+    uint32_t kinds;                    /* GW_SEL_BIT() of every entry */
+    const uint8_t *sub[GW_SEL_IB + 1]; /* each transport's blob in it */
+    size_t sub_len[GW_SEL_IB + 1];
+} gw_select_blob_t;
+
+/* GW_ERR_PROTOCOL (not logged) for a blob that is not one of ours. */
+gw_status_t gw__select_blob_decode(const uint8_t *b, gw_select_blob_t *v);
+/* The blob of n transports (kinds[i] with its own blob blobs[i]);
+ * GW_ERR_CONFIG, logged, when they do not fit. */
+gw_status_t gw__select_blob_encode(const gw_logger_t *lg, gw_select_mode_t mode, uint64_t host_id,
+                                   int n, const gw_select_kind_t *kinds,
+                                   const uint8_t *const *blobs,
+                                   uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
 
 /* Open the transports `mode` allows and fill the composite blob. *out is a
  * mux: connect() it with every rank's composite blob, then call

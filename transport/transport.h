@@ -98,7 +98,6 @@ typedef struct gw_transport_params {
 
 typedef struct gw_transport_ops {
     size_t size; /* sizeof(gw_transport_ops_t), for forward compatibility */
-    const char *name;
     /* Create an instance and start listening; fills our address blob
      * (at most GW_TRANSPORT_ADDR_MAX bytes) to be exchanged via bootstrap. */
     gw_status_t (*open)(const gw_transport_params_t *params, gw_transport_t **out,
@@ -126,11 +125,22 @@ typedef struct gw_transport_ops {
     void (*close)(gw_transport_t *t);
 } gw_transport_ops_t;
 
+typedef struct gw__transport_class gw__transport_class_t; /* transport/base.h */
+
+/* The base every implementation embeds first; the fields from `cls` on are
+ * kept by the base's functions (transport/base.h), not by callers. */
 struct gw_transport {
     const gw_transport_ops_t *ops;
+    /* What the instance is, for logs and gw_comm_transport(): "tcp",
+     * "shm", "ib", or the mux's "mux" before connect() and "shm+tcp" etc.
+     * after it. Lives as long as the instance. */
+    const char *name;
     const gw_logger_t *log;
     int rank;
     int size;
+    const gw__transport_class_t *cls;
+    int connected;      /* connect() succeeded */
+    gw_status_t failed; /* sticky: GW_OK while healthy */
 };
 
 extern const gw_transport_ops_t gw__tcp_transport_ops;

@@ -243,7 +243,6 @@ static void counter_close(gw_transport_t *t)
 
 static const gw_transport_ops_t counter_ops = {
     .size = sizeof(gw_transport_ops_t),
-    .name = "counting",
     .open = counter_open,
     .connect = counter_connect,
     .isend = counter_isend,
@@ -263,6 +262,7 @@ void gw__cz_counter_install(gw__cz_counter_t *c, gw_comm_t *comm)
         return; /* one rank: nothing is sent */
     c->base = *c->inner;
     c->base.ops = &counter_ops;
+    c->base.name = "counting";
     comm->transport = &c->base;
 }
 

@@ -399,7 +399,6 @@ static gw_status_t memt_mem_dereg(gw_transport_t *t, void *handle)
 
 static const gw_transport_ops_t memt_ops = {
     .size = sizeof(gw_transport_ops_t),
-    .name = "mem",
     .open = memt_open_stub,
     .connect = memt_connect,
     .isend = memt_isend,
@@ -426,6 +425,7 @@ gw_status_t memt_open(memt_fabric_t *fab, int rank, const gw_logger_t *log,
         return GW_ERR_NO_MEMORY;
     }
     m->base.ops = &memt_ops;
+    m->base.name = "mem";
     m->base.log = log;
     m->base.rank = rank;
     m->base.size = fab->size;

@@ -111,7 +111,7 @@ static inline int rank_main(job_t *j, int rank, int fd)
     gw_transport_t *t = NULL;
     CHECK_ST(gw__shm_transport_ops.open(&pr, &t, mine), GW_OK);
     CHECK(t && t->rank == rank && t->size == j->n, "bad transport fields");
-    CHECK(strcmp(t->ops->name, "shm") == 0, "name %s", t->ops->name);
+    CHECK(strcmp(t->name, "shm") == 0, "name %s", t->name);
     if (j->path == PATH_RING || j->no_direct_rank == rank)
         gw__shm_set_direct(t, 0, 0);
     if (j->path == PATH_TINY_RING) {

@@ -33,6 +33,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "transport/host_id.h"
 #include "transport/select.h"
 #include "transport/transport.h"
 #include "support/log_capture.h"
@@ -344,7 +345,7 @@ static int rank_main(job_t *j, int rank, int fd)
     uint8_t mine[GW_TRANSPORT_ADDR_MAX];
     gw_transport_t *t = NULL;
     CHECK_ST(gw__select_open(&pr, j->mode[rank], &t, mine), GW_OK);
-    CHECK(strcmp(t->ops->name, "mux") == 0, "name before connect: %s", t->ops->name);
+    CHECK(strcmp(t->name, "mux") == 0, "name before connect: %s", t->name);
     uint8_t *all = exchange_blobs(fd, mine, j->n);
     CHECK(all, "exchanging addresses with the parent");
     gw_status_t st = t->ops->connect(t, all);
@@ -356,7 +357,7 @@ static int rank_main(job_t *j, int rank, int fd)
         return 0;
     }
     t = gw__select_unwrap(t);
-    CHECK(strcmp(t->ops->name, j->want_name) == 0, "transport %s, expected %s", t->ops->name,
+    CHECK(strcmp(t->name, j->want_name) == 0, "transport %s, expected %s", t->name,
           j->want_name);
     int rc = j->fn ? j->fn(t, rank, j->n, j->arg) : 0;
     t->ops->close(t);

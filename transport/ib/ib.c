@@ -25,18 +25,18 @@
  * Small messages (up to 4 KiB, GW_IB_EAGER) do not wait for the CTS: the
  * sender writes header (index, tag, length) and payload into the next of 4
  * eager slots that the receiver keeps for it, and the send completes at
- * once (a CTS for it that comes anyway is dropped). The receiver checks the header against
- * the receive with that index, as the sender checks a CTS entry, before it
- * copies a byte into the user's buffer (or fails with GW_ERR_MISMATCH and
- * aborts, which tells the sender), and frees the slot; every CTS entry
- * carries the count of freed slots back to the sender. This halves the
- * latency of a ping-pong (no CTS on the critical path); with no slot free,
- * a message simply waits for its CTS. Since most small messages come
- * eagerly, the receive of one that may (up to the smaller GW_IB_EAGER of
- * the two ranks, which they publish in their addresses) gives it up to
- * 50 us before sending its CTS, unless it is about to sleep or the sender
- * needs freed slots reported: a CTS that nobody uses costs both NICs and
- * both CPUs as much as the message itself.
+ * once (a CTS for it that comes anyway is dropped). The receiver checks
+ * the header against the receive with that index, as the sender checks a
+ * CTS entry, before it copies a byte into the user's buffer (or fails with
+ * GW_ERR_MISMATCH and aborts, which tells the sender), and frees the slot;
+ * every CTS entry carries the count of freed slots back to the sender. This
+ * halves the latency of a ping-pong (no CTS on the critical path); with no
+ * slot free, a message simply waits for its CTS. Since most small messages
+ * come eagerly, the receive of one that may (up to the smaller GW_IB_EAGER
+ * of the two ranks, which they publish in their addresses) gives it up to
+ * GW_IB_CTS_DEFER_US (200 us by default) before sending its CTS, unless it
+ * is about to sleep or the sender needs freed slots reported: a CTS that
+ * nobody uses costs both NICs and both CPUs as much as the message itself.
  *
  * Ordering is per peer, as the transport contract wants: receives get CTS
  * entries in posting order, sends consume them in posting order, so the
@@ -50,11 +50,12 @@
  * against the current collective's tag (gw__tag_conflicts) and fails with
  * GW_ERR_MISMATCH when p is in another one.
  *
- * Progress is explicit (ib_progress.c): progress() posts what can be
- * posted, polls the CQ in batches and, when there is nothing to do, spins
- * for GW_IB_SPIN_US and then sleeps on the completion channel, the device's
- * async event fd and the connection manager's fd (or the out-of-band
- * sockets), so a waiting rank costs no CPU and still wakes at once.
+ * Progress is explicit (ib_post.c, ib_progress.c): progress() posts what
+ * can be posted, polls the CQ in batches and, when there is nothing to do,
+ * spins for GW_IB_SPIN_US and then sleeps on the completion channel, the
+ * device's async event fd and the connection manager's fd (or the
+ * out-of-band sockets), so a waiting rank costs no CPU and still wakes at
+ * once.
  *
  * Connections (ib_cm.c, ib_oob.c): RC QPs set up through librdmacm by
  * default (needs an IP address on the port: RoCE, or IPoIB), or through an
@@ -64,9 +65,10 @@
  * RDMA CM (DISCONNECTED) or by its socket (EOF), not only after the
  * transport's retries run out.
  *
- * Failure (ib_fail.c). The first failure breaks the whole transport, as in
- * the TCP transport: it is logged once at ERROR naming the peer, every
- * pending request completes with it, every later call returns it. Failed
+ * Failure (ib_fail.c, and the base every transport shares: base.h). The
+ * first failure breaks the whole transport, as in the TCP transport: it is
+ * logged once at ERROR naming the peer, every pending request completes
+ * with it, every later call returns it. Failed
  * work completions name their status (ibv_wc_status_str) with a hint; a
  * peer's ABORT immediate carries its status; async events (port down,
  * device fatal, QP fatal) fail everything instead of leaving ranks waiting.
@@ -87,6 +89,8 @@
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
+
+static const gw__transport_class_t ib_class; /* at the end of the file */
 
 #define VERBS_SONAME "libibverbs.so.1"
 #define RDMACM_SONAME "librdmacm.so.1"
@@ -313,20 +317,11 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     if (!params || !out || !addr)
         return GW_ERR_INVALID_ARG;
     const gw_logger_t *lg = params->log;
-    if (params->size < 1 || params->rank < 0 || params->rank >= params->size) {
-        GW_ERROR(lg, GW_IB_SUBSYS, "rank %d of %d ranks is not a valid rank", params->rank,
-                 params->size);
-        return GW_ERR_INVALID_ARG;
-    }
-    gw_ib_t *t = calloc(1, sizeof(*t));
-    if (!t) {
-        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for the transport");
-        return GW_ERR_NO_MEMORY;
-    }
-    t->base.ops = &gw__ib_transport_ops;
-    t->base.log = lg;
-    t->base.rank = params->rank;
-    t->base.size = params->size;
+    gw_transport_t *base = NULL;
+    gw_status_t st = gw__transport_open_base(&ib_class, params, sizeof(gw_ib_t), &base);
+    if (st != GW_OK)
+        return st;
+    gw_ib_t *t = gw__ib_of(base);
     t->listen_fd = -1;
     t->gid_index = -1;
     t->forced = params->forced;
@@ -334,7 +329,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     t->max_inline = -1;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_IB_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
-    gw_status_t st = gw__ib_config_read(lg, &t->cfg);
+    st = gw__ib_config_read(lg, &t->cfg);
     if (st != GW_OK)
         goto err_free;
     t->nqps = t->cfg.qps;
@@ -402,61 +397,31 @@ static int eager_waiting(const gw_ib_peer_t *p, const gw_request_t *r)
     return 0;
 }
 
-static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+/* A peer that another transport carries has no QPs here. */
+static int peer_usable(const gw_transport_t *base, int peer)
+{
+    const gw_ib_t *t = gw__container_of(base, gw_ib_t, base);
+    return !t->base.connected || t->peers[peer].active;
+}
+
+static gw_status_t ib_post(gw_transport_t *base, gw_request_t *req)
 {
     gw_ib_t *t = gw__ib_of(base);
-    const char *what = kind == GW_REQ_SEND ? "isend" : "irecv";
-    if (!t || !req)
-        return GW_ERR_INVALID_ARG;
-    if (req->peer < 0 || req->peer >= t->base.size || req->peer == t->base.rank ||
-        (req->len > 0 && !req->buf) || (t->connected && !t->peers[req->peer].active)) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS,
-                 "%s: invalid request (peer %d of %d ranks, we are %d; len %zu, buffer %p)", what,
-                 req->peer, t->base.size, t->base.rank, req->len, req->buf);
-        return GW_ERR_INVALID_ARG;
-    }
-    req->kind = kind;
-    req->complete = 0;
-    req->status = GW_OK;
-    req->bytes_done = 0;
-    req->next = NULL;
-    memset(req->priv, 0, sizeof(req->priv));
-    if (t->failed != GW_OK) {
-        gw__ib_complete(req, t->failed);
-        return t->failed;
-    }
-    if (!t->connected) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s before connect() succeeded", what);
-        return GW_ERR_INVALID_ARG;
-    }
     gw_ib_peer_t *p = &t->peers[req->peer];
     GW_IB_REQ_NPARTS(req) = gw__ib_nparts(req->len, t->nqps);
-    if (kind == GW_REQ_SEND) {
+    if (req->kind == GW_REQ_SEND) {
         GW_IB_REQ_IDX(req) = ++p->s_next;
-        gw__ib_queue_push(&p->sq_head, &p->sq_tail, req);
+        gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
     } else {
         GW_IB_REQ_IDX(req) = ++p->r_next;
-        gw__ib_queue_push(&p->rq_head, &p->rq_tail, req);
+        gw__req_queue_push(&p->rq_head, &p->rq_tail, req);
     }
-    if ((p->goodbye || p->gone) && !(kind == GW_REQ_RECV && eager_waiting(p, req)))
-        return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
-                                "%s, but a %s for it was posted (seq %llu, len %zu)",
-                                p->goodbye ? "already closed its communicator"
-                                           : "lost its connection without saying goodbye (it "
-                                             "probably died)",
-                                kind == GW_REQ_SEND ? "send" : "receive",
-                                (unsigned long long)req->tag.seq, req->len);
+    if ((p->goodbye || p->gone) && !(req->kind == GW_REQ_RECV && eager_waiting(p, req)))
+        return gw__transport_post_refused(base, req,
+                                          p->goodbye ? "already closed its communicator"
+                                                     : "lost its connection without saying "
+                                                       "goodbye (it probably died)");
     return GW_OK;
-}
-
-static gw_status_t ib_isend(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_SEND);
-}
-
-static gw_status_t ib_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_RECV);
 }
 
 static int all_zero(const uint8_t *b, size_t n)
@@ -469,10 +434,10 @@ static int all_zero(const uint8_t *b, size_t n)
 
 static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
 {
-    gw_ib_t *t = gw__ib_of(base);
-    if (!t || !all_addrs)
+    if (!base || !all_addrs)
         return GW_ERR_INVALID_ARG;
-    if (t->connected) {
+    gw_ib_t *t = gw__ib_of(base);
+    if (t->base.connected) {
         GW_ERROR(t->base.log, GW_IB_SUBSYS, "connect() called twice");
         return GW_ERR_INVALID_ARG;
     }
@@ -522,7 +487,7 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
     t->pfds = calloc((size_t)t->base.size + 3, sizeof(*t->pfds));
     if (!t->pfds)
         return GW_ERR_NO_MEMORY;
-    t->connected = 1;
+    t->base.connected = 1;
     GW_INFO(t->base.log, GW_IB_SUBSYS, "connected to %d peer%s over %s:%d", npeers,
             npeers == 1 ? "" : "s", t->dev_name, t->port_num);
     return GW_OK;
@@ -532,9 +497,9 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
 
 static gw_status_t ib_mem_reg(gw_transport_t *base, void *buf, size_t len, void **handle)
 {
-    gw_ib_t *t = gw__ib_of(base);
-    if (!t || !handle || (len > 0 && !buf))
+    if (!base || !handle || (len > 0 && !buf))
         return GW_ERR_INVALID_ARG;
+    gw_ib_t *t = gw__ib_of(base);
     gw_ib_mr_entry_t *e = NULL;
     int err = gw__ib_mr_cache_get(&t->mrc, buf, len, &e);
     if (err) {
@@ -549,10 +514,10 @@ static gw_status_t ib_mem_reg(gw_transport_t *base, void *buf, size_t len, void 
 
 static gw_status_t ib_mem_dereg(gw_transport_t *base, void *handle)
 {
-    gw_ib_t *t = gw__ib_of(base);
     gw_ib_mr_entry_t *e = handle;
-    if (!t || !e || e->explicit_refs <= 0)
+    if (!base || !e || e->explicit_refs <= 0)
         return GW_ERR_INVALID_ARG;
+    gw_ib_t *t = gw__ib_of(base);
     /* The caller is about to free the memory: forget the range, so that a
      * later buffer at the same address gets a fresh registration. */
     e->explicit_refs--;
@@ -593,14 +558,15 @@ static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t kind, uint64_t value, int budge
 
 static gw_status_t ib_abort(gw_transport_t *base, gw_status_t reason)
 {
-    gw_ib_t *t = gw__ib_of(base);
-    if (!t)
+    if (!base)
         return GW_ERR_INVALID_ARG;
+    gw_ib_t *t = gw__ib_of(base);
     if (reason == GW_OK)
         reason = GW_ERR_ABORTED;
-    int was_ok = t->failed == GW_OK;
+    int was_ok = t->base.failed == GW_OK;
     gw__ib_fail(t, GW_ERR_ABORTED, NULL);
-    int told = t->connected ? tell_all(t, GW_IB_IMM_ABORT, (uint64_t)reason, GW_IB_SHUTDOWN_MS) : 0;
+    int told =
+        t->base.connected ? tell_all(t, GW_IB_IMM_ABORT, (uint64_t)reason, GW_IB_SHUTDOWN_MS) : 0;
     GW_INFO(t->base.log, GW_IB_SUBSYS, "aborting (%s): told %d of %d peers%s",
             gw_status_str(reason), told, t->base.size - 1,
             was_ok ? "" : " (the transport had failed already)");
@@ -609,10 +575,10 @@ static gw_status_t ib_abort(gw_transport_t *base, gw_status_t reason)
 
 static void ib_close(gw_transport_t *base)
 {
-    gw_ib_t *t = gw__ib_of(base);
-    if (!t)
+    if (!base)
         return;
-    if (t->connected && t->failed == GW_OK) {
+    gw_ib_t *t = gw__ib_of(base);
+    if (t->base.connected && t->base.failed == GW_OK) {
         /* From here on a peer's disconnect is expected, not a failure. */
         int told = tell_all(t, GW_IB_IMM_GOODBYE, 0, GW_IB_SHUTDOWN_MS);
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "closing: said goodbye to %d peers", told);
@@ -633,14 +599,25 @@ static void ib_close(gw_transport_t *base)
 
 const gw_transport_ops_t gw__ib_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
-    .name = "ib",
     .open = ib_open,
     .connect = ib_connect,
-    .isend = ib_isend,
-    .irecv = ib_irecv,
-    .progress = gw__ib_progress,
+    .isend = gw__transport_isend,
+    .irecv = gw__transport_irecv,
+    .progress = gw__transport_progress,
     .mem_reg = ib_mem_reg,
     .mem_dereg = ib_mem_dereg,
     .abort = ib_abort,
     .close = ib_close,
+};
+
+static const gw__transport_class_t ib_class = {
+    .size = sizeof(gw__transport_class_t),
+    .name = "ib",
+    .subsys = GW_IB_SUBSYS,
+    .ops = &gw__ib_transport_ops,
+    .fail_pending = gw__ib_fail_pending,
+    .describe_peer = gw__ib_describe_peer,
+    .post = ib_post,
+    .progress = gw__ib_progress,
+    .peer_usable = peer_usable,
 };

@@ -377,7 +377,7 @@ gw_status_t gw__ib_cm_poll_events(gw_ib_t *t)
     gw_status_t st = GW_OK;
     while (st == GW_OK && next_event(t, &st, 0))
         ;
-    return st != GW_OK ? st : t->failed;
+    return st != GW_OK ? st : t->base.failed;
 }
 
 static void report_missing(gw_ib_t *t)

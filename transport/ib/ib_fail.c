@@ -1,10 +1,11 @@
 /*
  * ib_fail.c - the failure path of the IB transport.
  *
- * As in the TCP transport, the first failure breaks the transport for good:
- * it is logged once at ERROR, naming the peer; every pending request
- * completes with it (releasing its registration); every later call returns
- * it. What RDMA adds is where failures come from and how to explain them:
+ * As in every transport, the first failure breaks the transport for good:
+ * the base (transport/base.c) logs it once at ERROR, naming the peer by
+ * its desc, and keeps it as the status every later call returns; here,
+ * every pending request completes with it and releases its registration
+ * (gw__ib_fail_pending). What RDMA adds is where failures come from and how to explain them:
  *   - failed work completions, reported with ibv_wc_status_str and a hint
  *     for the common ones (retries exceeded: the peer is gone or the ACK
  *     timeout is too short; remote access error: an rkey or bounds
@@ -17,57 +18,31 @@
  *     out-of-band socket goes away without a goodbye died.
  */
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "transport/ib/ib_internal.h"
 
-static void fail_queue(gw_ib_t *t, gw_request_t **head, gw_request_t **tail, gw_status_t st)
+void gw__ib_fail_pending(gw_transport_t *base, gw_status_t st)
 {
-    gw_request_t *r = *head;
-    while (r) {
-        gw_request_t *next = r->next;
-        r->next = NULL;
-        gw__ib_req_release(t, r);
-        gw__ib_complete(r, st);
-        r = next;
-    }
-    *head = *tail = NULL;
-}
-
-gw_status_t gw__ib_fail(gw_ib_t *t, gw_status_t st, const char *fmt, ...)
-{
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (fmt && t->base.log && t->base.log->level >= GW_LOG_ERROR) {
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s", msg);
-    }
-    t->failed = st;
+    gw_ib_t *t = gw__ib_of(base);
     for (int i = 0; t->peers && i < t->base.size; i++) {
         gw_ib_peer_t *p = &t->peers[i];
-        fail_queue(t, &p->sq_head, &p->sq_tail, st);
-        fail_queue(t, &p->rq_head, &p->rq_tail, st);
+        for (gw_request_t *r = p->sq_head; r; r = r->next)
+            gw__ib_req_release(t, r);
+        for (gw_request_t *r = p->rq_head; r; r = r->next)
+            gw__ib_req_release(t, r);
+        gw__req_queue_fail(&p->sq_head, &p->sq_tail, st);
+        gw__req_queue_fail(&p->rq_head, &p->rq_tail, st);
         memset(p->cts_have, 0, sizeof(p->cts_have));
     }
-    return st;
 }
 
-gw_status_t gw__ib_peer_fail(gw_ib_t *t, const gw_ib_peer_t *p, gw_status_t st, const char *fmt,
-                             ...)
+void gw__ib_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap)
 {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return gw__ib_fail(t, st, "%s %s", p->desc, msg);
+    const gw_ib_t *t = gw__container_of(base, gw_ib_t, base);
+    snprintf(buf, cap, "%s", t->peers[peer].desc);
 }
 
 gw_status_t gw__ib_wc_status_class(enum ibv_wc_status st, const char **hint)
@@ -121,8 +96,8 @@ gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc)
     struct pollfd pfd = {.fd = t->ctx->async_fd, .events = POLLIN};
     if (poll(&pfd, 1, GW_IB_ASYNC_GRACE_MS) > 0)
         gw__ib_async_events(t);
-    if (t->failed != GW_OK)
-        return t->failed;
+    if (t->base.failed != GW_OK)
+        return t->base.failed;
     const char *hint = "";
     gw_status_t st = gw__ib_wc_status_class(wc->status, &hint);
     const gw_ib_qpn_map_t *m = gw__ib_qpn_lookup(t, wc->qp_num);
@@ -192,20 +167,20 @@ gw_status_t gw__ib_async_events(gw_ib_t *t)
         if (s != GW_OK && st == GW_OK)
             st = s;
     }
-    return st != GW_OK ? st : t->failed;
+    return st != GW_OK ? st : t->base.failed;
 }
 
 gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how)
 {
     if (p->gone)
-        return t->failed;
+        return t->base.failed;
     p->gone = 1;
     if (p->oob_fd >= 0) {
         close(p->oob_fd);
         p->oob_fd = -1;
     }
-    if (t->failed != GW_OK)
-        return t->failed;
+    if (t->base.failed != GW_OK)
+        return t->base.failed;
     if (p->goodbye) {
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s %s after its goodbye", p->desc, how);
         return GW_OK;
@@ -219,12 +194,4 @@ gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how)
     }
     return gw__ib_peer_fail(t, p, GW_ERR_REMOTE, "%s without saying goodbye: it probably died",
                             how);
-}
-
-gw_status_t gw__ib_abort_status(uint32_t value)
-{
-    gw_status_t st = (gw_status_t)value;
-    if (value == 0 || strcmp(gw_status_name(st), "GW_UNKNOWN_STATUS") == 0)
-        return GW_ERR_ABORTED;
-    return st;
 }

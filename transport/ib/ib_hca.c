@@ -9,8 +9,8 @@
  * first active port in enumeration order is taken.
  *
  * The choice itself works on a plain array of port descriptions, so the
- * tests can feed it any device landscape; ib.c fills the array from
- * ibv_get_device_list and ibv_query_port.
+ * tests can feed it any device landscape; ib_device.c fills the array
+ * from ibv_get_device_list and ibv_query_port.
  */
 #include <ctype.h>
 #include <stdio.h>

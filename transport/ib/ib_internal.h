@@ -2,8 +2,8 @@
  * ib_internal.h - state shared by the files of the InfiniBand verbs (RDMA)
  * transport.
  *
- *   ib.c          narrative, open (device, memory, listening), isend/irecv,
- *                 abort, close, the ops table
+ *   ib.c          narrative, open (device, memory, listening), queueing a
+ *                 request, connect, abort, close, the ops tables
  *   ib_api.c      libibverbs and librdmacm opened at run time (dlopen)
  *   ib_device.c   enumeration of devices and ports, the choice, the GID
  *   ib_hca.c      GW_IB_HCA parsing and the choice of device and port
@@ -15,8 +15,13 @@
  *   ib_qp.c       queue pairs: creation, state changes, receive posting
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
  *   ib_cm.c       connect() through librdmacm
- *   ib_progress.c the progress engine: posting, completions, waiting
- *   ib_fail.c     the failure path, completion errors, async events
+ *   ib_post.c     posting: CTS entries, eager messages, payload parts
+ *   ib_progress.c completions, waiting, progress()
+ *   ib_fail.c     the base's hooks, completion errors, async events,
+ *                 peers that are gone
+ *
+ * What every transport does alike (request checks, queues, the sticky
+ * failure logged once) is the base's: transport/base.h.
  *
  * See the comment at the top of ib.c for how data moves and why.
  */
@@ -30,7 +35,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "transport/transport.h"
+#include "transport/base.h"
 
 #define GW_IB_SUBSYS "ib"
 
@@ -54,7 +59,7 @@
 #define GW_IB_SHUTDOWN_MS 500 /* budget of abort() and close() */
 #define GW_IB_ASYNC_GRACE_MS 50 /* a failed completion waits this long for its async event */
 /* How long a receive of an eager-sized message waits for its message before
- * it sends its CTS anyway (GW_IB_CTS_DEFER_US; see ib_progress.c). */
+ * it sends its CTS anyway (GW_IB_CTS_DEFER_US; see defer_cts in ib_post.c). */
 #define GW_IB_CTS_DEFER_US 200
 #define GW_IB_DEFAULT_TIMEOUT_MS 30000
 #define GW_IB_ADDR_SIZE 98   /* bytes used in the address blob */
@@ -447,7 +452,7 @@ typedef struct gw_ib_qpn_map {
 } gw_ib_qpn_map_t;
 
 typedef struct gw_ib {
-    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     gw_ib_api_t api;
     gw_ib_config_t cfg;
     int forced; /* GW_TRANSPORT=ib asked for this transport (params->forced) */
@@ -493,14 +498,12 @@ typedef struct gw_ib {
     int nqpn;
     struct pollfd *pfds; /* channel, async, cm, oob sockets: for blocking waits */
     int npfds;
-    int connected;
     unsigned progress_calls;
     int no_defer; /* about to sleep: receives send their CTS at once */
     uint64_t ncompleted;
-    gw_status_t failed; /* sticky */
 } gw_ib_t;
 
-static inline gw_ib_t *gw__ib_of(gw_transport_t *t) { return (gw_ib_t *)t; }
+static inline gw_ib_t *gw__ib_of(gw_transport_t *t) { return gw__container_of(t, gw_ib_t, base); }
 
 /* Slot s of the FIFO that `peer` writes into, and of the staging area we
  * write CTS entries for `peer` from. */
@@ -570,20 +573,33 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t);
 gw_status_t gw__ib_cm_poll_events(gw_ib_t *t);
 void gw__ib_cm_teardown(gw_ib_t *t);
 
+/* ib_post.c */
+/* Post what can be posted for every peer: CTS entries for receives, eager
+ * messages and payload parts for sends. *did: something was posted. */
+gw_status_t gw__ib_post_all(gw_ib_t *t, int *did);
+/* Deliver the eager messages waiting in p's slots to their receives. */
+gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did);
+/* One more part of r completed; the request completes with its last. */
+void gw__ib_part_done(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r);
+/* Release what a request holds (its registration). */
+void gw__ib_req_release(gw_ib_t *t, gw_request_t *r);
+
 /* ib_progress.c */
 gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
 /* Poll the CQ until it is empty or budget completions were handled. */
 gw_status_t gw__ib_poll_cq(gw_ib_t *t, int budget, int *handled);
-void gw__ib_complete(gw_request_t *r, gw_status_t st);
-void gw__ib_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
-/* Release what a request holds (its registration). */
-void gw__ib_req_release(gw_ib_t *t, gw_request_t *r);
 
 /* ib_fail.c */
-gw_status_t gw__ib_fail(gw_ib_t *t, gw_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-gw_status_t gw__ib_peer_fail(gw_ib_t *t, const gw_ib_peer_t *p, gw_status_t st, const char *fmt,
-                             ...) __attribute__((format(printf, 4, 5)));
+/* Break the transport (gw__transport_fail in transport/base.h): log once,
+ * complete every pending request with st (releasing its registration),
+ * return the sticky status. */
+#define gw__ib_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
+/* The same with the message prefixed by the peer's desc. */
+#define gw__ib_peer_fail(t, p, st, ...)                                                         \
+    gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
+/* The base's hooks (gw__transport_class_t). */
+void gw__ib_fail_pending(gw_transport_t *base, gw_status_t st);
+void gw__ib_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);
 /* A failed work completion: GW_ERR_REMOTE or GW_ERR_SYSTEM with the status
  * string and a hint. */
 gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc);
@@ -596,6 +612,9 @@ gw_status_t gw__ib_async_events(gw_ib_t *t);
  * requests for p fail when they are posted. */
 gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how);
 /* The status an ABORT immediate carries (GW_ERR_ABORTED when unknown). */
-gw_status_t gw__ib_abort_status(uint32_t value);
+static inline gw_status_t gw__ib_abort_status(uint32_t value)
+{
+    return gw__transport_abort_status(value);
+}
 
 #endif

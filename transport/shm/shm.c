@@ -70,8 +70,10 @@
 #include <unistd.h>
 
 #include "common/byteorder.h"
-#include "transport/select.h"
+#include "transport/host_id.h"
 #include "transport/shm/shm_internal.h"
+
+static const gw__transport_class_t shm_class; /* at the end of the file */
 
 void gw__shm_addr_encode(uint32_t pid, uint64_t host_id, uint64_t ring_bytes,
                          uint8_t blob[GW_TRANSPORT_ADDR_MAX])
@@ -135,20 +137,11 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     if (!params || !out || !addr)
         return GW_ERR_INVALID_ARG;
     const gw_logger_t *lg = params->log;
-    if (params->size < 1 || params->rank < 0 || params->rank >= params->size) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "rank %d of %d ranks is not a valid rank", params->rank,
-                 params->size);
-        return GW_ERR_INVALID_ARG;
-    }
-    gw_shm_t *t = calloc(1, sizeof(*t));
-    if (!t) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "out of memory for the transport");
-        return GW_ERR_NO_MEMORY;
-    }
-    t->base.ops = &gw__shm_transport_ops;
-    t->base.log = lg;
-    t->base.rank = params->rank;
-    t->base.size = params->size;
+    gw_transport_t *base = NULL;
+    gw_status_t st = gw__transport_open_base(&shm_class, params, sizeof(gw_shm_t), &base);
+    if (st != GW_OK)
+        return st;
+    gw_shm_t *t = gw__shm_of(base);
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_SHM_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     t->ring_bytes = GW_SHM_RING_DEFAULT;
@@ -168,7 +161,7 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
         t->peers[r].pidfd = -1;
         t->peers[r].fd = -1;
     }
-    gw_status_t st = gw__host_id(lg, &t->host_id);
+    st = gw__host_id(lg, &t->host_id);
     if (st != GW_OK) {
         shm_free(t);
         return st;
@@ -180,61 +173,23 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     return GW_OK;
 }
 
-static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+static gw_status_t shm_post(gw_transport_t *base, gw_request_t *req)
 {
     gw_shm_t *t = gw__shm_of(base);
-    const char *what = kind == GW_REQ_SEND ? "isend" : "irecv";
-    if (!t || !req)
-        return GW_ERR_INVALID_ARG;
-    if (req->peer < 0 || req->peer >= t->base.size || req->peer == t->base.rank ||
-        (req->len > 0 && !req->buf)) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                 "%s: invalid request (peer %d of %d ranks, we are %d; len %zu, buffer %p)", what,
-                 req->peer, t->base.size, t->base.rank, req->len, req->buf);
-        return GW_ERR_INVALID_ARG;
-    }
-    req->kind = kind;
-    req->complete = 0;
-    req->status = GW_OK;
-    req->bytes_done = 0;
-    req->next = NULL;
-    if (t->failed != GW_OK) {
-        req->status = t->failed;
-        req->complete = 1;
-        return t->failed;
-    }
-    if (!t->connected) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "%s before connect() succeeded", what);
-        return GW_ERR_INVALID_ARG;
-    }
     gw_shm_peer_t *p = &t->peers[req->peer];
     if (!p->served) {
         GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                 "%s: rank %d is not connected through shared memory (internal error)", what,
-                 req->peer);
+                 "%s: rank %d is not connected through shared memory (internal error)",
+                 req->kind == GW_REQ_SEND ? "isend" : "irecv", req->peer);
         return GW_ERR_INVALID_ARG;
     }
-    if (kind == GW_REQ_SEND)
-        gw__shm_queue_push(&p->sq_head, &p->sq_tail, req);
+    if (req->kind == GW_REQ_SEND)
+        gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
     else
-        gw__shm_queue_push(&p->rq_head, &p->rq_tail, req);
+        gw__req_queue_push(&p->rq_head, &p->rq_tail, req);
     if (p->goodbye)
-        return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
-                                 "already closed its communicator, but a %s for it was posted "
-                                 "(seq %llu, len %zu)",
-                                 kind == GW_REQ_SEND ? "send" : "receive",
-                                 (unsigned long long)req->tag.seq, req->len);
+        return gw__transport_post_refused(base, req, "already closed its communicator");
     return GW_OK;
-}
-
-static gw_status_t shm_isend(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_SEND);
-}
-
-static gw_status_t shm_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_RECV);
 }
 
 /* Raise a flag in our half of every segment, and wake peers that sleep. */
@@ -254,9 +209,9 @@ static void tell_peers(gw_shm_t *t, int goodbye, gw_status_t reason)
 
 static gw_status_t shm_abort(gw_transport_t *base, gw_status_t reason)
 {
-    gw_shm_t *t = gw__shm_of(base);
-    if (!t)
+    if (!base)
         return GW_ERR_INVALID_ARG;
+    gw_shm_t *t = gw__shm_of(base);
     if (reason == GW_OK)
         reason = GW_ERR_ABORTED;
     gw__shm_fail(t, GW_ERR_ABORTED, NULL);
@@ -268,9 +223,9 @@ static gw_status_t shm_abort(gw_transport_t *base, gw_status_t reason)
 
 static void shm_close(gw_transport_t *base)
 {
-    gw_shm_t *t = gw__shm_of(base);
-    if (!t)
+    if (!base)
         return;
+    gw_shm_t *t = gw__shm_of(base);
     /* Requests still queued are not completed: the caller is tearing down
      * and may have released them already. Data we wrote stays readable in
      * the peer's mapping after we unmap ours. */
@@ -281,14 +236,24 @@ static void shm_close(gw_transport_t *base)
 
 const gw_transport_ops_t gw__shm_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
-    .name = "shm",
     .open = shm_open_,
     .connect = gw__shm_connect,
-    .isend = shm_isend,
-    .irecv = shm_irecv,
-    .progress = gw__shm_progress,
+    .isend = gw__transport_isend,
+    .irecv = gw__transport_irecv,
+    .progress = gw__transport_progress,
     .mem_reg = gw__transport_mem_reg_unsupported,
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = shm_abort,
     .close = shm_close,
+};
+
+static const gw__transport_class_t shm_class = {
+    .size = sizeof(gw__transport_class_t),
+    .name = "shm",
+    .subsys = GW_SHM_SUBSYS,
+    .ops = &gw__shm_transport_ops,
+    .fail_pending = gw__shm_fail_pending,
+    .describe_peer = gw__shm_describe_peer,
+    .post = shm_post,
+    .progress = gw__shm_progress,
 };

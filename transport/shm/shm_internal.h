@@ -1,12 +1,16 @@
 /*
  * shm_internal.h - state shared by the files of the shared-memory transport.
  *
- *   shm.c           narrative, open, isend/irecv, abort, close, the ops table
+ *   shm.c           narrative, open, queueing a request, abort, close, the
+ *                   ops table
  *   shm_seg.c       connect(): creating, attaching and checking the segments
  *   shm_progress.c  the progress engine: ring copies, single-copy reads,
  *                   liveness of peers, waiting
- *   shm_fail.c      the failure path: one error, logged once, fails everything
+ *   shm_fail.c      the base's hooks: failing the pending requests, naming
+ *                   a peer
  *
+ * What every transport does alike (request checks, queues, the sticky
+ * failure logged once) is the base's: transport/base.h.
  * See the comment at the top of shm.c for how data moves and why.
  */
 #ifndef GW_TRANSPORT_SHM_INTERNAL_H
@@ -17,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "transport/transport.h"
+#include "transport/base.h"
 
 #define GW_SHM_SUBSYS "shm"
 
@@ -150,7 +154,7 @@ typedef struct gw_shm_peer {
 } gw_shm_peer_t;
 
 typedef struct gw_shm {
-    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     int timeout_ms;
     uint8_t job_id[16];
     uint64_t host_id;
@@ -160,7 +164,6 @@ typedef struct gw_shm {
     volatile uint64_t probe; /* GW_SHM_PROBE_MAGIC, read by peers' probes */
     gw_shm_peer_t *peers; /* size entries; ours is unused */
     int npeers;           /* served peers */
-    int connected;
     uint64_t moved;       /* bytes and completions so far, to tell idle rounds */
     int64_t idle_since_ns; /* 0 when the last round moved something */
     int64_t next_liveness_ms;
@@ -168,10 +171,12 @@ typedef struct gw_shm {
     int64_t spin_ns;  /* idle time spent polling before yielding the core */
     int spin;         /* polling is worth it: no peer we wait for shares our CPU */
     int64_t yield_ns; /* idle time before sleeping in the futex */
-    gw_status_t failed; /* sticky: GW_OK while healthy */
 } gw_shm_t;
 
-static inline gw_shm_t *gw__shm_of(gw_transport_t *t) { return (gw_shm_t *)t; }
+static inline gw_shm_t *gw__shm_of(gw_transport_t *t)
+{
+    return gw__container_of(t, gw_shm_t, base);
+}
 
 /* Round up to the ring's alignment. */
 static inline uint64_t gw__shm_align(uint64_t n)
@@ -201,22 +206,20 @@ void gw__shm_seg_name(const uint8_t job_id[16], int lo, int hi, char *buf, size_
 
 /* shm_progress.c */
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
-void gw__shm_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
 /* 1 when pid is gone (exited, even if not yet reaped). */
 int gw__shm_peer_gone(gw_shm_peer_t *p);
 /* Wake the peer if it sleeps waiting for us. */
 void gw__shm_ring_bell(gw_shm_peer_t *p);
 
 /* shm_fail.c */
-/* Break the transport: log once at ERROR (the first failure only; NULL fmt
- * logs nothing), complete every pending request with st, and return the
- * sticky status (the first failure's). */
-gw_status_t gw__shm_fail(gw_shm_t *t, gw_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* gw__shm_fail with the message prefixed by "rank R (pid P) ". */
-gw_status_t gw__shm_peer_fail(gw_shm_t *t, const gw_shm_peer_t *p, gw_status_t st,
-                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* The status an abort flag carries (GW_ERR_ABORTED when unknown). */
-gw_status_t gw__shm_abort_status(int32_t flag);
+/* Break the transport (gw__transport_fail in transport/base.h): log once,
+ * complete every pending request with st, return the sticky status. */
+#define gw__shm_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
+/* The same with the message prefixed by "rank R (pid P, shared memory) ". */
+#define gw__shm_peer_fail(t, p, st, ...)                                                        \
+    gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
+/* The base's hooks (gw__transport_class_t). */
+void gw__shm_fail_pending(gw_transport_t *base, gw_status_t st);
+void gw__shm_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);
 
 #endif

@@ -48,35 +48,6 @@
 
 #define GW_SHM_SLEEP_NS (2LL * 1000000) /* the longest single sleep */
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-void gw__shm_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
-{
-    r->next = NULL;
-    if (*tail)
-        (*tail)->next = r;
-    else
-        *head = r;
-    *tail = r;
-}
-
-static gw_request_t *queue_pop(gw_request_t **head, gw_request_t **tail)
-{
-    gw_request_t *r = *head;
-    *head = r->next;
-    if (!*head)
-        *tail = NULL;
-    r->next = NULL;
-    return r;
-}
-
 static void complete(gw_shm_t *t, gw_request_t *r)
 {
     r->status = GW_OK;
@@ -150,7 +121,7 @@ static void finish_direct(gw_shm_t *t, gw_shm_peer_t *p)
         return;
     uint64_t done = atomic_load_explicit(&p->out->direct_done, memory_order_acquire);
     while (p->dq_head && GW_SHM_REQ_INDEX(p->dq_head) <= done) {
-        gw_request_t *r = queue_pop(&p->dq_head, &p->dq_tail);
+        gw_request_t *r = gw__req_queue_pop(&p->dq_head, &p->dq_tail);
         r->bytes_done = r->len;
         complete(t, r);
     }
@@ -187,8 +158,8 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 /* The peer copies the payload; the send completes when it
                  * counts the message in direct_done. */
                 GW_SHM_REQ_INDEX(r) = ++p->s_direct;
-                queue_pop(&p->sq_head, &p->sq_tail);
-                gw__shm_queue_push(&p->dq_head, &p->dq_tail, r);
+                gw__req_queue_pop(&p->sq_head, &p->sq_tail);
+                gw__req_queue_push(&p->dq_head, &p->dq_tail, r);
                 continue;
             }
             p->s_hdr_done = 1;
@@ -224,7 +195,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
         }
         if (p->s_done < body)
             break;
-        queue_pop(&p->sq_head, &p->sq_tail);
+        gw__req_queue_pop(&p->sq_head, &p->sq_tail);
         p->s_hdr_done = 0;
         complete(t, r);
     }
@@ -261,15 +232,10 @@ static gw_status_t take_header(gw_shm_t *t, gw_shm_peer_t *p, uint64_t *tail)
 static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
 {
     gw_request_t *r = p->rq_head;
-    const gw_shm_rec_t *h = &p->r_hdr;
-    if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->len != r->len)
-        return gw__shm_peer_fail(t, p, GW_ERR_MISMATCH,
-                                 "sent a message that does not match the receive posted for it: "
-                                 "expected (seq %llu, sig 0x%08x, len %zu), received (seq %llu, "
-                                 "sig 0x%08x, len %llu)",
-                                 (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
-                                 (unsigned long long)h->seq, (unsigned)h->sig,
-                                 (unsigned long long)h->len);
+    gw_msg_tag_t got = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
+    gw_status_t st = gw__transport_check_match(&t->base, r, &got, p->r_hdr.len);
+    if (st != GW_OK)
+        return st;
     p->r_held = 0;
     p->rreq = r;
     p->r_done = 0;
@@ -278,7 +244,7 @@ static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
 
 static void finish_recv(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    gw_request_t *r = queue_pop(&p->rq_head, &p->rq_tail);
+    gw_request_t *r = gw__req_queue_pop(&p->rq_head, &p->rq_tail);
     p->rreq = NULL;
     complete(t, r);
 }
@@ -289,8 +255,8 @@ static gw_status_t sender_left(gw_shm_t *t, gw_shm_peer_t *p)
 {
     int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
     if (ab != 0)
-        return gw__shm_peer_fail(t, p, gw__shm_abort_status(ab), "aborted: %s",
-                                 gw_status_str(gw__shm_abort_status(ab)));
+        return gw__shm_peer_fail(t, p, gw__transport_abort_status(ab), "aborted: %s",
+                                 gw_status_str(gw__transport_abort_status(ab)));
     if (atomic_load_explicit(&p->its->goodbye, memory_order_acquire))
         return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                  "closed its communicator while we read a message from it "
@@ -418,8 +384,8 @@ static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
 {
     int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
     if (ab != 0)
-        return gw__shm_peer_fail(t, p, gw__shm_abort_status(ab), "aborted: %s",
-                                 gw_status_str(gw__shm_abort_status(ab)));
+        return gw__shm_peer_fail(t, p, gw__transport_abort_status(ab), "aborted: %s",
+                                 gw_status_str(gw__transport_abort_status(ab)));
     if (!p->goodbye && atomic_load_explicit(&p->its->goodbye, memory_order_acquire)) {
         /* Everything it sent before its goodbye is in the ring by now. */
         uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
@@ -445,8 +411,8 @@ static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
         /* It may have aborted, or said goodbye, just before it exited. */
         ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
         if (ab != 0)
-            return gw__shm_peer_fail(t, p, gw__shm_abort_status(ab), "aborted: %s",
-                                     gw_status_str(gw__shm_abort_status(ab)));
+            return gw__shm_peer_fail(t, p, gw__transport_abort_status(ab), "aborted: %s",
+                                     gw_status_str(gw__transport_abort_status(ab)));
         if (atomic_load_explicit(&p->its->goodbye, memory_order_acquire))
             return GW_OK; /* its last messages may still be in the ring */
         return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
@@ -462,15 +428,10 @@ static gw_status_t check_conflicts(gw_shm_t *t, const gw_msg_tag_t *current)
         if (!p->served || !p->r_held)
             continue;
         gw_msg_tag_t pending = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
-        if (gw__tag_conflicts(&pending, current))
-            return gw__shm_peer_fail(
-                t, p, GW_ERR_MISMATCH,
-                "sent a message of collective (seq %llu, sig 0x%08x, len %llu) while "
-                "this rank is in collective (seq %llu, sig 0x%08x): the ranks called "
-                "collectives in a different order or with different arguments",
-                (unsigned long long)pending.seq, (unsigned)pending.sig,
-                (unsigned long long)p->r_hdr.len, (unsigned long long)current->seq,
-                (unsigned)current->sig);
+        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message",
+                                                     &pending, p->r_hdr.len, current);
+        if (st != GW_OK)
+            return st;
     }
     return GW_OK;
 }
@@ -594,14 +555,6 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
     gw_shm_t *t = gw__shm_of(base);
-    if (!t)
-        return GW_ERR_INVALID_ARG;
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (!t->connected) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "progress() called before connect() succeeded");
-        return GW_ERR_INVALID_ARG;
-    }
     int64_t deadline = wait_ms > 0 ? gw__now_ns() + (int64_t)wait_ms * 1000000 : 0;
     for (;;) {
         uint64_t before = t->moved;
@@ -621,7 +574,7 @@ gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
             return GW_OK;
         int64_t idle = now - t->idle_since_ns;
         if (t->spin && idle < t->spin_ns) {
-            cpu_relax();
+            gw__cpu_relax();
         } else if (idle < t->yield_ns) {
             sched_yield();
         } else {

@@ -312,9 +312,9 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
     gw_shm_t *t = gw__shm_of(base);
     if (!t || !all_addrs)
         return GW_ERR_INVALID_ARG;
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (t->connected || t->npeers > 0) {
+    if (t->base.failed != GW_OK)
+        return t->base.failed;
+    if (t->base.connected || t->npeers > 0) {
         GW_ERROR(t->base.log, GW_SHM_SUBSYS, "connect() called twice");
         return GW_ERR_INVALID_ARG;
     }
@@ -360,7 +360,7 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
             if (st == GW_OK && ab != 0) {
                 GW_ERROR(t->base.log, GW_SHM_SUBSYS,
                          "rank %d (pid %ld) failed to connect: %s", r, (long)p->pid,
-                         gw_status_str(gw__shm_abort_status(ab)));
+                         gw_status_str(gw__transport_abort_status(ab)));
                 st = GW_ERR_REMOTE;
             }
             if (st == GW_OK && cs[r] != C_DONE && gw__shm_peer_gone(p)) {
@@ -389,7 +389,7 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
         gw__shm_unmap_all(t);
         return gw__shm_fail(t, st, NULL);
     }
-    t->connected = 1;
+    t->base.connected = 1;
     int direct = 0;
     for (int r = 0; r < size; r++)
         direct += t->peers[r].served && t->peers[r].direct_ok;

@@ -63,6 +63,8 @@
 #include "common/clock.h"
 #include "transport/tcp/tcp_internal.h"
 
+static const gw__transport_class_t tcp_class; /* at the end of the file */
+
 static void tcp_free(gw_tcp_t *t)
 {
     if (t->listen_fd >= 0)
@@ -113,30 +115,22 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     if (!params || !out || !addr)
         return GW_ERR_INVALID_ARG;
     const gw_logger_t *lg = params->log;
-    if (params->size < 1 || params->rank < 0 || params->rank >= params->size) {
-        GW_ERROR(lg, GW_TCP_SUBSYS, "rank %d of %d ranks is not a valid rank", params->rank,
-                 params->size);
-        return GW_ERR_INVALID_ARG;
-    }
+    gw_transport_t *base = NULL;
+    gw_status_t st = gw__transport_open_base(&tcp_class, params, sizeof(gw_tcp_t), &base);
+    if (st != GW_OK)
+        return st;
+    gw_tcp_t *t = gw__tcp_of(base);
     if (params->nsocks < 1 || params->nsocks > GW_TCP_MAX_NSOCKS) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "%d sockets per peer (GW_NSOCKS) is not in [1, %d]",
                  params->nsocks, GW_TCP_MAX_NSOCKS);
+        free(t);
         return GW_ERR_CONFIG;
     }
-    gw_tcp_t *t = calloc(1, sizeof(*t));
-    if (!t) {
-        GW_ERROR(lg, GW_TCP_SUBSYS, "out of memory for the transport");
-        return GW_ERR_NO_MEMORY;
-    }
-    t->base.ops = &gw__tcp_transport_ops;
-    t->base.log = lg;
-    t->base.rank = params->rank;
-    t->base.size = params->size;
     t->nsocks = params->nsocks;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_TCP_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     t->listen_fd = -1;
-    gw_status_t st = alloc_peers(t);
+    st = alloc_peers(t);
     if (st != GW_OK) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "out of memory for %d peers", params->size);
         goto err_free;
@@ -191,60 +185,21 @@ err_free:
     return st;
 }
 
-static gw_status_t post(gw_transport_t *base, gw_request_t *req, gw_req_kind_t kind)
+static gw_status_t tcp_post(gw_transport_t *base, gw_request_t *req)
 {
     gw_tcp_t *t = gw__tcp_of(base);
-    const char *what = kind == GW_REQ_SEND ? "isend" : "irecv";
-    if (!t || !req)
-        return GW_ERR_INVALID_ARG;
-    if (req->peer < 0 || req->peer >= t->base.size || req->peer == t->base.rank ||
-        (req->len > 0 && !req->buf)) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS,
-                 "%s: invalid request (peer %d of %d ranks, we are %d; len %zu, buffer %p)", what,
-                 req->peer, t->base.size, t->base.rank, req->len, req->buf);
-        return GW_ERR_INVALID_ARG;
-    }
-    req->kind = kind;
-    req->complete = 0;
-    req->status = GW_OK;
-    req->bytes_done = 0;
-    req->next = NULL;
-    if (t->failed != GW_OK) {
-        gw__tcp_complete(req, t->failed);
-        return t->failed;
-    }
-    if (!t->connected) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "%s before connect() succeeded", what);
-        return GW_ERR_INVALID_ARG;
-    }
     gw_tcp_peer_t *p = &t->peers[req->peer];
     GW_TCP_REQ_NPARTS(req) = gw__tcp_nparts(req->len, t->nsocks);
-    GW_TCP_REQ_PARTS_DONE(req) = 0;
-    GW_TCP_REQ_MATCHED(req) = 0;
-    if (kind == GW_REQ_SEND) {
+    if (req->kind == GW_REQ_SEND) {
         GW_TCP_REQ_IDX(req) = ++p->s_next;
-        gw__tcp_queue_push(&p->sq_head, &p->sq_tail, req);
+        gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
     } else {
         GW_TCP_REQ_IDX(req) = ++p->r_next;
-        gw__tcp_queue_push(&p->rq_head, &p->rq_tail, req);
+        gw__req_queue_push(&p->rq_head, &p->rq_tail, req);
     }
     if (p->goodbye)
-        return gw__tcp_fail(t, GW_ERR_REMOTE,
-                            "rank %d (%s) already closed its communicator, but a %s for it was "
-                            "posted (seq %llu, len %zu)",
-                            p->rank, p->addr_str, kind == GW_REQ_SEND ? "send" : "receive",
-                            (unsigned long long)req->tag.seq, req->len);
+        return gw__transport_post_refused(base, req, "already closed its communicator");
     return GW_OK;
-}
-
-static gw_status_t tcp_isend(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_SEND);
-}
-
-static gw_status_t tcp_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    return post(t, req, GW_REQ_RECV);
 }
 
 /* A socket where the peer expects a header next: nothing half written. */
@@ -347,9 +302,9 @@ static void close_sockets(gw_tcp_t *t)
 
 static gw_status_t tcp_abort(gw_transport_t *base, gw_status_t reason)
 {
-    gw_tcp_t *t = gw__tcp_of(base);
-    if (!t)
+    if (!base)
         return GW_ERR_INVALID_ARG;
+    gw_tcp_t *t = gw__tcp_of(base);
     if (reason == GW_OK)
         reason = GW_ERR_ABORTED;
     /* Fail first: pending requests complete, and sockets left in the middle
@@ -366,9 +321,9 @@ static gw_status_t tcp_abort(gw_transport_t *base, gw_status_t reason)
 
 static void tcp_close(gw_transport_t *base)
 {
-    gw_tcp_t *t = gw__tcp_of(base);
-    if (!t)
+    if (!base)
         return;
+    gw_tcp_t *t = gw__tcp_of(base);
     int eligible = 0;
     int told = send_control(t, GW_TCP_GOODBYE, GW_OK, GW_TCP_SHUTDOWN_MS, &eligible);
     GW_TRACE(t->base.log, GW_TCP_SUBSYS, "closing: said goodbye on %d of %d connections", told,
@@ -381,14 +336,24 @@ static void tcp_close(gw_transport_t *base)
 
 const gw_transport_ops_t gw__tcp_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
-    .name = "tcp",
     .open = tcp_open,
     .connect = gw__tcp_connect,
-    .isend = tcp_isend,
-    .irecv = tcp_irecv,
-    .progress = gw__tcp_progress,
+    .isend = gw__transport_isend,
+    .irecv = gw__transport_irecv,
+    .progress = gw__transport_progress,
     .mem_reg = gw__transport_mem_reg_unsupported,
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = tcp_abort,
     .close = tcp_close,
+};
+
+static const gw__transport_class_t tcp_class = {
+    .size = sizeof(gw__transport_class_t),
+    .name = "tcp",
+    .subsys = GW_TCP_SUBSYS,
+    .ops = &gw__tcp_transport_ops,
+    .fail_pending = gw__tcp_fail_pending,
+    .describe_peer = gw__tcp_describe_peer,
+    .post = tcp_post,
+    .progress = gw__tcp_progress,
 };

@@ -493,9 +493,9 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
     gw_tcp_t *t = gw__tcp_of(base);
     if (!t || !all_addrs)
         return GW_ERR_INVALID_ARG;
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (t->connected || t->listen_fd < 0) {
+    if (t->base.failed != GW_OK)
+        return t->base.failed;
+    if (t->base.connected || t->listen_fd < 0) {
         GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connect() called twice");
         return GW_ERR_INVALID_ARG;
     }
@@ -561,7 +561,7 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
     if (st == GW_OK)
         st = finish(t, npeers);
     if (st == GW_OK) {
-        t->connected = 1;
+        t->base.connected = 1;
         GW_INFO(t->base.log, GW_TCP_SUBSYS,
                 "connected to %d peers with %d socket%s each in %lld ms", npeers, t->nsocks,
                 t->nsocks == 1 ? "" : "s", (long long)(gw__now_ms() - start));

@@ -1,53 +1,32 @@
 /*
  * tcp_fail.c - the failure path of the TCP transport.
  *
- * The first failure breaks the transport for good: it is logged once, at
- * ERROR, naming the peer (rank and listening address) and what happened;
- * every pending request completes with it; and every later call returns it.
- * The helpers here turn what the sockets report (an errno, EOF, a hang-up)
+ * The first failure breaks the transport for good: the base
+ * (transport/base.c) logs it once, at ERROR, naming the peer by rank and
+ * listening address (gw__tcp_describe_peer), and keeps it as the status
+ * every later call returns; every pending request completes with it
+ * (gw__tcp_fail_pending, which also marks frames left half written). The
+ * helpers here turn what the sockets report (an errno, EOF, a hang-up)
  * into that one message and status. A peer that aborted is reported with
  * the status it sent, even when its close after the abort broke the
  * connection before we read the ABORT frame in the normal course.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "transport/tcp/tcp_internal.h"
 
-static void fail_queue(gw_request_t **head, gw_request_t **tail, gw_status_t st)
+void gw__tcp_fail_pending(gw_transport_t *base, gw_status_t st)
 {
-    gw_request_t *r = *head;
-    while (r) {
-        gw_request_t *next = r->next;
-        r->next = NULL;
-        gw__tcp_complete(r, st);
-        r = next;
-    }
-    *head = *tail = NULL;
-}
-
-gw_status_t gw__tcp_fail(gw_tcp_t *t, gw_status_t st, const char *fmt, ...)
-{
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (fmt && t->base.log && t->base.log->level >= GW_LOG_ERROR) {
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "%s", msg);
-    }
-    t->failed = st;
+    gw_tcp_t *t = gw__tcp_of(base);
     for (int i = 0; i < t->base.size; i++) {
         gw_tcp_peer_t *p = &t->peers[i];
         if (i == t->base.rank || !p->socks)
             continue;
-        fail_queue(&p->sq_head, &p->sq_tail, st);
-        fail_queue(&p->rq_head, &p->rq_tail, st);
+        gw__req_queue_fail(&p->sq_head, &p->sq_tail, st);
+        gw__req_queue_fail(&p->rq_head, &p->rq_tail, st);
         for (int k = 0; k < t->nsocks; k++) {
             gw_tcp_sock_t *s = &p->socks[k];
             /* abort() and close() may write a frame only where the peer
@@ -58,28 +37,12 @@ gw_status_t gw__tcp_fail(gw_tcp_t *t, gw_status_t st, const char *fmt, ...)
             s->rreq = NULL;
         }
     }
-    return st;
 }
 
-gw_status_t gw__tcp_peer_fail(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st, const char *fmt,
-                              ...)
+void gw__tcp_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap)
 {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return gw__tcp_fail(t, st, "rank %d (%s) %s", p->rank, p->addr_str, msg);
-}
-
-/* An ABORT frame carries the peer's status; anything we do not know as a
- * failure status still means the peer aborted. */
-gw_status_t gw__tcp_abort_status(int32_t wire)
-{
-    gw_status_t st = (gw_status_t)wire;
-    if (wire <= 0 || strcmp(gw_status_name(st), "GW_UNKNOWN_STATUS") == 0)
-        return GW_ERR_ABORTED;
-    return st;
+    const gw_tcp_t *t = gw__container_of(base, gw_tcp_t, base);
+    snprintf(buf, cap, "rank %d (%s)", peer, t->peers[peer].addr_str);
 }
 
 /* The connection to p broke. If p aborted, its ABORT frame may still wait
@@ -104,7 +67,7 @@ static int find_abort(gw_tcp_peer_t *p, int nsocks, gw_status_t *st)
         gw_tcp_hdr_t h;
         gw__tcp_hdr_decode(s->r_buf, &h);
         if (h.magic == GW_TCP_FRAME_MAGIC && h.type == GW_TCP_ABORT) {
-            *st = gw__tcp_abort_status(h.status);
+            *st = gw__transport_abort_status(h.status);
             return 1;
         }
     }

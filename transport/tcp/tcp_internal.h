@@ -1,15 +1,18 @@
 /*
  * tcp_internal.h - state shared by the files of the TCP transport.
  *
- *   tcp.c           narrative, open (listening socket), isend/irecv, abort,
- *                   close, the ops table
+ *   tcp.c           narrative, open (listening socket), queueing a request,
+ *                   abort, close, the ops table
  *   tcp_addr.c      choice of the local address (GW_SOCKET_IFNAME or default)
  *   tcp_wire.c      encoding of frame headers, hellos and the address blob,
  *                   socket options
  *   tcp_conn.c      connect(): the full mesh and its handshake
  *   tcp_progress.c  the progress engine
- *   tcp_fail.c      the failure path: one error, logged once, fails everything
+ *   tcp_fail.c      what the sockets report (errno, EOF, hang-up, an ABORT
+ *                   read late) turned into the failure, and the base's hooks
  *
+ * What every transport does alike (request checks, queues, the sticky
+ * failure logged once) is the base's: transport/base.h.
  * See the comment at the top of tcp.c for how data moves and why.
  */
 #ifndef GW_TRANSPORT_TCP_INTERNAL_H
@@ -20,7 +23,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "transport/transport.h"
+#include "transport/base.h"
 
 #define GW_TCP_SUBSYS "tcp"
 
@@ -118,7 +121,7 @@ typedef struct gw_tcp_peer {
 } gw_tcp_peer_t;
 
 typedef struct gw_tcp {
-    gw_transport_t base; /* first, so that container_of is a cast */
+    gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     int nsocks;
     int timeout_ms;
     gw_tcp_bufs_t bufs;
@@ -130,17 +133,21 @@ typedef struct gw_tcp {
     gw_tcp_sock_t **pfd_socks;
     gw_tcp_peer_t **pfd_peers;
     int npfds;
-    int connected;
     uint64_t ncompleted; /* requests completed so far, to tell rounds that did work */
-    gw_status_t failed;  /* sticky: GW_OK while healthy */
 } gw_tcp_t;
 
-static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t) { return (gw_tcp_t *)t; }
+static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t)
+{
+    return gw__container_of(t, gw_tcp_t, base);
+}
 
 /* Parts of a len-byte message over nsocks sockets, and the byte range of
  * part k. Both ends compute them from the length alone. */
-size_t gw__tcp_nparts(size_t len, int nsocks);
-void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
+static inline size_t gw__tcp_nparts(size_t len, int nsocks)
+{
+    return gw__transport_nparts(len, GW_TCP_MIN_PART, nsocks);
+}
+#define gw__tcp_part_range gw__transport_part_range
 
 /* tcp_wire.c */
 void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE]);
@@ -177,20 +184,18 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
 
 /* tcp_progress.c */
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
-void gw__tcp_complete(gw_request_t *r, gw_status_t st);
-void gw__tcp_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r);
 
 /* tcp_fail.c */
-/* Break the transport: log once at ERROR (the first failure only; NULL fmt
- * logs nothing), complete every pending request with st, and return the
- * sticky status (the first failure's). */
-gw_status_t gw__tcp_fail(gw_tcp_t *t, gw_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* gw__tcp_fail with the message prefixed by "rank R (address) ". */
-gw_status_t gw__tcp_peer_fail(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st, const char *fmt,
-                              ...) __attribute__((format(printf, 4, 5)));
-/* The status an ABORT frame carries (GW_ERR_ABORTED when unknown). */
-gw_status_t gw__tcp_abort_status(int32_t wire);
+/* Break the transport (gw__transport_fail in transport/base.h): log once,
+ * complete every pending request with st, return the sticky status. */
+#define gw__tcp_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
+/* The same with the message prefixed by "rank R (address) ". */
+#define gw__tcp_peer_fail(t, p, st, ...)                                                        \
+    gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
+/* The base's hooks (gw__transport_class_t): fail every queued request and
+ * forget the frames in flight; "rank R (address)". */
+void gw__tcp_fail_pending(gw_transport_t *base, gw_status_t st);
+void gw__tcp_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);
 /* p aborted with st: "rank R (address) aborted: <status>". */
 gw_status_t gw__tcp_peer_aborted(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st);
 /* Socket s of p failed: a send/recv errno, EOF, or an error or hang-up on a

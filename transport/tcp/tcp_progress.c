@@ -28,8 +28,6 @@
  * progress(current) notice that a peer is in another collective than ours.
  */
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -40,67 +38,17 @@
  * many bytes in one round; poll() reports it ready again at once. */
 #define GW_TCP_IO_BUDGET ((size_t)16 * 1024 * 1024)
 
-size_t gw__tcp_nparts(size_t len, int nsocks)
-{
-    size_t n = len / GW_TCP_MIN_PART;
-    if (n < 1)
-        n = 1;
-    if (n > (size_t)nsocks)
-        n = (size_t)nsocks;
-    return n;
-}
-
-void gw__tcp_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen)
-{
-    size_t base = len / nparts, rem = len % nparts;
-    *off = k * base + (k < rem ? k : rem);
-    *plen = base + (k < rem ? 1 : 0);
-}
-
-void gw__tcp_complete(gw_request_t *r, gw_status_t st)
-{
-    r->status = st;
-    r->complete = 1;
-}
-
-void gw__tcp_queue_push(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
-{
-    r->next = NULL;
-    if (*tail)
-        (*tail)->next = r;
-    else
-        *head = r;
-    *tail = r;
-}
-
-static void queue_remove(gw_request_t **head, gw_request_t **tail, gw_request_t *r)
-{
-    gw_request_t *prev = NULL;
-    for (gw_request_t *q = *head; q; prev = q, q = q->next) {
-        if (q != r)
-            continue;
-        if (prev)
-            prev->next = q->next;
-        else
-            *head = q->next;
-        if (*tail == q)
-            *tail = prev;
-        q->next = NULL;
-        return;
-    }
-}
-
 /* One more part of r is done; the request completes with its last part. */
 static void finish_part(gw_tcp_t *t, gw_tcp_peer_t *p, gw_request_t *r)
 {
     if (++GW_TCP_REQ_PARTS_DONE(r) < GW_TCP_REQ_NPARTS(r))
         return;
     if (r->kind == GW_REQ_SEND)
-        queue_remove(&p->sq_head, &p->sq_tail, r);
+        gw__req_queue_remove(&p->sq_head, &p->sq_tail, r);
     else
-        queue_remove(&p->rq_head, &p->rq_tail, r);
+        gw__req_queue_remove(&p->rq_head, &p->rq_tail, r);
     t->ncompleted++;
-    gw__tcp_complete(r, GW_OK);
+    gw__req_complete(r, GW_OK);
 }
 
 /* ---- send side ---------------------------------------------------------- */
@@ -227,14 +175,10 @@ static gw_status_t try_claim(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
     const gw_tcp_hdr_t *h = &s->r_hdr;
     size_t off, plen;
     gw__tcp_part_range(r->len, GW_TCP_REQ_NPARTS(r), (size_t)s->idx, &off, &plen);
-    if (s->idx == 0 && (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len))
-        return gw__tcp_peer_fail(t, p, GW_ERR_MISMATCH,
-                                 "sent a message that does not match the receive posted for it: "
-                                 "expected (seq %llu, sig 0x%08x, len %zu), received (seq %llu, "
-                                 "sig 0x%08x, len %llu)",
-                                 (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
-                                 (unsigned long long)h->seq, (unsigned)h->sig,
-                                 (unsigned long long)h->total);
+    gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig};
+    gw_status_t st;
+    if (s->idx == 0 && (st = gw__transport_check_match(&t->base, r, &got, h->total)) != GW_OK)
+        return st;
     if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len || h->offset != off ||
         h->part_len != plen)
         return gw__tcp_peer_fail(
@@ -284,7 +228,7 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
                                  (unsigned)h.type);
     switch (h.type) {
     case GW_TCP_ABORT:
-        return gw__tcp_peer_aborted(t, p, gw__tcp_abort_status(h.status));
+        return gw__tcp_peer_aborted(t, p, gw__transport_abort_status(h.status));
     case GW_TCP_GOODBYE:
         GW_TRACE(t->base.log, GW_TCP_SUBSYS, "rank %d said goodbye on socket %d", p->rank, s->idx);
         s->goodbye = 1;
@@ -315,29 +259,48 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
     }
 }
 
+/* Read the current part's payload straight into its receive, or, between
+ * parts, the next frame header (never payload that no receive claimed). */
 static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
 {
     size_t budget = GW_TCP_IO_BUDGET;
     for (;;) {
-        ssize_t n;
-        if (s->rreq) {
-            gw_request_t *r = s->rreq;
-            size_t want = s->r_part_len - s->r_done;
-            if (want > 0) {
-                n = recv(s->fd, (uint8_t *)r->buf + s->r_part_off + s->r_done, want, MSG_DONTWAIT);
-                if (n == 0)
-                    return gw__tcp_sock_eof(t, p, s);
-                if (n < 0) {
-                    if (errno == EINTR)
-                        continue;
-                    if (errno == EAGAIN || errno == EWOULDBLOCK)
-                        return GW_OK;
-                    return gw__tcp_sock_errno(t, p, s, errno, "recv");
-                }
+        gw_request_t *r = s->rreq;
+        uint8_t *dst;
+        size_t want;
+        if (r) {
+            dst = (uint8_t *)r->buf + s->r_part_off + s->r_done;
+            want = s->r_part_len - s->r_done;
+        } else {
+            if (s->r_held || s->eof)
+                return GW_OK;
+            dst = s->r_buf + s->r_got;
+            want = GW_TCP_HDR_SIZE - s->r_got;
+        }
+        if (want > 0) {
+            ssize_t n = recv(s->fd, dst, want, MSG_DONTWAIT);
+            if (n == 0 && !r && s->r_got == 0 && s->goodbye) {
+                s->eof = 1;
+                return GW_OK;
+            }
+            if (n == 0)
+                return gw__tcp_sock_eof(t, p, s);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return GW_OK;
+                return gw__tcp_sock_errno(t, p, s, errno, "recv");
+            }
+            if (!r) {
+                s->r_got += (size_t)n;
+            } else {
                 s->r_done += (size_t)n;
                 r->bytes_done += (size_t)n;
                 budget = (size_t)n < budget ? budget - (size_t)n : 0;
             }
+        }
+        if (r) {
             if (s->r_done == s->r_part_len) {
                 s->rreq = NULL;
                 finish_part(t, p, r);
@@ -346,24 +309,6 @@ static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
                 return GW_OK;
             continue;
         }
-        if (s->r_held || s->eof)
-            return GW_OK;
-        n = recv(s->fd, s->r_buf + s->r_got, GW_TCP_HDR_SIZE - s->r_got, MSG_DONTWAIT);
-        if (n == 0) {
-            if (s->r_got == 0 && s->goodbye) {
-                s->eof = 1;
-                return GW_OK;
-            }
-            return gw__tcp_sock_eof(t, p, s);
-        }
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return GW_OK;
-            return gw__tcp_sock_errno(t, p, s, errno, "recv");
-        }
-        s->r_got += (size_t)n;
         if (s->r_got < GW_TCP_HDR_SIZE)
             continue;
         s->r_got = 0;
@@ -377,21 +322,14 @@ static gw_status_t check_conflicts(gw_tcp_t *t, const gw_msg_tag_t *current)
 {
     for (int i = 0; i < t->base.size; i++) {
         gw_tcp_peer_t *p = &t->peers[i];
-        if (i == t->base.rank || !p->socks)
+        if (i == t->base.rank || !p->socks || !p->socks[0].r_held)
             continue;
-        const gw_tcp_sock_t *s = &p->socks[0];
-        if (!s->r_held)
-            continue;
-        gw_msg_tag_t pending = {.seq = s->r_hdr.seq, .sig = s->r_hdr.sig};
-        if (gw__tag_conflicts(&pending, current))
-            return gw__tcp_peer_fail(
-                t, p, GW_ERR_MISMATCH,
-                "sent a message of collective (seq %llu, sig 0x%08x, len %llu) while "
-                "this rank is in collective (seq %llu, sig 0x%08x): the ranks called "
-                "collectives in a different order or with different arguments",
-                (unsigned long long)pending.seq, (unsigned)pending.sig,
-                (unsigned long long)s->r_hdr.total, (unsigned long long)current->seq,
-                (unsigned)current->sig);
+        const gw_tcp_hdr_t *h = &p->socks[0].r_hdr;
+        gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
+        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message",
+                                                     &pending, h->total, current);
+        if (st != GW_OK)
+            return st;
     }
     return GW_OK;
 }
@@ -442,14 +380,6 @@ static void build_pollset(gw_tcp_t *t)
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
     gw_tcp_t *t = gw__tcp_of(base);
-    if (!t)
-        return GW_ERR_INVALID_ARG;
-    if (t->failed != GW_OK)
-        return t->failed;
-    if (!t->connected) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "progress() called before connect() succeeded");
-        return GW_ERR_INVALID_ARG;
-    }
     uint64_t completed_before = t->ncompleted;
     gw_status_t st = prepass(t);
     if (st == GW_OK && current)

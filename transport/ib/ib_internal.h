@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/sock.h"
 #include "transport/transport.h"
 
 #define GW_IB_SUBSYS "ib"
@@ -381,8 +382,11 @@ void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdat
 size_t gw__ib_nparts(size_t len, int nqps);
 void gw__ib_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
 
-/* "1.2.3.4:5" or "[::1]:5". */
-void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
+/* "1.2.3.4:5" or "[::1]:5" (gw__sock_addr_str). */
+static inline void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    gw__sock_addr_str(sa, buf, cap);
+}
 
 /* ---- the transport ------------------------------------------------------ */
 

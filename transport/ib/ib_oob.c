@@ -29,7 +29,7 @@
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
-#include "transport/tcp/tcp_internal.h"
+#include "transport/sock.h"
 
 #define RETRY_FIRST_MS 10
 #define RETRY_MAX_MS 1000
@@ -43,8 +43,8 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char why[160], str[64];
-    gw_status_t st = gw__tcp_pick_addr(lg, params->ifname, &params->default_addr,
-                                       params->default_addr_len, &ss, &sl, why, sizeof(why));
+    gw_status_t st = gw__sock_pick_addr(lg, GW_IB_SUBSYS, params->ifname, &params->default_addr,
+                                        params->default_addr_len, &ss, &sl, why, sizeof(why));
     if (st != GW_OK)
         return st;
     gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));

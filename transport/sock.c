@@ -1,0 +1,152 @@
+/*
+ * sock.c - dialling, accepting and moving bytes on the non-blocking TCP
+ * sockets of the TCP transport's mesh, the verbs transport's out-of-band
+ * set-up and the bootstrap (sock.h).
+ *
+ * All three run their own poll() loops under one deadline and keep their
+ * own protocols, so what is shared is the part below the protocol: a
+ * connection attempt that is started, then finished or failed when poll()
+ * says so, retried after pauses that double from 10 ms up to 1 s; an accept
+ * that hands back a non-blocking socket with its peer's address as text;
+ * and transfers of one message (up to two segments, such as a header and
+ * its payload) that move as far as the socket allows and resume where they
+ * stopped, so that one slow peer never blocks the loop that serves the
+ * others.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "transport/sock.h"
+
+void gw__sock_retry_init(gw_sock_retry_t *r)
+{
+    r->at = 0;
+    r->delay_ms = GW_SOCK_RETRY_FIRST_MS;
+}
+
+int gw__sock_retry_arm(gw_sock_retry_t *r)
+{
+    int d = r->delay_ms;
+    r->at = gw__now_ms() + d;
+    r->delay_ms = d * 2 > GW_SOCK_RETRY_MAX_MS ? GW_SOCK_RETRY_MAX_MS : d * 2;
+    return d;
+}
+
+int gw__sock_open(int family)
+{
+    return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+int gw__sock_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    if (connect(fd, sa, len) == 0)
+        return GW_SOCK_CONNECTED;
+    /* EINTR: the connection goes on in the background, as with EINPROGRESS. */
+    if (errno == EINPROGRESS || errno == EINTR)
+        return GW_SOCK_CONNECTING;
+    return GW_SOCK_FAILED;
+}
+
+int gw__sock_connect_result(int fd, short revents)
+{
+    if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+        return -1;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err == EINPROGRESS || err == EALREADY)
+        return -1;
+    return err;
+}
+
+int gw__sock_accept(int lfd, char *addr, size_t addr_cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0 && addr)
+        gw__sock_addr_str((const struct sockaddr *)&ss, addr, addr_cap);
+    return fd;
+}
+
+int gw__sock_nodelay(int fd)
+{
+    int one = 1;
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int gw__sock_remaining_ms(int64_t deadline)
+{
+    int64_t left = deadline - gw__now_ms();
+    if (left <= 0)
+        return 0;
+    return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+void gw__sock_io_set(gw_sock_io_t *io, void *a, size_t alen, void *b, size_t blen)
+{
+    io->iov[0].iov_base = a;
+    io->iov[0].iov_len = alen;
+    io->iov[1].iov_base = b;
+    io->iov[1].iov_len = blen;
+    io->total = alen + blen;
+    io->done = 0;
+}
+
+int gw__sock_io_step(int fd, gw_sock_io_t *io, int writing)
+{
+    while (io->done < io->total) {
+        struct iovec v[2];
+        int n = 0;
+        size_t skip = io->done;
+        for (int i = 0; i < 2; i++) {
+            if (skip >= io->iov[i].iov_len) {
+                skip -= io->iov[i].iov_len;
+                continue;
+            }
+            v[n].iov_base = (uint8_t *)io->iov[i].iov_base + skip;
+            v[n].iov_len = io->iov[i].iov_len - skip;
+            skip = 0;
+            n++;
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = v;
+        mh.msg_iovlen = (size_t)n;
+        /* MSG_NOSIGNAL: a peer that died must give an error, not SIGPIPE. */
+        ssize_t r = writing ? sendmsg(fd, &mh, MSG_NOSIGNAL) : recvmsg(fd, &mh, 0);
+        if (r > 0) {
+            io->done += (size_t)r;
+            continue;
+        }
+        if (r == 0 && !writing)
+            return GW_SOCK_IO_EOF;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return GW_SOCK_IO_AGAIN;
+        return GW_SOCK_IO_ERROR;
+    }
+    return GW_SOCK_IO_DONE;
+}
+
+int gw__sock_io_run(int fd, gw_sock_io_t *io, int writing, int64_t deadline)
+{
+    for (;;) {
+        int r = gw__sock_io_step(fd, io, writing);
+        if (r != GW_SOCK_IO_AGAIN)
+            return r;
+        int wait = gw__sock_remaining_ms(deadline);
+        if (wait == 0)
+            return GW_SOCK_IO_TIMEOUT;
+        struct pollfd p = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
+        if (poll(&p, 1, wait) < 0 && errno != EINTR)
+            return GW_SOCK_IO_ERROR;
+    }
+}

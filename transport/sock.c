@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,6 +36,22 @@ int gw__sock_retry_arm(gw_sock_retry_t *r)
     r->at = gw__now_ms() + d;
     r->delay_ms = d * 2 > GW_SOCK_RETRY_MAX_MS ? GW_SOCK_RETRY_MAX_MS : d * 2;
     return d;
+}
+
+void gw__sock_dial_init(gw_sock_dial_t *d)
+{
+    d->fd = -1;
+    gw__sock_retry_init(&d->retry);
+    d->why[0] = '\0';
+}
+
+int gw__sock_dial_failed(gw_sock_dial_t *d, const char *what)
+{
+    snprintf(d->why, sizeof(d->why), "%s: %m", what);
+    if (d->fd >= 0)
+        close(d->fd);
+    d->fd = -1;
+    return gw__sock_retry_arm(&d->retry);
 }
 
 int gw__sock_open(int family)
@@ -134,6 +151,16 @@ int gw__sock_io_step(int fd, gw_sock_io_t *io, int writing)
         return GW_SOCK_IO_ERROR;
     }
     return GW_SOCK_IO_DONE;
+}
+
+int gw__sock_io_buf(int fd, void *buf, size_t len, size_t *done, int writing)
+{
+    gw_sock_io_t io;
+    gw__sock_io_set(&io, buf, len, NULL, 0);
+    io.done = *done;
+    int r = gw__sock_io_step(fd, &io, writing);
+    *done = io.done;
+    return r;
 }
 
 int gw__sock_io_run(int fd, gw_sock_io_t *io, int writing, int64_t deadline)

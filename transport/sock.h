@@ -74,6 +74,21 @@ void gw__sock_retry_init(gw_sock_retry_t *r);
  * pause for the one after, and return the pause taken. */
 int gw__sock_retry_arm(gw_sock_retry_t *r);
 
+/* One peer that we dial until it answers: the socket of the current
+ * attempt, when the next one is due, and why the last one failed. */
+typedef struct gw_sock_dial {
+    int fd; /* -1 between attempts */
+    gw_sock_retry_t retry;
+    char why[128]; /* the last failure, for the time-out message; "" before any */
+} gw_sock_dial_t;
+
+/* No socket yet, the first attempt due at once. */
+void gw__sock_dial_init(gw_sock_dial_t *d);
+/* The attempt failed and errno says why: keep "what: <strerror(errno)>" in
+ * d->why, close its socket and schedule the next attempt. Returns the pause
+ * before it, for the caller's log line. */
+int gw__sock_dial_failed(gw_sock_dial_t *d, const char *what);
+
 enum { GW_SOCK_CONNECTED, GW_SOCK_CONNECTING, GW_SOCK_FAILED };
 
 /* A non-blocking, close-on-exec stream socket of the family; -1 with errno. */
@@ -112,6 +127,9 @@ void gw__sock_io_set(gw_sock_io_t *io, void *a, size_t alen, void *b, size_t ble
 /* Move as much as the (non-blocking) socket takes now: GW_SOCK_IO_DONE,
  * _AGAIN, _EOF (reading only) or _ERROR (errno set). Never raises SIGPIPE. */
 int gw__sock_io_step(int fd, gw_sock_io_t *io, int writing);
+/* gw__sock_io_step on buf[0, len) of which *done bytes have moved already:
+ * for state that is itself moved around, so that it may keep no pointer. */
+int gw__sock_io_buf(int fd, void *buf, size_t len, size_t *done, int writing);
 /* Finish the transfer, waiting at most until deadline (then _TIMEOUT). */
 int gw__sock_io_run(int fd, gw_sock_io_t *io, int writing, int64_t deadline);
 

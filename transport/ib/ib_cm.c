@@ -12,8 +12,8 @@
  * RDMA CM id per QP, with private data {job id, ranks, QP index, QPs per
  * peer}, and the lower rank accept what checks out (rejecting strangers).
  * Everything runs on one non-blocking event channel under one deadline;
- * failed attempts are retried with growing pauses, as in the TCP
- * transport.
+ * failed attempts are retried with the growing pauses of every socket
+ * that dials (transport/sock.h).
  *
  * After connect() the channel stays in progress()'s poll set: a
  * DISCONNECTED event from a peer that did not say goodbye fails the
@@ -28,9 +28,8 @@
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
+#include "transport/sock.h"
 
-#define RETRY_FIRST_MS 10
-#define RETRY_MAX_MS 1000
 #define RESOLVE_MS 2000
 
 typedef enum cm_state { CM_IDLE, CM_WAIT, CM_ADDR, CM_ROUTE, CM_CONNECTING, CM_UP } cm_state_t;
@@ -41,8 +40,7 @@ struct gw_ib_cm_conn {
     int out; /* we connect (the peer's rank is lower) */
     cm_state_t state;
     struct rdma_cm_id *id;
-    int64_t retry_at;
-    int delay_ms;
+    gw_sock_retry_t retry; /* CM_WAIT: when to try again */
     char why[128];
 };
 
@@ -144,12 +142,11 @@ static void drop_id(gw_ib_t *t, cm_conn_t *c)
 static void retry(gw_ib_t *t, cm_conn_t *c, const char *why)
 {
     snprintf(c->why, sizeof(c->why), "%s", why);
+    int pause = gw__sock_retry_arm(&c->retry);
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d to %s: %s; retrying in %d ms", c->qp,
-             t->peers[c->peer].desc, why, c->delay_ms);
+             t->peers[c->peer].desc, why, pause);
     drop_id(t, c);
     c->state = c->out ? CM_WAIT : CM_IDLE;
-    c->retry_at = gw__now_ms() + c->delay_ms;
-    c->delay_ms = c->delay_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->delay_ms * 2;
 }
 
 static void set_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id)
@@ -409,7 +406,7 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
             c->qp = k;
             c->out = r < t->base.rank;
             c->state = c->out ? CM_WAIT : CM_IDLE;
-            c->delay_ms = RETRY_FIRST_MS;
+            gw__sock_retry_init(&c->retry);
         }
     }
     int64_t deadline = gw__now_ms() + t->timeout_ms;
@@ -422,10 +419,10 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
                 up++;
                 continue;
             }
-            if (c->state == CM_WAIT && now >= c->retry_at)
+            if (c->state == CM_WAIT && now >= c->retry.at)
                 out_start(t, c);
-            if (c->state == CM_WAIT && c->retry_at < wake)
-                wake = c->retry_at;
+            if (c->state == CM_WAIT && c->retry.at < wake)
+                wake = c->retry.at;
             up += c->state == CM_UP;
         }
         if (up == t->ncm_conns)

@@ -31,8 +31,6 @@
 #include "transport/ib/ib_internal.h"
 #include "transport/sock.h"
 
-#define RETRY_FIRST_MS 10
-#define RETRY_MAX_MS 1000
 #define MAX_STRANGERS 64
 #define READY_BYTE 0x52
 
@@ -80,16 +78,13 @@ typedef enum phase {
 } phase_t;
 
 typedef struct conn {
-    int fd;
-    int peer; /* -1: incoming, not identified yet */
-    int out;  /* we dialled */
+    gw_sock_dial_t s; /* the socket; its retries serve only the connections we dial */
+    int peer;         /* -1: incoming, not identified yet */
+    int out;          /* we dialled */
     phase_t phase;
     phase_t after_send;
     uint8_t buf[GW_IB_HELLO_SIZE + 1];
     size_t len, done;
-    int64_t retry_at;
-    int delay_ms;
-    char why[128];
 } conn_t;
 
 typedef struct mesh {
@@ -121,15 +116,10 @@ static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
 
 static void out_retry(mesh_t *m, conn_t *c, const char *what)
 {
-    snprintf(c->why, sizeof(c->why), "%s: %m", what);
+    int pause = gw__sock_dial_failed(&c->s, what);
     GW_TRACE(lg_of(m), GW_IB_SUBSYS, "out-of-band connection to %s: %s; retrying in %d ms",
-             m->t->peers[c->peer].desc, c->why, c->delay_ms);
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
+             m->t->peers[c->peer].desc, c->s.why, pause);
     c->phase = P_WAIT;
-    c->retry_at = gw__now_ms() + c->delay_ms;
-    c->delay_ms = c->delay_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->delay_ms * 2;
 }
 
 static void out_start(mesh_t *m, conn_t *c)
@@ -138,8 +128,8 @@ static void out_start(mesh_t *m, conn_t *c)
     const struct sockaddr *sa = (const struct sockaddr *)&p->addr.sa;
     socklen_t sl = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                             : sizeof(struct sockaddr_in6);
-    c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
+    c->s.fd = gw__sock_open(sa->sa_family);
+    if (c->s.fd < 0) {
         out_retry(m, c, "socket()");
         return;
     }
@@ -147,12 +137,11 @@ static void out_start(mesh_t *m, conn_t *c)
     c->len = GW_IB_HELLO_SIZE;
     c->done = 0;
     c->after_send = P_RECV_HELLO;
-    if (connect(c->fd, sa, sl) == 0)
-        c->phase = P_SEND;
-    else if (errno == EINPROGRESS || errno == EINTR)
-        c->phase = P_CONNECTING;
-    else
+    int st = gw__sock_connect(c->s.fd, sa, sl);
+    if (st == GW_SOCK_FAILED)
         out_retry(m, c, "connect");
+    else
+        c->phase = st == GW_SOCK_CONNECTED ? P_SEND : P_CONNECTING;
 }
 
 /* A hello received on c: check it and bring the pair's QPs up. */
@@ -178,8 +167,8 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
                     "dropping an out-of-band connection with an invalid hello (magic 0x%08x, "
                     "rank %u -> %u)",
                     (unsigned)h.magic, (unsigned)h.from, (unsigned)h.to);
-            close(c->fd);
-            c->fd = -1;
+            close(c->s.fd);
+            c->s.fd = -1;
             c->phase = P_DONE;
             return GW_OK;
         }
@@ -222,8 +211,8 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
                  c->buf[0]);
         return GW_ERR_PROTOCOL;
     }
-    p->oob_fd = c->fd; /* kept: its EOF tells us the peer died */
-    c->fd = -1;
+    p->oob_fd = c->s.fd; /* kept: its EOF tells us the peer died */
+    c->s.fd = -1;
     c->phase = P_DONE;
     m->pending--;
     return GW_OK;
@@ -233,21 +222,19 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
 static gw_status_t step(mesh_t *m, conn_t *c, short revents)
 {
     for (;;) {
-        ssize_t n;
+        int r;
         switch (c->phase) {
         case P_WAIT:
-            if (gw__now_ms() < c->retry_at)
+            if (gw__now_ms() < c->s.retry.at)
                 return GW_OK;
             out_start(m, c);
             if (c->phase == P_CONNECTING || c->phase == P_WAIT)
                 return GW_OK;
             continue;
         case P_CONNECTING: {
-            if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+            int err = gw__sock_connect_result(c->s.fd, revents);
+            if (err < 0)
                 return GW_OK;
-            int err = 0;
-            socklen_t len = sizeof(err);
-            getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
             if (err) {
                 errno = err;
                 out_retry(m, c, "connect");
@@ -257,31 +244,25 @@ static gw_status_t step(mesh_t *m, conn_t *c, short revents)
             continue;
         }
         case P_SEND:
-            n = send(c->fd, c->buf + c->done, c->len - c->done, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            r = gw__sock_io_buf(c->s.fd, c->buf, c->len, &c->done, 1);
+            if (r == GW_SOCK_IO_AGAIN)
                 return GW_OK;
-            if (n < 0)
+            if (r != GW_SOCK_IO_DONE)
                 goto broken;
-            c->done += (size_t)n;
-            if (c->done < c->len)
-                continue;
             c->phase = c->after_send;
             c->done = 0;
             continue;
         case P_RECV_HELLO:
         case P_RECV_READY: {
             size_t want = c->phase == P_RECV_HELLO ? GW_IB_HELLO_SIZE : 1;
-            n = recv(c->fd, c->buf + c->done, want - c->done, MSG_DONTWAIT);
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            r = gw__sock_io_buf(c->s.fd, c->buf, want, &c->done, 0);
+            if (r == GW_SOCK_IO_AGAIN)
                 return GW_OK;
-            if (n <= 0) {
-                if (n == 0)
+            if (r != GW_SOCK_IO_DONE) {
+                if (r == GW_SOCK_IO_EOF)
                     errno = ECONNRESET;
                 goto broken;
             }
-            c->done += (size_t)n;
-            if (c->done < want)
-                continue;
             c->done = 0;
             gw_status_t st = c->phase == P_RECV_HELLO ? on_hello(m, c) : on_ready(m, c);
             if (st != GW_OK || c->phase == P_DONE)
@@ -298,8 +279,8 @@ broken:
         return GW_OK;
     }
     if (c->peer < 0) { /* a stranger that went away */
-        close(c->fd);
-        c->fd = -1;
+        close(c->s.fd);
+        c->s.fd = -1;
         c->phase = P_DONE;
         return GW_OK;
     }
@@ -311,7 +292,7 @@ broken:
 static gw_status_t accept_new(mesh_t *m)
 {
     for (;;) {
-        int fd = accept4(m->t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = gw__sock_accept(m->t->listen_fd, NULL, 0);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
                 errno == ECONNABORTED)
@@ -321,7 +302,7 @@ static gw_status_t accept_new(mesh_t *m)
         }
         int live = 0;
         for (int i = 0; i < m->n; i++)
-            live += !m->c[i].out && m->c[i].peer < 0 && m->c[i].fd >= 0;
+            live += !m->c[i].out && m->c[i].peer < 0 && m->c[i].s.fd >= 0;
         if (live >= MAX_STRANGERS || m->n == m->cap) {
             GW_WARN(lg_of(m), GW_IB_SUBSYS, "too many unidentified out-of-band connections");
             close(fd);
@@ -329,7 +310,8 @@ static gw_status_t accept_new(mesh_t *m)
         }
         conn_t *c = &m->c[m->n++];
         memset(c, 0, sizeof(*c));
-        c->fd = fd;
+        gw__sock_dial_init(&c->s);
+        c->s.fd = fd;
         c->peer = -1;
         c->phase = P_RECV_HELLO;
     }
@@ -364,8 +346,8 @@ static void report_missing(mesh_t *m)
             continue;
         const char *why = "";
         for (int i = 0; i < m->n; i++)
-            if (m->c[i].out && m->c[i].peer == r && m->c[i].why[0])
-                why = m->c[i].why;
+            if (m->c[i].out && m->c[i].peer == r && m->c[i].s.why[0])
+                why = m->c[i].s.why;
         GW_ERROR(lg_of(m), GW_IB_SUBSYS,
                  "no out-of-band connection with %s after %d ms%s%s (is it alive, and does a "
                  "firewall let TCP through?)",
@@ -394,11 +376,10 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         if (!t->peers[r].active)
             continue;
         conn_t *c = &m.c[m.n++];
-        c->fd = -1;
+        gw__sock_dial_init(&c->s);
         c->peer = r;
         c->out = 1;
         c->phase = P_WAIT;
-        c->delay_ms = RETRY_FIRST_MS;
     }
     int64_t deadline = gw__now_ms() + t->timeout_ms;
     while (m.pending > 0) {
@@ -415,9 +396,9 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
             short ev = c->phase == P_CONNECTING || c->phase == P_SEND ? POLLOUT
                        : c->phase == P_RECV_HELLO || c->phase == P_RECV_READY ? POLLIN
                                                                               : 0;
-            if (c->phase == P_WAIT && c->retry_at < wake)
-                wake = c->retry_at;
-            pfds[np++] = (struct pollfd){.fd = ev ? c->fd : -1, .events = ev};
+            if (c->phase == P_WAIT && c->s.retry.at < wake)
+                wake = c->s.retry.at;
+            pfds[np++] = (struct pollfd){.fd = ev ? c->s.fd : -1, .events = ev};
         }
         if (now >= deadline) {
             report_missing(&m);
@@ -441,8 +422,8 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
     st = GW_OK;
 out:
     for (int i = 0; m.c && i < m.n; i++)
-        if (m.c[i].fd >= 0)
-            close(m.c[i].fd);
+        if (m.c[i].s.fd >= 0)
+            close(m.c[i].s.fd);
     /* The listener is not needed any more; strangers get refused. */
     if (st == GW_OK && t->listen_fd >= 0) {
         close(t->listen_fd);

@@ -41,8 +41,46 @@ int gw__sock_retry_arm(gw_sock_retry_t *r)
 void gw__sock_dial_init(gw_sock_dial_t *d)
 {
     d->fd = -1;
+    d->state = GW_SOCK_CONNECTING;
     gw__sock_retry_init(&d->retry);
     d->why[0] = '\0';
+}
+
+int gw__sock_dial_step(gw_sock_dial_t *d, const struct sockaddr *sa, socklen_t len, short revents,
+                       void (*prep)(void *arg, int fd), void *arg, const char **what)
+{
+    if (d->state == GW_SOCK_CONNECTED)
+        return GW_SOCK_CONNECTED;
+    *what = "connect";
+    if (d->fd < 0) {
+        if (gw__now_ms() < d->retry.at)
+            return GW_SOCK_CONNECTING;
+        d->fd = gw__sock_open(sa->sa_family);
+        if (d->fd < 0) {
+            *what = "socket()";
+            return GW_SOCK_FAILED;
+        }
+        if (prep)
+            prep(arg, d->fd);
+        int st = gw__sock_connect(d->fd, sa, len);
+        if (st == GW_SOCK_CONNECTED)
+            d->state = GW_SOCK_CONNECTED;
+        return st;
+    }
+    int err = gw__sock_connect_result(d->fd, revents);
+    if (err < 0)
+        return GW_SOCK_CONNECTING;
+    if (err != 0) {
+        errno = err;
+        return GW_SOCK_FAILED;
+    }
+    d->state = GW_SOCK_CONNECTED;
+    return GW_SOCK_CONNECTED;
+}
+
+short gw__sock_dial_events(const gw_sock_dial_t *d)
+{
+    return d->fd >= 0 && d->state == GW_SOCK_CONNECTING ? POLLOUT : 0;
 }
 
 int gw__sock_dial_failed(gw_sock_dial_t *d, const char *what)
@@ -51,6 +89,7 @@ int gw__sock_dial_failed(gw_sock_dial_t *d, const char *what)
     if (d->fd >= 0)
         close(d->fd);
     d->fd = -1;
+    d->state = GW_SOCK_CONNECTING;
     return gw__sock_retry_arm(&d->retry);
 }
 

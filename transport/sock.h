@@ -74,22 +74,39 @@ void gw__sock_retry_init(gw_sock_retry_t *r);
  * pause for the one after, and return the pause taken. */
 int gw__sock_retry_arm(gw_sock_retry_t *r);
 
+enum { GW_SOCK_CONNECTED, GW_SOCK_CONNECTING, GW_SOCK_FAILED };
+
 /* One peer that we dial until it answers: the socket of the current
- * attempt, when the next one is due, and why the last one failed. */
+ * attempt, where the attempt stands, when the next one is due, and why the
+ * last one failed. */
 typedef struct gw_sock_dial {
-    int fd; /* -1 between attempts */
+    int fd;    /* -1 between attempts */
+    int state; /* GW_SOCK_CONNECTING (waiting for its time or for connect()),
+                * GW_SOCK_CONNECTED once connected, until gw__sock_dial_failed */
     gw_sock_retry_t retry;
     char why[128]; /* the last failure, for the time-out message; "" before any */
 } gw_sock_dial_t;
 
 /* No socket yet, the first attempt due at once. */
 void gw__sock_dial_init(gw_sock_dial_t *d);
-/* The attempt failed and errno says why: keep "what: <strerror(errno)>" in
- * d->why, close its socket and schedule the next attempt. Returns the pause
- * before it, for the caller's log line. */
+/* Move the attempt on: start one when it is due (prep, when not NULL, sets
+ * the new socket's options before connect(), as options that the TCP
+ * handshake negotiates must be), and finish it once poll() reported revents
+ * on its socket (0: not polled). GW_SOCK_CONNECTED once d->fd is connected;
+ * GW_SOCK_CONNECTING while waiting; GW_SOCK_FAILED when this attempt failed,
+ * errno and *what ("socket()" or "connect") saying why: pass them on to
+ * gw__sock_dial_failed. */
+int gw__sock_dial_step(gw_sock_dial_t *d, const struct sockaddr *sa, socklen_t len, short revents,
+                       void (*prep)(void *arg, int fd), void *arg, const char **what);
+/* poll() events for the attempt: POLLOUT while connect() is under way, else
+ * none (waiting for its time, or connected: then the caller's protocol
+ * decides). */
+short gw__sock_dial_events(const gw_sock_dial_t *d);
+/* The attempt, or the handshake on its connection, failed and errno says
+ * why: keep "what: <strerror(errno)>" in d->why, close its socket and
+ * schedule the next attempt. Returns the pause before it, for the caller's
+ * log line. */
 int gw__sock_dial_failed(gw_sock_dial_t *d, const char *what);
-
-enum { GW_SOCK_CONNECTED, GW_SOCK_CONNECTING, GW_SOCK_FAILED };
 
 /* A non-blocking, close-on-exec stream socket of the family; -1 with errno. */
 int gw__sock_open(int family);

@@ -194,3 +194,55 @@ Test(sock, refused_connection_is_reported, .timeout = 10)
     cr_expect_eq(err, ECONNREFUSED, "%s", strerror(err));
     close(fd);
 }
+
+static int dial_until_settled(gw_sock_dial_t *d, struct sockaddr_storage *ss, socklen_t len,
+                              const char **what)
+{
+    int st = gw__sock_dial_step(d, (struct sockaddr *)ss, len, 0, NULL, NULL, what);
+    while (st == GW_SOCK_CONNECTING) {
+        struct pollfd p = {.fd = d->fd, .events = gw__sock_dial_events(d)};
+        cr_assert_eq(p.events, POLLOUT, "connect() under way: poll for POLLOUT");
+        cr_assert_eq(poll(&p, 1, 5000), 1);
+        st = gw__sock_dial_step(d, (struct sockaddr *)ss, len, p.revents, NULL, NULL, what);
+    }
+    return st;
+}
+
+/* A refused attempt is recorded and rescheduled; the next one, due only
+ * after its pause, reaches the listener that has come up meanwhile. */
+Test(sock, dial_retries_until_the_peer_listens, .timeout = 10)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(&ss, &len);
+    close(lfd); /* nobody listens there now */
+    gw_sock_dial_t d;
+    gw__sock_dial_init(&d);
+    cr_expect_eq(gw__sock_dial_events(&d), 0);
+    const char *what = NULL;
+    cr_assert_eq(dial_until_settled(&d, &ss, len, &what), GW_SOCK_FAILED);
+    cr_expect_str_eq(what, "connect");
+    cr_expect_eq(gw__sock_dial_failed(&d, what), GW_SOCK_RETRY_FIRST_MS);
+    cr_expect_eq(d.fd, -1);
+    cr_expect_str_eq(d.why, "connect: Connection refused");
+    cr_expect_eq(gw__sock_dial_step(&d, (struct sockaddr *)&ss, len, 0, NULL, NULL, &what),
+                 GW_SOCK_CONNECTING, "not due yet");
+    cr_expect_eq(d.fd, -1);
+
+    lfd = gw__sock_open(AF_INET);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    cr_assert_eq(bind(lfd, (struct sockaddr *)&ss, len), 0);
+    cr_assert_eq(listen(lfd, 4), 0);
+    while (gw__now_ms() < d.retry.at)
+        poll(NULL, 0, 1);
+    cr_expect_eq(dial_until_settled(&d, &ss, len, &what), GW_SOCK_CONNECTED);
+    cr_expect_eq(gw__sock_dial_events(&d), 0, "connected: the caller's protocol polls");
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    cr_assert_eq(poll(&p, 1, 5000), 1);
+    int afd = gw__sock_accept(lfd, NULL, 0);
+    cr_expect_geq(afd, 0);
+    close(afd);
+    close(d.fd);
+    close(lfd);
+}

@@ -69,8 +69,7 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
 }
 
 typedef enum phase {
-    P_WAIT,       /* out: waiting to retry connect() */
-    P_CONNECTING, /* out: connect() in progress */
+    P_DIAL,       /* out: waiting to retry connect(), or connect() in progress */
     P_SEND,       /* sending buf[done..len) */
     P_RECV_HELLO, /* receiving the peer's hello */
     P_RECV_READY, /* receiving the peer's READY byte */
@@ -78,7 +77,7 @@ typedef enum phase {
 } phase_t;
 
 typedef struct conn {
-    gw_sock_dial_t s; /* the socket; its retries serve only the connections we dial */
+    gw_sock_dial_t s; /* the socket; the rest serves only the connections we dial */
     int peer;         /* -1: incoming, not identified yet */
     int out;          /* we dialled */
     phase_t phase;
@@ -119,29 +118,27 @@ static void out_retry(mesh_t *m, conn_t *c, const char *what)
     int pause = gw__sock_dial_failed(&c->s, what);
     GW_TRACE(lg_of(m), GW_IB_SUBSYS, "out-of-band connection to %s: %s; retrying in %d ms",
              m->t->peers[c->peer].desc, c->s.why, pause);
-    c->phase = P_WAIT;
+    c->phase = P_DIAL;
 }
 
-static void out_start(mesh_t *m, conn_t *c)
+/* Dial c's peer (when its attempt is due, or finish connect() as revents
+ * says); once connected, send our hello. */
+static void out_dial(mesh_t *m, conn_t *c, short revents)
 {
-    const gw_ib_peer_t *p = &m->t->peers[c->peer];
-    const struct sockaddr *sa = (const struct sockaddr *)&p->addr.sa;
+    const struct sockaddr *sa = (const struct sockaddr *)&m->t->peers[c->peer].addr.sa;
     socklen_t sl = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                             : sizeof(struct sockaddr_in6);
-    c->s.fd = gw__sock_open(sa->sa_family);
-    if (c->s.fd < 0) {
-        out_retry(m, c, "socket()");
+    const char *what;
+    int st = gw__sock_dial_step(&c->s, sa, sl, revents, NULL, NULL, &what);
+    if (st == GW_SOCK_FAILED)
+        out_retry(m, c, what);
+    if (st != GW_SOCK_CONNECTED)
         return;
-    }
     make_hello(m, c->peer, c->buf);
     c->len = GW_IB_HELLO_SIZE;
     c->done = 0;
+    c->phase = P_SEND;
     c->after_send = P_RECV_HELLO;
-    int st = gw__sock_connect(c->s.fd, sa, sl);
-    if (st == GW_SOCK_FAILED)
-        out_retry(m, c, "connect");
-    else
-        c->phase = st == GW_SOCK_CONNECTED ? P_SEND : P_CONNECTING;
 }
 
 /* A hello received on c: check it and bring the pair's QPs up. */
@@ -224,25 +221,11 @@ static gw_status_t step(mesh_t *m, conn_t *c, short revents)
     for (;;) {
         int r;
         switch (c->phase) {
-        case P_WAIT:
-            if (gw__now_ms() < c->s.retry.at)
-                return GW_OK;
-            out_start(m, c);
-            if (c->phase == P_CONNECTING || c->phase == P_WAIT)
+        case P_DIAL:
+            out_dial(m, c, revents);
+            if (c->phase == P_DIAL)
                 return GW_OK;
             continue;
-        case P_CONNECTING: {
-            int err = gw__sock_connect_result(c->s.fd, revents);
-            if (err < 0)
-                return GW_OK;
-            if (err) {
-                errno = err;
-                out_retry(m, c, "connect");
-                return GW_OK;
-            }
-            c->phase = P_SEND;
-            continue;
-        }
         case P_SEND:
             r = gw__sock_io_buf(c->s.fd, c->buf, c->len, &c->done, 1);
             if (r == GW_SOCK_IO_AGAIN)
@@ -379,7 +362,7 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         gw__sock_dial_init(&c->s);
         c->peer = r;
         c->out = 1;
-        c->phase = P_WAIT;
+        c->phase = P_DIAL;
     }
     int64_t deadline = gw__now_ms() + t->timeout_ms;
     while (m.pending > 0) {
@@ -393,10 +376,12 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         int64_t now = gw__now_ms(), wake = deadline;
         for (int i = 0; i < m.n; i++) {
             conn_t *c = &m.c[i];
-            short ev = c->phase == P_CONNECTING || c->phase == P_SEND ? POLLOUT
+            short ev = c->phase == P_SEND ? POLLOUT
                        : c->phase == P_RECV_HELLO || c->phase == P_RECV_READY ? POLLIN
                                                                               : 0;
-            if (c->phase == P_WAIT && c->s.retry.at < wake)
+            if (c->phase == P_DIAL)
+                ev = gw__sock_dial_events(&c->s);
+            if (c->phase == P_DIAL && c->s.fd < 0 && c->s.retry.at < wake)
                 wake = c->s.retry.at;
             pfds[np++] = (struct pollfd){.fd = ev ? c->s.fd : -1, .events = ev};
         }

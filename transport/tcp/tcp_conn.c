@@ -41,10 +41,11 @@
 
 #define MAX_STRANGERS 64 /* connections without a complete hello kept at once */
 
-typedef enum out_state { OUT_WAIT, OUT_CONNECTING, OUT_SEND, OUT_RECV, OUT_DONE } out_state_t;
+/* OUT_DIAL: waiting for the next attempt, or for connect() (see dial). */
+typedef enum out_state { OUT_DIAL, OUT_SEND, OUT_RECV, OUT_DONE } out_state_t;
 
 typedef struct out_conn {
-    gw_sock_dial_t dial; /* the socket, and in OUT_WAIT when to try again */
+    gw_sock_dial_t dial;
     int peer, idx;
     out_state_t state;
     uint8_t buf[GW_TCP_HELLO_SIZE];
@@ -92,25 +93,14 @@ static void out_retry(mesh_t *m, out_conn_t *o, const char *what)
     int pause = gw__sock_dial_failed(&o->dial, what);
     GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "socket %d to rank %d at %s: %s; retrying in %d ms", o->idx,
              o->peer, m->t->peers[o->peer].addr_str, o->dial.why, pause);
-    o->state = OUT_WAIT;
+    o->state = OUT_DIAL;
 }
 
-static void out_start(mesh_t *m, out_conn_t *o)
+/* Buffers are set before connect() (see gw__tcp_set_bufs). */
+static void out_prep(void *arg, int fd)
 {
-    const gw_tcp_peer_t *p = &m->t->peers[o->peer];
-    o->dial.fd = gw__sock_open(p->addr.ss_family);
-    if (o->dial.fd < 0) {
-        out_retry(m, o, "socket()");
-        return;
-    }
-    gw__tcp_set_bufs(lg_of(m), &m->t->bufs, o->dial.fd);
-    make_hello(m->t, m->t->base.rank, o->peer, o->idx, o->buf);
-    o->done = 0;
-    int st = gw__sock_connect(o->dial.fd, (const struct sockaddr *)&p->addr, p->addr_len);
-    if (st == GW_SOCK_FAILED)
-        out_retry(m, o, "connect");
-    else
-        o->state = st == GW_SOCK_CONNECTED ? OUT_SEND : OUT_CONNECTING;
+    const mesh_t *m = arg;
+    gw__tcp_set_bufs(lg_of(m), &m->t->bufs, fd);
 }
 
 /* Check the accepting side's answer: it must be the rank we dialled, in this
@@ -136,15 +126,17 @@ static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
 
 static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
 {
-    if (o->state == OUT_CONNECTING) {
-        int err = gw__sock_connect_result(o->dial.fd, revents);
-        if (err < 0)
+    if (o->state == OUT_DIAL) {
+        const gw_tcp_peer_t *p = &m->t->peers[o->peer];
+        const char *what;
+        int st = gw__sock_dial_step(&o->dial, (const struct sockaddr *)&p->addr, p->addr_len,
+                                    revents, out_prep, m, &what);
+        if (st == GW_SOCK_FAILED)
+            out_retry(m, o, what);
+        if (st != GW_SOCK_CONNECTED)
             return GW_OK;
-        if (err != 0) {
-            errno = err;
-            out_retry(m, o, "connect");
-            return GW_OK;
-        }
+        make_hello(m->t, m->t->base.rank, o->peer, o->idx, o->buf);
+        o->done = 0;
         o->state = OUT_SEND;
     }
     if (o->state == OUT_SEND) {
@@ -319,10 +311,10 @@ static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
         if (o->state == OUT_DONE || o->peer == last_peer)
             continue; /* one entry per peer */
         last_peer = o->peer;
-        const char *why = o->state == OUT_CONNECTING ? "connect() got no answer"
-                          : o->state != OUT_WAIT     ? "connected, but no answer to our hello"
-                          : o->dial.why[0]           ? o->dial.why
-                                                     : "not tried";
+        const char *why = o->state != OUT_DIAL ? "connected, but no answer to our hello"
+                          : o->dial.fd >= 0    ? "connect() got no answer"
+                          : o->dial.why[0]     ? o->dial.why
+                                               : "not tried";
         int w = snprintf(msg + n, sizeof(msg) - n, "%scould not connect to rank %d at %s (%s)",
                          n ? "; " : "", o->peer, t->peers[o->peer].addr_str, why);
         if (w > 0 && (size_t)w < sizeof(msg) - n)
@@ -368,13 +360,19 @@ static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
     m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
     for (int i = 0; i < m->nout; i++) {
         out_conn_t *o = &m->outs[i];
-        if (o->state == OUT_WAIT && o->dial.retry.at <= now)
-            out_start(m, o);
-        if (o->state == OUT_WAIT && o->dial.retry.at < wake)
+        int waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+        if (waiting && o->dial.retry.at <= now) {
+            gw_status_t st = out_step(m, o, 0);
+            if (st != GW_OK)
+                return st;
+            waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+        }
+        if (waiting && o->dial.retry.at < wake)
             wake = o->dial.retry.at;
-        short ev = o->state == OUT_CONNECTING || o->state == OUT_SEND ? POLLOUT
-                   : o->state == OUT_RECV                             ? POLLIN
-                                                                      : 0;
+        short ev = o->state == OUT_DIAL   ? gw__sock_dial_events(&o->dial)
+                   : o->state == OUT_SEND ? POLLOUT
+                   : o->state == OUT_RECV ? POLLIN
+                                          : 0;
         m->pfds[np++] = (struct pollfd){.fd = ev ? o->dial.fd : -1, .events = ev};
     }
     int nin = m->nin; /* accepts during this round join the next one */
@@ -493,7 +491,7 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         if (i % t->nsocks == 0) /* the next lower rank that we dial */
             for (peer++; !t->peers[peer].socks; peer++)
                 ;
-        m.outs[i] = (out_conn_t){.peer = peer, .idx = i % t->nsocks, .state = OUT_WAIT};
+        m.outs[i] = (out_conn_t){.peer = peer, .idx = i % t->nsocks, .state = OUT_DIAL};
         gw__sock_dial_init(&m.outs[i].dial);
     }
     int timeout_ms = t->timeout_ms;

@@ -185,6 +185,23 @@ static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned 
     return r == GW_SOCK_IO_DONE ? GW_OK : client_io_error(bs, r, what);
 }
 
+/* Read rank 0's answer: a message of `type`, whose whole length goes to
+ * *len, or a REJECT, which is logged and whose status is returned. */
+static gw_status_t client_recv_answer(const gw_bootstrap_t *bs, int fd, gw_bs_type_t type,
+                                      int64_t deadline, const char *what,
+                                      uint8_t buf[GW_BS_SMALL_MSG_MAX], size_t *len)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(type) | GW_BS_TYPE_BIT(GW_BS_REJECT),
+                                       deadline, what, buf, &hdr);
+    if (st != GW_OK)
+        return st;
+    *len = GW_BS_HDR_LEN + hdr.payload_len;
+    if (hdr.type == GW_BS_REJECT)
+        return gw__bs_client_take_reject(bs, buf, *len, "rejected this rank");
+    return GW_OK;
+}
+
 gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
                                const uint8_t *key, size_t key_len, int64_t start, int64_t deadline)
 {
@@ -210,19 +227,13 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     if (st != GW_OK)
         goto err_close_fd;
 
-    gw_bs_hdr_t hdr;
-    st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_CHALLENGE) | GW_BS_TYPE_BIT(GW_BS_REJECT),
-                           deadline, "the challenge", buf, &hdr);
+    size_t len;
+    st = client_recv_answer(bs, fd, GW_BS_CHALLENGE, deadline, "the challenge", buf, &len);
     if (st != GW_OK)
         goto err_close_fd;
-    if (hdr.type == GW_BS_REJECT) {
-        st = gw__bs_client_take_reject(bs, buf, GW_BS_HDR_LEN + hdr.payload_len,
-                                       "rejected this rank");
-        goto err_close_fd;
-    }
     gw_bs_challenge_t ch;
     const char *why = NULL;
-    if (gw__bs_decode_challenge(buf, GW_BS_HDR_LEN + hdr.payload_len, &ch, &why) != GW_OK) {
+    if (gw__bs_decode_challenge(buf, len, &ch, &why) != GW_OK) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed challenge from the root %s: %s", bs->root, why);
         st = GW_ERR_PROTOCOL;
         goto err_close_fd;
@@ -250,16 +261,11 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     if (st != GW_OK)
         goto err_close_fd;
 
-    st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_WELCOME) | GW_BS_TYPE_BIT(GW_BS_REJECT),
-                           deadline, "the join (waiting for every rank to join)", buf, &hdr);
+    st = client_recv_answer(bs, fd, GW_BS_WELCOME, deadline,
+                            "the join (waiting for every rank to join)", buf, &len);
     if (st != GW_OK)
         goto err_close_fd;
-    if (hdr.type == GW_BS_REJECT) {
-        st = gw__bs_client_take_reject(bs, buf, GW_BS_HDR_LEN + hdr.payload_len,
-                                       "rejected this rank");
-        goto err_close_fd;
-    }
-    if (gw__bs_decode_welcome(buf, GW_BS_HDR_LEN + hdr.payload_len, bs->job_id, &why) != GW_OK) {
+    if (gw__bs_decode_welcome(buf, len, bs->job_id, &why) != GW_OK) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed welcome from the root %s: %s", bs->root, why);
         st = GW_ERR_PROTOCOL;
         goto err_close_fd;

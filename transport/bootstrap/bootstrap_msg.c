@@ -173,38 +173,40 @@ gw_status_t gw__bs_decode_hello(const uint8_t *buf, size_t len, gw_bs_hello_t *o
     return GW_OK;
 }
 
+/* The payload of a message of `type` whose payload has a fixed length n
+ * (decode_hdr bounds it exactly), copied to out. */
+static gw_status_t fixed(const uint8_t *buf, size_t len, gw_bs_type_t type, void *out, size_t n,
+                         const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, type, &hdr, why);
+    if (st == GW_OK)
+        memcpy(out, buf + GW_BS_HDR_LEN, n);
+    return st;
+}
+
 gw_status_t gw__bs_decode_challenge(const uint8_t *buf, size_t len, gw_bs_challenge_t *out,
                                     const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_CHALLENGE, &hdr, why);
+    uint8_t p[GW_BS_CHALLENGE_LEN - GW_BS_HDR_LEN];
+    gw_status_t st = fixed(buf, len, GW_BS_CHALLENGE, p, sizeof(p), why);
     if (st != GW_OK)
         return st;
-    memcpy(out->server_nonce, buf + GW_BS_HDR_LEN, GW_BS_NONCE_LEN);
-    memcpy(out->root_proof, buf + GW_BS_HDR_LEN + GW_BS_NONCE_LEN, GW_BS_PROOF_LEN);
+    memcpy(out->server_nonce, p, GW_BS_NONCE_LEN);
+    memcpy(out->root_proof, p + GW_BS_NONCE_LEN, GW_BS_PROOF_LEN);
     return GW_OK;
 }
 
 gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len,
                                    uint8_t proof[GW_BS_PROOF_LEN], const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_RESPONSE, &hdr, why);
-    if (st != GW_OK)
-        return st;
-    memcpy(proof, buf + GW_BS_HDR_LEN, GW_BS_PROOF_LEN);
-    return GW_OK;
+    return fixed(buf, len, GW_BS_RESPONSE, proof, GW_BS_PROOF_LEN, why);
 }
 
 gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len,
                                   uint8_t job_id[GW_BS_JOB_ID_LEN], const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_WELCOME, &hdr, why);
-    if (st != GW_OK)
-        return st;
-    memcpy(job_id, buf + GW_BS_HDR_LEN, GW_BS_JOB_ID_LEN);
-    return GW_OK;
+    return fixed(buf, len, GW_BS_WELCOME, job_id, GW_BS_JOB_ID_LEN, why);
 }
 
 /* Only statuses this library defines may travel in a REJECT. */

@@ -222,6 +222,28 @@ static void conn_param(gw_ib_t *t, struct rdma_conn_param *cp, uint8_t *pdata, i
     cp->rnr_retry_count = 7;
 }
 
+/* Create c's QP and offer the connection on c->id: rdma_accept for a
+ * request we received, rdma_connect for one we make. A call that fails is
+ * retried like any failed attempt. */
+static gw_status_t offer(gw_ib_t *t, cm_conn_t *c, int accepting)
+{
+    gw_status_t st = make_qp(t, c);
+    if (st != GW_OK)
+        return st;
+    uint8_t buf[GW_IB_CM_PDATA_SIZE];
+    struct rdma_conn_param cp;
+    conn_param(t, &cp, buf, c->peer, c->qp);
+    if ((accepting ? t->api.accept(c->id, &cp) : t->api.connect(c->id, &cp)) != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "%s: %s", accepting ? "rdma_accept" : "rdma_connect",
+                 strerror(errno));
+        retry(t, c, why);
+        return GW_OK;
+    }
+    c->state = CM_CONNECTING;
+    return GW_OK;
+}
+
 /* A connection request: check it is one of ours and accept it. */
 static gw_status_t on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdata,
                               size_t pdata_len)
@@ -255,20 +277,7 @@ static gw_status_t on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *
     c->id = id;
     id->context = c;
     set_ack_timeout(t, id);
-    gw_status_t st = make_qp(t, c);
-    if (st != GW_OK)
-        return st;
-    uint8_t buf[GW_IB_CM_PDATA_SIZE];
-    struct rdma_conn_param cp;
-    conn_param(t, &cp, buf, c->peer, c->qp);
-    if (t->api.accept(id, &cp) != 0) {
-        char why[96];
-        snprintf(why, sizeof(why), "rdma_accept: %s", strerror(errno));
-        retry(t, c, why);
-        return GW_OK;
-    }
-    c->state = CM_CONNECTING;
-    return GW_OK;
+    return offer(t, c, 1);
 }
 
 /* Handle one event of the connection phase. */
@@ -291,21 +300,8 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
             c->state = CM_ROUTE;
         }
         return GW_OK;
-    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-        gw_status_t st = make_qp(t, c);
-        if (st != GW_OK)
-            return st;
-        uint8_t buf[GW_IB_CM_PDATA_SIZE];
-        struct rdma_conn_param cp;
-        conn_param(t, &cp, buf, c->peer, c->qp);
-        if (t->api.connect(id, &cp) != 0) {
-            snprintf(why, sizeof(why), "rdma_connect: %s", strerror(errno));
-            retry(t, c, why);
-        } else {
-            c->state = CM_CONNECTING;
-        }
-        return GW_OK;
-    }
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        return offer(t, c, 0);
     case RDMA_CM_EVENT_ESTABLISHED:
         c->state = CM_UP;
         p->qp_up++;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "common/clock.h"
 #include "transport/sock.h"
 
@@ -143,6 +144,22 @@ int gw__sock_remaining_ms(int64_t deadline)
     if (left <= 0)
         return 0;
     return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hello_id_t *id)
+{
+    gw__put_be32(out, id->magic);
+    memcpy(out + 8, id->job_id, 16);
+    gw__put_be32(out + 24, id->from);
+    gw__put_be32(out + 28, id->to);
+}
+
+void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id)
+{
+    id->magic = gw__get_be32(in);
+    memcpy(id->job_id, in + 8, 16);
+    id->from = gw__get_be32(in + 24);
+    id->to = gw__get_be32(in + 28);
 }
 
 void gw__sock_io_set(gw_sock_io_t *io, void *a, size_t alen, void *b, size_t blen)

@@ -128,6 +128,27 @@ int gw__sock_nodelay(int fd);
 /* Milliseconds until deadline (gw__now_ms() time), 0 once it has passed. */
 int gw__sock_remaining_ms(int64_t deadline);
 
+/* ---- hellos (sock.c) ------------------------------------------------------ */
+
+/* The hellos of the TCP transport and of the verbs transport's out-of-band
+ * set-up open alike: with them a connection proves that it belongs to this
+ * job and says which pair of ranks it joins, at the same places in both
+ * (big-endian):
+ *    0 u32 magic (each protocol its own)   4 the protocol's version (its layout)
+ *    8 job id (16 bytes)                  24 u32 from rank   28 u32 to rank
+ * What follows is the protocol's. */
+#define GW_SOCK_HELLO_ID_SIZE 32
+
+typedef struct gw_sock_hello_id {
+    uint32_t magic;
+    uint8_t job_id[16];
+    uint32_t from, to;
+} gw_sock_hello_id_t;
+
+/* Writes bytes 0-3 and 8-31; bytes 4-7 are the caller's. */
+void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hello_id_t *id);
+void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id);
+
 /* ---- non-blocking transfers of up to two segments (sock.c) ----------------- */
 
 typedef struct gw_sock_io {

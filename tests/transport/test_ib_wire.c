@@ -191,12 +191,12 @@ Test(ib_wire, hello_and_pdata)
 {
     gw_ib_hello_t h, g;
     memset(&h, 0, sizeof(h));
-    h.magic = GW_IB_HELLO_MAGIC;
+    h.id.magic = GW_IB_HELLO_MAGIC;
     h.version = GW_IB_PROTOCOL_VERSION;
     for (int i = 0; i < 16; i++)
-        h.job_id[i] = (uint8_t)i;
-    h.from = 3;
-    h.to = 1;
+        h.id.job_id[i] = (uint8_t)i;
+    h.id.from = 3;
+    h.id.to = 1;
     h.nqps = GW_IB_MAX_QPS;
     h.psn = 0xabcdef;
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
@@ -207,7 +207,7 @@ Test(ib_wire, hello_and_pdata)
     cr_assert_eq(memcmp(&h, &g, sizeof(h)), 0);
 
     gw_ib_cm_pdata_t p = {.magic = GW_IB_CM_MAGIC, .from = 2, .to = 0, .qp_idx = 3, .nqps = 4}, q;
-    memcpy(p.job_id, h.job_id, 16);
+    memcpy(p.job_id, h.id.job_id, 16);
     uint8_t pb[GW_IB_CM_PDATA_SIZE];
     gw__ib_cm_pdata_encode(&p, pb);
     gw__ib_cm_pdata_decode(pb, &q);

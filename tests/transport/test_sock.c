@@ -101,6 +101,25 @@ Test(sock, address_wire_layout)
     cr_expect_eq(gw__sock_addr_get(w, &b, &len), GW_ERR_PROTOCOL);
 }
 
+Test(sock, hello_identity_layout)
+{
+    gw_sock_hello_id_t id = {.magic = 0x4757484c, .from = 3, .to = 0x01020304}, got;
+    for (int i = 0; i < 16; i++)
+        id.job_id[i] = (uint8_t)(0xa0 + i);
+    uint8_t w[GW_SOCK_HELLO_ID_SIZE];
+    memset(w, 0xee, sizeof(w));
+    gw__sock_hello_id_put(w, &id);
+    const uint8_t head[8] = {'G', 'W', 'H', 'L', 0xee, 0xee, 0xee, 0xee};
+    cr_expect_arr_eq(w, head, 8, "magic first; bytes 4-7 are the protocol's");
+    cr_expect_eq(w[8], 0xa0);
+    cr_expect_eq(w[23], 0xaf);
+    cr_expect_eq(w[27], 3);
+    cr_expect_eq(w[28], 1);
+    cr_expect_eq(w[31], 4);
+    gw__sock_hello_id_get(w, &got);
+    cr_expect_eq(memcmp(&got, &id, sizeof(id)), 0);
+}
+
 Test(sock, retry_pauses_double_up_to_a_second)
 {
     gw_sock_retry_t r;

@@ -355,9 +355,8 @@ static inline int gw__ib_imm_names(uint32_t value, uint64_t idx)
 
 /* Out-of-band hello: who we are and our queue pairs for this peer. */
 typedef struct gw_ib_hello {
-    uint32_t magic, version;
-    uint8_t job_id[16];
-    uint32_t from, to;
+    gw_sock_hello_id_t id; /* magic, job id, from and to rank (sock.h) */
+    uint32_t version;
     uint32_t nqps;
     uint32_t psn;
     uint32_t qpn[GW_IB_MAX_QPS];

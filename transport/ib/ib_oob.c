@@ -101,11 +101,11 @@ static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
     gw_ib_t *t = m->t;
     gw_ib_hello_t h;
     memset(&h, 0, sizeof(h));
-    h.magic = GW_IB_HELLO_MAGIC;
+    h.id.magic = GW_IB_HELLO_MAGIC;
     h.version = GW_IB_PROTOCOL_VERSION;
-    memcpy(h.job_id, t->job_id, 16);
-    h.from = (uint32_t)t->base.rank;
-    h.to = (uint32_t)peer;
+    memcpy(h.id.job_id, t->job_id, 16);
+    h.id.from = (uint32_t)t->base.rank;
+    h.id.to = (uint32_t)peer;
     h.nqps = (uint32_t)t->nqps;
     h.psn = m->peer_psn[peer];
     for (int k = 0; k < t->nqps; k++)
@@ -147,29 +147,30 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     gw_ib_t *t = m->t;
     gw_ib_hello_t h;
     gw__ib_hello_decode(c->buf, &h);
-    int valid = h.magic == GW_IB_HELLO_MAGIC && h.version == GW_IB_PROTOCOL_VERSION &&
-                memcmp(h.job_id, t->job_id, 16) == 0 && h.to == (uint32_t)t->base.rank &&
-                h.from < (uint32_t)t->base.size && h.from != (uint32_t)t->base.rank &&
-                t->peers[h.from].active;
-    if (c->out && (!valid || h.from != (uint32_t)c->peer)) {
+    int valid = h.id.magic == GW_IB_HELLO_MAGIC && h.version == GW_IB_PROTOCOL_VERSION &&
+                memcmp(h.id.job_id, t->job_id, 16) == 0 && h.id.to == (uint32_t)t->base.rank &&
+                h.id.from < (uint32_t)t->base.size && h.id.from != (uint32_t)t->base.rank &&
+                t->peers[h.id.from].active;
+    if (c->out && (!valid || h.id.from != (uint32_t)c->peer)) {
         GW_ERROR(lg_of(m), GW_IB_SUBSYS,
                  "%s answered our out-of-band hello with a wrong one (magic 0x%08x, rank %u -> "
                  "%u): is a process of another job listening there?",
-                 t->peers[c->peer].desc, (unsigned)h.magic, (unsigned)h.from, (unsigned)h.to);
+                 t->peers[c->peer].desc, (unsigned)h.id.magic, (unsigned)h.id.from,
+                 (unsigned)h.id.to);
         return GW_ERR_PROTOCOL;
     }
     if (!c->out) {
-        if (!valid || h.from < (uint32_t)t->base.rank) {
+        if (!valid || h.id.from < (uint32_t)t->base.rank) {
             GW_WARN(lg_of(m), GW_IB_SUBSYS,
                     "dropping an out-of-band connection with an invalid hello (magic 0x%08x, "
                     "rank %u -> %u)",
-                    (unsigned)h.magic, (unsigned)h.from, (unsigned)h.to);
+                    (unsigned)h.id.magic, (unsigned)h.id.from, (unsigned)h.id.to);
             close(c->s.fd);
             c->s.fd = -1;
             c->phase = P_DONE;
             return GW_OK;
         }
-        c->peer = (int)h.from;
+        c->peer = (int)h.id.from;
         if (t->peers[c->peer].oob_fd >= 0 || t->peers[c->peer].qp_up) {
             GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s connected out of band twice",
                      t->peers[c->peer].desc);

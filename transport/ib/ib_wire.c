@@ -27,7 +27,8 @@
  *      its own slots (the slots' credit travels both ways)
  *
  * Out-of-band hello (112 bytes): magic, version, job id[16], from, to,
- * QPs per peer, first PSN, QP numbers[16].
+ * QPs per peer, first PSN, QP numbers[16] (magic, job id and ranks stand
+ * where every hello has them: sock.h).
  *
  * rdmacm private data (32 bytes): magic, job id[16], from, to, QP index,
  * QPs per peer.
@@ -147,11 +148,8 @@ void gw__ib_imm_decode(uint32_t imm, gw_ib_imm_kind_t *kind, uint32_t *value)
 void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
 {
     memset(out, 0, GW_IB_HELLO_SIZE);
-    gw__put_be32(out, h->magic);
+    gw__sock_hello_id_put(out, &h->id);
     gw__put_be32(out + 4, h->version);
-    memcpy(out + 8, h->job_id, 16);
-    gw__put_be32(out + 24, h->from);
-    gw__put_be32(out + 28, h->to);
     gw__put_be32(out + 32, h->nqps);
     gw__put_be32(out + 36, h->psn);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
@@ -160,11 +158,8 @@ void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
 
 void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
 {
-    h->magic = gw__get_be32(in);
+    gw__sock_hello_id_get(in, &h->id);
     h->version = gw__get_be32(in + 4);
-    memcpy(h->job_id, in + 8, 16);
-    h->from = gw__get_be32(in + 24);
-    h->to = gw__get_be32(in + 28);
     h->nqps = gw__get_be32(in + 32);
     h->psn = gw__get_be32(in + 36);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)

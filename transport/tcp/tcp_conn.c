@@ -75,13 +75,13 @@ static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
 
 static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out[GW_TCP_HELLO_SIZE])
 {
-    gw_tcp_hello_t h = {.magic = GW_TCP_HELLO_MAGIC,
+    gw_tcp_hello_t h = {.id = {.magic = GW_TCP_HELLO_MAGIC,
+                               .from = (uint32_t)from,
+                               .to = (uint32_t)to},
                         .version = GW_TCP_PROTOCOL_VERSION,
-                        .from = (uint32_t)from,
-                        .to = (uint32_t)to,
                         .sock_idx = (uint32_t)idx,
                         .nsocks = (uint32_t)t->nsocks};
-    memcpy(h.job_id, t->job_id, sizeof(h.job_id));
+    memcpy(h.id.job_id, t->job_id, sizeof(h.id.job_id));
     gw__tcp_hello_encode(&h, out);
 }
 
@@ -111,16 +111,16 @@ static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
     const gw_tcp_peer_t *p = &t->peers[o->peer];
     gw_tcp_hello_t h;
     gw__tcp_hello_decode(o->buf, &h);
-    if (h.magic == GW_TCP_HELLO_MAGIC && h.version == GW_TCP_PROTOCOL_VERSION &&
-        memcmp(h.job_id, t->job_id, sizeof(h.job_id)) == 0 && h.from == (uint32_t)o->peer &&
-        h.to == (uint32_t)t->base.rank && h.sock_idx == (uint32_t)o->idx &&
-        h.nsocks == (uint32_t)t->nsocks)
+    if (h.id.magic == GW_TCP_HELLO_MAGIC && h.version == GW_TCP_PROTOCOL_VERSION &&
+        memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) == 0 &&
+        h.id.from == (uint32_t)o->peer && h.id.to == (uint32_t)t->base.rank &&
+        h.sock_idx == (uint32_t)o->idx && h.nsocks == (uint32_t)t->nsocks)
         return GW_OK;
     GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
              "rank %d's address %s answered our hello with a wrong one (magic 0x%08x, version "
              "%u, rank %u -> %u, socket %u of %u): is a process of another job listening there?",
-             o->peer, p->addr_str, (unsigned)h.magic, (unsigned)h.version, (unsigned)h.from,
-             (unsigned)h.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
+             o->peer, p->addr_str, (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from,
+             (unsigned)h.id.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
     return GW_ERR_PROTOCOL;
 }
 
@@ -229,26 +229,26 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
     if (h.version != GW_TCP_PROTOCOL_VERSION) {
         snprintf(why, sizeof(why), "it speaks gradwire TCP protocol version %u, we speak %u",
                  (unsigned)h.version, GW_TCP_PROTOCOL_VERSION);
-    } else if (memcmp(h.job_id, t->job_id, sizeof(h.job_id)) != 0) {
+    } else if (memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) != 0) {
         snprintf(why, sizeof(why), "it belongs to another job (job id differs)");
-    } else if (h.to != (uint32_t)t->base.rank || h.from <= (uint32_t)t->base.rank ||
-               h.from >= (uint32_t)t->base.size) {
+    } else if (h.id.to != (uint32_t)t->base.rank || h.id.from <= (uint32_t)t->base.rank ||
+               h.id.from >= (uint32_t)t->base.size) {
         snprintf(why, sizeof(why), "it claims to be rank %u connecting to rank %u",
-                 (unsigned)h.from, (unsigned)h.to);
-    } else if (!t->peers[h.from].socks) {
+                 (unsigned)h.id.from, (unsigned)h.id.to);
+    } else if (!t->peers[h.id.from].socks) {
         snprintf(why, sizeof(why),
                  "it claims to be rank %u, which this job does not connect over TCP",
-                 (unsigned)h.from);
+                 (unsigned)h.id.from);
     } else if (h.nsocks != (uint32_t)t->nsocks) {
         GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
                  "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the same "
                  "GW_NSOCKS on every rank",
-                 (unsigned)h.from, c->addr, (unsigned)h.nsocks, t->nsocks);
+                 (unsigned)h.id.from, c->addr, (unsigned)h.nsocks, t->nsocks);
         return GW_ERR_CONFIG;
     } else if (h.sock_idx >= (uint32_t)t->nsocks) {
         snprintf(why, sizeof(why), "its socket index %u is out of range", (unsigned)h.sock_idx);
     } else {
-        c->from = h.from;
+        c->from = h.id.from;
         c->idx = h.sock_idx;
         if (!in_duplicate(m, c)) {
             make_hello(t, t->base.rank, (int)c->from, (int)c->idx, c->buf);
@@ -256,7 +256,7 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
             c->replying = 1;
             return GW_OK;
         }
-        snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.from,
+        snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.id.from,
                  (unsigned)h.sock_idx);
     }
     in_drop(m, c, why);

@@ -69,11 +69,8 @@ typedef struct gw_tcp_hdr {
 
 /* The first bytes on every new connection, in both directions. */
 typedef struct gw_tcp_hello {
-    uint32_t magic;
+    gw_sock_hello_id_t id; /* magic, job id, from and to rank (sock.h) */
     uint32_t version;
-    uint8_t job_id[16];
-    uint32_t from;
-    uint32_t to;
     uint32_t sock_idx;
     uint32_t nsocks;
 } gw_tcp_hello_t;

@@ -18,6 +18,7 @@
  *    0 u32 magic GW_TCP_HELLO_MAGIC     4 u16 protocol version   6 u16 0
  *    8 job id (16 bytes)               24 u32 from rank         28 u32 to rank
  *   32 u32 socket index                36 u32 sockets per peer
+ * (magic, job id and ranks stand where every hello has them: sock.h)
  *
  * Address blob (GW_TRANSPORT_ADDR_MAX bytes, GW_TCP_ADDR_SIZE = 28 used):
  *    0 u32 magic GW_TCP_ADDR_MAGIC      4 u8 protocol version
@@ -59,23 +60,17 @@ void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h)
 
 void gw__tcp_hello_encode(const gw_tcp_hello_t *h, uint8_t out[GW_TCP_HELLO_SIZE])
 {
-    gw__put_be32(out + 0, h->magic);
+    gw__sock_hello_id_put(out, &h->id);
     gw__put_be16(out + 4, h->version);
     gw__put_be16(out + 6, 0);
-    memcpy(out + 8, h->job_id, 16);
-    gw__put_be32(out + 24, h->from);
-    gw__put_be32(out + 28, h->to);
     gw__put_be32(out + 32, h->sock_idx);
     gw__put_be32(out + 36, h->nsocks);
 }
 
 void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h)
 {
-    h->magic = gw__get_be32(in + 0);
+    gw__sock_hello_id_get(in, &h->id);
     h->version = gw__get_be16(in + 4);
-    memcpy(h->job_id, in + 8, 16);
-    h->from = gw__get_be32(in + 24);
-    h->to = gw__get_be32(in + 28);
     h->sock_idx = gw__get_be32(in + 32);
     h->nsocks = gw__get_be32(in + 36);
 }

@@ -284,15 +284,25 @@ static gw_status_t accept_new(mesh_t *m)
             GW_ERROR(lg_of(m), GW_IB_SUBSYS, "accept() on the out-of-band listener: %m");
             return GW_ERR_SYSTEM;
         }
+        /* The slot of an incoming connection that is over (a stranger
+         * dropped, a peer handed over) serves again: otherwise strangers
+         * that came and went would use the table up, and a rank that
+         * connects after them would be turned away until the deadline. */
         int live = 0;
-        for (int i = 0; i < m->n; i++)
-            live += !m->c[i].out && m->c[i].peer < 0 && m->c[i].s.fd >= 0;
-        if (live >= MAX_STRANGERS || m->n == m->cap) {
+        conn_t *c = NULL;
+        for (int i = 0; i < m->n; i++) {
+            conn_t *o = &m->c[i];
+            live += !o->out && o->peer < 0 && o->s.fd >= 0;
+            if (!c && !o->out && o->s.fd < 0 && o->phase == P_DONE)
+                c = o;
+        }
+        if (!c && live < MAX_STRANGERS && m->n < m->cap)
+            c = &m->c[m->n++];
+        if (live >= MAX_STRANGERS || !c) {
             GW_WARN(lg_of(m), GW_IB_SUBSYS, "too many unidentified out-of-band connections");
             close(fd);
             continue;
         }
-        conn_t *c = &m->c[m->n++];
         memset(c, 0, sizeof(*c));
         gw__sock_dial_init(&c->s);
         c->s.fd = fd;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "transport/ib/ib_internal.h"
+#include "transport/sock.h"
 
 static gw_ib_addr_t sample_addr(void)
 {
@@ -54,7 +55,7 @@ Test(ib_wire, addr_round_trip)
     cr_assert_eq(b.fifo_addr, a.fifo_addr);
     cr_assert_eq(b.fifo_rkey, a.fifo_rkey);
     char s[64];
-    gw__ib_sockaddr_str((struct sockaddr *)&b.sa, s, sizeof(s));
+    gw__sock_addr_str((struct sockaddr *)&b.sa, s, sizeof(s));
     cr_assert_str_eq(s, "198.18.0.1:4791");
     cr_assert_str_eq(b.device, "rxe0");
     cr_assert_eq(b.eager_max, 4000);
@@ -77,7 +78,7 @@ Test(ib_wire, addr_ipv6)
     gw__ib_addr_encode(&a, blob);
     cr_assert_eq(gw__ib_addr_decode(blob, &b), GW_OK);
     char s[64];
-    gw__ib_sockaddr_str((struct sockaddr *)&b.sa, s, sizeof(s));
+    gw__sock_addr_str((struct sockaddr *)&b.sa, s, sizeof(s));
     cr_assert_str_eq(s, "[2001:db8::1]:9");
     cr_assert_eq(((struct sockaddr_in6 *)&b.sa)->sin6_scope_id, 7u);
 }

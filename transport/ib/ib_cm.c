@@ -75,7 +75,7 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap)
     struct sockaddr_storage ss;
     char str[64];
     gid_sockaddr(t, &ss);
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     t->cm_channel = t->api.create_event_channel();
     if (!t->cm_channel) {
         GW_ERROR(lg, GW_IB_SUBSYS, "rdma_create_event_channel: %m");
@@ -121,7 +121,7 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap)
     else
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
     memcpy(&t->local.sa, &ss, sizeof(ss));
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     snprintf(desc, desc_cap, "through the RDMA CM at %s", str);
     return GW_OK;
 }

@@ -45,7 +45,7 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
                                         params->default_addr_len, &ss, &sl, why, sizeof(why));
     if (st != GW_OK)
         return st;
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (t->listen_fd < 0) {
         GW_ERROR(lg, GW_IB_SUBSYS, "socket() for the out-of-band listener on %s: %m", str);
@@ -63,7 +63,7 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
         return GW_ERR_SYSTEM;
     }
     memcpy(&t->local.sa, &ss, sizeof(ss));
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     snprintf(desc, desc_cap, "out of band via TCP %s (%s)", str, why);
     return GW_OK;
 }

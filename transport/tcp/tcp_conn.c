@@ -473,7 +473,7 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
                      r, GW_TCP_PROTOCOL_VERSION);
             return gw__tcp_fail(t, GW_ERR_PROTOCOL, NULL);
         }
-        gw__tcp_sockaddr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
+        gw__sock_addr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
     }
 
     mesh_t m = {.t = t, .nout = nlower * t->nsocks, .in_expected = (npeers - nlower) * t->nsocks};

@@ -7,6 +7,7 @@
  * tests/integration/rxe_vm_test.sh).
  */
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,40 @@ Test(ib_oob, strangers_that_went_away_do_not_lock_out_a_rank, .timeout = 120)
     pthread_create(&th[1], NULL, connect_thread, &r[1]);
     for (int i = 0; i < NRANKS; i++)
         pthread_join(th[i], NULL);
+    for (int i = 0; i < NRANKS; i++) {
+        cr_expect_eq(r[i].connect_st, GW_OK, "connect of rank %d: %s", i,
+                     gw_status_name(r[i].connect_st));
+        r[i].t->ops->close(r[i].t);
+    }
+}
+
+/* More strangers than the listener holds at once connect and say nothing,
+ * holding their connections for the whole set-up: the one that has waited
+ * longest makes room for each newcomer, so rank 1 still gets in (a real
+ * rank dropped this way sees EOF and dials again). */
+Test(ib_oob, silent_strangers_do_not_lock_out_a_rank, .timeout = 120)
+{
+    rank_t r[NRANKS];
+    uint8_t all[NRANKS * GW_TRANSPORT_ADDR_MAX];
+    open_ranks(r, all, 10000);
+    gw_ib_addr_t a0;
+    cr_assert_eq(gw__ib_addr_decode(all, &a0), GW_OK);
+    socklen_t len =
+        a0.sa.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    pthread_t th[NRANKS];
+    pthread_create(&th[0], NULL, connect_thread, &r[0]);
+    enum { NSILENT = 80 };
+    int silent[NSILENT];
+    for (int i = 0; i < NSILENT; i++) {
+        silent[i] = socket(a0.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(connect(silent[i], (const struct sockaddr *)&a0.sa, len), 0);
+    }
+    poll(NULL, 0, 2000); /* rank 0 accepts them all meanwhile */
+    pthread_create(&th[1], NULL, connect_thread, &r[1]);
+    for (int i = 0; i < NRANKS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NSILENT; i++)
+        close(silent[i]);
     for (int i = 0; i < NRANKS; i++) {
         cr_expect_eq(r[i].connect_st, GW_OK, "connect of rank %d: %s", i,
                      gw_status_name(r[i].connect_st));

@@ -84,6 +84,7 @@ typedef struct conn {
     phase_t after_send;
     uint8_t buf[GW_IB_HELLO_SIZE + 1];
     size_t len, done;
+    uint64_t accepted; /* incoming: its place in the order of accepts */
 } conn_t;
 
 typedef struct mesh {
@@ -91,7 +92,8 @@ typedef struct mesh {
     conn_t *c;
     int n, cap;
     uint32_t *peer_psn; /* our first PSN towards each rank */
-    int pending;                 /* peers not done */
+    int pending;        /* peers not done */
+    uint64_t accepts;   /* connections accepted so far */
 } mesh_t;
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
@@ -289,21 +291,36 @@ static gw_status_t accept_new(mesh_t *m)
          * that came and went would use the table up, and a rank that
          * connects after them would be turned away until the deadline. */
         int live = 0;
-        conn_t *c = NULL;
+        conn_t *c = NULL, *oldest = NULL;
         for (int i = 0; i < m->n; i++) {
             conn_t *o = &m->c[i];
-            live += !o->out && o->peer < 0 && o->s.fd >= 0;
+            if (!o->out && o->peer < 0 && o->s.fd >= 0) {
+                live++;
+                if (!oldest || o->accepted < oldest->accepted)
+                    oldest = o;
+            }
             if (!c && !o->out && o->s.fd < 0 && o->phase == P_DONE)
                 c = o;
         }
-        if (!c && live < MAX_STRANGERS && m->n < m->cap)
+        if (!c && m->n < m->cap)
             c = &m->c[m->n++];
-        if (live >= MAX_STRANGERS || !c) {
+        if (live >= MAX_STRANGERS) {
+            /* Unidentified connections that say nothing would hold every
+             * slot until the deadline: the one that has waited longest
+             * makes room, as in the TCP transport. A rank dropped this way
+             * sees EOF and dials again. Its slot is left for a later
+             * accept: poll() may have reported events on its socket. */
             GW_WARN(lg_of(m), GW_IB_SUBSYS, "too many unidentified out-of-band connections");
+            close(oldest->s.fd);
+            oldest->s.fd = -1;
+            oldest->phase = P_DONE;
+        }
+        if (!c) { /* not expected: the table has room for every rank and MAX_STRANGERS more */
             close(fd);
             continue;
         }
         memset(c, 0, sizeof(*c));
+        c->accepted = m->accepts++;
         gw__sock_dial_init(&c->s);
         c->s.fd = fd;
         c->peer = -1;

@@ -138,9 +138,9 @@ static int same_host_addr(const struct sockaddr *a, const struct sockaddr *b)
 }
 
 static gw_status_t pick_default(const gw_logger_t *lg, const char *subsys,
-                                const struct sockaddr_storage *dflt,
-                                socklen_t dflt_len, struct sockaddr_storage *out,
-                                socklen_t *out_len, char *desc, size_t desc_cap)
+                                const struct sockaddr_storage *dflt, socklen_t dflt_len,
+                                struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                                size_t desc_cap)
 {
     if (!dflt || dflt_len == 0 || !family_ok((const struct sockaddr *)dflt)) {
         GW_ERROR(lg, subsys,
@@ -221,8 +221,8 @@ void gw__sock_addr_str(const struct sockaddr *sa, char *buf, size_t cap)
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
         inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
         char scope[IF_NAMESIZE + 2] = "";
-        if (in6->sin6_scope_id != 0 && (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) ||
-                                        IN6_IS_ADDR_MC_LINKLOCAL(&in6->sin6_addr))) {
+        if (in6->sin6_scope_id != 0 &&
+            (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) || IN6_IS_ADDR_MC_LINKLOCAL(&in6->sin6_addr))) {
             char name[IF_NAMESIZE];
             if (if_indextoname(in6->sin6_scope_id, name))
                 snprintf(scope, sizeof(scope), "%%%s", name);

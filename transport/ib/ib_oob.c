@@ -14,7 +14,11 @@
  * when both READY bytes crossed, so nothing is ever written to a QP whose
  * remote end is not yet ready to receive. Everything runs in one poll() loop
  * under one deadline. Connections without a valid hello for this job are
- * strangers: logged at WARN and dropped.
+ * strangers: logged at WARN and dropped; when 64 connections wait without a
+ * hello, the one that has waited longest is dropped to make room, so that
+ * strangers, silent or not, cannot lock a rank out. Dialling, its retries
+ * (10 ms doubling up to 1 s) and the transfers are the socket module's
+ * (transport/sock.h), shared with the TCP transport and the bootstrap.
  *
  * The socket stays open afterwards with nothing on it: when the peer's
  * process dies the kernel closes it, and progress() sees the EOF at once
@@ -46,7 +50,7 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
     if (st != GW_OK)
         return st;
     gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
-    t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    t->listen_fd = gw__sock_open(ss.ss_family);
     if (t->listen_fd < 0) {
         GW_ERROR(lg, GW_IB_SUBSYS, "socket() for the out-of-band listener on %s: %m", str);
         return GW_ERR_SYSTEM;

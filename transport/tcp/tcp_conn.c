@@ -20,9 +20,10 @@
  * configuration error, reported at once rather than as a time-out.
  *
  * A refused connection is retried with growing sleeps (10 ms doubling up to
- * 1 s, sock.h). Every rank listens before the bootstrap exchange, so a refusal is
- * more likely a firewall or a dead peer than a slow one, but retrying costs
- * nothing until the deadline, whose error names each peer still missing.
+ * 1 s, as every dialler in sock.h). Every rank listens before the bootstrap
+ * exchange, so a refusal is more likely a firewall or a dead peer than a
+ * slow one, but retrying costs nothing until the deadline, whose error names
+ * each peer still missing.
  *
  * Peers whose address blob is all zero are served by another transport
  * (transport.h): they get no sockets, we neither dial nor expect them, and

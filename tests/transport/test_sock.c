@@ -68,6 +68,46 @@ Test(sock, addresses_as_text)
     cr_expect_str_eq(s, "(address family 1)");
 }
 
+Test(sock, local_address_choice)
+{
+    gw_logger_t lg;
+    gw__logger_init(&lg, 0);
+    struct sockaddr_storage out, dflt = v4("127.0.0.1", 4242);
+    socklen_t len = 0;
+    char desc[160], s[80];
+    /* A named interface: its IPv4 address, port 0. */
+    cr_assert_eq(gw__sock_pick_addr(&lg, "test", "lo", NULL, 0, &out, &len, desc, sizeof(desc)),
+                 GW_OK);
+    gw__sock_addr_str((struct sockaddr *)&out, s, sizeof(s));
+    cr_expect_str_eq(s, "127.0.0.1:0");
+    cr_expect_eq(len, sizeof(struct sockaddr_in));
+    cr_expect_str_eq(desc, "interface lo, from GW_SOCKET_IFNAME");
+    /* No name: the bootstrap's local address, its port dropped. */
+    cr_assert_eq(gw__sock_pick_addr(&lg, "test", NULL, &dflt, sizeof(struct sockaddr_in), &out,
+                                    &len, desc, sizeof(desc)),
+                 GW_OK);
+    gw__sock_addr_str((struct sockaddr *)&out, s, sizeof(s));
+    cr_expect_str_eq(s, "127.0.0.1:0");
+    cr_expect_str_eq(desc, "interface lo, which routes to the bootstrap root");
+    /* A dual-stack bootstrap socket's ::ffff:a.b.c.d: plain IPv4. */
+    dflt = v6("::ffff:127.0.0.1", 4242, 0);
+    cr_assert_eq(gw__sock_pick_addr(&lg, "test", "", &dflt, sizeof(struct sockaddr_in6), &out, &len,
+                                    desc, sizeof(desc)),
+                 GW_OK);
+    cr_expect_eq(out.ss_family, AF_INET);
+    /* Errors: a name that does not exist, a wildcard, nothing at all. */
+    cr_expect_eq(
+        gw__sock_pick_addr(&lg, "test", "gw_no_such_if0", NULL, 0, &out, &len, desc, sizeof(desc)),
+        GW_ERR_CONFIG);
+    dflt = v4("0.0.0.0", 1);
+    cr_expect_eq(gw__sock_pick_addr(&lg, "test", NULL, &dflt, sizeof(struct sockaddr_in), &out,
+                                    &len, desc, sizeof(desc)),
+                 GW_ERR_CONFIG);
+    cr_expect_eq(gw__sock_pick_addr(&lg, "test", NULL, NULL, 0, &out, &len, desc, sizeof(desc)),
+                 GW_ERR_CONFIG);
+    gw__logger_fini(&lg);
+}
+
 Test(sock, address_wire_layout)
 {
     uint8_t w[GW_SOCK_ADDR_WIRE];

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "transport/ib/ib_internal.h"
+#include "transport/sock.h"
 
 static gw_ib_addr_t sample_addr(void)
 {
@@ -54,7 +55,7 @@ Test(ib_wire, addr_round_trip)
     cr_assert_eq(b.fifo_addr, a.fifo_addr);
     cr_assert_eq(b.fifo_rkey, a.fifo_rkey);
     char s[64];
-    gw__ib_sockaddr_str((struct sockaddr *)&b.sa, s, sizeof(s));
+    gw__sock_addr_str((struct sockaddr *)&b.sa, s, sizeof(s));
     cr_assert_str_eq(s, "198.18.0.1:4791");
     cr_assert_str_eq(b.device, "rxe0");
     cr_assert_eq(b.eager_max, 4000);
@@ -77,7 +78,7 @@ Test(ib_wire, addr_ipv6)
     gw__ib_addr_encode(&a, blob);
     cr_assert_eq(gw__ib_addr_decode(blob, &b), GW_OK);
     char s[64];
-    gw__ib_sockaddr_str((struct sockaddr *)&b.sa, s, sizeof(s));
+    gw__sock_addr_str((struct sockaddr *)&b.sa, s, sizeof(s));
     cr_assert_str_eq(s, "[2001:db8::1]:9");
     cr_assert_eq(((struct sockaddr_in6 *)&b.sa)->sin6_scope_id, 7u);
 }
@@ -191,12 +192,12 @@ Test(ib_wire, hello_and_pdata)
 {
     gw_ib_hello_t h, g;
     memset(&h, 0, sizeof(h));
-    h.magic = GW_IB_HELLO_MAGIC;
+    h.id.magic = GW_IB_HELLO_MAGIC;
     h.version = GW_IB_PROTOCOL_VERSION;
     for (int i = 0; i < 16; i++)
-        h.job_id[i] = (uint8_t)i;
-    h.from = 3;
-    h.to = 1;
+        h.id.job_id[i] = (uint8_t)i;
+    h.id.from = 3;
+    h.id.to = 1;
     h.nqps = GW_IB_MAX_QPS;
     h.psn = 0xabcdef;
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
@@ -207,7 +208,7 @@ Test(ib_wire, hello_and_pdata)
     cr_assert_eq(memcmp(&h, &g, sizeof(h)), 0);
 
     gw_ib_cm_pdata_t p = {.magic = GW_IB_CM_MAGIC, .from = 2, .to = 0, .qp_idx = 3, .nqps = 4}, q;
-    memcpy(p.job_id, h.job_id, 16);
+    memcpy(p.job_id, h.id.job_id, 16);
     uint8_t pb[GW_IB_CM_PDATA_SIZE];
     gw__ib_cm_pdata_encode(&p, pb);
     gw__ib_cm_pdata_decode(pb, &q);

@@ -299,20 +299,18 @@ static void add_strangers(job_t *j, uint8_t *all)
         if ((fd = connect_stranger(blob)) >= 0)
             close(fd);
         uint8_t hello[GW_TCP_HELLO_SIZE];
-        gw_tcp_hello_t h = {.magic = GW_TCP_HELLO_MAGIC,
+        gw_tcp_hello_t h = {.id = {.magic = GW_TCP_HELLO_MAGIC, .from = 1, .to = 0},
                             .version = GW_TCP_PROTOCOL_VERSION,
-                            .from = 1,
-                            .to = 0,
                             .sock_idx = 0,
                             .nsocks = (uint32_t)j->nsocks};
-        memset(h.job_id, 0x43, sizeof(h.job_id)); /* not our job (0x42) */
+        memset(h.id.job_id, 0x43, sizeof(h.id.job_id)); /* not our job (0x42) */
         gw__tcp_hello_encode(&h, hello);
         if ((fd = connect_stranger(blob)) >= 0) {
             write_all(fd, hello, sizeof(hello));
             j->stranger_fds[j->nstrangers++] = fd;
         }
-        memset(h.job_id, 0x42, sizeof(h.job_id));
-        h.from = 0; /* rank 0 never connects to anyone */
+        memset(h.id.job_id, 0x42, sizeof(h.id.job_id));
+        h.id.from = 0; /* rank 0 never connects to anyone */
         gw__tcp_hello_encode(&h, hello);
         if ((fd = connect_stranger(blob)) >= 0) {
             write_all(fd, hello, sizeof(hello));

@@ -1,7 +1,7 @@
 /*
  * bootstrap.c - the out-of-band rendezvous of the ranks of one job (contract
  * in bootstrap.h, wire format in bootstrap_msg.h): its public entry points,
- * and the socket helpers that all of its parts share.
+ * and the nonces and the best-effort REJECT that all of its parts use.
  *
  * The rendezvous has three parts, one file each, because each is a state
  * machine of its own: rank 0 accepting and authenticating the other ranks
@@ -9,16 +9,13 @@
  * itself (bootstrap_client.c), and the all-gathers over the star of
  * connections that the join leaves open (bootstrap_gather.c). This file
  * checks the parameters, hands the join to the part for this rank, and
- * holds what every part needs: non-blocking transfers with deadlines,
- * nonces, addresses as text, and the best-effort REJECT sent on the way out
- * of a failure.
+ * holds what every part needs beyond the sockets themselves (whose
+ * non-blocking transfers with deadlines, addresses as text and connection
+ * attempts are the socket module's, transport/sock.h, shared with the
+ * transports): nonces, and the best-effort REJECT sent on the way out of a
+ * failure.
  */
 #include <errno.h>
-#include <limits.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,27 +26,7 @@
 #include "common/clock.h"
 #include "common/env.h"
 
-/* ---- small helpers ------------------------------------------------------ */
-
-int gw__bs_remaining_ms(int64_t deadline)
-{
-    int64_t left = deadline - gw__now_ms();
-    if (left <= 0)
-        return 0;
-    return left > INT_MAX ? INT_MAX : (int)left;
-}
-
-void gw__bs_format_addr(const struct sockaddr *sa, socklen_t len, char out[GW_BS_ADDR_TEXT])
-{
-    char host[128], serv[16];
-    if (getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        snprintf(out, GW_BS_ADDR_TEXT, "(unknown address)");
-    else if (sa->sa_family == AF_INET6)
-        snprintf(out, GW_BS_ADDR_TEXT, "[%s]:%s", host, serv);
-    else
-        snprintf(out, GW_BS_ADDR_TEXT, "%s:%s", host, serv);
-}
+/* ---- what every part needs ---------------------------------------------- */
 
 gw_status_t gw__bs_random_bytes(const gw_logger_t *lg, void *buf, size_t n)
 {
@@ -67,14 +44,6 @@ gw_status_t gw__bs_random_bytes(const gw_logger_t *lg, void *buf, size_t n)
     return GW_OK;
 }
 
-/* Small handshake messages go out whole; waiting for the peer's ACK before
- * sending the next one (Nagle) would only add latency. Failure is harmless. */
-void gw__bs_set_nodelay(int fd)
-{
-    int one = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 /* Best effort, never blocks: used on the way out of a failure, when the peer
  * may already be gone. The REJECT is small and our side of the stream is at
  * a message boundary whenever this is called, so it goes out whole or not at
@@ -84,72 +53,6 @@ void gw__bs_send_reject_nowait(int fd, gw_status_t status, const char *reason)
     uint8_t msg[GW_BS_REJECT_MAX_LEN];
     size_t n = gw__bs_encode_reject(status, reason, msg);
     (void)send(fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/* ---- non-blocking transfers of up to two segments ----------------------- */
-
-void gw__bs_io_set(gw_bs_io_t *io, void *a, size_t alen, void *b, size_t blen)
-{
-    io->iov[0].iov_base = a;
-    io->iov[0].iov_len = alen;
-    io->iov[1].iov_base = b;
-    io->iov[1].iov_len = blen;
-    io->total = alen + blen;
-    io->done = 0;
-}
-
-/* Move as much as the socket takes now. GW_BS_IO_ERROR leaves errno set. */
-int gw__bs_io_step(int fd, gw_bs_io_t *io, int writing)
-{
-    while (io->done < io->total) {
-        struct iovec v[2];
-        int n = 0;
-        size_t skip = io->done;
-        for (int i = 0; i < 2; i++) {
-            if (skip >= io->iov[i].iov_len) {
-                skip -= io->iov[i].iov_len;
-                continue;
-            }
-            v[n].iov_base = (uint8_t *)io->iov[i].iov_base + skip;
-            v[n].iov_len = io->iov[i].iov_len - skip;
-            skip = 0;
-            n++;
-        }
-        struct msghdr mh;
-        memset(&mh, 0, sizeof(mh));
-        mh.msg_iov = v;
-        mh.msg_iovlen = (size_t)n;
-        /* MSG_NOSIGNAL: a peer that died must give an error, not SIGPIPE. */
-        ssize_t r = writing ? sendmsg(fd, &mh, MSG_NOSIGNAL) : recvmsg(fd, &mh, 0);
-        if (r > 0) {
-            io->done += (size_t)r;
-            continue;
-        }
-        if (r == 0 && !writing)
-            return GW_BS_IO_EOF;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return GW_BS_IO_AGAIN;
-        return GW_BS_IO_ERROR;
-    }
-    return GW_BS_IO_DONE;
-}
-
-/* Finish a transfer on one socket, waiting at most until deadline. */
-int gw__bs_io_run(int fd, gw_bs_io_t *io, int writing, int64_t deadline)
-{
-    for (;;) {
-        int r = gw__bs_io_step(fd, io, writing);
-        if (r != GW_BS_IO_AGAIN)
-            return r;
-        int wait = gw__bs_remaining_ms(deadline);
-        if (wait == 0)
-            return GW_BS_IO_TIMEOUT;
-        struct pollfd p = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        if (poll(&p, 1, wait) < 0 && errno != EINTR)
-            return GW_BS_IO_ERROR;
-    }
 }
 
 /* ======================= the public entry points ========================= */

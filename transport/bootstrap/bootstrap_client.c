@@ -19,45 +19,36 @@
 #include "common/clock.h"
 #include "common/sha256.h"
 
-#define CONNECT_SLEEP_MIN_MS 10
-#define CONNECT_SLEEP_MAX_MS 1000
-
 static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd = gw__sock_open(ai->ai_family);
     if (fd < 0) {
         *err = errno;
         return -1;
     }
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            *err = errno;
-            close(fd);
-            return -1;
+    int state = gw__sock_connect(fd, ai->ai_addr, ai->ai_addrlen);
+    while (state == GW_SOCK_CONNECTING) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r = poll(&p, 1, gw__sock_remaining_ms(deadline));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            errno = r == 0 ? ETIMEDOUT : errno;
+            state = GW_SOCK_FAILED;
+            break;
         }
-        for (;;) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            int r = poll(&p, 1, gw__bs_remaining_ms(deadline));
-            if (r > 0)
-                break;
-            if (r < 0 && errno == EINTR)
-                continue;
-            *err = r == 0 ? ETIMEDOUT : errno;
-            close(fd);
-            return -1;
-        }
-        int soerr = 0;
-        socklen_t sl = sizeof(soerr);
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
-            soerr = errno;
-        if (soerr != 0) {
-            *err = soerr;
-            close(fd);
-            return -1;
-        }
+        int soerr = gw__sock_connect_result(fd, p.revents);
+        if (soerr > 0)
+            errno = soerr;
+        if (soerr >= 0)
+            state = soerr == 0 ? GW_SOCK_CONNECTED : GW_SOCK_FAILED;
     }
-    gw__bs_set_nodelay(fd);
+    if (state == GW_SOCK_FAILED) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    (void)gw__sock_nodelay(fd); /* best effort: only latency is at stake */
     return fd;
 }
 
@@ -71,7 +62,9 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
-    int sleep_ms = CONNECT_SLEEP_MIN_MS, attempts = 0, last_errno = 0, last_gai = 0;
+    gw_sock_retry_t retry;
+    gw__sock_retry_init(&retry);
+    int attempts = 0, last_errno = 0, last_gai = 0;
     char last_addr[GW_BS_ADDR_TEXT] = "no address";
     for (;;) {
         struct addrinfo *res = NULL;
@@ -80,7 +73,7 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
         if (gai == 0) {
             last_gai = 0;
             for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                gw__bs_format_addr(ai->ai_addr, ai->ai_addrlen, last_addr);
+                gw__sock_addr_str(ai->ai_addr, last_addr, GW_BS_ADDR_TEXT);
                 int fd = try_connect(ai, deadline, &last_errno);
                 if (fd >= 0) {
                     freeaddrinfo(res);
@@ -102,11 +95,11 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
                      gai_strerror(gai));
             return GW_ERR_CONFIG;
         }
-        int wait = gw__bs_remaining_ms(deadline);
+        int wait = gw__sock_remaining_ms(deadline);
         if (wait == 0)
             break;
-        poll(NULL, 0, sleep_ms < wait ? sleep_ms : wait);
-        sleep_ms = sleep_ms * 2 > CONNECT_SLEEP_MAX_MS ? CONNECT_SLEEP_MAX_MS : sleep_ms * 2;
+        int pause = gw__sock_retry_arm(&retry);
+        poll(NULL, 0, pause < wait ? pause : wait);
     }
     long long tried = (long long)(gw__now_ms() - start);
     if (last_gai != 0) {
@@ -125,13 +118,13 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
 
 static gw_status_t client_io_error(const gw_bootstrap_t *bs, int r, const char *what)
 {
-    if (r == GW_BS_IO_TIMEOUT) {
+    if (r == GW_SOCK_IO_TIMEOUT) {
         GW_ERROR(bs->log, GW_BS_SUBSYS,
                  "timed out after %d ms waiting for %s from rank 0 (root %s)", bs->timeout_ms, what,
                  bs->root);
         return GW_ERR_TIMEOUT;
     }
-    if (r == GW_BS_IO_EOF)
+    if (r == GW_SOCK_IO_EOF)
         GW_ERROR(bs->log, GW_BS_SUBSYS, "rank 0 (root %s) closed the connection during %s",
                  bs->root, what);
     else
@@ -143,10 +136,10 @@ static gw_status_t client_io_error(const gw_bootstrap_t *bs, int r, const char *
 static gw_status_t client_send(const gw_bootstrap_t *bs, int fd, uint8_t *msg, size_t len,
                                int64_t deadline, const char *what)
 {
-    gw_bs_io_t io;
-    gw__bs_io_set(&io, msg, len, NULL, 0);
-    int r = gw__bs_io_run(fd, &io, 1, deadline);
-    return r == GW_BS_IO_DONE ? GW_OK : client_io_error(bs, r, what);
+    gw_sock_io_t io;
+    gw__sock_io_set(&io, msg, len, NULL, 0);
+    int r = gw__sock_io_run(fd, &io, 1, deadline);
+    return r == GW_SOCK_IO_DONE ? GW_OK : client_io_error(bs, r, what);
 }
 
 /* Log the root's REJECT and return the status it carries. */
@@ -170,10 +163,10 @@ static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned 
                                      int64_t deadline, const char *what,
                                      uint8_t buf[GW_BS_SMALL_MSG_MAX], gw_bs_hdr_t *hdr)
 {
-    gw_bs_io_t io;
-    gw__bs_io_set(&io, buf, GW_BS_HDR_LEN, NULL, 0);
-    int r = gw__bs_io_run(fd, &io, 0, deadline);
-    if (r != GW_BS_IO_DONE)
+    gw_sock_io_t io;
+    gw__sock_io_set(&io, buf, GW_BS_HDR_LEN, NULL, 0);
+    int r = gw__sock_io_run(fd, &io, 0, deadline);
+    if (r != GW_SOCK_IO_DONE)
         return client_io_error(bs, r, what);
     const char *why = NULL;
     if (gw__bs_decode_hdr(buf, GW_BS_HDR_LEN, hdr, &why) != GW_OK) {
@@ -187,9 +180,26 @@ static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned 
                  gw__bs_type_name(hdr->type), bs->root, what);
         return GW_ERR_PROTOCOL;
     }
-    gw__bs_io_set(&io, buf + GW_BS_HDR_LEN, hdr->payload_len, NULL, 0);
-    r = gw__bs_io_run(fd, &io, 0, deadline);
-    return r == GW_BS_IO_DONE ? GW_OK : client_io_error(bs, r, what);
+    gw__sock_io_set(&io, buf + GW_BS_HDR_LEN, hdr->payload_len, NULL, 0);
+    r = gw__sock_io_run(fd, &io, 0, deadline);
+    return r == GW_SOCK_IO_DONE ? GW_OK : client_io_error(bs, r, what);
+}
+
+/* Read rank 0's answer: a message of `type`, whose whole length goes to
+ * *len, or a REJECT, which is logged and whose status is returned. */
+static gw_status_t client_recv_answer(const gw_bootstrap_t *bs, int fd, gw_bs_type_t type,
+                                      int64_t deadline, const char *what,
+                                      uint8_t buf[GW_BS_SMALL_MSG_MAX], size_t *len)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(type) | GW_BS_TYPE_BIT(GW_BS_REJECT),
+                                       deadline, what, buf, &hdr);
+    if (st != GW_OK)
+        return st;
+    *len = GW_BS_HDR_LEN + hdr.payload_len;
+    if (hdr.type == GW_BS_REJECT)
+        return gw__bs_client_take_reject(bs, buf, *len, "rejected this rank");
+    return GW_OK;
 }
 
 gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
@@ -217,19 +227,13 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     if (st != GW_OK)
         goto err_close_fd;
 
-    gw_bs_hdr_t hdr;
-    st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_CHALLENGE) | GW_BS_TYPE_BIT(GW_BS_REJECT),
-                           deadline, "the challenge", buf, &hdr);
+    size_t len;
+    st = client_recv_answer(bs, fd, GW_BS_CHALLENGE, deadline, "the challenge", buf, &len);
     if (st != GW_OK)
         goto err_close_fd;
-    if (hdr.type == GW_BS_REJECT) {
-        st = gw__bs_client_take_reject(bs, buf, GW_BS_HDR_LEN + hdr.payload_len,
-                                       "rejected this rank");
-        goto err_close_fd;
-    }
     gw_bs_challenge_t ch;
     const char *why = NULL;
-    if (gw__bs_decode_challenge(buf, GW_BS_HDR_LEN + hdr.payload_len, &ch, &why) != GW_OK) {
+    if (gw__bs_decode_challenge(buf, len, &ch, &why) != GW_OK) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed challenge from the root %s: %s", bs->root, why);
         st = GW_ERR_PROTOCOL;
         goto err_close_fd;
@@ -257,16 +261,11 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     if (st != GW_OK)
         goto err_close_fd;
 
-    st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_WELCOME) | GW_BS_TYPE_BIT(GW_BS_REJECT),
-                           deadline, "the join (waiting for every rank to join)", buf, &hdr);
+    st = client_recv_answer(bs, fd, GW_BS_WELCOME, deadline,
+                            "the join (waiting for every rank to join)", buf, &len);
     if (st != GW_OK)
         goto err_close_fd;
-    if (hdr.type == GW_BS_REJECT) {
-        st = gw__bs_client_take_reject(bs, buf, GW_BS_HDR_LEN + hdr.payload_len,
-                                       "rejected this rank");
-        goto err_close_fd;
-    }
-    if (gw__bs_decode_welcome(buf, GW_BS_HDR_LEN + hdr.payload_len, bs->job_id, &why) != GW_OK) {
+    if (gw__bs_decode_welcome(buf, len, bs->job_id, &why) != GW_OK) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed welcome from the root %s: %s", bs->root, why);
         st = GW_ERR_PROTOCOL;
         goto err_close_fd;

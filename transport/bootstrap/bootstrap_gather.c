@@ -26,7 +26,7 @@ typedef enum gather_stage { G_HDR, G_BODY, G_REJECT, G_HAVE, G_SEND, G_SENT } ga
 
 typedef struct gather_peer {
     gather_stage_t stage;
-    gw_bs_io_t io;
+    gw_sock_io_t io;
     uint8_t buf[GW_BS_SMALL_MSG_MAX];
 } gather_peer_t;
 
@@ -57,11 +57,11 @@ static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size
     char text[GW_BS_REASON_MAX + 64];
     const char *why = NULL;
     for (;;) {
-        int io = gw__bs_io_step(bs->fds[r], &p->io, 0);
-        if (io == GW_BS_IO_AGAIN)
+        int io = gw__sock_io_step(bs->fds[r], &p->io, 0);
+        if (io == GW_SOCK_IO_AGAIN)
             return GW_OK;
-        if (io == GW_BS_IO_EOF || io == GW_BS_IO_ERROR) {
-            if (io == GW_BS_IO_EOF)
+        if (io == GW_SOCK_IO_EOF || io == GW_SOCK_IO_ERROR) {
+            if (io == GW_SOCK_IO_EOF)
                 snprintf(text, sizeof(text),
                          "rank %d (%s) closed its bootstrap connection (did it exit?)", r,
                          bs->peer_addr[r]);
@@ -83,12 +83,12 @@ static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size
                     return gather_set_fail(bs, f, GW_ERR_MISMATCH, GW_ERR_MISMATCH, text);
                 }
                 p->stage = G_BODY;
-                gw__bs_io_set(&p->io, p->buf, GW_BS_DATA_PREFIX_LEN,
+                gw__sock_io_set(&p->io, p->buf, GW_BS_DATA_PREFIX_LEN,
                               len ? all + (size_t)r * len : NULL, len);
                 p->io.done = GW_BS_HDR_LEN;
             } else if (h.type == GW_BS_REJECT) {
                 p->stage = G_REJECT;
-                gw__bs_io_set(&p->io, p->buf, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
+                gw__sock_io_set(&p->io, p->buf, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
                 p->io.done = GW_BS_HDR_LEN;
             } else {
                 why = "unexpected message type";
@@ -145,7 +145,7 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
         }
         if (n == 0)
             return GW_OK;
-        int wait = gw__bs_remaining_ms(deadline);
+        int wait = gw__sock_remaining_ms(deadline);
         if (wait == 0) {
             size_t k = (size_t)snprintf(text, sizeof(text),
                                         "rank 0 timed out after %lld ms %s rank%s",
@@ -176,10 +176,10 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
                     return st;
                 continue;
             }
-            int io = gw__bs_io_step(bs->fds[r], &peers[r].io, 1);
-            if (io == GW_BS_IO_DONE) {
+            int io = gw__sock_io_step(bs->fds[r], &peers[r].io, 1);
+            if (io == GW_SOCK_IO_DONE) {
                 peers[r].stage = G_SENT;
-            } else if (io != GW_BS_IO_AGAIN) {
+            } else if (io != GW_SOCK_IO_AGAIN) {
                 snprintf(text, sizeof(text),
                          "rank %d (%s) failed while receiving the result: %m", r,
                          bs->peer_addr[r]);
@@ -204,7 +204,7 @@ static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t l
         memmove(all, mine, len);
     for (int r = 1; r < bs->size; r++) {
         peers[r].stage = G_HDR;
-        gw__bs_io_set(&peers[r].io, peers[r].buf, GW_BS_HDR_LEN, NULL, 0);
+        gw__sock_io_set(&peers[r].io, peers[r].buf, GW_BS_HDR_LEN, NULL, 0);
     }
     if (gather_wait(bs, peers, pfds, who, G_HDR, start, deadline, &f, len, all) != GW_OK)
         goto err_abort;
@@ -213,7 +213,7 @@ static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t l
     gw__bs_encode_data_prefix((uint32_t)((size_t)bs->size * len), prefix);
     for (int r = 1; r < bs->size; r++) {
         peers[r].stage = G_SEND;
-        gw__bs_io_set(&peers[r].io, prefix, sizeof(prefix), all, (size_t)bs->size * len);
+        gw__sock_io_set(&peers[r].io, prefix, sizeof(prefix), all, (size_t)bs->size * len);
     }
     if (gather_wait(bs, peers, pfds, who, G_SEND, start, deadline, &f, len, all) != GW_OK)
         goto err_abort;
@@ -237,10 +237,10 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
     size_t total = (size_t)bs->size * len;
     uint8_t prefix[GW_BS_DATA_PREFIX_LEN];
     gw__bs_encode_data_prefix((uint32_t)len, prefix);
-    gw_bs_io_t tx, rx;
-    gw__bs_io_set(&tx, prefix, sizeof(prefix), (void *)mine, len);
+    gw_sock_io_t tx, rx;
+    gw__sock_io_set(&tx, prefix, sizeof(prefix), (void *)mine, len);
     uint8_t in[GW_BS_SMALL_MSG_MAX];
-    gw__bs_io_set(&rx, in, GW_BS_HDR_LEN, NULL, 0);
+    gw__sock_io_set(&rx, in, GW_BS_HDR_LEN, NULL, 0);
     gather_stage_t rstage = G_HDR;
     int send_errno = 0;
     const char *why = NULL;
@@ -250,7 +250,7 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
     for (;;) {
         if (tx.done == tx.total && rstage == G_HAVE)
             return GW_OK;
-        int wait = gw__bs_remaining_ms(deadline);
+        int wait = gw__sock_remaining_ms(deadline);
         if (wait == 0) {
             GW_ERROR(bs->log, GW_BS_SUBSYS,
                      "bootstrap all-gather timed out after %d ms waiting for rank 0 (root %s)",
@@ -267,11 +267,11 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
         if (pr <= 0)
             continue;
         if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-            int io = gw__bs_io_step(fd, &rx, 0);
-            if (io == GW_BS_IO_EOF || io == GW_BS_IO_ERROR) {
+            int io = gw__sock_io_step(fd, &rx, 0);
+            if (io == GW_SOCK_IO_EOF || io == GW_SOCK_IO_ERROR) {
                 if (send_errno)
                     errno = send_errno;
-                if (io == GW_BS_IO_EOF && !send_errno)
+                if (io == GW_SOCK_IO_EOF && !send_errno)
                     GW_ERROR(bs->log, GW_BS_SUBSYS,
                              "rank 0 (root %s) closed the bootstrap connection during the "
                              "all-gather (did it exit?)",
@@ -283,29 +283,29 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                              bs->root);
                 return GW_ERR_REMOTE;
             }
-            if (io == GW_BS_IO_DONE && rstage == G_HDR) {
+            if (io == GW_SOCK_IO_DONE && rstage == G_HDR) {
                 gw_bs_hdr_t h;
                 if (gw__bs_decode_hdr(in, GW_BS_HDR_LEN, &h, &why) != GW_OK)
                     goto malformed;
                 if (h.type == GW_BS_REJECT) {
                     rstage = G_REJECT;
-                    gw__bs_io_set(&rx, in, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
+                    gw__sock_io_set(&rx, in, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
                 } else if (h.type == GW_BS_DATA && (size_t)h.payload_len - 4 == total) {
                     rstage = G_BODY;
-                    gw__bs_io_set(&rx, in, GW_BS_DATA_PREFIX_LEN, all, total);
+                    gw__sock_io_set(&rx, in, GW_BS_DATA_PREFIX_LEN, all, total);
                 } else {
                     why = h.type == GW_BS_DATA ? "result of the wrong length"
                                                : "unexpected message type";
                     goto malformed;
                 }
                 rx.done = GW_BS_HDR_LEN;
-                io = gw__bs_io_step(fd, &rx, 0);
-                if (io == GW_BS_IO_EOF || io == GW_BS_IO_ERROR)
+                io = gw__sock_io_step(fd, &rx, 0);
+                if (io == GW_SOCK_IO_EOF || io == GW_SOCK_IO_ERROR)
                     continue; /* reported by the next pass */
             }
-            if (io == GW_BS_IO_DONE && rstage == G_REJECT)
+            if (io == GW_SOCK_IO_DONE && rstage == G_REJECT)
                 return gw__bs_client_take_reject(bs, in, rx.total, "ended the all-gather");
-            if (io == GW_BS_IO_DONE && rstage == G_BODY) {
+            if (io == GW_SOCK_IO_DONE && rstage == G_BODY) {
                 uint32_t n;
                 if (gw__bs_decode_data_prefix(in, GW_BS_DATA_PREFIX_LEN, &n, &why) != GW_OK)
                     goto malformed;
@@ -315,7 +315,7 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
         if (sending && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
             /* A failed send is reported once the receive side tells why
              * (rank 0's REJECT, or the end of the connection). */
-            if (gw__bs_io_step(fd, &tx, 1) == GW_BS_IO_ERROR)
+            if (gw__sock_io_step(fd, &tx, 1) == GW_SOCK_IO_ERROR)
                 send_errno = errno;
         }
     }

@@ -4,11 +4,15 @@
  * bootstrap_msg.h).
  *
  *   bootstrap.c         the public entry points (open, job id, local address,
- *                       close) and the socket helpers every part uses
+ *                       close), nonces and the best-effort REJECT
  *   bootstrap_client.c  ranks > 0: connecting to rank 0 and proving the token
  *   bootstrap_root.c    rank 0: the join state machine over every connection
  *   bootstrap_gather.c  the all-gather on both sides, with its failures
  *                       propagated by REJECT
+ *
+ * The sockets themselves (transfers with deadlines, addresses as text,
+ * connection attempts and their pauses) are transport/sock.h's, shared with
+ * the transports.
  *
  * See the comment at the top of each file for how its part works and why.
  */
@@ -18,10 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/bootstrap/bootstrap_msg.h"
+#include "transport/sock.h"
 
 #define GW_BS_SUBSYS "bootstrap"
 #define GW_BS_ADDR_TEXT 160 /* a peer address as text, "[v6]:port" included */
@@ -45,38 +49,13 @@ struct gw_bootstrap {
     char (*peer_addr)[GW_BS_ADDR_TEXT]; /* rank 0: peer address of each rank */
 };
 
-/* ---- small helpers (bootstrap.c) ---------------------------------------- */
+/* ---- what every part needs (bootstrap.c) -------------------------------- */
 
-/* Milliseconds until deadline (gw__now_ms() time), 0 once it has passed. */
-int gw__bs_remaining_ms(int64_t deadline);
-/* "1.2.3.4:5" or "[::1]:5", numeric. */
-void gw__bs_format_addr(const struct sockaddr *sa, socklen_t len, char out[GW_BS_ADDR_TEXT]);
 /* Nonces and the job id; logs and returns GW_ERR_SYSTEM on failure. */
 gw_status_t gw__bs_random_bytes(const gw_logger_t *lg, void *buf, size_t n);
-/* TCP_NODELAY, best effort. */
-void gw__bs_set_nodelay(int fd);
 /* A REJECT that never blocks and may be lost: for the way out of a failure,
  * at a message boundary of our side of the stream. */
 void gw__bs_send_reject_nowait(int fd, gw_status_t status, const char *reason);
-
-/* ---- non-blocking transfers of up to two segments (bootstrap.c) --------- */
-
-typedef struct gw_bs_io {
-    struct iovec iov[2];
-    size_t total;
-    size_t done;
-} gw_bs_io_t;
-
-enum { GW_BS_IO_DONE, GW_BS_IO_AGAIN, GW_BS_IO_EOF, GW_BS_IO_ERROR, GW_BS_IO_TIMEOUT };
-
-/* Describe a transfer of alen bytes at a then blen bytes at b (either may
- * be empty), none of it done. */
-void gw__bs_io_set(gw_bs_io_t *io, void *a, size_t alen, void *b, size_t blen);
-/* Move as much as the socket takes now: GW_BS_IO_DONE, _AGAIN, _EOF or
- * _ERROR (errno set). */
-int gw__bs_io_step(int fd, gw_bs_io_t *io, int writing);
-/* Finish the transfer, waiting at most until deadline (then _TIMEOUT). */
-int gw__bs_io_run(int fd, gw_bs_io_t *io, int writing, int64_t deadline);
 
 /* ---- the parts ----------------------------------------------------------- */
 

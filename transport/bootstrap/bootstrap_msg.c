@@ -140,7 +140,7 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
 }
 
 /* Header check shared by the whole-message decoders: the right type and
- * exactly one message in buf. Returns the payload. */
+ * exactly one message in buf, whose payload is then buf + GW_BS_HDR_LEN. */
 static gw_status_t whole(const uint8_t *buf, size_t len, gw_bs_type_t type, gw_bs_hdr_t *hdr,
                          const char **why)
 {
@@ -156,55 +156,54 @@ static gw_status_t whole(const uint8_t *buf, size_t len, gw_bs_type_t type, gw_b
     return GW_OK;
 }
 
+/* A message of `type` whose payload has a fixed length (decode_hdr bounds
+ * it exactly): its first alen bytes copied to a, the blen after them to b. */
+static gw_status_t fixed(const uint8_t *buf, size_t len, gw_bs_type_t type, void *a, size_t alen,
+                         void *b, size_t blen, const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, type, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    memcpy(a, buf + GW_BS_HDR_LEN, alen);
+    if (blen)
+        memcpy(b, buf + GW_BS_HDR_LEN + alen, blen);
+    return GW_OK;
+}
+
 gw_status_t gw__bs_decode_hello(const uint8_t *buf, size_t len, gw_bs_hello_t *out,
                                 const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_HELLO, &hdr, why);
+    uint8_t ranks[8], nonce[GW_BS_NONCE_LEN];
+    gw_status_t st = fixed(buf, len, GW_BS_HELLO, ranks, sizeof(ranks), nonce, sizeof(nonce), why);
     if (st != GW_OK)
         return st;
-    const uint8_t *p = buf + GW_BS_HDR_LEN;
-    uint32_t rank = gw__get_be32(p), size = gw__get_be32(p + 4);
+    uint32_t rank = gw__get_be32(ranks), size = gw__get_be32(ranks + 4);
     if (rank > INT32_MAX || size > INT32_MAX)
         return malformed(why, "rank or size does not fit a 32-bit signed integer");
     out->rank = (int32_t)rank;
     out->size = (int32_t)size;
-    memcpy(out->client_nonce, p + 8, GW_BS_NONCE_LEN);
+    memcpy(out->client_nonce, nonce, GW_BS_NONCE_LEN);
     return GW_OK;
 }
 
 gw_status_t gw__bs_decode_challenge(const uint8_t *buf, size_t len, gw_bs_challenge_t *out,
                                     const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_CHALLENGE, &hdr, why);
-    if (st != GW_OK)
-        return st;
-    memcpy(out->server_nonce, buf + GW_BS_HDR_LEN, GW_BS_NONCE_LEN);
-    memcpy(out->root_proof, buf + GW_BS_HDR_LEN + GW_BS_NONCE_LEN, GW_BS_PROOF_LEN);
-    return GW_OK;
+    return fixed(buf, len, GW_BS_CHALLENGE, out->server_nonce, GW_BS_NONCE_LEN, out->root_proof,
+                 GW_BS_PROOF_LEN, why);
 }
 
 gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len,
                                    uint8_t proof[GW_BS_PROOF_LEN], const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_RESPONSE, &hdr, why);
-    if (st != GW_OK)
-        return st;
-    memcpy(proof, buf + GW_BS_HDR_LEN, GW_BS_PROOF_LEN);
-    return GW_OK;
+    return fixed(buf, len, GW_BS_RESPONSE, proof, GW_BS_PROOF_LEN, NULL, 0, why);
 }
 
 gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len,
                                   uint8_t job_id[GW_BS_JOB_ID_LEN], const char **why)
 {
-    gw_bs_hdr_t hdr;
-    gw_status_t st = whole(buf, len, GW_BS_WELCOME, &hdr, why);
-    if (st != GW_OK)
-        return st;
-    memcpy(job_id, buf + GW_BS_HDR_LEN, GW_BS_JOB_ID_LEN);
-    return GW_OK;
+    return fixed(buf, len, GW_BS_WELCOME, job_id, GW_BS_JOB_ID_LEN, NULL, 0, why);
 }
 
 /* Only statuses this library defines may travel in a REJECT. */

@@ -53,7 +53,7 @@ typedef struct conn {
     int64_t deadline; /* of the handshake */
     int hdr_done;     /* the header of the message being read is decoded */
     gw_bs_hdr_t hdr;
-    gw_bs_io_t io;
+    gw_sock_io_t io;
     char addr[GW_BS_ADDR_TEXT];
     uint8_t client_nonce[GW_BS_NONCE_LEN];
     uint8_t server_nonce[GW_BS_NONCE_LEN];
@@ -98,9 +98,8 @@ static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char 
      * EADDRINUSE would let ranks that try the first address reach whatever
      * holds it; only an address family this host lacks is skipped. */
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        gw__bs_format_addr(ai->ai_addr, ai->ai_addrlen, addr);
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+        gw__sock_addr_str(ai->ai_addr, addr, GW_BS_ADDR_TEXT);
+        fd = gw__sock_open(ai->ai_family);
         if (fd < 0) {
             if (errno == EAFNOSUPPORT && ai->ai_next)
                 continue;
@@ -168,7 +167,7 @@ static void conn_start_read(conn_t *c, conn_state_t state)
 {
     c->state = state;
     c->hdr_done = 0;
-    gw__bs_io_set(&c->io, c->buf, GW_BS_HDR_LEN, NULL, 0);
+    gw__sock_io_set(&c->io, c->buf, GW_BS_HDR_LEN, NULL, 0);
 }
 
 static void conn_write(join_t *j, conn_t *c);
@@ -176,7 +175,7 @@ static void conn_write(join_t *j, conn_t *c);
 static void conn_start_write(join_t *j, conn_t *c, conn_state_t state, size_t len)
 {
     c->state = state;
-    gw__bs_io_set(&c->io, c->buf, len, NULL, 0);
+    gw__sock_io_set(&c->io, c->buf, len, NULL, 0);
     conn_write(j, c); /* usually completes at once: saves a poll round */
 }
 
@@ -187,10 +186,10 @@ static void conn_reject(join_t *j, conn_t *c, gw_status_t status, const char *re
 
 static void conn_write(join_t *j, conn_t *c)
 {
-    int r = gw__bs_io_step(c->fd, &c->io, 1);
-    if (r == GW_BS_IO_AGAIN)
+    int r = gw__sock_io_step(c->fd, &c->io, 1);
+    if (r == GW_SOCK_IO_AGAIN)
         return;
-    if (r != GW_BS_IO_DONE) {
+    if (r != GW_SOCK_IO_DONE) {
         char why[96];
         snprintf(why, sizeof(why), "send failed: %m");
         if (c->state == CONN_REJECT)
@@ -210,14 +209,14 @@ static void conn_write(join_t *j, conn_t *c)
 static int conn_read(join_t *j, conn_t *c, unsigned accept_mask)
 {
     for (;;) {
-        int r = gw__bs_io_step(c->fd, &c->io, 0);
-        if (r == GW_BS_IO_AGAIN)
+        int r = gw__sock_io_step(c->fd, &c->io, 0);
+        if (r == GW_SOCK_IO_AGAIN)
             return 0;
-        if (r == GW_BS_IO_EOF) {
+        if (r == GW_SOCK_IO_EOF) {
             conn_drop(j, c, "closed during the handshake");
             return -1;
         }
-        if (r == GW_BS_IO_ERROR) {
+        if (r == GW_SOCK_IO_ERROR) {
             char why[96];
             snprintf(why, sizeof(why), "receive failed during the handshake: %m");
             conn_drop(j, c, why);
@@ -239,7 +238,7 @@ static int conn_read(join_t *j, conn_t *c, unsigned accept_mask)
             return -1;
         }
         c->hdr_done = 1;
-        gw__bs_io_set(&c->io, c->buf, GW_BS_HDR_LEN + c->hdr.payload_len, NULL, 0);
+        gw__sock_io_set(&c->io, c->buf, GW_BS_HDR_LEN + c->hdr.payload_len, NULL, 0);
         c->io.done = GW_BS_HDR_LEN;
     }
 }
@@ -370,9 +369,8 @@ static void accept_all(join_t *j)
 {
     const gw_bootstrap_t *bs = j->bs;
     while (pending_count(j) < PENDING_MAX) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        int fd = accept4(j->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        char addr[GW_BS_ADDR_TEXT];
+        int fd = gw__sock_accept(j->lfd, addr, sizeof(addr));
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -408,8 +406,8 @@ static void accept_all(join_t *j)
         c->fd = fd;
         c->rank = -1;
         c->deadline = gw__now_ms() + j->handshake_ms;
-        gw__bs_format_addr((struct sockaddr *)&ss, sl, c->addr);
-        gw__bs_set_nodelay(fd);
+        memcpy(c->addr, addr, sizeof(c->addr));
+        (void)gw__sock_nodelay(fd); /* best effort: only latency is at stake */
         conn_start_read(c, CONN_HELLO);
         j->conns[j->nconns++] = c;
         GW_TRACE(bs->log, GW_BS_SUBSYS, "connection from %s", c->addr);
@@ -493,7 +491,7 @@ static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
                 wake = c->deadline;
         }
         size_t polled = j->nconns;
-        int r = poll(j->pfds, polled + 1, gw__bs_remaining_ms(wake));
+        int r = poll(j->pfds, polled + 1, gw__sock_remaining_ms(wake));
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -543,15 +541,15 @@ static gw_status_t root_welcome(join_t *j, int64_t deadline)
         conn_t *c = j->by_rank[r];
         uint8_t msg[GW_BS_WELCOME_LEN];
         gw__bs_encode_welcome(bs->job_id, msg);
-        gw_bs_io_t io;
-        gw__bs_io_set(&io, msg, sizeof(msg), NULL, 0);
-        int rc = gw__bs_io_run(c->fd, &io, 1, deadline);
-        if (rc == GW_BS_IO_TIMEOUT) {
+        gw_sock_io_t io;
+        gw__sock_io_set(&io, msg, sizeof(msg), NULL, 0);
+        int rc = gw__sock_io_run(c->fd, &io, 1, deadline);
+        if (rc == GW_SOCK_IO_TIMEOUT) {
             GW_ERROR(bs->log, GW_BS_SUBSYS, "timed out sending the welcome to rank %d (%s)", r,
                      c->addr);
             return GW_ERR_TIMEOUT;
         }
-        if (rc != GW_BS_IO_DONE) {
+        if (rc != GW_SOCK_IO_DONE) {
             GW_ERROR(bs->log, GW_BS_SUBSYS, "rank %d (%s) failed before receiving the welcome: %m",
                      r, c->addr);
             return GW_ERR_REMOTE;

@@ -12,8 +12,8 @@
  * RDMA CM id per QP, with private data {job id, ranks, QP index, QPs per
  * peer}, and the lower rank accept what checks out (rejecting strangers).
  * Everything runs on one non-blocking event channel under one deadline;
- * failed attempts are retried with growing pauses, as in the TCP
- * transport.
+ * failed attempts are retried with the growing pauses of every socket
+ * that dials (transport/sock.h).
  *
  * After connect() the channel stays in progress()'s poll set: a
  * DISCONNECTED event from a peer that did not say goodbye fails the
@@ -28,9 +28,8 @@
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
+#include "transport/sock.h"
 
-#define RETRY_FIRST_MS 10
-#define RETRY_MAX_MS 1000
 #define RESOLVE_MS 2000
 
 typedef enum cm_state { CM_IDLE, CM_WAIT, CM_ADDR, CM_ROUTE, CM_CONNECTING, CM_UP } cm_state_t;
@@ -41,8 +40,7 @@ struct gw_ib_cm_conn {
     int out; /* we connect (the peer's rank is lower) */
     cm_state_t state;
     struct rdma_cm_id *id;
-    int64_t retry_at;
-    int delay_ms;
+    gw_sock_retry_t retry; /* CM_WAIT: when to try again */
     char why[128];
 };
 
@@ -77,7 +75,7 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap)
     struct sockaddr_storage ss;
     char str[64];
     gid_sockaddr(t, &ss);
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     t->cm_channel = t->api.create_event_channel();
     if (!t->cm_channel) {
         GW_ERROR(lg, GW_IB_SUBSYS, "rdma_create_event_channel: %m");
@@ -123,7 +121,7 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap)
     else
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
     memcpy(&t->local.sa, &ss, sizeof(ss));
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     snprintf(desc, desc_cap, "through the RDMA CM at %s", str);
     return GW_OK;
 }
@@ -144,12 +142,11 @@ static void drop_id(gw_ib_t *t, cm_conn_t *c)
 static void retry(gw_ib_t *t, cm_conn_t *c, const char *why)
 {
     snprintf(c->why, sizeof(c->why), "%s", why);
+    int pause = gw__sock_retry_arm(&c->retry);
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d to %s: %s; retrying in %d ms", c->qp,
-             t->peers[c->peer].desc, why, c->delay_ms);
+             t->peers[c->peer].desc, why, pause);
     drop_id(t, c);
     c->state = c->out ? CM_WAIT : CM_IDLE;
-    c->retry_at = gw__now_ms() + c->delay_ms;
-    c->delay_ms = c->delay_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->delay_ms * 2;
 }
 
 static void set_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id)
@@ -225,6 +222,28 @@ static void conn_param(gw_ib_t *t, struct rdma_conn_param *cp, uint8_t *pdata, i
     cp->rnr_retry_count = 7;
 }
 
+/* Create c's QP and offer the connection on c->id: rdma_accept for a
+ * request we received, rdma_connect for one we make. A call that fails is
+ * retried like any failed attempt. */
+static gw_status_t offer(gw_ib_t *t, cm_conn_t *c, int accepting)
+{
+    gw_status_t st = make_qp(t, c);
+    if (st != GW_OK)
+        return st;
+    uint8_t buf[GW_IB_CM_PDATA_SIZE];
+    struct rdma_conn_param cp;
+    conn_param(t, &cp, buf, c->peer, c->qp);
+    if ((accepting ? t->api.accept(c->id, &cp) : t->api.connect(c->id, &cp)) != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "%s: %s", accepting ? "rdma_accept" : "rdma_connect",
+                 strerror(errno));
+        retry(t, c, why);
+        return GW_OK;
+    }
+    c->state = CM_CONNECTING;
+    return GW_OK;
+}
+
 /* A connection request: check it is one of ours and accept it. */
 static gw_status_t on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdata,
                               size_t pdata_len)
@@ -258,20 +277,7 @@ static gw_status_t on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *
     c->id = id;
     id->context = c;
     set_ack_timeout(t, id);
-    gw_status_t st = make_qp(t, c);
-    if (st != GW_OK)
-        return st;
-    uint8_t buf[GW_IB_CM_PDATA_SIZE];
-    struct rdma_conn_param cp;
-    conn_param(t, &cp, buf, c->peer, c->qp);
-    if (t->api.accept(id, &cp) != 0) {
-        char why[96];
-        snprintf(why, sizeof(why), "rdma_accept: %s", strerror(errno));
-        retry(t, c, why);
-        return GW_OK;
-    }
-    c->state = CM_CONNECTING;
-    return GW_OK;
+    return offer(t, c, 1);
 }
 
 /* Handle one event of the connection phase. */
@@ -294,21 +300,8 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
             c->state = CM_ROUTE;
         }
         return GW_OK;
-    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-        gw_status_t st = make_qp(t, c);
-        if (st != GW_OK)
-            return st;
-        uint8_t buf[GW_IB_CM_PDATA_SIZE];
-        struct rdma_conn_param cp;
-        conn_param(t, &cp, buf, c->peer, c->qp);
-        if (t->api.connect(id, &cp) != 0) {
-            snprintf(why, sizeof(why), "rdma_connect: %s", strerror(errno));
-            retry(t, c, why);
-        } else {
-            c->state = CM_CONNECTING;
-        }
-        return GW_OK;
-    }
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        return offer(t, c, 0);
     case RDMA_CM_EVENT_ESTABLISHED:
         c->state = CM_UP;
         p->qp_up++;
@@ -409,7 +402,7 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
             c->qp = k;
             c->out = r < t->base.rank;
             c->state = c->out ? CM_WAIT : CM_IDLE;
-            c->delay_ms = RETRY_FIRST_MS;
+            gw__sock_retry_init(&c->retry);
         }
     }
     int64_t deadline = gw__now_ms() + t->timeout_ms;
@@ -422,10 +415,10 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
                 up++;
                 continue;
             }
-            if (c->state == CM_WAIT && now >= c->retry_at)
+            if (c->state == CM_WAIT && now >= c->retry.at)
                 out_start(t, c);
-            if (c->state == CM_WAIT && c->retry_at < wake)
-                wake = c->retry_at;
+            if (c->state == CM_WAIT && c->retry.at < wake)
+                wake = c->retry.at;
             up += c->state == CM_UP;
         }
         if (up == t->ncm_conns)

@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 
 #include "transport/base.h"
+#include "transport/sock.h"
 
 #define GW_IB_SUBSYS "ib"
 
@@ -359,9 +360,8 @@ static inline int gw__ib_imm_names(uint32_t value, uint64_t idx)
 
 /* Out-of-band hello: who we are and our queue pairs for this peer. */
 typedef struct gw_ib_hello {
-    uint32_t magic, version;
-    uint8_t job_id[16];
-    uint32_t from, to;
+    gw_sock_hello_id_t id; /* magic, job id, from and to rank (sock.h) */
+    uint32_t version;
     uint32_t nqps;
     uint32_t psn;
     uint32_t qpn[GW_IB_MAX_QPS];
@@ -386,8 +386,11 @@ void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdat
 size_t gw__ib_nparts(size_t len, int nqps);
 void gw__ib_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
 
-/* "1.2.3.4:5" or "[::1]:5". */
-void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
+/* "1.2.3.4:5" or "[::1]:5" (gw__sock_addr_str). */
+static inline void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    gw__sock_addr_str(sa, buf, cap);
+}
 
 /* ---- the transport ------------------------------------------------------ */
 

@@ -14,7 +14,11 @@
  * when both READY bytes crossed, so nothing is ever written to a QP whose
  * remote end is not yet ready to receive. Everything runs in one poll() loop
  * under one deadline. Connections without a valid hello for this job are
- * strangers: logged at WARN and dropped.
+ * strangers: logged at WARN and dropped; when 64 connections wait without a
+ * hello, the one that has waited longest is dropped to make room, so that
+ * strangers, silent or not, cannot lock a rank out. Dialling, its retries
+ * (10 ms doubling up to 1 s) and the transfers are the socket module's
+ * (transport/sock.h), shared with the TCP transport and the bootstrap.
  *
  * The socket stays open afterwards with nothing on it: when the peer's
  * process dies the kernel closes it, and progress() sees the EOF at once
@@ -29,10 +33,8 @@
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
-#include "transport/tcp/tcp_internal.h"
+#include "transport/sock.h"
 
-#define RETRY_FIRST_MS 10
-#define RETRY_MAX_MS 1000
 #define MAX_STRANGERS 64
 #define READY_BYTE 0x52
 
@@ -43,12 +45,12 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char why[160], str[64];
-    gw_status_t st = gw__tcp_pick_addr(lg, params->ifname, &params->default_addr,
-                                       params->default_addr_len, &ss, &sl, why, sizeof(why));
+    gw_status_t st = gw__sock_pick_addr(lg, GW_IB_SUBSYS, params->ifname, &params->default_addr,
+                                        params->default_addr_len, &ss, &sl, why, sizeof(why));
     if (st != GW_OK)
         return st;
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
-    t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    t->listen_fd = gw__sock_open(ss.ss_family);
     if (t->listen_fd < 0) {
         GW_ERROR(lg, GW_IB_SUBSYS, "socket() for the out-of-band listener on %s: %m", str);
         return GW_ERR_SYSTEM;
@@ -65,14 +67,13 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
         return GW_ERR_SYSTEM;
     }
     memcpy(&t->local.sa, &ss, sizeof(ss));
-    gw__ib_sockaddr_str((const struct sockaddr *)&ss, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     snprintf(desc, desc_cap, "out of band via TCP %s (%s)", str, why);
     return GW_OK;
 }
 
 typedef enum phase {
-    P_WAIT,       /* out: waiting to retry connect() */
-    P_CONNECTING, /* out: connect() in progress */
+    P_DIAL,       /* out: waiting to retry connect(), or connect() in progress */
     P_SEND,       /* sending buf[done..len) */
     P_RECV_HELLO, /* receiving the peer's hello */
     P_RECV_READY, /* receiving the peer's READY byte */
@@ -80,16 +81,14 @@ typedef enum phase {
 } phase_t;
 
 typedef struct conn {
-    int fd;
-    int peer; /* -1: incoming, not identified yet */
-    int out;  /* we dialled */
+    gw_sock_dial_t s; /* the socket; the rest serves only the connections we dial */
+    int peer;         /* -1: incoming, not identified yet */
+    int out;          /* we dialled */
     phase_t phase;
     phase_t after_send;
     uint8_t buf[GW_IB_HELLO_SIZE + 1];
     size_t len, done;
-    int64_t retry_at;
-    int delay_ms;
-    char why[128];
+    uint64_t accepted; /* incoming: its place in the order of accepts */
 } conn_t;
 
 typedef struct mesh {
@@ -97,7 +96,8 @@ typedef struct mesh {
     conn_t *c;
     int n, cap;
     uint32_t *peer_psn; /* our first PSN towards each rank */
-    int pending;                 /* peers not done */
+    int pending;        /* peers not done */
+    uint64_t accepts;   /* connections accepted so far */
 } mesh_t;
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
@@ -107,11 +107,11 @@ static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
     gw_ib_t *t = m->t;
     gw_ib_hello_t h;
     memset(&h, 0, sizeof(h));
-    h.magic = GW_IB_HELLO_MAGIC;
+    h.id.magic = GW_IB_HELLO_MAGIC;
     h.version = GW_IB_PROTOCOL_VERSION;
-    memcpy(h.job_id, t->job_id, 16);
-    h.from = (uint32_t)t->base.rank;
-    h.to = (uint32_t)peer;
+    memcpy(h.id.job_id, t->job_id, 16);
+    h.id.from = (uint32_t)t->base.rank;
+    h.id.to = (uint32_t)peer;
     h.nqps = (uint32_t)t->nqps;
     h.psn = m->peer_psn[peer];
     for (int k = 0; k < t->nqps; k++)
@@ -121,38 +121,30 @@ static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
 
 static void out_retry(mesh_t *m, conn_t *c, const char *what)
 {
-    snprintf(c->why, sizeof(c->why), "%s: %m", what);
+    int pause = gw__sock_dial_failed(&c->s, what);
     GW_TRACE(lg_of(m), GW_IB_SUBSYS, "out-of-band connection to %s: %s; retrying in %d ms",
-             m->t->peers[c->peer].desc, c->why, c->delay_ms);
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
-    c->phase = P_WAIT;
-    c->retry_at = gw__now_ms() + c->delay_ms;
-    c->delay_ms = c->delay_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->delay_ms * 2;
+             m->t->peers[c->peer].desc, c->s.why, pause);
+    c->phase = P_DIAL;
 }
 
-static void out_start(mesh_t *m, conn_t *c)
+/* Dial c's peer (when its attempt is due, or finish connect() as revents
+ * says); once connected, send our hello. */
+static void out_dial(mesh_t *m, conn_t *c, short revents)
 {
-    const gw_ib_peer_t *p = &m->t->peers[c->peer];
-    const struct sockaddr *sa = (const struct sockaddr *)&p->addr.sa;
+    const struct sockaddr *sa = (const struct sockaddr *)&m->t->peers[c->peer].addr.sa;
     socklen_t sl = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                             : sizeof(struct sockaddr_in6);
-    c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        out_retry(m, c, "socket()");
+    const char *what;
+    int st = gw__sock_dial_step(&c->s, sa, sl, revents, NULL, NULL, &what);
+    if (st == GW_SOCK_FAILED)
+        out_retry(m, c, what);
+    if (st != GW_SOCK_CONNECTED)
         return;
-    }
     make_hello(m, c->peer, c->buf);
     c->len = GW_IB_HELLO_SIZE;
     c->done = 0;
+    c->phase = P_SEND;
     c->after_send = P_RECV_HELLO;
-    if (connect(c->fd, sa, sl) == 0)
-        c->phase = P_SEND;
-    else if (errno == EINPROGRESS || errno == EINTR)
-        c->phase = P_CONNECTING;
-    else
-        out_retry(m, c, "connect");
 }
 
 /* A hello received on c: check it and bring the pair's QPs up. */
@@ -161,29 +153,30 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     gw_ib_t *t = m->t;
     gw_ib_hello_t h;
     gw__ib_hello_decode(c->buf, &h);
-    int valid = h.magic == GW_IB_HELLO_MAGIC && h.version == GW_IB_PROTOCOL_VERSION &&
-                memcmp(h.job_id, t->job_id, 16) == 0 && h.to == (uint32_t)t->base.rank &&
-                h.from < (uint32_t)t->base.size && h.from != (uint32_t)t->base.rank &&
-                t->peers[h.from].active;
-    if (c->out && (!valid || h.from != (uint32_t)c->peer)) {
+    int valid = h.id.magic == GW_IB_HELLO_MAGIC && h.version == GW_IB_PROTOCOL_VERSION &&
+                memcmp(h.id.job_id, t->job_id, 16) == 0 && h.id.to == (uint32_t)t->base.rank &&
+                h.id.from < (uint32_t)t->base.size && h.id.from != (uint32_t)t->base.rank &&
+                t->peers[h.id.from].active;
+    if (c->out && (!valid || h.id.from != (uint32_t)c->peer)) {
         GW_ERROR(lg_of(m), GW_IB_SUBSYS,
                  "%s answered our out-of-band hello with a wrong one (magic 0x%08x, rank %u -> "
                  "%u): is a process of another job listening there?",
-                 t->peers[c->peer].desc, (unsigned)h.magic, (unsigned)h.from, (unsigned)h.to);
+                 t->peers[c->peer].desc, (unsigned)h.id.magic, (unsigned)h.id.from,
+                 (unsigned)h.id.to);
         return GW_ERR_PROTOCOL;
     }
     if (!c->out) {
-        if (!valid || h.from < (uint32_t)t->base.rank) {
+        if (!valid || h.id.from < (uint32_t)t->base.rank) {
             GW_WARN(lg_of(m), GW_IB_SUBSYS,
                     "dropping an out-of-band connection with an invalid hello (magic 0x%08x, "
                     "rank %u -> %u)",
-                    (unsigned)h.magic, (unsigned)h.from, (unsigned)h.to);
-            close(c->fd);
-            c->fd = -1;
+                    (unsigned)h.id.magic, (unsigned)h.id.from, (unsigned)h.id.to);
+            close(c->s.fd);
+            c->s.fd = -1;
             c->phase = P_DONE;
             return GW_OK;
         }
-        c->peer = (int)h.from;
+        c->peer = (int)h.id.from;
         if (t->peers[c->peer].oob_fd >= 0 || t->peers[c->peer].qp_up) {
             GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s connected out of band twice",
                      t->peers[c->peer].desc);
@@ -222,8 +215,8 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
                  c->buf[0]);
         return GW_ERR_PROTOCOL;
     }
-    p->oob_fd = c->fd; /* kept: its EOF tells us the peer died */
-    c->fd = -1;
+    p->oob_fd = c->s.fd; /* kept: its EOF tells us the peer died */
+    c->s.fd = -1;
     c->phase = P_DONE;
     m->pending--;
     return GW_OK;
@@ -233,55 +226,33 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
 static gw_status_t step(mesh_t *m, conn_t *c, short revents)
 {
     for (;;) {
-        ssize_t n;
+        int r;
         switch (c->phase) {
-        case P_WAIT:
-            if (gw__now_ms() < c->retry_at)
-                return GW_OK;
-            out_start(m, c);
-            if (c->phase == P_CONNECTING || c->phase == P_WAIT)
+        case P_DIAL:
+            out_dial(m, c, revents);
+            if (c->phase == P_DIAL)
                 return GW_OK;
             continue;
-        case P_CONNECTING: {
-            if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
-                return GW_OK;
-            int err = 0;
-            socklen_t len = sizeof(err);
-            getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            if (err) {
-                errno = err;
-                out_retry(m, c, "connect");
-                return GW_OK;
-            }
-            c->phase = P_SEND;
-            continue;
-        }
         case P_SEND:
-            n = send(c->fd, c->buf + c->done, c->len - c->done, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            r = gw__sock_io_buf(c->s.fd, c->buf, c->len, &c->done, 1);
+            if (r == GW_SOCK_IO_AGAIN)
                 return GW_OK;
-            if (n < 0)
+            if (r != GW_SOCK_IO_DONE)
                 goto broken;
-            c->done += (size_t)n;
-            if (c->done < c->len)
-                continue;
             c->phase = c->after_send;
             c->done = 0;
             continue;
         case P_RECV_HELLO:
         case P_RECV_READY: {
             size_t want = c->phase == P_RECV_HELLO ? GW_IB_HELLO_SIZE : 1;
-            n = recv(c->fd, c->buf + c->done, want - c->done, MSG_DONTWAIT);
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            r = gw__sock_io_buf(c->s.fd, c->buf, want, &c->done, 0);
+            if (r == GW_SOCK_IO_AGAIN)
                 return GW_OK;
-            if (n <= 0) {
-                if (n == 0)
+            if (r != GW_SOCK_IO_DONE) {
+                if (r == GW_SOCK_IO_EOF)
                     errno = ECONNRESET;
                 goto broken;
             }
-            c->done += (size_t)n;
-            if (c->done < want)
-                continue;
             c->done = 0;
             gw_status_t st = c->phase == P_RECV_HELLO ? on_hello(m, c) : on_ready(m, c);
             if (st != GW_OK || c->phase == P_DONE)
@@ -298,8 +269,8 @@ broken:
         return GW_OK;
     }
     if (c->peer < 0) { /* a stranger that went away */
-        close(c->fd);
-        c->fd = -1;
+        close(c->s.fd);
+        c->s.fd = -1;
         c->phase = P_DONE;
         return GW_OK;
     }
@@ -311,7 +282,7 @@ broken:
 static gw_status_t accept_new(mesh_t *m)
 {
     for (;;) {
-        int fd = accept4(m->t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = gw__sock_accept(m->t->listen_fd, NULL, 0);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
                 errno == ECONNABORTED)
@@ -319,17 +290,43 @@ static gw_status_t accept_new(mesh_t *m)
             GW_ERROR(lg_of(m), GW_IB_SUBSYS, "accept() on the out-of-band listener: %m");
             return GW_ERR_SYSTEM;
         }
+        /* The slot of an incoming connection that is over (a stranger
+         * dropped, a peer handed over) serves again: otherwise strangers
+         * that came and went would use the table up, and a rank that
+         * connects after them would be turned away until the deadline. */
         int live = 0;
-        for (int i = 0; i < m->n; i++)
-            live += !m->c[i].out && m->c[i].peer < 0 && m->c[i].fd >= 0;
-        if (live >= MAX_STRANGERS || m->n == m->cap) {
+        conn_t *c = NULL, *oldest = NULL;
+        for (int i = 0; i < m->n; i++) {
+            conn_t *o = &m->c[i];
+            if (!o->out && o->peer < 0 && o->s.fd >= 0) {
+                live++;
+                if (!oldest || o->accepted < oldest->accepted)
+                    oldest = o;
+            }
+            if (!c && !o->out && o->s.fd < 0 && o->phase == P_DONE)
+                c = o;
+        }
+        if (!c && m->n < m->cap)
+            c = &m->c[m->n++];
+        if (live >= MAX_STRANGERS) {
+            /* Unidentified connections that say nothing would hold every
+             * slot until the deadline: the one that has waited longest
+             * makes room, as in the TCP transport. A rank dropped this way
+             * sees EOF and dials again. Its slot is left for a later
+             * accept: poll() may have reported events on its socket. */
             GW_WARN(lg_of(m), GW_IB_SUBSYS, "too many unidentified out-of-band connections");
+            close(oldest->s.fd);
+            oldest->s.fd = -1;
+            oldest->phase = P_DONE;
+        }
+        if (!c) { /* not expected: the table has room for every rank and MAX_STRANGERS more */
             close(fd);
             continue;
         }
-        conn_t *c = &m->c[m->n++];
         memset(c, 0, sizeof(*c));
-        c->fd = fd;
+        c->accepted = m->accepts++;
+        gw__sock_dial_init(&c->s);
+        c->s.fd = fd;
         c->peer = -1;
         c->phase = P_RECV_HELLO;
     }
@@ -364,8 +361,8 @@ static void report_missing(mesh_t *m)
             continue;
         const char *why = "";
         for (int i = 0; i < m->n; i++)
-            if (m->c[i].out && m->c[i].peer == r && m->c[i].why[0])
-                why = m->c[i].why;
+            if (m->c[i].out && m->c[i].peer == r && m->c[i].s.why[0])
+                why = m->c[i].s.why;
         GW_ERROR(lg_of(m), GW_IB_SUBSYS,
                  "no out-of-band connection with %s after %d ms%s%s (is it alive, and does a "
                  "firewall let TCP through?)",
@@ -394,11 +391,10 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         if (!t->peers[r].active)
             continue;
         conn_t *c = &m.c[m.n++];
-        c->fd = -1;
+        gw__sock_dial_init(&c->s);
         c->peer = r;
         c->out = 1;
-        c->phase = P_WAIT;
-        c->delay_ms = RETRY_FIRST_MS;
+        c->phase = P_DIAL;
     }
     int64_t deadline = gw__now_ms() + t->timeout_ms;
     while (m.pending > 0) {
@@ -412,12 +408,14 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         int64_t now = gw__now_ms(), wake = deadline;
         for (int i = 0; i < m.n; i++) {
             conn_t *c = &m.c[i];
-            short ev = c->phase == P_CONNECTING || c->phase == P_SEND ? POLLOUT
+            short ev = c->phase == P_SEND ? POLLOUT
                        : c->phase == P_RECV_HELLO || c->phase == P_RECV_READY ? POLLIN
                                                                               : 0;
-            if (c->phase == P_WAIT && c->retry_at < wake)
-                wake = c->retry_at;
-            pfds[np++] = (struct pollfd){.fd = ev ? c->fd : -1, .events = ev};
+            if (c->phase == P_DIAL)
+                ev = gw__sock_dial_events(&c->s);
+            if (c->phase == P_DIAL && c->s.fd < 0 && c->s.retry.at < wake)
+                wake = c->s.retry.at;
+            pfds[np++] = (struct pollfd){.fd = ev ? c->s.fd : -1, .events = ev};
         }
         if (now >= deadline) {
             report_missing(&m);
@@ -441,8 +439,8 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
     st = GW_OK;
 out:
     for (int i = 0; m.c && i < m.n; i++)
-        if (m.c[i].fd >= 0)
-            close(m.c[i].fd);
+        if (m.c[i].s.fd >= 0)
+            close(m.c[i].s.fd);
     /* The listener is not needed any more; strangers get refused. */
     if (st == GW_OK && t->listen_fd >= 0) {
         close(t->listen_fd);

@@ -8,8 +8,10 @@
  *    6 u8 link layer            7 u8 port number        8 u16 LID
  *   10 u8 active MTU (enum)    11 u8 QPs per peer      12 u32 FIFO rkey
  *   16 u64 FIFO address        24 16 bytes GID         40 u8 GID index
- *   41 u8 address family (4/6) 42 u16 port (TCP or RDMA CM)
- *   44 16 bytes IP address     60 u32 IPv6 scope id    64 32 bytes device name
+ *   41 the listener's socket address as sock.h lays it out (23 bytes):
+ *      41 u8 address family (4/6, 0: none)   42 u16 port (TCP or RDMA CM)
+ *      44 16 bytes IP address                 60 u32 IPv6 scope id
+ *   64 32 bytes device name
  *   96 u16 largest eager message (GW_IB_EAGER)
  *
  * CTS slot (64 bytes, written by the receiver into the sender's FIFO):
@@ -25,18 +27,17 @@
  *      its own slots (the slots' credit travels both ways)
  *
  * Out-of-band hello (112 bytes): magic, version, job id[16], from, to,
- * QPs per peer, first PSN, QP numbers[16].
+ * QPs per peer, first PSN, QP numbers[16] (magic, job id and ranks stand
+ * where every hello has them: sock.h).
  *
  * rdmacm private data (32 bytes): magic, job id[16], from, to, QP index,
  * QPs per peer.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "common/byteorder.h"
 #include "transport/ib/ib_internal.h"
+#include "transport/sock.h"
 
 void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MAX])
 {
@@ -53,18 +54,7 @@ void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MA
     gw__put_be64(blob + 16, a->fifo_addr);
     memcpy(blob + 24, a->gid, 16);
     blob[40] = a->gid_index;
-    if (a->sa.ss_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)&a->sa;
-        blob[41] = 4;
-        gw__put_be16(blob + 42, ntohs(in->sin_port));
-        memcpy(blob + 44, &in->sin_addr, 4);
-    } else if (a->sa.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->sa;
-        blob[41] = 6;
-        gw__put_be16(blob + 42, ntohs(in6->sin6_port));
-        memcpy(blob + 44, &in6->sin6_addr, 16);
-        gw__put_be32(blob + 60, in6->sin6_scope_id);
-    }
+    gw__sock_addr_put(blob + 41, (const struct sockaddr *)&a->sa);
     size_t n = strnlen(a->device, GW_IB_NAME_MAX - 1);
     memcpy(blob + 64, a->device, n);
     gw__put_be16(blob + 96, a->eager_max);
@@ -85,20 +75,9 @@ gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_
     a->fifo_addr = gw__get_be64(blob + 16);
     memcpy(a->gid, blob + 24, 16);
     a->gid_index = blob[40];
-    if (blob[41] == 4) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&a->sa;
-        in->sin_family = AF_INET;
-        in->sin_port = htons(gw__get_be16(blob + 42));
-        memcpy(&in->sin_addr, blob + 44, 4);
-    } else if (blob[41] == 6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->sa;
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(gw__get_be16(blob + 42));
-        memcpy(&in6->sin6_addr, blob + 44, 16);
-        in6->sin6_scope_id = gw__get_be32(blob + 60);
-    } else if (blob[41] != 0) {
-        return GW_ERR_PROTOCOL;
-    }
+    socklen_t sa_len;
+    if (gw__sock_addr_get(blob + 41, &a->sa, &sa_len) == GW_ERR_PROTOCOL)
+        return GW_ERR_PROTOCOL; /* family 0 is fine: no address published */
     memcpy(a->device, blob + 64, GW_IB_NAME_MAX - 1);
     a->device[GW_IB_NAME_MAX - 1] = '\0';
     a->eager_max = gw__get_be16(blob + 96);
@@ -169,11 +148,8 @@ void gw__ib_imm_decode(uint32_t imm, gw_ib_imm_kind_t *kind, uint32_t *value)
 void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
 {
     memset(out, 0, GW_IB_HELLO_SIZE);
-    gw__put_be32(out, h->magic);
+    gw__sock_hello_id_put(out, &h->id);
     gw__put_be32(out + 4, h->version);
-    memcpy(out + 8, h->job_id, 16);
-    gw__put_be32(out + 24, h->from);
-    gw__put_be32(out + 28, h->to);
     gw__put_be32(out + 32, h->nqps);
     gw__put_be32(out + 36, h->psn);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
@@ -182,11 +158,8 @@ void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
 
 void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
 {
-    h->magic = gw__get_be32(in);
+    gw__sock_hello_id_get(in, &h->id);
     h->version = gw__get_be32(in + 4);
-    memcpy(h->job_id, in + 8, 16);
-    h->from = gw__get_be32(in + 24);
-    h->to = gw__get_be32(in + 28);
     h->nqps = gw__get_be32(in + 32);
     h->psn = gw__get_be32(in + 36);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
@@ -233,20 +206,4 @@ void gw__ib_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t 
     size_t base = len / nparts, rem = len % nparts;
     *off = k * base + (k < rem ? k : rem);
     *plen = base + (k < rem ? 1 : 0);
-}
-
-void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        snprintf(buf, cap, "%s:%u", host, (unsigned)ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        snprintf(buf, cap, "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
-    } else {
-        snprintf(buf, cap, "(no address)");
-    }
 }

@@ -2,7 +2,7 @@
  * tcp.c - the TCP transport: framed, tagged messages between every pair of
  * ranks over plain sockets.
  *
- * How data moves. open() picks the local address (tcp_addr.c), binds a
+ * How data moves. open() picks the local address (transport/sock_addr.c), binds a
  * non-blocking listening socket and returns its address as a blob that the
  * bootstrap hands to every rank. connect() then builds a full mesh with
  * nsocks connections per pair of ranks, the higher rank dialling the lower

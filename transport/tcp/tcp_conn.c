@@ -20,9 +20,10 @@
  * configuration error, reported at once rather than as a time-out.
  *
  * A refused connection is retried with growing sleeps (10 ms doubling up to
- * 1 s). Every rank listens before the bootstrap exchange, so a refusal is
- * more likely a firewall or a dead peer than a slow one, but retrying costs
- * nothing until the deadline, whose error names each peer still missing.
+ * 1 s, as every dialler in sock.h). Every rank listens before the bootstrap
+ * exchange, so a refusal is more likely a firewall or a dead peer than a
+ * slow one, but retrying costs nothing until the deadline, whose error names
+ * each peer still missing.
  *
  * Peers whose address blob is all zero are served by another transport
  * (transport.h): they get no sockets, we neither dial nor expect them, and
@@ -36,23 +37,20 @@
 
 #include "common/byteorder.h"
 #include "common/clock.h"
+#include "transport/sock.h"
 #include "transport/tcp/tcp_internal.h"
 
-#define RETRY_FIRST_MS 10
-#define RETRY_MAX_MS 1000
 #define MAX_STRANGERS 64 /* connections without a complete hello kept at once */
 
-typedef enum out_state { OUT_WAIT, OUT_CONNECTING, OUT_SEND, OUT_RECV, OUT_DONE } out_state_t;
+/* OUT_DIAL: waiting for the next attempt, or for connect() (see dial). */
+typedef enum out_state { OUT_DIAL, OUT_SEND, OUT_RECV, OUT_DONE } out_state_t;
 
 typedef struct out_conn {
-    int fd;
+    gw_sock_dial_t dial;
     int peer, idx;
     out_state_t state;
-    int64_t retry_at; /* OUT_WAIT: when to try again */
-    int delay_ms;
     uint8_t buf[GW_TCP_HELLO_SIZE];
     size_t done;
-    char why[128]; /* the last failure, for the time-out message */
 } out_conn_t;
 
 typedef struct in_conn {
@@ -78,13 +76,13 @@ static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
 
 static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out[GW_TCP_HELLO_SIZE])
 {
-    gw_tcp_hello_t h = {.magic = GW_TCP_HELLO_MAGIC,
+    gw_tcp_hello_t h = {.id = {.magic = GW_TCP_HELLO_MAGIC,
+                               .from = (uint32_t)from,
+                               .to = (uint32_t)to},
                         .version = GW_TCP_PROTOCOL_VERSION,
-                        .from = (uint32_t)from,
-                        .to = (uint32_t)to,
                         .sock_idx = (uint32_t)idx,
                         .nsocks = (uint32_t)t->nsocks};
-    memcpy(h.job_id, t->job_id, sizeof(h.job_id));
+    memcpy(h.id.job_id, t->job_id, sizeof(h.id.job_id));
     gw__tcp_hello_encode(&h, out);
 }
 
@@ -93,34 +91,17 @@ static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out
 /* Record why an attempt failed (errno is that failure) and try again later. */
 static void out_retry(mesh_t *m, out_conn_t *o, const char *what)
 {
-    snprintf(o->why, sizeof(o->why), "%s: %m", what);
+    int pause = gw__sock_dial_failed(&o->dial, what);
     GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "socket %d to rank %d at %s: %s; retrying in %d ms", o->idx,
-             o->peer, m->t->peers[o->peer].addr_str, o->why, o->delay_ms);
-    if (o->fd >= 0)
-        close(o->fd);
-    o->fd = -1;
-    o->state = OUT_WAIT;
-    o->retry_at = gw__now_ms() + o->delay_ms;
-    o->delay_ms = o->delay_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : o->delay_ms * 2;
+             o->peer, m->t->peers[o->peer].addr_str, o->dial.why, pause);
+    o->state = OUT_DIAL;
 }
 
-static void out_start(mesh_t *m, out_conn_t *o)
+/* Buffers are set before connect() (see gw__tcp_set_bufs). */
+static void out_prep(void *arg, int fd)
 {
-    const gw_tcp_peer_t *p = &m->t->peers[o->peer];
-    o->fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (o->fd < 0) {
-        out_retry(m, o, "socket()");
-        return;
-    }
-    gw__tcp_set_bufs(lg_of(m), &m->t->bufs, o->fd);
-    make_hello(m->t, m->t->base.rank, o->peer, o->idx, o->buf);
-    o->done = 0;
-    if (connect(o->fd, (const struct sockaddr *)&p->addr, p->addr_len) == 0)
-        o->state = OUT_SEND;
-    else if (errno == EINPROGRESS || errno == EINTR)
-        o->state = OUT_CONNECTING;
-    else
-        out_retry(m, o, "connect");
+    const mesh_t *m = arg;
+    gw__tcp_set_bufs(lg_of(m), &m->t->bufs, fd);
 }
 
 /* Check the accepting side's answer: it must be the rank we dialled, in this
@@ -131,74 +112,59 @@ static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
     const gw_tcp_peer_t *p = &t->peers[o->peer];
     gw_tcp_hello_t h;
     gw__tcp_hello_decode(o->buf, &h);
-    if (h.magic == GW_TCP_HELLO_MAGIC && h.version == GW_TCP_PROTOCOL_VERSION &&
-        memcmp(h.job_id, t->job_id, sizeof(h.job_id)) == 0 && h.from == (uint32_t)o->peer &&
-        h.to == (uint32_t)t->base.rank && h.sock_idx == (uint32_t)o->idx &&
-        h.nsocks == (uint32_t)t->nsocks)
+    if (h.id.magic == GW_TCP_HELLO_MAGIC && h.version == GW_TCP_PROTOCOL_VERSION &&
+        memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) == 0 &&
+        h.id.from == (uint32_t)o->peer && h.id.to == (uint32_t)t->base.rank &&
+        h.sock_idx == (uint32_t)o->idx && h.nsocks == (uint32_t)t->nsocks)
         return GW_OK;
     GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
              "rank %d's address %s answered our hello with a wrong one (magic 0x%08x, version "
              "%u, rank %u -> %u, socket %u of %u): is a process of another job listening there?",
-             o->peer, p->addr_str, (unsigned)h.magic, (unsigned)h.version, (unsigned)h.from,
-             (unsigned)h.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
+             o->peer, p->addr_str, (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from,
+             (unsigned)h.id.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
     return GW_ERR_PROTOCOL;
 }
 
 static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
 {
-    if (o->state == OUT_CONNECTING) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        if (getsockopt(o->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-            err = errno;
-        if (err == EINPROGRESS || err == EALREADY || (err == 0 && !(revents & POLLOUT)))
+    if (o->state == OUT_DIAL) {
+        const gw_tcp_peer_t *p = &m->t->peers[o->peer];
+        const char *what;
+        int st = gw__sock_dial_step(&o->dial, (const struct sockaddr *)&p->addr, p->addr_len,
+                                    revents, out_prep, m, &what);
+        if (st == GW_SOCK_FAILED)
+            out_retry(m, o, what);
+        if (st != GW_SOCK_CONNECTED)
             return GW_OK;
-        if (err != 0) {
-            errno = err;
-            out_retry(m, o, "connect");
-            return GW_OK;
-        }
+        make_hello(m->t, m->t->base.rank, o->peer, o->idx, o->buf);
+        o->done = 0;
         o->state = OUT_SEND;
     }
-    while (o->state == OUT_SEND) {
-        ssize_t n =
-            send(o->fd, o->buf + o->done, GW_TCP_HELLO_SIZE - o->done, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                out_retry(m, o, "sending hello");
+    if (o->state == OUT_SEND) {
+        int r = gw__sock_io_buf(o->dial.fd, o->buf, GW_TCP_HELLO_SIZE, &o->done, 1);
+        if (r == GW_SOCK_IO_ERROR)
+            out_retry(m, o, "sending hello");
+        if (r != GW_SOCK_IO_DONE)
             return GW_OK;
-        }
-        o->done += (size_t)n;
-        if (o->done == GW_TCP_HELLO_SIZE) {
-            o->state = OUT_RECV;
-            o->done = 0;
-        }
+        o->state = OUT_RECV;
+        o->done = 0;
     }
-    while (o->state == OUT_RECV) {
-        ssize_t n = recv(o->fd, o->buf + o->done, GW_TCP_HELLO_SIZE - o->done, MSG_DONTWAIT);
-        if (n == 0) {
+    if (o->state == OUT_RECV) {
+        int r = gw__sock_io_buf(o->dial.fd, o->buf, GW_TCP_HELLO_SIZE, &o->done, 0);
+        if (r == GW_SOCK_IO_EOF) {
             /* The peer rejected our hello; its log says why. */
             errno = ECONNRESET;
             out_retry(m, o, "closed during the handshake (another job or version?)");
-            return GW_OK;
+        } else if (r == GW_SOCK_IO_ERROR) {
+            out_retry(m, o, "handshake");
         }
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                out_retry(m, o, "handshake");
+        if (r != GW_SOCK_IO_DONE)
             return GW_OK;
-        }
-        o->done += (size_t)n;
-        if (o->done < GW_TCP_HELLO_SIZE)
-            continue;
         gw_status_t st = out_check_reply(m, o);
         if (st != GW_OK)
             return st;
-        m->t->peers[o->peer].socks[o->idx].fd = o->fd;
-        o->fd = -1;
+        m->t->peers[o->peer].socks[o->idx].fd = o->dial.fd;
+        o->dial.fd = -1;
         o->state = OUT_DONE;
     }
     return GW_OK;
@@ -219,10 +185,8 @@ static void in_drop(mesh_t *m, in_conn_t *c, const char *why)
 static void in_accept(mesh_t *m)
 {
     for (;;) {
-        struct sockaddr_storage sa;
-        socklen_t len = sizeof(sa);
-        int fd =
-            accept4(m->t->listen_fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        char addr[sizeof(m->ins[0].addr)];
+        int fd = gw__sock_accept(m->t->listen_fd, addr, sizeof(addr));
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 GW_WARN(lg_of(m), GW_TCP_SUBSYS, "accept() on %s: %m", m->t->local_str);
@@ -238,7 +202,7 @@ static void in_accept(mesh_t *m)
         in_conn_t *c = &m->ins[m->nin++];
         memset(c, 0, sizeof(*c));
         c->fd = fd;
-        gw__tcp_sockaddr_str((const struct sockaddr *)&sa, c->addr, sizeof(c->addr));
+        memcpy(c->addr, addr, sizeof(c->addr));
     }
 }
 
@@ -266,26 +230,26 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
     if (h.version != GW_TCP_PROTOCOL_VERSION) {
         snprintf(why, sizeof(why), "it speaks gradwire TCP protocol version %u, we speak %u",
                  (unsigned)h.version, GW_TCP_PROTOCOL_VERSION);
-    } else if (memcmp(h.job_id, t->job_id, sizeof(h.job_id)) != 0) {
+    } else if (memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) != 0) {
         snprintf(why, sizeof(why), "it belongs to another job (job id differs)");
-    } else if (h.to != (uint32_t)t->base.rank || h.from <= (uint32_t)t->base.rank ||
-               h.from >= (uint32_t)t->base.size) {
+    } else if (h.id.to != (uint32_t)t->base.rank || h.id.from <= (uint32_t)t->base.rank ||
+               h.id.from >= (uint32_t)t->base.size) {
         snprintf(why, sizeof(why), "it claims to be rank %u connecting to rank %u",
-                 (unsigned)h.from, (unsigned)h.to);
-    } else if (!t->peers[h.from].socks) {
+                 (unsigned)h.id.from, (unsigned)h.id.to);
+    } else if (!t->peers[h.id.from].socks) {
         snprintf(why, sizeof(why),
                  "it claims to be rank %u, which this job does not connect over TCP",
-                 (unsigned)h.from);
+                 (unsigned)h.id.from);
     } else if (h.nsocks != (uint32_t)t->nsocks) {
         GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
                  "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the same "
                  "GW_NSOCKS on every rank",
-                 (unsigned)h.from, c->addr, (unsigned)h.nsocks, t->nsocks);
+                 (unsigned)h.id.from, c->addr, (unsigned)h.nsocks, t->nsocks);
         return GW_ERR_CONFIG;
     } else if (h.sock_idx >= (uint32_t)t->nsocks) {
         snprintf(why, sizeof(why), "its socket index %u is out of range", (unsigned)h.sock_idx);
     } else {
-        c->from = h.from;
+        c->from = h.id.from;
         c->idx = h.sock_idx;
         if (!in_duplicate(m, c)) {
             make_hello(t, t->base.rank, (int)c->from, (int)c->idx, c->buf);
@@ -293,7 +257,7 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
             c->replying = 1;
             return GW_OK;
         }
-        snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.from,
+        snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.id.from,
                  (unsigned)h.sock_idx);
     }
     in_drop(m, c, why);
@@ -302,53 +266,35 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
 
 static gw_status_t in_step(mesh_t *m, in_conn_t *c)
 {
-    while (c->fd >= 0 && !c->replying) {
-        ssize_t n = recv(c->fd, c->buf + c->done, GW_TCP_HELLO_SIZE - c->done, MSG_DONTWAIT);
-        if (n == 0) {
+    if (!c->replying) {
+        int r = gw__sock_io_buf(c->fd, c->buf, GW_TCP_HELLO_SIZE, &c->done, 0);
+        /* Garbage is named as such even when its sender closed at once. */
+        uint32_t magic = gw__get_be32(c->buf);
+        if (c->done >= 4 && magic != GW_TCP_HELLO_MAGIC) {
+            char why[64];
+            snprintf(why, sizeof(why), "it sent garbage (0x%08x is not our magic)",
+                     (unsigned)magic);
+            in_drop(m, c, why);
+            return GW_OK;
+        }
+        if (r == GW_SOCK_IO_EOF)
             in_drop(m, c, "it closed before completing a hello");
+        else if (r == GW_SOCK_IO_ERROR)
+            in_drop(m, c, "reading its hello failed");
+        if (r != GW_SOCK_IO_DONE)
             return GW_OK;
-        }
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                in_drop(m, c, "reading its hello failed");
-            return GW_OK;
-        }
-        c->done += (size_t)n;
-        if (c->done >= 4) {
-            uint32_t magic = gw__get_be32(c->buf);
-            if (magic != GW_TCP_HELLO_MAGIC) {
-                char why[64];
-                snprintf(why, sizeof(why), "it sent garbage (0x%08x is not our magic)",
-                         (unsigned)magic);
-                in_drop(m, c, why);
-                return GW_OK;
-            }
-        }
-        if (c->done == GW_TCP_HELLO_SIZE) {
-            gw_status_t st = in_check_hello(m, c);
-            if (st != GW_OK)
-                return st;
-        }
+        gw_status_t st = in_check_hello(m, c);
+        if (st != GW_OK || !c->replying)
+            return st;
     }
-    while (c->fd >= 0 && c->replying) {
-        ssize_t n =
-            send(c->fd, c->buf + c->done, GW_TCP_HELLO_SIZE - c->done, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                in_drop(m, c, "answering its hello failed");
-            return GW_OK;
-        }
-        c->done += (size_t)n;
-        if (c->done == GW_TCP_HELLO_SIZE) {
-            m->t->peers[c->from].socks[c->idx].fd = c->fd;
-            c->fd = -1;
-            m->in_done++;
-        }
-    }
+    int r = gw__sock_io_buf(c->fd, c->buf, GW_TCP_HELLO_SIZE, &c->done, 1);
+    if (r == GW_SOCK_IO_ERROR)
+        in_drop(m, c, "answering its hello failed");
+    if (r != GW_SOCK_IO_DONE)
+        return GW_OK;
+    m->t->peers[c->from].socks[c->idx].fd = c->fd;
+    c->fd = -1;
+    m->in_done++;
     return GW_OK;
 }
 
@@ -366,10 +312,10 @@ static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
         if (o->state == OUT_DONE || o->peer == last_peer)
             continue; /* one entry per peer */
         last_peer = o->peer;
-        const char *why = o->state == OUT_CONNECTING ? "connect() got no answer"
-                          : o->state != OUT_WAIT     ? "connected, but no answer to our hello"
-                          : o->why[0]                ? o->why
-                                                     : "not tried";
+        const char *why = o->state != OUT_DIAL ? "connected, but no answer to our hello"
+                          : o->dial.fd >= 0    ? "connect() got no answer"
+                          : o->dial.why[0]     ? o->dial.why
+                                               : "not tried";
         int w = snprintf(msg + n, sizeof(msg) - n, "%scould not connect to rank %d at %s (%s)",
                          n ? "; " : "", o->peer, t->peers[o->peer].addr_str, why);
         if (w > 0 && (size_t)w < sizeof(msg) - n)
@@ -415,14 +361,20 @@ static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
     m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
     for (int i = 0; i < m->nout; i++) {
         out_conn_t *o = &m->outs[i];
-        if (o->state == OUT_WAIT && o->retry_at <= now)
-            out_start(m, o);
-        if (o->state == OUT_WAIT && o->retry_at < wake)
-            wake = o->retry_at;
-        short ev = o->state == OUT_CONNECTING || o->state == OUT_SEND ? POLLOUT
-                   : o->state == OUT_RECV                             ? POLLIN
-                                                                      : 0;
-        m->pfds[np++] = (struct pollfd){.fd = ev ? o->fd : -1, .events = ev};
+        int waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+        if (waiting && o->dial.retry.at <= now) {
+            gw_status_t st = out_step(m, o, 0);
+            if (st != GW_OK)
+                return st;
+            waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+        }
+        if (waiting && o->dial.retry.at < wake)
+            wake = o->dial.retry.at;
+        short ev = o->state == OUT_DIAL   ? gw__sock_dial_events(&o->dial)
+                   : o->state == OUT_SEND ? POLLOUT
+                   : o->state == OUT_RECV ? POLLIN
+                                          : 0;
+        m->pfds[np++] = (struct pollfd){.fd = ev ? o->dial.fd : -1, .events = ev};
     }
     int nin = m->nin; /* accepts during this round join the next one */
     for (int i = 0; i < nin; i++)
@@ -522,7 +474,7 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
                      r, GW_TCP_PROTOCOL_VERSION);
             return gw__tcp_fail(t, GW_ERR_PROTOCOL, NULL);
         }
-        gw__tcp_sockaddr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
+        gw__sock_addr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
     }
 
     mesh_t m = {.t = t, .nout = nlower * t->nsocks, .in_expected = (npeers - nlower) * t->nsocks};
@@ -540,12 +492,8 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         if (i % t->nsocks == 0) /* the next lower rank that we dial */
             for (peer++; !t->peers[peer].socks; peer++)
                 ;
-        m.outs[i] = (out_conn_t){.fd = -1,
-                                 .peer = peer,
-                                 .idx = i % t->nsocks,
-                                 .state = OUT_WAIT,
-                                 .retry_at = 0,
-                                 .delay_ms = RETRY_FIRST_MS};
+        m.outs[i] = (out_conn_t){.peer = peer, .idx = i % t->nsocks, .state = OUT_DIAL};
+        gw__sock_dial_init(&m.outs[i].dial);
     }
     int timeout_ms = t->timeout_ms;
     int64_t start = gw__now_ms(), deadline = start + timeout_ms;
@@ -574,8 +522,8 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
                 close(m.ins[i].fd);
         }
     for (int i = 0; i < m.nout; i++)
-        if (m.outs[i].fd >= 0)
-            close(m.outs[i].fd);
+        if (m.outs[i].dial.fd >= 0)
+            close(m.outs[i].dial.fd);
     /* No more connections are expected: later ones would only queue up. */
     close(t->listen_fd);
     t->listen_fd = -1;

@@ -3,7 +3,6 @@
  *
  *   tcp.c           narrative, open (listening socket), queueing a request,
  *                   abort, close, the ops table
- *   tcp_addr.c      choice of the local address (GW_SOCKET_IFNAME or default)
  *   tcp_wire.c      encoding of frame headers, hellos and the address blob,
  *                   socket options
  *   tcp_conn.c      connect(): the full mesh and its handshake
@@ -13,6 +12,12 @@
  *
  * What every transport does alike (request checks, queues, the sticky
  * failure logged once) is the base's: transport/base.h.
+ *
+ * The choice of the local address (GW_SOCKET_IFNAME or the bootstrap's),
+ * addresses as text, dialling with retries and handshake transfers are the
+ * socket module's (transport/sock.h), shared with the verbs transport's
+ * out-of-band set-up and the bootstrap.
+ *
  * See the comment at the top of tcp.c for how data moves and why.
  */
 #ifndef GW_TRANSPORT_TCP_INTERNAL_H
@@ -24,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "transport/base.h"
+#include "transport/sock.h"
 
 #define GW_TCP_SUBSYS "tcp"
 
@@ -67,11 +73,8 @@ typedef struct gw_tcp_hdr {
 
 /* The first bytes on every new connection, in both directions. */
 typedef struct gw_tcp_hello {
-    uint32_t magic;
+    gw_sock_hello_id_t id; /* magic, job id, from and to rank (sock.h) */
     uint32_t version;
-    uint8_t job_id[16];
-    uint32_t from;
-    uint32_t to;
     uint32_t sock_idx;
     uint32_t nsocks;
 } gw_tcp_hello_t;
@@ -159,25 +162,32 @@ void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h
 void gw__tcp_pick_bufs(const gw_logger_t *lg, gw_tcp_bufs_t *bufs);
 void gw__tcp_set_bufs(const gw_logger_t *lg, const gw_tcp_bufs_t *bufs, int fd);
 void gw__tcp_tune_established(const gw_logger_t *lg, int fd, int peer, int idx);
-/* "1.2.3.4:5" or "[::1]:5". */
-void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap);
+/* "1.2.3.4:5" or "[::1]:5" (gw__sock_addr_str). */
+static inline void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    gw__sock_addr_str(sa, buf, cap);
+}
 
 /* Address blob layout (GW_TRANSPORT_ADDR_MAX bytes, big-endian integers):
- *   0  u32 GW_TCP_ADDR_MAGIC     4  u8 protocol version     5  u8 family (4 or 6)
- *   6  u16 port                  8  16 bytes address (IPv4: the first 4)
+ *   0  u32 GW_TCP_ADDR_MAGIC     4  u8 protocol version
+ *   5  the socket address as sock.h lays it out (GW_SOCK_ADDR_WIRE bytes):
+ *   5  u8 family (4 or 6)        6  u16 port     8  16 bytes address (IPv4: the first 4)
  *  24  u32 IPv6 scope id         28.. zero
  * decode: GW_ERR_PROTOCOL for a blob that is not one of ours. */
 void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
 gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len);
 
-/* tcp_addr.c: choose the local address to listen on (port 0); `desc` says
- * why, for the INFO log. GW_ERR_CONFIG, logged, when ifname names no usable
- * interface or there is no usable default. */
-gw_status_t gw__tcp_pick_addr(const gw_logger_t *lg, const char *ifname,
-                              const struct sockaddr_storage *dflt, socklen_t dflt_len,
-                              struct sockaddr_storage *out, socklen_t *out_len, char *desc,
-                              size_t desc_cap);
+/* Choose the local address to listen on (gw__sock_pick_addr, logging as
+ * "tcp"). */
+static inline gw_status_t gw__tcp_pick_addr(const gw_logger_t *lg, const char *ifname,
+                                            const struct sockaddr_storage *dflt,
+                                            socklen_t dflt_len, struct sockaddr_storage *out,
+                                            socklen_t *out_len, char *desc, size_t desc_cap)
+{
+    return gw__sock_pick_addr(lg, GW_TCP_SUBSYS, ifname, dflt, dflt_len, out, out_len, desc,
+                              desc_cap);
+}
 
 /* tcp_conn.c */
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);

@@ -18,15 +18,19 @@
  *    0 u32 magic GW_TCP_HELLO_MAGIC     4 u16 protocol version   6 u16 0
  *    8 job id (16 bytes)               24 u32 from rank         28 u32 to rank
  *   32 u32 socket index                36 u32 sockets per peer
+ * (magic, job id and ranks stand where every hello has them: sock.h)
+ *
+ * Address blob (GW_TRANSPORT_ADDR_MAX bytes, GW_TCP_ADDR_SIZE = 28 used):
+ *    0 u32 magic GW_TCP_ADDR_MAGIC      4 u8 protocol version
+ *    5 the listening address as sock.h lays out a socket address: u8 family
+ *      (4 or 6), u16 port, 16 bytes address, u32 IPv6 scope id
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/byteorder.h"
+#include "transport/sock.h"
 #include "transport/tcp/tcp_internal.h"
 
 void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE])
@@ -56,23 +60,17 @@ void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h)
 
 void gw__tcp_hello_encode(const gw_tcp_hello_t *h, uint8_t out[GW_TCP_HELLO_SIZE])
 {
-    gw__put_be32(out + 0, h->magic);
+    gw__sock_hello_id_put(out, &h->id);
     gw__put_be16(out + 4, h->version);
     gw__put_be16(out + 6, 0);
-    memcpy(out + 8, h->job_id, 16);
-    gw__put_be32(out + 24, h->from);
-    gw__put_be32(out + 28, h->to);
     gw__put_be32(out + 32, h->sock_idx);
     gw__put_be32(out + 36, h->nsocks);
 }
 
 void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h)
 {
-    h->magic = gw__get_be32(in + 0);
+    gw__sock_hello_id_get(in, &h->id);
     h->version = gw__get_be16(in + 4);
-    memcpy(h->job_id, in + 8, 16);
-    h->from = gw__get_be32(in + 24);
-    h->to = gw__get_be32(in + 28);
     h->sock_idx = gw__get_be32(in + 32);
     h->nsocks = gw__get_be32(in + 36);
 }
@@ -82,18 +80,7 @@ void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_AD
     memset(blob, 0, GW_TRANSPORT_ADDR_MAX);
     gw__put_be32(blob, GW_TCP_ADDR_MAGIC);
     blob[4] = GW_TCP_PROTOCOL_VERSION;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        blob[5] = 4;
-        gw__put_be16(blob + 6, ntohs(in->sin_port));
-        memcpy(blob + 8, &in->sin_addr, 4);
-    } else {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        blob[5] = 6;
-        gw__put_be16(blob + 6, ntohs(in6->sin6_port));
-        memcpy(blob + 8, &in6->sin6_addr, 16);
-        gw__put_be32(blob + 24, in6->sin6_scope_id);
-    }
+    gw__sock_addr_put(blob + 5, sa);
 }
 
 gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
@@ -101,44 +88,15 @@ gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
 {
     if (gw__get_be32(blob) != GW_TCP_ADDR_MAGIC || blob[4] != GW_TCP_PROTOCOL_VERSION)
         return GW_ERR_PROTOCOL;
-    uint32_t port = gw__get_be16(blob + 6);
-    if (port == 0)
+    if (gw__get_be16(blob + 6) == 0) /* nobody listens on port 0 */
         return GW_ERR_PROTOCOL;
-    memset(out, 0, sizeof(*out));
-    if (blob[5] == 4) {
-        struct sockaddr_in *in = (struct sockaddr_in *)out;
-        in->sin_family = AF_INET;
-        in->sin_port = htons((uint16_t)port);
-        memcpy(&in->sin_addr, blob + 8, 4);
-        *out_len = sizeof(*in);
-        return GW_OK;
-    }
-    if (blob[5] == 6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
-        memcpy(&in6->sin6_addr, blob + 8, 16);
-        in6->sin6_scope_id = gw__get_be32(blob + 24);
-        *out_len = sizeof(*in6);
-        return GW_OK;
-    }
-    return GW_ERR_PROTOCOL;
-}
-
-void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        snprintf(buf, cap, "%s:%u", host, (unsigned)ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        snprintf(buf, cap, "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
-    } else {
-        snprintf(buf, cap, "(address family %d)", (int)sa->sa_family);
-    }
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (gw__sock_addr_get(blob + 5, &ss, &len) != GW_OK)
+        return GW_ERR_PROTOCOL;
+    memcpy(out, &ss, sizeof(ss));
+    *out_len = len;
+    return GW_OK;
 }
 
 /* Reads /proc/sys/net/core/<name>; -1 when unknown. */
@@ -189,8 +147,7 @@ void gw__tcp_set_bufs(const gw_logger_t *lg, const gw_tcp_bufs_t *bufs, int fd)
  * once: Nagle's algorithm would hold them for an ACK that the peer delays. */
 void gw__tcp_tune_established(const gw_logger_t *lg, int fd, int peer, int idx)
 {
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    if (gw__sock_nodelay(fd) != 0)
         GW_WARN(lg, GW_TCP_SUBSYS, "setsockopt(TCP_NODELAY) on socket %d to rank %d: %m", idx,
                 peer);
     if (lg && lg->level >= GW_LOG_TRACE) {

@@ -1,5 +1,7 @@
 /*
- * tcp_addr.c - which local address the TCP transport listens on.
+ * sock_addr.c - local addresses of the sockets (sock.h): which one the TCP
+ * transport and the verbs transport's out-of-band set-up listen on, how an
+ * address reads in a message, and how it travels in an address blob.
  *
  * A wrong interface chosen silently is among the complaints users have most
  * about communication libraries, so the choice here is explicit and logged.
@@ -19,7 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "transport/tcp/tcp_internal.h"
+#include "common/byteorder.h"
+#include "transport/sock.h"
 
 static int family_ok(const struct sockaddr *sa)
 {
@@ -61,13 +64,13 @@ static void list_interfaces(const struct ifaddrs *all, char *buf, size_t cap)
         snprintf(buf, cap, "none");
 }
 
-static gw_status_t pick_ifname(const gw_logger_t *lg, const char *ifname,
+static gw_status_t pick_ifname(const gw_logger_t *lg, const char *subsys, const char *ifname,
                                struct sockaddr_storage *out, socklen_t *out_len, char *desc,
                                size_t desc_cap)
 {
     struct ifaddrs *all = NULL;
     if (getifaddrs(&all) != 0) {
-        GW_ERROR(lg, GW_TCP_SUBSYS, "getifaddrs() to look up GW_SOCKET_IFNAME=%s: %m", ifname);
+        GW_ERROR(lg, subsys, "getifaddrs() to look up GW_SOCKET_IFNAME=%s: %m", ifname);
         return GW_ERR_SYSTEM;
     }
     const struct ifaddrs *v4 = NULL, *v6 = NULL, *v6ll = NULL;
@@ -98,7 +101,7 @@ static gw_status_t pick_ifname(const gw_logger_t *lg, const char *ifname,
     if (problem) {
         char list[1024];
         list_interfaces(all, list, sizeof(list));
-        GW_ERROR(lg, GW_TCP_SUBSYS, "GW_SOCKET_IFNAME=%s: %s; interfaces on this host: %s", ifname,
+        GW_ERROR(lg, subsys, "GW_SOCKET_IFNAME=%s: %s; interfaces on this host: %s", ifname,
                  problem, list);
         freeifaddrs(all);
         return GW_ERR_CONFIG;
@@ -134,12 +137,13 @@ static int same_host_addr(const struct sockaddr *a, const struct sockaddr *b)
     return 0;
 }
 
-static gw_status_t pick_default(const gw_logger_t *lg, const struct sockaddr_storage *dflt,
-                                socklen_t dflt_len, struct sockaddr_storage *out,
-                                socklen_t *out_len, char *desc, size_t desc_cap)
+static gw_status_t pick_default(const gw_logger_t *lg, const char *subsys,
+                                const struct sockaddr_storage *dflt, socklen_t dflt_len,
+                                struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                                size_t desc_cap)
 {
     if (!dflt || dflt_len == 0 || !family_ok((const struct sockaddr *)dflt)) {
-        GW_ERROR(lg, GW_TCP_SUBSYS,
+        GW_ERROR(lg, subsys,
                  "no local address to listen on: the bootstrap gave none and GW_SOCKET_IFNAME "
                  "is not set");
         return GW_ERR_CONFIG;
@@ -166,9 +170,9 @@ static gw_status_t pick_default(const gw_logger_t *lg, const struct sockaddr_sto
                        ? ((struct sockaddr_in *)out)->sin_addr.s_addr == htonl(INADDR_ANY)
                        : IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)out)->sin6_addr);
     char str[64];
-    gw__tcp_sockaddr_str((const struct sockaddr *)out, str, sizeof(str));
+    gw__sock_addr_str((const struct sockaddr *)out, str, sizeof(str));
     if (wildcard) {
-        GW_ERROR(lg, GW_TCP_SUBSYS,
+        GW_ERROR(lg, subsys,
                  "the bootstrap's local address is the wildcard %s, which other ranks cannot "
                  "connect to: set GW_SOCKET_IFNAME to the interface to use",
                  str);
@@ -192,12 +196,85 @@ static gw_status_t pick_default(const gw_logger_t *lg, const struct sockaddr_sto
     return GW_OK;
 }
 
-gw_status_t gw__tcp_pick_addr(const gw_logger_t *lg, const char *ifname,
-                              const struct sockaddr_storage *dflt, socklen_t dflt_len,
-                              struct sockaddr_storage *out, socklen_t *out_len, char *desc,
-                              size_t desc_cap)
+gw_status_t gw__sock_pick_addr(const gw_logger_t *lg, const char *subsys, const char *ifname,
+                               const struct sockaddr_storage *dflt, socklen_t dflt_len,
+                               struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                               size_t desc_cap)
 {
     if (ifname && *ifname)
-        return pick_ifname(lg, ifname, out, out_len, desc, desc_cap);
-    return pick_default(lg, dflt, dflt_len, out, out_len, desc, desc_cap);
+        return pick_ifname(lg, subsys, ifname, out, out_len, desc, desc_cap);
+    return pick_default(lg, subsys, dflt, dflt_len, out, out_len, desc, desc_cap);
+}
+
+/* The numeric form that inet_ntop writes, with the interface of a scoped
+ * link-local address added the way getnameinfo adds it ("fe80::1%eth0"):
+ * without it such an address is ambiguous, and the bootstrap, which printed
+ * addresses with getnameinfo, always showed it. */
+void gw__sock_addr_str(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        snprintf(buf, cap, "%s:%u", host, (unsigned)ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        char scope[IF_NAMESIZE + 2] = "";
+        if (in6->sin6_scope_id != 0 &&
+            (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) || IN6_IS_ADDR_MC_LINKLOCAL(&in6->sin6_addr))) {
+            char name[IF_NAMESIZE];
+            if (if_indextoname(in6->sin6_scope_id, name))
+                snprintf(scope, sizeof(scope), "%%%s", name);
+            else
+                snprintf(scope, sizeof(scope), "%%%u", (unsigned)in6->sin6_scope_id);
+        }
+        snprintf(buf, cap, "[%s%s]:%u", host, scope, (unsigned)ntohs(in6->sin6_port));
+    } else if (sa->sa_family == AF_UNSPEC) {
+        snprintf(buf, cap, "(no address)");
+    } else {
+        snprintf(buf, cap, "(address family %d)", (int)sa->sa_family);
+    }
+}
+
+void gw__sock_addr_put(uint8_t out[GW_SOCK_ADDR_WIRE], const struct sockaddr *sa)
+{
+    memset(out, 0, GW_SOCK_ADDR_WIRE);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        out[0] = 4;
+        gw__put_be16(out + 1, ntohs(in->sin_port));
+        memcpy(out + 3, &in->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        out[0] = 6;
+        gw__put_be16(out + 1, ntohs(in6->sin6_port));
+        memcpy(out + 3, &in6->sin6_addr, 16);
+        gw__put_be32(out + 19, in6->sin6_scope_id);
+    }
+}
+
+gw_status_t gw__sock_addr_get(const uint8_t in[GW_SOCK_ADDR_WIRE], struct sockaddr_storage *out,
+                              socklen_t *out_len)
+{
+    memset(out, 0, sizeof(*out));
+    *out_len = 0;
+    if (in[0] == 4) {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)out;
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(gw__get_be16(in + 1));
+        memcpy(&v4->sin_addr, in + 3, 4);
+        *out_len = sizeof(*v4);
+        return GW_OK;
+    }
+    if (in[0] == 6) {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(gw__get_be16(in + 1));
+        memcpy(&v6->sin6_addr, in + 3, 16);
+        v6->sin6_scope_id = gw__get_be32(in + 19);
+        *out_len = sizeof(*v6);
+        return GW_OK;
+    }
+    return in[0] == 0 ? GW_ERR_NOT_FOUND : GW_ERR_PROTOCOL;
 }

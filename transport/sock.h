@@ -1,0 +1,174 @@
+/*
+ * sock.h - the TCP sockets that the TCP transport, the out-of-band set-up of
+ * the verbs transport (ib_oob.c) and the bootstrap share: local addresses
+ * (which one to listen on, as text, in an address blob), dialling with
+ * growing pauses, accepting, and non-blocking transfers with deadlines.
+ *
+ *   sock.c       dialling, accepting, retries, transfers
+ *   sock_addr.c  the choice of the local address, addresses as text and in
+ *                address blobs
+ *
+ * Each user keeps its own protocol (hellos, what makes a stranger, what a
+ * time-out says); what lives here is what they did the same way, so that a
+ * fix to how a socket is dialled, retried or read is made once.
+ */
+#ifndef GW_TRANSPORT_SOCK_H
+#define GW_TRANSPORT_SOCK_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "common/log.h"
+#include "gradwire.h"
+
+/* ---- addresses (sock_addr.c) --------------------------------------------- */
+
+/* Choose the local address to listen on (port 0): the interface named by
+ * ifname (GW_SOCKET_IFNAME) when it is set, else the local address of our
+ * bootstrap connection (dflt). `desc` says why, for the INFO log. GW_ERR_CONFIG,
+ * logged under subsys, when ifname names no usable interface or there is no
+ * usable default; GW_ERR_SYSTEM when the interfaces cannot be listed. */
+gw_status_t gw__sock_pick_addr(const gw_logger_t *lg, const char *subsys, const char *ifname,
+                               const struct sockaddr_storage *dflt, socklen_t dflt_len,
+                               struct sockaddr_storage *out, socklen_t *out_len, char *desc,
+                               size_t desc_cap);
+
+/* "1.2.3.4:5", "[::1]:5" or, for a scoped link-local address,
+ * "[fe80::1%eth0]:5"; "(no address)" for AF_UNSPEC, "(address family N)"
+ * for the others. */
+void gw__sock_addr_str(const struct sockaddr *sa, char *buf, size_t cap);
+
+/* A socket address inside an address blob (GW_SOCK_ADDR_WIRE bytes, big
+ * endian), as the TCP and the verbs transport both lay it out:
+ *    0 u8 family (4, 6, or 0: none)   1 u16 port
+ *    3 16 bytes address (IPv4: the first 4, the rest zero)
+ *   19 u32 IPv6 scope id (IPv4: zero) */
+#define GW_SOCK_ADDR_WIRE 23
+/* AF_INET and AF_INET6 are written, anything else as family 0 (all zero). */
+void gw__sock_addr_put(uint8_t out[GW_SOCK_ADDR_WIRE], const struct sockaddr *sa);
+/* GW_OK for family 4 or 6; GW_ERR_NOT_FOUND for family 0 (out zeroed, length
+ * 0); GW_ERR_PROTOCOL for any other family byte. The port is not checked:
+ * whether 0 is acceptable is the caller's business. */
+gw_status_t gw__sock_addr_get(const uint8_t in[GW_SOCK_ADDR_WIRE], struct sockaddr_storage *out,
+                              socklen_t *out_len);
+
+/* ---- dialling, accepting, retries (sock.c) --------------------------------- */
+
+/* Pauses between attempts to connect: 10 ms, doubling up to 1 s. Every user
+ * dials a peer that may simply not listen yet, so trying again costs nothing
+ * until its deadline, and the growth keeps a dead peer from costing CPU. */
+#define GW_SOCK_RETRY_FIRST_MS 10
+#define GW_SOCK_RETRY_MAX_MS 1000
+
+typedef struct gw_sock_retry {
+    int64_t at;   /* gw__now_ms() time of the next attempt */
+    int delay_ms; /* the pause that the next gw__sock_retry_arm takes */
+} gw_sock_retry_t;
+
+/* The first attempt is due at once. */
+void gw__sock_retry_init(gw_sock_retry_t *r);
+/* Schedule the next attempt after the current pause (r->at), double the
+ * pause for the one after, and return the pause taken. */
+int gw__sock_retry_arm(gw_sock_retry_t *r);
+
+enum { GW_SOCK_CONNECTED, GW_SOCK_CONNECTING, GW_SOCK_FAILED };
+
+/* One peer that we dial until it answers: the socket of the current
+ * attempt, where the attempt stands, when the next one is due, and why the
+ * last one failed. */
+typedef struct gw_sock_dial {
+    int fd;    /* -1 between attempts */
+    int state; /* GW_SOCK_CONNECTING (waiting for its time or for connect()),
+                * GW_SOCK_CONNECTED once connected, until gw__sock_dial_failed */
+    gw_sock_retry_t retry;
+    char why[128]; /* the last failure, for the time-out message; "" before any */
+} gw_sock_dial_t;
+
+/* No socket yet, the first attempt due at once. */
+void gw__sock_dial_init(gw_sock_dial_t *d);
+/* Move the attempt on: start one when it is due (prep, when not NULL, sets
+ * the new socket's options before connect(), as options that the TCP
+ * handshake negotiates must be), and finish it once poll() reported revents
+ * on its socket (0: not polled). GW_SOCK_CONNECTED once d->fd is connected;
+ * GW_SOCK_CONNECTING while waiting; GW_SOCK_FAILED when this attempt failed,
+ * errno and *what ("socket()" or "connect") saying why: pass them on to
+ * gw__sock_dial_failed. */
+int gw__sock_dial_step(gw_sock_dial_t *d, const struct sockaddr *sa, socklen_t len, short revents,
+                       void (*prep)(void *arg, int fd), void *arg, const char **what);
+/* poll() events for the attempt: POLLOUT while connect() is under way, else
+ * none (waiting for its time, or connected: then the caller's protocol
+ * decides). */
+short gw__sock_dial_events(const gw_sock_dial_t *d);
+/* The attempt, or the handshake on its connection, failed and errno says
+ * why: keep "what: <strerror(errno)>" in d->why, close its socket and
+ * schedule the next attempt. Returns the pause before it, for the caller's
+ * log line. */
+int gw__sock_dial_failed(gw_sock_dial_t *d, const char *what);
+
+/* A non-blocking, close-on-exec stream socket of the family; -1 with errno. */
+int gw__sock_open(int family);
+/* connect() on a socket from gw__sock_open: GW_SOCK_CONNECTED,
+ * GW_SOCK_CONNECTING (wait for POLLOUT, then gw__sock_connect_result) or
+ * GW_SOCK_FAILED (errno says why; the socket stays open). */
+int gw__sock_connect(int fd, const struct sockaddr *sa, socklen_t len);
+/* After poll() reported revents on a connecting socket: -1 while it is
+ * still connecting, else 0 (connected) or the errno the attempt failed with. */
+int gw__sock_connect_result(int fd, short revents);
+/* Accept one connection on a non-blocking listener, non-blocking itself,
+ * with the peer's address as text in addr (may be NULL); -1 with errno
+ * (EAGAIN: none waiting). */
+int gw__sock_accept(int lfd, char *addr, size_t addr_cap);
+/* TCP_NODELAY: small handshake messages and headers go out at once rather
+ * than wait for an ACK that the peer delays. 0, or -1 with errno. */
+int gw__sock_nodelay(int fd);
+
+/* Milliseconds until deadline (gw__now_ms() time), 0 once it has passed. */
+int gw__sock_remaining_ms(int64_t deadline);
+
+/* ---- hellos (sock.c) ------------------------------------------------------ */
+
+/* The hellos of the TCP transport and of the verbs transport's out-of-band
+ * set-up open alike: with them a connection proves that it belongs to this
+ * job and says which pair of ranks it joins, at the same places in both
+ * (big-endian):
+ *    0 u32 magic (each protocol its own)   4 the protocol's version (its layout)
+ *    8 job id (16 bytes)                  24 u32 from rank   28 u32 to rank
+ * What follows is the protocol's. */
+#define GW_SOCK_HELLO_ID_SIZE 32
+
+typedef struct gw_sock_hello_id {
+    uint32_t magic;
+    uint8_t job_id[16];
+    uint32_t from, to;
+} gw_sock_hello_id_t;
+
+/* Writes bytes 0-3 and 8-31; bytes 4-7 are the caller's. */
+void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hello_id_t *id);
+void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id);
+
+/* ---- non-blocking transfers of up to two segments (sock.c) ----------------- */
+
+typedef struct gw_sock_io {
+    struct iovec iov[2];
+    size_t total;
+    size_t done;
+} gw_sock_io_t;
+
+enum { GW_SOCK_IO_DONE, GW_SOCK_IO_AGAIN, GW_SOCK_IO_EOF, GW_SOCK_IO_ERROR, GW_SOCK_IO_TIMEOUT };
+
+/* Describe a transfer of alen bytes at a then blen bytes at b (either may
+ * be empty), none of it done. */
+void gw__sock_io_set(gw_sock_io_t *io, void *a, size_t alen, void *b, size_t blen);
+/* Move as much as the (non-blocking) socket takes now: GW_SOCK_IO_DONE,
+ * _AGAIN, _EOF (reading only) or _ERROR (errno set). Never raises SIGPIPE. */
+int gw__sock_io_step(int fd, gw_sock_io_t *io, int writing);
+/* gw__sock_io_step on buf[0, len) of which *done bytes have moved already:
+ * for state that is itself moved around, so that it may keep no pointer. */
+int gw__sock_io_buf(int fd, void *buf, size_t len, size_t *done, int writing);
+/* Finish the transfer, waiting at most until deadline (then _TIMEOUT). */
+int gw__sock_io_run(int fd, gw_sock_io_t *io, int writing, int64_t deadline);
+
+#endif

@@ -145,17 +145,6 @@ extern const gw__codec_ops_t gw__codec_powersgd;
  * integer (compress_api.c). */
 uint32_t gw__cz_form_x(gw__cz_call_t *call);
 
-/* Run one gw_allreduce_compressed on the calling thread, which must be the
- * thread that drives the communicator's transport: the caller's, or the
- * progress thread's (compress_api.c). comm is not NULL. */
-gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
-                           float *out, size_t count);
-/* Run it in call order: inline when the communicator has no progress
- * thread, otherwise queued behind the pending non-blocking calls and waited
- * for (async.c). */
-gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
-                       size_t count);
-
 /* The ops of a codec; NULL for GW_CODEC_NONE and unknown values. */
 const gw__codec_ops_t *gw__codec_lookup(gw_codec_t codec);
 
@@ -179,19 +168,6 @@ void gw__cz_begin(gw__cz_call_t *call, size_t count, gw_dtype_t dtype, gw_op_t o
 
 /* Allgather of `bytes` bytes per rank into recv (n * bytes), as one phase. */
 gw_status_t gw__cz_allgather(gw__cz_call_t *call, const void *send, void *recv, size_t bytes);
-
-/* A transport that forwards everything to `inner` and counts the payload
- * bytes of the sends posted through it. Installed as comm->transport for the
- * length of a call, so that every phase's traffic is measured exactly,
- * whatever algorithm moves it. */
-typedef struct gw__cz_counter {
-    gw_transport_t base;
-    gw_transport_t *inner;
-    uint64_t bytes_sent;
-} gw__cz_counter_t;
-
-void gw__cz_counter_install(gw__cz_counter_t *c, gw_comm_t *comm);
-void gw__cz_counter_remove(gw__cz_counter_t *c, gw_comm_t *comm);
 
 /* Payload bytes this rank sends in a ring allreduce of `bytes` bytes made of
  * elements of esize bytes (the ring's block split, counted exactly). */

@@ -17,13 +17,14 @@
  * programming error the others cannot know about; as in api.c it breaks the
  * communicator so that they fail instead of waiting.
  *
- * The work is done by gw__cz_execute on whichever thread drives the
- * communicator's transport. gw_allreduce_compressed goes through gw__cz_run
- * (async.c), which runs it right here while the communicator has no
+ * The work is done by execute() on whichever thread drives the
+ * communicator's transport. gw_allreduce_compressed hands the core's
+ * scheduler a handle that carries execute() and the state (gw__async_run,
+ * async.c), which runs it right here while the communicator has no
  * progress thread, and otherwise queues it behind the pending non-blocking
  * calls and waits, exactly as api.c does for gw_allreduce; that is also the
- * path of gw_iallreduce_compressed, minus the wait. Either way a state is
- * only ever touched by one thread at a time.
+ * path of gw_iallreduce_compressed (gw__async_start), minus the wait.
+ * Either way a state is only ever touched by one thread at a time.
  */
 #include <string.h>
 
@@ -216,7 +217,7 @@ static gw_status_t bad_call(gw_comm_t *comm, const char *what, size_t a, size_t 
     return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
 }
 
-/* Everything after the arguments were found good; the counter is in place. */
+/* Everything after the arguments were found good. */
 static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_out,
                               int64_t *prep_ns)
 {
@@ -275,15 +276,9 @@ static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_o
     return dense ? run_dense(call) : st->ops->run(call);
 }
 
-gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
-                                    const float *in, float *out, size_t count)
-{
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
-    return gw__cz_run(comm, state, in, out, count);
-}
-
-gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
+/* One gw_allreduce_compressed on the thread that drives the transport: the
+ * caller's, or the progress thread's. */
+static gw_status_t execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
                            float *out, size_t count)
 {
     if (comm->failed != GW_OK)
@@ -311,12 +306,10 @@ gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const fl
     call.out = out;
     call.key = gw__cz_mix(state->cfg.seed, state->step);
 
-    gw__cz_counter_t counter;
-    gw__cz_counter_install(&counter, comm);
+    const uint64_t sent_before = comm->bytes_sent;
     int dense = 1;
     int64_t prep_ns = 0;
     gw_status_t st = compressed(&call, in, &dense, &prep_ns);
-    gw__cz_counter_remove(&counter, comm);
     if (st != GW_OK)
         return st;
 
@@ -331,9 +324,48 @@ gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const fl
         state->extra_next = t;
     }
     state->step++;
-    record(state, &call, dense, counter.bytes_sent, prep_ns, gw__cz_now() - t_start,
+    record(state, &call, dense, comm->bytes_sent - sent_before, prep_ns, gw__cz_now() - t_start,
            gw__cz_cpu_now() - cpu_start);
     return GW_OK;
+}
+
+static gw_status_t execute_handle(gw_comm_t *comm, const gw_handle_t *h)
+{
+    return execute(comm, h->ctx, h->args.sendbuf, h->args.recvbuf, h->args.count);
+}
+
+/* The handle of a call: the arguments as the signature describes them and
+ * the state, run by execute_handle. */
+static gw_handle_t describe(gw_compress_state_t *state, const float *in, float *out,
+                            size_t count)
+{
+    gw_handle_t h = {.execute = execute_handle,
+                     .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in,
+                              .recvbuf = out, .count = count, .dtype = GW_FLOAT32,
+                              .op = GW_AVG},
+                     .ctx = state};
+    return h;
+}
+
+gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                    const float *in, float *out, size_t count)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    gw_handle_t call = describe(state, in, out, count);
+    return gw__async_run(comm, &call, "gw_allreduce_compressed");
+}
+
+gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                     const float *in, float *out, size_t count,
+                                     gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    /* Everything else, a NULL state included, is checked when the call
+     * runs, so that it fails the way the blocking call would, in order. */
+    gw_handle_t call = describe(state, in, out, count);
+    return gw__async_start(comm, &call, handle);
 }
 
 gw_status_t gw_compress_stats_get(const gw_compress_state_t *state, gw_compress_stats_t *last,

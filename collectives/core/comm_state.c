@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "collectives/coll.h"
+#include "collectives/core/comm.h"
 
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 {

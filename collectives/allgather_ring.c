@@ -48,14 +48,12 @@ gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
     /* Message p (both directions) is chunk p % nch of step p / nch: step s
      * receives block r - s - 1 and sends block r - s. */
     gw__stream_t in, out;
-    gw__stream_init(&in, (rank - 1 + n) % n);
-    gw__stream_init(&out, (rank + 1) % n);
+    gw__stream_ring(comm, &in, &out);
     gw__stream_t *const both[2] = {&in, &out};
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        if ((st = gw__stream_reap(comm, &in, &moved)) != GW_OK ||
-            (st = gw__stream_reap(comm, &out, &moved)) != GW_OK)
+        if ((st = gw__streams_reap(comm, both, 2, &moved)) != GW_OK)
             return st;
 
         while (in.posted < total && gw__stream_room(&in)) {

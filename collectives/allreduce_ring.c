@@ -145,21 +145,16 @@ gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
     g.chunk = gw__chunk_elems(comm, g.esize);
     size_t biggest = block_count(&g, 0); /* block 0 is never smaller than another */
     g.slot_bytes = (biggest < g.chunk ? biggest : g.chunk) * g.esize;
-    if (g.slot_bytes > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, RING_DEPTH * g.slot_bytes, &scratch);
-        if (st != GW_OK)
-            return st;
-        g.slots = scratch;
-    }
+    gw_status_t st0 = gw__coll_scratch(comm, RING_DEPTH * g.slot_bytes, &g.slots);
+    if (st0 != GW_OK)
+        return st0;
     /* Receive j goes to scratch slot j % RING_DEPTH, and is consumed (reduced,
      * for the reduce-scatter half) in order; send k forwards the chunk of
      * receive k - first_sends (the block sent at step s is the one received
      * at step s - 1, chunk for chunk), except for the first step's sends,
      * which come straight from our own contribution. */
     gw__stream_t in, out;
-    gw__stream_init(&in, mod(g.rank - 1, g.n));
-    gw__stream_init(&out, mod(g.rank + 1, g.n));
+    gw__stream_ring(comm, &in, &out);
     gw__stream_t *const both[2] = {&in, &out};
     size_t consumed = 0;
     const size_t first_sends = block_chunks(&g, g.rank);
@@ -171,8 +166,7 @@ gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        if ((st = gw__stream_reap(comm, &in, &moved)) != GW_OK ||
-            (st = gw__stream_reap(comm, &out, &moved)) != GW_OK)
+        if ((st = gw__streams_reap(comm, both, 2, &moved)) != GW_OK)
             return st;
 
         /* Consume receives in order: reduce-scatter chunks are combined with

@@ -338,18 +338,15 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
                 all[j]->mate = all[i];
             }
 
-    if (scratch_len > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, scratch_len, &scratch);
-        if (st != GW_OK)
-            return st;
-        char *p = scratch;
-        for (int t = 0; t < 2; t++)
-            for (int k = 0; k < g.h[t].node.nkids; k++) {
-                g.h[t].slots[k] = p;
-                p += TREE_DEPTH * g.h[t].slot_bytes;
-            }
-    }
+    char *p;
+    gw_status_t st0 = gw__coll_scratch(comm, scratch_len, &p);
+    if (st0 != GW_OK)
+        return st0;
+    for (int t = 0; t < 2 && p; t++) /* NULL: nothing to place */
+        for (int k = 0; k < g.h[t].node.nkids; k++) {
+            g.h[t].slots[k] = p;
+            p += TREE_DEPTH * g.h[t].slot_bytes;
+        }
 
     for (;;) {
         int moved = 0;

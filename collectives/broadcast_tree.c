@@ -10,9 +10,9 @@
  *
  * Two shapes, chosen from the chunk count C and n alone, so every rank picks
  * the same one:
- *  - binomial tree: v's parent is v with its lowest set bit cleared, its
- *    children v + 2^k for every 2^k below that bit (the largest subtree is
- *    served first). Depth d = ceil(log2 n), but the root sends each chunk d
+ *  - binomial tree (binomial_tree.c): v's parent is v with its lowest set
+ *    bit cleared, its children v + 2^k for every 2^k below that bit (the
+ *    largest subtree is served first). Depth d = ceil(log2 n), but the root sends each chunk d
  *    times: T ~ (C + d - 1) d (alpha + c beta) for chunks of c bytes.
  *  - chain: v sends to v + 1. Each rank sends each chunk once, but the
  *    pipeline is n - 1 deep: T ~ (C + n - 2) (alpha + c beta).
@@ -25,9 +25,6 @@
  * The data is only copied, so every rank ends with root's exact bytes.
  */
 #include "collectives/coll.h"
-
-/* Children in a binomial tree: at most ceil(log2 n) <= 31 for int ranks. */
-#define BCAST_MAX_KIDS 32
 
 gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
                                int root)
@@ -46,36 +43,27 @@ gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtyp
     const int chain = (double)nchunks * (depth - 1) > (double)(n - 2);
 
     /* all[0] is the stream from the parent, all[1 + k] the one to child k. */
-    gw__stream_t in, out[BCAST_MAX_KIDS], *all[BCAST_MAX_KIDS + 1] = {&in};
-    int nkids = 0, parent = -1;
+    gw__stream_t in, out[GW__BINOMIAL_MAX_KIDS], *all[GW__BINOMIAL_MAX_KIDS + 1] = {&in};
+    int kids[GW__BINOMIAL_MAX_KIDS], nkids = 0, parent = -1;
     if (chain) {
         if (v > 0)
             parent = (v - 1 + root) % n;
         if (v + 1 < n)
-            gw__stream_init(&out[nkids++], (v + 1 + root) % n);
+            kids[nkids++] = (v + 1 + root) % n;
     } else {
-        int limit = 1; /* children are v + mask for mask < lowest bit of v */
-        if (v > 0) {
-            parent = ((v & (v - 1)) + root) % n;
-            limit = v & -v;
-        } else {
-            while (limit < n)
-                limit <<= 1;
-        }
-        for (int mask = limit >> 1; mask > 0; mask >>= 1)
-            if (v + mask < n)
-                gw__stream_init(&out[nkids++], (v + mask + root) % n);
+        nkids = gw__binomial_node(n, comm->rank, root, 1, kids, &parent);
     }
     gw__stream_init(&in, parent);
-    for (int k = 0; k < nkids; k++)
+    for (int k = 0; k < nkids; k++) {
+        gw__stream_init(&out[k], kids[k]);
         all[1 + k] = &out[k];
+    }
 
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        for (int k = 0; k <= nkids; k++)
-            if ((st = gw__stream_reap(comm, all[k], &moved)) != GW_OK)
-                return st;
+        if ((st = gw__streams_reap(comm, all, nkids + 1, &moved)) != GW_OK)
+            return st;
 
         while (in.peer >= 0 && in.posted < nchunks && gw__stream_room(&in)) {
             size_t first = in.posted * chunk;

@@ -37,6 +37,28 @@ static inline size_t gw__chunk_elems(const gw_comm_t *comm, size_t esize)
     return comm->chunk_bytes / esize ? comm->chunk_bytes / esize : 1;
 }
 
+/* Scratch memory of the communicator for len bytes, or NULL for none (the
+ * scratch is shared: one algorithm's call at a time). */
+static inline gw_status_t gw__coll_scratch(gw_comm_t *comm, size_t len, char **out)
+{
+    void *p = NULL;
+    gw_status_t st = len > 0 ? gw__comm_scratch(comm, len, &p) : GW_OK;
+    if (st == GW_OK)
+        *out = p;
+    return st;
+}
+
+/* A binomial tree over ranks renumbered relative to the root (v = rank -
+ * root mod n): v's parent is v with its lowest set bit cleared, its children
+ * v + m for every power of two m below that bit (below n for the root) that
+ * stay below n, so the subtree of child v + m covers [v + m, v + 2m).
+ * Returns the number of children and stores their real ranks in kids[]
+ * (largest subtree first when `largest_first`, else smallest first) and the
+ * parent's real rank in *parent (-1 at the root). */
+#define GW__BINOMIAL_MAX_KIDS 32 /* ceil(log2 n) <= 31 for int ranks */
+int gw__binomial_node(int n, int rank, int root, int largest_first,
+                      int kids[GW__BINOMIAL_MAX_KIDS], int *parent);
+
 /* Validate and run one collective on the calling thread, which must be the
  * thread that owns the transport (api.c). */
 gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *args);

@@ -44,33 +44,27 @@ gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *
     const size_t slot_bytes = (m < chunk ? m : chunk) * esize;
     const int in_place = m > 0 && (const char *)recvbuf == (const char *)sendbuf + rank * m * esize;
 
-    char *slots = NULL;
+    char *slots;
     const char *own_block = gw__cat(sendbuf, (size_t)rank * m * esize);
-    size_t scratch_len = DEPTH * slot_bytes + (in_place ? m * esize : 0);
-    if (scratch_len > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, scratch_len, &scratch);
-        if (st != GW_OK)
-            return st;
-        slots = scratch;
-        if (in_place) {
-            memcpy(slots + DEPTH * slot_bytes, own_block, m * esize);
-            own_block = slots + DEPTH * slot_bytes;
-        }
+    gw_status_t st0 =
+        gw__coll_scratch(comm, DEPTH * slot_bytes + (in_place ? m * esize : 0), &slots);
+    if (st0 != GW_OK)
+        return st0;
+    if (in_place) {
+        memcpy(slots + DEPTH * slot_bytes, own_block, m * esize);
+        own_block = slots + DEPTH * slot_bytes;
     }
 
     /* Message p (both directions) is chunk p % nch of step p / nch; incoming
      * message p lands in scratch slot p % DEPTH. */
     gw__stream_t in, out;
-    gw__stream_init(&in, (rank - 1 + n) % n);
-    gw__stream_init(&out, (rank + 1) % n);
+    gw__stream_ring(comm, &in, &out);
     gw__stream_t *const both[2] = {&in, &out};
     size_t reduced = 0;
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        if ((st = gw__stream_reap(comm, &in, &moved)) != GW_OK ||
-            (st = gw__stream_reap(comm, &out, &moved)) != GW_OK)
+        if ((st = gw__streams_reap(comm, both, 2, &moved)) != GW_OK)
             return st;
 
         /* Reduce message p into recvbuf once it is in and the partial it

@@ -3,8 +3,9 @@
  *
  * Ranks are renumbered relative to the root (v = rank - root mod n). Rank v's
  * parent is v with its lowest set bit cleared; its children are v + 2^k for
- * every 2^k below that bit, so the subtree of child v + 2^k covers exactly
- * the relative ranks [v + 2^k, v + 2^(k+1)). Data flows towards the root:
+ * every 2^k below that bit (binomial_tree.c), so the subtree of child
+ * v + 2^k covers exactly the relative ranks [v + 2^k, v + 2^(k+1)). Data
+ * flows towards the root:
  * every node combines its own contribution with its children's partials and
  * sends the result to its parent.
  *
@@ -30,14 +31,11 @@
 #include "collectives/coll.h"
 
 #define DEPTH GW__STREAM_DEPTH
-/* Children in a binomial tree: at most ceil(log2 n) <= 31 for int ranks. */
-#define REDUCE_MAX_KIDS 32
 
 gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                             gw_dtype_t dtype, gw_op_t op, int root)
 {
     const int n = comm->size;
-    const int v = (comm->rank - root + n) % n;
     const size_t esize = gw_dtype_size(dtype);
     const size_t chunk = gw__chunk_elems(comm, esize);
     /* An empty buffer is still one zero-length chunk (mismatches surface). */
@@ -45,43 +43,32 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
     const size_t slot_bytes = (count < chunk ? count : chunk) * esize;
 
     /* all[0] is the stream to the parent, all[1 + k] the one from child k. */
-    gw__stream_t out, in[REDUCE_MAX_KIDS], *all[REDUCE_MAX_KIDS + 1] = {&out};
-    int nkids = 0, limit = 1;
-    gw__stream_init(&out, v > 0 ? ((v & (v - 1)) + root) % n : -1);
-    if (v > 0) {
-        limit = v & -v;
-    } else {
-        while (limit < n)
-            limit <<= 1;
-    }
-    for (int mask = 1; mask < limit && v + mask < n; mask <<= 1) {
-        gw__stream_init(&in[nkids], (v + mask + root) % n);
-        all[1 + nkids] = &in[nkids];
-        nkids++;
+    gw__stream_t out, in[GW__BINOMIAL_MAX_KIDS], *all[GW__BINOMIAL_MAX_KIDS + 1] = {&out};
+    int kids[GW__BINOMIAL_MAX_KIDS], parent;
+    const int nkids = gw__binomial_node(n, comm->rank, root, 0, kids, &parent);
+    gw__stream_init(&out, parent);
+    for (int k = 0; k < nkids; k++) {
+        gw__stream_init(&in[k], kids[k]);
+        all[1 + k] = &in[k];
     }
 
     /* Scratch: DEPTH slots per child, then (inner non-root nodes)
      * DEPTH accumulator slots. */
-    char *slots = NULL, *acc = NULL;
+    char *slots, *acc = NULL;
     const int use_acc = nkids > 0 && out.peer >= 0;
     size_t scratch_len = ((size_t)nkids + (use_acc ? 1 : 0)) * DEPTH * slot_bytes;
-    if (scratch_len > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, scratch_len, &scratch);
-        if (st != GW_OK)
-            return st;
-        slots = scratch;
-        if (use_acc)
-            acc = slots + (size_t)nkids * DEPTH * slot_bytes;
-    }
+    gw_status_t st0 = gw__coll_scratch(comm, scratch_len, &slots);
+    if (st0 != GW_OK)
+        return st0;
+    if (use_acc && slots)
+        acc = slots + (size_t)nkids * DEPTH * slot_bytes;
 
     size_t reduced = nkids ? 0 : nchunks; /* a leaf has nothing to fold */
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        for (int k = 0; k <= nkids; k++)
-            if ((st = gw__stream_reap(comm, all[k], &moved)) != GW_OK)
-                return st;
+        if ((st = gw__streams_reap(comm, all, nkids + 1, &moved)) != GW_OK)
+            return st;
 
         /* Fold chunk `reduced` once every child's copy is in (and, on an
          * inner node, once its accumulator slot has been sent). */
@@ -134,9 +121,7 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
             finished &= in[k].done == nchunks;
         if (finished)
             return GW_OK;
-        if (moved)
-            continue;
-        if ((st = gw__streams_wait(comm, all, nkids + 1, "reduce")) != GW_OK)
+        if (!moved && (st = gw__streams_wait(comm, all, nkids + 1, "reduce")) != GW_OK)
             return st;
     }
 }

@@ -220,6 +220,16 @@ gw_status_t gw__stream_reap(gw_comm_t *comm, gw__stream_t *s, int *moved)
     return GW_OK;
 }
 
+gw_status_t gw__streams_reap(gw_comm_t *comm, gw__stream_t *const *s, int n, int *moved)
+{
+    for (int i = 0; i < n; i++) {
+        gw_status_t st = gw__stream_reap(comm, s[i], moved);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
 /* Requests waited for at once: enough for every algorithm (a binomial
  * tree node has at most 32 streams). Waiting for fewer would still be
  * correct, since progress moves every request, only less prompt. */

@@ -58,6 +58,14 @@ static inline int gw__stream_room(const gw__stream_t *s)
     return s->posted - s->done < GW__STREAM_DEPTH;
 }
 
+/* The two streams of a ring: in from the left neighbour (rank - 1), out to
+ * the right one (rank + 1). */
+static inline void gw__stream_ring(const gw_comm_t *comm, gw__stream_t *in, gw__stream_t *out)
+{
+    gw__stream_init(in, (comm->rank - 1 + comm->size) % comm->size);
+    gw__stream_init(out, (comm->rank + 1) % comm->size);
+}
+
 /* Post the stream's next message. */
 gw_status_t gw__stream_send(gw_comm_t *comm, gw__stream_t *s, const void *buf, size_t len);
 gw_status_t gw__stream_recv(gw_comm_t *comm, gw__stream_t *s, void *buf, size_t len);
@@ -65,6 +73,8 @@ gw_status_t gw__stream_recv(gw_comm_t *comm, gw__stream_t *s, void *buf, size_t 
 /* Count the leading requests that completed since the last call, setting
  * *moved when there are any; a failed one fails the communicator. */
 gw_status_t gw__stream_reap(gw_comm_t *comm, gw__stream_t *s, int *moved);
+/* gw__stream_reap on each of s[0..n). */
+gw_status_t gw__streams_reap(gw_comm_t *comm, gw__stream_t *const *s, int n, int *moved);
 
 /* Wait until one request still in flight on any of s[0..n) completes
  * (streams without a peer are skipped). When none is in flight the

@@ -31,22 +31,15 @@
 #include "collectives/compress/codec.h"
 
 /* x[0..n) = g + residual, the residual skipped where it is zero (so that x
- * is g bit for bit there, -0.0 included); returns the largest |x| as an
- * order-preserving integer (NaN above infinity above everything). Written
- * with bit masks rather than ?: so that it vectorises: the sum is computed
- * everywhere and only selected where it is wanted. */
+ * is g bit for bit there, -0.0 included: gw__cz_plus_residual); returns the
+ * largest |x| as an order-preserving integer (NaN above infinity above
+ * everything). */
 GW__CZ_HOT static uint32_t add_residual(const float *g, const float *res, float *x, size_t n)
 {
     int32_t m = 0; /* |x| bit patterns are below 2^31: a signed max is enough */
     for (size_t i = 0; i < n; i++) {
-        float s = g[i] + res[i];
-        uint32_t gb, sb, vb;
-        memcpy(&gb, &g[i], 4);
-        memcpy(&sb, &s, 4);
-        uint32_t use = 0u - (uint32_t)(res[i] != 0.0f);
-        vb = (sb & use) | (gb & ~use);
-        memcpy(&x[i], &vb, 4);
-        int32_t a = (int32_t)(vb & 0x7fffffffu);
+        x[i] = gw__cz_plus_residual(g[i], res[i]);
+        int32_t a = (int32_t)gw__cz_absbits(x[i]);
         m = a > m ? a : m;
     }
     return (uint32_t)m;
@@ -69,27 +62,11 @@ GW__CZ_HOT static uint32_t add_velocity(const float *g, const float *u, float *u
                                         const float *res, float *x, size_t n, float mom)
 {
     int32_t m = 0;
-    if (!res) {
-        for (size_t i = 0; i < n; i++) {
-            float v = mom * u[i] + g[i];
-            un[i] = v;
-            x[i] = v;
-            int32_t a = (int32_t)gw__cz_absbits(v);
-            m = a > m ? a : m;
-        }
-        return (uint32_t)m;
-    }
     for (size_t i = 0; i < n; i++) {
         float v = mom * u[i] + g[i];
         un[i] = v;
-        float s = v + res[i];
-        uint32_t vb, sb, xb;
-        memcpy(&vb, &v, 4);
-        memcpy(&sb, &s, 4);
-        uint32_t use = 0u - (uint32_t)(res[i] != 0.0f);
-        xb = (sb & use) | (vb & ~use);
-        memcpy(&x[i], &xb, 4);
-        int32_t a = (int32_t)(xb & 0x7fffffffu);
+        x[i] = res ? gw__cz_plus_residual(v, res[i]) : v;
+        int32_t a = (int32_t)gw__cz_absbits(x[i]);
         m = a > m ? a : m;
     }
     return (uint32_t)m;

@@ -27,8 +27,8 @@
  * Everything here carries GCC's target attribute instead of the file being
  * built with -mavx2, so that the compiler cannot move these instructions
  * into code that runs on every CPU; only gw__reduce's check of the CPU
- * (gw__half_isa_best, reduce_kernels.c) leads here. The bulk conversions at the end serve the
- * average's division and the tests.
+ * (gw__half_isa_best, reduce_kernels.c) leads here. The bulk conversions at
+ * the end serve the average's division and the tests.
  */
 #include "collectives/reduce_half.h"
 

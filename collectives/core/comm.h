@@ -4,8 +4,8 @@
  * the handles of non-blocking point-to-point calls (p2p_api.c).
  *
  * The algorithms see this through coll.h; the compression layer through
- * compress/codec.h. Nothing here knows an algorithm or a codec: a call that
- * the scheduler runs brings its own execute function in its handle.
+ * compress/codec.h. The scheduler knows no collective and no codec: a call
+ * it runs brings its own execute function in its handle.
  */
 #ifndef GW_COLLECTIVES_CORE_COMM_H
 #define GW_COLLECTIVES_CORE_COMM_H

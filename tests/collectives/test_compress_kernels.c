@@ -1,7 +1,7 @@
 /*
  * test_compress_kernels.c - the codecs' building blocks on their own: the
  * fused 16-bit conversions (F16C or vectorised, chosen at run time) against
- * the library's scalar reference conversions (reduce_kernels.c), bit for
+ * the library's scalar reference conversions (half_convert.h), bit for
  * bit; int8's stochastic rounding against its scalar definition; and the
  * sampled top-k selection against a full sort.
  */

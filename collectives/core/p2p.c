@@ -19,6 +19,7 @@
  */
 #include "collectives/core/p2p.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -99,14 +100,19 @@ static gw_status_t request_failed(gw_comm_t *comm, const gw_request_t *req)
 
 static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
 {
+    /* A point-to-point call waits with the empty tag (tag.h): it is not a
+     * collective, and "collective #0" would send the reader looking for one. */
+    char what[48] = "point-to-point call";
+    if (comm->tag.seq != 0)
+        snprintf(what, sizeof(what), "collective #%llu", (unsigned long long)comm->tag.seq);
     for (int i = 0; i < n; i++) {
         const gw_request_t *r = reqs[i];
         if (r && !r->complete) {
             GW_ERROR(&comm->log, "coll",
-                     "collective #%llu: no progress for %d ms while waiting to %s %zu bytes "
+                     "%s: no progress for %d ms while waiting to %s %zu bytes "
                      "%s rank %d (%zu done); the peer may be hung or much slower "
                      "(GW_TIMEOUT_MS raises the limit)",
-                     (unsigned long long)comm->tag.seq, comm->timeout_ms,
+                     what, comm->timeout_ms,
                      r->kind == GW_REQ_SEND ? "send" : "receive", r->len,
                      r->kind == GW_REQ_SEND ? "to" : "from", r->peer, r->bytes_done);
             break;

@@ -48,13 +48,9 @@ gw_status_t gw__allreduce_rd(gw_comm_t *comm, const void *sendbuf, void *recvbuf
         return gw__p2p_waitall(comm, reqs, 2);
     }
 
-    char *peer_data = NULL;
-    if (bytes > 0) {
-        void *scratch;
-        if ((st = gw__comm_scratch(comm, bytes, &scratch)) != GW_OK)
-            return st;
-        peer_data = scratch;
-    }
+    char *peer_data;
+    if ((st = gw__coll_scratch(comm, bytes, &peer_data)) != GW_OK)
+        return st;
     /* The vector we hold so far: our own input until the first combine. */
     const void *cur = sendbuf;
 

@@ -45,9 +45,9 @@
  */
 #include "collectives/coll.h"
 
-/* Messages in flight per direction, and scratch slots for incoming chunks.
- * Two is the least that overlaps receiving chunk c + 1 with reducing c. */
-#define RING_DEPTH 2
+/* Messages in flight per direction, and scratch slots for incoming chunks
+ * (core/p2p.h). */
+#define RING_DEPTH GW__STREAM_DEPTH
 
 typedef struct ring {
     const char *sendbuf;
@@ -69,10 +69,6 @@ typedef struct cursor {
     size_t chunk;
     size_t nchunks;
 } cursor_t;
-
-/* base + off without forming NULL + 0 (count 0 calls may pass NULL). */
-static inline char *at(char *base, size_t off) { return off ? base + off : base; }
-static inline const char *cat(const char *base, size_t off) { return off ? base + off : base; }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
@@ -132,12 +128,6 @@ static void cursor_next(const ring_t *g, cursor_t *cu, int (*block_of)(const rin
         cu->nchunks = block_chunks(g, block_of(g, cu->step));
 }
 
-/* A completed request's outcome, made the communicator's sticky error. */
-static gw_status_t check(gw_comm_t *comm, const gw_request_t *req)
-{
-    return req->status == GW_OK ? GW_OK : gw__comm_fail(comm, req->status);
-}
-
 gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op)
 {
@@ -152,26 +142,21 @@ gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
         .rank = comm->rank,
         .steps = 2 * (comm->size - 1),
     };
-    g.chunk = comm->chunk_bytes / g.esize ? comm->chunk_bytes / g.esize : 1;
+    g.chunk = gw__chunk_elems(comm, g.esize);
     size_t biggest = block_count(&g, 0); /* block 0 is never smaller than another */
     g.slot_bytes = (biggest < g.chunk ? biggest : g.chunk) * g.esize;
-    if (g.slot_bytes > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, RING_DEPTH * g.slot_bytes, &scratch);
-        if (st != GW_OK)
-            return st;
-        g.slots = scratch;
-    }
-    const int right = mod(g.rank + 1, g.n), left = mod(g.rank - 1, g.n);
-
-    /* Receive j goes to request (and scratch slot) j % RING_DEPTH, send k to
-     * request k % RING_DEPTH. Send k forwards the chunk of receive
-     * k - first_sends (the block sent at step s is the one received at step
-     * s - 1, chunk for chunk), except for the first step's sends, which come
-     * straight from our own contribution. */
-    gw_request_t rreq[RING_DEPTH], sreq[RING_DEPTH];
-    int sbusy[RING_DEPTH] = {0};
-    size_t recv_posted = 0, recv_done = 0, send_posted = 0;
+    gw_status_t st0 = gw__coll_scratch(comm, RING_DEPTH * g.slot_bytes, &g.slots);
+    if (st0 != GW_OK)
+        return st0;
+    /* Receive j goes to scratch slot j % RING_DEPTH, and is consumed (reduced,
+     * for the reduce-scatter half) in order; send k forwards the chunk of
+     * receive k - first_sends (the block sent at step s is the one received
+     * at step s - 1, chunk for chunk), except for the first step's sends,
+     * which come straight from our own contribution. */
+    gw__stream_t in, out;
+    gw__stream_ring(comm, &in, &out);
+    gw__stream_t *const both[2] = {&in, &out};
+    size_t consumed = 0;
     const size_t first_sends = block_chunks(&g, g.rank);
     cursor_t rpost, rdone, spost;
     cursor_init(&g, &rpost, recv_block);
@@ -181,86 +166,51 @@ gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
     for (;;) {
         int moved = 0;
         gw_status_t st;
-
-        for (int d = 0; d < RING_DEPTH; d++) {
-            if (sbusy[d] && sreq[d].complete) {
-                if ((st = check(comm, &sreq[d])) != GW_OK)
-                    return st;
-                sbusy[d] = 0;
-                moved = 1;
-            }
-        }
+        if ((st = gw__streams_reap(comm, both, 2, &moved)) != GW_OK)
+            return st;
 
         /* Consume receives in order: reduce-scatter chunks are combined with
          * our contribution into recvbuf, allgather chunks are already there. */
-        while (recv_done < recv_posted && rreq[recv_done % RING_DEPTH].complete) {
-            if ((st = check(comm, &rreq[recv_done % RING_DEPTH])) != GW_OK)
-                return st;
+        while (consumed < in.done) {
             if (rdone.step < g.n - 1) {
                 size_t off, len;
                 chunk_range(&g, recv_block(&g, rdone.step), rdone.chunk, &off, &len);
                 if (len > 0)
-                    gw__reduce(at(g.recvbuf, off * g.esize),
-                               g.slots + (recv_done % RING_DEPTH) * g.slot_bytes,
-                               cat(g.sendbuf, off * g.esize), len, dtype, op);
+                    gw__reduce(gw__at(g.recvbuf, off * g.esize),
+                               g.slots + (consumed % RING_DEPTH) * g.slot_bytes,
+                               gw__cat(g.sendbuf, off * g.esize), len, dtype, op);
             }
-            recv_done++;
+            consumed++;
             cursor_next(&g, &rdone, recv_block);
-            moved = 1;
         }
 
-        while (rpost.step < g.steps && recv_posted - recv_done < RING_DEPTH) {
+        while (rpost.step < g.steps && in.posted - consumed < RING_DEPTH) {
             size_t off, len;
             chunk_range(&g, recv_block(&g, rpost.step), rpost.chunk, &off, &len);
             char *dst = rpost.step < g.n - 1
-                            ? at(g.slots, (recv_posted % RING_DEPTH) * g.slot_bytes)
-                            : at(g.recvbuf, off * g.esize);
-            st = gw__p2p_irecv(comm, left, dst, len * g.esize, &rreq[recv_posted % RING_DEPTH]);
-            if (st != GW_OK)
+                            ? gw__at(g.slots, (in.posted % RING_DEPTH) * g.slot_bytes)
+                            : gw__at(g.recvbuf, off * g.esize);
+            if ((st = gw__stream_recv(comm, &in, dst, len * g.esize)) != GW_OK)
                 return st;
-            recv_posted++;
             cursor_next(&g, &rpost, recv_block);
             moved = 1;
         }
 
-        while (spost.step < g.steps && !sbusy[send_posted % RING_DEPTH] &&
-               (send_posted < first_sends || send_posted - first_sends < recv_done)) {
+        while (spost.step < g.steps && gw__stream_room(&out) &&
+               (out.posted < first_sends || out.posted - first_sends < consumed)) {
             size_t off, len;
             chunk_range(&g, send_block(&g, spost.step), spost.chunk, &off, &len);
-            const void *src = spost.step == 0 ? cat(g.sendbuf, off * g.esize)
-                                              : at(g.recvbuf, off * g.esize);
-            st = gw__p2p_isend(comm, right, src, len * g.esize, &sreq[send_posted % RING_DEPTH]);
-            if (st != GW_OK)
+            const void *src = spost.step == 0 ? gw__cat(g.sendbuf, off * g.esize)
+                                              : gw__at(g.recvbuf, off * g.esize);
+            if ((st = gw__stream_send(comm, &out, src, len * g.esize)) != GW_OK)
                 return st;
-            sbusy[send_posted % RING_DEPTH] = 1;
-            send_posted++;
             cursor_next(&g, &spost, send_block);
             moved = 1;
         }
 
-        int sends_idle = 1;
-        for (int d = 0; d < RING_DEPTH; d++)
-            sends_idle &= !sbusy[d];
-        if (rdone.step >= g.steps && spost.step >= g.steps && sends_idle)
+        if (rdone.step >= g.steps && spost.step >= g.steps && out.done == out.posted)
             return GW_OK;
-        if (moved)
-            continue;
-
-        gw_request_t *wait[2 * RING_DEPTH];
-        int nwait = 0;
-        for (size_t j = recv_done; j < recv_posted; j++)
-            if (!rreq[j % RING_DEPTH].complete)
-                wait[nwait++] = &rreq[j % RING_DEPTH];
-        for (int d = 0; d < RING_DEPTH; d++)
-            if (sbusy[d] && !sreq[d].complete)
-                wait[nwait++] = &sreq[d];
-        if (nwait == 0) {
-            GW_ERROR(&comm->log, "coll", "internal error: ring allreduce stalled at step %d",
-                     spost.step);
-            return gw__comm_fail(comm, GW_ERR_PROTOCOL);
-        }
-        int idx;
-        if ((st = gw__p2p_waitany(comm, wait, nwait, &idx)) != GW_OK)
+        if (!moved && (st = gw__streams_wait(comm, both, 2, "ring allreduce")) != GW_OK)
             return st;
     }
 }

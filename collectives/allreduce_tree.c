@@ -58,19 +58,17 @@
  */
 #include "collectives/coll.h"
 
-/* Chunks in flight per stream; each child has this many scratch slots. */
-#define TREE_DEPTH 2
+/* Chunks in flight per stream (core/p2p.h); each child has this many
+ * scratch slots. */
+#define TREE_DEPTH GW__STREAM_DEPTH
 
 typedef struct stream {
-    int peer; /* -1 when this node has no such stream */
+    gw__stream_t w; /* the window: peer (-1: no such stream), posted, done */
     int tree;
     int send;
-    long time;     /* schedule time of chunk 0; chunk c goes at time + c */
-    size_t n;      /* messages: one per chunk of the tree's half */
-    size_t posted; /* messages posted so far */
-    size_t done;   /* leading messages completed */
+    long time; /* schedule time of chunk 0; chunk c goes at time + c */
+    size_t n;  /* messages: one per chunk of the tree's half */
     const struct stream *mate; /* the other tree's stream on the same link */
-    gw_request_t req[TREE_DEPTH];
 } stream_t;
 
 /* A rank's place in one tree. */
@@ -98,9 +96,6 @@ typedef struct dbt {
     gw_op_t op;
     half_t h[2];
 } dbt_t;
-
-static inline char *at(char *base, size_t off) { return off ? base + off : base; }
-static inline const char *cat(const char *base, size_t off) { return off ? base + off : base; }
 
 /* Tree 0 (see the top of the file). */
 static void btree(int n, int r, int *parent, int kid[2])
@@ -179,12 +174,11 @@ static int subtree_height(int n, int tree, int r)
 
 static void stream_init(stream_t *s, int peer, int tree, int send, long time, size_t n)
 {
-    s->peer = peer;
+    gw__stream_init(&s->w, peer);
     s->tree = tree;
     s->send = send;
     s->time = time;
     s->n = peer >= 0 ? n : 0;
-    s->posted = s->done = 0;
     s->mate = NULL;
 }
 
@@ -195,7 +189,7 @@ static int link_turn(const stream_t *s)
     const stream_t *m = s->mate;
     if (!m)
         return 1;
-    long mine = s->time + (long)s->posted;
+    long mine = s->time + (long)s->w.posted;
     /* The mate's chunks c' with m->time + c' < mine, or == mine when the
      * mate's tree goes first on ties. */
     long need = mine - m->time + (m->tree < s->tree ? 1 : 0);
@@ -203,20 +197,7 @@ static int link_turn(const stream_t *s)
         return 1;
     if ((size_t)need > m->n)
         need = (long)m->n;
-    return m->posted >= (size_t)need;
-}
-
-/* Count newly completed leading requests; fail on a failed one. */
-static gw_status_t reap(gw_comm_t *comm, stream_t *s, int *moved)
-{
-    while (s->done < s->posted && s->req[s->done % TREE_DEPTH].complete) {
-        gw_status_t st = s->req[s->done % TREE_DEPTH].status;
-        if (st != GW_OK)
-            return gw__comm_fail(comm, st);
-        s->done++;
-        *moved = 1;
-    }
-    return GW_OK;
+    return m->w.posted >= (size_t)need;
 }
 
 static void chunk_range(const dbt_t *g, const half_t *h, size_t c, size_t *off, size_t *len)
@@ -232,9 +213,9 @@ static void fold(dbt_t *g, half_t *h, size_t c)
     chunk_range(g, h, c, &off, &len);
     if (len == 0)
         return;
-    char *out = at(g->recvbuf, off * g->esize);
+    char *out = gw__at(g->recvbuf, off * g->esize);
     size_t slot = (c % TREE_DEPTH) * h->slot_bytes;
-    gw__reduce(out, cat(g->sendbuf, off * g->esize), h->slots[0] + slot, len, g->dtype, g->op);
+    gw__reduce(out, gw__cat(g->sendbuf, off * g->esize), h->slots[0] + slot, len, g->dtype, g->op);
     if (h->node.nkids == 2)
         gw__reduce(out, out, h->slots[1] + slot, len, g->dtype, g->op);
 }
@@ -248,55 +229,46 @@ static gw_status_t post_ready(dbt_t *g, half_t *h, int *moved)
 
     for (int k = 0; k < h->node.nkids; k++) {
         stream_t *s = &h->up_in[k];
-        while (s->posted < s->n && s->posted - h->reduced < TREE_DEPTH && link_turn(s)) {
-            chunk_range(g, h, s->posted, &off, &len);
-            char *dst = at(h->slots[k], (s->posted % TREE_DEPTH) * h->slot_bytes);
-            st = gw__p2p_irecv(comm, s->peer, dst, len * g->esize,
-                               &s->req[s->posted % TREE_DEPTH]);
-            if (st != GW_OK)
+        while (s->w.posted < s->n && s->w.posted - h->reduced < TREE_DEPTH && link_turn(s)) {
+            chunk_range(g, h, s->w.posted, &off, &len);
+            char *dst = gw__at(h->slots[k], (s->w.posted % TREE_DEPTH) * h->slot_bytes);
+            if ((st = gw__stream_recv(comm, &s->w, dst, len * g->esize)) != GW_OK)
                 return st;
-            s->posted++;
             *moved = 1;
         }
     }
 
     stream_t *s = &h->up_out;
-    while (s->posted < s->n && s->posted < h->reduced && s->posted - s->done < TREE_DEPTH &&
+    while (s->w.posted < s->n && s->w.posted < h->reduced && gw__stream_room(&s->w) &&
            link_turn(s)) {
-        chunk_range(g, h, s->posted, &off, &len);
+        chunk_range(g, h, s->w.posted, &off, &len);
         /* A leaf sends its own data; an inner node the partial it folded. */
-        const char *src = h->node.nkids ? at(g->recvbuf, off * g->esize)
-                                   : cat(g->sendbuf, off * g->esize);
-        st = gw__p2p_isend(comm, s->peer, src, len * g->esize, &s->req[s->posted % TREE_DEPTH]);
-        if (st != GW_OK)
+        const char *src = h->node.nkids ? gw__at(g->recvbuf, off * g->esize)
+                                   : gw__cat(g->sendbuf, off * g->esize);
+        if ((st = gw__stream_send(comm, &s->w, src, len * g->esize)) != GW_OK)
             return st;
-        s->posted++;
         *moved = 1;
     }
 
     s = &h->down_in;
-    while (s->posted < s->n && s->posted < h->up_out.posted && s->posted - s->done < TREE_DEPTH &&
+    while (s->w.posted < s->n && s->w.posted < h->up_out.w.posted && gw__stream_room(&s->w) &&
            link_turn(s)) {
-        chunk_range(g, h, s->posted, &off, &len);
-        st = gw__p2p_irecv(comm, s->peer, at(g->recvbuf, off * g->esize), len * g->esize,
-                           &s->req[s->posted % TREE_DEPTH]);
+        chunk_range(g, h, s->w.posted, &off, &len);
+        st = gw__stream_recv(comm, &s->w, gw__at(g->recvbuf, off * g->esize), len * g->esize);
         if (st != GW_OK)
             return st;
-        s->posted++;
         *moved = 1;
     }
 
-    size_t final = h->node.parent < 0 ? h->reduced : h->down_in.done;
+    size_t final = h->node.parent < 0 ? h->reduced : h->down_in.w.done;
     for (int k = 0; k < h->node.nkids; k++) {
         s = &h->down_out[k];
-        while (s->posted < s->n && s->posted < final && s->posted - s->done < TREE_DEPTH &&
+        while (s->w.posted < s->n && s->w.posted < final && gw__stream_room(&s->w) &&
                link_turn(s)) {
-            chunk_range(g, h, s->posted, &off, &len);
-            st = gw__p2p_isend(comm, s->peer, at(g->recvbuf, off * g->esize), len * g->esize,
-                               &s->req[s->posted % TREE_DEPTH]);
+            chunk_range(g, h, s->w.posted, &off, &len);
+            st = gw__stream_send(comm, &s->w, gw__at(g->recvbuf, off * g->esize), len * g->esize);
             if (st != GW_OK)
                 return st;
-            s->posted++;
             *moved = 1;
         }
     }
@@ -314,9 +286,10 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
         .dtype = dtype,
         .op = op,
     };
-    g.chunk = comm->chunk_bytes / g.esize ? comm->chunk_bytes / g.esize : 1;
+    g.chunk = gw__chunk_elems(comm, g.esize);
 
     stream_t *all[12];
+    gw__stream_t *win[12]; /* their windows, for gw__streams_wait */
     int nall = 0;
     size_t scratch_len = 0;
     for (int t = 0; t < 2; t++) {
@@ -351,41 +324,40 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
         stream_t *mine[6] = {&h->up_in[0], &h->up_in[1], &h->down_out[0],
                              &h->down_out[1], &h->up_out, &h->down_in};
         for (int i = 0; i < 6; i++)
-            if (mine[i]->peer >= 0)
+            if (mine[i]->w.peer >= 0) {
+                win[nall] = &mine[i]->w;
                 all[nall++] = mine[i];
+            }
     }
     /* Pair up the streams that share a link (same peer, same direction). */
     for (int i = 0; i < nall; i++)
         for (int j = 0; j < nall; j++)
-            if (all[i]->tree == 0 && all[j]->tree == 1 && all[i]->peer == all[j]->peer &&
+            if (all[i]->tree == 0 && all[j]->tree == 1 && all[i]->w.peer == all[j]->w.peer &&
                 all[i]->send == all[j]->send) {
                 all[i]->mate = all[j];
                 all[j]->mate = all[i];
             }
 
-    if (scratch_len > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, scratch_len, &scratch);
-        if (st != GW_OK)
-            return st;
-        char *p = scratch;
-        for (int t = 0; t < 2; t++)
-            for (int k = 0; k < g.h[t].node.nkids; k++) {
-                g.h[t].slots[k] = p;
-                p += TREE_DEPTH * g.h[t].slot_bytes;
-            }
-    }
+    char *p;
+    gw_status_t st0 = gw__coll_scratch(comm, scratch_len, &p);
+    if (st0 != GW_OK)
+        return st0;
+    for (int t = 0; t < 2 && p; t++) /* NULL: nothing to place */
+        for (int k = 0; k < g.h[t].node.nkids; k++) {
+            g.h[t].slots[k] = p;
+            p += TREE_DEPTH * g.h[t].slot_bytes;
+        }
 
     for (;;) {
         int moved = 0;
         gw_status_t st;
         for (int i = 0; i < nall; i++)
-            if ((st = reap(comm, all[i], &moved)) != GW_OK)
+            if ((st = gw__stream_reap(comm, &all[i]->w, &moved)) != GW_OK)
                 return st;
         for (int t = 0; t < 2; t++) {
             half_t *h = &g.h[t];
-            while (h->reduced < h->nchunks && h->up_in[0].done > h->reduced &&
-                   (h->node.nkids < 2 || h->up_in[1].done > h->reduced)) {
+            while (h->reduced < h->nchunks && h->up_in[0].w.done > h->reduced &&
+                   (h->node.nkids < 2 || h->up_in[1].w.done > h->reduced)) {
                 fold(&g, h, h->reduced++);
                 moved = 1;
             }
@@ -395,24 +367,13 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
 
         int finished = 1;
         for (int i = 0; i < nall; i++)
-            finished &= all[i]->done == all[i]->n;
+            finished &= all[i]->w.done == all[i]->n;
         if (finished)
             return GW_OK;
         if (moved)
             continue;
 
-        gw_request_t *wait[12 * TREE_DEPTH];
-        int nwait = 0;
-        for (int i = 0; i < nall; i++)
-            for (size_t m = all[i]->done; m < all[i]->posted; m++)
-                if (!all[i]->req[m % TREE_DEPTH].complete)
-                    wait[nwait++] = &all[i]->req[m % TREE_DEPTH];
-        if (nwait == 0) {
-            GW_ERROR(&comm->log, "coll", "internal error: tree allreduce stalled");
-            return gw__comm_fail(comm, GW_ERR_PROTOCOL);
-        }
-        int idx;
-        if ((st = gw__p2p_waitany(comm, wait, nwait, &idx)) != GW_OK)
+        if ((st = gw__streams_wait(comm, win, nall, "tree allreduce")) != GW_OK)
             return st;
     }
 }

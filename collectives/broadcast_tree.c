@@ -10,9 +10,9 @@
  *
  * Two shapes, chosen from the chunk count C and n alone, so every rank picks
  * the same one:
- *  - binomial tree: v's parent is v with its lowest set bit cleared, its
- *    children v + 2^k for every 2^k below that bit (the largest subtree is
- *    served first). Depth d = ceil(log2 n), but the root sends each chunk d
+ *  - binomial tree (binomial_tree.c): v's parent is v with its lowest set
+ *    bit cleared, its children v + 2^k for every 2^k below that bit (the
+ *    largest subtree is served first). Depth d = ceil(log2 n), but the root sends each chunk d
  *    times: T ~ (C + d - 1) d (alpha + c beta) for chunks of c bytes.
  *  - chain: v sends to v + 1. Each rank sends each chunk once, but the
  *    pipeline is n - 1 deep: T ~ (C + n - 2) (alpha + c beta).
@@ -26,38 +26,13 @@
  */
 #include "collectives/coll.h"
 
-/* Chunks in flight per link. */
-#define BCAST_DEPTH 2
-/* Children in a binomial tree: at most ceil(log2 n) <= 31 for int ranks. */
-#define BCAST_MAX_KIDS 32
-
-typedef struct stream {
-    int peer;
-    size_t posted, done;
-    gw_request_t req[BCAST_DEPTH];
-} stream_t;
-
-static inline char *at(char *base, size_t off) { return off ? base + off : base; }
-
-static gw_status_t reap(gw_comm_t *comm, stream_t *s, int *moved)
-{
-    while (s->done < s->posted && s->req[s->done % BCAST_DEPTH].complete) {
-        gw_status_t st = s->req[s->done % BCAST_DEPTH].status;
-        if (st != GW_OK)
-            return gw__comm_fail(comm, st);
-        s->done++;
-        *moved = 1;
-    }
-    return GW_OK;
-}
-
 gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
                                int root)
 {
     const int n = comm->size;
     const int v = (comm->rank - root + n) % n;
     const size_t esize = gw_dtype_size(dtype);
-    const size_t chunk = comm->chunk_bytes / esize ? comm->chunk_bytes / esize : 1;
+    const size_t chunk = gw__chunk_elems(comm, esize);
     /* An empty buffer still travels as one zero-length chunk, so ranks that
      * disagree about the count are caught. */
     const size_t nchunks = count == 0 ? 1 : (count + chunk - 1) / chunk;
@@ -67,61 +42,46 @@ gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtyp
         depth++;
     const int chain = (double)nchunks * (depth - 1) > (double)(n - 2);
 
-    stream_t in = {.peer = -1}, out[BCAST_MAX_KIDS];
-    int nkids = 0;
+    /* all[0] is the stream from the parent, all[1 + k] the one to child k. */
+    gw__stream_t in, out[GW__BINOMIAL_MAX_KIDS], *all[GW__BINOMIAL_MAX_KIDS + 1] = {&in};
+    int kids[GW__BINOMIAL_MAX_KIDS], nkids = 0, parent = -1;
     if (chain) {
         if (v > 0)
-            in.peer = (v - 1 + root) % n;
+            parent = (v - 1 + root) % n;
         if (v + 1 < n)
-            out[nkids++].peer = (v + 1 + root) % n;
+            kids[nkids++] = (v + 1 + root) % n;
     } else {
-        int limit = 1; /* children are v + mask for mask < lowest bit of v */
-        if (v > 0) {
-            in.peer = ((v & (v - 1)) + root) % n;
-            limit = v & -v;
-        } else {
-            while (limit < n)
-                limit <<= 1;
-        }
-        for (int mask = limit >> 1; mask > 0; mask >>= 1)
-            if (v + mask < n)
-                out[nkids++].peer = (v + mask + root) % n;
+        nkids = gw__binomial_node(n, comm->rank, root, 1, kids, &parent);
     }
-    for (int k = 0; k < nkids; k++)
-        out[k].posted = out[k].done = 0;
-    in.posted = in.done = 0;
+    gw__stream_init(&in, parent);
+    for (int k = 0; k < nkids; k++) {
+        gw__stream_init(&out[k], kids[k]);
+        all[1 + k] = &out[k];
+    }
 
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        if (in.peer >= 0 && (st = reap(comm, &in, &moved)) != GW_OK)
+        if ((st = gw__streams_reap(comm, all, nkids + 1, &moved)) != GW_OK)
             return st;
-        for (int k = 0; k < nkids; k++)
-            if ((st = reap(comm, &out[k], &moved)) != GW_OK)
-                return st;
 
-        while (in.peer >= 0 && in.posted < nchunks && in.posted - in.done < BCAST_DEPTH) {
+        while (in.peer >= 0 && in.posted < nchunks && gw__stream_room(&in)) {
             size_t first = in.posted * chunk;
             size_t len = count - first < chunk ? count - first : chunk;
-            st = gw__p2p_irecv(comm, in.peer, at(buf, first * esize), len * esize,
-                               &in.req[in.posted % BCAST_DEPTH]);
-            if (st != GW_OK)
+            if ((st = gw__stream_recv(comm, &in, gw__at(buf, first * esize), len * esize)) != GW_OK)
                 return st;
-            in.posted++;
             moved = 1;
         }
 
         size_t have = in.peer >= 0 ? in.done : nchunks;
         for (int k = 0; k < nkids; k++) {
-            stream_t *s = &out[k];
-            while (s->posted < have && s->posted - s->done < BCAST_DEPTH) {
+            gw__stream_t *s = &out[k];
+            while (s->posted < have && gw__stream_room(s)) {
                 size_t first = s->posted * chunk;
                 size_t len = count - first < chunk ? count - first : chunk;
-                st = gw__p2p_isend(comm, s->peer, at(buf, first * esize), len * esize,
-                                   &s->req[s->posted % BCAST_DEPTH]);
-                if (st != GW_OK)
+                if ((st = gw__stream_send(comm, s, gw__at(buf, first * esize), len * esize)) !=
+                    GW_OK)
                     return st;
-                s->posted++;
                 moved = 1;
             }
         }
@@ -131,25 +91,7 @@ gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtyp
             finished &= out[k].done == nchunks;
         if (finished)
             return GW_OK;
-        if (moved)
-            continue;
-
-        gw_request_t *wait[(BCAST_MAX_KIDS + 1) * BCAST_DEPTH];
-        int nwait = 0;
-        for (int k = -1; k < nkids; k++) {
-            stream_t *s = k < 0 ? &in : &out[k];
-            if (s->peer < 0)
-                continue;
-            for (size_t m = s->done; m < s->posted; m++)
-                if (!s->req[m % BCAST_DEPTH].complete)
-                    wait[nwait++] = &s->req[m % BCAST_DEPTH];
-        }
-        if (nwait == 0) {
-            GW_ERROR(&comm->log, "coll", "internal error: broadcast stalled");
-            return gw__comm_fail(comm, GW_ERR_PROTOCOL);
-        }
-        int idx;
-        if ((st = gw__p2p_waitany(comm, wait, nwait, &idx)) != GW_OK)
+        if (!moved && (st = gw__streams_wait(comm, all, nkids + 1, "broadcast")) != GW_OK)
             return st;
     }
 }

@@ -15,15 +15,9 @@
  *    float at all (see pick16).
  *
  * The results are bit for bit those of the portable kernels, which the tests
- * check exhaustively:
- *  - vcvtph2ps is exact, and quiets a signalling NaN by setting the quiet
- *    bit and keeping the payload, as half_to_float does;
- *  - vcvtps2ph with an explicit round-to-nearest-even immediate (so MXCSR's
- *    mode does not matter) rounds like float_to_half, overflows to infinity
- *    from 65520 on, and keeps the top ten payload bits of a NaN with the
- *    quiet bit set; DAZ can only turn a float below 2^-126 into a zero of the
- *    same sign, which is what rounding gives anyway;
- *  - the bfloat16 rounding is float_to_bf16 written in vector form.
+ * check exhaustively: the conversions (half_avx2.h, shared with the casting
+ * codecs) round and quiet NaNs exactly as the scalar ones do, and each
+ * operation is the same IEEE operation.
  *
  * Loads and stores are unaligned and never go past count: the last count %
  * 16 elements go through small zero-padded buffers. Each step reads its
@@ -33,91 +27,16 @@
  * Everything here carries GCC's target attribute instead of the file being
  * built with -mavx2, so that the compiler cannot move these instructions
  * into code that runs on every CPU; only gw__reduce's check of the CPU
- * (reduce_kernels.c) leads here. The bulk conversions at the end serve the
- * average's division and the tests.
+ * (gw__half_isa_best, reduce_kernels.c) leads here. The bulk conversions at
+ * the end serve the average's division and the tests.
  */
 #include "collectives/reduce_half.h"
 
 #if GW__HALF_HAVE_AVX2
 
-#include <immintrin.h>
 #include <string.h>
 
-#define GW__AVX2 __attribute__((target("avx2,f16c")))
-#define GW__AVX2_INLINE __attribute__((target("avx2,f16c"), always_inline)) static inline
-
-/* Eight elements per vector: a __m128i of halves, a __m256 of floats. */
-#define LANES 8
-
-/* ---- conversions of eight elements ---------------------------------------- */
-
-GW__AVX2_INLINE __m256 f16_widen(__m128i h)
-{
-    return _mm256_cvtph_ps(h);
-}
-
-GW__AVX2_INLINE __m128i f16_narrow(__m256 f)
-{
-    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
-}
-
-/* NaN lanes of x, a vector of float bit patterns: all ones, else zero. */
-GW__AVX2_INLINE __m256i nan_mask(__m256i x)
-{
-    __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
-    return _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
-}
-
-/* bf16_to_float: move to the top half and quiet a NaN. */
-GW__AVX2_INLINE __m256 bf16_widen(__m128i h)
-{
-    __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    __m256i quiet = _mm256_and_si256(nan_mask(x), _mm256_set1_epi32(0x00400000));
-    return _mm256_castsi256_ps(_mm256_or_si256(x, quiet));
-}
-
-/* float_to_bf16, leaving each result in the low half of its 32-bit lane:
- * add half an ulp minus one plus the lowest kept bit (ties to even) and
- * truncate; a NaN keeps its top bits and is quieted instead, since the add
- * could carry its payload into the exponent or the sign. */
-GW__AVX2_INLINE __m256i bf16_round(__m256 f)
-{
-    __m256i x = _mm256_castps_si256(f);
-    __m256i top = _mm256_srli_epi32(x, 16);
-    __m256i odd = _mm256_and_si256(top, _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd);
-    r = _mm256_srli_epi32(r, 16);
-    __m256i q = _mm256_or_si256(top, _mm256_set1_epi32(0x0040));
-    return _mm256_blendv_epi8(r, q, nan_mask(x));
-}
-
-/* Every lane of bf16_round is below 2^16, so the saturating pack only
- * narrows. */
-GW__AVX2_INLINE __m128i bf16_narrow(__m256 f)
-{
-    __m256i r = bf16_round(f);
-    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-}
-
-GW__AVX2_INLINE __m256 widen(__m128i h, int is_bf16)
-{
-    return is_bf16 ? bf16_widen(h) : f16_widen(h);
-}
-
-GW__AVX2_INLINE __m128i narrow(__m256 f, int is_bf16)
-{
-    return is_bf16 ? bf16_narrow(f) : f16_narrow(f);
-}
-
-GW__AVX2_INLINE __m128i load8(const uint16_t *p)
-{
-    return _mm_loadu_si128((const __m128i *)(const void *)p);
-}
-
-GW__AVX2_INLINE void store8(uint16_t *p, __m128i v)
-{
-    _mm_storeu_si128((__m128i *)(void *)p, v);
-}
+#include "collectives/half_avx2.h"
 
 /* ---- sum and product ------------------------------------------------------- */
 
@@ -141,9 +60,10 @@ GW__AVX2_INLINE __m256 arith(__m256 x, __m256 y, gw_op_t op)
 GW__AVX2_INLINE void f16_arith16(uint16_t *o, const uint16_t *a, const uint16_t *b, gw_op_t op)
 {
     for (int h = 0; h < 2; h++) {
-        size_t k = (size_t)h * LANES;
-        __m256 r = arith(f16_widen(load8(a + k)), f16_widen(load8(b + k)), op);
-        store8(o + k, f16_narrow(r));
+        size_t k = (size_t)h * GW__LANES;
+        __m256 r =
+            arith(gw__f16x8_widen(gw__load8(a + k)), gw__f16x8_widen(gw__load8(b + k)), op);
+        gw__store8(o + k, gw__f16x8_narrow(r));
     }
 }
 
@@ -164,7 +84,7 @@ GW__AVX2_INLINE void bf16_arith16(uint16_t *o, const uint16_t *a, const uint16_t
                       _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, vb)), op);
     __m256 hi = arith(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, va)),
                       _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, vb)), op);
-    __m256i r = _mm256_packus_epi32(bf16_round(lo), bf16_round(hi));
+    __m256i r = _mm256_packus_epi32(gw__bf16x8_round(lo), gw__bf16x8_round(hi));
     _mm256_storeu_si256((__m256i *)(void *)o, r);
 }
 
@@ -281,28 +201,28 @@ void gw__reduce_half_avx2(void *out, const void *a, const void *b, size_t count,
 GW__AVX2_INLINE void widen_loop(float *out, const uint16_t *in, size_t n, int is_bf16)
 {
     size_t i = 0;
-    for (; n - i >= LANES; i += LANES)
-        _mm256_storeu_ps(out + i, widen(load8(in + i), is_bf16));
+    for (; n - i >= GW__LANES; i += GW__LANES)
+        _mm256_storeu_ps(out + i, gw__halfx8_widen(gw__load8(in + i), is_bf16));
     if (i == n)
         return;
-    uint16_t t[LANES] = {0};
-    float f[LANES];
+    uint16_t t[GW__LANES] = {0};
+    float f[GW__LANES];
     memcpy(t, in + i, (n - i) * sizeof(uint16_t));
-    _mm256_storeu_ps(f, widen(load8(t), is_bf16));
+    _mm256_storeu_ps(f, gw__halfx8_widen(gw__load8(t), is_bf16));
     memcpy(out + i, f, (n - i) * sizeof(float));
 }
 
 GW__AVX2_INLINE void narrow_loop(uint16_t *out, const float *in, size_t n, int is_bf16)
 {
     size_t i = 0;
-    for (; n - i >= LANES; i += LANES)
-        store8(out + i, narrow(_mm256_loadu_ps(in + i), is_bf16));
+    for (; n - i >= GW__LANES; i += GW__LANES)
+        gw__store8(out + i, gw__halfx8_narrow(_mm256_loadu_ps(in + i), is_bf16));
     if (i == n)
         return;
-    float f[LANES] = {0};
-    uint16_t t[LANES];
+    float f[GW__LANES] = {0};
+    uint16_t t[GW__LANES];
     memcpy(f, in + i, (n - i) * sizeof(float));
-    store8(t, narrow(_mm256_loadu_ps(f), is_bf16));
+    gw__store8(t, gw__halfx8_narrow(_mm256_loadu_ps(f), is_bf16));
     memcpy(out + i, t, (n - i) * sizeof(uint16_t));
 }
 

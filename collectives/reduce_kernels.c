@@ -48,120 +48,31 @@
 
 #include <string.h>
 
+#include "collectives/half_convert.h"
 #include "collectives/reduce_half.h"
 
 typedef void (*reduce_fn)(void *out, const void *a, const void *b, size_t n);
 
-/* ---- float16 / bfloat16 conversions -------------------------------------- */
-
-static inline uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/*
- * The conversions are branch-free so that the block loops below vectorise.
- * Selections are spelled as masks rather than ?: because GCC's jump
- * threading turns correlated ?: chains into a control flow that the
- * vectoriser gives up on, and because (under the default -ftrapping-math) it
- * will not speculate a floating-point operation that the source only needs
- * on one side of a condition. So every element does every operation and only
- * the inputs and results are selected.
- */
-static inline uint32_t select_u32(int cond, uint32_t if_true, uint32_t if_false)
-{
-    uint32_t m = 0u - (uint32_t)cond;
-    return (if_true & m) | (if_false & ~m);
-}
-
-static inline float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t em = h & 0x7fffu; /* exponent and mantissa */
-    /* Normal numbers: move the fields into place and rebias 15 -> 127. */
-    uint32_t bits = (em << 13) + (112u << 23);
-    /* Infinity and NaN: exponent 31 must become 255, not 143. */
-    bits += select_u32(em >= 0x7c00u, 112u << 23, 0);
-    /* NaN: keep the payload, set the quiet bit. */
-    bits |= select_u32(em > 0x7c00u, 0x00400000u, 0);
-    /* Subnormals are em * 2^-24: the int-to-float conversion (exact) does
-     * the normalising, and 2^-24 is applied on the exponent field. */
-    uint32_t sub = f32_bits((float)(int32_t)em) - (24u << 23);
-    bits = select_u32(em < 0x0400u, sub, bits);
-    bits = select_u32(em == 0, 0, bits);
-    return f32_from_bits(bits | sign);
-}
-
-/*
- * Normal results round by adding half an ulp (minus one, plus the lowest kept
- * bit, which makes ties go to even) before truncating; a carry out of the
- * mantissa correctly bumps the exponent, up to infinity from 65520 on.
- * Subnormal results use the float adder itself: adding 0.5f, whose ulp is
- * 2^-24 (the half subnormal step), rounds |f| to a multiple of 2^-24 in the
- * current rounding mode, which is round-to-nearest-even unless a program
- * changed it with fesetround(). Denormals-are-zero cannot hurt: a float that
- * small rounds to a zero half anyway. Other elements add 0 instead, so that
- * the addition is unconditional (see above).
- */
-static inline uint16_t float_to_half(float f)
-{
-    uint32_t x = f32_bits(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    x &= 0x7fffffffu;
-    uint32_t odd = (x >> 13) & 1u;
-    uint32_t normal = (x - (112u << 23) + 0xfffu + odd) >> 13;
-    int small = x < 0x38800000u; /* below 2^-14, the least normal half */
-    float t = f32_from_bits(x) + f32_from_bits(select_u32(small, 0x3f000000u, 0)); /* 0.5f */
-    uint32_t o = select_u32(small, f32_bits(t) - 0x3f000000u, normal);
-    o = select_u32(x >= 0x47800000u, 0x7c00u, o);                      /* 2^16 and up */
-    o = select_u32(x > 0x7f800000u, 0x7e00u | ((x >> 13) & 0x3ffu), o); /* quiet NaN */
-    return (uint16_t)(o | sign);
-}
-
-static inline float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    bits |= select_u32((h & 0x7fffu) > 0x7f80u, 0x00400000u, 0); /* quiet a NaN */
-    return f32_from_bits(bits);
-}
-
-/* The rounding add would carry a NaN with a small payload into infinity (or
- * a negative NaN into +0), so NaN is handled separately. */
-static inline uint16_t float_to_bf16(float f)
-{
-    uint32_t x = f32_bits(f);
-    uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    r = select_u32((x & 0x7fffffffu) > 0x7f800000u, (x >> 16) | 0x0040u, r);
-    return (uint16_t)r;
-}
+/* ---- float16 / bfloat16 conversions (half_convert.h) ---------------------- */
 
 float gw__half_to_float(uint16_t h)
 {
-    return half_to_float(h);
+    return gw__f16_widen(h);
 }
 
 uint16_t gw__float_to_half(float f)
 {
-    return float_to_half(f);
+    return gw__f16_round(f);
 }
 
 float gw__bf16_to_float(uint16_t h)
 {
-    return bf16_to_float(h);
+    return gw__bf16_widen(h);
 }
 
 uint16_t gw__float_to_bf16(float f)
 {
-    return float_to_bf16(f);
+    return gw__bf16_round(f);
 }
 
 /* ---- scalar operators ---------------------------------------------------- */
@@ -295,8 +206,8 @@ GW__FLOAT_KERNELS(f64, double)
  */
 static inline float keep_nan_a(float x, float r)
 {
-    uint32_t ux = f32_bits(x);
-    return f32_from_bits(select_u32((ux & 0x7fffffffu) > 0x7f800000u, ux, f32_bits(r)));
+    uint32_t ux = gw__f32_bits(x);
+    return gw__f32_from_bits(gw__select_u32((ux & 0x7fffffffu) > 0x7f800000u, ux, gw__f32_bits(r)));
 }
 
 static inline float half_add(float x, float y)
@@ -315,8 +226,8 @@ static inline float half_mul(float x, float y)
     GW__HALF_KERNEL(min_k_##sfx, TO_F, FROM_F, min_f32)                                    \
     GW__HALF_KERNEL(max_k_##sfx, TO_F, FROM_F, max_f32)
 
-GW__HALF_KERNELS(f16, half_to_float, float_to_half)
-GW__HALF_KERNELS(bf16, bf16_to_float, float_to_bf16)
+GW__HALF_KERNELS(f16, gw__f16_widen, gw__f16_round)
+GW__HALF_KERNELS(bf16, gw__bf16_widen, gw__bf16_round)
 
 #define GW__ROW(sfx) {sum_##sfx, prod_##sfx, min_k_##sfx, max_k_##sfx}
 
@@ -421,10 +332,10 @@ static void widen_portable(float *restrict out, const uint16_t *restrict in, siz
 {
     if (dtype == GW_BFLOAT16)
         for (size_t i = 0; i < n; i++)
-            out[i] = bf16_to_float(in[i]);
+            out[i] = gw__bf16_widen(in[i]);
     else
         for (size_t i = 0; i < n; i++)
-            out[i] = half_to_float(in[i]);
+            out[i] = gw__f16_widen(in[i]);
 }
 
 static void narrow_portable(uint16_t *restrict out, const float *restrict in, size_t n,
@@ -432,42 +343,40 @@ static void narrow_portable(uint16_t *restrict out, const float *restrict in, si
 {
     if (dtype == GW_BFLOAT16)
         for (size_t i = 0; i < n; i++)
-            out[i] = float_to_bf16(in[i]);
+            out[i] = gw__bf16_round(in[i]);
     else
         for (size_t i = 0; i < n; i++)
-            out[i] = float_to_half(in[i]);
+            out[i] = gw__f16_round(in[i]);
 }
+
+/* Bulk conversions per instruction set; check_half_isa admits only those
+ * this build and this CPU have. */
+static const struct {
+    void (*widen)(float *out, const uint16_t *in, size_t n, gw_dtype_t dtype);
+    void (*narrow)(uint16_t *out, const float *in, size_t n, gw_dtype_t dtype);
+} converters[GW_HALF_ISA_COUNT] = {
+    [GW_HALF_ISA_PORTABLE] = {widen_portable, narrow_portable},
+#if GW__HALF_HAVE_AVX2
+    [GW_HALF_ISA_AVX2] = {gw__half_widen_avx2, gw__half_narrow_avx2},
+#endif
+};
 
 gw_status_t gw__half_widen_isa(float *out, const uint16_t *in, size_t count, gw_dtype_t dtype,
                                gw_half_isa_t isa)
 {
     gw_status_t st = check_half_isa(dtype, isa);
-    if (st != GW_OK || count == 0)
-        return st;
-#if GW__HALF_HAVE_AVX2
-    if (isa == GW_HALF_ISA_AVX2) {
-        gw__half_widen_avx2(out, in, count, dtype);
-        return GW_OK;
-    }
-#endif
-    widen_portable(out, in, count, dtype);
-    return GW_OK;
+    if (st == GW_OK && count > 0)
+        converters[isa].widen(out, in, count, dtype);
+    return st;
 }
 
 gw_status_t gw__half_narrow_isa(uint16_t *out, const float *in, size_t count, gw_dtype_t dtype,
                                 gw_half_isa_t isa)
 {
     gw_status_t st = check_half_isa(dtype, isa);
-    if (st != GW_OK || count == 0)
-        return st;
-#if GW__HALF_HAVE_AVX2
-    if (isa == GW_HALF_ISA_AVX2) {
-        gw__half_narrow_avx2(out, in, count, dtype);
-        return GW_OK;
-    }
-#endif
-    narrow_portable(out, in, count, dtype);
-    return GW_OK;
+    if (st == GW_OK && count > 0)
+        converters[isa].narrow(out, in, count, dtype);
+    return st;
 }
 
 /* ---- average ------------------------------------------------------------- */

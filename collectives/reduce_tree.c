@@ -3,8 +3,9 @@
  *
  * Ranks are renumbered relative to the root (v = rank - root mod n). Rank v's
  * parent is v with its lowest set bit cleared; its children are v + 2^k for
- * every 2^k below that bit, so the subtree of child v + 2^k covers exactly
- * the relative ranks [v + 2^k, v + 2^(k+1)). Data flows towards the root:
+ * every 2^k below that bit (binomial_tree.c), so the subtree of child
+ * v + 2^k covers exactly the relative ranks [v + 2^k, v + 2^(k+1)). Data
+ * flows towards the root:
  * every node combines its own contribution with its children's partials and
  * sends the result to its parent.
  *
@@ -16,11 +17,11 @@
  * may pass NULL.
  *
  * Streaming: the buffer is cut into chunks of comm->chunk_bytes. Children's
- * chunks land in REDUCE_DEPTH scratch slots per child; a node folds chunk c
- * as soon as all its children's chunk c is in, and sends it on while later
- * chunks are still arriving. An inner node other than the root folds into
- * REDUCE_DEPTH accumulator slots of scratch (its recvbuf may be NULL), a leaf
- * sends straight from sendbuf, and the root folds into recvbuf. Each link
+ * chunks land in GW__STREAM_DEPTH (core/p2p.h) scratch slots per child; a
+ * node folds chunk c as soon as all its children's chunk c is in, and sends
+ * it on while later chunks are still arriving. An inner node other than the
+ * root folds into as many accumulator slots of scratch (its recvbuf may be
+ * NULL), a leaf sends straight from sendbuf, and the root folds into recvbuf. Each link
  * carries one stream in one direction, so both ends post in the same order.
  *
  * Cost for S bytes, d = ceil(log2 n), chunks of c bytes: the root receives
@@ -29,85 +30,49 @@
  */
 #include "collectives/coll.h"
 
-/* Chunks in flight per link (and scratch slots per child). */
-#define REDUCE_DEPTH 2
-#define REDUCE_MAX_KIDS 32
-
-typedef struct stream {
-    int peer;
-    size_t posted, done;
-    gw_request_t req[REDUCE_DEPTH];
-} stream_t;
-
-static inline char *at(char *base, size_t off) { return off ? base + off : base; }
-static inline const char *cat(const char *base, size_t off) { return off ? base + off : base; }
-
-static gw_status_t reap(gw_comm_t *comm, stream_t *s, int *moved)
-{
-    while (s->done < s->posted && s->req[s->done % REDUCE_DEPTH].complete) {
-        gw_status_t st = s->req[s->done % REDUCE_DEPTH].status;
-        if (st != GW_OK)
-            return gw__comm_fail(comm, st);
-        s->done++;
-        *moved = 1;
-    }
-    return GW_OK;
-}
+#define DEPTH GW__STREAM_DEPTH
 
 gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                             gw_dtype_t dtype, gw_op_t op, int root)
 {
     const int n = comm->size;
-    const int v = (comm->rank - root + n) % n;
     const size_t esize = gw_dtype_size(dtype);
-    const size_t chunk = comm->chunk_bytes / esize ? comm->chunk_bytes / esize : 1;
+    const size_t chunk = gw__chunk_elems(comm, esize);
     /* An empty buffer is still one zero-length chunk (mismatches surface). */
     const size_t nchunks = count == 0 ? 1 : (count + chunk - 1) / chunk;
     const size_t slot_bytes = (count < chunk ? count : chunk) * esize;
 
-    stream_t out = {.peer = -1}, in[REDUCE_MAX_KIDS];
-    int nkids = 0, limit = 1;
-    if (v > 0) {
-        out.peer = ((v & (v - 1)) + root) % n;
-        limit = v & -v;
-    } else {
-        while (limit < n)
-            limit <<= 1;
-    }
-    for (int mask = 1; mask < limit && v + mask < n; mask <<= 1) {
-        in[nkids].peer = (v + mask + root) % n;
-        in[nkids].posted = in[nkids].done = 0;
-        nkids++;
+    /* all[0] is the stream to the parent, all[1 + k] the one from child k. */
+    gw__stream_t out, in[GW__BINOMIAL_MAX_KIDS], *all[GW__BINOMIAL_MAX_KIDS + 1] = {&out};
+    int kids[GW__BINOMIAL_MAX_KIDS], parent;
+    const int nkids = gw__binomial_node(n, comm->rank, root, 0, kids, &parent);
+    gw__stream_init(&out, parent);
+    for (int k = 0; k < nkids; k++) {
+        gw__stream_init(&in[k], kids[k]);
+        all[1 + k] = &in[k];
     }
 
-    /* Scratch: REDUCE_DEPTH slots per child, then (inner non-root nodes)
-     * REDUCE_DEPTH accumulator slots. */
-    char *slots = NULL, *acc = NULL;
+    /* Scratch: DEPTH slots per child, then (inner non-root nodes)
+     * DEPTH accumulator slots. */
+    char *slots, *acc = NULL;
     const int use_acc = nkids > 0 && out.peer >= 0;
-    size_t scratch_len = ((size_t)nkids + (use_acc ? 1 : 0)) * REDUCE_DEPTH * slot_bytes;
-    if (scratch_len > 0) {
-        void *scratch;
-        gw_status_t st = gw__comm_scratch(comm, scratch_len, &scratch);
-        if (st != GW_OK)
-            return st;
-        slots = scratch;
-        if (use_acc)
-            acc = slots + (size_t)nkids * REDUCE_DEPTH * slot_bytes;
-    }
+    size_t scratch_len = ((size_t)nkids + (use_acc ? 1 : 0)) * DEPTH * slot_bytes;
+    gw_status_t st0 = gw__coll_scratch(comm, scratch_len, &slots);
+    if (st0 != GW_OK)
+        return st0;
+    if (use_acc && slots)
+        acc = slots + (size_t)nkids * DEPTH * slot_bytes;
 
     size_t reduced = nkids ? 0 : nchunks; /* a leaf has nothing to fold */
     for (;;) {
         int moved = 0;
         gw_status_t st;
-        for (int k = 0; k < nkids; k++)
-            if ((st = reap(comm, &in[k], &moved)) != GW_OK)
-                return st;
-        if (out.peer >= 0 && (st = reap(comm, &out, &moved)) != GW_OK)
+        if ((st = gw__streams_reap(comm, all, nkids + 1, &moved)) != GW_OK)
             return st;
 
         /* Fold chunk `reduced` once every child's copy is in (and, on an
          * inner node, once its accumulator slot has been sent). */
-        while (reduced < nchunks && (!use_acc || reduced - out.done < REDUCE_DEPTH)) {
+        while (reduced < nchunks && (!use_acc || reduced - out.done < DEPTH)) {
             int ready = 1;
             for (int k = 0; k < nkids; k++)
                 ready &= in[k].done > reduced;
@@ -116,11 +81,11 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
             size_t first = reduced * chunk;
             size_t len = count - first < chunk ? count - first : chunk;
             if (len > 0) {
-                size_t slot = (reduced % REDUCE_DEPTH) * slot_bytes;
-                char *dst = use_acc ? acc + slot : at(recvbuf, first * esize);
-                const char *own = cat(sendbuf, first * esize);
+                size_t slot = (reduced % DEPTH) * slot_bytes;
+                char *dst = use_acc ? acc + slot : gw__at(recvbuf, first * esize);
+                const char *own = gw__cat(sendbuf, first * esize);
                 for (int k = 0; k < nkids; k++) {
-                    const char *kid = slots + (size_t)k * REDUCE_DEPTH * slot_bytes + slot;
+                    const char *kid = slots + (size_t)k * DEPTH * slot_bytes + slot;
                     gw__reduce(dst, k == 0 ? own : dst, kid, len, dtype, op);
                 }
             }
@@ -129,31 +94,25 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
         }
 
         for (int k = 0; k < nkids; k++) {
-            stream_t *s = &in[k];
-            while (s->posted < nchunks && s->posted - reduced < REDUCE_DEPTH) {
+            gw__stream_t *s = &in[k];
+            while (s->posted < nchunks && s->posted - reduced < DEPTH) {
                 size_t first = s->posted * chunk;
                 size_t len = count - first < chunk ? count - first : chunk;
-                char *dst = at(slots, ((size_t)k * REDUCE_DEPTH + s->posted % REDUCE_DEPTH) *
-                                          slot_bytes);
-                st = gw__p2p_irecv(comm, s->peer, dst, len * esize,
-                                   &s->req[s->posted % REDUCE_DEPTH]);
-                if (st != GW_OK)
+                char *dst =
+                    gw__at(slots, ((size_t)k * DEPTH + s->posted % DEPTH) * slot_bytes);
+                if ((st = gw__stream_recv(comm, s, dst, len * esize)) != GW_OK)
                     return st;
-                s->posted++;
                 moved = 1;
             }
         }
 
-        while (out.peer >= 0 && out.posted < reduced && out.posted - out.done < REDUCE_DEPTH) {
+        while (out.peer >= 0 && out.posted < reduced && gw__stream_room(&out)) {
             size_t first = out.posted * chunk;
             size_t len = count - first < chunk ? count - first : chunk;
-            const char *src = use_acc ? at(acc, (out.posted % REDUCE_DEPTH) * slot_bytes)
-                                      : cat(sendbuf, first * esize);
-            st = gw__p2p_isend(comm, out.peer, src, len * esize,
-                               &out.req[out.posted % REDUCE_DEPTH]);
-            if (st != GW_OK)
+            const char *src = use_acc ? gw__at(acc, (out.posted % DEPTH) * slot_bytes)
+                                      : gw__cat(sendbuf, first * esize);
+            if ((st = gw__stream_send(comm, &out, src, len * esize)) != GW_OK)
                 return st;
-            out.posted++;
             moved = 1;
         }
 
@@ -162,25 +121,7 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
             finished &= in[k].done == nchunks;
         if (finished)
             return GW_OK;
-        if (moved)
-            continue;
-
-        gw_request_t *wait[(REDUCE_MAX_KIDS + 1) * REDUCE_DEPTH];
-        int nwait = 0;
-        for (int k = -1; k < nkids; k++) {
-            stream_t *s = k < 0 ? &out : &in[k];
-            if (s->peer < 0)
-                continue;
-            for (size_t m = s->done; m < s->posted; m++)
-                if (!s->req[m % REDUCE_DEPTH].complete)
-                    wait[nwait++] = &s->req[m % REDUCE_DEPTH];
-        }
-        if (nwait == 0) {
-            GW_ERROR(&comm->log, "coll", "internal error: reduce stalled");
-            return gw__comm_fail(comm, GW_ERR_PROTOCOL);
-        }
-        int idx;
-        if ((st = gw__p2p_waitany(comm, wait, nwait, &idx)) != GW_OK)
+        if (!moved && (st = gw__streams_wait(comm, all, nkids + 1, "reduce")) != GW_OK)
             return st;
     }
 }

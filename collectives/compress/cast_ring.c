@@ -20,13 +20,13 @@
  *  - allgather (gw__cz_allgather: around the ring, or straight to every
  *    peer for small blocks): every rank's finished block reaches every
  *    other rank and is only copied, so every rank decodes the same bits.
- * The per-hop add is done here with the codec's own conversions (F16C where
- * the CPU has it) rather than by the generic ring (allreduce_ring.c with
- * GW_FLOAT16), whose portable conversion loops cost several times more CPU
- * per element, which matters when many ranks share a host. Encoding (cast
- * and residual), each hop and decoding (widen, unscale, divide) are each one
- * fused pass over the data (codec.h: gw__cz_encode_half_rest and friends),
- * not a chain of loops through a temporary block.
+ * Each hop's add is the reduce kernel's (gw__reduce with GW_SUM, AVX2 and
+ * F16C where the CPU has them). Encoding (cast and residual) and decoding
+ * (widen, unscale, divide) are each one fused pass over the data
+ * (cast_kernels.c: gw__cz_encode_half_rest and friends), not a chain of
+ * loops through a temporary block; the ring itself is written here rather
+ * than taken from allreduce_ring.c because its blocks are padded and its
+ * allgather half goes straight to every peer for small blocks.
  *
  * Range. Before rounding, the tensor is multiplied by 2^k, the same k on
  * every rank, chosen from the shared max |x| (step 2 of codec.h) so that a
@@ -64,7 +64,8 @@ static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t
         call->comm_cpu_ns += gw__cz_cpu_now() - c0;
         if (st != GW_OK)
             return st;
-        cast->add(h + rb * blk, tmp, blk); /* the incoming partial sum first */
+        /* The incoming partial sum first. */
+        gw__reduce(h + rb * blk, tmp, h + rb * blk, blk, cast->dtype, GW_SUM);
         call->decode_ns += gw__cz_now() - t1;
     }
     return gw__cz_allgather(call, h + (size_t)r * blk, all, bytes);

@@ -2,7 +2,7 @@
  * codec.h - what the gradient codecs (collectives/compress/codec_*.c) see:
  * the compression state, one call's context, the codec ops table and the
  * helpers every codec shares (exchanges that stamp their own tag and count
- * their time, work buffers, random numbers, float kernels).
+ * their time, work buffers, random numbers, float helpers).
  *
  * A call of gw_allreduce_compressed (compress_api.c) runs in this order:
  *  1. x = input + residual is written into the state's `next` buffer (the
@@ -145,17 +145,6 @@ extern const gw__codec_ops_t gw__codec_powersgd;
  * integer (compress_api.c). */
 uint32_t gw__cz_form_x(gw__cz_call_t *call);
 
-/* Run one gw_allreduce_compressed on the calling thread, which must be the
- * thread that drives the communicator's transport: the caller's, or the
- * progress thread's (compress_api.c). comm is not NULL. */
-gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
-                           float *out, size_t count);
-/* Run it in call order: inline when the communicator has no progress
- * thread, otherwise queued behind the pending non-blocking calls and waited
- * for (async.c). */
-gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
-                       size_t count);
-
 /* The ops of a codec; NULL for GW_CODEC_NONE and unknown values. */
 const gw__codec_ops_t *gw__codec_lookup(gw_codec_t codec);
 
@@ -180,24 +169,11 @@ void gw__cz_begin(gw__cz_call_t *call, size_t count, gw_dtype_t dtype, gw_op_t o
 /* Allgather of `bytes` bytes per rank into recv (n * bytes), as one phase. */
 gw_status_t gw__cz_allgather(gw__cz_call_t *call, const void *send, void *recv, size_t bytes);
 
-/* A transport that forwards everything to `inner` and counts the payload
- * bytes of the sends posted through it. Installed as comm->transport for the
- * length of a call, so that every phase's traffic is measured exactly,
- * whatever algorithm moves it. */
-typedef struct gw__cz_counter {
-    gw_transport_t base;
-    gw_transport_t *inner;
-    uint64_t bytes_sent;
-} gw__cz_counter_t;
-
-void gw__cz_counter_install(gw__cz_counter_t *c, gw_comm_t *comm);
-void gw__cz_counter_remove(gw__cz_counter_t *c, gw_comm_t *comm);
-
 /* Payload bytes this rank sends in a ring allreduce of `bytes` bytes made of
  * elements of esize bytes (the ring's block split, counted exactly). */
 uint64_t gw__cz_ring_bytes(size_t count, size_t esize, int n, int rank);
 
-/* ---- buffers, random numbers, kernels (compress_util.c) ----------------- */
+/* ---- buffers, random numbers, clocks (compress_util.c) ------------------ */
 
 /* Work buffer `slot` of the state with at least len bytes (64-byte
  * aligned; contents undefined). Logs and returns GW_ERR_NO_MEMORY. */
@@ -235,32 +211,19 @@ static inline float gw__cz_from_bits(uint32_t u)
     return f;
 }
 
-/* float <-> IEEE half / bfloat16 over arrays, round to nearest even (finite
- * inputs; the caller has checked), in the single passes the casting codecs
- * make (cast_ring.c), each bitwise equal to the scalar composition named.
- * `scale` multiplies before rounding and `unscale` after widening; powers
- * of two keep them exact. The half versions use F16C where the CPU has it,
- * which rounds exactly like gw__float_to_half.
- *  - encode_*_rest: h = round16(x * scale), then x -= widen(h) * unscale
- *    (the cast and what it lost: x becomes the residual);
- *  - decode_*_avg: dst = (widen(src) * unscale) / d (the average);
- *  - add_*: own = round16(widen(in) + widen(own)) (one ring hop).
- * One pass instead of three over the data: at 64 MiB the separate loops
- * spent more time on the round trips through the temporary than on the
- * conversions. */
-void gw__cz_encode_half_rest(uint16_t *h, float *x, size_t n, float scale, float unscale);
-void gw__cz_decode_half_avg(float *dst, const uint16_t *src, size_t n, float unscale, float d);
-void gw__cz_add_half(uint16_t *own, const uint16_t *in, size_t n);
-void gw__cz_encode_bf16_rest(uint16_t *h, float *x, size_t n, float scale, float unscale);
-void gw__cz_decode_bf16_avg(float *dst, const uint16_t *src, size_t n, float unscale, float d);
-void gw__cz_add_bf16(uint16_t *own, const uint16_t *in, size_t n);
-/* Step 1 and encode_*_rest in one pass: x = g + res as step 1 forms it
- * (res NULL: x = g), its image h and residual as encode_*_rest leaves them;
- * returns the largest |x| as an order-preserving integer. */
-uint32_t gw__cz_prep_encode_half(uint16_t *h, float *x, const float *g, const float *res,
-                                 size_t n, float scale, float unscale);
-uint32_t gw__cz_prep_encode_bf16(uint16_t *h, float *x, const float *g, const float *res,
-                                 size_t n, float scale, float unscale);
+/* Step 1 for one element: g + r where the residual r is not zero, g itself
+ * (bit for bit, -0.0 included) where it is. Spelled with bit masks rather
+ * than ?: so that the loops around it vectorise: the sum is computed
+ * everywhere and only selected where it is wanted. */
+static inline float gw__cz_plus_residual(float g, float r)
+{
+    float s = g + r;
+    uint32_t gb, sb;
+    __builtin_memcpy(&gb, &g, 4);
+    __builtin_memcpy(&sb, &s, 4);
+    uint32_t use = 0u - (uint32_t)(r != 0.0f);
+    return gw__cz_from_bits((sb & use) | (gb & ~use));
+}
 
 /* The int8 codec's stochastic rounding of one bucket (codec_int8.c): x (all
  * |x| <= m, m > 0) becomes levels q in [-levels, levels], random bits from

@@ -15,7 +15,6 @@ static const gw__cz_cast_t bf16_cast = {
     .upscale = 0,
     .encode_rest = gw__cz_encode_bf16_rest,
     .decode_avg = gw__cz_decode_bf16_avg,
-    .add = gw__cz_add_bf16,
     .prep_encode = gw__cz_prep_encode_bf16,
 };
 

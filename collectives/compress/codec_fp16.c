@@ -16,7 +16,6 @@ static const gw__cz_cast_t fp16_cast = {
     .upscale = 1,
     .encode_rest = gw__cz_encode_half_rest,
     .decode_avg = gw__cz_decode_half_avg,
-    .add = gw__cz_add_half,
     .prep_encode = gw__cz_prep_encode_half,
 };
 

@@ -13,8 +13,9 @@
  *
  * Decoding walks the n lists (indices increase within each) block by block
  * into a double accumulator, adding the ranks' values in rank order, and
- * rounds each sum divided by n once; elements nobody sent are zero. Every rank decodes the same gathered
- * bytes the same way, its own list included, so all get the same bits.
+ * rounds each sum divided by n once; elements nobody sent are zero. Every
+ * rank decodes the same gathered bytes the same way, its own list included,
+ * so all get the same bits.
  * Indices from peers are checked (in range, increasing) before use.
  *
  * Momentum correction. Top-k with error feedback delays most elements by

@@ -17,35 +17,29 @@
  * programming error the others cannot know about; as in api.c it breaks the
  * communicator so that they fail instead of waiting.
  *
- * The work is done by gw__cz_execute on whichever thread drives the
- * communicator's transport. gw_allreduce_compressed goes through gw__cz_run
- * (async.c), which runs it right here while the communicator has no
+ * The work is done by execute() on whichever thread drives the
+ * communicator's transport. gw_allreduce_compressed hands the core's
+ * scheduler a handle that carries execute() and the state (gw__async_run,
+ * async.c), which runs it right here while the communicator has no
  * progress thread, and otherwise queues it behind the pending non-blocking
  * calls and waits, exactly as api.c does for gw_allreduce; that is also the
- * path of gw_iallreduce_compressed, minus the wait. Either way a state is
- * only ever touched by one thread at a time.
+ * path of gw_iallreduce_compressed (gw__async_start), minus the wait.
+ * Either way a state is only ever touched by one thread at a time.
  */
 #include <string.h>
 
 #include "collectives/compress/codec.h"
 
 /* x[0..n) = g + residual, the residual skipped where it is zero (so that x
- * is g bit for bit there, -0.0 included); returns the largest |x| as an
- * order-preserving integer (NaN above infinity above everything). Written
- * with bit masks rather than ?: so that it vectorises: the sum is computed
- * everywhere and only selected where it is wanted. */
+ * is g bit for bit there, -0.0 included: gw__cz_plus_residual); returns the
+ * largest |x| as an order-preserving integer (NaN above infinity above
+ * everything). */
 GW__CZ_HOT static uint32_t add_residual(const float *g, const float *res, float *x, size_t n)
 {
     int32_t m = 0; /* |x| bit patterns are below 2^31: a signed max is enough */
     for (size_t i = 0; i < n; i++) {
-        float s = g[i] + res[i];
-        uint32_t gb, sb, vb;
-        memcpy(&gb, &g[i], 4);
-        memcpy(&sb, &s, 4);
-        uint32_t use = 0u - (uint32_t)(res[i] != 0.0f);
-        vb = (sb & use) | (gb & ~use);
-        memcpy(&x[i], &vb, 4);
-        int32_t a = (int32_t)(vb & 0x7fffffffu);
+        x[i] = gw__cz_plus_residual(g[i], res[i]);
+        int32_t a = (int32_t)gw__cz_absbits(x[i]);
         m = a > m ? a : m;
     }
     return (uint32_t)m;
@@ -68,27 +62,11 @@ GW__CZ_HOT static uint32_t add_velocity(const float *g, const float *u, float *u
                                         const float *res, float *x, size_t n, float mom)
 {
     int32_t m = 0;
-    if (!res) {
-        for (size_t i = 0; i < n; i++) {
-            float v = mom * u[i] + g[i];
-            un[i] = v;
-            x[i] = v;
-            int32_t a = (int32_t)gw__cz_absbits(v);
-            m = a > m ? a : m;
-        }
-        return (uint32_t)m;
-    }
     for (size_t i = 0; i < n; i++) {
         float v = mom * u[i] + g[i];
         un[i] = v;
-        float s = v + res[i];
-        uint32_t vb, sb, xb;
-        memcpy(&vb, &v, 4);
-        memcpy(&sb, &s, 4);
-        uint32_t use = 0u - (uint32_t)(res[i] != 0.0f);
-        xb = (sb & use) | (vb & ~use);
-        memcpy(&x[i], &xb, 4);
-        int32_t a = (int32_t)(xb & 0x7fffffffu);
+        x[i] = res ? gw__cz_plus_residual(v, res[i]) : v;
+        int32_t a = (int32_t)gw__cz_absbits(x[i]);
         m = a > m ? a : m;
     }
     return (uint32_t)m;
@@ -216,7 +194,7 @@ static gw_status_t bad_call(gw_comm_t *comm, const char *what, size_t a, size_t 
     return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
 }
 
-/* Everything after the arguments were found good; the counter is in place. */
+/* Everything after the arguments were found good. */
 static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_out,
                               int64_t *prep_ns)
 {
@@ -275,15 +253,9 @@ static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_o
     return dense ? run_dense(call) : st->ops->run(call);
 }
 
-gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
-                                    const float *in, float *out, size_t count)
-{
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
-    return gw__cz_run(comm, state, in, out, count);
-}
-
-gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
+/* One gw_allreduce_compressed on the thread that drives the transport: the
+ * caller's, or the progress thread's. */
+static gw_status_t execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
                            float *out, size_t count)
 {
     if (comm->failed != GW_OK)
@@ -311,12 +283,10 @@ gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const fl
     call.out = out;
     call.key = gw__cz_mix(state->cfg.seed, state->step);
 
-    gw__cz_counter_t counter;
-    gw__cz_counter_install(&counter, comm);
+    const uint64_t sent_before = comm->bytes_sent;
     int dense = 1;
     int64_t prep_ns = 0;
     gw_status_t st = compressed(&call, in, &dense, &prep_ns);
-    gw__cz_counter_remove(&counter, comm);
     if (st != GW_OK)
         return st;
 
@@ -331,9 +301,48 @@ gw_status_t gw__cz_execute(gw_comm_t *comm, gw_compress_state_t *state, const fl
         state->extra_next = t;
     }
     state->step++;
-    record(state, &call, dense, counter.bytes_sent, prep_ns, gw__cz_now() - t_start,
+    record(state, &call, dense, comm->bytes_sent - sent_before, prep_ns, gw__cz_now() - t_start,
            gw__cz_cpu_now() - cpu_start);
     return GW_OK;
+}
+
+static gw_status_t execute_handle(gw_comm_t *comm, const gw_handle_t *h)
+{
+    return execute(comm, h->ctx, h->args.sendbuf, h->args.recvbuf, h->args.count);
+}
+
+/* The handle of a call: the arguments as the signature describes them and
+ * the state, run by execute_handle. */
+static gw_handle_t describe(gw_compress_state_t *state, const float *in, float *out,
+                            size_t count)
+{
+    gw_handle_t h = {.execute = execute_handle,
+                     .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in,
+                              .recvbuf = out, .count = count, .dtype = GW_FLOAT32,
+                              .op = GW_AVG},
+                     .ctx = state};
+    return h;
+}
+
+gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                    const float *in, float *out, size_t count)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    gw_handle_t call = describe(state, in, out, count);
+    return gw__async_run(comm, &call, "gw_allreduce_compressed");
+}
+
+gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
+                                     const float *in, float *out, size_t count,
+                                     gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    /* Everything else, a NULL state included, is checked when the call
+     * runs, so that it fails the way the blocking call would, in order. */
+    gw_handle_t call = describe(state, in, out, count);
+    return gw__async_start(comm, &call, handle);
 }
 
 gw_status_t gw_compress_stats_get(const gw_compress_state_t *state, gw_compress_stats_t *last,

@@ -3,30 +3,21 @@
  *
  * A compressed call is several collectives in a row (agree on the scales,
  * then one or two data exchanges). Each gets its own sequence number and a
- * signature, exactly as the API layer stamps gw_allreduce (api.c: begin()),
- * but the signature also covers what only a compressed call has: the codec
- * and its knobs, the tensor's shape, the state's step and the phase within
- * the call. Ranks whose states disagree about any of them exchange messages
- * with different signatures, which the transport reports as GW_ERR_MISMATCH
- * on every rank before a byte lands in a buffer.
+ * signature from the core's one home of tags (core/tag.h), as gw_allreduce
+ * does, but the signature also covers what only a compressed call has: the
+ * codec and its knobs, the tensor's shape, the state's step and the phase
+ * within the call. Ranks whose states disagree about any of them exchange
+ * messages with different signatures, which the transport reports as
+ * GW_ERR_MISMATCH on every rank before a byte lands in a buffer.
  *
- * Traffic is counted by a transport decorator installed for the length of a
- * call (gw__cz_counter_t): every send the algorithms post goes through it,
- * so the figure is exact whatever algorithm carried a phase.
+ * Allreduce phases run the algorithm gw_allreduce would run, through the
+ * same dispatch (gw__allreduce_algo). Traffic is counted by the core where
+ * sends are posted (comm->bytes_sent), so the figure is exact whatever
+ * algorithm carried a phase.
  */
 #include <string.h>
 
 #include "collectives/compress/codec.h"
-
-static uint32_t fnv1a(uint32_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (uint32_t)(v & 0xff);
-        h *= 16777619u;
-        v >>= 8;
-    }
-    return h;
-}
 
 static uint64_t double_bits(double d)
 {
@@ -40,8 +31,7 @@ static void begin_phase(gw__cz_call_t *call, size_t count, gw_dtype_t dtype, gw_
 {
     const gw_compress_state_t *st = call->st;
     const gw_compress_config_t *cfg = &st->cfg;
-    uint32_t h = 2166136261u;
-    const uint64_t parts[] = {
+    const uint64_t words[] = {
         (uint64_t)GW_COLL_ALLREDUCE_COMPRESSED,
         (uint64_t)cfg->codec,
         (uint64_t)cfg->error_feedback,
@@ -61,13 +51,7 @@ static void begin_phase(gw__cz_call_t *call, size_t count, gw_dtype_t dtype, gw_
         (uint64_t)op,
         (uint64_t)algo,
     };
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-        h = fnv1a(h, parts[i]);
-    gw_comm_t *comm = call->comm;
-    comm->seq++;
-    comm->tag.seq = comm->seq;
-    comm->tag.sig = h;
-    comm->tag.reserved = 0;
+    gw__tag_collective(call->comm, gw__sig_words(words, sizeof(words) / sizeof(words[0])));
     call->phase++;
 }
 
@@ -87,18 +71,7 @@ gw_status_t gw__cz_allreduce(gw__cz_call_t *call, const void *send, void *recv, 
         algo = gw_comm_pick_algo(comm, count, dtype);
     begin_phase(call, count, dtype, op, algo);
     int64_t t0 = gw__cz_now(), c0 = gw__cz_cpu_now();
-    gw_status_t st;
-    switch (algo) {
-    case GW_ALGO_TREE:
-        st = gw__allreduce_tree(comm, send, recv, count, dtype, op);
-        break;
-    case GW_ALGO_RD:
-        st = gw__allreduce_rd(comm, send, recv, count, dtype, op);
-        break;
-    default:
-        st = gw__allreduce_ring(comm, send, recv, count, dtype, op);
-        break;
-    }
+    gw_status_t st = gw__allreduce_algo(comm, send, recv, count, dtype, op, algo);
     call->comm_ns += gw__cz_now() - t0;
     call->comm_cpu_ns += gw__cz_cpu_now() - c0;
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
@@ -170,106 +143,6 @@ gw_status_t gw__cz_allgather(gw__cz_call_t *call, const void *send, void *recv, 
     call->comm_ns += gw__cz_now() - t0;
     call->comm_cpu_ns += gw__cz_cpu_now() - c0;
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
-}
-
-/* ---- the counting transport ---------------------------------------------- */
-
-static gw__cz_counter_t *counter_of(gw_transport_t *t)
-{
-    /* base is the first member, so the transport is the counter itself. */
-    return (gw__cz_counter_t *)(void *)t;
-}
-
-static gw_status_t counter_open(const gw_transport_params_t *params, gw_transport_t **out,
-                                uint8_t addr[GW_TRANSPORT_ADDR_MAX])
-{
-    (void)params;
-    (void)out;
-    (void)addr;
-    return GW_ERR_UNSUPPORTED; /* a decorator is installed, never opened */
-}
-
-static gw_status_t counter_connect(gw_transport_t *t, const uint8_t *all_addrs)
-{
-    gw_transport_t *in = counter_of(t)->inner;
-    return in->ops->connect(in, all_addrs);
-}
-
-static gw_status_t counter_isend(gw_transport_t *t, gw_request_t *req)
-{
-    gw__cz_counter_t *c = counter_of(t);
-    gw_status_t st = c->inner->ops->isend(c->inner, req);
-    if (st == GW_OK)
-        c->bytes_sent += req->len;
-    return st;
-}
-
-static gw_status_t counter_irecv(gw_transport_t *t, gw_request_t *req)
-{
-    gw_transport_t *in = counter_of(t)->inner;
-    return in->ops->irecv(in, req);
-}
-
-static gw_status_t counter_progress(gw_transport_t *t, const gw_msg_tag_t *current, int wait_ms)
-{
-    gw_transport_t *in = counter_of(t)->inner;
-    return in->ops->progress(in, current, wait_ms);
-}
-
-static gw_status_t counter_mem_reg(gw_transport_t *t, void *buf, size_t len, void **handle)
-{
-    gw_transport_t *in = counter_of(t)->inner;
-    return in->ops->mem_reg(in, buf, len, handle);
-}
-
-static gw_status_t counter_mem_dereg(gw_transport_t *t, void *handle)
-{
-    gw_transport_t *in = counter_of(t)->inner;
-    return in->ops->mem_dereg(in, handle);
-}
-
-static gw_status_t counter_abort(gw_transport_t *t, gw_status_t reason)
-{
-    gw_transport_t *in = counter_of(t)->inner;
-    return in->ops->abort(in, reason);
-}
-
-static void counter_close(gw_transport_t *t)
-{
-    /* The communicator closes the real transport after the decorator has
-     * been removed; closing through the decorator would be a bug. */
-    (void)t;
-}
-
-static const gw_transport_ops_t counter_ops = {
-    .size = sizeof(gw_transport_ops_t),
-    .open = counter_open,
-    .connect = counter_connect,
-    .isend = counter_isend,
-    .irecv = counter_irecv,
-    .progress = counter_progress,
-    .mem_reg = counter_mem_reg,
-    .mem_dereg = counter_mem_dereg,
-    .abort = counter_abort,
-    .close = counter_close,
-};
-
-void gw__cz_counter_install(gw__cz_counter_t *c, gw_comm_t *comm)
-{
-    memset(c, 0, sizeof(*c));
-    c->inner = comm->transport;
-    if (!c->inner)
-        return; /* one rank: nothing is sent */
-    c->base = *c->inner;
-    c->base.ops = &counter_ops;
-    c->base.name = "counting";
-    comm->transport = &c->base;
-}
-
-void gw__cz_counter_remove(gw__cz_counter_t *c, gw_comm_t *comm)
-{
-    if (c->inner)
-        comm->transport = c->inner;
 }
 
 /* The ring sends every block but one in its reduce-scatter half (all but

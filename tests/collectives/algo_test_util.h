@@ -46,18 +46,10 @@ static inline void job_run(int n, int timeout_ms, int rendezvous, body_fn body, 
     threads_run(n, &o, body, arg);
 }
 
-/* Stamp the next collective's tag, as the API layer does. */
+/* Stamp the next collective's tag with the API layer's own code (tag.c). */
 static inline void begin(ctx_t *c, int kind, size_t count, gw_dtype_t dt, gw_op_t op, int root)
 {
-    uint32_t h = 2166136261u;
-    uint64_t parts[5] = {(uint64_t)kind, count, (uint64_t)dt, (uint64_t)op, (uint64_t)root};
-    for (int i = 0; i < 5; i++) {
-        h ^= (uint32_t)(parts[i] * 0x9e3779b97f4a7c15ull >> 32);
-        h *= 16777619u;
-    }
-    c->comm.seq++;
-    c->comm.tag.seq = c->comm.seq;
-    c->comm.tag.sig = h;
+    gw__coll_begin(&c->comm, (gw_coll_kind_t)kind, count, dt, op, root, GW_ALGO_AUTO);
     /* Fresh scratch of exactly the requested size for every call. */
     free(c->comm.scratch);
     c->comm.scratch = NULL;

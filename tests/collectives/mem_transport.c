@@ -9,6 +9,8 @@
  */
 #include "mem_transport.h"
 
+#include "common/container_of.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -113,7 +115,7 @@ size_t memt_messages(memt_fabric_t *f)
     return n;
 }
 
-static memt_t *memt_of(gw_transport_t *t) { return (memt_t *)t; }
+static memt_t *memt_of(gw_transport_t *t) { return gw__container_of(t, memt_t, base); }
 
 /* Take an undelivered rendezvous message out of its FIFO. Lock held. */
 static void unqueue(memt_fabric_t *f, int src, memt_msg_t *msg)

@@ -7,10 +7,21 @@
  * and they wait here, which turns "no progress for timeout_ms" into
  * GW_ERR_TIMEOUT and any failure into the communicator's sticky error, so the
  * algorithms themselves stay free of error bookkeeping beyond `return`.
+ *
+ * Bytes are counted here, where sends are posted (comm->bytes_sent), so
+ * that the compressed calls measure their traffic exactly whatever
+ * algorithm carried it.
+ *
+ * The pipelined algorithms keep a window of requests per link (gw__stream_t,
+ * p2p.h): the bookkeeping of posting, reaping in order and waiting for the
+ * next completion is the same for all of them and lives at the end of this
+ * file.
  */
+#include "collectives/core/p2p.h"
+
+#include <stdio.h>
 #include <string.h>
 
-#include "collectives/coll.h"
 #include "common/clock.h"
 
 /* How long one progress call may sleep in poll() when nothing is ready. The
@@ -37,6 +48,8 @@ static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf
     gw_status_t st = kind == GW_REQ_SEND ? t->ops->isend(t, req) : t->ops->irecv(t, req);
     if (st != GW_OK)
         return gw__comm_fail(comm, st);
+    if (kind == GW_REQ_SEND)
+        comm->bytes_sent += len;
     return GW_OK;
 }
 
@@ -87,14 +100,19 @@ static gw_status_t request_failed(gw_comm_t *comm, const gw_request_t *req)
 
 static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
 {
+    /* A point-to-point call waits with the empty tag (tag.h): it is not a
+     * collective, and "collective #0" would send the reader looking for one. */
+    char what[48] = "point-to-point call";
+    if (comm->tag.seq != 0)
+        snprintf(what, sizeof(what), "collective #%llu", (unsigned long long)comm->tag.seq);
     for (int i = 0; i < n; i++) {
         const gw_request_t *r = reqs[i];
         if (r && !r->complete) {
             GW_ERROR(&comm->log, "coll",
-                     "collective #%llu: no progress for %d ms while waiting to %s %zu bytes "
+                     "%s: no progress for %d ms while waiting to %s %zu bytes "
                      "%s rank %d (%zu done); the peer may be hung or much slower "
                      "(GW_TIMEOUT_MS raises the limit)",
-                     (unsigned long long)comm->tag.seq, comm->timeout_ms,
+                     what, comm->timeout_ms,
                      r->kind == GW_REQ_SEND ? "send" : "receive", r->len,
                      r->kind == GW_REQ_SEND ? "to" : "from", r->peer, r->bytes_done);
             break;
@@ -103,24 +121,44 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
     return gw__comm_fail(comm, GW_ERR_TIMEOUT);
 }
 
-gw_status_t gw__p2p_waitall(gw_comm_t *comm, gw_request_t *const *reqs, int n)
+/* The first completed request of reqs[0..n), or -1 when none is (NULL
+ * entries skipped); a failed one fails the communicator. */
+static gw_status_t first_complete(gw_comm_t *comm, gw_request_t *const *reqs, int n, int *idx)
+{
+    *idx = -1;
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] && reqs[i]->complete) {
+            if (reqs[i]->status != GW_OK)
+                return request_failed(comm, reqs[i]);
+            if (*idx < 0)
+                *idx = i;
+        }
+    }
+    return GW_OK;
+}
+
+static int all_complete(gw_request_t *const *reqs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !reqs[i]->complete)
+            return 0;
+    return 1;
+}
+
+/* Progress until one request of reqs completed (any) or all of them did,
+ * failing after timeout_ms in which no request moved a byte. */
+static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any,
+                             int *idx)
 {
     int64_t last_progress = gw__now_ms();
     size_t last_moved = bytes_moved(reqs, n);
     for (;;) {
-        int pending = 0;
-        for (int i = 0; i < n; i++) {
-            if (!reqs[i])
-                continue;
-            if (!reqs[i]->complete)
-                pending = 1;
-            else if (reqs[i]->status != GW_OK)
-                return request_failed(comm, reqs[i]);
-        }
-        if (!pending)
-            return comm->failed;
-        gw_status_t st = progress(comm, GW_P2P_POLL_MS);
+        gw_status_t st = first_complete(comm, reqs, n, idx);
         if (st != GW_OK)
+            return st;
+        if (any ? *idx >= 0 : all_complete(reqs, n))
+            return any ? GW_OK : comm->failed;
+        if ((st = progress(comm, GW_P2P_POLL_MS)) != GW_OK)
             return st;
         size_t moved = bytes_moved(reqs, n);
         int64_t now = gw__now_ms();
@@ -133,31 +171,15 @@ gw_status_t gw__p2p_waitall(gw_comm_t *comm, gw_request_t *const *reqs, int n)
     }
 }
 
+gw_status_t gw__p2p_waitall(gw_comm_t *comm, gw_request_t *const *reqs, int n)
+{
+    int idx;
+    return wait_reqs(comm, reqs, n, 0, &idx);
+}
+
 gw_status_t gw__p2p_waitany(gw_comm_t *comm, gw_request_t *const *reqs, int n, int *idx)
 {
-    int64_t last_progress = gw__now_ms();
-    size_t last_moved = bytes_moved(reqs, n);
-    for (;;) {
-        for (int i = 0; i < n; i++) {
-            if (reqs[i] && reqs[i]->complete) {
-                if (reqs[i]->status != GW_OK)
-                    return request_failed(comm, reqs[i]);
-                *idx = i;
-                return GW_OK;
-            }
-        }
-        gw_status_t st = progress(comm, GW_P2P_POLL_MS);
-        if (st != GW_OK)
-            return st;
-        size_t moved = bytes_moved(reqs, n);
-        int64_t now = gw__now_ms();
-        if (moved != last_moved) {
-            last_moved = moved;
-            last_progress = now;
-        } else if (now - last_progress >= comm->timeout_ms) {
-            return stalled(comm, reqs, n);
-        }
-    }
+    return wait_reqs(comm, reqs, n, 1, idx);
 }
 
 gw_status_t gw__p2p_sendrecv(gw_comm_t *comm, int dst, const void *sbuf, size_t slen, int src,
@@ -172,4 +194,68 @@ gw_status_t gw__p2p_sendrecv(gw_comm_t *comm, int dst, const void *sbuf, size_t 
         return st;
     gw_request_t *reqs[2] = {&sreq, &rreq};
     return gw__p2p_waitall(comm, reqs, 2);
+}
+
+/* ---- request windows ------------------------------------------------------ */
+
+gw_status_t gw__stream_send(gw_comm_t *comm, gw__stream_t *s, const void *buf, size_t len)
+{
+    gw_status_t st = gw__p2p_isend(comm, s->peer, buf, len, &s->req[s->posted % GW__STREAM_DEPTH]);
+    if (st == GW_OK)
+        s->posted++;
+    return st;
+}
+
+gw_status_t gw__stream_recv(gw_comm_t *comm, gw__stream_t *s, void *buf, size_t len)
+{
+    gw_status_t st = gw__p2p_irecv(comm, s->peer, buf, len, &s->req[s->posted % GW__STREAM_DEPTH]);
+    if (st == GW_OK)
+        s->posted++;
+    return st;
+}
+
+gw_status_t gw__stream_reap(gw_comm_t *comm, gw__stream_t *s, int *moved)
+{
+    while (s->done < s->posted && s->req[s->done % GW__STREAM_DEPTH].complete) {
+        gw_status_t st = s->req[s->done % GW__STREAM_DEPTH].status;
+        if (st != GW_OK)
+            return gw__comm_fail(comm, st);
+        s->done++;
+        *moved = 1;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__streams_reap(gw_comm_t *comm, gw__stream_t *const *s, int n, int *moved)
+{
+    for (int i = 0; i < n; i++) {
+        gw_status_t st = gw__stream_reap(comm, s[i], moved);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+/* Requests waited for at once: enough for every algorithm (a binomial
+ * tree node has at most 32 streams). Waiting for fewer would still be
+ * correct, since progress moves every request, only less prompt. */
+#define MAX_WAIT (40 * GW__STREAM_DEPTH)
+
+gw_status_t gw__streams_wait(gw_comm_t *comm, gw__stream_t *const *s, int n, const char *what)
+{
+    gw_request_t *wait[MAX_WAIT];
+    int nwait = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i]->peer < 0)
+            continue;
+        for (size_t m = s[i]->done; m < s[i]->posted && nwait < MAX_WAIT; m++)
+            if (!s[i]->req[m % GW__STREAM_DEPTH].complete)
+                wait[nwait++] = &s[i]->req[m % GW__STREAM_DEPTH];
+    }
+    if (nwait == 0) {
+        GW_ERROR(&comm->log, "coll", "internal error: %s stalled", what);
+        return gw__comm_fail(comm, GW_ERR_PROTOCOL);
+    }
+    int idx;
+    return gw__p2p_waitany(comm, wait, nwait, &idx);
 }

@@ -8,8 +8,9 @@
  * entries) that nobody claimed yet against that collective's tag. A
  * point-to-point message therefore carries the sequence number the next
  * collective will have (comm->seq + 1) and a signature of its own kind,
- * count and dtype: a peer still busy with the previous collective sees a
- * message "from the future" and leaves it alone, while a peer that starts
+ * count and dtype (gw__tag_p2p and gw__sig_p2p, tag.c): a peer still busy
+ * with the previous collective sees a message "from the future" and leaves
+ * it alone, while a peer that starts
  * the next collective instead of receiving it sees the same sequence number
  * with another signature and fails with GW_ERR_MISMATCH, as it should.
  * While a point-to-point call waits, no collective is in progress, so the
@@ -32,29 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coll.h"
+#include "collectives/core/p2p.h"
 #include "common/clock.h"
-
-#define GW_P2P_KIND 0x70327000u /* distinct from every gw_coll_kind_t */
-
-static uint32_t fnv1a(uint32_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (uint32_t)(v & 0xff);
-        h *= 16777619u;
-        v >>= 8;
-    }
-    return h;
-}
-
-static uint32_t p2p_signature(size_t count, gw_dtype_t dtype)
-{
-    uint32_t h = 2166136261u;
-    h = fnv1a(h, GW_P2P_KIND);
-    h = fnv1a(h, (uint64_t)count);
-    h = fnv1a(h, (uint64_t)dtype);
-    return h;
-}
 
 /* Check one side's arguments; fail the communicator on bad ones (the peer
  * is waiting for a message that will never come). */
@@ -95,17 +75,10 @@ static gw_status_t enter(gw_comm_t *comm)
     return comm->failed;
 }
 
-static void set_tag(gw_comm_t *comm, size_t count, gw_dtype_t dtype)
-{
-    comm->tag.seq = comm->seq + 1;
-    comm->tag.sig = p2p_signature(count, dtype);
-    comm->tag.reserved = 0;
-}
-
 static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n)
 {
     /* The empty tag while waiting: see the top of the file. */
-    memset(&comm->tag, 0, sizeof(comm->tag));
+    gw__tag_clear(comm);
     gw_status_t st = gw__p2p_waitall(comm, reqs, n);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
@@ -120,7 +93,7 @@ static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind,
         st = check(comm, fn, buf, count, dtype, peer, &nbytes);
     if (st != GW_OK)
         return st;
-    set_tag(comm, count, dtype);
+    gw__tag_p2p(comm, gw__sig_p2p(count, dtype));
     return kind == GW_REQ_SEND ? gw__p2p_isend(comm, peer, buf, nbytes, req)
                                : gw__p2p_irecv(comm, peer, buf, nbytes, req);
 }
@@ -139,10 +112,10 @@ static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t
         return st;
     gw_request_t sreq, rreq;
     /* Each direction carries its own count in its signature. */
-    set_tag(comm, recvcount, dtype);
+    gw__tag_p2p(comm, gw__sig_p2p(recvcount, dtype));
     if ((st = gw__p2p_irecv(comm, src, recvbuf, rbytes, &rreq)) != GW_OK)
         return st;
-    set_tag(comm, sendcount, dtype);
+    gw__tag_p2p(comm, gw__sig_p2p(sendcount, dtype));
     if ((st = gw__p2p_isend(comm, dst, sendbuf, sbytes, &sreq)) != GW_OK)
         return st;
     gw_request_t *reqs[2] = {&sreq, &rreq};
@@ -315,7 +288,7 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
     gw_comm_t *comm = h->comm;
     *done = 0;
     if (!h->req.complete) {
-        memset(&comm->tag, 0, sizeof(comm->tag));
+        gw__tag_clear(comm);
         gw_status_t st = comm->failed == GW_OK ? gw__p2p_poll(comm) : comm->failed;
         if (st != GW_OK) {
             *done = 1;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "collectives/coll.h"
+#include "collectives/core/comm.h"
 #include "common/env.h"
 #include "transport/select.h"
 

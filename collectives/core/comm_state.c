@@ -1,12 +1,14 @@
 /*
  * comm_state.c - the communicator's shared state helpers: the sticky failure
- * that turns the first error into every later call's answer, and the scratch
- * memory the algorithms borrow.
+ * that turns the first error into every later call's answer, the claim on
+ * the transport that lets one thread at a time drive it (the caller's, the
+ * progress thread of async.c, or gw_comm_abort's in comm.c), and the
+ * scratch memory the algorithms borrow.
  */
 #include <sched.h>
 #include <stdlib.h>
 
-#include "collectives/coll.h"
+#include "collectives/core/comm.h"
 
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 {
@@ -27,9 +29,10 @@ gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 /* The claim is a flag, not a mutex, because gw_comm_abort must never wait
  * for a collective to finish: it takes the transport only when nobody holds
  * it, and otherwise leaves the abort to the holder, which sees the request
- * in its next progress round or, at the latest, when it gives the transport
- * back (drive_end). Both sides set their own flag before they test the
- * other's (sequentially consistent atomics), so one of them always acts. */
+ * in its next progress round (p2p.c) or, at the latest, when it gives the
+ * transport back (gw__comm_drive_end). Both sides set their own flag before
+ * they test the other's (sequentially consistent atomics), so one of them
+ * always acts. */
 void gw__comm_drive_begin(gw_comm_t *comm)
 {
     int free_ = 0;

@@ -15,30 +15,21 @@
  * reports completion). Their `done` flag is atomic, so a finished handle is
  * read without touching the communicator, even after gw_comm_destroy.
  *
- * Compressed allreduces (gw_iallreduce_compressed, and the blocking
- * gw_allreduce_compressed once there is a thread) travel the same queue:
- * their handle also carries the compression state, and the thread runs
- * them with gw__cz_execute instead of gw__coll_execute. So they keep their
- * place in the order like every other collective, and the state, its
+ * Every call carries its own execute function in its handle (api.c's for
+ * the dense collectives, compress_api.c's for the compressed allreduce,
+ * whose handle also carries the compression state), so the scheduler knows
+ * no collective and no codec: it only keeps the order. Compressed calls
+ * keep their place like every other collective, and their state, its
  * buffers and the transport are only ever used by the progress thread
  * until the handle completes. The store of `done` after the call (under
- * the lock, and sequentially consistent) is what makes the state's new
- * residual and statistics visible to the thread that sees the handle done.
+ * the lock, and sequentially consistent) is what makes the results (a
+ * compressed call's new residual and statistics included) visible to the
+ * thread that sees the handle done.
  */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "collectives/coll.h"
-#include "collectives/compress/codec.h"
-
-/* Run one queued call on the thread that drives the transport. */
-static gw_status_t execute(gw_comm_t *comm, const gw_handle_t *h)
-{
-    if (h->args.kind == GW_COLL_ALLREDUCE_COMPRESSED)
-        return gw__cz_execute(comm, h->cz_state, h->args.sendbuf, h->args.recvbuf,
-                              h->args.count);
-    return gw__coll_execute(comm, &h->args);
-}
+#include "collectives/core/comm.h"
 
 struct gw_async {
     pthread_t thread;
@@ -66,7 +57,7 @@ static void *progress_thread(void *arg)
         pthread_mutex_unlock(&as->lock);
 
         gw__comm_drive_begin(comm);
-        gw_status_t st = execute(comm, h);
+        gw_status_t st = h->execute(comm, h);
         gw__comm_drive_end(comm);
 
         pthread_mutex_lock(&as->lock);
@@ -125,40 +116,20 @@ static gw_status_t wait_done(gw_handle_t *h)
     return h->status;
 }
 
-gw_status_t gw__coll_run(gw_comm_t *comm, const gw_coll_args_t *args)
+gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *what)
 {
-    gw_status_t st = gw__p2p_check_idle(comm, "a collective");
+    gw_status_t st = gw__p2p_check_idle(comm, what);
     if (st != GW_OK)
         return st;
     if (!comm->async) {
         gw__comm_drive_begin(comm);
-        st = gw__coll_execute(comm, args);
+        st = call->execute(comm, call);
         gw__comm_drive_end(comm);
         return st;
     }
-    gw_handle_t h = {.comm = comm, .args = *args};
-    atomic_init(&h.done, 0);
-    enqueue(comm->async, &h);
-    return wait_done(&h);
-}
-
-gw_status_t gw__cz_run(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
-                       size_t count)
-{
-    gw_status_t st = gw__p2p_check_idle(comm, "gw_allreduce_compressed");
-    if (st != GW_OK)
-        return st;
-    if (!comm->async) {
-        gw__comm_drive_begin(comm);
-        st = gw__cz_execute(comm, state, in, out, count);
-        gw__comm_drive_end(comm);
-        return st;
-    }
-    gw_handle_t h = {.comm = comm,
-                     .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in,
-                              .recvbuf = out, .count = count, .dtype = GW_FLOAT32,
-                              .op = GW_AVG},
-                     .cz_state = state};
+    gw_handle_t h = *call;
+    h.next = NULL;
+    h.comm = comm;
     atomic_init(&h.done, 0);
     enqueue(comm->async, &h);
     return wait_done(&h);
@@ -183,52 +154,23 @@ void gw__async_stop(gw_comm_t *comm)
     free(as);
 }
 
-/* Queue a copy of args (and the compression state) as a new handle,
- * starting the progress thread first if need be. */
-static gw_status_t start(gw_comm_t *comm, const gw_coll_args_t *args,
-                         gw_compress_state_t *cz_state, gw_handle_t **handle)
+gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle)
 {
-    gw_status_t st0 = gw__p2p_check_idle(comm, "a non-blocking collective");
-    if (st0 != GW_OK)
-        return st0;
-    if (!comm->async) {
-        gw_status_t st = async_start(comm);
-        if (st != GW_OK)
-            return st;
-    }
+    gw_status_t st = gw__p2p_check_idle(comm, "a non-blocking collective");
+    if (st != GW_OK)
+        return st;
+    if (!comm->async && (st = async_start(comm)) != GW_OK)
+        return st;
     gw_handle_t *h = calloc(1, sizeof(*h));
     if (!h)
         return GW_ERR_NO_MEMORY;
+    *h = *call;
+    h->next = NULL;
     h->comm = comm;
-    h->args = *args;
-    h->cz_state = cz_state;
     atomic_init(&h->done, 0);
     enqueue(comm->async, h);
     *handle = h;
     return GW_OK;
-}
-
-gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                          gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
-{
-    if (!comm || !handle)
-        return GW_ERR_INVALID_ARG;
-    gw_coll_args_t args = {.kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                           .count = count, .dtype = dtype, .op = op};
-    return start(comm, &args, NULL, handle);
-}
-
-gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
-                                     const float *in, float *out, size_t count,
-                                     gw_handle_t **handle)
-{
-    if (!comm || !handle)
-        return GW_ERR_INVALID_ARG;
-    /* Everything else, a NULL state included, is checked when the call
-     * runs, so that it fails the way the blocking call would, in order. */
-    gw_coll_args_t args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in, .recvbuf = out,
-                           .count = count, .dtype = GW_FLOAT32, .op = GW_AVG};
-    return start(comm, &args, state, handle);
 }
 
 gw_status_t gw_test(gw_handle_t *handle, int *done)

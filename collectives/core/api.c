@@ -1,0 +1,251 @@
+/*
+ * api.c - the public collective calls: validate arguments, stamp the
+ * collective's tag, pick the algorithm, run it, finish GW_AVG; and the one
+ * allreduce dispatch, which the compressed calls use too.
+ *
+ * Every call gets the next sequence number and a signature of its arguments
+ * (kind, count, dtype, op, root, algorithm; tag.c). Both travel in every
+ * message, so ranks that disagree about any of them fail with
+ * GW_ERR_MISMATCH instead of exchanging wrongly sized data. An invalid argument on one rank also
+ * fails the communicator (and tells the peers): the other ranks are already
+ * waiting in a collective that can never complete without this one.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+
+/* Common checks; logs the first problem with the call's name. `nbytes_out`
+ * receives count * elements-per-count * dtype size. */
+static gw_status_t check_args(gw_comm_t *comm, const char *fn, const void *sendbuf,
+                              int need_send, const void *recvbuf, int need_recv, size_t count,
+                              size_t multiplier, gw_dtype_t dtype, gw_op_t op, int root,
+                              size_t *nbytes_out)
+{
+    gw_status_t st = GW_ERR_INVALID_ARG;
+    size_t esize = gw_dtype_size(dtype);
+    if (atomic_load(&comm->abort_requested))
+        return gw__comm_fail(comm, GW_ERR_ABORTED);
+    if (comm->failed != GW_OK)
+        return comm->failed;
+    if (esize == 0) {
+        GW_ERROR(&comm->log, "api", "%s: unknown dtype %d", fn, (int)dtype);
+        goto fail;
+    }
+    if ((unsigned)op >= GW_OP_COUNT) {
+        GW_ERROR(&comm->log, "api", "%s: unknown reduction op %d", fn, (int)op);
+        goto fail;
+    }
+    if (root < 0 || root >= comm->size) {
+        GW_ERROR(&comm->log, "api", "%s: root %d out of range [0, %d)", fn, root, comm->size);
+        goto fail;
+    }
+    size_t elems, nbytes;
+    if (__builtin_mul_overflow(count, multiplier, &elems) ||
+        __builtin_mul_overflow(elems, esize, &nbytes) || nbytes > (size_t)PTRDIFF_MAX) {
+        GW_ERROR(&comm->log, "api", "%s: %zu x %zu elements of %s overflow the address space",
+                 fn, count, multiplier, gw_dtype_name(dtype));
+        st = GW_ERR_OVERFLOW;
+        goto fail;
+    }
+    if (count > 0 && need_send && !sendbuf) {
+        GW_ERROR(&comm->log, "api", "%s: send buffer is NULL with count %zu", fn, count);
+        goto fail;
+    }
+    if (count > 0 && need_recv && !recvbuf) {
+        GW_ERROR(&comm->log, "api", "%s: receive buffer is NULL with count %zu", fn, count);
+        goto fail;
+    }
+    *nbytes_out = nbytes;
+    return GW_OK;
+fail:
+    return gw__comm_fail(comm, st);
+}
+
+static void copy_if_distinct(void *dst, const void *src, size_t nbytes)
+{
+    if (dst != src && nbytes > 0)
+        memmove(dst, src, nbytes);
+}
+
+gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtype)
+{
+    if (!comm)
+        return GW_ALGO_AUTO;
+    if (comm->algo != GW_ALGO_AUTO)
+        return comm->algo;
+    size_t bytes;
+    if (__builtin_mul_overflow(count, gw_dtype_size(dtype), &bytes))
+        bytes = SIZE_MAX;
+    return gw__tuning_pick(&comm->tuning, comm->size, bytes);
+}
+
+gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, gw_op_t op, gw_algo_t algo)
+{
+    switch (algo) {
+    case GW_ALGO_TREE:
+        return gw__allreduce_tree(comm, sendbuf, recvbuf, count, dtype, op);
+    case GW_ALGO_RD:
+        return gw__allreduce_rd(comm, sendbuf, recvbuf, count, dtype, op);
+    default:
+        return gw__allreduce_ring(comm, sendbuf, recvbuf, count, dtype, op);
+    }
+}
+
+/* What a collective's kind decides about its call: the name in messages,
+ * which buffers each rank must pass, how many elements count stands for
+ * (count, or count on each of size ranks), whether op and root mean
+ * anything, and the algorithm (GW_ALGO_AUTO for allreduce: the cost model
+ * picks it per call). */
+typedef struct coll_rule {
+    const char *fn;
+    int send_root_only; /* only the root passes a send buffer */
+    int recv_root_only; /* only the root passes a receive buffer */
+    int per_rank;       /* count elements per rank: count * size in all */
+    int has_op, has_root;
+    gw_algo_t algo;
+} coll_rule_t;
+
+static const coll_rule_t rules[] = {
+    [GW_COLL_ALLREDUCE] = {"gw_allreduce", 0, 0, 0, 1, 0, GW_ALGO_AUTO},
+    [GW_COLL_BROADCAST] = {"gw_broadcast", 1, 0, 0, 0, 1, GW_ALGO_TREE},
+    [GW_COLL_REDUCE] = {"gw_reduce", 0, 1, 0, 1, 1, GW_ALGO_TREE},
+    [GW_COLL_ALLGATHER] = {"gw_allgather", 0, 0, 1, 0, 0, GW_ALGO_RING},
+    [GW_COLL_REDUCE_SCATTER] = {"gw_reduce_scatter", 0, 0, 1, 1, 0, GW_ALGO_RING},
+};
+
+/* The algorithm of a validated call, under its tag; red is the op with
+ * GW_AVG reduced as GW_SUM. */
+static gw_status_t run_algorithm(gw_comm_t *comm, const gw_coll_args_t *a, gw_op_t red,
+                                 gw_algo_t algo)
+{
+    switch (a->kind) {
+    case GW_COLL_ALLREDUCE:
+        return gw__allreduce_algo(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, red, algo);
+    case GW_COLL_BROADCAST:
+        return gw__broadcast_tree(comm, a->recvbuf, a->count, a->dtype, a->root);
+    case GW_COLL_REDUCE:
+        return gw__reduce_tree(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, red, a->root);
+    case GW_COLL_ALLGATHER:
+        return gw__allgather_ring(comm, a->sendbuf, a->recvbuf, a->count, a->dtype);
+    case GW_COLL_REDUCE_SCATTER:
+        return gw__reduce_scatter_ring(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, red);
+    default:
+        return GW_ERR_INVALID_ARG;
+    }
+}
+
+static gw_status_t barrier(gw_comm_t *comm)
+{
+    if (atomic_load(&comm->abort_requested))
+        return gw__comm_fail(comm, GW_ERR_ABORTED);
+    if (comm->failed != GW_OK)
+        return comm->failed;
+    if (comm->size == 1)
+        return GW_OK;
+    gw__coll_begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
+    gw_status_t st = gw__barrier_dissemination(comm);
+    return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
+}
+
+gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    if (a->kind == GW_COLL_BARRIER)
+        return barrier(comm);
+    if ((unsigned)a->kind >= sizeof(rules) / sizeof(rules[0]) || !rules[a->kind].fn)
+        return GW_ERR_INVALID_ARG;
+    const coll_rule_t *rule = &rules[a->kind];
+    const int is_root = comm->rank == a->root;
+    const gw_op_t op = rule->has_op ? a->op : GW_SUM;
+    const int root = rule->has_root ? a->root : 0;
+    size_t nbytes = 0;
+    gw_status_t st = check_args(comm, rule->fn, a->sendbuf, !rule->send_root_only || is_root,
+                                a->recvbuf, !rule->recv_root_only || is_root, a->count,
+                                rule->per_rank ? (size_t)comm->size : 1, a->dtype, op, root,
+                                &nbytes);
+    if (st != GW_OK)
+        return st;
+    /* A broadcast's root holds the result from the start; the others hold
+     * their own data when they are alone. */
+    if (a->kind == GW_COLL_BROADCAST ? is_root : comm->size == 1)
+        copy_if_distinct(a->recvbuf, a->sendbuf, nbytes);
+    if (comm->size > 1) {
+        gw_algo_t algo =
+            rule->algo == GW_ALGO_AUTO ? gw_comm_pick_algo(comm, a->count, a->dtype) : rule->algo;
+        gw__coll_begin(comm, a->kind, a->count, a->dtype, op, root, algo);
+        st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);
+        if (st != GW_OK)
+            return gw__comm_fail(comm, st);
+    }
+    if (op == GW_AVG && (!rule->recv_root_only || is_root))
+        gw__reduce_finish_avg(a->recvbuf, a->count, a->dtype, comm->size);
+    return GW_OK;
+}
+
+static gw_status_t execute_handle(gw_comm_t *comm, const gw_handle_t *h)
+{
+    return gw__coll_execute(comm, &h->args);
+}
+
+/* The public calls: each describes itself as a gw_coll_args_t and runs
+ * through gw__async_run, which executes it here or, once the communicator
+ * has a progress thread (non-blocking calls were used), in order behind the
+ * operations already queued there. */
+#define GW__RUN(comm, ...)                                                                 \
+    do {                                                                                   \
+        if (!(comm))                                                                       \
+            return GW_ERR_INVALID_ARG;                                                     \
+        gw_handle_t call_ = {.execute = execute_handle, .args = {__VA_ARGS__}};            \
+        return gw__async_run((comm), &call_, "a collective");                              \
+    } while (0)
+
+gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gw_dtype_t dtype, gw_op_t op)
+{
+    GW__RUN(comm, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = count, .dtype = dtype, .op = op);
+}
+
+gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gw_dtype_t dtype, int root)
+{
+    GW__RUN(comm, .kind = GW_COLL_BROADCAST, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = count, .dtype = dtype, .root = root);
+}
+
+gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      gw_dtype_t dtype, gw_op_t op, int root)
+{
+    GW__RUN(comm, .kind = GW_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+            .dtype = dtype, .op = op, .root = root);
+}
+
+gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                         gw_dtype_t dtype)
+{
+    GW__RUN(comm, .kind = GW_COLL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = sendcount, .dtype = dtype);
+}
+
+gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, gw_dtype_t dtype, gw_op_t op)
+{
+    GW__RUN(comm, .kind = GW_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = recvcount, .dtype = dtype, .op = op);
+}
+
+gw_status_t gw_barrier(gw_comm_t *comm) { GW__RUN(comm, .kind = GW_COLL_BARRIER); }
+
+gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                          gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    gw_handle_t call = {.execute = execute_handle,
+                        .args = {.kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op}};
+    return gw__async_start(comm, &call, handle);
+}

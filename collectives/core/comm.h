@@ -1,0 +1,135 @@
+/*
+ * comm.h - the communicator's internals and the core's own interfaces: its
+ * state (comm_state.c), the scheduler of non-blocking calls (async.c) and
+ * the handles of non-blocking point-to-point calls (p2p_api.c).
+ *
+ * The algorithms see this through coll.h; the compression layer through
+ * compress/codec.h. The scheduler knows no collective and no codec: a call
+ * it runs brings its own execute function in its handle.
+ */
+#ifndef GW_COLLECTIVES_CORE_COMM_H
+#define GW_COLLECTIVES_CORE_COMM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/core/tag.h"
+#include "collectives/tuning.h"
+#include "common/log.h"
+#include "gradwire.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/transport.h"
+
+struct gw_comm {
+    int rank;
+    int size;
+    gw_logger_t log;
+    int timeout_ms;
+    gw_algo_t algo; /* GW_ALGO_AUTO: cost model */
+    gw_bootstrap_t *bootstrap;
+    gw_transport_t *transport; /* NULL when size == 1 */
+    gw_tuning_t tuning;
+    uint64_t seq;       /* sequence number of the last collective started */
+    gw_msg_tag_t tag;   /* tag of the call in progress (tag.c) */
+    gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
+    size_t chunk_bytes; /* pipelining granularity of ring and tree */
+    /* Payload bytes of every send posted so far (p2p.c counts them where
+     * it posts them), whatever algorithm posted it: the compressed calls'
+     * statistics take differences of it. */
+    uint64_t bytes_sent;
+    /* Non-blocking calls: the progress thread and its queue, created by the
+     * first gw_i* call (NULL until then). */
+    struct gw_async *async;
+    /* Set by gw_comm_abort from any thread; the thread driving the transport
+     * notices it within one progress round and fails the communicator. */
+    atomic_int abort_requested;
+    /* 1 while a thread drives the transport (a call on the caller's thread,
+     * the progress thread running a queued call, or gw_comm_abort telling
+     * the peers): the transport is not thread-safe, so at most one at a time
+     * (comm_state.c). */
+    atomic_int driving;
+    /* Scratch memory reused across calls (grown on demand, never shrunk). */
+    void *scratch;
+    size_t scratch_len;
+    /* Non-blocking point-to-point calls not yet completed (p2p_api.c). */
+    struct gw_handle *p2p_pending;
+    int p2p_npending;
+};
+
+/* One collective call, as the public API received it. */
+typedef struct gw_coll_args {
+    gw_coll_kind_t kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* count, sendcount or recvcount, as the call names it */
+    gw_dtype_t dtype;
+    gw_op_t op;
+    int root;
+} gw_coll_args_t;
+
+/* A non-blocking call (gw_handle_t in the public API). A collective's handle
+ * is queued for the progress thread (async.c), which runs it with the
+ * handle's own execute function; a point-to-point handle (gw_isend,
+ * gw_irecv) holds its transport request, which the thread that tests or
+ * waits for it progresses (p2p_api.c). */
+struct gw_handle {
+    struct gw_handle *next; /* the progress thread's queue, or p2p_pending */
+    gw_comm_t *comm;
+    /* Collectives: run the call on the thread that drives the transport
+     * (api.c for the dense collectives, compress_api.c for the compressed
+     * allreduce), with args and ctx, the execute function's own data. */
+    gw_status_t (*execute)(gw_comm_t *comm, const gw_handle_t *h);
+    gw_coll_args_t args;
+    void *ctx;
+    int is_p2p;
+    gw_request_t req;      /* point-to-point only */
+    int64_t last_moved_ms; /* point-to-point: when gw_test last saw bytes move */
+    size_t last_moved;
+    gw_status_t status;
+    atomic_int done;
+};
+
+/* ---- the scheduler (async.c) --------------------------------------------- */
+
+/* Run the call `call` describes (execute, args, ctx) in call order: inline
+ * when the communicator has no progress thread, otherwise queued behind the
+ * pending non-blocking calls and waited for. `what` names the call in the
+ * error of a collective started while point-to-point handles are pending. */
+gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *what);
+/* Queue a copy of `call` as a new handle, starting the progress thread first
+ * if need be. */
+gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle);
+/* Stop the progress thread after it finished what is queued. */
+void gw__async_stop(gw_comm_t *comm);
+
+/* ---- point-to-point handles (p2p_api.c) ---------------------------------- */
+
+/* gw_test and gw_wait of point-to-point handles. */
+gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done);
+gw_status_t gw__p2p_handle_wait(gw_handle_t *h);
+/* Before any collective: point-to-point handles still pending are a usage
+ * error (their messages carry the next collective's sequence number), which
+ * fails the communicator with GW_ERR_INVALID_ARG naming `what`. */
+gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what);
+/* gw_comm_destroy: complete pending point-to-point handles with
+ * GW_ERR_ABORTED, so that gw_wait on them never touches the freed
+ * communicator. */
+void gw__p2p_abandon(gw_comm_t *comm);
+
+/* ---- shared state (comm_state.c) ----------------------------------------- */
+
+/* Claim the transport for the calling thread (waiting while gw_comm_abort
+ * holds it for a moment) and give it back; giving it back also carries out
+ * an abort that another thread requested meanwhile. */
+void gw__comm_drive_begin(gw_comm_t *comm);
+void gw__comm_drive_end(gw_comm_t *comm);
+
+/* Scratch buffer of at least len bytes owned by the communicator. */
+gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);
+
+/* Mark the communicator failed (first error wins), tell peers via the
+ * transport's abort, and return the sticky status. */
+gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status);
+
+#endif

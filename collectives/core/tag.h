@@ -1,0 +1,73 @@
+/*
+ * tag.h - the one home of message tags and argument signatures.
+ *
+ * Every message carries a tag: the sequence number of the call it belongs
+ * to and a 32-bit signature of that call's arguments. The transports match
+ * each message with the receive posted for it (exact tag and length) and,
+ * while a rank is in a collective, check the messages nobody claimed yet
+ * against that collective's tag (gw__tag_conflicts in transport.h), so
+ * ranks that disagree about a call fail with GW_ERR_MISMATCH instead of
+ * exchanging wrongly sized data. That detection is only as good as the tags
+ * stamped here: every collective (dense, or a phase of a compressed one) and
+ * every point-to-point message takes its signature and its tag from this
+ * file, so the rules are the same for all of them.
+ *
+ * A signature is FNV-1a over 64-bit words that describe the call, each word
+ * hashed least significant byte first. The words and their order are part
+ * of the wire format: changing them changes every tag.
+ */
+#ifndef GW_COLLECTIVES_CORE_TAG_H
+#define GW_COLLECTIVES_CORE_TAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gradwire.h"
+
+typedef struct gw_comm gw_comm_t;
+
+/* Kinds of collectives, the first word of every collective's signature. */
+typedef enum gw_coll_kind {
+    GW_COLL_ALLREDUCE = 1,
+    GW_COLL_BROADCAST,
+    GW_COLL_REDUCE,
+    GW_COLL_ALLGATHER,
+    GW_COLL_REDUCE_SCATTER,
+    GW_COLL_BARRIER,
+    GW_COLL_ALLREDUCE_COMPRESSED, /* gw_allreduce_compressed (collectives/compress) */
+} gw_coll_kind_t;
+
+/* The first word of a point-to-point message's signature: distinct from
+ * every gw_coll_kind_t. */
+#define GW__SIG_P2P_KIND 0x70327000u
+
+/* FNV-1a over words[0..n). */
+uint32_t gw__sig_words(const uint64_t *words, size_t n);
+
+/* A collective's arguments: kind, count, dtype, op, root, algorithm. */
+uint32_t gw__sig_coll(gw_coll_kind_t kind, size_t count, gw_dtype_t dtype, gw_op_t op, int root,
+                      gw_algo_t algo);
+
+/* One point-to-point message: its element count and dtype. */
+uint32_t gw__sig_p2p(size_t count, gw_dtype_t dtype);
+
+/* Start a collective: the next sequence number, with signature sig, becomes
+ * the tag of every message the algorithms post until the next call. */
+void gw__tag_collective(gw_comm_t *comm, uint32_t sig);
+
+/* Shorthand for a dense collective: gw__tag_collective with gw__sig_coll. */
+void gw__coll_begin(gw_comm_t *comm, gw_coll_kind_t kind, size_t count, gw_dtype_t dtype,
+                    gw_op_t op, int root, gw_algo_t algo);
+
+/* Tag a point-to-point message. It carries the sequence number the next
+ * collective will have (the sequence itself does not advance), so that a
+ * peer still in the previous collective leaves it alone and a peer that
+ * starts the next collective instead of receiving it sees the same number
+ * with another signature: see p2p_api.c. */
+void gw__tag_p2p(gw_comm_t *comm, uint32_t sig);
+
+/* The empty tag (sequence 0), which no message conflicts with: the tag of
+ * a rank waiting for point-to-point messages outside any collective. */
+void gw__tag_clear(gw_comm_t *comm);
+
+#endif

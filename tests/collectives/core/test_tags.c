@@ -1,0 +1,58 @@
+/*
+ * test_tags.c - the one home of tags and signatures (collectives/core/tag.c):
+ * the signature values are part of the wire format, so they are pinned here
+ * to the values the code gave before they moved, and the stamping rules
+ * (a collective advances the sequence, a point-to-point message borrows the
+ * next one, a waiting rank carries the empty tag) are checked on a bare
+ * communicator.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "collectives/core/comm.h"
+#include "collectives/core/tag.h"
+
+Test(tags, signatures_keep_their_wire_values)
+{
+    cr_assert_eq(gw__sig_coll(GW_COLL_ALLREDUCE, 1024, GW_FLOAT32, GW_SUM, 0, GW_ALGO_RING),
+                 0x4083cdf9u);
+    cr_assert_eq(gw__sig_coll(GW_COLL_BROADCAST, 7, GW_BFLOAT16, GW_SUM, 5, GW_ALGO_TREE),
+                 0xb344d9a4u);
+    cr_assert_eq(gw__sig_p2p(3, GW_INT8), 0x459e6a80u);
+    /* Both are FNV-1a over their words, the hash the compressed calls use. */
+    const uint64_t words[] = {GW_COLL_ALLREDUCE, 1024, GW_FLOAT32, GW_SUM, 0, GW_ALGO_RING};
+    cr_assert_eq(gw__sig_words(words, 6), 0x4083cdf9u);
+    const uint64_t p2p[] = {GW__SIG_P2P_KIND, 3, GW_INT8};
+    cr_assert_eq(gw__sig_words(p2p, 3), 0x459e6a80u);
+}
+
+Test(tags, every_argument_changes_the_signature)
+{
+    uint32_t base = gw__sig_coll(GW_COLL_REDUCE, 100, GW_FLOAT32, GW_SUM, 1, GW_ALGO_TREE);
+    cr_assert_neq(base, gw__sig_coll(GW_COLL_ALLREDUCE, 100, GW_FLOAT32, GW_SUM, 1, GW_ALGO_TREE));
+    cr_assert_neq(base, gw__sig_coll(GW_COLL_REDUCE, 101, GW_FLOAT32, GW_SUM, 1, GW_ALGO_TREE));
+    cr_assert_neq(base, gw__sig_coll(GW_COLL_REDUCE, 100, GW_FLOAT64, GW_SUM, 1, GW_ALGO_TREE));
+    cr_assert_neq(base, gw__sig_coll(GW_COLL_REDUCE, 100, GW_FLOAT32, GW_MAX, 1, GW_ALGO_TREE));
+    cr_assert_neq(base, gw__sig_coll(GW_COLL_REDUCE, 100, GW_FLOAT32, GW_SUM, 2, GW_ALGO_TREE));
+    cr_assert_neq(base, gw__sig_coll(GW_COLL_REDUCE, 100, GW_FLOAT32, GW_SUM, 1, GW_ALGO_RING));
+    cr_assert_neq(gw__sig_p2p(100, GW_FLOAT32), gw__sig_p2p(100, GW_INT32));
+}
+
+Test(tags, stamping_rules)
+{
+    gw_comm_t comm;
+    memset(&comm, 0, sizeof(comm));
+    comm.seq = 41;
+    gw__tag_p2p(&comm, 7);
+    cr_assert(comm.seq == 41 && comm.tag.seq == 42 && comm.tag.sig == 7,
+              "a message borrows the next collective's number without taking it");
+    gw__coll_begin(&comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
+    cr_assert(comm.seq == 42 && comm.tag.seq == 42, "a collective takes the next number");
+    cr_assert_eq(comm.tag.sig, gw__sig_coll(GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO));
+    cr_assert_eq(comm.tag.reserved, 0);
+    gw__tag_collective(&comm, 9);
+    cr_assert(comm.seq == 43 && comm.tag.seq == 43 && comm.tag.sig == 9);
+    gw__tag_clear(&comm);
+    cr_assert(comm.seq == 43 && comm.tag.seq == 0 && comm.tag.sig == 0,
+              "the empty tag, and the sequence kept");
+}

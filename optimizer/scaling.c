@@ -108,10 +108,10 @@ static int is_train_opt(int val, const char *name)
 static int parse(scaling_t *s, int argc, char **argv, const char *counts)
 {
     struct option longopts[MAX_LONGOPTS];
+    const char *batch_words[2] = {NULL, NULL};
     memset(s, 0, sizeof(*s));
     s->strong = s->weak = 1;
     s->out = "scaling";
-    s->batch = 128;
     s->ncounts = gw_kit_parse_int_list(counts, s->counts, MAX_COUNTS);
     if (s->ncounts < 0) {
         fprintf(stderr, "gradwire-train: --scaling wants node counts like 1,2,4,8, not \"%s\"\n",
@@ -172,9 +172,10 @@ static int parse(scaling_t *s, int argc, char **argv, const char *counts)
                 return 2;
             }
             if (is_train_opt(c, "batch")) {
-                long b = strtol(v, NULL, 10);
-                s->batch = b > 0 ? (int)b : s->batch;
-                continue; /* set per run */
+                /* Set per run, but checked with the others below. */
+                batch_words[0] = argv[first];
+                batch_words[1] = optind - first > 1 ? argv[first + 1] : NULL;
+                continue;
             }
             s->has_steps |= is_train_opt(c, "steps");
             s->has_epochs |= is_train_opt(c, "epochs");
@@ -192,16 +193,21 @@ static int parse(scaling_t *s, int argc, char **argv, const char *counts)
     }
     for (int i = optind; i < argc && s->npass + 1 < MAX_PASS; i++)
         s->pass[s->npass++] = argv[i]; /* operands: the check below refuses them */
-    /* Check the trainer options once here rather than in every run. */
+    /* Check the trainer options once here rather than in every run; the
+     * check also reads the batch (the trainer's default without one). */
     gw_train_opts_t o;
-    const char *check[MAX_PASS + 2];
-    check[0] = "gradwire-train";
+    const char *check[MAX_PASS + 4];
+    int n = 0;
+    check[n++] = "gradwire-train";
+    for (int i = 0; i < 2 && batch_words[i]; i++)
+        check[n++] = batch_words[i];
     for (int i = 0; i < s->npass; i++)
-        check[i + 1] = s->pass[i];
-    check[s->npass + 1] = NULL;
-    int rc = gw_train_parse_args(s->npass + 1, (char **)check, &o);
+        check[n++] = s->pass[i];
+    check[n] = NULL;
+    int rc = gw_train_parse_args(n, (char **)check, &o);
     if (rc >= 0)
         return rc;
+    s->batch = o.batch;
     return -1;
 }
 

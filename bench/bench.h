@@ -47,18 +47,28 @@ typedef struct gw_bench_sweep {
 #define GW_BENCH_JSON_LONGOPT {"json", required_argument, NULL, 'J'}
 #define GW_BENCH_END_LONGOPTS {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}
 
-/* What gw_bench_shared_opt returns for an option that is the benchmark's
- * own. */
-#define GW_BENCH_OPT_OTHER (-2)
+/* A benchmark's command line: how it names itself in usage errors, its
+ * usage text, getopt_long's option string and table, and where the shared
+ * options go (sw NULL: it has no sweep; json NULL: it takes no --json). */
+typedef struct gw_bench_cmdline {
+    const gw_kit_prog_t *prog;
+    void (*usage)(FILE *out);
+    const char *optstring;
+    const struct option *longopts;
+    gw_bench_sweep_t *sw;
+    const char **json;
+} gw_bench_cmdline_t;
 
-/* Take option c, just returned by getopt_long with its value in optarg, if
- * it is one that every benchmark treats the same way: -h (usage on
- * stdout), getopt's ':' and '?' (a usage error), --json FILE into *json
- * (when json is not NULL) and the sweep options into *sw (when sw is not
- * NULL). Returns -1 to go on, an exit status to leave with (0 after -h, 2
- * after printing a usage error), or GW_BENCH_OPT_OTHER. */
-int gw_bench_shared_opt(const gw_kit_prog_t *p, void (*usage)(FILE *), int c, char **argv,
-                        gw_bench_sweep_t *sw, const char **json);
+/* What gw_bench_next_opt returns when the benchmark is to leave. */
+#define GW_BENCH_OPT_EXIT (-2)
+
+/* The next option that is the benchmark's own (with its value in optarg),
+ * after gw_kit_getopt_begin(). The options every benchmark treats the same
+ * way are taken on the way: -h (usage on stdout), getopt's ':' and '?' (a
+ * usage error), --json FILE and the sweep options. Returns the option, -1
+ * after the last one, or GW_BENCH_OPT_EXIT with *rc the exit status (0
+ * after -h, 2 after printing a usage error). */
+int gw_bench_next_opt(const gw_bench_cmdline_t *cl, int argc, char **argv, int *rc);
 
 /* ---- a benchmark's run (bench_run.c) ---- */
 

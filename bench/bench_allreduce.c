@@ -117,12 +117,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                                              {"algo", required_argument, NULL, 'a'},
                                              GW_BENCH_JSON_LONGOPT,
                                              GW_BENCH_END_LONGOPTS};
-    int c, rc, have_f = 0, have_i = 0;
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:i:n:w:c:d:o:a:h", longopts, &o->sw,
+                                   &o->json};
+    int c, rc, have_i = 0;
     long v;
     memset(o, 0, sizeof(*o));
     o->sw.minbytes = 8;
     o->sw.maxbytes = (size_t)32 << 20;
-    o->sw.factor = 2;
+    o->sw.factor = 0; /* 0 until -f: it excludes -i, and the default is 2 */
     o->sw.iters = 20;
     o->sw.warmup = 5;
     o->check = 1;
@@ -131,15 +133,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->ops[0] = GW_SUM;
     o->algo = GW_ALGO_AUTO;
     gw_kit_getopt_begin();
-    while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:a:h", longopts, NULL)) != -1) {
-        have_f |= c == 'f';
-        rc = gw_bench_shared_opt(&prog, usage, c, argv, &o->sw, &o->json);
-        if (rc != GW_BENCH_OPT_OTHER) {
-            if (rc >= 0)
-                return rc;
-            continue;
-        }
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case 'i':
             if (gw_kit_parse_size(optarg, &o->stepbytes) != 0 || o->stepbytes == 0)
                 return usage_error("-i wants a positive step in bytes, not \"%s\"", optarg);
@@ -182,10 +179,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if ((c = gw_kit_no_operands(&prog, argc, argv)) >= 0)
         return c;
-    if (have_f && have_i)
+    if (o->sw.factor && have_i)
         return usage_error("-f and -i both given: step by a factor or by bytes, not both");
-    if (have_i)
-        o->sw.factor = 0;
+    if (!have_i && !o->sw.factor)
+        o->sw.factor = 2;
     if (o->sw.minbytes > o->sw.maxbytes)
         return usage_error("minbytes (-b %zu) is larger than maxbytes (-e %zu)", o->sw.minbytes,
                            o->sw.maxbytes);

@@ -120,16 +120,14 @@ static int parse_opts(int argc, char **argv, struct copts *o)
     o->algo = GW_ALGO_RING;
     o->sort = 1;
     parse_codecs("fp16,bf16,int8,sign,topk,powersgd", o);
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:C:r:k:a:h", longopts, &o->sw,
+                                   &o->json};
+    int c, rc;
     gw_kit_getopt_begin();
-    int c;
-    while ((c = getopt_long(argc, argv, "+:b:e:f:n:w:C:r:k:a:h", longopts, NULL)) != -1) {
-        int rc = gw_bench_shared_opt(&prog, usage, c, argv, &o->sw, &o->json);
-        if (rc != GW_BENCH_OPT_OTHER) {
-            if (rc >= 0)
-                return rc;
-            continue;
-        }
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case OPT_SOLO:
             if (gw_kit_parse_long(optarg, 0, 100000, &o->solo_iters) != 0)
                 return usage_error("--solo_iters wants a number of calls, not \"%s\"", optarg);

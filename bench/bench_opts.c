@@ -40,29 +40,46 @@ static int sweep_opt(int c, const char *arg, gw_bench_sweep_t *sw, char *err, si
     }
 }
 
-int gw_bench_shared_opt(const gw_kit_prog_t *p, void (*usage)(FILE *), int c, char **argv,
-                        gw_bench_sweep_t *sw, const char **json)
+/* Take option c if it is a shared one: -1 to go on, an exit status, or
+ * OTHER when it is the benchmark's own. */
+#define OTHER (-3)
+static int shared_opt(const gw_bench_cmdline_t *cl, int c, char **argv)
 {
     char err[160];
     int sweep;
     switch (c) {
     case 'h':
-        usage(stdout);
+        cl->usage(stdout);
         return 0;
     case ':':
     case '?':
-        return gw_kit_getopt_error(p, c, argv);
+        return gw_kit_getopt_error(cl->prog, c, argv);
     case 'J':
-        if (!json)
-            return GW_BENCH_OPT_OTHER;
+        if (!cl->json)
+            return OTHER;
         if (!*optarg)
-            return gw_kit_usage_error(p, "--json wants a file name");
-        *json = optarg;
+            return gw_kit_usage_error(cl->prog, "--json wants a file name");
+        *cl->json = optarg;
         return -1;
     default:
-        sweep = sw ? sweep_opt(c, optarg, sw, err, sizeof(err)) : 0;
+        sweep = cl->sw ? sweep_opt(c, optarg, cl->sw, err, sizeof(err)) : 0;
         if (sweep < 0)
-            return gw_kit_usage_error(p, "%s", err);
-        return sweep ? -1 : GW_BENCH_OPT_OTHER;
+            return gw_kit_usage_error(cl->prog, "%s", err);
+        return sweep ? -1 : OTHER;
     }
+}
+
+int gw_bench_next_opt(const gw_bench_cmdline_t *cl, int argc, char **argv, int *rc)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, cl->optstring, cl->longopts, NULL)) != -1) {
+        int r = shared_opt(cl, c, argv);
+        if (r == OTHER)
+            return c;
+        if (r >= 0) {
+            *rc = r;
+            return GW_BENCH_OPT_EXIT;
+        }
+    }
+    return -1;
 }

@@ -118,17 +118,15 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw,
+                                   &o->json};
     long v;
-    int c;
+    int c, rc;
     gw_kit_getopt_begin();
-    while ((c = getopt_long(argc, argv, "+:b:e:f:n:w:W:m:c:h", longopts, NULL)) != -1) {
-        int rc = gw_bench_shared_opt(&prog, usage, c, argv, &o->sw, &o->json);
-        if (rc != GW_BENCH_OPT_OTHER) {
-            if (rc >= 0)
-                return rc;
-            continue;
-        }
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case 'W':
             if (gw_kit_parse_long(optarg, 1, 1024, &o->window) != 0)
                 return usage_error("--window must be an integer in [1, 1024], not \"%s\"",

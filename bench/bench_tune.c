@@ -91,6 +91,7 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
                                              {"small-iters", required_argument, NULL, 'm'},
                                              {"warmup_iters", required_argument, NULL, 'w'},
                                              GW_BENCH_END_LONGOPTS};
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:o:s:g:n:m:w:h", longopts, NULL, NULL};
     int c, rc;
     long v;
     memset(o, 0, sizeof(*o));
@@ -100,14 +101,10 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
     o->small_iters = 200;
     o->warmup = 3;
     gw_kit_getopt_begin();
-    while ((c = getopt_long(argc, argv, "+:o:s:g:n:m:w:h", longopts, NULL)) != -1) {
-        rc = gw_bench_shared_opt(&prog, usage, c, argv, NULL, NULL);
-        if (rc != GW_BENCH_OPT_OTHER) {
-            if (rc >= 0)
-                return rc;
-            continue;
-        }
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case 'o':
             if (!*optarg)
                 return usage_error("--out wants a file name");

@@ -72,13 +72,21 @@ int gw_bench_next_opt(const gw_bench_cmdline_t *cl, int argc, char **argv, int *
 
 /* ---- a benchmark's run (bench_run.c) ---- */
 
-/* Join the job described by the environment (gw_comm_init_env). 0, or -1
- * after printing why, prefixed with who ("gradwire-bench tune"). */
-int gw_bench_join(const char *who, gw_comm_t **comm);
+/* Join the job described by the environment (gw_comm_init_env), and learn
+ * this rank and the rank count. 0, or -1 after printing why, prefixed with
+ * who ("gradwire-bench tune"). */
+int gw_bench_join(const char *who, gw_comm_t **comm, int *rank, int *size);
 
 /* Whether every rank's ok is non-zero, into *all. Every rank learns the
  * same answer, so none is left waiting for a rank that gave up. */
 gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all);
+
+/* The end of a benchmark's setup, on every rank: rank 0 opens the JSON
+ * report at path (when path is not NULL; gw_bench_json_open) into *json,
+ * then the ranks learn whether all of them succeeded, ok being this rank's
+ * verdict so far. 0, or -1 with what went wrong in error[0..cap). */
+int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark,
+                       const char *path, FILE **json, char *error, size_t cap);
 
 /* Record in error[0..cap) that the call described by fmt failed with st,
  * print it with the rank, and return -1. */

@@ -363,7 +363,7 @@ static void print_footer(const struct bench *b)
 static int setup(struct bench *b, FILE **json)
 {
     gw_status_t st;
-    int ok = 1, all_ok = 0;
+    int ok = 1;
     size_t cap = b->o.sw.maxbytes ? b->o.sw.maxbytes : 1;
     if (b->o.algo != GW_ALGO_AUTO && (st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
         return call_failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
@@ -376,15 +376,8 @@ static int setup(struct bench *b, FILE **json)
                 b->rank, cap);
         ok = 0;
     }
-    if (b->rank == 0 && b->o.json && !(*json = gw_bench_json_open(b->o.json, "allreduce")))
-        ok = 0;
-    if ((st = gw_bench_all_ok(b->comm, ok, &all_ok)) != GW_OK)
-        return call_failed(b, st, "gw_allreduce of the setup status");
-    if (!all_ok) {
-        snprintf(b->error, sizeof(b->error), "setup failed on some rank");
-        return -1;
-    }
-    return 0;
+    return gw_bench_setup_end(b->comm, b->rank, ok, "allreduce", b->o.json, json, b->error,
+                              sizeof(b->error));
 }
 
 static void json_place(gw_kit_json_t *j, const char *name, const struct place_result *p)
@@ -465,10 +458,8 @@ int gw_bench_allreduce_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    if (gw_bench_join("gradwire-bench", &b.comm) != 0)
+    if (gw_bench_join("gradwire-bench", &b.comm, &b.rank, &b.size) != 0)
         return GW_BENCH_EXIT_FAIL;
-    b.rank = gw_comm_rank(b.comm);
-    b.size = gw_comm_size(b.comm);
     rc = GW_BENCH_EXIT_FAIL;
     if (setup(&b, &json) == 0) {
         if (b.rank == 0)

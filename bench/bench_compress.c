@@ -447,7 +447,7 @@ static int run_all(struct cbench *b)
 static int setup(struct cbench *b, FILE **json)
 {
     gw_status_t st;
-    int ok = 1, all_ok = 0;
+    int ok = 1;
     if ((st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
         return failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
     size_t cap = b->o.sw.maxbytes / sizeof(float) + 1;
@@ -470,15 +470,8 @@ static int setup(struct cbench *b, FILE **json)
             ok = 0;
         }
     }
-    if (b->rank == 0 && b->o.json && !(*json = gw_bench_json_open(b->o.json, "compress")))
-        ok = 0;
-    if ((st = gw_bench_all_ok(b->comm, ok, &all_ok)) != GW_OK)
-        return failed(b, st, "gw_allreduce of the setup status");
-    if (!all_ok) {
-        snprintf(b->error, sizeof(b->error), "setup failed on some rank");
-        return -1;
-    }
-    return 0;
+    return gw_bench_setup_end(b->comm, b->rank, ok, "compress", b->o.json, json, b->error,
+                              sizeof(b->error));
 }
 
 int gw_bench_compress_main(int argc, char **argv)
@@ -489,10 +482,8 @@ int gw_bench_compress_main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &b.o);
     if (rc >= 0)
         return rc;
-    if (gw_bench_join("gradwire-bench", &b.comm) != 0)
+    if (gw_bench_join("gradwire-bench", &b.comm, &b.rank, &b.size) != 0)
         return GW_BENCH_EXIT_FAIL;
-    b.rank = gw_comm_rank(b.comm);
-    b.size = gw_comm_size(b.comm);
     rc = GW_BENCH_EXIT_FAIL;
     if (setup(&b, &json) == 0) {
         if (b.rank == 0)

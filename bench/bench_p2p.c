@@ -403,9 +403,9 @@ int gw_bench_p2p_main(int argc, char **argv)
         return rc;
     gw_comm_t *comm = NULL;
     gw_status_t st = GW_OK;
-    if (gw_bench_join("gradwire-bench p2p", &comm) != 0)
+    int rank, size;
+    if (gw_bench_join("gradwire-bench p2p", &comm, &rank, &size) != 0)
         return GW_BENCH_EXIT_FAIL;
-    int rank = gw_comm_rank(comm), size = gw_comm_size(comm);
     if (size < 2) {
         fprintf(stderr, "gradwire-bench p2p: needs at least 2 ranks (have %d)\n", size);
         gw_comm_destroy(comm);

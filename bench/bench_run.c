@@ -20,11 +20,14 @@
 
 #include "bench.h"
 
-int gw_bench_join(const char *who, gw_comm_t **comm)
+int gw_bench_join(const char *who, gw_comm_t **comm, int *rank, int *size)
 {
     gw_status_t st = gw_comm_init_env(comm);
-    if (st == GW_OK)
+    if (st == GW_OK) {
+        *rank = gw_comm_rank(*comm);
+        *size = gw_comm_size(*comm);
         return 0;
+    }
     fprintf(stderr, "%s: gw_comm_init_env failed: %s (%s)\n", who, gw_status_str(st),
             gw_status_name(st));
     return -1;
@@ -37,6 +40,22 @@ gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all)
     if (st == GW_OK)
         *all = every;
     return st;
+}
+
+int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark,
+                       const char *path, FILE **json, char *error, size_t cap)
+{
+    int all_ok = 0;
+    if (rank == 0 && path && !(*json = gw_bench_json_open(path, benchmark)))
+        ok = 0;
+    gw_status_t st = gw_bench_all_ok(comm, ok, &all_ok);
+    if (st != GW_OK)
+        return gw_bench_fail(error, cap, rank, st, "gw_allreduce of the setup status");
+    if (!all_ok) {
+        snprintf(error, cap, "setup failed on some rank");
+        return -1;
+    }
+    return 0;
 }
 
 int gw_bench_fail(char *error, size_t cap, int rank, gw_status_t st, const char *fmt, ...)

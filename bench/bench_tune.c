@@ -405,9 +405,9 @@ int gw_bench_tune_main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if (gw_bench_join("gradwire-bench tune", &comm) != 0)
+    int n, rank;
+    if (gw_bench_join("gradwire-bench tune", &comm, &rank, &n) != 0)
         return GW_BENCH_EXIT_FAIL;
-    int n = gw_comm_size(comm), rank = gw_comm_rank(comm);
     if (n < 2) {
         fprintf(stderr, "gradwire-bench tune: needs at least 2 ranks (alpha and beta are "
                         "measured between ranks), e.g. gradwire launch -n 2 gradwire-bench tune\n");

@@ -1,27 +1,33 @@
 /*
- * bench.h - what the parts of gradwire-bench share: argument parsing and
- * JSON helpers, the benchmarks' entry points, and the data patterns whose
- * exact reduction the correctness check knows. Public API only (gradwire.h).
+ * bench.h - what the parts of gradwire-bench share: the benchmarks' entry
+ * points, the sweep options, the steps every benchmark run takes the same
+ * way (joining the job, agreeing on success, timing across ranks, the JSON
+ * file), and the data patterns whose exact reduction the correctness check
+ * knows. Public API only (gradwire.h), plus the tools' kit (kit.h).
  */
 #ifndef GW_BENCH_BENCH_H
 #define GW_BENCH_BENCH_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "gradwire.h"
+#include "kit.h"
 
-#define GW_BENCH_EXIT_FAIL 1  /* a call failed or a result was wrong */
-#define GW_BENCH_EXIT_USAGE 2 /* bad command line; nothing was started */
+#define GW_BENCH_EXIT_FAIL 1                  /* a call failed or a result was wrong */
+#define GW_BENCH_EXIT_USAGE GW_KIT_EXIT_USAGE /* bad command line; nothing was started */
 
-/* "4096", "64K", "32M", "1G", "2T" (binary multiples; an optional "B" or
- * "iB" may follow the suffix) into *out. Returns 0, or -1 for anything
- * else: empty, signs, spaces, unknown suffixes, overflow. */
-int gw_bench_parse_size(const char *s, size_t *out);
+/* `gradwire-bench NAME ...`; argv[0] is NAME. Each returns the exit
+ * status: 0 when every call succeeded and every checked result was right,
+ * 1 otherwise, 2 for a bad command line. */
+int gw_bench_allreduce_main(int argc, char **argv);
+int gw_bench_p2p_main(int argc, char **argv);
+int gw_bench_tune_main(int argc, char **argv);
+int gw_bench_compress_main(int argc, char **argv);
 
-/* A whole-string decimal integer in [min, max]. Returns 0 or -1. */
-int gw_bench_parse_long(const char *s, long min, long max, long *out);
+/* ---- the options the benchmarks share (bench_opts.c) ---- */
 
 /* The options every size-sweeping benchmark shares, nccl-tests style:
  * -b/--minbytes, -e/--maxbytes, -f/--stepfactor, -n/--iters,
@@ -31,20 +37,97 @@ typedef struct gw_bench_sweep {
     long factor, iters, warmup;
 } gw_bench_sweep_t;
 
-/* Parse option c ('b', 'e', 'f', 'n' or 'w') with value arg into *sw.
- * Returns 1 when c is a sweep option and arg is good, 0 when c is not a
- * sweep option, -1 for a bad value (the message, naming the option, is
- * in err). */
-int gw_bench_sweep_opt(int c, const char *arg, gw_bench_sweep_t *sw, char *err, size_t cap);
+/* Entries for a benchmark's getopt_long table: the sweep's long options,
+ * --json (which the benchmarks that write JSON take), and the table's end
+ * with --help. */
+#define GW_BENCH_SWEEP_LONGOPTS                                                                    \
+    {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},        \
+        {"stepfactor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'},     \
+        {"warmup_iters", required_argument, NULL, 'w'}
+#define GW_BENCH_JSON_LONGOPT {"json", required_argument, NULL, 'J'}
+#define GW_BENCH_END_LONGOPTS {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}
 
-/* JSON output: s as a quoted, escaped string; v as a number (null when it
- * is not finite, which JSON cannot express). */
-void gw_bench_json_str(FILE *f, const char *s);
-void gw_bench_json_num(FILE *f, double v);
+/* A benchmark's command line: how it names itself in usage errors, its
+ * usage text, getopt_long's option string and table, and where the shared
+ * options go (sw NULL: it has no sweep; json NULL: it takes no --json). */
+typedef struct gw_bench_cmdline {
+    const gw_kit_prog_t *prog;
+    void (*usage)(FILE *out);
+    const char *optstring;
+    const struct option *longopts;
+    gw_bench_sweep_t *sw;
+    const char **json;
+} gw_bench_cmdline_t;
 
-/* `gradwire-bench allreduce ...`; argv[0] is "allreduce". Returns the exit
- * status. */
-int gw_bench_allreduce_main(int argc, char **argv);
+/* What gw_bench_next_opt returns when the benchmark is to leave. */
+#define GW_BENCH_OPT_EXIT (-2)
+
+/* The next option that is the benchmark's own (with its value in optarg),
+ * after gw_kit_getopt_begin(). The options every benchmark treats the same
+ * way are taken on the way: -h (usage on stdout), getopt's ':' and '?' (a
+ * usage error), --json FILE and the sweep options. Returns the option, -1
+ * after the last one, or GW_BENCH_OPT_EXIT with *rc the exit status (0
+ * after -h, 2 after printing a usage error). */
+int gw_bench_next_opt(const gw_bench_cmdline_t *cl, int argc, char **argv, int *rc);
+
+/* ---- a benchmark's run (bench_run.c) ---- */
+
+/* Join the job described by the environment (gw_comm_init_env), and learn
+ * this rank and the rank count. 0, or -1 after printing why, prefixed with
+ * who ("gradwire-bench tune"). */
+int gw_bench_join(const char *who, gw_comm_t **comm, int *rank, int *size);
+
+/* Whether every rank's ok is non-zero, into *all. Every rank learns the
+ * same answer, so none is left waiting for a rank that gave up. */
+gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all);
+
+/* The end of a benchmark's setup, on every rank: rank 0 opens the JSON
+ * report at path (when path is not NULL; gw_bench_json_open) into *json,
+ * then the ranks learn whether all of them succeeded, ok being this rank's
+ * verdict so far. 0, or -1 with what went wrong in error[0..cap). */
+int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark,
+                       const char *path, FILE **json, char *error, size_t cap);
+
+/* Record in error[0..cap) that the call described by fmt failed with st,
+ * print it with the rank, and return -1. */
+__attribute__((format(printf, 5, 6))) int gw_bench_fail(char *error, size_t cap, int rank,
+                                                        gw_status_t st, const char *fmt, ...);
+
+/* Grow *items (of *cap elements of size bytes) to hold n + 1, doubling
+ * from first. 0, or -1 when out of memory (*items is then unchanged). */
+int gw_bench_reserve(void **items, size_t *cap, size_t n, size_t size, size_t first);
+
+/* A series of timed calls: median, min and max, in microseconds. */
+typedef struct gw_bench_timing {
+    double med_us, min_us, max_us;
+} gw_bench_timing_t;
+
+/* The per-call times of this rank, times[0..n), are reduced with max over
+ * ranks into tmax (a call ends when its last rank is done), sorted, and
+ * summarised into *out. */
+gw_status_t gw_bench_timing_reduce(gw_comm_t *comm, const double *times, double *tmax, long n,
+                                   gw_bench_timing_t *out);
+
+/* Open path for a benchmark's JSON and write a placeholder into it that
+ * says the run did not finish: a run killed on the way (the launcher stops
+ * every rank when one fails) leaves valid JSON behind, not an empty file.
+ * NULL after printing why. */
+FILE *gw_bench_json_open(const char *path, const char *benchmark);
+
+/* Start the final document over the placeholder in f (opened for path):
+ * truncate it, begin a top-level object whose members are one per line,
+ * and write the members every benchmark's report starts with (benchmark,
+ * gradwire_version, ranks, transport). 0, or -1 after printing why and
+ * closing f. */
+int gw_bench_json_begin(gw_kit_json_t *j, FILE *f, const char *path, const char *benchmark,
+                        gw_comm_t *comm);
+
+/* The members every report ends with (ok, error), and the closing brace;
+ * then close f. 0, or -1 after printing that writing path failed. */
+int gw_bench_json_end(gw_kit_json_t *j, int ok, const char *error, const char *path);
+
+/* "time_us": {"median": ..., "min": ..., "max": ...} */
+void gw_bench_json_timing(gw_kit_json_t *j, const gw_bench_timing_t *t);
 
 /*
  * Check patterns (bench_data.c). Rank r's input for op is a sequence of

@@ -21,13 +21,9 @@
  * cost a rendezvous (or a hang waiting for ranks that already quit).
  */
 #include <getopt.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "bench.h"
 
@@ -45,7 +41,8 @@ struct opts {
 };
 
 struct place_result {
-    double med_us, min_us, max_us, algbw, busbw;
+    gw_bench_timing_t t;
+    double algbw, busbw;
     int64_t wrong; /* -1: not checked */
 };
 
@@ -92,16 +89,9 @@ static void usage(FILE *out)
                  "element was wrong, 1 otherwise, 2 for a bad command line.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("gradwire-bench allreduce: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(see gradwire-bench allreduce --help)\n", stderr);
-    return GW_BENCH_EXIT_USAGE;
-}
+static const gw_kit_prog_t prog = {"gradwire-bench allreduce",
+                                   "\n(see gradwire-bench allreduce --help)\n"};
+#define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
 
 /* The next size after s, or 0 when there is none (beyond max or overflow). */
 static size_t next_size(const struct opts *o, size_t s)
@@ -119,25 +109,22 @@ static size_t next_size(const struct opts *o, size_t s)
 /* Returns -1 to go on, or an exit status. */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-    static const struct option longopts[] = {{"minbytes", required_argument, NULL, 'b'},
-                                             {"maxbytes", required_argument, NULL, 'e'},
-                                             {"stepfactor", required_argument, NULL, 'f'},
+    static const struct option longopts[] = {GW_BENCH_SWEEP_LONGOPTS,
                                              {"stepbytes", required_argument, NULL, 'i'},
-                                             {"iters", required_argument, NULL, 'n'},
-                                             {"warmup_iters", required_argument, NULL, 'w'},
                                              {"check", required_argument, NULL, 'c'},
                                              {"datatype", required_argument, NULL, 'd'},
                                              {"op", required_argument, NULL, 'o'},
                                              {"algo", required_argument, NULL, 'a'},
-                                             {"json", required_argument, NULL, 'J'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
-    int c, have_f = 0, have_i = 0;
+                                             GW_BENCH_JSON_LONGOPT,
+                                             GW_BENCH_END_LONGOPTS};
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:i:n:w:c:d:o:a:h", longopts, &o->sw,
+                                   &o->json};
+    int c, rc, have_i = 0;
     long v;
     memset(o, 0, sizeof(*o));
     o->sw.minbytes = 8;
     o->sw.maxbytes = (size_t)32 << 20;
-    o->sw.factor = 2;
+    o->sw.factor = 0; /* 0 until -f: it excludes -i, and the default is 2 */
     o->sw.iters = 20;
     o->sw.warmup = 5;
     o->check = 1;
@@ -145,24 +132,18 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->dtypes[0] = GW_FLOAT32;
     o->ops[0] = GW_SUM;
     o->algo = GW_ALGO_AUTO;
-    opterr = 0; /* our messages name the benchmark */
-    optind = 1;
-    char err[160];
-    while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:a:h", longopts, NULL)) != -1) {
-        int sweep = c == ':' ? 0 : gw_bench_sweep_opt(c, optarg, &o->sw, err, sizeof(err));
-        if (sweep < 0)
-            return usage_error("%s", err);
-        have_f |= c == 'f';
-        if (sweep)
-            continue;
+    gw_kit_getopt_begin();
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case 'i':
-            if (gw_bench_parse_size(optarg, &o->stepbytes) != 0 || o->stepbytes == 0)
+            if (gw_kit_parse_size(optarg, &o->stepbytes) != 0 || o->stepbytes == 0)
                 return usage_error("-i wants a positive step in bytes, not \"%s\"", optarg);
             have_i = 1;
             break;
         case 'c':
-            if (gw_bench_parse_long(optarg, 0, 1, &v) != 0)
+            if (gw_kit_parse_long(optarg, 0, 1, &v) != 0)
                 return usage_error("-c wants 0 or 1, not \"%s\"", optarg);
             o->check = (int)v;
             break;
@@ -194,28 +175,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             if (gw_algo_parse(optarg, &o->algo) != GW_OK)
                 return usage_error("unknown algorithm \"%s\" (auto, ring, tree or rd)", optarg);
             break;
-        case 'J':
-            if (!*optarg)
-                return usage_error("--json wants a file name");
-            o->json = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-            return usage_error("option %s needs a value", argv[optind - 1]);
-        default:
-            if (optopt)
-                return usage_error("unknown option \"-%c\"", optopt);
-            return usage_error("unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
-    if (have_f && have_i)
+    if ((c = gw_kit_no_operands(&prog, argc, argv)) >= 0)
+        return c;
+    if (o->sw.factor && have_i)
         return usage_error("-f and -i both given: step by a factor or by bytes, not both");
-    if (have_i)
-        o->sw.factor = 0;
+    if (!have_i && !o->sw.factor)
+        o->sw.factor = 2;
     if (o->sw.minbytes > o->sw.maxbytes)
         return usage_error("minbytes (-b %zu) is larger than maxbytes (-e %zu)", o->sw.minbytes,
                            o->sw.maxbytes);
@@ -232,32 +199,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     return -1;
 }
 
-__attribute__((format(printf, 3, 4))) static int call_failed(struct bench *b, gw_status_t st,
-                                                             const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    snprintf(b->error, sizeof(b->error), "%s failed: %s (%s)", what, gw_status_str(st),
-             gw_status_name(st));
-    fprintf(stderr, "gradwire-bench: rank %d: %s\n", b->rank, b->error);
-    return -1;
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define call_failed(b, st, ...) gw_bench_fail((b)->error, sizeof((b)->error), (b)->rank, st, __VA_ARGS__)
 
 /* Time and check one (dtype, op, size, placement); fills *pr. */
 static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, size_t count, int in_place,
@@ -277,19 +219,15 @@ static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, size_t count, int
             return call_failed(b, st, "gw_allreduce (%s, %zu B %s %s, warm-up)", where, bytes,
                                gw_dtype_name(dt), gw_op_name(op));
     for (long it = 0; it < n; it++) {
-        double t0 = now_us();
+        double t0 = gw_kit_now_us();
         if ((st = gw_allreduce(b->comm, src, b->recv, count, dt, op)) != GW_OK)
             return call_failed(b, st, "gw_allreduce (%s, %zu B %s %s, iteration %ld)", where, bytes,
                                gw_dtype_name(dt), gw_op_name(op), it);
-        b->times[it] = now_us() - t0;
+        b->times[it] = gw_kit_now_us() - t0;
     }
-    if ((st = gw_allreduce(b->comm, b->times, b->tmax, (size_t)n, GW_FLOAT64, GW_MAX)) != GW_OK)
+    if ((st = gw_bench_timing_reduce(b->comm, b->times, b->tmax, n, &pr->t)) != GW_OK)
         return call_failed(b, st, "gw_allreduce of the timings");
-    qsort(b->tmax, (size_t)n, sizeof(double), cmp_double);
-    pr->min_us = b->tmax[0];
-    pr->max_us = b->tmax[n - 1];
-    pr->med_us = n % 2 ? b->tmax[n / 2] : (b->tmax[n / 2 - 1] + b->tmax[n / 2]) / 2;
-    pr->algbw = pr->med_us > 0 ? (double)bytes / pr->med_us / 1e3 : 0;
+    pr->algbw = pr->t.med_us > 0 ? (double)bytes / pr->t.med_us / 1e3 : 0;
     pr->busbw = pr->algbw * 2.0 * (b->size - 1) / b->size;
     pr->wrong = -1;
     if (!b->o.check)
@@ -342,7 +280,7 @@ static void print_result(const struct result *r)
            gw_op_name(r->op), -1);
     for (int p = 0; p < 2; p++) {
         char t[32], w[32];
-        format_time(t, r->p[p].med_us);
+        format_time(t, r->p[p].t.med_us);
         if (r->p[p].wrong < 0)
             snprintf(w, sizeof(w), "N/A");
         else
@@ -355,15 +293,9 @@ static void print_result(const struct result *r)
 
 static int add_result(struct bench *b, const struct result *r)
 {
-    if (b->nres == b->capres) {
-        size_t ncap = b->capres ? b->capres * 2 : 64;
-        struct result *nr = realloc(b->res, ncap * sizeof(*nr));
-        if (!nr) {
-            snprintf(b->error, sizeof(b->error), "out of memory for the results");
-            return -1;
-        }
-        b->res = nr;
-        b->capres = ncap;
+    if (gw_bench_reserve((void **)&b->res, &b->capres, b->nres, sizeof(*r), 64) != 0) {
+        snprintf(b->error, sizeof(b->error), "out of memory for the results");
+        return -1;
     }
     b->res[b->nres++] = *r;
     return 0;
@@ -431,7 +363,7 @@ static void print_footer(const struct bench *b)
 static int setup(struct bench *b, FILE **json)
 {
     gw_status_t st;
-    int32_t ok = 1, all_ok = 0;
+    int ok = 1;
     size_t cap = b->o.sw.maxbytes ? b->o.sw.maxbytes : 1;
     if (b->o.algo != GW_ALGO_AUTO && (st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
         return call_failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
@@ -444,109 +376,81 @@ static int setup(struct bench *b, FILE **json)
                 b->rank, cap);
         ok = 0;
     }
-    /* Until the run ends, the file says that it did not: a run killed on
-     * the way (the launcher stops every rank when one fails) leaves valid
-     * JSON behind, not an empty file. */
-    if (b->rank == 0 && b->o.json &&
-        (!(*json = fopen(b->o.json, "w")) ||
-         fputs("{\"benchmark\": \"allreduce\", \"ok\": false, "
-               "\"error\": \"the run did not finish\"}\n",
-               *json) < 0 ||
-         fflush(*json) != 0)) {
-        fprintf(stderr, "gradwire-bench: cannot write %s: %m\n", b->o.json);
-        ok = 0;
-    }
-    if ((st = gw_allreduce(b->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK)
-        return call_failed(b, st, "gw_allreduce of the setup status");
-    if (!all_ok) {
-        snprintf(b->error, sizeof(b->error), "setup failed on some rank");
-        return -1;
-    }
-    return 0;
+    return gw_bench_setup_end(b->comm, b->rank, ok, "allreduce", b->o.json, json, b->error,
+                              sizeof(b->error));
 }
 
-static void json_place(FILE *f, const char *name, const struct place_result *p)
+static void json_place(gw_kit_json_t *j, const char *name, const struct place_result *p)
 {
-    fprintf(f, "\"%s\": {\"time_us\": {\"median\": ", name);
-    gw_bench_json_num(f, p->med_us);
-    fputs(", \"min\": ", f);
-    gw_bench_json_num(f, p->min_us);
-    fputs(", \"max\": ", f);
-    gw_bench_json_num(f, p->max_us);
-    fputs("}, \"algbw\": ", f);
-    gw_bench_json_num(f, p->algbw);
-    fputs(", \"busbw\": ", f);
-    gw_bench_json_num(f, p->busbw);
-    if (p->wrong < 0)
-        fputs(", \"wrong\": null}", f);
-    else
-        fprintf(f, ", \"wrong\": %lld}", (long long)p->wrong);
+    gw_kit_json_object(j, name, NULL);
+    gw_bench_json_timing(j, &p->t);
+    gw_kit_json_num(j, "algbw", p->algbw);
+    gw_kit_json_num(j, "busbw", p->busbw);
+    gw_kit_json_int_or_null(j, "wrong", p->wrong >= 0, p->wrong);
+    gw_kit_json_close(j, NULL);
 }
 
-/* The whole run as one JSON document: parameters, one entry per line of
- * the table, totals, and the error that ended the run (or null). */
+/* The whole run as one JSON document over the placeholder: parameters, one
+ * entry per line of the table, totals, and the error that ended the run
+ * (or null). */
 static int write_json(FILE *f, const struct bench *b, int ok)
 {
     const struct opts *o = &b->o;
+    gw_kit_json_t j;
     double avg;
     int64_t wrong;
     totals(b, &avg, &wrong);
-    rewind(f);
-    if (ftruncate(fileno(f), 0) != 0)
+    if (gw_bench_json_begin(&j, f, o->json, "allreduce", b->comm) != 0)
         return -1;
-    fputs("{\n  \"benchmark\": \"allreduce\",\n  \"gradwire_version\": ", f);
-    gw_bench_json_str(f, gw_version());
-    fprintf(f, ",\n  \"ranks\": %d,\n  \"transport\": ", b->size);
-    gw_bench_json_str(f, gw_comm_transport(b->comm));
-    fprintf(f, ",\n  \"algo\": \"%s\",\n", gw_algo_name(o->algo));
-    fputs("  \"units\": {\"size\": \"bytes\", \"time\": \"us\", "
-          "\"bandwidth\": \"GB/s (1e9 bytes/s)\"},\n",
-          f);
-    fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, ", o->sw.minbytes, o->sw.maxbytes);
-    if (o->sw.factor)
-        fprintf(f, "\"stepfactor\": %ld, \"stepbytes\": null, ", o->sw.factor);
-    else
-        fprintf(f, "\"stepfactor\": null, \"stepbytes\": %zu, ", o->stepbytes);
-    fprintf(f, "\"iters\": %ld, \"warmup_iters\": %ld, \"check\": %s, \"dtypes\": [", o->sw.iters,
-            o->sw.warmup, o->check ? "true" : "false");
+    gw_kit_json_str(&j, "algo", gw_algo_name(o->algo));
+    gw_kit_json_object(&j, "units", NULL);
+    gw_kit_json_str(&j, "size", "bytes");
+    gw_kit_json_str(&j, "time", "us");
+    gw_kit_json_str(&j, "bandwidth", "GB/s (1e9 bytes/s)");
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_object(&j, "params", NULL);
+    gw_kit_json_uint(&j, "minbytes", o->sw.minbytes);
+    gw_kit_json_uint(&j, "maxbytes", o->sw.maxbytes);
+    gw_kit_json_int_or_null(&j, "stepfactor", o->sw.factor != 0, o->sw.factor);
+    gw_kit_json_int_or_null(&j, "stepbytes", o->sw.factor == 0, (long long)o->stepbytes);
+    gw_kit_json_int(&j, "iters", o->sw.iters);
+    gw_kit_json_int(&j, "warmup_iters", o->sw.warmup);
+    gw_kit_json_bool(&j, "check", o->check);
+    gw_kit_json_array(&j, "dtypes", NULL);
     for (int d = 0; d < o->ndtypes; d++)
-        fprintf(f, "%s\"%s\"", d ? ", " : "", gw_dtype_name(o->dtypes[d]));
-    fputs("], \"ops\": [", f);
+        gw_kit_json_str(&j, NULL, gw_dtype_name(o->dtypes[d]));
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_array(&j, "ops", NULL);
     for (int k = 0; k < o->nops; k++)
-        fprintf(f, "%s\"%s\"", k ? ", " : "", gw_op_name(o->ops[k]));
-    fputs("]},\n  \"results\": [", f);
+        gw_kit_json_str(&j, NULL, gw_op_name(o->ops[k]));
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_array(&j, "results", "\n    ");
     for (size_t i = 0; i < b->nres; i++) {
         const struct result *r = &b->res[i];
-        fprintf(f,
-                "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-                "\"root\": -1, \"algo\": \"%s\",\n     ",
-                i ? "," : "", r->bytes, r->count, gw_dtype_name(r->dtype), gw_op_name(r->op),
-                gw_algo_name(r->algo));
-        json_place(f, "out_of_place", &r->p[0]);
-        fputs(",\n     ", f);
-        json_place(f, "in_place", &r->p[1]);
-        fputs("}", f);
+        gw_kit_json_object(&j, NULL, NULL);
+        gw_kit_json_uint(&j, "size", r->bytes);
+        gw_kit_json_uint(&j, "count", r->count);
+        gw_kit_json_str(&j, "type", gw_dtype_name(r->dtype));
+        gw_kit_json_str(&j, "redop", gw_op_name(r->op));
+        gw_kit_json_int(&j, "root", -1);
+        gw_kit_json_str(&j, "algo", gw_algo_name(r->algo));
+        gw_kit_json_break(&j, "\n     ");
+        json_place(&j, "out_of_place", &r->p[0]);
+        gw_kit_json_break(&j, "\n     ");
+        json_place(&j, "in_place", &r->p[1]);
+        gw_kit_json_close(&j, NULL);
     }
-    fputs(b->nres ? "\n  ],\n  \"avg_busbw\": " : "],\n  \"avg_busbw\": ", f);
-    gw_bench_json_num(f, avg);
-    if (wrong < 0)
-        fputs(",\n  \"wrong_total\": null", f);
-    else
-        fprintf(f, ",\n  \"wrong_total\": %lld", (long long)wrong);
-    fprintf(f, ",\n  \"ok\": %s,\n  \"error\": ", ok ? "true" : "false");
-    if (b->error[0])
-        gw_bench_json_str(f, b->error);
-    else
-        fputs("null", f);
-    fputs("\n}\n", f);
-    return ferror(f) ? -1 : 0;
+    gw_kit_json_close(&j, "\n  ");
+    gw_kit_json_num(&j, "avg_busbw", avg);
+    gw_kit_json_int_or_null(&j, "wrong_total", wrong >= 0, wrong);
+    return gw_bench_json_end(&j, ok, b->error, o->json);
 }
 
 int gw_bench_allreduce_main(int argc, char **argv)
 {
     struct bench b;
     FILE *json = NULL;
-    gw_status_t st;
     double avg;
     int64_t wrong;
     memset(&b, 0, sizeof(b));
@@ -554,13 +458,8 @@ int gw_bench_allreduce_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    if ((st = gw_comm_init_env(&b.comm)) != GW_OK) {
-        fprintf(stderr, "gradwire-bench: gw_comm_init_env failed: %s (%s)\n", gw_status_str(st),
-                gw_status_name(st));
+    if (gw_bench_join("gradwire-bench", &b.comm, &b.rank, &b.size) != 0)
         return GW_BENCH_EXIT_FAIL;
-    }
-    b.rank = gw_comm_rank(b.comm);
-    b.size = gw_comm_size(b.comm);
     rc = GW_BENCH_EXIT_FAIL;
     if (setup(&b, &json) == 0) {
         if (b.rank == 0)
@@ -572,14 +471,8 @@ int gw_bench_allreduce_main(int argc, char **argv)
     totals(&b, &avg, &wrong);
     if (wrong > 0)
         rc = GW_BENCH_EXIT_FAIL;
-    if (json) {
-        int bad = write_json(json, &b, rc == 0) != 0;
-        bad |= fclose(json) != 0;
-        if (bad) {
-            fprintf(stderr, "gradwire-bench: writing %s failed: %m\n", b.o.json);
-            rc = GW_BENCH_EXIT_FAIL;
-        }
-    }
+    if (json && write_json(json, &b, rc == 0) != 0)
+        rc = GW_BENCH_EXIT_FAIL;
     free(b.res);
     free(b.tmax);
     free(b.times);

@@ -41,48 +41,7 @@
 
 #include "bench.h"
 
-#define MAX_CODECS GW_CODEC_COUNT
-
-struct copts {
-    gw_bench_sweep_t sw;
-    long solo_iters;
-    int ncodecs;
-    gw_codec_t codecs[MAX_CODECS];
-    double ratio, momentum;
-    long rank, bucket;
-    gw_algo_t algo;
-    int sort;
-    const char *json;
-};
-
-struct cres {
-    size_t bytes;
-    const char *name; /* codec name, or "dense" */
-    int dense;
-    double med_us, min_us, max_us, algbw, speedup, ratio, comm_us, cpu_us;
-    double enc_gbps, dec_gbps, cpu_gbps; /* 0: not measured */
-    uint64_t wire;
-    int agree;
-};
-
-struct sortres {
-    size_t bytes;
-    double select_ms, sort_ms;
-};
-
-struct cbench {
-    struct copts o;
-    gw_comm_t *comm, *solo;
-    int rank, size;
-    float *in, *out;
-    double *times, *tmax;
-    struct cres *res;
-    size_t nres, capres;
-    struct sortres sorts[64];
-    int nsorts;
-    int bad;
-    char error[512];
-};
+#include "bench_compress.h"
 
 static void usage(FILE *out)
 {
@@ -113,16 +72,9 @@ static void usage(FILE *out)
                  "otherwise, 2 for a bad command line.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("gradwire-bench compress: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(see gradwire-bench compress --help)\n", stderr);
-    return GW_BENCH_EXIT_USAGE;
-}
+static const gw_kit_prog_t prog = {"gradwire-bench compress",
+                                   "\n(see gradwire-bench compress --help)\n"};
+#define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
 
 static int parse_codecs(const char *list, struct copts *o)
 {
@@ -143,12 +95,8 @@ static int parse_codecs(const char *list, struct copts *o)
 
 static int parse_opts(int argc, char **argv, struct copts *o)
 {
-    enum { OPT_BUCKET = 256, OPT_NOSORT, OPT_JSON, OPT_SOLO, OPT_MOMENTUM };
-    static const struct option longopts[] = {{"minbytes", required_argument, NULL, 'b'},
-                                             {"maxbytes", required_argument, NULL, 'e'},
-                                             {"stepfactor", required_argument, NULL, 'f'},
-                                             {"iters", required_argument, NULL, 'n'},
-                                             {"warmup_iters", required_argument, NULL, 'w'},
+    enum { OPT_BUCKET = 256, OPT_NOSORT, OPT_SOLO, OPT_MOMENTUM };
+    static const struct option longopts[] = {GW_BENCH_SWEEP_LONGOPTS,
                                              {"codecs", required_argument, NULL, 'C'},
                                              {"ratio", required_argument, NULL, 'r'},
                                              {"rank", required_argument, NULL, 'k'},
@@ -157,9 +105,8 @@ static int parse_opts(int argc, char **argv, struct copts *o)
                                              {"algo", required_argument, NULL, 'a'},
                                              {"solo_iters", required_argument, NULL, OPT_SOLO},
                                              {"no-sort", no_argument, NULL, OPT_NOSORT},
-                                             {"json", required_argument, NULL, OPT_JSON},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+                                             GW_BENCH_JSON_LONGOPT,
+                                             GW_BENCH_END_LONGOPTS};
     memset(o, 0, sizeof(*o));
     o->sw.minbytes = (size_t)1 << 20;
     o->sw.maxbytes = (size_t)64 << 20;
@@ -173,20 +120,16 @@ static int parse_opts(int argc, char **argv, struct copts *o)
     o->algo = GW_ALGO_RING;
     o->sort = 1;
     parse_codecs("fp16,bf16,int8,sign,topk,powersgd", o);
-    opterr = 0;
-    optind = 1;
-    int c;
-    char *end;
-    char err[160];
-    while ((c = getopt_long(argc, argv, "+:b:e:f:n:w:C:r:k:a:h", longopts, NULL)) != -1) {
-        int sweep = c == ':' ? 0 : gw_bench_sweep_opt(c, optarg, &o->sw, err, sizeof(err));
-        if (sweep < 0)
-            return usage_error("%s", err);
-        if (sweep)
-            continue;
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:C:r:k:a:h", longopts, &o->sw,
+                                   &o->json};
+    int c, rc;
+    gw_kit_getopt_begin();
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case OPT_SOLO:
-            if (gw_bench_parse_long(optarg, 0, 100000, &o->solo_iters) != 0)
+            if (gw_kit_parse_long(optarg, 0, 100000, &o->solo_iters) != 0)
                 return usage_error("--solo_iters wants a number of calls, not \"%s\"", optarg);
             break;
         case 'C':
@@ -195,21 +138,19 @@ static int parse_opts(int argc, char **argv, struct copts *o)
                                    "powersgd, not \"%s\"", optarg);
             break;
         case 'r':
-            o->ratio = strtod(optarg, &end);
-            if (*end || !(o->ratio > 0 && o->ratio <= 1))
+            if (gw_kit_parse_double(optarg, 0, 1, &o->ratio) != 0 || o->ratio == 0)
                 return usage_error("-r wants a fraction in (0, 1], not \"%s\"", optarg);
             break;
         case 'k':
-            if (gw_bench_parse_long(optarg, 1, 1024, &o->rank) != 0)
+            if (gw_kit_parse_long(optarg, 1, 1024, &o->rank) != 0)
                 return usage_error("-k wants a PowerSGD rank in 1..1024, not \"%s\"", optarg);
             break;
         case OPT_MOMENTUM:
-            o->momentum = strtod(optarg, &end);
-            if (*end || !(o->momentum >= 0 && o->momentum < 1))
+            if (gw_kit_parse_double(optarg, 0, 1, &o->momentum) != 0 || o->momentum == 1)
                 return usage_error("--momentum wants a factor in [0, 1), not \"%s\"", optarg);
             break;
         case OPT_BUCKET:
-            if (gw_bench_parse_long(optarg, 1, 1L << 30, &o->bucket) != 0)
+            if (gw_kit_parse_long(optarg, 1, 1L << 30, &o->bucket) != 0)
                 return usage_error("--bucket wants a number of elements, not \"%s\"", optarg);
             break;
         case 'a':
@@ -219,60 +160,17 @@ static int parse_opts(int argc, char **argv, struct copts *o)
         case OPT_NOSORT:
             o->sort = 0;
             break;
-        case OPT_JSON:
-            if (!*optarg)
-                return usage_error("--json wants a file name");
-            o->json = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-            return usage_error("option %s needs a value", argv[optind - 1]);
-        default:
-            return usage_error("unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    if ((c = gw_kit_no_operands(&prog, argc, argv)) >= 0)
+        return c;
     if (o->sw.minbytes < 4 || o->sw.minbytes > o->sw.maxbytes)
         return usage_error("need 4 <= minbytes (%zu) <= maxbytes (%zu)", o->sw.minbytes,
                            o->sw.maxbytes);
     return -1;
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-__attribute__((format(printf, 3, 4))) static int failed(struct cbench *b, gw_status_t st,
-                                                        const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    snprintf(b->error, sizeof(b->error), "%s failed: %s (%s)", what, gw_status_str(st),
-             gw_status_name(st));
-    fprintf(stderr, "gradwire-bench: rank %d: %s\n", b->rank, b->error);
-    return -1;
-}
+#define failed(b, st, ...) gw_bench_fail((b)->error, sizeof((b)->error), (b)->rank, st, __VA_ARGS__)
 
 /* A gradient-like input: roughly normal, magnitudes over three decades. */
 static void fill(float *x, size_t n, int rank)
@@ -316,14 +214,8 @@ static gw_compress_config_t config_of(const struct copts *o, gw_codec_t codec)
 
 static int add_result(struct cbench *b, const struct cres *r)
 {
-    if (b->nres == b->capres) {
-        size_t cap = b->capres ? 2 * b->capres : 32;
-        struct cres *n = realloc(b->res, cap * sizeof(*n));
-        if (!n)
-            return -1;
-        b->res = n;
-        b->capres = cap;
-    }
+    if (gw_bench_reserve((void **)&b->res, &b->capres, b->nres, sizeof(*r), 32) != 0)
+        return -1;
     b->res[b->nres++] = *r;
     return 0;
 }
@@ -331,17 +223,10 @@ static int add_result(struct cbench *b, const struct cres *r)
 /* Per-iteration times (b->times) -> max over ranks -> median, min, max. */
 static int reduce_times(struct cbench *b, struct cres *r)
 {
-    gw_status_t st = gw_allreduce(b->comm, b->times, b->tmax, (size_t)b->o.sw.iters, GW_FLOAT64,
-                                  GW_MAX);
+    gw_status_t st = gw_bench_timing_reduce(b->comm, b->times, b->tmax, b->o.sw.iters, &r->t);
     if (st != GW_OK)
         return failed(b, st, "gw_allreduce of the timings");
-    r->min_us = r->max_us = b->tmax[0];
-    for (long i = 0; i < b->o.sw.iters; i++) {
-        r->min_us = fmin(r->min_us, b->tmax[i]);
-        r->max_us = fmax(r->max_us, b->tmax[i]);
-    }
-    r->med_us = median(b->tmax, b->o.sw.iters);
-    r->algbw = r->med_us > 0 ? (double)r->bytes / r->med_us / 1e3 : 0;
+    r->algbw = r->t.med_us > 0 ? (double)r->bytes / r->t.med_us / 1e3 : 0;
     return 0;
 }
 
@@ -406,10 +291,10 @@ static int run_size(struct cbench *b, size_t count, struct cres *r)
     }
     for (long it = 0; it < b->o.sw.warmup + iters; it++) {
         for (int k = 0; k <= nc; k++) {
-            double t0 = now_us();
+            double t0 = gw_kit_now_us();
             st = k ? gw_allreduce_compressed(b->comm, state[k - 1], b->in, b->out, count)
                    : gw_allreduce(b->comm, b->in, b->out, count, GW_FLOAT32, GW_AVG);
-            double dt = now_us() - t0;
+            double dt = gw_kit_now_us() - t0;
             if (st != GW_OK) {
                 rc = failed(b, st, "%s of %zu floats", r[k].name, count);
                 goto out;
@@ -435,7 +320,7 @@ static int run_size(struct cbench *b, size_t count, struct cres *r)
         }
         r[k].comm_us = comm[k] / (double)iters;
         r[k].cpu_us = cpu[k] / (double)iters;
-        r[k].speedup = r[k].med_us > 0 ? r[0].med_us / r[k].med_us : 0;
+        r[k].speedup = r[k].t.med_us > 0 ? r[0].t.med_us / r[k].t.med_us : 0;
     }
     r[0].ratio = 1;
     r[0].wire = ring_bytes(count, b->size);
@@ -508,9 +393,9 @@ static int solo(struct cbench *b, gw_codec_t codec, size_t count, struct cres *r
             float *copy = malloc(count * sizeof(float));
             if (copy) {
                 memcpy(copy, b->in, count * sizeof(float));
-                double t0 = now_us();
+                double t0 = gw_kit_now_us();
                 qsort(copy, count, sizeof(float), cmp_abs);
-                double sort_us = now_us() - t0;
+                double sort_us = gw_kit_now_us() - t0;
                 free(copy);
                 b->sorts[b->nsorts++] = (struct sortres){r->bytes, e * 1e3, sort_us / 1e3};
             }
@@ -520,41 +405,6 @@ static int solo(struct cbench *b, gw_codec_t codec, size_t count, struct cres *r
     free(dec);
     gw_compress_state_destroy(state);
     return rc;
-}
-
-static void print_header(const struct cbench *b)
-{
-    printf("# gradwire-bench compress, gradwire %s\n", gw_version());
-    printf("# ranks: %d  transport: %s  dense algorithm: %s  iters: %ld  warmup: %ld\n",
-           b->size, gw_comm_transport(b->comm), gw_algo_name(b->o.algo), b->o.sw.iters,
-           b->o.sw.warmup);
-    printf("# top-k ratio %g (DGC momentum %g), PowerSGD rank %ld, bucket %ld elements\n"
-           "# comm, codec: rank 0's mean time in exchanges (wall) and in the codec (its CPU time)\n"
-           "# enc, dec: codec GB/s of float32 input, rank 0 alone on one core, wall, best of %ld\n"
-           "# cpu: the same for encode + decode per CPU second (robust to a busy machine)\n#\n",
-           b->o.ratio, b->o.momentum, b->o.rank, b->o.bucket, b->o.solo_iters);
-    printf("#%11s  %-8s  %10s  %7s  %7s  %12s  %7s  %9s  %9s  %6s  %6s  %6s  %5s\n",
-           "size(B)", "codec", "time(us)", "algbw", "speedup", "wire(B)", "ratio", "comm(us)",
-           "codec(us)", "enc", "dec", "cpu", "agree");
-    printf("#%11s  %-8s  %10s  %7s  %7s  %12s  %7s  %9s  %9s  %6s  %6s  %6s  %5s\n", "",
-           "", "(median)", "(GB/s)", "(x)", "(rank 0)", "(x)", "(rank 0)", "(cpu)", "(GB/s)",
-           "(GB/s)", "(GB/s)", "");
-    fflush(stdout);
-}
-
-static void print_result(const struct cres *r)
-{
-    char wire[32], comm[32], cpuu[32], enc[32], dec[32], cpu[32];
-    snprintf(wire, sizeof(wire), "%llu", (unsigned long long)r->wire);
-    snprintf(comm, sizeof(comm), r->dense ? "-" : "%.0f", r->comm_us);
-    snprintf(cpuu, sizeof(cpuu), r->dense ? "-" : "%.0f", r->cpu_us);
-    snprintf(enc, sizeof(enc), r->enc_gbps > 0 ? "%.2f" : "-", r->enc_gbps);
-    snprintf(dec, sizeof(dec), r->dec_gbps > 0 ? "%.2f" : "-", r->dec_gbps);
-    snprintf(cpu, sizeof(cpu), r->cpu_gbps > 0 ? "%.2f" : "-", r->cpu_gbps);
-    printf("%12zu  %-8s  %10.0f  %7.3f  %7.2f  %12s  %7.2f  %9s  %9s  %6s  %6s  %6s  %5s\n",
-           r->bytes, r->name, r->med_us, r->algbw, r->speedup, wire, r->ratio, comm, cpuu, enc,
-           dec, cpu, r->agree ? "yes" : "NO");
-    fflush(stdout);
 }
 
 static int run_all(struct cbench *b)
@@ -569,7 +419,7 @@ static int run_all(struct cbench *b)
             int ok = 1, all = 0;
             if (b->rank == 0)
                 ok = solo(b, b->o.codecs[k - 1], count, &r[k]) == 0;
-            gw_status_t st = gw_allreduce(b->comm, &ok, &all, 1, GW_INT32, GW_MIN);
+            gw_status_t st = gw_bench_all_ok(b->comm, ok, &all);
             if (st != GW_OK)
                 return failed(b, st, "gw_allreduce after the one-rank measurement");
             if (!all)
@@ -580,7 +430,7 @@ static int run_all(struct cbench *b)
             if (add_result(b, &r[k]) != 0)
                 return -1;
             if (b->rank == 0)
-                print_result(&r[k]);
+                gw_bench_compress_print_result(&r[k]);
         }
         if (b->rank == 0 && b->nsorts > 0 && b->sorts[b->nsorts - 1].bytes == s) {
             const struct sortres *q = &b->sorts[b->nsorts - 1];
@@ -594,101 +444,10 @@ static int run_all(struct cbench *b)
     return 0;
 }
 
-static void json_result(FILE *f, const struct cres *r)
-{
-    fprintf(f, "{\"size\": %zu, \"codec\": \"%s\", \"time_us\": {\"median\": ", r->bytes,
-            r->name);
-    gw_bench_json_num(f, r->med_us);
-    fputs(", \"min\": ", f);
-    gw_bench_json_num(f, r->min_us);
-    fputs(", \"max\": ", f);
-    gw_bench_json_num(f, r->max_us);
-    fputs("}, \"algbw\": ", f);
-    gw_bench_json_num(f, r->algbw);
-    fputs(", \"speedup\": ", f);
-    gw_bench_json_num(f, r->speedup);
-    if (r->dense) {
-        fprintf(f, ", \"bytes_sent\": %llu, \"compression_ratio\": 1", (unsigned long long)r->wire);
-        fputs(", \"comm_us\": null, \"codec_cpu_us\": null", f);
-    } else {
-        fprintf(f, ", \"bytes_sent\": %llu, \"compression_ratio\": ", (unsigned long long)r->wire);
-        gw_bench_json_num(f, r->ratio);
-        fputs(", \"comm_us\": ", f);
-        gw_bench_json_num(f, r->comm_us);
-        fputs(", \"codec_cpu_us\": ", f);
-        gw_bench_json_num(f, r->cpu_us);
-    }
-    fputs(", \"encode_gbps\": ", f);
-    if (r->enc_gbps > 0)
-        gw_bench_json_num(f, r->enc_gbps);
-    else
-        fputs("null", f);
-    fputs(", \"decode_gbps\": ", f);
-    if (r->dec_gbps > 0)
-        gw_bench_json_num(f, r->dec_gbps);
-    else
-        fputs("null", f);
-    fputs(", \"codec_cpu_gbps\": ", f);
-    if (r->cpu_gbps > 0)
-        gw_bench_json_num(f, r->cpu_gbps);
-    else
-        fputs("null", f);
-    fprintf(f, ", \"agree\": %s}", r->agree ? "true" : "false");
-}
-
-static int write_json(FILE *f, const struct cbench *b, int ok)
-{
-    const struct copts *o = &b->o;
-    rewind(f);
-    if (ftruncate(fileno(f), 0) != 0)
-        return -1;
-    fputs("{\n  \"benchmark\": \"compress\",\n  \"gradwire_version\": ", f);
-    gw_bench_json_str(f, gw_version());
-    fprintf(f, ",\n  \"ranks\": %d,\n  \"transport\": ", b->size);
-    gw_bench_json_str(f, gw_comm_transport(b->comm));
-    fputs(",\n  \"units\": {\"size\": \"bytes\", \"time\": \"us\", \"bandwidth\": \"GB/s (1e9 "
-          "bytes/s) of uncompressed float32\"},\n",
-          f);
-    fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepfactor\": %ld, "
-               "\"iters\": %ld, \"warmup_iters\": %ld, \"dense_algo\": \"%s\", \"topk_ratio\": ",
-            o->sw.minbytes, o->sw.maxbytes, o->sw.factor, o->sw.iters, o->sw.warmup, gw_algo_name(o->algo));
-    gw_bench_json_num(f, o->ratio);
-    fputs(", \"topk_momentum\": ", f);
-    gw_bench_json_num(f, o->momentum);
-    fprintf(f, ", \"powersgd_rank\": %ld, \"bucket_elements\": %ld, \"codecs\": [", o->rank,
-            o->bucket);
-    for (int c = 0; c < o->ncodecs; c++)
-        fprintf(f, "%s\"%s\"", c ? ", " : "", gw_codec_name(o->codecs[c]));
-    fputs("]},\n  \"results\": [", f);
-    for (size_t i = 0; i < b->nres; i++) {
-        fputs(i ? ",\n    " : "\n    ", f);
-        json_result(f, &b->res[i]);
-    }
-    fputs(b->nres ? "\n  ],\n  \"topk_vs_sort\": [" : "],\n  \"topk_vs_sort\": [", f);
-    for (int i = 0; i < b->nsorts; i++) {
-        const struct sortres *q = &b->sorts[i];
-        fprintf(f, "%s\n    {\"size\": %zu, \"select_ms\": ", i ? "," : "", q->bytes);
-        gw_bench_json_num(f, q->select_ms);
-        fputs(", \"sort_ms\": ", f);
-        gw_bench_json_num(f, q->sort_ms);
-        fputs(", \"speedup\": ", f);
-        gw_bench_json_num(f, q->select_ms > 0 ? q->sort_ms / q->select_ms : 0);
-        fputs("}", f);
-    }
-    fprintf(f, "%s],\n  \"ok\": %s,\n  \"error\": ", b->nsorts ? "\n  " : "",
-            ok ? "true" : "false");
-    if (b->error[0])
-        gw_bench_json_str(f, b->error);
-    else
-        fputs("null", f);
-    fputs("\n}\n", f);
-    return ferror(f) ? -1 : 0;
-}
-
 static int setup(struct cbench *b, FILE **json)
 {
     gw_status_t st;
-    int32_t ok = 1, all_ok = 0;
+    int ok = 1;
     if ((st = gw_comm_set_algo(b->comm, b->o.algo)) != GW_OK)
         return failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
     size_t cap = b->o.sw.maxbytes / sizeof(float) + 1;
@@ -711,22 +470,8 @@ static int setup(struct cbench *b, FILE **json)
             ok = 0;
         }
     }
-    if (b->rank == 0 && b->o.json &&
-        (!(*json = fopen(b->o.json, "w")) ||
-         fputs("{\"benchmark\": \"compress\", \"ok\": false, "
-               "\"error\": \"the run did not finish\"}\n",
-               *json) < 0 ||
-         fflush(*json) != 0)) {
-        fprintf(stderr, "gradwire-bench: cannot write %s: %m\n", b->o.json);
-        ok = 0;
-    }
-    if ((st = gw_allreduce(b->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK)
-        return failed(b, st, "gw_allreduce of the setup status");
-    if (!all_ok) {
-        snprintf(b->error, sizeof(b->error), "setup failed on some rank");
-        return -1;
-    }
-    return 0;
+    return gw_bench_setup_end(b->comm, b->rank, ok, "compress", b->o.json, json, b->error,
+                              sizeof(b->error));
 }
 
 int gw_bench_compress_main(int argc, char **argv)
@@ -737,32 +482,20 @@ int gw_bench_compress_main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &b.o);
     if (rc >= 0)
         return rc;
-    gw_status_t st = gw_comm_init_env(&b.comm);
-    if (st != GW_OK) {
-        fprintf(stderr, "gradwire-bench: gw_comm_init_env failed: %s (%s)\n", gw_status_str(st),
-                gw_status_name(st));
+    if (gw_bench_join("gradwire-bench", &b.comm, &b.rank, &b.size) != 0)
         return GW_BENCH_EXIT_FAIL;
-    }
-    b.rank = gw_comm_rank(b.comm);
-    b.size = gw_comm_size(b.comm);
     rc = GW_BENCH_EXIT_FAIL;
     if (setup(&b, &json) == 0) {
         if (b.rank == 0)
-            print_header(&b);
+            gw_bench_compress_print_header(&b);
         rc = run_all(&b) == 0 && !b.bad ? 0 : GW_BENCH_EXIT_FAIL;
         if (b.rank == 0 && b.bad && !b.error[0])
             snprintf(b.error, sizeof(b.error), "ranks ended with different results");
         if (b.rank == 0 && b.error[0])
             printf("# Error: %s\n", b.error);
     }
-    if (json) {
-        int bad = write_json(json, &b, rc == 0) != 0;
-        bad |= fclose(json) != 0;
-        if (bad) {
-            fprintf(stderr, "gradwire-bench: writing %s failed: %m\n", b.o.json);
-            rc = GW_BENCH_EXIT_FAIL;
-        }
-    }
+    if (json && gw_bench_compress_write_json(json, &b, rc == 0) != 0)
+        rc = GW_BENCH_EXIT_FAIL;
     free(b.res);
     free(b.tmax);
     free(b.times);

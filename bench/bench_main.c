@@ -1,6 +1,5 @@
 /*
- * bench_main.c - `gradwire-bench BENCHMARK [options]`: the dispatcher, and
- * the argument parsers and JSON writers the benchmarks share.
+ * bench_main.c - `gradwire-bench BENCHMARK [options]`: the dispatcher.
  *
  * Each benchmark is a function taking its own argv (argv[0] is its name) and
  * returning the exit status: 0 when every call succeeded and every checked
@@ -8,25 +7,10 @@
  * built on the public API only and get their ranks from the environment, so
  * they run under `gradwire launch`, torchrun-style launchers, mpirun or srun.
  */
-#include <ctype.h>
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
-
-/* `gradwire-bench tune ...` (bench_tune.c); argv[0] is "tune". Returns the
- * exit status. Declared here until bench.h, shared with other benchmarks,
- * takes it. */
-int gw_bench_tune_main(int argc, char **argv);
-
-/* `gradwire-bench compress ...` (bench_compress.c); argv[0] is "compress". */
-int gw_bench_compress_main(int argc, char **argv);
-
-/* `gradwire-bench p2p ...` (bench_p2p.c); argv[0] is "p2p". */
-int gw_bench_p2p_main(int argc, char **argv);
 
 static void usage(FILE *out)
 {
@@ -43,85 +27,6 @@ static void usage(FILE *out)
                  "\n"
                  "Run `gradwire-bench BENCHMARK --help` for its options. Start one process\n"
                  "per rank, e.g. `gradwire launch -n 4 gradwire-bench allreduce`.\n");
-}
-
-int gw_bench_parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    if (!s || !*s || isspace((unsigned char)*s))
-        return -1;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int gw_bench_parse_size(const char *s, size_t *out)
-{
-    char *end = NULL;
-    if (!s || !isdigit((unsigned char)*s))
-        return -1; /* no sign, no space: strtoull would accept and wrap "-1" */
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
-    int shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        break;
-    case '\0':
-        break;
-    default:
-        return -1;
-    }
-    if (shift) {
-        end++;
-        if (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0)
-            end += strlen(end);
-    }
-    if (*end != '\0' || v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
-
-void gw_bench_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-void gw_bench_json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.6g", v);
-    else
-        fputs("null", f); /* JSON has no NaN or infinity */
 }
 
 int main(int argc, char **argv)
@@ -150,34 +55,4 @@ int main(int argc, char **argv)
     fprintf(stderr, "gradwire-bench: unknown benchmark \"%s\"\n", name);
     usage(stderr);
     return GW_BENCH_EXIT_USAGE;
-}
-
-int gw_bench_sweep_opt(int c, const char *arg, gw_bench_sweep_t *sw, char *err, size_t cap)
-{
-    long v;
-    switch (c) {
-    case 'b':
-    case 'e':
-        if (gw_bench_parse_size(arg, c == 'b' ? &sw->minbytes : &sw->maxbytes) == 0)
-            return 1;
-        snprintf(err, cap, "-%c wants a size in bytes (e.g. 4096, 64K, 32M, 1G), not \"%s\"", c,
-                 arg);
-        return -1;
-    case 'f':
-        if (gw_bench_parse_long(arg, 2, 1024, &sw->factor) == 0)
-            return 1;
-        snprintf(err, cap, "-f wants an integer step factor in 2..1024, not \"%s\"", arg);
-        return -1;
-    case 'n':
-    case 'w':
-        if (gw_bench_parse_long(arg, c == 'n' ? 1 : 0, 100000000, &v) == 0) {
-            *(c == 'n' ? &sw->iters : &sw->warmup) = v;
-            return 1;
-        }
-        snprintf(err, cap, "-%c wants a number of iterations in %d..100000000, not \"%s\"", c,
-                 c == 'n' ? 1 : 0, arg);
-        return -1;
-    default:
-        return 0;
-    }
 }

@@ -28,11 +28,9 @@
  */
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 
@@ -75,16 +73,8 @@ static void usage(FILE *out)
                  "succeeded and every byte was right, 1 otherwise, 2 for a bad command line.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("gradwire-bench p2p: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(see gradwire-bench p2p --help)\n", stderr);
-    return GW_BENCH_EXIT_USAGE;
-}
+static const gw_kit_prog_t prog = {"gradwire-bench p2p", "\n(see gradwire-bench p2p --help)\n"};
+#define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
 
 static int parse_modes(const char *s, int *out)
 {
@@ -113,17 +103,12 @@ static int parse_modes(const char *s, int *out)
 
 static int parse_opts(int argc, char **argv, struct p2p_opts *o)
 {
-    static const struct option longopts[] = {{"minbytes", required_argument, NULL, 'b'},
-                                             {"maxbytes", required_argument, NULL, 'e'},
-                                             {"stepfactor", required_argument, NULL, 'f'},
-                                             {"iters", required_argument, NULL, 'n'},
-                                             {"warmup_iters", required_argument, NULL, 'w'},
+    static const struct option longopts[] = {GW_BENCH_SWEEP_LONGOPTS,
                                              {"window", required_argument, NULL, 'W'},
                                              {"mode", required_argument, NULL, 'm'},
                                              {"check", required_argument, NULL, 'c'},
-                                             {"json", required_argument, NULL, 'J'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+                                             GW_BENCH_JSON_LONGOPT,
+                                             GW_BENCH_END_LONGOPTS};
     memset(o, 0, sizeof(*o));
     o->sw.minbytes = 8;
     o->sw.maxbytes = (size_t)4 << 20;
@@ -133,19 +118,17 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw,
+                                   &o->json};
     long v;
-    int c;
-    optind = 1;
-    char err[160];
-    while ((c = getopt_long(argc, argv, "b:e:f:n:w:W:m:c:h", longopts, NULL)) != -1) {
-        int sweep = gw_bench_sweep_opt(c, optarg, &o->sw, err, sizeof(err));
-        if (sweep < 0)
-            return usage_error("%s", err);
-        if (sweep)
-            continue;
+    int c, rc;
+    gw_kit_getopt_begin();
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case 'W':
-            if (gw_bench_parse_long(optarg, 1, 1024, &o->window) != 0)
+            if (gw_kit_parse_long(optarg, 1, 1024, &o->window) != 0)
                 return usage_error("--window must be an integer in [1, 1024], not \"%s\"",
                                    optarg);
             break;
@@ -154,32 +137,17 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
                 return usage_error("--mode takes uni, bidir, lat or all, not \"%s\"", optarg);
             break;
         case 'c':
-            if (gw_bench_parse_long(optarg, 0, 1, &v) != 0)
+            if (gw_kit_parse_long(optarg, 0, 1, &v) != 0)
                 return usage_error("--check takes 0 or 1, not \"%s\"", optarg);
             o->check = (int)v;
             break;
-        case 'J':
-            o->json = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return usage_error("unknown option");
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    if ((c = gw_kit_no_operands(&prog, argc, argv)) >= 0)
+        return c;
     if (o->sw.minbytes > o->sw.maxbytes)
         return usage_error("--minbytes %zu is above --maxbytes %zu", o->sw.minbytes, o->sw.maxbytes);
     return -1;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static uint8_t pattern(int from, size_t size, size_t i)
@@ -275,7 +243,7 @@ static gw_status_t run_uni(struct run *r, size_t size, long n, double *secs)
 {
     uint8_t ack = 0;
     gw_status_t st = GW_OK;
-    double t0 = now_s();
+    double t0 = gw_kit_now_s();
     if (r->o->window > 1)
         st = stream(r, r->rank == 0, size, n, r->ring);
     for (long i = 0; r->o->window == 1 && i < n && st == GW_OK; i++)
@@ -284,36 +252,20 @@ static gw_status_t run_uni(struct run *r, size_t size, long n, double *secs)
     if (st == GW_OK)
         st = r->rank == 0 ? gw_recv(r->comm, &ack, 1, GW_UINT8, 1)
                           : gw_send(r->comm, &ack, 1, GW_UINT8, 0);
-    *secs = now_s() - t0;
+    *secs = gw_kit_now_s() - t0;
     return st;
 }
 
 static gw_status_t run_bidir(struct run *r, size_t size, long n, double *secs)
 {
     gw_status_t st = GW_OK;
-    double t0 = now_s();
+    double t0 = gw_kit_now_s();
     if (r->o->window > 1)
         st = stream_both(r, size, n, r->ring);
     for (long i = 0; r->o->window == 1 && i < n && st == GW_OK; i++)
         st = gw_sendrecv(r->comm, r->sbuf, size, r->peer, r->rbuf, size, r->peer, GW_UINT8);
-    *secs = now_s() - t0;
+    *secs = gw_kit_now_s() - t0;
     return st;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double percentile(const double *sorted, long n, double p)
-{
-    long k = (long)ceil(p / 100.0 * (double)n) - 1;
-    if (k < 0)
-        k = 0;
-    if (k >= n)
-        k = n - 1;
-    return sorted[k];
 }
 
 /* Ping-pong; lat (rank 0) receives half of each round trip in us. */
@@ -321,7 +273,7 @@ static gw_status_t run_lat(struct run *r, size_t size, long n, double *lat)
 {
     gw_status_t st = GW_OK;
     for (long i = 0; i < n && st == GW_OK; i++) {
-        double t0 = now_s();
+        double t0 = gw_kit_now_s();
         if (r->rank == 0) {
             st = gw_send(r->comm, r->sbuf, size, GW_UINT8, 1);
             if (st == GW_OK)
@@ -332,7 +284,7 @@ static gw_status_t run_lat(struct run *r, size_t size, long n, double *lat)
                 st = gw_send(r->comm, r->sbuf, size, GW_UINT8, 0);
         }
         if (lat)
-            lat[i] = (now_s() - t0) * 1e6 / 2;
+            lat[i] = (gw_kit_now_s() - t0) * 1e6 / 2;
     }
     return st;
 }
@@ -380,10 +332,11 @@ static gw_status_t run_size(struct run *r, size_t size, struct p2p_result *res, 
     if (o->modes & MODE_LAT) {
         if ((st = run_mode(r, MODE_LAT, size, &secs, lat)) != GW_OK)
             return st;
-        qsort(lat, (size_t)o->sw.iters, sizeof(double), cmp_double);
-        res->p50 = percentile(lat, o->sw.iters, 50);
-        res->p90 = percentile(lat, o->sw.iters, 90);
-        res->p99 = percentile(lat, o->sw.iters, 99);
+        size_t n = (size_t)o->sw.iters;
+        gw_kit_sort(lat, n);
+        res->p50 = gw_kit_percentile_sorted(lat, n, 50);
+        res->p90 = gw_kit_percentile_sorted(lat, n, 90);
+        res->p99 = gw_kit_percentile_sorted(lat, n, 99);
         res->min = lat[0];
         res->max = lat[o->sw.iters - 1];
     }
@@ -406,36 +359,39 @@ static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p
         perror(o->json);
         return;
     }
-    fprintf(f, "{\"benchmark\": \"p2p\", \"transport\": ");
-    gw_bench_json_str(f, gw_comm_transport(comm));
-    fprintf(f, ", \"ranks\": %d, \"iters\": %ld, \"warmup_iters\": %ld, \"window\": %ld, "
-               "\"check\": %d,\n",
-            gw_comm_size(comm), o->sw.iters, o->sw.warmup, o->window, o->check);
-    fprintf(f, " \"error\": ");
-    if (error)
-        gw_bench_json_str(f, error);
-    else
-        fputs("null", f);
-    fprintf(f, ",\n \"results\": [");
+    gw_kit_json_t j;
+    gw_kit_json_start(&j, f, 6);
+    gw_kit_json_object(&j, NULL, NULL);
+    gw_kit_json_str(&j, "benchmark", "p2p");
+    gw_kit_json_str(&j, "transport", gw_comm_transport(comm));
+    gw_kit_json_int(&j, "ranks", gw_comm_size(comm));
+    gw_kit_json_int(&j, "iters", o->sw.iters);
+    gw_kit_json_int(&j, "warmup_iters", o->sw.warmup);
+    gw_kit_json_int(&j, "window", o->window);
+    gw_kit_json_int(&j, "check", o->check);
+    gw_kit_json_break(&j, "\n ");
+    gw_kit_json_str(&j, "error", error);
+    gw_kit_json_break(&j, "\n ");
+    gw_kit_json_array(&j, "results", "\n  ");
     for (size_t i = 0; i < nres; i++) {
         const struct p2p_result *p = &res[i];
-        fprintf(f, "%s\n  {\"bytes\": %zu, \"uni_GBps\": ", i ? "," : "", p->bytes);
-        gw_bench_json_num(f, p->uni);
-        fputs(", \"bidir_GBps\": ", f);
-        gw_bench_json_num(f, p->bidir);
-        fputs(", \"lat_us\": {\"p50\": ", f);
-        gw_bench_json_num(f, p->p50);
-        fputs(", \"p90\": ", f);
-        gw_bench_json_num(f, p->p90);
-        fputs(", \"p99\": ", f);
-        gw_bench_json_num(f, p->p99);
-        fputs(", \"min\": ", f);
-        gw_bench_json_num(f, p->min);
-        fputs(", \"max\": ", f);
-        gw_bench_json_num(f, p->max);
-        fprintf(f, "}, \"wrong\": %lld}", (long long)p->wrong);
+        gw_kit_json_object(&j, NULL, NULL);
+        gw_kit_json_uint(&j, "bytes", p->bytes);
+        gw_kit_json_num(&j, "uni_GBps", p->uni);
+        gw_kit_json_num(&j, "bidir_GBps", p->bidir);
+        gw_kit_json_object(&j, "lat_us", NULL);
+        gw_kit_json_num(&j, "p50", p->p50);
+        gw_kit_json_num(&j, "p90", p->p90);
+        gw_kit_json_num(&j, "p99", p->p99);
+        gw_kit_json_num(&j, "min", p->min);
+        gw_kit_json_num(&j, "max", p->max);
+        gw_kit_json_close(&j, NULL);
+        gw_kit_json_int(&j, "wrong", p->wrong);
+        gw_kit_json_close(&j, NULL);
     }
-    fprintf(f, "\n]}\n");
+    gw_kit_json_close(&j, "\n");
+    gw_kit_json_close(&j, NULL);
+    fputc('\n', f);
     fclose(f);
 }
 
@@ -446,12 +402,10 @@ int gw_bench_p2p_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     gw_comm_t *comm = NULL;
-    gw_status_t st = gw_comm_init_env(&comm);
-    if (st != GW_OK) {
-        fprintf(stderr, "gradwire-bench p2p: gw_comm_init_env: %s\n", gw_status_str(st));
+    gw_status_t st = GW_OK;
+    int rank, size;
+    if (gw_bench_join("gradwire-bench p2p", &comm, &rank, &size) != 0)
         return GW_BENCH_EXIT_FAIL;
-    }
-    int rank = gw_comm_rank(comm), size = gw_comm_size(comm);
     if (size < 2) {
         fprintf(stderr, "gradwire-bench p2p: needs at least 2 ranks (have %d)\n", size);
         gw_comm_destroy(comm);
@@ -487,13 +441,8 @@ int gw_bench_p2p_main(int argc, char **argv)
     }
     char error[256] = "";
     for (size_t s = o.sw.minbytes;; s = s ? s * (size_t)o.sw.factor : 1) {
-        if (nres == cap) {
-            struct p2p_result *p = realloc(res, 2 * cap * sizeof(*res));
-            if (!p)
-                break;
-            res = p;
-            cap *= 2;
-        }
+        if (gw_bench_reserve((void **)&res, &cap, nres, sizeof(*res), 64) != 0)
+            break;
         int64_t before = r.wrong;
         st = run_size(&r, s, &res[nres], lat);
         res[nres].wrong = r.wrong - before;

@@ -32,7 +32,6 @@
  */
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +49,6 @@ struct tune_opts {
     size_t gamma_bytes; /* bytes summed for gamma; 0: skip gamma */
     long iters, small_iters, warmup;
     const char *out;
-};
-
-struct timing {
-    double med_us, min_us, max_us;
 };
 
 static void usage(FILE *out)
@@ -83,16 +78,8 @@ static void usage(FILE *out)
             "bad command line.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("gradwire-bench tune: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(see gradwire-bench tune --help)\n", stderr);
-    return GW_BENCH_EXIT_USAGE;
-}
+static const gw_kit_prog_t prog = {"gradwire-bench tune", "\n(see gradwire-bench tune --help)\n"};
+#define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
 
 /* Returns -1 to go on, or an exit status. */
 static int parse_opts(int argc, char **argv, struct tune_opts *o)
@@ -103,9 +90,9 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
                                              {"iters", required_argument, NULL, 'n'},
                                              {"small-iters", required_argument, NULL, 'm'},
                                              {"warmup_iters", required_argument, NULL, 'w'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
-    int c;
+                                             GW_BENCH_END_LONGOPTS};
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:o:s:g:n:m:w:h", longopts, NULL, NULL};
+    int c, rc;
     long v;
     memset(o, 0, sizeof(*o));
     o->bytes = (size_t)32 << 20;
@@ -113,10 +100,11 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
     o->iters = 10;
     o->small_iters = 200;
     o->warmup = 3;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+:o:s:g:n:m:w:h", longopts, NULL)) != -1) {
+    gw_kit_getopt_begin();
+    while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
+        case GW_BENCH_OPT_EXIT:
+            return rc;
         case 'o':
             if (!*optarg)
                 return usage_error("--out wants a file name");
@@ -125,7 +113,7 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
         case 's':
         case 'g': {
             size_t *dst = c == 's' ? &o->bytes : &o->gamma_bytes;
-            if (gw_bench_parse_size(optarg, dst) != 0 || *dst > ((size_t)1 << 32))
+            if (gw_kit_parse_size(optarg, dst) != 0 || *dst > ((size_t)1 << 32))
                 return usage_error("-%c wants a size in bytes up to 4G (e.g. 64K, 32M), not "
                                    "\"%s\"",
                                    c, optarg);
@@ -141,38 +129,14 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
         case 'n':
         case 'm':
         case 'w':
-            if (gw_bench_parse_long(optarg, c == 'w' ? 0 : 1, 1000000, &v) != 0)
+            if (gw_kit_parse_long(optarg, c == 'w' ? 0 : 1, 1000000, &v) != 0)
                 return usage_error("-%c wants a number of calls in %d..1000000, not \"%s\"", c,
                                    c == 'w' ? 0 : 1, optarg);
             *(c == 'n' ? &o->iters : c == 'm' ? &o->small_iters : &o->warmup) = v;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-            return usage_error("option %s needs a value", argv[optind - 1]);
-        default:
-            if (optopt)
-                return usage_error("unknown option \"-%c\"", optopt);
-            return usage_error("unknown option \"%s\"", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
-    return -1;
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    return gw_kit_no_operands(&prog, argc, argv);
 }
 
 enum call_kind { CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCE_SCATTER };
@@ -201,7 +165,7 @@ static const char *kind_name(enum call_kind kind)
 /* Time iters calls (after warmup untimed ones) of count elements: the
  * median, min and max over calls of the slowest rank's time. */
 static gw_status_t time_calls(gw_comm_t *comm, enum call_kind kind, void *send, void *recv,
-                              size_t count, long warmup, long iters, struct timing *out)
+                              size_t count, long warmup, long iters, gw_bench_timing_t *out)
 {
     gw_status_t st = GW_ERR_NO_MEMORY;
     double *t = calloc((size_t)iters, sizeof(double)), *tmax = calloc((size_t)iters, sizeof(double));
@@ -213,17 +177,12 @@ static gw_status_t time_calls(gw_comm_t *comm, enum call_kind kind, void *send, 
         if ((st = call(comm, kind, send, recv, count)) != GW_OK)
             goto out_free;
     for (long i = 0; i < iters; i++) {
-        double t0 = now_us();
+        double t0 = gw_kit_now_us();
         if ((st = call(comm, kind, send, recv, count)) != GW_OK)
             goto out_free;
-        t[i] = now_us() - t0;
+        t[i] = gw_kit_now_us() - t0;
     }
-    if ((st = gw_allreduce(comm, t, tmax, (size_t)iters, GW_FLOAT64, GW_MAX)) != GW_OK)
-        goto out_free;
-    qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
-    out->min_us = tmax[0];
-    out->max_us = tmax[iters - 1];
-    out->med_us = iters % 2 ? tmax[iters / 2] : (tmax[iters / 2 - 1] + tmax[iters / 2]) / 2;
+    st = gw_bench_timing_reduce(comm, t, tmax, iters, out);
 out_free:
     if (st != GW_OK)
         fprintf(stderr, "gradwire-bench tune: rank %d: %s of %zu elements failed: %s (%s)\n",
@@ -262,7 +221,7 @@ static void sum_f32(float *out, const float *a, const float *b, size_t n)
  * chunk of the user's buffer is summed in place with a chunk that has just
  * arrived (and so is in cache). Median over o->iters passes after warm-up
  * ones. 0, or -1 after printing why. */
-static int measure_gamma(const struct tune_opts *o, struct timing *t)
+static int measure_gamma(const struct tune_opts *o, gw_bench_timing_t *t)
 {
     const size_t chunk = 512 * 1024 / sizeof(float);
     size_t n = o->gamma_bytes / sizeof(float);
@@ -281,22 +240,21 @@ static int measure_gamma(const struct tune_opts *o, struct timing *t)
     for (size_t i = 0; i < chunk; i++)
         in[i] = (float)(i % 7);
     for (long it = -(o->warmup > 0 ? o->warmup : 1); it < o->iters; it++) {
-        double t0 = now_us();
+        double t0 = gw_kit_now_us();
         for (size_t off = 0; off < n; off += chunk) {
             size_t len = n - off < chunk ? n - off : chunk;
             sum_f32(buf + off, buf + off, in, len);
         }
         if (it >= 0)
-            times[it] = now_us() - t0;
+            times[it] = gw_kit_now_us() - t0;
     }
     /* Keep the sums alive: a result nobody reads could be optimised away. */
     volatile float sink = buf[n / 2];
     (void)sink;
-    qsort(times, (size_t)o->iters, sizeof(double), cmp_double);
+    gw_kit_sort(times, (size_t)o->iters);
     t->min_us = times[0];
     t->max_us = times[o->iters - 1];
-    t->med_us = o->iters % 2 ? times[o->iters / 2]
-                             : (times[o->iters / 2 - 1] + times[o->iters / 2]) / 2;
+    t->med_us = gw_kit_median_sorted(times, (size_t)o->iters);
     free(times);
     free(in);
     free(buf);
@@ -309,7 +267,7 @@ struct figures {
     double alpha, beta, gamma;
     int rounds;
     size_t bytes;
-    struct timing small, large, reduce;
+    gw_bench_timing_t small, large, reduce;
     int have_gamma;
 };
 
@@ -397,11 +355,11 @@ static int run(gw_comm_t *comm, const struct tune_opts *o, struct figures *f)
     f->bytes = count * sizeof(float) * (size_t)n;
     float small_in = 1, small_out = 0;
     float *send = calloc(count, sizeof(float)), *recv = calloc(count * (size_t)n, sizeof(float));
-    int32_t ok = send && recv, all_ok = 0;
+    int ok = send && recv, all_ok = 0;
     if (!ok)
         fprintf(stderr, "gradwire-bench tune: rank %d: cannot allocate %zu bytes\n", rank,
                 f->bytes);
-    if ((st = gw_allreduce(comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK || !all_ok)
+    if ((st = gw_bench_all_ok(comm, ok, &all_ok)) != GW_OK || !all_ok)
         goto err_free;
 
     if ((st = gw_comm_set_algo(comm, GW_ALGO_RD)) != GW_OK ||
@@ -429,7 +387,7 @@ static int run(gw_comm_t *comm, const struct tune_opts *o, struct figures *f)
         f->gamma = fmax(f->reduce.med_us * 1e-6 / (double)o->gamma_bytes, FIGURE_MIN);
         f->have_gamma = ok;
     }
-    if ((st = gw_allreduce(comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK || !all_ok)
+    if ((st = gw_bench_all_ok(comm, ok, &all_ok)) != GW_OK || !all_ok)
         return -1;
     return 0;
 
@@ -439,23 +397,17 @@ err_free:
     return -1;
 }
 
-int gw_bench_tune_main(int argc, char **argv);
-
 int gw_bench_tune_main(int argc, char **argv)
 {
     struct tune_opts o;
     struct figures f;
     gw_comm_t *comm = NULL;
-    gw_status_t st;
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if ((st = gw_comm_init_env(&comm)) != GW_OK) {
-        fprintf(stderr, "gradwire-bench tune: gw_comm_init_env failed: %s (%s)\n",
-                gw_status_str(st), gw_status_name(st));
+    int n, rank;
+    if (gw_bench_join("gradwire-bench tune", &comm, &rank, &n) != 0)
         return GW_BENCH_EXIT_FAIL;
-    }
-    int n = gw_comm_size(comm), rank = gw_comm_rank(comm);
     if (n < 2) {
         fprintf(stderr, "gradwire-bench tune: needs at least 2 ranks (alpha and beta are "
                         "measured between ranks), e.g. gradwire launch -n 2 gradwire-bench tune\n");
@@ -465,14 +417,14 @@ int gw_bench_tune_main(int argc, char **argv)
     memset(&f, 0, sizeof(f));
     rc = GW_BENCH_EXIT_FAIL;
     if (run(comm, &o, &f) == 0) {
-        int32_t ok = 1, all_ok = 0;
+        int ok = 1, all_ok = 0;
         if (rank == 0) {
             print_figures(&o, &f, n, gw_comm_transport(comm));
             if (o.out)
                 ok = write_file(&o, &f, n, gw_comm_transport(comm)) == 0;
         }
         /* Every rank exits with rank 0's verdict on the file. */
-        if (gw_allreduce(comm, &ok, &all_ok, 1, GW_INT32, GW_MIN) == GW_OK && all_ok)
+        if (gw_bench_all_ok(comm, ok, &all_ok) == GW_OK && all_ok)
             rc = 0;
     }
     gw_comm_destroy(comm);

@@ -302,19 +302,25 @@ with open("%s/ring.%d" % (outdir, rank), "w") as f:
     f.write("\n".join(lines) + "\n")
 PY
 
+# The start of a `sh -c` script run as a rank: $a is the address the rank
+# binds (its emulated host's own, on eth0, or loopback here); the script's
+# first argument, the mode, is shifted away. The tcp ring and Gloo use it.
+# shellcheck disable=SC2016
+with_host_addr='a=127.0.0.1
+if [ "$1" = emulated ]; then
+    a=$(ip -4 -o addr show dev eth0 | awk "{print \$4}" | cut -d/ -f1)
+fi
+shift
+'
+
 # The raw TCP ring, printed as a table of the drivers' layout (both
 # placements get the same time: median over iterations of the slowest rank).
 run_ring() {
     local k="$1" out="$2" dir="$work/ring.$k"
     mkdir -p "$dir"
     # shellcheck disable=SC2016
-    "${launch[@]}" -- sh -c '
-        a=127.0.0.1
-        if [ "$1" = emulated ]; then
-            a=$(ip -4 -o addr show dev eth0 | awk "{print \$4}" | cut -d/ -f1)
-        fi
-        shift
-        exec python3 "$@" "$a"' _ "$mode" "$work/ring.py" "$dir" "$dir/addr" \
+    "${launch[@]}" -- sh -c "$with_host_addr"'exec python3 "$@" "$a"' _ "$mode" \
+        "$work/ring.py" "$dir" "$dir/addr" \
         "$(to_bytes "$minb")" "$(to_bytes "$maxb")" "$iters" "$warmup" >"$out" 2>&1 || return 1
     cat "$dir"/ring.* | awk '
         { key = $1 SUBSEP $2; if (!(key in t) || $3 > t[key]) t[key] = $3; sizes[$1] = 1 }
@@ -337,16 +343,10 @@ run_lib() {
         gloo_*)
             store="$work/store.$name.$k"
             mkdir -p "$store"
-            # Gloo binds the address it is given: the host's own (eth0) on
-            # an emulated host, loopback here.
+            # Gloo binds the address it is given.
             # shellcheck disable=SC2016
-            "${launch[@]}" -- sh -c '
-                a=127.0.0.1
-                if [ "$1" = emulated ]; then
-                    a=$(ip -4 -o addr show dev eth0 | awk "{print \$4}" | cut -d/ -f1)
-                fi
-                shift
-                exec "$@" --hostname "$a"' _ "$mode" "$GLOO" --store "$store" \
+            "${launch[@]}" -- sh -c "$with_host_addr"'exec "$@" --hostname "$a"' _ "$mode" \
+                "$GLOO" --store "$store" \
                 --algo "${name#gloo_}" "${common[@]}" >"$out" 2>&1 ;;
         mpi_tcp|mpi_vader)
             local btl=tcp,self

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kit.h"
 #include "trainer.h"
 
 gw_status_t gw_train_buckets_init(gw_train_buckets_t *bk, gw_comm_t *comm, gw_train_mlp_t *m,
@@ -94,7 +95,7 @@ void gw_train_buckets_free(gw_train_buckets_t *bk)
 /* A bucket has completed with status st: account its time. */
 static void note_done(gw_train_buckets_t *bk, gw_train_bucket_t *b, gw_status_t st)
 {
-    double now = gw_train_now();
+    double now = gw_kit_now_s();
     double start = b->t_launch > bk->t_last_done ? b->t_launch : bk->t_last_done;
     bk->comm_s += now - start;
     bk->t_last_done = now;
@@ -144,7 +145,7 @@ static gw_status_t launch(gw_train_buckets_t *bk, gw_train_bucket_t *b)
     b->launched = 1;
     if (bk->grad_decay != 0 && b->decay)
         add_decay(bk, b);
-    double now = gw_train_now();
+    double now = gw_kit_now_s();
     b->t_launch = now;
     if (bk->t_first_launch < 0) {
         bk->t_first_launch = now;
@@ -180,7 +181,7 @@ gw_status_t gw_train_buckets_finish(gw_train_buckets_t *bk)
     gw_status_t st = GW_OK;
     if (!bk->comm)
         goto reset;
-    double t0 = gw_train_now(), codec0 = bk->codec_s;
+    double t0 = gw_kit_now_s(), codec0 = bk->codec_s;
     while (bk->next < bk->nb) {
         st = launch(bk, &bk->b[bk->next]);
         bk->next++;
@@ -197,7 +198,7 @@ gw_status_t gw_train_buckets_finish(gw_train_buckets_t *bk)
         b->handle = NULL;
         note_done(bk, b, st);
     }
-    bk->wait_s += gw_train_now() - t0 - own_codec;
+    bk->wait_s += gw_kit_now_s() - t0 - own_codec;
 reset:
     st = bk->status;
     for (int i = 0; i < bk->nb; i++)

@@ -3,13 +3,13 @@
  * fingerprint of the settings that determine a run's trajectory (stored in
  * checkpoints, so that a resume with different settings is refused).
  */
-#include <ctype.h>
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
+#include <getopt.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kit.h"
 #include "trainer.h"
 
 void gw_train_usage(FILE *out)
@@ -78,65 +78,8 @@ void gw_train_usage(FILE *out)
             GW_TRAIN_DEFAULT_FMNIST_DIR);
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("gradwire-train: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs(" (see gradwire-train --help)\n", stderr);
-    return 2;
-}
-
-static int parse_l(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    if (!s || !*s || isspace((unsigned char)*s))
-        return -1;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_d(const char *s, double min, double max, double *out)
-{
-    char *end = NULL;
-    if (!s || !*s || isspace((unsigned char)*s))
-        return -1;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v >= min && v <= max))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int gw_train_parse_int_list(const char *s, int *out, int max)
-{
-    int n = 0;
-    const char *p = s;
-    if (!s || !*s)
-        return -1;
-    for (;;) {
-        char *end = NULL;
-        if (!isdigit((unsigned char)*p))
-            return -1;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || v <= 0 || v > 1000000 || n == max)
-            return -1;
-        out[n++] = (int)v;
-        if (*end == '\0')
-            return n;
-        if (*end != ',')
-            return -1;
-        p = end + 1;
-    }
-}
+static const gw_kit_prog_t prog = {"gradwire-train", " (see gradwire-train --help)\n"};
+#define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
 
 static void defaults(gw_train_opts_t *o)
 {
@@ -174,52 +117,221 @@ static void defaults(gw_train_opts_t *o)
     o->eval_every = 1;
 }
 
-/* The options that take a value, so a missing value is caught once. */
-static const char *const value_opts[] = {"--data",
-                                         "--data-dir",
-                                         "--train",
-                                         "--test",
-                                         "--features",
-                                         "--synthetic",
-                                         "--seed",
-                                         "--hidden",
-                                         "--batch",
-                                         "--epochs",
-                                         "--steps",
-                                         "--lr",
-                                         "--lr-ref-batch",
-                                         "--momentum",
-                                         "--weight-decay",
-                                         "--warmup-epochs",
-                                         "--decay",
-                                         "--bucket-kb",
-                                         "--codec",
-                                         "--codec-param",
-                                         "--codec-warmup-epochs",
-                                         "--dgc-momentum",
-                                         "--servers",
-                                         "--staleness",
-                                         "--checkpoint-dir",
-                                         "--checkpoint-every",
-                                         "--save-weights",
-                                         "--json",
-                                         "--csv",
-                                         "--target-acc",
-                                         "--eval-every",
-                                         "--threads",
-                                         NULL};
+/* Every option is long only; the values of getopt_long's table name them
+ * in the switch below. */
+enum {
+    OPT_DATA = 256,
+    OPT_DATA_DIR,
+    OPT_TRAIN,
+    OPT_TEST,
+    OPT_FEATURES,
+    OPT_SYNTHETIC,
+    OPT_SEED,
+    OPT_NO_SHUFFLE,
+    OPT_HIDDEN,
+    OPT_BATCH,
+    OPT_EPOCHS,
+    OPT_STEPS,
+    OPT_LR,
+    OPT_LR_REF_BATCH,
+    OPT_MOMENTUM,
+    OPT_WEIGHT_DECAY,
+    OPT_WARMUP_EPOCHS,
+    OPT_DECAY,
+    OPT_BUCKET_KB,
+    OPT_NO_OVERLAP,
+    OPT_CODEC,
+    OPT_CODEC_PARAM,
+    OPT_CODEC_WARMUP_EPOCHS,
+    OPT_DGC_MOMENTUM,
+    OPT_ASYNC,
+    OPT_SERVERS,
+    OPT_STALENESS,
+    OPT_CHECKPOINT_DIR,
+    OPT_CHECKPOINT_EVERY,
+    OPT_RESUME,
+    OPT_SAVE_WEIGHTS,
+    OPT_JSON,
+    OPT_CSV,
+    OPT_TARGET_ACC,
+    OPT_STOP_AT_TARGET,
+    OPT_EVAL_EVERY,
+    OPT_THREADS,
+    OPT_PROGRESS,
+    OPT_NO_PROGRESS,
+    OPT_QUIET,
+    OPT_CHECK_DATA,
+};
 
-/* "--name VALUE" or "--name=VALUE": 1 with *val set, 0 no match. */
-static int opt(int argc, char **argv, int *i, const char *name, const char **val)
+const struct option gw_train_longopts[] = {
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"train", required_argument, NULL, OPT_TRAIN},
+    {"test", required_argument, NULL, OPT_TEST},
+    {"features", required_argument, NULL, OPT_FEATURES},
+    {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+    {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"lr-ref-batch", required_argument, NULL, OPT_LR_REF_BATCH},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+    {"warmup-epochs", required_argument, NULL, OPT_WARMUP_EPOCHS},
+    {"decay", required_argument, NULL, OPT_DECAY},
+    {"bucket-kb", required_argument, NULL, OPT_BUCKET_KB},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+    {"codec", required_argument, NULL, OPT_CODEC},
+    {"codec-param", required_argument, NULL, OPT_CODEC_PARAM},
+    {"codec-warmup-epochs", required_argument, NULL, OPT_CODEC_WARMUP_EPOCHS},
+    {"dgc-momentum", required_argument, NULL, OPT_DGC_MOMENTUM},
+    {"async", no_argument, NULL, OPT_ASYNC},
+    {"servers", required_argument, NULL, OPT_SERVERS},
+    {"staleness", required_argument, NULL, OPT_STALENESS},
+    {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
+    {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},
+    {"resume", no_argument, NULL, OPT_RESUME},
+    {"save-weights", required_argument, NULL, OPT_SAVE_WEIGHTS},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"csv", required_argument, NULL, OPT_CSV},
+    {"target-acc", required_argument, NULL, OPT_TARGET_ACC},
+    {"stop-at-target", no_argument, NULL, OPT_STOP_AT_TARGET},
+    {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"progress", no_argument, NULL, OPT_PROGRESS},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"check-data", no_argument, NULL, OPT_CHECK_DATA},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* "TRAIN,TEST,FEATURES,CLASSES,NOISE" into the synthetic task's sizes.
+ * 0 or -1. */
+static int parse_synthetic(const char *v, gw_train_opts_t *o)
 {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strcmp(a, name) == 0 && *i + 1 < argc) {
-        *val = argv[++*i];
-        return 1;
+    char *end;
+    unsigned long long n, t, dd;
+    int k;
+    double s;
+    errno = 0;
+    n = strtoull(v, &end, 10);
+    if (*end != ',' || errno)
+        return -1;
+    t = strtoull(end + 1, &end, 10);
+    if (*end != ',')
+        return -1;
+    dd = strtoull(end + 1, &end, 10);
+    if (*end != ',')
+        return -1;
+    k = (int)strtol(end + 1, &end, 10);
+    if (*end != ',')
+        return -1;
+    s = strtod(end + 1, &end);
+    if (*end || errno || n == 0 || dd == 0 || k < 2 || !(s >= 0))
+        return -1;
+    o->synth_train = n;
+    o->synth_test = t;
+    o->synth_features = dd;
+    o->synth_classes = k;
+    o->synth_noise = s;
+    return 0;
+}
+
+/* The options that take a number: its range, what the usage error says
+ * it wants, and where it goes, as what type. */
+typedef enum {
+    NUM_INT,
+    NUM_LONG,
+    NUM_SIZE,
+    NUM_KIB,      /* a size_t, given in KiB */
+    NUM_DOUBLE,
+    NUM_FRACTION, /* a double; above 1 it is a percentage */
+} num_kind_t;
+
+typedef struct num_opt {
+    int val;
+    num_kind_t kind;
+    size_t offset;
+    double min, max;
+    const char *wants;
+} num_opt_t;
+
+#define NUM(val, kind, field, min, max, wants)                                                     \
+    {val, kind, offsetof(gw_train_opts_t, field), min, max, wants}
+
+static const num_opt_t num_opts[] = {
+    NUM(OPT_FEATURES, NUM_SIZE, features, 1, 10000000, "1..10000000"),
+    NUM(OPT_BATCH, NUM_INT, batch, 1, 1 << 24, "1..16777216"),
+    NUM(OPT_EPOCHS, NUM_INT, epochs, 0, 1000000, "0..1000000"),
+    NUM(OPT_STEPS, NUM_LONG, max_steps, 1, 1000000000L, "a positive number"),
+    NUM(OPT_LR, NUM_DOUBLE, lr, 0, 1e3, "a number in [0, 1000]"),
+    NUM(OPT_LR_REF_BATCH, NUM_INT, lr_ref_batch, 1, 1 << 24, "a positive batch size"),
+    NUM(OPT_MOMENTUM, NUM_DOUBLE, momentum, 0, 0.9999, "[0, 1)"),
+    NUM(OPT_WEIGHT_DECAY, NUM_DOUBLE, weight_decay, 0, 1, "[0, 1]"),
+    NUM(OPT_WARMUP_EPOCHS, NUM_DOUBLE, warmup_epochs, 0, 1e6, "a number >= 0"),
+    NUM(OPT_BUCKET_KB, NUM_KIB, bucket_bytes, 1, 1 << 20, "1..1048576"),
+    NUM(OPT_CODEC_PARAM, NUM_DOUBLE, codec_param, 0, 1e9, "a number >= 0"),
+    NUM(OPT_CODEC_WARMUP_EPOCHS, NUM_DOUBLE, codec_warmup_epochs, 0, 1e6, "a number >= 0"),
+    NUM(OPT_DGC_MOMENTUM, NUM_DOUBLE, dgc_momentum, 0, 0.9999, "[0, 1)"),
+    NUM(OPT_SERVERS, NUM_INT, servers, 1, 1024, "1..1024"),
+    NUM(OPT_STALENESS, NUM_INT, staleness, 0, 1000000, "a number >= 0"),
+    NUM(OPT_CHECKPOINT_EVERY, NUM_LONG, ckpt_every, 0, 1000000000L, "a number of steps"),
+    NUM(OPT_TARGET_ACC, NUM_FRACTION, target_acc, 0, 100, "a fraction or a percentage"),
+    NUM(OPT_EVAL_EVERY, NUM_INT, eval_every, 1, 1000000, "a positive number"),
+    NUM(OPT_THREADS, NUM_INT, threads, 1, 256, "1..256"),
+};
+
+/* Store the parsed value into the option's field. */
+static void store_num(gw_train_opts_t *o, const num_opt_t *n, double d, long l)
+{
+    char *field = (char *)o + n->offset;
+    switch (n->kind) {
+    case NUM_INT:
+        *(int *)field = (int)l;
+        break;
+    case NUM_LONG:
+        *(long *)field = l;
+        break;
+    case NUM_SIZE:
+        *(size_t *)field = (size_t)l;
+        break;
+    case NUM_KIB:
+        *(size_t *)field = (size_t)l * 1024;
+        break;
+    case NUM_DOUBLE:
+        *(double *)field = d;
+        break;
+    case NUM_FRACTION:
+        *(double *)field = d > 1 ? d / 100 : d;
+        break;
     }
-    if (strncmp(a, name, n) == 0 && a[n] == '=') {
-        *val = a + n + 1;
+}
+
+/* Option c with value v if it takes a number: 1 when it did (or -1 after a
+ * usage error, with *rc set), 0 when c takes no number. */
+static int number_opt(gw_train_opts_t *o, int c, const char *v, int *rc)
+{
+    for (size_t i = 0; i < sizeof(num_opts) / sizeof(num_opts[0]); i++) {
+        const num_opt_t *n = &num_opts[i];
+        if (n->val != c)
+            continue;
+        int is_double = n->kind == NUM_DOUBLE || n->kind == NUM_FRACTION;
+        double d = 0;
+        long l = 0;
+        int bad = is_double ? gw_kit_parse_double(v, n->min, n->max, &d)
+                            : gw_kit_parse_long(v, (long)n->min, (long)n->max, &l);
+        if (bad) {
+            const char *name = NULL;
+            for (const struct option *lo = gw_train_longopts; lo->name && !name; lo++)
+                if (lo->val == c)
+                    name = lo->name;
+            *rc = usage_error("--%s wants %s, not \"%s\"", name, n->wants, v);
+            return -1;
+        }
+        store_num(o, n, d, l);
         return 1;
     }
     return 0;
@@ -227,38 +339,48 @@ static int opt(int argc, char **argv, int *i, const char *name, const char **val
 
 int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
 {
+    int c, rc;
     defaults(o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        long l;
-        double d;
-        if (i + 1 == argc)
-            for (int k = 0; value_opts[k]; k++)
-                if (strcmp(a, value_opts[k]) == 0)
-                    return usage_error("%s needs a value", a);
-#define OPT(name) opt(argc, argv, &i, name, &v)
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    gw_kit_getopt_begin();
+    while ((c = getopt_long(argc, argv, "+:h", gw_train_longopts, NULL)) != -1) {
+        const char *v = optarg;
+        int n = number_opt(o, c, v, &rc);
+        if (n < 0)
+            return rc;
+        if (n > 0)
+            continue;
+        switch (c) {
+        case 'h':
             gw_train_usage(stdout);
             return 0;
-        } else if (strcmp(a, "--no-shuffle") == 0) {
+        case OPT_NO_SHUFFLE:
             o->shuffle = 0;
-        } else if (strcmp(a, "--no-overlap") == 0) {
+            break;
+        case OPT_NO_OVERLAP:
             o->overlap = 0;
-        } else if (strcmp(a, "--async") == 0) {
+            break;
+        case OPT_ASYNC:
             o->mode = GW_TRAIN_ASYNC;
-        } else if (strcmp(a, "--resume") == 0) {
+            break;
+        case OPT_RESUME:
             o->resume = 1;
-        } else if (strcmp(a, "--progress") == 0) {
+            break;
+        case OPT_PROGRESS:
             o->progress = 1;
-        } else if (strcmp(a, "--no-progress") == 0) {
+            break;
+        case OPT_NO_PROGRESS:
             o->progress = 0;
-        } else if (strcmp(a, "--quiet") == 0) {
+            break;
+        case OPT_QUIET:
             o->quiet = 1;
-        } else if (strcmp(a, "--stop-at-target") == 0) {
+            break;
+        case OPT_STOP_AT_TARGET:
             o->stop_at_target = 1;
-        } else if (strcmp(a, "--check-data") == 0) {
+            break;
+        case OPT_CHECK_DATA:
             o->check_data = 1;
-        } else if (OPT("--data")) {
+            break;
+        case OPT_DATA:
             if (strcmp(v, "fashion-mnist") == 0 || strcmp(v, "fmnist") == 0)
                 o->data = GW_TRAIN_DATA_FMNIST;
             else if (strcmp(v, "synthetic") == 0)
@@ -268,98 +390,39 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
             else
                 return usage_error("--data wants fashion-mnist, synthetic or libsvm, not \"%s\"",
                                    v);
-        } else if (OPT("--data-dir")) {
+            break;
+        case OPT_DATA_DIR:
             o->data_dir = v;
-        } else if (OPT("--train")) {
+            break;
+        case OPT_TRAIN:
             o->train_file = v;
-        } else if (OPT("--test")) {
+            break;
+        case OPT_TEST:
             o->test_file = v;
-        } else if (OPT("--features")) {
-            if (parse_l(v, 1, 10000000, &l))
-                return usage_error("--features wants 1..10000000, not \"%s\"", v);
-            o->features = (size_t)l;
-        } else if (OPT("--synthetic")) {
-            char *end;
-            unsigned long long n, t, dd;
-            int k;
-            double s;
-            errno = 0;
-            n = strtoull(v, &end, 10);
-            if (*end != ',' || errno)
-                goto bad_synth;
-            t = strtoull(end + 1, &end, 10);
-            if (*end != ',')
-                goto bad_synth;
-            dd = strtoull(end + 1, &end, 10);
-            if (*end != ',')
-                goto bad_synth;
-            k = (int)strtol(end + 1, &end, 10);
-            if (*end != ',')
-                goto bad_synth;
-            s = strtod(end + 1, &end);
-            if (*end || errno || n == 0 || dd == 0 || k < 2 || !(s >= 0))
-                goto bad_synth;
-            o->synth_train = n;
-            o->synth_test = t;
-            o->synth_features = dd;
-            o->synth_classes = k;
-            o->synth_noise = s;
-            continue;
-        bad_synth:
-            return usage_error("--synthetic wants TRAIN,TEST,FEATURES,CLASSES,NOISE (e.g. "
-                               "20000,4000,32,10,3), not \"%s\"",
-                               v);
-        } else if (OPT("--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 0);
-            if (!*v || *end || errno || *v == '-')
+            break;
+        case OPT_SYNTHETIC:
+            if (parse_synthetic(v, o) != 0)
+                return usage_error("--synthetic wants TRAIN,TEST,FEATURES,CLASSES,NOISE (e.g. "
+                                   "20000,4000,32,10,3), not \"%s\"",
+                                   v);
+            break;
+        case OPT_SEED:
+            if (gw_kit_parse_u64(v, &o->seed) != 0)
                 return usage_error("--seed wants a non-negative integer, not \"%s\"", v);
-            o->seed = s;
-        } else if (OPT("--hidden")) {
+            break;
+        case OPT_HIDDEN:
             if (strcmp(v, "none") == 0) {
                 o->nhidden = 0;
             } else {
-                int n = gw_train_parse_int_list(v, o->hidden, GW_TRAIN_MAX_LAYERS - 1);
-                if (n < 0)
+                int nh = gw_kit_parse_int_list(v, o->hidden, GW_TRAIN_MAX_LAYERS - 1);
+                if (nh < 0)
                     return usage_error("--hidden wants up to %d positive sizes like 256,128, "
                                        "or none, not \"%s\"",
                                        GW_TRAIN_MAX_LAYERS - 1, v);
-                o->nhidden = n;
+                o->nhidden = nh;
             }
-        } else if (OPT("--batch")) {
-            if (parse_l(v, 1, 1 << 24, &l))
-                return usage_error("--batch wants 1..16777216, not \"%s\"", v);
-            o->batch = (int)l;
-        } else if (OPT("--epochs")) {
-            if (parse_l(v, 0, 1000000, &l))
-                return usage_error("--epochs wants 0..1000000, not \"%s\"", v);
-            o->epochs = (int)l;
-        } else if (OPT("--steps")) {
-            if (parse_l(v, 1, 1000000000L, &l))
-                return usage_error("--steps wants a positive number, not \"%s\"", v);
-            o->max_steps = l;
-        } else if (OPT("--lr")) {
-            if (parse_d(v, 0, 1e3, &d))
-                return usage_error("--lr wants a number in [0, 1000], not \"%s\"", v);
-            o->lr = d;
-        } else if (OPT("--lr-ref-batch")) {
-            if (parse_l(v, 1, 1 << 24, &l))
-                return usage_error("--lr-ref-batch wants a positive batch size, not \"%s\"", v);
-            o->lr_ref_batch = (int)l;
-        } else if (OPT("--momentum")) {
-            if (parse_d(v, 0, 0.9999, &d))
-                return usage_error("--momentum wants [0, 1), not \"%s\"", v);
-            o->momentum = d;
-        } else if (OPT("--weight-decay")) {
-            if (parse_d(v, 0, 1, &d))
-                return usage_error("--weight-decay wants [0, 1], not \"%s\"", v);
-            o->weight_decay = d;
-        } else if (OPT("--warmup-epochs")) {
-            if (parse_d(v, 0, 1e6, &d))
-                return usage_error("--warmup-epochs wants a number >= 0, not \"%s\"", v);
-            o->warmup_epochs = d;
-        } else if (OPT("--decay")) {
+            break;
+        case OPT_DECAY:
             if (strcmp(v, "cosine") == 0)
                 o->decay = GW_TRAIN_DECAY_COSINE;
             else if (strcmp(v, "step") == 0)
@@ -368,61 +431,30 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                 o->decay = GW_TRAIN_DECAY_NONE;
             else
                 return usage_error("--decay wants cosine, step or none, not \"%s\"", v);
-        } else if (OPT("--bucket-kb")) {
-            if (parse_l(v, 1, 1 << 20, &l))
-                return usage_error("--bucket-kb wants 1..1048576, not \"%s\"", v);
-            o->bucket_bytes = (size_t)l * 1024;
-        } else if (OPT("--codec")) {
+            break;
+        case OPT_CODEC:
             o->codec = v;
-        } else if (OPT("--codec-param")) {
-            if (parse_d(v, 0, 1e9, &d))
-                return usage_error("--codec-param wants a number >= 0, not \"%s\"", v);
-            o->codec_param = d;
-        } else if (OPT("--codec-warmup-epochs")) {
-            if (parse_d(v, 0, 1e6, &d))
-                return usage_error("--codec-warmup-epochs wants a number >= 0, not \"%s\"", v);
-            o->codec_warmup_epochs = d;
-        } else if (OPT("--dgc-momentum")) {
-            if (parse_d(v, 0, 0.9999, &d))
-                return usage_error("--dgc-momentum wants [0, 1), not \"%s\"", v);
-            o->dgc_momentum = d;
-        } else if (OPT("--servers")) {
-            if (parse_l(v, 1, 1024, &l))
-                return usage_error("--servers wants 1..1024, not \"%s\"", v);
-            o->servers = (int)l;
-        } else if (OPT("--staleness")) {
-            if (parse_l(v, 0, 1000000, &l))
-                return usage_error("--staleness wants a number >= 0, not \"%s\"", v);
-            o->staleness = (int)l;
-        } else if (OPT("--checkpoint-dir")) {
+            break;
+        case OPT_CHECKPOINT_DIR:
             o->ckpt_dir = v;
-        } else if (OPT("--checkpoint-every")) {
-            if (parse_l(v, 0, 1000000000L, &l))
-                return usage_error("--checkpoint-every wants a number of steps, not \"%s\"", v);
-            o->ckpt_every = l;
-        } else if (OPT("--save-weights")) {
+            break;
+        case OPT_SAVE_WEIGHTS:
             o->save_weights = v;
-        } else if (OPT("--json")) {
+            break;
+        case OPT_JSON:
             o->report_json = v;
-        } else if (OPT("--csv")) {
+            break;
+        case OPT_CSV:
             o->report_csv = v;
-        } else if (OPT("--target-acc")) {
-            if (parse_d(v, 0, 100, &d))
-                return usage_error("--target-acc wants a fraction or a percentage, not \"%s\"", v);
-            o->target_acc = d > 1 ? d / 100 : d;
-        } else if (OPT("--eval-every")) {
-            if (parse_l(v, 1, 1000000, &l))
-                return usage_error("--eval-every wants a positive number, not \"%s\"", v);
-            o->eval_every = (int)l;
-        } else if (OPT("--threads")) {
-            if (parse_l(v, 1, 256, &l))
-                return usage_error("--threads wants 1..256, not \"%s\"", v);
-            o->threads = (int)l;
-        } else {
-            return usage_error("unknown option \"%s\"", a);
+            break;
+        default:
+            return gw_kit_getopt_error(&prog, c, argv);
         }
-#undef OPT
     }
+    /* Options end at the first word that is none; the trainer takes no
+     * operands. */
+    if (optind < argc)
+        return usage_error("unknown option \"%s\"", argv[optind]);
     if (o->data == GW_TRAIN_DATA_LIBSVM && !o->train_file)
         return usage_error("--data libsvm needs --train FILE");
     if (o->data != GW_TRAIN_DATA_LIBSVM && (o->train_file || o->test_file))

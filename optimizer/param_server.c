@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kit.h"
 #include "param_server.h"
 
 enum { MSG_PUSH = 1, MSG_DONE = 2 };
@@ -294,16 +295,16 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
     long clock = 0, total = (long)o->epochs * ps->spe;
     if (o->max_steps > 0 && o->max_steps < total)
         total = o->max_steps;
-    double t_start = gw_train_now(), tta = -1;
+    double t_start = gw_kit_now_s(), tta = -1;
     for (int epoch = 0; clock < total; epoch++) {
         worker_stats_t ws = {0};
-        double e0 = gw_train_now();
+        double e0 = gw_kit_now_s();
         for (size_t i = 0; i < ps->train.n; i++)
             perm[i] = (uint32_t)i;
         if (o->shuffle)
             gw_train_shuffle(perm, ps->train.n, &rng);
         for (long step = 0; step < ps->spe && clock < total; step++) {
-            double t0 = gw_train_now();
+            double t0 = gw_kit_now_s();
             for (size_t j = 0; j < ps->local_b; j++) {
                 uint32_t i = perm[(size_t)step * ps->local_b + j];
                 memcpy(xb + j * ps->train.dim, ps->train.x + (size_t)i * ps->train.dim,
@@ -315,14 +316,14 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
                               &ws.correct);
             ws.seen += (long)ps->local_b;
             gw_train_mlp_backward(&ps->model, ps->local_b, NULL, NULL);
-            double t1 = gw_train_now();
+            double t1 = gw_kit_now_s();
             clock++;
             if ((st = push(ps, links, clock, version)) != GW_OK)
                 goto out;
-            double t2 = gw_train_now();
+            double t2 = gw_kit_now_s();
             if ((st = pull(ps, links, version)) != GW_OK)
                 goto out;
-            double t3 = gw_train_now();
+            double t3 = gw_kit_now_s();
             ws.compute_s += t1 - t0;
             ws.push_s += t2 - t1;
             ws.pull_s += t3 - t2;
@@ -330,13 +331,13 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
                 gw_train_report_progress(rep, epoch + 1, step + 1, ps->spe,
                                          ws.loss / (double)ws.seen);
         }
-        double now = gw_train_now();
+        double now = gw_kit_now_s();
         *samples += ws.seen;
         if (w == 0 && (st = worker_epoch_report(ps, rep, epoch + 1, &ws, now - e0, now - t_start,
                                                 ws.seen, &test_full, &tta)) != GW_OK)
             goto out;
     }
-    *train_s = gw_train_now() - t_start;
+    *train_s = gw_kit_now_s() - t_start;
     for (int s = 0; s < S; s++) {
         int64_t hdr[HDR] = {MSG_DONE, clock, 0, 0};
         if ((st = gw_send(links[s], hdr, HDR, GW_INT64, 0)) != GW_OK) {

@@ -3,13 +3,15 @@
  * runs (only on a terminal, on rank 0), one line per epoch with loss,
  * train/test accuracy, throughput and where the time went, and the same
  * figures as CSV (one row per epoch) and JSON (the run as one object, with
- * the measured link and compute figures the scaling driver projects from).
+ * the measured link and compute figures the scaling driver projects from);
+ * and the final weights, as raw float32, for --save-weights.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "kit.h"
 #include "trainer.h"
 
 #define BAR_WIDTH 30
@@ -48,7 +50,7 @@ void gw_train_report_progress(gw_train_report_t *r, int epoch, long step, long s
 {
     if (!r->tty || steps <= 0)
         return;
-    double now = gw_train_now();
+    double now = gw_kit_now_s();
     if (step < steps && now - r->last_bar < 0.1)
         return; /* ten updates a second are plenty */
     r->last_bar = now;
@@ -98,37 +100,6 @@ gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_sta
     return GW_OK;
 }
 
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void json_field(FILE *f, const char *name, double v, int comma)
-{
-    fprintf(f, "\"%s\": ", name);
-    json_num(f, v);
-    if (comma)
-        fputs(", ", f);
-}
-
 static gw_status_t write_json(const gw_train_report_t *r, const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -136,47 +107,54 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
         fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
         return GW_ERR_SYSTEM;
     }
-    fputs("{\"tool\": \"gradwire-train\", \"version\": ", f);
-    json_str(f, gw_version());
-    fputs(", \"mode\": ", f);
-    json_str(f, r->mode);
-    fputs(", \"codec\": ", f);
-    json_str(f, r->codec);
-    fputs(", \"config\": ", f);
-    json_str(f, r->config);
-    fprintf(f, ", \"world\": %d, \"cores\": %ld, ", r->world, sysconf(_SC_NPROCESSORS_ONLN));
-    json_field(f, "steps", (double)r->steps, 1);
-    json_field(f, "samples", (double)r->samples, 1);
-    json_field(f, "train_s", r->train_s, 1);
-    json_field(f, "samples_per_s", r->train_s > 0 ? (double)r->samples / r->train_s : NAN, 1);
-    json_field(f, "target_acc", r->target_acc, 1);
-    json_field(f, "time_to_target_s", r->time_to_target_s >= 0 ? r->time_to_target_s : NAN, 1);
-    json_field(f, "compute_per_sample_s", r->compute_per_sample_s, 1);
-    json_field(f, "grad_bytes", (double)r->grad_bytes, 1);
-    json_field(f, "link_alpha_s", r->alpha_s >= 0 ? r->alpha_s : NAN, 1);
-    json_field(f, "link_beta_s_per_byte", r->beta_s_per_byte >= 0 ? r->beta_s_per_byte : NAN, 1);
-    json_field(f, "allreduce_s", r->allreduce_s >= 0 ? r->allreduce_s : NAN, 1);
+    gw_kit_json_t j;
+    gw_kit_json_start(&j, f, 9);
+    gw_kit_json_object(&j, NULL, NULL);
+    gw_kit_json_str(&j, "tool", "gradwire-train");
+    gw_kit_json_str(&j, "version", gw_version());
+    gw_kit_json_str(&j, "mode", r->mode);
+    gw_kit_json_str(&j, "codec", r->codec);
+    gw_kit_json_str(&j, "config", r->config);
+    gw_kit_json_int(&j, "world", r->world);
+    gw_kit_json_int(&j, "cores", sysconf(_SC_NPROCESSORS_ONLN));
+    gw_kit_json_num(&j, "steps", (double)r->steps);
+    gw_kit_json_num(&j, "samples", (double)r->samples);
+    gw_kit_json_num(&j, "train_s", r->train_s);
+    gw_kit_json_num(&j, "samples_per_s", r->train_s > 0 ? (double)r->samples / r->train_s : NAN);
+    gw_kit_json_num(&j, "target_acc", r->target_acc);
+    /* A figure that was not measured is negative here and null there. */
+    gw_kit_json_num_or_null(&j, "time_to_target_s", r->time_to_target_s >= 0,
+                            r->time_to_target_s);
+    gw_kit_json_num(&j, "compute_per_sample_s", r->compute_per_sample_s);
+    gw_kit_json_num(&j, "grad_bytes", (double)r->grad_bytes);
+    gw_kit_json_num_or_null(&j, "link_alpha_s", r->alpha_s >= 0, r->alpha_s);
+    gw_kit_json_num_or_null(&j, "link_beta_s_per_byte", r->beta_s_per_byte >= 0,
+                            r->beta_s_per_byte);
+    gw_kit_json_num_or_null(&j, "allreduce_s", r->allreduce_s >= 0, r->allreduce_s);
     double fin = r->nepochs ? r->epochs[r->nepochs - 1].test_acc : NAN;
-    json_field(f, "final_test_acc", fin >= 0 ? fin : NAN, 1);
-    fputs("\"epochs\": [", f);
+    gw_kit_json_num_or_null(&j, "final_test_acc", fin >= 0, fin);
+    gw_kit_json_array(&j, "epochs", "\n  ");
     for (int i = 0; i < r->nepochs; i++) {
         const gw_train_epoch_stats_t *s = &r->epochs[i];
-        fprintf(f, "%s\n  {\"epoch\": %d, ", i ? "," : "", s->epoch);
-        json_field(f, "loss", s->loss, 1);
-        json_field(f, "train_acc", s->train_acc, 1);
-        json_field(f, "test_loss", s->test_acc >= 0 ? s->test_loss : NAN, 1);
-        json_field(f, "test_acc", s->test_acc >= 0 ? s->test_acc : NAN, 1);
-        json_field(f, "samples_per_s", s->samples_per_s, 1);
-        json_field(f, "compute_s", s->compute_s, 1);
-        json_field(f, "comm_s", s->comm_s, 1);
-        json_field(f, "codec_s", s->codec_s, 1);
-        json_field(f, "wait_s", s->wait_s, 1);
-        json_field(f, "epoch_s", s->epoch_s, 1);
-        json_field(f, "elapsed_s", s->elapsed_s, 1);
-        json_field(f, "lr", s->lr, 0);
-        fputc('}', f);
+        gw_kit_json_object(&j, NULL, NULL);
+        gw_kit_json_int(&j, "epoch", s->epoch);
+        gw_kit_json_num(&j, "loss", s->loss);
+        gw_kit_json_num(&j, "train_acc", s->train_acc);
+        gw_kit_json_num_or_null(&j, "test_loss", s->test_acc >= 0, s->test_loss);
+        gw_kit_json_num_or_null(&j, "test_acc", s->test_acc >= 0, s->test_acc);
+        gw_kit_json_num(&j, "samples_per_s", s->samples_per_s);
+        gw_kit_json_num(&j, "compute_s", s->compute_s);
+        gw_kit_json_num(&j, "comm_s", s->comm_s);
+        gw_kit_json_num(&j, "codec_s", s->codec_s);
+        gw_kit_json_num(&j, "wait_s", s->wait_s);
+        gw_kit_json_num(&j, "epoch_s", s->epoch_s);
+        gw_kit_json_num(&j, "elapsed_s", s->elapsed_s);
+        gw_kit_json_num(&j, "lr", s->lr);
+        gw_kit_json_close(&j, NULL);
     }
-    fputs("]}\n", f);
+    gw_kit_json_close(&j, "");
+    gw_kit_json_close(&j, NULL);
+    fputc('\n', f);
     if (fclose(f) != 0) {
         fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
         return GW_ERR_SYSTEM;
@@ -199,4 +177,19 @@ gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path)
     free(r->epochs);
     r->epochs = NULL;
     return st;
+}
+
+gw_status_t gw_train_save_floats(const char *path, const float *a, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
+        return GW_ERR_SYSTEM;
+    }
+    size_t w = fwrite(a, sizeof(float), n, f);
+    if (fclose(f) != 0 || w != n) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
+        return GW_ERR_SYSTEM;
+    }
+    return GW_OK;
 }

@@ -29,32 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "trainer.h"
-
-#define MAX_COUNTS 32
-#define MAX_PASS 256
-
-typedef struct run {
-    int n;
-    int weak;
-    int ok;
-    double sps, compute_per_sample, alpha, beta, allreduce_s, grad_bytes, tta, acc, train_s;
-    double eff;
-} run_t;
-
-typedef struct scaling {
-    int counts[MAX_COUNTS], ncounts;
-    int project[MAX_COUNTS], nproject;
-    int strong, weak;
-    const char *launcher, *hosts, *out;
-    const char *launch_args[MAX_PASS];
-    int nlaunch_args;
-    const char *pass[MAX_PASS]; /* options for the trainer */
-    int npass;
-    int batch;
-    int has_steps, has_epochs;
-    char self[PATH_MAX], launcher_buf[PATH_MAX];
-} scaling_t;
+#include "kit.h"
+#include "scaling.h"
 
 static void usage(FILE *f)
 {
@@ -77,103 +53,161 @@ static void usage(FILE *f)
                "Without --steps or --epochs each run takes --steps 100.\n");
 }
 
-static int value(int argc, char **argv, int *i, const char *name, const char **v)
+/* The driver's own options; their values lie above the trainer's. */
+enum {
+    OPT_SCALING = 1000,
+    OPT_SCALING_MODE,
+    OPT_SCALING_OUT,
+    OPT_PROJECT,
+    OPT_LAUNCHER,
+    OPT_HOSTS,
+    OPT_LAUNCH_ARG,
+};
+
+static const struct option own_longopts[] = {
+    {"scaling", required_argument, NULL, OPT_SCALING},
+    {"scaling-mode", required_argument, NULL, OPT_SCALING_MODE},
+    {"scaling-out", required_argument, NULL, OPT_SCALING_OUT},
+    {"project", required_argument, NULL, OPT_PROJECT},
+    {"launcher", required_argument, NULL, OPT_LAUNCHER},
+    {"hosts", required_argument, NULL, OPT_HOSTS},
+    {"launch-arg", required_argument, NULL, OPT_LAUNCH_ARG},
+};
+
+#define NOWN (sizeof(own_longopts) / sizeof(own_longopts[0]))
+#define MAX_LONGOPTS 96
+
+/* The driver's options followed by the trainer's (and its end marker), so
+ * that one scan knows which words are values. */
+static int all_longopts(struct option *all)
 {
-    size_t n = strlen(name);
-    if (strcmp(argv[*i], name) == 0 && *i + 1 < argc) {
-        *v = argv[++*i];
-        return 1;
-    }
-    if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=') {
-        *v = argv[*i] + n + 1;
-        return 1;
-    }
+    size_t n = 0;
+    while (gw_train_longopts[n].name)
+        n++;
+    if (NOWN + n + 1 > MAX_LONGOPTS)
+        return -1;
+    memcpy(all, own_longopts, sizeof(own_longopts));
+    memcpy(all + NOWN, gw_train_longopts, (n + 1) * sizeof(*all));
     return 0;
 }
 
-/* Options that take a value, so their values are not mistaken for ours. */
-static int takes_value(const char *a)
+/* The name of the trainer's option val ("" for none). */
+static const char *train_opt_name(int val)
 {
-    return strncmp(a, "--", 2) == 0 && !strchr(a, '=') && strcmp(a, "--no-shuffle") != 0 &&
-           strcmp(a, "--no-overlap") != 0 && strcmp(a, "--async") != 0 &&
-           strcmp(a, "--resume") != 0 && strcmp(a, "--progress") != 0 &&
-           strcmp(a, "--no-progress") != 0 && strcmp(a, "--quiet") != 0 &&
-           strcmp(a, "--check-data") != 0 && strcmp(a, "--stop-at-target") != 0;
+    for (const struct option *o = gw_train_longopts; o->name; o++)
+        if (o->val == val)
+            return o->name;
+    return "";
+}
+
+static int is_train_opt(int val, const char *name)
+{
+    return strcmp(train_opt_name(val), name) == 0;
 }
 
 static int parse(scaling_t *s, int argc, char **argv, const char *counts)
 {
+    struct option longopts[MAX_LONGOPTS];
+    const char *batch_words[2] = {NULL, NULL};
     memset(s, 0, sizeof(*s));
     s->strong = s->weak = 1;
     s->out = "scaling";
-    s->batch = 128;
-    s->ncounts = gw_train_parse_int_list(counts, s->counts, MAX_COUNTS);
+    s->ncounts = gw_kit_parse_int_list(counts, s->counts, MAX_COUNTS);
     if (s->ncounts < 0) {
         fprintf(stderr, "gradwire-train: --scaling wants node counts like 1,2,4,8, not \"%s\"\n",
                 counts);
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    if (all_longopts(longopts) != 0)
+        return 2;
+    gw_kit_getopt_begin();
+    for (;;) {
+        int first = optind ? optind : 1, c = getopt_long(argc, argv, "+:h", longopts, NULL);
+        const char *v = optarg;
+        if (c == -1)
+            break;
+        switch (c) {
+        case 'h':
             usage(stdout);
             return 0;
-        }
-        if (value(argc, argv, &i, "--scaling", &v))
-            continue;
-        if (value(argc, argv, &i, "--scaling-mode", &v)) {
+        case OPT_SCALING:
+            continue; /* main() took the counts from it */
+        case OPT_SCALING_MODE:
             s->strong = strcmp(v, "strong") == 0 || strcmp(v, "both") == 0;
             s->weak = strcmp(v, "weak") == 0 || strcmp(v, "both") == 0;
             if (!s->strong && !s->weak) {
                 fprintf(stderr, "gradwire-train: --scaling-mode wants strong, weak or both\n");
                 return 2;
             }
-        } else if (value(argc, argv, &i, "--scaling-out", &v)) {
+            continue;
+        case OPT_SCALING_OUT:
             s->out = v;
-        } else if (value(argc, argv, &i, "--project", &v)) {
-            s->nproject = gw_train_parse_int_list(v, s->project, MAX_COUNTS);
+            continue;
+        case OPT_PROJECT:
+            s->nproject = gw_kit_parse_int_list(v, s->project, MAX_COUNTS);
             if (s->nproject < 0) {
                 fprintf(stderr, "gradwire-train: --project wants node counts like 16,32,64\n");
                 return 2;
             }
-        } else if (value(argc, argv, &i, "--launcher", &v)) {
+            continue;
+        case OPT_LAUNCHER:
             s->launcher = v;
-        } else if (value(argc, argv, &i, "--hosts", &v)) {
+            continue;
+        case OPT_HOSTS:
             s->hosts = v;
-        } else if (value(argc, argv, &i, "--launch-arg", &v)) {
+            continue;
+        case OPT_LAUNCH_ARG:
             if (s->nlaunch_args == MAX_PASS)
                 return 2;
             s->launch_args[s->nlaunch_args++] = v;
-        } else if (strcmp(a, "--json") == 0 || strcmp(a, "--csv") == 0 ||
-                   strcmp(a, "--resume") == 0 || strcmp(a, "--checkpoint-dir") == 0) {
-            fprintf(stderr, "gradwire-train: %s is not for --scaling runs\n", a);
-            return 2;
-        } else {
-            if (s->npass + 2 >= MAX_PASS) {
+            continue;
+        case ':':
+        case '?':
+            break; /* the check of the trainer's options below says what is wrong */
+        default:
+            if (is_train_opt(c, "json") || is_train_opt(c, "csv") || is_train_opt(c, "resume") ||
+                is_train_opt(c, "checkpoint-dir")) {
+                fprintf(stderr, "gradwire-train: --%s is not for --scaling runs\n",
+                        train_opt_name(c));
+                return 2;
+            }
+            if (is_train_opt(c, "batch")) {
+                /* Set per run, but checked with the others below. */
+                batch_words[0] = argv[first];
+                batch_words[1] = optind - first > 1 ? argv[first + 1] : NULL;
+                continue;
+            }
+            s->has_steps |= is_train_opt(c, "steps");
+            s->has_epochs |= is_train_opt(c, "epochs");
+            break;
+        }
+        /* A training option (or a bad one): pass the words it took on to
+         * the runs as they were written. */
+        for (int i = first; i < optind; i++) {
+            if (s->npass + 1 >= MAX_PASS) {
                 fprintf(stderr, "gradwire-train: too many options\n");
                 return 2;
             }
-            if (value(argc, argv, &i, "--batch", &v)) {
-                long b = strtol(v, NULL, 10);
-                s->batch = b > 0 ? (int)b : s->batch;
-                continue; /* set per run */
-            }
-            s->has_steps |= strncmp(a, "--steps", 7) == 0;
-            s->has_epochs |= strncmp(a, "--epochs", 8) == 0;
-            s->pass[s->npass++] = a;
-            if (takes_value(a) && i + 1 < argc)
-                s->pass[s->npass++] = argv[++i];
+            s->pass[s->npass++] = argv[i];
         }
     }
-    /* Check the trainer options once here rather than in every run. */
+    for (int i = optind; i < argc && s->npass + 1 < MAX_PASS; i++)
+        s->pass[s->npass++] = argv[i]; /* operands: the check below refuses them */
+    /* Check the trainer options once here rather than in every run; the
+     * check also reads the batch (the trainer's default without one). */
     gw_train_opts_t o;
-    const char *check[MAX_PASS + 2];
-    check[0] = "gradwire-train";
+    const char *check[MAX_PASS + 4];
+    int n = 0;
+    check[n++] = "gradwire-train";
+    for (int i = 0; i < 2 && batch_words[i]; i++)
+        check[n++] = batch_words[i];
     for (int i = 0; i < s->npass; i++)
-        check[i + 1] = s->pass[i];
-    int rc = gw_train_parse_args(s->npass + 1, (char **)check, &o);
+        check[n++] = s->pass[i];
+    check[n] = NULL;
+    int rc = gw_train_parse_args(n, (char **)check, &o);
     if (rc >= 0)
         return rc;
+    s->batch = o.batch;
     return -1;
 }
 
@@ -373,11 +407,6 @@ static void efficiencies(run_t *runs, int nruns)
     }
 }
 
-typedef struct projection {
-    int n;
-    double strong_lo, strong_hi, weak_lo, weak_hi;
-} projection_t;
-
 /* Ring allreduce of S bytes over n ranks under the alpha-beta model. */
 static double ring_s(int n, double bytes, double alpha, double beta)
 {
@@ -432,155 +461,17 @@ static int project(const scaling_t *s, const run_t *runs, int nruns, projection_
     return np;
 }
 
-static void fmt_pct(char *buf, size_t len, double v)
-{
-    if (isfinite(v))
-        snprintf(buf, len, "%6.1f%%", 100 * v);
-    else
-        snprintf(buf, len, "%7s", "-");
-}
-
-static int write_outputs(const scaling_t *s, const run_t *runs, int nruns, const projection_t *pr,
-                         int np, double alpha, double beta, double c, long cores)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s.csv", s->out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
-        return -1;
-    }
-    fprintf(f, "kind,ranks,global_batch,samples_per_s,efficiency,final_test_acc,"
-               "time_to_target_s,oversubscribed\n");
-    for (int i = 0; i < nruns; i++) {
-        const run_t *r = &runs[i];
-        fprintf(f, "%s,%d,%d,%.2f,%.4f,%.4f,%.3f,%d\n", r->weak ? "weak" : "strong", r->n,
-                r->weak ? s->batch * r->n : s->batch, r->sps, r->eff, r->acc, r->tta, r->n > cores);
-    }
-    for (int i = 0; i < np; i++)
-        fprintf(f, "projection-strong,%d,%d,,%.4f-%.4f,,,\nprojection-weak,%d,%d,,%.4f-%.4f,,,\n",
-                pr[i].n, s->batch, pr[i].strong_lo, pr[i].strong_hi, pr[i].n, s->batch * pr[i].n,
-                pr[i].weak_lo, pr[i].weak_hi);
-    fclose(f);
-
-    snprintf(path, sizeof(path), "%s.json", s->out);
-    if (!(f = fopen(path, "w"))) {
-        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
-        return -1;
-    }
-    fprintf(f,
-            "{\"tool\": \"gradwire-train --scaling\", \"cores\": %ld, \"batch\": %d, "
-            "\"measured\": [",
-            cores, s->batch);
-    for (int i = 0; i < nruns; i++) {
-        const run_t *r = &runs[i];
-        fprintf(f, "%s\n  {\"kind\": \"%s\", \"ranks\": %d, \"ok\": %s, ", i ? "," : "",
-                r->weak ? "weak" : "strong", r->n, r->ok ? "true" : "false");
-        double vals[] = {r->sps, r->eff, r->acc, r->tta, r->train_s};
-        const char *names[] = {"samples_per_s", "efficiency", "final_test_acc", "time_to_target_s",
-                               "train_s"};
-        for (int k = 0; k < 5; k++) {
-            fprintf(f, "\"%s\": ", names[k]);
-            if (isfinite(vals[k]))
-                fprintf(f, "%.6g", vals[k]);
-            else
-                fputs("null", f);
-            fputs(k < 4 ? ", " : "", f);
-        }
-        fprintf(f, ", \"oversubscribed\": %s}", r->n > cores ? "true" : "false");
-    }
-    fprintf(f,
-            "],\n \"projection\": {\"label\": \"projection from the alpha-beta ring model, "
-            "not a measurement\", \"alpha_s\": %.6g, \"beta_s_per_byte\": %.6g, "
-            "\"compute_per_sample_s\": %.6g, \"points\": [",
-            np ? alpha : 0, np ? beta : 0, np ? c : 0);
-    for (int i = 0; i < np; i++)
-        fprintf(f,
-                "%s\n  {\"ranks\": %d, \"strong_no_overlap\": %.6g, \"strong_full_overlap\": "
-                "%.6g, \"weak_no_overlap\": %.6g, \"weak_full_overlap\": %.6g}",
-                i ? "," : "", pr[i].n, pr[i].strong_lo, pr[i].strong_hi, pr[i].weak_lo,
-                pr[i].weak_hi);
-    fputs("]}}\n", f);
-    fclose(f);
-    return 0;
-}
-
-static int plot(const scaling_t *s, const run_t *runs, int nruns, const projection_t *pr, int np)
-{
-    char dat[PATH_MAX], gp[PATH_MAX];
-    snprintf(dat, sizeof(dat), "%s.dat", s->out);
-    snprintf(gp, sizeof(gp), "%s.gp", s->out);
-    FILE *f = fopen(dat, "w");
-    if (!f)
-        return -1;
-    /* Blocks: 0 measured strong, 1 measured weak, 2 projected. */
-    for (int w = 0; w < 2; w++) {
-        fprintf(f, "# %s\n", w ? "weak" : "strong");
-        int any = 0;
-        for (int i = 0; i < nruns; i++)
-            if (runs[i].weak == w && runs[i].ok && isfinite(runs[i].eff)) {
-                fprintf(f, "%d %.6f\n", runs[i].n, 100 * runs[i].eff);
-                any = 1;
-            }
-        if (!any)
-            fprintf(f, "1 NaN\n");
-        fputs("\n\n", f);
-    }
-    fputs("# projection: n strong_lo strong_hi weak_lo weak_hi\n", f);
-    for (int i = 0; i < np; i++)
-        fprintf(f, "%d %.6f %.6f %.6f %.6f\n", pr[i].n, 100 * pr[i].strong_lo,
-                100 * pr[i].strong_hi, 100 * pr[i].weak_lo, 100 * pr[i].weak_hi);
-    if (np == 0)
-        fputs("1 NaN NaN NaN NaN\n", f);
-    fclose(f);
-    if (!(f = fopen(gp, "w")))
-        return -1;
-    fprintf(
-        f,
-        "set terminal pngcairo size 900,560 noenhanced\n"
-        "set output '%s.png'\n"
-        "set title 'gradwire-train scaling efficiency (shaded bands: projection, not measured)'\n"
-        "set xlabel 'ranks'\nset ylabel 'efficiency (%%)'\n"
-        "set logscale x 2\nset yrange [0:*]\nset grid\nset key outside bottom center\n"
-        "plot '%s' index 0 using 1:2 with linespoints lw 2 pt 7 title 'strong (measured)', "
-        "'' index 1 using 1:2 with linespoints lw 2 pt 5 title 'weak (measured)', "
-        "'' index 2 using 1:2:3 with filledcurves fs transparent solid 0.15 lc 1 "
-        "title 'strong (projection: no overlap .. full overlap)', "
-        "'' index 2 using 1:4:5 with filledcurves fs transparent solid 0.15 lc 2 "
-        "title 'weak (projection)'\n",
-        s->out, dat);
-    fclose(f);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0)
-            dup2(fd, 1);
-        execlp("gnuplot", "gnuplot", gp, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0)
-        return -1;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-        fprintf(stderr,
-                "gradwire-train: gnuplot not found (apt-get install gnuplot-nox); no "
-                "plot drawn, data in %s\n",
-                dat);
-        return -1;
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
 int gw_train_scaling_main(int argc, char **argv, const char *counts)
 {
     scaling_t s;
+    scaling_result_t res;
     int rc = parse(&s, argc, argv, counts);
     if (rc >= 0)
         return rc;
     if (find_programs(&s) != 0)
         return 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    memset(&res, 0, sizeof(res));
+    long cores = res.cores = sysconf(_SC_NPROCESSORS_ONLN);
     int maxn = 0;
     for (int i = 0; i < s.ncounts; i++)
         maxn = s.counts[i] > maxn ? s.counts[i] : maxn;
@@ -591,46 +482,9 @@ int gw_train_scaling_main(int argc, char **argv, const char *counts)
                "down as ranks are added; the measured efficiency is a property of this machine, "
                "not of the network or the algorithm\n",
                maxn, cores);
-    run_t runs[2 * MAX_COUNTS];
-    int nruns = 0;
-    int failed = measure(&s, runs, &nruns, cores);
-    efficiencies(runs, nruns);
-    projection_t pr[MAX_COUNTS];
-    double alpha = 0, beta = 0, c = 0;
-    int np = project(&s, runs, nruns, pr, &alpha, &beta, &c);
-
-    printf("\n%-7s %6s %8s %12s %10s %9s %9s\n", "kind", "ranks", "batch", "samples/s",
-           "efficiency", "test acc", "cores");
-    for (int i = 0; i < nruns; i++) {
-        const run_t *r = &runs[i];
-        char e[16], a[16];
-        fmt_pct(e, sizeof(e), r->eff);
-        fmt_pct(a, sizeof(a), r->acc);
-        printf("%-7s %6d %8d %12.0f %10s %9s %9s\n", r->weak ? "weak" : "strong", r->n,
-               r->weak ? s.batch * r->n : s.batch, r->sps, e, a, r->n > cores ? "oversub." : "ok");
-    }
-    if (np > 0) {
-        printf("\nPROJECTION (alpha-beta ring model, not measured): alpha %.3g s, beta %.3g "
-               "s/byte (%.3g GB/s), compute %.3g s/sample\n",
-               alpha, beta, beta > 0 ? 1e-9 / beta : INFINITY, c);
-        printf("%6s  %-24s  %-24s\n", "ranks", "strong: no..full overlap",
-               "weak: no..full overlap");
-        for (int i = 0; i < np; i++) {
-            char a[16], b[16], cc[16], d[16];
-            fmt_pct(a, sizeof(a), pr[i].strong_lo);
-            fmt_pct(b, sizeof(b), pr[i].strong_hi);
-            fmt_pct(cc, sizeof(cc), pr[i].weak_lo);
-            fmt_pct(d, sizeof(d), pr[i].weak_hi);
-            printf("%6d  %s .. %s        %s .. %s\n", pr[i].n, a, b, cc, d);
-        }
-    } else {
-        printf("\nno projection: it needs a run with 2 or more ranks (for the link) and a "
-               "successful run (for compute)\n");
-    }
-    if (write_outputs(&s, runs, nruns, pr, np, alpha, beta, c, cores) == 0)
-        printf("\nwrote %s.csv and %s.json", s.out, s.out);
-    if (plot(&s, runs, nruns, pr, np) == 0)
-        printf(", plot %s.png", s.out);
-    printf("\n");
+    int failed = measure(&s, res.runs, &res.nruns, cores);
+    efficiencies(res.runs, res.nruns);
+    res.np = project(&s, res.runs, res.nruns, res.pr, &res.alpha, &res.beta, &res.c);
+    gw_train_scaling_report(&s, &res);
     return failed ? 1 : 0;
 }

@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "kit.h"
 #include "train_sync.h"
 
 /* Sums over ranks: train loss, correct, seen, test loss, correct, count,
@@ -19,14 +20,14 @@ static gw_status_t end_epoch(gw_train_sync_t *s, double epoch_s, long seen_now)
     int full = s->step == s->spe;
     int eval = s->test.n > 0 && (!full || (s->epoch + 1) % o->eval_every == 0 ||
                                  s->gstep == (long)o->epochs * s->spe);
-    double t_eval = gw_train_now();
+    double t_eval = gw_kit_now_s();
     if (eval) {
         long ok = 0;
         gw_train_mlp_evaluate(&s->model, &s->test, &v[R_TLOSS], &ok);
         v[R_TOK] = (double)ok;
         v[R_TN] = (double)s->test.n;
     }
-    t_eval = gw_train_now() - t_eval;
+    t_eval = gw_kit_now_s() - t_eval;
     v[R_LOSS] = s->ep_loss;
     v[R_OK] = (double)s->ep_correct;
     v[R_SEEN] = (double)s->ep_seen;
@@ -40,7 +41,7 @@ static gw_status_t end_epoch(gw_train_sync_t *s, double epoch_s, long seen_now)
                 gw_status_str(st));
         return st;
     }
-    double elapsed = s->elapsed0 + (gw_train_now() - s->t_start);
+    double elapsed = s->elapsed0 + (gw_kit_now_s() - s->t_start);
     /* Evaluation is measurement, not training: keep it out of the clock. */
     s->eval_s += t_eval;
     elapsed -= s->eval_s;
@@ -80,7 +81,7 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
     long total = (long)o->epochs * s->spe;
     if (o->max_steps > 0 && o->max_steps < total)
         total = o->max_steps;
-    s->t_start = gw_train_now();
+    s->t_start = gw_kit_now_s();
     while (s->gstep < total) {
         /* One pass per epoch, or per remainder of the epoch a checkpoint
          * stopped in. The epoch's sums restart only at its first step (a
@@ -91,7 +92,7 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
             s->ep_correct = s->ep_seen = 0;
         }
         gw_train_sync_begin_epoch(s);
-        double e0 = gw_train_now();
+        double e0 = gw_kit_now_s();
         s->compute_s = 0;
         s->bk.comm_s = s->bk.wait_s = s->bk.codec_s = 0;
         long seen0 = s->ep_seen;
@@ -112,7 +113,7 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
                 s->step < s->spe && (st = gw_train_sync_checkpoint(s)) != GW_OK)
                 return st;
         }
-        double epoch_s = gw_train_now() - e0;
+        double epoch_s = gw_kit_now_s() - e0;
         if ((st = end_epoch(s, epoch_s, s->ep_seen - seen0)) != GW_OK)
             return st;
         if (s->step == s->spe) {

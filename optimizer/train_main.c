@@ -1,68 +1,17 @@
 /*
  * train_main.c - gradwire-train's entry point: the command line, the
  * communicator, and the choice between synchronous training, parameter-
- * server training and the scaling driver. Also the few process-wide bits a
- * program needs: the SIGTERM flag, the clock, writing the final weights.
+ * server training and the scaling driver.
  *
  * Ranks come from the environment (`gradwire launch`, torchrun-style
  * variables, mpirun, srun); started alone, without any of those, the
  * trainer runs as a single rank.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "trainer.h"
-
-/* The one piece of global state: a signal handler can reach nothing else. */
-static volatile sig_atomic_t stop_flag;
-
-static void on_sigterm(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
-
-int gw_train_stop_requested(void)
-{
-    return stop_flag != 0;
-}
-
-void gw_train_install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigterm;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-double gw_train_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-gw_status_t gw_train_save_floats(const char *path, const float *a, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
-        return GW_ERR_SYSTEM;
-    }
-    size_t w = fwrite(a, sizeof(float), n, f);
-    if (fclose(f) != 0 || w != n) {
-        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
-        return GW_ERR_SYSTEM;
-    }
-    return GW_OK;
-}
 
 /* Whether a launcher told us our rank. */
 static int launched(void)

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kit.h"
 #include "trainer.h"
 #include "train_sync.h"
 
@@ -131,11 +132,11 @@ static gw_status_t time_allreduce(gw_train_sync_t *s, size_t count, int reps, do
     float *buf = s->model.grads; /* scratch: gradients are overwritten by backward */
     gw_status_t st;
     for (int i = -2; i < reps; i++) {
-        double t0 = gw_train_now();
+        double t0 = gw_kit_now_s();
         if ((st = gw_allreduce(s->comm, buf, buf, count, GW_FLOAT32, GW_SUM)) != GW_OK)
             return coll_fail("timing allreduce", st);
         if (i >= 0)
-            t[i] = gw_train_now() - t0;
+            t[i] = gw_kit_now_s() - t0;
     }
     for (int i = 1; i < reps; i++)
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
@@ -204,22 +205,22 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
     } else {
         s->stop_recv = gw_train_stop_requested();
     }
-    double t0 = gw_train_now();
+    double t0 = gw_kit_now_s();
     gather_batch(s, s->step);
     gw_train_mlp_forward(&s->model, s->xb, s->local_b);
     gw_train_mlp_loss(&s->model, s->yb, s->local_b, s->grad_scale, &s->ep_loss, &s->ep_correct);
     s->ep_seen += (long)s->local_b;
     st = gw_train_mlp_backward(&s->model, s->local_b, gw_train_buckets_ready, &s->bk);
-    double t1 = gw_train_now();
+    double t1 = gw_kit_now_s();
     gw_status_t fst = gw_train_buckets_finish(&s->bk);
     if (st == GW_OK)
         st = fst;
-    double t2 = gw_train_now();
+    double t2 = gw_kit_now_s();
     float lr = (float)gw_train_lr_at(s->o, s->gstep, s->spe);
     s->lr = lr;
     if (st == GW_OK)
         gw_train_sgd_step(&s->sgd, &s->model, s->model.grads, lr);
-    double t3 = gw_train_now();
+    double t3 = gw_kit_now_s();
     /* Between layers this thread only queues buckets; the codec runs on the
      * progress thread (or, blocking, inside finish), so everything outside
      * finish is compute. */
@@ -247,7 +248,7 @@ gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s)
     c.global_step = (uint64_t)s->gstep;
     /* At an epoch boundary the next epoch has not shuffled yet. */
     c.rng = s->step == 0 ? s->rng : s->rng_epoch;
-    c.elapsed_s = s->elapsed0 + (gw_train_now() - s->t_start) - s->eval_s;
+    c.elapsed_s = s->elapsed0 + (gw_kit_now_s() - s->t_start) - s->eval_s;
     c.time_to_target_s = s->time_to_target;
     c.epoch_loss_sum = s->ep_loss;
     c.epoch_correct = s->ep_correct;

@@ -8,6 +8,7 @@
 #ifndef GW_OPTIMIZER_TRAINER_H
 #define GW_OPTIMIZER_TRAINER_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,8 +82,9 @@ void gw_train_usage(FILE *out);
 /* The settings that determine the training trajectory, as one canonical
  * line; checkpoints store it so a resume with other settings is refused. */
 void gw_train_opts_fingerprint(const gw_train_opts_t *o, int world, char *buf, size_t len);
-/* Parse "1,2,4" into at most max positive ints. Returns the count or -1. */
-int gw_train_parse_int_list(const char *s, int *out, int max);
+/* The trainer's getopt_long table (every option is long only), which the
+ * scaling driver also scans to pass the training options on to its runs. */
+extern const struct option gw_train_longopts[];
 
 /* ---- random numbers (rng.c): xoshiro256**, seeded by splitmix64 -------- */
 
@@ -348,7 +350,6 @@ gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path);
 
 /* ---- the training loops ------------------------------------------------------ */
 
-double gw_train_now(void);
 /* Synchronous data-parallel SGD (train_sync.c). Returns the exit status. */
 int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm);
 /* Parameter-server SGD (param_server.c). Returns the exit status. */

@@ -39,8 +39,9 @@
 #include <sys/signalfd.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "kit.h"
 
 #define KILL_GRACE_NS (2LL * 1000000000LL)
 /* After the last rank exits, output still in the pipes is read; a pipe that
@@ -80,13 +81,6 @@ struct job {
     int64_t drain_until_ns;
     int out_broken[3]; /* our stdout/stderr is gone (EPIPE): drop output */
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Runs in the forked child: become a process group leader, wire up stdio
  * and the rank's environment, exec. Only the launcher's single thread
@@ -187,7 +181,7 @@ static void signal_ranks(struct job *job, int sig)
 static void stop_ranks(struct job *job)
 {
     signal_ranks(job, SIGTERM);
-    job->kill_at_ns = now_ns() + KILL_GRACE_NS;
+    job->kill_at_ns = gw_kit_now_ns() + KILL_GRACE_NS;
 }
 
 static const char *sig_name(int sig, char buf[32])
@@ -231,7 +225,7 @@ static void reap(struct job *job)
             stop_ranks(job);
     }
     if (job->nlive == 0 && job->drain_until_ns == 0)
-        job->drain_until_ns = now_ns() + DRAIN_GRACE_NS;
+        job->drain_until_ns = gw_kit_now_ns() + DRAIN_GRACE_NS;
 }
 
 static void handle_signals(struct job *job)
@@ -378,7 +372,7 @@ static int run_loop(struct job *job)
     }
     reap(job);
     for (;;) {
-        int64_t now = now_ns();
+        int64_t now = gw_kit_now_ns();
         if (job->deadline_ns && !job->timed_out && now >= job->deadline_ns && job->nlive > 0) {
             job->timed_out = 1;
             fprintf(stderr,
@@ -529,7 +523,7 @@ int gw_launch_main(int argc, char **argv)
         goto err_restore;
     }
     if (o.timeout_s > 0)
-        job.deadline_ns = now_ns() + (int64_t)(o.timeout_s * 1e9);
+        job.deadline_ns = gw_kit_now_ns() + (int64_t)(o.timeout_s * 1e9);
     for (int r = 0; r < o.nranks; r++)
         if (spawn_rank(&job, r, devnull, &oldmask) != 0) {
             /* Take down what was started; the loop reaps it. */

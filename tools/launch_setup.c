@@ -5,8 +5,8 @@
  * from launch.c, which runs the job, because none of it involves a child.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <netdb.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kit.h"
 #include "launch.h"
 
 void gw_launch_usage(FILE *out)
@@ -56,136 +57,99 @@ void gw_launch_usage(FILE *out)
             GW_LAUNCH_MAX_RANKS);
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("gradwire launch: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nusage: gradwire launch -n N [options] [--] CMD [ARGS...]"
-          " (see gradwire launch --help)\n",
-          stderr);
-    return GW_LAUNCH_EXIT_USAGE;
-}
+static const gw_kit_prog_t prog = {"gradwire launch",
+                                   "\nusage: gradwire launch -n N [options] [--] CMD [ARGS...]"
+                                   " (see gradwire launch --help)\n"};
+#define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || errno != 0 || *end != '\0' || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Match argv[*i] against an option that takes a value, in the forms
- * "-n N", "-nN", "--long N" and "--long=N". Returns 1 with *val set, 0 for
- * no match, -1 when the value is missing. */
-static int match_opt(int argc, char **argv, int *i, const char *shrt, const char *lng,
-                     const char **val)
-{
-    const char *a = argv[*i];
-    size_t ll = strlen(lng);
-    if (strcmp(a, lng) == 0 || (shrt && strcmp(a, shrt) == 0)) {
-        if (*i + 1 >= argc)
-            return -1;
-        *val = argv[++*i];
-        return 1;
-    }
-    if (strncmp(a, lng, ll) == 0 && a[ll] == '=') {
-        *val = a + ll + 1;
-        return 1;
-    }
-    if (shrt && strncmp(a, shrt, 2) == 0 && a[2] != '\0' && a[1] != '-') {
-        *val = a + 2;
-        return 1;
-    }
-    return 0;
-}
-
-/* Fill *o from the command line. Returns -1 to go on, or an exit status. */
+/* Fill *o from the command line. Returns -1 to go on, or an exit status.
+ * Options end at the first word that is not one ("+" in the option
+ * string): that is the command, and its own options are its own. */
 int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
 {
-    int i;
+    enum { OPT_PORT = 256, OPT_HOSTS, OPT_RANKS_PER_HOST, OPT_HOST, OPT_TIMEOUT, OPT_NO_PREFIX };
+    static const struct option longopts[] = {
+        {"nproc", required_argument, NULL, 'n'},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"hosts", required_argument, NULL, OPT_HOSTS},
+        {"netns", required_argument, NULL, OPT_HOSTS},
+        {"ranks-per-host", required_argument, NULL, OPT_RANKS_PER_HOST},
+        {"host", required_argument, NULL, OPT_HOST},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"no-prefix", no_argument, NULL, OPT_NO_PREFIX},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    long n;
     memset(o, 0, sizeof(*o));
     o->host = "127.0.0.1";
     o->prefix = 1;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        int m;
-        long n;
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (a[0] != '-' || a[1] == '\0')
-            break; /* the command starts here; its own options are its own */
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    gw_kit_getopt_begin();
+    while ((c = getopt_long(argc, argv, "+:n:h", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (c) {
+        case 'h':
             gw_launch_usage(stdout);
             return 0;
-        }
-        if (strcmp(a, "--no-prefix") == 0) {
+        case OPT_NO_PREFIX:
             o->prefix = 0;
-            continue;
-        }
-        if ((m = match_opt(argc, argv, &i, "-n", "--nproc", &v)) != 0) {
-            if (m < 0)
-                return usage_error("%s needs a value", a);
-            if (parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
+            break;
+        case 'n':
+            if (gw_kit_parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
                 return usage_error("-n wants a number of ranks in 1..%d, not \"%s\"",
                                    GW_LAUNCH_MAX_RANKS, v);
             o->nranks = (int)n;
-        } else if ((m = match_opt(argc, argv, &i, NULL, "--port", &v)) != 0) {
-            if (m < 0)
-                return usage_error("%s needs a value", a);
-            if (parse_long(v, 1, 65535, &n) != 0)
+            break;
+        case OPT_PORT:
+            if (gw_kit_parse_long(v, 1, 65535, &n) != 0)
                 return usage_error("--port wants a port in 1..65535, not \"%s\"", v);
             o->port = (int)n;
-        } else if ((m = match_opt(argc, argv, &i, NULL, "--hosts", &v)) != 0 ||
-                   (m = match_opt(argc, argv, &i, NULL, "--netns", &v)) != 0) {
+            break;
+        case OPT_HOSTS:
             /* A namespace is a file in /run/netns: its name cannot hold a
              * '/' or be "." or "..". */
-            if (m < 0 || !*v)
-                return usage_error("%s needs a namespace name prefix", a);
+            if (!*v)
+                return usage_error("%s needs a namespace name prefix", argv[optind - 1]);
             if (strchr(v, '/') || v[0] == '.' || strlen(v) > 200)
                 return usage_error("bad namespace prefix \"%s\": no '/', no leading '.', at "
                                    "most 200 characters",
                                    v);
             o->netns = v;
-        } else if ((m = match_opt(argc, argv, &i, NULL, "--ranks-per-host", &v)) != 0) {
-            if (m < 0)
-                return usage_error("%s needs a value", a);
-            if (parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
+            break;
+        case OPT_RANKS_PER_HOST:
+            if (gw_kit_parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
                 return usage_error("--ranks-per-host wants a number in 1..%d, not \"%s\"",
                                    GW_LAUNCH_MAX_RANKS, v);
             o->ranks_per_host = (int)n;
-        } else if ((m = match_opt(argc, argv, &i, NULL, "--host", &v)) != 0) {
-            if (m < 0 || !*v)
+            break;
+        case OPT_HOST:
+            if (!*v)
                 return usage_error("--host needs an address");
             o->host = v;
             o->host_given = 1;
-        } else if ((m = match_opt(argc, argv, &i, NULL, "--timeout", &v)) != 0) {
-            char *end = NULL;
-            if (m < 0)
-                return usage_error("%s needs a value", a);
-            errno = 0;
-            o->timeout_s = strtod(v, &end);
-            if (!*v || *end || errno || !(o->timeout_s > 0 && o->timeout_s <= 1e7))
+            break;
+        case OPT_TIMEOUT:
+            if (gw_kit_parse_double(v, 0, 1e7, &o->timeout_s) != 0 || o->timeout_s == 0)
                 return usage_error("--timeout wants seconds in (0, 1e7], not \"%s\"", v);
-        } else {
-            return usage_error("unknown option \"%s\"", a);
+            break;
+        case ':':
+            /* Say what the value is, where the option's name does not. */
+            if (optopt == OPT_HOSTS)
+                return usage_error("%s needs a namespace name prefix", argv[optind - 1]);
+            if (optopt == OPT_HOST)
+                return usage_error("--host needs an address");
+            return gw_kit_getopt_error(&prog, c, argv);
+        default:
+            return gw_kit_getopt_error(&prog, c, argv);
         }
     }
     if (o->nranks == 0 && !o->netns)
         return usage_error("-n N (the number of ranks) is required");
     if (o->ranks_per_host && !o->netns)
         return usage_error("--ranks-per-host needs --hosts PREFIX");
-    if (i >= argc)
+    if (optind >= argc)
         return usage_error("no command given");
-    o->cmd = argv + i;
+    o->cmd = argv + optind;
     return -1;
 }
 

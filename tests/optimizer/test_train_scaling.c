@@ -54,3 +54,28 @@ Test(scaling, bad_counts_are_refused, .timeout = 60)
     cr_assert(strstr(r.output, "--scaling wants node counts like 1,2,4,8"), "%s", r.output);
     free(r.output);
 }
+
+/* The driver sets the batch of each run itself, so it takes --batch out of
+ * the options it passes on; the value must still be checked like every
+ * other training option, not replaced by the default. */
+Test(scaling, bad_batch_is_refused, .timeout = 120)
+{
+    char *dir = make_tmpdir("scalb");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char prefix[512];
+    snprintf(prefix, sizeof(prefix), "%s/s", dir);
+    const char *bad[] = {"0", "abc", "-4"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *args[] = {"--scaling", "1",           "--scaling-out",  prefix,     "--data",
+                        "synthetic", "--synthetic", "200,50,8,3,1",   "--hidden", "8",
+                        "--steps",   "1",           "--batch",        (char *)bad[i], NULL};
+        run_result_t r = train_run(0, args, 100);
+        cr_assert(r.exited && r.status == 2, "--batch %s: status %d, want 2:\n%s", bad[i],
+                  r.status, r.output);
+        cr_assert(strstr(r.output, "--batch wants 1..16777216"), "--batch %s:\n%s", bad[i],
+                  r.output);
+        free(r.output);
+    }
+    remove_tree(dir);
+    free(dir);
+}

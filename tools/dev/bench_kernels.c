@@ -15,14 +15,14 @@
  * second, the rate at which a reduction consumes a received buffer; the
  * memory traffic is three times that (read a and b, write out).
  */
-#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "collectives/reduce_half.h"
 #include "collectives/reduce_kernels.h"
+#include "kit.h"
 
 #define MAX_ROUNDS 1000
 #define ROUND_NS 5000000.0 /* aim for 5 ms of calls per timed sample */
@@ -43,13 +43,6 @@ typedef struct variant {
     long wrong;
 } variant_t;
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void run(const variant_t *v, void *out, const void *a, const void *b, size_t count,
                 gw_dtype_t dt, gw_op_t op)
 {
@@ -57,12 +50,6 @@ static void run(const variant_t *v, void *out, const void *a, const void *b, siz
         gw__reduce(out, a, b, count, dt, op);
     else
         (void)gw__reduce_half_isa(out, a, b, count, dt, op, (gw_half_isa_t)v->isa);
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
 }
 
 /* Inputs like gradients: values in [-1, 1), never NaN, the same for every
@@ -126,24 +113,24 @@ static long bench_one(const opts_t *o, gw_dtype_t dt, gw_op_t op, unsigned char 
         for (size_t i = 0; i < count; i++)
             vs[v].wrong += memcmp(out + i * es, ref + i * es, es) != 0;
         /* Calibrate: enough calls per sample for ROUND_NS. */
-        double t0 = now_ns();
+        double t0 = (double)gw_kit_now_ns();
         run(&vs[v], out, a, b, count, dt, op);
-        double one = now_ns() - t0;
+        double one = (double)gw_kit_now_ns() - t0;
         vs[v].reps = one > 0 ? (long)(ROUND_NS / one) : 1000;
         if (vs[v].reps < 1)
             vs[v].reps = 1;
     }
     for (int r = 0; r < o->rounds; r++)
         for (int v = 0; v < nv; v++) {
-            double t0 = now_ns();
+            double t0 = (double)gw_kit_now_ns();
             for (long k = 0; k < vs[v].reps; k++)
                 run(&vs[v], out, a, b, count, dt, op);
-            vs[v].ns[r] = (now_ns() - t0) / (double)vs[v].reps;
+            vs[v].ns[r] = ((double)gw_kit_now_ns() - t0) / (double)vs[v].reps;
         }
     double base_median = 0;
     long wrong = 0;
     for (int v = 0; v < nv; v++) {
-        qsort(vs[v].ns, (size_t)o->rounds, sizeof(double), cmp_double);
+        gw_kit_sort(vs[v].ns, (size_t)o->rounds);
         double med = vs[v].ns[o->rounds / 2];
         double lo = vs[v].ns[0], hi = vs[v].ns[o->rounds - 1];
         if (v == 0)
@@ -163,7 +150,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: gradwire-bench-kernels [--bytes SIZE] [--rounds N] [--dtype LIST]\n"
                "                              [--op LIST]\n"
                "\n"
-               "  --bytes SIZE   bytes per operand (default 512K; K, M suffixes)\n"
+               "  --bytes SIZE   bytes per operand (default 512K; K, M, G suffixes)\n"
                "  --rounds N     timed samples per kernel, 3..%d (default 21)\n"
                "  --dtype LIST   comma-separated dtypes (default float16,bfloat16,float32)\n"
                "  --op LIST      comma-separated ops (default sum,prod,min,max)\n"
@@ -172,26 +159,6 @@ static void usage(FILE *f)
                "slowest and fastest sample, the speed-up over the first instruction set\n"
                "(portable) and #wrong, the elements that differ from its output.\n",
                MAX_ROUNDS);
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    int shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20;
-    if (shift)
-        end++;
-    if (errno != 0 || *end != '\0' || v == 0 || v > (1ULL << 40) >> shift)
-        return -1;
-    *out = (size_t)(v << shift);
-    return 0;
 }
 
 /* "a,b,c" of dtype or op names into a bit set; says on stderr what is
@@ -224,38 +191,62 @@ static int parse_list(const char *s, unsigned *out, int is_dtype)
     return 0;
 }
 
+static int bad_value(const char *opt, const char *val)
+{
+    fprintf(stderr, "gradwire-bench-kernels: bad value for %s: '%s'\n", opt,
+            val ? val : "(missing)");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o = {512 * 1024, 21, 1u << GW_FLOAT16 | 1u << GW_BFLOAT16 | 1u << GW_FLOAT32,
                 1u << GW_SUM | 1u << GW_PROD | 1u << GW_MIN | 1u << GW_MAX};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+    static const struct option longopts[] = {{"bytes", required_argument, NULL, 'b'},
+                                             {"rounds", required_argument, NULL, 'r'},
+                                             {"dtype", required_argument, NULL, 'd'},
+                                             {"op", required_argument, NULL, 'o'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    int c;
+    long v;
+    gw_kit_getopt_begin();
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
             usage(stdout);
             return 0;
-        } else if (strcmp(arg, "--bytes") == 0) {
-            bad = parse_size(val, &o.bytes) != 0;
-        } else if (strcmp(arg, "--rounds") == 0) {
-            char *end = NULL;
-            long v = val ? strtol(val, &end, 10) : 0;
-            bad = !val || *end != '\0' || v < 3 || v > MAX_ROUNDS;
+        case 'b':
+            if (gw_kit_parse_size(optarg, &o.bytes) != 0 || o.bytes == 0 ||
+                o.bytes > (size_t)1 << 40)
+                return bad_value("--bytes", optarg);
+            break;
+        case 'r':
+            if (gw_kit_parse_long(optarg, 3, MAX_ROUNDS, &v) != 0)
+                return bad_value("--rounds", optarg);
             o.rounds = (int)v;
-        } else if (strcmp(arg, "--dtype") == 0 || strcmp(arg, "--op") == 0) {
-            int is_dtype = arg[2] == 'd';
-            if (parse_list(val, is_dtype ? &o.dtypes : &o.ops, is_dtype) != 0)
+            break;
+        case 'd':
+        case 'o':
+            if (parse_list(optarg, c == 'd' ? &o.dtypes : &o.ops, c == 'd') != 0)
                 return 2; /* parse_list said why */
-        } else {
-            fprintf(stderr, "gradwire-bench-kernels: unknown option '%s'\n", arg);
+            break;
+        case ':':
+            if (optopt == 'd' || optopt == 'o') {
+                parse_list(NULL, NULL, optopt == 'd'); /* says that a list is needed */
+                return 2;
+            }
+            return bad_value(argv[optind - 1], NULL);
+        default:
+            fprintf(stderr, "gradwire-bench-kernels: unknown option '%s'\n", argv[optind - 1]);
             usage(stderr);
             return 2;
         }
-        if (bad) {
-            fprintf(stderr, "gradwire-bench-kernels: bad value for %s: '%s'\n", arg,
-                    val ? val : "(missing)");
-            return 2;
-        }
-        i++;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gradwire-bench-kernels: unknown option '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     /* 8-byte elements at most, one element at least. */
     if (o.bytes < 8) {

@@ -1,5 +1,5 @@
 /*
- * gradwire.c - the `gradwire` command: a dispatcher for subcommands.
+ * cli_main.c - the `gradwire` command's main: a dispatcher for subcommands.
  *
  *   gradwire launch -n N CMD ARGS...   start N local ranks of CMD
  *   gradwire train [options]           the data-parallel SGD trainer

@@ -372,7 +372,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     a->eager_max = (uint16_t)t->cfg.eager_max;
     snprintf(a->device, sizeof(a->device), "%.*s", (int)sizeof(a->device) - 1, t->dev_name);
     gw__ib_addr_encode(a, addr);
-    gw__ib_sockaddr_str((const struct sockaddr *)&a->sa, t->local_str, sizeof(t->local_str));
+    gw__sock_addr_str((const struct sockaddr *)&a->sa, t->local_str, sizeof(t->local_str));
     GW_INFO(lg, GW_IB_SUBSYS, "using %s:%d (%s, MTU %d, %s), %d QP%s per peer, connecting %s",
             t->dev_name, t->port_num,
             t->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
@@ -455,7 +455,7 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
             return GW_ERR_PROTOCOL;
         }
         char sa[64];
-        gw__ib_sockaddr_str((const struct sockaddr *)&p->addr.sa, sa, sizeof(sa));
+        gw__sock_addr_str((const struct sockaddr *)&p->addr.sa, sa, sizeof(sa));
         snprintf(p->desc, sizeof(p->desc), "rank %d (%.48s, %.24s)", r, sa, p->addr.device);
         const char *bad = NULL;
         if (p->addr.cm_mode != t->cm_mode)

@@ -384,13 +384,7 @@ void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdat
 /* Parts of a len-byte message over nqps QPs, and the range of part k: both
  * ends compute them from the length alone. */
 size_t gw__ib_nparts(size_t len, int nqps);
-void gw__ib_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen);
-
-/* "1.2.3.4:5" or "[::1]:5" (gw__sock_addr_str). */
-static inline void gw__ib_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
-{
-    gw__sock_addr_str(sa, buf, cap);
-}
+#define gw__ib_part_range gw__transport_part_range
 
 /* ---- the transport ------------------------------------------------------ */
 

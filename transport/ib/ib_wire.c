@@ -189,21 +189,8 @@ void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdat
 
 size_t gw__ib_nparts(size_t len, int nqps)
 {
-    size_t n = len / GW_IB_MIN_PART;
-    if (n < 1)
-        n = 1;
-    if (n > (size_t)nqps)
-        n = (size_t)nqps;
+    size_t n = gw__transport_nparts(len, GW_IB_MIN_PART, nqps);
     /* No part may exceed the largest write we post. */
     size_t need = (len + GW_IB_MAX_WR_BYTES - 1) / GW_IB_MAX_WR_BYTES;
-    if (n < need)
-        n = need;
-    return n;
-}
-
-void gw__ib_part_range(size_t len, size_t nparts, size_t k, size_t *off, size_t *plen)
-{
-    size_t base = len / nparts, rem = len % nparts;
-    *off = k * base + (k < rem ? k : rem);
-    *plen = base + (k < rem ? 1 : 0);
+    return n < need ? need : n;
 }

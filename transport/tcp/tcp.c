@@ -139,11 +139,11 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char desc[160];
-    st = gw__tcp_pick_addr(lg, params->ifname, &params->default_addr, params->default_addr_len, &ss,
+    st = gw__sock_pick_addr(lg, GW_TCP_SUBSYS, params->ifname, &params->default_addr, params->default_addr_len, &ss,
                            &sl, desc, sizeof(desc));
     if (st != GW_OK)
         goto err_free;
-    gw__tcp_sockaddr_str((const struct sockaddr *)&ss, t->local_str, sizeof(t->local_str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, t->local_str, sizeof(t->local_str));
     t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (t->listen_fd < 0) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "socket() for listening on %s: %m", t->local_str);
@@ -173,7 +173,7 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
         st = GW_ERR_SYSTEM;
         goto err_free;
     }
-    gw__tcp_sockaddr_str((const struct sockaddr *)&ss, t->local_str, sizeof(t->local_str));
+    gw__sock_addr_str((const struct sockaddr *)&ss, t->local_str, sizeof(t->local_str));
     gw__tcp_addr_encode((const struct sockaddr *)&ss, addr);
     GW_INFO(lg, GW_TCP_SUBSYS, "listening on %s (%s), %d socket%s per peer", t->local_str, desc,
             t->nsocks, t->nsocks == 1 ? "" : "s");

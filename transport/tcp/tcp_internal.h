@@ -162,12 +162,6 @@ void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h
 void gw__tcp_pick_bufs(const gw_logger_t *lg, gw_tcp_bufs_t *bufs);
 void gw__tcp_set_bufs(const gw_logger_t *lg, const gw_tcp_bufs_t *bufs, int fd);
 void gw__tcp_tune_established(const gw_logger_t *lg, int fd, int peer, int idx);
-/* "1.2.3.4:5" or "[::1]:5" (gw__sock_addr_str). */
-static inline void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t cap)
-{
-    gw__sock_addr_str(sa, buf, cap);
-}
-
 /* Address blob layout (GW_TRANSPORT_ADDR_MAX bytes, big-endian integers):
  *   0  u32 GW_TCP_ADDR_MAGIC     4  u8 protocol version
  *   5  the socket address as sock.h lays it out (GW_SOCK_ADDR_WIRE bytes):
@@ -177,17 +171,6 @@ static inline void gw__tcp_sockaddr_str(const struct sockaddr *sa, char *buf, si
 void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);
 gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len);
-
-/* Choose the local address to listen on (gw__sock_pick_addr, logging as
- * "tcp"). */
-static inline gw_status_t gw__tcp_pick_addr(const gw_logger_t *lg, const char *ifname,
-                                            const struct sockaddr_storage *dflt,
-                                            socklen_t dflt_len, struct sockaddr_storage *out,
-                                            socklen_t *out_len, char *desc, size_t desc_cap)
-{
-    return gw__sock_pick_addr(lg, GW_TCP_SUBSYS, ifname, dflt, dflt_len, out, out_len, desc,
-                              desc_cap);
-}
 
 /* tcp_conn.c */
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);

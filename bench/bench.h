@@ -40,12 +40,18 @@ typedef struct gw_bench_sweep {
 /* Entries for a benchmark's getopt_long table: the sweep's long options,
  * --json (which the benchmarks that write JSON take), and the table's end
  * with --help. */
-#define GW_BENCH_SWEEP_LONGOPTS                                                                    \
-    {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},        \
-        {"stepfactor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'},     \
-        {"warmup_iters", required_argument, NULL, 'w'}
-#define GW_BENCH_JSON_LONGOPT {"json", required_argument, NULL, 'J'}
-#define GW_BENCH_END_LONGOPTS {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}
+#define GW_BENCH_SWEEP_LONGOPTS                                                                \
+    {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},    \
+        {"stepfactor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'}, \
+    {                                                                                          \
+        "warmup_iters", required_argument, NULL, 'w'                                           \
+    }
+#define GW_BENCH_JSON_LONGOPT                \
+    {                                        \
+        "json", required_argument, NULL, 'J' \
+    }
+#define GW_BENCH_END_LONGOPTS \
+    {"help", no_argument, NULL, 'h'}, { NULL, 0, NULL, 0 }
 
 /* A benchmark's command line: how it names itself in usage errors, its
  * usage text, getopt_long's option string and table, and where the shared
@@ -85,8 +91,8 @@ gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all);
  * report at path (when path is not NULL; gw_bench_json_open) into *json,
  * then the ranks learn whether all of them succeeded, ok being this rank's
  * verdict so far. 0, or -1 with what went wrong in error[0..cap). */
-int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark,
-                       const char *path, FILE **json, char *error, size_t cap);
+int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark, const char *path,
+                       FILE **json, char *error, size_t cap);
 
 /* Record in error[0..cap) that the call described by fmt failed with st,
  * print it with the rank, and return -1. */

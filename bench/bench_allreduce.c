@@ -117,8 +117,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                                              {"algo", required_argument, NULL, 'a'},
                                              GW_BENCH_JSON_LONGOPT,
                                              GW_BENCH_END_LONGOPTS};
-    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:i:n:w:c:d:o:a:h", longopts, &o->sw,
-                                   &o->json};
+    const gw_bench_cmdline_t cl = {&prog,    usage,  "+:b:e:f:i:n:w:c:d:o:a:h",
+                                   longopts, &o->sw, &o->json};
     int c, rc, have_i = 0;
     long v;
     memset(o, 0, sizeof(*o));
@@ -199,7 +199,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     return -1;
 }
 
-#define call_failed(b, st, ...) gw_bench_fail((b)->error, sizeof((b)->error), (b)->rank, st, __VA_ARGS__)
+#define call_failed(b, st, ...) \
+    gw_bench_fail((b)->error, sizeof((b)->error), (b)->rank, st, __VA_ARGS__)
 
 /* Time and check one (dtype, op, size, placement); fills *pr. */
 static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, size_t count, int in_place,
@@ -262,7 +263,8 @@ static void print_header(const struct bench *b)
     else
         printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->sw.minbytes, o->sw.maxbytes,
                o->stepbytes);
-    printf(" warmup iters: %ld iters: %ld validation: %d\n#\n", o->sw.warmup, o->sw.iters, o->check);
+    printf(" warmup iters: %ld iters: %ld validation: %d\n#\n", o->sw.warmup, o->sw.iters,
+           o->check);
     /* Centred over the 33 columns of each placement, which start at 52. */
     printf("#%61s%s%23s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");

@@ -120,8 +120,8 @@ static int parse_opts(int argc, char **argv, struct copts *o)
     o->algo = GW_ALGO_RING;
     o->sort = 1;
     parse_codecs("fp16,bf16,int8,sign,topk,powersgd", o);
-    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:C:r:k:a:h", longopts, &o->sw,
-                                   &o->json};
+    const gw_bench_cmdline_t cl = {&prog,    usage,  "+:b:e:f:n:w:C:r:k:a:h",
+                                   longopts, &o->sw, &o->json};
     int c, rc;
     gw_kit_getopt_begin();
     while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
@@ -135,7 +135,8 @@ static int parse_opts(int argc, char **argv, struct copts *o)
         case 'C':
             if (parse_codecs(optarg, o) != 0)
                 return usage_error("-C wants a comma list of fp16, bf16, int8, sign, topk, "
-                                   "powersgd, not \"%s\"", optarg);
+                                   "powersgd, not \"%s\"",
+                                   optarg);
             break;
         case 'r':
             if (gw_kit_parse_double(optarg, 0, 1, &o->ratio) != 0 || o->ratio == 0)

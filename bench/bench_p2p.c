@@ -118,8 +118,7 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
-    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw,
-                                   &o->json};
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw, &o->json};
     long v;
     int c, rc;
     gw_kit_getopt_begin();
@@ -129,8 +128,7 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
             return rc;
         case 'W':
             if (gw_kit_parse_long(optarg, 1, 1024, &o->window) != 0)
-                return usage_error("--window must be an integer in [1, 1024], not \"%s\"",
-                                   optarg);
+                return usage_error("--window must be an integer in [1, 1024], not \"%s\"", optarg);
             break;
         case 'm':
             if (parse_modes(optarg, &o->modes) != 0)
@@ -146,7 +144,8 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     if ((c = gw_kit_no_operands(&prog, argc, argv)) >= 0)
         return c;
     if (o->sw.minbytes > o->sw.maxbytes)
-        return usage_error("--minbytes %zu is above --maxbytes %zu", o->sw.minbytes, o->sw.maxbytes);
+        return usage_error("--minbytes %zu is above --maxbytes %zu", o->sw.minbytes,
+                           o->sw.maxbytes);
     return -1;
 }
 
@@ -435,8 +434,8 @@ int gw_bench_p2p_main(int argc, char **argv)
                gw_comm_transport(comm), size, o.sw.iters, o.sw.warmup, o.window,
                o.check ? "on" : "off");
         printf("# GB/s = 1e9 bytes/s; latency is one way (half the round trip)\n#\n");
-        printf("# %10s %10s %11s %10s %9s %9s %9s %9s %8s\n", "size(B)", "uni(GB/s)",
-               "bidir(GB/s)", "lat_p50", "lat_p90", "lat_p99", "lat_min", "lat_max", "#wrong");
+        printf("# %10s %10s %11s %10s %9s %9s %9s %9s %8s\n", "size(B)", "uni(GB/s)", "bidir(GB/s)",
+               "lat_p50", "lat_p90", "lat_p99", "lat_min", "lat_max", "#wrong");
         fflush(stdout);
     }
     char error[256] = "";

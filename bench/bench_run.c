@@ -42,8 +42,8 @@ gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all)
     return st;
 }
 
-int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark,
-                       const char *path, FILE **json, char *error, size_t cap)
+int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark, const char *path,
+                       FILE **json, char *error, size_t cap)
 {
     int all_ok = 0;
     if (rank == 0 && path && !(*json = gw_bench_json_open(path, benchmark)))

@@ -141,8 +141,7 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
 
 enum call_kind { CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCE_SCATTER };
 
-static gw_status_t call(gw_comm_t *comm, enum call_kind kind, void *send, void *recv,
-                        size_t count)
+static gw_status_t call(gw_comm_t *comm, enum call_kind kind, void *send, void *recv, size_t count)
 {
     switch (kind) {
     case CALL_ALLREDUCE:
@@ -168,7 +167,8 @@ static gw_status_t time_calls(gw_comm_t *comm, enum call_kind kind, void *send, 
                               size_t count, long warmup, long iters, gw_bench_timing_t *out)
 {
     gw_status_t st = GW_ERR_NO_MEMORY;
-    double *t = calloc((size_t)iters, sizeof(double)), *tmax = calloc((size_t)iters, sizeof(double));
+    double *t = calloc((size_t)iters, sizeof(double)),
+           *tmax = calloc((size_t)iters, sizeof(double));
     if (!t || !tmax)
         goto out_free;
     if ((st = gw_barrier(comm)) != GW_OK)
@@ -186,8 +186,7 @@ static gw_status_t time_calls(gw_comm_t *comm, enum call_kind kind, void *send, 
 out_free:
     if (st != GW_OK)
         fprintf(stderr, "gradwire-bench tune: rank %d: %s of %zu elements failed: %s (%s)\n",
-                gw_comm_rank(comm), kind_name(kind), count, gw_status_str(st),
-                gw_status_name(st));
+                gw_comm_rank(comm), kind_name(kind), count, gw_status_str(st), gw_status_name(st));
     free(tmax);
     free(t);
     return st;
@@ -210,7 +209,8 @@ static int ceil_log2(int n)
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("O3")))
 #endif
-static void sum_f32(float *out, const float *a, const float *b, size_t n)
+static void
+sum_f32(float *out, const float *a, const float *b, size_t n)
 {
 #pragma GCC ivdep
     for (size_t i = 0; i < n; i++)
@@ -278,8 +278,8 @@ static void print_figures(const struct tune_opts *o, const struct figures *f, in
            transport);
     printf("# alpha: 4-byte allreduce, recursive doubling in %d round%s: median %.2f us "
            "(min %.2f, max %.2f) over %ld calls\n",
-           f->rounds, f->rounds == 1 ? "" : "s", f->small.med_us, f->small.min_us,
-           f->small.max_us, o->small_iters);
+           f->rounds, f->rounds == 1 ? "" : "s", f->small.med_us, f->small.min_us, f->small.max_us,
+           o->small_iters);
     printf("alpha = %.4g s per message (%.2f us)\n", f->alpha, f->alpha * 1e6);
     printf("# beta: %zu-byte allgather (ring, %d steps): median %.1f us (min %.1f, max %.1f) over "
            "%ld calls\n",

@@ -66,8 +66,8 @@ typedef struct stream {
     gw__stream_t w; /* the window: peer (-1: no such stream), posted, done */
     int tree;
     int send;
-    long time; /* schedule time of chunk 0; chunk c goes at time + c */
-    size_t n;  /* messages: one per chunk of the tree's half */
+    long time;                 /* schedule time of chunk 0; chunk c goes at time + c */
+    size_t n;                  /* messages: one per chunk of the tree's half */
     const struct stream *mate; /* the other tree's stream on the same link */
 } stream_t;
 
@@ -244,7 +244,7 @@ static gw_status_t post_ready(dbt_t *g, half_t *h, int *moved)
         chunk_range(g, h, s->w.posted, &off, &len);
         /* A leaf sends its own data; an inner node the partial it folded. */
         const char *src = h->node.nkids ? gw__at(g->recvbuf, off * g->esize)
-                                   : gw__cat(g->sendbuf, off * g->esize);
+                                        : gw__cat(g->sendbuf, off * g->esize);
         if ((st = gw__stream_send(comm, &s->w, src, len * g->esize)) != GW_OK)
             return st;
         *moved = 1;
@@ -321,8 +321,8 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
         }
         stream_init(&h->up_out, h->node.parent, t, 1, into_parent, h->nchunks);
         stream_init(&h->down_in, h->node.parent, t, 0, down, h->nchunks);
-        stream_t *mine[6] = {&h->up_in[0], &h->up_in[1], &h->down_out[0],
-                             &h->down_out[1], &h->up_out, &h->down_in};
+        stream_t *mine[6] = {&h->up_in[0],    &h->up_in[1], &h->down_out[0],
+                             &h->down_out[1], &h->up_out,   &h->down_in};
         for (int i = 0; i < 6; i++)
             if (mine[i]->w.peer >= 0) {
                 win[nall] = &mine[i]->w;

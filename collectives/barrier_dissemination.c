@@ -19,8 +19,8 @@ gw_status_t gw__barrier_dissemination(gw_comm_t *comm)
 {
     const int n = comm->size, rank = comm->rank;
     for (int dist = 1; dist < n; dist <<= 1) {
-        gw_status_t st = gw__p2p_sendrecv(comm, (rank + dist) % n, NULL, 0,
-                                          (rank - dist + n) % n, NULL, 0);
+        gw_status_t st =
+            gw__p2p_sendrecv(comm, (rank + dist) % n, NULL, 0, (rank - dist + n) % n, NULL, 0);
         if (st != GW_OK)
             return st;
     }

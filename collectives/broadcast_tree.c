@@ -26,8 +26,7 @@
  */
 #include "collectives/coll.h"
 
-gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
-                               int root)
+gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int root)
 {
     const int n = comm->size;
     const int v = (comm->rank - root + n) % n;

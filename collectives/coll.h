@@ -56,8 +56,8 @@ static inline gw_status_t gw__coll_scratch(gw_comm_t *comm, size_t len, char **o
  * (largest subtree first when `largest_first`, else smallest first) and the
  * parent's real rank in *parent (-1 at the root). */
 #define GW__BINOMIAL_MAX_KIDS 32 /* ceil(log2 n) <= 31 for int ranks */
-int gw__binomial_node(int n, int rank, int root, int largest_first,
-                      int kids[GW__BINOMIAL_MAX_KIDS], int *parent);
+int gw__binomial_node(int n, int rank, int root, int largest_first, int kids[GW__BINOMIAL_MAX_KIDS],
+                      int *parent);
 
 /* Validate and run one collective on the calling thread, which must be the
  * thread that owns the transport (api.c). */

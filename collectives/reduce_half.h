@@ -63,8 +63,8 @@ gw_status_t gw__half_narrow_isa(uint16_t *out, const float *in, size_t count, gw
  */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GW__HALF_HAVE_AVX2 1
-void gw__reduce_half_avx2(void *out, const void *a, const void *b, size_t count,
-                          gw_dtype_t dtype, gw_op_t op);
+void gw__reduce_half_avx2(void *out, const void *a, const void *b, size_t count, gw_dtype_t dtype,
+                          gw_op_t op);
 void gw__half_widen_avx2(float *out, const uint16_t *in, size_t count, gw_dtype_t dtype);
 void gw__half_narrow_avx2(uint16_t *out, const float *in, size_t count, gw_dtype_t dtype);
 #else

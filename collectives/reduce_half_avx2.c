@@ -61,8 +61,7 @@ GW__AVX2_INLINE void f16_arith16(uint16_t *o, const uint16_t *a, const uint16_t 
 {
     for (int h = 0; h < 2; h++) {
         size_t k = (size_t)h * GW__LANES;
-        __m256 r =
-            arith(gw__f16x8_widen(gw__load8(a + k)), gw__f16x8_widen(gw__load8(b + k)), op);
+        __m256 r = arith(gw__f16x8_widen(gw__load8(a + k)), gw__f16x8_widen(gw__load8(b + k)), op);
         gw__store8(o + k, gw__f16x8_narrow(r));
     }
 }
@@ -190,8 +189,8 @@ static const half_fn kernels[2][GW_MAX + 1] = {
     {sum_bf16, prod_bf16, min_bf16, max_bf16},
 };
 
-void gw__reduce_half_avx2(void *out, const void *a, const void *b, size_t count,
-                          gw_dtype_t dtype, gw_op_t op)
+void gw__reduce_half_avx2(void *out, const void *a, const void *b, size_t count, gw_dtype_t dtype,
+                          gw_op_t op)
 {
     kernels[dtype == GW_BFLOAT16][op](out, a, b, count);
 }
@@ -234,8 +233,7 @@ GW__AVX2 void gw__half_widen_avx2(float *out, const uint16_t *in, size_t count, 
         widen_loop(out, in, count, 0);
 }
 
-GW__AVX2 void gw__half_narrow_avx2(uint16_t *out, const float *in, size_t count,
-                                   gw_dtype_t dtype)
+GW__AVX2 void gw__half_narrow_avx2(uint16_t *out, const float *in, size_t count, gw_dtype_t dtype)
 {
     if (dtype == GW_BFLOAT16)
         narrow_loop(out, in, count, 1);

@@ -55,25 +55,13 @@ typedef void (*reduce_fn)(void *out, const void *a, const void *b, size_t n);
 
 /* ---- float16 / bfloat16 conversions (half_convert.h) ---------------------- */
 
-float gw__half_to_float(uint16_t h)
-{
-    return gw__f16_widen(h);
-}
+float gw__half_to_float(uint16_t h) { return gw__f16_widen(h); }
 
-uint16_t gw__float_to_half(float f)
-{
-    return gw__f16_round(f);
-}
+uint16_t gw__float_to_half(float f) { return gw__f16_round(f); }
 
-float gw__bf16_to_float(uint16_t h)
-{
-    return gw__bf16_widen(h);
-}
+float gw__bf16_to_float(uint16_t h) { return gw__bf16_widen(h); }
 
-uint16_t gw__float_to_bf16(float f)
-{
-    return gw__bf16_round(f);
-}
+uint16_t gw__float_to_bf16(float f) { return gw__bf16_round(f); }
 
 /* ---- scalar operators ---------------------------------------------------- */
 
@@ -85,32 +73,23 @@ uint16_t gw__float_to_bf16(float f)
  * not if-convert the equivalent chain of float compares and signed-zero
  * arithmetic.
  */
-#define GW__DEFINE_MINMAX(sfx, T, U, S, ABS, INF)                                           \
-    static inline S key_##sfx(U u)                                                         \
-    {                                                                                      \
-        return (S)(u ^ ((U)((S)u >> (sizeof(U) * 8 - 1)) >> 1));                           \
-    }                                                                                      \
-    static inline T pick_##sfx(T x, T y, int want_min)                                     \
-    {                                                                                      \
-        U ux, uy;                                                                          \
-        memcpy(&ux, &x, sizeof ux);                                                        \
-        memcpy(&uy, &y, sizeof uy);                                                        \
-        S kx = key_##sfx(ux), ky = key_##sfx(uy);                                          \
-        U r = (want_min ? kx <= ky : kx >= ky) ? ux : uy;                                  \
-        r = (uy & (ABS)) > (INF) ? uy : r;                                                 \
-        r = (ux & (ABS)) > (INF) ? ux : r;                                                 \
-        T t;                                                                               \
-        memcpy(&t, &r, sizeof t);                                                          \
-        return t;                                                                          \
-    }                                                                                      \
-    static inline T min_##sfx(T x, T y)                                                    \
-    {                                                                                      \
-        return pick_##sfx(x, y, 1);                                                        \
-    }                                                                                      \
-    static inline T max_##sfx(T x, T y)                                                    \
-    {                                                                                      \
-        return pick_##sfx(x, y, 0);                                                        \
-    }
+#define GW__DEFINE_MINMAX(sfx, T, U, S, ABS, INF)                                               \
+    static inline S key_##sfx(U u) { return (S)(u ^ ((U)((S)u >> (sizeof(U) * 8 - 1)) >> 1)); } \
+    static inline T pick_##sfx(T x, T y, int want_min)                                          \
+    {                                                                                           \
+        U ux, uy;                                                                               \
+        memcpy(&ux, &x, sizeof ux);                                                             \
+        memcpy(&uy, &y, sizeof uy);                                                             \
+        S kx = key_##sfx(ux), ky = key_##sfx(uy);                                               \
+        U r = (want_min ? kx <= ky : kx >= ky) ? ux : uy;                                       \
+        r = (uy & (ABS)) > (INF) ? uy : r;                                                      \
+        r = (ux & (ABS)) > (INF) ? ux : r;                                                      \
+        T t;                                                                                    \
+        memcpy(&t, &r, sizeof t);                                                               \
+        return t;                                                                               \
+    }                                                                                           \
+    static inline T min_##sfx(T x, T y) { return pick_##sfx(x, y, 1); }                         \
+    static inline T max_##sfx(T x, T y) { return pick_##sfx(x, y, 0); }
 GW__DEFINE_MINMAX(f32, float, uint32_t, int32_t, 0x7fffffffu, 0x7f800000u)
 GW__DEFINE_MINMAX(f64, double, uint64_t, int64_t, 0x7fffffffffffffffu, 0x7ff0000000000000u)
 #undef GW__DEFINE_MINMAX
@@ -132,28 +111,22 @@ GW__DEFINE_MINMAX(f64, double, uint64_t, int64_t, 0x7fffffffffffffffu, 0x7ff0000
 
 /* One element-wise loop: out[i] = EXPR(a[i], b[i]). See the top of the file
  * for why ivdep is correct under exact aliasing. */
-#define GW__KERNEL(name, T, EXPR)                                                          \
-    static void name(void *out, const void *va, const void *vb, size_t n)                  \
-    {                                                                                      \
-        T *o = out;                                                                        \
-        const T *a = va;                                                                   \
-        const T *b = vb;                                                                   \
-        GW__IVDEP for (size_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);       \
+#define GW__KERNEL(name, T, EXPR)                                         \
+    static void name(void *out, const void *va, const void *vb, size_t n) \
+    {                                                                     \
+        T *o = out;                                                       \
+        const T *a = va;                                                  \
+        const T *b = vb;                                                  \
+        GW__IVDEP for (size_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]); \
     }
 
 /* Integer kernels: sum and product in the unsigned type U, then back to T. */
-#define GW__INT_KERNELS(sfx, T, U)                                                         \
-    static inline T add_##sfx(T x, T y)                                                    \
-    {                                                                                      \
-        return (T)((U)x + (U)y);                                                           \
-    }                                                                                      \
-    static inline T mul_##sfx(T x, T y)                                                    \
-    {                                                                                      \
-        return (T)((U)x * (U)y);                                                           \
-    }                                                                                      \
-    GW__KERNEL(sum_##sfx, T, add_##sfx)                                                    \
-    GW__KERNEL(prod_##sfx, T, mul_##sfx)                                                   \
-    GW__KERNEL(min_k_##sfx, T, GW__MIN)                                                    \
+#define GW__INT_KERNELS(sfx, T, U)                                   \
+    static inline T add_##sfx(T x, T y) { return (T)((U)x + (U)y); } \
+    static inline T mul_##sfx(T x, T y) { return (T)((U)x * (U)y); } \
+    GW__KERNEL(sum_##sfx, T, add_##sfx)                              \
+    GW__KERNEL(prod_##sfx, T, mul_##sfx)                             \
+    GW__KERNEL(min_k_##sfx, T, GW__MIN)                              \
     GW__KERNEL(max_k_##sfx, T, GW__MAX)
 
 /* The 8-bit types go through unsigned int: uint8_t * uint8_t would promote
@@ -163,10 +136,10 @@ GW__INT_KERNELS(u8, uint8_t, unsigned int)
 GW__INT_KERNELS(i32, int32_t, uint32_t)
 GW__INT_KERNELS(i64, int64_t, uint64_t)
 
-#define GW__FLOAT_KERNELS(sfx, T)                                                          \
-    GW__KERNEL(sum_##sfx, T, GW__FADD)                                                     \
-    GW__KERNEL(prod_##sfx, T, GW__FMUL)                                                    \
-    GW__KERNEL(min_k_##sfx, T, min_##sfx)                                                  \
+#define GW__FLOAT_KERNELS(sfx, T)         \
+    GW__KERNEL(sum_##sfx, T, GW__FADD)    \
+    GW__KERNEL(prod_##sfx, T, GW__FMUL)   \
+    GW__KERNEL(min_k_##sfx, T, min_##sfx) \
     GW__KERNEL(max_k_##sfx, T, max_##sfx)
 
 GW__FLOAT_KERNELS(f32, float)
@@ -178,23 +151,23 @@ GW__FLOAT_KERNELS(f64, double)
 /* Half-precision kernels: widen a block of each operand, run the float
  * operator, round the block back. The three loops are separate so that each
  * is a simple loop the vectoriser can handle on its own. */
-#define GW__HALF_KERNEL(name, TO_F, FROM_F, EXPR)                                          \
-    static void name(void *out, const void *va, const void *vb, size_t n)                  \
-    {                                                                                      \
-        uint16_t *o = out;                                                                 \
-        const uint16_t *a = va;                                                            \
-        const uint16_t *b = vb;                                                            \
-        float fa[GW__HALF_BLOCK], fb[GW__HALF_BLOCK];                                      \
-        for (size_t base = 0; base < n; base += GW__HALF_BLOCK) {                          \
-            size_t m = n - base < GW__HALF_BLOCK ? n - base : GW__HALF_BLOCK;              \
-            for (size_t j = 0; j < m; j++) {                                               \
-                fa[j] = TO_F(a[base + j]);                                                 \
-                fb[j] = TO_F(b[base + j]);                                                 \
-            }                                                                              \
-            for (size_t j = 0; j < m; j++)                                                 \
-                fa[j] = EXPR(fa[j], fb[j]);                                                \
+#define GW__HALF_KERNEL(name, TO_F, FROM_F, EXPR)                                 \
+    static void name(void *out, const void *va, const void *vb, size_t n)         \
+    {                                                                             \
+        uint16_t *o = out;                                                        \
+        const uint16_t *a = va;                                                   \
+        const uint16_t *b = vb;                                                   \
+        float fa[GW__HALF_BLOCK], fb[GW__HALF_BLOCK];                             \
+        for (size_t base = 0; base < n; base += GW__HALF_BLOCK) {                 \
+            size_t m = n - base < GW__HALF_BLOCK ? n - base : GW__HALF_BLOCK;     \
+            for (size_t j = 0; j < m; j++) {                                      \
+                fa[j] = TO_F(a[base + j]);                                        \
+                fb[j] = TO_F(b[base + j]);                                        \
+            }                                                                     \
+            for (size_t j = 0; j < m; j++)                                        \
+                fa[j] = EXPR(fa[j], fb[j]);                                       \
             GW__IVDEP for (size_t j = 0; j < m; j++) o[base + j] = FROM_F(fa[j]); \
-        }                                                                                  \
+        }                                                                         \
     }
 
 /*
@@ -210,31 +183,28 @@ static inline float keep_nan_a(float x, float r)
     return gw__f32_from_bits(gw__select_u32((ux & 0x7fffffffu) > 0x7f800000u, ux, gw__f32_bits(r)));
 }
 
-static inline float half_add(float x, float y)
-{
-    return keep_nan_a(x, x + y);
-}
+static inline float half_add(float x, float y) { return keep_nan_a(x, x + y); }
 
-static inline float half_mul(float x, float y)
-{
-    return keep_nan_a(x, x * y);
-}
+static inline float half_mul(float x, float y) { return keep_nan_a(x, x * y); }
 
-#define GW__HALF_KERNELS(sfx, TO_F, FROM_F)                                                \
-    GW__HALF_KERNEL(sum_##sfx, TO_F, FROM_F, half_add)                                     \
-    GW__HALF_KERNEL(prod_##sfx, TO_F, FROM_F, half_mul)                                    \
-    GW__HALF_KERNEL(min_k_##sfx, TO_F, FROM_F, min_f32)                                    \
+#define GW__HALF_KERNELS(sfx, TO_F, FROM_F)             \
+    GW__HALF_KERNEL(sum_##sfx, TO_F, FROM_F, half_add)  \
+    GW__HALF_KERNEL(prod_##sfx, TO_F, FROM_F, half_mul) \
+    GW__HALF_KERNEL(min_k_##sfx, TO_F, FROM_F, min_f32) \
     GW__HALF_KERNEL(max_k_##sfx, TO_F, FROM_F, max_f32)
 
 GW__HALF_KERNELS(f16, gw__f16_widen, gw__f16_round)
 GW__HALF_KERNELS(bf16, gw__bf16_widen, gw__bf16_round)
 
-#define GW__ROW(sfx) {sum_##sfx, prod_##sfx, min_k_##sfx, max_k_##sfx}
+#define GW__ROW(sfx)                                    \
+    {                                                   \
+        sum_##sfx, prod_##sfx, min_k_##sfx, max_k_##sfx \
+    }
 
 /* Indexed [dtype][op] for op in GW_SUM..GW_MAX (the order of gw_op_t). */
 static const reduce_fn kernels[GW_DTYPE_COUNT][GW_MAX + 1] = {
-    [GW_FLOAT32] = GW__ROW(f32), [GW_FLOAT64] = GW__ROW(f64), [GW_FLOAT16] = GW__ROW(f16),
-    [GW_BFLOAT16] = GW__ROW(bf16), [GW_INT8] = GW__ROW(i8),  [GW_UINT8] = GW__ROW(u8),
+    [GW_FLOAT32] = GW__ROW(f32),   [GW_FLOAT64] = GW__ROW(f64), [GW_FLOAT16] = GW__ROW(f16),
+    [GW_BFLOAT16] = GW__ROW(bf16), [GW_INT8] = GW__ROW(i8),     [GW_UINT8] = GW__ROW(u8),
     [GW_INT32] = GW__ROW(i32),     [GW_INT64] = GW__ROW(i64),
 };
 
@@ -243,16 +213,14 @@ static const reduce_fn kernels[GW_DTYPE_COUNT][GW_MAX + 1] = {
  * is a bug in the caller. There is no status to return, so such a call
  * leaves out untouched rather than reading a table out of bounds.
  */
-void gw__reduce(void *out, const void *a, const void *b, size_t count, gw_dtype_t dtype,
-                gw_op_t op)
+void gw__reduce(void *out, const void *a, const void *b, size_t count, gw_dtype_t dtype, gw_op_t op)
 {
     if (op == GW_AVG)
         op = GW_SUM;
     if ((unsigned)dtype >= GW_DTYPE_COUNT || (unsigned)op > GW_MAX || count == 0)
         return;
 #if GW__HALF_HAVE_AVX2
-    if ((dtype == GW_FLOAT16 || dtype == GW_BFLOAT16) &&
-        gw__half_isa_best() == GW_HALF_ISA_AVX2) {
+    if ((dtype == GW_FLOAT16 || dtype == GW_BFLOAT16) && gw__half_isa_best() == GW_HALF_ISA_AVX2) {
         gw__reduce_half_avx2(out, a, b, count, dtype, op);
         return;
     }
@@ -381,11 +349,11 @@ gw_status_t gw__half_narrow_isa(uint16_t *out, const float *in, size_t count, gw
 
 /* ---- average ------------------------------------------------------------- */
 
-#define GW__DIV_LOOP(T, buf, n, d)                                                         \
-    do {                                                                                   \
-        T *p = (buf);                                                                      \
-        for (size_t i = 0; i < (n); i++)                                                   \
-            p[i] = (T)(p[i] / (d));                                                        \
+#define GW__DIV_LOOP(T, buf, n, d)       \
+    do {                                 \
+        T *p = (buf);                    \
+        for (size_t i = 0; i < (n); i++) \
+            p[i] = (T)(p[i] / (d));      \
     } while (0)
 
 /* Half precision: widen a block, divide in float, round the block back, with

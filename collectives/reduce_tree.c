@@ -98,8 +98,7 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
             while (s->posted < nchunks && s->posted - reduced < DEPTH) {
                 size_t first = s->posted * chunk;
                 size_t len = count - first < chunk ? count - first : chunk;
-                char *dst =
-                    gw__at(slots, ((size_t)k * DEPTH + s->posted % DEPTH) * slot_bytes);
+                char *dst = gw__at(slots, ((size_t)k * DEPTH + s->posted % DEPTH) * slot_bytes);
                 if ((st = gw__stream_recv(comm, s, dst, len * esize)) != GW_OK)
                     return st;
                 moved = 1;

@@ -148,8 +148,9 @@ static int apply_key(gw_tuning_t *t, int seen[KEY_COUNT], const char *key, const
     if (k == KEY_CHUNK) {
         long v;
         if (gw__parse_long(value, 4096, 1L << 30, &v) != GW_OK) {
-            GW_ERROR(lg, "tuning", "%s line %ld: chunk_bytes \"%s\" is not an integer in [4096, %ld]",
-                     name, lineno, value, 1L << 30);
+            GW_ERROR(lg, "tuning",
+                     "%s line %ld: chunk_bytes \"%s\" is not an integer in [4096, %ld]", name,
+                     lineno, value, 1L << 30);
             return -1;
         }
         t->chunk_bytes = (size_t)v;

@@ -74,8 +74,8 @@ void gw__logger_fini(gw_logger_t *lg)
     lg->owns_file = 0;
 }
 
-void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys,
-                   const char *fmt, ...)
+void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,
+                   ...)
 {
     int saved_errno = errno; /* keep %m meaningful for the caller's syscall */
     char line[2048];
@@ -83,9 +83,9 @@ void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subs
     gettimeofday(&tv, NULL);
     struct tm tm;
     localtime_r(&tv.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "%s:%ld:%d %02d:%02d:%02d.%06ld gradwire %s %s ",
-                     lg->host, (long)getpid(), lg->rank, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (long)tv.tv_usec, subsys, level_names[level]);
+    int n = snprintf(line, sizeof(line), "%s:%ld:%d %02d:%02d:%02d.%06ld gradwire %s %s ", lg->host,
+                     (long)getpid(), lg->rank, tm.tm_hour, tm.tm_min, tm.tm_sec, (long)tv.tv_usec,
+                     subsys, level_names[level]);
     if (n < 0)
         n = 0;
     if ((size_t)n < sizeof(line)) {

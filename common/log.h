@@ -22,9 +22,9 @@ typedef enum gw_log_level {
 
 typedef struct gw_logger {
     gw_log_level_t level;
-    int rank;       /* -1 before the rank is known */
-    FILE *file;     /* stderr, or the GW_DEBUG_FILE we opened */
-    int owns_file;  /* close file on gw__logger_fini */
+    int rank;      /* -1 before the rank is known */
+    FILE *file;    /* stderr, or the GW_DEBUG_FILE we opened */
+    int owns_file; /* close file on gw__logger_fini */
     char host[64];
 } gw_logger_t;
 
@@ -34,14 +34,14 @@ typedef struct gw_logger {
 void gw__logger_init(gw_logger_t *lg, int rank);
 void gw__logger_fini(gw_logger_t *lg);
 
-void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
 
-#define GW__LOG(lg, lvl, subsys, ...)                                                      \
-    do {                                                                                   \
-        const gw_logger_t *gw__lg = (lg);                                                  \
-        if (gw__lg && gw__lg->level >= (lvl))                                              \
-            gw__log_write(gw__lg, (lvl), (subsys), __VA_ARGS__);                           \
+#define GW__LOG(lg, lvl, subsys, ...)                            \
+    do {                                                         \
+        const gw_logger_t *gw__lg = (lg);                        \
+        if (gw__lg && gw__lg->level >= (lvl))                    \
+            gw__log_write(gw__lg, (lvl), (subsys), __VA_ARGS__); \
     } while (0)
 
 #define GW_ERROR(lg, subsys, ...) GW__LOG(lg, GW_LOG_ERROR, subsys, __VA_ARGS__)

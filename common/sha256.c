@@ -12,8 +12,8 @@
  * HMAC(K, m) = H((K0 ^ opad) || H((K0 ^ ipad) || m)) where K0 is the key
  * padded with zeros to a block (or its digest, when longer than a block).
  */
-#include "common/byteorder.h"
 #include "common/sha256.h"
+#include "common/byteorder.h"
 
 #include <string.h>
 

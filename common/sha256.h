@@ -18,8 +18,8 @@
 #define GW_SHA256_BLOCK_LEN 64
 
 typedef struct gw_sha256 {
-    uint32_t h[8];                    /* intermediate hash value H(i) */
-    uint64_t total_len;               /* bytes hashed so far */
+    uint32_t h[8];                      /* intermediate hash value H(i) */
+    uint64_t total_len;                 /* bytes hashed so far */
     uint8_t block[GW_SHA256_BLOCK_LEN]; /* partial block not yet compressed */
     size_t block_len;
 } gw_sha256_t;

@@ -9,15 +9,14 @@
 
 const char *gw_version(void)
 {
-    return GW__XSTR(GW_VERSION_MAJOR) "." GW__XSTR(GW_VERSION_MINOR) "." GW__XSTR(
-        GW_VERSION_PATCH);
+    return GW__XSTR(GW_VERSION_MAJOR) "." GW__XSTR(GW_VERSION_MINOR) "." GW__XSTR(GW_VERSION_PATCH);
 }
 
 const char *gw_status_str(gw_status_t status)
 {
     switch (status) {
-#define GW__STATUS_CASE(name, value, text)                                                 \
-    case name:                                                                             \
+#define GW__STATUS_CASE(name, value, text) \
+    case name:                             \
         return text;
         GW_STATUS_MAP(GW__STATUS_CASE)
 #undef GW__STATUS_CASE
@@ -28,8 +27,8 @@ const char *gw_status_str(gw_status_t status)
 const char *gw_status_name(gw_status_t status)
 {
     switch (status) {
-#define GW__STATUS_NAME(name, value, text)                                                 \
-    case name:                                                                             \
+#define GW__STATUS_NAME(name, value, text) \
+    case name:                             \
         return #name;
         GW_STATUS_MAP(GW__STATUS_NAME)
 #undef GW__STATUS_NAME
@@ -41,8 +40,8 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_table[GW_DTYPE_COUNT] = {
-    [GW_FLOAT32] = {"float32", 4}, [GW_FLOAT64] = {"float64", 8}, [GW_FLOAT16] = {"float16", 2},
-    [GW_BFLOAT16] = {"bfloat16", 2}, [GW_INT8] = {"int8", 1},     [GW_UINT8] = {"uint8", 1},
+    [GW_FLOAT32] = {"float32", 4},   [GW_FLOAT64] = {"float64", 8}, [GW_FLOAT16] = {"float16", 2},
+    [GW_BFLOAT16] = {"bfloat16", 2}, [GW_INT8] = {"int8", 1},       [GW_UINT8] = {"uint8", 1},
     [GW_INT32] = {"int32", 4},       [GW_INT64] = {"int64", 8},
 };
 
@@ -71,9 +70,9 @@ gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out)
     static const struct {
         const char *alias;
         gw_dtype_t dtype;
-    } aliases[] = {{"float", GW_FLOAT32}, {"fp32", GW_FLOAT32},  {"double", GW_FLOAT64},
-                   {"fp64", GW_FLOAT64},  {"half", GW_FLOAT16},  {"fp16", GW_FLOAT16},
-                   {"bf16", GW_BFLOAT16}, {"char", GW_INT8},     {"int", GW_INT32},
+    } aliases[] = {{"float", GW_FLOAT32}, {"fp32", GW_FLOAT32}, {"double", GW_FLOAT64},
+                   {"fp64", GW_FLOAT64},  {"half", GW_FLOAT16}, {"fp16", GW_FLOAT16},
+                   {"bf16", GW_BFLOAT16}, {"char", GW_INT8},    {"int", GW_INT32},
                    {"long", GW_INT64},    {"uchar", GW_UINT8}};
     if (!name || !out)
         return GW_ERR_INVALID_ARG;

@@ -56,20 +56,20 @@ extern "C" {
 GW_API const char *gw_version(void);
 
 /* Status codes. The X-macro keeps codes and their strings together. */
-#define GW_STATUS_MAP(X)                                                                 \
-    X(GW_OK, 0, "success")                                                               \
-    X(GW_ERR_INVALID_ARG, 1, "invalid argument")                                         \
-    X(GW_ERR_NO_MEMORY, 2, "out of memory")                                              \
-    X(GW_ERR_SYSTEM, 3, "system call failed")                                            \
-    X(GW_ERR_TIMEOUT, 4, "timed out")                                                    \
-    X(GW_ERR_REMOTE, 5, "remote peer failed or closed the connection")                   \
-    X(GW_ERR_AUTH, 6, "authentication failed (job token mismatch)")                      \
-    X(GW_ERR_PROTOCOL, 7, "protocol error (malformed or unexpected message)")            \
-    X(GW_ERR_MISMATCH, 8, "ranks called the collective with different arguments")       \
-    X(GW_ERR_UNSUPPORTED, 9, "operation not supported")                                  \
-    X(GW_ERR_ABORTED, 10, "communicator was aborted")                                    \
-    X(GW_ERR_OVERFLOW, 11, "size overflow")                                              \
-    X(GW_ERR_NOT_FOUND, 12, "not found")                                                 \
+#define GW_STATUS_MAP(X)                                                          \
+    X(GW_OK, 0, "success")                                                        \
+    X(GW_ERR_INVALID_ARG, 1, "invalid argument")                                  \
+    X(GW_ERR_NO_MEMORY, 2, "out of memory")                                       \
+    X(GW_ERR_SYSTEM, 3, "system call failed")                                     \
+    X(GW_ERR_TIMEOUT, 4, "timed out")                                             \
+    X(GW_ERR_REMOTE, 5, "remote peer failed or closed the connection")            \
+    X(GW_ERR_AUTH, 6, "authentication failed (job token mismatch)")               \
+    X(GW_ERR_PROTOCOL, 7, "protocol error (malformed or unexpected message)")     \
+    X(GW_ERR_MISMATCH, 8, "ranks called the collective with different arguments") \
+    X(GW_ERR_UNSUPPORTED, 9, "operation not supported")                           \
+    X(GW_ERR_ABORTED, 10, "communicator was aborted")                             \
+    X(GW_ERR_OVERFLOW, 11, "size overflow")                                       \
+    X(GW_ERR_NOT_FOUND, 12, "not found")                                          \
     X(GW_ERR_CONFIG, 13, "invalid configuration")
 
 typedef enum gw_status {
@@ -201,29 +201,29 @@ GW_API gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype
  * NULL buffers are GW_ERR_INVALID_ARG when count > 0; count * size of dtype
  * overflowing size_t is GW_ERR_OVERFLOW. */
 GW_API gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                         gw_dtype_t dtype, gw_op_t op);
+                                gw_dtype_t dtype, gw_op_t op);
 
 /* Copy root's sendbuf into every rank's recvbuf. sendbuf is read on root
  * only (may be NULL elsewhere); sendbuf == recvbuf on root is in place. */
 GW_API gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                         gw_dtype_t dtype, int root);
+                                gw_dtype_t dtype, int root);
 
 /* recvbuf[i] on root = op over ranks of sendbuf[i]. recvbuf is written on
  * root only (may be NULL elsewhere). */
 GW_API gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                      gw_dtype_t dtype, gw_op_t op, int root);
+                             gw_dtype_t dtype, gw_op_t op, int root);
 
 /* recvbuf (size * sendcount elements) = the concatenation of every rank's
  * sendbuf in rank order. In place: sendbuf == recvbuf + rank * sendcount
  * elements. */
-GW_API gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
-                         gw_dtype_t dtype);
+GW_API gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t sendcount, gw_dtype_t dtype);
 
 /* sendbuf holds size * recvcount elements; rank r receives in recvbuf the
  * reduction over ranks of block r. In place: recvbuf == sendbuf + rank *
  * recvcount elements. */
 GW_API gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
-                              size_t recvcount, gw_dtype_t dtype, gw_op_t op);
+                                     size_t recvcount, gw_dtype_t dtype, gw_op_t op);
 
 /* Returns on every rank only after every rank has entered it. */
 GW_API gw_status_t gw_barrier(gw_comm_t *comm);
@@ -243,9 +243,8 @@ typedef struct gw_handle gw_handle_t;
 /* Non-blocking gw_allreduce. Argument errors are reported when the handle
  * completes. Errors here: GW_ERR_INVALID_ARG (NULL comm or handle),
  * GW_ERR_NO_MEMORY, GW_ERR_SYSTEM (the progress thread could not start). */
-GW_API gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                 size_t count, gw_dtype_t dtype, gw_op_t op,
-                                 gw_handle_t **handle);
+GW_API gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                 gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle);
 
 /* *done = 0 and GW_OK while the collective runs; once it has finished,
  * *done = 1, the handle is released and the collective's status returned. */
@@ -481,8 +480,8 @@ typedef struct gw_compress_stats {
 /* The last successful call's figures (*last) and the sums since creation or
  * the last reset (*total, with compression_ratio recomputed from the sums).
  * Either pointer may be NULL. GW_ERR_INVALID_ARG for a NULL state. */
-GW_API gw_status_t gw_compress_stats_get(const gw_compress_state_t *state, gw_compress_stats_t *last,
-                                         gw_compress_stats_t *total);
+GW_API gw_status_t gw_compress_stats_get(const gw_compress_state_t *state,
+                                         gw_compress_stats_t *last, gw_compress_stats_t *total);
 /* Zero both (the step and the residual are not touched). */
 GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
 

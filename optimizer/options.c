@@ -246,7 +246,7 @@ typedef enum {
     NUM_INT,
     NUM_LONG,
     NUM_SIZE,
-    NUM_KIB,      /* a size_t, given in KiB */
+    NUM_KIB, /* a size_t, given in KiB */
     NUM_DOUBLE,
     NUM_FRACTION, /* a double; above 1 it is a percentage */
 } num_kind_t;
@@ -259,8 +259,10 @@ typedef struct num_opt {
     const char *wants;
 } num_opt_t;
 
-#define NUM(val, kind, field, min, max, wants)                                                     \
-    {val, kind, offsetof(gw_train_opts_t, field), min, max, wants}
+#define NUM(val, kind, field, min, max, wants)                       \
+    {                                                                \
+        val, kind, offsetof(gw_train_opts_t, field), min, max, wants \
+    }
 
 static const num_opt_t num_opts[] = {
     NUM(OPT_FEATURES, NUM_SIZE, features, 1, 10000000, "1..10000000"),

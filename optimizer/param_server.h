@@ -18,7 +18,7 @@ typedef struct gw_train_ps {
     int rank, world, nservers, nworkers;
     int is_server, index; /* server s or worker w */
     char addr[GW_TRAIN_PS_MAX][64];
-    int *port; /* [server * nworkers + worker] */
+    int *port;    /* [server * nworkers + worker] */
     int *hold_fd; /* server: [worker] a socket holding that port until its link is up, or -1 */
 
     gw_train_dataset_t train, test;

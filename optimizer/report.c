@@ -123,8 +123,7 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
     gw_kit_json_num(&j, "samples_per_s", r->train_s > 0 ? (double)r->samples / r->train_s : NAN);
     gw_kit_json_num(&j, "target_acc", r->target_acc);
     /* A figure that was not measured is negative here and null there. */
-    gw_kit_json_num_or_null(&j, "time_to_target_s", r->time_to_target_s >= 0,
-                            r->time_to_target_s);
+    gw_kit_json_num_or_null(&j, "time_to_target_s", r->time_to_target_s >= 0, r->time_to_target_s);
     gw_kit_json_num(&j, "compute_per_sample_s", r->compute_per_sample_s);
     gw_kit_json_num(&j, "grad_bytes", (double)r->grad_bytes);
     gw_kit_json_num_or_null(&j, "link_alpha_s", r->alpha_s >= 0, r->alpha_s);

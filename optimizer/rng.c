@@ -27,10 +27,7 @@ void gw_train_rng_seed(gw_train_rng_t *r, uint64_t seed)
         r->s[0] = 1;
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 uint64_t gw_train_rng_next(gw_train_rng_t *r)
 {

@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "kit.h"
-#include "trainer.h"
 #include "train_sync.h"
+#include "trainer.h"
 
 static gw_status_t coll_fail(const char *what, gw_status_t st)
 {

@@ -85,8 +85,8 @@ struct job {
 /* Runs in the forked child: become a process group leader, wire up stdio
  * and the rank's environment, exec. Only the launcher's single thread
  * existed at fork time, so setenv and snprintf are safe here. */
-__attribute__((noreturn)) static void child_exec(const struct job *job, int r, int out_w,
-                                                 int err_w, int devnull, pid_t launcher,
+__attribute__((noreturn)) static void child_exec(const struct job *job, int r, int out_w, int err_w,
+                                                 int devnull, pid_t launcher,
                                                  const sigset_t *oldmask)
 {
     const struct gw_launch_opts *o = job->opts;

@@ -87,8 +87,7 @@ int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_
 /* Move the calling process into host h's network namespace with a /sys of
  * that namespace, as `ip netns exec` does. For a forked child before exec:
  * prints why on stderr and returns -1 on failure. */
-int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_hosts *h,
-                         int host);
+int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_hosts *h, int host);
 
 /* Set the variables every rank shares (sizes, rendezvous address, job
  * token) in our own environment, for the children to inherit. 0 or -1. */

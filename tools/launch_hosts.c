@@ -26,12 +26,12 @@
  * and binds a free port there, because a port free in the launcher's own
  * namespace says nothing about host 0's.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,8 +149,7 @@ void gw_launch_hosts_close(struct gw_launch_hosts *h)
     memset(h, 0, sizeof(*h));
 }
 
-int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_hosts *h,
-                         int host)
+int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_hosts *h, int host)
 {
     char name[4096];
     snprintf(name, sizeof(name), "%s%d", o->netns, host);
@@ -204,8 +203,9 @@ static int host_addr(const char *name, char *out, size_t cap)
     }
     if (!best) {
         freeifaddrs(all);
-        fprintf(stderr, "gradwire launch: emulated host %s has no IPv4 address on eth0 or any "
-                        "other interface that is up: give --host ADDR\n",
+        fprintf(stderr,
+                "gradwire launch: emulated host %s has no IPv4 address on eth0 or any "
+                "other interface that is up: give --host ADDR\n",
                 name);
         return -1;
     }

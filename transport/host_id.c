@@ -16,8 +16,7 @@
 
 #define SUBSYS "select"
 
-static void hash_file_id(gw_sha256_t *h, const gw_logger_t *lg, const char *label,
-                         const char *path)
+static void hash_file_id(gw_sha256_t *h, const gw_logger_t *lg, const char *label, const char *path)
 {
     struct stat sb;
     gw__sha256_update(h, label, strlen(label) + 1);

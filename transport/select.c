@@ -81,10 +81,14 @@ const char *gw__select_mode_name(gw_select_mode_t mode)
 const char *gw__select_kind_name(gw_select_kind_t kind)
 {
     switch (kind) {
-    case GW_SEL_SHM: return "shm";
-    case GW_SEL_TCP: return "tcp";
-    case GW_SEL_IB: return "ib";
-    default: return "none";
+    case GW_SEL_SHM:
+        return "shm";
+    case GW_SEL_TCP:
+        return "tcp";
+    case GW_SEL_IB:
+        return "ib";
+    default:
+        return "none";
     }
 }
 
@@ -164,12 +168,12 @@ void gw__select_describe(const gw_select_kind_t *route, int size, char *buf, siz
 {
     size_t n = 0;
     buf[0] = '\0';
-#define EMIT(...)                                                                                  \
-    do {                                                                                           \
-        int w__ = snprintf(buf + n, cap - n, __VA_ARGS__);                                         \
-        if (w__ < 0 || (size_t)w__ >= cap - n)                                                     \
-            return;                                                                                \
-        n += (size_t)w__;                                                                          \
+#define EMIT(...)                                          \
+    do {                                                   \
+        int w__ = snprintf(buf + n, cap - n, __VA_ARGS__); \
+        if (w__ < 0 || (size_t)w__ >= cap - n)             \
+            return;                                        \
+        n += (size_t)w__;                                  \
     } while (0)
     for (size_t i = 0; i < NCANDIDATES; i++) {
         gw_select_kind_t k = candidates[i].kind;
@@ -230,7 +234,6 @@ gw_status_t gw__select_blob_decode(const uint8_t *b, gw_select_blob_t *v)
     return GW_OK;
 }
 
-
 static size_t trimmed_len(const uint8_t *blob)
 {
     size_t n = GW_TRANSPORT_ADDR_MAX;
@@ -241,8 +244,7 @@ static size_t trimmed_len(const uint8_t *blob)
 
 gw_status_t gw__select_blob_encode(const gw_logger_t *lg, gw_select_mode_t mode, uint64_t host_id,
                                    int n, const gw_select_kind_t *kinds,
-                                   const uint8_t *const *blobs,
-                                   uint8_t addr[GW_TRANSPORT_ADDR_MAX])
+                                   const uint8_t *const *blobs, uint8_t addr[GW_TRANSPORT_ADDR_MAX])
 {
     memset(addr, 0, GW_TRANSPORT_ADDR_MAX);
     uint32_t magic = GW_SELECT_ADDR_MAGIC;

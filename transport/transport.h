@@ -82,10 +82,10 @@ typedef struct gw_transport_params {
     int rank;
     int size;
     const gw_logger_t *log;
-    int timeout_ms;            /* connection establishment budget */
-    const char *ifname;        /* GW_SOCKET_IFNAME, or NULL */
-    int nsocks;                /* sockets (or QPs) per peer, >= 1 */
-    uint8_t job_id[16];        /* random per job, from the bootstrap root */
+    int timeout_ms;     /* connection establishment budget */
+    const char *ifname; /* GW_SOCKET_IFNAME, or NULL */
+    int nsocks;         /* sockets (or QPs) per peer, >= 1 */
+    uint8_t job_id[16]; /* random per job, from the bootstrap root */
     /* The local address of our bootstrap connection to the root: the
      * interface that routes to the root, used when no ifname is given. */
     struct sockaddr_storage default_addr;

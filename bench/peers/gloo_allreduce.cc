@@ -49,7 +49,8 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
-namespace {
+namespace
+{
 
 enum class Algo { RingChunked, HalvingDoubling, Ring };
 
@@ -114,8 +115,9 @@ int parse_args(GlooOpts *g, int argc, char **argv)
             return -1;
         if (rc > 0)
             continue;
-        static const char *const with_value[] = {"--algo", "--store", "--prefix", "--hostname",
-                                                 "--rank", "--world-size", "--timeout-ms"};
+        static const char *const with_value[] = {"--algo",      "--store", "--prefix",
+                                                 "--hostname",  "--rank",  "--world-size",
+                                                 "--timeout-ms"};
         bool known = false;
         for (const char *name : with_value)
             known = known || std::strcmp(arg, name) == 0;
@@ -195,21 +197,22 @@ int parse_args(GlooOpts *g, int argc, char **argv)
     return 1;
 }
 
-template <typename T>
-const gloo::ReductionFunction<T> *reduction(peer_op_t op)
+template <typename T> const gloo::ReductionFunction<T> *reduction(peer_op_t op)
 {
     switch (op) {
-    case PEER_MAX: return gloo::ReductionFunction<T>::max;
-    case PEER_MIN: return gloo::ReductionFunction<T>::min;
-    case PEER_SUM: break;
+    case PEER_MAX:
+        return gloo::ReductionFunction<T>::max;
+    case PEER_MIN:
+        return gloo::ReductionFunction<T>::min;
+    case PEER_SUM:
+        break;
     }
     return gloo::ReductionFunction<T>::sum;
 }
 
 template <typename T>
-std::unique_ptr<gloo::Algorithm> make_algo(const GlooOpts &g,
-                                           const std::shared_ptr<gloo::Context> &ctx, T *buf,
-                                           int count)
+std::unique_ptr<gloo::Algorithm>
+make_algo(const GlooOpts &g, const std::shared_ptr<gloo::Context> &ctx, T *buf, int count)
 {
     std::vector<T *> ptrs{buf};
     const gloo::ReductionFunction<T> *fn = reduction<T>(g.common.op);
@@ -219,7 +222,8 @@ std::unique_ptr<gloo::Algorithm> make_algo(const GlooOpts &g,
             new gloo::AllreduceHalvingDoubling<T>(ctx, ptrs, count, fn));
     case Algo::Ring:
         return std::unique_ptr<gloo::Algorithm>(new gloo::AllreduceRing<T>(ctx, ptrs, count, fn));
-    case Algo::RingChunked: break;
+    case Algo::RingChunked:
+        break;
     }
     return std::unique_ptr<gloo::Algorithm>(
         new gloo::AllreduceRingChunked<T>(ctx, ptrs, count, fn));
@@ -264,12 +268,12 @@ int run(const GlooOpts &g, const std::shared_ptr<gloo::Context> &ctx, const char
             peer_fill(send.data(), row.count, o.dtype, rank);
             std::memcpy(recv.data(), send.data(), nbytes);
             algo->run();
-            wrong[0] = static_cast<double>(
-                peer_check(recv.data(), row.count, o.dtype, o.op, nranks));
+            wrong[0] =
+                static_cast<double>(peer_check(recv.data(), row.count, o.dtype, o.op, nranks));
             peer_fill(recv.data(), row.count, o.dtype, rank);
             algo->run();
-            wrong[1] = static_cast<double>(
-                peer_check(recv.data(), row.count, o.dtype, o.op, nranks));
+            wrong[1] =
+                static_cast<double>(peer_check(recv.data(), row.count, o.dtype, o.op, nranks));
             gloo::AllreduceRing<double> sum(ctx, {wrong.data()}, 2);
             sum.run();
             row.oop.wrong = static_cast<uint64_t>(wrong[0]);
@@ -340,8 +344,8 @@ int main(int argc, char **argv)
     }
 
     char version[32];
-    std::snprintf(version, sizeof(version), "Gloo %d.%d.%d", GLOO_VERSION_MAJOR,
-                  GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+    std::snprintf(version, sizeof(version), "Gloo %d.%d.%d", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
+                  GLOO_VERSION_PATCH);
 
     /* Gloo reports every failure (refused connection, timeout, dead peer) by
      * throwing; one handler turns them into a message and a status. */
@@ -363,9 +367,12 @@ int main(int argc, char **argv)
         ctx->connectFullMesh(*store, dev);
 
         switch (g.common.dtype) {
-        case PEER_FLOAT64: return run<double>(g, ctx, version);
-        case PEER_INT32: return run<int32_t>(g, ctx, version);
-        case PEER_FLOAT32: break;
+        case PEER_FLOAT64:
+            return run<double>(g, ctx, version);
+        case PEER_INT32:
+            return run<int32_t>(g, ctx, version);
+        case PEER_FLOAT32:
+            break;
         }
         return run<float>(g, ctx, version);
     } catch (const std::exception &e) {

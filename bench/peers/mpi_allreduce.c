@@ -28,9 +28,12 @@
 static MPI_Datatype mpi_dtype(peer_dtype_t t)
 {
     switch (t) {
-    case PEER_FLOAT32: return MPI_FLOAT;
-    case PEER_FLOAT64: return MPI_DOUBLE;
-    case PEER_INT32: return MPI_INT32_T;
+    case PEER_FLOAT32:
+        return MPI_FLOAT;
+    case PEER_FLOAT64:
+        return MPI_DOUBLE;
+    case PEER_INT32:
+        return MPI_INT32_T;
     }
     return MPI_DATATYPE_NULL;
 }
@@ -38,17 +41,21 @@ static MPI_Datatype mpi_dtype(peer_dtype_t t)
 static MPI_Op mpi_op(peer_op_t op)
 {
     switch (op) {
-    case PEER_SUM: return MPI_SUM;
-    case PEER_MAX: return MPI_MAX;
-    case PEER_MIN: return MPI_MIN;
+    case PEER_SUM:
+        return MPI_SUM;
+    case PEER_MAX:
+        return MPI_MAX;
+    case PEER_MIN:
+        return MPI_MIN;
     }
     return MPI_OP_NULL;
 }
 
 static void usage(FILE *f, const char *prog)
 {
-    fprintf(f, "usage: mpirun [mpirun options] %s [options]\n"
-               "MPI_Allreduce benchmark with nccl-tests columns (out-of-place and in-place).\n",
+    fprintf(f,
+            "usage: mpirun [mpirun options] %s [options]\n"
+            "MPI_Allreduce benchmark with nccl-tests columns (out-of-place and in-place).\n",
             prog);
     peer_opts_usage(f);
     fprintf(f, "  -h, --help              this text\n");
@@ -82,8 +89,9 @@ static int parse_args(struct peer_opts *o, int argc, char **argv, int rank)
         return -1;
     if (o->max_bytes / peer_dtype_size(o->dtype) > INT_MAX) {
         if (rank == 0)
-            fprintf(stderr, "error: -e %zu needs more than INT_MAX elements, which MPI_Allreduce's "
-                            "int count cannot express\n",
+            fprintf(stderr,
+                    "error: -e %zu needs more than INT_MAX elements, which MPI_Allreduce's "
+                    "int count cannot express\n",
                     o->max_bytes);
         return -1;
     }

@@ -47,11 +47,25 @@ int peer_parse_size(const char *s, size_t *out)
     if (errno != 0 || end == s)
         return -1;
     switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mult = 1ull << 10; end++; break;
-    case 'm': case 'M': mult = 1ull << 20; end++; break;
-    case 'g': case 'G': mult = 1ull << 30; end++; break;
-    default: return -1;
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        mult = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mult = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mult = 1ull << 30;
+        end++;
+        break;
+    default:
+        return -1;
     }
     /* Accept "32MB" and "32MiB" as spelled in some scripts. */
     if (mult > 1 && (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0))
@@ -119,8 +133,7 @@ int peer_opts_parse_one(struct peer_opts *o, int argc, char **argv, int *i, int 
         !opt_is(arg, "-i", "--stepbytes") && !opt_is(arg, "-f", "--stepfactor") &&
         !opt_is(arg, "-n", "--iters") && !opt_is(arg, "-w", "--warmup_iters") &&
         !opt_is(arg, "-c", "--check") && !opt_is(arg, "-d", "--datatype") &&
-        !opt_is(arg, "-o", "--op") && !opt_is(arg, NULL, "--json") &&
-        !opt_is(arg, NULL, "--label"))
+        !opt_is(arg, "-o", "--op") && !opt_is(arg, NULL, "--json") && !opt_is(arg, NULL, "--label"))
         return 0;
     if (*i + 1 >= argc) {
         if (print_errors)
@@ -189,18 +202,17 @@ int peer_opts_validate(const struct peer_opts *o, int print_errors)
 
 void peer_opts_usage(FILE *f)
 {
-    fprintf(f,
-            "  -b, --minbytes SIZE     smallest message (default 8; K/M/G suffixes)\n"
-            "  -e, --maxbytes SIZE     largest message (default 32M)\n"
-            "  -f, --stepfactor F      multiply the size by F each step (default 2)\n"
-            "  -i, --stepbytes SIZE    add SIZE each step instead (when -f is 1 or less)\n"
-            "  -n, --iters N           timed iterations per size and mode (default 20)\n"
-            "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
-            "  -c, --check 0|1         verify every result, report #wrong (default 1)\n"
-            "  -d, --datatype T        float32 (default), float64, int32\n"
-            "  -o, --op OP             sum, max, min (default sum)\n"
-            "      --json FILE         also write per-size median/min/max as JSON (rank 0)\n"
-            "      --label STR         free text copied into the JSON report\n");
+    fprintf(f, "  -b, --minbytes SIZE     smallest message (default 8; K/M/G suffixes)\n"
+               "  -e, --maxbytes SIZE     largest message (default 32M)\n"
+               "  -f, --stepfactor F      multiply the size by F each step (default 2)\n"
+               "  -i, --stepbytes SIZE    add SIZE each step instead (when -f is 1 or less)\n"
+               "  -n, --iters N           timed iterations per size and mode (default 20)\n"
+               "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
+               "  -c, --check 0|1         verify every result, report #wrong (default 1)\n"
+               "  -d, --datatype T        float32 (default), float64, int32\n"
+               "  -o, --op OP             sum, max, min (default sum)\n"
+               "      --json FILE         also write per-size median/min/max as JSON (rank 0)\n"
+               "      --label STR         free text copied into the JSON report\n");
 }
 
 size_t peer_next_size(const struct peer_opts *o, size_t cur)
@@ -223,9 +235,12 @@ size_t peer_next_size(const struct peer_opts *o, size_t cur)
 size_t peer_dtype_size(peer_dtype_t t)
 {
     switch (t) {
-    case PEER_FLOAT32: return sizeof(float);
-    case PEER_FLOAT64: return sizeof(double);
-    case PEER_INT32: return sizeof(int32_t);
+    case PEER_FLOAT32:
+        return sizeof(float);
+    case PEER_FLOAT64:
+        return sizeof(double);
+    case PEER_INT32:
+        return sizeof(int32_t);
     }
     return 1;
 }
@@ -233,9 +248,12 @@ size_t peer_dtype_size(peer_dtype_t t)
 const char *peer_dtype_name(peer_dtype_t t)
 {
     switch (t) {
-    case PEER_FLOAT32: return "float32";
-    case PEER_FLOAT64: return "float64";
-    case PEER_INT32: return "int32";
+    case PEER_FLOAT32:
+        return "float32";
+    case PEER_FLOAT64:
+        return "float64";
+    case PEER_INT32:
+        return "int32";
     }
     return "?";
 }
@@ -243,9 +261,12 @@ const char *peer_dtype_name(peer_dtype_t t)
 const char *peer_op_name(peer_op_t op)
 {
     switch (op) {
-    case PEER_SUM: return "sum";
-    case PEER_MAX: return "max";
-    case PEER_MIN: return "min";
+    case PEER_SUM:
+        return "sum";
+    case PEER_MAX:
+        return "max";
+    case PEER_MIN:
+        return "min";
     }
     return "?";
 }
@@ -268,9 +289,15 @@ void peer_fill(void *buf, size_t count, peer_dtype_t t, int rank)
     for (i = 0; i < count; i++) {
         int v = pattern_value(rank, i);
         switch (t) {
-        case PEER_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case PEER_FLOAT64: ((double *)buf)[i] = (double)v; break;
-        case PEER_INT32: ((int32_t *)buf)[i] = v; break;
+        case PEER_FLOAT32:
+            ((float *)buf)[i] = (float)v;
+            break;
+        case PEER_FLOAT64:
+            ((double *)buf)[i] = (double)v;
+            break;
+        case PEER_INT32:
+            ((int32_t *)buf)[i] = v;
+            break;
         }
     }
 }
@@ -287,9 +314,15 @@ uint64_t peer_check(const void *buf, size_t count, peer_dtype_t t, peer_op_t op,
         for (r = 1; r < nranks; r++) {
             long long v = pattern_value(r, (size_t)k);
             switch (op) {
-            case PEER_SUM: acc += v; break;
-            case PEER_MAX: acc = v > acc ? v : acc; break;
-            case PEER_MIN: acc = v < acc ? v : acc; break;
+            case PEER_SUM:
+                acc += v;
+                break;
+            case PEER_MAX:
+                acc = v > acc ? v : acc;
+                break;
+            case PEER_MIN:
+                acc = v < acc ? v : acc;
+                break;
             }
         }
         expect[k] = acc;
@@ -298,9 +331,15 @@ uint64_t peer_check(const void *buf, size_t count, peer_dtype_t t, peer_op_t op,
         long long e = expect[i % PATTERN_PERIOD];
         int ok = 0;
         switch (t) {
-        case PEER_FLOAT32: ok = ((const float *)buf)[i] == (float)e; break;
-        case PEER_FLOAT64: ok = ((const double *)buf)[i] == (double)e; break;
-        case PEER_INT32: ok = ((const int32_t *)buf)[i] == (int32_t)e; break;
+        case PEER_FLOAT32:
+            ok = ((const float *)buf)[i] == (float)e;
+            break;
+        case PEER_FLOAT64:
+            ok = ((const double *)buf)[i] == (double)e;
+            break;
+        case PEER_INT32:
+            ok = ((const int32_t *)buf)[i] == (int32_t)e;
+            break;
         }
         wrong += !ok;
     }
@@ -370,8 +409,8 @@ void peer_report_header(struct peer_report *r)
     for (int p = 0; p < 2; p++)
         fprintf(r->out, "  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
     fprintf(r->out, "\n#%11s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
-    fprintf(r->out, "  %7s  %6s  %6s  %6s  %7s  %6s  %6s\n", "(us)", "(GB/s)", "(GB/s)", "",
-            "(us)", "(GB/s)", "(GB/s)");
+    fprintf(r->out, "  %7s  %6s  %6s  %6s  %7s  %6s  %6s\n", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+            "(GB/s)", "(GB/s)");
     fflush(r->out);
 }
 
@@ -509,7 +548,8 @@ static int write_json(const struct peer_report *r, const char *path)
     fputs(",\n  \"label\": ", f);
     json_string(f, o->label);
     fputs(",\n  \"units\": {\"size\": \"bytes\", \"time\": \"us\", "
-          "\"bandwidth\": \"GB/s (1e9 bytes/s)\"},\n", f);
+          "\"bandwidth\": \"GB/s (1e9 bytes/s)\"},\n",
+          f);
     fprintf(f, "  \"params\": {\"minbytes\": %zu, \"maxbytes\": %zu, ", o->min_bytes, o->max_bytes);
     if (o->step_factor > 1.0)
         fprintf(f, "\"stepfactor\": %g, \"stepbytes\": null, ", o->step_factor);
@@ -521,8 +561,9 @@ static int write_json(const struct peer_report *r, const char *path)
             peer_dtype_name(o->dtype), peer_op_name(o->op));
     for (i = 0; i < r->nrows; i++) {
         const struct peer_row *row = &r->rows[i];
-        fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-                   "\"root\": -1, \"algo\": ",
+        fprintf(f,
+                "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
+                "\"root\": -1, \"algo\": ",
                 i ? "," : "", row->bytes, row->count, peer_dtype_name(o->dtype),
                 peer_op_name(o->op));
         json_string(f, r->algo);

@@ -29,15 +29,15 @@ typedef enum peer_op { PEER_SUM, PEER_MAX, PEER_MIN } peer_op_t;
 
 /* Options common to every driver; each driver adds its own flags. */
 struct peer_opts {
-    size_t min_bytes;   /* -b */
-    size_t max_bytes;   /* -e */
-    size_t step_bytes;  /* -i: additive step, used when step_factor <= 1 */
-    double step_factor; /* -f: multiplicative step, used when > 1 */
-    int iters;          /* -n: timed iterations per size and mode */
-    int warmup;         /* -w: untimed iterations per size and mode */
-    int check;          /* -c: 1 to verify results (#wrong), 0 to skip */
-    peer_dtype_t dtype; /* -d */
-    peer_op_t op;       /* -o */
+    size_t min_bytes;      /* -b */
+    size_t max_bytes;      /* -e */
+    size_t step_bytes;     /* -i: additive step, used when step_factor <= 1 */
+    double step_factor;    /* -f: multiplicative step, used when > 1 */
+    int iters;             /* -n: timed iterations per size and mode */
+    int warmup;            /* -w: untimed iterations per size and mode */
+    int check;             /* -c: 1 to verify results (#wrong), 0 to skip */
+    peer_dtype_t dtype;    /* -d */
+    peer_op_t op;          /* -o */
     const char *json_path; /* --json FILE, NULL for none */
     const char *label;     /* --label STR, copied into the JSON report */
 };
@@ -100,7 +100,7 @@ struct peer_row {
 struct peer_report {
     FILE *out;
     const struct peer_opts *opts;
-    const char *library;  /* "openmpi", "gloo" */
+    const char *library;   /* "openmpi", "gloo" */
     const char *version;   /* the library's own version string */
     const char *transport; /* "tcp", or MPI's BTL list ("tcp,self") */
     const char *algo;      /* the algorithm label ("library default" for MPI) */

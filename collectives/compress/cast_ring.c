@@ -46,8 +46,8 @@
 
 #include "collectives/compress/cast_ring.h"
 
-static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t *h,
-                        uint16_t *tmp, uint16_t *all, size_t blk)
+static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t *h, uint16_t *tmp,
+                        uint16_t *all, size_t blk)
 {
     gw_comm_t *comm = call->comm;
     const int n = call->n, r = call->rank;
@@ -57,8 +57,7 @@ static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t
     for (int s = 0; s < n - 1; s++) {
         size_t sb = (size_t)((r - 1 - s + 2 * n) % n), rb = (size_t)((r - 2 - s + 2 * n) % n);
         int64_t t0 = gw__cz_now(), c0 = gw__cz_cpu_now();
-        gw_status_t st =
-            gw__p2p_sendrecv(comm, right, h + sb * blk, bytes, left, tmp, bytes);
+        gw_status_t st = gw__p2p_sendrecv(comm, right, h + sb * blk, bytes, left, tmp, bytes);
         int64_t t1 = gw__cz_now();
         call->comm_ns += t1 - t0;
         call->comm_cpu_ns += gw__cz_cpu_now() - c0;

@@ -38,12 +38,12 @@ typedef struct gw__cz_cast {
  * conversions. A ring hop's sum is gw__reduce's (reduce_kernels.h). */
 void gw__cz_encode_half_rest(uint16_t *h, float *x, size_t n, float scale, float unscale);
 void gw__cz_decode_half_avg(float *dst, const uint16_t *src, size_t n, float unscale, float d);
-uint32_t gw__cz_prep_encode_half(uint16_t *h, float *x, const float *g, const float *res,
-                                 size_t n, float scale, float unscale);
+uint32_t gw__cz_prep_encode_half(uint16_t *h, float *x, const float *g, const float *res, size_t n,
+                                 float scale, float unscale);
 void gw__cz_encode_bf16_rest(uint16_t *h, float *x, size_t n, float scale, float unscale);
 void gw__cz_decode_bf16_avg(float *dst, const uint16_t *src, size_t n, float unscale, float d);
-uint32_t gw__cz_prep_encode_bf16(uint16_t *h, float *x, const float *g, const float *res,
-                                 size_t n, float scale, float unscale);
+uint32_t gw__cz_prep_encode_bf16(uint16_t *h, float *x, const float *g, const float *res, size_t n,
+                                 float scale, float unscale);
 
 /* The codec's prepare() and run() (codec.h), for the cast described. */
 uint32_t gw__cz_cast_prepare(gw__cz_call_t *call, const gw__cz_cast_t *cast);

@@ -41,7 +41,7 @@
  * from contracting them into FMAs. */
 /* Not under ThreadSanitizer: the loader runs the clones' resolvers before
  * the sanitizer's runtime is up, and the instrumented resolvers crash. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) &&      \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
     !defined(__SANITIZE_THREAD__)
 #define GW__CZ_HOT __attribute__((target_clones("avx2", "default")))
 #else
@@ -84,15 +84,15 @@ typedef struct gw__cz_call {
     gw_compress_state_t *st;
     int n, rank;
     size_t count;
-    const float *in;    /* count floats: the caller's gradient */
-    float *x;           /* count floats: x on entry; the codec leaves the residual */
-    float *out;         /* count floats, may be the caller's input (in place) */
+    const float *in; /* count floats: the caller's gradient */
+    float *x;        /* count floats: x on entry; the codec leaves the residual */
+    float *out;      /* count floats, may be the caller's input (in place) */
     /* Set by a codec's prepare() that encoded x on a guess (see there). */
     int prepared, prepared_guess;
-    const float *gmax;  /* max |x| over ranks, per bucket or one value */
+    const float *gmax; /* max |x| over ranks, per bucket or one value */
     size_t ngmax;
-    uint64_t key;       /* random key of this call: seed, step */
-    int phase;          /* exchanges made so far in this call */
+    uint64_t key; /* random key of this call: seed, step */
+    int phase;    /* exchanges made so far in this call */
     /* Accounting, filled by the helpers below and by the codec. */
     int64_t comm_ns, comm_cpu_ns; /* wall and thread CPU time in exchanges */
     int64_t encode_ns, decode_ns;

@@ -37,8 +37,10 @@ static gw_status_t int8_check_ranks(const gw_compress_state_t *st, int nranks,
 {
     (void)st;
     if (nranks > 127) {
-        GW_ERROR(lg, "compress", "the int8 codec sums n contributions of [-127/n, 127/n] in "
-                 "int8 and cannot serve %d ranks (at most 127)", nranks);
+        GW_ERROR(lg, "compress",
+                 "the int8 codec sums n contributions of [-127/n, 127/n] in "
+                 "int8 and cannot serve %d ranks (at most 127)",
+                 nranks);
         return GW_ERR_UNSUPPORTED;
     }
     return GW_OK;

@@ -49,8 +49,10 @@ static gw_status_t psgd_check(const gw_compress_config_t *cfg, size_t rows, size
 {
     (void)cfg;
     if (rows > INT_MAX || cols > INT_MAX) {
-        GW_ERROR(lg, "compress", "PowerSGD: a %zu x %zu matrix has a side beyond BLAS's int "
-                 "range", rows, cols);
+        GW_ERROR(lg, "compress",
+                 "PowerSGD: a %zu x %zu matrix has a side beyond BLAS's int "
+                 "range",
+                 rows, cols);
         return GW_ERR_UNSUPPORTED;
     }
     return GW_OK;
@@ -135,8 +137,8 @@ static int all_finite(const float *v, size_t n)
 
 /* t[j] = sum over k (in order) of p[k] q[k * stride + j], j < len: a piece
  * of one row of a rank-r product. */
-static inline void product_row(float *t, const float *p, const float *q, size_t len,
-                               size_t stride, int r)
+static inline void product_row(float *t, const float *p, const float *q, size_t len, size_t stride,
+                               int r)
 {
     for (size_t j = 0; j < len; j++)
         t[j] = p[0] * q[j];
@@ -200,7 +202,8 @@ static gw_status_t psgd_run(gw__cz_call_t *call)
     t0 = gw__cz_now();
     if (!all_finite(p, rows * rr)) {
         /* Every rank holds the same P, so every rank ends up here. */
-        GW_ERROR(&comm->log, "compress", "PowerSGD: M Q overflowed (gradients too large for "
+        GW_ERROR(&comm->log, "compress",
+                 "PowerSGD: M Q overflowed (gradients too large for "
                  "float32); the step is skipped on every rank");
         return GW_ERR_INVALID_ARG;
     }
@@ -214,13 +217,13 @@ static gw_status_t psgd_run(gw__cz_call_t *call)
     call->encoded_bytes = (uint64_t)(rows + cols) * rr * sizeof(float);
     call->encode_ns += gw__cz_now() - t0;
 
-    if ((st = gw__cz_allreduce(call, ql, ql, cols * rr, GW_FLOAT32, GW_SUM, GW_ALGO_AUTO)) !=
-        GW_OK)
+    if ((st = gw__cz_allreduce(call, ql, ql, cols * rr, GW_FLOAT32, GW_SUM, GW_ALGO_AUTO)) != GW_OK)
         return st;
 
     t0 = gw__cz_now();
     if (!all_finite(ql, cols * rr)) {
-        GW_ERROR(&comm->log, "compress", "PowerSGD: M^T P overflowed; the step is skipped on "
+        GW_ERROR(&comm->log, "compress",
+                 "PowerSGD: M^T P overflowed; the step is skipped on "
                  "every rank");
         return GW_ERR_INVALID_ARG;
     }

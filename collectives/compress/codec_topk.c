@@ -65,8 +65,10 @@ static gw_status_t topk_check(const gw_compress_config_t *cfg, size_t rows, size
 {
     (void)cfg;
     if ((uint64_t)rows * cols > UINT32_MAX) {
-        GW_ERROR(lg, "compress", "the top-k codec sends 32-bit indices and cannot serve a "
-                 "tensor of %zu x %zu elements (2^32 or more)", rows, cols);
+        GW_ERROR(lg, "compress",
+                 "the top-k codec sends 32-bit indices and cannot serve a "
+                 "tensor of %zu x %zu elements (2^32 or more)",
+                 rows, cols);
         return GW_ERR_UNSUPPORTED;
     }
     return GW_OK;
@@ -146,8 +148,10 @@ static gw_status_t topk_run(gw__cz_call_t *call)
     call->st->work[3] = arena.buf;
     call->st->work_len[3] = arena.len;
     if (st != GW_OK) {
-        GW_ERROR(&comm->log, "compress", "top-k: cannot allocate selection memory for %zu "
-                 "elements", count);
+        GW_ERROR(&comm->log, "compress",
+                 "top-k: cannot allocate selection memory for %zu "
+                 "elements",
+                 count);
         return gw__comm_fail(comm, st);
     }
     for (size_t j = 0; j < k; j++) {
@@ -169,8 +173,10 @@ static gw_status_t topk_run(gw__cz_call_t *call)
     for (int r = 0; r < call->n; r++) {
         const uint32_t *ri = (const uint32_t *)(const void *)(all + (size_t)r * bytes);
         if (!list_ok(ri, (const float *)(const void *)(ri + k), k, count)) {
-            GW_ERROR(&comm->log, "compress", "top-k: rank %d sent an index out of range or out "
-                     "of order, or a non-finite value", r);
+            GW_ERROR(&comm->log, "compress",
+                     "top-k: rank %d sent an index out of range or out "
+                     "of order, or a non-finite value",
+                     r);
             return gw__comm_fail(comm, GW_ERR_PROTOCOL);
         }
     }

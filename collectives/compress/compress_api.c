@@ -58,8 +58,8 @@ GW__CZ_HOT static uint32_t copy_max(const float *g, float *x, size_t n)
 
 /* Top-k momentum: un = mom u + g (the new velocity), then x = un + res as
  * add_residual forms it, or x = un where res is NULL (no error feedback). */
-GW__CZ_HOT static uint32_t add_velocity(const float *g, const float *u, float *un,
-                                        const float *res, float *x, size_t n, float mom)
+GW__CZ_HOT static uint32_t add_velocity(const float *g, const float *u, float *un, const float *res,
+                                        float *x, size_t n, float mom)
 {
     int32_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -86,8 +86,8 @@ static void prepare(const gw_compress_state_t *st, const float *g, float *x, siz
             maxbits[b] = add_velocity(g + lo, st->extra + lo, st->extra_next + lo,
                                       res ? res + lo : NULL, x + lo, len, mom);
         else
-            maxbits[b] = res ? add_residual(g + lo, res + lo, x + lo, len)
-                             : copy_max(g + lo, x + lo, len);
+            maxbits[b] =
+                res ? add_residual(g + lo, res + lo, x + lo, len) : copy_max(g + lo, x + lo, len);
     }
     if (count == 0)
         maxbits[0] = 0;
@@ -189,8 +189,7 @@ static void record(gw_compress_state_t *st, const gw__cz_call_t *call, int dense
 
 static gw_status_t bad_call(gw_comm_t *comm, const char *what, size_t a, size_t b)
 {
-    GW_ERROR(&comm->log, "compress", "gw_allreduce_compressed: %s (%zu, expected %zu)", what, a,
-             b);
+    GW_ERROR(&comm->log, "compress", "gw_allreduce_compressed: %s (%zu, expected %zu)", what, a, b);
     return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
 }
 
@@ -255,8 +254,8 @@ static gw_status_t compressed(gw__cz_call_t *call, const float *in, int *dense_o
 
 /* One gw_allreduce_compressed on the thread that drives the transport: the
  * caller's, or the progress thread's. */
-static gw_status_t execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
-                           float *out, size_t count)
+static gw_status_t execute(gw_comm_t *comm, gw_compress_state_t *state, const float *in, float *out,
+                           size_t count)
 {
     if (comm->failed != GW_OK)
         return comm->failed;
@@ -265,8 +264,7 @@ static gw_status_t execute(gw_comm_t *comm, gw_compress_state_t *state, const fl
         return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
     }
     if (count != state->count)
-        return bad_call(comm, "count is not the element count of the state", count,
-                        state->count);
+        return bad_call(comm, "count is not the element count of the state", count, state->count);
     if (count > 0 && (!in || !out))
         return bad_call(comm, "NULL buffer with a non-zero count", count, count);
 
@@ -313,19 +311,21 @@ static gw_status_t execute_handle(gw_comm_t *comm, const gw_handle_t *h)
 
 /* The handle of a call: the arguments as the signature describes them and
  * the state, run by execute_handle. */
-static gw_handle_t describe(gw_compress_state_t *state, const float *in, float *out,
-                            size_t count)
+static gw_handle_t describe(gw_compress_state_t *state, const float *in, float *out, size_t count)
 {
     gw_handle_t h = {.execute = execute_handle,
-                     .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED, .sendbuf = in,
-                              .recvbuf = out, .count = count, .dtype = GW_FLOAT32,
+                     .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED,
+                              .sendbuf = in,
+                              .recvbuf = out,
+                              .count = count,
+                              .dtype = GW_FLOAT32,
                               .op = GW_AVG},
                      .ctx = state};
     return h;
 }
 
-gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
-                                    const float *in, float *out, size_t count)
+gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
+                                    float *out, size_t count)
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
@@ -333,9 +333,8 @@ gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
     return gw__async_run(comm, &call, "gw_allreduce_compressed");
 }
 
-gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
-                                     const float *in, float *out, size_t count,
-                                     gw_handle_t **handle)
+gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
+                                     float *out, size_t count, gw_handle_t **handle)
 {
     if (!comm || !handle)
         return GW_ERR_INVALID_ARG;

@@ -37,8 +37,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/byteorder.h"
 #include "collectives/compress/codec.h"
+#include "common/byteorder.h"
 
 #define MAGIC "GWCSTATE"
 #define HEADER_BYTES 104
@@ -96,10 +96,7 @@ static size_t image_bytes(const gw_compress_state_t *s, size_t header)
     return header + 4 * (s->count + s->nextra) + TRAILER_BYTES;
 }
 
-static size_t header_of(uint32_t version)
-{
-    return version == 1 ? HEADER_BYTES_V1 : HEADER_BYTES;
-}
+static size_t header_of(uint32_t version) { return version == 1 ? HEADER_BYTES_V1 : HEADER_BYTES; }
 
 gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, size_t cap,
                                    size_t *len)
@@ -144,20 +141,26 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
                             const gw_logger_t *lg)
 {
     if (len < HEADER_BYTES_V1 + TRAILER_BYTES || memcmp(p, MAGIC, 8) != 0) {
-        GW_ERROR(lg, "compress", "not a compression state image (%zu bytes, bad magic or "
-                 "too short)", len);
+        GW_ERROR(lg, "compress",
+                 "not a compression state image (%zu bytes, bad magic or "
+                 "too short)",
+                 len);
         return GW_ERR_PROTOCOL;
     }
     uint32_t version = gw__get_le32(p + 8);
     if (version < 1 || version > GW_COMPRESS_STATE_VERSION) {
-        GW_ERROR(lg, "compress", "compression state image has format version %u; this library "
-                 "reads versions 1 to %d", version, GW_COMPRESS_STATE_VERSION);
+        GW_ERROR(lg, "compress",
+                 "compression state image has format version %u; this library "
+                 "reads versions 1 to %d",
+                 version, GW_COMPRESS_STATE_VERSION);
         return GW_ERR_UNSUPPORTED;
     }
     const size_t header = header_of(version);
     if (gw__get_le32(p + 12) != header || len < header + TRAILER_BYTES) {
-        GW_ERROR(lg, "compress", "compression state image of version %u has a %u-byte header "
-                 "(%zu bytes in all), not %zu", version, gw__get_le32(p + 12), len, header);
+        GW_ERROR(lg, "compress",
+                 "compression state image of version %u has a %u-byte header "
+                 "(%zu bytes in all), not %zu",
+                 version, gw__get_le32(p + 12), len, header);
         return GW_ERR_PROTOCOL;
     }
     if (gw__get_le64(p + len - TRAILER_BYTES) != fnv1a64(p, len - TRAILER_BYTES)) {
@@ -181,27 +184,33 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
     }
     const char *diff = gw__cz_config_diff(&c, &s->cfg);
     if (diff) {
-        GW_ERROR(lg, "compress", "compression state image was saved with another %s than this "
-                 "state's", diff);
+        GW_ERROR(lg, "compress",
+                 "compression state image was saved with another %s than this "
+                 "state's",
+                 diff);
         return GW_ERR_MISMATCH;
     }
-    uint64_t rows = gw__get_le64(p + 64), cols = gw__get_le64(p + 72), nextra = gw__get_le64(p + 88);
+    uint64_t rows = gw__get_le64(p + 64), cols = gw__get_le64(p + 72),
+             nextra = gw__get_le64(p + 88);
     if (rows != s->rows || cols != s->cols) {
-        GW_ERROR(lg, "compress", "compression state image is of a %llu x %llu tensor, this "
-                 "state of a %zu x %zu one", (unsigned long long)rows, (unsigned long long)cols,
-                 s->rows, s->cols);
+        GW_ERROR(lg, "compress",
+                 "compression state image is of a %llu x %llu tensor, this "
+                 "state of a %zu x %zu one",
+                 (unsigned long long)rows, (unsigned long long)cols, s->rows, s->cols);
         return GW_ERR_MISMATCH;
     }
     if (nextra != s->nextra || len != image_bytes(s, header)) {
-        GW_ERROR(lg, "compress", "compression state image has %zu bytes, expected %zu",
-                 len, image_bytes(s, header));
+        GW_ERROR(lg, "compress", "compression state image has %zu bytes, expected %zu", len,
+                 image_bytes(s, header));
         return GW_ERR_PROTOCOL;
     }
     size_t nfloats = s->count + s->nextra;
     size_t bad = first_nonfinite(p + header, nfloats);
     if (bad < nfloats) {
-        GW_ERROR(lg, "compress", "compression state image holds a NaN or infinity (%s element "
-                 "%zu)", bad < s->count ? "residual" : "codec state",
+        GW_ERROR(lg, "compress",
+                 "compression state image holds a NaN or infinity (%s element "
+                 "%zu)",
+                 bad < s->count ? "residual" : "codec state",
                  bad < s->count ? bad : bad - s->count);
         return GW_ERR_PROTOCOL;
     }

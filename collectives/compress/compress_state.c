@@ -22,8 +22,8 @@
 #define DEFAULT_SEED 0x6772616477697265ull /* "gradwire" */
 
 static const char *const codec_names[GW_CODEC_COUNT] = {
-    [GW_CODEC_NONE] = "none", [GW_CODEC_FP16] = "fp16",     [GW_CODEC_BF16] = "bf16",
-    [GW_CODEC_INT8] = "int8", [GW_CODEC_SIGN] = "sign",     [GW_CODEC_TOPK] = "topk",
+    [GW_CODEC_NONE] = "none",         [GW_CODEC_FP16] = "fp16", [GW_CODEC_BF16] = "bf16",
+    [GW_CODEC_INT8] = "int8",         [GW_CODEC_SIGN] = "sign", [GW_CODEC_TOPK] = "topk",
     [GW_CODEC_POWERSGD] = "powersgd",
 };
 
@@ -61,13 +61,20 @@ gw_status_t gw_codec_parse(const char *name, gw_codec_t *out)
 const gw__codec_ops_t *gw__codec_lookup(gw_codec_t codec)
 {
     switch (codec) {
-    case GW_CODEC_FP16: return &gw__codec_fp16;
-    case GW_CODEC_BF16: return &gw__codec_bf16;
-    case GW_CODEC_INT8: return &gw__codec_int8;
-    case GW_CODEC_SIGN: return &gw__codec_sign;
-    case GW_CODEC_TOPK: return &gw__codec_topk;
-    case GW_CODEC_POWERSGD: return &gw__codec_powersgd;
-    default: return NULL;
+    case GW_CODEC_FP16:
+        return &gw__codec_fp16;
+    case GW_CODEC_BF16:
+        return &gw__codec_bf16;
+    case GW_CODEC_INT8:
+        return &gw__codec_int8;
+    case GW_CODEC_SIGN:
+        return &gw__codec_sign;
+    case GW_CODEC_TOPK:
+        return &gw__codec_topk;
+    case GW_CODEC_POWERSGD:
+        return &gw__codec_powersgd;
+    default:
+        return NULL;
     }
 }
 
@@ -97,8 +104,8 @@ static gw_status_t check_config(const gw_compress_config_t *cfg, const gw_logger
         return GW_ERR_INVALID_ARG;
     }
     if (cfg->bucket_elements < 1 || cfg->bucket_elements > MAX_BUCKET) {
-        GW_ERROR(lg, "compress", "bucket_elements %zu out of range [1, %zu]",
-                 cfg->bucket_elements, MAX_BUCKET);
+        GW_ERROR(lg, "compress", "bucket_elements %zu out of range [1, %zu]", cfg->bucket_elements,
+                 MAX_BUCKET);
         return GW_ERR_INVALID_ARG;
     }
     if (!(cfg->topk_ratio > 0 && cfg->topk_ratio <= 1)) {
@@ -117,9 +124,10 @@ static gw_status_t check_config(const gw_compress_config_t *cfg, const gw_logger
         return GW_ERR_INVALID_ARG;
     }
     if (cfg->momentum != 0 && cfg->codec != GW_CODEC_TOPK) {
-        GW_ERROR(lg, "compress", "momentum %g is set but the codec is %s: momentum correction "
-                 "is part of the top-k codec only (set it to 0 or use topk)", cfg->momentum,
-                 gw_codec_name(cfg->codec));
+        GW_ERROR(lg, "compress",
+                 "momentum %g is set but the codec is %s: momentum correction "
+                 "is part of the top-k codec only (set it to 0 or use topk)",
+                 cfg->momentum, gw_codec_name(cfg->codec));
         return GW_ERR_INVALID_ARG;
     }
     return GW_OK;
@@ -142,9 +150,9 @@ gw_status_t gw_compress_state_create(const gw_compress_config_t *cfg, size_t row
     gw__logger_init(&lg, -1);
     gw_status_t st = check_config(cfg, &lg);
     size_t count = 0, bytes;
-    if (st == GW_OK && (__builtin_mul_overflow(rows, cols, &count) ||
-                        __builtin_mul_overflow(count, sizeof(float), &bytes) ||
-                        bytes > (size_t)PTRDIFF_MAX / 2)) {
+    if (st == GW_OK &&
+        (__builtin_mul_overflow(rows, cols, &count) ||
+         __builtin_mul_overflow(count, sizeof(float), &bytes) || bytes > (size_t)PTRDIFF_MAX / 2)) {
         GW_ERROR(&lg, "compress", "a %zu x %zu tensor of float32 does not fit in memory", rows,
                  cols);
         st = GW_ERR_OVERFLOW;

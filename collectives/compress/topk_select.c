@@ -70,8 +70,8 @@ uint32_t gw__cz_select_nth(uint32_t *a, size_t n, size_t nth, uint32_t key)
         size_t p2 = lo + (size_t)(((uint64_t)gw__cz_rand32(key, round * 3 + 2) * len) >> 32);
         round++;
         uint32_t v0 = a[p0], v1 = a[p1], v2 = a[p2];
-        uint32_t pivot = v0 < v1 ? (v1 < v2 ? v1 : (v0 < v2 ? v2 : v0))
-                                 : (v0 < v2 ? v0 : (v1 < v2 ? v2 : v1));
+        uint32_t pivot =
+            v0 < v1 ? (v1 < v2 ? v1 : (v0 < v2 ? v2 : v0)) : (v0 < v2 ? v0 : (v1 < v2 ? v2 : v1));
         /* Three-way partition: [lo, lt) < pivot, [lt, gt) == pivot, [gt, hi) >. */
         size_t lt = lo, i = lo, gt = hi;
         while (i < gt) {

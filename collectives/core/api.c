@@ -17,10 +17,9 @@
 
 /* Common checks; logs the first problem with the call's name. `nbytes_out`
  * receives count * elements-per-count * dtype size. */
-static gw_status_t check_args(gw_comm_t *comm, const char *fn, const void *sendbuf,
-                              int need_send, const void *recvbuf, int need_recv, size_t count,
-                              size_t multiplier, gw_dtype_t dtype, gw_op_t op, int root,
-                              size_t *nbytes_out)
+static gw_status_t check_args(gw_comm_t *comm, const char *fn, const void *sendbuf, int need_send,
+                              const void *recvbuf, int need_recv, size_t count, size_t multiplier,
+                              gw_dtype_t dtype, gw_op_t op, int root, size_t *nbytes_out)
 {
     gw_status_t st = GW_ERR_INVALID_ARG;
     size_t esize = gw_dtype_size(dtype);
@@ -43,8 +42,8 @@ static gw_status_t check_args(gw_comm_t *comm, const char *fn, const void *sendb
     size_t elems, nbytes;
     if (__builtin_mul_overflow(count, multiplier, &elems) ||
         __builtin_mul_overflow(elems, esize, &nbytes) || nbytes > (size_t)PTRDIFF_MAX) {
-        GW_ERROR(&comm->log, "api", "%s: %zu x %zu elements of %s overflow the address space",
-                 fn, count, multiplier, gw_dtype_name(dtype));
+        GW_ERROR(&comm->log, "api", "%s: %zu x %zu elements of %s overflow the address space", fn,
+                 count, multiplier, gw_dtype_name(dtype));
         st = GW_ERR_OVERFLOW;
         goto fail;
     }
@@ -162,10 +161,10 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
     const gw_op_t op = rule->has_op ? a->op : GW_SUM;
     const int root = rule->has_root ? a->root : 0;
     size_t nbytes = 0;
-    gw_status_t st = check_args(comm, rule->fn, a->sendbuf, !rule->send_root_only || is_root,
-                                a->recvbuf, !rule->recv_root_only || is_root, a->count,
-                                rule->per_rank ? (size_t)comm->size : 1, a->dtype, op, root,
-                                &nbytes);
+    gw_status_t st =
+        check_args(comm, rule->fn, a->sendbuf, !rule->send_root_only || is_root, a->recvbuf,
+                   !rule->recv_root_only || is_root, a->count,
+                   rule->per_rank ? (size_t)comm->size : 1, a->dtype, op, root, &nbytes);
     if (st != GW_OK)
         return st;
     /* A broadcast's root holds the result from the start; the others hold
@@ -194,26 +193,26 @@ static gw_status_t execute_handle(gw_comm_t *comm, const gw_handle_t *h)
  * through gw__async_run, which executes it here or, once the communicator
  * has a progress thread (non-blocking calls were used), in order behind the
  * operations already queued there. */
-#define GW__RUN(comm, ...)                                                                 \
-    do {                                                                                   \
-        if (!(comm))                                                                       \
-            return GW_ERR_INVALID_ARG;                                                     \
-        gw_handle_t call_ = {.execute = execute_handle, .args = {__VA_ARGS__}};            \
-        return gw__async_run((comm), &call_, "a collective");                              \
+#define GW__RUN(comm, ...)                                                      \
+    do {                                                                        \
+        if (!(comm))                                                            \
+            return GW_ERR_INVALID_ARG;                                          \
+        gw_handle_t call_ = {.execute = execute_handle, .args = {__VA_ARGS__}}; \
+        return gw__async_run((comm), &call_, "a collective");                   \
     } while (0)
 
 gw_status_t gw_allreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gw_dtype_t dtype, gw_op_t op)
 {
-    GW__RUN(comm, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
-            .count = count, .dtype = dtype, .op = op);
+    GW__RUN(comm, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+            .dtype = dtype, .op = op);
 }
 
 gw_status_t gw_broadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gw_dtype_t dtype, int root)
 {
-    GW__RUN(comm, .kind = GW_COLL_BROADCAST, .sendbuf = sendbuf, .recvbuf = recvbuf,
-            .count = count, .dtype = dtype, .root = root);
+    GW__RUN(comm, .kind = GW_COLL_BROADCAST, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+            .dtype = dtype, .root = root);
 }
 
 gw_status_t gw_reduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -230,8 +229,8 @@ gw_status_t gw_allgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, si
             .count = sendcount, .dtype = dtype);
 }
 
-gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
-                              size_t recvcount, gw_dtype_t dtype, gw_op_t op)
+gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                              gw_dtype_t dtype, gw_op_t op)
 {
     GW__RUN(comm, .kind = GW_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
             .count = recvcount, .dtype = dtype, .op = op);
@@ -245,7 +244,11 @@ gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, s
     if (!comm || !handle)
         return GW_ERR_INVALID_ARG;
     gw_handle_t call = {.execute = execute_handle,
-                        .args = {.kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op}};
+                        .args = {.kind = GW_COLL_ALLREDUCE,
+                                 .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf,
+                                 .count = count,
+                                 .dtype = dtype,
+                                 .op = op}};
     return gw__async_start(comm, &call, handle);
 }

@@ -124,8 +124,9 @@ static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolv
         return GW_ERR_CONFIG;
     }
     if (r->size > 1 && !r->root) {
-        GW_ERROR(lg, "init", "no root address: set GW_ROOT=host:port (or MASTER_ADDR and "
-                             "MASTER_PORT), or use `gradwire launch`");
+        GW_ERROR(lg, "init",
+                 "no root address: set GW_ROOT=host:port (or MASTER_ADDR and "
+                 "MASTER_PORT), or use `gradwire launch`");
         return GW_ERR_CONFIG;
     }
     return GW_OK;
@@ -147,8 +148,8 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     params.ifname = r->ifname;
     params.nsocks = r->nsocks;
     gw__bootstrap_job_id(comm->bootstrap, params.job_id);
-    gw_status_t st = gw__bootstrap_local_addr(comm->bootstrap, &params.default_addr,
-                                              &params.default_addr_len);
+    gw_status_t st =
+        gw__bootstrap_local_addr(comm->bootstrap, &params.default_addr, &params.default_addr_len);
     if (st != GW_OK)
         return st;
 
@@ -170,10 +171,11 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
         goto err_free_addrs;
     free(all);
     comm->transport = gw__select_unwrap(comm->transport);
-    GW_INFO(&comm->log, "init", "rank %d of %d connected over %s (GW_TRANSPORT=%s, %d socket%s per "
+    GW_INFO(&comm->log, "init",
+            "rank %d of %d connected over %s (GW_TRANSPORT=%s, %d socket%s per "
             "TCP peer)",
-            comm->rank, comm->size, comm->transport->name, gw__select_mode_name(r->mode),
-            r->nsocks, r->nsocks == 1 ? "" : "s");
+            comm->rank, comm->size, comm->transport->name, gw__select_mode_name(r->mode), r->nsocks,
+            r->nsocks == 1 ? "" : "s");
     return GW_OK;
 
 err_free_addrs:
@@ -273,8 +275,9 @@ static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
         *size = (int)sv;
         return GW_OK;
     }
-    GW_ERROR(lg, "init", "no rank in the environment: set GW_RANK/GW_SIZE or RANK/WORLD_SIZE, "
-                         "or start the job with gradwire launch, mpirun or srun");
+    GW_ERROR(lg, "init",
+             "no rank in the environment: set GW_RANK/GW_SIZE or RANK/WORLD_SIZE, "
+             "or start the job with gradwire launch, mpirun or srun");
     return GW_ERR_CONFIG;
 }
 

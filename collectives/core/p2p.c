@@ -53,8 +53,7 @@ static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf
     return GW_OK;
 }
 
-gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len,
-                          gw_request_t *req)
+gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len, gw_request_t *req)
 {
     /* The transport never writes through a send buffer; the cast only lets
      * one request type serve both directions. */
@@ -112,8 +111,7 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
                      "%s: no progress for %d ms while waiting to %s %zu bytes "
                      "%s rank %d (%zu done); the peer may be hung or much slower "
                      "(GW_TIMEOUT_MS raises the limit)",
-                     what, comm->timeout_ms,
-                     r->kind == GW_REQ_SEND ? "send" : "receive", r->len,
+                     what, comm->timeout_ms, r->kind == GW_REQ_SEND ? "send" : "receive", r->len,
                      r->kind == GW_REQ_SEND ? "to" : "from", r->peer, r->bytes_done);
             break;
         }
@@ -147,8 +145,7 @@ static int all_complete(gw_request_t *const *reqs, int n)
 
 /* Progress until one request of reqs completed (any) or all of them did,
  * failing after timeout_ms in which no request moved a byte. */
-static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any,
-                             int *idx)
+static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
 {
     int64_t last_progress = gw__now_ms();
     size_t last_moved = bytes_moved(reqs, n);

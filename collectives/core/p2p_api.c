@@ -48,13 +48,15 @@ static gw_status_t check(gw_comm_t *comm, const char *fn, const void *buf, size_
         goto fail;
     }
     if (peer < 0 || peer >= comm->size || peer == comm->rank) {
-        GW_ERROR(&comm->log, "api", "%s: peer %d is not another rank of this communicator "
-                 "(rank %d of %d)", fn, peer, comm->rank, comm->size);
+        GW_ERROR(&comm->log, "api",
+                 "%s: peer %d is not another rank of this communicator "
+                 "(rank %d of %d)",
+                 fn, peer, comm->rank, comm->size);
         goto fail;
     }
     if (__builtin_mul_overflow(count, esize, nbytes) || *nbytes > (size_t)PTRDIFF_MAX) {
-        GW_ERROR(&comm->log, "api", "%s: %zu elements of %s overflow the address space", fn,
-                 count, gw_dtype_name(dtype));
+        GW_ERROR(&comm->log, "api", "%s: %zu elements of %s overflow the address space", fn, count,
+                 gw_dtype_name(dtype));
         st = GW_ERR_OVERFLOW;
         goto fail;
     }
@@ -98,9 +100,8 @@ static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind,
                                : gw__p2p_irecv(comm, peer, buf, nbytes, req);
 }
 
-static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t sendcount,
-                                    int dst, void *recvbuf, size_t recvcount, int src,
-                                    gw_dtype_t dtype)
+static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
+                                    void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype)
 {
     size_t sbytes, rbytes;
     gw_status_t st = enter(comm);
@@ -310,8 +311,9 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
         GW_ERROR(&comm->log, "api",
                  "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done); the "
                  "peer may be hung (GW_TIMEOUT_MS raises the limit)",
-                 comm->timeout_ms, h->req.len, h->req.kind == GW_REQ_SEND ? "send to" : "receive from",
-                 h->req.peer, h->req.bytes_done);
+                 comm->timeout_ms, h->req.len,
+                 h->req.kind == GW_REQ_SEND ? "send to" : "receive from", h->req.peer,
+                 h->req.bytes_done);
         *done = 1;
         return finish(h, gw__comm_fail(comm, GW_ERR_TIMEOUT));
     }

@@ -41,7 +41,8 @@
 static inline void job_run(int n, int timeout_ms, int rendezvous, body_fn body, const void *arg)
 {
     cr_assert(n >= 2 && n <= MAXN);
-    threads_opts_t o = {.timeout_ms = timeout_ms, .rendezvous = rendezvous,
+    threads_opts_t o = {.timeout_ms = timeout_ms,
+                        .rendezvous = rendezvous,
                         .label = rendezvous ? "rendezvous" : "eager"};
     threads_run(n, &o, body, arg);
 }
@@ -123,44 +124,72 @@ static inline int is_float(gw_dtype_t dt)
 static inline void put_f(gw_dtype_t dt, void *buf, size_t i, double v)
 {
     switch (dt) {
-    case GW_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case GW_FLOAT64: ((double *)buf)[i] = v; break;
-    case GW_FLOAT16: ((uint16_t *)buf)[i] = half_from_int((int)v); break;
-    case GW_BFLOAT16: ((uint16_t *)buf)[i] = bf16_from_float((float)v); break;
-    default: break;
+    case GW_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case GW_FLOAT64:
+        ((double *)buf)[i] = v;
+        break;
+    case GW_FLOAT16:
+        ((uint16_t *)buf)[i] = half_from_int((int)v);
+        break;
+    case GW_BFLOAT16:
+        ((uint16_t *)buf)[i] = bf16_from_float((float)v);
+        break;
+    default:
+        break;
     }
 }
 
 static inline double get_f(gw_dtype_t dt, const void *buf, size_t i)
 {
     switch (dt) {
-    case GW_FLOAT32: return ((const float *)buf)[i];
-    case GW_FLOAT64: return ((const double *)buf)[i];
-    case GW_FLOAT16: return half_to_double(((const uint16_t *)buf)[i]);
-    case GW_BFLOAT16: return bf16_to_double(((const uint16_t *)buf)[i]);
-    default: return 0;
+    case GW_FLOAT32:
+        return ((const float *)buf)[i];
+    case GW_FLOAT64:
+        return ((const double *)buf)[i];
+    case GW_FLOAT16:
+        return half_to_double(((const uint16_t *)buf)[i]);
+    case GW_BFLOAT16:
+        return bf16_to_double(((const uint16_t *)buf)[i]);
+    default:
+        return 0;
     }
 }
 
 static inline void put_i(gw_dtype_t dt, void *buf, size_t i, uint64_t v)
 {
     switch (dt) {
-    case GW_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case GW_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case GW_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case GW_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    default: break;
+    case GW_INT8:
+        ((int8_t *)buf)[i] = (int8_t)v;
+        break;
+    case GW_UINT8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case GW_INT32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case GW_INT64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    default:
+        break;
     }
 }
 
 static inline int64_t get_i(gw_dtype_t dt, const void *buf, size_t i)
 {
     switch (dt) {
-    case GW_INT8: return ((const int8_t *)buf)[i];
-    case GW_UINT8: return ((const uint8_t *)buf)[i];
-    case GW_INT32: return ((const int32_t *)buf)[i];
-    case GW_INT64: return ((const int64_t *)buf)[i];
-    default: return 0;
+    case GW_INT8:
+        return ((const int8_t *)buf)[i];
+    case GW_UINT8:
+        return ((const uint8_t *)buf)[i];
+    case GW_INT32:
+        return ((const int32_t *)buf)[i];
+    case GW_INT64:
+        return ((const int64_t *)buf)[i];
+    default:
+        return 0;
     }
 }
 
@@ -190,8 +219,8 @@ static inline void gen_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int rank,
 /* The reference: fold element i over the ranks, in double for floats (the
  * inputs make that exact) and in the dtype's wrapping arithmetic for
  * integers. */
-static inline void ref_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int n, size_t i,
-                             double *fv, int64_t *iv)
+static inline void ref_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int n, size_t i, double *fv,
+                             int64_t *iv)
 {
     double f = 0;
     int64_t v = 0;
@@ -239,10 +268,10 @@ typedef struct combo {
 } combo_t;
 
 static const combo_t exact_combos[] = {
-    {GW_FLOAT32, GW_SUM}, {GW_INT32, GW_SUM},    {GW_INT32, GW_PROD},   {GW_INT32, GW_MIN},
-    {GW_INT32, GW_MAX},   {GW_INT64, GW_SUM},    {GW_INT64, GW_PROD},   {GW_INT64, GW_MIN},
-    {GW_INT64, GW_MAX},   {GW_FLOAT16, GW_SUM},  {GW_BFLOAT16, GW_SUM}, {GW_FLOAT64, GW_PROD},
-    {GW_FLOAT64, GW_MIN}, {GW_FLOAT64, GW_MAX},  {GW_INT8, GW_SUM},     {GW_UINT8, GW_MAX},
+    {GW_FLOAT32, GW_SUM}, {GW_INT32, GW_SUM},   {GW_INT32, GW_PROD},   {GW_INT32, GW_MIN},
+    {GW_INT32, GW_MAX},   {GW_INT64, GW_SUM},   {GW_INT64, GW_PROD},   {GW_INT64, GW_MIN},
+    {GW_INT64, GW_MAX},   {GW_FLOAT16, GW_SUM}, {GW_BFLOAT16, GW_SUM}, {GW_FLOAT64, GW_PROD},
+    {GW_FLOAT64, GW_MIN}, {GW_FLOAT64, GW_MAX}, {GW_INT8, GW_SUM},     {GW_UINT8, GW_MAX},
 };
 #define NCOMBOS (sizeof(exact_combos) / sizeof(exact_combos[0]))
 

@@ -39,15 +39,9 @@ static inline double bitsd(uint64_t u)
     return d;
 }
 
-static inline int half_is_nan(uint16_t h)
-{
-    return (h & 0x7fffu) > 0x7c00u;
-}
+static inline int half_is_nan(uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
 
-static inline int bf16_is_nan(uint16_t h)
-{
-    return (h & 0x7fffu) > 0x7f80u;
-}
+static inline int bf16_is_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
 
 /* xorshift64*: a seeded generator, so failures reproduce. */
 static inline uint64_t rng_next(uint64_t *s)

@@ -40,10 +40,10 @@ struct memt_fabric {
     int size;
     int rendezvous;
     pthread_mutex_t lock;
-    pthread_cond_t *cond;   /* [rank]: wakes that rank's progress() */
-    memt_queue_t *queues;   /* [src * size + dst] */
-    gw_status_t *aborted;   /* [rank]: reason that rank aborted, GW_OK if not */
-    int *closed;            /* [rank]: the rank closed its instance */
+    pthread_cond_t *cond; /* [rank]: wakes that rank's progress() */
+    memt_queue_t *queues; /* [src * size + dst] */
+    gw_status_t *aborted; /* [rank]: reason that rank aborted, GW_OK if not */
+    int *closed;          /* [rank]: the rank closed its instance */
     size_t messages;
 };
 
@@ -51,7 +51,7 @@ typedef struct memt {
     gw_transport_t base; /* first: the algorithms see only this */
     memt_fabric_t *fab;
     gw_request_t **recv_head, **recv_tail; /* [peer]: posted receives in order */
-    memt_msg_t *sends; /* rendezvous: sends not yet completed */
+    memt_msg_t *sends;                     /* rendezvous: sends not yet completed */
     gw_status_t failed;
 } memt_t;
 
@@ -412,8 +412,7 @@ static const gw_transport_ops_t memt_ops = {
     .close = memt_close,
 };
 
-gw_status_t memt_open(memt_fabric_t *fab, int rank, const gw_logger_t *log,
-                      gw_transport_t **out)
+gw_status_t memt_open(memt_fabric_t *fab, int rank, const gw_logger_t *log, gw_transport_t **out)
 {
     memt_t *m = calloc(1, sizeof(*m));
     if (!m)

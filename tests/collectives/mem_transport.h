@@ -32,8 +32,7 @@ memt_fabric_t *memt_fabric_create(int size, int rendezvous);
 /* Free the fabric and every undelivered message. Close the instances first. */
 void memt_fabric_destroy(memt_fabric_t *fab);
 /* The transport instance of one rank (close it with t->ops->close). */
-gw_status_t memt_open(memt_fabric_t *fab, int rank, const gw_logger_t *log,
-                      gw_transport_t **out);
+gw_status_t memt_open(memt_fabric_t *fab, int rank, const gw_logger_t *log, gw_transport_t **out);
 /* Messages sent on the fabric so far (all ranks). */
 size_t memt_messages(memt_fabric_t *fab);
 

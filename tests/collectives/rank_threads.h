@@ -67,10 +67,10 @@ static inline void note(ctx_t *c, const char *fmt, ...)
         strcat(c->err, "; ");
 }
 
-#define CHECK(c, cond, ...)                                                                \
-    do {                                                                                   \
-        if (!(cond))                                                                       \
-            note((c), __VA_ARGS__);                                                        \
+#define CHECK(c, cond, ...)         \
+    do {                            \
+        if (!(cond))                \
+            note((c), __VA_ARGS__); \
     } while (0)
 
 static inline void *rank_thread_main(void *p)
@@ -131,8 +131,8 @@ static inline void threads_run(int n, const threads_opts_t *o, body_fn body, con
         ctx_t *c = &job->ctx[r];
         bad[r] = c->nerr;
         snprintf(msg[r], sizeof(msg[r]), "n=%d%s%s%s rank %d: %d failures: %s", n,
-                 o->label ? " (" : "", o->label ? o->label : "", o->label ? ")" : "", r,
-                 c->nerr, c->err);
+                 o->label ? " (" : "", o->label ? o->label : "", o->label ? ")" : "", r, c->nerr,
+                 c->err);
         if (c->comm.transport)
             c->comm.transport->ops->close(c->comm.transport);
         free(c->comm.scratch);

@@ -18,8 +18,7 @@
 
 /* ---------------------------------- allreduce ---------------------------------- */
 
-typedef gw_status_t (*allreduce_fn)(gw_comm_t *, const void *, void *, size_t, gw_dtype_t,
-                                    gw_op_t);
+typedef gw_status_t (*allreduce_fn)(gw_comm_t *, const void *, void *, size_t, gw_dtype_t, gw_op_t);
 
 typedef struct ar_arg {
     allreduce_fn fn;
@@ -67,8 +66,8 @@ static void allreduce_case(ctx_t *c, const ar_arg_t *a, size_t count, gw_dtype_t
 static void allreduce_exact_body(ctx_t *c, const void *arg)
 {
     const ar_arg_t *a = arg;
-    static const combo_t subset[] = {{GW_FLOAT32, GW_SUM}, {GW_INT64, GW_PROD},
-                                     {GW_FLOAT16, GW_SUM}};
+    static const combo_t subset[] = {
+        {GW_FLOAT32, GW_SUM}, {GW_INT64, GW_PROD}, {GW_FLOAT16, GW_SUM}};
     const combo_t *combos = a->all_combos ? exact_combos : subset;
     size_t ncombos = a->all_combos ? NCOMBOS : sizeof(subset) / sizeof(subset[0]);
     uint64_t seed = 1;
@@ -118,13 +117,13 @@ static void allreduce_agree_body(ctx_t *c, const void *arg)
             begin(c, GW_COLL_ALLREDUCE, count, dt, GW_SUM, 0);
             gw_status_t st = a->fn(&c->comm, buf, buf, count, dt, GW_SUM);
             char what[96];
-            snprintf(what, sizeof(what), "%s random %s sum count %zu", a->name,
-                     gw_dtype_name(dt), count);
+            snprintf(what, sizeof(what), "%s random %s sum count %zu", a->name, gw_dtype_name(dt),
+                     count);
             CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
             if (st == GW_OK && dt == GW_FLOAT32)
                 for (size_t i = 0; i < count; i += 5)
-                    CHECK(c, isnan(((float *)(void *)buf)[i]), "%s: element %zu lost its NaN",
-                          what, i);
+                    CHECK(c, isnan(((float *)(void *)buf)[i]), "%s: element %zu lost its NaN", what,
+                          i);
             check_agree(c, what, buf, st == GW_OK ? count * es : 0);
             free(buf);
         }

@@ -38,11 +38,10 @@ static void broadcast_body(ctx_t *c, const void *arg)
                 buf[i] = c->rank == root ? (unsigned char)rnd(seed, root, i) : 0xa5;
             c->comm.chunk_bytes = chunk_for(a, count);
             begin(c, GW_COLL_BROADCAST, count, dts[d], GW_SUM, root);
-            gw_status_t st = gw__broadcast_tree(&c->comm, count ? buf : NULL, count, dts[d],
-                                                root);
+            gw_status_t st = gw__broadcast_tree(&c->comm, count ? buf : NULL, count, dts[d], root);
             char what[96];
-            snprintf(what, sizeof(what), "broadcast %s count %zu root %d",
-                     gw_dtype_name(dts[d]), count, root);
+            snprintf(what, sizeof(what), "broadcast %s count %zu root %d", gw_dtype_name(dts[d]),
+                     count, root);
             CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
             for (size_t i = 0; st == GW_OK && i < bytes; i++) {
                 if (buf[i] != (unsigned char)rnd(seed, root, i)) {
@@ -105,9 +104,8 @@ static void reduce_body(ctx_t *c, const void *arg)
             begin(c, GW_COLL_REDUCE, count, dt, op, root);
             gw_status_t st = gw__reduce_tree(&c->comm, sbuf, rbuf, count, dt, op, root);
             char what[128];
-            snprintf(what, sizeof(what), "reduce %s/%s count %zu root %d%s",
-                     gw_dtype_name(dt), gw_op_name(op), count, root,
-                     in_place ? " in place" : "");
+            snprintf(what, sizeof(what), "reduce %s/%s count %zu root %d%s", gw_dtype_name(dt),
+                     gw_op_name(op), count, root, in_place ? " in place" : "");
             CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
             if (st == GW_OK) {
                 if (!in_place)
@@ -163,8 +161,8 @@ static void allgather_body(ctx_t *c, const void *arg)
                 }
                 c->comm.chunk_bytes = chunk_for(a, m);
                 begin(c, GW_COLL_ALLGATHER, m, dt, GW_SUM, 0);
-                gw_status_t st = gw__allgather_ring(&c->comm, m ? sbuf : NULL, m ? out : NULL, m,
-                                                    dt);
+                gw_status_t st =
+                    gw__allgather_ring(&c->comm, m ? sbuf : NULL, m ? out : NULL, m, dt);
                 char what[96];
                 snprintf(what, sizeof(what), "allgather %s count %zu%s", gw_dtype_name(dt), m,
                          in_place ? " in place" : "");
@@ -223,8 +221,8 @@ static void reduce_scatter_body(ctx_t *c, const void *arg)
                 gw_status_t st =
                     gw__reduce_scatter_ring(&c->comm, m ? in : NULL, m ? rbuf : NULL, m, dt, op);
                 char what[128];
-                snprintf(what, sizeof(what), "reduce_scatter %s/%s count %zu%s",
-                         gw_dtype_name(dt), gw_op_name(op), m, in_place ? " in place" : "");
+                snprintf(what, sizeof(what), "reduce_scatter %s/%s count %zu%s", gw_dtype_name(dt),
+                         gw_op_name(op), m, in_place ? " in place" : "");
                 CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
                 if (st == GW_OK) {
                     /* Everything but our own block of sendbuf stays as it was
@@ -280,8 +278,8 @@ static void barrier_body(ctx_t *c, const void *arg)
         gw_status_t st = gw__barrier_dissemination(&c->comm);
         CHECK(c, st == GW_OK, "barrier round %d: %s", round, gw_status_name(st));
         int seen = atomic_load(&c->job->counter);
-        CHECK(c, seen >= round * n, "barrier round %d: left after %d arrivals, expected %d",
-              round, seen, round * n);
+        CHECK(c, seen >= round * n, "barrier round %d: left after %d arrivals, expected %d", round,
+              seen, round * n);
         sync_all(c); /* nobody starts the next round before all checked */
     }
 }

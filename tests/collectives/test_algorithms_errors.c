@@ -20,8 +20,8 @@ typedef struct fault_arg {
 
 enum { FAULT_COUNT, FAULT_OP, FAULT_ABSENT, FAULT_CLOSED };
 enum { K_RING, K_TREE, K_RD, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER, K_COUNT };
-static const char *const kind_names[] = {"ring", "tree", "rd", "allgather", "reduce_scatter",
-                                         "barrier"};
+static const char *const kind_names[] = {"ring",      "tree",           "rd",
+                                         "allgather", "reduce_scatter", "barrier"};
 
 static gw_status_t run_kind(ctx_t *c, int kind, size_t count, gw_op_t op, void *buf, void *out)
 {

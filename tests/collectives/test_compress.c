@@ -37,9 +37,12 @@ typedef struct sweep_arg {
 static double codec_tol(gw_codec_t codec)
 {
     switch (codec) {
-    case GW_CODEC_FP16: return 2e-3; /* partial sums rounded to 11 bits per hop */
-    case GW_CODEC_BF16: return 2e-2; /* ... to 8 bits */
-    default: return 2e-5;            /* only float rounding of the decoding */
+    case GW_CODEC_FP16:
+        return 2e-3; /* partial sums rounded to 11 bits per hop */
+    case GW_CODEC_BF16:
+        return 2e-2; /* ... to 8 bits */
+    default:
+        return 2e-5; /* only float rounding of the decoding */
     }
 }
 
@@ -69,8 +72,7 @@ static void sweep_body(ctx_t *c, const void *argp)
             }
             /* In place on odd steps. */
             float *dst = step % 2 ? in : out;
-            s = gw_allreduce_compressed(&c->comm, st, count ? in : NULL, count ? dst : NULL,
-                                        count);
+            s = gw_allreduce_compressed(&c->comm, st, count ? in : NULL, count ? dst : NULL, count);
             char what[96];
             snprintf(what, sizeof(what), "%s count %zu step %d", gw_codec_name(a->codec), count,
                      step);
@@ -95,7 +97,8 @@ static void sweep_body(ctx_t *c, const void *argp)
                         want += ((const double *)c->job->shared[r])[i];
                     want /= n;
                     if (fabs(sum_out[i] - want) > tol) {
-                        note(c, "%s count %zu: element %zu: outputs sum to %.9g, inputs minus "
+                        note(c,
+                             "%s count %zu: element %zu: outputs sum to %.9g, inputs minus "
                              "residuals average %.9g (tolerance %.3g)",
                              gw_codec_name(a->codec), count, i, sum_out[i], want, tol);
                         break;
@@ -256,8 +259,8 @@ static void ef_body(ctx_t *c, const void *argp)
 
 Test(compress_ef, transmitted_plus_residual, .timeout = 60)
 {
-    static const gw_codec_t codecs[] = {GW_CODEC_FP16, GW_CODEC_BF16, GW_CODEC_INT8,
-                                        GW_CODEC_SIGN, GW_CODEC_TOPK};
+    static const gw_codec_t codecs[] = {GW_CODEC_FP16, GW_CODEC_BF16, GW_CODEC_INT8, GW_CODEC_SIGN,
+                                        GW_CODEC_TOPK};
     for (size_t k = 0; k < sizeof(codecs) / sizeof(codecs[0]); k++) {
         sweep_arg_t a = {codecs[k]};
         job_run(3, ef_body, &a);
@@ -277,8 +280,7 @@ static void const_body(ctx_t *c, const void *argp)
          * casts and the dense sum reduce constants exactly only where the
          * format holds them and their sums. int8, sign and top-k scale by
          * the constant itself and are exact for any. */
-        if ((codec == GW_CODEC_FP16 || codec == GW_CODEC_BF16 || codec == GW_CODEC_NONE) &&
-            v == 2)
+        if ((codec == GW_CODEC_FP16 || codec == GW_CODEC_BF16 || codec == GW_CODEC_NONE) && v == 2)
             continue;
         gw_compress_config_t cfg = config(codec);
         gw_compress_state_t *st = NULL;
@@ -302,16 +304,15 @@ static void const_body(ctx_t *c, const void *argp)
             } else if (codec == GW_CODEC_TOPK) {
                 sent += out[i] == cv;
                 if (out[i] != cv && out[i] != 0.0f) {
-                    note(c, "topk constant %g: element %zu is %.9g", (double)cv, i,
-                         (double)out[i]);
+                    note(c, "topk constant %g: element %zu is %.9g", (double)cv, i, (double)out[i]);
                     break;
                 }
                 if ((out[i] == cv) != (st->residual[i] == 0.0f))
                     note(c, "topk constant %g: element %zu sent but residual %g", (double)cv, i,
                          (double)st->residual[i]);
             } else if (out[i] != cv) {
-                note(c, "%s constant %g: element %zu is %.9g", gw_codec_name(codec), (double)cv,
-                     i, (double)out[i]);
+                note(c, "%s constant %g: element %zu is %.9g", gw_codec_name(codec), (double)cv, i,
+                     (double)out[i]);
                 break;
             } else if (st->residual[i] != 0.0f && codec != GW_CODEC_NONE) {
                 note(c, "%s constant %g: element %zu left residual %g", gw_codec_name(codec),
@@ -385,8 +386,10 @@ static void unbiased_body(ctx_t *c, const void *argp)
         double err = mean[i] / MC_STEPS - exact[i];
         bias_sum += err;
         worst = fmax(worst, fabs(err));
-        CHECK(c, fabs(err) <= tol, "element %zu: Monte Carlo mean %.7f, exact %.7f (tolerance "
-              "%.2g, one level %.3g)", i, mean[i] / MC_STEPS, exact[i], tol, level);
+        CHECK(c, fabs(err) <= tol,
+              "element %zu: Monte Carlo mean %.7f, exact %.7f (tolerance "
+              "%.2g, one level %.3g)",
+              i, mean[i] / MC_STEPS, exact[i], tol, level);
     }
     /* Round-to-nearest would be off by up to half a level; the mean error
      * over all elements must be far below that too. */
@@ -447,13 +450,16 @@ static void psgd_body(ctx_t *c, const void *argp)
             worst = fmax(worst, fabs(out[i] - mean[i]));
             worst_res = fmax(worst_res, fabs(st->residual[i]));
         }
-        CHECK(c, worst <= 1e-5 * scale, "step %d: rank-%d matrix reconstructed with error %.3g "
-              "(largest element %.3g)", step, r, worst, scale);
+        CHECK(c, worst <= 1e-5 * scale,
+              "step %d: rank-%d matrix reconstructed with error %.3g "
+              "(largest element %.3g)",
+              step, r, worst, scale);
         CHECK(c, worst_res <= 1e-5 * scale, "step %d: residual %.3g", step, worst_res);
         gw_compress_stats_t last;
         gw_compress_stats_get(st, &last, NULL);
-        CHECK(c, last.compressed_calls == 1 &&
-                     last.encoded_bytes == (rows + cols) * (size_t)r * sizeof(float),
+        CHECK(c,
+              last.compressed_calls == 1 &&
+                  last.encoded_bytes == (rows + cols) * (size_t)r * sizeof(float),
               "step %d: encoded %llu bytes", step, (unsigned long long)last.encoded_bytes);
     }
     free(mean);
@@ -497,8 +503,10 @@ static void warmup_body(ctx_t *c, const void *argp)
         gw_compress_stats_t last;
         gw_compress_stats_get(st, &last, NULL);
         if (step < 2) {
-            CHECK(c, memcmp(out, ref, count * 4) == 0, "%s warm-up step %d differs from "
-                  "gw_allreduce", gw_codec_name(codec), step);
+            CHECK(c, memcmp(out, ref, count * 4) == 0,
+                  "%s warm-up step %d differs from "
+                  "gw_allreduce",
+                  gw_codec_name(codec), step);
             CHECK(c, last.compressed_calls == 0, "warm-up step %d counted as compressed", step);
         } else if (codec != GW_CODEC_NONE) {
             CHECK(c, last.compressed_calls == 1, "step 2 was not compressed");
@@ -553,8 +561,8 @@ static void large_body(ctx_t *c, const void *argp)
         double err = fabs(out[i] - mean);
         int ok = codec == GW_CODEC_FP16 ? err <= 4e-3 * 2.0 + 1e-6 : 1;
         if (!ok) {
-            note(c, "%s element %zu: %.9g, mean %.9g", gw_codec_name(codec), i,
-                 (double)out[i], mean);
+            note(c, "%s element %zu: %.9g, mean %.9g", gw_codec_name(codec), i, (double)out[i],
+                 mean);
             break;
         }
     }
@@ -602,8 +610,8 @@ static void guess_body(ctx_t *c, const void *argp)
         note(c, "create failed");
         return;
     }
-    static const float ranges[] = {1.0f, 1.0f, 0x1p-20f, 0x1p-20f, 0.0f, 3.0f, 0x1p12f, 0x1p12f,
-                                   1e37f, 1e37f, 0.5f};
+    static const float ranges[] = {1.0f,    1.0f,    0x1p-20f, 0x1p-20f, 0.0f, 3.0f,
+                                   0x1p12f, 0x1p12f, 1e37f,    1e37f,    0.5f};
     const int nsteps = (int)(sizeof(ranges) / sizeof(ranges[0]));
     float *in = malloc(count * 4), *oa = malloc(count * 4), *ob = malloc(count * 4);
     /* A fresh state's first call with zeros of either sign: nothing is
@@ -626,9 +634,17 @@ static void guess_body(ctx_t *c, const void *argp)
             in[i] = ranges[step] == 0.0f ? (i % 2 ? -0.0f : 0.0f)
                                          : grad(800 + (uint64_t)step, c->rank, i) * ranges[step];
         switch (step % 3) {
-        case 0: b->has_hint = 0; break;                       /* no guess */
-        case 1: b->has_hint = 1; b->hint = a->hint + 3; break; /* a wrong one */
-        default: b->has_hint = a->has_hint; b->hint = a->hint; break;
+        case 0:
+            b->has_hint = 0;
+            break; /* no guess */
+        case 1:
+            b->has_hint = 1;
+            b->hint = a->hint + 3;
+            break; /* a wrong one */
+        default:
+            b->has_hint = a->has_hint;
+            b->hint = a->hint;
+            break;
         }
         gw_status_t sa = gw_allreduce_compressed(&c->comm, a, in, oa, count);
         gw_status_t sb = gw_allreduce_compressed(&c->comm, b, in, ob, count);

@@ -70,8 +70,8 @@ static void equal_body(ctx_t *c, const void *argp)
     /* The reference: blocking calls, no progress thread yet. */
     for (int s = 0; s < STEPS; s++)
         for (size_t k = 0; k < NCODECS; k++) {
-            gw_status_t st = gw_allreduce_compressed(&c->comm, tw[k].a, tw[k].in[s],
-                                                     tw[k].ref[s], COUNT);
+            gw_status_t st =
+                gw_allreduce_compressed(&c->comm, tw[k].a, tw[k].in[s], tw[k].ref[s], COUNT);
             CHECK(c, st == GW_OK, "blocking %s step %d: %s", gw_codec_name(all_codecs[k]), s,
                   gw_status_name(st));
         }
@@ -110,8 +110,8 @@ static void equal_body(ctx_t *c, const void *argp)
             CHECK(c, st == GW_OK, "gw_iallreduce: %s", gw_status_name(st));
             st = gw_allreduce_compressed(&c->comm, mid_b, mid_in, mid_out, COUNT);
             CHECK(c, st == GW_OK && memcmp(mid_out, mid_ref, COUNT * 4) == 0,
-                  "a blocking compressed call among non-blocking ones: %s, %s",
-                  gw_status_name(st), st == GW_OK ? "differs" : "failed");
+                  "a blocking compressed call among non-blocking ones: %s, %s", gw_status_name(st),
+                  st == GW_OK ? "differs" : "failed");
         }
     }
     /* A blocking call queues behind all of them. */
@@ -124,16 +124,18 @@ static void equal_body(ctx_t *c, const void *argp)
         for (int s = 0; s < STEPS; s++) {
             int done = 0;
             st = gw_test(tw[k].h[s], &done);
-            CHECK(c, st == GW_OK && done, "%s step %d not done after a later blocking call "
-                  "(%s)", gw_codec_name(all_codecs[k]), s, gw_status_name(st));
+            CHECK(c, st == GW_OK && done,
+                  "%s step %d not done after a later blocking call "
+                  "(%s)",
+                  gw_codec_name(all_codecs[k]), s, gw_status_name(st));
             if (!done)
                 gw_wait(tw[k].h[s]);
         }
     CHECK(c, gw_wait(hd2) == GW_OK && gw_wait(hd1) == GW_OK, "dense handles failed");
     for (int i = 0; i < 64; i++) {
         float want = (float)(c->comm.size * i + c->comm.size * (c->comm.size - 1) / 2);
-        CHECK(c, dense_out[i] == want, "dense sum element %d: %g, want %g", i,
-              (double)dense_out[i], (double)want);
+        CHECK(c, dense_out[i] == want, "dense sum element %d: %g, want %g", i, (double)dense_out[i],
+              (double)want);
         if (dense_out[i] != want)
             break;
     }
@@ -144,8 +146,7 @@ static void equal_body(ctx_t *c, const void *argp)
                   "%s step %d: non-blocking result differs from the blocking one", name, s);
             check_agree(c, name, tw[k].out[s], COUNT * 4);
         }
-        CHECK(c, same_image(tw[k].a, tw[k].b), "%s: the states differ after the same steps",
-              name);
+        CHECK(c, same_image(tw[k].a, tw[k].b), "%s: the states differ after the same steps", name);
         gw_compress_stats_t ta, tb;
         gw_compress_stats_get(tw[k].a, NULL, &ta);
         gw_compress_stats_get(tw[k].b, NULL, &tb);
@@ -331,7 +332,4 @@ static void args_body(ctx_t *c, const void *argp)
     gw__async_stop(&c->comm);
 }
 
-Test(compress_async, argument_errors)
-{
-    job_run(1, args_body, NULL);
-}
+Test(compress_async, argument_errors) { job_run(1, args_body, NULL); }

@@ -61,8 +61,8 @@ static void step_body(ctx_t *c, const void *argp)
             }
             /* In place on odd steps. */
             float *dst = step % 2 ? g : out;
-            gw_status_t s = gw_allreduce_compressed(&c->comm, st, count ? g : NULL,
-                                                    count ? dst : NULL, count);
+            gw_status_t s =
+                gw_allreduce_compressed(&c->comm, st, count ? g : NULL, count ? dst : NULL, count);
             CHECK(c, s == GW_OK, "count %zu step %d: %s", count, step, gw_status_name(s));
             if (s != GW_OK)
                 break;
@@ -72,17 +72,22 @@ static void step_body(ctx_t *c, const void *argp)
                 const float r = st->residual[i], u = st->extra[i];
                 int taken = r == 0.0f && v[i] != 0.0f;
                 if (!taken && memcmp(&r, &v[i], 4) != 0 && !(r == 0.0f && v[i] == 0.0f)) {
-                    note(c, "count %zu step %d element %zu: residual %a, accumulated v %a: "
-                         "neither sent whole nor kept", count, step, i, (double)r,
-                         (double)v[i]);
+                    note(c,
+                         "count %zu step %d element %zu: residual %a, accumulated v %a: "
+                         "neither sent whole nor kept",
+                         count, step, i, (double)r, (double)v[i]);
                 }
                 if (taken && u != 0.0f) {
-                    note(c, "count %zu step %d element %zu: sent, but its velocity %a was not "
-                         "masked", count, step, i, (double)u);
+                    note(c,
+                         "count %zu step %d element %zu: sent, but its velocity %a was not "
+                         "masked",
+                         count, step, i, (double)u);
                 }
                 if (!taken && v[i] != 0.0f && memcmp(&u, &u1[i], 4) != 0) {
-                    note(c, "count %zu step %d element %zu: not sent, velocity %a, want m u + g "
-                         "= %a", count, step, i, (double)u, (double)u1[i]);
+                    note(c,
+                         "count %zu step %d element %zu: not sent, velocity %a, want m u + g "
+                         "= %a",
+                         count, step, i, (double)u, (double)u1[i]);
                 }
                 t[i] = taken ? v[i] : 0.0;
                 sent += (size_t)taken;
@@ -91,11 +96,12 @@ static void step_body(ctx_t *c, const void *argp)
                 if (!taken && gw__cz_absbits(v[i]) > max_kept)
                     max_kept = gw__cz_absbits(v[i]);
             }
-            CHECK(c, sent <= k, "count %zu step %d: %zu elements sent, k = %zu", count, step,
-                  sent, k);
+            CHECK(c, sent <= k, "count %zu step %d: %zu elements sent, k = %zu", count, step, sent,
+                  k);
             CHECK(c, sent == 0 || min_sent >= max_kept,
                   "count %zu step %d: an element with |v| %g was kept while one with |v| %g "
-                  "was sent", count, step, (double)gw__cz_from_bits(max_kept),
+                  "was sent",
+                  count, step, (double)gw__cz_from_bits(max_kept),
                   (double)gw__cz_from_bits(min_sent));
             /* The output is the average of what every rank transmitted. */
             c->job->shared2[c->rank] = t;
@@ -106,8 +112,10 @@ static void step_body(ctx_t *c, const void *argp)
                     acc += ((const double *)c->job->shared2[r])[i];
                 float want = (float)(acc / n);
                 if (memcmp(&want, &dst[i], 4) != 0) {
-                    note(c, "count %zu step %d element %zu: out %a, the average of what was "
-                         "transmitted %a", count, step, i, (double)dst[i], (double)want);
+                    note(c,
+                         "count %zu step %d element %zu: out %a, the average of what was "
+                         "transmitted %a",
+                         count, step, i, (double)dst[i], (double)want);
                     break;
                 }
             }
@@ -228,10 +236,7 @@ static void nan_body(ctx_t *c, const void *argp)
     gw_compress_state_destroy(st);
 }
 
-Test(compress_dgc, nan_leaves_the_velocity_alone, .timeout = 60)
-{
-    job_run(3, nan_body, NULL);
-}
+Test(compress_dgc, nan_leaves_the_velocity_alone, .timeout = 60) { job_run(3, nan_body, NULL); }
 
 /* ---- convergence on a quadratic ---- */
 

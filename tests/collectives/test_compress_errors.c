@@ -58,11 +58,9 @@ static void nonfinite_body(ctx_t *c, const void *argp)
     c->comm.log.file = saved;
     char *text = slurp(log);
     fclose(log);
-    CHECK(c, s == GW_ERR_INVALID_ARG, "%s with %g at [%zu] on rank %d: %s",
-          gw_codec_name(a->codec), (double)a->bad_value, a->bad_index, a->bad_rank,
-          gw_status_name(s));
-    CHECK(c, c->comm.failed == GW_OK, "the communicator broke: %s",
-          gw_status_name(c->comm.failed));
+    CHECK(c, s == GW_ERR_INVALID_ARG, "%s with %g at [%zu] on rank %d: %s", gw_codec_name(a->codec),
+          (double)a->bad_value, a->bad_index, a->bad_rank, gw_status_name(s));
+    CHECK(c, c->comm.failed == GW_OK, "the communicator broke: %s", gw_status_name(c->comm.failed));
     CHECK(c, gw_compress_state_step(st) == 1, "step advanced to %llu",
           (unsigned long long)gw_compress_state_step(st));
     CHECK(c, memcmp(res, st->residual, count * 4) == 0, "the residual changed");
@@ -250,8 +248,9 @@ static void stats_body(ctx_t *c, const void *argp)
           "%s on %d ranks: compression ratio %.3f not in [%.2f, %.2f] (%llu bytes sent)",
           gw_codec_name(a->codec), n, last.compression_ratio, a->min_ratio, a->max_ratio,
           (unsigned long long)last.bytes_sent);
-    CHECK(c, total.bytes_sent >= last.bytes_sent && total.encode_seconds >= last.encode_seconds &&
-                 last.total_seconds >= last.comm_seconds && last.comm_seconds > 0,
+    CHECK(c,
+          total.bytes_sent >= last.bytes_sent && total.encode_seconds >= last.encode_seconds &&
+              last.total_seconds >= last.comm_seconds && last.comm_seconds > 0,
           "times: total %.3g comm %.3g", last.total_seconds, last.comm_seconds);
     /* Exact traffic where it is known: int8 sends one byte per element in
      * the ring plus the shared scales (one float per bucket, 16 buckets). */
@@ -281,8 +280,9 @@ static void stats_body(ctx_t *c, const void *argp)
 Test(compress_stats, bytes_and_ratios, .timeout = 60)
 {
     static const stats_arg_t cases[] = {
-        {GW_CODEC_NONE, 0.5, 1.0},  {GW_CODEC_FP16, 1.95, 2.0},  {GW_CODEC_BF16, 1.95, 2.0},
-        {GW_CODEC_INT8, 3.9, 4.0},  {GW_CODEC_SIGN, 5.0, 100.0}, {GW_CODEC_TOPK, 10.0, 100.0},
+        {GW_CODEC_NONE, 0.5, 1.0},         {GW_CODEC_FP16, 1.95, 2.0},
+        {GW_CODEC_BF16, 1.95, 2.0},        {GW_CODEC_INT8, 3.9, 4.0},
+        {GW_CODEC_SIGN, 5.0, 100.0},       {GW_CODEC_TOPK, 10.0, 100.0},
         {GW_CODEC_POWERSGD, 10.0, 1000.0},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)

@@ -76,8 +76,8 @@ static inline void shape_of(size_t count, size_t *rows, size_t *cols)
     *cols = c;
 }
 
-static const gw_codec_t all_codecs[] = {GW_CODEC_NONE, GW_CODEC_FP16, GW_CODEC_BF16,
-                                        GW_CODEC_INT8, GW_CODEC_SIGN, GW_CODEC_TOPK,
+static const gw_codec_t all_codecs[] = {GW_CODEC_NONE,    GW_CODEC_FP16, GW_CODEC_BF16,
+                                        GW_CODEC_INT8,    GW_CODEC_SIGN, GW_CODEC_TOPK,
                                         GW_CODEC_POWERSGD};
 #define NCODECS (sizeof(all_codecs) / sizeof(all_codecs[0]))
 

@@ -38,8 +38,12 @@ static size_t half_probe(float *v, size_t cap)
     for (uint32_t h = 0; h < 0x7c00 && n + 12 <= cap; h++) {
         float a = gw__half_to_float((uint16_t)h), b = gw__half_to_float((uint16_t)(h + 1));
         float mid = (float)(((double)a + (double)b) / 2);
-        float probes[6] = {a, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY),
-                           nextafterf(a, INFINITY), nextafterf(b, 0)};
+        float probes[6] = {a,
+                           mid,
+                           nextafterf(mid, 0),
+                           nextafterf(mid, INFINITY),
+                           nextafterf(a, INFINITY),
+                           nextafterf(b, 0)};
         for (int k = 0; k < 6; k++) {
             v[n++] = probes[k];
             v[n++] = -probes[k];
@@ -72,8 +76,8 @@ Test(compress_kernels, half_encode_rest_matches_reference)
         gw__cz_encode_half_rest(h + n - 3, x + n - 3, 3, s, u);
         for (size_t i = 0; i < n; i++) {
             uint16_t want = gw__float_to_half(v[i] * s);
-            cr_assert_eq(h[i], want, "float %a scale %a: 0x%04x, reference 0x%04x",
-                         (double)v[i], (double)s, h[i], want);
+            cr_assert_eq(h[i], want, "float %a scale %a: 0x%04x, reference 0x%04x", (double)v[i],
+                         (double)s, h[i], want);
             if (want == 0x7c00 || want == 0xfc00)
                 continue; /* overflowed: the residual is -inf, as in the reference */
             cr_assert(same_bits(x[i], v[i] - gw__half_to_float(want) * u),
@@ -173,12 +177,12 @@ Test(compress_kernels, half_prep_encode_matches_two_passes)
     for (size_t i = 0; i < n; i++)
         v[i] = ldexpf(v[i], -16); /* keep x = g + res far from overflow */
     prep_inputs(v, n, g, res);
-    check_prep(gw__cz_prep_encode_half, gw__float_to_half, gw__half_to_float, g, res, n,
-               0x1p16f, 0x1p-16f);
-    check_prep(gw__cz_prep_encode_half, gw__float_to_half, gw__half_to_float, g, NULL, n,
-               0x1p16f, 0x1p-16f);
-    check_prep(gw__cz_prep_encode_half, gw__float_to_half, gw__half_to_float, g, res, n,
-               0x1p14f, 0x1p-14f);
+    check_prep(gw__cz_prep_encode_half, gw__float_to_half, gw__half_to_float, g, res, n, 0x1p16f,
+               0x1p-16f);
+    check_prep(gw__cz_prep_encode_half, gw__float_to_half, gw__half_to_float, g, NULL, n, 0x1p16f,
+               0x1p-16f);
+    check_prep(gw__cz_prep_encode_half, gw__float_to_half, gw__half_to_float, g, res, n, 0x1p14f,
+               0x1p-14f);
     free(v);
     free(g);
     free(res);
@@ -285,14 +289,22 @@ Test(compress_kernels, int8_quantize_matches_reference)
                 uint64_t r = mix64(i + 1000 * mi);
                 float t = (float)((double)(r >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
                 switch (r % 7) {
-                case 0: t = (r & 8) ? 1.0f : -1.0f; break;
-                case 1: t = (r & 8) ? 0.0f : -0.0f; break;
-                case 2: t = ldexpf(t, -60); break;
-                case 3: t = nextafterf((float)((int)(r % (uint64_t)(2 * L + 1)) - L) / (float)L,
-                                       (r & 16) ? 2.0f : -2.0f);
-                        t = fmaxf(-1.0f, fminf(1.0f, t));
-                        break;
-                default: break;
+                case 0:
+                    t = (r & 8) ? 1.0f : -1.0f;
+                    break;
+                case 1:
+                    t = (r & 8) ? 0.0f : -0.0f;
+                    break;
+                case 2:
+                    t = ldexpf(t, -60);
+                    break;
+                case 3:
+                    t = nextafterf((float)((int)(r % (uint64_t)(2 * L + 1)) - L) / (float)L,
+                                   (r & 16) ? 2.0f : -2.0f);
+                    t = fmaxf(-1.0f, fminf(1.0f, t));
+                    break;
+                default:
+                    break;
                 }
                 v[i] = t * m;
                 if (fabsf(v[i]) > m)
@@ -377,8 +389,8 @@ Test(compress_kernels, topk_select_equals_full_sort, .timeout = 60)
         uint64_t h = mix64(i);
         x[i] = (float)((double)(h >> 11) / 9007199254740992.0 - 0.5) * (h & 1 ? 1e-3f : 1.0f);
     }
-    check_select(x, n, 4000, 1);  /* 1%: the sampled threshold */
-    check_select(x, n, 400, -1);  /* 0.1%: exact, too few elements for a sample */
+    check_select(x, n, 4000, 1);   /* 1%: the sampled threshold */
+    check_select(x, n, 400, -1);   /* 0.1%: exact, too few elements for a sample */
     check_select(x, n, 40000, -1); /* 10% */
     check_select(x, n, 100000, 0); /* 25%: exact over everything */
     check_select(x, n, 1, -1);

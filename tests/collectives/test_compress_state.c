@@ -39,11 +39,11 @@ Test(compress_state, create_validates_settings)
 {
     gw_compress_state_t *st = NULL;
     gw_compress_config_t cfg;
-#define BAD(field, value, status)                                                          \
-    do {                                                                                   \
-        gw_compress_config_init(&cfg);                                                     \
-        cfg.field = value;                                                                 \
-        cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), status, #field);         \
+#define BAD(field, value, status)                                                  \
+    do {                                                                           \
+        gw_compress_config_init(&cfg);                                             \
+        cfg.field = value;                                                         \
+        cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), status, #field); \
     } while (0)
     BAD(codec, GW_CODEC_COUNT, GW_ERR_INVALID_ARG);
     BAD(error_feedback, 2, GW_ERR_INVALID_ARG);
@@ -55,13 +55,13 @@ Test(compress_state, create_validates_settings)
     BAD(powersgd_rank, 5000, GW_ERR_INVALID_ARG);
     BAD(momentum, 0.9, GW_ERR_INVALID_ARG); /* momentum with a codec other than top-k */
 #undef BAD
-#define BAD_MOMENTUM(value)                                                                \
-    do {                                                                                   \
-        gw_compress_config_init(&cfg);                                                     \
-        cfg.codec = GW_CODEC_TOPK;                                                         \
-        cfg.momentum = value;                                                              \
-        cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), GW_ERR_INVALID_ARG,      \
-                     "momentum %g", (double)(value));                                      \
+#define BAD_MOMENTUM(value)                                                           \
+    do {                                                                              \
+        gw_compress_config_init(&cfg);                                                \
+        cfg.codec = GW_CODEC_TOPK;                                                    \
+        cfg.momentum = value;                                                         \
+        cr_assert_eq(gw_compress_state_create(&cfg, 10, 10, &st), GW_ERR_INVALID_ARG, \
+                     "momentum %g", (double)(value));                                 \
     } while (0)
     BAD_MOMENTUM(-0.1);
     BAD_MOMENTUM(1.0);
@@ -97,8 +97,7 @@ typedef struct resume_arg {
     double momentum;
 } resume_arg_t;
 
-static void run_steps(ctx_t *c, gw_compress_state_t *st, int from, int to, float *out,
-                      size_t count)
+static void run_steps(ctx_t *c, gw_compress_state_t *st, int from, int to, float *out, size_t count)
 {
     float *in = malloc(count * 4);
     for (int step = from; step < to; step++) {
@@ -142,8 +141,9 @@ static void resume_body(ctx_t *c, const void *argp)
           gw_codec_name(a->codec));
     CHECK(c, memcmp(resumed->residual, ref->residual, count * 4) == 0,
           "%s: the resumed residual differs", gw_codec_name(a->codec));
-    CHECK(c, resumed->nextra == ref->nextra &&
-                 (ref->nextra == 0 || memcmp(resumed->extra, ref->extra, ref->nextra * 4) == 0),
+    CHECK(c,
+          resumed->nextra == ref->nextra &&
+              (ref->nextra == 0 || memcmp(resumed->extra, ref->extra, ref->nextra * 4) == 0),
           "%s: the resumed codec state differs", gw_codec_name(a->codec));
     free(out);
     free(out_ref);

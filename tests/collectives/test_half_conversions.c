@@ -70,8 +70,8 @@ static const char *way_name(int way)
 }
 
 /* Every way this CPU can run. */
-#define FOR_EACH_WAY(w)                                                                    \
-    for (int w = WAY_SCALAR; w < GW_HALF_ISA_COUNT; w++)                                   \
+#define FOR_EACH_WAY(w)                                  \
+    for (int w = WAY_SCALAR; w < GW_HALF_ISA_COUNT; w++) \
         if (way_runs(w))
 
 static void widen_way(int way, gw_dtype_t dt, float *out, const uint16_t *in, size_t n)
@@ -126,8 +126,8 @@ Test(conversions, half_to_float_exhaustive_and_round_trip, .timeout = 60)
             uint16_t h = in[i];
             if (half_is_nan(h)) {
                 cr_assert(isnan(f[i]), "%s: half 0x%04x should widen to NaN", way_name(w), h);
-                cr_assert(fbits(f[i]) & 0x00400000u,
-                          "%s: half 0x%04x should widen to a quiet NaN", way_name(w), h);
+                cr_assert(fbits(f[i]) & 0x00400000u, "%s: half 0x%04x should widen to a quiet NaN",
+                          way_name(w), h);
                 cr_assert_eq(!!signbit(f[i]), !!(h & 0x8000), "%s: half 0x%04x NaN lost its sign",
                              way_name(w), h);
                 cr_assert_eq(back[i], h | 0x0200u, "%s: half NaN 0x%04x came back as 0x%04x",
@@ -160,8 +160,7 @@ Test(conversions, bf16_to_float_exhaustive_and_round_trip, .timeout = 60)
             if (bf16_is_nan(h)) {
                 cr_assert(isnan(f[i]), "%s: bf16 0x%04x should widen to NaN", way_name(w), h);
                 cr_assert_eq(fbits(f[i]), ((uint32_t)h << 16) | 0x00400000u,
-                             "%s: bf16 NaN 0x%04x widened to 0x%08x", way_name(w), h,
-                             fbits(f[i]));
+                             "%s: bf16 NaN 0x%04x widened to 0x%08x", way_name(w), h, fbits(f[i]));
                 cr_assert_eq(back[i], h | 0x0040u, "%s: bf16 NaN 0x%04x came back as 0x%04x",
                              way_name(w), h, back[i]);
                 continue;
@@ -203,8 +202,7 @@ static void cases_check(cases_t *c, gw_dtype_t dt, const char *what)
         narrow_way(w, dt, c->got, c->x, c->n);
         for (size_t i = 0; i < c->n; i++)
             cr_assert_eq(c->got[i], c->want[i], "%s %s: %a (0x%08x) -> 0x%04x, want 0x%04x",
-                         way_name(w), what, (double)c->x[i], fbits(c->x[i]), c->got[i],
-                         c->want[i]);
+                         way_name(w), what, (double)c->x[i], fbits(c->x[i]), c->got[i], c->want[i]);
     }
     free(c->x);
     free(c->want);
@@ -267,16 +265,15 @@ Test(conversions, float_to_bf16_every_tie, .timeout = 60)
 static void check_float_to_half(const char *way, float x, uint16_t got)
 {
     if (isnan(x)) {
-        uint16_t want = (uint16_t)(((fbits(x) >> 16) & 0x8000u) | 0x7e00u |
-                                   ((fbits(x) >> 13) & 0x3ffu));
-        cr_assert_eq(got, want, "%s: NaN 0x%08x -> 0x%04x, want 0x%04x", way, fbits(x), got,
-                     want);
+        uint16_t want =
+            (uint16_t)(((fbits(x) >> 16) & 0x8000u) | 0x7e00u | ((fbits(x) >> 13) & 0x3ffu));
+        cr_assert_eq(got, want, "%s: NaN 0x%08x -> 0x%04x, want 0x%04x", way, fbits(x), got, want);
         return;
     }
     double r = round_ref(fabs((double)x), 11, -24);
     uint16_t want_sign = signbit(x) ? 0x8000u : 0;
-    cr_assert_eq(got & 0x8000u, want_sign, "%s: %a -> 0x%04x has the wrong sign", way,
-                 (double)x, got);
+    cr_assert_eq(got & 0x8000u, want_sign, "%s: %a -> 0x%04x has the wrong sign", way, (double)x,
+                 got);
     if (r >= 65536.0) {
         cr_assert_eq(got & 0x7fffu, 0x7c00u, "%s: %a -> 0x%04x, want infinity", way, (double)x,
                      got);
@@ -289,25 +286,27 @@ static void check_float_to_half(const char *way, float x, uint16_t got)
 static void check_float_to_bf16(const char *way, float x, uint16_t got)
 {
     if (isnan(x)) {
-        cr_assert_eq(got, (uint16_t)((fbits(x) >> 16) | 0x0040u), "%s: NaN 0x%08x -> 0x%04x",
-                     way, fbits(x), got);
+        cr_assert_eq(got, (uint16_t)((fbits(x) >> 16) | 0x0040u), "%s: NaN 0x%08x -> 0x%04x", way,
+                     fbits(x), got);
         return;
     }
     double r = round_ref(fabs((double)x), 8, -133);
     uint32_t want = r >= 0x1p128 ? 0x7f800000u : fbits((float)r);
     want |= signbit(x) ? 0x80000000u : 0;
     cr_assert_eq(want & 0xffffu, 0u);
-    cr_assert_eq(got, (uint16_t)(want >> 16), "%s: 0x%08x -> 0x%04x, want 0x%04x", way,
-                 fbits(x), got, (unsigned)(want >> 16));
+    cr_assert_eq(got, (uint16_t)(want >> 16), "%s: 0x%08x -> 0x%04x, want 0x%04x", way, fbits(x),
+                 got, (unsigned)(want >> 16));
 }
 
 Test(conversions, float_to_half_and_bf16_random_and_edges, .timeout = 120)
 {
-    static const float edges[] = {
-        0.0f, -0.0f, 65504.0f, 65519.99609375f, 65520.0f, 65536.0f, 1e10f, INFINITY,
-        -INFINITY, 0x1p-24f, 0x1p-25f, 0x1.000002p-25f, 0x1.8p-25f, 0x1p-26f, 0x1p-14f,
-        0x1.ff8p-15f, 0x1.ffcp-15f, 0x1p-149f, 0x1p-126f, 0x1.fffffep-127f, 3.4028235e38f,
-        1.0f, 2049.0f, 2051.0f, -2051.0f};
+    static const float edges[] = {0.0f,          -0.0f,     65504.0f,  65519.99609375f,
+                                  65520.0f,      65536.0f,  1e10f,     INFINITY,
+                                  -INFINITY,     0x1p-24f,  0x1p-25f,  0x1.000002p-25f,
+                                  0x1.8p-25f,    0x1p-26f,  0x1p-14f,  0x1.ff8p-15f,
+                                  0x1.ffcp-15f,  0x1p-149f, 0x1p-126f, 0x1.fffffep-127f,
+                                  3.4028235e38f, 1.0f,      2049.0f,   2051.0f,
+                                  -2051.0f};
     const size_t nedges = sizeof edges / sizeof edges[0], n = nedges + ((size_t)1 << 21);
     float *x = malloc(n * sizeof(float));
     uint16_t *h = malloc(n * 2), *bf = malloc(n * 2);
@@ -336,10 +335,10 @@ Test(conversions, float_to_half_and_bf16_random_and_edges, .timeout = 120)
         cr_assert_eq(narrow1(w, GW_FLOAT16, -65520.0f), 0xfc00u);
         cr_assert_eq(narrow1(w, GW_FLOAT16, 0x1p-25f), 0x0000u);
         cr_assert_eq(narrow1(w, GW_FLOAT16, 0x1.000002p-25f), 0x0001u);
-        cr_assert_eq(narrow1(w, GW_FLOAT16, 0x1.8p-24f), 0x0002u); /* 1.5 ulp: tie to even 2 */
+        cr_assert_eq(narrow1(w, GW_FLOAT16, 0x1.8p-24f), 0x0002u);   /* 1.5 ulp: tie to even 2 */
         cr_assert_eq(narrow1(w, GW_FLOAT16, 0x1.ffcp-15f), 0x0400u); /* up to the least normal */
-        cr_assert_eq(narrow1(w, GW_FLOAT16, 2049.0f), 0x6800u); /* tie, down to even 2048 */
-        cr_assert_eq(narrow1(w, GW_FLOAT16, 2051.0f), 0x6802u); /* tie, up to even 2052 */
+        cr_assert_eq(narrow1(w, GW_FLOAT16, 2049.0f), 0x6800u);      /* tie, down to even 2048 */
+        cr_assert_eq(narrow1(w, GW_FLOAT16, 2051.0f), 0x6802u);      /* tie, up to even 2052 */
     }
     free(x);
     free(h);
@@ -397,16 +396,16 @@ Test(conversions, bulk_any_count_and_offset, .timeout = 60)
                     narrow_way(w, dt, h2 + off, f + off, n);
                     for (size_t i = 0; i < LEN; i++) {
                         int inside = i >= off && i < off + n;
-                        float fw = dt == GW_FLOAT16 ? gw__half_to_float(h[i])
-                                                    : gw__bf16_to_float(h[i]);
-                        uint16_t hw = dt == GW_FLOAT16 ? gw__float_to_half(fw)
-                                                       : gw__float_to_bf16(fw);
+                        float fw =
+                            dt == GW_FLOAT16 ? gw__half_to_float(h[i]) : gw__bf16_to_float(h[i]);
+                        uint16_t hw =
+                            dt == GW_FLOAT16 ? gw__float_to_half(fw) : gw__float_to_bf16(fw);
                         cr_assert_eq(fbits(f[i]), inside ? fbits(fw) : fbits(-7.0f),
-                                     "%s %s widen off %zu n %zu: element %zu",
-                                     gw_dtype_name(dt), way_name(w), off, n, i);
+                                     "%s %s widen off %zu n %zu: element %zu", gw_dtype_name(dt),
+                                     way_name(w), off, n, i);
                         cr_assert_eq(h2[i], inside ? hw : 0xa5a5u,
-                                     "%s %s narrow off %zu n %zu: element %zu",
-                                     gw_dtype_name(dt), way_name(w), off, n, i);
+                                     "%s %s narrow off %zu n %zu: element %zu", gw_dtype_name(dt),
+                                     way_name(w), off, n, i);
                     }
                 }
             }

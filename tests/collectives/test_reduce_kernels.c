@@ -28,26 +28,26 @@ static const gw_dtype_t all_dtypes[] = {GW_FLOAT32, GW_FLOAT64, GW_FLOAT16, GW_B
 static const gw_op_t all_ops[] = {GW_SUM, GW_PROD, GW_MIN, GW_MAX, GW_AVG};
 
 /* IEEE 754-2019 minimum/maximum written the obvious way. */
-#define REF_MINMAX(T)                                                                      \
-    static T ref_min_##T(T a, T b)                                                         \
-    {                                                                                      \
-        if (isnan(a))                                                                      \
-            return a;                                                                      \
-        if (isnan(b))                                                                      \
-            return b;                                                                      \
-        if (a != b)                                                                        \
-            return a < b ? a : b;                                                          \
-        return signbit(a) ? a : b;                                                         \
-    }                                                                                      \
-    static T ref_max_##T(T a, T b)                                                         \
-    {                                                                                      \
-        if (isnan(a))                                                                      \
-            return a;                                                                      \
-        if (isnan(b))                                                                      \
-            return b;                                                                      \
-        if (a != b)                                                                        \
-            return a > b ? a : b;                                                          \
-        return signbit(a) ? b : a;                                                         \
+#define REF_MINMAX(T)              \
+    static T ref_min_##T(T a, T b) \
+    {                              \
+        if (isnan(a))              \
+            return a;              \
+        if (isnan(b))              \
+            return b;              \
+        if (a != b)                \
+            return a < b ? a : b;  \
+        return signbit(a) ? a : b; \
+    }                              \
+    static T ref_max_##T(T a, T b) \
+    {                              \
+        if (isnan(a))              \
+            return a;              \
+        if (isnan(b))              \
+            return b;              \
+        if (a != b)                \
+            return a > b ? a : b;  \
+        return signbit(a) ? b : a; \
     }
 REF_MINMAX(float)
 REF_MINMAX(double)
@@ -83,23 +83,23 @@ static double ref_double(gw_op_t op, double a, double b)
 }
 
 /* Integers: the compiler's overflow builtins give the wrapped result. */
-#define REF_INT(T)                                                                         \
-    static T ref_##T(gw_op_t op, T a, T b)                                                 \
-    {                                                                                      \
-        T r;                                                                               \
-        switch (op) {                                                                      \
-        case GW_SUM:                                                                       \
-        case GW_AVG:                                                                       \
-            (void)__builtin_add_overflow(a, b, &r);                                        \
-            return r;                                                                      \
-        case GW_PROD:                                                                      \
-            (void)__builtin_mul_overflow(a, b, &r);                                        \
-            return r;                                                                      \
-        case GW_MIN:                                                                       \
-            return a < b ? a : b;                                                          \
-        default:                                                                           \
-            return a > b ? a : b;                                                          \
-        }                                                                                  \
+#define REF_INT(T)                                  \
+    static T ref_##T(gw_op_t op, T a, T b)          \
+    {                                               \
+        T r;                                        \
+        switch (op) {                               \
+        case GW_SUM:                                \
+        case GW_AVG:                                \
+            (void)__builtin_add_overflow(a, b, &r); \
+            return r;                               \
+        case GW_PROD:                               \
+            (void)__builtin_mul_overflow(a, b, &r); \
+            return r;                               \
+        case GW_MIN:                                \
+            return a < b ? a : b;                   \
+        default:                                    \
+            return a > b ? a : b;                   \
+        }                                           \
     }
 REF_INT(int8_t)
 REF_INT(uint8_t)
@@ -144,11 +144,11 @@ static void ref_elem(gw_dtype_t dt, gw_op_t op, const void *a, const void *b, si
         memcpy(out, &r, sizeof r);
         break;
     }
-#define REF_INT_CASE(DT, T)                                                                \
-    case DT: {                                                                             \
-        T r = ref_##T(op, ((const T *)a)[i], ((const T *)b)[i]);                           \
-        memcpy(out, &r, sizeof r);                                                         \
-        break;                                                                             \
+#define REF_INT_CASE(DT, T)                                      \
+    case DT: {                                                   \
+        T r = ref_##T(op, ((const T *)a)[i], ((const T *)b)[i]); \
+        memcpy(out, &r, sizeof r);                               \
+        break;                                                   \
     }
         REF_INT_CASE(GW_INT8, int8_t)
         REF_INT_CASE(GW_UINT8, uint8_t)
@@ -198,17 +198,22 @@ static void fill_random(gw_dtype_t dt, void *buf, size_t n, uint64_t *s)
         case GW_FLOAT32: {
             static const uint32_t sp[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
                                           0x7fc00000u, 0xffc00001u, 0x7f800123u, 0x00000001u};
-            float f = kind < 8   ? bitsf((uint32_t)v)
+            float f = kind < 8    ? bitsf((uint32_t)v)
                       : kind < 13 ? (float)((int)(v % 17) - 8) * 0.5f
                                   : bitsf(sp[v % 8]);
             memcpy((char *)buf + i * es, &f, es);
             break;
         }
         case GW_FLOAT64: {
-            static const uint64_t sp[] = {0, 0x8000000000000000ULL, 0x7ff0000000000000ULL,
-                                          0xfff0000000000000ULL, 0x7ff8000000000000ULL,
-                                          0xfff8000000000abcULL, 0x7ff0000000000001ULL, 1};
-            double d = kind < 8   ? bitsd(v)
+            static const uint64_t sp[] = {0,
+                                          0x8000000000000000ULL,
+                                          0x7ff0000000000000ULL,
+                                          0xfff0000000000000ULL,
+                                          0x7ff8000000000000ULL,
+                                          0xfff8000000000abcULL,
+                                          0x7ff0000000000001ULL,
+                                          1};
+            double d = kind < 8    ? bitsd(v)
                        : kind < 13 ? (double)((int)(v % 17) - 8) * 0.25
                                    : bitsd(sp[v % 8]);
             memcpy((char *)buf + i * es, &d, es);
@@ -245,13 +250,10 @@ static const char *isa_name(int isa)
     return isa == ISA_AUTO ? "auto" : gw__half_isa_name((gw_half_isa_t)isa);
 }
 
-static int is_half(gw_dtype_t dt)
-{
-    return dt == GW_FLOAT16 || dt == GW_BFLOAT16;
-}
+static int is_half(gw_dtype_t dt) { return dt == GW_FLOAT16 || dt == GW_BFLOAT16; }
 
-static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mode,
-                         uint64_t seed, int isa)
+static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mode, uint64_t seed,
+                         int isa)
 {
     size_t es = gw_dtype_size(dt);
     size_t bytes = n * es + 1; /* never malloc(0); one guard byte */
@@ -293,8 +295,8 @@ static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mo
         /* A float32/float64 sum or product with NaN must be NaN; which NaN
          * bits two NaN operands give is the hardware's choice. min/max and
          * the half-precision kernels pick bits exactly. */
-        int loose = !is_half(dt) && (op == GW_SUM || op == GW_PROD || op == GW_AVG) &&
-                    elem_is_nan(dt, w);
+        int loose =
+            !is_half(dt) && (op == GW_SUM || op == GW_PROD || op == GW_AVG) && elem_is_nan(dt, w);
         int ok = loose ? elem_is_nan(dt, g) : memcmp(g, w, es) == 0;
         if (!ok) {
             uint64_t gv = 0, wv = 0, av = 0, bv = 0;
@@ -304,9 +306,8 @@ static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mo
             memcpy(&bv, b0 + i * es, es);
             cr_assert_fail("%s %s n=%zu %s (%s): element %zu: a=0x%llx b=0x%llx: got "
                            "0x%llx, want 0x%llx",
-                           gw_dtype_name(dt), gw_op_name(op), n, alias_names[mode],
-                           isa_name(isa), i,
-                           (unsigned long long)av, (unsigned long long)bv,
+                           gw_dtype_name(dt), gw_op_name(op), n, alias_names[mode], isa_name(isa),
+                           i, (unsigned long long)av, (unsigned long long)bv,
                            (unsigned long long)gv, (unsigned long long)wv);
         }
     }
@@ -509,16 +510,15 @@ Test(kernels, half_every_pattern_on_every_isa, .timeout = 120)
                         if (!gw__half_isa_supported((gw_half_isa_t)isa))
                             continue;
                         memset(got, 0, n * 2);
-                        cr_assert_eq(gw__reduce_half_isa(got, a, b, n, dt, op,
-                                                         (gw_half_isa_t)isa),
+                        cr_assert_eq(gw__reduce_half_isa(got, a, b, n, dt, op, (gw_half_isa_t)isa),
                                      GW_OK);
                         for (size_t i = 0; i < n; i++)
                             if (got[i] != want[i])
                                 cr_assert_fail("%s %s on %s: a=0x%04x b=0x%04x: got 0x%04x, "
                                                "want 0x%04x",
                                                gw_dtype_name(dt), gw_op_name(op),
-                                               gw__half_isa_name((gw_half_isa_t)isa), a[i],
-                                               b[i], got[i], want[i]);
+                                               gw__half_isa_name((gw_half_isa_t)isa), a[i], b[i],
+                                               got[i], want[i]);
                     }
                 }
             }
@@ -555,14 +555,11 @@ Test(kernels, half_isa_choice_and_errors, .timeout = 10)
                  GW_ERR_INVALID_ARG);
     cr_assert_eq(gw__reduce_half_isa(out, a, b, 3, GW_BFLOAT16, GW_SUM, GW_HALF_ISA_COUNT),
                  GW_ERR_UNSUPPORTED);
-    cr_assert_eq(gw__half_narrow_isa(out, f, 3, GW_INT8, GW_HALF_ISA_PORTABLE),
-                 GW_ERR_INVALID_ARG);
-    cr_assert_eq(gw__half_narrow_isa(out, f, 3, GW_FLOAT16, GW_HALF_ISA_COUNT),
-                 GW_ERR_UNSUPPORTED);
+    cr_assert_eq(gw__half_narrow_isa(out, f, 3, GW_INT8, GW_HALF_ISA_PORTABLE), GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__half_narrow_isa(out, f, 3, GW_FLOAT16, GW_HALF_ISA_COUNT), GW_ERR_UNSUPPORTED);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(out[i], 0x5555u, "out[%d] was written by a failed call", i);
-    cr_assert_eq(gw__half_widen_isa(f, a, 3, GW_FLOAT64, GW_HALF_ISA_PORTABLE),
-                 GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__half_widen_isa(f, a, 3, GW_FLOAT64, GW_HALF_ISA_PORTABLE), GW_ERR_INVALID_ARG);
     cr_assert_eq(gw__half_widen_isa(f, a, 3, GW_FLOAT16, GW_HALF_ISA_COUNT), GW_ERR_UNSUPPORTED);
     cr_assert(f[0] == 1.0f && f[1] == 2.0f && f[2] == 3.0f, "f was written by a failed call");
     /* GW_AVG reduces as GW_SUM; count 0 is a no-op, even with NULL buffers. */
@@ -678,13 +675,13 @@ Test(average, every_dtype_matches_reference, .timeout = 60)
                 unsigned char want[8];
                 const void *p = orig + i * es;
                 switch (dt) {
-#define AVG_CASE(DT, T, EXPR)                                                              \
-    case DT: {                                                                             \
-        T x;                                                                               \
-        memcpy(&x, p, sizeof x);                                                           \
-        T r = EXPR;                                                                        \
-        memcpy(want, &r, sizeof r);                                                        \
-        break;                                                                             \
+#define AVG_CASE(DT, T, EXPR)       \
+    case DT: {                      \
+        T x;                        \
+        memcpy(&x, p, sizeof x);    \
+        T r = EXPR;                 \
+        memcpy(want, &r, sizeof r); \
+        break;                      \
     }
                     AVG_CASE(GW_FLOAT32, float, x / (float)nr)
                     AVG_CASE(GW_FLOAT64, double, x / nr)
@@ -702,8 +699,8 @@ Test(average, every_dtype_matches_reference, .timeout = 60)
                 }
                 int ok = elem_is_nan(dt, want) ? elem_is_nan(dt, buf + i * es)
                                                : memcmp(want, buf + i * es, es) == 0;
-                cr_assert(ok, "%s avg over %d ranks, element %zu differs", gw_dtype_name(dt),
-                          nr, i);
+                cr_assert(ok, "%s avg over %d ranks, element %zu differs", gw_dtype_name(dt), nr,
+                          i);
             }
             free(buf);
             free(orig);

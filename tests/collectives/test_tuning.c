@@ -128,14 +128,16 @@ Test(tuning_file, malformed_files_name_the_line)
         {"gradwire-tuning one\n", "line 1: bad version"},
         {"gradwire-tuning 1\nalpha = 1e-5\nalhpa = 1e-5\n", "line 3: unknown key \"alhpa\""},
         {"gradwire-tuning 1\n\nbeta 1e-9\n", "line 3: expected key = value"},
-        {"gradwire-tuning 1\nbeta = 1e-9\nbeta = 2e-9\n", "line 3: beta given again (first on line 2)"},
+        {"gradwire-tuning 1\nbeta = 1e-9\nbeta = 2e-9\n",
+         "line 3: beta given again (first on line 2)"},
         {"gradwire-tuning 1\nalpha = fast\n", "line 2: alpha \"fast\" is not a number"},
         {"gradwire-tuning 1\nalpha = -1e-5\n", "line 2: alpha \"-1e-5\""},
         {"gradwire-tuning 1\nalpha = nan\n", "line 2: alpha \"nan\""},
         {"gradwire-tuning 1\nbeta = inf\n", "line 2: beta \"inf\""},
         {"gradwire-tuning 1\ngamma = 1e-9x\n", "line 2: gamma \"1e-9x\""},
         {"gradwire-tuning 1\ngamma =\n", "line 2: gamma \"\""},
-        {"gradwire-tuning 1\nbeta = 2\n", "line 2: beta \"2\" is not a number of seconds in [0, 1]"},
+        {"gradwire-tuning 1\nbeta = 2\n",
+         "line 2: beta \"2\" is not a number of seconds in [0, 1]"},
         {"gradwire-tuning 1\nchunk_bytes = 100\n", "line 2: chunk_bytes \"100\" is not an integer"},
         {"gradwire-tuning 1\nchunk_bytes = 64K\n", "line 2: chunk_bytes \"64K\""},
         {"gradwire-tuning 1\n = 5\n", "line 2: unknown key \"\""},
@@ -180,8 +182,8 @@ Test(tuning_file, overlong_line_and_nul_byte)
 
 Test(tuning_file, write_then_parse_round_trips)
 {
-    gw_tuning_t t = {.alpha = 1.234567891e-5, .beta = 9.87654321e-10, .gamma = 3.3e-11,
-                     .chunk_bytes = 262144};
+    gw_tuning_t t = {
+        .alpha = 1.234567891e-5, .beta = 9.87654321e-10, .gamma = 3.3e-11, .chunk_bytes = 262144};
     char *buf = NULL, *log = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -316,8 +318,9 @@ Test(tuning_bench, tune_output_loads, .timeout = 120)
     cr_assert_not_null(dir);
     char out[512];
     snprintf(out, sizeof(out), "%s/t.tuning", dir);
-    char *argv[] = {LAUNCHER, "launch", "-n", "2", "--timeout", "100", "--", BENCH, "tune",
-                    "--out", out, "-s", "4M", "-g", "4M", "-n", "3", "-m", "20", NULL};
+    char *argv[] = {LAUNCHER, "launch", "-n",    "2",  "--timeout", "100", "--",
+                    BENCH,    "tune",   "--out", out,  "-s",        "4M",  "-g",
+                    "4M",     "-n",     "3",     "-m", "20",        NULL};
     char *env[] = {"GW_TRANSPORT=tcp", NULL};
     run_result_t r = run_cmd(argv, env, 110);
     cr_assert(r.exited && r.status == 0, "tune failed (status %d):\n%s", r.status, r.output);
@@ -344,12 +347,9 @@ Test(tuning_bench, tune_output_loads, .timeout = 120)
 Test(tuning_bench, tune_usage_and_one_rank, .timeout = 60)
 {
     static const char *const bad[][6] = {
-        {BENCH, "tune", "--bogus", NULL},
-        {BENCH, "tune", "-s", "100", NULL},
-        {BENCH, "tune", "-g", "1000", NULL},
-        {BENCH, "tune", "-n", "0", NULL},
-        {BENCH, "tune", "--out", "", NULL},
-        {BENCH, "tune", "extra", NULL},
+        {BENCH, "tune", "--bogus", NULL},    {BENCH, "tune", "-s", "100", NULL},
+        {BENCH, "tune", "-g", "1000", NULL}, {BENCH, "tune", "-n", "0", NULL},
+        {BENCH, "tune", "--out", "", NULL},  {BENCH, "tune", "extra", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         run_result_t r = run_cmd((char *const *)bad[i], NULL, 20);

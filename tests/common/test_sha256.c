@@ -151,8 +151,8 @@ Test(hmac_sha256, rfc4231, .timeout = 10)
 Test(hmac_sha256, empty_key_and_message, .timeout = 10)
 {
     /* The unauthenticated job uses an empty key: it must be well defined. */
-    check_hmac(NULL, 0, NULL, 0,
-               "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad", 32);
+    check_hmac(NULL, 0, NULL, 0, "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad",
+               32);
 }
 
 Test(hmac_sha256, incremental_equals_one_shot, .timeout = 10)

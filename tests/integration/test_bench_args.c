@@ -42,10 +42,10 @@ static void expect_usage_error(char *const argv[], const char *message)
     free(r.output);
 }
 
-#define EXPECT(message, ...)                                                                       \
-    do {                                                                                           \
-        char *argv_[] = {BENCH, __VA_ARGS__, NULL};                                                \
-        expect_usage_error(argv_, message);                                                        \
+#define EXPECT(message, ...)                        \
+    do {                                            \
+        char *argv_[] = {BENCH, __VA_ARGS__, NULL}; \
+        expect_usage_error(argv_, message);         \
     } while (0)
 
 Test(bench_args, sizes, .timeout = 60)

@@ -18,8 +18,9 @@ static void run_job(int n, const char *counts, const char *algos, const char *dt
     cr_assert_not_null(dir);
     char nstr[16];
     snprintf(nstr, sizeof(nstr), "%d", n);
-    char *argv[] = {LAUNCHER, "launch", "-n", nstr, "--", WORKER, dir, (char *)counts,
-                    (char *)algos, (char *)dtypes, (char *)ops, (char *)colls, NULL};
+    char *argv[] = {
+        LAUNCHER,       "launch",      "-n",           nstr,        "--",          WORKER, dir,
+        (char *)counts, (char *)algos, (char *)dtypes, (char *)ops, (char *)colls, NULL};
     char nsock_env[64], chunk_env[64];
     snprintf(nsock_env, sizeof(nsock_env), "GW_NSOCKS=%s", nsocks);
     /* Small chunks make even the test sizes go through many pipeline steps. */

@@ -24,8 +24,8 @@ static void run_job(int n, const char *transport, const char *codecs, const char
     cr_assert_not_null(dir);
     char nstr[16];
     snprintf(nstr, sizeof(nstr), "%d", n);
-    char *argv[] = {LAUNCHER, "launch", "-n", nstr, "--", WORKER, "--async", dir,
-                    (char *)codecs, (char *)counts, "3", NULL};
+    char *argv[] = {LAUNCHER,  "launch", "-n",           nstr,           "--", WORKER,
+                    "--async", dir,      (char *)codecs, (char *)counts, "3",  NULL};
     char chunk_env[] = "GW_CHUNK_BYTES=4096";
     char timeout_env[] = "GW_TIMEOUT_MS=60000";
     char blas_env[] = "OPENBLAS_NUM_THREADS=1";
@@ -40,8 +40,7 @@ static void run_job(int n, const char *transport, const char *codecs, const char
     snprintf(path, sizeof(path), "%s/rank0", dir);
     char *first = read_file(path);
     cr_assert_not_null(first, "rank 0 wrote no results");
-    cr_assert(strstr(first, "async-nan"), "rank 0 did not get through the NaN check:\n%s",
-              first);
+    cr_assert(strstr(first, "async-nan"), "rank 0 did not get through the NaN check:\n%s", first);
     for (int rank = 1; rank < n; rank++) {
         snprintf(path, sizeof(path), "%s/rank%d", dir, rank);
         char *other = read_file(path);

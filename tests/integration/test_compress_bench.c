@@ -24,9 +24,9 @@ Test(compress_bench, three_ranks_every_codec, .timeout = 300)
     char *dir = make_tmpdir("czbench");
     char json[512];
     snprintf(json, sizeof(json), "%s/out.json", dir);
-    char *argv[] = {LAUNCHER, "launch", "-n", "3", "--", BENCH, "compress", "-b", "64K", "-e",
-                    "1M", "-f", "4", "-n", "2", "-w", "1", "--solo_iters", "1", "--json", json,
-                    NULL};
+    char *argv[] = {LAUNCHER, "launch",       "-n", "3",      "--", BENCH, "compress", "-b",
+                    "64K",    "-e",           "1M", "-f",     "4",  "-n",  "2",        "-w",
+                    "1",      "--solo_iters", "1",  "--json", json, NULL};
     char tenv[] = "GW_TIMEOUT_MS=60000";
     char benv[] = "OPENBLAS_NUM_THREADS=1";
     char *env[] = {tenv, benv, NULL};
@@ -56,9 +56,10 @@ Test(compress_bench, topk_with_momentum, .timeout = 300)
     char *dir = make_tmpdir("czmom");
     char json[512];
     snprintf(json, sizeof(json), "%s/out.json", dir);
-    char *argv[] = {LAUNCHER, "launch", "-n", "2", "--", BENCH, "compress", "-b", "256K", "-e",
-                    "256K", "-C", "topk", "--momentum", "0.9", "-n", "3", "-w", "1",
-                    "--solo_iters", "1", "--no-sort", "--json", json, NULL};
+    char *argv[] = {LAUNCHER,    "launch", "-n", "2",    "--", BENCH,          "compress",
+                    "-b",        "256K",   "-e", "256K", "-C", "topk",         "--momentum",
+                    "0.9",       "-n",     "3",  "-w",   "1",  "--solo_iters", "1",
+                    "--no-sort", "--json", json, NULL};
     char tenv[] = "GW_TIMEOUT_MS=60000";
     char *env[] = {tenv, NULL};
     run_result_t r = run_cmd(argv, env, 280);
@@ -76,9 +77,9 @@ Test(compress_bench, topk_with_momentum, .timeout = 300)
 
 Test(compress_bench, bad_command_lines, .timeout = 60)
 {
-    static const char *const bad[][3] = {{"-C", "gzip", NULL},     {"-r", "0", NULL},
-                                         {"-r", "1.5", NULL},      {"-k", "0", NULL},
-                                         {"-b", "2", NULL},        {"--bogus", NULL, NULL},
+    static const char *const bad[][3] = {{"-C", "gzip", NULL},      {"-r", "0", NULL},
+                                         {"-r", "1.5", NULL},       {"-k", "0", NULL},
+                                         {"-b", "2", NULL},         {"--bogus", NULL, NULL},
                                          {"--momentum", "1", NULL}, {"--momentum", "-0.1", NULL},
                                          {"-e", "1K", "-b"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -18,8 +18,8 @@ static void run_job(int n, const char *codecs, const char *counts, double timeou
     cr_assert_not_null(dir);
     char nstr[16];
     snprintf(nstr, sizeof(nstr), "%d", n);
-    char *argv[] = {LAUNCHER, "launch", "-n", nstr, "--", WORKER, dir, (char *)codecs,
-                    (char *)counts, "4", NULL};
+    char *argv[] = {LAUNCHER, "launch",       "-n",           nstr, "--", WORKER,
+                    dir,      (char *)codecs, (char *)counts, "4",  NULL};
     /* Small chunks push even these sizes through many pipeline steps. */
     char chunk_env[] = "GW_CHUNK_BYTES=4096";
     char timeout_env[] = "GW_TIMEOUT_MS=60000";

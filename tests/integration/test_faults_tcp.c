@@ -22,8 +22,9 @@ static run_result_t run_mode(const char *mode, int n, const char *timeout_ms)
     char *env[] = {tenv, NULL};
     run_result_t r = run_cmd(argv, env, 60);
     cr_assert(!r.timed_out, "mode %s hung:\n%s", mode, r.output);
-    cr_assert(r.exited && r.status == 0, "mode %s: a rank did not get a clean error (status %d):\n%s",
-              mode, r.status, r.output);
+    cr_assert(r.exited && r.status == 0,
+              "mode %s: a rank did not get a clean error (status %d):\n%s", mode, r.status,
+              r.output);
     for (int rank = 0; rank < n; rank++) {
         char want[32];
         snprintf(want, sizeof(want), "rank %d: GW_ERR", rank);

@@ -62,8 +62,9 @@ static void need_netns(void)
     if (run_quiet("command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1") != 0)
         cr_skip_test("emulated hosts need ip and tc (Debian package iproute2)");
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "ip netns add gwtprobe%dx >/dev/null 2>&1 && ip netns del gwtprobe%dx",
-             (int)getpid(), (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "ip netns add gwtprobe%dx >/dev/null 2>&1 && ip netns del gwtprobe%dx", (int)getpid(),
+             (int)getpid());
     if (run_quiet(cmd) != 0)
         cr_skip_test("cannot create network namespaces here");
 }
@@ -162,10 +163,10 @@ static void run_job(int n, int k, const char *counts, const char *algos, const c
     char *env[] = {nsock_env, "GW_CHUNK_BYTES=8192", "GW_TIMEOUT_MS=60000", NULL};
     timeout *= SLOW;
     run_result_t r = run_cmd(argv, env, timeout);
-    cr_assert(!r.timed_out, "job of %d ranks on %s timed out after %.0f s:\n%s", n, prefix,
-              timeout, r.output);
-    cr_assert(r.exited && r.status == 0, "job of %d ranks on %s failed (status %d):\n%s", n,
-              prefix, r.status, r.output);
+    cr_assert(!r.timed_out, "job of %d ranks on %s timed out after %.0f s:\n%s", n, prefix, timeout,
+              r.output);
+    cr_assert(r.exited && r.status == 0, "job of %d ranks on %s failed (status %d):\n%s", n, prefix,
+              r.status, r.output);
     char path[512];
     snprintf(path, sizeof(path), "%s/rank0", dir);
     char *first = read_file(path);
@@ -241,16 +242,17 @@ Test(hosts, placement_and_environment, .timeout = 60 * SLOW)
         char *script = "echo \"$RANK $(stat -L -c %i /proc/self/ns/net) $LOCAL_RANK "
                        "$LOCAL_WORLD_SIZE $GROUP_RANK $GW_ROOT $MASTER_ADDR "
                        "$(ip -4 -o addr show dev eth0 | awk '{print $4}')\"";
-        char *argv_rr[] = {LAUNCHER, "launch", "--hosts", prefix, "-n", "6", "--no-prefix",
-                           "--",     "sh",     "-c",      script, NULL};
-        char *argv_k[] = {LAUNCHER,          "launch", "--hosts", prefix, "-n", "6",
-                          "--ranks-per-host", kstr,     "--no-prefix", "--", "sh", "-c", script,
-                          NULL};
+        char *argv_rr[] = {LAUNCHER,      "launch", "--hosts", prefix, "-n",   "6",
+                           "--no-prefix", "--",     "sh",      "-c",   script, NULL};
+        char *argv_k[] = {
+            LAUNCHER, "launch",      "--hosts", prefix, "-n", "6",    "--ranks-per-host",
+            kstr,     "--no-prefix", "--",      "sh",   "-c", script, NULL};
         run_result_t r = run_cmd(k ? argv_k : argv_rr, NULL, 30 * SLOW);
         cr_assert(r.exited && r.status == 0, "launch (k=%d) failed:\n%s", k, r.output);
         int seen = 0;
         char *save = NULL;
-        for (char *line = strtok_r(r.output, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        for (char *line = strtok_r(r.output, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
             int rank, lrank, lsize, group;
             unsigned long long ino;
             char root[128], maddr[128], addr[128];
@@ -279,8 +281,8 @@ Test(hosts, placement_and_environment, .timeout = 60 * SLOW)
 
     /* More ranks than the hosts hold at --ranks-per-host: refused, nothing
      * started. */
-    char *argv_big[] = {LAUNCHER, "launch", "--hosts", prefix, "-n", "9", "--ranks-per-host",
-                        "2",      "--",     "true",    NULL};
+    char *argv_big[] = {LAUNCHER,           "launch", "--hosts", prefix, "-n", "9",
+                        "--ranks-per-host", "2",      "--",      "true", NULL};
     run_result_t r = run_cmd(argv_big, NULL, 30 * SLOW);
     cr_expect(r.exited && r.status == 1, "status %d:\n%s", r.status, r.output);
     cr_expect(strstr(r.output, "need 5 hosts"), "%s", r.output);
@@ -299,8 +301,8 @@ Test(hosts, tune_writes_a_loadable_file, .timeout = 120 * SLOW)
     snprintf(out, sizeof(out), "%s/cluster.tuning", dir);
     char tmo[32];
     snprintf(tmo, sizeof(tmo), "%d", 100 * SLOW);
-    char *argv[] = {LAUNCHER, "launch", "--hosts", prefix, "--timeout", tmo, "--", BENCH,
-                    "tune", "--out", out, "-s", "8M", "-n", "5", "-m", "50", NULL};
+    char *argv[] = {LAUNCHER, "launch", "--hosts", prefix, "--timeout", tmo, "--", BENCH, "tune",
+                    "--out",  out,      "-s",      "8M",   "-n",        "5", "-m", "50",  NULL};
     run_result_t r = run_cmd(argv, NULL, 110 * SLOW);
     cr_assert(r.exited && r.status == 0, "tune failed (status %d):\n%s", r.status, r.output);
     gw_tuning_t t;
@@ -328,8 +330,9 @@ Test(hosts, missing_namespaces_are_explained, .timeout = 30)
     run_result_t r = run_cmd(argv, NULL, 20);
     cr_expect(r.exited && r.status == 1, "status %d:\n%s", r.status, r.output);
     char want[512];
-    snprintf(want, sizeof(want), "no emulated host %s0 (/run/netns/%s0 does not exist): run "
-                                 "`scripts/cluster.sh up N --prefix %s` first",
+    snprintf(want, sizeof(want),
+             "no emulated host %s0 (/run/netns/%s0 does not exist): run "
+             "`scripts/cluster.sh up N --prefix %s` first",
              p, p, p);
     cr_expect(strstr(r.output, want), "want \"%s\" in:\n%s", want, r.output);
     free(r.output);

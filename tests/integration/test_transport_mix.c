@@ -66,8 +66,8 @@ static void launch_job(int n, const char *transport, const char *want_name)
     char nstr[16], tenv[64];
     snprintf(nstr, sizeof(nstr), "%d", n);
     snprintf(tenv, sizeof(tenv), "GW_TRANSPORT=%s", transport);
-    char *argv[] = {LAUNCHER, "launch", "-n", nstr, "--", WORKER, dir, COUNTS, "all", DTYPES, OPS,
-                    "all", NULL};
+    char *argv[] = {LAUNCHER, "launch", "-n",   nstr, "--",  WORKER, dir,
+                    COUNTS,   "all",    DTYPES, OPS,  "all", NULL};
     char chunk[] = "GW_CHUNK_BYTES=8192", timeout[] = "GW_TIMEOUT_MS=60000",
          debug[] = "GW_DEBUG=INFO";
     char *env[] = {tenv, chunk, timeout, debug, NULL};
@@ -86,20 +86,11 @@ static void launch_job(int n, const char *transport, const char *want_name)
     free(dir);
 }
 
-Test(transport_mix, forced_shm_four_ranks, .timeout = 300)
-{
-    launch_job(4, "shm", "shm");
-}
+Test(transport_mix, forced_shm_four_ranks, .timeout = 300) { launch_job(4, "shm", "shm"); }
 
-Test(transport_mix, forced_tcp_three_ranks, .timeout = 300)
-{
-    launch_job(3, "tcp", "tcp");
-}
+Test(transport_mix, forced_tcp_three_ranks, .timeout = 300) { launch_job(3, "tcp", "tcp"); }
 
-Test(transport_mix, auto_on_one_host_is_shm, .timeout = 300)
-{
-    launch_job(4, "auto", "shm");
-}
+Test(transport_mix, auto_on_one_host_is_shm, .timeout = 300) { launch_job(4, "auto", "shm"); }
 
 /* Faults over shared memory: a dead peer and disagreeing ranks are reported
  * on every rank, promptly (worker_faults checks memory and prints statuses). */
@@ -153,8 +144,7 @@ static void cluster_up(void)
     /* The prefix must not end with a digit (cluster.sh's rule). */
     snprintf(prefix, sizeof(prefix), "gwmix%ldx", (long)getpid());
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), CLUSTER " --prefix %s up 2 >/tmp/gw-%s-up.log 2>&1", prefix,
-             prefix);
+    snprintf(cmd, sizeof(cmd), CLUSTER " --prefix %s up 2 >/tmp/gw-%s-up.log 2>&1", prefix, prefix);
     if (system(cmd) != 0) {
         char path[128];
         snprintf(path, sizeof(path), "/tmp/gw-%s-up.log", prefix);
@@ -265,8 +255,8 @@ static const char *all_output(const host_run_t *hr, char *buf, size_t cap)
     size_t n = 0;
     buf[0] = '\0';
     for (int r = 0; r < NRANKS; r++) {
-        int w = snprintf(buf + n, cap - n, "--- rank %d (exit %d):\n%s", r, hr->status[r],
-                         hr->out[r]);
+        int w =
+            snprintf(buf + n, cap - n, "--- rank %d (exit %d):\n%s", r, hr->status[r], hr->out[r]);
         if (w < 0 || (size_t)w >= cap - n)
             break;
         n += (size_t)w;
@@ -299,8 +289,7 @@ Test(transport_mix, two_hosts_mix_shm_and_tcp, .timeout = 400, .fini = cluster_d
                   hr.out[r]);
         char want[96];
         snprintf(want, sizeof(want), "rank %d of %d connected over shm+tcp", r, NRANKS);
-        cr_expect(strstr(hr.out[r], want), "rank %d did not log \"%s\":\n%s", r, want,
-                  hr.out[r]);
+        cr_expect(strstr(hr.out[r], want), "rank %d did not log \"%s\":\n%s", r, want, hr.out[r]);
     }
     free_run(&hr);
     remove_tree(dir);

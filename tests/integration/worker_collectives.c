@@ -77,29 +77,43 @@ static uint16_t float_to_half_exact(float f)
 static double get(const void *buf, size_t i, gw_dtype_t dt)
 {
     switch (dt) {
-    case GW_FLOAT32: return ((const float *)buf)[i];
-    case GW_FLOAT64: return ((const double *)buf)[i];
-    case GW_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
+    case GW_FLOAT32:
+        return ((const float *)buf)[i];
+    case GW_FLOAT64:
+        return ((const double *)buf)[i];
+    case GW_FLOAT16:
+        return half_to_float(((const uint16_t *)buf)[i]);
     case GW_BFLOAT16: {
         uint32_t b = (uint32_t)((const uint16_t *)buf)[i] << 16;
         float f;
         memcpy(&f, &b, 4);
         return f;
     }
-    case GW_INT8: return ((const int8_t *)buf)[i];
-    case GW_UINT8: return ((const uint8_t *)buf)[i];
-    case GW_INT32: return ((const int32_t *)buf)[i];
-    case GW_INT64: return (double)((const int64_t *)buf)[i];
-    default: return NAN;
+    case GW_INT8:
+        return ((const int8_t *)buf)[i];
+    case GW_UINT8:
+        return ((const uint8_t *)buf)[i];
+    case GW_INT32:
+        return ((const int32_t *)buf)[i];
+    case GW_INT64:
+        return (double)((const int64_t *)buf)[i];
+    default:
+        return NAN;
     }
 }
 
 static void set(void *buf, size_t i, gw_dtype_t dt, double v)
 {
     switch (dt) {
-    case GW_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case GW_FLOAT64: ((double *)buf)[i] = v; break;
-    case GW_FLOAT16: ((uint16_t *)buf)[i] = float_to_half_exact((float)v); break;
+    case GW_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case GW_FLOAT64:
+        ((double *)buf)[i] = v;
+        break;
+    case GW_FLOAT16:
+        ((uint16_t *)buf)[i] = float_to_half_exact((float)v);
+        break;
     case GW_BFLOAT16: {
         float f = (float)v;
         uint32_t b;
@@ -107,11 +121,20 @@ static void set(void *buf, size_t i, gw_dtype_t dt, double v)
         ((uint16_t *)buf)[i] = (uint16_t)(b >> 16);
         break;
     }
-    case GW_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case GW_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case GW_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case GW_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    default: break;
+    case GW_INT8:
+        ((int8_t *)buf)[i] = (int8_t)v;
+        break;
+    case GW_UINT8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case GW_INT32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case GW_INT64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -168,11 +191,20 @@ static void reference(int n, size_t i, gw_dtype_t dt, gw_op_t op, void *out)
         double x = input(r, n, i, dt, op);
         switch (op) {
         case GW_SUM:
-        case GW_AVG: acc += x; break;
-        case GW_PROD: acc *= x; break;
-        case GW_MIN: acc = x < acc ? x : acc; break;
-        case GW_MAX: acc = x > acc ? x : acc; break;
-        default: break;
+        case GW_AVG:
+            acc += x;
+            break;
+        case GW_PROD:
+            acc *= x;
+            break;
+        case GW_MIN:
+            acc = x < acc ? x : acc;
+            break;
+        case GW_MAX:
+            acc = x > acc ? x : acc;
+            break;
+        default:
+            break;
         }
     }
     if (op == GW_AVG)
@@ -180,10 +212,18 @@ static void reference(int n, size_t i, gw_dtype_t dt, gw_op_t op, void *out)
     if (is_int(dt)) {
         int64_t v = (int64_t)acc; /* exact: |acc| <= 2^8 * 8 */
         switch (dt) {
-        case GW_INT8: *(int8_t *)out = (int8_t)(uint8_t)(uint64_t)v; return;
-        case GW_UINT8: *(uint8_t *)out = (uint8_t)(uint64_t)v; return;
-        case GW_INT32: *(int32_t *)out = (int32_t)v; return;
-        default: *(int64_t *)out = v; return;
+        case GW_INT8:
+            *(int8_t *)out = (int8_t)(uint8_t)(uint64_t)v;
+            return;
+        case GW_UINT8:
+            *(uint8_t *)out = (uint8_t)(uint64_t)v;
+            return;
+        case GW_INT32:
+            *(int32_t *)out = (int32_t)v;
+            return;
+        default:
+            *(int64_t *)out = v;
+            return;
         }
     }
     set(out, 0, dt, acc);
@@ -222,8 +262,8 @@ static void fail(ctx_t *c, const char *what)
 }
 
 /* Compare count elements of got against the reference for op. */
-static void check_reduced(ctx_t *c, const char *label, const void *got, size_t count,
-                          gw_dtype_t dt, gw_op_t op, size_t first_index)
+static void check_reduced(ctx_t *c, const char *label, const void *got, size_t count, gw_dtype_t dt,
+                          gw_op_t op, size_t first_index)
 {
     size_t es = gw_dtype_size(dt);
     uint8_t want[8];
@@ -231,8 +271,8 @@ static void check_reduced(ctx_t *c, const char *label, const void *got, size_t c
         reference(c->size, first_index + i, dt, op, want);
         if (memcmp(want, (const uint8_t *)got + i * es, es) != 0) {
             char msg[256];
-            snprintf(msg, sizeof(msg), "%s: element %zu is %g, expected %g", label,
-                     first_index + i, get(got, i, dt), get(want, 0, dt));
+            snprintf(msg, sizeof(msg), "%s: element %zu is %g, expected %g", label, first_index + i,
+                     get(got, i, dt), get(want, 0, dt));
             fail(c, msg);
             return;
         }

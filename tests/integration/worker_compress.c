@@ -50,12 +50,12 @@ typedef struct {
     int failures;
 } ctx_t;
 
-#define FAIL(c, ...)                                                                       \
-    do {                                                                                   \
-        fprintf(stderr, "worker_compress rank %d: ", (c)->rank);                            \
-        fprintf(stderr, __VA_ARGS__);                                                      \
-        fputc('\n', stderr);                                                               \
-        (c)->failures++;                                                                   \
+#define FAIL(c, ...)                                             \
+    do {                                                         \
+        fprintf(stderr, "worker_compress rank %d: ", (c)->rank); \
+        fprintf(stderr, __VA_ARGS__);                            \
+        fputc('\n', stderr);                                     \
+        (c)->failures++;                                         \
     } while (0)
 
 static uint64_t mix64(uint64_t x)
@@ -145,8 +145,8 @@ static void steps(ctx_t *c, gw_codec_t codec, size_t count, int nsteps)
         fprintf(c->out, "%s %zu step %d %016llx\n", gw_codec_name(codec), count, step,
                 (unsigned long long)hash(out, count));
         if (step >= nsteps / 2) {
-            s = gw_allreduce_compressed(c->comm, resumed, count ? in : NULL,
-                                        count ? out2 : NULL, count);
+            s = gw_allreduce_compressed(c->comm, resumed, count ? in : NULL, count ? out2 : NULL,
+                                        count);
             if (s != GW_OK || memcmp(out, out2, count * sizeof(float)) != 0)
                 FAIL(c, "%s count %zu step %d: the resumed state differs (%s)",
                      gw_codec_name(codec), count, step, gw_status_name(s));
@@ -338,8 +338,8 @@ static void async_nan(ctx_t *c, gw_codec_t codec)
     for (int step = 0; step < 3; step++)
         want[step] = gw_allreduce_compressed(c->comm, j.a, j.in[step], j.ref[step], count);
     for (int step = 0; step < 3; step++) {
-        gw_status_t s = gw_iallreduce_compressed(c->comm, j.b, j.in[step], j.out[step], count,
-                                                 &j.h[step]);
+        gw_status_t s =
+            gw_iallreduce_compressed(c->comm, j.b, j.in[step], j.out[step], count, &j.h[step]);
         if (s != GW_OK) {
             FAIL(c, "%s: gw_iallreduce_compressed: %s", gw_codec_name(codec), gw_status_name(s));
             job_fini(&j, 3);
@@ -354,8 +354,7 @@ static void async_nan(ctx_t *c, gw_codec_t codec)
     for (int step = 0; step < 3; step++)
         if (got[step] != want[step])
             FAIL(c, "%s: non-blocking call %d with a NaN in call 1: %s, blocking %s",
-                 gw_codec_name(codec), step, gw_status_name(got[step]),
-                 gw_status_name(want[step]));
+                 gw_codec_name(codec), step, gw_status_name(got[step]), gw_status_name(want[step]));
     if (got[2] == GW_OK && memcmp(j.out[2], j.ref[2], count * sizeof(float)) != 0)
         FAIL(c, "%s: the call after the NaN differs from the blocking one", gw_codec_name(codec));
     if (!same_state(j.a, j.b))
@@ -379,8 +378,8 @@ static int async_mode(ctx_t *c, const char *codecs, const char *counts, int nste
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && njobs < 64;
              tok = strtok_r(NULL, ",", &save)) {
             memset(&jobs[njobs], 0, sizeof(jobs[njobs]));
-            if (job_init(c, &jobs[njobs], (gw_codec_t)k, (size_t)strtoull(tok, NULL, 10),
-                         nsteps) != 0) {
+            if (job_init(c, &jobs[njobs], (gw_codec_t)k, (size_t)strtoull(tok, NULL, 10), nsteps) !=
+                0) {
                 job_fini(&jobs[njobs], nsteps);
                 goto out;
             }
@@ -391,8 +390,8 @@ static int async_mode(ctx_t *c, const char *codecs, const char *counts, int nste
     for (int step = 0; step < nsteps; step++)
         for (int q = 0; q < njobs; q++) {
             job_t *j = &jobs[q];
-            gw_status_t s = gw_allreduce_compressed(c->comm, j->a, j->in[step], j->ref[step],
-                                                    j->count);
+            gw_status_t s =
+                gw_allreduce_compressed(c->comm, j->a, j->in[step], j->ref[step], j->count);
             if (s != GW_OK)
                 FAIL(c, "blocking %s %zu step %d: %s", gw_codec_name(j->codec), j->count, step,
                      gw_status_name(s));
@@ -441,8 +440,7 @@ static int async_mode(ctx_t *c, const char *codecs, const char *counts, int nste
                 s = gw_wait(j->h[step]);
             }
             if (s != GW_OK) {
-                FAIL(c, "non-blocking %s %zu step %d: %s", name, j->count, step,
-                     gw_status_name(s));
+                FAIL(c, "non-blocking %s %zu step %d: %s", name, j->count, step, gw_status_name(s));
                 continue;
             }
             if (memcmp(j->out[step], j->ref[step], j->count * sizeof(float)) != 0)

@@ -46,10 +46,7 @@ static void converges(int ranks, const char *servers, const char *staleness)
     free(r.output);
 }
 
-Test(train_async, converges_with_one_server, .timeout = 300)
-{
-    converges(4, "1", "2");
-}
+Test(train_async, converges_with_one_server, .timeout = 300) { converges(4, "1", "2"); }
 
 Test(train_async, converges_with_two_servers_in_lock_step, .timeout = 300)
 {
@@ -78,7 +75,4 @@ Test(train_async, refuses_checkpoints, .timeout = 60)
  * its server reserved, set up concurrently while the job's own connections
  * take ephemeral ports (a reservation that lapsed before the link bound it
  * failed with "address in use" now and then). */
-Test(train_async, links_many_workers, .timeout = 300)
-{
-    converges(10, "2", "4");
-}
+Test(train_async, links_many_workers, .timeout = 300) { converges(10, "2", "4"); }

@@ -38,10 +38,18 @@ static float *train(int n, const char *dir, const char *tag, char *const *extra,
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s.bin", dir, tag);
-    char *args[32] = {MODEL,           "--batch",       "48",
-                      "--epochs",      "2",             "--seed",
-                      "7",             "--no-progress", "--save-weights",
-                      path,            "--codec-warmup-epochs", "0.25"};
+    char *args[32] = {MODEL,
+                      "--batch",
+                      "48",
+                      "--epochs",
+                      "2",
+                      "--seed",
+                      "7",
+                      "--no-progress",
+                      "--save-weights",
+                      path,
+                      "--codec-warmup-epochs",
+                      "0.25"};
     int k = 0;
     while (args[k])
         k++;
@@ -127,9 +135,9 @@ Test(train_codec, dgc_warmup_is_momentum_sgd, .timeout = 300)
     size_t nm, nd, n1, n1m;
     /* Ten warm-up epochs: every step of the two is dense. */
     char *mom[] = {"--momentum", "0.8", "--codec", "none", NULL};
-    char *dgc[] = {"--momentum",     "0.3", "--codec",
-                   "topk",           "--dgc-momentum", "0.8",
-                   "--codec-warmup-epochs", "10",   NULL};
+    char *dgc[] = {
+        "--momentum", "0.3", "--codec", "topk", "--dgc-momentum", "0.8", "--codec-warmup-epochs",
+        "10",         NULL};
     float *wm = train(2, dir, "momentum", mom, &nm, NULL);
     float *wd = train(2, dir, "dgc", dgc, &nd, NULL);
     cr_assert_eq(nm, nd);
@@ -163,8 +171,9 @@ Test(train_codec, dgc_converges, .timeout = 300)
     cr_assert_not_null(dir, "cannot make a temporary directory");
     size_t n;
     char *output;
-    char *dgc[] = {"--codec", "topk", "--dgc-momentum", "0.9", "--codec-warmup-epochs", "0",
-                   "--epochs", "3", NULL};
+    char *dgc[] = {
+        "--codec", "topk", "--dgc-momentum", "0.9", "--codec-warmup-epochs", "0", "--epochs",
+        "3",       NULL};
     float *w = train(2, dir, "dgc", dgc, &n, &output);
     const char *last = strstr(output, "epoch   3");
     cr_assert_not_null(last, "no report of epoch 3:\n%s", output);

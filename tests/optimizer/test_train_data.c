@@ -78,10 +78,7 @@ static void setup_dir(void)
     write_valid();
 }
 
-static void teardown_dir(void)
-{
-    remove_tree(dir);
-}
+static void teardown_dir(void) { remove_tree(dir); }
 
 static run_result_t check_idx(int ranks)
 {
@@ -191,10 +188,7 @@ Test(idx, training_runs_on_the_small_set, .init = setup_dir, .fini = teardown_di
 
 /* ---- libsvm ----------------------------------------------------------------- */
 
-static void libsvm_file(const char *path, const char *text)
-{
-    write_bin(path, text, strlen(text));
-}
+static void libsvm_file(const char *path, const char *text) { write_bin(path, text, strlen(text)); }
 
 static run_result_t check_libsvm(const char *train, const char *test, int ranks)
 {

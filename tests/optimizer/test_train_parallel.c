@@ -93,10 +93,7 @@ static void check(const char *steps, const char *extra)
     free(dir);
 }
 
-Test(train_parallel, one_step_equals_union_batch, .timeout = 300)
-{
-    check("1", "--momentum=0");
-}
+Test(train_parallel, one_step_equals_union_batch, .timeout = 300) { check("1", "--momentum=0"); }
 
 Test(train_parallel, several_steps_with_momentum_and_decay, .timeout = 300)
 {

@@ -66,12 +66,12 @@ Test(scaling, bad_batch_is_refused, .timeout = 120)
     snprintf(prefix, sizeof(prefix), "%s/s", dir);
     const char *bad[] = {"0", "abc", "-4"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        char *args[] = {"--scaling", "1",           "--scaling-out",  prefix,     "--data",
-                        "synthetic", "--synthetic", "200,50,8,3,1",   "--hidden", "8",
-                        "--steps",   "1",           "--batch",        (char *)bad[i], NULL};
+        char *args[] = {"--scaling", "1",           "--scaling-out", prefix,         "--data",
+                        "synthetic", "--synthetic", "200,50,8,3,1",  "--hidden",     "8",
+                        "--steps",   "1",           "--batch",       (char *)bad[i], NULL};
         run_result_t r = train_run(0, args, 100);
-        cr_assert(r.exited && r.status == 2, "--batch %s: status %d, want 2:\n%s", bad[i],
-                  r.status, r.output);
+        cr_assert(r.exited && r.status == 2, "--batch %s: status %d, want 2:\n%s", bad[i], r.status,
+                  r.output);
         cr_assert(strstr(r.output, "--batch wants 1..16777216"), "--batch %s:\n%s", bad[i],
                   r.output);
         free(r.output);

@@ -91,10 +91,7 @@ static inline int train_reap(pid_t pid, double timeout)
     }
 }
 
-static inline int file_exists(const char *path)
-{
-    return access(path, F_OK) == 0;
-}
+static inline int file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 /* Read a whole binary file; *len its size. NULL when it cannot be read. */
 static inline unsigned char *read_bin(const char *path, size_t *len)

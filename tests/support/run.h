@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 typedef struct run_result {
-    int exited;      /* 1 if exited normally */
-    int status;      /* exit status, or signal number when !exited */
-    int timed_out;   /* killed by us after the deadline */
-    double seconds;  /* wall time */
-    char *output;    /* stdout + stderr, NUL-terminated (malloc'd) */
+    int exited;     /* 1 if exited normally */
+    int status;     /* exit status, or signal number when !exited */
+    int timed_out;  /* killed by us after the deadline */
+    double seconds; /* wall time */
+    char *output;   /* stdout + stderr, NUL-terminated (malloc'd) */
 } run_result_t;
 
 static inline double run__now(void)

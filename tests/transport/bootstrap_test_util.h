@@ -110,7 +110,8 @@ static inline uint8_t pattern(int rank, size_t i, size_t len)
     return (uint8_t)(rank * 31 + i * 7 + len + 1);
 }
 
-static inline void fmt_sockaddr(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t cap)
+static inline void fmt_sockaddr(const struct sockaddr_storage *ss, socklen_t len, char *out,
+                                size_t cap)
 {
     char host[64], serv[16];
     if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), serv, sizeof(serv),
@@ -305,10 +306,7 @@ static inline int connect_retry(int port, int timeout_ms)
 
 /* Returns once rank 0 accepts connections (the probe is dropped by it as a
  * connection that closed during the handshake). */
-static inline void wait_listening(int port)
-{
-    close(connect_retry(port, 5000));
-}
+static inline void wait_listening(int port) { close(connect_retry(port, 5000)); }
 
 static inline int read_full(int fd, void *buf, size_t len)
 {
@@ -340,7 +338,7 @@ static inline long long wait_closed(int fd, int timeout_ms)
 /* HELLO, CHALLENGE, RESPONSE with the proof for `token` (or a forged one),
  * and the root's answer to it: the status of its REJECT. */
 static inline gw_status_t fake_rank(int fd, const char *token, int rank, int size, int forge,
-                             gw_bs_reject_t *rej)
+                                    gw_bs_reject_t *rej)
 {
     gw_bs_hello_t hello = {.rank = rank, .size = size};
     memset(hello.client_nonce, 0x42, sizeof(hello.client_nonce));

@@ -54,11 +54,11 @@ typedef struct job {
     path_t path;
     int no_direct_rank; /* -1, or a rank whose single-copy probe is switched off */
     int timeout_ms;
-    int skip_connect_rank; /* -1, or a rank that opens but never connects */
-    int skip_connect_ms;   /* how long it stays alive before leaving */
+    int skip_connect_rank;  /* -1, or a rank that opens but never connects */
+    int skip_connect_ms;    /* how long it stays alive before leaving */
     int delay_connect_rank; /* -1, or a rank that connects late */
     int delay_connect_ms;
-    int kill_rank_at_ms;    /* > 0: the parent SIGKILLs rank kill_rank then */
+    int kill_rank_at_ms; /* > 0: the parent SIGKILLs rank kill_rank then */
     int kill_rank;
     int group[MAX_RANKS]; /* ranks in different groups see each other's blob as zero */
     rank_fn fn;
@@ -128,8 +128,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
     }
     if (rank == j->delay_connect_rank)
         usleep((useconds_t)j->delay_connect_ms * 1000);
-    return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank],
-                           pr.timeout_ms, j->fn, j->arg, &lg);
+    return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank], pr.timeout_ms,
+                           j->fn, j->arg, &lg);
 }
 
 static inline int rank_main_of(void *job, int rank, int fd) { return rank_main(job, rank, fd); }
@@ -153,9 +153,13 @@ static inline void run_job(job_t *j)
 {
     cr_assert(j->n >= 1 && j->n <= MAX_RANKS);
     cr_assert_eq(getrandom(j->job_id, sizeof(j->job_id), 0), (ssize_t)sizeof(j->job_id));
-    ranks_run_t rr = {.n = j->n, .deadline_ms = JOB_DEADLINE_MS, .job = j,
-                      .rank_main = rank_main_of, .tamper = j->tamper ? tamper_of : NULL,
-                      .view = view_of, .kill_rank = j->kill_rank,
+    ranks_run_t rr = {.n = j->n,
+                      .deadline_ms = JOB_DEADLINE_MS,
+                      .job = j,
+                      .rank_main = rank_main_of,
+                      .tamper = j->tamper ? tamper_of : NULL,
+                      .view = view_of,
+                      .kill_rank = j->kill_rank,
                       .kill_at_ms = j->kill_rank_at_ms};
     fork_ranks(&rr);
     expect_ranks_ok(&rr, j->expect_killed ? j->kill_rank : -1);

@@ -96,8 +96,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
         free(all);
         return 0;
     }
-    return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank],
-                           pr.timeout_ms, j->fn, j->arg, &lg);
+    return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank], pr.timeout_ms,
+                           j->fn, j->arg, &lg);
 }
 
 static inline int rank_main_of(void *job, int rank, int fd) { return rank_main(job, rank, fd); }
@@ -110,8 +110,11 @@ static inline void tamper_of(void *job, uint8_t *all)
 
 static inline void run_job(job_t *j)
 {
-    ranks_run_t rr = {.n = j->n, .deadline_ms = JOB_DEADLINE_MS, .job = j,
-                      .rank_main = rank_main_of, .tamper = j->tamper ? tamper_of : NULL};
+    ranks_run_t rr = {.n = j->n,
+                      .deadline_ms = JOB_DEADLINE_MS,
+                      .job = j,
+                      .rank_main = rank_main_of,
+                      .tamper = j->tamper ? tamper_of : NULL};
     fork_ranks(&rr);
     for (int i = 0; i < j->nstrangers; i++)
         close(j->stranger_fds[i]);

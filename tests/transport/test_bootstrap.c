@@ -38,8 +38,8 @@ Test(bootstrap, bad_parameters, .timeout = 10)
     gw__logger_init(&lg, 0);
     lg.level = GW_LOG_NONE;
     gw_bootstrap_t *bs = NULL;
-    gw_bootstrap_params_t p = {.rank = 0, .size = 2, .root = "127.0.0.1:1", .timeout_ms = 100,
-                               .log = &lg};
+    gw_bootstrap_params_t p = {
+        .rank = 0, .size = 2, .root = "127.0.0.1:1", .timeout_ms = 100, .log = &lg};
     cr_assert_eq(gw__bootstrap_open(NULL, &bs), GW_ERR_INVALID_ARG);
     cr_assert_eq(gw__bootstrap_open(&p, NULL), GW_ERR_INVALID_ARG);
     gw_bootstrap_params_t q = p;
@@ -54,8 +54,8 @@ Test(bootstrap, bad_parameters, .timeout = 10)
     q = p;
     q.timeout_ms = 0;
     cr_assert_eq(gw__bootstrap_open(&q, &bs), GW_ERR_CONFIG);
-    static const char *const bad_roots[] = {"nonsense", "host:", ":80", "host:0", "host:65536",
-                                            "[::1]80", NULL};
+    static const char *const bad_roots[] = {"nonsense",   "host:",   ":80", "host:0",
+                                            "host:65536", "[::1]80", NULL};
     for (int i = 0; bad_roots[i]; i++) {
         q = p;
         q.root = bad_roots[i];

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "transport/bootstrap/bootstrap_msg.h"
 #include "common/sha256.h"
+#include "transport/bootstrap/bootstrap_msg.h"
 
 static void fill(uint8_t *p, size_t n, uint8_t seed)
 {
@@ -247,8 +247,8 @@ static void torture(const uint8_t *good, size_t len, decode_fn dec, const char *
     memcpy(m, good, len);
     cr_assert_eq(dec(m, len, &out, NULL), GW_OK, "%s: valid message refused", name);
     for (size_t n = 0; n < len; n++)
-        cr_assert_eq(dec(m, n, &out, NULL), GW_ERR_PROTOCOL, "%s truncated to %zu accepted",
-                     name, n);
+        cr_assert_eq(dec(m, n, &out, NULL), GW_ERR_PROTOCOL, "%s truncated to %zu accepted", name,
+                     n);
     m[len] = 0;
     cr_assert_eq(dec(m, len + 1, &out, NULL), GW_ERR_PROTOCOL, "%s with a trailing byte", name);
     static const uint8_t flips[] = {0x01, 0x80, 0xff};

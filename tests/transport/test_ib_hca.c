@@ -91,12 +91,18 @@ Test(ib_hca, match_prefix_exact_and_port)
     cr_assert_eq(gw__ib_hca_match(&f, "rxe0", 1), 1);
 }
 
-#define PORT(dev, p, act) {.device = dev, .port = p, .active = act, .state_str = act ? "ACTIVE" : "DOWN"}
+#define PORT(dev, p, act)                                                             \
+    {                                                                                 \
+        .device = dev, .port = p, .active = act, .state_str = act ? "ACTIVE" : "DOWN" \
+    }
 
 Test(ib_hca, choose_port)
 {
     gw_ib_port_info_t ports[] = {
-        PORT("mlx5_0", 1, 0), PORT("mlx5_0", 2, 1), PORT("mlx5_1", 1, 1), PORT("rxe0", 1, 1),
+        PORT("mlx5_0", 1, 0),
+        PORT("mlx5_0", 2, 1),
+        PORT("mlx5_1", 1, 1),
+        PORT("rxe0", 1, 1),
     };
     int n = (int)(sizeof(ports) / sizeof(ports[0]));
     char why[512];

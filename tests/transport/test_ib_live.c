@@ -45,15 +45,15 @@ typedef struct job {
     uint8_t all[MAXR * GW_TRANSPORT_ADDR_MAX];
 } job_t;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", r->rank, __FILE__, __LINE__,     \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", r->rank, __FILE__, __LINE__, \
+                    #cond);                                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            return 1;                                                                          \
+        }                                                                                      \
     } while (0)
 
 static void *connect_thread(void *arg)
@@ -176,15 +176,18 @@ static gw_status_t wait_all(rank_t *r, gw_request_t *q, int n, const gw_msg_tag_
     }
 }
 
-static uint8_t pattern(int from, size_t i, int msg) { return (uint8_t)(from * 31 + i * 7 + msg * 13); }
+static uint8_t pattern(int from, size_t i, int msg)
+{
+    return (uint8_t)(from * 31 + i * 7 + msg * 13);
+}
 
 /* ---- exchange --------------------------------------------------------------------- */
 
 /* Around the CTS entry (64), the inline limit of an eager message (192 of
  * payload after its 64-byte header) and of a payload write (256), the
  * eager limit (4096) and the striping threshold (2 x 128 KiB). */
-static const size_t sizes[] = {0,    1,    63,     64,     65,     191,    192,    193,
-                               255,  256,  257,    4096,   4097,   100000, 300000, 3u << 20};
+static const size_t sizes[] = {0,   1,   63,  64,   65,   191,    192,    193,
+                               255, 256, 257, 4096, 4097, 100000, 300000, 3u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* Every rank sends every size to every other rank, all posted at once. */

@@ -16,11 +16,11 @@ Test(ib_load, missing_libibverbs)
 {
     gw_ib_api_t api;
     char why[256] = "";
-    gw_status_t st = gw__ib_api_open(&api, "libgw-no-such-verbs.so.1", "librdmacm.so.1", why,
-                                     sizeof(why));
+    gw_status_t st =
+        gw__ib_api_open(&api, "libgw-no-such-verbs.so.1", "librdmacm.so.1", why, sizeof(why));
     cr_assert_eq(st, GW_ERR_UNSUPPORTED);
-    cr_assert(strstr(why, "libgw-no-such-verbs.so.1") && strstr(why, "libibverbs1"),
-              "reason: %s", why);
+    cr_assert(strstr(why, "libgw-no-such-verbs.so.1") && strstr(why, "libibverbs1"), "reason: %s",
+              why);
     cr_assert_null(api.verbs_lib);
 }
 
@@ -28,8 +28,8 @@ Test(ib_load, missing_librdmacm_is_not_fatal)
 {
     gw_ib_api_t api;
     char why[256] = "";
-    gw_status_t st = gw__ib_api_open(&api, "libibverbs.so.1", "libgw-no-such-rdmacm.so.1", why,
-                                     sizeof(why));
+    gw_status_t st =
+        gw__ib_api_open(&api, "libibverbs.so.1", "libgw-no-such-rdmacm.so.1", why, sizeof(why));
     if (st == GW_ERR_UNSUPPORTED)
         cr_skip_test("libibverbs is not installed here: %s", why);
     cr_assert_eq(st, GW_OK);
@@ -90,9 +90,9 @@ static void expect_unavailable(int forced, const char *level)
     char want[64];
     snprintf(want, sizeof(want), "ib %s ", level);
     cr_assert_eq(count_in(text, want), 1, "expected one %s line:\n%s", level, text);
-    cr_assert(strstr(text, forced ? "GW_TRANSPORT=ib, but RDMA is not usable here"
-                                  : "not using RDMA"),
-              "%s", text);
+    cr_assert(
+        strstr(text, forced ? "GW_TRANSPORT=ib, but RDMA is not usable here" : "not using RDMA"),
+        "%s", text);
     cr_assert(st == GW_ERR_UNSUPPORTED || strstr(text, "no RDMA device") ||
                   strstr(text, "matches no port"),
               "the line does not say why:\n%s", text);
@@ -100,15 +100,9 @@ static void expect_unavailable(int forced, const char *level)
     fclose(lg.file);
 }
 
-Test(ib_load, unavailable_says_why_once)
-{
-    expect_unavailable(0, "INFO");
-}
+Test(ib_load, unavailable_says_why_once) { expect_unavailable(0, "INFO"); }
 
-Test(ib_load, forced_unavailable_is_an_error)
-{
-    expect_unavailable(1, "ERROR");
-}
+Test(ib_load, forced_unavailable_is_an_error) { expect_unavailable(1, "ERROR"); }
 
 static void expect_config_error(const char *name, const char *value)
 {

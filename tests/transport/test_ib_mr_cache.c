@@ -71,15 +71,11 @@ static int fake_check(void *ctx, const void *addr, size_t len, int token)
     return token == f->gen;
 }
 
-static void setup(gw_ib_mr_cache_t *c, fake_t *f, int enabled, size_t max_entries,
-                  size_t max_bytes)
+static void setup(gw_ib_mr_cache_t *c, fake_t *f, int enabled, size_t max_entries, size_t max_bytes)
 {
     memset(f, 0, sizeof(*f));
-    gw_ib_mr_backend_t be = {.ctx = f,
-                             .reg = fake_reg,
-                             .dereg = fake_dereg,
-                             .mark = fake_mark,
-                             .check = fake_check};
+    gw_ib_mr_backend_t be = {
+        .ctx = f, .reg = fake_reg, .dereg = fake_dereg, .mark = fake_mark, .check = fake_check};
     gw__ib_mr_cache_init(c, &be, enabled, max_entries, max_bytes);
     cr_assert_eq(c->page, PAGE, "these tests assume 4 KiB pages");
 }

@@ -37,22 +37,22 @@ typedef struct rank {
     int result;
 } rank_t;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", r->rank, __FILE__, __LINE__,     \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", r->rank, __FILE__, __LINE__, \
+                    #cond);                                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            return 1;                                                                          \
+        }                                                                                      \
     } while (0)
 
-#define CHECK_ST(expr, want)                                                                       \
-    do {                                                                                           \
-        gw_status_t st__ = (expr);                                                                 \
-        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__),          \
-              gw_status_name(want));                                                               \
+#define CHECK_ST(expr, want)                                                              \
+    do {                                                                                  \
+        gw_status_t st__ = (expr);                                                        \
+        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__), \
+              gw_status_name(want));                                                      \
     } while (0)
 
 static int free_port(void)
@@ -118,7 +118,10 @@ static void run_timeout(int (*body)(rank_t *), int timeout_ms)
 
 static void run(int (*body)(rank_t *)) { run_timeout(body, 0); }
 
-static float value(int from, size_t i, int round) { return (float)(from * 1000 + (int)(i % 997) + round); }
+static float value(int from, size_t i, int round)
+{
+    return (float)(from * 1000 + (int)(i % 997) + round);
+}
 
 /* Ping-pong of every size class: rank 0 sends, rank 1 answers with +1. */
 static int pingpong_body(rank_t *r)
@@ -201,8 +204,14 @@ static int mismatch_common(rank_t *r, size_t send_n, gw_dtype_t send_dt, size_t 
     return 0;
 }
 
-static int count_mismatch_small(rank_t *r) { return mismatch_common(r, 10, GW_FLOAT32, 12, GW_FLOAT32); }
-static int count_mismatch_large(rank_t *r) { return mismatch_common(r, 9000, GW_FLOAT32, 8000, GW_FLOAT32); }
+static int count_mismatch_small(rank_t *r)
+{
+    return mismatch_common(r, 10, GW_FLOAT32, 12, GW_FLOAT32);
+}
+static int count_mismatch_large(rank_t *r)
+{
+    return mismatch_common(r, 9000, GW_FLOAT32, 8000, GW_FLOAT32);
+}
 static int dtype_mismatch(rank_t *r) { return mismatch_common(r, 100, GW_FLOAT32, 100, GW_INT32); }
 
 Test(p2p_api, count_mismatch_fails_both, .timeout = 120)
@@ -234,9 +243,9 @@ static int bad_body(rank_t *r)
 {
     float x[4] = {0};
     if (r->rank == 0) {
-        CHECK_ST(gw_send(r->comm, bad_now->null_buf ? NULL : x, bad_now->n, bad_now->dt,
-                         bad_now->peer),
-                 bad_now->want);
+        CHECK_ST(
+            gw_send(r->comm, bad_now->null_buf ? NULL : x, bad_now->n, bad_now->dt, bad_now->peer),
+            bad_now->want);
         CHECK_ST(gw_send(r->comm, x, 1, GW_FLOAT32, 1), bad_now->want);
         return 0;
     }
@@ -407,8 +416,7 @@ static gw_handle_t *leftover[2];
 static int leave_pending(rank_t *r)
 {
     static float y[2];
-    CHECK_ST(gw_irecv(r->comm, &y[r->rank], 1, GW_FLOAT32, 1 - r->rank, &leftover[r->rank]),
-             GW_OK);
+    CHECK_ST(gw_irecv(r->comm, &y[r->rank], 1, GW_FLOAT32, 1 - r->rank, &leftover[r->rank]), GW_OK);
     return 0;
 }
 

@@ -33,10 +33,10 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "support/log_capture.h"
 #include "transport/host_id.h"
 #include "transport/select.h"
 #include "transport/transport.h"
-#include "support/log_capture.h"
 #include "transport_test_util.h"
 
 /* ---- modes ------------------------------------------------------------------ */
@@ -84,8 +84,8 @@ Test(select, plan_same_host_is_shm_other_hosts_tcp, .timeout = 10)
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[8];
     for (int r = 0; r < 8; r++)
-        ranks[r] = (gw_select_rank_t){.host_id = r < 4 ? 111 : 222, .mode = GW_SELECT_AUTO,
-                                      .kinds = SHM_TCP};
+        ranks[r] = (gw_select_rank_t){
+            .host_id = r < 4 ? 111 : 222, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP};
     gw_select_kind_t route[8];
     cr_assert_eq(gw__select_plan(&lg, 2, 8, ranks, route), GW_OK);
     for (int p = 0; p < 8; p++) {
@@ -102,8 +102,8 @@ Test(select, plan_forced_tcp_uses_tcp_everywhere, .timeout = 10)
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[3];
     for (int r = 0; r < 3; r++)
-        ranks[r] = (gw_select_rank_t){.host_id = 5, .mode = GW_SELECT_TCP,
-                                      .kinds = GW_SEL_BIT(GW_SEL_TCP)};
+        ranks[r] = (gw_select_rank_t){
+            .host_id = 5, .mode = GW_SELECT_TCP, .kinds = GW_SEL_BIT(GW_SEL_TCP)};
     gw_select_kind_t route[3];
     cr_assert_eq(gw__select_plan(&lg, 0, 3, ranks, route), GW_OK);
     cr_expect_eq(route[1], GW_SEL_TCP);
@@ -118,8 +118,8 @@ Test(select, plan_forced_shm_with_remote_peer_is_config_error, .timeout = 10)
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[3];
     for (int r = 0; r < 3; r++)
-        ranks[r] = (gw_select_rank_t){.host_id = r == 2 ? 9 : 5, .mode = GW_SELECT_SHM,
-                                      .kinds = GW_SEL_BIT(GW_SEL_SHM)};
+        ranks[r] = (gw_select_rank_t){
+            .host_id = r == 2 ? 9 : 5, .mode = GW_SELECT_SHM, .kinds = GW_SEL_BIT(GW_SEL_SHM)};
     gw_select_kind_t route[3];
     cr_expect_eq(gw__select_plan(&lg, 0, 3, ranks, route), GW_ERR_CONFIG);
     cr_expect_eq(gw__select_plan(&lg, 2, 3, ranks, route), GW_ERR_CONFIG);
@@ -182,8 +182,8 @@ Test(select, plan_is_symmetric, .timeout = 10)
         for (int r = 0; r < N; r++) {
             seed = seed * 1103515245u + 12345u;
             uint32_t kinds = (seed >> 16) % 4 == 0 ? GW_SEL_BIT(GW_SEL_TCP) : SHM_TCP;
-            ranks[r] = (gw_select_rank_t){.host_id = (seed >> 8) % 3, .mode = GW_SELECT_AUTO,
-                                          .kinds = kinds};
+            ranks[r] = (gw_select_rank_t){
+                .host_id = (seed >> 8) % 3, .mode = GW_SELECT_AUTO, .kinds = kinds};
         }
         gw_select_kind_t route[N][N];
         for (int r = 0; r < N; r++)
@@ -206,8 +206,8 @@ Test(select, plan_ib_between_hosts_shm_inside, .timeout = 10)
     const uint32_t shm_ib = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB);
     gw_select_rank_t ranks[4];
     for (int r = 0; r < 4; r++)
-        ranks[r] = (gw_select_rank_t){.host_id = r < 2 ? 7 : 8, .mode = GW_SELECT_AUTO,
-                                      .kinds = shm_ib};
+        ranks[r] =
+            (gw_select_rank_t){.host_id = r < 2 ? 7 : 8, .mode = GW_SELECT_AUTO, .kinds = shm_ib};
     ranks[3].kinds |= GW_SEL_BIT(GW_SEL_TCP);
     gw_select_kind_t route[4];
     cr_assert_eq(gw__select_plan(&lg, 0, 4, ranks, route), GW_OK);
@@ -227,8 +227,8 @@ Test(select, plan_forced_ib_on_one_host_is_ib, .timeout = 10)
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[3];
     for (int r = 0; r < 3; r++)
-        ranks[r] = (gw_select_rank_t){.host_id = 5, .mode = GW_SELECT_IB,
-                                      .kinds = GW_SEL_BIT(GW_SEL_IB)};
+        ranks[r] =
+            (gw_select_rank_t){.host_id = 5, .mode = GW_SELECT_IB, .kinds = GW_SEL_BIT(GW_SEL_IB)};
     gw_select_kind_t route[3];
     cr_assert_eq(gw__select_plan(&lg, 1, 3, ranks, route), GW_OK);
     cr_expect_eq(route[0], GW_SEL_IB);
@@ -242,7 +242,8 @@ Test(select, plan_ib_host_and_tcp_host_is_config_error, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
     gw_select_rank_t ranks[2] = {
-        {.host_id = 1, .mode = GW_SELECT_AUTO,
+        {.host_id = 1,
+         .mode = GW_SELECT_AUTO,
          .kinds = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB)},
         {.host_id = 2, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP},
     };
@@ -254,7 +255,7 @@ Test(select, plan_ib_host_and_tcp_host_is_config_error, .timeout = 10)
 Test(select, describe_ranges, .timeout = 10)
 {
     gw_select_kind_t route[10] = {GW_SEL_TCP, GW_SEL_TCP, GW_SEL_TCP, GW_SEL_NONE, GW_SEL_SHM,
-                                  GW_SEL_SHM, GW_SEL_TCP, GW_SEL_SHM, GW_SEL_TCP, GW_SEL_TCP};
+                                  GW_SEL_SHM, GW_SEL_TCP, GW_SEL_SHM, GW_SEL_TCP,  GW_SEL_TCP};
     char buf[128];
     gw__select_describe(route, 10, buf, sizeof(buf));
     cr_expect_str_eq(buf, "shm to ranks 4,5,7; tcp to ranks 0-2,6,8,9");
@@ -357,8 +358,7 @@ static int rank_main(job_t *j, int rank, int fd)
         return 0;
     }
     t = gw__select_unwrap(t);
-    CHECK(strcmp(t->name, j->want_name) == 0, "transport %s, expected %s", t->name,
-          j->want_name);
+    CHECK(strcmp(t->name, j->want_name) == 0, "transport %s, expected %s", t->name, j->want_name);
     int rc = j->fn ? j->fn(t, rank, j->n, j->arg) : 0;
     t->ops->close(t);
     gw__logger_fini(&lg);
@@ -388,8 +388,11 @@ static void tamper_of(void *job, uint8_t *all)
 static void run_job(job_t *j)
 {
     cr_assert_eq(getrandom(j->job_id, sizeof(j->job_id), 0), (ssize_t)sizeof(j->job_id));
-    ranks_run_t rr = {.n = j->n, .deadline_ms = JOB_DEADLINE_MS, .job = j,
-                      .rank_main = rank_main_of, .tamper = tamper_of};
+    ranks_run_t rr = {.n = j->n,
+                      .deadline_ms = JOB_DEADLINE_MS,
+                      .job = j,
+                      .rank_main = rank_main_of,
+                      .tamper = tamper_of};
     fork_ranks(&rr);
     expect_ranks_ok(&rr, -1);
 }
@@ -666,8 +669,7 @@ Test(select, auto_without_rdma_falls_back_to_tcp_with_one_info_line, .timeout = 
     uint32_t kinds = blob_kinds(blob);
     cr_expect(kinds & GW_SEL_BIT(GW_SEL_TCP), "TCP is not in the blob (kinds 0x%x)", kinds);
     cr_expect(!(kinds & GW_SEL_BIT(GW_SEL_IB)), "ib is in the blob (kinds 0x%x)", kinds);
-    cr_expect_eq(count_in(text, " ib INFO not using RDMA"), 1, "expected one INFO line:\n%s",
-                 text);
+    cr_expect_eq(count_in(text, " ib INFO not using RDMA"), 1, "expected one INFO line:\n%s", text);
     cr_expect_eq(count_in(text, " ib ERROR "), 0, "%s", text);
     cr_expect_eq(count_in(text, " WARN "), 0, "a fallback to TCP is no warning:\n%s", text);
     t->ops->close(t);

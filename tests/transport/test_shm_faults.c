@@ -154,9 +154,9 @@ Test(shm, garbage_in_ring_is_protocol_error, .timeout = 30)
 /* ---- failures ------------------------------------------------------------------ */
 
 typedef enum death_kind {
-    DIE_IDLE,         /* rank 0 dies while rank 1 waits for a message */
-    DIE_MID_STREAM,   /* rank 0 dies after writing part of a large message */
-    DIE_WHILE_READ,   /* rank 1 sends a DIRECT message rank 0 never reads */
+    DIE_IDLE,       /* rank 0 dies while rank 1 waits for a message */
+    DIE_MID_STREAM, /* rank 0 dies after writing part of a large message */
+    DIE_WHILE_READ, /* rank 1 sends a DIRECT message rank 0 never reads */
 } death_kind_t;
 
 static int body_death(gw_transport_t *t, int rank, int size, const void *arg)

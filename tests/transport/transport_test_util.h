@@ -31,22 +31,22 @@
 #include "common/log.h"
 #include "transport/transport.h"
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__,        \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CHECK(cond, ...)                                                                    \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, \
+                    #cond);                                                                 \
+            fprintf(stderr, __VA_ARGS__);                                                   \
+            fputc('\n', stderr);                                                            \
+            return 1;                                                                       \
+        }                                                                                   \
     } while (0)
 
-#define CHECK_ST(expr, want)                                                                       \
-    do {                                                                                           \
-        gw_status_t st__ = (expr);                                                                 \
-        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__),          \
-              gw_status_name(want));                                                               \
+#define CHECK_ST(expr, want)                                                              \
+    do {                                                                                  \
+        gw_status_t st__ = (expr);                                                        \
+        CHECK(st__ == (want), "%s returned %s, expected %s", #expr, gw_status_name(st__), \
+              gw_status_name(want));                                                      \
     } while (0)
 
 static inline int write_all(int fd, const void *buf, size_t len)
@@ -167,8 +167,8 @@ typedef int (*rank_fn)(gw_transport_t *t, int rank, int size, const void *arg);
  * for leaks, since ranks leave with _exit(), which skips LeakSanitizer's
  * exit check. */
 static inline int connect_and_run(gw_transport_t *t, uint8_t *all, int rank, int size,
-                                  gw_status_t expect, int timeout_ms, rank_fn fn,
-                                  const void *arg, gw_logger_t *lg)
+                                  gw_status_t expect, int timeout_ms, rank_fn fn, const void *arg,
+                                  gw_logger_t *lg)
 {
     int64_t t0 = gw__now_ms();
     gw_status_t st = t->ops->connect(t, all);

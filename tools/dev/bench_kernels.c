@@ -147,18 +147,19 @@ static long bench_one(const opts_t *o, gw_dtype_t dt, gw_op_t op, unsigned char 
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gradwire-bench-kernels [--bytes SIZE] [--rounds N] [--dtype LIST]\n"
-               "                              [--op LIST]\n"
-               "\n"
-               "  --bytes SIZE   bytes per operand (default 512K; K, M, G suffixes)\n"
-               "  --rounds N     timed samples per kernel, 3..%d (default 21)\n"
-               "  --dtype LIST   comma-separated dtypes (default float16,bfloat16,float32)\n"
-               "  --op LIST      comma-separated ops (default sum,prod,min,max)\n"
-               "\n"
-               "Prints the median GB/s (bytes of one operand per second) with the\n"
-               "slowest and fastest sample, the speed-up over the first instruction set\n"
-               "(portable) and #wrong, the elements that differ from its output.\n",
-               MAX_ROUNDS);
+    fprintf(f,
+            "usage: gradwire-bench-kernels [--bytes SIZE] [--rounds N] [--dtype LIST]\n"
+            "                              [--op LIST]\n"
+            "\n"
+            "  --bytes SIZE   bytes per operand (default 512K; K, M, G suffixes)\n"
+            "  --rounds N     timed samples per kernel, 3..%d (default 21)\n"
+            "  --dtype LIST   comma-separated dtypes (default float16,bfloat16,float32)\n"
+            "  --op LIST      comma-separated ops (default sum,prod,min,max)\n"
+            "\n"
+            "Prints the median GB/s (bytes of one operand per second) with the\n"
+            "slowest and fastest sample, the speed-up over the first instruction set\n"
+            "(portable) and #wrong, the elements that differ from its output.\n",
+            MAX_ROUNDS);
 }
 
 /* "a,b,c" of dtype or op names into a bit set; says on stderr what is
@@ -202,12 +203,10 @@ int main(int argc, char **argv)
 {
     opts_t o = {512 * 1024, 21, 1u << GW_FLOAT16 | 1u << GW_BFLOAT16 | 1u << GW_FLOAT32,
                 1u << GW_SUM | 1u << GW_PROD | 1u << GW_MIN | 1u << GW_MAX};
-    static const struct option longopts[] = {{"bytes", required_argument, NULL, 'b'},
-                                             {"rounds", required_argument, NULL, 'r'},
-                                             {"dtype", required_argument, NULL, 'd'},
-                                             {"op", required_argument, NULL, 'o'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"bytes", required_argument, NULL, 'b'}, {"rounds", required_argument, NULL, 'r'},
+        {"dtype", required_argument, NULL, 'd'}, {"op", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     int c;
     long v;
     gw_kit_getopt_begin();
@@ -265,8 +264,8 @@ int main(int argc, char **argv)
     }
     printf("# fastest half-precision kernels on this CPU: %s\n",
            gw__half_isa_name(gw__half_isa_best()));
-    printf("# %-7s %-5s %-9s %10s %10s %8s %8s %9s %7s\n", "dtype", "op", "isa", "bytes",
-           "GB/s", "min", "max", "speedup", "#wrong");
+    printf("# %-7s %-5s %-9s %10s %10s %8s %8s %9s %7s\n", "dtype", "op", "isa", "bytes", "GB/s",
+           "min", "max", "speedup", "#wrong");
     long wrong = 0;
     for (int dt = 0; dt < GW_DTYPE_COUNT; dt++)
         for (int op = 0; op < GW_OP_COUNT; op++)

@@ -22,9 +22,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
 #include "common/env.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 
 /* ---- what every part needs ---------------------------------------------- */
 

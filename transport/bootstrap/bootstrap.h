@@ -26,9 +26,9 @@ typedef struct gw_bootstrap gw_bootstrap_t;
 typedef struct gw_bootstrap_params {
     int rank;
     int size;
-    const char *root;      /* "host:port" */
-    const char *token;     /* NULL or "" = unauthenticated job (warned about) */
-    int timeout_ms;        /* overall budget for open() and each later call */
+    const char *root;  /* "host:port" */
+    const char *token; /* NULL or "" = unauthenticated job (warned about) */
+    int timeout_ms;    /* overall budget for open() and each later call */
     const gw_logger_t *log;
 } gw_bootstrap_params_t;
 

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
 #include "common/sha256.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 
 static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
 {
@@ -85,8 +85,7 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
                 }
             }
             freeaddrinfo(res);
-        } else if (gai == EAI_AGAIN || gai == EAI_NONAME || gai == EAI_FAIL ||
-                   gai == EAI_NODATA) {
+        } else if (gai == EAI_AGAIN || gai == EAI_NONAME || gai == EAI_FAIL || gai == EAI_NODATA) {
             /* The name may not exist yet (a scheduler that registers hosts
              * as they start): keep trying like a refused connection. */
             last_gai = gai;
@@ -254,8 +253,7 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
         st = GW_ERR_AUTH;
         goto err_close_fd;
     }
-    gw__bs_rank_proof(key, key_len, ch.server_nonce, hello.client_nonce, (uint32_t)bs->rank,
-                      proof);
+    gw__bs_rank_proof(key, key_len, ch.server_nonce, hello.client_nonce, (uint32_t)bs->rank, proof);
     gw__bs_encode_response(proof, buf);
     st = client_send(bs, fd, buf, GW_BS_RESPONSE_LEN, deadline, "the response");
     if (st != GW_OK)

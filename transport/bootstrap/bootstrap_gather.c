@@ -19,8 +19,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 
 typedef enum gather_stage { G_HDR, G_BODY, G_REJECT, G_HAVE, G_SEND, G_SENT } gather_stage_t;
 
@@ -84,7 +84,7 @@ static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size
                 }
                 p->stage = G_BODY;
                 gw__sock_io_set(&p->io, p->buf, GW_BS_DATA_PREFIX_LEN,
-                              len ? all + (size_t)r * len : NULL, len);
+                                len ? all + (size_t)r * len : NULL, len);
                 p->io.done = GW_BS_HDR_LEN;
             } else if (h.type == GW_BS_REJECT) {
                 p->stage = G_REJECT;
@@ -135,11 +135,10 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
     for (;;) {
         int n = 0;
         for (int r = 1; r < bs->size; r++) {
-            int active = stage == G_SEND ? peers[r].stage == G_SEND
-                                         : peers[r].stage < G_HAVE;
+            int active = stage == G_SEND ? peers[r].stage == G_SEND : peers[r].stage < G_HAVE;
             if (active) {
-                pfds[n] = (struct pollfd){.fd = bs->fds[r],
-                                          .events = stage == G_SEND ? POLLOUT : POLLIN};
+                pfds[n] =
+                    (struct pollfd){.fd = bs->fds[r], .events = stage == G_SEND ? POLLOUT : POLLIN};
                 who[n++] = r;
             }
         }
@@ -147,12 +146,11 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
             return GW_OK;
         int wait = gw__sock_remaining_ms(deadline);
         if (wait == 0) {
-            size_t k = (size_t)snprintf(text, sizeof(text),
-                                        "rank 0 timed out after %lld ms %s rank%s",
-                                        (long long)(gw__now_ms() - start),
-                                        stage == G_SEND ? "sending the result to"
-                                                        : "waiting for the data of",
-                                        n == 1 ? "" : "s");
+            size_t k = (size_t)snprintf(
+                text, sizeof(text), "rank 0 timed out after %lld ms %s rank%s",
+                (long long)(gw__now_ms() - start),
+                stage == G_SEND ? "sending the result to" : "waiting for the data of",
+                n == 1 ? "" : "s");
             for (int i = 0; i < n && i < GW_BS_MISSING_LIST_MAX && k < sizeof(text); i++)
                 k += (size_t)snprintf(text + k, sizeof(text) - k, "%s %d", i ? "," : "", who[i]);
             if (n > GW_BS_MISSING_LIST_MAX && k < sizeof(text))
@@ -180,9 +178,8 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
             if (io == GW_SOCK_IO_DONE) {
                 peers[r].stage = G_SENT;
             } else if (io != GW_SOCK_IO_AGAIN) {
-                snprintf(text, sizeof(text),
-                         "rank %d (%s) failed while receiving the result: %m", r,
-                         bs->peer_addr[r]);
+                snprintf(text, sizeof(text), "rank %d (%s) failed while receiving the result: %m",
+                         r, bs->peer_addr[r]);
                 return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
             }
         }
@@ -230,8 +227,8 @@ err_abort:
     return f.local;
 }
 
-static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t len,
-                                    uint8_t *all, int64_t deadline)
+static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
+                                    int64_t deadline)
 {
     int fd = bs->root_fd;
     size_t total = (size_t)bs->size * len;

@@ -39,7 +39,7 @@ struct gw_bootstrap {
     int size;
     int timeout_ms;
     const gw_logger_t *log;
-    char root[GW_BS_ROOT_TEXT];         /* "host:port" as configured, for messages */
+    char root[GW_BS_ROOT_TEXT]; /* "host:port" as configured, for messages */
     uint8_t job_id[GW_BS_JOB_ID_LEN];
     struct sockaddr_storage local;      /* see gw__bootstrap_local_addr */
     socklen_t local_len;                /* 0 when there is none (size 1) */
@@ -62,8 +62,7 @@ void gw__bs_send_reject_nowait(int fd, gw_status_t status, const char *reason);
 /* bootstrap_client.c: join as rank bs->rank > 0; on success bs->root_fd,
  * bs->local and bs->job_id are set. */
 gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
-                               const uint8_t *key, size_t key_len, int64_t start,
-                               int64_t deadline);
+                               const uint8_t *key, size_t key_len, int64_t start, int64_t deadline);
 /* bootstrap_client.c: log rank 0's REJECT (msg, len bytes) and return its
  * status; "when" completes "rank 0 (root ...) ...". */
 gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *msg, size_t len,

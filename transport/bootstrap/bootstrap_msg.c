@@ -8,8 +8,8 @@
  * the reason text of REJECT, which ends up in logs, is restricted to
  * printable ASCII so a peer cannot forge log lines.
  */
-#include "common/byteorder.h"
 #include "transport/bootstrap/bootstrap_msg.h"
+#include "common/byteorder.h"
 
 #include <string.h>
 
@@ -194,14 +194,14 @@ gw_status_t gw__bs_decode_challenge(const uint8_t *buf, size_t len, gw_bs_challe
                  GW_BS_PROOF_LEN, why);
 }
 
-gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len,
-                                   uint8_t proof[GW_BS_PROOF_LEN], const char **why)
+gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len, uint8_t proof[GW_BS_PROOF_LEN],
+                                   const char **why)
 {
     return fixed(buf, len, GW_BS_RESPONSE, proof, GW_BS_PROOF_LEN, NULL, 0, why);
 }
 
-gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len,
-                                  uint8_t job_id[GW_BS_JOB_ID_LEN], const char **why)
+gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len, uint8_t job_id[GW_BS_JOB_ID_LEN],
+                                  const char **why)
 {
     return fixed(buf, len, GW_BS_WELCOME, job_id, GW_BS_JOB_ID_LEN, NULL, 0, why);
 }

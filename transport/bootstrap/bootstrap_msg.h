@@ -117,10 +117,8 @@ const char *gw__bs_type_name(uint32_t type);
  * size must be non-negative. */
 void gw__bs_encode_hello(const gw_bs_hello_t *m, uint8_t out[GW_BS_HELLO_LEN]);
 void gw__bs_encode_challenge(const gw_bs_challenge_t *m, uint8_t out[GW_BS_CHALLENGE_LEN]);
-void gw__bs_encode_response(const uint8_t proof[GW_BS_PROOF_LEN],
-                            uint8_t out[GW_BS_RESPONSE_LEN]);
-void gw__bs_encode_welcome(const uint8_t job_id[GW_BS_JOB_ID_LEN],
-                           uint8_t out[GW_BS_WELCOME_LEN]);
+void gw__bs_encode_response(const uint8_t proof[GW_BS_PROOF_LEN], uint8_t out[GW_BS_RESPONSE_LEN]);
+void gw__bs_encode_welcome(const uint8_t job_id[GW_BS_JOB_ID_LEN], uint8_t out[GW_BS_WELCOME_LEN]);
 /* reason may be NULL; it is cut at GW_BS_REASON_MAX bytes and any byte that
  * is not printable ASCII becomes '?'. status must not be GW_OK. Returns the
  * message length. */
@@ -132,16 +130,15 @@ void gw__bs_encode_data_prefix(uint32_t len, uint8_t out[GW_BS_DATA_PREFIX_LEN])
 
 /* The header alone, from the first len bytes of buf (len >= GW_BS_HDR_LEN):
  * checks magic, version, type and the payload length bound for the type. */
-gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out,
-                              const char **why);
+gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, const char **why);
 gw_status_t gw__bs_decode_hello(const uint8_t *buf, size_t len, gw_bs_hello_t *out,
                                 const char **why);
 gw_status_t gw__bs_decode_challenge(const uint8_t *buf, size_t len, gw_bs_challenge_t *out,
                                     const char **why);
-gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len,
-                                   uint8_t proof[GW_BS_PROOF_LEN], const char **why);
-gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len,
-                                  uint8_t job_id[GW_BS_JOB_ID_LEN], const char **why);
+gw_status_t gw__bs_decode_response(const uint8_t *buf, size_t len, uint8_t proof[GW_BS_PROOF_LEN],
+                                   const char **why);
+gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len, uint8_t job_id[GW_BS_JOB_ID_LEN],
+                                  const char **why);
 gw_status_t gw__bs_decode_reject(const uint8_t *buf, size_t len, gw_bs_reject_t *out,
                                  const char **why);
 /* The first GW_BS_DATA_PREFIX_LEN bytes of a DATA message: *data_len is its
@@ -152,8 +149,7 @@ gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *
 /* The proofs defined above. token may be NULL when token_len is 0. */
 void gw__bs_root_proof(const void *token, size_t token_len,
                        const uint8_t client_nonce[GW_BS_NONCE_LEN],
-                       const uint8_t server_nonce[GW_BS_NONCE_LEN],
-                       uint8_t out[GW_BS_PROOF_LEN]);
+                       const uint8_t server_nonce[GW_BS_NONCE_LEN], uint8_t out[GW_BS_PROOF_LEN]);
 void gw__bs_rank_proof(const void *token, size_t token_len,
                        const uint8_t server_nonce[GW_BS_NONCE_LEN],
                        const uint8_t client_nonce[GW_BS_NONCE_LEN], uint32_t rank,

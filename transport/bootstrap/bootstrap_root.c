@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport/bootstrap/bootstrap_internal.h"
 #include "common/clock.h"
 #include "common/sha256.h"
+#include "transport/bootstrap/bootstrap_internal.h"
 
 /* A connection has at most half the job's timeout (and at most 5 s) to
  * finish its handshake: legitimate ranks need milliseconds, and freeing the
@@ -360,10 +360,7 @@ static void conn_event(join_t *j, conn_t *c)
     }
 }
 
-static size_t pending_count(const join_t *j)
-{
-    return j->nconns - (size_t)j->joined;
-}
+static size_t pending_count(const join_t *j) { return j->nconns - (size_t)j->joined; }
 
 static void accept_all(join_t *j)
 {

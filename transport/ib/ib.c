@@ -97,13 +97,12 @@ static const gw__transport_class_t ib_class; /* at the end of the file */
 
 /* ---- memory ------------------------------------------------------------- */
 
-static int backend_reg(void *ctx, void *addr, size_t len, void **mr, uint32_t *lkey,
-                       uint32_t *rkey)
+static int backend_reg(void *ctx, void *addr, size_t len, void **mr, uint32_t *lkey, uint32_t *rkey)
 {
     gw_ib_t *t = ctx;
-    struct ibv_mr *m = t->api.reg_mr(t->pd, addr, len,
-                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                         IBV_ACCESS_REMOTE_READ);
+    struct ibv_mr *m =
+        t->api.reg_mr(t->pd, addr, len,
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!m)
         return errno ? errno : EINVAL;
     *mr = m;
@@ -204,8 +203,8 @@ static gw_status_t setup_resources(gw_ib_t *t)
     }
     memset(mem, 0, t->fifo_bytes);
     t->fifo_mem = mem;
-    t->fifo_mr = t->api.reg_mr(t->pd, mem, t->fifo_bytes,
-                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    t->fifo_mr =
+        t->api.reg_mr(t->pd, mem, t->fifo_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!t->fifo_mr) {
         GW_ERROR(lg, GW_IB_SUBSYS,
                  "registering %zu bytes of CTS FIFOs and eager slots on %s: %m (is the "
@@ -471,8 +470,8 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
             return GW_ERR_CONFIG;
         }
         p->active = 1;
-        p->eager_limit = p->addr.eager_max < t->cfg.eager_max ? p->addr.eager_max
-                                                              : t->cfg.eager_max;
+        p->eager_limit =
+            p->addr.eager_max < t->cfg.eager_max ? p->addr.eager_max : t->cfg.eager_max;
         npeers++;
     }
     gw_status_t st = t->cm_mode == GW_IB_CM_RDMACM ? gw__ib_cm_connect(t) : gw__ib_oob_connect(t);

@@ -25,7 +25,10 @@ typedef struct sym {
     size_t offset; /* of the function pointer in gw_ib_api_t */
 } sym_t;
 
-#define SYM(field, name) {name, offsetof(gw_ib_api_t, field)}
+#define SYM(field, name)                   \
+    {                                      \
+        name, offsetof(gw_ib_api_t, field) \
+    }
 
 static const sym_t verbs_syms[] = {
     SYM(get_device_list, "ibv_get_device_list"),
@@ -133,8 +136,7 @@ gw_status_t gw__ib_api_open(gw_ib_api_t *api, const char *verbs_soname, const ch
     }
     if (resolve(api->rdmacm_lib, rdmacm_syms, sizeof(rdmacm_syms) / sizeof(rdmacm_syms[0]), api,
                 &missing) != 0) {
-        snprintf(api->rdmacm_why, sizeof(api->rdmacm_why), "%s lacks %s", rdmacm_soname,
-                 missing);
+        snprintf(api->rdmacm_why, sizeof(api->rdmacm_why), "%s lacks %s", rdmacm_soname, missing);
         dlclose(api->rdmacm_lib);
         api->rdmacm_lib = NULL;
         clear_rdmacm(api);

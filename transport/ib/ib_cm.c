@@ -254,8 +254,7 @@ static gw_status_t on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *
         gw__ib_cm_pdata_decode(pdata, &pd);
     if (pd.magic != GW_IB_CM_MAGIC || memcmp(pd.job_id, t->job_id, 16) != 0 ||
         pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
-        pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps ||
-        !t->peers[pd.from].active) {
+        pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps || !t->peers[pd.from].active) {
         GW_WARN(t->base.log, GW_IB_SUBSYS,
                 "rejecting an RDMA CM connection request that is not from this job (magic "
                 "0x%08x, rank %u -> %u, QP %u)",
@@ -311,8 +310,8 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
         if (c->state == CM_UP) {
             /* Only a disconnect can follow; during connect() it means the
              * peer gave up on this connection (it failed or timed out). */
-            GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s: connection %d lost during setup: %s",
-                     p->desc, c->qp, why);
+            GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s: connection %d lost during setup: %s", p->desc,
+                     c->qp, why);
             return GW_ERR_REMOTE;
         }
         retry(t, c, why);
@@ -381,8 +380,7 @@ static void report_missing(gw_ib_t *t)
             continue;
         GW_ERROR(t->base.log, GW_IB_SUBSYS,
                  "RDMA CM connection %d with %s not established after %d ms%s%s", c->qp,
-                 t->peers[c->peer].desc, t->timeout_ms, c->why[0] ? ": last error: " : "",
-                 c->why);
+                 t->peers[c->peer].desc, t->timeout_ms, c->why[0] ? ": last error: " : "", c->why);
     }
 }
 

@@ -59,12 +59,18 @@ static void enum_free(gw_ib_t *t, enum_state_t *e, struct ibv_context *keep)
 static const char *port_state_name(enum ibv_port_state s)
 {
     switch (s) {
-    case IBV_PORT_DOWN: return "DOWN";
-    case IBV_PORT_INIT: return "INIT";
-    case IBV_PORT_ARMED: return "ARMED";
-    case IBV_PORT_ACTIVE: return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
-    default: return "NOP";
+    case IBV_PORT_DOWN:
+        return "DOWN";
+    case IBV_PORT_INIT:
+        return "INIT";
+    case IBV_PORT_ARMED:
+        return "ARMED";
+    case IBV_PORT_ACTIVE:
+        return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+        return "ACTIVE_DEFER";
+    default:
+        return "NOP";
     }
 }
 
@@ -73,9 +79,9 @@ static gw_status_t enumerate(gw_ib_t *t, enum_state_t *e)
     memset(e, 0, sizeof(*e));
     e->list = t->api.get_device_list(&e->ndev);
     if (!e->list)
-        return gw__ib_unavailable(t, GW_ERR_NOT_FOUND,
-                           "no RDMA device found (ibv_get_device_list: %m%s)",
-                           errno == ENOSYS ? ": this kernel has no RDMA support loaded" : "");
+        return gw__ib_unavailable(
+            t, GW_ERR_NOT_FOUND, "no RDMA device found (ibv_get_device_list: %m%s)",
+            errno == ENOSYS ? ": this kernel has no RDMA support loaded" : "");
     if (e->ndev == 0)
         return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "no RDMA device found");
     e->ctxs = calloc((size_t)e->ndev, sizeof(*e->ctxs));
@@ -129,8 +135,8 @@ static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
     int roce = t->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
     t->gid_index = t->cfg.gid_index;
     if (t->gid_index < 0 && roce) {
-        gw_status_t st = gw__ib_gid_pick(t->cfg.sysfs, t->dev_name, t->port_num, &t->gid_index,
-                                         desc, desc_cap);
+        gw_status_t st =
+            gw__ib_gid_pick(t->cfg.sysfs, t->dev_name, t->port_num, &t->gid_index, desc, desc_cap);
         if (st != GW_OK)
             return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "%s", desc);
     } else if (t->gid_index >= 0) {
@@ -138,9 +144,10 @@ static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
     } else {
         snprintf(desc, desc_cap, "LID %u", (unsigned)t->port_attr.lid);
         if (t->port_attr.lid == 0)
-            return gw__ib_unavailable(t, GW_ERR_NOT_FOUND,
-                               "%s:%d is InfiniBand but has no LID (is a subnet manager running?)",
-                               t->dev_name, t->port_num);
+            return gw__ib_unavailable(
+                t, GW_ERR_NOT_FOUND,
+                "%s:%d is InfiniBand but has no LID (is a subnet manager running?)", t->dev_name,
+                t->port_num);
         return GW_OK;
     }
     if (t->gid_index >= t->port_attr.gid_tbl_len ||
@@ -182,4 +189,3 @@ gw_status_t gw__ib_open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap)
     }
     return pick_gid(t, gid_desc, gid_cap);
 }
-

@@ -108,8 +108,8 @@ gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc)
                                                      : "payload write";
     return gw__ib_fail(t, st, "%s: %s failed on QP 0x%x: %s (status %d, vendor error 0x%x): %s",
                        m ? t->peers[m->peer].desc : "unknown peer", what, wc->qp_num,
-                       t->api.wc_status_str(wc->status), (int)wc->status,
-                       (unsigned)wc->vendor_err, hint);
+                       t->api.wc_status_str(wc->status), (int)wc->status, (unsigned)wc->vendor_err,
+                       hint);
 }
 
 static const gw_ib_peer_t *peer_of_qp(const gw_ib_t *t, const struct ibv_qp *qp)
@@ -137,11 +137,10 @@ static gw_status_t async_one(gw_ib_t *t, const struct ibv_async_event *ev)
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
         p = peer_of_qp(t, ev->element.qp);
-        return gw__ib_fail(t, ev->event_type == IBV_EVENT_QP_ACCESS_ERR ? GW_ERR_REMOTE
-                                                                        : GW_ERR_SYSTEM,
-                           "%s: QP 0x%x went into the error state (%s)",
-                           p ? p->desc : "unknown peer",
-                           ev->element.qp ? ev->element.qp->qp_num : 0u, name);
+        return gw__ib_fail(
+            t, ev->event_type == IBV_EVENT_QP_ACCESS_ERR ? GW_ERR_REMOTE : GW_ERR_SYSTEM,
+            "%s: QP 0x%x went into the error state (%s)", p ? p->desc : "unknown peer",
+            ev->element.qp ? ev->element.qp->qp_num : 0u, name);
     case IBV_EVENT_CQ_ERR:
         return gw__ib_fail(t, GW_ERR_SYSTEM, "the completion queue failed (%s, overrun?)", name);
     case IBV_EVENT_COMM_EST:

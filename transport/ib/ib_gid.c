@@ -69,7 +69,10 @@ static int is_v4_mapped(const uint8_t gid[16])
     return memcmp(gid, prefix, sizeof(prefix)) == 0;
 }
 
-static int is_link_local(const uint8_t gid[16]) { return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80; }
+static int is_link_local(const uint8_t gid[16])
+{
+    return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80;
+}
 
 void gw__ib_gid_str(const uint8_t gid[16], char *buf, size_t cap)
 {
@@ -110,8 +113,8 @@ static int score(const char *type, const uint8_t gid[16])
     return v2 ? 4 : 2;
 }
 
-gw_status_t gw__ib_gid_pick(const char *sysfs, const char *device, int port, int *index,
-                            char *desc, size_t desc_cap)
+gw_status_t gw__ib_gid_pick(const char *sysfs, const char *device, int port, int *index, char *desc,
+                            size_t desc_cap)
 {
     char dir[512], path[600];
     snprintf(dir, sizeof(dir), "%s/class/infiniband/%s/ports/%d", sysfs, device, port);

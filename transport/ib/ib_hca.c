@@ -73,8 +73,8 @@ gw_status_t gw__ib_hca_parse(const char *spec, gw_ib_hca_filter_t *f, char *why,
         gw_ib_hca_entry_t *e = &f->entries[f->n];
         for (size_t i = 0; i < name_len; i++) {
             if (isspace((unsigned char)s[i]) || s[i] == '^' || s[i] == '=') {
-                snprintf(why, why_cap, "GW_IB_HCA=\"%s\": unexpected '%c' in \"%.*s\"", spec,
-                         s[i], (int)len, s);
+                snprintf(why, why_cap, "GW_IB_HCA=\"%s\": unexpected '%c' in \"%.*s\"", spec, s[i],
+                         (int)len, s);
                 return GW_ERR_CONFIG;
             }
         }
@@ -101,8 +101,8 @@ gw_status_t gw__ib_hca_parse(const char *spec, gw_ib_hca_filter_t *f, char *why,
 static int entry_matches(const gw_ib_hca_filter_t *f, const gw_ib_hca_entry_t *e,
                          const char *device, int port)
 {
-    int name_ok = f->exact ? strcmp(e->name, device) == 0
-                           : strncmp(e->name, device, strlen(e->name)) == 0;
+    int name_ok =
+        f->exact ? strcmp(e->name, device) == 0 : strncmp(e->name, device, strlen(e->name)) == 0;
     return name_ok && (e->port < 0 || e->port == port);
 }
 

@@ -45,19 +45,19 @@
 #define GW_IB_CM_MAGIC 0x47574943u    /* "GWIC": rdmacm private data */
 #define GW_IB_PROTOCOL_VERSION 1u
 
-#define GW_IB_FIFO_DEPTH 32 /* CTS slots per peer: messages in flight per direction */
-#define GW_IB_CTS_SIZE 64   /* bytes of one CTS slot */
-#define GW_IB_EAGER_SLOTS 4 /* eager slots per peer and direction */
-#define GW_IB_EAGER_HDR 64  /* bytes of an eager slot's header */
+#define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
+#define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
+#define GW_IB_EAGER_SLOTS 4  /* eager slots per peer and direction */
+#define GW_IB_EAGER_HDR 64   /* bytes of an eager slot's header */
 #define GW_IB_EAGER_MAX 4096 /* largest eager payload (GW_IB_EAGER lowers it) */
 #define GW_IB_EAGER_SLOT (GW_IB_EAGER_HDR + GW_IB_EAGER_MAX)
 #define GW_IB_MAX_QPS 16
-#define GW_IB_MIN_PART ((size_t)128 * 1024) /* smallest stripe of a message */
+#define GW_IB_MIN_PART ((size_t)128 * 1024)  /* smallest stripe of a message */
 #define GW_IB_MAX_WR_BYTES ((size_t)1 << 30) /* largest single RDMA write we post */
 #define GW_IB_INLINE 256 /* max_inline_data we ask for first (then 64, then none) */
 #define GW_IB_WQ_DEPTH (2 * GW_IB_FIFO_DEPTH + 16) /* send and receive WRs per QP */
 #define GW_IB_POLL_BATCH 32
-#define GW_IB_SHUTDOWN_MS 500 /* budget of abort() and close() */
+#define GW_IB_SHUTDOWN_MS 500   /* budget of abort() and close() */
 #define GW_IB_ASYNC_GRACE_MS 50 /* a failed completion waits this long for its async event */
 /* How long a receive of an eager-sized message waits for its message before
  * it sends its CTS anyway (GW_IB_CTS_DEFER_US; see defer_cts in ib_post.c). */
@@ -146,20 +146,20 @@ int gw__ib_query_port(const gw_ib_api_t *api, struct ibv_context *ctx, uint8_t p
 typedef enum gw_ib_cm_mode { GW_IB_CM_RDMACM = 1, GW_IB_CM_OOB = 2 } gw_ib_cm_mode_t;
 
 typedef struct gw_ib_config {
-    const char *hca;     /* GW_IB_HCA, or NULL */
-    int gid_index;       /* GW_IB_GID_INDEX, or -1: automatic */
-    int qps;             /* GW_IB_QPS, 1..GW_IB_MAX_QPS */
-    int cm_mode;         /* GW_IB_CM; 0: rdmacm when it can be used, else oob */
-    int timeout;         /* GW_IB_TIMEOUT: local ACK timeout exponent, 1..31 */
-    int retry_cnt;       /* GW_IB_RETRY_CNT, 0..7 */
-    int sl;              /* GW_IB_SL, 0..15 */
-    int tc;              /* GW_IB_TC, 0..255 */
-    int reg_cache;       /* GW_IB_REG_CACHE: 0 disables caching registrations */
-    long reg_cache_max;  /* GW_IB_REG_CACHE_MAX: entries kept */
-    int spin_us;         /* GW_IB_SPIN_US: busy polling before sleeping */
-    int eager_max;       /* GW_IB_EAGER: largest message sent eagerly, 0..4096 */
-    int cts_defer_us;    /* GW_IB_CTS_DEFER_US: a small receive's CTS waits this long */
-    const char *sysfs;   /* GW_IB_SYSFS (tests), default /sys */
+    const char *hca;    /* GW_IB_HCA, or NULL */
+    int gid_index;      /* GW_IB_GID_INDEX, or -1: automatic */
+    int qps;            /* GW_IB_QPS, 1..GW_IB_MAX_QPS */
+    int cm_mode;        /* GW_IB_CM; 0: rdmacm when it can be used, else oob */
+    int timeout;        /* GW_IB_TIMEOUT: local ACK timeout exponent, 1..31 */
+    int retry_cnt;      /* GW_IB_RETRY_CNT, 0..7 */
+    int sl;             /* GW_IB_SL, 0..15 */
+    int tc;             /* GW_IB_TC, 0..255 */
+    int reg_cache;      /* GW_IB_REG_CACHE: 0 disables caching registrations */
+    long reg_cache_max; /* GW_IB_REG_CACHE_MAX: entries kept */
+    int spin_us;        /* GW_IB_SPIN_US: busy polling before sleeping */
+    int eager_max;      /* GW_IB_EAGER: largest message sent eagerly, 0..4096 */
+    int cts_defer_us;   /* GW_IB_CTS_DEFER_US: a small receive's CTS waits this long */
+    const char *sysfs;  /* GW_IB_SYSFS (tests), default /sys */
 } gw_ib_config_t;
 
 /* Read the GW_IB_* variables; GW_ERR_CONFIG (logged, naming the variable)
@@ -216,8 +216,8 @@ int gw__ib_choose_port(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *por
  * as a last resort. desc (may be NULL) receives "index 1 (RoCE v2,
  * ::ffff:198.18.0.1)". GW_ERR_NOT_FOUND with the reason in desc when the
  * port has no usable GID. */
-gw_status_t gw__ib_gid_pick(const char *sysfs, const char *device, int port, int *index,
-                            char *desc, size_t desc_cap);
+gw_status_t gw__ib_gid_pick(const char *sysfs, const char *device, int port, int *index, char *desc,
+                            size_t desc_cap);
 /* Parse a sysfs GID text ("fe80:0000:...:0001") into 16 bytes. */
 int gw__ib_gid_parse(const char *text, uint8_t gid[16]);
 /* "::ffff:1.2.3.4" or the full IPv6 form, for messages. */
@@ -229,11 +229,11 @@ typedef struct gw_ib_mr_entry {
     uintptr_t start, end; /* page-aligned [start, end) */
     void *mr;             /* the backend's handle (struct ibv_mr * in the transport) */
     uint32_t lkey, rkey;
-    int refs;     /* requests and explicit registrations using it */
+    int refs;          /* requests and explicit registrations using it */
     int explicit_refs; /* of which mem_reg() calls */
-    int dead;     /* invalidated while in use: deregistered at the last release */
-    int cacheable; /* its mapping could be marked: kept after use */
-    int mark;      /* what the backend's check compares */
+    int dead;          /* invalidated while in use: deregistered at the last release */
+    int cacheable;     /* its mapping could be marked: kept after use */
+    int mark;          /* what the backend's check compares */
     uint64_t last_use;
 } gw_ib_mr_entry_t;
 
@@ -275,8 +275,7 @@ void gw__ib_mr_cache_init(gw_ib_mr_cache_t *c, const gw_ib_mr_backend_t *backend
  * when none does (merging unused entries it overlaps), with a reference for
  * the caller. 0, or the backend's errno (ENOMEM after evicting every unused
  * entry and trying again). */
-int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len,
-                        gw_ib_mr_entry_t **out);
+int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len, gw_ib_mr_entry_t **out);
 /* Drop a reference; an entry of a disabled cache, or an invalidated one, is
  * deregistered at its last release. */
 void gw__ib_mr_cache_put(gw_ib_mr_cache_t *c, gw_ib_mr_entry_t *e);
@@ -331,7 +330,7 @@ typedef struct gw_ib_eager_hdr {
     uint64_t seq;
     uint32_t sig;
     uint64_t len;
-    uint64_t cts_seen; /* CTS entries the sender has taken out of its FIFO */
+    uint64_t cts_seen;    /* CTS entries the sender has taken out of its FIFO */
     uint64_t eager_freed; /* eager messages of the receiver that the sender took out */
 } gw_ib_eager_hdr_t;
 
@@ -389,11 +388,11 @@ size_t gw__ib_nparts(size_t len, int nqps);
 /* ---- the transport ------------------------------------------------------ */
 
 /* How the transport uses gw_request_t.priv. */
-#define GW_IB_REQ_IDX(r) ((r)->priv[0])        /* 1, 2, ... in posting order per peer */
+#define GW_IB_REQ_IDX(r) ((r)->priv[0]) /* 1, 2, ... in posting order per peer */
 #define GW_IB_REQ_NPARTS(r) ((r)->priv[1])
 #define GW_IB_REQ_PARTS_DONE(r) ((r)->priv[2]) /* parts completed */
 #define GW_IB_REQ_MR(r) ((r)->priv[3])         /* gw_ib_mr_entry_t *, or 0 */
-#define GW_IB_REQ_STARTED(r) ((r)->priv[4]) /* recv: 1 + number of its CTS; send: CTS matched */
+#define GW_IB_REQ_STARTED(r) ((r)->priv[4])    /* recv: 1 + number of its CTS; send: CTS matched */
 #define GW_IB_REQ_POSTED(r) ((r)->priv[5])     /* send: parts posted */
 #define GW_IB_REQ_DEFER(r) ((r)->priv[5])      /* recv: its CTS waits until then (ns), 0: unset */
 #define GW_IB_REQ_RADDR(r) ((r)->priv[6])      /* send: where the receiver wants it */
@@ -408,7 +407,7 @@ size_t gw__ib_nparts(size_t len, int nqps);
 
 typedef struct gw_ib_peer {
     int rank;
-    int active; /* this transport carries it (its address blob is not all zero) */
+    int active;     /* this transport carries it (its address blob is not all zero) */
     char desc[112]; /* "rank 3 (198.18.0.1:4791, rxe0)", for messages */
     gw_ib_addr_t addr;
     struct ibv_qp *qp[GW_IB_MAX_QPS];
@@ -417,29 +416,29 @@ typedef struct gw_ib_peer {
     int qp_up;                               /* QPs connected */
     int oob_fd;                              /* OOB mode: kept to notice the peer's death */
     /* Send side. */
-    gw_request_t *sq_head, *sq_tail; /* posted, not complete */
-    uint64_t s_next;                 /* index of the last send posted */
+    gw_request_t *sq_head, *sq_tail;   /* posted, not complete */
+    uint64_t s_next;                   /* index of the last send posted */
     gw_ib_cts_t cts[GW_IB_FIFO_DEPTH]; /* CTS received, by idx % depth */
     uint8_t cts_have[GW_IB_FIFO_DEPTH];
-    uint64_t s_cts_next;                         /* lowest index the next CTS entry may carry */
-    uint64_t s_cts_seen;                         /* CTS entries taken out of the FIFO */
-    uint64_t eager_sent;                         /* eager messages sent */
-    uint64_t eager_freed;                        /* ... that it took out of its slots */
-    uint64_t eager_idx[GW_IB_FIFO_DEPTH];        /* message sent eagerly, by idx % depth */
+    uint64_t s_cts_next;                  /* lowest index the next CTS entry may carry */
+    uint64_t s_cts_seen;                  /* CTS entries taken out of the FIFO */
+    uint64_t eager_sent;                  /* eager messages sent */
+    uint64_t eager_freed;                 /* ... that it took out of its slots */
+    uint64_t eager_idx[GW_IB_FIFO_DEPTH]; /* message sent eagerly, by idx % depth */
     /* Receive side, eager: messages that landed in our slots, in order. */
-    uint64_t r_eager_in;                         /* eager messages arrived */
-    uint64_t r_eager_freed;                      /* ... taken out (sent back in CTS entries) */
-    uint64_t r_eager_reported;                   /* ... as last told (CTS entry, eager header) */
+    uint64_t r_eager_in;       /* eager messages arrived */
+    uint64_t r_eager_freed;    /* ... taken out (sent back in CTS entries) */
+    uint64_t r_eager_reported; /* ... as last told (CTS entry, eager header) */
     int eager_limit; /* largest eager message between us: the smaller GW_IB_EAGER of both */
     gw_ib_eager_hdr_t r_eager[GW_IB_EAGER_SLOTS]; /* headers of those not taken out */
     /* Receive side. */
     gw_request_t *rq_head, *rq_tail;
-    uint64_t r_next;     /* index of the last receive posted */
+    uint64_t r_next;      /* index of the last receive posted */
     uint64_t r_cts_next;  /* index of the next receive whose CTS is to be sent */
     uint64_t r_cts_sent;  /* CTS entries sent: entry n goes to slot n % depth */
     uint64_t r_cts_acked; /* ... that the sender has taken out (slots free again) */
-    int goodbye;         /* it closed its communicator */
-    int gone;            /* its connection broke (after a goodbye: fine) */
+    int goodbye;          /* it closed its communicator */
+    int gone;             /* its connection broke (after a goodbye: fine) */
 } gw_ib_peer_t;
 
 /* Where a completion's QP number leads. */
@@ -592,7 +591,7 @@ gw_status_t gw__ib_poll_cq(gw_ib_t *t, int budget, int *handled);
  * return the sticky status. */
 #define gw__ib_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
 /* The same with the message prefixed by the peer's desc. */
-#define gw__ib_peer_fail(t, p, st, ...)                                                         \
+#define gw__ib_peer_fail(t, p, st, ...) \
     gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
 /* The base's hooks (gw__transport_class_t). */
 void gw__ib_fail_pending(gw_transport_t *base, gw_status_t st);

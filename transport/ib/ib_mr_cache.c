@@ -198,8 +198,7 @@ static gw_ib_mr_entry_t *lookup(gw_ib_mr_cache_t *c, uintptr_t start, uintptr_t 
     return NULL;
 }
 
-int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len,
-                        gw_ib_mr_entry_t **out)
+int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len, gw_ib_mr_entry_t **out)
 {
     uintptr_t a = (uintptr_t)addr;
     uintptr_t start = a & ~(uintptr_t)(c->page - 1);
@@ -241,20 +240,21 @@ int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len,
         return ENOMEM;
     e->start = start;
     e->end = end;
-    int err = c->backend.reg(c->backend.ctx, (void *)start, end - start, &e->mr, &e->lkey, &e->rkey);
+    int err =
+        c->backend.reg(c->backend.ctx, (void *)start, end - start, &e->mr, &e->lkey, &e->rkey);
     if (err == ENOMEM || err == EAGAIN) {
         /* Pinned memory is limited (RLIMIT_MEMLOCK, the NIC's tables):
          * give back everything unused and try once more. */
         evict(c, 0, 0, 1);
-        err = c->backend.reg(c->backend.ctx, (void *)start, end - start, &e->mr, &e->lkey,
-                             &e->rkey);
+        err =
+            c->backend.reg(c->backend.ctx, (void *)start, end - start, &e->mr, &e->lkey, &e->rkey);
     }
     if (err && (start != want_start || end != want_end)) {
         /* Part of the union is not mapped any more: just what was asked. */
         e->start = start = want_start;
         e->end = end = want_end;
-        err = c->backend.reg(c->backend.ctx, (void *)start, end - start, &e->mr, &e->lkey,
-                             &e->rkey);
+        err =
+            c->backend.reg(c->backend.ctx, (void *)start, end - start, &e->mr, &e->lkey, &e->rkey);
     }
     if (err) {
         free(e);

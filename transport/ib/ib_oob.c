@@ -132,8 +132,8 @@ static void out_retry(mesh_t *m, conn_t *c, const char *what)
 static void out_dial(mesh_t *m, conn_t *c, short revents)
 {
     const struct sockaddr *sa = (const struct sockaddr *)&m->t->peers[c->peer].addr.sa;
-    socklen_t sl = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-                                            : sizeof(struct sockaddr_in6);
+    socklen_t sl =
+        sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     const char *what;
     int st = gw__sock_dial_step(&c->s, sa, sl, revents, NULL, NULL, &what);
     if (st == GW_SOCK_FAILED)
@@ -284,8 +284,7 @@ static gw_status_t accept_new(mesh_t *m)
     for (;;) {
         int fd = gw__sock_accept(m->t->listen_fd, NULL, 0);
         if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-                errno == ECONNABORTED)
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
                 return GW_OK;
             GW_ERROR(lg_of(m), GW_IB_SUBSYS, "accept() on the out-of-band listener: %m");
             return GW_ERR_SYSTEM;
@@ -408,7 +407,7 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         int64_t now = gw__now_ms(), wake = deadline;
         for (int i = 0; i < m.n; i++) {
             conn_t *c = &m.c[i];
-            short ev = c->phase == P_SEND ? POLLOUT
+            short ev = c->phase == P_SEND                                     ? POLLOUT
                        : c->phase == P_RECV_HELLO || c->phase == P_RECV_READY ? POLLIN
                                                                               : 0;
             if (c->phase == P_DIAL)

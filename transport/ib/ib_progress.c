@@ -108,10 +108,9 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
                                     (unsigned long long)h->idx, (unsigned)value,
                                     (unsigned long long)h->len);
         if (h->cts_seen > p->r_cts_sent)
-            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
-                                    "acknowledged %llu CTS entries, but only %llu were sent",
-                                    (unsigned long long)h->cts_seen,
-                                    (unsigned long long)p->r_cts_sent);
+            return gw__ib_peer_fail(
+                t, p, GW_ERR_PROTOCOL, "acknowledged %llu CTS entries, but only %llu were sent",
+                (unsigned long long)h->cts_seen, (unsigned long long)p->r_cts_sent);
         if (h->eager_freed > p->eager_sent)
             return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
                                     "reported %llu of our eager messages freed, but only %llu "
@@ -168,9 +167,9 @@ static gw_status_t handle_wc(gw_ib_t *t, const struct ibv_wc *wc)
 {
     const gw_ib_qpn_map_t *m = gw__ib_qpn_lookup(t, wc->qp_num);
     if (!m)
-        return t->base.failed != GW_OK ? GW_OK
-                                  : gw__ib_fail(t, GW_ERR_PROTOCOL,
-                                                "completion on unknown QP 0x%x", wc->qp_num);
+        return t->base.failed != GW_OK
+                   ? GW_OK
+                   : gw__ib_fail(t, GW_ERR_PROTOCOL, "completion on unknown QP 0x%x", wc->qp_num);
     gw_ib_peer_t *p = &t->peers[m->peer];
     int is_recv = wc->wr_id == GW_IB_WR_RECV;
     if (!is_recv && p->sq_used[m->qp] > 0)
@@ -237,7 +236,8 @@ static gw_status_t check_oob(gw_ib_t *t, gw_ib_peer_t *p)
         return GW_OK;
     if (n > 0)
         return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL, "sent data on its out-of-band socket");
-    return gw__ib_peer_gone(t, p, n == 0 ? "closed its out-of-band socket" : "reset its out-of-band socket");
+    return gw__ib_peer_gone(
+        t, p, n == 0 ? "closed its out-of-band socket" : "reset its out-of-band socket");
 }
 
 /* poll() the watched fds for up to timeout_ms and handle what they report. */
@@ -290,8 +290,8 @@ static gw_status_t check_conflicts(gw_ib_t *t, const gw_msg_tag_t *current)
         for (uint64_t k = p->r_eager_freed; st == GW_OK && k < p->r_eager_in; k++) {
             const gw_ib_eager_hdr_t *h = &p->r_eager[k % GW_IB_EAGER_SLOTS];
             gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
-            st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending,
-                                             h->len, current);
+            st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending, h->len,
+                                             current);
         }
         for (int s = 0; st == GW_OK && s < GW_IB_FIFO_DEPTH; s++) {
             if (!p->cts_have[s])

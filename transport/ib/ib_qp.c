@@ -53,8 +53,10 @@ int gw__ib_qp_inline_retry(gw_ib_t *t, int err)
     if ((err != EINVAL && err != ENOMEM) || t->inline_req == 0)
         return 0;
     int next = t->inline_req > 64 ? 64 : 0;
-    GW_TRACE(t->base.log, GW_IB_SUBSYS, "creating a QP with %d bytes of inline data failed (%s): "
-             "asking for %d", t->inline_req, strerror(err), next);
+    GW_TRACE(t->base.log, GW_IB_SUBSYS,
+             "creating a QP with %d bytes of inline data failed (%s): "
+             "asking for %d",
+             t->inline_req, strerror(err), next);
     t->inline_req = next;
     return 1;
 }
@@ -87,15 +89,13 @@ gw_status_t gw__ib_qp_create(gw_ib_t *t, gw_ib_peer_t *p, int k)
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num = (uint8_t)t->port_num;
-    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                           IBV_ACCESS_REMOTE_READ;
+    attr.qp_access_flags =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     int rc = t->api.modify_qp(qp, &attr,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                  IBV_QP_ACCESS_FLAGS);
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc != 0) {
         errno = rc;
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "QP 0x%x for %s: INIT failed: %m", qp->qp_num,
-                 p->desc);
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "QP 0x%x for %s: INIT failed: %m", qp->qp_num, p->desc);
         return GW_ERR_SYSTEM;
     }
     return GW_OK;
@@ -108,8 +108,8 @@ gw_status_t gw__ib_qp_connect(gw_ib_t *t, gw_ib_peer_t *p, int k, uint32_t remot
     struct ibv_qp_attr attr;
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = p->addr.mtu < t->port_attr.active_mtu ? (enum ibv_mtu)p->addr.mtu
-                                                          : t->port_attr.active_mtu;
+    attr.path_mtu =
+        p->addr.mtu < t->port_attr.active_mtu ? (enum ibv_mtu)p->addr.mtu : t->port_attr.active_mtu;
     attr.dest_qp_num = remote_qpn;
     attr.rq_psn = remote_psn;
     attr.max_dest_rd_atomic = 1;
@@ -128,8 +128,7 @@ gw_status_t gw__ib_qp_connect(gw_ib_t *t, gw_ib_peer_t *p, int k, uint32_t remot
     }
     int rc = t->api.modify_qp(qp, &attr,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                  IBV_QP_MIN_RNR_TIMER);
+                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (rc != 0) {
         errno = rc;
         GW_ERROR(t->base.log, GW_IB_SUBSYS,

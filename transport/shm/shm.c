@@ -89,7 +89,8 @@ void gw__shm_addr_encode(uint32_t pid, uint64_t host_id, uint64_t ring_bytes,
 gw_status_t gw__shm_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], uint32_t *pid,
                                 uint64_t *host_id, uint64_t *ring_bytes)
 {
-    if (gw__get_le32(blob) != GW_SHM_ADDR_MAGIC || gw__get_le32(blob + 4) != GW_SHM_PROTOCOL_VERSION)
+    if (gw__get_le32(blob) != GW_SHM_ADDR_MAGIC ||
+        gw__get_le32(blob + 4) != GW_SHM_PROTOCOL_VERSION)
         return GW_ERR_PROTOCOL;
     uint64_t ring = gw__get_le64(blob + 24);
     if (gw__get_le32(blob + 8) == 0 || ring < GW_SHM_RING_MIN || ring > GW_SHM_RING_MAX ||

@@ -25,14 +25,14 @@
 
 #define GW_SHM_SUBSYS "shm"
 
-#define GW_SHM_SEG_MAGIC 0x4757534du   /* "GWSM": a segment's header */
-#define GW_SHM_ADDR_MAGIC 0x47575341u  /* "GWSA": an address blob */
-#define GW_SHM_REC_MAGIC 0x47575352u   /* "GWSR": a record in a ring */
+#define GW_SHM_SEG_MAGIC 0x4757534du             /* "GWSM": a segment's header */
+#define GW_SHM_ADDR_MAGIC 0x47575341u            /* "GWSA": an address blob */
+#define GW_SHM_REC_MAGIC 0x47575352u             /* "GWSR": a record in a ring */
 #define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
 #define GW_SHM_PROTOCOL_VERSION 1u
 
-#define GW_SHM_LINE 64                     /* cache line: unit of alignment in a ring */
-#define GW_SHM_HDR_BYTES 4096              /* segment header, rings follow */
+#define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
+#define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
 #define GW_SHM_RING_DEFAULT ((size_t)1 << 21) /* bytes of each ring */
 #define GW_SHM_RING_MIN ((size_t)1 << 12)
 #define GW_SHM_RING_MAX ((size_t)1 << 30)
@@ -44,9 +44,9 @@
 #define GW_SHM_PIECE ((size_t)256 * 1024)
 #define GW_SHM_DIRECT_PIECE ((size_t)1024 * 1024)
 #define GW_SHM_DEFAULT_TIMEOUT_MS 30000
-#define GW_SHM_LIVENESS_MS 20 /* how often peers' liveness is checked while waiting */
-#define GW_SHM_SPIN_NS (20LL * 1000)   /* idle time polling before yielding */
-#define GW_SHM_YIELD_NS (50LL * 1000)  /* idle time before sleeping */
+#define GW_SHM_LIVENESS_MS 20         /* how often peers' liveness is checked while waiting */
+#define GW_SHM_SPIN_NS (20LL * 1000)  /* idle time polling before yielding */
+#define GW_SHM_YIELD_NS (50LL * 1000) /* idle time before sleeping */
 
 /* Address blob (GW_TRANSPORT_ADDR_MAX bytes, little-endian host integers
  * are fine: both ends are on one host):
@@ -121,36 +121,36 @@ _Static_assert(sizeof(gw_shm_seg_t) <= GW_SHM_HDR_BYTES, "segment header fits it
 /* The local view of one peer. */
 typedef struct gw_shm_peer {
     int rank;
-    int served;    /* its address blob was not zero: we connect to it */
+    int served; /* its address blob was not zero: we connect to it */
     pid_t pid;
-    int pidfd;     /* -1 where pidfd_open is not available */
+    int pidfd; /* -1 where pidfd_open is not available */
     uint64_t ring_bytes;
     char name[96]; /* the segment's name while it may exist in /dev/shm */
     int created;   /* we created the segment (and may have to unlink it) */
     int fd;
     gw_shm_seg_t *seg;
     size_t seg_bytes;
-    int me, them;              /* our and its index in seg->side */
-    gw_shm_side_t *my, *its;   /* &seg->side[me], &seg->side[them] */
-    gw_shm_dir_t *out, *in;    /* our sending and receiving directions */
+    int me, them;            /* our and its index in seg->side */
+    gw_shm_side_t *my, *its; /* &seg->side[me], &seg->side[them] */
+    gw_shm_dir_t *out, *in;  /* our sending and receiving directions */
     uint8_t *out_ring, *in_ring;
-    int direct_ok;             /* the peer reads our large messages itself */
+    int direct_ok; /* the peer reads our large messages itself */
     /* Send side. */
     gw_request_t *sq_head, *sq_tail; /* not yet fully in the ring */
     gw_request_t *dq_head, *dq_tail; /* DIRECT, waiting for the peer's read */
-    uint64_t s_index;  /* messages sent so far */
-    uint64_t s_direct; /* DIRECT messages sent so far */
-    int s_hdr_done;    /* the head request's header is in the ring */
-    size_t s_done;     /* payload bytes of the head request in the ring */
+    uint64_t s_index;                /* messages sent so far */
+    uint64_t s_direct;               /* DIRECT messages sent so far */
+    int s_hdr_done;                  /* the head request's header is in the ring */
+    size_t s_done;                   /* payload bytes of the head request in the ring */
     /* Receive side. */
     gw_request_t *rq_head, *rq_tail; /* posted, unfinished */
-    gw_shm_rec_t r_hdr;  /* the header of the message being received */
-    int r_held;          /* r_hdr read, but no receive claimed it yet */
-    gw_request_t *rreq;  /* the receive r_hdr belongs to */
-    size_t r_done;       /* payload bytes of rreq copied */
-    uint64_t r_index;    /* messages received so far */
-    int goodbye;         /* it closed, and its ring is drained */
-    int gone;            /* its process is gone */
+    gw_shm_rec_t r_hdr;              /* the header of the message being received */
+    int r_held;                      /* r_hdr read, but no receive claimed it yet */
+    gw_request_t *rreq;              /* the receive r_hdr belongs to */
+    size_t r_done;                   /* payload bytes of rreq copied */
+    uint64_t r_index;                /* messages received so far */
+    int goodbye;                     /* it closed, and its ring is drained */
+    int gone;                        /* its process is gone */
 } gw_shm_peer_t;
 
 typedef struct gw_shm {
@@ -159,15 +159,15 @@ typedef struct gw_shm {
     uint8_t job_id[16];
     uint64_t host_id;
     size_t ring_bytes;
-    size_t direct_min; /* 0: never read the peer's memory directly */
-    int allow_direct;  /* we may read peers' memory (probe at connect) */
+    size_t direct_min;       /* 0: never read the peer's memory directly */
+    int allow_direct;        /* we may read peers' memory (probe at connect) */
     volatile uint64_t probe; /* GW_SHM_PROBE_MAGIC, read by peers' probes */
-    gw_shm_peer_t *peers; /* size entries; ours is unused */
-    int npeers;           /* served peers */
-    uint64_t moved;       /* bytes and completions so far, to tell idle rounds */
-    int64_t idle_since_ns; /* 0 when the last round moved something */
+    gw_shm_peer_t *peers;    /* size entries; ours is unused */
+    int npeers;              /* served peers */
+    uint64_t moved;          /* bytes and completions so far, to tell idle rounds */
+    int64_t idle_since_ns;   /* 0 when the last round moved something */
     int64_t next_liveness_ms;
-    int no_waitv; /* the kernel lacks futex_waitv: sleep on one peer's bell */
+    int no_waitv;     /* the kernel lacks futex_waitv: sleep on one peer's bell */
     int64_t spin_ns;  /* idle time spent polling before yielding the core */
     int spin;         /* polling is worth it: no peer we wait for shares our CPU */
     int64_t yield_ns; /* idle time before sleeping in the futex */
@@ -216,7 +216,7 @@ void gw__shm_ring_bell(gw_shm_peer_t *p);
  * complete every pending request with st, return the sticky status. */
 #define gw__shm_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
 /* The same with the message prefixed by "rank R (pid P, shared memory) ". */
-#define gw__shm_peer_fail(t, p, st, ...)                                                        \
+#define gw__shm_peer_fail(t, p, st, ...) \
     gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
 /* The base's hooks (gw__transport_class_t). */
 void gw__shm_fail_pending(gw_transport_t *base, gw_status_t st);

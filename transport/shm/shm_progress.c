@@ -428,8 +428,8 @@ static gw_status_t check_conflicts(gw_shm_t *t, const gw_msg_tag_t *current)
         if (!p->served || !p->r_held)
             continue;
         gw_msg_tag_t pending = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
-        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message",
-                                                     &pending, p->r_hdr.len, current);
+        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending,
+                                                     p->r_hdr.len, current);
         if (st != GW_OK)
             return st;
     }
@@ -533,8 +533,7 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
         ts.tv_sec = (time_t)(end / 1000000000);
         ts.tv_nsec = (long)(end % 1000000000);
 #ifdef SYS_futex_waitv
-        if (!t->no_waitv &&
-            syscall(SYS_futex_waitv, w, (unsigned)n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
+        if (!t->no_waitv && syscall(SYS_futex_waitv, w, (unsigned)n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
             errno == ENOSYS)
             t->no_waitv = 1;
 #else
@@ -542,8 +541,7 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 #endif
         if (t->no_waitv) {
             struct timespec rel = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
-            syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL,
-                    0);
+            syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL, 0);
         }
     }
     for (int i = 0; i < n; i++)

@@ -41,10 +41,10 @@
 #include "transport/shm/shm_internal.h"
 
 typedef enum conn_state {
-    C_ATTACH,       /* hi: waiting for lo's segment to appear and be sized */
-    C_INIT,         /* hi: mapped, waiting for lo to fill the header */
-    C_WAIT_MAPPED,  /* waiting for the peer to publish its pid */
-    C_WAIT_READY,   /* probed the peer; waiting for its probe result */
+    C_ATTACH,      /* hi: waiting for lo's segment to appear and be sized */
+    C_INIT,        /* hi: mapped, waiting for lo to fill the header */
+    C_WAIT_MAPPED, /* waiting for the peer to publish its pid */
+    C_WAIT_READY,  /* probed the peer; waiting for its probe result */
     C_DONE,
 } conn_state_t;
 
@@ -87,8 +87,7 @@ static gw_status_t create_seg(gw_shm_t *t, gw_shm_peer_t *p)
     p->seg_bytes = seg_bytes_of(p->ring_bytes);
     int fd = shm_open(p->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "creating shared memory %s for rank %d: %m", p->name,
-                 p->rank);
+        GW_ERROR(lg, GW_SHM_SUBSYS, "creating shared memory %s for rank %d: %m", p->name, p->rank);
         return GW_ERR_SYSTEM;
     }
     p->created = 1;
@@ -129,8 +128,7 @@ static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
         if (p->fd < 0) {
             if (errno == ENOENT)
                 return GW_OK; /* lo has not created it yet */
-            GW_ERROR(lg, GW_SHM_SUBSYS, "opening rank %d's shared memory %s: %m", p->rank,
-                     p->name);
+            GW_ERROR(lg, GW_SHM_SUBSYS, "opening rank %d's shared memory %s: %m", p->rank, p->name);
             return GW_ERR_SYSTEM;
         }
     }
@@ -151,8 +149,8 @@ static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
     }
     void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
     if (m == MAP_FAILED) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping rank %d's shared memory %s (%zu bytes): %m",
-                 p->rank, p->name, p->seg_bytes);
+        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping rank %d's shared memory %s (%zu bytes): %m", p->rank,
+                 p->name, p->seg_bytes);
         return GW_ERR_SYSTEM;
     }
     p->seg = m;
@@ -259,8 +257,8 @@ static gw_status_t report_timeout(gw_shm_t *t, const conn_state_t *cs)
         if (w > 0 && (size_t)w < sizeof(msg) - n)
             n += (size_t)w;
     }
-    GW_ERROR(t->base.log, GW_SHM_SUBSYS, "connecting through shared memory timed out after %d ms: %s",
-             t->timeout_ms, msg);
+    GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+             "connecting through shared memory timed out after %d ms: %s", t->timeout_ms, msg);
     return GW_ERR_TIMEOUT;
 }
 
@@ -300,8 +298,8 @@ static gw_status_t read_addrs(gw_shm_t *t, const uint8_t *all_addrs)
         gw__shm_seg_name(t->job_id, lo, hi, p->name, sizeof(p->name));
         p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
         if (p->pidfd < 0 && errno != ENOSYS && errno != ESRCH)
-            GW_TRACE(t->base.log, GW_SHM_SUBSYS, "pidfd_open(%ld) for rank %d: %m",
-                     (long)p->pid, r);
+            GW_TRACE(t->base.log, GW_SHM_SUBSYS, "pidfd_open(%ld) for rank %d: %m", (long)p->pid,
+                     r);
         t->npeers++;
     }
     return GW_OK;
@@ -358,15 +356,14 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
                              ? atomic_load_explicit(&p->its->abort_status, memory_order_acquire)
                              : 0;
             if (st == GW_OK && ab != 0) {
-                GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                         "rank %d (pid %ld) failed to connect: %s", r, (long)p->pid,
-                         gw_status_str(gw__transport_abort_status(ab)));
+                GW_ERROR(t->base.log, GW_SHM_SUBSYS, "rank %d (pid %ld) failed to connect: %s", r,
+                         (long)p->pid, gw_status_str(gw__transport_abort_status(ab)));
                 st = GW_ERR_REMOTE;
             }
             if (st == GW_OK && cs[r] != C_DONE && gw__shm_peer_gone(p)) {
                 GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                         "rank %d (pid %ld) exited before it connected through shared memory",
-                         r, (long)p->pid);
+                         "rank %d (pid %ld) exited before it connected through shared memory", r,
+                         (long)p->pid);
                 st = GW_ERR_REMOTE;
             }
         }

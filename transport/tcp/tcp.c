@@ -139,8 +139,8 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char desc[160];
-    st = gw__sock_pick_addr(lg, GW_TCP_SUBSYS, params->ifname, &params->default_addr, params->default_addr_len, &ss,
-                           &sl, desc, sizeof(desc));
+    st = gw__sock_pick_addr(lg, GW_TCP_SUBSYS, params->ifname, &params->default_addr,
+                            params->default_addr_len, &ss, &sl, desc, sizeof(desc));
     if (st != GW_OK)
         goto err_free;
     gw__sock_addr_str((const struct sockaddr *)&ss, t->local_str, sizeof(t->local_str));

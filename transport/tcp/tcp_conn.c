@@ -76,12 +76,11 @@ static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
 
 static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out[GW_TCP_HELLO_SIZE])
 {
-    gw_tcp_hello_t h = {.id = {.magic = GW_TCP_HELLO_MAGIC,
-                               .from = (uint32_t)from,
-                               .to = (uint32_t)to},
-                        .version = GW_TCP_PROTOCOL_VERSION,
-                        .sock_idx = (uint32_t)idx,
-                        .nsocks = (uint32_t)t->nsocks};
+    gw_tcp_hello_t h = {
+        .id = {.magic = GW_TCP_HELLO_MAGIC, .from = (uint32_t)from, .to = (uint32_t)to},
+        .version = GW_TCP_PROTOCOL_VERSION,
+        .sock_idx = (uint32_t)idx,
+        .nsocks = (uint32_t)t->nsocks};
     memcpy(h.id.job_id, t->job_id, sizeof(h.id.job_id));
     gw__tcp_hello_encode(&h, out);
 }

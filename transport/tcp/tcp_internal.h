@@ -183,7 +183,7 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
  * complete every pending request with st, return the sticky status. */
 #define gw__tcp_fail(t, st, ...) gw__transport_fail(&(t)->base, (st), __VA_ARGS__)
 /* The same with the message prefixed by "rank R (address) ". */
-#define gw__tcp_peer_fail(t, p, st, ...)                                                        \
+#define gw__tcp_peer_fail(t, p, st, ...) \
     gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
 /* The base's hooks (gw__transport_class_t): fail every queued request and
  * forget the frames in flight; "rank R (address)". */

@@ -326,8 +326,8 @@ static gw_status_t check_conflicts(gw_tcp_t *t, const gw_msg_tag_t *current)
             continue;
         const gw_tcp_hdr_t *h = &p->socks[0].r_hdr;
         gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
-        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message",
-                                                     &pending, h->total, current);
+        gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending,
+                                                     h->total, current);
         if (st != GW_OK)
             return st;
     }

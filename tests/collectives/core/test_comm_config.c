@@ -11,11 +11,26 @@
 
 static void clear_env(void)
 {
-    const char *vars[] = {"GW_RANK", "GW_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                          "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-                          "SLURM_NTASKS", "GW_ROOT", "MASTER_ADDR", "MASTER_PORT",
-                          "GW_TRANSPORT", "GW_ALGO", "GW_NSOCKS", "GW_TIMEOUT_MS",
-                          "GW_CHUNK_BYTES", "GW_JOB_TOKEN", "GW_SOCKET_IFNAME"};
+    const char *vars[] = {"GW_RANK",
+                          "GW_SIZE",
+                          "RANK",
+                          "WORLD_SIZE",
+                          "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_SIZE",
+                          "PMI_RANK",
+                          "PMI_SIZE",
+                          "SLURM_PROCID",
+                          "SLURM_NTASKS",
+                          "GW_ROOT",
+                          "MASTER_ADDR",
+                          "MASTER_PORT",
+                          "GW_TRANSPORT",
+                          "GW_ALGO",
+                          "GW_NSOCKS",
+                          "GW_TIMEOUT_MS",
+                          "GW_CHUNK_BYTES",
+                          "GW_JOB_TOKEN",
+                          "GW_SOCKET_IFNAME"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
     setenv("GW_DEBUG", "NONE", 1);

@@ -29,12 +29,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../transport_bodies.h"
+#include "../transport_test_util.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"
-#include "transport_bodies.h"
-#include "transport_test_util.h"
 
 #define MAX_RANKS 4
 #define MIB ((size_t)1024 * 1024)

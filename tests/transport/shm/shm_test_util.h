@@ -37,11 +37,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../transport_test_util.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "transport/shm/shm_internal.h"
 #include "transport/transport.h"
-#include "transport_test_util.h"
 
 #define MAX_RANKS 4
 #define MIB ((size_t)1024 * 1024)

@@ -5,8 +5,8 @@
  * Failures and connection set-up are in test_tcp_faults.c; the harness is
  * tcp_test_util.h.
  */
+#include "../transport_bodies.h"
 #include "tcp_test_util.h"
-#include "transport_bodies.h"
 
 /* ---- data movement ----------------------------------------------------------- */
 

@@ -8,8 +8,8 @@
  * deadline and /dev/shm leftovers checks) is in shm_test_util.h; failures
  * are in test_shm_faults.c, connection establishment in test_shm_connect.c.
  */
+#include "../transport_bodies.h"
 #include "shm_test_util.h"
-#include "transport_bodies.h"
 
 /* ---- data movement ----------------------------------------------------------- */
 

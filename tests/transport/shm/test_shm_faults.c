@@ -7,8 +7,8 @@
  *
  * The harness is in shm_test_util.h.
  */
+#include "../transport_bodies.h"
 #include "shm_test_util.h"
-#include "transport_bodies.h"
 
 /* ---- mismatches -------------------------------------------------------------- */
 

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../rank_threads.h"
 #include "collectives/coll.h"
 #include "collectives/compress/codec.h"
-#include "rank_threads.h"
 
 /* Run body on n threads (n = 1: a communicator of one rank, no transport),
  * with the cost model's defaults, as gw_comm_init sets them. */

@@ -1,27 +1,16 @@
 #include "log.h"
 
+#include "env.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "TRACE"};
-
-static gw_log_level_t parse_level(const char *s)
-{
-    if (!s || !*s)
-        return GW_LOG_WARN;
-    for (int i = 0; i <= (int)GW_LOG_TRACE; i++)
-        if (strcasecmp(s, level_names[i]) == 0)
-            return (gw_log_level_t)i;
-    if (strcasecmp(s, "DEBUG") == 0)
-        return GW_LOG_TRACE;
-    return GW_LOG_WARN;
-}
 
 /* Expand %h (host) and %p (pid) in a GW_DEBUG_FILE pattern. */
 static void expand_path(char *out, size_t cap, const char *pattern, const char *host)
@@ -42,17 +31,28 @@ static void expand_path(char *out, size_t cap, const char *pattern, const char *
     out[n] = '\0';
 }
 
-void gw__logger_init(gw_logger_t *lg, int rank)
+gw_status_t gw__logger_init(gw_logger_t *lg, int rank)
 {
+    /* The GW_DEBUG choices, in gw_log_level_t order, then DEBUG as another
+     * name for TRACE. */
+    static const char *const levels[] = {"NONE", "ERROR", "WARN", "INFO", "TRACE", "DEBUG"};
     memset(lg, 0, sizeof(*lg));
     lg->rank = rank;
     lg->file = stderr;
-    lg->level = parse_level(getenv("GW_DEBUG"));
+    /* The default level first, so that a malformed GW_DEBUG or GW_DEBUG_FILE
+     * is reported at it; the logger stays usable either way. */
+    lg->level = GW_LOG_WARN;
     if (gethostname(lg->host, sizeof(lg->host)) != 0)
         snprintf(lg->host, sizeof(lg->host), "unknown");
     lg->host[sizeof(lg->host) - 1] = '\0';
-    const char *path = getenv("GW_DEBUG_FILE");
-    if (path && *path) {
+    /* GW_DEBUG_FILE first, so that a malformed GW_DEBUG is reported in the
+     * file the user reads, not on a stderr that may be discarded. */
+    const char *path;
+    gw_status_t st =
+        gw__env_str(lg, "GW_DEBUG_FILE", "a file name (%h: the host, %p: the pid)", &path);
+    if (st != GW_OK)
+        return st;
+    if (path) {
         char expanded[4096];
         expand_path(expanded, sizeof(expanded), path, lg->host);
         FILE *f = fopen(expanded, "a");
@@ -61,9 +61,18 @@ void gw__logger_init(gw_logger_t *lg, int rank)
             lg->file = f;
             lg->owns_file = 1;
         } else {
+            /* A file that cannot be opened now is not a malformed value: the
+             * job still runs, and says where its log went. */
             GW_WARN(lg, "log", "cannot open GW_DEBUG_FILE %s: %m; logging to stderr", expanded);
         }
     }
+    int level;
+    st = gw__env_choice(lg, "GW_DEBUG", levels, sizeof(levels) / sizeof(levels[0]), GW_LOG_WARN,
+                        &level);
+    if (st != GW_OK)
+        return st;
+    lg->level = level > (int)GW_LOG_TRACE ? GW_LOG_TRACE : (gw_log_level_t)level;
+    return GW_OK;
 }
 
 void gw__logger_fini(gw_logger_t *lg)

@@ -12,6 +12,8 @@
 
 #include <stdio.h>
 
+#include "gradwire.h"
+
 typedef enum gw_log_level {
     GW_LOG_NONE = 0,
     GW_LOG_ERROR,
@@ -30,8 +32,11 @@ typedef struct gw_logger {
 
 /* Configure from GW_DEBUG (NONE|ERROR|WARN|INFO|TRACE, default WARN) and
  * GW_DEBUG_FILE (a path; "%h" becomes the host name and "%p" the pid).
- * Never fails: an unusable file falls back to stderr with a warning. */
-void gw__logger_init(gw_logger_t *lg, int rank);
+ * A malformed GW_DEBUG or a set but empty GW_DEBUG_FILE is GW_ERR_CONFIG,
+ * logged at the default level; the logger is usable (default level, on
+ * stderr) whatever it returns, and needs gw__logger_fini either way. A file
+ * that cannot be opened falls back to stderr with a warning. */
+gw_status_t gw__logger_init(gw_logger_t *lg, int rank);
 void gw__logger_fini(gw_logger_t *lg);
 
 void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,

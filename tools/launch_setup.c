@@ -4,6 +4,7 @@
  * and the job token, and set the environment every rank shares. Kept apart
  * from launch.c, which runs the job, because none of it involves a child.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -260,6 +261,16 @@ int gw_launch_set_env(const struct gw_launch_opts *o, int port)
 {
     char num[16], root[512], token[33];
     const char *tok = getenv("GW_JOB_TOKEN");
+    /* As in the library, set but empty or padded is a mistake to report,
+     * not a reason to make up a token the user did not ask for. */
+    if (tok &&
+        (!*tok || isspace((unsigned char)tok[0]) || isspace((unsigned char)tok[strlen(tok) - 1]))) {
+        fprintf(stderr,
+                "gradwire launch: GW_JOB_TOKEN=\"%s\" is set but empty or has white space at an "
+                "end; give the job's secret or unset it for a random one\n",
+                tok);
+        return -1;
+    }
     snprintf(num, sizeof(num), "%d", o->nranks);
     if (setenv("WORLD_SIZE", num, 1) || setenv("LOCAL_WORLD_SIZE", num, 1) ||
         setenv("GW_SIZE", num, 1))
@@ -274,7 +285,7 @@ int gw_launch_set_env(const struct gw_launch_opts *o, int port)
     if (setenv("MASTER_ADDR", o->host, 1) || setenv("MASTER_PORT", num, 1) ||
         setenv("GW_ROOT", root, 1))
         goto err_setenv;
-    if (!tok || !*tok) {
+    if (!tok) {
         if (make_token(token) != 0)
             return -1;
         if (setenv("GW_JOB_TOKEN", token, 1))

@@ -222,7 +222,9 @@ gw_status_t gw_compress_state_load(gw_compress_state_t *state, const void *buf, 
     if (!state || (!buf && len > 0))
         return GW_ERR_INVALID_ARG;
     gw_logger_t lg;
-    gw__logger_init(&lg, -1);
+    /* A malformed GW_DEBUG is reported here and the default level used;
+     * gw_comm_init is where it stops the job. */
+    (void)gw__logger_init(&lg, -1);
     const uint8_t *p = buf;
     gw_status_t st = buf ? validate(state, p, len, &lg) : GW_ERR_PROTOCOL;
     if (!buf)
@@ -262,7 +264,9 @@ gw_status_t gw_compress_state_save_file(const gw_compress_state_t *state, const 
     if (st != GW_OK)
         return st;
     gw_logger_t lg;
-    gw__logger_init(&lg, -1);
+    /* A malformed GW_DEBUG is reported here and the default level used;
+     * gw_comm_init is where it stops the job. */
+    (void)gw__logger_init(&lg, -1);
     uint8_t *img = malloc(len);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
@@ -308,7 +312,9 @@ gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const char *
     if (!state || !path || !*path)
         return GW_ERR_INVALID_ARG;
     gw_logger_t lg;
-    gw__logger_init(&lg, -1);
+    /* A malformed GW_DEBUG is reported here and the default level used;
+     * gw_comm_init is where it stops the job. */
+    (void)gw__logger_init(&lg, -1);
     gw_status_t st = GW_ERR_SYSTEM;
     uint8_t *img = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);

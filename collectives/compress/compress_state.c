@@ -147,7 +147,9 @@ gw_status_t gw_compress_state_create(const gw_compress_config_t *cfg, size_t row
     if (!cfg || !out)
         return GW_ERR_INVALID_ARG;
     gw_logger_t lg;
-    gw__logger_init(&lg, -1);
+    /* A malformed GW_DEBUG is reported here and the default level used;
+     * gw_comm_init is where it stops the job. */
+    (void)gw__logger_init(&lg, -1);
     gw_status_t st = check_config(cfg, &lg);
     size_t count = 0, bytes;
     if (st == GW_OK &&

@@ -64,12 +64,16 @@ typedef struct resolved {
     gw_select_mode_t mode; /* from transport */
 } resolved_t;
 
-static const char *env_or(const char *value, const char *name)
+/* value if the caller's config gives one; else the variable name, which
+ * must be well formed if it is set (unset: NULL, the default). */
+static gw_status_t env_or(const gw_logger_t *lg, const char *value, const char *name,
+                          const char *accepted, const char **out)
 {
-    if (value)
-        return value;
-    const char *e = getenv(name);
-    return (e && *e) ? e : NULL;
+    if (value) {
+        *out = value;
+        return GW_OK;
+    }
+    return gw__env_str(lg, name, accepted, out);
 }
 
 static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolved_t *r)
@@ -82,10 +86,19 @@ static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolv
                  cfg->rank, cfg->size);
         return GW_ERR_CONFIG;
     }
-    r->root = env_or(cfg->root, "GW_ROOT");
-    r->token = env_or(cfg->job_token, "GW_JOB_TOKEN");
-    r->transport = env_or(cfg->transport, "GW_TRANSPORT");
-    r->ifname = env_or(cfg->socket_ifname, "GW_SOCKET_IFNAME");
+    if (env_or(lg, cfg->root, "GW_ROOT", "host:port", &r->root) != GW_OK ||
+        env_or(lg, cfg->job_token, "GW_JOB_TOKEN", "the job's secret", &r->token) != GW_OK ||
+        env_or(lg, cfg->transport, "GW_TRANSPORT", gw__select_mode_list(), &r->transport) !=
+            GW_OK ||
+        env_or(lg, cfg->socket_ifname, "GW_SOCKET_IFNAME", "a network interface name",
+               &r->ifname) != GW_OK)
+        return GW_ERR_CONFIG;
+    /* A root from the environment is checked here, naming the variable; the
+     * bootstrap checks the one a caller's config gives. */
+    char host[256];
+    int port, found;
+    if (!cfg->root && gw__env_hostport(lg, "GW_ROOT", host, sizeof(host), &port, &found) != GW_OK)
+        return GW_ERR_CONFIG;
     if (cfg->timeout_ms > 0) {
         r->timeout_ms = cfg->timeout_ms;
     } else {
@@ -109,10 +122,12 @@ static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolv
         return GW_ERR_CONFIG;
     }
     r->algo = cfg->algo;
-    const char *algo_env = getenv("GW_ALGO");
-    if (r->algo == GW_ALGO_AUTO && algo_env && *algo_env &&
-        gw_algo_parse(algo_env, &r->algo) != GW_OK) {
-        GW_ERROR(lg, "init", "GW_ALGO=\"%s\" is not one of auto, ring, tree, rd", algo_env);
+    static const char algos[] = "one of auto, ring, tree, rd";
+    const char *algo_env = NULL;
+    if (r->algo == GW_ALGO_AUTO && gw__env_str(lg, "GW_ALGO", algos, &algo_env) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (algo_env && gw_algo_parse(algo_env, &r->algo) != GW_OK) {
+        GW_ERROR(lg, "init", "GW_ALGO=\"%s\" is not %s", algo_env, algos);
         return GW_ERR_CONFIG;
     }
     if (gw__env_int(lg, "GW_CHUNK_BYTES", 4096, 1L << 30, 0, &v) != GW_OK)
@@ -193,10 +208,12 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     gw_comm_t *comm = calloc(1, sizeof(*comm));
     if (!comm)
         return GW_ERR_NO_MEMORY;
-    gw__logger_init(&comm->log, cfg->rank);
-
+    /* A malformed GW_DEBUG fails the communicator: the logger could not log
+     * at the level asked for. */
+    gw_status_t st = gw__logger_init(&comm->log, cfg->rank);
     resolved_t r;
-    gw_status_t st = resolve(cfg, &comm->log, &r);
+    if (st == GW_OK)
+        st = resolve(cfg, &comm->log, &r);
     if (st != GW_OK)
         goto err_free_comm;
     comm->rank = r.rank;
@@ -253,20 +270,21 @@ static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
         {"SLURM_PROCID", "SLURM_NTASKS"},
     };
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        const char *rs = getenv(pairs[i][0]);
-        if (!rs || !*rs)
+        /* The first convention whose rank variable is set is the one in use:
+         * set but empty or malformed is an error, not a reason to look at
+         * the next launcher's variables. */
+        if (!getenv(pairs[i][0]))
             continue;
         long rv, sv;
-        const char *ss = getenv(pairs[i][1]);
-        if (gw__parse_long(rs, 0, 1L << 30, &rv) != GW_OK) {
-            GW_ERROR(lg, "init", "%s=\"%s\" is not a rank", pairs[i][0], rs);
+        if (gw__env_int(lg, pairs[i][0], 0, 1L << 30, -1, &rv) != GW_OK)
+            return GW_ERR_CONFIG;
+        if (!getenv(pairs[i][1])) {
+            GW_ERROR(lg, "init", "%s is set but %s, the number of ranks, is not", pairs[i][0],
+                     pairs[i][1]);
             return GW_ERR_CONFIG;
         }
-        if (!ss || gw__parse_long(ss, 1, 1L << 30, &sv) != GW_OK) {
-            GW_ERROR(lg, "init", "%s is set but %s=\"%s\" is not a positive size", pairs[i][0],
-                     pairs[i][1], ss ? ss : "(unset)");
+        if (gw__env_int(lg, pairs[i][1], 1, 1L << 30, -1, &sv) != GW_OK)
             return GW_ERR_CONFIG;
-        }
         if (rv >= sv) {
             GW_ERROR(lg, "init", "%s=%ld is not below %s=%ld", pairs[i][0], rv, pairs[i][1], sv);
             return GW_ERR_CONFIG;
@@ -281,29 +299,50 @@ static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
     return GW_ERR_CONFIG;
 }
 
+/* GW_ROOT from torchrun's MASTER_ADDR and MASTER_PORT, when both are set
+ * (*root stays NULL when MASTER_ADDR is not). */
+static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, const char **root)
+{
+    const char *addr;
+    long p;
+    if (gw__env_str(lg, "MASTER_ADDR", "a host name or address", &addr) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (!addr)
+        return GW_OK;
+    if (!getenv("MASTER_PORT")) {
+        GW_ERROR(lg, "init", "MASTER_ADDR is set but MASTER_PORT is not");
+        return GW_ERR_CONFIG;
+    }
+    if (gw__env_int(lg, "MASTER_PORT", 1, 65535, 0, &p) != GW_OK)
+        return GW_ERR_CONFIG;
+    for (const char *c = addr; *c; c++) {
+        if (*c == ' ' || *c == '\t' || *c == '[' || *c == ']') {
+            GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is not a host name or address", addr);
+            return GW_ERR_CONFIG;
+        }
+    }
+    int colon = strchr(addr, ':') != NULL; /* an IPv6 literal needs brackets */
+    if (snprintf(buf, cap, colon ? "[%s]:%ld" : "%s:%ld", addr, p) >= (int)cap) {
+        GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is too long", addr);
+        return GW_ERR_CONFIG;
+    }
+    *root = buf;
+    return GW_OK;
+}
+
 gw_status_t gw_comm_init_env(gw_comm_t **out)
 {
     if (!out)
         return GW_ERR_INVALID_ARG;
     gw_logger_t lg;
-    gw__logger_init(&lg, -1);
     gw_config_t cfg;
     gw_config_init(&cfg);
-    gw_status_t st = env_rank_size(&lg, &cfg.rank, &cfg.size);
+    gw_status_t st = gw__logger_init(&lg, -1);
+    if (st == GW_OK)
+        st = env_rank_size(&lg, &cfg.rank, &cfg.size);
     char root[512];
-    if (st == GW_OK && !getenv("GW_ROOT")) {
-        const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-        if (addr && *addr) {
-            if (!port || !*port) {
-                GW_ERROR(&lg, "init", "MASTER_ADDR is set but MASTER_PORT is not");
-                st = GW_ERR_CONFIG;
-            } else {
-                int colon = strchr(addr, ':') != NULL; /* an IPv6 literal needs brackets */
-                snprintf(root, sizeof(root), colon ? "[%s]:%s" : "%s:%s", addr, port);
-                cfg.root = root;
-            }
-        }
-    }
+    if (st == GW_OK && !getenv("GW_ROOT"))
+        st = torchrun_root(&lg, root, sizeof(root), &cfg.root);
     gw__logger_fini(&lg);
     if (st != GW_OK)
         return st;

@@ -295,10 +295,12 @@ Test(tuning_file, comm_init_fails_on_bad_or_missing_file)
     cr_expect(strstr(log, want), "log lacks \"%s\":\n%s", want, log);
     free(log);
 
-    /* Set but empty: no file, the defaults. */
+    /* Set but empty is an error naming the variable, not the defaults. */
     setenv("GW_TUNING_FILE", "", 1);
-    cr_expect_eq(one_rank_comm(&comm), GW_OK);
-    gw_comm_destroy(comm);
+    cr_expect_eq(one_rank_comm(&comm), GW_ERR_CONFIG);
+    log = read_all(logpath);
+    cr_expect(strstr(log, "GW_TUNING_FILE is set but empty"), "log:\n%s", log);
+    free(log);
     free(path);
     unlink(logpath);
 }

@@ -2,6 +2,8 @@
  * and host:port parsing. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "common/env.h"
 #include "gradwire.h"
@@ -89,4 +91,180 @@ Test(env, host_port)
     cr_expect_eq(gw__parse_hostport("node7", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
     cr_expect_eq(gw__parse_hostport(":80", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
     cr_expect_eq(gw__parse_hostport("h:65536", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
+}
+
+/* The text the logger wrote to a temporary file, as a string (freed by the
+ * caller). */
+static char *log_text(FILE *f)
+{
+    fflush(f);
+    long n = ftell(f);
+    cr_assert_geq(n, 0);
+    char *s = calloc(1, (size_t)n + 1);
+    cr_assert_not_null(s);
+    rewind(f);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    return s;
+}
+
+/* A logger at the default level writing to a temporary file. */
+static gw_logger_t file_logger(void)
+{
+    gw_logger_t lg;
+    unsetenv("GW_DEBUG");
+    unsetenv("GW_DEBUG_FILE");
+    cr_assert_eq(gw__logger_init(&lg, 0), GW_OK);
+    lg.file = tmpfile();
+    cr_assert_not_null(lg.file);
+    lg.owns_file = 1;
+    return lg;
+}
+
+/* value of GW_TEST_VAR is refused by gw__env_int with one ERROR line that
+ * names the variable, quotes the value (when there is one) and gives the
+ * range. */
+static void expect_int_refused(const char *value, const char *want)
+{
+    gw_logger_t lg = file_logger();
+    long v = 77;
+    setenv("GW_TEST_VAR", value, 1);
+    cr_expect_eq(gw__env_int(&lg, "GW_TEST_VAR", 1, 16, 1, &v), GW_ERR_CONFIG,
+                 "GW_TEST_VAR=\"%s\" accepted", value);
+    cr_expect_eq(v, 77, "output written for \"%s\"", value);
+    char *log = log_text(lg.file);
+    cr_expect(strstr(log, want), "log for \"%s\" lacks \"%s\":\n%s", value, want, log);
+    cr_expect(strstr(log, "an integer in [1, 16]"), "log lacks the range:\n%s", log);
+    cr_expect_eq(strchr(log, '\n'), log + strlen(log) - 1, "not one line:\n%s", log);
+    cr_expect(strstr(log, " ERROR "), "not an ERROR line:\n%s", log);
+    free(log);
+    unsetenv("GW_TEST_VAR");
+    gw__logger_fini(&lg);
+}
+
+Test(env, malformed_integers_are_refused_naming_the_variable)
+{
+    expect_int_refused("", "GW_TEST_VAR is set but empty");
+    expect_int_refused(" 2", "GW_TEST_VAR=\" 2\" has white space at an end");
+    expect_int_refused("2 ", "GW_TEST_VAR=\"2 \" has white space at an end");
+    expect_int_refused("\t2", "GW_TEST_VAR=\"\\t2\" has white space at an end");
+    expect_int_refused("2\n", "GW_TEST_VAR=\"2\\n\" has white space at an end");
+    expect_int_refused("+2", "GW_TEST_VAR=\"+2\" is not an integer");
+    expect_int_refused("0x2", "GW_TEST_VAR=\"0x2\" is not an integer");
+    expect_int_refused("2x", "GW_TEST_VAR=\"2x\" is not an integer");
+    expect_int_refused("2 2", "GW_TEST_VAR=\"2 2\" is not an integer");
+    expect_int_refused("17", "GW_TEST_VAR=\"17\" is not an integer");
+    expect_int_refused("0", "GW_TEST_VAR=\"0\" is not an integer");
+    expect_int_refused("- 2", "GW_TEST_VAR=\"- 2\" is not an integer");
+
+    /* The parser under them takes a leading '-' and digits, nothing else. */
+    long v = 0;
+    cr_expect_eq(gw__parse_long(" 2", 0, 100, &v), GW_ERR_INVALID_ARG);
+    cr_expect_eq(gw__parse_long("+2", 0, 100, &v), GW_ERR_INVALID_ARG);
+    cr_expect_eq(gw__parse_long("-1", -1, 100, &v), GW_OK);
+    cr_expect_eq(v, -1);
+
+    /* Unset is the default; a well-formed value is taken. */
+    gw_logger_t lg = file_logger();
+    unsetenv("GW_TEST_VAR");
+    cr_expect_eq(gw__env_int(&lg, "GW_TEST_VAR", 1, 16, 3, &v), GW_OK);
+    cr_expect_eq(v, 3);
+    setenv("GW_TEST_VAR", "16", 1);
+    cr_expect_eq(gw__env_int(&lg, "GW_TEST_VAR", 1, 16, 3, &v), GW_OK);
+    cr_expect_eq(v, 16);
+    char *log = log_text(lg.file);
+    cr_expect_str_eq(log, "", "good values logged:\n%s", log);
+    free(log);
+    unsetenv("GW_TEST_VAR");
+    gw__logger_fini(&lg);
+}
+
+Test(env, strings_choices_and_addresses_are_checked)
+{
+    static const char *const colours[] = {"red", "green"};
+    gw_logger_t lg = file_logger();
+    const char *s = "untouched";
+    int c = 9, port = 0, found = 9;
+    char host[64];
+
+    setenv("GW_TEST_VAR", "", 1);
+    cr_expect_eq(gw__env_str(&lg, "GW_TEST_VAR", "a colour", &s), GW_ERR_CONFIG);
+    cr_expect_null(s);
+    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_ERR_CONFIG);
+    setenv("GW_TEST_VAR", "red ", 1);
+    cr_expect_eq(gw__env_str(&lg, "GW_TEST_VAR", "a colour", &s), GW_ERR_CONFIG);
+    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_ERR_CONFIG);
+    setenv("GW_TEST_VAR", "LOUD", 1);
+    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_ERR_CONFIG);
+    cr_expect_eq(c, 9, "output written on failure");
+    char *log = log_text(lg.file);
+    cr_expect(strstr(log, "GW_TEST_VAR is set but empty; accepted: a colour"), "log:\n%s", log);
+    cr_expect(strstr(log, "GW_TEST_VAR is set but empty; accepted: one of red, green"), "log:\n%s",
+              log);
+    cr_expect(strstr(log, "GW_TEST_VAR=\"red \" has white space at an end; accepted: one of red, "
+                          "green"),
+              "log:\n%s", log);
+    cr_expect(strstr(log, "GW_TEST_VAR=\"LOUD\" is not one of red, green"), "log:\n%s", log);
+    free(log);
+
+    setenv("GW_TEST_VAR", "GREEN", 1);
+    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_OK);
+    cr_expect_eq(c, 1);
+    unsetenv("GW_TEST_VAR");
+    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, -1, &c), GW_OK);
+    cr_expect_eq(c, -1);
+    cr_expect_eq(gw__env_str(&lg, "GW_TEST_VAR", "a colour", &s), GW_OK);
+    cr_expect_null(s);
+
+    const char *bad_roots[] = {"",      " node1:29500", "node1:29500 ", "node1 :29500", "node1:",
+                               "node1", "node1:0",      "node1:2x",     "node1: 29500"};
+    for (size_t i = 0; i < sizeof(bad_roots) / sizeof(bad_roots[0]); i++) {
+        setenv("GW_TEST_VAR", bad_roots[i], 1);
+        cr_expect_eq(gw__env_hostport(&lg, "GW_TEST_VAR", host, sizeof(host), &port, &found),
+                     GW_ERR_CONFIG, "GW_TEST_VAR=\"%s\" accepted", bad_roots[i]);
+        cr_expect_eq(found, 0);
+    }
+    setenv("GW_TEST_VAR", "[::1]:29500", 1);
+    cr_expect_eq(gw__env_hostport(&lg, "GW_TEST_VAR", host, sizeof(host), &port, &found), GW_OK);
+    cr_expect_eq(found, 1);
+    cr_expect_str_eq(host, "::1");
+    cr_expect_eq(port, 29500);
+    unsetenv("GW_TEST_VAR");
+    gw__logger_fini(&lg);
+}
+
+Test(env, malformed_log_level_is_refused_at_the_default_level)
+{
+    char path[] = "/tmp/gw_test_log_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    gw_logger_t lg;
+    setenv("GW_DEBUG_FILE", path, 1);
+    setenv("GW_DEBUG", "LOUD", 1);
+    cr_expect_eq(gw__logger_init(&lg, 0), GW_ERR_CONFIG);
+    cr_expect_eq(lg.level, GW_LOG_WARN, "the logger is left at the default level");
+    gw__logger_fini(&lg);
+    setenv("GW_DEBUG", "info", 1);
+    cr_expect_eq(gw__logger_init(&lg, 0), GW_OK);
+    cr_expect_eq(lg.level, GW_LOG_INFO);
+    gw__logger_fini(&lg);
+    setenv("GW_DEBUG", "", 1);
+    cr_expect_eq(gw__logger_init(&lg, 0), GW_ERR_CONFIG);
+    gw__logger_fini(&lg);
+    unsetenv("GW_DEBUG");
+    setenv("GW_DEBUG_FILE", "", 1);
+    cr_expect_eq(gw__logger_init(&lg, 0), GW_ERR_CONFIG);
+    gw__logger_fini(&lg);
+    unsetenv("GW_DEBUG_FILE");
+
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    char *log = log_text(f);
+    fclose(f);
+    unlink(path);
+    cr_expect(strstr(log, " ERROR GW_DEBUG=\"LOUD\" is not one of NONE, ERROR, WARN, INFO, TRACE"),
+              "log:\n%s", log);
+    cr_expect(strstr(log, " ERROR GW_DEBUG is set but empty"), "log:\n%s", log);
+    free(log);
 }

@@ -47,11 +47,15 @@ static gw_status_t env_int(const gw_logger_t *lg, const char *name, long min, lo
 gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    const char *s = getenv("GW_IB_HCA");
-    cfg->hca = (s && *s) ? s : NULL;
-    s = getenv("GW_IB_SYSFS");
-    cfg->sysfs = (s && *s) ? s : "/sys";
+    static const char *const cms[] = {"rdmacm", "oob"};
+    const char *s;
     long v;
+    int cm;
+    if (gw__env_str(lg, "GW_IB_HCA", "a list of devices like mlx5_0:1,mlx5_1:1", &cfg->hca) !=
+            GW_OK ||
+        gw__env_str(lg, "GW_IB_SYSFS", "the directory where sysfs is mounted", &s) != GW_OK)
+        return GW_ERR_CONFIG;
+    cfg->sysfs = s ? s : "/sys";
     if (env_int(lg, "GW_IB_GID_INDEX", -1, 1023, -1, &cfg->gid_index) != GW_OK ||
         env_int(lg, "GW_IB_QPS", 1, GW_IB_MAX_QPS, 1, &cfg->qps) != GW_OK ||
         env_int(lg, "GW_IB_TIMEOUT", 1, 31, 18, &cfg->timeout) != GW_OK ||
@@ -67,16 +71,10 @@ gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
     if (gw__env_int(lg, "GW_IB_REG_CACHE_MAX", 1, 1L << 20, 1024, &v) != GW_OK)
         return GW_ERR_CONFIG;
     cfg->reg_cache_max = v;
-    s = getenv("GW_IB_CM");
-    if (!s || !*s) {
-        cfg->cm_mode = 0;
-    } else if (strcasecmp(s, "rdmacm") == 0) {
-        cfg->cm_mode = GW_IB_CM_RDMACM;
-    } else if (strcasecmp(s, "oob") == 0) {
-        cfg->cm_mode = GW_IB_CM_OOB;
-    } else {
-        GW_ERROR(lg, GW_IB_SUBSYS, "GW_IB_CM=\"%s\" is not one of rdmacm, oob", s);
+    /* Unset leaves the choice to the device (cm_mode 0); the two modes are
+     * rdmacm and oob, in the order of cms. */
+    if (gw__env_choice(lg, "GW_IB_CM", cms, 2, -1, &cm) != GW_OK)
         return GW_ERR_CONFIG;
-    }
+    cfg->cm_mode = cm < 0 ? 0 : cm == 0 ? GW_IB_CM_RDMACM : GW_IB_CM_OOB;
     return GW_OK;
 }

@@ -4,8 +4,10 @@
  * communicator (where every collective is a local copy).
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gradwire.h"
 
@@ -30,7 +32,9 @@ static void clear_env(void)
                           "GW_TIMEOUT_MS",
                           "GW_CHUNK_BYTES",
                           "GW_JOB_TOKEN",
-                          "GW_SOCKET_IFNAME"};
+                          "GW_SOCKET_IFNAME",
+                          "GW_DEBUG_FILE",
+                          "GW_TUNING_FILE"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
     setenv("GW_DEBUG", "NONE", 1);
@@ -84,6 +88,108 @@ Test(comm_config, bad_knobs_are_rejected)
     cfg.rank = 3;
     cr_expect_eq(gw_comm_init(&cfg, &comm), GW_ERR_CONFIG);
     cr_expect_eq(gw_comm_init(NULL, &comm), GW_ERR_INVALID_ARG);
+}
+
+/* A one-rank gw_comm_init_env with var=value fails with GW_ERR_CONFIG, the
+ * output untouched, and exactly one line of the log (at the default level,
+ * in a GW_DEBUG_FILE) names var; that line is an ERROR holding want. */
+static void expect_env_refused(const char *var, const char *value, const char *want)
+{
+    char path[] = "/tmp/gw_comm_config_log_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unsetenv("GW_DEBUG");
+    setenv("GW_DEBUG_FILE", path, 1);
+    setenv("GW_RANK", "0", 1);
+    setenv("GW_SIZE", "1", 1);
+    setenv(var, value, 1);
+    gw_comm_t *comm = (gw_comm_t *)0x1;
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "%s=\"%s\" accepted", var, value);
+    cr_expect_eq(comm, (gw_comm_t *)0x1, "output written on failure");
+    unsetenv(var);
+    unsetenv("GW_DEBUG_FILE");
+    setenv("GW_DEBUG", "NONE", 1);
+
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[2048];
+    int naming = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (!strstr(line, var))
+            continue;
+        naming++;
+        cr_expect(strstr(line, " ERROR "), "not an ERROR line: %s", line);
+        cr_expect(strstr(line, want), "%s=\"%s\": line lacks \"%s\": %s", var, value, want, line);
+    }
+    fclose(f);
+    unlink(path);
+    cr_expect_eq(naming, 1, "%s=\"%s\": %d lines name the variable, want 1", var, value, naming);
+}
+
+Test(comm_config, set_but_malformed_variables_fail_naming_them)
+{
+    expect_env_refused("GW_NSOCKS", " 2",
+                       "GW_NSOCKS=\" 2\" has white space at an end; accepted: "
+                       "an integer in [1, 16]");
+    expect_env_refused("GW_NSOCKS", "",
+                       "GW_NSOCKS is set but empty; accepted: an integer in [1, "
+                       "16]");
+    expect_env_refused("GW_DEBUG", "LOUD",
+                       "GW_DEBUG=\"LOUD\" is not one of NONE, ERROR, WARN, INFO, TRACE");
+    expect_env_refused("GW_NSOCKS", "2 ", "GW_NSOCKS=\"2 \" has white space");
+    expect_env_refused("GW_NSOCKS", "+2", "GW_NSOCKS=\"+2\" is not an integer in [1, 16]");
+    expect_env_refused("GW_NSOCKS", "17", "GW_NSOCKS=\"17\" is not an integer in [1, 16]");
+    expect_env_refused("GW_TIMEOUT_MS", "5s", "GW_TIMEOUT_MS=\"5s\" is not an integer");
+    expect_env_refused("GW_CHUNK_BYTES", "", "GW_CHUNK_BYTES is set but empty");
+    expect_env_refused("GW_ALGO", "", "GW_ALGO is set but empty; accepted: one of auto, ring");
+    expect_env_refused("GW_ALGO", "ring ", "GW_ALGO=\"ring \" has white space");
+    expect_env_refused("GW_TRANSPORT", "", "GW_TRANSPORT is set but empty");
+    expect_env_refused("GW_SOCKET_IFNAME", " lo", "GW_SOCKET_IFNAME=\" lo\" has white space");
+    expect_env_refused("GW_JOB_TOKEN", "", "GW_JOB_TOKEN is set but empty");
+    expect_env_refused("GW_ROOT", "", "GW_ROOT is set but empty");
+    expect_env_refused("GW_ROOT", "127.0.0.1", "GW_ROOT=\"127.0.0.1\" is not host:port");
+    expect_env_refused("GW_TUNING_FILE", "", "GW_TUNING_FILE is set but empty");
+    expect_env_refused("GW_DEBUG", "", "GW_DEBUG is set but empty");
+    expect_env_refused("GW_DEBUG", "warn ", "GW_DEBUG=\"warn \" has white space");
+    /* The launcher's variables, read before the communicator exists. */
+    expect_env_refused("GW_RANK", "", "GW_RANK is set but empty; accepted: an integer");
+    expect_env_refused("GW_RANK", " 0", "GW_RANK=\" 0\" has white space");
+    expect_env_refused("GW_SIZE", "1 ", "GW_SIZE=\"1 \" has white space");
+    expect_env_refused("MASTER_ADDR", "", "MASTER_ADDR is set but empty");
+}
+
+Test(comm_config, torchrun_and_launcher_variables_are_checked)
+{
+    gw_comm_t *comm = (gw_comm_t *)0x1;
+    /* A set but empty rank variable is the convention in use: an error, not
+     * a reason to read the next launcher's. */
+    setenv("RANK", "", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "RANK= accepted");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    setenv("OMPI_COMM_WORLD_SIZE", "", 1);
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "OMPI_COMM_WORLD_SIZE= accepted");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    setenv("SLURM_PROCID", "0", 1);
+    setenv("SLURM_NTASKS", "1", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500x", 1);
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "MASTER_PORT=29500x accepted");
+    setenv("MASTER_PORT", "", 1);
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "MASTER_PORT= accepted");
+    setenv("MASTER_PORT", "70000", 1);
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "MASTER_PORT=70000 accepted");
+    cr_expect_eq(comm, (gw_comm_t *)0x1, "output written on failure");
+    /* Well formed, they make a one-rank communicator. */
+    setenv("MASTER_PORT", "29500", 1);
+    cr_assert_eq(gw_comm_init_env(&comm), GW_OK);
+    cr_expect_eq(gw_comm_size(comm), 1);
+    gw_comm_destroy(comm);
 }
 
 static gw_comm_t *single(void)

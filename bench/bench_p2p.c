@@ -353,7 +353,7 @@ static void print_num(double v, int width, int prec)
 static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p2p_result *res,
                        size_t nres, const char *error)
 {
-    FILE *f = fopen(o->json, "w");
+    FILE *f = gw_kit_fopen_private(o->json);
     if (!f) {
         perror(o->json);
         return;

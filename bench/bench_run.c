@@ -98,7 +98,7 @@ gw_status_t gw_bench_timing_reduce(gw_comm_t *comm, const double *times, double 
 
 FILE *gw_bench_json_open(const char *path, const char *benchmark)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = gw_kit_fopen_private(path);
     if (!f ||
         fprintf(f,
                 "{\"benchmark\": \"%s\", \"ok\": false, "

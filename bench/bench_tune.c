@@ -307,7 +307,7 @@ static int write_file(const struct tune_opts *o, const struct figures *f, int n,
         fprintf(stderr, "gradwire-bench tune: --out path too long\n");
         return -1;
     }
-    FILE *out = fopen(tmp, "w");
+    FILE *out = gw_kit_fopen_private(tmp);
     if (!out) {
         fprintf(stderr, "gradwire-bench tune: cannot write %s: %m\n", tmp);
         return -1;

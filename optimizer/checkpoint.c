@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "kit.h"
 #include "trainer.h"
 
 #define CKPT_MAGIC "GWTRCKPT"
@@ -83,7 +84,8 @@ static gw_status_t write_atomic(const char *dir, const char *name, const void *d
     char tmp[4096], final[4096];
     snprintf(final, sizeof(final), "%s/%s", dir, name);
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A checkpoint is the user's model: the user alone may read it. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, GW_KIT_PRIVATE_MODE);
     if (fd < 0) {
         fprintf(stderr, "gradwire-train: cannot create %s: %m\n", tmp);
         return GW_ERR_SYSTEM;

@@ -35,7 +35,7 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
     r->tty = rank == 0 && (o->progress == 1 || (o->progress < 0 && isatty(STDERR_FILENO)));
     r->quiet = o->quiet;
     if (rank == 0 && o->report_csv) {
-        r->csv = fopen(o->report_csv, "w");
+        r->csv = gw_kit_fopen_private(o->report_csv);
         if (!r->csv) {
             fprintf(stderr, "gradwire-train: cannot write %s: %m\n", o->report_csv);
             return GW_ERR_SYSTEM;
@@ -102,7 +102,7 @@ gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_sta
 
 static gw_status_t write_json(const gw_train_report_t *r, const char *path)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = gw_kit_fopen_private(path);
     if (!f) {
         fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
         return GW_ERR_SYSTEM;
@@ -180,7 +180,7 @@ gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path)
 
 gw_status_t gw_train_save_floats(const char *path, const float *a, size_t n)
 {
-    FILE *f = fopen(path, "wb");
+    FILE *f = gw_kit_fopen_private(path);
     if (!f) {
         fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
         return GW_ERR_SYSTEM;

@@ -26,7 +26,7 @@ static int write_outputs(const scaling_t *s, const run_t *runs, int nruns, const
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s.csv", s->out);
-    FILE *f = fopen(path, "w");
+    FILE *f = gw_kit_fopen_private(path);
     if (!f) {
         fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
         return -1;
@@ -45,7 +45,7 @@ static int write_outputs(const scaling_t *s, const run_t *runs, int nruns, const
     fclose(f);
 
     snprintf(path, sizeof(path), "%s.json", s->out);
-    if (!(f = fopen(path, "w"))) {
+    if (!(f = gw_kit_fopen_private(path))) {
         fprintf(stderr, "gradwire-train: cannot write %s: %m\n", path);
         return -1;
     }
@@ -100,7 +100,7 @@ static int plot(const scaling_t *s, const run_t *runs, int nruns, const projecti
     char dat[PATH_MAX], gp[PATH_MAX];
     snprintf(dat, sizeof(dat), "%s.dat", s->out);
     snprintf(gp, sizeof(gp), "%s.gp", s->out);
-    FILE *f = fopen(dat, "w");
+    FILE *f = gw_kit_fopen_private(dat);
     if (!f)
         return -1;
     /* Blocks: 0 measured strong, 1 measured weak, 2 projected. */
@@ -123,7 +123,7 @@ static int plot(const scaling_t *s, const run_t *runs, int nruns, const projecti
     if (np == 0)
         fputs("1 NaN NaN NaN NaN\n", f);
     fclose(f);
-    if (!(f = fopen(gp, "w")))
+    if (!(f = gw_kit_fopen_private(gp)))
         return -1;
     fprintf(
         f,

@@ -12,12 +12,14 @@
 #include "peer_common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 void peer_opts_default(struct peer_opts *o)
 {
@@ -530,10 +532,15 @@ static int write_json(const struct peer_report *r, const char *path)
 {
     const struct peer_opts *o = r->opts;
     uint64_t wrong = peer_report_wrong(r);
-    FILE *f = fopen(path, "w");
+    /* Created for the user alone, as gradwire-bench's reports are (the
+     * peers do not link the programs' kit, hence the open here). */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     size_t i;
 
     if (f == NULL) {
+        if (fd >= 0)
+            close(fd);
         fprintf(stderr, "error: cannot open JSON report '%s': %s\n", path, strerror(errno));
         return -1;
     }

@@ -10,6 +10,10 @@
  * flipped bytes, foreign magic, future version) must be refused with a
  * clear error, and so must a resume with different settings.
  */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "train_util.h"
 
 #define RANKS 2
@@ -198,6 +202,48 @@ static char *make_checkpoint(char *dir, char *path, size_t len)
     snprintf(path, len, "%s/ckpt-00000020-rank0.gwc", ck);
     cr_assert(file_exists(path), "no final checkpoint %s", path);
     return strdup(ck);
+}
+
+/* path exists and its permission bits are exactly want. */
+static void expect_mode(const char *path, mode_t want)
+{
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+    cr_expect_eq(st.st_mode & 07777, want, "%s has mode %04o, want %04o", path,
+                 (unsigned)(st.st_mode & 07777), (unsigned)want);
+}
+
+Test(checkpoint, files_with_the_users_data_are_private, .timeout = 120)
+{
+    char *dir = make_tmpdir("ckmode");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char ck[512], w[512], json[512], csv[512], path[1024];
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    snprintf(w, sizeof(w), "%s/w.bin", dir);
+    snprintf(json, sizeof(json), "%s/report.json", dir);
+    snprintf(csv, sizeof(csv), "%s/report.csv", dir);
+    mkdir(ck, 0755);
+    /* With umask 0, a file created 0644 or 0666 keeps those bits: only a
+     * file created 0600 passes. The umask is inherited by the trainer. */
+    mode_t old = umask(0);
+    char *args[] = {"--data",         "synthetic", "--synthetic",      "400,40,8,3,1",
+                    "--hidden",       "8",         "--batch",          "20",
+                    "--epochs",       "1",         "--checkpoint-dir", ck,
+                    "--save-weights", w,           "--json",           json,
+                    "--csv",          csv,         "--quiet",          NULL};
+    run_result_t r = train_run(0, args, 60);
+    umask(old);
+    cr_assert(r.exited && r.status == 0, "%s", r.output);
+    free(r.output);
+    snprintf(path, sizeof(path), "%s/ckpt-00000020-rank0.gwc", ck);
+    expect_mode(path, 0600);
+    snprintf(path, sizeof(path), "%s/latest", ck);
+    expect_mode(path, 0600);
+    expect_mode(w, 0600);
+    expect_mode(json, 0600);
+    expect_mode(csv, 0600);
+    remove_tree(dir);
+    free(dir);
 }
 
 static void expect_refused(const char *ck, const char *what)

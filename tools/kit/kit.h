@@ -112,6 +112,16 @@ void gw_kit_json_str(gw_kit_json_t *j, const char *key, const char *s);
 void gw_kit_json_num_or_null(gw_kit_json_t *j, const char *key, int present, double v);
 void gw_kit_json_int_or_null(gw_kit_json_t *j, const char *key, int present, long long v);
 
+/* ---- files (kit_file.c) ---- */
+
+/* The mode of the files that hold a user's data or results. */
+#define GW_KIT_PRIVATE_MODE 0600
+
+/* fopen(path, "w") for such a file: a file it creates has mode
+ * GW_KIT_PRIVATE_MODE (less the umask), not 0666; one that exists keeps its
+ * mode. NULL with errno set on failure. */
+FILE *gw_kit_fopen_private(const char *path);
+
 /* ---- time and order statistics (kit_time.c) ---- */
 
 /* CLOCK_MONOTONIC, in nanoseconds, microseconds or seconds. */

@@ -1,13 +1,20 @@
 /*
  * test_kit.c - the programs' kit (tools/kit): the number parsers every
  * command line uses, the usage errors, the JSON writer's layout and
- * escaping, and the order statistics. The kit is a separate library of the
+ * escaping, the order statistics, and the mode of the files the programs
+ * write a user's results to. The kit is a separate library of the
  * tools, so its sources are compiled into this test directly.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <errno.h>
 #include <math.h>
+#include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/kit/kit_file.c"
 #include "tools/kit/kit_json.c"
 #include "tools/kit/kit_parse.c"
 #include "tools/kit/kit_time.c"
@@ -227,4 +234,37 @@ Test(kit_usage, messages_and_status, .init = cr_redirect_stderr)
                             "prog sub: unknown option \"--json\"\n(see prog sub --help)\n"
                             "prog sub: unknown option \"-x\"\n(see prog sub --help)\n"
                             "prog sub: unexpected argument \"-x\"\n(see prog sub --help)\n");
+}
+
+Test(kit_file, results_are_created_for_the_owner_alone)
+{
+    char dir[] = "/tmp/gw_kit_file_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/report.json", dir);
+    /* Under umask 0 a file created 0644 or 0666 would keep those bits. */
+    mode_t old = umask(0);
+    FILE *f = gw_kit_fopen_private(path);
+    umask(old);
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    cr_expect_geq(fputs("{}\n", f), 0);
+    cr_expect_eq(fclose(f), 0);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_mode & 07777, 0600, "mode %04o", (unsigned)(st.st_mode & 07777));
+    cr_expect_eq(st.st_size, 3);
+    /* A second open truncates, as fopen(path, "w") does. */
+    f = gw_kit_fopen_private(path);
+    cr_assert_not_null(f);
+    cr_expect_eq(fclose(f), 0);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_size, 0);
+    /* A directory that does not exist: NULL and errno, no crash. */
+    snprintf(path, sizeof(path), "%s/no/such/report.json", dir);
+    errno = 0;
+    cr_expect_null(gw_kit_fopen_private(path));
+    cr_expect_eq(errno, ENOENT);
+    snprintf(path, sizeof(path), "%s/report.json", dir);
+    unlink(path);
+    rmdir(dir);
 }

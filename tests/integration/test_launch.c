@@ -271,6 +271,25 @@ Test(launch, given_token_host_and_port, .timeout = 30)
     run_free(&r);
 }
 
+/* A GW_JOB_TOKEN that is set but empty or padded is a mistake in the job
+ * script: refused, naming it, before any rank starts; not replaced by a
+ * random token the ranks of another launch would not know. */
+Test(launch, empty_or_padded_token_is_refused, .timeout = 30)
+{
+    const char *tokens[] = {"GW_JOB_TOKEN=", "GW_JOB_TOKEN= sekrit", "GW_JOB_TOKEN=sekrit\t"};
+    for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+        struct run r;
+        const char *env[] = {tokens[i], NULL};
+        const char *argv[] = {LAUNCHER, "launch", "-n", "2", PROBE, "env", NULL};
+        run(&r, env, argv, 10);
+        cr_expect_eq(r.status, 1, "%s: status %d", tokens[i], r.status);
+        cr_expect(strstr(r.buf[1], "gradwire launch: GW_JOB_TOKEN="), "%s: stderr:\n%s", tokens[i],
+                  r.buf[1]);
+        cr_expect_eq(r.len[0], 0, "%s started something:\n%s", tokens[i], r.buf[0]);
+        run_free(&r);
+    }
+}
+
 /* Every relayed line must be one whole line of one rank, in order per rank,
  * however the rank's writes cut it. */
 Test(launch, whole_prefixed_lines, .timeout = 60)

@@ -113,8 +113,8 @@ gw_status_t gw__sock_shake_dial(gw_sock_shake_t *sh, const gw_logger_t *lg, cons
     return GW_OK;
 }
 
-void gw__sock_shake_accept(gw_sock_shake_t *sh, const uint8_t key[GW_SOCK_KEY_LEN],
-                           uint32_t magic, size_t hello_len, gw_sock_seen_t *seen)
+void gw__sock_shake_accept(gw_sock_shake_t *sh, const uint8_t key[GW_SOCK_KEY_LEN], uint32_t magic,
+                           size_t hello_len, gw_sock_seen_t *seen)
 {
     memset(sh, 0, sizeof(*sh));
     sh->magic = magic;

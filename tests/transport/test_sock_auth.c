@@ -65,10 +65,10 @@ static void tcp_pair(int *d, int *a)
 }
 
 typedef struct result {
-    int dial_ev, acc_ev;          /* the last event of each side */
+    int dial_ev, acc_ev; /* the last event of each side */
     char dial_why[96], acc_why[96];
-    int confirm_failed;           /* the dialler found the acceptor's proof wrong */
-    uint8_t sent_hello[HELLO];    /* what the dialler put on the wire */
+    int confirm_failed;        /* the dialler found the acceptor's proof wrong */
+    uint8_t sent_hello[HELLO]; /* what the dialler put on the wire */
     uint8_t sent_proof[GW_SOCK_MAC_LEN];
 } result_t;
 

@@ -152,6 +152,7 @@ void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hel
     memcpy(out + 8, id->job_id, 16);
     gw__put_be32(out + 24, id->from);
     gw__put_be32(out + 28, id->to);
+    memset(out + GW_SOCK_NONCE_AT, 0, GW_SOCK_NONCE_LEN);
 }
 
 void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id)

@@ -7,6 +7,8 @@
  *   sock.c       dialling, accepting, retries, transfers
  *   sock_addr.c  the choice of the local address, addresses as text and in
  *                address blobs
+ *   sock_auth.c  the mutual proof of the job's data-plane key that opens
+ *                every TCP data connection and every out-of-band verbs one
  *
  * Each user keeps its own protocol (hellos, what makes a stranger, what a
  * time-out says); what lives here is what they did the same way, so that a
@@ -131,13 +133,18 @@ int gw__sock_remaining_ms(int64_t deadline);
 /* ---- hellos (sock.c) ------------------------------------------------------ */
 
 /* The hellos of the TCP transport and of the verbs transport's out-of-band
- * set-up open alike: with them a connection proves that it belongs to this
- * job and says which pair of ranks it joins, at the same places in both
+ * set-up open alike: with them a connection says which job and which pair
+ * of ranks it joins, and carries the sender's fresh nonce for the proof of
+ * the job's data-plane key (sock_auth.c), at the same places in both
  * (big-endian):
  *    0 u32 magic (each protocol its own)   4 the protocol's version (its layout)
  *    8 job id (16 bytes)                  24 u32 from rank   28 u32 to rank
- * What follows is the protocol's. */
-#define GW_SOCK_HELLO_ID_SIZE 32
+ *   32 nonce (16 bytes, written by the handshake)
+ * What follows is the protocol's. The job id only tells jobs apart (it is
+ * no secret: it is in shared-memory names); the proof is what admits. */
+#define GW_SOCK_HELLO_ID_SIZE 48
+#define GW_SOCK_NONCE_LEN 16
+#define GW_SOCK_NONCE_AT 32
 
 typedef struct gw_sock_hello_id {
     uint32_t magic;
@@ -145,9 +152,94 @@ typedef struct gw_sock_hello_id {
     uint32_t from, to;
 } gw_sock_hello_id_t;
 
-/* Writes bytes 0-3 and 8-31; bytes 4-7 are the caller's. */
+/* Writes bytes 0-3 and 8-31 and zeroes the nonce; bytes 4-7 are the
+ * caller's. */
 void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hello_id_t *id);
 void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id);
+
+/* ---- the mutual proof of the data-plane key (sock_auth.c) -------------------- */
+
+/* The key that every data connection of a job proves knowledge of: derived
+ * by the bootstrap from the job token and the job id (never the token
+ * itself), carried in gw_transport_params_t.data_key. */
+#define GW_SOCK_KEY_LEN 32
+#define GW_SOCK_MAC_LEN 32
+#define GW_SOCK_HELLO_MAX 160 /* the largest hello a protocol may use */
+#define GW_SOCK_SEEN_MAX 256  /* dialler nonces remembered to name replays */
+
+/* The nonces of the hellos an acceptor has seen during one connect(), so
+ * that a hello recorded and played back is named as a replay (its proof
+ * would fail anyway: our nonce is fresh). Oldest forgotten first. */
+typedef struct gw_sock_seen {
+    uint8_t nonce[GW_SOCK_SEEN_MAX][GW_SOCK_NONCE_LEN];
+    unsigned n, next;
+} gw_sock_seen_t;
+
+/* What gw__sock_shake_step reports. */
+enum {
+    GW_SHAKE_AGAIN,  /* wait for gw__sock_shake_events() on the socket */
+    GW_SHAKE_HELLO,  /* acceptor: the dialler's hello is in theirs[]: check its
+                      * ids, then gw__sock_shake_reply() or drop the connection */
+    GW_SHAKE_REPLY,  /* dialler: the acceptor's hello is in theirs[]: check its
+                      * ids, then gw__sock_shake_confirm() */
+    GW_SHAKE_PROVEN, /* acceptor: the dialler proved the key: decide whether the
+                      * connection counts, then gw__sock_shake_admit() */
+    GW_SHAKE_DONE,   /* both sides proved the key and the acceptor admitted us */
+    GW_SHAKE_FAILED, /* why[] says what: "wrong proof", "replayed", garbage,
+                      * or the socket failed (io: GW_SOCK_IO_EOF/_ERROR, errno) */
+};
+
+/* One side of the handshake on one connection:
+ *   dialler -> acceptor  its hello (nonce Nd)
+ *   acceptor -> dialler  its hello (nonce Na) and MAC("acceptor", both hellos)
+ *   dialler -> acceptor  MAC("dialler", both hellos)
+ *   acceptor -> dialler  one byte: admitted
+ * The MACs are HMAC-SHA256 under the data-plane key over a label and both
+ * hellos as sent (magic, version, job id, both ranks, both nonces and the
+ * protocol's fields such as the socket index), so neither proof can be
+ * replayed on another connection or reflected back to its sender, and each
+ * side checks the other's with a constant-time compare before the
+ * connection counts. The last byte tells the dialler that the connection
+ * counts: an acceptor may still drop a proven connection (a duplicate). */
+typedef struct gw_sock_shake {
+    int dialler;
+    int phase; /* private */
+    uint32_t magic;
+    int io; /* GW_SHAKE_FAILED: the socket's result, or GW_SOCK_IO_DONE */
+    uint8_t key[GW_SOCK_KEY_LEN];
+    gw_sock_seen_t *seen; /* acceptor: the caller's replay memory, or NULL */
+    uint8_t mine[GW_SOCK_HELLO_MAX], theirs[GW_SOCK_HELLO_MAX];
+    size_t mine_len, theirs_len;
+    uint8_t buf[GW_SOCK_HELLO_MAX + GW_SOCK_MAC_LEN];
+    size_t len, done;
+    char why[96];
+} gw_sock_shake_t;
+
+/* The dialler's side: hello (hello_len bytes, its nonce filled in here from
+ * getrandom) is sent first; the answer is a hello of reply_len bytes.
+ * GW_ERR_SYSTEM (logged under subsys) when no random bytes can be had. */
+gw_status_t gw__sock_shake_dial(gw_sock_shake_t *sh, const gw_logger_t *lg, const char *subsys,
+                                const uint8_t key[GW_SOCK_KEY_LEN], uint32_t magic,
+                                const uint8_t *hello, size_t hello_len, size_t reply_len);
+/* The acceptor's side: it waits for a hello of hello_len bytes opening with
+ * magic (anything else after 4 bytes is garbage). seen may be NULL. */
+void gw__sock_shake_accept(gw_sock_shake_t *sh, const uint8_t key[GW_SOCK_KEY_LEN], uint32_t magic,
+                           size_t hello_len, gw_sock_seen_t *seen);
+/* Move the handshake as far as the non-blocking socket allows. */
+int gw__sock_shake_step(int fd, gw_sock_shake_t *sh);
+/* poll() events the handshake waits for (0 while the caller must act). */
+short gw__sock_shake_events(const gw_sock_shake_t *sh);
+/* Acceptor, after GW_SHAKE_HELLO: answer with our hello (its nonce filled
+ * in here). GW_ERR_SYSTEM (logged) without random bytes. */
+gw_status_t gw__sock_shake_reply(gw_sock_shake_t *sh, const gw_logger_t *lg, const char *subsys,
+                                 const uint8_t *reply, size_t reply_len);
+/* Dialler, after GW_SHAKE_REPLY: 0 and our proof queued when the
+ * acceptor's proof is right; -1 ("wrong proof" in why) when not. */
+int gw__sock_shake_confirm(gw_sock_shake_t *sh);
+/* Acceptor, after GW_SHAKE_PROVEN: tell the dialler that it is admitted. */
+void gw__sock_shake_admit(gw_sock_shake_t *sh);
+/* Forget the key and the nonces. */
+void gw__sock_shake_wipe(gw_sock_shake_t *sh);
 
 /* ---- non-blocking transfers of up to two segments (sock.c) ----------------- */
 

@@ -85,7 +85,12 @@ typedef struct gw_transport_params {
     int timeout_ms;     /* connection establishment budget */
     const char *ifname; /* GW_SOCKET_IFNAME, or NULL */
     int nsocks;         /* sockets (or QPs) per peer, >= 1 */
-    uint8_t job_id[16]; /* random per job, from the bootstrap root */
+    uint8_t job_id[16]; /* random per job, from the bootstrap root; no secret */
+    /* HMAC(job token, "gradwire data plane" || job id), from the bootstrap
+     * (gw__bootstrap_data_key): every data connection proves knowledge of
+     * it before it counts. Never the token itself, so a transport that
+     * leaks its state leaks nothing that admits to another job. */
+    uint8_t data_key[32];
     /* The local address of our bootstrap connection to the root: the
      * interface that routes to the root, used when no ifname is given. */
     struct sockaddr_storage default_addr;

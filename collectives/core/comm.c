@@ -163,6 +163,7 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     params.ifname = r->ifname;
     params.nsocks = r->nsocks;
     gw__bootstrap_job_id(comm->bootstrap, params.job_id);
+    gw__bootstrap_data_key(comm->bootstrap, params.data_key);
     gw_status_t st =
         gw__bootstrap_local_addr(comm->bootstrap, &params.default_addr, &params.default_addr_len);
     if (st != GW_OK)

@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/env.h"
+#include "common/sha256.h"
 #include "transport/bootstrap/bootstrap_internal.h"
 
 /* ---- what every part needs ---------------------------------------------- */
@@ -125,8 +126,24 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
         gw__bootstrap_close(bs);
         return st;
     }
+    /* One place derives the data-plane key, from the token and the job id:
+     * a key per job, so a proof seen in one job admits to no other. */
+    static const char label[] = "gradwire data plane";
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, key, key_len);
+    gw__hmac_sha256_update(&h, label, sizeof(label) - 1);
+    gw__hmac_sha256_update(&h, bs->job_id, sizeof(bs->job_id));
+    gw__hmac_sha256_final(&h, bs->data_key);
     *out = bs;
     return GW_OK;
+}
+
+void gw__bootstrap_data_key(const gw_bootstrap_t *bs, uint8_t key[32])
+{
+    if (bs)
+        memcpy(key, bs->data_key, sizeof(bs->data_key));
+    else
+        memset(key, 0, sizeof(bs->data_key));
 }
 
 void gw__bootstrap_job_id(const gw_bootstrap_t *bs, uint8_t job_id[16])
@@ -162,5 +179,6 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
     free(bs->fds);
     free(bs->peer_addr);
     explicit_bzero(bs->job_id, sizeof(bs->job_id));
+    explicit_bzero(bs->data_key, sizeof(bs->data_key));
     free(bs);
 }

@@ -42,6 +42,13 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
 /* The job id chosen by rank 0 (same on every rank). */
 void gw__bootstrap_job_id(const gw_bootstrap_t *bs, uint8_t job_id[16]);
 
+/* The key that the transports' data connections prove knowledge of:
+ * HMAC-SHA256(job token, "gradwire data plane" || job id), the same on every
+ * rank. Without a token it is derived from the empty key, so anyone who
+ * learns the job id can compute it: rank 0 warns that the job, its data
+ * connections included, is unauthenticated. */
+void gw__bootstrap_data_key(const gw_bootstrap_t *bs, uint8_t key[32]);
+
 /* Local address of this rank's connection towards rank 0 (for rank 0: the
  * address it listens on, port excluded meaning). Used to pick the interface. */
 gw_status_t gw__bootstrap_local_addr(const gw_bootstrap_t *bs, struct sockaddr_storage *addr,

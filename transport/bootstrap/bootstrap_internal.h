@@ -41,6 +41,7 @@ struct gw_bootstrap {
     const gw_logger_t *log;
     char root[GW_BS_ROOT_TEXT]; /* "host:port" as configured, for messages */
     uint8_t job_id[GW_BS_JOB_ID_LEN];
+    uint8_t data_key[32];               /* see gw__bootstrap_data_key */
     struct sockaddr_storage local;      /* see gw__bootstrap_local_addr */
     socklen_t local_len;                /* 0 when there is none (size 1) */
     gw_status_t failed;                 /* sticky: the first error of an all-gather */

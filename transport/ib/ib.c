@@ -269,6 +269,7 @@ static void ib_free(gw_ib_t *t)
     free(t->peers);
     free(t->qpn_map);
     free(t->pfds);
+    explicit_bzero(t->data_key, sizeof(t->data_key));
     free(t);
 }
 
@@ -328,6 +329,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     t->max_inline = -1;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_IB_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
+    memcpy(t->data_key, params->data_key, sizeof(t->data_key));
     st = gw__ib_config_read(lg, &t->cfg);
     if (st != GW_OK)
         goto err_free;

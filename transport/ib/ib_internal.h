@@ -43,7 +43,9 @@
 #define GW_IB_ADDR_MAGIC 0x47574942u  /* "GWIB" */
 #define GW_IB_HELLO_MAGIC 0x4757494fu /* "GWIO": out-of-band hello */
 #define GW_IB_CM_MAGIC 0x47574943u    /* "GWIC": rdmacm private data */
-#define GW_IB_PROTOCOL_VERSION 1u
+/* 2: out-of-band hellos carry a nonce and open with the proof of the
+ * data-plane key (transport/sock_auth.c). */
+#define GW_IB_PROTOCOL_VERSION 2u
 
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
@@ -64,7 +66,7 @@
 #define GW_IB_CTS_DEFER_US 200
 #define GW_IB_DEFAULT_TIMEOUT_MS 30000
 #define GW_IB_ADDR_SIZE 98   /* bytes used in the address blob */
-#define GW_IB_HELLO_SIZE 112 /* bytes of an out-of-band hello */
+#define GW_IB_HELLO_SIZE 120 /* bytes of an out-of-band hello */
 #define GW_IB_CM_PDATA_SIZE 32
 #define GW_IB_NAME_MAX 32 /* device name bytes in the blob */
 
@@ -455,6 +457,7 @@ typedef struct gw_ib {
     int nqps;
     int timeout_ms;
     uint8_t job_id[16];
+    uint8_t data_key[32]; /* what every connection proves (transport.h) */
     /* Device. */
     struct ibv_context *ctx;
     int own_ctx; /* ctx came from ibv_open_device (else librdmacm owns it) */

@@ -9,14 +9,20 @@
  * blob next to its LID, GID, GID index and active MTU. connect() creates all
  * QPs (INIT, receives posted), then for every pair the higher rank dials
  * the lower one; over that socket each side sends a hello {job id, ranks,
- * QPs per peer, first PSN, QP numbers}; each side, once it has the other's
- * hello, moves its QPs to RTR and RTS and sends one READY byte; a pair is up
- * when both READY bytes crossed, so nothing is ever written to a QP whose
- * remote end is not yet ready to receive. Everything runs in one poll() loop
- * under one deadline. Connections without a valid hello for this job are
- * strangers: logged at WARN and dropped; when 64 connections wait without a
- * hello, the one that has waited longest is dropped to make room, so that
- * strangers, silent or not, cannot lock a rank out. Dialling, its retries
+ * nonce, QPs per peer, first PSN, QP numbers} and proves the job's
+ * data-plane key over both hellos (the handshake of the TCP transport,
+ * transport/sock_auth.c); only once both proofs crossed does each side move
+ * its QPs to RTR and RTS, with the numbers of a peer that is known to be a
+ * rank of this job, and send one READY byte; a pair is up when both READY
+ * bytes crossed, so nothing is ever written to a QP whose remote end is not
+ * yet ready to receive. Everything runs in one poll() loop under one
+ * deadline. Connections that do not complete the handshake (garbage, a
+ * hello of another job, an impostor that knows the job id but not the
+ * token, a recorded hello played back) are strangers: logged at WARN with
+ * their address and why, and dropped; nothing they say touches a QP or
+ * stops the job. When 64 connections wait unproven, the one that has
+ * waited longest is dropped to make room, so that strangers, silent or
+ * not, cannot lock a rank out. Dialling, its retries
  * (10 ms doubling up to 1 s) and the transfers are the socket module's
  * (transport/sock.h), shared with the TCP transport and the bootstrap.
  *
@@ -74,30 +80,34 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
 
 typedef enum phase {
     P_DIAL,       /* out: waiting to retry connect(), or connect() in progress */
-    P_SEND,       /* sending buf[done..len) */
-    P_RECV_HELLO, /* receiving the peer's hello */
+    P_SHAKE,      /* the hellos and the proofs of the key (sock_auth.c) */
+    P_SEND,       /* sending our READY byte */
     P_RECV_READY, /* receiving the peer's READY byte */
     P_DONE,
 } phase_t;
 
 typedef struct conn {
     gw_sock_dial_t s; /* the socket; the rest serves only the connections we dial */
-    int peer;         /* -1: incoming, not identified yet */
+    int peer;         /* -1: incoming, not proven yet */
     int out;          /* we dialled */
     phase_t phase;
-    phase_t after_send;
-    uint8_t buf[GW_IB_HELLO_SIZE + 1];
-    size_t len, done;
+    gw_sock_shake_t sh;
+    uint32_t claim; /* incoming: the rank its hello claims */
+    int bad_nqps;   /* incoming: its hello's QPs per peer differ from ours */
+    uint8_t byte;   /* READY, sent or received */
+    size_t done;
     uint64_t accepted; /* incoming: its place in the order of accepts */
+    char addr[64];     /* incoming: where it came from */
 } conn_t;
 
 typedef struct mesh {
     gw_ib_t *t;
     conn_t *c;
     int n, cap;
-    uint32_t *peer_psn; /* our first PSN towards each rank */
-    int pending;        /* peers not done */
-    uint64_t accepts;   /* connections accepted so far */
+    uint32_t *peer_psn;  /* our first PSN towards each rank */
+    int pending;         /* peers not done */
+    uint64_t accepts;    /* connections accepted so far */
+    gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
 } mesh_t;
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
@@ -124,12 +134,27 @@ static void out_retry(mesh_t *m, conn_t *c, const char *what)
     int pause = gw__sock_dial_failed(&c->s, what);
     GW_TRACE(lg_of(m), GW_IB_SUBSYS, "out-of-band connection to %s: %s; retrying in %d ms",
              m->t->peers[c->peer].desc, c->s.why, pause);
+    gw__sock_shake_wipe(&c->sh);
     c->phase = P_DIAL;
 }
 
+/* An incoming connection that is not (or not yet proven to be) a rank of
+ * this job: one WARN line with its address and why, and its slot is free. */
+static void drop(mesh_t *m, conn_t *c, const char *why)
+{
+    GW_WARN(lg_of(m), GW_IB_SUBSYS,
+            "dropping an out-of-band connection from %s: %s (a stranger, not a rank of this job; "
+            "carrying on)",
+            c->addr, why);
+    close(c->s.fd);
+    c->s.fd = -1;
+    c->phase = P_DONE;
+    gw__sock_shake_wipe(&c->sh);
+}
+
 /* Dial c's peer (when its attempt is due, or finish connect() as revents
- * says); once connected, send our hello. */
-static void out_dial(mesh_t *m, conn_t *c, short revents)
+ * says); once connected, the handshake starts with our hello. */
+static gw_status_t out_dial(mesh_t *m, conn_t *c, short revents)
 {
     const struct sockaddr *sa = (const struct sockaddr *)&m->t->peers[c->peer].addr.sa;
     socklen_t sl =
@@ -139,80 +164,137 @@ static void out_dial(mesh_t *m, conn_t *c, short revents)
     if (st == GW_SOCK_FAILED)
         out_retry(m, c, what);
     if (st != GW_SOCK_CONNECTED)
-        return;
-    make_hello(m, c->peer, c->buf);
-    c->len = GW_IB_HELLO_SIZE;
-    c->done = 0;
-    c->phase = P_SEND;
-    c->after_send = P_RECV_HELLO;
+        return GW_OK;
+    uint8_t hello[GW_IB_HELLO_SIZE];
+    make_hello(m, c->peer, hello);
+    c->phase = P_SHAKE;
+    return gw__sock_shake_dial(&c->sh, lg_of(m), GW_IB_SUBSYS, m->t->data_key, GW_IB_HELLO_MAGIC,
+                               hello, sizeof(hello), GW_IB_HELLO_SIZE);
 }
 
-/* A hello received on c: check it and bring the pair's QPs up. */
-static gw_status_t on_hello(mesh_t *m, conn_t *c)
+/* What a hello says about who sent it, apart from its proof. */
+static int hello_valid(const gw_ib_t *t, const gw_ib_hello_t *h)
+{
+    return h->id.magic == GW_IB_HELLO_MAGIC && h->version == GW_IB_PROTOCOL_VERSION &&
+           memcmp(h->id.job_id, t->job_id, 16) == 0 && h->id.to == (uint32_t)t->base.rank &&
+           h->id.from < (uint32_t)t->base.size && h->id.from != (uint32_t)t->base.rank &&
+           t->peers[h->id.from].active;
+}
+
+/* Dialler: the peer's answer, before its proof is checked. */
+static gw_status_t on_reply(mesh_t *m, conn_t *c)
 {
     gw_ib_t *t = m->t;
+    gw_ib_peer_t *p = &t->peers[c->peer];
     gw_ib_hello_t h;
-    gw__ib_hello_decode(c->buf, &h);
-    int valid = h.id.magic == GW_IB_HELLO_MAGIC && h.version == GW_IB_PROTOCOL_VERSION &&
-                memcmp(h.id.job_id, t->job_id, 16) == 0 && h.id.to == (uint32_t)t->base.rank &&
-                h.id.from < (uint32_t)t->base.size && h.id.from != (uint32_t)t->base.rank &&
-                t->peers[h.id.from].active;
-    if (c->out && (!valid || h.id.from != (uint32_t)c->peer)) {
+    gw__ib_hello_decode(c->sh.theirs, &h);
+    if (!hello_valid(t, &h) || h.id.from != (uint32_t)c->peer) {
         GW_ERROR(lg_of(m), GW_IB_SUBSYS,
                  "%s answered our out-of-band hello with a wrong one (magic 0x%08x, rank %u -> "
                  "%u): is a process of another job listening there?",
-                 t->peers[c->peer].desc, (unsigned)h.id.magic, (unsigned)h.id.from,
-                 (unsigned)h.id.to);
+                 p->desc, (unsigned)h.id.magic, (unsigned)h.id.from, (unsigned)h.id.to);
         return GW_ERR_PROTOCOL;
     }
-    if (!c->out) {
-        if (!valid || h.id.from < (uint32_t)t->base.rank) {
-            GW_WARN(lg_of(m), GW_IB_SUBSYS,
-                    "dropping an out-of-band connection with an invalid hello (magic 0x%08x, "
-                    "rank %u -> %u)",
-                    (unsigned)h.id.magic, (unsigned)h.id.from, (unsigned)h.id.to);
-            close(c->s.fd);
-            c->s.fd = -1;
-            c->phase = P_DONE;
-            return GW_OK;
-        }
-        c->peer = (int)h.id.from;
-        if (t->peers[c->peer].oob_fd >= 0 || t->peers[c->peer].qp_up) {
-            GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s connected out of band twice",
-                     t->peers[c->peer].desc);
-            return GW_ERR_PROTOCOL;
-        }
+    if (gw__sock_shake_confirm(&c->sh) != 0) {
+        GW_ERROR(lg_of(m), GW_IB_SUBSYS,
+                 "%s answered out of band with a %s: the process listening there is not a rank "
+                 "of this job",
+                 p->desc, c->sh.why);
+        return GW_ERR_AUTH;
     }
-    gw_ib_peer_t *p = &t->peers[c->peer];
     if (h.nqps != (uint32_t)t->nqps) {
+        /* Genuine: let our proof go out so that it reports the same. */
+        (void)gw__sock_shake_step(c->s.fd, &c->sh);
         GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)",
                  p->desc, (unsigned)h.nqps, t->nqps);
         return GW_ERR_CONFIG;
     }
+    return GW_OK;
+}
+
+/* Acceptor: a hello, before its sender proved anything. Nothing it says
+ * may stop the job or hold a rank's place: that waits for the proof. */
+static gw_status_t on_hello(mesh_t *m, conn_t *c)
+{
+    gw_ib_t *t = m->t;
+    gw_ib_hello_t h;
+    char why[128];
+    gw__ib_hello_decode(c->sh.theirs, &h);
+    if (!hello_valid(t, &h) || h.id.from < (uint32_t)t->base.rank) {
+        snprintf(why, sizeof(why), "invalid hello (magic 0x%08x, version %u, rank %u -> %u)",
+                 (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from, (unsigned)h.id.to);
+        drop(m, c, why);
+        return GW_OK;
+    }
+    if (t->peers[h.id.from].oob_fd >= 0 || t->peers[h.id.from].qp_up) {
+        snprintf(why, sizeof(why), "it claims to be rank %u, which is connected already",
+                 (unsigned)h.id.from);
+        drop(m, c, why);
+        return GW_OK;
+    }
+    c->claim = h.id.from;
+    c->bad_nqps = h.nqps != (uint32_t)t->nqps;
+    uint8_t reply[GW_IB_HELLO_SIZE];
+    make_hello(m, (int)c->claim, reply);
+    return gw__sock_shake_reply(&c->sh, lg_of(m), GW_IB_SUBSYS, reply, sizeof(reply));
+}
+
+/* Acceptor: the sender proved the key. */
+static gw_status_t on_proven(mesh_t *m, conn_t *c)
+{
+    gw_ib_t *t = m->t;
+    gw_ib_peer_t *p = &t->peers[c->claim];
+    if (c->bad_nqps) {
+        gw_ib_hello_t h;
+        gw__ib_hello_decode(c->sh.theirs, &h);
+        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)",
+                 p->desc, (unsigned)h.nqps, t->nqps);
+        return GW_ERR_CONFIG;
+    }
+    for (int i = 0; i < m->n; i++) {
+        const conn_t *o = &m->c[i];
+        if (o != c && !o->out && o->peer == (int)c->claim && o->s.fd >= 0) {
+            char why[96];
+            snprintf(why, sizeof(why), "it repeats rank %u's connection", (unsigned)c->claim);
+            drop(m, c, why);
+            return GW_OK;
+        }
+    }
+    if (p->oob_fd >= 0 || p->qp_up) {
+        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s connected out of band twice", p->desc);
+        return GW_ERR_PROTOCOL;
+    }
+    c->peer = (int)c->claim;
+    gw__sock_shake_admit(&c->sh);
+    return GW_OK;
+}
+
+/* Both proofs crossed: bring the pair's QPs up and say READY. */
+static gw_status_t on_shaken(mesh_t *m, conn_t *c)
+{
+    gw_ib_t *t = m->t;
+    gw_ib_peer_t *p = &t->peers[c->peer];
+    gw_ib_hello_t h;
+    gw__ib_hello_decode(c->sh.theirs, &h);
+    gw__sock_shake_wipe(&c->sh);
     for (int k = 0; k < t->nqps; k++) {
         gw_status_t st = gw__ib_qp_connect(t, p, k, h.qpn[k], h.psn, m->peer_psn[c->peer]);
         if (st != GW_OK)
             return st;
     }
     p->qp_up = t->nqps;
-    c->len = 0;
-    if (!c->out) {
-        make_hello(m, c->peer, c->buf);
-        c->len = GW_IB_HELLO_SIZE;
-    }
-    c->buf[c->len++] = READY_BYTE;
+    c->byte = READY_BYTE;
     c->done = 0;
     c->phase = P_SEND;
-    c->after_send = P_RECV_READY;
     return GW_OK;
 }
 
 static gw_status_t on_ready(mesh_t *m, conn_t *c)
 {
     gw_ib_peer_t *p = &m->t->peers[c->peer];
-    if (c->buf[0] != READY_BYTE) {
+    if (c->byte != READY_BYTE) {
         GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s sent 0x%02x instead of READY out of band", p->desc,
-                 c->buf[0]);
+                 c->byte);
         return GW_ERR_PROTOCOL;
     }
     p->oob_fd = c->s.fd; /* kept: its EOF tells us the peer died */
@@ -222,30 +304,72 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
     return GW_OK;
 }
 
+/* The handshake on c moved: act on what it reports. */
+static gw_status_t shake(mesh_t *m, conn_t *c)
+{
+    for (;;) {
+        gw_status_t st = GW_OK;
+        switch (gw__sock_shake_step(c->s.fd, &c->sh)) {
+        case GW_SHAKE_AGAIN:
+            return GW_OK;
+        case GW_SHAKE_HELLO:
+            st = on_hello(m, c);
+            break;
+        case GW_SHAKE_REPLY:
+            st = on_reply(m, c);
+            break;
+        case GW_SHAKE_PROVEN:
+            st = on_proven(m, c);
+            break;
+        case GW_SHAKE_DONE:
+            return on_shaken(m, c);
+        default: /* GW_SHAKE_FAILED */
+            if (c->out) {
+                /* The peer dropped us (its log says why) or the socket
+                 * broke: a real rank admits us on the next attempt. */
+                if (c->sh.io == GW_SOCK_IO_DONE)
+                    errno = EPROTO;
+                out_retry(m, c, c->sh.why);
+            } else {
+                drop(m, c,
+                     c->sh.io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
+                     : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
+                                                    : c->sh.why);
+            }
+            return GW_OK;
+        }
+        if (st != GW_OK || c->phase != P_SHAKE)
+            return st;
+    }
+}
+
 /* Move c as far as its socket allows. */
 static gw_status_t step(mesh_t *m, conn_t *c, short revents)
 {
     for (;;) {
         int r;
+        gw_status_t st;
         switch (c->phase) {
         case P_DIAL:
-            out_dial(m, c, revents);
-            if (c->phase == P_DIAL)
-                return GW_OK;
+            if ((st = out_dial(m, c, revents)) != GW_OK || c->phase == P_DIAL)
+                return st;
+            continue;
+        case P_SHAKE:
+            if ((st = shake(m, c)) != GW_OK || c->phase == P_SHAKE || c->phase == P_DIAL ||
+                c->phase == P_DONE)
+                return st;
             continue;
         case P_SEND:
-            r = gw__sock_io_buf(c->s.fd, c->buf, c->len, &c->done, 1);
+            r = gw__sock_io_buf(c->s.fd, &c->byte, 1, &c->done, 1);
             if (r == GW_SOCK_IO_AGAIN)
                 return GW_OK;
             if (r != GW_SOCK_IO_DONE)
                 goto broken;
-            c->phase = c->after_send;
+            c->phase = P_RECV_READY;
             c->done = 0;
             continue;
-        case P_RECV_HELLO:
-        case P_RECV_READY: {
-            size_t want = c->phase == P_RECV_HELLO ? GW_IB_HELLO_SIZE : 1;
-            r = gw__sock_io_buf(c->s.fd, c->buf, want, &c->done, 0);
+        case P_RECV_READY:
+            r = gw__sock_io_buf(c->s.fd, &c->byte, 1, &c->done, 0);
             if (r == GW_SOCK_IO_AGAIN)
                 return GW_OK;
             if (r != GW_SOCK_IO_DONE) {
@@ -253,27 +377,12 @@ static gw_status_t step(mesh_t *m, conn_t *c, short revents)
                     errno = ECONNRESET;
                 goto broken;
             }
-            c->done = 0;
-            gw_status_t st = c->phase == P_RECV_HELLO ? on_hello(m, c) : on_ready(m, c);
-            if (st != GW_OK || c->phase == P_DONE)
-                return st;
-            continue;
-        }
+            return on_ready(m, c);
         case P_DONE:
             return GW_OK;
         }
     }
 broken:
-    if (c->out && c->phase != P_RECV_READY && !m->t->peers[c->peer].qp_up) {
-        out_retry(m, c, c->phase == P_SEND ? "send" : "recv");
-        return GW_OK;
-    }
-    if (c->peer < 0) { /* a stranger that went away */
-        close(c->s.fd);
-        c->s.fd = -1;
-        c->phase = P_DONE;
-        return GW_OK;
-    }
     GW_ERROR(lg_of(m), GW_IB_SUBSYS, "out-of-band connection with %s broke during setup: %m",
              m->t->peers[c->peer].desc);
     return GW_ERR_REMOTE;
@@ -282,7 +391,8 @@ broken:
 static gw_status_t accept_new(mesh_t *m)
 {
     for (;;) {
-        int fd = gw__sock_accept(m->t->listen_fd, NULL, 0);
+        char addr[sizeof(m->c[0].addr)];
+        int fd = gw__sock_accept(m->t->listen_fd, addr, sizeof(addr));
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
                 return GW_OK;
@@ -308,15 +418,12 @@ static gw_status_t accept_new(mesh_t *m)
         if (!c && m->n < m->cap)
             c = &m->c[m->n++];
         if (live >= MAX_STRANGERS) {
-            /* Unidentified connections that say nothing would hold every
-             * slot until the deadline: the one that has waited longest
-             * makes room, as in the TCP transport. A rank dropped this way
-             * sees EOF and dials again. Its slot is left for a later
-             * accept: poll() may have reported events on its socket. */
-            GW_WARN(lg_of(m), GW_IB_SUBSYS, "too many unidentified out-of-band connections");
-            close(oldest->s.fd);
-            oldest->s.fd = -1;
-            oldest->phase = P_DONE;
+            /* Unproven connections that say nothing would hold every slot
+             * until the deadline: the one that has waited longest makes
+             * room, as in the TCP transport. A rank dropped this way sees
+             * EOF and dials again. Its slot is left for a later accept:
+             * poll() may have reported events on its socket. */
+            drop(m, oldest, "too many unproven out-of-band connections");
         }
         if (!c) { /* not expected: the table has room for every rank and MAX_STRANGERS more */
             close(fd);
@@ -327,7 +434,10 @@ static gw_status_t accept_new(mesh_t *m)
         gw__sock_dial_init(&c->s);
         c->s.fd = fd;
         c->peer = -1;
-        c->phase = P_RECV_HELLO;
+        c->phase = P_SHAKE;
+        memcpy(c->addr, addr, sizeof(c->addr));
+        gw__sock_shake_accept(&c->sh, m->t->data_key, GW_IB_HELLO_MAGIC, GW_IB_HELLO_SIZE,
+                              &m->seen);
     }
 }
 
@@ -407,9 +517,10 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
         int64_t now = gw__now_ms(), wake = deadline;
         for (int i = 0; i < m.n; i++) {
             conn_t *c = &m.c[i];
-            short ev = c->phase == P_SEND                                     ? POLLOUT
-                       : c->phase == P_RECV_HELLO || c->phase == P_RECV_READY ? POLLIN
-                                                                              : 0;
+            short ev = c->phase == P_SEND         ? POLLOUT
+                       : c->phase == P_RECV_READY ? POLLIN
+                       : c->phase == P_SHAKE      ? gw__sock_shake_events(&c->sh)
+                                                  : 0;
             if (c->phase == P_DIAL)
                 ev = gw__sock_dial_events(&c->s);
             if (c->phase == P_DIAL && c->s.fd < 0 && c->s.retry.at < wake)
@@ -445,6 +556,8 @@ out:
         close(t->listen_fd);
         t->listen_fd = -1;
     }
+    if (m.c) /* the handshakes hold the key */
+        explicit_bzero(m.c, (size_t)m.cap * sizeof(*m.c));
     free(m.c);
     free(m.peer_psn);
     free(pfds);

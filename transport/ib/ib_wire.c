@@ -26,9 +26,10 @@
  *   40 u64 eager messages of the receiver that the sender has taken out of
  *      its own slots (the slots' credit travels both ways)
  *
- * Out-of-band hello (112 bytes): magic, version, job id[16], from, to,
- * QPs per peer, first PSN, QP numbers[16] (magic, job id and ranks stand
- * where every hello has them: sock.h).
+ * Out-of-band hello (120 bytes): magic, version, job id[16], from, to,
+ * nonce[16], QPs per peer, first PSN, QP numbers[16] (magic, job id, ranks
+ * and nonce stand where every hello has them: sock.h; the nonce is the
+ * handshake's, transport/sock_auth.c).
  *
  * rdmacm private data (32 bytes): magic, job id[16], from, to, QP index,
  * QPs per peer.
@@ -150,20 +151,20 @@ void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
     memset(out, 0, GW_IB_HELLO_SIZE);
     gw__sock_hello_id_put(out, &h->id);
     gw__put_be32(out + 4, h->version);
-    gw__put_be32(out + 32, h->nqps);
-    gw__put_be32(out + 36, h->psn);
+    gw__put_be32(out + 48, h->nqps);
+    gw__put_be32(out + 52, h->psn);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
-        gw__put_be32(out + 40 + 4 * k, h->qpn[k]);
+        gw__put_be32(out + 56 + 4 * k, h->qpn[k]);
 }
 
 void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
 {
     gw__sock_hello_id_get(in, &h->id);
     h->version = gw__get_be32(in + 4);
-    h->nqps = gw__get_be32(in + 32);
-    h->psn = gw__get_be32(in + 36);
+    h->nqps = gw__get_be32(in + 48);
+    h->psn = gw__get_be32(in + 52);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
-        h->qpn[k] = gw__get_be32(in + 40 + 4 * k);
+        h->qpn[k] = gw__get_be32(in + 56 + 4 * k);
 }
 
 void gw__ib_cm_pdata_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_PDATA_SIZE])

@@ -129,6 +129,7 @@ static void shm_free(gw_shm_t *t)
                 close(t->peers[r].pidfd);
     }
     free(t->peers);
+    explicit_bzero(t->data_key, sizeof(t->data_key));
     free(t);
 }
 
@@ -145,6 +146,7 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     gw_shm_t *t = gw__shm_of(base);
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_SHM_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
+    memcpy(t->data_key, params->data_key, sizeof(t->data_key));
     t->ring_bytes = GW_SHM_RING_DEFAULT;
     t->direct_min = GW_SHM_DIRECT_DEFAULT;
     t->allow_direct = 1;

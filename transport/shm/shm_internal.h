@@ -29,7 +29,9 @@
 #define GW_SHM_ADDR_MAGIC 0x47575341u            /* "GWSA": an address blob */
 #define GW_SHM_REC_MAGIC 0x47575352u             /* "GWSR": a record in a ring */
 #define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
-#define GW_SHM_PROTOCOL_VERSION 1u
+/* 2: the attacher and the creator of a segment prove the data-plane key in
+ * its header (shm_seg.c). */
+#define GW_SHM_PROTOCOL_VERSION 2u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
@@ -87,6 +89,10 @@ typedef struct gw_shm_side {
     _Atomic uint32_t sleeping;    /* 1: it may be asleep in a futex wait on `bell` */
     _Atomic uint32_t bell;        /* bumped by the peer after it moved data */
     _Atomic int32_t cpu;          /* the CPU it last waited on, -1 unknown */
+    /* The proof of the data-plane key (shm_seg.c): the attacher's nonce, and
+     * each side's HMAC over the header and both nonces. */
+    uint8_t nonce[16];
+    uint8_t mac[32];
 } __attribute__((aligned(GW_SHM_LINE))) gw_shm_side_t;
 
 enum { GW_SHM_SIDE_NONE = 0, GW_SHM_SIDE_MAPPED = 1, GW_SHM_SIDE_READY = 2 };
@@ -108,6 +114,7 @@ typedef struct gw_shm_seg {
     uint8_t job_id[16];
     uint32_t lo, hi;
     uint64_t ring_bytes;
+    uint8_t nonce[16];          /* the creator's, fresh per segment */
     _Atomic uint32_t init_done; /* the creator filled the fields above */
     gw_shm_side_t side[2];      /* [0] lo, [1] hi */
     gw_shm_dir_t dir[2];        /* [0] lo -> hi, [1] hi -> lo */
@@ -157,6 +164,7 @@ typedef struct gw_shm {
     gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
     int timeout_ms;
     uint8_t job_id[16];
+    uint8_t data_key[32]; /* what every segment's attacher proves (transport.h) */
     uint64_t host_id;
     size_t ring_bytes;
     size_t direct_min;       /* 0: never read the peer's memory directly */

@@ -12,6 +12,18 @@
  * leaves nothing in /dev/shm. lo unlinks the name too, once hi has mapped it
  * or on any failure, in case hi never came.
  *
+ * The name is no secret (the job id is in it), so a segment does not
+ * admit whoever maps it: the creator puts a fresh nonce in the header, the
+ * attacher writes its own nonce and its HMAC under the job's data-plane key
+ * over the header, both nonces and its pid before it says MAPPED, and the
+ * creator checks that proof (constant-time) before it serves the peer. A
+ * wrong proof is a stranger that opened the name (the segment is 0600, so
+ * it runs as our user): the creator logs it at WARN, drops that segment and
+ * offers a fresh one under the same name, which the real rank, still
+ * polling for the name, then attaches. The creator answers with its own
+ * HMAC before it says READY, which the attacher checks in turn, so neither
+ * side serves a peer that does not know the token.
+ *
  * Each rank then publishes its pid and the address of a known word in its
  * half of the header (state MAPPED), opens a pidfd on the peer to notice
  * its death later, and tries to read that word from the peer's memory with
@@ -32,12 +44,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "common/clock.h"
+#include "common/sha256.h"
 #include "transport/shm/shm_internal.h"
 
 typedef enum conn_state {
@@ -81,6 +96,45 @@ static void publish_mapped(gw_shm_t *t, gw_shm_peer_t *p)
     atomic_store_explicit(&p->my->state, GW_SHM_SIDE_MAPPED, memory_order_release);
 }
 
+static const char ATTACHER[] = "gradwire shm: attacher";
+static const char CREATOR[] = "gradwire shm: creator";
+
+/* HMAC(data-plane key, label || job id || lo || hi || ring bytes || the
+ * creator's nonce || the attacher's nonce and pid). */
+static void seg_proof(const gw_shm_t *t, const gw_shm_seg_t *s, const char *label,
+                      uint8_t mac[GW_SHA256_DIGEST_LEN])
+{
+    uint8_t fields[4 + 4 + 8 + 4];
+    gw__put_be32(fields, s->lo);
+    gw__put_be32(fields + 4, s->hi);
+    gw__put_be64(fields + 8, s->ring_bytes);
+    gw__put_be32(fields + 16, s->side[1].pid);
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, t->data_key, sizeof(t->data_key));
+    gw__hmac_sha256_update(&h, label, strlen(label) + 1);
+    gw__hmac_sha256_update(&h, s->job_id, sizeof(s->job_id));
+    gw__hmac_sha256_update(&h, fields, sizeof(fields));
+    gw__hmac_sha256_update(&h, s->nonce, sizeof(s->nonce));
+    gw__hmac_sha256_update(&h, s->side[1].nonce, sizeof(s->side[1].nonce));
+    gw__hmac_sha256_final(&h, mac);
+}
+
+static gw_status_t fresh_nonce(const gw_logger_t *lg, uint8_t out[16])
+{
+    size_t got = 0;
+    while (got < 16) {
+        ssize_t r = getrandom(out + got, 16 - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            GW_ERROR(lg, GW_SHM_SUBSYS, "getrandom() for a segment nonce: %m");
+            return GW_ERR_SYSTEM;
+        }
+        got += (size_t)r;
+    }
+    return GW_OK;
+}
+
 static gw_status_t create_seg(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const gw_logger_t *lg = t->base.log;
@@ -110,6 +164,9 @@ static gw_status_t create_seg(gw_shm_t *t, gw_shm_peer_t *p)
     p->seg->lo = (uint32_t)t->base.rank;
     p->seg->hi = (uint32_t)p->rank;
     p->seg->ring_bytes = p->ring_bytes;
+    if ((st = fresh_nonce(lg, p->seg->nonce)) != GW_OK)
+        goto out_close;
+    st = GW_ERR_SYSTEM;
     bind_views(t, p);
     publish_mapped(t, p);
     atomic_store_explicit(&p->seg->init_done, 1, memory_order_release);
@@ -181,9 +238,37 @@ static gw_status_t check_header(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
         return GW_ERR_PROTOCOL;
     }
     bind_views(t, p);
+    gw_status_t st = fresh_nonce(t->base.log, p->my->nonce);
+    if (st != GW_OK)
+        return st;
+    p->my->pid = (uint32_t)getpid(); /* publish_mapped writes it again */
+    seg_proof(t, p->seg, ATTACHER, p->my->mac);
     publish_mapped(t, p);
     *cs = C_WAIT_MAPPED;
     return GW_OK;
+}
+
+/* The creator's side: whoever mapped our segment did not prove the key.
+ * Drop the segment and offer a fresh one under the same name: the real
+ * rank, which polls for the name until it finds it, attaches that. */
+static gw_status_t offer_again(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    GW_WARN(t->base.log, GW_SHM_SUBSYS,
+            "pid %lu attached the shared memory %s for rank %d (pid %ld) with a wrong proof (it "
+            "does not know the job token): dropping that segment and offering a fresh one "
+            "(carrying on)",
+            (unsigned long)p->its->pid, p->name[0] ? p->name : "(unlinked)", p->rank, (long)p->pid);
+    munmap(p->seg, p->seg_bytes);
+    p->seg = NULL;
+    p->my = p->its = NULL;
+    p->out = p->in = NULL;
+    p->out_ring = p->in_ring = NULL;
+    int lo = t->base.rank, hi = p->rank;
+    gw__shm_seg_name(t->job_id, lo, hi, p->name, sizeof(p->name));
+    if (shm_unlink(p->name) != 0 && errno != ENOENT)
+        GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
+    p->created = 0;
+    return create_seg(t, p);
 }
 
 /* Try a single-copy read of the peer's probe word. */
@@ -223,6 +308,13 @@ static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
         return st;
     if (atomic_load_explicit(&p->its->state, memory_order_acquire) < GW_SHM_SIDE_MAPPED)
         return GW_OK;
+    if (p->created) {
+        uint8_t mac[GW_SHA256_DIGEST_LEN];
+        seg_proof(t, p->seg, ATTACHER, mac);
+        if (!gw__ct_equal(mac, p->its->mac, sizeof(mac)))
+            return offer_again(t, p);
+        seg_proof(t, p->seg, CREATOR, p->my->mac); /* before READY, which releases it */
+    }
     if (p->its->pid != (uint32_t)p->pid) {
         GW_ERROR(t->base.log, GW_SHM_SUBSYS,
                  "rank %d announced pid %ld but pid %lu mapped our shared memory", p->rank,
@@ -238,6 +330,24 @@ static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
     atomic_store_explicit(&p->my->state, GW_SHM_SIDE_READY, memory_order_release);
     *cs = C_WAIT_READY;
     return GW_OK;
+}
+
+/* The attacher's side, once the creator said READY: its proof must be
+ * right before we serve it. Nobody else can be the creator of the segment
+ * we mapped, so a wrong one is fatal. */
+static gw_status_t check_creator(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    if (p->created)
+        return GW_OK;
+    uint8_t mac[GW_SHA256_DIGEST_LEN];
+    seg_proof(t, p->seg, CREATOR, mac);
+    if (gw__ct_equal(mac, p->its->mac, sizeof(mac)))
+        return GW_OK;
+    GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+             "the shared memory of rank %d (pid %ld) was made by a process that does not know the "
+             "job token (wrong proof)",
+             p->rank, (long)p->pid);
+    return GW_ERR_AUTH;
 }
 
 static gw_status_t report_timeout(gw_shm_t *t, const conn_state_t *cs)
@@ -345,7 +455,8 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
             conn_state_t before = cs[r];
             st = step(t, p, &cs[r]);
             if (st == GW_OK && cs[r] == C_WAIT_READY &&
-                atomic_load_explicit(&p->its->state, memory_order_acquire) == GW_SHM_SIDE_READY) {
+                atomic_load_explicit(&p->its->state, memory_order_acquire) == GW_SHM_SIDE_READY &&
+                (st = check_creator(t, p)) == GW_OK) {
                 p->direct_ok = atomic_load_explicit(&p->its->can_read, memory_order_relaxed) &&
                                t->direct_min > 0;
                 cs[r] = C_DONE;

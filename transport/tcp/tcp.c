@@ -84,6 +84,7 @@ static void tcp_free(gw_tcp_t *t)
     free(t->pfds);
     free(t->pfd_socks);
     free(t->pfd_peers);
+    explicit_bzero(t->data_key, sizeof(t->data_key));
     free(t);
 }
 
@@ -129,6 +130,7 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     t->nsocks = params->nsocks;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_TCP_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
+    memcpy(t->data_key, params->data_key, sizeof(t->data_key));
     t->listen_fd = -1;
     st = alloc_peers(t);
     if (st != GW_OK) {

@@ -10,14 +10,23 @@
  * the call finishes or fails within timeout_ms.
  *
  * The connecting side sends a hello {magic, version, job id, from, to,
- * socket index, nsocks} (layout in tcp_wire.c); the accepting side checks it
- * and answers with its own hello, which the connecting side checks in turn,
- * so both ends know the connection is the one they meant. Anything that
- * connects to our port without a valid hello for this job (a port scanner, a
- * health check, a rank of another job that reuses an address) is a stranger:
- * it is logged at WARN with its address and closed, and the job carries on.
- * A rank of this job that uses another number of sockets per peer is a
- * configuration error, reported at once rather than as a time-out.
+ * nonce, socket index, nsocks} (layout in tcp_wire.c); the accepting side
+ * checks what it says and answers with its own hello and nonce and its
+ * proof of the job's data-plane key; the connecting side checks both and
+ * answers with its proof; the accepting side checks that and admits the
+ * connection with one byte (the handshake is the socket module's,
+ * transport/sock_auth.c, shared with the verbs out-of-band set-up). So both
+ * ends know the connection is the one they meant, and that the other end
+ * knows the job token: the job id, which is no secret, admits nobody.
+ * Anything that connects to our port without completing this (a port
+ * scanner, a health check, a rank of another job that reuses an address,
+ * an impostor that learnt the job id and claims a rank, a recorded
+ * handshake played back) is a stranger: it is logged at WARN with its
+ * address and why, and closed, and the job carries on. Only a proven
+ * connection holds a rank's socket slot, so an impostor's claim never
+ * shuts the real rank out. A rank of this job that uses another number of
+ * sockets per peer is a configuration error, reported at once on both
+ * ends rather than as a time-out, but only once it proved the key.
  *
  * A refused connection is retried with growing sleeps (10 ms doubling up to
  * 1 s, as every dialler in sock.h). Every rank listens before the bootstrap
@@ -40,25 +49,25 @@
 #include "transport/sock.h"
 #include "transport/tcp/tcp_internal.h"
 
-#define MAX_STRANGERS 64 /* connections without a complete hello kept at once */
+#define MAX_STRANGERS 64 /* connections not yet admitted, kept at once */
 
 /* OUT_DIAL: waiting for the next attempt, or for connect() (see dial). */
-typedef enum out_state { OUT_DIAL, OUT_SEND, OUT_RECV, OUT_DONE } out_state_t;
+typedef enum out_state { OUT_DIAL, OUT_SHAKE, OUT_DONE } out_state_t;
 
 typedef struct out_conn {
     gw_sock_dial_t dial;
     int peer, idx;
     out_state_t state;
-    uint8_t buf[GW_TCP_HELLO_SIZE];
-    size_t done;
+    gw_sock_shake_t sh;
 } out_conn_t;
 
 typedef struct in_conn {
     int fd; /* -1 once handed over or dropped */
     char addr[64];
-    uint8_t buf[GW_TCP_HELLO_SIZE];
-    size_t done;
-    int replying; /* hello checked; sending ours */
+    gw_sock_shake_t sh;
+    int proven;      /* it proved the key and is being admitted */
+    int bad_nsocks;  /* its hello's sockets per peer differ from ours */
+    uint32_t nsocks; /* ... which are these */
     uint32_t from, idx;
 } in_conn_t;
 
@@ -70,6 +79,7 @@ typedef struct mesh {
     int nin, cap_in;
     int in_expected, in_done;
     struct pollfd *pfds;
+    gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
 } mesh_t;
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
@@ -93,6 +103,7 @@ static void out_retry(mesh_t *m, out_conn_t *o, const char *what)
     int pause = gw__sock_dial_failed(&o->dial, what);
     GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "socket %d to rank %d at %s: %s; retrying in %d ms", o->idx,
              o->peer, m->t->peers[o->peer].addr_str, o->dial.why, pause);
+    gw__sock_shake_wipe(&o->sh);
     o->state = OUT_DIAL;
 }
 
@@ -104,30 +115,51 @@ static void out_prep(void *arg, int fd)
 }
 
 /* Check the accepting side's answer: it must be the rank we dialled, in this
- * job. Anything else at that address will not get better by retrying. */
+ * job, and prove the key. Anything else at that address will not get
+ * better by retrying. */
 static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
 {
     gw_tcp_t *t = m->t;
     const gw_tcp_peer_t *p = &t->peers[o->peer];
     gw_tcp_hello_t h;
-    gw__tcp_hello_decode(o->buf, &h);
-    if (h.id.magic == GW_TCP_HELLO_MAGIC && h.version == GW_TCP_PROTOCOL_VERSION &&
-        memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) == 0 &&
-        h.id.from == (uint32_t)o->peer && h.id.to == (uint32_t)t->base.rank &&
-        h.sock_idx == (uint32_t)o->idx && h.nsocks == (uint32_t)t->nsocks)
-        return GW_OK;
-    GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
-             "rank %d's address %s answered our hello with a wrong one (magic 0x%08x, version "
-             "%u, rank %u -> %u, socket %u of %u): is a process of another job listening there?",
-             o->peer, p->addr_str, (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from,
-             (unsigned)h.id.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
-    return GW_ERR_PROTOCOL;
+    gw__tcp_hello_decode(o->sh.theirs, &h);
+    if (h.id.magic != GW_TCP_HELLO_MAGIC || h.version != GW_TCP_PROTOCOL_VERSION ||
+        memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) != 0 ||
+        h.id.from != (uint32_t)o->peer || h.id.to != (uint32_t)t->base.rank ||
+        h.sock_idx != (uint32_t)o->idx) {
+        GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
+                 "rank %d's address %s answered our hello with a wrong one (magic 0x%08x, "
+                 "version %u, rank %u -> %u, socket %u of %u): is a process of another job "
+                 "listening there?",
+                 o->peer, p->addr_str, (unsigned)h.id.magic, (unsigned)h.version,
+                 (unsigned)h.id.from, (unsigned)h.id.to, (unsigned)h.sock_idx, (unsigned)h.nsocks);
+        return GW_ERR_PROTOCOL;
+    }
+    if (gw__sock_shake_confirm(&o->sh) != 0) {
+        GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
+                 "rank %d's address %s answered as rank %d but with a %s: the process "
+                 "listening there is not a rank of this job",
+                 o->peer, p->addr_str, o->peer, o->sh.why);
+        return GW_ERR_AUTH;
+    }
+    if (h.nsocks != (uint32_t)t->nsocks) {
+        /* The peer is genuine: let our proof go out, so that it reports the
+         * same configuration error instead of timing out. */
+        (void)gw__sock_shake_step(o->dial.fd, &o->sh);
+        GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
+                 "rank %d (%s) uses %u sockets per peer but this rank uses %d: set the same "
+                 "GW_NSOCKS on every rank",
+                 o->peer, p->addr_str, (unsigned)h.nsocks, t->nsocks);
+        return GW_ERR_CONFIG;
+    }
+    return GW_OK;
 }
 
 static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
 {
+    gw_tcp_t *t = m->t;
     if (o->state == OUT_DIAL) {
-        const gw_tcp_peer_t *p = &m->t->peers[o->peer];
+        const gw_tcp_peer_t *p = &t->peers[o->peer];
         const char *what;
         int st = gw__sock_dial_step(&o->dial, (const struct sockaddr *)&p->addr, p->addr_len,
                                     revents, out_prep, m, &what);
@@ -135,37 +167,39 @@ static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
             out_retry(m, o, what);
         if (st != GW_SOCK_CONNECTED)
             return GW_OK;
-        make_hello(m->t, m->t->base.rank, o->peer, o->idx, o->buf);
-        o->done = 0;
-        o->state = OUT_SEND;
+        uint8_t hello[GW_TCP_HELLO_SIZE];
+        make_hello(t, t->base.rank, o->peer, o->idx, hello);
+        gw_status_t gst =
+            gw__sock_shake_dial(&o->sh, lg_of(m), GW_TCP_SUBSYS, t->data_key, GW_TCP_HELLO_MAGIC,
+                                hello, sizeof(hello), GW_TCP_HELLO_SIZE);
+        if (gst != GW_OK)
+            return gst;
+        o->state = OUT_SHAKE;
     }
-    if (o->state == OUT_SEND) {
-        int r = gw__sock_io_buf(o->dial.fd, o->buf, GW_TCP_HELLO_SIZE, &o->done, 1);
-        if (r == GW_SOCK_IO_ERROR)
-            out_retry(m, o, "sending hello");
-        if (r != GW_SOCK_IO_DONE)
+    for (;;) {
+        int ev = gw__sock_shake_step(o->dial.fd, &o->sh);
+        if (ev == GW_SHAKE_AGAIN)
             return GW_OK;
-        o->state = OUT_RECV;
-        o->done = 0;
-    }
-    if (o->state == OUT_RECV) {
-        int r = gw__sock_io_buf(o->dial.fd, o->buf, GW_TCP_HELLO_SIZE, &o->done, 0);
-        if (r == GW_SOCK_IO_EOF) {
-            /* The peer rejected our hello; its log says why. */
-            errno = ECONNRESET;
-            out_retry(m, o, "closed during the handshake (another job or version?)");
-        } else if (r == GW_SOCK_IO_ERROR) {
-            out_retry(m, o, "handshake");
+        if (ev == GW_SHAKE_REPLY) {
+            gw_status_t st = out_check_reply(m, o);
+            if (st != GW_OK)
+                return st;
+            continue;
         }
-        if (r != GW_SOCK_IO_DONE)
+        if (ev == GW_SHAKE_FAILED) {
+            /* The peer dropped us (its log says why) or the socket broke:
+             * a real rank admits us on the next attempt. */
+            if (o->sh.io == GW_SOCK_IO_DONE)
+                errno = EPROTO;
+            out_retry(m, o, o->sh.why);
             return GW_OK;
-        gw_status_t st = out_check_reply(m, o);
-        if (st != GW_OK)
-            return st;
-        m->t->peers[o->peer].socks[o->idx].fd = o->dial.fd;
-        o->dial.fd = -1;
-        o->state = OUT_DONE;
+        }
+        break; /* GW_SHAKE_DONE */
     }
+    gw__sock_shake_wipe(&o->sh);
+    t->peers[o->peer].socks[o->idx].fd = o->dial.fd;
+    o->dial.fd = -1;
+    o->state = OUT_DONE;
     return GW_OK;
 }
 
@@ -179,6 +213,7 @@ static void in_drop(mesh_t *m, in_conn_t *c, const char *why)
             c->addr, m->t->local_str, why);
     close(c->fd);
     c->fd = -1;
+    gw__sock_shake_wipe(&c->sh);
 }
 
 static void in_accept(mesh_t *m)
@@ -192,9 +227,9 @@ static void in_accept(mesh_t *m)
             return;
         }
         if (m->nin == m->cap_in) {
-            /* Too many connections idle without a hello: drop the oldest. A
+            /* Too many connections not yet admitted: drop the oldest. A
              * real rank dropped this way sees EOF and connects again. */
-            in_drop(m, &m->ins[0], "too many connections without a hello");
+            in_drop(m, &m->ins[0], "too many connections that are not yet admitted");
             memmove(&m->ins[0], &m->ins[1], (size_t)(m->nin - 1) * sizeof(m->ins[0]));
             m->nin--;
         }
@@ -202,9 +237,14 @@ static void in_accept(mesh_t *m)
         memset(c, 0, sizeof(*c));
         c->fd = fd;
         memcpy(c->addr, addr, sizeof(c->addr));
+        gw__sock_shake_accept(&c->sh, m->t->data_key, GW_TCP_HELLO_MAGIC, GW_TCP_HELLO_SIZE,
+                              &m->seen);
     }
 }
 
+/* A socket already handed over, or proven and being admitted: only those
+ * hold a slot, so that an impostor's unproven claim to rank r's socket
+ * never shuts out rank r itself. */
 static int in_duplicate(const mesh_t *m, const in_conn_t *c)
 {
     const gw_tcp_peer_t *p = &m->t->peers[c->from];
@@ -212,20 +252,20 @@ static int in_duplicate(const mesh_t *m, const in_conn_t *c)
         return 1;
     for (int i = 0; i < m->nin; i++) {
         const in_conn_t *o = &m->ins[i];
-        if (o != c && o->fd >= 0 && o->replying && o->from == c->from && o->idx == c->idx)
+        if (o != c && o->fd >= 0 && o->proven && o->from == c->from && o->idx == c->idx)
             return 1;
     }
     return 0;
 }
 
-/* Check a complete hello: GW_OK with c->replying set, GW_OK with c dropped
- * (a stranger), or a fatal error. */
+/* Check a complete hello (its ids only: the proof comes next): GW_OK with
+ * our answer queued, GW_OK with c dropped (a stranger), or a fatal error. */
 static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
 {
     gw_tcp_t *t = m->t;
     gw_tcp_hello_t h;
     char why[160];
-    gw__tcp_hello_decode(c->buf, &h);
+    gw__tcp_hello_decode(c->sh.theirs, &h);
     if (h.version != GW_TCP_PROTOCOL_VERSION) {
         snprintf(why, sizeof(why), "it speaks gradwire TCP protocol version %u, we speak %u",
                  (unsigned)h.version, GW_TCP_PROTOCOL_VERSION);
@@ -239,22 +279,20 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
         snprintf(why, sizeof(why),
                  "it claims to be rank %u, which this job does not connect over TCP",
                  (unsigned)h.id.from);
-    } else if (h.nsocks != (uint32_t)t->nsocks) {
-        GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
-                 "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the same "
-                 "GW_NSOCKS on every rank",
-                 (unsigned)h.id.from, c->addr, (unsigned)h.nsocks, t->nsocks);
-        return GW_ERR_CONFIG;
-    } else if (h.sock_idx >= (uint32_t)t->nsocks) {
+    } else if (h.nsocks == (uint32_t)t->nsocks && h.sock_idx >= (uint32_t)t->nsocks) {
         snprintf(why, sizeof(why), "its socket index %u is out of range", (unsigned)h.sock_idx);
     } else {
         c->from = h.id.from;
-        c->idx = h.sock_idx;
-        if (!in_duplicate(m, c)) {
-            make_hello(t, t->base.rank, (int)c->from, (int)c->idx, c->buf);
-            c->done = 0;
-            c->replying = 1;
-            return GW_OK;
+        /* Another number of sockets is a configuration error, but only
+         * once the sender proved the key: an impostor must not be able to
+         * stop the job with a hello. */
+        c->bad_nsocks = h.nsocks != (uint32_t)t->nsocks;
+        c->nsocks = h.nsocks;
+        c->idx = c->bad_nsocks ? 0 : h.sock_idx;
+        if (c->bad_nsocks || !in_duplicate(m, c)) {
+            uint8_t reply[GW_TCP_HELLO_SIZE];
+            make_hello(t, t->base.rank, (int)c->from, (int)h.sock_idx, reply);
+            return gw__sock_shake_reply(&c->sh, lg_of(m), GW_TCP_SUBSYS, reply, sizeof(reply));
         }
         snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.id.from,
                  (unsigned)h.sock_idx);
@@ -265,36 +303,50 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
 
 static gw_status_t in_step(mesh_t *m, in_conn_t *c)
 {
-    if (!c->replying) {
-        int r = gw__sock_io_buf(c->fd, c->buf, GW_TCP_HELLO_SIZE, &c->done, 0);
-        /* Garbage is named as such even when its sender closed at once. */
-        uint32_t magic = gw__get_be32(c->buf);
-        if (c->done >= 4 && magic != GW_TCP_HELLO_MAGIC) {
-            char why[64];
-            snprintf(why, sizeof(why), "it sent garbage (0x%08x is not our magic)",
-                     (unsigned)magic);
-            in_drop(m, c, why);
+    gw_tcp_t *t = m->t;
+    for (;;) {
+        int ev = gw__sock_shake_step(c->fd, &c->sh);
+        switch (ev) {
+        case GW_SHAKE_AGAIN:
+            return GW_OK;
+        case GW_SHAKE_FAILED:
+            in_drop(m, c,
+                    c->sh.io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
+                    : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
+                                                   : c->sh.why);
+            return GW_OK;
+        case GW_SHAKE_HELLO: {
+            gw_status_t st = in_check_hello(m, c);
+            if (st != GW_OK || c->fd < 0)
+                return st;
+            continue;
+        }
+        case GW_SHAKE_PROVEN:
+            if (c->bad_nsocks) {
+                GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
+                         "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the "
+                         "same GW_NSOCKS on every rank",
+                         (unsigned)c->from, c->addr, (unsigned)c->nsocks, t->nsocks);
+                return GW_ERR_CONFIG;
+            }
+            if (in_duplicate(m, c)) {
+                char why[96];
+                snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)c->from,
+                         (unsigned)c->idx);
+                in_drop(m, c, why);
+                return GW_OK;
+            }
+            c->proven = 1;
+            gw__sock_shake_admit(&c->sh);
+            continue;
+        default: /* GW_SHAKE_DONE */
+            gw__sock_shake_wipe(&c->sh);
+            t->peers[c->from].socks[c->idx].fd = c->fd;
+            c->fd = -1;
+            m->in_done++;
             return GW_OK;
         }
-        if (r == GW_SOCK_IO_EOF)
-            in_drop(m, c, "it closed before completing a hello");
-        else if (r == GW_SOCK_IO_ERROR)
-            in_drop(m, c, "reading its hello failed");
-        if (r != GW_SOCK_IO_DONE)
-            return GW_OK;
-        gw_status_t st = in_check_hello(m, c);
-        if (st != GW_OK || !c->replying)
-            return st;
     }
-    int r = gw__sock_io_buf(c->fd, c->buf, GW_TCP_HELLO_SIZE, &c->done, 1);
-    if (r == GW_SOCK_IO_ERROR)
-        in_drop(m, c, "answering its hello failed");
-    if (r != GW_SOCK_IO_DONE)
-        return GW_OK;
-    m->t->peers[c->from].socks[c->idx].fd = c->fd;
-    c->fd = -1;
-    m->in_done++;
-    return GW_OK;
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -311,7 +363,7 @@ static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
         if (o->state == OUT_DONE || o->peer == last_peer)
             continue; /* one entry per peer */
         last_peer = o->peer;
-        const char *why = o->state != OUT_DIAL ? "connected, but no answer to our hello"
+        const char *why = o->state != OUT_DIAL ? "connected, but the handshake did not finish"
                           : o->dial.fd >= 0    ? "connect() got no answer"
                           : o->dial.why[0]     ? o->dial.why
                                                : "not tried";
@@ -369,16 +421,15 @@ static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
         }
         if (waiting && o->dial.retry.at < wake)
             wake = o->dial.retry.at;
-        short ev = o->state == OUT_DIAL   ? gw__sock_dial_events(&o->dial)
-                   : o->state == OUT_SEND ? POLLOUT
-                   : o->state == OUT_RECV ? POLLIN
-                                          : 0;
+        short ev = o->state == OUT_DIAL    ? gw__sock_dial_events(&o->dial)
+                   : o->state == OUT_SHAKE ? gw__sock_shake_events(&o->sh)
+                                           : 0;
         m->pfds[np++] = (struct pollfd){.fd = ev ? o->dial.fd : -1, .events = ev};
     }
     int nin = m->nin; /* accepts during this round join the next one */
     for (int i = 0; i < nin; i++)
         m->pfds[np++] =
-            (struct pollfd){.fd = m->ins[i].fd, .events = m->ins[i].replying ? POLLOUT : POLLIN};
+            (struct pollfd){.fd = m->ins[i].fd, .events = gw__sock_shake_events(&m->ins[i].sh)};
     int timeout = wake > now ? (int)(wake - now) : 0;
     int n = poll(m->pfds, (nfds_t)np, timeout);
     if (n < 0) {
@@ -516,7 +567,7 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
     for (int i = 0; i < m.nin; i++)
         if (m.ins[i].fd >= 0) {
             if (st == GW_OK)
-                in_drop(&m, &m.ins[i], "it never completed its hello");
+                in_drop(&m, &m.ins[i], "it never completed the handshake");
             else
                 close(m.ins[i].fd);
         }
@@ -527,6 +578,10 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
     close(t->listen_fd);
     t->listen_fd = -1;
 out_free:
+    if (m.ins) /* the handshakes hold the key */
+        explicit_bzero(m.ins, (size_t)m.cap_in * sizeof(*m.ins));
+    if (m.outs)
+        explicit_bzero(m.outs, (size_t)(m.nout ? m.nout : 1) * sizeof(*m.outs));
     free(m.pfds);
     free(m.ins);
     free(m.outs);

@@ -36,10 +36,12 @@
 #define GW_TCP_FRAME_MAGIC 0x47574652u /* "GWFR" */
 #define GW_TCP_HELLO_MAGIC 0x4757484cu /* "GWHL" */
 #define GW_TCP_ADDR_MAGIC 0x47574144u  /* "GWAD" */
-#define GW_TCP_PROTOCOL_VERSION 1u
+/* 2: hellos carry a nonce and the connection opens with the proof of the
+ * data-plane key (transport/sock_auth.c). */
+#define GW_TCP_PROTOCOL_VERSION 2u
 
 #define GW_TCP_HDR_SIZE 48   /* bytes of a frame header on the wire */
-#define GW_TCP_HELLO_SIZE 40 /* bytes of a hello on the wire */
+#define GW_TCP_HELLO_SIZE 56 /* bytes of a hello on the wire */
 #define GW_TCP_ADDR_SIZE 28  /* bytes used in the address blob */
 
 #define GW_TCP_MIN_PART ((size_t)64 * 1024) /* smallest part of a split message */
@@ -129,6 +131,7 @@ typedef struct gw_tcp {
     int timeout_ms;
     gw_tcp_bufs_t bufs;
     uint8_t job_id[16];
+    uint8_t data_key[GW_SOCK_KEY_LEN]; /* what every connection proves (transport.h) */
     int listen_fd;
     char local_str[64];   /* our listening address */
     gw_tcp_peer_t *peers; /* size entries; ours is unused */

@@ -13,12 +13,15 @@
  *   24 u64 total message length        32 u64 offset of this part
  *   40 u64 payload bytes of this part (they follow the header)
  *
- * Hello (GW_TCP_HELLO_SIZE = 40 bytes), first on every connection, sent by
- * the connecting rank and answered in kind by the accepting one:
+ * Hello (GW_TCP_HELLO_SIZE = 56 bytes), first on every connection, sent by
+ * the connecting rank and answered in kind by the accepting one, each with
+ * its sender's nonce, the answer followed by the acceptor's proof of the
+ * data-plane key, then the dialler's proof and the acceptor's admission
+ * (transport/sock_auth.c):
  *    0 u32 magic GW_TCP_HELLO_MAGIC     4 u16 protocol version   6 u16 0
  *    8 job id (16 bytes)               24 u32 from rank         28 u32 to rank
- *   32 u32 socket index                36 u32 sockets per peer
- * (magic, job id and ranks stand where every hello has them: sock.h)
+ *   32 nonce (16 bytes)                48 u32 socket index      52 u32 sockets per peer
+ * (magic, job id, ranks and nonce stand where every hello has them: sock.h)
  *
  * Address blob (GW_TRANSPORT_ADDR_MAX bytes, GW_TCP_ADDR_SIZE = 28 used):
  *    0 u32 magic GW_TCP_ADDR_MAGIC      4 u8 protocol version
@@ -63,16 +66,16 @@ void gw__tcp_hello_encode(const gw_tcp_hello_t *h, uint8_t out[GW_TCP_HELLO_SIZE
     gw__sock_hello_id_put(out, &h->id);
     gw__put_be16(out + 4, h->version);
     gw__put_be16(out + 6, 0);
-    gw__put_be32(out + 32, h->sock_idx);
-    gw__put_be32(out + 36, h->nsocks);
+    gw__put_be32(out + 48, h->sock_idx);
+    gw__put_be32(out + 52, h->nsocks);
 }
 
 void gw__tcp_hello_decode(const uint8_t in[GW_TCP_HELLO_SIZE], gw_tcp_hello_t *h)
 {
     gw__sock_hello_id_get(in, &h->id);
     h->version = gw__get_be16(in + 4);
-    h->sock_idx = gw__get_be32(in + 32);
-    h->nsocks = gw__get_be32(in + 36);
+    h->sock_idx = gw__get_be32(in + 48);
+    h->nsocks = gw__get_be32(in + 52);
 }
 
 void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_ADDR_MAX])

@@ -106,6 +106,7 @@ static inline int rank_main(job_t *j, int rank, int fd)
     pr.timeout_ms = j->timeout_ms ? j->timeout_ms : 5000;
     pr.nsocks = 1;
     memcpy(pr.job_id, j->job_id, sizeof(pr.job_id));
+    memset(pr.data_key, 0x6b, sizeof(pr.data_key)); /* the bootstrap's, on every rank */
 
     uint8_t mine[GW_TRANSPORT_ADDR_MAX];
     gw_transport_t *t = NULL;

@@ -2,11 +2,17 @@
  * test_shm_connect.c - connection establishment of the shared-memory
  * transport: peers that are not ours (zero blobs), peers on another host,
  * garbage address blobs, peers that exit, stay silent, die before their
- * peer attaches or connect late, and the address blob and segment name
+ * peer attaches or connect late, a process of our user that knows the job
+ * id and attaches a segment first, and the address blob and segment name
  * encodings themselves.
  *
  * The harness is in shm_test_util.h.
  */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include "shm_test_util.h"
 
 /* ---- connection establishment ---------------------------------------------------- */
@@ -127,6 +133,100 @@ Test(shm, late_peer_connects, .timeout = 30)
     j.delay_connect_rank = 0;
     j.delay_connect_ms = 300;
     run_job(&j);
+}
+
+/* An impostor that knows the job id (it is in the segment's name) attaches
+ * rank 0's segment for rank 1 before rank 1 does, claims rank 1's pid, and
+ * says MAPPED with a proof it cannot make right; like a real attacher it
+ * unlinks the name. Rank 0 must drop that segment and offer a fresh one,
+ * which rank 1 (late) attaches: the exchange completes with the right
+ * bytes. */
+typedef struct shm_impostor {
+    char name[96];
+    uint32_t pid; /* rank 1's, which it claims */
+    size_t bytes;
+    int attached; /* it mapped the segment and said MAPPED */
+    pthread_t th;
+} shm_impostor_t;
+
+static shm_impostor_t shm_imp;
+
+static void *shm_impostor_main(void *arg)
+{
+    shm_impostor_t *im = arg;
+    int64_t deadline = gw__now_ms() + 3000;
+    int fd = -1;
+    while (fd < 0 && gw__now_ms() < deadline) {
+        fd = shm_open(im->name, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0)
+            usleep(1000);
+    }
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    while (gw__now_ms() < deadline && fstat(fd, &sb) == 0 && (size_t)sb.st_size < im->bytes)
+        usleep(1000);
+    gw_shm_seg_t *s = mmap(NULL, im->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (s == MAP_FAILED)
+        return NULL;
+    shm_unlink(im->name);
+    while (gw__now_ms() < deadline && !atomic_load(&s->init_done))
+        usleep(1000);
+    s->side[1].pid = im->pid;
+    memset(s->side[1].nonce, 0x11, sizeof(s->side[1].nonce));
+    memset(s->side[1].mac, 0x6b, sizeof(s->side[1].mac)); /* a guess */
+    atomic_store(&s->side[1].state, GW_SHM_SIDE_MAPPED);
+    im->attached = 1;
+    usleep(200 * 1000); /* holds the mapping while rank 0 judges it */
+    munmap(s, im->bytes);
+    return NULL;
+}
+
+static void add_shm_impostor(job_t *j, uint8_t *all)
+{
+    shm_impostor_t *im = &shm_imp;
+    memset(im, 0, sizeof(*im));
+    uint32_t pid;
+    uint64_t host, ring0, ring1;
+    cr_assert_eq(gw__shm_addr_decode(all, &pid, &host, &ring0), GW_OK);
+    cr_assert_eq(gw__shm_addr_decode(all + GW_TRANSPORT_ADDR_MAX, &im->pid, &host, &ring1), GW_OK);
+    im->bytes = GW_SHM_HDR_BYTES + 2 * ring0; /* the creator (rank 0) sizes the rings */
+    gw__shm_seg_name(j->job_id, 0, 1, im->name, sizeof(im->name));
+    pthread_create(&im->th, NULL, shm_impostor_main, im);
+}
+
+static int body_one_exchange(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)size;
+    (void)arg;
+    int peer = 1 - rank;
+    size_t len = 300 * 1024;
+    uint8_t *sbuf = malloc(len), *rbuf = malloc(len);
+    CHECK(sbuf && rbuf, "malloc");
+    fill(sbuf, len, rank, peer, 3);
+    gw_request_t s, r;
+    make_req(&s, GW_REQ_SEND, peer, 3, 9, sbuf, len);
+    make_req(&r, GW_REQ_RECV, peer, 3, 9, rbuf, len);
+    CHECK_ST(t->ops->isend(t, &s), GW_OK);
+    CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+    gw_request_t *both[] = {&s, &r};
+    CHECK_ST(wait_all(t, both, 2, NULL, 5000), GW_OK);
+    CHECK(verify(rbuf, len, peer, rank, 3) < 0, "content");
+    free(sbuf);
+    free(rbuf);
+    return 0;
+}
+
+Test(shm, impostor_attaching_first_is_dropped_and_the_job_goes_on, .timeout = 30)
+{
+    job_t j = job(2, PATH_DIRECT, body_one_exchange, NULL);
+    j.tamper = add_shm_impostor;
+    j.delay_connect_rank = 1;
+    j.delay_connect_ms = 600;
+    run_job(&j);
+    pthread_join(shm_imp.th, NULL);
+    cr_expect(shm_imp.attached, "the impostor never attached: the proof was not tested");
 }
 
 Test(shm, address_blob_round_trip)

@@ -46,8 +46,9 @@ typedef struct job {
     int nsocks_of[MAX_RANKS]; /* non-zero: this rank's nsocks differs */
     const char *ifname;
     int timeout_ms;
-    int skip_connect_rank; /* -1, or a rank that opens but never connects */
-    int ipv6;              /* default address ::1 instead of 127.0.0.1 */
+    int skip_connect_rank;           /* -1, or a rank that opens but never connects */
+    int delay_connect_ms[MAX_RANKS]; /* a rank that waits this long before connect() */
+    int ipv6;                        /* default address ::1 instead of 127.0.0.1 */
     rank_fn fn;
     const void *arg;
     /* Parent side, between gathering and releasing addresses. */
@@ -96,6 +97,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
         free(all);
         return 0;
     }
+    if (j->delay_connect_ms[rank])
+        usleep((useconds_t)j->delay_connect_ms[rank] * 1000);
     return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank], pr.timeout_ms,
                            j->fn, j->arg, &lg);
 }

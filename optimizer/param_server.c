@@ -324,6 +324,15 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
             if ((st = pull(ps, links, version)) != GW_OK)
                 goto out;
             double t3 = gw_kit_now_s();
+            /* A server's version counts every push it applied, so after
+             * this worker's push `clock` it is this clock plus the other
+             * workers' clocks at that server. Under the staleness bound
+             * none of them trails this one by more than --staleness. */
+            for (int s = 0; s < S && ps->nworkers > 1; s++) {
+                double others = (double)(version[s] - clock) / (ps->nworkers - 1);
+                if ((double)clock - others > ps->max_lead)
+                    ps->max_lead = (double)clock - others;
+            }
             ws.compute_s += t1 - t0;
             ws.push_s += t2 - t1;
             ws.pull_s += t3 - t2;
@@ -481,9 +490,9 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
     /* The asynchronous phase is over on this rank; gather what it did. */
     double v[2] = {st == GW_OK ? 0 : 1, (double)samples};
     gw_status_t cst = gw_allreduce(comm, v, v, 2, GW_FLOAT64, GW_SUM);
-    double mx[2] = {train_s, (double)(ps.is_server ? ps.max_gap : 0)};
+    double mx[3] = {train_s, (double)(ps.is_server ? ps.max_gap : 0), ps.max_lead};
     if (cst == GW_OK)
-        cst = gw_allreduce(comm, mx, mx, 2, GW_FLOAT64, GW_MAX);
+        cst = gw_allreduce(comm, mx, mx, 3, GW_FLOAT64, GW_MAX);
     if (cst != GW_OK)
         st = st != GW_OK ? st : fail("gathering the results", cst);
     else if (st == GW_OK && v[0] > 0)
@@ -494,8 +503,10 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
         if (!o->quiet)
             printf("gradwire-train: final weights (assembled from the servers): test accuracy "
                    "%.2f%%; %.0f samples in %.2f s (%.0f samples/s); largest clock gap between "
-                   "workers %ld (bound %d)\n",
-                   100 * acc, v[1], mx[0], mx[0] > 0 ? v[1] / mx[0] : 0, (long)mx[1], o->staleness);
+                   "workers %ld (bound %d); largest lead of a worker over the others' mean "
+                   "clock, from the versions it received, %.2f\n",
+                   100 * acc, v[1], mx[0], mx[0] > 0 ? v[1] / mx[0] : 0, (long)mx[1], o->staleness,
+                   mx[2]);
         rep.steps = (long)(v[1] / (double)ps.local_b);
         rep.samples = (long)v[1];
         rep.train_s = mx[0];

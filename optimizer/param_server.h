@@ -36,6 +36,12 @@ typedef struct gw_train_ps {
     int *done;
     long max_gap, max_lag;
     gw_status_t failed;
+
+    /* Worker side: the largest lead this worker saw itself have over the
+     * mean clock of the other workers, from the versions the servers sent
+     * back (a check of the staleness bound that does not read the server's
+     * own bookkeeping). */
+    double max_lead;
 } gw_train_ps_t;
 
 gw_status_t gw_train_ps_links_exchange(gw_train_ps_t *ps);

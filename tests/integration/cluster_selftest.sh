@@ -7,7 +7,8 @@
 #
 # Needs root, iproute2, iputils-ping and netcat-openbsd. Exits 77 (skipped,
 # as ctest's SKIP_RETURN_CODE) when they are missing, 1 when a check failed,
-# 0 otherwise. The last line is "N passed, N failed".
+# 77 as well when a check could not run here (the delay without netem), 0
+# otherwise. The last line is "N passed, N failed, N skipped".
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -137,15 +138,23 @@ goodput_mbit() {
     rm -f "$out"
 }
 
-# check_rate WHAT MEASURED NOMINAL: within 70%..105% of the nominal rate.
+# check_rate WHAT MEASURED NOMINAL [LOW HIGH]: the goodput of one TCP stream
+# within LOW%..HIGH% of the nominal rate, 93%..96% unless given: the window
+# the README states ("measured 93-96%"), around the 1448/1514 = 95.6% that
+# one stream can get through tbf. A shaper that lets through 10% too much or
+# too little fails here.
 check_rate() {
-    local what="$1" got="$2" want="$3"
+    local what="$1" got="$2" want="$3" low="${4:-93}" high="${5:-96}"
     if [ -z "$got" ]; then
         fail "$what: the transfer did not complete"
-    elif awk -v g="$got" -v w="$want" 'BEGIN { exit !(g >= 0.70 * w && g <= 1.05 * w) }'; then
-        pass "$what: $got Mbit/s of $want ($(awk -v g="$got" -v w="$want" 'BEGIN { printf "%.1f", 100 * g / w }')%)"
+        return
+    fi
+    local pct
+    pct=$(awk -v g="$got" -v w="$want" 'BEGIN { printf "%.1f", 100 * g / w }')
+    if awk -v p="$pct" -v lo="$low" -v hi="$high" 'BEGIN { exit !(p >= lo && p <= hi) }'; then
+        pass "$what: $got Mbit/s of $want ($pct%, want $low%..$high%)"
     else
-        fail "$what: $got Mbit/s, want 70%..105% of $want"
+        fail "$what: $got Mbit/s of $want ($pct%), want $low%..$high% of $want"
     fi
 }
 
@@ -239,7 +248,10 @@ if out=$("$CLUSTER" up 3 --prefix "$P" --delay 20ms --host 2:rate=50mbit 2>&1); 
     rtt=$(ping_min_ms 2 198.18.0.1 5)
     check "RTT 2 <-> 0 with delay and rate is >= 40 ms (min $rtt ms)" \
         awk -v r="${rtt:-x}" 'BEGIN { exit !(r ~ /^[0-9.]+$/ && r >= 40) }'
-    check_rate "host 2 -> host 0 at 50mbit with 40 ms RTT" "$(goodput_mbit 2 0 12500000)" 50
+    # With 40 ms of round trip the stream's window, not tbf, may hold it back
+    # at first: this check has its own lower bound (not measured on our
+    # build machines, whose kernel has no netem; see the README).
+    check_rate "host 2 -> host 0 at 50mbit with 40 ms RTT" "$(goodput_mbit 2 0 12500000)" 50 80 96
 elif grep -q "needs the netem qdisc" <<<"$out"; then
     skip "delay: this kernel has no netem qdisc ($(uname -r))"
     check "nothing left after the refused up" test -z "$(ns_left "$P")"
@@ -300,5 +312,9 @@ for s in "${skipped[@]+"${skipped[@]}"}"; do
     echo "skipped: $s"
 done
 finished=1
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+echo "$passed passed, $failed failed, ${#skipped[@]} skipped"
+[ "$failed" -eq 0 ] || exit 1
+# A check that could not run here (the delay, without netem) makes the whole
+# test skipped (77) rather than passed, so that ctest and scripts/test.sh
+# show that part as untested.
+[ ${#skipped[@]} -eq 0 ] || exit 77

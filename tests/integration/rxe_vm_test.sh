@@ -18,8 +18,10 @@
 #     buffers register them once (and, as a control, again every time with
 #     GW_IB_REG_CACHE=0);
 #   - gradwire-bench p2p side by side with perftest's ib_write_bw and
-#     ib_write_lat on the same device, reporting the ratios (no assertion on
-#     speed: the VM runs without KVM, and these figures only compare).
+#     ib_write_lat on the same device, reporting the ratios; the bandwidth
+#     must meet the target of issue 4, gradwire >= 0.90 x ib_write_bw as the
+#     median of the paired rounds (the VM runs without KVM, so the figures
+#     compare the two on the same device, they do not measure hardware).
 #
 # The unit tests of the transport that need no RDMA (test_ib_hca, _wire,
 # _mr_cache, _load) and the fallback to TCP (test_select) run on the host
@@ -215,14 +217,15 @@ else
     fi
 fi
 
-# p2p against perftest on the same device, side by side. No assertion on
-# speed (the VM runs without KVM on a shared host; its speed varies from
-# one second to the next): the ratios are printed, with the verdict on the
-# issue's target. Bandwidth is measured in alternating rounds, perftest
-# then gradwire, so that both see the same spread of conditions; the
-# verdict compares each one's best round (the least disturbed by the host,
-# whose load only ever slows a run down), and the median of the rounds'
-# ratios is printed next to it.
+# p2p against perftest on the same device, side by side. The VM runs
+# without KVM on a shared host and its speed varies from one second to the
+# next, so bandwidth is measured in alternating rounds, perftest then
+# gradwire, each pair seeing about the same conditions, and the verdict is
+# the median of the pairs' ratios: one disturbed round moves it little. It
+# must be at least BW_TARGET (0.90, issue 4's target), or the test fails;
+# the medians of the last sessions were 1.02-1.06. At least half of the
+# rounds must give both figures. The best round of each (the least
+# disturbed by the host) is printed next to it.
 gid=${GW_RXE_GID_INDEX:-1}
 PT_PORT=18515
 perftest() { # TOOL ARGS...: server in the background, client against 127.0.0.1
@@ -270,6 +273,7 @@ else
     # Messages in flight: perftest keeps min(tx-depth 128, iterations) writes
     # outstanding; gradwire a window of 16 (gradwire-bench p2p -W).
     BW_WINDOW=16
+    BW_TARGET=0.90
     ROUNDS=${GW_RXE_ROUNDS:-5}
     ratios=() ib_all=() gw_all=()
     for round in $(seq "$ROUNDS"); do
@@ -314,13 +318,19 @@ else
         med=$(printf '%s\n' "${ratios[@]}" | median)
         ib_best=$(printf '%s\n' "${ib_all[@]}" | sort -g | tail -1)
         gw_best=$(printf '%s\n' "${gw_all[@]}" | sort -g | tail -1)
-        awk -v s=$BW_SIZE -v n=${#ratios[@]} -v m="$med" -v ib="$ib_best" -v gw="$gw_best" \
+        awk -v s=$BW_SIZE -v n=${#ratios[@]} -v m="$med" -v ib="$ib_best" -v gw="$gw_best" -v t="$BW_TARGET" \
             -v ibm="$(printf '%s\n' "${ib_all[@]}" | median)" -v gwm="$(printf '%s\n' "${gw_all[@]}" | median)" 'BEGIN {
             printf "   bandwidth, %d-byte messages, %d rounds: median ib_write_bw %.4f GB/s, gradwire %.4f GB/s\n", s, n, ibm, gwm
             r = (ib > 0 ? gw / ib : 0)
             printf "   bandwidth ratio gradwire / ib_write_bw: median of the rounds %.2f, best against best %.2f (%.4f / %.4f GB/s)\n", m, r, gw, ib
-            printf "   target of issue 4, gradwire >= 0.90 x ib_write_bw (median of the paired rounds): %s\n", (m >= 0.9 ? "met" : "NOT met in this run") }'
-        pass "bandwidth compared with ib_write_bw"
+            printf "   target of issue 4, gradwire >= %.2f x ib_write_bw (median of the paired rounds): %s\n", t, (m >= t ? "met" : "NOT met") }'
+        if [ $((2 * ${#ratios[@]})) -lt "$ROUNDS" ]; then
+            fail "bandwidth comparison: only ${#ratios[@]} of $ROUNDS rounds gave both figures"
+        elif awk -v m="$med" -v t="$BW_TARGET" 'BEGIN { exit !(m >= t) }'; then
+            pass "bandwidth: median ratio $med to ib_write_bw over ${#ratios[@]} rounds meets the target $BW_TARGET"
+        else
+            fail "bandwidth: median ratio $med to ib_write_bw over ${#ratios[@]} rounds is below the target $BW_TARGET"
+        fi
     else
         fail "bandwidth comparison: no round gave both figures"
     fi

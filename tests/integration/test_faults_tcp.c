@@ -1,7 +1,11 @@
 /*
- * Fault handling over real processes: disagreeing ranks, bad arguments, a
- * peer that dies before or during a collective, a wrong job token. Every
- * rank must report an error, promptly, with its memory intact.
+ * Fault handling over real processes, over TCP and over shared memory:
+ * disagreeing ranks, bad arguments, a peer that dies before or during a
+ * collective, a wrong job token. Every rank must report the error that fits
+ * (the exact status, checked rank by rank), promptly, with its memory
+ * intact, and the error must name the rank at fault: the rank that passed
+ * the bad argument, or the rank that died (a survivor may name a neighbour
+ * that aborted, if that neighbour in turn named the dead rank).
  */
 #include <criterion/criterion.h>
 
@@ -10,31 +14,95 @@
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
 #define WORKER GW_BUILD_DIR "/tests/worker_faults"
 
-/* Runs MODE on n ranks; every rank must print an error status, and
- * `expect_on_rank1` (if not NULL) must be rank 1's status. */
-static run_result_t run_mode(const char *mode, int n, const char *timeout_ms)
+/* Runs MODE on n ranks over `transport`; the launcher must exit 0, which
+ * worker_faults does only on a rank that got an error with its memory
+ * intact (a killed rank exits 0 too). */
+static run_result_t run_mode(const char *mode, int n, const char *timeout_ms, const char *transport)
 {
     char nstr[16];
     snprintf(nstr, sizeof(nstr), "%d", n);
     char *argv[] = {LAUNCHER, "launch", "-n", nstr, "--", WORKER, (char *)mode, NULL};
-    char tenv[64];
+    char tenv[64], trenv[64];
     snprintf(tenv, sizeof(tenv), "GW_TIMEOUT_MS=%s", timeout_ms);
-    char *env[] = {tenv, NULL};
+    snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transport);
+    char *env[] = {tenv, trenv, NULL};
     run_result_t r = run_cmd(argv, env, 60);
-    cr_assert(!r.timed_out, "mode %s hung:\n%s", mode, r.output);
+    cr_assert(!r.timed_out, "mode %s over %s hung:\n%s", mode, transport, r.output);
     cr_assert(r.exited && r.status == 0,
-              "mode %s: a rank did not get a clean error (status %d):\n%s", mode, r.status,
-              r.output);
-    for (int rank = 0; rank < n; rank++) {
-        char want[32];
-        snprintf(want, sizeof(want), "rank %d: GW_ERR", rank);
-        if (strcmp(mode, "kill") == 0 || strcmp(mode, "killmid") == 0)
-            if (rank == 1)
-                continue;
-        cr_assert(strstr(r.output, want), "mode %s: rank %d reported no error:\n%s", mode, rank,
-                  r.output);
-    }
+              "mode %s over %s: a rank did not get a clean error (status %d):\n%s", mode, transport,
+              r.status, r.output);
     return r;
+}
+
+/* Copies into buf the first line of rank's output (prefixed "[rank] " by
+ * the launcher) that contains `what`; 0 if there is none. */
+static int rank_line(const char *out, int rank, const char *what, char *buf, size_t len)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "[%d] ", rank);
+    for (const char *p = out; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (strncmp(p, prefix, strlen(prefix)) == 0 && n < len) {
+            memcpy(buf, p, n);
+            buf[n] = '\0';
+            if (strstr(buf, what))
+                return 1;
+        }
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+/* Rank's status as worker_faults printed it ("rank R: GW_ERR_X after ..."). */
+static void expect_status(const run_result_t *r, int rank, const char *status)
+{
+    char want[64], line[1024];
+    snprintf(want, sizeof(want), "rank %d: ", rank);
+    cr_assert(rank_line(r->output, rank, want, line, sizeof(line)),
+              "rank %d printed no status:\n%s", rank, r->output);
+    snprintf(want, sizeof(want), "rank %d: %s after", rank, status);
+    cr_assert(strstr(line, want), "rank %d: want %s, got \"%s\":\n%s", rank, status, line,
+              r->output);
+}
+
+static void expect_all(const run_result_t *r, int n, const char *status)
+{
+    for (int rank = 0; rank < n; rank++)
+        expect_status(r, rank, status);
+}
+
+/* The rank a rank's first ERROR line blames ("... ERROR rank K (..."), or -1. */
+static int blamed(const run_result_t *r, int rank)
+{
+    char line[1024];
+    if (!rank_line(r->output, rank, " ERROR rank ", line, sizeof(line)))
+        return -1;
+    return atoi(strstr(line, " ERROR rank ") + strlen(" ERROR rank "));
+}
+
+/* Every other rank's error leads to `culprit`: it names it, or names a rank
+ * that aborted after naming it (a chain of aborts, at most n long). At least
+ * one of them must name the culprit itself, with `what` (that it died, or
+ * what its abort said). */
+static void expect_blame(const run_result_t *r, int n, int culprit, const char *what)
+{
+    int direct = 0;
+    char line[1024];
+    for (int rank = 0; rank < n; rank++) {
+        if (rank == culprit)
+            continue;
+        int k = blamed(r, rank), hops = 0;
+        while (k >= 0 && k != culprit && k < n && hops++ < n)
+            k = blamed(r, k);
+        cr_assert(k == culprit, "rank %d's error does not lead to rank %d (it names rank %d):\n%s",
+                  rank, culprit, blamed(r, rank), r->output);
+        char want[32];
+        snprintf(want, sizeof(want), " ERROR rank %d (", culprit);
+        if (rank_line(r->output, rank, want, line, sizeof(line)) && strstr(line, what))
+            direct++;
+    }
+    cr_assert(direct > 0, "no rank said rank %d %s:\n%s", culprit, what, r->output);
 }
 
 static void expect(const run_result_t *r, const char *text)
@@ -45,85 +113,130 @@ static void expect(const run_result_t *r, const char *text)
 /* Generous GW_TIMEOUT_MS: these errors must come from detection, not timeouts. */
 #define NO_TIMEOUT "60000"
 
-Test(faults_tcp, different_counts, .timeout = 90)
+static const char *const transports[] = {"tcp", "shm"};
+#define EACH_TRANSPORT(t) for (size_t t##_i = 0; t##_i < 2 && ((t) = transports[t##_i]); t##_i++)
+
+/* A mismatch: GW_ERR_MISMATCH on every rank, each naming a rank (rank 1,
+ * the odd one, or the rank whose message did not match). */
+static void mismatch(const char *mode, int n)
 {
-    run_result_t r = run_mode("count", 4, NO_TIMEOUT);
-    expect(&r, "GW_ERR_MISMATCH");
-    cr_assert(r.seconds < 30, "mismatch took %.1f s to detect", r.seconds);
-    free(r.output);
+    const char *t;
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode(mode, n, NO_TIMEOUT, t);
+        expect_all(&r, n, "GW_ERR_MISMATCH");
+        expect(&r, "does not match the receive posted for it");
+        for (int rank = 0; rank < n; rank++)
+            cr_assert(blamed(&r, rank) >= 0 && blamed(&r, rank) < n,
+                      "mode %s over %s: rank %d's error names no rank:\n%s", mode, t, rank,
+                      r.output);
+        cr_assert(r.seconds < 30, "mode %s over %s: mismatch took %.1f s to detect", mode, t,
+                  r.seconds);
+        free(r.output);
+    }
 }
 
-Test(faults_tcp, different_dtypes, .timeout = 90)
-{
-    run_result_t r = run_mode("dtype", 3, NO_TIMEOUT);
-    expect(&r, "GW_ERR_MISMATCH");
-    free(r.output);
-}
+Test(faults_tcp, different_counts, .timeout = 90) { mismatch("count", 4); }
 
-Test(faults_tcp, zero_count_on_one_rank, .timeout = 90)
-{
-    run_result_t r = run_mode("zero", 4, NO_TIMEOUT);
-    expect(&r, "GW_ERR_MISMATCH");
-    free(r.output);
-}
+Test(faults_tcp, different_dtypes, .timeout = 90) { mismatch("dtype", 3); }
 
-Test(faults_tcp, different_algorithms, .timeout = 90)
-{
-    run_result_t r = run_mode("algo", 5, NO_TIMEOUT);
-    expect(&r, "GW_ERR_MISMATCH");
-    free(r.output);
-}
+Test(faults_tcp, zero_count_on_one_rank, .timeout = 90) { mismatch("zero", 4); }
 
-Test(faults_tcp, different_ops, .timeout = 90)
-{
-    run_result_t r = run_mode("op", 2, NO_TIMEOUT);
-    expect(&r, "GW_ERR_MISMATCH");
-    free(r.output);
-}
+Test(faults_tcp, different_algorithms, .timeout = 90) { mismatch("algo", 5); }
 
+Test(faults_tcp, different_ops, .timeout = 90) { mismatch("op", 2); }
+
+/* Rank 1's NULL buffer: it says so; the others get the same status from its
+ * abort, and their errors lead to rank 1. */
 Test(faults_tcp, null_buffer_on_one_rank, .timeout = 90)
 {
-    run_result_t r = run_mode("null", 3, NO_TIMEOUT);
-    expect(&r, "rank 1: GW_ERR_INVALID_ARG");
-    free(r.output);
+    const char *t;
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode("null", 3, NO_TIMEOUT, t);
+        expect_all(&r, 3, "GW_ERR_INVALID_ARG");
+        char line[1024];
+        cr_assert(rank_line(r.output, 1, "gw_allreduce: send buffer is NULL with count 1023", line,
+                            sizeof(line)),
+                  "over %s: rank 1 did not name its NULL buffer:\n%s", t, r.output);
+        expect_blame(&r, 3, 1, "aborted: invalid argument");
+        free(r.output);
+    }
+}
+
+/* Checked on every rank before anything is sent: each rank names the call
+ * and what is wrong with it. */
+static void local_error(const char *mode, const char *status, const char *text)
+{
+    const char *t;
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode(mode, 2, NO_TIMEOUT, t);
+        expect_all(&r, 2, status);
+        char line[1024];
+        for (int rank = 0; rank < 2; rank++)
+            cr_assert(rank_line(r.output, rank, text, line, sizeof(line)),
+                      "mode %s over %s: rank %d did not say \"%s\":\n%s", mode, t, rank, text,
+                      r.output);
+        free(r.output);
+    }
 }
 
 Test(faults_tcp, size_overflow, .timeout = 90)
 {
-    run_result_t r = run_mode("overflow", 2, NO_TIMEOUT);
-    expect(&r, "rank 0: GW_ERR_OVERFLOW");
-    expect(&r, "gw_allreduce");
-    free(r.output);
+    local_error("overflow", "GW_ERR_OVERFLOW",
+                "gw_allreduce: 4611686018427387903 x 1 elements of float32 overflow");
 }
 
 Test(faults_tcp, unknown_dtype_and_op, .timeout = 90)
 {
-    run_result_t r = run_mode("baddtype", 2, NO_TIMEOUT);
-    expect(&r, "unknown dtype 99");
-    free(r.output);
-    r = run_mode("badop", 2, NO_TIMEOUT);
-    expect(&r, "unknown reduction op 42");
-    free(r.output);
+    local_error("baddtype", "GW_ERR_INVALID_ARG", "gw_allreduce: unknown dtype 99");
+    local_error("badop", "GW_ERR_INVALID_ARG", "gw_allreduce: unknown reduction op 42");
 }
 
-Test(faults_tcp, peer_dead_before_collective, .timeout = 90)
+/* Rank 1 dies (no goodbye): every survivor gets GW_ERR_REMOTE, and its
+ * error leads to rank 1. */
+static void dead_peer(const char *mode, int n, double max_s)
 {
-    run_result_t r = run_mode("kill", 4, NO_TIMEOUT);
-    expect(&r, "GW_ERR_REMOTE");
-    cr_assert(r.seconds < 30, "dead peer took %.1f s to detect", r.seconds);
-    free(r.output);
+    const char *t;
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode(mode, n, NO_TIMEOUT, t);
+        for (int rank = 0; rank < n; rank++)
+            if (rank != 1)
+                expect_status(&r, rank, "GW_ERR_REMOTE");
+        expect_blame(&r, n, 1, strcmp(t, "shm") == 0 ? "died" : "probably died");
+        cr_assert(r.seconds < max_s, "mode %s over %s: dead peer took %.1f s to detect", mode, t,
+                  r.seconds);
+        free(r.output);
+    }
 }
 
-Test(faults_tcp, peer_dies_during_collective, .timeout = 90)
-{
-    run_result_t r = run_mode("killmid", 3, NO_TIMEOUT);
-    cr_assert(r.seconds < 40, "dead peer took %.1f s to detect", r.seconds);
-    free(r.output);
-}
+Test(faults_tcp, peer_dead_before_collective, .timeout = 90) { dead_peer("kill", 4, 30); }
 
+Test(faults_tcp, peer_dies_during_collective, .timeout = 90) { dead_peer("killmid", 3, 40); }
+
+/* Rank 1 has the wrong token: it fails authentication with the root, and
+ * the root, which never sees it join, times out naming it as missing. */
 Test(faults_tcp, wrong_token_is_rejected, .timeout = 90)
 {
-    run_result_t r = run_mode("token", 3, "3000");
-    expect(&r, "rank 1: GW_ERR_AUTH");
-    free(r.output);
+    const char *t;
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode("token", 3, "3000", t);
+        expect_status(&r, 1, "GW_ERR_AUTH");
+        expect_status(&r, 0, "GW_ERR_TIMEOUT");
+        /* Rank 2 times out itself or sees the root give up first. */
+        char line[1024];
+        cr_assert(rank_line(r.output, 2, "rank 2: GW_ERR_TIMEOUT after", line, sizeof(line)) ||
+                      rank_line(r.output, 2, "rank 2: GW_ERR_REMOTE after", line, sizeof(line)),
+                  "over %s: rank 2 got neither a timeout nor the root's close:\n%s", t, r.output);
+        cr_assert(rank_line(r.output, 1, "its proof does not match this rank's job token", line,
+                            sizeof(line)),
+                  "over %s: rank 1 did not say why:\n%s", t, r.output);
+        cr_assert(rank_line(r.output, 0, "missing rank 1", line, sizeof(line)) ||
+                      rank_line(r.output, 0, "missing ranks 1,", line, sizeof(line)),
+                  "over %s: the root did not name rank 1 as missing:\n%s", t, r.output);
+        free(r.output);
+    }
 }

@@ -1,10 +1,45 @@
 /*
  * The scaling driver, `gradwire-train --scaling 1,2`: it runs the job at
  * each node count under `gradwire launch`, prints strong and weak scaling
- * efficiency with the base count at 100%, a projection labelled as one,
- * and writes CSV, JSON and (with gnuplot installed) a PNG plot.
+ * efficiency with the base count at 100% and the others computed from the
+ * rates the jobs measured (checked against the jobs' own reports), a
+ * projection labelled as one, and writes CSV, JSON and (with gnuplot
+ * installed) a PNG plot.
  */
 #include "train_util.h"
+
+/* The samples_per_s a job of the driver wrote in its own JSON report,
+ * PREFIX-KIND-N.json, or -1. */
+static double job_rate(const char *prefix, const char *kind, int n)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s-%s-%d.json", prefix, kind, n);
+    char *json = read_file(path);
+    if (!json)
+        return -1;
+    const char *p = strstr(json, "\"samples_per_s\": ");
+    double v = p ? strtod(p + strlen("\"samples_per_s\": "), NULL) : -1;
+    free(json);
+    return v;
+}
+
+/* The efficiency column of the CSV row "KIND,N,...", or -1. */
+static double csv_efficiency(const char *csv, const char *kind, int n)
+{
+    char row[64];
+    snprintf(row, sizeof(row), "\n%s,%d,", kind, n);
+    const char *p = strstr(csv, row);
+    if (!p)
+        return -1;
+    p += strlen(row);
+    for (int field = 0; field < 2; field++) { /* past global_batch and samples_per_s */
+        p = strchr(p, ',');
+        if (!p)
+            return -1;
+        p++;
+    }
+    return strtod(p, NULL);
+}
 
 Test(scaling, runs_each_count_and_writes_reports, .timeout = 400)
 {
@@ -27,6 +62,23 @@ Test(scaling, runs_each_count_and_writes_reports, .timeout = 400)
     cr_assert(strstr(csv, "kind,ranks,global_batch,samples_per_s,efficiency"), "%s", csv);
     cr_assert(strstr(csv, "\nstrong,2,32,") && strstr(csv, "\nweak,2,64,"), "%s", csv);
     cr_assert(strstr(csv, "\nprojection-strong,4,"), "%s", csv);
+    /* The base count is at 100% by definition; the efficiency at 2 ranks is
+     * not: it must be the per-rank rate at 2 over the per-rank rate at 1,
+     * from the rates the jobs themselves wrote in their own reports. */
+    const char *kinds[] = {"strong", "weak"};
+    for (int k = 0; k < 2; k++) {
+        double sps1 = job_rate(prefix, kinds[k], 1), sps2 = job_rate(prefix, kinds[k], 2);
+        cr_assert(sps1 > 0 && sps2 > 0, "%s: no samples_per_s in the jobs' reports", kinds[k]);
+        double want = (sps2 / 2) / sps1;
+        double eff1 = csv_efficiency(csv, kinds[k], 1), eff2 = csv_efficiency(csv, kinds[k], 2);
+        cr_assert(fabs(eff1 - 1.0) < 1e-9, "%s, 1 rank: efficiency %g, want 1:\n%s", kinds[k], eff1,
+                  csv);
+        /* The CSV has four decimals. */
+        cr_assert(fabs(eff2 - want) <= 1e-4 + 1e-4 * want,
+                  "%s, 2 ranks: efficiency %g, but the jobs' rates %g and %g samples/s give "
+                  "%g:\n%s",
+                  kinds[k], eff2, sps1, sps2, want, csv);
+    }
     free(csv);
     snprintf(path, sizeof(path), "%s.json", prefix);
     char *json = read_file(path);

@@ -139,12 +139,13 @@ goodput_mbit() {
 }
 
 # check_rate WHAT MEASURED NOMINAL [LOW HIGH]: the goodput of one TCP stream
-# within LOW%..HIGH% of the nominal rate, 93%..96% unless given: the window
-# the README states ("measured 93-96%"), around the 1448/1514 = 95.6% that
-# one stream can get through tbf. A shaper that lets through 10% too much or
+# within LOW%..HIGH% of the nominal rate, 93%..97% unless given: the README's
+# measured 93-96% around the 1448/1514 = 95.6% that one stream can get
+# through tbf, with one point above for the timing of the measurement itself
+# (runs here gave 95.1-95.7%). A shaper that lets through 10% too much or
 # too little fails here.
 check_rate() {
-    local what="$1" got="$2" want="$3" low="${4:-93}" high="${5:-96}"
+    local what="$1" got="$2" want="$3" low="${4:-93}" high="${5:-97}"
     if [ -z "$got" ]; then
         fail "$what: the transfer did not complete"
         return

@@ -74,6 +74,7 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 art="$build/fuzz-artifacts"
+rm -rf "$art" # so that what is there after a run is that run's
 mkdir -p "$art"
 failed=()
 rows=()
@@ -99,7 +100,7 @@ for t in "${targets[@]}"; do
     mkdir -p "$work"
     log="$art/$t.log"
     rc=0
-    "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2 \
+    "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2 -error_exitcode=99 \
         -print_final_stats=1 -artifact_prefix="$art/$t-" "$work" "$here/corpus/$t" \
         >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

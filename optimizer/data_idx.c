@@ -33,8 +33,10 @@ typedef struct idx_file {
     int ndims;
 } idx_file_t;
 
-/* Read exactly len bytes; what went wrong is printed with `what`. */
-static gw_status_t read_exact(idx_file_t *f, void *buf, size_t len, const char *what)
+/* Read exactly len bytes, the part of a `whole`-byte item that starts
+ * `before` bytes in; what went wrong is printed with `what`. */
+static gw_status_t read_exact(idx_file_t *f, void *buf, size_t len, size_t before, size_t whole,
+                              const char *what)
 {
     size_t got = 0;
     while (got < len) {
@@ -51,12 +53,38 @@ static gw_status_t read_exact(idx_file_t *f, void *buf, size_t len, const char *
             fprintf(stderr,
                     "gradwire-train: %s: truncated: the file ends in the %s (%zu of %zu bytes "
                     "read)\n",
-                    f->path, what, got, len);
+                    f->path, what, before + got, whole);
             return GW_ERR_PROTOCOL;
         }
         got += (size_t)n;
     }
     return GW_OK;
+}
+
+/* Memory grows with what the files hold, not with what their headers
+ * announce: a corrupt header within the sanity limits (10^8 images of
+ * 65536 x 65536 pixels) must fail where its short file ends, not in an
+ * allocation of gigabytes made before a byte of data was read. So the data
+ * is read in chunks of IDX_CHUNK bytes and the buffers that keep it grow
+ * geometrically as it arrives. */
+#define IDX_CHUNK ((size_t)1 << 16)
+
+/* buf with room for at least need elements of elem bytes (*cap of them
+ * now), never more than max (need <= max): buf itself, or moved by
+ * realloc; NULL out of memory, buf then left as it was. */
+static void *grow(void *buf, size_t *cap, size_t need, size_t max, size_t elem)
+{
+    if (need <= *cap)
+        return buf;
+    size_t n = *cap ? *cap : IDX_CHUNK;
+    while (n < need)
+        n = n > max / 2 ? max : 2 * n;
+    if (n > max)
+        n = max;
+    void *p = realloc(buf, n * elem + 1);
+    if (p)
+        *cap = n;
+    return p;
 }
 
 static gw_status_t idx_open(idx_file_t *f, const char *path, int want_dims)
@@ -70,7 +98,7 @@ static gw_status_t idx_open(idx_file_t *f, const char *path, int want_dims)
         return GW_ERR_NOT_FOUND;
     }
     gzbuffer(f->gz, 1 << 17);
-    gw_status_t st = read_exact(f, magic, 4, "header");
+    gw_status_t st = read_exact(f, magic, 4, 0, 4, "header");
     if (st != GW_OK)
         goto err_close;
     if (magic[0] != 0 || magic[1] != 0) {
@@ -89,7 +117,7 @@ static gw_status_t idx_open(idx_file_t *f, const char *path, int want_dims)
         st = GW_ERR_PROTOCOL;
         goto err_close;
     }
-    st = read_exact(f, be, (size_t)want_dims * 4, "header");
+    st = read_exact(f, be, (size_t)want_dims * 4, 4, 4 + (size_t)want_dims * 4, "header");
     if (st != GW_OK)
         goto err_close;
     f->ndims = want_dims;
@@ -154,16 +182,21 @@ gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path,
     d.total = total;
     d.dim = dim;
     d.n = gw_train_shard_size(total, sh);
-    labels = malloc(total);
-    row = malloc(dim);
-    d.x = malloc(d.n * dim * sizeof(float) + 1);
-    d.y = malloc(d.n * sizeof(int32_t) + 1);
-    if (!labels || !row || !d.x || !d.y) {
-        fprintf(stderr, "gradwire-train: out of memory for %zu samples of %s\n", d.n, images_path);
-        st = GW_ERR_NO_MEMORY;
-        goto err_free;
+    size_t lcap = 0, xcap = 0, ycap = 0;
+    row = malloc(IDX_CHUNK);
+    if (!row)
+        goto err_oom;
+    for (size_t got = 0; got < total;) {
+        size_t c = total - got < IDX_CHUNK ? total - got : IDX_CHUNK;
+        unsigned char *nl = grow(labels, &lcap, got + c, total, 1);
+        if (!nl)
+            goto err_oom;
+        labels = nl;
+        if ((st = read_exact(&lb, labels + got, c, got, total, "labels")) != GW_OK)
+            goto err_free;
+        got += c;
     }
-    if ((st = read_exact(&lb, labels, total, "labels")) != GW_OK || (st = idx_expect_end(&lb)))
+    if ((st = idx_expect_end(&lb)) != GW_OK)
         goto err_free;
     int maxlab = 0;
     for (size_t i = 0; i < total; i++)
@@ -177,23 +210,41 @@ gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path,
     for (size_t i = 0; i < total; i++) {
         char what[64];
         snprintf(what, sizeof(what), "pixels of image %zu of %zu", i + 1, total);
-        if ((st = read_exact(&im, row, dim, what)) != GW_OK)
-            goto err_free;
-        double rs = 0, rq = 0;
-        for (size_t j = 0; j < dim; j++) {
-            double v = row[j] / 255.0;
-            rs += v;
-            rq += v * v;
+        int keep = gw_train_in_shard(i, total, sh);
+        for (size_t j = 0; j < dim;) {
+            size_t c = dim - j < IDX_CHUNK ? dim - j : IDX_CHUNK;
+            if ((st = read_exact(&im, row, c, j, dim, what)) != GW_OK)
+                goto err_free;
+            double rs = 0, rq = 0;
+            for (size_t q = 0; q < c; q++) {
+                double v = row[q] / 255.0;
+                rs += v;
+                rq += v * v;
+            }
+            sum += rs;
+            sumsq += rq;
+            if (keep) {
+                float *nx = grow(d.x, &xcap, k * dim + j + c, d.n * dim, sizeof(float));
+                if (!nx)
+                    goto err_oom;
+                d.x = nx;
+                float *x = d.x + k * dim + j;
+                for (size_t q = 0; q < c; q++)
+                    x[q] = row[q] / 255.0f;
+            }
+            j += c;
         }
-        sum += rs;
-        sumsq += rq;
-        if (!gw_train_in_shard(i, total, sh))
+        if (!keep)
             continue;
-        float *x = d.x + k * dim;
-        for (size_t j = 0; j < dim; j++)
-            x[j] = row[j] / 255.0f;
+        int32_t *ny = grow(d.y, &ycap, k + 1, d.n, sizeof(int32_t));
+        if (!ny)
+            goto err_oom;
+        d.y = ny;
         d.y[k++] = labels[i];
     }
+    /* An empty shard still has (empty) arrays, as callers free them. */
+    if ((!d.x && !(d.x = malloc(1))) || (!d.y && !(d.y = malloc(1))))
+        goto err_oom;
     if ((st = idx_expect_end(&im)) != GW_OK)
         goto err_free;
     if (norm[1] == 0.0f) {
@@ -211,6 +262,9 @@ gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path,
     *out = d;
     return GW_OK;
 
+err_oom:
+    fprintf(stderr, "gradwire-train: out of memory for %zu samples of %s\n", d.n, images_path);
+    st = GW_ERR_NO_MEMORY;
 err_free:
     free(row);
     free(labels);

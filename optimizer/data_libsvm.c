@@ -12,6 +12,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +107,10 @@ static gw_status_t parse_line(parser_t *p, int *label, feature_fn fn, void *ctx,
         double val = strtod(v, &end);
         if (end == v || (*end && !isspace((unsigned char)*end)))
             return bad(p, v, "the value is not a number");
-        if (!isfinite(val) || errno == ERANGE)
+        /* Features are stored as float: a value that is finite as a double
+         * but beyond FLT_MAX would become an infinity there (and NaNs in
+         * training). */
+        if (!isfinite(val) || errno == ERANGE || fabs(val) > FLT_MAX)
             return bad(p, v, "the value is not a finite float");
         if (idx > *max_index)
             *max_index = idx;

@@ -171,6 +171,15 @@ Test(idx, malformed_files_are_refused, .init = setup_dir, .fini = teardown_dir, 
     put("train-images-idx3-ubyte.gz", bad, nimg);
     expect_idx_error("dimension 0 is 4294967295");
 
+    /* A header within the limits that announces 30 images of 65536 x 65536
+     * pixels, in a file of a few hundred bytes: refused where the file ends,
+     * without first allocating what the header announces (fuzz_idx found
+     * the loader asking for that much). */
+    memcpy(bad, img, nimg);
+    memcpy(bad + 8, (unsigned char[]){0, 1, 0, 0, 0, 1, 0, 0}, 8);
+    put("train-images-idx3-ubyte.gz", bad, nimg);
+    expect_idx_error("truncated: the file ends in the pixels of image 1 of 30");
+
     char path[512];
     snprintf(path, sizeof(path), "%s/t10k-labels-idx1-ubyte.gz", dir);
     unlink(path);
@@ -252,6 +261,10 @@ Test(libsvm, malformed_lines_are_refused_with_their_position, .timeout = 120)
     expect_libsvm_error("1 3 4\n", "expected INDEX:VALUE");
     expect_libsvm_error("1.5 1:1\n", "the label must be a class number");
     expect_libsvm_error("1 1:1e999\n", "not a finite float");
+    /* Finite as a double, infinite as the float it is stored in (fuzz_libsvm). */
+    expect_libsvm_error("1 1:1\n0 2:-1e40\n",
+                        "bad.svm:2:5: malformed libsvm line: the value is not "
+                        "a finite float");
     expect_libsvm_error("1 1:1 2:", "the value is not a number");
     expect_libsvm_error("# only a comment\n\n", "holds no samples");
 }

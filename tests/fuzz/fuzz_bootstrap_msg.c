@@ -1,0 +1,101 @@
+/*
+ * fuzz_bootstrap_msg.c - libFuzzer target for the bootstrap's message
+ * decoders (transport/bootstrap/bootstrap_msg.c), which read what any
+ * process that reaches the root's port sends.
+ *
+ * The whole input is one received message and goes to every decoder, as a
+ * root or a rank that expects one type may get any other. Beyond not
+ * crashing, what a decoder accepts must be what the encoders write: an
+ * accepted message re-encodes to the very bytes received, so nothing a peer
+ * sends is silently changed or dropped (a REJECT's reason included, whose
+ * bytes must be printable ASCII).
+ */
+#include <string.h>
+
+#include "fuzz_util.h"
+#include "transport/bootstrap/bootstrap_msg.h"
+
+static void check_why(gw_status_t st, const char *why)
+{
+    if (st == GW_OK)
+        return;
+    FUZZ_CHECK(st == GW_ERR_PROTOCOL);
+    FUZZ_CHECK(why != NULL && why[0] != '\0');
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *why = NULL;
+    gw_bs_hdr_t hdr;
+    gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_DATA);
+        FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
+    }
+
+    gw_bs_hello_t hello;
+    why = NULL;
+    st = gw__bs_decode_hello(data, size, &hello, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_HELLO_LEN];
+        FUZZ_CHECK(hello.rank >= 0 && hello.size >= 0);
+        gw__bs_encode_hello(&hello, out);
+        FUZZ_CHECK(size == sizeof(out) && memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_challenge_t ch;
+    why = NULL;
+    st = gw__bs_decode_challenge(data, size, &ch, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_CHALLENGE_LEN];
+        gw__bs_encode_challenge(&ch, out);
+        FUZZ_CHECK(size == sizeof(out) && memcmp(out, data, size) == 0);
+    }
+
+    uint8_t proof[GW_BS_PROOF_LEN];
+    why = NULL;
+    st = gw__bs_decode_response(data, size, proof, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_RESPONSE_LEN];
+        gw__bs_encode_response(proof, out);
+        FUZZ_CHECK(size == sizeof(out) && memcmp(out, data, size) == 0);
+    }
+
+    uint8_t job_id[GW_BS_JOB_ID_LEN];
+    why = NULL;
+    st = gw__bs_decode_welcome(data, size, job_id, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_WELCOME_LEN];
+        gw__bs_encode_welcome(job_id, out);
+        FUZZ_CHECK(size == sizeof(out) && memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_reject_t rej;
+    why = NULL;
+    st = gw__bs_decode_reject(data, size, &rej, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_REJECT_MAX_LEN];
+        FUZZ_CHECK(rej.status != GW_OK);
+        FUZZ_CHECK(memchr(rej.reason, '\0', sizeof(rej.reason)) != NULL);
+        size_t n = gw__bs_encode_reject(rej.status, rej.reason, out);
+        FUZZ_CHECK(n == size && memcmp(out, data, size) == 0);
+    }
+
+    uint32_t dlen = 0;
+    why = NULL;
+    st = gw__bs_decode_data_prefix(data, size, &dlen, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_DATA_PREFIX_LEN];
+        FUZZ_CHECK(size >= sizeof(out) && dlen <= GW_BS_DATA_MAX);
+        gw__bs_encode_data_prefix(dlen, out);
+        FUZZ_CHECK(memcmp(out, data, sizeof(out)) == 0);
+    }
+    return 0;
+}

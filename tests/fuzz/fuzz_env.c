@@ -1,0 +1,130 @@
+/*
+ * fuzz_env.c - libFuzzer target for the parsers of environment values
+ * (common/env.c: integers, "host:port" of GW_ROOT and MASTER_ADDR; the
+ * GW_DEBUG level and the GW_DEBUG_FILE pattern of common/log.c; the codec
+ * names of gw_codec_parse), which read whatever a user or a launcher set.
+ *
+ * The first byte picks the parser, the rest is the value (up to its first
+ * NUL, as an environment string ends there). Beyond not crashing, what a
+ * parser accepts must be in range and round-trip: an integer prints back to
+ * a string that parses to the same value, a host:port gives a non-empty host
+ * that fits its buffer and a port in 1..65535.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/env.h"
+#include "fuzz_util.h"
+
+static const long ranges[][2] = {
+    {1, 64}, {0, 1000000}, {-1, 255}, {LONG_MIN, LONG_MAX}, {1, 65535}, {0, 0}, {-5, -1}, {2, 2},
+};
+
+static void fuzz_long(const char *s, unsigned pick)
+{
+    long min = ranges[pick % 8][0], max = ranges[pick % 8][1], v = 12345;
+    gw_status_t st = gw__parse_long(s, min, max, &v);
+    if (st != GW_OK) {
+        FUZZ_CHECK(st == GW_ERR_INVALID_ARG && v == 12345); /* output untouched */
+        return;
+    }
+    FUZZ_CHECK(v >= min && v <= max);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%ld", v);
+    long w = 0;
+    FUZZ_CHECK(gw__parse_long(buf, min, max, &w) == GW_OK && w == v);
+
+    /* The same value through the environment, as GW_NSOCKS reads it. */
+    setenv("GW_FUZZ_VALUE", s, 1);
+    long e = 0;
+    FUZZ_CHECK(gw__env_int(fuzz_logger(), "GW_FUZZ_VALUE", min, max, 7, &e) == GW_OK && e == v);
+}
+
+static void fuzz_env_int(const char *s, unsigned pick)
+{
+    long min = ranges[pick % 8][0], max = ranges[pick % 8][1], e = 12345;
+    setenv("GW_FUZZ_VALUE", s, 1);
+    gw_status_t st = gw__env_int(fuzz_logger(), "GW_FUZZ_VALUE", min, max, min, &e);
+    if (st != GW_OK)
+        FUZZ_CHECK(st == GW_ERR_CONFIG && e == 12345);
+    else
+        FUZZ_CHECK(e >= min && e <= max);
+}
+
+static void fuzz_hostport(const char *s, unsigned pick)
+{
+    size_t cap = (pick & 1) ? 8 : 256; /* a small buffer finds a missed bound */
+    char *host = malloc(cap);
+    if (!host)
+        abort();
+    int port = -1;
+    gw_status_t st = gw__parse_hostport(s, host, cap, &port);
+    if (st == GW_OK) {
+        FUZZ_CHECK(port >= 1 && port <= 65535);
+        size_t n = strnlen(host, cap);
+        FUZZ_CHECK(n > 0 && n < cap);
+        FUZZ_CHECK(strstr(s, host) != NULL);
+    } else {
+        FUZZ_CHECK(st == GW_ERR_INVALID_ARG && port == -1);
+    }
+    free(host);
+}
+
+/* GW_DEBUG and GW_DEBUG_FILE. The file pattern goes below a directory that
+ * does not exist, so whatever it expands to, nothing is created. */
+static void fuzz_logger_env(const char *s, unsigned pick)
+{
+    char pattern[4200];
+    if (pick & 1) {
+        unsetenv("GW_DEBUG_FILE");
+        setenv("GW_DEBUG", s, 1);
+    } else {
+        setenv("GW_DEBUG", "NONE", 1);
+        snprintf(pattern, sizeof(pattern), "/nonexistent-gw-fuzz/%s", s);
+        setenv("GW_DEBUG_FILE", pattern, 1);
+    }
+    gw_logger_t lg;
+    gw__logger_init(&lg, 3);
+    FUZZ_CHECK(lg.level >= GW_LOG_NONE && lg.level <= GW_LOG_TRACE);
+    FUZZ_CHECK(memchr(lg.host, '\0', sizeof(lg.host)) != NULL);
+    FUZZ_CHECK(!lg.owns_file); /* nothing can be opened below the missing directory */
+    gw__logger_fini(&lg);
+}
+
+static void fuzz_codec(const char *s)
+{
+    gw_codec_t c = GW_CODEC_COUNT;
+    if (gw_codec_parse(s, &c) != GW_OK)
+        return;
+    FUZZ_CHECK(c >= GW_CODEC_NONE && c < GW_CODEC_COUNT);
+    gw_codec_t again = GW_CODEC_COUNT;
+    FUZZ_CHECK(gw_codec_parse(gw_codec_name(c), &again) == GW_OK && again == c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    char *s = fuzz_strdup(data + 1, size - 1);
+    unsigned pick = data[0] >> 3;
+    switch ((data[0] & 7) % 5) {
+    case 0:
+        fuzz_long(s, pick);
+        break;
+    case 1:
+        fuzz_env_int(s, pick);
+        break;
+    case 2:
+        fuzz_hostport(s, pick);
+        break;
+    case 3:
+        fuzz_logger_env(s, pick);
+        break;
+    default:
+        fuzz_codec(s);
+        break;
+    }
+    free(s);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * fuzz_ib_wire.c - libFuzzer target for what the verbs transport decodes
+ * from its peers (transport/ib/ib_wire.c): the address blob of the
+ * bootstrap all-gather, the CTS entries and eager headers that peers write
+ * into our memory, immediates, the out-of-band hello and the rdma_cm
+ * private data; and the shared-memory transport's address blob
+ * (transport/shm/shm.c), the other blob a peer publishes.
+ *
+ * The first input byte picks the decoder. Decoding must lose nothing that
+ * it keeps: what it accepts re-encodes to bytes that decode to the same
+ * fields again, and an accepted address blob has its bounds checked (queue
+ * pairs, MTU, eager size) and a NUL-terminated device name.
+ */
+#include <string.h>
+
+#include "fuzz_util.h"
+#include "transport/ib/ib_internal.h"
+#include "transport/shm/shm_internal.h"
+
+static void fuzz_addr(const uint8_t *in, size_t n)
+{
+    if (n < GW_TRANSPORT_ADDR_MAX)
+        return;
+    gw_ib_addr_t a, b;
+    memset(&a, 0, sizeof(a));
+    if (gw__ib_addr_decode(in, &a) != GW_OK)
+        return;
+    FUZZ_CHECK(a.nqps >= 1 && a.nqps <= GW_IB_MAX_QPS);
+    FUZZ_CHECK(a.eager_max <= GW_IB_EAGER_MAX);
+    FUZZ_CHECK(memchr(a.device, '\0', sizeof(a.device)) != NULL);
+    uint8_t blob[GW_TRANSPORT_ADDR_MAX];
+    gw__ib_addr_encode(&a, blob);
+    memset(&b, 0, sizeof(b));
+    FUZZ_CHECK(gw__ib_addr_decode(blob, &b) == GW_OK);
+    /* What follows the device name's NUL is not part of it. */
+    size_t l = strlen(a.device);
+    memset(a.device + l, 0, sizeof(a.device) - l);
+    FUZZ_CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+}
+
+static void fuzz_cts(const uint8_t *in, size_t n)
+{
+    if (n < GW_IB_CTS_SIZE)
+        return;
+    gw_ib_cts_t c, d;
+    memset(&c, 0, sizeof(c));
+    if (gw__ib_cts_decode(in, &c) != 0)
+        return; /* torn or empty: the caller waits for the rest */
+    FUZZ_CHECK(c.idx != 0);
+    uint8_t out[GW_IB_CTS_SIZE];
+    gw__ib_cts_encode(&c, out);
+    memset(&d, 0, sizeof(d));
+    FUZZ_CHECK(gw__ib_cts_decode(out, &d) == 0 && memcmp(&c, &d, sizeof(c)) == 0);
+}
+
+static void fuzz_eager(const uint8_t *in, size_t n)
+{
+    if (n < GW_IB_EAGER_HDR)
+        return;
+    gw_ib_eager_hdr_t h, g;
+    memset(&h, 0, sizeof(h));
+    gw__ib_eager_hdr_decode(in, &h);
+    uint8_t out[GW_IB_EAGER_HDR];
+    gw__ib_eager_hdr_encode(&h, out);
+    memset(&g, 0, sizeof(g));
+    gw__ib_eager_hdr_decode(out, &g);
+    FUZZ_CHECK(memcmp(&h, &g, sizeof(h)) == 0);
+}
+
+static void fuzz_imm(const uint8_t *in, size_t n)
+{
+    if (n < 4)
+        return;
+    uint32_t imm = (uint32_t)in[0] << 24 | (uint32_t)in[1] << 16 | (uint32_t)in[2] << 8 | in[3];
+    gw_ib_imm_kind_t kind;
+    uint32_t value;
+    gw__ib_imm_decode(imm, &kind, &value);
+    FUZZ_CHECK(value <= GW_IB_IMM_VALUE_MASK);
+    FUZZ_CHECK(gw__ib_imm_encode(kind, value) == imm);
+}
+
+static void fuzz_hello(const uint8_t *in, size_t n)
+{
+    if (n < GW_IB_HELLO_SIZE)
+        return;
+    gw_ib_hello_t h, g;
+    memset(&h, 0, sizeof(h));
+    gw__ib_hello_decode(in, &h);
+    uint8_t out[GW_IB_HELLO_SIZE];
+    gw__ib_hello_encode(&h, out);
+    memset(&g, 0, sizeof(g));
+    gw__ib_hello_decode(out, &g);
+    FUZZ_CHECK(memcmp(&h, &g, sizeof(h)) == 0);
+    /* The fields every hello has stand where sock.h puts them. */
+    FUZZ_CHECK(memcmp(out, in, 4) == 0 && memcmp(out + 8, in + 8, 24) == 0);
+}
+
+static void fuzz_pdata(const uint8_t *in, size_t n)
+{
+    if (n < GW_IB_CM_PDATA_SIZE)
+        return;
+    gw_ib_cm_pdata_t p, q;
+    memset(&p, 0, sizeof(p));
+    gw__ib_cm_pdata_decode(in, &p);
+    uint8_t out[GW_IB_CM_PDATA_SIZE];
+    gw__ib_cm_pdata_encode(&p, out);
+    memset(&q, 0, sizeof(q));
+    gw__ib_cm_pdata_decode(out, &q);
+    FUZZ_CHECK(memcmp(&p, &q, sizeof(p)) == 0);
+}
+
+static void fuzz_shm_addr(const uint8_t *in, size_t n)
+{
+    if (n < GW_TRANSPORT_ADDR_MAX)
+        return;
+    uint32_t pid = 0, pid2 = 0;
+    uint64_t host = 0, ring = 0, host2 = 0, ring2 = 0;
+    if (gw__shm_addr_decode(in, &pid, &host, &ring) != GW_OK)
+        return;
+    uint8_t blob[GW_TRANSPORT_ADDR_MAX];
+    gw__shm_addr_encode(pid, host, ring, blob);
+    FUZZ_CHECK(gw__shm_addr_decode(blob, &pid2, &host2, &ring2) == GW_OK);
+    FUZZ_CHECK(pid == pid2 && host == host2 && ring == ring2);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    const uint8_t *in = data + 1;
+    size_t n = size - 1;
+    switch (data[0] % 7) {
+    case 0:
+        fuzz_addr(in, n);
+        break;
+    case 1:
+        fuzz_cts(in, n);
+        break;
+    case 2:
+        fuzz_eager(in, n);
+        break;
+    case 3:
+        fuzz_imm(in, n);
+        break;
+    case 4:
+        fuzz_hello(in, n);
+        break;
+    case 5:
+        fuzz_pdata(in, n);
+        break;
+    default:
+        fuzz_shm_addr(in, n);
+        break;
+    }
+    return 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * fuzz_libsvm.c - libFuzzer target for the libsvm/svmlight loader of the
+ * trainer (optimizer/data_libsvm.c: gw_train_scan_libsvm and
+ * gw_train_load_libsvm), which reads the user's text files by path; the
+ * input reaches it as a memory file.
+ *
+ * Byte 0 picks the shard and whether the feature count is taken from the
+ * file or fixed (smaller than some indices, so that values are dropped);
+ * the rest is the file. An accepted file gives labels below the class count
+ * and finite features, and a scan that agrees with the load.
+ *
+ * The rows are dense by design: a file of a few lines with feature index
+ * 10^7 (the format's limit) is gigabytes of floats, which is what the file
+ * asks for rather than a header's lie (the loader allocates after the scan
+ * has read every line). Such inputs are scanned but not loaded here, to keep
+ * within libFuzzer's memory limit.
+ */
+#define DENSE_BYTES_MAX ((size_t)256 << 20)
+#include <math.h>
+
+#include "fuzz_util.h"
+#include "trainer.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    gw_train_shard_t sh = {.n = 1 + ((data[0] >> 1) & 1), .even = (data[0] >> 2) & 1};
+    sh.rank = (data[0] & 1) % sh.n;
+    size_t dim = (data[0] >> 3) & 1 ? 3 : 0;
+    int min_classes = (data[0] >> 4) & 3;
+    char path[64];
+    int fd = fuzz_memfile(data + 1, size - 1, path, sizeof(path));
+    size_t max_index = 0;
+    int classes = 0;
+    gw_status_t scan = gw_train_scan_libsvm(path, &max_index, &classes);
+    size_t lines = 1;
+    for (size_t i = 1; i < size; i++)
+        lines += data[i] == '\n';
+    if (scan == GW_OK && lines * (dim ? dim : max_index) > DENSE_BYTES_MAX / sizeof(float)) {
+        close(fd);
+        return 0;
+    }
+    gw_train_dataset_t d;
+    gw_status_t st = gw_train_load_libsvm(path, dim, min_classes, &sh, &d);
+    FUZZ_CHECK((scan == GW_OK) == (st == GW_OK));
+    if (st == GW_OK) {
+        FUZZ_CHECK(d.dim == (dim ? dim : max_index));
+        FUZZ_CHECK(d.nclasses >= classes && d.nclasses >= min_classes);
+        FUZZ_CHECK(d.n == gw_train_shard_size(d.total, &sh));
+        for (size_t i = 0; i < d.n; i++)
+            FUZZ_CHECK(d.y[i] >= 0 && d.y[i] < d.nclasses);
+        for (size_t i = 0; i < d.n * d.dim; i++)
+            FUZZ_CHECK(isfinite(d.x[i]));
+        gw_train_dataset_free(&d);
+    }
+    close(fd);
+    return 0;
+}

@@ -394,6 +394,11 @@ static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
             p->goodbye = 1;
     }
     if (p->goodbye) {
+        /* The peer marks a DIRECT send read before it says goodbye, but this
+         * round's finish_direct() may have looked before it did: look again
+         * now that its goodbye is seen (acquire), or a send it read in full
+         * would be failed as still pending. */
+        finish_direct(t, p);
         if (p->rq_head)
             return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                      "already closed its communicator, but a receive from it is "

@@ -234,4 +234,8 @@ void gw__cz_int8_quantize(float *x, int8_t *q, uint32_t len, float m, int levels
 int64_t gw__cz_now(void);
 int64_t gw__cz_cpu_now(void);
 
+/* The checksum that ends a saved compression state (compress_save.c):
+ * FNV-1a 64 over every byte before the trailer. */
+uint64_t gw__cz_state_checksum(const uint8_t *p, size_t n);
+
 #endif

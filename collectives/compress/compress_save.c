@@ -45,7 +45,7 @@
 #define HEADER_BYTES_V1 96
 #define TRAILER_BYTES 8
 
-static uint64_t fnv1a64(const uint8_t *p, size_t n)
+uint64_t gw__cz_state_checksum(const uint8_t *p, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) {
@@ -132,7 +132,7 @@ gw_status_t gw_compress_state_save(const gw_compress_state_t *state, void *buf, 
     gw__put_le64(p + 96, momentum);
     put_floats(p + HEADER_BYTES, state->residual, state->count);
     put_floats(p + HEADER_BYTES + 4 * state->count, state->extra, state->nextra);
-    gw__put_le64(p + need - TRAILER_BYTES, fnv1a64(p, need - TRAILER_BYTES));
+    gw__put_le64(p + need - TRAILER_BYTES, gw__cz_state_checksum(p, need - TRAILER_BYTES));
     return GW_OK;
 }
 
@@ -163,7 +163,7 @@ static gw_status_t validate(const gw_compress_state_t *s, const uint8_t *p, size
                  version, gw__get_le32(p + 12), len, header);
         return GW_ERR_PROTOCOL;
     }
-    if (gw__get_le64(p + len - TRAILER_BYTES) != fnv1a64(p, len - TRAILER_BYTES)) {
+    if (gw__get_le64(p + len - TRAILER_BYTES) != gw__cz_state_checksum(p, len - TRAILER_BYTES)) {
         GW_ERROR(lg, "compress", "compression state image is corrupt (checksum mismatch)");
         return GW_ERR_PROTOCOL;
     }

@@ -11,22 +11,13 @@
  * checks behind it. A refused image leaves the state as it was; an accepted
  * one saves back to an image that loads again to the same state.
  */
+#include "collectives/compress/codec.h"
 #include "fuzz_util.h"
 #include "gradwire.h"
 
 #define ROWS 4
 #define COLS 8
 #define IMAGE_MAX 4096
-
-static uint64_t fnv1a64(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 static gw_compress_state_t *make_state(unsigned pick)
 {
@@ -62,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     memcpy(img, data + 1, n);
     if (!(pick & 16) && n >= 8) {
-        uint64_t h = fnv1a64(img, n - 8);
+        uint64_t h = gw__cz_state_checksum(img, n - 8);
         for (int i = 0; i < 8; i++)
             img[n - 8 + i] = (uint8_t)(h >> (8 * i)); /* little-endian, as saved */
     }

@@ -35,11 +35,15 @@ readonly FRAME_BYTES=1514
 # a millisecond lets bursts go through at the veth's speed.
 readonly BURST_MS=1
 # (FRAME_BYTES grows with --mtu: LINK_FRAME below.)
-# tbf's queue holds 20 ms of traffic at the rate, and at least two 64 KiB
-# GSO packets (veth passes TCP segments of up to 64 KiB, which tbf cuts into
-# frames), so that a single TCP send burst never overflows it.
+# tbf's queue holds 20 ms of traffic at the rate, and at least 256 KiB: four
+# 64 KiB GSO packets (veth passes TCP segments of up to 64 KiB, which tbf
+# cuts into frames). TCP's small-queue limit lets one socket keep two such
+# packets (their truesize, a little over 128 KiB) in the qdisc, so a queue
+# of exactly two dropped on the sender's own egress, like no real NIC does,
+# and one stream at 20 Mbit/s stalled on retransmission timeouts (86% of
+# the rate, 1325 drops in 8 transfers). Four leaves room for a retransmit.
 readonly QUEUE_MS=20
-readonly QUEUE_MIN=131072
+readonly QUEUE_MIN=262144
 # netem's queue (in packets) must hold everything sent during the delay, or
 # netem itself drops; it is sized for 4x the rate (100 Gbit/s when the rate
 # is unlimited), counting full frames, and at least 1000 packets.

@@ -217,6 +217,10 @@ check "status shows a 20Mbit tbf on host 2" grep -q "tbf.*rate 20Mbit" <<<"$stat
 # 2 seconds' worth at the nominal rate.
 check_rate "host 0 -> host 1 at 50mbit" "$(goodput_mbit 0 1 12500000)" 50
 check_rate "host 2 -> host 0, host 2's egress at 20mbit" "$(goodput_mbit 2 0 5000000)" 20
+# A real NIC pushes back on the sender instead of dropping its own packets:
+# the shaper's queue must hold what one TCP stream keeps in it.
+drops=$("$CLUSTER" exec --prefix "$P" 2 tc -s qdisc show dev eth0 | awk '/dropped/ { sub(",", "", $7); print $7; exit }')
+check "host 2's egress shaper dropped none of one stream's packets (dropped ${drops:-?})" test "${drops:-x}" = 0
 check_rate "host 0 -> host 2, host 2's ingress at 20mbit" "$(goodput_mbit 0 2 5000000)" 20
 
 # --- up again on the same prefix replaces the cluster; loss; jumbo frames ---------

@@ -39,6 +39,7 @@ gw_status_t gw__transport_open_base(const gw__transport_class_t *cls,
     t->size = params->size;
     t->cls = cls;
     t->failed = GW_OK;
+    t->culprit = -1;
     *out = t;
     return GW_OK;
 }
@@ -140,8 +141,10 @@ gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st,
 {
     char who[160] = "";
     int saved_errno = errno; /* the message may use %m */
-    if (t->failed == GW_OK)
+    if (t->failed == GW_OK) {
         t->cls->describe_peer(t, peer, who, sizeof(who));
+        t->culprit = peer;
+    }
     errno = saved_errno;
     va_list ap;
     va_start(ap, fmt);

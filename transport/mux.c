@@ -321,6 +321,7 @@ static gw_status_t mux_fail(gw_mux_t *m, int s, gw_status_t st)
 {
     if (m->base.failed == GW_OK) {
         m->base.failed = st;
+        m->base.culprit = m->subs[s].t ? m->subs[s].t->culprit : -1;
         for (int i = 0; i < m->nsubs; i++)
             if (i != s && m->subs[i].t)
                 m->subs[i].c->ops->abort(m->subs[i].t, st);

@@ -146,6 +146,9 @@ struct gw_transport {
     const gw__transport_class_t *cls;
     int connected;      /* connect() succeeded */
     gw_status_t failed; /* sticky: GW_OK while healthy */
+    /* The rank the first failure is blamed on (gw__transport_peer_fail's
+     * peer), -1 when it named none. Valid once failed != GW_OK. */
+    int culprit;
 };
 
 extern const gw_transport_ops_t gw__tcp_transport_ops;

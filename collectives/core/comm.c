@@ -33,6 +33,10 @@ void gw_config_init(gw_config_t *cfg)
 
 int gw_comm_rank(const gw_comm_t *comm) { return comm ? comm->rank : -1; }
 int gw_comm_size(const gw_comm_t *comm) { return comm ? comm->size : -1; }
+int gw_comm_culprit(const gw_comm_t *comm)
+{
+    return comm && comm->failed != GW_OK ? comm->culprit : -1;
+}
 
 const char *gw_comm_transport(const gw_comm_t *comm)
 {
@@ -230,6 +234,7 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     comm->chunk_bytes = r.chunk_bytes ? r.chunk_bytes : comm->tuning.chunk_bytes;
     comm->tuning.chunk_bytes = comm->chunk_bytes;
     comm->failed = GW_OK;
+    comm->culprit = -1;
     if (comm->size == 1)
         goto done;
 

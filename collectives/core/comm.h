@@ -33,6 +33,7 @@ struct gw_comm {
     uint64_t seq;       /* sequence number of the last collective started */
     gw_msg_tag_t tag;   /* tag of the call in progress (tag.c) */
     gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
+    int culprit;        /* the rank the failure is blamed on, -1: none */
     size_t chunk_bytes; /* pipelining granularity of ring and tree */
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
@@ -129,7 +130,11 @@ void gw__comm_drive_end(gw_comm_t *comm);
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);
 
 /* Mark the communicator failed (first error wins), tell peers via the
- * transport's abort, and return the sticky status. */
+ * transport's abort, and return the sticky status. The failure is blamed
+ * on the transport's culprit when the transport failed (the peer it
+ * named), on nobody otherwise. */
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status);
+/* gw__comm_fail blaming `culprit` (a rank, or -1 for nobody). */
+gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit);
 
 #endif

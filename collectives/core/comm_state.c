@@ -12,11 +12,20 @@
 
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 {
+    int culprit = -1;
+    if (comm->transport && comm->transport->failed != GW_OK)
+        culprit = comm->transport->culprit;
+    return gw__comm_fail_blame(comm, status, culprit);
+}
+
+gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit)
+{
     if (status == GW_OK)
         return comm->failed;
     if (comm->failed != GW_OK)
         return comm->failed;
     comm->failed = status;
+    comm->culprit = culprit;
     /* Tell the peers now: they may be blocked on us in this collective, and
      * an abort frame ends their wait with our reason instead of a timeout.
      * The transport also drops every request still queued, so requests that

@@ -104,9 +104,11 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
     char what[48] = "point-to-point call";
     if (comm->tag.seq != 0)
         snprintf(what, sizeof(what), "collective #%llu", (unsigned long long)comm->tag.seq);
+    int culprit = -1;
     for (int i = 0; i < n; i++) {
         const gw_request_t *r = reqs[i];
         if (r && !r->complete) {
+            culprit = r->peer;
             GW_ERROR(&comm->log, "coll",
                      "%s: no progress for %d ms while waiting to %s %zu bytes "
                      "%s rank %d (%zu done); the peer may be hung or much slower "
@@ -116,7 +118,7 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
             break;
         }
     }
-    return gw__comm_fail(comm, GW_ERR_TIMEOUT);
+    return gw__comm_fail_blame(comm, GW_ERR_TIMEOUT, culprit);
 }
 
 /* The first completed request of reqs[0..n), or -1 when none is (NULL

@@ -2,7 +2,8 @@
  * worker_faults.c - one rank of the fault tests: ranks that disagree about a
  * collective, pass bad arguments, die, or use the wrong token. Every rank
  * must get an error (never a hang, never memory written past the count it
- * asked for). Each rank prints "rank R: STATUS_NAME after T ms" and exits 0
+ * asked for). Each rank prints "rank R: STATUS_NAME after T ms, culprit K" (K from
+ * gw_comm_culprit) and exits 0
  * when the outcome is an error with intact memory, 1 otherwise.
  *
  * Usage: worker_faults MODE   (count, dtype, zero, algo, op, null, overflow,
@@ -115,7 +116,8 @@ int main(int argc, char **argv)
     t0 = now_ms();
     st = gw_allreduce(comm, sendp, recv, count, dtype, op);
     double elapsed = now_ms() - t0;
-    printf("rank %d: %s after %.0f ms\n", rank, gw_status_name(st), elapsed);
+    printf("rank %d: %s after %.0f ms, culprit %d\n", rank, gw_status_name(st), elapsed,
+           gw_comm_culprit(comm));
     fflush(stdout);
     int ok = st != GW_OK;
     /* Nothing may be written past what this rank asked for. */

@@ -501,8 +501,12 @@ GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
  *
  * Matching: the n-th gw_send from rank a to rank b meets the n-th gw_recv
  * that b posts for a (calls that name other peers do not count). Both must
- * give the same count and dtype; otherwise both fail with GW_ERR_MISMATCH
- * and the receive buffer is not written. Messages never overtake the
+ * give the same count and dtype; otherwise the receive fails with
+ * GW_ERR_MISMATCH, its buffer not written, and so does the sender: in
+ * gw_send where the data waits for the receiver's clear-to-send (large
+ * messages over verbs), otherwise at its next call, because an eager send
+ * (TCP, shared memory, small verbs messages) completes with GW_OK once the
+ * data has left, before the receiver could check it. Messages never overtake the
  * collectives around them: a rank must not start a collective while a peer
  * still waits for a message from it (nor the other way round); such a
  * program fails with GW_ERR_MISMATCH (or GW_ERR_TIMEOUT) instead of mixing

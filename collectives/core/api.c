@@ -6,9 +6,27 @@
  * Every call gets the next sequence number and a signature of its arguments
  * (kind, count, dtype, op, root, algorithm; tag.c). Both travel in every
  * message, so ranks that disagree about any of them fail with
- * GW_ERR_MISMATCH instead of exchanging wrongly sized data. An invalid argument on one rank also
- * fails the communicator (and tells the peers): the other ranks are already
- * waiting in a collective that can never complete without this one.
+ * GW_ERR_MISMATCH instead of exchanging wrongly sized data. An invalid
+ * argument on one rank also fails the communicator (and tells the peers):
+ * the other ranks are already waiting in a collective that can never
+ * complete without this one.
+ *
+ * Tags alone catch a disagreement only where a message crosses it, and the
+ * first rank to see one fails the communicator, whose abort reaches every
+ * peer. That is enough for allreduce, allgather, reduce-scatter and the
+ * barrier: each rank's result depends on a message from every other rank
+ * (through a chain of receives, each checked before the next send), so no
+ * rank can finish while another disagrees. A rooted collective is not like
+ * that: a broadcast's root only sends, and finishes before anyone checked
+ * it; a reduce's leaves only send; and ranks that disagree about the root
+ * may never exchange a message at all (each waits for children that do not
+ * send), which would end in a timeout instead of a mismatch. So broadcast
+ * and reduce first run a dissemination barrier under the call's own tag
+ * (agree_first in the rules below): log2(size) rounds in which every rank
+ * hears, through checked receives, from every other, before the tree
+ * posts a message. A rank that disagrees fails its neighbours in the first
+ * round; nobody passes the barrier. It costs those rounds' latency (tens
+ * of microseconds over TCP, a few over shared memory; nothing per byte).
  */
 #include <stdint.h>
 #include <string.h>
@@ -104,14 +122,15 @@ typedef struct coll_rule {
     int per_rank;       /* count elements per rank: count * size in all */
     int has_op, has_root;
     gw_algo_t algo;
+    int agree_first; /* ranks agree on the tag before the algorithm: see the top */
 } coll_rule_t;
 
 static const coll_rule_t rules[] = {
-    [GW_COLL_ALLREDUCE] = {"gw_allreduce", 0, 0, 0, 1, 0, GW_ALGO_AUTO},
-    [GW_COLL_BROADCAST] = {"gw_broadcast", 1, 0, 0, 0, 1, GW_ALGO_TREE},
-    [GW_COLL_REDUCE] = {"gw_reduce", 0, 1, 0, 1, 1, GW_ALGO_TREE},
-    [GW_COLL_ALLGATHER] = {"gw_allgather", 0, 0, 1, 0, 0, GW_ALGO_RING},
-    [GW_COLL_REDUCE_SCATTER] = {"gw_reduce_scatter", 0, 0, 1, 1, 0, GW_ALGO_RING},
+    [GW_COLL_ALLREDUCE] = {"gw_allreduce", 0, 0, 0, 1, 0, GW_ALGO_AUTO, 0},
+    [GW_COLL_BROADCAST] = {"gw_broadcast", 1, 0, 0, 0, 1, GW_ALGO_TREE, 1},
+    [GW_COLL_REDUCE] = {"gw_reduce", 0, 1, 0, 1, 1, GW_ALGO_TREE, 1},
+    [GW_COLL_ALLGATHER] = {"gw_allgather", 0, 0, 1, 0, 0, GW_ALGO_RING, 0},
+    [GW_COLL_REDUCE_SCATTER] = {"gw_reduce_scatter", 0, 0, 1, 1, 0, GW_ALGO_RING, 0},
 };
 
 /* The algorithm of a validated call, under its tag; red is the op with
@@ -175,7 +194,9 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
         gw_algo_t algo =
             rule->algo == GW_ALGO_AUTO ? gw_comm_pick_algo(comm, a->count, a->dtype) : rule->algo;
         gw__coll_begin(comm, a->kind, a->count, a->dtype, op, root, algo);
-        st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);
+        st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
+        if (st == GW_OK)
+            st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
     }

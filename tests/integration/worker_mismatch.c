@@ -1,0 +1,151 @@
+/*
+ * worker_mismatch.c - one rank of the mismatch tests: every rank calls the
+ * same collective except one, which changes one argument (or calls another
+ * collective). Every rank must fail with GW_ERR_MISMATCH, promptly, and
+ * none may write its receive buffer past what it asked for.
+ *
+ * Usage: worker_mismatch COLL WHAT ODD [COUNT]
+ *   COLL: allreduce, broadcast, reduce, allgather, reduce_scatter, barrier,
+ *         p2p (rank 0 sends to rank 1, the others stay out), compressed
+ *   WHAT: count (one more element), zero (count 0), dtype (int32 instead of
+ *         float32), op (max instead of sum), root (root 1 instead of 0),
+ *         algo (tree instead of ring), kind (a barrier instead of COLL; for
+ *         barrier: an allreduce)
+ *   ODD:  the rank that differs
+ *   COUNT: elements of the call (1024; small counts leave ranks without a
+ *         chunk of their own in the ring algorithms)
+ * Each rank prints "rank R: STATUS after T ms, culprit K" and exits 0 when
+ * its status is GW_ERR_MISMATCH and its buffer intact, 1 otherwise.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gradwire.h"
+
+#define COUNT 1024
+#define CANARY 0x5A
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct call {
+    const char *coll;
+    size_t count;
+    gw_dtype_t dtype;
+    gw_op_t op;
+    int root;
+} call_t;
+
+static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
+{
+    const char *k = c->coll;
+    if (strcmp(k, "allreduce") == 0)
+        return gw_allreduce(comm, send, recv, c->count, c->dtype, c->op);
+    if (strcmp(k, "broadcast") == 0)
+        return gw_broadcast(comm, send, recv, c->count, c->dtype, c->root);
+    if (strcmp(k, "reduce") == 0)
+        return gw_reduce(comm, send, recv, c->count, c->dtype, c->op, c->root);
+    if (strcmp(k, "allgather") == 0)
+        return gw_allgather(comm, send, recv, c->count, c->dtype);
+    if (strcmp(k, "reduce_scatter") == 0)
+        return gw_reduce_scatter(comm, send, recv, c->count, c->dtype, c->op);
+    if (strcmp(k, "barrier") == 0)
+        return gw_barrier(comm);
+    if (strcmp(k, "p2p") == 0) {
+        if (gw_comm_rank(comm) == 0)
+            return gw_send(comm, send, c->count, c->dtype, 1);
+        return gw_recv(comm, recv, c->count, c->dtype, 0);
+    }
+    return GW_ERR_INVALID_ARG;
+}
+
+/* The receive bytes a call may write: the rest must keep the canary. */
+static size_t recv_bytes(const call_t *c, int size)
+{
+    size_t n = c->count * gw_dtype_size(c->dtype);
+    return strcmp(c->coll, "allgather") == 0 ? n * (size_t)size : n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s COLL WHAT ODD [COUNT]\n", argv[0]);
+        return 2;
+    }
+    const char *what = argv[2];
+    int odd = atoi(argv[3]);
+    size_t base = argc == 5 ? strtoul(argv[4], NULL, 10) : COUNT;
+    if (base < 1 || base > COUNT) {
+        fprintf(stderr, "worker_mismatch: COUNT must be in 1..%d\n", COUNT);
+        return 2;
+    }
+    gw_comm_t *comm = NULL;
+    gw_status_t st = gw_comm_init_env(&comm);
+    if (st != GW_OK) {
+        printf("init failed: %s\n", gw_status_name(st));
+        return 1;
+    }
+    int rank = gw_comm_rank(comm), size = gw_comm_size(comm);
+    call_t c = {argv[1], base, GW_FLOAT32, GW_SUM, 0};
+    if (strcmp(c.coll, "p2p") == 0 && size != 2) {
+        fprintf(stderr, "worker_mismatch: p2p runs on 2 ranks, not %d\n", size);
+        return 2;
+    }
+    if (rank == odd) {
+        if (strcmp(what, "count") == 0)
+            c.count = base + 1;
+        else if (strcmp(what, "zero") == 0)
+            c.count = 0;
+        else if (strcmp(what, "dtype") == 0)
+            c.dtype = GW_INT32;
+        else if (strcmp(what, "op") == 0)
+            c.op = GW_MAX;
+        else if (strcmp(what, "root") == 0)
+            c.root = 1;
+        else if (strcmp(what, "algo") == 0)
+            gw_comm_set_algo(comm, GW_ALGO_TREE);
+        else if (strcmp(what, "kind") == 0)
+            c.coll = strcmp(c.coll, "barrier") == 0 ? "allreduce" : "barrier";
+    } else if (strcmp(what, "algo") == 0) {
+        gw_comm_set_algo(comm, GW_ALGO_RING);
+    }
+    size_t cap = (size_t)(COUNT + 1) * 8 * (size_t)size + 4096;
+    uint8_t *send = malloc(cap), *recv = malloc(cap);
+    if (!send || !recv)
+        return 1;
+    memset(send, 0, cap);
+    memset(recv, CANARY, cap);
+    double t0 = now_ms();
+    st = run(comm, &c, send, recv);
+    if (st == GW_OK && strcmp(argv[1], "p2p") == 0 && rank == 0) {
+        /* An eager send completes before the receiver checked it (see
+         * gw_send in gradwire.h): the sender learns of the mismatch from
+         * the receiver's abort. It waits for it in a receive that only the
+         * abort can end (rank 1 sends nothing), not in a collective, which
+         * could still complete on messages rank 1 sent before it failed. */
+        gw_status_t next = gw_recv(comm, recv, 1, GW_UINT8, 1);
+        printf("rank 0: send returned GW_OK, the next call %s\n", gw_status_name(next));
+        st = next;
+    }
+    printf("rank %d: %s after %.0f ms, culprit %d\n", rank, gw_status_name(st), now_ms() - t0,
+           gw_comm_culprit(comm));
+    fflush(stdout);
+    int ok = st == GW_ERR_MISMATCH;
+    /* A broadcast's root copies its own data into recv: its count is its own. */
+    for (size_t i = recv_bytes(&c, size); ok && i < cap; i++)
+        if (recv[i] != CANARY) {
+            printf("rank %d: receive buffer written past its count at byte %zu\n", rank, i);
+            ok = 0;
+        }
+    gw_comm_destroy(comm);
+    free(send);
+    free(recv);
+    return ok ? 0 : 1;
+}

@@ -22,7 +22,9 @@
 /* `gradwire-bench NAME ...`; argv[0] is NAME. Each returns the exit
  * status: 0 when every call succeeded and every checked result was right,
  * 1 otherwise, 2 for a bad command line. */
-int gw_bench_allreduce_main(int argc, char **argv);
+/* allreduce, allgather, reduce_scatter, broadcast, reduce and barrier
+ * (bench_coll.c): argv[0] names the collective. */
+int gw_bench_coll_main(int argc, char **argv);
 int gw_bench_p2p_main(int argc, char **argv);
 int gw_bench_tune_main(int argc, char **argv);
 int gw_bench_compress_main(int argc, char **argv);
@@ -63,6 +65,10 @@ typedef struct gw_bench_cmdline {
     const struct option *longopts;
     gw_bench_sweep_t *sw;
     const char **json;
+    /* A usage text that depends on the benchmark's own data (several
+     * benchmarks in one file): when set, called with ctx instead of usage. */
+    void (*usage_of)(FILE *out, const void *ctx);
+    const void *ctx;
 } gw_bench_cmdline_t;
 
 /* What gw_bench_next_opt returns when the benchmark is to leave. */
@@ -153,6 +159,25 @@ int64_t gw_bench_count_wrong(const void *buf, size_t count, gw_dtype_t dtype, gw
 /* Fill buf[0..count) with values that all differ from the expected result,
  * so that a call which leaves its receive buffer alone cannot pass. */
 void gw_bench_poison(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int nranks);
+
+/* The other collectives move inputs or parts of results: what a buffer
+ * should hold is rank `rank`'s input (rank >= 0: a broadcast's root, an
+ * allgather's block) or the reduction over every rank (rank -1), from
+ * global element index `first` on (a reduce-scatter's block). */
+typedef struct gw_bench_want {
+    int rank;
+    size_t first;
+} gw_bench_want_t;
+#define GW_BENCH_WANT_REDUCED ((gw_bench_want_t){-1, 0})
+
+/* gw_bench_fill from global index first on. */
+void gw_bench_fill_at(void *buf, size_t first, size_t count, gw_dtype_t dtype, gw_op_t op, int rank,
+                      int nranks);
+/* gw_bench_count_wrong and gw_bench_poison against what w describes. */
+int64_t gw_bench_count_wrong_want(const void *buf, size_t count, gw_dtype_t dtype, gw_op_t op,
+                                  int nranks, gw_bench_want_t w);
+void gw_bench_poison_want(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int nranks,
+                          gw_bench_want_t w);
 
 /* Rank's input at index i, and the expected result, as integers (exposed
  * so the patterns can be tested against a brute-force reduction). */

@@ -120,8 +120,8 @@ static int parse_opts(int argc, char **argv, struct copts *o)
     o->algo = GW_ALGO_RING;
     o->sort = 1;
     parse_codecs("fp16,bf16,int8,sign,topk,powersgd", o);
-    const gw_bench_cmdline_t cl = {&prog,    usage,  "+:b:e:f:n:w:C:r:k:a:h",
-                                   longopts, &o->sw, &o->json};
+    const gw_bench_cmdline_t cl = {
+        &prog, usage, "+:b:e:f:n:w:C:r:k:a:h", longopts, &o->sw, &o->json, NULL, NULL};
     int c, rc;
     gw_kit_getopt_begin();
     while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {

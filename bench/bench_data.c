@@ -1,6 +1,6 @@
 /*
- * bench_data.c - input patterns for the allreduce check, and their exact
- * results.
+ * bench_data.c - input patterns for the collectives' checks, and their
+ * exact results.
  *
  * The check must hold for every dtype, every op and every algorithm, and
  * algorithms reduce in different orders. So the inputs are integers small
@@ -226,25 +226,51 @@ static int equals(const void *buf, size_t i, gw_dtype_t dt, int64_t v)
     }
 }
 
-void gw_bench_fill(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int rank, int nranks)
+/* The value the check expects at index i of a buffer that w describes. */
+static int64_t wanted(gw_dtype_t dt, gw_op_t op, int nranks, gw_bench_want_t w, size_t i)
+{
+    size_t at = w.first + i;
+    return w.rank >= 0 ? gw_bench_input(dt, op, w.rank, nranks, at)
+                       : gw_bench_expected(dt, op, nranks, at);
+}
+
+void gw_bench_fill_at(void *buf, size_t first, size_t count, gw_dtype_t dtype, gw_op_t op, int rank,
+                      int nranks)
 {
     for (size_t i = 0; i < count; i++)
-        store(buf, i, dtype, gw_bench_input(dtype, op, rank, nranks, i));
+        store(buf, i, dtype, gw_bench_input(dtype, op, rank, nranks, first + i));
+}
+
+void gw_bench_fill(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int rank, int nranks)
+{
+    gw_bench_fill_at(buf, 0, count, dtype, op, rank, nranks);
+}
+
+int64_t gw_bench_count_wrong_want(const void *buf, size_t count, gw_dtype_t dtype, gw_op_t op,
+                                  int nranks, gw_bench_want_t w)
+{
+    int64_t wrong = 0;
+    for (size_t i = 0; i < count; i++)
+        wrong += !equals(buf, i, dtype, wanted(dtype, op, nranks, w, i));
+    return wrong;
 }
 
 int64_t gw_bench_count_wrong(const void *buf, size_t count, gw_dtype_t dtype, gw_op_t op,
                              int nranks)
 {
-    int64_t wrong = 0;
-    for (size_t i = 0; i < count; i++)
-        wrong += !equals(buf, i, dtype, gw_bench_expected(dtype, op, nranks, i));
-    return wrong;
+    return gw_bench_count_wrong_want(buf, count, dtype, op, nranks, GW_BENCH_WANT_REDUCED);
 }
 
-void gw_bench_poison(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int nranks)
+void gw_bench_poison_want(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int nranks,
+                          gw_bench_want_t w)
 {
     /* -v - 1 has the other sign than v (or is -1 for 0), so no rounding to
      * the dtype can make it equal v; for uint8 it wraps to 255 - v != v. */
     for (size_t i = 0; i < count; i++)
-        store(buf, i, dtype, -gw_bench_expected(dtype, op, nranks, i) - 1);
+        store(buf, i, dtype, -wanted(dtype, op, nranks, w, i) - 1);
+}
+
+void gw_bench_poison(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op, int nranks)
+{
+    gw_bench_poison_want(buf, count, dtype, op, nranks, GW_BENCH_WANT_REDUCED);
 }

@@ -19,6 +19,11 @@ static void usage(FILE *out)
                  "benchmarks:\n"
                  "  allreduce    allreduce bandwidth and correctness, as nccl-tests'\n"
                  "               all_reduce_perf\n"
+                 "  allgather, reduce_scatter, broadcast, reduce\n"
+                 "               the same for the other collectives, as nccl-tests'\n"
+                 "               all_gather_perf, reduce_scatter_perf, broadcast_perf and\n"
+                 "               reduce_perf\n"
+                 "  barrier      barrier latency\n"
                  "  p2p          point-to-point bandwidth and latency between ranks 0 and 1,\n"
                  "               as perftest's ib_write_bw and ib_write_lat\n"
                  "  tune         measure the cost model's alpha, beta and gamma and write\n"
@@ -36,8 +41,11 @@ int main(int argc, char **argv)
         return GW_BENCH_EXIT_USAGE;
     }
     const char *name = argv[1];
-    if (strcmp(name, "allreduce") == 0)
-        return gw_bench_allreduce_main(argc - 1, argv + 1);
+    static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter",
+                                        "broadcast", "reduce",    "barrier"};
+    for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
+        if (strcmp(name, colls[i]) == 0)
+            return gw_bench_coll_main(argc - 1, argv + 1);
     if (strcmp(name, "p2p") == 0)
         return gw_bench_p2p_main(argc - 1, argv + 1);
     if (strcmp(name, "tune") == 0)

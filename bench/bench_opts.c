@@ -49,7 +49,10 @@ static int shared_opt(const gw_bench_cmdline_t *cl, int c, char **argv)
     int sweep;
     switch (c) {
     case 'h':
-        cl->usage(stdout);
+        if (cl->usage_of)
+            cl->usage_of(stdout, cl->ctx);
+        else
+            cl->usage(stdout);
         return 0;
     case ':':
     case '?':

@@ -118,7 +118,8 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
-    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw, &o->json};
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw, &o->json,
+                                   NULL,  NULL};
     long v;
     int c, rc;
     gw_kit_getopt_begin();

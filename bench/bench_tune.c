@@ -91,7 +91,8 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
                                              {"small-iters", required_argument, NULL, 'm'},
                                              {"warmup_iters", required_argument, NULL, 'w'},
                                              GW_BENCH_END_LONGOPTS};
-    const gw_bench_cmdline_t cl = {&prog, usage, "+:o:s:g:n:m:w:h", longopts, NULL, NULL};
+    const gw_bench_cmdline_t cl = {&prog, usage, "+:o:s:g:n:m:w:h", longopts, NULL, NULL,
+                                   NULL,  NULL};
     int c, rc;
     long v;
     memset(o, 0, sizeof(*o));

@@ -102,3 +102,29 @@ Test(bench_args, help, .timeout = 30)
     cr_assert(strstr(r.output, "--json FILE"), "%s", r.output);
     free(r.output);
 }
+
+/* The other collectives: options that mean nothing to one are refused, not
+ * ignored; each has its own usage text. */
+Test(bench_args, other_collectives, .timeout = 60)
+{
+    EXPECT("-o means nothing to allgather", "allgather", "-o", "max");
+    EXPECT("-o means nothing to broadcast", "broadcast", "-o", "sum");
+    EXPECT("-r means nothing to allreduce", "allreduce", "-r", "1");
+    EXPECT("-a means nothing to reduce", "reduce", "-a", "ring");
+    EXPECT("-r wants a rank", "broadcast", "-r", "-1");
+    EXPECT("-r wants a rank", "reduce", "--root=one");
+    EXPECT("-b means nothing to barrier", "barrier", "-b", "8");
+    EXPECT("--json means nothing to barrier", "barrier", "--json", "x.json");
+    EXPECT("-n wants a number of barriers", "barrier", "-n", "0");
+    EXPECT("unknown datatype \"quad\"", "reduce_scatter", "-d", "quad");
+    const char *names[] = {"allgather", "reduce_scatter", "broadcast", "reduce", "barrier"};
+    for (size_t i = 0; i < 5; i++) {
+        char *argv[] = {BENCH, (char *)names[i], "--help", NULL};
+        run_result_t r = run_cmd(argv, no_job_env, 10);
+        char want[64];
+        snprintf(want, sizeof(want), "usage: gradwire-bench %s", names[i]);
+        cr_assert(r.exited && r.status == 0 && strstr(r.output, want), "%s --help:\n%s", names[i],
+                  r.output);
+        free(r.output);
+    }
+}

@@ -1,7 +1,9 @@
 /*
  * gradwire-bench allreduce end to end: launched on real ranks it must check
  * every dtype and op with no wrong element, exit 0, print the nccl-tests
- * table and write a JSON file that holds every size.
+ * table and write a JSON file that holds every size. The other collectives'
+ * benchmarks likewise, over shared memory and TCP, with a root other than
+ * 0, and the barrier's one line.
  */
 #include <criterion/criterion.h>
 
@@ -44,3 +46,106 @@ static void bench(const char *nranks, const char *algo)
 
 Test(bench_e2e, three_ranks_every_dtype_and_op_ring, .timeout = 420) { bench("3", "ring"); }
 Test(bench_e2e, four_ranks_every_dtype_and_op_auto, .timeout = 420) { bench("4", "auto"); }
+
+/* One collective's benchmark on nranks over transport, every dtype (and op,
+ * where it has one); rows is the number of JSON result rows to expect. */
+static void coll(const char *name, const char *nranks, const char *transport, char *extra, int rows)
+{
+    char *dir = make_tmpdir("bench");
+    char json[512], tr[64];
+    snprintf(json, sizeof(json), "%s/out.json", dir);
+    snprintf(tr, sizeof(tr), "GW_TRANSPORT=%s", transport);
+    char *argv[] = {LAUNCHER,
+                    "launch",
+                    "-n",
+                    (char *)nranks,
+                    "--",
+                    BENCH,
+                    (char *)name,
+                    "-b",
+                    "8",
+                    "-e",
+                    "96K",
+                    "-f",
+                    "16",
+                    "-n",
+                    "2",
+                    "-w",
+                    "1",
+                    "-d",
+                    "all",
+                    "--json",
+                    json,
+                    extra,
+                    extra ? "all" : NULL,
+                    NULL};
+    char *env[] = {"GW_TIMEOUT_MS=60000", tr, NULL};
+    run_result_t r = run_cmd(argv, env, 300);
+    cr_assert(!r.timed_out, "%s timed out:\n%s", name, r.output);
+    cr_assert(r.exited && r.status == 0, "%s over %s failed (%d):\n%s", name, transport, r.status,
+              r.output);
+    cr_expect(strstr(r.output, "# Wrong elements       : 0 OK"), "%s", r.output);
+    char head[64];
+    snprintf(head, sizeof(head), "# gradwire-bench %s,", name);
+    cr_expect(strstr(r.output, head), "no header \"%s\":\n%s", head, r.output);
+    char *doc = read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    char bench_member[64];
+    snprintf(bench_member, sizeof(bench_member), "\"benchmark\": \"%s\"", name);
+    cr_expect(strstr(doc, bench_member), "JSON does not say %s:\n%s", bench_member, doc);
+    int n = 0, wrong_zero = 0;
+    for (const char *p = doc; (p = strstr(p, "\"redop\"")); p++)
+        n++;
+    for (const char *p = doc; (p = strstr(p, "\"wrong\": 0}")); p++)
+        wrong_zero++;
+    cr_expect_eq(n, rows, "%s: JSON has %d result rows, want %d", name, n, rows);
+    cr_expect_eq(wrong_zero, 2 * n, "%s: not every placement reports 0 wrong", name);
+    free(doc);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* 8 B .. 96 KiB by 16: 5 sizes (8, 128, 2K, 32K and the last below 96K), 8 dtypes. */
+Test(bench_e2e, allgather_and_reduce_scatter, .timeout = 420)
+{
+    coll("allgather", "3", "shm", NULL, 4 * 8);
+    coll("allgather", "4", "tcp", NULL, 4 * 8);
+    coll("reduce_scatter", "3", "tcp", "-o", 4 * 8 * 5);
+}
+
+Test(bench_e2e, broadcast_and_reduce_from_every_root, .timeout = 420)
+{
+    coll("broadcast", "3", "tcp", NULL, 4 * 8);
+    coll("reduce", "4", "shm", "-o", 4 * 8 * 5);
+    const char *roots[] = {"1", "2"};
+    for (int i = 0; i < 2; i++) {
+        char *argv[] = {LAUNCHER, "launch",         "-n", "3",  "--", BENCH, "broadcast",
+                        "-r",     (char *)roots[i], "-b", "4K", "-e", "4K",  NULL};
+        char *env[] = {"GW_TIMEOUT_MS=60000", NULL};
+        run_result_t r = run_cmd(argv, env, 60);
+        cr_assert(r.exited && r.status == 0 && strstr(r.output, "# Wrong elements       : 0 OK"),
+                  "broadcast from root %s:\n%s", roots[i], r.output);
+        free(r.output);
+        argv[6] = "reduce";
+        r = run_cmd(argv, env, 60);
+        cr_assert(r.exited && r.status == 0 && strstr(r.output, "# Wrong elements       : 0 OK"),
+                  "reduce to root %s:\n%s", roots[i], r.output);
+        free(r.output);
+    }
+}
+
+Test(bench_e2e, barrier_prints_its_latency, .timeout = 60)
+{
+    char *argv[] = {LAUNCHER, "launch", "-n", "4", "--", BENCH, "barrier", "-n", "50", NULL};
+    char *env[] = {"GW_TIMEOUT_MS=60000", NULL};
+    run_result_t r = run_cmd(argv, env, 60);
+    cr_assert(r.exited && r.status == 0, "barrier failed:\n%s", r.output);
+    cr_expect(strstr(r.output, "a barrier moves no data"), "%s", r.output);
+    double us = 0;
+    const char *row = strstr(r.output, "[0]            0             0");
+    cr_assert_not_null(row, "no result row:\n%s", r.output);
+    cr_expect(sscanf(row, "[0] %*d %*d %*s %*s %*d %lf", &us) == 1 && us > 0,
+              "no barrier time in:\n%s", r.output);
+    free(r.output);
+}

@@ -43,7 +43,7 @@ static void expect_mismatch(const char *transport, int n, const char *coll, cons
     char nstr[16], oddstr[16];
     snprintf(nstr, sizeof(nstr), "%d", n);
     snprintf(oddstr, sizeof(oddstr), "%d", odd);
-    char *argv[] = {LAUNCHER, "launch",    "-n",       nstr,          "--", WORKER,
+    char *argv[] = {LAUNCHER,     "launch",     "-n",   nstr,          "--", WORKER,
                     (char *)coll, (char *)what, oddstr, (char *)count, NULL};
     char trenv[64];
     snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transport);
@@ -61,8 +61,8 @@ static void expect_mismatch(const char *transport, int n, const char *coll, cons
         cr_assert(strstr(r.output, want), "%s %s over %s: rank %d did not report:\n%s", coll, what,
                   transport, rank, r.output);
     }
-    cr_assert(r.seconds < PROMPT_S, "%s %s over %s: the mismatch took %.1f s to report", coll,
-              what, transport, r.seconds);
+    cr_assert(r.seconds < PROMPT_S, "%s %s over %s: the mismatch took %.1f s to report", coll, what,
+              transport, r.seconds);
     free(r.output);
 }
 

@@ -1,0 +1,179 @@
+/*
+ * bench_coll_calls.c - the collectives as the benchmarks call and check
+ * them (contract in bench_coll.h).
+ *
+ * Inputs and answers come from bench_data.c's patterns, indexed by global
+ * element: an allreduce's, a reduce's (on the root) and a reduce-scatter's
+ * answer is the exact reduction (a reduce-scatter's rank r holds elements
+ * r * block .. of it); a broadcast's is the root's input; an allgather's
+ * block q is rank q's input at q * block... So a block sent to the wrong
+ * place, reduced over the wrong ranks or left alone is counted wrong.
+ */
+#include <string.h>
+
+#include "bench.h"
+#include "bench_coll.h"
+
+static double factor_allreduce(int n) { return 2.0 * (n - 1) / n; }
+static double factor_blocks(int n) { return (double)(n - 1) / n; }
+static double factor_one(int n)
+{
+    (void)n;
+    return 1.0;
+}
+
+static const gw_bench_coll_t colls[] = {
+    {GW_BENCH_ALLREDUCE, "allreduce", "allreduce, as nccl-tests' all_reduce_perf", 1, 0, 1, 0,
+     factor_allreduce},
+    {GW_BENCH_ALLGATHER, "allgather", "allgather, as nccl-tests' all_gather_perf", 0, 0, 0, 1,
+     factor_blocks},
+    {GW_BENCH_REDUCE_SCATTER, "reduce_scatter",
+     "reduce-scatter, as nccl-tests' reduce_scatter_perf", 1, 0, 0, 1, factor_blocks},
+    {GW_BENCH_BROADCAST, "broadcast", "broadcast, as nccl-tests' broadcast_perf", 0, 1, 0, 0,
+     factor_one},
+    {GW_BENCH_REDUCE, "reduce", "reduce, as nccl-tests' reduce_perf", 1, 1, 0, 0, factor_one},
+    {GW_BENCH_BARRIER, "barrier", "barrier latency", 0, 0, 0, 0, factor_one},
+};
+
+const gw_bench_coll_t *gw_bench_coll_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
+        if (strcmp(name, colls[i].name) == 0)
+            return &colls[i];
+    return NULL;
+}
+
+gw_bench_shape_t gw_bench_coll_shape(const gw_bench_coll_run_t *r, size_t size, gw_dtype_t dt)
+{
+    gw_bench_shape_t sh;
+    size_t es = gw_dtype_size(dt), parts = r->coll->blocks ? (size_t)r->size : 1;
+    sh.block = size / es / parts;
+    sh.count = sh.block * parts;
+    sh.bytes = sh.count * es;
+    return sh;
+}
+
+gw_bench_place_t gw_bench_coll_place(const gw_bench_coll_run_t *r, const gw_bench_shape_t *sh,
+                                     gw_dtype_t dt, int in_place)
+{
+    char *own = (char *)r->recv + (size_t)r->rank * sh->block * gw_dtype_size(dt);
+    if (!in_place)
+        return (gw_bench_place_t){r->send, r->recv};
+    switch (r->coll->id) {
+    case GW_BENCH_ALLGATHER:
+        return (gw_bench_place_t){own, r->recv};
+    case GW_BENCH_REDUCE_SCATTER:
+        return (gw_bench_place_t){r->recv, own};
+    default:
+        return (gw_bench_place_t){r->recv, r->recv};
+    }
+}
+
+gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                               const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
+{
+    switch (r->coll->id) {
+    case GW_BENCH_ALLREDUCE:
+        return gw_allreduce(r->comm, pl->src, pl->dst, sh->count, dt, op);
+    case GW_BENCH_ALLGATHER:
+        return gw_allgather(r->comm, pl->src, pl->dst, sh->block, dt);
+    case GW_BENCH_REDUCE_SCATTER:
+        return gw_reduce_scatter(r->comm, pl->src, pl->dst, sh->block, dt, op);
+    case GW_BENCH_BROADCAST:
+        return gw_broadcast(r->comm, pl->src, pl->dst, sh->count, dt, r->root);
+    case GW_BENCH_REDUCE:
+        return gw_reduce(r->comm, pl->src, pl->dst, sh->count, dt, op, r->root);
+    default:
+        return gw_barrier(r->comm);
+    }
+}
+
+void gw_bench_coll_fill(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                        const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
+{
+    void *src = (void *)pl->src;
+    switch (r->coll->id) {
+    case GW_BENCH_ALLGATHER:
+        gw_bench_fill_at(src, (size_t)r->rank * sh->block, sh->block, dt, op, r->rank, r->size);
+        break;
+    case GW_BENCH_BROADCAST:
+        if (r->rank == r->root)
+            gw_bench_fill(src, sh->count, dt, op, r->rank, r->size);
+        break;
+    case GW_BENCH_BARRIER:
+        break;
+    default: /* the whole buffer, global indices (reduce-scatter: every block) */
+        gw_bench_fill(src, sh->count, dt, op, r->rank, r->size);
+    }
+}
+
+/* What this rank receives: where (*dst, *len elements) and what it should
+ * be (*w). 0 when it receives nothing; an allgather (one want per block)
+ * is handled by the callers. */
+static int received(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                    const gw_bench_shape_t *sh, void **dst, size_t *len, gw_bench_want_t *w)
+{
+    *dst = pl->dst;
+    *len = sh->count;
+    *w = GW_BENCH_WANT_REDUCED;
+    switch (r->coll->id) {
+    case GW_BENCH_REDUCE_SCATTER:
+        w->first = (size_t)r->rank * sh->block;
+        *len = sh->block;
+        return 1;
+    case GW_BENCH_BROADCAST:
+        w->rank = r->root;
+        return 1;
+    case GW_BENCH_REDUCE:
+        return r->rank == r->root;
+    case GW_BENCH_BARRIER:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+static void *block_of(const gw_bench_place_t *pl, const gw_bench_shape_t *sh, gw_dtype_t dt, int q)
+{
+    return (char *)pl->dst + (size_t)q * sh->block * gw_dtype_size(dt);
+}
+
+void gw_bench_coll_poison(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                          const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op, int in_place)
+{
+    if (r->coll->id == GW_BENCH_ALLGATHER) {
+        for (int q = 0; q < r->size; q++)
+            if (!(in_place && q == r->rank))
+                gw_bench_poison_want(block_of(pl, sh, dt, q), sh->block, dt, op, r->size,
+                                     (gw_bench_want_t){q, (size_t)q * sh->block});
+        return;
+    }
+    void *dst;
+    size_t len;
+    gw_bench_want_t w;
+    if (!received(r, pl, sh, &dst, &len, &w))
+        return;
+    /* In place the receive buffer is the input too; a broadcast's is only
+     * the root's. */
+    int holds_input = in_place && (r->coll->id != GW_BENCH_BROADCAST || r->rank == r->root);
+    if (!holds_input)
+        gw_bench_poison_want(dst, len, dt, op, r->size, w);
+}
+
+int64_t gw_bench_coll_wrong(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                            const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
+{
+    if (r->coll->id == GW_BENCH_ALLGATHER) {
+        int64_t wrong = 0;
+        for (int q = 0; q < r->size; q++)
+            wrong += gw_bench_count_wrong_want(block_of(pl, sh, dt, q), sh->block, dt, op, r->size,
+                                               (gw_bench_want_t){q, (size_t)q * sh->block});
+        return wrong;
+    }
+    void *dst;
+    size_t len;
+    gw_bench_want_t w;
+    if (!received(r, pl, sh, &dst, &len, &w))
+        return 0;
+    return gw_bench_count_wrong_want(dst, len, dt, op, r->size, w);
+}

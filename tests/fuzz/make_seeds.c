@@ -89,6 +89,56 @@ static void tcp_seeds(void)
     put("fuzz_tcp_wire", "sockaddr-none", 3, 1, sa, sizeof(sa));
 }
 
+/* fuzz_sock_auth: the first byte picks the mode (0 a stranger to our
+ * acceptor, 1 a stranger answering our dialler, 2 a man in the middle), the
+ * second (modes 0 and 1) the size of the reads. */
+static void sock_auth_seeds(void)
+{
+    gw_tcp_hello_t hl = {.id = {.magic = GW_TCP_HELLO_MAGIC, .from = 1, .to = 0},
+                         .version = GW_TCP_PROTOCOL_VERSION,
+                         .sock_idx = 0,
+                         .nsocks = 1};
+    memset(hl.id.job_id, 0x5a, sizeof(hl.id.job_id));
+    uint8_t in[1 + GW_TCP_HELLO_SIZE + 4 * 8];
+    /* A hello and a proof (wrong: no stranger knows the MAC), whole and
+     * byte by byte. */
+    uint8_t m[1 + GW_TCP_HELLO_SIZE + GW_SOCK_MAC_LEN + 1];
+    m[0] = 63;
+    gw__tcp_hello_encode(&hl, m + 1);
+    memset(m + 1 + GW_TCP_HELLO_SIZE, 0x33, GW_SOCK_MAC_LEN);
+    m[sizeof(m) - 1] = 'K';
+    put("fuzz_sock_auth", "acceptor-hello-proof", 0, 1, m, sizeof(m) - 1);
+    m[0] = 0;
+    put("fuzz_sock_auth", "acceptor-bytewise", 0, 1, m, sizeof(m) - 1);
+    static const char http[] = "?GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    put("fuzz_sock_auth", "acceptor-garbage", 0, 1, http, sizeof(http) - 1);
+    /* The acceptor's answer: its hello, a MAC and the admission byte. */
+    m[0] = 63;
+    put("fuzz_sock_auth", "dialler-reply", 1, 1, m, sizeof(m));
+    /* A man in the middle: nothing changed, then one byte of each message
+     * (dialler -> acceptor: hello, proof; acceptor -> dialler: hello, MAC,
+     * admission). */
+    gw__tcp_hello_encode(&hl, in);
+    put("fuzz_sock_auth", "middle-clean", 2, 1, in, GW_TCP_HELLO_SIZE);
+    static const struct {
+        const char *name;
+        uint8_t dir;
+        uint16_t at;
+    } at[] = {{"middle-hello", 0, 40},
+              {"middle-proof", 0, 70},
+              {"middle-reply", 1, 20},
+              {"middle-mac", 1, 60},
+              {"middle-admit", 1, 88}};
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+        uint8_t *c = in + GW_TCP_HELLO_SIZE;
+        c[0] = at[i].dir;
+        c[1] = (uint8_t)(at[i].at >> 8);
+        c[2] = (uint8_t)at[i].at;
+        c[3] = 0x01;
+        put("fuzz_sock_auth", at[i].name, 2, 1, in, GW_TCP_HELLO_SIZE + 4);
+    }
+}
+
 static void bootstrap_seeds(void)
 {
     uint8_t buf[GW_BS_REJECT_MAX_LEN + 64];
@@ -347,6 +397,7 @@ int main(int argc, char **argv)
         return 1;
     }
     tcp_seeds();
+    sock_auth_seeds();
     bootstrap_seeds();
     ib_seeds();
     env_seeds();

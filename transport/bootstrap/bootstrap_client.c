@@ -7,6 +7,12 @@
  * proving itself, and then waits for the WELCOME. One rank talks to one
  * peer, so blocking on each message with a deadline is all it needs; rank
  * 0, which serves many connections at once, is the side with the poll loop.
+ *
+ * A root flooded by strangers drops the oldest connections that have not
+ * spoken yet to make room for new ones (bootstrap_table.c), and a rank that
+ * connected while the root was busy can be among them before its HELLO is
+ * read. So a connection that rank 0 closes before its challenge arrives is
+ * not a failure: the rank connects again, until its deadline.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -18,6 +24,13 @@
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "transport/bootstrap/bootstrap_internal.h"
+
+/* A SYN that the root's kernel dropped (its accept queue full of strangers'
+ * connections) is sent again only after 1 s, then 3 s: an attempt that has
+ * not connected within 250 ms (doubling, up to 4 s) is given up and the
+ * rank dials again, which sends a new SYN at once. */
+#define CONNECT_ATTEMPT_FIRST_MS 250
+#define CONNECT_ATTEMPT_MAX_MS 4000
 
 static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
 {
@@ -53,7 +66,8 @@ static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
 }
 
 /* Connect to the root, retrying (rank 0 may not listen yet) with sleeps of
- * 10 ms doubling to 1 s, until the deadline. */
+ * 10 ms doubling to 1 s, until the deadline; each attempt is given up after
+ * attempt_ms (see CONNECT_ATTEMPT_FIRST_MS). */
 static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const char *port,
                                   int64_t start, int64_t deadline, int *out)
 {
@@ -65,6 +79,7 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
     gw_sock_retry_t retry;
     gw__sock_retry_init(&retry);
     int attempts = 0, last_errno = 0, last_gai = 0;
+    int attempt_ms = CONNECT_ATTEMPT_FIRST_MS;
     char last_addr[GW_BS_ADDR_TEXT] = "no address";
     for (;;) {
         struct addrinfo *res = NULL;
@@ -74,7 +89,8 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
             last_gai = 0;
             for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 gw__sock_addr_str(ai->ai_addr, last_addr, GW_BS_ADDR_TEXT);
-                int fd = try_connect(ai, deadline, &last_errno);
+                int64_t give_up = gw__now_ms() + attempt_ms;
+                int fd = try_connect(ai, give_up < deadline ? give_up : deadline, &last_errno);
                 if (fd >= 0) {
                     freeaddrinfo(res);
                     GW_TRACE(bs->log, GW_BS_SUBSYS,
@@ -83,6 +99,8 @@ static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const ch
                     *out = fd;
                     return GW_OK;
                 }
+                if (last_errno == ETIMEDOUT && attempt_ms < CONNECT_ATTEMPT_MAX_MS)
+                    attempt_ms *= 2;
             }
             freeaddrinfo(res);
         } else if (gai == EAI_AGAIN || gai == EAI_NONAME || gai == EAI_FAIL || gai == EAI_NODATA) {
@@ -157,14 +175,29 @@ gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *m
     return rej.status;
 }
 
-/* Read one whole handshake message whose type is in accept_mask. */
+/* The root closed or reset the connection before a byte of its answer:
+ * it dropped us unheard. */
+static int dropped_unheard(int r, const gw_sock_io_t *io)
+{
+    return io->done == 0 && (r == GW_SOCK_IO_EOF ||
+                             (r == GW_SOCK_IO_ERROR && (errno == ECONNRESET || errno == EPIPE)));
+}
+
+/* Read one whole handshake message whose type is in accept_mask. When
+ * dropped is not NULL and the root closes the connection before a byte of
+ * the message, *dropped is set and GW_ERR_REMOTE returned, unlogged. */
 static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned accept_mask,
                                      int64_t deadline, const char *what,
-                                     uint8_t buf[GW_BS_SMALL_MSG_MAX], gw_bs_hdr_t *hdr)
+                                     uint8_t buf[GW_BS_SMALL_MSG_MAX], gw_bs_hdr_t *hdr,
+                                     int *dropped)
 {
     gw_sock_io_t io;
     gw__sock_io_set(&io, buf, GW_BS_HDR_LEN, NULL, 0);
     int r = gw__sock_io_run(fd, &io, 0, deadline);
+    if (r != GW_SOCK_IO_DONE && dropped && dropped_unheard(r, &io)) {
+        *dropped = 1;
+        return GW_ERR_REMOTE;
+    }
     if (r != GW_SOCK_IO_DONE)
         return client_io_error(bs, r, what);
     const char *why = NULL;
@@ -185,14 +218,15 @@ static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned 
 }
 
 /* Read rank 0's answer: a message of `type`, whose whole length goes to
- * *len, or a REJECT, which is logged and whose status is returned. */
+ * *len, or a REJECT, which is logged and whose status is returned. dropped:
+ * as client_recv_small. */
 static gw_status_t client_recv_answer(const gw_bootstrap_t *bs, int fd, gw_bs_type_t type,
                                       int64_t deadline, const char *what,
-                                      uint8_t buf[GW_BS_SMALL_MSG_MAX], size_t *len)
+                                      uint8_t buf[GW_BS_SMALL_MSG_MAX], size_t *len, int *dropped)
 {
     gw_bs_hdr_t hdr;
     gw_status_t st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(type) | GW_BS_TYPE_BIT(GW_BS_REJECT),
-                                       deadline, what, buf, &hdr);
+                                       deadline, what, buf, &hdr, dropped);
     if (st != GW_OK)
         return st;
     *len = GW_BS_HDR_LEN + hdr.payload_len;
@@ -201,11 +235,71 @@ static gw_status_t client_recv_answer(const gw_bootstrap_t *bs, int fd, gw_bs_ty
     return GW_OK;
 }
 
+/* Connect, send the HELLO (with a fresh nonce each time) and read the
+ * CHALLENGE; connect again when the root drops the connection unheard (see
+ * the top of the file). */
+static gw_status_t client_hello(gw_bootstrap_t *bs, const char *host, const char *port,
+                                int64_t start, int64_t deadline, gw_bs_hello_t *hello, int *out,
+                                uint8_t buf[GW_BS_SMALL_MSG_MAX], size_t *len)
+{
+    gw_sock_retry_t retry;
+    gw__sock_retry_init(&retry);
+    for (int attempt = 1;; attempt++) {
+        gw_status_t st =
+            gw__bs_random_bytes(bs->log, hello->client_nonce, sizeof(hello->client_nonce));
+        if (st != GW_OK)
+            return st;
+        int fd = -1;
+        st = client_connect(bs, host, port, start, deadline, &fd);
+        if (st != GW_OK)
+            return st;
+        int dropped = 0;
+        gw__bs_encode_hello(hello, buf);
+        gw_sock_io_t io;
+        gw__sock_io_set(&io, buf, GW_BS_HELLO_LEN, NULL, 0);
+        int r = gw__sock_io_run(fd, &io, 1, deadline);
+        if (r == GW_SOCK_IO_ERROR && (errno == ECONNRESET || errno == EPIPE))
+            dropped = 1; /* closed before it read our HELLO */
+        else if (r != GW_SOCK_IO_DONE)
+            st = client_io_error(bs, r, "the hello");
+        else
+            st = client_recv_answer(bs, fd, GW_BS_CHALLENGE, deadline, "the challenge", buf, len,
+                                    &dropped);
+        if (!dropped) {
+            if (st == GW_OK)
+                *out = fd;
+            else
+                close(fd);
+            return st;
+        }
+        close(fd);
+        int wait = gw__sock_remaining_ms(deadline);
+        if (wait == 0) {
+            GW_ERROR(bs->log, GW_BS_SUBSYS,
+                     "rank 0 (root %s) closed every connection of this rank before its challenge "
+                     "(%d attempts in %lld ms): is the root flooded by other connections?",
+                     bs->root, attempt, (long long)(gw__now_ms() - start));
+            return GW_ERR_TIMEOUT;
+        }
+        int pause = gw__sock_retry_arm(&retry);
+        if (attempt == 1)
+            GW_INFO(bs->log, GW_BS_SUBSYS,
+                    "rank 0 (root %s) closed the connection before its challenge (a root that "
+                    "strangers flood drops connections it has not heard from yet); connecting "
+                    "again",
+                    bs->root);
+        poll(NULL, 0, pause < wait ? pause : wait);
+    }
+}
+
 gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
                                const uint8_t *key, size_t key_len, int64_t start, int64_t deadline)
 {
+    gw_bs_hello_t hello = {.rank = bs->rank, .size = bs->size};
     int fd = -1;
-    gw_status_t st = client_connect(bs, host, port, start, deadline, &fd);
+    uint8_t buf[GW_BS_SMALL_MSG_MAX];
+    size_t len = 0;
+    gw_status_t st = client_hello(bs, host, port, start, deadline, &hello, &fd, buf, &len);
     if (st != GW_OK)
         return st;
     bs->local_len = sizeof(bs->local);
@@ -216,20 +310,6 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
         goto err_close_fd;
     }
 
-    gw_bs_hello_t hello = {.rank = bs->rank, .size = bs->size};
-    st = gw__bs_random_bytes(bs->log, hello.client_nonce, sizeof(hello.client_nonce));
-    if (st != GW_OK)
-        goto err_close_fd;
-    uint8_t buf[GW_BS_SMALL_MSG_MAX];
-    gw__bs_encode_hello(&hello, buf);
-    st = client_send(bs, fd, buf, GW_BS_HELLO_LEN, deadline, "the hello");
-    if (st != GW_OK)
-        goto err_close_fd;
-
-    size_t len;
-    st = client_recv_answer(bs, fd, GW_BS_CHALLENGE, deadline, "the challenge", buf, &len);
-    if (st != GW_OK)
-        goto err_close_fd;
     gw_bs_challenge_t ch;
     const char *why = NULL;
     if (gw__bs_decode_challenge(buf, len, &ch, &why) != GW_OK) {
@@ -260,7 +340,7 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
         goto err_close_fd;
 
     st = client_recv_answer(bs, fd, GW_BS_WELCOME, deadline,
-                            "the join (waiting for every rank to join)", buf, &len);
+                            "the join (waiting for every rank to join)", buf, &len, NULL);
     if (st != GW_OK)
         goto err_close_fd;
     if (gw__bs_decode_welcome(buf, len, bs->job_id, &why) != GW_OK) {

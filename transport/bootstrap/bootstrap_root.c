@@ -3,79 +3,44 @@
  * authenticating every other rank (their side is in bootstrap_client.c, the
  * protocol in bootstrap_msg.h).
  *
- * Rank 0 binds the root address and runs one poll() loop over its listening
+ * Rank 0 binds the root address and runs one epoll loop over its listening
  * socket and every connection it accepted. Each connection is a small state
  * machine: read HELLO, write CHALLENGE (our proof that we know the token),
  * read RESPONSE (the rank's proof), then either join or be rejected. All
  * sockets are non-blocking, so a port scanner that connects and sends
  * nothing, or sends half a message, costs one slot until its handshake
- * deadline and never stalls the real ranks that connect beside it. When
- * size - 1 distinct ranks have joined, rank 0 closes the listener and sends
- * each a WELCOME carrying the job id.
+ * deadline and never stalls the real ranks that connect beside it. The
+ * connections that have not joined yet are held in a bounded table
+ * (bootstrap_table.c, which says how the join stays quick while thousands
+ * of strangers arrive with the ranks). When size - 1 distinct ranks have
+ * joined, rank 0 closes the listener and sends each a WELCOME carrying the
+ * job id.
  */
 #include <errno.h>
 #include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/sha256.h"
-#include "transport/bootstrap/bootstrap_internal.h"
+#include "transport/bootstrap/bootstrap_root.h"
 
 /* A connection has at most half the job's timeout (and at most 5 s) to
  * finish its handshake: legitimate ranks need milliseconds, and freeing the
- * slots of silent connections early keeps PENDING_MAX strangers from
- * locking the real ranks out for the whole job timeout. */
+ * slots of silent connections early keeps strangers from holding them for
+ * the whole job timeout. */
 #define HANDSHAKE_MAX_MS 5000
 #define HANDSHAKE_MIN_MS 50
-/* Unfinished handshakes held at once; beyond that, new connections wait in
- * the kernel's backlog until a slot frees. */
-#define PENDING_MAX 1024
-#define ACCEPT_PAUSE_MS 100
+#define EVENTS_MAX 256
+/* The kernel caps the backlog at net.core.somaxconn (4096 by default). */
+#define LISTEN_BACKLOG 65535
 
-typedef enum conn_state {
-    CONN_HELLO,     /* reading the HELLO */
-    CONN_CHALLENGE, /* writing the CHALLENGE */
-    CONN_RESPONSE,  /* reading the RESPONSE (or the rank's REJECT) */
-    CONN_REJECT,    /* writing our REJECT; closed once it is out */
-    CONN_JOINED,    /* authenticated and accepted, waiting for the others */
-    CONN_CLOSED,    /* dropped; removed from the table at the end of the pass */
-} conn_state_t;
-
-typedef struct conn {
-    int fd;
-    conn_state_t state;
-    int rank; /* as claimed in the HELLO */
-    int size;
-    int64_t deadline; /* of the handshake */
-    int hdr_done;     /* the header of the message being read is decoded */
-    gw_bs_hdr_t hdr;
-    gw_sock_io_t io;
-    char addr[GW_BS_ADDR_TEXT];
-    uint8_t client_nonce[GW_BS_NONCE_LEN];
-    uint8_t server_nonce[GW_BS_NONCE_LEN];
-    uint8_t buf[GW_BS_SMALL_MSG_MAX];
-} conn_t;
-
-typedef struct join {
-    gw_bootstrap_t *bs;
-    const uint8_t *key;
-    size_t key_len;
-    int lfd;
-    int handshake_ms;
-    conn_t **conns;
-    size_t nconns, cap;
-    conn_t **by_rank; /* [size]: the joined connection of each rank */
-    int joined;       /* ranks other than 0 */
-    gw_status_t fatal;
-    int64_t accept_paused_until;
-    int cap_warned;
-    struct pollfd *pfds;
-    size_t pfds_cap;
-} join_t;
+/* The names this file's functions have always used. */
+typedef gw_bs_join_t join_t;
+typedef gw_bs_conn_t conn_t;
 
 static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char *port, int *out)
 {
@@ -119,7 +84,7 @@ static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char 
                      bs->root, addr);
             goto err_close_fd;
         }
-        if (listen(fd, SOMAXCONN) != 0) {
+        if (listen(fd, LISTEN_BACKLOG) != 0) {
             GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot listen on the root address %s (%s): %m",
                      bs->root, addr);
             goto err_close_fd;
@@ -145,25 +110,27 @@ out_free:
     return st;
 }
 
-/* The connection leaves the table at the end of this pass. */
-static void conn_close(join_t *j, conn_t *c)
+/* Watch the socket for what its state waits on (a connection just accepted
+ * is not in the set yet: events 0). */
+static void conn_watch(join_t *j, conn_t *c)
 {
-    if (c->state == CONN_JOINED && j->by_rank[c->rank] == c) {
-        j->by_rank[c->rank] = NULL;
-        j->joined--;
+    if (c->state == GW_BS_CONN_CLOSED)
+        return;
+    uint32_t want =
+        c->state == GW_BS_CONN_CHALLENGE || c->state == GW_BS_CONN_REJECT ? EPOLLOUT : EPOLLIN;
+    if (want == c->events)
+        return;
+    struct epoll_event ev = {.events = want, .data.ptr = c};
+    if (epoll_ctl(j->ep, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        GW_WARN(j->bs->log, GW_BS_SUBSYS, "epoll_ctl for the connection from %s: %m; dropping it",
+                c->addr);
+        gw__bs_conn_close(j, c);
+        return;
     }
-    close(c->fd);
-    c->fd = -1;
-    c->state = CONN_CLOSED;
+    c->events = want;
 }
 
-static void conn_drop(join_t *j, conn_t *c, const char *why)
-{
-    GW_WARN(j->bs->log, GW_BS_SUBSYS, "dropped connection from %s: %s", c->addr, why);
-    conn_close(j, c);
-}
-
-static void conn_start_read(conn_t *c, conn_state_t state)
+static void conn_start_read(conn_t *c, gw_bs_conn_state_t state)
 {
     c->state = state;
     c->hdr_done = 0;
@@ -172,7 +139,7 @@ static void conn_start_read(conn_t *c, conn_state_t state)
 
 static void conn_write(join_t *j, conn_t *c);
 
-static void conn_start_write(join_t *j, conn_t *c, conn_state_t state, size_t len)
+static void conn_start_write(join_t *j, conn_t *c, gw_bs_conn_state_t state, size_t len)
 {
     c->state = state;
     gw__sock_io_set(&c->io, c->buf, len, NULL, 0);
@@ -181,7 +148,7 @@ static void conn_start_write(join_t *j, conn_t *c, conn_state_t state, size_t le
 
 static void conn_reject(join_t *j, conn_t *c, gw_status_t status, const char *reason)
 {
-    conn_start_write(j, c, CONN_REJECT, gw__bs_encode_reject(status, reason, c->buf));
+    conn_start_write(j, c, GW_BS_CONN_REJECT, gw__bs_encode_reject(status, reason, c->buf));
 }
 
 static void conn_write(join_t *j, conn_t *c)
@@ -192,16 +159,16 @@ static void conn_write(join_t *j, conn_t *c)
     if (r != GW_SOCK_IO_DONE) {
         char why[96];
         snprintf(why, sizeof(why), "send failed: %m");
-        if (c->state == CONN_REJECT)
-            conn_close(j, c); /* the reason was logged when we rejected it */
+        if (c->state == GW_BS_CONN_REJECT)
+            gw__bs_conn_close(j, c); /* the reason was logged when we rejected it */
         else
-            conn_drop(j, c, why);
+            gw__bs_conn_drop(j, c, GW_BS_DROP_LEFT, why);
         return;
     }
-    if (c->state == CONN_CHALLENGE)
-        conn_start_read(c, CONN_RESPONSE);
+    if (c->state == GW_BS_CONN_CHALLENGE)
+        conn_start_read(c, GW_BS_CONN_RESPONSE);
     else
-        conn_close(j, c); /* CONN_REJECT: the rank has its reason */
+        gw__bs_conn_close(j, c); /* GW_BS_CONN_REJECT: the rank has its reason */
 }
 
 /* Read the message of the current state. 1: complete, 0: not yet, -1: the
@@ -213,20 +180,20 @@ static int conn_read(join_t *j, conn_t *c, unsigned accept_mask)
         if (r == GW_SOCK_IO_AGAIN)
             return 0;
         if (r == GW_SOCK_IO_EOF) {
-            conn_drop(j, c, "closed during the handshake");
+            gw__bs_conn_drop(j, c, GW_BS_DROP_LEFT, "closed during the handshake");
             return -1;
         }
         if (r == GW_SOCK_IO_ERROR) {
             char why[96];
             snprintf(why, sizeof(why), "receive failed during the handshake: %m");
-            conn_drop(j, c, why);
+            gw__bs_conn_drop(j, c, GW_BS_DROP_LEFT, why);
             return -1;
         }
         if (c->hdr_done)
             return 1;
         const char *why = NULL;
         if (gw__bs_decode_hdr(c->buf, GW_BS_HDR_LEN, &c->hdr, &why) != GW_OK) {
-            conn_drop(j, c, why);
+            gw__bs_conn_drop(j, c, GW_BS_DROP_GARBAGE, why);
             return -1;
         }
         if (!(accept_mask & GW_BS_TYPE_BIT(c->hdr.type)) ||
@@ -234,7 +201,7 @@ static int conn_read(join_t *j, conn_t *c, unsigned accept_mask)
             char text[96];
             snprintf(text, sizeof(text), "unexpected %s message during the handshake",
                      gw__bs_type_name(c->hdr.type));
-            conn_drop(j, c, text);
+            gw__bs_conn_drop(j, c, GW_BS_DROP_GARBAGE, text);
             return -1;
         }
         c->hdr_done = 1;
@@ -248,23 +215,25 @@ static void conn_on_hello(join_t *j, conn_t *c)
     gw_bs_hello_t hello;
     const char *why = NULL;
     if (gw__bs_decode_hello(c->buf, c->io.total, &hello, &why) != GW_OK) {
-        conn_drop(j, c, why);
+        gw__bs_conn_drop(j, c, GW_BS_DROP_GARBAGE, why);
         return;
     }
+    gw__bs_table_spoke(j, c);
+    (void)gw__sock_nodelay(c->fd); /* best effort: only latency is at stake */
     c->rank = hello.rank;
     c->size = hello.size;
     memcpy(c->client_nonce, hello.client_nonce, GW_BS_NONCE_LEN);
     gw_status_t st = gw__bs_random_bytes(j->bs->log, c->server_nonce, GW_BS_NONCE_LEN);
     if (st != GW_OK) {
         j->fatal = st;
-        conn_close(j, c);
+        gw__bs_conn_close(j, c);
         return;
     }
     gw_bs_challenge_t ch;
     memcpy(ch.server_nonce, c->server_nonce, GW_BS_NONCE_LEN);
     gw__bs_root_proof(j->key, j->key_len, c->client_nonce, c->server_nonce, ch.root_proof);
     gw__bs_encode_challenge(&ch, c->buf);
-    conn_start_write(j, c, CONN_CHALLENGE, GW_BS_CHALLENGE_LEN);
+    conn_start_write(j, c, GW_BS_CONN_CHALLENGE, GW_BS_CHALLENGE_LEN);
 }
 
 static void conn_on_response(join_t *j, conn_t *c)
@@ -276,25 +245,32 @@ static void conn_on_response(join_t *j, conn_t *c)
         /* The rank could not verify our proof, or gave up for its own reason. */
         gw_bs_reject_t rej;
         if (gw__bs_decode_reject(c->buf, c->io.total, &rej, &why) != GW_OK) {
-            conn_drop(j, c, why);
+            gw__bs_conn_drop(j, c, GW_BS_DROP_GARBAGE, why);
             return;
         }
         snprintf(text, sizeof(text), "%s (the peer, claiming rank %d, says: %s)",
                  rej.status == GW_ERR_AUTH ? "wrong job token" : "the peer gave up", c->rank,
                  rej.reason);
-        conn_drop(j, c, text);
+        gw__bs_conn_drop(j, c, GW_BS_DROP_AUTH, text);
         return;
     }
     uint8_t got[GW_BS_PROOF_LEN], want[GW_BS_PROOF_LEN];
     if (gw__bs_decode_response(c->buf, c->io.total, got, &why) != GW_OK) {
-        conn_drop(j, c, why);
+        gw__bs_conn_drop(j, c, GW_BS_DROP_GARBAGE, why);
         return;
     }
     gw__bs_rank_proof(j->key, j->key_len, c->server_nonce, c->client_nonce, (uint32_t)c->rank,
                       want);
     if (!gw__ct_equal(got, want, sizeof(want))) {
-        GW_WARN(bs->log, GW_BS_SUBSYS, "dropped connection from %s: wrong job token", c->addr);
-        conn_reject(j, c, GW_ERR_AUTH, "wrong job token: rank 0 rejects this rank's proof");
+        /* A rank with another token finds out from our proof and rejects
+         * it (above), so a wrong proof comes from a peer that did not check
+         * ours: a stranger guessing, or flooding. Like a login prompt, the
+         * root answers it late, at the connection's handshake deadline
+         * (gw__bs_table_expire): a flood that waits for each answer before
+         * it connects again then costs the root a slot per connection, not
+         * a handshake every few microseconds. */
+        gw__bs_stranger(j, c, GW_BS_DROP_AUTH, "wrong job token");
+        gw__bs_table_wrong(j, c);
         return;
     }
     /* Authenticated: now the rank's claims are worth an explanation. */
@@ -307,9 +283,7 @@ static void conn_on_response(join_t *j, conn_t *c)
         snprintf(text, sizeof(text), "duplicate rank: rank %d already joined from %s", c->rank,
                  j->by_rank[c->rank]->addr);
     else {
-        c->state = CONN_JOINED;
-        j->by_rank[c->rank] = c;
-        j->joined++;
+        gw__bs_table_joined(j, c); /* never evicted, never expires */
         GW_INFO(bs->log, GW_BS_SUBSYS, "rank %d joined from %s (%d of %d ranks)", c->rank, c->addr,
                 j->joined + 1, bs->size);
         return;
@@ -327,109 +301,49 @@ static void conn_check_joined(join_t *j, conn_t *c)
     ssize_t r = recv(c->fd, &b, 1, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
-    char why[128];
     if (r == 0)
-        snprintf(why, sizeof(why), "rank %d disconnected before every rank joined", c->rank);
+        GW_WARN(j->bs->log, GW_BS_SUBSYS,
+                "dropped connection from %s: rank %d disconnected before every rank joined",
+                c->addr, c->rank);
     else if (r < 0)
-        snprintf(why, sizeof(why), "rank %d failed before every rank joined: %m", c->rank);
+        GW_WARN(j->bs->log, GW_BS_SUBSYS,
+                "dropped connection from %s: rank %d failed before every rank joined: %m", c->addr,
+                c->rank);
     else
-        snprintf(why, sizeof(why), "rank %d sent data before the welcome", c->rank);
-    conn_drop(j, c, why);
+        GW_WARN(j->bs->log, GW_BS_SUBSYS,
+                "dropped connection from %s: rank %d sent data before the welcome", c->addr,
+                c->rank);
+    gw__bs_conn_close(j, c);
 }
 
-static void conn_event(join_t *j, conn_t *c)
+void gw__bs_conn_event(join_t *j, conn_t *c)
 {
     switch (c->state) {
-    case CONN_HELLO:
+    case GW_BS_CONN_HELLO:
         if (conn_read(j, c, GW_BS_TYPE_BIT(GW_BS_HELLO)) == 1)
             conn_on_hello(j, c);
         break;
-    case CONN_RESPONSE:
+    case GW_BS_CONN_RESPONSE:
         if (conn_read(j, c, GW_BS_TYPE_BIT(GW_BS_RESPONSE) | GW_BS_TYPE_BIT(GW_BS_REJECT)) == 1)
             conn_on_response(j, c);
         break;
-    case CONN_CHALLENGE:
-    case CONN_REJECT:
+    case GW_BS_CONN_CHALLENGE:
+    case GW_BS_CONN_REJECT:
         conn_write(j, c);
         break;
-    case CONN_JOINED:
+    case GW_BS_CONN_WRONG:
+        gw__bs_conn_close(j, c); /* it left, or says more: logged already */
+        return;
+    case GW_BS_CONN_JOINED:
         conn_check_joined(j, c);
         break;
-    case CONN_CLOSED:
-        break;
+    case GW_BS_CONN_CLOSED:
+        return;
     }
+    conn_watch(j, c);
 }
 
-static size_t pending_count(const join_t *j) { return j->nconns - (size_t)j->joined; }
-
-static void accept_all(join_t *j)
-{
-    const gw_bootstrap_t *bs = j->bs;
-    while (pending_count(j) < PENDING_MAX) {
-        char addr[GW_BS_ADDR_TEXT];
-        int fd = gw__sock_accept(j->lfd, addr, sizeof(addr));
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                /* Out of descriptors or memory: let handshakes finish or
-                 * expire, and try again a little later. */
-                GW_WARN(bs->log, GW_BS_SUBSYS, "accept on %s failed: %m; retrying in %d ms",
-                        bs->root, ACCEPT_PAUSE_MS);
-                j->accept_paused_until = gw__now_ms() + ACCEPT_PAUSE_MS;
-            }
-            return;
-        }
-        if (j->nconns == j->cap) {
-            size_t cap = j->cap ? 2 * j->cap : 16;
-            conn_t **grown = realloc(j->conns, cap * sizeof(*grown));
-            if (!grown) {
-                close(fd);
-                GW_WARN(bs->log, GW_BS_SUBSYS, "out of memory accepting a connection on %s",
-                        bs->root);
-                j->accept_paused_until = gw__now_ms() + ACCEPT_PAUSE_MS;
-                return;
-            }
-            j->conns = grown;
-            j->cap = cap;
-        }
-        conn_t *c = calloc(1, sizeof(*c));
-        if (!c) {
-            close(fd);
-            GW_WARN(bs->log, GW_BS_SUBSYS, "out of memory accepting a connection on %s", bs->root);
-            j->accept_paused_until = gw__now_ms() + ACCEPT_PAUSE_MS;
-            return;
-        }
-        c->fd = fd;
-        c->rank = -1;
-        c->deadline = gw__now_ms() + j->handshake_ms;
-        memcpy(c->addr, addr, sizeof(c->addr));
-        (void)gw__sock_nodelay(fd); /* best effort: only latency is at stake */
-        conn_start_read(c, CONN_HELLO);
-        j->conns[j->nconns++] = c;
-        GW_TRACE(bs->log, GW_BS_SUBSYS, "connection from %s", c->addr);
-    }
-    if (!j->cap_warned) {
-        j->cap_warned = 1;
-        GW_WARN(bs->log, GW_BS_SUBSYS,
-                "%d unfinished handshakes on %s: new connections wait until some finish or "
-                "expire",
-                PENDING_MAX, bs->root);
-    }
-}
-
-/* Free closed connections and compact the table. */
-static void sweep(join_t *j)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < j->nconns; i++) {
-        if (j->conns[i]->state == CONN_CLOSED)
-            free(j->conns[i]);
-        else
-            j->conns[k++] = j->conns[i];
-    }
-    j->nconns = k;
-}
+/* ---- the join ------------------------------------------------------------------ */
 
 static gw_status_t join_timeout(const join_t *j, int64_t waited)
 {
@@ -459,81 +373,61 @@ static gw_status_t join_timeout(const join_t *j, int64_t waited)
 static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
 {
     gw_bootstrap_t *bs = j->bs;
+    struct epoll_event evs[EVENTS_MAX];
     while (j->joined < bs->size - 1) {
         int64_t now = gw__now_ms();
-        if (now >= deadline)
+        if (now >= deadline) {
+            gw__bs_strangers_summary(j, now, 1);
             return join_timeout(j, now - start);
-        if (j->pfds_cap < j->nconns + 1) {
-            size_t cap = 2 * (j->nconns + 1);
-            struct pollfd *grown = realloc(j->pfds, cap * sizeof(*grown));
-            if (!grown) {
-                GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory polling %zu connections", j->nconns);
-                return GW_ERR_NO_MEMORY;
-            }
-            j->pfds = grown;
-            j->pfds_cap = cap;
         }
         int64_t wake = deadline;
-        int accepting = pending_count(j) < PENDING_MAX;
-        if (accepting && now < j->accept_paused_until) {
-            accepting = 0;
+        if (j->accept_paused_until && j->accept_paused_until < wake)
             wake = j->accept_paused_until;
-        }
-        j->pfds[0] = (struct pollfd){.fd = accepting ? j->lfd : -1, .events = POLLIN};
-        for (size_t i = 0; i < j->nconns; i++) {
-            conn_t *c = j->conns[i];
-            int writing = c->state == CONN_CHALLENGE || c->state == CONN_REJECT;
-            j->pfds[i + 1] = (struct pollfd){.fd = c->fd, .events = writing ? POLLOUT : POLLIN};
-            if (c->state != CONN_JOINED && c->deadline < wake)
-                wake = c->deadline;
-        }
-        size_t polled = j->nconns;
-        int r = poll(j->pfds, polled + 1, gw__sock_remaining_ms(wake));
-        if (r < 0) {
+        if (gw__bs_table_next_deadline(j) < wake)
+            wake = gw__bs_table_next_deadline(j);
+        if (gw__bs_strangers_summary_due(j) < wake)
+            wake = gw__bs_strangers_summary_due(j);
+        int n = epoll_wait(j->ep, evs, EVENTS_MAX, gw__sock_remaining_ms(wake));
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
-            GW_ERROR(bs->log, GW_BS_SUBSYS, "poll on the root connections failed: %m");
+            GW_ERROR(bs->log, GW_BS_SUBSYS, "epoll_wait on the root connections failed: %m");
             return GW_ERR_SYSTEM;
         }
-        for (size_t i = 0; i < polled; i++)
-            if (j->pfds[i + 1].revents)
-                conn_event(j, j->conns[i]);
+        int listener = 0;
+        for (int k = 0; k < n; k++) {
+            if (evs[k].data.ptr)
+                gw__bs_conn_event(j, evs[k].data.ptr);
+            else
+                listener = 1;
+        }
+        if (j->fatal != GW_OK)
+            return j->fatal;
+        /* After the events: a rank whose HELLO was just read is no longer
+         * among the silent connections when the new ones need room. */
+        now = gw__now_ms();
+        if (listener || (j->accept_paused_until && now >= j->accept_paused_until))
+            gw__bs_table_accept(j);
         if (j->fatal != GW_OK)
             return j->fatal;
         now = gw__now_ms();
-        for (size_t i = 0; i < polled; i++) {
-            conn_t *c = j->conns[i];
-            if (c->state != CONN_JOINED && c->state != CONN_CLOSED && now >= c->deadline) {
-                char why[96];
-                snprintf(why, sizeof(why), "no complete handshake within %d ms", j->handshake_ms);
-                if (c->state == CONN_REJECT)
-                    conn_close(j, c);
-                else
-                    conn_drop(j, c, why);
-            }
-        }
-        sweep(j);
-        if (j->pfds[0].revents)
-            accept_all(j);
+        gw__bs_table_expire(j, now);
+        gw__bs_table_free_dead(j);
+        gw__bs_strangers_summary(j, now, 0);
     }
+    gw__bs_strangers_summary(j, gw__now_ms(), 1);
     return GW_OK;
 }
 
-/* Every rank is in: stop listening, drop the stragglers, send the welcomes. */
+/* Every rank is in: stop listening, send the welcomes. The unfinished
+ * handshakes left are closed after them (gw__bs_table_cleanup): closing
+ * thousands of strangers' sockets takes a while, and the ranks need not
+ * wait for it. */
 static gw_status_t root_welcome(join_t *j, int64_t deadline)
 {
     gw_bootstrap_t *bs = j->bs;
     close(j->lfd);
     j->lfd = -1;
-    for (size_t i = 0; i < j->nconns; i++) {
-        conn_t *c = j->conns[i];
-        if (c->state != CONN_JOINED) {
-            GW_INFO(bs->log, GW_BS_SUBSYS, "closing connection from %s: every rank has joined",
-                    c->addr);
-            conn_close(j, c);
-        }
-    }
-    sweep(j);
     for (int r = 1; r < bs->size; r++) {
         conn_t *c = j->by_rank[r];
         uint8_t msg[GW_BS_WELCOME_LEN];
@@ -573,12 +467,14 @@ gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *p
     j.key = key;
     j.key_len = key_len;
     j.lfd = -1;
+    j.ep = -1;
     j.fatal = GW_OK;
     j.handshake_ms = bs->timeout_ms / 2;
     if (j.handshake_ms > HANDSHAKE_MAX_MS)
         j.handshake_ms = HANDSHAKE_MAX_MS;
     if (j.handshake_ms < HANDSHAKE_MIN_MS)
         j.handshake_ms = HANDSHAKE_MIN_MS;
+    gw__bs_table_init(&j);
     j.by_rank = calloc((size_t)bs->size, sizeof(*j.by_rank));
     bs->fds = malloc((size_t)bs->size * sizeof(*bs->fds));
     bs->peer_addr = calloc((size_t)bs->size, sizeof(*bs->peer_addr));
@@ -589,9 +485,21 @@ gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *p
     }
     for (int r = 0; r < bs->size; r++)
         bs->fds[r] = -1;
+    j.ep = epoll_create1(EPOLL_CLOEXEC);
+    if (j.ep < 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "epoll_create1 for the root connections: %m");
+        st = GW_ERR_SYSTEM;
+        goto out_free;
+    }
     st = root_listen(bs, host, port, &j.lfd);
     if (st != GW_OK)
         goto out_free;
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(j.ep, EPOLL_CTL_ADD, j.lfd, &lev) != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "epoll_ctl for the root socket %s: %m", bs->root);
+        st = GW_ERR_SYSTEM;
+        goto out_free;
+    }
     st = root_join(&j, start, deadline);
     if (st == GW_OK)
         st = root_welcome(&j, deadline);
@@ -604,16 +512,24 @@ gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *p
         }
         GW_INFO(bs->log, GW_BS_SUBSYS, "all %d ranks joined at %s", bs->size, bs->root);
     }
+out_free:
     if (j.lfd >= 0)
         close(j.lfd);
-out_free:
-    for (size_t i = 0; i < j.nconns; i++) {
-        if (j.conns[i]->fd >= 0)
-            close(j.conns[i]->fd);
-        free(j.conns[i]);
+    /* The epoll set goes first: then closing each socket need not take it
+     * out of the set. */
+    if (j.ep >= 0)
+        close(j.ep);
+    j.ep = -1;
+    gw__bs_table_cleanup(&j);
+    for (int r = 1; j.by_rank && r < bs->size; r++) {
+        conn_t *c = j.by_rank[r];
+        if (!c)
+            continue;
+        if (c->fd >= 0)
+            close(c->fd);
+        free(c);
     }
-    free(j.conns);
-    free(j.pfds);
+    gw__bs_table_free_dead(&j);
     free(j.by_rank);
     return st;
 }

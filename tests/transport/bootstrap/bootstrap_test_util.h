@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -41,6 +42,8 @@ typedef struct spec {
     int ngathers;
     size_t lens[MAX_GATHERS];
     int die_after_open; /* exit right after joining, before any all-gather */
+    long nofile_soft;   /* > 0: the rank process's soft RLIMIT_NOFILE */
+    long nofile_hard;   /* > 0: and its hard one */
 } spec_t;
 
 typedef struct result {
@@ -136,6 +139,17 @@ static inline void run_rank(const job_t *j, const spec_t *s, int slot)
         lg.owns_file = 1;
     }
     lg.level = GW_LOG_INFO;
+    struct rlimit rl;
+    if ((s->nofile_soft > 0 || s->nofile_hard > 0) && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (s->nofile_hard > 0)
+            rl.rlim_max = (rlim_t)s->nofile_hard;
+        if (s->nofile_soft > 0)
+            rl.rlim_cur = (rlim_t)s->nofile_soft;
+        if (rl.rlim_cur > rl.rlim_max)
+            rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(3);
+    }
     gw_bootstrap_params_t p = {
         .rank = s->rank,
         .size = s->size,

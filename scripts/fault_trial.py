@@ -374,12 +374,15 @@ class Trial:
         return self.finish(res, t_fault)
 
     def kill_all(self):
-        for rk in self.ranks:
-            if rk.status is None:
-                try:
-                    os.killpg(rk.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        # Stop them all first, so that none sees another die and reports
+        # on it after the trial is over.
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for rk in self.ranks:
+                if rk.status is None:
+                    try:
+                        os.killpg(rk.proc.pid, sig)
+                    except ProcessLookupError:
+                        pass
 
     def release(self, drain=True):
         """Kill what is left of the job (the hung, a stopped victim), reap

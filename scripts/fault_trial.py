@@ -86,7 +86,7 @@ class Place:
         try:
             p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "sh",
                                   "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 preexec_fn=die_with_parent, text=True)
+                                 preexec_fn=die_with_parent, text=True, cwd="/")
         except OSError as e:
             log(f"note: no private /dev/shm ({e}); segments left by a trial are only counted")
             return
@@ -136,7 +136,10 @@ class Place:
             if self.prefix:
                 pre.append(f"--net=/run/netns/{self.prefix}{rank}")
             if self.holder:
-                pre.append(f"--mount=/proc/{self.holder.pid}/ns/mnt")
+                # Entering a mount namespace moves the root to the namespace's
+                # own; -r -w keep the holder's (they differ in a chroot, as in
+                # the VM).
+                pre += ["--target", str(self.holder.pid), "--mount", "--root", "--wd"]
             pre.append("--")
         return pre + argv
 

@@ -181,10 +181,13 @@ GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
  * 100 ms. Does not free: call gw_comm_destroy() afterwards. */
 GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 
-/* The rank blamed for the communicator's failure: the peer that died, hung,
- * aborted first or disagreed, as this rank learned it; -1 while the
- * communicator is healthy, when the failure was this rank's own (an invalid
- * argument, gw_comm_abort) or when no rank could be named, and for NULL. */
+/* The rank blamed for the communicator's failure: the rank that died, hung,
+ * disagreed or passed a bad argument, whichever rank this one heard of the
+ * failure from (an abort carries whom its sender blames, and a rank that
+ * relays an abort passes that on); this rank's own when the failure was
+ * its own (an invalid argument, gw_comm_abort, no memory), so that a
+ * launcher can tell the rank at fault from its victims; -1 while the
+ * communicator is healthy, when no rank could be named, and for NULL. */
 GW_API int gw_comm_culprit(const gw_comm_t *comm);
 
 /* Rank and size of a communicator (-1 for NULL). */

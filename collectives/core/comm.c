@@ -235,6 +235,7 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     comm->tuning.chunk_bytes = comm->chunk_bytes;
     comm->failed = GW_OK;
     comm->culprit = -1;
+    comm->origin = -1;
     if (comm->size == 1)
         goto done;
 

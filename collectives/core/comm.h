@@ -34,6 +34,7 @@ struct gw_comm {
     gw_msg_tag_t tag;   /* tag of the call in progress (tag.c) */
     gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
     int culprit;        /* the rank the failure is blamed on, -1: none */
+    int origin;         /* the rank that first reported the failure */
     size_t chunk_bytes; /* pipelining granularity of ring and tree */
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
@@ -132,9 +133,12 @@ gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);
 /* Mark the communicator failed (first error wins), tell peers via the
  * transport's abort, and return the sticky status. The failure is blamed
  * on the transport's culprit when the transport failed (the peer it
- * named), on nobody otherwise. */
+ * named, or the culprit a peer's abort named), on this rank otherwise:
+ * then it is this rank's own fault. */
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status);
-/* gw__comm_fail blaming `culprit` (a rank, or -1 for nobody). */
-gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit);
+/* gw__comm_fail blaming `culprit` (a rank, or -1 for nobody), first
+ * reported by `origin` (-1: this rank), found as `kind` says. */
+gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit, int origin,
+                                gw_blame_kind_t kind);
 
 #endif

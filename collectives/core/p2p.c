@@ -118,7 +118,7 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
             break;
         }
     }
-    return gw__comm_fail_blame(comm, GW_ERR_TIMEOUT, culprit);
+    return gw__comm_fail_blame(comm, GW_ERR_TIMEOUT, culprit, comm->rank, GW_BLAME_TIMEOUT);
 }
 
 /* The first completed request of reqs[0..n), or -1 when none is (NULL

@@ -58,7 +58,9 @@ static void tcp_seeds(void)
     put("fuzz_tcp_wire", "hdr-data", 0, 1, hdr, sizeof(hdr));
     h.type = 3;
     h.status = (int32_t)GW_ERR_TIMEOUT;
-    h.total = h.part_len = 0;
+    h.part_len = 0;
+    h.total = 2;  /* the rank that first reported the failure */
+    h.offset = 1; /* the rank it blames */
     gw__tcp_hdr_encode(&h, hdr);
     put("fuzz_tcp_wire", "hdr-abort", 0, 1, hdr, sizeof(hdr));
 
@@ -154,6 +156,9 @@ static void ib_seeds(void)
     uint32_t imm = gw__ib_imm_encode(GW_IB_IMM_DATA, 5);
     uint8_t ib[4] = {(uint8_t)(imm >> 24), (uint8_t)(imm >> 16), (uint8_t)(imm >> 8), (uint8_t)imm};
     put("fuzz_ib_wire", "imm", 3, 1, ib, sizeof(ib));
+    imm = gw__ib_imm_encode(GW_IB_IMM_ABORT_FROM, gw__ib_abort_from_encode(2, 1));
+    uint8_t ab[4] = {(uint8_t)(imm >> 24), (uint8_t)(imm >> 16), (uint8_t)(imm >> 8), (uint8_t)imm};
+    put("fuzz_ib_wire", "imm-abort-from", 3, 1, ab, sizeof(ab));
     gw_ib_hello_t hl;
     memset(&hl, 0, sizeof(hl));
     hl.id.magic = GW_IB_HELLO_MAGIC;

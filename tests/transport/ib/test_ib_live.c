@@ -307,7 +307,7 @@ static int mismatch_body(rank_t *r)
     gw_msg_tag_t cur = {.seq = 3, .sig = r->rank == 0 ? c->send_sig : c->recv_sig};
     gw_status_t st = wait_all(r, &q, 1, &cur);
     if (st == GW_ERR_MISMATCH) {
-        r->t->ops->abort(r->t, st);
+        gw__transport_abort(r->t, st);
     } else if (st == GW_OK) {
         int64_t end = gw__now_ms() + DEADLINE_MS;
         while (st == GW_OK && gw__now_ms() < end)
@@ -406,7 +406,7 @@ static int conflict_body(rank_t *r)
     while (st == GW_OK && gw__now_ms() < end)
         st = r->t->ops->progress(r->t, &cur, 10);
     CHECK(st == GW_ERR_MISMATCH, "got %s", gw_status_name(st));
-    r->t->ops->abort(r->t, st); /* as the communicator does */
+    gw__transport_abort(r->t, st); /* as the communicator does */
     return 0;
 }
 
@@ -488,7 +488,7 @@ static int abort_body(rank_t *r)
     uint8_t buf[64];
     gw_request_t q;
     if (r->rank == 0) {
-        r->t->ops->abort(r->t, GW_ERR_TIMEOUT);
+        gw__transport_abort(r->t, GW_ERR_TIMEOUT);
         return 0;
     }
     post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 1, 0);

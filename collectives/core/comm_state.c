@@ -24,14 +24,24 @@ gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit, int origin,
                                 gw_blame_kind_t kind)
 {
-    (void)kind;
-    if (status == GW_OK)
+    gw_comm_blame_t b = {
+        .status = status, .culprit = culprit, .origin = origin, .kind = kind, .waiting_on = -1};
+    return gw__comm_fail_with(comm, &b);
+}
+
+gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
+{
+    if (b->status == GW_OK)
         return comm->failed;
     if (comm->failed != GW_OK)
         return comm->failed;
+    /* Every rank names the same culprit: the referee's (blame.c). */
+    if (!b->settled)
+        gw__comm_blame_settle(comm, b);
+    gw_status_t status = b->status;
     comm->failed = status;
-    comm->culprit = culprit >= 0 && culprit < comm->size ? culprit : -1;
-    comm->origin = origin >= 0 && origin < comm->size ? origin : comm->rank;
+    comm->culprit = b->culprit >= 0 && b->culprit < comm->size ? b->culprit : -1;
+    comm->origin = b->origin >= 0 && b->origin < comm->size ? b->origin : comm->rank;
     /* Tell the peers now: they may be blocked on us in this collective, and
      * an abort frame ends their wait with our reason instead of a timeout.
      * It passes on whom we blame and who reported it first, so that a rank

@@ -315,7 +315,13 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
                  h->req.kind == GW_REQ_SEND ? "send to" : "receive from", h->req.peer,
                  h->req.bytes_done);
         *done = 1;
-        return finish(h, gw__comm_fail(comm, GW_ERR_TIMEOUT));
+        gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
+                             .culprit = h->req.peer,
+                             .origin = comm->rank,
+                             .kind = GW_BLAME_TIMEOUT,
+                             .waiting_on = h->req.peer,
+                             .stalled_ms = now - h->last_moved_ms};
+        return finish(h, gw__comm_fail_with(comm, &b));
     }
     return GW_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * Fault handling over real processes, over TCP and over shared memory:
  * disagreeing ranks, bad arguments, a peer that dies before or during a
- * collective, a wrong job token. Every rank must report the error that fits
+ * collective, a peer that is stopped or late, a wrong job token. Every rank
+ * must report the error that fits
  * (the exact status, checked rank by rank), promptly, with its memory
  * intact, and the error must name the rank at fault: the rank that passed
  * the bad argument, or the rank that died (a survivor may name a neighbour
@@ -79,6 +80,17 @@ static int blamed(const run_result_t *r, int rank)
     if (!rank_line(r->output, rank, " ERROR rank ", line, sizeof(line)))
         return -1;
     return atoi(strstr(line, " ERROR rank ") + strlen(" ERROR rank "));
+}
+
+/* The culprit a rank printed ("rank R: GW_ERR_X after T ms, culprit K"),
+ * or -2 when it printed none. */
+static int culprit_of(const run_result_t *r, int rank)
+{
+    char want[32], line[1024];
+    snprintf(want, sizeof(want), "rank %d: ", rank);
+    if (!rank_line(r->output, rank, want, line, sizeof(line)) || !strstr(line, ", culprit "))
+        return -2;
+    return atoi(strstr(line, ", culprit ") + strlen(", culprit "));
 }
 
 /* Every other rank's error leads to `culprit`: it names it, or names a rank
@@ -239,4 +251,72 @@ Test(faults_tcp, wrong_token_is_rejected, .timeout = 90)
                   "over %s: the root did not name rank 1 as missing:\n%s", t, r.output);
         free(r.output);
     }
+}
+
+/* ---- blame: the rank at fault, named on every rank ---------------------- */
+
+#define STALL_TIMEOUT_MS 2000
+/* The referee's grace for GW_TIMEOUT_MS=2000 (timeout / 4), and what a
+ * loaded 2-core machine adds to the timeout and the grace. */
+#define STALL_GRACE_MS 500
+#define STALL_SLACK_MS 2500
+
+/* The time a rank printed ("... after T ms"), or -1. */
+static double elapsed_of(const run_result_t *r, int rank)
+{
+    char want[32], line[1024];
+    snprintf(want, sizeof(want), "rank %d: ", rank);
+    if (!rank_line(r->output, rank, want, line, sizeof(line)) || !strstr(line, " after "))
+        return -1;
+    return atof(strstr(line, " after ") + strlen(" after "));
+}
+
+/* Rank 2 of 4 does not take part (mode stop: stopped by SIGSTOP in the
+ * middle of the allreduce; late: busy outside gradwire for longer than the
+ * timeout): the survivors wait for different ranks (rank 0 for rank 3,
+ * which waits for rank 2), yet every one of them reports GW_ERR_TIMEOUT
+ * naming rank 2, after the timeout and within the timeout plus the
+ * referee's grace. */
+static void absent_in_collective(const char *mode)
+{
+    const char *t;
+    char tmo[16];
+    snprintf(tmo, sizeof(tmo), "%d", STALL_TIMEOUT_MS);
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode(mode, 4, tmo, t);
+        for (int rank = 0; rank < 4; rank++) {
+            if (rank == 2)
+                continue;
+            expect_status(&r, rank, "GW_ERR_TIMEOUT");
+            double ms = elapsed_of(&r, rank);
+            cr_assert(ms >= STALL_TIMEOUT_MS - 100 &&
+                          ms < STALL_TIMEOUT_MS + STALL_GRACE_MS + STALL_SLACK_MS,
+                      "mode %s over %s: rank %d failed after %.0f ms (timeout %d ms):\n%s", mode, t,
+                      rank, ms, STALL_TIMEOUT_MS, r.output);
+        }
+        /* And each says what the referee found: rank 2 gave no answer. */
+        char line[1024];
+        for (int rank = 0; rank < 4; rank++) {
+            if (rank == 2)
+                continue;
+            cr_assert(culprit_of(&r, rank) == 2, "mode %s over %s: rank %d blames rank %d:\n%s",
+                      mode, t, rank, culprit_of(&r, rank), r.output);
+            cr_assert(rank_line(r.output, rank, "failed (timed out): rank 2 did not answer within",
+                                line, sizeof(line)),
+                      "mode %s over %s: rank %d does not say rank 2 gave no answer:\n%s", mode, t,
+                      rank, r.output);
+        }
+        free(r.output);
+    }
+}
+
+Test(faults_tcp, stopped_rank_is_named_by_every_survivor, .timeout = 120)
+{
+    absent_in_collective("stop");
+}
+
+Test(faults_tcp, late_rank_is_named_by_every_survivor, .timeout = 120)
+{
+    absent_in_collective("late");
 }

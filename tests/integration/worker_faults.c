@@ -8,12 +8,13 @@
  *
  * Usage: worker_faults MODE   (count, dtype, zero, algo, op, null, overflow,
  *                              baddtype, badop, kill, killmid, token, stop,
- *                              late)
+ *                              late, absent)
  *
  * stop: rank 2 stops itself (SIGSTOP) 20 ms into a large allreduce; a child
  * it forked first sends it SIGCONT GW_TIMEOUT_MS + 4 s later, so that it
  * too prints its status and exits. late: rank 2 arrives GW_TIMEOUT_MS + 2 s
  * late at the allreduce (busy outside gradwire) while the others wait.
+ * absent: rank 3 exits (status 0) without joining; the others' joins fail.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -94,7 +95,9 @@ int main(int argc, char **argv)
     if (strcmp(mode, "stop") == 0 && my_rank == 2)
         start_waker(timeout_ms() + 4000); /* before any connection exists */
 
-    int init_fails = strcmp(mode, "token") == 0;
+    int init_fails = strcmp(mode, "token") == 0 || strcmp(mode, "absent") == 0;
+    if (strcmp(mode, "absent") == 0 && my_rank == 3)
+        return 0;
     double t0 = now_ms();
     gw_comm_t *comm = NULL;
     gw_status_t st = gw_comm_init_env(&comm);

@@ -37,7 +37,9 @@ typedef struct gw_bootstrap_params {
 
 /* Join the job. Rank 0 binds the root address and waits for size - 1
  * authenticated ranks; others connect to it. Errors: GW_ERR_TIMEOUT (message
- * names the root address and how many ranks joined), GW_ERR_AUTH (token
+ * names the root address and how many ranks joined; when rank 0 gives up,
+ * every rank that did join is told which ranks are missing and names them
+ * too), GW_ERR_AUTH (token
  * mismatch, on the connecting rank), GW_ERR_CONFIG (rank/size disagreement,
  * duplicate rank), GW_ERR_SYSTEM (bind failed: address in use, ...). */
 gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap_t **out);

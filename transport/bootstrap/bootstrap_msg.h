@@ -51,7 +51,9 @@
  * DATA of its own len bytes to the root; the root answers DATA of size * len
  * bytes in rank order, or REJECT (length mismatch, a dead rank, a timeout)
  * so that every rank fails with the root's reason instead of waiting. A rank
- * that fails locally tells the root with REJECT the same way.
+ * that fails locally tells the root with REJECT the same way. A join that
+ * times out ends with a REJECT to every rank that did join, naming the
+ * missing ranks.
  *
  * Watch (after the last all-gather, for as long as the job runs; see
  * bootstrap_watch.c): a rank whose communicator fails sends a REPORT

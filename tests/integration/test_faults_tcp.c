@@ -319,6 +319,34 @@ Test(faults_tcp, late_rank_is_named_by_every_survivor, .timeout = 120)
     absent_in_collective("late");
 }
 
+/* The chain of waits 1 -> 0 -> 3 -> 2 with rank 2 busy: rank 0 times out
+ * first (its timeout is 3 s, the others' 8 s), waiting for rank 3, which is
+ * alive and waiting itself: the referee asks it, follows it to rank 2, and
+ * every survivor names rank 2, not rank 3, within rank 0's timeout plus
+ * its grace (750 ms) and the slack. */
+Test(faults_tcp, chain_of_waits_leads_to_the_busy_rank, .timeout = 120)
+{
+    const char *t;
+    EACH_TRANSPORT(t)
+    {
+        run_result_t r = run_mode("chain", 4, "8000", t);
+        char line[1024];
+        for (int rank = 0; rank < 4; rank++) {
+            if (rank == 2)
+                continue;
+            expect_status(&r, rank, "GW_ERR_TIMEOUT");
+            cr_assert(culprit_of(&r, rank) == 2, "over %s: rank %d blames rank %d, not rank 2:\n%s",
+                      t, rank, culprit_of(&r, rank), r.output);
+            double ms = elapsed_of(&r, rank);
+            cr_assert(ms < 3000 + 750 + STALL_SLACK_MS, "over %s: rank %d failed after %.0f ms:\n%s",
+                      t, rank, ms, r.output);
+        }
+        cr_assert(rank_line(r.output, 0, "(waits: 0 -> 3 -> 2)", line, sizeof(line)),
+                  "over %s: rank 0's verdict does not follow 0 -> 3 -> 2:\n%s", t, r.output);
+        free(r.output);
+    }
+}
+
 /* Rank 1 of 4 is killed 20 ms into a large allreduce, ten times over each
  * transport: every time, every survivor names rank 1 (before the referee,
  * survivors named whichever rank's abort reached them first). */

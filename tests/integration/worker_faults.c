@@ -8,13 +8,17 @@
  *
  * Usage: worker_faults MODE   (count, dtype, zero, algo, op, null, overflow,
  *                              baddtype, badop, kill, killmid, token, stop,
- *                              late, absent)
+ *                              late, absent, chain)
  *
  * stop: rank 2 stops itself (SIGSTOP) 20 ms into a large allreduce; a child
  * it forked first sends it SIGCONT GW_TIMEOUT_MS + 4 s later, so that it
  * too prints its status and exits. late: rank 2 arrives GW_TIMEOUT_MS + 2 s
  * late at the allreduce (busy outside gradwire) while the others wait.
  * absent: rank 3 exits (status 0) without joining; the others' joins fail.
+ * chain: point-to-point waits 1 -> 0 -> 3 -> 2 (rank 1 receives from rank
+ * 0, which receives from rank 3, which receives from rank 2), and rank 2
+ * is busy for 10 s; rank 0 runs with GW_TIMEOUT_MS=3000, so it times out
+ * first, waiting for rank 3, which has not timed out and is still waiting.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -94,6 +98,8 @@ int main(int argc, char **argv)
         setenv("GW_JOB_TOKEN", "not-the-job-token", 1);
     if (strcmp(mode, "stop") == 0 && my_rank == 2)
         start_waker(timeout_ms() + 4000); /* before any connection exists */
+    if (strcmp(mode, "chain") == 0 && my_rank == 0)
+        setenv("GW_TIMEOUT_MS", "3000", 1);
 
     int init_fails = strcmp(mode, "token") == 0 || strcmp(mode, "absent") == 0;
     if (strcmp(mode, "absent") == 0 && my_rank == 3)
@@ -106,6 +112,22 @@ int main(int argc, char **argv)
         return init_fails ? 0 : 1;
     }
     int rank = gw_comm_rank(comm);
+    if (strcmp(mode, "chain") == 0) {
+        static const int from[4] = {3, 0, -1, 2}; /* whom each rank receives from */
+        float buf[16] = {0};
+        t0 = now_ms();
+        if (rank == 2) {
+            usleep(10 * 1000 * 1000);
+            st = gw_send(comm, buf, 16, GW_FLOAT32, 3);
+        } else {
+            st = gw_recv(comm, buf, 16, GW_FLOAT32, from[rank]);
+        }
+        printf("rank %d: %s after %.0f ms, culprit %d\n", rank, gw_status_name(st), now_ms() - t0,
+               gw_comm_culprit(comm));
+        fflush(stdout);
+        gw_comm_destroy(comm);
+        return st != GW_OK ? 0 : 1;
+    }
     size_t count = COUNT;
     gw_dtype_t dtype = GW_FLOAT32;
     gw_op_t op = GW_SUM;

@@ -547,8 +547,10 @@ static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t pre_kind, uint64_t pre_value,
         gw_ib_peer_t *p = &t->peers[r];
         if (r == t->base.rank || p->qp_up < t->nqps || p->gone)
             continue;
-        if (pre_kind && gw__ib_post_ctrl(t, p, pre_kind, pre_value) != GW_OK)
-            continue;
+        /* Without room for the first, the second still tells the peer
+         * the essential (the ABORT alone: it then blames us). */
+        if (pre_kind)
+            (void)gw__ib_post_ctrl(t, p, pre_kind, pre_value);
         if (gw__ib_post_ctrl(t, p, kind, value) == GW_OK)
             sent++;
     }

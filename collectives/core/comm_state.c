@@ -1,6 +1,7 @@
 /*
  * comm_state.c - the communicator's shared state helpers: the sticky failure
- * that turns the first error into every later call's answer, the claim on
+ * that turns the first error into every later call's answer (with the
+ * culprit agreed on with the other ranks first: blame.c), the claim on
  * the transport that lets one thread at a time drive it (the caller's, the
  * progress thread of async.c, or gw_comm_abort's in comm.c), and the
  * scratch memory the algorithms borrow.

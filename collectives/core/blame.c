@@ -21,16 +21,17 @@
  *     connection closes and the answer comes at once), and any other
  *     keeps the culprit it saw itself.
  * A rank that waits in a collective looks at its connection to rank 0 at
- * most every GW_P2P_WATCH_MS (p2p.c): it answers the referee's questions,
- * and a verdict that arrives fails it at once, which also frees ranks
- * stuck on a peer that could not send them its abort.
+ * most every GW_COMM_WATCH_MS (p2p.c, and gw_test in p2p_api.c): it answers
+ * the referee's questions, and a verdict that arrives fails it at once,
+ * which also frees ranks stuck on a peer that could not send them its
+ * abort.
  */
 #include <stdio.h>
 
 #include "collectives/core/comm.h"
 
 /* The referee's grace period: long enough for every waiting rank to answer
- * its question (they look every GW_P2P_WATCH_MS, and a progress round may
+ * its question (they look every GW_COMM_WATCH_MS, and a progress round may
  * sleep 100 ms), short against the timeout that started the case. */
 #define GRACE_MIN_MS 200
 #define GRACE_MAX_MS 1000

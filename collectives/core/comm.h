@@ -40,6 +40,7 @@ struct gw_comm {
     int origin;         /* the rank that first reported the failure */
     int watching;       /* the bootstrap's watch runs: failures go to the referee */
     int blame_wait_ms;  /* how long a failing rank waits for the verdict */
+    int64_t watch_due_ms; /* gw_test: when it next looks at the watch */
     size_t chunk_bytes; /* pipelining granularity of ring and tree */
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
@@ -161,6 +162,10 @@ gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit
 gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b);
 
 /* ---- agreeing on the culprit (blame.c) ----------------------------------- */
+
+/* How often a rank that waits, or keeps testing a handle, looks at the
+ * bootstrap's watch: one non-blocking read, and only in waits that last. */
+#define GW_COMM_WATCH_MS 20
 
 /* After connect: start the bootstrap's watch (rank 0: its referee). A
  * communicator without one blames what each rank saw itself (warned). */

@@ -28,9 +28,6 @@
  * transport wakes up as soon as a socket is ready, so this only bounds how
  * often the timeout is checked. */
 #define GW_P2P_POLL_MS 100
-/* How often a wait looks at the bootstrap's watch (blame.c): one
- * non-blocking read, and only in waits that last this long. */
-#define GW_P2P_WATCH_MS 20
 
 static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf, size_t len,
                         gw_request_t *req)
@@ -158,11 +155,11 @@ static int all_complete(gw_request_t *const *reqs, int n)
 
 /* Progress until one request of reqs completed (any) or all of them did,
  * failing after timeout_ms in which no request moved a byte. A wait that
- * lasts looks at the bootstrap's watch every GW_P2P_WATCH_MS (blame.c). */
+ * lasts looks at the bootstrap's watch every GW_COMM_WATCH_MS (blame.c). */
 static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
 {
     int64_t last_progress = gw__now_ms();
-    int64_t next_watch = last_progress + GW_P2P_WATCH_MS;
+    int64_t next_watch = last_progress + GW_COMM_WATCH_MS;
     size_t last_moved = bytes_moved(reqs, n);
     for (;;) {
         gw_status_t st = first_complete(comm, reqs, n, idx);
@@ -181,7 +178,7 @@ static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, 
             return stalled(comm, reqs, n, now - last_progress);
         }
         if (now >= next_watch) {
-            next_watch = now + GW_P2P_WATCH_MS;
+            next_watch = now + GW_COMM_WATCH_MS;
             if ((st = gw__comm_watch(comm, reqs, n, now - last_progress)) != GW_OK)
                 return st;
         }

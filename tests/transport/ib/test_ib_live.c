@@ -505,6 +505,35 @@ Test(ib_live, abort_carries_the_reason, .timeout = 60)
     job_end(&j);
 }
 
+/* Rank 0 aborts on behalf of others (rank 2 reported, rank 1 is to blame):
+ * its ABORT_FROM immediate lands before the ABORT, and ranks 1 and 2 take
+ * over that culprit and origin instead of blaming rank 0. */
+static int abort_blame_body(rank_t *r)
+{
+    uint8_t buf[64];
+    gw_request_t q;
+    if (r->rank == 0) {
+        gw_abort_info_t why = {.status = GW_ERR_TIMEOUT, .origin = 2, .culprit = 1};
+        r->t->ops->abort(r->t, &why);
+        return 0;
+    }
+    post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 1, 0);
+    gw_status_t st = wait_all(r, &q, 1, NULL);
+    CHECK(st == GW_ERR_TIMEOUT, "the peer's abort reason came as %s", gw_status_name(st));
+    CHECK(r->t->culprit == 1 && r->t->origin == 2 && r->t->blame == GW_BLAME_ABORT,
+          "rank %d blames rank %d (origin %d, kind %d), not rank 1 (origin 2)", r->rank,
+          r->t->culprit, r->t->origin, (int)r->t->blame);
+    return 0;
+}
+
+Test(ib_live, abort_carries_origin_and_culprit, .timeout = 90)
+{
+    job_t j;
+    job_start(&j, 3, "rdmacm");
+    job_run(&j, abort_blame_body, NULL);
+    job_end(&j);
+}
+
 Test(ib_live, goodbye_then_post_is_remote_error, .timeout = 60)
 {
     job_t j;

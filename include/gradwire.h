@@ -23,7 +23,10 @@
  *    returns the same error. Destroy it (gw_comm_destroy) and create a new one.
  *  - A collective that makes no progress for the communicator's timeout
  *    (GW_TIMEOUT_MS) fails with GW_ERR_TIMEOUT; a peer that dies makes the
- *    collective fail with GW_ERR_REMOTE. Nothing waits forever.
+ *    collective fail with GW_ERR_REMOTE. Before it returns, a failing rank
+ *    asks rank 0's referee whom to blame (for at most a quarter of the
+ *    timeout, 0.2 to 1 s, plus half a second), so that every rank names
+ *    the same rank (gw_comm_culprit). Nothing waits forever.
  *  - Buffers are owned by the caller and are not retained after a call
  *    returns. Out-of-place calls require send and receive buffers that do not
  *    overlap; in-place calls pass the same pointer for both.
@@ -181,10 +184,17 @@ GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
  * 100 ms. Does not free: call gw_comm_destroy() afterwards. */
 GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 
-/* The rank blamed for the communicator's failure: the peer that died, hung,
- * aborted first or disagreed, as this rank learned it; -1 while the
- * communicator is healthy, when the failure was this rank's own (an invalid
- * argument, gw_comm_abort) or when no rank could be named, and for NULL. */
+/* The rank blamed for the communicator's failure, the same on every rank:
+ * the rank that died, was stopped or hung, fell behind (was busy outside
+ * gradwire while the others waited for it), disagreed or passed a bad
+ * argument, as rank 0's referee found it by following who waits for whom
+ * (not the neighbour this rank waited for, nor the rank whose abort
+ * reached it first). Without a verdict (rank 0 unreachable) it is the rank
+ * this rank saw at fault, as the aborts relayed it, or rank 0 after a
+ * timeout. This rank's own when the failure was its own (an invalid
+ * argument, gw_comm_abort, no memory): a launcher tells the rank at fault
+ * from its victims. -1 while the communicator is healthy, when no rank
+ * could be named, and for NULL. */
 GW_API int gw_comm_culprit(const gw_comm_t *comm);
 
 /* Rank and size of a communicator (-1 for NULL). */

@@ -20,10 +20,22 @@
  * first.
  *
  * How a job ends: the first rank that exits non-zero or dies of a signal is
- * reported in one line, the other ranks get SIGTERM and, 2 s later, SIGKILL;
- * the launcher exits with that rank's status (128 + signal number for a
- * signal). --timeout does the same with exit status 124. The launcher
- * returns only after it has reaped every child, so no zombies remain.
+ * reported in one line ("... (first failure)"), the other ranks get SIGTERM
+ * and, 2 s later, SIGKILL; the launcher exits with that rank's status (128 +
+ * signal number for a signal), and at the end says how the other ranks
+ * ended after it. --timeout does the same with exit status 124. The
+ * launcher returns only after it has reaped every child, so no zombies
+ * remain.
+ *
+ * Which failure was first. Children are reaped as SIGCHLD arrives, in the
+ * order waitpid(-1) returns them, which is the order they were forked in,
+ * not the order they died in: when the launcher is late (busy relaying
+ * output, or not scheduled), rank 3's death and ranks 0-2 exiting because
+ * of it are all found in one pass, and rank 0 would be reported. So a pass
+ * is taken whole: a rank that died of a signal the launcher did not send
+ * comes first (its peers exit because of it, not it because of them), and
+ * only among ranks that exited with a status, whose order the kernel does
+ * not keep, the lowest rank stands for the others, which the report says.
  */
 #include "launch.h"
 
@@ -61,6 +73,8 @@ struct stream {
 struct rank {
     pid_t pid; /* 0 once reaped */
     struct stream io[2];
+    int wstatus; /* as waitpid gave it, once reaped */
+    int pass;    /* the reap pass that found it, from 1 */
 };
 
 struct job {
@@ -71,6 +85,8 @@ struct job {
     int width; /* digits of the largest rank, for aligned prefixes */
     int sfd;
     int first_fail;  /* rank whose failure ends the job, -1 none */
+    int npasses;     /* reap passes that found a child */
+    int stopped;     /* SIGTERM/SIGKILL sent to the ranks: later signal deaths are ours */
     int fail_status; /* the launcher's exit status for it */
     int launch_error;
     int timed_out;
@@ -180,6 +196,7 @@ static void signal_ranks(struct job *job, int sig)
 
 static void stop_ranks(struct job *job)
 {
+    job->stopped = 1;
     signal_ranks(job, SIGTERM);
     job->kill_at_ns = gw_kit_now_ns() + KILL_GRACE_NS;
 }
@@ -194,33 +211,65 @@ static const char *sig_name(int sig, char buf[32])
     return buf;
 }
 
+static int failed(int wstatus) { return !(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0); }
+
+/* "exited with status 3", "killed by signal SIGKILL" */
+static const char *outcome(int wstatus, char buf[64])
+{
+    char name[32];
+    if (WIFSIGNALED(wstatus))
+        snprintf(buf, 64, "killed by signal %s", sig_name(WTERMSIG(wstatus), name));
+    else
+        snprintf(buf, 64, "exited with status %d", WEXITSTATUS(wstatus));
+    return buf;
+}
+
+/* The first failure among the ranks found in reap pass `pass` (see the top
+ * of the file), or -1; *ties: other ranks of the pass that exited with a
+ * status, which may have been as early. */
+static int first_of_pass(const struct job *job, int pass, int *ties)
+{
+    int best = -1;
+    *ties = 0;
+    for (int r = 0; r < job->opts->nranks; r++) {
+        const struct rank *k = &job->ranks[r];
+        if (k->pass != pass || !failed(k->wstatus))
+            continue;
+        if (best < 0 || (WIFSIGNALED(k->wstatus) && !WIFSIGNALED(job->ranks[best].wstatus)))
+            best = r;
+    }
+    for (int r = 0; best >= 0 && !WIFSIGNALED(job->ranks[best].wstatus) && r < job->opts->nranks;
+         r++)
+        *ties += r != best && job->ranks[r].pass == pass && failed(job->ranks[r].wstatus);
+    return best;
+}
+
 static void reap(struct job *job)
 {
     int st;
     pid_t pid;
+    int pass = 0;
     while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
         int r;
         for (r = 0; r < job->opts->nranks && job->ranks[r].pid != pid; r++)
             ;
         if (r == job->opts->nranks)
             continue;
+        if (!pass)
+            pass = ++job->npasses;
         job->ranks[r].pid = 0;
+        job->ranks[r].wstatus = st;
+        job->ranks[r].pass = pass;
         job->nlive--;
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-            continue;
-        if (job->first_fail >= 0 || job->timed_out || job->launch_error)
-            continue;
+    }
+    int ties = 0, r = pass ? first_of_pass(job, pass, &ties) : -1;
+    if (r >= 0 && job->first_fail < 0 && !job->timed_out && !job->launch_error) {
+        char what[64];
         job->first_fail = r;
-        if (WIFSIGNALED(st)) {
-            char name[32];
-            job->fail_status = 128 + WTERMSIG(st);
-            fprintf(stderr, "gradwire launch: rank %d killed by signal %s\n", r,
-                    sig_name(WTERMSIG(st), name));
-        } else {
-            job->fail_status = WEXITSTATUS(st);
-            fprintf(stderr, "gradwire launch: rank %d exited with status %d\n", r,
-                    job->fail_status);
-        }
+        st = job->ranks[r].wstatus;
+        job->fail_status = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+        fprintf(stderr, "gradwire launch: rank %d %s (first failure%s)\n", r, outcome(st, what),
+                ties ? "; other ranks exited non-zero at the same moment" : "");
         if (job->nlive > 0)
             stop_ranks(job);
     }
@@ -338,6 +387,51 @@ static void pump(struct job *job, int r, struct stream *s)
     s->len -= start;
 }
 
+/* Once every rank is reaped: how the ranks that failed after the first one
+ * ended, grouped by outcome, in one line ("rank 3 killed by signal SIGKILL
+ * (first failure); after it, ranks 0,1,2 exited with status 1"). Ranks
+ * the launcher stopped itself are named as such. */
+static void report_after(const struct job *job)
+{
+    int nr = job->opts->nranks, f = job->first_fail;
+    if (f < 0)
+        return;
+    char first[64], line[4096];
+    int n = snprintf(line, sizeof(line), "gradwire launch: rank %d %s (first failure); after it,",
+                     f, outcome(job->ranks[f].wstatus, first));
+    int groups = 0;
+    unsigned char *done = calloc((size_t)nr, 1);
+    if (!done)
+        return;
+    for (int r = 0; r < nr; r++) {
+        int st = job->ranks[r].wstatus;
+        if (r == f || done[r] || job->ranks[r].pass == 0 || !failed(st))
+            continue;
+        char what[64], who[2048];
+        outcome(st, what);
+        int w = 0, count = 0;
+        for (int q = r; q < nr; q++) {
+            char other[64];
+            if (q == f || done[q] || job->ranks[q].pass == 0 || !failed(job->ranks[q].wstatus) ||
+                strcmp(outcome(job->ranks[q].wstatus, other), what) != 0)
+                continue;
+            done[q] = 1;
+            count++;
+            if (w < (int)sizeof(who) - 16)
+                w += snprintf(who + w, sizeof(who) - (size_t)w, "%s%d", count > 1 ? "," : "", q);
+        }
+        int ours = job->stopped && WIFSIGNALED(st) &&
+                   (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL);
+        if (n < (int)sizeof(line))
+            n += snprintf(line + n, sizeof(line) - (size_t)n, "%s rank%s %s %s%s",
+                          groups++ ? ";" : "", count > 1 ? "s" : "", who, what,
+                          ours ? " (stopped by the launcher)" : "");
+    }
+    free(done);
+    if (groups)
+        fprintf(stderr, "%s\n", line);
+}
+
 /* Last resort when the loop cannot go on: wait for every child (already
  * sent SIGKILL) so that none is left a zombie. */
 static void reap_all_blocking(struct job *job)
@@ -427,6 +521,7 @@ static int run_loop(struct job *job)
     free(owner);
     free(map);
     free(pfds);
+    report_after(job);
     if (job->launch_error)
         return 1;
     if (job->timed_out)

@@ -40,6 +40,8 @@ gw_status_t gw__transport_open_base(const gw__transport_class_t *cls,
     t->cls = cls;
     t->failed = GW_OK;
     t->culprit = -1;
+    t->origin = -1;
+    t->blame = GW_BLAME_NONE;
     *out = t;
     return GW_OK;
 }
@@ -144,6 +146,11 @@ gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st,
     if (t->failed == GW_OK) {
         t->cls->describe_peer(t, peer, who, sizeof(who));
         t->culprit = peer;
+        t->origin = t->rank;
+        t->blame = st == GW_ERR_MISMATCH || st == GW_ERR_PROTOCOL || st == GW_ERR_AUTH
+                       ? GW_BLAME_PEER
+                   : st == GW_ERR_TIMEOUT ? GW_BLAME_TIMEOUT
+                                          : GW_BLAME_LOST;
     }
     errno = saved_errno;
     va_list ap;
@@ -151,6 +158,51 @@ gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st,
     gw_status_t ret = failv(t, st, who, fmt, ap);
     va_end(ap);
     return ret;
+}
+
+gw_status_t gw__transport_peer_aborted(gw_transport_t *t, int peer, const gw_abort_info_t *got)
+{
+    gw_status_t st = got->status == GW_OK ? GW_ERR_ABORTED : got->status;
+    int culprit = got->culprit >= 0 && got->culprit < t->size ? got->culprit : peer;
+    int origin = got->origin >= 0 && got->origin < t->size ? got->origin : peer;
+    if (t->failed != GW_OK)
+        return t->failed;
+    char also[96] = "";
+    if (culprit != peer)
+        snprintf(also, sizeof(also), ", blaming rank %d (first reported by rank %d)", culprit,
+                 origin);
+    else if (origin != peer)
+        snprintf(also, sizeof(also), " (first reported by rank %d)", origin);
+    gw_status_t ret = gw__transport_peer_fail(t, peer, st, "aborted: %s%s", gw_status_str(st), also);
+    t->culprit = culprit;
+    t->origin = origin;
+    t->blame = GW_BLAME_ABORT;
+    return ret;
+}
+
+gw_abort_info_t gw__transport_abort_begin(gw_transport_t *t, const gw_abort_info_t *why)
+{
+    gw_abort_info_t tell = {.status = GW_ERR_ABORTED, .origin = t->rank, .culprit = -1};
+    if (why) {
+        if (why->status != GW_OK)
+            tell.status = why->status;
+        if (why->origin >= 0 && why->origin < t->size)
+            tell.origin = why->origin;
+        if (why->culprit >= 0 && why->culprit < t->size)
+            tell.culprit = why->culprit;
+    }
+    if (t->failed == GW_OK) {
+        gw__transport_fail(t, GW_ERR_ABORTED, NULL);
+        t->culprit = tell.culprit;
+        t->origin = tell.origin;
+        t->blame = tell.culprit == t->rank ? GW_BLAME_SELF : GW_BLAME_ABORT;
+    }
+    return tell;
+}
+
+int gw__transport_abort_rank(int64_t wire, int size)
+{
+    return wire >= 0 && wire < size ? (int)wire : -1;
 }
 
 gw_status_t gw__transport_check_pending(gw_transport_t *t, int peer, const char *what,

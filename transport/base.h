@@ -79,12 +79,34 @@ gw_status_t gw__transport_progress_check(gw_transport_t *t);
 /* Break the transport: the first failure only is logged at ERROR (a NULL
  * fmt logs nothing: abort() logs its own line), becomes the sticky status
  * and completes every pending request (cls->fail_pending). Returns the
- * sticky status, which is the first failure's. */
+ * sticky status, which is the first failure's. It names no culprit. */
 gw_status_t gw__transport_fail(gw_transport_t *t, gw_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* gw__transport_fail with the message prefixed by the peer's description. */
+/* gw__transport_fail with the message prefixed by the peer's description,
+ * blaming the peer (t->culprit), detected here (t->origin is this rank),
+ * and t->blame from the status: GW_ERR_MISMATCH, GW_ERR_PROTOCOL and
+ * GW_ERR_AUTH say the peer sent something wrong (GW_BLAME_PEER),
+ * GW_ERR_TIMEOUT that we waited for it, anything else that it is gone
+ * (GW_BLAME_LOST). */
 gw_status_t gw__transport_peer_fail(gw_transport_t *t, int peer, gw_status_t st, const char *fmt,
                                     ...) __attribute__((format(printf, 4, 5)));
+
+/* `peer` sent an abort (`got`, with origin and culprit -1 where its frame
+ * named none or no valid rank): fail the transport with its status, taking
+ * its culprit and origin (the peer itself where it named none) instead of
+ * blaming the messenger, and log "rank P (...) aborted: <status>", with
+ * whom it blames and who reported first where those are other ranks. */
+gw_status_t gw__transport_peer_aborted(gw_transport_t *t, int peer, const gw_abort_info_t *got);
+
+/* The start of every transport's abort(): fails the transport with
+ * GW_ERR_ABORTED and no message (abort() logs its own), blaming why's
+ * culprit when it had not failed yet, and returns what to tell the peers:
+ * why's status (GW_ERR_ABORTED for GW_OK) and culprit, and why's origin or,
+ * when it names none, this rank. */
+gw_abort_info_t gw__transport_abort_begin(gw_transport_t *t, const gw_abort_info_t *why);
+
+/* A rank as an abort carries it on the wire: -1 unless in [0, size). */
+int gw__transport_abort_rank(int64_t wire, int size);
 
 /* A message that `peer` has announced (it "sent a message" whose header
  * we read ahead, or "waits for a message": `what`) with tag `pending` and

@@ -320,11 +320,17 @@ static void prune_all(gw_mux_t *m)
 static gw_status_t mux_fail(gw_mux_t *m, int s, gw_status_t st)
 {
     if (m->base.failed == GW_OK) {
+        const gw_transport_t *sub = m->subs[s].t;
         m->base.failed = st;
-        m->base.culprit = m->subs[s].t ? m->subs[s].t->culprit : -1;
+        m->base.culprit = sub ? sub->culprit : -1;
+        m->base.origin = sub ? sub->origin : -1;
+        m->base.blame = sub ? sub->blame : GW_BLAME_NONE;
+        /* Their peers hear the failing sub-transport's culprit and origin,
+         * as they would from the communicator's own abort. */
+        gw_abort_info_t why = {.status = st, .origin = m->base.origin, .culprit = m->base.culprit};
         for (int i = 0; i < m->nsubs; i++)
             if (i != s && m->subs[i].t)
-                m->subs[i].c->ops->abort(m->subs[i].t, st);
+                m->subs[i].c->ops->abort(m->subs[i].t, &why);
     }
     prune_all(m);
     return m->base.failed;
@@ -442,16 +448,20 @@ static gw_status_t mux_progress(gw_transport_t *base, const gw_msg_tag_t *curren
     }
 }
 
-static gw_status_t mux_abort(gw_transport_t *base, gw_status_t reason)
+static gw_status_t mux_abort(gw_transport_t *base, const gw_abort_info_t *why)
 {
     if (!base)
         return GW_ERR_INVALID_ARG;
     gw_mux_t *m = mux_of(base);
-    if (m->base.failed == GW_OK)
+    if (m->base.failed == GW_OK) {
         m->base.failed = GW_ERR_ABORTED;
+        m->base.culprit = why ? why->culprit : -1;
+        m->base.origin = why && why->origin >= 0 ? why->origin : m->base.rank;
+        m->base.blame = GW_BLAME_ABORT;
+    }
     for (int s = 0; s < m->nsubs; s++)
         if (m->subs[s].t)
-            m->subs[s].c->ops->abort(m->subs[s].t, reason);
+            m->subs[s].c->ops->abort(m->subs[s].t, why);
     prune_all(m);
     return GW_OK;
 }

@@ -24,6 +24,9 @@
  * Failure: a peer that closes without a goodbye, resets, sends garbage or an
  * abort frame fails every pending request and every later call with an error
  * naming that peer (GW_ERR_REMOTE, or the status carried by the abort frame).
+ * An abort frame also carries whom its sender blames and which rank first
+ * reported the failure (gw_abort_info_t), so that a failure relayed from
+ * rank to rank keeps naming the rank at fault, not the messenger.
  */
 #ifndef GW_TRANSPORT_H
 #define GW_TRANSPORT_H
@@ -78,6 +81,30 @@ typedef struct gw_request {
 
 typedef struct gw_transport gw_transport_t; /* each implementation embeds this first */
 
+/* What an abort tells the peers (and what a peer's abort told us): the
+ * status, the rank that first reported the failure, and the rank it is
+ * blamed on; -1 where a rank is not known. A rank that aborts because a
+ * peer aborted passes the peer's origin and culprit on unchanged. */
+typedef struct gw_abort_info {
+    gw_status_t status; /* GW_OK is sent as GW_ERR_ABORTED */
+    int origin;
+    int culprit;
+} gw_abort_info_t;
+
+/* How a transport came to name its culprit (gw_transport_t.blame), which
+ * decides how far the name is to be trusted: a peer that sent garbage or
+ * another collective's message is at fault beyond doubt; a connection that
+ * broke may be a death or a peer that aborted in the middle of a message;
+ * an abort names whom its sender blamed. */
+typedef enum gw_blame_kind {
+    GW_BLAME_NONE = 0,    /* no rank named */
+    GW_BLAME_SELF = 1,    /* this rank's own fault */
+    GW_BLAME_PEER = 2,    /* the peer sent something wrong (mismatch, protocol) */
+    GW_BLAME_LOST = 3,    /* the connection broke, or the peer's process is gone */
+    GW_BLAME_ABORT = 4,   /* the peer aborted, naming culprit and origin */
+    GW_BLAME_TIMEOUT = 5, /* we waited for the peer in vain */
+} gw_blame_kind_t;
+
 typedef struct gw_transport_params {
     int rank;
     int size;
@@ -124,8 +151,11 @@ typedef struct gw_transport_ops {
     /* Register memory for zero-copy transports; TCP returns UNSUPPORTED. */
     gw_status_t (*mem_reg)(gw_transport_t *t, void *buf, size_t len, void **handle);
     gw_status_t (*mem_dereg)(gw_transport_t *t, void *handle);
-    /* Tell every peer that we abort with `reason` and drop connections. */
-    gw_status_t (*abort)(gw_transport_t *t, gw_status_t reason);
+    /* Fail the transport (if it has not failed yet), tell every peer that
+     * we abort, with why->status, why->origin and why->culprit, and drop
+     * the connections. Never waits on a peer for long (each transport's
+     * shutdown budget). */
+    gw_status_t (*abort)(gw_transport_t *t, const gw_abort_info_t *why);
     /* Say goodbye to every peer, close and free. NULL-safe. */
     void (*close)(gw_transport_t *t);
 } gw_transport_ops_t;
@@ -147,9 +177,22 @@ struct gw_transport {
     int connected;      /* connect() succeeded */
     gw_status_t failed; /* sticky: GW_OK while healthy */
     /* The rank the first failure is blamed on (gw__transport_peer_fail's
-     * peer), -1 when it named none. Valid once failed != GW_OK. */
+     * peer, or the culprit a peer's abort named), the rank that first
+     * reported it (this rank for a failure detected here, a peer's abort's
+     * origin otherwise), -1 when not known, and how the culprit was found.
+     * Valid once failed != GW_OK. */
     int culprit;
+    int origin;
+    gw_blame_kind_t blame;
 };
+
+/* Abort t with `status`, naming no culprit (tests, and callers that know
+ * nothing of blame). */
+static inline gw_status_t gw__transport_abort(gw_transport_t *t, gw_status_t status)
+{
+    gw_abort_info_t why = {.status = status, .origin = -1, .culprit = -1};
+    return t->ops->abort(t, &why);
+}
 
 extern const gw_transport_ops_t gw__tcp_transport_ops;
 extern const gw_transport_ops_t gw__shm_transport_ops; /* ranks on this host */

@@ -235,6 +235,7 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     comm->tuning.chunk_bytes = comm->chunk_bytes;
     comm->failed = GW_OK;
     comm->culprit = -1;
+    comm->origin = -1;
     if (comm->size == 1)
         goto done;
 
@@ -252,6 +253,7 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     st = connect_transport(comm, &r);
     if (st != GW_OK)
         goto err_close_bootstrap;
+    gw__comm_watch_start(comm);
 done:
     *out = comm;
     return GW_OK;

@@ -3,6 +3,9 @@
  * state (comm_state.c), the scheduler of non-blocking calls (async.c) and
  * the handles of non-blocking point-to-point calls (p2p_api.c).
  *
+ * blame.c agrees with the other ranks, through rank 0's referee, on whom a
+ * failure is blamed.
+ *
  * The algorithms see this through coll.h; the compression layer through
  * compress/codec.h. The scheduler knows no collective and no codec: a call
  * it runs brings its own execute function in its handle.
@@ -34,6 +37,10 @@ struct gw_comm {
     gw_msg_tag_t tag;   /* tag of the call in progress (tag.c) */
     gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
     int culprit;        /* the rank the failure is blamed on, -1: none */
+    int origin;         /* the rank that first reported the failure */
+    int watching;       /* the bootstrap's watch runs: failures go to the referee */
+    int blame_wait_ms;  /* how long a failing rank waits for the verdict */
+    int64_t watch_due_ms; /* gw_test: when it next looks at the watch */
     size_t chunk_bytes; /* pipelining granularity of ring and tree */
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
@@ -129,12 +136,47 @@ void gw__comm_drive_end(gw_comm_t *comm);
 /* Scratch buffer of at least len bytes owned by the communicator. */
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);
 
+/* A failure as this rank sees it, before the referee's verdict. */
+typedef struct gw_comm_blame {
+    gw_status_t status;
+    int culprit; /* -1: nobody */
+    int origin;  /* -1: this rank */
+    gw_blame_kind_t kind;
+    int waiting_on;     /* GW_BLAME_TIMEOUT: the peer waited for, else -1 */
+    int64_t stalled_ms; /* ... and for how long */
+    int settled;        /* already the referee's verdict */
+} gw_comm_blame_t;
+
 /* Mark the communicator failed (first error wins), tell peers via the
  * transport's abort, and return the sticky status. The failure is blamed
  * on the transport's culprit when the transport failed (the peer it
- * named), on nobody otherwise. */
+ * named, or the culprit a peer's abort named), on this rank otherwise:
+ * then it is this rank's own fault. */
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status);
-/* gw__comm_fail blaming `culprit` (a rank, or -1 for nobody). */
-gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit);
+/* gw__comm_fail blaming `culprit` (a rank, or -1 for nobody), first
+ * reported by `origin` (-1: this rank), found as `kind` says. */
+gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit, int origin,
+                                gw_blame_kind_t kind);
+/* The same for a failure described in full; *b is settled first
+ * (gw__comm_blame_settle) unless b->settled. */
+gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b);
+
+/* ---- agreeing on the culprit (blame.c) ----------------------------------- */
+
+/* How often a rank that waits, or keeps testing a handle, looks at the
+ * bootstrap's watch: one non-blocking read, and only in waits that last. */
+#define GW_COMM_WATCH_MS 20
+
+/* After connect: start the bootstrap's watch (rank 0: its referee). A
+ * communicator without one blames what each rank saw itself (warned). */
+void gw__comm_watch_start(gw_comm_t *comm);
+/* Report the failure *b to the referee and, unless it is this rank's own,
+ * replace status, culprit and origin by the verdict (logging it), or by
+ * rank 0 when a timeout got no verdict; bounded by comm->blame_wait_ms. */
+void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b);
+/* For a rank waiting for reqs (stalled_ms since they last moved): answer
+ * the referee's question, and fail the communicator with its verdict if
+ * one came. GW_OK or that failure. */
+gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, int64_t stalled_ms);
 
 #endif

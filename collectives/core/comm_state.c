@@ -1,6 +1,7 @@
 /*
  * comm_state.c - the communicator's shared state helpers: the sticky failure
- * that turns the first error into every later call's answer, the claim on
+ * that turns the first error into every later call's answer (with the
+ * culprit agreed on with the other ranks first: blame.c), the claim on
  * the transport that lets one thread at a time drive it (the caller's, the
  * progress thread of async.c, or gw_comm_abort's in comm.c), and the
  * scratch memory the algorithms borrow.
@@ -12,26 +13,46 @@
 
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 {
-    int culprit = -1;
-    if (comm->transport && comm->transport->failed != GW_OK)
-        culprit = comm->transport->culprit;
-    return gw__comm_fail_blame(comm, status, culprit);
+    const gw_transport_t *t = comm->transport;
+    if (t && t->failed != GW_OK)
+        return gw__comm_fail_blame(comm, status, t->culprit, t->origin, t->blame);
+    /* Nothing broke below us: the failure is this rank's own (a bad
+     * argument, gw_comm_abort, no memory), and it says so, so that a
+     * launcher or a peer learns which rank to look at. */
+    return gw__comm_fail_blame(comm, status, comm->rank, comm->rank, GW_BLAME_SELF);
 }
 
-gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit)
+gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit, int origin,
+                                gw_blame_kind_t kind)
 {
-    if (status == GW_OK)
+    gw_comm_blame_t b = {
+        .status = status, .culprit = culprit, .origin = origin, .kind = kind, .waiting_on = -1};
+    return gw__comm_fail_with(comm, &b);
+}
+
+gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
+{
+    if (b->status == GW_OK)
         return comm->failed;
     if (comm->failed != GW_OK)
         return comm->failed;
+    /* Every rank names the same culprit: the referee's (blame.c). */
+    if (!b->settled)
+        gw__comm_blame_settle(comm, b);
+    gw_status_t status = b->status;
     comm->failed = status;
-    comm->culprit = culprit;
+    comm->culprit = b->culprit >= 0 && b->culprit < comm->size ? b->culprit : -1;
+    comm->origin = b->origin >= 0 && b->origin < comm->size ? b->origin : comm->rank;
     /* Tell the peers now: they may be blocked on us in this collective, and
      * an abort frame ends their wait with our reason instead of a timeout.
-     * The transport also drops every request still queued, so requests that
+     * It passes on whom we blame and who reported it first, so that a rank
+     * that hears of the failure from us blames the same rank, not us. The
+     * transport also drops every request still queued, so requests that
      * live on an algorithm's stack are never touched after it returns. */
-    if (comm->transport)
-        comm->transport->ops->abort(comm->transport, status);
+    if (comm->transport) {
+        gw_abort_info_t why = {.status = status, .origin = comm->origin, .culprit = comm->culprit};
+        comm->transport->ops->abort(comm->transport, &why);
+    }
     return status;
 }
 

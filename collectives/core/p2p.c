@@ -97,7 +97,7 @@ static gw_status_t request_failed(gw_comm_t *comm, const gw_request_t *req)
     return gw__comm_fail(comm, req->status);
 }
 
-static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
+static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n, int64_t idle_ms)
 {
     /* A point-to-point call waits with the empty tag (tag.h): it is not a
      * collective, and "collective #0" would send the reader looking for one. */
@@ -118,7 +118,15 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n)
             break;
         }
     }
-    return gw__comm_fail_blame(comm, GW_ERR_TIMEOUT, culprit);
+    /* The peer we wait for may itself wait for another: the referee asks
+     * the ranks and blames the one at the end of the chain (blame.c). */
+    gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
+                         .culprit = culprit,
+                         .origin = comm->rank,
+                         .kind = GW_BLAME_TIMEOUT,
+                         .waiting_on = culprit,
+                         .stalled_ms = idle_ms};
+    return gw__comm_fail_with(comm, &b);
 }
 
 /* The first completed request of reqs[0..n), or -1 when none is (NULL
@@ -146,10 +154,12 @@ static int all_complete(gw_request_t *const *reqs, int n)
 }
 
 /* Progress until one request of reqs completed (any) or all of them did,
- * failing after timeout_ms in which no request moved a byte. */
+ * failing after timeout_ms in which no request moved a byte. A wait that
+ * lasts looks at the bootstrap's watch every GW_COMM_WATCH_MS (blame.c). */
 static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
 {
     int64_t last_progress = gw__now_ms();
+    int64_t next_watch = last_progress + GW_COMM_WATCH_MS;
     size_t last_moved = bytes_moved(reqs, n);
     for (;;) {
         gw_status_t st = first_complete(comm, reqs, n, idx);
@@ -165,7 +175,12 @@ static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, 
             last_moved = moved;
             last_progress = now;
         } else if (now - last_progress >= comm->timeout_ms) {
-            return stalled(comm, reqs, n);
+            return stalled(comm, reqs, n, now - last_progress);
+        }
+        if (now >= next_watch) {
+            next_watch = now + GW_COMM_WATCH_MS;
+            if ((st = gw__comm_watch(comm, reqs, n, now - last_progress)) != GW_OK)
+                return st;
         }
     }
 }

@@ -301,9 +301,19 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
         return finish(h, GW_OK);
     }
     /* A peer that stopped moving data fails a rank that only tests, as a
-     * wait would after GW_TIMEOUT_MS. */
+     * wait would after GW_TIMEOUT_MS; and a rank that keeps testing answers
+     * the referee and takes its verdict, as a waiting one does (blame.c). */
     size_t moved = h->req.bytes_done;
     int64_t now = gw__now_ms();
+    if (now >= comm->watch_due_ms) {
+        comm->watch_due_ms = now + GW_COMM_WATCH_MS;
+        gw_request_t *reqs[1] = {&h->req};
+        gw_status_t st = gw__comm_watch(comm, reqs, 1, now - h->last_moved_ms);
+        if (st != GW_OK) {
+            *done = 1;
+            return finish(h, st);
+        }
+    }
     if (moved != h->last_moved) {
         h->last_moved = moved;
         h->last_moved_ms = now;
@@ -315,7 +325,13 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
                  h->req.kind == GW_REQ_SEND ? "send to" : "receive from", h->req.peer,
                  h->req.bytes_done);
         *done = 1;
-        return finish(h, gw__comm_fail(comm, GW_ERR_TIMEOUT));
+        gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
+                             .culprit = h->req.peer,
+                             .origin = comm->rank,
+                             .kind = GW_BLAME_TIMEOUT,
+                             .waiting_on = h->req.peer,
+                             .stalled_ms = now - h->last_moved_ms};
+        return finish(h, gw__comm_fail_with(comm, &b));
     }
     return GW_OK;
 }

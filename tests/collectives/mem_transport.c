@@ -352,8 +352,9 @@ static gw_status_t memt_progress(gw_transport_t *t, const gw_msg_tag_t *current,
     return st;
 }
 
-static gw_status_t memt_abort(gw_transport_t *t, gw_status_t reason)
+static gw_status_t memt_abort(gw_transport_t *t, const gw_abort_info_t *why)
 {
+    gw_status_t reason = why ? why->status : GW_ERR_ABORTED;
     memt_t *m = memt_of(t);
     memt_fabric_t *f = m->fab;
     pthread_mutex_lock(&f->lock);

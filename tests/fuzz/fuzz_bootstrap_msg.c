@@ -7,8 +7,8 @@
  * root or a rank that expects one type may get any other. Beyond not
  * crashing, what a decoder accepts must be what the encoders write: an
  * accepted message re-encodes to the very bytes received, so nothing a peer
- * sends is silently changed or dropped (a REJECT's reason included, whose
- * bytes must be printable ASCII).
+ * sends is silently changed or dropped (a REJECT's and a VERDICT's reason
+ * included, whose bytes must be printable ASCII).
  */
 #include <string.h>
 
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
     check_why(st, why);
     if (st == GW_OK) {
-        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_DATA);
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_VERDICT);
         FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
     }
 
@@ -84,6 +84,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rej.status != GW_OK);
         FUZZ_CHECK(memchr(rej.reason, '\0', sizeof(rej.reason)) != NULL);
         size_t n = gw__bs_encode_reject(rej.status, rej.reason, out);
+        FUZZ_CHECK(n == size && memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_report_t rep;
+    why = NULL;
+    st = gw__bs_decode_report(data, size, &rep, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_REPORT_LEN];
+        FUZZ_CHECK(rep.culprit >= -1 && rep.origin >= -1 && rep.waiting_on >= -1);
+        FUZZ_CHECK((rep.kind == GW_BS_REPORT_STATE) == (rep.status == GW_OK));
+        size_t n = gw__bs_encode_report(&rep, out);
+        FUZZ_CHECK(n == size && memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_inquire_t inq;
+    why = NULL;
+    st = gw__bs_decode_inquire(data, size, &inq, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_INQUIRE_LEN];
+        FUZZ_CHECK(inq.reporter >= -1);
+        size_t n = gw__bs_encode_inquire(&inq, out);
+        FUZZ_CHECK(n == size && memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_verdict_t ver;
+    why = NULL;
+    st = gw__bs_decode_verdict(data, size, &ver, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_VERDICT_MAX_LEN];
+        FUZZ_CHECK(ver.status != GW_OK && ver.culprit >= -1 && ver.origin >= -1);
+        FUZZ_CHECK(memchr(ver.reason, '\0', sizeof(ver.reason)) != NULL);
+        size_t n = gw__bs_encode_verdict(&ver, out);
         FUZZ_CHECK(n == size && memcmp(out, data, size) == 0);
     }
 

@@ -77,6 +77,12 @@ static void fuzz_imm(const uint8_t *in, size_t n)
     gw__ib_imm_decode(imm, &kind, &value);
     FUZZ_CHECK(value <= GW_IB_IMM_VALUE_MASK);
     FUZZ_CHECK(gw__ib_imm_encode(kind, value) == imm);
+    /* An ABORT_FROM's two ranks come back as they were sent. */
+    int origin, culprit;
+    gw__ib_abort_from_decode(value, &origin, &culprit);
+    FUZZ_CHECK(origin >= -1 && origin < (int)GW_IB_IMM_NO_RANK);
+    FUZZ_CHECK(culprit >= -1 && culprit < (int)GW_IB_IMM_NO_RANK);
+    FUZZ_CHECK(gw__ib_abort_from_encode(origin, culprit) == value);
 }
 
 static void fuzz_hello(const uint8_t *in, size_t n)

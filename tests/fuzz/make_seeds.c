@@ -58,7 +58,9 @@ static void tcp_seeds(void)
     put("fuzz_tcp_wire", "hdr-data", 0, 1, hdr, sizeof(hdr));
     h.type = 3;
     h.status = (int32_t)GW_ERR_TIMEOUT;
-    h.total = h.part_len = 0;
+    h.part_len = 0;
+    h.total = 2;  /* the rank that first reported the failure */
+    h.offset = 1; /* the rank it blames */
     gw__tcp_hdr_encode(&h, hdr);
     put("fuzz_tcp_wire", "hdr-abort", 0, 1, hdr, sizeof(hdr));
 
@@ -141,7 +143,7 @@ static void sock_auth_seeds(void)
 
 static void bootstrap_seeds(void)
 {
-    uint8_t buf[GW_BS_REJECT_MAX_LEN + 64];
+    uint8_t buf[GW_BS_SMALL_MSG_MAX + 64];
     gw_bs_hello_t h = {.rank = 3, .size = 4};
     memset(h.client_nonce, 0x11, sizeof(h.client_nonce));
     gw__bs_encode_hello(&h, buf);
@@ -166,6 +168,27 @@ static void bootstrap_seeds(void)
     gw__bs_encode_data_prefix(8, buf);
     memcpy(buf + GW_BS_DATA_PREFIX_LEN, "addrblob", 8);
     put("fuzz_bootstrap_msg", "data", 0, 0, buf, GW_BS_DATA_PREFIX_LEN + 8);
+    gw_bs_report_t rep = {.kind = GW_BS_REPORT_STALLED,
+                          .status = GW_ERR_TIMEOUT,
+                          .culprit = 3,
+                          .origin = 0,
+                          .blame = 5,
+                          .waiting_on = 3,
+                          .seq = 7,
+                          .stalled_ms = 2000};
+    n = gw__bs_encode_report(&rep, buf);
+    put("fuzz_bootstrap_msg", "report", 0, 0, buf, n);
+    rep = (gw_bs_report_t){.kind = GW_BS_REPORT_STATE, .culprit = -1, .origin = -1,
+                           .waiting_on = 2, .seq = 7, .stalled_ms = 1500};
+    n = gw__bs_encode_report(&rep, buf);
+    put("fuzz_bootstrap_msg", "report-state", 0, 0, buf, n);
+    gw_bs_inquire_t inq = {.reporter = 0, .seq = 7};
+    n = gw__bs_encode_inquire(&inq, buf);
+    put("fuzz_bootstrap_msg", "inquire", 0, 0, buf, n);
+    gw_bs_verdict_t v = {.status = GW_ERR_TIMEOUT, .culprit = 2, .origin = 0, .seq = 7};
+    snprintf(v.reason, sizeof(v.reason), "rank 2 did not answer within 500 ms");
+    n = gw__bs_encode_verdict(&v, buf);
+    put("fuzz_bootstrap_msg", "verdict", 0, 0, buf, n);
 }
 
 static void ib_seeds(void)
@@ -204,6 +227,9 @@ static void ib_seeds(void)
     uint32_t imm = gw__ib_imm_encode(GW_IB_IMM_DATA, 5);
     uint8_t ib[4] = {(uint8_t)(imm >> 24), (uint8_t)(imm >> 16), (uint8_t)(imm >> 8), (uint8_t)imm};
     put("fuzz_ib_wire", "imm", 3, 1, ib, sizeof(ib));
+    imm = gw__ib_imm_encode(GW_IB_IMM_ABORT_FROM, gw__ib_abort_from_encode(2, 1));
+    uint8_t ab[4] = {(uint8_t)(imm >> 24), (uint8_t)(imm >> 16), (uint8_t)(imm >> 8), (uint8_t)imm};
+    put("fuzz_ib_wire", "imm-abort-from", 3, 1, ab, sizeof(ab));
     gw_ib_hello_t hl;
     memset(&hl, 0, sizeof(hl));
     hl.id.magic = GW_IB_HELLO_MAGIC;

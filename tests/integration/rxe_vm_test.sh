@@ -12,8 +12,8 @@
 #     connection modes, one and several QPs per peer; results checked
 #     against a serial reference and bitwise across ranks;
 #   - fault cases: a mismatched count, a peer killed between collectives and
-#     one killed in the middle of one (the survivors get an error, none
-#     hangs), and the port going down under a running job (async event);
+#     one killed in the middle of one (the survivors get an error naming
+#     the dead rank, none hangs), and the port going down under a running job (async event);
 #   - the registration cache end to end: repeated allreduces on the same
 #     buffers register them once (and, as a control, again every time with
 #     GW_IB_REG_CACHE=0);
@@ -160,21 +160,28 @@ faults() {
         "$BUILD/tests/worker_faults" "$mode" 2>&1)
     rc=$?
     local took=$(($(date +%s) - start))
-    local r missing=""
+    local r missing="" misnamed=""
     for r in $(seq 0 $((n - 1))); do
         case "$mode" in kill | killmid) [ "$r" = 1 ] && continue ;; esac
         echo "$out" | grep -q "rank $r: GW_ERR_" || missing="$missing $r"
+        # The dead rank 1 is named by every survivor (gw_comm_culprit).
+        case "$mode" in kill | killmid)
+            echo "$out" | grep -q "rank $r: GW_ERR_.*, culprit 1$" || misnamed="$misnamed $r" ;;
+        esac
     done
     if [ $rc -eq 124 ]; then
         fail "fault $mode: hung (killed after 200 s)"
     elif [ -n "$missing" ]; then
         fail "fault $mode: ranks$missing reported no error"
         echo "$out" | tail -15
+    elif [ -n "$misnamed" ]; then
+        fail "fault $mode: ranks$misnamed do not name the dead rank 1"
+        echo "$out" | grep -E "culprit|ERROR" | tail -15
     elif ! echo "$out" | grep -q "$want"; then
         fail "fault $mode: no $want"
         echo "$out" | tail -15
     else
-        pass "fault $mode on $n ranks: $(echo "$out" | grep -o 'rank [0-9]*: GW_ERR_[A-Z_]*' | sort -u | tr '\n' ' ')in ${took} s"
+        pass "fault $mode on $n ranks: $(echo "$out" | grep -o 'rank [0-9]*: GW_ERR_[A-Z_]*.*culprit [0-9-]*' | sed 's/ after [0-9]* ms//' | sort -u | tr '\n' ' ')in ${took} s"
     fi
 }
 

@@ -416,8 +416,8 @@ Test(launch, failing_rank_stops_the_others, .timeout = 30)
     const char *argv[] = {LAUNCHER, "launch", "-n", "3", PROBE, "exit", dir, "1", "3", NULL};
     run(&r, NULL, argv, 15);
     cr_assert_eq(r.status, 3, "status %d, stderr:\n%s", r.status, r.buf[1]);
-    cr_assert(strstr(r.buf[1], "gradwire launch: rank 1 exited with status 3\n"), "stderr:\n%s",
-              r.buf[1]);
+    cr_assert(strstr(r.buf[1], "gradwire launch: rank 1 exited with status 3 (first failure)\n"),
+              "stderr:\n%s", r.buf[1]);
     /* The others sleep 30 s unless stopped; SIGTERM ends them at once. */
     cr_assert_lt(r.secs, 10.0, "took %.1f s: the other ranks were not stopped", r.secs);
     assert_ranks_gone(dir, 3);
@@ -447,9 +447,47 @@ Test(launch, killed_rank_gives_128_plus_signal, .timeout = 30)
     const char *argv[] = {LAUNCHER, "launch", "-n", "2", PROBE, "kill", dir, "0", NULL};
     run(&r, NULL, argv, 15);
     cr_assert_eq(r.status, 137, "status %d, stderr:\n%s", r.status, r.buf[1]);
-    cr_assert(strstr(r.buf[1], "gradwire launch: rank 0 killed by signal SIGKILL\n"), "stderr:\n%s",
-              r.buf[1]);
+    cr_assert(strstr(r.buf[1], "gradwire launch: rank 0 killed by signal SIGKILL (first failure)\n"),
+              "stderr:\n%s", r.buf[1]);
     assert_ranks_gone(dir, 2);
+    run_free(&r);
+    remove_dir(dir);
+}
+
+/* Rank 3 is killed and ranks 0-2 exit with status 1 because of it, all
+ * while the launcher is stopped, so that one reap finds all four: the
+ * launcher reports rank 3 as the first failure (waitpid alone returns
+ * rank 0 first, in fork order), exits 137, and says how the others ended
+ * after it. */
+Test(launch, first_failure_in_time_is_reported, .timeout = 60)
+{
+    struct run r;
+    char *dir = make_dir();
+    const char *argv[] = {LAUNCHER, "launch", "-n", "4", PROBE, "cascade", dir, "3", NULL};
+    start(&r, NULL, argv);
+    wait_files(dir, "pid", 4);
+    cr_assert_eq(kill(r.pid, SIGSTOP), 0);
+    char go[4096];
+    snprintf(go, sizeof(go), "%s/go", dir);
+    FILE *f = fopen(go, "w");
+    cr_assert(f && fclose(f) == 0, "cannot create %s", go);
+    for (int tries = 0; tries < 1000; tries++) {
+        int done = 0;
+        for (int rank = 0; rank < 3; rank++)
+            done += read_num(dir, "done", rank) > 0;
+        if (done == 3)
+            break;
+        usleep(10000);
+    }
+    usleep(200000); /* they have exited after writing done.* */
+    cr_assert_eq(kill(r.pid, SIGCONT), 0);
+    finish(&r, 30);
+    cr_assert_eq(r.status, 137, "status %d, stderr:\n%s", r.status, r.buf[1]);
+    cr_assert(strstr(r.buf[1], "gradwire launch: rank 3 killed by signal SIGKILL (first failure)\n"),
+              "the first failure is not rank 3's death; stderr:\n%s", r.buf[1]);
+    cr_assert(strstr(r.buf[1], "after it, ranks 0,1,2 exited with status 1\n"), "stderr:\n%s",
+              r.buf[1]);
+    assert_ranks_gone(dir, 4);
     run_free(&r);
     remove_dir(dir);
 }

@@ -7,7 +7,18 @@
  * when the outcome is an error with intact memory, 1 otherwise.
  *
  * Usage: worker_faults MODE   (count, dtype, zero, algo, op, null, overflow,
- *                              baddtype, badop, kill, killmid, token)
+ *                              baddtype, badop, kill, killmid, token, stop,
+ *                              late, absent, chain)
+ *
+ * stop: rank 2 stops itself (SIGSTOP) 20 ms into a large allreduce; a child
+ * it forked first sends it SIGCONT GW_TIMEOUT_MS + 4 s later, so that it
+ * too prints its status and exits. late: rank 2 arrives GW_TIMEOUT_MS + 2 s
+ * late at the allreduce (busy outside gradwire) while the others wait.
+ * absent: rank 3 exits (status 0) without joining; the others' joins fail.
+ * chain: point-to-point waits 1 -> 0 -> 3 -> 2 (rank 1 receives from rank
+ * 0, which receives from rank 3, which receives from rank 2), and rank 2
+ * is busy for 10 s; rank 0 runs with GW_TIMEOUT_MS=3000, so it times out
+ * first, waiting for rank 3, which has not timed out and is still waiting.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -37,6 +48,43 @@ static void die_now(int sig)
     _exit(0); /* the launcher must not stop the survivors: exit 0 */
 }
 
+static int wake_fd = -1; /* stop mode: tells the waker child to start its clock */
+
+static void stop_now(int sig)
+{
+    (void)sig;
+    char b = 1;
+    (void)!write(wake_fd, &b, 1);
+    raise(SIGSTOP);
+}
+
+/* A child that sends the parent SIGCONT ms after the parent stopped. */
+static void start_waker(int ms)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return;
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        close(p[1]);
+        char b;
+        if (read(p[0], &b, 1) == 1) {
+            usleep((useconds_t)ms * 1000);
+            kill(parent, SIGCONT);
+        }
+        _exit(0);
+    }
+    close(p[0]);
+    wake_fd = p[1];
+}
+
+static int timeout_ms(void)
+{
+    const char *t = getenv("GW_TIMEOUT_MS");
+    return t ? atoi(t) : 30000;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -48,15 +96,38 @@ int main(int argc, char **argv)
     int my_rank = rank_env ? atoi(rank_env) : 0;
     if (strcmp(mode, "token") == 0 && my_rank == 1)
         setenv("GW_JOB_TOKEN", "not-the-job-token", 1);
+    if (strcmp(mode, "stop") == 0 && my_rank == 2)
+        start_waker(timeout_ms() + 4000); /* before any connection exists */
+    if (strcmp(mode, "chain") == 0 && my_rank == 0)
+        setenv("GW_TIMEOUT_MS", "3000", 1);
 
+    int init_fails = strcmp(mode, "token") == 0 || strcmp(mode, "absent") == 0;
+    if (strcmp(mode, "absent") == 0 && my_rank == 3)
+        return 0;
     double t0 = now_ms();
     gw_comm_t *comm = NULL;
     gw_status_t st = gw_comm_init_env(&comm);
     if (st != GW_OK) {
         printf("rank %d: %s after %.0f ms (init)\n", my_rank, gw_status_name(st), now_ms() - t0);
-        return strcmp(mode, "token") == 0 ? 0 : 1;
+        return init_fails ? 0 : 1;
     }
     int rank = gw_comm_rank(comm);
+    if (strcmp(mode, "chain") == 0) {
+        static const int from[4] = {3, 0, -1, 2}; /* whom each rank receives from */
+        float buf[16] = {0};
+        t0 = now_ms();
+        if (rank == 2) {
+            usleep(10 * 1000 * 1000);
+            st = gw_send(comm, buf, 16, GW_FLOAT32, 3);
+        } else {
+            st = gw_recv(comm, buf, 16, GW_FLOAT32, from[rank]);
+        }
+        printf("rank %d: %s after %.0f ms, culprit %d\n", rank, gw_status_name(st), now_ms() - t0,
+               gw_comm_culprit(comm));
+        fflush(stdout);
+        gw_comm_destroy(comm);
+        return st != GW_OK ? 0 : 1;
+    }
     size_t count = COUNT;
     gw_dtype_t dtype = GW_FLOAT32;
     gw_op_t op = GW_SUM;
@@ -82,6 +153,13 @@ int main(int argc, char **argv)
         if (special)
             signal(SIGALRM, die_now);
     }
+    if (strcmp(mode, "stop") == 0) {
+        count = big;
+        if (rank == 2)
+            signal(SIGALRM, stop_now);
+    }
+    if (strcmp(mode, "late") == 0 && rank == 2)
+        usleep((useconds_t)(timeout_ms() + 2000) * 1000);
     if (special && strcmp(mode, "count") == 0)
         count = COUNT + 1;
     if (special && strcmp(mode, "dtype") == 0)
@@ -109,8 +187,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "badop") == 0)
         op = (gw_op_t)42;
 
-    if (special && strcmp(mode, "killmid") == 0) {
-        struct itimerval it = {{0, 0}, {0, 20000}}; /* die 20 ms into the call */
+    if ((special && strcmp(mode, "killmid") == 0) || (rank == 2 && strcmp(mode, "stop") == 0)) {
+        struct itimerval it = {{0, 0}, {0, 20000}}; /* die or stop 20 ms into the call */
         setitimer(ITIMER_REAL, &it, NULL);
     }
     t0 = now_ms();
@@ -122,7 +200,7 @@ int main(int argc, char **argv)
     int ok = st != GW_OK;
     /* Nothing may be written past what this rank asked for. */
     size_t written = count <= (size_t)COUNT + 1 ? count * gw_dtype_size(dtype) : 0;
-    if (strcmp(mode, "killmid") != 0 && count <= (size_t)COUNT + 1) {
+    if (count <= (size_t)COUNT + 1) {
         for (size_t i = written; i < bytes; i++)
             if (recv[i] != CANARY) {
                 printf("rank %d: receive buffer written past its count at byte %zu\n", rank, i);

@@ -10,6 +10,10 @@
  *   exit DIR R CODE [ign]  rank R exits with CODE once every rank is up;
  *                          the others sleep (ignoring SIGTERM with "ign")
  *   kill DIR R             rank R dies of SIGKILL once every rank is up
+ *   cascade DIR R          once DIR/go exists, rank R dies of SIGKILL and
+ *                          every other rank, once it sees R dead (a zombie
+ *                          or gone), writes DIR/done.RANK and exits with 1:
+ *                          survivors of a dead peer, as a job's would
  *   trap DIR               on SIGTERM write DIR/term.RANK and exit 0
  *   ignore DIR             ignore SIGINT and SIGTERM and sleep
  *   sleep DIR              sleep
@@ -74,6 +78,51 @@ static void wait_all_up(const char *dir, int size)
             return;
         sleep_ms(10);
     }
+}
+
+/* Whether pid is dead: a zombie not yet reaped, or gone. */
+static int dead(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
+}
+
+static long read_pid(const char *dir, int rank)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/pid.%d", dir, rank);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+static int mode_cascade(const char *dir, int rank, int size, int victim)
+{
+    char go[4096];
+    snprintf(go, sizeof(go), "%s/go", dir);
+    wait_all_up(dir, size);
+    for (int tries = 0; access(go, F_OK) != 0 && tries < 3000; tries++)
+        sleep_ms(10);
+    if (rank == victim)
+        raise(SIGKILL);
+    long pid = read_pid(dir, victim);
+    for (int tries = 0; pid > 0 && !dead(pid) && tries < 3000; tries++)
+        sleep_ms(5);
+    write_file(dir, "done", rank, 1);
+    return 1;
 }
 
 static int mode_env(int rank)
@@ -142,6 +191,8 @@ int main(int argc, char **argv)
     }
     if (write_file(dir, "pid", rank, (long)getpid()) != 0)
         return 65;
+    if (strcmp(mode, "cascade") == 0 && argc > 3)
+        return mode_cascade(dir, rank, size, atoi(argv[3]));
     if ((strcmp(mode, "exit") == 0 || strcmp(mode, "kill") == 0) && argc > 3 &&
         rank == atoi(argv[3])) {
         wait_all_up(dir, size);

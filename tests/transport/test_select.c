@@ -548,7 +548,7 @@ static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
     uint8_t buf[64];
     if (rank == 0) {
         usleep(100 * 1000);
-        CHECK_ST(t->ops->abort(t, GW_ERR_TIMEOUT), GW_OK);
+        CHECK_ST(gw__transport_abort(t, GW_ERR_TIMEOUT), GW_OK);
         gw_request_t r;
         make_req(&r, GW_REQ_SEND, 1, 1, 1, buf, sizeof(buf));
         CHECK_ST(t->ops->isend(t, &r), GW_ERR_ABORTED);

@@ -105,7 +105,7 @@ static inline int body_mismatch(gw_transport_t *t, int rank, int size, const voi
     make_req(&later, GW_REQ_RECV, 0, 2, 0xAA, buf, 1);
     CHECK_ST(t->ops->irecv(t, &later), GW_ERR_MISMATCH);
     CHECK(later.complete && later.status == GW_ERR_MISMATCH, "later request not failed");
-    CHECK_ST(t->ops->abort(t, GW_ERR_MISMATCH), GW_OK);
+    CHECK_ST(gw__transport_abort(t, GW_ERR_MISMATCH), GW_OK);
     free(buf);
     return 0;
 }

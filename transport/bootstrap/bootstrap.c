@@ -170,6 +170,7 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
 {
     if (!bs)
         return;
+    gw__bs_referee_stop(bs->referee); /* it holds fds[] while it runs */
     if (bs->root_fd >= 0)
         close(bs->root_fd);
     if (bs->fds)

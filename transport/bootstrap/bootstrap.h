@@ -9,7 +9,9 @@
  * waiting for the real ranks. Once all ranks are in, rank 0 sends each a
  * random 16-byte job id and the listener is closed. The star of connections
  * stays open for small all-gathers (transport addresses, later out-of-band
- * RDMA connection data).
+ * RDMA connection data), and then, for as long as the job runs, for the
+ * watch: a rank whose communicator fails reports to rank 0's referee, which
+ * decides whom to blame and tells every rank (bootstrap_watch.c).
  */
 #ifndef GW_TRANSPORT_BOOTSTRAP_H
 #define GW_TRANSPORT_BOOTSTRAP_H
@@ -20,6 +22,7 @@
 
 #include "common/log.h"
 #include "gradwire.h"
+#include "transport/bootstrap/bootstrap_msg.h"
 
 typedef struct gw_bootstrap gw_bootstrap_t;
 
@@ -34,7 +37,9 @@ typedef struct gw_bootstrap_params {
 
 /* Join the job. Rank 0 binds the root address and waits for size - 1
  * authenticated ranks; others connect to it. Errors: GW_ERR_TIMEOUT (message
- * names the root address and how many ranks joined), GW_ERR_AUTH (token
+ * names the root address and how many ranks joined; when rank 0 gives up,
+ * every rank that did join is told which ranks are missing and names them
+ * too), GW_ERR_AUTH (token
  * mismatch, on the connecting rank), GW_ERR_CONFIG (rank/size disagreement,
  * duplicate rank), GW_ERR_SYSTEM (bind failed: address in use, ...). */
 gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap_t **out);
@@ -57,6 +62,37 @@ gw_status_t gw__bootstrap_local_addr(const gw_bootstrap_t *bs, struct sockaddr_s
 /* all[r * len ... ] = rank r's `mine` (len bytes, same len on every rank). */
 gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, void *all);
 
+/* ---- the watch, after the last all-gather ------------------------------ */
+
+/* Start the watch: from now on the star of connections carries reports
+ * and verdicts only (no all-gather may follow). Rank 0 starts the referee,
+ * a thread that owns the connections to the other ranks and talks to its
+ * own rank through a socket pair, so that it answers even while rank 0's
+ * caller computes. grace_ms bounds how long it waits for answers before it
+ * decides. GW_ERR_SYSTEM or GW_ERR_NO_MEMORY (logged) when it cannot start;
+ * a job of one rank has nothing to watch (GW_OK, nothing started). */
+gw_status_t gw__bootstrap_watch_start(gw_bootstrap_t *bs, int grace_ms);
+
+/* Whether the watch runs and rank 0 can still be reached. */
+int gw__bootstrap_watching(const gw_bootstrap_t *bs);
+
+/* Look at what the referee sent, without blocking: an INQUIRE is answered
+ * with *state (a STATE report of what this rank waits for, when state is
+ * not NULL). Returns 1 with *verdict once a verdict has come (and again on
+ * every later call), 0 otherwise, also when the watch is not running or
+ * rank 0 is gone. */
+int gw__bootstrap_watch_poll(gw_bootstrap_t *bs, const gw_bs_report_t *state,
+                             gw_bs_verdict_t *verdict);
+
+/* Send a FAILED or STALLED report to the referee and wait up to wait_ms
+ * (0: not at all) for its verdict: GW_OK with *verdict (also when it had
+ * come before), GW_ERR_TIMEOUT when none came in time, GW_ERR_REMOTE when
+ * rank 0 cannot be reached (its connection closed: it died or closed its
+ * communicator), GW_ERR_UNSUPPORTED when the watch is not running. */
+gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t *report,
+                                       int wait_ms, gw_bs_verdict_t *verdict);
+
+/* Stops the referee first (rank 0). NULL-safe. */
 void gw__bootstrap_close(gw_bootstrap_t *bs);
 
 #endif

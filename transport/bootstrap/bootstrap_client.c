@@ -31,6 +31,9 @@
  * rank dials again, which sends a new SYN at once. */
 #define CONNECT_ATTEMPT_FIRST_MS 250
 #define CONNECT_ATTEMPT_MAX_MS 4000
+/* How long past rank 0's own deadline a joined rank waits for its welcome
+ * or for rank 0's word on who is missing. */
+#define WELCOME_MARGIN_MS 1000
 
 static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
 {
@@ -231,7 +234,8 @@ static gw_status_t client_recv_answer(const gw_bootstrap_t *bs, int fd, gw_bs_ty
         return st;
     *len = GW_BS_HDR_LEN + hdr.payload_len;
     if (hdr.type == GW_BS_REJECT)
-        return gw__bs_client_take_reject(bs, buf, *len, "rejected this rank");
+        return gw__bs_client_take_reject(
+            bs, buf, *len, type == GW_BS_WELCOME ? "ended the join" : "rejected this rank");
     return GW_OK;
 }
 
@@ -339,7 +343,13 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     if (st != GW_OK)
         goto err_close_fd;
 
-    st = client_recv_answer(bs, fd, GW_BS_WELCOME, deadline,
+    /* Rank 0 was listening when we got in, so it gives up on the join
+     * within its own timeout from now, and then tells us which ranks are
+     * missing: wait for that rather than time out naming nobody. */
+    int64_t welcome_by = gw__now_ms() + bs->timeout_ms + WELCOME_MARGIN_MS;
+    if (welcome_by < deadline)
+        welcome_by = deadline;
+    st = client_recv_answer(bs, fd, GW_BS_WELCOME, welcome_by,
                             "the join (waiting for every rank to join)", buf, &len, NULL);
     if (st != GW_OK)
         goto err_close_fd;

@@ -9,6 +9,11 @@
  *   bootstrap_root.c    rank 0: the join state machine over every connection
  *   bootstrap_gather.c  the all-gather on both sides, with its failures
  *                       propagated by REJECT
+ *   bootstrap_watch.c   after the all-gathers: a rank's reports to the
+ *                       referee and the verdicts it gets back
+ *   bootstrap_referee.c rank 0's referee thread: collects reports, asks the
+ *                       other ranks what they wait for, decides whom to
+ *                       blame and tells every rank
  *
  * The sockets themselves (transfers with deadlines, addresses as text,
  * connection attempts and their pauses) are transport/sock.h's, shared with
@@ -48,6 +53,15 @@ struct gw_bootstrap {
     int root_fd;                        /* ranks > 0: the connection to rank 0 */
     int *fds;                           /* rank 0: fds[r] talks to rank r (fds[0] = -1) */
     char (*peer_addr)[GW_BS_ADDR_TEXT]; /* rank 0: peer address of each rank */
+    /* The watch (bootstrap_watch.c). On rank 0, root_fd is its end of the
+     * socket pair to the referee, which owns fds[] from then on. */
+    int watching;
+    int watch_gone; /* rank 0's connection closed or broke */
+    uint8_t wrx[GW_BS_SMALL_MSG_MAX]; /* bytes of a message not yet whole */
+    size_t wrx_len;
+    int have_verdict;
+    gw_bs_verdict_t verdict;
+    struct gw_bs_referee *referee; /* rank 0 */
 };
 
 /* ---- what every part needs (bootstrap.c) -------------------------------- */
@@ -68,6 +82,14 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
  * status; "when" completes "rank 0 (root ...) ...". */
 gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
                                       const char *when);
+
+/* bootstrap_referee.c: start the referee over bs->fds (which it takes
+ * over: bs->fds[r] becomes -1) and self_fd, its end of the socket pair to
+ * rank 0's own caller; stop it (NULL-safe), closing what it holds. */
+typedef struct gw_bs_referee gw_bs_referee_t;
+gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
+                                 gw_bs_referee_t **out);
+void gw__bs_referee_stop(gw_bs_referee_t *ref);
 
 /* bootstrap_root.c: listen, accept size - 1 ranks and welcome them; on
  * success bs->fds, bs->peer_addr, bs->local and bs->job_id are set (bs->fds

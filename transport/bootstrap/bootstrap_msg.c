@@ -30,6 +30,12 @@ const char *gw__bs_type_name(uint32_t type)
         return "welcome";
     case GW_BS_DATA:
         return "data";
+    case GW_BS_REPORT:
+        return "report";
+    case GW_BS_INQUIRE:
+        return "inquire";
+    case GW_BS_VERDICT:
+        return "verdict";
     }
     return "unknown";
 }
@@ -90,6 +96,45 @@ void gw__bs_encode_data_prefix(uint32_t len, uint8_t out[GW_BS_DATA_PREFIX_LEN])
     gw__put_be32(out + GW_BS_HDR_LEN, len);
 }
 
+size_t gw__bs_encode_report(const gw_bs_report_t *m, uint8_t out[GW_BS_REPORT_LEN])
+{
+    uint8_t *p = out + GW_BS_HDR_LEN;
+    put_hdr(out, GW_BS_REPORT, GW_BS_REPORT_LEN - GW_BS_HDR_LEN);
+    gw__put_be32(p, m->kind);
+    gw__put_be32(p + 4, (uint32_t)m->status);
+    gw__put_be32(p + 8, (uint32_t)m->culprit);
+    gw__put_be32(p + 12, (uint32_t)m->origin);
+    gw__put_be32(p + 16, m->blame);
+    gw__put_be32(p + 20, (uint32_t)m->waiting_on);
+    gw__put_be64(p + 24, m->seq);
+    gw__put_be32(p + 32, m->stalled_ms);
+    return GW_BS_REPORT_LEN;
+}
+
+size_t gw__bs_encode_inquire(const gw_bs_inquire_t *m, uint8_t out[GW_BS_INQUIRE_LEN])
+{
+    put_hdr(out, GW_BS_INQUIRE, GW_BS_INQUIRE_LEN - GW_BS_HDR_LEN);
+    gw__put_be32(out + GW_BS_HDR_LEN, (uint32_t)m->reporter);
+    gw__put_be64(out + GW_BS_HDR_LEN + 4, m->seq);
+    return GW_BS_INQUIRE_LEN;
+}
+
+size_t gw__bs_encode_verdict(const gw_bs_verdict_t *m, uint8_t out[GW_BS_VERDICT_MAX_LEN])
+{
+    size_t n = strnlen(m->reason, GW_BS_REASON_MAX);
+    uint8_t *p = out + GW_BS_HDR_LEN;
+    put_hdr(out, GW_BS_VERDICT, (uint32_t)(GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN + n));
+    gw__put_be32(p, (uint32_t)m->status);
+    gw__put_be32(p + 4, (uint32_t)m->culprit);
+    gw__put_be32(p + 8, (uint32_t)m->origin);
+    gw__put_be64(p + 12, m->seq);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)m->reason[i];
+        out[GW_BS_VERDICT_MIN_LEN + i] = printable(c) ? c : (uint8_t)'?';
+    }
+    return GW_BS_VERDICT_MIN_LEN + n;
+}
+
 static gw_status_t malformed(const char **why, const char *text)
 {
     if (why)
@@ -128,6 +173,16 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
     case GW_BS_DATA:
         min = 4;
         max = 4 + GW_BS_DATA_MAX;
+        break;
+    case GW_BS_REPORT:
+        min = max = GW_BS_REPORT_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_INQUIRE:
+        min = max = GW_BS_INQUIRE_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_VERDICT:
+        min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;
+        max = GW_BS_VERDICT_MAX_LEN - GW_BS_HDR_LEN;
         break;
     default:
         return malformed(why, "unknown message type");
@@ -236,6 +291,84 @@ gw_status_t gw__bs_decode_reject(const uint8_t *buf, size_t len, gw_bs_reject_t 
     out->status = (gw_status_t)status;
     memcpy(out->reason, p + 4, n);
     out->reason[n] = '\0';
+    return GW_OK;
+}
+
+/* A rank on the wire: -1 (none) or a non-negative 32-bit integer. */
+static int get_rank(const uint8_t *p, int32_t *out)
+{
+    int32_t v = (int32_t)gw__get_be32(p);
+    if (v < -1)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+gw_status_t gw__bs_decode_report(const uint8_t *buf, size_t len, gw_bs_report_t *out,
+                                 const char **why)
+{
+    uint8_t p[GW_BS_REPORT_LEN - GW_BS_HDR_LEN];
+    gw_status_t st = fixed(buf, len, GW_BS_REPORT, p, sizeof(p), NULL, 0, why);
+    if (st != GW_OK)
+        return st;
+    gw_bs_report_t m;
+    m.kind = gw__get_be32(p);
+    uint32_t status = gw__get_be32(p + 4);
+    m.blame = gw__get_be32(p + 16);
+    m.seq = gw__get_be64(p + 24);
+    m.stalled_ms = gw__get_be32(p + 32);
+    if (m.kind < GW_BS_REPORT_FAILED || m.kind > GW_BS_REPORT_STATE)
+        return malformed(why, "report of an unknown kind");
+    if (m.kind == GW_BS_REPORT_STATE ? status != GW_OK : !known_error(status))
+        return malformed(why, "report carries an unknown or unfitting status");
+    if (m.blame > 5)
+        return malformed(why, "report names an unknown kind of blame");
+    if (get_rank(p + 8, &m.culprit) || get_rank(p + 12, &m.origin) ||
+        get_rank(p + 20, &m.waiting_on))
+        return malformed(why, "report names a negative rank other than -1");
+    m.status = (gw_status_t)status;
+    *out = m;
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_inquire(const uint8_t *buf, size_t len, gw_bs_inquire_t *out,
+                                  const char **why)
+{
+    uint8_t p[GW_BS_INQUIRE_LEN - GW_BS_HDR_LEN];
+    gw_status_t st = fixed(buf, len, GW_BS_INQUIRE, p, sizeof(p), NULL, 0, why);
+    if (st != GW_OK)
+        return st;
+    gw_bs_inquire_t m;
+    if (get_rank(p, &m.reporter))
+        return malformed(why, "inquiry names a negative rank other than -1");
+    m.seq = gw__get_be64(p + 4);
+    *out = m;
+    return GW_OK;
+}
+
+gw_status_t gw__bs_decode_verdict(const uint8_t *buf, size_t len, gw_bs_verdict_t *out,
+                                  const char **why)
+{
+    gw_bs_hdr_t hdr;
+    gw_status_t st = whole(buf, len, GW_BS_VERDICT, &hdr, why);
+    if (st != GW_OK)
+        return st;
+    const uint8_t *p = buf + GW_BS_HDR_LEN;
+    uint32_t status = gw__get_be32(p);
+    if (!known_error(status))
+        return malformed(why, "verdict carries an unknown status");
+    gw_bs_verdict_t m;
+    if (get_rank(p + 4, &m.culprit) || get_rank(p + 8, &m.origin))
+        return malformed(why, "verdict names a negative rank other than -1");
+    m.seq = gw__get_be64(p + 12);
+    size_t n = hdr.payload_len - (GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN);
+    for (size_t i = 0; i < n; i++)
+        if (!printable(p[20 + i]))
+            return malformed(why, "verdict reason is not printable ASCII");
+    m.status = (gw_status_t)status;
+    memcpy(m.reason, p + 20, n);
+    m.reason[n] = '\0';
+    *out = m;
     return GW_OK;
 }
 

@@ -8,7 +8,7 @@
  *
  *   offset  size  field
  *        0     4  magic          0x47574253 ("GWBS")
- *        4     2  version        1
+ *        4     2  version        2
  *        6     2  type           see below
  *        8     4  payload length bytes that follow the header
  *
@@ -23,6 +23,18 @@
  *   5 WELCOME    root -> rank    job_id[16]                                  16
  *   6 DATA       either way      u32 len, then len bytes           4 + len, with
  *                                len <= GW_BS_DATA_MAX
+ *   7 REPORT     rank -> root    u32 kind (1 FAILED, 2 STALLED, 3 STATE),
+ *                                u32 status (GW_OK in a STATE),
+ *                                i32 culprit, i32 origin, u32 blame (how the
+ *                                culprit was found: gw_blame_kind_t),
+ *                                i32 waiting_on, u64 seq (the collective it
+ *                                is in, 0 none), u32 stalled_ms              36
+ *   8 INQUIRE    root -> rank    i32 reporter, u64 seq (what it waits in)    12
+ *   9 VERDICT    root -> rank    u32 status (not GW_OK), i32 culprit,
+ *                                i32 origin, u64 seq, reason: 0..255 bytes
+ *                                of printable ASCII                     20..275
+ * Ranks are signed: -1 (all ones) stands for none; the decoders refuse
+ * anything below -1, the callers anything not below the job's size.
  *
  * Proofs are HMAC-SHA256 keyed with the job token (empty key when the job
  * has none):
@@ -39,7 +51,17 @@
  * DATA of its own len bytes to the root; the root answers DATA of size * len
  * bytes in rank order, or REJECT (length mismatch, a dead rank, a timeout)
  * so that every rank fails with the root's reason instead of waiting. A rank
- * that fails locally tells the root with REJECT the same way.
+ * that fails locally tells the root with REJECT the same way. A join that
+ * times out ends with a REJECT to every rank that did join, naming the
+ * missing ranks.
+ *
+ * Watch (after the last all-gather, for as long as the job runs; see
+ * bootstrap_watch.c): a rank whose communicator fails sends a REPORT
+ * (FAILED: whom it blames and how it knows; STALLED: it timed out waiting
+ * for waiting_on) and waits for the VERDICT. The root's referee asks the
+ * ranks that did not report what they wait for (INQUIRE, answered by a
+ * STATE report), decides whom to blame, and sends the VERDICT to every
+ * rank.
  *
  * Decoders check the magic, the version, that the type is known, and bound
  * the payload length for the type, and return GW_ERR_PROTOCOL on anything
@@ -56,7 +78,8 @@
 #include "gradwire.h"
 
 #define GW_BS_MAGIC 0x47574253u /* "GWBS" */
-#define GW_BS_VERSION 1u
+/* 2: the watch messages (REPORT, INQUIRE, VERDICT). */
+#define GW_BS_VERSION 2u
 #define GW_BS_HDR_LEN 12u
 #define GW_BS_NONCE_LEN 32u
 #define GW_BS_PROOF_LEN 32u
@@ -77,8 +100,12 @@
 #define GW_BS_REJECT_MAX_LEN (GW_BS_REJECT_MIN_LEN + GW_BS_REASON_MAX)
 /* Header plus the u32 len of DATA; the bytes follow. */
 #define GW_BS_DATA_PREFIX_LEN (GW_BS_HDR_LEN + 4u)
+#define GW_BS_REPORT_LEN (GW_BS_HDR_LEN + 36u)
+#define GW_BS_INQUIRE_LEN (GW_BS_HDR_LEN + 12u)
+#define GW_BS_VERDICT_MIN_LEN (GW_BS_HDR_LEN + 20u)
+#define GW_BS_VERDICT_MAX_LEN (GW_BS_VERDICT_MIN_LEN + GW_BS_REASON_MAX)
 /* A buffer of this size holds any message other than DATA. */
-#define GW_BS_SMALL_MSG_MAX GW_BS_REJECT_MAX_LEN
+#define GW_BS_SMALL_MSG_MAX GW_BS_VERDICT_MAX_LEN
 
 typedef enum gw_bs_type {
     GW_BS_HELLO = 1,
@@ -87,7 +114,43 @@ typedef enum gw_bs_type {
     GW_BS_REJECT = 4,
     GW_BS_WELCOME = 5,
     GW_BS_DATA = 6,
+    GW_BS_REPORT = 7,
+    GW_BS_INQUIRE = 8,
+    GW_BS_VERDICT = 9,
 } gw_bs_type_t;
+
+typedef enum gw_bs_report_kind {
+    GW_BS_REPORT_FAILED = 1,  /* the communicator failed: culprit, blame */
+    GW_BS_REPORT_STALLED = 2, /* timed out waiting for waiting_on */
+    GW_BS_REPORT_STATE = 3,   /* the answer to an INQUIRE */
+} gw_bs_report_kind_t;
+
+/* What a rank tells the root's referee. */
+typedef struct gw_bs_report {
+    uint32_t kind;  /* gw_bs_report_kind_t */
+    gw_status_t status;
+    int32_t culprit;    /* the rank it blames, -1 none */
+    int32_t origin;     /* the rank that first reported it, -1 none */
+    uint32_t blame;     /* gw_blame_kind_t (transport.h), 0..5 */
+    int32_t waiting_on; /* the rank it waits for, -1 none */
+    uint64_t seq;       /* the collective it is in (0: none, or point-to-point) */
+    uint32_t stalled_ms;
+} gw_bs_report_t;
+
+/* The referee asks a rank what it waits for. */
+typedef struct gw_bs_inquire {
+    int32_t reporter; /* the rank whose report started the inquiry */
+    uint64_t seq;
+} gw_bs_inquire_t;
+
+/* Whom the referee blames, and why. */
+typedef struct gw_bs_verdict {
+    gw_status_t status;
+    int32_t culprit; /* -1: no rank could be named */
+    int32_t origin;  /* the rank whose report started it */
+    uint64_t seq;
+    char reason[GW_BS_REASON_MAX + 1]; /* NUL-terminated */
+} gw_bs_verdict_t;
 
 typedef struct gw_bs_hdr {
     gw_bs_type_t type;
@@ -127,6 +190,13 @@ size_t gw__bs_encode_reject(gw_status_t status, const char *reason,
 /* The header and length of a DATA message of len bytes (len <=
  * GW_BS_DATA_MAX); the caller sends the bytes after it. */
 void gw__bs_encode_data_prefix(uint32_t len, uint8_t out[GW_BS_DATA_PREFIX_LEN]);
+/* Ranks must be >= -1, the kind and blame known, a REPORT's status a known
+ * status (GW_OK only in a STATE), a VERDICT's a known error; the verdict's
+ * reason is cut and made printable as a REJECT's is. The encoders return
+ * the message length. */
+size_t gw__bs_encode_report(const gw_bs_report_t *m, uint8_t out[GW_BS_REPORT_LEN]);
+size_t gw__bs_encode_inquire(const gw_bs_inquire_t *m, uint8_t out[GW_BS_INQUIRE_LEN]);
+size_t gw__bs_encode_verdict(const gw_bs_verdict_t *m, uint8_t out[GW_BS_VERDICT_MAX_LEN]);
 
 /* The header alone, from the first len bytes of buf (len >= GW_BS_HDR_LEN):
  * checks magic, version, type and the payload length bound for the type. */
@@ -141,6 +211,12 @@ gw_status_t gw__bs_decode_welcome(const uint8_t *buf, size_t len, uint8_t job_id
                                   const char **why);
 gw_status_t gw__bs_decode_reject(const uint8_t *buf, size_t len, gw_bs_reject_t *out,
                                  const char **why);
+gw_status_t gw__bs_decode_report(const uint8_t *buf, size_t len, gw_bs_report_t *out,
+                                 const char **why);
+gw_status_t gw__bs_decode_inquire(const uint8_t *buf, size_t len, gw_bs_inquire_t *out,
+                                  const char **why);
+gw_status_t gw__bs_decode_verdict(const uint8_t *buf, size_t len, gw_bs_verdict_t *out,
+                                  const char **why);
 /* The first GW_BS_DATA_PREFIX_LEN bytes of a DATA message: *data_len is its
  * len field, checked against the header's payload length. */
 gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *data_len,

@@ -367,6 +367,16 @@ static gw_status_t join_timeout(const join_t *j, int64_t waited)
              "(rank 0 included); missing rank%s %s",
              (long long)waited, bs->root, j->joined + 1, bs->size, nmissing == 1 ? "" : "s",
              missing);
+    /* The ranks that did join wait for their welcome: they learn from us
+     * which ranks never came, instead of timing out with nobody named. */
+    char reason[GW_BS_REASON_MAX + 1];
+    snprintf(reason, sizeof(reason),
+             "gave up after %lld ms: %d of %d ranks joined; missing rank%s %s (never started, "
+             "killed, or given another root address or token)",
+             (long long)waited, j->joined + 1, bs->size, nmissing == 1 ? "" : "s", missing);
+    for (int r = 1; r < bs->size; r++)
+        if (j->by_rank[r])
+            gw__bs_send_reject_nowait(j->by_rank[r]->fd, GW_ERR_TIMEOUT, reason);
     return GW_ERR_TIMEOUT;
 }
 

@@ -70,7 +70,9 @@
  * logged once at ERROR naming the peer, every pending request completes
  * with it, every later call returns it. Failed
  * work completions name their status (ibv_wc_status_str) with a hint; a
- * peer's ABORT immediate carries its status; async events (port down,
+ * peer's ABORT immediate carries its status, after an ABORT_FROM naming
+ * the rank that first reported the failure and the rank blamed for it
+ * (both taken over: gw__transport_peer_aborted); async events (port down,
  * device fatal, QP fatal) fail everything instead of leaving ranks waiting.
  *
  * Loading (ib_api.c): libibverbs and librdmacm are opened with dlopen when
@@ -306,6 +308,8 @@ static gw_status_t alloc_peers(gw_ib_t *t)
         t->peers[r].oob_fd = -1;
         t->peers[r].r_cts_next = 1;
         t->peers[r].s_cts_next = 1;
+        t->peers[r].abort_origin = -1;
+        t->peers[r].abort_culprit = -1;
         snprintf(t->peers[r].desc, sizeof(t->peers[r].desc), "rank %d", r);
     }
     return GW_OK;
@@ -532,13 +536,21 @@ static gw_status_t ib_mem_dereg(gw_transport_t *base, void *handle)
 
 /* Send a control immediate to every connected peer and wait up to budget_ms
  * for their completions. Returns how many were acknowledged. */
-static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t kind, uint64_t value, int budget_ms)
+/* Post the control message (kind, value) to every connected peer, after
+ * (pre_kind, pre_value) when pre_kind is not 0, and wait up to budget_ms
+ * for the sends to complete. Returns how many peers were told. */
+static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t pre_kind, uint64_t pre_value,
+                    gw_ib_imm_kind_t kind, uint64_t value, int budget_ms)
 {
     int sent = 0;
     for (int r = 0; r < t->base.size; r++) {
         gw_ib_peer_t *p = &t->peers[r];
         if (r == t->base.rank || p->qp_up < t->nqps || p->gone)
             continue;
+        /* Without room for the first, the second still tells the peer
+         * the essential (the ABORT alone: it then blames us). */
+        if (pre_kind)
+            (void)gw__ib_post_ctrl(t, p, pre_kind, pre_value);
         if (gw__ib_post_ctrl(t, p, kind, value) == GW_OK)
             sent++;
     }
@@ -557,19 +569,21 @@ static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t kind, uint64_t value, int budge
     return sent;
 }
 
-static gw_status_t ib_abort(gw_transport_t *base, gw_status_t reason)
+static gw_status_t ib_abort(gw_transport_t *base, const gw_abort_info_t *why)
 {
     if (!base)
         return GW_ERR_INVALID_ARG;
     gw_ib_t *t = gw__ib_of(base);
-    if (reason == GW_OK)
-        reason = GW_ERR_ABORTED;
     int was_ok = t->base.failed == GW_OK;
-    gw__ib_fail(t, GW_ERR_ABORTED, NULL);
-    int told =
-        t->base.connected ? tell_all(t, GW_IB_IMM_ABORT, (uint64_t)reason, GW_IB_SHUTDOWN_MS) : 0;
-    GW_INFO(t->base.log, GW_IB_SUBSYS, "aborting (%s): told %d of %d peers%s",
-            gw_status_str(reason), told, t->base.size - 1,
+    gw_abort_info_t tell = gw__transport_abort_begin(base, why);
+    int told = t->base.connected
+                   ? tell_all(t, GW_IB_IMM_ABORT_FROM,
+                              gw__ib_abort_from_encode(tell.origin, tell.culprit), GW_IB_IMM_ABORT,
+                              (uint64_t)tell.status, GW_IB_SHUTDOWN_MS)
+                   : 0;
+    GW_INFO(t->base.log, GW_IB_SUBSYS,
+            "aborting (%s, blaming rank %d, first reported by rank %d): told %d of %d peers%s",
+            gw_status_str(tell.status), tell.culprit, tell.origin, told, t->base.size - 1,
             was_ok ? "" : " (the transport had failed already)");
     return GW_OK;
 }
@@ -581,7 +595,7 @@ static void ib_close(gw_transport_t *base)
     gw_ib_t *t = gw__ib_of(base);
     if (t->base.connected && t->base.failed == GW_OK) {
         /* From here on a peer's disconnect is expected, not a failure. */
-        int told = tell_all(t, GW_IB_IMM_GOODBYE, 0, GW_IB_SHUTDOWN_MS);
+        int told = tell_all(t, 0, 0, GW_IB_IMM_GOODBYE, 0, GW_IB_SHUTDOWN_MS);
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "closing: said goodbye to %d peers", told);
     }
     /* One line per communicator: whether repeated messages on the same

@@ -44,8 +44,10 @@
 #define GW_IB_HELLO_MAGIC 0x4757494fu /* "GWIO": out-of-band hello */
 #define GW_IB_CM_MAGIC 0x47574943u    /* "GWIC": rdmacm private data */
 /* 2: out-of-band hellos carry a nonce and open with the proof of the
- * data-plane key (transport/sock_auth.c). */
-#define GW_IB_PROTOCOL_VERSION 2u
+ * data-plane key (transport/sock_auth.c). 3: an abort is announced by an
+ * ABORT_FROM immediate naming the rank that first reported the failure and
+ * the rank it blames. */
+#define GW_IB_PROTOCOL_VERSION 3u
 
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
@@ -347,9 +349,15 @@ typedef enum gw_ib_imm_kind {
     GW_IB_IMM_ABORT = 4,    /* the peer aborted; the value is its status */
     GW_IB_IMM_GOODBYE = 5,  /* the peer closed its communicator */
     GW_IB_IMM_EAGER = 6,    /* message idx landed in our next eager slot */
+    /* Sent just before ABORT, on the same queue pair (so it lands first):
+     * the rank that first reported the failure (upper 14 bits) and the
+     * rank it blames (lower 14 bits), GW_IB_IMM_NO_RANK for none. Jobs of
+     * more than 16383 ranks name no rank beyond that. */
+    GW_IB_IMM_ABORT_FROM = 7,
 } gw_ib_imm_kind_t;
 
 #define GW_IB_IMM_VALUE_MASK 0x0fffffffu
+#define GW_IB_IMM_NO_RANK 0x3fffu
 
 uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value); /* host order */
 void gw__ib_imm_decode(uint32_t imm, gw_ib_imm_kind_t *kind, uint32_t *value);
@@ -441,6 +449,9 @@ typedef struct gw_ib_peer {
     uint64_t r_cts_acked; /* ... that the sender has taken out (slots free again) */
     int goodbye;          /* it closed its communicator */
     int gone;             /* its connection broke (after a goodbye: fine) */
+    /* Its ABORT_FROM immediate, for the ABORT that follows it: -1 when none
+     * came (or it named no rank). */
+    int abort_origin, abort_culprit;
 } gw_ib_peer_t;
 
 /* Where a completion's QP number leads. */
@@ -610,6 +621,21 @@ gw_status_t gw__ib_async_events(gw_ib_t *t);
  * when requests with p are pending and it said no goodbye; otherwise later
  * requests for p fail when they are posted. */
 gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how);
+/* The value of an ABORT_FROM immediate, and its ranks (-1: none). */
+static inline uint32_t gw__ib_abort_from_encode(int origin, int culprit)
+{
+    uint32_t o = origin >= 0 && origin < (int)GW_IB_IMM_NO_RANK ? (uint32_t)origin
+                                                                 : GW_IB_IMM_NO_RANK;
+    uint32_t c = culprit >= 0 && culprit < (int)GW_IB_IMM_NO_RANK ? (uint32_t)culprit
+                                                                   : GW_IB_IMM_NO_RANK;
+    return o << 14 | c;
+}
+static inline void gw__ib_abort_from_decode(uint32_t value, int *origin, int *culprit)
+{
+    uint32_t o = (value >> 14) & GW_IB_IMM_NO_RANK, c = value & GW_IB_IMM_NO_RANK;
+    *origin = o == GW_IB_IMM_NO_RANK ? -1 : (int)o;
+    *culprit = c == GW_IB_IMM_NO_RANK ? -1 : (int)c;
+}
 /* The status an ABORT immediate carries (GW_ERR_ABORTED when unknown). */
 static inline gw_status_t gw__ib_abort_status(uint32_t value)
 {

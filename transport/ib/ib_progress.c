@@ -134,9 +134,15 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
             "message has another tag or length",
             r ? (unsigned long long)r->tag.seq : 0ULL, r ? (unsigned)r->tag.sig : 0u,
             r ? r->len : (size_t)0);
-    case GW_IB_IMM_ABORT:
-        st = gw__ib_abort_status(value);
-        return gw__ib_fail(t, st, "%s aborted: %s", p->desc, gw_status_str(st));
+    case GW_IB_IMM_ABORT_FROM:
+        gw__ib_abort_from_decode(value, &p->abort_origin, &p->abort_culprit);
+        return GW_OK;
+    case GW_IB_IMM_ABORT: {
+        gw_abort_info_t got = {.status = gw__ib_abort_status(value),
+                               .origin = gw__transport_abort_rank(p->abort_origin, t->base.size),
+                               .culprit = gw__transport_abort_rank(p->abort_culprit, t->base.size)};
+        return gw__transport_peer_aborted(&t->base, p->rank, &got);
+    }
     case GW_IB_IMM_GOODBYE:
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s said goodbye", p->desc);
         p->goodbye = 1;

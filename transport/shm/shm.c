@@ -195,32 +195,32 @@ static gw_status_t shm_post(gw_transport_t *base, gw_request_t *req)
     return GW_OK;
 }
 
-/* Raise a flag in our half of every segment, and wake peers that sleep. */
-static void tell_peers(gw_shm_t *t, int goodbye, gw_status_t reason)
+/* Raise a flag in our half of every segment (goodbye, or the abort `why`),
+ * and wake peers that sleep. */
+static void tell_peers(gw_shm_t *t, const gw_abort_info_t *why)
 {
     for (int r = 0; r < t->base.size; r++) {
         gw_shm_peer_t *p = &t->peers[r];
         if (!p->seg)
             continue;
-        if (goodbye)
+        if (!why)
             atomic_store_explicit(&p->my->goodbye, 1, memory_order_release);
         else
-            atomic_store_explicit(&p->my->abort_status, (int32_t)reason, memory_order_release);
+            gw__shm_tell_abort(p, why);
         gw__shm_ring_bell(p);
     }
 }
 
-static gw_status_t shm_abort(gw_transport_t *base, gw_status_t reason)
+static gw_status_t shm_abort(gw_transport_t *base, const gw_abort_info_t *why)
 {
     if (!base)
         return GW_ERR_INVALID_ARG;
     gw_shm_t *t = gw__shm_of(base);
-    if (reason == GW_OK)
-        reason = GW_ERR_ABORTED;
-    gw__shm_fail(t, GW_ERR_ABORTED, NULL);
-    tell_peers(t, 0, reason);
-    GW_INFO(t->base.log, GW_SHM_SUBSYS, "aborting (%s): told %d peers", gw_status_str(reason),
-            t->npeers);
+    gw_abort_info_t tell = gw__transport_abort_begin(base, why);
+    tell_peers(t, &tell);
+    GW_INFO(t->base.log, GW_SHM_SUBSYS,
+            "aborting (%s, blaming rank %d, first reported by rank %d): told %d peers",
+            gw_status_str(tell.status), tell.culprit, tell.origin, t->npeers);
     return GW_OK;
 }
 
@@ -232,7 +232,7 @@ static void shm_close(gw_transport_t *base)
     /* Requests still queued are not completed: the caller is tearing down
      * and may have released them already. Data we wrote stays readable in
      * the peer's mapping after we unmap ours. */
-    tell_peers(t, 1, GW_OK);
+    tell_peers(t, NULL);
     GW_TRACE(t->base.log, GW_SHM_SUBSYS, "closing: said goodbye to %d peers", t->npeers);
     shm_free(t);
 }

@@ -30,8 +30,9 @@
 #define GW_SHM_REC_MAGIC 0x47575352u             /* "GWSR": a record in a ring */
 #define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
 /* 2: the attacher and the creator of a segment prove the data-plane key in
- * its header (shm_seg.c). */
-#define GW_SHM_PROTOCOL_VERSION 2u
+ * its header (shm_seg.c). 3: an abort says who first reported the failure
+ * and whom it blames (gw_shm_side_t). */
+#define GW_SHM_PROTOCOL_VERSION 3u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
@@ -86,6 +87,11 @@ typedef struct gw_shm_side {
     _Atomic uint32_t can_read;    /* 1: it reads our buffers directly (DIRECT) */
     _Atomic uint32_t goodbye;     /* 1: it closed its communicator */
     _Atomic int32_t abort_status; /* non-zero: it aborted with this gw_status_t */
+    /* Of its abort, written before abort_status (which is stored with
+     * release, so a reader that sees the status sees these): the rank that
+     * first reported the failure and the rank it blames, -1 for none. */
+    _Atomic int32_t abort_origin;
+    _Atomic int32_t abort_culprit;
     _Atomic uint32_t sleeping;    /* 1: it may be asleep in a futex wait on `bell` */
     _Atomic uint32_t bell;        /* bumped by the peer after it moved data */
     _Atomic int32_t cpu;          /* the CPU it last waited on, -1 unknown */
@@ -226,6 +232,11 @@ void gw__shm_ring_bell(gw_shm_peer_t *p);
 /* The same with the message prefixed by "rank R (pid P, shared memory) ". */
 #define gw__shm_peer_fail(t, p, st, ...) \
     gw__transport_peer_fail(&(t)->base, (p)->rank, (st), __VA_ARGS__)
+/* p raised its abort flag with status ab (non-zero): fail with its status,
+ * origin and culprit (gw__transport_peer_aborted). */
+gw_status_t gw__shm_peer_aborted(gw_shm_t *t, gw_shm_peer_t *p, int32_t ab);
+/* Raise our abort flag towards p, with why's status, origin and culprit. */
+void gw__shm_tell_abort(gw_shm_peer_t *p, const gw_abort_info_t *why);
 /* The base's hooks (gw__transport_class_t). */
 void gw__shm_fail_pending(gw_transport_t *base, gw_status_t st);
 void gw__shm_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);

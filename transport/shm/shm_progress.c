@@ -255,8 +255,7 @@ static gw_status_t sender_left(gw_shm_t *t, gw_shm_peer_t *p)
 {
     int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
     if (ab != 0)
-        return gw__shm_peer_fail(t, p, gw__transport_abort_status(ab), "aborted: %s",
-                                 gw_status_str(gw__transport_abort_status(ab)));
+        return gw__shm_peer_aborted(t, p, ab);
     if (atomic_load_explicit(&p->its->goodbye, memory_order_acquire))
         return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                  "closed its communicator while we read a message from it "
@@ -384,8 +383,7 @@ static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
 {
     int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
     if (ab != 0)
-        return gw__shm_peer_fail(t, p, gw__transport_abort_status(ab), "aborted: %s",
-                                 gw_status_str(gw__transport_abort_status(ab)));
+        return gw__shm_peer_aborted(t, p, ab);
     if (!p->goodbye && atomic_load_explicit(&p->its->goodbye, memory_order_acquire)) {
         /* Everything it sent before its goodbye is in the ring by now. */
         uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
@@ -416,8 +414,7 @@ static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
         /* It may have aborted, or said goodbye, just before it exited. */
         ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
         if (ab != 0)
-            return gw__shm_peer_fail(t, p, gw__transport_abort_status(ab), "aborted: %s",
-                                     gw_status_str(gw__transport_abort_status(ab)));
+            return gw__shm_peer_aborted(t, p, ab);
         if (atomic_load_explicit(&p->its->goodbye, memory_order_acquire))
             return GW_OK; /* its last messages may still be in the ring */
         return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,

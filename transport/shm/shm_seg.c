@@ -490,10 +490,10 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
     free(cs);
     if (st != GW_OK) {
         /* Peers that mapped a segment with us learn at once that we gave up. */
+        gw_abort_info_t why = {.status = st, .origin = t->base.rank, .culprit = -1};
         for (int r = 0; r < size; r++)
             if (t->peers[r].my)
-                atomic_store_explicit(&t->peers[r].my->abort_status, (int32_t)st,
-                                      memory_order_release);
+                gw__shm_tell_abort(&t->peers[r], &why);
         gw__shm_unmap_all(t);
         return gw__shm_fail(t, st, NULL);
     }

@@ -33,12 +33,14 @@
  * peer that is in another collective than ours (gw__tag_conflicts).
  *
  * Wire format (integers big-endian; byte layouts in tcp_wire.c):
- *   hello, once per connection in each direction (40 bytes):
- *     magic, protocol version, job id[16], from rank, to rank, socket index,
- *     sockets per peer
+ *   hello, once per connection in each direction (56 bytes), then the
+ *   proof of the data-plane key (transport/sock_auth.c):
+ *     magic, protocol version, job id[16], from rank, to rank, nonce[16],
+ *     socket index, sockets per peer
  *   frame header (48 bytes), followed by part_len payload bytes:
  *     magic, type (DATA, GOODBYE, ABORT), tag.seq, tag.sig, status (ABORT),
- *     total message length, part offset, part length
+ *     total message length, part offset, part length (ABORT: the ranks
+ *     that first reported the failure and that it blames)
  * GOODBYE and ABORT frames are a header alone. A sender writes them only at
  * a frame boundary of a socket, so the receiver always finds them where it
  * expects a header.
@@ -48,7 +50,8 @@
  * every later call returns it (a communicator that failed must be rebuilt).
  * EOF without a preceding GOODBYE, a reset or a broken pipe means the peer
  * died (GW_ERR_REMOTE); a header with a bad magic is GW_ERR_PROTOCOL; an
- * ABORT frame carries the peer's own status, which becomes ours; a GOODBYE is
+ * ABORT frame carries the peer's status, the rank that first reported the
+ * failure and the rank blamed for it, which become ours; a GOODBYE is
  * the peer's close() and is fine unless we still expect a message from it
  * (GW_ERR_REMOTE). Sends use MSG_NOSIGNAL, so a dead peer never raises
  * SIGPIPE in the user's process. abort() and close() never wait on a peer
@@ -213,10 +216,15 @@ static int at_frame_boundary(const gw_tcp_sock_t *s)
 /* Write a GOODBYE or ABORT frame on every socket at a frame boundary,
  * giving up after budget_ms: a peer that stopped reading must not hold us.
  * Returns how many sockets took the whole frame; *eligible how many tried. */
-static int send_control(gw_tcp_t *t, uint32_t type, gw_status_t status, int budget_ms,
+static int send_control(gw_tcp_t *t, uint32_t type, const gw_abort_info_t *why, int budget_ms,
                         int *eligible)
 {
-    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = type, .status = (int32_t)status};
+    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = type};
+    if (why) {
+        h.status = (int32_t)why->status;
+        h.total = (uint64_t)(int64_t)why->origin;
+        h.offset = (uint64_t)(int64_t)why->culprit;
+    }
     int pending = 0, sent = 0;
     for (int i = 0; i < t->npfds; i++) {
         gw_tcp_sock_t *s = t->pfd_socks[i];
@@ -302,21 +310,21 @@ static void close_sockets(gw_tcp_t *t)
     }
 }
 
-static gw_status_t tcp_abort(gw_transport_t *base, gw_status_t reason)
+static gw_status_t tcp_abort(gw_transport_t *base, const gw_abort_info_t *why)
 {
     if (!base)
         return GW_ERR_INVALID_ARG;
     gw_tcp_t *t = gw__tcp_of(base);
-    if (reason == GW_OK)
-        reason = GW_ERR_ABORTED;
     /* Fail first: pending requests complete, and sockets left in the middle
      * of a frame are marked so that no ABORT is written into a payload. */
-    gw__tcp_fail(t, GW_ERR_ABORTED, NULL);
+    gw_abort_info_t tell = gw__transport_abort_begin(base, why);
     int eligible = 0;
-    int told = send_control(t, GW_TCP_ABORT, reason, GW_TCP_SHUTDOWN_MS, &eligible);
+    int told = send_control(t, GW_TCP_ABORT, &tell, GW_TCP_SHUTDOWN_MS, &eligible);
     GW_INFO(t->base.log, GW_TCP_SUBSYS,
-            "aborting (%s): told %d of %d connections to %d peers (%d were at a frame boundary)",
-            gw_status_str(reason), told, t->npfds, t->base.size - 1, eligible);
+            "aborting (%s, blaming rank %d, first reported by rank %d): told %d of %d connections "
+            "to %d peers (%d were at a frame boundary)",
+            gw_status_str(tell.status), tell.culprit, tell.origin, told, t->npfds,
+            t->base.size - 1, eligible);
     close_sockets(t);
     return GW_OK;
 }
@@ -327,7 +335,7 @@ static void tcp_close(gw_transport_t *base)
         return;
     gw_tcp_t *t = gw__tcp_of(base);
     int eligible = 0;
-    int told = send_control(t, GW_TCP_GOODBYE, GW_OK, GW_TCP_SHUTDOWN_MS, &eligible);
+    int told = send_control(t, GW_TCP_GOODBYE, NULL, GW_TCP_SHUTDOWN_MS, &eligible);
     GW_TRACE(t->base.log, GW_TCP_SUBSYS, "closing: said goodbye on %d of %d connections", told,
              eligible);
     /* Requests still queued are not completed: the caller is tearing down

@@ -8,8 +8,9 @@
  * (gw__tcp_fail_pending, which also marks frames left half written). The
  * helpers here turn what the sockets report (an errno, EOF, a hang-up)
  * into that one message and status. A peer that aborted is reported with
- * the status it sent, even when its close after the abort broke the
- * connection before we read the ABORT frame in the normal course.
+ * the status, origin and culprit it sent, even when its close after the
+ * abort broke the connection before we read the ABORT frame in the normal
+ * course.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,7 +50,7 @@ void gw__tcp_describe_peer(const gw_transport_t *base, int peer, char *buf, size
  * unread on one of its sockets (Linux keeps received data readable after a
  * reset, and p's close after the abort often causes one): then p's status is
  * the better report. Only sockets at a header boundary can hold it. */
-static int find_abort(gw_tcp_peer_t *p, int nsocks, gw_status_t *st)
+static int find_abort(gw_tcp_peer_t *p, int nsocks, gw_tcp_hdr_t *abort_hdr)
 {
     for (int k = 0; k < nsocks; k++) {
         gw_tcp_sock_t *s = &p->socks[k];
@@ -67,16 +68,21 @@ static int find_abort(gw_tcp_peer_t *p, int nsocks, gw_status_t *st)
         gw_tcp_hdr_t h;
         gw__tcp_hdr_decode(s->r_buf, &h);
         if (h.magic == GW_TCP_FRAME_MAGIC && h.type == GW_TCP_ABORT) {
-            *st = gw__transport_abort_status(h.status);
+            *abort_hdr = h;
             return 1;
         }
     }
     return 0;
 }
 
-gw_status_t gw__tcp_peer_aborted(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st)
+gw_status_t gw__tcp_peer_aborted(gw_tcp_t *t, const gw_tcp_peer_t *p, const gw_tcp_hdr_t *h)
 {
-    return gw__tcp_fail(t, st, "rank %d (%s) aborted: %s", p->rank, p->addr_str, gw_status_str(st));
+    gw_abort_info_t got = {
+        .status = gw__transport_abort_status(h->status),
+        .origin = gw__transport_abort_rank((int64_t)h->total, t->base.size),
+        .culprit = gw__transport_abort_rank((int64_t)h->offset, t->base.size),
+    };
+    return gw__transport_peer_aborted(&t->base, p->rank, &got);
 }
 
 /* A send or receive failed with errno err. */
@@ -84,9 +90,9 @@ gw_status_t gw__tcp_sock_errno(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, 
                                const char *op)
 {
     s->dead = 1;
-    gw_status_t ast;
-    if (find_abort(p, t->nsocks, &ast))
-        return gw__tcp_peer_aborted(t, p, ast);
+    gw_tcp_hdr_t ah;
+    if (find_abort(p, t->nsocks, &ah))
+        return gw__tcp_peer_aborted(t, p, &ah);
     errno = err;
     if (p->goodbye || s->goodbye)
         return gw__tcp_peer_fail(t, p, GW_ERR_REMOTE,
@@ -103,9 +109,9 @@ gw_status_t gw__tcp_sock_errno(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, 
 gw_status_t gw__tcp_sock_eof(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
 {
     s->dead = 1;
-    gw_status_t ast;
-    if (find_abort(p, t->nsocks, &ast))
-        return gw__tcp_peer_aborted(t, p, ast);
+    gw_tcp_hdr_t ah;
+    if (find_abort(p, t->nsocks, &ah))
+        return gw__tcp_peer_aborted(t, p, &ah);
     if (p->goodbye)
         return gw__tcp_peer_fail(
             t, p, GW_ERR_REMOTE,
@@ -126,9 +132,9 @@ gw_status_t gw__tcp_idle_sock_error(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t
     if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
         return gw__tcp_sock_errno(t, p, s, err, "poll");
     s->dead = 1;
-    gw_status_t ast;
-    if (find_abort(p, t->nsocks, &ast))
-        return gw__tcp_peer_aborted(t, p, ast);
+    gw_tcp_hdr_t ah;
+    if (find_abort(p, t->nsocks, &ah))
+        return gw__tcp_peer_aborted(t, p, &ah);
     return gw__tcp_peer_fail(t, p, GW_ERR_REMOTE,
                              "hung up the connection (socket %d): it probably died", s->idx);
 }

@@ -37,8 +37,9 @@
 #define GW_TCP_HELLO_MAGIC 0x4757484cu /* "GWHL" */
 #define GW_TCP_ADDR_MAGIC 0x47574144u  /* "GWAD" */
 /* 2: hellos carry a nonce and the connection opens with the proof of the
- * data-plane key (transport/sock_auth.c). */
-#define GW_TCP_PROTOCOL_VERSION 2u
+ * data-plane key (transport/sock_auth.c). 3: an ABORT frame carries the
+ * rank that first reported the failure and the rank it blames. */
+#define GW_TCP_PROTOCOL_VERSION 3u
 
 #define GW_TCP_HDR_SIZE 48   /* bytes of a frame header on the wire */
 #define GW_TCP_HELLO_SIZE 56 /* bytes of a hello on the wire */
@@ -68,8 +69,8 @@ typedef struct gw_tcp_hdr {
     uint64_t seq;
     uint32_t sig;
     int32_t status;    /* ABORT: the sender's gw_status_t */
-    uint64_t total;    /* length of the whole message */
-    uint64_t offset;   /* of this part in the message */
+    uint64_t total;    /* length of the whole message; ABORT: the origin rank */
+    uint64_t offset;   /* of this part in the message; ABORT: the culprit rank */
     uint64_t part_len; /* payload bytes that follow this header */
 } gw_tcp_hdr_t;
 
@@ -192,8 +193,9 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
  * forget the frames in flight; "rank R (address)". */
 void gw__tcp_fail_pending(gw_transport_t *base, gw_status_t st);
 void gw__tcp_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);
-/* p aborted with st: "rank R (address) aborted: <status>". */
-gw_status_t gw__tcp_peer_aborted(gw_tcp_t *t, const gw_tcp_peer_t *p, gw_status_t st);
+/* p sent the ABORT frame h: the transport fails with its status, origin
+ * and culprit (gw__transport_peer_aborted). */
+gw_status_t gw__tcp_peer_aborted(gw_tcp_t *t, const gw_tcp_peer_t *p, const gw_tcp_hdr_t *h);
 /* Socket s of p failed: a send/recv errno, EOF, or an error or hang-up on a
  * socket we were not reading. */
 gw_status_t gw__tcp_sock_errno(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, int err,

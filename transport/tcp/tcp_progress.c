@@ -228,7 +228,7 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
                                  (unsigned)h.type);
     switch (h.type) {
     case GW_TCP_ABORT:
-        return gw__tcp_peer_aborted(t, p, gw__transport_abort_status(h.status));
+        return gw__tcp_peer_aborted(t, p, &h);
     case GW_TCP_GOODBYE:
         GW_TRACE(t->base.log, GW_TCP_SUBSYS, "rank %d said goodbye on socket %d", p->rank, s->idx);
         s->goodbye = 1;

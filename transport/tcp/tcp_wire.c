@@ -12,6 +12,9 @@
  *   16 u32 tag.sig                     20 i32 status (ABORT: the reason)
  *   24 u64 total message length        32 u64 offset of this part
  *   40 u64 payload bytes of this part (they follow the header)
+ * An ABORT frame puts in the length and offset fields the rank that first
+ * reported the failure and the rank it blames (all ones: none), so that
+ * the one decoder serves every frame.
  *
  * Hello (GW_TCP_HELLO_SIZE = 56 bytes), first on every connection, sent by
  * the connecting rank and answered in kind by the accepting one, each with

@@ -200,10 +200,12 @@ Test(bootstrap, root_timeout_names_missing_ranks, .timeout = 30)
     cr_assert_eq(j.res[root].open_st, GW_ERR_TIMEOUT);
     assert_log(&j, root, "2 of 3 ranks joined");
     assert_log(&j, root, "missing rank 2");
-    /* Rank 1 learns at once that the root gave up, without its own timeout. */
-    cr_assert_eq(j.res[a].open_st, GW_ERR_REMOTE, "rank 1 got %s",
+    /* Rank 1 learns at once that the root gave up, without its own
+     * timeout, and from the root which rank is missing. */
+    cr_assert_eq(j.res[a].open_st, GW_ERR_TIMEOUT, "rank 1 got %s",
                  gw_status_name((gw_status_t)j.res[a].open_st));
     cr_assert_lt(j.res[a].elapsed_ms, 9000);
+    assert_log(&j, a, "missing rank 2");
     job_fini(&j);
 }
 

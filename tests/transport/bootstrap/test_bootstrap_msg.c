@@ -3,6 +3,7 @@
  * bytes, bad reject contents) rejected with GW_ERR_PROTOCOL. */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/sha256.h"
@@ -33,9 +34,9 @@ Test(bootstrap_msg, header_layout, .timeout = 10)
     uint8_t id[GW_BS_JOB_ID_LEN];
     fill(id, sizeof(id), 1);
     gw__bs_encode_welcome(id, m);
-    /* The documented layout, byte by byte: magic "GWBS", version 1, type 5,
+    /* The documented layout, byte by byte: magic "GWBS", version 2, type 5,
      * payload 16, all big-endian. */
-    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 1, 0, 5, 0, 0, 0, 16};
+    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 2, 0, 5, 0, 0, 0, 16};
     cr_assert_arr_eq(m, want, sizeof(want));
     gw_bs_hdr_t h;
     cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK);
@@ -147,14 +148,17 @@ Test(bootstrap_msg, header_rejections, .timeout = 10)
     expect_bad_hdr(m, sizeof(m), "HTTP request");
 
     memcpy(m, good, sizeof(m));
-    m[5] = 2;
-    expect_bad_hdr(m, sizeof(m), "version 2");
+    m[5] = 1;
+    expect_bad_hdr(m, sizeof(m), "version 1 (without the watch)");
+    memcpy(m, good, sizeof(m));
+    m[5] = 3;
+    expect_bad_hdr(m, sizeof(m), "version 3");
     memcpy(m, good, sizeof(m));
     m[4] = 1;
     m[5] = 1;
     expect_bad_hdr(m, sizeof(m), "version 257");
 
-    static const uint16_t bad_types[] = {0, 7, 8, 0x0105, 0xffff};
+    static const uint16_t bad_types[] = {0, 10, 11, 0x0105, 0xffff};
     for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
         memcpy(m, good, sizeof(m));
         m[6] = (uint8_t)(bad_types[i] >> 8);
@@ -172,7 +176,7 @@ static void make_hdr(uint8_t m[GW_BS_HDR_LEN], uint16_t type, uint32_t plen)
 {
     set_be32(m, GW_BS_MAGIC);
     m[4] = 0;
-    m[5] = 1;
+    m[5] = GW_BS_VERSION;
     m[6] = (uint8_t)(type >> 8);
     m[7] = (uint8_t)type;
     set_be32(m + 8, plen);
@@ -190,6 +194,9 @@ Test(bootstrap_msg, payload_length_bounds, .timeout = 10)
         {GW_BS_WELCOME, 16, 16},
         {GW_BS_REJECT, 4, 4 + GW_BS_REASON_MAX},
         {GW_BS_DATA, 4, 4 + GW_BS_DATA_MAX},
+        {GW_BS_REPORT, 36, 36},
+        {GW_BS_INQUIRE, 12, 12},
+        {GW_BS_VERDICT, 20, 20 + GW_BS_REASON_MAX},
     };
     uint8_t m[GW_BS_HDR_LEN];
     gw_bs_hdr_t h;
@@ -410,4 +417,92 @@ Test(bootstrap_msg, type_names, .timeout = 10)
     cr_assert_str_eq(gw__bs_type_name(GW_BS_DATA), "data");
     cr_assert_str_eq(gw__bs_type_name(0), "unknown");
     cr_assert_str_eq(gw__bs_type_name(99), "unknown");
+}
+
+/* The watch's messages: what is encoded comes back, byte layouts as
+ * documented, and what cannot be meant is refused. */
+Test(bootstrap_msg, watch_messages_round_trip, .timeout = 10)
+{
+    gw_bs_report_t r = {.kind = GW_BS_REPORT_STALLED,
+                        .status = GW_ERR_TIMEOUT,
+                        .culprit = 3,
+                        .origin = -1,
+                        .blame = 5,
+                        .waiting_on = 3,
+                        .seq = 0x0102030405060708ull,
+                        .stalled_ms = 2000};
+    uint8_t m[GW_BS_SMALL_MSG_MAX];
+    cr_assert_eq(gw__bs_encode_report(&r, m), GW_BS_REPORT_LEN);
+    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B', 'S', 0, 2, 0, 7, 0, 0, 0, 36,
+                                                     0,   0,   0,   2,   0, 0, 0, 4, 0, 0, 0, 3,
+                                                     0xff, 0xff, 0xff, 0xff};
+    cr_assert_arr_eq(m, head, sizeof(head));
+    gw_bs_report_t g;
+    cr_assert_eq(gw__bs_decode_report(m, GW_BS_REPORT_LEN, &g, NULL), GW_OK);
+    cr_assert(g.kind == r.kind && g.status == r.status && g.culprit == 3 && g.origin == -1 &&
+              g.blame == 5 && g.waiting_on == 3 && g.seq == r.seq && g.stalled_ms == 2000);
+
+    gw_bs_inquire_t q = {.reporter = 2, .seq = 9}, gq;
+    cr_assert_eq(gw__bs_encode_inquire(&q, m), GW_BS_INQUIRE_LEN);
+    cr_assert_eq(gw__bs_decode_inquire(m, GW_BS_INQUIRE_LEN, &gq, NULL), GW_OK);
+    cr_assert(gq.reporter == 2 && gq.seq == 9);
+
+    gw_bs_verdict_t v = {.status = GW_ERR_REMOTE, .culprit = 1, .origin = 0, .seq = 4}, gv;
+    snprintf(v.reason, sizeof(v.reason), "rank 1 is gone\n(died)");
+    size_t n = gw__bs_encode_verdict(&v, m);
+    cr_assert_eq(n, GW_BS_VERDICT_MIN_LEN + strlen(v.reason));
+    cr_assert_eq(gw__bs_decode_verdict(m, n, &gv, NULL), GW_OK);
+    cr_assert(gv.status == GW_ERR_REMOTE && gv.culprit == 1 && gv.origin == 0 && gv.seq == 4);
+    cr_assert_str_eq(gv.reason, "rank 1 is gone?(died)", "control bytes are not sent as they are");
+    cr_assert_eq(gw__bs_decode_verdict(m, n - 1, &gv, NULL), GW_ERR_PROTOCOL, "truncated");
+    cr_assert_eq(gw__bs_decode_report(m, n, &g, NULL), GW_ERR_PROTOCOL, "a verdict as a report");
+}
+
+Test(bootstrap_msg, watch_messages_refused, .timeout = 10)
+{
+    gw_bs_report_t r = {.kind = GW_BS_REPORT_FAILED,
+                        .status = GW_ERR_REMOTE,
+                        .culprit = 1,
+                        .origin = 0,
+                        .blame = 3,
+                        .waiting_on = -1};
+    uint8_t good[GW_BS_REPORT_LEN], m[GW_BS_REPORT_LEN];
+    gw_bs_report_t g;
+    const char *why = NULL;
+    gw__bs_encode_report(&r, good);
+    struct {
+        size_t at;
+        uint32_t value;
+        const char *what;
+    } bad[] = {
+        {GW_BS_HDR_LEN + 0, 0, "kind 0"},
+        {GW_BS_HDR_LEN + 0, 4, "kind 4"},
+        {GW_BS_HDR_LEN + 4, 0, "a failure with GW_OK"},
+        {GW_BS_HDR_LEN + 4, 99, "an unknown status"},
+        {GW_BS_HDR_LEN + 8, 0xfffffffe, "culprit -2"},
+        {GW_BS_HDR_LEN + 12, 0x80000000u, "origin INT32_MIN"},
+        {GW_BS_HDR_LEN + 16, 6, "blame kind 6"},
+        {GW_BS_HDR_LEN + 20, 0xfffffff0u, "waiting for rank -16"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memcpy(m, good, sizeof(m));
+        set_be32(m + bad[i].at, bad[i].value);
+        why = NULL;
+        cr_assert_eq(gw__bs_decode_report(m, sizeof(m), &g, &why), GW_ERR_PROTOCOL, "%s accepted",
+                     bad[i].what);
+        cr_assert_not_null(why, "%s: no explanation", bad[i].what);
+    }
+    /* A STATE carries GW_OK and nothing else. */
+    r.kind = GW_BS_REPORT_STATE;
+    r.status = GW_OK;
+    gw__bs_encode_report(&r, m);
+    cr_assert_eq(gw__bs_decode_report(m, sizeof(m), &g, NULL), GW_OK);
+    set_be32(m + GW_BS_HDR_LEN + 4, GW_ERR_TIMEOUT);
+    cr_assert_eq(gw__bs_decode_report(m, sizeof(m), &g, NULL), GW_ERR_PROTOCOL);
+
+    gw_bs_verdict_t v = {.status = GW_ERR_TIMEOUT, .culprit = 2, .origin = 0}, gv;
+    uint8_t vm[GW_BS_VERDICT_MAX_LEN];
+    size_t n = gw__bs_encode_verdict(&v, vm);
+    set_be32(vm + GW_BS_HDR_LEN, GW_OK);
+    cr_assert_eq(gw__bs_decode_verdict(vm, n, &gv, NULL), GW_ERR_PROTOCOL, "a verdict of GW_OK");
 }

@@ -307,7 +307,7 @@ static int mismatch_body(rank_t *r)
     gw_msg_tag_t cur = {.seq = 3, .sig = r->rank == 0 ? c->send_sig : c->recv_sig};
     gw_status_t st = wait_all(r, &q, 1, &cur);
     if (st == GW_ERR_MISMATCH) {
-        r->t->ops->abort(r->t, st);
+        gw__transport_abort(r->t, st);
     } else if (st == GW_OK) {
         int64_t end = gw__now_ms() + DEADLINE_MS;
         while (st == GW_OK && gw__now_ms() < end)
@@ -406,7 +406,7 @@ static int conflict_body(rank_t *r)
     while (st == GW_OK && gw__now_ms() < end)
         st = r->t->ops->progress(r->t, &cur, 10);
     CHECK(st == GW_ERR_MISMATCH, "got %s", gw_status_name(st));
-    r->t->ops->abort(r->t, st); /* as the communicator does */
+    gw__transport_abort(r->t, st); /* as the communicator does */
     return 0;
 }
 
@@ -488,7 +488,7 @@ static int abort_body(rank_t *r)
     uint8_t buf[64];
     gw_request_t q;
     if (r->rank == 0) {
-        r->t->ops->abort(r->t, GW_ERR_TIMEOUT);
+        gw__transport_abort(r->t, GW_ERR_TIMEOUT);
         return 0;
     }
     post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 1, 0);
@@ -502,6 +502,35 @@ Test(ib_live, abort_carries_the_reason, .timeout = 60)
     job_t j;
     job_start(&j, 2, "rdmacm");
     job_run(&j, abort_body, NULL);
+    job_end(&j);
+}
+
+/* Rank 0 aborts on behalf of others (rank 2 reported, rank 1 is to blame):
+ * its ABORT_FROM immediate lands before the ABORT, and ranks 1 and 2 take
+ * over that culprit and origin instead of blaming rank 0. */
+static int abort_blame_body(rank_t *r)
+{
+    uint8_t buf[64];
+    gw_request_t q;
+    if (r->rank == 0) {
+        gw_abort_info_t why = {.status = GW_ERR_TIMEOUT, .origin = 2, .culprit = 1};
+        r->t->ops->abort(r->t, &why);
+        return 0;
+    }
+    post(r, &q, GW_REQ_RECV, 0, buf, sizeof(buf), 1, 0);
+    gw_status_t st = wait_all(r, &q, 1, NULL);
+    CHECK(st == GW_ERR_TIMEOUT, "the peer's abort reason came as %s", gw_status_name(st));
+    CHECK(r->t->culprit == 1 && r->t->origin == 2 && r->t->blame == GW_BLAME_ABORT,
+          "rank %d blames rank %d (origin %d, kind %d), not rank 1 (origin 2)", r->rank,
+          r->t->culprit, r->t->origin, (int)r->t->blame);
+    return 0;
+}
+
+Test(ib_live, abort_carries_origin_and_culprit, .timeout = 90)
+{
+    job_t j;
+    job_start(&j, 3, "rdmacm");
+    job_run(&j, abort_blame_body, NULL);
     job_end(&j);
 }
 

@@ -72,7 +72,7 @@ static int body_conflict(gw_transport_t *t, int rank, int size, const void *arg)
         st = t->ops->progress(t, &c->current, 10);
     if (c->conflicts) {
         CHECK_ST(st, GW_ERR_MISMATCH);
-        CHECK_ST(t->ops->abort(t, GW_ERR_MISMATCH), GW_OK);
+        CHECK_ST(gw__transport_abort(t, GW_ERR_MISMATCH), GW_OK);
         CHECK_ST(t->ops->progress(t, NULL, 0), GW_ERR_MISMATCH);
     } else {
         CHECK_ST(st, GW_OK);
@@ -141,7 +141,7 @@ static int body_garbage(gw_transport_t *base, int rank, int size, const void *ar
     make_req(&r, GW_REQ_RECV, 0, 1, 2, buf, sizeof(buf));
     CHECK_ST(base->ops->irecv(base, &r), GW_OK);
     CHECK_ST(wait_one(base, &r, 5000), GW_ERR_PROTOCOL);
-    CHECK_ST(base->ops->abort(base, GW_ERR_PROTOCOL), GW_OK);
+    CHECK_ST(gw__transport_abort(base, GW_ERR_PROTOCOL), GW_OK);
     return 0;
 }
 
@@ -262,7 +262,7 @@ static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
     if (rank == 0) {
         usleep(50 * 1000);
         int64_t t0 = gw__now_ms();
-        CHECK_ST(t->ops->abort(t, GW_ERR_TIMEOUT), GW_OK);
+        CHECK_ST(gw__transport_abort(t, GW_ERR_TIMEOUT), GW_OK);
         CHECK(gw__now_ms() - t0 < 500, "abort blocked for %lld ms", (long long)(gw__now_ms() - t0));
         CHECK_ST(t->ops->progress(t, NULL, 0), GW_ERR_ABORTED);
         make_req(&r, GW_REQ_SEND, 1, 1, 1, buf, sizeof(buf));
@@ -284,6 +284,36 @@ static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
 Test(shm, abort_flag_carries_status, .timeout = 30)
 {
     job_t j = job(2, PATH_DIRECT, body_abort, NULL);
+    run_job(&j);
+}
+
+/* As over TCP: rank 0 aborts naming rank 1 as the culprit and rank 2 as the
+ * origin; ranks 1 and 2 take both over from its flag, not blaming rank 0. */
+static int body_abort_blame(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)size;
+    (void)arg;
+    uint8_t buf[64];
+    gw_request_t r;
+    if (rank == 0) {
+        usleep(50 * 1000);
+        gw_abort_info_t why = {.status = GW_ERR_TIMEOUT, .origin = 2, .culprit = 1};
+        CHECK_ST(t->ops->abort(t, &why), GW_OK);
+        usleep(200 * 1000); /* still alive: the flag, not our death, must tell them */
+        return 0;
+    }
+    make_req(&r, GW_REQ_RECV, 0, 1, 1, buf, sizeof(buf));
+    CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+    CHECK_ST(wait_one(t, &r, 5000), GW_ERR_TIMEOUT);
+    CHECK(t->culprit == 1, "rank %d blames rank %d, not rank 1", rank, t->culprit);
+    CHECK(t->origin == 2, "rank %d has origin %d, not rank 2", rank, t->origin);
+    CHECK(t->blame == GW_BLAME_ABORT, "rank %d: blame kind %d", rank, (int)t->blame);
+    return 0;
+}
+
+Test(shm, abort_flag_carries_origin_and_culprit, .timeout = 30)
+{
+    job_t j = job(3, PATH_DIRECT, body_abort_blame, NULL);
     run_job(&j);
 }
 

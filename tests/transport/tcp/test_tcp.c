@@ -233,7 +233,7 @@ static int body_conflict(gw_transport_t *t, int rank, int size, const void *arg)
         st = t->ops->progress(t, &c->current, 10);
     if (c->conflicts) {
         CHECK_ST(st, GW_ERR_MISMATCH);
-        CHECK_ST(t->ops->abort(t, GW_ERR_MISMATCH), GW_OK);
+        CHECK_ST(gw__transport_abort(t, GW_ERR_MISMATCH), GW_OK);
         CHECK_ST(t->ops->progress(t, NULL, 0), GW_ERR_MISMATCH);
     } else {
         CHECK_ST(st, GW_OK);

@@ -95,7 +95,7 @@ static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
     if (rank == 0) {
         usleep(50 * 1000);
         int64_t t0 = gw__now_ms();
-        CHECK_ST(t->ops->abort(t, GW_ERR_TIMEOUT), GW_OK);
+        CHECK_ST(gw__transport_abort(t, GW_ERR_TIMEOUT), GW_OK);
         CHECK(gw__now_ms() - t0 < 500, "abort blocked for %lld ms", (long long)(gw__now_ms() - t0));
         CHECK_ST(t->ops->progress(t, NULL, 0), GW_ERR_ABORTED);
         make_req(&r, GW_REQ_SEND, 1, 1, 1, buf, sizeof(buf));
@@ -113,6 +113,39 @@ static int body_abort(gw_transport_t *t, int rank, int size, const void *arg)
 Test(tcp, abort_frame_carries_status, .timeout = 15)
 {
     job_t j = job(2, 2, body_abort, NULL);
+    run_job(&j);
+}
+
+/* Rank 0 aborts on behalf of others: rank 2 reported the failure and rank 1
+ * is to blame. Ranks 1 and 2, waiting for a message from rank 0, fail with
+ * the status, and take over the culprit and the origin from the frame
+ * instead of blaming rank 0, the messenger. */
+static int body_abort_blame(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)size;
+    (void)arg;
+    uint8_t buf[64];
+    gw_request_t r;
+    if (rank == 0) {
+        usleep(50 * 1000);
+        gw_abort_info_t why = {.status = GW_ERR_TIMEOUT, .origin = 2, .culprit = 1};
+        CHECK_ST(t->ops->abort(t, &why), GW_OK);
+        CHECK(t->culprit == 1 && t->origin == 2, "the aborting rank blames %d (origin %d)",
+              t->culprit, t->origin);
+        return 0;
+    }
+    make_req(&r, GW_REQ_RECV, 0, 1, 1, buf, sizeof(buf));
+    CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+    CHECK_ST(wait_one(t, &r, 5000), GW_ERR_TIMEOUT);
+    CHECK(t->culprit == 1, "rank %d blames rank %d, not rank 1", rank, t->culprit);
+    CHECK(t->origin == 2, "rank %d has origin %d, not rank 2", rank, t->origin);
+    CHECK(t->blame == GW_BLAME_ABORT, "rank %d: blame kind %d", rank, (int)t->blame);
+    return 0;
+}
+
+Test(tcp, abort_frame_carries_origin_and_culprit, .timeout = 15)
+{
+    job_t j = job(3, 1, body_abort_blame, NULL);
     run_job(&j);
 }
 
@@ -247,7 +280,7 @@ static int body_forgery(gw_transport_t *t, int rank, int size, const void *arg)
     CHECK_ST(wait_one(t, &r, 5000), GW_ERR_PROTOCOL);
     for (size_t i = half; i < len; i++)
         CHECK(buf[i] == 0x5A, "byte %zu was written from a disagreeing part", i);
-    CHECK_ST(t->ops->abort(t, GW_ERR_PROTOCOL), GW_OK);
+    CHECK_ST(gw__transport_abort(t, GW_ERR_PROTOCOL), GW_OK);
     free(buf);
     return 0;
 }

@@ -1,0 +1,142 @@
+/*
+ * blame.c - whom a failed communicator blames, agreed on by every rank.
+ *
+ * A rank that fails knows whom it would blame from what it saw itself (the
+ * transport's culprit: the peer whose connection broke, whose abort came
+ * first, or that it waited for in vain). Those views differ from rank to
+ * rank: when rank 2 of 4 is stopped, rank 0 times out waiting for rank 3,
+ * which waits for rank 2. So before a rank settles its failure, it reports
+ * to rank 0's referee over the bootstrap connection and takes the referee's
+ * verdict (transport/bootstrap/bootstrap_referee.c follows the chain to
+ * the rank at its end). Its error then names the same rank on every rank,
+ * and its abort tells the peers that rank, so even a rank that cannot reach
+ * rank 0 any more hears it.
+ *
+ * What each kind of failure waits for:
+ *   - its own fault (a bad argument, gw_comm_abort, no memory): nothing; it
+ *     reports and blames itself, whatever others concluded;
+ *   - anything else: the verdict, for at most the referee's grace period
+ *     plus a margin. Without one, a rank that timed out blames rank 0,
+ *     whose referee did not answer (stopped, hung, or dead: then its
+ *     connection closes and the answer comes at once), and any other
+ *     keeps the culprit it saw itself.
+ * A rank that waits in a collective looks at its connection to rank 0 at
+ * most every GW_COMM_WATCH_MS (p2p.c, and gw_test in p2p_api.c): it answers
+ * the referee's questions, and a verdict that arrives fails it at once,
+ * which also frees ranks stuck on a peer that could not send them its
+ * abort.
+ */
+#include <stdio.h>
+
+#include "collectives/core/comm.h"
+
+/* The referee's grace period: long enough for every waiting rank to answer
+ * its question (they look every GW_COMM_WATCH_MS, and a progress round may
+ * sleep 100 ms), short against the timeout that started the case. */
+#define GRACE_MIN_MS 200
+#define GRACE_MAX_MS 1000
+/* What a reporting rank allows beyond the grace for the verdict to arrive. */
+#define VERDICT_MARGIN_MS 500
+
+void gw__comm_watch_start(gw_comm_t *comm)
+{
+    int grace = comm->timeout_ms / 4;
+    grace = grace < GRACE_MIN_MS ? GRACE_MIN_MS : grace > GRACE_MAX_MS ? GRACE_MAX_MS : grace;
+    comm->blame_wait_ms = grace + VERDICT_MARGIN_MS;
+    if (gw__bootstrap_watch_start(comm->bootstrap, grace) != GW_OK) {
+        GW_WARN(&comm->log, "coll",
+                "no referee: a failure will name the rank this rank blames, which may differ "
+                "from the others'");
+        return;
+    }
+    comm->watching = comm->size > 1;
+}
+
+static void what_call(const gw_comm_t *comm, char *buf, size_t cap)
+{
+    if (comm->tag.seq)
+        snprintf(buf, cap, "collective #%llu", (unsigned long long)comm->tag.seq);
+    else
+        snprintf(buf, cap, "point-to-point call");
+}
+
+static void take_verdict(gw_comm_t *comm, gw_comm_blame_t *b, const gw_bs_verdict_t *v)
+{
+    b->status = v->status;
+    b->culprit = v->culprit;
+    b->origin = v->origin;
+    char what[48];
+    what_call(comm, what, sizeof(what));
+    GW_ERROR(&comm->log, "coll", "%s failed (%s): %s (first reported by rank %d)", what,
+             gw_status_str(v->status), v->reason, v->origin);
+}
+
+void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
+{
+    if (!comm->watching)
+        return;
+    gw_bs_report_t rep = {
+        .kind = b->kind == GW_BLAME_TIMEOUT ? GW_BS_REPORT_STALLED : GW_BS_REPORT_FAILED,
+        .status = b->status,
+        .culprit = b->culprit,
+        .origin = b->origin,
+        .blame = (uint32_t)b->kind,
+        .waiting_on = b->waiting_on,
+        .seq = comm->tag.seq,
+        .stalled_ms = b->stalled_ms > 0 ? (uint32_t)b->stalled_ms : 0,
+    };
+    int own = b->kind == GW_BLAME_SELF;
+    gw_bs_verdict_t v;
+    gw_status_t st = gw__bootstrap_watch_report(comm->bootstrap, &rep, own ? 0 : comm->blame_wait_ms,
+                                                &v);
+    if (own)
+        return; /* reported, so that the others learn it; ours stands */
+    if (st == GW_OK) {
+        take_verdict(comm, b, &v);
+        return;
+    }
+    char what[48];
+    what_call(comm, what, sizeof(what));
+    if (b->kind == GW_BLAME_TIMEOUT && comm->rank != 0) {
+        /* Everyone waits, and rank 0's referee, which every rank reaches,
+         * does not say for whom: rank 0 itself is stopped, hung or dead. */
+        b->culprit = 0;
+        GW_ERROR(&comm->log, "coll",
+                 "%s failed (%s): rank 0 %s, so it is blamed (this rank waited for rank %d)", what,
+                 gw_status_str(b->status),
+                 st == GW_ERR_REMOTE ? "is gone (its connection closed)"
+                                     : "gave no verdict in time (stopped or hung)",
+                 b->waiting_on);
+        return;
+    }
+    GW_ERROR(&comm->log, "coll", "%s failed (%s): blaming rank %d, as this rank saw it (%s)", what,
+             gw_status_str(b->status), b->culprit,
+             st == GW_ERR_REMOTE ? "rank 0, the referee, is gone" : "no verdict from rank 0");
+}
+
+gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, int64_t stalled_ms)
+{
+    if (!comm->watching)
+        return GW_OK;
+    gw_bs_report_t state = {
+        .kind = GW_BS_REPORT_STATE,
+        .status = GW_OK,
+        .culprit = -1,
+        .origin = -1,
+        .waiting_on = -1,
+        .seq = comm->tag.seq,
+        .stalled_ms = stalled_ms > 0 ? (uint32_t)stalled_ms : 0,
+    };
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !reqs[i]->complete) {
+            state.waiting_on = reqs[i]->peer;
+            break;
+        }
+    gw_bs_verdict_t v;
+    if (!gw__bootstrap_watch_poll(comm->bootstrap, &state, &v))
+        return GW_OK;
+    /* The job failed elsewhere while we waited: the verdict is our error. */
+    gw_comm_blame_t b = {.kind = GW_BLAME_ABORT, .waiting_on = -1, .settled = 1};
+    take_verdict(comm, &b, &v);
+    return gw__comm_fail_with(comm, &b);
+}

@@ -1,0 +1,449 @@
+/*
+ * bootstrap_referee.c - rank 0's referee: when the job fails, it decides
+ * which rank to blame and tells every rank (the ranks' side is in
+ * bootstrap_watch.c, the messages in bootstrap_msg.h).
+ *
+ * A thread of rank 0's process, started once the all-gathers are done,
+ * that owns the connections of the bootstrap's star and one end of a
+ * socket pair whose other end is rank 0's own connection, so that rank 0's
+ * caller reports like any other rank, and so that the referee answers
+ * while that caller computes between collectives. It sleeps in poll() and
+ * costs nothing while the job is healthy: nobody sends on these
+ * connections then.
+ *
+ * A case opens with the first REPORT (a rank's communicator failed, or it
+ * timed out waiting for a peer). The referee asks every rank that did not
+ * report what it waits for (INQUIRE; a rank that is waiting answers with a
+ * STATE within a few tens of milliseconds) and then follows the chain of
+ * blame from the first reporter: a rank blamed for its own fault, or for
+ * sending what its peer did not expect, is the culprit; a rank blamed
+ * otherwise (a broken connection, an abort naming it, a wait for it) is
+ * followed further: to whom it blamed in its own report, or to the rank
+ * it waits for in its STATE. The chain ends at a rank whose connection to
+ * rank 0 closed (it died, or it closed its communicator: either way it is
+ * gone from the job), at a rank that gave no answer by the end of the
+ * grace period (stopped, hung, or busy outside gradwire: behind the
+ * others), or at a cycle of ranks that wait for each other (the one in the
+ * oldest collective is behind; with none older, the first one met). What
+ * is known for certain ends the case at once (a death, a bad argument);
+ * only a silent rank makes the referee wait, and never past the grace
+ * period after the first report, so every rank has its verdict within
+ * GW_TIMEOUT_MS plus the grace. The verdict goes to every rank still
+ * connected, and the same verdict answers any later report.
+ *
+ * When rank 0 itself is stopped or dead, so is its referee: the ranks then
+ * get no verdict, or see their connection to it close, and blame rank 0
+ * (collectives/core/blame.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "transport/bootstrap/bootstrap_internal.h"
+#include "transport/transport.h"
+
+typedef struct seat {
+    int fd;   /* -1 once gone */
+    int gone; /* its connection closed or broke */
+    uint8_t rx[GW_BS_SMALL_MSG_MAX];
+    size_t rx_len;
+    int reported; /* rep holds its FAILED or STALLED report */
+    int answered; /* state holds its answer to our inquiry */
+    gw_bs_report_t rep, state;
+} seat_t;
+
+struct gw_bs_referee {
+    const gw_logger_t *log;
+    int size;
+    int grace_ms;
+    seat_t *seats;
+    struct pollfd *pfds; /* [0]: the stop pipe, then one per seat */
+    int *pfd_rank;
+    int *next; /* the chain being followed: next[r] is whom r leads to */
+    unsigned char *seen;
+    int stop[2];
+    pthread_t thread;
+    int first; /* the rank whose report opened the case, -1 while none */
+    int64_t decide_by;
+    int decided;
+    gw_bs_verdict_t verdict;
+};
+
+static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
+{
+    seat_t *s = &ref->seats[r];
+    if (ref->first >= 0 && !ref->decided)
+        GW_INFO(ref->log, GW_BS_SUBSYS, "referee: rank %d %s", r, how);
+    else
+        GW_TRACE(ref->log, GW_BS_SUBSYS, "referee: rank %d %s", r, how);
+    close(s->fd);
+    s->fd = -1;
+    s->gone = 1;
+}
+
+/* Best effort, never blocks: the messages are small, and a rank that does
+ * not read them is not waiting for them. */
+static void send_to(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    seat_t *s = &ref->seats[r];
+    if (s->gone)
+        return;
+    ssize_t n = send(s->fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n != (ssize_t)len)
+        GW_TRACE(ref->log, GW_BS_SUBSYS, "referee: telling rank %d: %s", r,
+                 n < 0 ? strerror(errno) : "only part of the message went out");
+}
+
+/* A reason may be cut at GW_BS_REASON_MAX bytes: the verdict carries no
+ * more. */
+__attribute__((format(printf, 2, 3))) static void say(char reason[GW_BS_REASON_MAX + 1],
+                                                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, GW_BS_REASON_MAX + 1, fmt, ap);
+    va_end(ap);
+}
+
+static void what_collective(uint64_t seq, char *buf, size_t cap)
+{
+    if (seq)
+        snprintf(buf, cap, "collective #%llu", (unsigned long long)seq);
+    else
+        snprintf(buf, cap, "a point-to-point call");
+}
+
+/* Whom a report leads to: its culprit, or the rank it waited for. */
+static int lead_of(const gw_bs_report_t *r) { return r->culprit >= 0 ? r->culprit : r->waiting_on; }
+
+static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, const char *reason)
+{
+    const seat_t *f = &ref->seats[ref->first];
+    gw_bs_verdict_t *v = &ref->verdict;
+    v->status = status == GW_OK ? GW_ERR_ABORTED : status;
+    v->culprit = culprit;
+    v->origin = ref->first;
+    v->seq = f->rep.seq;
+    snprintf(v->reason, sizeof(v->reason), "%s", reason);
+    ref->decided = 1;
+    char who[24] = "no rank";
+    if (culprit >= 0)
+        snprintf(who, sizeof(who), "rank %d", culprit);
+    GW_WARN(ref->log, GW_BS_SUBSYS, "the referee blames %s (first report from rank %d) - %s", who,
+            ref->first, reason);
+    uint8_t msg[GW_BS_VERDICT_MAX_LEN];
+    size_t n = gw__bs_encode_verdict(v, msg);
+    for (int r = 0; r < ref->size; r++)
+        send_to(ref, r, msg, n);
+}
+
+/* The collective a rank was last seen in, 0 when unknown. */
+static uint64_t seq_of(const seat_t *s)
+{
+    return s->reported ? s->rep.seq : s->answered ? s->state.seq : 0;
+}
+
+/* Follow the chain of blame from the first reporter (see the top of the
+ * file). Returns with ref->decided set, or unset when the chain ends at a
+ * rank that may still answer and `final` is 0. */
+static void decide(gw_bs_referee_t *ref, int final)
+{
+    const seat_t *f = &ref->seats[ref->first];
+    gw_status_t status = f->rep.status;
+    uint32_t kind = f->rep.blame;
+    int cur = ref->first, c = lead_of(&f->rep);
+    char chain[160], what[48], reason[GW_BS_REASON_MAX + 1];
+    size_t clen = (size_t)snprintf(chain, sizeof(chain), "%d", cur);
+    what_collective(f->rep.seq, what, sizeof(what));
+    memset(ref->seen, 0, (size_t)ref->size);
+    ref->seen[cur] = 1;
+    for (;;) {
+        if (c < 0 || c >= ref->size) {
+            say(reason, "rank %d failed (%s) naming no rank, in %s", cur, gw_status_str(status),
+                what);
+            conclude(ref, status, -1, reason);
+            return;
+        }
+        ref->next[cur] = c;
+        if (clen < sizeof(chain))
+            clen += (size_t)snprintf(chain + clen, sizeof(chain) - clen, " -> %d", c);
+        if (kind == GW_BLAME_SELF || c == cur) {
+            say(reason, "rank %d failed on its own (%s) in %s", c, gw_status_str(status), what);
+            conclude(ref, status, c, reason);
+            return;
+        }
+        if (kind == GW_BLAME_PEER) {
+            say(reason, "rank %d sent rank %d what it did not expect (%s) in %s", c, cur,
+                gw_status_str(status), what);
+            conclude(ref, status, c, reason);
+            return;
+        }
+        if (ref->seen[c]) {
+            /* Ranks that wait for each other: the one behind is at fault. */
+            int pick = c;
+            for (int x = ref->next[c], hops = 0; x != c && hops < ref->size;
+                 x = ref->next[x], hops++)
+                if (seq_of(&ref->seats[x]) < seq_of(&ref->seats[pick]))
+                    pick = x;
+            say(reason,
+                "ranks wait for each other (%s), rank %d in collective #%llu, while rank %d "
+                "reported a failure in %s",
+                chain, pick, (unsigned long long)seq_of(&ref->seats[pick]), ref->first, what);
+            conclude(ref, status, pick, reason);
+            return;
+        }
+        ref->seen[c] = 1;
+        const seat_t *s = &ref->seats[c];
+        if (s->reported) { /* its own account of the failure */
+            status = s->rep.status;
+            kind = s->rep.blame;
+            cur = c;
+            c = lead_of(&s->rep);
+            continue;
+        }
+        if (s->gone) {
+            say(reason,
+                "rank %d is gone: its connection to rank 0 closed (it died or closed its "
+                "communicator), noticed in %s (blame: %s)",
+                c, what, chain);
+            conclude(ref, status, c, reason);
+            return;
+        }
+        if (s->answered && s->state.waiting_on >= 0) {
+            kind = GW_BLAME_TIMEOUT;
+            cur = c;
+            c = s->state.waiting_on;
+            continue;
+        }
+        if (s->answered) {
+            say(reason,
+                "rank %d waits for no rank, in collective #%llu, while the ranks waited for it "
+                "in %s (waits: %s)",
+                c, (unsigned long long)s->state.seq, what, chain);
+            conclude(ref, status, c, reason);
+            return;
+        }
+        if (!final)
+            return;
+        say(reason,
+            "rank %d did not answer within %d ms (stopped, hung, or busy outside gradwire) "
+            "while the ranks waited for it in %s (waits: %s)",
+            c, ref->grace_ms, what, chain);
+        conclude(ref, GW_ERR_TIMEOUT, c, reason);
+        return;
+    }
+}
+
+static void open_case(gw_bs_referee_t *ref, int r)
+{
+    ref->first = r;
+    ref->decide_by = gw__now_ms() + ref->grace_ms;
+    gw_bs_inquire_t q = {.reporter = r, .seq = ref->seats[r].rep.seq};
+    uint8_t msg[GW_BS_INQUIRE_LEN];
+    size_t n = gw__bs_encode_inquire(&q, msg);
+    for (int k = 0; k < ref->size; k++)
+        if (!ref->seats[k].reported)
+            send_to(ref, k, msg, n);
+}
+
+static void on_report(gw_bs_referee_t *ref, int r, const gw_bs_report_t *rep)
+{
+    seat_t *s = &ref->seats[r];
+    if (rep->culprit >= ref->size || rep->origin >= ref->size || rep->waiting_on >= ref->size) {
+        GW_WARN(ref->log, GW_BS_SUBSYS, "referee: rank %d reports a rank beyond the job's %d", r,
+                ref->size);
+        return;
+    }
+    if (rep->kind == GW_BS_REPORT_STATE) {
+        s->state = *rep;
+        s->answered = 1;
+        return;
+    }
+    if (s->reported)
+        return; /* the first account stands */
+    s->rep = *rep;
+    s->reported = 1;
+    GW_INFO(ref->log, GW_BS_SUBSYS,
+            "referee: rank %d reports %s (%s), blaming rank %d, waiting for rank %d in "
+            "collective #%llu",
+            r, rep->kind == GW_BS_REPORT_STALLED ? "a stall" : "a failure",
+            gw_status_str(rep->status), rep->culprit, rep->waiting_on,
+            (unsigned long long)rep->seq);
+    if (ref->decided) {
+        uint8_t msg[GW_BS_VERDICT_MAX_LEN];
+        size_t n = gw__bs_encode_verdict(&ref->verdict, msg);
+        send_to(ref, r, msg, n);
+        return;
+    }
+    if (ref->first < 0)
+        open_case(ref, r);
+}
+
+static void read_seat(gw_bs_referee_t *ref, int r)
+{
+    seat_t *s = &ref->seats[r];
+    while (!s->gone) {
+        ssize_t n = recv(s->fd, s->rx + s->rx_len, sizeof(s->rx) - s->rx_len, MSG_DONTWAIT);
+        if (n == 0) {
+            seat_gone(ref, r, "closed its connection to rank 0");
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                seat_gone(ref, r, "broke its connection to rank 0");
+            return;
+        }
+        s->rx_len += (size_t)n;
+        while (s->rx_len >= GW_BS_HDR_LEN) {
+            gw_bs_hdr_t hdr;
+            const char *why = "not a report";
+            if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
+                hdr.type != GW_BS_REPORT) {
+                GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
+                        why);
+                seat_gone(ref, r, "sent garbage to the referee");
+                return;
+            }
+            size_t len = GW_BS_HDR_LEN + hdr.payload_len;
+            if (s->rx_len < len)
+                break;
+            gw_bs_report_t rep;
+            if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
+                GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed report from rank %d: %s", r,
+                        why);
+            else
+                on_report(ref, r, &rep);
+            memmove(s->rx, s->rx + len, s->rx_len - len);
+            s->rx_len -= len;
+        }
+    }
+}
+
+static void *referee_main(void *arg)
+{
+    gw_bs_referee_t *ref = arg;
+    for (;;) {
+        int n = 0;
+        ref->pfds[n++] = (struct pollfd){.fd = ref->stop[0], .events = POLLIN};
+        for (int r = 0; r < ref->size; r++) {
+            if (ref->seats[r].gone)
+                continue;
+            ref->pfds[n] = (struct pollfd){.fd = ref->seats[r].fd, .events = POLLIN};
+            ref->pfd_rank[n++] = r;
+        }
+        int open = ref->first >= 0 && !ref->decided;
+        int timeout = open ? gw__sock_remaining_ms(ref->decide_by) : -1;
+        int rc = poll(ref->pfds, (nfds_t)n, timeout);
+        if (rc < 0 && errno != EINTR) {
+            GW_ERROR(ref->log, GW_BS_SUBSYS, "referee: poll failed: %m; it stops");
+            break;
+        }
+        if (rc > 0 && ref->pfds[0].revents)
+            break;
+        for (int i = 1; rc > 0 && i < n; i++)
+            if (ref->pfds[i].revents)
+                read_seat(ref, ref->pfd_rank[i]);
+        if (ref->first >= 0 && !ref->decided)
+            decide(ref, gw__now_ms() >= ref->decide_by);
+    }
+    return NULL;
+}
+
+static void referee_free(gw_bs_referee_t *ref)
+{
+    for (int r = 0; ref->seats && r < ref->size; r++)
+        if (ref->seats[r].fd >= 0)
+            close(ref->seats[r].fd);
+    if (ref->stop[0] >= 0)
+        close(ref->stop[0]);
+    if (ref->stop[1] >= 0)
+        close(ref->stop[1]);
+    free(ref->seats);
+    free(ref->pfds);
+    free(ref->pfd_rank);
+    free(ref->next);
+    free(ref->seen);
+    free(ref);
+}
+
+gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
+                                 gw_bs_referee_t **out)
+{
+    gw_bs_referee_t *ref = calloc(1, sizeof(*ref));
+    if (!ref) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory for the referee");
+        return GW_ERR_NO_MEMORY;
+    }
+    ref->log = bs->log;
+    ref->size = bs->size;
+    ref->grace_ms = grace_ms;
+    ref->first = -1;
+    ref->stop[0] = ref->stop[1] = -1;
+    size_t n = (size_t)bs->size;
+    ref->seats = calloc(n, sizeof(*ref->seats));
+    ref->pfds = calloc(n + 1, sizeof(*ref->pfds));
+    ref->pfd_rank = calloc(n + 1, sizeof(*ref->pfd_rank));
+    ref->next = calloc(n, sizeof(*ref->next));
+    ref->seen = calloc(n, 1);
+    if (!ref->seats || !ref->pfds || !ref->pfd_rank || !ref->next || !ref->seen) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory for the referee of %d ranks", bs->size);
+        referee_free(ref);
+        return GW_ERR_NO_MEMORY;
+    }
+    for (size_t r = 0; r < n; r++)
+        ref->seats[r].fd = -1;
+    if (pipe2(ref->stop, O_CLOEXEC) != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "pipe for the referee: %m");
+        ref->stop[0] = ref->stop[1] = -1;
+        referee_free(ref);
+        return GW_ERR_SYSTEM;
+    }
+    /* From here on the seats are the thread's. */
+    ref->seats[0].fd = self_fd;
+    for (int r = 1; r < bs->size; r++) {
+        ref->seats[r].fd = bs->fds[r];
+        bs->fds[r] = -1;
+    }
+    /* User signal handlers run on the user's threads, not on this one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&ref->thread, NULL, referee_main, ref);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot start the referee thread: %s", strerror(rc));
+        /* The connections go back to the bootstrap, the socket pair to the
+         * caller. */
+        for (int r = 1; r < bs->size; r++) {
+            bs->fds[r] = ref->seats[r].fd;
+            ref->seats[r].fd = -1;
+        }
+        ref->seats[0].fd = -1;
+        referee_free(ref);
+        return GW_ERR_SYSTEM;
+    }
+    *out = ref;
+    return GW_OK;
+}
+
+void gw__bs_referee_stop(gw_bs_referee_t *ref)
+{
+    if (!ref)
+        return;
+    char b = 1;
+    while (write(ref->stop[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    pthread_join(ref->thread, NULL);
+    referee_free(ref);
+}

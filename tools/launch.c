@@ -420,8 +420,8 @@ static void report_after(const struct job *job)
             if (w < (int)sizeof(who) - 16)
                 w += snprintf(who + w, sizeof(who) - (size_t)w, "%s%d", count > 1 ? "," : "", q);
         }
-        int ours = job->stopped && WIFSIGNALED(st) &&
-                   (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL);
+        int ours =
+            job->stopped && WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL);
         if (n < (int)sizeof(line))
             n += snprintf(line + n, sizeof(line) - (size_t)n, "%s rank%s %s %s%s",
                           groups++ ? ";" : "", count > 1 ? "s" : "", who, what,

@@ -173,7 +173,8 @@ gw_status_t gw__transport_peer_aborted(gw_transport_t *t, int peer, const gw_abo
                  origin);
     else if (origin != peer)
         snprintf(also, sizeof(also), " (first reported by rank %d)", origin);
-    gw_status_t ret = gw__transport_peer_fail(t, peer, st, "aborted: %s%s", gw_status_str(st), also);
+    gw_status_t ret =
+        gw__transport_peer_fail(t, peer, st, "aborted: %s%s", gw_status_str(st), also);
     t->culprit = culprit;
     t->origin = origin;
     t->blame = GW_BLAME_ABORT;

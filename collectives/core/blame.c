@@ -87,8 +87,8 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
     };
     int own = b->kind == GW_BLAME_SELF;
     gw_bs_verdict_t v;
-    gw_status_t st = gw__bootstrap_watch_report(comm->bootstrap, &rep, own ? 0 : comm->blame_wait_ms,
-                                                &v);
+    gw_status_t st =
+        gw__bootstrap_watch_report(comm->bootstrap, &rep, own ? 0 : comm->blame_wait_ms, &v);
     if (own)
         return; /* reported, so that the others learn it; ours stands */
     if (st == GW_OK) {

@@ -33,15 +33,15 @@ struct gw_comm {
     gw_bootstrap_t *bootstrap;
     gw_transport_t *transport; /* NULL when size == 1 */
     gw_tuning_t tuning;
-    uint64_t seq;       /* sequence number of the last collective started */
-    gw_msg_tag_t tag;   /* tag of the call in progress (tag.c) */
-    gw_status_t failed; /* sticky: GW_OK while the communicator is healthy */
-    int culprit;        /* the rank the failure is blamed on, -1: none */
-    int origin;         /* the rank that first reported the failure */
-    int watching;       /* the bootstrap's watch runs: failures go to the referee */
-    int blame_wait_ms;  /* how long a failing rank waits for the verdict */
+    uint64_t seq;         /* sequence number of the last collective started */
+    gw_msg_tag_t tag;     /* tag of the call in progress (tag.c) */
+    gw_status_t failed;   /* sticky: GW_OK while the communicator is healthy */
+    int culprit;          /* the rank the failure is blamed on, -1: none */
+    int origin;           /* the rank that first reported the failure */
+    int watching;         /* the bootstrap's watch runs: failures go to the referee */
+    int blame_wait_ms;    /* how long a failing rank waits for the verdict */
     int64_t watch_due_ms; /* gw_test: when it next looks at the watch */
-    size_t chunk_bytes; /* pipelining granularity of ring and tree */
+    size_t chunk_bytes;   /* pipelining granularity of ring and tree */
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
      * statistics take differences of it. */

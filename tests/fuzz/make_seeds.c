@@ -178,8 +178,12 @@ static void bootstrap_seeds(void)
                           .stalled_ms = 2000};
     n = gw__bs_encode_report(&rep, buf);
     put("fuzz_bootstrap_msg", "report", 0, 0, buf, n);
-    rep = (gw_bs_report_t){.kind = GW_BS_REPORT_STATE, .culprit = -1, .origin = -1,
-                           .waiting_on = 2, .seq = 7, .stalled_ms = 1500};
+    rep = (gw_bs_report_t){.kind = GW_BS_REPORT_STATE,
+                           .culprit = -1,
+                           .origin = -1,
+                           .waiting_on = 2,
+                           .seq = 7,
+                           .stalled_ms = 1500};
     n = gw__bs_encode_report(&rep, buf);
     put("fuzz_bootstrap_msg", "report-state", 0, 0, buf, n);
     gw_bs_inquire_t inq = {.reporter = 0, .seq = 7};

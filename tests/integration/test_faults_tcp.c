@@ -338,8 +338,8 @@ Test(faults_tcp, chain_of_waits_leads_to_the_busy_rank, .timeout = 120)
             cr_assert(culprit_of(&r, rank) == 2, "over %s: rank %d blames rank %d, not rank 2:\n%s",
                       t, rank, culprit_of(&r, rank), r.output);
             double ms = elapsed_of(&r, rank);
-            cr_assert(ms < 3000 + 750 + STALL_SLACK_MS, "over %s: rank %d failed after %.0f ms:\n%s",
-                      t, rank, ms, r.output);
+            cr_assert(ms < 3000 + 750 + STALL_SLACK_MS,
+                      "over %s: rank %d failed after %.0f ms:\n%s", t, rank, ms, r.output);
         }
         cr_assert(rank_line(r.output, 0, "(waits: 0 -> 3 -> 2)", line, sizeof(line)),
                   "over %s: rank 0's verdict does not follow 0 -> 3 -> 2:\n%s", t, r.output);

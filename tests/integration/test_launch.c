@@ -447,8 +447,9 @@ Test(launch, killed_rank_gives_128_plus_signal, .timeout = 30)
     const char *argv[] = {LAUNCHER, "launch", "-n", "2", PROBE, "kill", dir, "0", NULL};
     run(&r, NULL, argv, 15);
     cr_assert_eq(r.status, 137, "status %d, stderr:\n%s", r.status, r.buf[1]);
-    cr_assert(strstr(r.buf[1], "gradwire launch: rank 0 killed by signal SIGKILL (first failure)\n"),
-              "stderr:\n%s", r.buf[1]);
+    cr_assert(
+        strstr(r.buf[1], "gradwire launch: rank 0 killed by signal SIGKILL (first failure)\n"),
+        "stderr:\n%s", r.buf[1]);
     assert_ranks_gone(dir, 2);
     run_free(&r);
     remove_dir(dir);
@@ -483,8 +484,9 @@ Test(launch, first_failure_in_time_is_reported, .timeout = 60)
     cr_assert_eq(kill(r.pid, SIGCONT), 0);
     finish(&r, 30);
     cr_assert_eq(r.status, 137, "status %d, stderr:\n%s", r.status, r.buf[1]);
-    cr_assert(strstr(r.buf[1], "gradwire launch: rank 3 killed by signal SIGKILL (first failure)\n"),
-              "the first failure is not rank 3's death; stderr:\n%s", r.buf[1]);
+    cr_assert(
+        strstr(r.buf[1], "gradwire launch: rank 3 killed by signal SIGKILL (first failure)\n"),
+        "the first failure is not rank 3's death; stderr:\n%s", r.buf[1]);
     cr_assert(strstr(r.buf[1], "after it, ranks 0,1,2 exited with status 1\n"), "stderr:\n%s",
               r.buf[1]);
     assert_ranks_gone(dir, 4);

@@ -56,7 +56,7 @@ struct gw_bootstrap {
     /* The watch (bootstrap_watch.c). On rank 0, root_fd is its end of the
      * socket pair to the referee, which owns fds[] from then on. */
     int watching;
-    int watch_gone; /* rank 0's connection closed or broke */
+    int watch_gone;                   /* rank 0's connection closed or broke */
     uint8_t wrx[GW_BS_SMALL_MSG_MAX]; /* bytes of a message not yet whole */
     size_t wrx_len;
     int have_verdict;

@@ -127,7 +127,7 @@ typedef enum gw_bs_report_kind {
 
 /* What a rank tells the root's referee. */
 typedef struct gw_bs_report {
-    uint32_t kind;  /* gw_bs_report_kind_t */
+    uint32_t kind; /* gw_bs_report_kind_t */
     gw_status_t status;
     int32_t culprit;    /* the rank it blames, -1 none */
     int32_t origin;     /* the rank that first reported it, -1 none */

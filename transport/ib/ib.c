@@ -576,11 +576,11 @@ static gw_status_t ib_abort(gw_transport_t *base, const gw_abort_info_t *why)
     gw_ib_t *t = gw__ib_of(base);
     int was_ok = t->base.failed == GW_OK;
     gw_abort_info_t tell = gw__transport_abort_begin(base, why);
-    int told = t->base.connected
-                   ? tell_all(t, GW_IB_IMM_ABORT_FROM,
-                              gw__ib_abort_from_encode(tell.origin, tell.culprit), GW_IB_IMM_ABORT,
-                              (uint64_t)tell.status, GW_IB_SHUTDOWN_MS)
-                   : 0;
+    int told =
+        t->base.connected
+            ? tell_all(t, GW_IB_IMM_ABORT_FROM, gw__ib_abort_from_encode(tell.origin, tell.culprit),
+                       GW_IB_IMM_ABORT, (uint64_t)tell.status, GW_IB_SHUTDOWN_MS)
+            : 0;
     GW_INFO(t->base.log, GW_IB_SUBSYS,
             "aborting (%s, blaming rank %d, first reported by rank %d): told %d of %d peers%s",
             gw_status_str(tell.status), tell.culprit, tell.origin, told, t->base.size - 1,

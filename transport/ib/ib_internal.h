@@ -624,10 +624,10 @@ gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how);
 /* The value of an ABORT_FROM immediate, and its ranks (-1: none). */
 static inline uint32_t gw__ib_abort_from_encode(int origin, int culprit)
 {
-    uint32_t o = origin >= 0 && origin < (int)GW_IB_IMM_NO_RANK ? (uint32_t)origin
-                                                                 : GW_IB_IMM_NO_RANK;
-    uint32_t c = culprit >= 0 && culprit < (int)GW_IB_IMM_NO_RANK ? (uint32_t)culprit
-                                                                   : GW_IB_IMM_NO_RANK;
+    uint32_t o =
+        origin >= 0 && origin < (int)GW_IB_IMM_NO_RANK ? (uint32_t)origin : GW_IB_IMM_NO_RANK;
+    uint32_t c =
+        culprit >= 0 && culprit < (int)GW_IB_IMM_NO_RANK ? (uint32_t)culprit : GW_IB_IMM_NO_RANK;
     return o << 14 | c;
 }
 static inline void gw__ib_abort_from_decode(uint32_t value, int *origin, int *culprit)

@@ -92,9 +92,9 @@ typedef struct gw_shm_side {
      * first reported the failure and the rank it blames, -1 for none. */
     _Atomic int32_t abort_origin;
     _Atomic int32_t abort_culprit;
-    _Atomic uint32_t sleeping;    /* 1: it may be asleep in a futex wait on `bell` */
-    _Atomic uint32_t bell;        /* bumped by the peer after it moved data */
-    _Atomic int32_t cpu;          /* the CPU it last waited on, -1 unknown */
+    _Atomic uint32_t sleeping; /* 1: it may be asleep in a futex wait on `bell` */
+    _Atomic uint32_t bell;     /* bumped by the peer after it moved data */
+    _Atomic int32_t cpu;       /* the CPU it last waited on, -1 unknown */
     /* The proof of the data-plane key (shm_seg.c): the attacher's nonce, and
      * each side's HMAC over the header and both nonces. */
     uint8_t nonce[16];

@@ -323,8 +323,8 @@ static gw_status_t tcp_abort(gw_transport_t *base, const gw_abort_info_t *why)
     GW_INFO(t->base.log, GW_TCP_SUBSYS,
             "aborting (%s, blaming rank %d, first reported by rank %d): told %d of %d connections "
             "to %d peers (%d were at a frame boundary)",
-            gw_status_str(tell.status), tell.culprit, tell.origin, told, t->npfds,
-            t->base.size - 1, eligible);
+            gw_status_str(tell.status), tell.culprit, tell.origin, told, t->npfds, t->base.size - 1,
+            eligible);
     close_sockets(t);
     return GW_OK;
 }

@@ -433,9 +433,9 @@ Test(bootstrap_msg, watch_messages_round_trip, .timeout = 10)
                         .stalled_ms = 2000};
     uint8_t m[GW_BS_SMALL_MSG_MAX];
     cr_assert_eq(gw__bs_encode_report(&r, m), GW_BS_REPORT_LEN);
-    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B', 'S', 0, 2, 0, 7, 0, 0, 0, 36,
-                                                     0,   0,   0,   2,   0, 0, 0, 4, 0, 0, 0, 3,
-                                                     0xff, 0xff, 0xff, 0xff};
+    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    2,   0, 7, 0, 0, 0,
+                                                     36,  0,   0,    0,    2,    0,   0, 0, 4, 0, 0,
+                                                     0,   3,   0xff, 0xff, 0xff, 0xff};
     cr_assert_arr_eq(m, head, sizeof(head));
     gw_bs_report_t g;
     cr_assert_eq(gw__bs_decode_report(m, GW_BS_REPORT_LEN, &g, NULL), GW_OK);

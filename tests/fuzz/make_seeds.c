@@ -246,10 +246,14 @@ static void ib_seeds(void)
     uint8_t hello[GW_IB_HELLO_SIZE];
     gw__ib_hello_encode(&hl, hello);
     put("fuzz_ib_wire", "hello", 4, 1, hello, sizeof(hello));
-    gw_ib_cm_pdata_t pd = {.magic = GW_IB_CM_MAGIC, .from = 1, .to = 0, .qp_idx = 1, .nqps = 2};
-    uint8_t pdata[GW_IB_CM_PDATA_SIZE];
-    gw__ib_cm_pdata_encode(&pd, pdata);
+    gw_ib_cm_pdata_t pd = {.from = 1, .to = 0, .qp_idx = 1, .nqps = 2};
+    memset(pd.nonce, 0xa5, sizeof(pd.nonce));
+    uint8_t pdata[GW_IB_CM_REQ_SIZE], prep[GW_IB_CM_REP_SIZE];
+    gw__ib_cm_req_encode(&pd, pdata);
     put("fuzz_ib_wire", "cm-pdata", 5, 1, pdata, sizeof(pdata));
+    memset(pd.mac, 0x3c, sizeof(pd.mac));
+    gw__ib_cm_rep_encode(&pd, prep);
+    put("fuzz_ib_wire", "cm-accept", 5, 1, prep, sizeof(prep));
     gw__shm_addr_encode(1234, 0xabcdefull, 1 << 20, blob);
     put("fuzz_ib_wire", "shm-addr", 6, 1, blob, sizeof(blob));
 }

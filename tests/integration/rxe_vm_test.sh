@@ -5,8 +5,10 @@
 #   - the transport's device tests (test_ib_live): messages between
 #     transports over rxe0 (sizes, striping, eager messages, mismatches,
 #     abort, goodbye, the registration cache and its invalidation of
-#     remapped memory), the point-to-point API over ib (test_ib_p2p), and
-#     the out-of-band set-up with strangers at its port (test_ib_oob);
+#     remapped memory), the point-to-point API over ib (test_ib_p2p), the
+#     out-of-band set-up with strangers at its port (test_ib_oob), and the
+#     rdmacm set-up with impostors that know the job id but not the token
+#     (test_ib_cm);
 #   - allreduce (ring, tree, recursive doubling), broadcast and allgather on
 #     2, 3 and 4 ranks under `gradwire launch` with GW_TRANSPORT=ib, both
 #     connection modes, one and several QPs per peer; results checked
@@ -46,7 +48,7 @@ SELF="$ROOT/tests/integration/rxe_vm_test.sh"
 if [ "${1:-}" != "--inside" ]; then
     BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "skipped: no build directory ${1:-$ROOT/build}"; exit 77; }
     for f in gradwire gradwire-bench tests/worker_collectives tests/worker_faults tests/test_ib_live \
-        tests/test_ib_p2p tests/test_ib_oob; do
+        tests/test_ib_p2p tests/test_ib_oob tests/test_ib_cm; do
         [ -x "$BUILD/$f" ] || { echo "skipped: $BUILD/$f is not built"; exit 77; }
     done
     timeout=${GW_RXE_VM_TIMEOUT:-480}
@@ -92,7 +94,7 @@ fail() {
 # The transport's tests that need the device (the other test_ib_* need no
 # RDMA and run with the rest of the suite on the host); test_ib_p2p, the
 # point-to-point API, runs here over ib.
-for t in test_ib_live test_ib_p2p test_ib_oob; do
+for t in test_ib_live test_ib_p2p test_ib_oob test_ib_cm; do
     out=$(GW_TRANSPORT=ib timeout 300 "$BUILD/tests/$t" --jobs 1 --verbose=0 2>&1)
     rc=$?
     summary=$(echo "$out" | grep "Synthesis" | tail -1)

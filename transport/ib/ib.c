@@ -167,7 +167,10 @@ static gw_status_t setup_resources(gw_ib_t *t)
         GW_ERROR(lg, GW_IB_SUBSYS, "ibv_query_device(%s): %m", t->dev_name);
         return GW_ERR_SYSTEM;
     }
-    long cqe = (long)(t->base.size - 1) * t->nqps * 2 * GW_IB_WQ_DEPTH + 16;
+    /* Every QP's two queues, and the receives of the rdmacm connections
+     * that have not proven the key yet (ib_cm.c). */
+    long cqe = (long)(t->base.size - 1) * t->nqps * 2 * GW_IB_WQ_DEPTH +
+               GW_IB_CM_CANDS * (GW_IB_CM_CAND_RECVS + 1) + 16;
     if (cqe > da.max_cqe) {
         GW_ERROR(lg, GW_IB_SUBSYS,
                  "%d ranks with %d QPs per peer need a CQ of %ld entries, but %s allows %d: "

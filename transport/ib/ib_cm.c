@@ -9,11 +9,42 @@
  * connections down. So at open() every rank binds an RDMA CM listener to the
  * IP address behind its GID (RoCE GIDs are IP addresses) and publishes it;
  * connect() then has the higher rank of each pair resolve and connect one
- * RDMA CM id per QP, with private data {job id, ranks, QP index, QPs per
- * peer}, and the lower rank accept what checks out (rejecting strangers).
+ * RDMA CM id per QP, and the lower rank accept what proves to be ours.
  * Everything runs on one non-blocking event channel under one deadline;
  * failed attempts are retried with the growing pauses of every socket
  * that dials (transport/sock.h).
+ *
+ * Proof of the key. The job id is no secret (rank 0 sends it in clear in
+ * the bootstrap's WELCOME, and it names shared-memory segments), so a
+ * request that carries it proves nothing. Each connection proves the job's
+ * data-plane key both ways instead, as the TCP transport and the
+ * out-of-band mode do (transport/sock_auth.c), over fresh nonces of both
+ * sides, in the three messages an RC connection has room for (layouts and
+ * proofs: ib_wire.c):
+ *   1. the connect request's private data: ranks, QP index, QPs per peer,
+ *      job id and a fresh nonce of the dialler (52 of the 56 bytes RoCE
+ *      carries);
+ *   2. the accept's private data: a fresh nonce of the acceptor and its
+ *      proof, an HMAC under the key over both nonces, both ranks, the QP
+ *      index and the direction;
+ *   3. the dialler's proof, the same HMAC under the other direction's
+ *      label, as the first message on the new QP: a 32-byte SEND that the
+ *      acceptor's first receive takes into a buffer of its own.
+ * Why on the QP: librdmacm has no third exchange of private data (the RTU
+ * carries none), and a second connect request with the proof would double
+ * the round trips and leave the acceptor holding state between two
+ * connections; the QP exists anyway, and its first message arrives before
+ * anything else the dialler sends on it. The dialler checks the acceptor's
+ * proof before it sends a byte (a wrong one: WARN, disconnect, try again).
+ *
+ * Until its proof has arrived and checked out, an incoming connection is
+ * only a candidate, held apart from the job (ib_cm_cand.c): it holds no
+ * rank's slot and nothing that arrives on its QP counts.
+ *
+ * The acceptor learns of proofs from the CQ, which connect() therefore
+ * polls while candidates wait, with the same completion handling as
+ * progress(): a peer whose connections are all up may start sending before
+ * this rank's connect() returns.
  *
  * After connect() the channel stays in progress()'s poll set: a
  * DISCONNECTED event from a peer that did not say goodbye fails the
@@ -25,31 +56,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/clock.h"
-#include "transport/ib/ib_internal.h"
-#include "transport/sock.h"
+#include "transport/ib/ib_cm.h"
 
 #define RESOLVE_MS 2000
+#define PROOF_TICK_MS 1 /* how often connect() looks at the CQ while proofs are due */
 
-typedef enum cm_state { CM_IDLE, CM_WAIT, CM_ADDR, CM_ROUTE, CM_CONNECTING, CM_UP } cm_state_t;
-
-struct gw_ib_cm_conn {
-    int used; /* the peer is ours (see transport.h on all-zero blobs) */
-    int peer, qp;
-    int out; /* we connect (the peer's rank is lower) */
-    cm_state_t state;
-    struct rdma_cm_id *id;
-    gw_sock_retry_t retry; /* CM_WAIT: when to try again */
-    char why[128];
-};
-
-typedef struct gw_ib_cm_conn cm_conn_t;
-
-static cm_conn_t *conn_of(gw_ib_t *t, int peer, int qp)
+gw_ib_cm_conn_t *gw__ib_cm_conn_of(gw_ib_t *t, int peer, int qp)
 {
     int i = (peer < t->base.rank ? peer : peer - 1) * t->nqps + qp;
     return &t->cm_conns[i];
+}
+
+uint8_t *gw__ib_cm_proof_buf(gw_ib_t *t, int slot)
+{
+    return t->cm_auth_mem + (size_t)slot * GW_IB_CM_MAC_LEN;
+}
+
+gw_status_t gw__ib_cm_nonce(gw_ib_t *t, uint8_t out[GW_IB_CM_NONCE_LEN])
+{
+    /* Up to 256 bytes, getrandom() returns them all once the pool is ready. */
+    if (getrandom(out, GW_IB_CM_NONCE_LEN, 0) == GW_IB_CM_NONCE_LEN)
+        return GW_OK;
+    GW_ERROR(t->base.log, GW_IB_SUBSYS, "getrandom() for an RDMA CM nonce: %m");
+    return GW_ERR_SYSTEM;
+}
+
+void gw__ib_cm_peer_str(struct rdma_cm_id *id, char *buf, size_t cap)
+{
+    gw__sock_addr_str((const struct sockaddr *)&id->route.addr.dst_addr, buf, cap);
 }
 
 /* The IP address of our GID: RoCE GIDs are IPv4-mapped or IPv6 addresses. */
@@ -126,20 +163,21 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap)
     return GW_OK;
 }
 
-static void drop_id(gw_ib_t *t, cm_conn_t *c)
+static void drop_id(gw_ib_t *t, gw_ib_cm_conn_t *c)
 {
     gw_ib_peer_t *p = &t->peers[c->peer];
     if (c->id) {
         if (c->id->qp)
             t->api.cm_destroy_qp(c->id);
         t->api.destroy_id(c->id);
+        t->qpn_dirty = 1;
     }
     c->id = NULL;
     p->qp[c->qp] = NULL;
     p->cm_id[c->qp] = NULL;
 }
 
-static void retry(gw_ib_t *t, cm_conn_t *c, const char *why)
+static void retry(gw_ib_t *t, gw_ib_cm_conn_t *c, const char *why)
 {
     snprintf(c->why, sizeof(c->why), "%s", why);
     int pause = gw__sock_retry_arm(&c->retry);
@@ -149,7 +187,7 @@ static void retry(gw_ib_t *t, cm_conn_t *c, const char *why)
     c->state = c->out ? CM_WAIT : CM_IDLE;
 }
 
-static void set_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id)
+void gw__ib_cm_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id)
 {
     uint8_t timeout = (uint8_t)t->cfg.timeout;
     if (t->api.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
@@ -157,7 +195,7 @@ static void set_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id)
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "rdma_set_option(ACK_TIMEOUT): %m");
 }
 
-static void out_start(gw_ib_t *t, cm_conn_t *c)
+static void out_start(gw_ib_t *t, gw_ib_cm_conn_t *c)
 {
     gw_ib_peer_t *p = &t->peers[c->peer];
     char why[128];
@@ -167,7 +205,7 @@ static void out_start(gw_ib_t *t, cm_conn_t *c)
         retry(t, c, why);
         return;
     }
-    set_ack_timeout(t, c->id);
+    gw__ib_cm_ack_timeout(t, c->id);
     struct sockaddr_storage src;
     memcpy(&src, &t->local.sa, sizeof(src));
     if (src.ss_family == AF_INET)
@@ -183,60 +221,67 @@ static void out_start(gw_ib_t *t, cm_conn_t *c)
     c->state = CM_ADDR;
 }
 
-static gw_status_t make_qp(gw_ib_t *t, cm_conn_t *c)
+/* A QP on id, on our PD and CQ. */
+gw_status_t gw__ib_cm_create_qp(gw_ib_t *t, struct rdma_cm_id *id, const char *whom)
 {
-    gw_ib_peer_t *p = &t->peers[c->peer];
     struct ibv_qp_init_attr ia;
     for (;;) {
         gw__ib_qp_init_attr(t, &ia);
-        if (t->api.cm_create_qp(c->id, t->pd, &ia) == 0)
+        if (t->api.cm_create_qp(id, t->pd, &ia) == 0)
             break;
         int err = errno;
         if (gw__ib_qp_inline_retry(t, err))
             continue;
         errno = err;
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "rdma_create_qp for %s, QP %d: %m", p->desc, c->qp);
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "rdma_create_qp for %s: %m", whom);
         return gw__ib_errno_status(err);
     }
     gw__ib_qp_created(t, &ia);
-    p->qp[c->qp] = c->id->qp;
-    p->cm_id[c->qp] = c->id;
-    return gw__ib_qp_post_recvs(t, p, c->qp, GW_IB_WQ_DEPTH);
+    return GW_OK;
 }
 
-static void conn_param(gw_ib_t *t, struct rdma_conn_param *cp, uint8_t *pdata, int peer, int qp)
+void gw__ib_cm_param(gw_ib_t *t, struct rdma_conn_param *cp, const uint8_t *pdata, size_t len)
 {
-    gw_ib_cm_pdata_t pd = {.magic = GW_IB_CM_MAGIC,
-                           .from = (uint32_t)t->base.rank,
-                           .to = (uint32_t)peer,
-                           .qp_idx = (uint16_t)qp,
-                           .nqps = (uint16_t)t->nqps};
-    memcpy(pd.job_id, t->job_id, 16);
-    gw__ib_cm_pdata_encode(&pd, pdata);
     memset(cp, 0, sizeof(*cp));
     cp->private_data = pdata;
-    cp->private_data_len = GW_IB_CM_PDATA_SIZE;
+    cp->private_data_len = (uint8_t)len;
     cp->responder_resources = 1;
     cp->initiator_depth = 1;
     cp->retry_count = (uint8_t)t->cfg.retry_cnt;
     cp->rnr_retry_count = 7;
 }
 
-/* Create c's QP and offer the connection on c->id: rdma_accept for a
- * request we received, rdma_connect for one we make. A call that fails is
- * retried like any failed attempt. */
-static gw_status_t offer(gw_ib_t *t, cm_conn_t *c, int accepting)
+/* The dialler's side, once the route is known: create c's QP and send the
+ * connect request with a fresh nonce. A call that fails is retried like
+ * any failed attempt. */
+static gw_status_t dial(gw_ib_t *t, gw_ib_cm_conn_t *c)
 {
-    gw_status_t st = make_qp(t, c);
+    gw_ib_peer_t *p = &t->peers[c->peer];
+    char whom[160];
+    snprintf(whom, sizeof(whom), "%s, QP %d", p->desc, c->qp);
+    gw_status_t st = gw__ib_cm_create_qp(t, c->id, whom);
+    if (st == GW_OK)
+        st = gw__ib_cm_nonce(t, c->nonce);
     if (st != GW_OK)
         return st;
-    uint8_t buf[GW_IB_CM_PDATA_SIZE];
+    p->qp[c->qp] = c->id->qp;
+    p->cm_id[c->qp] = c->id;
+    t->qpn_dirty = 1;
+    if ((st = gw__ib_qp_post_recvs(t, p, c->qp, GW_IB_WQ_DEPTH)) != GW_OK)
+        return st;
+    gw_ib_cm_pdata_t pd = {.from = (uint32_t)t->base.rank,
+                           .to = (uint32_t)c->peer,
+                           .qp_idx = (uint16_t)c->qp,
+                           .nqps = (uint16_t)t->nqps};
+    memcpy(pd.job_id, t->job_id, 16);
+    memcpy(pd.nonce, c->nonce, GW_IB_CM_NONCE_LEN);
+    uint8_t buf[GW_IB_CM_REQ_SIZE];
+    gw__ib_cm_req_encode(&pd, buf);
     struct rdma_conn_param cp;
-    conn_param(t, &cp, buf, c->peer, c->qp);
-    if ((accepting ? t->api.accept(c->id, &cp) : t->api.connect(c->id, &cp)) != 0) {
+    gw__ib_cm_param(t, &cp, buf, sizeof(buf));
+    if (t->api.connect(c->id, &cp) != 0) {
         char why[128];
-        snprintf(why, sizeof(why), "%s: %s", accepting ? "rdma_accept" : "rdma_connect",
-                 strerror(errno));
+        snprintf(why, sizeof(why), "rdma_connect: %s", strerror(errno));
         retry(t, c, why);
         return GW_OK;
     }
@@ -244,48 +289,77 @@ static gw_status_t offer(gw_ib_t *t, cm_conn_t *c, int accepting)
     return GW_OK;
 }
 
-/* A connection request: check it is one of ours and accept it. */
-static gw_status_t on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdata,
-                              size_t pdata_len)
+/* The dialler's side, ESTABLISHED: the accept must carry the acceptor's
+ * proof over our nonce; then ours goes out as the first message on the QP
+ * and the connection is up. */
+static gw_status_t on_accepted(gw_ib_t *t, gw_ib_cm_conn_t *c, const uint8_t *pdata, size_t len)
 {
+    gw_ib_peer_t *p = &t->peers[c->peer];
     gw_ib_cm_pdata_t pd;
-    memset(&pd, 0, sizeof(pd));
-    if (pdata_len >= GW_IB_CM_PDATA_SIZE)
-        gw__ib_cm_pdata_decode(pdata, &pd);
-    if (pd.magic != GW_IB_CM_MAGIC || memcmp(pd.job_id, t->job_id, 16) != 0 ||
-        pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
-        pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps || !t->peers[pd.from].active) {
+    gw_ib_cm_shake_t sh = {.dialler = (uint32_t)t->base.rank,
+                           .acceptor = (uint32_t)c->peer,
+                           .qp_idx = (uint16_t)c->qp};
+    memcpy(sh.nonce_d, c->nonce, GW_IB_CM_NONCE_LEN);
+    const char *bad = NULL;
+    if (gw__ib_cm_rep_decode(pdata, len, &pd) != GW_OK)
+        bad = "its accept is not a gradwire accept of this version";
+    else if (pd.from != (uint32_t)c->peer || pd.to != (uint32_t)t->base.rank ||
+             pd.qp_idx != (uint16_t)c->qp)
+        bad = "its accept names other ranks or another QP";
+    else
+        memcpy(sh.nonce_a, pd.nonce, GW_IB_CM_NONCE_LEN);
+    if (!bad && !gw__ib_cm_proof_ok(t->data_key, &sh, 1, pd.mac))
+        bad = "its accept has a wrong proof (it does not know the job token)";
+    if (bad) {
+        char addr[64], why[192];
+        gw__ib_cm_peer_str(c->id, addr, sizeof(addr));
         GW_WARN(t->base.log, GW_IB_SUBSYS,
-                "rejecting an RDMA CM connection request that is not from this job (magic "
-                "0x%08x, rank %u -> %u, QP %u)",
-                (unsigned)pd.magic, (unsigned)pd.from, (unsigned)pd.to, (unsigned)pd.qp_idx);
-        t->api.reject(id, NULL, 0);
-        t->api.destroy_id(id);
+                "RDMA CM connection %d to %s at %s: %s: disconnecting and trying again", c->qp,
+                p->desc, addr, bad);
+        snprintf(why, sizeof(why), "%s answered: %s", addr, bad);
+        t->api.disconnect(c->id);
+        retry(t, c, why);
         return GW_OK;
     }
-    cm_conn_t *c = conn_of(t, (int)pd.from, pd.qp_idx);
-    if (pd.nqps != t->nqps) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)",
-                 t->peers[c->peer].desc, (unsigned)pd.nqps, t->nqps);
-        t->api.reject(id, NULL, 0);
-        t->api.destroy_id(id);
-        return GW_ERR_CONFIG;
+    int slot = GW_IB_CM_CANDS + (int)(c - t->cm_conns);
+    uint8_t *buf = gw__ib_cm_proof_buf(t, slot);
+    gw__ib_cm_proof(t->data_key, &sh, 0, buf);
+    struct ibv_sge sge = {
+        .addr = (uint64_t)(uintptr_t)buf, .length = GW_IB_CM_MAC_LEN, .lkey = t->cm_auth_mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = GW_IB_WR_PROOF_SEND,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED,
+                             .sg_list = &sge,
+                             .num_sge = 1},
+                       *badwr = NULL;
+    int rc = ibv_post_send(c->id->qp, &wr, &badwr);
+    if (rc != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "posting our proof: %s", strerror(rc));
+        t->api.disconnect(c->id);
+        retry(t, c, why);
+        return GW_OK;
     }
-    if (c->id) /* a retry of an attempt that failed on the other side */
-        drop_id(t, c);
-    c->id = id;
-    id->context = c;
-    set_ack_timeout(t, id);
-    return offer(t, c, 1);
+    p->sq_used[c->qp]++;
+    c->state = CM_UP;
+    p->qp_up++;
+    return GW_OK;
 }
 
 /* Handle one event of the connection phase. */
 static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status,
                             struct rdma_cm_id *id, const uint8_t *pdata, size_t pdata_len)
 {
-    if (type == RDMA_CM_EVENT_CONNECT_REQUEST)
-        return on_request(t, id, pdata, pdata_len);
-    cm_conn_t *c = id->context;
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        gw__ib_cm_on_request(t, id, pdata, pdata_len);
+        return GW_OK;
+    }
+    gw_ib_cm_cand_t *k = gw__ib_cm_cand_of(t, id->context);
+    if (k) {
+        gw__ib_cm_cand_event(t, k, type, status);
+        return GW_OK;
+    }
+    gw_ib_cm_conn_t *c = id->context;
     if (!c)
         return GW_OK;
     gw_ib_peer_t *p = &t->peers[c->peer];
@@ -300,16 +374,17 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
         }
         return GW_OK;
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
-        return offer(t, c, 0);
+        return dial(t, c);
     case RDMA_CM_EVENT_ESTABLISHED:
-        c->state = CM_UP;
-        p->qp_up++;
-        return GW_OK;
+        /* An accepted connection is up once proven (cand_admit), whether
+         * or not its ESTABLISHED came first. */
+        return c->out && c->state == CM_CONNECTING ? on_accepted(t, c, pdata, pdata_len) : GW_OK;
     default:
         snprintf(why, sizeof(why), "%s (status %d)", t->api.event_str(type), status);
         if (c->state == CM_UP) {
             /* Only a disconnect can follow; during connect() it means the
-             * peer gave up on this connection (it failed or timed out). */
+             * peer gave up on this connection (it failed, timed out, or
+             * found our proof wrong). */
             GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s: connection %d lost during setup: %s", p->desc,
                      c->qp, why);
             return GW_ERR_REMOTE;
@@ -329,9 +404,10 @@ static int next_event(gw_ib_t *t, gw_status_t *st, int connecting)
     enum rdma_cm_event_type type = ev->event;
     int status = ev->status;
     struct rdma_cm_id *id = ev->id;
-    uint8_t pdata[64];
+    uint8_t pdata[256];
     size_t plen = 0;
-    if (type == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data) {
+    if ((type == RDMA_CM_EVENT_CONNECT_REQUEST || type == RDMA_CM_EVENT_ESTABLISHED) &&
+        ev->param.conn.private_data) {
         plen = ev->param.conn.private_data_len;
         if (plen > sizeof(pdata))
             plen = sizeof(pdata);
@@ -342,7 +418,10 @@ static int next_event(gw_ib_t *t, gw_status_t *st, int connecting)
         *st = on_event(t, type, status, id, pdata, plen);
         return 1;
     }
-    cm_conn_t *c = type == RDMA_CM_EVENT_CONNECT_REQUEST ? NULL : id->context;
+    /* A candidate outlives connect() only when connect() failed. */
+    gw_ib_cm_conn_t *c = type == RDMA_CM_EVENT_CONNECT_REQUEST || gw__ib_cm_cand_of(t, id->context)
+                             ? NULL
+                             : id->context;
     switch (type) {
     case RDMA_CM_EVENT_CONNECT_REQUEST:
         /* Every pair is connected already: a late stranger. */
@@ -375,7 +454,7 @@ gw_status_t gw__ib_cm_poll_events(gw_ib_t *t)
 static void report_missing(gw_ib_t *t)
 {
     for (int i = 0; i < t->ncm_conns; i++) {
-        const cm_conn_t *c = &t->cm_conns[i];
+        const gw_ib_cm_conn_t *c = &t->cm_conns[i];
         if (!c->used || c->state == CM_UP)
             continue;
         GW_ERROR(t->base.log, GW_IB_SUBSYS,
@@ -384,17 +463,40 @@ static void report_missing(gw_ib_t *t)
     }
 }
 
-gw_status_t gw__ib_cm_connect(gw_ib_t *t)
+/* The conns, the candidates and the registered proof buffers. */
+static gw_status_t cm_alloc(gw_ib_t *t)
 {
     t->ncm_conns = (t->base.size - 1) * t->nqps;
     t->cm_conns = calloc((size_t)(t->ncm_conns > 0 ? t->ncm_conns : 1), sizeof(*t->cm_conns));
-    if (!t->cm_conns)
+    t->cm_cands = calloc(GW_IB_CM_CANDS, sizeof(*t->cm_cands));
+    size_t bytes = (size_t)(GW_IB_CM_CANDS + t->ncm_conns) * GW_IB_CM_MAC_LEN;
+    t->cm_auth_mem = calloc(1, bytes);
+    if (!t->cm_conns || !t->cm_cands || !t->cm_auth_mem) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "out of memory for %d RDMA CM connections",
+                 t->ncm_conns);
         return GW_ERR_NO_MEMORY;
+    }
+    /* Local access only: the proofs are sent and received, never written
+     * into by a peer. */
+    t->cm_auth_mr = t->api.reg_mr(t->pd, t->cm_auth_mem, bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (!t->cm_auth_mr) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "registering %zu bytes for the RDMA CM proofs: %m",
+                 bytes);
+        return GW_ERR_SYSTEM;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__ib_cm_connect(gw_ib_t *t)
+{
+    gw_status_t st = cm_alloc(t);
+    if (st != GW_OK)
+        return st;
     for (int r = 0; r < t->base.size; r++) {
         if (!t->peers[r].active)
             continue;
         for (int k = 0; k < t->nqps; k++) {
-            cm_conn_t *c = conn_of(t, r, k);
+            gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, r, k);
             c->used = 1;
             c->peer = r;
             c->qp = k;
@@ -408,7 +510,7 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
         int up = 0;
         int64_t now = gw__now_ms(), wake = deadline;
         for (int i = 0; i < t->ncm_conns; i++) {
-            cm_conn_t *c = &t->cm_conns[i];
+            gw_ib_cm_conn_t *c = &t->cm_conns[i];
             if (!c->used) {
                 up++;
                 continue;
@@ -419,21 +521,33 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
                 wake = c->retry.at;
             up += c->state == CM_UP;
         }
-        if (up == t->ncm_conns)
+        if (up == t->ncm_conns) {
+            gw__ib_cm_cands_end(t); /* a failure it sees is sticky: the next call returns it */
             return GW_OK;
+        }
         if (now >= deadline) {
             report_missing(t);
             return GW_ERR_TIMEOUT;
         }
+        int wait = (int)(wake > now ? wake - now : 0);
+        if (gw__ib_cm_proving(t) && wait > PROOF_TICK_MS)
+            wait = PROOF_TICK_MS;
         struct pollfd pfd = {.fd = t->cm_channel->fd, .events = POLLIN};
-        int rc = poll(&pfd, 1, (int)(wake > now ? wake - now : 0));
+        int rc = poll(&pfd, 1, wait);
         if (rc < 0 && errno != EINTR) {
             GW_ERROR(t->base.log, GW_IB_SUBSYS, "poll() on the RDMA CM channel: %m");
             return GW_ERR_SYSTEM;
         }
-        gw_status_t st = GW_OK;
         while (st == GW_OK && next_event(t, &st, 1))
             ;
+        /* Proofs, and whatever proven peers have sent before them. Only
+         * while proofs are due: otherwise what peers send waits for
+         * progress(), as it would have without the proofs (a peer that
+         * fails right after its connect() must fail our first call, not
+         * this connect()). */
+        int handled;
+        if (st == GW_OK && gw__ib_cm_proving(t))
+            st = gw__ib_poll_cq(t, 1 << 20, &handled);
         if (st != GW_OK)
             return st;
     }
@@ -442,13 +556,19 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
 void gw__ib_cm_teardown(gw_ib_t *t)
 {
     for (int i = 0; t->cm_conns && i < t->ncm_conns; i++) {
-        cm_conn_t *c = &t->cm_conns[i];
+        gw_ib_cm_conn_t *c = &t->cm_conns[i];
         if (!c->id)
             continue;
         if (c->state == CM_UP)
             t->api.disconnect(c->id);
         drop_id(t, c);
     }
+    gw__ib_cm_cands_free(t);
+    if (t->cm_auth_mr)
+        t->api.dereg_mr(t->cm_auth_mr);
+    t->cm_auth_mr = NULL;
+    free(t->cm_auth_mem);
+    t->cm_auth_mem = NULL;
     free(t->cm_conns);
     t->cm_conns = NULL;
     t->ncm_conns = 0;

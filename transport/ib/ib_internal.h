@@ -14,7 +14,8 @@
  *   ib_mr_cache.c the registration cache
  *   ib_qp.c       queue pairs: creation, state changes, receive posting
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
- *   ib_cm.c       connect() through librdmacm
+ *   ib_cm.c       connect() through librdmacm (ib_cm.h: shared with ib_cm_cand.c)
+ *   ib_cm_cand.c  incoming rdmacm connections until they prove the job's key
  *   ib_post.c     posting: CTS entries, eager messages, payload parts
  *   ib_progress.c completions, waiting, progress()
  *   ib_fail.c     the base's hooks, completion errors, async events,
@@ -40,14 +41,17 @@
 
 #define GW_IB_SUBSYS "ib"
 
-#define GW_IB_ADDR_MAGIC 0x47574942u  /* "GWIB" */
-#define GW_IB_HELLO_MAGIC 0x4757494fu /* "GWIO": out-of-band hello */
-#define GW_IB_CM_MAGIC 0x47574943u    /* "GWIC": rdmacm private data */
+#define GW_IB_ADDR_MAGIC 0x47574942u   /* "GWIB" */
+#define GW_IB_HELLO_MAGIC 0x4757494fu  /* "GWIO": out-of-band hello */
+#define GW_IB_CM_MAGIC 0x47574943u     /* "GWIC": rdmacm connect request */
+#define GW_IB_CM_REP_MAGIC 0x47574941u /* "GWIA": rdmacm accept */
 /* 2: out-of-band hellos carry a nonce and open with the proof of the
  * data-plane key (transport/sock_auth.c). 3: an abort is announced by an
  * ABORT_FROM immediate naming the rank that first reported the failure and
- * the rank it blames. */
-#define GW_IB_PROTOCOL_VERSION 3u
+ * the rank it blames. 4: rdmacm connections prove the key too (their
+ * private data carries this version, nonces and the acceptor's proof; the
+ * dialler's proof is the first message on the QP: ib_cm.c). */
+#define GW_IB_PROTOCOL_VERSION 4u
 
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
@@ -69,8 +73,19 @@
 #define GW_IB_DEFAULT_TIMEOUT_MS 30000
 #define GW_IB_ADDR_SIZE 98   /* bytes used in the address blob */
 #define GW_IB_HELLO_SIZE 120 /* bytes of an out-of-band hello */
-#define GW_IB_CM_PDATA_SIZE 32
-#define GW_IB_NAME_MAX 32 /* device name bytes in the blob */
+/* rdmacm private data: a connect request carries at most 56 bytes over
+ * RoCE (the IB CM's 92 less librdmacm's header), an accept 196. */
+#define GW_IB_CM_REQ_SIZE 52
+#define GW_IB_CM_REP_SIZE 64
+#define GW_IB_CM_MAC_LEN 32 /* HMAC-SHA256; the dialler's proof is a SEND of this */
+#define GW_IB_CM_NONCE_LEN 16
+/* Incoming rdmacm connections held while they prove the key (ib_cm.c), and
+ * the receives each one's QP gets before it is proven: the CQ has room for
+ * their completions too. */
+#define GW_IB_CM_CANDS 32
+#define GW_IB_CM_CAND_RECVS 8
+#define GW_IB_CM_RETIRED 256 /* QP numbers of dropped candidates remembered */
+#define GW_IB_NAME_MAX 32    /* device name bytes in the blob */
 
 /* ---- the verbs and rdmacm functions, resolved with dlsym ---------------- */
 
@@ -379,16 +394,41 @@ typedef struct gw_ib_hello {
 void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE]);
 void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h);
 
-/* rdmacm private data of a connection request: who connects, which QP. */
+/* rdmacm private data: the connect request {who connects, which QP, the
+ * dialler's nonce} and the accept {the acceptor's nonce and proof}. */
 typedef struct gw_ib_cm_pdata {
-    uint32_t magic;
-    uint8_t job_id[16];
-    uint32_t from, to;
-    uint16_t qp_idx, nqps;
+    uint32_t from, to; /* the sender's rank, the receiver's */
+    uint16_t qp_idx;
+    uint16_t nqps;                     /* request only */
+    uint8_t job_id[16];                /* request only */
+    uint8_t nonce[GW_IB_CM_NONCE_LEN]; /* the sender's, fresh per attempt */
+    uint8_t mac[GW_IB_CM_MAC_LEN];     /* accept only: the acceptor's proof */
 } gw_ib_cm_pdata_t;
 
-void gw__ib_cm_pdata_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_PDATA_SIZE]);
-void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdata_t *p);
+/* The encoders write magic and version; the decoders return
+ * GW_ERR_PROTOCOL (and leave *p alone) for fewer than the layout's bytes, a
+ * wrong magic or another version. */
+void gw__ib_cm_req_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REQ_SIZE]);
+gw_status_t gw__ib_cm_req_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p);
+void gw__ib_cm_rep_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REP_SIZE]);
+gw_status_t gw__ib_cm_rep_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p);
+
+/* What both ends of one rdmacm connection attempt prove the data-plane key
+ * over. */
+typedef struct gw_ib_cm_shake {
+    uint32_t dialler, acceptor; /* ranks */
+    uint16_t qp_idx;
+    uint8_t nonce_d[GW_IB_CM_NONCE_LEN], nonce_a[GW_IB_CM_NONCE_LEN];
+} gw_ib_cm_shake_t;
+
+/* The proof of side `by_acceptor` (1: the acceptor's, in the accept; 0: the
+ * dialler's, the first message on the QP): HMAC-SHA256 under the key over a
+ * label naming the side, both nonces, both ranks and the QP index. */
+void gw__ib_cm_proof(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_acceptor,
+                     uint8_t mac[GW_IB_CM_MAC_LEN]);
+/* 1 when mac is that proof (compared in constant time). */
+int gw__ib_cm_proof_ok(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_acceptor,
+                       const uint8_t mac[GW_IB_CM_MAC_LEN]);
 
 /* Parts of a len-byte message over nqps QPs, and the range of part k: both
  * ends compute them from the length alone. */
@@ -414,6 +454,8 @@ size_t gw__ib_nparts(size_t len, int nqps);
 #define GW_IB_WR_CTRL 2u
 #define GW_IB_WR_RECV 3u
 #define GW_IB_WR_EAGER 4u
+#define GW_IB_WR_PROOF_SEND 5u /* rdmacm: the dialler's proof (ib_cm.c) */
+#define GW_IB_WR_PROOF_RECV 6u /* rdmacm: the receive that takes it */
 
 typedef struct gw_ib_peer {
     int rank;
@@ -500,12 +542,18 @@ typedef struct gw_ib {
     struct rdma_cm_id *listen_id;
     struct gw_ib_cm_conn *cm_conns; /* rdmacm mode: one per (peer, QP) */
     int ncm_conns;
+    struct gw_ib_cm_cand *cm_cands; /* rdmacm: incoming connections not proven yet */
+    uint8_t *cm_auth_mem;           /* proofs received (per candidate) and sent (per conn) */
+    struct ibv_mr *cm_auth_mr;
+    uint32_t cm_retired[GW_IB_CM_RETIRED]; /* QP numbers of dropped candidates */
+    unsigned cm_nretired;
     int listen_fd; /* OOB mode: TCP listener */
     gw_ib_addr_t local;
     char local_str[64];
     gw_ib_peer_t *peers; /* size entries; ours unused */
     gw_ib_qpn_map_t *qpn_map;
     int nqpn;
+    int qpn_dirty;       /* a QP came or went since the map was built (rdmacm set-up) */
     struct pollfd *pfds; /* channel, async, cm, oob sockets: for blocking waits */
     int npfds;
     unsigned progress_calls;
@@ -565,9 +613,14 @@ gw_status_t gw__ib_qp_connect(gw_ib_t *t, gw_ib_peer_t *p, int k, uint32_t remot
                               uint32_t remote_psn, uint32_t local_psn);
 /* Fill the receive queue of a fresh QP. */
 gw_status_t gw__ib_qp_post_recvs(gw_ib_t *t, gw_ib_peer_t *p, int k, int n);
-/* Build the QP-number map once every QP exists. */
+/* Post n receives without a buffer on qp: 0 or the verbs error. */
+int gw__ib_qp_post_empty_recvs(struct ibv_qp *qp, int n);
+/* Build the QP-number map from the QPs that exist (all of them once
+ * connect() is done). */
 gw_status_t gw__ib_qpn_map_build(gw_ib_t *t);
 const gw_ib_qpn_map_t *gw__ib_qpn_lookup(const gw_ib_t *t, uint32_t qpn);
+/* The same, first rebuilding the map when QPs came or went (qpn_dirty). */
+const gw_ib_qpn_map_t *gw__ib_qpn_find(gw_ib_t *t, uint32_t qpn);
 /* Post a zero-length SEND_WITH_IMM (control) on QP 0 of p. */
 gw_status_t gw__ib_post_ctrl(gw_ib_t *t, gw_ib_peer_t *p, gw_ib_imm_kind_t kind, uint64_t value);
 /* Where the errno of a failed verbs call leads. */
@@ -581,6 +634,12 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap);
 gw_status_t gw__ib_cm_connect(gw_ib_t *t);
 /* rdmacm events after connect(): disconnections. */
 gw_status_t gw__ib_cm_poll_events(gw_ib_t *t);
+/* A completion of the proof receive (GW_IB_WR_PROOF_RECV): judge the
+ * dialler's proof, and admit or drop the connection. */
+gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc);
+/* Whether a completion on a QP outside the map belongs to an incoming
+ * connection that is not (or never was) proven: then it is ignored. */
+int gw__ib_cm_stray(const gw_ib_t *t, uint32_t qpn);
 void gw__ib_cm_teardown(gw_ib_t *t);
 
 /* ib_post.c */

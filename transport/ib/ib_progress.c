@@ -163,7 +163,7 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
 static gw_status_t on_send_done(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
 {
     if (wc->wr_id == GW_IB_WR_CTS || wc->wr_id == GW_IB_WR_CTRL || wc->wr_id == GW_IB_WR_EAGER ||
-        t->base.failed != GW_OK)
+        wc->wr_id == GW_IB_WR_PROOF_SEND || t->base.failed != GW_OK)
         return GW_OK; /* after a failure, requests are no longer ours to touch */
     gw__ib_part_done(t, p, (gw_request_t *)(uintptr_t)wc->wr_id);
     return GW_OK;
@@ -171,7 +171,12 @@ static gw_status_t on_send_done(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc
 
 static gw_status_t handle_wc(gw_ib_t *t, const struct ibv_wc *wc)
 {
-    const gw_ib_qpn_map_t *m = gw__ib_qpn_lookup(t, wc->qp_num);
+    /* rdmacm: the dialler's proof of the key, on a QP not yet admitted. */
+    if (wc->wr_id == GW_IB_WR_PROOF_RECV)
+        return gw__ib_cm_on_proof(t, wc);
+    const gw_ib_qpn_map_t *m = gw__ib_qpn_find(t, wc->qp_num);
+    if (!m && gw__ib_cm_stray(t, wc->qp_num))
+        return GW_OK; /* a connection that never proved the key: nothing it says counts */
     if (!m)
         return t->base.failed != GW_OK
                    ? GW_OK

@@ -20,7 +20,9 @@
  * Receives carry no buffer: every message arrives by RDMA WRITE WITH
  * IMMEDIATE (payload and CTS entries) or as an empty SEND WITH IMMEDIATE
  * (control), so a receive work request only gives the immediate a place to
- * complete.
+ * complete. (One exception: the first receive of a QP that an rdmacm
+ * acceptor sets up takes the dialler's 32-byte proof of the job's key, into
+ * a buffer of ib_cm.c's.)
  */
 #include <endian.h>
 #include <errno.h>
@@ -154,7 +156,7 @@ gw_status_t gw__ib_qp_connect(gw_ib_t *t, gw_ib_peer_t *p, int k, uint32_t remot
     return GW_OK;
 }
 
-gw_status_t gw__ib_qp_post_recvs(gw_ib_t *t, gw_ib_peer_t *p, int k, int n)
+int gw__ib_qp_post_empty_recvs(struct ibv_qp *qp, int n)
 {
     struct ibv_recv_wr wrs[16], *bad = NULL;
     while (n > 0) {
@@ -165,13 +167,21 @@ gw_status_t gw__ib_qp_post_recvs(gw_ib_t *t, gw_ib_peer_t *p, int k, int n)
             wrs[i].num_sge = 0;
             wrs[i].next = i + 1 < m ? &wrs[i + 1] : NULL;
         }
-        int rc = ibv_post_recv(p->qp[k], wrs, &bad);
-        if (rc != 0) {
-            errno = rc;
-            return gw__ib_fail(t, GW_ERR_SYSTEM, "posting receives on QP 0x%x to %s: %m",
-                               p->qp[k]->qp_num, p->desc);
-        }
+        int rc = ibv_post_recv(qp, wrs, &bad);
+        if (rc != 0)
+            return rc;
         n -= m;
+    }
+    return 0;
+}
+
+gw_status_t gw__ib_qp_post_recvs(gw_ib_t *t, gw_ib_peer_t *p, int k, int n)
+{
+    int rc = gw__ib_qp_post_empty_recvs(p->qp[k], n);
+    if (rc != 0) {
+        errno = rc;
+        return gw__ib_fail(t, GW_ERR_SYSTEM, "posting receives on QP 0x%x to %s: %m",
+                           p->qp[k]->qp_num, p->desc);
     }
     return GW_OK;
 }
@@ -194,17 +204,30 @@ gw_status_t gw__ib_qpn_map_build(gw_ib_t *t)
         if (!t->peers[r].active)
             continue;
         for (int k = 0; k < t->nqps; k++)
-            t->qpn_map[t->nqpn++] =
-                (gw_ib_qpn_map_t){.qpn = t->peers[r].qp[k]->qp_num, .peer = r, .qp = k};
+            if (t->peers[r].qp[k]) /* during the rdmacm set-up, not all exist yet */
+                t->qpn_map[t->nqpn++] =
+                    (gw_ib_qpn_map_t){.qpn = t->peers[r].qp[k]->qp_num, .peer = r, .qp = k};
     }
     qsort(t->qpn_map, (size_t)t->nqpn, sizeof(*t->qpn_map), cmp_qpn);
+    t->qpn_dirty = 0;
     return GW_OK;
 }
 
 const gw_ib_qpn_map_t *gw__ib_qpn_lookup(const gw_ib_t *t, uint32_t qpn)
 {
+    if (t->nqpn == 0)
+        return NULL;
     gw_ib_qpn_map_t key = {.qpn = qpn};
     return bsearch(&key, t->qpn_map, (size_t)t->nqpn, sizeof(key), cmp_qpn);
+}
+
+const gw_ib_qpn_map_t *gw__ib_qpn_find(gw_ib_t *t, uint32_t qpn)
+{
+    /* A map that is out of date could send a completion to the peer that
+     * held a QP number before a stranger's QP got it. */
+    if (t->qpn_dirty && gw__ib_qpn_map_build(t) != GW_OK)
+        return NULL;
+    return gw__ib_qpn_lookup(t, qpn);
 }
 
 gw_status_t gw__ib_post_ctrl(gw_ib_t *t, gw_ib_peer_t *p, gw_ib_imm_kind_t kind, uint64_t value)

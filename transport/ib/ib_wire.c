@@ -31,12 +31,29 @@
  * and nonce stand where every hello has them: sock.h; the nonce is the
  * handshake's, transport/sock_auth.c).
  *
- * rdmacm private data (32 bytes): magic, job id[16], from, to, QP index,
- * QPs per peer.
+ * rdmacm connect request's private data (52 bytes, of the 56 that RoCE
+ * carries):
+ *    0 u32 GW_IB_CM_MAGIC   4 u8 protocol version   5 u8 zero
+ *    6 u16 QP index         8 u32 from (the dialler) 12 u32 to (the acceptor)
+ *   16 u16 QPs per peer    18 u16 zero              20 16 bytes job id
+ *   36 16 bytes the dialler's nonce
+ * rdmacm accept's private data (64 bytes, of 196):
+ *    0 u32 GW_IB_CM_REP_MAGIC   4 u8 protocol version   5 u8 zero
+ *    6 u16 QP index             8 u32 from (the acceptor) 12 u32 to (the dialler)
+ *   16 16 bytes the acceptor's nonce   32 32 bytes the acceptor's proof
+ * The dialler's proof (32 bytes) is the first message on the QP, a SEND.
+ * Both proofs are HMAC-SHA256 under the data-plane key over
+ *   label || dialler's nonce || acceptor's nonce || u32 dialler's rank ||
+ *   u32 acceptor's rank || u16 QP index,
+ * the label "gradwire rdmacm: acceptor" or "gradwire rdmacm: dialler"
+ * (with its NUL), so that neither proof can be replayed on another attempt
+ * (a fresh nonce of the other side is in it), for another pair or QP, or
+ * reflected back as the other side's.
  */
 #include <string.h>
 
 #include "common/byteorder.h"
+#include "common/sha256.h"
 #include "transport/ib/ib_internal.h"
 #include "transport/sock.h"
 
@@ -167,25 +184,90 @@ void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
         h->qpn[k] = gw__get_be32(in + 56 + 4 * k);
 }
 
-void gw__ib_cm_pdata_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_PDATA_SIZE])
+static void cm_head_put(uint8_t *out, uint32_t magic, const gw_ib_cm_pdata_t *p)
 {
-    memset(out, 0, GW_IB_CM_PDATA_SIZE);
-    gw__put_be32(out, p->magic);
-    memcpy(out + 4, p->job_id, 16);
-    gw__put_be32(out + 20, p->from);
-    gw__put_be32(out + 24, p->to);
-    gw__put_be16(out + 28, p->qp_idx);
-    gw__put_be16(out + 30, p->nqps);
+    gw__put_be32(out, magic);
+    out[4] = GW_IB_PROTOCOL_VERSION;
+    gw__put_be16(out + 6, p->qp_idx);
+    gw__put_be32(out + 8, p->from);
+    gw__put_be32(out + 12, p->to);
 }
 
-void gw__ib_cm_pdata_decode(const uint8_t in[GW_IB_CM_PDATA_SIZE], gw_ib_cm_pdata_t *p)
+static gw_status_t cm_head_get(const uint8_t *in, size_t len, size_t need, uint32_t magic,
+                               gw_ib_cm_pdata_t *p)
 {
-    p->magic = gw__get_be32(in);
-    memcpy(p->job_id, in + 4, 16);
-    p->from = gw__get_be32(in + 20);
-    p->to = gw__get_be32(in + 24);
-    p->qp_idx = gw__get_be16(in + 28);
-    p->nqps = gw__get_be16(in + 30);
+    if (!in || len < need || gw__get_be32(in) != magic || in[4] != GW_IB_PROTOCOL_VERSION)
+        return GW_ERR_PROTOCOL;
+    memset(p, 0, sizeof(*p));
+    p->qp_idx = gw__get_be16(in + 6);
+    p->from = gw__get_be32(in + 8);
+    p->to = gw__get_be32(in + 12);
+    return GW_OK;
+}
+
+void gw__ib_cm_req_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REQ_SIZE])
+{
+    memset(out, 0, GW_IB_CM_REQ_SIZE);
+    cm_head_put(out, GW_IB_CM_MAGIC, p);
+    gw__put_be16(out + 16, p->nqps);
+    memcpy(out + 20, p->job_id, 16);
+    memcpy(out + 36, p->nonce, GW_IB_CM_NONCE_LEN);
+}
+
+gw_status_t gw__ib_cm_req_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p)
+{
+    if (cm_head_get(in, len, GW_IB_CM_REQ_SIZE, GW_IB_CM_MAGIC, p) != GW_OK)
+        return GW_ERR_PROTOCOL;
+    p->nqps = gw__get_be16(in + 16);
+    memcpy(p->job_id, in + 20, 16);
+    memcpy(p->nonce, in + 36, GW_IB_CM_NONCE_LEN);
+    return GW_OK;
+}
+
+void gw__ib_cm_rep_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REP_SIZE])
+{
+    memset(out, 0, GW_IB_CM_REP_SIZE);
+    cm_head_put(out, GW_IB_CM_REP_MAGIC, p);
+    memcpy(out + 16, p->nonce, GW_IB_CM_NONCE_LEN);
+    memcpy(out + 32, p->mac, GW_IB_CM_MAC_LEN);
+}
+
+gw_status_t gw__ib_cm_rep_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p)
+{
+    if (cm_head_get(in, len, GW_IB_CM_REP_SIZE, GW_IB_CM_REP_MAGIC, p) != GW_OK)
+        return GW_ERR_PROTOCOL;
+    memcpy(p->nonce, in + 16, GW_IB_CM_NONCE_LEN);
+    memcpy(p->mac, in + 32, GW_IB_CM_MAC_LEN);
+    return GW_OK;
+}
+
+static const char CM_ACCEPTOR[] = "gradwire rdmacm: acceptor";
+static const char CM_DIALLER[] = "gradwire rdmacm: dialler";
+
+void gw__ib_cm_proof(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_acceptor,
+                     uint8_t mac[GW_IB_CM_MAC_LEN])
+{
+    const char *label = by_acceptor ? CM_ACCEPTOR : CM_DIALLER;
+    uint8_t fields[4 + 4 + 2];
+    gw__put_be32(fields, s->dialler);
+    gw__put_be32(fields + 4, s->acceptor);
+    gw__put_be16(fields + 8, s->qp_idx);
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, key, 32);
+    gw__hmac_sha256_update(&h, label, strlen(label) + 1);
+    gw__hmac_sha256_update(&h, s->nonce_d, GW_IB_CM_NONCE_LEN);
+    gw__hmac_sha256_update(&h, s->nonce_a, GW_IB_CM_NONCE_LEN);
+    gw__hmac_sha256_update(&h, fields, sizeof(fields));
+    gw__hmac_sha256_final(&h, mac);
+    explicit_bzero(&h, sizeof(h));
+}
+
+int gw__ib_cm_proof_ok(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_acceptor,
+                       const uint8_t mac[GW_IB_CM_MAC_LEN])
+{
+    uint8_t want[GW_IB_CM_MAC_LEN];
+    gw__ib_cm_proof(key, s, by_acceptor, want);
+    return gw__ct_equal(want, mac, GW_IB_CM_MAC_LEN);
 }
 
 size_t gw__ib_nparts(size_t len, int nqps)

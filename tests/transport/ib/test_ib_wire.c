@@ -1,7 +1,8 @@
 /*
  * test_ib_wire.c - byte layouts of the IB transport: address blobs, CTS
- * entries, immediates, out-of-band hellos and rdmacm private data, message
- * striping, and how failed work completions are classified. No RDMA needed.
+ * entries, immediates, out-of-band hellos, rdmacm private data and the
+ * proofs of the key in it, message striping, and how failed work
+ * completions are classified. No RDMA needed.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -188,7 +189,7 @@ Test(ib_wire, immediates)
     }
 }
 
-Test(ib_wire, hello_and_pdata)
+Test(ib_wire, hello)
 {
     gw_ib_hello_t h, g;
     memset(&h, 0, sizeof(h));
@@ -206,19 +207,159 @@ Test(ib_wire, hello_and_pdata)
     gw__ib_hello_encode(&h, buf);
     gw__ib_hello_decode(buf, &g);
     cr_assert_eq(memcmp(&h, &g, sizeof(h)), 0);
+}
 
-    gw_ib_cm_pdata_t p = {.magic = GW_IB_CM_MAGIC, .from = 2, .to = 0, .qp_idx = 3, .nqps = 4}, q;
-    memcpy(p.job_id, h.id.job_id, 16);
-    uint8_t pb[GW_IB_CM_PDATA_SIZE];
-    gw__ib_cm_pdata_encode(&p, pb);
-    gw__ib_cm_pdata_decode(pb, &q);
-    cr_assert_eq(q.magic, p.magic);
-    cr_assert_arr_eq(q.job_id, p.job_id, 16);
-    cr_assert_eq(q.from, 2u);
-    cr_assert_eq(q.to, 0u);
-    cr_assert_eq(q.qp_idx, 3);
-    cr_assert_eq(q.nqps, 4);
-    cr_assert_leq(GW_IB_CM_PDATA_SIZE, 56, "must fit a connect request's private data");
+static gw_ib_cm_pdata_t sample_pdata(void)
+{
+    gw_ib_cm_pdata_t p;
+    memset(&p, 0, sizeof(p));
+    p.from = 0x01020304;
+    p.to = 0x05060708;
+    p.qp_idx = 0x090a;
+    p.nqps = 0x0b0c;
+    for (int i = 0; i < 16; i++) {
+        p.job_id[i] = (uint8_t)(0x10 + i);
+        p.nonce[i] = (uint8_t)(0x20 + i);
+    }
+    for (int i = 0; i < GW_IB_CM_MAC_LEN; i++)
+        p.mac[i] = (uint8_t)(0x40 + i);
+    return p;
+}
+
+/* The connect request and the accept: every field where the layout in
+ * ib_wire.c puts it, room left in what RoCE carries, and the decoders
+ * refusing short data, a wrong magic or another version (and each other's
+ * messages). */
+Test(ib_wire, cm_private_data)
+{
+    cr_assert_leq(GW_IB_CM_REQ_SIZE, 56, "must fit a connect request's private data over RoCE");
+    cr_assert_leq(GW_IB_CM_REP_SIZE, 196, "must fit an accept's private data");
+    gw_ib_cm_pdata_t p = sample_pdata(), q;
+    uint8_t req[GW_IB_CM_REQ_SIZE];
+    gw__ib_cm_req_encode(&p, req);
+    static const uint8_t want_req[GW_IB_CM_REQ_SIZE] = {
+        0x47, 0x57, 0x49, 0x43, GW_IB_PROTOCOL_VERSION,
+        0,    0x09, 0x0a, 1,    2,
+        3,    4,    5,    6,    7,
+        8,    0x0b, 0x0c, 0,    0,
+        0x10, 0x11, 0x12, 0x13, 0x14,
+        0x15, 0x16, 0x17, 0x18, 0x19,
+        0x1a, 0x1b, 0x1c, 0x1d, 0x1e,
+        0x1f, 0x20, 0x21, 0x22, 0x23,
+        0x24, 0x25, 0x26, 0x27, 0x28,
+        0x29, 0x2a, 0x2b, 0x2c, 0x2d,
+        0x2e, 0x2f};
+    cr_assert_arr_eq(req, want_req, sizeof(req), "the connect request's layout changed");
+    memset(&q, 0xee, sizeof(q));
+    cr_assert_eq(gw__ib_cm_req_decode(req, sizeof(req), &q), GW_OK);
+    cr_expect_eq(q.from, p.from);
+    cr_expect_eq(q.to, p.to);
+    cr_expect_eq(q.qp_idx, p.qp_idx);
+    cr_expect_eq(q.nqps, p.nqps);
+    cr_expect_arr_eq(q.job_id, p.job_id, 16);
+    cr_expect_arr_eq(q.nonce, p.nonce, 16);
+
+    uint8_t rep[GW_IB_CM_REP_SIZE];
+    gw__ib_cm_rep_encode(&p, rep);
+    cr_expect_eq(rep[0], 0x47);
+    cr_expect_eq(rep[3], 0x41, "the accept has a magic of its own");
+    cr_expect_eq(rep[4], GW_IB_PROTOCOL_VERSION);
+    cr_expect_arr_eq(rep + 16, p.nonce, 16);
+    cr_expect_arr_eq(rep + 32, p.mac, GW_IB_CM_MAC_LEN);
+    memset(&q, 0xee, sizeof(q));
+    cr_assert_eq(gw__ib_cm_rep_decode(rep, sizeof(rep), &q), GW_OK);
+    cr_expect_eq(q.from, p.from);
+    cr_expect_eq(q.to, p.to);
+    cr_expect_eq(q.qp_idx, p.qp_idx);
+    cr_expect_arr_eq(q.nonce, p.nonce, 16);
+    cr_expect_arr_eq(q.mac, p.mac, GW_IB_CM_MAC_LEN);
+    /* The IB CM hands over the accept's private data padded to 196 bytes. */
+    uint8_t padded[196];
+    memset(padded, 0, sizeof(padded));
+    memcpy(padded, rep, sizeof(rep));
+    cr_expect_eq(gw__ib_cm_rep_decode(padded, sizeof(padded), &q), GW_OK);
+
+    cr_expect_eq(gw__ib_cm_req_decode(req, sizeof(req) - 1, &q), GW_ERR_PROTOCOL, "short");
+    cr_expect_eq(gw__ib_cm_req_decode(NULL, 0, &q), GW_ERR_PROTOCOL, "none");
+    cr_expect_eq(gw__ib_cm_rep_decode(rep, sizeof(rep) - 1, &q), GW_ERR_PROTOCOL, "short");
+    cr_expect_eq(gw__ib_cm_req_decode(rep, sizeof(rep), &q), GW_ERR_PROTOCOL,
+                 "an accept is not a request");
+    cr_expect_eq(gw__ib_cm_rep_decode(req, sizeof(req), &q), GW_ERR_PROTOCOL,
+                 "a request is not an accept");
+    uint8_t bad[GW_IB_CM_REQ_SIZE];
+    memcpy(bad, req, sizeof(bad));
+    bad[4] = GW_IB_PROTOCOL_VERSION - 1; /* version 2 had no nonce */
+    cr_expect_eq(gw__ib_cm_req_decode(bad, sizeof(bad), &q), GW_ERR_PROTOCOL, "old version");
+    memcpy(bad, req, sizeof(bad));
+    bad[1] ^= 1;
+    cr_expect_eq(gw__ib_cm_req_decode(bad, sizeof(bad), &q), GW_ERR_PROTOCOL, "magic");
+    /* The 32-byte layout of version 2 (magic, then the job id). */
+    uint8_t v2[32];
+    memset(v2, 0, sizeof(v2));
+    memcpy(v2, req, 4);
+    memcpy(v2 + 4, p.job_id, 16);
+    cr_expect_eq(gw__ib_cm_req_decode(v2, sizeof(v2), &q), GW_ERR_PROTOCOL, "version 2");
+}
+
+static gw_ib_cm_shake_t sample_shake(void)
+{
+    gw_ib_cm_shake_t s = {.dialler = 3, .acceptor = 1, .qp_idx = 2};
+    for (int i = 0; i < GW_IB_CM_NONCE_LEN; i++) {
+        s.nonce_d[i] = (uint8_t)(0x90 + i);
+        s.nonce_a[i] = (uint8_t)(0xb0 + i);
+    }
+    return s;
+}
+
+/* Each side's proof checks out under the key, and nothing else does: not
+ * under another key, not over any other nonce of either side (a proof
+ * recorded on one attempt is worthless on the next), not for other ranks or
+ * another QP, and not as the other side's (a reflected proof). */
+Test(ib_wire, cm_proofs)
+{
+    uint8_t key[32], other[32], mac[GW_IB_CM_MAC_LEN], mac2[GW_IB_CM_MAC_LEN];
+    for (int i = 0; i < 32; i++) {
+        key[i] = (uint8_t)(0x5c ^ i);
+        other[i] = key[i];
+    }
+    other[31] ^= 0x80;
+    for (int side = 0; side < 2; side++) {
+        gw_ib_cm_shake_t s = sample_shake();
+        gw__ib_cm_proof(key, &s, side, mac);
+        cr_assert(gw__ib_cm_proof_ok(key, &s, side, mac), "side %d: its own proof fails", side);
+        cr_expect(!gw__ib_cm_proof_ok(other, &s, side, mac), "side %d: another key", side);
+        cr_expect(!gw__ib_cm_proof_ok(key, &s, !side, mac), "side %d: reflected", side);
+        gw__ib_cm_proof(key, &s, !side, mac2);
+        cr_expect(memcmp(mac, mac2, sizeof(mac)) != 0, "both sides' proofs are the same");
+        for (int i = 0; i < GW_IB_CM_NONCE_LEN; i++) {
+            gw_ib_cm_shake_t b = sample_shake();
+            b.nonce_d[i] ^= 1;
+            cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: dialler nonce byte %d",
+                      side, i);
+            b = sample_shake();
+            b.nonce_a[i] ^= 1;
+            cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: acceptor nonce byte %d",
+                      side, i);
+        }
+        gw_ib_cm_shake_t b = sample_shake();
+        b.dialler ^= 1u << 24;
+        cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: dialler rank", side);
+        b = sample_shake();
+        b.acceptor ^= 1;
+        cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: acceptor rank", side);
+        b = sample_shake();
+        b.dialler = s.acceptor; /* the ranks swapped */
+        b.acceptor = s.dialler;
+        cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: ranks swapped", side);
+        b = sample_shake();
+        b.qp_idx ^= 0x100;
+        cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: QP index", side);
+        for (int i = 0; i < GW_IB_CM_MAC_LEN; i++) {
+            memcpy(mac2, mac, sizeof(mac));
+            mac2[i] ^= 0x40;
+            cr_expect(!gw__ib_cm_proof_ok(key, &s, side, mac2), "side %d: MAC byte %d", side, i);
+        }
+    }
 }
 
 Test(ib_wire, striping)

@@ -3,8 +3,8 @@
  * transport: peers that are not ours (zero blobs), peers on another host,
  * garbage address blobs, peers that exit, stay silent, die before their
  * peer attaches or connect late, a process of our user that knows the job
- * id and attaches a segment first, and the address blob and segment name
- * encodings themselves.
+ * id and attaches a segment first or creates one first, and the address
+ * blob and segment name encodings themselves.
  *
  * The harness is in shm_test_util.h.
  */
@@ -227,6 +227,92 @@ Test(shm, impostor_attaching_first_is_dropped_and_the_job_goes_on, .timeout = 30
     run_job(&j);
     pthread_join(shm_imp.th, NULL);
     cr_expect(shm_imp.attached, "the impostor never attached: the proof was not tested");
+}
+
+/* The other way round: an impostor of our user who knows the job id creates
+ * rank 0's segment for rank 1 before rank 0 does (rank 0 here never
+ * connects), with a header that is right in every field it can know, claims
+ * rank 0's pid, and says READY with a proof it cannot make right once rank
+ * 1 has proven its side. Rank 1 must refuse it (GW_ERR_AUTH) rather than
+ * serve a segment that a process without the token made. */
+typedef struct shm_creator_impostor {
+    char name[96];
+    uint8_t job_id[16];
+    uint32_t pid; /* rank 0's, which it claims */
+    uint64_t ring;
+    size_t bytes;
+    int created; /* it made the segment */
+    int judged;  /* rank 1 proved its side and saw the impostor's READY */
+    pthread_t th;
+} shm_creator_impostor_t;
+
+static shm_creator_impostor_t shm_cimp;
+
+static void *shm_creator_impostor_main(void *arg)
+{
+    shm_creator_impostor_t *im = arg;
+    int fd = shm_open(im->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return NULL;
+    gw_shm_seg_t *s = MAP_FAILED;
+    if (ftruncate(fd, (off_t)im->bytes) == 0)
+        s = mmap(NULL, im->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (s == MAP_FAILED) {
+        shm_unlink(im->name);
+        return NULL;
+    }
+    s->magic = GW_SHM_SEG_MAGIC;
+    s->version = GW_SHM_PROTOCOL_VERSION;
+    memcpy(s->job_id, im->job_id, sizeof(s->job_id));
+    s->lo = 0;
+    s->hi = 1;
+    s->ring_bytes = im->ring;
+    memset(s->nonce, 0x22, sizeof(s->nonce));
+    s->side[0].pid = im->pid;
+    atomic_store(&s->side[0].cpu, -1);
+    atomic_store(&s->side[0].state, GW_SHM_SIDE_MAPPED);
+    atomic_store(&s->init_done, 1);
+    im->created = 1;
+    int64_t deadline = gw__now_ms() + 3000;
+    while (gw__now_ms() < deadline && atomic_load(&s->side[1].state) < GW_SHM_SIDE_MAPPED)
+        usleep(1000);
+    if (atomic_load(&s->side[1].state) >= GW_SHM_SIDE_MAPPED) {
+        memset(s->side[0].mac, 0x6b, sizeof(s->side[0].mac)); /* a guess */
+        atomic_store(&s->side[0].state, GW_SHM_SIDE_READY);
+        im->judged = 1;
+        usleep(300 * 1000); /* holds the mapping while rank 1 judges it */
+    }
+    munmap(s, im->bytes);
+    shm_unlink(im->name); /* rank 1 unlinked it when it attached, unless it never came */
+    return NULL;
+}
+
+static void add_shm_creator_impostor(job_t *j, uint8_t *all)
+{
+    shm_creator_impostor_t *im = &shm_cimp;
+    memset(im, 0, sizeof(*im));
+    uint32_t pid1;
+    uint64_t host, ring1;
+    cr_assert_eq(gw__shm_addr_decode(all, &im->pid, &host, &im->ring), GW_OK);
+    cr_assert_eq(gw__shm_addr_decode(all + GW_TRANSPORT_ADDR_MAX, &pid1, &host, &ring1), GW_OK);
+    im->bytes = GW_SHM_HDR_BYTES + 2 * im->ring; /* the creator (rank 0) sizes the rings */
+    memcpy(im->job_id, j->job_id, sizeof(im->job_id));
+    gw__shm_seg_name(j->job_id, 0, 1, im->name, sizeof(im->name));
+    pthread_create(&im->th, NULL, shm_creator_impostor_main, im);
+}
+
+Test(shm, attacher_refuses_a_segment_made_without_the_token, .timeout = 30)
+{
+    job_t j = job(2, PATH_DIRECT, NULL, NULL);
+    j.tamper = add_shm_creator_impostor;
+    j.skip_connect_rank = 0; /* alive, so rank 1 does not see it leave first */
+    j.skip_connect_ms = 2000;
+    j.expect_connect[1] = GW_ERR_AUTH;
+    run_job(&j);
+    pthread_join(shm_cimp.th, NULL);
+    cr_expect(shm_cimp.created, "the impostor could not create the segment first");
+    cr_expect(shm_cimp.judged, "rank 1 never proved its side: the creator's proof was not tested");
 }
 
 Test(shm, address_blob_round_trip)

@@ -1,0 +1,82 @@
+/*
+ * ib_cm.h - what the two halves of the rdmacm set-up share: ib_cm.c
+ * (listening, dialling, the events, connect()) and ib_cm_cand.c (incoming
+ * connections, until they have proven the job's key).
+ */
+#ifndef GW_TRANSPORT_IB_CM_H
+#define GW_TRANSPORT_IB_CM_H
+
+#include "transport/ib/ib_internal.h"
+#include "transport/sock.h"
+
+typedef enum gw_ib_cm_state {
+    CM_IDLE,
+    CM_WAIT,
+    CM_ADDR,
+    CM_ROUTE,
+    CM_CONNECTING,
+    CM_UP
+} gw_ib_cm_state_t;
+
+/* One (peer, QP): the attempt we dial, or the proven connection we accepted. */
+struct gw_ib_cm_conn {
+    int used; /* the peer is ours (see transport.h on all-zero blobs) */
+    int peer, qp;
+    int out; /* we connect (the peer's rank is lower) */
+    gw_ib_cm_state_t state;
+    struct rdma_cm_id *id;
+    gw_sock_retry_t retry;             /* CM_WAIT: when to try again */
+    uint8_t nonce[GW_IB_CM_NONCE_LEN]; /* out: ours in the current request */
+    char why[160];
+};
+
+typedef struct gw_ib_cm_conn gw_ib_cm_conn_t;
+
+typedef enum gw_ib_cand_state { CAND_FREE, CAND_PROVING, CAND_DEAD } gw_ib_cand_state_t;
+
+/* An incoming connection that has not proven the key (yet). */
+struct gw_ib_cm_cand {
+    gw_ib_cand_state_t state;
+    struct rdma_cm_id *id;
+    uint32_t qpn;
+    int peer, qp, nqps; /* what its request claims */
+    int64_t since;
+    gw_ib_cm_shake_t shake;
+    char addr[64];
+};
+
+typedef struct gw_ib_cm_cand gw_ib_cm_cand_t;
+
+/* ---- ib_cm.c ------------------------------------------------------------- */
+
+gw_ib_cm_conn_t *gw__ib_cm_conn_of(gw_ib_t *t, int peer, int qp);
+/* The registered buffer of proof `slot`: one per candidate (received), then
+ * one per conn (sent: GW_IB_CM_CANDS + its index). */
+uint8_t *gw__ib_cm_proof_buf(gw_ib_t *t, int slot);
+gw_status_t gw__ib_cm_nonce(gw_ib_t *t, uint8_t out[GW_IB_CM_NONCE_LEN]);
+/* The remote address of id, for messages. */
+void gw__ib_cm_peer_str(struct rdma_cm_id *id, char *buf, size_t cap);
+void gw__ib_cm_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id);
+/* A QP on id, on our PD and CQ; whom names it in an error. */
+gw_status_t gw__ib_cm_create_qp(gw_ib_t *t, struct rdma_cm_id *id, const char *whom);
+/* The parameters of rdma_connect and rdma_accept, with this private data. */
+void gw__ib_cm_param(gw_ib_t *t, struct rdma_conn_param *cp, const uint8_t *pdata, size_t len);
+
+/* ---- ib_cm_cand.c -------------------------------------------------------- */
+
+/* id->context is a conn or a candidate: the candidate, or NULL. */
+gw_ib_cm_cand_t *gw__ib_cm_cand_of(const gw_ib_t *t, void *ctx);
+/* A connection request (its private data copied): rejected with one WARN
+ * line, or accepted as a candidate. */
+void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdata,
+                          size_t pdata_len);
+/* An event of a candidate's id. */
+void gw__ib_cm_cand_event(gw_ib_t *t, gw_ib_cm_cand_t *k, enum rdma_cm_event_type type, int status);
+/* Whether a candidate waits for its proof (connect() then polls the CQ). */
+int gw__ib_cm_proving(const gw_ib_t *t);
+/* Every rank is connected: drop and destroy what is left of the candidates. */
+void gw__ib_cm_cands_end(gw_ib_t *t);
+/* Destroy every candidate and free the table (close). */
+void gw__ib_cm_cands_free(gw_ib_t *t);
+
+#endif

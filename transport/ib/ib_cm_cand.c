@@ -1,0 +1,310 @@
+/*
+ * ib_cm_cand.c - incoming rdmacm connections until they have proven the
+ * job's data-plane key: the acceptor's side of the handshake that ib_cm.c
+ * describes (connect request with the dialler's nonce; accept with ours and
+ * our proof; the dialler's proof as the first message on the QP).
+ *
+ * Until its proof has arrived and checked out, an incoming connection is a
+ * candidate: it holds no rank's slot, its QP is in no map and what arrives
+ * on it counts for nothing, and a request for the same rank and QP does not
+ * displace it (each proves itself on its own QP; the first proven one takes
+ * the slot, and a request for a slot already proven is rejected). A
+ * candidate that fails - a wrong proof, a message that is not one, a
+ * disconnect first - is dropped with one WARN line naming its address and
+ * why, and the real rank, which knows the key, still gets in. Up to
+ * GW_IB_CM_CANDS wait at once; when they are all taken the one that has
+ * waited longest makes room for a newcomer, so strangers cannot lock a rank
+ * out. A dropped candidate is disconnected (its QP goes to the error state)
+ * but destroyed only when connect() ends or its entry is needed, so that
+ * its QP number cannot come back on a new QP while completions of the old
+ * one may still be queued; the numbers of destroyed ones are remembered for
+ * the same reason. Whether its QPs agree (GW_IB_QPS) is judged only once a
+ * connection is proven, so a stranger cannot make the job fail with a
+ * configuration error.
+ *
+ * The proof arrives on the CQ (gw__ib_cm_on_proof, called by the
+ * completion handler for the proof's receive), during connect(), which polls
+ * the CQ while candidates wait.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/byteorder.h"
+#include "common/clock.h"
+#include "transport/ib/ib_cm.h"
+
+/* id->context is a conn or a candidate: which one. */
+gw_ib_cm_cand_t *gw__ib_cm_cand_of(const gw_ib_t *t, void *ctx)
+{
+    uintptr_t c = (uintptr_t)ctx, lo = (uintptr_t)t->cm_cands;
+    if (!t->cm_cands || c < lo || c >= lo + GW_IB_CM_CANDS * sizeof(gw_ib_cm_cand_t))
+        return NULL;
+    return ctx;
+}
+
+static void retire_qpn(gw_ib_t *t, uint32_t qpn)
+{
+    t->cm_retired[t->cm_nretired % GW_IB_CM_RETIRED] = qpn;
+    t->cm_nretired++;
+}
+
+static void cand_destroy(gw_ib_t *t, gw_ib_cm_cand_t *k)
+{
+    if (k->id) {
+        if (k->id->qp) {
+            retire_qpn(t, k->id->qp->qp_num);
+            t->api.cm_destroy_qp(k->id);
+        }
+        t->api.destroy_id(k->id);
+    }
+    memset(k, 0, sizeof(*k));
+}
+
+/* Disconnect a candidate that failed; it stays (DEAD) until its entry is
+ * needed or connect() ends. The slot it claimed learns why, for the time-out
+ * report. */
+static void cand_kill(gw_ib_t *t, gw_ib_cm_cand_t *k, const char *why)
+{
+    GW_WARN(t->base.log, GW_IB_SUBSYS,
+            "dropping the RDMA CM connection from %s that claims to be rank %d (QP %d): %s",
+            k->addr, k->peer, k->qp, why);
+    gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, k->peer, k->qp);
+    if (c->state != CM_UP)
+        snprintf(c->why, sizeof(c->why), "a connection from %s claiming it was dropped: %s",
+                 k->addr, why);
+    if (k->state == CAND_PROVING)
+        t->api.disconnect(k->id);
+    k->state = CAND_DEAD;
+}
+
+/* An entry for a new candidate: a free one, else the dead one that died
+ * first, else the one that has waited longest (dropped to make room). */
+static gw_ib_cm_cand_t *cand_slot(gw_ib_t *t)
+{
+    gw_ib_cm_cand_t *oldest = NULL, *dead = NULL;
+    for (int i = 0; i < GW_IB_CM_CANDS; i++) {
+        gw_ib_cm_cand_t *k = &t->cm_cands[i];
+        if (k->state == CAND_FREE)
+            return k;
+        if (k->state == CAND_DEAD && (!dead || k->since < dead->since))
+            dead = k;
+        if (k->state == CAND_PROVING && (!oldest || k->since < oldest->since))
+            oldest = k;
+    }
+    if (!dead) {
+        cand_kill(t, oldest,
+                  "it has not proven the job token, and its place is needed for a "
+                  "newer connection");
+        dead = oldest;
+    }
+    /* Completions of its QP that are still queued go where they belong
+     * before its number can be given to another QP. */
+    int handled;
+    gw__ib_poll_cq(t, 1 << 20, &handled);
+    cand_destroy(t, dead);
+    return dead;
+}
+
+/* Accept id as a candidate for conn (peer, qp): a QP whose first receive
+ * takes the proof, and the accept with our nonce and proof. */
+static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_t *req,
+                        const char *addr)
+{
+    gw_ib_cm_cand_t *k = cand_slot(t);
+    k->id = id;
+    id->context = k;
+    k->peer = (int)req->from;
+    k->qp = req->qp_idx;
+    k->nqps = req->nqps;
+    k->since = gw__now_ms();
+    snprintf(k->addr, sizeof(k->addr), "%s", addr);
+    k->shake = (gw_ib_cm_shake_t){
+        .dialler = req->from, .acceptor = (uint32_t)t->base.rank, .qp_idx = req->qp_idx};
+    memcpy(k->shake.nonce_d, req->nonce, GW_IB_CM_NONCE_LEN);
+    k->state = CAND_PROVING;
+    char whom[128];
+    snprintf(whom, sizeof(whom), "the connection from %s (rank %d, QP %d)", addr, k->peer, k->qp);
+    gw__ib_cm_ack_timeout(t, id);
+    if (gw__ib_cm_create_qp(t, id, whom) != GW_OK ||
+        gw__ib_cm_nonce(t, k->shake.nonce_a) != GW_OK) {
+        cand_kill(t, k, "no QP for it");
+        return;
+    }
+    k->qpn = id->qp->qp_num;
+    int i = (int)(k - t->cm_cands);
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)gw__ib_cm_proof_buf(t, i),
+                          .length = GW_IB_CM_MAC_LEN,
+                          .lkey = t->cm_auth_mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = GW_IB_WR_PROOF_RECV, .sg_list = &sge, .num_sge = 1}, *bad;
+    int rc = ibv_post_recv(id->qp, &wr, &bad);
+    if (rc == 0)
+        rc = gw__ib_qp_post_empty_recvs(id->qp, GW_IB_CM_CAND_RECVS);
+    if (rc != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "posting its receives: %s", strerror(rc));
+        cand_kill(t, k, why);
+        return;
+    }
+    gw_ib_cm_pdata_t rep = {.from = (uint32_t)t->base.rank, .to = req->from, .qp_idx = req->qp_idx};
+    memcpy(rep.nonce, k->shake.nonce_a, GW_IB_CM_NONCE_LEN);
+    gw__ib_cm_proof(t->data_key, &k->shake, 1, rep.mac);
+    uint8_t buf[GW_IB_CM_REP_SIZE];
+    gw__ib_cm_rep_encode(&rep, buf);
+    struct rdma_conn_param cp;
+    gw__ib_cm_param(t, &cp, buf, sizeof(buf));
+    if (t->api.accept(id, &cp) != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "rdma_accept: %s", strerror(errno));
+        cand_kill(t, k, why);
+    }
+}
+
+/* A proven candidate becomes the connection of its rank and QP. */
+static gw_status_t cand_admit(gw_ib_t *t, gw_ib_cm_cand_t *k)
+{
+    gw_ib_peer_t *p = &t->peers[k->peer];
+    gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, k->peer, k->qp);
+    if (k->nqps != t->nqps) /* sticky: a CQ poll that discards the status still fails the job */
+        return gw__ib_peer_fail(t, p, GW_ERR_CONFIG,
+                                "uses %d QPs per peer, this rank %d (GW_IB_QPS)", k->nqps, t->nqps);
+    if (c->state == CM_UP) {
+        cand_kill(t, k, "its rank's QP is connected already");
+        return GW_OK;
+    }
+    /* The proof took the first receive; the candidate had a few more. */
+    int rc = gw__ib_qp_post_empty_recvs(k->id->qp, GW_IB_WQ_DEPTH - GW_IB_CM_CAND_RECVS);
+    if (rc != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "posting its receives: %s", strerror(rc));
+        cand_kill(t, k, why);
+        return GW_OK;
+    }
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d from %s (%s) proved the key", k->qp,
+             p->desc, k->addr);
+    c->id = k->id;
+    c->id->context = c;
+    p->qp[c->qp] = c->id->qp;
+    p->cm_id[c->qp] = c->id;
+    t->qpn_dirty = 1;
+    c->state = CM_UP;
+    p->qp_up++;
+    memset(k, 0, sizeof(*k));
+    return GW_OK;
+}
+
+gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc)
+{
+    for (int i = 0; t->cm_cands && i < GW_IB_CM_CANDS; i++) {
+        gw_ib_cm_cand_t *k = &t->cm_cands[i];
+        if (k->state != CAND_PROVING || k->qpn != wc->qp_num)
+            continue;
+        if (wc->status != IBV_WC_SUCCESS) {
+            char why[128];
+            snprintf(why, sizeof(why), "its first message is not a proof (%s)",
+                     t->api.wc_status_str(wc->status));
+            cand_kill(t, k, why);
+            return GW_OK;
+        }
+        if (wc->byte_len != GW_IB_CM_MAC_LEN ||
+            !gw__ib_cm_proof_ok(t->data_key, &k->shake, 0, gw__ib_cm_proof_buf(t, i))) {
+            cand_kill(t, k, "wrong proof (it does not know the job token)");
+            return GW_OK;
+        }
+        return cand_admit(t, k);
+    }
+    return GW_OK; /* a candidate dropped already */
+}
+
+int gw__ib_cm_stray(const gw_ib_t *t, uint32_t qpn)
+{
+    for (int i = 0; t->cm_cands && i < GW_IB_CM_CANDS; i++)
+        if (t->cm_cands[i].state != CAND_FREE && t->cm_cands[i].qpn == qpn)
+            return 1;
+    unsigned n = t->cm_nretired < GW_IB_CM_RETIRED ? t->cm_nretired : GW_IB_CM_RETIRED;
+    for (unsigned i = 0; i < n; i++)
+        if (t->cm_retired[i] == qpn)
+            return 1;
+    return 0;
+}
+
+void gw__ib_cm_cands_end(gw_ib_t *t)
+{
+    int any = 0;
+    for (int i = 0; t->cm_cands && i < GW_IB_CM_CANDS; i++) {
+        any |= t->cm_cands[i].state != CAND_FREE;
+        if (t->cm_cands[i].state == CAND_PROVING)
+            cand_kill(t, &t->cm_cands[i],
+                      "it did not prove the job token before every rank was connected");
+    }
+    if (!any)
+        return;
+    /* Their completions still queued are recognised as theirs while their
+     * QPs exist (and by number once they are destroyed). */
+    int handled;
+    gw__ib_poll_cq(t, 1 << 20, &handled);
+    for (int i = 0; i < GW_IB_CM_CANDS; i++)
+        if (t->cm_cands[i].state != CAND_FREE)
+            cand_destroy(t, &t->cm_cands[i]);
+}
+
+/* A connection request: reject what is not a request of this job's ranks
+ * (one WARN line), accept the rest as candidates. */
+void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdata, size_t pdata_len)
+{
+    char addr[64], why[160];
+    gw__ib_cm_peer_str(id, addr, sizeof(addr));
+    gw_ib_cm_pdata_t pd;
+    why[0] = '\0';
+    if (gw__ib_cm_req_decode(pdata, pdata_len, &pd) != GW_OK)
+        snprintf(why, sizeof(why),
+                 "it is not a gradwire connection request of protocol version %u (%zu bytes, "
+                 "magic 0x%08x)",
+                 GW_IB_PROTOCOL_VERSION, pdata_len,
+                 pdata_len >= 4 ? (unsigned)gw__get_be32(pdata) : 0u);
+    else if (memcmp(pd.job_id, t->job_id, 16) != 0)
+        snprintf(why, sizeof(why), "it is from another job");
+    else if (pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
+             pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps || !t->peers[pd.from].active)
+        snprintf(why, sizeof(why), "rank %u does not connect to rank %u this way (QP %u)",
+                 (unsigned)pd.from, (unsigned)pd.to, (unsigned)pd.qp_idx);
+    else if (gw__ib_cm_conn_of(t, (int)pd.from, pd.qp_idx)->state == CM_UP)
+        snprintf(why, sizeof(why), "rank %u's QP %u is connected and proven already",
+                 (unsigned)pd.from, (unsigned)pd.qp_idx);
+    if (why[0]) {
+        GW_WARN(t->base.log, GW_IB_SUBSYS, "rejecting an RDMA CM connection request from %s: %s",
+                addr, why);
+        t->api.reject(id, NULL, 0);
+        t->api.destroy_id(id);
+        return;
+    }
+    cand_accept(t, id, &pd, addr);
+}
+
+/* Events of a candidate: only its proof (on the CQ) admits it. */
+void gw__ib_cm_cand_event(gw_ib_t *t, gw_ib_cm_cand_t *k, enum rdma_cm_event_type type, int status)
+{
+    if (type == RDMA_CM_EVENT_ESTABLISHED || k->state != CAND_PROVING)
+        return;
+    char why[128];
+    snprintf(why, sizeof(why), "%s (status %d) before it proved the job token",
+             t->api.event_str(type), status);
+    cand_kill(t, k, why);
+}
+
+int gw__ib_cm_proving(const gw_ib_t *t)
+{
+    for (int i = 0; i < GW_IB_CM_CANDS; i++)
+        if (t->cm_cands[i].state == CAND_PROVING)
+            return 1;
+    return 0;
+}
+
+void gw__ib_cm_cands_free(gw_ib_t *t)
+{
+    for (int i = 0; t->cm_cands && i < GW_IB_CM_CANDS; i++)
+        cand_destroy(t, &t->cm_cands[i]);
+    free(t->cm_cands);
+    t->cm_cands = NULL;
+}

@@ -20,11 +20,11 @@
 #     buffers register them once (and, as a control, again every time with
 #     GW_IB_REG_CACHE=0);
 #   - gradwire-bench p2p side by side with perftest's ib_write_bw and
-#     ib_write_lat on the same device, reporting the ratios and the verdict
-#     on the target of issue 4, gradwire >= 0.90 x ib_write_bw as the median
-#     of the paired rounds (printed, not enforced: see below; the VM runs
-#     without KVM, so the figures compare the two on the same device, they
-#     do not measure hardware).
+#     ib_write_lat on the same device, reporting the ratios, and failing
+#     when gradwire's bandwidth is below the target of issue 4, 0.90 x
+#     ib_write_bw, beyond the noise of the paired rounds (see below; the VM
+#     runs without KVM, so the figures compare the two on the same device,
+#     they do not measure hardware).
 #
 # The unit tests of the transport that need no RDMA (test_ib_hca, _wire,
 # _mr_cache, _load) and the fallback to TCP (test_select) run on the host
@@ -35,11 +35,12 @@
 # Exit status: 0 all passed, 1 a check failed, 77 skipped (no VM possible
 # here: QEMU, rdma-core, perftest or the VM kernel missing; install them
 # with scripts/install-deps.sh), with the reason.
-# GW_RXE_VM_TIMEOUT limits the part inside the VM (default 480 s; booting
-# and shutting down add well under a minute; the whole test takes 3 to 5
+# GW_RXE_VM_TIMEOUT limits the part inside the VM (default 720 s; booting
+# and shutting down add well under a minute; the whole test takes 4 to 8
 # minutes on a 2-core machine, a sanitized build 4 to 6); GW_RXE_ROUNDS sets
-# the rounds of the bandwidth and latency comparisons (default 5). A build
-# with the sanitizers skips the comparisons with perftest.
+# the rounds of the latency comparison and the least of the bandwidth
+# comparison (default 5), GW_RXE_ROUNDS_MAX the most of the latter (15). A
+# build with the sanitizers skips the comparisons with perftest.
 set -u
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,7 +52,7 @@ if [ "${1:-}" != "--inside" ]; then
         tests/test_ib_p2p tests/test_ib_oob tests/test_ib_cm; do
         [ -x "$BUILD/$f" ] || { echo "skipped: $BUILD/$f is not built"; exit 77; }
     done
-    timeout=${GW_RXE_VM_TIMEOUT:-480}
+    timeout=${GW_RXE_VM_TIMEOUT:-720}
     # A build with the sanitizers runs everything but the comparison with
     # perftest, whose figures would only measure the instrumentation.
     kind=plain
@@ -228,15 +229,24 @@ else
 fi
 
 # p2p against perftest on the same device, side by side. The VM runs
-# without KVM on a shared host and its speed varies from one second to the
-# next, so bandwidth is measured in alternating rounds, perftest then
-# gradwire, each pair seeing about the same conditions, and the verdict is
-# the median of the pairs' ratios: one disturbed round moves it little. It
-# is judged against BW_TARGET (0.90, issue 4's target) and the verdict
-# printed; the medians seen were 1.02-1.06 (2026-11-30) and 0.78 (loaded),
-# 0.86 (quiet) on 2026-12-01, so it is not yet a pass/fail criterion. At
-# least half of the rounds must give both figures, or the test fails. The best round of each (the least
-# disturbed by the host) is printed next to it.
+# without KVM on a shared 2-core host and its speed follows the host's load
+# from one second to the next: single rounds of the same program vary by 2x
+# and more (log-sd 0.35 of a gradwire / ib_write_bw pair over 134 pairs,
+# 2026-12-01), and the level moves between runs. So the rounds alternate,
+# perftest, gradwire, perftest, gradwire, ..., perftest, and each gradwire
+# round is judged against the geometric mean of the perftest rounds either
+# side of it (what drifts between them cancels); the verdict is on the
+# geometric mean of those ratios with its 95% confidence interval, against
+# BW_TARGET (0.90, issue 4's target). The rounds go on from GW_RXE_ROUNDS
+# (default 5) until the interval lies wholly above or below the target, or
+# GW_RXE_ROUNDS_MAX (default 15) are done. The test fails when gradwire is
+# below the target beyond the noise (the whole interval under 0.90); an
+# interval that still straddles the target after the last round is
+# reported as such and passes: the measurement cannot tell. Simulated from
+# the measured pairs, a gradwire at 1.0x perftest fails 1-2% of runs, one at
+# the target 9-11%, one at 0.78x 58%, at 0.71x 83%, at 0.64x 97%. At least
+# half of the rounds must give both figures, or the test fails. The best
+# round of each (the least disturbed by the host) is printed next to it.
 gid=${GW_RXE_GID_INDEX:-1}
 PT_PORT=18515
 perftest() { # TOOL ARGS...: server in the background, client against 127.0.0.1
@@ -286,21 +296,40 @@ else
     BW_WINDOW=16
     BW_TARGET=0.90
     ROUNDS=${GW_RXE_ROUNDS:-5}
+    ROUNDS_MAX=${GW_RXE_ROUNDS_MAX:-15}
+    [ "$ROUNDS_MAX" -lt "$ROUNDS" ] && ROUNDS_MAX=$ROUNDS
     ratios=() ib_all=() gw_all=()
-    for round in $(seq "$ROUNDS"); do
-        ib= gw=
-        perftest ib_write_bw -s $BW_SIZE -n $BW_ITERS && ib=$(ib_gbps $BW_SIZE)
+    ib_round() { # sets ib_next (in this shell: perftest() counts its ports here)
+        ib_next=
+        perftest ib_write_bw -s $BW_SIZE -n $BW_ITERS && ib_next=$(ib_gbps $BW_SIZE)
+    }
+    ib_round
+    ib_prev=$ib_next bw_state=unclear bw_stats= round=0
+    [ -n "$ib_prev" ] && ib_all+=("$ib_prev")
+    while [ $round -lt "$ROUNDS_MAX" ]; do
+        round=$((round + 1))
+        gw=
         bench "bw$round" -b $BW_SIZE -e $BW_SIZE -n $BW_ITERS -w 2 -W $BW_WINDOW -m uni -c 0 &&
             gw=$(json_num "$WORK/bw$round.json" uni_GBps)
-        if [ -z "$ib" ] || [ -z "$gw" ]; then
-            echo "   round $round: no figure (ib_write_bw: '$ib', gradwire: '$gw')"
+        ib_round
+        [ -n "$ib_next" ] && ib_all+=("$ib_next")
+        if [ -z "$ib_prev" ] || [ -z "$ib_next" ] || [ -z "$gw" ]; then
+            echo "   round $round: no figure (ib_write_bw before and after: '$ib_prev' '$ib_next', gradwire: '$gw')"
             tail -n 5 "$WORK/ib_write_bw.client" "$WORK/bw$round.out"
-            continue
+        else
+            gw_all+=("$gw")
+            ratios+=("$(awk -v g="$gw" -v a="$ib_prev" -v b="$ib_next" 'BEGIN {print g / sqrt(a * b)}')")
+            echo "   bandwidth round $round, $BW_SIZE-byte messages: ib_write_bw $ib_prev and $ib_next GB/s, gradwire $gw GB/s: ratio ${ratios[-1]}"
         fi
-        ib_all+=("$ib")
-        gw_all+=("$gw")
-        ratios+=("$(awk -v g="$gw" -v i="$ib" 'BEGIN {print (i > 0 ? g / i : 0)}')")
-        echo "   bandwidth round $round, $BW_SIZE-byte messages: ib_write_bw $ib GB/s, gradwire $gw GB/s: ratio ${ratios[-1]}"
+        [ -n "$ib_next" ] && ib_prev=$ib_next
+        [ $round -lt "$ROUNDS" ] || [ ${#ratios[@]} -lt 2 ] && continue
+        # geometric mean, its 95% interval (normal approximation on the logs)
+        bw_stats=$(printf '%s\n' "${ratios[@]}" | awk -v t=$BW_TARGET '{l = log($1); s += l; q += l * l; n++}
+            END {m = s / n; v = (q - n * m * m) / (n - 1); se = sqrt(v > 0 ? v : 0) / sqrt(n)
+                 lo = exp(m - 1.96 * se); hi = exp(m + 1.96 * se)
+                 printf "%.3f %.3f %.3f %s\n", exp(m), lo, hi, (lo >= t ? "met" : hi < t ? "below" : "unclear")}')
+        bw_state=${bw_stats##* }
+        [ "$bw_state" != unclear ] && break
     done
     ib_bi= gw_bi=
     perftest ib_write_bw -b -s $BW_SIZE -n $BW_ITERS && ib_bi=$(ib_gbps $BW_SIZE)
@@ -326,26 +355,24 @@ else
 
     echo "== p2p vs perftest on rxe0, side by side (TCG VM: the figures compare, they do not measure hardware)"
     if [ ${#ratios[@]} -gt 0 ]; then
-        med=$(printf '%s\n' "${ratios[@]}" | median)
         ib_best=$(printf '%s\n' "${ib_all[@]}" | sort -g | tail -1)
         gw_best=$(printf '%s\n' "${gw_all[@]}" | sort -g | tail -1)
-        awk -v s=$BW_SIZE -v n=${#ratios[@]} -v m="$med" -v ib="$ib_best" -v gw="$gw_best" -v t="$BW_TARGET" \
+        read -r gmean glo ghi _ <<<"${bw_stats:-0 0 0 unclear}"
+        awk -v s=$BW_SIZE -v n=${#ratios[@]} -v ib="$ib_best" -v gw="$gw_best" -v t="$BW_TARGET" \
+            -v g="$gmean" -v lo="$glo" -v hi="$ghi" -v st="$bw_state" -v med="$(printf '%s\n' "${ratios[@]}" | median)" \
             -v ibm="$(printf '%s\n' "${ib_all[@]}" | median)" -v gwm="$(printf '%s\n' "${gw_all[@]}" | median)" 'BEGIN {
-            printf "   bandwidth, %d-byte messages, %d rounds: median ib_write_bw %.4f GB/s, gradwire %.4f GB/s\n", s, n, ibm, gwm
+            printf "   bandwidth, %d-byte messages, %d gradwire rounds between perftest rounds: median ib_write_bw %.4f GB/s, gradwire %.4f GB/s\n", s, n, ibm, gwm
             r = (ib > 0 ? gw / ib : 0)
-            printf "   bandwidth ratio gradwire / ib_write_bw: median of the rounds %.2f, best against best %.2f (%.4f / %.4f GB/s)\n", m, r, gw, ib
-            printf "   target of issue 4, gradwire >= %.2f x ib_write_bw (median of the paired rounds): %s\n", t, (m >= t ? "met" : "NOT met") }'
-        if [ $((2 * ${#ratios[@]})) -lt "$ROUNDS" ]; then
-            fail "bandwidth comparison: only ${#ratios[@]} of $ROUNDS rounds gave both figures"
-        elif awk -v m="$med" -v t="$BW_TARGET" 'BEGIN { exit !(m >= t) }'; then
-            pass "bandwidth: median ratio $med to ib_write_bw over ${#ratios[@]} rounds meets the target $BW_TARGET"
+            printf "   bandwidth ratio gradwire / ib_write_bw: geometric mean %.2f (95%% interval %.2f-%.2f), median %.2f, best against best %.2f (%.4f / %.4f GB/s)\n", g, lo, hi, med, r, gw, ib
+            printf "   target of issue 4, gradwire >= %.2f x ib_write_bw: %s\n", t, (st == "met" ? "met" : st == "below" ? "NOT met" : (g >= t ? "met (the interval reaches below it)" : "not demonstrably missed (the interval reaches it)")) }'
+        if [ $((2 * ${#ratios[@]})) -lt "$round" ]; then
+            fail "bandwidth comparison: only ${#ratios[@]} of $round rounds gave all figures"
+        elif [ "$bw_state" = below ]; then
+            fail "bandwidth: gradwire is below the target $BW_TARGET x ib_write_bw: geometric mean $gmean, 95% interval $glo-$ghi over ${#ratios[@]} rounds"
+        elif [ "$bw_state" = met ]; then
+            pass "bandwidth: geometric mean ratio $gmean to ib_write_bw (95% interval $glo-$ghi, ${#ratios[@]} rounds) meets the target $BW_TARGET"
         else
-            # Reported, not failed (yet): on this 2-core TCG VM the median of
-            # 5 rounds moved between 0.78 and 1.06 from one run to the next
-            # with the same code (single rounds 0.57-1.21), so a failure here
-            # would say more about the host than about gradwire.
-            echo "   WARNING: bandwidth: median ratio $med to ib_write_bw over ${#ratios[@]} rounds is below the target $BW_TARGET (not enforced: see the comment above)"
-            pass "bandwidth compared with ib_write_bw (target NOT met in this run)"
+            pass "bandwidth: geometric mean ratio $gmean to ib_write_bw, 95% interval $glo-$ghi over ${#ratios[@]} rounds: not below the target $BW_TARGET beyond the noise"
         fi
     else
         fail "bandwidth comparison: no round gave both figures"

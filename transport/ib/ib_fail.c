@@ -106,10 +106,19 @@ gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc)
                        : wc->wr_id == GW_IB_WR_CTRL  ? "control message"
                        : wc->wr_id == GW_IB_WR_EAGER ? "eager write"
                                                      : "payload write";
-    return gw__ib_fail(t, st, "%s: %s failed on QP 0x%x: %s (status %d, vendor error 0x%x): %s",
-                       m ? t->peers[m->peer].desc : "unknown peer", what, wc->qp_num,
-                       t->api.wc_status_str(wc->status), (int)wc->status, (unsigned)wc->vendor_err,
-                       hint);
+    /* A work request to a known peer failed: the failure is blamed on that
+     * peer's connection (a dead peer's registrations are gone: remote
+     * access error; its QP no longer answers: retry exceeded), so that the
+     * referee follows it there instead of hearing "naming no rank". */
+    if (m)
+        return gw__ib_peer_fail(t, &t->peers[m->peer], st,
+                                "%s failed on QP 0x%x: %s (status %d, vendor error 0x%x): %s", what,
+                                wc->qp_num, t->api.wc_status_str(wc->status), (int)wc->status,
+                                (unsigned)wc->vendor_err, hint);
+    return gw__ib_fail(t, st,
+                       "unknown peer: %s failed on QP 0x%x: %s (status %d, vendor error 0x%x): %s",
+                       what, wc->qp_num, t->api.wc_status_str(wc->status), (int)wc->status,
+                       (unsigned)wc->vendor_err, hint);
 }
 
 static const gw_ib_peer_t *peer_of_qp(const gw_ib_t *t, const struct ibv_qp *qp)

@@ -1,8 +1,8 @@
 /*
  * bench_coll.c - `gradwire-bench allreduce | allgather | reduce_scatter |
- * broadcast | reduce | barrier`, in the manner of nccl-tests'
- * all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf and
- * reduce_perf, so that the numbers compare.
+ * broadcast | reduce | barrier | sendrecv`, in the manner of nccl-tests'
+ * all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf,
+ * reduce_perf and sendrecv_perf, so that the numbers compare.
  *
  * For every dtype, op and message size, each rank runs the collective out
  * of place (send -> recv) and then in place (MPI's convention: one buffer,
@@ -16,13 +16,16 @@
  * for allgather and reduce-scatter), algbw = S / t and busbw = algbw times
  * the share of S that crosses the busiest link of an optimal algorithm:
  * 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce-scatter, 1 for
- * broadcast and reduce. The barrier has no size: one line, its time.
+ * broadcast, reduce and sendrecv (every rank sends S to the next rank and
+ * receives S from the previous one at once, out of place only: gw_sendrecv's
+ * buffers must not overlap). The barrier has no size: one line, its time.
  *
  * With -c 1 every size is then run once more on fresh input and every
  * element each rank received is compared with the exact answer (bench_data.c
  * explains why the answer is exact): the reduction for allreduce, reduce
  * (on the root) and reduce-scatter (the rank's block of it), the root's
- * input for broadcast, every rank's input in its block for allgather. The
+ * input for broadcast, every rank's input in its block for allgather, the
+ * previous rank's input for sendrecv. The
  * wrong-element counts of all ranks are summed. The receive buffer is first
  * overwritten with values that are certainly wrong, so a call that leaves
  * it alone is caught.
@@ -59,6 +62,7 @@ struct place_result {
     gw_bench_timing_t t;
     double algbw, busbw;
     int64_t wrong; /* -1: not checked */
+    int ran;       /* 0: this placement does not exist for the collective */
 };
 
 struct result {
@@ -309,6 +313,7 @@ static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, const gw_bench_sh
     pr->algbw = pr->t.med_us > 0 ? (double)sh->bytes / pr->t.med_us / 1e3 : 0;
     pr->busbw = pr->algbw * b->o.coll->busbw_factor(b->r.size);
     pr->wrong = -1;
+    pr->ran = 1;
     if (!b->o.check)
         return 0;
 
@@ -365,6 +370,10 @@ static void print_result(const struct bench *b, const struct result *r)
            d->has_op ? gw_op_name(r->op) : "none", d->has_root ? b->r.root : -1);
     for (int p = 0; p < 2; p++) {
         char t[32], w[32];
+        if (!r->p[p].ran) {
+            printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+            continue;
+        }
         format_time(t, r->p[p].t.med_us);
         if (r->p[p].wrong < 0)
             snprintf(w, sizeof(w), "N/A");
@@ -400,7 +409,7 @@ static int run_all(struct bench *b)
                 r.bytes = sh.bytes;
                 r.algo =
                     b->o.coll->has_algo ? gw_comm_pick_algo(b->r.comm, r.count, dt) : GW_ALGO_AUTO;
-                for (int p = 0; p < 2; p++)
+                for (int p = 0; p < (b->o.coll->out_of_place_only ? 1 : 2); p++)
                     if (measure(b, dt, op, &sh, p, &r.p[p]) != 0)
                         return -1;
                 if (add_result(b, &r) != 0)
@@ -419,14 +428,18 @@ static int run_all(struct bench *b)
 static void totals(const struct bench *b, double *avg_busbw, int64_t *wrong)
 {
     double sum = 0;
+    size_t n = 0;
     *wrong = b->o.check ? 0 : -1;
     for (size_t i = 0; i < b->nres; i++)
         for (int p = 0; p < 2; p++) {
+            if (!b->res[i].p[p].ran)
+                continue;
             sum += b->res[i].p[p].busbw;
+            n++;
             if (b->o.check)
                 *wrong += b->res[i].p[p].wrong;
         }
-    *avg_busbw = b->nres ? sum / (double)(2 * b->nres) : 0;
+    *avg_busbw = n ? sum / (double)n : 0;
 }
 
 static void print_footer(const struct bench *b)
@@ -479,6 +492,10 @@ static int setup(struct bench *b, FILE **json)
 
 static void json_place(gw_kit_json_t *j, const char *name, const struct place_result *p)
 {
+    if (!p->ran) {
+        gw_kit_json_null(j, name);
+        return;
+    }
     gw_kit_json_object(j, name, NULL);
     gw_bench_json_timing(j, &p->t);
     gw_kit_json_num(j, "algbw", p->algbw);
@@ -566,6 +583,11 @@ int gw_bench_coll_main(int argc, char **argv)
 
     if (gw_bench_join("gradwire-bench", &b.r.comm, &b.r.rank, &b.r.size) != 0)
         return GW_BENCH_EXIT_FAIL;
+    if (d->id == GW_BENCH_SENDRECV && b.r.size < 2) {
+        fprintf(stderr, "%s: needs at least 2 ranks (have 1)\n", b.o.name);
+        gw_comm_destroy(b.r.comm);
+        return GW_BENCH_EXIT_USAGE;
+    }
     rc = GW_BENCH_EXIT_FAIL;
     if (setup(&b, &json) == 0) {
         if (b.r.rank == 0)

@@ -19,6 +19,7 @@ typedef enum gw_bench_coll_id {
     GW_BENCH_BROADCAST,
     GW_BENCH_REDUCE,
     GW_BENCH_BARRIER,
+    GW_BENCH_SENDRECV,
 } gw_bench_coll_id_t;
 
 typedef struct gw_bench_coll {
@@ -29,6 +30,9 @@ typedef struct gw_bench_coll {
     int blocks; /* S holds one block per rank (allgather, reduce-scatter) */
     /* busbw = algbw * factor(ranks): the share of S on the busiest link. */
     double (*busbw_factor)(int n);
+    /* No in-place form (gw_sendrecv's buffers must not overlap): the
+     * in-place columns say N/A. */
+    int out_of_place_only;
 } gw_bench_coll_t;
 
 /* Every collective the benchmarks know; NULL for another name. */

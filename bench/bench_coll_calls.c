@@ -7,7 +7,8 @@
  * answer is the exact reduction (a reduce-scatter's rank r holds elements
  * r * block .. of it); a broadcast's is the root's input; an allgather's
  * block q is rank q's input at q * block... So a block sent to the wrong
- * place, reduced over the wrong ranks or left alone is counted wrong.
+ * place, reduced over the wrong ranks or left alone is counted wrong. A
+ * sendrecv's answer is the previous rank's input.
  */
 #include <string.h>
 
@@ -24,16 +25,24 @@ static double factor_one(int n)
 
 static const gw_bench_coll_t colls[] = {
     {GW_BENCH_ALLREDUCE, "allreduce", "allreduce, as nccl-tests' all_reduce_perf", 1, 0, 1, 0,
-     factor_allreduce},
+     factor_allreduce, 0},
     {GW_BENCH_ALLGATHER, "allgather", "allgather, as nccl-tests' all_gather_perf", 0, 0, 0, 1,
-     factor_blocks},
+     factor_blocks, 0},
     {GW_BENCH_REDUCE_SCATTER, "reduce_scatter",
-     "reduce-scatter, as nccl-tests' reduce_scatter_perf", 1, 0, 0, 1, factor_blocks},
+     "reduce-scatter, as nccl-tests' reduce_scatter_perf", 1, 0, 0, 1, factor_blocks, 0},
     {GW_BENCH_BROADCAST, "broadcast", "broadcast, as nccl-tests' broadcast_perf", 0, 1, 0, 0,
-     factor_one},
-    {GW_BENCH_REDUCE, "reduce", "reduce, as nccl-tests' reduce_perf", 1, 1, 0, 0, factor_one},
-    {GW_BENCH_BARRIER, "barrier", "barrier latency", 0, 0, 0, 0, factor_one},
+     factor_one, 0},
+    {GW_BENCH_REDUCE, "reduce", "reduce, as nccl-tests' reduce_perf", 1, 1, 0, 0, factor_one, 0},
+    {GW_BENCH_BARRIER, "barrier", "barrier latency", 0, 0, 0, 0, factor_one, 0},
+    {GW_BENCH_SENDRECV, "sendrecv",
+     "gw_sendrecv to the next rank and from the previous one at once, as nccl-tests' "
+     "sendrecv_perf",
+     0, 0, 0, 0, factor_one, 1},
 };
+
+/* Ring neighbours of a sendrecv: data goes to next and comes from prev. */
+static int next_rank(const gw_bench_coll_run_t *r) { return (r->rank + 1) % r->size; }
+static int prev_rank(const gw_bench_coll_run_t *r) { return (r->rank + r->size - 1) % r->size; }
 
 const gw_bench_coll_t *gw_bench_coll_find(const char *name)
 {
@@ -83,6 +92,9 @@ gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_plac
         return gw_broadcast(r->comm, pl->src, pl->dst, sh->count, dt, r->root);
     case GW_BENCH_REDUCE:
         return gw_reduce(r->comm, pl->src, pl->dst, sh->count, dt, op, r->root);
+    case GW_BENCH_SENDRECV:
+        return gw_sendrecv(r->comm, pl->src, sh->count, next_rank(r), pl->dst, sh->count,
+                           prev_rank(r), dt);
     default:
         return gw_barrier(r->comm);
     }
@@ -126,6 +138,9 @@ static int received(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
         return 1;
     case GW_BENCH_REDUCE:
         return r->rank == r->root;
+    case GW_BENCH_SENDRECV:
+        w->rank = prev_rank(r);
+        return 1;
     case GW_BENCH_BARRIER:
         return 0;
     default:

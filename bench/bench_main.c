@@ -24,6 +24,8 @@ static void usage(FILE *out)
                  "               all_gather_perf, reduce_scatter_perf, broadcast_perf and\n"
                  "               reduce_perf\n"
                  "  barrier      barrier latency\n"
+                 "  sendrecv     every rank sends to the next and receives from the previous\n"
+                 "               at once, as nccl-tests' sendrecv_perf\n"
                  "  p2p          point-to-point bandwidth and latency between ranks 0 and 1,\n"
                  "               as perftest's ib_write_bw and ib_write_lat\n"
                  "  tune         measure the cost model's alpha, beta and gamma and write\n"
@@ -41,8 +43,8 @@ int main(int argc, char **argv)
         return GW_BENCH_EXIT_USAGE;
     }
     const char *name = argv[1];
-    static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter",
-                                        "broadcast", "reduce",    "barrier"};
+    static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                        "reduce",    "barrier",   "sendrecv"};
     for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
         if (strcmp(name, colls[i]) == 0)
             return gw_bench_coll_main(argc - 1, argv + 1);

@@ -117,8 +117,11 @@ Test(bench_args, other_collectives, .timeout = 60)
     EXPECT("--json means nothing to barrier", "barrier", "--json", "x.json");
     EXPECT("-n wants a number of barriers", "barrier", "-n", "0");
     EXPECT("unknown datatype \"quad\"", "reduce_scatter", "-d", "quad");
-    const char *names[] = {"allgather", "reduce_scatter", "broadcast", "reduce", "barrier"};
-    for (size_t i = 0; i < 5; i++) {
+    EXPECT("-o means nothing to sendrecv", "sendrecv", "-o", "sum");
+    EXPECT("-r means nothing to sendrecv", "sendrecv", "-r", "1");
+    const char *names[] = {"allgather", "reduce_scatter", "broadcast",
+                           "reduce",    "barrier",        "sendrecv"};
+    for (size_t i = 0; i < 6; i++) {
         char *argv[] = {BENCH, (char *)names[i], "--help", NULL};
         run_result_t r = run_cmd(argv, no_job_env, 10);
         char want[64];

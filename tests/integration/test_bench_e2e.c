@@ -48,7 +48,9 @@ Test(bench_e2e, three_ranks_every_dtype_and_op_ring, .timeout = 420) { bench("3"
 Test(bench_e2e, four_ranks_every_dtype_and_op_auto, .timeout = 420) { bench("4", "auto"); }
 
 /* One collective's benchmark on nranks over transport, every dtype (and op,
- * where it has one); rows is the number of JSON result rows to expect. */
+ * where it has one); rows is the number of JSON result rows to expect, each
+ * with both placements checked (sendrecv: out of place only, in place
+ * null). */
 static void coll(const char *name, const char *nranks, const char *transport, char *extra, int rows)
 {
     char *dir = make_tmpdir("bench");
@@ -99,7 +101,14 @@ static void coll(const char *name, const char *nranks, const char *transport, ch
     for (const char *p = doc; (p = strstr(p, "\"wrong\": 0}")); p++)
         wrong_zero++;
     cr_expect_eq(n, rows, "%s: JSON has %d result rows, want %d", name, n, rows);
-    cr_expect_eq(wrong_zero, 2 * n, "%s: not every placement reports 0 wrong", name);
+    int placements = strcmp(name, "sendrecv") == 0 ? 1 : 2;
+    cr_expect_eq(wrong_zero, placements * n, "%s: not every placement reports 0 wrong", name);
+    if (placements == 1) {
+        int nulls = 0;
+        for (const char *p = doc; (p = strstr(p, "\"in_place\": null")); p++)
+            nulls++;
+        cr_expect_eq(nulls, n, "%s: in_place should be null in every row:\n%s", name, doc);
+    }
     free(doc);
     free(r.output);
     remove_tree(dir);
@@ -133,6 +142,20 @@ Test(bench_e2e, broadcast_and_reduce_from_every_root, .timeout = 420)
                   "reduce to root %s:\n%s", roots[i], r.output);
         free(r.output);
     }
+}
+
+/* Every rank sends to the next and receives from the previous: 2 ranks
+ * (both neighbours the same rank) and 4, over each transport; one rank is
+ * a usage error. */
+Test(bench_e2e, sendrecv_around_the_ring, .timeout = 420)
+{
+    coll("sendrecv", "2", "tcp", NULL, 4 * 8);
+    coll("sendrecv", "4", "shm", NULL, 4 * 8);
+    char *argv[] = {LAUNCHER, "launch", "-n", "1", "--", BENCH, "sendrecv", NULL};
+    run_result_t r = run_cmd(argv, NULL, 60);
+    cr_expect(r.exited && r.status == 2 && strstr(r.output, "needs at least 2 ranks"),
+              "one rank: status %d:\n%s", r.status, r.output);
+    free(r.output);
 }
 
 Test(bench_e2e, barrier_prints_its_latency, .timeout = 60)

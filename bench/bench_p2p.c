@@ -2,7 +2,10 @@
  * bench_p2p.c - `gradwire-bench p2p`: point-to-point bandwidth and latency
  * between ranks 0 and 1, over whatever transport the communicator chose, in
  * the manner of perftest (ib_write_bw, ib_write_lat) so that the two can be
- * run side by side on one link and compared.
+ * run side by side on one link and compared; with --pairs all or serial,
+ * between every pair of ranks (bench_p2p_pairs.c). This file measures one
+ * pair: its lower rank leads (sends in uni, times every mode), the other
+ * answers.
  *
  * For each message size:
  *   - uni: rank 0 sends `iters` messages back to back, rank 1 receives
@@ -24,7 +27,8 @@
  * the size, the receive buffers start with bytes that differ from it
  * everywhere, and after each mode's timed loop the last message received
  * is compared with the pattern (outside the timing); rank 1 reports its
- * count of wrong bytes to rank 0. Ranks beyond 1 take no part and exit.
+ * count of wrong bytes to rank 0. Ranks beyond 1 take no part and exit
+ * (but with --pairs).
  */
 #include <getopt.h>
 #include <math.h>
@@ -32,25 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "bench_p2p.h"
 
-#define MODE_UNI 1
-#define MODE_BIDIR 2
-#define MODE_LAT 4
-
-struct p2p_opts {
-    gw_bench_sweep_t sw;
-    long window;
-    int modes, check;
-    const char *json;
-};
-
-struct p2p_result {
-    size_t bytes;
-    double uni, bidir;              /* GB/s, NAN when not run */
-    double p50, p90, p99, min, max; /* one-way latency, us */
-    int64_t wrong;
-};
+#define MODE_UNI GW_P2P_MODE_UNI
+#define MODE_BIDIR GW_P2P_MODE_BIDIR
+#define MODE_LAT GW_P2P_MODE_LAT
 
 static void usage(FILE *out)
 {
@@ -65,11 +55,17 @@ static void usage(FILE *out)
                  "                        (default 16; 1: blocking calls, one at a time)\n"
                  "  -m, --mode LIST       uni, bidir, lat, or all (default), comma-separated\n"
                  "  -c, --check 0|1       check the bytes that arrived (default 1)\n"
+                 "  -p, --pairs P         which pairs: first (ranks 0 and 1, the default), all\n"
+                 "                        (every pair, in n-1 rounds of n/2 pairs at once, the\n"
+                 "                        circle method; odd n: one rank rests each round), or\n"
+                 "                        serial (every pair, one at a time)\n"
                  "      --json FILE       also write parameters and results as JSON (rank 0)\n"
                  "  -h, --help            show this help\n"
                  "\n"
-                 "Ranks 0 and 1 exchange messages; other ranks exit at once. Start with e.g.\n"
-                 "`gradwire launch -n 2 gradwire-bench p2p`. Exit status: 0 if every call\n"
+                 "Ranks 0 and 1 exchange messages; other ranks exit at once (but with\n"
+                 "--pairs, where rank 0 prints a row per pair and size, then the spread over\n"
+                 "the pairs). Start with e.g. `gradwire launch -n 2 gradwire-bench p2p`.\n"
+                 "Exit status: 0 if every call\n"
                  "succeeded and every byte was right, 1 otherwise, 2 for a bad command line.\n");
 }
 
@@ -101,12 +97,13 @@ static int parse_modes(const char *s, int *out)
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct p2p_opts *o)
+static int parse_opts(int argc, char **argv, gw_p2p_opts_t *o)
 {
     static const struct option longopts[] = {GW_BENCH_SWEEP_LONGOPTS,
                                              {"window", required_argument, NULL, 'W'},
                                              {"mode", required_argument, NULL, 'm'},
                                              {"check", required_argument, NULL, 'c'},
+                                             {"pairs", required_argument, NULL, 'p'},
                                              GW_BENCH_JSON_LONGOPT,
                                              GW_BENCH_END_LONGOPTS};
     memset(o, 0, sizeof(*o));
@@ -118,8 +115,8 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
     o->window = 16;
     o->modes = MODE_UNI | MODE_BIDIR | MODE_LAT;
     o->check = 1;
-    const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:W:m:c:h", longopts, &o->sw, &o->json,
-                                   NULL,  NULL};
+    const gw_bench_cmdline_t cl = {
+        &prog, usage, "+:b:e:f:n:w:W:m:c:p:h", longopts, &o->sw, &o->json, NULL, NULL};
     long v;
     int c, rc;
     gw_kit_getopt_begin();
@@ -139,6 +136,16 @@ static int parse_opts(int argc, char **argv, struct p2p_opts *o)
             if (gw_kit_parse_long(optarg, 0, 1, &v) != 0)
                 return usage_error("--check takes 0 or 1, not \"%s\"", optarg);
             o->check = (int)v;
+            break;
+        case 'p':
+            if (strcmp(optarg, "first") == 0)
+                o->pairs = GW_P2P_PAIR_01;
+            else if (strcmp(optarg, "all") == 0)
+                o->pairs = GW_P2P_PAIRS_ROUND;
+            else if (strcmp(optarg, "serial") == 0)
+                o->pairs = GW_P2P_PAIRS_ALONE;
+            else
+                return usage_error("--pairs takes first, all or serial, not \"%s\"", optarg);
             break;
         }
     }
@@ -174,20 +181,11 @@ static int64_t wrong_bytes(const uint8_t *buf, int from, size_t size, int check)
     return w;
 }
 
-struct run {
-    const struct p2p_opts *o;
-    gw_comm_t *comm;
-    int rank, peer;
-    uint8_t *sbuf, *rbuf;
-    gw_handle_t **ring; /* 2 x window handles */
-    int64_t wrong;
-};
-
 /* n messages of one direction (send or receive) with up to `window` in
  * flight: post until the window is full, then complete the oldest and post
  * the next. On failure the outstanding handles are still completed (the
  * communicator has failed, so they return at once). */
-static gw_status_t stream(struct run *r, int send, size_t size, long n, gw_handle_t **ring)
+static gw_status_t stream(gw_p2p_pair_t *r, int send, size_t size, long n, gw_handle_t **ring)
 {
     long window = r->o->window, posted = 0, completed = 0;
     gw_status_t st = GW_OK;
@@ -211,7 +209,7 @@ static gw_status_t stream(struct run *r, int send, size_t size, long n, gw_handl
 
 /* Both directions at once: a window of receives and one of sends, the
  * oldest of each completed in turn. */
-static gw_status_t stream_both(struct run *r, size_t size, long n, gw_handle_t **ring)
+static gw_status_t stream_both(gw_p2p_pair_t *r, size_t size, long n, gw_handle_t **ring)
 {
     long window = r->o->window, posted = 0, completed = 0;
     gw_handle_t **sends = ring, **recvs = ring + window;
@@ -239,24 +237,24 @@ static gw_status_t stream_both(struct run *r, size_t size, long n, gw_handle_t *
     return st;
 }
 
-static gw_status_t run_uni(struct run *r, size_t size, long n, double *secs)
+static gw_status_t run_uni(gw_p2p_pair_t *r, size_t size, long n, double *secs)
 {
     uint8_t ack = 0;
     gw_status_t st = GW_OK;
     double t0 = gw_kit_now_s();
     if (r->o->window > 1)
-        st = stream(r, r->rank == 0, size, n, r->ring);
+        st = stream(r, r->lead, size, n, r->ring);
     for (long i = 0; r->o->window == 1 && i < n && st == GW_OK; i++)
-        st = r->rank == 0 ? gw_send(r->comm, r->sbuf, size, GW_UINT8, 1)
-                          : gw_recv(r->comm, r->rbuf, size, GW_UINT8, 0);
+        st = r->lead ? gw_send(r->comm, r->sbuf, size, GW_UINT8, r->peer)
+                     : gw_recv(r->comm, r->rbuf, size, GW_UINT8, r->peer);
     if (st == GW_OK)
-        st = r->rank == 0 ? gw_recv(r->comm, &ack, 1, GW_UINT8, 1)
-                          : gw_send(r->comm, &ack, 1, GW_UINT8, 0);
+        st = r->lead ? gw_recv(r->comm, &ack, 1, GW_UINT8, r->peer)
+                     : gw_send(r->comm, &ack, 1, GW_UINT8, r->peer);
     *secs = gw_kit_now_s() - t0;
     return st;
 }
 
-static gw_status_t run_bidir(struct run *r, size_t size, long n, double *secs)
+static gw_status_t run_bidir(gw_p2p_pair_t *r, size_t size, long n, double *secs)
 {
     gw_status_t st = GW_OK;
     double t0 = gw_kit_now_s();
@@ -268,20 +266,20 @@ static gw_status_t run_bidir(struct run *r, size_t size, long n, double *secs)
     return st;
 }
 
-/* Ping-pong; lat (rank 0) receives half of each round trip in us. */
-static gw_status_t run_lat(struct run *r, size_t size, long n, double *lat)
+/* Ping-pong; lat (the leader's) receives half of each round trip in us. */
+static gw_status_t run_lat(gw_p2p_pair_t *r, size_t size, long n, double *lat)
 {
     gw_status_t st = GW_OK;
     for (long i = 0; i < n && st == GW_OK; i++) {
         double t0 = gw_kit_now_s();
-        if (r->rank == 0) {
-            st = gw_send(r->comm, r->sbuf, size, GW_UINT8, 1);
+        if (r->lead) {
+            st = gw_send(r->comm, r->sbuf, size, GW_UINT8, r->peer);
             if (st == GW_OK)
-                st = gw_recv(r->comm, r->rbuf, size, GW_UINT8, 1);
+                st = gw_recv(r->comm, r->rbuf, size, GW_UINT8, r->peer);
         } else {
-            st = gw_recv(r->comm, r->rbuf, size, GW_UINT8, 0);
+            st = gw_recv(r->comm, r->rbuf, size, GW_UINT8, r->peer);
             if (st == GW_OK)
-                st = gw_send(r->comm, r->sbuf, size, GW_UINT8, 0);
+                st = gw_send(r->comm, r->sbuf, size, GW_UINT8, r->peer);
         }
         if (lat)
             lat[i] = (gw_kit_now_s() - t0) * 1e6 / 2;
@@ -290,9 +288,9 @@ static gw_status_t run_lat(struct run *r, size_t size, long n, double *lat)
 }
 
 /* Warm-up, then the timed loop, then the check of what arrived. */
-static gw_status_t run_mode(struct run *r, int mode, size_t size, double *secs, double *lat)
+static gw_status_t run_mode(gw_p2p_pair_t *r, int mode, size_t size, double *secs, double *lat)
 {
-    const struct p2p_opts *o = r->o;
+    const gw_p2p_opts_t *o = r->o;
     gw_status_t st = GW_OK;
     double warm;
     prepare(r->sbuf, r->rbuf, r->rank, r->peer, size, o->check);
@@ -306,18 +304,20 @@ static gw_status_t run_mode(struct run *r, int mode, size_t size, double *secs, 
         if ((st = run_lat(r, size, o->sw.warmup, NULL)) == GW_OK)
             st = run_lat(r, size, o->sw.iters, lat);
     }
-    int received = mode != MODE_UNI || r->rank == 1;
+    int received = mode != MODE_UNI || !r->lead;
     if (st == GW_OK && received)
         r->wrong += wrong_bytes(r->rbuf, r->peer, size, o->check);
     return st;
 }
 
-static gw_status_t run_size(struct run *r, size_t size, struct p2p_result *res, double *lat)
+gw_status_t gw_p2p_run_size(gw_p2p_pair_t *r, size_t size, gw_p2p_result_t *res)
 {
-    const struct p2p_opts *o = r->o;
-    double secs;
+    const gw_p2p_opts_t *o = r->o;
+    double secs, *lat = r->lat;
+    int64_t before = r->wrong;
     gw_status_t st = GW_OK;
     res->bytes = size;
+    res->wrong = 0;
     res->uni = res->bidir = res->p50 = res->p90 = res->p99 = res->min = res->max = NAN;
     if (o->modes & MODE_UNI) {
         if ((st = run_mode(r, MODE_UNI, size, &secs, NULL)) != GW_OK)
@@ -340,7 +340,53 @@ static gw_status_t run_size(struct run *r, size_t size, struct p2p_result *res, 
         res->min = lat[0];
         res->max = lat[o->sw.iters - 1];
     }
+    res->wrong = r->wrong - before;
     return GW_OK;
+}
+
+void gw_p2p_pair_with(gw_p2p_pair_t *p, int peer)
+{
+    p->peer = peer;
+    p->lead = p->rank < peer;
+}
+
+int gw_p2p_pair_open(gw_p2p_pair_t *p, const gw_p2p_opts_t *o, gw_comm_t *comm, int rank)
+{
+    size_t cap = o->sw.maxbytes ? o->sw.maxbytes : 1;
+    *p = (gw_p2p_pair_t){.o = o, .comm = comm, .rank = rank, .peer = -1};
+    p->sbuf = calloc(1, cap);
+    p->rbuf = calloc(1, cap);
+    p->ring = calloc(2 * (size_t)o->window, sizeof(*p->ring));
+    p->lat = calloc((size_t)o->sw.iters, sizeof(double));
+    if (!p->sbuf || !p->rbuf || !p->ring || !p->lat) {
+        fprintf(stderr, "gradwire-bench p2p: rank %d: out of memory for %zu-byte buffers\n", rank,
+                o->sw.maxbytes);
+        gw_p2p_pair_close(p);
+        return -1;
+    }
+    return 0;
+}
+
+void gw_p2p_pair_close(gw_p2p_pair_t *p)
+{
+    free(p->sbuf);
+    free(p->rbuf);
+    free(p->ring);
+    free(p->lat);
+    p->sbuf = p->rbuf = NULL;
+    p->ring = NULL;
+    p->lat = NULL;
+}
+
+size_t gw_p2p_sizes(const gw_p2p_opts_t *o, size_t *sizes, size_t cap)
+{
+    size_t n = 0;
+    for (size_t s = o->sw.minbytes; n < cap; s = s ? s * (size_t)o->sw.factor : 1) {
+        sizes[n++] = s;
+        if (s >= o->sw.maxbytes || (s > 0 && s > o->sw.maxbytes / (size_t)o->sw.factor))
+            break;
+    }
+    return n;
 }
 
 static void print_num(double v, int width, int prec)
@@ -351,7 +397,7 @@ static void print_num(double v, int width, int prec)
         printf(" %*.*f", width, prec, v);
 }
 
-static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p2p_result *res,
+static void write_json(const gw_p2p_opts_t *o, gw_comm_t *comm, const gw_p2p_result_t *res,
                        size_t nres, const char *error)
 {
     FILE *f = gw_kit_fopen_private(o->json);
@@ -374,7 +420,7 @@ static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p
     gw_kit_json_break(&j, "\n ");
     gw_kit_json_array(&j, "results", "\n  ");
     for (size_t i = 0; i < nres; i++) {
-        const struct p2p_result *p = &res[i];
+        const gw_p2p_result_t *p = &res[i];
         gw_kit_json_object(&j, NULL, NULL);
         gw_kit_json_uint(&j, "bytes", p->bytes);
         gw_kit_json_num(&j, "uni_GBps", p->uni);
@@ -397,7 +443,7 @@ static void write_json(const struct p2p_opts *o, gw_comm_t *comm, const struct p
 
 int gw_bench_p2p_main(int argc, char **argv)
 {
-    struct p2p_opts o;
+    gw_p2p_opts_t o;
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -411,24 +457,23 @@ int gw_bench_p2p_main(int argc, char **argv)
         gw_comm_destroy(comm);
         return GW_BENCH_EXIT_USAGE;
     }
+    if (o.pairs != GW_P2P_PAIR_01) {
+        rc = gw_p2p_all_pairs(&o, comm, rank, size);
+        gw_comm_destroy(comm);
+        return rc;
+    }
     if (rank > 1) {
         gw_comm_destroy(comm);
         return 0;
     }
-    struct run r = {.o = &o, .comm = comm, .rank = rank, .peer = 1 - rank};
-    r.sbuf = malloc(o.sw.maxbytes ? o.sw.maxbytes : 1);
-    r.rbuf = malloc(o.sw.maxbytes ? o.sw.maxbytes : 1);
-    r.ring = calloc(2 * (size_t)o.window, sizeof(*r.ring));
-    double *lat = malloc((size_t)o.sw.iters * sizeof(double));
-    size_t cap = 64, nres = 0;
-    struct p2p_result *res = calloc(cap, sizeof(*res));
-    if (!r.sbuf || !r.rbuf || !r.ring || !lat || !res) {
-        fprintf(stderr, "gradwire-bench p2p: out of memory for %zu-byte buffers\n", o.sw.maxbytes);
+    gw_p2p_pair_t r;
+    size_t sizes[64], nres = 0, nsizes = gw_p2p_sizes(&o, sizes, 64);
+    gw_p2p_result_t res[64];
+    if (gw_p2p_pair_open(&r, &o, comm, rank) != 0) {
         gw_comm_destroy(comm);
         return GW_BENCH_EXIT_FAIL;
     }
-    memset(r.sbuf, 0, o.sw.maxbytes ? o.sw.maxbytes : 1);
-    memset(r.rbuf, 0, o.sw.maxbytes ? o.sw.maxbytes : 1);
+    gw_p2p_pair_with(&r, 1 - rank);
     if (rank == 0) {
         printf("# gradwire-bench p2p: rank 0 <-> rank 1 over %s (%d ranks), %ld iterations "
                "(+%ld warm-up), window %ld, check %s\n",
@@ -440,19 +485,16 @@ int gw_bench_p2p_main(int argc, char **argv)
         fflush(stdout);
     }
     char error[256] = "";
-    for (size_t s = o.sw.minbytes;; s = s ? s * (size_t)o.sw.factor : 1) {
-        if (gw_bench_reserve((void **)&res, &cap, nres, sizeof(*res), 64) != 0)
-            break;
-        int64_t before = r.wrong;
-        st = run_size(&r, s, &res[nres], lat);
-        res[nres].wrong = r.wrong - before;
+    for (; nres < nsizes; nres++) {
+        size_t s = sizes[nres];
+        st = gw_p2p_run_size(&r, s, &res[nres]);
         if (st != GW_OK) {
             snprintf(error, sizeof(error), "size %zu: %s", s, gw_status_str(st));
             fprintf(stderr, "gradwire-bench p2p: rank %d: %s\n", rank, error);
             break;
         }
         if (rank == 0) {
-            const struct p2p_result *p = &res[nres];
+            const gw_p2p_result_t *p = &res[nres];
             printf("  %10zu", p->bytes);
             print_num(p->uni, 10, 4);
             print_num(p->bidir, 11, 4);
@@ -464,9 +506,6 @@ int gw_bench_p2p_main(int argc, char **argv)
             printf(" %8lld\n", (long long)p->wrong);
             fflush(stdout);
         }
-        nres++;
-        if (s >= o.sw.maxbytes || (s > 0 && s > o.sw.maxbytes / (size_t)o.sw.factor))
-            break;
     }
     /* Rank 1's wrong bytes, so that rank 0's verdict covers both. */
     int64_t theirs = 0;
@@ -481,11 +520,7 @@ int gw_bench_p2p_main(int argc, char **argv)
         if (o.json)
             write_json(&o, comm, res, nres, error[0] ? error : NULL);
     }
-    free(r.sbuf);
-    free(r.rbuf);
-    free(r.ring);
-    free(lat);
-    free(res);
+    gw_p2p_pair_close(&r);
     gw_comm_destroy(comm);
     return st == GW_OK && total == 0 ? 0 : GW_BENCH_EXIT_FAIL;
 }

@@ -118,6 +118,7 @@ Test(bench_args, other_collectives, .timeout = 60)
     EXPECT("-n wants a number of barriers", "barrier", "-n", "0");
     EXPECT("unknown datatype \"quad\"", "reduce_scatter", "-d", "quad");
     EXPECT("-o means nothing to sendrecv", "sendrecv", "-o", "sum");
+    EXPECT("--pairs takes first, all or serial", "p2p", "--pairs", "two");
     EXPECT("-r means nothing to sendrecv", "sendrecv", "-r", "1");
     const char *names[] = {"allgather", "reduce_scatter", "broadcast",
                            "reduce",    "barrier",        "sendrecv"};

@@ -27,7 +27,12 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/$(gcc -print-multiarch
 pkg-config --exists gradwire
 cc -std=c11 $san_flags "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $(pkg-config --cflags --libs gradwire) \
     -Wl,-rpath,"$(pkg-config --variable=libdir gradwire)"
-export LD_LIBRARY_PATH="$(pkg-config --variable=libdir gradwire)"
+# No LD_LIBRARY_PATH: the installed launcher finds the installed library by
+# its RUNPATH ($ORIGIN/../lib), the consumers by theirs.
+unset LD_LIBRARY_PATH
+for tool in gradwire gradwire-bench gradwire-train; do
+    "$prefix/bin/$tool" --help >"$tmp/out" 2>&1 || { cat "$tmp/out"; echo "FAIL: installed $tool does not start"; exit 1; }
+done
 for exe in "$tmp/cmake/consumer_cmake" "$tmp/cmake/consumer_static" "$tmp/consumer_pc"; do
     "$prefix/bin/gradwire" launch -n 3 --timeout 60 -- "$exe" >"$tmp/out" 2>&1 || { cat "$tmp/out"; echo "FAIL: $exe"; exit 1; }
     grep -q "sum 6" "$tmp/out" || { cat "$tmp/out"; echo "FAIL: $exe printed no sum"; exit 1; }

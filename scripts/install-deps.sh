@@ -14,13 +14,14 @@
 # scripts/rxe-vm's cache (GW_RXE_VM_CACHE, default ~/.cache/gradwire/rxe-vm):
 # it is never installed on this machine. clang and libclang-rt-14-dev (its
 # libFuzzer and sanitizer runtimes) build the fuzz targets of tests/fuzz.
+# slurm-client's scontrol is what `gradwire hostlist` is compared with.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 PACKAGES=(build-essential cmake pkg-config clang-format libcriterion-dev libopenblas-dev zlib1g-dev
           libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd gnuplot-nox
           qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
-          perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev)
+          perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client)
 for group in "$@"; do
     case "$group" in
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;

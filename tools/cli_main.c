@@ -3,6 +3,7 @@
  *
  *   gradwire launch -n N CMD ARGS...   start N local ranks of CMD
  *   gradwire train [options]           the data-parallel SGD trainer
+ *   gradwire hostlist EXPR...          expand Slurm host lists
  *   gradwire version                   print the version of the library
  *
  * Built on the public API only, like any user of the library.
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "gradwire.h"
+#include "hostlist_cmd.h"
 #include "launch.h"
 
 static void usage(FILE *out)
@@ -24,6 +26,8 @@ static void usage(FILE *out)
                  "  launch -n N [options] CMD [ARGS...]   start N local ranks of CMD\n"
                  "  train [options]                       data-parallel SGD trainer\n"
                  "                                        (gradwire-train --help)\n"
+                 "  hostlist EXPR...                      expand Slurm host lists, one host\n"
+                 "                                        per line (as scontrol show hostnames)\n"
                  "  version                               print the gradwire version\n"
                  "  help                                  show this help\n"
                  "\n"
@@ -73,6 +77,8 @@ int main(int argc, char **argv)
         return gw_launch_main(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return run_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "hostlist") == 0)
+        return gw_hostlist_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         /* Both versions: the header this tool was built against and the
          * library it runs with, which differ after a partial upgrade. */

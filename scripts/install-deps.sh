@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
-# Install what gradwire needs to build and test, from Debian 12 packages.
+# Install what gradwire needs, from Debian 12 packages, by group.
 # Idempotent and quick when everything is present (no apt-get update then).
-#   scripts/install-deps.sh          build and test dependencies
+#   scripts/install-deps.sh          what building needs (the README's first command)
+#   scripts/install-deps.sh test     also what the test suite needs (scripts/test.sh asks for it)
 #   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
 #   scripts/install-deps.sh data     also Fashion-MNIST, for the trainer's benchmarks
 #
-# The test dependencies include the Soft-RoCE VM of the verbs transport's
-# test (tests/integration/rxe_vm_test.sh, through scripts/rxe-vm): QEMU,
+# The test group includes the Soft-RoCE VM of the verbs transport's test
+# (tests/integration/rxe_vm_test.sh, through scripts/rxe-vm): QEMU,
 # busybox-static for its initramfs, and rdma-core, the verbs providers,
 # perftest and the rdmacm utilities, which run inside the VM from this
 # machine's root file system. The VM's kernel (Debian's 6.1 package, which
-# has rdma_rxe) is downloaded with `apt-get download` and unpacked into
-# scripts/rxe-vm's cache (GW_RXE_VM_CACHE, default ~/.cache/gradwire/rxe-vm):
-# it is never installed on this machine. clang and libclang-rt-14-dev (its
-# libFuzzer and sanitizer runtimes) build the fuzz targets of tests/fuzz.
-# slurm-client's scontrol is what `gradwire hostlist` is compared with.
+# has rdma_rxe, about 470 MB with its cache) is downloaded with `apt-get
+# download` and unpacked into scripts/rxe-vm's cache (GW_RXE_VM_CACHE,
+# default ~/.cache/gradwire/rxe-vm): it is never installed on this machine.
+# clang and libclang-rt-14-dev (its libFuzzer and sanitizer runtimes) build
+# the fuzz targets of tests/fuzz; slurm-client's scontrol is what `gradwire
+# hostlist` is compared with; clang-format checks the layout of the sources.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-PACKAGES=(build-essential cmake pkg-config clang-format libcriterion-dev libopenblas-dev zlib1g-dev
-          libibverbs-dev librdmacm-dev iproute2 iputils-ping netcat-openbsd gnuplot-nox
-          qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
-          perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client)
+# Building: the compiler, CMake, the libraries linked (OpenBLAS, zlib), the
+# verbs headers (the libraries are opened at run time) and Criterion (the
+# tests are built with the tree).
+PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
+          libibverbs-dev librdmacm-dev)
+TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
+               qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
+               perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client)
+want_vm=0
 for group in "$@"; do
     case "$group" in
+    test) PACKAGES+=("${TEST_PACKAGES[@]}"); want_vm=1 ;;
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;
     data) PACKAGES+=(dataset-fashion-mnist) ;;
-    *) echo "install-deps: unknown group '$group' (known: peers, data)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown group '$group' (known: test, peers, data)" >&2; exit 2 ;;
     esac
 done
 
@@ -51,7 +59,7 @@ fi
 
 # The VM kernel and initramfs (quick when they are cached). apt-get download
 # needs the package lists, which a fresh system has not fetched yet.
-if ! "$here/rxe-vm" --prepare --no-install 2>/dev/null; then
+if [ $want_vm -eq 1 ] && ! "$here/rxe-vm" --prepare --no-install 2>/dev/null; then
     if [ "$updated" = 0 ]; then
         $SUDO apt-get update -q
     fi

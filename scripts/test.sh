@@ -92,7 +92,7 @@ report_skips() {
 }
 trap report_skips EXIT
 
-./scripts/install-deps.sh
+./scripts/install-deps.sh test
 
 # Layout first: a file that differs from .clang-format fails the suite before
 # anything is built (scripts/format.sh fixes it).

@@ -9,6 +9,7 @@
  *                address blobs
  *   sock_auth.c  the mutual proof of the job's data-plane key that opens
  *                every TCP data connection and every out-of-band verbs one
+ *   sock_ifspec.c  GW_SOCKET_IFNAME's interface lists (NCCL's syntax)
  *
  * Each user keeps its own protocol (hellos, what makes a stranger, what a
  * time-out says); what lives here is what they did the same way, so that a
@@ -17,6 +18,7 @@
 #ifndef GW_TRANSPORT_SOCK_H
 #define GW_TRANSPORT_SOCK_H
 
+#include <net/if.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +39,30 @@ gw_status_t gw__sock_pick_addr(const gw_logger_t *lg, const char *subsys, const 
                                const struct sockaddr_storage *dflt, socklen_t dflt_len,
                                struct sockaddr_storage *out, socklen_t *out_len, char *desc,
                                size_t desc_cap);
+
+/* GW_SOCKET_IFNAME parsed (sock_ifspec.c): prefixes or '='-exact names,
+ * comma-separated, all excluded with a leading '^'. */
+#define GW_IFSPEC_MAX 16
+typedef struct gw_ifspec {
+    int exclude, count;
+    struct {
+        char name[IF_NAMESIZE];
+        int exact;
+    } items[GW_IFSPEC_MAX];
+} gw_ifspec_t;
+
+/* GW_ERR_CONFIG with what is wrong in err[0..cap) for an empty list, an
+ * empty item, a name too long or with white space or '/' in it. */
+gw_status_t gw__ifspec_parse(const char *text, gw_ifspec_t *spec, char *err, size_t cap);
+
+/* Whether interface ifname may be used. */
+int gw__ifspec_match(const gw_ifspec_t *spec, const char *ifname);
+
+/* The address (an entry of all) of the first interface the spec allows
+ * that is up and has one; NULL with the reasons in why[0..cap). */
+struct ifaddrs;
+const struct ifaddrs *gw__ifspec_choose(const gw_ifspec_t *spec, const struct ifaddrs *all,
+                                        char *why, size_t cap);
 
 /* "1.2.3.4:5", "[::1]:5" or, for a scoped link-local address,
  * "[fe80::1%eth0]:5"; "(no address)" for AF_UNSPEC, "(address family N)"

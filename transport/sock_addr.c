@@ -5,8 +5,9 @@
  *
  * A wrong interface chosen silently is among the complaints users have most
  * about communication libraries, so the choice here is explicit and logged.
- * GW_SOCKET_IFNAME names the interface exactly; a name that does not exist,
- * is down or has no address is a configuration error whose message lists the
+ * GW_SOCKET_IFNAME names the interfaces the way NCCL_SOCKET_IFNAME does
+ * (sock_ifspec.c); one that matches nothing usable (no such interface, down,
+ * no address) is a configuration error whose message says why and lists the
  * interfaces that do exist, never a quiet fall back to another one. Without
  * it we take the local address of our bootstrap connection to the root: the
  * kernel routed that connection, and every rank reaches the root, so the same
@@ -68,41 +69,26 @@ static gw_status_t pick_ifname(const gw_logger_t *lg, const char *subsys, const 
                                struct sockaddr_storage *out, socklen_t *out_len, char *desc,
                                size_t desc_cap)
 {
+    gw_ifspec_t spec;
+    char why[512];
+    if (gw__ifspec_parse(ifname, &spec, why, sizeof(why)) != GW_OK) {
+        GW_ERROR(lg, subsys,
+                 "GW_SOCKET_IFNAME: %s (want interface names or prefixes, comma-separated, "
+                 "'=' before an exact name, '^' in front to exclude them)",
+                 why);
+        return GW_ERR_CONFIG;
+    }
     struct ifaddrs *all = NULL;
     if (getifaddrs(&all) != 0) {
         GW_ERROR(lg, subsys, "getifaddrs() to look up GW_SOCKET_IFNAME=%s: %m", ifname);
         return GW_ERR_SYSTEM;
     }
-    const struct ifaddrs *v4 = NULL, *v6 = NULL, *v6ll = NULL;
-    int found = 0, up = 0;
-    for (const struct ifaddrs *a = all; a; a = a->ifa_next) {
-        if (strcmp(a->ifa_name, ifname) != 0)
-            continue;
-        found = 1;
-        if (a->ifa_flags & IFF_UP)
-            up = 1;
-        if (!family_ok(a->ifa_addr))
-            continue;
-        if (a->ifa_addr->sa_family == AF_INET) {
-            if (!v4)
-                v4 = a;
-        } else if (IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)a->ifa_addr)->sin6_addr)) {
-            if (!v6ll)
-                v6ll = a;
-        } else if (!v6) {
-            v6 = a;
-        }
-    }
-    const struct ifaddrs *pick = v4 ? v4 : v6 ? v6 : v6ll;
-    const char *problem = !found  ? "no such interface"
-                          : !up   ? "the interface is down"
-                          : !pick ? "the interface has no IPv4 or IPv6 address"
-                                  : NULL;
-    if (problem) {
+    const struct ifaddrs *pick = gw__ifspec_choose(&spec, all, why, sizeof(why));
+    if (!pick) {
         char list[1024];
         list_interfaces(all, list, sizeof(list));
-        GW_ERROR(lg, subsys, "GW_SOCKET_IFNAME=%s: %s; interfaces on this host: %s", ifname,
-                 problem, list);
+        GW_ERROR(lg, subsys, "GW_SOCKET_IFNAME=%s: %s; interfaces on this host: %s", ifname, why,
+                 list);
         freeifaddrs(all);
         return GW_ERR_CONFIG;
     }
@@ -115,11 +101,14 @@ static gw_status_t pick_ifname(const gw_logger_t *lg, const char *subsys, const 
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
         memcpy(in6, pick->ifa_addr, sizeof(*in6));
         in6->sin6_port = 0;
-        if (pick == v6ll)
-            in6->sin6_scope_id = if_nametoindex(ifname);
+        if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr))
+            in6->sin6_scope_id = if_nametoindex(pick->ifa_name);
         *out_len = sizeof(*in6);
     }
-    snprintf(desc, desc_cap, "interface %s, from GW_SOCKET_IFNAME", ifname);
+    if (spec.count == 1 && !spec.exclude && strcmp(pick->ifa_name, ifname) == 0)
+        snprintf(desc, desc_cap, "interface %s, from GW_SOCKET_IFNAME", pick->ifa_name);
+    else
+        snprintf(desc, desc_cap, "interface %s, from GW_SOCKET_IFNAME=%s", pick->ifa_name, ifname);
     freeifaddrs(all);
     return GW_OK;
 }

@@ -45,8 +45,8 @@ int gw_nd_fifo_init(gw_nd_fifo_t *f, size_t frame_max, size_t limit)
     f->frame_max = frame_max;
     f->limit = limit;
     f->cap = rec_size(limit) + 2 * rec_size(frame_max);
-    void *p = mmap(NULL, f->cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p = mmap(NULL, f->cap, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return -1;
     f->ring = p;

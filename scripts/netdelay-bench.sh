@@ -70,7 +70,7 @@ run() { # NAME UP-ARGS...
     t0=$(relay_ticks)
     read -r r secs < <(transfer)
     t1=$(relay_ticks)
-    awk -v n="$name" -v r="$r" -v c="$(((t1 - t0)))" -v hz="$hz" -v b="$bytes" -v s="$secs" \
+    awk -v n="$name" -v r="$r" -v c="$((t1 - t0))" -v hz="$hz" -v b="$bytes" -v s="$secs" \
         'BEGIN { printf "%-27s %15s  %8.2f (%3.0f%% of a core)  %12.2f\n", n, r, c / hz, 100 * c / hz / s, c / hz / (b / 1e9) }'
 }
 run "veth (no relay)"

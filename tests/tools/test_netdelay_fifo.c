@@ -13,10 +13,7 @@
 #define FRAME_MAX 9000
 
 /* Frame k: length from a fixed pseudo-random sequence, bytes from k. */
-static size_t frame_len(unsigned k)
-{
-    return 1 + (k * 2654435761u >> 7) % FRAME_MAX;
-}
+static size_t frame_len(unsigned k) { return 1 + (k * 2654435761u >> 7) % FRAME_MAX; }
 
 static void fill(uint8_t *p, size_t len, unsigned k)
 {

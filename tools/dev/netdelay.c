@@ -474,8 +474,8 @@ int main(int argc, char **argv)
     /* Frames are due to the nanosecond; the default slack of 50 us would
      * add to every delay. And on a machine whose cores are all busy, a
      * relay of normal priority waits for one for milliseconds (measured
-     * here at a load of 8 on 2 cores: frames late by 0.7-3.8 ms on average,
-     * up to 90 ms; at SCHED_FIFO 13-17 us, up to 3 ms). The relay only runs
+     * here at a load of 8 on 2 cores: frames late by 0.08-3.8 ms on average,
+     * up to 127 ms; at SCHED_FIFO 13-51 us, up to 3 ms). The relay only runs
      * when frames come or fall due, so it cannot take a core for itself;
      * the kernel's RT throttling bounds it even so. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);

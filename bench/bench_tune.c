@@ -162,14 +162,28 @@ static const char *kind_name(enum call_kind kind)
                                     : "gw_reduce_scatter";
 }
 
-/* Time iters calls (after warmup untimed ones) of count elements: the
- * median, min and max over calls of the slowest rank's time. */
+/* Consecutive calls of the 4-byte allreduce timed together as one sample
+ * (the sample's time is their mean). Calls back to back settle into a
+ * pipeline in which the ranks stay apart by the skew they came in with (up
+ * to one latency: the bootstrap releases rank 0 before the others), and a
+ * rank's calls then take in turn latency - skew and latency + skew; timed
+ * one by one, the slowest rank's time is latency + skew, up to twice the
+ * latency (seen: 10.2 ms for a 5 ms link, where a raw TCP exchange takes
+ * 5-6 ms). An even number of calls sums to the latency times the count
+ * exactly between two ranks, and averages the skew down elsewhere. */
+#define ALPHA_CALLS_PER_SAMPLE 4
+
+/* Time iters calls (after warmup untimed ones) of count elements, in
+ * samples of per_sample consecutive calls: the median, min and max over
+ * samples of the slowest rank's time per call. */
 static gw_status_t time_calls(gw_comm_t *comm, enum call_kind kind, void *send, void *recv,
-                              size_t count, long warmup, long iters, gw_bench_timing_t *out)
+                              size_t count, long warmup, long iters, long per_sample,
+                              gw_bench_timing_t *out)
 {
     gw_status_t st = GW_ERR_NO_MEMORY;
-    double *t = calloc((size_t)iters, sizeof(double)),
-           *tmax = calloc((size_t)iters, sizeof(double));
+    long samples = iters / per_sample > 0 ? iters / per_sample : 1;
+    double *t = calloc((size_t)samples, sizeof(double)),
+           *tmax = calloc((size_t)samples, sizeof(double));
     if (!t || !tmax)
         goto out_free;
     if ((st = gw_barrier(comm)) != GW_OK)
@@ -177,13 +191,14 @@ static gw_status_t time_calls(gw_comm_t *comm, enum call_kind kind, void *send, 
     for (long i = 0; i < warmup; i++)
         if ((st = call(comm, kind, send, recv, count)) != GW_OK)
             goto out_free;
-    for (long i = 0; i < iters; i++) {
+    for (long i = 0; i < samples; i++) {
         double t0 = gw_kit_now_us();
-        if ((st = call(comm, kind, send, recv, count)) != GW_OK)
-            goto out_free;
-        t[i] = gw_kit_now_us() - t0;
+        for (long k = 0; k < per_sample; k++)
+            if ((st = call(comm, kind, send, recv, count)) != GW_OK)
+                goto out_free;
+        t[i] = (gw_kit_now_us() - t0) / (double)per_sample;
     }
-    st = gw_bench_timing_reduce(comm, t, tmax, iters, out);
+    st = gw_bench_timing_reduce(comm, t, tmax, samples, out);
 out_free:
     if (st != GW_OK)
         fprintf(stderr, "gradwire-bench tune: rank %d: %s of %zu elements failed: %s (%s)\n",
@@ -277,10 +292,13 @@ static void print_figures(const struct tune_opts *o, const struct figures *f, in
 {
     printf("# gradwire-bench tune, gradwire %s: %d ranks, transport %s\n", gw_version(), n,
            transport);
-    printf("# alpha: 4-byte allreduce, recursive doubling in %d round%s: median %.2f us "
-           "(min %.2f, max %.2f) over %ld calls\n",
-           f->rounds, f->rounds == 1 ? "" : "s", f->small.med_us, f->small.min_us, f->small.max_us,
-           o->small_iters);
+    printf(
+        "# alpha: 4-byte allreduce, recursive doubling in %d round%s: median %.2f us "
+        "(min %.2f, max %.2f) over %ld calls, timed %d at a time\n",
+        f->rounds, f->rounds == 1 ? "" : "s", f->small.med_us, f->small.min_us, f->small.max_us,
+        (o->small_iters >= ALPHA_CALLS_PER_SAMPLE ? o->small_iters / ALPHA_CALLS_PER_SAMPLE : 1) *
+            ALPHA_CALLS_PER_SAMPLE,
+        ALPHA_CALLS_PER_SAMPLE);
     printf("alpha = %.4g s per message (%.2f us)\n", f->alpha, f->alpha * 1e6);
     printf("# beta: %zu-byte allgather (ring, %d steps): median %.1f us (min %.1f, max %.1f) over "
            "%ld calls\n",
@@ -365,12 +383,12 @@ static int run(gw_comm_t *comm, const struct tune_opts *o, struct figures *f)
 
     if ((st = gw_comm_set_algo(comm, GW_ALGO_RD)) != GW_OK ||
         time_calls(comm, CALL_ALLREDUCE, &small_in, &small_out, 1, o->warmup, o->small_iters,
-                   &f->small) != GW_OK)
+                   ALPHA_CALLS_PER_SAMPLE, &f->small) != GW_OK)
         goto err_free;
     gw_comm_set_algo(comm, GW_ALGO_AUTO);
     f->alpha = fmax(f->small.med_us * 1e-6 / f->rounds, FIGURE_MIN);
 
-    if (time_calls(comm, CALL_ALLGATHER, send, recv, count, o->warmup, o->iters, &f->large) !=
+    if (time_calls(comm, CALL_ALLGATHER, send, recv, count, o->warmup, o->iters, 1, &f->large) !=
         GW_OK)
         goto err_free;
     double wire = f->large.med_us * 1e-6 - (n - 1) * f->alpha;

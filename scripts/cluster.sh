@@ -14,8 +14,32 @@
 #   - rate: tbf on the host's egress (eth0 in NAME<i>) and on its ingress (h<i>
 #     in NAME-br, the bridge port that sends to host i), so both directions
 #     of the host's link are limited.
-#   - delay: netem on the host's egress, as the root qdisc, with the tbf as
-#     its child when there is a rate too. Needs the kernel's netem qdisc.
+#   - delay, on the host's egress, so the round trip between hosts i and j
+#     is delay(i) + delay(j); two ways (--delay-mode, default auto: netem
+#     where the kernel has it, else user; 'up' and 'status' say which):
+#     - netem: the netem qdisc as eth0's root, with the tbf as its child
+#       when there is a rate too. Needs the kernel's netem qdisc, which the
+#       kernel of our build and CI machines (6.18 "-fc") lacks.
+#     - user: a host with a delay gets, instead of the veth pair, two TAP
+#       devices and a relay process between them, gradwire-netdelay
+#       (tools/dev/netdelay.c, built into build/; GW_NETDELAY names another
+#       one). The relay runs in NAME-br and creates both TAPs there: h<i>,
+#       made a bridge port, and e<i>, then moved into NAME<i> and renamed
+#       eth0 (a TAP keeps its relay's file across namespaces). It holds each
+#       frame the host sends for the delay and passes the other direction
+#       at once, with TSO offload (64 KiB segments cross as one frame). Its
+#       queue holds 2x the delay at the rate (20 Gbit/s when unlimited), at
+#       least 4 MiB, at most 1 GiB; a frame finding it full is dropped and
+#       counted (status shows the relay's counters). It runs at SCHED_FIFO
+#       priority 1, so that a busy machine's scheduling does not add to the
+#       delay (on a machine at a load of 8 on 2 cores, normal priority made
+#       frames late by 0.08-3.8 ms on average, up to 127 ms). The tbf and the loss
+#       filter stay on eth0 and h<i> as with veths: the tbf serialises
+#       before the delay, the filter sees what the relay hands the bridge.
+#       A TAP's file pins only the namespace it was opened in, NAME-br, so
+#       'down' (which stops the relays by their pidfiles under the state
+#       directory, then deletes the namespaces) leaves nothing behind; a
+#       relay also exits when its devices vanish.
 #   - loss: a classic-BPF filter on the bridge's ingress from the host (h<i>
 #     in NAME-br) drops packets at random by redirecting them to a device
 #     that discards everything. It is done there, not in the host, because
@@ -55,6 +79,17 @@ readonly MTU_MIN=576
 readonly MTU_MAX=9216
 # The discarding device in NAME-br that lost packets are sent to.
 readonly BLACKHOLE=blackhole
+# The user-space delay's queue (see the top): 2x the bytes sent during the
+# delay at the rate, or at NETDELAY_UNLIMITED_BITS (about what one relay
+# carries here, with room) when unlimited; at least 4 MiB, at most 1 GiB.
+readonly NETDELAY_UNLIMITED_BITS=20000000000
+readonly NETDELAY_LIMIT_MIN=$((4 << 20))
+readonly NETDELAY_LIMIT_MAX=$((1 << 30))
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+readonly ROOT
+# Per-cluster state (the relays' pidfiles, counters and logs; the delay
+# mode), removed by 'down'.
+STATE_ROOT=${GW_CLUSTER_STATE:-/run/gradwire-cluster}
 
 PREFIX=${GW_CLUSTER_PREFIX:-gwh}
 LINK_FRAME=$FRAME_BYTES # the largest frame on a link: --mtu + 14
@@ -67,7 +102,8 @@ Emulated cluster: N hosts as network namespaces NAME0..NAME<N-1> on a bridge
 in namespace NAME-br, host i at 198.18.0.<i+1>/24 on its eth0. Needs root.
 
 commands:
-  up N [--rate R] [--delay D] [--loss L] [--mtu M] [--host I:KEY=VALUE[,KEY=VALUE...]]...
+  up N [--rate R] [--delay D] [--loss L] [--mtu M] [--delay-mode MODE]
+       [--host I:KEY=VALUE[,KEY=VALUE...]]...
         Create N hosts (1..$MAX_HOSTS), replacing any cluster with this prefix.
         --mtu M    MTU of every link, $MTU_MIN..$MTU_MAX (default 1500; 9000
                    for jumbo frames as HPC Ethernet fabrics use them). At a
@@ -76,9 +112,14 @@ commands:
                    Ethernet header, TCP/IP take 52 bytes of every packet)
         --rate R   tbf rate limit on each host's egress and ingress, in
                    bit/s: 50mbit, 1gbit, 800kbit, 1000000bit (default none)
-        --delay D  netem delay on each host's egress: 20ms, 500us, 1s
+        --delay D  delay on each host's egress: 20ms, 500us, 1s
                    (default none); the round trip from i to j is
-                   delay(i) + delay(j). Needs the kernel's netem qdisc.
+                   delay(i) + delay(j)
+        --delay-mode auto|netem|user
+                   how: netem (the kernel's netem qdisc), user (a relay
+                   process, gradwire-netdelay, between two TAP devices for
+                   each host with a delay: for kernels without netem), or
+                   auto (default): netem where the kernel has it, else user
         --loss L   random loss of the packets each host sends, in percent:
                    1, 0.5%, 100% (default none); 100% cuts the host off
         --host I:rate=R,delay=D,loss=L
@@ -89,7 +130,8 @@ commands:
                 when nothing is there.
   exec I CMD... Run CMD in host I (ip netns exec NAME<I> CMD...).
   addr I        Print host I's address.
-  status        List hosts, addresses and qdiscs (exit 1 when not up).
+  status        List hosts, addresses, qdiscs, the delay mode and the
+                relays' counters (exit 1 when not up).
 
 options (before or after COMMAND, before I for exec):
   --prefix NAME  namespace name prefix (default gwh, or \$GW_CLUSTER_PREFIX):
@@ -102,6 +144,11 @@ environment:
   GW_CLUSTER_PREFIX  default prefix
   GW_CLUSTER_SLOW    seconds to pause after each host during 'up' (for tests
                      that interrupt 'up' midway)
+  GW_NETDELAY        the gradwire-netdelay program for --delay-mode user
+                     (default: build/gradwire-netdelay of this tree, else
+                     gradwire-netdelay on PATH)
+  GW_CLUSTER_STATE   where clusters keep their state (default
+                     /run/gradwire-cluster; PREFIX/ below it)
 EOF
 }
 
@@ -130,6 +177,7 @@ need_root_tools() {
 }
 
 host_ns() { echo "${PREFIX}$1"; }
+state_dir() { echo "${STATE_ROOT}/${PREFIX}"; }
 bridge_ns() { echo "${PREFIX}-br"; }
 host_addr() { echo "${ADDR_NET}.$(($1 + 1))"; }
 
@@ -226,6 +274,28 @@ tbf_args() {
     echo "rate ${bits}bit burst $burst limit $((burst + queue))"
 }
 
+netdelay_limit() {
+    local bits="$1" delay_us="$2" bytes
+    [ "$bits" -gt 0 ] || bits=$NETDELAY_UNLIMITED_BITS
+    bytes=$((2 * (bits / 8) * delay_us / 1000000))
+    bytes=$(max "$bytes" "$NETDELAY_LIMIT_MIN")
+    [ "$bytes" -le "$NETDELAY_LIMIT_MAX" ] || bytes=$NETDELAY_LIMIT_MAX
+    echo "$bytes"
+}
+
+# The relay program for --delay-mode user, or nothing.
+find_netdelay() {
+    if [ -n "${GW_NETDELAY:-}" ]; then
+        [ -x "$GW_NETDELAY" ] && echo "$GW_NETDELAY"
+        return 0
+    fi
+    if [ -x "$ROOT/build/gradwire-netdelay" ]; then
+        echo "$ROOT/build/gradwire-netdelay"
+    else
+        command -v gradwire-netdelay || true
+    fi
+}
+
 netem_limit() {
     local bits="$1" delay_us="$2" bytes_in_flight
     [ "$bits" -gt 0 ] || bits=$NETEM_UNLIMITED_BITS
@@ -273,6 +343,8 @@ shape_host() {
     local i="$1" bits="$2" delay_us="$3" loss="$4" ns br
     ns=$(host_ns "$i")
     br=$(bridge_ns)
+    # In user mode the relay holds the delay: only tbf here.
+    [ "$DELAY_MODE" = netem ] || delay_us=0
     if [ "$delay_us" -gt 0 ]; then
         # netem first, then tbf: a packet waits out its delay, then is
         # serialised at the rate. The other order (tbf root, netem child)
@@ -323,8 +395,41 @@ kill_ns_pids() {
     kill -KILL $pids 2>/dev/null || true
 }
 
+# Whether pid $1 is a running gradwire-netdelay (comm is cut to 15
+# characters; a zombie, which nobody may have reaped yet, is not running).
+relay_alive() {
+    local stat
+    [[ "$1" =~ ^[0-9]+$ ]] || return 1
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ "$stat" =~ ^$1\ \(gradwire-netdel\)\ [^Z] ]]
+}
+
+# Stop this cluster's relays (user-space delay) by their pidfiles: each
+# holds its TAPs' files, which keep NAME-br alive. A pid is signalled only
+# while it is still a gradwire-netdelay.
+stop_relays() {
+    local f pid tries left
+    for f in "$(state_dir)"/relay*.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null) || continue
+        relay_alive "$pid" || continue
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((tries = 0; tries < 50; tries++)); do
+            relay_alive "$pid" || break
+            sleep 0.02
+        done
+        if relay_alive "$pid"; then
+            echo "$PROG: relay $pid ($f) ignored SIGTERM; killing it" >&2
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    done
+    left=$(state_dir)
+    rm -rf "$left"
+}
+
 do_down() {
     local ns left
+    stop_relays
     for ns in $(cluster_namespaces); do
         kill_ns_pids "$ns"
         # Deleting a namespace deletes its interfaces, and deleting one end
@@ -375,13 +480,33 @@ ns_init() {
     ip -n "$ns" link set lo up
 }
 
+# Host i with a delay in user mode: TAPs and the relay instead of a veth
+# pair (see the top). The relay creates both devices in the bridge
+# namespace before it goes to the background, so they exist when it
+# returns.
+make_relayed_link() {
+    local i="$1" bits="$2" delay_us="$3" ns br st
+    ns=$(host_ns "$i")
+    br=$(bridge_ns)
+    st=$(state_dir)
+    ip netns exec "$br" "$NETDELAY" --host-tap "e$i" --bridge-tap "h$i" \
+        --delay-us "$delay_us" --limit "$(netdelay_limit "$bits" "$delay_us")" \
+        --daemon --realtime --pidfile "$st/relay$i.pid" --stats "$st/relay$i.stats" --log "$st/relay$i.log"
+    ip -n "$br" link set "e$i" netns "$ns"
+    ip -n "$ns" link set "e$i" name eth0
+}
+
+DELAY_MODE=none
+NETDELAY=""
+
 cmd_up() {
-    local n="" rate="none" delay="none" loss="none" mtu=1500 overrides=() spec
+    local n="" rate="none" delay="none" loss="none" mtu=1500 overrides=() spec mode=auto
     while [ $# -gt 0 ]; do
         case "$1" in
-            --prefix|--rate|--delay|--loss|--mtu|--host)
+            --prefix|--rate|--delay|--loss|--mtu|--host|--delay-mode)
                 [ $# -ge 2 ] || usage_error "$1 needs a value"
                 case "$1" in
+                    --delay-mode) mode="$2" ;;
                     --prefix) PREFIX="$2" ;;
                     --rate) rate="$2" ;;
                     --delay) delay="$2" ;;
@@ -407,6 +532,10 @@ cmd_up() {
     fi
     mtu=$((10#$mtu))
     LINK_FRAME=$((mtu + 14))
+    case "$mode" in
+        auto | netem | user) ;;
+        *) usage_error "up: --delay-mode '$mode' must be auto, netem or user" ;;
+    esac
     check_prefix "$PREFIX"
 
     # Per-host settings, the defaults overridden by --host.
@@ -454,12 +583,30 @@ cmd_up() {
     ns_init "$br"
     ip -n "$br" link add br0 type bridge stp_state 0
     ip -n "$br" link set br0 up
+    local why_user=""
     for ((i = 0; i < n; i++)); do
-        if [ "${delays[i]}" -gt 0 ]; then
-            have_netem || die "--delay needs the netem qdisc (kernel option CONFIG_NET_SCH_NETEM, module sch_netem), which kernel $(uname -r) lacks; --rate and --loss work without it"
-            break
+        [ "${delays[i]}" -gt 0 ] || continue
+        if [ "$mode" != user ] && have_netem; then
+            DELAY_MODE=netem
+        elif [ "$mode" = netem ]; then
+            die "--delay-mode netem needs the netem qdisc (kernel option CONFIG_NET_SCH_NETEM, module sch_netem), which kernel $(uname -r) lacks; --delay-mode user (the default auto's fallback) works without it"
+        else
+            if [ "$mode" = user ]; then
+                why_user="--delay-mode user"
+            else
+                why_user="kernel $(uname -r) has no netem qdisc"
+            fi
+            NETDELAY=$(find_netdelay)
+            [ -n "$NETDELAY" ] ||
+                die "--delay needs the netem qdisc, which kernel $(uname -r) lacks, or the user-space relay gradwire-netdelay, which is not built: run ./scripts/build.sh build, or set GW_NETDELAY to it${GW_NETDELAY:+ (GW_NETDELAY=$GW_NETDELAY is not an executable)}"
+            [ -c /dev/net/tun ] ||
+                die "--delay-mode user needs /dev/net/tun (kernel option CONFIG_TUN), which is missing here"
+            DELAY_MODE=user
         fi
+        break
     done
+    mkdir -p "$(state_dir)"
+    echo "$DELAY_MODE" >"$(state_dir)/delay-mode"
     for ((i = 0; i < n; i++)); do
         if [ "${losses[i]}" -gt 0 ]; then
             make_blackhole
@@ -469,8 +616,12 @@ cmd_up() {
     for ((i = 0; i < n; i++)); do
         ns=$(host_ns "$i")
         ns_init "$ns"
-        # Both ends are created directly in their namespaces.
-        ip -n "$ns" link add eth0 type veth peer name "h$i" netns "$br"
+        if [ "$DELAY_MODE" = user ] && [ "${delays[i]}" -gt 0 ]; then
+            make_relayed_link "$i" "${bits[i]}" "${delays[i]}"
+        else
+            # Both ends are created directly in their namespaces.
+            ip -n "$ns" link add eth0 type veth peer name "h$i" netns "$br"
+        fi
         ip -n "$ns" link set eth0 mtu "$mtu"
         ip -n "$br" link set "h$i" mtu "$mtu"
         ip -n "$br" link set "h$i" master br0
@@ -486,7 +637,12 @@ cmd_up() {
     done
     UP_DONE=1
     trap - ERR EXIT HUP INT TERM
-    echo "$PROG: cluster '$PREFIX' up: $n host(s), $(host_addr 0)..$(host_addr $((n - 1)))"
+    local how=""
+    case "$DELAY_MODE" in
+        netem) how="; delay by netem" ;;
+        user) how="; delay by user-space relays, $NETDELAY ($why_user)" ;;
+    esac
+    echo "$PROG: cluster '$PREFIX' up: $n host(s), $(host_addr 0)..$(host_addr $((n - 1)))$how"
 }
 
 # --- exec, addr, status ----------------------------------------------------------
@@ -546,6 +702,34 @@ loss_status() {
     }'
 }
 
+# Prints host i's relay counters (user-space delay), fresh: the relay
+# rewrites its stats file on SIGUSR1.
+relay_status() {
+    local i="$1" st f pid
+    st=$(state_dir)
+    f="$st/relay$i.stats"
+    [ -f "$st/relay$i.pid" ] || return 0
+    pid=$(cat "$st/relay$i.pid" 2>/dev/null) || true
+    if ! relay_alive "$pid"; then
+        echo "  delay:   relay not running (pidfile $st/relay$i.pid: '$pid'); see $st/relay$i.log"
+        return 0
+    fi
+    local old tries
+    old=$(sed -n 's/^seq=//p' "$f" 2>/dev/null) || true
+    kill -USR1 "$pid" 2>/dev/null || true
+    for ((tries = 0; tries < 50; tries++)); do
+        [ "$(sed -n 's/^seq=//p' "$f" 2>/dev/null)" = "$old" ] || break
+        sleep 0.01
+    done
+    awk -F= -v pid="$pid" '{ v[$1] = $2 } END {
+        printf "  delay:   %gms egress, user-space relay pid %s (offload %s): %s frames, %s dropped (queue full, limit %s bytes, max queued %s bytes), late by mean %s us, max %s us\n",
+            v["delay_us"] / 1000, pid, v["offload"], v["egress_frames"], v["egress_dropped_full"], v["limit_bytes"],
+            v["egress_queued_max_bytes"], v["egress_late_mean_us"], v["egress_late_max_us"]
+        printf "  ingress relay: %s frames, write errors %s egress, %s ingress\n",
+            v["ingress_frames"], v["egress_write_errors"], v["ingress_write_errors"]
+    }' "$f"
+}
+
 cmd_status() {
     while [ $# -gt 0 ]; do
         case "$1" in
@@ -566,6 +750,9 @@ cmd_status() {
     if ! grep -Fxq "$br" <<<"$names"; then
         echo "cluster '$PREFIX': bridge namespace $br missing (partial cluster; run down)"
     fi
+    local mode
+    mode=$(cat "$(state_dir)/delay-mode" 2>/dev/null) || mode="unknown (no state in $(state_dir))"
+    echo "cluster '$PREFIX': delay mode $mode"
     for ns in $names; do
         [ "$ns" != "$br" ] || continue
         i=${ns#"$PREFIX"}
@@ -575,6 +762,7 @@ cmd_status() {
         tc -n "$ns" qdisc show dev eth0 2>/dev/null | sed 's/^/  egress:  /'
         tc -n "$br" qdisc show dev "h$i" 2>/dev/null | grep -v ingress | sed 's/^/  ingress: /'
         loss_status "$i"
+        relay_status "$i"
     done
 }
 

@@ -10,8 +10,7 @@
 # the Soft-RoCE VM available, a skip fails the suite, except a GPU test and
 # the verbs tests that need an RDMA device on the host (their reason says
 # "run under scripts/rxe-vm") when rxe_vm_test, which runs them in the VM,
-# passed in the same stage, and the link-delay checks where the kernel has no
-# netem qdisc (our machines' kernel has none).
+# passed in the same stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,12 +43,6 @@ list_skips() {
 allowed_in_ci() { # DIR TEST REASON
     case "$3" in
     *GPU* | *gpu*) return 0 ;;
-    *"netem qdisc"*)
-        # Link delay needs the kernel's sch_netem, which the kernel of our
-        # build and CI machines (6.18 "-fc") does not have: no command of
-        # ours can give it one. Every other check of those tests still ran.
-        return 0
-        ;;
     *"run under scripts/rxe-vm"*)
         # An explicit status: a bare return in a trap handler (this runs
         # in the EXIT trap) would return the status from before the trap.

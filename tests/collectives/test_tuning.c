@@ -404,8 +404,8 @@ static void shaped_down(void)
 
 /* Two emulated hosts (scripts/cluster.sh) shaped by `shape` (cluster.sh up
  * options), then `gradwire-bench tune` across them; returns what tune wrote.
- * Skips, saying why, where emulated hosts or netem (for --delay) are not
- * available. */
+ * Skips, saying why, where emulated hosts are not available, or a delay
+ * neither by netem nor by the user-space relay (cluster.sh --delay-mode). */
 static gw_tuning_t tune_on_hosts(char *const shape[], char **output)
 {
     if (geteuid() != 0)
@@ -423,7 +423,7 @@ static gw_tuning_t tune_on_hosts(char *const shape[], char **output)
         free(r.output);
         shaped_prefix[0] = '\0';
         cr_skip_test("a link of known latency needs the kernel's netem qdisc, which this kernel "
-                     "lacks");
+                     "lacks, or cluster.sh's user-space relay (gradwire-netdelay), not found");
     }
     if (!(r.exited && r.status == 0) && strstr(r.output, "network namespace")) {
         free(r.output);

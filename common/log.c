@@ -6,11 +6,78 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "TRACE"};
+
+/* Every subsystem a line is logged under (the transports' GW_*_SUBSYS,
+ * the collectives' and the trainer's own), for GW_DEBUG_SUBSYS. */
+static const char *const subsys_names[] = {"init",   "api", "coll",     "async",  "compress",
+                                           "tuning", "env", "log",      "select", "tcp",
+                                           "shm",    "ib",  "bootstrap"};
+#define NSUBSYS (sizeof(subsys_names) / sizeof(subsys_names[0]))
+
+const char *gw__log_subsys_names(void)
+{
+    return "init, api, coll, async, compress, tuning, env, log, select, tcp, shm, ib, bootstrap";
+}
+
+/* GW_DEBUG_SUBSYS into lg: "ALL", or names (any case), '^' to exclude. */
+static gw_status_t parse_subsys(gw_logger_t *lg)
+{
+    const char *v;
+    gw_status_t st = gw__env_str(lg, "GW_DEBUG_SUBSYS",
+                                 "subsystems, comma-separated, ^ in front to exclude them", &v);
+    if (st != GW_OK || !v)
+        return st;
+    const char *p = v;
+    int exclude = *p == '^';
+    p += exclude;
+    int n = 0, all = 0;
+    char names[GW_LOG_SUBSYS_MAX][GW_LOG_SUBSYS_LEN];
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        size_t k = 0;
+        if (len == 3 && strncasecmp(p, "all", 3) == 0) {
+            all = 1;
+        } else {
+            for (; k < NSUBSYS; k++)
+                if (strlen(subsys_names[k]) == len && strncasecmp(p, subsys_names[k], len) == 0)
+                    break;
+            if (k == NSUBSYS || n == GW_LOG_SUBSYS_MAX) {
+                GW_ERROR(lg, "env", "GW_DEBUG_SUBSYS=\"%s\": \"%.*s\" is not a subsystem (ALL, %s)",
+                         v, (int)len, p, gw__log_subsys_names());
+                return GW_ERR_CONFIG;
+            }
+            snprintf(names[n++], GW_LOG_SUBSYS_LEN, "%s", subsys_names[k]);
+        }
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    if (all)
+        n = 0; /* ALL (with or without others) is everything; ^ALL is nothing */
+    lg->subsys_exclude = exclude;
+    lg->nsubsys = all && exclude ? -1 : n;
+    memcpy(lg->subsys, names, sizeof(names));
+    return GW_OK;
+}
+
+/* Whether an INFO or TRACE line of subsys is written. */
+static int subsys_wanted(const gw_logger_t *lg, const char *subsys)
+{
+    if (lg->nsubsys == 0)
+        return 1;
+    if (lg->nsubsys < 0)
+        return 0;
+    int listed = 0;
+    for (int i = 0; i < lg->nsubsys && !listed; i++)
+        listed = strcasecmp(subsys, lg->subsys[i]) == 0;
+    return lg->subsys_exclude ? !listed : listed;
+}
 
 /* Expand %h (host) and %p (pid) in a GW_DEBUG_FILE pattern. */
 static void expand_path(char *out, size_t cap, const char *pattern, const char *host)
@@ -72,7 +139,7 @@ gw_status_t gw__logger_init(gw_logger_t *lg, int rank)
     if (st != GW_OK)
         return st;
     lg->level = level > (int)GW_LOG_TRACE ? GW_LOG_TRACE : (gw_log_level_t)level;
-    return GW_OK;
+    return parse_subsys(lg);
 }
 
 void gw__logger_fini(gw_logger_t *lg)
@@ -87,6 +154,8 @@ void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subs
                    ...)
 {
     int saved_errno = errno; /* keep %m meaningful for the caller's syscall */
+    if (level >= GW_LOG_INFO && !subsys_wanted(lg, subsys))
+        return;
     char line[2048];
     struct timeval tv;
     gettimeofday(&tv, NULL);

@@ -22,17 +22,33 @@ typedef enum gw_log_level {
     GW_LOG_TRACE
 } gw_log_level_t;
 
+/* GW_DEBUG_SUBSYS: the subsystems whose INFO and TRACE lines are written
+ * (or, excluded, are not); WARN and ERROR are always written. */
+#define GW_LOG_SUBSYS_MAX 16
+#define GW_LOG_SUBSYS_LEN 16
+
 typedef struct gw_logger {
     gw_log_level_t level;
     int rank;      /* -1 before the rank is known */
     FILE *file;    /* stderr, or the GW_DEBUG_FILE we opened */
     int owns_file; /* close file on gw__logger_fini */
     char host[64];
+    int nsubsys;        /* 0: every subsystem */
+    int subsys_exclude; /* the list says which not to write */
+    char subsys[GW_LOG_SUBSYS_MAX][GW_LOG_SUBSYS_LEN];
 } gw_logger_t;
 
-/* Configure from GW_DEBUG (NONE|ERROR|WARN|INFO|TRACE, default WARN) and
- * GW_DEBUG_FILE (a path; "%h" becomes the host name and "%p" the pid).
- * A malformed GW_DEBUG or a set but empty GW_DEBUG_FILE is GW_ERR_CONFIG,
+/* The subsystems lines are logged under, for GW_DEBUG_SUBSYS: "init,api,
+ * coll,...". */
+const char *gw__log_subsys_names(void);
+
+/* Configure from GW_DEBUG (NONE|ERROR|WARN|INFO|TRACE, default WARN),
+ * GW_DEBUG_FILE (a path; "%h" becomes the host name and "%p" the pid) and
+ * GW_DEBUG_SUBSYS (a comma-separated list of subsystems whose INFO and
+ * TRACE lines are written, ALL by default, '^' in front to name those that
+ * are not, as NCCL_DEBUG_SUBSYS). A malformed GW_DEBUG or
+ * GW_DEBUG_SUBSYS (an unknown subsystem), or a set but empty GW_DEBUG_FILE
+ * is GW_ERR_CONFIG,
  * logged at the default level; the logger is usable (default level, on
  * stderr) whatever it returns, and needs gw__logger_fini either way. A file
  * that cannot be opened falls back to stderr with a warning. */

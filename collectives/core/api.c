@@ -154,6 +154,27 @@ static gw_status_t run_algorithm(gw_comm_t *comm, const gw_coll_args_t *a, gw_op
     }
 }
 
+/* Which algorithm a collective runs, at INFO the first time a kind of
+ * collective runs with it on this communicator (a handful of lines per
+ * job), at TRACE every time after. */
+static void log_algo(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a,
+                     gw_algo_t algo)
+{
+    const char *why = rule->algo != GW_ALGO_AUTO   ? "its only algorithm"
+                      : comm->algo != GW_ALGO_AUTO ? "set by GW_ALGO or gw_comm_set_algo"
+                                                   : "the cost model's choice for this size";
+    uint32_t bit = 1u << (unsigned)algo, *seen = &comm->algo_logged[a->kind & 7];
+    if (*seen & bit) {
+        GW_TRACE(&comm->log, "coll", "%s #%llu: %s, %zu x %s", rule->fn,
+                 (unsigned long long)comm->seq, gw_algo_name(algo), a->count,
+                 gw_dtype_name(a->dtype));
+        return;
+    }
+    *seen |= bit;
+    GW_INFO(&comm->log, "coll", "%s of %zu x %s on %d ranks: %s algorithm (%s)", rule->fn, a->count,
+            gw_dtype_name(a->dtype), comm->size, gw_algo_name(algo), why);
+}
+
 static gw_status_t barrier(gw_comm_t *comm)
 {
     if (atomic_load(&comm->abort_requested))
@@ -194,6 +215,7 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
         gw_algo_t algo =
             rule->algo == GW_ALGO_AUTO ? gw_comm_pick_algo(comm, a->count, a->dtype) : rule->algo;
         gw__coll_begin(comm, a->kind, a->count, a->dtype, op, root, algo);
+        log_algo(comm, rule, a, algo);
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
         if (st == GW_OK)
             st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);

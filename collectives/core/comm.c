@@ -192,10 +192,10 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     free(all);
     comm->transport = gw__select_unwrap(comm->transport);
     GW_INFO(&comm->log, "init",
-            "rank %d of %d connected over %s (GW_TRANSPORT=%s, %d socket%s per "
+            "gradwire %s: rank %d of %d connected over %s (GW_TRANSPORT=%s, %d socket%s per "
             "TCP peer)",
-            comm->rank, comm->size, comm->transport->name, gw__select_mode_name(r->mode), r->nsocks,
-            r->nsocks == 1 ? "" : "s");
+            gw_version(), comm->rank, comm->size, comm->transport->name,
+            gw__select_mode_name(r->mode), r->nsocks, r->nsocks == 1 ? "" : "s");
     return GW_OK;
 
 err_free_addrs:

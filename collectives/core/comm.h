@@ -42,6 +42,9 @@ struct gw_comm {
     int blame_wait_ms;    /* how long a failing rank waits for the verdict */
     int64_t watch_due_ms; /* gw_test: when it next looks at the watch */
     size_t chunk_bytes;   /* pipelining granularity of ring and tree */
+    /* Per collective kind, a bit per algorithm already named at INFO: the
+     * first call of each kind with each algorithm says which ran (api.c). */
+    uint32_t algo_logged[8];
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
      * statistics take differences of it. */

@@ -103,7 +103,7 @@ in namespace NAME-br, host i at 198.18.0.<i+1>/24 on its eth0. Needs root.
 
 commands:
   up N [--rate R] [--delay D] [--loss L] [--mtu M] [--delay-mode MODE]
-       [--host I:KEY=VALUE[,KEY=VALUE...]]...
+       [--host I:KEY=VALUE[,KEY=VALUE...]]... [--link I-J:KEY=VALUE[,...]]...
         Create N hosts (1..$MAX_HOSTS), replacing any cluster with this prefix.
         --mtu M    MTU of every link, $MTU_MIN..$MTU_MAX (default 1500; 9000
                    for jumbo frames as HPC Ethernet fabrics use them). At a
@@ -125,6 +125,13 @@ commands:
         --host I:rate=R,delay=D,loss=L
                    override any of them for host I (repeatable); 'none'
                    (or 0) removes a setting, e.g. --host 2:rate=none
+        --link I-J:rate=R,loss=L
+                   shape only the traffic between hosts I and J, both ways
+                   (repeatable): a bad cable rather than a bad host. The
+                   rate is an HTB class for the peer on each end's egress
+                   (inside the host's own rate, if it has one); the loss a
+                   BPF filter on each end's bridge port that drops packets
+                   to the peer. Not with a netem delay on either host
   down          Remove the cluster: namespaces, bridge, veths. Processes
                 still running in its namespaces are killed first. Succeeds
                 when nothing is there.
@@ -375,6 +382,67 @@ shape_host() {
     fi
 }
 
+# Per-link shaping (--link), host i's side: egress classes for its shaped
+# peers, and loss towards them. peers: "J:BITS:LOSS ..." (BITS or LOSS 0:
+# none). HTB replaces the host's root tbf: a parent class at the host's
+# rate (or unlimited), a default class for all other traffic, one class
+# per shaped peer (minor 0x100 + J) picked by the destination address.
+readonly HTB_UNLIMITED_BITS=100000000000
+shape_links() {
+    local i="$1" host_bits="$2" peers="$3" ns br total spec j bits loss minor any_rate=0
+    ns=$(host_ns "$i")
+    br=$(bridge_ns)
+    for spec in $peers; do
+        IFS=: read -r j bits loss <<<"$spec"
+        [ "$bits" -eq 0 ] || any_rate=1
+    done
+    if [ $any_rate -eq 1 ]; then
+        total=$host_bits
+        [ "$total" -gt 0 ] || total=$HTB_UNLIMITED_BITS
+        tc -n "$ns" qdisc replace dev eth0 root handle 1: htb default 2
+        tc -n "$ns" class add dev eth0 parent 1: classid 1:1 htb rate "${total}bit" \
+            ceil "${total}bit" quantum "$LINK_FRAME"
+        tc -n "$ns" class add dev eth0 parent 1:1 classid 1:2 htb rate "${total}bit" \
+            ceil "${total}bit" quantum "$LINK_FRAME"
+        for spec in $peers; do
+            IFS=: read -r j bits loss <<<"$spec"
+            [ "$bits" -gt 0 ] || continue
+            [ "$host_bits" -eq 0 ] || [ "$bits" -le "$host_bits" ] || bits=$host_bits
+            minor=$(printf '%x' $((0x100 + j)))
+            tc -n "$ns" class add dev eth0 parent 1:1 classid "1:$minor" htb rate "${bits}bit" \
+                ceil "${bits}bit" quantum "$LINK_FRAME"
+            tc -n "$ns" qdisc add dev eth0 parent "1:$minor" bfifo \
+                limit "$(max $((bits / 8 * QUEUE_MS / 1000)) "$QUEUE_MIN")"
+            tc -n "$ns" filter add dev eth0 parent 1: protocol ip prio 1 u32 \
+                match ip dst "$(host_addr "$j")/32" flowid "1:$minor"
+        done
+    fi
+    for spec in $peers; do
+        IFS=: read -r j bits loss <<<"$spec"
+        [ "$loss" -gt 0 ] || continue
+        ip -n "$ns" link set dev eth0 gso_max_segs 1
+        tc -n "$br" qdisc add dev "h$i" handle ffff: ingress 2>/dev/null || true
+        tc -n "$br" filter add dev "h$i" parent ffff: protocol ip prio 2 \
+            bpf bytecode "$(link_loss_bytecode "$(host_addr "$j")" "$loss")" \
+            action mirred egress redirect dev "$BLACKHOLE"
+    done
+}
+
+# Classic BPF for an IPv4 packet at a bridge port's ingress (cls_bpf puts
+# the Ethernet header back in front there, so the IP header starts at 14):
+# its destination (ld [30]) is dst, and a random number is below the
+# threshold (as loss_bytecode): ret -1, else ret 0.
+link_loss_bytecode() {
+    local dst="$1" threshold="$2" a b c d ip
+    IFS=. read -r a b c d <<<"$dst"
+    ip=$(((a << 24) | (b << 16) | (c << 8) | d))
+    if [ "$threshold" -ge 4294967296 ]; then
+        echo "4,32 0 0 30,21 0 1 $ip,6 0 0 4294967295,6 0 0 0"
+    else
+        echo "6,32 0 0 30,21 0 3 $ip,32 0 0 4294963256,53 1 0 $threshold,6 0 0 4294967295,6 0 0 0"
+    fi
+}
+
 # --- down ----------------------------------------------------------------------
 
 # Kill what still runs in a namespace: such a process keeps the namespace
@@ -500,10 +568,10 @@ DELAY_MODE=none
 NETDELAY=""
 
 cmd_up() {
-    local n="" rate="none" delay="none" loss="none" mtu=1500 overrides=() spec mode=auto
+    local n="" rate="none" delay="none" loss="none" mtu=1500 overrides=() links=() spec mode=auto
     while [ $# -gt 0 ]; do
         case "$1" in
-            --prefix|--rate|--delay|--loss|--mtu|--host|--delay-mode)
+            --prefix|--rate|--delay|--loss|--mtu|--host|--link|--delay-mode)
                 [ $# -ge 2 ] || usage_error "$1 needs a value"
                 case "$1" in
                     --delay-mode) mode="$2" ;;
@@ -513,6 +581,7 @@ cmd_up() {
                     --loss) loss="$2" ;;
                     --mtu) mtu="$2" ;;
                     --host) overrides+=("$2") ;;
+                    --link) links+=("$2") ;;
                 esac
                 shift 2 ;;
             -h|--help) usage; exit 0 ;;
@@ -568,6 +637,36 @@ cmd_up() {
         done
     done
 
+    # Per-link settings: peers[i] lists "J:BITS:LOSS" for each shaped link.
+    local peers=() link_desc=() a b lbits lloss
+    for ((i = 0; i < n; i++)); do peers[i]=""; done
+    for spec in "${links[@]+"${links[@]}"}"; do
+        [[ "$spec" =~ ^([0-9]{1,3})-([0-9]{1,3}):(.+)$ ]] || usage_error "bad --link '$spec': use I-J:rate=R,loss=L"
+        a=$((10#${BASH_REMATCH[1]}))
+        b=$((10#${BASH_REMATCH[2]}))
+        kvs=${BASH_REMATCH[3]}
+        { [ "$a" -lt "$n" ] && [ "$b" -lt "$n" ]; } || usage_error "--link '$spec': host $(max "$a" "$b") does not exist (N=$n)"
+        [ "$a" -ne "$b" ] || usage_error "--link '$spec': a link joins two different hosts"
+        [[ "${peers[a]} " != *" $b:"* ]] || usage_error "--link '$spec': the link $a-$b is given twice"
+        lbits=0
+        lloss=0
+        IFS=, read -r -a kv <<<"$kvs"
+        for setting in "${kv[@]}"; do
+            [[ "$setting" =~ ^([a-z]+)=(.+)$ ]] || usage_error "bad --link setting '$setting': use rate=R or loss=L"
+            key=${BASH_REMATCH[1]}
+            val=${BASH_REMATCH[2]}
+            case "$key" in
+                rate) lbits=$(parse_rate "$val" "link $a-$b rate") ;;
+                loss) lloss=$(parse_loss "$val" "link $a-$b loss") ;;
+                delay) usage_error "--link '$spec': a delay per link is not supported (delay is per host: --host I:delay=D)" ;;
+                *) usage_error "bad --link key '$key': use rate or loss" ;;
+            esac
+        done
+        peers[a]+=" $b:$lbits:$lloss"
+        peers[b]+=" $a:$lbits:$lloss"
+        link_desc+=("link $a-$b: rate ${lbits}bit, loss threshold $lloss")
+    done
+
     need_root_tools
     do_down
 
@@ -605,10 +704,23 @@ cmd_up() {
         fi
         break
     done
+    for ((i = 0; i < n; i++)); do
+        if [ -n "${peers[i]}" ] && [ "$DELAY_MODE" = netem ] && [ "${delays[i]}" -gt 0 ]; then
+            die "--link on host $i, which has a netem delay: not supported (use --delay-mode user)"
+        fi
+    done
     mkdir -p "$(state_dir)"
     echo "$DELAY_MODE" >"$(state_dir)/delay-mode"
+    : >"$(state_dir)/links"
+    [ ${#link_desc[@]} -eq 0 ] || printf '%s\n' "${link_desc[@]}" >"$(state_dir)/links"
+    local link_loss=0
     for ((i = 0; i < n; i++)); do
-        if [ "${losses[i]}" -gt 0 ]; then
+        for spec in ${peers[i]}; do
+            [ "${spec##*:}" -eq 0 ] || link_loss=1
+        done
+    done
+    for ((i = 0; i < n; i++)); do
+        if [ "${losses[i]}" -gt 0 ] || [ $link_loss -eq 1 ]; then
             make_blackhole
             break
         fi
@@ -629,6 +741,7 @@ cmd_up() {
         ip -n "$ns" addr add "$(host_addr "$i")/24" dev eth0
         ip -n "$ns" link set eth0 up
         shape_host "$i" "${bits[i]}" "${delays[i]}" "${losses[i]}"
+        [ -z "${peers[i]}" ] || shape_links "$i" "${bits[i]}" "${peers[i]}"
         if [ -n "${GW_CLUSTER_SLOW:-}" ]; then
             # In the background, so that a signal's trap runs at once.
             sleep "$GW_CLUSTER_SLOW" &
@@ -689,16 +802,21 @@ cmd_addr() {
 # Prints "  loss: P%" when host i has a loss filter, read back from the
 # filter's bytecode (see loss_bytecode).
 loss_status() {
-    local i="$1" code
-    code=$(tc -n "$(bridge_ns)" filter show dev "h$i" ingress 2>/dev/null |
-        grep -o "bytecode '[^']*'" | head -n1) || true
-    [ -n "$code" ] || return 0
-    awk -v c="$code" 'BEGIN {
-        if (c ~ /^bytecode .1,6 0 0 4294967295/) { print "  loss:    100%"; exit }
-        if (match(c, /53 1 0 [0-9]+/)) {
-            split(substr(c, RSTART, RLENGTH), f, " ")
-            printf "  loss:    %.4g%%\n", f[4] / 4294967296 * 100
+    local i="$1"
+    { tc -n "$(bridge_ns)" filter show dev "h$i" ingress 2>/dev/null |
+        grep -o "bytecode '[^']*'" || true; } | awk '{
+        c = $0
+        to = ":   " # the host loss; a link loss names its peer
+        if (match(c, /^bytecode .[0-9]+,32 0 0 30,21 0 [0-9]+ [0-9]+/)) {
+            split(substr(c, RSTART, RLENGTH), f, /[ ,]/)
+            ip = f[length(f)] + 0
+            to = sprintf(" to %d.%d.%d.%d:", int(ip / 16777216), int(ip / 65536) % 256,
+                         int(ip / 256) % 256, ip % 256)
         }
+        if (c !~ /53 1 0 [0-9]+/) { printf "  loss%s 100%%\n", to; next }
+        match(c, /53 1 0 [0-9]+/)
+        split(substr(c, RSTART, RLENGTH), f, " ")
+        printf "  loss%s %.4g%%\n", to, f[4] / 4294967296 * 100
     }'
 }
 
@@ -753,6 +871,7 @@ cmd_status() {
     local mode
     mode=$(cat "$(state_dir)/delay-mode" 2>/dev/null) || mode="unknown (no state in $(state_dir))"
     echo "cluster '$PREFIX': delay mode $mode"
+    [ ! -s "$(state_dir)/links" ] || sed 's/^/  /' "$(state_dir)/links"
     for ns in $names; do
         [ "$ns" != "$br" ] || continue
         i=${ns#"$PREFIX"}

@@ -16,18 +16,20 @@
 # default ~/.cache/gradwire/rxe-vm): it is never installed on this machine.
 # clang and libclang-rt-14-dev (its libFuzzer and sanitizer runtimes) build
 # the fuzz targets of tests/fuzz; slurm-client's scontrol is what `gradwire
-# hostlist` is compared with; clang-format checks the layout of the sources.
+# hostlist` is compared with; Open MPI's mpirun starts the PMIx bootstrap's
+# test; clang-format checks the layout of the sources.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 # Building: the compiler, CMake, the libraries linked (OpenBLAS, zlib), the
-# verbs headers (the libraries are opened at run time) and Criterion (the
-# tests are built with the tree).
+# verbs and PMIx headers (those libraries are opened at run time) and
+# Criterion (the tests are built with the tree).
 PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
-          libibverbs-dev librdmacm-dev)
+          libibverbs-dev librdmacm-dev libpmix-dev)
 TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
-               perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client)
+               perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
+               openmpi-bin)
 want_vm=0
 for group in "$@"; do
     case "$group" in

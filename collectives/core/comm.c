@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "collectives/core/comm.h"
+#include "collectives/core/launch_env.h"
 #include "common/env.h"
 #include "transport/select.h"
 
@@ -346,10 +347,31 @@ gw_status_t gw_comm_init_env(gw_comm_t **out)
     gw_config_t cfg;
     gw_config_init(&cfg);
     gw_status_t st = gw__logger_init(&lg, -1);
-    if (st == GW_OK)
+    /* Under a PMIx server (mpirun, srun --mpi=pmix) and with no root given,
+     * rank, size, root and token come from it (launch_pmix.c). */
+    gw_pmix_job_t pmix;
+    int have_pmix = 0;
+    if (st == GW_OK && !getenv("GW_ROOT") && !getenv("MASTER_ADDR")) {
+        long timeout;
+        st = gw__env_int(&lg, "GW_TIMEOUT_MS", 1, 86400000L, GW_DEFAULT_TIMEOUT_MS, &timeout);
+        gw_status_t ps =
+            st == GW_OK ? gw__pmix_job(&lg, getenv("GW_JOB_TOKEN") != NULL, (int)timeout, &pmix)
+                        : st;
+        if (ps == GW_OK) {
+            have_pmix = 1;
+            cfg.rank = pmix.rank;
+            cfg.size = pmix.size;
+            cfg.root = pmix.root;
+            if (pmix.token[0])
+                cfg.job_token = pmix.token;
+        } else if (ps != GW_ERR_NOT_FOUND) {
+            st = ps;
+        }
+    }
+    if (st == GW_OK && !have_pmix)
         st = env_rank_size(&lg, &cfg.rank, &cfg.size);
     char root[512];
-    if (st == GW_OK && !getenv("GW_ROOT"))
+    if (st == GW_OK && !have_pmix && !getenv("GW_ROOT"))
         st = torchrun_root(&lg, root, sizeof(root), &cfg.root);
     gw__logger_fini(&lg);
     if (st != GW_OK)

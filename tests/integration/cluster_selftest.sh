@@ -265,6 +265,39 @@ l=$(ping_loss_pct 1 198.18.0.1 200)
 check "host 1 (30% loss) -> host 0: ping loss $l% is in 15..45" \
     awk -v l="${l:-x}" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l >= 15 && l <= 45) }'
 
+# --- per link: a bad cable between two good hosts ---------------------------------
+expect_usage_error "a link from a host to itself" up 3 --prefix "$P" --link 1-1:rate=1mbit
+expect_usage_error "a link to a host that does not exist" up 3 --prefix "$P" --link 0-3:rate=1mbit
+expect_usage_error "a delay per link" up 3 --prefix "$P" --link 0-1:delay=5ms
+expect_usage_error "a link given twice" up 3 --prefix "$P" --link 0-1:rate=1mbit --link 1-0:loss=1
+expect_usage_error "a bad link key" up 3 --prefix "$P" --link 0-1:speed=1mbit
+if "$CLUSTER" up 3 --prefix "$P" --link 0-1:rate=20mbit --link 0-2:loss=30; then
+    pass "up 3 --link 0-1:rate=20mbit --link 0-2:loss=30"
+else
+    fail "up 3 with per-link shaping"
+fi
+check_rate "host 0 -> host 1 over link 0-1 at 20mbit" "$(goodput_mbit 0 1 5000000)" 20
+check_rate "host 1 -> host 0 over link 0-1 at 20mbit" "$(goodput_mbit 1 0 5000000)" 20
+# The same hosts' other links are not slowed: well above 5x the link's rate.
+for pair in "1 2" "2 1"; do
+    set -- $pair
+    g=$(goodput_mbit "$1" "$2" 25000000)
+    check "host $1 -> host $2, no link shaping: $g Mbit/s, above 100" \
+        awk -v g="${g:-0}" 'BEGIN { exit !(g > 100) }'
+done
+# 30% each way on link 0-2: a ping and its reply both cross it, so 1 - 0.7^2
+# = 51% of pings are lost; none between the other hosts.
+l=$(ping_loss_pct 0 198.18.0.3 300)
+check "host 0 <-> host 2 (link 0-2 at 30% each way): ping loss $l% is in 36..66" \
+    awk -v l="${l:-x}" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l >= 36 && l <= 66) }'
+for pair in "0 198.18.0.2" "1 198.18.0.3" "2 198.18.0.2"; do
+    set -- $pair
+    l=$(ping_loss_pct "$1" "$2" 200)
+    check "host $1 -> $2, a link without loss: ping loss $l%" test "${l:-x}" = 0
+done
+status=$("$CLUSTER" status --prefix "$P" || true)
+check "status lists the shaped links" grep -q "link 0-1: rate 20000000bit" <<<"$status"
+
 # --- delay ------------------------------------------------------------------------
 # netem where the kernel has it, else the user-space relays (--delay-mode
 # auto); the round trip between hosts i and j is delay(i) + delay(j).

@@ -1,0 +1,35 @@
+/*
+ * launch_env.h - what a launcher gives a job besides GW_* variables
+ * (gw_comm_init_env, comm.c): PMIx (launch_pmix.c), under mpirun, srun
+ * --mpi=pmix and prterun.
+ */
+#ifndef GW_COLLECTIVES_CORE_LAUNCH_ENV_H
+#define GW_COLLECTIVES_CORE_LAUNCH_ENV_H
+
+#include <stddef.h>
+
+#include "common/log.h"
+#include "gradwire.h"
+
+/* What PMIx told this process: its rank and the job's size, rank 0's
+ * bootstrap address, and the job token rank 0 made (hex). */
+typedef struct gw_pmix_job {
+    int rank, size;
+    char root[320];
+    char token[80];
+} gw_pmix_job_t;
+
+/* Under a PMIx server (PMIX_NAMESPACE in the environment): load libpmix at
+ * run time, and agree on the bootstrap through it. Rank 0 chooses its
+ * address (GW_SOCKET_IFNAME's interface; else 127.0.0.1 when the whole job
+ * is on this host, else its first interface that is up, not loopback, and
+ * has an IPv4 address) and a free port, and makes a random token unless
+ * token_given (GW_JOB_TOKEN is set); it puts both, every rank fences (at
+ * most timeout_ms), the others get them. GW_ERR_NOT_FOUND when there is no
+ * PMIx server (the caller tries the next launcher), GW_ERR_CONFIG when
+ * there is one but libpmix cannot be loaded or the exchange fails (logged,
+ * saying what to install or what PMIx said). */
+gw_status_t gw__pmix_job(const gw_logger_t *lg, int token_given, int timeout_ms,
+                         gw_pmix_job_t *job);
+
+#endif

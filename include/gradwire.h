@@ -173,6 +173,21 @@ GW_API gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
  * MASTER_PORT. GW_ERR_CONFIG names the variable that is missing or bad. */
 GW_API gw_status_t gw_comm_init_env(gw_comm_t **out);
 
+/* gw_comm_init (cfg not NULL) or gw_comm_init_env (cfg NULL) that also
+ * says whom a failed creation blames, for a program that has no
+ * communicator to ask gw_comm_culprit: *culprit (when culprit is not NULL;
+ * written on failure too, -1 on success) is the same rank on every rank
+ * that heard from rank 0: a rank missing at the join (the first, when
+ * several are), a rank that died, was stopped or hung while the ranks
+ * exchanged addresses or connected their data plane (rank 0 collects
+ * every rank's outcome and decides), rank 0 when it could not be reached
+ * or said nothing in time, this rank for its own bad configuration or a
+ * refusal by rank 0 (another token, size or rank); -1 when no rank could
+ * be named (also for a configuration without a valid rank). The error
+ * log names it too ("blaming rank K"). A rank waits for rank 0's word
+ * at most the timeout plus the referee's grace and a margin. */
+GW_API gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *culprit);
+
 /* Release a communicator: tells peers goodbye, closes connections, frees
  * memory. Not collective and does not block on peers. NULL is a no-op. */
 GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);

@@ -119,6 +119,7 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->failed = GW_OK;
     bs->culprit = -1;
     bs->root_fd = -1;
+    bs->late_lfd = -1;
     if (params->root)
         memcpy(bs->root, params->root, strlen(params->root) + 1);
 
@@ -192,6 +193,8 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
     gw__bs_referee_stop(bs->referee); /* it holds fds[] while it runs */
     if (bs->root_fd >= 0)
         close(bs->root_fd);
+    if (bs->late_lfd >= 0)
+        close(bs->late_lfd);
     if (bs->fds)
         for (int r = 0; r < bs->size; r++)
             if (bs->fds[r] >= 0)

@@ -9,6 +9,8 @@
  *   bootstrap_root.c    rank 0: the join state machine over every connection
  *   bootstrap_gather.c  the all-gather on both sides, with its failures
  *                       propagated by REJECT
+ *   bootstrap_late.c    rank 0, while the job runs: a REJECT for each process
+ *                       that arrives after the job formed
  *   bootstrap_settle.c  the join's last step: every rank's connect outcome to
  *                       rank 0, which answers go or whom to blame
  *   bootstrap_watch.c   after the all-gathers: a rank's reports to the
@@ -26,6 +28,7 @@
 #ifndef GW_TRANSPORT_BOOTSTRAP_INTERNAL_H
 #define GW_TRANSPORT_BOOTSTRAP_INTERNAL_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -66,6 +69,7 @@ struct gw_bootstrap {
     int have_verdict;
     gw_bs_verdict_t verdict;
     struct gw_bs_referee *referee; /* rank 0 */
+    int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
 };
 
 /* ---- what every part needs (bootstrap.c) -------------------------------- */
@@ -102,6 +106,20 @@ typedef struct gw_bs_referee gw_bs_referee_t;
 gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
                                  gw_bs_referee_t **out);
 void gw__bs_referee_stop(gw_bs_referee_t *ref);
+
+/* bootstrap_late.c: rank 0's answers to processes that arrive after the
+ * job formed, run by the referee's thread. open takes bs->late_lfd (NULL
+ * when there is none, or no memory); pollfds writes GW_BS_LATE_PFDS
+ * entries (the listener first) and returns how many; events handles what
+ * poll() reported in them; deadline is when the oldest held connection
+ * expires (INT64_MAX: none); close is NULL-safe. */
+#define GW_BS_LATE_PFDS 17
+typedef struct gw_bs_late gw_bs_late_t;
+gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
+int gw__bs_late_pollfds(gw_bs_late_t *l, struct pollfd *pfds);
+void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds);
+int64_t gw__bs_late_deadline(const gw_bs_late_t *l);
+void gw__bs_late_close(gw_bs_late_t *l);
 
 /* bootstrap_root.c: listen, accept size - 1 ranks and welcome them; on
  * success bs->fds, bs->peer_addr, bs->local and bs->job_id are set (bs->fds

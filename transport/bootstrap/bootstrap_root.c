@@ -13,8 +13,8 @@
  * connections that have not joined yet are held in a bounded table
  * (bootstrap_table.c, which says how the join stays quick while thousands
  * of strangers arrive with the ranks). When size - 1 distinct ranks have
- * joined, rank 0 closes the listener and sends each a WELCOME carrying the
- * job id.
+ * joined, rank 0 sends each a WELCOME carrying the job id; the listener
+ * stays open for the referee, which answers latecomers (bootstrap_late.c).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -439,7 +439,9 @@ static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
 static gw_status_t root_welcome(join_t *j, int64_t deadline)
 {
     gw_bootstrap_t *bs = j->bs;
-    close(j->lfd);
+    /* The listener stays open: the referee answers processes that arrive
+     * now (bootstrap_late.c) instead of leaving them to time out. */
+    bs->late_lfd = j->lfd;
     j->lfd = -1;
     for (int r = 1; r < bs->size; r++) {
         conn_t *c = j->by_rank[r];

@@ -225,8 +225,8 @@ static gw_status_t client_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
     gw_sock_io_t io;
     gw__sock_io_set(&io, msg, len, NULL, 0);
     int r = gw__sock_io_run(fd, &io, 1, gw__now_ms() + SEND_MS);
-    int64_t until = later(gw__now_ms(), bs->gathered_at + bs->timeout_ms) + grace_ms +
-                    ANSWER_MARGIN_MS;
+    int64_t until =
+        later(gw__now_ms(), bs->gathered_at + bs->timeout_ms) + grace_ms + ANSWER_MARGIN_MS;
     const char *why = NULL;
     gw_bs_hdr_t h;
     if (r == GW_SOCK_IO_DONE) {

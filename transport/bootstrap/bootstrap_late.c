@@ -136,8 +136,8 @@ static void conn_read(gw_bs_late_t *l, late_conn_t *c)
                  l->size, l->root, (int)hello.rank);
     else
         snprintf(reason, sizeof(reason),
-                 "the job of %d ranks at %.100s has formed: it has no rank %d and admits no one", l->size,
-                 l->root, (int)hello.rank);
+                 "the job of %d ranks at %.100s has formed: it has no rank %d and admits no one",
+                 l->size, l->root, (int)hello.rank);
     GW_WARN(l->log, GW_BS_SUBSYS, "rejected a process from %s claiming rank %d of %d: %s", c->addr,
             (int)hello.rank, (int)hello.size, reason);
     /* Its HELLO is read whole, so closing sends a FIN after the REJECT,

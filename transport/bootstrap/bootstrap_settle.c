@@ -76,7 +76,7 @@ static void seat_read(gw_bootstrap_t *bs, int r, seat_t *s)
 }
 
 /* Rank 0: whom to blame, and the verdict's status and reason. */
-static void root_decide(gw_bootstrap_t *bs, const seat_t *seats, int first_failed,
+static void root_decide(gw_bootstrap_t *bs, const seat_t *seats, int first_failed, int *votes,
                         gw_bs_verdict_t *v)
 {
     int gone = -1, silent = -1, nfailed = 0;
@@ -107,9 +107,8 @@ static void root_decide(gw_bootstrap_t *bs, const seat_t *seats, int first_faile
         return;
     }
     /* Everyone answered and some failed: the rank most of them suspect. */
-    int *votes = calloc((size_t)bs->size, sizeof(int));
     int best = -1;
-    for (int r = 0; votes && r < bs->size; r++) {
+    for (int r = 0; r < bs->size; r++) {
         int c = seats[r].state == S_FAILED ? seats[r].rep.culprit : -1;
         if (c >= 0 && ++votes[c] > (best >= 0 ? votes[best] : 0))
             best = c;
@@ -124,7 +123,6 @@ static void root_decide(gw_bootstrap_t *bs, const seat_t *seats, int first_faile
         snprintf(v->reason, sizeof(v->reason),
                  "%d of %d ranks failed to connect their data plane, naming no rank", nfailed,
                  bs->size);
-    free(votes);
 }
 
 static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect, int grace_ms)
@@ -132,10 +130,12 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
     seat_t *seats = calloc((size_t)bs->size, sizeof(*seats));
     struct pollfd *pfds = calloc((size_t)bs->size, sizeof(*pfds));
     int *who = calloc((size_t)bs->size, sizeof(*who));
-    if (!seats || !pfds || !who) {
+    int *votes = calloc((size_t)bs->size, sizeof(*votes));
+    if (!seats || !pfds || !who || !votes) {
         free(seats);
         free(pfds);
         free(who);
+        free(votes);
         GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory settling the join");
         bs->culprit = 0;
         return GW_ERR_NO_MEMORY;
@@ -195,7 +195,7 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
             (void)send(bs->fds[r], go, sizeof(go), MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
         gw_bs_verdict_t v;
-        root_decide(bs, seats, first_failed, &v);
+        root_decide(bs, seats, first_failed, votes, &v);
         for (int r = 1; r < bs->size; r++)
             if (seats[r].state != S_GONE)
                 gw__bs_send_verdict_nowait(bs->fds[r], v.status, v.culprit, v.reason);
@@ -204,6 +204,7 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
         bs->culprit = v.culprit;
         st = mine != GW_OK ? mine : v.status;
     }
+    free(votes);
     free(who);
     free(pfds);
     free(seats);

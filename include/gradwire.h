@@ -162,8 +162,11 @@ typedef struct gw_comm gw_comm_t;
  * until every rank has joined or the timeout expires.
  * Errors: GW_ERR_INVALID_ARG / GW_ERR_CONFIG for bad configuration (message
  * logged naming the field), GW_ERR_TIMEOUT naming the root address when it
- * cannot be reached, GW_ERR_AUTH on a token mismatch, GW_ERR_SYSTEM. On
- * success *out owns the communicator; free it with gw_comm_destroy(). */
+ * cannot be reached, GW_ERR_AUTH on a token mismatch, GW_ERR_SYSTEM;
+ * GW_ERR_CONFIG at once, with rank 0's reason, for a process that arrives
+ * after the job formed (its rank is taken). On success *out owns the
+ * communicator; free it with gw_comm_destroy(). gw_comm_init_culprit
+ * (below) says whom a failed creation blames. */
 GW_API gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
 
 /* Like gw_comm_init with every field taken from the environment: rank and

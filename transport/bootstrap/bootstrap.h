@@ -7,7 +7,8 @@
  * crosses the wire. Connections that fail the handshake (wrong token, garbage,
  * a port scanner that sends nothing) are logged and dropped while rank 0 keeps
  * waiting for the real ranks. Once all ranks are in, rank 0 sends each a
- * random 16-byte job id and the listener is closed. The star of connections
+ * random 16-byte job id; the listener stays open so that a process that
+ * arrives later is told at once that the job formed (bootstrap_late.c). The star of connections
  * stays open for small all-gathers (transport addresses, later out-of-band
  * RDMA connection data), and then, for as long as the job runs, for the
  * watch: a rank whose communicator fails reports to rank 0's referee, which

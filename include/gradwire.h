@@ -162,8 +162,11 @@ typedef struct gw_comm gw_comm_t;
  * until every rank has joined or the timeout expires.
  * Errors: GW_ERR_INVALID_ARG / GW_ERR_CONFIG for bad configuration (message
  * logged naming the field), GW_ERR_TIMEOUT naming the root address when it
- * cannot be reached, GW_ERR_AUTH on a token mismatch, GW_ERR_SYSTEM. On
- * success *out owns the communicator; free it with gw_comm_destroy(). */
+ * cannot be reached, GW_ERR_AUTH on a token mismatch, GW_ERR_SYSTEM;
+ * GW_ERR_CONFIG at once, with rank 0's reason, for a process that arrives
+ * after the job formed (its rank is taken). On success *out owns the
+ * communicator; free it with gw_comm_destroy(). gw_comm_init_culprit
+ * (below) says whom a failed creation blames. */
 GW_API gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
 
 /* Like gw_comm_init with every field taken from the environment: rank and
@@ -172,6 +175,21 @@ GW_API gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out);
  * SLURM_PROCID/SLURM_NTASKS (srun); root from GW_ROOT or MASTER_ADDR and
  * MASTER_PORT. GW_ERR_CONFIG names the variable that is missing or bad. */
 GW_API gw_status_t gw_comm_init_env(gw_comm_t **out);
+
+/* gw_comm_init (cfg not NULL) or gw_comm_init_env (cfg NULL) that also
+ * says whom a failed creation blames, for a program that has no
+ * communicator to ask gw_comm_culprit: *culprit (when culprit is not NULL;
+ * written on failure too, -1 on success) is the same rank on every rank
+ * that heard from rank 0: a rank missing at the join (the first, when
+ * several are), a rank that died, was stopped or hung while the ranks
+ * exchanged addresses or connected their data plane (rank 0 collects
+ * every rank's outcome and decides), rank 0 when it could not be reached
+ * or said nothing in time, this rank for its own bad configuration or a
+ * refusal by rank 0 (another token, size or rank); -1 when no rank could
+ * be named (also for a configuration without a valid rank). The error
+ * log names it too ("blaming rank K"). A rank waits for rank 0's word
+ * at most the timeout plus the referee's grace and a margin. */
+GW_API gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *culprit);
 
 /* Release a communicator: tells peers goodbye, closes connections, frees
  * memory. Not collective and does not block on peers. NULL is a no-op. */

@@ -20,7 +20,8 @@ SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP}
 PHASES = ("join", "loop")
 SKIP = 77
 PR_SET_PDEATHSIG = 1
-# The rank an init-time ERROR line names (see Trial.log_culprit).
+# The rank the ERROR lines name (see Trial.log_culprit).
+BLAMING_RE = re.compile(r"\bblaming rank (\d+)\b")
 MISSING_RE = re.compile(r"\bmissing ranks? (\d+)\b")
 RANK_RE = re.compile(r"\brank (\d+)\b")
 END_RE = re.compile(r"^GWTRIAL (ready|end) (.*)$")
@@ -435,10 +436,8 @@ class Trial:
                 s.update(status=e.get("status"), phase=e.get("phase"), iters=int(e.get("iters", 0)),
                          wrong=int(e.get("wrong", 0)), op=e.get("op"))
                 culprit = int(e.get("culprit", -1))
-                src = "gw_comm_culprit"
-                if e.get("phase") == "init":
-                    culprit, src = self.log_culprit(rk), "log"
-                s.update(culprit=culprit, culprit_source=src)
+                src = "gw_comm_init_culprit" if e.get("phase") == "init" else "gw_comm_culprit"
+                s.update(culprit=culprit, culprit_source=src, log_culprit=self.log_culprit(rk))
                 if t_fault is not None and e.get("status") != "GW_OK":
                     since = float(e.get("since_fault_ms", -1))
                     if since < 0:
@@ -475,12 +474,13 @@ class Trial:
         return res
 
     def log_culprit(self, rk):
-        """The rank a failed gw_comm_init blames in the library's log: one
-        its ERROR lines call missing, else the first rank named by the first
-        ERROR line that names one."""
+        """The rank the library's log blames, kept beside the culprit for
+        comparison: "blaming rank K", else one its ERROR lines call
+        missing, else the first rank named by the first ERROR line that
+        names one."""
         errors = [line.split(" ERROR ", 1)[1] for line in rk.err.decode(errors="replace").splitlines()
                   if " ERROR " in line]
-        for pat in (MISSING_RE, RANK_RE):
+        for pat in (BLAMING_RE, MISSING_RE, RANK_RE):
             for line in errors:
                 m = pat.search(line)
                 if m:

@@ -38,10 +38,15 @@
 /* What a reporting rank allows beyond the grace for the verdict to arrive. */
 #define VERDICT_MARGIN_MS 500
 
+int gw__comm_grace_ms(int timeout_ms)
+{
+    int grace = timeout_ms / 4;
+    return grace < GRACE_MIN_MS ? GRACE_MIN_MS : grace > GRACE_MAX_MS ? GRACE_MAX_MS : grace;
+}
+
 void gw__comm_watch_start(gw_comm_t *comm)
 {
-    int grace = comm->timeout_ms / 4;
-    grace = grace < GRACE_MIN_MS ? GRACE_MIN_MS : grace > GRACE_MAX_MS ? GRACE_MAX_MS : grace;
+    int grace = gw__comm_grace_ms(comm->timeout_ms);
     comm->blame_wait_ms = grace + VERDICT_MARGIN_MS;
     if (gw__bootstrap_watch_start(comm->bootstrap, grace) != GW_OK) {
         GW_WARN(&comm->log, "coll",

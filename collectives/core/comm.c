@@ -188,6 +188,10 @@ static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
     if (st != GW_OK)
         goto err_free_addrs;
     st = comm->transport->ops->connect(comm->transport, all);
+    /* Connected or not, every rank tells rank 0, which answers whether the
+     * job formed and, if not, whom every rank blames (bootstrap_settle.c):
+     * each rank alone sees only the peer it could not reach. */
+    st = gw__bootstrap_settle(comm->bootstrap, st, -1, gw__comm_grace_ms(comm->timeout_ms));
     if (st != GW_OK)
         goto err_free_addrs;
     free(all);
@@ -207,13 +211,13 @@ err_close_transport:
     return st;
 }
 
-gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
+static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culprit)
 {
-    if (!cfg || !out)
-        return GW_ERR_INVALID_ARG;
+    *culprit = -1;
     gw_comm_t *comm = calloc(1, sizeof(*comm));
     if (!comm)
         return GW_ERR_NO_MEMORY;
+    int joining = 0; /* from the bootstrap on, the culprit is the job's verdict */
     /* A malformed GW_DEBUG fails the communicator: the logger could not log
      * at the level asked for. */
     gw_status_t st = gw__logger_init(&comm->log, cfg->rank);
@@ -240,6 +244,7 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
     if (comm->size == 1)
         goto done;
 
+    joining = 1;
     gw_bootstrap_params_t bp = {
         .rank = r.rank,
         .size = r.size,
@@ -247,13 +252,16 @@ gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
         .token = r.token,
         .timeout_ms = r.timeout_ms,
         .log = &comm->log,
+        .culprit = culprit,
     };
     st = gw__bootstrap_open(&bp, &comm->bootstrap);
     if (st != GW_OK)
         goto err_free_comm;
     st = connect_transport(comm, &r);
-    if (st != GW_OK)
+    if (st != GW_OK) {
+        *culprit = gw__bootstrap_culprit(comm->bootstrap);
         goto err_close_bootstrap;
+    }
     gw__comm_watch_start(comm);
 done:
     *out = comm;
@@ -262,7 +270,13 @@ done:
 err_close_bootstrap:
     gw__bootstrap_close(comm->bootstrap);
 err_free_comm:
-    GW_ERROR(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
+    if (!joining) /* its own configuration, tuning file or memory */
+        *culprit = cfg->rank >= 0 && cfg->rank < cfg->size ? cfg->rank : -1;
+    if (*culprit >= 0)
+        GW_ERROR(&comm->log, "init", "communicator creation failed: %s; blaming rank %d",
+                 gw_status_str(st), *culprit);
+    else
+        GW_ERROR(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
     gw__logger_fini(&comm->log);
     free(comm);
     return st;
@@ -339,10 +353,19 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
     return GW_OK;
 }
 
-gw_status_t gw_comm_init_env(gw_comm_t **out)
+gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
 {
-    if (!out)
+    if (!cfg)
         return GW_ERR_INVALID_ARG;
+    return gw_comm_init_culprit(cfg, out, NULL);
+}
+
+gw_status_t gw_comm_init_env(gw_comm_t **out) { return gw_comm_init_culprit(NULL, out, NULL); }
+
+/* The configuration from the environment (gw_comm_init_env), then
+ * comm_init. */
+static gw_status_t comm_init_env(gw_comm_t **out, int *culprit)
+{
     gw_logger_t lg;
     gw_config_t cfg;
     gw_config_init(&cfg);
@@ -374,9 +397,22 @@ gw_status_t gw_comm_init_env(gw_comm_t **out)
     if (st == GW_OK && !have_pmix && !getenv("GW_ROOT"))
         st = torchrun_root(&lg, root, sizeof(root), &cfg.root);
     gw__logger_fini(&lg);
-    if (st != GW_OK)
+    if (st != GW_OK) {
+        *culprit = -1; /* this rank's, but it has no rank to name */
         return st;
-    return gw_comm_init(&cfg, out);
+    }
+    return comm_init(&cfg, out, culprit);
+}
+
+gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *culprit)
+{
+    int ignored;
+    if (!culprit)
+        culprit = &ignored;
+    *culprit = -1;
+    if (!out)
+        return GW_ERR_INVALID_ARG;
+    return cfg ? comm_init(cfg, out, culprit) : comm_init_env(out, culprit);
 }
 
 gw_status_t gw_comm_abort(gw_comm_t *comm)

@@ -173,6 +173,9 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b);
 /* After connect: start the bootstrap's watch (rank 0: its referee). A
  * communicator without one blames what each rank saw itself (warned). */
 void gw__comm_watch_start(gw_comm_t *comm);
+/* The referee's grace period for a communicator of this timeout: also how
+ * long rank 0 waits for the others' word when the join fails. */
+int gw__comm_grace_ms(int timeout_ms);
 /* Report the failure *b to the referee and, unless it is this rank's own,
  * replace status, culprit and origin by the verdict (logging it), or by
  * rank 0 when a timeout got no verdict; bounded by comm->blame_wait_ms. */

@@ -380,7 +380,138 @@ Test(faults_tcp, rank_missing_at_join_is_named_on_every_rank, .timeout = 90)
             expect_status(&r, rank, "GW_ERR_TIMEOUT");
             cr_assert(rank_line(r.output, rank, "missing rank 3", line, sizeof(line)),
                       "over %s: rank %d does not name rank 3 as missing:\n%s", t, rank, r.output);
+            cr_assert(culprit_of(&r, rank) == 3,
+                      "over %s: rank %d's gw_comm_init_culprit is %d, not rank 3:\n%s", t, rank,
+                      culprit_of(&r, rank), r.output);
         }
         free(r.output);
     }
+}
+
+/* The ms a rank's status line reports ("rank R: STATUS after T ms"), -1. */
+static int ms_of(const run_result_t *r, int rank)
+{
+    char want[32], line[1024];
+    snprintf(want, sizeof(want), "rank %d: ", rank);
+    if (!rank_line(r->output, rank, want, line, sizeof(line)) || !strstr(line, " after "))
+        return -1;
+    return atoi(strstr(line, " after ") + strlen(" after "));
+}
+
+/* Rank 2 of 4 stopped or killed inside the join, after it joined the
+ * bootstrap: at its first data-plane connection (connstop, connkill) or
+ * before its part of the address all-gather (gatherstop). Every other
+ * rank's gw_comm_init_culprit names rank 2, within GW_TIMEOUT_MS plus the
+ * grace and a margin (2000 + 500 + 500 ms, and 1 s for a loaded machine).
+ * Before rank 0 settled the join, each rank blamed what it saw itself:
+ * the rank it could not connect to, or rank 0 whose all-gather timed out.
+ * TCP only: the fault is struck in worker_faults' connect() and listen(),
+ * which the shared-memory transport does not call. */
+static void join_fault(const char *mode)
+{
+    run_result_t r = run_mode(mode, 4, "2000", "tcp");
+    for (int rank = 0; rank < 4; rank++) {
+        if (rank == 2)
+            continue;
+        cr_assert(culprit_of(&r, rank) == 2, "%s: rank %d blames rank %d, not rank 2:\n%s", mode,
+                  rank, culprit_of(&r, rank), r.output);
+        int ms = ms_of(&r, rank);
+        cr_assert(ms >= 0 && ms < 4000, "%s: rank %d failed after %d ms:\n%s", mode, rank, ms,
+                  r.output);
+    }
+    cr_assert(strstr(r.output, "blaming rank 2"), "%s: no log line blames rank 2:\n%s", mode,
+              r.output);
+    free(r.output);
+}
+
+Test(faults_tcp, rank_stopped_at_data_plane_connect_is_named_on_every_rank, .timeout = 60)
+{
+    join_fault("connstop");
+}
+
+Test(faults_tcp, rank_killed_at_data_plane_connect_is_named_on_every_rank, .timeout = 60)
+{
+    join_fault("connkill");
+}
+
+Test(faults_tcp, rank_stopped_before_address_allgather_is_named_on_every_rank, .timeout = 60)
+{
+    join_fault("gatherstop");
+}
+
+/* A fifth process with the job's root and token, claiming rank 3 of 4,
+ * arrives after the job formed: it fails at once (well within its 8 s
+ * timeout) with GW_ERR_CONFIG and rank 0's reason, and blames itself.
+ * Before, rank 0 had closed its port: the process retried until its
+ * timeout ("could not connect to the root", GW_ERR_TIMEOUT). */
+Test(faults_tcp, surplus_rank_after_the_job_formed_fails_at_once, .timeout = 60)
+{
+    char dir[] = "/tmp/gw-surplus.XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char root[64];
+    snprintf(root, sizeof(root), "127.0.0.1:%d", 20000 + getpid() % 20000);
+    pid_t pids[4];
+    for (int r = 0; r < 4; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            char path[128], rank[8];
+            snprintf(path, sizeof(path), "%s/rank%d", dir, r);
+            snprintf(rank, sizeof(rank), "%d", r);
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            setenv("RANK", rank, 1);
+            setenv("WORLD_SIZE", "4", 1);
+            setenv("GW_ROOT", root, 1);
+            setenv("GW_JOB_TOKEN", "surplus-test-token", 1);
+            setenv("GW_TRANSPORT", "tcp", 1);
+            setenv("GW_TIMEOUT_MS", "8000", 1);
+            setenv("GW_TRIAL_MAX_MS", "4000", 1);
+            execl(GW_BUILD_DIR "/tests/worker_trial", "worker_trial", (char *)NULL);
+            _exit(127);
+        }
+    }
+    /* Wait until every rank says it joined. */
+    int ready = 0;
+    for (double t0 = run__now(); ready < 4 && run__now() - t0 < 20; usleep(20000)) {
+        ready = 0;
+        for (int r = 0; r < 4; r++) {
+            char path[128], buf[4096] = "";
+            snprintf(path, sizeof(path), "%s/rank%d", dir, r);
+            FILE *f = fopen(path, "r");
+            if (f) {
+                buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+                fclose(f);
+            }
+            ready += strstr(buf, "GWTRIAL ready") != NULL;
+        }
+    }
+    cr_assert_eq(ready, 4, "the job of 4 ranks did not form");
+    char e_root[80];
+    snprintf(e_root, sizeof(e_root), "GW_ROOT=%s", root);
+    char *env[] = {"RANK=3",
+                   "WORLD_SIZE=4",
+                   e_root,
+                   "GW_TRANSPORT=tcp",
+                   "GW_TIMEOUT_MS=8000",
+                   "GW_JOB_TOKEN=surplus-test-token",
+                   NULL};
+    char *argv[] = {GW_BUILD_DIR "/tests/worker_trial", NULL};
+    run_result_t r = run_cmd(argv, env, 30);
+    for (int k = 0; k < 4; k++) {
+        kill(pids[k], SIGKILL);
+        waitpid(pids[k], NULL, 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/rank%d", dir, k);
+        unlink(path);
+    }
+    rmdir(dir);
+    cr_assert(strstr(r.output, "status=GW_ERR_CONFIG culprit=3 phase=init"),
+              "the surplus process did not fail with GW_ERR_CONFIG blaming itself:\n%s", r.output);
+    cr_assert(strstr(r.output, "the job of 4 ranks") && strstr(r.output, "rank 3 is taken"),
+              "the surplus process's error does not say why:\n%s", r.output);
+    cr_assert(r.seconds < 2.0, "the surplus process took %.1f s to fail:\n%s", r.seconds, r.output);
+    free(r.output);
 }

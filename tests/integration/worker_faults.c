@@ -8,23 +8,37 @@
  *
  * Usage: worker_faults MODE   (count, dtype, zero, algo, op, null, overflow,
  *                              baddtype, badop, kill, killmid, token, stop,
- *                              late, absent, chain)
+ *                              late, absent, chain, connstop, connkill,
+ *                              gatherstop)
  *
  * stop: rank 2 stops itself (SIGSTOP) 20 ms into a large allreduce; a child
  * it forked first sends it SIGCONT GW_TIMEOUT_MS + 4 s later, so that it
  * too prints its status and exits. late: rank 2 arrives GW_TIMEOUT_MS + 2 s
  * late at the allreduce (busy outside gradwire) while the others wait.
  * absent: rank 3 exits (status 0) without joining; the others' joins fail.
+ * connstop, connkill: rank 2 stops (woken GW_TIMEOUT_MS + 4 s later) or
+ * exits at its first data-plane connection (the first connect() to a port
+ * other than the root's: this file's connect() stands in for libc's, TCP
+ * transport only), after the join and the address all-gather; gatherstop:
+ * rank 2 stops at its data plane's listen(), after the join and before its
+ * part of the address all-gather. The others' joins fail, naming rank 2
+ * (gw_comm_init_culprit).
+ * Every mode prints its init failure as "rank R: STATUS after T ms (init),
+ * culprit K".
  * chain: point-to-point waits 1 -> 0 -> 3 -> 2 (rank 1 receives from rank
  * 0, which receives from rank 3, which receives from rank 2), and rank 2
  * is busy for 10 s; rank 0 runs with GW_TIMEOUT_MS=3000, so it times out
  * first, waiting for rank 3, which has not timed out and is still waiting.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +99,50 @@ static int timeout_ms(void)
     return t ? atoi(t) : 30000;
 }
 
+/* The join-phase faults (connstop, connkill, gatherstop): what rank 2 does
+ * when the library reaches the point, 0 in every other rank and mode. */
+static enum { AT_NONE, AT_CONNECT_STOP, AT_CONNECT_KILL, AT_LISTEN_STOP } join_fault;
+
+static void join_fault_strike(void)
+{
+    if (join_fault == AT_CONNECT_KILL)
+        _exit(0);
+    join_fault = AT_NONE;
+    char b = 1;
+    (void)!write(wake_fd, &b, 1);
+    raise(SIGSTOP);
+}
+
+/* The root's port, from GW_ROOT ("host:port") as the launcher sets it. */
+static int root_port(void)
+{
+    const char *root = getenv("GW_ROOT");
+    const char *colon = root ? strrchr(root, ':') : NULL;
+    return colon ? atoi(colon + 1) : -1;
+}
+
+/* libc's connect and listen, as the library calls them, with the join
+ * fault struck first when it is due. */
+int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    if ((join_fault == AT_CONNECT_STOP || join_fault == AT_CONNECT_KILL) && addr &&
+        (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+        int port = ntohs(addr->sa_family == AF_INET
+                             ? ((const struct sockaddr_in *)(const void *)addr)->sin_port
+                             : ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
+        if (port != root_port())
+            join_fault_strike();
+    }
+    return (int)syscall(SYS_connect, fd, addr, len);
+}
+
+int listen(int fd, int backlog)
+{
+    if (join_fault == AT_LISTEN_STOP)
+        join_fault_strike();
+    return (int)syscall(SYS_listen, fd, backlog);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -101,14 +159,26 @@ int main(int argc, char **argv)
     if (strcmp(mode, "chain") == 0 && my_rank == 0)
         setenv("GW_TIMEOUT_MS", "3000", 1);
 
-    int init_fails = strcmp(mode, "token") == 0 || strcmp(mode, "absent") == 0;
+    int connstop = strcmp(mode, "connstop") == 0, gatherstop = strcmp(mode, "gatherstop") == 0;
+    int connkill = strcmp(mode, "connkill") == 0;
+    if (my_rank == 2 && (connstop || gatherstop))
+        start_waker(timeout_ms() + 4000);
+    if (my_rank == 2)
+        join_fault = connstop     ? AT_CONNECT_STOP
+                     : connkill   ? AT_CONNECT_KILL
+                     : gatherstop ? AT_LISTEN_STOP
+                                  : AT_NONE;
+    int init_fails = strcmp(mode, "token") == 0 || strcmp(mode, "absent") == 0 || connstop ||
+                     connkill || gatherstop;
     if (strcmp(mode, "absent") == 0 && my_rank == 3)
         return 0;
     double t0 = now_ms();
     gw_comm_t *comm = NULL;
-    gw_status_t st = gw_comm_init_env(&comm);
+    int culprit = -1;
+    gw_status_t st = gw_comm_init_culprit(NULL, &comm, &culprit);
     if (st != GW_OK) {
-        printf("rank %d: %s after %.0f ms (init)\n", my_rank, gw_status_name(st), now_ms() - t0);
+        printf("rank %d: %s after %.0f ms (init), culprit %d\n", my_rank, gw_status_name(st),
+               now_ms() - t0, culprit);
         return init_fails ? 0 : 1;
     }
     int rank = gw_comm_rank(comm);

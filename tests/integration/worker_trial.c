@@ -1,7 +1,7 @@
 /*
  * worker_trial.c - one rank of a fault-injection trial (scripts/fault-trials).
  *
- * The rank joins (gw_comm_init_env), then runs collectives whose results it
+ * The rank joins (gw_comm_init_culprit from the environment), then runs collectives whose results it
  * can check, one after another, until one fails: allreduce (float32 sum and
  * int32 max) over several sizes, broadcast from a rotating root and
  * allgather, every result compared element by element with the value it
@@ -17,8 +17,8 @@
  *       wrong=W at=MONO_MS call_ms=MS since_fault_ms=MS op=WHAT
  *       when the rank stops: status is the first non-OK status (GW_OK only
  *       when the iteration cap was reached without a fault); culprit is
- *       gw_comm_culprit() (-1 when gw_comm_init_env failed: there is no
- *       communicator to ask); iters the collectives that returned GW_OK;
+ *       gw_comm_culprit(), or when the join itself failed (there is no
+ *       communicator to ask) the rank gw_comm_init_culprit blamed; iters the collectives that returned GW_OK;
  *       wrong how many of those had a wrong result; at the CLOCK_MONOTONIC
  *       time of the error in ms (comparable across processes, network
  *       namespaces included); call_ms how long the failing call ran (from
@@ -138,13 +138,14 @@ int main(int argc, char **argv)
 
     double t0 = now_ms();
     gw_comm_t *comm = NULL;
-    gw_status_t st = gw_comm_init_env(&comm);
+    int init_culprit = -1;
+    gw_status_t st = gw_comm_init_culprit(NULL, &comm, &init_culprit);
     double t1 = now_ms();
     if (st != GW_OK) {
         double tf = fault_time();
-        printf("GWTRIAL end rank=%d status=%s culprit=-1 phase=init iters=0 wrong=0 at=%.3f "
+        printf("GWTRIAL end rank=%d status=%s culprit=%d phase=init iters=0 wrong=0 at=%.3f "
                "call_ms=%.1f since_fault_ms=%.1f op=init\n",
-               my_rank, gw_status_name(st), t1, t1 - t0, tf >= 0 ? t1 - tf : -1.0);
+               my_rank, gw_status_name(st), init_culprit, t1, t1 - t0, tf >= 0 ? t1 - tf : -1.0);
         fflush(stdout);
         return 0;
     }

@@ -56,12 +56,23 @@ void gw__bs_send_reject_nowait(int fd, gw_status_t status, const char *reason)
     (void)send(fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+void gw__bs_send_verdict_nowait(int fd, gw_status_t status, int culprit, const char *reason)
+{
+    gw_bs_verdict_t v = {.status = status, .culprit = culprit, .origin = 0, .seq = 0};
+    snprintf(v.reason, sizeof(v.reason), "%s", reason ? reason : "");
+    uint8_t msg[GW_BS_VERDICT_MAX_LEN];
+    size_t n = gw__bs_encode_verdict(&v, msg);
+    (void)send(fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* ======================= the public entry points ========================= */
 
 gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap_t **out)
 {
     if (!params || !out)
         return GW_ERR_INVALID_ARG;
+    if (params->culprit)
+        *params->culprit = -1;
     const gw_logger_t *lg = params->log;
     if (params->size < 1) {
         GW_ERROR(lg, GW_BS_SUBSYS, "bootstrap size %d: a job has at least one rank", params->size);
@@ -106,7 +117,9 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->timeout_ms = params->timeout_ms;
     bs->log = lg;
     bs->failed = GW_OK;
+    bs->culprit = -1;
     bs->root_fd = -1;
+    bs->late_lfd = -1;
     if (params->root)
         memcpy(bs->root, params->root, strlen(params->root) + 1);
 
@@ -123,6 +136,8 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     else
         st = gw__bs_client_join(bs, host, port, key, key_len, start, deadline);
     if (st != GW_OK) {
+        if (params->culprit)
+            *params->culprit = bs->culprit;
         gw__bootstrap_close(bs);
         return st;
     }
@@ -136,6 +151,11 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     gw__hmac_sha256_final(&h, bs->data_key);
     *out = bs;
     return GW_OK;
+}
+
+int gw__bootstrap_culprit(const gw_bootstrap_t *bs)
+{
+    return bs && bs->failed != GW_OK ? bs->culprit : -1;
 }
 
 void gw__bootstrap_data_key(const gw_bootstrap_t *bs, uint8_t key[32])
@@ -173,6 +193,8 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
     gw__bs_referee_stop(bs->referee); /* it holds fds[] while it runs */
     if (bs->root_fd >= 0)
         close(bs->root_fd);
+    if (bs->late_lfd >= 0)
+        close(bs->late_lfd);
     if (bs->fds)
         for (int r = 0; r < bs->size; r++)
             if (bs->fds[r] >= 0)

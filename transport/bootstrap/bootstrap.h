@@ -7,7 +7,8 @@
  * crosses the wire. Connections that fail the handshake (wrong token, garbage,
  * a port scanner that sends nothing) are logged and dropped while rank 0 keeps
  * waiting for the real ranks. Once all ranks are in, rank 0 sends each a
- * random 16-byte job id and the listener is closed. The star of connections
+ * random 16-byte job id; the listener stays open so that a process that
+ * arrives later is told at once that the job formed (bootstrap_late.c). The star of connections
  * stays open for small all-gathers (transport addresses, later out-of-band
  * RDMA connection data), and then, for as long as the job runs, for the
  * watch: a rank whose communicator fails reports to rank 0's referee, which
@@ -33,6 +34,7 @@ typedef struct gw_bootstrap_params {
     const char *token; /* NULL or "" = unauthenticated job (warned about) */
     int timeout_ms;    /* overall budget for open() and each later call */
     const gw_logger_t *log;
+    int *culprit; /* optional: where open() writes the rank its failure blames (-1 none) */
 } gw_bootstrap_params_t;
 
 /* Join the job. Rank 0 binds the root address and waits for size - 1
@@ -41,7 +43,11 @@ typedef struct gw_bootstrap_params {
  * every rank that did join is told which ranks are missing and names them
  * too), GW_ERR_AUTH (token
  * mismatch, on the connecting rank), GW_ERR_CONFIG (rank/size disagreement,
- * duplicate rank), GW_ERR_SYSTEM (bind failed: address in use, ...). */
+ * duplicate rank), GW_ERR_SYSTEM (bind failed: address in use, ...). On
+ * failure *params->culprit (when set) is the rank to blame, the same on
+ * every rank that got rank 0's word: the missing rank (the first, when
+ * several are), rank 0 when it could not be reached or gave no word in
+ * time, this rank when rank 0 refused it; -1 when none can be named. */
 gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap_t **out);
 
 /* The job id chosen by rank 0 (same on every rank). */
@@ -59,8 +65,25 @@ void gw__bootstrap_data_key(const gw_bootstrap_t *bs, uint8_t key[32]);
 gw_status_t gw__bootstrap_local_addr(const gw_bootstrap_t *bs, struct sockaddr_storage *addr,
                                      socklen_t *len);
 
-/* all[r * len ... ] = rank r's `mine` (len bytes, same len on every rank). */
+/* all[r * len ... ] = rank r's `mine` (len bytes, same len on every rank).
+ * When it fails, rank 0 tells every rank whom to blame
+ * (gw__bootstrap_culprit); a rank waits for that word up to its timeout
+ * plus a second. */
 gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, void *all);
+
+/* The rank the bootstrap's failure blames (an all-gather's or the
+ * settle's), -1 while it has not failed or when none could be named. */
+int gw__bootstrap_culprit(const gw_bootstrap_t *bs);
+
+/* The join's last step, after the data plane connected or failed to (see
+ * bootstrap_settle.c): every rank tells rank 0 its outcome (mine, and the
+ * rank it suspects when it failed, -1 none) and rank 0 answers that every
+ * rank connected, or with whom to blame: a rank that died (its connection
+ * closed), one that said nothing within grace_ms after the first failure
+ * (stopped or hung), else the rank the failed ranks suspect most. GW_OK
+ * when every rank connected; else this rank's own failure (mine), or the
+ * verdict's status, with gw__bootstrap_culprit set. */
+gw_status_t gw__bootstrap_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect, int grace_ms);
 
 /* ---- the watch, after the last all-gather ------------------------------ */
 

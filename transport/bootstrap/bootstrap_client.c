@@ -178,6 +178,23 @@ gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *m
     return rej.status;
 }
 
+gw_status_t gw__bs_client_take_verdict(gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
+                                       const char *when)
+{
+    gw_bs_verdict_t v;
+    const char *why = NULL;
+    if (gw__bs_decode_verdict(msg, len, &v, &why) != GW_OK || v.culprit >= bs->size) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed verdict from rank 0 (root %s): %s", bs->root,
+                 why ? why : "it names a rank outside the job");
+        bs->culprit = 0;
+        return GW_ERR_PROTOCOL;
+    }
+    bs->culprit = v.culprit;
+    GW_ERROR(bs->log, GW_BS_SUBSYS, "rank 0 (root %s) %s: %s [%s; blaming rank %d]", bs->root, when,
+             v.reason, gw_status_name(v.status), v.culprit);
+    return v.status;
+}
+
 /* The root closed or reset the connection before a byte of its answer:
  * it dropped us unheard. */
 static int dropped_unheard(int r, const gw_sock_io_t *io)
@@ -223,16 +240,20 @@ static gw_status_t client_recv_small(const gw_bootstrap_t *bs, int fd, unsigned 
 /* Read rank 0's answer: a message of `type`, whose whole length goes to
  * *len, or a REJECT, which is logged and whose status is returned. dropped:
  * as client_recv_small. */
-static gw_status_t client_recv_answer(const gw_bootstrap_t *bs, int fd, gw_bs_type_t type,
+static gw_status_t client_recv_answer(gw_bootstrap_t *bs, int fd, gw_bs_type_t type,
                                       int64_t deadline, const char *what,
                                       uint8_t buf[GW_BS_SMALL_MSG_MAX], size_t *len, int *dropped)
 {
     gw_bs_hdr_t hdr;
-    gw_status_t st = client_recv_small(bs, fd, GW_BS_TYPE_BIT(type) | GW_BS_TYPE_BIT(GW_BS_REJECT),
-                                       deadline, what, buf, &hdr, dropped);
+    unsigned mask = GW_BS_TYPE_BIT(type) | GW_BS_TYPE_BIT(GW_BS_REJECT);
+    if (type == GW_BS_WELCOME)
+        mask |= GW_BS_TYPE_BIT(GW_BS_VERDICT); /* a join that failed: whom to blame */
+    gw_status_t st = client_recv_small(bs, fd, mask, deadline, what, buf, &hdr, dropped);
     if (st != GW_OK)
         return st;
     *len = GW_BS_HDR_LEN + hdr.payload_len;
+    if (hdr.type == GW_BS_VERDICT)
+        return gw__bs_client_take_verdict(bs, buf, *len, "ended the join");
     if (hdr.type == GW_BS_REJECT)
         return gw__bs_client_take_reject(
             bs, buf, *len, type == GW_BS_WELCOME ? "ended the join" : "rejected this rank");
@@ -305,7 +326,7 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     size_t len = 0;
     gw_status_t st = client_hello(bs, host, port, start, deadline, &hello, &fd, buf, &len);
     if (st != GW_OK)
-        return st;
+        goto out_blame;
     bs->local_len = sizeof(bs->local);
     if (getsockname(fd, (struct sockaddr *)&bs->local, &bs->local_len) != 0) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "getsockname on the connection to the root %s: %m",
@@ -365,5 +386,12 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
 
 err_close_fd:
     close(fd);
+out_blame:
+    /* Unless rank 0 named the culprit: refused by rank 0 (another token,
+     * size or rank, a bad root address), this rank is at fault; otherwise
+     * rank 0 could not be reached, closed the connection or said nothing
+     * in time. */
+    if (bs->culprit < 0)
+        bs->culprit = st == GW_ERR_AUTH || st == GW_ERR_CONFIG ? bs->rank : 0;
     return st;
 }

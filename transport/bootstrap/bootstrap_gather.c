@@ -34,14 +34,16 @@ typedef struct gather_peer {
 typedef struct gather_fail {
     gw_status_t local;
     gw_status_t remote;
+    int culprit; /* whom every rank blames */
     char reason[GW_BS_REASON_MAX + 1];
 } gather_fail_t;
 
 static gw_status_t gather_set_fail(const gw_bootstrap_t *bs, gather_fail_t *f, gw_status_t local,
-                                   gw_status_t remote, const char *reason)
+                                   gw_status_t remote, int culprit, const char *reason)
 {
     f->local = local;
     f->remote = remote;
+    f->culprit = culprit;
     size_t n = strnlen(reason, sizeof(f->reason) - 1); /* the wire carries at most this */
     memcpy(f->reason, reason, n);
     f->reason[n] = '\0';
@@ -68,7 +70,7 @@ static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size
             else
                 snprintf(text, sizeof(text), "the bootstrap connection to rank %d (%s) failed: %m",
                          r, bs->peer_addr[r]);
-            return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
+            return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, r, text);
         }
         if (p->stage == G_HDR) {
             gw_bs_hdr_t h;
@@ -80,7 +82,7 @@ static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size
                              "length mismatch: rank %d contributes %lu bytes, rank 0 %zu bytes "
                              "(every rank must pass the same length)",
                              r, (unsigned long)h.payload_len - 4, len);
-                    return gather_set_fail(bs, f, GW_ERR_MISMATCH, GW_ERR_MISMATCH, text);
+                    return gather_set_fail(bs, f, GW_ERR_MISMATCH, GW_ERR_MISMATCH, r, text);
                 }
                 p->stage = G_BODY;
                 gw__sock_io_set(&p->io, p->buf, GW_BS_DATA_PREFIX_LEN,
@@ -105,24 +107,26 @@ static gw_status_t gather_recv(gw_bootstrap_t *bs, int r, gather_peer_t *p, size
             if (gw__bs_decode_reject(p->buf, p->io.total, &rej, &why) != GW_OK)
                 goto malformed;
             snprintf(text, sizeof(text), "rank %d failed: %s", r, rej.reason);
-            return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
+            return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, r, text);
         }
     }
 malformed:
     snprintf(text, sizeof(text), "rank %d sent a malformed message: %s", r, why);
-    return gather_set_fail(bs, f, GW_ERR_PROTOCOL, GW_ERR_REMOTE, text);
+    return gather_set_fail(bs, f, GW_ERR_PROTOCOL, GW_ERR_REMOTE, r, text);
 }
 
-/* Tell every rank why the all-gather failed, where our side of its stream
- * is at a message boundary (a half-sent result can only be cut short), then
- * close our sending side so that nobody waits for more. */
+/* Tell every rank why the all-gather failed and whom to blame (a VERDICT),
+ * where our side of its stream is at a message boundary (a half-sent result
+ * can only be cut short), then close our sending side so that nobody waits
+ * for more. */
 static void gather_abort(gw_bootstrap_t *bs, const gather_peer_t *peers, const gather_fail_t *f)
 {
+    bs->culprit = f->culprit;
     for (int r = 1; r < bs->size; r++) {
         if (bs->fds[r] < 0)
             continue;
         if (!peers || peers[r].stage != G_SEND || peers[r].io.done == 0)
-            gw__bs_send_reject_nowait(bs->fds[r], f->remote, f->reason);
+            gw__bs_send_verdict_nowait(bs->fds[r], f->remote, f->culprit, f->reason);
         shutdown(bs->fds[r], SHUT_WR);
     }
 }
@@ -155,14 +159,14 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
                 k += (size_t)snprintf(text + k, sizeof(text) - k, "%s %d", i ? "," : "", who[i]);
             if (n > GW_BS_MISSING_LIST_MAX && k < sizeof(text))
                 snprintf(text + k, sizeof(text) - k, " and %d more", n - GW_BS_MISSING_LIST_MAX);
-            return gather_set_fail(bs, f, GW_ERR_TIMEOUT, GW_ERR_TIMEOUT, text);
+            return gather_set_fail(bs, f, GW_ERR_TIMEOUT, GW_ERR_TIMEOUT, who[0], text);
         }
         int pr = poll(pfds, (nfds_t)n, wait);
         if (pr < 0) {
             if (errno == EINTR)
                 continue;
             snprintf(text, sizeof(text), "poll on rank 0 failed: %m");
-            return gather_set_fail(bs, f, GW_ERR_SYSTEM, GW_ERR_REMOTE, text);
+            return gather_set_fail(bs, f, GW_ERR_SYSTEM, GW_ERR_REMOTE, 0, text);
         }
         for (int i = 0; i < n; i++) {
             if (!pfds[i].revents)
@@ -180,7 +184,7 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
             } else if (io != GW_SOCK_IO_AGAIN) {
                 snprintf(text, sizeof(text), "rank %d (%s) failed while receiving the result: %m",
                          r, bs->peer_addr[r]);
-                return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, text);
+                return gather_set_fail(bs, f, GW_ERR_REMOTE, GW_ERR_REMOTE, r, text);
             }
         }
     }
@@ -194,7 +198,7 @@ static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t l
     struct pollfd *pfds = calloc((size_t)bs->size, sizeof(*pfds));
     int *who = calloc((size_t)bs->size, sizeof(*who));
     if (!peers || !pfds || !who) {
-        gather_set_fail(bs, &f, GW_ERR_NO_MEMORY, GW_ERR_REMOTE, "rank 0 is out of memory");
+        gather_set_fail(bs, &f, GW_ERR_NO_MEMORY, GW_ERR_REMOTE, 0, "rank 0 is out of memory");
         goto err_abort;
     }
     if (len > 0)
@@ -227,9 +231,15 @@ err_abort:
     return f.local;
 }
 
+/* How long past its own timeout a rank waits for rank 0's word: rank 0 may
+ * have started the all-gather later, and gives up on a missing rank only
+ * at its own deadline. */
+#define VERDICT_MARGIN_MS 1000
+
 static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
                                     int64_t deadline)
 {
+    deadline += VERDICT_MARGIN_MS;
     int fd = bs->root_fd;
     size_t total = (size_t)bs->size * len;
     uint8_t prefix[GW_BS_DATA_PREFIX_LEN];
@@ -239,7 +249,7 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
     uint8_t in[GW_BS_SMALL_MSG_MAX];
     gw__sock_io_set(&rx, in, GW_BS_HDR_LEN, NULL, 0);
     gather_stage_t rstage = G_HDR;
-    int send_errno = 0;
+    int send_errno = 0, verdict = 0;
     const char *why = NULL;
     /* Send our block and read the answer in one loop: if rank 0 gives up
      * (a mismatch, a dead rank) its REJECT arrives while we may still be
@@ -284,7 +294,8 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                 gw_bs_hdr_t h;
                 if (gw__bs_decode_hdr(in, GW_BS_HDR_LEN, &h, &why) != GW_OK)
                     goto malformed;
-                if (h.type == GW_BS_REJECT) {
+                if (h.type == GW_BS_REJECT || h.type == GW_BS_VERDICT) {
+                    verdict = h.type == GW_BS_VERDICT;
                     rstage = G_REJECT;
                     gw__sock_io_set(&rx, in, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
                 } else if (h.type == GW_BS_DATA && (size_t)h.payload_len - 4 == total) {
@@ -301,7 +312,9 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                     continue; /* reported by the next pass */
             }
             if (io == GW_SOCK_IO_DONE && rstage == G_REJECT)
-                return gw__bs_client_take_reject(bs, in, rx.total, "ended the all-gather");
+                return verdict
+                           ? gw__bs_client_take_verdict(bs, in, rx.total, "ended the all-gather")
+                           : gw__bs_client_take_reject(bs, in, rx.total, "ended the all-gather");
             if (io == GW_SOCK_IO_DONE && rstage == G_BODY) {
                 uint32_t n;
                 if (gw__bs_decode_data_prefix(in, GW_BS_DATA_PREFIX_LEN, &n, &why) != GW_OK)
@@ -344,8 +357,9 @@ gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t
     if (st != GW_OK) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "%s", reason);
         /* The other ranks are told, so that they fail now rather than time out. */
+        bs->culprit = bs->rank;
         if (bs->rank == 0 && bs->size > 1) {
-            gather_fail_t f = {.local = st, .remote = GW_ERR_REMOTE};
+            gather_fail_t f = {.local = st, .remote = GW_ERR_REMOTE, .culprit = 0};
             snprintf(f.reason, sizeof(f.reason), "%s", reason);
             gather_abort(bs, NULL, &f);
         } else if (bs->root_fd >= 0) {
@@ -366,10 +380,15 @@ gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t
         st = root_allgather(bs, mine, len, all, start, deadline);
     } else {
         st = client_allgather(bs, mine, len, all, deadline);
-        if (st != GW_OK)
+        if (st != GW_OK) {
             shutdown(bs->root_fd, SHUT_RDWR); /* rank 0 sees us leave at once */
+            if (bs->culprit < 0)
+                bs->culprit = 0; /* rank 0 is gone, or said nothing in time */
+        }
     }
     if (st != GW_OK)
         bs->failed = st;
+    else
+        bs->gathered_at = gw__now_ms();
     return st;
 }

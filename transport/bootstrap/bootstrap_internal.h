@@ -9,6 +9,10 @@
  *   bootstrap_root.c    rank 0: the join state machine over every connection
  *   bootstrap_gather.c  the all-gather on both sides, with its failures
  *                       propagated by REJECT
+ *   bootstrap_late.c    rank 0, while the job runs: a REJECT for each process
+ *                       that arrives after the job formed
+ *   bootstrap_settle.c  the join's last step: every rank's connect outcome to
+ *                       rank 0, which answers go or whom to blame
  *   bootstrap_watch.c   after the all-gathers: a rank's reports to the
  *                       referee and the verdicts it gets back
  *   bootstrap_referee.c rank 0's referee thread: collects reports, asks the
@@ -24,6 +28,7 @@
 #ifndef GW_TRANSPORT_BOOTSTRAP_INTERNAL_H
 #define GW_TRANSPORT_BOOTSTRAP_INTERNAL_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -50,6 +55,8 @@ struct gw_bootstrap {
     struct sockaddr_storage local;      /* see gw__bootstrap_local_addr */
     socklen_t local_len;                /* 0 when there is none (size 1) */
     gw_status_t failed;                 /* sticky: the first error of an all-gather */
+    int culprit;                        /* the rank the failure blames, -1 none */
+    int64_t gathered_at;                /* when the last all-gather ended (gw__now_ms) */
     int root_fd;                        /* ranks > 0: the connection to rank 0 */
     int *fds;                           /* rank 0: fds[r] talks to rank r (fds[0] = -1) */
     char (*peer_addr)[GW_BS_ADDR_TEXT]; /* rank 0: peer address of each rank */
@@ -62,6 +69,7 @@ struct gw_bootstrap {
     int have_verdict;
     gw_bs_verdict_t verdict;
     struct gw_bs_referee *referee; /* rank 0 */
+    int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
 };
 
 /* ---- what every part needs (bootstrap.c) -------------------------------- */
@@ -71,6 +79,10 @@ gw_status_t gw__bs_random_bytes(const gw_logger_t *lg, void *buf, size_t n);
 /* A REJECT that never blocks and may be lost: for the way out of a failure,
  * at a message boundary of our side of the stream. */
 void gw__bs_send_reject_nowait(int fd, gw_status_t status, const char *reason);
+/* The same for rank 0's word on a failed join or all-gather: a VERDICT
+ * (origin 0, no collective) naming the rank to blame, so that every rank
+ * names the same one (-1: none). */
+void gw__bs_send_verdict_nowait(int fd, gw_status_t status, int culprit, const char *reason);
 
 /* ---- the parts ----------------------------------------------------------- */
 
@@ -82,6 +94,10 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
  * status; "when" completes "rank 0 (root ...) ...". */
 gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
                                       const char *when);
+/* bootstrap_client.c: the same for rank 0's VERDICT, whose culprit goes to
+ * bs->culprit. */
+gw_status_t gw__bs_client_take_verdict(gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
+                                       const char *when);
 
 /* bootstrap_referee.c: start the referee over bs->fds (which it takes
  * over: bs->fds[r] becomes -1) and self_fd, its end of the socket pair to
@@ -90,6 +106,20 @@ typedef struct gw_bs_referee gw_bs_referee_t;
 gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
                                  gw_bs_referee_t **out);
 void gw__bs_referee_stop(gw_bs_referee_t *ref);
+
+/* bootstrap_late.c: rank 0's answers to processes that arrive after the
+ * job formed, run by the referee's thread. open takes bs->late_lfd (NULL
+ * when there is none, or no memory); pollfds writes GW_BS_LATE_PFDS
+ * entries (the listener first) and returns how many; events handles what
+ * poll() reported in them; deadline is when the oldest held connection
+ * expires (INT64_MAX: none); close is NULL-safe. */
+#define GW_BS_LATE_PFDS 17
+typedef struct gw_bs_late gw_bs_late_t;
+gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
+int gw__bs_late_pollfds(gw_bs_late_t *l, struct pollfd *pfds);
+void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds);
+int64_t gw__bs_late_deadline(const gw_bs_late_t *l);
+void gw__bs_late_close(gw_bs_late_t *l);
 
 /* bootstrap_root.c: listen, accept size - 1 ranks and welcome them; on
  * success bs->fds, bs->peer_addr, bs->local and bs->job_id are set (bs->fds

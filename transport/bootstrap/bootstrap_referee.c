@@ -76,6 +76,7 @@ struct gw_bs_referee {
     int64_t decide_by;
     int decided;
     gw_bs_verdict_t verdict;
+    gw_bs_late_t *late; /* answers processes that arrive after the job formed */
 };
 
 static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
@@ -342,8 +343,13 @@ static void *referee_main(void *arg)
             ref->pfds[n] = (struct pollfd){.fd = ref->seats[r].fd, .events = POLLIN};
             ref->pfd_rank[n++] = r;
         }
+        int seats_end = n;
+        n += gw__bs_late_pollfds(ref->late, ref->pfds + n);
         int open = ref->first >= 0 && !ref->decided;
-        int timeout = open ? gw__sock_remaining_ms(ref->decide_by) : -1;
+        int64_t wake = open ? ref->decide_by : INT64_MAX;
+        if (gw__bs_late_deadline(ref->late) < wake)
+            wake = gw__bs_late_deadline(ref->late);
+        int timeout = wake == INT64_MAX ? -1 : gw__sock_remaining_ms(wake);
         int rc = poll(ref->pfds, (nfds_t)n, timeout);
         if (rc < 0 && errno != EINTR) {
             GW_ERROR(ref->log, GW_BS_SUBSYS, "referee: poll failed: %m; it stops");
@@ -351,9 +357,11 @@ static void *referee_main(void *arg)
         }
         if (rc > 0 && ref->pfds[0].revents)
             break;
-        for (int i = 1; rc > 0 && i < n; i++)
+        for (int i = 1; rc > 0 && i < seats_end; i++)
             if (ref->pfds[i].revents)
                 read_seat(ref, ref->pfd_rank[i]);
+        if (rc >= 0)
+            gw__bs_late_events(ref->late, ref->pfds + seats_end);
         if (ref->first >= 0 && !ref->decided)
             decide(ref, gw__now_ms() >= ref->decide_by);
     }
@@ -369,6 +377,7 @@ static void referee_free(gw_bs_referee_t *ref)
         close(ref->stop[0]);
     if (ref->stop[1] >= 0)
         close(ref->stop[1]);
+    gw__bs_late_close(ref->late);
     free(ref->seats);
     free(ref->pfds);
     free(ref->pfd_rank);
@@ -392,7 +401,7 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     ref->stop[0] = ref->stop[1] = -1;
     size_t n = (size_t)bs->size;
     ref->seats = calloc(n, sizeof(*ref->seats));
-    ref->pfds = calloc(n + 1, sizeof(*ref->pfds));
+    ref->pfds = calloc(n + 1 + GW_BS_LATE_PFDS, sizeof(*ref->pfds));
     ref->pfd_rank = calloc(n + 1, sizeof(*ref->pfd_rank));
     ref->next = calloc(n, sizeof(*ref->next));
     ref->seen = calloc(n, 1);
@@ -409,7 +418,8 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
         referee_free(ref);
         return GW_ERR_SYSTEM;
     }
-    /* From here on the seats are the thread's. */
+    /* From here on the seats (and the listener) are the thread's. */
+    ref->late = gw__bs_late_open(bs);
     ref->seats[0].fd = self_fd;
     for (int r = 1; r < bs->size; r++) {
         ref->seats[r].fd = bs->fds[r];

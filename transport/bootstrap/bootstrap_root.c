@@ -13,8 +13,8 @@
  * connections that have not joined yet are held in a bounded table
  * (bootstrap_table.c, which says how the join stays quick while thousands
  * of strangers arrive with the ranks). When size - 1 distinct ranks have
- * joined, rank 0 closes the listener and sends each a WELCOME carrying the
- * job id.
+ * joined, rank 0 sends each a WELCOME carrying the job id; the listener
+ * stays open for the referee, which answers latecomers (bootstrap_late.c).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -347,7 +347,7 @@ void gw__bs_conn_event(join_t *j, conn_t *c)
 
 static gw_status_t join_timeout(const join_t *j, int64_t waited)
 {
-    const gw_bootstrap_t *bs = j->bs;
+    gw_bootstrap_t *bs = j->bs;
     char missing[256];
     size_t n = 0;
     int nmissing = bs->size - 1 - j->joined;
@@ -355,6 +355,8 @@ static gw_status_t join_timeout(const join_t *j, int64_t waited)
     for (int r = 1, listed = 0; r < bs->size && listed < GW_BS_MISSING_LIST_MAX; r++) {
         if (j->by_rank[r])
             continue;
+        if (!listed)
+            bs->culprit = r; /* the first missing rank is the one every rank names */
         int w = snprintf(missing + n, sizeof(missing) - n, "%s%d", listed ? ", " : "", r);
         n += w > 0 ? (size_t)w : 0;
         listed++;
@@ -368,7 +370,8 @@ static gw_status_t join_timeout(const join_t *j, int64_t waited)
              (long long)waited, bs->root, j->joined + 1, bs->size, nmissing == 1 ? "" : "s",
              missing);
     /* The ranks that did join wait for their welcome: they learn from us
-     * which ranks never came, instead of timing out with nobody named. */
+     * which ranks never came, and whom to blame, instead of timing out with
+     * nobody named. */
     char reason[GW_BS_REASON_MAX + 1];
     snprintf(reason, sizeof(reason),
              "gave up after %lld ms: %d of %d ranks joined; missing rank%s %s (never started, "
@@ -376,7 +379,7 @@ static gw_status_t join_timeout(const join_t *j, int64_t waited)
              (long long)waited, j->joined + 1, bs->size, nmissing == 1 ? "" : "s", missing);
     for (int r = 1; r < bs->size; r++)
         if (j->by_rank[r])
-            gw__bs_send_reject_nowait(j->by_rank[r]->fd, GW_ERR_TIMEOUT, reason);
+            gw__bs_send_verdict_nowait(j->by_rank[r]->fd, GW_ERR_TIMEOUT, bs->culprit, reason);
     return GW_ERR_TIMEOUT;
 }
 
@@ -436,7 +439,9 @@ static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
 static gw_status_t root_welcome(join_t *j, int64_t deadline)
 {
     gw_bootstrap_t *bs = j->bs;
-    close(j->lfd);
+    /* The listener stays open: the referee answers processes that arrive
+     * now (bootstrap_late.c) instead of leaving them to time out. */
+    bs->late_lfd = j->lfd;
     j->lfd = -1;
     for (int r = 1; r < bs->size; r++) {
         conn_t *c = j->by_rank[r];
@@ -445,16 +450,24 @@ static gw_status_t root_welcome(join_t *j, int64_t deadline)
         gw_sock_io_t io;
         gw__sock_io_set(&io, msg, sizeof(msg), NULL, 0);
         int rc = gw__sock_io_run(c->fd, &io, 1, deadline);
-        if (rc == GW_SOCK_IO_TIMEOUT) {
-            GW_ERROR(bs->log, GW_BS_SUBSYS, "timed out sending the welcome to rank %d (%s)", r,
+        if (rc == GW_SOCK_IO_DONE)
+            continue;
+        char reason[GW_BS_REASON_MAX + 1];
+        if (rc == GW_SOCK_IO_TIMEOUT)
+            snprintf(reason, sizeof(reason), "timed out sending the welcome to rank %d (%s)", r,
                      c->addr);
-            return GW_ERR_TIMEOUT;
-        }
-        if (rc != GW_SOCK_IO_DONE) {
-            GW_ERROR(bs->log, GW_BS_SUBSYS, "rank %d (%s) failed before receiving the welcome: %m",
+        else
+            snprintf(reason, sizeof(reason), "rank %d (%s) failed before receiving the welcome: %m",
                      r, c->addr);
-            return GW_ERR_REMOTE;
-        }
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "%s", reason);
+        bs->culprit = r;
+        gw_status_t st = rc == GW_SOCK_IO_TIMEOUT ? GW_ERR_TIMEOUT : GW_ERR_REMOTE;
+        /* The others wait for their welcome: they learn why, and whom to
+         * blame (a welcome already sent is followed by nothing else, so a
+         * rank that has it sees its connection close). */
+        for (int k = r + 1; k < bs->size; k++)
+            gw__bs_send_verdict_nowait(j->by_rank[k]->fd, st, r, reason);
+        return st;
     }
     return GW_OK;
 }
@@ -523,6 +536,8 @@ gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *p
         GW_INFO(bs->log, GW_BS_SUBSYS, "all %d ranks joined at %s", bs->size, bs->root);
     }
 out_free:
+    if (st != GW_OK && bs->culprit < 0)
+        bs->culprit = 0; /* rank 0's own failure: it could not listen, or ran out of memory */
     if (j.lfd >= 0)
         close(j.lfd);
     /* The epoll set goes first: then closing each socket need not take it

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# rxe_2vm_perf.sh - gradwire-bench p2p against perftest between two hosts:
+# two Soft-RoCE VMs (scripts/rxe-vm cluster up 2), rank 0 / the perftest
+# client in rxevm0, rank 1 / the server in rxevm1, over the virtio-net link
+# between them. Rounds alternate, ib_write_bw, gradwire, ib_write_bw, ...,
+# and the same for latency (ib_write_lat, gradwire -m lat, both
+# busy-polling), so that what the host's load does between rounds falls on
+# both; each gradwire round is divided by the geometric mean of the
+# perftest rounds either side of it. Prints every round and the median of
+# the paired ratios. It judges nothing (a report, not a test): the VMs run
+# without KVM, the figures compare the two programs over the same link.
+#
+# Usage: rxe_2vm_perf.sh [BUILD_DIR [ROUNDS]]   (default ./build, 5 rounds)
+# GW_RXE_2VM_CLUSTER=DIR uses running VMs (booted with --ro of the source
+# tree and the build, so that they see the current binaries).
+# Exit status: 0 done, 1 a program failed, 77 no VM possible here.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VM="$ROOT/scripts/rxe-vm"
+BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "skipped: no build directory"; exit 77; }
+ROUNDS=${2:-5}
+[ -x "$BUILD/gradwire-bench" ] || { echo "skipped: $BUILD/gradwire-bench is not built"; exit 77; }
+
+if [ -n "${GW_RXE_2VM_CLUSTER:-}" ]; then
+    cdir=$GW_RXE_2VM_CLUSTER
+else
+    cdir=$("$VM" cluster up --no-install --lifetime 900 --ro "$ROOT" --ro "$BUILD" 2)
+    rc=$?
+    [ $rc -eq 77 ] && { echo "skipped: scripts/rxe-vm cannot start VMs here"; exit 77; }
+    [ $rc -eq 0 ] || { echo "the two VMs did not boot"; exit 1; }
+    # shellcheck disable=SC2064
+    trap "'$VM' cluster down --dir '$cdir'" EXIT
+fi
+export GW_RXE_CLUSTER=$cdir
+W=$cdir/shared/perf
+mkdir -p "$W"
+PORT=18600 JOB=0
+
+perftest() { # TOOL ARGS...: server in rxevm1, client in rxevm0; the client's output in $W/TOOL
+    local tool=$1
+    shift
+    PORT=$((PORT + 1))
+    "$VM" cluster exec --timeout 150 1 -- "$tool" -d rxe0 -x 1 -F -p $PORT "$@" >"$W/$tool.server" 2>&1 &
+    local spid=$!
+    # The client gives up at once when nobody listens yet: try again.
+    "$VM" cluster exec --timeout 150 0 -- bash -c \
+        'for i in $(seq 40); do "$@" && exit 0; sleep 0.5; done; exit 1' _ \
+        "$tool" -d rxe0 -x 1 -F -p $PORT "$@" 198.18.2.2 >"$W/$tool" 2>&1
+    local rc=$?
+    wait $spid || rc=1
+    return $rc
+}
+gwbench() { # ARGS...: 2 ranks, one per VM; JSON in $W/gw.json
+    JOB=$((JOB + 1))
+    local token pids=() r rc=0
+    token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    for r in 0 1; do
+        GW_RANK=$r GW_SIZE=2 GW_ROOT=198.18.2.1:$((29900 + JOB)) GW_JOB_TOKEN=$token GW_TRANSPORT=ib \
+            "$VM" cluster exec --timeout 150 $r -- "$BUILD/gradwire-bench" p2p --json "$W/gw.json" "$@" \
+            >"$W/gw$r.out" 2>&1 &
+        pids+=($!)
+    done
+    for r in 0 1; do wait "${pids[$r]}" || rc=1; done
+    return $rc
+}
+json_num() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
+
+bw_ib() { perftest ib_write_bw -s 1048576 -n 50 && awk '$1 == 1048576 {printf "%.6f", $4 * 1048576 / 1e9}' "$W/ib_write_bw"; }
+bw_gw() { gwbench -b 1M -e 1M -n 50 -w 2 -W 16 -m uni -c 0 && json_num "$W/gw.json" uni_GBps; }
+lat_ib() { perftest ib_write_lat -s 8 -n 300 && awk '$1 == 8 {print $5}' "$W/ib_write_lat"; }
+lat_gw() { GW_IB_SPIN_US=1000000 gwbench -b 8 -e 8 -n 300 -w 10 -m lat -c 0 && json_num "$W/gw.json" p50; }
+
+# sandwich NAME IB GW: ROUNDS of GW between ROUNDS+1 of IB; ratios GW / geomean(IB neighbours)
+sandwich() {
+    local name=$1 ibf=$2 gwf=$3 prev next gw round ratios=() ibs=() gws=()
+    prev=$($ibf) || prev=
+    [ -n "$prev" ] && ibs+=("$prev")
+    for round in $(seq "$ROUNDS"); do
+        gw=$($gwf) || gw=
+        next=$($ibf) || next=
+        [ -n "$next" ] && ibs+=("$next")
+        if [ -n "$prev" ] && [ -n "$next" ] && [ -n "$gw" ]; then
+            gws+=("$gw")
+            ratios+=("$(awk -v g="$gw" -v a="$prev" -v b="$next" 'BEGIN {print g / sqrt(a * b)}')")
+            echo "   $name round $round: perftest $prev and $next, gradwire $gw: ratio ${ratios[-1]}"
+        else
+            echo "   $name round $round: no figure (perftest '$prev' '$next', gradwire '$gw')"
+            tail -n 3 "$W"/gw0.out "$W"/ib_write_* 2>/dev/null
+        fi
+        [ -n "$next" ] && prev=$next
+    done
+    [ ${#ratios[@]} -gt 0 ] || return 1
+    echo "== $name, ${#ratios[@]} rounds: median perftest $(printf '%s\n' "${ibs[@]}" | median), median gradwire $(printf '%s\n' "${gws[@]}" | median), median ratio $(printf '%s\n' "${ratios[@]}" | median)"
+}
+
+echo "== load before: $(cat /proc/loadavg)"
+ok=0
+sandwich "bandwidth 1 MiB (GB/s)" bw_ib bw_gw || ok=1
+sandwich "latency 8 B (us; ib_write_lat typical, gradwire p50)" lat_ib lat_gw || ok=1
+echo "== load after: $(cat /proc/loadavg)"
+exit $ok

@@ -18,6 +18,15 @@
  * message conflicts with: messages of other peers' next collective may
  * arrive meanwhile, and that is fine.
  *
+ * Receipts. Every send posted here asks for one (gw__p2p_isend_receipt,
+ * GW_REQ_RECEIPT in transport.h): it completes only once the receiver's
+ * transport has matched it against the receive and accepted it, so a
+ * mismatch fails the sender's own call, with the receiver's verdict (its
+ * abort carries status and culprit), instead of the call after it. The
+ * collectives' sends do not ask: their results are checked anyway. A
+ * handle that completed keeps its outcome even when the communicator fails
+ * afterwards (finish()): the message was delivered.
+ *
  * Non-blocking calls. gw_isend and gw_irecv post the same request as the
  * blocking calls, inside a heap handle, and return; nothing runs in the
  * background: the transport moves data whenever this rank waits or tests

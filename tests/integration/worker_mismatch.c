@@ -14,7 +14,10 @@
  *         p2p_sendrecv (both ranks gw_sendrecv with each other; count and
  *         zero change only the odd rank's receive count, so the other rank's
  *         receive succeeds and only its send half can report the mismatch;
- *         dtype changes both halves)
+ *         dtype changes both halves),
+ *         p2p_unmatched (rank 0 gw_send to rank 1, which never receives: it
+ *         sleeps 3 x GW_TIMEOUT_MS; rank 0 must fail with GW_ERR_TIMEOUT
+ *         naming rank 1, its receipt never having come)
  *   WHAT: count (one more element), zero (count 0), dtype (int32 instead of
  *         float32), op (max instead of sum), root (root 1 instead of 0),
  *         algo (tree instead of ring), kind (a barrier instead of COLL; for
@@ -118,6 +121,15 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
             return gw_send(comm, send, c->count, c->dtype, 1);
         return gw_recv(comm, recv, c->count, c->dtype, 0);
     }
+    if (strcmp(k, "p2p_unmatched") == 0) {
+        if (gw_comm_rank(comm) == 0)
+            return gw_send(comm, send, c->count, c->dtype, 1);
+        const char *ms = getenv("GW_TIMEOUT_MS");
+        long wait_ms = 3 * (ms ? atol(ms) : 1000);
+        struct timespec ts = {wait_ms / 1000, (wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return GW_OK;
+    }
     if (strcmp(k, "p2p_window") == 0)
         return window(comm, c, send, recv);
     if (strcmp(k, "p2p_sendrecv") == 0) {
@@ -197,6 +209,8 @@ int main(int argc, char **argv)
            gw_comm_culprit(comm));
     fflush(stdout);
     int ok = st == GW_ERR_MISMATCH;
+    if (strcmp(c.coll, "p2p_unmatched") == 0)
+        ok = rank == 1 || (st == GW_ERR_TIMEOUT && gw_comm_culprit(comm) == 1);
     /* A broadcast's root copies its own data into recv: its count is its own. */
     for (size_t i = recv_bytes(&c, size); ok && i < cap; i++)
         if (recv[i] != CANARY) {

@@ -240,7 +240,7 @@ static int at_frame_boundary(const gw_tcp_sock_t *s)
 static int send_control(gw_tcp_t *t, uint32_t type, const gw_abort_info_t *why, int budget_ms,
                         int *eligible)
 {
-    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = type};
+    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = (uint16_t)type};
     if (why) {
         h.status = (int32_t)why->status;
         h.total = (uint64_t)(int64_t)why->origin;

@@ -71,8 +71,8 @@ typedef struct gw_tcp_bufs {
 /* A frame header in host form (see tcp_wire.c for its wire layout). */
 typedef struct gw_tcp_hdr {
     uint32_t magic;
-    uint32_t type;
-    uint32_t flags; /* DATA: GW_TCP_FLAG_RECEIPT or 0 */
+    uint16_t type;
+    uint16_t flags; /* DATA: GW_TCP_FLAG_RECEIPT or 0 */
     uint64_t seq;   /* RECEIPT, GOODBYE: the receipt's message index */
     uint32_t sig;
     int32_t status;    /* ABORT: the sender's gw_status_t */

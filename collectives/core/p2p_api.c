@@ -334,12 +334,14 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
         h->last_moved = moved;
         h->last_moved_ms = now;
     } else if (now - h->last_moved_ms >= comm->timeout_ms) {
+        int unreceipted = h->req.kind == GW_REQ_SEND && h->req.bytes_done == h->req.len;
         GW_ERROR(&comm->log, "api",
-                 "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done); the "
+                 "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done%s); the "
                  "peer may be hung (GW_TIMEOUT_MS raises the limit)",
                  comm->timeout_ms, h->req.len,
                  h->req.kind == GW_REQ_SEND ? "send to" : "receive from", h->req.peer,
-                 h->req.bytes_done);
+                 h->req.bytes_done,
+                 unreceipted ? ", no receipt: it has not posted the matching receive" : "");
         *done = 1;
         gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
                              .culprit = h->req.peer,

@@ -530,11 +530,19 @@ GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
  * Matching: the n-th gw_send from rank a to rank b meets the n-th gw_recv
  * that b posts for a (calls that name other peers do not count). Both must
  * give the same count and dtype; otherwise the receive fails with
- * GW_ERR_MISMATCH, its buffer not written, and so does the sender: in
- * gw_send where the data waits for the receiver's clear-to-send (large
- * messages over verbs), otherwise at its next call, because an eager send
- * (TCP, shared memory, small verbs messages) completes with GW_OK once the
- * data has left, before the receiver could check it. Messages never overtake the
+ * GW_ERR_MISMATCH, its buffer not written, and so does the send itself:
+ * a send completes only once the receiver has matched the message against
+ * its receive and accepted it (its transport sends a receipt, outside the
+ * messages: TCP a control frame, shared memory a counter, verbs an
+ * immediate or its clear-to-send), so gw_send, the gw_wait or gw_test of a
+ * gw_isend and gw_sendrecv return GW_ERR_MISMATCH, with the same
+ * gw_comm_culprit as the receiver's, and never GW_OK for a message that
+ * was refused. Sends are therefore synchronous: a gw_send returns only
+ * when the peer has posted the matching receive, so two ranks that both
+ * gw_send to each other before receiving wait for each other until
+ * GW_TIMEOUT_MS (use gw_sendrecv, or gw_isend and gw_irecv, for
+ * exchanges). A send whose receipt does not come within GW_TIMEOUT_MS
+ * fails with GW_ERR_TIMEOUT naming the peer. Messages never overtake the
  * collectives around them: a rank must not start a collective while a peer
  * still waits for a message from it (nor the other way round); such a
  * program fails with GW_ERR_MISMATCH (or GW_ERR_TIMEOUT) instead of mixing
@@ -549,8 +557,9 @@ GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
  * before a point-to-point call starts, so call order is kept.
  */
 
-/* Send count elements of dtype from buf to rank peer; returns once buf may
- * be reused (the data reached the peer's buffer, or the transport's). */
+/* Send count elements of dtype from buf to rank peer; returns once the peer
+ * matched and accepted the message (see Matching above) and buf may be
+ * reused. */
 GW_API gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
                            int peer);
 

@@ -62,6 +62,19 @@ static inline int gw__tag_conflicts(const gw_msg_tag_t *pending, const gw_msg_ta
 
 typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;
 
+/* gw_request_t.flags, set by the caller before isend.
+ * GW_REQ_RECEIPT: the send completes only once the receiver has matched
+ * it against its receive and accepted it (tag and length agree), not when
+ * the data has left: the receiver's transport answers with a receipt, a
+ * control frame (or shared counter, or immediate) outside message matching
+ * that names the message by its index in the pair's send order. A receiver
+ * that rejects the message fails and aborts, and the abort (status, origin,
+ * culprit) fails the send. The public point-to-point calls ask for it; the
+ * collectives' own sends do not (their results are checked anyway) and
+ * cost nothing extra. A receipt that never comes is a stall like any other:
+ * GW_ERR_TIMEOUT after the caller's timeout, naming the peer. */
+#define GW_REQ_RECEIPT 1u
+
 /* A request is storage owned by the caller, filled in before isend/irecv and
  * left untouched by the caller until `complete` is non-zero. The transport
  * links it into its queues through `next` and may use `priv` freely. */
@@ -71,6 +84,7 @@ typedef struct gw_request {
     gw_msg_tag_t tag;
     void *buf; /* const for sends */
     size_t len;
+    unsigned flags; /* GW_REQ_RECEIPT or 0; the transport only reads it */
     /* Written by the transport: */
     int complete;       /* set once, when the request finished or failed */
     gw_status_t status; /* GW_OK or the failure, valid when complete */

@@ -30,7 +30,7 @@
 #define GW_P2P_POLL_MS 100
 
 static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf, size_t len,
-                        gw_request_t *req)
+                        unsigned flags, gw_request_t *req)
 {
     if (comm->failed != GW_OK)
         return comm->failed;
@@ -44,6 +44,7 @@ static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf
     req->tag = comm->tag;
     req->buf = buf;
     req->len = len;
+    req->flags = flags;
     gw_transport_t *t = comm->transport;
     gw_status_t st = kind == GW_REQ_SEND ? t->ops->isend(t, req) : t->ops->irecv(t, req);
     if (st != GW_OK)
@@ -57,12 +58,18 @@ gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len
 {
     /* The transport never writes through a send buffer; the cast only lets
      * one request type serve both directions. */
-    return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, req);
+    return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, 0, req);
+}
+
+gw_status_t gw__p2p_isend_receipt(gw_comm_t *comm, int peer, const void *buf, size_t len,
+                                  gw_request_t *req)
+{
+    return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, GW_REQ_RECEIPT, req);
 }
 
 gw_status_t gw__p2p_irecv(gw_comm_t *comm, int peer, void *buf, size_t len, gw_request_t *req)
 {
-    return post(comm, GW_REQ_RECV, peer, buf, len, req);
+    return post(comm, GW_REQ_RECV, peer, buf, len, 0, req);
 }
 
 /* One round of progress; sleeps up to wait_ms when nothing is ready. */
@@ -109,6 +116,14 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
         const gw_request_t *r = reqs[i];
         if (r && !r->complete) {
             culprit = r->peer;
+            if (r->kind == GW_REQ_SEND && (r->flags & GW_REQ_RECEIPT) && r->bytes_done == r->len) {
+                GW_ERROR(&comm->log, "coll",
+                         "%s: no receipt for %d ms from rank %d for the %zu-byte message sent "
+                         "to it: it has not posted the matching receive (or is hung; "
+                         "GW_TIMEOUT_MS raises the limit)",
+                         what, comm->timeout_ms, r->peer, r->len);
+                break;
+            }
             GW_ERROR(&comm->log, "coll",
                      "%s: no progress for %d ms while waiting to %s %zu bytes "
                      "%s rank %d (%zu done); the peer may be hung or much slower "

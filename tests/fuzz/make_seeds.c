@@ -48,6 +48,7 @@ static void tcp_seeds(void)
 {
     gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC,
                       .type = 1,
+                      .flags = GW_TCP_FLAG_RECEIPT,
                       .seq = 7,
                       .sig = 0x1234,
                       .total = 100,
@@ -63,6 +64,9 @@ static void tcp_seeds(void)
     h.offset = 1; /* the rank it blames */
     gw__tcp_hdr_encode(&h, hdr);
     put("fuzz_tcp_wire", "hdr-abort", 0, 1, hdr, sizeof(hdr));
+    gw_tcp_hdr_t rc = {.magic = GW_TCP_FRAME_MAGIC, .type = GW_TCP_RECEIPT, .seq = 3};
+    gw__tcp_hdr_encode(&rc, hdr);
+    put("fuzz_tcp_wire", "hdr-receipt", 0, 1, hdr, sizeof(hdr));
 
     gw_tcp_hello_t hl = {.id = {.magic = GW_TCP_HELLO_MAGIC, .from = 1, .to = 0},
                          .version = GW_TCP_PROTOCOL_VERSION,
@@ -224,7 +228,7 @@ static void ib_seeds(void)
     uint8_t cts[GW_IB_CTS_SIZE];
     gw__ib_cts_encode(&c, cts);
     put("fuzz_ib_wire", "cts", 1, 1, cts, sizeof(cts));
-    gw_ib_eager_hdr_t e = {.idx = 5, .seq = 9, .sig = 3, .len = 100};
+    gw_ib_eager_hdr_t e = {.idx = 5, .seq = 9, .sig = 3, .len = 100, .flags = GW_IB_EAGER_RECEIPT};
     uint8_t eh[GW_IB_EAGER_HDR];
     gw__ib_eager_hdr_encode(&e, eh);
     put("fuzz_ib_wire", "eager", 2, 1, eh, sizeof(eh));
@@ -234,6 +238,9 @@ static void ib_seeds(void)
     imm = gw__ib_imm_encode(GW_IB_IMM_ABORT_FROM, gw__ib_abort_from_encode(2, 1));
     uint8_t ab[4] = {(uint8_t)(imm >> 24), (uint8_t)(imm >> 16), (uint8_t)(imm >> 8), (uint8_t)imm};
     put("fuzz_ib_wire", "imm-abort-from", 3, 1, ab, sizeof(ab));
+    imm = gw__ib_imm_encode(GW_IB_IMM_RECEIPT, 5);
+    uint8_t rc[4] = {(uint8_t)(imm >> 24), (uint8_t)(imm >> 16), (uint8_t)(imm >> 8), (uint8_t)imm};
+    put("fuzz_ib_wire", "imm-receipt", 3, 1, rc, sizeof(rc));
     gw_ib_hello_t hl;
     memset(&hl, 0, sizeof(hl));
     hl.id.magic = GW_IB_HELLO_MAGIC;

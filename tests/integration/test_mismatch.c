@@ -92,14 +92,92 @@ Test(mismatch, small_counts_odd_sizes, .timeout = 600)
     every_case(5, odds5, 2, "3");
 }
 
-/* Point-to-point: the receiver fails at once; the sender's eager send may
- * complete first (gradwire.h), and its next call fails with the
- * receiver's GW_ERR_MISMATCH (worker_mismatch makes that call). */
-Test(mismatch, point_to_point_length_and_dtype, .timeout = 300)
+/* The culprit rank R printed ("rank R: ... culprit K"), -2 when missing. */
+static int culprit_of(const char *out, int rank)
 {
+    char want[32];
+    snprintf(want, sizeof(want), "rank %d: GW_", rank);
+    const char *line = strstr(out, want);
+    const char *c = line ? strstr(line, "culprit ") : NULL;
+    return c ? atoi(c + 8) : -2;
+}
+
+/* Point-to-point, strict: the sender's own call (gw_send, gw_wait of its
+ * gw_isend, gw_sendrecv) returns GW_ERR_MISMATCH, never GW_OK, because a
+ * send completes only once the receiver accepted it (receipts); the
+ * receiver's fails too, both promptly, and both name the same culprit.
+ * dtype is int32 against float32: the same byte length, so only the
+ * signature tells them apart. In p2p_window the third of five messages in
+ * flight differs and the two before it must succeed on both ranks; in
+ * p2p_sendrecv count and zero change one rank's receive only, so the other
+ * rank's error can come only from its send half. */
+static void expect_p2p_mismatch(const char *transport, const char *form, const char *what, int odd)
+{
+    char oddstr[16];
+    snprintf(oddstr, sizeof(oddstr), "%d", odd);
+    char *argv[] = {LAUNCHER,     "launch",     "-n",   "2",    "--", WORKER,
+                    (char *)form, (char *)what, oddstr, "1024", NULL};
+    char trenv[64];
+    snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transport);
+    char *env[] = {trenv, "GW_TIMEOUT_MS=60000", NULL};
+    run_result_t r = run_cmd(argv, env, 90);
+    cr_assert(!r.timed_out, "%s %s, rank %d differs, over %s: hung:\n%s", form, what, odd,
+              transport, r.output);
+    cr_assert(r.exited && r.status == 0,
+              "%s %s, rank %d differs, over %s: not GW_ERR_MISMATCH from both ranks' own "
+              "calls:\n%s",
+              form, what, odd, transport, r.output);
+    for (int rank = 0; rank < 2; rank++) {
+        char want[64];
+        snprintf(want, sizeof(want), "rank %d: GW_ERR_MISMATCH after", rank);
+        cr_assert(strstr(r.output, want), "%s %s over %s: rank %d did not report:\n%s", form, what,
+                  transport, rank, r.output);
+    }
+    int c0 = culprit_of(r.output, 0), c1 = culprit_of(r.output, 1);
+    cr_assert(c0 == c1 && c0 >= 0 && c0 < 2,
+              "%s %s, rank %d differs, over %s: the ranks blame %d and %d, not one rank:\n%s", form,
+              what, odd, transport, c0, c1, r.output);
+    cr_assert(r.seconds < PROMPT_S, "%s %s over %s: the mismatch took %.1f s to report", form, what,
+              transport, r.seconds);
+    free(r.output);
+}
+
+Test(mismatch, point_to_point_length_and_dtype, .timeout = 600)
+{
+    const char *forms[] = {"p2p", "p2p_window", "p2p_sendrecv"};
     const char *whats[] = {"count", "zero", "dtype", "kind"};
     for (size_t t = 0; t < 2; t++)
-        for (size_t w = 0; w < 4; w++)
-            for (int odd = 0; odd < 2; odd++)
-                expect_mismatch(transports[t], 2, "p2p", whats[w], odd, "1024");
+        for (size_t f = 0; f < 3; f++)
+            for (size_t w = 0; w < 4; w++)
+                for (int odd = 0; odd < 2; odd++)
+                    /* kind (a barrier instead) replaces the whole window. */
+                    if (strcmp(forms[f], "p2p_window") != 0 || strcmp(whats[w], "kind") != 0)
+                        expect_p2p_mismatch(transports[t], forms[f], whats[w], odd);
+}
+
+/* A receipt that never comes (the receiver posts no receive) is a stall
+ * like any other: the sender's gw_send fails with GW_ERR_TIMEOUT after
+ * GW_TIMEOUT_MS, naming the receiver and saying what it waited for, and
+ * never hangs. */
+Test(mismatch, point_to_point_unmatched_send_times_out, .timeout = 120)
+{
+    for (size_t t = 0; t < 2; t++) {
+        char *argv[] = {LAUNCHER,        "launch", "-n", "2",    "--", WORKER,
+                        "p2p_unmatched", "count",  "9",  "1024", NULL};
+        char trenv[64];
+        snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transports[t]);
+        char *env[] = {trenv, "GW_TIMEOUT_MS=1000", NULL};
+        run_result_t r = run_cmd(argv, env, 60);
+        cr_assert(!r.timed_out, "unmatched send over %s: hung:\n%s", transports[t], r.output);
+        cr_assert(r.exited && r.status == 0,
+                  "unmatched send over %s: rank 0 did not fail with GW_ERR_TIMEOUT naming rank "
+                  "1:\n%s",
+                  transports[t], r.output);
+        cr_assert(strstr(r.output, "rank 0: GW_ERR_TIMEOUT after"), "over %s:\n%s", transports[t],
+                  r.output);
+        cr_assert(strstr(r.output, "no receipt for 1000 ms from rank 1"),
+                  "over %s: the timeout does not say that the receipt is missing:\n%s",
+                  transports[t], r.output);
+        free(r.output);
+    }
 }

@@ -6,7 +6,18 @@
  *
  * Usage: worker_mismatch COLL WHAT ODD [COUNT]
  *   COLL: allreduce, broadcast, reduce, allgather, reduce_scatter, barrier,
- *         p2p (rank 0 sends to rank 1, the others stay out), compressed
+ *         compressed, and on 2 ranks the point-to-point forms:
+ *         p2p (rank 0 gw_send to rank 1, which gw_recv),
+ *         p2p_window (rank 0 posts WINDOW gw_isend, rank 1 as many gw_irecv;
+ *         only message P2P_ODD_MSG differs; the ones before must complete
+ *         with GW_OK on both ranks, the odd one fail on both),
+ *         p2p_sendrecv (both ranks gw_sendrecv with each other; count and
+ *         zero change only the odd rank's receive count, so the other rank's
+ *         receive succeeds and only its send half can report the mismatch;
+ *         dtype changes both halves),
+ *         p2p_unmatched (rank 0 gw_send to rank 1, which never receives: it
+ *         sleeps 3 x GW_TIMEOUT_MS; rank 0 must fail with GW_ERR_TIMEOUT
+ *         naming rank 1, its receipt never having come)
  *   WHAT: count (one more element), zero (count 0), dtype (int32 instead of
  *         float32), op (max instead of sum), root (root 1 instead of 0),
  *         algo (tree instead of ring), kind (a barrier instead of COLL; for
@@ -15,7 +26,9 @@
  *   COUNT: elements of the call (1024; small counts leave ranks without a
  *         chunk of their own in the ring algorithms)
  * Each rank prints "rank R: STATUS after T ms, culprit K" and exits 0 when
- * its status is GW_ERR_MISMATCH and its buffer intact, 1 otherwise.
+ * its status is GW_ERR_MISMATCH and its buffer intact, 1 otherwise. In the
+ * point-to-point forms that status is the call's own: a sender whose send
+ * returned GW_OK has failed, whatever its next call would say.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +40,8 @@
 
 #define COUNT 1024
 #define CANARY 0x5A
+#define WINDOW 5      /* messages in flight in p2p_window */
+#define P2P_ODD_MSG 2 /* the one that differs (0-based: the third) */
 
 static double now_ms(void)
 {
@@ -41,7 +56,50 @@ typedef struct call {
     gw_dtype_t dtype;
     gw_op_t op;
     int root;
+    int odd;          /* this rank is the one that differs */
+    const char *what; /* how */
 } call_t;
+
+/* p2p_window: WINDOW messages of c->count elements, posted back to back;
+ * on the odd rank message P2P_ODD_MSG has its argument changed. Messages
+ * before it must succeed; the call's status is the odd message's. */
+static gw_status_t window(gw_comm_t *comm, const call_t *c, uint8_t *send, uint8_t *recv)
+{
+    int rank = gw_comm_rank(comm);
+    size_t esize = gw_dtype_size(GW_FLOAT32);
+    gw_handle_t *h[WINDOW];
+    gw_status_t st = GW_OK;
+    int posted = 0;
+    for (int m = 0; m < WINDOW && st == GW_OK; m++) {
+        size_t count = (size_t)COUNT;
+        gw_dtype_t dtype = GW_FLOAT32;
+        if (c->odd && m == P2P_ODD_MSG) {
+            count = c->count;
+            dtype = c->dtype;
+        }
+        uint8_t *slot = (rank == 0 ? send : recv) + (size_t)m * (COUNT + 1) * esize;
+        st = rank == 0 ? gw_isend(comm, slot, count, dtype, 1, &h[m])
+                       : gw_irecv(comm, slot, count, dtype, 0, &h[m]);
+        if (st == GW_OK)
+            posted++;
+    }
+    if (st != GW_OK) {
+        printf("rank %d: posting message %d failed: %s\n", rank, posted, gw_status_name(st));
+        return GW_ERR_PROTOCOL;
+    }
+    gw_status_t odd = GW_OK;
+    for (int m = 0; m < WINDOW; m++) {
+        gw_status_t w = gw_wait(h[m]);
+        printf("rank %d: message %d: %s\n", rank, m, gw_status_name(w));
+        if (m < P2P_ODD_MSG && w != GW_OK) {
+            printf("rank %d: message %d, before the odd one, failed\n", rank, m);
+            odd = GW_ERR_PROTOCOL;
+        }
+        if (m == P2P_ODD_MSG && odd == GW_OK)
+            odd = w;
+    }
+    return odd;
+}
 
 static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
 {
@@ -63,6 +121,23 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
             return gw_send(comm, send, c->count, c->dtype, 1);
         return gw_recv(comm, recv, c->count, c->dtype, 0);
     }
+    if (strcmp(k, "p2p_unmatched") == 0) {
+        if (gw_comm_rank(comm) == 0)
+            return gw_send(comm, send, c->count, c->dtype, 1);
+        const char *ms = getenv("GW_TIMEOUT_MS");
+        long wait_ms = 3 * (ms ? atol(ms) : 1000);
+        struct timespec ts = {wait_ms / 1000, (wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return GW_OK;
+    }
+    if (strcmp(k, "p2p_window") == 0)
+        return window(comm, c, send, recv);
+    if (strcmp(k, "p2p_sendrecv") == 0) {
+        int peer = 1 - gw_comm_rank(comm);
+        /* count and zero change the odd rank's receive only (see the top). */
+        size_t sendcount = c->odd && strcmp(c->what, "dtype") != 0 ? COUNT : c->count;
+        return gw_sendrecv(comm, send, sendcount, peer, recv, c->count, peer, c->dtype);
+    }
     return GW_ERR_INVALID_ARG;
 }
 
@@ -70,6 +145,8 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
 static size_t recv_bytes(const call_t *c, int size)
 {
     size_t n = c->count * gw_dtype_size(c->dtype);
+    if (strcmp(c->coll, "p2p_window") == 0) /* the messages before the odd one */
+        return (size_t)P2P_ODD_MSG * (COUNT + 1) * gw_dtype_size(GW_FLOAT32);
     return strcmp(c->coll, "allgather") == 0 ? n * (size_t)size : n;
 }
 
@@ -93,9 +170,13 @@ int main(int argc, char **argv)
         return 1;
     }
     int rank = gw_comm_rank(comm), size = gw_comm_size(comm);
-    call_t c = {argv[1], base, GW_FLOAT32, GW_SUM, 0};
-    if (strcmp(c.coll, "p2p") == 0 && size != 2) {
-        fprintf(stderr, "worker_mismatch: p2p runs on 2 ranks, not %d\n", size);
+    call_t c = {argv[1], base, GW_FLOAT32, GW_SUM, 0, rank == odd, what};
+    if (strncmp(c.coll, "p2p", 3) == 0 && size != 2) {
+        fprintf(stderr, "worker_mismatch: %s runs on 2 ranks, not %d\n", c.coll, size);
+        return 2;
+    }
+    if (strcmp(c.coll, "p2p_window") == 0 && base != COUNT) {
+        fprintf(stderr, "worker_mismatch: p2p_window sends %d elements a message\n", COUNT);
         return 2;
     }
     if (rank == odd) {
@@ -116,7 +197,7 @@ int main(int argc, char **argv)
     } else if (strcmp(what, "algo") == 0) {
         gw_comm_set_algo(comm, GW_ALGO_RING);
     }
-    size_t cap = (size_t)(COUNT + 1) * 8 * (size_t)size + 4096;
+    size_t cap = (size_t)(COUNT + 1) * 8 * (size_t)(size > WINDOW ? size : WINDOW) + 4096;
     uint8_t *send = malloc(cap), *recv = malloc(cap);
     if (!send || !recv)
         return 1;
@@ -124,20 +205,12 @@ int main(int argc, char **argv)
     memset(recv, CANARY, cap);
     double t0 = now_ms();
     st = run(comm, &c, send, recv);
-    if (st == GW_OK && strcmp(argv[1], "p2p") == 0 && rank == 0) {
-        /* An eager send completes before the receiver checked it (see
-         * gw_send in gradwire.h): the sender learns of the mismatch from
-         * the receiver's abort. It waits for it in a receive that only the
-         * abort can end (rank 1 sends nothing), not in a collective, which
-         * could still complete on messages rank 1 sent before it failed. */
-        gw_status_t next = gw_recv(comm, recv, 1, GW_UINT8, 1);
-        printf("rank 0: send returned GW_OK, the next call %s\n", gw_status_name(next));
-        st = next;
-    }
     printf("rank %d: %s after %.0f ms, culprit %d\n", rank, gw_status_name(st), now_ms() - t0,
            gw_comm_culprit(comm));
     fflush(stdout);
     int ok = st == GW_ERR_MISMATCH;
+    if (strcmp(c.coll, "p2p_unmatched") == 0)
+        ok = rank == 1 || (st == GW_ERR_TIMEOUT && gw_comm_culprit(comm) == 1);
     /* A broadcast's root copies its own data into recv: its count is its own. */
     for (size_t i = recv_bytes(&c, size); ok && i < cap; i++)
         if (recv[i] != CANARY) {

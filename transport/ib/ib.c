@@ -550,6 +550,10 @@ static int tell_all(gw_ib_t *t, gw_ib_imm_kind_t pre_kind, uint64_t pre_value,
         gw_ib_peer_t *p = &t->peers[r];
         if (r == t->base.rank || p->qp_up < t->nqps || p->gone)
             continue;
+        /* A receipt still due goes first: what we accepted before we
+         * failed (or closed) completes on the sender. */
+        if (p->rc_due > p->rc_sent && gw__ib_post_ctrl(t, p, GW_IB_IMM_RECEIPT, p->rc_due) == GW_OK)
+            p->rc_sent = p->rc_due;
         /* Without room for the first, the second still tells the peer
          * the essential (the ABORT alone: it then blames us). */
         if (pre_kind)

@@ -50,8 +50,10 @@
  * ABORT_FROM immediate naming the rank that first reported the failure and
  * the rank it blames. 4: rdmacm connections prove the key too (their
  * private data carries this version, nonces and the acceptor's proof; the
- * dialler's proof is the first message on the QP: ib_cm.c). */
-#define GW_IB_PROTOCOL_VERSION 4u
+ * dialler's proof is the first message on the QP: ib_cm.c). 5: an eager
+ * message may ask for a receipt (GW_IB_EAGER_RECEIPT), which the receiver
+ * gives with a RECEIPT immediate. */
+#define GW_IB_PROTOCOL_VERSION 5u
 
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
@@ -351,7 +353,12 @@ typedef struct gw_ib_eager_hdr {
     uint64_t len;
     uint64_t cts_seen;    /* CTS entries the sender has taken out of its FIFO */
     uint64_t eager_freed; /* eager messages of the receiver that the sender took out */
+    uint32_t flags;       /* GW_IB_EAGER_RECEIPT or 0 */
 } gw_ib_eager_hdr_t;
+
+/* gw_ib_eager_hdr_t.flags: the sender's send completes only with the
+ * receiver's RECEIPT immediate (GW_REQ_RECEIPT). */
+#define GW_IB_EAGER_RECEIPT 1u
 
 void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER_HDR]);
 void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h);
@@ -369,6 +376,9 @@ typedef enum gw_ib_imm_kind {
      * rank it blames (lower 14 bits), GW_IB_IMM_NO_RANK for none. Jobs of
      * more than 16383 ranks name no rank beyond that. */
     GW_IB_IMM_ABORT_FROM = 7,
+    /* We matched and accepted the peer's eager messages up to index
+     * `value` (cumulative; those that asked for a receipt complete). */
+    GW_IB_IMM_RECEIPT = 8,
 } gw_ib_imm_kind_t;
 
 #define GW_IB_IMM_VALUE_MASK 0x0fffffffu
@@ -443,9 +453,11 @@ size_t gw__ib_nparts(size_t len, int nqps);
 #define GW_IB_REQ_PARTS_DONE(r) ((r)->priv[2]) /* parts completed */
 #define GW_IB_REQ_MR(r) ((r)->priv[3])         /* gw_ib_mr_entry_t *, or 0 */
 #define GW_IB_REQ_STARTED(r) ((r)->priv[4])    /* recv: 1 + number of its CTS; send: CTS matched */
-#define GW_IB_REQ_POSTED(r) ((r)->priv[5])     /* send: parts posted */
-#define GW_IB_REQ_DEFER(r) ((r)->priv[5])      /* recv: its CTS waits until then (ns), 0: unset */
-#define GW_IB_REQ_RADDR(r) ((r)->priv[6])      /* send: where the receiver wants it */
+/* GW_IB_REQ_STARTED of a send that went eagerly and waits for its receipt. */
+#define GW_IB_SEND_EAGER_WAIT 2u
+#define GW_IB_REQ_POSTED(r) ((r)->priv[5]) /* send: parts posted */
+#define GW_IB_REQ_DEFER(r) ((r)->priv[5])  /* recv: its CTS waits until then (ns), 0: unset */
+#define GW_IB_REQ_RADDR(r) ((r)->priv[6])  /* send: where the receiver wants it */
 #define GW_IB_REQ_RKEY(r) ((r)->priv[7])
 
 /* wr_id of work requests that are not data parts (those carry the request
@@ -481,6 +493,9 @@ typedef struct gw_ib_peer {
     uint64_t r_eager_in;       /* eager messages arrived */
     uint64_t r_eager_freed;    /* ... taken out (sent back in CTS entries) */
     uint64_t r_eager_reported; /* ... as last told (CTS entry, eager header) */
+    /* Receipts: the highest index of an eager message asking for one that
+     * we accepted, and the highest one a RECEIPT immediate carried. */
+    uint64_t rc_due, rc_sent;
     int eager_limit; /* largest eager message between us: the smaller GW_IB_EAGER of both */
     gw_ib_eager_hdr_t r_eager[GW_IB_EAGER_SLOTS]; /* headers of those not taken out */
     /* Receive side. */
@@ -650,6 +665,9 @@ gw_status_t gw__ib_post_all(gw_ib_t *t, int *did);
 gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did);
 /* One more part of r completed; the request completes with its last. */
 void gw__ib_part_done(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r);
+/* p's RECEIPT immediate (28 bits of a message index): the eager sends up
+ * to that index that wait for it complete. */
+gw_status_t gw__ib_take_receipt(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value);
 /* Release what a request holds (its registration). */
 void gw__ib_req_release(gw_ib_t *t, gw_request_t *r);
 

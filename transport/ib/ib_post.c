@@ -15,7 +15,13 @@
  *     immediate. A small send whose CTS is not there yet goes eagerly into
  *     a free eager slot of the receiver instead (see ib.c), where the
  *     receiver checks it against its receive before copying it out
- *     (gw__ib_match_eager).
+ *     (gw__ib_match_eager). An eager send that asks for a receipt
+ *     (GW_REQ_RECEIPT: the public point-to-point calls) stays queued,
+ *     marked GW_IB_SEND_EAGER_WAIT, until the receiver's RECEIPT immediate
+ *     says it accepted it (a send through the CTS needs none: it matched
+ *     the receiver's own entry);
+ *   - receipts: a RECEIPT immediate naming the last such eager message
+ *     accepted, cumulative, as soon as the send queue has room.
  * Work requests are always signalled, and each QP's send queue is accounted
  * for in software, so a queue is never overrun: a part that finds it full
  * waits for the next round.
@@ -159,6 +165,8 @@ gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
         gw_status_t st = gw__transport_check_match(&t->base, r, &got, h->len);
         if (st != GW_OK)
             return st;
+        if (h->flags & GW_IB_EAGER_RECEIPT)
+            p->rc_due = h->idx; /* accepted: the sender waits for our word */
         if (r->len > 0)
             memcpy(r->buf, gw__ib_eager_slot(t, p->rank, s) + GW_IB_EAGER_HDR, r->len);
         p->r_eager_freed++;
@@ -273,12 +281,14 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     uint64_t idx = GW_IB_REQ_IDX(r);
     int s = (int)(p->eager_sent % GW_IB_EAGER_SLOTS);
     uint8_t *stage = gw__ib_eager_stage(t, p->rank, s);
+    int receipt = (r->flags & GW_REQ_RECEIPT) != 0;
     gw_ib_eager_hdr_t h = {.idx = idx,
                            .seq = r->tag.seq,
                            .sig = r->tag.sig,
                            .len = r->len,
                            .cts_seen = p->s_cts_seen,
-                           .eager_freed = p->r_eager_freed};
+                           .eager_freed = p->r_eager_freed,
+                           .flags = receipt ? GW_IB_EAGER_RECEIPT : 0};
     gw__ib_eager_hdr_encode(&h, stage);
     if (r->len > 0)
         memcpy(stage + GW_IB_EAGER_HDR, r->buf, r->len);
@@ -299,7 +309,32 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
              (unsigned long long)idx, r->len, s, p->desc);
     p->eager_idx[idx % GW_IB_FIFO_DEPTH] = idx;
     p->eager_sent++;
+    if (receipt) {
+        /* Sent, not yet accepted: it waits in the queue for the receipt. */
+        GW_IB_REQ_STARTED(r) = GW_IB_SEND_EAGER_WAIT;
+        r->bytes_done = r->len;
+        return GW_OK;
+    }
     finish(t, p, r);
+    return GW_OK;
+}
+
+gw_status_t gw__ib_take_receipt(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
+{
+    /* The 28 bits name the latest index with those low bits that we sent. */
+    uint64_t idx = p->s_next - ((p->s_next - value) & GW_IB_IMM_VALUE_MASK);
+    if (idx == 0 || idx > p->s_next)
+        return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                "sent a receipt for message %u, but only %llu were sent to it",
+                                (unsigned)value, (unsigned long long)p->s_next);
+    gw_request_t *next;
+    for (gw_request_t *r = p->sq_head; r; r = next) {
+        next = r->next;
+        if (GW_IB_REQ_IDX(r) > idx)
+            break;
+        if (GW_IB_REQ_STARTED(r) == GW_IB_SEND_EAGER_WAIT)
+            finish(t, p, r);
+    }
     return GW_OK;
 }
 
@@ -348,6 +383,8 @@ static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
     gw_request_t *next;
     for (gw_request_t *r = p->sq_head; r; r = next) {
         next = r->next; /* an eager send leaves the queue */
+        if (GW_IB_REQ_STARTED(r) == GW_IB_SEND_EAGER_WAIT)
+            continue; /* sent; its receipt completes it */
         if (!GW_IB_REQ_STARTED(r)) {
             gw_status_t st;
             if (eager_ok(p, r)) {
@@ -375,6 +412,21 @@ static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
     return GW_OK;
 }
 
+/* The receipt for the eager messages accepted since the last one; a full
+ * send queue only delays it to a later round. */
+static gw_status_t post_receipt(gw_ib_t *t, gw_ib_peer_t *p, int *did)
+{
+    gw_status_t st = gw__ib_post_ctrl(t, p, GW_IB_IMM_RECEIPT, p->rc_due);
+    if (st == GW_ERR_NO_MEMORY)
+        return GW_OK;
+    if (st != GW_OK)
+        return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM, "posting the receipt for message %llu failed",
+                                (unsigned long long)p->rc_due);
+    p->rc_sent = p->rc_due;
+    *did = 1;
+    return GW_OK;
+}
+
 gw_status_t gw__ib_post_all(gw_ib_t *t, int *did)
 {
     for (int i = 0; i < t->base.size; i++) {
@@ -386,6 +438,8 @@ gw_status_t gw__ib_post_all(gw_ib_t *t, int *did)
             st = post_receives(t, p, did); /* eager messages waiting included */
         if (st == GW_OK && p->sq_head)
             st = post_sends(t, p, did);
+        if (st == GW_OK && p->rc_due > p->rc_sent)
+            st = post_receipt(t, p, did);
         if (st != GW_OK)
             return st;
     }

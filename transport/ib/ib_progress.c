@@ -137,6 +137,8 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
     case GW_IB_IMM_ABORT_FROM:
         gw__ib_abort_from_decode(value, &p->abort_origin, &p->abort_culprit);
         return GW_OK;
+    case GW_IB_IMM_RECEIPT:
+        return gw__ib_take_receipt(t, p, value);
     case GW_IB_IMM_ABORT: {
         gw_abort_info_t got = {.status = gw__ib_abort_status(value),
                                .origin = gw__transport_abort_rank(p->abort_origin, t->base.size),

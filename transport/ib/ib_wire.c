@@ -25,6 +25,7 @@
  *   32 u64 CTS entries the sender has taken out of its FIFO
  *   40 u64 eager messages of the receiver that the sender has taken out of
  *      its own slots (the slots' credit travels both ways)
+ *   48 u32 flags (1: the sender waits for a RECEIPT immediate)
  *
  * Out-of-band hello (120 bytes): magic, version, job id[16], from, to,
  * nonce[16], QPs per peer, first PSN, QP numbers[16] (magic, job id, ranks
@@ -140,6 +141,7 @@ void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER
     gw__put_be64(out + 24, h->len);
     gw__put_be64(out + 32, h->cts_seen);
     gw__put_be64(out + 40, h->eager_freed);
+    gw__put_be32(out + 48, h->flags);
 }
 
 void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h)
@@ -150,6 +152,7 @@ void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_
     h->len = gw__get_be64(in + 24);
     h->cts_seen = gw__get_be64(in + 32);
     h->eager_freed = gw__get_be64(in + 40);
+    h->flags = gw__get_be32(in + 48);
 }
 
 uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value)

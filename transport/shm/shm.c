@@ -43,6 +43,18 @@
  * 1.1-1.3x with 4 (medians of interleaved runs): a kernel copy is slower
  * per byte than memcpy here, but it is one copy, not two.
  *
+ * Receipts. A send that asks for one (GW_REQ_RECEIPT: the public
+ * point-to-point calls) completes only once the receiver has matched and
+ * accepted it. Its INLINE record says so in its flags, and the receiver,
+ * when the record passed the check against its receive, stores the
+ * record's index in its direction's `accepted` counter (on the cache line
+ * of `tail`, which it writes anyway) and rings the bell; the send waits in
+ * its own queue, out of the ring, until the counter reaches it. A DIRECT
+ * send needs nothing more: the receiver reads it only after accepting it.
+ * A receiver that refuses a message aborts, and its abort flag (status,
+ * origin, culprit) fails the send; what it accepted before completes first,
+ * since it published the counter before the flag.
+ *
  * Failure. The first failure breaks the transport, as in TCP: every pending
  * request completes with it, it is logged once at ERROR naming the peer,
  * and every later call returns it. A peer announces close() with a goodbye

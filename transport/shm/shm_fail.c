@@ -22,6 +22,7 @@ void gw__shm_fail_pending(gw_transport_t *base, gw_status_t st)
         /* The receive being filled is still at the head of rq. */
         gw__req_queue_fail(&p->sq_head, &p->sq_tail, st);
         gw__req_queue_fail(&p->dq_head, &p->dq_tail, st);
+        gw__req_queue_fail(&p->aq_head, &p->aq_tail, st);
         gw__req_queue_fail(&p->rq_head, &p->rq_tail, st);
         p->rreq = NULL;
     }

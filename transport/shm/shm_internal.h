@@ -31,8 +31,10 @@
 #define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
 /* 2: the attacher and the creator of a segment prove the data-plane key in
  * its header (shm_seg.c). 3: an abort says who first reported the failure
- * and whom it blames (gw_shm_side_t). */
-#define GW_SHM_PROTOCOL_VERSION 3u
+ * and whom it blames (gw_shm_side_t). 4: a record may ask for a receipt
+ * (GW_SHM_REC_RECEIPT), which the receiver gives in its direction's
+ * `accepted` counter. */
+#define GW_SHM_PROTOCOL_VERSION 4u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
@@ -70,7 +72,7 @@ typedef struct gw_shm_rec {
     uint32_t kind;
     uint64_t seq;
     uint32_t sig;
-    uint32_t reserved;
+    uint32_t flags; /* GW_SHM_REC_RECEIPT or 0 */
     uint64_t len;
     uint64_t addr;  /* DIRECT: the payload's address in the sender */
     uint64_t index; /* messages sent in this direction so far, from 1 */
@@ -78,6 +80,11 @@ typedef struct gw_shm_rec {
 } gw_shm_rec_t;
 
 _Static_assert(sizeof(gw_shm_rec_t) == GW_SHM_LINE, "a record header is one cache line");
+
+/* gw_shm_rec_t.flags: the sender waits until the receiver has matched and
+ * accepted this (INLINE) message; a DIRECT one completes only when the
+ * receiver has read it, which it does only after accepting it. */
+#define GW_SHM_REC_RECEIPT 1u
 
 /* What one rank of a pair says about itself, written by that rank only. */
 typedef struct gw_shm_side {
@@ -110,6 +117,10 @@ typedef struct gw_shm_dir {
     _Atomic uint64_t head __attribute__((aligned(GW_SHM_LINE))); /* bytes written */
     _Atomic uint64_t tail __attribute__((aligned(GW_SHM_LINE))); /* bytes consumed */
     _Atomic uint64_t direct_done; /* DIRECT messages the receiver finished reading */
+    /* The receipt: the index of the last message asking for one that the
+     * receiver matched and accepted (cumulative: messages match in order).
+     * On tail's cache line, which the receiver writes anyway. */
+    _Atomic uint64_t accepted;
 } gw_shm_dir_t;
 
 /* The segment of the pair (lo, hi), lo < hi: header, then ring 0 (lo -> hi)
@@ -129,7 +140,7 @@ typedef struct gw_shm_seg {
 _Static_assert(sizeof(gw_shm_seg_t) <= GW_SHM_HDR_BYTES, "segment header fits its page");
 
 /* How the transport uses gw_request_t.priv. */
-#define GW_SHM_REQ_INDEX(r) ((r)->priv[0]) /* send: message index in its direction */
+#define GW_SHM_REQ_INDEX(r) ((r)->priv[0]) /* send: DIRECT index, or message index in aq */
 
 /* The local view of one peer. */
 typedef struct gw_shm_peer {
@@ -151,6 +162,7 @@ typedef struct gw_shm_peer {
     /* Send side. */
     gw_request_t *sq_head, *sq_tail; /* not yet fully in the ring */
     gw_request_t *dq_head, *dq_tail; /* DIRECT, waiting for the peer's read */
+    gw_request_t *aq_head, *aq_tail; /* INLINE, in the ring, waiting for the receipt */
     uint64_t s_index;                /* messages sent so far */
     uint64_t s_direct;               /* DIRECT messages sent so far */
     int s_hdr_done;                  /* the head request's header is in the ring */

@@ -127,6 +127,16 @@ static void finish_direct(gw_shm_t *t, gw_shm_peer_t *p)
     }
 }
 
+/* INLINE sends whose receipt came (the peer accepted them) are complete. */
+static void finish_accepted(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    if (!p->aq_head)
+        return;
+    uint64_t accepted = atomic_load_explicit(&p->out->accepted, memory_order_acquire);
+    while (p->aq_head && GW_SHM_REQ_INDEX(p->aq_head) <= accepted)
+        complete(t, gw__req_queue_pop(&p->aq_head, &p->aq_tail));
+}
+
 static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const uint64_t size = p->ring_bytes;
@@ -148,6 +158,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
             rec.kind = direct ? GW_SHM_DIRECT : GW_SHM_INLINE;
             rec.seq = r->tag.seq;
             rec.sig = r->tag.sig;
+            rec.flags = (r->flags & GW_REQ_RECEIPT) && !direct ? GW_SHM_REC_RECEIPT : 0;
             rec.len = r->len;
             rec.addr = direct ? (uint64_t)(uintptr_t)r->buf : 0;
             rec.index = ++p->s_index;
@@ -162,6 +173,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 gw__req_queue_push(&p->dq_head, &p->dq_tail, r);
                 continue;
             }
+            GW_SHM_REQ_INDEX(r) = rec.index;
             p->s_hdr_done = 1;
             p->s_done = 0;
         }
@@ -197,6 +209,12 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
             break;
         gw__req_queue_pop(&p->sq_head, &p->sq_tail);
         p->s_hdr_done = 0;
+        if (r->flags & GW_REQ_RECEIPT) {
+            /* In the ring, but not yet accepted: wait for the receipt. */
+            gw__req_queue_push(&p->aq_head, &p->aq_tail, r);
+            t->moved++;
+            continue;
+        }
         complete(t, r);
     }
     if (head != published) {
@@ -236,6 +254,11 @@ static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
     gw_status_t st = gw__transport_check_match(&t->base, r, &got, p->r_hdr.len);
     if (st != GW_OK)
         return st;
+    if (p->r_hdr.flags & GW_SHM_REC_RECEIPT) {
+        /* The sender waits for our word: accepted, before any payload. */
+        atomic_store_explicit(&p->in->accepted, p->r_hdr.index, memory_order_release);
+        gw__shm_ring_bell(p);
+    }
     p->r_held = 0;
     p->rreq = r;
     p->r_done = 0;
@@ -382,8 +405,12 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
 static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
 {
     int32_t ab = atomic_load_explicit(&p->its->abort_status, memory_order_acquire);
-    if (ab != 0)
+    if (ab != 0) {
+        /* What it accepted before it aborted completes first (it published
+         * the receipt before the abort). */
+        finish_accepted(t, p);
         return gw__shm_peer_aborted(t, p, ab);
+    }
     if (!p->goodbye && atomic_load_explicit(&p->its->goodbye, memory_order_acquire)) {
         /* Everything it sent before its goodbye is in the ring by now. */
         uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
@@ -397,12 +424,13 @@ static gw_status_t check_peer(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
          * now that its goodbye is seen (acquire), or a send it read in full
          * would be failed as still pending. */
         finish_direct(t, p);
+        finish_accepted(t, p);
         if (p->rq_head)
             return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                      "already closed its communicator, but a receive from it is "
                                      "posted (seq %llu, len %zu)",
                                      (unsigned long long)p->rq_head->tag.seq, p->rq_head->len);
-        gw_request_t *s = p->sq_head ? p->sq_head : p->dq_head;
+        gw_request_t *s = p->sq_head ? p->sq_head : p->dq_head ? p->dq_head : p->aq_head;
         if (s)
             return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                      "already closed its communicator, but a send to it is "
@@ -451,6 +479,7 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
         if (!p->served)
             continue;
         finish_direct(t, p);
+        finish_accepted(t, p);
         send_peer(t, p);
         gw_status_t st = recv_peer(t, p);
         if (st == GW_OK)
@@ -477,7 +506,7 @@ static int spin_worth_it(gw_shm_t *t)
         if (!p->served || !p->my)
             continue;
         atomic_store_explicit(&p->my->cpu, cpu, memory_order_relaxed);
-        if ((p->rq_head || p->sq_head || p->dq_head) &&
+        if ((p->rq_head || p->sq_head || p->dq_head || p->aq_head) &&
             atomic_load_explicit(&p->its->cpu, memory_order_relaxed) == cpu)
             spin = 0;
     }
@@ -495,7 +524,7 @@ static int waited_peers(gw_shm_t *t, gw_shm_peer_t **out)
             gw_shm_peer_t *p = &t->peers[i];
             if (!p->served || p->goodbye || !p->my)
                 continue;
-            if (pass == 1 || p->rq_head || p->sq_head || p->dq_head)
+            if (pass == 1 || p->rq_head || p->sq_head || p->dq_head || p->aq_head)
                 out[n++] = p;
         }
     }

@@ -41,9 +41,25 @@
  *     magic, type (DATA, GOODBYE, ABORT), tag.seq, tag.sig, status (ABORT),
  *     total message length, part offset, part length (ABORT: the ranks
  *     that first reported the failure and that it blames)
- * GOODBYE and ABORT frames are a header alone. A sender writes them only at
- * a frame boundary of a socket, so the receiver always finds them where it
- * expects a header.
+ * GOODBYE, ABORT and RECEIPT frames are a header alone. A sender writes them
+ * only at a frame boundary of a socket, so the receiver always finds them
+ * where it expects a header.
+ *
+ * Receipts. A send that asks for one (GW_REQ_RECEIPT: the public
+ * point-to-point calls) completes only once the receiver matched its
+ * header against the receive and accepted it: the DATA header says so in
+ * its flags, and the receiver answers with a RECEIPT frame naming the
+ * highest message index it accepted (cumulative, since messages match in
+ * order). Receipts travel on one more connection per pair than GW_NSOCKS
+ * asks for, the control connection (socket index nsocks), which carries no
+ * data: on a data socket a receipt could queue behind a message the peer
+ * has not posted a receive for yet, whose header it holds while the rest
+ * waits in the kernel, and the peer's send would wait for a receipt stuck
+ * behind its own unread message. A receiver that rejects a message fails
+ * and aborts, and the ABORT frame (status, origin, culprit) fails the
+ * send; ABORT and GOODBYE repeat the last receipt, so a receiver that
+ * closes right after its receive still releases the sender, and messages
+ * accepted before the one that failed complete with GW_OK on both ends.
  *
  * Failure. The first failure breaks the whole transport: every pending
  * request completes with it, it is logged once at ERROR naming the peer, and
@@ -130,7 +146,8 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
         free(t);
         return GW_ERR_CONFIG;
     }
-    t->nsocks = params->nsocks;
+    t->ndata = params->nsocks;
+    t->nsocks = params->nsocks + 1; /* the control connection: see the top of the file */
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_TCP_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     memcpy(t->data_key, params->data_key, sizeof(t->data_key));
@@ -165,7 +182,7 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
         goto err_free;
     }
     /* Every peer may connect all its sockets at once, plus a few strangers. */
-    long backlog = (long)params->size * params->nsocks + 64;
+    long backlog = (long)params->size * t->nsocks + 64;
     if (listen(t->listen_fd, backlog > 65535 ? 65535 : (int)backlog) != 0) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "listen(%s): %m", t->local_str);
         st = GW_ERR_SYSTEM;
@@ -180,8 +197,8 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     }
     gw__sock_addr_str((const struct sockaddr *)&ss, t->local_str, sizeof(t->local_str));
     gw__tcp_addr_encode((const struct sockaddr *)&ss, addr);
-    GW_INFO(lg, GW_TCP_SUBSYS, "listening on %s (%s), %d socket%s per peer", t->local_str, desc,
-            t->nsocks, t->nsocks == 1 ? "" : "s");
+    GW_INFO(lg, GW_TCP_SUBSYS, "listening on %s (%s), %d data socket%s per peer and a control one",
+            t->local_str, desc, t->ndata, t->ndata == 1 ? "" : "s");
     *out = &t->base;
     return GW_OK;
 
@@ -194,7 +211,7 @@ static gw_status_t tcp_post(gw_transport_t *base, gw_request_t *req)
 {
     gw_tcp_t *t = gw__tcp_of(base);
     gw_tcp_peer_t *p = &t->peers[req->peer];
-    GW_TCP_REQ_NPARTS(req) = gw__tcp_nparts(req->len, t->nsocks);
+    GW_TCP_REQ_NPARTS(req) = gw__tcp_nparts(req->len, t->ndata);
     if (req->kind == GW_REQ_SEND) {
         GW_TCP_REQ_IDX(req) = ++p->s_next;
         gw__req_queue_push(&p->sq_head, &p->sq_tail, req);
@@ -210,16 +227,20 @@ static gw_status_t tcp_post(gw_transport_t *base, gw_request_t *req)
 /* A socket where the peer expects a header next: nothing half written. */
 static int at_frame_boundary(const gw_tcp_sock_t *s)
 {
-    return s->fd >= 0 && !s->dead && !s->s_midframe && !(s->sreq && s->s_hdr_done > 0);
+    return s->fd >= 0 && !s->dead && !s->s_midframe &&
+           !((s->sreq || s->s_receipt) && s->s_hdr_done > 0);
 }
 
 /* Write a GOODBYE or ABORT frame on every socket at a frame boundary,
  * giving up after budget_ms: a peer that stopped reading must not hold us.
+ * Either carries the last receipt due to its peer (a RECEIPT frame in the
+ * making is dropped for it): messages this rank accepted before it aborted
+ * or closed complete on the sender.
  * Returns how many sockets took the whole frame; *eligible how many tried. */
 static int send_control(gw_tcp_t *t, uint32_t type, const gw_abort_info_t *why, int budget_ms,
                         int *eligible)
 {
-    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = type};
+    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = (uint16_t)type};
     if (why) {
         h.status = (int32_t)why->status;
         h.total = (uint64_t)(int64_t)why->origin;
@@ -230,9 +251,11 @@ static int send_control(gw_tcp_t *t, uint32_t type, const gw_abort_info_t *why, 
         gw_tcp_sock_t *s = t->pfd_socks[i];
         s->ctrl = at_frame_boundary(s);
         if (s->ctrl) {
+            h.seq = t->pfd_peers[i]->rc_due;
             gw__tcp_hdr_encode(&h, s->s_hdr);
             s->s_hdr_done = 0;
             s->sreq = NULL;
+            s->s_receipt = 0;
             pending++;
         }
     }

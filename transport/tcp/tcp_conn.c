@@ -1,7 +1,8 @@
 /*
  * tcp_conn.c - connect(): the full mesh of the TCP transport.
  *
- * Every pair of ranks is joined by nsocks connections, all opened by the
+ * Every pair of ranks is joined by nsocks connections (GW_NSOCKS data
+ * sockets and the control one that carries receipts, tcp.c), all opened by the
  * higher rank: rank i connects to every j < i and accepts from every j > i.
  * So each connection is opened exactly once, and nobody waits for a
  * connection that it should have opened itself. Everything happens in one
@@ -10,7 +11,7 @@
  * the call finishes or fails within timeout_ms.
  *
  * The connecting side sends a hello {magic, version, job id, from, to,
- * nonce, socket index, nsocks} (layout in tcp_wire.c); the accepting side
+ * nonce, socket index, data sockets} (layout in tcp_wire.c); the accepting side
  * checks what it says and answers with its own hello and nonce and its
  * proof of the job's data-plane key; the connecting side checks both and
  * answers with its proof; the accepting side checks that and admits the
@@ -90,7 +91,7 @@ static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out
         .id = {.magic = GW_TCP_HELLO_MAGIC, .from = (uint32_t)from, .to = (uint32_t)to},
         .version = GW_TCP_PROTOCOL_VERSION,
         .sock_idx = (uint32_t)idx,
-        .nsocks = (uint32_t)t->nsocks};
+        .nsocks = (uint32_t)t->ndata};
     memcpy(h.id.job_id, t->job_id, sizeof(h.id.job_id));
     gw__tcp_hello_encode(&h, out);
 }
@@ -142,14 +143,14 @@ static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
                  o->peer, p->addr_str, o->peer, o->sh.why);
         return GW_ERR_AUTH;
     }
-    if (h.nsocks != (uint32_t)t->nsocks) {
+    if (h.nsocks != (uint32_t)t->ndata) {
         /* The peer is genuine: let our proof go out, so that it reports the
          * same configuration error instead of timing out. */
         (void)gw__sock_shake_step(o->dial.fd, &o->sh);
         GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
                  "rank %d (%s) uses %u sockets per peer but this rank uses %d: set the same "
                  "GW_NSOCKS on every rank",
-                 o->peer, p->addr_str, (unsigned)h.nsocks, t->nsocks);
+                 o->peer, p->addr_str, (unsigned)h.nsocks, t->ndata);
         return GW_ERR_CONFIG;
     }
     return GW_OK;
@@ -279,14 +280,14 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
         snprintf(why, sizeof(why),
                  "it claims to be rank %u, which this job does not connect over TCP",
                  (unsigned)h.id.from);
-    } else if (h.nsocks == (uint32_t)t->nsocks && h.sock_idx >= (uint32_t)t->nsocks) {
+    } else if (h.nsocks == (uint32_t)t->ndata && h.sock_idx >= (uint32_t)t->nsocks) {
         snprintf(why, sizeof(why), "its socket index %u is out of range", (unsigned)h.sock_idx);
     } else {
         c->from = h.id.from;
         /* Another number of sockets is a configuration error, but only
          * once the sender proved the key: an impostor must not be able to
          * stop the job with a hello. */
-        c->bad_nsocks = h.nsocks != (uint32_t)t->nsocks;
+        c->bad_nsocks = h.nsocks != (uint32_t)t->ndata;
         c->nsocks = h.nsocks;
         c->idx = c->bad_nsocks ? 0 : h.sock_idx;
         if (c->bad_nsocks || !in_duplicate(m, c)) {
@@ -326,7 +327,7 @@ static gw_status_t in_step(mesh_t *m, in_conn_t *c)
                 GW_ERROR(lg_of(m), GW_TCP_SUBSYS,
                          "rank %u (%s) uses %u sockets per peer but this rank uses %d: set the "
                          "same GW_NSOCKS on every rank",
-                         (unsigned)c->from, c->addr, (unsigned)c->nsocks, t->nsocks);
+                         (unsigned)c->from, c->addr, (unsigned)c->nsocks, t->ndata);
                 return GW_ERR_CONFIG;
             }
             if (in_duplicate(m, c)) {

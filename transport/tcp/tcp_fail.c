@@ -28,13 +28,15 @@ void gw__tcp_fail_pending(gw_transport_t *base, gw_status_t st)
             continue;
         gw__req_queue_fail(&p->sq_head, &p->sq_tail, st);
         gw__req_queue_fail(&p->rq_head, &p->rq_tail, st);
+        gw__req_queue_fail(&p->aq_head, &p->aq_tail, st);
         for (int k = 0; k < t->nsocks; k++) {
             gw_tcp_sock_t *s = &p->socks[k];
             /* abort() and close() may write a frame only where the peer
              * expects a header, so remember a frame left half written. */
-            if (s->sreq && s->s_hdr_done > 0)
+            if ((s->sreq || s->s_receipt) && s->s_hdr_done > 0)
                 s->s_midframe = 1;
             s->sreq = NULL;
+            s->s_receipt = 0;
             s->rreq = NULL;
         }
     }

@@ -38,8 +38,10 @@
 #define GW_TCP_ADDR_MAGIC 0x47574144u  /* "GWAD" */
 /* 2: hellos carry a nonce and the connection opens with the proof of the
  * data-plane key (transport/sock_auth.c). 3: an ABORT frame carries the
- * rank that first reported the failure and the rank it blames. */
-#define GW_TCP_PROTOCOL_VERSION 3u
+ * rank that first reported the failure and the rank it blames. 4: a DATA
+ * header may ask for a receipt (GW_TCP_FLAG_RECEIPT), answered by RECEIPT
+ * frames, and a GOODBYE carries the last receipt too. */
+#define GW_TCP_PROTOCOL_VERSION 4u
 
 #define GW_TCP_HDR_SIZE 48   /* bytes of a frame header on the wire */
 #define GW_TCP_HELLO_SIZE 56 /* bytes of a hello on the wire */
@@ -55,7 +57,11 @@ typedef enum gw_tcp_frame_type {
     GW_TCP_DATA = 1,
     GW_TCP_GOODBYE = 2,
     GW_TCP_ABORT = 3,
+    GW_TCP_RECEIPT = 4, /* seq: the peer matched and accepted our messages up to this index */
 } gw_tcp_frame_type_t;
+
+/* gw_tcp_hdr_t.flags of a DATA header: the sender waits for a receipt. */
+#define GW_TCP_FLAG_RECEIPT 1u
 
 /* Which socket buffer sizes we set ourselves (decided once, at open). */
 typedef struct gw_tcp_bufs {
@@ -65,8 +71,9 @@ typedef struct gw_tcp_bufs {
 /* A frame header in host form (see tcp_wire.c for its wire layout). */
 typedef struct gw_tcp_hdr {
     uint32_t magic;
-    uint32_t type;
-    uint64_t seq;
+    uint16_t type;
+    uint16_t flags; /* DATA: GW_TCP_FLAG_RECEIPT or 0 */
+    uint64_t seq;   /* RECEIPT, GOODBYE: the receipt's message index */
     uint32_t sig;
     int32_t status;    /* ABORT: the sender's gw_status_t */
     uint64_t total;    /* length of the whole message; ABORT: the origin rank */
@@ -101,6 +108,7 @@ typedef struct gw_tcp_sock {
     size_t s_part_off, s_part_len, s_done;
     int s_midframe; /* a frame was left half written when the transport failed */
     int ctrl;       /* abort()/close(): a GOODBYE or ABORT is being written */
+    int s_receipt;  /* a RECEIPT frame is being written (sreq is NULL) */
     /* Receive side. */
     gw_request_t *rreq; /* message whose part is being read, or NULL */
     uint64_t r_last;    /* index of the last message this socket delivered */
@@ -124,11 +132,21 @@ typedef struct gw_tcp_peer {
     gw_request_t *rq_head, *rq_tail; /* receives, FIFO, unfinished only */
     uint64_t s_next, r_next;         /* index given to the next send / receive */
     int goodbye;                     /* GOODBYE arrived on socket 0: no more messages */
+    /* Receipts (GW_REQ_RECEIPT). Sends written in full whose receipt has not
+     * come yet wait in aq; `acked` is the highest index the peer's receipts
+     * named. rc_due is the highest index of ours that matched a message
+     * asking for a receipt, rc_sent the highest one a RECEIPT frame carried
+     * (or is carrying). Receipts are cumulative: messages match in order, so
+     * "accepted up to n" covers every message before n. */
+    gw_request_t *aq_head, *aq_tail;
+    uint64_t acked;
+    uint64_t rc_due, rc_sent;
 } gw_tcp_peer_t;
 
 typedef struct gw_tcp {
     gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
-    int nsocks;
+    int ndata;           /* data sockets per peer (GW_NSOCKS): message parts go there */
+    int nsocks;          /* connections per peer: ndata, then the control one (tcp.c) */
     int timeout_ms;
     gw_tcp_bufs_t bufs;
     uint8_t job_id[16];

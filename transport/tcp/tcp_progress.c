@@ -38,17 +38,71 @@
  * many bytes in one round; poll() reports it ready again at once. */
 #define GW_TCP_IO_BUDGET ((size_t)16 * 1024 * 1024)
 
-/* One more part of r is done; the request completes with its last part. */
+/* One more part of r is done; the request completes with its last part,
+ * or, for a send that asked for a receipt which has not come yet, waits for
+ * it in aq. */
 static void finish_part(gw_tcp_t *t, gw_tcp_peer_t *p, gw_request_t *r)
 {
     if (++GW_TCP_REQ_PARTS_DONE(r) < GW_TCP_REQ_NPARTS(r))
         return;
-    if (r->kind == GW_REQ_SEND)
+    if (r->kind == GW_REQ_SEND) {
         gw__req_queue_remove(&p->sq_head, &p->sq_tail, r);
-    else
+        if ((r->flags & GW_REQ_RECEIPT) && GW_TCP_REQ_IDX(r) > p->acked) {
+            gw__req_queue_push(&p->aq_head, &p->aq_tail, r);
+            return;
+        }
+    } else {
         gw__req_queue_remove(&p->rq_head, &p->rq_tail, r);
+    }
     t->ncompleted++;
     gw__req_complete(r, GW_OK);
+}
+
+/* ---- receipts ------------------------------------------------------------ */
+
+/* p's receipt (in a RECEIPT frame, or a GOODBYE: `what`) says it accepted
+ * our messages up to idx: the sends among them that wait for it complete.
+ * Receipts on several sockets may arrive out of order; an older one says
+ * nothing new. */
+static gw_status_t take_receipt(gw_tcp_t *t, gw_tcp_peer_t *p, uint64_t idx, const char *what)
+{
+    if (idx > p->s_next)
+        return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                 "sent a %s for message %llu, but only %llu were sent to it", what,
+                                 (unsigned long long)idx, (unsigned long long)p->s_next);
+    if (idx <= p->acked)
+        return GW_OK;
+    p->acked = idx;
+    for (gw_request_t *r = p->aq_head, *next; r; r = next) {
+        next = r->next;
+        if (GW_TCP_REQ_IDX(r) <= idx) {
+            gw__req_queue_remove(&p->aq_head, &p->aq_tail, r);
+            t->ncompleted++;
+            gw__req_complete(r, GW_OK);
+        }
+    }
+    return GW_OK;
+}
+
+static int receipt_due(const gw_tcp_peer_t *p) { return p->rc_due > p->rc_sent; }
+
+/* Whether socket s may start a RECEIPT frame now: nothing of its own in
+ * the making, and it is the control connection, or that one cannot write. */
+static int receipt_sock(const gw_tcp_t *t, const gw_tcp_peer_t *p, const gw_tcp_sock_t *s)
+{
+    if (s->sreq || s->s_receipt || s->dead || s->fd < 0 || s->s_midframe)
+        return 0;
+    const gw_tcp_sock_t *c = &p->socks[t->nsocks - 1];
+    return s == c || c->dead || c->fd < 0 || c->s_midframe;
+}
+
+static void start_receipt(gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+{
+    gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC, .type = GW_TCP_RECEIPT, .seq = p->rc_due};
+    gw__tcp_hdr_encode(&h, s->s_hdr);
+    p->rc_sent = p->rc_due;
+    s->s_receipt = 1;
+    s->s_hdr_done = 0;
 }
 
 /* ---- send side ---------------------------------------------------------- */
@@ -67,6 +121,7 @@ static void start_send(gw_tcp_sock_t *s, gw_request_t *r)
 {
     gw_tcp_hdr_t h = {.magic = GW_TCP_FRAME_MAGIC,
                       .type = GW_TCP_DATA,
+                      .flags = (r->flags & GW_REQ_RECEIPT) ? GW_TCP_FLAG_RECEIPT : 0,
                       .seq = r->tag.seq,
                       .sig = r->tag.sig,
                       .total = r->len};
@@ -87,11 +142,32 @@ static gw_status_t send_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
 {
     size_t budget = GW_TCP_IO_BUDGET;
     while (budget > 0) {
-        if (!s->sreq) {
-            gw_request_t *next = next_send(p, s);
-            if (!next)
+        if (!s->sreq && !s->s_receipt) {
+            /* A receipt first: it is small, and a peer waits on it. */
+            if (receipt_due(p) && receipt_sock(t, p, s)) {
+                start_receipt(p, s);
+            } else {
+                gw_request_t *next = next_send(p, s);
+                if (!next)
+                    return GW_OK;
+                start_send(s, next);
+            }
+        }
+        if (s->s_receipt) {
+            ssize_t w = send(s->fd, s->s_hdr + s->s_hdr_done, GW_TCP_HDR_SIZE - s->s_hdr_done,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 return GW_OK;
-            start_send(s, next);
+            if (w < 0)
+                return gw__tcp_sock_errno(t, p, s, errno, "send");
+            if (w == 0)
+                return GW_OK;
+            s->s_hdr_done += (size_t)w;
+            if (s->s_hdr_done == GW_TCP_HDR_SIZE)
+                s->s_receipt = 0;
+            continue;
         }
         gw_request_t *r = s->sreq;
         struct iovec iov[2];
@@ -189,8 +265,12 @@ static gw_status_t try_claim(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
             s->idx, (unsigned long long)h->seq, (unsigned)h->sig, (unsigned long long)h->total,
             (unsigned long long)h->offset, (unsigned long long)h->part_len,
             (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len, off, plen);
-    if (s->idx == 0)
+    if (s->idx == 0) {
         GW_TCP_REQ_MATCHED(r) = 1;
+        /* Accepted: the sender may be waiting for our word (receipts). */
+        if (h->flags & GW_TCP_FLAG_RECEIPT)
+            p->rc_due = GW_TCP_REQ_IDX(r);
+    }
     s->r_held = 0;
     s->rreq = r;
     s->r_last = GW_TCP_REQ_IDX(r);
@@ -227,21 +307,32 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
         return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL, "sent a frame of type %u after its goodbye",
                                  (unsigned)h.type);
     switch (h.type) {
-    case GW_TCP_ABORT:
-        return gw__tcp_peer_aborted(t, p, &h);
-    case GW_TCP_GOODBYE:
+    case GW_TCP_ABORT: {
+        /* What it accepted before it failed completes first. */
+        gw_status_t st = take_receipt(t, p, h.seq, "abort with a receipt");
+        return st != GW_OK ? st : gw__tcp_peer_aborted(t, p, &h);
+    }
+    case GW_TCP_RECEIPT:
+        return take_receipt(t, p, h.seq, "receipt");
+    case GW_TCP_GOODBYE: {
         GW_TRACE(t->base.log, GW_TCP_SUBSYS, "rank %d said goodbye on socket %d", p->rank, s->idx);
         s->goodbye = 1;
+        gw_status_t st = take_receipt(t, p, h.seq, "goodbye with a receipt");
+        if (st != GW_OK)
+            return st;
         if (s->idx == 0) {
             p->goodbye = 1;
-            if (p->sq_head)
+            gw_request_t *q = p->sq_head ? p->sq_head : p->aq_head;
+            if (q)
                 return gw__tcp_peer_fail(
                     t, p, GW_ERR_REMOTE,
                     "already closed its communicator, but sends to it are pending "
-                    "(seq %llu, len %zu)",
-                    (unsigned long long)p->sq_head->tag.seq, p->sq_head->len);
+                    "(seq %llu, len %zu%s)",
+                    (unsigned long long)q->tag.seq, q->len,
+                    q == p->aq_head ? ", sent but never matched by a receive" : "");
         }
         return try_claim(t, p, s);
+    }
     case GW_TCP_DATA:
         if (h.offset > h.total || h.part_len > h.total - h.offset)
             return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL,
@@ -345,12 +436,32 @@ static gw_status_t prepass(gw_tcp_t *t)
         gw_status_t st = claim_peer(t, p);
         if (st != GW_OK)
             return st;
-        if (p->goodbye && p->sq_head)
+        gw_request_t *q = p->sq_head ? p->sq_head : p->aq_head;
+        if (p->goodbye && q)
             return gw__tcp_peer_fail(
                 t, p, GW_ERR_REMOTE,
                 "already closed its communicator, but a send to it is posted (seq "
-                "%llu, len %zu)",
-                (unsigned long long)p->sq_head->tag.seq, p->sq_head->len);
+                "%llu, len %zu%s)",
+                (unsigned long long)q->tag.seq, q->len,
+                q == p->aq_head ? ", sent but never matched by a receive" : "");
+    }
+    return GW_OK;
+}
+
+static gw_status_t flush_receipts(gw_tcp_t *t)
+{
+    for (int i = 0; i < t->base.size; i++) {
+        gw_tcp_peer_t *p = &t->peers[i];
+        if (i == t->base.rank || !p->socks || !receipt_due(p))
+            continue;
+        for (int k = t->nsocks - 1; k >= 0; k--) {
+            if (receipt_sock(t, p, &p->socks[k])) {
+                gw_status_t st = send_sock(t, p, &p->socks[k]);
+                if (st != GW_OK)
+                    return st;
+                break;
+            }
+        }
     }
     return GW_OK;
 }
@@ -367,7 +478,7 @@ static void build_pollset(gw_tcp_t *t)
             pfd->fd = -1;
             continue;
         }
-        if (s->sreq || next_send(p, s))
+        if (s->sreq || s->s_receipt || next_send(p, s) || (receipt_due(p) && receipt_sock(t, p, s)))
             pfd->events |= POLLOUT;
         if (!s->eof && (s->rreq || !s->r_held))
             pfd->events |= POLLIN;
@@ -418,6 +529,11 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
         if (st != GW_OK)
             return st;
     }
+    /* Receipts that this round made due go out now, not at the next round:
+     * the receive they answer may have completed in this one, and its
+     * caller may not call again for a while. */
+    if ((st = flush_receipts(t)) != GW_OK)
+        return st;
     /* Headers that arrived in this round may belong to a collective that
      * disagrees with ours. */
     if (current)

@@ -7,14 +7,19 @@
  *
  * Frame header (GW_TCP_HDR_SIZE = 48 bytes), before every part of a message
  * and as the whole of a GOODBYE or ABORT frame:
- *    0 u32 magic GW_TCP_FRAME_MAGIC     4 u16 type (1 DATA, 2 GOODBYE, 3 ABORT)
- *    6 u16 reserved (0)                 8 u64 tag.seq
+ *    0 u32 magic GW_TCP_FRAME_MAGIC     4 u16 type (1 DATA, 2 GOODBYE, 3 ABORT,
+ *                                                   4 RECEIPT)
+ *    6 u16 flags (DATA: 1 = receipt wanted; else 0)
+ *                                       8 u64 tag.seq (RECEIPT, GOODBYE, ABORT: receipt)
  *   16 u32 tag.sig                     20 i32 status (ABORT: the reason)
  *   24 u64 total message length        32 u64 offset of this part
  *   40 u64 payload bytes of this part (they follow the header)
  * An ABORT frame puts in the length and offset fields the rank that first
  * reported the failure and the rank it blames (all ones: none), so that
- * the one decoder serves every frame.
+ * the one decoder serves every frame. A RECEIPT frame (and a GOODBYE or
+ * ABORT, which may be the last word before the receipt was due) says in the
+ * seq field the highest index, in the pair's message order from 1, of the
+ * messages it matched and accepted; 0 is no receipt.
  *
  * Hello (GW_TCP_HELLO_SIZE = 56 bytes), first on every connection, sent by
  * the connecting rank and answered in kind by the accepting one, each with
@@ -43,7 +48,7 @@ void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE])
 {
     gw__put_be32(out + 0, h->magic);
     gw__put_be16(out + 4, h->type);
-    gw__put_be16(out + 6, 0);
+    gw__put_be16(out + 6, (uint16_t)h->flags);
     gw__put_be64(out + 8, h->seq);
     gw__put_be32(out + 16, h->sig);
     gw__put_be32(out + 20, (uint32_t)h->status);
@@ -56,6 +61,7 @@ void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h)
 {
     h->magic = gw__get_be32(in + 0);
     h->type = gw__get_be16(in + 4);
+    h->flags = gw__get_be16(in + 6);
     h->seq = gw__get_be64(in + 8);
     h->sig = gw__get_be32(in + 16);
     h->status = (int32_t)gw__get_be32(in + 20);

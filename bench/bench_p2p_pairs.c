@@ -100,8 +100,8 @@ static void print_header(const pairs_run_t *p)
     const gw_p2p_opts_t *o = p->o;
     printf("# gradwire-bench p2p --pairs %s: %d ranks over %s, %d rounds of %s, %ld iterations "
            "(+%ld warm-up), window %ld, check %s\n",
-           o->pairs == GW_P2P_PAIRS_ALONE ? "serial" : "all", p->size,
-           gw_comm_transport(p->comm), p->rounds,
+           o->pairs == GW_P2P_PAIRS_ALONE ? "serial" : "all", p->size, gw_comm_transport(p->comm),
+           p->rounds,
            o->pairs == GW_P2P_PAIRS_ALONE ? "one pair" : "concurrent pairs (circle method)",
            o->sw.iters, o->sw.warmup, o->window, o->check ? "on" : "off");
     printf("# GB/s = 1e9 bytes/s; latency is one way (half the round trip), measured by the "

@@ -50,9 +50,9 @@ static void pairs(const char *nranks, const char *transport, const char *mode, c
     char json[512], tr[64];
     snprintf(json, sizeof(json), "%s/pairs.json", dir);
     snprintf(tr, sizeof(tr), "GW_TRANSPORT=%s", transport);
-    char *argv[] = {LAUNCHER, "launch", "-n",   (char *)nranks, "--",     BENCH, "p2p",
-                    "--pairs", (char *)mode, "-b", "8",        "-e",     "32K", "-f",
-                    "64",      "-n",     "10",    "-w",     "2",            "--json", json,  NULL};
+    char *argv[] = {LAUNCHER,     "launch", "-n", (char *)nranks, "--",  BENCH, "p2p", "--pairs",
+                    (char *)mode, "-b",     "8",  "-e",           "32K", "-f",  "64",  "-n",
+                    "10",         "-w",     "2",  "--json",       json,  NULL};
     char *env[] = {"GW_TIMEOUT_MS=60000", tr, NULL};
     run_result_t r = run_cmd(argv, env, 240);
     cr_assert(!r.timed_out, "p2p --pairs %s timed out:\n%s", mode, r.output);
@@ -61,8 +61,15 @@ static void pairs(const char *nranks, const char *transport, const char *mode, c
     cr_expect(strstr(r.output, "# wrong bytes: 0"), "%s", r.output);
     cr_expect(strstr(r.output, "over the "), "no summary over the pairs:\n%s", r.output);
     /* 8 B, 512 B, 32 KiB: 3 sizes per pair. */
-    char *check[] = {PYTHON,         "-c",   (char *)check_pairs_py, json, (char *)nranks,
-                     (char *)rounds, (char *)per_round, "3", NULL};
+    char *check[] = {PYTHON,
+                     "-c",
+                     (char *)check_pairs_py,
+                     json,
+                     (char *)nranks,
+                     (char *)rounds,
+                     (char *)per_round,
+                     "3",
+                     NULL};
     run_result_t c = run_cmd(check, NULL, 30);
     cr_expect(c.exited && c.status == 0, "p2p --pairs %s, %s ranks: %s\nbench output:\n%s", mode,
               nranks, c.output, r.output);

@@ -29,7 +29,8 @@
  *   2. each suspect is retested alone (no other pair running); it is bad
  *      when still over, else it WARNs (it suffered from its round);
  *   3. a host with more than --host-fraction (0.5) of its links to other
- *      hosts bad (and at least two such links) is suspect, and is retested
+ *      hosts bad (and at least two such links) is suspect, worst first, its
+ *      links then left out of the other hosts' counts; each is retested
  *      alone against a known-good partner (a host without a bad link): still
  *      bad, the host FAILs and its bad links are attributed to it (FAIL,
  *      cause "host X"); fine, it WARNs (its partners, not it, may be bad);
@@ -223,9 +224,36 @@ int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap)
         r->hosts[ha].bad_links += l->bad;
         r->hosts[hb].bad_links += l->bad;
     }
-    for (int h = 0; h < r->nhosts; h++) {
-        gwc_host_t *host = &r->hosts[h];
-        host->suspect = host->links >= 2 && host->bad_links > r->o->host_fraction * host->links;
+    /* Suspects, worst first: a host's links to hosts already suspect are
+     * left out of its count, so that a healthy host with one noisy link and
+     * one to the bad host is not taken for a bad one. */
+    for (;;) {
+        int worst = -1, worst_bad = 0;
+        double worst_frac = 0;
+        for (int h = 0; h < r->nhosts; h++) {
+            if (r->hosts[h].suspect)
+                continue;
+            int bad = 0, all = 0;
+            for (int i = 0; i < r->nlinks; i++) {
+                const gwc_link_t *l = &r->links[i];
+                int ha = r->host_of[l->a], hb = r->host_of[l->b];
+                if (!l->measured || l->same_host || (ha != h && hb != h) ||
+                    r->hosts[ha == h ? hb : ha].suspect)
+                    continue;
+                all++;
+                bad += l->bad;
+            }
+            double frac = all ? (double)bad / all : 0;
+            if (all >= 2 && frac > r->o->host_fraction &&
+                (frac > worst_frac || (frac == worst_frac && bad > worst_bad))) {
+                worst = h;
+                worst_frac = frac;
+                worst_bad = bad;
+            }
+        }
+        if (worst < 0)
+            break;
+        r->hosts[worst].suspect = 1;
     }
     /* The known-good partner: a host that is not suspect, with the fewest
      * bad links (those to the suspects do not count against it). */
@@ -358,6 +386,14 @@ void gwc_judge(gwc_run_t *r)
         }
         if (!l->bad) {
             l->verdict = l->suspect ? GWC_WARN : GWC_PASS;
+            continue;
+        }
+        if (r->failed && r->do_retest && !l->retested && !l->fig.wrong) {
+            /* The job failed before its retest: a suspect, not a verdict. */
+            char was[200];
+            snprintf(was, sizeof(was), "%s", l->cause);
+            snprintf(l->cause, sizeof(l->cause), "not retested (the job failed): %.150s", was);
+            l->verdict = GWC_WARN;
             continue;
         }
         l->verdict = GWC_FAIL;

@@ -137,18 +137,17 @@ static run_result_t check(const char *dir, const char *tag, const char *const *e
     snprintf(tstr, sizeof(tstr), "%.0f", timeout * SLOW - 10);
     char *argv[40];
     int a = 0;
-    const char *fixed[] = {LAUNCHER, "launch", "--hosts", prefix, "-n", "4", "--timeout", tstr,
-                           LAUNCHER, "check", "--quick", "--coll-size", "2M", "--timeout", "20",
-                           "--bw-fraction", BW_FRACTION,
-                           "--json", json, "--junit", junit};
+    const char *fixed[] = {
+        LAUNCHER, "launch",        "--hosts",   prefix,    "-n",          "4",       "--timeout",
+        tstr,     LAUNCHER,        "check",     "--quick", "--coll-size", "2M",      "--timeout",
+        "20",     "--bw-fraction", BW_FRACTION, "--json",  json,          "--junit", junit};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         argv[a++] = (char *)fixed[i];
     for (int i = 0; extra && extra[i]; i++)
         argv[a++] = (char *)extra[i];
     argv[a] = NULL;
     run_result_t r = run_cmd(argv, NULL, timeout * SLOW);
-    cr_assert(!r.timed_out, "gradwire check timed out after %.0f s:\n%s", timeout * SLOW,
-              r.output);
+    cr_assert(!r.timed_out, "gradwire check timed out after %.0f s:\n%s", timeout * SLOW, r.output);
     return r;
 }
 
@@ -164,21 +163,21 @@ static void python_ok(const char *script, const char *dir, const char *tag, cons
 }
 
 /* Common to every report: JSON and JUnit parse, every host and link once. */
-#define PY_LOAD                                                                                 \
-    "import json, sys, xml.etree.ElementTree as ET\n"                                          \
-    "d = json.load(open(sys.argv[1] + '/' + sys.argv[2] + '.json'))\n"                         \
-    "x = ET.parse(sys.argv[1] + '/' + sys.argv[2] + '.xml').getroot()\n"                       \
-    "hosts = {h['name']: h for h in d['hosts']}\n"                                             \
-    "links = d['links']\n"                                                                     \
-    "assert len(d['hosts']) == 4 and all(h['address'] for h in d['hosts']), d['hosts']\n"      \
-    "assert sorted((l['a']['rank'], l['b']['rank']) for l in links) == "                       \
-    "[(a, b) for a in range(4) for b in range(a + 1, 4)], links\n"                             \
-    "cases = x.findall('.//testcase')\n"                                                       \
-    "assert len(cases) == 4 + 6 + 1, len(cases)\n"                                             \
-    "assert len([c for c in cases if c.find('failure') is not None]) == "                      \
-    "len([h for h in d['hosts'] if h['verdict'] == 'FAIL']) + "                                \
-    "len([l for l in links if l['verdict'] == 'FAIL']) + "                                     \
-    "(d['allreduce']['verdict'] == 'FAIL')\n"                                                  \
+#define PY_LOAD                                                                           \
+    "import json, sys, xml.etree.ElementTree as ET\n"                                     \
+    "d = json.load(open(sys.argv[1] + '/' + sys.argv[2] + '.json'))\n"                    \
+    "x = ET.parse(sys.argv[1] + '/' + sys.argv[2] + '.xml').getroot()\n"                  \
+    "hosts = {h['name']: h for h in d['hosts']}\n"                                        \
+    "links = d['links']\n"                                                                \
+    "assert len(d['hosts']) == 4 and all(h['address'] for h in d['hosts']), d['hosts']\n" \
+    "assert sorted((l['a']['rank'], l['b']['rank']) for l in links) == "                  \
+    "[(a, b) for a in range(4) for b in range(a + 1, 4)], links\n"                        \
+    "cases = x.findall('.//testcase')\n"                                                  \
+    "assert len(cases) == 4 + 6 + 1, len(cases)\n"                                        \
+    "assert len([c for c in cases if c.find('failure') is not None]) == "                 \
+    "len([h for h in d['hosts'] if h['verdict'] == 'FAIL']) + "                           \
+    "len([l for l in links if l['verdict'] == 'FAIL']) + "                                \
+    "(d['allreduce']['verdict'] == 'FAIL')\n"                                             \
     "def verdict(i): return d['hosts'][i]['verdict']\n"
 
 TestSuite(check, .fini = fini_cluster);
@@ -225,12 +224,12 @@ Test(check, healthy_cluster_passes, .timeout = 150 * SLOW)
 }
 
 /* What the slow-host runs must show; the host's name is its address. */
-#define PY_SLOW_HOST(I)                                                                       \
-    "assert verdict(" #I ") == 'FAIL', d['hosts']\n"                                          \
-    "assert all(verdict(i) != 'FAIL' for i in range(4) if i != " #I "), d['hosts']\n"         \
-    "bad = d['hosts'][" #I "]['name']\n"                                                      \
-    "mine = [l for l in links if " #I " in (l['a']['rank'], l['b']['rank'])]\n"               \
-    "assert all(l['verdict'] == 'FAIL' and l['attributed_to'] == bad for l in mine), mine\n"  \
+#define PY_SLOW_HOST(I)                                                                      \
+    "assert verdict(" #I ") == 'FAIL', d['hosts']\n"                                         \
+    "assert all(verdict(i) != 'FAIL' for i in range(4) if i != " #I "), d['hosts']\n"        \
+    "bad = d['hosts'][" #I "]['name']\n"                                                     \
+    "mine = [l for l in links if " #I " in (l['a']['rank'], l['b']['rank'])]\n"              \
+    "assert all(l['verdict'] == 'FAIL' and l['attributed_to'] == bad for l in mine), mine\n" \
     "assert all(l['verdict'] != 'FAIL' for l in links if l not in mine), links\n"
 
 Test(check, quarter_rate_host_fails_alone_and_again, .timeout = 200 * SLOW)
@@ -244,13 +243,14 @@ Test(check, quarter_rate_host_fails_alone_and_again, .timeout = 200 * SLOW)
     r = check(dir, "slow2", NULL, 150);
     cr_assert(r.exited && r.status == 1, "slow host, run 2: exit %d, not 1:\n%s", r.status,
               r.output);
-    python_ok(PY_LOAD PY_SLOW_HOST(3)
-              "e = json.load(open(sys.argv[1] + '/slow1.json'))\n"
-              "assert [h['verdict'] for h in e['hosts']] == [h['verdict'] for h in d['hosts']]\n"
-              "fails = lambda rep: [(l['a']['rank'], l['b']['rank']) for l in rep['links'] "
-              "if l['verdict'] == 'FAIL']\n"
-              "assert fails(e) == fails(d), (fails(e), fails(d))\n",
-              dir, "slow2", "the second run's verdicts differ from the first's", r.output);
+    python_ok(
+        PY_LOAD PY_SLOW_HOST(
+            3) "e = json.load(open(sys.argv[1] + '/slow1.json'))\n"
+               "assert [h['verdict'] for h in e['hosts']] == [h['verdict'] for h in d['hosts']]\n"
+               "fails = lambda rep: [(l['a']['rank'], l['b']['rank']) for l in rep['links'] "
+               "if l['verdict'] == 'FAIL']\n"
+               "assert fails(e) == fails(d), (fails(e), fails(d))\n",
+        dir, "slow2", "the second run's verdicts differ from the first's", r.output);
     free(r.output);
     remove_tree(dir);
     free(dir);
@@ -303,8 +303,8 @@ Test(check, wrong_contribution_names_its_rank, .timeout = 120 * SLOW)
     char *dir = make_tmpdir("check");
     char json[512];
     snprintf(json, sizeof(json), "%s/corrupt.json", dir);
-    char *argv[] = {LAUNCHER, "launch", "-n", "3", "--timeout", "90", LAUNCHER, "check",
-                    "--quick", "--coll-size", "1M", "--json", json, NULL};
+    char *argv[] = {LAUNCHER, "launch",  "-n",          "3",  "--timeout", "90", LAUNCHER,
+                    "check",  "--quick", "--coll-size", "1M", "--json",    json, NULL};
     char *env[] = {"GW_CHECK_TEST_CORRUPT=1", NULL};
     run_result_t r = run_cmd(argv, env, 100 * SLOW);
     cr_assert(!r.timed_out && r.exited && r.status == 1, "corrupt rank 1: exit %d:\n%s", r.status,

@@ -214,20 +214,34 @@ int gwc_write_heatmap(const gwc_run_t *r, const char *path)
     }
     fclose(d);
     int rc = -1;
-    FILE *g = popen("gnuplot", "w");
+    /* gnuplot's stderr goes to a file, shown only when it fails (it warns
+     * about the empty diagonal otherwise). */
+    char cmd[128], errpath[64];
+    snprintf(errpath, sizeof(errpath), "%s.err", data);
+    snprintf(cmd, sizeof(cmd), "gnuplot 2>'%s'", errpath);
+    FILE *g = popen(cmd, "w");
     if (g) {
         fprintf(g,
                 "set terminal pngcairo size 900,800\nset output '%s'\n"
+                "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\n"
                 "set title 'gradwire check: bandwidth %zu KiB, GB/s (sender by receiver)'\n"
-                "set xlabel 'receiver rank'\nset ylabel 'sender rank'\nset yrange [] reverse\n"
+                "set xlabel 'receiver rank'\nset ylabel 'sender rank'\n"
                 "set palette defined (0 'red', 0.5 'yellow', 1 'forest-green')\n"
                 "set xtics 1\nset ytics 1\nset cbrange [0:*]\nset datafile missing 'NaN'\n"
                 "plot '%s' matrix with image notitle\n",
-                path, r->o->bw_bytes >> 10, data);
+                path, n - 1, n - 1, r->o->bw_bytes >> 10, data);
         rc = pclose(g) == 0 ? 0 : -1;
     }
     unlink(data);
-    if (rc != 0)
-        fprintf(stderr, "gradwire-check: gnuplot failed to draw %s\n", path);
+    if (rc != 0) {
+        fprintf(stderr, "gradwire-check: gnuplot failed to draw %s:\n", path);
+        FILE *e = fopen(errpath, "r");
+        char line[256];
+        while (e && fgets(line, sizeof(line), e))
+            fputs(line, stderr);
+        if (e)
+            fclose(e);
+    }
+    unlink(errpath);
     return rc;
 }

@@ -7,7 +7,9 @@
  *
  *   - healthy: every host PASS, no link FAIL, exit 0; the JSON lists every
  *     host with its address and every link once; JUnit has a testcase per
- *     host, per link and the allreduce;
+ *     host, per link and the allreduce; a PNG heatmap (with gnuplot); with
+ *     --budget 3 (the check needs about 10 s at --quick) the plan says what
+ *     it left out;
  *   - one host at a quarter of the rate: that host alone FAILs, its links
  *     FAIL attributed to it, the others do not FAIL; run twice, the same
  *     verdicts;
@@ -186,10 +188,10 @@ Test(check, healthy_cluster_passes, .timeout = 150 * SLOW)
 {
     up(RATE, NULL);
     char *dir = make_tmpdir("check");
-    const char *extra[] = {"--save-baseline", NULL, NULL};
-    char base[512];
+    char base[512], png[512];
     snprintf(base, sizeof(base), "%s/base.txt", dir);
-    extra[1] = base;
+    snprintf(png, sizeof(png), "%s/heat.png", dir);
+    const char *extra[] = {"--save-baseline", base, "--heatmap", png, NULL};
     run_result_t r = check(dir, "healthy", extra, 120);
     cr_assert(r.exited && r.status == 0, "healthy cluster: exit %d, not 0:\n%s", r.status,
               r.output);
@@ -204,6 +206,23 @@ Test(check, healthy_cluster_passes, .timeout = 150 * SLOW)
     snprintf(path, sizeof(path), "%s/healthy.json", dir);
     cr_assert(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "JSON mode %o, not 0600",
               sb.st_mode & 0777);
+    if (run_quiet("command -v gnuplot >/dev/null 2>&1") == 0) {
+        char *img = read_file(png);
+        cr_assert(img && memcmp(img, "\x89PNG", 4) == 0, "no PNG heatmap in %s:\n%s", png,
+                  r.output);
+        free(img);
+    }
+    free(r.output);
+
+    /* A budget too small for everything: what was left out is said. */
+    const char *budget[] = {"--budget", "3", NULL};
+    r = check(dir, "budget", budget, 60);
+    cr_assert(r.exited && r.status == 0, "--budget 3: exit %d:\n%s", r.status, r.output);
+    python_ok(PY_LOAD "p = d['plan']\n"
+                      "assert p['left_out'] and p['lat_iters'] == 50, p\n"
+                      "assert all(verdict(i) == 'PASS' for i in range(4)), d['hosts']\n",
+              dir, "budget", "--budget 3's plan", r.output);
+    cr_assert(strstr(r.output, "left out:"), "no 'left out' line:\n%s", r.output);
     free(r.output);
 
     /* The same cluster at half the rate: judged against the baseline. */

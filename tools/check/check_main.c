@@ -296,23 +296,23 @@ static gw_status_t plan(gwc_run_t *r, int *first)
                 double b = fmin(r->links[i].fig.bw_ab, r->links[i].fig.bw_ba);
                 minbw = fmin(minbw, b > 0 ? b : 1e-3);
             }
-        double t_coll = 2.0 * (double)o->coll_bytes * (double)(o->coll_iters + 1) /
-                            (isfinite(minbw) ? minbw * 1e9 : 1e8) +
-                        0.5;
-        double reserve = 0.2 * o->budget_s; /* retests */
+        double per_call = 2.0 * (double)o->coll_bytes / (isfinite(minbw) ? minbw * 1e9 : 1e8);
+        double t_coll = per_call * (double)(o->coll_iters + 1) + 0.5;
+        double t_coll_quick = per_call * 3 + 0.5; /* a warm-up and 2 timed */
+        double reserve = 0.2 * o->budget_s;       /* retests */
         int mode, k = rounds;
         if (rounds * t_full + t_coll + reserve <= left)
             mode = 2; /* full: round 0 again at full iterations */
         else {
             mode = 1;
-            double for_rounds = left - reserve - t_coll;
+            double for_rounds = left - reserve - t_coll_quick;
             if ((rounds - 1) * t_quick > for_rounds) {
                 k = 1 + (int)fmax(0, floor((left - reserve) / t_quick));
                 if (k > rounds)
                     k = rounds;
                 for_rounds = left - reserve - (k - 1) * t_quick;
             }
-            p[3] = for_rounds >= t_coll;
+            p[3] = for_rounds >= t_coll_quick;
         }
         p[0] = mode;
         p[1] = k;

@@ -5,7 +5,9 @@
  * run side by side on one link and compared; with --pairs all or serial,
  * between every pair of ranks (bench_p2p_pairs.c). This file measures one
  * pair: its lower rank leads (sends in uni, times every mode), the other
- * answers.
+ * answers (a caller may swap the roles by setting the pair's lead). It is
+ * the static library gradwire_p2p, which gradwire-check's link matrix
+ * shares; the command's options and tables are bench_p2p_cmd.c.
  *
  * For each message size:
  *   - uni: rank 0 sends `iters` messages back to back, rank 1 receives

@@ -5,7 +5,7 @@
  * what rank 0 writes: the JSON report read by Python's json module and the
  * JUnit XML by xml.etree, with the launcher's exit status.
  *
- *   - healthy: every host PASS, no link FAIL, exit 0; the JSON lists every
+ *   - healthy, on 4 and on 8 hosts: every host PASS, no link FAIL, exit 0; the JSON lists every
  *     host with its address and every link once; JUnit has a testcase per
  *     host, per link and the allreduce; a PNG heatmap (with gnuplot); with
  *     --budget 3 (the check needs about 10 s at --quick) the plan says what
@@ -39,11 +39,12 @@
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
 #define CLUSTER GW_SOURCE_DIR "/scripts/cluster.sh"
 #define RATE "200mbit"
-/* A healthy link measured alone, in --quick, came out at 85-90% of the
- * cluster's median on this shared 2-core machine at load 20 (the senders
- * starved of CPU), so the tests judge bandwidth at 80%, not the default
- * 93%: a quarter-rate host is at 25%, a lossy one at about 60%. */
-#define BW_FRACTION "0.8"
+/* A healthy link measured alone, in --quick, came out at 82-90% of the
+ * cluster's reference (the hosts' best) on this shared 2-core machine at
+ * load 10-20 (the senders starved of CPU), so the tests judge bandwidth at
+ * 70%, not the default 93%: a quarter-rate host is at 25%, a lossy one at
+ * about 60% (and its p99 latency at a retransmission timeout). */
+#define BW_FRACTION "0.7"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOW 4
@@ -81,8 +82,8 @@ static void need_netns(void)
         cr_skip_test("cannot create network namespaces here");
 }
 
-/* cluster.sh up 4 --rate rate [--host spec]. */
-static void up(const char *rate, const char *host)
+/* cluster.sh up nhosts --rate rate [--host spec]. */
+static void up_n(const char *nhosts, const char *rate, const char *host)
 {
     need_netns();
     make_prefix(prefix, sizeof(prefix), getppid());
@@ -90,7 +91,7 @@ static void up(const char *rate, const char *host)
     int a = 0;
     argv[a++] = CLUSTER;
     argv[a++] = "up";
-    argv[a++] = "4";
+    argv[a++] = (char *)nhosts;
     argv[a++] = "--prefix";
     argv[a++] = prefix;
     argv[a++] = "--rate";
@@ -105,6 +106,8 @@ static void up(const char *rate, const char *host)
     cr_assert(r.exited && r.status == 0, "cluster.sh up failed:\n%s", r.output);
     free(r.output);
 }
+
+static void up(const char *rate, const char *host) { up_n("4", rate, host); }
 
 static void down(void)
 {
@@ -130,8 +133,8 @@ ReportHook(TEST_CRASH)(struct criterion_test_stats *stats)
 }
 
 /* gradwire launch --hosts prefix -n 4 gradwire check --quick ... extra. */
-static run_result_t check(const char *dir, const char *tag, const char *const *extra,
-                          double timeout)
+static run_result_t check_n(const char *nranks, const char *dir, const char *tag,
+                            const char *const *extra, double timeout)
 {
     char json[512], junit[512], tstr[32];
     snprintf(json, sizeof(json), "%s/%s.json", dir, tag);
@@ -140,7 +143,7 @@ static run_result_t check(const char *dir, const char *tag, const char *const *e
     char *argv[40];
     int a = 0;
     const char *fixed[] = {
-        LAUNCHER, "launch",        "--hosts",   prefix,    "-n",          "4",       "--timeout",
+        LAUNCHER, "launch",        "--hosts",   prefix,    "-n",          nranks,    "--timeout",
         tstr,     LAUNCHER,        "check",     "--quick", "--coll-size", "2M",      "--timeout",
         "20",     "--bw-fraction", BW_FRACTION, "--json",  json,          "--junit", junit};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
@@ -151,6 +154,12 @@ static run_result_t check(const char *dir, const char *tag, const char *const *e
     run_result_t r = run_cmd(argv, NULL, timeout * SLOW);
     cr_assert(!r.timed_out, "gradwire check timed out after %.0f s:\n%s", timeout * SLOW, r.output);
     return r;
+}
+
+static run_result_t check(const char *dir, const char *tag, const char *const *extra,
+                          double timeout)
+{
+    return check_n("4", dir, tag, extra, timeout);
 }
 
 /* Run python3 on script with argv dir tag; its output on failure. */
@@ -242,6 +251,30 @@ Test(check, healthy_cluster_passes, .timeout = 150 * SLOW)
     free(dir);
 }
 
+/* 8 hosts, 28 links in 7 circle rounds. */
+Test(check, healthy_eight_hosts_pass, .timeout = 150 * SLOW)
+{
+    up_n("8", RATE, NULL);
+    char *dir = make_tmpdir("check");
+    run_result_t r = check_n("8", dir, "eight", NULL, 120);
+    cr_assert(r.exited && r.status == 0, "8 healthy hosts: exit %d, not 0:\n%s", r.status,
+              r.output);
+    python_ok("import json, sys, xml.etree.ElementTree as ET\n"
+              "d = json.load(open(sys.argv[1] + '/' + sys.argv[2] + '.json'))\n"
+              "x = ET.parse(sys.argv[1] + '/' + sys.argv[2] + '.xml').getroot()\n"
+              "assert len(d['hosts']) == 8 and len(d['links']) == 28\n"
+              "assert len({h['address'] for h in d['hosts']}) == 8, d['hosts']\n"
+              "assert len(x.findall('.//testcase')) == 8 + 28 + 1\n"
+              "assert d['plan']['rounds'] == 7, d['plan']\n"
+              "assert all(h['verdict'] == 'PASS' for h in d['hosts']), d['hosts']\n"
+              "assert not [l for l in d['links'] if l['verdict'] != 'PASS' and "
+              "l['verdict'] != 'WARN'], d['links']\n",
+              dir, "eight", "8 healthy hosts' reports", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
 /* What the slow-host runs must show; the host's name is its address. */
 #define PY_SLOW_HOST(I)                                                                      \
     "assert verdict(" #I ") == 'FAIL', d['hosts']\n"                                         \
@@ -303,7 +336,11 @@ Test(check, killed_rank_fails_its_host, .timeout = 120 * SLOW)
     run_result_t r = check(dir, "killed", NULL, 90);
     double took = run__now() - t0;
     cr_assert(r.exited && r.status != 0, "a killed rank: exit %d:\n%s", r.status, r.output);
-    cr_assert(strstr(r.output, "rank 0 exited with status 1"),
+    /* The launcher's last line: "... rank 0 exited with status 1" or
+     * "... ranks 0,1,3 exited with status 1". */
+    const char *last = strstr(r.output, "(first failure); after it");
+    cr_assert(last && (strstr(last, "rank 0 exited with status 1") ||
+                       (strstr(last, "ranks 0,") && strstr(last, "exited with status 1"))),
               "rank 0 did not exit with status 1:\n%s", r.output);
     cr_assert(took < 40 * SLOW, "the check took %.0f s after a rank died", took);
     python_ok(PY_LOAD "assert d['verdict'] == 'FAIL'\n"

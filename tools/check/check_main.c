@@ -16,9 +16,12 @@
  * rank at fault, the same on every rank: rank 0 then FAILs that rank's
  * host with the phase it died in, writes every report with what it had
  * measured, and exits 1. A launcher that stops the other ranks when one
- * dies (gradwire launch: SIGTERM, SIGKILL 2 s later) would take rank 0's
- * report with it, so rank 0 lets the first SIGTERM pass and goes on to
- * its report; a second one ends it.
+ * dies (gradwire launch, mpirun, srun: SIGTERM, SIGKILL seconds later)
+ * would take rank 0's report with it, and the ranks it stops would die as
+ * suspects beside the real culprit (in test_check, a rank killed during the
+ * allreduce was blamed on a neighbour that the launcher had stopped): so
+ * every rank lets the first SIGTERM pass, the job fails on the rank that
+ * really died, and rank 0 writes its report; a second SIGTERM ends a rank.
  *
  * Exit status: 0 when nothing FAILed (WARN allowed), 1 when something did
  * or the job failed, 2 for a bad command line or a setup error (a baseline
@@ -244,7 +247,7 @@ void gwc_job_failed(gwc_run_t *r, const char *phase, gw_status_t st)
     fprintf(stderr, "gradwire-check: rank %d: %s\n", r->rank, r->failure);
 }
 
-/* ---- SIGTERM: rank 0 lets the first pass (see the top) ---- */
+/* ---- SIGTERM: every rank lets the first pass (see the top) ---- */
 
 static volatile sig_atomic_t terminated;
 
@@ -521,8 +524,7 @@ int main(int argc, char **argv)
     }
     r.rank = gw_comm_rank(r.comm);
     r.size = gw_comm_size(r.comm);
-    if (r.rank == 0)
-        signal(SIGTERM, on_term);
+    signal(SIGTERM, on_term);
     int32_t ok = r.rank != 0 || setup(&r) == 0, all = 0;
     st = gw_allreduce(r.comm, &ok, &all, 1, GW_INT32, GW_MIN);
     if (st != GW_OK || !all) {

@@ -18,6 +18,9 @@
  *   - bandwidth: bw_bytes messages streamed with a window of 16, first from
  *     the lower rank to the higher, then back, each timed by its sender, so
  *     that a host which is slow or lossy only when sending is seen too.
+ * A link retested more than once keeps the better of its figures (the
+ * highest bandwidth, the lowest latencies: noise on a busy host only makes
+ * them worse) and the wrong bytes of every run.
  * Then every rank's record (partner, figures, wrong bytes) is gathered to
  * rank 0 with gw_allgather, which also keeps the rounds in step. A failed
  * call fails the communicator: every rank stops at the same gather and the
@@ -128,11 +131,16 @@ gw_status_t gwc_round(gwc_run_t *r, const int *peer, int retest)
                 continue; /* resting, or stored from the lower rank */
             gwc_link_t *l = &r->links[gwc_link_index(r->size, q, p)];
             gwc_fig_t *f = retest ? &l->retest : &l->fig;
-            f->lat_p50 = all[q].lat_p50;
-            f->lat_p99 = all[q].lat_p99;
-            f->bw_ab = all[q].bw_sent;
-            f->bw_ba = all[p].bw_sent;
-            f->wrong = all[q].wrong + all[p].wrong;
+            gwc_fig_t g = {all[q].lat_p50, all[q].lat_p99, all[q].bw_sent, all[p].bw_sent,
+                           all[q].wrong + all[p].wrong};
+            if (retest && l->retested) { /* the better of the retests, wrong bytes of all */
+                g.lat_p50 = fmin(g.lat_p50, f->lat_p50);
+                g.lat_p99 = fmin(g.lat_p99, f->lat_p99);
+                g.bw_ab = fmax(g.bw_ab, f->bw_ab);
+                g.bw_ba = fmax(g.bw_ba, f->bw_ba);
+                g.wrong += f->wrong;
+            }
+            *f = g;
             if (retest)
                 l->retested = 1;
             else

@@ -40,8 +40,10 @@
  *      hosts bad (and at least two such links) is suspect, worst first, its
  *      links then left out of the other hosts' counts; each is retested
  *      alone against a known-good partner (a host without a bad link): still
- *      bad, the host FAILs and its bad links are attributed to it (FAIL,
- *      cause "host X"); fine, it WARNs (its partners, not it, may be bad);
+ *      bad, or fine but with two or more links to healthy hosts bad in both
+ *      of their retests (loss is intermittent: one clean retest does not
+ *      clear it), the host FAILs and its bad links are attributed to it
+ *      (FAIL, cause "host X"); else it WARNs (its partners may be bad);
  *   4. a bad link between two hosts that did not FAIL is a link FAIL, and
  *      both of its hosts WARN;
  *   5. a rank whose allreduce contribution came out wrong FAILs its host;
@@ -377,6 +379,24 @@ void gwc_judge(gwc_run_t *r)
         int still = !l->retested || gwc_over(r->o, &l->retest, &ref, why, sizeof(why));
         if (!l->retested)
             snprintf(why, sizeof(why), "not retested");
+        /* An intermittent fault (loss) can come out clean in one retest:
+         * two or more links bad in both of their own retests, to hosts
+         * that are not suspect, outweigh it. */
+        int confirmed = 0;
+        for (int i = 0; i < r->nlinks; i++) {
+            const gwc_link_t *k = &r->links[i];
+            int ka = r->host_of[k->a], kb = r->host_of[k->b];
+            if (k->bad && k->retested && !k->same_host && (ka == h || kb == h) &&
+                !r->hosts[ka == h ? kb : ka].suspect)
+                confirmed++;
+        }
+        if (!still && confirmed >= 2) {
+            still = 1;
+            snprintf(why, sizeof(why),
+                     "fine once against it, but %d links to healthy hosts bad "
+                     "in both of their retests (an intermittent fault)",
+                     confirmed);
+        }
         snprintf(text, sizeof(text),
                  "%d of %d links to other hosts bad; %s alone against "
                  "known-good %s%s%.90s",

@@ -3,6 +3,7 @@
  *
  *   gradwire launch -n N CMD ARGS...   start N local ranks of CMD
  *   gradwire train [options]           the data-parallel SGD trainer
+ *   gradwire check [options]           cluster acceptance test, run as a job
  *   gradwire hostlist EXPR...          expand Slurm host lists
  *   gradwire version                   print the version of the library
  *
@@ -26,6 +27,9 @@ static void usage(FILE *out)
                  "  launch -n N [options] CMD [ARGS...]   start N local ranks of CMD\n"
                  "  train [options]                       data-parallel SGD trainer\n"
                  "                                        (gradwire-train --help)\n"
+                 "  check [options]                       cluster acceptance test, run as a job:\n"
+                 "                                        gradwire launch ... gradwire check\n"
+                 "                                        (gradwire-check --help)\n"
                  "  hostlist EXPR...                      expand Slurm host lists, one host\n"
                  "                                        per line (as scontrol show hostnames)\n"
                  "  version                               print the gradwire version\n"
@@ -34,11 +38,11 @@ static void usage(FILE *out)
                  "Run `gradwire COMMAND --help` for a command's options.\n");
 }
 
-/* Run gradwire-train: next to this executable (installed), in optimizer/
- * beside it (the build tree), else from PATH. */
-static int run_train(int argc, char **argv)
+/* Run the program `name` (gradwire-train, gradwire-check): next to this
+ * executable (installed), in `subdir` beside it (the build tree), else from
+ * PATH. */
+static int run_program(const char *name, const char *subdir, char **argv)
 {
-    (void)argc;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n > 0) {
@@ -46,10 +50,12 @@ static int run_train(int argc, char **argv)
         char *slash = strrchr(self, '/');
         if (slash) {
             *slash = '\0';
-            const char *candidates[] = {"gradwire-train", "optimizer/gradwire-train"};
-            for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-                char path[PATH_MAX + 32];
-                snprintf(path, sizeof(path), "%s/%s", self, candidates[i]);
+            for (int i = 0; i < 2; i++) {
+                char path[PATH_MAX + 64];
+                if (i == 0)
+                    snprintf(path, sizeof(path), "%s/%s", self, name);
+                else
+                    snprintf(path, sizeof(path), "%s/%s/%s", self, subdir, name);
                 if (access(path, X_OK) == 0) {
                     argv[0] = path;
                     execv(path, argv);
@@ -59,9 +65,9 @@ static int run_train(int argc, char **argv)
             }
         }
     }
-    argv[0] = "gradwire-train";
-    execvp("gradwire-train", argv);
-    fprintf(stderr, "gradwire: cannot run gradwire-train (not beside gradwire nor on PATH): %s\n",
+    argv[0] = (char *)name;
+    execvp(name, argv);
+    fprintf(stderr, "gradwire: cannot run %s (not beside gradwire nor on PATH): %s\n", name,
             strerror(errno));
     return 127;
 }
@@ -76,7 +82,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "launch") == 0)
         return gw_launch_main(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
-        return run_train(argc - 1, argv + 1);
+        return run_program("gradwire-train", "optimizer", argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return run_program("gradwire-check", "tools", argv + 1);
     if (strcmp(cmd, "hostlist") == 0)
         return gw_hostlist_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -1,0 +1,384 @@
+/*
+ * test_check.c - `gradwire check` end to end: real ranks on emulated hosts
+ * (scripts/cluster.sh, network namespaces on a bridge, each host's link
+ * shaped to 200 Mbit/s) started by `gradwire launch --hosts`, judged by
+ * what rank 0 writes: the JSON report read by Python's json module and the
+ * JUnit XML by xml.etree, with the launcher's exit status.
+ *
+ *   - healthy, on 4 and on 8 hosts: every host PASS, no link FAIL, exit 0; the JSON lists every
+ *     host with its address and every link once; JUnit has a testcase per
+ *     host, per link and the allreduce; a PNG heatmap (with gnuplot); with
+ *     --budget 3 (the check needs about 10 s at --quick) the plan says what
+ *     it left out;
+ *   - one host at a quarter of the rate: that host alone FAILs, its links
+ *     FAIL attributed to it, the others do not FAIL; run twice, the same
+ *     verdicts;
+ *   - one lossy host (5% of what it sends dropped): that host FAILs;
+ *   - a rank killed during the check: rank 0 reports FAIL naming its host,
+ *     exits 1, and the job ends well within the timeout;
+ *   - --save-baseline on the healthy cluster, then --baseline on one at half
+ *     the rate: the slowdown FAILs (the cluster's own medians would not see
+ *     it);
+ *   - (no root needed) a rank whose allreduce contribution is corrupted
+ *     (GW_CHECK_TEST_CORRUPT) is named and FAILs its host.
+ * A slow link between two healthy hosts needs per-link shaping in
+ * cluster.sh (issue 14, item 3), not there yet: that test comes with it.
+ *
+ * Needs root for the namespaces (skipped with the reason otherwise); each
+ * test brings up its own cluster under a prefix unique to this run and the
+ * fixture's fini takes it down, as test_hosts.c does.
+ */
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "support/run.h"
+
+#define LAUNCHER GW_BUILD_DIR "/gradwire"
+#define CLUSTER GW_SOURCE_DIR "/scripts/cluster.sh"
+#define RATE "200mbit"
+/* A healthy link measured alone, in --quick, came out at 82-90% of the
+ * cluster's reference (the hosts' best) on this shared 2-core machine at
+ * load 10-20 (the senders starved of CPU), so the tests judge bandwidth at
+ * 70%, not the default 93%: a quarter-rate host is at 25%, a lossy one at
+ * about 60% (and its p99 latency at a retransmission timeout). */
+#define BW_FRACTION "0.7"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SLOW 4
+#else
+#define SLOW 1
+#endif
+
+static char prefix[64];
+static int cluster_up;
+
+static void make_prefix(char *buf, size_t cap, pid_t runner)
+{
+    snprintf(buf, cap, "gwc%dk", (int)runner);
+}
+
+static int run_quiet(const char *cmd)
+{
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void need_netns(void)
+{
+    if (geteuid() != 0)
+        cr_skip_test("emulated hosts need root (network namespaces and tc)");
+    if (run_quiet("command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1") != 0)
+        cr_skip_test("emulated hosts need ip and tc (Debian package iproute2)");
+    if (run_quiet("command -v python3 >/dev/null 2>&1") != 0)
+        cr_skip_test("the reports are checked with python3, which is not installed");
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd),
+             "ip netns add gwcprobe%dx >/dev/null 2>&1 && ip netns del gwcprobe%dx", (int)getpid(),
+             (int)getpid());
+    if (run_quiet(cmd) != 0)
+        cr_skip_test("cannot create network namespaces here");
+}
+
+/* cluster.sh up nhosts --rate rate [--host spec]. */
+static void up_n(const char *nhosts, const char *rate, const char *host)
+{
+    need_netns();
+    make_prefix(prefix, sizeof(prefix), getppid());
+    char *argv[12];
+    int a = 0;
+    argv[a++] = CLUSTER;
+    argv[a++] = "up";
+    argv[a++] = (char *)nhosts;
+    argv[a++] = "--prefix";
+    argv[a++] = prefix;
+    argv[a++] = "--rate";
+    argv[a++] = (char *)rate;
+    if (host) {
+        argv[a++] = "--host";
+        argv[a++] = (char *)host;
+    }
+    argv[a] = NULL;
+    cluster_up = 1;
+    run_result_t r = run_cmd(argv, NULL, 60);
+    cr_assert(r.exited && r.status == 0, "cluster.sh up failed:\n%s", r.output);
+    free(r.output);
+}
+
+static void up(const char *rate, const char *host) { up_n("4", rate, host); }
+
+static void down(void)
+{
+    if (!cluster_up)
+        return;
+    char *argv[] = {CLUSTER, "down", "--prefix", prefix, NULL};
+    run_result_t r = run_cmd(argv, NULL, 60);
+    free(r.output);
+    cluster_up = 0;
+}
+
+static void fini_cluster(void) { down(); }
+
+ReportHook(TEST_CRASH)(struct criterion_test_stats *stats)
+{
+    (void)stats;
+    if (geteuid() != 0)
+        return;
+    char p[64], cmd[512];
+    make_prefix(p, sizeof(p), getpid());
+    snprintf(cmd, sizeof(cmd), "'%s' down --prefix %s >/dev/null 2>&1", CLUSTER, p);
+    run_quiet(cmd);
+}
+
+/* gradwire launch --hosts prefix -n 4 gradwire check --quick ... extra. */
+static run_result_t check_n(const char *nranks, const char *dir, const char *tag,
+                            const char *const *extra, double timeout)
+{
+    char json[512], junit[512], tstr[32];
+    snprintf(json, sizeof(json), "%s/%s.json", dir, tag);
+    snprintf(junit, sizeof(junit), "%s/%s.xml", dir, tag);
+    snprintf(tstr, sizeof(tstr), "%.0f", timeout * SLOW - 10);
+    char *argv[40];
+    int a = 0;
+    const char *fixed[] = {
+        LAUNCHER, "launch",        "--hosts",   prefix,    "-n",          nranks,    "--timeout",
+        tstr,     LAUNCHER,        "check",     "--quick", "--coll-size", "2M",      "--timeout",
+        "20",     "--bw-fraction", BW_FRACTION, "--json",  json,          "--junit", junit};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        argv[a++] = (char *)fixed[i];
+    for (int i = 0; extra && extra[i]; i++)
+        argv[a++] = (char *)extra[i];
+    argv[a] = NULL;
+    run_result_t r = run_cmd(argv, NULL, timeout * SLOW);
+    cr_assert(!r.timed_out, "gradwire check timed out after %.0f s:\n%s", timeout * SLOW, r.output);
+    return r;
+}
+
+static run_result_t check(const char *dir, const char *tag, const char *const *extra,
+                          double timeout)
+{
+    return check_n("4", dir, tag, extra, timeout);
+}
+
+/* Run python3 on script with argv dir tag; its output on failure. */
+static void python_ok(const char *script, const char *dir, const char *tag, const char *what,
+                      const char *check_output)
+{
+    char *argv[] = {"python3", "-c", (char *)script, (char *)dir, (char *)tag, NULL};
+    run_result_t r = run_cmd(argv, NULL, 30);
+    cr_assert(r.exited && r.status == 0, "%s:\n%s\n--- the check's output:\n%s", what, r.output,
+              check_output);
+    free(r.output);
+}
+
+/* Common to every report: JSON and JUnit parse, every host and link once. */
+#define PY_LOAD                                                                           \
+    "import json, sys, xml.etree.ElementTree as ET\n"                                     \
+    "d = json.load(open(sys.argv[1] + '/' + sys.argv[2] + '.json'))\n"                    \
+    "x = ET.parse(sys.argv[1] + '/' + sys.argv[2] + '.xml').getroot()\n"                  \
+    "hosts = {h['name']: h for h in d['hosts']}\n"                                        \
+    "links = d['links']\n"                                                                \
+    "assert len(d['hosts']) == 4 and all(h['address'] for h in d['hosts']), d['hosts']\n" \
+    "assert sorted((l['a']['rank'], l['b']['rank']) for l in links) == "                  \
+    "[(a, b) for a in range(4) for b in range(a + 1, 4)], links\n"                        \
+    "cases = x.findall('.//testcase')\n"                                                  \
+    "assert len(cases) == 4 + 6 + 1, len(cases)\n"                                        \
+    "assert len([c for c in cases if c.find('failure') is not None]) == "                 \
+    "len([h for h in d['hosts'] if h['verdict'] == 'FAIL']) + "                           \
+    "len([l for l in links if l['verdict'] == 'FAIL']) + "                                \
+    "(d['allreduce']['verdict'] == 'FAIL')\n"                                             \
+    "def verdict(i): return d['hosts'][i]['verdict']\n"
+
+TestSuite(check, .fini = fini_cluster);
+
+Test(check, healthy_cluster_passes, .timeout = 150 * SLOW)
+{
+    up(RATE, NULL);
+    char *dir = make_tmpdir("check");
+    char base[512], png[512];
+    snprintf(base, sizeof(base), "%s/base.txt", dir);
+    snprintf(png, sizeof(png), "%s/heat.png", dir);
+    const char *extra[] = {"--save-baseline", base, "--heatmap", png, NULL};
+    run_result_t r = check(dir, "healthy", extra, 120);
+    cr_assert(r.exited && r.status == 0, "healthy cluster: exit %d, not 0:\n%s", r.status,
+              r.output);
+    python_ok(PY_LOAD "assert d['verdict'] in ('PASS', 'WARN'), d['verdict']\n"
+                      "assert all(verdict(i) == 'PASS' for i in range(4)), d['hosts']\n"
+                      "assert not [l for l in links if l['verdict'] == 'FAIL'], links\n"
+                      "assert d['allreduce']['verdict'] == 'PASS', d['allreduce']\n"
+                      "assert d['exit_status'] == 0\n",
+              dir, "healthy", "healthy cluster's reports", r.output);
+    struct stat sb;
+    char path[600];
+    snprintf(path, sizeof(path), "%s/healthy.json", dir);
+    cr_assert(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "JSON mode %o, not 0600",
+              sb.st_mode & 0777);
+    if (run_quiet("command -v gnuplot >/dev/null 2>&1") == 0) {
+        char *img = read_file(png);
+        cr_assert(img && memcmp(img, "\x89PNG", 4) == 0, "no PNG heatmap in %s:\n%s", png,
+                  r.output);
+        free(img);
+    }
+    free(r.output);
+
+    /* A budget too small for everything: what was left out is said. */
+    const char *budget[] = {"--budget", "3", NULL};
+    r = check(dir, "budget", budget, 60);
+    cr_assert(r.exited && r.status == 0, "--budget 3: exit %d:\n%s", r.status, r.output);
+    python_ok(PY_LOAD "p = d['plan']\n"
+                      "assert p['left_out'] and p['lat_iters'] == 50, p\n"
+                      "assert all(verdict(i) == 'PASS' for i in range(4)), d['hosts']\n",
+              dir, "budget", "--budget 3's plan", r.output);
+    cr_assert(strstr(r.output, "left out:"), "no 'left out' line:\n%s", r.output);
+    free(r.output);
+
+    /* The same cluster at half the rate: judged against the baseline. */
+    down();
+    up("100mbit", NULL);
+    const char *with_base[] = {"--baseline", base, NULL};
+    r = check(dir, "slower", with_base, 120);
+    cr_assert(r.exited && r.status == 1, "slower cluster against the baseline: exit %d, not 1:\n%s",
+              r.status, r.output);
+    python_ok(PY_LOAD "assert d['reference'] == 'baseline'\n"
+                      "assert d['verdict'] == 'FAIL'\n"
+                      "assert all(l['verdict'] == 'FAIL' for l in links), links\n"
+                      "assert all('bandwidth' in l['cause'] for l in links), links\n",
+              dir, "slower", "the baseline did not flag a cluster at half the rate", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* 8 hosts, 28 links in 7 circle rounds. */
+Test(check, healthy_eight_hosts_pass, .timeout = 150 * SLOW)
+{
+    up_n("8", RATE, NULL);
+    char *dir = make_tmpdir("check");
+    run_result_t r = check_n("8", dir, "eight", NULL, 120);
+    cr_assert(r.exited && r.status == 0, "8 healthy hosts: exit %d, not 0:\n%s", r.status,
+              r.output);
+    python_ok("import json, sys, xml.etree.ElementTree as ET\n"
+              "d = json.load(open(sys.argv[1] + '/' + sys.argv[2] + '.json'))\n"
+              "x = ET.parse(sys.argv[1] + '/' + sys.argv[2] + '.xml').getroot()\n"
+              "assert len(d['hosts']) == 8 and len(d['links']) == 28\n"
+              "assert len({h['address'] for h in d['hosts']}) == 8, d['hosts']\n"
+              "assert len(x.findall('.//testcase')) == 8 + 28 + 1\n"
+              "assert d['plan']['rounds'] == 7, d['plan']\n"
+              "assert all(h['verdict'] == 'PASS' for h in d['hosts']), d['hosts']\n"
+              "assert not [l for l in d['links'] if l['verdict'] != 'PASS' and "
+              "l['verdict'] != 'WARN'], d['links']\n",
+              dir, "eight", "8 healthy hosts' reports", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* What the slow-host runs must show; the host's name is its address. */
+#define PY_SLOW_HOST(I)                                                                      \
+    "assert verdict(" #I ") == 'FAIL', d['hosts']\n"                                         \
+    "assert all(verdict(i) != 'FAIL' for i in range(4) if i != " #I "), d['hosts']\n"        \
+    "bad = d['hosts'][" #I "]['name']\n"                                                     \
+    "mine = [l for l in links if " #I " in (l['a']['rank'], l['b']['rank'])]\n"              \
+    "assert all(l['verdict'] == 'FAIL' and l['attributed_to'] == bad for l in mine), mine\n" \
+    "assert all(l['verdict'] != 'FAIL' for l in links if l not in mine), links\n"
+
+Test(check, quarter_rate_host_fails_alone_and_again, .timeout = 200 * SLOW)
+{
+    up(RATE, "3:rate=50mbit");
+    char *dir = make_tmpdir("check");
+    run_result_t r = check(dir, "slow1", NULL, 150);
+    cr_assert(r.exited && r.status == 1, "slow host: exit %d, not 1:\n%s", r.status, r.output);
+    python_ok(PY_LOAD PY_SLOW_HOST(3), dir, "slow1", "slow host's reports", r.output);
+    free(r.output);
+    r = check(dir, "slow2", NULL, 150);
+    cr_assert(r.exited && r.status == 1, "slow host, run 2: exit %d, not 1:\n%s", r.status,
+              r.output);
+    python_ok(
+        PY_LOAD PY_SLOW_HOST(
+            3) "e = json.load(open(sys.argv[1] + '/slow1.json'))\n"
+               "assert [h['verdict'] for h in e['hosts']] == [h['verdict'] for h in d['hosts']]\n"
+               "fails = lambda rep: [(l['a']['rank'], l['b']['rank']) for l in rep['links'] "
+               "if l['verdict'] == 'FAIL']\n"
+               "assert fails(e) == fails(d), (fails(e), fails(d))\n",
+        dir, "slow2", "the second run's verdicts differ from the first's", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(check, lossy_host_fails, .timeout = 150 * SLOW)
+{
+    up(RATE, "2:loss=5%");
+    char *dir = make_tmpdir("check");
+    run_result_t r = check(dir, "lossy", NULL, 120);
+    cr_assert(r.exited && r.status == 1, "lossy host: exit %d, not 1:\n%s", r.status, r.output);
+    python_ok(PY_LOAD "assert verdict(2) == 'FAIL', d['hosts']\n"
+                      "assert all(verdict(i) != 'FAIL' for i in (0, 1, 3)), d['hosts']\n",
+              dir, "lossy", "lossy host's reports", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* Kill every process of host 2 (rank 2) once the matrix has begun. */
+Test(check, killed_rank_fails_its_host, .timeout = 120 * SLOW)
+{
+    up(RATE, NULL);
+    char *dir = make_tmpdir("check");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "(sleep %d; for p in $(ip netns pids %s2); do kill -9 $p; done) >/dev/null 2>&1 &",
+             3 * SLOW, prefix);
+    cr_assert(run_quiet(cmd) == 0);
+    double t0 = run__now();
+    run_result_t r = check(dir, "killed", NULL, 90);
+    double took = run__now() - t0;
+    cr_assert(r.exited && r.status != 0, "a killed rank: exit %d:\n%s", r.status, r.output);
+    /* The launcher's last line: "... rank 0 exited with status 1" or
+     * "... ranks 0,1,3 exited with status 1". */
+    const char *last = strstr(r.output, "(first failure); after it");
+    cr_assert(last && (strstr(last, "rank 0 exited with status 1") ||
+                       (strstr(last, "ranks 0,") && strstr(last, "exited with status 1"))),
+              "rank 0 did not exit with status 1:\n%s", r.output);
+    cr_assert(took < 40 * SLOW, "the check took %.0f s after a rank died", took);
+    python_ok(PY_LOAD "assert d['verdict'] == 'FAIL'\n"
+                      "assert d['failure']['rank'] == 2, d['failure']\n"
+                      "assert d['failure']['host'] == d['hosts'][2]['name'], d['failure']\n"
+                      "assert verdict(2) == 'FAIL' and 'rank 2' in d['hosts'][2]['cause']\n",
+              dir, "killed", "a killed rank's reports", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* Over this host's shared memory, no root needed. */
+Test(check, wrong_contribution_names_its_rank, .timeout = 120 * SLOW)
+{
+    char *dir = make_tmpdir("check");
+    char json[512];
+    snprintf(json, sizeof(json), "%s/corrupt.json", dir);
+    char *argv[] = {LAUNCHER, "launch",  "-n",          "3",  "--timeout", "90", LAUNCHER,
+                    "check",  "--quick", "--coll-size", "1M", "--json",    json, NULL};
+    char *env[] = {"GW_CHECK_TEST_CORRUPT=1", NULL};
+    run_result_t r = run_cmd(argv, env, 100 * SLOW);
+    cr_assert(!r.timed_out && r.exited && r.status == 1, "corrupt rank 1: exit %d:\n%s", r.status,
+              r.output);
+    char *av[] = {"python3", "-c",
+                  "import json, sys\n"
+                  "d = json.load(open(sys.argv[1]))\n"
+                  "w = d['allreduce']['wrong_from_rank']\n"
+                  "assert w[1] > 0 and w[0] == 0 and w[2] == 0, w\n"
+                  "assert d['allreduce']['verdict'] == 'FAIL'\n"
+                  "assert d['hosts'][0]['verdict'] == 'FAIL'\n"
+                  "assert \"rank 1's contribution\" in d['hosts'][0]['cause'], d['hosts']\n",
+                  json, NULL};
+    run_result_t p = run_cmd(av, NULL, 30);
+    cr_assert(p.exited && p.status == 0, "corrupt contribution not attributed:\n%s\n%s", p.output,
+              r.output);
+    free(p.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}

@@ -1,0 +1,236 @@
+/*
+ * check.h - what the parts of gradwire-check (`gradwire check`) share: the
+ * options, what each rank learns about its host, the hosts and links rank 0
+ * judges, and the run that carries them from one phase to the next.
+ *
+ * The phases, each in its own file:
+ *   check_host.c     host sanity on every rank (name, the interface towards
+ *                    the job's root, MTU, link state, RDMA ports), gathered
+ *                    to rank 0, which groups the ranks into hosts;
+ *   check_pairs.c    the link matrix: latency and bandwidth of every pair in
+ *                    circle rounds, and the serial retests of suspects;
+ *   check_coll.c     allreduce bus bandwidth and small-message latency, with
+ *                    every contribution checked;
+ *   check_verdict.c  PASS / WARN / FAIL per link and host, and attribution;
+ *   check_baseline.c the baseline file (--save-baseline, --baseline);
+ *   check_report.c   the terminal table and the JSON report;
+ *   check_ci.c       JUnit XML, Markdown and the gnuplot heatmap;
+ *   check_main.c     the options, the plan (--budget) and the phases in order.
+ *
+ * Public API only (gradwire.h), the tools' kit (kit.h) and the pair
+ * measurement of gradwire-bench p2p (bench_p2p.h).
+ */
+#ifndef GW_TOOLS_CHECK_H
+#define GW_TOOLS_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench_p2p.h"
+#include "gradwire.h"
+#include "kit.h"
+
+#define GWC_EXIT_PASS 0
+#define GWC_EXIT_FAIL 1
+#define GWC_EXIT_USAGE GW_KIT_EXIT_USAGE
+
+typedef enum gwc_verdict {
+    GWC_SKIP = 0, /* not measured (a rank failed first, or left out by --budget) */
+    GWC_PASS,
+    GWC_WARN,
+    GWC_FAIL,
+} gwc_verdict_t;
+
+const char *gwc_verdict_name(gwc_verdict_t v);
+
+typedef struct gwc_opts {
+    int quick;
+    double budget_s;     /* 0: no budget */
+    long timeout_s;      /* 0: the library's (GW_TIMEOUT_MS) */
+    long lat_iters;      /* 8-byte ping-pongs per pair */
+    long bw_iters;       /* bw_bytes messages per direction per pair */
+    size_t bw_bytes;     /* bandwidth message size (1 MiB) */
+    size_t coll_bytes;   /* allreduce size for bus bandwidth (16 MiB) */
+    long coll_iters;     /* timed large allreduces */
+    long coll_lat_iters; /* timed 8-byte allreduces */
+    int retest;          /* retest suspects serially */
+    /* Thresholds: a link is bad when its median latency is over lat_factor
+     * x the reference, its 99th percentile over tail_factor x the
+     * reference's, or its bandwidth under bw_fraction x the reference; a
+     * host is suspect when more than host_fraction of its links are bad. */
+    double lat_factor, tail_factor, bw_fraction, host_fraction;
+    const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
+} gwc_opts_t;
+
+/* What one rank finds out about itself (check_host.c); fixed size, so the
+ * ranks' records travel in one gw_allgather. */
+#define GWC_RDMA_CAP 384
+typedef struct gwc_rank_info {
+    int32_t rank;
+    int32_t mtu;        /* -1: unknown */
+    int32_t link_up;    /* 1 up and running, 0 not, -1 unknown */
+    int32_t speed_mbps; /* -1: unknown */
+    uint64_t host_key;  /* equal on ranks that share a host */
+    char hostname[64];
+    char addr[48]; /* this rank's address towards the job's root */
+    char ifname[32];
+    char operstate[16];
+    char transport[24];      /* gw_comm_transport() on this rank */
+    char rdma[GWC_RDMA_CAP]; /* "dev/port STATE gid; ..." or "" */
+} gwc_rank_info_t;
+
+/* A host: the ranks with one host_key (rank 0's view). */
+typedef struct gwc_host {
+    char name[80]; /* host name, or its address when names repeat */
+    int first_rank, nranks;
+    int bad_links, links; /* bad and measured links to other hosts */
+    int suspect;          /* most of its links bad */
+    int partner;          /* a known-good host's rank to retest against, -1 */
+    gwc_verdict_t verdict;
+    char cause[200];
+} gwc_host_t;
+
+/* One direction-pair's figures from one measurement. */
+typedef struct gwc_fig {
+    double lat_p50, lat_p99; /* us, one way, measured by the lower rank */
+    double bw_ab, bw_ba;     /* GB/s: the lower rank sending, the higher */
+    int64_t wrong;           /* bytes received wrong at either end */
+} gwc_fig_t;
+
+/* A pair of ranks a < b. */
+typedef struct gwc_link {
+    int a, b;
+    int same_host;
+    int measured, retested;
+    gwc_fig_t fig;    /* from the circle rounds */
+    gwc_fig_t retest; /* alone, when retested */
+    int suspect;      /* over a threshold in the circle rounds */
+    int bad;          /* over one when judged (after the retest) */
+    int host_blamed;  /* -1 or the host its badness is attributed to */
+    gwc_verdict_t verdict;
+    char cause[200];
+} gwc_link_t;
+
+/* The references links are judged against. */
+typedef struct gwc_ref {
+    double lat_p50, lat_p99, bw; /* NAN: none */
+} gwc_ref_t;
+
+typedef struct gwc_coll {
+    int run;
+    size_t bytes;
+    double busbw, algbw;  /* GB/s, median of the timed calls */
+    double lat_p50;       /* us, 8-byte allreduce */
+    int64_t *wrong_from;  /* per rank: elements its contribution came out wrong in */
+    int64_t unattributed; /* wrong elements no rank's bits explain */
+    gwc_verdict_t verdict;
+    char cause[200];
+} gwc_coll_t;
+
+/* A baseline (check_baseline.c): figures of a healthy run, per rank pair. */
+typedef struct gwc_base_link {
+    int a, b;
+    char ha[80], hb[80];
+    double lat_p50, lat_p99, bw;
+} gwc_base_link_t;
+
+typedef struct gwc_baseline {
+    gwc_base_link_t *links;
+    size_t nlinks;
+    double busbw, coll_lat;
+    gwc_ref_t ref; /* the baseline's own medians, for links it lacks */
+} gwc_baseline_t;
+
+typedef struct gwc_run {
+    const gwc_opts_t *o;
+    gw_comm_t *comm;
+    int rank, size;
+    double t0;
+    gwc_rank_info_t *info; /* size records, on every rank */
+    int *host_of;          /* rank -> host */
+    gwc_host_t *hosts;
+    int nhosts;
+    gwc_link_t *links; /* n(n-1)/2 on rank 0, gwc_link_index order */
+    int nlinks;
+    gwc_ref_t ref_cross, ref_same;
+    gwc_baseline_t base;
+    int have_base;
+    gwc_coll_t coll;
+    /* What the plan ran: iterations used and rounds of the matrix. */
+    long lat_iters, bw_iters, coll_iters;
+    int rounds_planned, rounds_run, do_coll, do_retest;
+    int suspects_found, hosts_found; /* rank 0 has looked for suspects */
+    char left_out[400];
+    /* A rank that failed the job (gw_comm_culprit), the phase and status. */
+    int failed, culprit;
+    char failure[300];
+    gwc_verdict_t verdict;
+    double elapsed_s;
+} gwc_run_t;
+
+/* Index of the link between ranks a != b in run->links. */
+int gwc_link_index(int n, int a, int b);
+
+/* Progress on rank 0: "[check  12.3s] ..." on stdout, flushed. */
+__attribute__((format(printf, 2, 3))) void gwc_progress(const gwc_run_t *r, const char *fmt, ...);
+
+/* Record that the job failed in `phase` with st: the culprit, and the
+ * message the report carries. */
+void gwc_job_failed(gwc_run_t *r, const char *phase, gw_status_t st);
+
+/* ---- check_host.c ---- */
+/* Every rank's record into r->info (gw_allgather), then on every rank the
+ * hosts: r->host_of, r->hosts, r->nhosts. */
+gw_status_t gwc_hosts_gather(gwc_run_t *r);
+/* The transport rank a uses to rank b and why, as words. */
+void gwc_transport_to(const gwc_run_t *r, int a, int b, char *out, size_t cap);
+
+/* ---- check_pairs.c ---- */
+/* The circle partner of rank in round k of n ranks, -1 to rest. */
+int gwc_circle_partner(int n, int rank, int k);
+/* One round: every rank measures with peer[rank] (-1: rests); rank 0
+ * stores the figures into `into` (links or retests: retest != 0). */
+gw_status_t gwc_round(gwc_run_t *r, const int *peer, int retest);
+/* Circle round k of the matrix. */
+gw_status_t gwc_matrix_round(gwc_run_t *r, int k);
+/* Rank 0 names the pairs to retest (count, pairs) and every rank runs
+ * them one at a time. */
+gw_status_t gwc_retest(gwc_run_t *r, const int *pairs, int npairs);
+
+/* ---- check_coll.c ---- */
+gw_status_t gwc_collectives(gwc_run_t *r);
+
+/* ---- check_verdict.c ---- */
+/* Whether link figures f are over a threshold against ref; reason into why. */
+int gwc_over(const gwc_opts_t *o, const gwc_fig_t *f, const gwc_ref_t *ref, char *why, size_t cap);
+/* The reference for link l: the baseline's figure, else the cluster's. */
+gwc_ref_t gwc_ref_for(const gwc_run_t *r, const gwc_link_t *l);
+/* After the matrix: references, suspects; returns how many pairs went into
+ * pairs[] (2 ints each) to retest, at most cap. */
+int gwc_find_suspects(gwc_run_t *r, int *pairs, int cap);
+/* After the retests: hosts suspect of most of their bad links, each with a
+ * known-good partner to retest against: pairs (rank of the host, rank of
+ * the partner) into pairs[], at most cap. */
+int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap);
+/* The final verdicts on every host, link and the collectives. */
+void gwc_judge(gwc_run_t *r);
+
+/* ---- check_baseline.c ---- */
+int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap);
+int gwc_baseline_save(const gwc_run_t *r, const char *path);
+const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l);
+void gwc_baseline_free(gwc_baseline_t *b);
+
+/* ---- check_report.c ---- */
+void gwc_print_report(const gwc_run_t *r);
+int gwc_write_json(const gwc_run_t *r, const char *path);
+/* "198.18.0.3 (host 3)"-style label of rank's host. */
+const char *gwc_host_name(const gwc_run_t *r, int rank);
+
+/* ---- check_ci.c ---- */
+int gwc_write_junit(const gwc_run_t *r, const char *path);
+int gwc_write_markdown(const gwc_run_t *r, const char *path);
+int gwc_write_heatmap(const gwc_run_t *r, const char *path);
+
+#endif

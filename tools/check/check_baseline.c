@@ -1,0 +1,171 @@
+/*
+ * check_baseline.c - the baseline file: the figures of a run on a healthy
+ * cluster (--save-baseline FILE), against which a later run is judged
+ * (--baseline FILE) instead of against its own medians, so that a cluster
+ * that became uniformly slower is caught too.
+ *
+ * The file is text, one record a line, fields separated by spaces:
+ *
+ *   gradwire-check-baseline 1
+ *   ranks N
+ *   allreduce BUSBW_GBPS LAT_US
+ *   link A B HOST_A HOST_B LAT_P50_US LAT_P99_US BW_GBPS
+ *   ...
+ *
+ * A link of the later run is matched by its ranks and the names of their
+ * hosts (so a baseline from another placement is not applied to the wrong
+ * link); one without a match is judged against the baseline's own medians.
+ * The figures saved are those the run judged the link by (alone, when it
+ * was retested) and the bandwidth is the lower of the two directions.
+ * Lines starting with '#' are comments.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int gwc_baseline_save(const gwc_run_t *r, const char *path)
+{
+    FILE *f = gw_kit_fopen_private(path);
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    fprintf(f, "gradwire-check-baseline 1\n# saved by gradwire-check %s over %s\nranks %d\n",
+            gw_version(), gw_comm_transport(r->comm), r->size);
+    fprintf(f, "allreduce %.6g %.6g\n", r->coll.run ? r->coll.busbw : NAN,
+            r->coll.run ? r->coll.lat_p50 : NAN);
+    for (int i = 0; i < r->nlinks; i++) {
+        const gwc_link_t *l = &r->links[i];
+        if (!l->measured)
+            continue;
+        const gwc_fig_t *g = l->retested ? &l->retest : &l->fig;
+        double bw = g->bw_ab < g->bw_ba ? g->bw_ab : g->bw_ba;
+        fprintf(f, "link %d %d %s %s %.6g %.6g %.6g\n", l->a, l->b, gwc_host_name(r, l->a),
+                gwc_host_name(r, l->b), g->lat_p50, g->lat_p99, bw);
+    }
+    if (fclose(f) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
+int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap)
+{
+    memset(b, 0, sizeof(*b));
+    b->busbw = b->coll_lat = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, cap, "cannot open the baseline %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    int lineno = 0, header = 0;
+    size_t capl = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        int ver, ranks;
+        if (!header) {
+            if (sscanf(line, "gradwire-check-baseline %d", &ver) != 1 || ver != 1) {
+                snprintf(err, cap, "%s is not a gradwire-check baseline (version 1)", path);
+                goto fail;
+            }
+            header = 1;
+            continue;
+        }
+        if (sscanf(line, "ranks %d", &ranks) == 1)
+            continue;
+        if (strncmp(line, "allreduce ", 10) == 0) {
+            char s1[32], s2[32];
+            if (sscanf(line, "allreduce %31s %31s", s1, s2) != 2)
+                goto bad;
+            b->busbw = strtod(s1, NULL);
+            b->coll_lat = strtod(s2, NULL);
+            continue;
+        }
+        gwc_base_link_t l;
+        char p50[32], p99[32], bw[32];
+        if (sscanf(line, "link %d %d %79s %79s %31s %31s %31s", &l.a, &l.b, l.ha, l.hb, p50, p99,
+                   bw) != 7)
+            goto bad;
+        l.lat_p50 = strtod(p50, NULL);
+        l.lat_p99 = strtod(p99, NULL);
+        l.bw = strtod(bw, NULL);
+        if (b->nlinks == capl) {
+            capl = capl ? 2 * capl : 64;
+            gwc_base_link_t *grown = realloc(b->links, capl * sizeof(*grown));
+            if (!grown) {
+                snprintf(err, cap, "out of memory reading %s", path);
+                goto fail;
+            }
+            b->links = grown;
+        }
+        b->links[b->nlinks++] = l;
+    }
+    fclose(f);
+    if (!header || b->nlinks == 0) {
+        snprintf(err, cap, "the baseline %s holds no links", path);
+        gwc_baseline_free(b);
+        return -1;
+    }
+    double *v = malloc(b->nlinks * sizeof(double));
+    if (!v) {
+        snprintf(err, cap, "out of memory reading %s", path);
+        gwc_baseline_free(b);
+        return -1;
+    }
+    for (size_t i = 0; i < b->nlinks; i++)
+        v[i] = b->links[i].bw;
+    b->ref.bw = median_of(v, b->nlinks);
+    for (size_t i = 0; i < b->nlinks; i++)
+        v[i] = b->links[i].lat_p50;
+    b->ref.lat_p50 = median_of(v, b->nlinks);
+    for (size_t i = 0; i < b->nlinks; i++)
+        v[i] = b->links[i].lat_p99;
+    b->ref.lat_p99 = median_of(v, b->nlinks);
+    free(v);
+    return 0;
+bad:
+    snprintf(err, cap, "%s:%d: not a baseline record: %.60s", path, lineno, line);
+fail:
+    fclose(f);
+    gwc_baseline_free(b);
+    return -1;
+}
+
+const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l)
+{
+    for (size_t i = 0; i < r->base.nlinks; i++) {
+        const gwc_base_link_t *b = &r->base.links[i];
+        if (b->a == l->a && b->b == l->b && strcmp(b->ha, gwc_host_name(r, l->a)) == 0 &&
+            strcmp(b->hb, gwc_host_name(r, l->b)) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+void gwc_baseline_free(gwc_baseline_t *b)
+{
+    free(b->links);
+    b->links = NULL;
+    b->nlinks = 0;
+}

@@ -1,0 +1,229 @@
+/*
+ * check_report.c - what rank 0 tells: the table on the terminal and the
+ * JSON report (the schema is in README.md, "Acceptance testing").
+ *
+ * The table has three parts: the hosts (address, interface, MTU, link
+ * state, RDMA ports, transport, verdict and cause), the links (both ends,
+ * the 8-byte latency p50/p99, the 1 MiB bandwidth each way, verdict and
+ * cause; a retested link shows the figures it was judged by, alone), and
+ * the collectives; then one summary line with the counts per verdict. The
+ * JSON carries the same, every host with its address and every link with
+ * both ends, so that a CI system or a script can read what a person reads.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+const char *gwc_host_name(const gwc_run_t *r, int rank) { return r->hosts[r->host_of[rank]].name; }
+
+static const gwc_fig_t *judged(const gwc_link_t *l) { return l->retested ? &l->retest : &l->fig; }
+
+static void counts(const gwc_run_t *r, int *hosts, int *links)
+{
+    memset(hosts, 0, 4 * sizeof(int));
+    memset(links, 0, 4 * sizeof(int));
+    for (int h = 0; h < r->nhosts; h++)
+        hosts[r->hosts[h].verdict]++;
+    for (int i = 0; i < r->nlinks; i++)
+        links[r->links[i].verdict]++;
+}
+
+void gwc_print_report(const gwc_run_t *r)
+{
+    printf("\n== hosts (%d, %d ranks)\n", r->nhosts, r->size);
+    printf("%-4s %-18s %-16s %-10s %5s %-6s %-22s %-5s %s\n", "host", "name", "address", "iface",
+           "mtu", "link", "transport", "", "cause");
+    for (int h = 0; h < r->nhosts; h++) {
+        const gwc_host_t *host = &r->hosts[h];
+        const gwc_rank_info_t *ri = &r->info[host->first_rank];
+        printf("%-4d %-18.18s %-16.16s %-10.10s %5d %-6s %-22.22s %-5s %s\n", h, host->name,
+               ri->addr, ri->ifname, ri->mtu,
+               ri->link_up == 1   ? "up"
+               : ri->link_up == 0 ? "DOWN"
+                                  : "?",
+               ri->transport, gwc_verdict_name(host->verdict), host->cause);
+        if (ri->rdma[0])
+            printf("     rdma: %s\n", ri->rdma);
+    }
+    printf("\n== links (8 B latency one way, us; %zu KiB bandwidth, GB/s; * = retested alone)\n",
+           r->o->bw_bytes >> 10);
+    printf("%5s %5s %-16s %-16s %8s %8s %8s %8s %-5s %s\n", "a", "b", "host a", "host b", "p50",
+           "p99", "bw a>b", "bw b>a", "", "cause");
+    for (int i = 0; i < r->nlinks; i++) {
+        const gwc_link_t *l = &r->links[i];
+        const gwc_fig_t *f = judged(l);
+        if (!l->measured) {
+            printf("%5d %5d %-16.16s %-16.16s %8s %8s %8s %8s %-5s %s\n", l->a, l->b,
+                   gwc_host_name(r, l->a), gwc_host_name(r, l->b), "-", "-", "-", "-",
+                   gwc_verdict_name(l->verdict), l->cause);
+            continue;
+        }
+        printf("%5d %5d %-16.16s %-16.16s %8.1f %8.1f %8.4f %8.4f %-5s%s%s\n", l->a, l->b,
+               gwc_host_name(r, l->a), gwc_host_name(r, l->b), f->lat_p50, f->lat_p99, f->bw_ab,
+               f->bw_ba, gwc_verdict_name(l->verdict), l->retested ? "*" : " ", l->cause);
+    }
+    const gwc_coll_t *c = &r->coll;
+    printf("\n== collectives\n");
+    if (c->run)
+        printf("allreduce %zu MiB: busbw %.4f GB/s (algbw %.4f); 8 B allreduce %.1f us; %s%s%s\n",
+               c->bytes >> 20, c->busbw, c->algbw, c->lat_p50, gwc_verdict_name(c->verdict),
+               c->cause[0] ? ": " : "", c->cause);
+    else
+        printf("not run%s%s\n", c->cause[0] ? ": " : "", c->cause);
+    if (r->left_out[0])
+        printf("\nleft out: %s\n", r->left_out);
+    if (r->failed)
+        printf("\njob failed: %s\n", r->failure);
+    int hc[4], lc[4];
+    counts(r, hc, lc);
+    printf("\ngradwire check: %s: hosts %d PASS %d WARN %d FAIL %d SKIP; links %d PASS %d WARN "
+           "%d FAIL %d SKIP; %.1f s\n",
+           gwc_verdict_name(r->verdict), hc[GWC_PASS], hc[GWC_WARN], hc[GWC_FAIL], hc[GWC_SKIP],
+           lc[GWC_PASS], lc[GWC_WARN], lc[GWC_FAIL], lc[GWC_SKIP], r->elapsed_s);
+    fflush(stdout);
+}
+
+static void json_fig(gw_kit_json_t *j, const char *key, const gwc_fig_t *f)
+{
+    gw_kit_json_object(j, key, NULL);
+    gw_kit_json_num(j, "lat_p50_us", f->lat_p50);
+    gw_kit_json_num(j, "lat_p99_us", f->lat_p99);
+    gw_kit_json_num(j, "bw_ab_GBps", f->bw_ab);
+    gw_kit_json_num(j, "bw_ba_GBps", f->bw_ba);
+    gw_kit_json_int(j, "wrong_bytes", f->wrong);
+    gw_kit_json_close(j, NULL);
+}
+
+int gwc_write_json(const gwc_run_t *r, const char *path)
+{
+    FILE *f = gw_kit_fopen_private(path);
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    const gwc_opts_t *o = r->o;
+    gw_kit_json_t j;
+    gw_kit_json_start(&j, f, 6);
+    gw_kit_json_object(&j, NULL, "\n ");
+    gw_kit_json_str(&j, "tool", "gradwire-check");
+    gw_kit_json_str(&j, "gradwire_version", gw_version());
+    gw_kit_json_str(&j, "verdict", gwc_verdict_name(r->verdict));
+    gw_kit_json_int(&j, "exit_status", r->verdict == GWC_FAIL ? GWC_EXIT_FAIL : GWC_EXIT_PASS);
+    gw_kit_json_int(&j, "ranks", r->size);
+    gw_kit_json_str(&j, "transport", gw_comm_transport(r->comm));
+    gw_kit_json_num(&j, "elapsed_s", r->elapsed_s);
+    gw_kit_json_str(&j, "reference", r->have_base ? "baseline" : "cluster");
+    gw_kit_json_object(&j, "thresholds", NULL);
+    gw_kit_json_num(&j, "lat_factor", o->lat_factor);
+    gw_kit_json_num(&j, "tail_factor", o->tail_factor);
+    gw_kit_json_num(&j, "bw_fraction", o->bw_fraction);
+    gw_kit_json_num(&j, "host_fraction", o->host_fraction);
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_object(&j, "plan", NULL);
+    gw_kit_json_int(&j, "lat_iters", r->lat_iters);
+    gw_kit_json_int(&j, "bw_iters", r->bw_iters);
+    gw_kit_json_uint(&j, "bw_bytes", o->bw_bytes);
+    gw_kit_json_int(&j, "rounds", r->rounds_run);
+    gw_kit_json_int(&j, "rounds_planned", r->rounds_planned);
+    gw_kit_json_bool(&j, "retest", r->do_retest);
+    gw_kit_json_bool(&j, "collectives", r->do_coll);
+    gw_kit_json_str(&j, "left_out", r->left_out[0] ? r->left_out : NULL);
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_object(&j, "reference_cross_host", NULL);
+    gw_kit_json_num(&j, "lat_p50_us", r->ref_cross.lat_p50);
+    gw_kit_json_num(&j, "lat_p99_us", r->ref_cross.lat_p99);
+    gw_kit_json_num(&j, "bw_GBps", r->ref_cross.bw);
+    gw_kit_json_close(&j, NULL);
+    if (r->failed) {
+        gw_kit_json_object(&j, "failure", NULL);
+        gw_kit_json_int_or_null(&j, "rank", r->culprit >= 0, r->culprit);
+        gw_kit_json_str(&j, "host", r->culprit >= 0 ? gwc_host_name(r, r->culprit) : NULL);
+        gw_kit_json_str(&j, "message", r->failure);
+        gw_kit_json_close(&j, NULL);
+    } else {
+        gw_kit_json_null(&j, "failure");
+    }
+    gw_kit_json_array(&j, "hosts", "\n  ");
+    for (int h = 0; h < r->nhosts; h++) {
+        const gwc_host_t *host = &r->hosts[h];
+        const gwc_rank_info_t *ri = &r->info[host->first_rank];
+        gw_kit_json_object(&j, NULL, NULL);
+        gw_kit_json_int(&j, "index", h);
+        gw_kit_json_str(&j, "name", host->name);
+        gw_kit_json_str(&j, "hostname", ri->hostname);
+        gw_kit_json_str(&j, "address", ri->addr);
+        gw_kit_json_str(&j, "interface", ri->ifname);
+        gw_kit_json_int_or_null(&j, "mtu", ri->mtu >= 0, ri->mtu);
+        gw_kit_json_str(&j, "link", ri->link_up == 1 ? "up" : ri->link_up == 0 ? "down" : NULL);
+        gw_kit_json_str(&j, "operstate", ri->operstate[0] ? ri->operstate : NULL);
+        gw_kit_json_int_or_null(&j, "speed_mbps", ri->speed_mbps > 0, ri->speed_mbps);
+        gw_kit_json_str(&j, "rdma", ri->rdma[0] ? ri->rdma : NULL);
+        gw_kit_json_str(&j, "transport", ri->transport);
+        gw_kit_json_array(&j, "ranks", NULL);
+        for (int q = 0; q < r->size; q++)
+            if (r->host_of[q] == h)
+                gw_kit_json_int(&j, NULL, q);
+        gw_kit_json_close(&j, NULL);
+        gw_kit_json_int(&j, "bad_links", host->bad_links);
+        gw_kit_json_int(&j, "links", host->links);
+        gw_kit_json_str(&j, "verdict", gwc_verdict_name(host->verdict));
+        gw_kit_json_str(&j, "cause", host->cause[0] ? host->cause : NULL);
+        gw_kit_json_close(&j, NULL);
+    }
+    gw_kit_json_close(&j, "\n ");
+    gw_kit_json_array(&j, "links", "\n  ");
+    for (int i = 0; i < r->nlinks; i++) {
+        const gwc_link_t *l = &r->links[i];
+        char tr[96];
+        gw_kit_json_object(&j, NULL, NULL);
+        for (int e = 0; e < 2; e++) {
+            int q = e ? l->b : l->a;
+            gw_kit_json_object(&j, e ? "b" : "a", NULL);
+            gw_kit_json_int(&j, "rank", q);
+            gw_kit_json_str(&j, "host", gwc_host_name(r, q));
+            gw_kit_json_str(&j, "address", r->info[q].addr);
+            gw_kit_json_close(&j, NULL);
+        }
+        gwc_transport_to(r, l->a, l->b, tr, sizeof(tr));
+        gw_kit_json_str(&j, "transport", tr);
+        gw_kit_json_bool(&j, "same_host", l->same_host);
+        gw_kit_json_bool(&j, "measured", l->measured);
+        if (l->measured)
+            json_fig(&j, "round", &l->fig);
+        else
+            gw_kit_json_null(&j, "round");
+        if (l->retested)
+            json_fig(&j, "alone", &l->retest);
+        else
+            gw_kit_json_null(&j, "alone");
+        gw_kit_json_str(&j, "verdict", gwc_verdict_name(l->verdict));
+        gw_kit_json_str(&j, "cause", l->cause[0] ? l->cause : NULL);
+        gw_kit_json_str(&j, "attributed_to",
+                        l->host_blamed >= 0 ? r->hosts[l->host_blamed].name : NULL);
+        gw_kit_json_close(&j, NULL);
+    }
+    gw_kit_json_close(&j, "\n ");
+    const gwc_coll_t *c = &r->coll;
+    gw_kit_json_object(&j, "allreduce", NULL);
+    gw_kit_json_bool(&j, "run", c->run);
+    gw_kit_json_uint(&j, "bytes", c->bytes);
+    gw_kit_json_num_or_null(&j, "busbw_GBps", c->run, c->busbw);
+    gw_kit_json_num_or_null(&j, "algbw_GBps", c->run, c->algbw);
+    gw_kit_json_num_or_null(&j, "lat_8B_us", c->run, c->lat_p50);
+    gw_kit_json_array(&j, "wrong_from_rank", NULL);
+    for (int q = 0; c->run && q < r->size; q++)
+        gw_kit_json_int(&j, NULL, c->wrong_from[q]);
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_str(&j, "verdict", gwc_verdict_name(c->verdict));
+    gw_kit_json_str(&j, "cause", c->cause[0] ? c->cause : NULL);
+    gw_kit_json_close(&j, NULL);
+    gw_kit_json_close(&j, "\n");
+    fputc('\n', f);
+    if (fclose(f) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,499 @@
+/*
+ * check_verdict.c - PASS / WARN / FAIL for every link and host, and whose
+ * fault a bad link is.
+ *
+ * References. Without a baseline, links are judged against the cluster's
+ * own figures, robustly: for every host its best bandwidth to another host
+ * and the median of its links' median and 99th-percentile latencies, then
+ * the median of each over the hosts. Bandwidth takes the best because its
+ * noise is one-sided: a link does not run faster than it can, but a sender
+ * short of CPU or a retransmission makes it slower (on a loaded 4-host
+ * cluster one such link and the link to a slow host made up the median of
+ * two healthy hosts, and the reference fell to the slow host's level).
+ * Latency tails are wide on any busy host (p99 from 15 us to 30 ms on
+ * healthy emulated links here), so their reference is a median. A slow host
+ * moves only its own figures, not the median over the hosts, even when
+ * half the links of a small cluster touch it. Links within a host (several
+ * ranks per host, shared memory) get a reference of their own, the same
+ * way. With --baseline, a
+ * link's reference is its own figure in the baseline (the baseline's
+ * median for a link it lacks), so a cluster that is uniformly slower than
+ * when the baseline was saved is caught too.
+ *
+ * A link is over a threshold when (defaults in the spirit of ClusterKit,
+ * which calls a pair bad at 2.1x the best latency or under 93% of the best
+ * bandwidth; ours are relative to the references above, and options):
+ *   - any byte arrived wrong (always; no retest clears it);
+ *   - its median 8-byte latency is above --lat-factor (2.1) x the reference;
+ *   - its 99th percentile is above --tail-factor (20) x the reference's (a
+ *     lost packet costs a retransmission timeout, hundreds of times a
+ *     round trip, so loss shows here first; at 10, healthy links of a busy
+ *     8-host emulated cluster failed alone at 12-14x a reference of 85 us);
+ *   - its bandwidth in either direction is below --bw-fraction (0.93) x the
+ *     reference.
+ * Steps:
+ *   1. suspects: links over a threshold in the circle rounds;
+ *   2. each suspect is retested alone (no other pair running), twice, the
+ *      better figures kept; it is bad when still over, else it WARNs (it
+ *      suffered from its round);
+ *   3. a host with more than --host-fraction (0.5) of its links to other
+ *      hosts bad (and at least two such links) is suspect, worst first, its
+ *      links then left out of the other hosts' counts; each is retested
+ *      alone against a known-good partner (a host without a bad link): still
+ *      bad, or fine but with two or more links to healthy hosts bad in both
+ *      of their retests (loss is intermittent: one clean retest does not
+ *      clear it), the host FAILs and its bad links are attributed to it
+ *      (FAIL, cause "host X"); else it WARNs (its partners may be bad);
+ *   4. a bad link between two hosts that did not FAIL is a link FAIL, and
+ *      both of its hosts WARN;
+ *   5. a rank whose allreduce contribution came out wrong FAILs its host;
+ *      a rank that died or hung FAILs its host (check_main.c);
+ *   6. host sanity: an interface that is down FAILs the host; an RDMA port
+ *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+const char *gwc_verdict_name(gwc_verdict_t v)
+{
+    switch (v) {
+    case GWC_PASS:
+        return "PASS";
+    case GWC_WARN:
+        return "WARN";
+    case GWC_FAIL:
+        return "FAIL";
+    default:
+        return "SKIP";
+    }
+}
+
+static double bw_of(const gwc_fig_t *f) { return f->bw_ab < f->bw_ba ? f->bw_ab : f->bw_ba; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The robust reference over the measured links with same_host == same:
+ * per host its best bandwidth and the medians of its latencies, then the
+ * median of those over the hosts. */
+static gwc_ref_t reference(const gwc_run_t *r, int same)
+{
+    gwc_ref_t ref = {NAN, NAN, NAN};
+    size_t nh = (size_t)r->nhosts, nl = (size_t)(r->nlinks > 0 ? r->nlinks : 1);
+    double *bw = calloc(nh, sizeof(double)), *p50 = calloc(nh, sizeof(double));
+    double *p99 = calloc(nh, sizeof(double));
+    double *lb = calloc(nl, sizeof(double)), *l50 = calloc(nl, sizeof(double));
+    double *l99 = calloc(nl, sizeof(double));
+    int n = 0;
+    for (int h = 0; bw && p50 && p99 && lb && l50 && l99 && h < r->nhosts; h++) {
+        int k = 0;
+        for (int i = 0; i < r->nlinks; i++) {
+            const gwc_link_t *l = &r->links[i];
+            if (!l->measured || l->same_host != same || l->fig.wrong)
+                continue;
+            if (r->host_of[l->a] != h && r->host_of[l->b] != h)
+                continue;
+            lb[k] = bw_of(&l->fig);
+            l50[k] = l->fig.lat_p50;
+            l99[k] = l->fig.lat_p99;
+            k++;
+        }
+        if (k == 0)
+            continue;
+        qsort(lb, (size_t)k, sizeof(double), cmp_double);
+        bw[n] = lb[k - 1]; /* the host's best link */
+        p50[n] = median(l50, k);
+        p99[n] = median(l99, k);
+        n++;
+    }
+    if (n > 0) {
+        ref.bw = median(bw, n);
+        ref.lat_p50 = median(p50, n);
+        ref.lat_p99 = median(p99, n);
+    }
+    free(bw);
+    free(p50);
+    free(p99);
+    free(lb);
+    free(l50);
+    free(l99);
+    return ref;
+}
+
+gwc_ref_t gwc_ref_for(const gwc_run_t *r, const gwc_link_t *l)
+{
+    if (r->have_base) {
+        const gwc_base_link_t *b = gwc_baseline_find(r, l);
+        if (b)
+            return (gwc_ref_t){b->lat_p50, b->lat_p99, b->bw};
+        return r->base.ref;
+    }
+    return l->same_host ? r->ref_same : r->ref_cross;
+}
+
+int gwc_over(const gwc_opts_t *o, const gwc_fig_t *f, const gwc_ref_t *ref, char *why, size_t cap)
+{
+    size_t used = 0;
+    int over = 0;
+    why[0] = '\0';
+#define ADD(...)                                                           \
+    do {                                                                   \
+        int n_ = snprintf(why + used, cap - used, "%s", used ? "; " : ""); \
+        if (n_ > 0 && (size_t)n_ < cap - used)                             \
+            used += (size_t)n_;                                            \
+        n_ = snprintf(why + used, cap - used, __VA_ARGS__);                \
+        if (n_ > 0 && (size_t)n_ < cap - used)                             \
+            used += (size_t)n_;                                            \
+        over = 1;                                                          \
+    } while (0)
+    if (f->wrong)
+        ADD("%lld bytes arrived wrong", (long long)f->wrong);
+    if (!isnan(ref->lat_p50) && f->lat_p50 > o->lat_factor * ref->lat_p50)
+        ADD("latency p50 %.1f us > %.2gx %.1f", f->lat_p50, o->lat_factor, ref->lat_p50);
+    if (!isnan(ref->lat_p99) && f->lat_p99 > o->tail_factor * ref->lat_p99)
+        ADD("latency p99 %.1f us > %.3gx %.1f", f->lat_p99, o->tail_factor, ref->lat_p99);
+    if (!isnan(ref->bw) && f->bw_ab < o->bw_fraction * ref->bw)
+        ADD("bandwidth a->b %.3f GB/s < %.0f%% of %.3f", f->bw_ab, o->bw_fraction * 100, ref->bw);
+    if (!isnan(ref->bw) && f->bw_ba < o->bw_fraction * ref->bw)
+        ADD("bandwidth b->a %.3f GB/s < %.0f%% of %.3f", f->bw_ba, o->bw_fraction * 100, ref->bw);
+    if (isnan(f->lat_p50) || isnan(f->bw_ab) || isnan(f->bw_ba))
+        ADD("not measured");
+#undef ADD
+    return over;
+}
+
+int gwc_find_suspects(gwc_run_t *r, int *pairs, int cap)
+{
+    r->ref_cross = reference(r, 0);
+    r->ref_same = reference(r, 1);
+    int n = 0;
+    for (int i = 0; i < r->nlinks; i++) {
+        gwc_link_t *l = &r->links[i];
+        char why[200];
+        if (!l->measured)
+            continue;
+        gwc_ref_t ref = gwc_ref_for(r, l);
+        l->suspect = gwc_over(r->o, &l->fig, &ref, why, sizeof(why));
+        l->bad = l->suspect;
+        snprintf(l->cause, sizeof(l->cause), "%s", why);
+        /* Wrong bytes are never retested away. */
+        if (l->suspect && !l->fig.wrong && n < cap) {
+            pairs[2 * n] = l->a;
+            pairs[2 * n + 1] = l->b;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* A link's badness after its retest (if any), with the cause. */
+static void settle_link(gwc_run_t *r, gwc_link_t *l)
+{
+    if (!l->suspect || !l->retested || l->fig.wrong)
+        return;
+    char why[200];
+    gwc_ref_t ref = gwc_ref_for(r, l);
+    l->bad = gwc_over(r->o, &l->retest, &ref, why, sizeof(why));
+    if (l->bad)
+        snprintf(l->cause, sizeof(l->cause), "%.180s (also alone)", why);
+    else {
+        char was[200];
+        snprintf(was, sizeof(was), "%s", l->cause);
+        snprintf(l->cause, sizeof(l->cause), "in its round: %.150s; fine alone", was);
+    }
+}
+
+int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap)
+{
+    for (int i = 0; i < r->nlinks; i++)
+        settle_link(r, &r->links[i]);
+    for (int h = 0; h < r->nhosts; h++) {
+        r->hosts[h].bad_links = r->hosts[h].links = 0;
+        r->hosts[h].partner = -1;
+        r->hosts[h].suspect = 0;
+    }
+    for (int i = 0; i < r->nlinks; i++) {
+        const gwc_link_t *l = &r->links[i];
+        if (!l->measured || l->same_host)
+            continue;
+        int ha = r->host_of[l->a], hb = r->host_of[l->b];
+        r->hosts[ha].links++;
+        r->hosts[hb].links++;
+        r->hosts[ha].bad_links += l->bad;
+        r->hosts[hb].bad_links += l->bad;
+    }
+    /* Suspects, worst first: a host's links to hosts already suspect are
+     * left out of its count, so that a healthy host with one noisy link and
+     * one to the bad host is not taken for a bad one. */
+    for (;;) {
+        int worst = -1, worst_bad = 0;
+        double worst_frac = 0;
+        for (int h = 0; h < r->nhosts; h++) {
+            if (r->hosts[h].suspect)
+                continue;
+            int bad = 0, all = 0;
+            for (int i = 0; i < r->nlinks; i++) {
+                const gwc_link_t *l = &r->links[i];
+                int ha = r->host_of[l->a], hb = r->host_of[l->b];
+                if (!l->measured || l->same_host || (ha != h && hb != h) ||
+                    r->hosts[ha == h ? hb : ha].suspect)
+                    continue;
+                all++;
+                bad += l->bad;
+            }
+            double frac = all ? (double)bad / all : 0;
+            if (all >= 2 && frac > r->o->host_fraction &&
+                (frac > worst_frac || (frac == worst_frac && bad > worst_bad))) {
+                worst = h;
+                worst_frac = frac;
+                worst_bad = bad;
+            }
+        }
+        if (worst < 0)
+            break;
+        r->hosts[worst].suspect = 1;
+    }
+    /* The known-good partner: a host that is not suspect, with the fewest
+     * bad links (those to the suspects do not count against it). */
+    int good = -1, good_bad = 0;
+    for (int h = 0; h < r->nhosts; h++) {
+        if (r->hosts[h].suspect || r->hosts[h].links == 0)
+            continue;
+        int own = 0;
+        for (int i = 0; i < r->nlinks; i++) {
+            const gwc_link_t *l = &r->links[i];
+            int ha = r->host_of[l->a], hb = r->host_of[l->b];
+            if (l->measured && !l->same_host && l->bad && (ha == h || hb == h) &&
+                !r->hosts[ha == h ? hb : ha].suspect)
+                own++;
+        }
+        if (good < 0 || own < good_bad) {
+            good = h;
+            good_bad = own;
+        }
+    }
+    int n = 0;
+    for (int h = 0; h < r->nhosts; h++) {
+        gwc_host_t *host = &r->hosts[h];
+        if (!host->suspect || good < 0 || good_bad > 0)
+            continue;
+        host->partner = r->hosts[good].first_rank;
+        if (n < cap) {
+            pairs[2 * n] = host->first_rank < host->partner ? host->first_rank : host->partner;
+            pairs[2 * n + 1] = host->first_rank < host->partner ? host->partner : host->first_rank;
+            n++;
+        }
+    }
+    return n;
+}
+
+static void worsen(gwc_verdict_t *v, gwc_verdict_t w)
+{
+    if (w > *v)
+        *v = w;
+}
+
+static void host_note(gwc_host_t *h, gwc_verdict_t v, const char *text)
+{
+    size_t used = strlen(h->cause);
+    if (v < h->verdict && used)
+        return; /* a milder note does not push out the reason for a worse verdict */
+    if (v > h->verdict)
+        used = 0;
+    snprintf(h->cause + used, sizeof(h->cause) - used, "%s%s", used ? "; " : "", text);
+    worsen(&h->verdict, v);
+}
+
+static void judge_sanity(gwc_run_t *r)
+{
+    int mtus[64], counts[64], nm = 0, common = -1, best = 0;
+    for (int h = 0; h < r->nhosts; h++) {
+        int m = r->info[r->hosts[h].first_rank].mtu, k;
+        for (k = 0; k < nm && mtus[k] != m; k++)
+            ;
+        if (k == nm && nm < 64) {
+            mtus[nm] = m;
+            counts[nm++] = 0;
+        }
+        if (k < nm && ++counts[k] > best) {
+            best = counts[k];
+            common = m;
+        }
+    }
+    for (int h = 0; h < r->nhosts; h++) {
+        gwc_host_t *host = &r->hosts[h];
+        const gwc_rank_info_t *ri = &r->info[host->first_rank];
+        char text[160];
+        if (ri->link_up == 0) {
+            snprintf(text, sizeof(text), "interface %s towards the root is not up and running",
+                     ri->ifname);
+            host_note(host, GWC_FAIL, text);
+        }
+        if (ri->mtu != common) {
+            snprintf(text, sizeof(text), "MTU %d unlike the other hosts' %d", ri->mtu, common);
+            host_note(host, GWC_WARN, text);
+        }
+        if (ri->rdma[0] && strstr(ri->rdma, "DOWN"))
+            host_note(host, GWC_WARN, "an RDMA port is not ACTIVE");
+    }
+}
+
+void gwc_judge(gwc_run_t *r)
+{
+    char text[200];
+    for (int h = 0; h < r->nhosts; h++) {
+        r->hosts[h].verdict = GWC_SKIP;
+        r->hosts[h].cause[0] = '\0';
+    }
+    judge_sanity(r);
+    /* Suspect hosts, against their known-good partner. */
+    for (int h = 0; h < r->nhosts; h++) {
+        gwc_host_t *host = &r->hosts[h];
+        if (!host->suspect)
+            continue;
+        if (host->partner < 0) {
+            snprintf(text, sizeof(text),
+                     "%d of %d links to other hosts bad; no known-good host "
+                     "to retest against",
+                     host->bad_links, host->links);
+            host_note(host, GWC_FAIL, text);
+            continue;
+        }
+        gwc_link_t *l = &r->links[gwc_link_index(r->size, host->first_rank, host->partner)];
+        char why[200];
+        gwc_ref_t ref = gwc_ref_for(r, l);
+        int still = !l->retested || gwc_over(r->o, &l->retest, &ref, why, sizeof(why));
+        if (!l->retested)
+            snprintf(why, sizeof(why), "not retested");
+        /* An intermittent fault (loss) can come out clean in one retest:
+         * two or more links bad in both of their own retests, to hosts
+         * that are not suspect, outweigh it. */
+        int confirmed = 0;
+        for (int i = 0; i < r->nlinks; i++) {
+            const gwc_link_t *k = &r->links[i];
+            int ka = r->host_of[k->a], kb = r->host_of[k->b];
+            if (k->bad && k->retested && !k->same_host && (ka == h || kb == h) &&
+                !r->hosts[ka == h ? kb : ka].suspect)
+                confirmed++;
+        }
+        if (!still && confirmed >= 2) {
+            still = 1;
+            snprintf(why, sizeof(why),
+                     "fine once against it, but %d links to healthy hosts bad "
+                     "in both of their retests (an intermittent fault)",
+                     confirmed);
+        }
+        snprintf(text, sizeof(text),
+                 "%d of %d links to other hosts bad; %s alone against "
+                 "known-good %s%s%.90s",
+                 host->bad_links, host->links, still ? "confirmed" : "but fine",
+                 gwc_host_name(r, host->partner), still ? ": " : "", still ? why : "");
+        host_note(host, still ? GWC_FAIL : GWC_WARN, text);
+    }
+    /* Links: attributed to a failed host, or their own. */
+    for (int i = 0; i < r->nlinks; i++) {
+        gwc_link_t *l = &r->links[i];
+        l->host_blamed = -1;
+        if (!l->measured) {
+            l->verdict = GWC_SKIP;
+            if (!l->cause[0])
+                snprintf(l->cause, sizeof(l->cause), "not measured");
+            continue;
+        }
+        if (!l->bad) {
+            l->verdict = l->suspect ? GWC_WARN : GWC_PASS;
+            continue;
+        }
+        if (r->failed && r->do_retest && !l->retested && !l->fig.wrong) {
+            /* The job failed before its retest: a suspect, not a verdict. */
+            char was[200];
+            snprintf(was, sizeof(was), "%s", l->cause);
+            snprintf(l->cause, sizeof(l->cause), "not retested (the job failed): %.150s", was);
+            l->verdict = GWC_WARN;
+            continue;
+        }
+        l->verdict = GWC_FAIL;
+        int ha = r->host_of[l->a], hb = r->host_of[l->b];
+        int blamed = r->hosts[ha].suspect && r->hosts[ha].verdict == GWC_FAIL   ? ha
+                     : r->hosts[hb].suspect && r->hosts[hb].verdict == GWC_FAIL ? hb
+                                                                                : -1;
+        char was[200];
+        snprintf(was, sizeof(was), "%s", l->cause);
+        if (blamed >= 0) {
+            l->host_blamed = blamed;
+            snprintf(l->cause, sizeof(l->cause), "host %.40s: %.150s", r->hosts[blamed].name, was);
+        } else {
+            snprintf(l->cause, sizeof(l->cause), "link: %.170s", was);
+            if (!l->same_host) {
+                snprintf(text, sizeof(text), "bad link to %s", r->hosts[hb].name);
+                host_note(&r->hosts[ha], GWC_WARN, text);
+                snprintf(text, sizeof(text), "bad link to %s", r->hosts[ha].name);
+                host_note(&r->hosts[hb], GWC_WARN, text);
+            } else {
+                host_note(&r->hosts[ha], GWC_FAIL, "bad link between its own ranks");
+            }
+        }
+    }
+    /* Collectives: wrong contributions name their rank's host. */
+    gwc_coll_t *c = &r->coll;
+    c->verdict = c->run ? GWC_PASS : GWC_SKIP;
+    for (int q = 0; c->run && q < r->size; q++) {
+        if (!c->wrong_from[q])
+            continue;
+        snprintf(text, sizeof(text),
+                 "allreduce: rank %d's contribution came out wrong in %lld "
+                 "elements",
+                 q, (long long)c->wrong_from[q]);
+        host_note(&r->hosts[r->host_of[q]], GWC_FAIL, text);
+        c->verdict = GWC_FAIL;
+        snprintf(c->cause, sizeof(c->cause), "%s", text);
+    }
+    if (c->run && c->unattributed) {
+        c->verdict = GWC_FAIL;
+        snprintf(c->cause, sizeof(c->cause), "%lld wrong bits that name no rank",
+                 (long long)c->unattributed);
+    }
+    if (c->run && r->have_base && c->verdict == GWC_PASS) {
+        if (!isnan(r->base.busbw) && c->busbw < r->o->bw_fraction * r->base.busbw) {
+            c->verdict = GWC_FAIL;
+            snprintf(c->cause, sizeof(c->cause), "busbw %.3f GB/s < %.0f%% of the baseline's %.3f",
+                     c->busbw, r->o->bw_fraction * 100, r->base.busbw);
+        } else if (!isnan(r->base.coll_lat) && c->lat_p50 > r->o->lat_factor * r->base.coll_lat) {
+            c->verdict = GWC_WARN;
+            snprintf(c->cause, sizeof(c->cause), "latency %.1f us > %.2gx the baseline's %.1f",
+                     c->lat_p50, r->o->lat_factor, r->base.coll_lat);
+        }
+    }
+    /* A rank that failed the job. */
+    if (r->failed) {
+        if (r->culprit >= 0 && r->culprit < r->size)
+            host_note(&r->hosts[r->host_of[r->culprit]], GWC_FAIL, r->failure);
+    }
+    /* Hosts that something was measured on and nothing was wrong with. */
+    for (int h = 0; h < r->nhosts; h++) {
+        gwc_host_t *host = &r->hosts[h];
+        if (host->verdict == GWC_SKIP &&
+            (host->links > 0 || c->run || r->size == 1 || r->nhosts == 1))
+            host->verdict = r->failed && !host->links ? GWC_SKIP : GWC_PASS;
+    }
+    r->verdict = r->failed ? GWC_FAIL : GWC_PASS;
+    for (int h = 0; h < r->nhosts; h++)
+        worsen(&r->verdict, r->hosts[h].verdict);
+    for (int i = 0; i < r->nlinks; i++)
+        worsen(&r->verdict, r->links[i].verdict);
+    worsen(&r->verdict, c->verdict);
+}

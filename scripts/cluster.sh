@@ -399,7 +399,10 @@ shape_links() {
     if [ $any_rate -eq 1 ]; then
         total=$host_bits
         [ "$total" -gt 0 ] || total=$HTB_UNLIMITED_BITS
-        tc -n "$ns" qdisc replace dev eth0 root handle 1: htb default 2
+        # The host's tbf (handle 1:, another kind) goes: replace cannot
+        # change a qdisc's kind.
+        tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
+        tc -n "$ns" qdisc add dev eth0 root handle 1: htb default 2
         tc -n "$ns" class add dev eth0 parent 1: classid 1:1 htb rate "${total}bit" \
             ceil "${total}bit" quantum "$LINK_FRAME"
         tc -n "$ns" class add dev eth0 parent 1:1 classid 1:2 htb rate "${total}bit" \

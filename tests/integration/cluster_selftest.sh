@@ -300,6 +300,14 @@ for pair in "0 198.18.0.2" "1 198.18.0.3" "2 198.18.0.2"; do
 done
 status=$("$CLUSTER" status --prefix "$P" || true)
 check "status lists the shaped links" grep -q "link 0-1: rate 20000000bit" <<<"$status"
+# A link inside a host's own rate: the link's class under the host's.
+if "$CLUSTER" up 3 --prefix "$P" --rate 100mbit --link 0-1:rate=20mbit; then
+    pass "up 3 --rate 100mbit --link 0-1:rate=20mbit"
+else
+    fail "up 3 with a host rate and a link rate"
+fi
+check_rate "host 0 -> host 1, link 0-1 at 20mbit inside 100mbit hosts" "$(goodput_mbit 0 1 5000000)" 20 88 98
+check_rate "host 0 -> host 2, the host's 100mbit" "$(goodput_mbit 0 2 12500000)" 100 88 98
 
 # --- delay ------------------------------------------------------------------------
 # netem where the kernel has it, else the user-space relays (--delay-mode

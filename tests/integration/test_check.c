@@ -83,7 +83,8 @@ static void need_netns(void)
 }
 
 /* cluster.sh up nhosts --rate rate [--host spec]. */
-static void up_n(const char *nhosts, const char *rate, const char *host)
+/* cluster.sh up NHOSTS --rate RATE [OPT VAL] (OPT: --host or --link). */
+static void up_opt(const char *nhosts, const char *rate, const char *opt, const char *val)
 {
     need_netns();
     make_prefix(prefix, sizeof(prefix), getppid());
@@ -96,9 +97,9 @@ static void up_n(const char *nhosts, const char *rate, const char *host)
     argv[a++] = prefix;
     argv[a++] = "--rate";
     argv[a++] = (char *)rate;
-    if (host) {
-        argv[a++] = "--host";
-        argv[a++] = (char *)host;
+    if (val) {
+        argv[a++] = (char *)opt;
+        argv[a++] = (char *)val;
     }
     argv[a] = NULL;
     cluster_up = 1;
@@ -107,6 +108,10 @@ static void up_n(const char *nhosts, const char *rate, const char *host)
     free(r.output);
 }
 
+static void up_n(const char *nhosts, const char *rate, const char *host)
+{
+    up_opt(nhosts, rate, "--host", host);
+}
 static void up(const char *rate, const char *host) { up_n("4", rate, host); }
 
 static void down(void)
@@ -303,6 +308,24 @@ Test(check, quarter_rate_host_fails_alone_and_again, .timeout = 200 * SLOW)
                "if l['verdict'] == 'FAIL']\n"
                "assert fails(e) == fails(d), (fails(e), fails(d))\n",
         dir, "slow2", "the second run's verdicts differ from the first's", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* A bad cable between two good hosts (cluster.sh --link): the link alone
+ * FAILs, its two hosts do not, and the link is not attributed to either. */
+Test(check, slow_link_between_good_hosts_fails_alone, .timeout = 150 * SLOW)
+{
+    up_opt("4", RATE, "--link", "1-2:rate=50mbit");
+    char *dir = make_tmpdir("check");
+    run_result_t r = check(dir, "slowlink", NULL, 120);
+    cr_assert(r.exited && r.status == 1, "slow link: exit %d, not 1:\n%s", r.status, r.output);
+    python_ok(PY_LOAD "fails = [(l['a']['rank'], l['b']['rank']) for l in links "
+                      "if l['verdict'] == 'FAIL']\n"
+                      "assert fails == [(1, 2)], fails\n"
+                      "assert all(verdict(i) != 'FAIL' for i in range(4)), d['hosts']\n",
+              dir, "slowlink", "slow link's reports", r.output);
     free(r.output);
     remove_tree(dir);
     free(dir);

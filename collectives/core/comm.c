@@ -282,77 +282,6 @@ err_free_comm:
     return st;
 }
 
-/* Rank and size from the first launcher convention present. */
-static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
-{
-    static const char *const pairs[][2] = {
-        {"GW_RANK", "GW_SIZE"},
-        {"RANK", "WORLD_SIZE"},
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"PMI_RANK", "PMI_SIZE"},
-        {"SLURM_PROCID", "SLURM_NTASKS"},
-    };
-    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        /* The first convention whose rank variable is set is the one in use:
-         * set but empty or malformed is an error, not a reason to look at
-         * the next launcher's variables. */
-        if (!getenv(pairs[i][0]))
-            continue;
-        long rv, sv;
-        if (gw__env_int(lg, pairs[i][0], 0, 1L << 30, -1, &rv) != GW_OK)
-            return GW_ERR_CONFIG;
-        if (!getenv(pairs[i][1])) {
-            GW_ERROR(lg, "init", "%s is set but %s, the number of ranks, is not", pairs[i][0],
-                     pairs[i][1]);
-            return GW_ERR_CONFIG;
-        }
-        if (gw__env_int(lg, pairs[i][1], 1, 1L << 30, -1, &sv) != GW_OK)
-            return GW_ERR_CONFIG;
-        if (rv >= sv) {
-            GW_ERROR(lg, "init", "%s=%ld is not below %s=%ld", pairs[i][0], rv, pairs[i][1], sv);
-            return GW_ERR_CONFIG;
-        }
-        *rank = (int)rv;
-        *size = (int)sv;
-        return GW_OK;
-    }
-    GW_ERROR(lg, "init",
-             "no rank in the environment: set GW_RANK/GW_SIZE or RANK/WORLD_SIZE, "
-             "or start the job with gradwire launch, mpirun or srun");
-    return GW_ERR_CONFIG;
-}
-
-/* GW_ROOT from torchrun's MASTER_ADDR and MASTER_PORT, when both are set
- * (*root stays NULL when MASTER_ADDR is not). */
-static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, const char **root)
-{
-    const char *addr;
-    long p;
-    if (gw__env_str(lg, "MASTER_ADDR", "a host name or address", &addr) != GW_OK)
-        return GW_ERR_CONFIG;
-    if (!addr)
-        return GW_OK;
-    if (!getenv("MASTER_PORT")) {
-        GW_ERROR(lg, "init", "MASTER_ADDR is set but MASTER_PORT is not");
-        return GW_ERR_CONFIG;
-    }
-    if (gw__env_int(lg, "MASTER_PORT", 1, 65535, 0, &p) != GW_OK)
-        return GW_ERR_CONFIG;
-    for (const char *c = addr; *c; c++) {
-        if (*c == ' ' || *c == '\t' || *c == '[' || *c == ']') {
-            GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is not a host name or address", addr);
-            return GW_ERR_CONFIG;
-        }
-    }
-    int colon = strchr(addr, ':') != NULL; /* an IPv6 literal needs brackets */
-    if (snprintf(buf, cap, colon ? "[%s]:%ld" : "%s:%ld", addr, p) >= (int)cap) {
-        GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is too long", addr);
-        return GW_ERR_CONFIG;
-    }
-    *root = buf;
-    return GW_OK;
-}
-
 gw_status_t gw_comm_init(const gw_config_t *cfg, gw_comm_t **out)
 {
     if (!cfg)
@@ -368,34 +297,11 @@ static gw_status_t comm_init_env(gw_comm_t **out, int *culprit)
 {
     gw_logger_t lg;
     gw_config_t cfg;
+    gw_launch_env_t keep;
     gw_config_init(&cfg);
     gw_status_t st = gw__logger_init(&lg, -1);
-    /* Under a PMIx server (mpirun, srun --mpi=pmix) and with no root given,
-     * rank, size, root and token come from it (launch_pmix.c). */
-    gw_pmix_job_t pmix;
-    int have_pmix = 0;
-    if (st == GW_OK && !getenv("GW_ROOT") && !getenv("MASTER_ADDR")) {
-        long timeout;
-        st = gw__env_int(&lg, "GW_TIMEOUT_MS", 1, 86400000L, GW_DEFAULT_TIMEOUT_MS, &timeout);
-        gw_status_t ps =
-            st == GW_OK ? gw__pmix_job(&lg, getenv("GW_JOB_TOKEN") != NULL, (int)timeout, &pmix)
-                        : st;
-        if (ps == GW_OK) {
-            have_pmix = 1;
-            cfg.rank = pmix.rank;
-            cfg.size = pmix.size;
-            cfg.root = pmix.root;
-            if (pmix.token[0])
-                cfg.job_token = pmix.token;
-        } else if (ps != GW_ERR_NOT_FOUND) {
-            st = ps;
-        }
-    }
-    if (st == GW_OK && !have_pmix)
-        st = env_rank_size(&lg, &cfg.rank, &cfg.size);
-    char root[512];
-    if (st == GW_OK && !have_pmix && !getenv("GW_ROOT"))
-        st = torchrun_root(&lg, root, sizeof(root), &cfg.root);
+    if (st == GW_OK)
+        st = gw__launch_env_config(&lg, GW_DEFAULT_TIMEOUT_MS, &cfg, &keep);
     gw__logger_fini(&lg);
     if (st != GW_OK) {
         *culprit = -1; /* this rank's, but it has no rank to name */

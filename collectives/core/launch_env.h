@@ -1,7 +1,8 @@
 /*
- * launch_env.h - what a launcher gives a job besides GW_* variables
- * (gw_comm_init_env, comm.c): PMIx (launch_pmix.c), under mpirun, srun
- * --mpi=pmix and prterun.
+ * launch_env.h - what a launcher gives a job (gw_comm_init_env, comm.c):
+ * rank, size, bootstrap root and job token from GW_*, torchrun's, Open
+ * MPI's, Slurm's variables (launch_env.c) or PMIx (launch_pmix.c), under
+ * mpirun, srun --mpi=pmix and prterun.
  */
 #ifndef GW_COLLECTIVES_CORE_LAUNCH_ENV_H
 #define GW_COLLECTIVES_CORE_LAUNCH_ENV_H
@@ -31,5 +32,19 @@ typedef struct gw_pmix_job {
  * saying what to install or what PMIx said). */
 gw_status_t gw__pmix_job(const gw_logger_t *lg, int token_given, int timeout_ms,
                          gw_pmix_job_t *job);
+
+/* What cfg's strings point into once gw__launch_env_config filled it. */
+typedef struct gw_launch_env {
+    gw_pmix_job_t pmix;
+    char root[512];
+    char token[512];
+} gw_launch_env_t;
+
+/* Fill cfg (from gw_config_init) from the launcher's environment, as
+ * launch_env.c's top says: rank, size, and, where GW_ROOT / GW_JOB_TOKEN
+ * do not give them, the bootstrap root and the job token. The strings live
+ * in keep. GW_ERR_CONFIG naming the variable that is missing or bad. */
+gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms, gw_config_t *cfg,
+                                  gw_launch_env_t *keep);
 
 #endif

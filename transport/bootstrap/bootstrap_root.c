@@ -477,7 +477,8 @@ gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *p
 {
     if (key_len == 0)
         GW_WARN(bs->log, GW_BS_SUBSYS,
-                "no job token (GW_JOB_TOKEN) is set: the job at %s is unauthenticated: any "
+                "no job token (GW_JOB_TOKEN, GW_JOB_TOKEN_FILE or PMIx's) is set: the job at %s "
+                "is unauthenticated: any "
                 "process that can reach it can join as a rank, and its data connections (tcp, "
                 "ib, shm) are unauthenticated too",
                 bs->root);

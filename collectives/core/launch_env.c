@@ -1,0 +1,243 @@
+/*
+ * launch_env.c - the communicator's configuration from what the launcher
+ * put in the environment (gw_comm_init_env; contract in launch_env.h).
+ *
+ * Rank and size: GW_RANK/GW_SIZE, torchrun's RANK/WORLD_SIZE, Open MPI's,
+ * MPICH's and Slurm's, the first convention present (or PMIx, which gives
+ * everything). The bootstrap root, in this order:
+ *   1. GW_ROOT (read by gw_comm_init itself);
+ *   2. PMIx, under mpirun or srun --mpi=pmix (launch_pmix.c): rank 0
+ *      publishes its address, and a job token it drew, to the job;
+ *   3. torchrun's MASTER_ADDR and MASTER_PORT;
+ *   4. Slurm without PMIx: the first host of SLURM_STEP_NODELIST (else
+ *      SLURM_JOB_NODELIST), where srun's default block distribution puts
+ *      rank 0, on GW_ROOT_PORT or a port derived from the job and step ids
+ *      (10000 + (31 job + step) mod 20000: below Linux's ephemeral ports,
+ *      and different for the steps of a job and for jobs that share a
+ *      first host).
+ * The job token is a secret of the job, never derived from public ids or
+ * names: PMIx's (rank 0's, shared through the job's PMIx servers), or
+ * GW_JOB_TOKEN, or the first line of GW_JOB_TOKEN_FILE, a regular file of
+ * this user that nobody else may read (mode 0600 or stricter). Without any,
+ * the job runs unauthenticated, and rank 0's bootstrap says so at WARN.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collectives/core/launch_env.h"
+#include "common/env.h"
+#include "common/hostlist.h"
+
+/* Rank and size from the first launcher convention present. */
+static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
+{
+    static const char *const pairs[][2] = {
+        {"GW_RANK", "GW_SIZE"},
+        {"RANK", "WORLD_SIZE"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"PMI_RANK", "PMI_SIZE"},
+        {"SLURM_PROCID", "SLURM_NTASKS"},
+    };
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        /* The first convention whose rank variable is set is the one in use:
+         * set but empty or malformed is an error, not a reason to look at
+         * the next launcher's variables. */
+        if (!getenv(pairs[i][0]))
+            continue;
+        long rv, sv;
+        if (gw__env_int(lg, pairs[i][0], 0, 1L << 30, -1, &rv) != GW_OK)
+            return GW_ERR_CONFIG;
+        if (!getenv(pairs[i][1])) {
+            GW_ERROR(lg, "init", "%s is set but %s, the number of ranks, is not", pairs[i][0],
+                     pairs[i][1]);
+            return GW_ERR_CONFIG;
+        }
+        if (gw__env_int(lg, pairs[i][1], 1, 1L << 30, -1, &sv) != GW_OK)
+            return GW_ERR_CONFIG;
+        if (rv >= sv) {
+            GW_ERROR(lg, "init", "%s=%ld is not below %s=%ld", pairs[i][0], rv, pairs[i][1], sv);
+            return GW_ERR_CONFIG;
+        }
+        *rank = (int)rv;
+        *size = (int)sv;
+        return GW_OK;
+    }
+    GW_ERROR(lg, "init",
+             "no rank in the environment: set GW_RANK/GW_SIZE or RANK/WORLD_SIZE, "
+             "or start the job with gradwire launch, mpirun or srun");
+    return GW_ERR_CONFIG;
+}
+
+/* GW_ROOT from torchrun's MASTER_ADDR and MASTER_PORT, when both are set
+ * (*root stays NULL when MASTER_ADDR is not). */
+static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, const char **root)
+{
+    const char *addr;
+    long p;
+    if (gw__env_str(lg, "MASTER_ADDR", "a host name or address", &addr) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (!addr)
+        return GW_OK;
+    if (!getenv("MASTER_PORT")) {
+        GW_ERROR(lg, "init", "MASTER_ADDR is set but MASTER_PORT is not");
+        return GW_ERR_CONFIG;
+    }
+    if (gw__env_int(lg, "MASTER_PORT", 1, 65535, 0, &p) != GW_OK)
+        return GW_ERR_CONFIG;
+    for (const char *c = addr; *c; c++) {
+        if (*c == ' ' || *c == '\t' || *c == '[' || *c == ']') {
+            GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is not a host name or address", addr);
+            return GW_ERR_CONFIG;
+        }
+    }
+    int colon = strchr(addr, ':') != NULL; /* an IPv6 literal needs brackets */
+    if (snprintf(buf, cap, colon ? "[%s]:%ld" : "%s:%ld", addr, p) >= (int)cap) {
+        GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is too long", addr);
+        return GW_ERR_CONFIG;
+    }
+    *root = buf;
+    return GW_OK;
+}
+
+/* GW_ROOT from Slurm's node list (step 4 above); *root stays NULL when
+ * this is no Slurm job. */
+static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t cap,
+                              const char **root)
+{
+    const char *name = getenv("SLURM_STEP_NODELIST")  ? "SLURM_STEP_NODELIST"
+                       : getenv("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST"
+                                                      : NULL;
+    if (!name || !getenv("SLURM_PROCID"))
+        return GW_OK;
+    const char *list;
+    if (gw__env_str(lg, name, "a Slurm host list", &list) != GW_OK)
+        return GW_ERR_CONFIG;
+    gw_hostlist_t hosts;
+    char err[256];
+    if (gw__hostlist_expand(list, &hosts, err, sizeof(err)) != GW_OK || hosts.count == 0) {
+        GW_ERROR(lg, "init", "%s=\"%s\": %s", name, list, hosts.count ? err : "no host");
+        gw__hostlist_free(&hosts);
+        return GW_ERR_CONFIG;
+    }
+    long port;
+    gw_status_t st = GW_OK;
+    if (getenv("GW_ROOT_PORT")) {
+        st = gw__env_int(lg, "GW_ROOT_PORT", 1, 65535, 0, &port);
+    } else {
+        long job, step = 0;
+        st = gw__env_int(lg, "SLURM_JOB_ID", 0, 1L << 40, -1, &job);
+        if (st == GW_OK && job < 0) {
+            GW_ERROR(lg, "init", "%s is set but SLURM_JOB_ID is not: set GW_ROOT_PORT", name);
+            st = GW_ERR_CONFIG;
+        }
+        if (st == GW_OK && getenv("SLURM_STEP_ID"))
+            st = gw__env_int(lg, "SLURM_STEP_ID", 0, 1L << 40, 0, &step);
+        port = 10000 + (31 * job + step) % 20000;
+    }
+    if (st == GW_OK && rank == 0) {
+        /* Rank 0 listens on the first host: it must be there. */
+        char me[256] = "";
+        gethostname(me, sizeof(me) - 1);
+        size_t a = strcspn(me, "."), b = strcspn(hosts.names[0], ".");
+        if (a != b || strncmp(me, hosts.names[0], a) != 0) {
+            GW_ERROR(lg, "init",
+                     "rank 0 runs on %s, not on %s, the first host of %s, where the others look "
+                     "for it: use srun's default (block) distribution or set GW_ROOT",
+                     me, hosts.names[0], name);
+            st = GW_ERR_CONFIG;
+        }
+    }
+    if (st == GW_OK) {
+        const char *h = hosts.names[0];
+        if (snprintf(buf, cap, strchr(h, ':') ? "[%s]:%ld" : "%s:%ld", h, port) >= (int)cap) {
+            GW_ERROR(lg, "init", "%s's first host %s is too long", name, h);
+            st = GW_ERR_CONFIG;
+        } else {
+            *root = buf;
+            GW_INFO(lg, "init", "bootstrap root %s: the first host of %s, port %s", buf, name,
+                    getenv("GW_ROOT_PORT") ? "GW_ROOT_PORT" : "from SLURM_JOB_ID/SLURM_STEP_ID");
+        }
+    }
+    gw__hostlist_free(&hosts);
+    return st;
+}
+
+/* The first line of GW_JOB_TOKEN_FILE into buf; *token stays NULL when the
+ * variable is unset. */
+static gw_status_t token_file(const gw_logger_t *lg, char *buf, size_t cap, const char **token)
+{
+    const char *path;
+    if (gw__env_str(lg, "GW_JOB_TOKEN_FILE", "a file name", &path) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (!path)
+        return GW_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        GW_ERROR(lg, "init", "GW_JOB_TOKEN_FILE=%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return GW_ERR_CONFIG;
+    }
+    const char *bad = !S_ISREG(sb.st_mode)      ? "is not a regular file"
+                      : sb.st_uid != geteuid()  ? "belongs to another user"
+                      : (sb.st_mode & 077) != 0 ? "may be read by others (chmod 600 it)"
+                                                : NULL;
+    ssize_t n = bad ? 0 : read(fd, buf, cap - 1);
+    close(fd);
+    if (!bad && n < 0)
+        bad = "cannot be read";
+    if (!bad) {
+        buf[n] = '\0';
+        buf[strcspn(buf, "\r\n")] = '\0';
+        if (strlen(buf) < 16)
+            bad = "holds less than 16 characters on its first line";
+        else if ((size_t)n == cap - 1 && !memchr(buf, '\n', (size_t)n) && strlen(buf) == cap - 1)
+            bad = "has a first line too long for a token";
+    }
+    if (bad) {
+        GW_ERROR(lg, "init", "GW_JOB_TOKEN_FILE=%s %s", path, bad);
+        return GW_ERR_CONFIG;
+    }
+    *token = buf;
+    return GW_OK;
+}
+
+gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms, gw_config_t *cfg,
+                                  gw_launch_env_t *keep)
+{
+    memset(keep, 0, sizeof(*keep));
+    int have_pmix = 0;
+    gw_status_t st = GW_OK;
+    if (!getenv("GW_ROOT") && !getenv("MASTER_ADDR")) {
+        long timeout;
+        st = gw__env_int(lg, "GW_TIMEOUT_MS", 1, 86400000L, default_timeout_ms, &timeout);
+        gw_status_t ps = st == GW_OK ? gw__pmix_job(lg, getenv("GW_JOB_TOKEN") != NULL,
+                                                    (int)timeout, &keep->pmix)
+                                     : st;
+        if (ps == GW_OK) {
+            have_pmix = 1;
+            cfg->rank = keep->pmix.rank;
+            cfg->size = keep->pmix.size;
+            cfg->root = keep->pmix.root;
+            if (keep->pmix.token[0])
+                cfg->job_token = keep->pmix.token;
+        } else if (ps != GW_ERR_NOT_FOUND) {
+            st = ps;
+        }
+    }
+    if (st == GW_OK && !have_pmix)
+        st = env_rank_size(lg, &cfg->rank, &cfg->size);
+    if (st == GW_OK && !have_pmix && !getenv("GW_ROOT"))
+        st = torchrun_root(lg, keep->root, sizeof(keep->root), &cfg->root);
+    if (st == GW_OK && !have_pmix && !getenv("GW_ROOT") && !cfg->root)
+        st = slurm_root(lg, cfg->rank, keep->root, sizeof(keep->root), &cfg->root);
+    if (st == GW_OK && !cfg->job_token && !getenv("GW_JOB_TOKEN"))
+        st = token_file(lg, keep->token, sizeof(keep->token), &cfg->job_token);
+    return st;
+}

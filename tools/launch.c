@@ -566,19 +566,21 @@ int gw_launch_main(int argc, char **argv)
         return rc;
     if ((rc = gw_launch_check_command(o.cmd[0])) != 0)
         return rc;
-    int port = o.port;
+    int port = 0, root_port = 0;
     if (o.netns) {
-        /* The root is host 0's, and its port must be free there. */
+        /* The root is host 0's, and its ports must be free there. */
         if (gw_launch_hosts_open(&o, &hosts) != 0)
             return 1;
-        if (gw_launch_hosts_root(&o, &hosts, root_addr, sizeof(root_addr), &port) != 0) {
+        if (gw_launch_hosts_root(&o, &hosts, root_addr, sizeof(root_addr), &port, &root_port) !=
+            0) {
             gw_launch_hosts_close(&hosts);
             return 1;
         }
         o.host = root_addr;
     }
-    if (prepare_fds(o.nranks) != 0 || (port == 0 && gw_launch_free_port(o.host, &port) != 0) ||
-        gw_launch_set_env(&o, port) != 0) {
+    if (prepare_fds(o.nranks) != 0 ||
+        (!o.netns && gw_launch_ports(o.host, o.port, &port, &root_port) != 0) ||
+        gw_launch_set_env(&o, port, root_port) != 0) {
         gw_launch_hosts_close(&hosts);
         return 1;
     }

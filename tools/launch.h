@@ -64,8 +64,15 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o);
  * exit status (126 or 127) after printing why. */
 int gw_launch_check_command(const char *cmd);
 
-/* *port = a port that is free on host now. 0, or -1 after printing why. */
-int gw_launch_free_port(const char *host, int *port);
+/* *port = a port that is free on host now (not avoid). 0, or -1 after
+ * printing why. */
+int gw_launch_free_port(const char *host, int avoid, int *port);
+
+/* The two rendezvous ports on host: *port for MASTER_PORT (torch's store,
+ * --port P or a free one) and *root_port for gradwire's GW_ROOT (P + 1, or
+ * another free one), so that torch.distributed and gradwire can both
+ * rendezvous in one job. 0, or -1 after printing why. */
+int gw_launch_ports(const char *host, int given, int *port, int *root_port);
 
 /* Find the namespaces PREFIX0, PREFIX1, ... of o->netns and open those the
  * job needs; fills in o->nranks when -n was not given. 0, or -1 after
@@ -80,9 +87,10 @@ void gw_launch_local_rank(const struct gw_launch_opts *o, const struct gw_launch
 
 /* Inside host 0's namespace: its address (the IPv4 address of eth0, else of
  * the first other interface that is up, unless --host gave one) into addr,
- * and, when *port is 0, a port free on it. 0, or -1 after printing why. */
+ * and the two rendezvous ports on it (gw_launch_ports, from o->port). 0, or
+ * -1 after printing why. */
 int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_hosts *h,
-                         char *addr, size_t cap, int *port);
+                         char *addr, size_t cap, int *port, int *root_port);
 
 /* Move the calling process into host h's network namespace with a /sys of
  * that namespace, as `ip netns exec` does. For a forked child before exec:
@@ -91,6 +99,6 @@ int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_
 
 /* Set the variables every rank shares (sizes, rendezvous address, job
  * token) in our own environment, for the children to inherit. 0 or -1. */
-int gw_launch_set_env(const struct gw_launch_opts *o, int port);
+int gw_launch_set_env(const struct gw_launch_opts *o, int port, int root_port);
 
 #endif

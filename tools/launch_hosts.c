@@ -217,7 +217,7 @@ static int host_addr(const char *name, char *out, size_t cap)
 
 /* Runs in the helper child: answers "ADDR PORT" on fd. */
 __attribute__((noreturn)) static void root_probe(const struct gw_launch_opts *o,
-                                                 const struct gw_launch_hosts *h, int port, int fd)
+                                                 const struct gw_launch_hosts *h, int fd)
 {
     char name[4096], addr[256];
     snprintf(name, sizeof(name), "%s0", o->netns);
@@ -230,14 +230,15 @@ __attribute__((noreturn)) static void root_probe(const struct gw_launch_opts *o,
         snprintf(addr, sizeof(addr), "%s", o->host);
     else if (host_addr(name, addr, sizeof(addr)) != 0)
         _exit(1);
-    if (port == 0 && gw_launch_free_port(addr, &port) != 0)
+    int port, root_port;
+    if (gw_launch_ports(addr, o->port, &port, &root_port) != 0)
         _exit(1);
-    dprintf(fd, "%s %d\n", addr, port);
+    dprintf(fd, "%s %d %d\n", addr, port, root_port);
     _exit(0);
 }
 
 int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_hosts *h,
-                         char *addr, size_t cap, int *port)
+                         char *addr, size_t cap, int *port, int *root_port)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
@@ -254,7 +255,7 @@ int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_
     }
     if (pid == 0) {
         close(p[0]);
-        root_probe(o, h, *port, p[1]);
+        root_probe(o, h, p[1]);
     }
     close(p[1]);
     char buf[512];
@@ -273,8 +274,9 @@ int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     char a[256];
-    int got_port;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || sscanf(buf, "%255s %d", a, &got_port) != 2)
+    int got_port, got_root;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+        sscanf(buf, "%255s %d %d", a, &got_port, &got_root) != 3)
         return -1; /* the child said why */
     if (strlen(a) >= cap) {
         fprintf(stderr, "gradwire launch: root address %s is too long\n", a);
@@ -282,5 +284,6 @@ int gw_launch_hosts_root(const struct gw_launch_opts *o, const struct gw_launch_
     }
     memcpy(addr, a, strlen(a) + 1);
     *port = got_port;
+    *root_port = got_root;
     return 0;
 }

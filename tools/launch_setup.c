@@ -21,41 +21,44 @@
 
 void gw_launch_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: gradwire launch -n N [options] [--] CMD [ARGS...]\n"
-            "       gradwire launch --hosts PREFIX [-n N] [options] [--] CMD [ARGS...]\n"
-            "\n"
-            "Start N ranks of CMD with the environment gradwire reads: RANK, WORLD_SIZE,\n"
-            "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GW_RANK, GW_SIZE,\n"
-            "GW_ROOT=ADDR:PORT and GW_JOB_TOKEN (a fresh random token unless GW_JOB_TOKEN\n"
-            "is already set). They run on this host, or with --hosts on emulated hosts:\n"
-            "the network namespaces PREFIX0, PREFIX1, ... that `scripts/cluster.sh up`\n"
-            "makes (needs root). There rank 0 runs on host 0, whose eth0 address is the\n"
-            "root address, and GROUP_RANK is the number of a rank's host.\n"
-            "\n"
-            "options:\n"
-            "  -n, --nproc N        number of ranks (1..%d); with --hosts the default\n"
-            "                       is one per host (K per host with --ranks-per-host)\n"
-            "  --host ADDR          rendezvous address of rank 0 (default 127.0.0.1, or\n"
-            "                       host 0's address with --hosts)\n"
-            "  --port P             rendezvous port (default: a free port on ADDR)\n"
-            "  --hosts PREFIX       run rank r in network namespace PREFIX<r mod H>, H the\n"
-            "                       number of namespaces PREFIX0..PREFIX<H-1> (--netns:\n"
-            "                       the same)\n"
-            "  --ranks-per-host K   with --hosts: ranks kK..kK+K-1 run on host k\n"
-            "  --timeout S          stop every rank and exit 124 after S seconds\n"
-            "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
-            "  -h, --help           show this help\n"
-            "\n"
-            "Output lines of each rank are relayed whole, prefixed with its rank.\n"
-            "SIGINT/SIGTERM are forwarded to every rank; a second one kills them.\n"
-            "When a rank fails, the others get SIGTERM, then SIGKILL after 2 s.\n"
-            "\n"
-            "exit status: 0 if every rank exits 0; else the first failing rank's\n"
-            "status (128+N if killed by signal N); 124 on --timeout; 126/127 if CMD\n"
-            "cannot be run or is not found; 2 for a usage error; 1 if the job could\n"
-            "not be set up (e.g. no such emulated hosts).\n",
-            GW_LAUNCH_MAX_RANKS);
+    fprintf(
+        out,
+        "usage: gradwire launch -n N [options] [--] CMD [ARGS...]\n"
+        "       gradwire launch --hosts PREFIX [-n N] [options] [--] CMD [ARGS...]\n"
+        "\n"
+        "Start N ranks of CMD with the environment gradwire reads: RANK, WORLD_SIZE,\n"
+        "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GW_RANK, GW_SIZE,\n"
+        "GW_ROOT=ADDR:PORT2 and GW_JOB_TOKEN (a fresh random token unless GW_JOB_TOKEN\n"
+        "is already set). MASTER_PORT and GW_ROOT's port differ, so that\n"
+        "torch.distributed's store and gradwire's root can live in one job. They run on this host, or with --hosts on emulated hosts:\n"
+        "the network namespaces PREFIX0, PREFIX1, ... that `scripts/cluster.sh up`\n"
+        "makes (needs root). There rank 0 runs on host 0, whose eth0 address is the\n"
+        "root address, and GROUP_RANK is the number of a rank's host.\n"
+        "\n"
+        "options:\n"
+        "  -n, --nproc N        number of ranks (1..%d); with --hosts the default\n"
+        "                       is one per host (K per host with --ranks-per-host)\n"
+        "  --host ADDR          rendezvous address of rank 0 (default 127.0.0.1, or\n"
+        "                       host 0's address with --hosts)\n"
+        "  --port P             MASTER_PORT, with GW_ROOT on P+1 (default: two free\n"
+        "                       ports on ADDR)\n"
+        "  --hosts PREFIX       run rank r in network namespace PREFIX<r mod H>, H the\n"
+        "                       number of namespaces PREFIX0..PREFIX<H-1> (--netns:\n"
+        "                       the same)\n"
+        "  --ranks-per-host K   with --hosts: ranks kK..kK+K-1 run on host k\n"
+        "  --timeout S          stop every rank and exit 124 after S seconds\n"
+        "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
+        "  -h, --help           show this help\n"
+        "\n"
+        "Output lines of each rank are relayed whole, prefixed with its rank.\n"
+        "SIGINT/SIGTERM are forwarded to every rank; a second one kills them.\n"
+        "When a rank fails, the others get SIGTERM, then SIGKILL after 2 s.\n"
+        "\n"
+        "exit status: 0 if every rank exits 0; else the first failing rank's\n"
+        "status (128+N if killed by signal N); 124 on --timeout; 126/127 if CMD\n"
+        "cannot be run or is not found; 2 for a usage error; 1 if the job could\n"
+        "not be set up (e.g. no such emulated hosts).\n",
+        GW_LAUNCH_MAX_RANKS);
 }
 
 static const gw_kit_prog_t prog = {"gradwire launch",
@@ -157,7 +160,34 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
 /* Find a port that is free on host now by binding port 0 and asking the
  * kernel which one it gave. Another process could take it before rank 0
  * binds it; rank 0 then fails with a clear "address in use" error. */
-int gw_launch_free_port(const char *host, int *port)
+static int free_port_once(const char *host, int *port);
+
+int gw_launch_free_port(const char *host, int avoid, int *port)
+{
+    /* The kernel hands out ports in turn; a few tries give another one. */
+    for (int tries = 0; tries < 8; tries++) {
+        if (free_port_once(host, port) != 0)
+            return -1;
+        if (*port != avoid)
+            return 0;
+    }
+    fprintf(stderr, "gradwire launch: no second free port on %s\n", host);
+    return -1;
+}
+
+int gw_launch_ports(const char *host, int given, int *port, int *root_port)
+{
+    if (given) {
+        *port = given;
+        *root_port = given < 65535 ? given + 1 : given - 1;
+        return 0;
+    }
+    if (gw_launch_free_port(host, 0, port) != 0)
+        return -1;
+    return gw_launch_free_port(host, *port, root_port);
+}
+
+static int free_port_once(const char *host, int *port)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof(hints));
@@ -257,7 +287,7 @@ int gw_launch_check_command(const char *cmd)
 }
 
 /* The environment every rank shares; RANK and LOCAL_RANK are set per child. */
-int gw_launch_set_env(const struct gw_launch_opts *o, int port)
+int gw_launch_set_env(const struct gw_launch_opts *o, int port, int root_port)
 {
     char num[16], root[512], token[33];
     const char *tok = getenv("GW_JOB_TOKEN");
@@ -276,8 +306,8 @@ int gw_launch_set_env(const struct gw_launch_opts *o, int port)
         setenv("GW_SIZE", num, 1))
         goto err_setenv;
     /* An IPv6 literal needs brackets in "host:port". */
-    if (snprintf(root, sizeof(root), strchr(o->host, ':') ? "[%s]:%d" : "%s:%d", o->host, port) >=
-        (int)sizeof(root)) {
+    if (snprintf(root, sizeof(root), strchr(o->host, ':') ? "[%s]:%d" : "%s:%d", o->host,
+                 root_port) >= (int)sizeof(root)) {
         fprintf(stderr, "gradwire launch: --host is too long\n");
         return -1;
     }

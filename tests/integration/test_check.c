@@ -45,6 +45,12 @@
  * 70%, not the default 93%: a quarter-rate host is at 25%, a lossy one at
  * about 60% (and its p99 latency at a retransmission timeout). */
 #define BW_FRACTION "0.7"
+/* Likewise the median 8-byte latency of a healthy emulated link moved 3x
+ * between runs here (20.8 against 63.9 us, the same link, once), so the
+ * tests call a link slow only beyond 6x, not the default 2.1x: none of the
+ * faults they make is a latency fault (the lossy host's shows in its
+ * bandwidth and its p99, judged as by default). */
+#define LAT_FACTOR "6"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOW 4
@@ -148,9 +154,10 @@ static run_result_t check_n(const char *nranks, const char *dir, const char *tag
     char *argv[40];
     int a = 0;
     const char *fixed[] = {
-        LAUNCHER, "launch",        "--hosts",   prefix,    "-n",          nranks,    "--timeout",
-        tstr,     LAUNCHER,        "check",     "--quick", "--coll-size", "2M",      "--timeout",
-        "20",     "--bw-fraction", BW_FRACTION, "--json",  json,          "--junit", junit};
+        LAUNCHER,    "launch",    "--hosts", prefix,          "-n",        nranks,
+        "--timeout", tstr,        LAUNCHER,  "check",         "--quick",   "--coll-size",
+        "2M",        "--timeout", "20",      "--bw-fraction", BW_FRACTION, "--lat-factor",
+        LAT_FACTOR,  "--json",    json,      "--junit",       junit};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         argv[a++] = (char *)fixed[i];
     for (int i = 0; extra && extra[i]; i++)

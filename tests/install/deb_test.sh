@@ -50,7 +50,7 @@ for entry in "${entries[@]}"; do
     [ $ok -eq 1 ] || fail "dependency '$entry' is not installed on this machine"
 done
 dpkg-deb --contents "$deb" | awk '{print $6}' >"$tmp/contents"
-for f in ./usr/bin/gradwire ./usr/bin/gradwire-bench ./usr/bin/gradwire-train \
+for f in ./usr/bin/gradwire ./usr/bin/gradwire-bench ./usr/bin/gradwire-train ./usr/bin/gradwire-check \
     ./usr/include/gradwire.h ./usr/lib/libgradwire.so.0 ./usr/lib/libgradwire.a \
     ./usr/lib/pkgconfig/gradwire.pc ./usr/lib/cmake/gradwire/gradwireConfig.cmake; do
     grep -qx "$f" "$tmp/contents" || fail "the package lacks $f"
@@ -72,6 +72,8 @@ env -u LD_LIBRARY_PATH "$bin/gradwire-bench" --help | grep -q "usage: gradwire-b
     fail "installed gradwire-bench does not start"
 env -u LD_LIBRARY_PATH "$bin/gradwire" train --help 2>&1 | grep -q "usage" ||
     fail "installed gradwire train does not start"
+env -u LD_LIBRARY_PATH "$bin/gradwire" check --help 2>&1 | grep -q "usage: gradwire check" ||
+    fail "installed gradwire check does not start"
 
 # The consumer, built against the installed package both ways.
 export PKG_CONFIG_PATH="$root/usr/lib/pkgconfig"

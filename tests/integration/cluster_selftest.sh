@@ -159,6 +159,30 @@ goodput_mbit() {
     rm -f "$out"
 }
 
+# check_goodput WHAT NOMINAL LOW HIGH SRC DST BYTES [SKIP]: check_rate on
+# goodput_mbit SRC DST BYTES SKIP, measured up to three times: the first
+# inside the window passes. A shaper that is wrong (too fast, too slow, not
+# there) is outside on every try; a transfer slowed by the machine (the
+# suite's other work on 2 cores: 68-89% seen in CI runs that pass alone)
+# is not. When all tries miss, the load and the busiest processes are
+# printed, for whoever reads the log.
+check_goodput() {
+    local what="$1" want="$2" low="$3" high="$4" src="$5" dst="$6" bytes="$7" skip="${8:-0}"
+    local got tries="" k
+    for k in 1 2 3; do
+        got=$(goodput_mbit "$src" "$dst" "$bytes" "$skip")
+        tries+="${got:-failed} "
+        if [ -n "$got" ] && awk -v g="$got" -v w="$want" -v lo="$low" -v hi="$high" \
+            'BEGIN { p = 100 * g / w; exit !(p >= lo && p <= hi) }'; then
+            check_rate "$what (try $k)" "$got" "$want" "$low" "$high"
+            return
+        fi
+    done
+    check_rate "$what (3 tries: ${tries% })" "$got" "$want" "$low" "$high"
+    echo "   load: $(cat /proc/loadavg); busiest processes:"
+    ps -eo pcpu,cls,rtprio,etime,args --sort=-pcpu | head -6 | cut -c1-160 | sed 's/^/   /'
+}
+
 # check_rate WHAT MEASURED NOMINAL [LOW HIGH]: the goodput of one TCP stream
 # within LOW%..HIGH% of the nominal rate, 93%..97% unless given: the README's
 # measured 93-96% around the 1448/1514 = 95.6% that one stream can get
@@ -236,13 +260,13 @@ status=$("$CLUSTER" status --prefix "$P" || true)
 check "status shows a 20Mbit tbf on host 2" grep -q "tbf.*rate 20Mbit" <<<"$status"
 
 # 2 seconds' worth at the nominal rate.
-check_rate "host 0 -> host 1 at 50mbit" "$(goodput_mbit 0 1 12500000)" 50
-check_rate "host 2 -> host 0, host 2's egress at 20mbit" "$(goodput_mbit 2 0 5000000)" 20
+check_goodput "host 0 -> host 1 at 50mbit" 50 93 97 0 1 12500000
+check_goodput "host 2 -> host 0, host 2's egress at 20mbit" 20 93 97 2 0 5000000
 # A real NIC pushes back on the sender instead of dropping its own packets:
 # the shaper's queue must hold what one TCP stream keeps in it.
 drops=$("$CLUSTER" exec --prefix "$P" 2 tc -s qdisc show dev eth0 | awk '/dropped/ { sub(",", "", $7); print $7; exit }')
 check "host 2's egress shaper dropped none of one stream's packets (dropped ${drops:-?})" test "${drops:-x}" = 0
-check_rate "host 0 -> host 2, host 2's ingress at 20mbit" "$(goodput_mbit 0 2 5000000)" 20
+check_goodput "host 0 -> host 2, host 2's ingress at 20mbit" 20 93 97 0 2 5000000
 
 # --- up again on the same prefix replaces the cluster; loss; jumbo frames ---------
 if "$CLUSTER" up 3 --prefix "$P" --mtu 9000 --host 1:loss=30 --host 2:loss=100%; then
@@ -279,8 +303,8 @@ fi
 # HTB (not tbf) shapes a link: 92-96% of the rate here under load, so the
 # window is 88..98%; a link left unshaped gives 100 times the rate, a wrong
 # rate (half, double) falls far outside.
-check_rate "host 0 -> host 1 over link 0-1 at 20mbit" "$(goodput_mbit 0 1 5000000)" 20 88 98
-check_rate "host 1 -> host 0 over link 0-1 at 20mbit" "$(goodput_mbit 1 0 5000000)" 20 88 98
+check_goodput "host 0 -> host 1 over link 0-1 at 20mbit" 20 88 98 0 1 5000000
+check_goodput "host 1 -> host 0 over link 0-1 at 20mbit" 20 88 98 1 0 5000000
 # The same hosts' other links are not slowed: well above 5x the link's rate.
 for pair in "1 2" "2 1"; do
     set -- $pair
@@ -306,8 +330,8 @@ if "$CLUSTER" up 3 --prefix "$P" --rate 100mbit --link 0-1:rate=20mbit; then
 else
     fail "up 3 with a host rate and a link rate"
 fi
-check_rate "host 0 -> host 1, link 0-1 at 20mbit inside 100mbit hosts" "$(goodput_mbit 0 1 5000000)" 20 88 98
-check_rate "host 0 -> host 2, the host's 100mbit" "$(goodput_mbit 0 2 12500000)" 100 88 98
+check_goodput "host 0 -> host 1, link 0-1 at 20mbit inside 100mbit hosts" 20 88 98 0 1 5000000
+check_goodput "host 0 -> host 2, the host's 100mbit" 100 88 98 0 2 12500000
 
 # --- delay ------------------------------------------------------------------------
 # netem where the kernel has it, else the user-space relays (--delay-mode
@@ -347,8 +371,8 @@ if out=$("$CLUSTER" up 3 --prefix "$P" --delay 20ms --host 2:rate=50mbit 2>&1); 
     # 40 ms of round trip takes a few of them (Cubic's HyStart leaves it
     # early when the shaper's queue builds up), and cost 3-5% of a
     # transfer timed from its first byte.
-    check_rate "host 2 -> host 0 at 50mbit with 40 ms RTT (timed after 1 s)" \
-        "$(goodput_mbit 2 0 25000000 6291456)" 50
+    check_goodput "host 2 -> host 0 at 50mbit with 40 ms RTT (timed after 1 s)" 50 93 97 \
+        2 0 25000000 6291456
     if [ "$mode" = user ]; then
         # 1000 echo requests 2 ms apart (500 per second, 20 ms of delay:
         # ten in flight in each relay): every reply, in order, none twice.

@@ -264,6 +264,19 @@ void gw_p2p_pair_close(gw_p2p_pair_t *p)
     p->lat = NULL;
 }
 
+int gw_p2p_circle_partner(int n, int rank, int k)
+{
+    int m = n + (n & 1); /* with the phantom rank m - 1 when n is odd */
+    int q;
+    if (rank == m - 1)
+        q = k;
+    else if (rank == k)
+        q = m - 1;
+    else
+        q = ((2 * k - rank) % (m - 1) + (m - 1)) % (m - 1);
+    return q < n ? q : -1;
+}
+
 size_t gw_p2p_sizes(const gw_p2p_opts_t *o, size_t *sizes, size_t cap)
 {
     size_t n = 0;

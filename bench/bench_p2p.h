@@ -62,6 +62,12 @@ void gw_p2p_pair_with(gw_p2p_pair_t *p, int peer);
  * this rank received wrong at this size). */
 gw_status_t gw_p2p_run_size(gw_p2p_pair_t *p, size_t size, gw_p2p_result_t *res);
 
+/* Rank's partner in round k (0 <= k < n - 1 + n % 2) of the circle
+ * method for n ranks: rank n-1 (a phantom rank n when n is odd) stays put
+ * and meets rank k, every other rank r meets (2k - r) mod (n-1); -1: rank
+ * rests this round (its partner is the phantom). Every pair meets once. */
+int gw_p2p_circle_partner(int n, int rank, int k);
+
 /* The sweep's sizes, into sizes[0..cap); returns how many (at most cap). */
 size_t gw_p2p_sizes(const gw_p2p_opts_t *o, size_t *sizes, size_t cap);
 

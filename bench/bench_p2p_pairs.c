@@ -76,15 +76,7 @@ static int partner(const pairs_run_t *p, int rank, int k)
         }
         return -1;
     }
-    int m = n + (n & 1); /* with the phantom rank m - 1 when n is odd */
-    int q;
-    if (rank == m - 1)
-        q = k;
-    else if (rank == k)
-        q = m - 1;
-    else
-        q = ((2 * k - rank) % (m - 1) + (m - 1)) % (m - 1);
-    return q < n ? q : -1;
+    return gw_p2p_circle_partner(n, rank, k);
 }
 
 static void print_num(double v, int width, int prec)

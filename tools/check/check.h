@@ -187,8 +187,7 @@ gw_status_t gwc_hosts_gather(gwc_run_t *r);
 void gwc_transport_to(const gwc_run_t *r, int a, int b, char *out, size_t cap);
 
 /* ---- check_pairs.c ---- */
-/* The circle partner of rank in round k of n ranks, -1 to rest. */
-int gwc_circle_partner(int n, int rank, int k);
+/* (Round partners: gw_p2p_circle_partner, bench_p2p.h.) */
 /* One round: every rank measures with peer[rank] (-1: rests); rank 0
  * stores the figures into `into` (links or retests: retest != 0). */
 gw_status_t gwc_round(gwc_run_t *r, const int *peer, int retest);

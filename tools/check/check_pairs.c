@@ -39,19 +39,6 @@ typedef struct round_rec {
     int64_t wrong;
 } round_rec_t;
 
-int gwc_circle_partner(int n, int rank, int k)
-{
-    int m = n + (n & 1);
-    int q;
-    if (rank == m - 1)
-        q = k;
-    else if (rank == k)
-        q = m - 1;
-    else
-        q = ((2 * k - rank) % (m - 1) + (m - 1)) % (m - 1);
-    return q < n ? q : -1;
-}
-
 int gwc_link_index(int n, int a, int b)
 {
     if (a > b) {
@@ -157,7 +144,7 @@ gw_status_t gwc_matrix_round(gwc_run_t *r, int k)
     if (!peer)
         return GW_ERR_NO_MEMORY;
     for (int q = 0; q < r->size; q++)
-        peer[q] = gwc_circle_partner(r->size, q, k);
+        peer[q] = gw_p2p_circle_partner(r->size, q, k);
     gw_status_t st = gwc_round(r, peer, 0);
     free(peer);
     return st;

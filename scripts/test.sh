@@ -5,7 +5,8 @@
 # then a ThreadSanitizer build of the multi-threaded paths.
 #
 # It ends, passed or failed, with the list of every test that ctest reported
-# as skipped in every stage, each with the reason the test gave. In CI
+# as skipped in every stage, each with the reason the test gave, and, when a
+# stage failed, the lines each failed test printed about its failure. In CI
 # (CI or GW_CI set and not "0" or "false"), where the suite runs as root with
 # the Soft-RoCE VM available, a skip fails the suite, except a GPU test and
 # the verbs tests that need an RDMA device on the host (their reason says
@@ -56,6 +57,28 @@ allowed_in_ci() { # DIR TEST REASON
     return 1
 }
 
+# report_failures: for every test a stage's ctest reported failed, the lines
+# of its output that say what failed (FAIL, Assertion, error), at most 12
+# each, so that the end of the suite's output, which is what a CI page
+# shows, says why and not only which.
+report_failures() {
+    local dir name log
+    for dir in build build-asan build-tsan; do
+        [ -f "$dir/ctest.out" ] || continue
+        log="$dir/Testing/Temporary/LastTest.log"
+        for name in $(sed -n '/^The following tests FAILED:/,$ s/^[[:space:]]*[0-9]* - \([^ ]*\) (.*)$/\1/p' \
+            "$dir/ctest.out"); do
+            echo "=== failed: $dir: $name"
+            [ -f "$log" ] || continue
+            awk -v t="$name" '
+                $0 ~ "^[0-9]+/[0-9]+ Testing: " t "$" { inside = 1; next }
+                inside && /^<end of output>/ { exit }
+                inside && /FAIL|Assertion|[Ee]rror|failed|timed out|hung/ && n < 12 {
+                    print "   " substr($0, 1, 300); n++ }' "$log"
+        done
+    done
+}
+
 report_skips() {
     local rc=$? bad=0 dir name why
     echo "=== skipped tests, every stage, with the reasons they gave"
@@ -77,6 +100,7 @@ report_skips() {
         done <"$skips"
     fi
     rm -f "$skips"
+    [ $rc -ne 0 ] && report_failures
     if [ $rc -eq 0 ] && [ $bad -ne 0 ]; then
         echo "=== the suite fails: in CI nothing but GPU tests may skip"
         exit 1

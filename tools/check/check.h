@@ -60,6 +60,7 @@ typedef struct gwc_opts {
      * reference's, or its bandwidth under bw_fraction x the reference; a
      * host is suspect when more than host_fraction of its links are bad. */
     double lat_factor, tail_factor, bw_fraction, host_fraction;
+    double tail_floor_us; /* a p99 at or below this is never a tail fault */
     const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
 } gwc_opts_t;
 

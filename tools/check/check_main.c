@@ -61,6 +61,7 @@ static void usage(FILE *out)
             "      --no-retest         judge suspects without retesting them alone\n"
             "      --lat-factor X      bad when latency p50 > X x reference (default 2.1)\n"
             "      --tail-factor X     bad when latency p99 > X x reference (default 20)\n"
+            "      --tail-floor-us U   ... and above U microseconds (default 10000)\n"
             "      --bw-fraction X     bad when bandwidth < X x reference (default 0.93)\n"
             "      --host-fraction X   a host is suspect when more than X of its links are\n"
             "                          bad (default 0.5)\n"
@@ -87,6 +88,7 @@ enum {
     OPT_NO_RETEST,
     OPT_LAT_FACTOR,
     OPT_TAIL_FACTOR,
+    OPT_TAIL_FLOOR,
     OPT_BW_FRACTION,
     OPT_HOST_FRACTION,
     OPT_BASELINE,
@@ -111,6 +113,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         {"no-retest", no_argument, NULL, OPT_NO_RETEST},
         {"lat-factor", required_argument, NULL, OPT_LAT_FACTOR},
         {"tail-factor", required_argument, NULL, OPT_TAIL_FACTOR},
+        {"tail-floor-us", required_argument, NULL, OPT_TAIL_FLOOR},
         {"bw-fraction", required_argument, NULL, OPT_BW_FRACTION},
         {"host-fraction", required_argument, NULL, OPT_HOST_FRACTION},
         {"baseline", required_argument, NULL, OPT_BASELINE},
@@ -128,6 +131,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->retest = 1;
     o->lat_factor = 2.1;
     o->tail_factor = 20;
+    o->tail_floor_us = 10000;
     o->bw_fraction = 0.93;
     o->host_fraction = 0.5;
     int c;
@@ -175,6 +179,11 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
                 return usage_error("--%s takes a factor of at least 1, not \"%s\"",
                                    c == OPT_LAT_FACTOR ? "lat-factor" : "tail-factor", optarg);
             break;
+        case OPT_TAIL_FLOOR:
+            if (gw_kit_parse_double(optarg, 0, 1e9, &o->tail_floor_us) != 0)
+                return usage_error("--tail-floor-us takes microseconds in [0, 1e9], not \"%s\"",
+                                   optarg);
+            break;
         case OPT_BW_FRACTION:
         case OPT_HOST_FRACTION:
             if (gw_kit_parse_double(
@@ -214,37 +223,6 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->coll_iters = coll > 0 ? coll : o->quick ? 2 : 5;
     o->coll_lat_iters = o->quick ? 20 : 100;
     return -1;
-}
-
-/* ---- shared by the phases ---- */
-
-void gwc_progress(const gwc_run_t *r, const char *fmt, ...)
-{
-    if (r->rank != 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("[check %6.1fs] ", gw_kit_now_s() - r->t0);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-}
-
-void gwc_job_failed(gwc_run_t *r, const char *phase, gw_status_t st)
-{
-    r->failed = 1;
-    r->culprit = gw_comm_culprit(r->comm);
-    if (r->culprit >= 0 && r->info && r->hosts && r->nhosts > 0)
-        snprintf(r->failure, sizeof(r->failure), "rank %d on host %s died or hung during %s (%s)",
-                 r->culprit, gwc_host_name(r, r->culprit), phase, gw_status_str(st));
-    else if (r->culprit >= 0)
-        snprintf(r->failure, sizeof(r->failure), "rank %d died or hung during %s (%s)", r->culprit,
-                 phase, gw_status_str(st));
-    else
-        snprintf(r->failure, sizeof(r->failure), "the job failed during %s (%s), naming no rank",
-                 phase, gw_status_str(st));
-    fprintf(stderr, "gradwire-check: rank %d: %s\n", r->rank, r->failure);
 }
 
 /* ---- SIGTERM: every rank lets the first pass (see the top) ---- */

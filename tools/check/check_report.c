@@ -11,12 +11,45 @@
  * both ends, so that a CI system or a script can read what a person reads.
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 
 const char *gwc_host_name(const gwc_run_t *r, int rank) { return r->hosts[r->host_of[rank]].name; }
+
+/* ---- as the run goes: progress and the failure of the job ---- */
+
+void gwc_progress(const gwc_run_t *r, const char *fmt, ...)
+{
+    if (r->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("[check %6.1fs] ", gw_kit_now_s() - r->t0);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+void gwc_job_failed(gwc_run_t *r, const char *phase, gw_status_t st)
+{
+    r->failed = 1;
+    r->culprit = gw_comm_culprit(r->comm);
+    if (r->culprit >= 0 && r->info && r->hosts && r->nhosts > 0)
+        snprintf(r->failure, sizeof(r->failure), "rank %d on host %s died or hung during %s (%s)",
+                 r->culprit, gwc_host_name(r, r->culprit), phase, gw_status_str(st));
+    else if (r->culprit >= 0)
+        snprintf(r->failure, sizeof(r->failure), "rank %d died or hung during %s (%s)", r->culprit,
+                 phase, gw_status_str(st));
+    else
+        snprintf(r->failure, sizeof(r->failure), "the job failed during %s (%s), naming no rank",
+                 phase, gw_status_str(st));
+    fprintf(stderr, "gradwire-check: rank %d: %s\n", r->rank, r->failure);
+}
 
 static const gwc_fig_t *judged(const gwc_link_t *l) { return l->retested ? &l->retest : &l->fig; }
 
@@ -118,6 +151,7 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_object(&j, "thresholds", NULL);
     gw_kit_json_num(&j, "lat_factor", o->lat_factor);
     gw_kit_json_num(&j, "tail_factor", o->tail_factor);
+    gw_kit_json_num(&j, "tail_floor_us", o->tail_floor_us);
     gw_kit_json_num(&j, "bw_fraction", o->bw_fraction);
     gw_kit_json_num(&j, "host_fraction", o->host_fraction);
     gw_kit_json_close(&j, NULL);

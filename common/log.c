@@ -98,14 +98,16 @@ static void expand_path(char *out, size_t cap, const char *pattern, const char *
     out[n] = '\0';
 }
 
-gw_status_t gw__logger_init(gw_logger_t *lg, int rank)
+/* gw__logger_init, writing to `into`; GW_DEBUG_FILE is opened only when
+ * open_file (else only checked). */
+static gw_status_t logger_setup(gw_logger_t *lg, int rank, FILE *into, int open_file)
 {
     /* The GW_DEBUG choices, in gw_log_level_t order, then DEBUG as another
      * name for TRACE. */
     static const char *const levels[] = {"NONE", "ERROR", "WARN", "INFO", "TRACE", "DEBUG"};
     memset(lg, 0, sizeof(*lg));
     lg->rank = rank;
-    lg->file = stderr;
+    lg->file = into;
     /* The default level first, so that a malformed GW_DEBUG or GW_DEBUG_FILE
      * is reported at it; the logger stays usable either way. */
     lg->level = GW_LOG_WARN;
@@ -119,7 +121,7 @@ gw_status_t gw__logger_init(gw_logger_t *lg, int rank)
         gw__env_str(lg, "GW_DEBUG_FILE", "a file name (%h: the host, %p: the pid)", &path);
     if (st != GW_OK)
         return st;
-    if (path) {
+    if (path && open_file) {
         char expanded[4096];
         expand_path(expanded, sizeof(expanded), path, lg->host);
         FILE *f = fopen(expanded, "a");
@@ -140,6 +142,13 @@ gw_status_t gw__logger_init(gw_logger_t *lg, int rank)
         return st;
     lg->level = level > (int)GW_LOG_TRACE ? GW_LOG_TRACE : (gw_log_level_t)level;
     return parse_subsys(lg);
+}
+
+gw_status_t gw__logger_init(gw_logger_t *lg, int rank) { return logger_setup(lg, rank, stderr, 1); }
+
+gw_status_t gw__logger_init_into(gw_logger_t *lg, int rank, FILE *into)
+{
+    return logger_setup(lg, rank, into, 0);
 }
 
 void gw__logger_fini(gw_logger_t *lg)

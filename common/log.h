@@ -53,6 +53,10 @@ const char *gw__log_subsys_names(void);
  * stderr) whatever it returns, and needs gw__logger_fini either way. A file
  * that cannot be opened falls back to stderr with a warning. */
 gw_status_t gw__logger_init(gw_logger_t *lg, int rank);
+/* The same, but every line (the complaints about the variables too) goes
+ * to `into`, and GW_DEBUG_FILE is only checked, never opened: for
+ * gw_node_probe, which reports what a rank's logger would do. */
+gw_status_t gw__logger_init_into(gw_logger_t *lg, int rank, FILE *into);
 void gw__logger_fini(gw_logger_t *lg);
 
 void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,

@@ -191,6 +191,22 @@ GW_API gw_status_t gw_comm_init_env(gw_comm_t **out);
  * at most the timeout plus the referee's grace and a margin. */
 GW_API gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *culprit);
 
+/* What a rank started on this node, now, with this environment, would use,
+ * and why not the rest, without joining a job or sending anything
+ * (`gradwire info`): the logger's, the launcher's and the communicator's
+ * variables checked by the code gw_comm_init_env runs (under a PMIx server
+ * the launcher is named, not asked), then every transport of this build
+ * opened as rank 0 of a two-rank job would open it, forced, and closed
+ * again: its interface and address, shared memory, RDMA device, port and
+ * GID, or why it cannot. buf receives one finding per line,
+ * "SECTION\tNAME\tVERDICT\tTEXT\n": SECTION "build" (version, build type,
+ * optional parts), "log", "launcher", "config" or "transport"; VERDICT "ok", "info", "error" (a malformed setting: a rank
+ * would refuse to start) or "unusable" (a transport this node cannot
+ * offer). GW_OK, or GW_ERR_CONFIG when a setting is malformed (the report
+ * is complete either way), GW_ERR_NO_MEMORY when it did not fit in cap
+ * bytes (16 KiB is plenty), GW_ERR_INVALID_ARG for a NULL buf or cap 0. */
+GW_API gw_status_t gw_node_probe(char *buf, size_t cap);
+
 /* Release a communicator: tells peers goodbye, closes connections, frees
  * memory. Not collective and does not block on peers. NULL is a no-op. */
 GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);

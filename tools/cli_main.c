@@ -5,6 +5,7 @@
  *   gradwire train [options]           the data-parallel SGD trainer
  *   gradwire check [options]           cluster acceptance test, run as a job
  *   gradwire hostlist EXPR...          expand Slurm host lists
+ *   gradwire info [--json]             what gradwire would use on this node, and why
  *   gradwire version                   print the version of the library
  *
  * Built on the public API only, like any user of the library.
@@ -17,6 +18,7 @@
 
 #include "gradwire.h"
 #include "hostlist_cmd.h"
+#include "info.h"
 #include "launch.h"
 
 static void usage(FILE *out)
@@ -32,6 +34,8 @@ static void usage(FILE *out)
                  "                                        (gradwire-check --help)\n"
                  "  hostlist EXPR...                      expand Slurm host lists, one host\n"
                  "                                        per line (as scontrol show hostnames)\n"
+                 "  info [--json]                         what gradwire would use on this node\n"
+                 "                                        and why (transports, settings, ports)\n"
                  "  version                               print the gradwire version\n"
                  "  help                                  show this help\n"
                  "\n"
@@ -87,6 +91,8 @@ int main(int argc, char **argv)
         return run_program("gradwire-check", "tools", argv + 1);
     if (strcmp(cmd, "hostlist") == 0)
         return gw_hostlist_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "info") == 0)
+        return gw_info_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         /* Both versions: the header this tool was built against and the
          * library it runs with, which differ after a partial upgrade. */

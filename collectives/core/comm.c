@@ -19,7 +19,6 @@
 #include "common/env.h"
 #include "transport/select.h"
 
-#define GW_DEFAULT_TIMEOUT_MS 300000
 #define GW_MAX_NSOCKS 16
 
 void gw_config_init(gw_config_t *cfg)
@@ -54,21 +53,6 @@ gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo)
     return GW_OK;
 }
 
-/* The resolved configuration, with every string owned by the caller's config
- * or the environment (both outlive gw_comm_init). */
-typedef struct resolved {
-    int rank, size;
-    const char *root;
-    const char *token;
-    int timeout_ms;
-    const char *transport;
-    const char *ifname;
-    int nsocks;
-    gw_algo_t algo;
-    size_t chunk_bytes;
-    gw_select_mode_t mode; /* from transport */
-} resolved_t;
-
 /* value if the caller's config gives one; else the variable name, which
  * must be well formed if it is set (unset: NULL, the default). */
 static gw_status_t env_or(const gw_logger_t *lg, const char *value, const char *name,
@@ -81,7 +65,7 @@ static gw_status_t env_or(const gw_logger_t *lg, const char *value, const char *
     return gw__env_str(lg, name, accepted, out);
 }
 
-static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolved_t *r)
+gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_comm_resolved_t *r)
 {
     long v;
     r->rank = cfg->rank;
@@ -157,7 +141,7 @@ static gw_status_t resolve(const gw_config_t *cfg, const gw_logger_t *lg, resolv
  * exchange the composite addresses over the bootstrap and connect. A job
  * whose peers all use one transport gets that transport itself, not the
  * routing layer. */
-static gw_status_t connect_transport(gw_comm_t *comm, const resolved_t *r)
+static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *r)
 {
     gw_transport_params_t params;
     memset(&params, 0, sizeof(params));
@@ -221,9 +205,9 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     /* A malformed GW_DEBUG fails the communicator: the logger could not log
      * at the level asked for. */
     gw_status_t st = gw__logger_init(&comm->log, cfg->rank);
-    resolved_t r;
+    gw_comm_resolved_t r;
     if (st == GW_OK)
-        st = resolve(cfg, &comm->log, &r);
+        st = gw__comm_resolve(cfg, &comm->log, &r);
     if (st != GW_OK)
         goto err_free_comm;
     comm->rank = r.rank;

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "gradwire.h"
 #include "transport/bootstrap/bootstrap.h"
+#include "transport/select.h"
 #include "transport/transport.h"
 
 struct gw_comm {
@@ -100,6 +101,31 @@ struct gw_handle {
     gw_status_t status;
     atomic_int done;
 };
+
+/* ---- creation (comm.c) --------------------------------------------------- */
+
+/* The timeout when neither the config nor GW_TIMEOUT_MS gives one (ms). */
+#define GW_DEFAULT_TIMEOUT_MS 300000
+
+/* The resolved configuration, with every string owned by the caller's config
+ * or the environment (both outlive gw_comm_init). */
+typedef struct gw_comm_resolved {
+    int rank, size;
+    const char *root;
+    const char *token;
+    int timeout_ms;
+    const char *transport;
+    const char *ifname;
+    int nsocks;
+    gw_algo_t algo;
+    size_t chunk_bytes;
+    gw_select_mode_t mode; /* from transport */
+} gw_comm_resolved_t;
+
+/* Explicit fields of cfg first, then the GW_* variables: GW_ERR_CONFIG,
+ * logged on lg naming the variable, when one is malformed. No I/O. Also
+ * what gw_node_probe (probe.c) checks the environment with. */
+gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_comm_resolved_t *r);
 
 /* ---- the scheduler (async.c) --------------------------------------------- */
 

@@ -25,7 +25,6 @@
  * others through the network transport, which is what is reported.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -168,44 +167,20 @@ static void find_interface(gwc_rank_info_t *ri)
 /* "mlx5_0/1 ACTIVE InfiniBand gid fe80::...; ..." into ri->rdma. */
 static void find_rdma(gwc_rank_info_t *ri)
 {
-    DIR *d = opendir("/sys/class/infiniband");
-    if (!d)
-        return;
-    struct dirent *e;
+    gw_kit_rdma_port_t ports[16];
+    int n = gw_kit_rdma_ports(ports, 16);
     size_t used = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char ports[300];
-        snprintf(ports, sizeof(ports), "/sys/class/infiniband/%s/ports", e->d_name);
-        DIR *pd = opendir(ports);
-        if (!pd)
-            continue;
-        struct dirent *p;
-        while ((p = readdir(pd))) {
-            if (p->d_name[0] == '.')
-                continue;
-            char path[600], state[32], layer[32], gid[64];
-            snprintf(path, sizeof(path), "%s/%s/state", ports, p->d_name);
-            read_line(path, state, sizeof(state));
-            snprintf(path, sizeof(path), "%s/%s/link_layer", ports, p->d_name);
-            read_line(path, layer, sizeof(layer));
-            snprintf(path, sizeof(path), "%s/%s/gids/0", ports, p->d_name);
-            read_line(path, gid, sizeof(gid));
-            /* "4: ACTIVE" -> "ACTIVE" */
-            const char *st = strchr(state, ':') ? strchr(state, ':') + 2 : state;
-            int n = snprintf(ri->rdma + used, sizeof(ri->rdma) - used, "%s%s/%s %s %s gid %s",
-                             used ? "; " : "", e->d_name, p->d_name, st, layer[0] ? layer : "?",
-                             gid[0] ? gid : "?");
-            if (n < 0 || (size_t)n >= sizeof(ri->rdma) - used) {
-                ri->rdma[used] = '\0';
-                break;
-            }
-            used += (size_t)n;
+    for (int i = 0; i < n; i++) {
+        const gw_kit_rdma_port_t *p = &ports[i];
+        int w = snprintf(ri->rdma + used, sizeof(ri->rdma) - used, "%s%s/%d %s %s gid %s",
+                         used ? "; " : "", p->device, p->port, p->state,
+                         p->link_layer[0] ? p->link_layer : "?", p->ngids ? p->gids[0].gid : "?");
+        if (w < 0 || (size_t)w >= sizeof(ri->rdma) - used) {
+            ri->rdma[used] = '\0';
+            break;
         }
-        closedir(pd);
+        used += (size_t)w;
     }
-    closedir(d);
 }
 
 static void probe(gwc_run_t *r, gwc_rank_info_t *ri)

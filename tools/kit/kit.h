@@ -2,7 +2,8 @@
  * kit.h - the small kit that gradwire's programs share (gradwire-bench,
  * gradwire-train, the `gradwire` command and the developer tools): number
  * parsing with one set of rules and suffixes, usage errors in one form,
- * getopt_long's error cases, one JSON writer and a monotonic clock.
+ * getopt_long's error cases, one JSON writer, a monotonic clock and the
+ * RDMA ports sysfs shows.
  *
  * The kit sees neither the library nor its internals: it is libc only, so
  * that every program built on the public API can link it as a user's
@@ -69,6 +70,27 @@ int gw_kit_getopt_error(const gw_kit_prog_t *p, int c, char **argv);
 /* After the loop of a program that takes no operands: a usage error for
  * the first one, or -1 when there is none. */
 int gw_kit_no_operands(const gw_kit_prog_t *p, int argc, char **argv);
+
+/* ---- RDMA ports as sysfs shows them (kit_rdma.c) ---- */
+
+#define GW_KIT_RDMA_GIDS 8
+typedef struct gw_kit_rdma_port {
+    char device[64]; /* "mlx5_0", "rxe0" */
+    int port;        /* from 1 */
+    char state[24];  /* "ACTIVE", "DOWN", ... */
+    char link_layer[24];
+    int ngids; /* the first GW_KIT_RDMA_GIDS non-zero GIDs */
+    struct {
+        int index;
+        char gid[48];
+        char type[24];   /* "RoCE v2", "IB/RoCE v1", or "" */
+        char netdev[32]; /* the Ethernet device of a RoCE GID, or "" */
+    } gids[GW_KIT_RDMA_GIDS];
+} gw_kit_rdma_port_t;
+
+/* Up to cap ports of every device under $GW_IB_SYSFS (default /sys)
+ * /class/infiniband, sorted by device and port; 0 when there is none. */
+int gw_kit_rdma_ports(gw_kit_rdma_port_t *out, int cap);
 
 /* ---- JSON (kit_json.c) ---- */
 

@@ -1,0 +1,151 @@
+/*
+ * test_info.c - `gradwire info`: what a rank would use here and why, run
+ * as a user runs it, with the environment a user or a launcher sets.
+ *   - a plain run: exit 0, shared memory and TCP usable, every part shown;
+ *   - --json parses and carries the same findings;
+ *   - malformed settings (GW_NSOCKS with a space, GW_DEBUG=LOUD, a rank
+ *     variable that is no number, GW_SOCKET_IFNAME naming no interface):
+ *     exit 1, the variable named;
+ *   - the job token is never printed;
+ *   - RDMA ports from a made-up sysfs (GW_IB_SYSFS): state, link layer,
+ *     the non-zero GIDs with type and Ethernet device.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "support/run.h"
+
+#define GRADWIRE GW_BUILD_DIR "/gradwire"
+
+static run_result_t info(const char *mode, char *const env[])
+{
+    char *argv[] = {GRADWIRE, "info", (char *)mode, NULL};
+    run_result_t r = run_cmd(argv, env, 60);
+    cr_assert(!r.timed_out && r.exited, "gradwire info did not finish:\n%s", r.output);
+    return r;
+}
+
+Test(info, plain_run_says_what_it_would_use)
+{
+    run_result_t r = info(NULL, NULL);
+    cr_expect_eq(r.status, 0, "exit %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "ok   shm"), "shared memory usable:\n%s", r.output);
+    cr_expect(strstr(r.output, "ok   tcp"), "tcp usable:\n%s", r.output);
+    cr_expect(strstr(r.output, "listening on"), "tcp says where it listens:\n%s", r.output);
+    cr_expect(strstr(r.output, "  no   ib") || strstr(r.output, "  ok   ib"),
+              "ib judged either way:\n%s", r.output);
+    cr_expect(strstr(r.output, "\ninterfaces:\n") && strstr(r.output, "  lo "), "%s", r.output);
+    cr_expect(strstr(r.output, "\nrdma ports (sysfs):\n"), "%s", r.output);
+    cr_expect(strstr(r.output, "build type"), "%s", r.output);
+    free(r.output);
+}
+
+Test(info, json_parses_and_carries_the_findings)
+{
+    char *env[] = {"GW_RANK=1", "GW_SIZE=4", "GW_ROOT=127.0.0.1:5000", "GW_SOCKET_IFNAME=lo", NULL};
+    run_result_t r = info("--json", env);
+    cr_assert_eq(r.status, 0, "exit %d:\n%s", r.status, r.output);
+    char path[] = "/tmp/gw-info-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(r.output, f);
+    fclose(f);
+    char *py[] = {
+        "/usr/bin/python3", "-c",
+        "import json, sys\n"
+        "d = json.load(open(sys.argv[1]))\n"
+        "assert d['malformed_settings'] is False, d\n"
+        "t = {f['name']: f['verdict'] for f in d['findings'] if f['section'] == 'transport' "
+        "and f['verdict'] != 'info'}\n"
+        "assert t['tcp'] == 'ok' and t['shm'] == 'ok', t\n"
+        "l = [f for f in d['findings'] if f['section'] == 'launcher']\n"
+        "assert l[0]['verdict'] == 'ok' and 'rank 1 of 4' in l[0]['text'], l\n"
+        "assert 'root 127.0.0.1:5000' in l[0]['text'], l\n"
+        "assert any(f['text'].find('interface lo') >= 0 for f in d['findings']), d\n"
+        "assert d['environment']['GW_SOCKET_IFNAME'] == 'lo', d['environment']\n"
+        "assert any(i['name'] == 'lo' and i['loopback'] for i in d['interfaces'])\n",
+        path, NULL};
+    run_result_t p = run_cmd(py, NULL, 30);
+    unlink(path);
+    cr_expect(p.exited && p.status == 0, "%s\n--- the JSON:\n%s", p.output, r.output);
+    free(p.output);
+    free(r.output);
+}
+
+static void malformed(char *setting, const char *named)
+{
+    char *env[] = {setting, NULL};
+    run_result_t r = info(NULL, env);
+    cr_expect_eq(r.status, 1, "%s: exit %d:\n%s", setting, r.status, r.output);
+    cr_expect(strstr(r.output, named) && strstr(r.output, "ERR "), "%s not named as an error:\n%s",
+              named, r.output);
+    cr_expect(strstr(r.output, "a rank would refuse to start"), "%s", r.output);
+    free(r.output);
+}
+
+Test(info, malformed_settings_fail_naming_the_variable)
+{
+    malformed("GW_NSOCKS= 2", "GW_NSOCKS");
+    malformed("GW_DEBUG=LOUD", "GW_DEBUG");
+    malformed("GW_RANK=first", "GW_RANK");
+    malformed("GW_TIMEOUT_MS=0", "GW_TIMEOUT_MS");
+    malformed("GW_SOCKET_IFNAME=gwnosuch0", "gwnosuch0");
+}
+
+Test(info, the_job_token_is_never_printed)
+{
+    char *env[] = {"GW_JOB_TOKEN=do-not-print-me-3141", NULL};
+    for (int json = 0; json < 2; json++) {
+        run_result_t r = info(json ? "--json" : NULL, env);
+        cr_expect_eq(r.status, 0, "%s", r.output);
+        cr_expect_null(strstr(r.output, "do-not-print-me"), "the token was printed:\n%s", r.output);
+        cr_expect(strstr(r.output, "GW_JOB_TOKEN"), "its presence is shown:\n%s", r.output);
+        free(r.output);
+    }
+}
+
+static void put_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(info, rdma_ports_from_sysfs)
+{
+    char root[] = "/tmp/gw-sysfs-XXXXXX";
+    cr_assert(mkdtemp(root));
+    char port[400], cmd[1400];
+    snprintf(port, sizeof(port), "%s/class/infiniband/fake0/ports/1", root);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/gids %s/gid_attrs/types %s/gid_attrs/ndevs", port, port,
+             port);
+    cr_assert_eq(system(cmd), 0);
+    put_file(port, "state", "4: ACTIVE\n");
+    put_file(port, "link_layer", "Ethernet\n");
+    put_file(port, "gids/0", "fe80:0000:0000:0000:00fc:00ff:fe00:0001\n");
+    put_file(port, "gids/1", "0000:0000:0000:0000:0000:0000:0000:0000\n");
+    put_file(port, "gids/2", "0000:0000:0000:0000:0000:ffff:c612:0001\n");
+    put_file(port, "gid_attrs/types/0", "IB/RoCE v1\n");
+    put_file(port, "gid_attrs/types/2", "RoCE v2\n");
+    put_file(port, "gid_attrs/ndevs/2", "eth9\n");
+    char var[300];
+    snprintf(var, sizeof(var), "GW_IB_SYSFS=%s", root);
+    char *env[] = {var, NULL};
+    run_result_t r = info(NULL, env);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    cr_expect_eq(system(cmd), 0);
+    cr_expect(strstr(r.output, "fake0:1 ACTIVE Ethernet"), "%s", r.output);
+    cr_expect(strstr(r.output, "gid 0 fe80:0000:0000:0000:00fc:00ff:fe00:0001 IB/RoCE v1"), "%s",
+              r.output);
+    cr_expect(strstr(r.output, "gid 2 0000:0000:0000:0000:0000:ffff:c612:0001 RoCE v2 on eth9"),
+              "%s", r.output);
+    cr_expect_null(strstr(r.output, "gid 1 "), "the zero GID is left out:\n%s", r.output);
+    free(r.output);
+}

@@ -1,0 +1,11 @@
+/*
+ * info.h - `gradwire info`: what gradwire would use on this node and why
+ * (tools/info.c).
+ */
+#ifndef GW_TOOLS_INFO_H
+#define GW_TOOLS_INFO_H
+
+/* argv[0] is "info"; returns the exit status. */
+int gw_info_main(int argc, char **argv);
+
+#endif

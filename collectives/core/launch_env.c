@@ -8,7 +8,9 @@
  *   1. GW_ROOT (read by gw_comm_init itself);
  *   2. PMIx, under mpirun or srun --mpi=pmix (launch_pmix.c): rank 0
  *      publishes its address, and a job token it drew, to the job;
- *   3. torchrun's MASTER_ADDR and MASTER_PORT;
+ *   3. torchrun's MASTER_ADDR and MASTER_PORT; under torchrun's agent store
+ *      (TORCHELASTIC_USE_AGENT_STORE=True: the agent's TCPStore is on
+ *      MASTER_PORT), GW_ROOT_PORT or MASTER_PORT + 1 instead;
  *   4. Slurm without PMIx: the first host of SLURM_STEP_NODELIST (else
  *      SLURM_JOB_NODELIST), where srun's default block distribution puts
  *      rank 0, on GW_ROOT_PORT or a port derived from the job and step ids
@@ -89,6 +91,42 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
     }
     if (gw__env_int(lg, "MASTER_PORT", 1, 65535, 0, &p) != GW_OK)
         return GW_ERR_CONFIG;
+    /* torchrun's agent may hold its own TCPStore on MASTER_PORT and hand it
+     * to the workers (TORCHELASTIC_USE_AGENT_STORE=True, the default of
+     * torchrun's c10d rendezvous): the port is taken, so gradwire's root
+     * goes to GW_ROOT_PORT, else the port above it (what `gradwire launch`
+     * gives too). */
+    static const char *const agent_values[] = {"False", "True", "false", "true", "0", "1"};
+    int agent = 0;
+    if (getenv("TORCHELASTIC_USE_AGENT_STORE") &&
+        gw__env_choice(lg, "TORCHELASTIC_USE_AGENT_STORE", agent_values, 6, 0, &agent) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (agent % 2 == 1) {
+        long own;
+        if (getenv("GW_ROOT_PORT")) {
+            if (gw__env_int(lg, "GW_ROOT_PORT", 1, 65535, 0, &own) != GW_OK)
+                return GW_ERR_CONFIG;
+        } else if (p == 65535) {
+            GW_ERROR(lg, "init",
+                     "torchrun's agent holds its store on MASTER_PORT=65535 "
+                     "(TORCHELASTIC_USE_AGENT_STORE) and no port is above it: set GW_ROOT_PORT");
+            return GW_ERR_CONFIG;
+        } else {
+            own = p + 1;
+        }
+        if (own == p) {
+            GW_ERROR(lg, "init",
+                     "GW_ROOT_PORT=%ld is MASTER_PORT, where torchrun's agent holds its store "
+                     "(TORCHELASTIC_USE_AGENT_STORE): choose another port",
+                     own);
+            return GW_ERR_CONFIG;
+        }
+        GW_INFO(lg, "init",
+                "torchrun's agent holds its store on MASTER_PORT=%ld: the bootstrap root takes "
+                "port %ld (%s)",
+                p, own, getenv("GW_ROOT_PORT") ? "GW_ROOT_PORT" : "MASTER_PORT + 1");
+        p = own;
+    }
     for (const char *c = addr; *c; c++) {
         if (*c == ' ' || *c == '\t' || *c == '[' || *c == ']') {
             GW_ERROR(lg, "init", "MASTER_ADDR=\"%s\" is not a host name or address", addr);

@@ -34,7 +34,8 @@ static const char *const vars[] = {"GW_ROOT",
                                    "GW_JOB_TOKEN",
                                    "GW_JOB_TOKEN_FILE",
                                    "PMIX_NAMESPACE",
-                                   "GW_TIMEOUT_MS"};
+                                   "GW_TIMEOUT_MS",
+                                   "TORCHELASTIC_USE_AGENT_STORE"};
 
 static char token_path[64];
 
@@ -134,6 +135,34 @@ Test(launch_env, torchrun_and_gw_root_come_first, .init = clean, .fini = fini)
     setenv("GW_ROOT", "127.0.0.1:5000", 1);
     cr_assert_eq(config(&cfg, &keep), GW_OK);
     cr_expect_null(cfg.root, "GW_ROOT is gw_comm_init's to read");
+}
+
+/* torchrun's agent store holds MASTER_PORT: the root moves off it. */
+Test(launch_env, torchrun_agent_store_leaves_master_port_alone, .init = clean, .fini = fini)
+{
+    gw_config_t cfg;
+    gw_launch_env_t keep;
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "10.9.8.7", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    cr_assert_eq(config(&cfg, &keep), GW_OK);
+    cr_expect_str_eq(cfg.root, "10.9.8.7:29501");
+    setenv("GW_ROOT_PORT", "31000", 1);
+    cr_assert_eq(config(&cfg, &keep), GW_OK);
+    cr_expect_str_eq(cfg.root, "10.9.8.7:31000");
+    setenv("GW_ROOT_PORT", "29500", 1);
+    cr_expect_eq(config(&cfg, &keep), GW_ERR_CONFIG, "GW_ROOT_PORT on the agent's port");
+    unsetenv("GW_ROOT_PORT");
+    setenv("MASTER_PORT", "65535", 1);
+    cr_expect_eq(config(&cfg, &keep), GW_ERR_CONFIG, "no port above 65535");
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+    cr_assert_eq(config(&cfg, &keep), GW_OK);
+    cr_expect_str_eq(cfg.root, "10.9.8.7:29500", "without the agent store, MASTER_PORT itself");
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "yes please", 1);
+    cr_expect_eq(config(&cfg, &keep), GW_ERR_CONFIG, "a malformed value is an error");
 }
 
 static void write_token(const char *text, mode_t mode)

@@ -2,7 +2,9 @@
  * fuzz_env.c - libFuzzer target for the parsers of environment values
  * (common/env.c: integers, "host:port" of GW_ROOT and MASTER_ADDR; the
  * GW_DEBUG level and the GW_DEBUG_FILE pattern of common/log.c; the codec
- * names of gw_codec_parse), which read whatever a user or a launcher set.
+ * names of gw_codec_parse; GW_SOCKET_IFNAME's interface lists,
+ * transport/sock_ifspec.c; GW_DEBUG_SUBSYS), which read whatever a user or
+ * a launcher set.
  *
  * The first byte picks the parser, the rest is the value (up to its first
  * NUL, as an environment string ends there). Beyond not crashing, what a
@@ -15,7 +17,9 @@
 #include <string.h>
 
 #include "common/env.h"
+#include "common/log.h"
 #include "fuzz_util.h"
+#include "transport/sock.h"
 
 static const long ranges[][2] = {
     {1, 64}, {0, 1000000}, {-1, 255}, {LONG_MIN, LONG_MAX}, {1, 65535}, {0, 0}, {-5, -1}, {2, 2},
@@ -102,13 +106,55 @@ static void fuzz_codec(const char *s)
     FUZZ_CHECK(gw_codec_parse(gw_codec_name(c), &again) == GW_OK && again == c);
 }
 
+/* GW_SOCKET_IFNAME: what parses is a list of 1..GW_IFSPEC_MAX names, each
+ * non-empty, NUL-terminated within its buffer, free of white space and
+ * '/', a substring of the value; matching never reads past a name, and a
+ * name the list holds exactly is allowed unless the list excludes. */
+static void fuzz_ifspec(const char *s)
+{
+    gw_ifspec_t spec;
+    char err[200];
+    memset(&spec, 0x5a, sizeof(spec));
+    if (gw__ifspec_parse(s, &spec, err, sizeof(err)) != GW_OK) {
+        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) != NULL && err[0] != '\0');
+        return;
+    }
+    FUZZ_CHECK(spec.count >= 1 && spec.count <= GW_IFSPEC_MAX);
+    for (int i = 0; i < spec.count; i++) {
+        const char *name = spec.items[i].name;
+        size_t n = strnlen(name, sizeof(spec.items[i].name));
+        FUZZ_CHECK(n > 0 && n < sizeof(spec.items[i].name));
+        FUZZ_CHECK(strpbrk(name, " \t\n/") == NULL);
+        FUZZ_CHECK(strstr(s, name) != NULL);
+        /* A listed name is allowed, or, in an excluding list, refused. */
+        FUZZ_CHECK(gw__ifspec_match(&spec, name) == !spec.exclude);
+    }
+}
+
+/* GW_DEBUG_SUBSYS through the logger: the list it keeps is within bounds,
+ * every kept name NUL-terminated, and the logger usable whatever the value. */
+static void fuzz_debug_subsys(const char *s)
+{
+    unsetenv("GW_DEBUG_FILE");
+    setenv("GW_DEBUG", "NONE", 1);
+    setenv("GW_DEBUG_SUBSYS", s, 1);
+    gw_logger_t lg;
+    gw__logger_init(&lg, 0);
+    FUZZ_CHECK(lg.nsubsys >= 0 && lg.nsubsys <= GW_LOG_SUBSYS_MAX);
+    for (int i = 0; i < lg.nsubsys; i++)
+        FUZZ_CHECK(memchr(lg.subsys[i], '\0', GW_LOG_SUBSYS_LEN) != NULL);
+    FUZZ_CHECK(lg.file == stderr && !lg.owns_file);
+    gw__logger_fini(&lg);
+    unsetenv("GW_DEBUG_SUBSYS");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     char *s = fuzz_strdup(data + 1, size - 1);
     unsigned pick = data[0] >> 3;
-    switch ((data[0] & 7) % 5) {
+    switch ((data[0] & 7) % 7) {
     case 0:
         fuzz_long(s, pick);
         break;
@@ -121,8 +167,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 3:
         fuzz_logger_env(s, pick);
         break;
-    default:
+    case 4:
         fuzz_codec(s);
+        break;
+    case 5:
+        fuzz_ifspec(s);
+        break;
+    default:
+        fuzz_debug_subsys(s);
         break;
     }
     free(s);

@@ -281,9 +281,27 @@ static void env_seeds(void)
         {11, "debug-level", "TRACE"},
         {4, "codec", "powersgd"},
         {4, "codec-alias", "1bit"},
+        {5, "ifname-list", "eth,=ib0,en"},
+        {5, "ifname-exclude", "^docker,lo"},
+        {6, "debug-subsys", "init,tcp,coll"},
+        {6, "debug-subsys-exclude", "^ib,shm"},
     };
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
         put("fuzz_env", s[i].name, s[i].sel, 1, s[i].value, strlen(s[i].value));
+}
+
+static void hostlist_seeds(void)
+{
+    static const struct {
+        const char *name, *value;
+    } s[] = {
+        {"plain", "n1,n2 n3"},
+        {"range", "n[01-04,07]"},
+        {"groups", "rack[1-2]-n[01-02],gpu[1-2]-ib[0-1]"},
+        {"widths", "n[098-101],m[1-003]"},
+    };
+    for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+        put("fuzz_hostlist", s[i].name, 0, 0, s[i].value, strlen(s[i].value));
 }
 
 static void tuning_seeds(void)
@@ -442,6 +460,7 @@ int main(int argc, char **argv)
     bootstrap_seeds();
     ib_seeds();
     env_seeds();
+    hostlist_seeds();
     tuning_seeds();
     idx_seeds();
     libsvm_seeds();

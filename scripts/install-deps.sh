@@ -17,7 +17,9 @@
 # clang and libclang-rt-14-dev (its libFuzzer and sanitizer runtimes) build
 # the fuzz targets of tests/fuzz; slurm-client's scontrol is what `gradwire
 # hostlist` is compared with; Open MPI's mpirun starts the PMIx bootstrap's
-# test; clang-format checks the layout of the sources.
+# test; slurmctld, slurmd and munge make the real Slurm of slurm_test (the
+# packages' services are not started: the test starts its own daemons);
+# clang-format checks the layout of the sources.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -29,7 +31,7 @@ PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib
 TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
                perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
-               openmpi-bin)
+               openmpi-bin slurmctld slurmd munge)
 want_vm=0
 for group in "$@"; do
     case "$group" in
@@ -56,7 +58,20 @@ else
     echo "install-deps: installing ${missing[*]}"
     $SUDO apt-get update -q
     updated=1
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # Packages with services (slurmd, slurmctld, munge) must not start them:
+    # the tests start their own daemons. Where no policy says so already,
+    # one that refuses every start is in place for the install.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+        $SUDO chmod 0755 "$policy"
+        made_policy=1
+    fi
+    rc=0
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" || rc=$?
+    [ $made_policy -eq 0 ] || $SUDO rm -f "$policy"
+    [ $rc -eq 0 ] || exit $rc
 fi
 
 # The VM kernel and initramfs (quick when they are cached). apt-get download

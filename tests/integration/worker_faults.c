@@ -202,7 +202,10 @@ int main(int argc, char **argv)
     gw_dtype_t dtype = GW_FLOAT32;
     gw_op_t op = GW_SUM;
     size_t big = (size_t)16 << 20; /* elements, for killmid: 64 MiB of float32 */
-    int special = rank == 1;
+    /* The rank that misbehaves: 1, or GW_FAULT_RANK (slurm_test.sh puts it
+     * on another host than rank 0). */
+    const char *fault_rank = getenv("GW_FAULT_RANK");
+    int special = rank == (fault_rank ? atoi(fault_rank) : 1);
 
     if (strcmp(mode, "kill") == 0) {
         /* Everyone is connected and done with the barrier (and waiting in

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# slurm_test.sh - gradwire under a real Slurm across emulated hosts: munge,
+# slurmctld and one slurmd per host of a 4-host scripts/cluster.sh cluster,
+# each daemon in its host's network namespace, all started here and stopped
+# on exit. srun launches gradwire-bench with no GW_* variable set:
+#   - `srun -N 4 -n 8`, no GW_* variable at all: rank, size and the root
+#     from Slurm's variables (the first host of SLURM_STEP_NODELIST, a port
+#     from the job and step ids), every element checked, shared memory
+#     inside each host and TCP between them; the job says it runs without a
+#     token;
+#   - the same with GW_JOB_TOKEN_FILE (a 0600 file): authenticated, and
+#     (GW_DEBUG=INFO) ranks 0-1 on n0 ... 6-7 on n3;
+#   - `srun --mpi=pmix -N 4 -n 8`, no GW_* variable but GW_DEBUG: everything
+#     from PMIx, rank 0's token, the same placement;
+#   - a job whose rank 5 exits at once (worker_faults): the survivors get
+#     an error naming rank 5 within the timeout, none hangs.
+#
+# How the hosts are made (no DNS, nothing outside the test's directory
+# changed): every daemon runs under `nsenter --net` into its host's
+# namespace and `unshare -m -u` for a mount and UTS namespace of its own,
+# where the host name is nI, /etc/hosts is the test's file naming
+# n0..n3 by their 198.18.0.x addresses (a bind mount, invisible outside),
+# and mpi.conf sets PMIx's client directory per host (the hosts share one
+# /tmp, where Slurm's PMIx plugin would otherwise make the same directory
+# for every host's step). Processes slurmd starts inherit its namespaces.
+# munged runs on a socket in the test's directory with a fresh key.
+#
+# Usage: slurm_test.sh BUILD_DIR. Exit 0 passed, 1 failed, 77 skipped (not
+# root, no network namespaces, or Slurm's daemons not installed:
+# scripts/install-deps.sh test installs slurmd, slurmctld and munge).
+set -uo pipefail
+
+BUILD=$(cd "${1:?usage: slurm_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CLUSTER="$ROOT/scripts/cluster.sh"
+NHOSTS=4
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces and Slurm's daemons)"
+for t in slurmctld slurmd munged srun sinfo nsenter unshare; do
+    command -v "$t" >/dev/null ||
+        skip "$t is not installed (Debian packages slurmctld, slurmd, munge, slurm-client: scripts/install-deps.sh test)"
+done
+[ -d /usr/lib/x86_64-linux-gnu/slurm-wlm ] || [ -n "$(find /usr/lib -name mpi_pmix.so 2>/dev/null | head -1)" ] ||
+    skip "Slurm's plugins are not installed (slurm-wlm-basic-plugins)"
+ip netns add gwslprobe$$x 2>/dev/null || skip "cannot create network namespaces here"
+ip netns del gwslprobe$$x
+
+PREFIX="gwsl$$x"
+D=$(mktemp -d "${TMPDIR:-/tmp}/gw-slurm.XXXXXX")
+chmod 0755 "$D"
+failed=0
+fail() {
+    echo "FAIL: $*"
+    failed=$((failed + 1))
+}
+pass() { echo "PASS: $*"; }
+
+stop_all() {
+    local f
+    for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
+        [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+    done
+    sleep 0.5
+    for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
+        [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+    done
+    "$CLUSTER" --prefix "$PREFIX" down >/dev/null 2>&1
+    rm -rf "$D"
+}
+trap stop_all EXIT
+
+"$CLUSTER" --prefix "$PREFIX" up "$NHOSTS" >"$D/cluster.out" 2>&1 || {
+    cat "$D/cluster.out"
+    echo "FAIL: the emulated cluster did not come up"
+    exit 1
+}
+mkdir -p "$D"/{state,log,run,munge,spool,pmix}
+{
+    echo "127.0.0.1 localhost"
+    for i in $(seq 0 $((NHOSTS - 1))); do echo "198.18.0.$((i + 1)) n$i"; done
+} >"$D/hosts"
+for i in $(seq 0 $((NHOSTS - 1))); do
+    mkdir -p "$D/pmix/n$i" "$D/spool/n$i"
+    echo "PMIxCliTmpDirBase=$D/pmix/n$i" >"$D/mpi-n$i.conf"
+done
+cp "$D/mpi-n0.conf" "$D/mpi.conf"
+
+# Host I: its network, its own /etc/hosts, mpi.conf and host name.
+inhost() {
+    local i=$1
+    shift
+    nsenter --net="/run/netns/$PREFIX$i" unshare -m -u sh -c \
+        'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/mpi-n$1.conf" "$0/mpi.conf" &&
+         hostname "n$1" && shift 2 && exec "$@"' "$D" "$i" x "$@"
+}
+
+dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none
+chmod 0400 "$D/munge/munge.key"
+munged --force --socket="$D/munge/munge.sock" --key-file="$D/munge/munge.key" \
+    --pid-file="$D/munge/munged.pid" --log-file="$D/munge/munged.log" \
+    --seed-file="$D/munge/seed" || {
+    echo "FAIL: munged did not start"
+    exit 1
+}
+
+cat >"$D/slurm.conf" <<EOF
+ClusterName=gwtest
+SlurmctldHost=n0(198.18.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$D/munge/munge.sock
+CredType=cred/munge
+MailProg=/bin/true
+SlurmctldPort=6817
+SlurmdPort=6818
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool/%n
+SlurmctldPidFile=$D/run/slurmctld.pid
+SlurmdPidFile=$D/run/slurmd-%n.pid
+SlurmctldLogFile=$D/log/slurmctld.log
+SlurmdLogFile=$D/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+KillWait=5
+NodeName=n[0-$((NHOSTS - 1))] NodeAddr=198.18.0.[1-$NHOSTS] CPUs=2 State=UNKNOWN
+PartitionName=all Nodes=n[0-$((NHOSTS - 1))] Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$D/slurm.conf"
+
+inhost 0 slurmctld -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; exit 1; }
+for i in $(seq 0 $((NHOSTS - 1))); do
+    inhost "$i" slurmd -f "$SLURM_CONF" -N "n$i" || { echo "FAIL: slurmd on n$i did not start"; exit 1; }
+done
+up=0
+for _ in $(seq 100); do
+    up=$(inhost 0 sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$')
+    [ "$up" -eq "$NHOSTS" ] && break
+    sleep 0.2
+done
+if [ "$up" -ne "$NHOSTS" ]; then
+    echo "FAIL: only $up of $NHOSTS nodes came up idle"
+    inhost 0 sinfo -N 2>&1
+    tail -n 5 "$D"/log/*.log
+    exit 1
+fi
+pass "slurmctld and $NHOSTS slurmd up: $(inhost 0 sinfo -h -o '%D nodes %T in partition %P')"
+
+# The environment of every job: nothing of gradwire's.
+clean=(env -i PATH="$PATH" HOME="${HOME:-/root}" SLURM_CONF="$SLURM_CONF"
+    LSAN_OPTIONS="suppressions=$ROOT/tests/support/lsan_pmix.supp"
+    ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"})
+BENCH=("$BUILD/gradwire-bench" allreduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1)
+
+# bench NAME [ENV...] -- SRUN-ARGS: srun from host 0, output in $D/NAME.out
+job() {
+    local name=$1
+    shift
+    local envs=()
+    while [ "$1" != -- ]; do
+        envs+=("$1")
+        shift
+    done
+    shift
+    inhost 0 "${clean[@]}" "${envs[@]}" timeout 120 srun "$@" >"$D/$name.out" 2>&1
+}
+# The INFO lines the checks read (where each rank runs, how it joined).
+INFO=(GW_DEBUG=INFO GW_DEBUG_SUBSYS=init,bootstrap)
+
+checked() { # NAME [placement]: every element checked, 8 ranks, placement by host
+    local out="$D/$1.out" r h
+    grep -q "# Wrong elements       : 0 OK" "$out" || { echo "no checked result"; return 1; }
+    grep -q "# ranks: 8  transport: shm+tcp" "$out" || { echo "not 8 ranks over shm+tcp"; return 1; }
+    [ -n "${2:-}" ] || return 0
+    for r in $(seq 0 7); do
+        h=$(sed -n "s/^\(n[0-9]\):[0-9]*:$r .*connected over.*/\1/p" "$out" | head -1)
+        [ "$h" = "n$((r / 2))" ] || { echo "rank $r on '$h', not n$((r / 2))"; return 1; }
+    done
+}
+
+if job plain -- -N "$NHOSTS" -n 8 "${BENCH[@]}"; then
+    if why=$(checked plain); then
+        if grep -q "no job token .* is set: the job at n0:[0-9]* is unauthenticated" "$D/plain.out"; then
+            pass "srun -N 4 -n 8, no GW_* variable at all: root $(grep -o 'the job at n0:[0-9]*' "$D/plain.out" | head -1 | cut -d' ' -f4), 8 ranks over shm+tcp checked, says it runs without a token"
+        else
+            fail "srun -N 4 -n 8: no warning that the job runs without a token"
+        fi
+    else
+        fail "srun -N 4 -n 8: $why"
+        tail -n 20 "$D/plain.out"
+    fi
+else
+    fail "srun -N 4 -n 8 gradwire-bench allreduce exited $?"
+    tail -n 20 "$D/plain.out"
+fi
+
+# The token from a file only root can read, named by GW_JOB_TOKEN_FILE.
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token"
+chmod 0600 "$D/token"
+if job token "${INFO[@]}" GW_JOB_TOKEN_FILE="$D/token" -- -N "$NHOSTS" -n 8 "${BENCH[@]}" &&
+    why=$(checked token placement); then
+    if grep -q "unauthenticated" "$D/token.out"; then
+        fail "srun with GW_JOB_TOKEN_FILE: the job still says it is unauthenticated"
+    else
+        pass "srun -N 4 -n 8 with GW_JOB_TOKEN_FILE: authenticated, 8 ranks checked, ranks 2h and 2h+1 on host h"
+    fi
+else
+    fail "srun with GW_JOB_TOKEN_FILE: ${why:-exited}"
+    tail -n 20 "$D/token.out"
+fi
+
+if job pmix "${INFO[@]}" -- --mpi=pmix -N "$NHOSTS" -n 8 "${BENCH[@]}" &&
+    why=$(checked pmix placement); then
+    n=$(grep -c "PMIx (namespace slurm.pmix[^)]*): rank [0-7] of 8, bootstrap root 198.18.0.1:[0-9]*, job token from rank 0" "$D/pmix.out")
+    if [ "$n" -eq 8 ]; then
+        pass "srun --mpi=pmix -N 4 -n 8, no GW_* variable but GW_DEBUG: rank, size, root and rank 0's token from PMIx on every rank, two ranks per host"
+    else
+        fail "srun --mpi=pmix: $n of 8 ranks joined through PMIx"
+        grep PMIx "$D/pmix.out" | head
+    fi
+else
+    fail "srun --mpi=pmix -N 4 -n 8: ${why:-exited}"
+    tail -n 20 "$D/pmix.out"
+    grep -h "error" "$D"/log/slurmd-*.log | tail -n 5
+fi
+
+# A rank that dies: rank 5 (on n2) exits during the first collective; the
+# other seven fail naming it, within the timeout, and srun returns.
+start=$(date +%s)
+job dead GW_TIMEOUT_MS=20000 GW_FAULT_RANK=5 -- -N "$NHOSTS" -n 8 --kill-on-bad-exit=0 \
+    "$BUILD/tests/worker_faults" kill
+rc=$?
+took=$(($(date +%s) - start))
+named=$(grep -c "rank [0-7]: GW_ERR_[A-Z_]*.*culprit 5$" "$D/dead.out")
+if [ $rc -eq 124 ]; then
+    fail "a dead rank under srun: the job hung (killed after 120 s)"
+elif [ "$named" -ne 7 ]; then
+    fail "a dead rank under srun: $named of 7 survivors name rank 5"
+    grep -E "rank [0-7]:|ERROR" "$D/dead.out" | head -n 12
+else
+    pass "a dead rank under srun: all 7 survivors name rank 5, in ${took} s"
+fi
+
+echo "== $failed failed"
+[ $failed -eq 0 ]

@@ -16,13 +16,12 @@
 #     an error naming rank 5 within the timeout, none hangs.
 #
 # How the hosts are made (no DNS, nothing outside the test's directory
-# changed): every daemon runs under `nsenter --net` into its host's
-# namespace and `unshare -m -u` for a mount and UTS namespace of its own,
-# where the host name is nI, /etc/hosts is the test's file naming
-# n0..n3 by their 198.18.0.x addresses (a bind mount, invisible outside),
-# and mpi.conf sets PMIx's client directory per host (the hosts share one
-# /tmp, where Slurm's PMIx plugin would otherwise make the same directory
-# for every host's step). Processes slurmd starts inherit its namespaces.
+# changed): every daemon runs on its host as emulated_hosts.sh's eh_in
+# starts it (host name nI, an /etc/hosts naming n0..n3 by their 198.18.0.x
+# addresses), with mpi.conf setting PMIx's client directory per host (the
+# hosts share one /tmp, where Slurm's PMIx plugin would otherwise make the
+# same directory for every host's step). Processes slurmd starts inherit
+# its namespaces.
 # munged runs on a socket in the test's directory with a fresh key.
 #
 # Usage: slurm_test.sh BUILD_DIR. Exit 0 passed, 1 failed, 77 skipped (not
@@ -32,8 +31,9 @@ set -uo pipefail
 
 BUILD=$(cd "${1:?usage: slurm_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CLUSTER="$ROOT/scripts/cluster.sh"
 NHOSTS=4
+# shellcheck source=emulated_hosts.sh
+. "$ROOT/tests/integration/emulated_hosts.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces and Slurm's daemons)"
@@ -65,35 +65,22 @@ stop_all() {
     for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
         [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
     done
-    "$CLUSTER" --prefix "$PREFIX" down >/dev/null 2>&1
+    eh_down
     rm -rf "$D"
 }
 trap stop_all EXIT
 
-"$CLUSTER" --prefix "$PREFIX" up "$NHOSTS" >"$D/cluster.out" 2>&1 || {
-    cat "$D/cluster.out"
+eh_up "$PREFIX" "$NHOSTS" "$D" || {
     echo "FAIL: the emulated cluster did not come up"
     exit 1
 }
 mkdir -p "$D"/{state,log,run,munge,spool,pmix}
-{
-    echo "127.0.0.1 localhost"
-    for i in $(seq 0 $((NHOSTS - 1))); do echo "198.18.0.$((i + 1)) n$i"; done
-} >"$D/hosts"
 for i in $(seq 0 $((NHOSTS - 1))); do
     mkdir -p "$D/pmix/n$i" "$D/spool/n$i"
-    echo "PMIxCliTmpDirBase=$D/pmix/n$i" >"$D/mpi-n$i.conf"
+    echo "PMIxCliTmpDirBase=$D/pmix/n$i" >"$D/by-host/n$i/mpi.conf"
 done
-cp "$D/mpi-n0.conf" "$D/mpi.conf"
-
-# Host I: its network, its own /etc/hosts, mpi.conf and host name.
-inhost() {
-    local i=$1
-    shift
-    nsenter --net="/run/netns/$PREFIX$i" unshare -m -u sh -c \
-        'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/mpi-n$1.conf" "$0/mpi.conf" &&
-         hostname "n$1" && shift 2 && exec "$@"' "$D" "$i" x "$@"
-}
+touch "$D/mpi.conf"
+inhost() { eh_in "$@"; }
 
 dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none
 chmod 0400 "$D/munge/munge.key"

@@ -137,8 +137,10 @@ class Comm(_core.Comm):
     Comm() takes everything from the environment (gw_comm_init_env: gradwire
     launch, torchrun, mpirun, srun). Comm(rank=, size=, root="host:port",
     token=, transport="auto"|"tcp"|"shm"|"ib", timeout=seconds,
-    socket_ifname=, nsocks=, algo=) sets those fields; the ones left out
-    still come from the environment. Creating one is collective.
+    socket_ifname=, nsocks=, algo=) sets those fields (rank and size are
+    then required); root, token, timeout, transport, socket_ifname, nsocks
+    and algo left out come from GW_ROOT, GW_JOB_TOKEN, GW_TIMEOUT_MS, ... as
+    gw_comm_init reads them. Creating one is collective.
 
     Calls (each blocking one returns its output array; the i* ones a Handle
     whose wait() does):
@@ -146,7 +148,8 @@ class Comm(_core.Comm):
       broadcast(send, out=None, root=0)
       reduce(send, out=None, op="sum", root=0)
       allgather(send, out=None)                out: (size,) + send.shape, allocated if None
-      reduce_scatter(send, out=None, op="sum") out: send.shape[0] // size rows, allocated if None
+      reduce_scatter(send, out=None, op="sum") out: send[rank]'s shape when send has a row per
+                                               rank, else send.shape[0] // size rows; allocated if None
       barrier()
       send(send, peer), recv(buf, peer), sendrecv(send, peer, recv, src)
       iallreduce(send, out=None, op="sum"), isend(send, peer), irecv(buf, peer)
@@ -194,6 +197,8 @@ def _empty_like_stacked(send, size):
 def _empty_like_split(send, size):
     np = _numpy()
     a = np.asarray(send)
+    if a.ndim >= 2 and a.shape[0] == size:  # one row per rank: each rank gets its row
+        return np.empty(a.shape[1:], dtype=a.dtype)
     if a.ndim >= 1 and a.shape[0] % size == 0:
         return np.empty((a.shape[0] // size,) + a.shape[1:], dtype=a.dtype)
     return np.empty(a.size // size if size else 0, dtype=a.dtype)

@@ -402,6 +402,13 @@ static int comm_init(PyObject *obj, PyObject *args, PyObject *kw)
         return -1;
     int from_env = rank == -1 && size == -1 && root == NULL && token == NULL && transport == NULL &&
                    timeout == Py_None && ifname == NULL && nsocks == 0 && algo == Py_None;
+    if (!from_env && (rank < 0 || size < 1)) {
+        gwpy_raise_argument(0, "Comm: give rank and size with the other arguments (the library "
+                               "reads only root, token, timeout, transport, interface, sockets "
+                               "and algorithm from the environment), or no arguments at all to "
+                               "take everything from it");
+        return -1;
+    }
     gw_comm_t *comm = NULL;
     int culprit = -1;
     gw_status_t st;

@@ -172,10 +172,46 @@ class Comm(_core.Comm):
             out = _empty_like_split(send, self.size)
         return _core.Comm.reduce_scatter(self, send, out, op, dtype)
 
+    @classmethod
+    def from_store(cls, store, rank, size, host=None, prefix="gradwire", **kwargs):
+        """A Comm whose ranks meet through a key-value store (a
+        torch.distributed Store, or any object with set(key, value) and a
+        get(key) that blocks until the key is set and returns bytes).
+
+        Rank 0 chooses a free port on `host` (default: MASTER_ADDR, else
+        127.0.0.1) and a fresh job token and publishes both under
+        `prefix`/root and `prefix`/token; the other ranks read them, so no
+        GW_ROOT is needed. `prefix` must differ between communicators made
+        through one store. The rest of kwargs (transport, timeout, ...)
+        go to Comm(). Rank 0's port is free when chosen; another process
+        taking it before rank 0 listens fails the creation (rare; try
+        again with another prefix).
+        """
+        if rank == 0:
+            import os
+            import socket
+
+            host = host or os.environ.get("MASTER_ADDR") or "127.0.0.1"
+            with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            root = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+            token = os.urandom(16).hex()
+            store.set(prefix + "/token", token)
+            store.set(prefix + "/root", root)
+        else:
+            root = _text(store.get(prefix + "/root"))
+            token = _text(store.get(prefix + "/token"))
+        return cls(rank=rank, size=size, root=root, token=token, **kwargs)
+
     def __repr__(self):
         if self.closed:
             return "<gradwire.Comm closed>"
         return "<gradwire.Comm rank %d of %d over %s>" % (self.rank, self.size, self.transport)
+
+
+def _text(value):
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
 def _numpy():

@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -335,6 +336,41 @@ def test_refused_on_one_rank(rank, size, port):
     comm.close()
 
 
+class DirectoryStore:
+    """A torch-Store-like set/get over files in a directory the ranks share."""
+
+    def __init__(self, path):
+        self.path = path
+        os.makedirs(path, exist_ok=True)
+
+    def set(self, key, value):
+        name = os.path.join(self.path, key.replace("/", "_"))
+        with open(name + ".tmp", "w") as f:
+            f.write(value)
+        os.rename(name + ".tmp", name)
+
+    def get(self, key):
+        name = os.path.join(self.path, key.replace("/", "_"))
+        for _ in range(6000):
+            if os.path.exists(name):
+                with open(name, "rb") as f:
+                    return f.read()
+            time.sleep(0.01)
+        raise TimeoutError("store key %s" % key)
+
+
+def test_from_store(rank, size):
+    base = os.environ.get("GW_PY_STORE_DIR", "/tmp")
+    store = DirectoryStore(os.path.join(base, "gw-py-store-%s" % os.environ.get("GW_JOB_TOKEN", "x")[:16]))
+    with gradwire.Comm.from_store(store, rank, size, prefix="job1", timeout=60) as c:
+        x = np.full(10, rank, dtype=np.int64)
+        c.allreduce(x)
+        check(c.rank == rank and c.size == size and np.all(x == sum(range(size))), "Comm.from_store: ranks meet through a store")
+    c.close()
+    if rank == 0:
+        check(len(bytes.fromhex(store.get("job1/token").decode())) == 16, "from_store publishes a fresh 16-byte token")
+
+
 def main():
     comm = gradwire.Comm()
     if comm.rank == 0:
@@ -348,6 +384,7 @@ def main():
     test_compressed(comm)
     test_torch(comm)
     test_local_errors()
+    test_from_store(rank, size)
     test_disagreement(comm)
     test_refused_on_one_rank(rank, size, port)
     print("python api: %d passed, %d failed" % (passed, len(failures)), flush=True)

@@ -32,7 +32,9 @@ if [ "${GW_PY_SANITIZE:-OFF}" = "ON" ]; then
     export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 fi
 out="$(mktemp /tmp/gw-py-XXXXXX)"
-trap 'rm -rf "$out" "${tmp:-}"' EXIT
+GW_PY_STORE_DIR="$(mktemp -d /tmp/gw-py-store-XXXXXX)" # api_test's Comm.from_store
+export GW_PY_STORE_DIR
+trap 'rm -rf "$out" "$GW_PY_STORE_DIR" "${tmp:-}"' EXIT
 
 case "$kind" in
 api)

@@ -343,8 +343,14 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
         gwpy_buffer_release(&bufs[1]);
         return gwpy_raise(st, c->name, gw_comm_culprit(self->comm));
     }
-    if (c->start != NULL)
-        return gwpy_handle_new(self, handle, c->name, bufs, 2, result, NULL);
+    if (c->start != NULL) {
+        /* A call with a peer is point-to-point: its handle drives the
+         * communicator (see gwpy_handle). */
+        int p2p = 0;
+        for (const int *q = c->params; *q != P_END; q++)
+            p2p |= *q == P_PEER;
+        return gwpy_handle_new(self, handle, c->name, bufs, 2, result, NULL, p2p);
+    }
     gwpy_buffer_release(&bufs[0]);
     gwpy_buffer_release(&bufs[1]);
     return Py_NewRef(result);

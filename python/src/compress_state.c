@@ -270,7 +270,7 @@ static PyObject *compressed(PyObject *obj, PyObject *args, PyObject *kw, int non
     }
     if (nonblocking) {
         state->inflight++;
-        return gwpy_handle_new(self, handle, what, bufs, 2, out, state_obj);
+        return gwpy_handle_new(self, handle, what, bufs, 2, out, state_obj, 0);
     }
     gwpy_buffer_release(&bufs[0]);
     gwpy_buffer_release(&bufs[1]);

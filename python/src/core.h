@@ -40,6 +40,11 @@ typedef struct gwpy_handle {
     gw_status_t status; /* once done */
     int culprit;        /* the rank blamed when status is not GW_OK */
     int done, busy;
+    /* isend/irecv: data moves only while the posting thread tests or
+     * waits, which is use of the communicator: only that thread may, and
+     * not while another call is inside it. */
+    int drives_comm;
+    unsigned long thread;
     struct gwpy_handle *prev, *next;
 } gwpy_handle;
 
@@ -97,7 +102,8 @@ gw_comm_t *gwpy_comm_enter(gwpy_comm *self);
  * (their .obj set to NULL in the caller's copies), keeps `result` and
  * `state` (either may be NULL) and links itself into the owner's list. */
 PyObject *gwpy_handle_new(gwpy_comm *owner, gw_handle_t *handle, const char *what,
-                          gwpy_buffer *bufs, int nbufs, PyObject *result, PyObject *state);
+                          gwpy_buffer *bufs, int nbufs, PyObject *result, PyObject *state,
+                          int drives_comm);
 /* Wait for every pending handle of a Comm (close() does this before
  * destroying it). */
 void gwpy_comm_complete_pending(gwpy_comm *self);

@@ -53,15 +53,18 @@ static void wait_released(gwpy_handle *h)
     gw_status_t st;
     gw_handle_t *handle = h->handle;
     h->busy = 1;
+    h->owner->busy += h->drives_comm;
     Py_BEGIN_ALLOW_THREADS;
     st = gw_wait(handle);
     Py_END_ALLOW_THREADS;
+    h->owner->busy -= h->drives_comm;
     h->busy = 0;
     finish(h, st);
 }
 
 PyObject *gwpy_handle_new(gwpy_comm *owner, gw_handle_t *handle, const char *what,
-                          gwpy_buffer *bufs, int nbufs, PyObject *result, PyObject *state)
+                          gwpy_buffer *bufs, int nbufs, PyObject *result, PyObject *state,
+                          int drives_comm)
 {
     gwpy_handle *h = PyObject_New(gwpy_handle, &gwpy_handle_type);
     if (h == NULL) {
@@ -87,6 +90,8 @@ PyObject *gwpy_handle_new(gwpy_comm *owner, gw_handle_t *handle, const char *wha
     h->culprit = -1;
     h->done = 0;
     h->busy = 0;
+    h->drives_comm = drives_comm;
+    h->thread = PyThread_get_thread_ident();
     h->prev = NULL;
     h->next = owner->pending;
     if (owner->pending != NULL)
@@ -112,6 +117,19 @@ static int handle_check(gwpy_handle *h)
 {
     if (h->busy) {
         PyErr_SetString(PyExc_RuntimeError, "another thread is waiting for this handle");
+        return -1;
+    }
+    if (h->done || !h->drives_comm)
+        return 0;
+    if (h->thread != PyThread_get_thread_ident()) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s: test or wait for a point-to-point handle from the thread that posted it "
+                     "(its data moves while that thread does)",
+                     h->what);
+        return -1;
+    }
+    if (h->owner->busy) {
+        PyErr_Format(PyExc_RuntimeError, "%s: another thread is inside this communicator", h->what);
         return -1;
     }
     return 0;
@@ -146,9 +164,11 @@ static PyObject *handle_test(PyObject *obj, PyObject *unused)
         gw_status_t st;
         gw_handle_t *handle = h->handle;
         h->busy = 1;
+        h->owner->busy += h->drives_comm;
         Py_BEGIN_ALLOW_THREADS;
         st = gw_test(handle, &done);
         Py_END_ALLOW_THREADS;
+        h->owner->busy -= h->drives_comm;
         h->busy = 0;
         if (!done && st == GW_OK)
             Py_RETURN_FALSE;

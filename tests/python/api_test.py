@@ -189,6 +189,24 @@ def test_p2p(comm):
     check(all(np.all(recvs[k] == prv * 100 + k) for k in range(4)), "irecv window received in order")
     r = [h.wait() for h in hs]
     check(r[0] is recvs[0] and r[-1] is None, "wait() after test(): irecv returns its buffer, isend None")
+    # A point-to-point handle moves data only on its own thread.
+    got = np.zeros(8, dtype=np.int32)
+    hs = [comm.irecv(got, prv), comm.isend(np.full(8, rank, dtype=np.int32), nxt)]
+    errors = []
+
+    def other():
+        try:
+            hs[0].wait()
+        except RuntimeError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    check(len(errors) == 1 and "thread that posted it" in str(errors[0]), "an irecv handle refuses another thread")
+    for h in hs:
+        h.wait()
+    check(np.all(got == prv), "and completes on its own thread")
 
 
 def test_nonblocking(comm):

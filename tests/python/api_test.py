@@ -220,6 +220,16 @@ def test_nonblocking(comm):
     h = comm.iallreduce(np.ones(10, dtype=np.int64), out, op="max")
     del h  # a dropped handle completes in its destructor
     check(np.all(out == 1), "a dropped handle completed its call")
+    # The handle alone keeps a temporary array alive until the call is done.
+    r = comm.iallreduce(np.full(5000, 2.0)).wait()
+    check(r.shape == (5000,) and np.all(r == 2.0 * comm.size), "a handle keeps its temporary array alive")
+    # No references leak per call, blocking or not.
+    x, out = np.ones(16, np.float32), np.zeros(16, np.float32)
+    before = (sys.getrefcount(x), sys.getrefcount(out))
+    for _ in range(200):
+        comm.allreduce(x, out)
+        comm.iallreduce(x, out).wait()
+    check((sys.getrefcount(x), sys.getrefcount(out)) == before, "no reference leaks per call")
     # A handle waited for from another thread.
     x = np.ones(1 << 16, dtype=np.float64)
     h = comm.iallreduce(x)

@@ -319,6 +319,15 @@ def test_torch(comm):
     t = torch.full((8, 8), float(comm.rank))
     comm.allreduce(t.numpy())
     check(torch.all(t == sum(range(comm.size))).item(), "a CPU torch tensor reduced in place through .numpy()")
+    for dt in (torch.float64, torch.int64, torch.float16, torch.int32):
+        t = torch.arange(100).to(dt) + comm.rank
+        view = t.numpy()
+        check(view.ctypes.data == t.data_ptr(), "a %s tensor's numpy() view shares its memory" % dt)
+        h = comm.iallreduce(view, op="max")
+        h.wait()
+        check(torch.equal(t, torch.arange(100).to(dt) + comm.size - 1), "iallreduce max on a %s tensor, in place" % dt)
+    t = torch.zeros(4, 6)
+    expect(gradwire.ArgumentError, lambda: gradwire.Comm(rank=0, size=1, root="127.0.0.1:0").allreduce(t.t().numpy()), "a transposed tensor is not contiguous")
     b = torch.arange(16, dtype=torch.float32).to(torch.bfloat16)
     comm.allreduce(b.view(torch.int16).numpy(), dtype="bfloat16")
     check(torch.equal(b.float(), torch.arange(16, dtype=torch.float32) * comm.size), "a bfloat16 torch tensor")

@@ -364,10 +364,11 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
 GWPY_CALLS(GWPY_TRAMPOLINE)
 #undef GWPY_TRAMPOLINE
 
-/* Comm(rank=None, size=None, root=None, token=None, transport=None,
- * timeout=None, socket_ifname=None, nsocks=None, algo=None): every
- * argument left None comes from the environment, as gw_comm_init_env
- * reads it (no arguments at all: gw_comm_init_env itself). */
+/* Comm(*, rank, size, root=None, token=None, transport=None, timeout=None
+ * (seconds), socket_ifname=None, nsocks=0, algo=None): gw_comm_init, which
+ * takes the fields left unset from GW_ROOT, GW_JOB_TOKEN, GW_TIMEOUT_MS, ...
+ * (but never rank and size, hence required). No arguments at all:
+ * gw_comm_init_env, everything from the launcher's environment. */
 static int comm_init(PyObject *obj, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"rank",    "size",          "root",   "token", "transport",

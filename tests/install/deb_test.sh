@@ -105,7 +105,12 @@ with gradwire.Comm() as comm:
     comm.allreduce(x)
     print("python sum %g from %s" % (x[0], gradwire.__file__))
 PY
-        (cd "$tmp" && env -u LD_LIBRARY_PATH PYTHONPATH="$pydir" "$bin/gradwire" launch -n 2 --timeout 60 -- \
+        py_env=(env -u LD_LIBRARY_PATH PYTHONPATH="$pydir")
+        if [ -n "$san_flags" ]; then # an instrumented extension in a plain interpreter
+            py_env+=(LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+                ASAN_OPTIONS=detect_leaks=0)
+        fi
+        (cd "$tmp" && "${py_env[@]}" "$bin/gradwire" launch -n 2 --timeout 60 -- \
             /usr/bin/python3 "$tmp/job.py") >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "the installed Python package"; }
         [ "$(grep -c "python sum 3 from $pydir/gradwire/__init__.py" "$tmp/out")" -eq 2 ] ||
             { cat "$tmp/out"; fail "the installed Python package printed no sum"; }

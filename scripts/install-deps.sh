@@ -19,7 +19,9 @@
 # hostlist` is compared with; Open MPI's mpirun starts the PMIx bootstrap's
 # test; slurmctld, slurmd and munge make the real Slurm of slurm_test (the
 # packages' services are not started: the test starts its own daemons);
-# clang-format checks the layout of the sources.
+# clang-format checks the layout of the sources; python3-dev builds the
+# Python package (python/) for /usr/bin/python3, python3-numpy runs its
+# tests (tests/python) and python3-torch (CPU, 1.13) their torch tensors.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -31,7 +33,7 @@ PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib
 TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
                perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
-               openmpi-bin slurmctld slurmd munge)
+               openmpi-bin slurmctld slurmd munge python3-dev python3-numpy python3-torch)
 want_vm=0
 for group in "$@"; do
     case "$group" in

@@ -90,6 +90,36 @@ for exe in "$tmp/consumer_pc" "$tmp/cmake/consumer_cmake" "$tmp/cmake/consumer_s
     grep -q "sum 6" "$tmp/out" || { cat "$tmp/out"; fail "$exe printed no sum"; }
 done
 
+# The Python package, when the build has it (python3-dev), imported from
+# the package's dist-packages and run on 2 ranks (with numpy).
+pydir="$root/usr/lib/python3/dist-packages"
+if [ -f "$build/python/gradwire/__init__.py" ]; then
+    grep -qx ./usr/lib/python3/dist-packages/gradwire/__init__.py "$tmp/contents" &&
+        grep -q '^\./usr/lib/python3/dist-packages/gradwire/_core\..*\.so$' "$tmp/contents" ||
+        fail "the package lacks the Python package (gradwire/__init__.py, gradwire/_core)"
+    if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        cat >"$tmp/job.py" <<'PY'
+import numpy as np, gradwire
+with gradwire.Comm() as comm:
+    x = np.full(8, comm.rank + 1.0)
+    comm.allreduce(x)
+    print("python sum %g from %s" % (x[0], gradwire.__file__))
+PY
+        py_env=(env -u LD_LIBRARY_PATH PYTHONPATH="$pydir")
+        if [ -n "$san_flags" ]; then # an instrumented extension in a plain interpreter
+            py_env+=(LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+                ASAN_OPTIONS=detect_leaks=0)
+        fi
+        (cd "$tmp" && "${py_env[@]}" "$bin/gradwire" launch -n 2 --timeout 60 -- \
+            /usr/bin/python3 "$tmp/job.py") >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "the installed Python package"; }
+        [ "$(grep -c "python sum 3 from $pydir/gradwire/__init__.py" "$tmp/out")" -eq 2 ] ||
+            { cat "$tmp/out"; fail "the installed Python package printed no sum"; }
+        echo "deb test: the installed Python package ran on 2 ranks"
+    else
+        echo "deb test: numpy is not installed for /usr/bin/python3: the Python package is not run"
+    fi
+fi
+
 dpkg --root="$root" --log=/dev/null --force-script-chrootless -r gradwire >"$tmp/dpkg.log" 2>&1 ||
     { cat "$tmp/dpkg.log"; fail "dpkg -r"; }
 [ ! -e "$bin/gradwire" ] && [ ! -e "$root/usr/lib/libgradwire.so.0" ] ||

@@ -1,0 +1,115 @@
+/*
+ * core.h - what the files of gradwire's CPython extension (gradwire._core)
+ * share: the Comm, Handle and CompressState objects, the buffer checks that
+ * turn any object with the buffer protocol into a pointer, a count and a
+ * gw_dtype_t, and the one place that turns a gw_status_t into a Python
+ * exception (gradwire.Error and its subclasses, defined in Python).
+ *
+ * Every file here is built on include/gradwire.h only, as a user would.
+ */
+#ifndef GW_PYTHON_CORE_H
+#define GW_PYTHON_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "gradwire.h"
+
+/* A communicator. `busy` is set (with the GIL held) while a call runs
+ * without the GIL, so that a second thread gets a clear error instead of
+ * entering a communicator that is not thread-safe. Handles still pending
+ * are kept in a list so that close() can complete them before the
+ * communicator goes. */
+typedef struct gwpy_comm {
+    PyObject_HEAD gw_comm_t *comm;
+    int busy;
+    struct gwpy_handle *pending; /* doubly linked through the handles */
+    PyObject *weakrefs;
+} gwpy_comm;
+
+/* A non-blocking call in flight: the gw_handle_t, the buffers it uses
+ * (held as Py_buffer views, which keep the arrays alive and stop their
+ * exporters from resizing them) and what wait() returns. */
+typedef struct gwpy_handle {
+    PyObject_HEAD gw_handle_t *handle;
+    gwpy_comm *owner;   /* strong reference */
+    const char *what;   /* the call's name, for errors */
+    Py_buffer views[2]; /* send, recv (.obj NULL when unused) */
+    PyObject *result;   /* what wait() returns (the output array) */
+    PyObject *state;    /* a CompressState owned until done, or NULL */
+    gw_status_t status; /* once done */
+    int culprit;        /* the rank blamed when status is not GW_OK */
+    int done, busy;
+    /* isend/irecv: data moves only while the posting thread tests or
+     * waits, which is use of the communicator: only that thread may, and
+     * not while another call is inside it. */
+    int drives_comm;
+    unsigned long thread;
+    struct gwpy_handle *prev, *next;
+} gwpy_handle;
+
+/* A gradient-compression state (gw_compress_state_t). `inflight` counts the
+ * non-blocking calls that own it: the library owns the state until they
+ * complete, so every method refuses meanwhile. */
+typedef struct gwpy_compress_state {
+    PyObject_HEAD gw_compress_state_t *state;
+    gw_compress_config_t config;
+    size_t rows, cols;
+    int inflight;
+} gwpy_compress_state;
+
+extern PyTypeObject gwpy_comm_type;
+extern PyTypeObject gwpy_handle_type;
+extern PyTypeObject gwpy_compress_state_type;
+
+/* Raise the gradwire.Error subclass registered for `status` with a message
+ * "WHAT: DESCRIPTION (GW_ERR_NAME)" and the culprit rank (-1: none), as
+ * the exception's status, message and culprit attributes. Returns NULL. */
+PyObject *gwpy_raise(gw_status_t status, const char *what, int culprit);
+/* Raise gradwire.ArgumentError (a ValueError; DtypeError, also a
+ * TypeError, when dtype_error is set) for a bad argument found before the
+ * library was called. Returns NULL. */
+PyObject *gwpy_raise_argument(int dtype_error, const char *fmt, ...);
+
+/* A buffer taken from a Python object: the view, its element type and
+ * element count. */
+typedef struct gwpy_buffer {
+    Py_buffer view;
+    gw_dtype_t dtype;
+    size_t count;
+} gwpy_buffer;
+
+/* Take obj's buffer (C-contiguous; writable when `writable`), its dtype
+ * from the buffer's format ('f', 'd', 'e', 'b', 'B', 'i', 'l', 'q' of
+ * native byte order), or `dtype_override` (GW_BFLOAT16 only, for 2-byte
+ * integer buffers that hold bfloat16 bits) when it is not GW_DTYPE_COUNT.
+ * `role` names the argument in errors ("send", "out"). Returns 0, or -1
+ * with an exception set and nothing held. */
+int gwpy_buffer_get(PyObject *obj, int writable, gw_dtype_t dtype_override, const char *role,
+                    gwpy_buffer *out);
+void gwpy_buffer_release(gwpy_buffer *buf);
+
+/* An op, dtype or algorithm given as its name ("sum") or its value. */
+int gwpy_parse_op(PyObject *obj, gw_op_t *out);
+int gwpy_parse_dtype(PyObject *obj, gw_dtype_t *out);
+int gwpy_parse_algo(PyObject *obj, gw_algo_t *out);
+
+/* The Comm's gw_comm_t, or NULL with an exception set when it is closed or
+ * another thread is inside it. */
+gw_comm_t *gwpy_comm_enter(gwpy_comm *self);
+
+/* A Handle for a call that has started: takes over the views in bufs
+ * (their .obj set to NULL in the caller's copies), keeps `result` and
+ * `state` (either may be NULL) and links itself into the owner's list. */
+PyObject *gwpy_handle_new(gwpy_comm *owner, gw_handle_t *handle, const char *what,
+                          gwpy_buffer *bufs, int nbufs, PyObject *result, PyObject *state,
+                          int drives_comm);
+/* Wait for every pending handle of a Comm (close() does this before
+ * destroying it). */
+void gwpy_comm_complete_pending(gwpy_comm *self);
+
+/* The Comm methods of the compressed allreduce (compress_state.c). */
+PyObject *gwpy_comm_allreduce_compressed(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_iallreduce_compressed(PyObject *self, PyObject *args, PyObject *kw);
+
+#endif /* GW_PYTHON_CORE_H */

@@ -1,0 +1,432 @@
+"""The gradwire Python API on every rank of a job (gradwire launch -n N):
+every collective and point-to-point call against a numpy reference, for
+every dtype and op, in place and out of place; handles; compression
+states; local argument errors; and, at the end, ranks that disagree
+(MismatchError on every rank, the same culprit) and a rank whose call is
+refused locally (AbortedError on the others, blaming it).
+
+Each rank's input is a deterministic function of its rank, so every rank
+computes the reference for all ranks itself. Integer-valued data keeps
+float sums exact, whatever order the algorithm adds in.
+"""
+
+import os
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+
+import gradwire
+
+failures = []
+passed = 0
+
+
+def check(cond, what):
+    global passed
+    if cond:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL: %s" % what, flush=True)
+
+
+def expect(exc_type, fn, what):
+    try:
+        fn()
+    except exc_type as e:
+        check(True, what)
+        return e
+    except Exception as e:  # noqa: BLE001 - report anything else as a failure
+        check(False, "%s: raised %r, not %s" % (what, e, exc_type.__name__))
+        return None
+    check(False, "%s: no exception (wanted %s)" % (what, exc_type.__name__))
+    return None
+
+
+DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.int8, np.uint8]
+OPS = ["sum", "prod", "min", "max", "avg"]
+
+
+def data(rank, n, dtype, op):
+    # Small integers, so that sums and products of up to 3 ranks fit int8
+    # and float16 exactly; prod keeps |x| <= 2.
+    i = np.arange(n)
+    signed = np.dtype(dtype).kind in "fi"
+    if op == "prod":
+        v = (i + rank) % 3 - (1 if signed else 0)
+    else:
+        v = (i * 7 + rank * 5) % 11 - (5 if signed else 0)
+    return v.astype(dtype)
+
+
+def reference(size, n, dtype, op):
+    xs = [data(r, n, dtype, op).astype(np.float64 if np.dtype(dtype).kind == "f" else np.int64) for r in range(size)]
+    if op == "sum":
+        out = sum(xs)
+    elif op == "prod":
+        out = np.prod(xs, axis=0)
+    elif op == "min":
+        out = np.min(xs, axis=0)
+    elif op == "max":
+        out = np.max(xs, axis=0)
+    else:
+        s = sum(xs)
+        if np.dtype(dtype).kind == "f":
+            out = s / size
+        else:
+            # The library divides the wrapped sum with truncation toward zero.
+            wrapped = s.astype(dtype).astype(np.int64)
+            out = np.trunc(wrapped / size).astype(np.int64)
+    return out.astype(dtype)
+
+
+def same(a, b, dtype):
+    if np.dtype(dtype).kind == "f":
+        return np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=2e-3 if dtype == np.float16 else 1e-6)
+    return np.array_equal(a, b)
+
+
+def test_allreduce(comm):
+    n = 1000
+    for dtype in DTYPES:
+        for op in OPS:
+            want = reference(comm.size, n, dtype, op)
+            x = data(comm.rank, n, dtype, op)
+            out = np.zeros_like(x)
+            r = comm.allreduce(x, out, op=op)
+            check(r is out and same(out, want, dtype), "allreduce %s %s out of place" % (np.dtype(dtype).name, op))
+            check(np.array_equal(x, data(comm.rank, n, dtype, op)), "allreduce %s %s left send alone" % (np.dtype(dtype).name, op))
+            r = comm.allreduce(x, op=op)
+            check(r is x and same(x, want, dtype), "allreduce %s %s in place" % (np.dtype(dtype).name, op))
+    # Ops by value and by name; a 2-D array is reduced as its elements.
+    x = np.ones((4, 5), dtype=np.float32)
+    comm.allreduce(x, op=gradwire.SUM)
+    check(np.all(x == comm.size) and x.shape == (4, 5), "allreduce of a 2-D array, op by value")
+    # bfloat16: the bits of float32 values with exact bfloat16 forms.
+    f = np.arange(64, dtype=np.float32) + comm.rank
+    bits = (f.view(np.uint32) >> 16).astype(np.uint16)
+    comm.allreduce(bits, dtype="bfloat16")
+    back = (bits.astype(np.uint32) << 16).view(np.float32)
+    want = sum(np.arange(64, dtype=np.float32) + r for r in range(comm.size))
+    check(np.array_equal(back, want), "allreduce bfloat16 bits (dtype='bfloat16')")
+    # Zero elements still agree.
+    comm.allreduce(np.zeros(0, dtype=np.float32))
+    check(True, "allreduce of zero elements")
+
+
+def test_rooted(comm):
+    for root in range(comm.size):
+        for dtype in (np.float32, np.int64, np.float16):
+            x = data(comm.rank, 333, dtype, "sum")
+            b = x.copy()
+            comm.broadcast(b, root=root)
+            check(np.array_equal(b, data(root, 333, dtype, "sum")), "broadcast %s root %d in place" % (np.dtype(dtype).name, root))
+            out = np.zeros_like(x)
+            comm.broadcast(x, out, root=root)
+            check(np.array_equal(out, data(root, 333, dtype, "sum")), "broadcast %s root %d out of place" % (np.dtype(dtype).name, root))
+            out = np.full_like(x, 99)
+            comm.reduce(x, out, op="max", root=root)
+            want = reference(comm.size, 333, dtype, "max") if comm.rank == root else np.full_like(x, 99)
+            check(np.array_equal(out, want), "reduce %s max root %d (out untouched off the root)" % (np.dtype(dtype).name, root))
+
+
+def test_gather_scatter(comm):
+    n, size, rank = 17, comm.size, comm.rank
+    for dtype in (np.float32, np.float64, np.int32, np.int8):
+        x = data(rank, n, dtype, "sum")
+        want = np.stack([data(r, n, dtype, "sum") for r in range(size)])
+        out = comm.allgather(x)
+        check(out.shape == (size, n) and np.array_equal(out, want), "allgather %s, out allocated" % np.dtype(dtype).name)
+        out = np.zeros(size * n, dtype=dtype)
+        comm.allgather(x, out)
+        check(np.array_equal(out, want.ravel()), "allgather %s into out" % np.dtype(dtype).name)
+        buf = np.zeros((size, n), dtype=dtype)
+        buf[rank] = x
+        comm.allgather(buf[rank], buf)
+        check(np.array_equal(buf, want), "allgather %s in place" % np.dtype(dtype).name)
+
+        big = np.stack([data(rank * 3 + b, n, dtype, "sum") for b in range(size)])
+        full = sum(np.stack([data(r * 3 + b, n, dtype, "sum") for b in range(size)]).astype(np.int64) for r in range(size))
+        want_block = full[rank].astype(dtype)
+        out = comm.reduce_scatter(big)
+        check(out.shape == (n,) and same(out, want_block, dtype), "reduce_scatter %s, out allocated" % np.dtype(dtype).name)
+        buf = big.copy()
+        comm.reduce_scatter(buf, buf[rank])
+        check(same(buf[rank], want_block, dtype), "reduce_scatter %s in place" % np.dtype(dtype).name)
+    comm.barrier()
+    check(True, "barrier")
+
+
+def test_p2p(comm):
+    size, rank = comm.size, comm.rank
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    for dtype in (np.float32, np.int64, np.uint8):
+        x = data(rank, 1000, dtype, "sum")
+        got = np.zeros_like(x)
+        r = comm.sendrecv(x, nxt, got, prv)
+        check(r is got and np.array_equal(got, data(prv, 1000, dtype, "sum")), "sendrecv ring %s" % np.dtype(dtype).name)
+    # Blocking send/recv between rank 0 and every other rank, in turn.
+    for peer in range(1, size):
+        if rank == 0:
+            comm.send(np.arange(100, dtype=np.int32) * peer, peer)
+            got = comm.recv(np.zeros(100, dtype=np.int32), peer)
+            check(np.array_equal(got, np.arange(100, dtype=np.int32) + peer), "send/recv with rank %d" % peer)
+        elif rank == peer:
+            got = comm.recv(np.zeros(100, dtype=np.int32), 0)
+            check(np.array_equal(got, np.arange(100, dtype=np.int32) * peer), "recv from rank 0")
+            comm.send(np.arange(100, dtype=np.int32) + peer, 0)
+    comm.barrier()
+    # A window of isend/irecv in both directions around the ring.
+    sends = [np.full(256, rank * 100 + k, dtype=np.float64) for k in range(4)]
+    recvs = [np.zeros(256, dtype=np.float64) for _ in range(4)]
+    hs = [comm.irecv(b, prv) for b in recvs] + [comm.isend(b, nxt) for b in sends]
+    while not all(h.test() for h in hs):
+        pass
+    check(all(h.done for h in hs), "isend/irecv handles done")
+    check(all(np.all(recvs[k] == prv * 100 + k) for k in range(4)), "irecv window received in order")
+    r = [h.wait() for h in hs]
+    check(r[0] is recvs[0] and r[-1] is None, "wait() after test(): irecv returns its buffer, isend None")
+    # A point-to-point handle moves data only on its own thread.
+    got = np.zeros(8, dtype=np.int32)
+    hs = [comm.irecv(got, prv), comm.isend(np.full(8, rank, dtype=np.int32), nxt)]
+    errors = []
+
+    def other():
+        try:
+            hs[0].wait()
+        except RuntimeError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    check(len(errors) == 1 and "thread that posted it" in str(errors[0]), "an irecv handle refuses another thread")
+    for h in hs:
+        h.wait()
+    check(np.all(got == prv), "and completes on its own thread")
+
+
+def test_nonblocking(comm):
+    xs = [np.full(10000, comm.rank + k, dtype=np.float32) for k in range(5)]
+    hs = [comm.iallreduce(x, op="sum") for x in xs]
+    outs = [h.wait() for h in hs]
+    base = sum(range(comm.size))
+    check(all(o is x for o, x in zip(outs, xs)), "iallreduce wait() returns the array")
+    check(all(np.all(x == base + k * comm.size) for k, x in enumerate(xs)), "five iallreduce in flight")
+    out = np.zeros(10, dtype=np.int64)
+    h = comm.iallreduce(np.ones(10, dtype=np.int64), out, op="max")
+    del h  # a dropped handle completes in its destructor
+    check(np.all(out == 1), "a dropped handle completed its call")
+    # The handle alone keeps a temporary array alive until the call is done.
+    r = comm.iallreduce(np.full(5000, 2.0)).wait()
+    check(r.shape == (5000,) and np.all(r == 2.0 * comm.size), "a handle keeps its temporary array alive")
+    # No references leak per call, blocking or not.
+    x, out = np.ones(16, np.float32), np.zeros(16, np.float32)
+    before = (sys.getrefcount(x), sys.getrefcount(out))
+    for _ in range(200):
+        comm.allreduce(x, out)
+        comm.iallreduce(x, out).wait()
+    check((sys.getrefcount(x), sys.getrefcount(out)) == before, "no reference leaks per call")
+    # A handle waited for from another thread.
+    x = np.ones(1 << 16, dtype=np.float64)
+    h = comm.iallreduce(x)
+    result = []
+    t = threading.Thread(target=lambda: result.append(h.wait()))
+    t.start()
+    t.join()
+    check(result and result[0] is x and np.all(x == comm.size), "handle waited for on another thread")
+
+
+def test_compressed(comm):
+    n = 4096
+    g = (np.arange(n, dtype=np.float32) % 13 - 6) * (comm.rank + 1)
+    want = sum((np.arange(n, dtype=np.float32) % 13 - 6) * (r + 1) for r in range(comm.size)) / comm.size
+    st = gradwire.CompressState(n, codec="none")
+    out = comm.allreduce_compressed(st, g, np.zeros(n, np.float32))
+    check(np.allclose(out, want, rtol=1e-6), "allreduce_compressed codec none = average")
+    check(st.step == 1 and st.stats()["total"]["calls"] == 1, "state step and stats after one call")
+    fp = gradwire.CompressState(n, 1, "fp16", min_elements=0)
+    out = np.zeros(n, np.float32)
+    comm.allreduce_compressed(fp, g, out)
+    check(np.allclose(out, want, atol=1e-2), "allreduce_compressed fp16 close to the average")
+    s = fp.stats()
+    check(s["last"]["compressed_calls"] == 1 and s["total"]["bytes_sent"] > 0, "fp16 stats count a compressed call")
+    check(comm.size == 1 or s["total"]["compression_ratio"] > 1.5, "fp16 sends about half the dense bytes")
+    image = fp.save()
+    fp2 = gradwire.CompressState(n, 1, "fp16", min_elements=0)
+    fp2.load(image)
+    check(fp2.step == fp.step == 1 and fp2.save() == image, "state save/load round trip")
+    expect(gradwire.MismatchError, lambda: gradwire.CompressState(n, 1, "int8", min_elements=0).load(image), "loading another codec's image")
+    topk = gradwire.CompressState(n, codec="topk", topk_ratio=0.1, min_elements=0, momentum=0.5)
+    hs = [comm.iallreduce_compressed(topk, g.copy()) for _ in range(3)]
+    expect(RuntimeError, topk.save, "a state owned by pending calls refuses save()")
+    outs = [h.wait() for h in hs]
+    check(topk.step == 3 and all(o.shape == (n,) for o in outs), "three iallreduce_compressed on one state")
+    path = "/tmp/gw-py-state-%d-%d" % (os.getpid(), comm.rank)
+    topk.save_file(path)
+    t2 = gradwire.CompressState(n, codec="topk", topk_ratio=0.1, min_elements=0, momentum=0.5)
+    t2.load_file(path)
+    os.unlink(path)
+    check(t2.step == 3, "state save_file/load_file")
+    check(st.config["codec"] == "none" and topk.config["momentum"] == 0.5 and topk.shape == (n, 1), "state config and shape")
+
+
+def test_local_errors():
+    # Each refusal aborts its communicator, so each gets a one-rank one.
+    def one():
+        return gradwire.Comm(rank=0, size=1, root="127.0.0.1:0", token="t")
+
+    x = np.arange(20, dtype=np.float32)
+    e = expect(gradwire.ArgumentError, lambda: one().allreduce(x[::2]), "non-contiguous array")
+    check(e is not None and "C-contiguous" in str(e) and isinstance(e, ValueError), "non-contiguous: the message says so")
+    ro = x.copy()
+    ro.flags.writeable = False
+    e = expect(gradwire.ArgumentError, lambda: one().allreduce(ro), "read-only array in place")
+    check(e is not None and "read-only" in str(e), "read-only: the message says so")
+    c = one()
+    check(np.array_equal(c.allreduce(ro, np.zeros(20, np.float32)), x), "read-only send with an out is fine")
+    e = expect(gradwire.DtypeError, lambda: one().allreduce(np.zeros(4, np.uint32)), "uint32 (no gradwire type)")
+    check(e is not None and isinstance(e, TypeError) and "uint32" not in str(e) and "'I'" in str(e), "dtype error names the format")
+    expect(gradwire.DtypeError, lambda: one().allreduce(x, np.zeros(20, np.float64)), "send and out of different types")
+    expect(gradwire.DtypeError, lambda: one().allreduce(x, dtype="bfloat16"), "bfloat16 on a float32 buffer")
+    expect(gradwire.ArgumentError, lambda: one().allreduce(x, np.zeros(19, np.float32)), "out of the wrong length")
+    expect(gradwire.ArgumentError, lambda: one().allgather(x, np.zeros(19, np.float32)), "allgather out of the wrong length")
+    expect(gradwire.ArgumentError, lambda: one().allreduce(x, op="median"), "unknown op")
+    expect(gradwire.DtypeError, lambda: one().allreduce([1.0, 2.0]), "a list has no buffer")
+    expect(TypeError, lambda: one().allreduce(x, bogus=1), "unknown keyword")
+    c = one()
+    expect(gradwire.ArgumentError, lambda: c.allreduce(x[::2]), "a refused call")
+    e = expect(gradwire.AbortedError, lambda: c.allreduce(x), "the communicator is aborted after a refused call")
+    check(e is not None and e.status == gradwire.STATUS["GW_ERR_ABORTED"] and e.status_name == "GW_ERR_ABORTED" and e.culprit == 0, "AbortedError carries status, name and culprit")
+    c.close()
+    expect(gradwire.ArgumentError, lambda: c.allreduce(x), "a closed communicator")
+    e = expect(gradwire.Error, lambda: gradwire.Comm(rank=0, size=2, root="127.0.0.1:1", timeout=0.5), "no root to join")
+    check(e is not None and isinstance(e, (gradwire.TimeoutError, gradwire.ConfigError, gradwire.SystemError)), "joining a missing root: %r" % (e,))
+    with gradwire.Comm(rank=0, size=1, root="127.0.0.1:0") as c:
+        check(c.size == 1 and c.transport == "self", "Comm as a context manager")
+    check(c.closed, "left the with block: closed")
+
+
+def test_torch(comm):
+    try:
+        import torch
+    except ImportError:
+        print("note: torch is not installed for %s: its tensors are not tried" % sys.executable, flush=True)
+        return
+    t = torch.full((8, 8), float(comm.rank))
+    comm.allreduce(t.numpy())
+    check(torch.all(t == sum(range(comm.size))).item(), "a CPU torch tensor reduced in place through .numpy()")
+    for dt in (torch.float64, torch.int64, torch.float16, torch.int32):
+        t = torch.arange(100).to(dt) + comm.rank
+        view = t.numpy()
+        check(view.ctypes.data == t.data_ptr(), "a %s tensor's numpy() view shares its memory" % dt)
+        h = comm.iallreduce(view, op="max")
+        h.wait()
+        check(torch.equal(t, torch.arange(100).to(dt) + comm.size - 1), "iallreduce max on a %s tensor, in place" % dt)
+    t = torch.zeros(4, 6)
+    expect(gradwire.ArgumentError, lambda: gradwire.Comm(rank=0, size=1, root="127.0.0.1:0").allreduce(t.t().numpy()), "a transposed tensor is not contiguous")
+    b = torch.arange(16, dtype=torch.float32).to(torch.bfloat16)
+    comm.allreduce(b.view(torch.int16).numpy(), dtype="bfloat16")
+    check(torch.equal(b.float(), torch.arange(16, dtype=torch.float32) * comm.size), "a bfloat16 torch tensor")
+
+
+def test_disagreement(comm):
+    # Ranks that disagree about the length: MismatchError on every rank,
+    # naming the same culprit (checked by allgathering it over a new
+    # communicator would need one; each rank prints it, the shell compares).
+    n = 100 + (1 if comm.rank == comm.size - 1 else 0)
+    e = expect(gradwire.MismatchError, lambda: comm.allreduce(np.ones(n, np.float32)), "lengths that differ across ranks")
+    culprit = e.culprit if e is not None else None
+    check(culprit is not None and 0 <= culprit < comm.size, "the mismatch names a culprit (%r)" % culprit)
+    print("mismatch culprit %r" % culprit, flush=True)
+    expect(gradwire.MismatchError, lambda: comm.barrier(), "the communicator stays failed")
+    comm.close()
+
+
+def free_port(comm):
+    # A port for a second job, chosen by rank 0 and broadcast.
+    port = np.zeros(1, dtype=np.int64)
+    if comm.rank == 0:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port[0] = s.getsockname()[1]
+        s.close()
+    comm.broadcast(port)
+    return int(port[0])
+
+
+def test_refused_on_one_rank(rank, size, port):
+    # One rank's call is refused locally; the others are told at once. A
+    # second job on a root of its own (the first one's rank 0 may still be
+    # on the old root).
+    comm = gradwire.Comm(rank=rank, size=size, root="127.0.0.1:%d" % port, token=os.environ.get("GW_JOB_TOKEN"), timeout=60)
+    x = np.ones(64, dtype=np.float32)
+    if comm.rank == 1:
+        x.flags.writeable = False
+        expect(gradwire.ArgumentError, lambda: comm.allreduce(x), "rank 1: its read-only buffer is refused")
+    else:
+        e = expect(gradwire.AbortedError, lambda: comm.allreduce(x), "the other ranks fail too, without waiting out the timeout")
+        check(e is not None and e.culprit == 1, "and blame rank 1 (%r)" % (e.culprit if e else None))
+    comm.close()
+
+
+class DirectoryStore:
+    """A torch-Store-like set/get over files in a directory the ranks share."""
+
+    def __init__(self, path):
+        self.path = path
+        os.makedirs(path, exist_ok=True)
+
+    def set(self, key, value):
+        name = os.path.join(self.path, key.replace("/", "_"))
+        with open(name + ".tmp", "w") as f:
+            f.write(value)
+        os.rename(name + ".tmp", name)
+
+    def get(self, key):
+        name = os.path.join(self.path, key.replace("/", "_"))
+        for _ in range(6000):
+            if os.path.exists(name):
+                with open(name, "rb") as f:
+                    return f.read()
+            time.sleep(0.01)
+        raise TimeoutError("store key %s" % key)
+
+
+def test_from_store(rank, size):
+    base = os.environ.get("GW_PY_STORE_DIR", "/tmp")
+    store = DirectoryStore(os.path.join(base, "gw-py-store-%s" % os.environ.get("GW_JOB_TOKEN", "x")[:16]))
+    with gradwire.Comm.from_store(store, rank, size, prefix="job1", timeout=60) as c:
+        x = np.full(10, rank, dtype=np.int64)
+        c.allreduce(x)
+        check(c.rank == rank and c.size == size and np.all(x == sum(range(size))), "Comm.from_store: ranks meet through a store")
+    c.close()
+    if rank == 0:
+        check(len(bytes.fromhex(store.get("job1/token").decode())) == 16, "from_store publishes a fresh 16-byte token")
+
+
+def main():
+    comm = gradwire.Comm()
+    if comm.rank == 0:
+        print("gradwire %s, %d ranks over %s" % (gradwire.__version__, comm.size, comm.transport), flush=True)
+    rank, size, port = comm.rank, comm.size, free_port(comm)
+    test_allreduce(comm)
+    test_rooted(comm)
+    test_gather_scatter(comm)
+    test_p2p(comm)
+    test_nonblocking(comm)
+    test_compressed(comm)
+    test_torch(comm)
+    test_local_errors()
+    test_from_store(rank, size)
+    test_disagreement(comm)
+    test_refused_on_one_rank(rank, size, port)
+    print("python api: %d passed, %d failed" % (passed, len(failures)), flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

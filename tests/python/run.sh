@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The Python package's tests, run by ctest (tests/CMakeLists.txt):
+#   run.sh api N TRANSPORT   tests/python/api_test.py on N ranks (gradwire launch)
+#   run.sh gil N TRANSPORT   tests/python/gil_test.py on N ranks
+#   run.sh fault N TRANSPORT tests/python/fault_test.py (its own launcher)
+#   run.sh install           the package imports and runs from `cmake --install` into a prefix
+# with the build directory, the interpreter the package was built for and
+# GW_SANITIZE in GW_PY_BUILD, GW_PY_PYTHON and GW_PY_SANITIZE. Exits 77
+# (skipped) with the reason when the interpreter or numpy is missing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+kind="$1"
+n="${2:-2}"
+transport="${3:-auto}"
+build="${GW_PY_BUILD:?}"
+py="${GW_PY_PYTHON:-/usr/bin/python3}"
+
+if [ ! -x "$py" ]; then
+    echo "SKIP: $py is not installed (the package is built for it)"
+    exit 77
+fi
+if ! "$py" -c 'import numpy' 2>/dev/null; then
+    echo "SKIP: numpy is not installed for $py (scripts/install-deps.sh test installs python3-numpy)"
+    exit 77
+fi
+if [ "${GW_PY_SANITIZE:-OFF}" = "ON" ]; then
+    # The extension and the library are instrumented, the interpreter is
+    # not: the sanitizer runtime must be loaded first. Python's own
+    # allocations at exit are not this project's leaks.
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+    export LD_PRELOAD
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
+out="$(mktemp /tmp/gw-py-XXXXXX)"
+GW_PY_STORE_DIR="$(mktemp -d /tmp/gw-py-store-XXXXXX)" # api_test's Comm.from_store
+export GW_PY_STORE_DIR
+trap 'rm -rf "$out" "$GW_PY_STORE_DIR" "${tmp:-}"' EXIT
+
+case "$kind" in
+api)
+    status=0
+    PYTHONPATH="$build/python" GW_TRANSPORT="$transport" "$build/gradwire" launch -n "$n" --timeout 240 -- \
+        "$py" "$here/api_test.py" >"$out" 2>&1 || status=$?
+    grep -v ' gradwire [a-z]* \(WARN\|ERROR\|INFO\) ' "$out" || true
+    [ "$status" -eq 0 ] || { echo "FAIL: the job exited with status $status"; exit 1; }
+    good=$(grep -c 'python api: [0-9]* passed, 0 failed' "$out" || true)
+    [ "$good" -eq "$n" ] || { echo "FAIL: $good of $n ranks passed"; exit 1; }
+    culprits=$(grep -o 'mismatch culprit .*' "$out" | sort -u | wc -l)
+    [ "$culprits" -eq 1 ] || { echo "FAIL: the ranks blamed different ranks for the mismatch"; exit 1; }
+    ;;
+gil)
+    PYTHONPATH="$build/python" GW_TRANSPORT="$transport" "$build/gradwire" launch -n "$n" --timeout 120 -- \
+        "$py" "$here/gil_test.py"
+    ;;
+fault)
+    PYTHONPATH="$build/python" "$py" "$here/fault_test.py" "$n" "$transport"
+    ;;
+install)
+    tmp="$(mktemp -d /tmp/gw-py-install-XXXXXX)"
+    prefix="$tmp/prefix"
+    cmake --install "$build" --prefix "$prefix" >/dev/null
+    site="$prefix/lib/python3/dist-packages"
+    test -f "$site/gradwire/__init__.py" || { echo "FAIL: no gradwire package under $site"; exit 1; }
+    # Nothing from the build tree: the installed module finds the installed
+    # library by its RUNPATH.
+    unset LD_LIBRARY_PATH PYTHONPATH
+    cd "$tmp"
+    cat >"$tmp/job.py" <<'PY'
+import os, sys
+import numpy as np
+import gradwire
+prefix = sys.argv[1]
+assert gradwire.__file__.startswith(prefix), gradwire.__file__
+assert gradwire._core.__file__.startswith(prefix), gradwire._core.__file__
+with gradwire.Comm() as comm:
+    x = np.full(100, comm.rank + 1, dtype=np.float64)
+    comm.allreduce(x)
+    assert np.all(x == comm.size * (comm.size + 1) / 2), x[:3]
+    print("installed gradwire %s: sum %g over %d ranks" % (gradwire.__version__, x[0], comm.size))
+PY
+    PYTHONPATH="$site" "$prefix/bin/gradwire" launch -n 3 --timeout 60 -- "$py" "$tmp/job.py" "$prefix" >"$out" 2>&1 ||
+        { cat "$out"; echo "FAIL: the installed package did not run"; exit 1; }
+    cat "$out"
+    [ "$(grep -c 'sum 6 over 3 ranks' "$out")" -eq 3 ] || { echo "FAIL: not every rank printed its sum"; exit 1; }
+    echo "python install test: passed"
+    ;;
+*)
+    echo "usage: run.sh api|gil|fault|install [N TRANSPORT]" >&2
+    exit 2
+    ;;
+esac

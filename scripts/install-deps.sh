@@ -17,8 +17,9 @@
 # clang and libclang-rt-14-dev (its libFuzzer and sanitizer runtimes) build
 # the fuzz targets of tests/fuzz; slurm-client's scontrol is what `gradwire
 # hostlist` is compared with; Open MPI's mpirun starts the PMIx bootstrap's
-# test; slurmctld, slurmd and munge make the real Slurm of slurm_test (the
-# packages' services are not started: the test starts its own daemons);
+# test; slurmctld, slurmd and munge make the real Slurm of slurm_test, and
+# openssh-server the sshds of ssh_launch_test (the packages' services are
+# not started: the tests start their own daemons);
 # clang-format checks the layout of the sources; python3-dev builds the
 # Python package (python/) for /usr/bin/python3, python3-numpy runs its
 # tests (tests/python) and python3-torch (CPU, 1.13) their torch tensors.
@@ -33,7 +34,8 @@ PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib
 TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
                perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
-               openmpi-bin slurmctld slurmd munge python3-dev python3-numpy python3-torch)
+               openmpi-bin slurmctld slurmd munge openssh-server openssh-client python3-dev
+               python3-numpy python3-torch)
 want_vm=0
 for group in "$@"; do
     case "$group" in

@@ -71,7 +71,8 @@ struct stream {
 };
 
 struct rank {
-    pid_t pid; /* 0 once reaped */
+    pid_t pid;    /* 0 once reaped */
+    int token_fd; /* --hostfile: the pipe to ssh's stdin (token, then EOF), else -1 */
     struct stream io[2];
     int wstatus; /* as waitpid gave it, once reaped */
     int pass;    /* the reap pass that found it, from 1 */
@@ -102,7 +103,7 @@ struct job {
  * and the rank's environment, exec. Only the launcher's single thread
  * existed at fork time, so setenv and snprintf are safe here. */
 __attribute__((noreturn)) static void child_exec(const struct job *job, int r, int out_w, int err_w,
-                                                 int devnull, pid_t launcher,
+                                                 int devnull, int token_r, pid_t launcher,
                                                  const sigset_t *oldmask)
 {
     const struct gw_launch_opts *o = job->opts;
@@ -122,6 +123,14 @@ __attribute__((noreturn)) static void child_exec(const struct job *job, int r, i
     snprintf(num, sizeof(num), "%d", r);
     if (setenv("RANK", num, 1) || setenv("LOCAL_RANK", num, 1) || setenv("GW_RANK", num, 1))
         _exit(1);
+    if (o->remote) {
+        /* ssh reads the token, then holds the pipe until the launcher ends. */
+        if (dup2(token_r, STDIN_FILENO) < 0)
+            _exit(1);
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
+        gw_launch_ssh_exec(o, o->remote, r);
+    }
     if (job->hosts->nhosts > 0) {
         int host = gw_launch_host_of(o, job->hosts, r), local, nlocal;
         gw_launch_local_rank(o, job->hosts, r, &local, &nlocal);
@@ -145,11 +154,32 @@ __attribute__((noreturn)) static void child_exec(const struct job *job, int r, i
     _exit(e == ENOENT ? GW_LAUNCH_EXIT_NOTFOUND : GW_LAUNCH_EXIT_NOEXEC);
 }
 
+/* --hostfile: the token line for ssh's stdin, written before the child
+ * runs (a pipe holds far more than one line). */
+static int token_pipe(int tok[2])
+{
+    tok[0] = tok[1] = -1;
+    if (pipe2(tok, O_CLOEXEC) != 0)
+        return -1;
+    const char *token = getenv("GW_JOB_TOKEN");
+    char line[600];
+    int n = snprintf(line, sizeof(line), "%s\n", token ? token : "");
+    if (n < 0 || (size_t)n >= sizeof(line) || write(tok[1], line, (size_t)n) != n) {
+        close(tok[0]);
+        close(tok[1]);
+        errno = EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
 static int spawn_rank(struct job *job, int r, int devnull, const sigset_t *oldmask)
 {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0)
+    int out[2], err[2], tok[2] = {-1, -1};
+    if (job->opts->remote && token_pipe(tok) != 0)
         goto err_log;
+    if (pipe2(out, O_CLOEXEC) != 0)
+        goto err_close_tok;
     if (pipe2(err, O_CLOEXEC) != 0)
         goto err_close_out;
     fflush(NULL);
@@ -158,7 +188,9 @@ static int spawn_rank(struct job *job, int r, int devnull, const sigset_t *oldma
     if (pid < 0)
         goto err_close_err;
     if (pid == 0)
-        child_exec(job, r, out[1], err[1], devnull, launcher, oldmask);
+        child_exec(job, r, out[1], err[1], devnull, tok[0], launcher, oldmask);
+    if (tok[0] >= 0)
+        close(tok[0]);
     /* Set the group from this side too, so it exists before we signal it;
      * EACCES means the child already exec'ed, after doing it itself. */
     setpgid(pid, pid);
@@ -168,6 +200,7 @@ static int spawn_rank(struct job *job, int r, int devnull, const sigset_t *oldma
     fcntl(err[0], F_SETFL, O_NONBLOCK);
     struct rank *rk = &job->ranks[r];
     rk->pid = pid;
+    rk->token_fd = tok[1];
     rk->io[0] = (struct stream){.fd = out[0], .out_fd = STDOUT_FILENO};
     rk->io[1] = (struct stream){.fd = err[0], .out_fd = STDERR_FILENO};
     job->nlive++;
@@ -179,6 +212,11 @@ err_close_err:
 err_close_out:
     close(out[0]);
     close(out[1]);
+err_close_tok:
+    if (tok[0] >= 0) {
+        close(tok[0]);
+        close(tok[1]);
+    }
 err_log:
     fprintf(stderr, "gradwire launch: cannot start rank %d: %m\n", r);
     return -1;
@@ -244,6 +282,13 @@ static int first_of_pass(const struct job *job, int pass, int *ties)
     return best;
 }
 
+static void close_token(struct rank *rk)
+{
+    if (rk->token_fd >= 0)
+        close(rk->token_fd);
+    rk->token_fd = -1;
+}
+
 static void reap(struct job *job)
 {
     int st;
@@ -258,6 +303,7 @@ static void reap(struct job *job)
         if (!pass)
             pass = ++job->npasses;
         job->ranks[r].pid = 0;
+        close_token(&job->ranks[r]);
         job->ranks[r].wstatus = st;
         job->ranks[r].pass = pass;
         job->nlive--;
@@ -441,6 +487,7 @@ static void reap_all_blocking(struct job *job)
             while (waitpid(job->ranks[r].pid, NULL, 0) < 0 && errno == EINTR)
                 ;
             job->ranks[r].pid = 0;
+            close_token(&job->ranks[r]);
             job->nlive--;
         }
 }
@@ -533,13 +580,13 @@ static int run_loop(struct job *job)
 
 /* File descriptors 0-2 must be open, or a pipe could land on them and be
  * clobbered by the child's dup2. Also make room for 2 pipes per rank. */
-static int prepare_fds(int nranks)
+static int prepare_fds(int nranks, int per_rank)
 {
     for (int fd = 0; fd < 3; fd++)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
             return -1;
     struct rlimit rl;
-    rlim_t need = (rlim_t)nranks * 2 + 32;
+    rlim_t need = (rlim_t)nranks * (rlim_t)per_rank + 32;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
         rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
         setrlimit(RLIMIT_NOFILE, &rl);
@@ -560,13 +607,28 @@ int gw_launch_main(int argc, char **argv)
     struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL}, old_pipe,
                      old_chld;
     struct gw_launch_hosts hosts = {0};
+    struct gw_launch_remote remote = {0};
     char root_addr[256];
     int rc = gw_launch_parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if ((rc = gw_launch_check_command(o.cmd[0])) != 0)
+    /* Over ssh the command is the remote hosts' to find. */
+    if (!o.hostfile && (rc = gw_launch_check_command(o.cmd[0])) != 0)
         return rc;
     int port = 0, root_port = 0;
+    if (o.hostfile) {
+        if (gw_launch_ssh_open(&o, &remote) != 0) {
+            gw_launch_ssh_close(&remote);
+            return 1;
+        }
+        o.remote = &remote;
+        if (!o.host_given)
+            o.host = remote.names[0];
+        if (gw_launch_ssh_root(&o, &port, &root_port) != 0) {
+            gw_launch_ssh_close(&remote);
+            return 1;
+        }
+    }
     if (o.netns) {
         /* The root is host 0's, and its ports must be free there. */
         if (gw_launch_hosts_open(&o, &hosts) != 0)
@@ -578,10 +640,11 @@ int gw_launch_main(int argc, char **argv)
         }
         o.host = root_addr;
     }
-    if (prepare_fds(o.nranks) != 0 ||
-        (!o.netns && gw_launch_ports(o.host, o.port, &port, &root_port) != 0) ||
+    if (prepare_fds(o.nranks, o.hostfile ? 3 : 2) != 0 ||
+        (!o.netns && !o.hostfile && gw_launch_ports(o.host, o.port, &port, &root_port) != 0) ||
         gw_launch_set_env(&o, port, root_port) != 0) {
         gw_launch_hosts_close(&hosts);
+        gw_launch_ssh_close(&remote);
         return 1;
     }
 
@@ -595,10 +658,13 @@ int gw_launch_main(int argc, char **argv)
     if (!job.ranks) {
         fprintf(stderr, "gradwire launch: out of memory\n");
         gw_launch_hosts_close(&hosts);
+        gw_launch_ssh_close(&remote);
         return 1;
     }
-    for (int r = 0; r < o.nranks; r++)
+    for (int r = 0; r < o.nranks; r++) {
         job.ranks[r].io[0].fd = job.ranks[r].io[1].fd = -1;
+        job.ranks[r].token_fd = -1;
+    }
 
     /* Signals are taken through a signalfd in the poll loop; blocking them
      * before the first fork means no child exit or ^C can slip past. */
@@ -638,7 +704,10 @@ err_restore:
     sigaction(SIGCHLD, &old_chld, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    for (int r = 0; r < o.nranks; r++)
+        close_token(&job.ranks[r]);
     free(job.ranks);
     gw_launch_hosts_close(&hosts);
+    gw_launch_ssh_close(&remote);
     return rc;
 }

@@ -11,6 +11,9 @@
  * entering its host's namespace with setns(2) before exec, as `ip netns exec`
  * would. The launcher itself stays in its own namespace.
  *
+ * With --hostfile FILE they run on the machines the file names, each
+ * started over ssh (launch_ssh.c).
+ *
  * launch_setup.c prepares a job (command line, command lookup, port, token,
  * environment), launch_hosts.c finds the emulated hosts and the root's
  * address among them; launch.c runs the job.
@@ -32,18 +35,31 @@ struct gw_launch_opts {
     int nranks; /* 0 with --hosts and no -n: one job slot per host */
     int port;   /* 0: pick a free one */
     const char *host;
-    int host_given;     /* --host was on the command line */
-    double timeout_s;   /* 0: none */
-    int prefix;         /* prefix output lines with "[RANK] " */
-    const char *netns;  /* --hosts PREFIX: rank r runs in namespace PREFIX<host>, or NULL */
-    int ranks_per_host; /* --ranks-per-host K: K consecutive ranks per host; 0: round robin */
-    char **cmd;         /* NULL-terminated, points into argv */
+    int host_given;       /* --host was on the command line */
+    double timeout_s;     /* 0: none */
+    int prefix;           /* prefix output lines with "[RANK] " */
+    const char *netns;    /* --hosts PREFIX: rank r runs in namespace PREFIX<host>, or NULL */
+    int ranks_per_host;   /* --ranks-per-host K: K consecutive ranks per host; 0: round robin */
+    const char *hostfile; /* --hostfile FILE: ranks over ssh, or NULL */
+    const char *ssh;      /* --ssh CMD, or NULL: ssh -T -o BatchMode=yes */
+    const struct gw_launch_remote *remote; /* the hosts of --hostfile, once read */
+    char **cmd;                            /* NULL-terminated, points into argv */
 };
 
 /* The emulated hosts a job with --hosts runs on. */
 struct gw_launch_hosts {
     int nhosts; /* hosts the job uses (0: none, run here) */
     int *ns_fd; /* per host, an open descriptor of /run/netns/PREFIX<h> */
+};
+
+/* The hosts of --hostfile (launch_ssh.c) and the ssh command. */
+struct gw_launch_remote {
+    int nhosts;
+    char **names; /* as the hostfile spells them */
+    int *slots;   /* ranks per host */
+    char **ssh_argv;
+    int ssh_argc;
+    char *ssh_buf;
 };
 
 /* Run `gradwire launch`: argv[0] is "launch", the options and the command
@@ -100,5 +116,23 @@ int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_
 /* Set the variables every rank shares (sizes, rendezvous address, job
  * token) in our own environment, for the children to inherit. 0 or -1. */
 int gw_launch_set_env(const struct gw_launch_opts *o, int port, int root_port);
+
+/* ---- --hostfile (launch_ssh.c) ---- */
+
+/* Read o->hostfile and the ssh command; fills in o->nranks when -n was not
+ * given. 0, or -1 after printing why. */
+int gw_launch_ssh_open(struct gw_launch_opts *o, struct gw_launch_remote *rm);
+void gw_launch_ssh_close(struct gw_launch_remote *rm);
+/* Rank r's host, its index there and the ranks there (block placement). */
+void gw_launch_ssh_place(const struct gw_launch_remote *rm, int r, int *host, int *local,
+                         int *nlocal);
+/* The rendezvous ports on rank 0's host o->host: checked free when it is
+ * this machine, else drawn at random (--port chooses). 0 or -1. */
+int gw_launch_ssh_root(const struct gw_launch_opts *o, int *port, int *root_port);
+/* In the forked child of rank r, stdin the pipe the launcher writes the
+ * token into: exec ssh to r's host with the command line the file's top
+ * describes. Does not return. */
+__attribute__((noreturn)) void gw_launch_ssh_exec(const struct gw_launch_opts *o,
+                                                  const struct gw_launch_remote *rm, int r);
 
 #endif

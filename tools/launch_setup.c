@@ -25,6 +25,7 @@ void gw_launch_usage(FILE *out)
         out,
         "usage: gradwire launch -n N [options] [--] CMD [ARGS...]\n"
         "       gradwire launch --hosts PREFIX [-n N] [options] [--] CMD [ARGS...]\n"
+        "       gradwire launch --hostfile FILE [-n N] [options] [--] CMD [ARGS...]\n"
         "\n"
         "Start N ranks of CMD with the environment gradwire reads: RANK, WORLD_SIZE,\n"
         "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GW_RANK, GW_SIZE,\n"
@@ -46,6 +47,13 @@ void gw_launch_usage(FILE *out)
         "                       number of namespaces PREFIX0..PREFIX<H-1> (--netns:\n"
         "                       the same)\n"
         "  --ranks-per-host K   with --hosts: ranks kK..kK+K-1 run on host k\n"
+        "  --hostfile FILE      run the ranks on the machines FILE lists, one per line:\n"
+        "                       HOST, HOST slots=N or HOST:N (ranks fill the hosts in\n"
+        "                       order; -n N takes the first N slots, default all), each\n"
+        "                       started over ssh; rank 0's host is the root; the token\n"
+        "                       travels on ssh's stdin, never on a command line\n"
+        "  --ssh CMD            the ssh command and its options (default\n"
+        "                       \"ssh -T -o BatchMode=yes\"), split on blanks\n"
         "  --timeout S          stop every rank and exit 124 after S seconds\n"
         "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
         "  -h, --help           show this help\n"
@@ -71,7 +79,16 @@ static const gw_kit_prog_t prog = {"gradwire launch",
  * string): that is the command, and its own options are its own. */
 int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
 {
-    enum { OPT_PORT = 256, OPT_HOSTS, OPT_RANKS_PER_HOST, OPT_HOST, OPT_TIMEOUT, OPT_NO_PREFIX };
+    enum {
+        OPT_PORT = 256,
+        OPT_HOSTS,
+        OPT_RANKS_PER_HOST,
+        OPT_HOST,
+        OPT_TIMEOUT,
+        OPT_NO_PREFIX,
+        OPT_HOSTFILE,
+        OPT_SSH
+    };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
         {"port", required_argument, NULL, OPT_PORT},
@@ -81,6 +98,8 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
         {"host", required_argument, NULL, OPT_HOST},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"no-prefix", no_argument, NULL, OPT_NO_PREFIX},
+        {"hostfile", required_argument, NULL, OPT_HOSTFILE},
+        {"ssh", required_argument, NULL, OPT_SSH},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c;
@@ -132,6 +151,16 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
             o->host = v;
             o->host_given = 1;
             break;
+        case OPT_HOSTFILE:
+            if (!*v)
+                return usage_error("--hostfile needs a file name");
+            o->hostfile = v;
+            break;
+        case OPT_SSH:
+            if (!*v)
+                return usage_error("--ssh needs a command");
+            o->ssh = v;
+            break;
         case OPT_TIMEOUT:
             if (gw_kit_parse_double(v, 0, 1e7, &o->timeout_s) != 0 || o->timeout_s == 0)
                 return usage_error("--timeout wants seconds in (0, 1e7], not \"%s\"", v);
@@ -147,10 +176,14 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
             return gw_kit_getopt_error(&prog, c, argv);
         }
     }
-    if (o->nranks == 0 && !o->netns)
+    if (o->hostfile && o->netns)
+        return usage_error("--hostfile and --hosts exclude each other");
+    if (o->ssh && !o->hostfile)
+        return usage_error("--ssh needs --hostfile FILE");
+    if (o->nranks == 0 && !o->netns && !o->hostfile)
         return usage_error("-n N (the number of ranks) is required");
     if (o->ranks_per_host && !o->netns)
-        return usage_error("--ranks-per-host needs --hosts PREFIX");
+        return usage_error("--ranks-per-host needs --hosts PREFIX (a hostfile gives slots)");
     if (optind >= argc)
         return usage_error("no command given");
     o->cmd = argv + optind;

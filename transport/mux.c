@@ -122,10 +122,13 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
     /* A transport asked for by name reports a missing device as an error. */
     gw_transport_params_t sub_params = *params;
     sub_params.forced = only != GW_SEL_NONE;
-    int have_network = 0;
+    /* In auto mode every transport that opens is offered: RDMA for peers
+     * that have it too, TCP as well for those that do not (a cluster where
+     * only some hosts have RDMA), and the plan takes the first one a pair
+     * shares. One that carries no peer is closed again after the plan. */
     for (size_t i = 0; i < ncandidates; i++) {
         const gw_select_candidate_t *c = &candidates[i];
-        if (only != GW_SEL_NONE ? c->kind != only : (!c->local_only && have_network))
+        if (only != GW_SEL_NONE && c->kind != only)
             continue;
         mux_sub_t *s = &m->subs[m->nsubs];
         st = c->ops->open(&sub_params, &s->t, s->blob);
@@ -150,7 +153,6 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
         }
         s->c = c;
         m->nsubs++;
-        have_network |= !c->local_only;
     }
     st = encode_blob(m, addr);
     if (st != GW_OK)

@@ -4,8 +4,9 @@
  *
  * GW_TRANSPORT says what may be used: "auto" (the default) takes shared
  * memory to ranks on this host and the network transport to the others:
- * RDMA verbs ("ib") when this host has an active RDMA port, else TCP (one
- * INFO line says why RDMA is not used); "tcp", "shm" or "ib" force one
+ * RDMA verbs ("ib") between hosts that both have an active RDMA port, else
+ * TCP (one INFO line says why RDMA is not used here), so a cluster where
+ * only some hosts have RDMA works, RDMA where both ends have it; "tcp", "shm" or "ib" force one
  * transport for every peer ("shm" with a peer on another host is a
  * configuration error naming that peer; "ib" without a usable RDMA port is
  * an error saying why). Every rank opens the transports its mode allows

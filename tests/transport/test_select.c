@@ -235,21 +235,28 @@ Test(select, plan_forced_ib_on_one_host_is_ib, .timeout = 10)
     cr_expect_eq(route[2], GW_SEL_IB);
 }
 
-/* In auto mode each rank opens one network transport: a host whose RDMA
- * port works and one that fell back to TCP have none in common, which is
- * an error naming the peer rather than a silent slow path. */
-Test(select, plan_ib_host_and_tcp_host_is_config_error, .timeout = 10)
+/* In auto mode a rank with RDMA offers TCP too: a host whose RDMA port
+ * works and one that fell back to TCP meet over TCP, while two RDMA hosts
+ * still take ib (issue 13: a partly-RDMA cluster was refused). */
+Test(select, plan_ib_host_and_tcp_host_meet_over_tcp, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();
-    gw_select_rank_t ranks[2] = {
-        {.host_id = 1,
-         .mode = GW_SELECT_AUTO,
-         .kinds = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB)},
+    const uint32_t all = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB) | GW_SEL_BIT(GW_SEL_TCP);
+    gw_select_rank_t ranks[3] = {
+        {.host_id = 1, .mode = GW_SELECT_AUTO, .kinds = all},
         {.host_id = 2, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP},
+        {.host_id = 3, .mode = GW_SELECT_AUTO, .kinds = all},
     };
-    gw_select_kind_t route[2];
-    cr_expect_eq(gw__select_plan(&lg, 0, 2, ranks, route), GW_ERR_CONFIG);
-    cr_expect_eq(gw__select_plan(&lg, 1, 2, ranks, route), GW_ERR_CONFIG);
+    gw_select_kind_t route[3];
+    cr_assert_eq(gw__select_plan(&lg, 0, 3, ranks, route), GW_OK);
+    cr_expect_eq(route[1], GW_SEL_TCP);
+    cr_expect_eq(route[2], GW_SEL_IB);
+    cr_assert_eq(gw__select_plan(&lg, 1, 3, ranks, route), GW_OK);
+    cr_expect_eq(route[0], GW_SEL_TCP);
+    cr_expect_eq(route[2], GW_SEL_TCP);
+    /* Without TCP on the RDMA host there is nothing in common: an error. */
+    ranks[0].kinds = GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_IB);
+    cr_expect_eq(gw__select_plan(&lg, 1, 3, ranks, route), GW_ERR_CONFIG);
 }
 
 Test(select, describe_ranges, .timeout = 10)

@@ -120,8 +120,7 @@ static gw_status_t make_child(gw_comm_t *parent, const member_t *members, int n,
     if (!child || !to_root) {
         free(child);
         free(to_root);
-        GW_ERROR(&parent->log, "api", "gw_comm_split: no memory for a communicator of %d ranks",
-                 n);
+        GW_ERROR(&parent->log, "api", "gw_comm_split: no memory for a communicator of %d ranks", n);
         return gw__comm_fail(parent, GW_ERR_NO_MEMORY);
     }
     for (int i = 0; i < n; i++)

@@ -61,12 +61,16 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
         b->origin >= 0 && b->origin < root_size ? b->origin : gw__comm_to_root(comm, comm->rank);
     comm->culprit = gw__comm_from_root(comm, culprit);
     comm->origin = gw__comm_from_root(comm, origin);
-    if (comm->root && culprit >= 0)
+    if (comm->root && culprit >= 0 && comm->culprit >= 0)
+        GW_ERROR(&comm->log, "coll",
+                 "sub-communicator 0x%08x failed (%s): blaming its rank %d (rank %d of the root "
+                 "communicator, as the messages above name it)",
+                 (unsigned)comm->id, gw_status_str(status), comm->culprit, culprit);
+    else if (comm->root && culprit >= 0)
         GW_ERROR(&comm->log, "coll",
                  "sub-communicator 0x%08x failed (%s): blaming rank %d of the root communicator, "
-                 "%s",
-                 (unsigned)comm->id, gw_status_str(status), culprit,
-                 comm->culprit >= 0 ? "a member" : "not a member of this one");
+                 "which is not a member of this one",
+                 (unsigned)comm->id, gw_status_str(status), culprit);
     /* Tell the peers now: they may be blocked on us in this collective, and
      * an abort frame ends their wait with our reason instead of a timeout.
      * It passes on whom we blame and who reported it first, so that a rank

@@ -53,7 +53,7 @@ void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE])
     gw__put_be16(out + 6, (uint16_t)h->flags);
     gw__put_be64(out + 8, h->seq);
     gw__put_be32(out + 16, h->sig);
-    gw__put_be32(out + 20, h->type == GW_TCP_DATA ? h->comm_id : (uint32_t)h->status);
+    gw__put_be32(out + 20, (uint32_t)h->status); /* DATA: comm_id, the same word */
     gw__put_be64(out + 24, h->total);
     gw__put_be64(out + 32, h->offset);
     gw__put_be64(out + 40, h->part_len);
@@ -66,9 +66,7 @@ void gw__tcp_hdr_decode(const uint8_t in[GW_TCP_HDR_SIZE], gw_tcp_hdr_t *h)
     h->flags = gw__get_be16(in + 6);
     h->seq = gw__get_be64(in + 8);
     h->sig = gw__get_be32(in + 16);
-    uint32_t word20 = gw__get_be32(in + 20);
-    h->status = h->type == GW_TCP_DATA ? 0 : (int32_t)word20;
-    h->comm_id = h->type == GW_TCP_DATA ? word20 : 0;
+    h->status = (int32_t)gw__get_be32(in + 20);
     h->total = gw__get_be64(in + 24);
     h->offset = gw__get_be64(in + 32);
     h->part_len = gw__get_be64(in + 40);

@@ -90,3 +90,12 @@ Test(split, killed_rank_in_a_child_is_named_in_child_ranks, .timeout = 240)
     killed("tcp");
     killed("shm");
 }
+
+Test(split, aborting_the_parent_ends_a_child_collective, .timeout = 120)
+{
+    run_result_t r = job(3, "abort", "tcp", 60);
+    cr_assert(r.exited && r.status == 0, "%s", r.output);
+    expect_line(&r, "rank 0: child GW_ERR_ABORTED in time");
+    expect_line(&r, "rank 0: parent GW_ERR_ABORTED");
+    free(r.output);
+}

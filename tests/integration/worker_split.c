@@ -24,12 +24,18 @@
  * prints "rank 0: child STATUS culprit 1"; the odd ranks then fail in a
  * parent allreduce naming parent rank 2 ("rank R: parent STATUS culprit
  * 2").
+ * Mode "abort" (3 ranks): rank 0 waits in an allreduce on a dup, which
+ * rank 1 joins 2 s late, when a watchdog thread aborts the parent: the
+ * abort of any communicator aborts the transport they share, so rank 0's
+ * call on the child must fail with GW_ERR_ABORTED within 1.5 s ("rank 0:
+ * child GW_ERR_ABORTED in time").
  * Mode "time": rank 0 prints the mean time of an all-gather of four
  * int32 per rank and of gw_comm_split (then gw_comm_destroy), 1000 of
  * each, twice, for the README's figure (not part of the test).
  */
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +410,44 @@ static int kill_mode(gw_comm_t *comm)
     _exit(0); /* the launcher must not stop the survivors: exit 0 */
 }
 
+static double now_us(void);
+
+static void *abort_later(void *comm)
+{
+    usleep(300000);
+    gw_comm_abort(comm);
+    return NULL;
+}
+
+static int abort_mode(gw_comm_t *comm)
+{
+    int rank = gw_comm_rank(comm);
+    gw_comm_t *dup = NULL;
+    OK(gw_comm_dup(comm, &dup));
+    if (rank == 1)
+        sleep(2);
+    pthread_t watchdog;
+    if (rank == 0)
+        pthread_create(&watchdog, NULL, abort_later, comm);
+    float v[16] = {0};
+    double t0 = now_us();
+    gw_status_t st = gw_allreduce(dup, v, v, 16, GW_FLOAT32, GW_SUM);
+    double dt = (now_us() - t0) / 1e6;
+    if (rank == 0) {
+        pthread_join(watchdog, NULL);
+        printf("rank 0: child %s %s (%.2f s)\n", gw_status_name(st),
+               st == GW_ERR_ABORTED && dt < 1.5 ? "in time" : "late", dt);
+        st = gw_allreduce(comm, v, v, 16, GW_FLOAT32, GW_SUM);
+        printf("rank 0: parent %s\n", gw_status_name(st));
+    } else {
+        printf("rank %d: child %s\n", rank, gw_status_name(st));
+    }
+    fflush(stdout);
+    gw_comm_destroy(dup);
+    gw_comm_destroy(comm);
+    return 0;
+}
+
 static double now_us(void)
 {
     struct timespec ts;
@@ -454,5 +498,7 @@ int main(int argc, char **argv)
         return kill_mode(comm);
     if (strcmp(mode, "time") == 0)
         return time_mode(comm);
+    if (strcmp(mode, "abort") == 0)
+        return abort_mode(comm);
     return all_mode(comm);
 }

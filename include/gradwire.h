@@ -201,7 +201,9 @@ GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
  * and later calls fail with GW_ERR_ABORTED instead of waiting. Safe to call
  * from any thread (e.g. a watchdog) while another thread is inside a
  * collective on the same communicator: that collective fails within about
- * 100 ms. Does not free: call gw_comm_destroy() afterwards. */
+ * 100 ms. Does not free: call gw_comm_destroy() afterwards. Communicators
+ * split from one gw_comm_init share its transport, so aborting one aborts
+ * all of them (gw_comm_split). */
 GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 
 /* The rank blamed for the communicator's failure, the same on every rank:
@@ -214,7 +216,8 @@ GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
  * timeout. This rank's own when the failure was its own (an invalid
  * argument, gw_comm_abort, no memory): a launcher tells the rank at fault
  * from its victims. -1 while the communicator is healthy, when no rank
- * could be named, and for NULL. */
+ * could be named, and for NULL. A rank of this communicator: on one made
+ * by gw_comm_split, -1 when the culprit is not one of its members. */
 GW_API int gw_comm_culprit(const gw_comm_t *comm);
 
 /* Rank and size of a communicator (-1 for NULL). */

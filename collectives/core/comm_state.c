@@ -90,8 +90,8 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
  * in its next progress round (p2p.c) or, at the latest, when it gives the
  * transport back (gw__comm_drive_end). Both sides set their own flag before
  * they test the other's (sequentially consistent atomics), so one of them
- * always acts. */
-/* A sub-communicator claims its root's flag: they share one transport. */
+ * always acts. A sub-communicator claims its root's flag: they share one
+ * transport (comm.h). */
 void gw__comm_drive_begin(gw_comm_t *comm)
 {
     atomic_int *driving = &gw__comm_root(comm)->driving;

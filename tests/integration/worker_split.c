@@ -365,8 +365,11 @@ static int mismatch_mode(gw_comm_t *comm)
 {
     int rank = gw_comm_rank(comm);
     gw_comm_t *child = NULL;
-    OK(gw_comm_split(comm, rank % 2, rank, &child));
+    gw_status_t split_st = gw_comm_split(comm, rank % 2, rank, &child);
+    /* An odd rank may still finish the split when the even ranks' abort
+     * comes (they share its transport): only the even ranks check. */
     if (rank % 2 == 0) {
+        OK(split_st);
         int64_t buf[8] = {0};
         size_t count = gw_comm_rank(child) == 1 ? 5 : 4;
         /* A good one first, which a rank still finishing it may fail in
@@ -399,8 +402,10 @@ static int kill_mode(gw_comm_t *comm)
         printf("rank %d: child %s culprit %d\n", rank, gw_status_name(st), gw_comm_culprit(child));
         CHECK(st != GW_OK, "the child's allreduce succeeded without its rank 1");
     } else {
-        OK(gw_allreduce(child, &x, &sum, 1, GW_INT64, GW_SUM)); /* the odd ranks' child */
-        CHECK(sum == 4, "odd sum %lld", (long long)sum);
+        /* The odd ranks' child, which rank 0's abort may reach first on a
+         * slow machine: any outcome, and a right sum when it succeeds. */
+        gw_status_t st = gw_allreduce(child, &x, &sum, 1, GW_INT64, GW_SUM);
+        CHECK(st != GW_OK || sum == 4, "odd sum %lld", (long long)sum);
     }
     gw_status_t st = gw_allreduce(comm, &x, &sum, 1, GW_INT64, GW_SUM);
     printf("rank %d: parent %s culprit %d\n", rank, gw_status_name(st), gw_comm_culprit(comm));

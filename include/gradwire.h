@@ -208,14 +208,18 @@ GW_API gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out,
 GW_API gw_status_t gw_node_probe(char *buf, size_t cap);
 
 /* Release a communicator: tells peers goodbye, closes connections, frees
- * memory. Not collective and does not block on peers. NULL is a no-op. */
+ * memory. Not collective and does not block on peers. NULL is a no-op.
+ * Communicators split from it (gw_comm_split) keep its connections open
+ * until the last of them is destroyed too. */
 GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
 
 /* Mark the communicator failed and tell every peer, so that their pending
  * and later calls fail with GW_ERR_ABORTED instead of waiting. Safe to call
  * from any thread (e.g. a watchdog) while another thread is inside a
  * collective on the same communicator: that collective fails within about
- * 100 ms. Does not free: call gw_comm_destroy() afterwards. */
+ * 100 ms. Does not free: call gw_comm_destroy() afterwards. Communicators
+ * split from one gw_comm_init share its transport, so aborting one aborts
+ * all of them (gw_comm_split). */
 GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
 
 /* The rank blamed for the communicator's failure, the same on every rank:
@@ -228,7 +232,8 @@ GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
  * timeout. This rank's own when the failure was its own (an invalid
  * argument, gw_comm_abort, no memory): a launcher tells the rank at fault
  * from its victims. -1 while the communicator is healthy, when no rank
- * could be named, and for NULL. */
+ * could be named, and for NULL. A rank of this communicator: on one made
+ * by gw_comm_split, -1 when the culprit is not one of its members. */
 GW_API int gw_comm_culprit(const gw_comm_t *comm);
 
 /* Rank and size of a communicator (-1 for NULL). */
@@ -239,6 +244,33 @@ GW_API int gw_comm_size(const gw_comm_t *comm);
  * memory on this host, a network to others), "self" for one rank, "none" for
  * NULL. */
 GW_API const char *gw_comm_transport(const gw_comm_t *comm);
+
+/* ---- Sub-communicators ------------------------------------------------
+ * gw_comm_split makes, collectively over `comm` (every rank calls it), one
+ * new communicator per color: the ranks that passed the same color, ranked
+ * by (key, rank in comm), as MPI_Comm_split does. A rank that passes
+ * GW_UNDEFINED takes part and gets *out = NULL. gw_comm_dup is a split in
+ * which every rank keeps its rank. The new communicator is built on
+ * comm's connections: no bootstrap, no listening port, no new connection;
+ * the split costs one all-gather of (color, key) over comm. It has its own
+ * rank, size, sequence numbers and failure state, and every call works on
+ * it (collectives blocking or not, compressed, point-to-point); its
+ * messages never match another communicator's. Ranks that share two
+ * communicators must issue their calls on them in the same order (one
+ * progress thread runs a process's calls on all its communicators in the
+ * order issued); ranks that share none may run them at the same time.
+ * All communicators split from one gw_comm_init share its transport: when
+ * it fails, each fails at its next call that uses it, and gw_comm_abort
+ * on any aborts them all. gw_comm_culprit speaks in the communicator's
+ * own ranks (-1 when the culprit is no member of it). Destroy in any
+ * order: the transport stays until the last communicator using it is
+ * destroyed. Errors: GW_ERR_INVALID_ARG (NULL, or a negative color other
+ * than GW_UNDEFINED, which fails comm), GW_ERR_MISMATCH when ranks made
+ * different numbers of splits or one calls gw_comm_dup and another
+ * gw_comm_split, comm's sticky error, GW_ERR_NO_MEMORY. */
+#define GW_UNDEFINED (-32766)
+GW_API gw_status_t gw_comm_split(gw_comm_t *comm, int color, int key, gw_comm_t **out);
+GW_API gw_status_t gw_comm_dup(gw_comm_t *comm, gw_comm_t **out);
 
 /* Choose the allreduce algorithm for later calls (GW_ALGO_AUTO: cost model).
  * Every rank must choose the same; a difference is reported as a mismatch. */

@@ -206,33 +206,46 @@ int gw__transport_abort_rank(int64_t wire, int size)
     return wire >= 0 && wire < size ? (int)wire : -1;
 }
 
+/* ", of communicator 0x..." for a sub-communicator's tag, nothing for a
+ * root's (comm id 0), in the messages below. */
+static const char *comm_note(const gw_msg_tag_t *tag, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (tag->comm_id)
+        snprintf(buf, cap, ", of communicator 0x%08x", (unsigned)tag->comm_id);
+    return buf;
+}
+
 gw_status_t gw__transport_check_pending(gw_transport_t *t, int peer, const char *what,
                                         const gw_msg_tag_t *pending, uint64_t len,
                                         const gw_msg_tag_t *current)
 {
     if (!gw__tag_conflicts(pending, current))
         return GW_OK;
+    char note[40];
     return gw__transport_peer_fail(
         t, peer, GW_ERR_MISMATCH,
         "%s of collective (seq %llu, sig 0x%08x, len %llu) while this rank is in collective "
-        "(seq %llu, sig 0x%08x): the ranks called collectives in a different order or with "
+        "(seq %llu, sig 0x%08x)%s: the ranks called collectives in a different order or with "
         "different arguments",
         what, (unsigned long long)pending->seq, (unsigned)pending->sig, (unsigned long long)len,
-        (unsigned long long)current->seq, (unsigned)current->sig);
+        (unsigned long long)current->seq, (unsigned)current->sig,
+        comm_note(current, note, sizeof(note)));
 }
 
 gw_status_t gw__transport_check_match(gw_transport_t *t, const gw_request_t *r,
                                       const gw_msg_tag_t *got, uint64_t len)
 {
-    if (got->seq == r->tag.seq && got->sig == r->tag.sig && len == r->len)
+    if (gw__tag_equal(got, &r->tag) && len == r->len)
         return GW_OK;
-    return gw__transport_peer_fail(t, r->peer, GW_ERR_MISMATCH,
-                                   "sent a message that does not match the receive posted for "
-                                   "it: expected (seq %llu, sig 0x%08x, len %zu), received (seq "
-                                   "%llu, sig 0x%08x, len %llu)",
-                                   (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
-                                   (unsigned long long)got->seq, (unsigned)got->sig,
-                                   (unsigned long long)len);
+    char want_note[40], got_note[40];
+    return gw__transport_peer_fail(
+        t, r->peer, GW_ERR_MISMATCH,
+        "sent a message that does not match the receive posted for it: expected (seq %llu, sig "
+        "0x%08x, len %zu)%s, received (seq %llu, sig 0x%08x, len %llu)%s",
+        (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len,
+        comm_note(&r->tag, want_note, sizeof(want_note)), (unsigned long long)got->seq,
+        (unsigned)got->sig, (unsigned long long)len, comm_note(got, got_note, sizeof(got_note)));
 }
 
 gw_status_t gw__transport_abort_status(int64_t wire)

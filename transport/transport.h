@@ -47,17 +47,32 @@
 typedef struct gw_msg_tag {
     uint64_t seq; /* collective sequence number on the communicator, from 1 */
     uint32_t sig; /* hash of (collective kind, count, dtype, op, root, algo) */
-    uint32_t reserved;
+    /* The communicator the message belongs to: 0 for one that gw_comm_init
+     * made, an id every member agreed on for a sub-communicator
+     * (collectives/core/comm_split.c), which shares its root's transport.
+     * Sequence numbers of different communicators are unrelated. */
+    uint32_t comm_id;
 } gw_msg_tag_t;
 
 /* Non-zero when a pending header with tag `pending` proves that the peer is
- * in a collective that disagrees with ours (`current`): same sequence number
- * but another signature, or an older sequence number that we will never
- * receive. A newer sequence number is fine (the peer finished early). */
+ * in a collective that disagrees with ours (`current`): same communicator
+ * and sequence number but another signature, or an older sequence number
+ * of the same communicator, which we will never receive. A newer sequence
+ * number is fine (the peer finished early), and so is any message of
+ * another communicator: the peer may be in that one's next call while we
+ * finish ours (a sub-communicator's, or its parent's). */
 static inline int gw__tag_conflicts(const gw_msg_tag_t *pending, const gw_msg_tag_t *current)
 {
-    return pending->seq < current->seq ||
-           (pending->seq == current->seq && pending->sig != current->sig);
+    return pending->comm_id == current->comm_id &&
+           (pending->seq < current->seq ||
+            (pending->seq == current->seq && pending->sig != current->sig));
+}
+
+/* Whether a message tagged `got` is the one a receive tagged `want` waits
+ * for (the length is checked besides). */
+static inline int gw__tag_equal(const gw_msg_tag_t *got, const gw_msg_tag_t *want)
+{
+    return got->seq == want->seq && got->sig == want->sig && got->comm_id == want->comm_id;
 }
 
 typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;

@@ -11,6 +11,15 @@
  * what keeps ranks matched. A communicator that never uses gw_i* calls never
  * gets a thread.
  *
+ * Sub-communicators (comm_split.c) share their root's thread and queue,
+ * rather than each having its own: the transport is one, so only one
+ * thread can drive it at a time anyway, and one queue runs a process's
+ * calls on all its communicators in the order it issued them. Separate
+ * queues would race for the transport and could run a parent's call
+ * before a child's call issued first, in another order on another rank:
+ * a deadlock or a mismatch where the application did nothing wrong. Each
+ * handle names its own communicator, which the thread runs it on.
+ *
  * Handles are allocated per call and freed by gw_wait (or by gw_test when it
  * reports completion). Their `done` flag is atomic, so a finished handle is
  * read without touching the communicator, even after gw_comm_destroy.
@@ -56,9 +65,9 @@ static void *progress_thread(void *arg)
             as->tail = NULL;
         pthread_mutex_unlock(&as->lock);
 
-        gw__comm_drive_begin(comm);
-        gw_status_t st = h->execute(comm, h);
-        gw__comm_drive_end(comm);
+        gw__comm_drive_begin(h->comm);
+        gw_status_t st = h->execute(h->comm, h);
+        gw__comm_drive_end(h->comm);
 
         pthread_mutex_lock(&as->lock);
         h->status = st;
@@ -107,7 +116,7 @@ static void enqueue(struct gw_async *as, gw_handle_t *h)
 static gw_status_t wait_done(gw_handle_t *h)
 {
     if (!atomic_load(&h->done)) {
-        struct gw_async *as = h->comm->async;
+        struct gw_async *as = gw__comm_root(h->comm)->async;
         pthread_mutex_lock(&as->lock);
         while (!atomic_load(&h->done))
             pthread_cond_wait(&as->finished, &as->lock);
@@ -121,7 +130,8 @@ gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *
     gw_status_t st = gw__p2p_check_idle(comm, what);
     if (st != GW_OK)
         return st;
-    if (!comm->async) {
+    struct gw_async *as = gw__comm_root(comm)->async;
+    if (!as) {
         gw__comm_drive_begin(comm);
         st = call->execute(comm, call);
         gw__comm_drive_end(comm);
@@ -131,12 +141,13 @@ gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *
     h.next = NULL;
     h.comm = comm;
     atomic_init(&h.done, 0);
-    enqueue(comm->async, &h);
+    enqueue(as, &h);
     return wait_done(&h);
 }
 
 void gw__async_stop(gw_comm_t *comm)
 {
+    comm = gw__comm_root(comm);
     struct gw_async *as = comm->async;
     if (!as)
         return;
@@ -159,7 +170,8 @@ gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_
     gw_status_t st = gw__p2p_check_idle(comm, "a non-blocking collective");
     if (st != GW_OK)
         return st;
-    if (!comm->async && (st = async_start(comm)) != GW_OK)
+    gw_comm_t *root = gw__comm_root(comm);
+    if (!root->async && (st = async_start(root)) != GW_OK)
         return st;
     gw_handle_t *h = calloc(1, sizeof(*h));
     if (!h)
@@ -168,7 +180,7 @@ gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_
     h->next = NULL;
     h->comm = comm;
     atomic_init(&h->done, 0);
-    enqueue(comm->async, h);
+    enqueue(root->async, h);
     *handle = h;
     return GW_OK;
 }

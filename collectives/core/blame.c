@@ -25,6 +25,11 @@
  * the referee's questions, and a verdict that arrives fails it at once,
  * which also frees ranks stuck on a peer that could not send them its
  * abort.
+ *
+ * Sub-communicators (comm_split.c) use their root's referee: it knows the
+ * root's ranks, so reports, states and verdicts speak in those (a
+ * request's peer is one already, comm.h), and gw__comm_fail_with turns
+ * the verdict into the sub-communicator's own ranks.
  */
 #include <stdio.h>
 
@@ -48,7 +53,7 @@ void gw__comm_watch_start(gw_comm_t *comm)
 {
     int grace = gw__comm_grace_ms(comm->timeout_ms);
     comm->blame_wait_ms = grace + VERDICT_MARGIN_MS;
-    if (gw__bootstrap_watch_start(comm->bootstrap, grace) != GW_OK) {
+    if (gw__bootstrap_watch_start(gw__comm_root(comm)->bootstrap, grace) != GW_OK) {
         GW_WARN(&comm->log, "coll",
                 "no referee: a failure will name the rank this rank blames, which may differ "
                 "from the others'");
@@ -59,7 +64,10 @@ void gw__comm_watch_start(gw_comm_t *comm)
 
 static void what_call(const gw_comm_t *comm, char *buf, size_t cap)
 {
-    if (comm->tag.seq)
+    if (comm->tag.seq && comm->id)
+        snprintf(buf, cap, "collective #%llu of sub-communicator 0x%08x",
+                 (unsigned long long)comm->tag.seq, (unsigned)comm->id);
+    else if (comm->tag.seq)
         snprintf(buf, cap, "collective #%llu", (unsigned long long)comm->tag.seq);
     else
         snprintf(buf, cap, "point-to-point call");
@@ -70,7 +78,7 @@ static void take_verdict(gw_comm_t *comm, gw_comm_blame_t *b, const gw_bs_verdic
     b->status = v->status;
     b->culprit = v->culprit;
     b->origin = v->origin;
-    char what[48];
+    char what[80];
     what_call(comm, what, sizeof(what));
     GW_ERROR(&comm->log, "coll", "%s failed (%s): %s (first reported by rank %d)", what,
              gw_status_str(v->status), v->reason, v->origin);
@@ -92,17 +100,17 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
     };
     int own = b->kind == GW_BLAME_SELF;
     gw_bs_verdict_t v;
-    gw_status_t st =
-        gw__bootstrap_watch_report(comm->bootstrap, &rep, own ? 0 : comm->blame_wait_ms, &v);
+    gw_status_t st = gw__bootstrap_watch_report(gw__comm_root(comm)->bootstrap, &rep,
+                                                own ? 0 : comm->blame_wait_ms, &v);
     if (own)
         return; /* reported, so that the others learn it; ours stands */
     if (st == GW_OK) {
         take_verdict(comm, b, &v);
         return;
     }
-    char what[48];
+    char what[80];
     what_call(comm, what, sizeof(what));
-    if (b->kind == GW_BLAME_TIMEOUT && comm->rank != 0) {
+    if (b->kind == GW_BLAME_TIMEOUT && gw__comm_to_root(comm, comm->rank) != 0) {
         /* Everyone waits, and rank 0's referee, which every rank reaches,
          * does not say for whom: rank 0 itself is stopped, hung or dead. */
         b->culprit = 0;
@@ -138,7 +146,7 @@ gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
             break;
         }
     gw_bs_verdict_t v;
-    if (!gw__bootstrap_watch_poll(comm->bootstrap, &state, &v))
+    if (!gw__bootstrap_watch_poll(gw__comm_root(comm)->bootstrap, &state, &v))
         return GW_OK;
     /* The job failed elsewhere while we waited: the verdict is our error. */
     gw_comm_blame_t b = {.kind = GW_BLAME_ABORT, .waiting_on = -1, .settled = 1};

@@ -315,10 +315,14 @@ gw_status_t gw_comm_abort(gw_comm_t *comm)
      * left to it (p2p.c checks the flag every progress round, and giving the
      * transport back checks it too). When nobody is, tell the peers now. */
     atomic_store(&comm->abort_requested, 1);
+    /* A sub-communicator shares its root's transport and claim: aborting
+     * one aborts the transport, so every communicator on it (comm.h). */
+    gw_comm_t *root = gw__comm_root(comm);
+    atomic_store(&root->abort_requested, 1);
     int free_ = 0;
-    if (atomic_compare_exchange_strong(&comm->driving, &free_, 1)) {
+    if (atomic_compare_exchange_strong(&root->driving, &free_, 1)) {
         gw__comm_fail(comm, GW_ERR_ABORTED);
-        atomic_store(&comm->driving, 0);
+        atomic_store(&root->driving, 0);
     }
     return GW_OK;
 }
@@ -327,6 +331,12 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
 {
     if (!comm)
         return GW_OK;
+    /* A sub-communicator, or a root that sub-communicators still use: the
+     * transport stays until the last of them goes (comm_split.c). */
+    if (comm->root || atomic_fetch_sub(&comm->refs, 1) > 1) {
+        gw__comm_release(comm);
+        return GW_OK;
+    }
     gw__async_stop(comm);
     gw__p2p_abandon(comm);
     if (comm->transport)

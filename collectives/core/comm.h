@@ -6,6 +6,23 @@
  * blame.c agrees with the other ranks, through rank 0's referee, on whom a
  * failure is blamed.
  *
+ * Sub-communicators (comm_split.c: gw_comm_split, gw_comm_dup) are
+ * communicators like any other to everything above the transport: their
+ * own rank, size, sequence numbers, sticky failure, scratch and handles.
+ * What they share is the root's: the communicator that gw_comm_init made
+ * owns the one transport, the bootstrap (and rank 0's referee), the claim
+ * on the transport (`driving`, abort_requested) and the one progress
+ * thread with its one queue (async). A child holds a reference on its
+ * root (`refs`), and a root that the application destroyed while children
+ * live stays allocated, closed to the application, until the last of them
+ * is destroyed. A child reaches the transport through `to_root` (its rank
+ * -> the root's rank, which is the transport's), and every message it
+ * posts carries its communicator id (tag.comm_id, tag.c), which keeps its
+ * messages apart from every other communicator's in the transports'
+ * matching and mismatch checks. Ranks in gw_comm_blame_t and in the
+ * requests' `peer` are root (transport) ranks; comm->culprit and
+ * comm->origin are this communicator's own.
+ *
  * The algorithms see this through coll.h; the compression layer through
  * compress/codec.h. The scheduler knows no collective and no codec: a call
  * it runs brings its own execute function in its handle.
@@ -67,7 +84,38 @@ struct gw_comm {
     /* Non-blocking point-to-point calls not yet completed (p2p_api.c). */
     struct gw_handle *p2p_pending;
     int p2p_npending;
+    /* ---- sub-communicators (comm_split.c) ---- */
+    struct gw_comm *root; /* the communicator that owns the transport; NULL: this one */
+    int *to_root;         /* child rank -> root rank; NULL on a root */
+    uint32_t id;          /* communicator id in every tag (0: a root) */
+    uint32_t splits;      /* gw_comm_split / gw_comm_dup calls made on this one */
+    atomic_int refs;      /* a root: 1 while the application holds it, +1 per live child */
+    int destroyed;        /* a root the application destroyed while children live */
 };
+
+/* The communicator whose transport, bootstrap, claim and queue this one
+ * uses: itself, or the root it was split from. */
+static inline gw_comm_t *gw__comm_root(gw_comm_t *comm) { return comm->root ? comm->root : comm; }
+
+/* A rank of this communicator as the transport (the root) names it, and
+ * back (-1 for a rank that is not a member, or -1 itself). */
+static inline int gw__comm_to_root(const gw_comm_t *comm, int rank)
+{
+    return rank < 0 || rank >= comm->size || !comm->to_root ? rank : comm->to_root[rank];
+}
+int gw__comm_from_root(const gw_comm_t *comm, int root_rank);
+
+/* gw_comm_abort was called on this communicator or on any that shares its
+ * transport (an abort fails the one transport, so it fails them all). */
+static inline int gw__comm_abort_requested(gw_comm_t *comm)
+{
+    return atomic_load(&comm->abort_requested) ||
+           atomic_load(&gw__comm_root(comm)->abort_requested);
+}
+
+/* comm_split.c: gw_comm_destroy of a child, and of a root, which may have
+ * to outlive the application's handle. */
+void gw__comm_release(gw_comm_t *comm);
 
 /* One collective call, as the public API received it. */
 typedef struct gw_coll_args {
@@ -137,7 +185,8 @@ gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *
 /* Queue a copy of `call` as a new handle, starting the progress thread first
  * if need be. */
 gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle);
-/* Stop the progress thread after it finished what is queued. */
+/* Stop the progress thread (the root's: sub-communicators share it) after
+ * it finished what is queued. */
 void gw__async_stop(gw_comm_t *comm);
 
 /* ---- point-to-point handles (p2p_api.c) ---------------------------------- */

@@ -18,8 +18,20 @@ gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
         return gw__comm_fail_blame(comm, status, t->culprit, t->origin, t->blame);
     /* Nothing broke below us: the failure is this rank's own (a bad
      * argument, gw_comm_abort, no memory), and it says so, so that a
-     * launcher or a peer learns which rank to look at. */
-    return gw__comm_fail_blame(comm, status, comm->rank, comm->rank, GW_BLAME_SELF);
+     * launcher or a peer learns which rank to look at. Blame speaks in
+     * the root's ranks (comm.h). */
+    int self = gw__comm_to_root(comm, comm->rank);
+    return gw__comm_fail_blame(comm, status, self, self, GW_BLAME_SELF);
+}
+
+int gw__comm_from_root(const gw_comm_t *comm, int root_rank)
+{
+    if (!comm->to_root)
+        return root_rank >= 0 && root_rank < comm->size ? root_rank : -1;
+    for (int r = 0; r < comm->size; r++)
+        if (comm->to_root[r] == root_rank)
+            return r;
+    return -1;
 }
 
 gw_status_t gw__comm_fail_blame(gw_comm_t *comm, gw_status_t status, int culprit, int origin,
@@ -41,8 +53,24 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
         gw__comm_blame_settle(comm, b);
     gw_status_t status = b->status;
     comm->failed = status;
-    comm->culprit = b->culprit >= 0 && b->culprit < comm->size ? b->culprit : -1;
-    comm->origin = b->origin >= 0 && b->origin < comm->size ? b->origin : comm->rank;
+    /* b names root ranks; the communicator keeps its own (a sub-
+     * communicator's culprit may be no member of it: then -1). */
+    const int root_size = gw__comm_root(comm)->size;
+    const int culprit = b->culprit >= 0 && b->culprit < root_size ? b->culprit : -1;
+    const int origin =
+        b->origin >= 0 && b->origin < root_size ? b->origin : gw__comm_to_root(comm, comm->rank);
+    comm->culprit = gw__comm_from_root(comm, culprit);
+    comm->origin = gw__comm_from_root(comm, origin);
+    if (comm->root && culprit >= 0 && comm->culprit >= 0)
+        GW_ERROR(&comm->log, "coll",
+                 "sub-communicator 0x%08x failed (%s): blaming its rank %d (rank %d of the root "
+                 "communicator, as the messages above name it)",
+                 (unsigned)comm->id, gw_status_str(status), comm->culprit, culprit);
+    else if (comm->root && culprit >= 0)
+        GW_ERROR(&comm->log, "coll",
+                 "sub-communicator 0x%08x failed (%s): blaming rank %d of the root communicator, "
+                 "which is not a member of this one",
+                 (unsigned)comm->id, gw_status_str(status), culprit);
     /* Tell the peers now: they may be blocked on us in this collective, and
      * an abort frame ends their wait with our reason instead of a timeout.
      * It passes on whom we blame and who reported it first, so that a rank
@@ -50,7 +78,7 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
      * transport also drops every request still queued, so requests that
      * live on an algorithm's stack are never touched after it returns. */
     if (comm->transport) {
-        gw_abort_info_t why = {.status = status, .origin = comm->origin, .culprit = comm->culprit};
+        gw_abort_info_t why = {.status = status, .origin = origin, .culprit = culprit};
         comm->transport->ops->abort(comm->transport, &why);
     }
     return status;
@@ -62,11 +90,13 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
  * in its next progress round (p2p.c) or, at the latest, when it gives the
  * transport back (gw__comm_drive_end). Both sides set their own flag before
  * they test the other's (sequentially consistent atomics), so one of them
- * always acts. */
+ * always acts. A sub-communicator claims its root's flag: they share one
+ * transport (comm.h). */
 void gw__comm_drive_begin(gw_comm_t *comm)
 {
+    atomic_int *driving = &gw__comm_root(comm)->driving;
     int free_ = 0;
-    while (!atomic_compare_exchange_weak(&comm->driving, &free_, 1)) {
+    while (!atomic_compare_exchange_weak(driving, &free_, 1)) {
         free_ = 0;
         sched_yield(); /* gw_comm_abort is telling the peers: a moment */
     }
@@ -74,12 +104,12 @@ void gw__comm_drive_begin(gw_comm_t *comm)
 
 void gw__comm_drive_end(gw_comm_t *comm)
 {
-    atomic_store(&comm->driving, 0);
+    atomic_int *driving = &gw__comm_root(comm)->driving;
+    atomic_store(driving, 0);
     int free_ = 0;
-    if (atomic_load(&comm->abort_requested) &&
-        atomic_compare_exchange_strong(&comm->driving, &free_, 1)) {
+    if (gw__comm_abort_requested(comm) && atomic_compare_exchange_strong(driving, &free_, 1)) {
         gw__comm_fail(comm, GW_ERR_ABORTED);
-        atomic_store(&comm->driving, 0);
+        atomic_store(driving, 0);
     }
 }
 

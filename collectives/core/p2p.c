@@ -40,7 +40,7 @@ static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf
     }
     memset(req, 0, sizeof(*req));
     req->kind = kind;
-    req->peer = peer;
+    req->peer = gw__comm_to_root(comm, peer); /* the transport's rank (comm.h) */
     req->tag = comm->tag;
     req->buf = buf;
     req->len = len;
@@ -77,7 +77,7 @@ static gw_status_t progress(gw_comm_t *comm, int wait_ms)
 {
     if (comm->failed != GW_OK)
         return comm->failed;
-    if (atomic_load(&comm->abort_requested))
+    if (gw__comm_abort_requested(comm))
         return gw__comm_fail(comm, GW_ERR_ABORTED);
     gw_transport_t *t = comm->transport;
     gw_status_t st = t->ops->progress(t, &comm->tag, wait_ms);
@@ -121,7 +121,7 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
                          "%s: no receipt for %d ms from rank %d for the %zu-byte message sent "
                          "to it: it has not posted the matching receive (or is hung; "
                          "GW_TIMEOUT_MS raises the limit)",
-                         what, comm->timeout_ms, r->peer, r->len);
+                         what, comm->timeout_ms, gw__comm_from_root(comm, r->peer), r->len);
                 break;
             }
             GW_ERROR(&comm->log, "coll",
@@ -129,15 +129,16 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
                      "%s rank %d (%zu done); the peer may be hung or much slower "
                      "(GW_TIMEOUT_MS raises the limit)",
                      what, comm->timeout_ms, r->kind == GW_REQ_SEND ? "send" : "receive", r->len,
-                     r->kind == GW_REQ_SEND ? "to" : "from", r->peer, r->bytes_done);
+                     r->kind == GW_REQ_SEND ? "to" : "from", gw__comm_from_root(comm, r->peer),
+                     r->bytes_done);
             break;
         }
     }
     /* The peer we wait for may itself wait for another: the referee asks
      * the ranks and blames the one at the end of the chain (blame.c). */
     gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
-                         .culprit = culprit,
-                         .origin = comm->rank,
+                         .culprit = culprit, /* a request's peer: a root rank (comm.h) */
+                         .origin = gw__comm_to_root(comm, comm->rank),
                          .kind = GW_BLAME_TIMEOUT,
                          .waiting_on = culprit,
                          .stalled_ms = idle_ms};

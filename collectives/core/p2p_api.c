@@ -81,7 +81,7 @@ fail:
 /* Common entry: the communicator is usable and owned by this thread. */
 static gw_status_t enter(gw_comm_t *comm)
 {
-    if (atomic_load(&comm->abort_requested))
+    if (gw__comm_abort_requested(comm))
         return gw__comm_fail(comm, GW_ERR_ABORTED);
     return comm->failed;
 }
@@ -137,8 +137,7 @@ static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t
  * call (gw_comm_abort from another thread may hold it for a moment). */
 static void claim(gw_comm_t *comm)
 {
-    if (comm->async)
-        gw__async_stop(comm);
+    gw__async_stop(comm); /* the root's thread, which sub-communicators share */
     gw__comm_drive_begin(comm);
 }
 
@@ -339,13 +338,13 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
                  "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done%s); the "
                  "peer may be hung (GW_TIMEOUT_MS raises the limit)",
                  comm->timeout_ms, h->req.len,
-                 h->req.kind == GW_REQ_SEND ? "send to" : "receive from", h->req.peer,
-                 h->req.bytes_done,
+                 h->req.kind == GW_REQ_SEND ? "send to" : "receive from",
+                 gw__comm_from_root(comm, h->req.peer), h->req.bytes_done,
                  unreceipted ? ", no receipt: it has not posted the matching receive" : "");
         *done = 1;
         gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
-                             .culprit = h->req.peer,
-                             .origin = comm->rank,
+                             .culprit = h->req.peer, /* root ranks, as blame speaks */
+                             .origin = gw__comm_to_root(comm, comm->rank),
                              .kind = GW_BLAME_TIMEOUT,
                              .waiting_on = h->req.peer,
                              .stalled_ms = now - h->last_moved_ms};

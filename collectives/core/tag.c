@@ -41,7 +41,7 @@ static void stamp(gw_comm_t *comm, uint64_t seq, uint32_t sig)
 {
     comm->tag.seq = seq;
     comm->tag.sig = sig;
-    comm->tag.reserved = 0;
+    comm->tag.comm_id = comm->id; /* keeps sub-communicators apart (comm_split.c) */
 }
 
 void gw__tag_collective(gw_comm_t *comm, uint32_t sig)

@@ -12,6 +12,12 @@
  * every point-to-point message takes its signature and its tag from this
  * file, so the rules are the same for all of them.
  *
+ * Every tag also names its communicator (comm_id: 0 for a communicator
+ * gw_comm_init made, the id its members agreed on for one that
+ * gw_comm_split or gw_comm_dup made), so that communicators sharing one
+ * transport keep their own sequence numbers: messages of different
+ * communicators never match each other and never conflict.
+ *
  * A signature is FNV-1a over 64-bit words that describe the call, each word
  * hashed least significant byte first. The words and their order are part
  * of the wire format: changing them changes every tag.

@@ -224,11 +224,13 @@ static void ib_seeds(void)
     gw__ib_addr_encode(&a, blob);
     put("fuzz_ib_wire", "addr-rdmacm", 0, 1, blob, sizeof(blob));
 
-    gw_ib_cts_t c = {.idx = 5, .addr = 0x1000, .len = 4096, .seq = 9, .rkey = 7, .sig = 3};
+    gw_ib_cts_t c = {
+        .idx = 5, .addr = 0x1000, .len = 4096, .seq = 9, .rkey = 7, .sig = 3, .comm_id = 0x11};
     uint8_t cts[GW_IB_CTS_SIZE];
     gw__ib_cts_encode(&c, cts);
     put("fuzz_ib_wire", "cts", 1, 1, cts, sizeof(cts));
-    gw_ib_eager_hdr_t e = {.idx = 5, .seq = 9, .sig = 3, .len = 100, .flags = GW_IB_EAGER_RECEIPT};
+    gw_ib_eager_hdr_t e = {
+        .idx = 5, .seq = 9, .sig = 3, .len = 100, .flags = GW_IB_EAGER_RECEIPT, .comm_id = 0x11};
     uint8_t eh[GW_IB_EAGER_HDR];
     gw__ib_eager_hdr_encode(&e, eh);
     put("fuzz_ib_wire", "eager", 2, 1, eh, sizeof(eh));

@@ -9,6 +9,9 @@
 #     blocking collective (worker_async abort);
 #   - non-blocking compressed allreduces of every codec (worker_compress
 #     --async);
+#   - sub-communicators sharing their root's progress thread and transport,
+#     non-blocking calls on a child and its parent in flight together
+#     (worker_split all);
 #   - the trainer, whose backward overlaps gw_iallreduce and
 #     gw_iallreduce_compressed.
 # Criterion cannot run under ThreadSanitizer, hence a script.
@@ -40,6 +43,8 @@ for n in 2 3; do
     check "non-blocking collectives, $n ranks" "$L" launch -n $n -- "$BUILD/tests/worker_async" order
     check "gw_comm_abort from a watchdog thread, $n ranks" "$L" launch -n $n -- "$BUILD/tests/worker_async" abort
 done
+check "sub-communicators on one progress thread, 4 ranks" "$L" launch -n 4 -- \
+    "$BUILD/tests/worker_split" all
 mkdir -p "$WORK/cz"
 check "non-blocking compressed allreduce, every codec, 3 ranks" env GW_CHUNK_BYTES=4096 \
     "$L" launch -n 3 -- "$BUILD/tests/worker_compress" --async "$WORK/cz" all 0,1,7,1001,4096 3

@@ -53,7 +53,7 @@
  * dialler's proof is the first message on the QP: ib_cm.c). 5: an eager
  * message may ask for a receipt (GW_IB_EAGER_RECEIPT), which the receiver
  * gives with a RECEIPT immediate. */
-#define GW_IB_PROTOCOL_VERSION 5u
+#define GW_IB_PROTOCOL_VERSION 6u
 
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
@@ -338,6 +338,7 @@ typedef struct gw_ib_cts {
     uint32_t rkey;
     uint32_t sig;
     uint64_t eager_freed;
+    uint32_t comm_id; /* the communicator of the receive (tag.comm_id) */
 } gw_ib_cts_t;
 
 void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE]);
@@ -354,6 +355,7 @@ typedef struct gw_ib_eager_hdr {
     uint64_t cts_seen;    /* CTS entries the sender has taken out of its FIFO */
     uint64_t eager_freed; /* eager messages of the receiver that the sender took out */
     uint32_t flags;       /* GW_IB_EAGER_RECEIPT or 0 */
+    uint32_t comm_id;     /* the message's communicator (tag.comm_id) */
 } gw_ib_eager_hdr_t;
 
 /* gw_ib_eager_hdr_t.flags: the sender's send completes only with the

@@ -123,7 +123,8 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                      .idx = idx,
                      .rkey = e ? e->rkey : 0,
                      .sig = r->tag.sig,
-                     .eager_freed = p->r_eager_freed};
+                     .eager_freed = p->r_eager_freed,
+                     .comm_id = r->tag.comm_id};
     uint8_t *stage = gw__ib_stage_slot(t, p->rank, slot);
     gw__ib_cts_encode(&c, stage);
     /* Our block in the peer's FIFOs is indexed by our rank. */
@@ -161,7 +162,7 @@ gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
             r = r->next;
         if (!r)
             return GW_OK;
-        gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig};
+        gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig, .comm_id = h->comm_id};
         gw_status_t st = gw__transport_check_match(&t->base, r, &got, h->len);
         if (st != GW_OK)
             return st;
@@ -285,6 +286,7 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     gw_ib_eager_hdr_t h = {.idx = idx,
                            .seq = r->tag.seq,
                            .sig = r->tag.sig,
+                           .comm_id = r->tag.comm_id,
                            .len = r->len,
                            .cts_seen = p->s_cts_seen,
                            .eager_freed = p->r_eager_freed,
@@ -354,17 +356,19 @@ static gw_status_t match_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int *
         return GW_OK;
     const gw_ib_cts_t *c = &p->cts[slot];
     p->cts_have[slot] = 0;
-    if (c->seq != r->tag.seq || c->sig != r->tag.sig || c->len != r->len) {
+    gw_msg_tag_t wants = {.seq = c->seq, .sig = c->sig, .comm_id = c->comm_id};
+    if (!gw__tag_equal(&wants, &r->tag) || c->len != r->len) {
         /* Tell the receiver first: its buffer stays untouched and its
          * receive fails with the same status as our send. */
         gw__ib_post_ctrl(t, p, GW_IB_IMM_MISMATCH, idx);
         return gw__ib_peer_fail(t, p, GW_ERR_MISMATCH,
                                 "posted a receive that does not match the message sent to it: "
-                                "it expects (seq %llu, sig 0x%08x, len %llu), we send (seq %llu, "
-                                "sig 0x%08x, len %zu)",
-                                (unsigned long long)c->seq, (unsigned)c->sig,
-                                (unsigned long long)c->len, (unsigned long long)r->tag.seq,
-                                (unsigned)r->tag.sig, r->len);
+                                "it expects (communicator 0x%08x, seq %llu, sig 0x%08x, len "
+                                "%llu), we send (communicator 0x%08x, seq %llu, sig 0x%08x, len "
+                                "%zu)",
+                                (unsigned)c->comm_id, (unsigned long long)c->seq, (unsigned)c->sig,
+                                (unsigned long long)c->len, (unsigned)r->tag.comm_id,
+                                (unsigned long long)r->tag.seq, (unsigned)r->tag.sig, r->len);
     }
     GW_IB_REQ_RADDR(r) = c->addr;
     GW_IB_REQ_RKEY(r) = c->rkey;

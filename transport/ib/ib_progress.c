@@ -302,14 +302,15 @@ static gw_status_t check_conflicts(gw_ib_t *t, const gw_msg_tag_t *current)
         gw_status_t st = GW_OK;
         for (uint64_t k = p->r_eager_freed; st == GW_OK && k < p->r_eager_in; k++) {
             const gw_ib_eager_hdr_t *h = &p->r_eager[k % GW_IB_EAGER_SLOTS];
-            gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
+            gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig, .comm_id = h->comm_id};
             st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending, h->len,
                                              current);
         }
         for (int s = 0; st == GW_OK && s < GW_IB_FIFO_DEPTH; s++) {
             if (!p->cts_have[s])
                 continue;
-            gw_msg_tag_t pending = {.seq = p->cts[s].seq, .sig = p->cts[s].sig};
+            gw_msg_tag_t pending = {
+                .seq = p->cts[s].seq, .sig = p->cts[s].sig, .comm_id = p->cts[s].comm_id};
             st = gw__transport_check_pending(&t->base, p->rank, "waits for a message", &pending,
                                              p->cts[s].len, current);
         }

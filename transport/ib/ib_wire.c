@@ -19,6 +19,7 @@
  *   24 u64 tag.seq        32 u32 rkey            36 u32 tag.sig
  *   40 u64 message index again (a slot whose two indexes disagree is torn)
  *   48 u64 eager messages the receiver has taken out of its slots
+ *   56 u32 tag.comm_id (the communicator; since version 6)
  *
  * Eager slot header (64 bytes, followed by the payload):
  *    0 u64 message index   8 u64 tag.seq   16 u32 tag.sig   24 u64 length
@@ -26,6 +27,7 @@
  *   40 u64 eager messages of the receiver that the sender has taken out of
  *      its own slots (the slots' credit travels both ways)
  *   48 u32 flags (1: the sender waits for a RECEIPT immediate)
+ *   52 u32 tag.comm_id (the communicator; since version 6)
  *
  * Out-of-band hello (120 bytes): magic, version, job id[16], from, to,
  * nonce[16], QPs per peer, first PSN, QP numbers[16] (magic, job id, ranks
@@ -118,6 +120,7 @@ void gw__ib_cts_encode(const gw_ib_cts_t *c, uint8_t out[GW_IB_CTS_SIZE])
     gw__put_be32(out + 36, c->sig);
     gw__put_be64(out + 40, c->idx);
     gw__put_be64(out + 48, c->eager_freed);
+    gw__put_be32(out + 56, c->comm_id);
 }
 
 int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c)
@@ -129,6 +132,7 @@ int gw__ib_cts_decode(const uint8_t in[GW_IB_CTS_SIZE], gw_ib_cts_t *c)
     c->rkey = gw__get_be32(in + 32);
     c->sig = gw__get_be32(in + 36);
     c->eager_freed = gw__get_be64(in + 48);
+    c->comm_id = gw__get_be32(in + 56);
     return gw__get_be64(in + 40) == c->idx && c->idx != 0 ? 0 : -1;
 }
 
@@ -142,6 +146,7 @@ void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER
     gw__put_be64(out + 32, h->cts_seen);
     gw__put_be64(out + 40, h->eager_freed);
     gw__put_be32(out + 48, h->flags);
+    gw__put_be32(out + 52, h->comm_id);
 }
 
 void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h)
@@ -153,6 +158,7 @@ void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_
     h->cts_seen = gw__get_be64(in + 32);
     h->eager_freed = gw__get_be64(in + 40);
     h->flags = gw__get_be32(in + 48);
+    h->comm_id = gw__get_be32(in + 52);
 }
 
 uint32_t gw__ib_imm_encode(gw_ib_imm_kind_t kind, uint64_t value)

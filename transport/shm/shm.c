@@ -14,7 +14,7 @@
  * held.
  *
  * A message is a 64-byte record header {magic, kind, tag.seq, tag.sig,
- * length, sender's address, index} and, for INLINE messages, the payload,
+ * length, sender's address, index, tag.comm_id} and, for INLINE messages, the payload,
  * padded to 64 bytes so that the next header is aligned. Large payloads
  * stream through the ring in pieces of at most GW_SHM_PIECE, each published
  * at once, so the receiver copies out one piece while the sender copies in

@@ -34,7 +34,7 @@
  * and whom it blames (gw_shm_side_t). 4: a record may ask for a receipt
  * (GW_SHM_REC_RECEIPT), which the receiver gives in its direction's
  * `accepted` counter. */
-#define GW_SHM_PROTOCOL_VERSION 4u
+#define GW_SHM_PROTOCOL_VERSION 5u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
@@ -74,9 +74,10 @@ typedef struct gw_shm_rec {
     uint32_t sig;
     uint32_t flags; /* GW_SHM_REC_RECEIPT or 0 */
     uint64_t len;
-    uint64_t addr;  /* DIRECT: the payload's address in the sender */
-    uint64_t index; /* messages sent in this direction so far, from 1 */
-    uint8_t pad[GW_SHM_LINE - 48];
+    uint64_t addr;    /* DIRECT: the payload's address in the sender */
+    uint64_t index;   /* messages sent in this direction so far, from 1 */
+    uint32_t comm_id; /* the message's communicator (tag.comm_id), since version 5 */
+    uint8_t pad[GW_SHM_LINE - 52];
 } gw_shm_rec_t;
 
 _Static_assert(sizeof(gw_shm_rec_t) == GW_SHM_LINE, "a record header is one cache line");

@@ -158,6 +158,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
             rec.kind = direct ? GW_SHM_DIRECT : GW_SHM_INLINE;
             rec.seq = r->tag.seq;
             rec.sig = r->tag.sig;
+            rec.comm_id = r->tag.comm_id;
             rec.flags = (r->flags & GW_REQ_RECEIPT) && !direct ? GW_SHM_REC_RECEIPT : 0;
             rec.len = r->len;
             rec.addr = direct ? (uint64_t)(uintptr_t)r->buf : 0;
@@ -250,7 +251,7 @@ static gw_status_t take_header(gw_shm_t *t, gw_shm_peer_t *p, uint64_t *tail)
 static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
 {
     gw_request_t *r = p->rq_head;
-    gw_msg_tag_t got = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
+    gw_msg_tag_t got = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig, .comm_id = p->r_hdr.comm_id};
     gw_status_t st = gw__transport_check_match(&t->base, r, &got, p->r_hdr.len);
     if (st != GW_OK)
         return st;
@@ -457,7 +458,8 @@ static gw_status_t check_conflicts(gw_shm_t *t, const gw_msg_tag_t *current)
         gw_shm_peer_t *p = &t->peers[i];
         if (!p->served || !p->r_held)
             continue;
-        gw_msg_tag_t pending = {.seq = p->r_hdr.seq, .sig = p->r_hdr.sig};
+        gw_msg_tag_t pending = {
+            .seq = p->r_hdr.seq, .sig = p->r_hdr.sig, .comm_id = p->r_hdr.comm_id};
         gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending,
                                                      p->r_hdr.len, current);
         if (st != GW_OK)

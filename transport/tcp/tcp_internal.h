@@ -41,7 +41,7 @@
  * rank that first reported the failure and the rank it blames. 4: a DATA
  * header may ask for a receipt (GW_TCP_FLAG_RECEIPT), answered by RECEIPT
  * frames, and a GOODBYE carries the last receipt too. */
-#define GW_TCP_PROTOCOL_VERSION 4u
+#define GW_TCP_PROTOCOL_VERSION 5u
 
 #define GW_TCP_HDR_SIZE 48   /* bytes of a frame header on the wire */
 #define GW_TCP_HELLO_SIZE 56 /* bytes of a hello on the wire */
@@ -75,7 +75,10 @@ typedef struct gw_tcp_hdr {
     uint16_t flags; /* DATA: GW_TCP_FLAG_RECEIPT or 0 */
     uint64_t seq;   /* RECEIPT, GOODBYE: the receipt's message index */
     uint32_t sig;
-    int32_t status;    /* ABORT: the sender's gw_status_t */
+    union {               /* one word on the wire, whose meaning the type gives */
+        int32_t status;   /* ABORT: the sender's gw_status_t */
+        uint32_t comm_id; /* DATA: the message's communicator (tag.comm_id) */
+    };
     uint64_t total;    /* length of the whole message; ABORT: the origin rank */
     uint64_t offset;   /* of this part in the message; ABORT: the culprit rank */
     uint64_t part_len; /* payload bytes that follow this header */

@@ -124,6 +124,7 @@ static void start_send(gw_tcp_sock_t *s, gw_request_t *r)
                       .flags = (r->flags & GW_REQ_RECEIPT) ? GW_TCP_FLAG_RECEIPT : 0,
                       .seq = r->tag.seq,
                       .sig = r->tag.sig,
+                      .comm_id = r->tag.comm_id,
                       .total = r->len};
     size_t off, plen;
     gw__tcp_part_range(r->len, GW_TCP_REQ_NPARTS(r), (size_t)s->idx, &off, &plen);
@@ -251,11 +252,11 @@ static gw_status_t try_claim(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
     const gw_tcp_hdr_t *h = &s->r_hdr;
     size_t off, plen;
     gw__tcp_part_range(r->len, GW_TCP_REQ_NPARTS(r), (size_t)s->idx, &off, &plen);
-    gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig};
+    gw_msg_tag_t got = {.seq = h->seq, .sig = h->sig, .comm_id = h->comm_id};
     gw_status_t st;
     if (s->idx == 0 && (st = gw__transport_check_match(&t->base, r, &got, h->total)) != GW_OK)
         return st;
-    if (h->seq != r->tag.seq || h->sig != r->tag.sig || h->total != r->len || h->offset != off ||
+    if (!gw__tag_equal(&got, &r->tag) || h->total != r->len || h->offset != off ||
         h->part_len != plen)
         return gw__tcp_peer_fail(
             t, p, GW_ERR_PROTOCOL,
@@ -416,7 +417,7 @@ static gw_status_t check_conflicts(gw_tcp_t *t, const gw_msg_tag_t *current)
         if (i == t->base.rank || !p->socks || !p->socks[0].r_held)
             continue;
         const gw_tcp_hdr_t *h = &p->socks[0].r_hdr;
-        gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig};
+        gw_msg_tag_t pending = {.seq = h->seq, .sig = h->sig, .comm_id = h->comm_id};
         gw_status_t st = gw__transport_check_pending(&t->base, p->rank, "sent a message", &pending,
                                                      h->total, current);
         if (st != GW_OK)

@@ -11,7 +11,9 @@
  *                                                   4 RECEIPT)
  *    6 u16 flags (DATA: 1 = receipt wanted; else 0)
  *                                       8 u64 tag.seq (RECEIPT, GOODBYE, ABORT: receipt)
- *   16 u32 tag.sig                     20 i32 status (ABORT: the reason)
+ *   16 u32 tag.sig                     20 i32 status (ABORT: the reason;
+ *                                              DATA: u32 tag.comm_id, the
+ *                                              communicator, since version 5)
  *   24 u64 total message length        32 u64 offset of this part
  *   40 u64 payload bytes of this part (they follow the header)
  * An ABORT frame puts in the length and offset fields the rank that first
@@ -51,7 +53,7 @@ void gw__tcp_hdr_encode(const gw_tcp_hdr_t *h, uint8_t out[GW_TCP_HDR_SIZE])
     gw__put_be16(out + 6, (uint16_t)h->flags);
     gw__put_be64(out + 8, h->seq);
     gw__put_be32(out + 16, h->sig);
-    gw__put_be32(out + 20, (uint32_t)h->status);
+    gw__put_be32(out + 20, (uint32_t)h->status); /* DATA: comm_id, the same word */
     gw__put_be64(out + 24, h->total);
     gw__put_be64(out + 32, h->offset);
     gw__put_be64(out + 40, h->part_len);

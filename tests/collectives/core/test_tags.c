@@ -49,10 +49,35 @@ Test(tags, stamping_rules)
     gw__coll_begin(&comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
     cr_assert(comm.seq == 42 && comm.tag.seq == 42, "a collective takes the next number");
     cr_assert_eq(comm.tag.sig, gw__sig_coll(GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO));
-    cr_assert_eq(comm.tag.reserved, 0);
+    cr_assert_eq(comm.tag.comm_id, 0, "a root communicator's id is 0");
     gw__tag_collective(&comm, 9);
     cr_assert(comm.seq == 43 && comm.tag.seq == 43 && comm.tag.sig == 9);
+    comm.id = 0xabcd1234u;
+    gw__tag_collective(&comm, 9);
+    cr_assert_eq(comm.tag.comm_id, 0xabcd1234u, "a sub-communicator's id is in every tag");
+    gw__tag_p2p(&comm, 7);
+    cr_assert_eq(comm.tag.comm_id, 0xabcd1234u);
+    comm.seq = 43;
     gw__tag_clear(&comm);
     cr_assert(comm.seq == 43 && comm.tag.seq == 0 && comm.tag.sig == 0,
               "the empty tag, and the sequence kept");
+}
+
+Test(tags, communicators_are_unrelated)
+{
+    /* Sub-communicators' messages share the root's connections: another
+     * communicator's sequence numbers say nothing about ours. */
+    gw_msg_tag_t current = {.seq = 5, .sig = 0xaa, .comm_id = 7};
+    gw_msg_tag_t older_other = {.seq = 2, .sig = 0xbb, .comm_id = 0};
+    gw_msg_tag_t same_seq_other = {.seq = 5, .sig = 0xbb, .comm_id = 8};
+    gw_msg_tag_t older_same = {.seq = 2, .sig = 0xaa, .comm_id = 7};
+    gw_msg_tag_t same_seq_same = {.seq = 5, .sig = 0xbb, .comm_id = 7};
+    cr_assert(!gw__tag_conflicts(&older_other, &current));
+    cr_assert(!gw__tag_conflicts(&same_seq_other, &current));
+    cr_assert(gw__tag_conflicts(&older_same, &current));
+    cr_assert(gw__tag_conflicts(&same_seq_same, &current));
+    gw_msg_tag_t twin = {.seq = 5, .sig = 0xaa, .comm_id = 9};
+    cr_assert(!gw__tag_equal(&twin, &current), "another communicator's message never matches");
+    twin.comm_id = 7;
+    cr_assert(gw__tag_equal(&twin, &current));
 }

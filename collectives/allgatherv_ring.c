@@ -55,7 +55,7 @@ gw_status_t gw__allgatherv_ring(gw_comm_t *comm, const void *sendbuf, void *recv
     const int n = comm->size, rank = comm->rank;
     const size_t esize = gw_dtype_size(dtype);
     const size_t chunk = gw__chunk_elems(comm, esize);
-#define RECV_BLOCK(s) ((rank + 2 * n - (s) - 1) % n)
+#define RECV_BLOCK(s) ((rank + 2 * n - (s)-1) % n)
 #define SEND_BLOCK(s) ((rank + 2 * n - (s)) % n)
 
     size_t own = gw__block_count(blocks, rank) * esize;

@@ -44,11 +44,11 @@ gw_status_t gw__alltoall_pairwise(gw_comm_t *comm, const void *sendbuf, const gw
         memmove(to, from, own);
     for (int k = 1; k < n; k++) {
         int dst = (rank + k) % n, src = (rank - k + n) % n;
-        gw_status_t st = gw__p2p_sendrecv(
-            comm, dst, gw__cat(sendbuf, gw__block_displ(sblocks, dst) * esize),
-            gw__block_count(sblocks, dst) * esize, src,
-            gw__at(recvbuf, gw__block_displ(rblocks, src) * esize),
-            gw__block_count(rblocks, src) * esize);
+        gw_status_t st =
+            gw__p2p_sendrecv(comm, dst, gw__cat(sendbuf, gw__block_displ(sblocks, dst) * esize),
+                             gw__block_count(sblocks, dst) * esize, src,
+                             gw__at(recvbuf, gw__block_displ(rblocks, src) * esize),
+                             gw__block_count(rblocks, src) * esize);
         if (st != GW_OK)
             return st;
     }

@@ -84,8 +84,8 @@ static gw_status_t check_blocks(gw_comm_t *comm, const char *fn, const char *whi
         size_t end, bytes;
         if (__builtin_add_overflow(counts[j], displs[j], &end) || !bytes_of(end, esize, &bytes)) {
             GW_ERROR(&comm->log, "api",
-                     "%s: %s block %d (%zu elements at %zu) overflows the address space", fn,
-                     which, j, counts[j], displs[j]);
+                     "%s: %s block %d (%zu elements at %zu) overflows the address space", fn, which,
+                     j, counts[j], displs[j]);
             return GW_ERR_OVERFLOW;
         }
         if (counts[j] > 0 && bytes > *extent)
@@ -179,8 +179,8 @@ static gw_status_t validate(gw_comm_t *comm, const gw_coll_args_t *a, size_t *se
             return st;
         if (a->count != a->recvcounts[comm->rank]) {
             GW_ERROR(&comm->log, "api",
-                     "%s: rank %d sends %zu elements but recvcounts[%d] says %zu", fn,
-                     comm->rank, a->count, comm->rank, a->recvcounts[comm->rank]);
+                     "%s: rank %d sends %zu elements but recvcounts[%d] says %zu", fn, comm->rank,
+                     a->count, comm->rank, a->recvcounts[comm->rank]);
             return GW_ERR_MISMATCH;
         }
         return GW_OK;
@@ -210,8 +210,8 @@ static gw_status_t run_more(gw_comm_t *comm, const gw_coll_args_t *a, size_t sen
     switch (a->kind) {
     case GW_COLL_ALLTOALL:
     case GW_COLL_ALLTOALLV: {
-        gw__blocks_t rb = {a->recvcounts, a->rdispls, a->count}, sb = {a->sendcounts, a->sdispls,
-                                                                        a->count};
+        gw__blocks_t rb = {a->recvcounts, a->rdispls, a->count},
+                     sb = {a->sendcounts, a->sdispls, a->count};
         const void *from = a->sendbuf;
         if (a->sendbuf == a->recvbuf) { /* in place: send a copy */
             char *copy = NULL;
@@ -298,17 +298,17 @@ static gw_status_t run_call(gw_comm_t *comm, const gw_coll_args_t *args, gw_hand
     return gw__async_start(comm, &call, handle);
 }
 
-#define GW__MORE(handle, ...)                                 \
-    do {                                                      \
-        gw_coll_args_t args_ = {__VA_ARGS__};                 \
-        return run_call(comm, &args_, handle);                \
+#define GW__MORE(handle, ...)                  \
+    do {                                       \
+        gw_coll_args_t args_ = {__VA_ARGS__};  \
+        return run_call(comm, &args_, handle); \
     } while (0)
 
 gw_status_t gw_alltoall(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                         gw_dtype_t dtype)
 {
-    GW__MORE(NULL, .kind = GW_COLL_ALLTOALL, .sendbuf = sendbuf, .recvbuf = recvbuf,
-             .count = count, .dtype = dtype);
+    GW__MORE(NULL, .kind = GW_COLL_ALLTOALL, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+             .dtype = dtype);
 }
 
 gw_status_t gw_alltoallv(gw_comm_t *comm, const void *sendbuf, const size_t *sendcounts,
@@ -316,8 +316,8 @@ gw_status_t gw_alltoallv(gw_comm_t *comm, const void *sendbuf, const size_t *sen
                          const size_t *rdispls, gw_dtype_t dtype)
 {
     GW__MORE(NULL, .kind = GW_COLL_ALLTOALLV, .sendbuf = sendbuf, .sendcounts = sendcounts,
-             .sdispls = sdispls, .recvbuf = recvbuf, .recvcounts = recvcounts,
-             .rdispls = rdispls, .dtype = dtype);
+             .sdispls = sdispls, .recvbuf = recvbuf, .recvcounts = recvcounts, .rdispls = rdispls,
+             .dtype = dtype);
 }
 
 gw_status_t gw_gather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -343,11 +343,11 @@ gw_status_t gw_allgatherv(gw_comm_t *comm, const void *sendbuf, void *recvbuf, s
 
 /* ---- non-blocking forms -------------------------------------------------- */
 
-#define GW__IMORE(...)                                        \
-    do {                                                      \
-        if (!handle)                                          \
-            return GW_ERR_INVALID_ARG;                        \
-        GW__MORE(handle, __VA_ARGS__);                        \
+#define GW__IMORE(...)                 \
+    do {                               \
+        if (!handle)                   \
+            return GW_ERR_INVALID_ARG; \
+        GW__MORE(handle, __VA_ARGS__); \
     } while (0)
 
 gw_status_t gw_ialltoall(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -362,8 +362,8 @@ gw_status_t gw_ialltoallv(gw_comm_t *comm, const void *sendbuf, const size_t *se
                           const size_t *rdispls, gw_dtype_t dtype, gw_handle_t **handle)
 {
     GW__IMORE(.kind = GW_COLL_ALLTOALLV, .sendbuf = sendbuf, .sendcounts = sendcounts,
-              .sdispls = sdispls, .recvbuf = recvbuf, .recvcounts = recvcounts,
-              .rdispls = rdispls, .dtype = dtype);
+              .sdispls = sdispls, .recvbuf = recvbuf, .recvcounts = recvcounts, .rdispls = rdispls,
+              .dtype = dtype);
 }
 
 gw_status_t gw_igather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -24,8 +24,8 @@ static void run_job(const char *transport, int n, const char *counts, const char
     char nstr[16], tenv[64];
     snprintf(nstr, sizeof(nstr), "%d", n);
     snprintf(tenv, sizeof(tenv), "GW_TRANSPORT=%s", transport);
-    char *argv[] = {LAUNCHER,        "launch", "-n",  nstr,         "--", WORKER, dir,
-                    (char *)counts,  "ring",   (char *)dtypes, "sum", COLLS, NULL};
+    char *argv[] = {LAUNCHER,       "launch", "-n",           nstr,  "--",  WORKER, dir,
+                    (char *)counts, "ring",   (char *)dtypes, "sum", COLLS, NULL};
     char chunk[] = "GW_CHUNK_BYTES=8192", timeout[] = "GW_TIMEOUT_MS=60000";
     char *env[] = {tenv, chunk, timeout, NULL};
     run_result_t r = run_cmd(argv, env, 280);

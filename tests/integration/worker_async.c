@@ -120,7 +120,7 @@ static int every_mode(gw_comm_t *comm, int rank, int n)
         rsin[k] = val(rank, j, i);
         a2s[k] = val(rank, j, i);
         a2vs[k] = val(rank, j, i) + 7;
-        ss[k] = val(2 % n, j, i);
+        ss[k] = val(rank, j, i) + 11; /* only the root's is sent */
         b2s[k] = val(rank, j, i) - 3;
     }
     gw_handle_t *h[NEVERY];
@@ -169,7 +169,7 @@ static int every_mode(gw_comm_t *comm, int rank, int n)
         if (rank == n - 1)
             EXPECT(red[i] == (int32_t)(sum_r * 100000 + n * i), "ireduce", i);
         EXPECT(rs[i] == (int32_t)(sum_r * 100000 + n * (rank * 1000 + i)), "ireduce_scatter", i);
-        EXPECT(sr[i] == val(2 % n, rank, i), "iscatter", i);
+        EXPECT(sr[i] == val(2 % n, rank, i) + 11, "iscatter", i);
         EXPECT(ar[i] == (int32_t)(sum_r * 100000 + n * i), "iallreduce", i);
     }
     for (size_t q = 0; q < nm; q++) {

@@ -14,9 +14,10 @@
  *    communicator from one thread at a time. Different communicators may be
  *    used from different threads concurrently. gw_status_str() and
  *    gw_version() are safe from any thread.
- *  - Collectives are blocking and must be called by every rank of the
- *    communicator in the same order with matching arguments (count, dtype,
- *    op, root). A mismatch is detected and reported as GW_ERR_MISMATCH on
+ *  - Collectives (blocking, or their gw_i* non-blocking forms) must be
+ *    called by every rank of the communicator in the same order with
+ *    matching arguments (count, dtype, op, root; the v-forms' per-rank
+ *    counts as each describes). A mismatch is detected and reported as GW_ERR_MISMATCH on
  *    every rank (the rank that detects it tells the others) instead of
  *    corrupting memory or hanging. Likewise a rank whose call fails for any
  *    reason passes its status on to the peers, which fail with that status.

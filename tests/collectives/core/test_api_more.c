@@ -96,13 +96,12 @@ Test(api_more, non_blocking_forms_complete)
 
 /* One call on a fresh communicator must fail with want, and the
  * communicator stays failed afterwards. */
-#define EXPECT_FAIL(want, call)                                                            \
-    do {                                                                                   \
-        gw_comm_t *comm = single();                                                        \
-        cr_expect_eq((call), (want), "%s", #call);                                         \
-        cr_expect_eq(gw_barrier(comm), (want), "after %s the communicator is not failed", \
-                     #call);                                                               \
-        gw_comm_destroy(comm);                                                             \
+#define EXPECT_FAIL(want, call)                                                                   \
+    do {                                                                                          \
+        gw_comm_t *comm = single();                                                               \
+        cr_expect_eq((call), (want), "%s", #call);                                                \
+        cr_expect_eq(gw_barrier(comm), (want), "after %s the communicator is not failed", #call); \
+        gw_comm_destroy(comm);                                                                    \
     } while (0)
 
 Test(api_more, bad_arguments_fail_and_break_the_communicator)

@@ -1,7 +1,9 @@
 /*
  * api.c - the public collective calls: validate arguments, stamp the
  * collective's tag, pick the algorithm, run it, finish GW_AVG; and the one
- * allreduce dispatch, which the compressed calls use too.
+ * allreduce dispatch, which the compressed calls use too. The collectives
+ * that move blocks without reducing them (alltoall(v), gather, scatter,
+ * allgatherv) have their own entry points and rules in api_more.c.
  *
  * Every call gets the next sequence number and a signature of its arguments
  * (kind, count, dtype, op, root, algorithm; tag.c). Both travel in every

@@ -1,8 +1,11 @@
 /*
  * bench_coll.c - `gradwire-bench allreduce | allgather | reduce_scatter |
- * broadcast | reduce | barrier | sendrecv`, in the manner of nccl-tests'
- * all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf,
- * reduce_perf and sendrecv_perf, so that the numbers compare.
+ * broadcast | reduce | barrier | sendrecv | alltoall | gather | scatter |
+ * allgatherv`, in the manner of nccl-tests' all_reduce_perf,
+ * all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf,
+ * sendrecv_perf, alltoall_perf, gather_perf and scatter_perf, so that the
+ * numbers compare (allgatherv, which nccl-tests lacks, counts like
+ * allgather).
  *
  * For every dtype, op and message size, each rank runs the collective out
  * of place (send -> recv) and then in place (MPI's convention: one buffer,
@@ -13,9 +16,11 @@
  * ranks, and the reported time is the median of those maxima; min and max
  * go to the JSON. Units and factors are nccl-tests': GB = 1e9 bytes, size
  * S is the largest buffer of the call (the gathered or the scattered one
- * for allgather and reduce-scatter), algbw = S / t and busbw = algbw times
- * the share of S that crosses the busiest link of an optimal algorithm:
- * 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce-scatter, 1 for
+ * for allgather, reduce-scatter, gather, scatter and allgatherv, either
+ * of alltoall's), algbw = S / t and busbw = algbw times the share of S
+ * that crosses the busiest link of an optimal algorithm: 2(n-1)/n for
+ * allreduce, (n-1)/n for allgather, reduce-scatter, alltoall, gather,
+ * scatter and allgatherv (nccl-tests' factors), 1 for
  * broadcast, reduce and sendrecv (every rank sends S to the next rank and
  * receives S from the previous one at once, out of place only: gw_sendrecv's
  * buffers must not overlap). The barrier has no size: one line, its time.
@@ -24,7 +29,9 @@
  * element each rank received is compared with the exact answer (bench_data.c
  * explains why the answer is exact): the reduction for allreduce, reduce
  * (on the root) and reduce-scatter (the rank's block of it), the root's
- * input for broadcast, every rank's input in its block for allgather, the
+ * input for broadcast, every rank's input in its block for allgather,
+ * allgatherv and gather (on the root), rank q's block for this rank in
+ * block q for alltoall, the root's block for this rank for scatter, the
  * previous rank's input for sendrecv. The
  * wrong-element counts of all ranks are summed. The receive buffer is first
  * overwritten with values that are certainly wrong, so a call that leaves
@@ -108,7 +115,10 @@ static void usage_of(FILE *out, const void *ctx)
             fprintf(out, "  -a, --algo A          auto (default), ring, tree, rd\n");
         if (d->blocks)
             fprintf(out, "Sizes are of the %s buffer: one block of size / ranks per rank.\n",
-                    d->id == GW_BENCH_ALLGATHER ? "gathered (receive)" : "scattered (send)");
+                    d->id == GW_BENCH_REDUCE_SCATTER || d->id == GW_BENCH_SCATTER
+                        ? "scattered (send)"
+                    : d->id == GW_BENCH_ALLTOALL ? "send (and the receive)"
+                                                 : "gathered (receive)");
     }
     fprintf(out,
             "      --json FILE       also write parameters and results as JSON (rank 0)\n"
@@ -471,9 +481,11 @@ static int setup(struct bench *b, FILE **json)
         return call_failed(b, st, "gw_comm_set_algo(%s)", gw_algo_name(b->o.algo));
     b->r.send = malloc(cap);
     b->r.recv = malloc(cap);
+    b->r.counts = calloc((size_t)b->r.size, sizeof(size_t));
+    b->r.displs = calloc((size_t)b->r.size, sizeof(size_t));
     b->times = calloc((size_t)b->o.sw.iters, sizeof(double));
     b->tmax = calloc((size_t)b->o.sw.iters, sizeof(double));
-    if (!b->r.send || !b->r.recv || !b->times || !b->tmax) {
+    if (!b->r.send || !b->r.recv || !b->times || !b->tmax || !b->r.counts || !b->r.displs) {
         fprintf(stderr, "gradwire-bench: rank %d: cannot allocate 2 x %zu bytes of buffers\n",
                 b->r.rank, cap);
         ok = 0;
@@ -606,6 +618,8 @@ int gw_bench_coll_main(int argc, char **argv)
     free(b.times);
     free(b.r.recv);
     free(b.r.send);
+    free(b.r.counts);
+    free(b.r.displs);
     gw_comm_destroy(b.r.comm);
     return rc;
 }

@@ -20,6 +20,10 @@ typedef enum gw_bench_coll_id {
     GW_BENCH_REDUCE,
     GW_BENCH_BARRIER,
     GW_BENCH_SENDRECV,
+    GW_BENCH_ALLTOALL,
+    GW_BENCH_GATHER,
+    GW_BENCH_SCATTER,
+    GW_BENCH_ALLGATHERV,
 } gw_bench_coll_id_t;
 
 typedef struct gw_bench_coll {
@@ -27,7 +31,8 @@ typedef struct gw_bench_coll {
     const char *name; /* gradwire-bench NAME */
     const char *what; /* the usage text's description */
     int has_op, has_root, has_algo;
-    int blocks; /* S holds one block per rank (allgather, reduce-scatter) */
+    int blocks; /* S holds one block per rank (allgather, reduce-scatter,
+                 * alltoall, gather, scatter, allgatherv) */
     /* busbw = algbw * factor(ranks): the share of S on the busiest link. */
     double (*busbw_factor)(int n);
     /* No in-place form (gw_sendrecv's buffers must not overlap): the
@@ -45,6 +50,7 @@ typedef struct gw_bench_coll_run {
     gw_comm_t *comm;
     int rank, size, root;
     void *send, *recv;
+    size_t *counts, *displs; /* allgatherv's, size entries each */
 } gw_bench_coll_run_t;
 
 /* One row's shape: elements per rank block (the whole buffer but for

@@ -38,6 +38,15 @@ static const gw_bench_coll_t colls[] = {
      "gw_sendrecv to the next rank and from the previous one at once, as nccl-tests' "
      "sendrecv_perf",
      0, 0, 0, 0, factor_one, 1},
+    {GW_BENCH_ALLTOALL, "alltoall", "alltoall, as nccl-tests' alltoall_perf", 0, 0, 0, 1,
+     factor_blocks, 0},
+    {GW_BENCH_GATHER, "gather", "gather to the root, as nccl-tests' gather_perf", 0, 1, 0, 1,
+     factor_blocks, 0},
+    {GW_BENCH_SCATTER, "scatter", "scatter from the root, as nccl-tests' scatter_perf", 0, 1, 0, 1,
+     factor_blocks, 0},
+    {GW_BENCH_ALLGATHERV, "allgatherv",
+     "allgatherv with blocks of one size (its ring against allgather's)", 0, 0, 0, 1, factor_blocks,
+     0},
 };
 
 /* Ring neighbours of a sendrecv: data goes to next and comes from prev. */
@@ -70,8 +79,11 @@ gw_bench_place_t gw_bench_coll_place(const gw_bench_coll_run_t *r, const gw_benc
         return (gw_bench_place_t){r->send, r->recv};
     switch (r->coll->id) {
     case GW_BENCH_ALLGATHER:
+    case GW_BENCH_ALLGATHERV:
+    case GW_BENCH_GATHER:
         return (gw_bench_place_t){own, r->recv};
     case GW_BENCH_REDUCE_SCATTER:
+    case GW_BENCH_SCATTER:
         return (gw_bench_place_t){r->recv, own};
     default:
         return (gw_bench_place_t){r->recv, r->recv};
@@ -95,6 +107,18 @@ gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_plac
     case GW_BENCH_SENDRECV:
         return gw_sendrecv(r->comm, pl->src, sh->count, next_rank(r), pl->dst, sh->count,
                            prev_rank(r), dt);
+    case GW_BENCH_ALLTOALL:
+        return gw_alltoall(r->comm, pl->src, pl->dst, sh->block, dt);
+    case GW_BENCH_GATHER:
+        return gw_gather(r->comm, pl->src, pl->dst, sh->block, dt, r->root);
+    case GW_BENCH_SCATTER:
+        return gw_scatter(r->comm, pl->src, pl->dst, sh->block, dt, r->root);
+    case GW_BENCH_ALLGATHERV:
+        for (int q = 0; q < r->size; q++) {
+            r->counts[q] = sh->block;
+            r->displs[q] = (size_t)q * sh->block;
+        }
+        return gw_allgatherv(r->comm, pl->src, pl->dst, sh->block, r->counts, r->displs, dt);
     default:
         return gw_barrier(r->comm);
     }
@@ -106,9 +130,12 @@ void gw_bench_coll_fill(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl
     void *src = (void *)pl->src;
     switch (r->coll->id) {
     case GW_BENCH_ALLGATHER:
+    case GW_BENCH_ALLGATHERV:
+    case GW_BENCH_GATHER:
         gw_bench_fill_at(src, (size_t)r->rank * sh->block, sh->block, dt, op, r->rank, r->size);
         break;
     case GW_BENCH_BROADCAST:
+    case GW_BENCH_SCATTER:
         if (r->rank == r->root)
             gw_bench_fill(src, sh->count, dt, op, r->rank, r->size);
         break;
@@ -141,6 +168,11 @@ static int received(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
     case GW_BENCH_SENDRECV:
         w->rank = prev_rank(r);
         return 1;
+    case GW_BENCH_SCATTER: /* the root's input at the rank's block */
+        w->rank = r->root;
+        w->first = (size_t)r->rank * sh->block;
+        *len = sh->block;
+        return 1;
     case GW_BENCH_BARRIER:
         return 0;
     default:
@@ -153,14 +185,43 @@ static void *block_of(const gw_bench_place_t *pl, const gw_bench_shape_t *sh, gw
     return (char *)pl->dst + (size_t)q * sh->block * gw_dtype_size(dt);
 }
 
+/* The collectives whose receive buffer holds one block per rank, each with
+ * its own answer: 1 and *w for block q when this rank receives, 0 when it
+ * receives nothing (a gather off the root); -1 for the other collectives.
+ * allgather's block q is rank q's input there; alltoall's block q is rank
+ * q's input at this rank's block. */
+static int block_want(const gw_bench_coll_run_t *r, const gw_bench_shape_t *sh, int q,
+                      gw_bench_want_t *w)
+{
+    switch (r->coll->id) {
+    case GW_BENCH_GATHER:
+        if (r->rank != r->root)
+            return 0;
+        /* fall through */
+    case GW_BENCH_ALLGATHER:
+    case GW_BENCH_ALLGATHERV:
+        *w = (gw_bench_want_t){q, (size_t)q * sh->block};
+        return 1;
+    case GW_BENCH_ALLTOALL:
+        *w = (gw_bench_want_t){q, (size_t)r->rank * sh->block};
+        return 1;
+    default:
+        return -1;
+    }
+}
+
 void gw_bench_coll_poison(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
                           const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op, int in_place)
 {
-    if (r->coll->id == GW_BENCH_ALLGATHER) {
+    gw_bench_want_t bw;
+    int blocks = block_want(r, sh, 0, &bw);
+    if (blocks >= 0) {
+        /* In place an alltoall's whole buffer, the others' own block, is input. */
+        if (blocks == 0 || (in_place && r->coll->id == GW_BENCH_ALLTOALL))
+            return;
         for (int q = 0; q < r->size; q++)
-            if (!(in_place && q == r->rank))
-                gw_bench_poison_want(block_of(pl, sh, dt, q), sh->block, dt, op, r->size,
-                                     (gw_bench_want_t){q, (size_t)q * sh->block});
+            if (!(in_place && q == r->rank) && block_want(r, sh, q, &bw) == 1)
+                gw_bench_poison_want(block_of(pl, sh, dt, q), sh->block, dt, op, r->size, bw);
         return;
     }
     void *dst;
@@ -170,7 +231,8 @@ void gw_bench_coll_poison(const gw_bench_coll_run_t *r, const gw_bench_place_t *
         return;
     /* In place the receive buffer is the input too; a broadcast's is only
      * the root's. */
-    int holds_input = in_place && (r->coll->id != GW_BENCH_BROADCAST || r->rank == r->root);
+    int holds_input = in_place && (r->coll->id != GW_BENCH_BROADCAST || r->rank == r->root) &&
+                      (r->coll->id != GW_BENCH_SCATTER || r->rank == r->root);
     if (!holds_input)
         gw_bench_poison_want(dst, len, dt, op, r->size, w);
 }
@@ -178,11 +240,14 @@ void gw_bench_coll_poison(const gw_bench_coll_run_t *r, const gw_bench_place_t *
 int64_t gw_bench_coll_wrong(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
                             const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
 {
-    if (r->coll->id == GW_BENCH_ALLGATHER) {
+    gw_bench_want_t bw;
+    int blocks = block_want(r, sh, 0, &bw);
+    if (blocks >= 0) {
         int64_t wrong = 0;
-        for (int q = 0; q < r->size; q++)
-            wrong += gw_bench_count_wrong_want(block_of(pl, sh, dt, q), sh->block, dt, op, r->size,
-                                               (gw_bench_want_t){q, (size_t)q * sh->block});
+        for (int q = 0; q < r->size && blocks == 1; q++)
+            if (block_want(r, sh, q, &bw) == 1)
+                wrong += gw_bench_count_wrong_want(block_of(pl, sh, dt, q), sh->block, dt, op,
+                                                   r->size, bw);
         return wrong;
     }
     void *dst;

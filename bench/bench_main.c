@@ -26,6 +26,9 @@ static void usage(FILE *out)
                  "  barrier      barrier latency\n"
                  "  sendrecv     every rank sends to the next and receives from the previous\n"
                  "               at once, as nccl-tests' sendrecv_perf\n"
+                 "  alltoall, gather, scatter\n"
+                 "               as nccl-tests' alltoall_perf, gather_perf and scatter_perf\n"
+                 "  allgatherv   allgatherv with blocks of one size, counted as allgather\n"
                  "  p2p          point-to-point bandwidth and latency between ranks 0 and 1,\n"
                  "               as perftest's ib_write_bw and ib_write_lat\n"
                  "  tune         measure the cost model's alpha, beta and gamma and write\n"
@@ -44,7 +47,8 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-                                        "reduce",    "barrier",   "sendrecv"};
+                                        "reduce",    "barrier",   "sendrecv",       "alltoall",
+                                        "gather",    "scatter",   "allgatherv"};
     for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
         if (strcmp(name, colls[i]) == 0)
             return gw_bench_coll_main(argc - 1, argv + 1);

@@ -86,4 +86,33 @@ gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *
                                     size_t recvcount, gw_dtype_t dtype, gw_op_t op);
 gw_status_t gw__barrier_dissemination(gw_comm_t *comm);
 
+/* Where block j of a buffer lies, in elements: counts[j] elements at
+ * displs[j], or, when counts is NULL, `count` elements at j * count (the
+ * uniform layout of alltoall, gather and scatter). Validated by the API
+ * layer: no block's end overflows. */
+typedef struct gw__blocks {
+    const size_t *counts, *displs;
+    size_t count;
+} gw__blocks_t;
+
+static inline size_t gw__block_count(const gw__blocks_t *b, int j)
+{
+    return b->counts ? b->counts[j] : b->count;
+}
+static inline size_t gw__block_displ(const gw__blocks_t *b, int j)
+{
+    return b->counts ? b->displs[j] : (size_t)j * b->count;
+}
+
+/* The collectives of api_more.c, one file each (alltoall and alltoallv
+ * share the pairwise exchange). */
+gw_status_t gw__alltoall_pairwise(gw_comm_t *comm, const void *sendbuf, const gw__blocks_t *sblocks,
+                                  void *recvbuf, const gw__blocks_t *rblocks, gw_dtype_t dtype);
+gw_status_t gw__gather_linear(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gw_dtype_t dtype, int root);
+gw_status_t gw__scatter_linear(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, int root);
+gw_status_t gw__allgatherv_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                const gw__blocks_t *blocks, gw_dtype_t dtype);
+
 #endif

@@ -1,7 +1,8 @@
 /*
  * gradwire.h - the one public header of gradwire, a communication backend
  * for distributed training: collectives (allreduce, broadcast, reduce,
- * allgather, reduce-scatter, barrier), compressed allreduce and messages
+ * allgather, reduce-scatter, barrier, alltoall(v), gather, scatter,
+ * allgatherv), blocking and non-blocking, compressed allreduce and messages
  * between two ranks, over shared memory between ranks of one host and RDMA
  * verbs (InfiniBand, RoCE) or TCP between hosts, chosen per pair of ranks
  * behind the same interface.
@@ -13,9 +14,10 @@
  *    communicator from one thread at a time. Different communicators may be
  *    used from different threads concurrently. gw_status_str() and
  *    gw_version() are safe from any thread.
- *  - Collectives are blocking and must be called by every rank of the
- *    communicator in the same order with matching arguments (count, dtype,
- *    op, root). A mismatch is detected and reported as GW_ERR_MISMATCH on
+ *  - Collectives (blocking, or their gw_i* non-blocking forms) must be
+ *    called by every rank of the communicator in the same order with
+ *    matching arguments (count, dtype, op, root; the v-forms' per-rank
+ *    counts as each describes). A mismatch is detected and reported as GW_ERR_MISMATCH on
  *    every rank (the rank that detects it tells the others) instead of
  *    corrupting memory or hanging. Likewise a rank whose call fails for any
  *    reason passes its status on to the peers, which fail with that status.
@@ -310,6 +312,62 @@ GW_API gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void 
 /* Returns on every rank only after every rank has entered it. */
 GW_API gw_status_t gw_barrier(gw_comm_t *comm);
 
+/* ---- Collectives that move blocks ----------------------------------------
+ * Counts and displacements are in elements of dtype. Every rank passes the
+ * same count, dtype and root (a difference is GW_ERR_MISMATCH on every
+ * rank, as above); the v-forms' per-rank arrays are described at each. In
+ * place is by pointer, as for gw_allgather. NULL buffers with something to
+ * move are GW_ERR_INVALID_ARG, sizes that overflow GW_ERR_OVERFLOW. */
+
+/* sendbuf holds size blocks of count elements, block j for rank j; rank r
+ * receives in block j of recvbuf (size * count elements) rank j's block r.
+ * In place: sendbuf == recvbuf (the blocks are replaced; a copy of what is
+ * sent goes through the communicator's scratch memory). Pairwise exchange:
+ * see collectives/alltoall_pairwise.c. */
+GW_API gw_status_t gw_alltoall(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype);
+
+/* alltoall with per-pair sizes: this rank sends sendcounts[j] elements at
+ * sendbuf + sdispls[j] to rank j and receives recvcounts[j] elements from
+ * rank j at recvbuf + rdispls[j] (size entries each). Counts differ by rank;
+ * what must agree is each pair's: rank a's sendcounts[b] == rank b's
+ * recvcounts[a]. A pair that disagrees (or a rank whose sendcounts[rank] !=
+ * recvcounts[rank]) fails the call on every rank with GW_ERR_MISMATCH: the
+ * call ends with a dissemination barrier (log2(size) empty messages per
+ * rank) so that no rank returns GW_OK while another failed. In place:
+ * sendbuf == recvbuf; then the rank sends what recvcounts and rdispls
+ * describe (sendcounts and sdispls are ignored and may be NULL), so the
+ * counts must be symmetric (recvcounts[j] here == recvcounts[rank] on j). */
+GW_API gw_status_t gw_alltoallv(gw_comm_t *comm, const void *sendbuf, const size_t *sendcounts,
+                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                const size_t *rdispls, gw_dtype_t dtype);
+
+/* root's recvbuf (size * count elements) = the concatenation of every rank's
+ * sendbuf (count elements) in rank order; recvbuf is written on root only
+ * (may be NULL elsewhere). In place on root: sendbuf == recvbuf + root *
+ * count elements. Linear (each rank sends to root directly: see
+ * collectives/gather_linear.c), after a barrier under the call's tag. */
+GW_API gw_status_t gw_gather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             gw_dtype_t dtype, int root);
+
+/* Rank r's recvbuf (count elements) = block r of root's sendbuf (size *
+ * count elements); sendbuf is read on root only (may be NULL elsewhere).
+ * In place on root: recvbuf == sendbuf + root * count elements. Linear,
+ * after a barrier under the call's tag (collectives/scatter_linear.c). */
+GW_API gw_status_t gw_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gw_dtype_t dtype, int root);
+
+/* allgather of blocks of different sizes (PyTorch's uneven all_gather):
+ * rank j's sendbuf (sendcount elements, which must equal its
+ * recvcounts[j]) lands at recvbuf + displs[j] on every rank. recvcounts
+ * (size entries) must be the same on every rank (a digest of them is in
+ * the call's signature); displs are each rank's own layout. In place:
+ * sendbuf == recvbuf + displs[rank] elements. Ring: see
+ * collectives/allgatherv_ring.c. */
+GW_API gw_status_t gw_allgatherv(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, const size_t *recvcounts, const size_t *displs,
+                                 gw_dtype_t dtype);
+
 /* ---- Non-blocking collectives ------------------------------------------
  * A non-blocking call queues the collective and returns at once with a
  * handle; the communicator's progress thread (started by the first such
@@ -327,6 +385,36 @@ typedef struct gw_handle gw_handle_t;
  * GW_ERR_NO_MEMORY, GW_ERR_SYSTEM (the progress thread could not start). */
 GW_API gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                  gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle);
+
+/* Non-blocking forms of every other collective, with the blocking call's
+ * arguments and rules and the same handles, queue and errors as
+ * gw_iallreduce: each runs on the progress thread in call order with every
+ * other collective of the communicator (blocking, non-blocking or
+ * compressed), so completion is in call order per communicator. The
+ * v-forms' count and displacement arrays, like the buffers, must stay valid
+ * and untouched until the handle completes. */
+GW_API gw_status_t gw_ibroadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                 gw_dtype_t dtype, int root, gw_handle_t **handle);
+GW_API gw_status_t gw_ireduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gw_dtype_t dtype, gw_op_t op, int root, gw_handle_t **handle);
+GW_API gw_status_t gw_iallgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, gw_dtype_t dtype, gw_handle_t **handle);
+GW_API gw_status_t gw_ireduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, gw_dtype_t dtype, gw_op_t op,
+                                      gw_handle_t **handle);
+GW_API gw_status_t gw_ibarrier(gw_comm_t *comm, gw_handle_t **handle);
+GW_API gw_status_t gw_ialltoall(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                gw_dtype_t dtype, gw_handle_t **handle);
+GW_API gw_status_t gw_ialltoallv(gw_comm_t *comm, const void *sendbuf, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                 const size_t *rdispls, gw_dtype_t dtype, gw_handle_t **handle);
+GW_API gw_status_t gw_igather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gw_dtype_t dtype, int root, gw_handle_t **handle);
+GW_API gw_status_t gw_iscatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, int root, gw_handle_t **handle);
+GW_API gw_status_t gw_iallgatherv(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t sendcount, const size_t *recvcounts, const size_t *displs,
+                                  gw_dtype_t dtype, gw_handle_t **handle);
 
 /* *done = 0 and GW_OK while the collective runs; once it has finished,
  * *done = 1, the handle is released and the collective's status returned. */

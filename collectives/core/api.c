@@ -1,7 +1,9 @@
 /*
  * api.c - the public collective calls: validate arguments, stamp the
  * collective's tag, pick the algorithm, run it, finish GW_AVG; and the one
- * allreduce dispatch, which the compressed calls use too.
+ * allreduce dispatch, which the compressed calls use too. The collectives
+ * that move blocks without reducing them (alltoall(v), gather, scatter,
+ * allgatherv) have their own entry points and rules in api_more.c.
  *
  * Every call gets the next sequence number and a signature of its arguments
  * (kind, count, dtype, op, root, algorithm; tag.c). Both travel in every
@@ -281,17 +283,52 @@ gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbu
 
 gw_status_t gw_barrier(gw_comm_t *comm) { GW__RUN(comm, .kind = GW_COLL_BARRIER); }
 
+/* The non-blocking forms: the same description, queued as a handle for the
+ * progress thread (async.c), which runs it in call order. */
+#define GW__START(comm, handle, ...)                                            \
+    do {                                                                        \
+        if (!(comm) || !(handle))                                               \
+            return GW_ERR_INVALID_ARG;                                          \
+        gw_handle_t call_ = {.execute = execute_handle, .args = {__VA_ARGS__}}; \
+        return gw__async_start((comm), &call_, (handle));                       \
+    } while (0)
+
 gw_status_t gw_iallreduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                           gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
 {
-    if (!comm || !handle)
-        return GW_ERR_INVALID_ARG;
-    gw_handle_t call = {.execute = execute_handle,
-                        .args = {.kind = GW_COLL_ALLREDUCE,
-                                 .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf,
-                                 .count = count,
-                                 .dtype = dtype,
-                                 .op = op}};
-    return gw__async_start(comm, &call, handle);
+    GW__START(comm, handle, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .op = op);
+}
+
+gw_status_t gw_ibroadcast(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                          gw_dtype_t dtype, int root, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_BROADCAST, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .root = root);
+}
+
+gw_status_t gw_ireduce(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                       gw_dtype_t dtype, gw_op_t op, int root, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .op = op, .root = root);
+}
+
+gw_status_t gw_iallgather(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                          gw_dtype_t dtype, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = sendcount, .dtype = dtype);
+}
+
+gw_status_t gw_ireduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t recvcount, gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = recvcount, .dtype = dtype, .op = op);
+}
+
+gw_status_t gw_ibarrier(gw_comm_t *comm, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_BARRIER);
 }

@@ -126,6 +126,9 @@ typedef struct gw_coll_args {
     gw_dtype_t dtype;
     gw_op_t op;
     int root;
+    /* gw_alltoallv and gw_allgatherv (api_more.c): per-rank element counts
+     * and displacements, the caller's arrays (valid until completion). */
+    const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } gw_coll_args_t;
 
 /* A non-blocking call (gw_handle_t in the public API). A collective's handle

@@ -41,6 +41,14 @@ typedef enum gw_coll_kind {
     GW_COLL_REDUCE_SCATTER,
     GW_COLL_BARRIER,
     GW_COLL_ALLREDUCE_COMPRESSED, /* gw_allreduce_compressed (collectives/compress) */
+    /* api_more.c. gw_allgatherv's count word is a digest of its counts
+     * (every rank must pass the same); gw_alltoallv's is 0 (its counts
+     * differ by rank: each pair's lengths are checked per message). */
+    GW_COLL_ALLTOALL,
+    GW_COLL_ALLTOALLV,
+    GW_COLL_GATHER,
+    GW_COLL_SCATTER,
+    GW_COLL_ALLGATHERV,
 } gw_coll_kind_t;
 
 /* The first word of a point-to-point message's signature: distinct from

@@ -27,6 +27,19 @@ Test(async, pending_calls_complete_in_order_with_correct_results, .timeout = 150
     }
 }
 
+/* gw_ibroadcast .. gw_iallgatherv, gw_iallreduce and a blocking alltoall
+ * all pending at once: exact results, completion in call order. */
+Test(async, every_collective_non_blocking_in_call_order, .timeout = 150)
+{
+    for (int n = 1; n <= 5; n++) {
+        char ns[8];
+        snprintf(ns, sizeof(ns), "%d", n);
+        run_result_t r = job(ns, "every");
+        cr_assert(r.exited && r.status == 0, "n=%d:\n%s", n, r.output);
+        free(r.output);
+    }
+}
+
 Test(async, abort_from_another_thread_ends_a_blocked_collective, .timeout = 150)
 {
     run_result_t r = job("3", "abort");

@@ -120,9 +120,17 @@ Test(bench_args, other_collectives, .timeout = 60)
     EXPECT("-o means nothing to sendrecv", "sendrecv", "-o", "sum");
     EXPECT("--pairs takes first, all or serial", "p2p", "--pairs", "two");
     EXPECT("-r means nothing to sendrecv", "sendrecv", "-r", "1");
-    const char *names[] = {"allgather", "reduce_scatter", "broadcast",
-                           "reduce",    "barrier",        "sendrecv"};
-    for (size_t i = 0; i < 6; i++) {
+    EXPECT("-o means nothing to alltoall", "alltoall", "-o", "sum");
+    EXPECT("-r means nothing to alltoall", "alltoall", "-r", "1");
+    EXPECT("-a means nothing to gather", "gather", "-a", "ring");
+    EXPECT("-o means nothing to scatter", "scatter", "-o", "max");
+    EXPECT("-r wants a rank", "scatter", "-r", "-1");
+    EXPECT("-r wants a rank", "gather", "--root=x");
+    EXPECT("-r means nothing to allgatherv", "allgatherv", "-r", "0");
+    EXPECT("unknown datatype \"quad\"", "alltoall", "-d", "quad");
+    const char *names[] = {"allgather", "reduce_scatter", "broadcast", "reduce",  "barrier",
+                           "sendrecv",  "alltoall",       "gather",    "scatter", "allgatherv"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char *argv[] = {BENCH, (char *)names[i], "--help", NULL};
         run_result_t r = run_cmd(argv, no_job_env, 10);
         char want[64];

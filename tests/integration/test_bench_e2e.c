@@ -144,6 +144,34 @@ Test(bench_e2e, broadcast_and_reduce_from_every_root, .timeout = 420)
     }
 }
 
+/* The collectives that move blocks, every dtype, both placements checked,
+ * each over both transports somewhere; gather and scatter from every root
+ * of 3 ranks. */
+Test(bench_e2e, alltoall_gather_scatter_allgatherv, .timeout = 420)
+{
+    coll("alltoall", "3", "shm", NULL, 4 * 8);
+    coll("alltoall", "4", "tcp", NULL, 4 * 8);
+    coll("gather", "3", "tcp", NULL, 4 * 8);
+    coll("scatter", "4", "shm", NULL, 4 * 8);
+    coll("allgatherv", "3", "tcp", NULL, 4 * 8);
+    coll("allgatherv", "2", "shm", NULL, 4 * 8);
+    const char *roots[] = {"1", "2"};
+    for (int i = 0; i < 2; i++) {
+        char *argv[] = {LAUNCHER, "launch",         "-n", "3",  "--", BENCH, "gather",
+                        "-r",     (char *)roots[i], "-b", "4K", "-e", "4K",  NULL};
+        char *env[] = {"GW_TIMEOUT_MS=60000", NULL};
+        run_result_t r = run_cmd(argv, env, 60);
+        cr_assert(r.exited && r.status == 0 && strstr(r.output, "# Wrong elements       : 0 OK"),
+                  "gather to root %s:\n%s", roots[i], r.output);
+        free(r.output);
+        argv[6] = "scatter";
+        r = run_cmd(argv, env, 60);
+        cr_assert(r.exited && r.status == 0 && strstr(r.output, "# Wrong elements       : 0 OK"),
+                  "scatter from root %s:\n%s", roots[i], r.output);
+        free(r.output);
+    }
+}
+
 /* Every rank sends to the next and receives from the previous: 2 ranks
  * (both neighbours the same rank) and 4, over each transport; one rank is
  * a usage error. */

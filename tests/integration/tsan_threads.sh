@@ -4,7 +4,8 @@
 # programs in which several threads use one communicator, each under
 # ThreadSanitizer, which must report nothing:
 #   - the progress thread of non-blocking collectives, with blocking calls
-#     and out-of-order completion (worker_async order);
+#     and out-of-order completion (worker_async order), and every
+#     non-blocking collective pending at once (worker_async every);
 #   - gw_comm_abort from a watchdog thread while the main thread is inside a
 #     blocking collective (worker_async abort);
 #   - non-blocking compressed allreduces of every codec (worker_compress
@@ -42,6 +43,8 @@ L="$BUILD/gradwire"
 for n in 2 3; do
     check "non-blocking collectives, $n ranks" "$L" launch -n $n -- "$BUILD/tests/worker_async" order
     check "gw_comm_abort from a watchdog thread, $n ranks" "$L" launch -n $n -- "$BUILD/tests/worker_async" abort
+    check "every non-blocking collective pending at once, $n ranks" "$L" launch -n $n -- \
+        "$BUILD/tests/worker_async" every
 done
 check "sub-communicators on one progress thread, 4 ranks" "$L" launch -n 4 -- \
     "$BUILD/tests/worker_split" all

@@ -13,6 +13,10 @@
  * whose sum is a multiple of the rank count. A second pass with random
  * floats checks cross-rank agreement where order does matter.
  *
+ * The collectives that move blocks (alltoall, alltoallv, scatter, gather)
+ * leave each rank with its own blocks: they are checked against the
+ * reference but not hashed; allgatherv is hashed like allgather.
+ *
  * Usage: worker_collectives OUTDIR [counts] [algos] [dtypes] [ops] [colls]
  *   comma lists; "all" or "-" selects everything.
  */
@@ -452,6 +456,237 @@ static void test_reduce_scatter(ctx_t *c, size_t count, gw_dtype_t dt, gw_op_t o
     free(recv);
 }
 
+/* ---- the collectives that move blocks (api_more.c) -------------------- */
+
+/* Element i of the block rank a sends to rank b (alltoall, alltoallv),
+ * exact in every dtype. */
+static double pair_value(ctx_t *c, int a, int b, size_t i, gw_dtype_t dt)
+{
+    return input(a, c->size, (size_t)b * 65537 + i, dt, GW_MAX);
+}
+
+/* Checks that count elements at got are pair_value(a, b, ...). */
+static int pair_ok(ctx_t *c, const uint8_t *got, int a, int b, size_t count, gw_dtype_t dt)
+{
+    size_t es = gw_dtype_size(dt);
+    uint8_t want[8];
+    for (size_t i = 0; i < count; i++) {
+        set(want, 0, dt, pair_value(c, a, b, i, dt));
+        if (memcmp(want, got + i * es, es) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static void test_alltoall(ctx_t *c, size_t count, gw_dtype_t dt)
+{
+    const int n = c->size;
+    size_t es = gw_dtype_size(dt), block = count * es, bytes = block * (size_t)n, pad = 64;
+    uint8_t *send = malloc(bytes + pad), *recv = malloc(bytes + pad);
+    char label[128];
+    for (int inplace = 0; inplace < 2; inplace++) {
+        snprintf(label, sizeof(label), "alltoall %s %zu %s", gw_dtype_name(dt), count,
+                 inplace ? "in" : "out");
+        memset(send, CANARY, bytes + pad);
+        memset(recv, CANARY, bytes + pad);
+        uint8_t *src = inplace ? recv : send;
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < count; i++)
+                set(src + (size_t)j * block, i, dt, pair_value(c, c->rank, j, i, dt));
+        if (!report(c, label, gw_alltoall(c->comm, src, recv, count, dt)))
+            continue;
+        for (int j = 0; j < n; j++)
+            if (!pair_ok(c, recv + (size_t)j * block, j, c->rank, count, dt))
+                fail(c, label);
+        if (!canary_ok(recv + bytes, pad))
+            fail(c, "alltoall wrote past the end of the receive buffer");
+    }
+    free(send);
+    free(recv);
+}
+
+/* alltoallv's elements from rank a to rank b: uneven, zero for some pairs
+ * at every count; symmetric (a, b and b, a alike) for the in-place form. */
+static size_t pair_count(size_t count, int a, int b, int symmetric)
+{
+    if (symmetric && a > b) {
+        int t = a;
+        a = b;
+        b = t;
+    }
+    return (count + 3 * (size_t)a + 5 * (size_t)b) % (count + 2);
+}
+
+static void test_alltoallv(ctx_t *c, size_t count, gw_dtype_t dt)
+{
+    const int n = c->size;
+    size_t es = gw_dtype_size(dt), pad = 64;
+    size_t *sc = calloc((size_t)n, sizeof(size_t)), *sd = calloc((size_t)n, sizeof(size_t));
+    size_t *rc = calloc((size_t)n, sizeof(size_t)), *rd = calloc((size_t)n, sizeof(size_t));
+    char label[128];
+    for (int inplace = 0; inplace < 2; inplace++) {
+        /* Send blocks in rank order with a gap of 2, receive blocks in
+         * reverse order with a gap of 1: displacements matter. */
+        size_t sext = 0, rext = 0;
+        for (int j = 0; j < n; j++) {
+            sc[j] = pair_count(count, c->rank, j, inplace);
+            sd[j] = sext;
+            sext += sc[j] + 2;
+        }
+        for (int j = n - 1; j >= 0; j--) {
+            rc[j] = pair_count(count, j, c->rank, inplace);
+            rd[j] = rext;
+            rext += rc[j] + 1;
+        }
+        if (inplace) { /* one layout for both: the receive one */
+            memcpy(sd, rd, (size_t)n * sizeof(size_t));
+            sext = rext;
+        }
+        snprintf(label, sizeof(label), "alltoallv %s %zu %s", gw_dtype_name(dt), count,
+                 inplace ? "in" : "out");
+        uint8_t *send = malloc(sext * es + pad), *recv = malloc(rext * es + pad);
+        memset(send, CANARY, sext * es + pad);
+        memset(recv, CANARY, rext * es + pad);
+        uint8_t *src = inplace ? recv : send;
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < sc[j]; i++)
+                set(src + sd[j] * es, i, dt, pair_value(c, c->rank, j, i, dt));
+        gw_status_t st = inplace ? gw_alltoallv(c->comm, recv, NULL, NULL, recv, rc, rd, dt)
+                                 : gw_alltoallv(c->comm, send, sc, sd, recv, rc, rd, dt);
+        if (report(c, label, st)) {
+            for (int j = 0; j < n; j++) {
+                if (!pair_ok(c, recv + rd[j] * es, j, c->rank, rc[j], dt))
+                    fail(c, label);
+                /* The gap after each block is never written. */
+                if (!canary_ok(recv + (rd[j] + rc[j]) * es, es))
+                    fail(c, "alltoallv wrote between the receive blocks");
+            }
+            if (!canary_ok(recv + rext * es, pad))
+                fail(c, "alltoallv wrote past the end of the receive buffer");
+        }
+        free(send);
+        free(recv);
+    }
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+}
+
+static void test_gather(ctx_t *c, size_t count, gw_dtype_t dt)
+{
+    const int n = c->size;
+    size_t es = gw_dtype_size(dt), block = count * es, bytes = block * (size_t)n, pad = 64;
+    uint8_t *send = malloc(block + 1), *recv = malloc(bytes + pad);
+    char label[128];
+    for (int root = 0; root < n; root++) {
+        int inplace = root % 2;
+        snprintf(label, sizeof(label), "gather %s %zu root %d %s", gw_dtype_name(dt), count, root,
+                 inplace ? "in" : "out");
+        memset(recv, CANARY, bytes + pad);
+        const void *src = send;
+        fill(send, c->rank, n, count, dt, GW_MAX);
+        if (inplace && c->rank == root) {
+            memcpy(recv + (size_t)root * block, send, block);
+            src = recv + (size_t)root * block;
+        }
+        if (!report(c, label,
+                    gw_gather(c->comm, src, c->rank == root ? recv : NULL, count, dt, root)))
+            continue;
+        if (c->rank != root) {
+            if (!canary_ok(recv, bytes + pad))
+                fail(c, "gather wrote a receive buffer off the root");
+            continue;
+        }
+        uint8_t *want = malloc(block + 1);
+        for (int j = 0; j < n; j++) {
+            fill(want, j, n, count, dt, GW_MAX);
+            if (memcmp(want, recv + (size_t)j * block, block) != 0)
+                fail(c, label);
+        }
+        free(want);
+        if (!canary_ok(recv + bytes, pad))
+            fail(c, "gather wrote past the end of the receive buffer");
+    }
+    free(send);
+    free(recv);
+}
+
+static void test_scatter(ctx_t *c, size_t count, gw_dtype_t dt)
+{
+    const int n = c->size;
+    size_t es = gw_dtype_size(dt), block = count * es, bytes = block * (size_t)n, pad = 64;
+    uint8_t *send = malloc(bytes + 1), *recv = malloc(block + pad), *want = malloc(block + 1);
+    char label[128];
+    for (int root = 0; root < n; root++) {
+        int inplace = root % 2;
+        snprintf(label, sizeof(label), "scatter %s %zu root %d %s", gw_dtype_name(dt), count, root,
+                 inplace ? "in" : "out");
+        memset(recv, CANARY, block + pad);
+        /* Block j of root's buffer: rank j's pattern as root would send it. */
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < count; i++)
+                set(send + (size_t)j * block, i, dt, pair_value(c, root, j, i, dt));
+        void *dst = recv;
+        if (inplace && c->rank == root)
+            dst = send + (size_t)root * block;
+        if (!report(c, label,
+                    gw_scatter(c->comm, c->rank == root ? send : NULL, dst, count, dt, root)))
+            continue;
+        if (!pair_ok(c, dst, root, c->rank, count, dt))
+            fail(c, label);
+        if (dst == recv && !canary_ok(recv + block, pad))
+            fail(c, "scatter wrote past the end of the receive buffer");
+    }
+    free(send);
+    free(recv);
+    free(want);
+}
+
+static void test_allgatherv(ctx_t *c, size_t count, gw_dtype_t dt)
+{
+    const int n = c->size;
+    size_t es = gw_dtype_size(dt), pad = 64, ext = 0;
+    size_t *rc = calloc((size_t)n, sizeof(size_t)), *rd = calloc((size_t)n, sizeof(size_t));
+    /* Uneven counts (some zero), blocks in reverse rank order with gaps. */
+    for (int j = n - 1; j >= 0; j--) {
+        rc[j] = (count + 3 * (size_t)j) % (count + 2);
+        rd[j] = ext;
+        ext += rc[j] + 1;
+    }
+    uint8_t *send = malloc(rc[c->rank] * es + 1), *recv = malloc(ext * es + pad);
+    char label[128];
+    for (int inplace = 0; inplace < 2; inplace++) {
+        snprintf(label, sizeof(label), "allgatherv %s %zu %s", gw_dtype_name(dt), count,
+                 inplace ? "in" : "out");
+        memset(recv, CANARY, ext * es + pad);
+        fill(send, c->rank, n, rc[c->rank], dt, GW_MAX);
+        const void *src = send;
+        if (inplace) {
+            memcpy(recv + rd[c->rank] * es, send, rc[c->rank] * es);
+            src = recv + rd[c->rank] * es;
+        }
+        if (!report(c, label, gw_allgatherv(c->comm, src, recv, rc[c->rank], rc, rd, dt)))
+            continue;
+        uint8_t *want = malloc(count * es + 2 * es * (size_t)n + 1);
+        for (int j = 0; j < n; j++) {
+            fill(want, j, n, rc[j], dt, GW_MAX);
+            if (memcmp(want, recv + rd[j] * es, rc[j] * es) != 0)
+                fail(c, label);
+            if (!canary_ok(recv + (rd[j] + rc[j]) * es, es))
+                fail(c, "allgatherv wrote between the receive blocks");
+        }
+        free(want);
+        if (!canary_ok(recv + ext * es, pad))
+            fail(c, "allgatherv wrote past the end of the receive buffer");
+        record(c, label, recv, ext * es);
+    }
+    free(send);
+    free(recv);
+    free(rc);
+    free(rd);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -502,6 +737,16 @@ int main(int argc, char **argv)
                 test_broadcast(&c, count, dt);
             if (selected(colls, "allgather"))
                 test_allgather(&c, count, dt);
+            if (selected(colls, "alltoall"))
+                test_alltoall(&c, count, dt);
+            if (selected(colls, "alltoallv"))
+                test_alltoallv(&c, count, dt);
+            if (selected(colls, "gather"))
+                test_gather(&c, count, dt);
+            if (selected(colls, "scatter"))
+                test_scatter(&c, count, dt);
+            if (selected(colls, "allgatherv"))
+                test_allgatherv(&c, count, dt);
             if (dt <= GW_BFLOAT16 && selected(colls, "random"))
                 for (int a = GW_ALGO_RING; a < GW_ALGO_COUNT; a++)
                     if (selected(algos, gw_algo_name(a)))

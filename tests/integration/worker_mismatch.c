@@ -6,7 +6,8 @@
  *
  * Usage: worker_mismatch COLL WHAT ODD [COUNT]
  *   COLL: allreduce, broadcast, reduce, allgather, reduce_scatter, barrier,
- *         compressed, and on 2 ranks the point-to-point forms:
+ *         compressed, alltoall, alltoallv, gather, scatter, allgatherv,
+ *         and on 2 ranks the point-to-point forms:
  *         p2p (rank 0 gw_send to rank 1, which gw_recv),
  *         p2p_window (rank 0 posts WINDOW gw_isend, rank 1 as many gw_irecv;
  *         only message P2P_ODD_MSG differs; the ones before must complete
@@ -21,7 +22,12 @@
  *   WHAT: count (one more element), zero (count 0), dtype (int32 instead of
  *         float32), op (max instead of sum), root (root 1 instead of 0),
  *         algo (tree instead of ring), kind (a barrier instead of COLL; for
- *         barrier: an allreduce)
+ *         barrier: an allreduce); for the v-forms also sendcount (alltoallv:
+ *         one more element to the previous rank; allgatherv: a sendcount
+ *         that is not its own recvcounts entry), recvcount (alltoallv: one
+ *         more expected from the next rank), counts (allgatherv: another
+ *         rank's count one more), self (alltoallv: sendcounts[rank] !=
+ *         recvcounts[rank]); count and zero change every count
  *   ODD:  the rank that differs
  *   COUNT: elements of the call (1024; small counts leave ranks without a
  *         chunk of their own in the ring algorithms)
@@ -101,9 +107,53 @@ static gw_status_t window(gw_comm_t *comm, const call_t *c, uint8_t *send, uint8
     return odd;
 }
 
+/* alltoallv and allgatherv: per-rank counts (every pair c->count elements
+ * for alltoallv, c->count + rank % 2 for allgatherv's blocks) at stride
+ * c->count + 2, changed on the odd rank as WHAT says (see the top).
+ * alltoallv's pair that disagrees is the one of the last step of the
+ * pairwise exchange (odd to odd - 1, odd + 1 to odd): the receiver finds
+ * out last, when the other ranks may have all their blocks. */
+static gw_status_t run_v(gw_comm_t *comm, const call_t *c, void *send, void *recv)
+{
+    const int n = gw_comm_size(comm), rank = gw_comm_rank(comm);
+    size_t sc[64], sd[64], rc[64], rd[64];
+    if (n > 64)
+        return GW_ERR_INVALID_ARG;
+    int is_v = strcmp(c->coll, "alltoallv") == 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = rc[j] = is_v ? c->count : c->count + (size_t)(j % 2);
+        sd[j] = rd[j] = (size_t)j * (c->count + 2);
+    }
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    size_t sendcount = rc[rank];
+    if (c->odd && strcmp(c->what, "sendcount") == 0) {
+        if (is_v)
+            sc[prev]++;
+        else
+            sendcount++;
+    }
+    if (c->odd && strcmp(c->what, "recvcount") == 0)
+        rc[next]++;
+    if (c->odd && strcmp(c->what, "counts") == 0)
+        rc[next]++;
+    if (c->odd && strcmp(c->what, "self") == 0)
+        sc[rank]++;
+    if (is_v)
+        return gw_alltoallv(comm, send, sc, sd, recv, rc, rd, c->dtype);
+    return gw_allgatherv(comm, send, recv, sendcount, rc, rd, c->dtype);
+}
+
 static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
 {
     const char *k = c->coll;
+    if (strcmp(k, "alltoall") == 0)
+        return gw_alltoall(comm, send, recv, c->count, c->dtype);
+    if (strcmp(k, "gather") == 0)
+        return gw_gather(comm, send, recv, c->count, c->dtype, c->root);
+    if (strcmp(k, "scatter") == 0)
+        return gw_scatter(comm, send, recv, c->count, c->dtype, c->root);
+    if (strcmp(k, "alltoallv") == 0 || strcmp(k, "allgatherv") == 0)
+        return run_v(comm, c, send, recv);
     if (strcmp(k, "allreduce") == 0)
         return gw_allreduce(comm, send, recv, c->count, c->dtype, c->op);
     if (strcmp(k, "broadcast") == 0)
@@ -147,6 +197,10 @@ static size_t recv_bytes(const call_t *c, int size)
     size_t n = c->count * gw_dtype_size(c->dtype);
     if (strcmp(c->coll, "p2p_window") == 0) /* the messages before the odd one */
         return (size_t)P2P_ODD_MSG * (COUNT + 1) * gw_dtype_size(GW_FLOAT32);
+    if (strcmp(c->coll, "alltoallv") == 0 || strcmp(c->coll, "allgatherv") == 0)
+        return (c->count + 2) * (size_t)size * gw_dtype_size(c->dtype);
+    if (strcmp(c->coll, "alltoall") == 0 || strcmp(c->coll, "gather") == 0)
+        return n * (size_t)size;
     return strcmp(c->coll, "allgather") == 0 ? n * (size_t)size : n;
 }
 

@@ -45,6 +45,7 @@ enum count_rule {
     R_SAME,    /* out has as many elements as send */
     R_GATHER,  /* out has size x send's elements; count is send's */
     R_SCATTER, /* send has size x out's elements; count is out's */
+    R_BLOCKS,  /* send and out alike, size blocks; count is a block's */
     R_EACH     /* sendrecv: each buffer its own count */
 };
 
@@ -113,9 +114,37 @@ static gw_status_t run_sendrecv(const struct call_args *a)
     return gw_sendrecv(a->comm, a->send, a->count, a->peer, a->out, a->recv_count, a->src,
                        a->dtype);
 }
+static gw_status_t run_alltoall(const struct call_args *a)
+{
+    return gw_alltoall(a->comm, a->send, a->out, a->count, a->dtype);
+}
 static gw_status_t start_iallreduce(const struct call_args *a, gw_handle_t **h)
 {
     return gw_iallreduce(a->comm, a->send, a->out, a->count, a->dtype, a->op, h);
+}
+static gw_status_t start_ibroadcast(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_ibroadcast(a->comm, a->send, a->out, a->count, a->dtype, a->root, h);
+}
+static gw_status_t start_ireduce(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_ireduce(a->comm, a->send, a->out, a->count, a->dtype, a->op, a->root, h);
+}
+static gw_status_t start_iallgather(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_iallgather(a->comm, a->send, a->out, a->count, a->dtype, h);
+}
+static gw_status_t start_ireduce_scatter(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_ireduce_scatter(a->comm, a->send, a->out, a->count, a->dtype, a->op, h);
+}
+static gw_status_t start_ibarrier(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_ibarrier(a->comm, h);
+}
+static gw_status_t start_ialltoall(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_ialltoall(a->comm, a->send, a->out, a->count, a->dtype, h);
 }
 static gw_status_t start_isend(const struct call_args *a, gw_handle_t **h)
 {
@@ -151,9 +180,27 @@ static gw_status_t start_irecv(const struct call_args *a, gw_handle_t **h)
     X(sendrecv, exchange, R_EACH, run_sendrecv, NULL,                                              \
       "sendrecv(send, peer, recv, src, dtype=None) -> recv: send to peer and receive from src at " \
       "once.")                                                                                     \
+    X(alltoall, gather, R_BLOCKS, run_alltoall, NULL,                                              \
+      "alltoall(send, out=None, dtype=None) -> out: block j of send to rank j, block j of out "    \
+      "from rank j (size blocks each; in place when out is None or send).")                        \
     X(iallreduce, reduce_all, R_SAME, NULL, start_iallreduce,                                      \
       "iallreduce(send, out=None, op='sum', dtype=None) -> Handle: allreduce on the progress "     \
       "thread; wait() returns out.")                                                               \
+    X(ibroadcast, rooted, R_SAME, NULL, start_ibroadcast,                                          \
+      "ibroadcast(send, out=None, root=0, dtype=None) -> Handle: broadcast on the progress "       \
+      "thread.")                                                                                   \
+    X(ireduce, rooted_reduce, R_SAME, NULL, start_ireduce,                                         \
+      "ireduce(send, out=None, op='sum', root=0, dtype=None) -> Handle: reduce on the progress "   \
+      "thread.")                                                                                   \
+    X(iallgather, gather, R_GATHER, NULL, start_iallgather,                                        \
+      "iallgather(send, out, dtype=None) -> Handle: allgather on the progress thread.")            \
+    X(ireduce_scatter, reduce_all, R_SCATTER, NULL, start_ireduce_scatter,                         \
+      "ireduce_scatter(send, out, op='sum', dtype=None) -> Handle: reduce_scatter on the "         \
+      "progress thread.")                                                                          \
+    X(ibarrier, none, R_ONE, NULL, start_ibarrier,                                                 \
+      "ibarrier() -> Handle: a barrier on the progress thread.")                                   \
+    X(ialltoall, gather, R_BLOCKS, NULL, start_ialltoall,                                          \
+      "ialltoall(send, out=None, dtype=None) -> Handle: alltoall on the progress thread.")         \
     X(isend, to_peer, R_ONE, NULL, start_isend,                                                    \
       "isend(send, peer, dtype=None) -> Handle: a send that moves while this thread tests or "     \
       "waits.")                                                                                    \
@@ -272,7 +319,7 @@ static int prepare(gwpy_comm *self, const struct call *c, PyObject *args, PyObje
     PyObject *in = p.value[P_SEND], *outobj = p.value[P_BUF];
     if (outobj == NULL)
         outobj = p.value[P_RECV];
-    if (outobj == NULL && c->rule == R_SAME)
+    if (outobj == NULL && (c->rule == R_SAME || c->rule == R_BLOCKS))
         outobj = (p.value[P_OUT] == NULL || p.value[P_OUT] == Py_None) ? in : p.value[P_OUT];
     else if (outobj == NULL && p.value[P_OUT] != NULL && p.value[P_OUT] != Py_None)
         outobj = p.value[P_OUT];
@@ -298,10 +345,12 @@ static int prepare(gwpy_comm *self, const struct call *c, PyObject *args, PyObje
     size_t n = (size_t)gw_comm_size(self->comm);
     size_t ns = bufs[0].count, no = bufs[1].count;
     if ((c->rule == R_SAME && ns != no) || (c->rule == R_GATHER && no != n * ns) ||
-        (c->rule == R_SCATTER && ns != n * no)) {
+        (c->rule == R_SCATTER && ns != n * no) ||
+        (c->rule == R_BLOCKS && (ns != no || ns % n != 0))) {
         gwpy_raise_argument(0, "%s: send has %zu elements and out %zu; %s", c->name, ns, no,
                             c->rule == R_SAME     ? "they must be as many"
                             : c->rule == R_GATHER ? "out must hold size x send's"
+                            : c->rule == R_BLOCKS ? "they must be as many, size blocks each"
                                                   : "send must hold size x out's");
         return -1;
     }
@@ -310,6 +359,8 @@ static int prepare(gwpy_comm *self, const struct call *c, PyObject *args, PyObje
     a->out = bufs[1].view.buf;
     a->dtype = in != NULL ? bufs[0].dtype : bufs[1].dtype;
     a->count = c->rule == R_SCATTER ? no : in != NULL ? ns : no;
+    if (c->rule == R_BLOCKS)
+        a->count /= n;
     a->recv_count = no;
     *result = outobj != NULL ? outobj : Py_None;
     return 0;

@@ -240,6 +240,33 @@ def test_nonblocking(comm):
     check(result and result[0] is x and np.all(x == comm.size), "handle waited for on another thread")
 
 
+def test_alltoall_and_more_nonblocking(comm):
+    n, b = comm.size, 7
+    send = np.arange(n * b, dtype=np.int64) + 1000 * comm.rank
+    out = comm.alltoall(send, np.zeros(n * b, dtype=np.int64))
+    want = np.concatenate([np.arange(comm.rank * b, (comm.rank + 1) * b) + 1000 * j for j in range(n)])
+    check(np.array_equal(out, want), "alltoall: block j from rank j")
+    inplace = send.copy()
+    comm.alltoall(inplace)
+    check(np.array_equal(inplace, want), "alltoall in place")
+    x = np.full(64, float(comm.rank), dtype=np.float32)
+    hb = comm.ibroadcast(x.copy(), root=n - 1)
+    hr = comm.ireduce(x.copy(), op="max", root=0)
+    g = np.zeros(64 * n, dtype=np.float32)
+    hg = comm.iallgather(x, g)
+    rs = np.zeros(8, dtype=np.float32)
+    hs = comm.ireduce_scatter(np.ones(8 * n, dtype=np.float32), rs)
+    hbar = comm.ibarrier()
+    ha = comm.ialltoall(send.copy())
+    outs = [h.wait() for h in (hb, hr, hg, hs)]
+    hbar.wait()
+    check(np.all(outs[0] == n - 1), "ibroadcast from the last rank")
+    check(comm.rank != 0 or np.all(outs[1] == n - 1), "ireduce max on root 0")
+    check(np.array_equal(outs[2], np.repeat(np.arange(n, dtype=np.float32), 64)), "iallgather")
+    check(np.all(outs[3] == n), "ireduce_scatter")
+    check(np.array_equal(ha.wait(), want), "ialltoall in place")
+
+
 def test_compressed(comm):
     n = 4096
     g = (np.arange(n, dtype=np.float32) % 13 - 6) * (comm.rank + 1)
@@ -418,6 +445,7 @@ def main():
     test_gather_scatter(comm)
     test_p2p(comm)
     test_nonblocking(comm)
+    test_alltoall_and_more_nonblocking(comm)
     test_compressed(comm)
     test_torch(comm)
     test_local_errors()

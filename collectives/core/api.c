@@ -165,7 +165,7 @@ static void log_algo(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_arg
     const char *why = rule->algo != GW_ALGO_AUTO   ? "its only algorithm"
                       : comm->algo != GW_ALGO_AUTO ? "set by GW_ALGO or gw_comm_set_algo"
                                                    : "the cost model's choice for this size";
-    uint32_t bit = 1u << (unsigned)algo, *seen = &comm->algo_logged[a->kind & 7];
+    uint32_t bit = 1u << (unsigned)algo, *seen = &comm->algo_logged[a->kind];
     if (*seen & bit) {
         GW_TRACE(&comm->log, "coll", "%s #%llu: %s, %zu x %s", rule->fn,
                  (unsigned long long)comm->seq, gw_algo_name(algo), a->count,

@@ -62,7 +62,7 @@ struct gw_comm {
     size_t chunk_bytes;   /* pipelining granularity of ring and tree */
     /* Per collective kind, a bit per algorithm already named at INFO: the
      * first call of each kind with each algorithm says which ran (api.c). */
-    uint32_t algo_logged[8];
+    uint32_t algo_logged[GW_COLL_KIND_END];
     /* Payload bytes of every send posted so far (p2p.c counts them where
      * it posts them), whatever algorithm posted it: the compressed calls'
      * statistics take differences of it. */

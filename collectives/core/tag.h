@@ -49,6 +49,7 @@ typedef enum gw_coll_kind {
     GW_COLL_GATHER,
     GW_COLL_SCATTER,
     GW_COLL_ALLGATHERV,
+    GW_COLL_KIND_END, /* one past the last kind */
 } gw_coll_kind_t;
 
 /* The first word of a point-to-point message's signature: distinct from

@@ -39,7 +39,8 @@
 # Exit status: 0 all passed, 1 a check failed, 77 skipped (no VM possible
 # here: QEMU, rdma-core or the VM kernel missing; scripts/install-deps.sh
 # installs them), with the reason. GW_RXE_2VM_CASES (a comma list of the
-# cases above; default 2cm,4block,4alt) selects cases;
+# cases above and "mixed", 4 ranks with VM 1's RDMA device deleted, which
+# must meet VM 0 over TCP; default 2cm,4block,4alt,mixed) selects cases;
 # GW_RXE_2VM_CLUSTER=DIR runs them in the VMs of `rxe-vm cluster up 2`
 # that printed DIR, and leaves them up (for working on the test; boot them
 # with --ro of the source tree and of the build, or a rebuild is not seen:
@@ -52,7 +53,7 @@ BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "skipped: no build 
 for f in gradwire-bench tests/worker_collectives tests/worker_async tests/worker_compress; do
     [ -x "$BUILD/$f" ] || { echo "skipped: $BUILD/$f is not built"; exit 77; }
 done
-CASES=${GW_RXE_2VM_CASES:-2cm,4block,4alt}
+CASES=${GW_RXE_2VM_CASES:-2cm,4block,4alt,mixed}
 
 main() {
     T0=$(date +%s)
@@ -214,6 +215,35 @@ main() {
     case ",$CASES," in *,2oob,*) run_case "2 ranks, one per VM, out of band" 2 block oob 0 ;; esac
     case ",$CASES," in *,4block,*) run_case "4 ranks, two per VM (0,1 | 2,3), out of band" 4 block oob 1 ;; esac
     case ",$CASES," in *,4alt,*) run_case "4 ranks, two per VM (0,2 | 1,3), rdma_cm" 4 alt rdmacm 0 ;; esac
+
+    # A cluster where one host has no RDMA (VM 1's rxe0 deleted for the
+    # case): auto mode meets it over TCP, shm inside each VM.
+    if case ",$CASES," in *,mixed,*) true ;; *) false ;; esac; then
+        echo "== 4 ranks, two per VM, VM 1 without RDMA"
+        "$VM" cluster exec --timeout 30 1 -- rdma link delete rxe0
+        GW_DEBUG=INFO GW_TRANSPORT=auto job 4 block -- "$BUILD/tests/worker_collectives" @DIR@ \
+            0,7,4099,300000 ring,tree float32 sum allreduce,broadcast,allgather
+        local bad=
+        if [ -n "$JOB_FAILED" ]; then
+            fail "mixed fabrics: ranks$JOB_FAILED failed"
+            show_logs
+        elif ! bad=$(same_results 4); then
+            fail "mixed fabrics: $bad"
+        else
+            for r in 0 1 2 3; do
+                local want got
+                if [ $r -lt 2 ]; then want="shm to rank $((1 - r)); tcp to ranks 2,3"; else want="shm to rank $((5 - r)); tcp to ranks 0,1"; fi
+                got=$(sed -n "s/.* select INFO rank $r: \(.*\)$/\1/p" "$JOB_DIR/log$r" | head -1)
+                [ "$got" = "$want" ] || bad="$bad rank $r: '$got', not '$want';"
+            done
+            if [ -n "$bad" ]; then
+                fail "mixed fabrics: plan:$bad"
+            else
+                pass "mixed fabrics: VM 0 with RDMA and VM 1 without meet over TCP, shm inside each, $(wc -l <"$JOB_DIR/rank0") results exact and bitwise equal"
+            fi
+        fi
+        "$VM" cluster exec --timeout 30 1 -- rdma link add rxe0 type rxe netdev eth0
+    fi
 
     echo "== $passed passed, $failed failed ($(($(date +%s) - T0)) s with booting)"
     for f in "${failures[@]+"${failures[@]}"}"; do

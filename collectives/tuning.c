@@ -15,6 +15,15 @@
  *   rd    L alpha + L S beta + L S gamma,  L = ceil(log2 n) (+2 when n is not
  *         a power of two: fold in and out). Fewest rounds, but every round
  *         moves the whole buffer: the latency choice for small messages.
+ *   hier  2(H-1) alpha + 2 alpha + 2 (H-1)/H S beta + 2 (L-1)/L S beta_l
+ *         + ((L-1)/L + (H-1)/(H L)) S gamma,   H hosts, at most L ranks on
+ *         one (allreduce_hier.c). Inside a host (beta_l) the bytes move over
+ *         shared memory, taken as LOCAL_SPEEDUP times faster than beta (a
+ *         tuning file measures beta only); across hosts each host's link
+ *         carries 2 (H-1)/H S, against the ring's 2 (n-1)/n S on its
+ *         busiest link. Only a candidate when several ranks share a host and
+ *         there is more than one host; with one rank per host it is the
+ *         ring over the hosts, and predicted as such.
  *
  * The defaults are rough figures for TCP on one host; `gradwire-bench tune`
  * measures them per cluster and writes a tuning file (format in tuning.h)
@@ -53,7 +62,17 @@ static int ceil_log2(int n)
     return d;
 }
 
+/* Shared memory inside a host against the network's beta: a rough figure
+ * (memcpy bandwidth of a few cores against a 2 GB/s default link). */
+#define LOCAL_SPEEDUP 8.0
+
 double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size_t bytes)
+{
+    return gw__tuning_predict_hosts(t, algo, nranks, nranks, 1, bytes);
+}
+
+double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks, int nhosts,
+                                int local_max, size_t bytes)
 {
     double n = nranks, s = (double)bytes;
     if (nranks <= 1)
@@ -70,6 +89,13 @@ double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size
         int rounds = d + ((nranks & (nranks - 1)) ? 2 : 0);
         return rounds * (t->alpha + s * t->beta) + d * s * t->gamma;
     }
+    case GW_ALGO_HIER: {
+        double h = nhosts, l = local_max;
+        double t_local =
+            local_max > 1 ? 2 * t->alpha + 2 * (l - 1) / l * s * t->beta / LOCAL_SPEEDUP : 0.0;
+        return 2 * (h - 1) * t->alpha + 2 * (h - 1) / h * s * t->beta + t_local +
+               ((l - 1) / l + (h - 1) / (h * l)) * s * t->gamma;
+    }
     default:
         return HUGE_VAL;
     }
@@ -77,11 +103,20 @@ double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size
 
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes)
 {
-    static const gw_algo_t candidates[] = {GW_ALGO_RD, GW_ALGO_TREE, GW_ALGO_RING};
+    return gw__tuning_pick_hosts(t, nranks, nranks, 1, bytes);
+}
+
+gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
+                                size_t bytes)
+{
+    static const gw_algo_t candidates[] = {GW_ALGO_RD, GW_ALGO_TREE, GW_ALGO_RING, GW_ALGO_HIER};
     gw_algo_t best = GW_ALGO_RING;
     double best_time = HUGE_VAL;
-    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-        double time = gw__tuning_predict(t, candidates[i], nranks, bytes);
+    /* The hierarchy pays only with several ranks on a host and several
+     * hosts. */
+    size_t ncand = nhosts > 1 && local_max > 1 ? 4 : 3;
+    for (size_t i = 0; i < ncand; i++) {
+        double time = gw__tuning_predict_hosts(t, candidates[i], nranks, nhosts, local_max, bytes);
         /* Strictly less: ties keep the earlier, lower-latency candidate. */
         if (time < best_time) {
             best_time = time;

@@ -26,11 +26,19 @@ typedef struct gw_tuning {
 /* Defaults for a transport ("tcp", "self"). */
 void gw__tuning_defaults(gw_tuning_t *t, const char *transport);
 
-/* Predicted seconds for an allreduce of bytes over nranks with algo. */
+/* Predicted seconds for an allreduce of bytes over nranks with algo, one
+ * rank per host (GW_ALGO_HIER is then the ring over the hosts). */
 double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size_t bytes);
+/* The same on nhosts hosts with at most local_max ranks on one. */
+double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks, int nhosts,
+                                int local_max, size_t bytes);
 
-/* The cheapest algorithm by the model (never GW_ALGO_AUTO). */
+/* The cheapest algorithm by the model (never GW_ALGO_AUTO), one rank per
+ * host and on nhosts hosts of at most local_max ranks (GW_ALGO_HIER a
+ * candidate only when nhosts > 1 and local_max > 1). */
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
+gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
+                                size_t bytes);
 
 /*
  * Tuning files hold measured figures (`gradwire-bench tune --out FILE`

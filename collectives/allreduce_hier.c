@@ -96,8 +96,7 @@ static gw_status_t reduce_to_owners(gw_comm_t *comm, const hier_t *h, char *buf,
             slot = seg_count(h, g);
     }
     char *scratch = NULL;
-    gw_status_t st =
-        gw__coll_scratch(comm, mine * (size_t)(L - 1) * slot * h->esize, &scratch);
+    gw_status_t st = gw__coll_scratch(comm, mine * (size_t)(L - 1) * slot * h->esize, &scratch);
     if (st != GW_OK)
         return st;
     int n = 0;

@@ -21,6 +21,7 @@ typedef struct gw_tuning {
     double beta;        /* seconds per byte on a link */
     double gamma;       /* seconds per byte reduced */
     size_t chunk_bytes; /* pipeline chunk of ring and tree */
+    double beta_local;  /* seconds per byte inside a host (shared memory) */
 } gw_tuning_t;
 
 /* Defaults for a transport ("tcp", "self"). */
@@ -50,6 +51,8 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
  *   beta = 4.2e-09               <- seconds per byte on a link
  *   gamma = 1.9e-10              <- seconds per byte reduced
  *   chunk_bytes = 524288         <- pipeline chunk of ring and tree
+ *   beta_local = 6e-10           <- seconds per byte inside a host (the
+ *                                   hierarchical allreduce's local phases)
  *
  * One key = value per line, spaces around '=' allowed, '#' starts a comment
  * anywhere. Every key is optional (a missing one keeps its default) but may

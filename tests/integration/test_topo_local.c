@@ -50,8 +50,8 @@ static void run_job(int n, const char *hosts, const char *counts, const char *al
 {
     char *dir = make_tmpdir("topo");
     cr_assert_not_null(dir);
-    char *cmd[] = {WORKER,        dir,         (char *)counts, (char *)algos, (char *)dtypes,
-                   (char *)ops, (char *)colls, NULL};
+    char *cmd[] = {WORKER,         dir,         (char *)counts, (char *)algos,
+                   (char *)dtypes, (char *)ops, (char *)colls,  NULL};
     free(launch(n, hosts, cmd, expect));
     char path[512];
     snprintf(path, sizeof(path), "%s/rank0", dir);

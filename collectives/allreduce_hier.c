@@ -48,6 +48,12 @@
  * (G = 1) is phase 2 alone, the flat ring over the hosts. A communicator
  * without a topology (built by hand) runs the flat ring.
  *
+ * Waiting: a rank that owns few segments posts phase 3's receives while
+ * its host's other owners are still in phase 2, and sees no byte move
+ * until they finish; so GW_TIMEOUT_MS must cover a whole phase 2 (a few
+ * seconds per GB at 1 Gbit/s), not just the gap between two chunks as in
+ * the ring.
+ *
  * Buffers: sendbuf is only read; recvbuf (which may equal sendbuf) gets a
  * copy of it first and is reduced in place. Scratch: the L - 1 incoming
  * copies of this rank's segments, at most (L-1)/L S rounded up per segment

@@ -3,7 +3,8 @@
  * hosts, inside each host again.
  *
  * The communicator's topology (core/topo.h) says which ranks share a host.
- * With H hosts and at most G ranks on one host, the buffer is cut into G
+ * The buffer is cut into pieces (below: pipelining); with H hosts and at
+ * most G ranks on one host, each piece is cut into G
  * segments whose sizes differ by at most one element (the first count % G
  * get the extra one; segments may be empty). On a host with L ranks, local
  * rank j (its ranks in ascending order) owns the segments g with
@@ -12,11 +13,12 @@
  * (hosts of 3, 1 and 2 ranks: G = 3; the lone rank owns all three, the
  * pair's first rank owns segments 0 and 2).
  *
+ * For each piece:
  * 1. Reduce to the owners, inside each host (shared memory when the
  *    transports found one): every rank sends each segment it does not own
  *    to that segment's owner on its host, all at once; an owner receives
- *    the L - 1 copies of each of its segments into scratch and combines
- *    them with its own, in local rank order.
+ *    the L - 1 copies of each of its segments into a buffer of its own and
+ *    combines them with its own, in local rank order.
  * 2. Across hosts: for each segment g, the H owners of g (one per host,
  *    hosts in order) run the ring allreduce (allreduce_ring.c) on it. A
  *    rank runs the rings of its segments in ascending g. That cannot
@@ -27,12 +29,23 @@
  *    segments to the other ranks of its host, which receive them straight
  *    into recvbuf.
  *
+ * Pipelining: phase 1 of piece p + 1 is posted before phase 2 of piece p
+ * starts, and phase 3 of piece p when it ends, so the transport moves them
+ * while phase 2's rings wait for the network (every wait drives every
+ * posted request). A piece is 8 pipeline chunks (4 MiB by default), at
+ * most 64 pieces; the count alone decides, so every rank agrees. Pieces go
+ * through phase 2 in order, which keeps the argument above: a ring of
+ * piece p waits only for rings of earlier pieces or segments. Run
+ * one after another, the phases cost their sum; overlapped, on 8 ranks of
+ * 2 busy cores at 1 Gbit/s, about the link time (README).
+ *
  * Each element is reduced once, by one rank, in a fixed order (the host's
  * ranks in local order, then the hosts in ring order), and only copied
  * afterwards, so every rank ends with the same bits. Messages between two
- * ranks of one host go in a fixed order on both ends (phase 1's segments of
- * the receiver, then phase 3's of the sender, each in ascending g); ranks
- * of different hosts meet only in phase 2's rings, in ascending g.
+ * ranks of one host go in the same order on both ends (phase 1 of piece 0,
+ * then phase 1 of p + 1 and phase 3 of p for p = 0, 1, ...; inside each,
+ * ascending g); ranks of different hosts meet only in phase 2's rings, in
+ * ascending piece and g.
  *
  * Cost for S bytes, L ranks on each of H hosts (beta_l the per-byte time
  * inside a host, beta across hosts): phases 1 and 3 move (L-1)/L S per rank
@@ -55,96 +68,134 @@
  * the ring.
  *
  * Buffers: sendbuf is only read; recvbuf (which may equal sendbuf) gets a
- * copy of it first and is reduced in place. Scratch: the L - 1 incoming
- * copies of this rank's segments, at most (L-1)/L S rounded up per segment
- * owned; phase 2's rings then reuse the scratch for their own slots.
+ * copy of it first and is reduced in place; phase 1 of piece p + 1 and
+ * phase 3 of piece p touch different pieces of it. Memory: the L - 1
+ * incoming copies of this rank's segments of one piece (allocated per
+ * call, since phase 2's rings use the communicator's scratch meanwhile).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "collectives/coll.h"
 
+/* Pieces of about HIER_PIECE_CHUNKS pipeline chunks (4 MiB at the default
+ * chunk) go through the three phases one after another, so that phase 2 of
+ * one overlaps phases 1 and 3 of its neighbours; at most HIER_MAX_PIECES,
+ * each of which costs phase 2's 2 (H - 1) latencies. */
+#define HIER_PIECE_CHUNKS 8
+#define HIER_MAX_PIECES 64
+
 typedef struct hier {
     const gw_topo_t *t;
-    size_t count, esize;
+    size_t esize;
     gw_dtype_t dtype;
     gw_op_t op;
-    int nseg;          /* G: segments */
+    int nseg;          /* G: segments per piece */
     int host, nlocal;  /* this rank's host and its number of ranks */
     int local;         /* this rank's index among them */
     const int *locals; /* the host's ranks in ascending order */
+    size_t count;      /* elements of the whole buffer */
+    int npieces;
+    char *incoming; /* phase 1's copies of this rank's segments of one piece */
+    size_t slot;    /* elements per copy: the largest segment */
 } hier_t;
 
-static size_t seg_count(const hier_t *h, int g)
-{
-    size_t q = h->count / (size_t)h->nseg, rem = h->count % (size_t)h->nseg;
-    return q + ((size_t)g < rem ? 1 : 0);
-}
+/* Requests posted together and waited for together (phase 1 or 3 of one
+ * piece): a send or receive per segment owned by another rank (fewer than
+ * G) and L - 1 per owned segment (at most ceil(G / L) of them): fewer than
+ * 2G + L <= 3G. */
+typedef struct req_set {
+    gw_request_t *reqs;
+    gw_request_t **ptrs;
+    int n;
+} req_set_t;
 
-static size_t seg_off(const hier_t *h, int g)
+/* Element range of piece p, and of segment g inside it. */
+static size_t split_count(size_t count, int parts, int i)
 {
-    size_t q = h->count / (size_t)h->nseg, rem = h->count % (size_t)h->nseg;
-    return (size_t)g * q + ((size_t)g < rem ? (size_t)g : rem);
+    return count / (size_t)parts + ((size_t)i < count % (size_t)parts ? 1 : 0);
+}
+static size_t split_off(size_t count, int parts, int i)
+{
+    size_t q = count / (size_t)parts, rem = count % (size_t)parts;
+    return (size_t)i * q + ((size_t)i < rem ? (size_t)i : rem);
+}
+static size_t seg_count(const hier_t *h, int p, int g)
+{
+    return split_count(split_count(h->count, h->npieces, p), h->nseg, g);
+}
+static size_t seg_off(const hier_t *h, int p, int g)
+{
+    return split_off(h->count, h->npieces, p) +
+           split_off(split_count(h->count, h->npieces, p), h->nseg, g);
 }
 
 /* The local index of segment g's owner on a host of nlocal ranks. */
 static int owner_index(int g, int nlocal) { return g % nlocal; }
 
-/* Phase 1: every segment reaches its owner on this host, reduced. */
-static gw_status_t reduce_to_owners(gw_comm_t *comm, const hier_t *h, char *buf, gw_request_t *reqs,
-                                    gw_request_t **ptrs)
+static gw_status_t post(gw_comm_t *comm, req_set_t *rs, int is_send, int peer, char *buf,
+                        size_t bytes)
+{
+    gw_request_t *r = &rs->reqs[rs->n];
+    gw_status_t st = is_send ? gw__p2p_isend(comm, peer, buf, bytes, r)
+                             : gw__p2p_irecv(comm, peer, buf, bytes, r);
+    if (st == GW_OK)
+        rs->ptrs[rs->n++] = r;
+    return st;
+}
+
+static gw_status_t wait_set(gw_comm_t *comm, req_set_t *rs)
+{
+    gw_status_t st = rs->n > 0 ? gw__p2p_waitall(comm, rs->ptrs, rs->n) : GW_OK;
+    rs->n = 0;
+    return st;
+}
+
+/* Phase 1 of piece p, posted: each segment to its owner on this host, the
+ * copies of ours into h->incoming (receives first, ascending segment and
+ * peer, then sends, ascending segment). */
+static gw_status_t post_to_owners(gw_comm_t *comm, const hier_t *h, int p, char *buf, req_set_t *rs)
 {
     const int L = h->nlocal;
-    size_t mine = 0, slot = 0; /* elements per incoming copy: the largest owned segment */
-    for (int g = h->local; g < h->nseg; g += L) {
-        mine++;
-        if (seg_count(h, g) > slot)
-            slot = seg_count(h, g);
-    }
-    char *scratch = NULL;
-    gw_status_t st = gw__coll_scratch(comm, mine * (size_t)(L - 1) * slot * h->esize, &scratch);
-    if (st != GW_OK)
-        return st;
-    int n = 0;
-    /* Receives first (ascending segment, then peer), then sends. */
+    gw_status_t st;
     size_t k = 0;
-    for (int g = h->local; g < h->nseg; g += L, k++) {
+    for (int g = h->local; g < h->nseg; g += L, k++)
         for (int j = 0, s = 0; j < L; j++) {
             if (j == h->local)
                 continue;
-            char *dst = gw__at(scratch, ((k * (size_t)(L - 1) + (size_t)s++) * slot) * h->esize);
-            if ((st = gw__p2p_irecv(comm, h->locals[j], dst, seg_count(h, g) * h->esize,
-                                    &reqs[n])) != GW_OK)
+            char *dst =
+                gw__at(h->incoming, (k * (size_t)(L - 1) + (size_t)s++) * h->slot * h->esize);
+            if ((st = post(comm, rs, 0, h->locals[j], dst, seg_count(h, p, g) * h->esize)) != GW_OK)
                 return st;
-            ptrs[n] = &reqs[n];
-            n++;
         }
-    }
     for (int g = 0; g < h->nseg; g++) {
         int j = owner_index(g, L);
-        if (j == h->local)
-            continue;
-        if ((st = gw__p2p_isend(comm, h->locals[j], gw__at(buf, seg_off(h, g) * h->esize),
-                                seg_count(h, g) * h->esize, &reqs[n])) != GW_OK)
+        if (j != h->local &&
+            (st = post(comm, rs, 1, h->locals[j], gw__at(buf, seg_off(h, p, g) * h->esize),
+                       seg_count(h, p, g) * h->esize)) != GW_OK)
             return st;
-        ptrs[n] = &reqs[n];
-        n++;
-    }
-    if ((st = gw__p2p_waitall(comm, ptrs, n)) != GW_OK)
-        return st;
-    k = 0;
-    for (int g = h->local; g < h->nseg; g += L, k++) {
-        size_t len = seg_count(h, g);
-        char *seg = gw__at(buf, seg_off(h, g) * h->esize);
-        for (int s = 0; s < L - 1 && len > 0; s++)
-            gw__reduce(seg, seg, scratch + ((k * (size_t)(L - 1) + (size_t)s) * slot) * h->esize,
-                       len, h->dtype, h->op);
     }
     return GW_OK;
 }
 
-/* Phase 2: the ring of each owned segment's owners across the hosts. */
-static gw_status_t across_hosts(gw_comm_t *comm, const hier_t *h, char *buf, int *members)
+/* After phase 1 of piece p: our segments reduced with the copies. */
+static void reduce_owned(const hier_t *h, int p, char *buf)
+{
+    const int L = h->nlocal;
+    size_t k = 0;
+    for (int g = h->local; g < h->nseg; g += L, k++) {
+        size_t len = seg_count(h, p, g);
+        char *seg = gw__at(buf, seg_off(h, p, g) * h->esize);
+        for (int s = 0; s < L - 1 && len > 0; s++)
+            gw__reduce(seg, seg,
+                       h->incoming + (k * (size_t)(L - 1) + (size_t)s) * h->slot * h->esize, len,
+                       h->dtype, h->op);
+    }
+}
+
+/* Phase 2 of piece p: the ring of each owned segment's owners across the
+ * hosts. */
+static gw_status_t across_hosts(gw_comm_t *comm, const hier_t *h, int p, char *buf, int *members)
 {
     const gw_topo_t *t = h->t;
     for (int g = h->local; g < h->nseg; g += h->nlocal) {
@@ -152,44 +203,69 @@ static gw_status_t across_hosts(gw_comm_t *comm, const hier_t *h, char *buf, int
             int nl = gw__topo_host_size(t, x);
             members[x] = gw__topo_host_ranks(t, x)[owner_index(g, nl)];
         }
-        char *seg = gw__at(buf, seg_off(h, g) * h->esize);
+        char *seg = gw__at(buf, seg_off(h, p, g) * h->esize);
         gw_status_t st = gw__allreduce_ring_over(comm, members, t->nhosts, h->host, seg, seg,
-                                                 seg_count(h, g), h->dtype, h->op);
+                                                 seg_count(h, p, g), h->dtype, h->op);
         if (st != GW_OK)
             return st;
     }
     return GW_OK;
 }
 
-/* Phase 3: every owner hands its finished segments to its host's ranks. */
-static gw_status_t owners_to_all(gw_comm_t *comm, const hier_t *h, char *buf, gw_request_t *reqs,
-                                 gw_request_t **ptrs)
+/* Phase 3 of piece p, posted: every owner hands its finished segments to
+ * its host's ranks (ascending segment, then peer). */
+static gw_status_t post_from_owners(gw_comm_t *comm, const hier_t *h, int p, char *buf,
+                                    req_set_t *rs)
 {
     const int L = h->nlocal;
-    int n = 0;
     gw_status_t st;
     for (int g = 0; g < h->nseg; g++) {
         int j = owner_index(g, L);
-        char *seg = gw__at(buf, seg_off(h, g) * h->esize);
-        size_t bytes = seg_count(h, g) * h->esize;
+        char *seg = gw__at(buf, seg_off(h, p, g) * h->esize);
+        size_t bytes = seg_count(h, p, g) * h->esize;
         if (j != h->local) {
-            st = gw__p2p_irecv(comm, h->locals[j], seg, bytes, &reqs[n]);
-            if (st != GW_OK)
+            if ((st = post(comm, rs, 0, h->locals[j], seg, bytes)) != GW_OK)
                 return st;
-            ptrs[n] = &reqs[n];
-            n++;
             continue;
         }
-        for (int p = 0; p < L; p++) {
-            if (p == h->local)
-                continue;
-            if ((st = gw__p2p_isend(comm, h->locals[p], seg, bytes, &reqs[n])) != GW_OK)
+        for (int q = 0; q < L; q++)
+            if (q != h->local && (st = post(comm, rs, 1, h->locals[q], seg, bytes)) != GW_OK)
                 return st;
-            ptrs[n] = &reqs[n];
-            n++;
+    }
+    return GW_OK;
+}
+
+/* The pipeline: phase 1 of piece p + 1 is posted before phase 2 of piece
+ * p starts and phase 3 of piece p after it ends, so the transport moves
+ * them while the ring waits for the network. Every rank posts in the same
+ * order (phase 1 of p + 1, phase 3 of p, for p = 0, 1, ...), so messages
+ * between two ranks of a host match in order; phase 1 of p + 1 and phase 3
+ * of p touch different pieces of recvbuf. */
+static gw_status_t pipeline(gw_comm_t *comm, hier_t *h, char *buf, req_set_t *in, req_set_t *out,
+                            int *members)
+{
+    gw_status_t st = post_to_owners(comm, h, 0, buf, in);
+    if (st == GW_OK)
+        st = wait_set(comm, in);
+    if (st == GW_OK)
+        reduce_owned(h, 0, buf);
+    for (int p = 0; st == GW_OK && p < h->npieces; p++) {
+        if (p + 1 < h->npieces && (st = post_to_owners(comm, h, p + 1, buf, in)) != GW_OK)
+            break;
+        if ((st = across_hosts(comm, h, p, buf, members)) != GW_OK)
+            break;
+        if ((st = wait_set(comm, out)) != GW_OK || /* phase 3 of p - 1 */
+            (st = post_from_owners(comm, h, p, buf, out)) != GW_OK)
+            break;
+        if (p + 1 < h->npieces) {
+            if ((st = wait_set(comm, in)) != GW_OK)
+                break;
+            reduce_owned(h, p + 1, buf);
         }
     }
-    return gw__p2p_waitall(comm, ptrs, n);
+    if (st == GW_OK)
+        st = wait_set(comm, out);
+    return st;
 }
 
 gw_status_t gw__allreduce_hier(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -200,37 +276,39 @@ gw_status_t gw__allreduce_hier(gw_comm_t *comm, const void *sendbuf, void *recvb
         return gw__allreduce_ring(comm, sendbuf, recvbuf, count, dtype, op);
     hier_t h = {
         .t = t,
-        .count = count,
         .esize = gw_dtype_size(dtype),
         .dtype = dtype,
         .op = op,
         .nseg = t->local_max,
         .host = t->host_of[comm->rank],
+        .count = count,
     };
     h.nlocal = gw__topo_host_size(t, h.host);
     h.locals = gw__topo_host_ranks(t, h.host);
     h.local = t->pos[comm->rank] - t->host_first[h.host];
+    /* The number of pieces depends on the count alone: every rank agrees. */
+    size_t piece_bytes = HIER_PIECE_CHUNKS * (comm->chunk_bytes ? comm->chunk_bytes : 1);
+    size_t pieces = count * h.esize / piece_bytes + 1;
+    h.npieces = pieces > HIER_MAX_PIECES ? HIER_MAX_PIECES : (int)pieces;
+    h.slot = split_count(split_count(count, h.npieces, 0), h.nseg, 0);
+    size_t mine = (size_t)((h.nseg - h.local + h.nlocal - 1) / h.nlocal);
     if (count > 0 && recvbuf != sendbuf)
         memmove(recvbuf, sendbuf, count * h.esize);
 
-    /* Requests of phase 1 or 3: a send or receive per segment owned by
-     * another rank (fewer than G), and L - 1 per owned segment (at most
-     * ceil(G / L) of them): fewer than 2G + L <= 3G. */
     size_t nreq = 3 * (size_t)h.nseg + 1;
-    gw_request_t *reqs = calloc(nreq, sizeof(*reqs));
-    gw_request_t **ptrs = calloc(nreq, sizeof(*ptrs));
+    req_set_t in = {calloc(nreq, sizeof(gw_request_t)), calloc(nreq, sizeof(gw_request_t *)), 0};
+    req_set_t out = {calloc(nreq, sizeof(gw_request_t)), calloc(nreq, sizeof(gw_request_t *)), 0};
     int *members = malloc((size_t)t->nhosts * sizeof(*members));
+    size_t incoming = mine * (size_t)(h.nlocal - 1) * h.slot * h.esize;
+    h.incoming = incoming ? malloc(incoming) : NULL;
     gw_status_t st = GW_ERR_NO_MEMORY;
-    if (!reqs || !ptrs || !members)
-        goto out;
-    st = reduce_to_owners(comm, &h, recvbuf, reqs, ptrs);
-    if (st == GW_OK)
-        st = across_hosts(comm, &h, recvbuf, members);
-    if (st == GW_OK)
-        st = owners_to_all(comm, &h, recvbuf, reqs, ptrs);
-out:
-    free(reqs);
-    free(ptrs);
+    if (in.reqs && in.ptrs && out.reqs && out.ptrs && members && (h.incoming || !incoming))
+        st = pipeline(comm, &h, recvbuf, &in, &out, members);
+    free(in.reqs);
+    free(in.ptrs);
+    free(out.reqs);
+    free(out.ptrs);
     free(members);
+    free(h.incoming);
     return st;
 }

@@ -15,13 +15,14 @@
  *   rd    L alpha + L S beta + L S gamma,  L = ceil(log2 n) (+2 when n is not
  *         a power of two: fold in and out). Fewest rounds, but every round
  *         moves the whole buffer: the latency choice for small messages.
- *   hier  2(H-1) alpha + 2 alpha + 2 (H-1)/H S beta + 2 (L-1)/L S beta_l
+ *   hier  2(H-1) alpha + 2 alpha + max(2 (H-1)/H S beta, 2 (L-1)/L S beta_l)
  *         + ((L-1)/L + (H-1)/(H L)) S gamma,   H hosts, at most L ranks on
  *         one (allreduce_hier.c). Inside a host (beta_l, the figure
- *         beta_local) the bytes move over shared memory, in phases that do
- *         not overlap the network's (the ring's local edges do), so
- *         beta_l is what a byte through shared memory costs a rank while
- *         the host's other ranks do the same; across hosts each host's link
+ *         beta_local) the bytes move over shared memory, in phases that
+ *         overlap the network's (pipelined by pieces), so the slower of the
+ *         two decides; beta_l is what a byte through shared memory costs a
+ *         rank while the host's other ranks do the same; across hosts each
+ *         host's link
  *         carries 2 (H-1)/H S, against the ring's 2 (n-1)/n S on its
  *         busiest link. Only a candidate when several ranks share a host and
  *         there is more than one host; with one rank per host it is the
@@ -91,8 +92,12 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
     }
     case GW_ALGO_HIER: {
         double h = nhosts, l = local_max;
-        double t_local = local_max > 1 ? 2 * t->alpha + 2 * (l - 1) / l * s * t->beta_local : 0.0;
-        return 2 * (h - 1) * t->alpha + 2 * (h - 1) / h * s * t->beta + t_local +
+        /* Pipelined: the local phases overlap the network's, and the
+         * slower of the two decides. */
+        double t_local = local_max > 1 ? 2 * (l - 1) / l * s * t->beta_local : 0.0;
+        double t_net = 2 * (h - 1) / h * s * t->beta;
+        return 2 * (h - 1) * t->alpha + (local_max > 1 ? 2 * t->alpha : 0.0) +
+               (t_local > t_net ? t_local : t_net) +
                ((l - 1) / l + (h - 1) / (h * l)) * s * t->gamma;
     }
     default:

@@ -156,7 +156,8 @@ static int parse_opts(int argc, char **argv, struct copts *o)
             break;
         case 'a':
             if (gw_algo_parse(optarg, &o->algo) != GW_OK)
-                return usage_error("unknown algorithm \"%s\" (auto, ring, tree or rd)", optarg);
+                return usage_error("unknown algorithm \"%s\" (auto, ring, tree, rd or hier)",
+                                   optarg);
             break;
         case OPT_NOSORT:
             o->sort = 0;

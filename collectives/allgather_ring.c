@@ -2,7 +2,10 @@
  * allgather_ring.c - allgather around a ring.
  *
  * recvbuf holds n blocks of m = sendcount elements, block b being rank b's
- * sendbuf. Rank r first puts its own block in place (nothing to do in place,
+ * sendbuf. The ring visits the ranks in the communicator's host-contiguous
+ * order (core/topo.h); below, "rank r" and "block r" are the rank at ring
+ * position r and its block, which lies in recvbuf where the caller's rank
+ * order puts it. Rank r first puts its own block in place (nothing to do in place,
  * where sendbuf == recvbuf + r m). At step s (0 .. n-2) it sends block r - s
  * to its right neighbour and receives block r - s - 1 from its left one,
  * straight into its place in recvbuf; that block is what it sends at the
@@ -34,7 +37,7 @@ static char *piece(char *recvbuf, size_t b, size_t c, size_t m, size_t chunk, si
 gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                size_t sendcount, gw_dtype_t dtype)
 {
-    const int n = comm->size, rank = comm->rank;
+    const int n = comm->size, rank = comm->rank, pos = gw__ring_pos(comm);
     const size_t esize = gw_dtype_size(dtype), m = sendcount;
     const size_t chunk = gw__chunk_elems(comm, esize);
     /* An empty block is still one zero-length message (mismatches surface). */
@@ -48,7 +51,8 @@ gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
     /* Message p (both directions) is chunk p % nch of step p / nch: step s
      * receives block r - s - 1 and sends block r - s. */
     gw__stream_t in, out;
-    gw__stream_ring(comm, &in, &out);
+    gw__stream_init(&in, gw__ring_rank(comm, (pos - 1 + n) % n));
+    gw__stream_init(&out, gw__ring_rank(comm, (pos + 1) % n));
     gw__stream_t *const both[2] = {&in, &out};
     for (;;) {
         int moved = 0;
@@ -58,7 +62,8 @@ gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
 
         while (in.posted < total && gw__stream_room(&in)) {
             size_t s = in.posted / nch, bytes;
-            size_t b = ((size_t)rank + 2 * (size_t)n - s - 1) % (size_t)n;
+            size_t b = (size_t)gw__ring_rank(
+                comm, (int)(((size_t)pos + 2 * (size_t)n - s - 1) % (size_t)n));
             char *dst = piece(recvbuf, b, in.posted % nch, m, chunk, esize, &bytes);
             if ((st = gw__stream_recv(comm, &in, dst, bytes)) != GW_OK)
                 return st;
@@ -69,7 +74,8 @@ gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
         while (out.posted < total && gw__stream_room(&out) &&
                (out.posted < nch || in.done > out.posted - nch)) {
             size_t s = out.posted / nch, bytes;
-            size_t b = ((size_t)rank + 2 * (size_t)n - s) % (size_t)n;
+            size_t b =
+                (size_t)gw__ring_rank(comm, (int)(((size_t)pos + 2 * (size_t)n - s) % (size_t)n));
             char *src = piece(recvbuf, b, out.posted % nch, m, chunk, esize, &bytes);
             if ((st = gw__stream_send(comm, &out, src, bytes)) != GW_OK)
                 return st;

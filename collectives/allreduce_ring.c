@@ -1,8 +1,13 @@
 /*
  * allreduce_ring.c - bandwidth-optimal allreduce around a ring.
  *
- * The ranks form a ring: each sends only to its right neighbour (rank + 1)
- * and receives only from its left one (rank - 1). The buffer is cut into n
+ * The ranks form a ring: each sends only to its right neighbour and
+ * receives only from its left one. The ring visits the ranks in the
+ * communicator's host-contiguous order (core/topo.h), so that it crosses
+ * each host boundary once whatever the placement; below, "rank r" is the
+ * rank at ring position r. gw__allreduce_ring_over runs the same ring over
+ * any list of ranks (the hierarchical allreduce's rings across hosts,
+ * allreduce_hier.c). The buffer is cut into n
  * blocks whose sizes differ by at most one element (the first count % n
  * blocks get the extra element; blocks may be empty).
  *
@@ -43,6 +48,8 @@
  * neighbour has received the whole earlier message (it is part of the
  * chain that produced it), so the region is no longer needed by then.
  */
+#include <string.h>
+
 #include "collectives/coll.h"
 
 /* Messages in flight per direction, and scratch slots for incoming chunks
@@ -131,6 +138,22 @@ static void cursor_next(const ring_t *g, cursor_t *cu, int (*block_of)(const rin
 gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op)
 {
+    if (!comm->topo.order)
+        return gw__allreduce_ring_over(comm, NULL, comm->size, comm->rank, sendbuf, recvbuf, count,
+                                       dtype, op);
+    return gw__allreduce_ring_over(comm, comm->topo.order, comm->size, comm->topo.pos[comm->rank],
+                                   sendbuf, recvbuf, count, dtype, op);
+}
+
+gw_status_t gw__allreduce_ring_over(gw_comm_t *comm, const int *members, int n, int pos,
+                                    const void *sendbuf, void *recvbuf, size_t count,
+                                    gw_dtype_t dtype, gw_op_t op)
+{
+    if (n == 1) {
+        if (count > 0 && recvbuf != sendbuf)
+            memmove(recvbuf, sendbuf, count * gw_dtype_size(dtype));
+        return GW_OK;
+    }
     ring_t g = {
         .sendbuf = sendbuf,
         .recvbuf = recvbuf,
@@ -138,9 +161,9 @@ gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
         .esize = gw_dtype_size(dtype),
         .dtype = dtype,
         .op = op,
-        .n = comm->size,
-        .rank = comm->rank,
-        .steps = 2 * (comm->size - 1),
+        .n = n,
+        .rank = pos,
+        .steps = 2 * (n - 1),
     };
     g.chunk = gw__chunk_elems(comm, g.esize);
     size_t biggest = block_count(&g, 0); /* block 0 is never smaller than another */
@@ -154,7 +177,8 @@ gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
      * at step s - 1, chunk for chunk), except for the first step's sends,
      * which come straight from our own contribution. */
     gw__stream_t in, out;
-    gw__stream_ring(comm, &in, &out);
+    gw__stream_init(&in, members ? members[mod(pos - 1, n)] : mod(pos - 1, n));
+    gw__stream_init(&out, members ? members[mod(pos + 1, n)] : mod(pos + 1, n));
     gw__stream_t *const both[2] = {&in, &out};
     size_t consumed = 0;
     const size_t first_sends = block_chunks(&g, g.rank);

@@ -48,6 +48,18 @@ static inline gw_status_t gw__coll_scratch(gw_comm_t *comm, size_t len, char **o
     return st;
 }
 
+/* The rank at ring position p and this rank's ring position: the
+ * communicator's host-contiguous order (core/topo.h), or rank order when it
+ * has none (a communicator of one rank, or one built by hand in a test). */
+static inline int gw__ring_rank(const gw_comm_t *comm, int p)
+{
+    return comm->topo.order ? comm->topo.order[p] : p;
+}
+static inline int gw__ring_pos(const gw_comm_t *comm)
+{
+    return comm->topo.order ? comm->topo.pos[comm->rank] : comm->rank;
+}
+
 /* A binomial tree over ranks renumbered relative to the root (v = rank -
  * root mod n): v's parent is v with its lowest set bit cleared, its children
  * v + m for every power of two m below that bit (below n for the root) that
@@ -71,6 +83,16 @@ gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvb
 
 /* Algorithms: one per file. */
 gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gw_dtype_t dtype, gw_op_t op);
+/* The ring allreduce over members[0 .. n) (ring positions; this rank is
+ * members[pos]; NULL members: ranks 0 .. n-1), for algorithms that run
+ * rings over part of the communicator. n == 1 copies sendbuf to recvbuf. */
+gw_status_t gw__allreduce_ring_over(gw_comm_t *comm, const int *members, int n, int pos,
+                                    const void *sendbuf, void *recvbuf, size_t count,
+                                    gw_dtype_t dtype, gw_op_t op);
+/* Reduce-scatter inside each host, an allreduce of each shard across hosts,
+ * allgather inside each host (allreduce_hier.c). */
+gw_status_t gw__allreduce_hier(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op);
 gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op);

@@ -2,7 +2,10 @@
  * reduce_scatter_ring.c - reduce-scatter around a ring.
  *
  * sendbuf holds n blocks of m = recvcount elements; rank r must end with the
- * reduction of block r. At step s (0 .. n-2) rank r sends block r - s - 1 to
+ * reduction of block r. The ring visits the ranks in the communicator's
+ * host-contiguous order (core/topo.h); below, "rank r" and "block r" are
+ * the rank at ring position r and its block, which lies in every buffer
+ * where the caller's rank order puts it. At step s (0 .. n-2) rank r sends block r - s - 1 to
  * its right neighbour and receives block r - s - 2 from its left one,
  * combines it with its own contribution and passes it on at the next step.
  * Block b thus starts at rank b + 1, picks up one contribution per hop and
@@ -35,7 +38,7 @@
 gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                     size_t recvcount, gw_dtype_t dtype, gw_op_t op)
 {
-    const int n = comm->size, rank = comm->rank;
+    const int n = comm->size, rank = comm->rank, pos = gw__ring_pos(comm);
     const size_t esize = gw_dtype_size(dtype), m = recvcount;
     const size_t chunk = gw__chunk_elems(comm, esize);
     /* An empty block is still one zero-length message (mismatches surface). */
@@ -58,7 +61,8 @@ gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *
     /* Message p (both directions) is chunk p % nch of step p / nch; incoming
      * message p lands in scratch slot p % DEPTH. */
     gw__stream_t in, out;
-    gw__stream_ring(comm, &in, &out);
+    gw__stream_init(&in, gw__ring_rank(comm, (pos - 1 + n) % n));
+    gw__stream_init(&out, gw__ring_rank(comm, (pos + 1) % n));
     gw__stream_t *const both[2] = {&in, &out};
     size_t reduced = 0;
     for (;;) {
@@ -73,7 +77,8 @@ gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *
             size_t s = reduced / nch, c = reduced % nch;
             size_t first = c * chunk, len = m - first < chunk ? m - first : chunk;
             if (len > 0) {
-                int b = (int)(((size_t)rank + 2 * (size_t)n - s - 2) % (size_t)n);
+                int b =
+                    gw__ring_rank(comm, (int)(((size_t)pos + 2 * (size_t)n - s - 2) % (size_t)n));
                 const char *own = b == rank ? gw__cat(own_block, first * esize)
                                             : gw__cat(sendbuf, ((size_t)b * m + first) * esize);
                 gw__reduce(gw__at(recvbuf, first * esize), slots + (reduced % DEPTH) * slot_bytes,
@@ -101,7 +106,7 @@ gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *
             size_t first = c * chunk, len = m - first < chunk ? m - first : chunk;
             const char *src;
             if (out.posted < nch) {
-                size_t b = (size_t)((rank - 1 + n) % n);
+                size_t b = (size_t)gw__ring_rank(comm, (pos - 1 + n) % n);
                 src = gw__cat(sendbuf, (b * m + first) * esize);
             } else {
                 src = gw__at(recvbuf, first * esize);

@@ -15,8 +15,21 @@
  *   rd    L alpha + L S beta + L S gamma,  L = ceil(log2 n) (+2 when n is not
  *         a power of two: fold in and out). Fewest rounds, but every round
  *         moves the whole buffer: the latency choice for small messages.
+ *   hier  2(H-1) alpha + 2 alpha + max(2 (H-1)/H S beta, 2 (L-1)/L S beta_l)
+ *         + ((L-1)/L + (H-1)/(H L)) S gamma,   H hosts, at most L ranks on
+ *         one (allreduce_hier.c). Inside a host (beta_l, the figure
+ *         beta_local) the bytes move over shared memory, in phases that
+ *         overlap the network's (pipelined by pieces), so the slower of the
+ *         two decides; beta_l is what a byte through shared memory costs a
+ *         rank while the host's other ranks do the same; across hosts each
+ *         host's link
+ *         carries 2 (H-1)/H S, against the ring's 2 (n-1)/n S on its
+ *         busiest link. Only a candidate when several ranks share a host and
+ *         there is more than one host; with one rank per host it is the
+ *         ring over the hosts, and predicted as such.
  *
- * The defaults are rough figures for TCP on one host; `gradwire-bench tune`
+ * The defaults are rough figures for TCP on one host, and shared memory 8
+ * times faster (beta_local); `gradwire-bench tune`
  * measures them per cluster and writes a tuning file (format in tuning.h)
  * that GW_TUNING_FILE loads in place of the defaults. The model only has to
  * rank algorithms correctly around the crossover points, not predict times
@@ -42,6 +55,7 @@ void gw__tuning_defaults(gw_tuning_t *t, const char *transport)
     t->alpha = 25e-6;
     t->beta = 1.0 / 2.0e9;
     t->gamma = 1.0 / 4.0e9;
+    t->beta_local = t->beta / 8;
     t->chunk_bytes = 512 * 1024;
 }
 
@@ -54,6 +68,12 @@ static int ceil_log2(int n)
 }
 
 double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size_t bytes)
+{
+    return gw__tuning_predict_hosts(t, algo, nranks, nranks, 1, bytes);
+}
+
+double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks, int nhosts,
+                                int local_max, size_t bytes)
 {
     double n = nranks, s = (double)bytes;
     if (nranks <= 1)
@@ -70,6 +90,16 @@ double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size
         int rounds = d + ((nranks & (nranks - 1)) ? 2 : 0);
         return rounds * (t->alpha + s * t->beta) + d * s * t->gamma;
     }
+    case GW_ALGO_HIER: {
+        double h = nhosts, l = local_max;
+        /* Pipelined: the local phases overlap the network's, and the
+         * slower of the two decides. */
+        double t_local = local_max > 1 ? 2 * (l - 1) / l * s * t->beta_local : 0.0;
+        double t_net = 2 * (h - 1) / h * s * t->beta;
+        return 2 * (h - 1) * t->alpha + (local_max > 1 ? 2 * t->alpha : 0.0) +
+               (t_local > t_net ? t_local : t_net) +
+               ((l - 1) / l + (h - 1) / (h * l)) * s * t->gamma;
+    }
     default:
         return HUGE_VAL;
     }
@@ -77,11 +107,20 @@ double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size
 
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes)
 {
-    static const gw_algo_t candidates[] = {GW_ALGO_RD, GW_ALGO_TREE, GW_ALGO_RING};
+    return gw__tuning_pick_hosts(t, nranks, nranks, 1, bytes);
+}
+
+gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
+                                size_t bytes)
+{
+    static const gw_algo_t candidates[] = {GW_ALGO_RD, GW_ALGO_TREE, GW_ALGO_RING, GW_ALGO_HIER};
     gw_algo_t best = GW_ALGO_RING;
     double best_time = HUGE_VAL;
-    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-        double time = gw__tuning_predict(t, candidates[i], nranks, bytes);
+    /* The hierarchy pays only with several ranks on a host and several
+     * hosts. */
+    size_t ncand = nhosts > 1 && local_max > 1 ? 4 : 3;
+    for (size_t i = 0; i < ncand; i++) {
+        double time = gw__tuning_predict_hosts(t, candidates[i], nranks, nhosts, local_max, bytes);
         /* Strictly less: ties keep the earlier, lower-latency candidate. */
         if (time < best_time) {
             best_time = time;
@@ -99,8 +138,9 @@ gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes)
 #define TUNING_SECONDS_MAX 60.0
 #define TUNING_PER_BYTE_MAX 1.0
 
-enum tuning_key { KEY_ALPHA, KEY_BETA, KEY_GAMMA, KEY_CHUNK, KEY_COUNT };
-static const char *const key_names[KEY_COUNT] = {"alpha", "beta", "gamma", "chunk_bytes"};
+enum tuning_key { KEY_ALPHA, KEY_BETA, KEY_GAMMA, KEY_CHUNK, KEY_BETA_LOCAL, KEY_COUNT };
+static const char *const key_names[KEY_COUNT] = {"alpha", "beta", "gamma", "chunk_bytes",
+                                                 "beta_local"};
 
 static char *trim(char *s)
 {
@@ -134,9 +174,10 @@ static int apply_key(gw_tuning_t *t, int seen[KEY_COUNT], const char *key, const
     for (k = 0; k < KEY_COUNT && strcmp(key, key_names[k]) != 0; k++)
         ;
     if (k == KEY_COUNT) {
-        GW_ERROR(lg, "tuning",
-                 "%s line %ld: unknown key \"%s\" (known: alpha, beta, gamma, chunk_bytes)", name,
-                 lineno, key);
+        GW_ERROR(
+            lg, "tuning",
+            "%s line %ld: unknown key \"%s\" (known: alpha, beta, gamma, chunk_bytes, beta_local)",
+            name, lineno, key);
         return -1;
     }
     if (seen[k]) {
@@ -162,7 +203,10 @@ static int apply_key(gw_tuning_t *t, int seen[KEY_COUNT], const char *key, const
                  lineno, key, value, max);
         return -1;
     }
-    *(k == KEY_ALPHA ? &t->alpha : k == KEY_BETA ? &t->beta : &t->gamma) = v;
+    *(k == KEY_ALPHA        ? &t->alpha
+      : k == KEY_BETA       ? &t->beta
+      : k == KEY_BETA_LOCAL ? &t->beta_local
+                            : &t->gamma) = v;
     return 0;
 }
 
@@ -264,8 +308,9 @@ static gw_status_t load_named(gw_tuning_t *t, const char *path, const char *name
     gw_status_t st = gw__tuning_parse(t, f, name, lg);
     fclose(f);
     if (st == GW_OK)
-        GW_INFO(lg, "tuning", "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B", name,
-                t->alpha, t->beta, t->gamma, t->chunk_bytes);
+        GW_INFO(lg, "tuning",
+                "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B, beta_local %.3g s/B",
+                name, t->alpha, t->beta, t->gamma, t->chunk_bytes, t->beta_local);
     return st;
 }
 
@@ -291,12 +336,14 @@ gw_status_t gw__tuning_load_env(gw_tuning_t *t, const gw_logger_t *lg)
 
 gw_status_t gw__tuning_write(const gw_tuning_t *t, FILE *f)
 {
-    int n = fprintf(f,
-                    "gradwire-tuning %d\n"
-                    "alpha = %.9g\n"
-                    "beta = %.9g\n"
-                    "gamma = %.9g\n"
-                    "chunk_bytes = %zu\n",
-                    GW_TUNING_FILE_VERSION, t->alpha, t->beta, t->gamma, t->chunk_bytes);
+    int n =
+        fprintf(f,
+                "gradwire-tuning %d\n"
+                "alpha = %.9g\n"
+                "beta = %.9g\n"
+                "gamma = %.9g\n"
+                "chunk_bytes = %zu\n"
+                "beta_local = %.9g\n",
+                GW_TUNING_FILE_VERSION, t->alpha, t->beta, t->gamma, t->chunk_bytes, t->beta_local);
     return n < 0 || fflush(f) != 0 ? GW_ERR_SYSTEM : GW_OK;
 }

@@ -21,16 +21,25 @@ typedef struct gw_tuning {
     double beta;        /* seconds per byte on a link */
     double gamma;       /* seconds per byte reduced */
     size_t chunk_bytes; /* pipeline chunk of ring and tree */
+    double beta_local;  /* seconds per byte inside a host (shared memory) */
 } gw_tuning_t;
 
 /* Defaults for a transport ("tcp", "self"). */
 void gw__tuning_defaults(gw_tuning_t *t, const char *transport);
 
-/* Predicted seconds for an allreduce of bytes over nranks with algo. */
+/* Predicted seconds for an allreduce of bytes over nranks with algo, one
+ * rank per host (GW_ALGO_HIER is then the ring over the hosts). */
 double gw__tuning_predict(const gw_tuning_t *t, gw_algo_t algo, int nranks, size_t bytes);
+/* The same on nhosts hosts with at most local_max ranks on one. */
+double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks, int nhosts,
+                                int local_max, size_t bytes);
 
-/* The cheapest algorithm by the model (never GW_ALGO_AUTO). */
+/* The cheapest algorithm by the model (never GW_ALGO_AUTO), one rank per
+ * host and on nhosts hosts of at most local_max ranks (GW_ALGO_HIER a
+ * candidate only when nhosts > 1 and local_max > 1). */
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
+gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
+                                size_t bytes);
 
 /*
  * Tuning files hold measured figures (`gradwire-bench tune --out FILE`
@@ -42,6 +51,8 @@ gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
  *   beta = 4.2e-09               <- seconds per byte on a link
  *   gamma = 1.9e-10              <- seconds per byte reduced
  *   chunk_bytes = 524288         <- pipeline chunk of ring and tree
+ *   beta_local = 6e-10           <- seconds per byte inside a host (the
+ *                                   hierarchical allreduce's local phases)
  *
  * One key = value per line, spaces around '=' allowed, '#' starts a comment
  * anywhere. Every key is optional (a missing one keeps its default) but may

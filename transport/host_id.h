@@ -21,4 +21,13 @@
  * be read is left out (and logged at TRACE). */
 gw_status_t gw__host_id(const gw_logger_t *lg, uint64_t *out);
 
+/* The host id that the selection's plan and the communicator's topology
+ * see (mux.c publishes it): gw__host_id, unless GW_HOST_ID is set, a
+ * testing override that makes ranks on one machine pretend to be on the
+ * hosts it names (any non-empty string; ranks with equal strings share a
+ * host). The shared-memory transport keeps its own check by gw__host_id,
+ * so ranks really on different hosts never try to share memory.
+ * GW_ERR_CONFIG (logged) for an empty GW_HOST_ID. */
+gw_status_t gw__host_id_published(const gw_logger_t *lg, uint64_t *out);
+
 #endif

@@ -113,7 +113,7 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
         return GW_ERR_NO_MEMORY;
     }
     m->mode = mode;
-    st = gw__host_id(lg, &m->host_id);
+    st = gw__host_id_published(lg, &m->host_id);
     if (st != GW_OK)
         goto err_free;
     gw_select_kind_t only = gw__select_mode_only(mode);

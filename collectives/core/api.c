@@ -96,7 +96,10 @@ gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtyp
     size_t bytes;
     if (__builtin_mul_overflow(count, gw_dtype_size(dtype), &bytes))
         bytes = SIZE_MAX;
-    return gw__tuning_pick(&comm->tuning, comm->size, bytes);
+    if (!comm->topo.order)
+        return gw__tuning_pick(&comm->tuning, comm->size, bytes);
+    return gw__tuning_pick_hosts(&comm->tuning, comm->size, comm->topo.nhosts, comm->topo.local_max,
+                                 bytes);
 }
 
 gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -107,6 +110,8 @@ gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvb
         return gw__allreduce_tree(comm, sendbuf, recvbuf, count, dtype, op);
     case GW_ALGO_RD:
         return gw__allreduce_rd(comm, sendbuf, recvbuf, count, dtype, op);
+    case GW_ALGO_HIER:
+        return gw__allreduce_hier(comm, sendbuf, recvbuf, count, dtype, op);
     default:
         return gw__allreduce_ring(comm, sendbuf, recvbuf, count, dtype, op);
     }

@@ -111,7 +111,7 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
         return GW_ERR_CONFIG;
     }
     r->algo = cfg->algo;
-    static const char algos[] = "one of auto, ring, tree, rd";
+    static const char algos[] = "one of auto, ring, tree, rd, hier";
     const char *algo_env = NULL;
     if (r->algo == GW_ALGO_AUTO && gw__env_str(lg, "GW_ALGO", algos, &algo_env) != GW_OK)
         return GW_ERR_CONFIG;
@@ -133,6 +133,34 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
                  "MASTER_PORT), or use `gradwire launch`");
         return GW_ERR_CONFIG;
     }
+    return GW_OK;
+}
+
+/* The topology from every rank's composite address: its host id is the one
+ * the transport selection routes by (shared memory between equal ids), so
+ * "same host" means the same thing to the rings as to the transports. */
+static gw_status_t topo_from_addrs(gw_comm_t *comm, const uint8_t *all)
+{
+    uint64_t *ids = malloc((size_t)comm->size * sizeof(*ids));
+    if (!ids)
+        return GW_ERR_NO_MEMORY;
+    for (int r = 0; r < comm->size; r++) {
+        gw_select_blob_t v;
+        if (gw__select_blob_decode(all + (size_t)r * GW_TRANSPORT_ADDR_MAX, &v) != GW_OK) {
+            GW_ERROR(&comm->log, "init", "rank %d's address is not a gradwire address", r);
+            free(ids);
+            return GW_ERR_PROTOCOL;
+        }
+        ids[r] = v.host_id;
+    }
+    gw_status_t st = gw__topo_build(ids, comm->size, &comm->topo);
+    free(ids);
+    if (st != GW_OK)
+        return st;
+    GW_INFO(&comm->log, "init", "%d rank%s on %d host%s (at most %d on one); this rank's host: %d",
+            comm->size, comm->size == 1 ? "" : "s", comm->topo.nhosts,
+            comm->topo.nhosts == 1 ? "" : "s", comm->topo.local_max,
+            comm->topo.host_of[comm->rank]);
     return GW_OK;
 }
 
@@ -171,7 +199,9 @@ static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *
     st = gw__bootstrap_allgather(comm->bootstrap, addr, GW_TRANSPORT_ADDR_MAX, all);
     if (st != GW_OK)
         goto err_free_addrs;
-    st = comm->transport->ops->connect(comm->transport, all);
+    st = topo_from_addrs(comm, all);
+    if (st == GW_OK)
+        st = comm->transport->ops->connect(comm->transport, all);
     /* Connected or not, every rank tells rank 0, which answers whether the
      * job formed and, if not, whom every rank blames (bootstrap_settle.c):
      * each rank alone sees only the peer it could not reach. */
@@ -189,6 +219,7 @@ static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *
 
 err_free_addrs:
     free(all);
+    gw__topo_free(&comm->topo);
 err_close_transport:
     comm->transport->ops->close(comm->transport);
     comm->transport = NULL;
@@ -344,6 +375,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
     if (comm->bootstrap)
         gw__bootstrap_close(comm->bootstrap);
     free(comm->scratch);
+    gw__topo_free(&comm->topo);
     gw__logger_fini(&comm->log);
     free(comm);
     return GW_OK;

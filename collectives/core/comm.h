@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "collectives/core/tag.h"
+#include "collectives/core/topo.h"
 #include "collectives/tuning.h"
 #include "common/log.h"
 #include "gradwire.h"
@@ -51,6 +52,10 @@ struct gw_comm {
     gw_bootstrap_t *bootstrap;
     gw_transport_t *transport; /* NULL when size == 1 */
     gw_tuning_t tuning;
+    /* Which ranks share a host and the host-contiguous ring order, from the
+     * host ids of the address exchange (topo.h); empty (NULL arrays) for a
+     * communicator of one rank: the algorithms then use rank order. */
+    gw_topo_t topo;
     uint64_t seq;         /* sequence number of the last collective started */
     gw_msg_tag_t tag;     /* tag of the call in progress (tag.c) */
     gw_status_t failed;   /* sticky: GW_OK while the communicator is healthy */

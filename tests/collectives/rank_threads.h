@@ -86,6 +86,10 @@ typedef struct threads_opts {
     int rendezvous;    /* mem_transport: receiver-driven instead of eager */
     int tuning;        /* load the cost model's defaults (as gw_comm_init does) */
     const char *label; /* in failure reports, e.g. "rendezvous" */
+    /* Host ids of the ranks (n entries): the communicators get the topology
+     * (core/topo.h) that gw_comm_init would build from them. NULL: none,
+     * and the algorithms use rank order. */
+    const uint64_t *host_ids;
 } threads_opts_t;
 
 /* Run body on n threads, one per rank (n = 1: a communicator of one rank,
@@ -119,6 +123,8 @@ static inline void threads_run(int n, const threads_opts_t *o, body_fn body, con
         comm->chunk_bytes = 4096;
         if (n > 1)
             cr_assert_eq(memt_open(job->fab, r, &comm->log, &comm->transport), GW_OK);
+        if (o->host_ids)
+            cr_assert_eq(gw__topo_build(o->host_ids, n, &comm->topo), GW_OK);
     }
     pthread_t th[MAXN];
     for (int r = 0; r < n; r++)
@@ -136,6 +142,7 @@ static inline void threads_run(int n, const threads_opts_t *o, body_fn body, con
         if (c->comm.transport)
             c->comm.transport->ops->close(c->comm.transport);
         free(c->comm.scratch);
+        gw__topo_free(&c->comm.topo);
         gw__logger_fini(&c->comm.log);
     }
     if (job->fab)

@@ -37,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(isfinite(t.alpha) && t.alpha >= 0 && t.alpha <= 60.0);
     FUZZ_CHECK(isfinite(t.beta) && t.beta >= 0 && t.beta <= 1.0);
     FUZZ_CHECK(isfinite(t.gamma) && t.gamma >= 0 && t.gamma <= 1.0);
+    FUZZ_CHECK(isfinite(t.beta_local) && t.beta_local >= 0 && t.beta_local <= 1.0);
     FUZZ_CHECK(t.chunk_bytes >= 4096 && t.chunk_bytes <= (1u << 30));
 
     char *text = NULL;
@@ -56,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(text);
     FUZZ_CHECK(close_enough(u.alpha, t.alpha) && close_enough(u.beta, t.beta));
     FUZZ_CHECK(close_enough(u.gamma, t.gamma) && u.chunk_bytes == t.chunk_bytes);
+    FUZZ_CHECK(close_enough(u.beta_local, t.beta_local));
     /* The model gives every algorithm a finite time from what was accepted. */
     for (int n = 2; n <= 64; n *= 4)
         FUZZ_CHECK(gw__tuning_pick(&t, n, (size_t)1 << 20) > GW_ALGO_AUTO &&

@@ -222,6 +222,21 @@ Test(hosts, two_ranks_per_host, .timeout = 120 * SLOW)
     run_job(5, 2, "1,1023", "all", "bfloat16", "prod", "allreduce,reduce,broadcast", "1", 50);
 }
 
+/* The launcher's placement (rank r on host r mod 4) with 2 ranks per host,
+ * 2+2+1+1 ranks, and 2 hosts of 4 in blocks: the host-ordered rings and
+ * the hierarchical allreduce (chosen explicitly and by the cost model) on
+ * counts 0, 1, fewer than the ranks, odd, and one long enough to take many
+ * chunks through every phase. */
+Test(hosts, hierarchical_any_placement, .timeout = 200 * SLOW)
+{
+    up(4);
+    run_job(8, 0, "0,1,5,1023,65539", "ring,hier,auto", "float32,int64,float16", "sum,prod,max",
+            "allreduce,random,reduce_scatter,allgather", "1", 60);
+    run_job(6, 0, "0,3,1023,65539", "hier", "all", "all", "allreduce,random", "1", 60);
+    run_job(8, 4, "1,7,65539", "ring,hier", "bfloat16,int8", "sum,min",
+            "allreduce,reduce_scatter,allgather", "1", 50);
+}
+
 /* Inode of a namespace file, to tell which namespace a rank ran in. */
 static unsigned long long ns_inode(const char *path)
 {

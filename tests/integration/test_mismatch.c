@@ -29,7 +29,7 @@ typedef struct case_set {
 } case_set_t;
 
 static const case_set_t cases[] = {
-    {"allreduce", {"count", "zero", "dtype", "op", "algo", "kind", NULL}},
+    {"allreduce", {"count", "zero", "dtype", "op", "algo", "hier", "kind", NULL}},
     {"broadcast", {"count", "zero", "dtype", "root", "kind", NULL}},
     {"reduce", {"count", "zero", "dtype", "op", "root", "kind", NULL}},
     {"allgather", {"count", "zero", "dtype", "kind", NULL}},

@@ -21,7 +21,8 @@
  *         naming rank 1, its receipt never having come)
  *   WHAT: count (one more element), zero (count 0), dtype (int32 instead of
  *         float32), op (max instead of sum), root (root 1 instead of 0),
- *         algo (tree instead of ring), kind (a barrier instead of COLL; for
+ *         algo (tree instead of ring), hier (the hierarchical allreduce
+ *         instead of ring), kind (a barrier instead of COLL; for
  *         barrier: an allreduce); for the v-forms also sendcount (alltoallv:
  *         one more element to the previous rank; allgatherv: a sendcount
  *         that is not its own recvcounts entry), recvcount (alltoallv: one
@@ -246,9 +247,11 @@ int main(int argc, char **argv)
             c.root = 1;
         else if (strcmp(what, "algo") == 0)
             gw_comm_set_algo(comm, GW_ALGO_TREE);
+        else if (strcmp(what, "hier") == 0)
+            gw_comm_set_algo(comm, GW_ALGO_HIER);
         else if (strcmp(what, "kind") == 0)
             c.coll = strcmp(c.coll, "barrier") == 0 ? "allreduce" : "barrier";
-    } else if (strcmp(what, "algo") == 0) {
+    } else if (strcmp(what, "algo") == 0 || strcmp(what, "hier") == 0) {
         gw_comm_set_algo(comm, GW_ALGO_RING);
     }
     size_t cap = (size_t)(COUNT + 1) * 8 * (size_t)(size > WINDOW ? size : WINDOW) + 4096;

@@ -143,6 +143,24 @@ static gw_status_t make_child(gw_comm_t *parent, const member_t *members, int n,
     child->root = root;
     child->to_root = to_root;
     child->id = id;
+    /* Its hosts: the root's host of each member, renumbered (topo.c), so
+     * that its rings keep each host's ranks together and the hierarchical
+     * allreduce works on it too. */
+    if (root->topo.host_of && n > 1) {
+        uint64_t *ids = malloc((size_t)n * sizeof(*ids));
+        gw_status_t tst = ids ? GW_OK : GW_ERR_NO_MEMORY;
+        for (int i = 0; ids && i < n; i++)
+            ids[i] = (uint64_t)root->topo.host_of[to_root[i]];
+        if (tst == GW_OK)
+            tst = gw__topo_build(ids, n, &child->topo);
+        free(ids);
+        if (tst != GW_OK) {
+            free(to_root);
+            free(child);
+            GW_ERROR(&parent->log, "api", "gw_comm_split: no memory for the hosts of %d ranks", n);
+            return gw__comm_fail(parent, tst);
+        }
+    }
     /* The root's own reference counts from its first child on. */
     int none = 0;
     atomic_compare_exchange_strong(&root->refs, &none, 1);
@@ -268,6 +286,7 @@ void gw__comm_release(gw_comm_t *comm)
     gw_comm_t *root = comm->root;
     free(comm->scratch);
     free(comm->to_root);
+    gw__topo_free(&comm->topo);
     free(comm);
     if (atomic_fetch_sub(&root->refs, 1) == 1)
         gw_comm_destroy(root); /* its own reference went before: tear down */

@@ -17,6 +17,7 @@
 #define WORKER GW_BUILD_DIR "/tests/worker_collectives"
 #define BENCH GW_BUILD_DIR "/gradwire-bench"
 #define MISMATCH GW_BUILD_DIR "/tests/worker_mismatch"
+#define SPLIT GW_BUILD_DIR "/tests/worker_split"
 
 /* Run cmd (NULL-terminated, at most 10 words) as n ranks, rank r on
  * pretend host hosts[r] (a string of host letters, one per rank), with
@@ -128,4 +129,19 @@ Test(topo_local, empty_host_id_is_refused, .timeout = 60)
     cr_assert(!(r.exited && r.status == 0), "an empty GW_HOST_ID was accepted:\n%s", r.output);
     cr_assert(strstr(r.output, "GW_HOST_ID"), "the error does not name GW_HOST_ID:\n%s", r.output);
     free(r.output);
+}
+
+/* Sub-communicators know their members' hosts: 8 ranks on 4 pretend hosts
+ * of two, split in halves (hosts 0-1 and 2-3): each child's cost model
+ * picks the hierarchical allreduce, which is exact on it. */
+Test(topo_local, split_children_know_their_hosts, .timeout = 120)
+{
+    char *cmd[] = {SPLIT, "hier", NULL};
+    char *out = launch(8, "00112233", cmd, "rank 0: ok");
+    for (int r = 1; r < 8; r++) {
+        char want[32];
+        snprintf(want, sizeof(want), "rank %d: ok", r);
+        cr_expect(strstr(out, want), "no \"%s\":\n%s", want, out);
+    }
+    free(out);
 }

@@ -29,6 +29,11 @@
  * abort of any communicator aborts the transport they share, so rank 0's
  * call on the child must fail with GW_ERR_ABORTED within 1.5 s ("rank 0:
  * child GW_ERR_ABORTED in time").
+ * Mode "hier" (on pretend hosts, GW_HOST_ID, two or more ranks per host):
+ * the lower and the upper half of the ranks form two children; each child
+ * knows its members' hosts: the cost model picks the hierarchical
+ * allreduce for a large buffer when the child spans several hosts with
+ * several ranks on one, and that allreduce is exact on the child.
  * Mode "time": rank 0 prints the mean time of an all-gather of four
  * int32 per rank and of gw_comm_split (then gw_comm_destroy), 1000 of
  * each, twice, for the README's figure (not part of the test).
@@ -486,6 +491,50 @@ static int time_mode(gw_comm_t *comm)
     return 0;
 }
 
+static int hier_mode(gw_comm_t *comm)
+{
+    int rank = gw_comm_rank(comm), size = gw_comm_size(comm), bad = 0;
+    gw_comm_t *child = NULL;
+    gw_status_t st = gw_comm_split(comm, rank < size / 2 ? 0 : 1, rank, &child);
+    if (st != GW_OK) {
+        printf("rank %d: split: %s\n", rank, gw_status_name(st));
+        return 1;
+    }
+    size_t n = 100003;
+    gw_algo_t pick = gw_comm_pick_algo(child, (size_t)8 << 20, GW_FLOAT32);
+    if (pick != GW_ALGO_HIER) {
+        printf("rank %d: the child's cost model picked %s for 32 MiB, not hier\n", rank,
+               gw_algo_name(pick));
+        bad = 1;
+    }
+    float *x = malloc(n * sizeof(float));
+    int csize = gw_comm_size(child), first = rank < size / 2 ? 0 : size / 2;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((size_t)rank * 3 + i % 97);
+    gw_comm_set_algo(child, GW_ALGO_HIER);
+    st = gw_allreduce(child, x, x, n, GW_FLOAT32, GW_SUM);
+    for (size_t i = 0; st == GW_OK && i < n && !bad; i++) {
+        double want = 0;
+        for (int r = first; r < first + csize; r++)
+            want += (double)((size_t)r * 3 + i % 97);
+        if (x[i] != (float)want) {
+            printf("rank %d: hier allreduce on the child: element %zu is %g, not %g\n", rank, i,
+                   x[i], want);
+            bad = 1;
+        }
+    }
+    if (st != GW_OK) {
+        printf("rank %d: hier allreduce on the child: %s\n", rank, gw_status_name(st));
+        bad = 1;
+    }
+    free(x);
+    gw_comm_destroy(child);
+    gw_comm_destroy(comm);
+    if (!bad)
+        printf("rank %d: ok\n", rank);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "all";
@@ -505,5 +554,7 @@ int main(int argc, char **argv)
         return time_mode(comm);
     if (strcmp(mode, "abort") == 0)
         return abort_mode(comm);
+    if (strcmp(mode, "hier") == 0)
+        return hier_mode(comm);
     return all_mode(comm);
 }

@@ -12,6 +12,9 @@
 #                        DIR/by-host/nI/F bind-mounted over DIR/F (per-host
 #                        configuration); processes CMD starts inherit it all
 #   eh_down              take the hosts down
+#   eh_require WHAT TOOL...  exit 77 (skipped) saying why unless this runs as
+#                        root, network namespaces can be made, and every
+#                        TOOL is installed (WHAT: the packages to name)
 EH_PREFIX=
 EH_DIR=
 EH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -45,4 +48,16 @@ eh_in() {
 eh_down() {
     [ -n "$EH_PREFIX" ] && "$EH_ROOT/scripts/cluster.sh" --prefix "$EH_PREFIX" down >/dev/null 2>&1
     EH_PREFIX=
+}
+
+eh_require() {
+    local what=$1 t probe="gwehprobe$$x"
+    shift
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+    for t in nsenter unshare "$@"; do
+        command -v "$t" >/dev/null ||
+            { echo "SKIP: $t is not installed ($what: scripts/install-deps.sh test)"; exit 77; }
+    done
+    ip netns add "$probe" 2>/dev/null || { echo "SKIP: cannot create network namespaces here"; exit 77; }
+    ip netns del "$probe"
 }

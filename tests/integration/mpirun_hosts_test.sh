@@ -20,13 +20,7 @@ NHOSTS=4
 # shellcheck source=emulated_hosts.sh
 . "$ROOT/tests/integration/emulated_hosts.sh"
 
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
-for t in mpirun nsenter unshare; do
-    command -v "$t" >/dev/null || skip "$t is not installed (openmpi-bin, util-linux: scripts/install-deps.sh test)"
-done
-ip netns add gwmpprobe$$x 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del gwmpprobe$$x
+eh_require "openmpi-bin" mpirun
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/gw-mpirun.XXXXXX")
 trap 'eh_down; rm -rf "$D"' EXIT

@@ -35,16 +35,9 @@ NHOSTS=4
 # shellcheck source=emulated_hosts.sh
 . "$ROOT/tests/integration/emulated_hosts.sh"
 
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces and Slurm's daemons)"
-for t in slurmctld slurmd munged srun sinfo nsenter unshare; do
-    command -v "$t" >/dev/null ||
-        skip "$t is not installed (Debian packages slurmctld, slurmd, munge, slurm-client: scripts/install-deps.sh test)"
-done
-[ -d /usr/lib/x86_64-linux-gnu/slurm-wlm ] || [ -n "$(find /usr/lib -name mpi_pmix.so 2>/dev/null | head -1)" ] ||
-    skip "Slurm's plugins are not installed (slurm-wlm-basic-plugins)"
-ip netns add gwslprobe$$x 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del gwslprobe$$x
+eh_require "Debian packages slurmctld, slurmd, munge, slurm-client" slurmctld slurmd munged srun sinfo
+compgen -G "/usr/lib/*/slurm-wlm/mpi_pmix.so" >/dev/null ||
+    { echo "SKIP: Slurm's PMIx plugin is not installed (slurm-wlm-basic-plugins)"; exit 77; }
 
 PREFIX="gwsl$$x"
 D=$(mktemp -d "${TMPDIR:-/tmp}/gw-slurm.XXXXXX")

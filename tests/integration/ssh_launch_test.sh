@@ -25,14 +25,7 @@ NHOSTS=4
 # shellcheck source=emulated_hosts.sh
 . "$ROOT/tests/integration/emulated_hosts.sh"
 
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, sshd)"
-[ -x /usr/sbin/sshd ] || skip "sshd is not installed (openssh-server: scripts/install-deps.sh test)"
-for t in ssh ssh-keygen nsenter unshare; do
-    command -v "$t" >/dev/null || skip "$t is not installed (openssh-client, util-linux)"
-done
-ip netns add gwsshprobe$$x 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del gwsshprobe$$x
+eh_require "openssh-server, openssh-client" /usr/sbin/sshd ssh ssh-keygen
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/gw-ssh.XXXXXX")
 chmod 0755 "$D"

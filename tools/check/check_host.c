@@ -46,24 +46,13 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static void read_line(const char *path, char *out, size_t cap)
-{
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    if (fgets(out, (int)cap, f))
-        out[strcspn(out, "\n")] = '\0';
-    fclose(f);
-}
-
 static uint64_t host_key(const char *hostname)
 {
     uint64_t h = 1469598103934665603ULL;
     char boot[64];
     struct stat sb;
     h = fnv(h, hostname, strlen(hostname));
-    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+    gw_kit_read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
     h = fnv(h, boot, strlen(boot));
     if (stat("/proc/self/ns/net", &sb) == 0) {
         uint64_t v[2] = {(uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
@@ -157,9 +146,9 @@ static void find_interface(gwc_rank_info_t *ri)
     }
     char path[160], v[32];
     snprintf(path, sizeof(path), "/sys/class/net/%s/operstate", ri->ifname);
-    read_line(path, ri->operstate, sizeof(ri->operstate));
+    gw_kit_read_line(path, ri->operstate, sizeof(ri->operstate));
     snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ri->ifname);
-    read_line(path, v, sizeof(v));
+    gw_kit_read_line(path, v, sizeof(v));
     if (v[0] && atoi(v) > 0)
         ri->speed_mbps = atoi(v);
 }

@@ -144,6 +144,10 @@ void gw_kit_json_int_or_null(gw_kit_json_t *j, const char *key, int present, lon
  * mode. NULL with errno set on failure. */
 FILE *gw_kit_fopen_private(const char *path);
 
+/* The first line of the file at path (a sysfs or procfs value), without its
+ * newline, into out[0..cap); "" when it cannot be read. */
+void gw_kit_read_line(const char *path, char *out, size_t cap);
+
 /* ---- time and order statistics (kit_time.c) ---- */
 
 /* CLOCK_MONOTONIC, in nanoseconds, microseconds or seconds. */

@@ -6,6 +6,7 @@
  */
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "kit.h"
@@ -19,4 +20,15 @@ FILE *gw_kit_fopen_private(const char *path)
     if (!f)
         close(fd);
     return f;
+}
+
+void gw_kit_read_line(const char *path, char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fgets(out, (int)cap, f))
+        out[strcspn(out, "\n")] = '\0';
+    fclose(f);
 }

@@ -12,17 +12,6 @@
 
 #include "kit.h"
 
-static void read_line(const char *path, char *out, size_t cap)
-{
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    if (fgets(out, (int)cap, f))
-        out[strcspn(out, "\n")] = '\0';
-    fclose(f);
-}
-
 static int all_zero_gid(const char *gid)
 {
     for (const char *c = gid; *c; c++)
@@ -35,19 +24,19 @@ static void read_port(const char dir[1200], gw_kit_rdma_port_t *p)
 {
     char path[1300], state[32];
     snprintf(path, sizeof(path), "%s/state", dir);
-    read_line(path, state, sizeof(state));
+    gw_kit_read_line(path, state, sizeof(state));
     /* "4: ACTIVE" -> "ACTIVE" */
     const char *st = strchr(state, ':') ? strchr(state, ':') + 1 : state;
     while (*st == ' ')
         st++;
     snprintf(p->state, sizeof(p->state), "%.23s", st[0] ? st : "?");
     snprintf(path, sizeof(path), "%s/link_layer", dir);
-    read_line(path, p->link_layer, sizeof(p->link_layer));
+    gw_kit_read_line(path, p->link_layer, sizeof(p->link_layer));
     p->ngids = 0;
     for (int k = 0; k < 256 && p->ngids < GW_KIT_RDMA_GIDS; k++) {
         char gid[64];
         snprintf(path, sizeof(path), "%s/gids/%d", dir, k);
-        read_line(path, gid, sizeof(gid));
+        gw_kit_read_line(path, gid, sizeof(gid));
         if (!gid[0])
             break; /* past the table */
         if (all_zero_gid(gid))
@@ -55,9 +44,9 @@ static void read_port(const char dir[1200], gw_kit_rdma_port_t *p)
         p->gids[p->ngids].index = k;
         snprintf(p->gids[p->ngids].gid, sizeof(p->gids[0].gid), "%.47s", gid);
         snprintf(path, sizeof(path), "%s/gid_attrs/types/%d", dir, k);
-        read_line(path, p->gids[p->ngids].type, sizeof(p->gids[0].type));
+        gw_kit_read_line(path, p->gids[p->ngids].type, sizeof(p->gids[0].type));
         snprintf(path, sizeof(path), "%s/gid_attrs/ndevs/%d", dir, k);
-        read_line(path, p->gids[p->ngids].netdev, sizeof(p->gids[0].netdev));
+        gw_kit_read_line(path, p->gids[p->ngids].netdev, sizeof(p->gids[0].netdev));
         p->ngids++;
     }
 }

@@ -10,8 +10,9 @@
 #     token;
 #   - the same with GW_JOB_TOKEN_FILE (a 0600 file): authenticated, and
 #     (GW_DEBUG=INFO) ranks 0-1 on n0 ... 6-7 on n3;
-#   - `srun --mpi=pmix -N 4 -n 8`, no GW_* variable but GW_DEBUG: everything
-#     from PMIx, rank 0's token, the same placement;
+#   - `srun --mpi=pmix -N 4 -n 8`, no GW_* variable: checked, authenticated;
+#     again with GW_DEBUG: everything from PMIx, rank 0's token on every
+#     rank, the same placement;
 #   - a job whose rank 5 exits at once (worker_faults): the survivors get
 #     an error naming rank 5 within the timeout, none hangs.
 #
@@ -198,6 +199,19 @@ else
     tail -n 20 "$D/token.out"
 fi
 
+# PMIx with no GW_* variable at all: the job is checked and authenticated
+# (rank 0's token through PMIx: no warning); then with GW_DEBUG for the
+# INFO lines that say how every rank joined.
+if job pmix0 -- --mpi=pmix -N "$NHOSTS" -n 8 "${BENCH[@]}" && why=$(checked pmix0); then
+    if grep -q "unauthenticated" "$D/pmix0.out"; then
+        fail "srun --mpi=pmix, no GW_* variable: the job ran unauthenticated"
+    else
+        pass "srun --mpi=pmix -N 4 -n 8, no GW_* variable at all: 8 ranks checked, authenticated"
+    fi
+else
+    fail "srun --mpi=pmix -N 4 -n 8, no GW_* variable: ${why:-exited}"
+    tail -n 20 "$D/pmix0.out"
+fi
 if job pmix "${INFO[@]}" -- --mpi=pmix -N "$NHOSTS" -n 8 "${BENCH[@]}" &&
     why=$(checked pmix placement); then
     n=$(grep -c "PMIx (namespace slurm.pmix[^)]*): rank [0-7] of 8, bootstrap root 198.18.0.1:[0-9]*, job token from rank 0" "$D/pmix.out")

@@ -14,9 +14,14 @@
 # Modes:
 #   --emulated N --rate R  N emulated hosts (scripts/cluster.sh, needs root),
 #                          one rank per host unless --ranks-per-host; peers:
-#                          Gloo ring_chunked and halving_doubling. Open MPI 4.1
-#                          does not start across network namespaces (PMIx
-#                          "Unreachable", see DESIGN.md), so it is left out.
+#                          Gloo ring_chunked and halving_doubling, and Open
+#                          MPI with btl tcp: mpirun runs on host 0 with a
+#                          hostfile of the hosts and starts its daemons
+#                          through an rsh agent that enters each host's
+#                          namespaces, with the host names and /etc/hosts
+#                          of tests/integration/emulated_hosts.sh (plain
+#                          mpirun across namespaces fails: PMIx
+#                          "Unreachable", as DESIGN.md says).
 #   --local N              N ranks on this host over loopback TCP (gradwire
 #                          with GW_TRANSPORT=tcp); peers: Gloo ring_chunked and
 #                          halving_doubling, Open MPI with btl tcp and with vader
@@ -175,8 +180,9 @@ MPI="$build/bench/peers/mpi_allreduce"
 if [ -z "$peers" ]; then
     list=()
     [ -x "$GLOO" ] && list+=(gloo_ring_chunked gloo_halving_doubling)
-    if [ "$mode" = local ] && [ -x "$MPI" ] && command -v mpirun >/dev/null; then
-        list+=(mpi_tcp mpi_vader)
+    if [ -x "$MPI" ] && command -v mpirun >/dev/null; then
+        list+=(mpi_tcp)
+        [ "$mode" = local ] && list+=(mpi_vader)
     fi
     peers=$(IFS=,; echo "${list[*]-}")
 elif [ "$peers" = none ]; then
@@ -187,7 +193,7 @@ for p in "${PEERS[@]+"${PEERS[@]}"}"; do
     case "$p" in
         gloo_ring_chunked|gloo_halving_doubling) [ -x "$GLOO" ] || die "$p: no $GLOO (install libgloo-dev and rebuild)" ;;
         mpi_tcp|mpi_vader)
-            [ "$mode" = local ] || die "$p: Open MPI does not start across network namespaces; use it with --local"
+            [ "$mode" = local ] || [ "$p" = mpi_tcp ] || die "$p: shared memory is for --local"
             [ -x "$MPI" ] && command -v mpirun >/dev/null || die "$p: no $MPI or mpirun (install libopenmpi-dev openmpi-bin and rebuild)" ;;
         tcp_ring) command -v python3 >/dev/null || die "tcp_ring needs python3" ;;
         *) usage_error "unknown peer '$p'" ;;
@@ -232,6 +238,28 @@ trap 'exit 143' TERM
 if [ "$mode" = emulated ]; then
     cluster=1
     "$ROOT/scripts/cluster.sh" up "$nhosts" --prefix "$prefix" --rate "$rate" --mtu "$mtu" >/dev/null
+    # Open MPI's way in: host names, /etc/hosts, an rsh agent, a hostfile.
+    # shellcheck source=../tests/integration/emulated_hosts.sh
+    . "$ROOT/tests/integration/emulated_hosts.sh"
+    EH_PREFIX=$prefix EH_DIR=$work
+    {
+        echo "127.0.0.1 localhost"
+        for ((h = 0; h < nhosts; h++)); do echo "198.18.0.$((h + 1)) n$h"; done
+    } >"$work/hosts"
+    for ((h = 0; h < nhosts; h++)); do
+        mkdir -p "$work/by-host/n$h"
+        echo "n$h slots=$([ "$rph" -eq 0 ] && echo 1 || echo "$rph")"
+    done >"$work/hostfile"
+    cat >"$work/agent.sh" <<AGENT
+#!/usr/bin/env bash
+while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
+host=\$1
+shift
+. "$ROOT/tests/integration/emulated_hosts.sh"
+EH_PREFIX="$prefix" EH_DIR="$work"
+eh_in "\${host#n}" sh -c "\$*"
+AGENT
+    chmod +x "$work/agent.sh"
 fi
 
 common=(-b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -c "$check" -d "$dtype" -o "$op")
@@ -351,10 +379,19 @@ run_lib() {
         mpi_tcp|mpi_vader)
             local btl=tcp,self
             [ "$name" = mpi_tcp ] || btl=vader,self
-            # Loopback only: this host's other interfaces are not ours to use.
-            mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl "$btl" \
-                --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-                "$MPI" "${common[@]}" >"$out" 2>&1 ;;
+            if [ "$mode" = emulated ]; then
+                # By slot, as gradwire's --ranks-per-host places ranks; one
+                # per host: the same as its round robin.
+                eh_in 0 mpirun --allow-run-as-root --hostfile "$work/hostfile" -np "$nranks" \
+                    --mca plm_rsh_agent "$work/agent.sh" --mca btl "$btl" \
+                    --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+                    "$MPI" "${common[@]}" >"$out" 2>&1
+            else
+                # Loopback only: this host's other interfaces are not ours to use.
+                mpirun --allow-run-as-root --oversubscribe -np "$nranks" --mca btl "$btl" \
+                    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+                    "$MPI" "${common[@]}" >"$out" 2>&1
+            fi ;;
         tcp_ring) run_ring "$k" "$out" ;;
         *)
             # A gradwire variant. TCP forced: the comparison is of the

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "collectives/tuning.h"
+#include "support/ranks_agree.h"
 #include "support/run.h"
 
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
@@ -167,19 +168,7 @@ static void run_job(int n, int k, const char *counts, const char *algos, const c
               r.output);
     cr_assert(r.exited && r.status == 0, "job of %d ranks on %s failed (status %d):\n%s", n, prefix,
               r.status, r.output);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/rank0", dir);
-    char *first = read_file(path);
-    cr_assert_not_null(first, "rank 0 wrote no results");
-    cr_assert(strlen(first) > 0, "rank 0 ran no collective");
-    for (int rank = 1; rank < n; rank++) {
-        snprintf(path, sizeof(path), "%s/rank%d", dir, rank);
-        char *other = read_file(path);
-        cr_assert_not_null(other, "rank %d wrote no results", rank);
-        cr_assert_str_eq(other, first, "rank %d's results differ bitwise from rank 0's", rank);
-        free(other);
-    }
-    free(first);
+    free(expect_ranks_agree(dir, n, 0));
     free(r.output);
     remove_tree(dir);
     free(dir);

@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "support/ranks_agree.h"
 #include "support/run.h"
 
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
@@ -54,19 +55,7 @@ static void run_job(int n, const char *hosts, const char *counts, const char *al
     char *cmd[] = {WORKER,         dir,         (char *)counts, (char *)algos,
                    (char *)dtypes, (char *)ops, (char *)colls,  NULL};
     free(launch(n, hosts, cmd, expect));
-    char path[512];
-    snprintf(path, sizeof(path), "%s/rank0", dir);
-    char *first = read_file(path);
-    cr_assert_not_null(first, "rank 0 wrote no results");
-    cr_assert(strlen(first) > 0, "rank 0 ran no collective");
-    for (int rank = 1; rank < n; rank++) {
-        snprintf(path, sizeof(path), "%s/rank%d", dir, rank);
-        char *other = read_file(path);
-        cr_assert_not_null(other, "rank %d wrote no results", rank);
-        cr_assert_str_eq(other, first, "rank %d's results differ bitwise from rank 0's", rank);
-        free(other);
-    }
-    free(first);
+    free(expect_ranks_agree(dir, n, 0));
     remove_tree(dir);
     free(dir);
 }

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "support/ranks_agree.h"
 #include "support/run.h"
 
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
@@ -34,24 +35,6 @@
 #define COUNTS "0,7,1023,262147"
 #define DTYPES "float32,bfloat16,int8"
 #define OPS "sum,max"
-
-/* Every rank wrote the same result hashes. */
-static void expect_same_results(const char *dir, int n)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/rank0", dir);
-    char *first = read_file(path);
-    cr_assert_not_null(first, "rank 0 wrote no results");
-    cr_assert(strlen(first) > 0, "rank 0's results are empty");
-    for (int rank = 1; rank < n; rank++) {
-        snprintf(path, sizeof(path), "%s/rank%d", dir, rank);
-        char *other = read_file(path);
-        cr_assert_not_null(other, "rank %d wrote no results", rank);
-        cr_assert_str_eq(other, first, "rank %d's results differ bitwise from rank 0's", rank);
-        free(other);
-    }
-    free(first);
-}
 
 static void expect_text(const char *output, const char *text)
 {
@@ -74,7 +57,7 @@ static void launch_job(int n, const char *transport, const char *want_name)
     run_result_t r = run_cmd(argv, env, 280);
     cr_assert(!r.timed_out, "job timed out:\n%s", r.output);
     cr_assert(r.exited && r.status == 0, "job failed (status %d):\n%s", r.status, r.output);
-    expect_same_results(dir, n);
+    free(expect_ranks_agree(dir, n, 0)); /* every rank the same hashes */
     for (int rank = 0; rank < n; rank++) {
         char want[128];
         snprintf(want, sizeof(want), "rank %d of %d connected over %s (GW_TRANSPORT=%s", rank, n,
@@ -276,7 +259,7 @@ Test(transport_mix, two_hosts_mix_shm_and_tcp, .timeout = 400, .fini = cluster_d
     cr_assert(!hr.timed_out, "job timed out:\n%s", text);
     for (int r = 0; r < NRANKS; r++)
         cr_assert_eq(hr.status[r], 0, "rank %d failed:\n%s", r, text);
-    expect_same_results(dir, NRANKS);
+    free(expect_ranks_agree(dir, NRANKS, 0)); /* every rank the same hashes */
     /* Ranks 0, 1 on host 0 and 2, 3 on host 1. */
     static const char *const plans[NRANKS] = {
         "rank 0: shm to rank 1; tcp to ranks 2,3",

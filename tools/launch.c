@@ -154,29 +154,10 @@ __attribute__((noreturn)) static void child_exec(const struct job *job, int r, i
     _exit(e == ENOENT ? GW_LAUNCH_EXIT_NOTFOUND : GW_LAUNCH_EXIT_NOEXEC);
 }
 
-/* --hostfile: the token line for ssh's stdin, written before the child
- * runs (a pipe holds far more than one line). */
-static int token_pipe(int tok[2])
-{
-    tok[0] = tok[1] = -1;
-    if (pipe2(tok, O_CLOEXEC) != 0)
-        return -1;
-    const char *token = getenv("GW_JOB_TOKEN");
-    char line[600];
-    int n = snprintf(line, sizeof(line), "%s\n", token ? token : "");
-    if (n < 0 || (size_t)n >= sizeof(line) || write(tok[1], line, (size_t)n) != n) {
-        close(tok[0]);
-        close(tok[1]);
-        errno = EINVAL;
-        return -1;
-    }
-    return 0;
-}
-
 static int spawn_rank(struct job *job, int r, int devnull, const sigset_t *oldmask)
 {
     int out[2], err[2], tok[2] = {-1, -1};
-    if (job->opts->remote && token_pipe(tok) != 0)
+    if (job->opts->remote && gw_launch_ssh_token_pipe(tok) != 0)
         goto err_log;
     if (pipe2(out, O_CLOEXEC) != 0)
         goto err_close_tok;

@@ -129,6 +129,10 @@ void gw_launch_ssh_place(const struct gw_launch_remote *rm, int r, int *host, in
 /* The rendezvous ports on rank 0's host o->host: checked free when it is
  * this machine, else drawn at random (--port chooses). 0 or -1. */
 int gw_launch_ssh_root(const struct gw_launch_opts *o, int *port, int *root_port);
+/* A pipe (close-on-exec) holding the job token's line (GW_JOB_TOKEN, or
+ * an empty line), for a rank's ssh to read first: tok[0] its stdin, tok[1]
+ * kept by the launcher until the rank ends. 0, or -1 with errno. */
+int gw_launch_ssh_token_pipe(int tok[2]);
 /* In the forked child of rank r, stdin the pipe the launcher writes the
  * token into: exec ssh to r's host with the command line the file's top
  * describes. Does not return. */

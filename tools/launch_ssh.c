@@ -27,6 +27,7 @@
  * others, --timeout.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,25 @@ int gw_launch_ssh_root(const struct gw_launch_opts *o, int *port, int *root_port
             "gradwire launch: rank 0's host %s is not this one: rendezvous ports %d and %d drawn "
             "at random (--port P chooses them)\n",
             o->host, *port, *root_port);
+    return 0;
+}
+
+/* ---- the token on ssh's stdin ---- */
+
+int gw_launch_ssh_token_pipe(int tok[2])
+{
+    tok[0] = tok[1] = -1;
+    if (pipe2(tok, O_CLOEXEC) != 0)
+        return -1;
+    const char *token = getenv("GW_JOB_TOKEN");
+    char line[600];
+    int n = snprintf(line, sizeof(line), "%s\n", token ? token : "");
+    if (n < 0 || (size_t)n >= sizeof(line) || write(tok[1], line, (size_t)n) != n) {
+        close(tok[0]);
+        close(tok[1]);
+        errno = EINVAL;
+        return -1;
+    }
     return 0;
 }
 

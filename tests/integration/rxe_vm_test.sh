@@ -154,6 +154,23 @@ else
     echo "$out" | tail -10
 fi
 
+# A GID index the device does not have, or an unused one, fails at creation
+# naming the device, port, index and the usable indices (#13 item 5; it was
+# "[::]:0 belongs to no device").
+for bad in 200 1000; do
+    out=$(GW_TRANSPORT=ib GW_IB_GID_INDEX=$bad GW_TIMEOUT_MS=20000 timeout 60 "$BUILD/gradwire" \
+        launch -n 2 -- "$BUILD/tests/worker_collectives" "$WORK/gid$bad" 1 ring float32 sum \
+        allreduce 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "GW_IB_GID_INDEX=$bad: rxe0 port 1 has no GID at index $bad" &&
+        echo "$out" | grep -q "usable indices: .*::ffff:"; then
+        pass "GW_IB_GID_INDEX=$bad refused: $(echo "$out" | grep -o "GW_IB_GID_INDEX=$bad: [^;]*" | head -1)"
+    else
+        fail "GW_IB_GID_INDEX=$bad: status $rc without the device, port and usable indices"
+        echo "$out" | tail -8
+    fi
+done
+
 # Faults: MODE N EXPECTED-STATUS
 faults() {
     local mode=$1 n=$2 want=$3

@@ -140,7 +140,11 @@ static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
         if (st != GW_OK)
             return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "%s", desc);
     } else if (t->gid_index >= 0) {
-        snprintf(desc, desc_cap, "GID index %d (GW_IB_GID_INDEX)", t->gid_index);
+        if (gw__ib_gid_check(t->cfg.sysfs, t->dev_name, t->port_num, t->gid_index, roce,
+                             t->port_attr.gid_tbl_len, desc, desc_cap) != GW_OK) {
+            GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s", desc);
+            return GW_ERR_CONFIG;
+        }
     } else {
         snprintf(desc, desc_cap, "LID %u", (unsigned)t->port_attr.lid);
         if (t->port_attr.lid == 0)
@@ -150,10 +154,14 @@ static gw_status_t pick_gid(gw_ib_t *t, char *desc, size_t desc_cap)
                 t->port_num);
         return GW_OK;
     }
+    static const uint8_t zero[16];
     if (t->gid_index >= t->port_attr.gid_tbl_len ||
-        t->api.query_gid(t->ctx, (uint8_t)t->port_num, t->gid_index, &t->gid) != 0) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s:%d has no GID at index %d (GW_IB_GID_INDEX)",
-                 t->dev_name, t->port_num, t->gid_index);
+        t->api.query_gid(t->ctx, (uint8_t)t->port_num, t->gid_index, &t->gid) != 0 ||
+        memcmp(t->gid.raw, zero, sizeof(zero)) == 0) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS,
+                 "GW_IB_GID_INDEX=%d: %s port %d has no GID at index %d (its table has %d "
+                 "entries; `ibv_devinfo -v` lists them)",
+                 t->gid_index, t->dev_name, t->port_num, t->gid_index, t->port_attr.gid_tbl_len);
         return GW_ERR_CONFIG;
     }
     return GW_OK;

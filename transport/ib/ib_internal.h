@@ -239,6 +239,15 @@ int gw__ib_choose_port(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *por
  * port has no usable GID. */
 gw_status_t gw__ib_gid_pick(const char *sysfs, const char *device, int port, int *index, char *desc,
                             size_t desc_cap);
+/* Checks a GID index the user gave (GW_IB_GID_INDEX) against the port's
+ * table (table_len entries; roce: the port is Ethernet, so the entry must
+ * be RoCE v1 or v2): GW_OK with "GID index 3 (RoCE v2, ::ffff:1.2.3.4,
+ * from GW_IB_GID_INDEX)" in desc, or GW_ERR_CONFIG when it is out of
+ * range, unused (zero) or of another type, with desc naming the device,
+ * port, index and the usable indices. Without sysfs only the range is
+ * checked. */
+gw_status_t gw__ib_gid_check(const char *sysfs, const char *device, int port, int index, int roce,
+                             int table_len, char *desc, size_t desc_cap);
 /* Parse a sysfs GID text ("fe80:0000:...:0001") into 16 bytes. */
 int gw__ib_gid_parse(const char *text, uint8_t gid[16]);
 /* "::ffff:1.2.3.4" or the full IPv6 form, for messages. */

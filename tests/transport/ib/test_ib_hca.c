@@ -278,3 +278,88 @@ Test(ib_gid, parse_and_print)
     cr_assert_neq(gw__ib_gid_parse(LL ":0000", g), 0);
     cr_assert_neq(gw__ib_gid_parse("zz80:0000:0000:0000:8cdd:c7ff:fe62:01f5", g), 0);
 }
+
+/* ---- a GID index the user gave (GW_IB_GID_INDEX) ----------------------------- */
+
+static gw_status_t check_index(const fake_gid_t *gids, int n, int index, int roce, int table_len,
+                               char *desc, size_t cap)
+{
+    char *root = make_tree("rxe0", 1, gids, n);
+    gw_status_t st = gw__ib_gid_check(root, "rxe0", 1, index, roce, table_len, desc, cap);
+    remove_tree(root);
+    free(root);
+    return st;
+}
+
+static void expect_refused(const fake_gid_t *gids, int n, int index, int roce, const char *why,
+                           const char *usable)
+{
+    char desc[512] = "";
+    gw_status_t st = check_index(gids, n, index, roce, 8, desc, sizeof(desc));
+    cr_assert_eq(st, GW_ERR_CONFIG, "index %d accepted: %s", index, desc);
+    char head[64];
+    snprintf(head, sizeof(head), "GW_IB_GID_INDEX=%d: rxe0 port 1 ", index);
+    cr_assert(strstr(desc, head), "\"%s\" does not name the variable, device and port", desc);
+    cr_assert(strstr(desc, why), "\"%s\" lacks \"%s\"", desc, why);
+    cr_assert(strstr(desc, usable), "\"%s\" lacks \"%s\"", desc, usable);
+}
+
+/* What rxe shows: entries 0..7, two link-local and two IPv4 ones, the
+ * rest unused (they read as zeros or not at all). */
+static const fake_gid_t rxe_table[] = {
+    {0, LL, V1},   {1, LL, V2},     {2, V4("02"), V1}, {3, V4("02"), V2},
+    {4, ZERO, V2}, {5, NULL, NULL}, {6, ZERO, V1},     {7, ZERO, V2},
+};
+#define RXE_USABLE                                                                           \
+    "usable indices: 0 (IB/RoCE v1, fe80::8cdd:c7ff:fe62:1f5, link-local), 1 (RoCE v2, "     \
+    "fe80::8cdd:c7ff:fe62:1f5, link-local), 2 (IB/RoCE v1, ::ffff:198.18.0.2), 3 (RoCE v2, " \
+    "::ffff:198.18.0.2)"
+
+Test(ib_gid_index, out_of_range_names_the_table_and_the_usable_ones)
+{
+    expect_refused(rxe_table, 8, 200, 1, "has no GID at index 200 (its table has 8 entries, 0..7)",
+                   RXE_USABLE);
+}
+
+Test(ib_gid_index, unused_entries_are_refused)
+{
+    expect_refused(rxe_table, 8, 4, 1, "index 4 (the entry is unused: all zeros)", RXE_USABLE);
+    expect_refused(rxe_table, 8, 5, 1, "index 5 (the entry is unused", RXE_USABLE);
+}
+
+Test(ib_gid_index, an_entry_of_another_type_is_refused_on_roce)
+{
+    fake_gid_t g[] = {{0, V4("02"), "IB"}, {1, V4("02"), V2}, {2, V4("03"), NULL}};
+    expect_refused(g, 3, 0, 1, "of type 'IB', which is not RoCE v1 or v2",
+                   "usable indices: 1 (RoCE v2, ::ffff:198.18.0.2) (or unset it");
+    expect_refused(g, 3, 2, 1, "cannot tell the RoCE version of GID index 2", "usable indices: 1 ");
+    /* On InfiniBand the type does not matter, only that the GID is set. */
+    char desc[512];
+    cr_assert_eq(check_index(g, 3, 0, 0, 8, desc, sizeof(desc)), GW_OK, "%s", desc);
+}
+
+Test(ib_gid_index, nothing_usable_says_so)
+{
+    fake_gid_t g[] = {{0, ZERO, V1}, {1, ZERO, V2}};
+    expect_refused(g, 2, 1, 1, "index 1 (the entry is unused", "no entry of its 2 is usable");
+}
+
+Test(ib_gid_index, a_good_index_is_described)
+{
+    char desc[512];
+    cr_assert_eq(check_index(rxe_table, 8, 3, 1, 8, desc, sizeof(desc)), GW_OK, "%s", desc);
+    cr_assert(strstr(desc, "GID index 3 (RoCE v2, ::ffff:198.18.0.2, from GW_IB_GID_INDEX)"), "%s",
+              desc);
+    cr_assert_eq(check_index(rxe_table, 8, 1, 1, 8, desc, sizeof(desc)), GW_OK, "%s", desc);
+    cr_assert(strstr(desc, "link-local: other subnets are out of reach"), "%s", desc);
+}
+
+Test(ib_gid_index, without_sysfs_only_the_range_is_checked)
+{
+    char desc[512];
+    cr_assert_eq(gw__ib_gid_check("/nonexistent", "rxe0", 1, 3, 1, 8, desc, sizeof(desc)), GW_OK,
+                 "%s", desc);
+    cr_assert_eq(gw__ib_gid_check("/nonexistent", "rxe0", 1, 8, 1, 8, desc, sizeof(desc)),
+                 GW_ERR_CONFIG);
+    cr_assert(strstr(desc, "GW_IB_GID_INDEX=8: rxe0 port 1 has no GID at index 8"), "%s", desc);
+}

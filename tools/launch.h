@@ -117,7 +117,16 @@ int gw_launch_enter_host(const struct gw_launch_opts *o, const struct gw_launch_
  * token) in our own environment, for the children to inherit. 0 or -1. */
 int gw_launch_set_env(const struct gw_launch_opts *o, int port, int root_port);
 
-/* ---- --hostfile (launch_ssh.c) ---- */
+/* ---- --hostfile (launch_ssh.c, launch_hostfile.c) ---- */
+
+#define GW_LAUNCH_HOSTS_MAX 1024
+#define GW_LAUNCH_HOSTFILE_LINE_MAX 4096
+/* Parse a hostfile's len bytes (path names it in errors) into rm->names
+ * and rm->slots, arrays of GW_LAUNCH_HOSTS_MAX the caller allocated (and
+ * frees, names included, also after an error). 0, or -1 with the reason in
+ * err ("FILE:LINE: what: \"text\" ..."). */
+int gw_launch_hostfile_parse(const char *text, size_t len, const char *path,
+                             struct gw_launch_remote *rm, char *err, size_t cap);
 
 /* Read o->hostfile and the ssh command; fills in o->nranks when -n was not
  * given. 0, or -1 after printing why. */

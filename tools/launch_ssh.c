@@ -41,29 +41,9 @@
 
 extern char **environ;
 
-#define HOSTS_MAX 1024
 #define WORDS_MAX 64
 
-static int bad_line(const char *path, int line, const char *what, const char *text)
-{
-    fprintf(stderr, "gradwire launch: %s:%d: %s: \"%s\" (want HOST, HOST slots=N or HOST:N)\n",
-            path, line, what, text);
-    return -1;
-}
-
-static int add_host(struct gw_launch_remote *rm, const char *name, long slots)
-{
-    if (rm->nhosts == HOSTS_MAX) {
-        fprintf(stderr, "gradwire launch: more than %d hosts in the hostfile\n", HOSTS_MAX);
-        return -1;
-    }
-    rm->names[rm->nhosts] = strdup(name);
-    if (!rm->names[rm->nhosts])
-        return -1;
-    rm->slots[rm->nhosts++] = (int)slots;
-    return 0;
-}
-
+/* The hostfile's bytes, parsed by launch_hostfile.c. */
 static int parse_hostfile(const char *path, struct gw_launch_remote *rm)
 {
     FILE *f = fopen(path, "r");
@@ -72,40 +52,26 @@ static int parse_hostfile(const char *path, struct gw_launch_remote *rm)
                 strerror(errno));
         return -1;
     }
-    char buf[1024];
-    int line = 0, rc = 0;
-    while (rc == 0 && fgets(buf, sizeof(buf), f)) {
-        line++;
-        char *hash = strchr(buf, '#');
-        if (hash)
-            *hash = '\0';
-        char host[512], extra[512], tail[8];
-        int n = sscanf(buf, "%511s %511s %7s", host, extra, tail);
-        if (n <= 0)
-            continue;
-        long slots = 1;
-        char *colon = strrchr(host, ':');
-        if (n == 3) {
-            rc = bad_line(path, line, "too many words", buf);
-        } else if (n == 2) {
-            if (strncmp(extra, "slots=", 6) != 0 ||
-                gw_kit_parse_long(extra + 6, 1, GW_LAUNCH_MAX_RANKS, &slots) != 0)
-                rc = bad_line(path, line, "slots= wants a number of ranks", extra);
-        } else if (colon && host[0] != '[') {
-            if (gw_kit_parse_long(colon + 1, 1, GW_LAUNCH_MAX_RANKS, &slots) != 0)
-                rc = bad_line(path, line, "HOST:N wants a number of ranks", host);
-            *colon = '\0';
-        }
-        if (rc == 0 && (!host[0] || host[0] == '-'))
-            rc = bad_line(path, line, "not a host name", host);
-        if (rc == 0)
-            rc = add_host(rm, host, slots);
+    /* A hostfile is small: 1 MiB is far more than 1024 hosts need. */
+    size_t cap = (size_t)1 << 20, len;
+    char *text = malloc(cap + 1);
+    if (!text) {
+        fclose(f);
+        fprintf(stderr, "gradwire launch: out of memory\n");
+        return -1;
     }
+    len = fread(text, 1, cap + 1, f);
+    int failed = ferror(f);
     fclose(f);
-    if (rc == 0 && rm->nhosts == 0) {
-        fprintf(stderr, "gradwire launch: the hostfile %s names no host\n", path);
-        rc = -1;
-    }
+    char err[512];
+    int rc = -1;
+    if (failed)
+        fprintf(stderr, "gradwire launch: reading the hostfile %s failed\n", path);
+    else if (len > cap)
+        fprintf(stderr, "gradwire launch: the hostfile %s is larger than %zu bytes\n", path, cap);
+    else if ((rc = gw_launch_hostfile_parse(text, len, path, rm, err, sizeof(err))) != 0)
+        fprintf(stderr, "gradwire launch: %s\n", err);
+    free(text);
     return rc;
 }
 
@@ -135,8 +101,8 @@ static int split_ssh(const char *cmd, struct gw_launch_remote *rm)
 int gw_launch_ssh_open(struct gw_launch_opts *o, struct gw_launch_remote *rm)
 {
     memset(rm, 0, sizeof(*rm));
-    rm->names = calloc(HOSTS_MAX, sizeof(*rm->names));
-    rm->slots = calloc(HOSTS_MAX, sizeof(*rm->slots));
+    rm->names = calloc(GW_LAUNCH_HOSTS_MAX, sizeof(*rm->names));
+    rm->slots = calloc(GW_LAUNCH_HOSTS_MAX, sizeof(*rm->slots));
     rm->ssh_argv = calloc(WORDS_MAX, sizeof(*rm->ssh_argv));
     if (!rm->names || !rm->slots || !rm->ssh_argv) {
         fprintf(stderr, "gradwire launch: out of memory\n");

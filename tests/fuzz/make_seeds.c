@@ -306,6 +306,19 @@ static void hostlist_seeds(void)
         put("fuzz_hostlist", s[i].name, 0, 0, s[i].value, strlen(s[i].value));
 }
 
+static void hostfile_seeds(void)
+{
+    static const struct {
+        const char *name, *value;
+    } s[] = {
+        {"spellings", "n0 slots=2\n# a comment\nn1\n\n  n2:4\t# trailing\r\nuser@n3 slots=3\n"},
+        {"addresses", "198.18.0.1:2\n198.18.0.2 slots=2\n[::1]\n"},
+        {"bad", "n0 slots=two\n-oProxyCommand=x\n"},
+    };
+    for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+        put("fuzz_hostfile", s[i].name, 0, 0, s[i].value, strlen(s[i].value));
+}
+
 static void tuning_seeds(void)
 {
     gw_tuning_t t;
@@ -463,6 +476,7 @@ int main(int argc, char **argv)
     ib_seeds();
     env_seeds();
     hostlist_seeds();
+    hostfile_seeds();
     tuning_seeds();
     idx_seeds();
     libsvm_seeds();

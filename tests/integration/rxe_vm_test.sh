@@ -171,6 +171,46 @@ for bad in 200 1000; do
     fi
 done
 
+# Host sanity on a real RDMA port (#14): gradwire info sees rxe0 and would
+# use it; gradwire check reports the port and its routable GID per host and
+# measures the pair over ib.
+GW_TRANSPORT=ib "$BUILD/gradwire" info --json >"$WORK/info.json" 2>"$WORK/info.err"
+rc=$?
+if why=$(/usr/bin/python3 - "$WORK/info.json" <<'PY' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+ib = [f for f in d["findings"] if f["section"] == "transport" and f["name"] == "ib"]
+assert any(f["verdict"] == "ok" for f in ib), ib
+assert any("using rxe0:1" in f["text"] for f in ib), ib
+ports = [p for p in d["rdma_ports"] if p["device"] == "rxe0" and p["port"] == 1]
+assert ports and ports[0]["state"] == "ACTIVE" and ports[0]["link_layer"] == "Ethernet", d["rdma_ports"]
+assert any(g["type"] == "RoCE v2" and g["gid"].endswith("ffff:c612:0001") for g in ports[0]["gids"]), ports
+PY
+) && [ $rc -eq 0 ]; then
+    pass "gradwire info: ib usable on rxe0:1, its RoCE v2 GID listed"
+else
+    fail "gradwire info on the rxe device (status $rc): $why"
+    tail -5 "$WORK/info.err"
+fi
+out=$(GW_TRANSPORT=ib GW_TIMEOUT_MS=60000 timeout 180 "$BUILD/gradwire" launch -n 2 -- \
+    "$BUILD/gradwire" check --quick --json "$WORK/check.json" 2>&1)
+rc=$?
+if why=$(/usr/bin/python3 - "$WORK/check.json" <<'PY' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verdict"] == "PASS" and d["transport"] == "ib", (d["verdict"], d["transport"])
+h = d["hosts"][0]
+assert h["transport"] == "ib", h
+assert "rxe0/1 ACTIVE Ethernet gid 0000:0000:0000:0000:0000:ffff:c612:0001" in h["rdma"], h["rdma"]
+assert d["links"] and all(l["transport"].startswith("ib") and l["measured"] for l in d["links"]), d["links"]
+PY
+) && [ $rc -eq 0 ]; then
+    pass "gradwire check over ib: PASS, rxe0/1 and its routable GID in the host record"
+else
+    fail "gradwire check over ib (status $rc): $why"
+    echo "$out" | tail -10
+fi
+
 # Faults: MODE N EXPECTED-STATUS
 faults() {
     local mode=$1 n=$2 want=$3

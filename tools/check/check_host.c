@@ -14,7 +14,8 @@
  *     to an interface; its MTU (SIOCGIFMTU), whether it is up and running
  *     (SIOCGIFFLAGS), operstate and speed from /sys/class/net;
  *   - RDMA devices from /sys/class/infiniband: each port's state, link
- *     layer and first GID, when the directory exists;
+ *     layer and first GID that is not link-local, when the directory
+ *     exists;
  *   - the transport the communicator chose (gw_comm_transport).
  * The records are gathered to every rank (gw_allgather of fixed records),
  * so that every rank can name the host of any rank in an error.
@@ -153,6 +154,16 @@ static void find_interface(gwc_rank_info_t *ri)
         ri->speed_mbps = atoi(v);
 }
 
+/* The GID to show for a port: the first that is not link-local (fe80:),
+ * which is the one that reaches other subnets, else the first. */
+static const char *shown_gid(const gw_kit_rdma_port_t *p)
+{
+    for (int g = 0; g < p->ngids; g++)
+        if (strncmp(p->gids[g].gid, "fe80:", 5) != 0)
+            return p->gids[g].gid;
+    return p->ngids ? p->gids[0].gid : "?";
+}
+
 /* "mlx5_0/1 ACTIVE InfiniBand gid fe80::...; ..." into ri->rdma. */
 static void find_rdma(gwc_rank_info_t *ri)
 {
@@ -163,7 +174,7 @@ static void find_rdma(gwc_rank_info_t *ri)
         const gw_kit_rdma_port_t *p = &ports[i];
         int w = snprintf(ri->rdma + used, sizeof(ri->rdma) - used, "%s%s/%d %s %s gid %s",
                          used ? "; " : "", p->device, p->port, p->state,
-                         p->link_layer[0] ? p->link_layer : "?", p->ngids ? p->gids[0].gid : "?");
+                         p->link_layer[0] ? p->link_layer : "?", shown_gid(p));
         if (w < 0 || (size_t)w >= sizeof(ri->rdma) - used) {
             ri->rdma[used] = '\0';
             break;

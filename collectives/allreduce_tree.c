@@ -1,8 +1,12 @@
 /*
  * allreduce_tree.c - pipelined double binary tree allreduce (as NCCL's).
  *
- * Two binary trees span the ranks. Tree 0 is the in-order tree on rank
- * numbers: a rank whose lowest set bit is b has children rank - b/2 and
+ * Two binary trees span the ranks, numbered by their ring positions (the
+ * communicator's host-contiguous order, core/topo.h: every subtree is a
+ * contiguous range of positions, so most edges stay inside a host whatever
+ * the launcher's placement; "rank" below means position). Tree 0 is the
+ * in-order tree on rank numbers: a rank whose lowest set bit is b has
+ * children rank - b/2 and
  * rank + b/2 (or the nearest smaller step that stays below n), so odd ranks
  * are leaves, and rank 0 is the root with a single child. Tree 1 is tree 0
  * mirrored (rank r plays n-1-r) when n is even and shifted by one (rank r
@@ -275,9 +279,13 @@ static gw_status_t post_ready(dbt_t *g, half_t *h, int *moved)
     return GW_OK;
 }
 
+/* The rank at ring position p (-1: none). */
+static int rank_at(const gw_comm_t *comm, int p) { return p >= 0 ? gw__ring_rank(comm, p) : -1; }
+
 gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op)
 {
+    const int me = gw__ring_pos(comm); /* the trees are over ring positions */
     dbt_t g = {
         .comm = comm,
         .sendbuf = sendbuf,
@@ -295,7 +303,7 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
     for (int t = 0; t < 2; t++) {
         half_t *h = &g.h[t];
         const int n = comm->size;
-        tree_node(n, comm->rank, t, &h->node);
+        tree_node(n, me, t, &h->node);
         h->base = t == 0 ? 0 : (count + 1) / 2;
         h->elems = t == 0 ? (count + 1) / 2 : count / 2;
         /* An empty half still sends one zero-length chunk through its tree,
@@ -306,21 +314,23 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
         scratch_len += (size_t)h->node.nkids * TREE_DEPTH * h->slot_bytes;
         /* Schedule times (see the top of the file) from our depth, the
          * tree's height and the heights of our and our parent's subtrees. */
-        int depth = 0, root = comm->rank;
+        int depth = 0, root = me;
         for (node_t up = h->node; up.parent >= 0; depth++) {
             root = up.parent;
             tree_node(n, root, t, &up);
         }
         long total = subtree_height(n, t, root);
-        long into_us = subtree_height(n, t, comm->rank) - 1;
+        long into_us = subtree_height(n, t, me) - 1;
         long into_parent = h->node.parent >= 0 ? subtree_height(n, t, h->node.parent) - 1 : 0;
         long down = total + depth; /* the final chunk 0 arrives here */
         for (int k = 0; k < 2; k++) {
-            stream_init(&h->up_in[k], h->node.kid[k], t, 0, into_us, h->nchunks);
-            stream_init(&h->down_out[k], h->node.kid[k], t, 1, down + 1, h->nchunks);
+            const int kid = rank_at(comm, h->node.kid[k]);
+            stream_init(&h->up_in[k], kid, t, 0, into_us, h->nchunks);
+            stream_init(&h->down_out[k], kid, t, 1, down + 1, h->nchunks);
         }
-        stream_init(&h->up_out, h->node.parent, t, 1, into_parent, h->nchunks);
-        stream_init(&h->down_in, h->node.parent, t, 0, down, h->nchunks);
+        const int parent = rank_at(comm, h->node.parent);
+        stream_init(&h->up_out, parent, t, 1, into_parent, h->nchunks);
+        stream_init(&h->down_in, parent, t, 0, down, h->nchunks);
         stream_t *mine[6] = {&h->up_in[0],    &h->up_in[1], &h->down_out[0],
                              &h->down_out[1], &h->up_out,   &h->down_in};
         for (int i = 0; i < 6; i++)

@@ -2,7 +2,10 @@
  * broadcast_tree.c - pipelined broadcast from any root, over a binomial tree
  * or a chain.
  *
- * Ranks are renumbered relative to the root (v = rank - root mod n). The
+ * Ranks are numbered from the root in the tree order of coll.h (v: the
+ * root, the rest of its host, then the other hosts, each host's ranks
+ * contiguous), so the chain crosses each host boundary once and the
+ * binomial tree rarely more, whatever the launcher's placement. The
  * buffer is cut into chunks of comm->chunk_bytes; every rank receives each
  * chunk from its parent straight into the buffer and forwards it to its
  * children as soon as it is in, so later chunks are still arriving while
@@ -29,7 +32,7 @@
 gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int root)
 {
     const int n = comm->size;
-    const int v = (comm->rank - root + n) % n;
+    const int v = gw__tree_index(comm, root, comm->rank);
     const size_t esize = gw_dtype_size(dtype);
     const size_t chunk = gw__chunk_elems(comm, esize);
     /* An empty buffer still travels as one zero-length chunk, so ranks that
@@ -46,12 +49,17 @@ gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtyp
     int kids[GW__BINOMIAL_MAX_KIDS], nkids = 0, parent = -1;
     if (chain) {
         if (v > 0)
-            parent = (v - 1 + root) % n;
+            parent = v - 1;
         if (v + 1 < n)
-            kids[nkids++] = (v + 1 + root) % n;
+            kids[nkids++] = v + 1;
     } else {
-        nkids = gw__binomial_node(n, comm->rank, root, 1, kids, &parent);
+        nkids = gw__binomial_node(n, v, 1, kids, &parent);
     }
+    /* Tree indices to ranks. */
+    if (parent >= 0)
+        parent = gw__tree_rank(comm, root, parent);
+    for (int k = 0; k < nkids; k++)
+        kids[k] = gw__tree_rank(comm, root, kids[k]);
     gw__stream_init(&in, parent);
     for (int k = 0; k < nkids; k++) {
         gw__stream_init(&out[k], kids[k]);

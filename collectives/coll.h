@@ -60,15 +60,44 @@ static inline int gw__ring_pos(const gw_comm_t *comm)
     return comm->topo.order ? comm->topo.pos[comm->rank] : comm->rank;
 }
 
-/* A binomial tree over ranks renumbered relative to the root (v = rank -
- * root mod n): v's parent is v with its lowest set bit cleared, its children
- * v + m for every power of two m below that bit (below n for the root) that
- * stay below n, so the subtree of child v + m covers [v + m, v + 2m).
- * Returns the number of children and stores their real ranks in kids[]
- * (largest subtree first when `largest_first`, else smallest first) and the
- * parent's real rank in *parent (-1 at the root). */
+/* The order rooted trees (broadcast, reduce) number the ranks in, relative
+ * to the root: index 0 is the root, then the other ranks of the root's
+ * host, then the other hosts' ranks in ring order, so that each host's
+ * ranks are contiguous and the root's host starts at index 0 (a binomial
+ * tree over hosts of 2^k ranks then crosses the network H - 1 times, where
+ * rank order under `gradwire launch --hosts` crosses it on every edge).
+ * Without a topology, rank - root mod n. gw__tree_rank(comm, root, v) is
+ * the rank at index v; gw__tree_index(comm, root, rank) its inverse. */
+static inline int gw__tree_rank(const gw_comm_t *comm, int root, int v)
+{
+    const gw_topo_t *t = &comm->topo;
+    const int n = comm->size;
+    if (!t->order)
+        return (root + v) % n;
+    const int h = t->host_of[root], b = t->host_first[h], e = t->host_first[h + 1], l = e - b;
+    const int p = v < l ? b + (t->pos[root] - b + v) % l : (e + v - l) % n;
+    return t->order[p];
+}
+static inline int gw__tree_index(const gw_comm_t *comm, int root, int rank)
+{
+    const gw_topo_t *t = &comm->topo;
+    const int n = comm->size;
+    if (!t->order)
+        return (rank - root + n) % n;
+    const int h = t->host_of[root], b = t->host_first[h], e = t->host_first[h + 1], l = e - b;
+    const int p = t->pos[rank];
+    return p >= b && p < e ? (p - t->pos[root] + l) % l : l + (p - e + n) % n;
+}
+
+/* A binomial tree over tree indices (v: gw__tree_index): v's parent is v
+ * with its lowest set bit cleared, its children v + m for every power of
+ * two m below that bit (below n for the root) that stay below n, so the
+ * subtree of child v + m covers [v + m, v + 2m). Returns the number of
+ * children and stores their indices in kids[] (largest subtree first when
+ * `largest_first`, else smallest first) and the parent's index in *parent
+ * (-1 at the root). */
 #define GW__BINOMIAL_MAX_KIDS 32 /* ceil(log2 n) <= 31 for int ranks */
-int gw__binomial_node(int n, int rank, int root, int largest_first, int kids[GW__BINOMIAL_MAX_KIDS],
+int gw__binomial_node(int n, int v, int largest_first, int kids[GW__BINOMIAL_MAX_KIDS],
                       int *parent);
 
 /* Validate and run one collective on the calling thread, which must be the

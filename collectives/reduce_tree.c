@@ -1,7 +1,8 @@
 /*
  * reduce_tree.c - pipelined binomial-tree reduce to any root.
  *
- * Ranks are renumbered relative to the root (v = rank - root mod n). Rank v's
+ * Ranks are numbered from the root in the tree order of coll.h (v: the root,
+ * the rest of its host, then the other hosts, each contiguous). Rank v's
  * parent is v with its lowest set bit cleared; its children are v + 2^k for
  * every 2^k below that bit (binomial_tree.c), so the subtree of child
  * v + 2^k covers exactly the relative ranks [v + 2^k, v + 2^(k+1)). Data
@@ -45,7 +46,14 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
     /* all[0] is the stream to the parent, all[1 + k] the one from child k. */
     gw__stream_t out, in[GW__BINOMIAL_MAX_KIDS], *all[GW__BINOMIAL_MAX_KIDS + 1] = {&out};
     int kids[GW__BINOMIAL_MAX_KIDS], parent;
-    const int nkids = gw__binomial_node(n, comm->rank, root, 0, kids, &parent);
+    const int nkids =
+        gw__binomial_node(n, gw__tree_index(comm, root, comm->rank), 0, kids, &parent);
+    /* Tree indices to ranks; children stay in increasing index, the fixed
+     * order they are folded in. */
+    if (parent >= 0)
+        parent = gw__tree_rank(comm, root, parent);
+    for (int k = 0; k < nkids; k++)
+        kids[k] = gw__tree_rank(comm, root, kids[k]);
     gw__stream_init(&out, parent);
     for (int k = 0; k < nkids; k++) {
         gw__stream_init(&in[k], kids[k]);

@@ -362,3 +362,149 @@ Test(hier, chosen_by_the_cost_model)
     cr_expect_float_eq(gw__tuning_predict_hosts(&t, GW_ALGO_HIER, 8, 8, 1, big),
                        gw__tuning_predict(&t, GW_ALGO_RING, 8, big), 1e-12);
 }
+
+/* ------------------------------------ trees ------------------------------------ */
+
+/* A communicator with only what the tree order reads: size and topology. */
+static void fake_comm(gw_comm_t *comm, const uint64_t *ids, int n)
+{
+    memset(comm, 0, sizeof(*comm));
+    comm->size = n;
+    cr_assert_eq(gw__topo_build(ids, n, &comm->topo), GW_OK);
+}
+
+Test(trees, order_starts_at_the_root_and_keeps_hosts_contiguous)
+{
+    for (size_t l = 0; l < NLAYOUTS; l++) {
+        const layout_t *L = &layouts[l];
+        gw_comm_t comm;
+        fake_comm(&comm, L->ids, L->n);
+        const gw_topo_t *t = &comm.topo;
+        for (int root = 0; root < L->n; root++) {
+            cr_expect_eq(gw__tree_rank(&comm, root, 0), root, "%s: index 0 is not the root",
+                         L->name);
+            int seen[MAXN] = {0}, host_done[MAXN] = {0}, cur = -1;
+            for (int v = 0; v < L->n; v++) {
+                int r = gw__tree_rank(&comm, root, v);
+                cr_assert(r >= 0 && r < L->n && !seen[r], "%s root %d: index %d -> rank %d",
+                          L->name, root, v, r);
+                seen[r] = 1;
+                cr_expect_eq(gw__tree_index(&comm, root, r), v, "%s root %d: not the inverse",
+                             L->name, root);
+                int h = t->host_of[r];
+                if (v < gw__topo_host_size(t, t->host_of[root]))
+                    cr_expect_eq(h, t->host_of[root],
+                                 "%s root %d: index %d is not on the "
+                                 "root's host",
+                                 L->name, root, v);
+                if (h != cur) {
+                    cr_expect(!host_done[h], "%s root %d: host %d's ranks are split", L->name, root,
+                              h);
+                    if (cur >= 0)
+                        host_done[cur] = 1;
+                    cur = h;
+                }
+            }
+        }
+        gw__topo_free(&comm.topo);
+    }
+}
+
+/* Edges of the binomial tree from root that join two hosts. */
+static int binomial_cross_edges(const gw_comm_t *comm, int root)
+{
+    int cross = 0;
+    for (int v = 0; v < comm->size; v++) {
+        int kids[GW__BINOMIAL_MAX_KIDS], parent;
+        int nk = gw__binomial_node(comm->size, v, 1, kids, &parent);
+        int r = gw__tree_rank(comm, root, v);
+        for (int k = 0; k < nk; k++)
+            cross +=
+                comm->topo.host_of[r] != comm->topo.host_of[gw__tree_rank(comm, root, kids[k])];
+    }
+    return cross;
+}
+
+Test(trees, binomial_crosses_each_host_once_under_the_launchers_placement)
+{
+    /* gradwire launch --hosts: rank r on host r mod H. In rank order every
+     * edge of the tree joins two hosts. */
+    for (int hosts = 2; hosts <= 4; hosts *= 2)
+        for (int per = 2; per <= 4; per *= 2) {
+            const int n = hosts * per;
+            uint64_t ids[MAXN];
+            for (int r = 0; r < n; r++)
+                ids[r] = (uint64_t)(r % hosts);
+            gw_comm_t comm;
+            fake_comm(&comm, ids, n);
+            for (int root = 0; root < n; root++)
+                cr_expect_eq(binomial_cross_edges(&comm, root), hosts - 1,
+                             "%d hosts of %d, root %d: %d edges cross hosts", hosts, per, root,
+                             binomial_cross_edges(&comm, root));
+            gw__topo_free(&comm.topo);
+        }
+}
+
+/* Broadcast from every root, reduce to every root and the double binary
+ * tree allreduce, exact, over the layouts' placements. */
+static void trees_body(ctx_t *c, const void *arg)
+{
+    (void)arg;
+    const int n = c->comm.size;
+    static const size_t counts[] = {1, 7, 1023};
+    uint64_t seed = 300;
+    c->comm.chunk_bytes = 256;
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        const size_t m = counts[k];
+        const gw_dtype_t dt = k % 2 ? GW_INT64 : GW_FLOAT32;
+        const gw_op_t op = k % 2 ? GW_PROD : GW_SUM;
+        const size_t es = gw_dtype_size(dt);
+        unsigned char *in = malloc(m * es), *out = malloc(m * es);
+        char what[96];
+        for (int root = 0; root < n; root++, seed++) {
+            for (size_t i = 0; i < m * es; i++)
+                out[i] = c->rank == root ? (unsigned char)rnd(seed, root, i) : 0xa5;
+            begin(c, GW_COLL_BROADCAST, m, dt, op, root);
+            gw_status_t st = gw__broadcast_tree(&c->comm, out, m, dt, root);
+            snprintf(what, sizeof(what), "broadcast count %zu root %d", m, root);
+            CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
+            for (size_t i = 0; st == GW_OK && i < m * es; i++)
+                if (out[i] != (unsigned char)rnd(seed, root, i)) {
+                    note(c, "%s: byte %zu differs from the root's", what, i);
+                    break;
+                }
+            sync_all(c);
+            for (size_t i = 0; i < m; i++)
+                gen_exact(dt, op, seed, c->rank, i, in);
+            begin(c, GW_COLL_REDUCE, m, dt, op, root);
+            st = gw__reduce_tree(&c->comm, in, c->rank == root ? out : NULL, m, dt, op, root);
+            snprintf(what, sizeof(what), "reduce count %zu root %d", m, root);
+            CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
+            if (st == GW_OK && c->rank == root)
+                check_exact(c, what, out, m, dt, op, seed);
+            sync_all(c);
+        }
+        for (size_t i = 0; i < m; i++)
+            gen_exact(dt, op, seed, c->rank, i, in);
+        begin(c, GW_COLL_ALLREDUCE, m, dt, op, 0);
+        gw_status_t st = gw__allreduce_tree(&c->comm, in, out, m, dt, op);
+        snprintf(what, sizeof(what), "tree allreduce count %zu", m);
+        CHECK(c, st == GW_OK, "%s: %s", what, gw_status_name(st));
+        if (st == GW_OK)
+            check_exact(c, what, out, m, dt, op, seed);
+        seed++;
+        free(in);
+        free(out);
+    }
+}
+
+Test(trees, exact_under_every_placement, .timeout = 120)
+{
+    for (size_t l = 0; l < NLAYOUTS; l++) {
+        threads_opts_t o = {.timeout_ms = 10000,
+                            .rendezvous = 1,
+                            .label = layouts[l].name,
+                            .host_ids = layouts[l].ids};
+        threads_run(layouts[l].n, &o, trees_body, NULL);
+    }
+}

@@ -130,6 +130,34 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
     gw_kit_json_num_or_null(&j, "link_beta_s_per_byte", r->beta_s_per_byte >= 0,
                             r->beta_s_per_byte);
     gw_kit_json_num_or_null(&j, "allreduce_s", r->allreduce_s >= 0, r->allreduce_s);
+    if (r->rank_memory > 0)
+        gw_kit_json_num(&j, "rank_memory_bytes", r->rank_memory);
+    if (r->par_tp > 0) {
+        gw_kit_json_object(&j, "parallel", NULL);
+        gw_kit_json_int(&j, "data", r->par_dp);
+        gw_kit_json_int(&j, "pipeline", r->par_pp);
+        gw_kit_json_int(&j, "tensor", r->par_tp);
+        gw_kit_json_int(&j, "micro_batches", r->par_micro);
+        gw_kit_json_num(&j, "bubble_theory", r->par_bubble_theory);
+        gw_kit_json_array(&j, "bubble_per_stage", NULL);
+        for (int i = 0; i < r->par_pp; i++)
+            gw_kit_json_num(&j, NULL, r->par_bubble[i]);
+        gw_kit_json_close(&j, NULL);
+        gw_kit_json_array(&j, "memory_per_rank", "\n    ");
+        for (int i = 0; r->par_memory && i < r->world; i++) {
+            const double *m = r->par_memory + 4 * i;
+            gw_kit_json_object(&j, NULL, NULL);
+            gw_kit_json_int(&j, "rank", i);
+            gw_kit_json_num(&j, "params", m[0]);
+            gw_kit_json_num(&j, "grads", m[1]);
+            gw_kit_json_num(&j, "optimizer", m[2]);
+            gw_kit_json_num(&j, "activations", m[3]);
+            gw_kit_json_num(&j, "total", m[0] + m[1] + m[2] + m[3]);
+            gw_kit_json_close(&j, NULL);
+        }
+        gw_kit_json_close(&j, "\n  ");
+        gw_kit_json_close(&j, NULL);
+    }
     double fin = r->nepochs ? r->epochs[r->nepochs - 1].test_acc : NAN;
     gw_kit_json_num_or_null(&j, "final_test_acc", fin >= 0, fin);
     gw_kit_json_array(&j, "epochs", "\n  ");

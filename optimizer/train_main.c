@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer.h"
+#include "model_parallel.h"
 
 /* Whether a launcher told us our rank. */
 static int launched(void)
@@ -71,6 +71,8 @@ int main(int argc, char **argv)
     }
     if (o.check_data)
         rc = check_data(&o, gw_comm_rank(comm), gw_comm_size(comm));
+    else if (o.tensor_parallel > 1 || o.pipeline_parallel > 1 || o.dump_grads)
+        rc = gw_train_run_model_parallel(&o, comm);
     else if (o.mode == GW_TRAIN_ASYNC)
         rc = gw_train_run_async(&o, comm);
     else

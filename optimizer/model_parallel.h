@@ -18,10 +18,10 @@ typedef struct gw_train_grid {
     int world, rank;
     int dp, pp, tp;
     int dp_rank, pp_rank, tp_rank;
-    gw_comm_t *world_comm; /* not owned */
-    gw_comm_t *dp_comm;    /* same stage and tensor slice, other data shards */
-    gw_comm_t *pp_comm;    /* same data shard and tensor slice: the stages */
-    gw_comm_t *tp_comm;    /* same data shard and stage: one layer's slices */
+    gw_comm_t *world_comm;           /* not owned */
+    gw_comm_t *dp_comm;              /* same stage and tensor slice, other data shards */
+    gw_comm_t *pp_comm;              /* same data shard and tensor slice: the stages */
+    gw_comm_t *tp_comm;              /* same data shard and stage: one layer's slices */
     int lo[GW_TRAIN_MAX_LAYERS + 1]; /* stage s holds layers lo[s] .. lo[s+1]-1 */
 } gw_train_grid_t;
 
@@ -57,11 +57,11 @@ void gw_train_mem_format(double bytes, char *buf, size_t len);
 /* ---- a stage's share of the model (model_tensor_parallel.c) --------------- */
 
 typedef struct gw_train_tp_layer {
-    char kind;              /* 'F', 'C' or 'R' (gw_train_tp_kind) */
-    int in, out;            /* the whole layer's sizes */
-    int lin, lout;          /* this rank's: lout = out / tp ('C'), lin = in / tp ('R') */
-    int first_row, first_col; /* where this rank's block starts in the whole matrix */
-    int relu;               /* ReLU after it: every layer but the model's last */
+    char kind;                   /* 'F', 'C' or 'R' (gw_train_tp_kind) */
+    int in, out;                 /* the whole layer's sizes */
+    int lin, lout;               /* this rank's: lout = out / tp ('C'), lin = in / tp ('R') */
+    int first_row, first_col;    /* where this rank's block starts in the whole matrix */
+    int relu;                    /* ReLU after it: every layer but the model's last */
     size_t w_off, b_off, nw, nb; /* in the stage's flat arrays */
 } gw_train_tp_layer_t;
 

@@ -50,14 +50,14 @@ __attribute__((format(printf, 1, 2))) static gw_status_t bad(const char *fmt, ..
 static gw_status_t check(gw_train_grid_t *g, const int *sizes, int nlayers)
 {
     int mp = g->tp * g->pp;
-    if (g->world % mp != 0)
-        return bad("--tensor-parallel %d x --pipeline-parallel %d = %d ranks per model replica "
-                   "do not divide the world of %d ranks",
-                   g->tp, g->pp, mp, g->world);
     if (g->pp > nlayers)
         return bad("--pipeline-parallel %d asks for more stages than the model's %d weight "
                    "layers (one layer per stage at least)",
                    g->pp, nlayers);
+    if (g->world % mp != 0)
+        return bad("--tensor-parallel %d x --pipeline-parallel %d = %d ranks per model replica "
+                   "do not divide the world of %d ranks",
+                   g->tp, g->pp, mp, g->world);
     int split = 0;
     for (int s = 0; s < g->pp; s++)
         for (int l = g->lo[s]; l < g->lo[s + 1]; l++) {
@@ -93,7 +93,8 @@ gw_status_t gw_train_grid_init(gw_train_grid_t *g, gw_comm_t *comm, const gw_tra
     g->rank = gw_comm_rank(comm);
     g->tp = o->tensor_parallel;
     g->pp = o->pipeline_parallel;
-    int per = g->pp <= nlayers ? nlayers / g->pp : 0, extra = g->pp <= nlayers ? nlayers % g->pp : 0;
+    int per = g->pp <= nlayers ? nlayers / g->pp : 0,
+        extra = g->pp <= nlayers ? nlayers % g->pp : 0;
     for (int s = 0, l = 0; s <= g->pp && g->pp <= nlayers; s++) {
         g->lo[s] = l;
         l += per + (s < extra);

@@ -135,8 +135,9 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
         return st;
     r->spe = (long)(r->train.n / r->local_b);
     if (r->spe == 0) {
-        fprintf(stderr, "gradwire-train: a replica's %zu training samples are fewer than its "
-                        "local batch of %zu\n",
+        fprintf(stderr,
+                "gradwire-train: a replica's %zu training samples are fewer than its "
+                "local batch of %zu\n",
                 r->train.n, r->local_b);
         return GW_ERR_INVALID_ARG;
     }
@@ -181,8 +182,7 @@ static gw_status_t gather_full(mp_run_t *r, const float *local, float extra, flo
     if (r->g.dp_rank == 0)
         gw_train_stage_scatter_full(&r->st, local, r->sizes, full, r->g.tp_rank == 0);
     full[r->nfull] = extra;
-    gw_status_t st =
-        gw_allreduce(r->g.world_comm, full, full, r->nfull + 1, GW_FLOAT32, GW_SUM);
+    gw_status_t st = gw_allreduce(r->g.world_comm, full, full, r->nfull + 1, GW_FLOAT32, GW_SUM);
     if (st != GW_OK) {
         free(full);
         return coll_fail("gathering the unsplit model", st);
@@ -202,8 +202,8 @@ static gw_status_t step(mp_run_t *r, long in_epoch, const uint32_t *perm)
     }
     double loss = 0;
     long ok = 0;
-    gw_status_t st = gw_train_pipe_step(&r->st, &r->g, r->xb, r->yb, r->local_b, r->micro,
-                                        r->scale, &loss, &ok, &r->ps_epoch);
+    gw_status_t st = gw_train_pipe_step(&r->st, &r->g, r->xb, r->yb, r->local_b, r->micro, r->scale,
+                                        &loss, &ok, &r->ps_epoch);
     if (st != GW_OK)
         return st;
     if (counts(r)) {
@@ -213,8 +213,8 @@ static gw_status_t step(mp_run_t *r, long in_epoch, const uint32_t *perm)
     }
     if (r->g.dp > 1) {
         double t0 = gw_kit_now_s();
-        st = gw_allreduce(r->g.dp_comm, r->st.grads, r->st.grads, r->st.nparams, GW_FLOAT32,
-                          GW_SUM);
+        st =
+            gw_allreduce(r->g.dp_comm, r->st.grads, r->st.grads, r->st.nparams, GW_FLOAT32, GW_SUM);
         r->dp_comm_s += gw_kit_now_s() - t0;
         if (st != GW_OK)
             return coll_fail("the data-parallel gradient allreduce", st);

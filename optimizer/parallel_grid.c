@@ -11,8 +11,10 @@
  * activations and their gradients between consecutive stages with
  * gw_send/gw_recv; the data-parallel group (same stage, same slice)
  * allreduces the gradients once per step, as the data-parallel trainer
- * does. Stages get consecutive layers, the first L mod pp stages one more
- * than the others. Within a stage, layers pair up Megatron style (Shoeybi
+ * does. Stages get consecutive layers, at least one each, cut where the
+ * largest stage's multiply-adds (the sum of its layers' in x out) is
+ * smallest, so that no stage holds the others up more than the layer sizes
+ * force (a pipeline runs at its slowest stage's pace). Within a stage, layers pair up Megatron style (Shoeybi
  * et al. 2019): the first of a pair is column-parallel (its output units
  * split over the group, so its ReLU needs nothing from the others), the
  * second row-parallel (its input units split, the partial products summed
@@ -84,6 +86,32 @@ static gw_status_t split(gw_comm_t *comm, int color, int key, gw_comm_t **out, c
     return st;
 }
 
+/* lo[0..pp] of the partition of layers into pp contiguous stages whose
+ * largest cost is least (dynamic programming over the cut points). */
+static void balance(const int *sizes, int nlayers, int pp, int *lo)
+{
+    double pre[GW_TRAIN_MAX_LAYERS + 1] = {0};
+    for (int l = 0; l < nlayers; l++)
+        pre[l + 1] = pre[l] + (double)sizes[l] * sizes[l + 1];
+    /* best[k][j]: first j layers in k stages; cut[k][j]: where the k-th begins. */
+    double best[GW_TRAIN_MAX_LAYERS + 1][GW_TRAIN_MAX_LAYERS + 1];
+    int cut[GW_TRAIN_MAX_LAYERS + 1][GW_TRAIN_MAX_LAYERS + 1];
+    for (int j = 1; j <= nlayers; j++)
+        best[1][j] = pre[j], cut[1][j] = 0;
+    for (int k = 2; k <= pp; k++)
+        for (int j = k; j <= nlayers; j++) {
+            best[k][j] = -1;
+            for (int i = k - 1; i < j; i++) {
+                double c = best[k - 1][i] > pre[j] - pre[i] ? best[k - 1][i] : pre[j] - pre[i];
+                if (best[k][j] < 0 || c < best[k][j])
+                    best[k][j] = c, cut[k][j] = i;
+            }
+        }
+    lo[pp] = nlayers;
+    for (int k = pp, j = nlayers; k >= 1; k--)
+        j = lo[k - 1] = cut[k][j];
+}
+
 gw_status_t gw_train_grid_init(gw_train_grid_t *g, gw_comm_t *comm, const gw_train_opts_t *o,
                                const int *sizes, int nlayers)
 {
@@ -93,12 +121,8 @@ gw_status_t gw_train_grid_init(gw_train_grid_t *g, gw_comm_t *comm, const gw_tra
     g->rank = gw_comm_rank(comm);
     g->tp = o->tensor_parallel;
     g->pp = o->pipeline_parallel;
-    int per = g->pp <= nlayers ? nlayers / g->pp : 0,
-        extra = g->pp <= nlayers ? nlayers % g->pp : 0;
-    for (int s = 0, l = 0; s <= g->pp && g->pp <= nlayers; s++) {
-        g->lo[s] = l;
-        l += per + (s < extra);
-    }
+    if (g->pp <= nlayers)
+        balance(sizes, nlayers, g->pp, g->lo);
     gw_status_t st = check(g, sizes, nlayers);
     if (st != GW_OK)
         return st;

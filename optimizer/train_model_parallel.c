@@ -62,7 +62,8 @@ static int counts(const mp_run_t *r) { return r->g.pp_rank == r->g.pp - 1 && r->
 static gw_status_t report_memory(mp_run_t *r)
 {
     const gw_train_grid_t *g = &r->g;
-    size_t cap = r->st.cap ? r->st.cap : (r->local_b > 256 ? r->local_b : 256);
+    size_t cap =
+        r->local_b; /* the workspace holds one local batch; evaluation goes in such chunks */
     gw_train_mem_t m;
     gw_train_stage_mem(g, g->pp_rank, r->sizes, r->nlayers, cap, &m);
     double mine[4] = {m.params, m.grads, m.optimizer, m.activations};
@@ -107,9 +108,16 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
 {
     const gw_train_opts_t *o = r->o;
     gw_status_t st;
-    /* Hidden sizes decide the split; inputs and classes come with the data. */
+    /* The data shard is the replica's: dp and dp_rank as the grid will
+     * have them (when the world does not divide, the grid refuses below). */
+    int mp = o->tensor_parallel * o->pipeline_parallel, world = gw_comm_size(comm);
+    int dp = world % mp == 0 ? world / mp : 1,
+        dp_rank = world % mp == 0 ? gw_comm_rank(comm) / mp : 0;
+    if ((st = gw_train_load_data(o, dp_rank, dp, &r->train, &r->test)) != GW_OK)
+        return st;
     r->nlayers = o->nhidden + 1;
-    r->sizes[0] = r->sizes[r->nlayers] = 1;
+    r->sizes[0] = (int)r->train.dim;
+    r->sizes[r->nlayers] = r->train.nclasses;
     for (int i = 0; i < o->nhidden; i++)
         r->sizes[i + 1] = o->hidden[i];
     if ((st = gw_train_grid_init(&r->g, comm, o, r->sizes, r->nlayers)) != GW_OK)
@@ -131,8 +139,6 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
                 r->local_b, r->micro);
         return GW_ERR_INVALID_ARG;
     }
-    if ((st = gw_train_load_data(o, g->dp_rank, g->dp, &r->train, &r->test)) != GW_OK)
-        return st;
     r->spe = (long)(r->train.n / r->local_b);
     if (r->spe == 0) {
         fprintf(stderr,
@@ -141,8 +147,6 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
                 r->train.n, r->local_b);
         return GW_ERR_INVALID_ARG;
     }
-    r->sizes[0] = (int)r->train.dim;
-    r->sizes[r->nlayers] = r->train.nclasses;
     r->nfull = 0;
     for (int l = 0; l < r->nlayers; l++)
         r->nfull += (size_t)r->sizes[l] * (size_t)r->sizes[l + 1] + (size_t)r->sizes[l + 1];
@@ -151,7 +155,7 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
     if ((st = report_memory(r)) != GW_OK)
         return st;
     gw_train_rng_seed(&r->rng, o->seed);
-    size_t cap = r->local_b > 256 ? r->local_b : 256;
+    size_t cap = r->local_b;
     if ((st = gw_train_stage_init(&r->st, g, r->sizes, r->nlayers, cap, &r->rng)) != GW_OK)
         return st;
     r->perm = malloc(r->train.n * sizeof(uint32_t));

@@ -79,6 +79,8 @@ void gw_train_usage(FILE *out)
             "  --stop-at-target         end the run once the test accuracy reaches it\n"
             "  --eval-every N           test evaluation every N epochs (default 1)\n"
             "  --threads N              OpenBLAS threads per rank (default 1)\n"
+            "  --price-per-node-hour X  the run's cost (and to --target-acc) in the report\n"
+            "  --ranks-per-node N       ranks that share a node, for node-hours (default 1)\n"
             "  --progress|--no-progress progress bar (default: on a terminal)\n"
             "  --quiet                  no per-epoch lines\n"
             "  --check-data             load the data, print a summary and exit\n"
@@ -126,6 +128,7 @@ static void defaults(gw_train_opts_t *o)
     o->eval_every = 1;
     o->tensor_parallel = 1;
     o->pipeline_parallel = 1;
+    o->ranks_per_node = 1;
 }
 
 /* Every option is long only; the values of getopt_long's table name them
@@ -177,6 +180,8 @@ enum {
     OPT_MICRO_BATCHES,
     OPT_MAX_RANK_MEMORY,
     OPT_DUMP_GRADS,
+    OPT_PRICE_PER_NODE_HOUR,
+    OPT_RANKS_PER_NODE,
 };
 
 const struct option gw_train_longopts[] = {
@@ -226,6 +231,8 @@ const struct option gw_train_longopts[] = {
     {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},
     {"max-rank-memory", required_argument, NULL, OPT_MAX_RANK_MEMORY},
     {"dump-grads", required_argument, NULL, OPT_DUMP_GRADS},
+    {"price-per-node-hour", required_argument, NULL, OPT_PRICE_PER_NODE_HOUR},
+    {"ranks-per-node", required_argument, NULL, OPT_RANKS_PER_NODE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -308,6 +315,8 @@ static const num_opt_t num_opts[] = {
     NUM(OPT_TENSOR_PARALLEL, NUM_INT, tensor_parallel, 1, 4096, "1..4096"),
     NUM(OPT_PIPELINE_PARALLEL, NUM_INT, pipeline_parallel, 1, GW_TRAIN_MAX_LAYERS,
         "1..16 (at most one stage per layer)"),
+    NUM(OPT_PRICE_PER_NODE_HOUR, NUM_DOUBLE, price_per_node_hour, 0, 1e9, "a price >= 0"),
+    NUM(OPT_RANKS_PER_NODE, NUM_INT, ranks_per_node, 1, 4096, "1..4096"),
     NUM(OPT_MICRO_BATCHES, NUM_INT, micro_batches, 1, 1 << 20, "a positive number"),
 };
 

@@ -12,8 +12,8 @@
  * gw_send/gw_recv; the data-parallel group (same stage, same slice)
  * allreduces the gradients once per step, as the data-parallel trainer
  * does. Stages get consecutive layers, at least one each, cut where the
- * largest stage's multiply-adds (the sum of its layers' in x out) is
- * smallest, so that no stage holds the others up more than the layer sizes
+ * largest stage's multiply-adds per rank (the sum of its layers' in x
+ * out, a tensor-parallel layer's divided by tp) is smallest, so that no stage holds the others up more than the layer sizes
  * force (a pipeline runs at its slowest stage's pace). Within a stage, layers pair up Megatron style (Shoeybi
  * et al. 2019): the first of a pair is column-parallel (its output units
  * split over the group, so its ReLU needs nothing from the others), the
@@ -86,23 +86,31 @@ static gw_status_t split(gw_comm_t *comm, int color, int key, gw_comm_t **out, c
     return st;
 }
 
+/* A stage of layers [i, j): its multiply-adds per sample on one rank of
+ * its tensor group (split layers divided by tp). */
+static double stage_cost(const int *sizes, int i, int j, int tp)
+{
+    double c = 0;
+    for (int l = i; l < j; l++)
+        c += (double)sizes[l] * sizes[l + 1] / (gw_train_tp_kind(l, i, j, tp) == 'F' ? 1 : tp);
+    return c;
+}
+
 /* lo[0..pp] of the partition of layers into pp contiguous stages whose
  * largest cost is least (dynamic programming over the cut points). */
-static void balance(const int *sizes, int nlayers, int pp, int *lo)
+static void balance(const int *sizes, int nlayers, int pp, int tp, int *lo)
 {
-    double pre[GW_TRAIN_MAX_LAYERS + 1] = {0};
-    for (int l = 0; l < nlayers; l++)
-        pre[l + 1] = pre[l] + (double)sizes[l] * sizes[l + 1];
     /* best[k][j]: first j layers in k stages; cut[k][j]: where the k-th begins. */
     double best[GW_TRAIN_MAX_LAYERS + 1][GW_TRAIN_MAX_LAYERS + 1];
     int cut[GW_TRAIN_MAX_LAYERS + 1][GW_TRAIN_MAX_LAYERS + 1];
     for (int j = 1; j <= nlayers; j++)
-        best[1][j] = pre[j], cut[1][j] = 0;
+        best[1][j] = stage_cost(sizes, 0, j, tp), cut[1][j] = 0;
     for (int k = 2; k <= pp; k++)
         for (int j = k; j <= nlayers; j++) {
             best[k][j] = -1;
             for (int i = k - 1; i < j; i++) {
-                double c = best[k - 1][i] > pre[j] - pre[i] ? best[k - 1][i] : pre[j] - pre[i];
+                double here = stage_cost(sizes, i, j, tp);
+                double c = best[k - 1][i] > here ? best[k - 1][i] : here;
                 if (best[k][j] < 0 || c < best[k][j])
                     best[k][j] = c, cut[k][j] = i;
             }
@@ -122,7 +130,7 @@ gw_status_t gw_train_grid_init(gw_train_grid_t *g, gw_comm_t *comm, const gw_tra
     g->tp = o->tensor_parallel;
     g->pp = o->pipeline_parallel;
     if (g->pp <= nlayers)
-        balance(sizes, nlayers, g->pp, g->lo);
+        balance(sizes, nlayers, g->pp, o->tensor_parallel, g->lo);
     gw_status_t st = check(g, sizes, nlayers);
     if (st != GW_OK)
         return st;

@@ -74,11 +74,13 @@ typedef struct gw_train_opts {
     int check_data; /* load the data, print a summary, exit */
     int eval_every; /* epochs between test evaluations */
 
-    int tensor_parallel;    /* ranks per layer (Megatron split); 1: off */
-    int pipeline_parallel;  /* stages; 1: off */
-    int micro_batches;      /* per local batch; 0: the number of stages */
-    size_t max_rank_memory; /* bytes; 0: no limit */
-    const char *dump_grads; /* first step's gradients, unsplit layout */
+    int tensor_parallel;        /* ranks per layer (Megatron split); 1: off */
+    int pipeline_parallel;      /* stages; 1: off */
+    int micro_batches;          /* per local batch; 0: the number of stages */
+    size_t max_rank_memory;     /* bytes; 0: no limit */
+    const char *dump_grads;     /* first step's gradients, unsplit layout */
+    double price_per_node_hour; /* 0: no cost in the report */
+    int ranks_per_node;         /* for node-hours */
 } gw_train_opts_t;
 
 /* Parse argv (argv[0] is the program). Returns -1 to go on, or an exit
@@ -350,6 +352,8 @@ typedef struct gw_train_report {
     const char *mode, *codec;
     char config[512];
     double rank_memory; /* bytes, the largest rank's (0: not computed) */
+    int nodes;          /* world / ranks per node, rounded up */
+    double price_per_node_hour;
     /* Model parallelism (train_model_parallel.c); par_tp 0: data parallel. */
     int par_dp, par_pp, par_tp, par_micro;
     double par_bubble_theory;

@@ -13,9 +13,9 @@
  */
 #include "train_util.h"
 
-#define COMMON                                                                                 \
+#define COMMON                                                                                  \
     "--data", "synthetic", "--synthetic", "960,96,12,5,1.5", "--hidden", "24,16,12", "--batch", \
-        "96", "--steps", "3", "--no-shuffle", "--lr", "0.2", "--warmup-epochs", "0", "--decay",  \
+        "96", "--steps", "3", "--no-shuffle", "--lr", "0.2", "--warmup-epochs", "0", "--decay", \
         "none", "--momentum", "0.9", "--no-progress", "--quiet"
 
 /* Run with n ranks (0: alone) over transport tr, the NULL-terminated extra
@@ -171,9 +171,17 @@ Test(train_model_parallel, memory_budget, .timeout = 120)
                   strstr(r.output, "--tensor-parallel K"),
               "no clear refusal:\n%s", r.output);
     free(r.output);
-    char *split[] = {"--hidden",          "512,512",          "--batch", "256", "--max-rank-memory",
-                     "4M",                "--tensor-parallel", "2",      "--pipeline-parallel",
-                     "2",                 NULL};
+    char *split[] = {"--hidden",
+                     "512,512",
+                     "--batch",
+                     "256",
+                     "--max-rank-memory",
+                     "4M",
+                     "--tensor-parallel",
+                     "2",
+                     "--pipeline-parallel",
+                     "2",
+                     NULL};
     r = run_tr(4, "shm", split, 60);
     cr_assert(r.exited && r.status == 0, "the split run did not train:\n%s", r.output);
     free(r.output);

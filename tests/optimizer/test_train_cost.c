@@ -23,9 +23,9 @@ static char *run_report(int n, const char *dir, char *const *extra)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/r.json", dir);
-    char *args[32] = {"--data",  "synthetic", "--synthetic", "4000,400,8,3,1", "--hidden", "16",
-                      "--batch", "32",        "--epochs",    "2",              "--json",   path,
-                      "--no-progress"};
+    char *args[32] = {"--data", "synthetic", "--synthetic",  "4000,400,8,3,1", "--hidden",
+                      "16",     "--batch",   "32",           "--epochs",       "2",
+                      "--json", path,        "--no-progress"};
     int k = 13;
     for (int i = 0; extra[i]; i++)
         args[k++] = extra[i];
@@ -43,8 +43,8 @@ Test(train_cost, node_hours_and_price, .timeout = 120)
 {
     char *dir = make_tmpdir("cost");
     cr_assert_not_null(dir);
-    char *priced[] = {"--price-per-node-hour", "2.5", "--ranks-per-node", "2", "--target-acc",
-                      "0.4", NULL};
+    char *priced[] = {
+        "--price-per-node-hour", "2.5", "--ranks-per-node", "2", "--target-acc", "0.4", NULL};
     char *j = run_report(4, dir, priced);
     double train_s = field(j, "train_s"), nh = field(j, "node_hours");
     cr_assert_eq(field(j, "nodes"), 2, "4 ranks at 2 per node are 2 nodes:\n%s", j);
@@ -74,10 +74,11 @@ Test(train_cost, scaling_shows_cost_per_count, .timeout = 300)
     cr_assert_not_null(dir);
     char prefix[512], path[600];
     snprintf(prefix, sizeof(prefix), "%s/s", dir);
-    char *args[] = {"--scaling", "1,2",       "--scaling-out",         prefix,        "--data",
-                    "synthetic", "--synthetic", "2000,200,8,3,1",      "--hidden",    "16",
-                    "--batch",   "32",        "--steps",               "20",          "--price-per-node-hour",
-                    "4",         NULL};
+    char *args[] = {
+        "--scaling", "1,2",         "--scaling-out",  prefix,     "--data",
+        "synthetic", "--synthetic", "2000,200,8,3,1", "--hidden", "16",
+        "--batch",   "32",          "--steps",        "20",       "--price-per-node-hour",
+        "4",         NULL};
     run_result_t r = train_run(0, args, 280);
     cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
     cr_assert(strstr(r.output, "node-hours") && strstr(r.output, "cost"), "%s", r.output);

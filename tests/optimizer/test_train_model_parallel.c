@@ -215,6 +215,8 @@ Test(train_model_parallel, bad_arguments, .timeout = 120)
             "--micro-batches is for --pipeline-parallel");
     refused(0, (char *[]){"--tensor-parallel", "2", "--checkpoint-dir", "/tmp/x", NULL},
             "--checkpoint-dir is not available with --tensor-parallel");
+    refused(0, (char *[]){"--async", "--max-rank-memory", "1G", NULL},
+            "--max-rank-memory is checked by synchronous training only");
     refused(2, (char *[]){"--tensor-parallel", "2", "--hidden", "none", NULL},
             "--tensor-parallel 2 has nothing to split");
 }

@@ -87,7 +87,8 @@ static gw_status_t report_memory(mp_run_t *r)
     r->rep.rank_memory = most;
     if (g->rank == 0 && !r->o->quiet) {
         gw_train_mem_t dp;
-        gw_train_mem_data_parallel(r->sizes, r->nlayers, cap, r->local_b, &dp);
+        /* As the data-parallel trainer allocates: 256 rows at least. */
+        gw_train_mem_data_parallel(r->sizes, r->nlayers, cap > 256 ? cap : 256, r->local_b, &dp);
         char a[32], b[32];
         gw_train_mem_format(gw_train_mem_total(&dp), a, sizeof(a));
         printf("gradwire-train: memory per rank (parameters + gradients + momentum + "

@@ -116,6 +116,10 @@ typedef struct gw_train_pipe_stats {
 gw_status_t gw_train_pipe_step(gw_train_stage_t *st, const gw_train_grid_t *g, const float *x,
                                const int32_t *y, size_t local_b, int micro, float scale,
                                double *loss_sum, long *correct, gw_train_pipe_stats_t *ps);
+/* The same step in the 1F1B order (pipeline_1f1b.c). */
+gw_status_t gw_train_pipe_step_1f1b(gw_train_stage_t *st, const gw_train_grid_t *g, const float *x,
+                                    const int32_t *y, size_t local_b, int micro, float scale,
+                                    double *loss_sum, long *correct, gw_train_pipe_stats_t *ps);
 /* Forward-only evaluation of a whole data set through the stages. */
 gw_status_t gw_train_pipe_evaluate(gw_train_stage_t *st, const gw_train_grid_t *g,
                                    const gw_train_dataset_t *d, double *loss_sum, long *correct);

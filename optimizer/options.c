@@ -63,7 +63,9 @@ void gw_train_usage(FILE *out)
             "  --tensor-parallel K      split each layer's weights over K ranks (Megatron:\n"
             "                           column- then row-parallel pairs; default 1)\n"
             "  --pipeline-parallel K    consecutive layers as K stages on K ranks (default 1)\n"
-            "  --micro-batches M        GPipe micro-batches per local batch (default: K)\n"
+            "  --micro-batches M        micro-batches per local batch (default: K)\n"
+            "  --schedule gpipe|1f1b    pipeline order: all forwards then all backwards, or\n"
+            "                           one forward, one backward (default gpipe)\n"
             "  --max-rank-memory BYTES  refuse a run whose parameters, gradients, optimizer\n"
             "                           state and activations exceed BYTES on a rank (K/M/G)\n"
             "  --dump-grads FILE        the first step's gradients in the unsplit layout and\n"
@@ -182,6 +184,7 @@ enum {
     OPT_DUMP_GRADS,
     OPT_PRICE_PER_NODE_HOUR,
     OPT_RANKS_PER_NODE,
+    OPT_SCHEDULE,
 };
 
 const struct option gw_train_longopts[] = {
@@ -233,6 +236,7 @@ const struct option gw_train_longopts[] = {
     {"dump-grads", required_argument, NULL, OPT_DUMP_GRADS},
     {"price-per-node-hour", required_argument, NULL, OPT_PRICE_PER_NODE_HOUR},
     {"ranks-per-node", required_argument, NULL, OPT_RANKS_PER_NODE},
+    {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -482,6 +486,14 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                 return usage_error("--max-rank-memory wants a size in bytes like 64M or 2G, "
                                    "not \"%s\"",
                                    v);
+            break;
+        case OPT_SCHEDULE:
+            if (strcmp(v, "gpipe") == 0)
+                o->schedule_1f1b = 0;
+            else if (strcmp(v, "1f1b") == 0)
+                o->schedule_1f1b = 1;
+            else
+                return usage_error("--schedule wants gpipe or 1f1b, not \"%s\"", v);
             break;
         case OPT_DUMP_GRADS:
             o->dump_grads = v;

@@ -207,8 +207,8 @@ static gw_status_t step(mp_run_t *r, long in_epoch, const uint32_t *perm)
     }
     double loss = 0;
     long ok = 0;
-    gw_status_t st = gw_train_pipe_step(&r->st, &r->g, r->xb, r->yb, r->local_b, r->micro, r->scale,
-                                        &loss, &ok, &r->ps_epoch);
+    gw_status_t st = (o->schedule_1f1b ? gw_train_pipe_step_1f1b : gw_train_pipe_step)(
+        &r->st, &r->g, r->xb, r->yb, r->local_b, r->micro, r->scale, &loss, &ok, &r->ps_epoch);
     if (st != GW_OK)
         return st;
     if (counts(r)) {
@@ -375,10 +375,10 @@ int gw_train_run_model_parallel(const gw_train_opts_t *o, gw_comm_t *comm)
         st = ast != GW_OK ? ast : all ? GW_OK : GW_ERR_REMOTE;
     if (st == GW_OK && r.g.rank == 0 && !o->quiet)
         printf("gradwire-train: %d rank(s) = %d data x %d pipeline x %d tensor, %zu parameters "
-               "(%zu on rank 0), global batch %d (%zu per replica, %d micro-batches), %ld "
+               "(%zu on rank 0), global batch %d (%zu per replica, %d micro-batches, %s), %ld "
                "steps/epoch, transport %s\n",
                r.g.world, r.g.dp, r.g.pp, r.g.tp, r.nfull, r.st.nparams, o->batch, r.local_b,
-               r.micro, r.spe, gw_comm_transport(comm));
+               r.micro, o->schedule_1f1b ? "1F1B" : "GPipe", r.spe, gw_comm_transport(comm));
     if (st == GW_OK)
         st = train(&r);
     if (st == GW_OK && o->save_weights) {

@@ -77,6 +77,7 @@ typedef struct gw_train_opts {
     int tensor_parallel;        /* ranks per layer (Megatron split); 1: off */
     int pipeline_parallel;      /* stages; 1: off */
     int micro_batches;          /* per local batch; 0: the number of stages */
+    int schedule_1f1b;          /* pipeline order: 0 GPipe, 1 1F1B */
     size_t max_rank_memory;     /* bytes; 0: no limit */
     const char *dump_grads;     /* first step's gradients, unsplit layout */
     double price_per_node_hour; /* 0: no cost in the report */

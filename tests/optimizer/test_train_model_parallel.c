@@ -1,7 +1,7 @@
 /*
  * Model parallelism against the unsplit model: gradwire-train with the MLP
- * split over ranks (--tensor-parallel, --pipeline-parallel, both, and with
- * data-parallel replicas) must compute the same first-step loss and
+ * split over ranks (--tensor-parallel, --pipeline-parallel in GPipe and
+ * 1F1B order, both, and with data-parallel replicas) must compute the same first-step loss and
  * gradients (--dump-grads: the gradients in the unsplit layout, then the
  * mean loss) and, after three steps with momentum and weight decay, the
  * same weights as one rank holding the whole model, to float rounding
@@ -88,7 +88,7 @@ static void close_to(const float *a, const float *b, size_t n, const char *what,
 typedef struct split_case {
     int ranks;
     const char *tag;
-    char *args[8];
+    char *args[12];
 } split_case_t;
 
 static void check_transport(const char *tr)
@@ -131,6 +131,20 @@ static void check_transport(const char *tr)
          {"--tensor-parallel", "2", "--pipeline-parallel", "2", "--micro-batches", "4", NULL}},
         {4, "data2xtensor2", {"--tensor-parallel", "2", NULL}},
         {4, "data2xpipeline2", {"--pipeline-parallel", "2", "--micro-batches", "2", NULL}},
+        /* 1F1B: fewer, as many and more micro-batches than stages. */
+        {4,
+         "pipeline4x2micro-1f1b",
+         {"--pipeline-parallel", "4", "--micro-batches", "2", "--schedule", "1f1b", NULL}},
+        {4,
+         "pipeline4x6micro-1f1b",
+         {"--pipeline-parallel", "4", "--micro-batches", "6", "--schedule", "1f1b", NULL}},
+        {4,
+         "tensor2xpipeline2x4micro-1f1b",
+         {"--tensor-parallel", "2", "--pipeline-parallel", "2", "--micro-batches", "4",
+          "--schedule", "1f1b", NULL}},
+        {4,
+         "data2xpipeline2-1f1b",
+         {"--pipeline-parallel", "2", "--micro-batches", "2", "--schedule", "1f1b", NULL}},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         float *g, *w;
@@ -215,6 +229,7 @@ Test(train_model_parallel, bad_arguments, .timeout = 120)
             "--micro-batches is for --pipeline-parallel");
     refused(0, (char *[]){"--tensor-parallel", "2", "--checkpoint-dir", "/tmp/x", NULL},
             "--checkpoint-dir is not available with --tensor-parallel");
+    refused(0, (char *[]){"--schedule", "zigzag", NULL}, "--schedule wants gpipe or 1f1b");
     refused(0, (char *[]){"--async", "--max-rank-memory", "1G", NULL},
             "--max-rank-memory is checked by synchronous training only");
     refused(2, (char *[]){"--tensor-parallel", "2", "--hidden", "none", NULL},

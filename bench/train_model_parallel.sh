@@ -8,7 +8,7 @@
 # the pipeline bubble per stage against (K-1)/(M+K-1), training time.
 #
 # Usage: bench/train_model_parallel.sh [BUILD_DIR] [--epochs N]
-# Needs the data set: ./scripts/install-deps.sh data. 7 runs, about 5
+# Needs the data set: ./scripts/install-deps.sh data. 8 runs, about 10
 # minutes on 2 shared cores.
 set -euo pipefail
 
@@ -82,6 +82,8 @@ run "data parallel" 4 --max-rank-memory 4G
 run "tensor parallel" 4 --tensor-parallel 4
 run "pipeline parallel" 3 --pipeline-parallel 3 --micro-batches 4
 run "tensor x pipeline" 4 --tensor-parallel 2 --pipeline-parallel 2 --micro-batches 4
+run "tensor x pipeline, 1F1B" 4 --tensor-parallel 2 --pipeline-parallel 2 --micro-batches 4 \
+    --schedule 1f1b
 run "data x tensor" 4 --tensor-parallel 2
 run "data x pipeline" 4 --pipeline-parallel 2 --micro-batches 4
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

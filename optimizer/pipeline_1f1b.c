@@ -92,14 +92,23 @@ static gw_status_t backward(sched_t *c, int m)
     return gw_train_stage_backward(c->st, (size_t)m * c->mb, c->mb, !c->first);
 }
 
-gw_status_t gw_train_pipe_step_1f1b(gw_train_stage_t *st, const gw_train_grid_t *g,
-                                    const float *x, const int32_t *y, size_t local_b, int micro,
-                                    float scale, double *loss_sum, long *correct,
-                                    gw_train_pipe_stats_t *ps)
+gw_status_t gw_train_pipe_step_1f1b(gw_train_stage_t *st, const gw_train_grid_t *g, const float *x,
+                                    const int32_t *y, size_t local_b, int micro, float scale,
+                                    double *loss_sum, long *correct, gw_train_pipe_stats_t *ps)
 {
     int s = g->pp_rank, k = g->pp;
-    sched_t c = {st,    g,        y,       local_b / (size_t)micro, (size_t)st->width[0],
-                 (size_t)st->width[st->nl], s == 0, s == k - 1, scale, loss_sum, 0, correct};
+    sched_t c = {st,
+                 g,
+                 y,
+                 local_b / (size_t)micro,
+                 (size_t)st->width[0],
+                 (size_t)st->width[st->nl],
+                 s == 0,
+                 s == k - 1,
+                 scale,
+                 loss_sum,
+                 0,
+                 correct};
     size_t nin = c.mb * c.w0, nout = c.mb * c.wn;
     int prev = s - 1, next = s + 1;
     int warm = k - s - 1 < micro ? k - s - 1 : micro;

@@ -546,6 +546,8 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
     if (o->max_rank_memory && o->mode == GW_TRAIN_ASYNC)
         return usage_error("--max-rank-memory is checked by synchronous training only, not "
                            "--async");
+    if (o->schedule_1f1b && o->pipeline_parallel == 1)
+        return usage_error("--schedule 1f1b is for --pipeline-parallel K with K > 1");
     if (o->micro_batches > 0 && o->pipeline_parallel == 1 && o->micro_batches != 1)
         return usage_error("--micro-batches is for --pipeline-parallel K with K > 1");
     if (o->resume && !o->ckpt_dir)

@@ -230,6 +230,8 @@ Test(train_model_parallel, bad_arguments, .timeout = 120)
     refused(0, (char *[]){"--tensor-parallel", "2", "--checkpoint-dir", "/tmp/x", NULL},
             "--checkpoint-dir is not available with --tensor-parallel");
     refused(0, (char *[]){"--schedule", "zigzag", NULL}, "--schedule wants gpipe or 1f1b");
+    refused(0, (char *[]){"--schedule", "1f1b", NULL},
+            "--schedule 1f1b is for --pipeline-parallel");
     refused(0, (char *[]){"--async", "--max-rank-memory", "1G", NULL},
             "--max-rank-memory is checked by synchronous training only");
     refused(2, (char *[]){"--tensor-parallel", "2", "--hidden", "none", NULL},

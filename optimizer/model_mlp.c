@@ -109,12 +109,9 @@ void gw_train_mlp_forward(gw_train_mlp_t *m, const float *x, size_t B)
     }
 }
 
-void gw_train_mlp_loss(gw_train_mlp_t *m, const int32_t *y, size_t B, float scale, double *loss_sum,
-                       long *correct)
+void gw_train_softmax_xent(const float *z, float *d, int k, const int32_t *y, size_t B, float scale,
+                           double *loss_sum, long *correct)
 {
-    int k = m->sizes[m->nlayers];
-    const float *z = m->act[m->nlayers];
-    float *d = m->delta[m->nlayers];
     double loss = 0;
     long ok = 0;
     for (size_t i = 0; i < B; i++) {
@@ -144,6 +141,13 @@ void gw_train_mlp_loss(gw_train_mlp_t *m, const int32_t *y, size_t B, float scal
     }
     *loss_sum += loss;
     *correct += ok;
+}
+
+void gw_train_mlp_loss(gw_train_mlp_t *m, const int32_t *y, size_t B, float scale, double *loss_sum,
+                       long *correct)
+{
+    gw_train_softmax_xent(m->act[m->nlayers], m->delta[m->nlayers], m->sizes[m->nlayers], y, B,
+                          scale, loss_sum, correct);
 }
 
 gw_status_t gw_train_mlp_backward(gw_train_mlp_t *m, size_t B, gw_train_grad_ready_fn ready,

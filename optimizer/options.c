@@ -59,6 +59,17 @@ void gw_train_usage(FILE *out)
             "                           gradients: no --codec)\n"
             "  --servers N              async: server ranks (default 1)\n"
             "  --staleness N            async: largest version lag of a worker (default 4)\n"
+            "model parallelism (a grid of data x pipeline x tensor parallel ranks):\n"
+            "  --tensor-parallel K      split each layer's weights over K ranks (Megatron:\n"
+            "                           column- then row-parallel pairs; default 1)\n"
+            "  --pipeline-parallel K    consecutive layers as K stages on K ranks (default 1)\n"
+            "  --micro-batches M        micro-batches per local batch (default: K)\n"
+            "  --schedule gpipe|1f1b    pipeline order: all forwards then all backwards, or\n"
+            "                           one forward, one backward (default gpipe)\n"
+            "  --max-rank-memory BYTES  refuse a run whose parameters, gradients, optimizer\n"
+            "                           state and activations exceed BYTES on a rank (K/M/G)\n"
+            "  --dump-grads FILE        the first step's gradients in the unsplit layout and\n"
+            "                           its mean loss, raw float32 (for tests)\n"
             "checkpoints:\n"
             "  --checkpoint-dir DIR     write checkpoints there (also on SIGTERM)\n"
             "  --checkpoint-every N     every N steps (default: only on SIGTERM)\n"
@@ -70,6 +81,8 @@ void gw_train_usage(FILE *out)
             "  --stop-at-target         end the run once the test accuracy reaches it\n"
             "  --eval-every N           test evaluation every N epochs (default 1)\n"
             "  --threads N              OpenBLAS threads per rank (default 1)\n"
+            "  --price-per-node-hour X  the run's cost (and to --target-acc) in the report\n"
+            "  --ranks-per-node N       ranks that share a node, for node-hours (default 1)\n"
             "  --progress|--no-progress progress bar (default: on a terminal)\n"
             "  --quiet                  no per-epoch lines\n"
             "  --check-data             load the data, print a summary and exit\n"
@@ -115,6 +128,9 @@ static void defaults(gw_train_opts_t *o)
     o->threads = 1;
     o->progress = -1;
     o->eval_every = 1;
+    o->tensor_parallel = 1;
+    o->pipeline_parallel = 1;
+    o->ranks_per_node = 1;
 }
 
 /* Every option is long only; the values of getopt_long's table name them
@@ -161,6 +177,14 @@ enum {
     OPT_NO_PROGRESS,
     OPT_QUIET,
     OPT_CHECK_DATA,
+    OPT_TENSOR_PARALLEL,
+    OPT_PIPELINE_PARALLEL,
+    OPT_MICRO_BATCHES,
+    OPT_MAX_RANK_MEMORY,
+    OPT_DUMP_GRADS,
+    OPT_PRICE_PER_NODE_HOUR,
+    OPT_RANKS_PER_NODE,
+    OPT_SCHEDULE,
 };
 
 const struct option gw_train_longopts[] = {
@@ -205,6 +229,14 @@ const struct option gw_train_longopts[] = {
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"check-data", no_argument, NULL, OPT_CHECK_DATA},
+    {"tensor-parallel", required_argument, NULL, OPT_TENSOR_PARALLEL},
+    {"pipeline-parallel", required_argument, NULL, OPT_PIPELINE_PARALLEL},
+    {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},
+    {"max-rank-memory", required_argument, NULL, OPT_MAX_RANK_MEMORY},
+    {"dump-grads", required_argument, NULL, OPT_DUMP_GRADS},
+    {"price-per-node-hour", required_argument, NULL, OPT_PRICE_PER_NODE_HOUR},
+    {"ranks-per-node", required_argument, NULL, OPT_RANKS_PER_NODE},
+    {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -284,6 +316,12 @@ static const num_opt_t num_opts[] = {
     NUM(OPT_TARGET_ACC, NUM_FRACTION, target_acc, 0, 100, "a fraction or a percentage"),
     NUM(OPT_EVAL_EVERY, NUM_INT, eval_every, 1, 1000000, "a positive number"),
     NUM(OPT_THREADS, NUM_INT, threads, 1, 256, "1..256"),
+    NUM(OPT_TENSOR_PARALLEL, NUM_INT, tensor_parallel, 1, 4096, "1..4096"),
+    NUM(OPT_PIPELINE_PARALLEL, NUM_INT, pipeline_parallel, 1, GW_TRAIN_MAX_LAYERS,
+        "1..16 (at most one stage per layer)"),
+    NUM(OPT_PRICE_PER_NODE_HOUR, NUM_DOUBLE, price_per_node_hour, 0, 1e9, "a price >= 0"),
+    NUM(OPT_RANKS_PER_NODE, NUM_INT, ranks_per_node, 1, 4096, "1..4096"),
+    NUM(OPT_MICRO_BATCHES, NUM_INT, micro_batches, 1, 1 << 20, "a positive number"),
 };
 
 /* Store the parsed value into the option's field. */
@@ -443,6 +481,23 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         case OPT_SAVE_WEIGHTS:
             o->save_weights = v;
             break;
+        case OPT_MAX_RANK_MEMORY:
+            if (gw_kit_parse_size(v, &o->max_rank_memory) != 0 || o->max_rank_memory == 0)
+                return usage_error("--max-rank-memory wants a size in bytes like 64M or 2G, "
+                                   "not \"%s\"",
+                                   v);
+            break;
+        case OPT_SCHEDULE:
+            if (strcmp(v, "gpipe") == 0)
+                o->schedule_1f1b = 0;
+            else if (strcmp(v, "1f1b") == 0)
+                o->schedule_1f1b = 1;
+            else
+                return usage_error("--schedule wants gpipe or 1f1b, not \"%s\"", v);
+            break;
+        case OPT_DUMP_GRADS:
+            o->dump_grads = v;
+            break;
         case OPT_JSON:
             o->report_json = v;
             break;
@@ -476,6 +531,25 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         return usage_error("--codec %s is for synchronous training: --async (parameter "
                            "server) sends dense gradients",
                            o->codec);
+    if (o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads) {
+        const char *what = o->mode == GW_TRAIN_ASYNC       ? "--async"
+                           : strcmp(o->codec, "none") != 0 ? "--codec"
+                           : o->ckpt_dir                   ? "--checkpoint-dir"
+                           : o->stop_at_target             ? "--stop-at-target"
+                                                           : NULL;
+        if (what)
+            return usage_error("%s is not available with --tensor-parallel, "
+                               "--pipeline-parallel or --dump-grads (model-parallel runs are "
+                               "synchronous, dense and without checkpoints)",
+                               what);
+    }
+    if (o->max_rank_memory && o->mode == GW_TRAIN_ASYNC)
+        return usage_error("--max-rank-memory is checked by synchronous training only, not "
+                           "--async");
+    if (o->schedule_1f1b && o->pipeline_parallel == 1)
+        return usage_error("--schedule 1f1b is for --pipeline-parallel K with K > 1");
+    if (o->micro_batches > 0 && o->pipeline_parallel == 1 && o->micro_batches != 1)
+        return usage_error("--micro-batches is for --pipeline-parallel K with K > 1");
     if (o->resume && !o->ckpt_dir)
         return usage_error("--resume needs --checkpoint-dir DIR");
     if (o->ckpt_every && !o->ckpt_dir)

@@ -30,6 +30,8 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
     r->target_acc = o->target_acc;
     r->alpha_s = r->beta_s_per_byte = r->allreduce_s = -1;
     r->mode = o->mode == GW_TRAIN_ASYNC ? "async" : "sync";
+    r->nodes = (world + o->ranks_per_node - 1) / o->ranks_per_node;
+    r->price_per_node_hour = o->price_per_node_hour;
     r->codec = o->codec;
     gw_train_opts_fingerprint(o, world, r->config, sizeof(r->config));
     r->tty = rank == 0 && (o->progress == 1 || (o->progress < 0 && isatty(STDERR_FILENO)));
@@ -130,6 +132,46 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
     gw_kit_json_num_or_null(&j, "link_beta_s_per_byte", r->beta_s_per_byte >= 0,
                             r->beta_s_per_byte);
     gw_kit_json_num_or_null(&j, "allreduce_s", r->allreduce_s >= 0, r->allreduce_s);
+    /* The cost of the run: node-hours of training time (evaluation not
+     * counted, like train_s), and with a price, money. */
+    double nh = r->nodes * r->train_s / 3600, nh_target = r->nodes * r->time_to_target_s / 3600;
+    int priced = r->price_per_node_hour > 0, reached = r->time_to_target_s >= 0;
+    gw_kit_json_int(&j, "nodes", r->nodes);
+    gw_kit_json_num(&j, "node_hours", nh);
+    gw_kit_json_num_or_null(&j, "samples_per_node_hour", nh > 0, (double)r->samples / nh);
+    gw_kit_json_num_or_null(&j, "node_hours_to_target", reached, nh_target);
+    gw_kit_json_num_or_null(&j, "price_per_node_hour", priced, r->price_per_node_hour);
+    gw_kit_json_num_or_null(&j, "cost", priced, nh * r->price_per_node_hour);
+    gw_kit_json_num_or_null(&j, "cost_to_target", priced && reached,
+                            nh_target * r->price_per_node_hour);
+    if (r->rank_memory > 0)
+        gw_kit_json_num(&j, "rank_memory_bytes", r->rank_memory);
+    if (r->par_tp > 0) {
+        gw_kit_json_object(&j, "parallel", NULL);
+        gw_kit_json_int(&j, "data", r->par_dp);
+        gw_kit_json_int(&j, "pipeline", r->par_pp);
+        gw_kit_json_int(&j, "tensor", r->par_tp);
+        gw_kit_json_int(&j, "micro_batches", r->par_micro);
+        gw_kit_json_num(&j, "bubble_theory", r->par_bubble_theory);
+        gw_kit_json_array(&j, "bubble_per_stage", NULL);
+        for (int i = 0; i < r->par_pp; i++)
+            gw_kit_json_num(&j, NULL, r->par_bubble[i]);
+        gw_kit_json_close(&j, NULL);
+        gw_kit_json_array(&j, "memory_per_rank", "\n    ");
+        for (int i = 0; r->par_memory && i < r->world; i++) {
+            const double *m = r->par_memory + 4 * i;
+            gw_kit_json_object(&j, NULL, NULL);
+            gw_kit_json_int(&j, "rank", i);
+            gw_kit_json_num(&j, "params", m[0]);
+            gw_kit_json_num(&j, "grads", m[1]);
+            gw_kit_json_num(&j, "optimizer", m[2]);
+            gw_kit_json_num(&j, "activations", m[3]);
+            gw_kit_json_num(&j, "total", m[0] + m[1] + m[2] + m[3]);
+            gw_kit_json_close(&j, NULL);
+        }
+        gw_kit_json_close(&j, "\n  ");
+        gw_kit_json_close(&j, NULL);
+    }
     double fin = r->nepochs ? r->epochs[r->nepochs - 1].test_acc : NAN;
     gw_kit_json_num_or_null(&j, "final_test_acc", fin >= 0, fin);
     gw_kit_json_array(&j, "epochs", "\n  ");
@@ -166,6 +208,23 @@ gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path)
     gw_status_t st = GW_OK;
     if (r->tty)
         fprintf(stderr, "\r%*s\r", BAR_WIDTH + 50, "");
+    if (r->rank == 0 && !r->quiet && r->nepochs > 0) {
+        double nh = r->nodes * r->train_s / 3600;
+        printf("gradwire-train: %.4g node-hours (%d node(s) x %.1f s of training), %.4g "
+               "samples per node-hour",
+               nh, r->nodes, r->train_s, nh > 0 ? (double)r->samples / nh : 0.0);
+        if (r->price_per_node_hour > 0) {
+            printf(", cost %.4g at %g per node-hour", nh * r->price_per_node_hour,
+                   r->price_per_node_hour);
+            if (r->time_to_target_s >= 0)
+                printf(", %.4g to reach %.2f%% test accuracy",
+                       r->nodes * r->time_to_target_s / 3600 * r->price_per_node_hour,
+                       100 * r->target_acc);
+            else
+                printf(" (%.2f%% test accuracy not reached)", 100 * r->target_acc);
+        }
+        printf("\n");
+    }
     if (r->rank == 0 && json_path)
         st = write_json(r, json_path);
     if (r->csv && fclose(r->csv) != 0 && st == GW_OK) {

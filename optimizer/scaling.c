@@ -382,6 +382,8 @@ static int measure(scaling_t *s, run_t *runs, int *nruns, long cores)
             r->tta = json_get(text, "time_to_target_s");
             r->acc = json_get(text, "final_test_acc");
             r->train_s = json_get(text, "train_s");
+            r->node_hours = json_get(text, "node_hours");
+            r->cost = json_get(text, "cost");
             free(text);
             printf("%10.0f samples/s%s\n", r->sps, r->n > cores ? "  (ranks outnumber cores)" : "");
         }

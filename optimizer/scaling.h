@@ -20,6 +20,7 @@ typedef struct run {
     int ok;
     double sps, compute_per_sample, alpha, beta, allreduce_s, grad_bytes, tta, acc, train_s;
     double eff;
+    double node_hours, cost; /* from the run's report; cost NAN without a price */
 } run_t;
 
 typedef struct scaling {

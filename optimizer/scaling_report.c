@@ -32,11 +32,12 @@ static int write_outputs(const scaling_t *s, const run_t *runs, int nruns, const
         return -1;
     }
     fprintf(f, "kind,ranks,global_batch,samples_per_s,efficiency,final_test_acc,"
-               "time_to_target_s,oversubscribed\n");
+               "time_to_target_s,oversubscribed,node_hours,cost\n");
     for (int i = 0; i < nruns; i++) {
         const run_t *r = &runs[i];
-        fprintf(f, "%s,%d,%d,%.2f,%.4f,%.4f,%.3f,%d\n", r->weak ? "weak" : "strong", r->n,
-                r->weak ? s->batch * r->n : s->batch, r->sps, r->eff, r->acc, r->tta, r->n > cores);
+        fprintf(f, "%s,%d,%d,%.2f,%.4f,%.4f,%.3f,%d,%.6g,%.6g\n", r->weak ? "weak" : "strong", r->n,
+                r->weak ? s->batch * r->n : s->batch, r->sps, r->eff, r->acc, r->tta, r->n > cores,
+                r->node_hours, r->cost);
     }
     for (int i = 0; i < np; i++)
         fprintf(f, "projection-strong,%d,%d,,%.4f-%.4f,,,\nprojection-weak,%d,%d,,%.4f-%.4f,,,\n",
@@ -68,6 +69,8 @@ static int write_outputs(const scaling_t *s, const run_t *runs, int nruns, const
         gw_kit_json_num(&j, "time_to_target_s", r->tta);
         gw_kit_json_num(&j, "train_s", r->train_s);
         gw_kit_json_bool(&j, "oversubscribed", r->n > cores);
+        gw_kit_json_num_or_null(&j, "node_hours", !isnan(r->node_hours), r->node_hours);
+        gw_kit_json_num_or_null(&j, "cost", !isnan(r->cost), r->cost);
         gw_kit_json_close(&j, NULL);
     }
     gw_kit_json_close(&j, "");
@@ -103,17 +106,20 @@ static int plot(const scaling_t *s, const run_t *runs, int nruns, const projecti
     FILE *f = gw_kit_fopen_private(dat);
     if (!f)
         return -1;
-    /* Blocks: 0 measured strong, 1 measured weak, 2 projected. */
+    /* Blocks: 0 measured strong, 1 measured weak (n, efficiency, cost), 2
+     * projected. */
+    int priced = 0;
     for (int w = 0; w < 2; w++) {
         fprintf(f, "# %s\n", w ? "weak" : "strong");
         int any = 0;
         for (int i = 0; i < nruns; i++)
             if (runs[i].weak == w && runs[i].ok && isfinite(runs[i].eff)) {
-                fprintf(f, "%d %.6f\n", runs[i].n, 100 * runs[i].eff);
+                fprintf(f, "%d %.6f %.6g\n", runs[i].n, 100 * runs[i].eff, runs[i].cost);
                 any = 1;
+                priced |= isfinite(runs[i].cost);
             }
         if (!any)
-            fprintf(f, "1 NaN\n");
+            fprintf(f, "1 NaN NaN\n");
         fputs("\n\n", f);
     }
     fputs("# projection: n strong_lo strong_hi weak_lo weak_hi\n", f);
@@ -131,14 +137,23 @@ static int plot(const scaling_t *s, const run_t *runs, int nruns, const projecti
         "set output '%s.png'\n"
         "set title 'gradwire-train scaling efficiency (shaded bands: projection, not measured)'\n"
         "set xlabel 'ranks'\nset ylabel 'efficiency (%%)'\n"
-        "set logscale x 2\nset yrange [0:*]\nset grid\nset key outside bottom center\n"
+        "set logscale x 2\nset yrange [0:*]\nset grid\nset key outside bottom center\n%s"
         "plot '%s' index 0 using 1:2 with linespoints lw 2 pt 7 title 'strong (measured)', "
         "'' index 1 using 1:2 with linespoints lw 2 pt 5 title 'weak (measured)', "
         "'' index 2 using 1:2:3 with filledcurves fs transparent solid 0.15 lc 1 "
         "title 'strong (projection: no overlap .. full overlap)', "
         "'' index 2 using 1:4:5 with filledcurves fs transparent solid 0.15 lc 2 "
-        "title 'weak (projection)'\n",
-        s->out, dat);
+        "title 'weak (projection)'%s\n",
+        s->out,
+        priced ? "set y2label 'cost of the run (price per node-hour x node-hours)'\n"
+                 "set y2tics\nset y2range [0:*]\n"
+               : "",
+        dat,
+        priced ? ", '' index 0 using 1:3 axes x1y2 with linespoints dt 2 lw 2 pt 6 lc 1 "
+                 "title 'strong: cost of the run (right axis)', '' index 1 using 1:3 axes x1y2 "
+                 "with linespoints dt 2 lw 2 pt 4 lc 2 title 'weak: cost of the run (right axis)'"
+               : "");
+
     fclose(f);
     fflush(NULL);
     pid_t pid = fork();
@@ -168,16 +183,20 @@ void gw_train_scaling_report(const scaling_t *s, const scaling_result_t *res)
     const projection_t *pr = res->pr;
     int nruns = res->nruns, np = res->np;
     long cores = res->cores;
-    printf("\n%-7s %6s %8s %12s %10s %9s %9s\n", "kind", "ranks", "batch", "samples/s",
-           "efficiency", "test acc", "cores");
+    printf("\n%-7s %6s %8s %12s %10s %9s %9s %11s %10s\n", "kind", "ranks", "batch", "samples/s",
+           "efficiency", "test acc", "cores", "node-hours", "cost");
     for (int i = 0; i < nruns; i++) {
         const run_t *r = &runs[i];
-        char e[16], a[16];
+        char e[16], a[16], c[24] = "-";
         fmt_pct(e, sizeof(e), r->eff);
         fmt_pct(a, sizeof(a), r->acc);
-        printf("%-7s %6d %8d %12.0f %10s %9s %9s\n", r->weak ? "weak" : "strong", r->n,
-               r->weak ? s->batch * r->n : s->batch, r->sps, e, a,
-               r->n > cores ? "oversub." : "ok");
+        /* The same steps at every count (strong): where the cost rises
+         * faster than the time falls, more nodes stop paying. */
+        if (!isnan(r->cost))
+            snprintf(c, sizeof(c), "%.4g", r->cost);
+        printf("%-7s %6d %8d %12.0f %10s %9s %9s %11.4g %10s\n", r->weak ? "weak" : "strong", r->n,
+               r->weak ? s->batch * r->n : s->batch, r->sps, e, a, r->n > cores ? "oversub." : "ok",
+               r->node_hours, c);
     }
     if (np > 0) {
         printf("\nPROJECTION (alpha-beta ring model, not measured): alpha %.3g s, beta %.3g "

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer.h"
+#include "model_parallel.h"
 
 /* Whether a launcher told us our rank. */
 static int launched(void)
@@ -51,7 +51,11 @@ int main(int argc, char **argv)
         return rc;
     if (o.check_data && !launched())
         return check_data(&o, 0, 1);
-    gw_train_install_signals();
+    /* Model-parallel runs write no checkpoints: SIGTERM ends them at once,
+     * as it would any program, instead of being held for a checkpoint. */
+    int model_parallel = o.tensor_parallel > 1 || o.pipeline_parallel > 1 || o.dump_grads;
+    if (!model_parallel)
+        gw_train_install_signals();
 
     gw_comm_t *comm = NULL;
     gw_status_t st;
@@ -71,6 +75,8 @@ int main(int argc, char **argv)
     }
     if (o.check_data)
         rc = check_data(&o, gw_comm_rank(comm), gw_comm_size(comm));
+    else if (model_parallel)
+        rc = gw_train_run_model_parallel(&o, comm);
     else if (o.mode == GW_TRAIN_ASYNC)
         rc = gw_train_run_async(&o, comm);
     else

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "kit.h"
+#include "model_parallel.h"
 #include "train_sync.h"
 #include "trainer.h"
 
@@ -64,6 +65,10 @@ static gw_status_t setup(gw_train_sync_t *s)
     sizes[ns++] = s->train.nclasses;
     gw_train_rng_seed(&s->rng, o->seed);
     size_t cap = s->local_b > 256 ? s->local_b : 256;
+    /* The whole model on every rank: checked before it is allocated. */
+    gw_train_mem_data_parallel(sizes, ns - 1, cap, s->local_b, &s->mem);
+    if ((st = gw_train_mem_check(o, &s->mem, "each data-parallel rank (the whole model)", 1)))
+        return st;
     if ((st = gw_train_mlp_init(&s->model, sizes, ns, cap, &s->rng)) != GW_OK)
         return st;
     /* A codec only matters with peers; on one rank there is nothing to send. */
@@ -109,7 +114,9 @@ static gw_status_t setup(gw_train_sync_t *s)
                 o->ckpt_dir);
         return GW_ERR_SYSTEM;
     }
-    return gw_train_report_open(&s->rep, o, s->rank, s->world);
+    st = gw_train_report_open(&s->rep, o, s->rank, s->world);
+    s->rep.rank_memory = gw_train_mem_total(&s->mem);
+    return st;
 }
 
 static void teardown(gw_train_sync_t *s)
@@ -397,6 +404,14 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
                "%ld steps/epoch, %zu buckets, transport %s%s\n",
                s.world, s.model.nparams, o->batch, s.local_b, s.spe, (size_t)s.bk.nb,
                gw_comm_transport(comm), s.resumed ? ", resumed" : "");
+    if (s.rank == 0 && !o->quiet && o->max_rank_memory) {
+        char need[32], budget[32];
+        gw_train_mem_format(gw_train_mem_total(&s.mem), need, sizeof(need));
+        gw_train_mem_format((double)o->max_rank_memory, budget, sizeof(budget));
+        printf("gradwire-train: memory per rank %s (every rank holds the whole model), "
+               "--max-rank-memory %s\n",
+               need, budget);
+    }
     st = gw_train_sync_loop(&s);
 out:
     /* Weights of a stopped run are not final: the checkpoint holds them. */

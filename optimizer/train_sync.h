@@ -6,7 +6,7 @@
 #ifndef GW_OPTIMIZER_TRAIN_SYNC_H
 #define GW_OPTIMIZER_TRAIN_SYNC_H
 
-#include "trainer.h"
+#include "model_parallel.h"
 
 typedef struct gw_train_sync {
     const gw_train_opts_t *o;
@@ -40,6 +40,7 @@ typedef struct gw_train_sync {
     double lr;
     uint64_t last_ckpt;
     char config[512];
+    gw_train_mem_t mem; /* this rank's memory figure (rank_memory.c) */
 } gw_train_sync_t;
 
 gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s);

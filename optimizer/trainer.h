@@ -73,6 +73,15 @@ typedef struct gw_train_opts {
     int quiet;
     int check_data; /* load the data, print a summary, exit */
     int eval_every; /* epochs between test evaluations */
+
+    int tensor_parallel;        /* ranks per layer (Megatron split); 1: off */
+    int pipeline_parallel;      /* stages; 1: off */
+    int micro_batches;          /* per local batch; 0: the number of stages */
+    int schedule_1f1b;          /* pipeline order: 0 GPipe, 1 1F1B */
+    size_t max_rank_memory;     /* bytes; 0: no limit */
+    const char *dump_grads;     /* first step's gradients, unsplit layout */
+    double price_per_node_hour; /* 0: no cost in the report */
+    int ranks_per_node;         /* for node-hours */
 } gw_train_opts_t;
 
 /* Parse argv (argv[0] is the program). Returns -1 to go on, or an exit
@@ -178,6 +187,9 @@ void gw_train_mlp_forward(gw_train_mlp_t *m, const float *x, size_t B);
  * dLoss/dlogits * scale in delta[nlayers] (scale = 1 / global batch). */
 void gw_train_mlp_loss(gw_train_mlp_t *m, const int32_t *y, size_t B, float scale, double *loss_sum,
                        long *correct);
+/* The same on a B x k matrix of logits z, the gradient into d. */
+void gw_train_softmax_xent(const float *z, float *d, int k, const int32_t *y, size_t B, float scale,
+                           double *loss_sum, long *correct);
 /* Backward pass into m->grads (overwritten), calling ready (may be NULL)
  * after each layer. Stops at ready's first error. */
 gw_status_t gw_train_mlp_backward(gw_train_mlp_t *m, size_t B, gw_train_grad_ready_fn ready,
@@ -340,6 +352,14 @@ typedef struct gw_train_report {
     double train_s;
     const char *mode, *codec;
     char config[512];
+    double rank_memory; /* bytes, the largest rank's (0: not computed) */
+    int nodes;          /* world / ranks per node, rounded up */
+    double price_per_node_hour;
+    /* Model parallelism (train_model_parallel.c); par_tp 0: data parallel. */
+    int par_dp, par_pp, par_tp, par_micro;
+    double par_bubble_theory;
+    double par_bubble[GW_TRAIN_MAX_LAYERS]; /* measured, per stage */
+    const double *par_memory;               /* per rank: params, grads, optimizer, activations */
 } gw_train_report_t;
 
 gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o, int rank,

@@ -10,52 +10,18 @@
 # minutes on 2 cores (10 runs).
 set -euo pipefail
 
-BUILD=build
+PROG=train_accuracy.sh
+HELP_LINES=2,11p
 EPOCHS=15
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --epochs)
-        EPOCHS="$2"
-        shift 2
-        ;;
-    -h | --help)
-        sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
-        exit 0
-        ;;
-    -*)
-        echo "train_accuracy.sh: unknown option $1" >&2
-        exit 2
-        ;;
-    *)
-        BUILD="$1"
-        shift
-        ;;
-    esac
-done
-case "$EPOCHS" in
-'' | *[!0-9]*)
-    echo "train_accuracy.sh: --epochs wants a positive number, not '$EPOCHS'" >&2
-    exit 2
-    ;;
-esac
-LAUNCH="$BUILD/gradwire"
-[ -x "$LAUNCH" ] || {
-    echo "train_accuracy.sh: no $LAUNCH: build first (./scripts/build.sh)" >&2
-    exit 2
-}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+# shellcheck source=bench/train_lib.sh
+. "$(dirname "$0")/train_lib.sh"
+train_args "$@"
 
 # run NAME RANKS [train options]: prints the test accuracy in percent.
 run() {
     local name="$1" n="$2"
     shift 2
-    "$LAUNCH" launch -n "$n" -- "$LAUNCH" train --epochs "$EPOCHS" --batch 128 --quiet \
-        --no-progress --json "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1 || {
-        echo "train_accuracy.sh: run '$name' failed:" >&2
-        tail -n 20 "$OUT/$name.log" >&2
-        exit 1
-    }
+    train_run "$name" "$n" "$@"
     /usr/bin/python3 -c 'import json, sys; print("%.2f%%" % (100 * json.load(open(sys.argv[1]))["final_test_acc"]))' \
         "$OUT/$name.json"
 }

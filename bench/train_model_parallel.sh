@@ -12,52 +12,18 @@
 # minutes on 2 shared cores.
 set -euo pipefail
 
-BUILD=build
+PROG=train_model_parallel.sh
+HELP_LINES=2,12p
 EPOCHS=5
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --epochs)
-        EPOCHS="$2"
-        shift 2
-        ;;
-    -h | --help)
-        sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-        exit 0
-        ;;
-    -*)
-        echo "train_model_parallel.sh: unknown option $1" >&2
-        exit 2
-        ;;
-    *)
-        BUILD="$1"
-        shift
-        ;;
-    esac
-done
-case "$EPOCHS" in
-'' | *[!0-9]*)
-    echo "train_model_parallel.sh: --epochs wants a positive number, not '$EPOCHS'" >&2
-    exit 2
-    ;;
-esac
-LAUNCH="$BUILD/gradwire"
-[ -x "$LAUNCH" ] || {
-    echo "train_model_parallel.sh: no $LAUNCH: build first (./scripts/build.sh)" >&2
-    exit 2
-}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+# shellcheck source=bench/train_lib.sh
+. "$(dirname "$0")/train_lib.sh"
+train_args "$@"
 
 # run NAME RANKS [train options]: one table row.
 run() {
     local name="$1" n="$2"
     shift 2
-    "$LAUNCH" launch -n "$n" -- "$LAUNCH" train --epochs "$EPOCHS" --batch 128 --quiet \
-        --no-progress --json "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1 || {
-        echo "train_model_parallel.sh: run '$name' failed:" >&2
-        tail -n 20 "$OUT/$name.log" >&2
-        exit 1
-    }
+    train_run "$name" "$n" "$@"
     /usr/bin/python3 - "$OUT/$name.json" "$name" "$n" "$*" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -122,6 +122,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(n == size && memcmp(out, data, size) == 0);
     }
 
+    uint32_t wait_ms = 0;
+    why = NULL;
+    st = gw__bs_decode_gather_start(data, size, &wait_ms, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_GATHER_START_LEN];
+        FUZZ_CHECK(size == sizeof(out) && wait_ms <= (uint32_t)INT32_MAX);
+        gw__bs_encode_gather_start(wait_ms, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
     uint32_t dlen = 0;
     why = NULL;
     st = gw__bs_decode_data_prefix(data, size, &dlen, &why);

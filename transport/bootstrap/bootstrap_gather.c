@@ -13,16 +13,26 @@
  * all-gather fails every later one at once.
  */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "common/clock.h"
 #include "transport/bootstrap/bootstrap_internal.h"
 
-typedef enum gather_stage { G_HDR, G_BODY, G_REJECT, G_HAVE, G_SEND, G_SENT } gather_stage_t;
+typedef enum gather_stage {
+    G_HDR,
+    G_BODY,
+    G_REJECT,
+    G_START, /* a client reading rank 0's GATHER_START */
+    G_HAVE,
+    G_SEND,
+    G_SENT
+} gather_stage_t;
 
 typedef struct gather_peer {
     gather_stage_t stage;
@@ -190,9 +200,27 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
     }
 }
 
+/* Tell every rank that rank 0 waits for the blocks from now until deadline
+ * (GATHER_START), so that a rank that started earlier waits for rank 0's
+ * word past its own deadline. Sent only on a connection whose send queue
+ * is empty, where 16 bytes always go at once: a rank not told keeps its
+ * own deadline. */
+static void announce_start(const gw_bootstrap_t *bs, int64_t deadline)
+{
+    uint8_t msg[GW_BS_GATHER_START_LEN];
+    gw__bs_encode_gather_start((uint32_t)gw__sock_remaining_ms(deadline), msg);
+    for (int r = 1; r < bs->size; r++) {
+        int queued = 0;
+        if (bs->fds[r] < 0 || ioctl(bs->fds[r], SIOCOUTQ, &queued) != 0 || queued != 0)
+            continue;
+        (void)send(bs->fds[r], msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+}
+
 static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
                                   int64_t start, int64_t deadline)
 {
+    announce_start(bs, deadline);
     gather_fail_t f;
     gather_peer_t *peers = calloc((size_t)bs->size, sizeof(*peers));
     struct pollfd *pfds = calloc((size_t)bs->size, sizeof(*pfds));
@@ -231,9 +259,12 @@ err_abort:
     return f.local;
 }
 
-/* How long past its own timeout a rank waits for rank 0's word: rank 0 may
- * have started the all-gather later, and gives up on a missing rank only
- * at its own deadline. */
+/* How long past rank 0's deadline a rank waits for rank 0's word. A rank
+ * waits until its own deadline plus this, or, once rank 0's GATHER_START
+ * says how long rank 0 itself waits, until then plus this: rank 0 may have
+ * started the all-gather later (busy opening a transport), and gives up on
+ * a missing rank only at its own deadline, so a fixed margin after the
+ * rank's own start could end before rank 0's verdict comes. */
 #define VERDICT_MARGIN_MS 1000
 
 static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
@@ -294,7 +325,10 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                 gw_bs_hdr_t h;
                 if (gw__bs_decode_hdr(in, GW_BS_HDR_LEN, &h, &why) != GW_OK)
                     goto malformed;
-                if (h.type == GW_BS_REJECT || h.type == GW_BS_VERDICT) {
+                if (h.type == GW_BS_GATHER_START) {
+                    rstage = G_START;
+                    gw__sock_io_set(&rx, in, GW_BS_GATHER_START_LEN, NULL, 0);
+                } else if (h.type == GW_BS_REJECT || h.type == GW_BS_VERDICT) {
                     verdict = h.type == GW_BS_VERDICT;
                     rstage = G_REJECT;
                     gw__sock_io_set(&rx, in, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
@@ -310,6 +344,17 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                 io = gw__sock_io_step(fd, &rx, 0);
                 if (io == GW_SOCK_IO_EOF || io == GW_SOCK_IO_ERROR)
                     continue; /* reported by the next pass */
+            }
+            if (io == GW_SOCK_IO_DONE && rstage == G_START) {
+                uint32_t wait_ms;
+                if (gw__bs_decode_gather_start(in, GW_BS_GATHER_START_LEN, &wait_ms, &why) != GW_OK)
+                    goto malformed;
+                int64_t theirs = gw__now_ms() + (int64_t)wait_ms + VERDICT_MARGIN_MS;
+                if (theirs > deadline)
+                    deadline = theirs;
+                rstage = G_HDR;
+                gw__sock_io_set(&rx, in, GW_BS_HDR_LEN, NULL, 0);
+                continue;
             }
             if (io == GW_SOCK_IO_DONE && rstage == G_REJECT)
                 return verdict

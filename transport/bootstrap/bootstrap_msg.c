@@ -36,6 +36,8 @@ const char *gw__bs_type_name(uint32_t type)
         return "inquire";
     case GW_BS_VERDICT:
         return "verdict";
+    case GW_BS_GATHER_START:
+        return "gather start";
     }
     return "unknown";
 }
@@ -179,6 +181,9 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_INQUIRE:
         min = max = GW_BS_INQUIRE_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_GATHER_START:
+        min = max = GW_BS_GATHER_START_LEN - GW_BS_HDR_LEN;
         break;
     case GW_BS_VERDICT:
         min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;
@@ -416,4 +421,25 @@ void gw__bs_rank_proof(const void *token, size_t token_len,
     gw__hmac_sha256_update(&h, client_nonce, GW_BS_NONCE_LEN);
     gw__hmac_sha256_update(&h, r, sizeof(r));
     gw__hmac_sha256_final(&h, out);
+}
+
+void gw__bs_encode_gather_start(uint32_t wait_ms, uint8_t out[GW_BS_GATHER_START_LEN])
+{
+    put_hdr(out, GW_BS_GATHER_START, 4);
+    gw__put_be32(out + GW_BS_HDR_LEN, wait_ms);
+}
+
+gw_status_t gw__bs_decode_gather_start(const uint8_t *buf, size_t len, uint32_t *wait_ms,
+                                       const char **why)
+{
+    gw_bs_hdr_t h;
+    gw_status_t st = whole(buf, len, GW_BS_GATHER_START, &h, why);
+    if (st != GW_OK)
+        return st;
+    uint32_t ms = gw__get_be32(buf + GW_BS_HDR_LEN);
+    /* GW_TIMEOUT_MS is an int of milliseconds; more is not rank 0's. */
+    if (ms > (uint32_t)INT32_MAX)
+        return malformed(why, "gather start: wait out of range");
+    *wait_ms = ms;
+    return GW_OK;
 }

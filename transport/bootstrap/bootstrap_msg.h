@@ -78,8 +78,9 @@
 #include "gradwire.h"
 
 #define GW_BS_MAGIC 0x47574253u /* "GWBS" */
-/* 2: the watch messages (REPORT, INQUIRE, VERDICT). */
-#define GW_BS_VERSION 2u
+/* 2: the watch messages (REPORT, INQUIRE, VERDICT). 3: rank 0 announces
+ * the start of its all-gather (GATHER_START). */
+#define GW_BS_VERSION 3u
 #define GW_BS_HDR_LEN 12u
 #define GW_BS_NONCE_LEN 32u
 #define GW_BS_PROOF_LEN 32u
@@ -102,6 +103,8 @@
 #define GW_BS_DATA_PREFIX_LEN (GW_BS_HDR_LEN + 4u)
 #define GW_BS_REPORT_LEN (GW_BS_HDR_LEN + 36u)
 #define GW_BS_INQUIRE_LEN (GW_BS_HDR_LEN + 12u)
+/* Header plus the u32 milliseconds rank 0 will wait for the blocks. */
+#define GW_BS_GATHER_START_LEN (GW_BS_HDR_LEN + 4u)
 #define GW_BS_VERDICT_MIN_LEN (GW_BS_HDR_LEN + 20u)
 #define GW_BS_VERDICT_MAX_LEN (GW_BS_VERDICT_MIN_LEN + GW_BS_REASON_MAX)
 /* A buffer of this size holds any message other than DATA. */
@@ -117,6 +120,7 @@ typedef enum gw_bs_type {
     GW_BS_REPORT = 7,
     GW_BS_INQUIRE = 8,
     GW_BS_VERDICT = 9,
+    GW_BS_GATHER_START = 10,
 } gw_bs_type_t;
 
 typedef enum gw_bs_report_kind {
@@ -217,6 +221,12 @@ gw_status_t gw__bs_decode_inquire(const uint8_t *buf, size_t len, gw_bs_inquire_
                                   const char **why);
 gw_status_t gw__bs_decode_verdict(const uint8_t *buf, size_t len, gw_bs_verdict_t *out,
                                   const char **why);
+/* GATHER_START: rank 0 has begun an all-gather and waits wait_ms more for
+ * the blocks; a rank that has it waits for rank 0's word that long (plus a
+ * margin) even past its own deadline (bootstrap_gather.c). */
+void gw__bs_encode_gather_start(uint32_t wait_ms, uint8_t out[GW_BS_GATHER_START_LEN]);
+gw_status_t gw__bs_decode_gather_start(const uint8_t *buf, size_t len, uint32_t *wait_ms,
+                                       const char **why);
 /* The first GW_BS_DATA_PREFIX_LEN bytes of a DATA message: *data_len is its
  * len field, checked against the header's payload length. */
 gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *data_len,

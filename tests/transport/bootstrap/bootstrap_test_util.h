@@ -41,9 +41,10 @@ typedef struct spec {
     const char *root; /* NULL: the job's 127.0.0.1 root */
     int ngathers;
     size_t lens[MAX_GATHERS];
-    int die_after_open; /* exit right after joining, before any all-gather */
-    long nofile_soft;   /* > 0: the rank process's soft RLIMIT_NOFILE */
-    long nofile_hard;   /* > 0: and its hard one */
+    int die_after_open;  /* exit right after joining, before any all-gather */
+    int gather_delay_ms; /* sleep this long after joining, before the all-gathers */
+    long nofile_soft;    /* > 0: the rank process's soft RLIMIT_NOFILE */
+    long nofile_hard;    /* > 0: and its hard one */
 } spec_t;
 
 typedef struct result {
@@ -51,6 +52,8 @@ typedef struct result {
     int open_st;
     int gather_st[MAX_GATHERS];
     int gather_ok[MAX_GATHERS];
+    int gather_culprit[MAX_GATHERS];  /* gw__bootstrap_culprit after the all-gather */
+    long long gather_ms[MAX_GATHERS]; /* how long the all-gather took */
     uint8_t job_id[GW_BS_JOB_ID_LEN];
     int local_st;
     int local_family;
@@ -175,12 +178,17 @@ static inline void run_rank(const job_t *j, const spec_t *s, int slot)
             res->done = 1;
             _exit(0); /* no goodbye: the connection closes with the process */
         }
+        if (s->gather_delay_ms > 0)
+            usleep((useconds_t)s->gather_delay_ms * 1000);
         for (int g = 0; g < s->ngathers; g++) {
             size_t len = s->lens[g];
+            int64_t g0 = gw__now_ms();
             uint8_t *mine = malloc(len + 1), *all = malloc((size_t)s->size * len + 1);
             for (size_t i = 0; i < len; i++)
                 mine[i] = pattern(s->rank, i, len);
             res->gather_st[g] = gw__bootstrap_allgather(bs, mine, len, all);
+            res->gather_ms[g] = (long long)(gw__now_ms() - g0);
+            res->gather_culprit[g] = gw__bootstrap_culprit(bs);
             int ok = res->gather_st[g] == GW_OK;
             for (int r = 0; ok && r < s->size; r++)
                 for (size_t i = 0; ok && i < len; i++)

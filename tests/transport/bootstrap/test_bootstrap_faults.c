@@ -289,3 +289,34 @@ Test(bootstrap, root_dies_before_allgather, .timeout = 30)
     }
     job_fini(&j);
 }
+
+/* Rank 0 starts its all-gather 2.5 s after the others (busy opening a
+ * transport, as in a slow VM), and rank 2 never sends its block. Rank 0
+ * gives up on rank 2 at its own deadline, 2.5 s after the others' own
+ * deadlines: ranks 1 and 3 must still be waiting then (rank 0's
+ * GATHER_START told them how long it waits) and blame rank 2 as rank 0
+ * does, not rank 0. With a fixed margin of 1 s after their own deadline,
+ * they gave up first and blamed rank 0. */
+Test(bootstrap, a_late_root_still_gives_the_verdict, .timeout = 40)
+{
+    job_t j;
+    job_init(&j);
+    int slots[4];
+    for (int r = 0; r < 4; r++) {
+        spec_t s = rank_spec(r, 4, "tok", 3000);
+        s.gather_delay_ms = r == 0 ? 2500 : r == 2 ? 12000 : 0;
+        slots[r] = spawn(&j, &s);
+    }
+    wait_all(&j, 30000);
+    for (int r = 0; r < 4; r++) {
+        if (r == 2)
+            continue;
+        const result_t *res = &j.res[slots[r]];
+        cr_assert_eq(res->open_st, GW_OK);
+        cr_expect_neq(res->gather_st[0], GW_OK, "rank %d's all-gather succeeded", r);
+        cr_expect_eq(res->gather_culprit[0], 2, "rank %d blames rank %d after %lld ms", r,
+                     res->gather_culprit[0], res->gather_ms[0]);
+    }
+    assert_log(&j, slots[0], "waiting for the data of rank 2");
+    job_fini(&j);
+}

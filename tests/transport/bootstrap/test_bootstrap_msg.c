@@ -34,9 +34,9 @@ Test(bootstrap_msg, header_layout, .timeout = 10)
     uint8_t id[GW_BS_JOB_ID_LEN];
     fill(id, sizeof(id), 1);
     gw__bs_encode_welcome(id, m);
-    /* The documented layout, byte by byte: magic "GWBS", version 2, type 5,
+    /* The documented layout, byte by byte: magic "GWBS", version 3, type 5,
      * payload 16, all big-endian. */
-    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 2, 0, 5, 0, 0, 0, 16};
+    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 3, 0, 5, 0, 0, 0, 16};
     cr_assert_arr_eq(m, want, sizeof(want));
     gw_bs_hdr_t h;
     cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK);
@@ -151,8 +151,11 @@ Test(bootstrap_msg, header_rejections, .timeout = 10)
     m[5] = 1;
     expect_bad_hdr(m, sizeof(m), "version 1 (without the watch)");
     memcpy(m, good, sizeof(m));
-    m[5] = 3;
-    expect_bad_hdr(m, sizeof(m), "version 3");
+    m[5] = 2;
+    expect_bad_hdr(m, sizeof(m), "version 2 (without GATHER_START)");
+    memcpy(m, good, sizeof(m));
+    m[5] = 4;
+    expect_bad_hdr(m, sizeof(m), "version 4");
     memcpy(m, good, sizeof(m));
     m[4] = 1;
     m[5] = 1;
@@ -197,6 +200,7 @@ Test(bootstrap_msg, payload_length_bounds, .timeout = 10)
         {GW_BS_REPORT, 36, 36},
         {GW_BS_INQUIRE, 12, 12},
         {GW_BS_VERDICT, 20, 20 + GW_BS_REASON_MAX},
+        {GW_BS_GATHER_START, 4, 4},
     };
     uint8_t m[GW_BS_HDR_LEN];
     gw_bs_hdr_t h;
@@ -433,7 +437,7 @@ Test(bootstrap_msg, watch_messages_round_trip, .timeout = 10)
                         .stalled_ms = 2000};
     uint8_t m[GW_BS_SMALL_MSG_MAX];
     cr_assert_eq(gw__bs_encode_report(&r, m), GW_BS_REPORT_LEN);
-    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    2,   0, 7, 0, 0, 0,
+    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    3,   0, 7, 0, 0, 0,
                                                      36,  0,   0,    0,    2,    0,   0, 0, 4, 0, 0,
                                                      0,   3,   0xff, 0xff, 0xff, 0xff};
     cr_assert_arr_eq(m, head, sizeof(head));
@@ -505,4 +509,32 @@ Test(bootstrap_msg, watch_messages_refused, .timeout = 10)
     size_t n = gw__bs_encode_verdict(&v, vm);
     set_be32(vm + GW_BS_HDR_LEN, GW_OK);
     cr_assert_eq(gw__bs_decode_verdict(vm, n, &gv, NULL), GW_ERR_PROTOCOL, "a verdict of GW_OK");
+}
+
+/* GATHER_START: rank 0's remaining wait, big-endian after the header. */
+Test(bootstrap_msg, gather_start_round_trip_and_refusals, .timeout = 10)
+{
+    uint8_t m[GW_BS_GATHER_START_LEN];
+    gw__bs_encode_gather_start(4321, m);
+    cr_assert_eq(m[7], GW_BS_GATHER_START);
+    cr_assert_eq(m[12], 0);
+    cr_assert_eq(m[14], 0x10);
+    cr_assert_eq(m[15], 0xe1);
+    uint32_t ms = 0;
+    const char *why = NULL;
+    cr_assert_eq(gw__bs_decode_gather_start(m, sizeof(m), &ms, &why), GW_OK, "%s", why);
+    cr_assert_eq(ms, 4321);
+    cr_assert_str_eq(gw__bs_type_name(GW_BS_GATHER_START), "gather start");
+    /* Truncated, trailing bytes, another type, a wait beyond an int. */
+    cr_assert_eq(gw__bs_decode_gather_start(m, sizeof(m) - 1, &ms, &why), GW_ERR_PROTOCOL);
+    uint8_t longer[GW_BS_GATHER_START_LEN + 1];
+    memcpy(longer, m, sizeof(m));
+    longer[sizeof(m)] = 0;
+    cr_assert_eq(gw__bs_decode_gather_start(longer, sizeof(longer), &ms, &why), GW_ERR_PROTOCOL);
+    uint8_t data[GW_BS_DATA_PREFIX_LEN];
+    gw__bs_encode_data_prefix(0, data);
+    cr_assert_eq(gw__bs_decode_gather_start(data, sizeof(data), &ms, &why), GW_ERR_PROTOCOL);
+    m[12] = 0x80;
+    cr_assert_eq(gw__bs_decode_gather_start(m, sizeof(m), &ms, &why), GW_ERR_PROTOCOL);
+    cr_assert(why && strstr(why, "out of range"), "%s", why ? why : "(none)");
 }

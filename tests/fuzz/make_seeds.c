@@ -197,6 +197,8 @@ static void bootstrap_seeds(void)
     snprintf(v.reason, sizeof(v.reason), "rank 2 did not answer within 500 ms");
     n = gw__bs_encode_verdict(&v, buf);
     put("fuzz_bootstrap_msg", "verdict", 0, 0, buf, n);
+    gw__bs_encode_gather_start(5000, buf);
+    put("fuzz_bootstrap_msg", "gather_start", 0, 0, buf, GW_BS_GATHER_START_LEN);
 }
 
 static void ib_seeds(void)

@@ -201,7 +201,7 @@ class _Completer:
 
 
 class ProcessGroupGradwire(ProcessGroup):
-    """A torch.distributed process group on a gradwire communicator.
+    """A torch.distributed process group on a gradwire communicator (`comm`).
 
     Made by init_process_group("gradwire") / new_group(backend="gradwire")
     through the creator registered below, or directly with a Store, or
@@ -209,6 +209,7 @@ class ProcessGroupGradwire(ProcessGroup):
 
     def __init__(self, store, rank, size, timeout=None, comm=None, prefix="gradwire"):
         super().__init__(rank, size)
+        self.origin = "comm" if comm is not None else "store"  # how its communicator was made
         if comm is None:
             seconds = None
             if timeout is not None:
@@ -448,9 +449,51 @@ class ProcessGroupGradwire(ProcessGroup):
         return self._keep(_Work(future, result))
 
 
+# new_group through gw_comm_split. torch calls a backend's creator on the
+# new group's members only, but a split is collective over the parent
+# communicator: so new_group itself is wrapped. When the default group is
+# gradwire's and the new one is too, every rank (new_group is called by
+# all) splits the default communicator first (members by their rank in the
+# sorted list, the others with no color) and the creator takes the child
+# instead of a fresh rendezvous through the store. Anything else (another
+# default backend, new_group imported before this module) rendezvouses
+# through the store: a new communicator, equally correct, one bootstrap.
+_split_children = []
+
+
 def _create(store, rank, size, timeout):
+    while _split_children:
+        child = _split_children.pop(0)
+        if child.rank == rank and child.size == size:
+            pg = ProcessGroupGradwire(None, rank, size, comm=child)
+            pg.origin = "split"
+            return pg
+        child.close()
     return ProcessGroupGradwire(store, rank, size, timeout)
+
+
+def _wrap_new_group(new_group):
+    def gradwire_new_group(ranks=None, timeout=dist.default_pg_timeout, backend=None, pg_options=None):
+        default = dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
+        wanted = dist.Backend(backend) if backend is not None else (dist.get_backend() if default is not None else None)
+        if isinstance(default, ProcessGroupGradwire) and wanted == BACKEND:
+            members = sorted(ranks) if ranks else list(range(dist.get_world_size()))
+            me = dist.get_rank()
+            with default._lock:
+                child = default.comm.split(0 if me in members else None, members.index(me) if me in members else 0)
+            if child is not None:
+                _split_children.append(child)
+        try:
+            return new_group(ranks=ranks, timeout=timeout, backend=backend, pg_options=pg_options)
+        finally:
+            while _split_children:  # not taken (an error on the way): give it back
+                _split_children.pop().close()
+
+    gradwire_new_group.__doc__ = new_group.__doc__
+    gradwire_new_group.__wrapped__ = new_group
+    return gradwire_new_group
 
 
 if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create)
+    dist.new_group = dist.distributed_c10d.new_group = _wrap_new_group(dist.distributed_c10d.new_group)

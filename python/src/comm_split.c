@@ -19,8 +19,8 @@
 
 /* Read `seq` (size ints >= 0) into counts and prefix sums into displs;
  * total = their sum. Returns 0, or -1 with an exception set. */
-static int read_counts(PyObject *seq, const char *what, size_t size, size_t *counts,
-                       size_t *displs, size_t *total)
+static int read_counts(PyObject *seq, const char *what, size_t size, size_t *counts, size_t *displs,
+                       size_t *total)
 {
     PyObject *fast = PySequence_Fast(seq, "alltoallv: counts must be a sequence of ints");
     if (fast == NULL)

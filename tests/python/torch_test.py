@@ -68,7 +68,7 @@ def ops(gw, rank, size):
         of = lambda r, salt=0: data(r, n, dtype, salt)  # noqa: E731
         tag = str(dtype).replace("torch.", "")
 
-        for op, fold in ((R.SUM, lambda a, b: a + b), (R.MAX, torch.maximum), (R.MIN, torch.minimum), (R.PRODUCT, lambda a, b: a * b)):
+        for op, opname, fold in ((R.SUM, "sum", lambda a, b: a + b), (R.MAX, "max", torch.maximum), (R.MIN, "min", torch.minimum), (R.PRODUCT, "prod", lambda a, b: a * b)):
 
             def allreduce(g, op=op):
                 t = mine()
@@ -81,7 +81,7 @@ def ops(gw, rank, size):
                     acc = fold(acc, of(r))
                 return acc
 
-            notes.add(run_both(gw, "all_reduce %s %s" % (op, tag), allreduce, ref))
+            notes.add(run_both(gw, "all_reduce %s %s" % (opname, tag), allreduce, ref))
 
         def allreduce_async(g):
             t = mine()
@@ -159,7 +159,7 @@ def ops(gw, rank, size):
         run_both(gw, "_reduce_scatter_base %s" % tag, reduce_scatter_base, lambda: sum(data(r, n, dtype, rank) for r in range(size)).to(dtype))
 
         def all_to_all(g):
-            outs = [torch.zeros(j + 1, dtype=dtype) for j in range(size)]  # from rank j: rank+1 elements... uneven
+            # rank r sends j + 1 elements to rank j: receives rank + 1 from each
             outs = [torch.zeros(rank + 1, dtype=dtype) for _ in range(size)]
             dist.all_to_all(outs, [data(rank, j + 1, dtype, j) for j in range(size)], group=g)
             return outs
@@ -193,17 +193,15 @@ def ops(gw, rank, size):
             t = mine()
             got = torch.zeros(n, dtype=dtype)
             right, left = (rank + 1) % size, (rank - 1) % size
-            grank = lambda r: r  # noqa: E731  (the groups span every rank in order)
-            if rank % 2 == 0:
-                dist.send(t, grank(right), group=g)
-                dist.recv(got, grank(left), group=g)
+            if rank % 2 == 0:  # both groups span every rank in order: group ranks are global ones
+                dist.send(t, right, group=g)
+                dist.recv(got, left, group=g)
             else:
-                dist.recv(got, grank(left), group=g)
-                dist.send(t, grank(right), group=g)
+                dist.recv(got, left, group=g)
+                dist.send(t, right, group=g)
             return got
 
-        if size % 2 == 0 or True:
-            run_both(gw, "send/recv ring %s" % tag, sendrecv, lambda: of((rank - 1) % size))
+        run_both(gw, "send/recv ring %s" % tag, sendrecv, lambda: of((rank - 1) % size))
 
     dist.barrier(group=gw)
     check("barrier", True)

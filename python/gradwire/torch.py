@@ -20,7 +20,8 @@ returns a _Work at once. One completion thread per group waits for the
 handles in that same order and completes each Work's torch.futures.Future
 (value: the list of output tensors, as gloo's), running the copies that
 forms without a contiguous gradwire call need (list outputs of allgather,
-gather, alltoall) first. Work.wait() waits for the future; get_future() is
+gather, alltoall) first; a Work.wait() that comes first does that itself
+(no thread switch on a blocking call). Work.wait() waits for the future; get_future() is
 what DDP's reducer chains its bucket callbacks on. A failed call sets the
 future's exception: wait() raises it (a gradwire.Error naming the rank
 blamed, or torch's RuntimeError carrying its message).
@@ -112,13 +113,48 @@ def _same_kind(tensors, like, what):
             )
 
 
+class _Pending:
+    """The gradwire handles of one Work and what completes its future. Whoever
+    claims it first (the group's completion thread, or the thread calling
+    Work.wait(), which then saves a thread switch) waits for the handles, runs
+    `after` (copies into list outputs) and sets the future."""
+
+    __slots__ = ("handles", "future", "result", "after", "_claim")
+
+    def __init__(self, handles, future, result, after):
+        self.handles, self.future, self.result, self.after = handles, future, result, after
+        self._claim = threading.Lock()
+
+    def claim(self):
+        return self._claim.acquire(blocking=False)
+
+    def complete(self):
+        try:
+            error = None
+            for h in self.handles:  # every one, even after a failure: buffers stay in use until then
+                try:
+                    h.wait()
+                except Exception as e:  # noqa: BLE001
+                    error = error or e
+            if error is not None:
+                raise error
+            if self.after is not None:
+                self.after()
+        except Exception as e:  # noqa: BLE001 - handed to the future
+            self.future.set_exception(e)
+        else:
+            self.future.set_result(self.result)
+        self.handles = self.after = None
+
+
 class _Work(Work):
     """One call in flight: wait() waits for its future; get_future() is it."""
 
-    def __init__(self, future, result, p2p_handle=None):
+    def __init__(self, future, result, pending=None, p2p_handle=None):
         super().__init__()
         self._future = future
         self._result = result
+        self._pending = pending
         self._p2p = p2p_handle  # isend/irecv: data moves while wait() waits
 
     def wait(self, timeout=None):
@@ -128,6 +164,8 @@ class _Work(Work):
                 self._future.set_result(self._result)
             except Exception as e:  # noqa: BLE001 - handed to the future
                 self._future.set_exception(e)
+        elif self._pending is not None and self._pending.claim():
+            self._pending.complete()
         self._future.wait()
         return True
 
@@ -161,39 +199,25 @@ class _Work(Work):
 
 
 class _Completer:
-    """A thread that waits for a group's handles in call order and completes
-    their futures. Handles of collectives may be waited for from any thread;
-    gradwire completes them in call order per communicator."""
+    """A thread that completes a group's calls in call order (gradwire
+    completes a communicator's collectives in that order; their handles may
+    be waited for from any thread), for the futures nobody waits on."""
 
     def __init__(self, name):
         self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, handles, future, result, after=None):
-        self._queue.put((handles, future, result, after))
+    def submit(self, pending):
+        self._queue.put(pending)
 
     def _run(self):
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            handles, future, result, after = item
-            try:
-                error = None
-                for h in handles:  # every one, even after a failure: buffers stay alive until then
-                    try:
-                        h.wait()
-                    except Exception as e:  # noqa: BLE001
-                        error = error or e
-                if error is not None:
-                    raise error
-                if after is not None:
-                    after()
-            except Exception as e:  # noqa: BLE001 - handed to the future
-                future.set_exception(e)
-            else:
-                future.set_result(result)
+            if item.claim():
+                item.complete()
 
     def stop(self):
         self._queue.put(None)
@@ -257,9 +281,9 @@ class ProcessGroupGradwire(ProcessGroup):
         """Issue the gradwire calls (issue() -> list of handles) and return their Work."""
         future = torch.futures.Future()
         with self._lock:
-            handles = issue()
-            self._completer.submit(handles, future, result, after)
-        return self._keep(_Work(future, result))
+            pending = _Pending(issue(), future, result, after)
+            self._completer.submit(pending)
+        return self._keep(_Work(future, result, pending))
 
     def _keep(self, work):
         self._recent.append(work)

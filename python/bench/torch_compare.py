@@ -78,8 +78,9 @@ def allreduce(args, groups):
                 results[(name, b)].append(time_allreduce(groups[name], t, iters[b]))
     if dist.get_rank() != 0:
         return
-    print("| size | iters | gloo time | gloo busbw | gradwire time | gradwire busbw | gradwire / gloo |")
-    print("|---|---|---|---|---|---|---|")
+    link = args.link_gbit / 8 if args.link_gbit else None  # GB/s
+    print("| size | iters | gloo time | gloo busbw | gradwire time | gradwire busbw | gradwire / gloo |" + (" gradwire / link |" if link else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|" if link else ""))
     for b in sizes:
         row = ["%s" % human(b), "%d" % iters[b]]
         bw = {}
@@ -88,6 +89,8 @@ def allreduce(args, groups):
             bw[name] = 2 * (n - 1) / n * b / med / 1e9
             row += ["%.1f us" % (med * 1e6), "%.3f GB/s" % bw[name]]
         row.append("%.2fx" % (bw["gradwire"] / bw["gloo"]))
+        if link:
+            row.append("%.1f%%" % (100 * bw["gradwire"] / link))
         print("| " + " | ".join(row) + " |", flush=True)
 
 
@@ -141,6 +144,7 @@ def main():
     p.add_argument("--sizes", default="8,1K,64K,1M,4M,16M,64M")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (sets iters)")
+    p.add_argument("--link-gbit", type=float, default=0, help="link rate (Gbit/s): adds busbw as a share of it")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--layers", type=int, default=4)

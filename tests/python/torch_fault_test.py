@@ -69,7 +69,7 @@ def worker(mode, method, rank, size):
                     if rank == size - 1 and mode == "kill":
                         os.kill(os.getpid(), signal.SIGKILL)
                     if rank == size - 1:
-                        time.sleep(TIMEOUT_S * 4)
+                        time.sleep(TIMEOUT_S * 4)  # until the driver kills it
                         os._exit(0)
                 dist.all_reduce(x, op=dist.ReduceOp.MAX)
             out["error"] = None
@@ -91,7 +91,8 @@ def main():
     limit = TIMEOUT_S * 4 + 30
     deadline = time.monotonic() + limit
     results, failed = {}, []
-    for r, p in enumerate(procs):
+    waited = procs if mode == "init" else procs[:-1]  # the victim is killed once the survivors are done
+    for r, p in enumerate(waited):
         try:
             out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -102,6 +103,9 @@ def main():
         for line in out.splitlines():
             if line.startswith("{"):
                 results[r] = json.loads(line)
+    if mode != "init":
+        procs[-1].kill()
+        procs[-1].wait()
     if mode == "init":
         for r in range(n):
             got = results.get(r)

@@ -93,6 +93,15 @@ def ops(gw, rank, size):
         total = lambda salt=0: sum(of(r, salt) for r in range(size)).to(dtype)  # noqa: E731
         run_both(gw, "all_reduce async future %s" % tag, allreduce_async, lambda: [total(), total()])
 
+        def many_in_flight(g):  # five at once, waited for in reverse order
+            ts = [mine(k) for k in range(5)]
+            works = [dist.all_reduce(t, group=g, async_op=True) for t in ts]
+            for w in reversed(works):
+                w.wait()
+            return ts
+
+        run_both(gw, "five all_reduce in flight %s" % tag, many_in_flight, lambda: [total(k) for k in range(5)])
+
         def coalesced(g):
             ts = [mine(), mine(1)[:4].clone()]
             dist.all_reduce_coalesced(ts, group=g)

@@ -4,8 +4,8 @@
 #   run.sh gil N TRANSPORT   tests/python/gil_test.py on N ranks
 #   run.sh fault N TRANSPORT tests/python/fault_test.py (its own launcher)
 #   run.sh install           the package imports and runs from `cmake --install` into a prefix
-#   run.sh torch N MODE      tests/python/torch_test.py MODE (ops, ddp, hooks, errors) on N ranks:
-#                            the torch.distributed backend against gloo in one job
+#   run.sh torch N MODE [TRANSPORT]  tests/python/torch_test.py MODE (ops, ddp, hooks, errors)
+#                            on N ranks: the torch.distributed backend against gloo in one job
 #   run.sh torchfault N MODE [INIT]  tests/python/torch_fault_test.py (its own launcher):
 #                            init methods and new_group, a killed or stalled rank
 # with the build directory, the interpreter the package was built for and
@@ -74,7 +74,7 @@ torch)
     status=0
     # gloo's rendezvous (the default group) on a free loopback port.
     port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    PYTHONPATH="$build/python" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$build/gradwire" launch -n "$n" --timeout 240 -- \
+    PYTHONPATH="$build/python" GW_TRANSPORT="${4:-auto}" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$build/gradwire" launch -n "$n" --timeout 240 -- \
         "$py" -W ignore::UserWarning "$here/torch_test.py" "$mode" >"$out" 2>&1 || status=$?
     grep -v ' gradwire [a-z]* \(WARN\|ERROR\|INFO\) ' "$out" || true
     [ "$status" -eq 0 ] || { echo "FAIL: the job exited with status $status"; exit 1; }

@@ -15,6 +15,7 @@ the value computed here, and the line says so. Each rank prints
 """
 
 import datetime
+import os
 import sys
 
 import torch
@@ -320,6 +321,8 @@ def main():
     rank, size = dist.get_rank(), dist.get_world_size()
     gw = dist.new_group(backend="gradwire", timeout=datetime.timedelta(seconds=30))
     check("new_group is gradwire", dist.get_backend(gw) == "gradwire", dist.get_backend(gw))
+    wanted = os.environ.get("GW_TRANSPORT", "auto")
+    check("transport %s" % wanted, wanted == "auto" or gw.comm.transport == wanted, gw.comm.transport)
     notes = {"ops": ops, "ddp": ddp, "hooks": hooks, "errors": errors}[mode](gw, rank, size)
     if rank == 0 and notes:
         for n in sorted(notes):

@@ -152,7 +152,10 @@ class Comm(_core.Comm):
                                                rank, else send.shape[0] // size rows; allocated if None
       barrier()
       send(send, peer), recv(buf, peer), sendrecv(send, peer, recv, src)
-      iallreduce(send, out=None, op="sum"), isend(send, peer), irecv(buf, peer)
+      gather(send, out, root=0), scatter(send, out, root=0)   out / send given on every rank
+      alltoallv(send, send_counts, out, recv_counts)          blocks packed in rank order
+      iallreduce(send, out=None, op="sum"), isend(send, peer), irecv(buf, peer), igather, ...
+      split(color, key=0) -> Comm or None, dup() -> Comm      sub-communicators (collective)
       allreduce_compressed(state, send, out=None), iallreduce_compressed(...)
     Every buffer call also takes dtype="bfloat16" for 2-byte integer buffers
     holding bfloat16 bits.
@@ -178,31 +181,39 @@ class Comm(_core.Comm):
         torch.distributed Store, or any object with set(key, value) and a
         get(key) that blocks until the key is set and returns bytes).
 
-        Rank 0 chooses a free port on `host` (default: MASTER_ADDR, else
-        127.0.0.1) and a fresh job token and publishes both under
+        Rank 0 reserves a free port on `host` (default: MASTER_ADDR, else
+        127.0.0.1) and makes a fresh job token, and publishes both under
         `prefix`/root and `prefix`/token; the other ranks read them, so no
-        GW_ROOT is needed. `prefix` must differ between communicators made
-        through one store. The rest of kwargs (transport, timeout, ...)
-        go to Comm(). Rank 0's port is free when chosen; another process
-        taking it before rank 0 listens fails the creation (rare; try
-        again with another prefix).
+        GW_ROOT is needed. The port stays reserved until the communicator
+        is made: a socket bound to it with SO_REUSEADDR and never
+        listening, which lets the library's root socket (also
+        SO_REUSEADDR) bind it and listen, and keeps every other process
+        off it (as optimizer/ps_links.c does). `prefix` must differ
+        between communicators made through one store. The rest of kwargs
+        (transport, timeout, ...) go to Comm().
         """
-        if rank == 0:
-            import os
-            import socket
+        import os
+        import socket
 
-            host = host or os.environ.get("MASTER_ADDR") or "127.0.0.1"
-            with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-                s.bind((host, 0))
-                port = s.getsockname()[1]
-            root = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
-            token = os.urandom(16).hex()
-            store.set(prefix + "/token", token)
-            store.set(prefix + "/root", root)
-        else:
-            root = _text(store.get(prefix + "/root"))
-            token = _text(store.get(prefix + "/token"))
-        return cls(rank=rank, size=size, root=root, token=token, **kwargs)
+        reservation = None
+        try:
+            if rank == 0:
+                host = host or os.environ.get("MASTER_ADDR") or "127.0.0.1"
+                reservation = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+                reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                reservation.bind((host, 0))
+                port = reservation.getsockname()[1]
+                root = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+                token = os.urandom(16).hex()
+                store.set(prefix + "/token", token)
+                store.set(prefix + "/root", root)
+            else:
+                root = _text(store.get(prefix + "/root"))
+                token = _text(store.get(prefix + "/token"))
+            return cls(rank=rank, size=size, root=root, token=token, **kwargs)
+        finally:
+            if reservation is not None:
+                reservation.close()
 
     def __repr__(self):
         if self.closed:

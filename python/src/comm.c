@@ -79,6 +79,7 @@ static const int none[] = {P_END};
 static const int to_peer[] = {P_SEND, P_PEER, P_DTYPE, P_END};
 static const int from_peer[] = {P_BUF, P_PEER, P_DTYPE, P_END};
 static const int exchange[] = {P_SEND, P_PEER, P_RECV, P_SRC, P_DTYPE, P_END};
+static const int rooted_blocks[] = {P_SEND, P_OUT, P_ROOT, P_DTYPE, P_END};
 
 static gw_status_t run_allreduce(const struct call_args *a)
 {
@@ -117,6 +118,22 @@ static gw_status_t run_sendrecv(const struct call_args *a)
 static gw_status_t run_alltoall(const struct call_args *a)
 {
     return gw_alltoall(a->comm, a->send, a->out, a->count, a->dtype);
+}
+static gw_status_t run_gather(const struct call_args *a)
+{
+    return gw_gather(a->comm, a->send, a->out, a->count, a->dtype, a->root);
+}
+static gw_status_t run_scatter(const struct call_args *a)
+{
+    return gw_scatter(a->comm, a->send, a->out, a->count, a->dtype, a->root);
+}
+static gw_status_t start_igather(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_igather(a->comm, a->send, a->out, a->count, a->dtype, a->root, h);
+}
+static gw_status_t start_iscatter(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_iscatter(a->comm, a->send, a->out, a->count, a->dtype, a->root, h);
 }
 static gw_status_t start_iallreduce(const struct call_args *a, gw_handle_t **h)
 {
@@ -183,6 +200,16 @@ static gw_status_t start_irecv(const struct call_args *a, gw_handle_t **h)
     X(alltoall, gather, R_BLOCKS, run_alltoall, NULL,                                              \
       "alltoall(send, out=None, dtype=None) -> out: block j of send to rank j, block j of out "    \
       "from rank j (size blocks each; in place when out is None or send).")                        \
+    X(gather, rooted_blocks, R_GATHER, run_gather, NULL,                                           \
+      "gather(send, out, root=0, dtype=None) -> out: every rank's send in rank order into root's " \
+      "out (size x send's elements; given on every rank, written on root only).")                  \
+    X(scatter, rooted_blocks, R_SCATTER, run_scatter, NULL,                                        \
+      "scatter(send, out, root=0, dtype=None) -> out: block `rank` of root's send (size x out's "  \
+      "elements; given on every rank, read on root only) into out.")                               \
+    X(igather, rooted_blocks, R_GATHER, NULL, start_igather,                                       \
+      "igather(send, out, root=0, dtype=None) -> Handle: gather on the progress thread.")          \
+    X(iscatter, rooted_blocks, R_SCATTER, NULL, start_iscatter,                                    \
+      "iscatter(send, out, root=0, dtype=None) -> Handle: scatter on the progress thread.")        \
     X(iallreduce, reduce_all, R_SAME, NULL, start_iallreduce,                                      \
       "iallreduce(send, out=None, op='sum', dtype=None) -> Handle: allreduce on the progress "     \
       "thread; wait() returns out.")                                                               \
@@ -599,6 +626,16 @@ static PyMethodDef comm_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "iallreduce_compressed(state, send, out=None) -> Handle: the same on the progress thread; "
      "the state belongs to it until the handle is done."},
+    {"alltoallv", (PyCFunction)(void (*)(void))gwpy_comm_alltoallv, METH_VARARGS | METH_KEYWORDS,
+     "alltoallv(send, send_counts, out, recv_counts, dtype=None) -> out: send_counts[j] elements "
+     "to rank j, recv_counts[j] from rank j, packed in rank order in send and out."},
+    {"ialltoallv", (PyCFunction)(void (*)(void))gwpy_comm_ialltoallv, METH_VARARGS | METH_KEYWORDS,
+     "ialltoallv(send, send_counts, out, recv_counts, dtype=None) -> Handle: alltoallv on the "
+     "progress thread."},
+    {"split", (PyCFunction)(void (*)(void))gwpy_comm_split, METH_VARARGS | METH_KEYWORDS,
+     "split(color, key=0) -> Comm or None: gw_comm_split, collective; color None takes part "
+     "without joining (GW_UNDEFINED) and returns None."},
+    {"dup", gwpy_comm_dup, METH_NOARGS, "dup() -> Comm: gw_comm_dup, collective."},
     {"close", comm_close, METH_NOARGS,
      "close(): complete pending handles, then destroy the communicator (idempotent)."},
     {"abort", comm_abort, METH_NOARGS,

@@ -37,6 +37,7 @@ typedef struct gwpy_handle {
     Py_buffer views[2]; /* send, recv (.obj NULL when unused) */
     PyObject *result;   /* what wait() returns (the output array) */
     PyObject *state;    /* a CompressState owned until done, or NULL */
+    PyObject *keep;     /* anything else the call reads until done (alltoallv's counts) */
     gw_status_t status; /* once done */
     int culprit;        /* the rank blamed when status is not GW_OK */
     int done, busy;
@@ -111,5 +112,12 @@ void gwpy_comm_complete_pending(gwpy_comm *self);
 /* The Comm methods of the compressed allreduce (compress_state.c). */
 PyObject *gwpy_comm_allreduce_compressed(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_iallreduce_compressed(PyObject *self, PyObject *args, PyObject *kw);
+
+/* Comm methods outside the call table (comm_split.c): the v-form
+ * alltoall, whose count arrays the handle keeps, and sub-communicators. */
+PyObject *gwpy_comm_alltoallv(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_ialltoallv(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_split(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_dup(PyObject *self, PyObject *unused);
 
 #endif /* GW_PYTHON_CORE_H */

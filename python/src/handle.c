@@ -44,6 +44,7 @@ static void finish(gwpy_handle *h, gw_status_t st)
         ((gwpy_compress_state *)h->state)->inflight--;
         Py_CLEAR(h->state);
     }
+    Py_CLEAR(h->keep);
     unlink_pending(h);
 }
 
@@ -86,6 +87,7 @@ PyObject *gwpy_handle_new(gwpy_comm *owner, gw_handle_t *handle, const char *wha
     }
     h->result = Py_XNewRef(result);
     h->state = Py_XNewRef(state);
+    h->keep = NULL;
     h->status = GW_OK;
     h->culprit = -1;
     h->done = 0;
@@ -203,6 +205,7 @@ static void handle_dealloc(PyObject *obj)
         wait_released(h);
     Py_CLEAR(h->result);
     Py_CLEAR(h->state);
+    Py_CLEAR(h->keep);
     Py_CLEAR(h->owner);
     PyObject_Free(obj);
 }

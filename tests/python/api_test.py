@@ -435,6 +435,41 @@ def test_from_store(rank, size):
         check(len(bytes.fromhex(store.get("job1/token").decode())) == 16, "from_store publishes a fresh 16-byte token")
 
 
+def test_rooted_blocks_and_split(comm):
+    """gather, scatter (blocking and not), alltoallv with uneven counts, split and dup."""
+    rank, size = comm.rank, comm.size
+    for root in range(size):
+        out = np.zeros((size, 7), dtype=np.float64)
+        comm.gather(np.full(7, rank + 0.5), out, root=root)
+        want = np.repeat((np.arange(size) + 0.5)[:, None], 7, axis=1)
+        check(np.array_equal(out, want) if rank == root else np.all(out == 0), "gather root %d" % root)
+        send = np.arange(size * 3, dtype=np.int64).reshape(size, 3) * (root + 1)
+        got = np.zeros(3, dtype=np.int64)
+        comm.iscatter(send if rank == root else np.zeros_like(send), got, root=root).wait()
+        check(np.array_equal(got, send[rank]), "iscatter root %d" % root)
+    # rank r sends j + r + 1 elements to rank j, valued 100 r + j
+    sends = [j + rank + 1 for j in range(size)]
+    recvs = [rank + j + 1 for j in range(size)]
+    send = np.concatenate([np.full(k, 100 * rank + j, dtype=np.int32) for j, k in enumerate(sends)])
+    out = np.zeros(sum(recvs), dtype=np.int32)
+    comm.ialltoallv(send, sends, out, recvs).wait()
+    want = np.concatenate([np.full(k, 100 * j + rank, dtype=np.int32) for j, k in enumerate(recvs)])
+    check(np.array_equal(out, want), "ialltoallv with uneven counts")
+    comm.alltoallv(send, sends, out * 0, recvs)
+    check(True, "alltoallv")
+    half = comm.split(rank % 2, key=-rank)
+    x = np.array([rank], dtype=np.int64)
+    half.allreduce(x)
+    members = [r for r in range(size) if r % 2 == rank % 2]
+    check(half.size == len(members) and half.rank == sorted(members, reverse=True).index(rank) and x[0] == sum(members), "split by parity, ranked by key")
+    half.close()
+    check(comm.split(None) is None if rank == 0 else comm.split(0).size == size - 1, "split: color None takes part, gets None")
+    with comm.dup() as twin:
+        y = np.ones(3)
+        twin.allreduce(y)
+        check(isinstance(twin, type(comm)) and twin.rank == rank and np.all(y == size), "dup")
+
+
 def main():
     comm = gradwire.Comm()
     if comm.rank == 0:
@@ -443,6 +478,7 @@ def main():
     test_allreduce(comm)
     test_rooted(comm)
     test_gather_scatter(comm)
+    test_rooted_blocks_and_split(comm)
     test_p2p(comm)
     test_nonblocking(comm)
     test_alltoall_and_more_nonblocking(comm)

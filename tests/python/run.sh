@@ -4,6 +4,10 @@
 #   run.sh gil N TRANSPORT   tests/python/gil_test.py on N ranks
 #   run.sh fault N TRANSPORT tests/python/fault_test.py (its own launcher)
 #   run.sh install           the package imports and runs from `cmake --install` into a prefix
+#   run.sh torch N MODE [TRANSPORT]  tests/python/torch_test.py MODE (ops, ddp, hooks, errors)
+#                            on N ranks: the torch.distributed backend against gloo in one job
+#   run.sh torchfault N MODE [INIT]  tests/python/torch_fault_test.py (its own launcher):
+#                            init methods and new_group, a killed or stalled rank
 # with the build directory, the interpreter the package was built for and
 # GW_SANITIZE in GW_PY_BUILD, GW_PY_PYTHON and GW_PY_SANITIZE. Exits 77
 # (skipped) with the reason when the interpreter or numpy is missing.
@@ -33,6 +37,14 @@ if [ "${GW_PY_SANITIZE:-OFF}" = "ON" ]; then
     export LD_PRELOAD
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
+case "$kind" in
+torch | torchfault)
+    if ! "$py" -c 'import torch.distributed' 2>/dev/null; then
+        echo "SKIP: torch is not installed for $py (scripts/install-deps.sh test installs python3-torch)"
+        exit 77
+    fi
+    ;;
+esac
 out="$(mktemp /tmp/gw-py-XXXXXX)"
 GW_PY_STORE_DIR="$(mktemp -d /tmp/gw-py-store-XXXXXX)" # api_test's Comm.from_store
 export GW_PY_STORE_DIR
@@ -56,6 +68,25 @@ gil)
     ;;
 fault)
     PYTHONPATH="$build/python" "$py" "$here/fault_test.py" "$n" "$transport"
+    ;;
+torch)
+    mode="${3:?torch N MODE}"
+    status=0
+    # gloo's rendezvous (the default group) on a free loopback port.
+    port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    PYTHONPATH="$build/python" GW_TRANSPORT="${4:-auto}" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$build/gradwire" launch -n "$n" --timeout 240 -- \
+        "$py" -W ignore::UserWarning "$here/torch_test.py" "$mode" >"$out" 2>&1 || status=$?
+    grep -v ' gradwire [a-z]* \(WARN\|ERROR\|INFO\) ' "$out" || true
+    [ "$status" -eq 0 ] || { echo "FAIL: the job exited with status $status"; exit 1; }
+    good=$(grep -c "torch $mode: [0-9]* passed, 0 failed" "$out" || true)
+    [ "$good" -eq "$n" ] || { echo "FAIL: $good of $n ranks passed"; exit 1; }
+    if [ "$mode" = errors ]; then
+        culprits=$(grep -o 'mismatch raised .* culprit [0-9]*' "$out" | sort -u | wc -l)
+        [ "$culprits" -eq 1 ] || { echo "FAIL: the ranks raised differently for the mismatch"; exit 1; }
+    fi
+    ;;
+torchfault)
+    PYTHONPATH="$build/python" "$py" -W ignore::UserWarning "$here/torch_fault_test.py" "$n" "$3" "${4:-env}"
     ;;
 install)
     tmp="$(mktemp -d /tmp/gw-py-install-XXXXXX)"
@@ -87,7 +118,7 @@ PY
     echo "python install test: passed"
     ;;
 *)
-    echo "usage: run.sh api|gil|fault|install [N TRANSPORT]" >&2
+    echo "usage: run.sh api|gil|fault|install [N TRANSPORT] | torch N MODE | torchfault N MODE [INIT]" >&2
     exit 2
     ;;
 esac

@@ -155,6 +155,10 @@ typedef struct gw_transport_params {
      * device is then an error to log as one, not a reason to let the next
      * transport take over quietly. */
     int forced;
+    /* Connect to a peer when the first request for it is posted, not all
+     * of them in connect() (GW_CONNECT=lazy, the communicator's default).
+     * Transports that cannot (shared memory, verbs) connect eagerly. */
+    int lazy;
 } gw_transport_params_t;
 
 typedef struct gw_transport_ops {

@@ -86,6 +86,7 @@ static const gw__transport_class_t tcp_class; /* at the end of the file */
 
 static void tcp_free(gw_tcp_t *t)
 {
+    gw__tcp_mesh_free(t);
     if (t->listen_fd >= 0)
         close(t->listen_fd);
     if (t->peers) {
@@ -152,6 +153,7 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     memcpy(t->data_key, params->data_key, sizeof(t->data_key));
     t->listen_fd = -1;
+    t->lazy = params->lazy;
     st = alloc_peers(t);
     if (st != GW_OK) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "out of memory for %d peers", params->size);
@@ -221,7 +223,8 @@ static gw_status_t tcp_post(gw_transport_t *base, gw_request_t *req)
     }
     if (p->goodbye)
         return gw__transport_post_refused(base, req, "already closed its communicator");
-    return GW_OK;
+    gw_status_t st = gw__tcp_want_peer(t, req->peer);
+    return st == GW_OK ? GW_OK : gw__tcp_fail(t, st, NULL);
 }
 
 /* A socket where the peer expects a header next: nothing half written. */

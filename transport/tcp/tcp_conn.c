@@ -55,16 +55,19 @@
 /* OUT_DIAL: waiting for the next attempt, or for connect() (see dial). */
 typedef enum out_state { OUT_DIAL, OUT_SHAKE, OUT_DONE } out_state_t;
 
-typedef struct out_conn {
+/* One connection we dial: peer->outs holds nsocks of them while we dial. */
+struct gw_tcp_out {
     gw_sock_dial_t dial;
     int peer, idx;
     out_state_t state;
     gw_sock_shake_t sh;
-} out_conn_t;
+};
+typedef struct gw_tcp_out out_conn_t;
 
 typedef struct in_conn {
     int fd; /* -1 once handed over or dropped */
     char addr[64];
+    int64_t since; /* accepted at (ms): a handshake that lasts is dropped */
     gw_sock_shake_t sh;
     int proven;      /* it proved the key and is being admitted */
     int bad_nsocks;  /* its hello's sockets per peer differ from ours */
@@ -72,16 +75,20 @@ typedef struct in_conn {
     uint32_t from, idx;
 } in_conn_t;
 
-typedef struct mesh {
+/* What connects peers, for the transport's life when it connects lazily
+ * (gw_tcp_t.mesh), for connect() alone when it connects eagerly. */
+typedef struct gw_tcp_mesh {
     gw_tcp_t *t;
-    out_conn_t *outs;
-    int nout;
-    in_conn_t *ins;
+    int *dialing; /* peers whose connections we dial now (their outs) */
+    int ndialing;
+    in_conn_t *ins; /* accepted connections not yet admitted */
     int nin, cap_in;
-    int in_expected, in_done;
-    struct pollfd *pfds;
+    struct pollfd *pfds; /* listener, the dialled sockets, then the accepted ones */
+    int npeers, nup;     /* peers over TCP, and those fully connected */
     gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
 } mesh_t;
+
+static void peer_ready(mesh_t *m, gw_tcp_peer_t *p);
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
 
@@ -201,6 +208,7 @@ static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
     t->peers[o->peer].socks[o->idx].fd = o->dial.fd;
     o->dial.fd = -1;
     o->state = OUT_DONE;
+    peer_ready(m, &t->peers[o->peer]);
     return GW_OK;
 }
 
@@ -238,6 +246,7 @@ static void in_accept(mesh_t *m)
         memset(c, 0, sizeof(*c));
         c->fd = fd;
         memcpy(c->addr, addr, sizeof(c->addr));
+        c->since = gw__now_ms();
         gw__sock_shake_accept(&c->sh, m->t->data_key, GW_TCP_HELLO_MAGIC, GW_TCP_HELLO_SIZE,
                               &m->seen);
     }
@@ -344,44 +353,108 @@ static gw_status_t in_step(mesh_t *m, in_conn_t *c)
             gw__sock_shake_wipe(&c->sh);
             t->peers[c->from].socks[c->idx].fd = c->fd;
             c->fd = -1;
-            m->in_done++;
+            peer_ready(m, &t->peers[c->from]);
             return GW_OK;
         }
     }
 }
 
+/* ---- peers coming up ------------------------------------------------------- */
+
+/* Once every connection of p is up (dialled or accepted), p joins
+ * progress()'s poll set, whose arrays connect() sized for every TCP peer. */
+static void peer_ready(mesh_t *m, gw_tcp_peer_t *p)
+{
+    gw_tcp_t *t = m->t;
+    for (int k = 0; k < t->nsocks; k++)
+        if (p->socks[k].fd < 0)
+            return;
+    for (int k = 0; k < t->nsocks; k++) {
+        gw__tcp_tune_established(t->base.log, p->socks[k].fd, p->rank, k);
+        t->pfd_socks[t->npfds] = &p->socks[k];
+        t->pfd_peers[t->npfds] = p;
+        t->npfds++;
+    }
+    p->up = 1;
+    m->nup++;
+    if (p->outs) {
+        explicit_bzero(p->outs, (size_t)t->nsocks * sizeof(*p->outs));
+        free(p->outs);
+        p->outs = NULL;
+        for (int i = 0; i < m->ndialing; i++)
+            if (m->dialing[i] == p->rank) {
+                m->dialing[i] = m->dialing[--m->ndialing];
+                break;
+            }
+    }
+    GW_TRACE(t->base.log, GW_TCP_SUBSYS, "rank %d (%s) connected, %d socket%s (%d of %d peers)",
+             p->rank, p->addr_str, t->nsocks, t->nsocks == 1 ? "" : "s", m->nup, m->npeers);
+}
+
+/* Start dialling p's connections (p is a lower rank than ours). */
+static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p)
+{
+    gw_tcp_t *t = m->t;
+    p->outs = calloc((size_t)t->nsocks, sizeof(*p->outs));
+    if (!p->outs) {
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for the connections to rank %d",
+                 p->rank);
+        return GW_ERR_NO_MEMORY;
+    }
+    for (int k = 0; k < t->nsocks; k++) {
+        p->outs[k] = (out_conn_t){.peer = p->rank, .idx = k, .state = OUT_DIAL};
+        gw__sock_dial_init(&p->outs[k].dial);
+    }
+    p->dial_deadline = gw__now_ms() + t->timeout_ms;
+    m->dialing[m->ndialing++] = p->rank;
+    return GW_OK;
+}
+
+gw_status_t gw__tcp_want_peer(gw_tcp_t *t, int peer)
+{
+    gw_tcp_peer_t *p = &t->peers[peer];
+    if (!t->mesh || p->up || p->outs || peer > t->base.rank)
+        return GW_OK; /* connected, under way, or the peer dials us */
+    GW_TRACE(t->base.log, GW_TCP_SUBSYS, "first message for rank %d (%s): connecting", peer,
+             p->addr_str);
+    return dial_peer(t->mesh, p);
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
+/* Why a connection to p did not come up, for the error. */
+static const char *dial_why(const gw_tcp_peer_t *p, int nsocks)
+{
+    for (int k = 0; p->outs && k < nsocks; k++) {
+        const out_conn_t *o = &p->outs[k];
+        if (o->state == OUT_DONE)
+            continue;
+        return o->state != OUT_DIAL ? "connected, but the handshake did not finish"
+               : o->dial.fd >= 0    ? "connect() got no answer"
+               : o->dial.why[0]     ? o->dial.why
+                                    : "not tried";
+    }
+    return "connected";
+}
+
+/* Eager connect() timed out: name every peer still missing. */
 static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
 {
     gw_tcp_t *t = m->t;
     char msg[1536];
     size_t n = 0;
     msg[0] = '\0';
-    int last_peer = -1;
-    for (int i = 0; i < m->nout; i++) {
-        const out_conn_t *o = &m->outs[i];
-        if (o->state == OUT_DONE || o->peer == last_peer)
-            continue; /* one entry per peer */
-        last_peer = o->peer;
-        const char *why = o->state != OUT_DIAL ? "connected, but the handshake did not finish"
-                          : o->dial.fd >= 0    ? "connect() got no answer"
-                          : o->dial.why[0]     ? o->dial.why
-                                               : "not tried";
+    for (int i = 0; i < m->ndialing; i++) {
+        const gw_tcp_peer_t *p = &t->peers[m->dialing[i]];
         int w = snprintf(msg + n, sizeof(msg) - n, "%scould not connect to rank %d at %s (%s)",
-                         n ? "; " : "", o->peer, t->peers[o->peer].addr_str, why);
+                         n ? "; " : "", p->rank, p->addr_str, dial_why(p, t->nsocks));
         if (w > 0 && (size_t)w < sizeof(msg) - n)
             n += (size_t)w;
     }
     int first = 1;
     for (int j = t->base.rank + 1; j < t->base.size; j++) {
-        if (!t->peers[j].socks)
-            continue; /* served by another transport */
-        int have = 0;
-        for (int k = 0; k < t->nsocks; k++)
-            have += t->peers[j].socks[k].fd >= 0;
-        if (have == t->nsocks)
-            continue;
+        if (!t->peers[j].socks || t->peers[j].up)
+            continue; /* served by another transport, or connected */
         int w = snprintf(msg + n, sizeof(msg) - n, "%s%d (%s)",
                          first ? (n ? "; ranks that never connected to us: "
                                     : "ranks that never connected to us: ")
@@ -391,42 +464,65 @@ static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
             n += (size_t)w;
         first = 0;
     }
-    GW_ERROR(lg_of(m), GW_TCP_SUBSYS, "connecting the mesh timed out after %d ms: %s", timeout_ms,
-             msg);
+    GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connecting the mesh timed out after %d ms: %s",
+             timeout_ms, msg);
     return GW_ERR_TIMEOUT;
 }
 
-static int mesh_done(const mesh_t *m)
+/* A peer we dial lazily that did not answer in time: the transport fails
+ * naming it (blamed as lost: it is dead, stopped or unreachable). */
+static gw_status_t check_dial_deadlines(mesh_t *m, int64_t now)
 {
-    for (int i = 0; i < m->nout; i++)
-        if (m->outs[i].state != OUT_DONE)
-            return 0;
-    return m->in_done == m->in_expected;
+    gw_tcp_t *t = m->t;
+    for (int i = 0; i < m->ndialing; i++) {
+        gw_tcp_peer_t *p = &t->peers[m->dialing[i]];
+        if (now >= p->dial_deadline)
+            return gw__tcp_peer_fail(t, p, GW_ERR_TIMEOUT,
+                                     "could not be connected to within %d ms (%s): is it alive?",
+                                     t->timeout_ms, dial_why(p, t->nsocks));
+    }
+    return GW_OK;
 }
 
-static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
+/* One round: start the dials that are due, poll the listener and every
+ * connection being made for at most wait_ms, and move each on. */
+static gw_status_t mesh_round(mesh_t *m, int wait_ms)
 {
     gw_tcp_t *t = m->t;
     int64_t now = gw__now_ms();
-    int64_t wake = deadline;
+    int64_t wake = now + (wait_ms > 0 ? wait_ms : 0);
     int np = 0;
     m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
-    for (int i = 0; i < m->nout; i++) {
-        out_conn_t *o = &m->outs[i];
-        int waiting = o->state == OUT_DIAL && o->dial.fd < 0;
-        if (waiting && o->dial.retry.at <= now) {
-            gw_status_t st = out_step(m, o, 0);
-            if (st != GW_OK)
-                return st;
-            waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+    int ndial = m->ndialing; /* peers that come up in this round leave the list */
+    int dialing[ndial > 0 ? ndial : 1];
+    memcpy(dialing, m->dialing, (size_t)ndial * sizeof(int));
+    for (int i = 0; i < ndial; i++) {
+        for (int k = 0; k < t->nsocks; k++) {
+            if (!t->peers[dialing[i]].outs) { /* it came up: keep the entries aligned */
+                m->pfds[np++] = (struct pollfd){.fd = -1};
+                continue;
+            }
+            out_conn_t *o = &t->peers[dialing[i]].outs[k];
+            int waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+            if (waiting && o->dial.retry.at <= now) {
+                gw_status_t st = out_step(m, o, 0);
+                if (st != GW_OK)
+                    return st;
+                if (!t->peers[dialing[i]].outs) {
+                    m->pfds[np++] = (struct pollfd){.fd = -1};
+                    continue;
+                }
+                waiting = o->state == OUT_DIAL && o->dial.fd < 0;
+            }
+            if (waiting && o->dial.retry.at < wake)
+                wake = o->dial.retry.at;
+            short ev = o->state == OUT_DIAL    ? gw__sock_dial_events(&o->dial)
+                       : o->state == OUT_SHAKE ? gw__sock_shake_events(&o->sh)
+                                               : 0;
+            m->pfds[np++] = (struct pollfd){.fd = ev ? o->dial.fd : -1, .events = ev};
         }
-        if (waiting && o->dial.retry.at < wake)
-            wake = o->dial.retry.at;
-        short ev = o->state == OUT_DIAL    ? gw__sock_dial_events(&o->dial)
-                   : o->state == OUT_SHAKE ? gw__sock_shake_events(&o->sh)
-                                           : 0;
-        m->pfds[np++] = (struct pollfd){.fd = ev ? o->dial.fd : -1, .events = ev};
     }
+    int ndone = np;   /* entries of the dialled sockets end here */
     int nin = m->nin; /* accepts during this round join the next one */
     for (int i = 0; i < nin; i++)
         m->pfds[np++] =
@@ -436,23 +532,30 @@ static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
     if (n < 0) {
         if (errno == EINTR)
             return GW_OK;
-        GW_ERROR(lg_of(m), GW_TCP_SUBSYS, "poll() while connecting: %m");
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "poll() while connecting: %m");
         return GW_ERR_SYSTEM;
     }
-    for (int i = 0; i < m->nout; i++) {
-        short rev = m->pfds[1 + i].revents;
-        if (rev) {
-            gw_status_t st = out_step(m, &m->outs[i], rev);
-            if (st != GW_OK)
-                return st;
+    for (int i = 0, e = 1; i < ndial && e < ndone; i++) {
+        gw_tcp_peer_t *p = &t->peers[dialing[i]];
+        for (int k = 0; k < t->nsocks && e < ndone; k++, e++) {
+            short rev = m->pfds[e].revents;
+            if (rev && p->outs) {
+                gw_status_t st = out_step(m, &p->outs[k], rev);
+                if (st != GW_OK)
+                    return st;
+            }
         }
     }
+    now = gw__now_ms();
     for (int i = 0; i < nin; i++) {
-        if (m->pfds[1 + m->nout + i].revents && m->ins[i].fd >= 0) {
-            gw_status_t st = in_step(m, &m->ins[i]);
+        in_conn_t *c = &m->ins[i];
+        if (m->pfds[ndone + i].revents && c->fd >= 0) {
+            gw_status_t st = in_step(m, c);
             if (st != GW_OK)
                 return st;
         }
+        if (c->fd >= 0 && !c->proven && now - c->since > t->timeout_ms)
+            in_drop(m, c, "it never completed the handshake");
     }
     /* Forget the connections handed over or dropped. */
     int k = 0;
@@ -465,30 +568,133 @@ static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
     return GW_OK;
 }
 
-/* The mesh is up: tune the sockets and lay out progress()'s poll set. */
-static gw_status_t finish(gw_tcp_t *t, int npeers)
+int gw__tcp_mesh_busy(const gw_tcp_t *t)
 {
-    int n = npeers * t->nsocks;
-    t->pfds = calloc((size_t)(n ? n : 1), sizeof(*t->pfds));
-    t->pfd_socks = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_socks));
-    t->pfd_peers = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_peers));
-    if (!t->pfds || !t->pfd_socks || !t->pfd_peers) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for %d poll entries", n);
+    return t->mesh && (t->mesh->ndialing > 0 || t->mesh->nin > 0);
+}
+
+gw_status_t gw__tcp_mesh_progress(gw_tcp_t *t)
+{
+    mesh_t *m = t->mesh;
+    if (!m)
+        return GW_OK;
+    gw_status_t st = mesh_round(m, 0);
+    if (st == GW_OK)
+        st = check_dial_deadlines(m, gw__now_ms());
+    return st;
+}
+
+void gw__tcp_mesh_free(gw_tcp_t *t)
+{
+    mesh_t *m = t->mesh;
+    if (!m)
+        return;
+    for (int i = 0; i < m->nin; i++)
+        if (m->ins[i].fd >= 0)
+            close(m->ins[i].fd);
+    for (int i = 0; i < m->ndialing; i++) {
+        gw_tcp_peer_t *p = &t->peers[m->dialing[i]];
+        for (int k = 0; p->outs && k < t->nsocks; k++)
+            if (p->outs[k].dial.fd >= 0)
+                close(p->outs[k].dial.fd);
+        if (p->outs) /* the handshakes hold the key */
+            explicit_bzero(p->outs, (size_t)t->nsocks * sizeof(*p->outs));
+        free(p->outs);
+        p->outs = NULL;
+    }
+    if (m->ins)
+        explicit_bzero(m->ins, (size_t)m->cap_in * sizeof(*m->ins));
+    free(m->ins);
+    free(m->pfds);
+    free(m->dialing);
+    free(m);
+    t->mesh = NULL;
+}
+
+/* Read every peer's address; the count of TCP peers and of lower ones. */
+static gw_status_t read_addrs(gw_tcp_t *t, const uint8_t *all_addrs, int *npeers, int *nlower)
+{
+    static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
+    *npeers = *nlower = 0;
+    for (int r = 0; r < t->base.size; r++) {
+        if (r == t->base.rank)
+            continue;
+        gw_tcp_peer_t *p = &t->peers[r];
+        if (memcmp(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, zero, sizeof(zero)) == 0) {
+            free(p->socks); /* another transport's peer */
+            p->socks = NULL;
+            snprintf(p->addr_str, sizeof(p->addr_str), "not connected over TCP");
+            continue;
+        }
+        (*npeers)++;
+        *nlower += r < t->base.rank;
+        if (gw__tcp_addr_decode(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, &p->addr,
+                                &p->addr_len) != GW_OK) {
+            GW_ERROR(t->base.log, GW_TCP_SUBSYS,
+                     "the address of rank %d is not a gradwire TCP address (version %u): do all "
+                     "ranks run the same gradwire and transport?",
+                     r, GW_TCP_PROTOCOL_VERSION);
+            return GW_ERR_PROTOCOL;
+        }
+        gw__sock_addr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
+    }
+    return GW_OK;
+}
+
+/* The mesh state and progress()'s poll arrays: one entry per connection
+ * of every TCP peer and one for the listener (lazy connections). */
+static gw_status_t alloc_mesh(gw_tcp_t *t, int npeers, int nlower)
+{
+    int n = npeers * t->nsocks + 1;
+    t->pfds = calloc((size_t)n, sizeof(*t->pfds));
+    t->pfd_socks = calloc((size_t)n, sizeof(*t->pfd_socks));
+    t->pfd_peers = calloc((size_t)n, sizeof(*t->pfd_peers));
+    mesh_t *m = calloc(1, sizeof(*m));
+    if (m) {
+        /* Connections being admitted at once: every higher peer's, up to a
+         * bound (a real rank turned away connects again), and strangers. */
+        int higher = (npeers - nlower) * t->nsocks;
+        m->t = t;
+        m->npeers = npeers;
+        m->cap_in = (higher < GW_TCP_MAX_ADMITTING ? higher : GW_TCP_MAX_ADMITTING) + MAX_STRANGERS;
+        m->dialing = calloc((size_t)(nlower ? nlower : 1), sizeof(*m->dialing));
+        m->ins = calloc((size_t)m->cap_in, sizeof(*m->ins));
+        m->pfds = calloc((size_t)(1 + nlower * t->nsocks + m->cap_in), sizeof(*m->pfds));
+    }
+    t->mesh = m;
+    if (!t->pfds || !t->pfd_socks || !t->pfd_peers || !m || !m->dialing || !m->ins || !m->pfds) {
+        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for the connections to %d peers",
+                 npeers);
         return GW_ERR_NO_MEMORY;
     }
-    int i = 0;
-    for (int r = 0; r < t->base.size; r++) {
-        if (r == t->base.rank || !t->peers[r].socks)
-            continue;
-        for (int k = 0; k < t->nsocks; k++) {
-            gw__tcp_tune_established(t->base.log, t->peers[r].socks[k].fd, r, k);
-            t->pfd_socks[i] = &t->peers[r].socks[k];
-            t->pfd_peers[i] = &t->peers[r];
-            i++;
-        }
-    }
-    t->npfds = n;
     return GW_OK;
+}
+
+/* Eager: dial every lower peer and wait for every higher one, all within
+ * timeout_ms, then stop listening (no more connections are expected). */
+static gw_status_t connect_all(gw_tcp_t *t)
+{
+    mesh_t *m = t->mesh;
+    gw_status_t st = GW_OK;
+    for (int r = 0; r < t->base.rank && st == GW_OK; r++)
+        if (t->peers[r].socks)
+            st = dial_peer(m, &t->peers[r]);
+    int64_t deadline = gw__now_ms() + t->timeout_ms;
+    while (st == GW_OK && m->nup < m->npeers) {
+        int64_t left = deadline - gw__now_ms();
+        if (left <= 0) {
+            st = report_timeout(m, t->timeout_ms);
+            break;
+        }
+        st = mesh_round(m, left < 100 ? (int)left : 100);
+    }
+    for (int i = 0; st == GW_OK && i < m->nin; i++)
+        in_drop(m, &m->ins[i], "it never completed the handshake");
+    m->nin = 0;
+    gw__tcp_mesh_free(t);
+    close(t->listen_fd);
+    t->listen_fd = -1;
+    return st;
 }
 
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
@@ -502,91 +708,25 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connect() called twice");
         return GW_ERR_INVALID_ARG;
     }
-    int rank = t->base.rank, size = t->base.size;
-    static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
-    int npeers = 0, nlower = 0;
-    for (int r = 0; r < size; r++) {
-        if (r == rank)
-            continue;
-        gw_tcp_peer_t *p = &t->peers[r];
-        if (memcmp(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, zero, sizeof(zero)) == 0) {
-            free(p->socks); /* another transport's peer */
-            p->socks = NULL;
-            snprintf(p->addr_str, sizeof(p->addr_str), "not connected over TCP");
-            continue;
-        }
-        npeers++;
-        nlower += r < rank;
-        if (gw__tcp_addr_decode(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, &p->addr,
-                                &p->addr_len) != GW_OK) {
-            GW_ERROR(t->base.log, GW_TCP_SUBSYS,
-                     "the address of rank %d is not a gradwire TCP address (version %u): do all "
-                     "ranks run the same gradwire and transport?",
-                     r, GW_TCP_PROTOCOL_VERSION);
-            return gw__tcp_fail(t, GW_ERR_PROTOCOL, NULL);
-        }
-        gw__sock_addr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
-    }
-
-    mesh_t m = {.t = t, .nout = nlower * t->nsocks, .in_expected = (npeers - nlower) * t->nsocks};
-    m.cap_in = m.in_expected + MAX_STRANGERS;
-    m.outs = calloc((size_t)(m.nout ? m.nout : 1), sizeof(*m.outs));
-    m.ins = calloc((size_t)m.cap_in, sizeof(*m.ins));
-    m.pfds = calloc((size_t)(1 + m.nout + m.cap_in), sizeof(*m.pfds));
-    gw_status_t st = GW_OK;
-    if (!m.outs || !m.ins || !m.pfds) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for %d connections", m.cap_in);
-        st = GW_ERR_NO_MEMORY;
-        goto out_free;
-    }
-    for (int i = 0, peer = -1; i < m.nout; i++) {
-        if (i % t->nsocks == 0) /* the next lower rank that we dial */
-            for (peer++; !t->peers[peer].socks; peer++)
-                ;
-        m.outs[i] = (out_conn_t){.peer = peer, .idx = i % t->nsocks, .state = OUT_DIAL};
-        gw__sock_dial_init(&m.outs[i].dial);
-    }
-    int timeout_ms = t->timeout_ms;
-    int64_t start = gw__now_ms(), deadline = start + timeout_ms;
-    while (!mesh_done(&m)) {
-        if (gw__now_ms() >= deadline) {
-            st = report_timeout(&m, timeout_ms);
-            break;
-        }
-        st = mesh_round(&m, deadline);
-        if (st != GW_OK)
-            break;
-    }
+    int npeers, nlower;
+    int64_t start = gw__now_ms();
+    gw_status_t st = read_addrs(t, all_addrs, &npeers, &nlower);
     if (st == GW_OK)
-        st = finish(t, npeers);
-    if (st == GW_OK) {
-        t->base.connected = 1;
+        st = alloc_mesh(t, npeers, nlower);
+    if (st == GW_OK && !t->lazy)
+        st = connect_all(t);
+    if (st != GW_OK) {
+        gw__tcp_mesh_free(t);
+        return gw__tcp_fail(t, st, NULL);
+    }
+    t->base.connected = 1;
+    if (t->lazy)
+        GW_INFO(t->base.log, GW_TCP_SUBSYS,
+                "%d peers over TCP, connected on first use with %d socket%s each", npeers,
+                t->nsocks, t->nsocks == 1 ? "" : "s");
+    else
         GW_INFO(t->base.log, GW_TCP_SUBSYS,
                 "connected to %d peers with %d socket%s each in %lld ms", npeers, t->nsocks,
                 t->nsocks == 1 ? "" : "s", (long long)(gw__now_ms() - start));
-    }
-    for (int i = 0; i < m.nin; i++)
-        if (m.ins[i].fd >= 0) {
-            if (st == GW_OK)
-                in_drop(&m, &m.ins[i], "it never completed the handshake");
-            else
-                close(m.ins[i].fd);
-        }
-    for (int i = 0; i < m.nout; i++)
-        if (m.outs[i].dial.fd >= 0)
-            close(m.outs[i].dial.fd);
-    /* No more connections are expected: later ones would only queue up. */
-    close(t->listen_fd);
-    t->listen_fd = -1;
-out_free:
-    if (m.ins) /* the handshakes hold the key */
-        explicit_bzero(m.ins, (size_t)m.cap_in * sizeof(*m.ins));
-    if (m.outs)
-        explicit_bzero(m.outs, (size_t)(m.nout ? m.nout : 1) * sizeof(*m.outs));
-    free(m.pfds);
-    free(m.ins);
-    free(m.outs);
-    if (st != GW_OK)
-        return gw__tcp_fail(t, st, NULL);
     return GW_OK;
 }

@@ -144,7 +144,15 @@ typedef struct gw_tcp_peer {
     gw_request_t *aq_head, *aq_tail;
     uint64_t acked;
     uint64_t rc_due, rc_sent;
+    /* Connections (tcp_conn.c): up once all nsocks are, and then in
+     * progress()'s poll set; outs while we dial them, given up at
+     * dial_deadline. */
+    int up;
+    struct gw_tcp_out *outs;
+    int64_t dial_deadline;
 } gw_tcp_peer_t;
+
+typedef struct gw_tcp_mesh gw_tcp_mesh_t; /* tcp_conn.c */
 
 typedef struct gw_tcp {
     gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
@@ -154,10 +162,12 @@ typedef struct gw_tcp {
     gw_tcp_bufs_t bufs;
     uint8_t job_id[16];
     uint8_t data_key[GW_SOCK_KEY_LEN]; /* what every connection proves (transport.h) */
-    int listen_fd;
-    char local_str[64];   /* our listening address */
-    gw_tcp_peer_t *peers; /* size entries; ours is unused */
-    struct pollfd *pfds;  /* one per socket, for progress() */
+    int listen_fd;                     /* open for the transport's life when it connects lazily */
+    int lazy;                          /* connect on first use (gw_transport_params_t.lazy) */
+    gw_tcp_mesh_t *mesh;               /* connections being made; NULL once connect() is eager */
+    char local_str[64];                /* our listening address */
+    gw_tcp_peer_t *peers;              /* size entries; ours is unused */
+    struct pollfd *pfds; /* one per socket of the peers up, for progress(), and the listener */
     gw_tcp_sock_t **pfd_socks;
     gw_tcp_peer_t **pfd_peers;
     int npfds;
@@ -198,7 +208,18 @@ gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len);
 
 /* tcp_conn.c */
+#define GW_TCP_MAX_ADMITTING 256 /* connections of real ranks being admitted at once */
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
+/* A request for peer was posted: when it is ours to dial and not connected
+ * or under way, start dialling it (lazy connections). */
+gw_status_t gw__tcp_want_peer(gw_tcp_t *t, int peer);
+/* Connections are being made (dials, handshakes): poll them soon. */
+int gw__tcp_mesh_busy(const gw_tcp_t *t);
+/* Accept, dial and shake hands as far as possible without waiting; fails
+ * (the caller fails the transport) on a fatal error or a peer we dialled
+ * in vain for timeout_ms. */
+gw_status_t gw__tcp_mesh_progress(gw_tcp_t *t);
+void gw__tcp_mesh_free(gw_tcp_t *t);
 
 /* tcp_progress.c */
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);

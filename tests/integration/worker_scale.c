@@ -131,8 +131,8 @@ static int time_mode(void)
     double t_all = now_ms() - t0;
     count_fds(&fds_all, &socks_all);
     long rss_all = rss_kb();
-    double v[8] = {t_init,   t_first,         t_all,   fds_init, fds_ring,
-                   fds_all,  (double)rss_init, (double)rss_all};
+    double v[8] = {t_init,  t_first,          t_all,          fds_init, fds_ring,
+                   fds_all, (double)rss_init, (double)rss_all};
     double max[8], sum[8];
     st = reduce_stats(comm, v, 8, max, sum);
     if (st != GW_OK)
@@ -206,7 +206,7 @@ static int dead_mode(gw_comm_t *comm)
     int x = 7;
     double t0 = now_ms();
     gw_status_t st = gw_send(comm, &x, 1, GW_INT32, 1);
-    printf("rank %d: %s culprit %d after %.0f ms\n", rank, gw_status_str(st),
+    printf("rank %d: %s culprit %d after %.0f ms\n", rank, gw_status_name(st),
            gw_comm_culprit(comm), now_ms() - t0);
     fflush(stdout);
     _exit(0); /* the communicator failed; nobody to say goodbye to */

@@ -4,11 +4,12 @@
  *
  * How data moves. open() picks the local address (transport/sock_addr.c), binds a
  * non-blocking listening socket and returns its address as a blob that the
- * bootstrap hands to every rank. connect() then builds a full mesh with
- * nsocks connections per pair of ranks, the higher rank dialling the lower
- * one, and checks a hello on each connection (job id, ranks, socket index)
- * so that strangers on our port are dropped instead of being taken for
- * peers (tcp_conn.c). From then on nothing moves unless the owner calls
+ * bootstrap hands to every rank. Each pair of ranks is joined by nsocks
+ * connections, the higher rank dialling the lower one, when a request
+ * first needs them (or all of them in connect(), when asked to connect
+ * eagerly: tcp_mesh.c), and a hello on each connection (job id, ranks,
+ * socket index) and the proof of the job's key make sure that strangers on
+ * our port are dropped instead of being taken for peers (tcp_conn.c). From then on nothing moves unless the owner calls
  * progress() (tcp_progress.c): isend() and irecv() only queue a request,
  * first in first out per peer and per direction, and each progress() round
  * polls every socket once and moves as many bytes as the kernel takes or
@@ -116,6 +117,7 @@ static gw_status_t alloc_peers(gw_tcp_t *t)
     for (int r = 0; r < t->base.size; r++) {
         gw_tcp_peer_t *p = &t->peers[r];
         p->rank = r;
+        p->knock_fd = -1;
         strcpy(p->addr_str, "address not known yet");
         if (r == t->base.rank)
             continue;

@@ -5,7 +5,9 @@
  *                   abort, close, the ops table
  *   tcp_wire.c      encoding of frame headers, hellos and the address blob,
  *                   socket options
- *   tcp_conn.c      connect(): the full mesh and its handshake
+ *   tcp_conn.c      one connection's handshake, either end (tcp_mesh.h)
+ *   tcp_mesh.c      connect() and which connections are made when: on
+ *                   first use (lazy) or all at once (eager)
  *   tcp_progress.c  the progress engine
  *   tcp_fail.c      what the sockets report (errno, EOF, hang-up, an ABORT
  *                   read late) turned into the failure, and the base's hooks
@@ -144,12 +146,17 @@ typedef struct gw_tcp_peer {
     gw_request_t *aq_head, *aq_tail;
     uint64_t acked;
     uint64_t rc_due, rc_sent;
-    /* Connections (tcp_conn.c): up once all nsocks are, and then in
+    /* Connections (tcp_mesh.c): up once all nsocks are, and then in
      * progress()'s poll set; outs while we dial them, given up at
      * dial_deadline. */
     int up;
     struct gw_tcp_out *outs;
     int64_t dial_deadline;
+    /* A higher peer that we need but that has not dialled us is asked to
+     * (a knock, tcp_conn.c): the connection carrying the request while it
+     * is made, and whether it was made (tcp_mesh.c). */
+    int knock_fd;
+    int knocked;
 } gw_tcp_peer_t;
 
 typedef struct gw_tcp_mesh gw_tcp_mesh_t; /* tcp_conn.c */
@@ -207,8 +214,9 @@ void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_AD
 gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len);
 
-/* tcp_conn.c */
+/* tcp_mesh.c */
 #define GW_TCP_MAX_ADMITTING 256 /* connections of real ranks being admitted at once */
+#define GW_TCP_KNOCK 0xffffffffu /* hello.sock_idx of a knock: "dial me" (tcp_conn.c) */
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
 /* A request for peer was posted: when it is ours to dial and not connected
  * or under way, start dialling it (lazy connections). */

@@ -10,7 +10,10 @@
  * alltoall (which needs every peer), and counts its open file descriptors
  * (/proc/self/fd) and resident memory (VmRSS) after each step. Rank 0
  * prints one line with the maximum over the ranks of each time and the
- * maximum and mean of each count, "scale: n=N ...", for the README.
+ * maximum and mean of each count, "scale: n=N ...", for the README; and
+ * the minimum of the creation time (last_init_ms): the rank that started
+ * last waits for nobody, so its creation is the bootstrap and connection
+ * cost alone, without the launcher's start-up skew.
  *
  * Mode "ring" (3 ranks or more, GW_NSOCKS=1, one host, ranks in order): a
  * ring allreduce must open connections to its two ring neighbours only:
@@ -25,7 +28,9 @@
  * Mode "dead" (3 ranks or more): rank 1 exits right after creation,
  * before any connection to it; rank 2 (which dials rank 1) and rank 0
  * (which waits for rank 1 to dial it) each send to rank 1 and must fail
- * naming rank 1: "rank R: STATUS culprit C after MS ms".
+ * naming rank 1: "rank R: STATUS culprit C after MS ms". Mode "deadtop":
+ * the same with the last rank dead and rank 0 alone sending to it (so
+ * only rank 0's own knock can reveal the death before the timeout).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -97,10 +102,13 @@ static int ring_allreduce(gw_comm_t *comm, float *buf, size_t count)
     return 0;
 }
 
-/* Maximum and sum over the ranks of n values. */
-static gw_status_t reduce_stats(gw_comm_t *comm, double *v, int n, double *max, double *sum)
+/* Minimum, maximum and sum over the ranks of n values. */
+static gw_status_t reduce_stats(gw_comm_t *comm, double *v, int n, double *min, double *max,
+                                double *sum)
 {
     gw_status_t st = gw_allreduce(comm, v, max, (size_t)n, GW_FLOAT64, GW_MAX);
+    if (st == GW_OK)
+        st = gw_allreduce(comm, v, min, (size_t)n, GW_FLOAT64, GW_MIN);
     if (st == GW_OK)
         st = gw_allreduce(comm, v, sum, (size_t)n, GW_FLOAT64, GW_SUM);
     return st;
@@ -133,16 +141,18 @@ static int time_mode(void)
     long rss_all = rss_kb();
     double v[8] = {t_init,  t_first,          t_all,          fds_init, fds_ring,
                    fds_all, (double)rss_init, (double)rss_all};
-    double max[8], sum[8];
-    st = reduce_stats(comm, v, 8, max, sum);
+    double min[8], max[8], sum[8];
+    st = reduce_stats(comm, v, 8, min, max, sum);
     if (st != GW_OK)
         return printf("rank %d: stats %s\n", rank, gw_status_str(st)), 1;
     if (rank == 0)
-        printf("scale: n=%d transport=%s init_ms=%.1f first_coll_ms=%.1f alltoall_ms=%.1f "
+        printf("scale: n=%d transport=%s init_ms=%.1f last_init_ms=%.1f first_coll_ms=%.1f "
+               "alltoall_ms=%.1f "
                "fds_init=%.0f/%.1f fds_ring=%.0f/%.1f fds_all=%.0f/%.1f rss_init_kb=%.0f/%.0f "
                "rss_all_kb=%.0f/%.0f (max/mean over ranks; times from before gw_comm_init)\n",
-               size, gw_comm_transport(comm), max[0], max[1], max[2], max[3], sum[3] / size, max[4],
-               sum[4] / size, max[5], sum[5] / size, max[6], sum[6] / size, max[7], sum[7] / size);
+               size, gw_comm_transport(comm), max[0], min[0], max[1], max[2], max[3], sum[3] / size,
+               max[4], sum[4] / size, max[5], sum[5] / size, max[6], sum[6] / size, max[7],
+               sum[7] / size);
     free(a);
     free(b);
     gw_comm_destroy(comm);
@@ -194,18 +204,20 @@ static int p2p_mode(gw_comm_t *comm)
     return 0;
 }
 
-static int dead_mode(gw_comm_t *comm)
+static int dead_mode(gw_comm_t *comm, int dead)
 {
     int rank = gw_comm_rank(comm);
-    if (rank == 1) {
+    if (rank == dead) {
         fflush(stdout);
         _exit(0); /* no goodbye, no connection ever made */
     }
-    if (rank != 0 && rank != 2)
-        return 0; /* the others leave quietly */
+    if (rank != 0 && (dead != 1 || rank != 2)) {
+        usleep(2000 * 1000); /* the others wait quietly, then leave */
+        _exit(0);
+    }
     int x = 7;
     double t0 = now_ms();
-    gw_status_t st = gw_send(comm, &x, 1, GW_INT32, 1);
+    gw_status_t st = gw_send(comm, &x, 1, GW_INT32, dead);
     printf("rank %d: %s culprit %d after %.0f ms\n", rank, gw_status_name(st),
            gw_comm_culprit(comm), now_ms() - t0);
     fflush(stdout);
@@ -228,7 +240,9 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "p2p") == 0)
         rc = p2p_mode(comm);
     else if (strcmp(mode, "dead") == 0)
-        rc = dead_mode(comm);
+        rc = dead_mode(comm, 1);
+    else if (strcmp(mode, "deadtop") == 0)
+        rc = dead_mode(comm, gw_comm_size(comm) - 1);
     else
         rc = printf("unknown mode %s\n", mode) > 0 ? 2 : 2;
     gw_comm_destroy(comm);

@@ -157,6 +157,8 @@ typedef struct gw_tcp_peer {
      * is made, and whether it was made (tcp_mesh.c). */
     int knock_fd;
     int knocked;
+    int64_t knock_at; /* knocked and not yet dialled back: knock again then */
+    int knock_listed; /* in the mesh's list of peers whose dial we await */
 } gw_tcp_peer_t;
 
 typedef struct gw_tcp_mesh gw_tcp_mesh_t; /* tcp_conn.c */
@@ -215,8 +217,9 @@ gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len);
 
 /* tcp_mesh.c */
-#define GW_TCP_MAX_ADMITTING 256 /* connections of real ranks being admitted at once */
-#define GW_TCP_KNOCK 0xffffffffu /* hello.sock_idx of a knock: "dial me" (tcp_conn.c) */
+#define GW_TCP_MAX_ADMITTING 256  /* connections of real ranks being admitted at once */
+#define GW_TCP_KNOCK 0xffffffffu  /* hello.sock_idx of a knock: "dial me" (tcp_conn.c) */
+#define GW_TCP_KNOCK_AGAIN_MS 250 /* a knocked peer that has not dialled is knocked again */
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
 /* A request for peer was posted: when it is ours to dial and not connected
  * or under way, start dialling it (lazy connections). */
@@ -227,6 +230,10 @@ int gw__tcp_mesh_busy(const gw_tcp_t *t);
  * (the caller fails the transport) on a fatal error or a peer we dialled
  * in vain for timeout_ms. */
 gw_status_t gw__tcp_mesh_progress(gw_tcp_t *t);
+/* Peers we knocked on are awaited: knock again on those due (a peer that
+ * died after our knock then refuses, and is named). */
+int gw__tcp_mesh_awaiting(const gw_tcp_t *t);
+gw_status_t gw__tcp_mesh_knock_again(gw_tcp_t *t);
 void gw__tcp_mesh_free(gw_tcp_t *t);
 
 /* tcp_progress.c */

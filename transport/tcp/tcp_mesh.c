@@ -68,6 +68,14 @@ void gw__tcp_peer_ready(mesh_t *m, gw_tcp_peer_t *p)
     }
     p->up = 1;
     m->nup++;
+    if (p->knock_listed) {
+        p->knock_listed = 0;
+        for (int i = 0; i < m->nawaiting; i++)
+            if (m->awaiting[i] == p->rank) {
+                m->awaiting[i] = m->awaiting[--m->nawaiting];
+                break;
+            }
+    }
     if (p->outs) {
         explicit_bzero(p->outs, (size_t)t->nsocks * sizeof(*p->outs));
         free(p->outs);
@@ -101,15 +109,27 @@ static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p)
     return GW_OK;
 }
 
+/* p was knocked on (or could not be): wait for its dial, and knock again
+ * if it does not come soon. */
+static void await_dial(mesh_t *m, gw_tcp_peer_t *p)
+{
+    p->knocked = 1;
+    p->knock_at = gw__now_ms() + GW_TCP_KNOCK_AGAIN_MS;
+    if (!p->knock_listed && !p->up) {
+        p->knock_listed = 1;
+        m->awaiting[m->nawaiting++] = p->rank;
+    }
+}
+
 /* The knock on p's port is connected: send it (one hello, sock_idx
  * GW_TCP_KNOCK, which fits any socket buffer) and close. */
-static void knock_send(gw_tcp_t *t, gw_tcp_peer_t *p)
+static void knock_send(mesh_t *m, gw_tcp_peer_t *p)
 {
+    gw_tcp_t *t = m->t;
     uint8_t hello[GW_TCP_HELLO_SIZE];
     gw__tcp_make_hello(t, t->base.rank, p->rank, (int)GW_TCP_KNOCK, hello);
     /* A fresh nonce, so that the acceptor's replay memory lets it in. */
-    if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) !=
-        GW_SOCK_NONCE_LEN)
+    if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) != GW_SOCK_NONCE_LEN)
         memset(hello + GW_SOCK_NONCE_AT, 0x5a ^ (p->rank & 0xff), GW_SOCK_NONCE_LEN);
     if (send(p->knock_fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) !=
         (ssize_t)sizeof(hello))
@@ -117,7 +137,7 @@ static void knock_send(gw_tcp_t *t, gw_tcp_peer_t *p)
                  p->addr_str);
     close(p->knock_fd);
     p->knock_fd = -1;
-    p->knocked = 1;
+    await_dial(m, p);
 }
 
 /* How the knock's connect() ended (err: 0 or its errno): sent, refused
@@ -132,17 +152,16 @@ static gw_status_t knock_result(mesh_t *m, gw_tcp_peer_t *p, int err)
             break;
         }
     if (err == 0) {
-        knock_send(t, p);
+        knock_send(m, p);
         return GW_OK;
     }
     close(p->knock_fd);
     p->knock_fd = -1;
-    p->knocked = 1;
+    await_dial(m, p);
     if (err == ECONNREFUSED)
         return gw__tcp_refused(t, p);
     errno = err;
-    GW_TRACE(t->base.log, GW_TCP_SUBSYS, "knocking on rank %d's port %s: %m", p->rank,
-             p->addr_str);
+    GW_TRACE(t->base.log, GW_TCP_SUBSYS, "knocking on rank %d's port %s: %m", p->rank, p->addr_str);
     return GW_OK;
 }
 
@@ -151,15 +170,14 @@ static gw_status_t knock_result(mesh_t *m, gw_tcp_peer_t *p, int err)
  * message of ours leave, and a dead p shows at once (refused). */
 static gw_status_t knock(mesh_t *m, gw_tcp_peer_t *p)
 {
-    gw_tcp_t *t = m->t;
     p->knock_fd = gw__sock_open(p->addr.ss_family);
     if (p->knock_fd < 0) {
-        p->knocked = 1; /* we wait for it to dial, as without the knock */
+        await_dial(m, p); /* and knock again later */
         return GW_OK;
     }
     int st = gw__sock_connect(p->knock_fd, (const struct sockaddr *)&p->addr, p->addr_len);
     if (st == GW_SOCK_CONNECTED) {
-        knock_send(t, p);
+        knock_send(m, p);
         return GW_OK;
     }
     m->knocking[m->nknocking++] = p->rank;
@@ -347,6 +365,23 @@ int gw__tcp_mesh_busy(const gw_tcp_t *t)
     return t->mesh && (t->mesh->ndialing > 0 || t->mesh->nknocking > 0 || t->mesh->nin > 0);
 }
 
+int gw__tcp_mesh_awaiting(const gw_tcp_t *t) { return t->mesh && t->mesh->nawaiting > 0; }
+
+gw_status_t gw__tcp_mesh_knock_again(gw_tcp_t *t)
+{
+    mesh_t *m = t->mesh;
+    int64_t now = gw__now_ms();
+    for (int i = 0; m && i < m->nawaiting; i++) {
+        gw_tcp_peer_t *p = &t->peers[m->awaiting[i]];
+        if (p->up || p->knock_fd >= 0 || now < p->knock_at)
+            continue;
+        gw_status_t st = knock(m, p);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
 gw_status_t gw__tcp_mesh_progress(gw_tcp_t *t)
 {
     mesh_t *m = t->mesh;
@@ -386,6 +421,7 @@ void gw__tcp_mesh_free(gw_tcp_t *t)
         explicit_bzero(m->ins, (size_t)m->cap_in * sizeof(*m->ins));
     free(m->ins);
     free(m->knocking);
+    free(m->awaiting);
     free(m->pfds);
     free(m->dialing);
     free(m);
@@ -440,13 +476,14 @@ static gw_status_t alloc_mesh(gw_tcp_t *t, int npeers, int nlower)
         m->cap_in = (higher < GW_TCP_MAX_ADMITTING ? higher : GW_TCP_MAX_ADMITTING) + MAX_STRANGERS;
         m->dialing = calloc((size_t)(nlower ? nlower : 1), sizeof(*m->dialing));
         m->knocking = calloc((size_t)(npeers - nlower + 1), sizeof(*m->knocking));
+        m->awaiting = calloc((size_t)(npeers - nlower + 1), sizeof(*m->awaiting));
         m->ins = calloc((size_t)m->cap_in, sizeof(*m->ins));
         m->pfds = calloc((size_t)(1 + nlower * t->nsocks + (npeers - nlower) + m->cap_in),
                          sizeof(*m->pfds));
     }
     t->mesh = m;
     if (!t->pfds || !t->pfd_socks || !t->pfd_peers || !m || !m->dialing || !m->knocking ||
-        !m->ins || !m->pfds) {
+        !m->awaiting || !m->ins || !m->pfds) {
         GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for the connections to %d peers",
                  npeers);
         return GW_ERR_NO_MEMORY;

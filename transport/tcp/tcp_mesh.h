@@ -43,13 +43,14 @@ typedef struct gw_tcp_mesh {
     int ndialing;
     int *knocking; /* higher peers we are asking to dial us (knock_fd) */
     int nknocking;
+    int *awaiting; /* higher peers knocked on, whose dial we wait for */
+    int nawaiting;
     in_conn_t *ins; /* accepted connections not yet admitted */
     int nin, cap_in;
     struct pollfd *pfds; /* listener, the dialled sockets, then the accepted ones */
     int npeers, nup;     /* peers over TCP, and those fully connected */
     gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
 } mesh_t;
-
 
 /* tcp_conn.c: the handshakes. */
 void gw__tcp_make_hello(const gw_tcp_t *t, int from, int to, int idx,

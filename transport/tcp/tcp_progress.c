@@ -523,6 +523,8 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
     if (t->mesh && (connecting || (np > npeer_socks && t->pfds[npeer_socks].revents)) &&
         (st = gw__tcp_mesh_progress(t)) != GW_OK)
         return gw__tcp_fail(t, st, NULL);
+    if (gw__tcp_mesh_awaiting(t) && (st = gw__tcp_mesh_knock_again(t)) != GW_OK)
+        return gw__tcp_fail(t, st, NULL);
     for (int i = 0; i < npeer_socks && n > 0; i++) {
         struct pollfd *pfd = &t->pfds[i];
         if (!pfd->revents)

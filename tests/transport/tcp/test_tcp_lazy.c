@@ -19,8 +19,8 @@ static int body_ring_neighbours(gw_transport_t *t, int rank, int size, const voi
     if (ring_exchange(t, rank, size, 6000) != 0)
         return 1;
     int neighbours = size == 2 ? 1 : 2;
-    CHECK(tt->npfds == neighbours * tt->nsocks, "%d sockets up after the ring, want %d",
-          tt->npfds, neighbours * tt->nsocks);
+    CHECK(tt->npfds == neighbours * tt->nsocks, "%d sockets up after the ring, want %d", tt->npfds,
+          neighbours * tt->nsocks);
     for (int r = 0; r < size; r++) {
         int ring = r == (rank + 1) % size || r == (rank + size - 1) % size;
         CHECK(r == rank || tt->peers[r].up == ring, "rank %d is %sconnected", r,

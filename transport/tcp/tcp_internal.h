@@ -158,6 +158,7 @@ typedef struct gw_tcp_peer {
     int knock_fd;
     int knocked;
     int64_t knock_at; /* knocked and not yet dialled back: knock again then */
+    int knock_gap;    /* ms until the next knock, doubling (tcp_mesh.c) */
     int knock_listed; /* in the mesh's list of peers whose dial we await */
 } gw_tcp_peer_t;
 

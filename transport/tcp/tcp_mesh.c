@@ -114,7 +114,12 @@ static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p)
 static void await_dial(mesh_t *m, gw_tcp_peer_t *p)
 {
     p->knocked = 1;
-    p->knock_at = gw__now_ms() + GW_TCP_KNOCK_AGAIN_MS;
+    /* 250 ms, doubling up to 4 s: a peer busy elsewhere for long (or many
+     * ranks waiting for one) does not fill its listener with knocks. */
+    p->knock_gap = p->knock_gap ? 2 * p->knock_gap : GW_TCP_KNOCK_AGAIN_MS;
+    if (p->knock_gap > 16 * GW_TCP_KNOCK_AGAIN_MS)
+        p->knock_gap = 16 * GW_TCP_KNOCK_AGAIN_MS;
+    p->knock_at = gw__now_ms() + p->knock_gap;
     if (!p->knock_listed && !p->up) {
         p->knock_listed = 1;
         m->awaiting[m->nawaiting++] = p->rank;

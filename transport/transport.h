@@ -2,8 +2,9 @@
  * transport.h - the interface every transport implements: move framed
  * messages between two ranks of one job.
  *
- * A transport instance connects this rank to every other rank (full mesh,
- * established once at communicator creation). Messages between a pair of
+ * A transport instance connects this rank to every other rank it is given
+ * an address for: all of them in connect() (shared memory, verbs), or each
+ * when the first request for it is posted (TCP, when params.lazy is set). Messages between a pair of
  * ranks are delivered in the order they were posted, and matched in posting
  * order against the receives posted for that peer: the n-th receive posted
  * for peer p gets the n-th message p sent to us.
@@ -155,6 +156,10 @@ typedef struct gw_transport_params {
      * device is then an error to log as one, not a reason to let the next
      * transport take over quietly. */
     int forced;
+    /* Connect to a peer when the first request for it is posted, not all
+     * of them in connect() (GW_CONNECT=lazy, the communicator's default).
+     * Transports that cannot (shared memory, verbs) connect eagerly. */
+    int lazy;
 } gw_transport_params_t;
 
 typedef struct gw_transport_ops {
@@ -165,7 +170,9 @@ typedef struct gw_transport_ops {
                         uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
     /* Connect to every peer given all ranks' address blobs (size *
      * GW_TRANSPORT_ADDR_MAX bytes, ours included). Returns once every
-     * connection is up and verified (job id, ranks), or fails naming the peer.
+     * connection is up and verified (job id, ranks), or fails naming the peer;
+     * a lazy transport (params.lazy) only reads the addresses here and
+     * connects a peer when the first request for it is posted.
      * A peer whose blob is all zero is not this transport's: another one
      * carries it (select.h). Skip it: no connection, nothing expected from
      * it, and no request is ever posted for it. */

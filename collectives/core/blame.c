@@ -13,8 +13,9 @@
  * rank 0 any more hears it.
  *
  * What each kind of failure waits for:
- *   - its own fault (a bad argument, gw_comm_abort, no memory): nothing; it
- *     reports and blames itself, whatever others concluded;
+ *   - its own fault (a bad argument, gw_comm_abort, no memory): the
+ *     verdict that tells the others, which the referee gives at once; it
+ *     blames itself, whatever others concluded;
  *   - anything else: the verdict, for at most the referee's grace period
  *     plus a margin. Without one, a rank that timed out blames rank 0,
  *     whose referee did not answer (stopped, hung, or dead: then its
@@ -100,8 +101,12 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
     };
     int own = b->kind == GW_BLAME_SELF;
     gw_bs_verdict_t v;
-    gw_status_t st = gw__bootstrap_watch_report(gw__comm_root(comm)->bootstrap, &rep,
-                                                own ? 0 : comm->blame_wait_ms, &v);
+    /* Even our own fault waits for the verdict (which the referee gives at
+     * once for it): only then have the others been told. Connections are
+     * made on first use, so our abort may reach no peer at all, and a rank
+     * that exits right after its failure must not take the news with it. */
+    gw_status_t st =
+        gw__bootstrap_watch_report(gw__comm_root(comm)->bootstrap, &rep, comm->blame_wait_ms, &v);
     if (own)
         return; /* reported, so that the others learn it; ours stands */
     if (st == GW_OK) {

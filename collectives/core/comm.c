@@ -5,8 +5,11 @@
  * Creation is: resolve the configuration (explicit fields first, then GW_*
  * and launcher variables, then defaults), join the job through the bootstrap
  * root, open the transport on the interface that routes to the root (or
- * GW_SOCKET_IFNAME), all-gather the transport addresses over the bootstrap
- * and connect the full mesh. Every failure is logged once, naming what was
+ * GW_SOCKET_IFNAME) and all-gather the transport addresses over the
+ * bootstrap. TCP connects each pair of ranks when a message first needs it
+ * (GW_CONNECT=lazy, the default; transport/tcp/tcp_conn.c), so a ring
+ * opens two connections, not size - 1; GW_CONNECT=eager connects every
+ * pair here, as shared memory and the verbs transport always do. Every failure is logged once, naming what was
  * wrong, and unwinds what was built so far.
  */
 #include <stdio.h>
@@ -119,6 +122,14 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
         GW_ERROR(lg, "init", "GW_ALGO=\"%s\" is not %s", algo_env, algos);
         return GW_ERR_CONFIG;
     }
+    const char *connect = NULL;
+    if (gw__env_str(lg, "GW_CONNECT", "lazy or eager", &connect) != GW_OK)
+        return GW_ERR_CONFIG;
+    if (connect && strcmp(connect, "lazy") != 0 && strcmp(connect, "eager") != 0) {
+        GW_ERROR(lg, "init", "GW_CONNECT=\"%s\" is not lazy or eager", connect);
+        return GW_ERR_CONFIG;
+    }
+    r->lazy = !connect || strcmp(connect, "lazy") == 0;
     if (gw__env_int(lg, "GW_CHUNK_BYTES", 4096, 1L << 30, 0, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->chunk_bytes = (size_t)v;
@@ -179,6 +190,7 @@ static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *
     params.timeout_ms = comm->timeout_ms;
     params.ifname = r->ifname;
     params.nsocks = r->nsocks;
+    params.lazy = r->lazy;
     gw__bootstrap_job_id(comm->bootstrap, params.job_id);
     gw__bootstrap_data_key(comm->bootstrap, params.data_key);
     gw_status_t st =

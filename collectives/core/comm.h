@@ -176,6 +176,7 @@ typedef struct gw_comm_resolved {
     gw_algo_t algo;
     size_t chunk_bytes;
     gw_select_mode_t mode; /* from transport */
+    int lazy;              /* GW_CONNECT: lazy (default) or eager */
 } gw_comm_resolved_t;
 
 /* Explicit fields of cfg first, then the GW_* variables: GW_ERR_CONFIG,

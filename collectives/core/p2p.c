@@ -116,6 +116,19 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
         const gw_request_t *r = reqs[i];
         if (r && !r->complete) {
             culprit = r->peer;
+            if (r->kind == GW_REQ_SEND && (r->flags & GW_REQ_RECEIPT) && r->bytes_done == 0 &&
+                r->len > 0) {
+                /* Connections are made on first use (GW_CONNECT=lazy): a
+                 * peer that posts nothing for us never connects, so the
+                 * message waits here, not in its socket. */
+                GW_ERROR(&comm->log, "coll",
+                         "%s: no receipt for %d ms from rank %d for the %zu-byte message for "
+                         "it, which has not left: it has posted neither the matching receive "
+                         "nor anything else for this rank (or is hung; GW_TIMEOUT_MS raises "
+                         "the limit)",
+                         what, comm->timeout_ms, gw__comm_from_root(comm, r->peer), r->len);
+                break;
+            }
             if (r->kind == GW_REQ_SEND && (r->flags & GW_REQ_RECEIPT) && r->bytes_done == r->len) {
                 GW_ERROR(&comm->log, "coll",
                          "%s: no receipt for %d ms from rank %d for the %zu-byte message sent "

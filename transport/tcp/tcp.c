@@ -4,11 +4,12 @@
  *
  * How data moves. open() picks the local address (transport/sock_addr.c), binds a
  * non-blocking listening socket and returns its address as a blob that the
- * bootstrap hands to every rank. connect() then builds a full mesh with
- * nsocks connections per pair of ranks, the higher rank dialling the lower
- * one, and checks a hello on each connection (job id, ranks, socket index)
- * so that strangers on our port are dropped instead of being taken for
- * peers (tcp_conn.c). From then on nothing moves unless the owner calls
+ * bootstrap hands to every rank. Each pair of ranks is joined by nsocks
+ * connections, the higher rank dialling the lower one, when a request
+ * first needs them (or all of them in connect(), when asked to connect
+ * eagerly: tcp_mesh.c), and a hello on each connection (job id, ranks,
+ * socket index) and the proof of the job's key make sure that strangers on
+ * our port are dropped instead of being taken for peers (tcp_conn.c). From then on nothing moves unless the owner calls
  * progress() (tcp_progress.c): isend() and irecv() only queue a request,
  * first in first out per peer and per direction, and each progress() round
  * polls every socket once and moves as many bytes as the kernel takes or
@@ -86,6 +87,7 @@ static const gw__transport_class_t tcp_class; /* at the end of the file */
 
 static void tcp_free(gw_tcp_t *t)
 {
+    gw__tcp_mesh_free(t);
     if (t->listen_fd >= 0)
         close(t->listen_fd);
     if (t->peers) {
@@ -115,6 +117,7 @@ static gw_status_t alloc_peers(gw_tcp_t *t)
     for (int r = 0; r < t->base.size; r++) {
         gw_tcp_peer_t *p = &t->peers[r];
         p->rank = r;
+        p->knock_fd = -1;
         strcpy(p->addr_str, "address not known yet");
         if (r == t->base.rank)
             continue;
@@ -152,6 +155,7 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     memcpy(t->data_key, params->data_key, sizeof(t->data_key));
     t->listen_fd = -1;
+    t->lazy = params->lazy;
     st = alloc_peers(t);
     if (st != GW_OK) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "out of memory for %d peers", params->size);
@@ -221,7 +225,8 @@ static gw_status_t tcp_post(gw_transport_t *base, gw_request_t *req)
     }
     if (p->goodbye)
         return gw__transport_post_refused(base, req, "already closed its communicator");
-    return GW_OK;
+    gw_status_t st = gw__tcp_want_peer(t, req->peer);
+    return st == GW_OK ? GW_OK : gw__tcp_fail(t, st, NULL);
 }
 
 /* A socket where the peer expects a header next: nothing half written. */

@@ -1,14 +1,6 @@
 /*
- * tcp_conn.c - connect(): the full mesh of the TCP transport.
- *
- * Every pair of ranks is joined by nsocks connections (GW_NSOCKS data
- * sockets and the control one that carries receipts, tcp.c), all opened by the
- * higher rank: rank i connects to every j < i and accepts from every j > i.
- * So each connection is opened exactly once, and nobody waits for a
- * connection that it should have opened itself. Everything happens in one
- * poll() loop under one deadline (connects in flight, handshakes in both
- * directions, accepts), so a slow peer delays nobody else's connections and
- * the call finishes or fails within timeout_ms.
+ * tcp_conn.c - one connection of the TCP transport, made and proven, from
+ * either end; which connections are made, and when, is tcp_mesh.c's.
  *
  * The connecting side sends a hello {magic, version, job id, from, to,
  * nonce, socket index, data sockets} (layout in tcp_wire.c); the accepting side
@@ -30,10 +22,16 @@
  * ends rather than as a time-out, but only once it proved the key.
  *
  * A refused connection is retried with growing sleeps (10 ms doubling up to
- * 1 s, as every dialler in sock.h). Every rank listens before the bootstrap
- * exchange, so a refusal is more likely a firewall or a dead peer than a
- * slow one, but retrying costs nothing until the deadline, whose error names
- * each peer still missing.
+ * 1 s, as every dialler in sock.h) when connecting eagerly: every rank
+ * listens before the bootstrap exchange, so a refusal is more likely a
+ * firewall or a dead peer than a slow one, but retrying costs nothing until
+ * the deadline, whose error names each peer still missing. Connecting
+ * lazily, a refusal fails at once (gw__tcp_refused): every rank listens
+ * until it closes, so its port refuses only once it is gone.
+ *
+ * A hello whose socket index is GW_TCP_KNOCK is a knock (tcp_mesh.c): a
+ * lower rank asks us to dial it. It proves nothing and is closed at once;
+ * we dial the lower rank's published address, where it proves itself.
  *
  * Peers whose address blob is all zero are served by another transport
  * (transport.h): they get no sockets, we neither dial nor expect them, and
@@ -43,49 +41,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/byteorder.h"
 #include "common/clock.h"
 #include "transport/sock.h"
-#include "transport/tcp/tcp_internal.h"
-
-#define MAX_STRANGERS 64 /* connections not yet admitted, kept at once */
-
-/* OUT_DIAL: waiting for the next attempt, or for connect() (see dial). */
-typedef enum out_state { OUT_DIAL, OUT_SHAKE, OUT_DONE } out_state_t;
-
-typedef struct out_conn {
-    gw_sock_dial_t dial;
-    int peer, idx;
-    out_state_t state;
-    gw_sock_shake_t sh;
-} out_conn_t;
-
-typedef struct in_conn {
-    int fd; /* -1 once handed over or dropped */
-    char addr[64];
-    gw_sock_shake_t sh;
-    int proven;      /* it proved the key and is being admitted */
-    int bad_nsocks;  /* its hello's sockets per peer differ from ours */
-    uint32_t nsocks; /* ... which are these */
-    uint32_t from, idx;
-} in_conn_t;
-
-typedef struct mesh {
-    gw_tcp_t *t;
-    out_conn_t *outs;
-    int nout;
-    in_conn_t *ins;
-    int nin, cap_in;
-    int in_expected, in_done;
-    struct pollfd *pfds;
-    gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
-} mesh_t;
+#include "transport/tcp/tcp_mesh.h"
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
 
-static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out[GW_TCP_HELLO_SIZE])
+void gw__tcp_make_hello(const gw_tcp_t *t, int from, int to, int idx,
+                        uint8_t out[GW_TCP_HELLO_SIZE])
 {
     gw_tcp_hello_t h = {
         .id = {.magic = GW_TCP_HELLO_MAGIC, .from = (uint32_t)from, .to = (uint32_t)to},
@@ -97,6 +64,16 @@ static void make_hello(const gw_tcp_t *t, int from, int to, int idx, uint8_t out
 }
 
 /* ---- connecting side ------------------------------------------------------- */
+
+/* Connecting lazily, every rank listens from open() to close(): a refused
+ * connection means that the peer's transport is gone (it died, aborted or
+ * closed its communicator), which no retry mends. */
+gw_status_t gw__tcp_refused(gw_tcp_t *t, const gw_tcp_peer_t *p)
+{
+    return gw__tcp_peer_fail(t, p, GW_ERR_REMOTE,
+                             "refused our connection, so its transport no longer listens: "
+                             "it probably died (or aborted, or closed its communicator)");
+}
 
 /* Record why an attempt failed (errno is that failure) and try again later. */
 static void out_retry(mesh_t *m, out_conn_t *o, const char *what)
@@ -156,7 +133,7 @@ static gw_status_t out_check_reply(mesh_t *m, out_conn_t *o)
     return GW_OK;
 }
 
-static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
+gw_status_t gw__tcp_out_step(mesh_t *m, out_conn_t *o, short revents)
 {
     gw_tcp_t *t = m->t;
     if (o->state == OUT_DIAL) {
@@ -164,12 +141,14 @@ static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
         const char *what;
         int st = gw__sock_dial_step(&o->dial, (const struct sockaddr *)&p->addr, p->addr_len,
                                     revents, out_prep, m, &what);
+        if (st == GW_SOCK_FAILED && t->lazy && errno == ECONNREFUSED)
+            return gw__tcp_refused(t, p);
         if (st == GW_SOCK_FAILED)
             out_retry(m, o, what);
         if (st != GW_SOCK_CONNECTED)
             return GW_OK;
         uint8_t hello[GW_TCP_HELLO_SIZE];
-        make_hello(t, t->base.rank, o->peer, o->idx, hello);
+        gw__tcp_make_hello(t, t->base.rank, o->peer, o->idx, hello);
         gw_status_t gst =
             gw__sock_shake_dial(&o->sh, lg_of(m), GW_TCP_SUBSYS, t->data_key, GW_TCP_HELLO_MAGIC,
                                 hello, sizeof(hello), GW_TCP_HELLO_SIZE);
@@ -201,12 +180,13 @@ static gw_status_t out_step(mesh_t *m, out_conn_t *o, short revents)
     t->peers[o->peer].socks[o->idx].fd = o->dial.fd;
     o->dial.fd = -1;
     o->state = OUT_DONE;
+    gw__tcp_peer_ready(m, &t->peers[o->peer]);
     return GW_OK;
 }
 
 /* ---- accepting side -------------------------------------------------------- */
 
-static void in_drop(mesh_t *m, in_conn_t *c, const char *why)
+void gw__tcp_in_drop(mesh_t *m, in_conn_t *c, const char *why)
 {
     GW_WARN(lg_of(m), GW_TCP_SUBSYS,
             "closing a connection from %s to our port %s: %s (a stranger, not a rank of this "
@@ -217,7 +197,7 @@ static void in_drop(mesh_t *m, in_conn_t *c, const char *why)
     gw__sock_shake_wipe(&c->sh);
 }
 
-static void in_accept(mesh_t *m)
+void gw__tcp_in_accept(mesh_t *m)
 {
     for (;;) {
         char addr[sizeof(m->ins[0].addr)];
@@ -230,7 +210,7 @@ static void in_accept(mesh_t *m)
         if (m->nin == m->cap_in) {
             /* Too many connections not yet admitted: drop the oldest. A
              * real rank dropped this way sees EOF and connects again. */
-            in_drop(m, &m->ins[0], "too many connections that are not yet admitted");
+            gw__tcp_in_drop(m, &m->ins[0], "too many connections that are not yet admitted");
             memmove(&m->ins[0], &m->ins[1], (size_t)(m->nin - 1) * sizeof(m->ins[0]));
             m->nin--;
         }
@@ -238,6 +218,7 @@ static void in_accept(mesh_t *m)
         memset(c, 0, sizeof(*c));
         c->fd = fd;
         memcpy(c->addr, addr, sizeof(c->addr));
+        c->since = gw__now_ms();
         gw__sock_shake_accept(&c->sh, m->t->data_key, GW_TCP_HELLO_MAGIC, GW_TCP_HELLO_SIZE,
                               &m->seen);
     }
@@ -272,6 +253,17 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
                  (unsigned)h.version, GW_TCP_PROTOCOL_VERSION);
     } else if (memcmp(h.id.job_id, t->job_id, sizeof(h.id.job_id)) != 0) {
         snprintf(why, sizeof(why), "it belongs to another job (job id differs)");
+    } else if (h.sock_idx == GW_TCP_KNOCK && h.id.to == (uint32_t)t->base.rank &&
+               h.id.from < (uint32_t)t->base.rank && t->peers[h.id.from].socks && t->mesh) {
+        /* A lower rank needs us: we dial it, at the address the bootstrap
+         * gave, where it proves itself; the knock itself proves nothing
+         * and admits nobody. */
+        GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "rank %u knocked (from %s): dialling it",
+                 (unsigned)h.id.from, c->addr);
+        close(c->fd);
+        c->fd = -1;
+        gw__sock_shake_wipe(&c->sh);
+        return gw__tcp_want_peer(t, (int)h.id.from);
     } else if (h.id.to != (uint32_t)t->base.rank || h.id.from <= (uint32_t)t->base.rank ||
                h.id.from >= (uint32_t)t->base.size) {
         snprintf(why, sizeof(why), "it claims to be rank %u connecting to rank %u",
@@ -292,17 +284,17 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
         c->idx = c->bad_nsocks ? 0 : h.sock_idx;
         if (c->bad_nsocks || !in_duplicate(m, c)) {
             uint8_t reply[GW_TCP_HELLO_SIZE];
-            make_hello(t, t->base.rank, (int)c->from, (int)h.sock_idx, reply);
+            gw__tcp_make_hello(t, t->base.rank, (int)c->from, (int)h.sock_idx, reply);
             return gw__sock_shake_reply(&c->sh, lg_of(m), GW_TCP_SUBSYS, reply, sizeof(reply));
         }
         snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.id.from,
                  (unsigned)h.sock_idx);
     }
-    in_drop(m, c, why);
+    gw__tcp_in_drop(m, c, why);
     return GW_OK;
 }
 
-static gw_status_t in_step(mesh_t *m, in_conn_t *c)
+gw_status_t gw__tcp_in_step(mesh_t *m, in_conn_t *c)
 {
     gw_tcp_t *t = m->t;
     for (;;) {
@@ -311,10 +303,10 @@ static gw_status_t in_step(mesh_t *m, in_conn_t *c)
         case GW_SHAKE_AGAIN:
             return GW_OK;
         case GW_SHAKE_FAILED:
-            in_drop(m, c,
-                    c->sh.io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
-                    : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
-                                                   : c->sh.why);
+            gw__tcp_in_drop(m, c,
+                            c->sh.io == GW_SOCK_IO_EOF ? "it closed before completing the handshake"
+                            : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
+                                                           : c->sh.why);
             return GW_OK;
         case GW_SHAKE_HELLO: {
             gw_status_t st = in_check_hello(m, c);
@@ -334,7 +326,7 @@ static gw_status_t in_step(mesh_t *m, in_conn_t *c)
                 char why[96];
                 snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)c->from,
                          (unsigned)c->idx);
-                in_drop(m, c, why);
+                gw__tcp_in_drop(m, c, why);
                 return GW_OK;
             }
             c->proven = 1;
@@ -344,249 +336,8 @@ static gw_status_t in_step(mesh_t *m, in_conn_t *c)
             gw__sock_shake_wipe(&c->sh);
             t->peers[c->from].socks[c->idx].fd = c->fd;
             c->fd = -1;
-            m->in_done++;
+            gw__tcp_peer_ready(m, &t->peers[c->from]);
             return GW_OK;
         }
     }
-}
-
-/* ---- the loop ------------------------------------------------------------ */
-
-static gw_status_t report_timeout(mesh_t *m, int timeout_ms)
-{
-    gw_tcp_t *t = m->t;
-    char msg[1536];
-    size_t n = 0;
-    msg[0] = '\0';
-    int last_peer = -1;
-    for (int i = 0; i < m->nout; i++) {
-        const out_conn_t *o = &m->outs[i];
-        if (o->state == OUT_DONE || o->peer == last_peer)
-            continue; /* one entry per peer */
-        last_peer = o->peer;
-        const char *why = o->state != OUT_DIAL ? "connected, but the handshake did not finish"
-                          : o->dial.fd >= 0    ? "connect() got no answer"
-                          : o->dial.why[0]     ? o->dial.why
-                                               : "not tried";
-        int w = snprintf(msg + n, sizeof(msg) - n, "%scould not connect to rank %d at %s (%s)",
-                         n ? "; " : "", o->peer, t->peers[o->peer].addr_str, why);
-        if (w > 0 && (size_t)w < sizeof(msg) - n)
-            n += (size_t)w;
-    }
-    int first = 1;
-    for (int j = t->base.rank + 1; j < t->base.size; j++) {
-        if (!t->peers[j].socks)
-            continue; /* served by another transport */
-        int have = 0;
-        for (int k = 0; k < t->nsocks; k++)
-            have += t->peers[j].socks[k].fd >= 0;
-        if (have == t->nsocks)
-            continue;
-        int w = snprintf(msg + n, sizeof(msg) - n, "%s%d (%s)",
-                         first ? (n ? "; ranks that never connected to us: "
-                                    : "ranks that never connected to us: ")
-                               : ", ",
-                         j, t->peers[j].addr_str);
-        if (w > 0 && (size_t)w < sizeof(msg) - n)
-            n += (size_t)w;
-        first = 0;
-    }
-    GW_ERROR(lg_of(m), GW_TCP_SUBSYS, "connecting the mesh timed out after %d ms: %s", timeout_ms,
-             msg);
-    return GW_ERR_TIMEOUT;
-}
-
-static int mesh_done(const mesh_t *m)
-{
-    for (int i = 0; i < m->nout; i++)
-        if (m->outs[i].state != OUT_DONE)
-            return 0;
-    return m->in_done == m->in_expected;
-}
-
-static gw_status_t mesh_round(mesh_t *m, int64_t deadline)
-{
-    gw_tcp_t *t = m->t;
-    int64_t now = gw__now_ms();
-    int64_t wake = deadline;
-    int np = 0;
-    m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
-    for (int i = 0; i < m->nout; i++) {
-        out_conn_t *o = &m->outs[i];
-        int waiting = o->state == OUT_DIAL && o->dial.fd < 0;
-        if (waiting && o->dial.retry.at <= now) {
-            gw_status_t st = out_step(m, o, 0);
-            if (st != GW_OK)
-                return st;
-            waiting = o->state == OUT_DIAL && o->dial.fd < 0;
-        }
-        if (waiting && o->dial.retry.at < wake)
-            wake = o->dial.retry.at;
-        short ev = o->state == OUT_DIAL    ? gw__sock_dial_events(&o->dial)
-                   : o->state == OUT_SHAKE ? gw__sock_shake_events(&o->sh)
-                                           : 0;
-        m->pfds[np++] = (struct pollfd){.fd = ev ? o->dial.fd : -1, .events = ev};
-    }
-    int nin = m->nin; /* accepts during this round join the next one */
-    for (int i = 0; i < nin; i++)
-        m->pfds[np++] =
-            (struct pollfd){.fd = m->ins[i].fd, .events = gw__sock_shake_events(&m->ins[i].sh)};
-    int timeout = wake > now ? (int)(wake - now) : 0;
-    int n = poll(m->pfds, (nfds_t)np, timeout);
-    if (n < 0) {
-        if (errno == EINTR)
-            return GW_OK;
-        GW_ERROR(lg_of(m), GW_TCP_SUBSYS, "poll() while connecting: %m");
-        return GW_ERR_SYSTEM;
-    }
-    for (int i = 0; i < m->nout; i++) {
-        short rev = m->pfds[1 + i].revents;
-        if (rev) {
-            gw_status_t st = out_step(m, &m->outs[i], rev);
-            if (st != GW_OK)
-                return st;
-        }
-    }
-    for (int i = 0; i < nin; i++) {
-        if (m->pfds[1 + m->nout + i].revents && m->ins[i].fd >= 0) {
-            gw_status_t st = in_step(m, &m->ins[i]);
-            if (st != GW_OK)
-                return st;
-        }
-    }
-    /* Forget the connections handed over or dropped. */
-    int k = 0;
-    for (int i = 0; i < m->nin; i++)
-        if (m->ins[i].fd >= 0)
-            m->ins[k++] = m->ins[i];
-    m->nin = k;
-    if (m->pfds[0].revents & POLLIN)
-        in_accept(m);
-    return GW_OK;
-}
-
-/* The mesh is up: tune the sockets and lay out progress()'s poll set. */
-static gw_status_t finish(gw_tcp_t *t, int npeers)
-{
-    int n = npeers * t->nsocks;
-    t->pfds = calloc((size_t)(n ? n : 1), sizeof(*t->pfds));
-    t->pfd_socks = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_socks));
-    t->pfd_peers = calloc((size_t)(n ? n : 1), sizeof(*t->pfd_peers));
-    if (!t->pfds || !t->pfd_socks || !t->pfd_peers) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for %d poll entries", n);
-        return GW_ERR_NO_MEMORY;
-    }
-    int i = 0;
-    for (int r = 0; r < t->base.size; r++) {
-        if (r == t->base.rank || !t->peers[r].socks)
-            continue;
-        for (int k = 0; k < t->nsocks; k++) {
-            gw__tcp_tune_established(t->base.log, t->peers[r].socks[k].fd, r, k);
-            t->pfd_socks[i] = &t->peers[r].socks[k];
-            t->pfd_peers[i] = &t->peers[r];
-            i++;
-        }
-    }
-    t->npfds = n;
-    return GW_OK;
-}
-
-gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
-{
-    gw_tcp_t *t = gw__tcp_of(base);
-    if (!t || !all_addrs)
-        return GW_ERR_INVALID_ARG;
-    if (t->base.failed != GW_OK)
-        return t->base.failed;
-    if (t->base.connected || t->listen_fd < 0) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
-    int rank = t->base.rank, size = t->base.size;
-    static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
-    int npeers = 0, nlower = 0;
-    for (int r = 0; r < size; r++) {
-        if (r == rank)
-            continue;
-        gw_tcp_peer_t *p = &t->peers[r];
-        if (memcmp(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, zero, sizeof(zero)) == 0) {
-            free(p->socks); /* another transport's peer */
-            p->socks = NULL;
-            snprintf(p->addr_str, sizeof(p->addr_str), "not connected over TCP");
-            continue;
-        }
-        npeers++;
-        nlower += r < rank;
-        if (gw__tcp_addr_decode(all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX, &p->addr,
-                                &p->addr_len) != GW_OK) {
-            GW_ERROR(t->base.log, GW_TCP_SUBSYS,
-                     "the address of rank %d is not a gradwire TCP address (version %u): do all "
-                     "ranks run the same gradwire and transport?",
-                     r, GW_TCP_PROTOCOL_VERSION);
-            return gw__tcp_fail(t, GW_ERR_PROTOCOL, NULL);
-        }
-        gw__sock_addr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
-    }
-
-    mesh_t m = {.t = t, .nout = nlower * t->nsocks, .in_expected = (npeers - nlower) * t->nsocks};
-    m.cap_in = m.in_expected + MAX_STRANGERS;
-    m.outs = calloc((size_t)(m.nout ? m.nout : 1), sizeof(*m.outs));
-    m.ins = calloc((size_t)m.cap_in, sizeof(*m.ins));
-    m.pfds = calloc((size_t)(1 + m.nout + m.cap_in), sizeof(*m.pfds));
-    gw_status_t st = GW_OK;
-    if (!m.outs || !m.ins || !m.pfds) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "out of memory for %d connections", m.cap_in);
-        st = GW_ERR_NO_MEMORY;
-        goto out_free;
-    }
-    for (int i = 0, peer = -1; i < m.nout; i++) {
-        if (i % t->nsocks == 0) /* the next lower rank that we dial */
-            for (peer++; !t->peers[peer].socks; peer++)
-                ;
-        m.outs[i] = (out_conn_t){.peer = peer, .idx = i % t->nsocks, .state = OUT_DIAL};
-        gw__sock_dial_init(&m.outs[i].dial);
-    }
-    int timeout_ms = t->timeout_ms;
-    int64_t start = gw__now_ms(), deadline = start + timeout_ms;
-    while (!mesh_done(&m)) {
-        if (gw__now_ms() >= deadline) {
-            st = report_timeout(&m, timeout_ms);
-            break;
-        }
-        st = mesh_round(&m, deadline);
-        if (st != GW_OK)
-            break;
-    }
-    if (st == GW_OK)
-        st = finish(t, npeers);
-    if (st == GW_OK) {
-        t->base.connected = 1;
-        GW_INFO(t->base.log, GW_TCP_SUBSYS,
-                "connected to %d peers with %d socket%s each in %lld ms", npeers, t->nsocks,
-                t->nsocks == 1 ? "" : "s", (long long)(gw__now_ms() - start));
-    }
-    for (int i = 0; i < m.nin; i++)
-        if (m.ins[i].fd >= 0) {
-            if (st == GW_OK)
-                in_drop(&m, &m.ins[i], "it never completed the handshake");
-            else
-                close(m.ins[i].fd);
-        }
-    for (int i = 0; i < m.nout; i++)
-        if (m.outs[i].dial.fd >= 0)
-            close(m.outs[i].dial.fd);
-    /* No more connections are expected: later ones would only queue up. */
-    close(t->listen_fd);
-    t->listen_fd = -1;
-out_free:
-    if (m.ins) /* the handshakes hold the key */
-        explicit_bzero(m.ins, (size_t)m.cap_in * sizeof(*m.ins));
-    if (m.outs)
-        explicit_bzero(m.outs, (size_t)(m.nout ? m.nout : 1) * sizeof(*m.outs));
-    free(m.pfds);
-    free(m.ins);
-    free(m.outs);
-    if (st != GW_OK)
-        return gw__tcp_fail(t, st, NULL);
-    return GW_OK;
 }

@@ -5,7 +5,9 @@
  *                   abort, close, the ops table
  *   tcp_wire.c      encoding of frame headers, hellos and the address blob,
  *                   socket options
- *   tcp_conn.c      connect(): the full mesh and its handshake
+ *   tcp_conn.c      one connection's handshake, either end (tcp_mesh.h)
+ *   tcp_mesh.c      connect() and which connections are made when: on
+ *                   first use (lazy) or all at once (eager)
  *   tcp_progress.c  the progress engine
  *   tcp_fail.c      what the sockets report (errno, EOF, hang-up, an ABORT
  *                   read late) turned into the failure, and the base's hooks
@@ -144,7 +146,23 @@ typedef struct gw_tcp_peer {
     gw_request_t *aq_head, *aq_tail;
     uint64_t acked;
     uint64_t rc_due, rc_sent;
+    /* Connections (tcp_mesh.c): up once all nsocks are, and then in
+     * progress()'s poll set; outs while we dial them, given up at
+     * dial_deadline. */
+    int up;
+    struct gw_tcp_out *outs;
+    int64_t dial_deadline;
+    /* A higher peer that we need but that has not dialled us is asked to
+     * (a knock, tcp_conn.c): the connection carrying the request while it
+     * is made, and whether it was made (tcp_mesh.c). */
+    int knock_fd;
+    int knocked;
+    int64_t knock_at; /* knocked and not yet dialled back: knock again then */
+    int knock_gap;    /* ms until the next knock, doubling (tcp_mesh.c) */
+    int knock_listed; /* in the mesh's list of peers whose dial we await */
 } gw_tcp_peer_t;
+
+typedef struct gw_tcp_mesh gw_tcp_mesh_t; /* tcp_conn.c */
 
 typedef struct gw_tcp {
     gw_transport_t base; /* first: gw__transport_open_base() allocates through it */
@@ -154,10 +172,12 @@ typedef struct gw_tcp {
     gw_tcp_bufs_t bufs;
     uint8_t job_id[16];
     uint8_t data_key[GW_SOCK_KEY_LEN]; /* what every connection proves (transport.h) */
-    int listen_fd;
-    char local_str[64];   /* our listening address */
-    gw_tcp_peer_t *peers; /* size entries; ours is unused */
-    struct pollfd *pfds;  /* one per socket, for progress() */
+    int listen_fd;                     /* open for the transport's life when it connects lazily */
+    int lazy;                          /* connect on first use (gw_transport_params_t.lazy) */
+    gw_tcp_mesh_t *mesh;               /* connections being made; NULL once connect() is eager */
+    char local_str[64];                /* our listening address */
+    gw_tcp_peer_t *peers;              /* size entries; ours is unused */
+    struct pollfd *pfds; /* one per socket of the peers up, for progress(), and the listener */
     gw_tcp_sock_t **pfd_socks;
     gw_tcp_peer_t **pfd_peers;
     int npfds;
@@ -197,8 +217,25 @@ void gw__tcp_addr_encode(const struct sockaddr *sa, uint8_t blob[GW_TRANSPORT_AD
 gw_status_t gw__tcp_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX],
                                 struct sockaddr_storage *out, socklen_t *out_len);
 
-/* tcp_conn.c */
+/* tcp_mesh.c */
+#define GW_TCP_MAX_ADMITTING 256  /* connections of real ranks being admitted at once */
+#define GW_TCP_KNOCK 0xffffffffu  /* hello.sock_idx of a knock: "dial me" (tcp_conn.c) */
+#define GW_TCP_KNOCK_AGAIN_MS 250 /* a knocked peer that has not dialled is knocked again */
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
+/* A request for peer was posted: when it is ours to dial and not connected
+ * or under way, start dialling it (lazy connections). */
+gw_status_t gw__tcp_want_peer(gw_tcp_t *t, int peer);
+/* Connections are being made (dials, handshakes): poll them soon. */
+int gw__tcp_mesh_busy(const gw_tcp_t *t);
+/* Accept, dial and shake hands as far as possible without waiting; fails
+ * (the caller fails the transport) on a fatal error or a peer we dialled
+ * in vain for timeout_ms. */
+gw_status_t gw__tcp_mesh_progress(gw_tcp_t *t);
+/* Peers we knocked on are awaited: knock again on those due (a peer that
+ * died after our knock then refuses, and is named). */
+int gw__tcp_mesh_awaiting(const gw_tcp_t *t);
+gw_status_t gw__tcp_mesh_knock_again(gw_tcp_t *t);
+void gw__tcp_mesh_free(gw_tcp_t *t);
 
 /* tcp_progress.c */
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);

@@ -498,15 +498,34 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
         st = check_conflicts(t, current);
     if (st != GW_OK)
         return st;
+    /* Connections being made move first (their peers' requests wait for
+     * them), then again once the poll below saw the listener or waited
+     * at most a millisecond for them. */
+    int connecting = gw__tcp_mesh_busy(t);
+    if (connecting && (st = gw__tcp_mesh_progress(t)) != GW_OK)
+        return gw__tcp_fail(t, st, NULL);
     build_pollset(t);
     int timeout = wait_ms < 0 || t->ncompleted != completed_before ? 0 : wait_ms;
-    int n = poll(t->pfds, (nfds_t)t->npfds, timeout);
+    if (connecting && timeout > 1)
+        timeout = 1;
+    int np = t->npfds;
+    if (t->mesh && t->listen_fd >= 0)
+        t->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
+    int n = poll(t->pfds, (nfds_t)np, timeout);
     if (n < 0) {
         if (errno == EINTR)
             return GW_OK;
         return gw__tcp_fail(t, GW_ERR_SYSTEM, "poll() over %d sockets: %m", t->npfds);
     }
-    for (int i = 0; i < t->npfds && n > 0; i++) {
+    int npeer_socks = t->npfds; /* peers that come up below join the next round */
+    if (np > npeer_socks && t->pfds[npeer_socks].revents)
+        n--;
+    if (t->mesh && (connecting || (np > npeer_socks && t->pfds[npeer_socks].revents)) &&
+        (st = gw__tcp_mesh_progress(t)) != GW_OK)
+        return gw__tcp_fail(t, st, NULL);
+    if (gw__tcp_mesh_awaiting(t) && (st = gw__tcp_mesh_knock_again(t)) != GW_OK)
+        return gw__tcp_fail(t, st, NULL);
+    for (int i = 0; i < npeer_socks && n > 0; i++) {
         struct pollfd *pfd = &t->pfds[i];
         if (!pfd->revents)
             continue;

@@ -49,6 +49,7 @@ typedef struct job {
     int skip_connect_rank;           /* -1, or a rank that opens but never connects */
     int delay_connect_ms[MAX_RANKS]; /* a rank that waits this long before connect() */
     int ipv6;                        /* default address ::1 instead of 127.0.0.1 */
+    int lazy;                        /* connect on first use (gw_transport_params_t.lazy) */
     rank_fn fn;
     const void *arg;
     /* Parent side, between gathering and releasing addresses. */
@@ -70,6 +71,7 @@ static inline int rank_main(job_t *j, int rank, int fd)
     pr.timeout_ms = j->timeout_ms ? j->timeout_ms : 5000;
     pr.ifname = j->ifname;
     pr.nsocks = j->nsocks_of[rank] ? j->nsocks_of[rank] : j->nsocks;
+    pr.lazy = j->lazy;
     memset(pr.job_id, 0x42, sizeof(pr.job_id));
     if (j->ipv6) {
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&pr.default_addr;

@@ -1,0 +1,92 @@
+/*
+ * Connections made on first use, over real processes: `gradwire launch`
+ * starts worker_scale (worker_scale.c) over TCP with the communicator's
+ * default GW_CONNECT=lazy. A ring allreduce on 16 ranks opens its two
+ * neighbours' connections only (sockets counted in /proc/self/fd), a
+ * point-to-point message reaches a peer that nothing connected before,
+ * and a rank that died before anyone connected to it is named by the
+ * ranks that need it within the timeout.
+ */
+#include <criterion/criterion.h>
+
+#include "support/run.h"
+
+#define LAUNCHER GW_BUILD_DIR "/gradwire"
+#define WORKER GW_BUILD_DIR "/tests/worker_scale"
+
+static run_result_t job(int n, const char *mode, const char *timeout_ms, double limit_s)
+{
+    char ns[8], tenv[40];
+    snprintf(ns, sizeof(ns), "%d", n);
+    snprintf(tenv, sizeof(tenv), "GW_TIMEOUT_MS=%s", timeout_ms);
+    char *argv[] = {LAUNCHER, "launch", "-n", ns, "--", WORKER, (char *)mode, NULL};
+    char *env[] = {"GW_TRANSPORT=tcp", "GW_NSOCKS=1", tenv, NULL};
+    run_result_t r = run_cmd(argv, env, limit_s);
+    cr_assert(!r.timed_out, "%d ranks, %s: hung:\n%s", n, mode, r.output);
+    return r;
+}
+
+static void expect_line(const run_result_t *r, const char *text)
+{
+    cr_assert(strstr(r->output, text), "expected \"%s\" in:\n%s", text, r->output);
+}
+
+/* Two neighbours, two connections each (the data socket and the control
+ * one): 4 sockets opened by the allreduce. Besides them a rank other than
+ * 0 holds its bootstrap connection and its listening socket, 6 in all
+ * (rank 0 also holds the bootstrap's star). A full mesh would be 32. */
+Test(scale, a_ring_of_16_opens_only_its_two_neighbours, .timeout = 120)
+{
+    run_result_t r = job(16, "ring", "20000", 90);
+    cr_assert(r.exited && r.status == 0, "%s", r.output);
+    /* Rank 0's count moves with the bootstrap's own connections too. */
+    expect_line(&r, "rank 0: ring opened");
+    for (int rank = 1; rank < 16; rank++) {
+        char want[64];
+        snprintf(want, sizeof(want), "rank %d: ring opened 4 sockets, 6 open", rank);
+        expect_line(&r, want);
+    }
+    free(r.output);
+}
+
+Test(scale, point_to_point_to_a_peer_not_yet_connected, .timeout = 120)
+{
+    run_result_t r = job(8, "p2p", "20000", 90);
+    cr_assert(r.exited && r.status == 0, "%s", r.output);
+    for (int rank = 0; rank < 8; rank++) {
+        char want[32];
+        snprintf(want, sizeof(want), "rank %d: ok", rank);
+        expect_line(&r, want);
+    }
+    free(r.output);
+}
+
+/* Rank 1 exits before anyone connected to it. Rank 2 dials it, rank 0
+ * asks it to dial (a knock): both are refused, and both fail naming rank
+ * 1 within the timeout of 3 s, not after it. */
+static void expect_named(const char *out, int rank, int dead)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "rank %d: GW_ERR_", rank);
+    const char *line = strstr(out, want);
+    cr_assert(line, "rank %d printed no failure:\n%s", rank, out);
+    int culprit = -2, ms = -1;
+    const char *c = strstr(line, "culprit ");
+    cr_assert(c && sscanf(c, "culprit %d after %d ms", &culprit, &ms) == 2, "%s", out);
+    cr_expect_eq(culprit, dead, "rank %d blames rank %d, not rank %d:\n%s", rank, culprit, dead,
+                 out);
+    cr_expect(ms < 3000, "rank %d took %d ms (timeout 3000):\n%s", rank, ms, out);
+}
+
+Test(scale, a_dead_peer_never_connected_is_named_within_the_timeout, .timeout = 120)
+{
+    run_result_t r = job(4, "dead", "3000", 60);
+    expect_named(r.output, 0, 1);
+    expect_named(r.output, 2, 1);
+    free(r.output);
+    /* The last rank dead, and only rank 0 needs it: no one dials it, and
+     * rank 0's knock is what finds it gone. */
+    r = job(4, "deadtop", "3000", 60);
+    expect_named(r.output, 0, 3);
+    free(r.output);
+}

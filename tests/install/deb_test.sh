@@ -66,14 +66,21 @@ dpkg --root="$root" --log=/dev/null --force-depends --force-script-chrootless -i
 [ "$(dpkg-query --root="$root" -W -f='${db:Status-Status}' gradwire)" = installed ] ||
     fail "dpkg does not list gradwire as installed in the scratch root"
 bin="$root/usr/bin"
-env -u LD_LIBRARY_PATH "$bin/gradwire" version | grep -q "gradwire $want" ||
+# Each program's output is read whole before it is searched: with
+# pipefail, `prog | grep -q` fails whenever grep has matched and gone
+# before prog's last write (SIGPIPE), which a help text of several writes
+# to stderr makes a race (CI-like runs saw "gradwire train does not start").
+says() { # TEXT CMD...: CMD's output (stdout and stderr) contains TEXT
+    local text="$1" out
+    shift
+    out=$(env -u LD_LIBRARY_PATH "$@" 2>&1 || true)
+    grep -qF -- "$text" <<<"$out"
+}
+says "gradwire $want" "$bin/gradwire" version ||
     fail "installed gradwire version: $(env -u LD_LIBRARY_PATH "$bin/gradwire" version 2>&1)"
-env -u LD_LIBRARY_PATH "$bin/gradwire-bench" --help | grep -q "usage: gradwire-bench" ||
-    fail "installed gradwire-bench does not start"
-env -u LD_LIBRARY_PATH "$bin/gradwire" train --help 2>&1 | grep -q "usage" ||
-    fail "installed gradwire train does not start"
-env -u LD_LIBRARY_PATH "$bin/gradwire" check --help 2>&1 | grep -q "usage: gradwire check" ||
-    fail "installed gradwire check does not start"
+says "usage: gradwire-bench" "$bin/gradwire-bench" --help || fail "installed gradwire-bench does not start"
+says "usage" "$bin/gradwire" train --help || fail "installed gradwire train does not start"
+says "usage: gradwire check" "$bin/gradwire" check --help || fail "installed gradwire check does not start"
 
 # The consumer, built against the installed package both ways.
 export PKG_CONFIG_PATH="$root/usr/lib/pkgconfig"

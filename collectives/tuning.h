@@ -41,6 +41,12 @@ gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
 gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
                                 size_t bytes);
 
+/* The choice when every rank is on one host and reached through shared
+ * memory: GW_ALGO_DIRECT up to GW_TUNING_DIRECT_MAX_RANKS ranks, the
+ * general choice beyond. */
+#define GW_TUNING_DIRECT_MAX_RANKS 8
+gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
+
 /*
  * Tuning files hold measured figures (`gradwire-bench tune --out FILE`
  * writes one) and replace the defaults when GW_TUNING_FILE names one:

@@ -182,7 +182,8 @@ gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *rec
      * 2 DEPTH): allgather of chunk c in DEPTH + c % DEPTH. */
     round_reqs_t rr[2 * DEPTH];
     char *slots;
-    gw_status_t st = take_scratch(comm, 2 * DEPTH, (size_t)DEPTH * (size_t)n * slot_bytes, rr, &slots);
+    gw_status_t st =
+        take_scratch(comm, 2 * DEPTH, (size_t)DEPTH * (size_t)n * slot_bytes, rr, &slots);
     if (st != GW_OK)
         return st;
 #define SLOT(c, j) (slots + (((c) % DEPTH) * (size_t)n + (size_t)(j)) * slot_bytes)

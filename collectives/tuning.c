@@ -27,6 +27,9 @@
  *         busiest link. Only a candidate when several ranks share a host and
  *         there is more than one host; with one rank per host it is the
  *         ring over the hosts, and predicted as such.
+ *   direct 2 alpha + 2 (n-1)/n S beta_l + (n-1)/n S gamma, and alpha +
+ *         (n-1) S (beta_l + gamma) up to 16 KiB (allreduce_direct.c): for
+ *         one host over shared memory only (gw__tuning_pick_shm).
  *
  * The defaults are rough figures for TCP on one host, and shared memory 8
  * times faster (beta_local); `gradwire-bench tune`
@@ -99,6 +102,14 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
         return 2 * (h - 1) * t->alpha + (local_max > 1 ? 2 * t->alpha : 0.0) +
                (t_local > t_net ? t_local : t_net) +
                ((l - 1) / l + (h - 1) / (h * l)) * s * t->gamma;
+    }
+    case GW_ALGO_DIRECT: {
+        /* allreduce_direct.c, bytes over shared memory (beta_local): the
+         * small form (whole inputs to every peer, up to 16 KiB) or two
+         * rounds of n - 1 overlapping messages. */
+        if (s <= 16 * 1024)
+            return t->alpha + (n - 1) * s * (t->beta_local + t->gamma);
+        return 2 * t->alpha + 2 * (n - 1) / n * s * t->beta_local + (n - 1) / n * s * t->gamma;
     }
     default:
         return HUGE_VAL;

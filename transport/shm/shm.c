@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "common/byteorder.h"
+#include "common/env.h"
 #include "transport/host_id.h"
 #include "transport/shm/shm_internal.h"
 
@@ -165,6 +166,18 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     t->probe = GW_SHM_PROBE_MAGIC;
     t->spin_ns = GW_SHM_SPIN_NS;
     t->yield_ns = GW_SHM_YIELD_NS;
+    long spin_us, yield_us, direct_min;
+    if (gw__env_int(lg, "GW_SHM_SPIN_US", 0, 1000000, GW_SHM_SPIN_NS / 1000, &spin_us) != GW_OK ||
+        gw__env_int(lg, "GW_SHM_YIELD_US", 0, 1000000, GW_SHM_YIELD_NS / 1000, &yield_us) !=
+            GW_OK ||
+        gw__env_int(lg, "GW_SHM_DIRECT_MIN", 0, 1L << 40, (long)GW_SHM_DIRECT_DEFAULT,
+                    &direct_min) != GW_OK) {
+        free(t);
+        return GW_ERR_CONFIG;
+    }
+    t->spin_ns = spin_us * 1000;
+    t->yield_ns = yield_us * 1000;
+    t->direct_min = (size_t)direct_min;
     t->peers = calloc((size_t)params->size, sizeof(*t->peers));
     if (!t->peers) {
         GW_ERROR(lg, GW_SHM_SUBSYS, "out of memory for %d peers", params->size);

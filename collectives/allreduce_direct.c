@@ -104,6 +104,22 @@ static gw_status_t post_pair(gw_comm_t *comm, round_reqs_t *r, int j, void *rbuf
     return GW_OK;
 }
 
+/* Wait for a round's receives only (the sends may still be read by their
+ * peers: they are waited for before the round's requests are reused). */
+static gw_status_t wait_recvs(gw_comm_t *comm, round_reqs_t *r)
+{
+    const int n = comm->size;
+    for (int j = 0; j < n; j++) {
+        if (!r->ptr[2 * j])
+            continue;
+        gw_status_t st = gw__p2p_waitall(comm, &r->ptr[2 * j], 1);
+        r->ptr[2 * j] = NULL;
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
 /* Wait for a round's requests and forget them. */
 static gw_status_t wait_round(gw_comm_t *comm, round_reqs_t *r)
 {
@@ -192,6 +208,8 @@ gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *rec
         /* Post the reduce-scatter of chunk c (its slots and requests were
          * last used by chunk c - DEPTH, reduced by now). */
         if (c < nch) {
+            if ((st = wait_round(comm, &rr[c % DEPTH])) != GW_OK)
+                return st;
             for (int j = 0; j < n; j++) {
                 if (j == rank)
                     continue;
@@ -208,7 +226,7 @@ gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *rec
             continue;
         /* Reduce chunk p = c - 1 of our block and post its allgather. */
         size_t p = c - 1, len = piece_len(mine.len, chunk, p);
-        if ((st = wait_round(comm, &rr[p % DEPTH])) != GW_OK)
+        if ((st = wait_recvs(comm, &rr[p % DEPTH])) != GW_OK)
             return st;
         size_t off = (mine.first + p * chunk) * esize;
         char *out = gw__at(recvbuf, off);
@@ -233,8 +251,8 @@ gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *rec
         }
     }
 #undef SLOT
-    for (int d = 0; d < DEPTH; d++)
-        if ((st = wait_round(comm, &rr[DEPTH + d])) != GW_OK)
+    for (int d = 0; d < 2 * DEPTH; d++)
+        if ((st = wait_round(comm, &rr[d])) != GW_OK)
             return st;
     return GW_OK;
 }

@@ -144,14 +144,14 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
 gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
 {
     /* The model above charges alpha per dependent round and cannot see
-     * what makes the direct exchange win on one host: its n - 1 messages
-     * per round overlap, and over shared memory each is one copy made by
-     * the receiver. Measured against ring, tree and rd on 2-5 ranks at 8 B
-     * to 64 MiB (README, "one host"), it was the fastest at every size, so
-     * it is the choice wherever it was measured; with more ranks than that
-     * its n - 1 scratch slots per round and the small form's n - 1 copies
-     * of the input are untested, and the general model decides. */
-    if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS)
+     * that the direct exchange's n - 1 messages per round overlap. Its
+     * small form (one round) beat recursive doubling's two rounds at 8
+     * bytes on 4 ranks (README, "one host"); above GW_TUNING_DIRECT_MAX_BYTES
+     * its large form measured no faster than the ring (and slower at 32-64
+     * MiB) on the 2-core test machine with 4 ranks, so the general model
+     * decides there. With more ranks than GW_TUNING_DIRECT_MAX_RANKS the
+     * small form's n - 1 copies of the input were not measured. */
+    if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS && bytes <= GW_TUNING_DIRECT_MAX_BYTES)
         return GW_ALGO_DIRECT;
     return gw__tuning_pick(t, nranks, bytes);
 }

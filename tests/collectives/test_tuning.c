@@ -480,19 +480,23 @@ Test(tuning_bench, alpha_of_a_5ms_link, .timeout = 180, .fini = shaped_down)
     free(out);
 }
 
-/* One host over shared memory: the direct exchange at every size up to
+/* One host over shared memory: the direct exchange up to 16 KiB on up to
  * GW_TUNING_DIRECT_MAX_RANKS ranks, the general model beyond. */
-Test(tuning, one_host_over_shm_picks_direct)
+Test(tuning, one_host_over_shm_picks_direct_for_small_messages)
 {
     gw_tuning_t t;
     gw__tuning_defaults(&t, "tcp");
-    static const size_t sizes[] = {0, 8, 65536, (size_t)1 << 20, (size_t)64 << 20};
-    for (int n = 2; n <= GW_TUNING_DIRECT_MAX_RANKS; n++)
-        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-            cr_expect_eq(gw__tuning_pick_shm(&t, n, sizes[i]), GW_ALGO_DIRECT, "n=%d %zu bytes", n,
-                         sizes[i]);
-    int many = GW_TUNING_DIRECT_MAX_RANKS + 1;
-    cr_expect_eq(gw__tuning_pick_shm(&t, many, 8), gw__tuning_pick(&t, many, 8));
-    cr_expect_eq(gw__tuning_pick_shm(&t, many, (size_t)64 << 20),
-                 gw__tuning_pick(&t, many, (size_t)64 << 20));
+    static const size_t small[] = {0, 8, 4096, GW_TUNING_DIRECT_MAX_BYTES};
+    static const size_t large[] = {GW_TUNING_DIRECT_MAX_BYTES + 1, 65536, (size_t)1 << 20,
+                                   (size_t)64 << 20};
+    for (int n = 2; n <= GW_TUNING_DIRECT_MAX_RANKS + 1; n++) {
+        for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++)
+            cr_expect_eq(gw__tuning_pick_shm(&t, n, small[i]),
+                         n <= GW_TUNING_DIRECT_MAX_RANKS ? GW_ALGO_DIRECT
+                                                         : gw__tuning_pick(&t, n, small[i]),
+                         "n=%d %zu bytes", n, small[i]);
+        for (size_t i = 0; i < sizeof(large) / sizeof(large[0]); i++)
+            cr_expect_eq(gw__tuning_pick_shm(&t, n, large[i]), gw__tuning_pick(&t, n, large[i]),
+                         "n=%d %zu bytes", n, large[i]);
+    }
 }

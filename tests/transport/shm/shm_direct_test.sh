@@ -49,7 +49,7 @@ if [ "$what" = direct ]; then
     # Auto picks it on one host over shared memory, and not over TCP.
     for tr in shm tcp; do
         GW_TRANSPORT=$tr GW_DEBUG=INFO GW_DEBUG_SUBSYS=coll timeout 120 "$build/gradwire" launch \
-            -n 3 -- "$build/gradwire-bench" allreduce -b 1M -e 1M -n 2 -w 1 >"$tmp/log" 2>&1 ||
+            -n 3 -- "$build/gradwire-bench" allreduce -b 8 -e 8 -n 2 -w 1 >"$tmp/log" 2>&1 ||
             fail "auto over $tr: gradwire-bench exited $?"
         grep -q "# Wrong elements       : 0 OK" "$tmp/log" || fail "auto over $tr: no checked result"
         picked=$(grep -c "gw_allreduce of .* on 3 ranks: direct algorithm (the cost model" \

@@ -22,8 +22,10 @@
  *   and over shared memory every message of at least the transport's
  *   single-copy size is one copy, made by the receiver.
  *
- *   Both rounds are cut into chunks of comm->chunk_bytes of a block: chunk
- *   c + 1 of the reduce-scatter is posted before chunk c is reduced (two
+ *   Both rounds are cut into chunks: one round of a chunk moves about
+ *   comm->chunk_bytes in all, comm->chunk_bytes / (n - 1) per peer but no
+ *   less than 64 KiB (the shared-memory transport's single-copy size, so
+ *   every piece is one copy). Chunk c + 1 of the reduce-scatter is posted before chunk c is reduced (two
  *   scratch slots per peer, GW__STREAM_DEPTH), and chunk c of the
  *   allgather right after chunk c is reduced, so the allgather of one chunk
  *   overlaps the reduce-scatter of the next and the contributions being
@@ -45,6 +47,14 @@
  * by itself only (out may alias a in gw__reduce); the allgather's receive
  * of block b overwrites input that was sent to rank b in the reduce-scatter,
  * but rank b sends that chunk only after it received (read) ours.
+ *
+ * Measured (README, "Shared memory on one host"): on the 2-core test
+ * machine with 4 ranks the small form beat recursive doubling at 8 bytes,
+ * but the large form was no faster than the ring (slower at 32-64 MiB):
+ * with more ranks than cores, a round that waits for all peers waits for
+ * the one not scheduled, and the ring's steps overlap as well. So the cost
+ * model picks this file only up to 16 KiB (tuning.c); GW_ALGO=direct runs
+ * it at every size, for machines with a core per rank.
  *
  * Cost: large 2 alpha + 2 (n-1)/n S beta + (n-1)/n S gamma, with n - 1
  * messages per round that overlap; small alpha + (n-1) S beta + (n-1) S

@@ -151,7 +151,10 @@ static gw_status_t create_seg(gw_shm_t *t, gw_shm_peer_t *p)
                  p->name, p->seg_bytes);
         goto out_close;
     }
-    void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE: the rings' pages are allocated and mapped now, not by
+     * a page fault per 4 KiB on the first pass of messages through them
+     * (seen as 64 KiB allreduces 3-8x slower in short benchmark runs). */
+    void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m == MAP_FAILED) {
         GW_ERROR(lg, GW_SHM_SUBSYS, "mapping shared memory %s (%zu bytes): %m", p->name,
                  p->seg_bytes);
@@ -204,7 +207,7 @@ static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
                  p->rank, p->name, (long long)sb.st_size, p->seg_bytes);
         return GW_ERR_PROTOCOL;
     }
-    void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+    void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, p->fd, 0);
     if (m == MAP_FAILED) {
         GW_ERROR(lg, GW_SHM_SUBSYS, "mapping rank %d's shared memory %s (%zu bytes): %m", p->rank,
                  p->name, p->seg_bytes);

@@ -123,6 +123,10 @@ gw_status_t gw__allreduce_ring_over(gw_comm_t *comm, const int *members, int n, 
  * allgather inside each host (allreduce_hier.c). */
 gw_status_t gw__allreduce_hier(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op);
+/* Two rounds of concurrent exchanges with every peer (one host, shared
+ * memory; allreduce_direct.c). */
+gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                 gw_dtype_t dtype, gw_op_t op);
 gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op);
 gw_status_t gw__allreduce_rd(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

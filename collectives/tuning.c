@@ -27,6 +27,9 @@
  *         busiest link. Only a candidate when several ranks share a host and
  *         there is more than one host; with one rank per host it is the
  *         ring over the hosts, and predicted as such.
+ *   direct 2 alpha + 2 (n-1)/n S beta_l + (n-1)/n S gamma, and alpha +
+ *         (n-1) S (beta_l + gamma) up to 16 KiB (allreduce_direct.c): for
+ *         one host over shared memory only (gw__tuning_pick_shm).
  *
  * The defaults are rough figures for TCP on one host, and shared memory 8
  * times faster (beta_local); `gradwire-bench tune`
@@ -100,6 +103,14 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
                (t_local > t_net ? t_local : t_net) +
                ((l - 1) / l + (h - 1) / (h * l)) * s * t->gamma;
     }
+    case GW_ALGO_DIRECT: {
+        /* allreduce_direct.c, bytes over shared memory (beta_local): the
+         * small form (whole inputs to every peer, up to 16 KiB) or two
+         * rounds of n - 1 overlapping messages. */
+        if (s <= 16 * 1024)
+            return t->alpha + (n - 1) * s * (t->beta_local + t->gamma);
+        return 2 * t->alpha + 2 * (n - 1) / n * s * t->beta_local + (n - 1) / n * s * t->gamma;
+    }
     default:
         return HUGE_VAL;
     }
@@ -128,6 +139,21 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
         }
     }
     return best;
+}
+
+gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
+{
+    /* The model above charges alpha per dependent round and cannot see
+     * that the direct exchange's n - 1 messages per round overlap. Its
+     * small form (one round) beat recursive doubling's two rounds at 8
+     * bytes on 4 ranks (README, "one host"); above GW_TUNING_DIRECT_MAX_BYTES
+     * its large form measured no faster than the ring (and slower at 32-64
+     * MiB) on the 2-core test machine with 4 ranks, so the general model
+     * decides there. With more ranks than GW_TUNING_DIRECT_MAX_RANKS the
+     * small form's n - 1 copies of the input were not measured. */
+    if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS && bytes <= GW_TUNING_DIRECT_MAX_BYTES)
+        return GW_ALGO_DIRECT;
+    return gw__tuning_pick(t, nranks, bytes);
 }
 
 /* ---- tuning files ---------------------------------------------------------- */

@@ -41,6 +41,14 @@ gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
 gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
                                 size_t bytes);
 
+/* The choice when every rank is on one host and reached through shared
+ * memory: GW_ALGO_DIRECT for messages up to GW_TUNING_DIRECT_MAX_BYTES on
+ * up to GW_TUNING_DIRECT_MAX_RANKS ranks (its one-round small form), the
+ * general choice otherwise. */
+#define GW_TUNING_DIRECT_MAX_RANKS 8
+#define GW_TUNING_DIRECT_MAX_BYTES ((size_t)16 * 1024)
+gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
+
 /*
  * Tuning files hold measured figures (`gradwire-bench tune --out FILE`
  * writes one) and replace the defaults when GW_TUNING_FILE names one:

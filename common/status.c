@@ -46,7 +46,8 @@ static const struct {
 };
 
 static const char *const op_names[GW_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
-static const char *const algo_names[GW_ALGO_COUNT] = {"auto", "ring", "tree", "rd", "hier"};
+static const char *const algo_names[GW_ALGO_COUNT] = {"auto", "ring", "tree",
+                                                      "rd",   "hier", "direct"};
 
 size_t gw_dtype_size(gw_dtype_t dtype)
 {

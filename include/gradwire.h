@@ -111,14 +111,15 @@ typedef enum gw_op { GW_SUM = 0, GW_PROD, GW_MIN, GW_MAX, GW_AVG, GW_OP_COUNT } 
 
 /* Allreduce algorithms. GW_ALGO_AUTO lets the cost model choose per message
  * size, rank count and hosts; the environment variable GW_ALGO (ring, tree,
- * rd, hier) overrides AUTO. Every algorithm gives bitwise identical results on every
+ * rd, hier, direct) overrides AUTO. Every algorithm gives bitwise identical results on every
  * rank. */
 typedef enum gw_algo {
     GW_ALGO_AUTO = 0,
-    GW_ALGO_RING, /* reduce-scatter + allgather around a ring, pipelined */
-    GW_ALGO_TREE, /* pipelined double binary tree */
-    GW_ALGO_RD,   /* recursive doubling: latency-optimised for small messages */
-    GW_ALGO_HIER, /* inside each host, across hosts, inside again (several ranks per host) */
+    GW_ALGO_RING,   /* reduce-scatter + allgather around a ring, pipelined */
+    GW_ALGO_TREE,   /* pipelined double binary tree */
+    GW_ALGO_RD,     /* recursive doubling: latency-optimised for small messages */
+    GW_ALGO_HIER,   /* inside each host, across hosts, inside again (several ranks per host) */
+    GW_ALGO_DIRECT, /* every rank exchanges with all peers at once (one host, shared memory) */
     GW_ALGO_COUNT
 } gw_algo_t;
 

@@ -98,6 +98,13 @@ gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtyp
         bytes = SIZE_MAX;
     if (!comm->topo.order)
         return gw__tuning_pick(&comm->tuning, comm->size, bytes);
+    /* Every member on one host, reached through shared memory (the
+     * transport is "shm", or a mux such as "shm+tcp" that uses it for the
+     * ranks of this host). */
+    const gw_comm_t *owner = comm->root ? comm->root : comm;
+    if (comm->topo.nhosts == 1 && owner->transport && owner->transport->name &&
+        strncmp(owner->transport->name, "shm", 3) == 0)
+        return gw__tuning_pick_shm(&comm->tuning, comm->size, bytes);
     return gw__tuning_pick_hosts(&comm->tuning, comm->size, comm->topo.nhosts, comm->topo.local_max,
                                  bytes);
 }
@@ -112,6 +119,8 @@ gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvb
         return gw__allreduce_rd(comm, sendbuf, recvbuf, count, dtype, op);
     case GW_ALGO_HIER:
         return gw__allreduce_hier(comm, sendbuf, recvbuf, count, dtype, op);
+    case GW_ALGO_DIRECT:
+        return gw__allreduce_direct(comm, sendbuf, recvbuf, count, dtype, op);
     default:
         return gw__allreduce_ring(comm, sendbuf, recvbuf, count, dtype, op);
     }

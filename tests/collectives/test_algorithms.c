@@ -150,16 +150,18 @@ static void allreduce_suite(allreduce_fn fn, const char *name)
 Test(allreduce, ring, .timeout = 120) { allreduce_suite(gw__allreduce_ring, "ring"); }
 Test(allreduce, tree, .timeout = 120) { allreduce_suite(gw__allreduce_tree, "tree"); }
 Test(allreduce, rd, .timeout = 120) { allreduce_suite(gw__allreduce_rd, "rd"); }
+Test(allreduce, direct, .timeout = 120) { allreduce_suite(gw__allreduce_direct, "direct"); }
 
 /* Every rank count from 2 to 16 (tree shapes, folds of non-powers of two),
  * with buffers shorter than, equal to and longer than a chunk. */
 Test(allreduce, every_size, .timeout = 120)
 {
     static const size_t counts[] = {0, 5, 37, 300};
-    static const allreduce_fn fns[] = {gw__allreduce_ring, gw__allreduce_tree, gw__allreduce_rd};
-    static const char *const names[] = {"ring", "tree", "rd"};
+    static const allreduce_fn fns[] = {gw__allreduce_ring, gw__allreduce_tree, gw__allreduce_rd,
+                                       gw__allreduce_direct};
+    static const char *const names[] = {"ring", "tree", "rd", "direct"};
     for (int n = 2; n <= 16; n++)
-        for (int f = 0; f < 3; f++) {
+        for (int f = 0; f < 4; f++) {
             ar_arg_t a = {fns[f], names[f], counts, 4, 64, 0, 1};
             job_run(n, 10000, 1, allreduce_exact_body, &a);
         }

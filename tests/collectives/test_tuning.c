@@ -479,3 +479,24 @@ Test(tuning_bench, alpha_of_a_5ms_link, .timeout = 180, .fini = shaped_down)
               "alpha %.4g s with 5 ms one way, want 4.5-8 ms:\n%s", t.alpha, out);
     free(out);
 }
+
+/* One host over shared memory: the direct exchange up to 16 KiB on up to
+ * GW_TUNING_DIRECT_MAX_RANKS ranks, the general model beyond. */
+Test(tuning, one_host_over_shm_picks_direct_for_small_messages)
+{
+    gw_tuning_t t;
+    gw__tuning_defaults(&t, "tcp");
+    static const size_t small[] = {0, 8, 4096, GW_TUNING_DIRECT_MAX_BYTES};
+    static const size_t large[] = {GW_TUNING_DIRECT_MAX_BYTES + 1, 65536, (size_t)1 << 20,
+                                   (size_t)64 << 20};
+    for (int n = 2; n <= GW_TUNING_DIRECT_MAX_RANKS + 1; n++) {
+        for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++)
+            cr_expect_eq(gw__tuning_pick_shm(&t, n, small[i]),
+                         n <= GW_TUNING_DIRECT_MAX_RANKS ? GW_ALGO_DIRECT
+                                                         : gw__tuning_pick(&t, n, small[i]),
+                         "n=%d %zu bytes", n, small[i]);
+        for (size_t i = 0; i < sizeof(large) / sizeof(large[0]); i++)
+            cr_expect_eq(gw__tuning_pick_shm(&t, n, large[i]), gw__tuning_pick(&t, n, large[i]),
+                         "n=%d %zu bytes", n, large[i]);
+    }
+}

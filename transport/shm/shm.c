@@ -37,7 +37,12 @@
  * peer (same user; Yama's ptrace_scope, seccomp and missing CAP_SYS_PTRACE
  * in containers may forbid it), so each rank probes it at connect() by
  * reading a known word from the peer and tells the peer the result; a pair
- * where the probe failed uses the ring for everything. On this project's
+ * where the probe failed uses the ring for everything, and each rank whose
+ * probes were refused says so in one WARN line naming those peers, the
+ * errno and the usual causes (shm_seg.c), since a silent fallback would
+ * show only as a slower job. Results are the same either way: the ring
+ * path is the one every message below GW_SHM_DIRECT_DEFAULT takes anyway
+ * (GW_SHM_DIRECT_MIN=0 forces it, for comparisons). On this project's
  * 2-core test machine (busy with other jobs), single copy made a 32 MiB
  * float32 allreduce 1.2-1.6x faster than the ring alone with 2 ranks and
  * 1.1-1.3x with 4 (medians of interleaved runs): a kernel copy is slower
@@ -82,6 +87,7 @@
 #include <unistd.h>
 
 #include "common/byteorder.h"
+#include "common/env.h"
 #include "transport/host_id.h"
 #include "transport/shm/shm_internal.h"
 
@@ -165,6 +171,18 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     t->probe = GW_SHM_PROBE_MAGIC;
     t->spin_ns = GW_SHM_SPIN_NS;
     t->yield_ns = GW_SHM_YIELD_NS;
+    long spin_us, yield_us, direct_min;
+    if (gw__env_int(lg, "GW_SHM_SPIN_US", 0, 1000000, GW_SHM_SPIN_NS / 1000, &spin_us) != GW_OK ||
+        gw__env_int(lg, "GW_SHM_YIELD_US", 0, 1000000, GW_SHM_YIELD_NS / 1000, &yield_us) !=
+            GW_OK ||
+        gw__env_int(lg, "GW_SHM_DIRECT_MIN", 0, 1L << 40, (long)GW_SHM_DIRECT_DEFAULT,
+                    &direct_min) != GW_OK) {
+        free(t);
+        return GW_ERR_CONFIG;
+    }
+    t->spin_ns = spin_us * 1000;
+    t->yield_ns = yield_us * 1000;
+    t->direct_min = (size_t)direct_min;
     t->peers = calloc((size_t)params->size, sizeof(*t->peers));
     if (!t->peers) {
         GW_ERROR(lg, GW_SHM_SUBSYS, "out of memory for %d peers", params->size);

@@ -159,7 +159,8 @@ typedef struct gw_shm_peer {
     gw_shm_side_t *my, *its; /* &seg->side[me], &seg->side[them] */
     gw_shm_dir_t *out, *in;  /* our sending and receiving directions */
     uint8_t *out_ring, *in_ring;
-    int direct_ok; /* the peer reads our large messages itself */
+    int direct_ok;     /* the peer reads our large messages itself */
+    int refused_errno; /* our single-copy probe of it failed with this errno (0: it did not) */
     /* Send side. */
     gw_request_t *sq_head, *sq_tail; /* not yet fully in the ring */
     gw_request_t *dq_head, *dq_tail; /* DIRECT, waiting for the peer's read */

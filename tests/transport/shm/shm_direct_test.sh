@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The direct allreduce (collectives/allreduce_direct.c) over real shared
+# memory, and the copy path taken when the kernel refuses cross-memory
+# attach (process_vm_readv), both checked by worker_collectives against its
+# exact serial reference (every dtype and op, in and out of place), with
+# all ranks' result hashes equal.
+#
+#   direct    2-5 ranks, counts around each threshold: the small form's
+#             16 KiB, the transport's 64 KiB single-copy size and the
+#             64 KiB piece, odd counts, counts below the rank count, 0.
+#   refused   3 ranks run as user nobody, rank 1 from an execute-only copy
+#             of the worker, which makes it non-dumpable: the kernel then
+#             refuses every peer's process_vm_readv of rank 1 (EPERM),
+#             for real, not through a switch. Ranks 0 and 2 must say so in
+#             one WARN line naming rank 1, rank 1 must not (it may read
+#             them), and the results must still be exact. The same run
+#             with a readable copy (a control) must not warn at all.
+#             Needs root (to become nobody); skipped otherwise.
+# Usage: shm_direct_test.sh BUILD_DIR [direct|refused]
+set -euo pipefail
+build="$1"
+what="${2:-direct}"
+worker="$build/tests/worker_collectives"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -40 "$tmp/log"; exit 1; }
+
+agree() { # DIR N: every rank's file equals rank 0's, and is not empty
+    local d="$1" n="$2" r
+    [ -s "$d/rank0" ] || fail "rank 0 wrote no results in $d"
+    for ((r = 1; r < n; r++)); do
+        cmp -s "$d/rank0" "$d/rank$r" || fail "rank $r's results differ from rank 0's ($d)"
+    done
+}
+
+if [ "$what" = direct ]; then
+    counts=0,1,3,4095,4096,4097,16383,16384,16385,65537,262147
+    for n in 2 3 4 5; do
+        out="$tmp/n$n"
+        mkdir -p "$out"
+        GW_TRANSPORT=shm timeout 300 "$build/gradwire" launch -n "$n" -- "$worker" "$out" \
+            "$counts" direct all all allreduce >"$tmp/log" 2>&1 ||
+            fail "$n ranks: worker_collectives exited $?"
+        agree "$out" "$n"
+        lines=$(wc -l <"$out/rank0")
+        [ "$lines" -ge 100 ] || fail "$n ranks: only $lines results"
+        echo "ok: direct allreduce, $n ranks, $lines exact results, all ranks agree"
+    done
+    # Auto picks it on one host over shared memory, and not over TCP.
+    for tr in shm tcp; do
+        GW_TRANSPORT=$tr GW_DEBUG=INFO GW_DEBUG_SUBSYS=coll timeout 120 "$build/gradwire" launch \
+            -n 3 -- "$build/gradwire-bench" allreduce -b 8 -e 8 -n 2 -w 1 >"$tmp/log" 2>&1 ||
+            fail "auto over $tr: gradwire-bench exited $?"
+        grep -q "# Wrong elements       : 0 OK" "$tmp/log" || fail "auto over $tr: no checked result"
+        picked=$(grep -c "gw_allreduce of .* on 3 ranks: direct algorithm (the cost model" \
+            "$tmp/log" || true)
+        want=3
+        [ "$tr" = shm ] || want=0
+        [ "$picked" = "$want" ] || fail "auto over $tr: $picked of 3 ranks picked direct (want $want)"
+    done
+    echo "ok: auto picks direct on one host over shared memory, not over TCP"
+    exit 0
+fi
+
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to run the ranks as user nobody"; exit 77; }
+id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
+command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is missing"; exit 77; }
+if ! setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$worker"; then
+    echo "SKIP: user nobody cannot run $worker (a parent directory is not searchable)"
+    exit 77
+fi
+chmod 755 "$tmp"
+cp "$worker" "$tmp/worker_hidden"
+chmod 0711 "$tmp/worker_hidden" # executable, not readable: exec makes the process non-dumpable
+cat >"$tmp/rank_wrapper" <<WRAP
+#!/bin/sh
+if [ "\$GW_RANK" = 1 ] && [ "\$HIDE_RANK1" = 1 ]; then exec "$tmp/worker_hidden" "\$@"; fi
+exec "$worker" "\$@"
+WRAP
+chmod 755 "$tmp/rank_wrapper"
+counts=0,7,16385,65537,262147
+run() { # OUTDIR HIDE
+    mkdir -p "$1" && chmod 777 "$1"
+    HIDE_RANK1="$2" GW_TRANSPORT=shm GW_DEBUG=INFO GW_DEBUG_SUBSYS=shm timeout 300 \
+        setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+        "$build/gradwire" launch -n 3 -- "$tmp/rank_wrapper" "$1" "$counts" direct,ring all all \
+        allreduce >"$tmp/log" 2>&1
+}
+run "$tmp/control" 0 || fail "control run as nobody exited $?"
+agree "$tmp/control" 3
+! grep -q "refuses cross-memory attach" "$tmp/log" ||
+    fail "the control run (every rank dumpable) says cross-memory attach is refused"
+n=$(grep -c "read our large messages in place" "$tmp/log" || true)
+[ "$n" = 3 ] || fail "control: $n of 3 ranks said how many peers read them in place"
+grep -q "2 of them read our large messages in place" "$tmp/log" ||
+    fail "control: single copy is not in use between dumpable ranks"
+echo "ok: as nobody, every rank dumpable: single copy in use, no warning"
+
+run "$tmp/refused" 1 || fail "run with rank 1 non-dumpable exited $?"
+agree "$tmp/refused" 3
+cp "$tmp/log" "$tmp/refused.log"
+n=$(grep -c "the kernel refuses cross-memory attach to 1 of 2 peers (ranks 1; process_vm_readv: Operation not permitted)" "$tmp/log" || true)
+[ "$n" = 2 ] || fail "$n of 2 ranks (0 and 2) said the kernel refuses to let them read rank 1"
+[ "$(grep -c 'refuses cross-memory attach' "$tmp/log")" = 2 ] ||
+    fail "a rank warned more than once, or rank 1 warned too"
+grep -q "rank 1 .*0 of them read our large messages in place\|0 of them read our large messages in place" \
+    "$tmp/log" || fail "rank 1's large messages are still read in place"
+cmp -s "$tmp/control/rank0" "$tmp/refused/rank0" ||
+    fail "results with the copy path differ from those with single copy"
+echo "ok: rank 1 non-dumpable: ranks 0 and 2 warn once naming it, results exact and identical"
+grep -m1 "refuses cross-memory attach" "$tmp/refused.log"

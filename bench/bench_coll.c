@@ -112,7 +112,7 @@ static void usage_of(FILE *out, const void *ctx)
         if (d->has_root)
             fprintf(out, "  -r, --root R          the root rank (default 0)\n");
         if (d->has_algo)
-            fprintf(out, "  -a, --algo A          auto (default), ring, tree, rd, hier\n");
+            fprintf(out, "  -a, --algo A          auto (default), ring, tree, rd, hier, direct\n");
         if (d->blocks)
             fprintf(out, "Sizes are of the %s buffer: one block of size / ranks per rank.\n",
                     d->id == GW_BENCH_REDUCE_SCATTER || d->id == GW_BENCH_SCATTER
@@ -267,8 +267,8 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
             if (!d->has_algo)
                 return not_for(o, c);
             if (gw_algo_parse(optarg, &o->algo) != GW_OK)
-                return usage_error(o, "unknown algorithm \"%s\" (auto, ring, tree, rd or hier)",
-                                   optarg);
+                return usage_error(
+                    o, "unknown algorithm \"%s\" (auto, ring, tree, rd, hier or direct)", optarg);
             break;
         case 'r':
             if (!d->has_root)

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../support/fd_count.h"
 #include "gradwire.h"
 
 static double now_ms(void)
@@ -46,31 +47,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* Open file descriptors, and sockets among them. */
-static void count_fds(int *fds, int *socks)
-{
-    *fds = *socks = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], link[256];
-        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, link, sizeof(link) - 1);
-        if (n < 0)
-            continue;
-        link[n] = '\0';
-        (*fds)++;
-        if (strncmp(link, "socket:", 7) == 0)
-            (*socks)++;
-    }
-    closedir(d);
-    (*fds)--; /* the directory's own */
 }
 
 static long rss_kb(void)

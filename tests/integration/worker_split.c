@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../support/fd_count.h"
 #include "gradwire.h"
 
 static int g_rank;
@@ -69,31 +70,6 @@ static int g_rank;
         gw_status_t st_ = (call);                                  \
         CHECK(st_ == GW_OK, "%s: %s", #call, gw_status_name(st_)); \
     } while (0)
-
-/* Open file descriptors, and sockets among them. */
-static void count_fds(int *fds, int *socks)
-{
-    *fds = *socks = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], link[256];
-        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, link, sizeof(link) - 1);
-        if (n < 0)
-            continue;
-        link[n] = '\0';
-        (*fds)++;
-        if (strncmp(link, "socket:", 7) == 0)
-            (*socks)++;
-    }
-    closedir(d);
-    (*fds)--; /* the directory's own */
-}
 
 /* The value parent rank p contributes at element i. */
 static int64_t value(int p, size_t i) { return (int64_t)(p + 1) * (int64_t)(i % 7 + 1); }

@@ -143,8 +143,14 @@ static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, cons
             ref->first, reason);
     uint8_t msg[GW_BS_VERDICT_MAX_LEN];
     size_t n = gw__bs_encode_verdict(v, msg);
-    for (int r = 0; r < ref->size; r++)
+    /* Rank 0's own caller last: once it has the verdict its process may
+     * exit at once (a failed job often does), taking this thread with it,
+     * and the other ranks would see rank 0's connection close instead of
+     * the verdict and blame rank 0. Sent first, the verdict is in their
+     * connections' buffers before rank 0 can go. */
+    for (int r = 1; r < ref->size; r++)
         send_to(ref, r, msg, n);
+    send_to(ref, 0, msg, n);
 }
 
 /* The collective a rank was last seen in, 0 when unknown. */

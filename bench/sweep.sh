@@ -66,13 +66,10 @@ for r in $(seq 1 "$reps"); do
     # Rotate the order each repetition.
     for k in $(seq 0 $((${#all[@]} - 1))); do
         a=${all[$(((k + r) % ${#all[@]}))]}
-        run() {
-            "${launch[@]}" -- "$bench" allreduce -b "$1" -e "$2" -f "$f" -n "$3" -w 2 -c 0 \
-                --algo "$a" --json "$out/$a.$r.$4.json" >"$out/$a.$r.$4.log" 2>&1
-        }
-        if ! run "$b" "$e" "$iters" all; then
+        if ! "${launch[@]}" -- "$bench" allreduce -b "$b" -e "$e" -f "$f" -n "$iters" -w 2 -c 0 \
+            --algo "$a" --json "$out/$a.$r.json" >"$out/$a.$r.log" 2>&1; then
             echo "sweep.sh: $a (repetition $r) failed:" >&2
-            tail -5 "$out/$a.$r.all.log" >&2
+            tail -5 "$out/$a.$r.log" >&2
             exit 1
         fi
     done
@@ -83,7 +80,7 @@ out, reps, jpath, algos = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4
 times, picked = {}, {}
 for a in algos:
     for r in range(1, reps + 1):
-        d = json.load(open(f"{out}/{a}.{r}.all.json"))
+        d = json.load(open(f"{out}/{a}.{r}.json"))
         for res in d["results"]:
             times.setdefault((a, res["size"]), []).append(res["out_of_place"]["time_us"]["median"])
             if a == "auto":

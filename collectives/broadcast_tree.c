@@ -55,11 +55,7 @@ gw_status_t gw__broadcast_tree(gw_comm_t *comm, void *buf, size_t count, gw_dtyp
     } else {
         nkids = gw__binomial_node(n, v, 1, kids, &parent);
     }
-    /* Tree indices to ranks. */
-    if (parent >= 0)
-        parent = gw__tree_rank(comm, root, parent);
-    for (int k = 0; k < nkids; k++)
-        kids[k] = gw__tree_rank(comm, root, kids[k]);
+    gw__tree_to_ranks(comm, root, &parent, kids, nkids);
     gw__stream_init(&in, parent);
     for (int k = 0; k < nkids; k++) {
         gw__stream_init(&out[k], kids[k]);

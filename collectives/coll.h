@@ -89,6 +89,17 @@ static inline int gw__tree_index(const gw_comm_t *comm, int root, int rank)
     return p >= b && p < e ? (p - t->pos[root] + l) % l : l + (p - e + n) % n;
 }
 
+/* A node's parent (-1: none) and kids[0 .. nkids), tree indices, turned
+ * into ranks in place. */
+static inline void gw__tree_to_ranks(const gw_comm_t *comm, int root, int *parent, int *kids,
+                                     int nkids)
+{
+    if (*parent >= 0)
+        *parent = gw__tree_rank(comm, root, *parent);
+    for (int k = 0; k < nkids; k++)
+        kids[k] = gw__tree_rank(comm, root, kids[k]);
+}
+
 /* A binomial tree over tree indices (v: gw__tree_index): v's parent is v
  * with its lowest set bit cleared, its children v + m for every power of
  * two m below that bit (below n for the root) that stay below n, so the

@@ -48,12 +48,8 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
     int kids[GW__BINOMIAL_MAX_KIDS], parent;
     const int nkids =
         gw__binomial_node(n, gw__tree_index(comm, root, comm->rank), 0, kids, &parent);
-    /* Tree indices to ranks; children stay in increasing index, the fixed
-     * order they are folded in. */
-    if (parent >= 0)
-        parent = gw__tree_rank(comm, root, parent);
-    for (int k = 0; k < nkids; k++)
-        kids[k] = gw__tree_rank(comm, root, kids[k]);
+    /* Children stay in increasing index, the fixed order they are folded in. */
+    gw__tree_to_ranks(comm, root, &parent, kids, nkids);
     gw__stream_init(&out, parent);
     for (int k = 0; k < nkids; k++) {
         gw__stream_init(&in[k], kids[k]);

@@ -324,6 +324,8 @@ class ProcessGroupGradwire(ProcessGroup):
         outputs = _one(output_lists, "allgather")
         if len(outputs) != self.size():
             raise ValueError("gradwire backend: all_gather needs %d output tensors, got %d" % (self.size(), len(outputs)))
+        if any(o.numel() != t.numel() for o in outputs):
+            return self._allgather_uneven(outputs, t, output_lists)
         _same_kind(outputs, t, "all_gather")
         flat = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
         out, dt = _buffer(flat, "all_gather's output")
@@ -334,6 +336,27 @@ class ProcessGroupGradwire(ProcessGroup):
                 o.copy_(row.view(o.shape))
 
         return self._start(lambda: [self.comm.iallgather(inp, out, dtype=dt)], output_lists, scatter_rows)
+
+    def _allgather_uneven(self, outputs, t, output_lists):
+        """all_gather whose output tensors differ in size (rank j's input has
+        outputs[j].numel() elements): one gradwire allgatherv."""
+        counts = [o.numel() for o in outputs]
+        if counts[self.rank()] != t.numel():
+            raise ValueError(
+                "gradwire backend: all_gather: this rank's input has %d elements, its output tensor %d"
+                % (t.numel(), counts[self.rank()])
+            )
+        if any(o.dtype != t.dtype for o in outputs):
+            raise ValueError("gradwire backend: all_gather: every output tensor must be %s like the input" % t.dtype)
+        flat = torch.empty(sum(counts), dtype=t.dtype)
+        out, dt = _buffer(flat, "all_gather's output")
+        inp, _ = _buffer(t, "all_gather's input")
+
+        def scatter_blocks():
+            for o, block in zip(outputs, torch.split(flat, counts)):
+                o.copy_(block.view(o.shape))
+
+        return self._start(lambda: [self.comm.iallgatherv(inp, out, counts, dtype=dt)], output_lists, scatter_blocks)
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         works = [self.allgather([outs], [t]) for outs, t in zip(output_lists, inputs)]

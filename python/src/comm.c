@@ -632,6 +632,13 @@ static PyMethodDef comm_methods[] = {
     {"ialltoallv", (PyCFunction)(void (*)(void))gwpy_comm_ialltoallv, METH_VARARGS | METH_KEYWORDS,
      "ialltoallv(send, send_counts, out, recv_counts, dtype=None) -> Handle: alltoallv on the "
      "progress thread."},
+    {"allgatherv", (PyCFunction)(void (*)(void))gwpy_comm_allgatherv, METH_VARARGS | METH_KEYWORDS,
+     "allgatherv(send, out, recv_counts, dtype=None) -> out: rank j's send (recv_counts[j] "
+     "elements) into out in rank order, on every rank."},
+    {"iallgatherv", (PyCFunction)(void (*)(void))gwpy_comm_iallgatherv,
+     METH_VARARGS | METH_KEYWORDS,
+     "iallgatherv(send, out, recv_counts, dtype=None) -> Handle: allgatherv on the progress "
+     "thread."},
     {"split", (PyCFunction)(void (*)(void))gwpy_comm_split, METH_VARARGS | METH_KEYWORDS,
      "split(color, key=0) -> Comm or None: gw_comm_split, collective; color None takes part "
      "without joining (GW_UNDEFINED) and returns None."},

@@ -113,10 +113,13 @@ void gwpy_comm_complete_pending(gwpy_comm *self);
 PyObject *gwpy_comm_allreduce_compressed(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_iallreduce_compressed(PyObject *self, PyObject *args, PyObject *kw);
 
-/* Comm methods outside the call table (comm_split.c): the v-form
- * alltoall, whose count arrays the handle keeps, and sub-communicators. */
+/* Comm methods outside the call table: the v-form collectives, whose
+ * count arrays the handle keeps (comm_vcoll.c), and sub-communicators
+ * (comm_split.c). */
 PyObject *gwpy_comm_alltoallv(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_ialltoallv(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_allgatherv(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_iallgatherv(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_split(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_dup(PyObject *self, PyObject *unused);
 

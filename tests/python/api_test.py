@@ -455,8 +455,19 @@ def test_rooted_blocks_and_split(comm):
     comm.ialltoallv(send, sends, out, recvs).wait()
     want = np.concatenate([np.full(k, 100 * j + rank, dtype=np.int32) for j, k in enumerate(recvs)])
     check(np.array_equal(out, want), "ialltoallv with uneven counts")
-    comm.alltoallv(send, sends, out * 0, recvs)
-    check(True, "alltoallv")
+    out2 = np.zeros_like(out)
+    comm.alltoallv(send, sends, out2, recvs)
+    check(np.array_equal(out2, want), "alltoallv with uneven counts")
+    # allgatherv: rank j contributes 2 j + 1 elements valued 10 j + i
+    counts = [2 * j + 1 for j in range(size)]
+    mine = np.arange(counts[rank], dtype=np.float64) + 10 * rank
+    want = np.concatenate([np.arange(k, dtype=np.float64) + 10 * j for j, k in enumerate(counts)])
+    got = np.zeros(sum(counts))
+    comm.allgatherv(mine, got, counts)
+    check(np.array_equal(got, want), "allgatherv with uneven blocks")
+    got = np.zeros(sum(counts))
+    comm.iallgatherv(mine, got, counts).wait()
+    check(np.array_equal(got, want), "iallgatherv with uneven blocks")
     half = comm.split(rank % 2, key=-rank)
     x = np.array([rank], dtype=np.int64)
     half.allreduce(x)

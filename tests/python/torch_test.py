@@ -147,6 +147,13 @@ def ops(gw, rank, size):
 
         run_both(gw, "all_gather %s" % tag, all_gather, lambda: [of(r) for r in range(size)])
 
+        def all_gather_uneven(g):  # rank r gives n + r elements (gradwire's allgatherv)
+            outs = [torch.zeros(n + r, dtype=dtype) for r in range(size)]
+            dist.all_gather(outs, data(rank, n + rank, dtype), group=g)
+            return outs
+
+        run_both(gw, "all_gather uneven %s" % tag, all_gather_uneven, lambda: [data(r, n + r, dtype) for r in range(size)])
+
         def all_gather_base(g):
             out = torch.zeros(size * n, dtype=dtype)
             dist._all_gather_base(out, mine(), group=g)

@@ -20,7 +20,9 @@
  * Where Slurm's parser is lenient in odd ways this one refuses, saying why:
  * "n[1-2" (Slurm: "n]"), "n[1-]" (Slurm: n1), white space inside brackets
  * ("n[ 1-2]", Slurm: n01 n02). Slurm's limit of 65536 names per range is
- * kept, and an expression may give GW_HOSTLIST_HOSTS_MAX names in all.
+ * kept, and an expression may give GW_HOSTLIST_HOSTS_MAX names in all
+ * (counted before any is made, so a short expression for billions of names
+ * is refused at once).
  */
 #include "common/hostlist.h"
 
@@ -221,6 +223,17 @@ static gw_status_t expand_element(builder_t *b, const char *start, size_t len)
         }
         st = parse_group(b, elem, open + 1, (size_t)(close - open - 1), g);
         p = close + 1;
+    }
+    /* How many names the groups make, before making any: an expression of
+     * a few bytes can ask for billions ("n[0-65535]m[0-65535]"). */
+    size_t total = 1;
+    for (size_t k = 0; st == GW_OK && k < ngroups; k++) {
+        size_t c = groups[k].count;
+        if (total > (GW_HOSTLIST_HOSTS_MAX - b->count) / c)
+            st = b->count ? fail(b, "\"%s\" gives more than %d names (with the %zu before it)",
+                                 elem, GW_HOSTLIST_HOSTS_MAX, b->count)
+                          : fail(b, "\"%s\" gives more than %d names", elem, GW_HOSTLIST_HOSTS_MAX);
+        total *= c;
     }
     /* The odometer, in Slurm's order: the last group turns fastest, then
      * the first, the second, ..., the one before the last slowest. */

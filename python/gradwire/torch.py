@@ -199,29 +199,58 @@ class _Work(Work):
 
 
 class _Completer:
-    """A thread that completes a group's calls in call order (gradwire
-    completes a communicator's collectives in that order; their handles may
-    be waited for from any thread), for the futures nobody waits on."""
+    """Completes a group's calls in call order (gradwire completes a
+    communicator's collectives in that order; their handles may be waited
+    for from any thread), for the futures nobody waits on. Its thread runs
+    only while calls are in flight, and a second after: torch 1.13's
+    destroy_process_group drops a group without calling shutdown(), and the
+    group may live on (an error's traceback held by torch keeps its frames),
+    so an idle thread would stay for the life of the process."""
+
+    LINGER_S = 1.0
 
     def __init__(self, name):
-        self._queue = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._name = name
+        self._queue = collections.deque()
+        self._cond = threading.Condition()
+        self._thread = None
+        self._stopping = False
 
     def submit(self, pending):
-        self._queue.put(pending)
+        with self._cond:
+            self._queue.append(pending)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            else:
+                self._cond.notify()
+
+    def _next(self):
+        """The next call, or None once idle for LINGER_S (or stopping)."""
+        with self._cond:
+            if not self._queue and not self._stopping:
+                self._cond.wait(self.LINGER_S)
+            if not self._queue:
+                self._thread = None  # a later submit starts another
+                return None
+            return self._queue.popleft()
 
     def _run(self):
         while True:
-            item = self._queue.get()
+            item = self._next()
             if item is None:
                 return
             if item.claim():
                 item.complete()
 
     def stop(self):
-        self._queue.put(None)
-        self._thread.join()
+        """Complete what is queued, then end the thread."""
+        with self._cond:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
 
 
 class ProcessGroupGradwire(ProcessGroup):

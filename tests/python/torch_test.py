@@ -15,8 +15,11 @@ the value computed here, and the line says so. Each rank prints
 """
 
 import datetime
+import gc
 import os
 import sys
+import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -334,8 +337,22 @@ def main():
     if rank == 0 and notes:
         for n in sorted(notes):
             print("compared with", n, flush=True)
+    dist.destroy_process_group(gw)
+    del gw
+    check("a destroyed group's completion thread stops", completion_threads_stop(), [t.name for t in threading.enumerate()])
     print("torch %s: %d passed, %d failed" % (mode, passed[0], failed[0]), flush=True)
     sys.exit(1 if failed[0] else 0)
+
+
+def completion_threads_stop(seconds=5):
+    """True once no gradwire completion thread is left (after the group is collected)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        gc.collect()
+        if not [t for t in threading.enumerate() if t.name.startswith("gradwire-pg-")]:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 if __name__ == "__main__":

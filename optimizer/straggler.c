@@ -18,8 +18,9 @@
  *
  * The mitigation, --straggler balance, splits the global batch B unevenly:
  * rank r takes b_r samples, sum b_r = B, so that every rank's compute ends
- * at about the same time. Its figures for the last window of steps give
- * each rank a time per sample k_r (forward and backward, which grow with
+ * at about the same time. Its figures for the steps so far (halved at
+ * each split, so that recent windows count most) give each rank a time per
+ * sample k_r (forward and backward, which grow with
  * the batch) and a time per step a_r (the optimizer's update, which does
  * not); equal step times T = a_r + b_r k_r with sum b_r = B give
  * T = (B + sum a_r / k_r) / sum (1 / k_r) and b_r = (T - a_r) / k_r,
@@ -172,7 +173,7 @@ static void split(const double *k, const double *a, double *frac, int world, int
 
 static gw_status_t rebalance(gw_train_straggler_t *g, gw_comm_t *comm)
 {
-    double mine[3] = {g->win_fb_s, g->win_opt_s / (double)g->win_steps, (double)g->win_samples};
+    double mine[3] = {g->win_fb_s, g->win_opt_s / g->win_weight, g->win_samples};
     double *all = malloc((size_t)g->world * 3 * sizeof(double));
     double *k = malloc((size_t)g->world * 3 * sizeof(double));
     if (!all || !k) {
@@ -210,8 +211,14 @@ static gw_status_t rebalance(gw_train_straggler_t *g, gw_comm_t *comm)
     }
     free(all);
     free(k);
-    g->win_fb_s = g->win_opt_s = 0;
-    g->win_samples = g->win_steps = 0;
+    /* Halved, not cleared: one window's bad luck (a CPU quota's throttling
+     * that fell on the allreduce instead of on compute) does not decide the
+     * split alone. */
+    g->win_fb_s /= 2;
+    g->win_opt_s /= 2;
+    g->win_samples /= 2;
+    g->win_weight /= 2;
+    g->win_steps = 0;
     return st;
 }
 
@@ -241,7 +248,8 @@ gw_status_t gw_train_straggler_step(gw_train_straggler_t *g, gw_comm_t *comm, do
     g->samples += (long)samples;
     g->win_fb_s += fb_s;
     g->win_opt_s += opt_s;
-    g->win_samples += (long)samples;
+    g->win_samples += (double)samples;
+    g->win_weight += 1;
     g->win_steps++;
     if (g->balance && g->world > 1 && g->win_steps >= g->every)
         return rebalance(g, comm);

@@ -38,9 +38,10 @@ struct gw_train_straggler {
     float *step_s, *compute_s, *wait_s;
     size_t n, cap;
     long samples;
-    /* The window the next split is measured over. */
-    double win_fb_s, win_opt_s;
-    long win_samples, win_steps;
+    /* What the next split is computed from: sums over the steps so far,
+     * halved at each split (an average that favours recent windows). */
+    double win_fb_s, win_opt_s, win_samples, win_weight;
+    long win_steps; /* steps since the last split */
     /* Test-only slowdown (GW_TRAIN_TEST_SLOW=RANK:US): seconds per sample. */
     double slow_s_per_sample;
     /* The gathered table (every rank has it after the summary). */

@@ -5,7 +5,7 @@
 # v2, cpu.cfs_quota_us under v1), so that it computes more slowly as a
 # slow node would. Two runs of the same job, without mitigation and with
 # --straggler balance, and the report must:
-#   - name rank 2 the slowest, with the others' wait a large share of the run;
+#   - name rank 2 the slowest, with over 15% of the run lost waiting for it;
 #   - balanced: give rank 2 a smaller share of the global batch, lower the
 #     run's wait share, and end within 0.05 of the unmitigated final loss.
 # Prints the per-rank table of both runs (the README's Stragglers table).
@@ -108,7 +108,7 @@ def check(ok, what):
         fails.append(what)
 sp, sb = plain["stragglers"], bal["stragglers"]
 check(sp["slowest_rank"] == slow, f"unmitigated: slowest rank {sp['slowest_rank']} (host {slow} is slowed)")
-check(sp["wait_share"] > 0.25, f"unmitigated: wait share {sp['wait_share']:.3f} > 0.25")
+check(sp["wait_share"] > 0.15, f"unmitigated: wait share {sp['wait_share']:.3f} > 0.15")
 shares = [r["batch"] for r in sb["ranks"]]
 check(sum(shares) == 384 and shares[slow] < 128, f"balanced shares {shares}: host {slow}'s below 128, sum 384")
 check(sb["wait_share"] < 0.8 * sp["wait_share"],

@@ -70,6 +70,11 @@ void gw_train_usage(FILE *out)
             "                           state and activations exceed BYTES on a rank (K/M/G)\n"
             "  --dump-grads FILE        the first step's gradients in the unsplit layout and\n"
             "                           its mean loss, raw float32 (for tests)\n"
+            "stragglers (synchronous data parallel):\n"
+            "  --straggler none|balance each rank's share of the global batch in proportion\n"
+            "                           to its measured speed (balance: every rank holds the\n"
+            "                           whole training set; default none)\n"
+            "  --balance-every N        steps between two splits of the batch (default 20)\n"
             "checkpoints:\n"
             "  --checkpoint-dir DIR     write checkpoints there (also on SIGTERM)\n"
             "  --checkpoint-every N     every N steps (default: only on SIGTERM)\n"
@@ -131,6 +136,7 @@ static void defaults(gw_train_opts_t *o)
     o->tensor_parallel = 1;
     o->pipeline_parallel = 1;
     o->ranks_per_node = 1;
+    o->balance_every = 20;
 }
 
 /* Every option is long only; the values of getopt_long's table name them
@@ -185,6 +191,8 @@ enum {
     OPT_PRICE_PER_NODE_HOUR,
     OPT_RANKS_PER_NODE,
     OPT_SCHEDULE,
+    OPT_STRAGGLER,
+    OPT_BALANCE_EVERY,
 };
 
 const struct option gw_train_longopts[] = {
@@ -237,6 +245,8 @@ const struct option gw_train_longopts[] = {
     {"price-per-node-hour", required_argument, NULL, OPT_PRICE_PER_NODE_HOUR},
     {"ranks-per-node", required_argument, NULL, OPT_RANKS_PER_NODE},
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
+    {"straggler", required_argument, NULL, OPT_STRAGGLER},
+    {"balance-every", required_argument, NULL, OPT_BALANCE_EVERY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -322,6 +332,7 @@ static const num_opt_t num_opts[] = {
     NUM(OPT_PRICE_PER_NODE_HOUR, NUM_DOUBLE, price_per_node_hour, 0, 1e9, "a price >= 0"),
     NUM(OPT_RANKS_PER_NODE, NUM_INT, ranks_per_node, 1, 4096, "1..4096"),
     NUM(OPT_MICRO_BATCHES, NUM_INT, micro_batches, 1, 1 << 20, "a positive number"),
+    NUM(OPT_BALANCE_EVERY, NUM_LONG, balance_every, 1, 1000000000L, "a positive number of steps"),
 };
 
 /* Store the parsed value into the option's field. */
@@ -495,6 +506,12 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
             else
                 return usage_error("--schedule wants gpipe or 1f1b, not \"%s\"", v);
             break;
+        case OPT_STRAGGLER:
+            if (strcmp(v, "none") == 0 || strcmp(v, "balance") == 0)
+                o->straggler_balance = strcmp(v, "balance") == 0;
+            else
+                return usage_error("--straggler wants none or balance, not \"%s\"", v);
+            break;
         case OPT_DUMP_GRADS:
             o->dump_grads = v;
             break;
@@ -550,6 +567,22 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         return usage_error("--schedule 1f1b is for --pipeline-parallel K with K > 1");
     if (o->micro_batches > 0 && o->pipeline_parallel == 1 && o->micro_batches != 1)
         return usage_error("--micro-batches is for --pipeline-parallel K with K > 1");
+    /* Stragglers: the checks of the one mitigation (straggler.c). */
+    if (o->straggler_balance) {
+        const char *what = o->mode == GW_TRAIN_ASYNC ? "--async (parameter-server workers do not "
+                                                       "wait for each other)"
+                           : o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads
+                               ? "model parallelism (the ranks of a layer or stage share "
+                                 "one batch)"
+                           : strcmp(o->codec, "none") != 0
+                               ? "--codec (a codec averages equal shares, with error feedback "
+                                 "per rank)"
+                               : NULL;
+        if (what)
+            return usage_error("--straggler balance splits a synchronous data-parallel batch; "
+                               "it is not available with %s",
+                               what);
+    }
     if (o->resume && !o->ckpt_dir)
         return usage_error("--resume needs --checkpoint-dir DIR");
     if (o->ckpt_every && !o->ckpt_dir)
@@ -580,4 +613,8 @@ void gw_train_opts_fingerprint(const gw_train_opts_t *o, int world, char *buf, s
     size_t used = strlen(buf);
     if (o->dgc_momentum > 0 && used < len)
         snprintf(buf + used, len - used, " dgc=%g", o->dgc_momentum);
+    /* Balance permutes the whole set, not each shard: another trajectory. */
+    used = strlen(buf);
+    if (o->straggler_balance && used < len)
+        snprintf(buf + used, len - used, " straggler=balance");
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kit.h"
+#include "straggler.h"
 #include "trainer.h"
 
 #define BAR_WIDTH 30
@@ -172,6 +173,8 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
         gw_kit_json_close(&j, "\n  ");
         gw_kit_json_close(&j, NULL);
     }
+    if (r->straggler)
+        gw_train_straggler_json(r->straggler, &j);
     double fin = r->nepochs ? r->epochs[r->nepochs - 1].test_acc : NAN;
     gw_kit_json_num_or_null(&j, "final_test_acc", fin >= 0, fin);
     gw_kit_json_array(&j, "epochs", "\n  ");

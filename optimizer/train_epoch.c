@@ -11,7 +11,20 @@
 
 /* Sums over ranks: train loss, correct, seen, test loss, correct, count,
  * then the time split (averaged after the sum). */
-enum { R_LOSS, R_OK, R_SEEN, R_TLOSS, R_TOK, R_TN, R_COMPUTE, R_COMM, R_CODEC, R_WAIT, R_N };
+enum {
+    R_LOSS,
+    R_OK,
+    R_SEEN,
+    R_TLOSS,
+    R_TOK,
+    R_TN,
+    R_COMPUTE,
+    R_COMM,
+    R_CODEC,
+    R_WAIT,
+    R_SEEN_NOW, /* this pass's samples (ranks' shares differ with --straggler balance) */
+    R_N
+};
 
 static gw_status_t end_epoch(gw_train_sync_t *s, double epoch_s, long seen_now)
 {
@@ -35,6 +48,7 @@ static gw_status_t end_epoch(gw_train_sync_t *s, double epoch_s, long seen_now)
     v[R_COMM] = s->bk.comm_s;
     v[R_CODEC] = s->bk.codec_s;
     v[R_WAIT] = s->bk.wait_s;
+    v[R_SEEN_NOW] = (double)seen_now;
     gw_status_t st = gw_allreduce(s->comm, v, v, R_N, GW_FLOAT64, GW_SUM);
     if (st != GW_OK) {
         fprintf(stderr, "gradwire-train: allreduce of the epoch statistics failed: %s\n",
@@ -51,7 +65,7 @@ static gw_status_t end_epoch(gw_train_sync_t *s, double epoch_s, long seen_now)
         .train_acc = v[R_SEEN] > 0 ? v[R_OK] / v[R_SEEN] : 0,
         .test_loss = v[R_TN] > 0 ? v[R_TLOSS] / v[R_TN] : 0,
         .test_acc = v[R_TN] > 0 ? v[R_TOK] / v[R_TN] : -1,
-        .samples_per_s = epoch_s > 0 ? (double)seen_now * s->world / epoch_s : 0,
+        .samples_per_s = epoch_s > 0 ? v[R_SEEN_NOW] / epoch_s : 0,
         .compute_s = v[R_COMPUTE] / s->world,
         .comm_s = v[R_COMM] / s->world,
         .codec_s = v[R_CODEC] / s->world,
@@ -67,7 +81,7 @@ static gw_status_t end_epoch(gw_train_sync_t *s, double epoch_s, long seen_now)
     s->rep.samples = s->gstep * (long)o->batch;
     s->rep.train_s = elapsed;
     s->total_compute += e.compute_s;
-    s->total_samples_local += seen_now;
+    s->total_samples_local += (long)(v[R_SEEN_NOW] / s->world); /* per rank, on average */
     s->rep.compute_per_sample_s =
         s->total_samples_local ? s->total_compute / (double)s->total_samples_local : 0;
     s->rep.grad_bytes = s->model.nparams * sizeof(float);

@@ -42,15 +42,29 @@ static gw_status_t setup(gw_train_sync_t *s)
 {
     const gw_train_opts_t *o = s->o;
     gw_status_t st;
-    if (o->batch % s->world != 0) {
+    if ((st = gw_train_straggler_init(&s->strag, o, s->rank, s->world)) != GW_OK)
+        return st;
+    int balance = s->strag.balance;
+    if (balance && o->batch < s->world) {
+        fprintf(stderr,
+                "gradwire-train: --straggler balance needs a global batch of at least "
+                "one sample per rank (%d ranks, --batch %d)\n",
+                s->world, o->batch);
+        return GW_ERR_INVALID_ARG;
+    }
+    if (!balance && o->batch % s->world != 0) {
         fprintf(stderr, "gradwire-train: the global batch %d must be a multiple of the %d ranks\n",
                 o->batch, s->world);
         return GW_ERR_INVALID_ARG;
     }
-    s->local_b = (size_t)(o->batch / s->world);
-    if ((st = gw_train_load_data(o, s->rank, s->world, &s->train, &s->test)) != GW_OK)
+    s->local_b = (size_t)s->strag.batch[s->rank];
+    s->batch_stride = balance ? (size_t)o->batch : s->local_b;
+    s->batch_off = balance ? (size_t)s->strag.offset[s->rank] : 0;
+    st = balance ? gw_train_straggler_load_data(o, s->rank, s->world, &s->train, &s->test)
+                 : gw_train_load_data(o, s->rank, s->world, &s->train, &s->test);
+    if (st != GW_OK)
         return st;
-    s->spe = (long)(s->train.n / s->local_b);
+    s->spe = (long)(s->train.n / s->batch_stride);
     if (s->spe == 0) {
         fprintf(stderr,
                 "gradwire-train: each of the %d ranks holds %zu training samples, fewer than "
@@ -64,7 +78,9 @@ static gw_status_t setup(gw_train_sync_t *s)
         sizes[ns++] = o->hidden[i];
     sizes[ns++] = s->train.nclasses;
     gw_train_rng_seed(&s->rng, o->seed);
-    size_t cap = s->local_b > 256 ? s->local_b : 256;
+    /* Balanced, a rank's share can grow to nearly the global batch. */
+    size_t most = balance ? (size_t)o->batch : s->local_b;
+    size_t cap = most > 256 ? most : 256;
     /* The whole model on every rank: checked before it is allocated. */
     gw_train_mem_data_parallel(sizes, ns - 1, cap, s->local_b, &s->mem);
     if ((st = gw_train_mem_check(o, &s->mem, "each data-parallel rank (the whole model)", 1)))
@@ -83,8 +99,8 @@ static gw_status_t setup(gw_train_sync_t *s)
     if ((st = gw_train_sgd_init(&s->sgd, &s->model, mom, wd)) != GW_OK)
         return st;
     s->perm = malloc(s->train.n * sizeof(uint32_t));
-    s->xb = malloc(s->local_b * s->train.dim * sizeof(float));
-    s->yb = malloc(s->local_b * sizeof(int32_t));
+    s->xb = malloc(most * s->train.dim * sizeof(float));
+    s->yb = malloc(most * sizeof(int32_t));
     if (!s->perm || !s->xb || !s->yb) {
         fprintf(stderr, "gradwire-train: out of memory for the batch buffers\n");
         return GW_ERR_NO_MEMORY;
@@ -116,6 +132,7 @@ static gw_status_t setup(gw_train_sync_t *s)
     }
     st = gw_train_report_open(&s->rep, o, s->rank, s->world);
     s->rep.rank_memory = gw_train_mem_total(&s->mem);
+    s->rep.straggler = &s->strag;
     return st;
 }
 
@@ -130,6 +147,7 @@ static void teardown(gw_train_sync_t *s)
     free(s->perm);
     free(s->xb);
     free(s->yb);
+    gw_train_straggler_free(&s->strag);
 }
 
 /* Median time of `reps` allreduces of count floats, the largest over ranks. */
@@ -181,7 +199,7 @@ static void gather_batch(gw_train_sync_t *s, long step)
 {
     size_t dim = s->train.dim;
     for (size_t j = 0; j < s->local_b; j++) {
-        uint32_t i = s->perm[(size_t)step * s->local_b + j];
+        uint32_t i = s->perm[(size_t)step * s->batch_stride + s->batch_off + j];
         memcpy(s->xb + j * dim, s->train.x + (size_t)i * dim, dim * sizeof(float));
         s->yb[j] = s->train.y[i];
     }
@@ -214,6 +232,7 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
     }
     double t0 = gw_kit_now_s();
     gather_batch(s, s->step);
+    gw_train_straggler_slow(&s->strag, s->local_b);
     gw_train_mlp_forward(&s->model, s->xb, s->local_b);
     gw_train_mlp_loss(&s->model, s->yb, s->local_b, s->grad_scale, &s->ep_loss, &s->ep_correct);
     s->ep_seen += (long)s->local_b;
@@ -241,7 +260,14 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
         return coll_fail("the gradient allreduce", st);
     s->step++;
     s->gstep++;
-    return GW_OK;
+    /* Stragglers: this step's times; balanced, perhaps a new split. */
+    st = gw_train_straggler_step(&s->strag, s->comm, t1 - t0, t3 - t2, t2 - t1, gw_kit_now_s() - t0,
+                                 s->local_b);
+    if (s->strag.balance) {
+        s->local_b = (size_t)s->strag.batch[s->rank];
+        s->batch_off = (size_t)s->strag.offset[s->rank];
+    }
+    return st;
 }
 
 gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s)
@@ -413,6 +439,9 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
                need, budget);
     }
     st = gw_train_sync_loop(&s);
+    if (st == GW_OK && s.world > 1 &&
+        (st = gw_train_straggler_summarise(&s.strag, comm)) == GW_OK && s.rank == 0 && !o->quiet)
+        gw_train_straggler_print(&s.strag, stdout);
 out:
     /* Weights of a stopped run are not final: the checkpoint holds them. */
     if (st == GW_OK && !s.stopped && o->save_weights && s.rank == 0)

@@ -7,6 +7,7 @@
 #define GW_OPTIMIZER_TRAIN_SYNC_H
 
 #include "model_parallel.h"
+#include "straggler.h"
 
 typedef struct gw_train_sync {
     const gw_train_opts_t *o;
@@ -41,6 +42,12 @@ typedef struct gw_train_sync {
     uint64_t last_ckpt;
     char config[512];
     gw_train_mem_t mem; /* this rank's memory figure (rank_memory.c) */
+    /* Stragglers (straggler.c): step times, and the rank's slice of each
+     * step's global batch, perm[step * batch_stride + batch_off + j] for j
+     * below local_b (stride local_b and offset 0 without --straggler
+     * balance: each rank walks its own shard). */
+    gw_train_straggler_t strag;
+    size_t batch_stride, batch_off;
 } gw_train_sync_t;
 
 gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s);

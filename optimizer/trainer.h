@@ -82,6 +82,8 @@ typedef struct gw_train_opts {
     const char *dump_grads;     /* first step's gradients, unsplit layout */
     double price_per_node_hour; /* 0: no cost in the report */
     int ranks_per_node;         /* for node-hours */
+    int straggler_balance;      /* --straggler balance (straggler.c) */
+    long balance_every;         /* steps between two splits of the global batch */
 } gw_train_opts_t;
 
 /* Parse argv (argv[0] is the program). Returns -1 to go on, or an exit
@@ -326,6 +328,8 @@ void gw_train_ckpt_prune(const char *dir, uint32_t rank, uint64_t keep_a, uint64
 
 /* ---- reports (report.c) --------------------------------------------------- */
 
+typedef struct gw_train_straggler gw_train_straggler_t; /* straggler.h */
+
 typedef struct gw_train_epoch_stats {
     int epoch;
     double loss, train_acc, test_loss, test_acc; /* test_acc < 0: not evaluated */
@@ -360,6 +364,7 @@ typedef struct gw_train_report {
     double par_bubble_theory;
     double par_bubble[GW_TRAIN_MAX_LAYERS]; /* measured, per stage */
     const double *par_memory;               /* per rank: params, grads, optimizer, activations */
+    const gw_train_straggler_t *straggler;  /* the per-rank step table (NULL: none) */
 } gw_train_report_t;
 
 gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o, int rank,

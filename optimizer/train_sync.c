@@ -42,15 +42,17 @@ static gw_status_t setup(gw_train_sync_t *s)
 {
     const gw_train_opts_t *o = s->o;
     gw_status_t st;
-    if (o->batch % s->world != 0) {
+    /* --elastic splits the global batch over whoever is left, unevenly if
+     * need be (train_elastic.c). */
+    if (o->batch % s->world != 0 && !(o->elastic && o->batch >= s->world)) {
         fprintf(stderr, "gradwire-train: the global batch %d must be a multiple of the %d ranks\n",
                 o->batch, s->world);
         return GW_ERR_INVALID_ARG;
     }
-    s->local_b = (size_t)(o->batch / s->world);
+    s->local_b = (size_t)gw_train_local_batch(o->batch, s->rank, s->world);
     if ((st = gw_train_load_data(o, s->rank, s->world, &s->train, &s->test)) != GW_OK)
         return st;
-    s->spe = (long)(s->train.n / s->local_b);
+    s->spe = (long)(s->train.n / (size_t)gw_train_local_batch(o->batch, 0, s->world));
     if (s->spe == 0) {
         fprintf(stderr,
                 "gradwire-train: each of the %d ranks holds %zu training samples, fewer than "
@@ -65,6 +67,9 @@ static gw_status_t setup(gw_train_sync_t *s)
     sizes[ns++] = s->train.nclasses;
     gw_train_rng_seed(&s->rng, o->seed);
     size_t cap = s->local_b > 256 ? s->local_b : 256;
+    /* --elastic: room for any share of the global batch the survivors get. */
+    if (o->elastic && (size_t)o->batch > cap)
+        cap = (size_t)o->batch;
     /* The whole model on every rank: checked before it is allocated. */
     gw_train_mem_data_parallel(sizes, ns - 1, cap, s->local_b, &s->mem);
     if ((st = gw_train_mem_check(o, &s->mem, "each data-parallel rank (the whole model)", 1)))
@@ -121,6 +126,7 @@ static gw_status_t setup(gw_train_sync_t *s)
 
 static void teardown(gw_train_sync_t *s)
 {
+    gw_train_elastic_free(s);
     gw_train_buckets_free(&s->bk);
     gw_train_codec_destroy(s->codec);
     gw_train_sgd_free(&s->sgd);
@@ -307,16 +313,20 @@ static gw_status_t resume(gw_train_sync_t *s)
         return st;
     char path[4096];
     gw_train_ckpt_t c;
-    gw_train_ckpt_path(s->o->ckpt_dir, step, (uint32_t)s->rank, path, sizeof(path));
-    if ((st = gw_train_ckpt_read(path, &c)) != GW_OK)
+    /* Rank 0's file says how many ranks wrote the step; a rank beyond them
+     * takes rank 0's state, the same on every rank (train_resize.c). */
+    if ((st = gw_train_resume_read(s, step, path, sizeof(path), &c)) != GW_OK)
         return st;
+    int other_world = gw_train_resume_other_world(s, &c, path);
     st = GW_ERR_CONFIG;
-    if (strcmp(c.config, s->config) != 0) {
+    if (other_world < 0) {
+        /* refused, said why */
+    } else if (strcmp(c.config, s->config) != 0 && !other_world) {
         fprintf(stderr,
                 "gradwire-train: checkpoint %s was written with other settings:\n  checkpoint: "
                 "%s\n  this run:   %s\n",
                 path, c.config, s->config);
-    } else if (c.rank != (uint32_t)s->rank || c.world != (uint32_t)s->world) {
+    } else if (!other_world && (c.rank != (uint32_t)s->rank || c.world != (uint32_t)s->world)) {
         fprintf(stderr, "gradwire-train: checkpoint %s belongs to rank %u of %u, not %d of %d\n",
                 path, c.rank, c.world, s->rank, s->world);
     } else if (c.nparams != s->model.nparams || (c.codec_len > 0) != (s->codec != NULL)) {
@@ -325,7 +335,7 @@ static gw_status_t resume(gw_train_sync_t *s)
                 "has %zu %s\n",
                 path, c.nparams, c.codec_len ? "with" : "without", s->model.nparams,
                 s->codec ? "with a codec" : "without");
-    } else if (c.step_in_epoch > (uint64_t)s->spe || c.global_step != step) {
+    } else if (!other_world && (c.step_in_epoch > (uint64_t)s->spe || c.global_step != step)) {
         fprintf(stderr, "gradwire-train: checkpoint %s has an impossible position\n", path);
     } else {
         st = GW_OK;
@@ -346,6 +356,8 @@ static gw_status_t resume(gw_train_sync_t *s)
         s->ep_seen = (long)c.epoch_seen;
         s->last_ckpt = step;
         s->resumed = 1;
+        if (other_world)
+            gw_train_resume_renumber(s, &c);
     }
     gw_train_ckpt_release(&c);
     return st;

@@ -294,8 +294,8 @@ static void elastic_losses(struct job *job, int pass)
         if (job->nlost++ == 0)
             job->lost_status =
                 WIFSIGNALED(k->wstatus) ? 128 + WTERMSIG(k->wstatus) : WEXITSTATUS(k->wstatus);
-        if (job->timed_out || job->stopped)
-            continue;
+        if (job->timed_out || job->stopped || job->nsignals)
+            continue; /* ours, or the user's: not a loss to announce */
         fprintf(stderr, "gradwire launch: rank %d %s; --elastic: the job goes on with %d rank(s)\n",
                 r, outcome(k->wstatus, what), job->nlive);
     }

@@ -160,7 +160,6 @@ static gw_status_t reshard(gw_train_sync_t *s)
         return st;
     s->local_b = (size_t)gw_train_local_batch(o->batch, s->rank, s->world);
     size_t widest = (size_t)gw_train_local_batch(o->batch, 0, s->world);
-    long spe_old = s->spe;
     s->spe = (long)(s->train.n / widest);
     if (s->spe == 0 || s->local_b == 0) {
         fprintf(stderr,
@@ -181,7 +180,6 @@ static gw_status_t reshard(gw_train_sync_t *s)
     if (s->step >= s->spe)
         s->step = s->spe - 1;
     s->gstep = s->epoch * s->spe + s->step;
-    (void)spe_old;
     gw_train_buckets_free(&s->bk);
     gw_comm_t *c = s->world > 1 ? s->comm : NULL;
     if ((st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, 0)))

@@ -240,6 +240,32 @@ GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
  * by gw_comm_split, -1 when the culprit is not one of its members. */
 GW_API int gw_comm_culprit(const gw_comm_t *comm);
 
+/* Survive a lost rank (as ULFM's MPI_Comm_shrink or ncclCommShrink): after
+ * a call on comm failed because a rank died or hung (gw_comm_culprit names
+ * it), every survivor calls gw_comm_shrink(comm, &out). The survivors agree
+ * through rank 0's referee on who is left: the ranks that ask within a
+ * window (comm's timeout, bounded to [1 s, 30 s], counted from the first
+ * that asks; it ends early once every rank has asked or is dead). *out is
+ * then a new communicator of exactly those ranks, renumbered in the order
+ * of their old ranks (old rank 0 stays rank 0), with its own bootstrap,
+ * referee, connections and sequence numbers, authenticated by the same job
+ * token, built with comm's settings; it can fail and be shrunk in turn.
+ * comm stays failed: destroy it once the job no longer needs its rank 0 to
+ * answer late ranks (it answers them while comm lives). Blocks at most the
+ * window plus the new communicator's join (its timeout). Collective over
+ * the survivors; not thread-safe against other calls on comm. On a healthy
+ * comm it first aborts comm (gw_comm_abort), so that the others fail and
+ * shrink too. Errors, *out NULL: GW_ERR_ABORTED for a rank that was left
+ * out (stopped, hung or late: it asked after the others had shrunk); it
+ * must leave the job. GW_ERR_REMOTE when rank 0 is gone and GW_ERR_TIMEOUT
+ * when it is stopped: the loss of rank 0 is fatal, because its referee is
+ * what the agreement rests on and the new root is built around it. The
+ * new communicator's join errors (gw_comm_init) when a member dies between
+ * the agreement and the join, logged with the rank blamed; GW_ERR_UNSUPPORTED
+ * for a sub-communicator (shrink its root, then split) or a communicator
+ * without a referee; GW_ERR_INVALID_ARG for NULL. */
+GW_API gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out);
+
 /* Rank and size of a communicator (-1 for NULL). */
 GW_API int gw_comm_rank(const gw_comm_t *comm);
 GW_API int gw_comm_size(const gw_comm_t *comm);

@@ -78,7 +78,14 @@ void gw_train_usage(FILE *out)
             "checkpoints:\n"
             "  --checkpoint-dir DIR     write checkpoints there (also on SIGTERM)\n"
             "  --checkpoint-every N     every N steps (default: only on SIGTERM)\n"
-            "  --resume                 continue from the latest checkpoint in DIR\n"
+            "  --resume                 continue from the latest checkpoint in DIR (on\n"
+            "                           any number of ranks: the data is re-sharded)\n"
+            "elastic:\n"
+            "  --elastic                survive lost ranks: the others shrink the job, roll\n"
+            "                           back to the last step all finished, re-shard and go\n"
+            "                           on with the same global batch (under gradwire\n"
+            "                           launch --elastic); not with --async, --codec or\n"
+            "                           model parallelism\n"
             "output:\n"
             "  --save-weights FILE      final weights as raw float32\n"
             "  --json FILE  --csv FILE  per-epoch report\n"
@@ -177,6 +184,7 @@ enum {
     OPT_CSV,
     OPT_TARGET_ACC,
     OPT_STOP_AT_TARGET,
+    OPT_ELASTIC,
     OPT_EVAL_EVERY,
     OPT_THREADS,
     OPT_PROGRESS,
@@ -231,6 +239,7 @@ const struct option gw_train_longopts[] = {
     {"csv", required_argument, NULL, OPT_CSV},
     {"target-acc", required_argument, NULL, OPT_TARGET_ACC},
     {"stop-at-target", no_argument, NULL, OPT_STOP_AT_TARGET},
+    {"elastic", no_argument, NULL, OPT_ELASTIC},
     {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -428,6 +437,9 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         case OPT_STOP_AT_TARGET:
             o->stop_at_target = 1;
             break;
+        case OPT_ELASTIC:
+            o->elastic = 1;
+            break;
         case OPT_CHECK_DATA:
             o->check_data = 1;
             break;
@@ -583,6 +595,20 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                                "it is not available with %s",
                                what);
     }
+    /* --elastic (train_elastic.c): what it cannot yet make correct. */
+    if (o->elastic && o->mode == GW_TRAIN_ASYNC)
+        return usage_error("--elastic is for synchronous training: a parameter server's shard "
+                           "dies with its rank, so --async cannot shrink");
+    if (o->elastic && strcmp(o->codec, "none") != 0)
+        return usage_error("--elastic with --codec %s: the codec's error feedback lives on each "
+                           "rank and would be lost or replayed; use the dense allreduce",
+                           o->codec);
+    if (o->elastic && (o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads))
+        return usage_error("--elastic is for data parallelism: a model-parallel rank holds a "
+                           "part of the model that the others do not have");
+    if (o->elastic && o->straggler_balance)
+        return usage_error("--elastic with --straggler balance: both decide how the global batch "
+                           "is split; use one of them");
     if (o->resume && !o->ckpt_dir)
         return usage_error("--resume needs --checkpoint-dir DIR");
     if (o->ckpt_every && !o->ckpt_dir)

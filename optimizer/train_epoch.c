@@ -92,10 +92,22 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
 {
     const gw_train_opts_t *o = s->o;
     gw_status_t st;
-    long total = (long)o->epochs * s->spe;
+    long total;
+    s->t_start = gw_kit_now_s();
+    /* --elastic: after a lost rank the survivors come back here, rolled
+     * back and re-sharded, with a new epoch length (train_elastic.c). */
+#define ELASTIC_OR_RETURN(call)                                  \
+    do {                                                         \
+        if ((st = (call)) != GW_OK) {                            \
+            if ((st = gw_train_elastic_recover(s, st)) != GW_OK) \
+                return st;                                       \
+            goto again;                                          \
+        }                                                        \
+    } while (0)
+again:
+    total = (long)o->epochs * s->spe;
     if (o->max_steps > 0 && o->max_steps < total)
         total = o->max_steps;
-    s->t_start = gw_kit_now_s();
     while (s->gstep < total) {
         /* One pass per epoch, or per remainder of the epoch a checkpoint
          * stopped in. The epoch's sums restart only at its first step (a
@@ -111,8 +123,9 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
         s->bk.comm_s = s->bk.wait_s = s->bk.codec_s = 0;
         long seen0 = s->ep_seen;
         while (s->step < s->spe && s->gstep < total) {
-            if ((st = gw_train_sync_step(s)) != GW_OK)
+            if ((st = gw_train_elastic_snapshot(s)) != GW_OK)
                 return st;
+            ELASTIC_OR_RETURN(gw_train_sync_step(s));
             gw_train_report_progress(&s->rep, (int)s->epoch + 1, s->step, s->spe,
                                      s->ep_seen ? s->ep_loss / (double)s->ep_seen : 0);
             if (s->stop_recv) {
@@ -124,19 +137,17 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
                 return o->ckpt_dir ? gw_train_sync_checkpoint(s) : GW_OK;
             }
             if (o->ckpt_dir && o->ckpt_every > 0 && s->gstep % o->ckpt_every == 0 &&
-                s->step < s->spe && (st = gw_train_sync_checkpoint(s)) != GW_OK)
-                return st;
+                s->step < s->spe)
+                ELASTIC_OR_RETURN(gw_train_sync_checkpoint(s));
         }
         double epoch_s = gw_kit_now_s() - e0;
-        if ((st = end_epoch(s, epoch_s, s->ep_seen - seen0)) != GW_OK)
-            return st;
+        ELASTIC_OR_RETURN(end_epoch(s, epoch_s, s->ep_seen - seen0));
         if (s->step == s->spe) {
             s->epoch++;
             s->step = 0;
         }
-        if (o->ckpt_dir && (o->ckpt_every > 0 || s->gstep == total) &&
-            (st = gw_train_sync_checkpoint(s)) != GW_OK)
-            return st;
+        if (o->ckpt_dir && (o->ckpt_every > 0 || s->gstep == total))
+            ELASTIC_OR_RETURN(gw_train_sync_checkpoint(s));
         /* Every rank has the same statistics, so every rank stops here. */
         if (o->stop_at_target && s->time_to_target >= 0) {
             if (s->rank == 0 && !o->quiet)
@@ -147,4 +158,5 @@ gw_status_t gw_train_sync_loop(gw_train_sync_t *s)
         }
     }
     return GW_OK;
+#undef ELASTIC_OR_RETURN
 }

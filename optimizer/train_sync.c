@@ -52,19 +52,28 @@ static gw_status_t setup(gw_train_sync_t *s)
                 s->world, o->batch);
         return GW_ERR_INVALID_ARG;
     }
-    if (!balance && o->batch % s->world != 0) {
+    /* --elastic splits the global batch over whoever is left, unevenly if
+     * need be (train_elastic.c). */
+    if (!balance && o->batch % s->world != 0 && !(o->elastic && o->batch >= s->world)) {
         fprintf(stderr, "gradwire-train: the global batch %d must be a multiple of the %d ranks\n",
                 o->batch, s->world);
         return GW_ERR_INVALID_ARG;
     }
-    s->local_b = (size_t)s->strag.batch[s->rank];
-    s->batch_stride = balance ? (size_t)o->batch : s->local_b;
-    s->batch_off = balance ? (size_t)s->strag.offset[s->rank] : 0;
-    st = balance ? gw_train_straggler_load_data(o, s->rank, s->world, &s->train, &s->test)
-                 : gw_train_load_data(o, s->rank, s->world, &s->train, &s->test);
+    if (balance) {
+        s->local_b = (size_t)s->strag.batch[s->rank];
+        s->batch_stride = (size_t)o->batch;
+        s->batch_off = (size_t)s->strag.offset[s->rank];
+        st = gw_train_straggler_load_data(o, s->rank, s->world, &s->train, &s->test);
+    } else {
+        s->local_b = (size_t)gw_train_local_batch(o->batch, s->rank, s->world);
+        s->batch_stride = s->local_b;
+        s->batch_off = 0;
+        st = gw_train_load_data(o, s->rank, s->world, &s->train, &s->test);
+    }
     if (st != GW_OK)
         return st;
-    s->spe = (long)(s->train.n / s->batch_stride);
+    s->spe = (long)(s->train.n / (balance ? s->batch_stride
+                                          : (size_t)gw_train_local_batch(o->batch, 0, s->world)));
     if (s->spe == 0) {
         fprintf(stderr,
                 "gradwire-train: each of the %d ranks holds %zu training samples, fewer than "
@@ -78,8 +87,9 @@ static gw_status_t setup(gw_train_sync_t *s)
         sizes[ns++] = o->hidden[i];
     sizes[ns++] = s->train.nclasses;
     gw_train_rng_seed(&s->rng, o->seed);
-    /* Balanced, a rank's share can grow to nearly the global batch. */
-    size_t most = balance ? (size_t)o->batch : s->local_b;
+    /* Balanced, a rank's share can grow to nearly the global batch;
+     * --elastic: room for any share of it the survivors get. */
+    size_t most = balance || o->elastic ? (size_t)o->batch : s->local_b;
     size_t cap = most > 256 ? most : 256;
     /* The whole model on every rank: checked before it is allocated. */
     gw_train_mem_data_parallel(sizes, ns - 1, cap, s->local_b, &s->mem);
@@ -138,6 +148,7 @@ static gw_status_t setup(gw_train_sync_t *s)
 
 static void teardown(gw_train_sync_t *s)
 {
+    gw_train_elastic_free(s);
     gw_train_buckets_free(&s->bk);
     gw_train_codec_destroy(s->codec);
     gw_train_sgd_free(&s->sgd);
@@ -333,16 +344,20 @@ static gw_status_t resume(gw_train_sync_t *s)
         return st;
     char path[4096];
     gw_train_ckpt_t c;
-    gw_train_ckpt_path(s->o->ckpt_dir, step, (uint32_t)s->rank, path, sizeof(path));
-    if ((st = gw_train_ckpt_read(path, &c)) != GW_OK)
+    /* Rank 0's file says how many ranks wrote the step; a rank beyond them
+     * takes rank 0's state, the same on every rank (train_resize.c). */
+    if ((st = gw_train_resume_read(s, step, path, sizeof(path), &c)) != GW_OK)
         return st;
+    int other_world = gw_train_resume_other_world(s, &c, path);
     st = GW_ERR_CONFIG;
-    if (strcmp(c.config, s->config) != 0) {
+    if (other_world < 0) {
+        /* refused, said why */
+    } else if (strcmp(c.config, s->config) != 0 && !other_world) {
         fprintf(stderr,
                 "gradwire-train: checkpoint %s was written with other settings:\n  checkpoint: "
                 "%s\n  this run:   %s\n",
                 path, c.config, s->config);
-    } else if (c.rank != (uint32_t)s->rank || c.world != (uint32_t)s->world) {
+    } else if (!other_world && (c.rank != (uint32_t)s->rank || c.world != (uint32_t)s->world)) {
         fprintf(stderr, "gradwire-train: checkpoint %s belongs to rank %u of %u, not %d of %d\n",
                 path, c.rank, c.world, s->rank, s->world);
     } else if (c.nparams != s->model.nparams || (c.codec_len > 0) != (s->codec != NULL)) {
@@ -351,7 +366,7 @@ static gw_status_t resume(gw_train_sync_t *s)
                 "has %zu %s\n",
                 path, c.nparams, c.codec_len ? "with" : "without", s->model.nparams,
                 s->codec ? "with a codec" : "without");
-    } else if (c.step_in_epoch > (uint64_t)s->spe || c.global_step != step) {
+    } else if (!other_world && (c.step_in_epoch > (uint64_t)s->spe || c.global_step != step)) {
         fprintf(stderr, "gradwire-train: checkpoint %s has an impossible position\n", path);
     } else {
         st = GW_OK;
@@ -372,6 +387,8 @@ static gw_status_t resume(gw_train_sync_t *s)
         s->ep_seen = (long)c.epoch_seen;
         s->last_ckpt = step;
         s->resumed = 1;
+        if (other_world)
+            gw_train_resume_renumber(s, &c);
     }
     gw_train_ckpt_release(&c);
     return st;
@@ -440,7 +457,7 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
     }
     st = gw_train_sync_loop(&s);
     if (st == GW_OK && s.world > 1 &&
-        (st = gw_train_straggler_summarise(&s.strag, comm)) == GW_OK && s.rank == 0 && !o->quiet)
+        (st = gw_train_straggler_summarise(&s.strag, s.comm)) == GW_OK && s.rank == 0 && !o->quiet)
         gw_train_straggler_print(&s.strag, stdout);
 out:
     /* Weights of a stopped run are not final: the checkpoint holds them. */

@@ -48,11 +48,40 @@ typedef struct gw_train_sync {
      * balance: each rank walks its own shard). */
     gw_train_straggler_t strag;
     size_t batch_stride, batch_off;
+    struct gw_train_elastic *el; /* --elastic (train_elastic.c), NULL until the first step */
 } gw_train_sync_t;
+typedef struct gw_train_elastic gw_train_elastic_t;
 
 gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s);
 gw_status_t gw_train_sync_step(gw_train_sync_t *s);
 void gw_train_sync_begin_epoch(gw_train_sync_t *s);
 gw_status_t gw_train_sync_loop(gw_train_sync_t *s);
+
+/* ---- --elastic (train_elastic.c) ---- */
+/* The local batch of rank `rank` of `world` when they split the global
+ * batch: batch / world, one more for the first batch % world ranks. */
+int gw_train_local_batch(int batch, int rank, int world);
+/* Before each step: keep what taking it again needs (no-op without
+ * --elastic). GW_ERR_NO_MEMORY. */
+gw_status_t gw_train_elastic_snapshot(gw_train_sync_t *s);
+/* After `failure`: GW_OK when the survivors shrank, rolled back and
+ * re-sharded (s->comm is the shrunk communicator), else the error to end
+ * the run with (failure itself without --elastic). */
+gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure);
+/* Frees the snapshots and the communicators --elastic made. */
+void gw_train_elastic_free(gw_train_sync_t *s);
+
+/* ---- --resume on another number of ranks (train_resize.c) ---- */
+/* Read the checkpoint of `step` this rank resumes from into *c (its path
+ * in path): its own file when it was one of the ranks that wrote it, else
+ * rank 0's. */
+gw_status_t gw_train_resume_read(gw_train_sync_t *s, uint64_t step, char *path, size_t cap,
+                                 gw_train_ckpt_t *c);
+/* 0: checkpoint c (read from path) has this run's rank count; 1: another,
+ * with this run's settings otherwise, which resumes re-sharded; -1: it
+ * cannot (said why on stderr). */
+int gw_train_resume_other_world(gw_train_sync_t *s, const gw_train_ckpt_t *c, const char *path);
+/* After such a checkpoint was loaded: its position in this run's steps. */
+void gw_train_resume_renumber(gw_train_sync_t *s, const gw_train_ckpt_t *c);
 
 #endif

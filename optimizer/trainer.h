@@ -68,6 +68,7 @@ typedef struct gw_train_opts {
     const char *report_json, *report_csv;
     double target_acc;
     int stop_at_target; /* end the run at the first epoch that reaches it */
+    int elastic;        /* survive lost ranks (train_elastic.c) */
     int threads;        /* OpenBLAS threads per rank */
     int progress;       /* -1 auto (a terminal), 0 off, 1 on */
     int quiet;

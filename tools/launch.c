@@ -23,7 +23,12 @@
  * reported in one line ("... (first failure)"), the other ranks get SIGTERM
  * and, 2 s later, SIGKILL; the launcher exits with that rank's status (128 +
  * signal number for a signal), and at the end says how the other ranks
- * ended after it. --timeout does the same with exit status 124. The
+ * ended after it. --timeout does the same with exit status 124. With
+ * --elastic a failing rank ends nothing: the launcher says which rank was
+ * lost and how ("rank 2 killed by signal SIGKILL; --elastic: the job goes
+ * on with 3 rank(s)"), leaves the others running (they shrink their
+ * communicator to the survivors), and exits 0 when any rank exited 0, the
+ * first loss's status otherwise. The
  * launcher returns only after it has reaped every child, so no zombies
  * remain.
  *
@@ -86,6 +91,9 @@ struct job {
     int width; /* digits of the largest rank, for aligned prefixes */
     int sfd;
     int first_fail;  /* rank whose failure ends the job, -1 none */
+    int nlost;       /* --elastic: ranks that failed while the job went on */
+    int lost_status; /* ... the first one's exit status for the launcher */
+    int any_ok;      /* --elastic: a rank exited 0 */
     int npasses;     /* reap passes that found a child */
     int stopped;     /* SIGTERM/SIGKILL sent to the ranks: later signal deaths are ours */
     int fail_status; /* the launcher's exit status for it */
@@ -270,6 +278,29 @@ static void close_token(struct rank *rk)
     rk->token_fd = -1;
 }
 
+/* --elastic: the ranks of reap pass `pass` that failed are lost, said on
+ * stderr; the others go on (gradwire train --elastic shrinks to them). */
+static void elastic_losses(struct job *job, int pass)
+{
+    for (int r = 0; r < job->opts->nranks; r++) {
+        struct rank *k = &job->ranks[r];
+        if (k->pass != pass)
+            continue;
+        if (!failed(k->wstatus)) {
+            job->any_ok = 1;
+            continue;
+        }
+        char what[64];
+        if (job->nlost++ == 0)
+            job->lost_status =
+                WIFSIGNALED(k->wstatus) ? 128 + WTERMSIG(k->wstatus) : WEXITSTATUS(k->wstatus);
+        if (job->timed_out || job->stopped || job->nsignals)
+            continue; /* ours, or the user's: not a loss to announce */
+        fprintf(stderr, "gradwire launch: rank %d %s; --elastic: the job goes on with %d rank(s)\n",
+                r, outcome(k->wstatus, what), job->nlive);
+    }
+}
+
 static void reap(struct job *job)
 {
     int st;
@@ -288,6 +319,10 @@ static void reap(struct job *job)
         job->ranks[r].wstatus = st;
         job->ranks[r].pass = pass;
         job->nlive--;
+    }
+    if (job->opts->elastic && pass) {
+        elastic_losses(job, pass);
+        pass = 0; /* nothing ends the job */
     }
     int ties = 0, r = pass ? first_of_pass(job, pass, &ties) : -1;
     if (r >= 0 && job->first_fail < 0 && !job->timed_out && !job->launch_error) {
@@ -556,6 +591,13 @@ static int run_loop(struct job *job)
         return GW_LAUNCH_EXIT_TIMEOUT;
     if (job->first_fail >= 0)
         return job->fail_status;
+    if (job->opts->elastic && job->nlost > 0) {
+        if (job->any_ok)
+            fprintf(stderr, "gradwire launch: --elastic: %d rank(s) lost; the survivors finished\n",
+                    job->nlost);
+        if (!job->any_ok)
+            return job->lost_status;
+    }
     return job->nsignals ? 128 + job->first_signal : 0;
 }
 

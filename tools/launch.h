@@ -38,6 +38,7 @@ struct gw_launch_opts {
     int host_given;       /* --host was on the command line */
     double timeout_s;     /* 0: none */
     int prefix;           /* prefix output lines with "[RANK] " */
+    int elastic;          /* --elastic: a rank that fails does not end the job */
     const char *netns;    /* --hosts PREFIX: rank r runs in namespace PREFIX<host>, or NULL */
     int ranks_per_host;   /* --ranks-per-host K: K consecutive ranks per host; 0: round robin */
     const char *hostfile; /* --hostfile FILE: ranks over ssh, or NULL */

@@ -56,6 +56,9 @@ void gw_launch_usage(FILE *out)
         "                       \"ssh -T -o BatchMode=yes\"), split on blanks\n"
         "  --timeout S          stop every rank and exit 124 after S seconds\n"
         "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
+        "  --elastic            a rank that fails or dies does not end the job: the\n"
+        "                       others go on (gradwire train --elastic shrinks to\n"
+        "                       them); each loss is said on stderr\n"
         "  -h, --help           show this help\n"
         "\n"
         "Output lines of each rank are relayed whole, prefixed with its rank.\n"
@@ -63,7 +66,9 @@ void gw_launch_usage(FILE *out)
         "When a rank fails, the others get SIGTERM, then SIGKILL after 2 s.\n"
         "\n"
         "exit status: 0 if every rank exits 0; else the first failing rank's\n"
-        "status (128+N if killed by signal N); 124 on --timeout; 126/127 if CMD\n"
+        "status (128+N if killed by signal N); with --elastic, 0 if any rank\n"
+        "exits 0 (the survivors finished), else the first failure's status;\n"
+        "124 on --timeout; 126/127 if CMD\n"
         "cannot be run or is not found; 2 for a usage error; 1 if the job could\n"
         "not be set up (e.g. no such emulated hosts).\n",
         GW_LAUNCH_MAX_RANKS);
@@ -87,7 +92,8 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
         OPT_TIMEOUT,
         OPT_NO_PREFIX,
         OPT_HOSTFILE,
-        OPT_SSH
+        OPT_SSH,
+        OPT_ELASTIC
     };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
@@ -100,6 +106,7 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
         {"no-prefix", no_argument, NULL, OPT_NO_PREFIX},
         {"hostfile", required_argument, NULL, OPT_HOSTFILE},
         {"ssh", required_argument, NULL, OPT_SSH},
+        {"elastic", no_argument, NULL, OPT_ELASTIC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c;
@@ -116,6 +123,9 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
             return 0;
         case OPT_NO_PREFIX:
             o->prefix = 0;
+            break;
+        case OPT_ELASTIC:
+            o->elastic = 1;
             break;
         case 'n':
             if (gw_kit_parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)

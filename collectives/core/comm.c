@@ -268,6 +268,8 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     comm->failed = GW_OK;
     comm->culprit = -1;
     comm->origin = -1;
+    if ((st = gw__comm_recipe_keep(comm, &r)) != GW_OK)
+        goto err_free_comm;
     if (comm->size == 1)
         goto done;
 
@@ -304,6 +306,7 @@ err_free_comm:
                  gw_status_str(st), *culprit);
     else
         GW_ERROR(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
+    gw__comm_recipe_free(comm);
     gw__logger_fini(&comm->log);
     free(comm);
     return st;
@@ -388,6 +391,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
         gw__bootstrap_close(comm->bootstrap);
     free(comm->scratch);
     gw__topo_free(&comm->topo);
+    gw__comm_recipe_free(comm);
     gw__logger_fini(&comm->log);
     free(comm);
     return GW_OK;

@@ -96,6 +96,12 @@ struct gw_comm {
     uint32_t splits;      /* gw_comm_split / gw_comm_dup calls made on this one */
     atomic_int refs;      /* a root: 1 while the application holds it, +1 per live child */
     int destroyed;        /* a root the application destroyed while children live */
+    /* ---- what gw_comm_shrink (comm_shrink.c) builds the shrunk one with:
+     * copies of the resolved settings, NULL where unset (a root only) ---- */
+    struct {
+        char *token, *transport, *ifname;
+        int nsocks;
+    } recipe;
 };
 
 /* The communicator whose transport, bootstrap, claim and queue this one
@@ -183,6 +189,11 @@ typedef struct gw_comm_resolved {
  * logged on lg naming the variable, when one is malformed. No I/O. Also
  * what gw_node_probe (probe.c) checks the environment with. */
 gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_comm_resolved_t *r);
+
+/* comm_shrink.c: keep copies of r's settings for a later shrink, and free
+ * them. GW_ERR_NO_MEMORY when they do not fit. */
+gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r);
+void gw__comm_recipe_free(gw_comm_t *comm);
 
 /* ---- the scheduler (async.c) --------------------------------------------- */
 

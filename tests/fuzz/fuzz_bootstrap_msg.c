@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
     check_why(st, why);
     if (st == GW_OK) {
-        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_GATHER_START);
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_MEMBERS);
         FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
     }
 
@@ -130,6 +130,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t out[GW_BS_GATHER_START_LEN];
         FUZZ_CHECK(size == sizeof(out) && wait_ms <= (uint32_t)INT32_MAX);
         gw__bs_encode_gather_start(wait_ms, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_shrink_req_t shr;
+    why = NULL;
+    st = gw__bs_decode_shrink(data, size, &shr, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_SHRINK_LEN];
+        FUZZ_CHECK(size == sizeof(out) && shr.port <= 65535);
+        gw__bs_encode_shrink(&shr, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_members_t mem;
+    why = NULL;
+    st = gw__bs_decode_members(data, size, &mem, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_MEMBERS_LEN];
+        FUZZ_CHECK(size == sizeof(out));
+        FUZZ_CHECK(mem.status == GW_OK ? mem.new_rank >= 0 && (uint32_t)mem.new_rank < mem.new_size
+                                       : mem.new_rank == -1);
+        gw__bs_encode_members(&mem, out);
         FUZZ_CHECK(memcmp(out, data, size) == 0);
     }
 

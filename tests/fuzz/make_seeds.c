@@ -199,6 +199,12 @@ static void bootstrap_seeds(void)
     put("fuzz_bootstrap_msg", "verdict", 0, 0, buf, n);
     gw__bs_encode_gather_start(5000, buf);
     put("fuzz_bootstrap_msg", "gather_start", 0, 0, buf, GW_BS_GATHER_START_LEN);
+    gw_bs_shrink_req_t shr = {.port = 40123, .window_ms = 2000};
+    gw__bs_encode_shrink(&shr, buf);
+    put("fuzz_bootstrap_msg", "shrink", 0, 0, buf, GW_BS_SHRINK_LEN);
+    gw_bs_members_t mem = {.status = GW_OK, .new_rank = 1, .new_size = 3, .port = 40123};
+    gw__bs_encode_members(&mem, buf);
+    put("fuzz_bootstrap_msg", "members", 0, 0, buf, GW_BS_MEMBERS_LEN);
 }
 
 static void ib_seeds(void)

@@ -115,6 +115,18 @@ int gw__bootstrap_watch_poll(gw_bootstrap_t *bs, const gw_bs_report_t *state,
 gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t *report,
                                        int wait_ms, gw_bs_verdict_t *verdict);
 
+/* Ask rank 0's referee to shrink the job to the ranks that ask within
+ * window_ms of the first that did (bootstrap_shrink.c says how it
+ * decides). GW_OK with *members: a member (status GW_OK, its new rank and
+ * size, and in root the shrunk job's root address, "host:port" on rank 0's
+ * host), or not (status GW_ERR_ABORTED: left out, it asked too late or
+ * its connection closed; GW_ERR_TIMEOUT: rank 0 did not ask in time).
+ * GW_ERR_REMOTE when rank 0 is gone, GW_ERR_TIMEOUT when no answer came
+ * within the window plus a margin, GW_ERR_UNSUPPORTED without the watch,
+ * GW_ERR_SYSTEM when rank 0 finds no port. One shrink per bootstrap. */
+gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, size_t root_cap,
+                                 gw_bs_members_t *members);
+
 /* Stops the referee first (rank 0). NULL-safe. */
 void gw__bootstrap_close(gw_bootstrap_t *bs);
 

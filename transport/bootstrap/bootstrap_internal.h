@@ -18,6 +18,8 @@
  *   bootstrap_referee.c rank 0's referee thread: collects reports, asks the
  *                       other ranks what they wait for, decides whom to
  *                       blame and tells every rank
+ *   bootstrap_shrink.c  after a failure: who goes on in a shrunk job, decided
+ *                       by the referee, asked for by each survivor
  *
  * The sockets themselves (transfers with deadlines, addresses as text,
  * connection attempts and their pauses) are transport/sock.h's, shared with
@@ -68,6 +70,8 @@ struct gw_bootstrap {
     size_t wrx_len;
     int have_verdict;
     gw_bs_verdict_t verdict;
+    int have_members; /* the referee answered our SHRINK (bootstrap_shrink.c) */
+    gw_bs_members_t members;
     struct gw_bs_referee *referee; /* rank 0 */
     int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
 };
@@ -106,6 +110,30 @@ typedef struct gw_bs_referee gw_bs_referee_t;
 gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
                                  gw_bs_referee_t **out);
 void gw__bs_referee_stop(gw_bs_referee_t *ref);
+
+/* bootstrap_watch.c: read what rank 0 sent and act on each whole message
+ * (answering an INQUIRE with *state when it is not NULL), and send one
+ * small message to it (-1 when the connection broke: watch_gone is set). */
+void gw__bs_watch_pump(gw_bootstrap_t *bs, const gw_bs_report_t *state);
+int gw__bs_watch_send(gw_bootstrap_t *bs, const uint8_t *msg, size_t len);
+
+/* bootstrap_shrink.c, the referee's side: one shrink case over size ranks
+ * (NULL: no memory). request records rank r's SHRINK at `now` (the first
+ * opens the case); decide decides when it can (every rank asked or is gone,
+ * rank 0 among those that asked; or the window ended), returning 1 the
+ * moment it does, with gone[r] set for each rank whose connection closed;
+ * deadline is when the open case ends (INT64_MAX: none open); answer gives
+ * a decided case's MEMBERS for r (0 when r did not ask before the
+ * decision: then left_out is its answer). */
+typedef struct gw_bs_shrink gw_bs_shrink_t;
+gw_bs_shrink_t *gw__bs_shrink_new(const gw_logger_t *log, int size);
+void gw__bs_shrink_free(gw_bs_shrink_t *sh);
+void gw__bs_shrink_request(gw_bs_shrink_t *sh, int r, const gw_bs_shrink_req_t *req, int64_t now);
+int gw__bs_shrink_decide(gw_bs_shrink_t *sh, const unsigned char *gone, int64_t now);
+int gw__bs_shrink_decided(const gw_bs_shrink_t *sh);
+int64_t gw__bs_shrink_deadline(const gw_bs_shrink_t *sh);
+int gw__bs_shrink_answer(const gw_bs_shrink_t *sh, int r, gw_bs_members_t *m);
+void gw__bs_shrink_left_out(gw_bs_members_t *m);
 
 /* bootstrap_late.c: rank 0's answers to processes that arrive after the
  * job formed, run by the referee's thread. open takes bs->late_lfd (NULL

@@ -38,6 +38,10 @@ const char *gw__bs_type_name(uint32_t type)
         return "verdict";
     case GW_BS_GATHER_START:
         return "gather start";
+    case GW_BS_SHRINK:
+        return "shrink";
+    case GW_BS_MEMBERS:
+        return "members";
     }
     return "unknown";
 }
@@ -184,6 +188,12 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_GATHER_START:
         min = max = GW_BS_GATHER_START_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_SHRINK:
+        min = max = GW_BS_SHRINK_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_MEMBERS:
+        min = max = GW_BS_MEMBERS_LEN - GW_BS_HDR_LEN;
         break;
     case GW_BS_VERDICT:
         min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;
@@ -441,5 +451,65 @@ gw_status_t gw__bs_decode_gather_start(const uint8_t *buf, size_t len, uint32_t 
     if (ms > (uint32_t)INT32_MAX)
         return malformed(why, "gather start: wait out of range");
     *wait_ms = ms;
+    return GW_OK;
+}
+
+void gw__bs_encode_shrink(const gw_bs_shrink_req_t *m, uint8_t out[GW_BS_SHRINK_LEN])
+{
+    put_hdr(out, GW_BS_SHRINK, GW_BS_SHRINK_LEN - GW_BS_HDR_LEN);
+    gw__put_be32(out + GW_BS_HDR_LEN, m->port);
+    gw__put_be32(out + GW_BS_HDR_LEN + 4, m->window_ms);
+}
+
+gw_status_t gw__bs_decode_shrink(const uint8_t *buf, size_t len, gw_bs_shrink_req_t *out,
+                                 const char **why)
+{
+    gw_bs_hdr_t h;
+    gw_status_t st = whole(buf, len, GW_BS_SHRINK, &h, why);
+    if (st != GW_OK)
+        return st;
+    uint32_t port = gw__get_be32(buf + GW_BS_HDR_LEN);
+    uint32_t window = gw__get_be32(buf + GW_BS_HDR_LEN + 4);
+    if (port > 65535)
+        return malformed(why, "shrink: port out of range");
+    if (window > (uint32_t)INT32_MAX)
+        return malformed(why, "shrink: window out of range");
+    out->port = port;
+    out->window_ms = window;
+    return GW_OK;
+}
+
+void gw__bs_encode_members(const gw_bs_members_t *m, uint8_t out[GW_BS_MEMBERS_LEN])
+{
+    put_hdr(out, GW_BS_MEMBERS, GW_BS_MEMBERS_LEN - GW_BS_HDR_LEN);
+    gw__put_be32(out + GW_BS_HDR_LEN, (uint32_t)m->status);
+    gw__put_be32(out + GW_BS_HDR_LEN + 4, (uint32_t)m->new_rank);
+    gw__put_be32(out + GW_BS_HDR_LEN + 8, m->new_size);
+    gw__put_be32(out + GW_BS_HDR_LEN + 12, m->port);
+}
+
+gw_status_t gw__bs_decode_members(const uint8_t *buf, size_t len, gw_bs_members_t *out,
+                                  const char **why)
+{
+    gw_bs_hdr_t h;
+    gw_status_t st = whole(buf, len, GW_BS_MEMBERS, &h, why);
+    if (st != GW_OK)
+        return st;
+    uint32_t status = gw__get_be32(buf + GW_BS_HDR_LEN);
+    int32_t rank = (int32_t)gw__get_be32(buf + GW_BS_HDR_LEN + 4);
+    uint32_t size = gw__get_be32(buf + GW_BS_HDR_LEN + 8);
+    uint32_t port = gw__get_be32(buf + GW_BS_HDR_LEN + 12);
+    if (status != GW_OK && !known_error(status))
+        return malformed(why, "members: unknown status");
+    if (status == GW_OK) {
+        if (rank < 0 || (uint32_t)rank >= size || port == 0 || port > 65535)
+            return malformed(why, "members: a member's rank, size or port out of range");
+    } else if (rank != -1) {
+        return malformed(why, "members: a rank for no member");
+    }
+    out->status = (gw_status_t)status;
+    out->new_rank = rank;
+    out->new_size = size;
+    out->port = port;
     return GW_OK;
 }

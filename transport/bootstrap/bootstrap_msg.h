@@ -33,6 +33,13 @@
  *   9 VERDICT    root -> rank    u32 status (not GW_OK), i32 culprit,
  *                                i32 origin, u64 seq, reason: 0..255 bytes
  *                                of printable ASCII                     20..275
+ *  10 GATHER_START root -> rank  u32 wait_ms                                  4
+ *  11 SHRINK     rank -> root    u32 port (rank 0: the port of the shrunk
+ *                                communicator's root, else 0), u32 window_ms
+ *                                (how long the referee waits for the others
+ *                                to ask, from the first request)              8
+ *  12 MEMBERS    root -> rank    u32 status (GW_OK: a member), i32 new_rank
+ *                                (-1: not a member), u32 new_size, u32 port  16
  * Ranks are signed: -1 (all ones) stands for none; the decoders refuse
  * anything below -1, the callers anything not below the job's size.
  *
@@ -105,6 +112,8 @@
 #define GW_BS_INQUIRE_LEN (GW_BS_HDR_LEN + 12u)
 /* Header plus the u32 milliseconds rank 0 will wait for the blocks. */
 #define GW_BS_GATHER_START_LEN (GW_BS_HDR_LEN + 4u)
+#define GW_BS_SHRINK_LEN (GW_BS_HDR_LEN + 8u)
+#define GW_BS_MEMBERS_LEN (GW_BS_HDR_LEN + 16u)
 #define GW_BS_VERDICT_MIN_LEN (GW_BS_HDR_LEN + 20u)
 #define GW_BS_VERDICT_MAX_LEN (GW_BS_VERDICT_MIN_LEN + GW_BS_REASON_MAX)
 /* A buffer of this size holds any message other than DATA. */
@@ -121,6 +130,8 @@ typedef enum gw_bs_type {
     GW_BS_INQUIRE = 8,
     GW_BS_VERDICT = 9,
     GW_BS_GATHER_START = 10,
+    GW_BS_SHRINK = 11,
+    GW_BS_MEMBERS = 12,
 } gw_bs_type_t;
 
 typedef enum gw_bs_report_kind {
@@ -155,6 +166,20 @@ typedef struct gw_bs_verdict {
     uint64_t seq;
     char reason[GW_BS_REASON_MAX + 1]; /* NUL-terminated */
 } gw_bs_verdict_t;
+
+/* A rank asks to shrink the job to the ranks that ask (bootstrap_shrink.c). */
+typedef struct gw_bs_shrink_req {
+    uint32_t port;      /* rank 0: the shrunk job's root port (1..65535); others 0 */
+    uint32_t window_ms; /* at most INT32_MAX */
+} gw_bs_shrink_req_t;
+
+/* The referee's answer to a SHRINK: this rank's place in the shrunk job. */
+typedef struct gw_bs_members {
+    gw_status_t status; /* GW_OK: a member; else why not (no member then) */
+    int32_t new_rank;   /* -1 unless a member */
+    uint32_t new_size;
+    uint32_t port; /* the shrunk job's root port on rank 0's host */
+} gw_bs_members_t;
 
 typedef struct gw_bs_hdr {
     gw_bs_type_t type;
@@ -227,6 +252,16 @@ gw_status_t gw__bs_decode_verdict(const uint8_t *buf, size_t len, gw_bs_verdict_
 void gw__bs_encode_gather_start(uint32_t wait_ms, uint8_t out[GW_BS_GATHER_START_LEN]);
 gw_status_t gw__bs_decode_gather_start(const uint8_t *buf, size_t len, uint32_t *wait_ms,
                                        const char **why);
+/* SHRINK and MEMBERS: a SHRINK's port is 0..65535 and its window at most
+ * INT32_MAX; a MEMBERS' status is a known status, a member (GW_OK) has
+ * 0 <= new_rank < new_size and a port in 1..65535, anything else has
+ * new_rank -1. */
+void gw__bs_encode_shrink(const gw_bs_shrink_req_t *m, uint8_t out[GW_BS_SHRINK_LEN]);
+gw_status_t gw__bs_decode_shrink(const uint8_t *buf, size_t len, gw_bs_shrink_req_t *out,
+                                 const char **why);
+void gw__bs_encode_members(const gw_bs_members_t *m, uint8_t out[GW_BS_MEMBERS_LEN]);
+gw_status_t gw__bs_decode_members(const uint8_t *buf, size_t len, gw_bs_members_t *out,
+                                  const char **why);
 /* The first GW_BS_DATA_PREFIX_LEN bytes of a DATA message: *data_len is its
  * len field, checked against the header's payload length. */
 gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *data_len,

@@ -31,6 +31,9 @@
  * GW_TIMEOUT_MS plus the grace. The verdict goes to every rank still
  * connected, and the same verdict answers any later report.
  *
+ * The referee also decides who goes on when the survivors shrink the job
+ * (bootstrap_shrink.c): SHRINK requests come on the same connections.
+ *
  * When rank 0 itself is stopped or dead, so is its referee: the ranks then
  * get no verdict, or see their connection to it close, and blame rank 0
  * (collectives/core/blame.c).
@@ -76,7 +79,9 @@ struct gw_bs_referee {
     int64_t decide_by;
     int decided;
     gw_bs_verdict_t verdict;
-    gw_bs_late_t *late; /* answers processes that arrive after the job formed */
+    gw_bs_late_t *late;      /* answers processes that arrive after the job formed */
+    gw_bs_shrink_t *shrink;  /* who goes on after a failure (bootstrap_shrink.c) */
+    unsigned char *gone_map; /* gone_map[r]: seats[r].gone, as the shrink wants it */
 };
 
 static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
@@ -89,6 +94,7 @@ static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
     close(s->fd);
     s->fd = -1;
     s->gone = 1;
+    ref->gone_map[r] = 1;
 }
 
 /* Best effort, never blocks: the messages are small, and a rank that does
@@ -295,6 +301,49 @@ static void on_report(gw_bs_referee_t *ref, int r, const gw_bs_report_t *rep)
         open_case(ref, r);
 }
 
+/* A SHRINK from rank r: recorded while the case is open, answered at
+ * once once it is decided (bootstrap_shrink.c). */
+static void on_shrink(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    gw_bs_shrink_req_t req;
+    const char *why = NULL;
+    if (gw__bs_decode_shrink(msg, len, &req, &why) != GW_OK) {
+        GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed shrink request from rank %d: %s", r,
+                why);
+        return;
+    }
+    if (!gw__bs_shrink_decided(ref->shrink)) {
+        gw__bs_shrink_request(ref->shrink, r, &req, gw__now_ms());
+        return;
+    }
+    gw_bs_members_t m;
+    if (!gw__bs_shrink_answer(ref->shrink, r, &m)) {
+        GW_WARN(ref->log, GW_BS_SUBSYS,
+                "referee: rank %d asks to shrink after the job shrank without it: it is told "
+                "it was left out",
+                r);
+        gw__bs_shrink_left_out(&m);
+    }
+    uint8_t out[GW_BS_MEMBERS_LEN];
+    gw__bs_encode_members(&m, out);
+    send_to(ref, r, out, sizeof(out));
+}
+
+/* The shrink was just decided: every rank that asked gets its answer,
+ * rank 0's own caller last (as a verdict, see conclude). */
+static void answer_shrink(gw_bs_referee_t *ref)
+{
+    for (int k = 1; k <= ref->size; k++) {
+        int r = k % ref->size;
+        gw_bs_members_t m;
+        if (!gw__bs_shrink_answer(ref->shrink, r, &m))
+            continue;
+        uint8_t out[GW_BS_MEMBERS_LEN];
+        gw__bs_encode_members(&m, out);
+        send_to(ref, r, out, sizeof(out));
+    }
+}
+
 static void read_seat(gw_bs_referee_t *ref, int r)
 {
     seat_t *s = &ref->seats[r];
@@ -316,7 +365,7 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             gw_bs_hdr_t hdr;
             const char *why = "not a report";
             if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
-                hdr.type != GW_BS_REPORT) {
+                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK)) {
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
                         why);
                 seat_gone(ref, r, "sent garbage to the referee");
@@ -326,7 +375,9 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             if (s->rx_len < len)
                 break;
             gw_bs_report_t rep;
-            if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
+            if (hdr.type == GW_BS_SHRINK)
+                on_shrink(ref, r, s->rx, len);
+            else if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed report from rank %d: %s", r,
                         why);
             else
@@ -353,6 +404,8 @@ static void *referee_main(void *arg)
         n += gw__bs_late_pollfds(ref->late, ref->pfds + n);
         int open = ref->first >= 0 && !ref->decided;
         int64_t wake = open ? ref->decide_by : INT64_MAX;
+        if (gw__bs_shrink_deadline(ref->shrink) < wake)
+            wake = gw__bs_shrink_deadline(ref->shrink);
         if (gw__bs_late_deadline(ref->late) < wake)
             wake = gw__bs_late_deadline(ref->late);
         int timeout = wake == INT64_MAX ? -1 : gw__sock_remaining_ms(wake);
@@ -370,6 +423,8 @@ static void *referee_main(void *arg)
             gw__bs_late_events(ref->late, ref->pfds + seats_end);
         if (ref->first >= 0 && !ref->decided)
             decide(ref, gw__now_ms() >= ref->decide_by);
+        if (gw__bs_shrink_decide(ref->shrink, ref->gone_map, gw__now_ms()))
+            answer_shrink(ref);
     }
     return NULL;
 }
@@ -384,6 +439,8 @@ static void referee_free(gw_bs_referee_t *ref)
     if (ref->stop[1] >= 0)
         close(ref->stop[1]);
     gw__bs_late_close(ref->late);
+    gw__bs_shrink_free(ref->shrink);
+    free(ref->gone_map);
     free(ref->seats);
     free(ref->pfds);
     free(ref->pfd_rank);
@@ -411,7 +468,10 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     ref->pfd_rank = calloc(n + 1, sizeof(*ref->pfd_rank));
     ref->next = calloc(n, sizeof(*ref->next));
     ref->seen = calloc(n, 1);
-    if (!ref->seats || !ref->pfds || !ref->pfd_rank || !ref->next || !ref->seen) {
+    ref->gone_map = calloc(n, 1);
+    ref->shrink = gw__bs_shrink_new(bs->log, bs->size);
+    if (!ref->seats || !ref->pfds || !ref->pfd_rank || !ref->next || !ref->seen || !ref->gone_map ||
+        !ref->shrink) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory for the referee of %d ranks", bs->size);
         referee_free(ref);
         return GW_ERR_NO_MEMORY;

@@ -74,10 +74,10 @@ static void gone(gw_bootstrap_t *bs, const char *why)
     bs->watch_gone = 1;
 }
 
-static int send_msg(gw_bootstrap_t *bs, uint8_t *msg, size_t len)
+int gw__bs_watch_send(gw_bootstrap_t *bs, const uint8_t *msg, size_t len)
 {
     gw_sock_io_t io;
-    gw__sock_io_set(&io, msg, len, NULL, 0);
+    gw__sock_io_set(&io, (void *)msg, len, NULL, 0);
     int r = gw__sock_io_run(bs->root_fd, &io, 1, gw__now_ms() + SEND_MS);
     if (r != GW_SOCK_IO_DONE) {
         gone(bs, r == GW_SOCK_IO_TIMEOUT ? "a send to it timed out" : "a send to it failed");
@@ -117,7 +117,19 @@ static void on_message(gw_bootstrap_t *bs, const gw_bs_hdr_t *hdr, const gw_bs_r
                      "rank %d asks what we wait for: rank %d, in collective #%llu, for %u ms",
                      q.reporter, state->waiting_on, (unsigned long long)state->seq,
                      state->stalled_ms);
-            send_msg(bs, msg, n);
+            gw__bs_watch_send(bs, msg, n);
+        }
+        return;
+    }
+    if (hdr->type == GW_BS_MEMBERS) {
+        gw_bs_members_t m;
+        if (gw__bs_decode_members(bs->wrx, len, &m, &why) != GW_OK) {
+            GW_WARN(bs->log, GW_BS_SUBSYS, "malformed shrink answer from rank 0: %s", why);
+            return;
+        }
+        if (!bs->have_members) {
+            bs->members = m;
+            bs->have_members = 1;
         }
         return;
     }
@@ -126,7 +138,7 @@ static void on_message(gw_bootstrap_t *bs, const gw_bs_hdr_t *hdr, const gw_bs_r
 }
 
 /* Read whatever rank 0 sent and act on each whole message. */
-static void pump(gw_bootstrap_t *bs, const gw_bs_report_t *state)
+void gw__bs_watch_pump(gw_bootstrap_t *bs, const gw_bs_report_t *state)
 {
     while (bs->watching && !bs->watch_gone) {
         ssize_t n =
@@ -168,7 +180,7 @@ int gw__bootstrap_watch_poll(gw_bootstrap_t *bs, const gw_bs_report_t *state,
 {
     if (!bs || !bs->watching)
         return 0;
-    pump(bs, state);
+    gw__bs_watch_pump(bs, state);
     if (!bs->have_verdict)
         return 0;
     *verdict = bs->verdict;
@@ -184,11 +196,11 @@ gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t 
     /* A verdict that came before the failure (it may be what made the
      * transport fail: the rank it blames closed its connections) is the
      * answer already: no need to ask again. */
-    pump(bs, NULL);
+    gw__bs_watch_pump(bs, NULL);
     if (!bs->have_verdict && !bs->watch_gone) {
         uint8_t msg[GW_BS_REPORT_LEN];
         size_t n = gw__bs_encode_report(report, msg);
-        send_msg(bs, msg, n);
+        gw__bs_watch_send(bs, msg, n);
     }
     while (!bs->have_verdict && !bs->watch_gone) {
         int left = gw__sock_remaining_ms(deadline);
@@ -199,7 +211,7 @@ gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t 
             gone(bs, "poll failed");
             break;
         }
-        pump(bs, NULL);
+        gw__bs_watch_pump(bs, NULL);
     }
     if (bs->have_verdict) {
         *verdict = bs->verdict;

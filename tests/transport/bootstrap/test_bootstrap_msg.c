@@ -538,3 +538,36 @@ Test(bootstrap_msg, gather_start_round_trip_and_refusals, .timeout = 10)
     cr_assert_eq(gw__bs_decode_gather_start(m, sizeof(m), &ms, &why), GW_ERR_PROTOCOL);
     cr_assert(why && strstr(why, "out of range"), "%s", why ? why : "(none)");
 }
+
+Test(bootstrap_msg, shrink_and_members_round_trip_and_refusals, .timeout = 10)
+{
+    const char *why = NULL;
+    uint8_t m[GW_BS_SHRINK_LEN];
+    gw_bs_shrink_req_t req = {.port = 40123, .window_ms = 2000}, got;
+    gw__bs_encode_shrink(&req, m);
+    cr_assert_eq(gw__bs_decode_shrink(m, sizeof(m), &got, &why), GW_OK, "%s", why);
+    cr_assert(got.port == 40123 && got.window_ms == 2000);
+    cr_assert_eq(gw__bs_decode_shrink(m, sizeof(m) - 1, &got, &why), GW_ERR_PROTOCOL);
+    m[GW_BS_HDR_LEN + 1] = 0x01; /* port 0x0001xxxx: beyond 65535 */
+    cr_assert_eq(gw__bs_decode_shrink(m, sizeof(m), &got, &why), GW_ERR_PROTOCOL);
+
+    uint8_t b[GW_BS_MEMBERS_LEN];
+    gw_bs_members_t mem = {.status = GW_OK, .new_rank = 2, .new_size = 3, .port = 40123}, out;
+    gw__bs_encode_members(&mem, b);
+    cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_OK, "%s", why);
+    cr_assert(out.status == GW_OK && out.new_rank == 2 && out.new_size == 3 && out.port == 40123);
+    /* A member's rank must be below the size; a left-out rank has none. */
+    mem.new_rank = 3;
+    gw__bs_encode_members(&mem, b);
+    cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+    mem = (gw_bs_members_t){.status = GW_ERR_ABORTED, .new_rank = -1};
+    gw__bs_encode_members(&mem, b);
+    cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_OK, "%s", why);
+    cr_assert(out.status == GW_ERR_ABORTED && out.new_rank == -1);
+    mem.new_rank = 0;
+    gw__bs_encode_members(&mem, b);
+    cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+    mem = (gw_bs_members_t){.status = (gw_status_t)999, .new_rank = -1};
+    gw__bs_encode_members(&mem, b);
+    cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+}

@@ -1,0 +1,95 @@
+/*
+ * gw_comm_shrink over real processes (worker_shrink.c under `gradwire
+ * launch --elastic`, 4 ranks over TCP): after one rank or two are killed
+ * with SIGKILL, every survivor gets the same new size and ranks (in the
+ * order of the old ones) and an exact allreduce on the new communicator;
+ * a rank stopped with SIGSTOP is left out, and once woken gets an error
+ * instead of getting in; the loss of rank 0 fails every survivor's shrink
+ * promptly (as gradwire.h promises), never hangs. The launcher keeps the
+ * job running and says which rank it lost.
+ */
+#include <criterion/criterion.h>
+
+#include "support/run.h"
+
+#define LAUNCHER GW_BUILD_DIR "/gradwire"
+#define WORKER GW_BUILD_DIR "/tests/worker_shrink"
+
+static run_result_t run_mode(const char *mode, const char *timeout_ms)
+{
+    char *argv[] = {LAUNCHER, "launch", "--elastic", "-n", "4", "--", WORKER, (char *)mode, NULL};
+    char tenv[64];
+    snprintf(tenv, sizeof(tenv), "GW_TIMEOUT_MS=%s", timeout_ms);
+    char *env[] = {tenv, "GW_TRANSPORT=tcp", NULL};
+    run_result_t r = run_cmd(argv, env, 50);
+    cr_assert(!r.timed_out, "mode %s hung:\n%s", mode, r.output);
+    return r;
+}
+
+static void expect(const run_result_t *r, const char *text)
+{
+    cr_assert(strstr(r->output, text), "expected \"%s\" in:\n%s", text, r->output);
+}
+
+static void expect_not(const run_result_t *r, const char *text)
+{
+    cr_assert(!strstr(r->output, text), "did not expect \"%s\" in:\n%s", text, r->output);
+}
+
+/* Survivor `old` is rank `now` of the shrunk communicator `members`. */
+static void expect_member(const run_result_t *r, int old, int now, int n, const char *members)
+{
+    char want[160];
+    snprintf(want, sizeof(want), "[%d] rank %d: now rank %d of %d, members %s, sum ok", old, old,
+             now, n, members);
+    expect(r, want);
+}
+
+Test(shrink, one_rank_killed, .timeout = 60)
+{
+    run_result_t r = run_mode("kill1", "10000");
+    expect_member(&r, 0, 0, 3, "0,1,3");
+    expect_member(&r, 1, 1, 3, "0,1,3");
+    expect_member(&r, 3, 2, 3, "0,1,3");
+    expect(&r, "gradwire launch: rank 2 killed by signal SIGKILL; --elastic: the job goes on");
+    cr_assert(r.exited && r.status == 0, "the survivors finished, status %d:\n%s", r.status,
+              r.output);
+    free(r.output);
+}
+
+Test(shrink, two_ranks_killed, .timeout = 60)
+{
+    run_result_t r = run_mode("kill2", "10000");
+    expect_member(&r, 0, 0, 2, "0,2");
+    expect_member(&r, 2, 1, 2, "0,2");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+Test(shrink, stopped_rank_left_out, .timeout = 60)
+{
+    /* The survivors time out on the stopped rank (2 s), get the verdict,
+     * and shrink after the window (2 s) without it; it wakes at 8 s. */
+    run_result_t r = run_mode("stop", "2000");
+    expect_member(&r, 0, 0, 3, "0,1,3");
+    expect_member(&r, 1, 1, 3, "0,1,3");
+    expect_member(&r, 3, 2, 3, "0,1,3");
+    expect(&r, "[2] rank 2: shrink GW_ERR_ABORTED");
+    expect(&r, "was left out of the shrunk communicator");
+    expect_not(&r, "[2] rank 2: now rank");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+Test(shrink, rank0_killed_is_fatal, .timeout = 60)
+{
+    run_result_t r = run_mode("kill0", "10000");
+    for (int k = 1; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "[%d] rank %d: shrink GW_ERR_REMOTE", k, k);
+        expect(&r, want);
+    }
+    expect(&r, "the loss of rank 0 ends the job");
+    expect_not(&r, "now rank");
+    free(r.output);
+}

@@ -1,0 +1,139 @@
+/*
+ * worker_shrink.c - one rank of the shrink tests (test_shrink.c), run by
+ * `gradwire launch --elastic` on 4 ranks.
+ *
+ * Usage: worker_shrink MODE   (kill1, kill2, kill0, stop)
+ *
+ * Every rank does one allreduce (the job works), then the victims leave:
+ * kill1: rank 2 SIGKILLs itself; kill2: ranks 1 and 3; kill0: rank 0;
+ * stop: rank 2 SIGSTOPs itself, and a child it forked first wakes it
+ * WAKE_S seconds later. The others' second allreduce fails, and they call
+ * gw_comm_shrink. A member of the shrunk communicator prints
+ *   "rank R: now rank X of N, members A,B,C, sum ok"
+ * after it all-gathered the old ranks of the members and checked an
+ * allreduce on the new communicator against them (exact: integers); a
+ * rank whose shrink fails prints "rank R: shrink GW_ERR_X". The stopped
+ * rank, once awake, fails its allreduce and its shrink too (it was left
+ * out). In stop mode rank 0 keeps the old communicator (its referee
+ * answers the late rank) until the late rank has had its answer.
+ * Exit 0 when the rank saw what it printed, 1 on anything unexpected.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gradwire.h"
+
+#define WAKE_S 8
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int is_victim(const char *mode, int rank)
+{
+    if (!strcmp(mode, "kill1") || !strcmp(mode, "stop"))
+        return rank == 2;
+    if (!strcmp(mode, "kill2"))
+        return rank == 1 || rank == 3;
+    if (!strcmp(mode, "kill0"))
+        return rank == 0;
+    return 0;
+}
+
+/* On the shrunk communicator: gather the members' old ranks, check that an
+ * allreduce of (old rank + 1) sums to what they say, print the line. */
+static int check_shrunk(gw_comm_t *nc, int old_rank)
+{
+    int n = gw_comm_size(nc), me = gw_comm_rank(nc);
+    int32_t *old = calloc((size_t)n, sizeof(*old));
+    int32_t mine = old_rank;
+    gw_status_t st = gw_allgather(nc, &mine, old, 1, GW_INT32);
+    if (st != GW_OK) {
+        printf("rank %d: allgather on the shrunk communicator: %s\n", old_rank, gw_status_name(st));
+        free(old);
+        return 1;
+    }
+    int64_t want = 0, got = old_rank + 1;
+    char members[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        want += old[i] + 1;
+        len += (size_t)snprintf(members + len, sizeof(members) - len, "%s%d", i ? "," : "", old[i]);
+    }
+    st = gw_allreduce(nc, &got, &got, 1, GW_INT64, GW_SUM);
+    int ok = st == GW_OK && got == want && old[me] == old_rank;
+    printf("rank %d: now rank %d of %d, members %s, sum %s\n", old_rank, me, n, members,
+           ok ? "ok" : "WRONG");
+    free(old);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc != 2) {
+        fprintf(stderr, "usage: worker_shrink kill1|kill2|kill0|stop\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    gw_comm_t *comm;
+    gw_status_t st = gw_comm_init_env(&comm);
+    if (st != GW_OK) {
+        printf("rank ?: init %s\n", gw_status_name(st));
+        return 1;
+    }
+    int rank = gw_comm_rank(comm);
+    int32_t one = 1, sum = 0;
+    st = gw_allreduce(comm, &one, &sum, 1, GW_INT32, GW_SUM);
+    /* A victim may leave as soon as its own part of this first allreduce
+     * is done, before a survivor's is: then the survivor's fails here. */
+    int early = st != GW_OK && !is_victim(mode, rank);
+    if (!early && (st != GW_OK || sum != gw_comm_size(comm))) {
+        printf("rank %d: first allreduce %s\n", rank, gw_status_name(st));
+        return 1;
+    }
+    int stopped = 0;
+    if (is_victim(mode, rank)) {
+        usleep(200 * 1000); /* usually the others are in the second one by now */
+        if (strcmp(mode, "stop") != 0)
+            raise(SIGKILL);
+        pid_t parent = getpid();
+        if (fork() == 0) {
+            sleep(WAKE_S);
+            kill(parent, SIGCONT);
+            _exit(0);
+        }
+        raise(SIGSTOP);
+        stopped = 1;
+    }
+    double t0 = now_ms();
+    if (!early)
+        st = gw_allreduce(comm, &one, &sum, 1, GW_INT32, GW_SUM);
+    if (st == GW_OK) {
+        printf("rank %d: the second allreduce succeeded without the victims\n", rank);
+        return 1;
+    }
+    printf("rank %d: allreduce %s, culprit %d\n", rank, gw_status_name(st), gw_comm_culprit(comm));
+    gw_comm_t *nc = NULL;
+    st = gw_comm_shrink(comm, &nc);
+    printf("rank %d: shrink %s after %.0f ms\n", rank, gw_status_name(st), now_ms() - t0);
+    int rc = 0;
+    if (st == GW_OK)
+        rc = check_shrunk(nc, rank);
+    else
+        rc = stopped || !strcmp(mode, "kill0") ? 0 : 1;
+    if (stopped && st == GW_OK)
+        rc = 1; /* a rank that was only slow must not get in */
+    if (!strcmp(mode, "stop") && rank == 0)
+        sleep(WAKE_S + 2); /* the referee answers the late rank meanwhile */
+    gw_comm_destroy(nc);
+    gw_comm_destroy(comm);
+    return rc;
+}

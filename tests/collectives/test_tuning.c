@@ -541,7 +541,7 @@ Test(tuning, figures_per_transport_and_the_worst_link)
 /* The choice follows the transport (figures injected as comm_tuning.c
  * would set them): on one host of 4 ranks, a 1 MiB message takes hier
  * over TCP (two rounds of concurrent loopback copies) and the ring over
- * shared memory; a 4 KiB message the direct exchange over shared memory
+ * shared memory; a 2 KiB message the direct exchange over shared memory
  * and recursive doubling over TCP, where hier's six messages a rank cost
  * six system calls; 8 ranks on 8 hosts at 128 KiB take the ring over RDMA
  * and recursive doubling over TCP's 11 us messages. */
@@ -553,8 +553,8 @@ Test(tuning, the_choice_follows_the_transport)
     gw__tuning_links(&ib, 0, GW_TUNING_LINK_IB);
     cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 1 << 20), GW_ALGO_HIER);
     cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 1 << 20), GW_ALGO_RING);
-    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 4096), GW_ALGO_DIRECT);
-    cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 4096), GW_ALGO_RD);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 2048), GW_ALGO_DIRECT);
+    cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 2048), GW_ALGO_RD);
     cr_expect_eq(gw__tuning_pick(&ib, 8, 128 << 10), GW_ALGO_RING);
     cr_expect_eq(gw__tuning_pick(&tcp, 8, 128 << 10), GW_ALGO_RD);
     /* Two hosts of 4 joined by TCP, shared memory inside: hier from 128

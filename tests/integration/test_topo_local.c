@@ -100,13 +100,13 @@ Test(topo_local, creation_applies_the_transports_figures, .timeout = 120)
     char *tcp_cmd[] = {
         "env", "GW_TRANSPORT=tcp", BENCH, "allreduce", "-b", "8", "-e", "8", "-n", "1", NULL};
     static const char shm[] =
-        "cost model: alpha 2.5e-06 s, beta 4e-10 s/B, beta_local 4.2e-10 s/B, gamma 5.5e-11 s/B "
+        "cost model: alpha 2.5e-06 s, beta 4e-10 s/B, beta_local 4.7e-10 s/B, gamma 5.5e-11 s/B "
         "(links inside a host: shm ; between hosts: none)";
     static const char tcp[] =
         "cost model: alpha 1.1e-05 s, beta 4.6e-10 s/B, beta_local 3.5e-10 s/B, gamma 5.5e-11 s/B "
         "(links inside a host: tcp ; between hosts: none)";
     static const char mixed[] =
-        "cost model: alpha 1.1e-05 s, beta 4.6e-10 s/B, beta_local 4.2e-10 s/B, gamma 5.5e-11 s/B "
+        "cost model: alpha 1.1e-05 s, beta 4.6e-10 s/B, beta_local 4.7e-10 s/B, gamma 5.5e-11 s/B "
         "(links inside a host: shm ; between hosts: tcp )";
     char *out = launch(4, "aaaa", cmd, shm);
     cr_expect(!strstr(out, "1.1e-05"), "a TCP figure over shared memory:\n%s", out);

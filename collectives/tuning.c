@@ -194,9 +194,11 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
     /* The hierarchy needs several ranks on a host. On one host it is its
      * local phases alone: every rank sends each segment straight to its
      * owner and gets it back, two rounds of n - 1 concurrent messages
-     * instead of the ring's 2(n - 1) dependent steps. */
-    (void)nhosts;
-    size_t ncand = local_max > 1 ? 4 : 3;
+     * instead of the ring's 2(n - 1) dependent steps. With 2 ranks on
+     * one host there is one peer and nothing concurrent: hier is then the
+     * ring's two steps, and measured slower than it over TCP from 512 KiB
+     * (README). */
+    size_t ncand = local_max > 2 || (nhosts > 1 && local_max > 1) ? 4 : 3;
     for (size_t i = 0; i < ncand; i++) {
         double time = gw__tuning_predict_hosts(t, candidates[i], nranks, nhosts, local_max, bytes);
         /* Strictly less: ties keep the earlier, lower-latency candidate. */

@@ -552,6 +552,8 @@ Test(tuning, the_choice_follows_the_transport)
     gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
     gw__tuning_links(&ib, 0, GW_TUNING_LINK_IB);
     cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 1 << 20), GW_ALGO_HIER);
+    /* With 2 ranks on the host nothing is concurrent: the ring. */
+    cr_expect_eq(gw__tuning_pick_hosts(&tcp, 2, 1, 2, 1 << 20), GW_ALGO_RING);
     cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 1 << 20), GW_ALGO_RING);
     cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 2048), GW_ALGO_DIRECT);
     cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 2048), GW_ALGO_RD);

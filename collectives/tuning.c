@@ -15,7 +15,8 @@
  *   rd    L alpha + L S beta + L S gamma,  L = ceil(log2 n) (+2 when n is not
  *         a power of two: fold in and out). Fewest rounds, but every round
  *         moves the whole buffer: the latency choice for small messages.
- *   hier  2(H-1) alpha + 2 alpha + max(2 (H-1)/H S beta, 2 (L-1)/L S beta_l)
+ *   hier  2(H-1) alpha + 2 alpha + 2 (L-2) alpha_l
+ *         + max(2 (H-1)/H S beta, 2 (L-1)/L S beta_l)
  *         + ((L-1)/L + (H-1)/(H L)) S gamma,   H hosts, at most L ranks on
  *         one (allreduce_hier.c). Inside a host (beta_l, the figure
  *         beta_local) the bytes move over shared memory, in phases that
@@ -24,15 +25,28 @@
  *         rank while the host's other ranks do the same; across hosts each
  *         host's link
  *         carries 2 (H-1)/H S, against the ring's 2 (n-1)/n S on its
- *         busiest link. Only a candidate when several ranks share a host and
- *         there is more than one host; with one rank per host it is the
- *         ring over the hosts, and predicted as such.
+ *         busiest link. A candidate whenever several ranks share a host;
+ *         with one rank per host it is the ring over the hosts, and
+ *         predicted as such. On one host (H = 1) it is 2 alpha + 2 (L-2)
+ *         alpha_l + 2 (L-1)/L S beta_l: each rank sends every segment to its owner at once and
+ *         gets it back the same way, so it pays two latencies where the
+ *         ring pays 2(n-1), and its L - 1 concurrent transfers per rank
+ *         keep both cores busy where the ring's dependent steps leave
+ *         them waiting: that is why beta_local is below beta over TCP on
+ *         one host (loopback sockets copied in parallel), and what made
+ *         hier the fastest fixed choice there from 128 KiB to 8 MiB.
+ *         alpha_l is what each further message of a round costs the CPU
+ *         (alpha over TCP, a system call and a wake-up per message; half a
+ *         microsecond over shared memory), which keeps small messages on
+ *         recursive doubling over TCP, where hier took 2x its time at 8 B.
  *   direct 2 alpha + 2 (n-1)/n S beta_l + (n-1)/n S gamma, and alpha +
  *         (n-1) S (beta_l + gamma) up to 16 KiB (allreduce_direct.c): for
  *         one host over shared memory only (gw__tuning_pick_shm).
  *
- * The defaults are rough figures for TCP on one host, and shared memory 8
- * times faster (beta_local); `gradwire-bench tune`
+ * The defaults are per transport (gw__tuning_links: the figures of the
+ * transports the communicator's pairs use, the worst link deciding each
+ * figure, chosen once the transports have connected:
+ * collectives/core/comm_tuning.c); `gradwire-bench tune`
  * measures them per cluster and writes a tuning file (format in tuning.h)
  * that GW_TUNING_FILE loads in place of the defaults. The model only has to
  * rank algorithms correctly around the crossover points, not predict times
@@ -52,14 +66,63 @@
 #include "collectives/tuning.h"
 #include "common/env.h"
 
+/* Default figures of each transport, for one link between two ranks
+ * (alpha, beta) and for a host's ranks all exchanging at once (beta_local,
+ * what the hierarchical allreduce's local phases see). shm and tcp are
+ * measured with `gradwire-bench tune` on 2 ranks of the 2-core test machine
+ * (README, "Is auto the right choice?"); ib is not measurable here (soft
+ * RoCE in a VM is slower than TCP) and comes from published figures for
+ * 100 Gbit/s EDR InfiniBand verbs: about 2 us a message, 12 GB/s.
+ * shm's beta_local is above its beta on purpose: hier on one host over
+ * shared memory took 10-18x the best fixed algorithm at 128 KiB in every
+ * sweep on 4 ranks (its segments' concurrent copies contend for 2 cores),
+ * so the ring takes over from about 96 KiB. alpha_local is a guess from
+ * the TCP sweeps (hier twice rd's time at 8 B: each further message costs
+ * a rank about an alpha of system calls); shm's is a few stores. */
+static const struct {
+    unsigned link;
+    double alpha, beta, beta_local, alpha_local;
+} link_defaults[] = {
+    {GW_TUNING_LINK_SHM, 2.5e-6, 0.40e-9, 0.47e-9, 0.5e-6},
+    {GW_TUNING_LINK_TCP, 11e-6, 0.46e-9, 0.35e-9, 11e-6},
+    {GW_TUNING_LINK_IB, 2e-6, 1.0 / 12e9, 1.0 / 12e9, 0.5e-6},
+};
+#define NLINKS (sizeof(link_defaults) / sizeof(link_defaults[0]))
+
+void gw__tuning_links(gw_tuning_t *t, unsigned intra, unsigned inter)
+{
+    unsigned all = intra | inter;
+    if (!all) /* one rank, or nothing known: TCP's, the slowest */
+        all = intra = GW_TUNING_LINK_TCP;
+    t->alpha = t->beta = t->beta_local = t->alpha_local = 0;
+    for (size_t i = 0; i < NLINKS; i++) {
+        /* The worst link on an algorithm's path decides: a flat ring over
+         * shm and tcp waits for its TCP edges. */
+        if (all & link_defaults[i].link) {
+            t->alpha = fmax(t->alpha, link_defaults[i].alpha);
+            t->beta = fmax(t->beta, link_defaults[i].beta);
+        }
+        if (intra & link_defaults[i].link) {
+            t->beta_local = fmax(t->beta_local, link_defaults[i].beta_local);
+            t->alpha_local = fmax(t->alpha_local, link_defaults[i].alpha_local);
+        }
+    }
+    if (!intra) { /* one rank per host: hier's local phases are empty */
+        t->beta_local = link_defaults[0].beta_local;
+        t->alpha_local = link_defaults[0].alpha_local;
+    }
+    t->gamma = 5.5e-11; /* measured: the AVX2 sum of float32 on this machine */
+    t->chunk_bytes = 512 * 1024;
+}
+
 void gw__tuning_defaults(gw_tuning_t *t, const char *transport)
 {
-    (void)transport; /* one set of defaults until transports are measured */
-    t->alpha = 25e-6;
-    t->beta = 1.0 / 2.0e9;
-    t->gamma = 1.0 / 4.0e9;
-    t->beta_local = t->beta / 8;
-    t->chunk_bytes = 512 * 1024;
+    unsigned link = GW_TUNING_LINK_TCP;
+    if (transport && strcmp(transport, "shm") == 0)
+        link = GW_TUNING_LINK_SHM;
+    else if (transport && strcmp(transport, "ib") == 0)
+        link = GW_TUNING_LINK_IB;
+    gw__tuning_links(t, link, link);
 }
 
 static int ceil_log2(int n)
@@ -99,8 +162,9 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
          * slower of the two decides. */
         double t_local = local_max > 1 ? 2 * (l - 1) / l * s * t->beta_local : 0.0;
         double t_net = 2 * (h - 1) / h * s * t->beta;
-        return 2 * (h - 1) * t->alpha + (local_max > 1 ? 2 * t->alpha : 0.0) +
-               (t_local > t_net ? t_local : t_net) +
+        /* Phases 1 and 3: one round each of up to L - 1 messages. */
+        double t_rounds = local_max > 1 ? 2 * t->alpha + 2 * (l - 2) * t->alpha_local : 0.0;
+        return 2 * (h - 1) * t->alpha + t_rounds + (t_local > t_net ? t_local : t_net) +
                ((l - 1) / l + (h - 1) / (h * l)) * s * t->gamma;
     }
     case GW_ALGO_DIRECT: {
@@ -127,9 +191,14 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
     static const gw_algo_t candidates[] = {GW_ALGO_RD, GW_ALGO_TREE, GW_ALGO_RING, GW_ALGO_HIER};
     gw_algo_t best = GW_ALGO_RING;
     double best_time = HUGE_VAL;
-    /* The hierarchy pays only with several ranks on a host and several
-     * hosts. */
-    size_t ncand = nhosts > 1 && local_max > 1 ? 4 : 3;
+    /* The hierarchy needs several ranks on a host. On one host it is its
+     * local phases alone: every rank sends each segment straight to its
+     * owner and gets it back, two rounds of n - 1 concurrent messages
+     * instead of the ring's 2(n - 1) dependent steps. With 2 ranks on
+     * one host there is one peer and nothing concurrent: hier is then the
+     * ring's two steps, and measured slower than it over TCP from 512 KiB
+     * (README). */
+    size_t ncand = local_max > 2 || (nhosts > 1 && local_max > 1) ? 4 : 3;
     for (size_t i = 0; i < ncand; i++) {
         double time = gw__tuning_predict_hosts(t, candidates[i], nranks, nhosts, local_max, bytes);
         /* Strictly less: ties keep the earlier, lower-latency candidate. */
@@ -143,17 +212,24 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
 
 gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
 {
-    /* The model above charges alpha per dependent round and cannot see
-     * that the direct exchange's n - 1 messages per round overlap. Its
-     * small form (one round) beat recursive doubling's two rounds at 8
-     * bytes on 4 ranks (README, "one host"); above GW_TUNING_DIRECT_MAX_BYTES
-     * its large form measured no faster than the ring (and slower at 32-64
-     * MiB) on the 2-core test machine with 4 ranks, so the general model
-     * decides there. With more ranks than GW_TUNING_DIRECT_MAX_RANKS the
-     * small form's n - 1 copies of the input were not measured. */
-    if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS && bytes <= GW_TUNING_DIRECT_MAX_BYTES)
+    /* One host: hier is its local phases alone (see the top). The direct
+     * exchange's small form (one round, every input to every peer, up to
+     * GW_TUNING_DIRECT_MAX_BYTES) competes by its prediction: it beats
+     * recursive doubling's two rounds at 8 bytes on 4 ranks and loses to
+     * hier's two rounds of a quarter of the bytes once (n - 1) S copies
+     * cost more than an alpha (about 4 KiB with shm's figures; README, "Is
+     * auto the right choice?"). Above GW_TUNING_DIRECT_MAX_BYTES its large
+     * form measured no faster than the ring (and slower at 32-64 MiB) on
+     * the 2-core test machine with 4 ranks, so it is no candidate there;
+     * with more ranks than GW_TUNING_DIRECT_MAX_RANKS the small form's
+     * n - 1 copies of the input were not measured. */
+    gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);
+    if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS &&
+        bytes <= GW_TUNING_DIRECT_MAX_BYTES &&
+        gw__tuning_predict(t, GW_ALGO_DIRECT, nranks, bytes) <=
+            gw__tuning_predict_hosts(t, best, nranks, 1, nranks, bytes))
         return GW_ALGO_DIRECT;
-    return gw__tuning_pick(t, nranks, bytes);
+    return best;
 }
 
 /* ---- tuning files ---------------------------------------------------------- */
@@ -335,7 +411,8 @@ static gw_status_t load_named(gw_tuning_t *t, const char *path, const char *name
     fclose(f);
     if (st == GW_OK)
         GW_INFO(lg, "tuning",
-                "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B, beta_local %.3g s/B",
+                "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B, beta_local %.3g s/B "
+                "(nan or 0: the transport's default)",
                 name, t->alpha, t->beta, t->gamma, t->chunk_bytes, t->beta_local);
     return st;
 }

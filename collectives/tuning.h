@@ -22,9 +22,28 @@ typedef struct gw_tuning {
     double gamma;       /* seconds per byte reduced */
     size_t chunk_bytes; /* pipeline chunk of ring and tree */
     double beta_local;  /* seconds per byte inside a host (shared memory) */
+    /* Seconds each further message of a round costs a rank inside a host
+     * when it sends to several peers at once (the hierarchical
+     * allreduce's local phases): the wire latencies overlap, the CPU's
+     * per-message work does not (a system call per TCP message, a few
+     * stores per shared-memory one). A transport's default; no key of
+     * the tuning file. */
+    double alpha_local;
 } gw_tuning_t;
 
-/* Defaults for a transport ("tcp", "self"). */
+/* The transports a communicator's pairs of ranks use, as bits. */
+#define GW_TUNING_LINK_SHM 1u
+#define GW_TUNING_LINK_TCP 2u
+#define GW_TUNING_LINK_IB 4u
+
+/* The default figures for a communicator whose pairs on one host use the
+ * transports `intra` and whose pairs on different hosts use `inter`: alpha
+ * and beta of the worst of them all (a flat algorithm waits for its slowest
+ * edge), beta_local of the worst inside a host; TCP's when both are 0. */
+void gw__tuning_links(gw_tuning_t *t, unsigned intra, unsigned inter);
+
+/* Defaults for every pair on one transport ("shm", "tcp", "ib"; anything
+ * else, "self" included, is TCP's). */
 void gw__tuning_defaults(gw_tuning_t *t, const char *transport);
 
 /* Predicted seconds for an allreduce of bytes over nranks with algo, one
@@ -36,15 +55,16 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
 
 /* The cheapest algorithm by the model (never GW_ALGO_AUTO), one rank per
  * host and on nhosts hosts of at most local_max ranks (GW_ALGO_HIER a
- * candidate only when nhosts > 1 and local_max > 1). */
+ * candidate when local_max > 1, one host included). */
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
 gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
                                 size_t bytes);
 
 /* The choice when every rank is on one host and reached through shared
- * memory: GW_ALGO_DIRECT for messages up to GW_TUNING_DIRECT_MAX_BYTES on
- * up to GW_TUNING_DIRECT_MAX_RANKS ranks (its one-round small form), the
- * general choice otherwise. */
+ * memory: the cheapest of the general candidates on one host (hier among
+ * them) and, for messages up to GW_TUNING_DIRECT_MAX_BYTES on up to
+ * GW_TUNING_DIRECT_MAX_RANKS ranks, GW_ALGO_DIRECT's one-round small form
+ * (chosen on a tie). */
 #define GW_TUNING_DIRECT_MAX_RANKS 8
 #define GW_TUNING_DIRECT_MAX_BYTES ((size_t)16 * 1024)
 gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);

@@ -18,6 +18,7 @@
  * candidate both opened.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -118,6 +119,18 @@ static void kinds_str(uint32_t kinds, char *buf, size_t cap)
         snprintf(buf, cap, "none");
 }
 
+/* The transport of a pair that both opened `common`: the first candidate
+ * in it that may serve the pair (GW_SEL_NONE when none). */
+static gw_select_kind_t pair_kind(uint32_t common, int same_host)
+{
+    for (size_t i = 0; i < NCANDIDATES; i++) {
+        const gw_select_candidate_t *c = &candidates[i];
+        if ((common & GW_SEL_BIT(c->kind)) && (!c->local_only || same_host))
+            return c->kind;
+    }
+    return GW_SEL_NONE;
+}
+
 gw_status_t gw__select_plan(const gw_logger_t *lg, int rank, int size,
                             const gw_select_rank_t *ranks, gw_select_kind_t *route)
 {
@@ -144,12 +157,7 @@ gw_status_t gw__select_plan(const gw_logger_t *lg, int rank, int size,
                      p, (unsigned long long)peer->host_id, (unsigned long long)me->host_id);
             return GW_ERR_CONFIG;
         }
-        for (size_t i = 0; i < NCANDIDATES && route[p] == GW_SEL_NONE; i++) {
-            const gw_select_candidate_t *c = &candidates[i];
-            if (!(common & GW_SEL_BIT(c->kind)) || (c->local_only && !same_host))
-                continue;
-            route[p] = c->kind;
-        }
+        route[p] = pair_kind(common, same_host);
         if (route[p] == GW_SEL_NONE) {
             char mine[64], theirs[64];
             kinds_str(me->kinds, mine, sizeof(mine));
@@ -202,6 +210,65 @@ void gw__select_describe(const gw_select_kind_t *route, int size, char *buf, siz
         }
     }
 #undef EMIT
+}
+
+/* ---- which transports the whole job uses ----------------------------------------- */
+
+/* The kinds masks (GW_SEL_BIT()s, below 16) the ranks of one host opened,
+ * and how many ranks opened each. */
+#define KIND_MASKS 16
+
+static int by_host(const void *a, const void *b)
+{
+    const gw_select_rank_t *x = a, *y = b;
+    if (x->host_id != y->host_id)
+        return x->host_id < y->host_id ? -1 : 1;
+    return (x->kinds > y->kinds) - (x->kinds < y->kinds);
+}
+
+gw_status_t gw__select_links(int size, const gw_select_rank_t *ranks, uint32_t *intra,
+                             uint32_t *inter)
+{
+    *intra = *inter = 0;
+    if (size < 2)
+        return GW_OK;
+    gw_select_rank_t *sorted = malloc((size_t)size * sizeof(*sorted));
+    if (!sorted)
+        return GW_ERR_NO_MEMORY;
+    memcpy(sorted, ranks, (size_t)size * sizeof(*sorted));
+    qsort(sorted, (size_t)size, sizeof(*sorted), by_host);
+    /* Per mask: on how many hosts (up to 2) and the first of them. */
+    int hosts_with[KIND_MASKS] = {0};
+    uint64_t first_host[KIND_MASKS] = {0};
+    for (int lo = 0, hi; lo < size; lo = hi) {
+        int count[KIND_MASKS] = {0};
+        for (hi = lo; hi < size && sorted[hi].host_id == sorted[lo].host_id; hi++)
+            count[sorted[hi].kinds % KIND_MASKS]++;
+        for (unsigned a = 0; a < KIND_MASKS; a++) {
+            if (!count[a])
+                continue;
+            if (hosts_with[a]++ == 0)
+                first_host[a] = sorted[lo].host_id;
+            for (unsigned b = a; b < KIND_MASKS; b++)
+                if (count[b] && (b != a || count[a] > 1))
+                    *intra |= GW_SEL_BIT(pair_kind(a & b, 1));
+        }
+    }
+    for (unsigned a = 0; a < KIND_MASKS; a++)
+        for (unsigned b = a; b < KIND_MASKS; b++) {
+            /* A pair of ranks on two hosts with these masks exists unless
+             * both masks are on one host only, the same one. */
+            if (!hosts_with[a] || !hosts_with[b])
+                continue;
+            if (a == b ? hosts_with[a] < 2
+                       : hosts_with[a] < 2 && hosts_with[b] < 2 && first_host[a] == first_host[b])
+                continue;
+            *inter |= GW_SEL_BIT(pair_kind(a & b, 0));
+        }
+    free(sorted);
+    *intra &= ~GW_SEL_BIT(GW_SEL_NONE);
+    *inter &= ~GW_SEL_BIT(GW_SEL_NONE);
+    return GW_OK;
 }
 
 /* ---- composite blob --------------------------------------------------------------- */

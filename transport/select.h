@@ -92,6 +92,15 @@ typedef struct gw_select_rank {
 gw_status_t gw__select_plan(const gw_logger_t *lg, int rank, int size,
                             const gw_select_rank_t *ranks, gw_select_kind_t *route);
 
+/* Which transports the plan gives the pairs of ranks on one host (*intra)
+ * and on two hosts (*inter), as GW_SEL_BIT()s of the kinds: the same on
+ * every rank, since it is made from the same blobs (the cost model's
+ * figures are chosen from it: collectives/core/comm_tuning.c). A pair with
+ * no transport in common counts for nothing (the plan rejects it).
+ * GW_ERR_NO_MEMORY only. */
+gw_status_t gw__select_links(int size, const gw_select_rank_t *ranks, uint32_t *intra,
+                             uint32_t *inter);
+
 /* "shm to ranks 0,1,3; tcp to ranks 4-7" (transports in plan order, rank
  * runs as ranges), truncated to cap. */
 void gw__select_describe(const gw_select_kind_t *route, int size, char *buf, size_t cap);

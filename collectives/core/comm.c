@@ -180,7 +180,8 @@ static gw_status_t topo_from_addrs(gw_comm_t *comm, const uint8_t *all)
  * exchange the composite addresses over the bootstrap and connect. A job
  * whose peers all use one transport gets that transport itself, not the
  * routing layer. */
-static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *r)
+static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *r,
+                                     const gw_tuning_t *file)
 {
     gw_transport_params_t params;
     memset(&params, 0, sizeof(params));
@@ -212,6 +213,8 @@ static gw_status_t connect_transport(gw_comm_t *comm, const gw_comm_resolved_t *
     if (st != GW_OK)
         goto err_free_addrs;
     st = topo_from_addrs(comm, all);
+    if (st == GW_OK) /* the figures of the transports the pairs will use */
+        st = gw__comm_tuning_from_addrs(comm, all, file, r->chunk_bytes);
     if (st == GW_OK)
         st = comm->transport->ops->connect(comm->transport, all);
     /* Connected or not, every rank tells rank 0, which answers whether the
@@ -257,14 +260,16 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     comm->size = r.size;
     comm->timeout_ms = r.timeout_ms;
     comm->algo = r.algo;
-    gw__tuning_defaults(&comm->tuning, r.size > 1 ? "tcp" : "self");
     /* Measured figures (gradwire-bench tune) replace the defaults; GW_ALGO
-     * and GW_CHUNK_BYTES, resolved above, still override what they set. */
-    st = gw__tuning_load_env(&comm->tuning, &comm->log);
+     * and GW_CHUNK_BYTES, resolved above, still override what they set.
+     * The file is read now, the transports' defaults under it are set
+     * once the addresses say which transports the pairs use
+     * (comm_tuning.c). */
+    gw_tuning_t file;
+    st = gw__comm_tuning_file(&file, &comm->log);
     if (st != GW_OK)
         goto err_free_comm;
-    comm->chunk_bytes = r.chunk_bytes ? r.chunk_bytes : comm->tuning.chunk_bytes;
-    comm->tuning.chunk_bytes = comm->chunk_bytes;
+    gw__comm_tuning_apply(comm, 0, 0, &file, r.chunk_bytes);
     comm->failed = GW_OK;
     comm->culprit = -1;
     comm->origin = -1;
@@ -286,7 +291,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     st = gw__bootstrap_open(&bp, &comm->bootstrap);
     if (st != GW_OK)
         goto err_free_comm;
-    st = connect_transport(comm, &r);
+    st = connect_transport(comm, &r, &file);
     if (st != GW_OK) {
         *culprit = gw__bootstrap_culprit(comm->bootstrap);
         goto err_close_bootstrap;

@@ -195,6 +195,23 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
 gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r);
 void gw__comm_recipe_free(gw_comm_t *comm);
 
+/* ---- the cost model's figures (comm_tuning.c) ---------------------------- */
+
+/* GW_TUNING_FILE's figures into *file, NaN (chunk_bytes 0) for every key it
+ * does not give, nothing but NaN when it is unset; GW_ERR_CONFIG as
+ * gw__tuning_load_env. */
+gw_status_t gw__comm_tuning_file(gw_tuning_t *file, const gw_logger_t *lg);
+/* comm->tuning and comm->chunk_bytes: the defaults of the transports
+ * `intra` and `inter` (GW_TUNING_LINK_* bits; gw__tuning_links), the keys
+ * file gives over them, then chunk_bytes (GW_CHUNK_BYTES) unless 0. */
+void gw__comm_tuning_apply(gw_comm_t *comm, unsigned intra, unsigned inter, const gw_tuning_t *file,
+                           size_t chunk_bytes);
+/* The same with the transports every rank's address (all, size x
+ * GW_TRANSPORT_ADDR_MAX bytes) makes the plan choose; identical on every
+ * rank. GW_ERR_PROTOCOL for an address not ours, GW_ERR_NO_MEMORY. */
+gw_status_t gw__comm_tuning_from_addrs(gw_comm_t *comm, const uint8_t *all, const gw_tuning_t *file,
+                                       size_t chunk_bytes);
+
 /* ---- the scheduler (async.c) --------------------------------------------- */
 
 /* Run the call `call` describes (execute, args, ctx) in call order: inline

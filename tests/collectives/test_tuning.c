@@ -28,8 +28,10 @@ Test(tuning, large_messages_pick_ring)
 Test(tuning, medium_messages_on_many_ranks_pick_tree)
 {
     gw_tuning_t t = model();
-    /* At 1024 ranks the ring's 2(n-1) alpha dominates a 1 MiB message. */
-    cr_expect_eq(gw__tuning_pick(&t, 1024, 1 << 20), GW_ALGO_TREE);
+    /* At 1024 ranks the ring's 2(n-1) alpha dominates a 4 MiB message,
+     * and recursive doubling's 10 whole copies cost more than the tree's
+     * pipeline. */
+    cr_expect_eq(gw__tuning_pick(&t, 1024, 4 << 20), GW_ALGO_TREE);
 }
 
 Test(tuning, predictions_follow_the_formulas)
@@ -480,23 +482,118 @@ Test(tuning_bench, alpha_of_a_5ms_link, .timeout = 180, .fini = shaped_down)
     free(out);
 }
 
-/* One host over shared memory: the direct exchange up to 16 KiB on up to
- * GW_TUNING_DIRECT_MAX_RANKS ranks, the general model beyond. */
+/* One host over shared memory (shm's figures): the direct exchange's
+ * one round for small messages on up to GW_TUNING_DIRECT_MAX_RANKS ranks,
+ * never above GW_TUNING_DIRECT_MAX_BYTES, and hier's two rounds once the
+ * n - 1 copies of the direct form cost more than an alpha. */
 Test(tuning, one_host_over_shm_picks_direct_for_small_messages)
 {
     gw_tuning_t t;
-    gw__tuning_defaults(&t, "tcp");
-    static const size_t small[] = {0, 8, 4096, GW_TUNING_DIRECT_MAX_BYTES};
-    static const size_t large[] = {GW_TUNING_DIRECT_MAX_BYTES + 1, 65536, (size_t)1 << 20,
-                                   (size_t)64 << 20};
-    for (int n = 2; n <= GW_TUNING_DIRECT_MAX_RANKS + 1; n++) {
-        for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++)
-            cr_expect_eq(gw__tuning_pick_shm(&t, n, small[i]),
+    gw__tuning_defaults(&t, "shm");
+    for (int n = 3; n <= GW_TUNING_DIRECT_MAX_RANKS + 1; n++) {
+        for (size_t s = 0; s <= 512; s = s ? s * 4 : 8)
+            cr_expect_eq(gw__tuning_pick_shm(&t, n, s),
                          n <= GW_TUNING_DIRECT_MAX_RANKS ? GW_ALGO_DIRECT
-                                                         : gw__tuning_pick(&t, n, small[i]),
-                         "n=%d %zu bytes", n, small[i]);
-        for (size_t i = 0; i < sizeof(large) / sizeof(large[0]); i++)
-            cr_expect_eq(gw__tuning_pick_shm(&t, n, large[i]), gw__tuning_pick(&t, n, large[i]),
-                         "n=%d %zu bytes", n, large[i]);
+                                                         : gw__tuning_pick_hosts(&t, n, 1, n, s),
+                         "n=%d %zu bytes", n, s);
+        for (size_t s = GW_TUNING_DIRECT_MAX_BYTES + 1; s < ((size_t)128 << 20); s *= 4)
+            cr_expect_neq(gw__tuning_pick_shm(&t, n, s), GW_ALGO_DIRECT, "n=%d %zu bytes", n, s);
+        cr_expect_eq(gw__tuning_pick_shm(&t, n, 32 << 10), GW_ALGO_HIER, "n=%d 32 KiB", n);
     }
+    /* Even a huge alpha does not bring the direct form past its limit. */
+    t.alpha = 1;
+    cr_expect_neq(gw__tuning_pick_shm(&t, 4, GW_TUNING_DIRECT_MAX_BYTES + 1), GW_ALGO_DIRECT);
+    cr_expect_eq(gw__tuning_pick_shm(&t, 4, GW_TUNING_DIRECT_MAX_BYTES), GW_ALGO_DIRECT);
+}
+
+/* ---- figures per transport ------------------------------------------------------ */
+
+/* Each transport's defaults differ, and a communicator that mixes them
+ * takes the worst link for alpha and beta and the worst link inside a host
+ * for the local phases. */
+Test(tuning, figures_per_transport_and_the_worst_link)
+{
+    gw_tuning_t shm, tcp, ib, mixed, mixed_ib, none;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, GW_TUNING_LINK_TCP);
+    gw__tuning_links(&ib, 0, GW_TUNING_LINK_IB);
+    gw__tuning_links(&mixed, GW_TUNING_LINK_SHM, GW_TUNING_LINK_TCP);
+    gw__tuning_links(&mixed_ib, GW_TUNING_LINK_SHM, GW_TUNING_LINK_IB | GW_TUNING_LINK_TCP);
+    gw__tuning_links(&none, 0, 0);
+    /* Shared memory is the cheapest message, RDMA the fastest byte. */
+    cr_expect_lt(shm.alpha, tcp.alpha);
+    cr_expect_lt(ib.alpha, tcp.alpha);
+    cr_expect_lt(ib.beta, shm.beta);
+    cr_expect_lt(shm.beta, tcp.beta);
+    cr_expect_float_eq(mixed.alpha, tcp.alpha, 1e-15);
+    cr_expect_float_eq(mixed.beta, tcp.beta, 1e-18);
+    cr_expect_float_eq(mixed.beta_local, shm.beta_local, 1e-18);
+    cr_expect_float_eq(mixed.alpha_local, shm.alpha_local, 1e-15);
+    cr_expect_float_eq(mixed_ib.beta, tcp.beta, 1e-18, "some pairs across hosts use TCP");
+    cr_expect_float_eq(none.alpha, tcp.alpha, 1e-15);
+    gw_tuning_t named;
+    gw__tuning_defaults(&named, "shm");
+    cr_expect_float_eq(named.alpha, shm.alpha, 1e-15);
+    gw__tuning_defaults(&named, "ib");
+    cr_expect_float_eq(named.beta, ib.beta, 1e-18);
+}
+
+/* The choice follows the transport (figures injected as comm_tuning.c
+ * would set them): on one host of 4 ranks, a 1 MiB message takes hier
+ * over TCP (two rounds of concurrent loopback copies) and the ring over
+ * shared memory; a 2 KiB message the direct exchange over shared memory
+ * and recursive doubling over TCP, where hier's six messages a rank cost
+ * six system calls; 8 ranks on 8 hosts at 128 KiB take the ring over RDMA
+ * and recursive doubling over TCP's 11 us messages. */
+Test(tuning, the_choice_follows_the_transport)
+{
+    gw_tuning_t shm, tcp, ib;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    gw__tuning_links(&ib, 0, GW_TUNING_LINK_IB);
+    cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 1 << 20), GW_ALGO_HIER);
+    /* With 2 ranks on the host nothing is concurrent: the ring. */
+    cr_expect_eq(gw__tuning_pick_hosts(&tcp, 2, 1, 2, 1 << 20), GW_ALGO_RING);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 1 << 20), GW_ALGO_RING);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 2048), GW_ALGO_DIRECT);
+    cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 2048), GW_ALGO_RD);
+    cr_expect_eq(gw__tuning_pick(&ib, 8, 128 << 10), GW_ALGO_RING);
+    cr_expect_eq(gw__tuning_pick(&tcp, 8, 128 << 10), GW_ALGO_RD);
+    /* Two hosts of 4 joined by TCP, shared memory inside: hier from 128
+     * KiB, where one set of figures for both kept the ring. */
+    gw_tuning_t mixed;
+    gw__tuning_links(&mixed, GW_TUNING_LINK_SHM, GW_TUNING_LINK_TCP);
+    cr_expect_eq(gw__tuning_pick_hosts(&mixed, 8, 2, 4, 128 << 10), GW_ALGO_HIER);
+    cr_expect_eq(gw__tuning_pick_hosts(&mixed, 8, 2, 4, 8), GW_ALGO_RD);
+}
+
+/* A tuning file's keys go over the transport's defaults; the keys it does
+ * not give keep them (comm_tuning.c's overlay). */
+Test(tuning_file, file_keys_over_the_transports_defaults)
+{
+    char *path = write_tmp("gradwire-tuning 1\nbeta = 1e-9\n");
+    setenv("GW_TUNING_FILE", path, 1);
+    gw_logger_t lg = {.level = GW_LOG_ERROR, .file = stderr};
+    gw_tuning_t file;
+    cr_assert_eq(gw__comm_tuning_file(&file, &lg), GW_OK);
+    cr_expect(isnan(file.alpha) && isnan(file.gamma) && file.chunk_bytes == 0);
+    gw_comm_t comm;
+    memset(&comm, 0, sizeof(comm));
+    gw__comm_tuning_apply(&comm, GW_TUNING_LINK_SHM, 0, &file, 0);
+    gw_tuning_t shm;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    cr_expect_float_eq(comm.tuning.beta, 1e-9, 1e-18);
+    cr_expect_float_eq(comm.tuning.alpha, shm.alpha, 1e-15);
+    cr_expect_float_eq(comm.tuning.beta_local, shm.beta_local, 1e-18);
+    cr_expect_eq(comm.chunk_bytes, shm.chunk_bytes);
+    gw__comm_tuning_apply(&comm, GW_TUNING_LINK_TCP, 0, &file, 8192);
+    cr_expect_eq(comm.chunk_bytes, 8192);
+    gw_tuning_t tcp;
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    cr_expect_float_eq(comm.tuning.alpha, tcp.alpha, 1e-15);
+    unsetenv("GW_TUNING_FILE");
+    cr_assert_eq(gw__comm_tuning_file(&file, &lg), GW_OK);
+    cr_expect(isnan(file.alpha) && isnan(file.beta) && isnan(file.beta_local));
+    unlink(path);
+    free(path);
 }

@@ -87,6 +87,40 @@ Test(topo_local, chosen_by_the_cost_model, .timeout = 120)
     free(out);
 }
 
+/* Communicator creation sets the cost model's figures from the transports
+ * its pairs use (comm_tuning.c), the same on every rank: shared memory's
+ * on one host, TCP's when GW_TRANSPORT=tcp, and on two hosts TCP's for
+ * alpha and beta (the worst link) with shared memory's inside a host. The
+ * INFO line prints what comm->tuning holds; with one set of figures for
+ * every transport the three would be the same. */
+Test(topo_local, creation_applies_the_transports_figures, .timeout = 120)
+{
+    /* launch() passes at most 11 words. */
+    char *cmd[] = {BENCH, "allreduce", "-b", "8", "-e", "8", "-n", "1", NULL};
+    char *tcp_cmd[] = {
+        "env", "GW_TRANSPORT=tcp", BENCH, "allreduce", "-b", "8", "-e", "8", "-n", "1", NULL};
+    static const char shm[] =
+        "cost model: alpha 2.5e-06 s, beta 4e-10 s/B, beta_local 4.7e-10 s/B, gamma 5.5e-11 s/B "
+        "(links inside a host: shm ; between hosts: none)";
+    static const char tcp[] =
+        "cost model: alpha 1.1e-05 s, beta 4.6e-10 s/B, beta_local 3.5e-10 s/B, gamma 5.5e-11 s/B "
+        "(links inside a host: tcp ; between hosts: none)";
+    static const char mixed[] =
+        "cost model: alpha 1.1e-05 s, beta 4.6e-10 s/B, beta_local 4.7e-10 s/B, gamma 5.5e-11 s/B "
+        "(links inside a host: shm ; between hosts: tcp )";
+    char *out = launch(4, "aaaa", cmd, shm);
+    cr_expect(!strstr(out, "1.1e-05"), "a TCP figure over shared memory:\n%s", out);
+    free(out);
+    free(launch(4, "aaaa", tcp_cmd, tcp));
+    out = launch(4, "aabb", cmd, mixed);
+    /* Every rank, the lone TCP-only view of none of them, logs the same. */
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, mixed)); p++)
+        lines++;
+    cr_expect_eq(lines, 4, "%d of 4 ranks logged the mixed figures:\n%s", lines, out);
+    free(out);
+}
+
 /* One rank runs the hierarchical allreduce, the others the ring, on 2 and
  * 3 pretend hosts: every rank fails with GW_ERR_MISMATCH (worker_mismatch
  * exits 0 only then, with its buffer intact). */

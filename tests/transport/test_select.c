@@ -721,3 +721,67 @@ Test(select, auto_without_rdma_connects_hosts_over_tcp, .timeout = 30)
     j.host[1] = 1;
     run_job(&j);
 }
+
+/* gw__select_links is what every rank's plan gives its pairs, all of them
+ * together, split by same host or not: checked against the plans of every
+ * rank on random jobs (hosts 1-3, each rank with its own set of opened
+ * transports, TCP always among them so that every pair has one). */
+Test(select, links_are_the_union_of_every_plan, .timeout = 10)
+{
+    gw_logger_t lg = quiet_logger();
+    unsigned seed = 12345;
+    for (int job = 0; job < 2000; job++) {
+        seed = seed * 1103515245u + 12345u;
+        int n = 1 + (int)((seed >> 16) % 9);
+        gw_select_rank_t ranks[9];
+        for (int r = 0; r < n; r++) {
+            seed = seed * 1103515245u + 12345u;
+            uint32_t kinds = GW_SEL_BIT(GW_SEL_TCP);
+            if ((seed >> 16) & 1)
+                kinds |= GW_SEL_BIT(GW_SEL_SHM);
+            if ((seed >> 17) & 1)
+                kinds |= GW_SEL_BIT(GW_SEL_IB);
+            ranks[r] = (gw_select_rank_t){
+                .host_id = 1 + (seed >> 18) % 3, .mode = GW_SELECT_AUTO, .kinds = kinds};
+        }
+        uint32_t want_intra = 0, want_inter = 0;
+        for (int r = 0; r < n; r++) {
+            gw_select_kind_t route[9];
+            cr_assert_eq(gw__select_plan(&lg, r, n, ranks, route), GW_OK);
+            for (int p = 0; p < n; p++)
+                if (p != r)
+                    *(ranks[p].host_id == ranks[r].host_id ? &want_intra : &want_inter) |=
+                        GW_SEL_BIT(route[p]);
+        }
+        uint32_t intra = 99, inter = 99;
+        cr_assert_eq(gw__select_links(n, ranks, &intra, &inter), GW_OK);
+        cr_assert_eq(intra, want_intra, "job %d (%d ranks): intra %#x, the plans %#x", job, n,
+                     intra, want_intra);
+        cr_assert_eq(inter, want_inter, "job %d (%d ranks): inter %#x, the plans %#x", job, n,
+                     inter, want_inter);
+    }
+}
+
+/* The cases the cost model's figures come from, by name. */
+Test(select, links_of_one_host_two_hosts_and_forced_tcp, .timeout = 10)
+{
+    gw_select_rank_t ranks[4];
+    uint32_t intra, inter;
+    for (int r = 0; r < 4; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = 7, .mode = GW_SELECT_AUTO, .kinds = SHM_TCP};
+    cr_assert_eq(gw__select_links(4, ranks, &intra, &inter), GW_OK);
+    cr_expect_eq(intra, GW_SEL_BIT(GW_SEL_SHM));
+    cr_expect_eq(inter, 0);
+    ranks[3].host_id = 8; /* the lone rank of its host sees TCP alone */
+    cr_assert_eq(gw__select_links(4, ranks, &intra, &inter), GW_OK);
+    cr_expect_eq(intra, GW_SEL_BIT(GW_SEL_SHM));
+    cr_expect_eq(inter, GW_SEL_BIT(GW_SEL_TCP));
+    for (int r = 0; r < 4; r++)
+        ranks[r] = (gw_select_rank_t){
+            .host_id = 7, .mode = GW_SELECT_TCP, .kinds = GW_SEL_BIT(GW_SEL_TCP)};
+    cr_assert_eq(gw__select_links(4, ranks, &intra, &inter), GW_OK);
+    cr_expect_eq(intra, GW_SEL_BIT(GW_SEL_TCP));
+    cr_expect_eq(inter, 0);
+    cr_assert_eq(gw__select_links(1, ranks, &intra, &inter), GW_OK);
+    cr_expect_eq(intra | inter, 0);
+}

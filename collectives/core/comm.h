@@ -96,6 +96,9 @@ struct gw_comm {
     uint32_t splits;      /* gw_comm_split / gw_comm_dup calls made on this one */
     atomic_int refs;      /* a root: 1 while the application holds it, +1 per live child */
     int destroyed;        /* a root the application destroyed while children live */
+    /* ---- device buffers (collectives/device) ---- */
+    gw_buffers_t buffers;     /* gw_comm_set_buffers */
+    struct gw_device *device; /* a root's engine and staging; NULL until needed */
 };
 
 /* The communicator whose transport, bootstrap, claim and queue this one
@@ -156,6 +159,15 @@ struct gw_handle {
     size_t last_moved;
     gw_status_t status;
     atomic_int done;
+    /* Device buffers (collectives/device): a staged collective runs
+     * host_execute on pinned copies; dev_send and dev_recv are the device
+     * ordinals of its buffers (-1: host). A staged point-to-point receive
+     * lands in `staged` (pinned, staged_len bytes) and is copied to
+     * staged_dst when it completes; a staged send's copy is freed then. */
+    gw_status_t (*host_execute)(gw_comm_t *comm, const gw_handle_t *h);
+    int dev_send, dev_recv;
+    void *staged, *staged_dst;
+    size_t staged_len;
 };
 
 /* ---- creation (comm.c) --------------------------------------------------- */

@@ -279,12 +279,17 @@ gw_status_t gw__device_copy_sync(gw_comm_t *comm, void *dst, const void *src, si
     const gw_copy_engine_ops_t *o = d->engine.ops;
     void *e = d->engine.impl;
     void *s = to_device ? d->h2d_stream : d->d2h_stream;
-    gw_status_t st =
-        to_device ? o->copy_h2d(e, dst, src, len, s) : o->copy_d2h(e, dst, src, len, s);
+    void *ev = to_device ? d->ev_h2d[0] : d->ev_d2h[0];
+    gw_status_t st = GW_OK;
+    /* Data copied down was produced on the caller's stream. */
+    if (!to_device && (st = o->event_record(e, d->ev_user, d->user_stream)) == GW_OK)
+        st = o->stream_wait_event(e, s, d->ev_user);
     if (st == GW_OK)
-        st = o->event_record(e, d->ev_user, s);
+        st = to_device ? o->copy_h2d(e, dst, src, len, s) : o->copy_d2h(e, dst, src, len, s);
     if (st == GW_OK)
-        st = o->event_wait(e, d->ev_user);
+        st = o->event_record(e, ev, s);
+    if (st == GW_OK)
+        st = o->event_wait(e, ev);
     return st == GW_OK
                ? GW_OK
                : gw__device_engine_fail(

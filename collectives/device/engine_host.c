@@ -37,7 +37,7 @@ typedef struct host_op {
     const void *src;
     size_t len;
     struct host_event *ev; /* RECORD, WAIT */
-    uint64_t gen;          /* RECORD: the record it completes */
+    uint64_t gen;          /* RECORD: the record it completes; WAIT: the one it waits for */
 } host_op_t;
 
 typedef struct host_stream {
@@ -49,6 +49,7 @@ typedef struct host_stream {
 typedef struct host_event {
     host_stream_t *stream; /* of the last record; NULL: never recorded */
     uint64_t gen;          /* records so far */
+    uint64_t done_gen;     /* the latest record that ran */
     int complete, queries;
     gw_status_t failed;
 } host_event_t;
@@ -121,14 +122,16 @@ static void run_op(host_engine_t *e, host_stream_t *s, host_op_t *op)
         }
         break;
     case OP_RECORD:
+        if (op->gen > op->ev->done_gen)
+            op->ev->done_gen = op->gen;
         if (op->ev->gen == op->gen && op->ev->stream == s) {
             op->ev->complete = 1;
             op->ev->failed = s->failed;
         }
         break;
-    case OP_WAIT:
-        if (op->ev->stream && !op->ev->complete)
-            run_until(e, op->ev->stream, op->ev, op->ev->gen);
+    case OP_WAIT: /* as CUDA: the record the event had when the wait was queued */
+        if (op->ev->stream && op->ev->done_gen < op->gen)
+            run_until(e, op->ev->stream, op->ev, op->gen);
         break;
     }
 }
@@ -338,7 +341,8 @@ static gw_status_t stream_wait_event(void *eng, void *stream, void *event)
     if (!stream)
         return event_wait(eng, event); /* the default stream: wait right away */
     pthread_mutex_lock(&e->lock);
-    gw_status_t st = push(e, stream, (host_op_t){.kind = OP_WAIT, .ev = event});
+    host_event_t *ev = event;
+    gw_status_t st = push(e, stream, (host_op_t){.kind = OP_WAIT, .ev = ev, .gen = ev->gen});
     pthread_mutex_unlock(&e->lock);
     return st;
 }

@@ -79,7 +79,8 @@ Test(staging, chunk_boundaries)
             o.dev[i] = (float)i + 0.5f;
         cr_assert_eq(gw_allreduce(o.comm, o.dev, o.dev + 16384, n, GW_FLOAT32, GW_SUM), GW_OK);
         cr_expect_arr_eq(o.dev, o.dev + 16384, n * sizeof(float), "count %zu", n);
-        cr_expect_eq(o.dev[16384 + n], 0.0f, "count %zu: written past the end", n);
+        if (n < 16384)
+            cr_expect_eq(o.dev[16384 + n], 0.0f, "count %zu: written past the end", n);
         size_t want = (n + CHUNK_ELEMS - 1) / CHUNK_ELEMS, last = 0;
         size_t tail = n % CHUNK_ELEMS ? n % CHUNK_ELEMS : CHUNK_ELEMS;
         cr_expect_eq(count_ops(&o.eng, GW_HOST_ISSUE_D2H, &last), want, "count %zu: D2H", n);

@@ -137,9 +137,13 @@ gw_status_t gw__device_where(gw_comm_t *comm, const void *ptr, int *dev)
     *dev = -1;
     if (!ptr || comm->buffers == GW_BUFFERS_HOST)
         return GW_OK;
-    gw_device_t *d;
-    gw_status_t st = gw__device_state(comm, &d);
-    if (st != GW_OK)
+    gw_device_t *d = gw__comm_root(comm)->device;
+    gw_status_t st;
+    /* gw_comm_init made the state; a communicator built otherwise (tests
+     * of the algorithms) gets one only when it could need it. */
+    if (!d && comm->buffers != GW_BUFFERS_DEVICE && !gw__cuda_runtime_in_process())
+        return GW_OK;
+    if (!d && (st = gw__device_state(comm, &d)) != GW_OK)
         return st;
     if (!d->engine.ops) {
         if (comm->buffers != GW_BUFFERS_DEVICE) {

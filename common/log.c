@@ -15,14 +15,15 @@ static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "TRAC
 
 /* Every subsystem a line is logged under (the transports' GW_*_SUBSYS,
  * the collectives' and the trainer's own), for GW_DEBUG_SUBSYS. */
-static const char *const subsys_names[] = {"init",   "api", "coll",     "async",  "compress",
-                                           "tuning", "env", "log",      "select", "tcp",
-                                           "shm",    "ib",  "bootstrap"};
+static const char *const subsys_names[] = {"init",   "api", "coll",      "async",  "compress",
+                                           "tuning", "env", "log",       "select", "tcp",
+                                           "shm",    "ib",  "bootstrap", "cuda"};
 #define NSUBSYS (sizeof(subsys_names) / sizeof(subsys_names[0]))
 
 const char *gw__log_subsys_names(void)
 {
-    return "init, api, coll, async, compress, tuning, env, log, select, tcp, shm, ib, bootstrap";
+    return "init, api, coll, async, compress, tuning, env, log, select, tcp, shm, ib, bootstrap, "
+           "cuda";
 }
 
 /* GW_DEBUG_SUBSYS into lg: "ALL", or names (any case), '^' to exclude. */

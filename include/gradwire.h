@@ -752,6 +752,73 @@ GW_API gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t
 GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
                                void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
 
+/* ======================================================================== */
+/* Device buffers (CUDA)                                                    */
+/* ======================================================================== */
+/*
+ * Every collective (blocking and non-blocking), every point-to-point call
+ * and the compressed allreduce accept CUDA device pointers, in any mix with
+ * host pointers (send on the device, receive on the host, ...). Device data
+ * is staged through page-locked host memory: allreduce, broadcast and
+ * reduce in chunks of GW_CUDA_CHUNK bytes (default 4 MiB) whose
+ * device-to-host copy, network transfer and host-to-device copy overlap;
+ * the other calls whole (README: CUDA device buffers). Every rank must
+ * pass device or host buffers alike to one chunked call (a chunked call is
+ * several collectives on the wire, a host call one: ranks that differ fail
+ * with GW_ERR_MISMATCH), and use the same GW_CUDA_CHUNK. Results equal
+ * those of host buffers holding the same data, except that float sums are
+ * added chunk by chunk (as a smaller call would add them).
+ *
+ * The CUDA part is the plugin libgradwire-cuda.so, installed next to
+ * libgradwire, which opens it on first need: libgradwire itself never links
+ * the CUDA runtime and runs the same on machines without one. Device
+ * pointers are recognised (cudaPointerGetAttributes, through the plugin)
+ * once the process has a CUDA runtime loaded, or declared with
+ * gw_comm_set_buffers. A device buffer that cannot be staged (no plugin, no
+ * libcudart, no driver) fails with GW_ERR_UNSUPPORTED, logged naming what is
+ * missing, and breaks the communicator as any failed call does.
+ */
+
+/* What a communicator's buffers are. */
+typedef enum gw_buffers {
+    GW_BUFFERS_AUTO = 0, /* ask the CUDA runtime, when one is loaded (default) */
+    GW_BUFFERS_HOST,     /* host memory only: never ask */
+    GW_BUFFERS_DEVICE    /* device memory: stage every buffer (ordinal from
+                          * the runtime, else device 0), and fail clearly
+                          * when that is impossible */
+} gw_buffers_t;
+
+/* Declare what comm's buffers are, from the next call on (sub-communicators
+ * have their own setting, AUTO at creation). Not thread-safe: not while a
+ * call on comm is in flight. GW_ERR_INVALID_ARG for NULL or a bad value. */
+GW_API gw_status_t gw_comm_set_buffers(gw_comm_t *comm, gw_buffers_t buffers);
+
+/* The CUDA stream (a cudaStream_t) that the application's work on comm's
+ * device buffers runs on: staging waits for what is queued on it when a
+ * call starts (so a kernel that produced the data finishes first), and a
+ * call completes only when its results are on the device. NULL (default):
+ * the legacy default stream. Shared by the communicators split from comm.
+ * Not thread-safe, as gw_comm_set_buffers. */
+GW_API gw_status_t gw_comm_set_cuda_stream(gw_comm_t *comm, void *stream);
+
+/* What this process's CUDA part is (`gradwire info`). */
+typedef struct gw_cuda_info {
+    int built;            /* the library was built with GW_CUDA (the plugin exists) */
+    int loaded;           /* the plugin loaded and the runtime found a driver */
+    int runtime_loaded;   /* a CUDA runtime was already in this process */
+    int device_count;     /* devices it sees */
+    char plugin[256];     /* the plugin's path as opened, or as looked for */
+    char why[256];        /* when !loaded: plugin missing, libcudart missing, no
+                         * driver (cudaErrorInsufficientDriver) or no device
+                         * (cudaErrorNoDevice), in one line */
+    char devices[8][128]; /* the first 8 devices' names */
+} gw_cuda_info_t;
+
+/* Fill *out by opening the plugin and asking the runtime (then closing
+ * both). GW_OK whether or not CUDA is usable (see loaded and why);
+ * GW_ERR_INVALID_ARG for NULL. Thread-safe. */
+GW_API gw_status_t gw_cuda_info(gw_cuda_info_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 
 #include "collectives/core/comm.h"
+#include "collectives/device/device.h"
 
 struct gw_async {
     pthread_t thread;
@@ -130,14 +131,17 @@ gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *
     gw_status_t st = gw__p2p_check_idle(comm, what);
     if (st != GW_OK)
         return st;
+    /* Device buffers go through the staged executor (collectives/device). */
+    gw_handle_t h = *call;
+    if ((st = gw__device_prepare(comm, &h)) != GW_OK)
+        return st;
     struct gw_async *as = gw__comm_root(comm)->async;
     if (!as) {
         gw__comm_drive_begin(comm);
-        st = call->execute(comm, call);
+        st = h.execute(comm, &h);
         gw__comm_drive_end(comm);
         return st;
     }
-    gw_handle_t h = *call;
     h.next = NULL;
     h.comm = comm;
     atomic_init(&h.done, 0);
@@ -177,6 +181,10 @@ gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_
     if (!h)
         return GW_ERR_NO_MEMORY;
     *h = *call;
+    if ((st = gw__device_prepare(comm, h)) != GW_OK) {
+        free(h);
+        return st;
+    }
     h->next = NULL;
     h->comm = comm;
     atomic_init(&h->done, 0);

@@ -19,6 +19,7 @@
 
 #include "collectives/core/comm.h"
 #include "collectives/core/launch_env.h"
+#include "collectives/device/device.h"
 #include "common/env.h"
 #include "transport/select.h"
 
@@ -270,6 +271,11 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     if (st != GW_OK)
         goto err_free_comm;
     gw__comm_tuning_apply(comm, 0, 0, &file, r.chunk_bytes);
+    /* Device buffers' settings (GW_CUDA_CHUNK), checked now like the rest;
+     * the plugin itself is opened on first need. */
+    gw_device_t *device;
+    if ((st = gw__device_state(comm, &device)) != GW_OK)
+        goto err_free_comm;
     comm->failed = GW_OK;
     comm->culprit = -1;
     comm->origin = -1;
@@ -312,6 +318,7 @@ err_free_comm:
     else
         GW_ERROR(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
     gw__comm_recipe_free(comm);
+    gw__device_destroy(comm);
     gw__logger_fini(&comm->log);
     free(comm);
     return st;
@@ -390,6 +397,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
     }
     gw__async_stop(comm);
     gw__p2p_abandon(comm);
+    gw__device_destroy(comm);
     if (comm->transport)
         comm->transport->ops->close(comm->transport);
     if (comm->bootstrap)

@@ -102,6 +102,9 @@ struct gw_comm {
         char *token, *transport, *ifname;
         int nsocks;
     } recipe;
+    /* ---- device buffers (collectives/device) ---- */
+    gw_buffers_t buffers;     /* gw_comm_set_buffers */
+    struct gw_device *device; /* a root's engine and staging; NULL until needed */
 };
 
 /* The communicator whose transport, bootstrap, claim and queue this one
@@ -162,6 +165,15 @@ struct gw_handle {
     size_t last_moved;
     gw_status_t status;
     atomic_int done;
+    /* Device buffers (collectives/device): a staged collective runs
+     * host_execute on pinned copies; dev_send and dev_recv are the device
+     * ordinals of its buffers (-1: host). A staged point-to-point receive
+     * lands in `staged` (pinned, staged_len bytes) and is copied to
+     * staged_dst when it completes; a staged send's copy is freed then. */
+    gw_status_t (*host_execute)(gw_comm_t *comm, const gw_handle_t *h);
+    int dev_send, dev_recv;
+    void *staged, *staged_dst;
+    size_t staged_len;
 };
 
 /* ---- creation (comm.c) --------------------------------------------------- */

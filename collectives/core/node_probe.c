@@ -23,7 +23,7 @@
  *      why it cannot. Nothing is sent anywhere.
  * First, what the library was built with. Each finding is one line of the
  * report: SECTION, NAME, VERDICT and TEXT, separated by tabs, SECTION one
- * of "build", "log", "launcher", "config", "transport", VERDICT one of "ok", "info", "error" (a malformed setting: a
+ * of "build", "cuda", "log", "launcher", "config", "transport", VERDICT one of "ok", "info", "error" (a malformed setting: a
  * rank would refuse to start) and "unusable" (a transport this node cannot
  * offer).
  */
@@ -226,6 +226,34 @@ static void probe_transports(capture_t *c, report_t *r, const gw_comm_resolved_t
 }
 
 /* What this library was built with. */
+/* The CUDA part (collectives/device): built or not, and whether the plugin
+ * opens here and finds a driver and devices, or what is missing. */
+static void cuda_lines(report_t *r)
+{
+    gw_cuda_info_t ci;
+    char line[600];
+    gw_cuda_info(&ci);
+    put(r, "cuda", "build", "info",
+        ci.built ? "CUDA part built: the plugin libgradwire-cuda.so stages device buffers"
+                 : "no CUDA part in this build (GW_CUDA=OFF or no CUDA toolkit): device buffers "
+                   "fail with GW_ERR_UNSUPPORTED");
+    if (ci.loaded) {
+        snprintf(line, sizeof(line), "%s loaded; %d device%s", ci.plugin, ci.device_count,
+                 ci.device_count == 1 ? "" : "s");
+        put(r, "cuda", "plugin", "ok", line);
+        for (int i = 0; i < ci.device_count && i < 8; i++) {
+            char name[16];
+            snprintf(name, sizeof(name), "device%d", i);
+            put(r, "cuda", name, "ok", ci.devices[i]);
+        }
+    } else {
+        snprintf(line, sizeof(line), "not loaded: %s; host buffers work as without CUDA", ci.why);
+        put(r, "cuda", "plugin", ci.built ? "unusable" : "info", line);
+    }
+    if (ci.runtime_loaded)
+        put(r, "cuda", "runtime", "info", "a CUDA runtime is already loaded in this process");
+}
+
 static void build_lines(report_t *r)
 {
 #ifndef GW_BUILD_TYPE
@@ -253,7 +281,7 @@ static void build_lines(report_t *r)
 #else
     put(r, "build", "pmix", "info", "built without PMIx (libpmix-dev was missing)");
 #endif
-    put(r, "build", "cuda", "info", "no CUDA part in this build: device buffers are not accepted");
+    cuda_lines(r);
 }
 
 gw_status_t gw_node_probe(char *buf, size_t cap)

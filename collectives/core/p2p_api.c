@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "collectives/core/p2p.h"
+#include "collectives/device/device.h"
 #include "common/clock.h"
 
 /* Check one side's arguments; fail the communicator on bad ones (the peer
@@ -95,18 +96,29 @@ static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n)
 }
 
 /* One message: check the arguments, stamp the tag, post the request. */
+/* A device buffer travels through its pinned copy, *pinned (NULL: none;
+ * collectives/device/staging_p2p.c), which the caller unstages. */
 static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
-                            size_t count, gw_dtype_t dtype, int peer, gw_request_t *req)
+                            size_t count, gw_dtype_t dtype, int peer, gw_request_t *req,
+                            void **pinned)
 {
     size_t nbytes;
+    *pinned = NULL;
     gw_status_t st = enter(comm);
     if (st == GW_OK)
         st = check(comm, fn, buf, count, dtype, peer, &nbytes);
+    if (st == GW_OK)
+        st = gw__device_p2p_stage(comm, kind == GW_REQ_SEND, buf, nbytes, &buf, pinned);
     if (st != GW_OK)
         return st;
     gw__tag_p2p(comm, gw__sig_p2p(count, dtype));
-    return kind == GW_REQ_SEND ? gw__p2p_isend_receipt(comm, peer, buf, nbytes, req)
-                               : gw__p2p_irecv(comm, peer, buf, nbytes, req);
+    st = kind == GW_REQ_SEND ? gw__p2p_isend_receipt(comm, peer, buf, nbytes, req)
+                             : gw__p2p_irecv(comm, peer, buf, nbytes, req);
+    if (st != GW_OK) {
+        gw__device_p2p_release(comm, *pinned);
+        *pinned = NULL;
+    }
+    return st;
 }
 
 static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
@@ -120,16 +132,24 @@ static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t
         st = check(comm, "gw_sendrecv", recvbuf, recvcount, dtype, src, &rbytes);
     if (st != GW_OK)
         return st;
+    void *spin = NULL, *rpin = NULL, *suse, *ruse;
+    if ((st = gw__device_p2p_stage(comm, 1, (void *)(uintptr_t)sendbuf, sbytes, &suse, &spin)) !=
+            GW_OK ||
+        (st = gw__device_p2p_stage(comm, 0, recvbuf, rbytes, &ruse, &rpin)) != GW_OK)
+        goto out;
     gw_request_t sreq, rreq;
     /* Each direction carries its own count in its signature. */
     gw__tag_p2p(comm, gw__sig_p2p(recvcount, dtype));
-    if ((st = gw__p2p_irecv(comm, src, recvbuf, rbytes, &rreq)) != GW_OK)
-        return st;
+    if ((st = gw__p2p_irecv(comm, src, ruse, rbytes, &rreq)) != GW_OK)
+        goto out;
     gw__tag_p2p(comm, gw__sig_p2p(sendcount, dtype));
-    if ((st = gw__p2p_isend_receipt(comm, dst, sendbuf, sbytes, &sreq)) != GW_OK)
-        return st;
+    if ((st = gw__p2p_isend_receipt(comm, dst, suse, sbytes, &sreq)) != GW_OK)
+        goto out;
     gw_request_t *reqs[2] = {&sreq, &rreq};
-    return wait_reqs(comm, reqs, 2);
+    st = wait_reqs(comm, reqs, 2);
+out:
+    st = gw__device_p2p_unstage(comm, 0, recvbuf, rpin, rbytes, st);
+    return gw__device_p2p_unstage(comm, 1, NULL, spin, sbytes, st);
 }
 
 /* Every public call: queued non-blocking collectives run first and the
@@ -149,7 +169,8 @@ static gw_status_t blocking_one(gw_comm_t *comm, const char *fn, gw_req_kind_t k
         return GW_ERR_INVALID_ARG;
     claim(comm);
     gw_request_t req;
-    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &req);
+    void *pinned;
+    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &req, &pinned);
     if (st == GW_OK) {
         gw_request_t *reqs[1] = {&req};
         st = wait_reqs(comm, reqs, 1);
@@ -157,6 +178,7 @@ static gw_status_t blocking_one(gw_comm_t *comm, const char *fn, gw_req_kind_t k
          * (see finish()). */
         if (st != GW_OK && req.complete && req.status == GW_OK)
             st = GW_OK;
+        st = gw__device_p2p_unstage(comm, kind == GW_REQ_SEND, buf, pinned, req.len, st);
     }
     gw__comm_drive_end(comm);
     return st;
@@ -206,11 +228,13 @@ static gw_status_t post_claimed(gw_comm_t *comm, const char *fn, gw_req_kind_t k
         GW_ERROR(&comm->log, "api", "%s: out of memory for the handle", fn);
         return gw__comm_fail(comm, GW_ERR_NO_MEMORY);
     }
-    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &h->req);
+    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &h->req, &h->staged);
     if (st != GW_OK) {
         free(h);
         return st;
     }
+    h->staged_dst = buf;
+    h->staged_len = h->req.len;
     h->comm = comm;
     h->is_p2p = 1;
     atomic_init(&h->done, 0);
@@ -258,6 +282,8 @@ static gw_status_t finish(gw_handle_t *h, gw_status_t st)
      * or later: its outcome stands, and the failure is the next call's. */
     if (h->req.complete)
         st = h->req.status == GW_OK ? GW_OK : gw__comm_fail(comm, h->req.status);
+    st = gw__device_p2p_unstage(comm, h->req.kind == GW_REQ_SEND, h->staged_dst, h->staged,
+                                h->staged_len, st);
     unlink_pending(comm, h);
     free(h);
     return st;
@@ -393,6 +419,8 @@ void gw__p2p_abandon(gw_comm_t *comm)
         gw_handle_t *h = comm->p2p_pending;
         comm->p2p_pending = h->next;
         h->status = GW_ERR_ABORTED;
+        gw__device_p2p_release(comm, h->staged);
+        h->staged = NULL;
         atomic_store(&h->done, 1);
     }
     comm->p2p_npending = 0;

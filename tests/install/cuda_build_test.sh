@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The CUDA part's build switch and what it may link (README: CUDA device
+# buffers): libgradwire.so never needs a CUDA library (only the plugin
+# libgradwire-cuda.so does, and it exports one function); configuring with
+# -DGW_CUDA=ON where no toolkit is found fails naming the toolkit, AUTO
+# then configures without the plugin, and a bad value is refused. "No
+# toolkit" is made with CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit, since this
+# machine has one.
+# Usage: cuda_build_test.sh SOURCE_DIR LIBGRADWIRE [PLUGIN]
+set -uo pipefail
+src="$1"
+lib="$2"
+plugin="${3:-}"
+command -v readelf >/dev/null || { echo "SKIP: readelf (binutils) is not installed"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+if readelf -d "$lib" | grep -Ei 'NEEDED.*(cuda|cublas|nccl)'; then
+    fail "$lib links a CUDA library: the CUDA part must stay in the plugin"
+fi
+if [ -n "$plugin" ] && [ -f "$plugin" ]; then
+    readelf -d "$plugin" | grep -q 'NEEDED.*libcudart' || fail "$plugin does not link libcudart"
+    exported=$(nm -D --defined-only "$plugin" | awk '$2 == "T" { print $3 }')
+    [ "$exported" = "gw_cuda_plugin_open" ] || fail "$plugin exports: $exported"
+fi
+tmp=$(mktemp -d /tmp/gw-cudabuild-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+if cmake -S "$src" -B "$tmp/on" -DGW_CUDA=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
+    -DGW_BUILD_TESTS=OFF -DGW_BUILD_PYTHON=OFF >"$tmp/on.log" 2>&1; then
+    fail "GW_CUDA=ON configured without a CUDA toolkit"
+fi
+grep -q "GW_CUDA=ON but no CUDA toolkit was found" "$tmp/on.log" ||
+    { cat "$tmp/on.log"; fail "GW_CUDA=ON without a toolkit did not say why"; }
+cmake -S "$src" -B "$tmp/auto" -DGW_CUDA=AUTO -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
+    -DGW_BUILD_TESTS=OFF -DGW_BUILD_PYTHON=OFF >"$tmp/auto.log" 2>&1 ||
+    { cat "$tmp/auto.log"; fail "GW_CUDA=AUTO without a toolkit did not configure"; }
+grep -q "built without the CUDA plugin" "$tmp/auto.log" || fail "AUTO did not say it left CUDA out"
+if cmake -S "$src" -B "$tmp/bad" -DGW_CUDA=maybe >"$tmp/bad.log" 2>&1; then
+    fail "GW_CUDA=maybe was accepted"
+fi
+grep -q "GW_CUDA must be AUTO, ON or OFF" "$tmp/bad.log" || fail "GW_CUDA=maybe: no clear error"
+echo "PASS: libgradwire links no CUDA library; GW_CUDA=ON fails without a toolkit, AUTO leaves it out"

@@ -3,11 +3,11 @@
  * collectives/half_convert.h, and the casting codecs' two passes
  * (collectives/compress/cast_kernels.c).
  *
- * The conversions are the CPU's integer recipes (cuda_device.cuh), not the
- * hardware's cvt.rn.f16.f32: that one rounds the same way but gives a
- * canonical NaN, where gradwire keeps a NaN's sign and payload. Each
- * thread converts one element per pass: 6 or 8 bytes of traffic against a
- * dozen integer operations, so the loads, not the arithmetic, set the pace.
+ * The conversions are cuda_device.cuh's: bfloat16 by the CPU's integer
+ * recipe, float16 by the hardware's cvt instructions, which round the same
+ * way, with the recipe taking over for NaN (the hardware's NaN is
+ * canonical, where gradwire keeps a NaN's sign and payload). Each thread
+ * converts one element per pass.
  *
  * The codec passes do per element exactly what cast_kernels.c's scalar
  * loops do, in the same order (no FMA: cuda_device.cuh):

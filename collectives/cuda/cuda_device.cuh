@@ -9,9 +9,10 @@
  *    ISO C mode does not do either), -ftz=false and -prec-div=true
  *    (CMakeLists.txt), so a + b, a * b and a / b round exactly as on the CPU;
  *  - the same conversions: the float16/bfloat16 functions below are
- *    collectives/half_convert.h's integer recipes line for line (not the
- *    hardware's cvt instructions, which give a canonical NaN instead of
- *    keeping the payload);
+ *    collectives/half_convert.h's integer recipes line for line, or for
+ *    float16 the hardware's conversions, which round the same way, with
+ *    the recipe's result for NaN (the hardware's is canonical, without the
+ *    payload);
  *  - the same NaNs: a GPU's arithmetic returns the canonical NaN
  *    0x7fffffff whatever the operands, where x86 returns the NaN operand
  *    (quieted) or, for a NaN it creates (inf - inf, 0 * inf), the "default
@@ -22,6 +23,7 @@
 #ifndef GW_COLLECTIVES_CUDA_DEVICE_CUH
 #define GW_COLLECTIVES_CUDA_DEVICE_CUH
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -43,7 +45,8 @@ __device__ __forceinline__ uint32_t gwd_sel(int cond, uint32_t t, uint32_t f)
     return cond ? t : f;
 }
 
-__device__ __forceinline__ float gwd_f16_widen(uint16_t h)
+/* The integer recipes of half_convert.h, line for line. */
+__device__ __forceinline__ float gwd_f16_widen_int(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
@@ -56,7 +59,7 @@ __device__ __forceinline__ float gwd_f16_widen(uint16_t h)
     return __uint_as_float(bits | sign);
 }
 
-__device__ __forceinline__ uint16_t gwd_f16_round(float f)
+__device__ __forceinline__ uint16_t gwd_f16_round_int(float f)
 {
     uint32_t x = __float_as_uint(f);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -71,6 +74,25 @@ __device__ __forceinline__ uint16_t gwd_f16_round(float f)
     o = gwd_sel(x >= 0x47800000u, 0x7c00u, o);
     o = gwd_sel(x > 0x7f800000u, 0x7e00u | ((x >> 13) & 0x3ffu), o);
     return (uint16_t)(o | sign);
+}
+
+/*
+ * What the kernels use: the hardware's conversions (cvt.f32.f16 is exact;
+ * cvt.rn.f16.f32 rounds to nearest even, subnormals and overflow to
+ * infinity included, which is the CPU's rounding), with the integer
+ * recipe's result for NaN, where the hardware's canonical NaN would lose
+ * the payload. A dozen integer operations per element made the
+ * half-precision reductions compute-bound; one cvt is not.
+ */
+__device__ __forceinline__ float gwd_f16_widen(uint16_t h)
+{
+    return (h & 0x7fffu) > 0x7c00u ? gwd_f16_widen_int(h) : __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ uint16_t gwd_f16_round(float f)
+{
+    return (__float_as_uint(f) & 0x7fffffffu) > 0x7f800000u ? gwd_f16_round_int(f)
+                                                            : __half_as_ushort(__float2half_rn(f));
 }
 
 __device__ __forceinline__ float gwd_bf16_widen(uint16_t h)

@@ -12,6 +12,7 @@
  * of the error it peeks.
  */
 #include "collectives/cuda/cuda_device.cuh"
+#include "collectives/cuda/cuda_kernels.h"
 
 gw_status_t gw__cuda_status(cudaError_t err)
 {

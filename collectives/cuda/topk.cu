@@ -81,11 +81,11 @@ struct AtLeast {
 /* Stream-ordered work memory, given back on every path. */
 struct Pool {
     cudaStream_t s;
-    void *p[8];
+    void *p[12];
     int n;
     gw_status_t get(size_t bytes, void **out)
     {
-        if (n == 8)
+        if (n == 12)
             return GW_ERR_NO_MEMORY;
         gw_status_t st = gw__cuda_status(cudaMallocAsync(out, bytes ? bytes : 1, s));
         if (st == GW_OK)

@@ -619,8 +619,46 @@ static void bench(void)
         topk_ms, cpu_ms);
 }
 
+/* ---- without a device ------------------------------------------------------------ */
+
+/* What the launchers decide on the host before any CUDA call: the error
+ * mapping, and the argument checks that launch nothing. */
+static void check_host_side(void)
+{
+    static const struct {
+        int err;
+        gw_status_t want;
+    } map[] = {{cudaSuccess, GW_OK},
+               {cudaErrorMemoryAllocation, GW_ERR_NO_MEMORY},
+               {cudaErrorInvalidValue, GW_ERR_INVALID_ARG},
+               {cudaErrorNoDevice, GW_ERR_UNSUPPORTED},
+               {cudaErrorInsufficientDriver, GW_ERR_UNSUPPORTED},
+               {cudaErrorNoKernelImageForDevice, GW_ERR_UNSUPPORTED},
+               {cudaErrorLaunchTimeout, GW_ERR_TIMEOUT},
+               {cudaErrorIllegalAddress, GW_ERR_SYSTEM}};
+    for (const auto &m : map)
+        if (gw__cuda_status_of(m.err) != m.want)
+            FAIL("cudaError %d maps to %s, not %s", m.err, gw_status_str(gw__cuda_status_of(m.err)),
+                 gw_status_str(m.want));
+    float dummy = 0;
+    if (gw__cuda_reduce(&dummy, &dummy, &dummy, 1, GW_DTYPE_COUNT, GW_SUM, NULL) !=
+            GW_ERR_INVALID_ARG ||
+        gw__cuda_reduce(&dummy, &dummy, &dummy, 1, GW_FLOAT32, GW_OP_COUNT, NULL) !=
+            GW_ERR_INVALID_ARG ||
+        gw__cuda_reduce(NULL, NULL, NULL, 0, GW_FLOAT32, GW_SUM, NULL) != GW_OK ||
+        gw__cuda_half_widen(&dummy, NULL, 0, GW_FLOAT32, NULL) != GW_ERR_INVALID_ARG ||
+        gw__cuda_int8_quantize(&dummy, NULL, 0, 0, NULL, 31, 0, NULL) != GW_ERR_INVALID_ARG ||
+        gw__cuda_topk_select(&dummy, 1, 2, 0, NULL, NULL, NULL) != GW_ERR_INVALID_ARG ||
+        gw__cuda_sign_bytes(100, 64) != 8 * 2 + 8)
+        FAIL("a launcher's argument checks");
+    printf("host side: error mapping and argument checks: %s\n", failures ? "FAILED" : "passed");
+}
+
 int main(int argc, char **argv)
 {
+    check_host_side();
+    if (failures)
+        return 1;
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {

@@ -230,6 +230,17 @@ static inline float gw__cz_plus_residual(float g, float r)
  * stream `key`, and x is left holding x - m (q / levels). */
 void gw__cz_int8_quantize(float *x, int8_t *q, uint32_t len, float m, int levels, uint32_t key);
 
+/* The sign codec's encoding of x (one rank's message, bucket scales and
+ * residual) and decoding of n gathered messages (codec_sign.c), and
+ * PowerSGD's Gram-Schmidt of P (rows x r) and reconstruction out = P Qa^T,
+ * m -= P Ql^T (codec_powersgd.c): exposed as the references of the GPU
+ * kernels (collectives/cuda). */
+void gw__cz_sign_encode(float *x, size_t count, size_t bucket, uint8_t *msg);
+void gw__cz_sign_decode(const uint8_t *all, int n, size_t count, size_t bucket, float *out);
+void gw__cz_psgd_orthonormalise(float *p, size_t rows, int r);
+void gw__cz_psgd_reconstruct(float *out, float *m, const float *p, const float *qa, const float *ql,
+                             size_t rows, size_t cols, int r);
+
 /* Monotonic wall-clock and this thread's CPU time, in nanoseconds. */
 int64_t gw__cz_now(void);
 int64_t gw__cz_cpu_now(void);

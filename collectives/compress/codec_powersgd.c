@@ -248,6 +248,16 @@ static gw_status_t psgd_run(gw__cz_call_t *call)
     return GW_OK;
 }
 
+/* Gram-Schmidt and the reconstruction on their own (codec.h): the
+ * reference of the GPU kernels (collectives/cuda/powersgd.cu). */
+void gw__cz_psgd_orthonormalise(float *p, size_t rows, int r) { orthonormalise(p, rows, r); }
+
+void gw__cz_psgd_reconstruct(float *out, float *m, const float *p, const float *qa, const float *ql,
+                             size_t rows, size_t cols, int r)
+{
+    reconstruct(out, m, p, qa, ql, rows, cols, r);
+}
+
 const gw__codec_ops_t gw__codec_powersgd = {
     .size = sizeof(gw__codec_ops_t),
     .codec = GW_CODEC_POWERSGD,

@@ -129,6 +129,20 @@ static gw_status_t sign_run(gw__cz_call_t *call)
     return GW_OK;
 }
 
+/* The encoding and decoding on their own (codec.h): the reference of the
+ * GPU kernels (collectives/cuda/sign.cu). */
+void gw__cz_sign_encode(float *x, size_t count, size_t bucket, uint8_t *msg)
+{
+    const layout_t l = layout_of(count, bucket);
+    encode(x, count, bucket, &l, msg);
+}
+
+void gw__cz_sign_decode(const uint8_t *all, int n, size_t count, size_t bucket, float *out)
+{
+    const layout_t l = layout_of(count, bucket);
+    decode(all, n, count, bucket, &l, out);
+}
+
 const gw__codec_ops_t gw__codec_sign = {
     .size = sizeof(gw__codec_ops_t),
     .codec = GW_CODEC_SIGN,

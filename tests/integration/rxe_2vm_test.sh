@@ -85,7 +85,7 @@ main() {
         cdir=$GW_RXE_2VM_CLUSTER
         "$VM" cluster status --dir "$cdir" || { echo "FAIL: the VMs of $cdir are not up"; return 1; }
     else
-        cdir=$("$VM" cluster up --no-install --lifetime 1800 --ro "$ROOT" --ro "$BUILD" 2)
+        cdir=$("$VM" cluster up --no-install --lifetime 2700 --ro "$ROOT" --ro "$BUILD" 2)
         rc=$?
         if [ $rc -eq 77 ]; then
             echo "skipped: scripts/rxe-vm cannot start VMs here (reason above)"
@@ -140,10 +140,11 @@ main() {
         job_start "$@"
         job_wait
     }
-    show_logs() { # the tail of every rank's log
+    show_logs() { # every rank's first ERROR line (the cause) and its log's tail
         local f
         for f in "$JOB_DIR"/log*; do
             echo "   --- ${f##*/}"
+            grep -m1 ' ERROR ' "$f" | sed 's/^/   first error: /'
             tail -n 8 "$f" | sed 's/^/   /'
         done
     }

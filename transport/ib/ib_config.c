@@ -26,6 +26,11 @@
  *                      until the rank would sleep
  *   GW_IB_SYSFS        where sysfs is mounted (default /sys), for containers
  *                      that mount the host's elsewhere
+ *   GW_IB_TEST_QP_ERROR test-only fault injection: once this rank has
+ *                      completed N messages over verbs, it moves its QPs to
+ *                      the lowest-ranked peer into the error state, as a
+ *                      NIC does with a QP that hit a fatal error (0, the
+ *                      default: never). Never set it in a real job.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +71,8 @@ gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
         env_int(lg, "GW_IB_SPIN_US", 0, 100000000, 50, &cfg->spin_us) != GW_OK ||
         env_int(lg, "GW_IB_EAGER", 0, GW_IB_EAGER_MAX, GW_IB_EAGER_MAX, &cfg->eager_max) != GW_OK ||
         env_int(lg, "GW_IB_CTS_DEFER_US", 0, 10000000, GW_IB_CTS_DEFER_US, &cfg->cts_defer_us) !=
-            GW_OK)
+            GW_OK ||
+        env_int(lg, "GW_IB_TEST_QP_ERROR", 0, 1 << 30, 0, &cfg->test_qp_error) != GW_OK)
         return GW_ERR_CONFIG;
     if (gw__env_int(lg, "GW_IB_REG_CACHE_MAX", 1, 1L << 20, 1024, &v) != GW_OK)
         return GW_ERR_CONFIG;

@@ -18,6 +18,7 @@
  *     out-of-band socket goes away without a goodbye died.
  */
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -121,6 +122,29 @@ gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc)
                        (unsigned)wc->vendor_err, hint);
 }
 
+/* This rank's own device or port failed: it names itself as the culprit
+ * (GW_BLAME_SELF), as a rank whose own call was wrong does, so that a peer
+ * that can no longer reach it and this rank agree on where the fault is,
+ * instead of this rank blaming nobody. */
+static gw_status_t local_fail(gw_ib_t *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static gw_status_t local_fail(gw_ib_t *t, const char *fmt, ...)
+{
+    if (t->base.failed != GW_OK)
+        return t->base.failed;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    gw_status_t st = gw__ib_fail(t, GW_ERR_SYSTEM, "%s", msg);
+    t->base.culprit = t->base.rank;
+    t->base.origin = t->base.rank;
+    t->base.blame = GW_BLAME_SELF;
+    return st;
+}
+
 static const gw_ib_peer_t *peer_of_qp(const gw_ib_t *t, const struct ibv_qp *qp)
 {
     const gw_ib_qpn_map_t *m = qp ? gw__ib_qpn_lookup(t, qp->qp_num) : NULL;
@@ -132,24 +156,27 @@ static gw_status_t async_one(gw_ib_t *t, const struct ibv_async_event *ev)
 {
     const char *name = t->api.event_type_str(ev->event_type);
     const gw_ib_peer_t *p;
+    gw_status_t st;
     switch (ev->event_type) {
     case IBV_EVENT_DEVICE_FATAL:
-        return gw__ib_fail(t, GW_ERR_SYSTEM, "device %s reported a fatal error (%s)", t->dev_name,
-                           name);
+        return local_fail(t, "device %s reported a fatal error (%s)", t->dev_name, name);
     case IBV_EVENT_PORT_ERR:
         if (ev->element.port_num != t->port_num)
             break;
-        return gw__ib_fail(t, GW_ERR_SYSTEM,
-                           "port %s:%d went down (%s): check the link and the subnet manager",
-                           t->dev_name, t->port_num, name);
+        return local_fail(t, "port %s:%d went down (%s): check the link and the subnet manager",
+                          t->dev_name, t->port_num, name);
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
+        /* As a failed completion is: blamed on the QP's peer, so that the
+         * referee follows it there. */
         p = peer_of_qp(t, ev->element.qp);
-        return gw__ib_fail(
-            t, ev->event_type == IBV_EVENT_QP_ACCESS_ERR ? GW_ERR_REMOTE : GW_ERR_SYSTEM,
-            "%s: QP 0x%x went into the error state (%s)", p ? p->desc : "unknown peer",
-            ev->element.qp ? ev->element.qp->qp_num : 0u, name);
+        st = ev->event_type == IBV_EVENT_QP_ACCESS_ERR ? GW_ERR_REMOTE : GW_ERR_SYSTEM;
+        if (p)
+            return gw__ib_peer_fail(t, p, st, "QP 0x%x went into the error state (%s)",
+                                    ev->element.qp->qp_num, name);
+        return gw__ib_fail(t, st, "unknown peer: QP 0x%x went into the error state (%s)",
+                           ev->element.qp ? ev->element.qp->qp_num : 0u, name);
     case IBV_EVENT_CQ_ERR:
         return gw__ib_fail(t, GW_ERR_SYSTEM, "the completion queue failed (%s, overrun?)", name);
     case IBV_EVENT_COMM_EST:
@@ -202,4 +229,28 @@ gw_status_t gw__ib_peer_gone(gw_ib_t *t, gw_ib_peer_t *p, const char *how)
     }
     return gw__ib_peer_fail(t, p, GW_ERR_REMOTE, "%s without saying goodbye: it probably died",
                             how);
+}
+
+void gw__ib_test_qp_error(gw_ib_t *t)
+{
+    if (t->cfg.test_qp_error <= 0 || t->ncompleted < (uint64_t)t->cfg.test_qp_error)
+        return;
+    t->cfg.test_qp_error = 0; /* once */
+    for (int r = 0; t->peers && r < t->base.size; r++) {
+        gw_ib_peer_t *p = &t->peers[r];
+        if (r == t->base.rank || !p->qp_up || p->gone)
+            continue;
+        for (int q = 0; q < t->nqps; q++) {
+            if (!p->qp[q])
+                continue;
+            struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+            int rc = t->api.modify_qp(p->qp[q], &attr, IBV_QP_STATE);
+            GW_WARN(t->base.log, GW_IB_SUBSYS,
+                    "GW_IB_TEST_QP_ERROR (test-only): QP 0x%x to %s moved into the error state "
+                    "after %llu messages%s",
+                    p->qp[q]->qp_num, p->desc, (unsigned long long)t->ncompleted,
+                    rc ? " (ibv_modify_qp failed)" : "");
+        }
+        return;
+    }
 }

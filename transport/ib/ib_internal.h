@@ -152,6 +152,7 @@ typedef struct gw_ib_config {
     int eager_max;      /* GW_IB_EAGER: largest message sent eagerly, 0..4096 */
     int cts_defer_us;   /* GW_IB_CTS_DEFER_US: a small receive's CTS waits this long */
     const char *sysfs;  /* GW_IB_SYSFS (tests), default /sys */
+    int test_qp_error;  /* GW_IB_TEST_QP_ERROR (tests): messages before a QP fails; 0: never */
 } gw_ib_config_t;
 
 /* Read the GW_IB_* variables; GW_ERR_CONFIG (logged, naming the variable)
@@ -535,6 +536,9 @@ gw_status_t gw__ib_wc_fail(gw_ib_t *t, const struct ibv_wc *wc);
 gw_status_t gw__ib_wc_status_class(enum ibv_wc_status st, const char **hint);
 /* Read every pending async event; fatal ones fail the transport. */
 gw_status_t gw__ib_async_events(gw_ib_t *t);
+/* GW_IB_TEST_QP_ERROR: once t->ncompleted reaches it, move the QPs to the
+ * lowest-ranked connected peer into IBV_QPS_ERR (once; logged at WARN). */
+void gw__ib_test_qp_error(gw_ib_t *t);
 /* The connection to p broke (socket EOF, RDMA CM disconnect): a failure
  * when requests with p are pending and it said no goodbye; otherwise later
  * requests for p fail when they are posted. */

@@ -337,6 +337,8 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
 {
     gw_ib_t *t = gw__ib_of(base);
     int moved = 0;
+    if (t->cfg.test_qp_error)
+        gw__ib_test_qp_error(t);
     gw_status_t st = round_trip(t, &moved);
     if (st == GW_OK && current)
         st = check_conflicts(t, current);

@@ -33,7 +33,7 @@ typedef struct gw_logger {
     FILE *file;    /* stderr, or the GW_DEBUG_FILE we opened */
     int owns_file; /* close file on gw__logger_fini */
     char host[64];
-    int nsubsys;        /* 0: every subsystem */
+    int nsubsys;        /* 0: every subsystem; -1: none (^ALL) */
     int subsys_exclude; /* the list says which not to write */
     char subsys[GW_LOG_SUBSYS_MAX][GW_LOG_SUBSYS_LEN];
 } gw_logger_t;

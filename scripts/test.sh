@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: install dependencies, check the layout of the
 # sources (.clang-format), build twice (optimised, and
-# with AddressSanitizer + UndefinedBehaviorSanitizer), run every test in both;
+# with AddressSanitizer + UndefinedBehaviorSanitizer), run every test in both
+# (test_check's degraded-network cases optimised only: see that test);
 # then a ThreadSanitizer build of the multi-threaded paths.
 #
 # It ends, passed or failed, with the list of every test that ctest reported
@@ -116,13 +117,16 @@ trap report_skips EXIT
 ./scripts/format.sh --check
 
 run_suite() {
-    local dir="$1" rc=0
+    local dir="$1" rc=0 t0 t1
     shift
+    t0=$(date +%s)
     echo "=== build $dir ($*)"
     ./scripts/build.sh "$dir" "$@"
-    echo "=== test $dir"
+    t1=$(date +%s)
+    echo "=== test $dir (built in $((t1 - t0)) s)"
     (cd "$dir" && ctest --output-on-failure --timeout 1200) 2>&1 | tee "$dir/ctest.out" || rc=$?
     list_skips "$dir"
+    echo "=== $dir: tests took $(($(date +%s) - t1)) s"
     return $rc
 }
 

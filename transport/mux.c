@@ -240,6 +240,8 @@ static gw_status_t mux_connect(gw_transport_t *base, const uint8_t *all)
         st = gw__select_plan(m->base.log, m->base.rank, size, ranks, route);
     if (st != GW_OK)
         goto out;
+    if (m->mode == GW_SELECT_AUTO)
+        gw__select_warn_fallbacks(m->base.log, m->base.rank, size, ranks, route);
     for (int r = 0; r < size; r++) {
         m->route[r] = route[r] == GW_SEL_NONE ? -1 : sub_index(m, route[r]);
         if (m->route[r] >= 0)

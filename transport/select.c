@@ -5,12 +5,14 @@
  * carries out the plan is mux.c).
  *
  * Candidates are tried in a fixed order: shared memory for peers on this
- * host, then the network transports, fastest first. In "auto" mode only
- * the first network transport that opens is used, so a job never silently
- * mixes, say, TCP and RDMA between hosts; a pair of ranks that ended up
- * with no transport in common (one has an RDMA device, the other not) is a
- * configuration error that says so, not a quiet fall back to something
- * slower.
+ * host, then the network transports, fastest first. In "auto" mode every
+ * transport that opens is offered (mux.c), and each pair takes the first one
+ * both ends opened: in a cluster where only some hosts have RDMA, pairs of
+ * RDMA hosts use verbs and the others TCP, decided per pair. Such a fall
+ * back to something slower is never silent: every rank that has one says
+ * so once, at WARN, naming the peers concerned (gw__select_warn_fallbacks).
+ * A pair with no transport in common, or a forced transport that a pair
+ * cannot use, is a configuration error that says so.
  *
  * The plan needs nothing but the composite blobs, which every rank has
  * identically after the bootstrap's all-gather: for the pair (a, b), shm
@@ -210,6 +212,72 @@ void gw__select_describe(const gw_select_kind_t *route, int size, char *buf, siz
         }
     }
 #undef EMIT
+}
+
+/* The network transport faster than `used` that only one end of a pair
+ * opened (`either` has it, the pair's common set does not), or GW_SEL_NONE. */
+static gw_select_kind_t missed_kind(uint32_t either, gw_select_kind_t used)
+{
+    for (size_t i = 0; i < NCANDIDATES; i++) {
+        const gw_select_candidate_t *c = &candidates[i];
+        if (c->kind == used)
+            break;
+        if (!c->local_only && (either & GW_SEL_BIT(c->kind)))
+            return c->kind;
+    }
+    return GW_SEL_NONE;
+}
+
+void gw__select_warn_fallbacks(const gw_logger_t *lg, int rank, int size,
+                               const gw_select_rank_t *ranks, const gw_select_kind_t *route)
+{
+    const gw_select_rank_t *me = &ranks[rank];
+    /* theirs[p]: peer p lacks a faster transport this rank has; ours[p]:
+     * this rank lacks one p has. Both keep the transport used, so that
+     * gw__select_describe can name them. */
+    gw_select_kind_t *theirs = calloc((size_t)size, sizeof(*theirs));
+    gw_select_kind_t *ours = calloc((size_t)size, sizeof(*ours));
+    gw_select_kind_t missed_theirs = GW_SEL_NONE, missed_ours = GW_SEL_NONE;
+    if (!theirs || !ours)
+        goto out; /* a warning is worth no failure */
+    for (int p = 0; p < size; p++) {
+        if (p == rank || route[p] == GW_SEL_NONE || ranks[p].host_id == me->host_id)
+            continue;
+        gw_select_kind_t missed = missed_kind(me->kinds | ranks[p].kinds, route[p]);
+        if (missed == GW_SEL_NONE)
+            continue;
+        if (me->kinds & GW_SEL_BIT(missed)) {
+            theirs[p] = route[p];
+            missed_theirs = missed;
+        } else {
+            ours[p] = route[p];
+            missed_ours = missed;
+        }
+    }
+    if (missed_theirs == GW_SEL_NONE && missed_ours == GW_SEL_NONE)
+        goto out;
+    char a[320] = "", b[320] = "";
+    if (missed_theirs != GW_SEL_NONE) {
+        char peers[192];
+        gw__select_describe(theirs, size, peers, sizeof(peers));
+        snprintf(a, sizeof(a),
+                 "peers on other hosts without %s, which this rank has (their logs "
+                 "say why): %s",
+                 gw__select_kind_name(missed_theirs), peers);
+    }
+    if (missed_ours != GW_SEL_NONE) {
+        char peers[192];
+        gw__select_describe(ours, size, peers, sizeof(peers));
+        snprintf(b, sizeof(b),
+                 "this rank has no %s (GW_DEBUG=INFO says why), which these peers on "
+                 "other hosts have: %s",
+                 gw__select_kind_name(missed_ours), peers);
+    }
+    GW_WARN(lg, SUBSYS, "rank %d falls back to a slower transport for some pairs: %s%s%s", rank, a,
+            *a && *b ? "; " : "", b);
+out:
+    free(theirs);
+    free(ours);
 }
 
 /* ---- which transports the whole job uses ----------------------------------------- */

@@ -92,6 +92,16 @@ typedef struct gw_select_rank {
 gw_status_t gw__select_plan(const gw_logger_t *lg, int rank, int size,
                             const gw_select_rank_t *ranks, gw_select_kind_t *route);
 
+/* After a plan in auto mode: one WARN line (at most) naming the peers on
+ * other hosts that `rank` reaches over a slower transport than one of the
+ * two ends opened (this rank has RDMA and they do not, or the other way
+ * round), so that a cluster where only some hosts have RDMA never falls
+ * back silently. Pairs where neither end opened the faster transport (a
+ * TCP-only cluster) are not warned about. Best effort: says nothing when
+ * out of memory. */
+void gw__select_warn_fallbacks(const gw_logger_t *lg, int rank, int size,
+                               const gw_select_rank_t *ranks, const gw_select_kind_t *route);
+
 /* Which transports the plan gives the pairs of ranks on one host (*intra)
  * and on two hosts (*inter), as GW_SEL_BIT()s of the kinds: the same on
  * every rank, since it is made from the same blobs (the cost model's

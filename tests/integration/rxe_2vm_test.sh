@@ -464,11 +464,20 @@ main() {
                 if [ $r -lt 2 ]; then want="shm to rank $((1 - r)); tcp to ranks 2,3"; else want="shm to rank $((5 - r)); tcp to ranks 0,1"; fi
                 got=$(sed -n "s/.* select INFO rank $r: \(.*\)$/\1/p" "$JOB_DIR/log$r" | head -1)
                 [ "$got" = "$want" ] || bad="$bad rank $r: '$got', not '$want';"
+                # The fall back is never silent: one WARN per rank naming
+                # the peers it reaches over TCP for want of RDMA on one end.
+                if [ $r -lt 2 ]; then
+                    want="peers on other hosts without ib, which this rank has (their logs say why): tcp to ranks 2,3"
+                else
+                    want="this rank has no ib (GW_DEBUG=INFO says why), which these peers on other hosts have: tcp to ranks 0,1"
+                fi
+                got=$(sed -n "s/.* select WARN rank $r falls back to a slower transport for some pairs: \(.*\)$/\1/p" "$JOB_DIR/log$r")
+                [ "$got" = "$want" ] || bad="$bad rank $r's warning: '$got', not once '$want';"
             done
             if [ -n "$bad" ]; then
                 fail "mixed fabrics: plan:$bad"
             else
-                pass "mixed fabrics: VM 0 with RDMA and VM 1 without meet over TCP, shm inside each, $(wc -l <"$JOB_DIR/rank0") results exact and bitwise equal"
+                pass "mixed fabrics: VM 0 with RDMA and VM 1 without meet over TCP, shm inside each, one WARN per rank naming its TCP peers, $(wc -l <"$JOB_DIR/rank0") results exact and bitwise equal"
             fi
         fi
         "$VM" cluster exec --timeout 30 1 -- rdma link add rxe0 type rxe netdev eth0

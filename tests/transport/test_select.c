@@ -97,6 +97,72 @@ Test(select, plan_same_host_is_shm_other_hosts_tcp, .timeout = 10)
     cr_expect_str_eq(buf, "shm to ranks 0,1,3; tcp to ranks 4-7");
 }
 
+/* A cluster where only some hosts have RDMA (issue 13): hosts A (ranks
+ * 0-1) and C (rank 4) opened ib, host B (ranks 2-3) did not. Pairs of RDMA
+ * hosts use ib, the others tcp, and every rank with such a pair says so in
+ * one WARN line naming exactly those peers; a TCP-only cluster and an
+ * all-RDMA cluster say nothing. */
+#define ALL_THREE (SHM_TCP | GW_SEL_BIT(GW_SEL_IB))
+
+static char *fallback_warnings(int rank, int size, const gw_select_rank_t *ranks,
+                               gw_select_kind_t *route)
+{
+    gw_logger_t lg = capture_logger(GW_LOG_INFO);
+    cr_assert_eq(gw__select_plan(&lg, rank, size, ranks, route), GW_OK);
+    gw__select_warn_fallbacks(&lg, rank, size, ranks, route);
+    char *text = captured(&lg);
+    fclose(lg.file);
+    return text;
+}
+
+Test(select, a_fall_back_between_hosts_is_one_warning_naming_the_peers, .timeout = 10)
+{
+    gw_select_rank_t ranks[5];
+    for (int r = 0; r < 5; r++)
+        ranks[r] = (gw_select_rank_t){.host_id = r < 2   ? 1
+                                                 : r < 4 ? 2
+                                                         : 3,
+                                      .mode = GW_SELECT_AUTO,
+                                      .kinds = r == 2 || r == 3 ? SHM_TCP : ALL_THREE};
+    gw_select_kind_t route[5];
+    char *text = fallback_warnings(0, 5, ranks, route);
+    cr_expect_eq(route[1], GW_SEL_SHM);
+    cr_expect_eq(route[2], GW_SEL_TCP);
+    cr_expect_eq(route[3], GW_SEL_TCP);
+    cr_expect_eq(route[4], GW_SEL_IB, "two RDMA hosts must use ib");
+    cr_expect_eq(count_in(text, " WARN "), 1, "expected one WARN line:\n%s", text);
+    cr_expect(strstr(text, "without ib, which this rank has (their logs say why): tcp to ranks "
+                           "2,3\n"),
+              "rank 0's warning does not name exactly ranks 2 and 3:\n%s", text);
+    free(text);
+
+    text = fallback_warnings(3, 5, ranks, route);
+    cr_expect_eq(route[2], GW_SEL_SHM);
+    cr_expect_eq(count_in(text, " WARN "), 1, "expected one WARN line:\n%s", text);
+    cr_expect(strstr(text,
+                     "this rank has no ib (GW_DEBUG=INFO says why), which these peers on other "
+                     "hosts have: tcp to ranks 0,1,4\n"),
+              "rank 3's warning does not name exactly ranks 0, 1 and 4:\n%s", text);
+    free(text);
+
+    /* Rank 4 alone on its host: ib to 0 and 1, tcp to 2 and 3. */
+    text = fallback_warnings(4, 5, ranks, route);
+    cr_expect_eq(count_in(text, " WARN "), 1, "%s", text);
+    cr_expect(strstr(text, ": tcp to ranks 2,3\n"), "%s", text);
+    free(text);
+
+    for (int r = 0; r < 5; r++)
+        ranks[r].kinds = SHM_TCP;
+    text = fallback_warnings(0, 5, ranks, route);
+    cr_expect_eq(count_in(text, " WARN "), 0, "a TCP-only cluster is no fall back:\n%s", text);
+    free(text);
+    for (int r = 0; r < 5; r++)
+        ranks[r].kinds = ALL_THREE;
+    text = fallback_warnings(2, 5, ranks, route);
+    cr_expect_eq(count_in(text, " WARN "), 0, "an all-RDMA cluster is no fall back:\n%s", text);
+    free(text);
+}
+
 Test(select, plan_forced_tcp_uses_tcp_everywhere, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();

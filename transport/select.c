@@ -228,6 +228,15 @@ static gw_select_kind_t missed_kind(uint32_t either, gw_select_kind_t used)
     return GW_SEL_NONE;
 }
 
+/* "HEAD ib TAIL: tcp to ranks 2,3" into out. */
+static void say_missed(char *out, size_t cap, const char *head, gw_select_kind_t missed,
+                       const char *tail, const gw_select_kind_t *peers, int size)
+{
+    char list[192];
+    gw__select_describe(peers, size, list, sizeof(list));
+    snprintf(out, cap, "%s %s%s: %s", head, gw__select_kind_name(missed), tail, list);
+}
+
 void gw__select_warn_fallbacks(const gw_logger_t *lg, int rank, int size,
                                const gw_select_rank_t *ranks, const gw_select_kind_t *route)
 {
@@ -257,22 +266,12 @@ void gw__select_warn_fallbacks(const gw_logger_t *lg, int rank, int size,
     if (missed_theirs == GW_SEL_NONE && missed_ours == GW_SEL_NONE)
         goto out;
     char a[320] = "", b[320] = "";
-    if (missed_theirs != GW_SEL_NONE) {
-        char peers[192];
-        gw__select_describe(theirs, size, peers, sizeof(peers));
-        snprintf(a, sizeof(a),
-                 "peers on other hosts without %s, which this rank has (their logs "
-                 "say why): %s",
-                 gw__select_kind_name(missed_theirs), peers);
-    }
-    if (missed_ours != GW_SEL_NONE) {
-        char peers[192];
-        gw__select_describe(ours, size, peers, sizeof(peers));
-        snprintf(b, sizeof(b),
-                 "this rank has no %s (GW_DEBUG=INFO says why), which these peers on "
-                 "other hosts have: %s",
-                 gw__select_kind_name(missed_ours), peers);
-    }
+    if (missed_theirs != GW_SEL_NONE)
+        say_missed(a, sizeof(a), "peers on other hosts without", missed_theirs,
+                   ", which this rank has (their logs say why)", theirs, size);
+    if (missed_ours != GW_SEL_NONE)
+        say_missed(b, sizeof(b), "this rank has no", missed_ours,
+                   " (GW_DEBUG=INFO says why), which these peers on other hosts have", ours, size);
     GW_WARN(lg, SUBSYS, "rank %d falls back to a slower transport for some pairs: %s%s%s", rank, a,
             *a && *b ? "; " : "", b);
 out:

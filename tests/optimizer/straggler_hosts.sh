@@ -15,7 +15,7 @@
 # Prints the per-rank table of both runs (the README's Stragglers table).
 #
 #   straggler_hosts.sh BUILD_DIR
-#   environment: GW_STRAG_QUOTA (percent of one CPU for host 2, default 3),
+#   environment: GW_STRAG_QUOTA (percent of one CPU for host 2, default 2),
 #   GW_STRAG_ARGS (the training options, default a small synthetic task)
 #
 # Needs root, network namespaces and a writable cpu cgroup: exits 77

@@ -6,8 +6,8 @@
 # (final_test_acc), and the commit and date it measured.
 #
 # Usage: bench/train_accuracy.sh [BUILD_DIR] [--epochs N]
-# Needs the data set: ./scripts/install-deps.sh data. Takes about 15
-# minutes on 2 cores (10 runs).
+# Needs the data set: ./scripts/install-deps.sh data. Takes 6 to 15
+# minutes on 2 cores (9 runs; 346 s at load 2-5 on 2026-12-04).
 set -euo pipefail
 
 PROG=train_accuracy.sh

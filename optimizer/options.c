@@ -85,7 +85,11 @@ void gw_train_usage(FILE *out)
             "                           back to the last step all finished, re-shard and go\n"
             "                           on with the same global batch (under gradwire\n"
             "                           launch --elastic); not with --async, --codec or\n"
-            "                           model parallelism\n"
+            "                           model parallelism; the running job admits\n"
+            "                           processes started with --join at every epoch start\n"
+            "  --join                   (with --elastic) join the running job at GW_ROOT\n"
+            "                           (its GW_JOB_TOKEN) at its next epoch start, as a new\n"
+            "                           rank: rank 0 sends the weights and the position\n"
             "output:\n"
             "  --save-weights FILE      final weights as raw float32\n"
             "  --json FILE  --csv FILE  per-epoch report\n"
@@ -185,6 +189,7 @@ enum {
     OPT_TARGET_ACC,
     OPT_STOP_AT_TARGET,
     OPT_ELASTIC,
+    OPT_JOIN,
     OPT_EVAL_EVERY,
     OPT_THREADS,
     OPT_PROGRESS,
@@ -240,6 +245,7 @@ const struct option gw_train_longopts[] = {
     {"target-acc", required_argument, NULL, OPT_TARGET_ACC},
     {"stop-at-target", no_argument, NULL, OPT_STOP_AT_TARGET},
     {"elastic", no_argument, NULL, OPT_ELASTIC},
+    {"join", no_argument, NULL, OPT_JOIN},
     {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -440,6 +446,9 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         case OPT_ELASTIC:
             o->elastic = 1;
             break;
+        case OPT_JOIN:
+            o->join = 1;
+            break;
         case OPT_CHECK_DATA:
             o->check_data = 1;
             break;
@@ -595,6 +604,13 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                                "it is not available with %s",
                                what);
     }
+    /* --join (train_grow.c): a joiner takes its state from the job. */
+    if (o->join && !o->elastic)
+        return usage_error("--join is for a job started with --elastic: add --elastic (and "
+                           "the job's other arguments)");
+    if (o->join && o->resume)
+        return usage_error("--join with --resume: a joiner takes the weights and the position "
+                           "from the running job, not from a checkpoint");
     /* --elastic (train_elastic.c): what it cannot yet make correct. */
     if (o->elastic && o->mode == GW_TRAIN_ASYNC)
         return usage_error("--elastic is for synchronous training: a parameter server's shard "

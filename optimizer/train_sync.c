@@ -423,8 +423,20 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
     s.comm = comm;
     s.rank = gw_comm_rank(comm);
     s.world = gw_comm_size(comm);
+    s.grown_at = -1;
     openblas_set_num_threads(o->threads);
     gw_status_t st = setup(&s);
+    if (o->join) {
+        /* A joiner takes the job's state where the members are: at the
+         * broadcasts that follow their grow (train_grow.c). When its setup
+         * fails, main aborts its communicator, which fails the members'
+         * broadcast instead of leaving them waiting. */
+        if (st == GW_OK)
+            st = gw_train_grow_joined(&s);
+        if (st != GW_OK)
+            goto out;
+        goto train;
+    }
     if (o->resume && st == GW_OK)
         st = resume(&s);
     /* Every rank reaches this collective, whatever happened before it, so a
@@ -442,6 +454,7 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
     }
     if ((st = measure_link(&s)) != GW_OK)
         goto out;
+train:
     if (s.rank == 0 && !o->quiet)
         printf("gradwire-train: %d rank(s), %zu parameters, global batch %d (%zu per rank), "
                "%ld steps/epoch, %zu buckets, transport %s%s\n",

@@ -38,13 +38,14 @@ static gw_status_t send_state(gw_train_sync_t *s)
     memcpy(pos + 2, s->rng.s, sizeof(s->rng.s));
     gw_status_t st = gw_broadcast(s->comm, pos, pos, 6, GW_INT64, 0);
     if (st == GW_OK)
-        st = gw_broadcast(s->comm, s->model.params, s->model.params, s->model.nparams,
-                          GW_FLOAT32, 0);
+        st = gw_broadcast(s->comm, s->model.params, s->model.params, s->model.nparams, GW_FLOAT32,
+                          0);
     if (st == GW_OK)
-        st = gw_broadcast(s->comm, s->sgd.velocity, s->sgd.velocity, s->model.nparams,
-                          GW_FLOAT32, 0);
+        st = gw_broadcast(s->comm, s->sgd.velocity, s->sgd.velocity, s->model.nparams, GW_FLOAT32,
+                          0);
     if (st != GW_OK) {
-        fprintf(stderr, "gradwire-train: --elastic: sending the state to the grown job failed: %s\n",
+        fprintf(stderr,
+                "gradwire-train: --elastic: sending the state to the grown job failed: %s\n",
                 gw_status_name(st));
         return st;
     }
@@ -67,8 +68,9 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
     int old_world = s->world;
     gw_status_t st = gw_comm_grow(s->comm, &nc);
     if (st != GW_OK) {
-        fprintf(stderr, "gradwire-train: --elastic: rank %d: the grow at the start of epoch %ld "
-                        "failed (%s)\n",
+        fprintf(stderr,
+                "gradwire-train: --elastic: rank %d: the grow at the start of epoch %ld "
+                "failed (%s)\n",
                 s->rank, s->epoch + 1, gw_status_name(st));
         return st;
     }
@@ -86,8 +88,8 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
         char who[256] = "";
         size_t len = 0;
         for (int r = old_world; r < s->world && len < sizeof(who); r++)
-            len += (size_t)snprintf(who + len, sizeof(who) - len, "%s%d", r > old_world ? "," : "",
-                                    r);
+            len +=
+                (size_t)snprintf(who + len, sizeof(who) - len, "%s%d", r > old_world ? "," : "", r);
         int last = gw_train_local_batch(s->o->batch, s->world - 1, s->world);
         char per[32];
         if ((int)s->local_b == last)

@@ -86,8 +86,8 @@ void gw__bs_grow_request(gw_bs_grow_t *g, int r, const gw_bs_shrink_req_t *req, 
 
 int64_t gw__bs_grow_deadline(const gw_bs_grow_t *g) { return g->deadline; }
 
-int gw__bs_grow_decide(gw_bs_grow_t *g, const unsigned char *gone, int64_t now,
-                       gw_status_t *status, uint32_t *port)
+int gw__bs_grow_decide(gw_bs_grow_t *g, const unsigned char *gone, int64_t now, gw_status_t *status,
+                       uint32_t *port)
 {
     if (g->deadline == INT64_MAX)
         return 0;

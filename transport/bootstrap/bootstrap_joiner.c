@@ -113,8 +113,7 @@ static gw_status_t join_on(gw_bootstrap_t *bs, int fd, const char *token, int64_
     GW_INFO(bs->log, GW_BS_SUBSYS,
             "waiting for the job at %s to grow (at most %d ms from the start)", bs->root,
             bs->timeout_ms);
-    st = recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_GROWN), deadline, "a place in the job", buf,
-                    &len);
+    st = recv_small(bs, fd, GW_BS_TYPE_BIT(GW_BS_GROWN), deadline, "a place in the job", buf, &len);
     if (st != GW_OK)
         return st;
     if (gw__bs_decode_grown(buf, len, out, &why) != GW_OK || out->status != GW_OK ||
@@ -138,8 +137,8 @@ gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const ch
         return GW_ERR_CONFIG;
     }
     snprintf(port, sizeof(port), "%d", p);
-    gw_bootstrap_t bs = {.rank = -1, .timeout_ms = wait_ms, .log = lg, .culprit = -1,
-                         .root_fd = -1, .late_lfd = -1};
+    gw_bootstrap_t bs = {
+        .rank = -1, .timeout_ms = wait_ms, .log = lg, .culprit = -1, .root_fd = -1, .late_lfd = -1};
     memcpy(bs.root, root, strlen(root) + 1);
     int64_t start = gw__now_ms(), deadline = start + wait_ms;
     int fd = -1;

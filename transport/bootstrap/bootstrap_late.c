@@ -26,7 +26,8 @@
  * job token as a rank does at the join: CHALLENGE with rank 0's proof over
  * both nonces, then its RESPONSE, checked against the token; a wrong one
  * gets REJECT(AUTH) and a WARN line naming its address, and the job goes
- * on. A proven joiner is parked (at most GW_BS_LATE_JOINERS, never pushed
+ * on; a joiner that finds rank 0's proof wrong (it holds another token)
+ * says so with a REJECT, logged the same way. A proven joiner is parked (at most GW_BS_LATE_JOINERS, never pushed
  * out by strangers) until the referee decides a grow and admits the parked
  * joiners with GROWN (their new ranks, after the members', the new size
  * and the new root's port). A parked joiner whose connection closes (it
@@ -53,8 +54,8 @@ typedef struct late_conn {
     int fd; /* -1: free */
     int64_t deadline;
     size_t got;
-    int challenged; /* a joiner that has its CHALLENGE: its RESPONSE is next */
-    uint8_t buf[GW_BS_HELLO_LEN];
+    int challenged;                    /* a joiner that has its CHALLENGE: its RESPONSE is next */
+    uint8_t buf[GW_BS_REJECT_MAX_LEN]; /* a HELLO, JOIN, RESPONSE or REJECT */
     uint8_t client_nonce[GW_BS_NONCE_LEN], server_nonce[GW_BS_NONCE_LEN];
     char addr[GW_BS_ADDR_TEXT];
 } late_conn_t;
@@ -213,6 +214,19 @@ static void joiner_check(gw_bs_late_t *l, late_conn_t *c)
             slot->addr);
 }
 
+/* A joiner that could not verify rank 0's proof says so (REJECT) instead
+ * of proving itself: another job token, seen from its side. */
+static void joiner_gave_up(gw_bs_late_t *l, late_conn_t *c)
+{
+    gw_bs_reject_t rej;
+    if (gw__bs_decode_reject(c->buf, c->got, &rej, NULL) == GW_OK)
+        GW_WARN(l->log, GW_BS_SUBSYS,
+                "refused a process from %s asking to join the job: it holds another job token "
+                "(it could not verify rank 0's proof: %s); the job goes on",
+                c->addr, rej.reason);
+    conn_drop(c);
+}
+
 static void reject_late_hello(gw_bs_late_t *l, late_conn_t *c)
 {
     gw_bs_hello_t hello;
@@ -263,14 +277,17 @@ static void conn_read(gw_bs_late_t *l, late_conn_t *c)
         return;
     gw_bs_type_t expect = c->challenged ? GW_BS_RESPONSE : GW_BS_HELLO;
     if (gw__bs_decode_hdr(c->buf, GW_BS_HDR_LEN, &h, NULL) != GW_OK ||
-        (h.type != expect && !(h.type == GW_BS_JOIN && !c->challenged)) ||
+        (h.type != expect && !(h.type == GW_BS_JOIN && !c->challenged) &&
+         !(h.type == GW_BS_REJECT && c->challenged)) ||
         GW_BS_HDR_LEN + h.payload_len > sizeof(c->buf)) {
         conn_drop(c); /* not one of ours */
         return;
     }
     if (c->got < GW_BS_HDR_LEN + h.payload_len)
         return;
-    if (h.type == GW_BS_HELLO)
+    if (h.type == GW_BS_REJECT)
+        joiner_gave_up(l, c);
+    else if (h.type == GW_BS_HELLO)
         reject_late_hello(l, c);
     else if (h.type == GW_BS_JOIN)
         joiner_challenge(l, c);

@@ -19,8 +19,8 @@
 
 static run_result_t run_mode(const char *mode, const char *n)
 {
-    char *argv[] = {LAUNCHER, "launch", "--elastic", "-n", (char *)n, "--", WORKER,
-                    (char *)mode, NULL};
+    char *argv[] = {LAUNCHER, "launch", "--elastic",  "-n", (char *)n,
+                    "--",     WORKER,   (char *)mode, NULL};
     char *env[] = {"GW_TIMEOUT_MS=10000", "GW_TRANSPORT=tcp", NULL};
     run_result_t r = run_cmd(argv, env, 50);
     cr_assert(!r.timed_out, "mode %s hung:\n%s", mode, r.output);

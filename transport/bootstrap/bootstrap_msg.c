@@ -543,6 +543,8 @@ static gw_status_t decode_place(gw_bs_type_t type, const uint8_t *buf, size_t le
     uint32_t port = gw__get_be32(buf + GW_BS_HDR_LEN + 12);
     if (status != GW_OK && !known_error(status))
         return malformed(why, grown ? "grown: unknown status" : "members: unknown status");
+    if (grown && port > 65535)
+        return malformed(why, "grown: port out of range");
     if (status == GW_OK) {
         if (rank < 0 || (uint32_t)rank >= size || (port == 0 && !grown) || port > 65535)
             return malformed(why, grown ? "grown: a member's rank, size or port out of range"

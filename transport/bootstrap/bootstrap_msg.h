@@ -286,8 +286,9 @@ void gw__bs_encode_members(const gw_bs_members_t *m, uint8_t out[GW_BS_MEMBERS_L
 gw_status_t gw__bs_decode_members(const uint8_t *buf, size_t len, gw_bs_members_t *out,
                                   const char **why);
 /* JOIN, GROW and GROWN. A GROW is a SHRINK's layout with its checks; a
- * GROWN is a MEMBERS' layout, except that a member's port may be 0 (nobody
- * joined: the communicator stays). */
+ * GROWN is a MEMBERS' layout with its checks, except that a member's port
+ * may be 0 (nobody joined: the communicator stays) and no port is beyond
+ * 65535. */
 void gw__bs_encode_join(const uint8_t nonce[GW_BS_NONCE_LEN], uint8_t out[GW_BS_JOIN_LEN]);
 gw_status_t gw__bs_decode_join(const uint8_t *buf, size_t len, uint8_t nonce[GW_BS_NONCE_LEN],
                                const char **why);

@@ -90,6 +90,7 @@ void gw_train_usage(FILE *out)
             "  --join                   (with --elastic) join the running job at GW_ROOT\n"
             "                           (its GW_JOB_TOKEN) at its next epoch start, as a new\n"
             "                           rank: rank 0 sends the weights and the position\n"
+            "  --join-wait S            how long --join waits for that (default 600 s)\n"
             "output:\n"
             "  --save-weights FILE      final weights as raw float32\n"
             "  --json FILE  --csv FILE  per-epoch report\n"
@@ -148,6 +149,7 @@ static void defaults(gw_train_opts_t *o)
     o->pipeline_parallel = 1;
     o->ranks_per_node = 1;
     o->balance_every = 20;
+    o->join_wait_s = 600;
 }
 
 /* Every option is long only; the values of getopt_long's table name them
@@ -190,6 +192,7 @@ enum {
     OPT_STOP_AT_TARGET,
     OPT_ELASTIC,
     OPT_JOIN,
+    OPT_JOIN_WAIT,
     OPT_EVAL_EVERY,
     OPT_THREADS,
     OPT_PROGRESS,
@@ -246,6 +249,7 @@ const struct option gw_train_longopts[] = {
     {"stop-at-target", no_argument, NULL, OPT_STOP_AT_TARGET},
     {"elastic", no_argument, NULL, OPT_ELASTIC},
     {"join", no_argument, NULL, OPT_JOIN},
+    {"join-wait", required_argument, NULL, OPT_JOIN_WAIT},
     {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -348,6 +352,7 @@ static const num_opt_t num_opts[] = {
     NUM(OPT_RANKS_PER_NODE, NUM_INT, ranks_per_node, 1, 4096, "1..4096"),
     NUM(OPT_MICRO_BATCHES, NUM_INT, micro_batches, 1, 1 << 20, "a positive number"),
     NUM(OPT_BALANCE_EVERY, NUM_LONG, balance_every, 1, 1000000000L, "a positive number of steps"),
+    NUM(OPT_JOIN_WAIT, NUM_INT, join_wait_s, 1, 2000000, "a positive number of seconds"),
 };
 
 /* Store the parsed value into the option's field. */

@@ -68,6 +68,13 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
     int old_world = s->world;
     gw_status_t st = gw_comm_grow(s->comm, &nc);
     if (st != GW_OK) {
+        /* A rank died during the grow (or before it, unnoticed): a
+         * collective on the communicator fails naming it, the referee's
+         * verdict, and the caller shrinks the job as after any failure. */
+        int32_t x = 0;
+        gw_status_t cst = gw_allreduce(s->comm, &x, &x, 1, GW_INT32, GW_SUM);
+        if (cst != GW_OK)
+            return cst;
         fprintf(stderr,
                 "gradwire-train: --elastic: rank %d: the grow at the start of epoch %ld "
                 "failed (%s)\n",

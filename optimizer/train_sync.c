@@ -460,6 +460,7 @@ train:
                "%ld steps/epoch, %zu buckets, transport %s%s\n",
                s.world, s.model.nparams, o->batch, s.local_b, s.spe, (size_t)s.bk.nb,
                gw_comm_transport(comm), s.resumed ? ", resumed" : "");
+    fflush(stdout); /* a log watcher (train_elastic_test.sh) sees the start at once */
     if (s.rank == 0 && !o->quiet && o->max_rank_memory) {
         char need[32], budget[32];
         gw_train_mem_format(gw_train_mem_total(&s.mem), need, sizeof(need));

@@ -24,6 +24,12 @@
  * loop at the epoch's start, where the members are. It makes no
  * collective calls of its own before that (no resume agreement, no weight
  * broadcast, no link timing), since the members make none at that point.
+ *
+ * At the end of an --elastic run the ranks compare a hash of their
+ * weights (one allreduce): data parallelism keeps the replicas bitwise
+ * identical, so a difference means that a shrink's roll-back or a grow's
+ * state transfer went wrong, and the run fails saying so rather than
+ * report an accuracy that no single model has.
  */
 #include <stdio.h>
 #include <string.h>
@@ -121,5 +127,35 @@ gw_status_t gw_train_grow_joined(gw_train_sync_t *s)
            "per step)\n",
            s->rank, s->world, s->epoch + 1, s->local_b);
     fflush(stdout);
+    return GW_OK;
+}
+
+gw_status_t gw_train_elastic_check_replicas(gw_train_sync_t *s)
+{
+    if (!s->o->elastic || s->world < 2)
+        return GW_OK;
+    /* FNV-1a over the weights' bytes. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = (const unsigned char *)s->model.params;
+    for (size_t i = 0; i < s->model.nparams * sizeof(float); i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    /* The smallest and the largest hash over the ranks, as signed halves
+     * so that one MIN does both. */
+    int64_t v[4] = {(int64_t)(h >> 32), (int64_t)(h & 0xffffffffu), -(int64_t)(h >> 32),
+                    -(int64_t)(h & 0xffffffffu)};
+    gw_status_t st = gw_allreduce(s->comm, v, v, 4, GW_INT64, GW_MIN);
+    if (st != GW_OK)
+        return st;
+    if (v[0] != -v[2] || v[1] != -v[3]) {
+        fprintf(stderr,
+                "gradwire-train: --elastic: rank %d: the %d replicas hold different weights at "
+                "the end (a state transfer or roll-back went wrong)\n",
+                s->rank, s->world);
+        return GW_ERR_MISMATCH;
+    }
+    if (s->rank == 0 && !s->o->quiet)
+        printf("gradwire-train: --elastic: the %d replicas hold the same weights (hash "
+               "%016llx)\n",
+               s->world, (unsigned long long)h);
     return GW_OK;
 }

@@ -470,6 +470,8 @@ train:
                need, budget);
     }
     st = gw_train_sync_loop(&s);
+    if (st == GW_OK && !s.stopped)
+        st = gw_train_elastic_check_replicas(&s);
     if (st == GW_OK && s.world > 1 &&
         (st = gw_train_straggler_summarise(&s.strag, s.comm)) == GW_OK && s.rank == 0 && !o->quiet)
         gw_train_straggler_print(&s.strag, stdout);

@@ -86,6 +86,9 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew);
 /* A joiner (--join), right after setup on its new communicator: take the
  * state from rank 0 as the members send it after their grow. */
 gw_status_t gw_train_grow_joined(gw_train_sync_t *s);
+/* At the end of an --elastic run: GW_OK when every rank holds the same
+ * weights (rank 0 says so), GW_ERR_MISMATCH, logged, when not. */
+gw_status_t gw_train_elastic_check_replicas(gw_train_sync_t *s);
 /* Frees the snapshots and the communicators --elastic made. */
 void gw_train_elastic_free(gw_train_sync_t *s);
 

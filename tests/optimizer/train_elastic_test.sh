@@ -112,6 +112,8 @@ grep -q "lost rank(s) 2 in step [0-9]* (epoch 1); 3 rank(s) go on" "$T/join.out"
 grep -q "rank(s) 3 joined at the start of epoch [234]; 4 rank(s) go on (global batch 64, 16 per rank)" \
     "$T/join.out" || fail "rank 0 did not say that rank 3 joined"
 grep -q "rank 3 of 4 joined at the start of epoch" "$T/joiner.out" || fail "the replacement did not join"
+grep -q "the 4 replicas hold the same weights" "$T/join.out" ||
+    fail "the replacement's weights are not the others'"
 c=$(final_acc "$T/join.out")
 [ -n "$c" ] || fail "no final accuracy (join)"
 lost=$(sed -n 's/.*lost rank(s) 2 in step [0-9]* (epoch \([0-9]*\)).*/\1/p' "$T/join.out")

@@ -15,6 +15,8 @@
 #      of the next epoch, the job finishes on 4 ranks, rank 0 says who
 #      joined, and the final test accuracy is within 2 points of the
 #      un-killed run.
+#   0. (first) --join without --elastic is refused, and a joiner that finds
+#      no job gives up after --join-wait, naming the root.
 # Usage: train_elastic_test.sh BUILD_DIR
 set -u
 B=${1:?build dir}
@@ -53,6 +55,16 @@ env_of() { tr '\0' '\n' < /proc/$1/environ | sed -n "s/^$2=//p"; }
 final_acc() { grep "epoch   4" "$1" | sed 's/.*test *\([0-9.]*\)%.*/\1/' | tail -1; }
 
 export GW_TRANSPORT=shm GW_TIMEOUT_MS=5000
+# 0. --join is refused without --elastic, and a joiner with no job to join
+#    gives up after --join-wait, naming the root.
+$TRAIN $COMMON --join > "$T/refuse.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-join is for a job started with --elastic" "$T/refuse.out" ||
+    { cat "$T/refuse.out"; fail "--join without --elastic: exit $rc"; }
+GW_ROOT=127.0.0.1:1 GW_JOB_TOKEN=x $TRAIN $COMMON --elastic --join --join-wait 1 > "$T/nojob.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "root 127.0.0.1:1" "$T/nojob.out" && grep -q "GW_ERR_TIMEOUT" "$T/nojob.out" ||
+    { cat "$T/nojob.out"; fail "a joiner without a job: exit $rc"; }
 # 1. Baseline, then the same run losing rank 2 in epoch 2.
 $LAUNCH -n 4 -- $TRAIN $COMMON > "$T/base.out" 2>&1 || { cat "$T/base.out"; fail "baseline run"; }
 GW_TEST_MARK=kill $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill.out" 2>&1 &

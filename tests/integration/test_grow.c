@@ -6,7 +6,8 @@
  * allgather and broadcast on the grown communicator are exact on every
  * rank, the joiner included, with the members keeping their ranks and the
  * joiner after them; a joiner with another token is refused (GW_ERR_AUTH,
- * logged by rank 0) and the job goes on and admits the next one; and a
+ * logged by rank 0), as is one that answers rank 0's challenge with a
+ * made-up proof, and the job goes on and admits the next one; and a
  * job that lost a rank and shrank admits a replacement through its
  * original root address, back to its full count.
  */
@@ -66,6 +67,9 @@ Test(grow, wrong_token_refused, .timeout = 60)
 {
     run_result_t r = run_mode("badtoken", "3");
     expect(&r, "joiner: join GW_ERR_AUTH");
+    /* rank 0's own check, against a joiner that does not check rank 0's */
+    expect(&r, "forger: rank 0 answered a REJECT with status 6");
+    expect(&r, "its proof does not match the job token");
     expect(&r, "refused a process from 127.0.0.1");
     expect(&r, "asking to join the job");
     expect_grown(&r, "0", 0, "0,1,2,100");

@@ -6,14 +6,18 @@
  *                                  shrink: 4 ranks)
  *        worker_grow join EXPECT   a joiner: EXPECT is ok or the status
  *                                  name its gw_comm_join must return
+ *        worker_grow forge         a joiner that skips rank 0's proof and
+ *                                  answers with a made-up one, by hand (the
+ *                                  wire format of bootstrap_msg.h): rank 0
+ *                                  must refuse it with REJECT(GW_ERR_AUTH)
  *
  * The members first make one allreduce and one gw_comm_grow with nobody
  * waiting, which must leave the communicator as it is ("rank R: grow with
  * nobody: unchanged, sum ok"). In shrink mode rank 2 then SIGKILLs itself
  * and the others shrink to 3 first. Rank 0 starts the joiners as children
  * (they inherit GW_ROOT and GW_JOB_TOKEN from the launcher): in badtoken
- * mode first one with another token, which must get GW_ERR_AUTH, then a
- * right one. The members call gw_comm_grow every 200 ms (their "epoch
+ * mode first one with another token, which must get GW_ERR_AUTH, and a
+ * forger (above), then a right one. The members call gw_comm_grow every 200 ms (their "epoch
  * boundaries") until it gives them a new communicator, at most MAX_GROWS
  * times. On the grown communicator every rank, joiner included, checks an
  * allgather of who it was (a member: its old rank; a joiner: 100), an
@@ -21,10 +25,14 @@
  *   "rank R: now rank X of N, members A,B,C,100, sum ok, bcast ok"
  * (a joiner's R is "joiner"). Exit 0 when everything was as expected.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,6 +90,59 @@ static int joiner_main(const char *expect)
     return strcmp(expect, "ok") == 0 ? rc : 1;
 }
 
+static int io_all(int fd, void *buf, size_t len, int writing)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = writing ? write(fd, (char *)buf + done, len - done)
+                            : read(fd, (char *)buf + done, len - done);
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static void put_hdr(uint8_t *m, uint16_t type, uint32_t len)
+{
+    uint32_t magic = htonl(0x47574253u), plen = htonl(len);
+    uint16_t version = htons(3), t = htons(type);
+    memcpy(m, &magic, 4);
+    memcpy(m + 4, &version, 2);
+    memcpy(m + 6, &t, 2);
+    memcpy(m + 8, &plen, 4);
+}
+
+/* JOIN, then a RESPONSE with a made-up proof: rank 0's answer must be
+ * REJECT (type 4) with GW_ERR_AUTH. */
+static int forger_main(void)
+{
+    const char *root = getenv("GW_ROOT");
+    const char *colon = root ? strrchr(root, ':') : NULL;
+    if (!colon)
+        return 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    uint8_t join[12 + 32], ch[12 + 64], resp[12 + 32], rej[12 + 4];
+    put_hdr(join, 13, 32);
+    memset(join + 12, 0x33, 32);
+    put_hdr(resp, 3, 32);
+    memset(resp + 12, 0x44, 32);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        io_all(fd, join, sizeof(join), 1) || io_all(fd, ch, sizeof(ch), 0) ||
+        io_all(fd, resp, sizeof(resp), 1) || io_all(fd, rej, sizeof(rej), 0)) {
+        printf("forger: no answer from rank 0\n");
+        return 1;
+    }
+    uint32_t status;
+    memcpy(&status, rej + 12, 4);
+    status = ntohl(status);
+    printf("forger: rank 0 answered a %s with status %u\n", rej[7] == 4 ? "REJECT" : "NOT A REJECT",
+           status);
+    close(fd);
+    return rej[7] == 4 && status == (uint32_t)GW_ERR_AUTH ? 0 : 1;
+}
+
 static pid_t start_joiner(const char *token, const char *expect)
 {
     fflush(stdout);
@@ -89,7 +150,10 @@ static pid_t start_joiner(const char *token, const char *expect)
     if (pid == 0) {
         if (token)
             setenv("GW_JOB_TOKEN", token, 1);
-        execl("/proc/self/exe", "worker_grow", "join", expect, (char *)NULL);
+        if (strcmp(expect, "forge") == 0)
+            execl("/proc/self/exe", "worker_grow", "forge", (char *)NULL);
+        else
+            execl("/proc/self/exe", "worker_grow", "join", expect, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -115,6 +179,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 3 && strcmp(argv[1], "join") == 0)
         return joiner_main(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "forge") == 0)
+        return forger_main();
     if (argc != 2) {
         fprintf(stderr, "usage: worker_grow grow|badtoken|shrink  |  worker_grow join EXPECT\n");
         return 2;
@@ -153,10 +219,12 @@ int main(int argc, char **argv)
         printf("rank %d: shrank to %d ranks\n", rank, gw_comm_size(shrunk));
         cur = shrunk;
     }
-    pid_t bad = -1, good = -1;
+    pid_t bad = -1, forger = -1, good = -1;
     if (gw_comm_rank(cur) == 0) {
-        if (strcmp(mode, "badtoken") == 0)
+        if (strcmp(mode, "badtoken") == 0) {
             bad = start_joiner("not-the-job-token", "GW_ERR_AUTH");
+            forger = start_joiner(NULL, "forge");
+        }
         good = start_joiner(NULL, "ok");
     }
     int rc = 0, grows = 0;
@@ -178,6 +246,10 @@ int main(int argc, char **argv)
     }
     if (bad > 0 && joiner_status(bad) != 0) {
         printf("rank 0: the joiner with another token did not get GW_ERR_AUTH\n");
+        rc = 1;
+    }
+    if (forger > 0 && joiner_status(forger) != 0) {
+        printf("rank 0: the forger was not refused with GW_ERR_AUTH\n");
         rc = 1;
     }
     if (good > 0 && joiner_status(good) != 0) {

@@ -259,8 +259,9 @@ static void conn_read(gw_bs_late_t *l, late_conn_t *c)
     size_t want = GW_BS_HDR_LEN;
     gw_bs_hdr_t h;
     if (c->got >= GW_BS_HDR_LEN) {
-        if (gw__bs_decode_hdr(c->buf, GW_BS_HDR_LEN, &h, NULL) != GW_OK) {
-            conn_drop(c);
+        if (gw__bs_decode_hdr(c->buf, GW_BS_HDR_LEN, &h, NULL) != GW_OK ||
+            GW_BS_HDR_LEN + h.payload_len > sizeof(c->buf)) {
+            conn_drop(c); /* not one of ours (a DATA header could claim 256 MiB) */
             return;
         }
         want = GW_BS_HDR_LEN + h.payload_len;

@@ -286,8 +286,10 @@ GW_API gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out);
  * a margin, plus the new communicator's join (its timeout). Errors, *out
  * NULL: comm's own failure status on a failed comm; GW_ERR_TIMEOUT when a
  * rank did not call gw_comm_grow within the window, GW_ERR_REMOTE when a
- * rank or rank 0 is gone (comm stays usable only if the others agree it
- * is); the new communicator's join errors (gw_comm_init) when a member or
+ * rank or rank 0 is gone: comm itself is not failed by this, so a
+ * collective on it next says whether a rank is lost (failing with the
+ * culprit, ready for gw_comm_shrink) or only was late; the new
+ * communicator's join errors (gw_comm_init) when a member or
  * joiner dies between the agreement and the join, logged with the rank
  * blamed; GW_ERR_UNSUPPORTED for a sub-communicator or a communicator
  * without a referee (one of one rank admits nobody); GW_ERR_INVALID_ARG

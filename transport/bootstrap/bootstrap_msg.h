@@ -76,7 +76,7 @@
  * 0xffffffff (GW_BS_JOINER_RANK: no rank of any job), then waits for GROWN,
  * or gets REJECT(AUTH) on a wrong token. The members of the job send GROW
  * together; each member and each waiting joiner gets GROWN with its place.
-
+ *
  * Watch (after the last all-gather, for as long as the job runs; see
  * bootstrap_watch.c): a rank whose communicator fails sends a REPORT
  * (FAILED: whom it blames and how it knows; STALLED: it timed out waiting

@@ -90,6 +90,7 @@ struct gw_bs_referee {
     pthread_cond_t swap_cv;
     gw_bs_late_t *swap_in;
     int swap_done;
+    int exited;              /* the thread returned (poll failed): nobody takes a swap */
     unsigned char *gone_map; /* gone_map[r]: seats[r].gone, as the shrink wants it */
 };
 
@@ -498,6 +499,10 @@ static void *referee_main(void *arg)
         if (gw__bs_grow_decide(ref->grow, ref->gone_map, gw__now_ms(), &grown, &port))
             answer_grow(ref, grown, port);
     }
+    pthread_mutex_lock(&ref->swap_mu);
+    ref->exited = 1;
+    pthread_cond_broadcast(&ref->swap_cv);
+    pthread_mutex_unlock(&ref->swap_mu);
     return NULL;
 }
 
@@ -601,8 +606,9 @@ gw_bs_late_t *gw__bs_referee_swap_late(gw_bs_referee_t *ref, gw_bs_late_t *in)
     char b = 2;
     while (write(ref->stop[1], &b, 1) < 0 && errno == EINTR)
         ;
-    while (!ref->swap_done)
+    while (!ref->swap_done && !ref->exited)
         pthread_cond_wait(&ref->swap_cv, &ref->swap_mu);
+    /* A thread that is gone took nothing: `in` comes back. */
     gw_bs_late_t *out = ref->swap_in;
     ref->swap_in = NULL;
     pthread_mutex_unlock(&ref->swap_mu);

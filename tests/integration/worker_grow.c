@@ -204,7 +204,9 @@ int main(int argc, char **argv)
     gw_comm_t *cur = comm;
     if (strcmp(mode, "shrink") == 0) {
         if (rank == 2) {
-            usleep(200 * 1000);
+            /* Long enough for the others to have finished the allreduce
+             * above, even on a loaded machine. */
+            usleep(500 * 1000);
             raise(SIGKILL);
         }
         int32_t one = 1, sum = 0;

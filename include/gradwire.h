@@ -266,6 +266,59 @@ GW_API int gw_comm_culprit(const gw_comm_t *comm);
  * without a referee; GW_ERR_INVALID_ARG for NULL. */
 GW_API gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out);
 
+/* Admit the processes waiting to join (gw_comm_join) at a point the
+ * members agree on, such as an epoch boundary: every rank of comm calls
+ * gw_comm_grow(comm, &out) there. Rank 0's referee waits until every rank
+ * has asked (at most a window: comm's timeout bounded to [1 s, 30 s], from
+ * the first that asks) and tells each how many joiners wait. With none,
+ * it returns GW_OK with *out NULL at once (one small message to rank 0
+ * and back per rank): comm is unchanged, go on with it. With J joiners,
+ * *out is a new communicator of comm's size + J ranks: comm's ranks keep
+ * their ranks (rank 0 stays 0), the joiners get the ranks after them in
+ * the order they arrived; it is built as gw_comm_shrink builds one (its
+ * own bootstrap, referee, connections and sequence numbers from 1, a new
+ * root on rank 0's host at a port rank 0 reserved, the same job token,
+ * comm's settings), and it can grow, fail and shrink in turn. comm stays
+ * healthy: destroy it when done with it. Works on a communicator that came
+ * out of gw_comm_shrink (rank 0's listener at the job's original root
+ * address moves on to each new communicator). Collective over comm; not
+ * thread-safe against other calls on comm. Blocks at most the window plus
+ * a margin, plus the new communicator's join (its timeout). Errors, *out
+ * NULL: comm's own failure status on a failed comm; GW_ERR_TIMEOUT when a
+ * rank did not call gw_comm_grow within the window, GW_ERR_REMOTE when a
+ * rank or rank 0 is gone: comm itself is not failed by this, so a
+ * collective on it next says whether a rank is lost (failing with the
+ * culprit, ready for gw_comm_shrink) or only was late; the new
+ * communicator's join errors (gw_comm_init) when a member or
+ * joiner dies between the agreement and the join, logged with the rank
+ * blamed; GW_ERR_UNSUPPORTED for a sub-communicator or a communicator
+ * without a referee (one of one rank admits nobody); GW_ERR_INVALID_ARG
+ * for NULL. */
+GW_API gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out);
+
+/* Join a running job as a new rank: a process started with the job's root
+ * address (cfg->root, else GW_ROOT: the original rank 0's bootstrap
+ * address, which it keeps listening on while the job runs) and job token
+ * (cfg->job_token, else GW_JOB_TOKEN) connects to rank 0, proves the token
+ * by challenge-response as every rank does at gw_comm_init (the token
+ * never crosses the wire), and waits until the members next call
+ * gw_comm_grow; then *out is its communicator in the grown job, with the
+ * rank the members' referee gave it (after theirs). cfg may be NULL
+ * (everything from the environment); its rank and size are ignored, its
+ * other fields (timeout, transport, interface, sockets, algorithm) are
+ * used as gw_comm_init uses them. wait_ms bounds the whole wait from the
+ * call, connecting included; 0 means 600000 (ten minutes). Blocking; no
+ * thread-safety concerns (it has no communicator yet). Errors, *out NULL,
+ * each logged: GW_ERR_TIMEOUT naming the root when no grow admitted it
+ * within wait_ms (or rank 0 could not be reached); then it leaves, and rank
+ * 0 forgets it. GW_ERR_AUTH when rank 0 refused its token (rank 0 logs
+ * the refusal and its job goes on) or rank 0's proof does not match;
+ * GW_ERR_REMOTE when rank 0 closed the connection (the job ended);
+ * GW_ERR_CONFIG for a missing or bad root; the new communicator's join
+ * errors (gw_comm_init); GW_ERR_INVALID_ARG for a NULL out or a negative
+ * wait_ms. */
+GW_API gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out);
+
 /* Rank and size of a communicator (-1 for NULL). */
 GW_API int gw_comm_rank(const gw_comm_t *comm);
 GW_API int gw_comm_size(const gw_comm_t *comm);

@@ -85,7 +85,12 @@ void gw_train_usage(FILE *out)
             "                           back to the last step all finished, re-shard and go\n"
             "                           on with the same global batch (under gradwire\n"
             "                           launch --elastic); not with --async, --codec or\n"
-            "                           model parallelism\n"
+            "                           model parallelism; the running job admits\n"
+            "                           processes started with --join at every epoch start\n"
+            "  --join                   (with --elastic) join the running job at GW_ROOT\n"
+            "                           (its GW_JOB_TOKEN) at its next epoch start, as a new\n"
+            "                           rank: rank 0 sends the weights and the position\n"
+            "  --join-wait S            how long --join waits for that (default 600 s)\n"
             "output:\n"
             "  --save-weights FILE      final weights as raw float32\n"
             "  --json FILE  --csv FILE  per-epoch report\n"
@@ -144,6 +149,7 @@ static void defaults(gw_train_opts_t *o)
     o->pipeline_parallel = 1;
     o->ranks_per_node = 1;
     o->balance_every = 20;
+    o->join_wait_s = 600;
 }
 
 /* Every option is long only; the values of getopt_long's table name them
@@ -185,6 +191,8 @@ enum {
     OPT_TARGET_ACC,
     OPT_STOP_AT_TARGET,
     OPT_ELASTIC,
+    OPT_JOIN,
+    OPT_JOIN_WAIT,
     OPT_EVAL_EVERY,
     OPT_THREADS,
     OPT_PROGRESS,
@@ -240,6 +248,8 @@ const struct option gw_train_longopts[] = {
     {"target-acc", required_argument, NULL, OPT_TARGET_ACC},
     {"stop-at-target", no_argument, NULL, OPT_STOP_AT_TARGET},
     {"elastic", no_argument, NULL, OPT_ELASTIC},
+    {"join", no_argument, NULL, OPT_JOIN},
+    {"join-wait", required_argument, NULL, OPT_JOIN_WAIT},
     {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -342,6 +352,7 @@ static const num_opt_t num_opts[] = {
     NUM(OPT_RANKS_PER_NODE, NUM_INT, ranks_per_node, 1, 4096, "1..4096"),
     NUM(OPT_MICRO_BATCHES, NUM_INT, micro_batches, 1, 1 << 20, "a positive number"),
     NUM(OPT_BALANCE_EVERY, NUM_LONG, balance_every, 1, 1000000000L, "a positive number of steps"),
+    NUM(OPT_JOIN_WAIT, NUM_INT, join_wait_s, 1, 2000000, "a positive number of seconds"),
 };
 
 /* Store the parsed value into the option's field. */
@@ -439,6 +450,9 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
             break;
         case OPT_ELASTIC:
             o->elastic = 1;
+            break;
+        case OPT_JOIN:
+            o->join = 1;
             break;
         case OPT_CHECK_DATA:
             o->check_data = 1;
@@ -595,6 +609,13 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                                "it is not available with %s",
                                what);
     }
+    /* --join (train_grow.c): a joiner takes its state from the job. */
+    if (o->join && !o->elastic)
+        return usage_error("--join is for a job started with --elastic: add --elastic (and "
+                           "the job's other arguments)");
+    if (o->join && o->resume)
+        return usage_error("--join with --resume: a joiner takes the weights and the position "
+                           "from the running job, not from a checkpoint");
     /* --elastic (train_elastic.c): what it cannot yet make correct. */
     if (o->elastic && o->mode == GW_TRAIN_ASYNC)
         return usage_error("--elastic is for synchronous training: a parameter server's shard "

@@ -150,7 +150,7 @@ static void restore(gw_train_sync_t *s, const snapshot_t *p)
 }
 
 /* This rank's shard and batch in the new world, and the buffers for it. */
-static gw_status_t reshard(gw_train_sync_t *s)
+gw_status_t gw_train_elastic_reshard(gw_train_sync_t *s)
 {
     const gw_train_opts_t *o = s->o;
     gw_train_dataset_free(&s->train);
@@ -218,6 +218,26 @@ static void say_who(gw_train_sync_t *s, int old_world, const int32_t *old, long 
     fflush(stdout);
 }
 
+gw_status_t gw_train_elastic_adopt(gw_train_sync_t *s, gw_comm_t *nc)
+{
+    gw_status_t st = ensure(s);
+    if (st != GW_OK)
+        return st;
+    gw_train_elastic_t *el = s->el;
+    if (el->nretired == MAX_RETIRED) {
+        fprintf(stderr, "gradwire-train: --elastic: %d communicators replaced already; giving up\n",
+                MAX_RETIRED);
+        return GW_ERR_OVERFLOW;
+    }
+    el->retired[el->nretired++] = s->comm;
+    el->owned = nc;
+    s->comm = nc;
+    s->rank = gw_comm_rank(nc);
+    s->world = gw_comm_size(nc);
+    el->snap[0].valid = el->snap[1].valid = 0;
+    return GW_OK;
+}
+
 gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
 {
     if (!s->o->elastic || !s->el)
@@ -277,7 +297,7 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
     double since = back->at_s;
     restore(s, back);
     el->snap[0].valid = el->snap[1].valid = 0;
-    if ((st = reshard(s)) != GW_OK) {
+    if ((st = gw_train_elastic_reshard(s)) != GW_OK) {
         free(members);
         return st;
     }

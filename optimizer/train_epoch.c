@@ -113,6 +113,15 @@ again:
          * stopped in. The epoch's sums restart only at its first step (a
          * resumed epoch goes on with the sums from the checkpoint), and the
          * shuffle replays from the generator state the epoch began with. */
+        /* --elastic: processes waiting to join come in at an epoch's start
+         * (train_grow.c), once per start: a joiner enters here after the
+         * members' grow, and survivors rolled back to the start grew there. */
+        if (o->elastic && s->step == 0 && s->grown_at != s->gstep) {
+            int grew = 0;
+            ELASTIC_OR_RETURN(gw_train_grow(s, &grew));
+            if (grew)
+                goto again; /* a new epoch length */
+        }
         if (s->step == 0) {
             s->ep_loss = 0;
             s->ep_correct = s->ep_seen = 0;

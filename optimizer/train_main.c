@@ -59,7 +59,11 @@ int main(int argc, char **argv)
 
     gw_comm_t *comm = NULL;
     gw_status_t st;
-    if (launched()) {
+    if (o.join) {
+        /* A new rank of a running --elastic job (train_grow.c): its place
+         * comes from the job's rank 0 at the members' next epoch start. */
+        st = gw_comm_join(NULL, o.join_wait_s * 1000, &comm);
+    } else if (launched()) {
         st = gw_comm_init_env(&comm);
     } else {
         gw_config_t cfg;

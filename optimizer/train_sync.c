@@ -423,8 +423,20 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
     s.comm = comm;
     s.rank = gw_comm_rank(comm);
     s.world = gw_comm_size(comm);
+    s.grown_at = -1;
     openblas_set_num_threads(o->threads);
     gw_status_t st = setup(&s);
+    if (o->join) {
+        /* A joiner takes the job's state where the members are: at the
+         * broadcasts that follow their grow (train_grow.c). When its setup
+         * fails, main aborts its communicator, which fails the members'
+         * broadcast instead of leaving them waiting. */
+        if (st == GW_OK)
+            st = gw_train_grow_joined(&s);
+        if (st != GW_OK)
+            goto out;
+        goto train;
+    }
     if (o->resume && st == GW_OK)
         st = resume(&s);
     /* Every rank reaches this collective, whatever happened before it, so a
@@ -442,11 +454,13 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
     }
     if ((st = measure_link(&s)) != GW_OK)
         goto out;
+train:
     if (s.rank == 0 && !o->quiet)
         printf("gradwire-train: %d rank(s), %zu parameters, global batch %d (%zu per rank), "
                "%ld steps/epoch, %zu buckets, transport %s%s\n",
                s.world, s.model.nparams, o->batch, s.local_b, s.spe, (size_t)s.bk.nb,
                gw_comm_transport(comm), s.resumed ? ", resumed" : "");
+    fflush(stdout); /* a log watcher (train_elastic_test.sh) sees the start at once */
     if (s.rank == 0 && !o->quiet && o->max_rank_memory) {
         char need[32], budget[32];
         gw_train_mem_format(gw_train_mem_total(&s.mem), need, sizeof(need));
@@ -456,6 +470,8 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
                need, budget);
     }
     st = gw_train_sync_loop(&s);
+    if (st == GW_OK && !s.stopped)
+        st = gw_train_elastic_check_replicas(&s);
     if (st == GW_OK && s.world > 1 &&
         (st = gw_train_straggler_summarise(&s.strag, s.comm)) == GW_OK && s.rank == 0 && !o->quiet)
         gw_train_straggler_print(&s.strag, stdout);

@@ -49,6 +49,7 @@ typedef struct gw_train_sync {
     gw_train_straggler_t strag;
     size_t batch_stride, batch_off;
     struct gw_train_elastic *el; /* --elastic (train_elastic.c), NULL until the first step */
+    long grown_at;               /* the gstep of the last grow (train_grow.c), -1 none */
 } gw_train_sync_t;
 typedef struct gw_train_elastic gw_train_elastic_t;
 
@@ -68,6 +69,26 @@ gw_status_t gw_train_elastic_snapshot(gw_train_sync_t *s);
  * re-sharded (s->comm is the shrunk communicator), else the error to end
  * the run with (failure itself without --elastic). */
 gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure);
+/* The job goes on with communicator nc (grown, or a joiner's first
+ * replacement): the one in use is kept until the end (the first is the
+ * caller's), and rank and world follow nc. */
+gw_status_t gw_train_elastic_adopt(gw_train_sync_t *s, gw_comm_t *nc);
+/* This rank's shard, batch, buffers and buckets in the current world. */
+gw_status_t gw_train_elastic_reshard(gw_train_sync_t *s);
+
+/* ---- joining a running job (train_grow.c) ---- */
+/* At an epoch's start (s->step 0), every rank of an --elastic run: admit
+ * the processes waiting to join (gw_comm_grow). *grew is 1 when the world
+ * changed: then the state is the grown job's (weights and position from
+ * rank 0, data re-sharded) and the caller recomputes what depends on the
+ * epoch length. */
+gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew);
+/* A joiner (--join), right after setup on its new communicator: take the
+ * state from rank 0 as the members send it after their grow. */
+gw_status_t gw_train_grow_joined(gw_train_sync_t *s);
+/* At the end of an --elastic run: GW_OK when every rank holds the same
+ * weights (rank 0 says so), GW_ERR_MISMATCH, logged, when not. */
+gw_status_t gw_train_elastic_check_replicas(gw_train_sync_t *s);
 /* Frees the snapshots and the communicators --elastic made. */
 void gw_train_elastic_free(gw_train_sync_t *s);
 

@@ -69,6 +69,8 @@ typedef struct gw_train_opts {
     double target_acc;
     int stop_at_target; /* end the run at the first epoch that reaches it */
     int elastic;        /* survive lost ranks (train_elastic.c) */
+    int join;           /* join a running --elastic job (train_grow.c) */
+    int join_wait_s;    /* how long --join waits for the job's next epoch start */
     int threads;        /* OpenBLAS threads per rank */
     int progress;       /* -1 auto (a terminal), 0 off, 1 on */
     int quiet;

@@ -97,6 +97,8 @@ static gw_status_t join_shrunk(gw_comm_t *comm, int rank, int size, const char *
                  "gw_comm_shrink: the survivors agreed on %d ranks, but the shrunk communicator "
                  "did not form (%s): its rank %d is to blame",
                  size, gw_status_str(st), culprit);
+    else /* rank 0: the job's root address goes on with it, for joiners */
+        gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
     return st;
 }
 

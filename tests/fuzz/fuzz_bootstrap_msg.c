@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
     check_why(st, why);
     if (st == GW_OK) {
-        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_MEMBERS);
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_GROWN);
         FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
     }
 
@@ -154,6 +154,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(mem.status == GW_OK ? mem.new_rank >= 0 && (uint32_t)mem.new_rank < mem.new_size
                                        : mem.new_rank == -1);
         gw__bs_encode_members(&mem, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
+    uint8_t nonce[GW_BS_NONCE_LEN];
+    why = NULL;
+    st = gw__bs_decode_join(data, size, nonce, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_JOIN_LEN];
+        FUZZ_CHECK(size == sizeof(out));
+        gw__bs_encode_join(nonce, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_shrink_req_t grow;
+    why = NULL;
+    st = gw__bs_decode_grow(data, size, &grow, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_GROW_LEN];
+        FUZZ_CHECK(size == sizeof(out) && grow.port <= 65535 &&
+                   grow.window_ms <= (uint32_t)INT32_MAX);
+        gw__bs_encode_grow(&grow, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
+    gw_bs_members_t grown;
+    why = NULL;
+    st = gw__bs_decode_grown(data, size, &grown, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_GROWN_LEN];
+        FUZZ_CHECK(size == sizeof(out) && grown.port <= 65535);
+        FUZZ_CHECK(grown.status == GW_OK
+                       ? grown.new_rank >= 0 && (uint32_t)grown.new_rank < grown.new_size
+                       : grown.new_rank == -1);
+        gw__bs_encode_grown(&grown, out);
         FUZZ_CHECK(memcmp(out, data, size) == 0);
     }
 

@@ -205,6 +205,18 @@ static void bootstrap_seeds(void)
     gw_bs_members_t mem = {.status = GW_OK, .new_rank = 1, .new_size = 3, .port = 40123};
     gw__bs_encode_members(&mem, buf);
     put("fuzz_bootstrap_msg", "members", 0, 0, buf, GW_BS_MEMBERS_LEN);
+    uint8_t nonce[GW_BS_NONCE_LEN];
+    memset(nonce, 0x5a, sizeof(nonce));
+    gw__bs_encode_join(nonce, buf);
+    put("fuzz_bootstrap_msg", "join", 0, 0, buf, GW_BS_JOIN_LEN);
+    gw__bs_encode_grow(&shr, buf);
+    put("fuzz_bootstrap_msg", "grow", 0, 0, buf, GW_BS_GROW_LEN);
+    gw_bs_members_t grown = {.status = GW_OK, .new_rank = 3, .new_size = 4, .port = 40123};
+    gw__bs_encode_grown(&grown, buf);
+    put("fuzz_bootstrap_msg", "grown", 0, 0, buf, GW_BS_GROWN_LEN);
+    grown = (gw_bs_members_t){.status = GW_OK, .new_rank = 1, .new_size = 3, .port = 0};
+    gw__bs_encode_grown(&grown, buf);
+    put("fuzz_bootstrap_msg", "grown-nobody", 0, 0, buf, GW_BS_GROWN_LEN);
 }
 
 static void ib_seeds(void)

@@ -8,7 +8,15 @@
 #      survivors go on and checkpoint as 3 ranks; SIGTERM then stops them
 #      (a checkpoint of the step they agree on), and that checkpoint
 #      resumes on 2 ranks (--resume on another rank count), which trains
-#      to the end without starting over.
+#      to the end without starting over;
+#   3. kill -9 of rank 2 in epoch 1, and a replacement started at once with
+#      `gradwire train --elastic --join` (GW_ROOT and GW_JOB_TOKEN of the
+#      job): the survivors shrink to 3, the replacement joins at the start
+#      of the next epoch, the job finishes on 4 ranks, rank 0 says who
+#      joined, and the final test accuracy is within 2 points of the
+#      un-killed run.
+#   0. (first) --join without --elastic is refused, and a joiner that finds
+#      no job gives up after --join-wait, naming the root.
 # Usage: train_elastic_test.sh BUILD_DIR
 set -u
 B=${1:?build dir}
@@ -41,9 +49,22 @@ wait_for() {
     done
 }
 
+# The value of variable V in the environment of process P.
+env_of() { tr '\0' '\n' < /proc/$1/environ | sed -n "s/^$2=//p"; }
+
 final_acc() { grep "epoch   4" "$1" | sed 's/.*test *\([0-9.]*\)%.*/\1/' | tail -1; }
 
 export GW_TRANSPORT=shm GW_TIMEOUT_MS=5000
+# 0. --join is refused without --elastic, and a joiner with no job to join
+#    gives up after --join-wait, naming the root.
+$TRAIN $COMMON --join > "$T/refuse.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-join is for a job started with --elastic" "$T/refuse.out" ||
+    { cat "$T/refuse.out"; fail "--join without --elastic: exit $rc"; }
+GW_ROOT=127.0.0.1:1 GW_JOB_TOKEN=x $TRAIN $COMMON --elastic --join --join-wait 1 > "$T/nojob.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "root 127.0.0.1:1" "$T/nojob.out" && grep -q "GW_ERR_TIMEOUT" "$T/nojob.out" ||
+    { cat "$T/nojob.out"; fail "a joiner without a job: exit $rc"; }
 # 1. Baseline, then the same run losing rank 2 in epoch 2.
 $LAUNCH -n 4 -- $TRAIN $COMMON > "$T/base.out" 2>&1 || { cat "$T/base.out"; fail "baseline run"; }
 GW_TEST_MARK=kill $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill.out" 2>&1 &
@@ -65,6 +86,52 @@ b=$(final_acc "$T/kill.out")
 echo "final test accuracy: un-killed $a%, rank 2 lost in epoch 2: $b%"
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
     fail "accuracy $b% is not within 2 points of $a%"
+
+# 3. Rank 2 dies in epoch 1; a replacement joins the shrunk job.
+# Rank 2 sleeps 100 us a sample (GW_TRAIN_TEST_SLOW), so that epoch 1 lasts
+# long enough to be killed in (the rank that is 2 later sleeps too).
+GW_TRAIN_TEST_SLOW=2:100 GW_TEST_MARK=join $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic \
+    > "$T/join.out" 2>&1 &
+job=$!
+# The pids first, so that the kill follows the start of training at once:
+# an epoch takes a few tenths of a second here.
+i=0
+until pid=$(rank_pid 2 join) && pid0=$(rank_pid 0 join); do
+    i=$((i + 1))
+    [ $i -gt 400 ] && { cat "$T/join.out"; fail "ranks 0 and 2 not found (join)"; }
+    sleep 0.1
+done
+root=$(env_of "$pid0" GW_ROOT)
+token=$(env_of "$pid0" GW_JOB_TOKEN)
+i=0
+while ! grep -q "gradwire-train: 4 rank(s)" "$T/join.out" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 2000 ] && { cat "$T/join.out"; fail "no start (join)"; }
+    sleep 0.02
+done
+kill -9 "$pid"
+GW_TRAIN_TEST_SLOW=2:100 GW_ROOT=$root GW_JOB_TOKEN=$token $TRAIN $COMMON --elastic --join --join-wait 30 \
+    > "$T/joiner.out" 2>&1
+jrc=$?
+wait $job
+rc=$?
+cat "$T/join.out"
+cat "$T/joiner.out"
+[ $rc -eq 0 ] || fail "the elastic run with a replacement exited $rc"
+[ $jrc -eq 0 ] || fail "the replacement exited $jrc"
+grep -q "lost rank(s) 2 in step [0-9]* (epoch 1); 3 rank(s) go on" "$T/join.out" ||
+    fail "the trainer did not report rank 2 lost in epoch 1"
+grep -q "rank(s) 3 joined at the start of epoch [234]; 4 rank(s) go on (global batch 64, 16 per rank)" \
+    "$T/join.out" || fail "rank 0 did not say that rank 3 joined"
+grep -q "rank 3 of 4 joined at the start of epoch" "$T/joiner.out" || fail "the replacement did not join"
+grep -q "the 4 replicas hold the same weights" "$T/join.out" ||
+    fail "the replacement's weights are not the others'"
+c=$(final_acc "$T/join.out")
+[ -n "$c" ] || fail "no final accuracy (join)"
+lost=$(sed -n 's/.*lost rank(s) 2 in step [0-9]* (epoch \([0-9]*\)).*/\1/p' "$T/join.out")
+echo "final test accuracy: un-killed $a%, rank 2 lost in epoch $lost and replaced: $c%"
+awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
+    fail "accuracy $c% is not within 2 points of $a%"
 
 # 2. Checkpoints at every step; rank 1 dies among them.
 C="$T/ckpt"

@@ -122,6 +122,12 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->late_lfd = -1;
     if (params->root)
         memcpy(bs->root, params->root, strlen(params->root) + 1);
+    if (params->rank == 0 && params->size > 1 &&
+        !(bs->token = strdup(params->token ? params->token : ""))) {
+        GW_ERROR(lg, GW_BS_SUBSYS, "out of memory");
+        free(bs);
+        return GW_ERR_NO_MEMORY;
+    }
 
     const char *token = params->token ? params->token : "";
     const uint8_t *key = (const uint8_t *)token;
@@ -201,6 +207,10 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
                 close(bs->fds[r]);
     free(bs->fds);
     free(bs->peer_addr);
+    if (bs->token) {
+        explicit_bzero(bs->token, strlen(bs->token));
+        free(bs->token);
+    }
     explicit_bzero(bs->job_id, sizeof(bs->job_id));
     explicit_bzero(bs->data_key, sizeof(bs->data_key));
     free(bs);

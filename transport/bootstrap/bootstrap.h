@@ -128,6 +128,27 @@ gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, 
                                  gw_bs_members_t *members);
 
 /* Stops the referee first (rank 0). NULL-safe. */
+/* Ask rank 0's referee to admit the processes waiting to join
+ * (bootstrap_grow.c says how): every rank asks, within window_ms of the
+ * first. On GW_OK, *out is this rank's place: out->port 0 when nobody
+ * joined (nothing changes), else out->new_rank, out->new_size and the grown
+ * job's root "host:port" in root; out->status GW_ERR_TIMEOUT or
+ * GW_ERR_REMOTE when a rank did not ask in time or is gone. GW_ERR_REMOTE
+ * or GW_ERR_TIMEOUT when rank 0 is gone or says nothing; GW_ERR_UNSUPPORTED
+ * without a watch. */
+gw_status_t gw__bootstrap_grow(gw_bootstrap_t *bs, int window_ms, char *root, size_t root_cap,
+                               gw_bs_members_t *out);
+/* A new process: ask the job at root (token: its job token, NULL for none)
+ * to admit it, and wait at most wait_ms for its place (*out, and the grown
+ * job's root in new_root). GW_ERR_AUTH when rank 0 refuses the token,
+ * GW_ERR_TIMEOUT naming the root, GW_ERR_REMOTE when rank 0 closes the
+ * connection, GW_ERR_CONFIG for a bad root; each logged. */
+gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const char *token,
+                               int wait_ms, char *new_root, size_t cap, gw_bs_members_t *out);
+/* Rank 0, after a shrink or grow: the job's root listener and the joiners
+ * waiting on it move from one bootstrap's referee to the other's. A no-op
+ * unless both have a referee. */
+void gw__bootstrap_move_late(gw_bootstrap_t *from, gw_bootstrap_t *to);
 void gw__bootstrap_close(gw_bootstrap_t *bs);
 
 #endif

@@ -71,7 +71,7 @@ static int try_connect(const struct addrinfo *ai, int64_t deadline, int *err)
 /* Connect to the root, retrying (rank 0 may not listen yet) with sleeps of
  * 10 ms doubling to 1 s, until the deadline; each attempt is given up after
  * attempt_ms (see CONNECT_ATTEMPT_FIRST_MS). */
-static gw_status_t client_connect(gw_bootstrap_t *bs, const char *host, const char *port,
+gw_status_t gw__bs_client_connect(gw_bootstrap_t *bs, const char *host, const char *port,
                                   int64_t start, int64_t deadline, int *out)
 {
     struct addrinfo hints;
@@ -275,7 +275,7 @@ static gw_status_t client_hello(gw_bootstrap_t *bs, const char *host, const char
         if (st != GW_OK)
             return st;
         int fd = -1;
-        st = client_connect(bs, host, port, start, deadline, &fd);
+        st = gw__bs_client_connect(bs, host, port, start, deadline, &fd);
         if (st != GW_OK)
             return st;
         int dropped = 0;

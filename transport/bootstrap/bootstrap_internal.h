@@ -20,6 +20,10 @@
  *                       blame and tells every rank
  *   bootstrap_shrink.c  after a failure: who goes on in a shrunk job, decided
  *                       by the referee, asked for by each survivor
+ *   bootstrap_grow.c    at an agreed point: the members ask the referee to
+ *                       admit the processes waiting to join
+ *   bootstrap_joiner.c  a new process's side: proving the token, waiting for
+ *                       its place
  *
  * The sockets themselves (transfers with deadlines, addresses as text,
  * connection attempts and their pauses) are transport/sock.h's, shared with
@@ -74,6 +78,9 @@ struct gw_bootstrap {
     gw_bs_members_t members;
     struct gw_bs_referee *referee; /* rank 0 */
     int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
+    char *token;                   /* rank 0: the job token, for joiners' proofs */
+    int have_grown;                /* the referee answered our GROW (bootstrap_grow.c) */
+    gw_bs_members_t grown;
 };
 
 /* ---- what every part needs (bootstrap.c) -------------------------------- */
@@ -94,6 +101,10 @@ void gw__bs_send_verdict_nowait(int fd, gw_status_t status, int culprit, const c
  * bs->local and bs->job_id are set. */
 gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
                                const uint8_t *key, size_t key_len, int64_t start, int64_t deadline);
+/* bootstrap_client.c: connect to the root host:port, retrying with growing
+ * pauses until the deadline (GW_ERR_TIMEOUT, logged, naming the root). */
+gw_status_t gw__bs_client_connect(gw_bootstrap_t *bs, const char *host, const char *port,
+                                  int64_t start, int64_t deadline, int *out);
 /* bootstrap_client.c: log rank 0's REJECT (msg, len bytes) and return its
  * status; "when" completes "rank 0 (root ...) ...". */
 gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
@@ -107,9 +118,14 @@ gw_status_t gw__bs_client_take_verdict(gw_bootstrap_t *bs, const uint8_t *msg, s
  * over: bs->fds[r] becomes -1) and self_fd, its end of the socket pair to
  * rank 0's own caller; stop it (NULL-safe), closing what it holds. */
 typedef struct gw_bs_referee gw_bs_referee_t;
+typedef struct gw_bs_late gw_bs_late_t;
 gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
                                  gw_bs_referee_t **out);
 void gw__bs_referee_stop(gw_bs_referee_t *ref);
+/* bootstrap_referee.c: the referee's thread takes `in` (NULL: none) as its
+ * late listener and hands back the one it had (bootstrap_grow.c moves the
+ * job's root listener from one communicator to the next with it). */
+gw_bs_late_t *gw__bs_referee_swap_late(gw_bs_referee_t *ref, gw_bs_late_t *in);
 
 /* bootstrap_watch.c: read what rank 0 sent and act on each whole message
  * (answering an INQUIRE with *state when it is not NULL), and send one
@@ -134,6 +150,24 @@ int gw__bs_shrink_decided(const gw_bs_shrink_t *sh);
 int64_t gw__bs_shrink_deadline(const gw_bs_shrink_t *sh);
 int gw__bs_shrink_answer(const gw_bs_shrink_t *sh, int r, gw_bs_members_t *m);
 void gw__bs_shrink_left_out(gw_bs_members_t *m);
+/* bootstrap_shrink.c: a free TCP port on host, bound once and released. */
+gw_status_t gw__bs_reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *port);
+
+/* bootstrap_grow.c, the referee's side: one grow at a time over size
+ * ranks (NULL: no memory). request records rank r's GROW (the first opens
+ * it, for its window); decide returns 1 once every rank asked (*status
+ * GW_OK, *port rank 0's port), a rank is gone (GW_ERR_REMOTE) or the
+ * window ended (GW_ERR_TIMEOUT); asked says whether r asked; reset closes
+ * it for the next; deadline: INT64_MAX when none is open. */
+typedef struct gw_bs_grow gw_bs_grow_t;
+gw_bs_grow_t *gw__bs_grow_new(const gw_logger_t *log, int size);
+void gw__bs_grow_free(gw_bs_grow_t *g);
+void gw__bs_grow_request(gw_bs_grow_t *g, int r, const gw_bs_shrink_req_t *req, int64_t now);
+int gw__bs_grow_decide(gw_bs_grow_t *g, const unsigned char *gone, int64_t now, gw_status_t *status,
+                       uint32_t *port);
+int gw__bs_grow_asked(const gw_bs_grow_t *g, int r);
+void gw__bs_grow_reset(gw_bs_grow_t *g);
+int64_t gw__bs_grow_deadline(const gw_bs_grow_t *g);
 
 /* bootstrap_late.c: rank 0's answers to processes that arrive after the
  * job formed, run by the referee's thread. open takes bs->late_lfd (NULL
@@ -141,13 +175,22 @@ void gw__bs_shrink_left_out(gw_bs_members_t *m);
  * entries (the listener first) and returns how many; events handles what
  * poll() reported in them; deadline is when the oldest held connection
  * expires (INT64_MAX: none); close is NULL-safe. */
-#define GW_BS_LATE_PFDS 17
+#define GW_BS_LATE_JOINERS 8
+#define GW_BS_LATE_PFDS (17 + GW_BS_LATE_JOINERS)
 typedef struct gw_bs_late gw_bs_late_t;
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
 int gw__bs_late_pollfds(gw_bs_late_t *l, struct pollfd *pfds);
 void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds);
 int64_t gw__bs_late_deadline(const gw_bs_late_t *l);
 void gw__bs_late_close(gw_bs_late_t *l);
+/* Joiners (processes that sent JOIN and proved the job token): joiners
+ * counts those waiting; admit sends each its GROWN (ranks from first_rank,
+ * in the order they arrived), closes them and returns how many it
+ * admitted; set_size is the job's size after a shrink or a grow, for the
+ * REJECTs' text. All NULL-safe. */
+int gw__bs_late_joiners(const gw_bs_late_t *l);
+int gw__bs_late_admit(gw_bs_late_t *l, int first_rank, int new_size, uint32_t port);
+void gw__bs_late_set_size(gw_bs_late_t *l, int size);
 
 /* bootstrap_root.c: listen, accept size - 1 ranks and welcome them; on
  * success bs->fds, bs->peer_addr, bs->local and bs->job_id are set (bs->fds

@@ -42,6 +42,12 @@ const char *gw__bs_type_name(uint32_t type)
         return "shrink";
     case GW_BS_MEMBERS:
         return "members";
+    case GW_BS_JOIN:
+        return "join";
+    case GW_BS_GROW:
+        return "grow";
+    case GW_BS_GROWN:
+        return "grown";
     }
     return "unknown";
 }
@@ -194,6 +200,15 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_MEMBERS:
         min = max = GW_BS_MEMBERS_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_JOIN:
+        min = max = GW_BS_JOIN_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_GROW:
+        min = max = GW_BS_GROW_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_GROWN:
+        min = max = GW_BS_GROWN_LEN - GW_BS_HDR_LEN;
         break;
     case GW_BS_VERDICT:
         min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;
@@ -454,62 +469,132 @@ gw_status_t gw__bs_decode_gather_start(const uint8_t *buf, size_t len, uint32_t 
     return GW_OK;
 }
 
-void gw__bs_encode_shrink(const gw_bs_shrink_req_t *m, uint8_t out[GW_BS_SHRINK_LEN])
+/* SHRINK and GROW share a layout and its checks. */
+static void encode_request(gw_bs_type_t type, const gw_bs_shrink_req_t *m, uint8_t *out)
 {
-    put_hdr(out, GW_BS_SHRINK, GW_BS_SHRINK_LEN - GW_BS_HDR_LEN);
+    put_hdr(out, type, 8);
     gw__put_be32(out + GW_BS_HDR_LEN, m->port);
     gw__put_be32(out + GW_BS_HDR_LEN + 4, m->window_ms);
 }
 
-gw_status_t gw__bs_decode_shrink(const uint8_t *buf, size_t len, gw_bs_shrink_req_t *out,
-                                 const char **why)
+static gw_status_t decode_request(gw_bs_type_t type, const uint8_t *buf, size_t len,
+                                  gw_bs_shrink_req_t *out, const char **why)
 {
     gw_bs_hdr_t h;
-    gw_status_t st = whole(buf, len, GW_BS_SHRINK, &h, why);
+    gw_status_t st = whole(buf, len, type, &h, why);
     if (st != GW_OK)
         return st;
     uint32_t port = gw__get_be32(buf + GW_BS_HDR_LEN);
     uint32_t window = gw__get_be32(buf + GW_BS_HDR_LEN + 4);
     if (port > 65535)
-        return malformed(why, "shrink: port out of range");
+        return malformed(why, type == GW_BS_GROW ? "grow: port out of range"
+                                                 : "shrink: port out of range");
     if (window > (uint32_t)INT32_MAX)
-        return malformed(why, "shrink: window out of range");
+        return malformed(why, type == GW_BS_GROW ? "grow: window out of range"
+                                                 : "shrink: window out of range");
     out->port = port;
     out->window_ms = window;
     return GW_OK;
 }
 
-void gw__bs_encode_members(const gw_bs_members_t *m, uint8_t out[GW_BS_MEMBERS_LEN])
+void gw__bs_encode_shrink(const gw_bs_shrink_req_t *m, uint8_t out[GW_BS_SHRINK_LEN])
 {
-    put_hdr(out, GW_BS_MEMBERS, GW_BS_MEMBERS_LEN - GW_BS_HDR_LEN);
+    encode_request(GW_BS_SHRINK, m, out);
+}
+
+gw_status_t gw__bs_decode_shrink(const uint8_t *buf, size_t len, gw_bs_shrink_req_t *out,
+                                 const char **why)
+{
+    return decode_request(GW_BS_SHRINK, buf, len, out, why);
+}
+
+void gw__bs_encode_grow(const gw_bs_shrink_req_t *m, uint8_t out[GW_BS_GROW_LEN])
+{
+    encode_request(GW_BS_GROW, m, out);
+}
+
+gw_status_t gw__bs_decode_grow(const uint8_t *buf, size_t len, gw_bs_shrink_req_t *out,
+                               const char **why)
+{
+    return decode_request(GW_BS_GROW, buf, len, out, why);
+}
+
+/* MEMBERS and GROWN share a layout; a GROWN member's port may be 0. */
+static void encode_place(gw_bs_type_t type, const gw_bs_members_t *m, uint8_t *out)
+{
+    put_hdr(out, type, 16);
     gw__put_be32(out + GW_BS_HDR_LEN, (uint32_t)m->status);
     gw__put_be32(out + GW_BS_HDR_LEN + 4, (uint32_t)m->new_rank);
     gw__put_be32(out + GW_BS_HDR_LEN + 8, m->new_size);
     gw__put_be32(out + GW_BS_HDR_LEN + 12, m->port);
 }
 
-gw_status_t gw__bs_decode_members(const uint8_t *buf, size_t len, gw_bs_members_t *out,
-                                  const char **why)
+static gw_status_t decode_place(gw_bs_type_t type, const uint8_t *buf, size_t len,
+                                gw_bs_members_t *out, const char **why)
 {
     gw_bs_hdr_t h;
-    gw_status_t st = whole(buf, len, GW_BS_MEMBERS, &h, why);
+    gw_status_t st = whole(buf, len, type, &h, why);
     if (st != GW_OK)
         return st;
+    int grown = type == GW_BS_GROWN;
     uint32_t status = gw__get_be32(buf + GW_BS_HDR_LEN);
     int32_t rank = (int32_t)gw__get_be32(buf + GW_BS_HDR_LEN + 4);
     uint32_t size = gw__get_be32(buf + GW_BS_HDR_LEN + 8);
     uint32_t port = gw__get_be32(buf + GW_BS_HDR_LEN + 12);
     if (status != GW_OK && !known_error(status))
-        return malformed(why, "members: unknown status");
+        return malformed(why, grown ? "grown: unknown status" : "members: unknown status");
+    if (grown && port > 65535)
+        return malformed(why, "grown: port out of range");
     if (status == GW_OK) {
-        if (rank < 0 || (uint32_t)rank >= size || port == 0 || port > 65535)
-            return malformed(why, "members: a member's rank, size or port out of range");
+        if (rank < 0 || (uint32_t)rank >= size || (port == 0 && !grown) || port > 65535)
+            return malformed(why, grown ? "grown: a member's rank, size or port out of range"
+                                        : "members: a member's rank, size or port out of range");
     } else if (rank != -1) {
-        return malformed(why, "members: a rank for no member");
+        return malformed(why,
+                         grown ? "grown: a rank for no member" : "members: a rank for no member");
     }
     out->status = (gw_status_t)status;
     out->new_rank = rank;
     out->new_size = size;
     out->port = port;
+    return GW_OK;
+}
+
+void gw__bs_encode_members(const gw_bs_members_t *m, uint8_t out[GW_BS_MEMBERS_LEN])
+{
+    encode_place(GW_BS_MEMBERS, m, out);
+}
+
+gw_status_t gw__bs_decode_members(const uint8_t *buf, size_t len, gw_bs_members_t *out,
+                                  const char **why)
+{
+    return decode_place(GW_BS_MEMBERS, buf, len, out, why);
+}
+
+void gw__bs_encode_grown(const gw_bs_members_t *m, uint8_t out[GW_BS_GROWN_LEN])
+{
+    encode_place(GW_BS_GROWN, m, out);
+}
+
+gw_status_t gw__bs_decode_grown(const uint8_t *buf, size_t len, gw_bs_members_t *out,
+                                const char **why)
+{
+    return decode_place(GW_BS_GROWN, buf, len, out, why);
+}
+
+void gw__bs_encode_join(const uint8_t nonce[GW_BS_NONCE_LEN], uint8_t out[GW_BS_JOIN_LEN])
+{
+    put_hdr(out, GW_BS_JOIN, GW_BS_NONCE_LEN);
+    memcpy(out + GW_BS_HDR_LEN, nonce, GW_BS_NONCE_LEN);
+}
+
+gw_status_t gw__bs_decode_join(const uint8_t *buf, size_t len, uint8_t nonce[GW_BS_NONCE_LEN],
+                               const char **why)
+{
+    gw_bs_hdr_t h;
+    gw_status_t st = whole(buf, len, GW_BS_JOIN, &h, why);
+    if (st != GW_OK)
+        return st;
+    memcpy(nonce, buf + GW_BS_HDR_LEN, GW_BS_NONCE_LEN);
     return GW_OK;
 }

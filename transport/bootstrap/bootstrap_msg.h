@@ -40,6 +40,15 @@
  *                                to ask, from the first request)              8
  *  12 MEMBERS    root -> rank    u32 status (GW_OK: a member), i32 new_rank
  *                                (-1: not a member), u32 new_size, u32 port  16
+ *  13 JOIN       joiner -> root  client_nonce[32]: a new process asks to join
+ *                                the running job (bootstrap_grow.c)          32
+ *  14 GROW       rank -> root    u32 port (rank 0: the port of the grown
+ *                                communicator's root, else 0), u32 window_ms
+ *                                (how long the referee waits for every rank
+ *                                to ask, from the first request)              8
+ *  15 GROWN      root -> rank,   u32 status, i32 new_rank, u32 new_size,
+ *                root -> joiner  u32 port (0 when nobody joined: the
+ *                                communicator stays as it is)               16
  * Ranks are signed: -1 (all ones) stands for none; the decoders refuse
  * anything below -1, the callers anything not below the job's size.
  *
@@ -61,6 +70,12 @@
  * that fails locally tells the root with REJECT the same way. A join that
  * times out ends with a REJECT to every rank that did join, naming the
  * missing ranks.
+ *
+ * Join (bootstrap_grow.c): a joiner sends JOIN, gets a CHALLENGE, proves
+ * itself with a RESPONSE whose client_proof is the rank proof for rank
+ * 0xffffffff (GW_BS_JOINER_RANK: no rank of any job), then waits for GROWN,
+ * or gets REJECT(AUTH) on a wrong token. The members of the job send GROW
+ * together; each member and each waiting joiner gets GROWN with its place.
  *
  * Watch (after the last all-gather, for as long as the job runs; see
  * bootstrap_watch.c): a rank whose communicator fails sends a REPORT
@@ -114,6 +129,11 @@
 #define GW_BS_GATHER_START_LEN (GW_BS_HDR_LEN + 4u)
 #define GW_BS_SHRINK_LEN (GW_BS_HDR_LEN + 8u)
 #define GW_BS_MEMBERS_LEN (GW_BS_HDR_LEN + 16u)
+#define GW_BS_JOIN_LEN (GW_BS_HDR_LEN + GW_BS_NONCE_LEN)
+#define GW_BS_GROW_LEN (GW_BS_HDR_LEN + 8u)
+#define GW_BS_GROWN_LEN (GW_BS_HDR_LEN + 16u)
+/* The rank a joiner's proof is made for (it has none yet). */
+#define GW_BS_JOINER_RANK 0xffffffffu
 #define GW_BS_VERDICT_MIN_LEN (GW_BS_HDR_LEN + 20u)
 #define GW_BS_VERDICT_MAX_LEN (GW_BS_VERDICT_MIN_LEN + GW_BS_REASON_MAX)
 /* A buffer of this size holds any message other than DATA. */
@@ -132,6 +152,9 @@ typedef enum gw_bs_type {
     GW_BS_GATHER_START = 10,
     GW_BS_SHRINK = 11,
     GW_BS_MEMBERS = 12,
+    GW_BS_JOIN = 13,
+    GW_BS_GROW = 14,
+    GW_BS_GROWN = 15,
 } gw_bs_type_t;
 
 typedef enum gw_bs_report_kind {
@@ -262,6 +285,19 @@ gw_status_t gw__bs_decode_shrink(const uint8_t *buf, size_t len, gw_bs_shrink_re
 void gw__bs_encode_members(const gw_bs_members_t *m, uint8_t out[GW_BS_MEMBERS_LEN]);
 gw_status_t gw__bs_decode_members(const uint8_t *buf, size_t len, gw_bs_members_t *out,
                                   const char **why);
+/* JOIN, GROW and GROWN. A GROW is a SHRINK's layout with its checks; a
+ * GROWN is a MEMBERS' layout with its checks, except that a member's port
+ * may be 0 (nobody joined: the communicator stays) and no port is beyond
+ * 65535. */
+void gw__bs_encode_join(const uint8_t nonce[GW_BS_NONCE_LEN], uint8_t out[GW_BS_JOIN_LEN]);
+gw_status_t gw__bs_decode_join(const uint8_t *buf, size_t len, uint8_t nonce[GW_BS_NONCE_LEN],
+                               const char **why);
+void gw__bs_encode_grow(const gw_bs_shrink_req_t *m, uint8_t out[GW_BS_GROW_LEN]);
+gw_status_t gw__bs_decode_grow(const uint8_t *buf, size_t len, gw_bs_shrink_req_t *out,
+                               const char **why);
+void gw__bs_encode_grown(const gw_bs_members_t *m, uint8_t out[GW_BS_GROWN_LEN]);
+gw_status_t gw__bs_decode_grown(const uint8_t *buf, size_t len, gw_bs_members_t *out,
+                                const char **why);
 /* The first GW_BS_DATA_PREFIX_LEN bytes of a DATA message: *data_len is its
  * len field, checked against the header's payload length. */
 gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *data_len,

@@ -32,7 +32,11 @@
  * connected, and the same verdict answers any later report.
  *
  * The referee also decides who goes on when the survivors shrink the job
- * (bootstrap_shrink.c): SHRINK requests come on the same connections.
+ * (bootstrap_shrink.c): SHRINK requests come on the same connections; and
+ * when the members grow the job, whom it admits (GROW requests,
+ * bootstrap_grow.c). A command on its stop pipe hands its late listener
+ * over (gw__bs_referee_swap_late), so that the job's root address moves on
+ * with the job to the next communicator.
  *
  * When rank 0 itself is stopped or dead, so is its referee: the ranks then
  * get no verdict, or see their connection to it close, and blame rank 0
@@ -81,6 +85,12 @@ struct gw_bs_referee {
     gw_bs_verdict_t verdict;
     gw_bs_late_t *late;      /* answers processes that arrive after the job formed */
     gw_bs_shrink_t *shrink;  /* who goes on after a failure (bootstrap_shrink.c) */
+    gw_bs_grow_t *grow;      /* whom the members admit (bootstrap_grow.c) */
+    pthread_mutex_t swap_mu; /* the late listener's hand-over: */
+    pthread_cond_t swap_cv;
+    gw_bs_late_t *swap_in;
+    int swap_done;
+    int exited;              /* the thread returned (poll failed): nobody takes a swap */
     unsigned char *gone_map; /* gone_map[r]: seats[r].gone, as the shrink wants it */
 };
 
@@ -344,6 +354,48 @@ static void answer_shrink(gw_bs_referee_t *ref)
     }
 }
 
+/* A GROW from rank r (bootstrap_grow.c). */
+static void on_grow(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    gw_bs_shrink_req_t req;
+    const char *why = NULL;
+    if (gw__bs_decode_grow(msg, len, &req, &why) != GW_OK) {
+        GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed grow request from rank %d: %s", r, why);
+        return;
+    }
+    gw__bs_grow_request(ref->grow, r, &req, gw__now_ms());
+}
+
+/* The grow was just decided: the joiners get their places first, then
+ * every member that asked, rank 0's own caller last (see conclude). */
+static void answer_grow(gw_bs_referee_t *ref, gw_status_t status, uint32_t port)
+{
+    int joiners = status == GW_OK ? gw__bs_late_joiners(ref->late) : 0;
+    int new_size = ref->size + joiners;
+    if (joiners > 0) {
+        joiners = gw__bs_late_admit(ref->late, ref->size, new_size, port);
+        new_size = ref->size + joiners;
+        GW_WARN(ref->log, GW_BS_SUBSYS,
+                "referee: the job grows from %d to %d ranks: rank(s) %d..%d joined", ref->size,
+                new_size, ref->size, new_size - 1);
+    }
+    for (int k = 1; k <= ref->size; k++) {
+        int r = k % ref->size;
+        if (!gw__bs_grow_asked(ref->grow, r))
+            continue;
+        gw_bs_members_t m = {.status = status, .new_rank = -1};
+        if (status == GW_OK) {
+            m.new_rank = r;
+            m.new_size = (uint32_t)new_size;
+            m.port = joiners > 0 ? port : 0;
+        }
+        uint8_t out[GW_BS_GROWN_LEN];
+        gw__bs_encode_grown(&m, out);
+        send_to(ref, r, out, sizeof(out));
+    }
+    gw__bs_grow_reset(ref->grow);
+}
+
 static void read_seat(gw_bs_referee_t *ref, int r)
 {
     seat_t *s = &ref->seats[r];
@@ -365,7 +417,7 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             gw_bs_hdr_t hdr;
             const char *why = "not a report";
             if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
-                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK)) {
+                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW)) {
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
                         why);
                 seat_gone(ref, r, "sent garbage to the referee");
@@ -377,6 +429,8 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             gw_bs_report_t rep;
             if (hdr.type == GW_BS_SHRINK)
                 on_shrink(ref, r, s->rx, len);
+            else if (hdr.type == GW_BS_GROW)
+                on_grow(ref, r, s->rx, len);
             else if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed report from rank %d: %s", r,
                         why);
@@ -408,14 +462,29 @@ static void *referee_main(void *arg)
             wake = gw__bs_shrink_deadline(ref->shrink);
         if (gw__bs_late_deadline(ref->late) < wake)
             wake = gw__bs_late_deadline(ref->late);
+        if (gw__bs_grow_deadline(ref->grow) < wake)
+            wake = gw__bs_grow_deadline(ref->grow);
         int timeout = wake == INT64_MAX ? -1 : gw__sock_remaining_ms(wake);
         int rc = poll(ref->pfds, (nfds_t)n, timeout);
         if (rc < 0 && errno != EINTR) {
             GW_ERROR(ref->log, GW_BS_SUBSYS, "referee: poll failed: %m; it stops");
             break;
         }
-        if (rc > 0 && ref->pfds[0].revents)
-            break;
+        if (rc > 0 && ref->pfds[0].revents) {
+            char cmd = 1;
+            if (read(ref->stop[0], &cmd, 1) != 1 || cmd != 2)
+                break;
+            /* The late listener's hand-over: the poll set is rebuilt
+             * from ref->late on the next turn. */
+            pthread_mutex_lock(&ref->swap_mu);
+            gw_bs_late_t *old = ref->late;
+            ref->late = ref->swap_in;
+            ref->swap_in = old;
+            ref->swap_done = 1;
+            pthread_cond_broadcast(&ref->swap_cv);
+            pthread_mutex_unlock(&ref->swap_mu);
+            continue;
+        }
         for (int i = 1; rc > 0 && i < seats_end; i++)
             if (ref->pfds[i].revents)
                 read_seat(ref, ref->pfd_rank[i]);
@@ -425,7 +494,15 @@ static void *referee_main(void *arg)
             decide(ref, gw__now_ms() >= ref->decide_by);
         if (gw__bs_shrink_decide(ref->shrink, ref->gone_map, gw__now_ms()))
             answer_shrink(ref);
+        gw_status_t grown;
+        uint32_t port;
+        if (gw__bs_grow_decide(ref->grow, ref->gone_map, gw__now_ms(), &grown, &port))
+            answer_grow(ref, grown, port);
     }
+    pthread_mutex_lock(&ref->swap_mu);
+    ref->exited = 1;
+    pthread_cond_broadcast(&ref->swap_cv);
+    pthread_mutex_unlock(&ref->swap_mu);
     return NULL;
 }
 
@@ -440,6 +517,9 @@ static void referee_free(gw_bs_referee_t *ref)
         close(ref->stop[1]);
     gw__bs_late_close(ref->late);
     gw__bs_shrink_free(ref->shrink);
+    gw__bs_grow_free(ref->grow);
+    pthread_mutex_destroy(&ref->swap_mu);
+    pthread_cond_destroy(&ref->swap_cv);
     free(ref->gone_map);
     free(ref->seats);
     free(ref->pfds);
@@ -470,8 +550,11 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     ref->seen = calloc(n, 1);
     ref->gone_map = calloc(n, 1);
     ref->shrink = gw__bs_shrink_new(bs->log, bs->size);
+    ref->grow = gw__bs_grow_new(bs->log, bs->size);
+    pthread_mutex_init(&ref->swap_mu, NULL);
+    pthread_cond_init(&ref->swap_cv, NULL);
     if (!ref->seats || !ref->pfds || !ref->pfd_rank || !ref->next || !ref->seen || !ref->gone_map ||
-        !ref->shrink) {
+        !ref->shrink || !ref->grow) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory for the referee of %d ranks", bs->size);
         referee_free(ref);
         return GW_ERR_NO_MEMORY;
@@ -511,6 +594,25 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     }
     *out = ref;
     return GW_OK;
+}
+
+gw_bs_late_t *gw__bs_referee_swap_late(gw_bs_referee_t *ref, gw_bs_late_t *in)
+{
+    if (!ref)
+        return in;
+    pthread_mutex_lock(&ref->swap_mu);
+    ref->swap_in = in;
+    ref->swap_done = 0;
+    char b = 2;
+    while (write(ref->stop[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    while (!ref->swap_done && !ref->exited)
+        pthread_cond_wait(&ref->swap_cv, &ref->swap_mu);
+    /* A thread that is gone took nothing: `in` comes back. */
+    gw_bs_late_t *out = ref->swap_in;
+    ref->swap_in = NULL;
+    pthread_mutex_unlock(&ref->swap_mu);
+    return out;
 }
 
 void gw__bs_referee_stop(gw_bs_referee_t *ref)

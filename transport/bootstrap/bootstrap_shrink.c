@@ -176,13 +176,13 @@ void gw__bs_shrink_left_out(gw_bs_members_t *m)
 
 /* A free TCP port on the root's host, for the shrunk job's root: bound
  * once and released, so that nobody else is listening on it. */
-static gw_status_t reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *port)
+gw_status_t gw__bs_reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *port)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
     int gai = getaddrinfo(host, "0", &hints, &res);
     if (gai != 0) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS, "shrink: cannot resolve the root host %s: %s", host,
-                 gai_strerror(gai));
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot resolve the root host %s for a new root port: %s",
+                 host, gai_strerror(gai));
         return GW_ERR_SYSTEM;
     }
     gw_status_t st = GW_ERR_SYSTEM;
@@ -202,7 +202,8 @@ static gw_status_t reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *
     }
     freeaddrinfo(res);
     if (st != GW_OK)
-        GW_ERROR(bs->log, GW_BS_SUBSYS, "shrink: no free port on the root host %s: %m", host);
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "no free port for a new root on the root host %s: %m",
+                 host);
     return st;
 }
 
@@ -217,7 +218,7 @@ gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, 
         return GW_ERR_CONFIG;
     gw_bs_shrink_req_t req = {.port = 0, .window_ms = (uint32_t)window_ms};
     gw_status_t st;
-    if (bs->rank == 0 && (st = reserve_port(bs, host, &req.port)) != GW_OK)
+    if (bs->rank == 0 && (st = gw__bs_reserve_port(bs, host, &req.port)) != GW_OK)
         return st;
     int64_t deadline = gw__now_ms() + window_ms + ANSWER_MARGIN_MS;
     gw__bs_watch_pump(bs, NULL);

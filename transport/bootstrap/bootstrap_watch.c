@@ -133,6 +133,16 @@ static void on_message(gw_bootstrap_t *bs, const gw_bs_hdr_t *hdr, const gw_bs_r
         }
         return;
     }
+    if (hdr->type == GW_BS_GROWN) {
+        gw_bs_members_t m;
+        if (gw__bs_decode_grown(bs->wrx, len, &m, &why) != GW_OK) {
+            GW_WARN(bs->log, GW_BS_SUBSYS, "malformed grow answer from rank 0: %s", why);
+            return;
+        }
+        bs->grown = m;
+        bs->have_grown = 1;
+        return;
+    }
     GW_WARN(bs->log, GW_BS_SUBSYS, "unexpected %s message from rank 0 during the job",
             gw__bs_type_name(hdr->type));
 }

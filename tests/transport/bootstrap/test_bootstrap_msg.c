@@ -571,3 +571,68 @@ Test(bootstrap_msg, shrink_and_members_round_trip_and_refusals, .timeout = 10)
     gw__bs_encode_members(&mem, b);
     cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
 }
+
+Test(bootstrap_msg, join_grow_and_grown_round_trip_and_refusals, .timeout = 10)
+{
+    const char *why = NULL;
+    uint8_t j[GW_BS_JOIN_LEN], nonce[GW_BS_NONCE_LEN], back[GW_BS_NONCE_LEN];
+    fill(nonce, sizeof(nonce), 4);
+    gw__bs_encode_join(nonce, j);
+    cr_assert_eq(gw__bs_decode_join(j, sizeof(j), back, &why), GW_OK, "%s", why);
+    cr_assert_arr_eq(back, nonce, sizeof(nonce));
+    cr_assert_eq(gw__bs_decode_join(j, sizeof(j) - 1, back, &why), GW_ERR_PROTOCOL);
+    /* A HELLO is not a JOIN, nor is a JOIN of another length. */
+    gw_bs_hello_t hello = {.rank = 0, .size = 2};
+    uint8_t h[GW_BS_HELLO_LEN];
+    gw__bs_encode_hello(&hello, h);
+    cr_assert_eq(gw__bs_decode_join(h, GW_BS_JOIN_LEN, back, &why), GW_ERR_PROTOCOL);
+    j[GW_BS_HDR_LEN - 1] = GW_BS_NONCE_LEN + 1;
+    gw_bs_hdr_t hdr;
+    cr_assert_eq(gw__bs_decode_hdr(j, GW_BS_HDR_LEN, &hdr, &why), GW_ERR_PROTOCOL);
+    cr_assert_str_eq(gw__bs_type_name(GW_BS_JOIN), "join");
+
+    uint8_t g[GW_BS_GROW_LEN];
+    gw_bs_shrink_req_t req = {.port = 40999, .window_ms = 30000}, got;
+    gw__bs_encode_grow(&req, g);
+    cr_assert_eq(gw__bs_decode_grow(g, sizeof(g), &got, &why), GW_OK, "%s", why);
+    cr_assert(got.port == 40999 && got.window_ms == 30000);
+    /* A GROW is not a SHRINK: the referee must never take one for the other. */
+    cr_assert_eq(gw__bs_decode_shrink(g, sizeof(g), &got, &why), GW_ERR_PROTOCOL);
+    g[GW_BS_HDR_LEN + 1] = 0x01; /* port beyond 65535 */
+    cr_assert_eq(gw__bs_decode_grow(g, sizeof(g), &got, &why), GW_ERR_PROTOCOL);
+    req = (gw_bs_shrink_req_t){.port = 0, .window_ms = 0x80000000u}; /* window beyond INT32_MAX */
+    gw__bs_encode_grow(&req, g);
+    cr_assert_eq(gw__bs_decode_grow(g, sizeof(g), &got, &why), GW_ERR_PROTOCOL);
+
+    uint8_t b[GW_BS_GROWN_LEN];
+    gw_bs_members_t m = {.status = GW_OK, .new_rank = 3, .new_size = 4, .port = 40999}, out;
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_OK, "%s", why);
+    cr_assert(out.status == GW_OK && out.new_rank == 3 && out.new_size == 4 && out.port == 40999);
+    cr_assert_eq(gw__bs_decode_members(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+    /* Nobody joined: a member's port 0 is a GROWN's, never a MEMBERS'. */
+    m = (gw_bs_members_t){.status = GW_OK, .new_rank = 1, .new_size = 3, .port = 0};
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_OK, "%s", why);
+    cr_assert(out.port == 0 && out.new_rank == 1 && out.new_size == 3);
+    uint8_t mb[GW_BS_MEMBERS_LEN];
+    gw__bs_encode_members(&m, mb);
+    cr_assert_eq(gw__bs_decode_members(mb, sizeof(mb), &out, &why), GW_ERR_PROTOCOL);
+    /* A rank not below the size; a failed grow with a rank; an unknown status. */
+    m = (gw_bs_members_t){.status = GW_OK, .new_rank = 4, .new_size = 4, .port = 1};
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+    m = (gw_bs_members_t){.status = GW_ERR_TIMEOUT, .new_rank = 0};
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+    m.new_rank = -1;
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_OK, "%s", why);
+    cr_assert(out.status == GW_ERR_TIMEOUT && out.new_rank == -1);
+    m.status = (gw_status_t)999;
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+    m = (gw_bs_members_t){.status = GW_OK, .new_rank = 0, .new_size = 2, .port = 70000};
+    gw__bs_encode_grown(&m, b);
+    cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+}

@@ -1,0 +1,134 @@
+/*
+ * comm_grow.c - gw_comm_grow and gw_comm_join: a running job admits new
+ * processes (a replacement for a rank it lost, or more ranks) at a point
+ * its members agree on, such as an epoch boundary.
+ *
+ * A new process calls gw_comm_join with the job's root address (the one
+ * the job was started with: rank 0 keeps listening there while the job
+ * runs, and after a shrink or a grow the listener moves on to the new
+ * communicator) and the job token. It proves the token as a rank proves it
+ * at the join, and waits. The members call gw_comm_grow at their agreed
+ * point; rank 0's referee tells each how many are waiting
+ * (transport/bootstrap/bootstrap_grow.c). With none, the call returns at
+ * once with *out NULL: one small message to rank 0 and back. With some,
+ * members and joiners build a new communicator exactly as a shrink does
+ * (a new root on rank 0's host at a port it reserved, the same job token
+ * and settings, a new job id and data key, new connections and sequence
+ * numbers from 1): members keep their ranks, the joiners come after them
+ * in the order they arrived.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/core/comm.h"
+
+#define WINDOW_MIN_MS 1000
+#define WINDOW_MAX_MS 30000
+/* A joiner's wait when its caller gives none: an epoch of a real job. */
+#define JOIN_WAIT_DEFAULT_MS 600000
+
+static gw_status_t build_grown(gw_comm_t *comm, const gw_bs_members_t *m, const char *root,
+                               gw_comm_t **out)
+{
+    gw_config_t cfg;
+    gw_config_init(&cfg);
+    cfg.rank = m->new_rank;
+    cfg.size = (int)m->new_size;
+    cfg.root = root;
+    cfg.job_token = comm->recipe.token;
+    cfg.timeout_ms = comm->timeout_ms;
+    cfg.transport = comm->recipe.transport;
+    cfg.socket_ifname = comm->recipe.ifname;
+    cfg.nsocks = comm->recipe.nsocks;
+    cfg.algo = comm->algo;
+    int culprit = -1;
+    gw_status_t st = gw_comm_init_culprit(&cfg, out, &culprit);
+    if (st != GW_OK) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_comm_grow: the job grew to %u ranks, but the grown communicator did not "
+                 "form (%s): its rank %d is to blame",
+                 m->new_size, gw_status_str(st), culprit);
+        return st;
+    }
+    gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
+    return GW_OK;
+}
+
+gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!comm || !out)
+        return GW_ERR_INVALID_ARG;
+    if (comm->root) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_comm_grow: sub-communicator 0x%08x cannot grow: grow the communicator "
+                 "gw_comm_init made, then split the grown one",
+                 (unsigned)comm->id);
+        return GW_ERR_UNSUPPORTED;
+    }
+    if (comm->failed != GW_OK)
+        return comm->failed;
+    if (!comm->watching) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_comm_grow: this communicator has no referee (one rank, or its watch did not "
+                 "start), so it cannot admit anyone");
+        return GW_ERR_UNSUPPORTED;
+    }
+    int w = comm->timeout_ms;
+    w = w < WINDOW_MIN_MS ? WINDOW_MIN_MS : w > WINDOW_MAX_MS ? WINDOW_MAX_MS : w;
+    char root[300] = "";
+    gw_bs_members_t m;
+    gw__comm_drive_begin(comm);
+    gw_status_t st = gw__bootstrap_grow(comm->bootstrap, w, root, sizeof(root), &m);
+    gw__comm_drive_end(comm);
+    if (st == GW_OK && m.status != GW_OK)
+        st = m.status;
+    if (st != GW_OK) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_comm_grow: the members did not agree to grow within %d ms (%s): a rank did "
+                 "not call gw_comm_grow in time, or is gone",
+                 w, gw_status_str(st));
+        return st;
+    }
+    if (m.port == 0)
+        return GW_OK; /* nobody waits to join: comm goes on */
+    GW_WARN(&comm->log, "api", "gw_comm_grow: the job grows from %d to %u ranks (root %s)",
+            comm->size, m.new_size, root);
+    return build_grown(comm, &m, root, out);
+}
+
+gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!out || wait_ms < 0)
+        return GW_ERR_INVALID_ARG;
+    gw_config_t c;
+    if (cfg)
+        c = *cfg;
+    else
+        gw_config_init(&c);
+    if (!c.root)
+        c.root = getenv("GW_ROOT");
+    if (!c.job_token)
+        c.job_token = getenv("GW_JOB_TOKEN");
+    gw_logger_t lg;
+    gw_status_t st = gw__logger_init(&lg, -1);
+    if (st != GW_OK)
+        return st;
+    char root[300];
+    gw_bs_members_t m;
+    st = gw__bootstrap_join(&lg, c.root, c.job_token, wait_ms ? wait_ms : JOIN_WAIT_DEFAULT_MS,
+                            root, sizeof(root), &m);
+    if (st == GW_OK)
+        GW_INFO(&lg, "api", "gw_comm_join: admitted as rank %d of %u (root %s)", m.new_rank,
+                m.new_size, root);
+    gw__logger_fini(&lg);
+    if (st != GW_OK)
+        return st;
+    c.rank = m.new_rank;
+    c.size = (int)m.new_size;
+    c.root = root;
+    return gw_comm_init(&c, out);
+}

@@ -1,0 +1,161 @@
+/*
+ * train_grow.c - `gradwire train --elastic` admits new ranks at the start
+ * of every epoch; `--elastic --join` is such a new rank.
+ *
+ * At each epoch's start every rank calls gw_comm_grow. Most of the time
+ * nobody waits to join and it returns at once with no new communicator.
+ * When processes wait (started with `--elastic --join`, GW_ROOT and
+ * GW_JOB_TOKEN of the job), rank 0's referee admits them: members keep
+ * their ranks, joiners come after them, and everyone moves to the grown
+ * communicator (the old one is kept until the run ends, like a shrink's).
+ * Then rank 0 sends what a rank needs to take the next step exactly as the
+ * members would: the position (epoch and step; at an epoch's start the
+ * epoch's sums are zero), the shuffle generator's state (so every rank
+ * draws the same permutation of its shard from here on, as after a
+ * restart), the weights and the momentum. Every rank re-shards the data
+ * over the new world (rank r of n keeps the samples i with i % n == r) and
+ * splits the same global batch --batch over more ranks, as a shrink does
+ * over fewer, so a step still means what it meant and the learning rate
+ * schedule goes on unchanged.
+ *
+ * A joiner runs the same sequence from its side: it builds its model and
+ * data as any rank would (to have the buffers), then takes the state from
+ * rank 0 in the same broadcasts the members make, and enters the training
+ * loop at the epoch's start, where the members are. It makes no
+ * collective calls of its own before that (no resume agreement, no weight
+ * broadcast, no link timing), since the members make none at that point.
+ *
+ * At the end of an --elastic run the ranks compare a hash of their
+ * weights (one allreduce): data parallelism keeps the replicas bitwise
+ * identical, so a difference means that a shrink's roll-back or a grow's
+ * state transfer went wrong, and the run fails saying so rather than
+ * report an accuracy that no single model has.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "train_sync.h"
+#include "trainer.h"
+
+/* Rank 0's state to every rank of the grown communicator. */
+static gw_status_t send_state(gw_train_sync_t *s)
+{
+    int64_t pos[2 + 4] = {s->epoch, s->step};
+    memcpy(pos + 2, s->rng.s, sizeof(s->rng.s));
+    gw_status_t st = gw_broadcast(s->comm, pos, pos, 6, GW_INT64, 0);
+    if (st == GW_OK)
+        st = gw_broadcast(s->comm, s->model.params, s->model.params, s->model.nparams, GW_FLOAT32,
+                          0);
+    if (st == GW_OK)
+        st = gw_broadcast(s->comm, s->sgd.velocity, s->sgd.velocity, s->model.nparams, GW_FLOAT32,
+                          0);
+    if (st != GW_OK) {
+        fprintf(stderr,
+                "gradwire-train: --elastic: sending the state to the grown job failed: %s\n",
+                gw_status_name(st));
+        return st;
+    }
+    s->epoch = pos[0];
+    s->step = pos[1];
+    memcpy(s->rng.s, pos + 2, sizeof(s->rng.s));
+    s->ep_loss = 0;
+    s->ep_correct = s->ep_seen = 0;
+    s->gstep = s->epoch * s->spe + s->step; /* renumbered again by the re-shard */
+    return gw_train_elastic_reshard(s);
+}
+
+gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
+{
+    *grew = 0;
+    s->grown_at = s->gstep;
+    if (s->world < 2)
+        return GW_OK; /* one rank has no referee to admit anyone */
+    gw_comm_t *nc = NULL;
+    int old_world = s->world;
+    gw_status_t st = gw_comm_grow(s->comm, &nc);
+    if (st != GW_OK) {
+        /* A rank died during the grow (or before it, unnoticed): a
+         * collective on the communicator fails naming it, the referee's
+         * verdict, and the caller shrinks the job as after any failure. */
+        int32_t x = 0;
+        gw_status_t cst = gw_allreduce(s->comm, &x, &x, 1, GW_INT32, GW_SUM);
+        if (cst != GW_OK)
+            return cst;
+        fprintf(stderr,
+                "gradwire-train: --elastic: rank %d: the grow at the start of epoch %ld "
+                "failed (%s)\n",
+                s->rank, s->epoch + 1, gw_status_name(st));
+        return st;
+    }
+    if (!nc)
+        return GW_OK;
+    if ((st = gw_train_elastic_adopt(s, nc)) != GW_OK) {
+        gw_comm_destroy(nc);
+        return st;
+    }
+    if ((st = send_state(s)) != GW_OK)
+        return st;
+    s->grown_at = s->gstep;
+    *grew = 1;
+    if (s->rank == 0) {
+        char who[256] = "";
+        size_t len = 0;
+        for (int r = old_world; r < s->world && len < sizeof(who); r++)
+            len +=
+                (size_t)snprintf(who + len, sizeof(who) - len, "%s%d", r > old_world ? "," : "", r);
+        int last = gw_train_local_batch(s->o->batch, s->world - 1, s->world);
+        char per[32];
+        if ((int)s->local_b == last)
+            snprintf(per, sizeof(per), "%zu", s->local_b);
+        else
+            snprintf(per, sizeof(per), "%zu-%d", s->local_b, last);
+        printf("gradwire-train: --elastic: rank(s) %s joined at the start of epoch %ld; %d "
+               "rank(s) go on (global batch %d, %s per rank)\n",
+               who, s->epoch + 1, s->world, s->o->batch, per);
+        fflush(stdout);
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_train_grow_joined(gw_train_sync_t *s)
+{
+    gw_status_t st = send_state(s);
+    if (st != GW_OK)
+        return st;
+    s->grown_at = s->gstep;
+    printf("gradwire-train: --join: rank %d of %d joined at the start of epoch %ld (%zu samples "
+           "per step)\n",
+           s->rank, s->world, s->epoch + 1, s->local_b);
+    fflush(stdout);
+    return GW_OK;
+}
+
+gw_status_t gw_train_elastic_check_replicas(gw_train_sync_t *s)
+{
+    if (!s->o->elastic || s->world < 2)
+        return GW_OK;
+    /* FNV-1a over the weights' bytes. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = (const unsigned char *)s->model.params;
+    for (size_t i = 0; i < s->model.nparams * sizeof(float); i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    /* The smallest and the largest hash over the ranks, as signed halves
+     * so that one MIN does both. */
+    int64_t v[4] = {(int64_t)(h >> 32), (int64_t)(h & 0xffffffffu), -(int64_t)(h >> 32),
+                    -(int64_t)(h & 0xffffffffu)};
+    gw_status_t st = gw_allreduce(s->comm, v, v, 4, GW_INT64, GW_MIN);
+    if (st != GW_OK)
+        return st;
+    if (v[0] != -v[2] || v[1] != -v[3]) {
+        fprintf(stderr,
+                "gradwire-train: --elastic: rank %d: the %d replicas hold different weights at "
+                "the end (a state transfer or roll-back went wrong)\n",
+                s->rank, s->world);
+        return GW_ERR_MISMATCH;
+    }
+    if (s->rank == 0 && !s->o->quiet)
+        printf("gradwire-train: --elastic: the %d replicas hold the same weights (hash "
+               "%016llx)\n",
+               s->world, (unsigned long long)h);
+    return GW_OK;
+}

@@ -1,0 +1,92 @@
+/*
+ * gw_comm_grow and gw_comm_join over real processes (worker_grow.c under
+ * `gradwire launch --elastic`, over TCP): a grow with nobody waiting
+ * leaves the communicator as it is; a process started with the job's root
+ * address and token joins at the members' next grow, and allreduce,
+ * allgather and broadcast on the grown communicator are exact on every
+ * rank, the joiner included, with the members keeping their ranks and the
+ * joiner after them; a joiner with another token is refused (GW_ERR_AUTH,
+ * logged by rank 0), as is one that answers rank 0's challenge with a
+ * made-up proof, and the job goes on and admits the next one; and a
+ * job that lost a rank and shrank admits a replacement through its
+ * original root address, back to its full count.
+ */
+#include <criterion/criterion.h>
+
+#include "support/run.h"
+
+#define LAUNCHER GW_BUILD_DIR "/gradwire"
+#define WORKER GW_BUILD_DIR "/tests/worker_grow"
+
+static run_result_t run_mode(const char *mode, const char *n)
+{
+    char *argv[] = {LAUNCHER, "launch", "--elastic",  "-n", (char *)n,
+                    "--",     WORKER,   (char *)mode, NULL};
+    char *env[] = {"GW_TIMEOUT_MS=10000", "GW_TRANSPORT=tcp", NULL};
+    run_result_t r = run_cmd(argv, env, 50);
+    cr_assert(!r.timed_out, "mode %s hung:\n%s", mode, r.output);
+    return r;
+}
+
+static void expect(const run_result_t *r, const char *text)
+{
+    cr_assert(strstr(r->output, text), "expected \"%s\" in:\n%s", text, r->output);
+}
+
+static void expect_nobody(const run_result_t *r, int n)
+{
+    for (int k = 0; k < n; k++) {
+        char want[96];
+        snprintf(want, sizeof(want), "[%d] rank %d: grow with nobody: unchanged, sum ok", k, k);
+        expect(r, want);
+    }
+}
+
+static void expect_grown(const run_result_t *r, const char *who, int now, const char *members)
+{
+    char want[160];
+    snprintf(want, sizeof(want), "rank %s: now rank %d of 4, members %s, sum ok, bcast ok", who,
+             now, members);
+    expect(r, want);
+}
+
+Test(grow, one_joiner, .timeout = 60)
+{
+    run_result_t r = run_mode("grow", "3");
+    expect_nobody(&r, 3);
+    expect_grown(&r, "0", 0, "0,1,2,100");
+    expect_grown(&r, "1", 1, "0,1,2,100");
+    expect_grown(&r, "2", 2, "0,1,2,100");
+    expect_grown(&r, "joiner", 3, "0,1,2,100");
+    expect(&r, "referee: the job grows from 3 to 4 ranks");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+Test(grow, wrong_token_refused, .timeout = 60)
+{
+    run_result_t r = run_mode("badtoken", "3");
+    expect(&r, "joiner: join GW_ERR_AUTH");
+    /* rank 0's own check, against a joiner that does not check rank 0's */
+    expect(&r, "forger: rank 0 answered a REJECT with status 6");
+    expect(&r, "its proof does not match the job token");
+    expect(&r, "refused a process from 127.0.0.1");
+    expect(&r, "asking to join the job");
+    expect_grown(&r, "0", 0, "0,1,2,100");
+    expect_grown(&r, "joiner", 3, "0,1,2,100");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+Test(grow, after_shrink, .timeout = 60)
+{
+    run_result_t r = run_mode("shrink", "4");
+    expect_nobody(&r, 4);
+    expect(&r, "[0] rank 0: shrank to 3 ranks");
+    expect_grown(&r, "0", 0, "0,1,3,100");
+    expect_grown(&r, "1", 1, "0,1,3,100");
+    expect_grown(&r, "3", 2, "0,1,3,100");
+    expect_grown(&r, "joiner", 3, "0,1,3,100");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}

@@ -4,6 +4,8 @@
 #   1. kill -9 of rank 2 in epoch 2: the job finishes with the others, rank 0
 #      says which rank was lost and when, and the final test accuracy is
 #      within 2 points of an un-killed run with the same global batch;
+#   1b. kill -9 of ranks 1 and 3 at once in epoch 2: the other two go on
+#      together and finish within 2 points of the un-killed run;
 #   2. kill -9 of rank 1 while checkpoints are written at every step: the
 #      survivors go on and checkpoint as 3 ranks; SIGTERM then stops them
 #      (a checkpoint of the step they agree on), and that checkpoint
@@ -86,6 +88,25 @@ b=$(final_acc "$T/kill.out")
 echo "final test accuracy: un-killed $a%, rank 2 lost in epoch 2: $b%"
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
     fail "accuracy $b% is not within 2 points of $a%"
+
+# 1b. Two ranks lost at once (1 and 3, in epoch 2): the two others agree on
+#     who is left, finish on 2 ranks, and stay within 2 points.
+GW_TEST_MARK=kill2 $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill2.out" 2>&1 &
+job=$!
+wait_for "$T/kill2.out" "epoch   1" || { cat "$T/kill2.out"; fail "no epoch 1 (two killed)"; }
+pid1=$(rank_pid 1 kill2) && pid3=$(rank_pid 3 kill2) || fail "ranks 1 and 3 not found"
+kill -9 "$pid1" "$pid3"
+wait $job
+rc=$?
+cat "$T/kill2.out"
+[ $rc -eq 0 ] || fail "the elastic run losing two ranks exited $rc"
+grep -q "lost rank(s) 1,3 in step .* 2 rank(s) go on" "$T/kill2.out" ||
+    fail "the trainer did not report ranks 1 and 3 lost together"
+c=$(final_acc "$T/kill2.out")
+[ -n "$c" ] || fail "no final accuracy after losing two ranks"
+echo "final test accuracy: un-killed $a%, ranks 1 and 3 lost in epoch 2: $c%"
+awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
+    fail "accuracy $c% is not within 2 points of $a%"
 
 # 3. Rank 2 dies in epoch 1; a replacement joins the shrunk job.
 # Rank 2 sleeps 100 us a sample (GW_TRAIN_TEST_SLOW), so that epoch 1 lasts

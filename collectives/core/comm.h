@@ -207,6 +207,16 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
 gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r);
 void gw__comm_recipe_free(gw_comm_t *comm);
 
+/* comm_shrink.c, for the shrink and the grow (comm_grow.c): how long rank
+ * 0's referee waits for every rank to ask (comm's timeout bounded to
+ * [1 s, 30 s]), and the new communicator they agreed on, rank `rank` of
+ * `size` rooted at `root` (NULL for one rank), built with comm's settings;
+ * on success rank 0's listener for joiners moves on to it, on failure one
+ * ERROR line: `failure`, the status and the rank blamed. */
+int gw__comm_agree_window_ms(const gw_comm_t *comm);
+gw_status_t gw__comm_rebuild(gw_comm_t *comm, int rank, int size, const char *root,
+                             const char *failure, gw_comm_t **out);
+
 /* ---- the cost model's figures (comm_tuning.c) ---------------------------- */
 
 /* GW_TUNING_FILE's figures into *file, NaN (chunk_bytes 0) for every key it

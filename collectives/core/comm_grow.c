@@ -17,42 +17,14 @@
  * numbers from 1): members keep their ranks, the joiners come after them
  * in the order they arrived.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collectives/core/comm.h"
 
-#define WINDOW_MIN_MS 1000
-#define WINDOW_MAX_MS 30000
 /* A joiner's wait when its caller gives none: an epoch of a real job. */
 #define JOIN_WAIT_DEFAULT_MS 600000
-
-static gw_status_t build_grown(gw_comm_t *comm, const gw_bs_members_t *m, const char *root,
-                               gw_comm_t **out)
-{
-    gw_config_t cfg;
-    gw_config_init(&cfg);
-    cfg.rank = m->new_rank;
-    cfg.size = (int)m->new_size;
-    cfg.root = root;
-    cfg.job_token = comm->recipe.token;
-    cfg.timeout_ms = comm->timeout_ms;
-    cfg.transport = comm->recipe.transport;
-    cfg.socket_ifname = comm->recipe.ifname;
-    cfg.nsocks = comm->recipe.nsocks;
-    cfg.algo = comm->algo;
-    int culprit = -1;
-    gw_status_t st = gw_comm_init_culprit(&cfg, out, &culprit);
-    if (st != GW_OK) {
-        GW_ERROR(&comm->log, "api",
-                 "gw_comm_grow: the job grew to %u ranks, but the grown communicator did not "
-                 "form (%s): its rank %d is to blame",
-                 m->new_size, gw_status_str(st), culprit);
-        return st;
-    }
-    gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
-    return GW_OK;
-}
 
 gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out)
 {
@@ -75,8 +47,7 @@ gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out)
                  "start), so it cannot admit anyone");
         return GW_ERR_UNSUPPORTED;
     }
-    int w = comm->timeout_ms;
-    w = w < WINDOW_MIN_MS ? WINDOW_MIN_MS : w > WINDOW_MAX_MS ? WINDOW_MAX_MS : w;
+    int w = gw__comm_agree_window_ms(comm);
     char root[300] = "";
     gw_bs_members_t m;
     gw__comm_drive_begin(comm);
@@ -95,7 +66,11 @@ gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out)
         return GW_OK; /* nobody waits to join: comm goes on */
     GW_WARN(&comm->log, "api", "gw_comm_grow: the job grows from %d to %u ranks (root %s)",
             comm->size, m.new_size, root);
-    return build_grown(comm, &m, root, out);
+    char failure[160];
+    snprintf(failure, sizeof(failure),
+             "gw_comm_grow: the job grew to %u ranks, but the grown communicator did not form",
+             m.new_size);
+    return gw__comm_rebuild(comm, m.new_rank, (int)m.new_size, root, failure, out);
 }
 
 gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)

@@ -32,6 +32,7 @@
  * GW_ERR_TIMEOUT after the window. Sub-communicators are not shrunk
  * (shrink their root and split again).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,16 +69,14 @@ void gw__comm_recipe_free(gw_comm_t *comm)
     memset(&comm->recipe, 0, sizeof(comm->recipe));
 }
 
-static int window_ms(const gw_comm_t *comm)
+int gw__comm_agree_window_ms(const gw_comm_t *comm)
 {
     int w = comm->timeout_ms;
     return w < WINDOW_MIN_MS ? WINDOW_MIN_MS : w > WINDOW_MAX_MS ? WINDOW_MAX_MS : w;
 }
 
-/* The shrunk communicator: rank `rank` of `size`, rooted at `root`, with
- * the old one's settings. */
-static gw_status_t join_shrunk(gw_comm_t *comm, int rank, int size, const char *root,
-                               gw_comm_t **out)
+gw_status_t gw__comm_rebuild(gw_comm_t *comm, int rank, int size, const char *root,
+                             const char *failure, gw_comm_t **out)
 {
     gw_config_t cfg;
     gw_config_init(&cfg);
@@ -93,13 +92,23 @@ static gw_status_t join_shrunk(gw_comm_t *comm, int rank, int size, const char *
     int culprit = -1;
     gw_status_t st = gw_comm_init_culprit(&cfg, out, &culprit);
     if (st != GW_OK)
-        GW_ERROR(&comm->log, "api",
-                 "gw_comm_shrink: the survivors agreed on %d ranks, but the shrunk communicator "
-                 "did not form (%s): its rank %d is to blame",
-                 size, gw_status_str(st), culprit);
+        GW_ERROR(&comm->log, "api", "%s (%s): its rank %d is to blame", failure, gw_status_str(st),
+                 culprit);
     else /* rank 0: the job's root address goes on with it, for joiners */
         gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
     return st;
+}
+
+/* The shrunk communicator: rank `rank` of `size`, rooted at `root`. */
+static gw_status_t join_shrunk(gw_comm_t *comm, int rank, int size, const char *root,
+                               gw_comm_t **out)
+{
+    char failure[160];
+    snprintf(failure, sizeof(failure),
+             "gw_comm_shrink: the survivors agreed on %d ranks, but the shrunk communicator "
+             "did not form",
+             size);
+    return gw__comm_rebuild(comm, rank, size, root, failure, out);
 }
 
 gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
@@ -129,7 +138,7 @@ gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
         gw_comm_abort(comm);
     char root[300];
     gw_bs_members_t m;
-    int window = window_ms(comm);
+    int window = gw__comm_agree_window_ms(comm);
     gw__comm_drive_begin(comm);
     gw_status_t st = gw__bootstrap_shrink(comm->bootstrap, window, root, sizeof(root), &m);
     gw__comm_drive_end(comm);

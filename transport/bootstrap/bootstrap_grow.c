@@ -30,8 +30,6 @@
  * one's (gw__bootstrap_move_late), so that the job's root address stays
  * the one to join through for as long as the job runs.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +37,6 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "transport/bootstrap/bootstrap_internal.h"
-
-/* What a member allows beyond the window for the referee's answer. */
-#define ANSWER_MARGIN_MS 2000
 
 struct gw_bs_grow {
     const gw_logger_t *log;
@@ -133,36 +128,21 @@ gw_status_t gw__bootstrap_grow(gw_bootstrap_t *bs, int window_ms, char *root, si
     if (!bs || !bs->watching)
         return GW_ERR_UNSUPPORTED;
     char host[256];
-    int old_port;
-    if (gw__parse_hostport(bs->root, host, sizeof(host), &old_port) != GW_OK)
-        return GW_ERR_CONFIG;
-    gw_bs_shrink_req_t req = {.port = 0, .window_ms = (uint32_t)window_ms};
-    gw_status_t st;
-    if (bs->rank == 0 && (st = gw__bs_reserve_port(bs, host, &req.port)) != GW_OK)
+    gw_bs_shrink_req_t req;
+    int64_t deadline;
+    gw_status_t st = gw__bs_new_root_request(bs, window_ms, host, sizeof(host), &req, &deadline);
+    if (st != GW_OK)
         return st;
-    int64_t deadline = gw__now_ms() + window_ms + ANSWER_MARGIN_MS;
     gw__bs_watch_pump(bs, NULL);
-    bs->have_grown = 0;
-    if (!bs->watch_gone) {
-        uint8_t msg[GW_BS_GROW_LEN];
-        gw__bs_encode_grow(&req, msg);
-        gw__bs_watch_send(bs, msg, sizeof(msg));
-    }
-    while (!bs->have_grown && !bs->watch_gone) {
-        int left = gw__sock_remaining_ms(deadline);
-        if (left <= 0)
-            break;
-        struct pollfd p = {.fd = bs->root_fd, .events = POLLIN};
-        if (poll(&p, 1, left) < 0 && errno != EINTR)
-            break;
-        gw__bs_watch_pump(bs, NULL);
-    }
-    if (!bs->have_grown)
-        return bs->watch_gone ? GW_ERR_REMOTE : GW_ERR_TIMEOUT;
+    bs->have_grown = 0; /* an answer to an earlier grow is no answer to this one */
+    uint8_t msg[GW_BS_GROW_LEN];
+    gw__bs_encode_grow(&req, msg);
+    if ((st = gw__bs_watch_ask(bs, msg, sizeof(msg), &bs->have_grown, deadline)) != GW_OK)
+        return st;
     bs->have_grown = 0;
     *out = bs->grown;
     if (out->status == GW_OK && out->port != 0)
-        snprintf(root, root_cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, out->port);
+        gw__bs_new_root(host, out->port, root, root_cap);
     return GW_OK;
 }
 

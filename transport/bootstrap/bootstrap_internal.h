@@ -132,6 +132,12 @@ gw_bs_late_t *gw__bs_referee_swap_late(gw_bs_referee_t *ref, gw_bs_late_t *in);
  * small message to it (-1 when the connection broke: watch_gone is set). */
 void gw__bs_watch_pump(gw_bootstrap_t *bs, const gw_bs_report_t *state);
 int gw__bs_watch_send(gw_bootstrap_t *bs, const uint8_t *msg, size_t len);
+/* bootstrap_watch.c: send msg to rank 0's referee and pump the connection
+ * until *answered is set (by the answer's handler) or deadline passes:
+ * GW_ERR_REMOTE when the connection to rank 0 is gone, GW_ERR_TIMEOUT at
+ * the deadline. What a shrink and a grow do once their request is made. */
+gw_status_t gw__bs_watch_ask(gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
+                             const int *answered, int64_t deadline);
 
 /* bootstrap_shrink.c, the referee's side: one shrink case over size ranks
  * (NULL: no memory). request records rank r's SHRINK at `now` (the first
@@ -152,6 +158,16 @@ int gw__bs_shrink_answer(const gw_bs_shrink_t *sh, int r, gw_bs_members_t *m);
 void gw__bs_shrink_left_out(gw_bs_members_t *m);
 /* bootstrap_shrink.c: a free TCP port on host, bound once and released. */
 gw_status_t gw__bs_reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *port);
+/* bootstrap_shrink.c, for a member's shrink or grow: the root's host
+ * (parsed from the bootstrap's root address, into host), the request (the
+ * window; on rank 0 the port reserved there for the new root) and the
+ * deadline for the referee's answer (the window plus a margin).
+ * GW_ERR_CONFIG for a root address that does not parse; the reservation's
+ * error on rank 0. */
+gw_status_t gw__bs_new_root_request(gw_bootstrap_t *bs, int window_ms, char *host, size_t host_cap,
+                                    gw_bs_shrink_req_t *req, int64_t *deadline);
+/* "host:port", or "[host]:port" for an IPv6 host, into root. */
+void gw__bs_new_root(const char *host, uint32_t port, char *root, size_t root_cap);
 
 /* bootstrap_grow.c, the referee's side: one grow at a time over size
  * ranks (NULL: no memory). request records rank r's GROW (the first opens

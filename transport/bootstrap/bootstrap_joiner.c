@@ -148,6 +148,6 @@ gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const ch
     st = join_on(&bs, fd, token ? token : "", deadline, out);
     close(fd);
     if (st == GW_OK)
-        snprintf(new_root, cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, out->port);
+        gw__bs_new_root(host, out->port, new_root, cap);
     return st;
 }

@@ -36,7 +36,6 @@
  */
 #include <errno.h>
 #include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,39 +206,43 @@ gw_status_t gw__bs_reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *
     return st;
 }
 
+gw_status_t gw__bs_new_root_request(gw_bootstrap_t *bs, int window_ms, char *host, size_t host_cap,
+                                    gw_bs_shrink_req_t *req, int64_t *deadline)
+{
+    int old_port;
+    if (gw__parse_hostport(bs->root, host, host_cap, &old_port) != GW_OK)
+        return GW_ERR_CONFIG;
+    *req = (gw_bs_shrink_req_t){.port = 0, .window_ms = (uint32_t)window_ms};
+    gw_status_t st;
+    if (bs->rank == 0 && (st = gw__bs_reserve_port(bs, host, &req->port)) != GW_OK)
+        return st;
+    *deadline = gw__now_ms() + window_ms + ANSWER_MARGIN_MS;
+    return GW_OK;
+}
+
+void gw__bs_new_root(const char *host, uint32_t port, char *root, size_t root_cap)
+{
+    snprintf(root, root_cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+}
+
 gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, size_t root_cap,
                                  gw_bs_members_t *out)
 {
     if (!bs || !bs->watching)
         return GW_ERR_UNSUPPORTED;
     char host[256];
-    int old_port;
-    if (gw__parse_hostport(bs->root, host, sizeof(host), &old_port) != GW_OK)
-        return GW_ERR_CONFIG;
-    gw_bs_shrink_req_t req = {.port = 0, .window_ms = (uint32_t)window_ms};
-    gw_status_t st;
-    if (bs->rank == 0 && (st = gw__bs_reserve_port(bs, host, &req.port)) != GW_OK)
+    gw_bs_shrink_req_t req;
+    int64_t deadline;
+    gw_status_t st = gw__bs_new_root_request(bs, window_ms, host, sizeof(host), &req, &deadline);
+    if (st != GW_OK)
         return st;
-    int64_t deadline = gw__now_ms() + window_ms + ANSWER_MARGIN_MS;
     gw__bs_watch_pump(bs, NULL);
-    if (!bs->watch_gone) {
-        uint8_t msg[GW_BS_SHRINK_LEN];
-        gw__bs_encode_shrink(&req, msg);
-        gw__bs_watch_send(bs, msg, sizeof(msg));
-    }
-    while (!bs->have_members && !bs->watch_gone) {
-        int left = gw__sock_remaining_ms(deadline);
-        if (left <= 0)
-            break;
-        struct pollfd p = {.fd = bs->root_fd, .events = POLLIN};
-        if (poll(&p, 1, left) < 0 && errno != EINTR)
-            break;
-        gw__bs_watch_pump(bs, NULL);
-    }
-    if (!bs->have_members)
-        return bs->watch_gone ? GW_ERR_REMOTE : GW_ERR_TIMEOUT;
+    uint8_t msg[GW_BS_SHRINK_LEN];
+    gw__bs_encode_shrink(&req, msg);
+    if ((st = gw__bs_watch_ask(bs, msg, sizeof(msg), &bs->have_members, deadline)) != GW_OK)
+        return st;
     *out = bs->members;
     if (out->status == GW_OK)
-        snprintf(root, root_cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, out->port);
+        gw__bs_new_root(host, out->port, root, root_cap);
     return GW_OK;
 }

@@ -86,6 +86,25 @@ int gw__bs_watch_send(gw_bootstrap_t *bs, const uint8_t *msg, size_t len)
     return 0;
 }
 
+gw_status_t gw__bs_watch_ask(gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
+                             const int *answered, int64_t deadline)
+{
+    if (!bs->watch_gone)
+        gw__bs_watch_send(bs, msg, len);
+    while (!*answered && !bs->watch_gone) {
+        int left = gw__sock_remaining_ms(deadline);
+        if (left <= 0)
+            break;
+        struct pollfd p = {.fd = bs->root_fd, .events = POLLIN};
+        if (poll(&p, 1, left) < 0 && errno != EINTR)
+            break;
+        gw__bs_watch_pump(bs, NULL);
+    }
+    if (!*answered)
+        return bs->watch_gone ? GW_ERR_REMOTE : GW_ERR_TIMEOUT;
+    return GW_OK;
+}
+
 static void on_message(gw_bootstrap_t *bs, const gw_bs_hdr_t *hdr, const gw_bs_report_t *state)
 {
     const char *why = NULL;

@@ -17,7 +17,8 @@
  * NaN picked explicitly (GW__DEFINE_MINMAX); float sum and product as one
  * IEEE operation whose NaNs are made x86's (cuda_device.cuh); halves
  * widened, one float operation (a NaN in a gives a, the CPU's keep_nan_a),
- * rounded back to nearest even. GW_AVG reduces as GW_SUM; the division is
+ * rounded back to nearest even (min and max pick on 16-bit keys, the same
+ * bits without the conversions). GW_AVG reduces as GW_SUM; the division is
  * gw__cuda_reduce_finish_avg, at the end.
  */
 #include "collectives/cuda/cuda_device.cuh"
@@ -31,6 +32,11 @@ namespace
 __device__ __forceinline__ int32_t key32(uint32_t u)
 {
     return (int32_t)(u ^ ((uint32_t)((int32_t)u >> 31) >> 1));
+}
+
+__device__ __forceinline__ int16_t key16(uint16_t u)
+{
+    return (int16_t)(u ^ ((uint16_t)((int16_t)u >> 15) >> 1));
 }
 
 __device__ __forceinline__ int64_t key64(uint64_t u)
@@ -115,14 +121,23 @@ template <bool BF16> struct HalfOps {
         float fx = widen(x), fy = widen(y);
         return round(gwd_nan_like_x86(fx, fy, __fmul_rn(fx, fy)));
     }
-    __device__ static uint16_t min(uint16_t x, uint16_t y)
+    /* min and max pick one operand, so they need no float at all: the
+     * keys of the halves order them as the keys of their widened floats
+     * do, a widened and rounded non-NaN is itself, and a NaN comes back
+     * from the round trip with its quiet bit set. Widening and rounding
+     * made float16 max 0.76 of the copy rate on an H200; this is the
+     * CPU's pick on 16-bit keys, the same bits. */
+    __device__ static uint16_t pick16(uint16_t x, uint16_t y, bool want_min)
     {
-        return round(pick32(widen(x), widen(y), true));
+        const uint16_t inf = BF16 ? 0x7f80u : 0x7c00u, quiet = BF16 ? 0x0040u : 0x0200u;
+        int16_t kx = key16(x), ky = key16(y);
+        uint16_t r = (want_min ? kx <= ky : kx >= ky) ? x : y;
+        r = (y & 0x7fffu) > inf ? (uint16_t)(y | quiet) : r;
+        r = (x & 0x7fffu) > inf ? (uint16_t)(x | quiet) : r;
+        return r;
     }
-    __device__ static uint16_t max(uint16_t x, uint16_t y)
-    {
-        return round(pick32(widen(x), widen(y), false));
-    }
+    __device__ static uint16_t min(uint16_t x, uint16_t y) { return pick16(x, y, true); }
+    __device__ static uint16_t max(uint16_t x, uint16_t y) { return pick16(x, y, false); }
 };
 
 template <typename T, typename Ops, int OP> __device__ __forceinline__ T apply(T x, T y)

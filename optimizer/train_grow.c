@@ -26,8 +26,9 @@
  * broadcast, no link timing), since the members make none at that point.
  *
  * At the end of an --elastic run the ranks compare a hash of their
- * weights (one allreduce): data parallelism keeps the replicas bitwise
- * identical, so a difference means that a shrink's roll-back or a grow's
+ * weights and of their shuffle generator (one allreduce): data parallelism
+ * keeps the replicas bitwise identical and every rank draws the same
+ * permutation, so a difference means that a shrink's roll-back or a grow's
  * state transfer went wrong, and the run fails saying so rather than
  * report an accuracy that no single model has.
  */
@@ -130,32 +131,50 @@ gw_status_t gw_train_grow_joined(gw_train_sync_t *s)
     return GW_OK;
 }
 
+/* FNV-1a over len bytes. */
+static uint64_t fnv1a(const void *data, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 gw_status_t gw_train_elastic_check_replicas(gw_train_sync_t *s)
 {
     if (!s->o->elastic || s->world < 2)
         return GW_OK;
-    /* FNV-1a over the weights' bytes. */
-    uint64_t h = 0xcbf29ce484222325ull;
-    const unsigned char *p = (const unsigned char *)s->model.params;
-    for (size_t i = 0; i < s->model.nparams * sizeof(float); i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    /* The smallest and the largest hash over the ranks, as signed halves
-     * so that one MIN does both. */
-    int64_t v[4] = {(int64_t)(h >> 32), (int64_t)(h & 0xffffffffu), -(int64_t)(h >> 32),
-                    -(int64_t)(h & 0xffffffffu)};
-    gw_status_t st = gw_allreduce(s->comm, v, v, 4, GW_INT64, GW_MIN);
+    /* The weights, and the shuffle generator: every rank draws the same
+     * permutation (and keeps its shard of it), so a joiner that did not
+     * get rank 0's generator would train on other samples while its
+     * weights, averaged with everyone's, still agree. */
+    uint64_t h[2] = {fnv1a(s->model.params, s->model.nparams * sizeof(float)),
+                     fnv1a(s->rng.s, sizeof(s->rng.s))};
+    /* The smallest and the largest of each hash over the ranks, as signed
+     * halves so that one MIN does both. */
+    int64_t v[8];
+    for (int i = 0; i < 2; i++) {
+        v[4 * i] = (int64_t)(h[i] >> 32);
+        v[4 * i + 1] = (int64_t)(h[i] & 0xffffffffu);
+        v[4 * i + 2] = -v[4 * i];
+        v[4 * i + 3] = -v[4 * i + 1];
+    }
+    gw_status_t st = gw_allreduce(s->comm, v, v, 8, GW_INT64, GW_MIN);
     if (st != GW_OK)
         return st;
-    if (v[0] != -v[2] || v[1] != -v[3]) {
-        fprintf(stderr,
-                "gradwire-train: --elastic: rank %d: the %d replicas hold different weights at "
-                "the end (a state transfer or roll-back went wrong)\n",
-                s->rank, s->world);
-        return GW_ERR_MISMATCH;
-    }
+    const char *what[2] = {"weights", "shuffle generator states"};
+    for (int i = 0; i < 2; i++)
+        if (v[4 * i] != -v[4 * i + 2] || v[4 * i + 1] != -v[4 * i + 3]) {
+            fprintf(stderr,
+                    "gradwire-train: --elastic: rank %d: the %d replicas hold different %s at "
+                    "the end (a state transfer or roll-back went wrong)\n",
+                    s->rank, s->world, what[i]);
+            return GW_ERR_MISMATCH;
+        }
     if (s->rank == 0 && !s->o->quiet)
         printf("gradwire-train: --elastic: the %d replicas hold the same weights (hash "
-               "%016llx)\n",
-               s->world, (unsigned long long)h);
+               "%016llx) and shuffle state\n",
+               s->world, (unsigned long long)h[0]);
     return GW_OK;
 }

@@ -62,10 +62,7 @@ static double now_us(void)
 /* ---- data ------------------------------------------------------------- */
 
 /* Rank r's input element i: an integer in [-50, 50]. */
-static int val(int r, size_t i)
-{
-    return (int)((i * 7u + (size_t)r * 13u) % 101u) - 50;
-}
+static int val(int r, size_t i) { return (int)((i * 7u + (size_t)r * 13u) % 101u) - 50; }
 
 static uint16_t bf16(float f)
 {
@@ -191,8 +188,8 @@ static void expect(ctx_t *c, const char *what, const buf_t *b, size_t off, const
         while (i < len && got[off + i] == ((const char *)want)[i])
             i++;
         c->failures++;
-        fprintf(stderr, "rank %d: FAIL %s: element %zu of %zu differs\n", c->rank, what,
-                i / esize, len / esize);
+        fprintf(stderr, "rank %d: FAIL %s: element %zu of %zu differs\n", c->rank, what, i / esize,
+                len / esize);
     }
     free(got);
 }
@@ -466,8 +463,8 @@ static void caller_stream(ctx_t *c, size_t n)
         int queued = cudaStreamQuery(st) == cudaErrorNotReady;
         if (ok(c, gw_allreduce(c->comm, din.p, dout.p, n, GW_FLOAT32, GW_SUM),
                "allreduce on the caller's stream"))
-            expect(c, "allreduce after copies queued on the caller's stream", &dout, 0, want,
-                   n * 4, 4);
+            expect(c, "allreduce after copies queued on the caller's stream", &dout, 0, want, n * 4,
+                   4);
         if (!queued)
             fprintf(stderr, "rank %d: note: the stream's copies had finished before the call\n",
                     c->rank);
@@ -512,9 +509,8 @@ static int check_all(ctx_t *c)
     if (gw_allreduce(c->comm, &f, &total, 1, GW_INT32, GW_SUM) != GW_OK)
         total = -1;
     if (c->rank == 0)
-        printf("%s: %d checks per rank on %d ranks (%s), %d failed\n",
-               total == 0 ? "PASS" : "FAIL", c->checks, c->size, gw_comm_transport(c->comm),
-               total);
+        printf("%s: %d checks per rank on %d ranks (%s), %d failed\n", total == 0 ? "PASS" : "FAIL",
+               c->checks, c->size, gw_comm_transport(c->comm), total);
     return total == 0 ? 0 : 1;
 }
 
@@ -614,7 +610,8 @@ static int bench(ctx_t *c)
     for (size_t len = 1u << 20; len <= (256u << 20); len *= 4) {
         size_t n = len / 4;
         void *in = fill(GW_FLOAT32, n, c->rank, 0);
-        buf_t hs = mk(0, len, in), hr = mk(0, len, NULL), ds = mk(1, len, in), dr = mk(1, len, NULL);
+        buf_t hs = mk(0, len, in), hr = mk(0, len, NULL), ds = mk(1, len, in),
+              dr = mk(1, len, NULL);
         double th = time_allreduce(c, hs.p, hr.p, n), td = time_allreduce(c, ds.p, dr.p, n);
         if (th < 0 || td < 0) {
             fprintf(stderr, "rank %d: an allreduce failed\n", c->rank);
@@ -639,8 +636,8 @@ int main(int argc, char **argv)
     int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0;
     int probe = argc > 1 && strcmp(argv[1], "--probe") == 0;
     if (argc > 2 || (argc == 2 && !do_bench && !probe)) {
-        fprintf(stderr, "usage: gradwire launch -n N -- %s [--bench]\n       %s --probe\n",
-                argv[0], argv[0]);
+        fprintf(stderr, "usage: gradwire launch -n N -- %s [--bench]\n       %s --probe\n", argv[0],
+                argv[0]);
         return 2;
     }
     int ndev = 0;

@@ -120,7 +120,8 @@ typedef enum hand_mode {
     HAND_DIE,      /* connect to the next rank, send our block, exit */
     HAND_HANG,     /* the same, then stop answering (sleep until killed) */
     HAND_STRANGER, /* first knock on the next rank's listener as strangers
-                    * would (a wrong token, garbage), then take part honestly */
+                    * would (silent, a wrong token, garbage), then take part
+                    * honestly */
 } hand_mode_t;
 
 /* Exit codes of a hand-made rank that could not do its part: the test
@@ -242,7 +243,7 @@ static void send_block(int fd, const uint8_t *b, size_t len)
 /* The body of a hand-made rank: it joins through the library, then speaks
  * the all-gather's protocol itself. result.gather_ok: every block right
  * (HAND_STRANGER); result.local_st: how many stranger connections the next
- * rank closed on us. Never returns. */
+ * rank closed on us (of 3). Never returns. */
 static void run_hand(const job_t *j, int slot, int rank, int size, size_t len, hand_mode_t mode)
 {
     result_t *res = &j->res[slot];
@@ -288,7 +289,11 @@ static void run_hand(const job_t *j, int slot, int rank, int size, size_t len, h
     size_t kl = sizeof(bs->ring_key);
     int next_rank = (rank + 1) % size, prev = (rank + size - 1) % size;
 
+    int silent = -1;
     if (mode == HAND_STRANGER) {
+        /* A port scanner: connects and says nothing, holding a slot. */
+        silent = socket(AF_INET, SOCK_STREAM, 0);
+        must(silent >= 0 && connect(silent, (struct sockaddr *)&next, nl) == 0, X_IO);
         /* A process with another token: it cannot check the listener's
          * proof, and its own is refused. */
         static const char wrong[] = "not the token";
@@ -339,6 +344,8 @@ static void run_hand(const job_t *j, int slot, int rank, int size, size_t len, h
             ok = all[(size_t)r * len + i] == pattern(r, i, len);
     res->gather_ok[0] = ok;
     (void)next_rank;
+    if (silent >= 0)
+        res->local_st += closed_on_us(silent); /* dropped once we were in */
     close(in);
     close(out);
     gw__bootstrap_close(bs);
@@ -442,11 +449,12 @@ Test(bootstrap_ring, strangers_on_a_ring_listener_are_dropped_and_the_job_goes_o
         if (r != hand)
             assert_completed(&j, slots[r], 1);
     cr_assert(j.res[slots[hand]].gather_ok[0], "the hand-made rank got wrong blocks");
-    cr_assert_eq(j.res[slots[hand]].local_st, 2, "the next rank kept %d stranger(s)",
-                 2 - j.res[slots[hand]].local_st);
+    cr_assert_eq(j.res[slots[hand]].local_st, 3, "the next rank kept %d stranger(s)",
+                 3 - j.res[slots[hand]].local_st);
     /* The rank whose listener they knocked on says so. */
     assert_log(&j, slots[hand + 1], "its proof does not match the job token");
     assert_log(&j, slots[hand + 1], "malformed hello");
+    assert_log(&j, slots[hand + 1], "the neighbour is in already");
     job_fini(&j);
 }
 

@@ -134,6 +134,12 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
     if (gw__env_int(lg, "GW_CHUNK_BYTES", 4096, 1L << 30, 0, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->chunk_bytes = (size_t)v;
+    /* Only rank 0's value decides (it tells the others which way the
+     * bootstrap all-gather goes), but every rank refuses a malformed one. */
+    if (gw__env_int(lg, "GW_BOOTSTRAP_RING_MIN", 2, INT32_MAX, GW_BOOTSTRAP_RING_MIN_DEFAULT, &v) !=
+        GW_OK)
+        return GW_ERR_CONFIG;
+    r->ring_min = (int)v;
     if (gw__select_mode_parse(r->transport, &r->mode) != GW_OK) {
         GW_ERROR(lg, "init", "GW_TRANSPORT=\"%s\" is not available in this build (available: %s)",
                  r->transport, gw__select_mode_list());
@@ -293,6 +299,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         .timeout_ms = r.timeout_ms,
         .log = &comm->log,
         .culprit = culprit,
+        .ring_min = r.ring_min,
     };
     st = gw__bootstrap_open(&bp, &comm->bootstrap);
     if (st != GW_OK)

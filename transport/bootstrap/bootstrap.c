@@ -120,6 +120,7 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->culprit = -1;
     bs->root_fd = -1;
     bs->late_lfd = -1;
+    bs->ring_min = params->ring_min > 0 ? params->ring_min : GW_BOOTSTRAP_RING_MIN_DEFAULT;
     if (params->root)
         memcpy(bs->root, params->root, strlen(params->root) + 1);
     if (params->rank == 0 && params->size > 1 &&
@@ -155,6 +156,13 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     gw__hmac_sha256_update(&h, label, sizeof(label) - 1);
     gw__hmac_sha256_update(&h, bs->job_id, sizeof(bs->job_id));
     gw__hmac_sha256_final(&h, bs->data_key);
+    /* The ring all-gather's connections prove the token with a key of their
+     * own, bound to the job the same way (bootstrap_ring.c). */
+    static const char ring_label[] = "gradwire bootstrap ring";
+    gw__hmac_sha256_init(&h, key, key_len);
+    gw__hmac_sha256_update(&h, ring_label, sizeof(ring_label) - 1);
+    gw__hmac_sha256_update(&h, bs->job_id, sizeof(bs->job_id));
+    gw__hmac_sha256_final(&h, bs->ring_key);
     *out = bs;
     return GW_OK;
 }
@@ -213,5 +221,6 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
     }
     explicit_bzero(bs->job_id, sizeof(bs->job_id));
     explicit_bzero(bs->data_key, sizeof(bs->data_key));
+    explicit_bzero(bs->ring_key, sizeof(bs->ring_key));
     free(bs);
 }

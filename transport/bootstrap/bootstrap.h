@@ -35,7 +35,13 @@ typedef struct gw_bootstrap_params {
     int timeout_ms;    /* overall budget for open() and each later call */
     const gw_logger_t *log;
     int *culprit; /* optional: where open() writes the rank its failure blames (-1 none) */
+    /* All-gathers go round a ring of rank-to-rank connections instead of
+     * through rank 0 from this many ranks on (GW_BOOTSTRAP_RING_MIN); rank
+     * 0's value decides for every rank. 0: GW_BOOTSTRAP_RING_MIN_DEFAULT. */
+    int ring_min;
 } gw_bootstrap_params_t;
+
+#define GW_BOOTSTRAP_RING_MIN_DEFAULT 64
 
 /* Join the job. Rank 0 binds the root address and waits for size - 1
  * authenticated ranks; others connect to it. Errors: GW_ERR_TIMEOUT (message
@@ -68,7 +74,11 @@ gw_status_t gw__bootstrap_local_addr(const gw_bootstrap_t *bs, struct sockaddr_s
 /* all[r * len ... ] = rank r's `mine` (len bytes, same len on every rank).
  * When it fails, rank 0 tells every rank whom to blame
  * (gw__bootstrap_culprit); a rank waits for that word up to its timeout
- * plus a second. */
+ * plus a second. From rank 0's ring_min ranks on, rank 0 collects the
+ * blocks and hands out ring neighbours, and the result goes round a ring
+ * of authenticated rank-to-rank connections (bootstrap_ring_gather.c);
+ * rank 0 then sends O(size x len) bytes instead of size^2 x len, and each
+ * rank's part of the ring gets its own timeout. */
 gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, void *all);
 
 /* The rank the bootstrap's failure blames (an all-gather's or the

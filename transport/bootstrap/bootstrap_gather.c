@@ -11,9 +11,17 @@
  * result that will not come; a rank that fails locally tells rank 0 the
  * same way. The first failure is sticky: a bootstrap that failed an
  * all-gather fails every later one at once.
+ *
+ * That answer costs rank 0 size^2 x len bytes. From GW_BOOTSTRAP_RING_MIN
+ * ranks on (rank 0's setting, so that every rank takes the path rank 0
+ * chose), rank 0 answers the blocks with RING_OPEN instead, gathers the
+ * ports of the ranks' ring listeners the same way, hands each rank its
+ * neighbour's address (RING_PEER), and the blocks go round a ring
+ * (bootstrap_ring_gather.c says how, and how its failures are decided).
  */
 #include <errno.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +39,8 @@ typedef enum gather_stage {
     G_START, /* a client reading rank 0's GATHER_START */
     G_HAVE,
     G_SEND,
-    G_SENT
+    G_SENT,
+    G_RING /* a client reading rank 0's RING_OPEN */
 } gather_stage_t;
 
 typedef struct gather_peer {
@@ -191,6 +200,7 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
             int io = gw__sock_io_step(bs->fds[r], &peers[r].io, 1);
             if (io == GW_SOCK_IO_DONE) {
                 peers[r].stage = G_SENT;
+                bs->sent_bytes += peers[r].io.total;
             } else if (io != GW_SOCK_IO_AGAIN) {
                 snprintf(text, sizeof(text), "rank %d (%s) failed while receiving the result: %m",
                          r, bs->peer_addr[r]);
@@ -205,7 +215,7 @@ static gw_status_t gather_wait(gw_bootstrap_t *bs, gather_peer_t *peers, struct 
  * word past its own deadline. Sent only on a connection whose send queue
  * is empty, where 16 bytes always go at once: a rank not told keeps its
  * own deadline. */
-static void announce_start(const gw_bootstrap_t *bs, int64_t deadline)
+static void announce_start(gw_bootstrap_t *bs, int64_t deadline)
 {
     uint8_t msg[GW_BS_GATHER_START_LEN];
     gw__bs_encode_gather_start((uint32_t)gw__sock_remaining_ms(deadline), msg);
@@ -213,8 +223,99 @@ static void announce_start(const gw_bootstrap_t *bs, int64_t deadline)
         int queued = 0;
         if (bs->fds[r] < 0 || ioctl(bs->fds[r], SIOCOUTQ, &queued) != 0 || queued != 0)
             continue;
-        (void)send(bs->fds[r], msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (send(bs->fds[r], msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(msg))
+            bs->sent_bytes += sizeof(msg);
     }
+}
+
+/* The address at which rank r's ring listener is reached (rank 0: the one
+ * rank size - 1 reached rank 0 at), with port. */
+static int ring_addr_of(const gw_bootstrap_t *bs, int r, uint32_t port, struct sockaddr_storage *a,
+                        socklen_t *al)
+{
+    *al = sizeof(*a);
+    int rc = r == 0 ? getsockname(bs->fds[bs->size - 1], (struct sockaddr *)a, al)
+                    : getpeername(bs->fds[r], (struct sockaddr *)a, al);
+    if (rc != 0)
+        return -1;
+    if (a->ss_family == AF_INET)
+        ((struct sockaddr_in *)a)->sin_port = htons((uint16_t)port);
+    else if (a->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)a)->sin6_port = htons((uint16_t)port);
+    else
+        return -1;
+    return 0;
+}
+
+/* Rank 0 has every block: open its ring listener, tell every rank to open
+ * one (RING_OPEN), gather their ports (DATA of 4 bytes, as blocks are
+ * gathered), and send each rank its next neighbour's address (RING_PEER);
+ * then start rank 0's own part. Failures as the all-gather's. */
+static gw_status_t ring_setup(gw_bootstrap_t *bs, gather_peer_t *peers, struct pollfd *pfds,
+                              int *who, int64_t start, gather_fail_t *f, size_t len, uint8_t *all,
+                              gw_bs_ring_t **ring, int64_t *ring_deadline)
+{
+    int n = bs->size;
+    char text[GW_BS_REASON_MAX + 1];
+    struct sockaddr_storage a;
+    socklen_t al;
+    uint32_t port0 = 0;
+    if (ring_addr_of(bs, 0, 0, &a, &al) != 0 ||
+        gw__bs_ring_listen(bs, &a, al, ring, &port0) != GW_OK)
+        return gather_set_fail(bs, f, GW_ERR_SYSTEM, GW_ERR_REMOTE, 0,
+                               "rank 0 cannot open its ring listener");
+    int64_t deadline = gw__now_ms() + bs->timeout_ms;
+    uint8_t open_msg[GW_BS_RING_OPEN_LEN];
+    gw__bs_encode_ring_open(open_msg);
+    for (int r = 1; r < n; r++) {
+        peers[r].stage = G_SEND;
+        gw__sock_io_set(&peers[r].io, open_msg, sizeof(open_msg), NULL, 0);
+    }
+    if (gather_wait(bs, peers, pfds, who, G_SEND, start, deadline, f, 0, NULL) != GW_OK)
+        return f->local;
+    uint8_t *ports = calloc((size_t)n, 4);
+    if (!ports)
+        return gather_set_fail(bs, f, GW_ERR_NO_MEMORY, GW_ERR_REMOTE, 0,
+                               "rank 0 is out of memory");
+    for (int r = 1; r < n; r++) {
+        peers[r].stage = G_HDR;
+        gw__sock_io_set(&peers[r].io, peers[r].buf, GW_BS_HDR_LEN, NULL, 0);
+    }
+    gw_status_t st = gather_wait(bs, peers, pfds, who, G_HDR, start, deadline, f, 4, ports);
+    struct sockaddr_storage next0;
+    socklen_t next0_len = 0;
+    for (int r = 0; st == GW_OK && r < n; r++) {
+        int next = (r + 1) % n;
+        const uint8_t *p = ports + (size_t)next * 4;
+        uint32_t port =
+            next == 0 ? port0
+                      : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        if (port == 0 || port > 65535) {
+            snprintf(text, sizeof(text), "rank %d sent a ring port out of range (%lu)", next,
+                     (unsigned long)port);
+            st = gather_set_fail(bs, f, GW_ERR_PROTOCOL, GW_ERR_REMOTE, next, text);
+        } else if (ring_addr_of(bs, next, port, &a, &al) != 0) {
+            snprintf(text, sizeof(text), "rank 0 cannot tell rank %d's address: %m", next);
+            st = gather_set_fail(bs, f, GW_ERR_SYSTEM, GW_ERR_REMOTE, 0, text);
+        } else if (r == 0) {
+            next0 = a;
+            next0_len = al;
+        } else {
+            uint8_t wire[GW_BS_RING_ADDR_LEN];
+            gw__sock_addr_put(wire, (const struct sockaddr *)&a);
+            gw__bs_encode_ring_peer(wire, peers[r].buf);
+            peers[r].stage = G_SEND;
+            gw__sock_io_set(&peers[r].io, peers[r].buf, GW_BS_RING_PEER_LEN, NULL, 0);
+        }
+    }
+    free(ports);
+    if (st == GW_OK)
+        st = gather_wait(bs, peers, pfds, who, G_SEND, start, deadline, f, 0, NULL);
+    if (st != GW_OK)
+        return st;
+    *ring_deadline = gw__now_ms() + bs->timeout_ms;
+    gw__bs_ring_start(*ring, &next0, next0_len, len, all, *ring_deadline);
+    return GW_OK;
 }
 
 static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
@@ -237,6 +338,20 @@ static gw_status_t root_allgather(gw_bootstrap_t *bs, const void *mine, size_t l
     }
     if (gather_wait(bs, peers, pfds, who, G_HDR, start, deadline, &f, len, all) != GW_OK)
         goto err_abort;
+    if (bs->size >= bs->ring_min) {
+        gw_bs_ring_t *ring = NULL;
+        int64_t ring_deadline = 0;
+        if (ring_setup(bs, peers, pfds, who, start, &f, len, all, &ring, &ring_deadline) != GW_OK) {
+            gw__bs_ring_close(ring);
+            goto err_abort; /* before the ring: the star's way out */
+        }
+        gw_status_t st = gw__bs_ring_root_run(bs, ring, ring_deadline);
+        gw__bs_ring_close(ring);
+        free(who);
+        free(pfds);
+        free(peers);
+        return st;
+    }
 
     uint8_t prefix[GW_BS_DATA_PREFIX_LEN];
     gw__bs_encode_data_prefix((uint32_t)((size_t)bs->size * len), prefix);
@@ -268,7 +383,7 @@ err_abort:
 #define VERDICT_MARGIN_MS 1000
 
 static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all,
-                                    int64_t deadline)
+                                    int64_t deadline, int *ring)
 {
     deadline += VERDICT_MARGIN_MS;
     int fd = bs->root_fd;
@@ -332,6 +447,9 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                     verdict = h.type == GW_BS_VERDICT;
                     rstage = G_REJECT;
                     gw__sock_io_set(&rx, in, GW_BS_HDR_LEN + h.payload_len, NULL, 0);
+                } else if (h.type == GW_BS_RING_OPEN) {
+                    rstage = G_RING;
+                    gw__sock_io_set(&rx, in, GW_BS_RING_OPEN_LEN, NULL, 0);
                 } else if (h.type == GW_BS_DATA && (size_t)h.payload_len - 4 == total) {
                     rstage = G_BODY;
                     gw__sock_io_set(&rx, in, GW_BS_DATA_PREFIX_LEN, all, total);
@@ -354,6 +472,11 @@ static gw_status_t client_allgather(gw_bootstrap_t *bs, const void *mine, size_t
                     deadline = theirs;
                 rstage = G_HDR;
                 gw__sock_io_set(&rx, in, GW_BS_HDR_LEN, NULL, 0);
+                continue;
+            }
+            if (io == GW_SOCK_IO_DONE && rstage == G_RING) {
+                *ring = 1; /* rank 0 has our block; the ring comes next */
+                rstage = G_HAVE;
                 continue;
             }
             if (io == GW_SOCK_IO_DONE && rstage == G_REJECT)
@@ -416,6 +539,7 @@ gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t
     }
     int64_t start = gw__now_ms();
     int64_t deadline = start + bs->timeout_ms;
+    bs->sent_bytes = 0;
     if (bs->size == 1) {
         if (len > 0)
             memmove(all, mine, len);
@@ -424,16 +548,28 @@ gw_status_t gw__bootstrap_allgather(gw_bootstrap_t *bs, const void *mine, size_t
     if (bs->rank == 0) {
         st = root_allgather(bs, mine, len, all, start, deadline);
     } else {
-        st = client_allgather(bs, mine, len, all, deadline);
+        int ring = 0;
+        st = client_allgather(bs, mine, len, all, deadline, &ring);
+        if (st == GW_OK && ring)
+            st = gw__bs_ring_client(bs, mine, len, all);
         if (st != GW_OK) {
             shutdown(bs->root_fd, SHUT_RDWR); /* rank 0 sees us leave at once */
             if (bs->culprit < 0)
                 bs->culprit = 0; /* rank 0 is gone, or said nothing in time */
         }
     }
-    if (st != GW_OK)
+    if (st != GW_OK) {
         bs->failed = st;
-    else
-        bs->gathered_at = gw__now_ms();
+        return st;
+    }
+    bs->gathered_at = gw__now_ms();
+    /* What rank 0 sent is what limits the star at scale: say it, so that
+     * the two paths can be compared (bench/scale.sh). */
+    if (bs->rank == 0)
+        GW_INFO(bs->log, GW_BS_SUBSYS,
+                "bootstrap all-gather of %d x %zu bytes over the %s took %lld ms; rank 0 sent %llu "
+                "bytes",
+                bs->size, len, bs->size >= bs->ring_min ? "ring" : "star",
+                (long long)(bs->gathered_at - start), (unsigned long long)bs->sent_bytes);
     return st;
 }

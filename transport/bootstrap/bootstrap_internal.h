@@ -8,7 +8,12 @@
  *   bootstrap_client.c  ranks > 0: connecting to rank 0 and proving the token
  *   bootstrap_root.c    rank 0: the join state machine over every connection
  *   bootstrap_gather.c  the all-gather on both sides, with its failures
- *                       propagated by REJECT
+ *                       propagated by REJECT; for jobs of GW_BOOTSTRAP_RING_MIN
+ *                       ranks or more, rank 0 hands out ring neighbours
+ *   bootstrap_ring.c    one rank's part of the ring all-gather: its
+ *                       listener, its neighbours' connections, the blocks
+ *   bootstrap_ring_gather.c  the ring all-gather driven on rank 0 and on
+ *                       the others, and rank 0's verdict on it
  *   bootstrap_late.c    rank 0, while the job runs: a REJECT for each process
  *                       that arrives after the job formed
  *   bootstrap_settle.c  the join's last step: every rank's connect outcome to
@@ -58,6 +63,9 @@ struct gw_bootstrap {
     char root[GW_BS_ROOT_TEXT]; /* "host:port" as configured, for messages */
     uint8_t job_id[GW_BS_JOB_ID_LEN];
     uint8_t data_key[32];               /* see gw__bootstrap_data_key */
+    uint8_t ring_key[32];               /* the ring's handshake key (bootstrap_ring.c) */
+    int ring_min;                       /* the ring from this many ranks on (rank 0's) */
+    uint64_t sent_bytes;                /* rank 0: bytes sent by the last all-gather */
     struct sockaddr_storage local;      /* see gw__bootstrap_local_addr */
     socklen_t local_len;                /* 0 when there is none (size 1) */
     gw_status_t failed;                 /* sticky: the first error of an all-gather */
@@ -207,6 +215,53 @@ void gw__bs_late_close(gw_bs_late_t *l);
 int gw__bs_late_joiners(const gw_bs_late_t *l);
 int gw__bs_late_admit(gw_bs_late_t *l, int first_rank, int new_size, uint32_t port);
 void gw__bs_late_set_size(gw_bs_late_t *l, int size);
+
+/* bootstrap_ring.c: one rank's part of the ring all-gather. listen opens
+ * the ring listener on near's address (any port; *port says which) and
+ * logs; start gives it the next rank's listener address, the length of a
+ * block and the result buffer, which holds this rank's own block already,
+ * and the deadline. The caller polls: pollfds writes at most
+ * GW_BS_RING_PFDS entries and returns how many, wait_ms says how long
+ * poll() may wait, and events (called after every poll(), with or without
+ * events) moves the ring on and returns GW_BS_RING_BUSY, _DONE or _FAILED
+ * (logged; outcome gives the status and the neighbour to blame). close
+ * is NULL-safe. */
+#define GW_BS_RING_PFDS 8
+enum { GW_BS_RING_BUSY, GW_BS_RING_DONE, GW_BS_RING_FAILED };
+typedef struct gw_bs_ring gw_bs_ring_t;
+gw_status_t gw__bs_ring_listen(gw_bootstrap_t *bs, const struct sockaddr_storage *near,
+                               socklen_t near_len, gw_bs_ring_t **out, uint32_t *port);
+void gw__bs_ring_start(gw_bs_ring_t *g, const struct sockaddr_storage *next, socklen_t next_len,
+                       size_t len, uint8_t *all, int64_t deadline);
+int gw__bs_ring_pollfds(gw_bs_ring_t *g, struct pollfd *pfds);
+int gw__bs_ring_wait_ms(const gw_bs_ring_t *g);
+int gw__bs_ring_events(gw_bs_ring_t *g, const struct pollfd *pfds, int n);
+gw_status_t gw__bs_ring_outcome(const gw_bs_ring_t *g, int *suspect);
+uint64_t gw__bs_ring_bytes_sent(const gw_bs_ring_t *g);
+void gw__bs_ring_close(gw_bs_ring_t *g);
+
+/* bootstrap_ring_gather.c: the ring all-gather once rank 0 has handed out
+ * the neighbours. Rank 0 (root_run) runs its own part while it reads every
+ * rank's outcome over the star, then answers every rank go or whom to
+ * blame (bs->culprit); a rank > 0 (client) opens its listener, sends rank
+ * 0 its port, gets its neighbour's address, runs its part and reports.
+ * Both return the all-gather's status. */
+gw_status_t gw__bs_ring_root_run(gw_bootstrap_t *bs, gw_bs_ring_t *g, int64_t ring_deadline);
+gw_status_t gw__bs_ring_client(gw_bootstrap_t *bs, const void *mine, size_t len, uint8_t *all);
+/* How long rank 0 waits, after the ring's deadline or a rank's failure,
+ * for the others' word before it decides. */
+int gw__bs_ring_grace_ms(int timeout_ms);
+
+/* bootstrap_settle.c: a rank > 0 reports mine (and its suspect) to rank 0
+ * and waits for go or a verdict until since + timeout + grace + a margin
+ * (from now, when that is past); `when` ("while ...") and `ended` ("rank
+ * 0 ... <ended>: <verdict>") name the exchange in log lines. Returns mine
+ * when it failed, else rank 0's word; with verdict_wins, a verdict's
+ * status even when mine failed (so that every rank returns the job's one
+ * answer). What the settle does on a rank > 0, shared with the ring's end. */
+gw_status_t gw__bs_client_outcome(gw_bootstrap_t *bs, gw_status_t mine, int suspect, int grace_ms,
+                                  int64_t since, const char *when, const char *ended,
+                                  int verdict_wins);
 
 /* bootstrap_root.c: listen, accept size - 1 ranks and welcome them; on
  * success bs->fds, bs->peer_addr, bs->local and bs->job_id are set (bs->fds

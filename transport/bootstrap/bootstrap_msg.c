@@ -48,6 +48,10 @@ const char *gw__bs_type_name(uint32_t type)
         return "grow";
     case GW_BS_GROWN:
         return "grown";
+    case GW_BS_RING_OPEN:
+        return "ring open";
+    case GW_BS_RING_PEER:
+        return "ring peer";
     }
     return "unknown";
 }
@@ -209,6 +213,12 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_GROWN:
         min = max = GW_BS_GROWN_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_RING_OPEN:
+        min = max = 0;
+        break;
+    case GW_BS_RING_PEER:
+        min = max = GW_BS_RING_ADDR_LEN;
         break;
     case GW_BS_VERDICT:
         min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;
@@ -597,4 +607,19 @@ gw_status_t gw__bs_decode_join(const uint8_t *buf, size_t len, uint8_t nonce[GW_
         return st;
     memcpy(nonce, buf + GW_BS_HDR_LEN, GW_BS_NONCE_LEN);
     return GW_OK;
+}
+
+void gw__bs_encode_ring_open(uint8_t out[GW_BS_RING_OPEN_LEN]) { put_hdr(out, GW_BS_RING_OPEN, 0); }
+
+void gw__bs_encode_ring_peer(const uint8_t addr[GW_BS_RING_ADDR_LEN],
+                             uint8_t out[GW_BS_RING_PEER_LEN])
+{
+    put_hdr(out, GW_BS_RING_PEER, GW_BS_RING_ADDR_LEN);
+    memcpy(out + GW_BS_HDR_LEN, addr, GW_BS_RING_ADDR_LEN);
+}
+
+gw_status_t gw__bs_decode_ring_peer(const uint8_t *buf, size_t len,
+                                    uint8_t addr[GW_BS_RING_ADDR_LEN], const char **why)
+{
+    return fixed(buf, len, GW_BS_RING_PEER, addr, GW_BS_RING_ADDR_LEN, NULL, 0, why);
 }

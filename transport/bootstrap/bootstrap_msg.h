@@ -49,6 +49,12 @@
  *  15 GROWN      root -> rank,   u32 status, i32 new_rank, u32 new_size,
  *                root -> joiner  u32 port (0 when nobody joined: the
  *                                communicator stays as it is)               16
+ *  16 RING_OPEN  root -> rank    (none): this all-gather goes round a ring
+ *                                (bootstrap_ring.c); open a ring listener and
+ *                                send its port as DATA of 4 bytes (u32)      0
+ *  17 RING_PEER  root -> rank    the listener address of the rank's ring
+ *                                neighbour (rank + 1 mod size), laid out as
+ *                                gw__sock_addr_put does (transport/sock.h)  23
  * Ranks are signed: -1 (all ones) stands for none; the decoders refuse
  * anything below -1, the callers anything not below the job's size.
  *
@@ -101,8 +107,9 @@
 
 #define GW_BS_MAGIC 0x47574253u /* "GWBS" */
 /* 2: the watch messages (REPORT, INQUIRE, VERDICT). 3: rank 0 announces
- * the start of its all-gather (GATHER_START). */
-#define GW_BS_VERSION 3u
+ * the start of its all-gather (GATHER_START). 4: the ring all-gather
+ * (RING_OPEN, RING_PEER). */
+#define GW_BS_VERSION 4u
 #define GW_BS_HDR_LEN 12u
 #define GW_BS_NONCE_LEN 32u
 #define GW_BS_PROOF_LEN 32u
@@ -132,6 +139,9 @@
 #define GW_BS_JOIN_LEN (GW_BS_HDR_LEN + GW_BS_NONCE_LEN)
 #define GW_BS_GROW_LEN (GW_BS_HDR_LEN + 8u)
 #define GW_BS_GROWN_LEN (GW_BS_HDR_LEN + 16u)
+#define GW_BS_RING_OPEN_LEN GW_BS_HDR_LEN
+#define GW_BS_RING_ADDR_LEN 23u /* GW_SOCK_ADDR_WIRE */
+#define GW_BS_RING_PEER_LEN (GW_BS_HDR_LEN + GW_BS_RING_ADDR_LEN)
 /* The rank a joiner's proof is made for (it has none yet). */
 #define GW_BS_JOINER_RANK 0xffffffffu
 #define GW_BS_VERDICT_MIN_LEN (GW_BS_HDR_LEN + 20u)
@@ -155,6 +165,8 @@ typedef enum gw_bs_type {
     GW_BS_JOIN = 13,
     GW_BS_GROW = 14,
     GW_BS_GROWN = 15,
+    GW_BS_RING_OPEN = 16,
+    GW_BS_RING_PEER = 17,
 } gw_bs_type_t;
 
 typedef enum gw_bs_report_kind {
@@ -298,6 +310,13 @@ gw_status_t gw__bs_decode_grow(const uint8_t *buf, size_t len, gw_bs_shrink_req_
 void gw__bs_encode_grown(const gw_bs_members_t *m, uint8_t out[GW_BS_GROWN_LEN]);
 gw_status_t gw__bs_decode_grown(const uint8_t *buf, size_t len, gw_bs_members_t *out,
                                 const char **why);
+/* RING_OPEN (no payload) and RING_PEER (the neighbour's address, whose
+ * contents the caller checks with gw__sock_addr_get). */
+void gw__bs_encode_ring_open(uint8_t out[GW_BS_RING_OPEN_LEN]);
+void gw__bs_encode_ring_peer(const uint8_t addr[GW_BS_RING_ADDR_LEN],
+                             uint8_t out[GW_BS_RING_PEER_LEN]);
+gw_status_t gw__bs_decode_ring_peer(const uint8_t *buf, size_t len,
+                                    uint8_t addr[GW_BS_RING_ADDR_LEN], const char **why);
 /* The first GW_BS_DATA_PREFIX_LEN bytes of a DATA message: *data_len is its
  * len field, checked against the header's payload length. */
 gw_status_t gw__bs_decode_data_prefix(const uint8_t *buf, size_t len, uint32_t *data_len,

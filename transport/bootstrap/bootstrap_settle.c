@@ -211,7 +211,9 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
     return st;
 }
 
-static gw_status_t client_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect, int grace_ms)
+gw_status_t gw__bs_client_outcome(gw_bootstrap_t *bs, gw_status_t mine, int suspect, int grace_ms,
+                                  int64_t since, const char *when, const char *ended,
+                                  int verdict_wins)
 {
     int fd = bs->root_fd;
     gw_bs_report_t rep = {
@@ -226,8 +228,7 @@ static gw_status_t client_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
     gw_sock_io_t io;
     gw__sock_io_set(&io, msg, len, NULL, 0);
     int r = gw__sock_io_run(fd, &io, 1, gw__now_ms() + SEND_MS);
-    int64_t until =
-        later(gw__now_ms(), bs->gathered_at + bs->timeout_ms) + grace_ms + ANSWER_MARGIN_MS;
+    int64_t until = later(gw__now_ms(), since + bs->timeout_ms) + grace_ms + ANSWER_MARGIN_MS;
     const char *why = NULL;
     gw_bs_hdr_t h;
     if (r == GW_SOCK_IO_DONE) {
@@ -249,12 +250,10 @@ static gw_status_t client_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
         r = gw__sock_io_run(fd, &io, 0, until);
     }
     if (r != GW_SOCK_IO_DONE) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS,
-                 "rank 0 (root %s) %s while the ranks connected their data plane, so it is "
-                 "blamed",
-                 bs->root,
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "rank 0 (root %s) %s while %s, so it is blamed", bs->root,
                  r == GW_SOCK_IO_TIMEOUT ? "gave no word in time (stopped or hung)"
-                                         : "closed the bootstrap connection (did it exit?)");
+                                         : "closed the bootstrap connection (did it exit?)",
+                 when);
         bs->culprit = 0;
         return mine != GW_OK ? mine : r == GW_SOCK_IO_TIMEOUT ? GW_ERR_TIMEOUT : GW_ERR_REMOTE;
     }
@@ -264,12 +263,12 @@ static gw_status_t client_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
             goto malformed;
         return mine; /* every rank connected, or we failed alone: then rank 0 would not say so */
     }
-    gw_status_t vst = gw__bs_client_take_verdict(bs, msg, io.total, "ended the join");
-    return mine != GW_OK ? mine : vst;
+    gw_status_t vst = gw__bs_client_take_verdict(bs, msg, io.total, ended);
+    return mine != GW_OK && !verdict_wins ? mine : vst;
 
 malformed:
-    GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed answer from rank 0 (root %s) settling the join: %s",
-             bs->root, why ? why : "?");
+    GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed answer from rank 0 (root %s) while %s: %s", bs->root,
+             when, why ? why : "?");
     bs->culprit = 0;
     return mine != GW_OK ? mine : GW_ERR_PROTOCOL;
 }
@@ -282,8 +281,11 @@ gw_status_t gw__bootstrap_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
         return mine;
     if (bs->failed != GW_OK)
         return mine != GW_OK ? mine : bs->failed; /* the all-gather's verdict stands */
-    gw_status_t st = bs->rank == 0 ? root_settle(bs, mine, suspect, grace_ms)
-                                   : client_settle(bs, mine, suspect, grace_ms);
+    gw_status_t st =
+        bs->rank == 0
+            ? root_settle(bs, mine, suspect, grace_ms)
+            : gw__bs_client_outcome(bs, mine, suspect, grace_ms, bs->gathered_at,
+                                    "the ranks connected their data plane", "ended the join", 0);
     if (st != GW_OK) {
         bs->failed = st;
         if (bs->culprit < 0 && mine != GW_OK && suspect >= 0)

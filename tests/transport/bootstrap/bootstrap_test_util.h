@@ -32,7 +32,7 @@
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/bootstrap/bootstrap_msg.h"
 
-#define MAX_SLOTS 16
+#define MAX_SLOTS 24
 #define MAX_GATHERS 3
 
 typedef struct spec {
@@ -45,6 +45,7 @@ typedef struct spec {
     int gather_delay_ms; /* sleep this long after joining, before the all-gathers */
     long nofile_soft;    /* > 0: the rank process's soft RLIMIT_NOFILE */
     long nofile_hard;    /* > 0: and its hard one */
+    int ring_min;        /* the bootstrap's ring_min (0: its default) */
 } spec_t;
 
 typedef struct result {
@@ -160,6 +161,7 @@ static inline void run_rank(const job_t *j, const spec_t *s, int slot)
         .token = s->token,
         .timeout_ms = s->timeout_ms,
         .log = &lg,
+        .ring_min = s->ring_min,
     };
     gw_bootstrap_t *bs = NULL;
     int64_t t0 = gw__now_ms();

@@ -34,9 +34,9 @@ Test(bootstrap_msg, header_layout, .timeout = 10)
     uint8_t id[GW_BS_JOB_ID_LEN];
     fill(id, sizeof(id), 1);
     gw__bs_encode_welcome(id, m);
-    /* The documented layout, byte by byte: magic "GWBS", version 3, type 5,
+    /* The documented layout, byte by byte: magic "GWBS", version 4, type 5,
      * payload 16, all big-endian. */
-    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 3, 0, 5, 0, 0, 0, 16};
+    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 4, 0, 5, 0, 0, 0, 16};
     cr_assert_arr_eq(m, want, sizeof(want));
     gw_bs_hdr_t h;
     cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK);
@@ -154,14 +154,17 @@ Test(bootstrap_msg, header_rejections, .timeout = 10)
     m[5] = 2;
     expect_bad_hdr(m, sizeof(m), "version 2 (without GATHER_START)");
     memcpy(m, good, sizeof(m));
-    m[5] = 4;
-    expect_bad_hdr(m, sizeof(m), "version 4");
+    m[5] = 3;
+    expect_bad_hdr(m, sizeof(m), "version 3 (without the ring)");
+    memcpy(m, good, sizeof(m));
+    m[5] = 5;
+    expect_bad_hdr(m, sizeof(m), "version 5");
     memcpy(m, good, sizeof(m));
     m[4] = 1;
     m[5] = 1;
     expect_bad_hdr(m, sizeof(m), "version 257");
 
-    static const uint16_t bad_types[] = {0, 10, 11, 0x0105, 0xffff};
+    static const uint16_t bad_types[] = {0, 10, 11, 18, 0x0105, 0xffff};
     for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
         memcpy(m, good, sizeof(m));
         m[6] = (uint8_t)(bad_types[i] >> 8);
@@ -201,6 +204,8 @@ Test(bootstrap_msg, payload_length_bounds, .timeout = 10)
         {GW_BS_INQUIRE, 12, 12},
         {GW_BS_VERDICT, 20, 20 + GW_BS_REASON_MAX},
         {GW_BS_GATHER_START, 4, 4},
+        {GW_BS_RING_OPEN, 0, 0},
+        {GW_BS_RING_PEER, 23, 23},
     };
     uint8_t m[GW_BS_HDR_LEN];
     gw_bs_hdr_t h;
@@ -437,7 +442,7 @@ Test(bootstrap_msg, watch_messages_round_trip, .timeout = 10)
                         .stalled_ms = 2000};
     uint8_t m[GW_BS_SMALL_MSG_MAX];
     cr_assert_eq(gw__bs_encode_report(&r, m), GW_BS_REPORT_LEN);
-    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    3,   0, 7, 0, 0, 0,
+    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    4,   0, 7, 0, 0, 0,
                                                      36,  0,   0,    0,    2,    0,   0, 0, 4, 0, 0,
                                                      0,   3,   0xff, 0xff, 0xff, 0xff};
     cr_assert_arr_eq(m, head, sizeof(head));
@@ -635,4 +640,27 @@ Test(bootstrap_msg, join_grow_and_grown_round_trip_and_refusals, .timeout = 10)
     m = (gw_bs_members_t){.status = GW_OK, .new_rank = 0, .new_size = 2, .port = 70000};
     gw__bs_encode_grown(&m, b);
     cr_assert_eq(gw__bs_decode_grown(b, sizeof(b), &out, &why), GW_ERR_PROTOCOL);
+}
+
+Test(bootstrap_msg, ring_messages_round_trip, .timeout = 10)
+{
+    uint8_t open[GW_BS_RING_OPEN_LEN];
+    gw__bs_encode_ring_open(open);
+    gw_bs_hdr_t h;
+    cr_assert_eq(gw__bs_decode_hdr(open, sizeof(open), &h, NULL), GW_OK);
+    cr_assert_eq(h.type, GW_BS_RING_OPEN);
+    cr_assert_eq(h.payload_len, 0);
+
+    uint8_t addr[GW_BS_RING_ADDR_LEN], back[GW_BS_RING_ADDR_LEN];
+    fill(addr, sizeof(addr), 5);
+    uint8_t m[GW_BS_RING_PEER_LEN + 1];
+    gw__bs_encode_ring_peer(addr, m);
+    cr_assert_eq(gw__bs_decode_ring_peer(m, GW_BS_RING_PEER_LEN, back, NULL), GW_OK);
+    cr_assert_arr_eq(back, addr, sizeof(addr));
+    cr_assert_eq(gw__bs_decode_ring_peer(m, GW_BS_RING_PEER_LEN - 1, back, NULL), GW_ERR_PROTOCOL,
+                 "truncated");
+    cr_assert_eq(gw__bs_decode_ring_peer(m, GW_BS_RING_PEER_LEN + 1, back, NULL), GW_ERR_PROTOCOL,
+                 "trailing byte");
+    cr_assert_eq(gw__bs_decode_ring_peer(open, sizeof(open), back, NULL), GW_ERR_PROTOCOL,
+                 "another type");
 }

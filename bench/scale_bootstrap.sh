@@ -3,9 +3,8 @@
 # over the ring at 8..64 ranks on one host (README "Scale"), beside
 # bench/scale.sh and with its worker: for each size and path, `gradwire
 # launch -n N` runs tests/worker_scale time over TCP with lazy
-# connections, GW_BOOTSTRAP_RING_MIN=2 forcing the ring and its default
-# (64) keeping smaller jobs on the star (so 64 ranks take the ring both
-# times: the "star" row at 64 sets it to 65). Rank 0 logs at INFO how long
+# connections, GW_BOOTSTRAP_RING_MIN=2 forcing the ring and N + 1 keeping
+# the star whatever the default (256). Rank 0 logs at INFO how long
 # its all-gather took and how many bytes it sent; the worker reports the
 # creation time of the rank that started last and the slowest rank's.
 # Prints one line per run, then the medians.

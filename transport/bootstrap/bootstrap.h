@@ -41,7 +41,7 @@ typedef struct gw_bootstrap_params {
     int ring_min;
 } gw_bootstrap_params_t;
 
-#define GW_BOOTSTRAP_RING_MIN_DEFAULT 64
+#define GW_BOOTSTRAP_RING_MIN_DEFAULT 256
 
 /* Join the job. Rank 0 binds the root address and waits for size - 1
  * authenticated ranks; others connect to it. Errors: GW_ERR_TIMEOUT (message

@@ -492,7 +492,7 @@ Test(bootstrap_ring, ring_min_is_parsed_strictly, .timeout = 10)
     char log[4096];
     cr_assert_eq(resolve_with(NULL, &r, log, sizeof(log)), GW_OK);
     cr_assert_eq(r.ring_min, GW_BOOTSTRAP_RING_MIN_DEFAULT);
-    cr_assert_eq(GW_BOOTSTRAP_RING_MIN_DEFAULT, 64);
+    cr_assert_eq(GW_BOOTSTRAP_RING_MIN_DEFAULT, 256);
     cr_assert_eq(resolve_with("2", &r, log, sizeof(log)), GW_OK);
     cr_assert_eq(r.ring_min, 2);
     cr_assert_eq(resolve_with("4096", &r, log, sizeof(log)), GW_OK);

@@ -14,6 +14,7 @@
 
 #include "fuzz_util.h"
 #include "transport/bootstrap/bootstrap_msg.h"
+#include "transport/sock.h"
 
 static void check_why(gw_status_t st, const char *why)
 {
@@ -30,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
     check_why(st, why);
     if (st == GW_OK) {
-        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_GROWN);
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_RING_PEER);
         FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
     }
 
@@ -192,6 +193,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        : grown.new_rank == -1);
         gw__bs_encode_grown(&grown, out);
         FUZZ_CHECK(memcmp(out, data, size) == 0);
+    }
+
+    /* RING_PEER: the neighbour's address, which the ring then reads as a
+     * socket address (family 4 or 6; anything else refused). */
+    uint8_t peer[GW_BS_RING_ADDR_LEN];
+    why = NULL;
+    st = gw__bs_decode_ring_peer(data, size, peer, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_RING_PEER_LEN];
+        FUZZ_CHECK(size == sizeof(out));
+        gw__bs_encode_ring_peer(peer, out);
+        FUZZ_CHECK(memcmp(out, data, size) == 0);
+        struct sockaddr_storage ss;
+        socklen_t sl = 0;
+        gw_status_t ast = gw__sock_addr_get(peer, &ss, &sl);
+        FUZZ_CHECK(ast == GW_OK || ast == GW_ERR_NOT_FOUND || ast == GW_ERR_PROTOCOL);
+        FUZZ_CHECK(ast != GW_OK || sl <= sizeof(ss));
     }
 
     uint32_t dlen = 0;

@@ -217,6 +217,19 @@ static void bootstrap_seeds(void)
     grown = (gw_bs_members_t){.status = GW_OK, .new_rank = 1, .new_size = 3, .port = 0};
     gw__bs_encode_grown(&grown, buf);
     put("fuzz_bootstrap_msg", "grown-nobody", 0, 0, buf, GW_BS_GROWN_LEN);
+    gw__bs_encode_ring_open(buf);
+    put("fuzz_bootstrap_msg", "ring_open", 0, 0, buf, GW_BS_RING_OPEN_LEN);
+    struct sockaddr_in ring4 = {.sin_family = AF_INET, .sin_port = htons(40124)};
+    ring4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    uint8_t addr[GW_BS_RING_ADDR_LEN];
+    gw__sock_addr_put(addr, (const struct sockaddr *)&ring4);
+    gw__bs_encode_ring_peer(addr, buf);
+    put("fuzz_bootstrap_msg", "ring_peer", 0, 0, buf, GW_BS_RING_PEER_LEN);
+    struct sockaddr_in6 ring6 = {.sin6_family = AF_INET6, .sin6_port = htons(40125)};
+    ring6.sin6_addr = in6addr_loopback;
+    gw__sock_addr_put(addr, (const struct sockaddr *)&ring6);
+    gw__bs_encode_ring_peer(addr, buf);
+    put("fuzz_bootstrap_msg", "ring_peer6", 0, 0, buf, GW_BS_RING_PEER_LEN);
 }
 
 static void ib_seeds(void)

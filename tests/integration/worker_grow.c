@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "gradwire.h"
+#include "transport/bootstrap/bootstrap_msg.h"
 
 #define MAX_GROWS 100
 #define JOINER_ID 100
@@ -105,7 +106,7 @@ static int io_all(int fd, void *buf, size_t len, int writing)
 static void put_hdr(uint8_t *m, uint16_t type, uint32_t len)
 {
     uint32_t magic = htonl(0x47574253u), plen = htonl(len);
-    uint16_t version = htons(3), t = htons(type);
+    uint16_t version = htons(GW_BS_VERSION), t = htons(type);
     memcpy(m, &magic, 4);
     memcpy(m + 4, &version, 2);
     memcpy(m + 6, &t, 2);

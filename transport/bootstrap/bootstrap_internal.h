@@ -252,6 +252,42 @@ gw_status_t gw__bs_ring_client(gw_bootstrap_t *bs, const void *mine, size_t len,
  * for the others' word before it decides. */
 int gw__bs_ring_grace_ms(int timeout_ms);
 
+/* bootstrap_settle.c, rank 0's side of an outcome round (the settle's, and
+ * the ring all-gather's end): one seat per rank, each rank's REPORT read
+ * into it, and whom to blame when not every rank succeeded. */
+typedef enum gw_bs_seat_state {
+    GW_BS_SEAT_PENDING,
+    GW_BS_SEAT_OK,
+    GW_BS_SEAT_FAILED,
+    GW_BS_SEAT_GONE
+} gw_bs_seat_state_t;
+
+typedef struct gw_bs_seat {
+    gw_bs_seat_state_t state;
+    gw_sock_io_t io;
+    uint8_t buf[GW_BS_REPORT_LEN];
+    gw_bs_report_t rep;
+} gw_bs_seat_t;
+
+/* How a round's log lines and verdicts name it. */
+typedef struct gw_bs_round_words {
+    const char *outcome;       /* "its connect": a malformed outcome of ... */
+    const char *during;        /* "while the ranks ...": when a rank left */
+    const char *silent;        /* "say whether ...": a silent rank did not ... */
+    const char *silent_others; /* appended to that when others failed ("" none) */
+    const char *failed;        /* "failed to ...": n of m ranks ... */
+} gw_bs_round_words_t;
+
+/* Read what rank r sent into its seat (a malformed report counts as rank
+ * r failing with GW_ERR_PROTOCOL and blaming itself, with a WARN). */
+void gw__bs_seat_read(gw_bootstrap_t *bs, int r, gw_bs_seat_t *s, const gw_bs_round_words_t *w);
+/* The verdict when not every seat is OK: a gone rank, else a silent one,
+ * else the rank the failed ranks blame most (votes: size zeroed ints).
+ * first_failed is the rank whose failure came first (-1: the lowest failed
+ * rank, if any); it is the verdict's origin and gives its status. */
+void gw__bs_round_decide(gw_bootstrap_t *bs, const gw_bs_seat_t *seats, int first_failed,
+                         int *votes, const gw_bs_round_words_t *w, gw_bs_verdict_t *v);
+
 /* bootstrap_settle.c: a rank > 0 reports mine (and its suspect) to rank 0
  * and waits for go or a verdict until since + timeout + grace + a margin
  * (from now, when that is past); `when` ("while ...") and `ended` ("rank

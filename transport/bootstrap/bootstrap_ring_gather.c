@@ -58,94 +58,25 @@ int gw__bs_ring_grace_ms(int timeout_ms)
 
 /* ---- rank 0 ----------------------------------------------------------------- */
 
-typedef enum seat_state { S_PENDING, S_OK, S_FAILED, S_GONE } seat_state_t;
-
-typedef struct seat {
-    seat_state_t state;
-    gw_sock_io_t io;
-    uint8_t buf[GW_BS_REPORT_LEN];
-    gw_bs_report_t rep;
-} seat_t;
-
-static void seat_read(gw_bootstrap_t *bs, int r, seat_t *s)
-{
-    int io = gw__sock_io_step(bs->fds[r], &s->io, 0);
-    if (io == GW_SOCK_IO_AGAIN)
-        return;
-    if (io == GW_SOCK_IO_EOF || io == GW_SOCK_IO_ERROR) {
-        s->state = S_GONE;
-        return;
-    }
-    const char *why = NULL;
-    if (gw__bs_decode_report(s->buf, sizeof(s->buf), &s->rep, &why) != GW_OK ||
-        s->rep.culprit >= bs->size) {
-        GW_WARN(bs->log, GW_BS_SUBSYS, "rank %d sent a malformed outcome of its ring part: %s", r,
-                why ? why : "it names a rank outside the job");
-        s->rep = (gw_bs_report_t){.status = GW_ERR_PROTOCOL, .culprit = r};
-    }
-    s->state = s->rep.status == GW_OK ? S_OK : S_FAILED;
-}
-
-static void decide(gw_bootstrap_t *bs, const seat_t *seats, int *votes, gw_bs_verdict_t *v)
-{
-    int gone = -1, silent = -1, nfailed = 0, first_failed = -1;
-    for (int r = 0; r < bs->size; r++) {
-        if (seats[r].state == S_GONE && gone < 0)
-            gone = r;
-        if (seats[r].state == S_PENDING && silent < 0)
-            silent = r;
-        if (seats[r].state == S_FAILED && first_failed < 0)
-            first_failed = r;
-        nfailed += seats[r].state == S_FAILED;
-    }
-    v->origin = first_failed >= 0 ? first_failed : 0;
-    v->seq = 0;
-    if (gone >= 0) {
-        v->status = GW_ERR_REMOTE;
-        v->culprit = gone;
-        snprintf(v->reason, sizeof(v->reason),
-                 "rank %d left the job (its bootstrap connection closed) during the ring "
-                 "all-gather",
-                 gone);
-        return;
-    }
-    if (silent >= 0) {
-        v->status = GW_ERR_TIMEOUT;
-        v->culprit = silent;
-        snprintf(v->reason, sizeof(v->reason),
-                 "rank %d did not finish its part of the ring all-gather in time (stopped or "
-                 "hung)",
-                 silent);
-        return;
-    }
-    int best = -1;
-    for (int r = 0; r < bs->size; r++) {
-        int c = seats[r].state == S_FAILED ? seats[r].rep.culprit : -1;
-        if (c >= 0 && ++votes[c] > (best >= 0 ? votes[best] : 0))
-            best = c;
-    }
-    v->status = first_failed >= 0 ? seats[first_failed].rep.status : GW_ERR_REMOTE;
-    v->culprit = best;
-    if (best >= 0)
-        snprintf(v->reason, sizeof(v->reason),
-                 "%d of %d ranks failed the ring all-gather; %d of them blame rank %d", nfailed,
-                 bs->size, votes[best], best);
-    else
-        snprintf(v->reason, sizeof(v->reason),
-                 "%d of %d ranks failed the ring all-gather, naming no rank", nfailed, bs->size);
-}
+static const gw_bs_round_words_t ring_words = {
+    .outcome = "its ring part",
+    .during = "during the ring all-gather",
+    .silent = "finish its part of the ring all-gather in time",
+    .silent_others = "",
+    .failed = "failed the ring all-gather",
+};
 
 /* Rank 0's part of the ring and every rank's outcome, until each rank
  * reported, a rank is gone, or decide_by. */
-static void root_collect(gw_bootstrap_t *bs, gw_bs_ring_t *g, seat_t *seats, struct pollfd *pfds,
-                         int *who, int64_t decide_by)
+static void root_collect(gw_bootstrap_t *bs, gw_bs_ring_t *g, gw_bs_seat_t *seats,
+                         struct pollfd *pfds, int *who, int64_t decide_by)
 {
     int ring_busy = 1;
     for (;;) {
         int nr = ring_busy ? gw__bs_ring_pollfds(g, pfds) : 0;
         int n = nr;
         for (int r = 1; r < bs->size; r++)
-            if (seats[r].state == S_PENDING) {
+            if (seats[r].state == GW_BS_SEAT_PENDING) {
                 pfds[n] = (struct pollfd){.fd = bs->fds[r], .events = POLLIN};
                 who[n++ - nr] = r;
             }
@@ -165,15 +96,15 @@ static void root_collect(gw_bootstrap_t *bs, gw_bs_ring_t *g, seat_t *seats, str
             ring_busy = 0;
             int suspect;
             gw_status_t st = gw__bs_ring_outcome(g, &suspect);
-            seats[0].state = st == GW_OK ? S_OK : S_FAILED;
+            seats[0].state = st == GW_OK ? GW_BS_SEAT_OK : GW_BS_SEAT_FAILED;
             seats[0].rep = (gw_bs_report_t){.status = st, .culprit = suspect};
         }
         for (int i = nr; pr > 0 && i < n; i++) {
             if (!pfds[i].revents)
                 continue;
             int r = who[i - nr];
-            seat_read(bs, r, &seats[r]);
-            if (seats[r].state == S_GONE)
+            gw__bs_seat_read(bs, r, &seats[r], &ring_words);
+            if (seats[r].state == GW_BS_SEAT_GONE)
                 return; /* certain: decide now */
         }
     }
@@ -182,7 +113,7 @@ static void root_collect(gw_bootstrap_t *bs, gw_bs_ring_t *g, seat_t *seats, str
 gw_status_t gw__bs_ring_root_run(gw_bootstrap_t *bs, gw_bs_ring_t *g, int64_t ring_deadline)
 {
     int n = bs->size;
-    seat_t *seats = calloc((size_t)n, sizeof(*seats));
+    gw_bs_seat_t *seats = calloc((size_t)n, sizeof(*seats));
     struct pollfd *pfds = calloc((size_t)n + GW_BS_RING_PFDS, sizeof(*pfds));
     int *who = calloc((size_t)n, sizeof(*who));
     int *votes = calloc((size_t)n, sizeof(*votes));
@@ -195,15 +126,15 @@ gw_status_t gw__bs_ring_root_run(gw_bootstrap_t *bs, gw_bs_ring_t *g, int64_t ri
         for (int r = 1; r < n; r++)
             gw__sock_io_set(&seats[r].io, seats[r].buf, sizeof(seats[r].buf), NULL, 0);
         root_collect(bs, g, seats, pfds, who, ring_deadline + gw__bs_ring_grace_ms(bs->timeout_ms));
-        if (seats[0].state == S_PENDING) { /* stopped early: a rank is gone */
-            seats[0].state = S_FAILED;
+        if (seats[0].state == GW_BS_SEAT_PENDING) { /* stopped early: a rank is gone */
+            seats[0].state = GW_BS_SEAT_FAILED;
             seats[0].rep = (gw_bs_report_t){.status = GW_ERR_REMOTE, .culprit = -1};
         }
         bs->sent_bytes += gw__bs_ring_bytes_sent(g);
     }
     int all_ok = st == GW_OK;
     for (int r = 0; all_ok && r < n; r++)
-        all_ok = seats[r].state == S_OK;
+        all_ok = seats[r].state == GW_BS_SEAT_OK;
     if (all_ok) {
         uint8_t go[GW_BS_DATA_PREFIX_LEN];
         gw__bs_encode_data_prefix(0, go);
@@ -214,11 +145,11 @@ gw_status_t gw__bs_ring_root_run(gw_bootstrap_t *bs, gw_bs_ring_t *g, int64_t ri
     } else {
         gw_bs_verdict_t v = {.status = st, .culprit = 0};
         if (st == GW_OK)
-            decide(bs, seats, votes, &v);
+            gw__bs_round_decide(bs, seats, -1, votes, &ring_words, &v);
         else
             snprintf(v.reason, sizeof(v.reason), "rank 0 is out of memory");
         for (int r = 1; r < n; r++)
-            if (!seats || seats[r].state != S_GONE)
+            if (!seats || seats[r].state != GW_BS_SEAT_GONE)
                 gw__bs_send_verdict_nowait(bs->fds[r], v.status == GW_OK ? GW_ERR_REMOTE : v.status,
                                            v.culprit, v.reason);
         GW_ERROR(bs->log, GW_BS_SUBSYS, "the ring all-gather failed: %s [blaming rank %d]",

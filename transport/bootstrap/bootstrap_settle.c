@@ -44,48 +44,47 @@
 /* Sending one small message to rank 0: the kernel takes it at once. */
 #define SEND_MS 1000
 
-typedef enum seat_state { S_PENDING, S_OK, S_FAILED, S_GONE } seat_state_t;
-
-typedef struct seat {
-    seat_state_t state;
-    gw_sock_io_t io;
-    uint8_t buf[GW_BS_REPORT_LEN];
-    gw_bs_report_t rep;
-} seat_t;
-
 static int64_t later(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* Rank 0: read what rank r sent. */
-static void seat_read(gw_bootstrap_t *bs, int r, seat_t *s)
+static const gw_bs_round_words_t settle_words = {
+    .outcome = "its connect",
+    .during = "while the ranks connected their data plane",
+    .silent = "say whether it connected its data plane",
+    .silent_others = ", while the others failed to connect",
+    .failed = "failed to connect their data plane",
+};
+
+void gw__bs_seat_read(gw_bootstrap_t *bs, int r, gw_bs_seat_t *s, const gw_bs_round_words_t *w)
 {
     int io = gw__sock_io_step(bs->fds[r], &s->io, 0);
     if (io == GW_SOCK_IO_AGAIN)
         return;
     if (io == GW_SOCK_IO_EOF || io == GW_SOCK_IO_ERROR) {
-        s->state = S_GONE;
+        s->state = GW_BS_SEAT_GONE;
         return;
     }
     const char *why = NULL;
     if (gw__bs_decode_report(s->buf, sizeof(s->buf), &s->rep, &why) != GW_OK ||
         s->rep.culprit >= bs->size) {
-        GW_WARN(bs->log, GW_BS_SUBSYS, "rank %d sent a malformed outcome of its connect: %s", r,
+        GW_WARN(bs->log, GW_BS_SUBSYS, "rank %d sent a malformed outcome of %s: %s", r, w->outcome,
                 why ? why : "it names a rank outside the job");
         s->rep = (gw_bs_report_t){.status = GW_ERR_PROTOCOL, .culprit = r};
     }
-    s->state = s->rep.status == GW_OK ? S_OK : S_FAILED;
+    s->state = s->rep.status == GW_OK ? GW_BS_SEAT_OK : GW_BS_SEAT_FAILED;
 }
 
-/* Rank 0: whom to blame, and the verdict's status and reason. */
-static void root_decide(gw_bootstrap_t *bs, const seat_t *seats, int first_failed, int *votes,
-                        gw_bs_verdict_t *v)
+void gw__bs_round_decide(gw_bootstrap_t *bs, const gw_bs_seat_t *seats, int first_failed,
+                         int *votes, const gw_bs_round_words_t *w, gw_bs_verdict_t *v)
 {
     int gone = -1, silent = -1, nfailed = 0;
     for (int r = 0; r < bs->size; r++) {
-        if (seats[r].state == S_GONE && gone < 0)
+        if (seats[r].state == GW_BS_SEAT_GONE && gone < 0)
             gone = r;
-        if (seats[r].state == S_PENDING && silent < 0)
+        if (seats[r].state == GW_BS_SEAT_PENDING && silent < 0)
             silent = r;
-        nfailed += seats[r].state == S_FAILED;
+        if (seats[r].state == GW_BS_SEAT_FAILED && first_failed < 0)
+            first_failed = r;
+        nfailed += seats[r].state == GW_BS_SEAT_FAILED;
     }
     v->origin = first_failed >= 0 ? first_failed : 0;
     v->seq = 0;
@@ -93,41 +92,36 @@ static void root_decide(gw_bootstrap_t *bs, const seat_t *seats, int first_faile
         v->status = GW_ERR_REMOTE;
         v->culprit = gone;
         snprintf(v->reason, sizeof(v->reason),
-                 "rank %d left the job (its bootstrap connection closed) while the ranks "
-                 "connected their data plane",
-                 gone);
+                 "rank %d left the job (its bootstrap connection closed) %s", gone, w->during);
         return;
     }
     if (silent >= 0) {
         v->status = GW_ERR_TIMEOUT;
         v->culprit = silent;
-        snprintf(v->reason, sizeof(v->reason),
-                 "rank %d did not say whether it connected its data plane (stopped or hung)%s",
-                 silent, first_failed >= 0 ? ", while the others failed to connect" : "");
+        snprintf(v->reason, sizeof(v->reason), "rank %d did not %s (stopped or hung)%s", silent,
+                 w->silent, first_failed >= 0 ? w->silent_others : "");
         return;
     }
     /* Everyone answered and some failed: the rank most of them suspect. */
     int best = -1;
     for (int r = 0; r < bs->size; r++) {
-        int c = seats[r].state == S_FAILED ? seats[r].rep.culprit : -1;
+        int c = seats[r].state == GW_BS_SEAT_FAILED ? seats[r].rep.culprit : -1;
         if (c >= 0 && ++votes[c] > (best >= 0 ? votes[best] : 0))
             best = c;
     }
     v->status = first_failed >= 0 ? seats[first_failed].rep.status : GW_ERR_REMOTE;
     v->culprit = best;
     if (best >= 0)
-        snprintf(v->reason, sizeof(v->reason),
-                 "%d of %d ranks failed to connect their data plane; %d of them blame rank %d",
-                 nfailed, bs->size, votes[best], best);
+        snprintf(v->reason, sizeof(v->reason), "%d of %d ranks %s; %d of them blame rank %d",
+                 nfailed, bs->size, w->failed, votes[best], best);
     else
-        snprintf(v->reason, sizeof(v->reason),
-                 "%d of %d ranks failed to connect their data plane, naming no rank", nfailed,
-                 bs->size);
+        snprintf(v->reason, sizeof(v->reason), "%d of %d ranks %s, naming no rank", nfailed,
+                 bs->size, w->failed);
 }
 
 static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect, int grace_ms)
 {
-    seat_t *seats = calloc((size_t)bs->size, sizeof(*seats));
+    gw_bs_seat_t *seats = calloc((size_t)bs->size, sizeof(*seats));
     struct pollfd *pfds = calloc((size_t)bs->size, sizeof(*pfds));
     int *who = calloc((size_t)bs->size, sizeof(*who));
     int *votes = calloc((size_t)bs->size, sizeof(*votes));
@@ -144,7 +138,7 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
     int64_t all_by = later(now, bs->gathered_at + bs->timeout_ms) + grace_ms;
     int64_t decide_by = all_by;
     int first_failed = -1;
-    seats[0].state = mine == GW_OK ? S_OK : S_FAILED;
+    seats[0].state = mine == GW_OK ? GW_BS_SEAT_OK : GW_BS_SEAT_FAILED;
     seats[0].rep = (gw_bs_report_t){.status = mine, .culprit = suspect};
     if (mine != GW_OK) {
         first_failed = 0;
@@ -156,7 +150,7 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
     for (;;) {
         int n = 0;
         for (int r = 1; r < bs->size; r++)
-            if (seats[r].state == S_PENDING) {
+            if (seats[r].state == GW_BS_SEAT_PENDING) {
                 pfds[n] = (struct pollfd){.fd = bs->fds[r], .events = POLLIN};
                 who[n++] = r;
             }
@@ -174,10 +168,10 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
             if (!pfds[i].revents)
                 continue;
             int r = who[i];
-            seat_read(bs, r, &seats[r]);
-            if (seats[r].state == S_GONE)
+            gw__bs_seat_read(bs, r, &seats[r], &settle_words);
+            if (seats[r].state == GW_BS_SEAT_GONE)
                 gone = 1; /* certain: decide now */
-            if (seats[r].state == S_FAILED && first_failed < 0) {
+            if (seats[r].state == GW_BS_SEAT_FAILED && first_failed < 0) {
                 first_failed = r;
                 if (gw__now_ms() + grace_ms < decide_by)
                     decide_by = gw__now_ms() + grace_ms;
@@ -186,7 +180,7 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
     }
     int all_ok = 1;
     for (int r = 0; r < bs->size; r++)
-        all_ok &= seats[r].state == S_OK;
+        all_ok &= seats[r].state == GW_BS_SEAT_OK;
     gw_status_t st = GW_OK;
     if (all_ok) {
         uint8_t go[GW_BS_DATA_PREFIX_LEN];
@@ -195,9 +189,9 @@ static gw_status_t root_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspect
             (void)send(bs->fds[r], go, sizeof(go), MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
         gw_bs_verdict_t v;
-        root_decide(bs, seats, first_failed, votes, &v);
+        gw__bs_round_decide(bs, seats, first_failed, votes, &settle_words, &v);
         for (int r = 1; r < bs->size; r++)
-            if (seats[r].state != S_GONE)
+            if (seats[r].state != GW_BS_SEAT_GONE)
                 gw__bs_send_verdict_nowait(bs->fds[r], v.status, v.culprit, v.reason);
         GW_ERROR(bs->log, GW_BS_SUBSYS, "the job did not form: %s [blaming rank %d]", v.reason,
                  v.culprit);

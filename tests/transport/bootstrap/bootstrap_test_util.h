@@ -95,6 +95,15 @@ static inline void job_init(job_t *j)
     cr_assert_neq(j->res, MAP_FAILED);
 }
 
+/* The job's root at host (an IPv6 address in brackets) and its port. */
+static inline void job_root_at(job_t *j, const char *host)
+{
+    if (strchr(host, ':'))
+        snprintf(j->root, sizeof(j->root), "[%s]:%d", host, j->port);
+    else
+        snprintf(j->root, sizeof(j->root), "%s:%d", host, j->port);
+}
+
 static inline void log_path(const job_t *j, int slot, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/slot%d.log", j->dir, slot);

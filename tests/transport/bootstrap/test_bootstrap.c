@@ -73,16 +73,12 @@ static void join_n(int n, const char *host)
 {
     job_t j;
     job_init(&j);
-    char root[64];
-    if (strchr(host, ':'))
-        snprintf(root, sizeof(root), "[%s]:%d", host, j.port);
-    else
-        snprintf(root, sizeof(root), "%s:%d", host, j.port);
+    job_root_at(&j, host);
     int slots[MAX_SLOTS];
     /* Start the root last, so the others go through connect retries. */
     for (int r = n - 1; r >= 0; r--) {
         spec_t s = rank_spec(r, n, "job-token", 10000);
-        s.root = root;
+        s.root = j.root;
         /* Transport-address sized, empty, and large enough to take several
          * partial reads and writes. */
         s.ngathers = 3;

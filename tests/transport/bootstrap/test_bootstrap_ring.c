@@ -58,15 +58,11 @@ static void ring_on(const char *host, int n)
 {
     job_t j;
     job_init(&j);
-    char root[64];
-    if (strchr(host, ':'))
-        snprintf(root, sizeof(root), "[%s]:%d", host, j.port);
-    else
-        snprintf(root, sizeof(root), "%s:%d", host, j.port);
+    job_root_at(&j, host);
     int slots[MAX_SLOTS];
     for (int r = n - 1; r >= 0; r--) {
         spec_t s = rank_spec(r, n, "job-token", 20000);
-        s.root = root;
+        s.root = j.root;
         s.ring_min = 2;
         s.ngathers = 3;
         s.lens[0] = 128;

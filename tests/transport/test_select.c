@@ -37,14 +37,6 @@
 
 #define SHM_TCP (GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_TCP))
 
-static gw_logger_t quiet_logger(void)
-{
-    gw_logger_t lg;
-    gw__logger_init(&lg, -1);
-    lg.level = GW_LOG_NONE;
-    return lg;
-}
-
 /* ---- the mux between real processes -------------------------------------------------- */
 
 #define MAX_RANKS 4

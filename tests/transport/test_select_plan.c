@@ -64,14 +64,6 @@ Test(select, mode_parse, .timeout = 10)
 
 #define SHM_TCP (GW_SEL_BIT(GW_SEL_SHM) | GW_SEL_BIT(GW_SEL_TCP))
 
-static gw_logger_t quiet_logger(void)
-{
-    gw_logger_t lg;
-    gw__logger_init(&lg, -1);
-    lg.level = GW_LOG_NONE;
-    return lg;
-}
-
 Test(select, plan_same_host_is_shm_other_hosts_tcp, .timeout = 10)
 {
     gw_logger_t lg = quiet_logger();

@@ -98,6 +98,15 @@ static inline long verify(const uint8_t *buf, size_t len, int from, int to, uint
     return -1;
 }
 
+/* A logger that logs nothing. */
+static inline gw_logger_t quiet_logger(void)
+{
+    gw_logger_t lg;
+    gw__logger_init(&lg, -1);
+    lg.level = GW_LOG_NONE;
+    return lg;
+}
+
 static inline void make_req(gw_request_t *r, gw_req_kind_t kind, int peer, uint64_t seq,
                             uint32_t sig, void *buf, size_t len)
 {

@@ -17,7 +17,9 @@
  *   bootstrap_late.c    rank 0, while the job runs: a REJECT for each process
  *                       that arrives after the job formed
  *   bootstrap_settle.c  the join's last step: every rank's connect outcome to
- *                       rank 0, which answers go or whom to blame
+ *                       rank 0, which answers go or whom to blame (both
+ *                       sides of such an outcome round are shared with the
+ *                       ring all-gather's end)
  *   bootstrap_watch.c   after the all-gathers: a rank's reports to the
  *                       referee and the verdicts it gets back
  *   bootstrap_referee.c rank 0's referee thread: collects reports, asks the

@@ -3,8 +3,8 @@
  * messages between two ranks of one job.
  *
  * A transport instance connects this rank to every other rank it is given
- * an address for: all of them in connect() (shared memory, verbs), or each
- * when the first request for it is posted (TCP, when params.lazy is set). Messages between a pair of
+ * an address for: all of them in connect() (verbs), or each when the first
+ * request for it is posted (TCP and shared memory, when params.lazy is set). Messages between a pair of
  * ranks are delivered in the order they were posted, and matched in posting
  * order against the receives posted for that peer: the n-th receive posted
  * for peer p gets the n-th message p sent to us.
@@ -158,7 +158,7 @@ typedef struct gw_transport_params {
     int forced;
     /* Connect to a peer when the first request for it is posted, not all
      * of them in connect() (GW_CONNECT=lazy, the communicator's default).
-     * Transports that cannot (shared memory, verbs) connect eagerly. */
+     * The verbs transport cannot yet and connects eagerly. */
     int lazy;
 } gw_transport_params_t;
 

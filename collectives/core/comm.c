@@ -6,11 +6,12 @@
  * and launcher variables, then defaults), join the job through the bootstrap
  * root, open the transport on the interface that routes to the root (or
  * GW_SOCKET_IFNAME) and all-gather the transport addresses over the
- * bootstrap. TCP connects each pair of ranks when a message first needs it
- * (GW_CONNECT=lazy, the default; transport/tcp/tcp_conn.c), so a ring
- * opens two connections, not size - 1; GW_CONNECT=eager connects every
- * pair here, as shared memory and the verbs transport always do. Every failure is logged once, naming what was
- * wrong, and unwinds what was built so far.
+ * bootstrap. TCP and shared memory connect each pair of ranks when a
+ * message first needs it (GW_CONNECT=lazy, the default;
+ * transport/tcp/tcp_mesh.c, transport/shm/shm_connect.c), so a ring opens
+ * two connections, not size - 1; GW_CONNECT=eager connects every pair
+ * here, as the verbs transport always does. Every failure is logged once,
+ * naming what was wrong, and unwinds what was built so far.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,8 +17,10 @@
  *
  * Mode "ring" (3 ranks or more, GW_NSOCKS=1, one host, ranks in order): a
  * ring allreduce must open connections to its two ring neighbours only:
- * every rank prints "rank R: ring opened S sockets, T open" where S is
- * the sockets opened by the allreduce and T all sockets then open.
+ * every rank prints "rank R: ring opened S sockets, T open; M shared-memory
+ * maps before, K after" where S is the sockets opened by the allreduce, T
+ * all sockets then open, and M and K gradwire's mappings of /dev/shm
+ * (each pair's segment, and each rank's door).
  *
  * Mode "p2p": rank size-1 sends to rank 0 and rank 0 answers, a pair that
  * no collective connected before; rank 0 posts its receive at once and
@@ -141,11 +143,14 @@ static int ring_mode(gw_comm_t *comm)
     int fds0, socks0, fds1, socks1;
     gw_comm_set_algo(comm, GW_ALGO_RING);
     count_fds(&fds0, &socks0);
+    int maps0 = count_shm_maps();
     float buf[4096];
     if (ring_allreduce(comm, buf, 4096))
         return 1;
     count_fds(&fds1, &socks1);
-    printf("rank %d: ring opened %d sockets, %d open\n", rank, socks1 - socks0, socks1);
+    int maps1 = count_shm_maps();
+    printf("rank %d: ring opened %d sockets, %d open; %d shared-memory maps before, %d after\n",
+           rank, socks1 - socks0, socks1, maps0, maps1);
     return 0;
 }
 

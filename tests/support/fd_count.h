@@ -1,6 +1,7 @@
 /*
  * fd_count.h - the open file descriptors of this process, and the sockets
- * among them, from /proc/self/fd: what the workers that check connection
+ * among them, from /proc/self/fd; and gradwire's shared-memory segments
+ * mapped, from /proc/self/maps: what the workers that check connection
  * counts (worker_split, worker_scale) report. Header-only: the workers
  * link the library alone.
  */
@@ -34,6 +35,20 @@ static inline void count_fds(int *fds, int *socks)
     }
     closedir(d);
     (*fds)--; /* the directory's own */
+}
+
+/* Mappings of /dev/shm/gw-* (segments of pairs, each rank's door). */
+static inline int count_shm_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, "/dev/shm/gw-") != NULL;
+    fclose(f);
+    return n;
 }
 
 #endif

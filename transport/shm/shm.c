@@ -3,8 +3,11 @@
  * ranks on the same host through rings in POSIX shared memory.
  *
  * How data moves. Every pair of ranks (lo, hi) shares one segment, created
- * by lo and attached by hi at connect() (shm_seg.c), holding a small header
- * and two rings of ring_bytes each, one per direction. A ring is a byte pipe
+ * by lo and attached by hi (shm_seg.c) when the pair is first needed (a
+ * rank asks the peer to take part by knocking on its door, shm_door.c), or
+ * at connect() for every pair with GW_CONNECT=eager (shm_connect.c). It
+ * holds a small header and two rings of ring_bytes each, one per
+ * direction. A ring is a byte pipe
  * with two counters on separate cache lines: head, the bytes the sender has
  * written (only it writes head), and tail, the bytes the receiver has
  * consumed (only it writes tail). The sender copies into the free part and
@@ -127,6 +130,14 @@ void gw__shm_set_direct(gw_transport_t *base, int allow, size_t min_bytes)
     t->direct_min = min_bytes;
 }
 
+/* Our address: pid, host, ring size, and whether we connect lazily. */
+static void encode_ours(const gw_shm_t *t, uint8_t addr[GW_TRANSPORT_ADDR_MAX])
+{
+    gw__shm_addr_encode((uint32_t)getpid(), t->host_id, t->ring_bytes, addr);
+    if (t->lazy)
+        gw__put_le32(addr + 12, GW_SHM_ADDR_LAZY);
+}
+
 gw_status_t gw__shm_set_ring(gw_transport_t *base, size_t bytes,
                              uint8_t addr[GW_TRANSPORT_ADDR_MAX])
 {
@@ -134,18 +145,24 @@ gw_status_t gw__shm_set_ring(gw_transport_t *base, size_t bytes,
     if (bytes < GW_SHM_RING_MIN || bytes > GW_SHM_RING_MAX || (bytes & (bytes - 1)) != 0)
         return GW_ERR_INVALID_ARG;
     t->ring_bytes = bytes;
-    gw__shm_addr_encode((uint32_t)getpid(), t->host_id, t->ring_bytes, addr);
+    encode_ours(t, addr);
     return GW_OK;
 }
 
 static void shm_free(gw_shm_t *t)
 {
     if (t->peers) {
+        /* A peer killed before it could close leaves its door, and a
+         * segment it made for us that we never attached: remove them. */
+        for (int r = 0; t->lazy && r < t->base.size; r++)
+            if (t->peers[r].served && gw__shm_peer_gone(&t->peers[r]))
+                gw__shm_forget_names(t, &t->peers[r]);
         gw__shm_unmap_all(t);
         for (int r = 0; r < t->base.size; r++)
             if (t->peers[r].pidfd >= 0)
                 close(t->peers[r].pidfd);
     }
+    gw__shm_door_close(t);
     free(t->peers);
     explicit_bzero(t->data_key, sizeof(t->data_key));
     free(t);
@@ -169,6 +186,7 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     t->direct_min = GW_SHM_DIRECT_DEFAULT;
     t->allow_direct = 1;
     t->probe = GW_SHM_PROBE_MAGIC;
+    t->lazy = params->lazy != 0;
     t->spin_ns = GW_SHM_SPIN_NS;
     t->yield_ns = GW_SHM_YIELD_NS;
     long spin_us, yield_us, direct_min;
@@ -199,9 +217,16 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
         shm_free(t);
         return st;
     }
-    gw__shm_addr_encode((uint32_t)getpid(), t->host_id, t->ring_bytes, addr);
-    GW_TRACE(lg, GW_SHM_SUBSYS, "open: pid %ld, host id %016llx, rings of %zu bytes",
-             (long)getpid(), (unsigned long long)t->host_id, t->ring_bytes);
+    /* Lazily, the door exists before our address leaves, so that no peer
+     * can knock before it is there (shm_door.c). */
+    if (t->lazy && (st = gw__shm_door_open(t)) != GW_OK) {
+        shm_free(t);
+        return st;
+    }
+    encode_ours(t, addr);
+    GW_TRACE(lg, GW_SHM_SUBSYS, "open: pid %ld, host id %016llx, rings of %zu bytes, %s",
+             (long)getpid(), (unsigned long long)t->host_id, t->ring_bytes,
+             t->lazy ? "pairs connected on first use" : "every pair connected at connect()");
     *out = &t->base;
     return GW_OK;
 }
@@ -222,23 +247,33 @@ static gw_status_t shm_post(gw_transport_t *base, gw_request_t *req)
         gw__req_queue_push(&p->rq_head, &p->rq_tail, req);
     if (p->goodbye)
         return gw__transport_post_refused(base, req, "already closed its communicator");
+    if (p->conn == GW_SHM_C_IDLE) {
+        /* The pair's first request: connect it (shm_connect.c); the
+         * request waits in its queue until the pair is up. */
+        gw_status_t st = gw__shm_start_connect(t, p);
+        if (st != GW_OK)
+            return gw__shm_connect_failed(t, p, st);
+    }
     return GW_OK;
 }
 
 /* Raise a flag in our half of every segment (goodbye, or the abort `why`),
  * and wake peers that sleep. */
-static void tell_peers(gw_shm_t *t, const gw_abort_info_t *why)
+static int tell_peers(gw_shm_t *t, const gw_abort_info_t *why)
 {
+    int told = 0;
     for (int r = 0; r < t->base.size; r++) {
         gw_shm_peer_t *p = &t->peers[r];
-        if (!p->seg)
+        if (!p->my) /* not mapped, or its header not checked yet */
             continue;
+        told++;
         if (!why)
             atomic_store_explicit(&p->my->goodbye, 1, memory_order_release);
         else
             gw__shm_tell_abort(p, why);
         gw__shm_ring_bell(p);
     }
+    return told;
 }
 
 static gw_status_t shm_abort(gw_transport_t *base, const gw_abort_info_t *why)
@@ -247,10 +282,10 @@ static gw_status_t shm_abort(gw_transport_t *base, const gw_abort_info_t *why)
         return GW_ERR_INVALID_ARG;
     gw_shm_t *t = gw__shm_of(base);
     gw_abort_info_t tell = gw__transport_abort_begin(base, why);
-    tell_peers(t, &tell);
+    int told = tell_peers(t, &tell);
     GW_INFO(t->base.log, GW_SHM_SUBSYS,
             "aborting (%s, blaming rank %d, first reported by rank %d): told %d peers",
-            gw_status_str(tell.status), tell.culprit, tell.origin, t->npeers);
+            gw_status_str(tell.status), tell.culprit, tell.origin, told);
     return GW_OK;
 }
 
@@ -262,8 +297,8 @@ static void shm_close(gw_transport_t *base)
     /* Requests still queued are not completed: the caller is tearing down
      * and may have released them already. Data we wrote stays readable in
      * the peer's mapping after we unmap ours. */
-    tell_peers(t, NULL);
-    GW_TRACE(t->base.log, GW_SHM_SUBSYS, "closing: said goodbye to %d peers", t->npeers);
+    int told = tell_peers(t, NULL);
+    GW_TRACE(t->base.log, GW_SHM_SUBSYS, "closing: said goodbye to %d peers", told);
     shm_free(t);
 }
 

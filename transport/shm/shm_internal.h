@@ -3,7 +3,10 @@
  *
  *   shm.c           narrative, open, queueing a request, abort, close, the
  *                   ops table
- *   shm_seg.c       connect(): creating, attaching and checking the segments
+ *   shm_seg.c       a pair's handshake: creating, attaching and checking
+ *                   its segment
+ *   shm_connect.c   connect(): every pair at once, or each on first use
+ *   shm_door.c      each rank's door: how a peer asks it to connect (lazy)
  *   shm_progress.c  the progress engine: ring copies, single-copy reads,
  *                   liveness of peers, waiting
  *   shm_fail.c      the base's hooks: failing the pending requests, naming
@@ -29,6 +32,7 @@
 #define GW_SHM_ADDR_MAGIC 0x47575341u            /* "GWSA": an address blob */
 #define GW_SHM_REC_MAGIC 0x47575352u             /* "GWSR": a record in a ring */
 #define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
+#define GW_SHM_DOOR_MAGIC 0x47575344u            /* "GWSD": a rank's door */
 /* 2: the attacher and the creator of a segment prove the data-plane key in
  * its header (shm_seg.c). 3: an abort says who first reported the failure
  * and whom it blames (gw_shm_side_t). 4: a record may ask for a receipt
@@ -56,9 +60,10 @@
 /* Address blob (GW_TRANSPORT_ADDR_MAX bytes, little-endian host integers
  * are fine: both ends are on one host):
  *   0 u32 GW_SHM_ADDR_MAGIC   4 u32 protocol version   8 u32 pid
- *  12 u32 reserved (0)       16 u64 host id            24 u64 ring bytes
+ *  12 u32 flags              16 u64 host id            24 u64 ring bytes
  *  32.. zero */
 #define GW_SHM_ADDR_SIZE 32
+#define GW_SHM_ADDR_LAZY 1u /* flags: pairs are connected on first use (shm_connect.c) */
 
 typedef enum gw_shm_rec_kind {
     GW_SHM_INLINE = 1, /* payload follows in the ring */
@@ -143,10 +148,36 @@ _Static_assert(sizeof(gw_shm_seg_t) <= GW_SHM_HDR_BYTES, "segment header fits it
 /* How the transport uses gw_request_t.priv. */
 #define GW_SHM_REQ_INDEX(r) ((r)->priv[0]) /* send: DIRECT index, or message index in aq */
 
+/* A rank's door (shm_door.c): "/gw-<job id>-door-<rank>", made by its
+ * owner at open() and unlinked at close(); a peer that wants the pair
+ * connected sets its bit and rings the bell. */
+typedef struct gw_shm_door {
+    uint32_t magic;
+    uint32_t version;
+    uint8_t job_id[16];
+    uint32_t rank, size;
+    uint32_t pid;
+    _Atomic uint32_t bell __attribute__((aligned(GW_SHM_LINE))); /* bumped by every knock */
+    _Atomic uint32_t any; /* a bit was set since the owner last looked */
+    _Atomic uint64_t bits[] __attribute__((aligned(GW_SHM_LINE))); /* one per knocking rank */
+} gw_shm_door_t;
+
+/* Where a pair's connection stands (shm_seg.c). */
+typedef enum gw_shm_conn {
+    GW_SHM_C_IDLE,        /* lazy: nobody asked for it yet */
+    GW_SHM_C_ATTACH,      /* hi: waiting for lo's segment to appear and be sized */
+    GW_SHM_C_INIT,        /* hi: mapped, waiting for lo to fill the header */
+    GW_SHM_C_WAIT_MAPPED, /* waiting for the peer to publish its pid */
+    GW_SHM_C_WAIT_READY,  /* probed the peer; waiting for its probe result */
+    GW_SHM_C_DONE,        /* messages move */
+} gw_shm_conn_t;
+
 /* The local view of one peer. */
 typedef struct gw_shm_peer {
     int rank;
     int served; /* its address blob was not zero: we connect to it */
+    gw_shm_conn_t conn;
+    int64_t conn_start_ms; /* when we started to connect it */
     pid_t pid;
     int pidfd; /* -1 where pidfd_open is not available */
     uint64_t ring_bytes;
@@ -192,8 +223,15 @@ typedef struct gw_shm {
     volatile uint64_t probe; /* GW_SHM_PROBE_MAGIC, read by peers' probes */
     gw_shm_peer_t *peers;    /* size entries; ours is unused */
     int npeers;              /* served peers */
-    uint64_t moved;          /* bytes and completions so far, to tell idle rounds */
-    int64_t idle_since_ns;   /* 0 when the last round moved something */
+    int lazy;                /* connect a pair when it is first needed (params.lazy) */
+    int nconnecting;         /* peers between IDLE and DONE */
+    int nconnected;          /* peers DONE */
+    int refused_warned;      /* the first refused single-copy probe was logged at WARN */
+    gw_shm_door_t *door;     /* ours (lazy), mapped */
+    size_t door_bytes;
+    char door_name[96];    /* while it is in /dev/shm */
+    uint64_t moved;        /* bytes and completions so far, to tell idle rounds */
+    int64_t idle_since_ns; /* 0 when the last round moved something */
     int64_t next_liveness_ms;
     int no_waitv;     /* the kernel lacks futex_waitv: sleep on one peer's bell */
     int64_t spin_ns;  /* idle time spent polling before yielding the core */
@@ -226,11 +264,42 @@ void gw__shm_set_direct(gw_transport_t *t, int allow, size_t min_bytes);
 gw_status_t gw__shm_set_ring(gw_transport_t *t, size_t bytes, uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
 
 /* shm_seg.c */
-gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs);
-/* Unmap every segment and unlink those that may still have a name. */
-void gw__shm_unmap_all(gw_shm_t *t);
 /* "/gw-<job id>-<lo>-<hi>": the segment of a pair. */
 void gw__shm_seg_name(const uint8_t job_id[16], int lo, int hi, char *buf, size_t cap);
+/* lo's side: create, size, map and fill the pair's segment. */
+gw_status_t gw__shm_seg_create(gw_shm_t *t, gw_shm_peer_t *p);
+/* Advance p's handshake (p->conn, from ATTACH or WAIT_MAPPED) as far as the
+ * peer allows now, without blocking; GW_SHM_C_DONE when both sides proved
+ * the key and said READY. A failure is logged and returned. */
+gw_status_t gw__shm_seg_step(gw_shm_t *t, gw_shm_peer_t *p);
+
+/* shm_connect.c */
+gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs);
+/* Start connecting p (IDLE -> creating or attaching its segment); lazily,
+ * also knock on its door so that it starts too. */
+gw_status_t gw__shm_start_connect(gw_shm_t *t, gw_shm_peer_t *p);
+/* One step of p's connection: GW_OK whether or not it advanced (p->conn
+ * says), else the failure (logged, naming p). `liveness`: also look
+ * whether its process is gone. */
+gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness);
+/* Unmap every segment and unlink those that may still have a name. */
+void gw__shm_unmap_all(gw_shm_t *t);
+
+/* shm_door.c */
+/* Make our door (lazy transports, at open()). */
+gw_status_t gw__shm_door_open(gw_shm_t *t);
+/* Unlink and unmap it (close()). */
+void gw__shm_door_close(gw_shm_t *t);
+/* Ask p to connect: set our bit in its door and ring its bell. A door
+ * that is gone means p closed or died: GW_ERR_REMOTE, logged. */
+gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p);
+/* Start connecting every peer that knocked since the last look. */
+gw_status_t gw__shm_door_answer(gw_shm_t *t);
+/* "/gw-<job id>-door-<rank>". */
+void gw__shm_door_name(const uint8_t job_id[16], int rank, char *buf, size_t cap);
+/* p is gone: remove the names it may have left in /dev/shm (its door, our
+ * pair's segment if it made it and we never attached). */
+void gw__shm_forget_names(gw_shm_t *t, gw_shm_peer_t *p);
 
 /* shm_progress.c */
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
@@ -254,5 +323,14 @@ void gw__shm_tell_abort(gw_shm_peer_t *p, const gw_abort_info_t *why);
 /* The base's hooks (gw__transport_class_t). */
 void gw__shm_fail_pending(gw_transport_t *base, gw_status_t st);
 void gw__shm_describe_peer(const gw_transport_t *base, int peer, char *buf, size_t cap);
+
+/* A pair's connection failed with st (logged): fail the transport, naming
+ * the peer unless the cause is ours (out of memory, a system call). */
+static inline gw_status_t gw__shm_connect_failed(gw_shm_t *t, gw_shm_peer_t *p, gw_status_t st)
+{
+    if (st == GW_ERR_SYSTEM || st == GW_ERR_NO_MEMORY)
+        return gw__shm_fail(t, st, NULL);
+    return gw__shm_peer_fail(t, p, st, NULL);
+}
 
 #endif

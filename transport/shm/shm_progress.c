@@ -28,6 +28,13 @@
  * for; on the busy test machine, sleeping after 50 us instead of yielding
  * for 2 ms made a 4-rank 32 MiB allreduce about 1.2x faster. A sleep is
  * bounded by GW_SHM_SLEEP_NS so that liveness is still checked.
+ *
+ * Pairs connected on first use (shm_connect.c) come up in the same rounds:
+ * each round first answers knocks on our door, then moves every pair that
+ * is connecting one handshake step; their requests wait in the queues
+ * until the pair is up. A knock rings our door's bell, which the futex
+ * wait includes; the handshake's own steps ring nothing, so while a pair
+ * is connecting no sleep lasts more than GW_SHM_CONNECTING_SLEEP_NS.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +53,8 @@
 #include "common/clock.h"
 #include "transport/shm/shm_internal.h"
 
-#define GW_SHM_SLEEP_NS (2LL * 1000000) /* the longest single sleep */
+#define GW_SHM_SLEEP_NS (2LL * 1000000)            /* the longest single sleep */
+#define GW_SHM_CONNECTING_SLEEP_NS (1LL * 1000000) /* ... while a pair is being connected */
 
 static void complete(gw_shm_t *t, gw_request_t *r)
 {
@@ -476,10 +484,25 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
         liveness = 1;
         t->next_liveness_ms = now_ms + GW_SHM_LIVENESS_MS;
     }
+    if (t->door) {
+        gw_status_t st = gw__shm_door_answer(t);
+        if (st != GW_OK)
+            return st;
+    }
     for (int i = 0; i < t->base.size; i++) {
         gw_shm_peer_t *p = &t->peers[i];
         if (!p->served)
             continue;
+        if (p->conn != GW_SHM_C_DONE) {
+            /* Lazily connected pairs come up here, one step per round. */
+            if (p->conn == GW_SHM_C_IDLE)
+                continue;
+            gw_status_t st = gw__shm_connect_step(t, p, liveness);
+            if (st != GW_OK)
+                return gw__shm_connect_failed(t, p, st);
+            if (p->conn != GW_SHM_C_DONE)
+                continue;
+        }
         finish_direct(t, p);
         finish_accepted(t, p);
         send_peer(t, p);
@@ -542,19 +565,29 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 {
     gw_shm_peer_t *peers[FUTEX_WAITV_MAX];
     struct futex_waitv w[FUTEX_WAITV_MAX];
-    int n = waited_peers(t, peers);
-    if (n == 0) {
-        struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
-        nanosleep(&ts, NULL);
-        return GW_OK;
-    }
-    memset(w, 0, sizeof(w[0]) * (size_t)n);
+    int n = waited_peers(t, peers), nw = n;
+    memset(w, 0, sizeof(w));
     for (int i = 0; i < n; i++) {
         /* Not FUTEX_PRIVATE: the words are shared with other processes. */
         w[i].uaddr = (uint64_t)(uintptr_t)&peers[i]->my->bell;
         w[i].val = atomic_load_explicit(&peers[i]->my->bell, memory_order_acquire);
         w[i].flags = FUTEX_32;
         atomic_store_explicit(&peers[i]->my->sleeping, 1, memory_order_relaxed);
+    }
+    if (t->door && nw < FUTEX_WAITV_MAX) {
+        /* A knock wakes us at once (shm_door.c). */
+        w[nw].uaddr = (uint64_t)(uintptr_t)&t->door->bell;
+        w[nw].val = atomic_load_explicit(&t->door->bell, memory_order_acquire);
+        w[nw].flags = FUTEX_32;
+        nw++;
+    }
+    /* A pair being connected moves without ringing bells: look often. */
+    if (t->nconnecting > 0 && max_ns > GW_SHM_CONNECTING_SLEEP_NS)
+        max_ns = GW_SHM_CONNECTING_SLEEP_NS;
+    if (nw == 0) {
+        struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
+        nanosleep(&ts, NULL);
+        return GW_OK;
     }
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t before = t->moved;
@@ -566,7 +599,8 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
         ts.tv_sec = (time_t)(end / 1000000000);
         ts.tv_nsec = (long)(end % 1000000000);
 #ifdef SYS_futex_waitv
-        if (!t->no_waitv && syscall(SYS_futex_waitv, w, (unsigned)n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
+        if (!t->no_waitv &&
+            syscall(SYS_futex_waitv, w, (unsigned)nw, 0, &ts, CLOCK_MONOTONIC) < 0 &&
             errno == ENOSYS)
             t->no_waitv = 1;
 #else
@@ -574,7 +608,8 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 #endif
         if (t->no_waitv) {
             struct timespec rel = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
-            syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL, 0);
+            syscall(SYS_futex, (uint32_t *)(uintptr_t)w[0].uaddr, FUTEX_WAIT, (uint32_t)w[0].val,
+                    &rel, NULL, 0);
         }
     }
     for (int i = 0; i < n; i++)

@@ -1,6 +1,8 @@
 /*
- * shm_seg.c - connect() of the shared-memory transport: one segment per
- * pair of ranks, created, attached, checked and unlinked.
+ * shm_seg.c - the handshake of one pair of ranks of the shared-memory
+ * transport: its segment created, attached, checked and unlinked. When
+ * pairs are connected (all at connect(), or each on first use) is
+ * shm_connect.c's.
  *
  * For the pair (lo, hi), lo creates "/gw-<job id>-<lo>-<hi>" with O_EXCL
  * (so a segment of another job or a stale one is never taken for ours),
@@ -32,9 +34,8 @@
  * whether to send DIRECT headers or stream through the ring. Both ranks
  * wait for each other's READY, so neither sends before the other decided.
  *
- * Everything runs in one loop over all peers under one deadline, without
- * blocking on any single peer; a peer whose process is gone, or that never
- * shows up before the timeout, is named in the error.
+ * gw__shm_seg_step() never blocks: it advances the pair as far as the
+ * other side allows now, so the caller can drive many pairs at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,14 +55,6 @@
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "transport/shm/shm_internal.h"
-
-typedef enum conn_state {
-    C_ATTACH,      /* hi: waiting for lo's segment to appear and be sized */
-    C_INIT,        /* hi: mapped, waiting for lo to fill the header */
-    C_WAIT_MAPPED, /* waiting for the peer to publish its pid */
-    C_WAIT_READY,  /* probed the peer; waiting for its probe result */
-    C_DONE,
-} conn_state_t;
 
 void gw__shm_seg_name(const uint8_t job_id[16], int lo, int hi, char *buf, size_t cap)
 {
@@ -135,7 +128,7 @@ static gw_status_t fresh_nonce(const gw_logger_t *lg, uint8_t out[16])
     return GW_OK;
 }
 
-static gw_status_t create_seg(gw_shm_t *t, gw_shm_peer_t *p)
+gw_status_t gw__shm_seg_create(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const gw_logger_t *lg = t->base.log;
     p->seg_bytes = seg_bytes_of(p->ring_bytes);
@@ -180,7 +173,7 @@ out_close:
 }
 
 /* hi's side: one attempt; *progressed when the state advanced. */
-static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
+static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
 {
     const gw_logger_t *lg = t->base.log;
     if (p->fd < 0) {
@@ -221,11 +214,11 @@ static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
     if (shm_unlink(p->name) != 0 && errno != ENOENT)
         GW_WARN(lg, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
     p->name[0] = '\0';
-    *cs = C_INIT;
+    *cs = GW_SHM_C_INIT;
     return GW_OK;
 }
 
-static gw_status_t check_header(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
+static gw_status_t check_header(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
 {
     if (!atomic_load_explicit(&p->seg->init_done, memory_order_acquire))
         return GW_OK;
@@ -247,7 +240,7 @@ static gw_status_t check_header(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
     p->my->pid = (uint32_t)getpid(); /* publish_mapped writes it again */
     seg_proof(t, p->seg, ATTACHER, p->my->mac);
     publish_mapped(t, p);
-    *cs = C_WAIT_MAPPED;
+    *cs = GW_SHM_C_WAIT_MAPPED;
     return GW_OK;
 }
 
@@ -271,12 +264,11 @@ static gw_status_t offer_again(gw_shm_t *t, gw_shm_peer_t *p)
     if (shm_unlink(p->name) != 0 && errno != ENOENT)
         GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
     p->created = 0;
-    return create_seg(t, p);
+    return gw__shm_seg_create(t, p);
 }
 
 /* Try a single-copy read of the peer's probe word. A refusal is kept in
- * refused_errno and reported once for all peers after connect()
- * (report_refused). */
+ * refused_errno and reported by shm_connect.c. */
 static int probe_direct(gw_shm_t *t, gw_shm_peer_t *p)
 {
     if (!t->allow_direct)
@@ -299,52 +291,14 @@ static int probe_direct(gw_shm_t *t, gw_shm_peer_t *p)
     return 0;
 }
 
-/* One WARN line for every peer whose memory the kernel would not let us
- * read: which ranks, the error, and what commonly causes it here. */
-static void report_refused(gw_shm_t *t)
-{
-    char ranks[256];
-    size_t len = 0;
-    int count = 0, err = 0;
-    ranks[0] = '\0';
-    for (int r = 0; r < t->base.size; r++) {
-        const gw_shm_peer_t *p = &t->peers[r];
-        if (!p->served || !p->refused_errno)
-            continue;
-        err = p->refused_errno;
-        int w = snprintf(ranks + len, sizeof(ranks) - len, "%s%d", count ? "," : "", r);
-        if (w > 0 && (size_t)w < sizeof(ranks) - len)
-            len += (size_t)w;
-        count++;
-    }
-    if (count == 0)
-        return;
-    char scope[32] = "";
-    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    int v = -1;
-    if (f) {
-        if (fscanf(f, "%d", &v) == 1)
-            snprintf(scope, sizeof(scope), "Yama ptrace_scope is %d; ", v);
-        fclose(f);
-    }
-    errno = err;
-    GW_WARN(t->base.log, GW_SHM_SUBSYS,
-            "the kernel refuses cross-memory attach to %d of %d peers (ranks %s; "
-            "process_vm_readv: %m): %sit needs ptrace access to the peer (same user, the peer "
-            "dumpable, Yama ptrace_scope 0 or CAP_SYS_PTRACE, not denied by seccomp or a "
-            "container); their large messages go through the rings instead (two copies, "
-            "slower, results unchanged)",
-            count, t->npeers, ranks, scope);
-}
-
-static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
+static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
 {
     gw_status_t st = GW_OK;
-    if (*cs == C_ATTACH)
+    if (*cs == GW_SHM_C_ATTACH)
         st = attach_seg(t, p, cs);
-    if (st == GW_OK && *cs == C_INIT)
+    if (st == GW_OK && *cs == GW_SHM_C_INIT)
         st = check_header(t, p, cs);
-    if (st != GW_OK || *cs != C_WAIT_MAPPED)
+    if (st != GW_OK || *cs != GW_SHM_C_WAIT_MAPPED)
         return st;
     if (atomic_load_explicit(&p->its->state, memory_order_acquire) < GW_SHM_SIDE_MAPPED)
         return GW_OK;
@@ -368,7 +322,7 @@ static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, conn_state_t *cs)
     }
     atomic_store_explicit(&p->my->can_read, (uint32_t)probe_direct(t, p), memory_order_relaxed);
     atomic_store_explicit(&p->my->state, GW_SHM_SIDE_READY, memory_order_release);
-    *cs = C_WAIT_READY;
+    *cs = GW_SHM_C_WAIT_READY;
     return GW_OK;
 }
 
@@ -390,182 +344,16 @@ static gw_status_t check_creator(gw_shm_t *t, gw_shm_peer_t *p)
     return GW_ERR_AUTH;
 }
 
-static gw_status_t report_timeout(gw_shm_t *t, const conn_state_t *cs)
+gw_status_t gw__shm_seg_step(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    char msg[1024];
-    size_t n = 0;
-    msg[0] = '\0';
-    for (int r = 0; r < t->base.size; r++) {
-        if (!t->peers[r].served || cs[r] == C_DONE)
-            continue;
-        const char *why = cs[r] == C_ATTACH        ? "its shared memory never appeared"
-                          : cs[r] == C_INIT        ? "it never initialised its shared memory"
-                          : cs[r] == C_WAIT_MAPPED ? "it never mapped our shared memory"
-                                                   : "it never finished the handshake";
-        int w = snprintf(msg + n, sizeof(msg) - n, "%srank %d (pid %ld): %s", n ? "; " : "", r,
-                         (long)t->peers[r].pid, why);
-        if (w > 0 && (size_t)w < sizeof(msg) - n)
-            n += (size_t)w;
-    }
-    GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-             "connecting through shared memory timed out after %d ms: %s", t->timeout_ms, msg);
-    return GW_ERR_TIMEOUT;
-}
-
-/* Read the peers' address blobs; a zero blob is a peer served elsewhere. */
-static gw_status_t read_addrs(gw_shm_t *t, const uint8_t *all_addrs)
-{
-    static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
-    for (int r = 0; r < t->base.size; r++) {
-        if (r == t->base.rank)
-            continue;
-        const uint8_t *blob = all_addrs + (size_t)r * GW_TRANSPORT_ADDR_MAX;
-        gw_shm_peer_t *p = &t->peers[r];
-        if (memcmp(blob, zero, sizeof(zero)) == 0)
-            continue;
-        uint32_t pid;
-        uint64_t host_id, ring;
-        if (gw__shm_addr_decode(blob, &pid, &host_id, &ring) != GW_OK) {
-            GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                     "the address of rank %d is not a gradwire shared-memory address (version "
-                     "%u): do all ranks run the same gradwire?",
-                     r, GW_SHM_PROTOCOL_VERSION);
-            return GW_ERR_PROTOCOL;
-        }
-        if (host_id != t->host_id) {
-            GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                     "rank %d is on another host (host id %016llx, ours %016llx): shared memory "
-                     "connects only ranks on one host (same kernel, network namespace and "
-                     "/dev/shm)",
-                     r, (unsigned long long)host_id, (unsigned long long)t->host_id);
-            return GW_ERR_CONFIG;
-        }
-        p->served = 1;
-        p->pid = (pid_t)pid;
-        /* The creator (lo) sizes the rings. */
-        p->ring_bytes = r < t->base.rank ? ring : t->ring_bytes;
-        int lo = r < t->base.rank ? r : t->base.rank, hi = r < t->base.rank ? t->base.rank : r;
-        gw__shm_seg_name(t->job_id, lo, hi, p->name, sizeof(p->name));
-        p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-        if (p->pidfd < 0 && errno != ENOSYS && errno != ESRCH)
-            GW_TRACE(t->base.log, GW_SHM_SUBSYS, "pidfd_open(%ld) for rank %d: %m", (long)p->pid,
-                     r);
-        t->npeers++;
-    }
+    gw_status_t st = step(t, p, &p->conn);
+    if (st != GW_OK || p->conn != GW_SHM_C_WAIT_READY ||
+        atomic_load_explicit(&p->its->state, memory_order_acquire) != GW_SHM_SIDE_READY)
+        return st;
+    if ((st = check_creator(t, p)) != GW_OK)
+        return st;
+    p->direct_ok =
+        atomic_load_explicit(&p->its->can_read, memory_order_relaxed) && t->direct_min > 0;
+    p->conn = GW_SHM_C_DONE;
     return GW_OK;
-}
-
-gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
-{
-    gw_shm_t *t = gw__shm_of(base);
-    if (!t || !all_addrs)
-        return GW_ERR_INVALID_ARG;
-    if (t->base.failed != GW_OK)
-        return t->base.failed;
-    if (t->base.connected || t->npeers > 0) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
-    int size = t->base.size, rank = t->base.rank;
-    int64_t start = gw__now_ms();
-    conn_state_t *cs = calloc((size_t)size, sizeof(*cs));
-    if (!cs) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "out of memory for %d peers", size);
-        return gw__shm_fail(t, GW_ERR_NO_MEMORY, NULL);
-    }
-    gw_status_t st = read_addrs(t, all_addrs);
-    for (int r = 0; st == GW_OK && r < size; r++) {
-        gw_shm_peer_t *p = &t->peers[r];
-        cs[r] = C_DONE;
-        if (!p->served)
-            continue;
-        cs[r] = C_ATTACH;
-        if (r > rank) {
-            st = create_seg(t, p);
-            cs[r] = C_WAIT_MAPPED;
-        }
-    }
-    int64_t deadline = start + t->timeout_ms;
-    while (st == GW_OK) {
-        int pending = 0, moved = 0;
-        for (int r = 0; r < size && st == GW_OK; r++) {
-            gw_shm_peer_t *p = &t->peers[r];
-            if (cs[r] == C_DONE)
-                continue;
-            conn_state_t before = cs[r];
-            st = step(t, p, &cs[r]);
-            if (st == GW_OK && cs[r] == C_WAIT_READY &&
-                atomic_load_explicit(&p->its->state, memory_order_acquire) == GW_SHM_SIDE_READY &&
-                (st = check_creator(t, p)) == GW_OK) {
-                p->direct_ok = atomic_load_explicit(&p->its->can_read, memory_order_relaxed) &&
-                               t->direct_min > 0;
-                cs[r] = C_DONE;
-            }
-            moved |= cs[r] != before;
-            pending += cs[r] != C_DONE;
-            int32_t ab = p->its && cs[r] != C_DONE
-                             ? atomic_load_explicit(&p->its->abort_status, memory_order_acquire)
-                             : 0;
-            if (st == GW_OK && ab != 0) {
-                GW_ERROR(t->base.log, GW_SHM_SUBSYS, "rank %d (pid %ld) failed to connect: %s", r,
-                         (long)p->pid, gw_status_str(gw__transport_abort_status(ab)));
-                st = GW_ERR_REMOTE;
-            }
-            if (st == GW_OK && cs[r] != C_DONE && gw__shm_peer_gone(p)) {
-                GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                         "rank %d (pid %ld) exited before it connected through shared memory", r,
-                         (long)p->pid);
-                st = GW_ERR_REMOTE;
-            }
-        }
-        if (st != GW_OK || pending == 0)
-            break;
-        if (gw__now_ms() >= deadline) {
-            st = report_timeout(t, cs);
-            break;
-        }
-        if (!moved)
-            poll(NULL, 0, 1);
-    }
-    free(cs);
-    if (st != GW_OK) {
-        /* Peers that mapped a segment with us learn at once that we gave up. */
-        gw_abort_info_t why = {.status = st, .origin = t->base.rank, .culprit = -1};
-        for (int r = 0; r < size; r++)
-            if (t->peers[r].my)
-                gw__shm_tell_abort(&t->peers[r], &why);
-        gw__shm_unmap_all(t);
-        return gw__shm_fail(t, st, NULL);
-    }
-    t->base.connected = 1;
-    report_refused(t);
-    int direct = 0;
-    for (int r = 0; r < size; r++)
-        direct += t->peers[r].served && t->peers[r].direct_ok;
-    GW_INFO(t->base.log, GW_SHM_SUBSYS,
-            "connected to %d peers in %lld ms (rings of %zu bytes; %d of them read our large "
-            "messages in place)",
-            t->npeers, (long long)(gw__now_ms() - start), t->ring_bytes, direct);
-    return GW_OK;
-}
-
-void gw__shm_unmap_all(gw_shm_t *t)
-{
-    for (int r = 0; r < t->base.size; r++) {
-        gw_shm_peer_t *p = &t->peers[r];
-        if (p->created && p->name[0]) {
-            if (shm_unlink(p->name) != 0 && errno != ENOENT)
-                GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
-        }
-        p->name[0] = '\0';
-        if (p->fd >= 0)
-            close(p->fd);
-        p->fd = -1;
-        if (p->seg)
-            munmap(p->seg, p->seg_bytes);
-        p->seg = NULL;
-        p->my = p->its = NULL;
-        p->out = p->in = NULL;
-        p->out_ring = p->in_ring = NULL;
-    }
 }

@@ -14,7 +14,9 @@
 #             for real, not through a switch. Ranks 0 and 2 must say so in
 #             one WARN line naming rank 1, rank 1 must not (it may read
 #             them), and the results must still be exact. The same run
-#             with a readable copy (a control) must not warn at all.
+#             with a readable copy (a control) must not warn at all. Both
+#             with pairs connected at creation (GW_CONNECT=eager) and on
+#             first use (lazy).
 #             Needs root (to become nobody); skipped otherwise.
 # Usage: shm_direct_test.sh BUILD_DIR [direct|refused]
 set -euo pipefail
@@ -79,33 +81,55 @@ exec "$worker" "\$@"
 WRAP
 chmod 755 "$tmp/rank_wrapper"
 counts=0,7,16385,65537,262147
-run() { # OUTDIR HIDE
+run() { # OUTDIR HIDE CONNECT
     mkdir -p "$1" && chmod 777 "$1"
-    HIDE_RANK1="$2" GW_TRANSPORT=shm GW_DEBUG=INFO GW_DEBUG_SUBSYS=shm timeout 300 \
-        setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+    HIDE_RANK1="$2" GW_CONNECT="$3" GW_TRANSPORT=shm GW_DEBUG=INFO GW_DEBUG_SUBSYS=shm \
+        timeout 300 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
         "$build/gradwire" launch -n 3 -- "$tmp/rank_wrapper" "$1" "$counts" direct,ring all all \
         allreduce >"$tmp/log" 2>&1
 }
-run "$tmp/control" 0 || fail "control run as nobody exited $?"
-agree "$tmp/control" 3
-! grep -q "refuses cross-memory attach" "$tmp/log" ||
-    fail "the control run (every rank dumpable) says cross-memory attach is refused"
-n=$(grep -c "read our large messages in place" "$tmp/log" || true)
-[ "$n" = 3 ] || fail "control: $n of 3 ranks said how many peers read them in place"
-grep -q "2 of them read our large messages in place" "$tmp/log" ||
-    fail "control: single copy is not in use between dumpable ranks"
-echo "ok: as nobody, every rank dumpable: single copy in use, no warning"
+count() { grep -c "$1" "$tmp/log" || true; }
+# Pairs connected at creation (eager): one line per rank says how many
+# peers read it in place, one WARN per refused rank names all its peers.
+# On first use (lazy, the default): a line per pair as it comes up, and a
+# WARN for the first peer refused.
+for mode in eager lazy; do
+    run "$tmp/control-$mode" 0 $mode || fail "$mode: control run as nobody exited $?"
+    agree "$tmp/control-$mode" 3
+    [ "$(count 'refuses cross-memory attach')" = 0 ] ||
+        fail "$mode: the control run (every rank dumpable) says cross-memory attach is refused"
+    if [ $mode = eager ]; then
+        [ "$(count '2 of them read our large messages in place')" = 3 ] ||
+            fail "eager control: single copy is not in use between every pair of dumpable ranks"
+    else
+        [ "$(count 'connected to rank [0-2] in [0-9]* ms (it reads our large messages in place)')" = 6 ] ||
+            fail "lazy control: not every rank said that its 2 peers read it in place"
+    fi
+    echo "ok: $mode, as nobody, every rank dumpable: single copy in use, no warning"
 
-run "$tmp/refused" 1 || fail "run with rank 1 non-dumpable exited $?"
-agree "$tmp/refused" 3
-cp "$tmp/log" "$tmp/refused.log"
-n=$(grep -c "the kernel refuses cross-memory attach to 1 of 2 peers (ranks 1; process_vm_readv: Operation not permitted)" "$tmp/log" || true)
-[ "$n" = 2 ] || fail "$n of 2 ranks (0 and 2) said the kernel refuses to let them read rank 1"
-[ "$(grep -c 'refuses cross-memory attach' "$tmp/log")" = 2 ] ||
-    fail "a rank warned more than once, or rank 1 warned too"
-grep -q "rank 1 .*0 of them read our large messages in place\|0 of them read our large messages in place" \
-    "$tmp/log" || fail "rank 1's large messages are still read in place"
-cmp -s "$tmp/control/rank0" "$tmp/refused/rank0" ||
-    fail "results with the copy path differ from those with single copy"
-echo "ok: rank 1 non-dumpable: ranks 0 and 2 warn once naming it, results exact and identical"
-grep -m1 "refuses cross-memory attach" "$tmp/refused.log"
+    run "$tmp/refused-$mode" 1 $mode || fail "$mode: run with rank 1 non-dumpable exited $?"
+    agree "$tmp/refused-$mode" 3
+    cp "$tmp/log" "$tmp/refused-$mode.log"
+    if [ $mode = eager ]; then
+        want="the kernel refuses cross-memory attach to 1 of 2 peers (ranks 1; process_vm_readv: Operation not permitted)"
+    else
+        want="the kernel refuses cross-memory attach to rank 1 (process_vm_readv: Operation not permitted)"
+    fi
+    [ "$(grep -c "^\[[02]\].*$want" "$tmp/log" || true)" = 2 ] ||
+        fail "$mode: not both of ranks 0 and 2 said the kernel refuses to let them read rank 1"
+    [ "$(count 'refuses cross-memory attach')" = 2 ] ||
+        fail "$mode: a rank warned more than once, or rank 1 warned too"
+    if [ $mode = eager ]; then
+        grep -q "^\[1\].*0 of them read our large messages in place" "$tmp/log" ||
+            fail "eager: rank 1's large messages are still read in place"
+    else
+        [ "$(grep -c '^\[1\].*connected to rank [02] in [0-9]* ms (rings only' "$tmp/log" || true)" = 2 ] ||
+            fail "lazy: rank 1's large messages are still read in place"
+        [ "$(grep -c '^\[[02]\].*connected to rank 1 in [0-9]* ms (it reads our large' "$tmp/log" || true)" = 2 ] ||
+            fail "lazy: rank 1 (which may read the others) does not read ranks 0 and 2 in place"
+    fi
+    cmp -s "$tmp/control-$mode/rank0" "$tmp/refused-$mode/rank0" ||
+        fail "$mode: results with the copy path differ from those with single copy"
+    echo "ok: $mode, rank 1 non-dumpable: ranks 0 and 2 warn once naming it, results exact and identical"
+    grep -m1 "refuses cross-memory attach" "$tmp/refused-$mode.log"
+done

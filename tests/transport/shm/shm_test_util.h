@@ -14,7 +14,8 @@
  * is left in /dev/shm, whatever happened to the ranks.
  *
  * Each job gets a random job id, so tests running in parallel never share a
- * segment name. A job runs one of three paths: large messages read straight
+ * segment name. Pairs are connected at connect() unless the job says lazy
+ * (test_shm_lazy.c). A job runs one of three paths: large messages read straight
  * from the sender's memory (single copy, the default where the kernel allows
  * it), everything through the ring, or everything through a tiny 4 KiB ring
  * that wraps around thousands of times per message.
@@ -61,6 +62,10 @@ typedef struct job {
     int kill_rank_at_ms; /* > 0: the parent SIGKILLs rank kill_rank then */
     int kill_rank;
     int group[MAX_RANKS]; /* ranks in different groups see each other's blob as zero */
+    int lazy;             /* pairs connected on first use (params.lazy) */
+    int eager_rank;       /* -1, or a rank that connects eagerly while the others are lazy */
+    int linger_rank;      /* -1, or a rank that stays alive linger_ms after its close() */
+    int linger_ms;
     rank_fn fn;
     const void *arg;
     void (*tamper)(struct job *j, uint8_t *all);
@@ -105,6 +110,7 @@ static inline int rank_main(job_t *j, int rank, int fd)
     pr.log = &lg;
     pr.timeout_ms = j->timeout_ms ? j->timeout_ms : 5000;
     pr.nsocks = 1;
+    pr.lazy = j->lazy && rank != j->eager_rank;
     memcpy(pr.job_id, j->job_id, sizeof(pr.job_id));
     memset(pr.data_key, 0x6b, sizeof(pr.data_key)); /* the bootstrap's, on every rank */
 
@@ -129,8 +135,11 @@ static inline int rank_main(job_t *j, int rank, int fd)
     }
     if (rank == j->delay_connect_rank)
         usleep((useconds_t)j->delay_connect_ms * 1000);
-    return connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank], pr.timeout_ms,
-                           j->fn, j->arg, &lg);
+    int rc = connect_and_run(t, all, rank, j->n, (gw_status_t)j->expect_connect[rank],
+                             pr.timeout_ms, j->fn, j->arg, &lg);
+    if (rank == j->linger_rank)
+        usleep((useconds_t)j->linger_ms * 1000);
+    return rc;
 }
 
 static inline int rank_main_of(void *job, int rank, int fd) { return rank_main(job, rank, fd); }
@@ -180,6 +189,8 @@ static inline job_t job(int n, path_t path, rank_fn fn, const void *arg)
     j.no_direct_rank = -1;
     j.skip_connect_rank = -1;
     j.delay_connect_rank = -1;
+    j.eager_rank = -1;
+    j.linger_rank = -1;
     return j;
 }
 

@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -105,6 +106,8 @@ struct job {
     int64_t deadline_ns; /* --timeout; 0: none */
     int64_t drain_until_ns;
     int out_broken[3]; /* our stdout/stderr is gone (EPIPE): drop output */
+    int ncpus;         /* --bind: rank r runs on cpus[r % ncpus]; 0: unbound */
+    int cpus[CPU_SETSIZE];
 };
 
 /* Runs in the forked child: become a process group leader, wire up stdio
@@ -139,6 +142,7 @@ __attribute__((noreturn)) static void child_exec(const struct job *job, int r, i
         sigprocmask(SIG_SETMASK, oldmask, NULL);
         gw_launch_ssh_exec(o, o->remote, r);
     }
+    gw_launch_bind_rank(job->cpus, job->ncpus, r);
     if (job->hosts->nhosts > 0) {
         int host = gw_launch_host_of(o, job->hosts, r), local, nlocal;
         gw_launch_local_rank(o, job->hosts, r, &local, &nlocal);
@@ -677,6 +681,7 @@ int gw_launch_main(int argc, char **argv)
     job.first_fail = -1;
     for (int v = o.nranks - 1; v > 0 || job.width == 0; v /= 10)
         job.width++;
+    job.ncpus = gw_launch_bind_plan(&o, job.cpus, CPU_SETSIZE);
     job.ranks = calloc((size_t)o.nranks, sizeof(*job.ranks));
     if (!job.ranks) {
         fprintf(stderr, "gradwire launch: out of memory\n");

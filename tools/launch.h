@@ -31,6 +31,9 @@
 
 #define GW_LAUNCH_MAX_RANKS 1024
 
+/* --bind (launch_bind.c) */
+enum { GW_LAUNCH_BIND_AUTO = 0, GW_LAUNCH_BIND_CORE = 1, GW_LAUNCH_BIND_NONE = 2 };
+
 struct gw_launch_opts {
     int nranks; /* 0 with --hosts and no -n: one job slot per host */
     int port;   /* 0: pick a free one */
@@ -39,6 +42,7 @@ struct gw_launch_opts {
     double timeout_s;     /* 0: none */
     int prefix;           /* prefix output lines with "[RANK] " */
     int elastic;          /* --elastic: a rank that fails does not end the job */
+    int bind;             /* --bind: GW_LAUNCH_BIND_* (launch_bind.c) */
     const char *netns;    /* --hosts PREFIX: rank r runs in namespace PREFIX<host>, or NULL */
     int ranks_per_host;   /* --ranks-per-host K: K consecutive ranks per host; 0: round robin */
     const char *hostfile; /* --hostfile FILE: ranks over ssh, or NULL */
@@ -68,6 +72,14 @@ struct gw_launch_remote {
  * caller decides how to leave. Not reentrant: it installs a signal mask and
  * a signalfd for the duration of the call and restores the mask after. */
 int gw_launch_main(int argc, char **argv);
+
+/* launch_bind.c: --bind's value into *mode (-1: not auto, core or none). */
+int gw_launch_bind_parse(const char *v, int *mode);
+/* The CPUs ranks are bound to, in rank order (rank r: cpus[r % n]), at
+ * most cap; 0 when nothing is to be bound. */
+int gw_launch_bind_plan(const struct gw_launch_opts *o, int *cpus, int cap);
+/* In rank r's child: bind it (a failure is said on stderr, not fatal). */
+void gw_launch_bind_rank(const int *cpus, int ncpus, int r);
 
 /* Print the launch usage text to out. */
 void gw_launch_usage(FILE *out);

@@ -56,6 +56,10 @@ void gw_launch_usage(FILE *out)
         "                       \"ssh -T -o BatchMode=yes\"), split on blanks\n"
         "  --timeout S          stop every rank and exit 124 after S seconds\n"
         "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
+        "  --bind auto|core|none  bind rank r to the r-th CPU the launcher may use:\n"
+        "                       auto (the default) when all ranks run on this machine\n"
+        "                       and there are no more ranks than those CPUs; core:\n"
+        "                       always (round robin); none: never (ssh ranks: never)\n"
         "  --elastic            a rank that fails or dies does not end the job: the\n"
         "                       others go on (gradwire train --elastic shrinks to\n"
         "                       them); each loss is said on stderr\n"
@@ -93,7 +97,8 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
         OPT_NO_PREFIX,
         OPT_HOSTFILE,
         OPT_SSH,
-        OPT_ELASTIC
+        OPT_ELASTIC,
+        OPT_BIND
     };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
@@ -107,6 +112,7 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
         {"hostfile", required_argument, NULL, OPT_HOSTFILE},
         {"ssh", required_argument, NULL, OPT_SSH},
         {"elastic", no_argument, NULL, OPT_ELASTIC},
+        {"bind", required_argument, NULL, OPT_BIND},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c;
@@ -126,6 +132,10 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
             break;
         case OPT_ELASTIC:
             o->elastic = 1;
+            break;
+        case OPT_BIND:
+            if (gw_launch_bind_parse(v, &o->bind) != 0)
+                return usage_error("--bind wants auto, core or none, not \"%s\"", v);
             break;
         case 'n':
             if (gw_kit_parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)

@@ -8,7 +8,8 @@
  * Each rank times gw_comm_init_env, then its first collective (a ring
  * allreduce of 1024 floats, which needs the two ring neighbours), then an
  * alltoall (which needs every peer), and counts its open file descriptors
- * (/proc/self/fd) and resident memory (VmRSS) after each step. Rank 0
+ * (/proc/self/fd), resident memory (VmRSS) and gradwire's shared-memory
+ * mappings (/proc/self/maps) after each step. Rank 0
  * prints one line with the maximum over the ranks of each time and the
  * maximum and mean of each count, "scale: n=N ...", for the README; and
  * the minimum of the creation time (last_init_ms): the rank that started
@@ -104,12 +105,15 @@ static int time_mode(void)
     int fds_init, socks_init, fds_ring, socks_ring, fds_all, socks_all;
     count_fds(&fds_init, &socks_init);
     long rss_init = rss_kb();
+    int maps_init = count_shm_maps();
     gw_comm_set_algo(comm, GW_ALGO_RING);
     float buf[1024];
     if (ring_allreduce(comm, buf, 1024))
         return 1;
     double t_first = now_ms() - t0;
     count_fds(&fds_ring, &socks_ring);
+    long rss_ring = rss_kb();
+    int maps_ring = count_shm_maps();
     float *a = calloc((size_t)size, sizeof(float)), *b = calloc((size_t)size, sizeof(float));
     st = gw_alltoall(comm, a, b, 1, GW_FLOAT32);
     if (st != GW_OK)
@@ -117,20 +121,25 @@ static int time_mode(void)
     double t_all = now_ms() - t0;
     count_fds(&fds_all, &socks_all);
     long rss_all = rss_kb();
-    double v[8] = {t_init,  t_first,          t_all,          fds_init, fds_ring,
-                   fds_all, (double)rss_init, (double)rss_all};
-    double min[8], max[8], sum[8];
-    st = reduce_stats(comm, v, 8, min, max, sum);
+    int maps_all = count_shm_maps();
+    enum { NV = 12 };
+    double v[NV] = {
+        t_init,           t_first,          t_all,           fds_init,  fds_ring,  fds_all,
+        (double)rss_init, (double)rss_ring, (double)rss_all, maps_init, maps_ring, maps_all};
+    double min[NV], max[NV], sum[NV];
+    st = reduce_stats(comm, v, NV, min, max, sum);
     if (st != GW_OK)
         return printf("rank %d: stats %s\n", rank, gw_status_str(st)), 1;
     if (rank == 0)
         printf("scale: n=%d transport=%s init_ms=%.1f last_init_ms=%.1f first_coll_ms=%.1f "
-               "alltoall_ms=%.1f "
-               "fds_init=%.0f/%.1f fds_ring=%.0f/%.1f fds_all=%.0f/%.1f rss_init_kb=%.0f/%.0f "
-               "rss_all_kb=%.0f/%.0f (max/mean over ranks; times from before gw_comm_init)\n",
+               "alltoall_ms=%.1f fds_init=%.0f/%.1f fds_ring=%.0f/%.1f fds_all=%.0f/%.1f "
+               "rss_init_kb=%.0f/%.0f rss_ring_kb=%.0f/%.0f rss_all_kb=%.0f/%.0f "
+               "shm_maps_init=%.0f/%.1f shm_maps_ring=%.0f/%.1f shm_maps_all=%.0f/%.1f "
+               "(max/mean over ranks; times from before gw_comm_init)\n",
                size, gw_comm_transport(comm), max[0], min[0], max[1], max[2], max[3], sum[3] / size,
                max[4], sum[4] / size, max[5], sum[5] / size, max[6], sum[6] / size, max[7],
-               sum[7] / size);
+               sum[7] / size, max[8], sum[8] / size, max[9], sum[9] / size, max[10], sum[10] / size,
+               max[11], sum[11] / size);
     free(a);
     free(b);
     gw_comm_destroy(comm);

@@ -177,10 +177,14 @@ gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
         return GW_ERR_REMOTE;
     }
     if (st == GW_OK && liveness && gw__shm_peer_gone(p)) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS,
-                 "rank %d (pid %ld) exited before it connected through shared memory", p->rank,
-                 (long)p->pid);
         gw__shm_forget_names(t, p);
+        if (t->lazy)
+            return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
+                                     "died while we connected to it: its process is gone");
+        GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+                 "rank %d (pid %ld) died before it connected through shared memory: its process "
+                 "is gone",
+                 p->rank, (long)p->pid);
         return GW_ERR_REMOTE;
     }
     return st;

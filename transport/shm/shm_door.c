@@ -183,10 +183,9 @@ gw_status_t gw__shm_door_answer(gw_shm_t *t)
                         "a knock on our door claims to come from rank %d, %s: ignored (carrying "
                         "on)",
                         r,
-                        r == t->base.rank ? "which is this rank"
-                        : r >= t->base.size
-                            ? "which is not in the job"
-                            : "which does not reach us through shared memory");
+                        r == t->base.rank   ? "which is this rank"
+                        : r >= t->base.size ? "which is not in the job"
+                                            : "which does not reach us through shared memory");
                 continue;
             }
             gw_shm_peer_t *p = &t->peers[r];

@@ -108,8 +108,7 @@ static int body_knock(gw_transport_t *t, int rank, int size, const void *arg)
         int64_t t0 = gw__now_ms();
         CHECK_ST(t->ops->isend(t, &s), GW_OK);
         CHECK_ST(wait_one(t, &s, 700), GW_OK);
-        CHECK(gw__now_ms() - t0 < 700, "the send took %lld ms",
-              (long long)(gw__now_ms() - t0));
+        CHECK(gw__now_ms() - t0 < 700, "the send took %lld ms", (long long)(gw__now_ms() - t0));
         /* Stay until the receiver has read it (its goodbye would fail
          * nothing, but keep the pair's lifetime simple). */
         gw_request_t r;
@@ -167,10 +166,8 @@ static int body_send_late_to_2(gw_transport_t *t, int rank, int size, const void
     gw_status_t st = t->ops->isend(t, &s);
     if (st == GW_OK)
         st = wait_one(t, &s, 3000);
-    CHECK(st == want, "send to rank 2 gave %s, want %s", gw_status_name(st),
-          gw_status_name(want));
-    CHECK(gw__now_ms() - t0 < 1000, "it took %lld ms to notice",
-          (long long)(gw__now_ms() - t0));
+    CHECK(st == want, "send to rank 2 gave %s, want %s", gw_status_name(st), gw_status_name(want));
+    CHECK(gw__now_ms() - t0 < 1000, "it took %lld ms to notice", (long long)(gw__now_ms() - t0));
     CHECK(t->culprit == 2, "culprit %d, want rank 2", t->culprit);
     return 0;
 }

@@ -155,6 +155,8 @@ gw_status_t gw__shm_start_connect(gw_shm_t *t, gw_shm_peer_t *p)
 
 gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
 {
+    if (p->door_gone)
+        return gw__shm_door_gone(t, p);
     gw_shm_conn_t before = p->conn;
     gw_status_t st = gw__shm_seg_step(t, p);
     if (p->conn != before)

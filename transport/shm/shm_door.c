@@ -21,8 +21,8 @@
  *
  * Both sides knock when they start, whoever started first, so a pair is
  * never half-asked. A door that is gone when we knock means its owner
- * closed or died: a message for it can never be delivered, so the knock
- * fails naming it. The owner unlinks its door at close(); a rank that is
+ * closed or died: a message for it can never be delivered, so the pair
+ * fails in the next progress round, naming it. The owner unlinks its door at close(); a rank that is
  * killed cannot, so a rank that finds a peer's process gone removes that
  * peer's door, and any pair segment of it that it never attached
  * (gw__shm_forget_names).
@@ -103,9 +103,7 @@ void gw__shm_door_close(gw_shm_t *t)
     t->door = NULL;
 }
 
-/* The door is gone: its owner closed (it unlinks the door at close()) or
- * died. Either way nothing we post for it can be delivered. */
-static gw_status_t door_gone(gw_shm_t *t, gw_shm_peer_t *p)
+gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p)
 {
     if (gw__shm_peer_gone(p)) {
         gw__shm_forget_names(t, p);
@@ -123,8 +121,13 @@ gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p)
     char name[96];
     gw__shm_door_name(t->job_id, p->rank, name, sizeof(name));
     int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0 && errno == ENOENT)
-        return door_gone(t, p);
+    if (fd < 0 && errno == ENOENT) {
+        /* Said by the next progress round (gw__shm_connect_step), not by
+         * the post that knocked: a post succeeds, what it can never do
+         * fails in progress, as for a peer whose goodbye we see later. */
+        p->door_gone = 1;
+        return GW_OK;
+    }
     if (fd < 0) {
         GW_ERROR(lg, GW_SHM_SUBSYS, "opening rank %d's door %s: %m", p->rank, name);
         return gw__shm_fail(t, GW_ERR_SYSTEM, NULL);

@@ -178,6 +178,7 @@ typedef struct gw_shm_peer {
     int served; /* its address blob was not zero: we connect to it */
     gw_shm_conn_t conn;
     int64_t conn_start_ms; /* when we started to connect it */
+    int door_gone;         /* its door was gone when we knocked */
     pid_t pid;
     int pidfd; /* -1 where pidfd_open is not available */
     uint64_t ring_bytes;
@@ -291,8 +292,11 @@ gw_status_t gw__shm_door_open(gw_shm_t *t);
 /* Unlink and unmap it (close()). */
 void gw__shm_door_close(gw_shm_t *t);
 /* Ask p to connect: set our bit in its door and ring its bell. A door
- * that is gone means p closed or died: GW_ERR_REMOTE, logged. */
+ * that is gone (p closed or died) sets p->door_gone, for the next round. */
 gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p);
+/* p's door was gone when we knocked: fail the transport naming p, as dead
+ * (its process is gone) or closed. */
+gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p);
 /* Start connecting every peer that knocked since the last look. */
 gw_status_t gw__shm_door_answer(gw_shm_t *t);
 /* "/gw-<job id>-door-<rank>". */

@@ -140,7 +140,14 @@ static void mismatch(const char *mode, int n)
     {
         run_result_t r = run_mode(mode, n, NO_TIMEOUT, t);
         expect_all(&r, n, "GW_ERR_MISMATCH");
-        expect(&r, "does not match the receive posted for it");
+        /* A rank sees the odd message either against the receive posted
+         * for it, or, when none is posted yet (a rank whose count differs
+         * may pick another algorithm and send to a rank that expects
+         * nothing from it now), as a message of another collective. */
+        cr_assert(strstr(r.output, "does not match the receive posted for it") ||
+                      strstr(r.output, "the ranks called collectives in a different order or "
+                                       "with different arguments"),
+                  "mode %s over %s: no rank said what did not match:\n%s", mode, t, r.output);
         for (int rank = 0; rank < n; rank++)
             cr_assert(blamed(&r, rank) >= 0 && blamed(&r, rank) < n,
                       "mode %s over %s: rank %d's error names no rank:\n%s", mode, t, rank,

@@ -41,8 +41,16 @@ static run_result_t launch(int n, const char *bind)
 {
     char ns[8];
     snprintf(ns, sizeof(ns), "%d", n);
-    char *argv[] = {LAUNCHER, "launch", "-n", ns, "--no-prefix", "--bind", (char *)bind, "--",
-                    "sh", "-c",
+    char *argv[] = {LAUNCHER,
+                    "launch",
+                    "-n",
+                    ns,
+                    "--no-prefix",
+                    "--bind",
+                    (char *)bind,
+                    "--",
+                    "sh",
+                    "-c",
                     "echo cpus $GW_RANK $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "
                     "/proc/self/status)",
                     NULL};

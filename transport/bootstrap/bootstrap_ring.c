@@ -472,6 +472,26 @@ static void listener_accept(gw_bs_ring_t *g)
     for (;;) {
         char addr[GW_BS_ADDR_TEXT];
         int fd = gw__sock_accept(g->lfd, addr, sizeof(addr));
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            /* The connection stays queued and the listener readable: were
+             * we to wait, poll() would spin until the deadline. Make room
+             * by dropping the oldest unfinished handshake (a stranger, or
+             * a slow rank r - 1 that will dial again), else give up now:
+             * this rank has no descriptor left for its neighbour. */
+            ring_in_t *oldest = NULL;
+            for (int i = 0; i < RING_PENDING; i++)
+                if (g->pend[i].stage != IN_FREE && (!oldest || g->pend[i].since < oldest->since))
+                    oldest = &g->pend[i];
+            if (oldest) {
+                in_drop(g, oldest, "out of file descriptors (the oldest handshake goes)");
+                continue;
+            }
+            ring_fail(g, GW_ERR_SYSTEM, g->rank,
+                      "accepting rank %d's ring connection: %m (raise the limit on open files, "
+                      "ulimit -n)",
+                      g->prev);
+            return;
+        }
         if (fd < 0)
             return; /* EAGAIN, or an error that the next accept may not have */
         ring_in_t *p = NULL, *oldest = NULL;

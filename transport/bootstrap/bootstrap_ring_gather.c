@@ -27,7 +27,9 @@
  * Whom rank 0 blames. While the ring runs, rank 0 reads every rank's
  * star connection: a rank whose connection closes died, and rank 0 blames
  * it at once and tells every rank, which stops waiting for its neighbours
- * (each rank reads its star connection during the ring too). Otherwise
+ * (each rank reads its star connection during the ring too). So does a
+ * rank that reports a failure of its own (it blames itself: out of
+ * descriptors, a failed system call). Otherwise
  * rank 0 waits until every rank has reported, or until the ring's deadline
  * plus a grace (a rank that waits for a hung neighbour reports only at the
  * deadline): a rank that said nothing by then is stopped or hung, else
@@ -98,14 +100,17 @@ static void root_collect(gw_bootstrap_t *bs, gw_bs_ring_t *g, gw_bs_seat_t *seat
             gw_status_t st = gw__bs_ring_outcome(g, &suspect);
             seats[0].state = st == GW_OK ? GW_BS_SEAT_OK : GW_BS_SEAT_FAILED;
             seats[0].rep = (gw_bs_report_t){.status = st, .culprit = suspect};
+            if (st != GW_OK && suspect == 0)
+                return; /* our own fault: certain, decide now */
         }
         for (int i = nr; pr > 0 && i < n; i++) {
             if (!pfds[i].revents)
                 continue;
             int r = who[i - nr];
             gw__bs_seat_read(bs, r, &seats[r], &ring_words);
-            if (seats[r].state == GW_BS_SEAT_GONE)
-                return; /* certain: decide now */
+            if (seats[r].state == GW_BS_SEAT_GONE ||
+                (seats[r].state == GW_BS_SEAT_FAILED && seats[r].rep.culprit == r))
+                return; /* gone, or failed by its own fault: certain, decide now */
         }
     }
 }

@@ -95,6 +95,18 @@ void gw__bs_round_decide(gw_bootstrap_t *bs, const gw_bs_seat_t *seats, int firs
                  "rank %d left the job (its bootstrap connection closed) %s", gone, w->during);
         return;
     }
+    /* A rank that failed by its own fault (out of descriptors, a system
+     * call) says so by blaming itself: as certain as a closed connection,
+     * and the ranks still waiting may be waiting for it. */
+    for (int r = 0; r < bs->size; r++)
+        if (seats[r].state == GW_BS_SEAT_FAILED && seats[r].rep.culprit == r) {
+            v->origin = r;
+            v->status = seats[r].rep.status;
+            v->culprit = r;
+            snprintf(v->reason, sizeof(v->reason), "rank %d failed %s by its own fault (%s)", r,
+                     w->during, gw_status_str(seats[r].rep.status));
+            return;
+        }
     if (silent >= 0) {
         v->status = GW_ERR_TIMEOUT;
         v->culprit = silent;

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -45,6 +46,7 @@ typedef struct spec {
     int gather_delay_ms; /* sleep this long after joining, before the all-gathers */
     long nofile_soft;    /* > 0: the rank process's soft RLIMIT_NOFILE */
     long nofile_hard;    /* > 0: and its hard one */
+    int nofile_spare;    /* > 0: a soft RLIMIT_NOFILE leaving exactly this many free descriptors */
     int ring_min;        /* the bootstrap's ring_min (0: its default) */
 } spec_t;
 
@@ -161,6 +163,24 @@ static inline void run_rank(const job_t *j, const spec_t *s, int slot)
         if (rl.rlim_cur > rl.rlim_max)
             rl.rlim_cur = rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(3);
+    }
+    if (s->nofile_spare > 0) {
+        /* New descriptors take the lowest free numbers: below the limit
+         * set here, exactly nofile_spare numbers are free. */
+        int fd = 0, spare = 0;
+        for (;; fd++) {
+            if (fcntl(fd, F_GETFD) != -1)
+                continue;
+            if (spare == s->nofile_spare)
+                break;
+            spare++;
+        }
+        struct rlimit lim;
+        if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+            _exit(3);
+        lim.rlim_cur = (rlim_t)fd;
+        if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
             _exit(3);
     }
     gw_bootstrap_params_t p = {

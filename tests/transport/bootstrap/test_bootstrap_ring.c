@@ -11,6 +11,8 @@
 #include <fcntl.h>
 
 #include "bootstrap_test_util.h"
+#define RING_SPARE_FDS 3
+
 #include "collectives/core/comm.h"
 #include "transport/bootstrap/bootstrap_internal.h"
 
@@ -501,4 +503,32 @@ Test(bootstrap_ring, ring_min_is_parsed_strictly, .timeout = 10)
         cr_assert(strstr(log, "GW_BOOTSTRAP_RING_MIN") != NULL,
                   "the error for \"%s\" does not name the variable: %s", bad[i], log);
     }
+}
+
+/* Rank 2 of 4 runs out of file descriptors: enough for its root connection,
+ * its ring listener and its dial to rank 3, none for accepting rank 1.
+ * It must fail at once naming the limit, and every rank must name it, long
+ * before the 10 s timeout (the listener stays readable while the
+ * connection waits in its queue: waiting would spin until the deadline). */
+Test(bootstrap_ring, a_rank_out_of_descriptors_fails_at_once_naming_itself, .timeout = 60)
+{
+    int n = 4, victim = 2, slots[MAX_SLOTS];
+    job_t j;
+    job_init(&j);
+    for (int r = 0; r < n; r++) {
+        spec_t s = rank_spec(r, n, "tok", 10000);
+        s.ring_min = 2;
+        s.ngathers = 1;
+        s.lens[0] = 64;
+        if (r == victim)
+            s.nofile_spare = RING_SPARE_FDS;
+        slots[r] = spawn(&j, &s);
+    }
+    wait_all(&j, 30000);
+    assert_log(&j, slots[victim], "accepting rank 1's ring connection: Too many open files");
+    cr_assert_neq(j.res[slots[victim]].gather_st[0], GW_OK);
+    cr_assert_lt(j.res[slots[victim]].gather_ms[0], 5000, "rank 2 took %lld ms",
+                 j.res[slots[victim]].gather_ms[0]);
+    assert_named(&j, n, victim, slots, 5000);
+    job_fini(&j);
 }

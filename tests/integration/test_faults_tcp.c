@@ -120,11 +120,6 @@ static void expect_blame(const run_result_t *r, int n, int culprit, const char *
     cr_assert(direct > 0, "no rank said rank %d %s:\n%s", culprit, what, r->output);
 }
 
-static void expect(const run_result_t *r, const char *text)
-{
-    cr_assert(strstr(r->output, text), "expected \"%s\" in:\n%s", text, r->output);
-}
-
 /* Generous GW_TIMEOUT_MS: these errors must come from detection, not timeouts. */
 #define NO_TIMEOUT "60000"
 

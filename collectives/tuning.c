@@ -40,8 +40,11 @@
  *         microsecond over shared memory), which keeps small messages on
  *         recursive doubling over TCP, where hier took 2x its time at 8 B.
  *   direct 2 alpha + 2 (n-1)/n S beta_l + (n-1)/n S gamma, and alpha +
- *         (n-1) S (beta_l + gamma) up to 16 KiB (allreduce_direct.c): for
- *         one host over shared memory only (gw__tuning_pick_shm).
+ *         (n-1) S (beta_l + gamma) up to 16 KiB (allreduce_direct.c): the
+ *         small form by its prediction, for one host over shared memory
+ *         only (gw__tuning_pick_shm); the large form by a measured rule
+ *         rather than the model, on one host of at most 4 ranks from 8 MiB
+ *         (gw__tuning_pick_hosts).
  *
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
@@ -198,6 +201,18 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
      * one host there is one peer and nothing concurrent: hier is then the
      * ring's two steps, and measured slower than it over TCP from 512 KiB
      * (README). */
+    /* One host, a few ranks, large messages: the direct exchange's large
+     * form, which the model (same bytes as the ring, fewer dependent
+     * steps, but charged beta_local) does not rank first. In every sweep
+     * on the 2-core test machine since 3fe5499 it was the fastest or
+     * within 1.05-1.19 of it from 8 MiB on 2 and 4 ranks, over shared
+     * memory and over TCP, where the model's choice (the ring, or hier
+     * over TCP) took up to 1.47x its time; with 8 ranks (4 per core) the
+     * ring was faster, so the rule stops at 4 ranks (README, "Is auto the
+     * right choice?"). */
+    if (nhosts == 1 && nranks >= 2 && nranks <= GW_TUNING_DIRECT_LARGE_MAX_RANKS &&
+        bytes >= GW_TUNING_DIRECT_LARGE_MIN)
+        return GW_ALGO_DIRECT;
     size_t ncand = local_max > 2 || (nhosts > 1 && local_max > 1) ? 4 : 3;
     for (size_t i = 0; i < ncand; i++) {
         double time = gw__tuning_predict_hosts(t, candidates[i], nranks, nhosts, local_max, bytes);

@@ -55,7 +55,12 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
 
 /* The cheapest algorithm by the model (never GW_ALGO_AUTO), one rank per
  * host and on nhosts hosts of at most local_max ranks (GW_ALGO_HIER a
- * candidate when local_max > 1, one host included). */
+ * candidate when local_max > 1, one host included). On one host of 2 to
+ * GW_TUNING_DIRECT_LARGE_MAX_RANKS ranks, messages of
+ * GW_TUNING_DIRECT_LARGE_MIN bytes and more take GW_ALGO_DIRECT's large
+ * form: a measured rule, not the model's (tuning.c). */
+#define GW_TUNING_DIRECT_LARGE_MIN ((size_t)8 << 20)
+#define GW_TUNING_DIRECT_LARGE_MAX_RANKS 4
 gw_algo_t gw__tuning_pick(const gw_tuning_t *t, int nranks, size_t bytes);
 gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, int local_max,
                                 size_t bytes);

@@ -496,7 +496,8 @@ Test(tuning, one_host_over_shm_picks_direct_for_small_messages)
                          n <= GW_TUNING_DIRECT_MAX_RANKS ? GW_ALGO_DIRECT
                                                          : gw__tuning_pick_hosts(&t, n, 1, n, s),
                          "n=%d %zu bytes", n, s);
-        for (size_t s = GW_TUNING_DIRECT_MAX_BYTES + 1; s < ((size_t)128 << 20); s *= 4)
+        /* Up to the large form's own rule (the test after this one). */
+        for (size_t s = GW_TUNING_DIRECT_MAX_BYTES + 1; s < GW_TUNING_DIRECT_LARGE_MIN; s *= 4)
             cr_expect_neq(gw__tuning_pick_shm(&t, n, s), GW_ALGO_DIRECT, "n=%d %zu bytes", n, s);
         cr_expect_eq(gw__tuning_pick_shm(&t, n, 32 << 10), GW_ALGO_HIER, "n=%d 32 KiB", n);
     }
@@ -565,6 +566,28 @@ Test(tuning, the_choice_follows_the_transport)
     gw__tuning_links(&mixed, GW_TUNING_LINK_SHM, GW_TUNING_LINK_TCP);
     cr_expect_eq(gw__tuning_pick_hosts(&mixed, 8, 2, 4, 128 << 10), GW_ALGO_HIER);
     cr_expect_eq(gw__tuning_pick_hosts(&mixed, 8, 2, 4, 8), GW_ALGO_RD);
+}
+
+/* On one host of 2 to 4 ranks, over shared memory or TCP, 8 MiB and more
+ * take the direct exchange's large form (a measured rule); just below, with
+ * 8 ranks, or across hosts, the model decides as before. */
+Test(tuning, large_messages_on_a_few_ranks_of_one_host_take_direct)
+{
+    gw_tuning_t shm, tcp;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    const size_t min = GW_TUNING_DIRECT_LARGE_MIN;
+    for (int n = 2; n <= GW_TUNING_DIRECT_LARGE_MAX_RANKS; n++) {
+        cr_expect_eq(gw__tuning_pick_shm(&shm, n, min), GW_ALGO_DIRECT, "shm, %d ranks", n);
+        cr_expect_eq(gw__tuning_pick_shm(&shm, n, (size_t)1 << 30), GW_ALGO_DIRECT);
+        cr_expect_eq(gw__tuning_pick_hosts(&tcp, n, 1, n, min), GW_ALGO_DIRECT, "tcp, %d", n);
+        cr_expect_neq(gw__tuning_pick_shm(&shm, n, min - 1), GW_ALGO_DIRECT);
+        cr_expect_neq(gw__tuning_pick_hosts(&tcp, n, 1, n, min - 1), GW_ALGO_DIRECT);
+    }
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 8, min), GW_ALGO_RING, "8 ranks: the model's ring");
+    cr_expect_neq(gw__tuning_pick_hosts(&tcp, 8, 1, 8, min), GW_ALGO_DIRECT);
+    cr_expect_neq(gw__tuning_pick_hosts(&tcp, 4, 2, 2, min), GW_ALGO_DIRECT, "two hosts");
+    cr_expect_neq(gw__tuning_pick(&tcp, 4, min), GW_ALGO_DIRECT, "one rank per host");
 }
 
 /* A tuning file's keys go over the transport's defaults; the keys it does

@@ -73,15 +73,15 @@ static void expect_maps(const run_result_t *r, int rank, int before, int after)
               want, r->output);
 }
 
-/* Over shared memory each rank maps its own door from creation on, and the
- * ring adds its two neighbours' segments: 1 before, 3 after. Eagerly, all
- * 15 segments are mapped at creation (and there are no doors). */
+/* Over shared memory a rank maps no segment at creation, and the ring its
+ * two neighbours': 0 before, 2 after. Eagerly, all 15 segments are mapped
+ * at creation. */
 Test(scale, a_ring_of_16_over_shm_maps_only_its_two_neighbours, .timeout = 120)
 {
     run_result_t r = job_over("shm", "lazy", 16, "ring", "20000", 90);
     cr_assert(r.exited && r.status == 0, "%s", r.output);
     for (int rank = 0; rank < 16; rank++)
-        expect_maps(&r, rank, 1, 3);
+        expect_maps(&r, rank, 0, 2);
     free(r.output);
     r = job_over("shm", "eager", 16, "ring", "20000", 90);
     cr_assert(r.exited && r.status == 0, "%s", r.output);
@@ -144,9 +144,8 @@ Test(scale, a_dead_peer_never_connected_is_named_within_the_timeout, .timeout = 
     free(r.output);
 }
 
-/* The same over shared memory: the dead rank's door is still there (it had
- * no chance to remove it), so the first knock succeeds and its liveness
- * check finds it gone; a later knock finds the door removed. */
+/* The same over shared memory: the dead rank's door (a socket) went with
+ * its process, so the knock finds no door and the process gone. */
 Test(scale, a_dead_peer_never_connected_over_shm_is_named_within_the_timeout, .timeout = 120)
 {
     run_result_t r = job_over("shm", "lazy", 4, "dead", "3000", 60);

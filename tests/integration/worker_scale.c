@@ -21,7 +21,7 @@
  * every rank prints "rank R: ring opened S sockets, T open; M shared-memory
  * maps before, K after" where S is the sockets opened by the allreduce, T
  * all sockets then open, and M and K gradwire's mappings of /dev/shm
- * (each pair's segment, and each rank's door).
+ * (each connected pair's segment).
  *
  * Mode "p2p": rank size-1 sends to rank 0 and rank 0 answers, a pair that
  * no collective connected before; rank 0 posts its receive at once and

@@ -37,7 +37,7 @@ static inline void count_fds(int *fds, int *socks)
     (*fds)--; /* the directory's own */
 }
 
-/* Mappings of /dev/shm/gw-* (segments of pairs, each rank's door). */
+/* Mappings of /dev/shm/gw-* (the segments of connected pairs). */
 static inline int count_shm_maps(void)
 {
     FILE *f = fopen("/proc/self/maps", "r");

@@ -152,8 +152,8 @@ gw_status_t gw__shm_set_ring(gw_transport_t *base, size_t bytes,
 static void shm_free(gw_shm_t *t)
 {
     if (t->peers) {
-        /* A peer killed before it could close leaves its door, and a
-         * segment it made for us that we never attached: remove them. */
+        /* A peer killed before it could close leaves a segment it made
+         * for us that we never attached: remove it. */
         for (int r = 0; t->lazy && r < t->base.size; r++)
             if (t->peers[r].served && gw__shm_peer_gone(&t->peers[r]))
                 gw__shm_forget_names(t, &t->peers[r]);
@@ -179,6 +179,7 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     if (st != GW_OK)
         return st;
     gw_shm_t *t = gw__shm_of(base);
+    t->door_fd = -1;
     t->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : GW_SHM_DEFAULT_TIMEOUT_MS;
     memcpy(t->job_id, params->job_id, sizeof(t->job_id));
     memcpy(t->data_key, params->data_key, sizeof(t->data_key));
@@ -299,6 +300,9 @@ static void shm_close(gw_transport_t *base)
      * the peer's mapping after we unmap ours. */
     int told = tell_peers(t, NULL);
     GW_TRACE(t->base.log, GW_SHM_SUBSYS, "closing: said goodbye to %d peers", told);
+    if (t->strangers > 0)
+        GW_INFO(t->base.log, GW_SHM_SUBSYS, "%u knocks on our door did not count (strangers)",
+                t->strangers);
     shm_free(t);
 }
 

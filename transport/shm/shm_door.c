@@ -7,100 +7,85 @@
  * rank that first needs the pair starts its side; the other may need
  * nothing from us for a long time (it may be about to send to a third rank,
  * or never post the receive our message waits for), so it must be told.
- * Every rank therefore owns a door, a small segment
- * "/gw-<job id>-door-<rank>" made at open(), before the addresses are
- * exchanged, so that it exists by the time anyone can knock. To knock, a
- * rank maps the peer's door, checks that it is the peer's (magic, job id,
- * rank, the pid its address announced), sets its own bit, raises `any` and
- * rings the bell (a futex word the owner sleeps on with its peers' bells).
- * The owner looks at `any` once per progress round (one load of its own
- * memory), takes the bits and starts connecting those peers. A knock is
- * only a request: the connection that follows proves the job's data-plane
- * key both ways as at creation, so a stranger who knocks makes us offer a
- * segment that nobody else can use, and the job goes on.
+ *
+ * Every rank therefore has a door: a Unix datagram socket bound at open(),
+ * before the addresses are exchanged (so it exists by the time anyone can
+ * knock), to the abstract name "gw-shm-<job id>-<rank>". Abstract names
+ * live in the network namespace, which shared-memory peers share (their
+ * host id includes it), and vanish with the socket: a rank that is killed
+ * leaves nothing behind, where a door in /dev/shm would stay until someone
+ * removed it. To knock, a rank sends the door one datagram {magic, its
+ * rank}; the owner looks at its door once a millisecond from its progress
+ * rounds (a non-blocking recvmsg, so the rounds that move messages pay
+ * only a clock read; a knock waits at most a millisecond plus one sleep of
+ * the progress engine, GW_SHM_SLEEP_NS, and only a pair's first message
+ * pays it) and starts connecting each knocker. The kernel stamps every
+ * datagram with its sender's pid and uid (SO_PASSCRED), so a knock counts
+ * only when it comes from the pid the claimed rank's address announced and
+ * from our user: a stranger's knock, or one in another rank's name, is
+ * dropped with a WARN. A knock is only a request anyway: the connection
+ * that follows proves the job's data-plane key both ways as at creation.
  *
  * Both sides knock when they start, whoever started first, so a pair is
- * never half-asked. A door that is gone when we knock means its owner
- * closed or died: a message for it can never be delivered, so the pair
- * fails in the next progress round, naming it. The owner unlinks its door at close(); a rank that is
- * killed cannot, so a rank that finds a peer's process gone removes that
- * peer's door, and any pair segment of it that it never attached
- * (gw__shm_forget_names).
+ * never half-asked. A door that is gone when we knock (ECONNREFUSED: no
+ * socket has the name) means its owner closed or died: a message for it
+ * can never be delivered, so the pair fails in the next progress round,
+ * naming it. A door whose queue is full (EAGAIN) is knocked on again in the
+ * next round.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "transport/shm/shm_internal.h"
 
-void gw__shm_door_name(const uint8_t job_id[16], int rank, char *buf, size_t cap)
+#define KNOCK_LEN 8
+/* Strangers' knocks logged one by one before they are only counted. */
+#define STRANGERS_LOGGED 8
+
+socklen_t gw__shm_door_addr(const uint8_t job_id[16], int rank, struct sockaddr_un *a)
 {
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", job_id[i]);
-    snprintf(buf, cap, "/gw-%s-door-%d", hex, rank);
-}
-
-static size_t door_bytes_of(int size)
-{
-    size_t words = ((size_t)size + 63) / 64;
-    size_t bytes = sizeof(gw_shm_door_t) + words * sizeof(uint64_t);
-    return (bytes + 4095) & ~(size_t)4095;
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "gw-shm-%s-%d", hex, rank);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
 gw_status_t gw__shm_door_open(gw_shm_t *t)
 {
     const gw_logger_t *lg = t->base.log;
-    gw__shm_door_name(t->job_id, t->base.rank, t->door_name, sizeof(t->door_name));
-    t->door_bytes = door_bytes_of(t->base.size);
-    int fd = shm_open(t->door_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "creating shared memory %s (this rank's door): %m%s",
-                 t->door_name, errno == EEXIST ? " (is another process using this job id?)" : "");
-        t->door_name[0] = '\0';
+        GW_ERROR(lg, GW_SHM_SUBSYS, "socket(AF_UNIX) for this rank's door: %m");
         return GW_ERR_SYSTEM;
     }
-    gw_status_t st = GW_ERR_SYSTEM;
-    void *m = MAP_FAILED;
-    if (ftruncate(fd, (off_t)t->door_bytes) != 0)
-        GW_ERROR(lg, GW_SHM_SUBSYS, "sizing shared memory %s to %zu bytes: %m (is /dev/shm full?)",
-                 t->door_name, t->door_bytes);
-    else if ((m = mmap(NULL, t->door_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
-             MAP_FAILED)
-        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping shared memory %s: %m", t->door_name);
-    close(fd);
-    if (m == MAP_FAILED) {
-        shm_unlink(t->door_name);
-        t->door_name[0] = '\0';
-        return st;
+    int one = 1;
+    struct sockaddr_un a;
+    socklen_t al = gw__shm_door_addr(t->job_id, t->base.rank, &a);
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&a, al) != 0) {
+        GW_ERROR(lg, GW_SHM_SUBSYS, "binding this rank's door @%s: %m%s", a.sun_path + 1,
+                 errno == EADDRINUSE ? " (is another process using this job id and rank?)" : "");
+        close(fd);
+        return GW_ERR_SYSTEM;
     }
-    t->door = m;
-    t->door->version = GW_SHM_PROTOCOL_VERSION;
-    memcpy(t->door->job_id, t->job_id, sizeof(t->job_id));
-    t->door->rank = (uint32_t)t->base.rank;
-    t->door->size = (uint32_t)t->base.size;
-    t->door->pid = (uint32_t)getpid();
-    /* Last: a knocker that sees the magic sees the fields before it. */
-    atomic_thread_fence(memory_order_release);
-    t->door->magic = GW_SHM_DOOR_MAGIC;
+    t->door_fd = fd;
     return GW_OK;
 }
 
 void gw__shm_door_close(gw_shm_t *t)
 {
-    if (t->door_name[0] && shm_unlink(t->door_name) != 0 && errno != ENOENT)
-        GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", t->door_name);
-    t->door_name[0] = '\0';
-    if (t->door)
-        munmap(t->door, t->door_bytes);
-    t->door = NULL;
+    if (t->door_fd >= 0)
+        close(t->door_fd); /* the abstract name goes with it */
+    t->door_fd = -1;
 }
 
 gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p)
@@ -117,98 +102,96 @@ gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p)
 
 gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    const gw_logger_t *lg = t->base.log;
-    char name[96];
-    gw__shm_door_name(t->job_id, p->rank, name, sizeof(name));
-    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0 && errno == ENOENT) {
+    uint8_t msg[KNOCK_LEN];
+    gw__put_le32(msg, GW_SHM_DOOR_MAGIC);
+    gw__put_le32(msg + 4, (uint32_t)t->base.rank);
+    struct sockaddr_un a;
+    socklen_t al = gw__shm_door_addr(t->job_id, p->rank, &a);
+    p->knock_due = 0;
+    if (sendto(t->door_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a,
+               al) == (ssize_t)sizeof(msg)) {
+        GW_TRACE(t->base.log, GW_SHM_SUBSYS, "knocked on rank %d's door", p->rank);
+        return GW_OK;
+    }
+    if (errno == ECONNREFUSED || errno == ENOENT) {
         /* Said by the next progress round (gw__shm_connect_step), not by
          * the post that knocked: a post succeeds, what it can never do
          * fails in progress, as for a peer whose goodbye we see later. */
         p->door_gone = 1;
         return GW_OK;
     }
-    if (fd < 0) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "opening rank %d's door %s: %m", p->rank, name);
-        return gw__shm_fail(t, GW_ERR_SYSTEM, NULL);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        p->knock_due = 1; /* its queue is full: again next round */
+        return GW_OK;
     }
-    size_t bytes = door_bytes_of(t->base.size);
-    struct stat sb;
-    gw_shm_door_t *d = MAP_FAILED;
-    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size == bytes)
-        d = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (d == MAP_FAILED) {
-        GW_ERROR(lg, GW_SHM_SUBSYS,
-                 "rank %d's door %s is not %zu bytes or cannot be mapped: is another job using "
-                 "the same name?",
-                 p->rank, name, bytes);
-        return gw__shm_fail(t, GW_ERR_PROTOCOL, NULL);
-    }
-    uint32_t magic = d->magic;
-    atomic_thread_fence(memory_order_acquire);
-    if (magic != GW_SHM_DOOR_MAGIC || d->version != GW_SHM_PROTOCOL_VERSION ||
-        memcmp(d->job_id, t->job_id, sizeof(t->job_id)) != 0 || d->rank != (uint32_t)p->rank ||
-        d->size != (uint32_t)t->base.size || d->pid != (uint32_t)p->pid) {
-        GW_ERROR(lg, GW_SHM_SUBSYS,
-                 "rank %d's door %s is not what its address announced (magic 0x%08x, rank %u of "
-                 "%u, pid %u; expected pid %ld): is another job using the same name?",
-                 p->rank, name, (unsigned)magic, (unsigned)d->rank, (unsigned)d->size,
-                 (unsigned)d->pid, (long)p->pid);
-        munmap(d, bytes);
-        return gw__shm_fail(t, GW_ERR_PROTOCOL, NULL);
-    }
-    int me = t->base.rank;
-    atomic_fetch_or_explicit(&d->bits[me / 64], (uint64_t)1 << (me % 64), memory_order_release);
-    atomic_store_explicit(&d->any, 1, memory_order_release);
-    atomic_fetch_add_explicit(&d->bell, 1, memory_order_release);
-    syscall(SYS_futex, &d->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    munmap(d, bytes);
-    GW_TRACE(lg, GW_SHM_SUBSYS, "knocked on rank %d's door", p->rank);
-    return GW_OK;
+    GW_ERROR(t->base.log, GW_SHM_SUBSYS, "knocking on rank %d's door @%s: %m", p->rank,
+             a.sun_path + 1);
+    return GW_ERR_SYSTEM;
+}
+
+/* A knock that does not count: said at WARN for the first few, then only
+ * counted (at close, shm.c). */
+static void stranger(gw_shm_t *t, const char *why, int rank, long pid)
+{
+    if (t->strangers++ < STRANGERS_LOGGED)
+        GW_WARN(t->base.log, GW_SHM_SUBSYS,
+                "a knock on our door claiming rank %d, from pid %ld: %s: ignored (carrying on)",
+                rank, pid, why);
 }
 
 gw_status_t gw__shm_door_answer(gw_shm_t *t)
 {
-    gw_shm_door_t *d = t->door;
-    if (!d || !atomic_load_explicit(&d->any, memory_order_relaxed))
-        return GW_OK;
-    atomic_store_explicit(&d->any, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* clear `any` before taking the bits */
-    int words = (t->base.size + 63) / 64;
-    for (int w = 0; w < words; w++) {
-        uint64_t bits = atomic_exchange_explicit(&d->bits[w], 0, memory_order_acquire);
-        while (bits) {
-            int r = w * 64 + __builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (r >= t->base.size || r == t->base.rank || !t->peers[r].served) {
-                GW_WARN(t->base.log, GW_SHM_SUBSYS,
-                        "a knock on our door claims to come from rank %d, %s: ignored (carrying "
-                        "on)",
-                        r,
-                        r == t->base.rank   ? "which is this rank"
-                        : r >= t->base.size ? "which is not in the job"
-                                            : "which does not reach us through shared memory");
-                continue;
-            }
-            gw_shm_peer_t *p = &t->peers[r];
-            if (p->conn != GW_SHM_C_IDLE)
-                continue; /* already connecting or connected */
-            GW_TRACE(t->base.log, GW_SHM_SUBSYS, "rank %d knocked: connecting", r);
-            gw_status_t st = gw__shm_start_connect(t, p);
-            if (st != GW_OK)
-                return gw__shm_connect_failed(t, p, st);
+    for (;;) {
+        uint8_t msg[KNOCK_LEN + 1];
+        union {
+            char buf[CMSG_SPACE(sizeof(struct ucred))];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {msg, sizeof(msg)};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
+                            .msg_controllen = sizeof(ctl.buf)};
+        ssize_t n = recvmsg(t->door_fd, &mh, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return GW_OK; /* EAGAIN: nobody else knocked */
+        struct ucred cred = {.pid = 0, .uid = (uid_t)-1};
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
+                memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+        int r = n == KNOCK_LEN ? (int)gw__get_le32(msg + 4) : -1;
+        if (n != KNOCK_LEN || gw__get_le32(msg) != GW_SHM_DOOR_MAGIC) {
+            stranger(t, "not a knock", -1, (long)cred.pid);
+            continue;
         }
+        if (r < 0 || r >= t->base.size || r == t->base.rank || !t->peers[r].served) {
+            stranger(t,
+                     r == t->base.rank ? "that is this rank"
+                     : r < 0 || r >= t->base.size
+                         ? "not a rank of the job"
+                         : "a rank that does not reach us through shared memory",
+                     r, (long)cred.pid);
+            continue;
+        }
+        gw_shm_peer_t *p = &t->peers[r];
+        if (cred.uid != getuid() || cred.pid != p->pid) {
+            stranger(t, "not the process that rank's address names", r, (long)cred.pid);
+            continue;
+        }
+        t->moved++;
+        if (p->conn != GW_SHM_C_IDLE)
+            continue; /* already connecting or connected */
+        GW_TRACE(t->base.log, GW_SHM_SUBSYS, "rank %d knocked: connecting", r);
+        gw_status_t st = gw__shm_start_connect(t, p);
+        if (st != GW_OK)
+            return gw__shm_connect_failed(t, p, st);
     }
-    t->moved++;
-    return GW_OK;
 }
 
 void gw__shm_forget_names(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    char name[96];
-    gw__shm_door_name(t->job_id, p->rank, name, sizeof(name));
-    shm_unlink(name);
     if (p->name[0] && shm_unlink(p->name) == 0)
         GW_TRACE(t->base.log, GW_SHM_SUBSYS, "removed %s, left by rank %d", p->name, p->rank);
     p->name[0] = '\0';

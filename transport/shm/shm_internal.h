@@ -6,7 +6,8 @@
  *   shm_seg.c       a pair's handshake: creating, attaching and checking
  *                   its segment
  *   shm_connect.c   connect(): every pair at once, or each on first use
- *   shm_door.c      each rank's door: how a peer asks it to connect (lazy)
+ *   shm_door.c      each rank's door, a socket: how a peer asks it to
+ *                   connect (lazy)
  *   shm_progress.c  the progress engine: ring copies, single-copy reads,
  *                   liveness of peers, waiting
  *   shm_fail.c      the base's hooks: failing the pending requests, naming
@@ -22,6 +23,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "transport/base.h"
@@ -32,7 +34,7 @@
 #define GW_SHM_ADDR_MAGIC 0x47575341u            /* "GWSA": an address blob */
 #define GW_SHM_REC_MAGIC 0x47575352u             /* "GWSR": a record in a ring */
 #define GW_SHM_PROBE_MAGIC 0x6777736870726f62ull /* read by the peer's single-copy probe */
-#define GW_SHM_DOOR_MAGIC 0x47575344u            /* "GWSD": a rank's door */
+#define GW_SHM_DOOR_MAGIC 0x47575344u            /* "GWSD": a knock on a rank's door */
 /* 2: the attacher and the creator of a segment prove the data-plane key in
  * its header (shm_seg.c). 3: an abort says who first reported the failure
  * and whom it blames (gw_shm_side_t). 4: a record may ask for a receipt
@@ -148,20 +150,6 @@ _Static_assert(sizeof(gw_shm_seg_t) <= GW_SHM_HDR_BYTES, "segment header fits it
 /* How the transport uses gw_request_t.priv. */
 #define GW_SHM_REQ_INDEX(r) ((r)->priv[0]) /* send: DIRECT index, or message index in aq */
 
-/* A rank's door (shm_door.c): "/gw-<job id>-door-<rank>", made by its
- * owner at open() and unlinked at close(); a peer that wants the pair
- * connected sets its bit and rings the bell. */
-typedef struct gw_shm_door {
-    uint32_t magic;
-    uint32_t version;
-    uint8_t job_id[16];
-    uint32_t rank, size;
-    uint32_t pid;
-    _Atomic uint32_t bell __attribute__((aligned(GW_SHM_LINE))); /* bumped by every knock */
-    _Atomic uint32_t any; /* a bit was set since the owner last looked */
-    _Atomic uint64_t bits[] __attribute__((aligned(GW_SHM_LINE))); /* one per knocking rank */
-} gw_shm_door_t;
-
 /* Where a pair's connection stands (shm_seg.c). */
 typedef enum gw_shm_conn {
     GW_SHM_C_IDLE,        /* lazy: nobody asked for it yet */
@@ -179,6 +167,7 @@ typedef struct gw_shm_peer {
     gw_shm_conn_t conn;
     int64_t conn_start_ms; /* when we started to connect it */
     int door_gone;         /* its door was gone when we knocked */
+    int knock_due;         /* its door's queue was full: knock again */
     pid_t pid;
     int pidfd; /* -1 where pidfd_open is not available */
     uint64_t ring_bytes;
@@ -228,11 +217,11 @@ typedef struct gw_shm {
     int nconnecting;         /* peers between IDLE and DONE */
     int nconnected;          /* peers DONE */
     int refused_warned;      /* the first refused single-copy probe was logged at WARN */
-    gw_shm_door_t *door;     /* ours (lazy), mapped */
-    size_t door_bytes;
-    char door_name[96];    /* while it is in /dev/shm */
-    uint64_t moved;        /* bytes and completions so far, to tell idle rounds */
-    int64_t idle_since_ns; /* 0 when the last round moved something */
+    int door_fd;             /* ours (lazy): a bound Unix datagram socket, or -1 */
+    int64_t door_seen_ms;    /* when we last looked at it */
+    unsigned strangers;      /* knocks that did not count */
+    uint64_t moved;          /* bytes and completions so far, to tell idle rounds */
+    int64_t idle_since_ns;   /* 0 when the last round moved something */
     int64_t next_liveness_ms;
     int no_waitv;     /* the kernel lacks futex_waitv: sleep on one peer's bell */
     int64_t spin_ns;  /* idle time spent polling before yielding the core */
@@ -287,22 +276,25 @@ gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness);
 void gw__shm_unmap_all(gw_shm_t *t);
 
 /* shm_door.c */
-/* Make our door (lazy transports, at open()). */
+struct sockaddr_un;
+/* The door of `rank`: the abstract name "gw-shm-<job id>-<rank>" (sun_path
+ * starts with a NUL and is not NUL-terminated); returns its length. */
+socklen_t gw__shm_door_addr(const uint8_t job_id[16], int rank, struct sockaddr_un *a);
+/* Bind our door (lazy transports, at open()). */
 gw_status_t gw__shm_door_open(gw_shm_t *t);
-/* Unlink and unmap it (close()). */
+/* Close it; its name goes with it (close()). */
 void gw__shm_door_close(gw_shm_t *t);
-/* Ask p to connect: set our bit in its door and ring its bell. A door
- * that is gone (p closed or died) sets p->door_gone, for the next round. */
+/* Ask p to connect: one datagram to its door. A door that is gone (p
+ * closed or died) sets p->door_gone, a full one p->knock_due, for the next
+ * round; GW_ERR_SYSTEM (logged) for anything else. */
 gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p);
 /* p's door was gone when we knocked: fail the transport naming p, as dead
  * (its process is gone) or closed. */
 gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p);
 /* Start connecting every peer that knocked since the last look. */
 gw_status_t gw__shm_door_answer(gw_shm_t *t);
-/* "/gw-<job id>-door-<rank>". */
-void gw__shm_door_name(const uint8_t job_id[16], int rank, char *buf, size_t cap);
-/* p is gone: remove the names it may have left in /dev/shm (its door, our
- * pair's segment if it made it and we never attached). */
+/* p is gone: remove the pair's segment name if it is still in /dev/shm
+ * (made by p, or by us, and never attached). */
 void gw__shm_forget_names(gw_shm_t *t, gw_shm_peer_t *p);
 
 /* shm_progress.c */

@@ -30,11 +30,12 @@
  * bounded by GW_SHM_SLEEP_NS so that liveness is still checked.
  *
  * Pairs connected on first use (shm_connect.c) come up in the same rounds:
- * each round first answers knocks on our door, then moves every pair that
- * is connecting one handshake step; their requests wait in the queues
- * until the pair is up. A knock rings our door's bell, which the futex
- * wait includes; the handshake's own steps ring nothing, so while a pair
- * is connecting no sleep lasts more than GW_SHM_CONNECTING_SLEEP_NS.
+ * a round answers knocks on our door (at most once a millisecond), then
+ * moves every pair that is connecting one handshake step; their requests
+ * wait in the queues until the pair is up. Neither a knock (a datagram)
+ * nor the handshake's steps ring a bell: a sleep lasts at most
+ * GW_SHM_SLEEP_NS, and while a pair is connecting at most
+ * GW_SHM_CONNECTING_SLEEP_NS.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -484,7 +485,10 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
         liveness = 1;
         t->next_liveness_ms = now_ms + GW_SHM_LIVENESS_MS;
     }
-    if (t->door) {
+    if (t->door_fd >= 0 && now_ms != t->door_seen_ms) {
+        /* Once a millisecond: a system call per round would cost the
+         * rounds that move small messages more than they move. */
+        t->door_seen_ms = now_ms;
         gw_status_t st = gw__shm_door_answer(t);
         if (st != GW_OK)
             return st;
@@ -497,7 +501,9 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
             /* Lazily connected pairs come up here, one step per round. */
             if (p->conn == GW_SHM_C_IDLE)
                 continue;
-            gw_status_t st = gw__shm_connect_step(t, p, liveness);
+            gw_status_t st = p->knock_due ? gw__shm_knock(t, p) : GW_OK;
+            if (st == GW_OK)
+                st = gw__shm_connect_step(t, p, liveness);
             if (st != GW_OK)
                 return gw__shm_connect_failed(t, p, st);
             if (p->conn != GW_SHM_C_DONE)
@@ -573,13 +579,6 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
         w[i].val = atomic_load_explicit(&peers[i]->my->bell, memory_order_acquire);
         w[i].flags = FUTEX_32;
         atomic_store_explicit(&peers[i]->my->sleeping, 1, memory_order_relaxed);
-    }
-    if (t->door && nw < FUTEX_WAITV_MAX) {
-        /* A knock wakes us at once (shm_door.c). */
-        w[nw].uaddr = (uint64_t)(uintptr_t)&t->door->bell;
-        w[nw].val = atomic_load_explicit(&t->door->bell, memory_order_acquire);
-        w[nw].flags = FUTEX_32;
-        nw++;
     }
     /* A pair being connected moves without ringing bells: look often. */
     if (t->nconnecting > 0 && max_ns > GW_SHM_CONNECTING_SLEEP_NS)

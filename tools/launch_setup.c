@@ -57,9 +57,10 @@ void gw_launch_usage(FILE *out)
         "  --timeout S          stop every rank and exit 124 after S seconds\n"
         "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
         "  --bind auto|core|none  bind rank r to the r-th CPU the launcher may use:\n"
-        "                       auto (the default) when all ranks run on this machine\n"
-        "                       and there are no more ranks than those CPUs; core:\n"
-        "                       always (round robin); none: never (ssh ranks: never)\n"
+        "                       auto when all ranks run on this machine and there\n"
+        "                       are no more ranks than those CPUs; core: always\n"
+        "                       (round robin); none (the default): never; ranks\n"
+        "                       started over ssh are never bound\n"
         "  --elastic            a rank that fails or dies does not end the job: the\n"
         "                       others go on (gradwire train --elastic shrinks to\n"
         "                       them); each loss is said on stderr\n"
@@ -120,6 +121,7 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
     memset(o, 0, sizeof(*o));
     o->host = "127.0.0.1";
     o->prefix = 1;
+    o->bind = GW_LAUNCH_BIND_NONE;
     gw_kit_getopt_begin();
     while ((c = getopt_long(argc, argv, "+:n:h", longopts, NULL)) != -1) {
         const char *v = optarg;

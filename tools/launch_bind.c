@@ -18,11 +18,12 @@
  * With more ranks than CPUs nothing is bound: pinning cannot give each
  * rank a CPU, and it would stop the scheduler from moving a rank off a
  * busy one. `--bind core` binds round-robin even then. The default is
- * `none`, the scheduler's placement: on the 2-core machine, bound ranks
- * made 2 MiB allreduces of 2 ranks slower and erratic (0.77-8.1 ms in
- * four runs, against 0.53-1.4 ms unbound, with another benchmark running
- * beside them), where a rank pinned to a core cannot leave it to whatever
- * else runs there; that was not investigated further. Ranks started over ssh (--hostfile) are never bound here: their
+ * `none`, the scheduler's placement: on an idle machine binding was better
+ * at every size (2 ranks, 8 B to 2 MiB), but with another benchmark
+ * running beside them bound ranks made 2 MiB allreduces slower and erratic
+ * (0.77-8.1 ms in four runs, against 0.53-1.4 ms unbound), as a rank
+ * pinned to a core cannot leave it to whatever else runs there. A node of
+ * its own wants `--bind auto` (README, "Running jobs"). Ranks started over ssh (--hostfile) are never bound here: their
  * CPUs are another machine's. The CPUs are those of the launcher's own
  * affinity mask, so `taskset -c 2,3 gradwire launch ...` confines the job
  * to CPUs 2 and 3.

@@ -23,10 +23,10 @@
  * running beside them bound ranks made 2 MiB allreduces slower and erratic
  * (0.77-8.1 ms in four runs, against 0.53-1.4 ms unbound), as a rank
  * pinned to a core cannot leave it to whatever else runs there. A node of
- * its own wants `--bind auto` (README, "Running jobs"). Ranks started over ssh (--hostfile) are never bound here: their
- * CPUs are another machine's. The CPUs are those of the launcher's own
- * affinity mask, so `taskset -c 2,3 gradwire launch ...` confines the job
- * to CPUs 2 and 3.
+ * its own wants `--bind auto` (README, "Running jobs"). Ranks started over
+ * ssh (--hostfile) are never bound here: their CPUs are another machine's.
+ * The CPUs are those of the launcher's own affinity mask, so `taskset -c
+ * 2,3 gradwire launch ...` confines the job to CPUs 2 and 3.
  */
 #include <sched.h>
 #include <stdio.h>

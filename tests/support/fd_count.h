@@ -37,8 +37,8 @@ static inline void count_fds(int *fds, int *socks)
     (*fds)--; /* the directory's own */
 }
 
-/* Mappings of /dev/shm/gw-* (the segments of connected pairs). */
-static inline int count_shm_maps(void)
+/* Lines of /proc/self/maps that contain `needle`, -1 when it cannot be read. */
+static inline int count_maps_of(const char *needle)
 {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f)
@@ -46,9 +46,12 @@ static inline int count_shm_maps(void)
     char line[512];
     int n = 0;
     while (fgets(line, sizeof(line), f))
-        n += strstr(line, "/dev/shm/gw-") != NULL;
+        n += strstr(line, needle) != NULL;
     fclose(f);
     return n;
 }
+
+/* Mappings of /dev/shm/gw-* (the segments of connected pairs). */
+static inline int count_shm_maps(void) { return count_maps_of("/dev/shm/gw-"); }
 
 #endif

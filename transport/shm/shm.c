@@ -155,7 +155,7 @@ static void shm_free(gw_shm_t *t)
         /* A peer killed before it could close leaves a segment it made
          * for us that we never attached: remove it. */
         for (int r = 0; t->lazy && r < t->base.size; r++)
-            if (t->peers[r].served && gw__shm_peer_gone(&t->peers[r]))
+            if (t->peers[r].served && t->peers[r].name[0] && gw__shm_peer_gone(&t->peers[r]))
                 gw__shm_forget_names(t, &t->peers[r]);
         gw__shm_unmap_all(t);
         for (int r = 0; r < t->base.size; r++)

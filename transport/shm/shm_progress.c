@@ -571,8 +571,13 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 {
     gw_shm_peer_t *peers[FUTEX_WAITV_MAX];
     struct futex_waitv w[FUTEX_WAITV_MAX];
-    int n = waited_peers(t, peers), nw = n;
-    memset(w, 0, sizeof(w));
+    int n = waited_peers(t, peers);
+    if (n == 0) {
+        struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
+        nanosleep(&ts, NULL);
+        return GW_OK;
+    }
+    memset(w, 0, sizeof(w[0]) * (size_t)n);
     for (int i = 0; i < n; i++) {
         /* Not FUTEX_PRIVATE: the words are shared with other processes. */
         w[i].uaddr = (uint64_t)(uintptr_t)&peers[i]->my->bell;
@@ -583,11 +588,6 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
     /* A pair being connected moves without ringing bells: look often. */
     if (t->nconnecting > 0 && max_ns > GW_SHM_CONNECTING_SLEEP_NS)
         max_ns = GW_SHM_CONNECTING_SLEEP_NS;
-    if (nw == 0) {
-        struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
-        nanosleep(&ts, NULL);
-        return GW_OK;
-    }
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t before = t->moved;
     gw_status_t st = round_(t, current);
@@ -598,8 +598,7 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
         ts.tv_sec = (time_t)(end / 1000000000);
         ts.tv_nsec = (long)(end % 1000000000);
 #ifdef SYS_futex_waitv
-        if (!t->no_waitv &&
-            syscall(SYS_futex_waitv, w, (unsigned)nw, 0, &ts, CLOCK_MONOTONIC) < 0 &&
+        if (!t->no_waitv && syscall(SYS_futex_waitv, w, (unsigned)n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
             errno == ENOSYS)
             t->no_waitv = 1;
 #else
@@ -607,8 +606,7 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
 #endif
         if (t->no_waitv) {
             struct timespec rel = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
-            syscall(SYS_futex, (uint32_t *)(uintptr_t)w[0].uaddr, FUTEX_WAIT, (uint32_t)w[0].val,
-                    &rel, NULL, 0);
+            syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL, 0);
         }
     }
     for (int i = 0; i < n; i++)

@@ -4,7 +4,8 @@
  * bootstrap all-gather, the CTS entries and eager headers that peers write
  * into our memory, immediates, the out-of-band hello and the rdma_cm
  * private data; and the shared-memory transport's address blob
- * (transport/shm/shm.c), the other blob a peer publishes.
+ * (transport/shm/shm.c), the other blob a peer publishes, and the knock a
+ * door receives (transport/shm/shm_door.c).
  *
  * The first input byte picks the decoder. Decoding must lose nothing that
  * it keeps: what it accepts re-encodes to bytes that decode to the same
@@ -142,13 +143,24 @@ static void fuzz_shm_addr(const uint8_t *in, size_t n)
     FUZZ_CHECK(pid == pid2 && host == host2 && ring == ring2);
 }
 
+static void fuzz_shm_knock(const uint8_t *in, size_t n)
+{
+    int rank = -1;
+    if (gw__shm_knock_decode(in, n, &rank) != GW_OK)
+        return;
+    FUZZ_CHECK(n == GW_SHM_KNOCK_LEN && rank >= 0);
+    uint8_t msg[GW_SHM_KNOCK_LEN];
+    gw__shm_knock_encode(rank, msg);
+    FUZZ_CHECK(memcmp(msg, in, sizeof(msg)) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     const uint8_t *in = data + 1;
     size_t n = size - 1;
-    switch (data[0] % 7) {
+    switch (data[0] % 8) {
     case 0:
         fuzz_addr(in, n);
         break;
@@ -167,8 +179,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 5:
         fuzz_pdata(in, n);
         break;
-    default:
+    case 6:
         fuzz_shm_addr(in, n);
+        break;
+    default:
+        fuzz_shm_knock(in, n);
         break;
     }
     return 0;

@@ -298,6 +298,9 @@ static void ib_seeds(void)
     put("fuzz_ib_wire", "cm-accept", 5, 1, prep, sizeof(prep));
     gw__shm_addr_encode(1234, 0xabcdefull, 1 << 20, blob);
     put("fuzz_ib_wire", "shm-addr", 6, 1, blob, sizeof(blob));
+    uint8_t knock[GW_SHM_KNOCK_LEN];
+    gw__shm_knock_encode(3, knock);
+    put("fuzz_ib_wire", "shm-knock", 7, 1, knock, sizeof(knock));
 }
 
 static void env_seeds(void)

@@ -34,6 +34,7 @@
  * next round.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,7 +45,6 @@
 #include "common/byteorder.h"
 #include "transport/shm/shm_internal.h"
 
-#define KNOCK_LEN 8
 /* Strangers' knocks logged one by one before they are only counted. */
 #define STRANGERS_LOGGED 8
 
@@ -57,6 +57,21 @@ socklen_t gw__shm_door_addr(const uint8_t job_id[16], int rank, struct sockaddr_
         snprintf(hex + 2 * i, 3, "%02x", job_id[i]);
     int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "gw-shm-%s-%d", hex, rank);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+void gw__shm_knock_encode(int rank, uint8_t msg[GW_SHM_KNOCK_LEN])
+{
+    gw__put_le32(msg, GW_SHM_DOOR_MAGIC);
+    gw__put_le32(msg + 4, (uint32_t)rank);
+}
+
+gw_status_t gw__shm_knock_decode(const uint8_t *msg, size_t n, int *rank)
+{
+    if (n != GW_SHM_KNOCK_LEN || gw__get_le32(msg) != GW_SHM_DOOR_MAGIC ||
+        gw__get_le32(msg + 4) > INT32_MAX)
+        return GW_ERR_PROTOCOL;
+    *rank = (int)gw__get_le32(msg + 4);
+    return GW_OK;
 }
 
 gw_status_t gw__shm_door_open(gw_shm_t *t)
@@ -102,9 +117,8 @@ gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p)
 
 gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    uint8_t msg[KNOCK_LEN];
-    gw__put_le32(msg, GW_SHM_DOOR_MAGIC);
-    gw__put_le32(msg + 4, (uint32_t)t->base.rank);
+    uint8_t msg[GW_SHM_KNOCK_LEN];
+    gw__shm_knock_encode(t->base.rank, msg);
     struct sockaddr_un a;
     socklen_t al = gw__shm_door_addr(t->job_id, p->rank, &a);
     p->knock_due = 0;
@@ -142,7 +156,7 @@ static void stranger(gw_shm_t *t, const char *why, int rank, long pid)
 gw_status_t gw__shm_door_answer(gw_shm_t *t)
 {
     for (;;) {
-        uint8_t msg[KNOCK_LEN + 1];
+        uint8_t msg[GW_SHM_KNOCK_LEN + 1]; /* one more: a longer datagram is no knock */
         union {
             char buf[CMSG_SPACE(sizeof(struct ucred))];
             struct cmsghdr align;
@@ -161,8 +175,8 @@ gw_status_t gw__shm_door_answer(gw_shm_t *t)
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
                 memcpy(&cred, CMSG_DATA(c), sizeof(cred));
-        int r = n == KNOCK_LEN ? (int)gw__get_le32(msg + 4) : -1;
-        if (n != KNOCK_LEN || gw__get_le32(msg) != GW_SHM_DOOR_MAGIC) {
+        int r = -1;
+        if (gw__shm_knock_decode(msg, (size_t)n, &r) != GW_OK) {
             stranger(t, "not a knock", -1, (long)cred.pid);
             continue;
         }

@@ -284,6 +284,12 @@ socklen_t gw__shm_door_addr(const uint8_t job_id[16], int rank, struct sockaddr_
 gw_status_t gw__shm_door_open(gw_shm_t *t);
 /* Close it; its name goes with it (close()). */
 void gw__shm_door_close(gw_shm_t *t);
+/* A knock, the one datagram a door takes: u32 GW_SHM_DOOR_MAGIC, u32 the
+ * knocking rank (little-endian). decode: GW_ERR_PROTOCOL for bytes that
+ * are not exactly one; whether the rank is one of ours is the caller's. */
+#define GW_SHM_KNOCK_LEN 8
+void gw__shm_knock_encode(int rank, uint8_t msg[GW_SHM_KNOCK_LEN]);
+gw_status_t gw__shm_knock_decode(const uint8_t *msg, size_t n, int *rank);
 /* Ask p to connect: one datagram to its door. A door that is gone (p
  * closed or died) sets p->door_gone, a full one p->knock_due, for the next
  * round; GW_ERR_SYSTEM (logged) for anything else. */

@@ -356,6 +356,12 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
         goto err_free;
     if ((st = choose_cm_mode(t)) != GW_OK)
         goto err_free;
+    /* The out-of-band set-up has no lazy form (ib_lazy.c). */
+    t->lazy = params->lazy && t->cm_mode == GW_IB_CM_RDMACM;
+    if (params->lazy && !t->lazy)
+        GW_INFO(lg, GW_IB_SUBSYS,
+                "the out-of-band set-up connects every pair at once (GW_CONNECT=lazy needs the "
+                "RDMA CM)");
     char cm_desc[192] = "";
     if (t->cm_mode == GW_IB_CM_RDMACM)
         st = gw__ib_cm_listen(t, cm_desc, sizeof(cm_desc)); /* may switch t->ctx */
@@ -378,6 +384,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     a->fifo_addr = (uint64_t)(uintptr_t)t->fifo_mem;
     a->fifo_rkey = t->fifo_mr->rkey;
     a->eager_max = (uint16_t)t->cfg.eager_max;
+    a->lazy = (uint8_t)t->lazy;
     snprintf(a->device, sizeof(a->device), "%.*s", (int)sizeof(a->device) - 1, t->dev_name);
     gw__ib_addr_encode(a, addr);
     gw__sock_addr_str((const struct sockaddr *)&a->sa, t->local_str, sizeof(t->local_str));
@@ -429,7 +436,7 @@ static gw_status_t ib_post(gw_transport_t *base, gw_request_t *req)
                                           p->goodbye ? "already closed its communicator"
                                                      : "lost its connection without saying "
                                                        "goodbye (it probably died)");
-    return GW_OK;
+    return gw__ib_want_peer(t, p); /* a failure is sticky: the request fails with it */
 }
 
 static int all_zero(const uint8_t *b, size_t n)
@@ -474,6 +481,8 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
             bad = "link layer (InfiniBand vs RoCE)";
         else if ((p->addr.gid_index == 255) != (t->gid_index < 0))
             bad = "addressing (GID vs LID: GW_IB_GID_INDEX)";
+        else if (p->addr.lazy != t->lazy)
+            bad = "time to connect (on first use or at once: GW_CONNECT)";
         if (bad) {
             GW_ERROR(t->base.log, GW_IB_SUBSYS, "%s uses another %s than this rank", p->desc, bad);
             return GW_ERR_CONFIG;
@@ -488,7 +497,7 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
         return st;
     if ((st = gw__ib_qpn_map_build(t)) != GW_OK)
         return st;
-    if (t->max_inline < 0)
+    if (t->max_inline < 0 && !t->lazy)
         t->max_inline = 0; /* no QP at all: every peer is another transport's */
     /* The fds a waiting progress() sleeps on: completions, async events,
      * and the connection watchers. */
@@ -496,8 +505,9 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
     if (!t->pfds)
         return GW_ERR_NO_MEMORY;
     t->base.connected = 1;
-    GW_INFO(t->base.log, GW_IB_SUBSYS, "connected to %d peer%s over %s:%d", npeers,
-            npeers == 1 ? "" : "s", t->dev_name, t->port_num);
+    GW_INFO(t->base.log, GW_IB_SUBSYS, "%s %d peer%s over %s:%d",
+            t->lazy ? "connecting on first use to" : "connected to", npeers, npeers == 1 ? "" : "s",
+            t->dev_name, t->port_num);
     return GW_OK;
 }
 

@@ -195,6 +195,15 @@ void gw__ib_cm_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id)
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "rdma_set_option(ACK_TIMEOUT): %m");
 }
 
+void gw__ib_cm_src_addr(const gw_ib_t *t, struct sockaddr_storage *src)
+{
+    memcpy(src, &t->local.sa, sizeof(*src));
+    if (src->ss_family == AF_INET)
+        ((struct sockaddr_in *)src)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)src)->sin6_port = 0;
+}
+
 static void out_start(gw_ib_t *t, gw_ib_cm_conn_t *c)
 {
     gw_ib_peer_t *p = &t->peers[c->peer];
@@ -207,11 +216,7 @@ static void out_start(gw_ib_t *t, gw_ib_cm_conn_t *c)
     }
     gw__ib_cm_ack_timeout(t, c->id);
     struct sockaddr_storage src;
-    memcpy(&src, &t->local.sa, sizeof(src));
-    if (src.ss_family == AF_INET)
-        ((struct sockaddr_in *)&src)->sin_port = 0;
-    else
-        ((struct sockaddr_in6 *)&src)->sin6_port = 0;
+    gw__ib_cm_src_addr(t, &src);
     if (t->api.resolve_addr(c->id, (struct sockaddr *)&src, (struct sockaddr *)&p->addr.sa,
                             RESOLVE_MS) != 0) {
         snprintf(why, sizeof(why), "rdma_resolve_addr: %s", strerror(errno));
@@ -359,6 +364,9 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
         gw__ib_cm_cand_event(t, k, type, status);
         return GW_OK;
     }
+    gw_ib_peer_t *knocked = gw__ib_cm_knock_of(t, id->context);
+    if (knocked)
+        return gw__ib_cm_knock_event(t, knocked, type, status);
     gw_ib_cm_conn_t *c = id->context;
     if (!c)
         return GW_OK;
@@ -381,6 +389,13 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
         return c->out && c->state == CM_CONNECTING ? on_accepted(t, c, pdata, pdata_len) : GW_OK;
     default:
         snprintf(why, sizeof(why), "%s (status %d)", t->api.event_str(type), status);
+        if (t->lazy && type == RDMA_CM_EVENT_REJECTED && status == GW_IB_REJ_INVALID_SERVICE_ID)
+            /* Connecting on first use, the peer has listened since before
+             * the address exchange: nobody there means it is gone. */
+            return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
+                                    "no longer listens at its RDMA CM address (our request to "
+                                    "connect was refused by its host): it closed its "
+                                    "communicator or died");
         if (c->state == CM_UP) {
             /* Only a disconnect can follow; during connect() it means the
              * peer gave up on this connection (it failed, timed out, or
@@ -414,14 +429,20 @@ static int next_event(gw_ib_t *t, gw_status_t *st, int connecting)
         memcpy(pdata, ev->param.conn.private_data, plen);
     }
     t->api.ack_cm_event(ev);
-    if (connecting) {
+    /* Requests, candidates and knocks have no conn. */
+    gw_ib_cm_conn_t *c = type == RDMA_CM_EVENT_CONNECT_REQUEST ||
+                                 gw__ib_cm_cand_of(t, id->context) ||
+                                 gw__ib_cm_knock_of(t, id->context)
+                             ? NULL
+                             : id->context;
+    /* Connecting on first use, pairs are set up after connect() too: the
+     * events of those not up yet are the set-up's. */
+    int setting_up = t->lazy && !(c && c->state == CM_UP) && type != RDMA_CM_EVENT_DEVICE_REMOVAL;
+    if (connecting || setting_up) {
         *st = on_event(t, type, status, id, pdata, plen);
         return 1;
     }
     /* A candidate outlives connect() only when connect() failed. */
-    gw_ib_cm_conn_t *c = type == RDMA_CM_EVENT_CONNECT_REQUEST || gw__ib_cm_cand_of(t, id->context)
-                             ? NULL
-                             : id->context;
     switch (type) {
     case RDMA_CM_EVENT_CONNECT_REQUEST:
         /* Every pair is connected already: a late stranger. */
@@ -501,10 +522,13 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
             c->peer = r;
             c->qp = k;
             c->out = r < t->base.rank;
-            c->state = c->out ? CM_WAIT : CM_IDLE;
+            /* Lazily, a dial starts with the pair's first request. */
+            c->state = c->out && !t->lazy ? CM_WAIT : CM_IDLE;
             gw__sock_retry_init(&c->retry);
         }
     }
+    if (t->lazy)
+        return GW_OK; /* candidates stay: peers dial us whenever they need us */
     int64_t deadline = gw__now_ms() + t->timeout_ms;
     for (;;) {
         int up = 0;
@@ -553,8 +577,58 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
     }
 }
 
+gw_status_t gw__ib_cm_dial_peer(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    for (int k = 0; k < t->nqps; k++) {
+        gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, p->rank, k);
+        if (c->state != CM_IDLE)
+            continue;
+        gw__sock_retry_init(&c->retry);
+        c->state = CM_WAIT;
+        out_start(t, c);
+    }
+    return t->base.failed;
+}
+
+const char *gw__ib_cm_dial_why(gw_ib_t *t, const gw_ib_peer_t *p)
+{
+    for (int k = 0; t->cm_conns && k < t->nqps; k++) {
+        const gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, p->rank, k);
+        if (c->state != CM_UP && c->why[0])
+            return c->why;
+    }
+    return "";
+}
+
+int64_t gw__ib_cm_next_retry(gw_ib_t *t, const gw_ib_peer_t *p)
+{
+    int64_t at = INT64_MAX;
+    for (int k = 0; t->cm_conns && k < t->nqps; k++) {
+        const gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, p->rank, k);
+        if (c->state == CM_WAIT && c->retry.at < at)
+            at = c->retry.at;
+    }
+    return at;
+}
+
+gw_status_t gw__ib_cm_lazy_step(gw_ib_t *t)
+{
+    gw_status_t st = GW_OK;
+    while (st == GW_OK && next_event(t, &st, 0))
+        ;
+    int64_t now = gw__now_ms();
+    for (int i = 0; st == GW_OK && i < t->ncm_conns; i++) {
+        gw_ib_cm_conn_t *c = &t->cm_conns[i];
+        if (c->used && c->state == CM_WAIT && now >= c->retry.at)
+            out_start(t, c);
+    }
+    return st != GW_OK ? st : t->base.failed;
+}
+
 void gw__ib_cm_teardown(gw_ib_t *t)
 {
+    for (int r = 0; t->peers && r < t->base.size; r++)
+        gw__ib_cm_knock_end(t, &t->peers[r]);
     for (int i = 0; t->cm_conns && i < t->ncm_conns; i++) {
         gw_ib_cm_conn_t *c = &t->cm_conns[i];
         if (!c->id)

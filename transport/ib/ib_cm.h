@@ -1,13 +1,19 @@
 /*
  * ib_cm.h - what the two halves of the rdmacm set-up share: ib_cm.c
- * (listening, dialling, the events, connect()) and ib_cm_cand.c (incoming
- * connections, until they have proven the job's key).
+ * (listening, dialling, the events, connect()), ib_cm_cand.c (incoming
+ * connections, until they have proven the job's key) and ib_cm_knock.c
+ * (knocks: a lower rank asks a higher one to dial it, ib_lazy.c).
  */
 #ifndef GW_TRANSPORT_IB_CM_H
 #define GW_TRANSPORT_IB_CM_H
 
 #include "transport/ib/ib_internal.h"
 #include "transport/sock.h"
+
+/* REJ reasons (InfiniBand Architecture Specification, the CM's REJ
+ * message), the status of a REJECTED event. */
+#define GW_IB_REJ_INVALID_SERVICE_ID 8 /* nobody listens there */
+#define GW_IB_REJ_CONSUMER_DEFINED 28  /* the listener rejected (a knock delivered) */
 
 typedef enum gw_ib_cm_state {
     CM_IDLE,
@@ -61,6 +67,20 @@ void gw__ib_cm_ack_timeout(gw_ib_t *t, struct rdma_cm_id *id);
 gw_status_t gw__ib_cm_create_qp(gw_ib_t *t, struct rdma_cm_id *id, const char *whom);
 /* The parameters of rdma_connect and rdma_accept, with this private data. */
 void gw__ib_cm_param(gw_ib_t *t, struct rdma_conn_param *cp, const uint8_t *pdata, size_t len);
+
+/* Our address with port 0: where dials and knocks come from. */
+void gw__ib_cm_src_addr(const gw_ib_t *t, struct sockaddr_storage *src);
+
+/* ---- ib_cm_knock.c ------------------------------------------------------- */
+
+/* id->context is a conn, a candidate or a peer (a knock's id): the peer,
+ * or NULL. */
+gw_ib_peer_t *gw__ib_cm_knock_of(const gw_ib_t *t, void *ctx);
+/* An event of p's knock. */
+gw_status_t gw__ib_cm_knock_event(gw_ib_t *t, gw_ib_peer_t *p, enum rdma_cm_event_type type,
+                                  int status);
+/* Destroy p's knock id, if any. */
+void gw__ib_cm_knock_end(gw_ib_t *t, gw_ib_peer_t *p);
 
 /* ---- ib_cm_cand.c -------------------------------------------------------- */
 

@@ -265,8 +265,17 @@ void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdat
                  pdata_len >= 4 ? (unsigned)gw__get_be32(pdata) : 0u);
     else if (memcmp(pd.job_id, t->job_id, 16) != 0)
         snprintf(why, sizeof(why), "it is from another job");
-    else if (pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
-             pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps || !t->peers[pd.from].active)
+    else if (t->lazy && pd.qp_idx == GW_IB_KNOCK_QP && pd.to == (uint32_t)t->base.rank &&
+             pd.from < (uint32_t)t->base.rank && t->peers[pd.from].active) {
+        /* A knock: rejected (the knocker learns it was delivered), and we
+         * dial (ib_lazy.c). It proves nothing; the dial's connections do. */
+        t->api.reject(id, NULL, 0);
+        t->api.destroy_id(id);
+        (void)gw__ib_knocked_by(t, (int)pd.from); /* a failure is sticky */
+        return;
+    } else if (pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
+               pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps ||
+               !t->peers[pd.from].active)
         snprintf(why, sizeof(why), "rank %u does not connect to rank %u this way (QP %u)",
                  (unsigned)pd.from, (unsigned)pd.to, (unsigned)pd.qp_idx);
     else if (gw__ib_cm_conn_of(t, (int)pd.from, pd.qp_idx)->state == CM_UP)

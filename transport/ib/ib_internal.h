@@ -16,6 +16,7 @@
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
  *   ib_cm.c       connect() through librdmacm (ib_cm.h: shared with ib_cm_cand.c)
  *   ib_cm_cand.c  incoming rdmacm connections until they prove the job's key
+ *   ib_lazy.c     pairs connected on first use: which, when, and knocks
  *   ib_post.c     posting: CTS entries, eager messages, payload parts
  *   ib_progress.c completions, waiting, progress()
  *   ib_fail.c     the base's hooks, completion errors, async events,
@@ -351,6 +352,13 @@ typedef struct gw_ib_peer {
     /* Its ABORT_FROM immediate, for the ABORT that follows it: -1 when none
      * came (or it named no rank). */
     int abort_origin, abort_culprit;
+    /* Connection on first use (ib_lazy.c). */
+    int wanted;                  /* a request for it was posted, or it dialled us */
+    int64_t dial_deadline;       /* we dial it: the pair fails if not up by then */
+    int64_t knock_at;            /* we wait for its dial: when to knock again */
+    int knock_gap;               /* ms between knocks, doubling */
+    int knocks;                  /* knocks delivered */
+    struct rdma_cm_id *knock_id; /* rdmacm: a knock under way */
 } gw_ib_peer_t;
 
 /* Where a completion's QP number leads. */
@@ -364,6 +372,7 @@ typedef struct gw_ib {
     gw_ib_api_t api;
     gw_ib_config_t cfg;
     int forced; /* GW_TRANSPORT=ib asked for this transport (params->forced) */
+    int lazy;   /* pairs connect on first use (params->lazy; ib_lazy.c) */
     int nqps;
     int timeout_ms;
     uint8_t job_id[16];
@@ -489,6 +498,16 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
 gw_status_t gw__ib_oob_connect(gw_ib_t *t);
 gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap);
 gw_status_t gw__ib_cm_connect(gw_ib_t *t);
+/* rdmacm, lazily: start dialling every QP of p (a lower rank), or knock on
+ * p (a higher one), and move what is due. */
+gw_status_t gw__ib_cm_dial_peer(gw_ib_t *t, gw_ib_peer_t *p);
+gw_status_t gw__ib_cm_knock(gw_ib_t *t, gw_ib_peer_t *p);
+gw_status_t gw__ib_cm_lazy_step(gw_ib_t *t);
+/* The last error of a dial to p that is not up, or "". */
+const char *gw__ib_cm_dial_why(gw_ib_t *t, const gw_ib_peer_t *p);
+/* When the next attempt of a dial to p is due (gw__now_ms() time), or
+ * INT64_MAX when none waits. */
+int64_t gw__ib_cm_next_retry(gw_ib_t *t, const gw_ib_peer_t *p);
 /* rdmacm events after connect(): disconnections. */
 gw_status_t gw__ib_cm_poll_events(gw_ib_t *t);
 /* A completion of the proof receive (GW_IB_WR_PROOF_RECV): judge the
@@ -498,6 +517,26 @@ gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc);
  * connection that is not (or never was) proven: then it is ignored. */
 int gw__ib_cm_stray(const gw_ib_t *t, uint32_t qpn);
 void gw__ib_cm_teardown(gw_ib_t *t);
+
+/* ib_lazy.c: pairs connected on first use (t->lazy). */
+/* The first request for p was posted: start connecting the pair (dial a
+ * lower rank, knock on a higher one). Nothing when under way or up. */
+gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p);
+/* Whether p's QPs are all connected, so requests for it may be posted. */
+static inline int gw__ib_peer_up(const gw_ib_t *t, const gw_ib_peer_t *p)
+{
+    return p->qp_up >= t->nqps;
+}
+/* Whether pairs are being connected: progress() then moves them each call
+ * and sleeps at most until gw__ib_lazy_wake_ms(). */
+int gw__ib_lazy_busy(const gw_ib_t *t);
+/* Milliseconds until the next retry, knock or deadline is due (>= 0). */
+int gw__ib_lazy_wake_ms(const gw_ib_t *t);
+/* Move the pairs being connected: connection events, retries that are due,
+ * knocks to send again, and the deadlines of our dials. */
+gw_status_t gw__ib_lazy_progress(gw_ib_t *t);
+/* A lower rank knocked: dial it (TRACE; nothing when under way or up). */
+gw_status_t gw__ib_knocked_by(gw_ib_t *t, int peer);
 
 /* ib_post.c */
 /* Post what can be posted for every peer: CTS entries for receives, eager

@@ -435,8 +435,8 @@ gw_status_t gw__ib_post_all(gw_ib_t *t, int *did)
 {
     for (int i = 0; i < t->base.size; i++) {
         gw_ib_peer_t *p = &t->peers[i];
-        if (i == t->base.rank)
-            continue;
+        if (i == t->base.rank || !gw__ib_peer_up(t, p))
+            continue; /* a pair connecting on first use: its requests wait (ib_lazy.c) */
         gw_status_t st = GW_OK;
         if (p->rq_head)
             st = post_receives(t, p, did); /* eager messages waiting included */

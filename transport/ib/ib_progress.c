@@ -339,6 +339,17 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
     int moved = 0;
     if (t->cfg.test_qp_error)
         gw__ib_test_qp_error(t);
+    /* Pairs connecting on first use move in every call, and while they
+     * do, a waiting call sleeps only until their next step is due. */
+    int connecting = gw__ib_lazy_busy(t);
+    if (connecting) {
+        gw_status_t cst = gw__ib_lazy_progress(t);
+        if (cst != GW_OK)
+            return cst;
+        int wake = gw__ib_lazy_wake_ms(t);
+        if (wait_ms > wake)
+            wait_ms = wake > 0 ? wake : 1;
+    }
     gw_status_t st = round_trip(t, &moved);
     if (st == GW_OK && current)
         st = check_conflicts(t, current);
@@ -373,6 +384,8 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
     if (st != GW_OK || moved)
         goto out;
     if ((st = wait_fds(t, wait_ms)) != GW_OK)
+        return st;
+    if (connecting && (st = gw__ib_lazy_progress(t)) != GW_OK)
         return st;
     st = round_trip(t, &moved);
 out:

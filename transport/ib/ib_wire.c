@@ -79,6 +79,7 @@ void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MA
     size_t n = strnlen(a->device, GW_IB_NAME_MAX - 1);
     memcpy(blob + 64, a->device, n);
     gw__put_be16(blob + 96, a->eager_max);
+    blob[98] = a->lazy;
 }
 
 gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_addr_t *a)
@@ -102,9 +103,10 @@ gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_
     memcpy(a->device, blob + 64, GW_IB_NAME_MAX - 1);
     a->device[GW_IB_NAME_MAX - 1] = '\0';
     a->eager_max = gw__get_be16(blob + 96);
+    a->lazy = blob[98];
     if ((a->cm_mode != GW_IB_CM_RDMACM && a->cm_mode != GW_IB_CM_OOB) || a->nqps < 1 ||
         a->nqps > GW_IB_MAX_QPS || a->mtu < IBV_MTU_256 || a->mtu > IBV_MTU_4096 ||
-        a->eager_max > GW_IB_EAGER_MAX)
+        a->eager_max > GW_IB_EAGER_MAX || a->lazy > 1)
         return GW_ERR_PROTOCOL;
     return GW_OK;
 }

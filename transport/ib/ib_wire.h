@@ -28,8 +28,11 @@
  * private data carries this version, nonces and the acceptor's proof; the
  * dialler's proof is the first message on the QP: ib_cm.c). 5: an eager
  * message may ask for a receipt (GW_IB_EAGER_RECEIPT), which the receiver
- * gives with a RECEIPT immediate. */
-#define GW_IB_PROTOCOL_VERSION 6u
+ * gives with a RECEIPT immediate. 7: pairs may connect on first use: the
+ * address says whether the rank does (byte 98), and a lower rank asks a
+ * higher one to dial it with a knock (a connect request or hello for QP
+ * GW_IB_KNOCK_QP, ib_lazy.c). */
+#define GW_IB_PROTOCOL_VERSION 7u
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
 #define GW_IB_EAGER_SLOTS 4  /* eager slots per peer and direction */
@@ -37,7 +40,7 @@
 #define GW_IB_EAGER_MAX 4096 /* largest eager payload (GW_IB_EAGER lowers it) */
 #define GW_IB_EAGER_SLOT (GW_IB_EAGER_HDR + GW_IB_EAGER_MAX)
 #define GW_IB_MAX_QPS 16
-#define GW_IB_ADDR_SIZE 98   /* bytes used in the address blob */
+#define GW_IB_ADDR_SIZE 99   /* bytes used in the address blob */
 #define GW_IB_HELLO_SIZE 120 /* bytes of an out-of-band hello */
 /* rdmacm private data: a connect request carries at most 56 bytes over
  * RoCE (the IB CM's 92 less librdmacm's header), an accept 196. */
@@ -45,6 +48,9 @@
 #define GW_IB_CM_REP_SIZE 64
 #define GW_IB_CM_MAC_LEN 32 /* HMAC-SHA256; the dialler's proof is a SEND of this */
 #define GW_IB_CM_NONCE_LEN 16
+/* The QP index (rdmacm request) or QPs per peer (out-of-band hello) of a
+ * knock: "dial me" from a lower rank that wants the pair (ib_lazy.c). */
+#define GW_IB_KNOCK_QP 0xffffu
 #define GW_IB_NAME_MAX 32 /* device name bytes in the blob */
 
 /* ---- wire formats (ib_wire.c) ------------------------------------------- */
@@ -64,6 +70,7 @@ typedef struct gw_ib_addr {
     struct sockaddr_storage sa; /* OOB: TCP listener; rdmacm: RDMA CM listener */
     char device[GW_IB_NAME_MAX];
     uint16_t eager_max; /* GW_IB_EAGER of the rank: largest message it sends eagerly */
+    uint8_t lazy;       /* it connects pairs on first use (GW_CONNECT=lazy) */
 } gw_ib_addr_t;
 
 void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MAX]);

@@ -33,6 +33,7 @@ static gw_ib_addr_t sample_addr(void)
     inet_pton(AF_INET, "198.18.0.1", &in->sin_addr);
     strcpy(a.device, "rxe0");
     a.eager_max = 4000;
+    a.lazy = 1;
     return a;
 }
 
@@ -55,6 +56,7 @@ Test(ib_wire, addr_round_trip)
     cr_assert_arr_eq(b.gid, a.gid, 16);
     cr_assert_eq(b.fifo_addr, a.fifo_addr);
     cr_assert_eq(b.fifo_rkey, a.fifo_rkey);
+    cr_assert_eq(b.lazy, 1);
     char s[64];
     gw__sock_addr_str((struct sockaddr *)&b.sa, s, sizeof(s));
     cr_assert_str_eq(s, "198.18.0.1:4791");
@@ -105,6 +107,9 @@ Test(ib_wire, addr_rejects_foreign_blobs)
     gw__ib_addr_encode(&a, blob);
     blob[41] = 5;
     cr_assert_eq(gw__ib_addr_decode(blob, &b), GW_ERR_PROTOCOL, "address family");
+    gw__ib_addr_encode(&a, blob);
+    blob[98] = 2;
+    cr_assert_eq(gw__ib_addr_decode(blob, &b), GW_ERR_PROTOCOL, "lazy flag");
 }
 
 Test(ib_wire, cts_round_trip_and_torn_slots)

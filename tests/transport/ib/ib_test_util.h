@@ -1,0 +1,178 @@
+/*
+ * ib_test_util.h - the harness of the verbs transport's device tests
+ * (test_ib_live.c, test_ib_lazy.c): n transports in one process, one
+ * thread per rank, opened and connected together, each running a body.
+ * Skips the test where no active RDMA port exists (here: everywhere but
+ * scripts/rxe-vm, which runs them over Soft-RoCE).
+ */
+#ifndef GW_TESTS_IB_TEST_UTIL_H
+#define GW_TESTS_IB_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "transport/ib/ib_internal.h"
+
+#define MAXR 4
+#define DEADLINE_MS 30000
+
+typedef struct rank {
+    int rank, size;
+    gw_logger_t lg;
+    gw_transport_t *t;
+    const uint8_t *all;
+    gw_status_t connect_st;
+    int (*body)(struct rank *r);
+    int result;
+    const void *arg;
+} rank_t;
+
+typedef struct job {
+    int n;
+    rank_t r[MAXR];
+    uint8_t all[MAXR * GW_TRANSPORT_ADDR_MAX];
+} job_t;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", r->rank, __FILE__, __LINE__, \
+                    #cond);                                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            return 1;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+static inline void *connect_thread(void *arg)
+{
+    rank_t *r = arg;
+    r->connect_st = r->t->ops->connect(r->t, r->all);
+    return NULL;
+}
+
+static inline void *body_thread(void *arg)
+{
+    rank_t *r = arg;
+    r->result = r->body(r);
+    return NULL;
+}
+
+/* Open and connect n ranks, those in lazy_mask (bit r for rank r) to
+ * connect pairs on first use (params.lazy); skips the test when there is
+ * no RDMA here. With check set, every connect() must succeed; otherwise
+ * the caller looks at connect_st. */
+static inline void job_open_connect(job_t *j, int n, const char *cm, unsigned lazy_mask, int check)
+{
+    memset(j, 0, sizeof(*j));
+    j->n = n;
+    setenv("GW_IB_CM", cm, 1);
+    const char *dbg = getenv("GW_TEST_DEBUG");
+    for (int i = 0; i < n; i++) {
+        rank_t *r = &j->r[i];
+        r->rank = i;
+        r->size = n;
+        r->lg.level = !dbg ? GW_LOG_ERROR : strcmp(dbg, "trace") == 0 ? GW_LOG_TRACE : GW_LOG_INFO;
+        r->lg.rank = i;
+        r->lg.file = stderr;
+        strcpy(r->lg.host, "live");
+        gw_transport_params_t p;
+        memset(&p, 0, sizeof(p));
+        p.rank = i;
+        p.size = n;
+        p.log = &r->lg;
+        p.timeout_ms = 20000;
+        p.nsocks = 1;
+        p.lazy = (lazy_mask >> i) & 1;
+        for (int k = 0; k < 16; k++)
+            p.job_id[k] = (uint8_t)(0x40 + k);
+        struct sockaddr_in *lo = (struct sockaddr_in *)&p.default_addr;
+        lo->sin_family = AF_INET;
+        lo->sin_addr.s_addr = htonl(0x7f000001);
+        p.default_addr_len = sizeof(*lo);
+        gw_status_t st = gw__ib_transport_ops.open(&p, &r->t, j->all + i * GW_TRANSPORT_ADDR_MAX);
+        if (st == GW_ERR_NOT_FOUND || st == GW_ERR_UNSUPPORTED) {
+            for (int k = 0; k < i; k++)
+                j->r[k].t->ops->close(j->r[k].t);
+            cr_skip_test("no usable RDMA port here (%s); run under scripts/rxe-vm",
+                         gw_status_name(st));
+        }
+        cr_assert_eq(st, GW_OK, "open of rank %d: %s", i, gw_status_name(st));
+    }
+    pthread_t th[MAXR];
+    for (int i = 0; i < n; i++) {
+        j->r[i].all = j->all;
+        pthread_create(&th[i], NULL, connect_thread, &j->r[i]);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; check && i < n; i++)
+        cr_assert_eq(j->r[i].connect_st, GW_OK, "connect of rank %d: %s", i,
+                     gw_status_name(j->r[i].connect_st));
+}
+
+/* Open and connect n ranks that connect every pair in connect(). */
+static inline void job_start(job_t *j, int n, const char *cm) { job_open_connect(j, n, cm, 0, 1); }
+
+static inline void job_run(job_t *j, int (*body)(rank_t *), const void *arg)
+{
+    pthread_t th[MAXR];
+    for (int i = 0; i < j->n; i++) {
+        j->r[i].body = body;
+        j->r[i].arg = arg;
+        pthread_create(&th[i], NULL, body_thread, &j->r[i]);
+    }
+    for (int i = 0; i < j->n; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < j->n; i++)
+        cr_assert_eq(j->r[i].result, 0, "rank %d failed (see its output)", i);
+}
+
+static inline void job_end(job_t *j)
+{
+    for (int i = 0; i < j->n; i++)
+        if (j->r[i].t)
+            j->r[i].t->ops->close(j->r[i].t);
+}
+
+static inline void post(rank_t *r, gw_request_t *q, gw_req_kind_t kind, int peer, void *buf, size_t len,
+                 uint64_t seq, uint32_t sig)
+{
+    memset(q, 0, sizeof(*q));
+    q->peer = peer;
+    q->buf = buf;
+    q->len = len;
+    q->tag.seq = seq;
+    q->tag.sig = sig;
+    gw_status_t st = kind == GW_REQ_SEND ? r->t->ops->isend(r->t, q) : r->t->ops->irecv(r->t, q);
+    (void)st; /* failures show in q->status */
+}
+
+/* Drive progress until every request completed or the deadline passed;
+ * returns the first failure (or the transport's). */
+static inline gw_status_t wait_all(rank_t *r, gw_request_t *q, int n, const gw_msg_tag_t *current)
+{
+    int64_t end = gw__now_ms() + DEADLINE_MS;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (!q[i].complete)
+                pending = 1;
+            else if (q[i].status != GW_OK)
+                return q[i].status;
+        }
+        if (!pending)
+            return GW_OK;
+        if (gw__now_ms() > end)
+            return GW_ERR_TIMEOUT;
+        gw_status_t st = r->t->ops->progress(r->t, current, 10);
+        if (st != GW_OK)
+            return st;
+    }
+}
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * ib_lazy.c - which pairs the verbs transport connects, and when, when it
+ * connects on first use (gw_transport_params_t.lazy: GW_CONNECT=lazy, the
+ * communicator's default).
+ *
+ * connect() then only reads the addresses: a pair's QPs are made when the
+ * first request for it is posted, so a ring connects two peers, not size -
+ * 1, and a job of thousands of ranks holds a few QPs per rank, not
+ * thousands. As in the eager set-up, the higher rank of a pair always
+ * dials and the lower one accepts (ib_cm.c), so a pair is set up exactly
+ * once and nobody waits in a cycle.
+ *
+ * The first request for a lower rank starts the dials (every QP of the
+ * pair, with the retries of the eager set-up); the pair fails, naming the
+ * peer and the last error, when it is not up within timeout_ms. The first
+ * request for a higher rank sends it a knock: a connect request for QP
+ * GW_IB_KNOCK_QP, which the higher rank rejects, and by which it learns
+ * to dial us. A knock is needed because the higher rank may need nothing
+ * from us yet (our receive waits for its send, which it has not reached;
+ * or our send waits for a receive that it posts only later), and only a
+ * connection lets a message leave. The knock proves nothing and needs not
+ * to: all it can cause is a dial, and the dial's connections prove the
+ * job's key both ways as every connection does. A knock that the kernel
+ * rejects itself (no listener at the peer's address: it closed or died)
+ * fails the pair at once, naming the peer; a knock that is delivered and
+ * not answered is sent again after 250 ms, doubling up to 4 s, and the
+ * caller's time-out (or the referee) decides about a peer that never
+ * dials.
+ *
+ * Until a pair is up its requests wait in their queues: ib_post.c posts
+ * nothing for a peer whose QPs are not all connected. progress() moves
+ * the pairs being connected in each call (connection events, retries,
+ * knocks, deadlines), and while some are it sleeps at most until the next
+ * of those is due. Connections from higher ranks are accepted whenever
+ * this rank makes progress, whatever it waits for.
+ *
+ * The out-of-band set-up (GW_IB_CM=oob) has no lazy form yet: it connects
+ * every pair in connect(), and says so once at INFO.
+ */
+#include <stdint.h>
+
+#include "common/clock.h"
+#include "transport/ib/ib_internal.h"
+
+#define KNOCK_AGAIN_MS 250
+#define KNOCK_GAP_MAX_MS (16 * KNOCK_AGAIN_MS)
+
+/* p was knocked on (or could not be yet): wait for its dial, and knock
+ * again if it does not come soon. */
+static void knock_later(gw_ib_peer_t *p)
+{
+    p->knock_gap = p->knock_gap ? 2 * p->knock_gap : KNOCK_AGAIN_MS;
+    if (p->knock_gap > KNOCK_GAP_MAX_MS)
+        p->knock_gap = KNOCK_GAP_MAX_MS;
+    p->knock_at = gw__now_ms() + p->knock_gap;
+}
+
+static gw_status_t knock(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    knock_later(p);
+    return gw__ib_cm_knock(t, p);
+}
+
+gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    if (!t->lazy || p->wanted || gw__ib_peer_up(t, p))
+        return GW_OK;
+    p->wanted = 1;
+    if (p->rank > t->base.rank) {
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "first message for %s: asking it to connect", p->desc);
+        return knock(t, p);
+    }
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "first message for %s: connecting", p->desc);
+    p->dial_deadline = gw__now_ms() + t->timeout_ms;
+    return gw__ib_cm_dial_peer(t, p);
+}
+
+gw_status_t gw__ib_knocked_by(gw_ib_t *t, int peer)
+{
+    gw_ib_peer_t *p = &t->peers[peer];
+    if (p->wanted || gw__ib_peer_up(t, p))
+        return GW_OK;
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s knocked: connecting", p->desc);
+    return gw__ib_want_peer(t, p);
+}
+
+int gw__ib_lazy_busy(const gw_ib_t *t)
+{
+    if (!t->lazy || !t->base.connected)
+        return 0;
+    for (int r = 0; r < t->base.size; r++)
+        if (t->peers[r].wanted && !gw__ib_peer_up(t, &t->peers[r]))
+            return 1;
+    return 0;
+}
+
+int gw__ib_lazy_wake_ms(const gw_ib_t *t)
+{
+    int64_t now = gw__now_ms(), wake = now + 1000;
+    for (int r = 0; r < t->base.size; r++) {
+        const gw_ib_peer_t *p = &t->peers[r];
+        if (!p->wanted || gw__ib_peer_up(t, p))
+            continue;
+        int64_t at = p->knock_at;
+        if (r < t->base.rank) {
+            int64_t retry = gw__ib_cm_next_retry((gw_ib_t *)t, p);
+            at = retry < p->dial_deadline ? retry : p->dial_deadline;
+        }
+        if (at < wake)
+            wake = at;
+    }
+    return wake > now ? (int)(wake - now) : 0;
+}
+
+/* Why the dials to p did not bring it up: the pair fails. */
+static gw_status_t dial_timed_out(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    const char *why = gw__ib_cm_dial_why(t, p);
+    return gw__ib_peer_fail(t, p, GW_ERR_TIMEOUT,
+                            "not connected %d ms after its first message (%d of %d QPs up)%s%s: "
+                            "is it alive, and does the RDMA CM reach it?",
+                            t->timeout_ms, p->qp_up, t->nqps, why[0] ? "; last error: " : "", why);
+}
+
+gw_status_t gw__ib_lazy_progress(gw_ib_t *t)
+{
+    if (!t->lazy || !t->base.connected)
+        return GW_OK;
+    gw_status_t st = gw__ib_cm_lazy_step(t);
+    int64_t now = gw__now_ms();
+    for (int r = 0; st == GW_OK && r < t->base.size; r++) {
+        gw_ib_peer_t *p = &t->peers[r];
+        if (!p->wanted || gw__ib_peer_up(t, p) || p->gone)
+            continue;
+        if (r < t->base.rank && now >= p->dial_deadline)
+            st = dial_timed_out(t, p);
+        else if (r > t->base.rank && !p->knock_id && now >= p->knock_at)
+            st = knock(t, p);
+    }
+    return st != GW_OK ? st : t->base.failed;
+}

@@ -8,13 +8,15 @@
 #
 # Usage: bench/scale.sh [BUILD_DIR] [SIZES] [REPEATS]
 #   defaults: build "8 16 32 64" 3. Prints the machine load first.
+#   GW_SCALE_TRANSPORTS: the GW_TRANSPORT values to run (default "tcp auto";
+#   "ib" in a Soft-RoCE VM: scripts/rxe-vm -- bench/scale.sh ...).
 set -eu
 build=${1:-build}
 sizes=${2:-"8 16 32 64"}
 repeats=${3:-3}
 echo "load: $(cat /proc/loadavg)"
 for n in $sizes; do
-    for tr in tcp auto; do
+    for tr in ${GW_SCALE_TRANSPORTS:-tcp auto}; do
         for mode in eager lazy; do
             i=0
             while [ "$i" -lt "$repeats" ]; do

@@ -615,6 +615,13 @@ static void ib_close(gw_transport_t *base)
         int told = tell_all(t, 0, 0, GW_IB_IMM_GOODBYE, 0, GW_IB_SHUTDOWN_MS);
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "closing: said goodbye to %d peers", told);
     }
+    int up = 0, active = 0;
+    for (int r = 0; t->peers && r < t->base.size; r++) {
+        active += t->peers[r].active;
+        up += t->peers[r].active && gw__ib_peer_up(t, &t->peers[r]);
+    }
+    GW_INFO(t->base.log, GW_IB_SUBSYS, "closing: %d of %d peers were connected (%d QPs)%s", up,
+            active, up * t->nqps, t->lazy ? ", each on first use" : "");
     /* One line per communicator: whether repeated messages on the same
      * buffers found their registrations again is what decides the cost of
      * small and medium messages, and users tune GW_IB_REG_CACHE_MAX by it. */

@@ -167,8 +167,10 @@ static void drop_id(gw_ib_t *t, gw_ib_cm_conn_t *c)
 {
     gw_ib_peer_t *p = &t->peers[c->peer];
     if (c->id) {
-        if (c->id->qp)
+        if (c->id->qp) {
+            gw__ib_cm_retire_qpn(t, c->id->qp->qp_num);
             t->api.cm_destroy_qp(c->id);
+        }
         t->api.destroy_id(c->id);
         t->qpn_dirty = 1;
     }

@@ -92,6 +92,10 @@ void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdat
                           size_t pdata_len);
 /* An event of a candidate's id. */
 void gw__ib_cm_cand_event(gw_ib_t *t, gw_ib_cm_cand_t *k, enum rdma_cm_event_type type, int status);
+/* A QP number that is going away: completions still queued for it (its
+ * receives flushed when the CM moved it to the error state) are strays,
+ * not a protocol error (gw__ib_cm_stray). */
+void gw__ib_cm_retire_qpn(gw_ib_t *t, uint32_t qpn);
 /* Whether a candidate waits for its proof (connect() then polls the CQ). */
 int gw__ib_cm_proving(const gw_ib_t *t);
 /* Every rank is connected: drop and destroy what is left of the candidates. */

@@ -44,7 +44,7 @@ gw_ib_cm_cand_t *gw__ib_cm_cand_of(const gw_ib_t *t, void *ctx)
     return ctx;
 }
 
-static void retire_qpn(gw_ib_t *t, uint32_t qpn)
+void gw__ib_cm_retire_qpn(gw_ib_t *t, uint32_t qpn)
 {
     t->cm_retired[t->cm_nretired % GW_IB_CM_RETIRED] = qpn;
     t->cm_nretired++;
@@ -54,7 +54,7 @@ static void cand_destroy(gw_ib_t *t, gw_ib_cm_cand_t *k)
 {
     if (k->id) {
         if (k->id->qp) {
-            retire_qpn(t, k->id->qp->qp_num);
+            gw__ib_cm_retire_qpn(t, k->id->qp->qp_num);
             t->api.cm_destroy_qp(k->id);
         }
         t->api.destroy_id(k->id);
@@ -281,6 +281,10 @@ void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdat
     else if (gw__ib_cm_conn_of(t, (int)pd.from, pd.qp_idx)->state == CM_UP)
         snprintf(why, sizeof(why), "rank %u's QP %u is connected and proven already",
                  (unsigned)pd.from, (unsigned)pd.qp_idx);
+    if (!why[0] && t->cfg.test_reject > 0) {
+        t->cfg.test_reject--;
+        snprintf(why, sizeof(why), "GW_IB_TEST_REJECT (test-only) says so");
+    }
     if (why[0]) {
         GW_WARN(t->base.log, GW_IB_SUBSYS, "rejecting an RDMA CM connection request from %s: %s",
                 addr, why);

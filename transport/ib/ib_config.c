@@ -31,6 +31,10 @@
  *                      the lowest-ranked peer into the error state, as a
  *                      NIC does with a QP that hit a fatal error (0, the
  *                      default: never). Never set it in a real job.
+ *   GW_IB_TEST_REJECT  test-only: this rank rejects the first N rdmacm
+ *                      connection requests of its peers (not knocks) that it
+ *                      would accept, so that their dials are retried (0, the
+ *                      default). Never set it in a real job.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +76,8 @@ gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
         env_int(lg, "GW_IB_EAGER", 0, GW_IB_EAGER_MAX, GW_IB_EAGER_MAX, &cfg->eager_max) != GW_OK ||
         env_int(lg, "GW_IB_CTS_DEFER_US", 0, 10000000, GW_IB_CTS_DEFER_US, &cfg->cts_defer_us) !=
             GW_OK ||
-        env_int(lg, "GW_IB_TEST_QP_ERROR", 0, 1 << 30, 0, &cfg->test_qp_error) != GW_OK)
+        env_int(lg, "GW_IB_TEST_QP_ERROR", 0, 1 << 30, 0, &cfg->test_qp_error) != GW_OK ||
+        env_int(lg, "GW_IB_TEST_REJECT", 0, 1 << 20, 0, &cfg->test_reject) != GW_OK)
         return GW_ERR_CONFIG;
     if (gw__env_int(lg, "GW_IB_REG_CACHE_MAX", 1, 1L << 20, 1024, &v) != GW_OK)
         return GW_ERR_CONFIG;

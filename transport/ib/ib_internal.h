@@ -154,6 +154,7 @@ typedef struct gw_ib_config {
     int cts_defer_us;   /* GW_IB_CTS_DEFER_US: a small receive's CTS waits this long */
     const char *sysfs;  /* GW_IB_SYSFS (tests), default /sys */
     int test_qp_error;  /* GW_IB_TEST_QP_ERROR (tests): messages before a QP fails; 0: never */
+    int test_reject;    /* GW_IB_TEST_REJECT (tests): connection requests still to reject */
 } gw_ib_config_t;
 
 /* Read the GW_IB_* variables; GW_ERR_CONFIG (logged, naming the variable)

@@ -139,8 +139,8 @@ static inline void job_end(job_t *j)
             j->r[i].t->ops->close(j->r[i].t);
 }
 
-static inline void post(rank_t *r, gw_request_t *q, gw_req_kind_t kind, int peer, void *buf, size_t len,
-                 uint64_t seq, uint32_t sig)
+static inline void post(rank_t *r, gw_request_t *q, gw_req_kind_t kind, int peer, void *buf,
+                        size_t len, uint64_t seq, uint32_t sig)
 {
     memset(q, 0, sizeof(*q));
     q->peer = peer;

@@ -4,8 +4,9 @@
  * connects only its neighbours' QPs, a peer that needs nothing from us yet
  * still connects when we knock (and when it is the one to dial), every
  * message of an all-to-all arrives exactly, a peer that closed before we
- * needed it is named at once whichever of us dials, and ranks that
- * disagree about lazy connections stop at connect(). Skipped where no
+ * needed it is named at once whichever of us dials, a dial that was
+ * rejected is retried (also eagerly), and ranks that disagree about lazy
+ * connections stop at connect(). Skipped where no
  * active RDMA port exists (here: everywhere but scripts/rxe-vm; see
  * tests/integration/rxe_vm_test.sh).
  *
@@ -182,6 +183,28 @@ Test(ib_lazy, a_peer_that_closed_before_we_need_it_is_named, .timeout = 120)
     job_open_connect(&j, 3, "rdmacm", ALL_LAZY, 1);
     job_run(&j, closed_peer_body, NULL);
     job_end(&j);
+}
+
+/* Rank 0 rejects the first connection request of each run
+ * (GW_IB_TEST_REJECT): rank 1's dial is retried, and the receives that the
+ * rejection flushed from its first QP are not taken for a protocol error. */
+static int small_exchange_body(rank_t *r)
+{
+    return exchange_with(r, 1 - r->rank, 1 - r->rank, 3000, 4);
+}
+
+Test(ib_lazy, a_rejected_dial_is_retried, .timeout = 120)
+{
+    setenv("GW_IB_QPS", "1", 1);
+    for (unsigned lazy = 0; lazy <= ALL_LAZY; lazy += ALL_LAZY) {
+        setenv("GW_IB_TEST_REJECT", "1", 1);
+        job_t j;
+        job_open_connect(&j, 2, "rdmacm", lazy, 1);
+        unsetenv("GW_IB_TEST_REJECT");
+        job_run(&j, small_exchange_body, NULL);
+        cr_expect_eq(gw__ib_of(j.r[0].t)->cfg.test_reject, 0, "rank 0 rejected no request");
+        job_end(&j);
+    }
 }
 
 /* Rank 1 connects eagerly, rank 0 lazily: both refuse at connect(). */

@@ -3,9 +3,9 @@
  * messages between two ranks of one job.
  *
  * A transport instance connects this rank to every other rank it is given
- * an address for: all of them in connect() (verbs), or each when the first
- * request for it is posted (TCP and shared memory, when params.lazy is set). Messages between a pair of
- * ranks are delivered in the order they were posted, and matched in posting
+ * an address for: all of them in connect(), or each when the first request
+ * for it is posted (params.lazy: GW_CONNECT=lazy, the default). Messages
+ * between a pair of ranks are delivered in the order they were posted, and matched in posting
  * order against the receives posted for that peer: the n-th receive posted
  * for peer p gets the n-th message p sent to us.
  *
@@ -157,8 +157,7 @@ typedef struct gw_transport_params {
      * transport take over quietly. */
     int forced;
     /* Connect to a peer when the first request for it is posted, not all
-     * of them in connect() (GW_CONNECT=lazy, the communicator's default).
-     * The verbs transport cannot yet and connects eagerly. */
+     * of them in connect() (GW_CONNECT=lazy, the communicator's default). */
     int lazy;
 } gw_transport_params_t;
 

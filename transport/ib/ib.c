@@ -63,7 +63,9 @@
  * (GW_IB_CM=oob) as NCCL does. Either way, the connection that set a pair up
  * stays open and is watched: a peer process that dies is reported by the
  * RDMA CM (DISCONNECTED) or by its socket (EOF), not only after the
- * transport's retries run out.
+ * transport's retries run out. By default (GW_CONNECT=lazy) connect() only
+ * reads the addresses, and a pair is connected when its first request is
+ * posted (ib_lazy.c).
  *
  * Failure (ib_fail.c, and the base every transport shares: base.h). The
  * first failure breaks the whole transport, as in the TCP transport: it is
@@ -243,6 +245,7 @@ static void ib_free(gw_ib_t *t)
     }
     if (t->cm_mode == GW_IB_CM_RDMACM)
         gw__ib_cm_teardown(t); /* QPs and ids of rdmacm */
+    gw__ib_oob_free(t);
     if (t->mrc.entries)
         gw__ib_mr_cache_fini(&t->mrc);
     if (t->fifo_mr)
@@ -309,6 +312,7 @@ static gw_status_t alloc_peers(gw_ib_t *t)
     for (int r = 0; r < t->base.size; r++) {
         t->peers[r].rank = r;
         t->peers[r].oob_fd = -1;
+        t->peers[r].knock_fd = -1;
         t->peers[r].r_cts_next = 1;
         t->peers[r].s_cts_next = 1;
         t->peers[r].abort_origin = -1;
@@ -356,12 +360,7 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
         goto err_free;
     if ((st = choose_cm_mode(t)) != GW_OK)
         goto err_free;
-    /* The out-of-band set-up has no lazy form (ib_lazy.c). */
-    t->lazy = params->lazy && t->cm_mode == GW_IB_CM_RDMACM;
-    if (params->lazy && !t->lazy)
-        GW_INFO(lg, GW_IB_SUBSYS,
-                "the out-of-band set-up connects every pair at once (GW_CONNECT=lazy needs the "
-                "RDMA CM)");
+    t->lazy = params->lazy;
     char cm_desc[192] = "";
     if (t->cm_mode == GW_IB_CM_RDMACM)
         st = gw__ib_cm_listen(t, cm_desc, sizeof(cm_desc)); /* may switch t->ctx */
@@ -501,7 +500,7 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
         t->max_inline = 0; /* no QP at all: every peer is another transport's */
     /* The fds a waiting progress() sleeps on: completions, async events,
      * and the connection watchers. */
-    t->pfds = calloc((size_t)t->base.size + 3, sizeof(*t->pfds));
+    t->pfds = calloc((size_t)t->base.size + 4, sizeof(*t->pfds));
     if (!t->pfds)
         return GW_ERR_NO_MEMORY;
     t->base.connected = 1;

@@ -9,7 +9,9 @@
  * connections down. So at open() every rank binds an RDMA CM listener to the
  * IP address behind its GID (RoCE GIDs are IP addresses) and publishes it;
  * connect() then has the higher rank of each pair resolve and connect one
- * RDMA CM id per QP, and the lower rank accept what proves to be ours.
+ * RDMA CM id per QP, and the lower rank accept what proves to be ours;
+ * connecting on first use (ib_lazy.c), the same happens for one pair when
+ * its first request is posted, driven by progress() instead of connect().
  * Everything runs on one non-blocking event channel under one deadline;
  * failed attempts are retried with the growing pauses of every socket
  * that dials (transport/sock.h).

@@ -360,6 +360,7 @@ typedef struct gw_ib_peer {
     int knock_gap;               /* ms between knocks, doubling */
     int knocks;                  /* knocks delivered */
     struct rdma_cm_id *knock_id; /* rdmacm: a knock under way */
+    int knock_fd;                /* out of band: a knock's connection under way, or -1 */
 } gw_ib_peer_t;
 
 /* Where a completion's QP number leads. */
@@ -414,7 +415,8 @@ typedef struct gw_ib {
     struct ibv_mr *cm_auth_mr;
     uint32_t cm_retired[GW_IB_CM_RETIRED]; /* QP numbers of dropped candidates */
     unsigned cm_nretired;
-    int listen_fd; /* OOB mode: TCP listener */
+    int listen_fd;              /* OOB mode: TCP listener */
+    struct gw_ib_oob_mesh *oob; /* OOB mode, lazily: the set-up after connect() */
     gw_ib_addr_t local;
     char local_str[64];
     gw_ib_peer_t *peers; /* size entries; ours unused */
@@ -497,6 +499,16 @@ gw_status_t gw__ib_errno_status(int err);
 gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, char *desc,
                               size_t desc_cap);
 gw_status_t gw__ib_oob_connect(gw_ib_t *t);
+/* Out of band, lazily: the same as the rdmacm functions below, and the
+ * mesh freed at close. */
+gw_status_t gw__ib_oob_dial_peer(gw_ib_t *t, gw_ib_peer_t *p);
+gw_status_t gw__ib_oob_knock(gw_ib_t *t, gw_ib_peer_t *p);
+gw_status_t gw__ib_oob_lazy_step(gw_ib_t *t);
+const char *gw__ib_oob_dial_why(gw_ib_t *t, const gw_ib_peer_t *p);
+/* Whether connections (dials, handshakes of peers that dialled us, knocks)
+ * are under way: their sockets are not in progress()'s poll set. */
+int gw__ib_oob_busy(const gw_ib_t *t);
+void gw__ib_oob_free(gw_ib_t *t);
 gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap);
 gw_status_t gw__ib_cm_connect(gw_ib_t *t);
 /* rdmacm, lazily: start dialling every QP of p (a lower rank), or knock on

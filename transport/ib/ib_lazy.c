@@ -13,16 +13,16 @@
  * The first request for a lower rank starts the dials (every QP of the
  * pair, with the retries of the eager set-up); the pair fails, naming the
  * peer and the last error, when it is not up within timeout_ms. The first
- * request for a higher rank sends it a knock: a connect request for QP
- * GW_IB_KNOCK_QP, which the higher rank rejects, and by which it learns
- * to dial us. A knock is needed because the higher rank may need nothing
+ * request for a higher rank sends it a knock, by which it learns to dial
+ * us. A knock is needed because the higher rank may need nothing
  * from us yet (our receive waits for its send, which it has not reached;
  * or our send waits for a receive that it posts only later), and only a
  * connection lets a message leave. The knock proves nothing and needs not
  * to: all it can cause is a dial, and the dial's connections prove the
- * job's key both ways as every connection does. A knock that the kernel
- * rejects itself (no listener at the peer's address: it closed or died)
- * fails the pair at once, naming the peer; a knock that is delivered and
+ * job's key both ways as every connection does. A knock that finds no
+ * listener at the peer's address (it closed or died: the peer's kernel
+ * refuses it) fails the pair at once, naming the peer, as does a dial
+ * that is refused so; a knock that is delivered and
  * not answered is sent again after 250 ms, doubling up to 4 s, and the
  * caller's time-out (or the referee) decides about a peer that never
  * dials.
@@ -34,8 +34,10 @@
  * of those is due. Connections from higher ranks are accepted whenever
  * this rank makes progress, whatever it waits for.
  *
- * The out-of-band set-up (GW_IB_CM=oob) has no lazy form yet: it connects
- * every pair in connect(), and says so once at INFO.
+ * Both set-ups do this alike: through the RDMA CM (ib_cm.c, knocks in
+ * ib_cm_knock.c: a connect request for QP GW_IB_KNOCK_QP, which the
+ * listener rejects) and out of band (ib_oob.c: a hello for GW_IB_KNOCK_QP
+ * QPs on a TCP connection closed at once).
  */
 #include <stdint.h>
 
@@ -55,13 +57,28 @@ static void knock_later(gw_ib_peer_t *p)
     p->knock_at = gw__now_ms() + p->knock_gap;
 }
 
+static int rdmacm(const gw_ib_t *t) { return t->cm_mode == GW_IB_CM_RDMACM; }
+
 static gw_status_t knock(gw_ib_t *t, gw_ib_peer_t *p)
 {
     knock_later(p);
-    return gw__ib_cm_knock(t, p);
+    return rdmacm(t) ? gw__ib_cm_knock(t, p) : gw__ib_oob_knock(t, p);
 }
 
-gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p)
+/* A failure of the set-up (logged where it happened) breaks the transport,
+ * as every failure does: sticky, and every pending request completes. */
+static gw_status_t sticky(gw_ib_t *t, gw_status_t st)
+{
+    if (st != GW_OK && t->base.failed == GW_OK)
+        return gw__ib_fail(t, st, NULL);
+    return t->base.failed;
+}
+
+static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p);
+
+gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p) { return sticky(t, start(t, p)); }
+
+static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p)
 {
     if (!t->lazy || p->wanted || gw__ib_peer_up(t, p))
         return GW_OK;
@@ -72,7 +89,7 @@ gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p)
     }
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "first message for %s: connecting", p->desc);
     p->dial_deadline = gw__now_ms() + t->timeout_ms;
-    return gw__ib_cm_dial_peer(t, p);
+    return rdmacm(t) ? gw__ib_cm_dial_peer(t, p) : gw__ib_oob_dial_peer(t, p);
 }
 
 gw_status_t gw__ib_knocked_by(gw_ib_t *t, int peer)
@@ -88,6 +105,8 @@ int gw__ib_lazy_busy(const gw_ib_t *t)
 {
     if (!t->lazy || !t->base.connected)
         return 0;
+    if (gw__ib_oob_busy(t))
+        return 1;
     for (int r = 0; r < t->base.size; r++)
         if (t->peers[r].wanted && !gw__ib_peer_up(t, &t->peers[r]))
             return 1;
@@ -97,13 +116,15 @@ int gw__ib_lazy_busy(const gw_ib_t *t)
 int gw__ib_lazy_wake_ms(const gw_ib_t *t)
 {
     int64_t now = gw__now_ms(), wake = now + 1000;
+    if (gw__ib_oob_busy(t))
+        return 1; /* its sockets are not in the poll set: look again soon */
     for (int r = 0; r < t->base.size; r++) {
         const gw_ib_peer_t *p = &t->peers[r];
         if (!p->wanted || gw__ib_peer_up(t, p))
             continue;
         int64_t at = p->knock_at;
         if (r < t->base.rank) {
-            int64_t retry = gw__ib_cm_next_retry((gw_ib_t *)t, p);
+            int64_t retry = rdmacm(t) ? gw__ib_cm_next_retry((gw_ib_t *)t, p) : now + 10;
             at = retry < p->dial_deadline ? retry : p->dial_deadline;
         }
         if (at < wake)
@@ -115,18 +136,19 @@ int gw__ib_lazy_wake_ms(const gw_ib_t *t)
 /* Why the dials to p did not bring it up: the pair fails. */
 static gw_status_t dial_timed_out(gw_ib_t *t, gw_ib_peer_t *p)
 {
-    const char *why = gw__ib_cm_dial_why(t, p);
+    const char *why = rdmacm(t) ? gw__ib_cm_dial_why(t, p) : gw__ib_oob_dial_why(t, p);
     return gw__ib_peer_fail(t, p, GW_ERR_TIMEOUT,
                             "not connected %d ms after its first message (%d of %d QPs up)%s%s: "
-                            "is it alive, and does the RDMA CM reach it?",
-                            t->timeout_ms, p->qp_up, t->nqps, why[0] ? "; last error: " : "", why);
+                            "is it alive, and does %s reach it?",
+                            t->timeout_ms, p->qp_up, t->nqps, why[0] ? "; last error: " : "", why,
+                            rdmacm(t) ? "the RDMA CM" : "TCP");
 }
 
 gw_status_t gw__ib_lazy_progress(gw_ib_t *t)
 {
     if (!t->lazy || !t->base.connected)
         return GW_OK;
-    gw_status_t st = gw__ib_cm_lazy_step(t);
+    gw_status_t st = rdmacm(t) ? gw__ib_cm_lazy_step(t) : gw__ib_oob_lazy_step(t);
     int64_t now = gw__now_ms();
     for (int r = 0; st == GW_OK && r < t->base.size; r++) {
         gw_ib_peer_t *p = &t->peers[r];
@@ -134,8 +156,8 @@ gw_status_t gw__ib_lazy_progress(gw_ib_t *t)
             continue;
         if (r < t->base.rank && now >= p->dial_deadline)
             st = dial_timed_out(t, p);
-        else if (r > t->base.rank && !p->knock_id && now >= p->knock_at)
+        else if (r > t->base.rank && !p->knock_id && p->knock_fd < 0 && now >= p->knock_at)
             st = knock(t, p);
     }
-    return st != GW_OK ? st : t->base.failed;
+    return sticky(t, st);
 }

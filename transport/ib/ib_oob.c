@@ -29,12 +29,24 @@
  * The socket stays open afterwards with nothing on it: when the peer's
  * process dies the kernel closes it, and progress() sees the EOF at once
  * instead of waiting for RDMA retries to run out.
+ *
+ * Connecting on first use (ib_lazy.c), the same mesh lives on after
+ * connect() with the listener open: a pair's QPs are created, and the
+ * dial to a lower rank starts, with the pair's first request; a hello
+ * from a higher rank creates ours for it before we answer. A knock is a
+ * hello for GW_IB_KNOCK_QP QPs, sent on a connection closed at once: the
+ * higher rank that reads it dials us. progress() moves all of it in
+ * mesh_round() without waiting, and wakes for the listener; a pair is up,
+ * and its requests posted, only once both READY bytes crossed. A knock
+ * that finds no listener (connection refused) fails the pair at once,
+ * naming the peer.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -100,7 +112,7 @@ typedef struct conn {
     char addr[64];     /* incoming: where it came from */
 } conn_t;
 
-typedef struct mesh {
+typedef struct gw_ib_oob_mesh {
     gw_ib_t *t;
     conn_t *c;
     int n, cap;
@@ -108,9 +120,11 @@ typedef struct mesh {
     int pending;         /* peers not done */
     uint64_t accepts;    /* connections accepted so far */
     gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
+    struct pollfd *pfds; /* the listener and every connection */
 } mesh_t;
 
 static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
+static gw_status_t peer_qps(mesh_t *m, int r);
 
 static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
 {
@@ -161,6 +175,12 @@ static gw_status_t out_dial(mesh_t *m, conn_t *c, short revents)
         sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     const char *what;
     int st = gw__sock_dial_step(&c->s, sa, sl, revents, NULL, NULL, &what);
+    if (st == GW_SOCK_FAILED && m->t->lazy && errno == ECONNREFUSED)
+        /* Connecting on first use, the peer has listened since before the
+         * address exchange: a refusal means it is gone. */
+        return gw__ib_peer_fail(m->t, &m->t->peers[c->peer], GW_ERR_REMOTE,
+                                "no longer listens at its out-of-band address (our connection "
+                                "was refused): it closed its communicator or died");
     if (st == GW_SOCK_FAILED)
         out_retry(m, c, what);
     if (st != GW_SOCK_CONNECTED)
@@ -220,6 +240,16 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     gw_ib_hello_t h;
     char why[128];
     gw__ib_hello_decode(c->sh.theirs, &h);
+    if (t->lazy && h.nqps == GW_IB_KNOCK_QP && hello_valid(t, &h) &&
+        h.id.from < (uint32_t)t->base.rank) {
+        /* A knock: we dial it (ib_lazy.c). It proves nothing; the dial's
+         * handshake does. */
+        close(c->s.fd);
+        c->s.fd = -1;
+        c->phase = P_DONE;
+        gw__sock_shake_wipe(&c->sh);
+        return gw__ib_knocked_by(t, (int)h.id.from);
+    }
     if (!hello_valid(t, &h) || h.id.from < (uint32_t)t->base.rank) {
         snprintf(why, sizeof(why), "invalid hello (magic 0x%08x, version %u, rank %u -> %u)",
                  (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from, (unsigned)h.id.to);
@@ -234,6 +264,9 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     }
     c->claim = h.id.from;
     c->bad_nqps = h.nqps != (uint32_t)t->nqps;
+    gw_status_t st = peer_qps(m, (int)c->claim); /* lazily: made now, for our answer */
+    if (st != GW_OK)
+        return st;
     uint8_t reply[GW_IB_HELLO_SIZE];
     make_hello(m, (int)c->claim, reply);
     return gw__sock_shake_reply(&c->sh, lg_of(m), GW_IB_SUBSYS, reply, sizeof(reply));
@@ -282,7 +315,6 @@ static gw_status_t on_shaken(mesh_t *m, conn_t *c)
         if (st != GW_OK)
             return st;
     }
-    p->qp_up = t->nqps;
     c->byte = READY_BYTE;
     c->done = 0;
     c->phase = P_SEND;
@@ -300,6 +332,7 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
     p->oob_fd = c->s.fd; /* kept: its EOF tells us the peer died */
     c->s.fd = -1;
     c->phase = P_DONE;
+    p->qp_up = m->t->nqps; /* both READY bytes crossed: requests may go */
     m->pending--;
     return GW_OK;
 }
@@ -383,6 +416,9 @@ static gw_status_t step(mesh_t *m, conn_t *c, short revents)
         }
     }
 broken:
+    if (m->t->lazy)
+        return gw__ib_peer_fail(m->t, &m->t->peers[c->peer], GW_ERR_REMOTE,
+                                "out-of-band connection broke during setup: %m");
     GW_ERROR(lg_of(m), GW_IB_SUBSYS, "out-of-band connection with %s broke during setup: %m",
              m->t->peers[c->peer].desc);
     return GW_ERR_REMOTE;
@@ -441,24 +477,43 @@ static gw_status_t accept_new(mesh_t *m)
     }
 }
 
-static gw_status_t create_qps(gw_ib_t *t, mesh_t *m)
+/* The QPs for rank r (INIT, receives posted) and our first PSN towards
+ * it, unless they exist. */
+static gw_status_t peer_qps(mesh_t *m, int r)
 {
-    for (int r = 0; r < t->base.size; r++) {
-        if (!t->peers[r].active)
-            continue;
-        gw_ib_peer_t *p = &t->peers[r];
-        for (int k = 0; k < t->nqps; k++) {
-            gw_status_t st = gw__ib_qp_create(t, p, k);
-            if (st == GW_OK)
-                st = gw__ib_qp_post_recvs(t, p, k, GW_IB_WQ_DEPTH);
-            if (st != GW_OK)
-                return st;
-        }
-        uint32_t psn = 0;
-        if (getrandom(&psn, sizeof(psn), 0) != (ssize_t)sizeof(psn))
-            psn = (uint32_t)gw__now_ns() ^ ((uint32_t)r << 16);
-        m->peer_psn[r] = psn & 0xffffff;
+    gw_ib_t *t = m->t;
+    gw_ib_peer_t *p = &t->peers[r];
+    if (p->qp[0])
+        return GW_OK;
+    for (int k = 0; k < t->nqps; k++) {
+        gw_status_t st = gw__ib_qp_create(t, p, k);
+        if (st == GW_OK)
+            st = gw__ib_qp_post_recvs(t, p, k, GW_IB_WQ_DEPTH);
+        if (st != GW_OK)
+            return st;
     }
+    t->qpn_dirty = 1;
+    uint32_t psn = 0;
+    if (getrandom(&psn, sizeof(psn), 0) != (ssize_t)sizeof(psn))
+        psn = (uint32_t)gw__now_ns() ^ ((uint32_t)r << 16);
+    m->peer_psn[r] = psn & 0xffffff;
+    return GW_OK;
+}
+
+/* Dial rank r (lower than ours): its QPs, and a connection to its listener. */
+static gw_status_t add_out(mesh_t *m, int r)
+{
+    gw_status_t st = peer_qps(m, r);
+    if (st != GW_OK)
+        return st;
+    if (m->n >= m->cap)
+        return GW_ERR_NO_MEMORY; /* not expected: room for every rank */
+    conn_t *c = &m->c[m->n++];
+    memset(c, 0, sizeof(*c));
+    gw__sock_dial_init(&c->s);
+    c->peer = r;
+    c->out = 1;
+    c->phase = P_DIAL;
     return GW_OK;
 }
 
@@ -479,87 +534,243 @@ static void report_missing(mesh_t *m)
     }
 }
 
+/* One round: poll the listener and every connection for up to wait_ms
+ * (less when a dial's retry is due sooner), accept, and move what poll()
+ * reported. */
+static gw_status_t mesh_round(mesh_t *m, int64_t wake)
+{
+    gw_ib_t *t = m->t;
+    int np = 0;
+    m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
+    for (int i = 0; i < m->n; i++) {
+        conn_t *c = &m->c[i];
+        short ev = c->phase == P_SEND         ? POLLOUT
+                   : c->phase == P_RECV_READY ? POLLIN
+                   : c->phase == P_SHAKE      ? gw__sock_shake_events(&c->sh)
+                                              : 0;
+        if (c->phase == P_DIAL)
+            ev = gw__sock_dial_events(&c->s);
+        if (c->phase == P_DIAL && c->s.fd < 0 && c->s.retry.at < wake)
+            wake = c->s.retry.at;
+        m->pfds[np++] = (struct pollfd){.fd = ev ? c->s.fd : -1, .events = ev};
+    }
+    int64_t now = gw__now_ms();
+    int rc = poll(m->pfds, (nfds_t)np, (int)(wake > now ? wake - now : 0));
+    if (rc < 0 && errno != EINTR) {
+        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "poll() while connecting out of band: %m");
+        return GW_ERR_SYSTEM;
+    }
+    if (rc <= 0)
+        return GW_OK;
+    gw_status_t st = GW_OK;
+    if (m->pfds[0].revents && (st = accept_new(m)) != GW_OK)
+        return st;
+    for (int i = 0; i + 1 < np; i++)
+        if (m->pfds[i + 1].revents && (st = step(m, &m->c[i], m->pfds[i + 1].revents)) != GW_OK)
+            return st;
+    return GW_OK;
+}
+
+static gw_status_t step_all(mesh_t *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        gw_status_t st = step(m, &m->c[i], 0);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+static void mesh_free(mesh_t *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; m->c && i < m->n; i++)
+        if (m->c[i].s.fd >= 0)
+            close(m->c[i].s.fd);
+    if (m->c) /* the handshakes hold the key */
+        explicit_bzero(m->c, (size_t)m->cap * sizeof(*m->c));
+    free(m->c);
+    free(m->peer_psn);
+    free(m->pfds);
+    free(m);
+}
+
+static mesh_t *mesh_alloc(gw_ib_t *t)
+{
+    mesh_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->t = t;
+    m->cap = t->base.size + MAX_STRANGERS + 8;
+    m->c = calloc((size_t)m->cap, sizeof(*m->c));
+    m->peer_psn = calloc((size_t)t->base.size, sizeof(*m->peer_psn));
+    m->pfds = calloc((size_t)m->cap + 1, sizeof(*m->pfds));
+    if (!m->c || !m->peer_psn || !m->pfds) {
+        mesh_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 gw_status_t gw__ib_oob_connect(gw_ib_t *t)
 {
-    mesh_t m;
-    memset(&m, 0, sizeof(m));
-    m.t = t;
-    m.cap = t->base.size + MAX_STRANGERS + 8;
-    m.c = calloc((size_t)m.cap, sizeof(*m.c));
-    m.peer_psn = calloc((size_t)t->base.size, sizeof(*m.peer_psn));
-    struct pollfd *pfds = calloc((size_t)m.cap + 1, sizeof(*pfds));
-    gw_status_t st = GW_ERR_NO_MEMORY;
-    if (!m.c || !m.peer_psn || !pfds)
-        goto out;
-    if ((st = create_qps(t, &m)) != GW_OK)
-        goto out;
-    m.pending = 0;
-    for (int r = 0; r < t->base.size; r++)
-        m.pending += t->peers[r].active;
-    for (int r = 0; r < t->base.rank; r++) {
+    mesh_t *m = mesh_alloc(t);
+    if (!m) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "out of memory for the out-of-band set-up");
+        return GW_ERR_NO_MEMORY;
+    }
+    if (t->lazy) {
+        t->oob = m; /* pairs are connected on first use (ib_lazy.c) */
+        return GW_OK;
+    }
+    gw_status_t st = GW_OK;
+    for (int r = 0; st == GW_OK && r < t->base.size; r++) {
         if (!t->peers[r].active)
             continue;
-        conn_t *c = &m.c[m.n++];
-        gw__sock_dial_init(&c->s);
-        c->peer = r;
-        c->out = 1;
-        c->phase = P_DIAL;
+        m->pending++;
+        st = r < t->base.rank ? add_out(m, r) : peer_qps(m, r);
     }
     int64_t deadline = gw__now_ms() + t->timeout_ms;
-    while (m.pending > 0) {
-        for (int i = 0; i < m.n; i++)
-            if ((st = step(&m, &m.c[i], 0)) != GW_OK)
-                goto out;
-        if (m.pending == 0)
+    while (st == GW_OK && m->pending > 0) {
+        if ((st = step_all(m)) != GW_OK || m->pending == 0)
             break;
-        int np = 0;
-        pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
-        int64_t now = gw__now_ms(), wake = deadline;
-        for (int i = 0; i < m.n; i++) {
-            conn_t *c = &m.c[i];
-            short ev = c->phase == P_SEND         ? POLLOUT
-                       : c->phase == P_RECV_READY ? POLLIN
-                       : c->phase == P_SHAKE      ? gw__sock_shake_events(&c->sh)
-                                                  : 0;
-            if (c->phase == P_DIAL)
-                ev = gw__sock_dial_events(&c->s);
-            if (c->phase == P_DIAL && c->s.fd < 0 && c->s.retry.at < wake)
-                wake = c->s.retry.at;
-            pfds[np++] = (struct pollfd){.fd = ev ? c->s.fd : -1, .events = ev};
-        }
-        if (now >= deadline) {
-            report_missing(&m);
+        if (gw__now_ms() >= deadline) {
+            report_missing(m);
             st = GW_ERR_TIMEOUT;
-            goto out;
+            break;
         }
-        int rc = poll(pfds, (nfds_t)np, (int)(wake > now ? wake - now : 0));
-        if (rc < 0 && errno != EINTR) {
-            GW_ERROR(lg_of(&m), GW_IB_SUBSYS, "poll() while connecting out of band: %m");
-            st = GW_ERR_SYSTEM;
-            goto out;
-        }
-        if (rc <= 0)
-            continue;
-        if (pfds[0].revents && (st = accept_new(&m)) != GW_OK)
-            goto out;
-        for (int i = 0; i + 1 < np; i++)
-            if (pfds[i + 1].revents && (st = step(&m, &m.c[i], pfds[i + 1].revents)) != GW_OK)
-                goto out;
+        st = mesh_round(m, deadline);
     }
-    st = GW_OK;
-out:
-    for (int i = 0; m.c && i < m.n; i++)
-        if (m.c[i].s.fd >= 0)
-            close(m.c[i].s.fd);
+    mesh_free(m);
     /* The listener is not needed any more; strangers get refused. */
     if (st == GW_OK && t->listen_fd >= 0) {
         close(t->listen_fd);
         t->listen_fd = -1;
     }
-    if (m.c) /* the handshakes hold the key */
-        explicit_bzero(m.c, (size_t)m.cap * sizeof(*m.c));
-    free(m.c);
-    free(m.peer_psn);
-    free(pfds);
     return st;
+}
+
+/* ---- connecting on first use (ib_lazy.c) --------------------------------- */
+
+gw_status_t gw__ib_oob_dial_peer(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    return t->oob ? add_out(t->oob, p->rank) : GW_OK;
+}
+
+const char *gw__ib_oob_dial_why(gw_ib_t *t, const gw_ib_peer_t *p)
+{
+    const char *why = "";
+    for (int i = 0; t->oob && i < t->oob->n; i++)
+        if (t->oob->c[i].out && t->oob->c[i].peer == p->rank && t->oob->c[i].s.why[0])
+            why = t->oob->c[i].s.why;
+    return why;
+}
+
+/* The knock's connection to p is made (err 0) or failed (err): send the
+ * hello and close, or say why not. */
+static gw_status_t knock_result(gw_ib_t *t, gw_ib_peer_t *p, int err)
+{
+    if (err == 0) {
+        gw_ib_hello_t h;
+        memset(&h, 0, sizeof(h));
+        h.id.magic = GW_IB_HELLO_MAGIC;
+        h.version = GW_IB_PROTOCOL_VERSION;
+        memcpy(h.id.job_id, t->job_id, 16);
+        h.id.from = (uint32_t)t->base.rank;
+        h.id.to = (uint32_t)p->rank;
+        h.nqps = GW_IB_KNOCK_QP;
+        uint8_t hello[GW_IB_HELLO_SIZE];
+        gw__ib_hello_encode(&h, hello);
+        /* A fresh nonce, so that the listener's replay memory lets it in. */
+        if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) !=
+            GW_SOCK_NONCE_LEN)
+            memset(hello + GW_SOCK_NONCE_AT, 0x5a ^ (p->rank & 0xff), GW_SOCK_NONCE_LEN);
+        /* One hello fits any socket buffer. */
+        if (send(p->knock_fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+            (ssize_t)sizeof(hello))
+            p->knocks++;
+        else
+            GW_TRACE(t->base.log, GW_IB_SUBSYS, "knocking on %s: %m", p->desc);
+    }
+    close(p->knock_fd);
+    p->knock_fd = -1;
+    if (err == ECONNREFUSED)
+        return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
+                                "no longer listens at its out-of-band address (our knock was "
+                                "refused): it closed its communicator or died");
+    if (err) {
+        errno = err;
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "knocking on %s: %m; knocking again later", p->desc);
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__ib_oob_knock(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    if (p->knock_fd >= 0)
+        return GW_OK; /* one under way */
+    const struct sockaddr *sa = (const struct sockaddr *)&p->addr.sa;
+    socklen_t sl =
+        sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    p->knock_fd = gw__sock_open(sa->sa_family);
+    if (p->knock_fd < 0)
+        return GW_OK; /* knocked again later */
+    int st = gw__sock_connect(p->knock_fd, sa, sl);
+    if (st == GW_SOCK_CONNECTING)
+        return GW_OK;
+    return knock_result(t, p, st == GW_SOCK_CONNECTED ? 0 : errno);
+}
+
+/* Knocks whose connect() is under way. */
+static gw_status_t knocks_step(gw_ib_t *t)
+{
+    for (int r = t->base.rank + 1; r < t->base.size; r++) {
+        gw_ib_peer_t *p = &t->peers[r];
+        if (p->knock_fd < 0)
+            continue;
+        struct pollfd pfd = {.fd = p->knock_fd, .events = POLLOUT};
+        if (poll(&pfd, 1, 0) <= 0)
+            continue;
+        int err = gw__sock_connect_result(p->knock_fd, pfd.revents);
+        gw_status_t st = err < 0 ? GW_OK : knock_result(t, p, err);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw__ib_oob_lazy_step(gw_ib_t *t)
+{
+    mesh_t *m = t->oob;
+    if (!m)
+        return GW_OK;
+    gw_status_t st = knocks_step(t);
+    if (st == GW_OK)
+        st = step_all(m);
+    if (st == GW_OK)
+        st = mesh_round(m, gw__now_ms()); /* no waiting */
+    return st;
+}
+
+int gw__ib_oob_busy(const gw_ib_t *t)
+{
+    for (int i = 0; t->oob && i < t->oob->n; i++)
+        if (t->oob->c[i].s.fd >= 0 || (t->oob->c[i].out && t->oob->c[i].phase != P_DONE))
+            return 1;
+    for (int r = 0; t->oob && r < t->base.size; r++)
+        if (t->peers[r].knock_fd >= 0)
+            return 1;
+    return 0;
+}
+
+void gw__ib_oob_free(gw_ib_t *t)
+{
+    for (int r = 0; t->peers && r < t->base.size; r++)
+        if (t->peers[r].knock_fd >= 0) {
+            close(t->peers[r].knock_fd);
+            t->peers[r].knock_fd = -1;
+        }
+    mesh_free(t->oob);
+    t->oob = NULL;
 }

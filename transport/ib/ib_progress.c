@@ -260,6 +260,9 @@ static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
     t->pfds[n++] = (struct pollfd){.fd = t->channel->fd, .events = POLLIN};
     t->pfds[n++] = (struct pollfd){.fd = t->ctx->async_fd, .events = POLLIN};
     t->pfds[n++] = (struct pollfd){.fd = t->cm_channel ? t->cm_channel->fd : -1, .events = POLLIN};
+    /* Out of band and lazily, higher ranks dial (and knock) whenever they
+     * need us. */
+    t->pfds[n++] = (struct pollfd){.fd = t->oob ? t->listen_fd : -1, .events = POLLIN};
     for (int r = 0; r < t->base.size; r++)
         if (t->peers[r].oob_fd >= 0)
             t->pfds[n++] = (struct pollfd){.fd = t->peers[r].oob_fd, .events = POLLIN};
@@ -278,7 +281,9 @@ static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
         gw__ib_poll_cq(t, 1 << 20, &handled); /* a goodbye may precede the disconnect */
         st = gw__ib_cm_poll_events(t);
     }
-    for (int i = 3; st == GW_OK && i < n; i++) {
+    if (st == GW_OK && t->pfds[3].revents)
+        st = gw__ib_oob_lazy_step(t);
+    for (int i = 4; st == GW_OK && i < n; i++) {
         if (!t->pfds[i].revents)
             continue;
         for (int r = 0; r < t->base.size; r++) {

@@ -1,6 +1,7 @@
 /*
  * test_ib_lazy.c - pairs of the verbs transport connected on first use
- * (params.lazy; ib_lazy.c, ib_cm_knock.c) over a real RDMA device: a ring
+ * (params.lazy; ib_lazy.c, ib_cm_knock.c, ib_oob.c), through the RDMA CM
+ * and out of band, over a real RDMA device: a ring
  * connects only its neighbours' QPs, a peer that needs nothing from us yet
  * still connects when we knock (and when it is the one to dial), every
  * message of an all-to-all arrives exactly, a peer that closed before we
@@ -81,14 +82,17 @@ static int ring_body(rank_t *r)
     return 0;
 }
 
-Test(ib_lazy, a_ring_connects_only_its_neighbours, .timeout = 180)
+static void ring(const char *cm)
 {
     setenv("GW_IB_QPS", "2", 1);
     job_t j;
-    job_open_connect(&j, 4, "rdmacm", ALL_LAZY, 1);
+    job_open_connect(&j, 4, cm, ALL_LAZY, 1);
     job_run(&j, ring_body, NULL);
     job_end(&j);
 }
+
+Test(ib_lazy, a_ring_connects_only_its_neighbours, .timeout = 180) { ring("rdmacm"); }
+Test(ib_lazy, a_ring_connects_only_its_neighbours_oob, .timeout = 180) { ring("oob"); }
 
 /* Every rank with every other, both directions at once. */
 static int all_to_all_body(rank_t *r)
@@ -102,14 +106,17 @@ static int all_to_all_body(rank_t *r)
     return 0;
 }
 
-Test(ib_lazy, all_to_all, .timeout = 180)
+static void all_to_all(const char *cm)
 {
     setenv("GW_IB_QPS", "1", 1);
     job_t j;
-    job_open_connect(&j, 4, "rdmacm", ALL_LAZY, 1);
+    job_open_connect(&j, 4, cm, ALL_LAZY, 1);
     job_run(&j, all_to_all_body, NULL);
     job_end(&j);
 }
+
+Test(ib_lazy, all_to_all, .timeout = 180) { all_to_all("rdmacm"); }
+Test(ib_lazy, all_to_all_oob, .timeout = 180) { all_to_all("oob"); }
 
 /* The rank that sends (arg: 0 or 1) posts its send first; the other only
  * makes progress, posting nothing, until the pair is up, and then its
@@ -141,17 +148,26 @@ static int one_sided_body(rank_t *r)
     return 0;
 }
 
-Test(ib_lazy, a_knock_connects_a_peer_that_posts_nothing_yet, .timeout = 120)
+static void one_sided(const char *cm)
 {
     setenv("GW_IB_QPS", "1", 1);
     job_t j;
-    job_open_connect(&j, 2, "rdmacm", ALL_LAZY, 1);
+    job_open_connect(&j, 2, cm, ALL_LAZY, 1);
     static const int zero = 0, one = 1;
     job_run(&j, one_sided_body, &zero);
     job_end(&j);
-    job_open_connect(&j, 2, "rdmacm", ALL_LAZY, 1);
+    job_open_connect(&j, 2, cm, ALL_LAZY, 1);
     job_run(&j, one_sided_body, &one);
     job_end(&j);
+}
+
+Test(ib_lazy, a_knock_connects_a_peer_that_posts_nothing_yet, .timeout = 120)
+{
+    one_sided("rdmacm");
+}
+Test(ib_lazy, a_knock_connects_a_peer_that_posts_nothing_yet_oob, .timeout = 120)
+{
+    one_sided("oob");
 }
 
 /* Rank 1 closes at once; rank 0 (which knocks on it) and rank 2 (which
@@ -176,13 +192,22 @@ static int closed_peer_body(rank_t *r)
     return 0;
 }
 
-Test(ib_lazy, a_peer_that_closed_before_we_need_it_is_named, .timeout = 120)
+static void closed_peer(const char *cm)
 {
     setenv("GW_IB_QPS", "1", 1);
     job_t j;
-    job_open_connect(&j, 3, "rdmacm", ALL_LAZY, 1);
+    job_open_connect(&j, 3, cm, ALL_LAZY, 1);
     job_run(&j, closed_peer_body, NULL);
     job_end(&j);
+}
+
+Test(ib_lazy, a_peer_that_closed_before_we_need_it_is_named, .timeout = 120)
+{
+    closed_peer("rdmacm");
+}
+Test(ib_lazy, a_peer_that_closed_before_we_need_it_is_named_oob, .timeout = 120)
+{
+    closed_peer("oob");
 }
 
 /* Rank 0 rejects the first connection request of each run
@@ -211,10 +236,12 @@ Test(ib_lazy, a_rejected_dial_is_retried, .timeout = 120)
 Test(ib_lazy, ranks_that_disagree_stop_at_connect, .timeout = 60)
 {
     setenv("GW_IB_QPS", "1", 1);
-    job_t j;
-    job_open_connect(&j, 2, "rdmacm", 0x1u, 0);
-    for (int i = 0; i < 2; i++)
-        cr_expect_eq(j.r[i].connect_st, GW_ERR_CONFIG, "connect of rank %d: %s", i,
-                     gw_status_name(j.r[i].connect_st));
-    job_end(&j);
+    for (int oob = 0; oob <= 1; oob++) {
+        job_t j;
+        job_open_connect(&j, 2, oob ? "oob" : "rdmacm", 0x1u, 0);
+        for (int i = 0; i < 2; i++)
+            cr_expect_eq(j.r[i].connect_st, GW_ERR_CONFIG, "%s: connect of rank %d: %s",
+                         oob ? "oob" : "rdmacm", i, gw_status_name(j.r[i].connect_st));
+        job_end(&j);
+    }
 }

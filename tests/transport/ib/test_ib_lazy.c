@@ -6,13 +6,17 @@
  * still connects when we knock (and when it is the one to dial), every
  * message of an all-to-all arrives exactly, a peer that closed before we
  * needed it is named at once whichever of us dials, a dial that was
- * rejected is retried (also eagerly), and ranks that disagree about lazy
- * connections stop at connect(). Skipped where no
+ * rejected is retried (also eagerly), strangers at the out-of-band port
+ * (open until close when connecting on first use) leave the job going, and
+ * ranks that disagree about lazy connections stop at connect(). Skipped where no
  * active RDMA port exists (here: everywhere but scripts/rxe-vm; see
  * tests/integration/rxe_vm_test.sh).
  *
  * The harness is in ib_test_util.h.
  */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ib_test_util.h"
@@ -230,6 +234,60 @@ Test(ib_lazy, a_rejected_dial_is_retried, .timeout = 120)
         cr_expect_eq(gw__ib_of(j.r[0].t)->cfg.test_reject, 0, "rank 0 rejected no request");
         job_end(&j);
     }
+}
+
+/* A connection to rank 0's out-of-band port, from a stranger: -1 on error. */
+static int stranger_at(const rank_t *r)
+{
+    gw_ib_addr_t a;
+    if (gw__ib_addr_decode(r->all, &a) != GW_OK)
+        return -1;
+    const struct sockaddr *sa = (const struct sockaddr *)&a.sa;
+    socklen_t len =
+        sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, sa, len) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* After connect(), strangers at rank 0's out-of-band port, which stays
+ * open when pairs connect on first use: one sends a hello-sized block of
+ * garbage, one says nothing. The pair still connects when rank 1 needs
+ * it, the message arrives, and the garbage's connection is dropped. */
+static int strangers_body(rank_t *r)
+{
+    int garbage = -1, silent = -1;
+    if (r->rank == 1) {
+        garbage = stranger_at(r);
+        silent = stranger_at(r);
+        CHECK(garbage >= 0 && silent >= 0, "connecting to rank 0's port: %s", strerror(errno));
+        uint8_t junk[GW_IB_HELLO_SIZE];
+        memset(junk, 0x5a, sizeof(junk));
+        CHECK(send(garbage, junk, sizeof(junk), MSG_NOSIGNAL) == (ssize_t)sizeof(junk), "send");
+    }
+    if (exchange_with(r, 1 - r->rank, 1 - r->rank, 5000, 3) != 0)
+        return 1;
+    if (r->rank == 1) {
+        struct pollfd pfd = {.fd = garbage, .events = POLLIN};
+        uint8_t b;
+        CHECK(poll(&pfd, 1, 5000) == 1 && recv(garbage, &b, 1, 0) == 0,
+              "the stranger that sent garbage was not dropped");
+        close(garbage);
+        close(silent);
+    }
+    return 0;
+}
+
+Test(ib_lazy, strangers_at_the_port_leave_the_job_going_oob, .timeout = 120)
+{
+    setenv("GW_IB_QPS", "1", 1);
+    job_t j;
+    job_open_connect(&j, 2, "oob", ALL_LAZY, 1);
+    job_run(&j, strangers_body, NULL);
+    job_end(&j);
 }
 
 /* Rank 1 connects eagerly, rank 0 lazily: both refuse at connect(). */

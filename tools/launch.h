@@ -16,7 +16,9 @@
  *
  * launch_setup.c prepares a job (command line, command lookup, port, token,
  * environment), launch_hosts.c finds the emulated hosts and the root's
- * address among them; launch.c runs the job.
+ * address among them; launch.c runs the job, with launch_spawn.c (forking
+ * a rank), launch_relay.c (its output), launch_signals.c and launch_reap.c
+ * (how the ranks end), which share launch_internal.h.
  */
 #ifndef GW_TOOLS_LAUNCH_H
 #define GW_TOOLS_LAUNCH_H

@@ -243,8 +243,6 @@ static void ib_seeds(void)
     a.mtu = IBV_MTU_1024;
     a.nqps = 2;
     a.gid_index = 1;
-    a.fifo_addr = 0x7f0000001000ull;
-    a.fifo_rkey = 0x1234;
     a.eager_max = 1024;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&a.sa;
     v4->sin_family = AF_INET;

@@ -199,25 +199,31 @@ static gw_status_t setup_resources(gw_ib_t *t)
         GW_ERROR(lg, GW_IB_SUBSYS, "ibv_create_cq(%s, %d entries): %m", t->dev_name, t->cq_size);
         return GW_ERR_SYSTEM;
     }
-    t->cts_bytes = (size_t)t->base.size * GW_IB_FIFO_DEPTH * GW_IB_CTS_SIZE;
-    t->eager_bytes = (size_t)t->base.size * GW_IB_EAGER_SLOTS * GW_IB_EAGER_SLOT;
-    t->fifo_bytes = 2 * t->cts_bytes + 2 * t->eager_bytes;
-    void *mem = NULL;
-    if (posix_memalign(&mem, 4096, t->fifo_bytes) != 0) {
-        GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %zu bytes of CTS FIFOs and eager slots",
-                 t->fifo_bytes);
-        return GW_ERR_NO_MEMORY;
-    }
-    memset(mem, 0, t->fifo_bytes);
-    t->fifo_mem = mem;
-    t->fifo_mr =
-        t->api.reg_mr(t->pd, mem, t->fifo_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (!t->fifo_mr) {
-        GW_ERROR(lg, GW_IB_SUBSYS,
-                 "registering %zu bytes of CTS FIFOs and eager slots on %s: %m (is the "
-                 "locked-memory limit, ulimit -l, too low?)",
-                 t->fifo_bytes, t->dev_name);
-        return GW_ERR_SYSTEM;
+    /* Connecting every pair at once, one registration holds every pair's
+     * block; lazily, each pair registers its own when it is set up. */
+    t->fifo_bytes = t->lazy ? 0 : (size_t)t->base.size * GW_IB_PAIR_BLOCK;
+    if (t->fifo_bytes) {
+        void *mem = NULL;
+        if (posix_memalign(&mem, 4096, t->fifo_bytes) != 0) {
+            GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %zu bytes of CTS FIFOs and eager slots",
+                     t->fifo_bytes);
+            return GW_ERR_NO_MEMORY;
+        }
+        memset(mem, 0, t->fifo_bytes);
+        t->fifo_mem = mem;
+        t->fifo_mr = t->api.reg_mr(t->pd, mem, t->fifo_bytes,
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        if (!t->fifo_mr) {
+            GW_ERROR(lg, GW_IB_SUBSYS,
+                     "registering %zu bytes of CTS FIFOs and eager slots on %s: %m (is the "
+                     "locked-memory limit, ulimit -l, too low?)",
+                     t->fifo_bytes, t->dev_name);
+            return GW_ERR_SYSTEM;
+        }
+        for (int r = 0; r < t->base.size; r++) {
+            t->peers[r].blk = t->fifo_mem + (size_t)r * GW_IB_PAIR_BLOCK;
+            t->peers[r].blk_lkey = t->fifo_mr->lkey;
+        }
     }
     gw_ib_mr_backend_t be = {.ctx = t,
                              .reg = backend_reg,
@@ -226,6 +232,32 @@ static gw_status_t setup_resources(gw_ib_t *t)
                              .check = backend_check};
     gw__ib_mr_cache_init(&t->mrc, &be, t->cfg.reg_cache, (size_t)t->cfg.reg_cache_max,
                          cache_byte_budget());
+    return GW_OK;
+}
+
+gw_status_t gw__ib_pair_block(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    if (p->blk)
+        return GW_OK;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 4096, GW_IB_PAIR_BLOCK) != 0) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS, "out of memory for the CTS FIFO and eager slots of %s",
+                 p->desc);
+        return GW_ERR_NO_MEMORY;
+    }
+    memset(mem, 0, GW_IB_PAIR_BLOCK);
+    p->blk_mr = t->api.reg_mr(t->pd, mem, GW_IB_PAIR_BLOCK,
+                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!p->blk_mr) {
+        GW_ERROR(t->base.log, GW_IB_SUBSYS,
+                 "registering %d bytes of CTS FIFO and eager slots for %s on %s: %m (is the "
+                 "locked-memory limit, ulimit -l, too low?)",
+                 (int)GW_IB_PAIR_BLOCK, p->desc, t->dev_name);
+        free(mem);
+        return GW_ERR_SYSTEM;
+    }
+    p->blk = mem;
+    p->blk_lkey = p->blk_mr->lkey;
     return GW_OK;
 }
 
@@ -244,7 +276,12 @@ static void ib_free(gw_ib_t *t)
         }
     }
     if (t->cm_mode == GW_IB_CM_RDMACM)
-        gw__ib_cm_teardown(t); /* QPs and ids of rdmacm */
+        gw__ib_cm_teardown(t); /* QPs and ids of rdmacm, before the memory they write into */
+    for (int r = 0; t->peers && r < t->base.size; r++)
+        if (t->peers[r].blk_mr) {
+            t->api.dereg_mr(t->peers[r].blk_mr);
+            free(t->peers[r].blk);
+        }
     gw__ib_oob_free(t);
     if (t->mrc.entries)
         gw__ib_mr_cache_fini(&t->mrc);
@@ -380,8 +417,6 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     a->nqps = (uint8_t)t->nqps;
     a->gid_index = t->gid_index >= 0 ? (uint8_t)t->gid_index : 255;
     memcpy(a->gid, t->gid.raw, 16);
-    a->fifo_addr = (uint64_t)(uintptr_t)t->fifo_mem;
-    a->fifo_rkey = t->fifo_mr->rkey;
     a->eager_max = (uint16_t)t->cfg.eager_max;
     a->lazy = (uint8_t)t->lazy;
     snprintf(a->device, sizeof(a->device), "%.*s", (int)sizeof(a->device) - 1, t->dev_name);

@@ -74,7 +74,7 @@ gw_ib_cm_conn_t *gw__ib_cm_conn_of(gw_ib_t *t, int peer, int qp)
 
 uint8_t *gw__ib_cm_proof_buf(gw_ib_t *t, int slot)
 {
-    return t->cm_auth_mem + (size_t)slot * GW_IB_CM_MAC_LEN;
+    return t->cm_auth_mem + (size_t)slot * GW_IB_CM_PROOF_SLOT;
 }
 
 gw_status_t gw__ib_cm_nonce(gw_ib_t *t, uint8_t out[GW_IB_CM_NONCE_LEN])
@@ -268,7 +268,9 @@ static gw_status_t dial(gw_ib_t *t, gw_ib_cm_conn_t *c)
     gw_ib_peer_t *p = &t->peers[c->peer];
     char whom[160];
     snprintf(whom, sizeof(whom), "%s, QP %d", p->desc, c->qp);
-    gw_status_t st = gw__ib_cm_create_qp(t, c->id, whom);
+    gw_status_t st = gw__ib_pair_block(t, p);
+    if (st == GW_OK)
+        st = gw__ib_cm_create_qp(t, c->id, whom);
     if (st == GW_OK)
         st = gw__ib_cm_nonce(t, c->nonce);
     if (st != GW_OK)
@@ -330,11 +332,15 @@ static gw_status_t on_accepted(gw_ib_t *t, gw_ib_cm_conn_t *c, const uint8_t *pd
         retry(t, c, why);
         return GW_OK;
     }
+    p->rblk = pd.blk; /* where we write CTS entries and eager messages */
+    p->rblk_rkey = pd.blk_rkey;
     int slot = GW_IB_CM_CANDS + (int)(c - t->cm_conns);
-    uint8_t *buf = gw__ib_cm_proof_buf(t, slot);
-    gw__ib_cm_proof(t->data_key, &sh, 0, buf);
-    struct ibv_sge sge = {
-        .addr = (uint64_t)(uintptr_t)buf, .length = GW_IB_CM_MAC_LEN, .lkey = t->cm_auth_mr->lkey};
+    uint8_t *buf = gw__ib_cm_proof_buf(t, slot), mac[GW_IB_CM_MAC_LEN];
+    gw__ib_cm_proof(t->data_key, &sh, 0, mac);
+    gw__ib_cm_proof_msg_encode(mac, (uint64_t)(uintptr_t)p->blk, gw__ib_blk_rkey(t, p), buf);
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf,
+                          .length = GW_IB_CM_PROOF_SIZE,
+                          .lkey = t->cm_auth_mr->lkey};
     struct ibv_send_wr wr = {.wr_id = GW_IB_WR_PROOF_SEND,
                              .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED,
@@ -494,7 +500,7 @@ static gw_status_t cm_alloc(gw_ib_t *t)
     t->ncm_conns = (t->base.size - 1) * t->nqps;
     t->cm_conns = calloc((size_t)(t->ncm_conns > 0 ? t->ncm_conns : 1), sizeof(*t->cm_conns));
     t->cm_cands = calloc(GW_IB_CM_CANDS, sizeof(*t->cm_cands));
-    size_t bytes = (size_t)(GW_IB_CM_CANDS + t->ncm_conns) * GW_IB_CM_MAC_LEN;
+    size_t bytes = (size_t)(GW_IB_CM_CANDS + t->ncm_conns) * GW_IB_CM_PROOF_SLOT;
     t->cm_auth_mem = calloc(1, bytes);
     if (!t->cm_conns || !t->cm_cands || !t->cm_auth_mem) {
         GW_ERROR(t->base.log, GW_IB_SUBSYS, "out of memory for %d RDMA CM connections",

@@ -10,6 +10,9 @@
 #include "transport/ib/ib_internal.h"
 #include "transport/sock.h"
 
+/* A proof buffer: the dialler's proof message (GW_IB_CM_PROOF_SIZE), padded. */
+#define GW_IB_CM_PROOF_SLOT 48
+
 /* REJ reasons (InfiniBand Architecture Specification, the CM's REJ
  * message), the status of a REJECTED event. */
 #define GW_IB_REJ_INVALID_SERVICE_ID 8 /* nobody listens there */

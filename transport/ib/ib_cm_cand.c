@@ -127,7 +127,8 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     char whom[128];
     snprintf(whom, sizeof(whom), "the connection from %s (rank %d, QP %d)", addr, k->peer, k->qp);
     gw__ib_cm_ack_timeout(t, id);
-    if (gw__ib_cm_create_qp(t, id, whom) != GW_OK ||
+    gw_ib_peer_t *p = &t->peers[k->peer];
+    if (gw__ib_pair_block(t, p) != GW_OK || gw__ib_cm_create_qp(t, id, whom) != GW_OK ||
         gw__ib_cm_nonce(t, k->shake.nonce_a) != GW_OK) {
         cand_kill(t, k, "no QP for it");
         return;
@@ -135,7 +136,7 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     k->qpn = id->qp->qp_num;
     int i = (int)(k - t->cm_cands);
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)gw__ib_cm_proof_buf(t, i),
-                          .length = GW_IB_CM_MAC_LEN,
+                          .length = GW_IB_CM_PROOF_SLOT,
                           .lkey = t->cm_auth_mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = GW_IB_WR_PROOF_RECV, .sg_list = &sge, .num_sge = 1}, *bad;
     int rc = ibv_post_recv(id->qp, &wr, &bad);
@@ -149,6 +150,8 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     }
     gw_ib_cm_pdata_t rep = {.from = (uint32_t)t->base.rank, .to = req->from, .qp_idx = req->qp_idx};
     memcpy(rep.nonce, k->shake.nonce_a, GW_IB_CM_NONCE_LEN);
+    rep.blk = (uint64_t)(uintptr_t)p->blk;
+    rep.blk_rkey = gw__ib_blk_rkey(t, p);
     gw__ib_cm_proof(t->data_key, &k->shake, 1, rep.mac);
     uint8_t buf[GW_IB_CM_REP_SIZE];
     gw__ib_cm_rep_encode(&rep, buf);
@@ -183,6 +186,9 @@ static gw_status_t cand_admit(gw_ib_t *t, gw_ib_cm_cand_t *k)
     }
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d from %s (%s) proved the key", k->qp,
              p->desc, k->addr);
+    /* Where we write CTS entries and eager messages: in the proof. */
+    gw__ib_cm_proof_msg_decode(gw__ib_cm_proof_buf(t, (int)(k - t->cm_cands)), &p->rblk,
+                               &p->rblk_rkey);
     c->id = k->id;
     c->id->context = c;
     p->qp[c->qp] = c->id->qp;
@@ -207,7 +213,7 @@ gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc)
             cand_kill(t, k, why);
             return GW_OK;
         }
-        if (wc->byte_len != GW_IB_CM_MAC_LEN ||
+        if (wc->byte_len != GW_IB_CM_PROOF_SIZE ||
             !gw__ib_cm_proof_ok(t->data_key, &k->shake, 0, gw__ib_cm_proof_buf(t, i))) {
             cand_kill(t, k, "wrong proof (it does not know the job token)");
             return GW_OK;

@@ -315,7 +315,13 @@ void gw__ib_mr_cache_fini(gw_ib_mr_cache_t *c);
 
 typedef struct gw_ib_peer {
     int rank;
-    int active;     /* this transport carries it (its address blob is not all zero) */
+    int active; /* this transport carries it (its address blob is not all zero) */
+    /* The pair's block (GW_IB_PAIR_BLOCK): ours, and where the peer's is. */
+    uint8_t *blk;
+    uint32_t blk_lkey;
+    struct ibv_mr *blk_mr; /* its own registration (lazily), or NULL (part of fifo_mr) */
+    uint64_t rblk;         /* the peer's block for us, from the set-up; 0 before */
+    uint32_t rblk_rkey;
     char desc[112]; /* "rank 3 (198.18.0.1:4791, rxe0)", for messages */
     gw_ib_addr_t addr;
     struct ibv_qp *qp[GW_IB_MAX_QPS];
@@ -363,6 +369,16 @@ typedef struct gw_ib_peer {
     int knock_fd;                /* out of band: a knock's connection under way, or -1 */
 } gw_ib_peer_t;
 
+/* A pair's block, in each rank's memory: the CTS FIFO the peer writes its
+ * entries into, our staging of the entries we write into its FIFO, the
+ * eager slots it writes into, and our staging of those we write into its
+ * slots. Each side tells the other where its block is when the pair is set
+ * up (ib_oob.c, ib_cm.c); the offsets inside are the same on both. */
+#define GW_IB_CTS_BLOCK (GW_IB_FIFO_DEPTH * GW_IB_CTS_SIZE)
+#define GW_IB_EAGER_BLOCK (GW_IB_EAGER_SLOTS * GW_IB_EAGER_SLOT)
+#define GW_IB_BLK_EAGER (2 * GW_IB_CTS_BLOCK) /* offset of the eager slots */
+#define GW_IB_PAIR_BLOCK (2 * GW_IB_CTS_BLOCK + 2 * GW_IB_EAGER_BLOCK)
+
 /* Where a completion's QP number leads. */
 typedef struct gw_ib_qpn_map {
     uint32_t qpn;
@@ -395,13 +411,11 @@ typedef struct gw_ib {
     int cq_size;
     unsigned cq_events_unacked;
     int cq_armed;
-    /* One registration holds, each with a block per rank: the CTS FIFOs
-     * (peer r writes its entries into block r), the CTS staging (we write
-     * entries for r from block r), the eager slots and the eager staging. */
+    /* Connecting every pair at once: one registration holds every pair's
+     * block (GW_IB_PAIR_BLOCK), block r for peer r. Lazily each pair
+     * registers its own when it is set up (gw__ib_pair_block). */
     uint8_t *fifo_mem;
     size_t fifo_bytes;
-    size_t cts_bytes;   /* of the FIFOs, and of the staging */
-    size_t eager_bytes; /* of the eager slots, and of their staging */
     struct ibv_mr *fifo_mr;
     gw_ib_mr_cache_t mrc;
     /* Connection management. */
@@ -432,29 +446,42 @@ typedef struct gw_ib {
 
 static inline gw_ib_t *gw__ib_of(gw_transport_t *t) { return gw__container_of(t, gw_ib_t, base); }
 
-/* Slot s of the FIFO that `peer` writes into, and of the staging area we
- * write CTS entries for `peer` from. */
-static inline uint8_t *gw__ib_fifo_slot(gw_ib_t *t, int peer, int s)
+/* Slot s of the FIFO that p writes into, of our staging of the entries we
+ * write into p's FIFO, of the eager slots p writes into and of our staging
+ * of those we write into p's; and where slot s of p's FIFO and of its
+ * eager slots for us are. */
+static inline uint8_t *gw__ib_fifo_slot(const gw_ib_peer_t *p, int s)
 {
-    return t->fifo_mem + ((size_t)peer * GW_IB_FIFO_DEPTH + (size_t)s) * GW_IB_CTS_SIZE;
+    return p->blk + (size_t)s * GW_IB_CTS_SIZE;
 }
-static inline uint8_t *gw__ib_stage_slot(gw_ib_t *t, int peer, int s)
+static inline uint8_t *gw__ib_stage_slot(const gw_ib_peer_t *p, int s)
 {
-    return gw__ib_fifo_slot(t, peer, s) + t->cts_bytes;
+    return p->blk + GW_IB_CTS_BLOCK + (size_t)s * GW_IB_CTS_SIZE;
 }
-/* Offset of eager slot s of block `peer` from the start of the region
- * (the same on every rank: all compute it from the number of ranks). */
-static inline size_t gw__ib_eager_off(const gw_ib_t *t, int peer, int s)
+static inline uint8_t *gw__ib_eager_slot(const gw_ib_peer_t *p, int s)
 {
-    return 2 * t->cts_bytes + ((size_t)peer * GW_IB_EAGER_SLOTS + (size_t)s) * GW_IB_EAGER_SLOT;
+    return p->blk + GW_IB_BLK_EAGER + (size_t)s * GW_IB_EAGER_SLOT;
 }
-static inline uint8_t *gw__ib_eager_slot(gw_ib_t *t, int peer, int s)
+static inline uint8_t *gw__ib_eager_stage(const gw_ib_peer_t *p, int s)
 {
-    return t->fifo_mem + gw__ib_eager_off(t, peer, s);
+    return gw__ib_eager_slot(p, s) + GW_IB_EAGER_BLOCK;
 }
-static inline uint8_t *gw__ib_eager_stage(gw_ib_t *t, int peer, int s)
+static inline uint64_t gw__ib_remote_fifo_slot(const gw_ib_peer_t *p, int s)
 {
-    return gw__ib_eager_slot(t, peer, s) + t->eager_bytes;
+    return p->rblk + (uint64_t)s * GW_IB_CTS_SIZE;
+}
+static inline uint64_t gw__ib_remote_eager_slot(const gw_ib_peer_t *p, int s)
+{
+    return p->rblk + GW_IB_BLK_EAGER + (uint64_t)s * GW_IB_EAGER_SLOT;
+}
+
+/* p's block, made (and registered) now if the pair has none: at set-up,
+ * before its address goes to the peer. */
+gw_status_t gw__ib_pair_block(gw_ib_t *t, gw_ib_peer_t *p);
+/* The key under which the peer writes into p's block. */
+static inline uint32_t gw__ib_blk_rkey(const gw_ib_t *t, const gw_ib_peer_t *p)
+{
+    return p->blk_mr ? p->blk_mr->rkey : t->fifo_mr->rkey;
 }
 
 extern const gw_transport_ops_t gw__ib_transport_ops;

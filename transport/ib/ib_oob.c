@@ -140,6 +140,8 @@ static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
     h.psn = m->peer_psn[peer];
     for (int k = 0; k < t->nqps; k++)
         h.qpn[k] = t->peers[peer].qp[k]->qp_num;
+    h.blk = (uint64_t)(uintptr_t)t->peers[peer].blk;
+    h.blk_rkey = gw__ib_blk_rkey(t, &t->peers[peer]);
     gw__ib_hello_encode(&h, out);
 }
 
@@ -310,6 +312,8 @@ static gw_status_t on_shaken(mesh_t *m, conn_t *c)
     gw_ib_hello_t h;
     gw__ib_hello_decode(c->sh.theirs, &h);
     gw__sock_shake_wipe(&c->sh);
+    p->rblk = h.blk; /* where we write CTS entries and eager messages */
+    p->rblk_rkey = h.blk_rkey;
     for (int k = 0; k < t->nqps; k++) {
         gw_status_t st = gw__ib_qp_connect(t, p, k, h.qpn[k], h.psn, m->peer_psn[c->peer]);
         if (st != GW_OK)
@@ -485,6 +489,9 @@ static gw_status_t peer_qps(mesh_t *m, int r)
     gw_ib_peer_t *p = &t->peers[r];
     if (p->qp[0])
         return GW_OK;
+    gw_status_t bst = gw__ib_pair_block(t, p);
+    if (bst != GW_OK)
+        return bst;
     for (int k = 0; k < t->nqps; k++) {
         gw_status_t st = gw__ib_qp_create(t, p, k);
         if (st == GW_OK)

@@ -92,8 +92,7 @@ static gw_status_t reg_buffer(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
 static int post_stage_write(gw_ib_t *t, gw_ib_peer_t *p, uint64_t wr_id, uint8_t *stage,
                             uint32_t bytes, uint32_t imm, uint64_t remote_addr)
 {
-    struct ibv_sge sge = {
-        .addr = (uint64_t)(uintptr_t)stage, .length = bytes, .lkey = t->fifo_mr->lkey};
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)stage, .length = bytes, .lkey = p->blk_lkey};
     struct ibv_send_wr wr, *bad = NULL;
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = wr_id;
@@ -103,7 +102,7 @@ static int post_stage_write(gw_ib_t *t, gw_ib_peer_t *p, uint64_t wr_id, uint8_t
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey = p->addr.fifo_rkey;
+    wr.wr.rdma.rkey = p->rblk_rkey;
     return ibv_post_send(p->qp[0], &wr, &bad);
 }
 
@@ -125,13 +124,11 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                      .sig = r->tag.sig,
                      .eager_freed = p->r_eager_freed,
                      .comm_id = r->tag.comm_id};
-    uint8_t *stage = gw__ib_stage_slot(t, p->rank, slot);
+    uint8_t *stage = gw__ib_stage_slot(p, slot);
     gw__ib_cts_encode(&c, stage);
-    /* Our block in the peer's FIFOs is indexed by our rank. */
-    uint64_t remote = p->addr.fifo_addr +
-                      ((uint64_t)t->base.rank * GW_IB_FIFO_DEPTH + (uint64_t)slot) * GW_IB_CTS_SIZE;
-    int rc = post_stage_write(t, p, GW_IB_WR_CTS, stage, GW_IB_CTS_SIZE,
-                              gw__ib_imm_encode(GW_IB_IMM_CTS, num), remote);
+    int rc =
+        post_stage_write(t, p, GW_IB_WR_CTS, stage, GW_IB_CTS_SIZE,
+                         gw__ib_imm_encode(GW_IB_IMM_CTS, num), gw__ib_remote_fifo_slot(p, slot));
     if (rc != 0) {
         errno = rc;
         return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,
@@ -169,7 +166,7 @@ gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
         if (h->flags & GW_IB_EAGER_RECEIPT)
             p->rc_due = h->idx; /* accepted: the sender waits for our word */
         if (r->len > 0)
-            memcpy(r->buf, gw__ib_eager_slot(t, p->rank, s) + GW_IB_EAGER_HDR, r->len);
+            memcpy(r->buf, gw__ib_eager_slot(p, s) + GW_IB_EAGER_HDR, r->len);
         p->r_eager_freed++;
         /* No CTS goes out for it any more (one sent already is dropped). */
         if (GW_IB_REQ_IDX(r) >= p->r_cts_next)
@@ -281,7 +278,7 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
 {
     uint64_t idx = GW_IB_REQ_IDX(r);
     int s = (int)(p->eager_sent % GW_IB_EAGER_SLOTS);
-    uint8_t *stage = gw__ib_eager_stage(t, p->rank, s);
+    uint8_t *stage = gw__ib_eager_stage(p, s);
     int receipt = (r->flags & GW_REQ_RECEIPT) != 0;
     gw_ib_eager_hdr_t h = {.idx = idx,
                            .seq = r->tag.seq,
@@ -295,10 +292,9 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     if (r->len > 0)
         memcpy(stage + GW_IB_EAGER_HDR, r->buf, r->len);
     uint32_t bytes = (uint32_t)(GW_IB_EAGER_HDR + r->len);
-    /* Our block of the peer's eager slots is indexed by our rank. */
-    int rc = post_stage_write(t, p, GW_IB_WR_EAGER, stage, bytes,
-                              gw__ib_imm_encode(GW_IB_IMM_EAGER, idx),
-                              p->addr.fifo_addr + gw__ib_eager_off(t, t->base.rank, s));
+    int rc =
+        post_stage_write(t, p, GW_IB_WR_EAGER, stage, bytes,
+                         gw__ib_imm_encode(GW_IB_IMM_EAGER, idx), gw__ib_remote_eager_slot(p, s));
     if (rc != 0) {
         errno = rc;
         return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,

@@ -41,7 +41,7 @@ static gw_status_t on_cts(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
 {
     int fslot = (int)(value % GW_IB_FIFO_DEPTH);
     gw_ib_cts_t c;
-    int torn = gw__ib_cts_decode(gw__ib_fifo_slot(t, p->rank, fslot), &c) != 0;
+    int torn = gw__ib_cts_decode(gw__ib_fifo_slot(p, fslot), &c) != 0;
     if (torn || !gw__ib_imm_names(value, p->s_cts_seen) || c.idx < p->s_cts_next ||
         c.eager_freed > p->eager_sent)
         return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
@@ -99,7 +99,7 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
     case GW_IB_IMM_EAGER: {
         int s = (int)(p->r_eager_in % GW_IB_EAGER_SLOTS);
         gw_ib_eager_hdr_t *h = &p->r_eager[s];
-        gw__ib_eager_hdr_decode(gw__ib_eager_slot(t, p->rank, s), h);
+        gw__ib_eager_hdr_decode(gw__ib_eager_slot(p, s), h);
         if (p->r_eager_in - p->r_eager_freed >= GW_IB_EAGER_SLOTS ||
             !gw__ib_imm_names(value, h->idx) || h->len > GW_IB_EAGER_MAX)
             return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,

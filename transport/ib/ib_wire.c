@@ -71,8 +71,8 @@ void gw__ib_addr_encode(const gw_ib_addr_t *a, uint8_t blob[GW_TRANSPORT_ADDR_MA
     gw__put_be16(blob + 8, a->lid);
     blob[10] = a->mtu;
     blob[11] = a->nqps;
-    gw__put_be32(blob + 12, a->fifo_rkey);
-    gw__put_be64(blob + 16, a->fifo_addr);
+    /* 12..23: zero (the FIFOs' address and key until version 7; each pair
+     * now says where its block is when it is set up). */
     memcpy(blob + 24, a->gid, 16);
     blob[40] = a->gid_index;
     gw__sock_addr_put(blob + 41, (const struct sockaddr *)&a->sa);
@@ -93,8 +93,6 @@ gw_status_t gw__ib_addr_decode(const uint8_t blob[GW_TRANSPORT_ADDR_MAX], gw_ib_
     a->lid = gw__get_be16(blob + 8);
     a->mtu = blob[10];
     a->nqps = blob[11];
-    a->fifo_rkey = gw__get_be32(blob + 12);
-    a->fifo_addr = gw__get_be64(blob + 16);
     memcpy(a->gid, blob + 24, 16);
     a->gid_index = blob[40];
     socklen_t sa_len;
@@ -183,6 +181,8 @@ void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE])
     gw__put_be32(out + 52, h->psn);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
         gw__put_be32(out + 56 + 4 * k, h->qpn[k]);
+    gw__put_be64(out + 120, h->blk);
+    gw__put_be32(out + 128, h->blk_rkey);
 }
 
 void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
@@ -193,6 +193,8 @@ void gw__ib_hello_decode(const uint8_t in[GW_IB_HELLO_SIZE], gw_ib_hello_t *h)
     h->psn = gw__get_be32(in + 52);
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
         h->qpn[k] = gw__get_be32(in + 56 + 4 * k);
+    h->blk = gw__get_be64(in + 120);
+    h->blk_rkey = gw__get_be32(in + 128);
 }
 
 static void cm_head_put(uint8_t *out, uint32_t magic, const gw_ib_cm_pdata_t *p)
@@ -241,6 +243,8 @@ void gw__ib_cm_rep_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REP_SI
     cm_head_put(out, GW_IB_CM_REP_MAGIC, p);
     memcpy(out + 16, p->nonce, GW_IB_CM_NONCE_LEN);
     memcpy(out + 32, p->mac, GW_IB_CM_MAC_LEN);
+    gw__put_be64(out + 64, p->blk);
+    gw__put_be32(out + 72, p->blk_rkey);
 }
 
 gw_status_t gw__ib_cm_rep_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p)
@@ -249,7 +253,24 @@ gw_status_t gw__ib_cm_rep_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t
         return GW_ERR_PROTOCOL;
     memcpy(p->nonce, in + 16, GW_IB_CM_NONCE_LEN);
     memcpy(p->mac, in + 32, GW_IB_CM_MAC_LEN);
+    p->blk = gw__get_be64(in + 64);
+    p->blk_rkey = gw__get_be32(in + 72);
     return GW_OK;
+}
+
+void gw__ib_cm_proof_msg_encode(const uint8_t mac[GW_IB_CM_MAC_LEN], uint64_t blk,
+                                uint32_t blk_rkey, uint8_t out[GW_IB_CM_PROOF_SIZE])
+{
+    memcpy(out, mac, GW_IB_CM_MAC_LEN);
+    gw__put_be64(out + GW_IB_CM_MAC_LEN, blk);
+    gw__put_be32(out + GW_IB_CM_MAC_LEN + 8, blk_rkey);
+}
+
+void gw__ib_cm_proof_msg_decode(const uint8_t in[GW_IB_CM_PROOF_SIZE], uint64_t *blk,
+                                uint32_t *blk_rkey)
+{
+    *blk = gw__get_be64(in + GW_IB_CM_MAC_LEN);
+    *blk_rkey = gw__get_be32(in + GW_IB_CM_MAC_LEN + 8);
 }
 
 static const char CM_ACCEPTOR[] = "gradwire rdmacm: acceptor";

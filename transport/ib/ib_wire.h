@@ -31,7 +31,10 @@
  * gives with a RECEIPT immediate. 7: pairs may connect on first use: the
  * address says whether the rank does (byte 98), and a lower rank asks a
  * higher one to dial it with a knock (a connect request or hello for QP
- * GW_IB_KNOCK_QP, ib_lazy.c). */
+ * GW_IB_KNOCK_QP, ib_lazy.c); each side of a pair tells the other where
+ * its block for the pair is (CTS FIFO and eager slots: GW_IB_PAIR_BLOCK)
+ * in the set-up's messages (hello, accept, the dialler's proof), no longer
+ * in the address. */
 #define GW_IB_PROTOCOL_VERSION 7u
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
@@ -41,12 +44,14 @@
 #define GW_IB_EAGER_SLOT (GW_IB_EAGER_HDR + GW_IB_EAGER_MAX)
 #define GW_IB_MAX_QPS 16
 #define GW_IB_ADDR_SIZE 99   /* bytes used in the address blob */
-#define GW_IB_HELLO_SIZE 120 /* bytes of an out-of-band hello */
+#define GW_IB_HELLO_SIZE 132 /* bytes of an out-of-band hello */
 /* rdmacm private data: a connect request carries at most 56 bytes over
  * RoCE (the IB CM's 92 less librdmacm's header), an accept 196. */
 #define GW_IB_CM_REQ_SIZE 52
-#define GW_IB_CM_REP_SIZE 64
-#define GW_IB_CM_MAC_LEN 32 /* HMAC-SHA256; the dialler's proof is a SEND of this */
+#define GW_IB_CM_REP_SIZE 76
+#define GW_IB_CM_MAC_LEN 32 /* HMAC-SHA256 */
+/* The dialler's proof, a SEND: the MAC, then its block for the pair. */
+#define GW_IB_CM_PROOF_SIZE 44
 #define GW_IB_CM_NONCE_LEN 16
 /* The QP index (rdmacm request) or QPs per peer (out-of-band hello) of a
  * knock: "dial me" from a lower rank that wants the pair (ib_lazy.c). */
@@ -65,8 +70,6 @@ typedef struct gw_ib_addr {
     uint8_t nqps;
     uint8_t gid_index; /* 255: no GRH (InfiniBand without GW_IB_GID_INDEX) */
     uint8_t gid[16];
-    uint64_t fifo_addr; /* our CTS FIFOs: peer r writes into slot block r */
-    uint32_t fifo_rkey;
     struct sockaddr_storage sa; /* OOB: TCP listener; rdmacm: RDMA CM listener */
     char device[GW_IB_NAME_MAX];
     uint16_t eager_max; /* GW_IB_EAGER of the rank: largest message it sends eagerly */
@@ -149,6 +152,8 @@ typedef struct gw_ib_hello {
     uint32_t nqps;
     uint32_t psn;
     uint32_t qpn[GW_IB_MAX_QPS];
+    uint64_t blk; /* the sender's block for this pair (gw_ib_peer_t.blk) */
+    uint32_t blk_rkey;
 } gw_ib_hello_t;
 
 void gw__ib_hello_encode(const gw_ib_hello_t *h, uint8_t out[GW_IB_HELLO_SIZE]);
@@ -163,6 +168,8 @@ typedef struct gw_ib_cm_pdata {
     uint8_t job_id[16];                /* request only */
     uint8_t nonce[GW_IB_CM_NONCE_LEN]; /* the sender's, fresh per attempt */
     uint8_t mac[GW_IB_CM_MAC_LEN];     /* accept only: the acceptor's proof */
+    uint64_t blk;                      /* accept only: the acceptor's block for the pair */
+    uint32_t blk_rkey;
 } gw_ib_cm_pdata_t;
 
 /* The encoders write magic and version; the decoders return
@@ -172,6 +179,11 @@ void gw__ib_cm_req_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REQ_SI
 gw_status_t gw__ib_cm_req_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p);
 void gw__ib_cm_rep_encode(const gw_ib_cm_pdata_t *p, uint8_t out[GW_IB_CM_REP_SIZE]);
 gw_status_t gw__ib_cm_rep_decode(const uint8_t *in, size_t len, gw_ib_cm_pdata_t *p);
+/* The dialler's proof message: its MAC and its block for the pair. */
+void gw__ib_cm_proof_msg_encode(const uint8_t mac[GW_IB_CM_MAC_LEN], uint64_t blk,
+                                uint32_t blk_rkey, uint8_t out[GW_IB_CM_PROOF_SIZE]);
+void gw__ib_cm_proof_msg_decode(const uint8_t in[GW_IB_CM_PROOF_SIZE], uint64_t *blk,
+                                uint32_t *blk_rkey);
 
 /* What both ends of one rdmacm connection attempt prove the data-plane key
  * over. */

@@ -25,8 +25,6 @@ static gw_ib_addr_t sample_addr(void)
     a.gid_index = 3;
     for (int i = 0; i < 16; i++)
         a.gid[i] = (uint8_t)(0xa0 + i);
-    a.fifo_addr = 0x7f0012345678ULL;
-    a.fifo_rkey = 0xdeadbeef;
     struct sockaddr_in *in = (struct sockaddr_in *)&a.sa;
     in->sin_family = AF_INET;
     in->sin_port = htons(4791);
@@ -54,8 +52,6 @@ Test(ib_wire, addr_round_trip)
     cr_assert_eq(b.nqps, 4);
     cr_assert_eq(b.gid_index, 3);
     cr_assert_arr_eq(b.gid, a.gid, 16);
-    cr_assert_eq(b.fifo_addr, a.fifo_addr);
-    cr_assert_eq(b.fifo_rkey, a.fifo_rkey);
     cr_assert_eq(b.lazy, 1);
     char s[64];
     gw__sock_addr_str((struct sockaddr *)&b.sa, s, sizeof(s));
@@ -65,7 +61,8 @@ Test(ib_wire, addr_round_trip)
     /* Big-endian on the wire. */
     cr_assert_eq(blob[0], 'G');
     cr_assert_eq(blob[8], 0x12);
-    cr_assert_eq(blob[12], 0xde);
+    for (int i = 12; i < 24; i++) /* where the FIFO's address was before version 7 */
+        cr_assert_eq(blob[i], 0, "byte %d is not zero", i);
 }
 
 Test(ib_wire, addr_ipv6)
@@ -208,6 +205,8 @@ Test(ib_wire, hello)
     h.psn = 0xabcdef;
     for (int k = 0; k < GW_IB_MAX_QPS; k++)
         h.qpn[k] = 0x100 + (uint32_t)k;
+    h.blk = 0x7f0012345000ULL;
+    h.blk_rkey = 0xdeadbeef;
     uint8_t buf[GW_IB_HELLO_SIZE];
     gw__ib_hello_encode(&h, buf);
     gw__ib_hello_decode(buf, &g);
@@ -228,6 +227,8 @@ static gw_ib_cm_pdata_t sample_pdata(void)
     }
     for (int i = 0; i < GW_IB_CM_MAC_LEN; i++)
         p.mac[i] = (uint8_t)(0x40 + i);
+    p.blk = 0x7f0012345000ULL;
+    p.blk_rkey = 0xdeadbeef;
     return p;
 }
 
@@ -278,6 +279,18 @@ Test(ib_wire, cm_private_data)
     cr_expect_eq(q.qp_idx, p.qp_idx);
     cr_expect_arr_eq(q.nonce, p.nonce, 16);
     cr_expect_arr_eq(q.mac, p.mac, GW_IB_CM_MAC_LEN);
+    cr_expect_eq(q.blk, p.blk);
+    cr_expect_eq(q.blk_rkey, p.blk_rkey);
+    cr_expect_leq(sizeof(rep), 196, "an accept carries at most 196 bytes");
+    /* The dialler's proof message: its MAC first, then its block. */
+    uint8_t msg[GW_IB_CM_PROOF_SIZE];
+    gw__ib_cm_proof_msg_encode(p.mac, p.blk, p.blk_rkey, msg);
+    cr_expect_arr_eq(msg, p.mac, GW_IB_CM_MAC_LEN);
+    uint64_t blk = 0;
+    uint32_t rkey = 0;
+    gw__ib_cm_proof_msg_decode(msg, &blk, &rkey);
+    cr_expect_eq(blk, p.blk);
+    cr_expect_eq(rkey, p.blk_rkey);
     /* The IB CM hands over the accept's private data padded to 196 bytes. */
     uint8_t padded[196];
     memset(padded, 0, sizeof(padded));

@@ -161,6 +161,44 @@ static gw_status_t set_nonblock(const gw_logger_t *lg, int fd, const char *what)
     return GW_OK;
 }
 
+/* CQ entries for the QPs of `pairs` peers and the candidates. */
+static long cq_entries(const gw_ib_t *t, int pairs)
+{
+    return (long)pairs * t->nqps * 2 * GW_IB_WQ_DEPTH + GW_IB_CM_CANDS * (GW_IB_CM_CAND_RECVS + 1) +
+           16;
+}
+
+gw_status_t gw__ib_cq_room(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    if (p->cq_counted)
+        return GW_OK;
+    long need = cq_entries(t, t->cq_pairs + 1);
+    if (need > t->cq_size) {
+        long want = 2L * t->cq_size > need ? 2L * t->cq_size : need;
+        if (want > t->cq_max)
+            want = t->cq_max;
+        if (need > want) {
+            GW_ERROR(t->base.log, GW_IB_SUBSYS,
+                     "connecting %s: %d connected peers with %d QPs each need a CQ of %ld "
+                     "entries, but %s allows %d: lower GW_IB_QPS",
+                     p->desc, t->cq_pairs + 1, t->nqps, need, t->dev_name, t->cq_max);
+            return GW_ERR_CONFIG;
+        }
+        if (t->api.resize_cq(t->cq, (int)want) != 0) {
+            GW_ERROR(t->base.log, GW_IB_SUBSYS,
+                     "connecting %s: growing the CQ from %d to %ld entries on %s: %m", p->desc,
+                     t->cq_size, want, t->dev_name);
+            return GW_ERR_SYSTEM;
+        }
+        GW_TRACE(t->base.log, GW_IB_SUBSYS, "CQ grown from %d to %d entries for %d peers",
+                 t->cq_size, t->cq->cqe, t->cq_pairs + 1);
+        t->cq_size = t->cq->cqe > want ? t->cq->cqe : (int)want;
+    }
+    p->cq_counted = 1;
+    t->cq_pairs++;
+    return GW_OK;
+}
+
 static gw_status_t setup_resources(gw_ib_t *t)
 {
     const gw_logger_t *lg = t->base.log;
@@ -170,14 +208,20 @@ static gw_status_t setup_resources(gw_ib_t *t)
         return GW_ERR_SYSTEM;
     }
     /* Every QP's two queues, and the receives of the rdmacm connections
-     * that have not proven the key yet (ib_cm.c). */
-    long cqe = (long)(t->base.size - 1) * t->nqps * 2 * GW_IB_WQ_DEPTH +
-               GW_IB_CM_CANDS * (GW_IB_CM_CAND_RECVS + 1) + 16;
+     * that have not proven the key yet (ib_cm.c): for every peer when they
+     * are all connected at once, for the first two (a ring's) when they
+     * are connected on first use (the CQ grows with them: gw__ib_cq_room). */
+    t->cq_max = da.max_cqe;
+    int pairs = t->base.size - 1;
+    if (t->lazy && pairs > 2)
+        pairs = 2;
+    long cqe = cq_entries(t, pairs);
     if (cqe > da.max_cqe) {
         GW_ERROR(lg, GW_IB_SUBSYS,
-                 "%d ranks with %d QPs per peer need a CQ of %ld entries, but %s allows %d: "
-                 "lower GW_IB_QPS",
-                 t->base.size, t->nqps, cqe, t->dev_name, da.max_cqe);
+                 "%d peers with %d QPs each need a CQ of %ld entries, but %s allows %d: "
+                 "lower GW_IB_QPS%s",
+                 pairs, t->nqps, cqe, t->dev_name, da.max_cqe,
+                 t->lazy ? "" : ", or connect pairs on first use (GW_CONNECT=lazy)");
         return GW_ERR_CONFIG;
     }
     t->cq_size = (int)cqe;

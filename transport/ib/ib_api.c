@@ -47,6 +47,7 @@ static const sym_t verbs_syms[] = {
     SYM(destroy_comp_channel, "ibv_destroy_comp_channel"),
     SYM(create_cq, "ibv_create_cq"),
     SYM(destroy_cq, "ibv_destroy_cq"),
+    SYM(resize_cq, "ibv_resize_cq"),
     SYM(get_cq_event, "ibv_get_cq_event"),
     SYM(ack_cq_events, "ibv_ack_cq_events"),
     SYM(create_qp, "ibv_create_qp"),

@@ -270,6 +270,8 @@ static gw_status_t dial(gw_ib_t *t, gw_ib_cm_conn_t *c)
     snprintf(whom, sizeof(whom), "%s, QP %d", p->desc, c->qp);
     gw_status_t st = gw__ib_pair_block(t, p);
     if (st == GW_OK)
+        st = gw__ib_cq_room(t, p);
+    if (st == GW_OK)
         st = gw__ib_cm_create_qp(t, c->id, whom);
     if (st == GW_OK)
         st = gw__ib_cm_nonce(t, c->nonce);

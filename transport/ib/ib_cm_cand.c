@@ -176,6 +176,9 @@ static gw_status_t cand_admit(gw_ib_t *t, gw_ib_cm_cand_t *k)
         cand_kill(t, k, "its rank's QP is connected already");
         return GW_OK;
     }
+    gw_status_t st = gw__ib_cq_room(t, p); /* sticky: a failure fails the job */
+    if (st != GW_OK)
+        return gw__ib_fail(t, st, NULL);
     /* The proof took the first receive; the candidate had a few more. */
     int rc = gw__ib_qp_post_empty_recvs(k->id->qp, GW_IB_WQ_DEPTH - GW_IB_CM_CAND_RECVS);
     if (rc != 0) {

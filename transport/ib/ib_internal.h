@@ -88,6 +88,7 @@ typedef struct gw_ib_api {
     struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx,
                                 struct ibv_comp_channel *ch, int vector);
     int (*destroy_cq)(struct ibv_cq *cq);
+    int (*resize_cq)(struct ibv_cq *cq, int cqe);
     int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_ctx);
     void (*ack_cq_events)(struct ibv_cq *cq, unsigned int n);
     struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
@@ -367,6 +368,7 @@ typedef struct gw_ib_peer {
     int knocks;                  /* knocks delivered */
     struct rdma_cm_id *knock_id; /* rdmacm: a knock under way */
     int knock_fd;                /* out of band: a knock's connection under way, or -1 */
+    int cq_counted;              /* the CQ has room for its QPs' completions */
 } gw_ib_peer_t;
 
 /* A pair's block, in each rank's memory: the CTS FIFO the peer writes its
@@ -409,6 +411,8 @@ typedef struct gw_ib {
     struct ibv_comp_channel *channel;
     struct ibv_cq *cq;
     int cq_size;
+    int cq_max;   /* the device's max_cqe */
+    int cq_pairs; /* pairs whose QPs the CQ has room for (gw__ib_cq_room) */
     unsigned cq_events_unacked;
     int cq_armed;
     /* Connecting every pair at once: one registration holds every pair's
@@ -478,6 +482,12 @@ static inline uint64_t gw__ib_remote_eager_slot(const gw_ib_peer_t *p, int s)
 /* p's block, made (and registered) now if the pair has none: at set-up,
  * before its address goes to the peer. */
 gw_status_t gw__ib_pair_block(gw_ib_t *t, gw_ib_peer_t *p);
+/* Make room in the CQ for the completions of p's QPs before they are
+ * created (or, for an incoming rdmacm connection, before its receives are
+ * posted in full): connecting on first use the CQ starts small and grows
+ * (ibv_resize_cq, doubling) as pairs are set up. GW_ERR_CONFIG (logged)
+ * when the device's max_cqe has no room for them. */
+gw_status_t gw__ib_cq_room(gw_ib_t *t, gw_ib_peer_t *p);
 /* The key under which the peer writes into p's block. */
 static inline uint32_t gw__ib_blk_rkey(const gw_ib_t *t, const gw_ib_peer_t *p)
 {

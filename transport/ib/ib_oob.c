@@ -490,6 +490,8 @@ static gw_status_t peer_qps(mesh_t *m, int r)
     if (p->qp[0])
         return GW_OK;
     gw_status_t bst = gw__ib_pair_block(t, p);
+    if (bst == GW_OK)
+        bst = gw__ib_cq_room(t, p);
     if (bst != GW_OK)
         return bst;
     for (int k = 0; k < t->nqps; k++) {

@@ -6,7 +6,7 @@
  * still connects when we knock (and when it is the one to dial), every
  * message of an all-to-all arrives exactly, a peer that closed before we
  * needed it is named at once whichever of us dials, a dial that was
- * rejected is retried (also eagerly), strangers at the out-of-band port
+ * rejected is retried (also eagerly), the CQ grows with the pairs, strangers at the out-of-band port
  * (open until close when connecting on first use) leave the job going, and
  * ranks that disagree about lazy connections stop at connect(). Skipped where no
  * active RDMA port exists (here: everywhere but scripts/rxe-vm; see
@@ -83,6 +83,7 @@ static int ring_body(rank_t *r)
     CHECK(!gw__ib_peer_up(t, &t->peers[across]) && t->peers[across].qp[0] == NULL,
           "rank %d, which we never sent to, is connected", across);
     CHECK(up_peers(r) == 2, "%d peers up, want 2", up_peers(r));
+    CHECK(t->cq_pairs == 2, "the CQ has room for %d pairs' QPs, want 2", t->cq_pairs);
     return 0;
 }
 
@@ -107,12 +108,19 @@ static int all_to_all_body(rank_t *r)
             return 1;
     }
     CHECK(up_peers(r) == r->size - 1, "%d peers up after an all-to-all", up_peers(r));
+    /* The CQ started with room for two peers' QPs and grew with the pairs. */
+    const gw_ib_t *t = gw__ib_of(r->t);
+    int need = (r->size - 1) * t->nqps * 2 * GW_IB_WQ_DEPTH +
+               GW_IB_CM_CANDS * (GW_IB_CM_CAND_RECVS + 1) + 16;
+    CHECK(t->cq_pairs == r->size - 1 && t->cq->cqe >= need,
+          "the CQ has room for %d pairs, %d entries; %d pairs need %d", t->cq_pairs, t->cq->cqe,
+          r->size - 1, need);
     return 0;
 }
 
 static void all_to_all(const char *cm)
 {
-    setenv("GW_IB_QPS", "1", 1);
+    setenv("GW_IB_QPS", "2", 1); /* 3 pairs of 2 QPs: more than the CQ's first size */
     job_t j;
     job_open_connect(&j, 4, cm, ALL_LAZY, 1);
     job_run(&j, all_to_all_body, NULL);

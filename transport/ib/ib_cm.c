@@ -481,7 +481,11 @@ gw_status_t gw__ib_cm_poll_events(gw_ib_t *t)
     gw_status_t st = GW_OK;
     while (st == GW_OK && next_event(t, &st, 0))
         ;
-    return st != GW_OK ? st : t->base.failed;
+    /* After connect() every failure is the transport's (logged already
+     * where it happened). */
+    if (st != GW_OK && t->base.failed == GW_OK)
+        return gw__ib_fail(t, st, NULL);
+    return t->base.failed;
 }
 
 static void report_missing(gw_ib_t *t)

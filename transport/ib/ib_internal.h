@@ -2,8 +2,8 @@
  * ib_internal.h - state shared by the files of the InfiniBand verbs (RDMA)
  * transport.
  *
- *   ib.c          narrative, open (device, memory, listening), queueing a
- *                 request, connect, abort, close, the ops tables
+ *   ib.c          narrative, open, queueing a request, connect, abort, close,
+ *                 the ops tables
  *   ib_api.c      libibverbs and librdmacm opened at run time (dlopen)
  *   ib_device.c   enumeration of devices and ports, the choice, the GID
  *   ib_hca.c      GW_IB_HCA parsing and the choice of device and port
@@ -14,8 +14,13 @@
  *   ib_mr_cache.c the registration cache
  *   ib_qp.c       queue pairs: creation, state changes, receive posting
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
- *   ib_cm.c       connect() through librdmacm (ib_cm.h: shared with ib_cm_cand.c)
+ *   ib_oob_knock.c  knocks over TCP (connecting on first use)
+ *   ib_cm.c       connect() through librdmacm (ib_cm.h: shared with ib_cm_cand.c
+ *                 and ib_cm_knock.c)
  *   ib_cm_cand.c  incoming rdmacm connections until they prove the job's key
+ *   ib_cm_knock.c knocks through librdmacm (connecting on first use)
+ *   ib_res.c      PD, CQ (and its growth), the pairs' blocks, the registration
+ *                 cache's backend
  *   ib_lazy.c     pairs connected on first use: which, when, and knocks
  *   ib_post.c     posting: CTS entries, eager messages, payload parts
  *   ib_progress.c completions, waiting, progress()
@@ -496,6 +501,10 @@ static inline uint32_t gw__ib_blk_rkey(const gw_ib_t *t, const gw_ib_peer_t *p)
 
 extern const gw_transport_ops_t gw__ib_transport_ops;
 
+/* ib_res.c: PD, completion channel and CQ, the pairs' blocks (all of them
+ * at once unless t->lazy), the registration cache. */
+gw_status_t gw__ib_setup_resources(gw_ib_t *t);
+
 /* ib_device.c */
 /* Log why RDMA is not used (INFO; ERROR under GW_TRANSPORT=ib, which asked
  * for it: t->forced) and return st. */
@@ -540,6 +549,8 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t);
  * mesh freed at close. */
 gw_status_t gw__ib_oob_dial_peer(gw_ib_t *t, gw_ib_peer_t *p);
 gw_status_t gw__ib_oob_knock(gw_ib_t *t, gw_ib_peer_t *p);
+/* Knocks whose connect() is under way (ib_oob_knock.c). */
+gw_status_t gw__ib_oob_knocks_step(gw_ib_t *t);
 gw_status_t gw__ib_oob_lazy_step(gw_ib_t *t);
 const char *gw__ib_oob_dial_why(gw_ib_t *t, const gw_ib_peer_t *p);
 /* Whether connections (dials, handshakes of peers that dialled us, knocks)

@@ -1,5 +1,5 @@
 /*
- * ib_oob.c - connect() without librdmacm: queue pair numbers, PSNs and the
+ * ib_oob.c - connecting without librdmacm: queue pair numbers, PSNs and the
  * readiness of both ends exchanged over TCP, as NCCL does over its socket
  * bootstrap (GW_IB_CM=oob, and the default where librdmacm cannot be used:
  * InfiniBand without IPoIB, or no librdmacm).
@@ -43,18 +43,11 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/clock.h"
-#include "transport/ib/ib_internal.h"
-#include "transport/sock.h"
-
-#define MAX_STRANGERS 64
-#define READY_BYTE 0x52
+#include "transport/ib/ib_oob.h"
 
 gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, char *desc,
                               size_t desc_cap)
@@ -90,42 +83,6 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
     return GW_OK;
 }
 
-typedef enum phase {
-    P_DIAL,       /* out: waiting to retry connect(), or connect() in progress */
-    P_SHAKE,      /* the hellos and the proofs of the key (sock_auth.c) */
-    P_SEND,       /* sending our READY byte */
-    P_RECV_READY, /* receiving the peer's READY byte */
-    P_DONE,
-} phase_t;
-
-typedef struct conn {
-    gw_sock_dial_t s; /* the socket; the rest serves only the connections we dial */
-    int peer;         /* -1: incoming, not proven yet */
-    int out;          /* we dialled */
-    phase_t phase;
-    gw_sock_shake_t sh;
-    uint32_t claim; /* incoming: the rank its hello claims */
-    int bad_nqps;   /* incoming: its hello's QPs per peer differ from ours */
-    uint8_t byte;   /* READY, sent or received */
-    size_t done;
-    uint64_t accepted; /* incoming: its place in the order of accepts */
-    char addr[64];     /* incoming: where it came from */
-} conn_t;
-
-typedef struct gw_ib_oob_mesh {
-    gw_ib_t *t;
-    conn_t *c;
-    int n, cap;
-    uint32_t *peer_psn;  /* our first PSN towards each rank */
-    int pending;         /* peers not done */
-    uint64_t accepts;    /* connections accepted so far */
-    gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
-    struct pollfd *pfds; /* the listener and every connection */
-} mesh_t;
-
-static const gw_logger_t *lg_of(const mesh_t *m) { return m->t->base.log; }
-static gw_status_t peer_qps(mesh_t *m, int r);
-
 static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
 {
     gw_ib_t *t = m->t;
@@ -148,7 +105,7 @@ static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
 static void out_retry(mesh_t *m, conn_t *c, const char *what)
 {
     int pause = gw__sock_dial_failed(&c->s, what);
-    GW_TRACE(lg_of(m), GW_IB_SUBSYS, "out-of-band connection to %s: %s; retrying in %d ms",
+    GW_TRACE(gw__ib_oob_log(m), GW_IB_SUBSYS, "out-of-band connection to %s: %s; retrying in %d ms",
              m->t->peers[c->peer].desc, c->s.why, pause);
     gw__sock_shake_wipe(&c->sh);
     c->phase = P_DIAL;
@@ -156,9 +113,9 @@ static void out_retry(mesh_t *m, conn_t *c, const char *what)
 
 /* An incoming connection that is not (or not yet proven to be) a rank of
  * this job: one WARN line with its address and why, and its slot is free. */
-static void drop(mesh_t *m, conn_t *c, const char *why)
+void gw__ib_oob_drop(mesh_t *m, conn_t *c, const char *why)
 {
-    GW_WARN(lg_of(m), GW_IB_SUBSYS,
+    GW_WARN(gw__ib_oob_log(m), GW_IB_SUBSYS,
             "dropping an out-of-band connection from %s: %s (a stranger, not a rank of this job; "
             "carrying on)",
             c->addr, why);
@@ -190,8 +147,8 @@ static gw_status_t out_dial(mesh_t *m, conn_t *c, short revents)
     uint8_t hello[GW_IB_HELLO_SIZE];
     make_hello(m, c->peer, hello);
     c->phase = P_SHAKE;
-    return gw__sock_shake_dial(&c->sh, lg_of(m), GW_IB_SUBSYS, m->t->data_key, GW_IB_HELLO_MAGIC,
-                               hello, sizeof(hello), GW_IB_HELLO_SIZE);
+    return gw__sock_shake_dial(&c->sh, gw__ib_oob_log(m), GW_IB_SUBSYS, m->t->data_key,
+                               GW_IB_HELLO_MAGIC, hello, sizeof(hello), GW_IB_HELLO_SIZE);
 }
 
 /* What a hello says about who sent it, apart from its proof. */
@@ -211,14 +168,14 @@ static gw_status_t on_reply(mesh_t *m, conn_t *c)
     gw_ib_hello_t h;
     gw__ib_hello_decode(c->sh.theirs, &h);
     if (!hello_valid(t, &h) || h.id.from != (uint32_t)c->peer) {
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS,
+        GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS,
                  "%s answered our out-of-band hello with a wrong one (magic 0x%08x, rank %u -> "
                  "%u): is a process of another job listening there?",
                  p->desc, (unsigned)h.id.magic, (unsigned)h.id.from, (unsigned)h.id.to);
         return GW_ERR_PROTOCOL;
     }
     if (gw__sock_shake_confirm(&c->sh) != 0) {
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS,
+        GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS,
                  "%s answered out of band with a %s: the process listening there is not a rank "
                  "of this job",
                  p->desc, c->sh.why);
@@ -227,8 +184,9 @@ static gw_status_t on_reply(mesh_t *m, conn_t *c)
     if (h.nqps != (uint32_t)t->nqps) {
         /* Genuine: let our proof go out so that it reports the same. */
         (void)gw__sock_shake_step(c->s.fd, &c->sh);
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)",
-                 p->desc, (unsigned)h.nqps, t->nqps);
+        GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS,
+                 "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)", p->desc, (unsigned)h.nqps,
+                 t->nqps);
         return GW_ERR_CONFIG;
     }
     return GW_OK;
@@ -255,23 +213,23 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     if (!hello_valid(t, &h) || h.id.from < (uint32_t)t->base.rank) {
         snprintf(why, sizeof(why), "invalid hello (magic 0x%08x, version %u, rank %u -> %u)",
                  (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from, (unsigned)h.id.to);
-        drop(m, c, why);
+        gw__ib_oob_drop(m, c, why);
         return GW_OK;
     }
     if (t->peers[h.id.from].oob_fd >= 0 || t->peers[h.id.from].qp_up) {
         snprintf(why, sizeof(why), "it claims to be rank %u, which is connected already",
                  (unsigned)h.id.from);
-        drop(m, c, why);
+        gw__ib_oob_drop(m, c, why);
         return GW_OK;
     }
     c->claim = h.id.from;
     c->bad_nqps = h.nqps != (uint32_t)t->nqps;
-    gw_status_t st = peer_qps(m, (int)c->claim); /* lazily: made now, for our answer */
+    gw_status_t st = gw__ib_oob_peer_qps(m, (int)c->claim); /* lazily: made now, for our answer */
     if (st != GW_OK)
         return st;
     uint8_t reply[GW_IB_HELLO_SIZE];
     make_hello(m, (int)c->claim, reply);
-    return gw__sock_shake_reply(&c->sh, lg_of(m), GW_IB_SUBSYS, reply, sizeof(reply));
+    return gw__sock_shake_reply(&c->sh, gw__ib_oob_log(m), GW_IB_SUBSYS, reply, sizeof(reply));
 }
 
 /* Acceptor: the sender proved the key. */
@@ -282,8 +240,9 @@ static gw_status_t on_proven(mesh_t *m, conn_t *c)
     if (c->bad_nqps) {
         gw_ib_hello_t h;
         gw__ib_hello_decode(c->sh.theirs, &h);
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)",
-                 p->desc, (unsigned)h.nqps, t->nqps);
+        GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS,
+                 "%s uses %u QPs per peer, this rank %d (GW_IB_QPS)", p->desc, (unsigned)h.nqps,
+                 t->nqps);
         return GW_ERR_CONFIG;
     }
     for (int i = 0; i < m->n; i++) {
@@ -291,12 +250,12 @@ static gw_status_t on_proven(mesh_t *m, conn_t *c)
         if (o != c && !o->out && o->peer == (int)c->claim && o->s.fd >= 0) {
             char why[96];
             snprintf(why, sizeof(why), "it repeats rank %u's connection", (unsigned)c->claim);
-            drop(m, c, why);
+            gw__ib_oob_drop(m, c, why);
             return GW_OK;
         }
     }
     if (p->oob_fd >= 0 || p->qp_up) {
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s connected out of band twice", p->desc);
+        GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS, "%s connected out of band twice", p->desc);
         return GW_ERR_PROTOCOL;
     }
     c->peer = (int)c->claim;
@@ -329,8 +288,8 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
 {
     gw_ib_peer_t *p = &m->t->peers[c->peer];
     if (c->byte != READY_BYTE) {
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "%s sent 0x%02x instead of READY out of band", p->desc,
-                 c->byte);
+        GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS, "%s sent 0x%02x instead of READY out of band",
+                 p->desc, c->byte);
         return GW_ERR_PROTOCOL;
     }
     p->oob_fd = c->s.fd; /* kept: its EOF tells us the peer died */
@@ -368,10 +327,11 @@ static gw_status_t shake(mesh_t *m, conn_t *c)
                     errno = EPROTO;
                 out_retry(m, c, c->sh.why);
             } else {
-                drop(m, c,
-                     c->sh.io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
-                     : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
-                                                    : c->sh.why);
+                gw__ib_oob_drop(
+                    m, c,
+                    c->sh.io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
+                    : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
+                                                   : c->sh.why);
             }
             return GW_OK;
         }
@@ -381,7 +341,7 @@ static gw_status_t shake(mesh_t *m, conn_t *c)
 }
 
 /* Move c as far as its socket allows. */
-static gw_status_t step(mesh_t *m, conn_t *c, short revents)
+gw_status_t gw__ib_oob_step(mesh_t *m, conn_t *c, short revents)
 {
     for (;;) {
         int r;
@@ -423,363 +383,7 @@ broken:
     if (m->t->lazy)
         return gw__ib_peer_fail(m->t, &m->t->peers[c->peer], GW_ERR_REMOTE,
                                 "out-of-band connection broke during setup: %m");
-    GW_ERROR(lg_of(m), GW_IB_SUBSYS, "out-of-band connection with %s broke during setup: %m",
-             m->t->peers[c->peer].desc);
+    GW_ERROR(gw__ib_oob_log(m), GW_IB_SUBSYS,
+             "out-of-band connection with %s broke during setup: %m", m->t->peers[c->peer].desc);
     return GW_ERR_REMOTE;
-}
-
-static gw_status_t accept_new(mesh_t *m)
-{
-    for (;;) {
-        char addr[sizeof(m->c[0].addr)];
-        int fd = gw__sock_accept(m->t->listen_fd, addr, sizeof(addr));
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-                return GW_OK;
-            GW_ERROR(lg_of(m), GW_IB_SUBSYS, "accept() on the out-of-band listener: %m");
-            return GW_ERR_SYSTEM;
-        }
-        /* The slot of an incoming connection that is over (a stranger
-         * dropped, a peer handed over) serves again: otherwise strangers
-         * that came and went would use the table up, and a rank that
-         * connects after them would be turned away until the deadline. */
-        int live = 0;
-        conn_t *c = NULL, *oldest = NULL;
-        for (int i = 0; i < m->n; i++) {
-            conn_t *o = &m->c[i];
-            if (!o->out && o->peer < 0 && o->s.fd >= 0) {
-                live++;
-                if (!oldest || o->accepted < oldest->accepted)
-                    oldest = o;
-            }
-            if (!c && !o->out && o->s.fd < 0 && o->phase == P_DONE)
-                c = o;
-        }
-        if (!c && m->n < m->cap)
-            c = &m->c[m->n++];
-        if (live >= MAX_STRANGERS) {
-            /* Unproven connections that say nothing would hold every slot
-             * until the deadline: the one that has waited longest makes
-             * room, as in the TCP transport. A rank dropped this way sees
-             * EOF and dials again. Its slot is left for a later accept:
-             * poll() may have reported events on its socket. */
-            drop(m, oldest, "too many unproven out-of-band connections");
-        }
-        if (!c) { /* not expected: the table has room for every rank and MAX_STRANGERS more */
-            close(fd);
-            continue;
-        }
-        memset(c, 0, sizeof(*c));
-        c->accepted = m->accepts++;
-        gw__sock_dial_init(&c->s);
-        c->s.fd = fd;
-        c->peer = -1;
-        c->phase = P_SHAKE;
-        memcpy(c->addr, addr, sizeof(c->addr));
-        gw__sock_shake_accept(&c->sh, m->t->data_key, GW_IB_HELLO_MAGIC, GW_IB_HELLO_SIZE,
-                              &m->seen);
-    }
-}
-
-/* The QPs for rank r (INIT, receives posted) and our first PSN towards
- * it, unless they exist. */
-static gw_status_t peer_qps(mesh_t *m, int r)
-{
-    gw_ib_t *t = m->t;
-    gw_ib_peer_t *p = &t->peers[r];
-    if (p->qp[0])
-        return GW_OK;
-    gw_status_t bst = gw__ib_pair_block(t, p);
-    if (bst == GW_OK)
-        bst = gw__ib_cq_room(t, p);
-    if (bst != GW_OK)
-        return bst;
-    for (int k = 0; k < t->nqps; k++) {
-        gw_status_t st = gw__ib_qp_create(t, p, k);
-        if (st == GW_OK)
-            st = gw__ib_qp_post_recvs(t, p, k, GW_IB_WQ_DEPTH);
-        if (st != GW_OK)
-            return st;
-    }
-    t->qpn_dirty = 1;
-    uint32_t psn = 0;
-    if (getrandom(&psn, sizeof(psn), 0) != (ssize_t)sizeof(psn))
-        psn = (uint32_t)gw__now_ns() ^ ((uint32_t)r << 16);
-    m->peer_psn[r] = psn & 0xffffff;
-    return GW_OK;
-}
-
-/* Dial rank r (lower than ours): its QPs, and a connection to its listener. */
-static gw_status_t add_out(mesh_t *m, int r)
-{
-    gw_status_t st = peer_qps(m, r);
-    if (st != GW_OK)
-        return st;
-    if (m->n >= m->cap)
-        return GW_ERR_NO_MEMORY; /* not expected: room for every rank */
-    conn_t *c = &m->c[m->n++];
-    memset(c, 0, sizeof(*c));
-    gw__sock_dial_init(&c->s);
-    c->peer = r;
-    c->out = 1;
-    c->phase = P_DIAL;
-    return GW_OK;
-}
-
-static void report_missing(mesh_t *m)
-{
-    gw_ib_t *t = m->t;
-    for (int r = 0; r < t->base.size; r++) {
-        if (!t->peers[r].active || t->peers[r].oob_fd >= 0)
-            continue;
-        const char *why = "";
-        for (int i = 0; i < m->n; i++)
-            if (m->c[i].out && m->c[i].peer == r && m->c[i].s.why[0])
-                why = m->c[i].s.why;
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS,
-                 "no out-of-band connection with %s after %d ms%s%s (is it alive, and does a "
-                 "firewall let TCP through?)",
-                 t->peers[r].desc, t->timeout_ms, why[0] ? ": last error: " : "", why);
-    }
-}
-
-/* One round: poll the listener and every connection for up to wait_ms
- * (less when a dial's retry is due sooner), accept, and move what poll()
- * reported. */
-static gw_status_t mesh_round(mesh_t *m, int64_t wake)
-{
-    gw_ib_t *t = m->t;
-    int np = 0;
-    m->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
-    for (int i = 0; i < m->n; i++) {
-        conn_t *c = &m->c[i];
-        short ev = c->phase == P_SEND         ? POLLOUT
-                   : c->phase == P_RECV_READY ? POLLIN
-                   : c->phase == P_SHAKE      ? gw__sock_shake_events(&c->sh)
-                                              : 0;
-        if (c->phase == P_DIAL)
-            ev = gw__sock_dial_events(&c->s);
-        if (c->phase == P_DIAL && c->s.fd < 0 && c->s.retry.at < wake)
-            wake = c->s.retry.at;
-        m->pfds[np++] = (struct pollfd){.fd = ev ? c->s.fd : -1, .events = ev};
-    }
-    int64_t now = gw__now_ms();
-    int rc = poll(m->pfds, (nfds_t)np, (int)(wake > now ? wake - now : 0));
-    if (rc < 0 && errno != EINTR) {
-        GW_ERROR(lg_of(m), GW_IB_SUBSYS, "poll() while connecting out of band: %m");
-        return GW_ERR_SYSTEM;
-    }
-    if (rc <= 0)
-        return GW_OK;
-    gw_status_t st = GW_OK;
-    if (m->pfds[0].revents && (st = accept_new(m)) != GW_OK)
-        return st;
-    for (int i = 0; i + 1 < np; i++)
-        if (m->pfds[i + 1].revents && (st = step(m, &m->c[i], m->pfds[i + 1].revents)) != GW_OK)
-            return st;
-    return GW_OK;
-}
-
-static gw_status_t step_all(mesh_t *m)
-{
-    for (int i = 0; i < m->n; i++) {
-        gw_status_t st = step(m, &m->c[i], 0);
-        if (st != GW_OK)
-            return st;
-    }
-    return GW_OK;
-}
-
-static void mesh_free(mesh_t *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; m->c && i < m->n; i++)
-        if (m->c[i].s.fd >= 0)
-            close(m->c[i].s.fd);
-    if (m->c) /* the handshakes hold the key */
-        explicit_bzero(m->c, (size_t)m->cap * sizeof(*m->c));
-    free(m->c);
-    free(m->peer_psn);
-    free(m->pfds);
-    free(m);
-}
-
-static mesh_t *mesh_alloc(gw_ib_t *t)
-{
-    mesh_t *m = calloc(1, sizeof(*m));
-    if (!m)
-        return NULL;
-    m->t = t;
-    m->cap = t->base.size + MAX_STRANGERS + 8;
-    m->c = calloc((size_t)m->cap, sizeof(*m->c));
-    m->peer_psn = calloc((size_t)t->base.size, sizeof(*m->peer_psn));
-    m->pfds = calloc((size_t)m->cap + 1, sizeof(*m->pfds));
-    if (!m->c || !m->peer_psn || !m->pfds) {
-        mesh_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-gw_status_t gw__ib_oob_connect(gw_ib_t *t)
-{
-    mesh_t *m = mesh_alloc(t);
-    if (!m) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "out of memory for the out-of-band set-up");
-        return GW_ERR_NO_MEMORY;
-    }
-    if (t->lazy) {
-        t->oob = m; /* pairs are connected on first use (ib_lazy.c) */
-        return GW_OK;
-    }
-    gw_status_t st = GW_OK;
-    for (int r = 0; st == GW_OK && r < t->base.size; r++) {
-        if (!t->peers[r].active)
-            continue;
-        m->pending++;
-        st = r < t->base.rank ? add_out(m, r) : peer_qps(m, r);
-    }
-    int64_t deadline = gw__now_ms() + t->timeout_ms;
-    while (st == GW_OK && m->pending > 0) {
-        if ((st = step_all(m)) != GW_OK || m->pending == 0)
-            break;
-        if (gw__now_ms() >= deadline) {
-            report_missing(m);
-            st = GW_ERR_TIMEOUT;
-            break;
-        }
-        st = mesh_round(m, deadline);
-    }
-    mesh_free(m);
-    /* The listener is not needed any more; strangers get refused. */
-    if (st == GW_OK && t->listen_fd >= 0) {
-        close(t->listen_fd);
-        t->listen_fd = -1;
-    }
-    return st;
-}
-
-/* ---- connecting on first use (ib_lazy.c) --------------------------------- */
-
-gw_status_t gw__ib_oob_dial_peer(gw_ib_t *t, gw_ib_peer_t *p)
-{
-    return t->oob ? add_out(t->oob, p->rank) : GW_OK;
-}
-
-const char *gw__ib_oob_dial_why(gw_ib_t *t, const gw_ib_peer_t *p)
-{
-    const char *why = "";
-    for (int i = 0; t->oob && i < t->oob->n; i++)
-        if (t->oob->c[i].out && t->oob->c[i].peer == p->rank && t->oob->c[i].s.why[0])
-            why = t->oob->c[i].s.why;
-    return why;
-}
-
-/* The knock's connection to p is made (err 0) or failed (err): send the
- * hello and close, or say why not. */
-static gw_status_t knock_result(gw_ib_t *t, gw_ib_peer_t *p, int err)
-{
-    if (err == 0) {
-        gw_ib_hello_t h;
-        memset(&h, 0, sizeof(h));
-        h.id.magic = GW_IB_HELLO_MAGIC;
-        h.version = GW_IB_PROTOCOL_VERSION;
-        memcpy(h.id.job_id, t->job_id, 16);
-        h.id.from = (uint32_t)t->base.rank;
-        h.id.to = (uint32_t)p->rank;
-        h.nqps = GW_IB_KNOCK_QP;
-        uint8_t hello[GW_IB_HELLO_SIZE];
-        gw__ib_hello_encode(&h, hello);
-        /* A fresh nonce, so that the listener's replay memory lets it in. */
-        if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) !=
-            GW_SOCK_NONCE_LEN)
-            memset(hello + GW_SOCK_NONCE_AT, 0x5a ^ (p->rank & 0xff), GW_SOCK_NONCE_LEN);
-        /* One hello fits any socket buffer. */
-        if (send(p->knock_fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) ==
-            (ssize_t)sizeof(hello))
-            p->knocks++;
-        else
-            GW_TRACE(t->base.log, GW_IB_SUBSYS, "knocking on %s: %m", p->desc);
-    }
-    close(p->knock_fd);
-    p->knock_fd = -1;
-    if (err == ECONNREFUSED)
-        return gw__ib_peer_fail(t, p, GW_ERR_REMOTE,
-                                "no longer listens at its out-of-band address (our knock was "
-                                "refused): it closed its communicator or died");
-    if (err) {
-        errno = err;
-        GW_TRACE(t->base.log, GW_IB_SUBSYS, "knocking on %s: %m; knocking again later", p->desc);
-    }
-    return GW_OK;
-}
-
-gw_status_t gw__ib_oob_knock(gw_ib_t *t, gw_ib_peer_t *p)
-{
-    if (p->knock_fd >= 0)
-        return GW_OK; /* one under way */
-    const struct sockaddr *sa = (const struct sockaddr *)&p->addr.sa;
-    socklen_t sl =
-        sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-    p->knock_fd = gw__sock_open(sa->sa_family);
-    if (p->knock_fd < 0)
-        return GW_OK; /* knocked again later */
-    int st = gw__sock_connect(p->knock_fd, sa, sl);
-    if (st == GW_SOCK_CONNECTING)
-        return GW_OK;
-    return knock_result(t, p, st == GW_SOCK_CONNECTED ? 0 : errno);
-}
-
-/* Knocks whose connect() is under way. */
-static gw_status_t knocks_step(gw_ib_t *t)
-{
-    for (int r = t->base.rank + 1; r < t->base.size; r++) {
-        gw_ib_peer_t *p = &t->peers[r];
-        if (p->knock_fd < 0)
-            continue;
-        struct pollfd pfd = {.fd = p->knock_fd, .events = POLLOUT};
-        if (poll(&pfd, 1, 0) <= 0)
-            continue;
-        int err = gw__sock_connect_result(p->knock_fd, pfd.revents);
-        gw_status_t st = err < 0 ? GW_OK : knock_result(t, p, err);
-        if (st != GW_OK)
-            return st;
-    }
-    return GW_OK;
-}
-
-gw_status_t gw__ib_oob_lazy_step(gw_ib_t *t)
-{
-    mesh_t *m = t->oob;
-    if (!m)
-        return GW_OK;
-    gw_status_t st = knocks_step(t);
-    if (st == GW_OK)
-        st = step_all(m);
-    if (st == GW_OK)
-        st = mesh_round(m, gw__now_ms()); /* no waiting */
-    return st;
-}
-
-int gw__ib_oob_busy(const gw_ib_t *t)
-{
-    for (int i = 0; t->oob && i < t->oob->n; i++)
-        if (t->oob->c[i].s.fd >= 0 || (t->oob->c[i].out && t->oob->c[i].phase != P_DONE))
-            return 1;
-    for (int r = 0; t->oob && r < t->base.size; r++)
-        if (t->peers[r].knock_fd >= 0)
-            return 1;
-    return 0;
-}
-
-void gw__ib_oob_free(gw_ib_t *t)
-{
-    for (int r = 0; t->peers && r < t->base.size; r++)
-        if (t->peers[r].knock_fd >= 0) {
-            close(t->peers[r].knock_fd);
-            t->peers[r].knock_fd = -1;
-        }
-    mesh_free(t->oob);
-    t->oob = NULL;
 }

@@ -282,7 +282,7 @@ static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
         st = gw__ib_cm_poll_events(t);
     }
     if (st == GW_OK && t->pfds[3].revents)
-        st = gw__ib_oob_lazy_step(t);
+        st = gw__ib_lazy_progress(t);
     for (int i = 4; st == GW_OK && i < n; i++) {
         if (!t->pfds[i].revents)
             continue;

@@ -44,13 +44,15 @@
  * of block b overwrites input that was sent to rank b in the reduce-scatter,
  * but rank b sends that chunk only after it received (read) ours.
  *
- * Measured (README, "Shared memory on one host"): on the 2-core test
+ * Measured (README, "Is auto the right choice?"): on the 2-core test
  * machine with 4 ranks the small form beat recursive doubling at 8 bytes,
- * but the large form was no faster than the ring (slower at 32-64 MiB):
- * with more ranks than cores, a round that waits for all peers waits for
- * the one not scheduled, and the ring's steps overlap as well. So the cost
- * model picks this file only up to 16 KiB (tuning.c); GW_ALGO=direct runs
- * it at every size, for machines with a core per rank.
+ * so the cost model weighs it up to 16 KiB over shared memory; the large
+ * form is auto's choice by measured rules, not the model (tuning.c): on 2
+ * to 4 ranks of one host from 8 MiB, and on 2 ranks over shared memory
+ * from 128 KiB. With 4 ranks between 16 KiB and 8 MiB the ring was as
+ * fast or faster once the transport's pieces went through its rings (with
+ * more ranks than cores, a round that waits for all peers waits for the
+ * one not scheduled); GW_ALGO=direct runs it at every size.
  *
  * Cost: large 2 alpha + 2 (n-1)/n S beta + (n-1)/n S gamma, with n - 1
  * messages per round that overlap; small alpha + (n-1) S beta + (n-1) S

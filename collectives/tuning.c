@@ -44,7 +44,8 @@
  *         small form by its prediction, for one host over shared memory
  *         only (gw__tuning_pick_shm); the large form by a measured rule
  *         rather than the model, on one host of at most 4 ranks from 8 MiB
- *         (gw__tuning_pick_hosts).
+ *         (gw__tuning_pick_hosts), and on 2 ranks over shared memory from
+ *         128 KiB (gw__tuning_pick_shm).
  *
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
@@ -237,7 +238,19 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * form measured no faster than the ring (and slower at 32-64 MiB) on
      * the 2-core test machine with 4 ranks, so it is no candidate there;
      * with more ranks than GW_TUNING_DIRECT_MAX_RANKS the small form's
-     * n - 1 copies of the input were not measured. */
+     * n - 1 copies of the input were not measured.
+     *
+     * Two ranks over shared memory, from GW_TUNING_DIRECT_PAIR_MIN: the
+     * direct exchange's large form, a measured rule like the one from 8
+     * MiB. With one peer it moves what the ring moves in the same two
+     * steps, yet in six runs on the 2-core test machine after single copy
+     * went to 8 MiB (s11/tune; README, "Is auto the right choice?") it
+     * took less time than the ring in 28 of the 36 (size, run) pairs at
+     * 128 KiB-4 MiB (0.42-1.36x the ring's time, median 0.86, the median
+     * of every size below 1). Why was not found. Over TCP it was not
+     * measured ahead, so the rule is shared memory's alone. */
+    if (nranks == 2 && bytes >= GW_TUNING_DIRECT_PAIR_MIN)
+        return GW_ALGO_DIRECT;
     gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);
     if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS &&
         bytes <= GW_TUNING_DIRECT_MAX_BYTES &&

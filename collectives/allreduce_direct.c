@@ -49,7 +49,7 @@
  * so the cost model weighs it up to 16 KiB over shared memory; the large
  * form is auto's choice by measured rules, not the model (tuning.c): on 2
  * to 4 ranks of one host from 8 MiB, and on 2 ranks over shared memory
- * from 128 KiB. With 4 ranks between 16 KiB and 8 MiB the ring was as
+ * from 64 KiB. With 4 ranks between 16 KiB and 8 MiB the ring was as
  * fast or faster once the transport's pieces went through its rings (with
  * more ranks than cores, a round that waits for all peers waits for the
  * one not scheduled); GW_ALGO=direct runs it at every size.

@@ -45,7 +45,7 @@
  *         only (gw__tuning_pick_shm); the large form by a measured rule
  *         rather than the model, on one host of at most 4 ranks from 8 MiB
  *         (gw__tuning_pick_hosts), and on 2 ranks over shared memory from
- *         128 KiB (gw__tuning_pick_shm).
+ *         64 KiB (gw__tuning_pick_shm).
  *
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
@@ -247,8 +247,11 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * went to 8 MiB (s11/tune; README, "Is auto the right choice?") it
      * took less time than the ring in 28 of the 36 (size, run) pairs at
      * 128 KiB-4 MiB (0.42-1.36x the ring's time, median 0.86, the median
-     * of every size below 1). Why was not found. Over TCP it was not
-     * measured ahead, so the rule is shared memory's alone. */
+     * of every size below 1), and at 64 KiB it took 0.27-0.99x the time
+     * of recursive doubling (the model's choice there, whose 64 KiB
+     * messages had been single copy) in all six. Why it beats the ring
+     * was not found. Over TCP it was not measured ahead, so the rule is
+     * shared memory's alone. */
     if (nranks == 2 && bytes >= GW_TUNING_DIRECT_PAIR_MIN)
         return GW_ALGO_DIRECT;
     gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);

@@ -74,7 +74,7 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
 #define GW_TUNING_DIRECT_MAX_BYTES ((size_t)16 * 1024)
 /* ... and on exactly 2 ranks, messages of GW_TUNING_DIRECT_PAIR_MIN bytes
  * and more take GW_ALGO_DIRECT's large form (a measured rule, tuning.c). */
-#define GW_TUNING_DIRECT_PAIR_MIN ((size_t)128 * 1024)
+#define GW_TUNING_DIRECT_PAIR_MIN ((size_t)64 * 1024)
 gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
 
 /*

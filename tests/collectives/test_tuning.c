@@ -581,7 +581,7 @@ Test(tuning, large_messages_on_a_few_ranks_of_one_host_take_direct)
         cr_expect_eq(gw__tuning_pick_shm(&shm, n, min), GW_ALGO_DIRECT, "shm, %d ranks", n);
         cr_expect_eq(gw__tuning_pick_shm(&shm, n, (size_t)1 << 30), GW_ALGO_DIRECT);
         cr_expect_eq(gw__tuning_pick_hosts(&tcp, n, 1, n, min), GW_ALGO_DIRECT, "tcp, %d", n);
-        if (n > 2) /* 2 ranks over shm: from 128 KiB (the test after this one) */
+        if (n > 2) /* 2 ranks over shm: from 64 KiB (the test after this one) */
             cr_expect_neq(gw__tuning_pick_shm(&shm, n, min - 1), GW_ALGO_DIRECT);
         cr_expect_neq(gw__tuning_pick_hosts(&tcp, n, 1, n, min - 1), GW_ALGO_DIRECT);
     }

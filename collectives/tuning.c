@@ -45,7 +45,8 @@
  *         only (gw__tuning_pick_shm); the large form by a measured rule
  *         rather than the model, on one host of at most 4 ranks from 8 MiB
  *         (gw__tuning_pick_hosts), and on 2 ranks over shared memory from
- *         64 KiB (gw__tuning_pick_shm).
+ *         64 KiB (gw__tuning_pick_shm). On 4 ranks over shared memory
+ *         the tree from 64 to 256 KiB, also a measured rule.
  *
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
@@ -254,6 +255,17 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * shared memory's alone. */
     if (nranks == 2 && bytes >= GW_TUNING_DIRECT_PAIR_MIN)
         return GW_ALGO_DIRECT;
+    /* Four ranks over shared memory, 64 to 256 KiB: the tree, which the
+     * model ranks below the ring and hier (it charges the tree 2 S beta
+     * plus its pipeline's fill). In the 4-rank sweeps on the 2-core test
+     * machine after single copy went to 8 MiB (s11/tune; README, "Is auto
+     * the right choice?") it was the fastest fixed algorithm at 64 KiB in
+     * all four that had the size and at 128 KiB in five of six; auto's
+     * hier or ring took 1.13-1.58x its time in eight of those nine (size,
+     * run) pairs (0.72x in one). From 256 KiB the ring was about as fast.
+     * Only 4 ranks were measured. */
+    if (nranks == 4 && bytes >= GW_TUNING_TREE4_MIN && bytes < GW_TUNING_TREE4_END)
+        return GW_ALGO_TREE;
     gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);
     if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS &&
         bytes <= GW_TUNING_DIRECT_MAX_BYTES &&

@@ -609,6 +609,25 @@ Test(tuning, two_ranks_over_shm_take_direct_from_the_pair_min)
     cr_expect_neq(gw__tuning_pick_hosts(&tcp, 2, 1, 2, min), GW_ALGO_DIRECT, "over TCP");
 }
 
+/* Four ranks over shared memory take the tree from GW_TUNING_TREE4_MIN up
+ * to GW_TUNING_TREE4_END (a measured rule); outside it, on 3 or 8 ranks,
+ * and over TCP the model decides as before. */
+Test(tuning, four_ranks_over_shm_take_the_tree_from_64_kib)
+{
+    gw_tuning_t shm, tcp;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    const size_t lo = GW_TUNING_TREE4_MIN, hi = GW_TUNING_TREE4_END;
+    for (size_t s = lo; s < hi; s += lo / 2)
+        cr_expect_eq(gw__tuning_pick_shm(&shm, 4, s), GW_ALGO_TREE, "%zu bytes", s);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, hi - 1), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, lo - 1), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, hi), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 3, lo), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 8, lo), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, lo), GW_ALGO_TREE, "over TCP");
+}
+
 /* A tuning file's keys go over the transport's defaults; the keys it does
  * not give keep them (comm_tuning.c's overlay). */
 Test(tuning_file, file_keys_over_the_transports_defaults)

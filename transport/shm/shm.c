@@ -54,11 +54,12 @@
  * single copy from 64 KiB (the old default) a float32 allreduce on 2 ranks
  * was slower than through the rings at every size from 128 KiB to 64 MiB,
  * on 4 ranks at 256 KiB-1 MiB and no faster elsewhere, and point-to-point
- * streams were slower from 1 MiB to 64 MiB on 2 and 4 ranks (two runs of
- * each). The algorithms auto picks on one host send pieces of at most a
- * chunk (512 KiB), so they now use the rings. Single copy is left to
- * messages of 8 MiB and more (point-to-point calls, `rd` forced on large
- * buffers), although the rings were ahead there too (1.0-1.9x): whether
+ * streams were slower from 2 to 32 MiB on 2 ranks and from 1 to 64 MiB on
+ * 4 (two runs of each; below 1 MiB on 2 ranks single copy was ahead in one
+ * run of two). The algorithms auto picks on one host send pieces of at
+ * most a chunk (512 KiB), so they now use the rings. Single copy is left
+ * to messages of 8 MiB and more (point-to-point calls, `rd` forced on
+ * large buffers), although the rings were mostly ahead there too: whether
  * to switch it off by default wants a machine with a core per rank, where
  * the receiver's one copy does not compete with the sender for a core.
  *

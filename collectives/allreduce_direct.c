@@ -5,11 +5,9 @@
  * The ring makes n - 1 dependent steps in each half: a block moves one hop,
  * is reduced, moves on. Between hosts that keeps every link busy with the
  * least traffic; inside one host, where every rank reaches every other
- * through its own pair of rings and large messages are read by the receiver
- * straight from the sender's buffer (transport/shm: process_vm_readv), the
- * dependence is what costs: each step waits for the slowest rank to be
- * scheduled, and on a host with fewer cores than ranks that is a context
- * switch per step. Here every rank exchanges with all its peers at once:
+ * through its own pair of rings, the dependence is what costs: each step
+ * waits for the slowest rank to be scheduled, and on a host with fewer
+ * cores than ranks that is a context switch per step. Here every rank exchanges with all its peers at once:
  *
  *   large (more than GW__DIRECT_SMALL_BYTES): the buffer is split into n
  *   blocks (the first count % n one element longer); rank b owns block b.
@@ -18,17 +16,15 @@
  *   reduces its input's block with the n - 1 contributions (in rank order)
  *   into recvbuf. Allgather: every rank sends its reduced block to every
  *   peer and receives block b from rank b straight into recvbuf. Each rank
- *   moves 2 (n-1)/n S, as in the ring, but in 2 rounds instead of 2 (n-1),
- *   and over shared memory every message of at least the transport's
- *   single-copy size is one copy, made by the receiver.
+ *   moves 2 (n-1)/n S, as in the ring, but in 2 rounds instead of 2 (n-1).
  *
  *   Both rounds are cut into chunks: one round of a chunk moves about
  *   comm->chunk_bytes in all, comm->chunk_bytes / (n - 1) per peer but no
- *   less than 64 KiB (the shared-memory transport's single-copy size, so
- *   every piece is one copy). Chunk c + 1 of the reduce-scatter is posted before chunk c is reduced (two
- *   scratch slots per peer, GW__STREAM_DEPTH), and chunk c of the
- *   allgather right after chunk c is reduced, so the allgather of one chunk
- *   overlaps the reduce-scatter of the next and the contributions being
+ *   less than 64 KiB (so that a message's fixed cost stays small against
+ *   its bytes). Chunk c + 1 of the reduce-scatter is posted before chunk c
+ *   is reduced (two scratch slots per peer, GW__STREAM_DEPTH), and chunk c
+ *   of the allgather right after chunk c is reduced, so the allgather of
+ *   one chunk overlaps the reduce-scatter of the next and the contributions being
  *   reduced are still in cache. Every block has the same number of chunks
  *   (that of the longest block; a shorter block's last chunk may be empty
  *   and is still one zero-length message), so both ends of every pair post
@@ -48,13 +44,15 @@
  * of block b overwrites input that was sent to rank b in the reduce-scatter,
  * but rank b sends that chunk only after it received (read) ours.
  *
- * Measured (README, "Shared memory on one host"): on the 2-core test
+ * Measured (README, "Is auto the right choice?"): on the 2-core test
  * machine with 4 ranks the small form beat recursive doubling at 8 bytes,
- * but the large form was no faster than the ring (slower at 32-64 MiB):
- * with more ranks than cores, a round that waits for all peers waits for
- * the one not scheduled, and the ring's steps overlap as well. So the cost
- * model picks this file only up to 16 KiB (tuning.c); GW_ALGO=direct runs
- * it at every size, for machines with a core per rank.
+ * so the cost model weighs it up to 16 KiB over shared memory; the large
+ * form is auto's choice by measured rules, not the model (tuning.c): on 2
+ * to 4 ranks of one host from 8 MiB, and on 2 ranks over shared memory
+ * from 64 KiB. With 4 ranks between 16 KiB and 8 MiB the ring was as
+ * fast or faster once the transport's pieces went through its rings (with
+ * more ranks than cores, a round that waits for all peers waits for the
+ * one not scheduled); GW_ALGO=direct runs it at every size.
  *
  * Cost: large 2 alpha + 2 (n-1)/n S beta + (n-1)/n S gamma, with n - 1
  * messages per round that overlap; small alpha + (n-1) S beta + (n-1) S
@@ -195,8 +193,8 @@ gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *rec
 
     const size_t longest = block_of(count, n, 0).len;
     /* One round moves comm->chunk_bytes in all, split among the peers, but
-     * no piece below GW__DIRECT_MIN_PIECE (the transport's single-copy
-     * size: smaller pieces would go through its rings, copied twice). */
+     * no piece below GW__DIRECT_MIN_PIECE, whose bytes outweigh the fixed
+     * cost of a message. */
     size_t piece = comm->chunk_bytes / (size_t)(n - 1);
     if (piece < GW__DIRECT_MIN_PIECE)
         piece = GW__DIRECT_MIN_PIECE;

@@ -44,7 +44,9 @@
  *         small form by its prediction, for one host over shared memory
  *         only (gw__tuning_pick_shm); the large form by a measured rule
  *         rather than the model, on one host of at most 4 ranks from 8 MiB
- *         (gw__tuning_pick_hosts).
+ *         (gw__tuning_pick_hosts), and on 2 ranks over shared memory from
+ *         64 KiB (gw__tuning_pick_shm). On 4 ranks over shared memory
+ *         the tree from 64 to 256 KiB, also a measured rule.
  *
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
@@ -237,7 +239,33 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * form measured no faster than the ring (and slower at 32-64 MiB) on
      * the 2-core test machine with 4 ranks, so it is no candidate there;
      * with more ranks than GW_TUNING_DIRECT_MAX_RANKS the small form's
-     * n - 1 copies of the input were not measured. */
+     * n - 1 copies of the input were not measured.
+     *
+     * Two ranks over shared memory, from GW_TUNING_DIRECT_PAIR_MIN: the
+     * direct exchange's large form, a measured rule like the one from 8
+     * MiB. With one peer it moves what the ring moves in the same two
+     * steps, yet in six runs on the 2-core test machine after single copy
+     * went to 8 MiB (s11/tune; README, "Is auto the right choice?") it
+     * took less time than the ring in 28 of the 36 (size, run) pairs at
+     * 128 KiB-4 MiB (0.42-1.36x the ring's time, median 0.86, the median
+     * of every size below 1), and at 64 KiB it took 0.27-0.99x the time
+     * of recursive doubling (the model's choice there, whose 64 KiB
+     * messages had been single copy) in all six. Why it beats the ring
+     * was not found. Over TCP it was not measured ahead, so the rule is
+     * shared memory's alone. */
+    if (nranks == 2 && bytes >= GW_TUNING_DIRECT_PAIR_MIN)
+        return GW_ALGO_DIRECT;
+    /* Four ranks over shared memory, 64 to 256 KiB: the tree, which the
+     * model ranks below the ring and hier (it charges the tree 2 S beta
+     * plus its pipeline's fill). In the 4-rank sweeps on the 2-core test
+     * machine after single copy went to 8 MiB (s11/tune; README, "Is auto
+     * the right choice?") it was the fastest fixed algorithm at 64 KiB in
+     * all four that had the size and at 128 KiB in five of six; auto's
+     * hier or ring took 1.13-1.58x its time in eight of those nine (size,
+     * run) pairs (0.72x in one). From 256 KiB the ring was about as fast.
+     * Only 4 ranks were measured. */
+    if (nranks == 4 && bytes >= GW_TUNING_TREE4_MIN && bytes < GW_TUNING_TREE4_END)
+        return GW_ALGO_TREE;
     gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);
     if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS &&
         bytes <= GW_TUNING_DIRECT_MAX_BYTES &&

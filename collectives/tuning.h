@@ -72,6 +72,13 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
  * (chosen on a tie). */
 #define GW_TUNING_DIRECT_MAX_RANKS 8
 #define GW_TUNING_DIRECT_MAX_BYTES ((size_t)16 * 1024)
+/* ... and on exactly 2 ranks, messages of GW_TUNING_DIRECT_PAIR_MIN bytes
+ * and more take GW_ALGO_DIRECT's large form (a measured rule, tuning.c). */
+#define GW_TUNING_DIRECT_PAIR_MIN ((size_t)64 * 1024)
+/* ... and on exactly 4 ranks, messages from GW_TUNING_TREE4_MIN up to (not
+ * including) GW_TUNING_TREE4_END take GW_ALGO_TREE (a measured rule). */
+#define GW_TUNING_TREE4_MIN ((size_t)64 * 1024)
+#define GW_TUNING_TREE4_END ((size_t)256 * 1024)
 gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
 
 /*

@@ -581,13 +581,51 @@ Test(tuning, large_messages_on_a_few_ranks_of_one_host_take_direct)
         cr_expect_eq(gw__tuning_pick_shm(&shm, n, min), GW_ALGO_DIRECT, "shm, %d ranks", n);
         cr_expect_eq(gw__tuning_pick_shm(&shm, n, (size_t)1 << 30), GW_ALGO_DIRECT);
         cr_expect_eq(gw__tuning_pick_hosts(&tcp, n, 1, n, min), GW_ALGO_DIRECT, "tcp, %d", n);
-        cr_expect_neq(gw__tuning_pick_shm(&shm, n, min - 1), GW_ALGO_DIRECT);
+        if (n > 2) /* 2 ranks over shm: from 64 KiB (the test after this one) */
+            cr_expect_neq(gw__tuning_pick_shm(&shm, n, min - 1), GW_ALGO_DIRECT);
         cr_expect_neq(gw__tuning_pick_hosts(&tcp, n, 1, n, min - 1), GW_ALGO_DIRECT);
     }
     cr_expect_eq(gw__tuning_pick_shm(&shm, 8, min), GW_ALGO_RING, "8 ranks: the model's ring");
     cr_expect_neq(gw__tuning_pick_hosts(&tcp, 8, 1, 8, min), GW_ALGO_DIRECT);
     cr_expect_neq(gw__tuning_pick_hosts(&tcp, 4, 2, 2, min), GW_ALGO_DIRECT, "two hosts");
     cr_expect_neq(gw__tuning_pick(&tcp, 4, min), GW_ALGO_DIRECT, "one rank per host");
+}
+
+/* Two ranks over shared memory take the direct exchange's large form from
+ * GW_TUNING_DIRECT_PAIR_MIN (a measured rule); one byte less the model
+ * decides, and 3 ranks, or 2 over TCP, keep the model's choice there. */
+Test(tuning, two_ranks_over_shm_take_direct_from_the_pair_min)
+{
+    gw_tuning_t shm, tcp;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    const size_t min = GW_TUNING_DIRECT_PAIR_MIN;
+    for (size_t s = min; s < GW_TUNING_DIRECT_LARGE_MIN; s *= 2)
+        cr_expect_eq(gw__tuning_pick_shm(&shm, 2, s), GW_ALGO_DIRECT, "%zu bytes", s);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 2, min + 1), GW_ALGO_DIRECT);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 2, min - 1), GW_ALGO_DIRECT);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 3, min), GW_ALGO_DIRECT);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, min), GW_ALGO_DIRECT);
+    cr_expect_neq(gw__tuning_pick_hosts(&tcp, 2, 1, 2, min), GW_ALGO_DIRECT, "over TCP");
+}
+
+/* Four ranks over shared memory take the tree from GW_TUNING_TREE4_MIN up
+ * to GW_TUNING_TREE4_END (a measured rule); outside it, on 3 or 8 ranks,
+ * and over TCP the model decides as before. */
+Test(tuning, four_ranks_over_shm_take_the_tree_from_64_kib)
+{
+    gw_tuning_t shm, tcp;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    const size_t lo = GW_TUNING_TREE4_MIN, hi = GW_TUNING_TREE4_END;
+    for (size_t s = lo; s < hi; s += lo / 2)
+        cr_expect_eq(gw__tuning_pick_shm(&shm, 4, s), GW_ALGO_TREE, "%zu bytes", s);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, hi - 1), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, lo - 1), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, hi), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 3, lo), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 8, lo), GW_ALGO_TREE);
+    cr_expect_neq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, lo), GW_ALGO_TREE, "over TCP");
 }
 
 /* A tuning file's keys go over the transport's defaults; the keys it does

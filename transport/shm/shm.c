@@ -45,11 +45,23 @@
  * errno and the usual causes (shm_seg.c), since a silent fallback would
  * show only as a slower job. Results are the same either way: the ring
  * path is the one every message below GW_SHM_DIRECT_DEFAULT takes anyway
- * (GW_SHM_DIRECT_MIN=0 forces it, for comparisons). On this project's
- * 2-core test machine (busy with other jobs), single copy made a 32 MiB
- * float32 allreduce 1.2-1.6x faster than the ring alone with 2 ranks and
- * 1.1-1.3x with 4 (medians of interleaved runs): a kernel copy is slower
- * per byte than memcpy here, but it is one copy, not two.
+ * (GW_SHM_DIRECT_MIN=0 forces it, for comparisons).
+ *
+ * Why the default is 8 MiB, not less. On this project's 2-core test
+ * machine (a VM; README, "Shared memory on one host") the kernel's copy
+ * (pinning the peer's pages one by one, then copying) was slower than the
+ * rings' two memcpy's, whose second copy reads the ring from cache: with
+ * single copy from 64 KiB (the old default) a float32 allreduce on 2 ranks
+ * was slower than through the rings at every size from 128 KiB to 64 MiB,
+ * on 4 ranks at 256 KiB-1 MiB and no faster elsewhere, and point-to-point
+ * streams were slower from 2 to 32 MiB on 2 ranks and from 1 to 64 MiB on
+ * 4 (two runs of each; below 1 MiB on 2 ranks single copy was ahead in one
+ * run of two). The algorithms auto picks on one host send pieces of at
+ * most a chunk (512 KiB), so they now use the rings. Single copy is left
+ * to messages of 8 MiB and more (point-to-point calls, `rd` forced on
+ * large buffers), although the rings were mostly ahead there too: whether
+ * to switch it off by default wants a machine with a core per rank, where
+ * the receiver's one copy does not compete with the sender for a core.
  *
  * Receipts. A send that asks for one (GW_REQ_RECEIPT: the public
  * point-to-point calls) completes only once the receiver has matched and

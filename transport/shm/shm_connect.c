@@ -73,7 +73,7 @@ static void yama_scope(char *buf, size_t cap)
 static const char REFUSED_WHY[] =
     "it needs ptrace access to the peer (same user, the peer dumpable, Yama ptrace_scope 0 or "
     "CAP_SYS_PTRACE, not denied by seccomp or a container); their large messages go through the "
-    "rings instead (two copies, slower, results unchanged)";
+    "rings instead (two copies, results unchanged)";
 
 /* Eager: one WARN line for every peer whose memory the kernel would not
  * let us read: which ranks, the error, and what commonly causes it here. */

@@ -6,8 +6,10 @@
 # all ranks' result hashes equal.
 #
 #   direct    2-5 ranks, counts around each threshold: the small form's
-#             16 KiB, the transport's 64 KiB single-copy size and the
-#             64 KiB piece, odd counts, counts below the rank count, 0.
+#             16 KiB and the 64 KiB piece, odd counts, counts below the
+#             rank count, 0; through the rings (the transport's default,
+#             single copy from 8 MiB) and with single copy from 64 KiB
+#             (GW_SHM_DIRECT_MIN=65536), so that the pieces take both paths.
 #   refused   3 ranks run as user nobody, rank 1 from an execute-only copy
 #             of the worker, which makes it non-dumpable: the kernel then
 #             refuses every peer's process_vm_readv of rank 1 (EPERM),
@@ -37,16 +39,19 @@ agree() { # DIR N: every rank's file equals rank 0's, and is not empty
 
 if [ "$what" = direct ]; then
     counts=0,1,3,4095,4096,4097,16383,16384,16385,65537,262147
-    for n in 2 3 4 5; do
-        out="$tmp/n$n"
-        mkdir -p "$out"
-        GW_TRANSPORT=shm timeout 300 "$build/gradwire" launch -n "$n" -- "$worker" "$out" \
-            "$counts" direct all all allreduce >"$tmp/log" 2>&1 ||
-            fail "$n ranks: worker_collectives exited $?"
-        agree "$out" "$n"
-        lines=$(wc -l <"$out/rank0")
-        [ "$lines" -ge 100 ] || fail "$n ranks: only $lines results"
-        echo "ok: direct allreduce, $n ranks, $lines exact results, all ranks agree"
+    for min in "" 65536; do # "": the transport's default
+        for n in 2 3 4 5; do
+            out="$tmp/n$n-${min:-default}"
+            mkdir -p "$out"
+            env ${min:+GW_SHM_DIRECT_MIN=$min} GW_TRANSPORT=shm \
+                timeout 300 "$build/gradwire" launch -n "$n" -- "$worker" "$out" \
+                "$counts" direct all all allreduce >"$tmp/log" 2>&1 ||
+                fail "$n ranks: worker_collectives exited $?"
+            agree "$out" "$n"
+            lines=$(wc -l <"$out/rank0")
+            [ "$lines" -ge 100 ] || fail "$n ranks: only $lines results"
+            echo "ok: direct allreduce, $n ranks, single copy from ${min:-the default}, $lines exact results, all ranks agree"
+        done
     done
     # Auto picks it on one host over shared memory, and not over TCP.
     for tr in shm tcp; do
@@ -81,9 +86,12 @@ exec "$worker" "\$@"
 WRAP
 chmod 755 "$tmp/rank_wrapper"
 counts=0,7,16385,65537,262147
+# Single copy from 64 KiB (the default, 8 MiB, is above every message
+# here), so that the control run's pieces really are read in place.
 run() { # OUTDIR HIDE CONNECT
     mkdir -p "$1" && chmod 777 "$1"
     HIDE_RANK1="$2" GW_CONNECT="$3" GW_TRANSPORT=shm GW_DEBUG=INFO GW_DEBUG_SUBSYS=shm \
+        GW_SHM_DIRECT_MIN=65536 \
         timeout 300 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
         "$build/gradwire" launch -n 3 -- "$tmp/rank_wrapper" "$1" "$counts" direct,ring all all \
         allreduce >"$tmp/log" 2>&1

@@ -15,10 +15,13 @@
  *
  * Each job gets a random job id, so tests running in parallel never share a
  * segment name. Pairs are connected at connect() unless the job says lazy
- * (test_shm_lazy.c). A job runs one of three paths: large messages read straight
- * from the sender's memory (single copy, the default where the kernel allows
- * it), everything through the ring, or everything through a tiny 4 KiB ring
- * that wraps around thousands of times per message.
+ * (test_shm_lazy.c). A job runs one of four paths: messages of
+ * TEST_DIRECT_MIN bytes and more read straight from the sender's memory
+ * (single copy, where the kernel allows it: far below the transport's
+ * default, so that the tests' messages exercise it), everything through the
+ * ring, everything through a tiny 4 KiB ring that wraps around thousands of
+ * times per message, or the transport's defaults as GW_SHM_DIRECT_MIN (or
+ * its absence) leaves them.
  *
  * Header-only, with every function static inline: each test file uses a
  * different part of it, and an unused static function would be a warning.
@@ -48,7 +51,9 @@
 #define MIB ((size_t)1024 * 1024)
 #define JOB_DEADLINE_MS 12000
 
-typedef enum path { PATH_DIRECT = 0, PATH_RING, PATH_TINY_RING } path_t;
+typedef enum path { PATH_DIRECT = 0, PATH_RING, PATH_TINY_RING, PATH_DEFAULT } path_t;
+/* PATH_DIRECT's single-copy size: the transport's default before 8 MiB. */
+#define TEST_DIRECT_MIN ((size_t)64 * 1024)
 
 typedef struct job {
     int n;
@@ -119,6 +124,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
     CHECK_ST(gw__shm_transport_ops.open(&pr, &t, mine), GW_OK);
     CHECK(t && t->rank == rank && t->size == j->n, "bad transport fields");
     CHECK(strcmp(t->name, "shm") == 0, "name %s", t->name);
+    if (j->path == PATH_DIRECT)
+        gw__shm_set_direct(t, 1, TEST_DIRECT_MIN);
     if (j->path == PATH_RING || j->no_direct_rank == rank)
         gw__shm_set_direct(t, 0, 0);
     if (j->path == PATH_TINY_RING) {

@@ -1,7 +1,8 @@
 /*
  * test_shm.c - data movement over the shared-memory transport between real
  * processes: every message size on each path (single copy, ring, tiny
- * ring), long in-order streams, rings and all-to-all among up to four ranks,
+ * ring), which path the default single-copy size puts a message on, long
+ * in-order streams, rings and all-to-all among up to four ranks,
  * and ping-pong latency with sleeping receivers.
  *
  * The harness (forked ranks, the parent standing in for the bootstrap,
@@ -73,6 +74,49 @@ Test(shm, exchange_sizes_one_way_single_copy, .timeout = 30)
 {
     job_t j = job(2, PATH_DIRECT, body_exchange, NULL);
     j.no_direct_rank = 1;
+    run_job(&j);
+}
+
+/* The default single-copy size, GW_SHM_DIRECT_DEFAULT: rank 0 sends one
+ * byte less, which must stream through the ring, then exactly that many,
+ * which must go DIRECT (counted in s_direct); rank 1 checks both. */
+static int body_default_boundary(gw_transport_t *t, int rank, int size, const void *arg)
+{
+    (void)size;
+    (void)arg;
+    int peer = 1 - rank;
+    gw_shm_peer_t *p = &gw__shm_of(t)->peers[peer];
+    const size_t lens[] = {GW_SHM_DIRECT_DEFAULT - 1, GW_SHM_DIRECT_DEFAULT};
+    for (uint64_t i = 0; i < 2; i++) {
+        size_t len = lens[i];
+        uint8_t *buf = malloc(len);
+        CHECK(buf, "malloc");
+        gw_request_t r;
+        if (rank == 0) {
+            fill(buf, len, rank, peer, i + 1);
+            make_req(&r, GW_REQ_SEND, peer, i + 1, 7, buf, len);
+            CHECK_ST(t->ops->isend(t, &r), GW_OK);
+        } else {
+            make_req(&r, GW_REQ_RECV, peer, i + 1, 7, buf, len);
+            CHECK_ST(t->ops->irecv(t, &r), GW_OK);
+        }
+        CHECK_ST(wait_one(t, &r, 8000), GW_OK);
+        if (rank == 0) {
+            CHECK(p->direct_ok, "the single-copy probe of rank 1 failed here");
+            CHECK(p->s_direct == i, "after %zu bytes: %llu DIRECT sends, want %llu", len,
+                  (unsigned long long)p->s_direct, (unsigned long long)i);
+        } else {
+            CHECK(verify(buf, len, peer, rank, i + 1) < 0, "len %zu: wrong bytes", len);
+        }
+        free(buf);
+    }
+    return 0;
+}
+
+Test(shm, default_single_copy_size, .timeout = 30)
+{
+    unsetenv("GW_SHM_DIRECT_MIN");
+    job_t j = job(2, PATH_DEFAULT, body_default_boundary, NULL);
     run_job(&j);
 }
 

@@ -16,6 +16,7 @@
 #     -b, -e, -f      sizes as gradwire-bench (default 8, 64M, 4)
 #     --iters N       timed iterations per size (default 10)
 #     --reps R        repetitions (default 3)
+#     --bind B        the launcher's --bind (auto, core, none; default: its own)
 #     --build DIR     build directory (default ./build)
 #     --json FILE     also write the table as JSON
 # Prints a Markdown table. Exit status 0, 1 when a run failed, 2 for usage.
@@ -23,7 +24,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
-n=4 hosts="" transport="${GW_TRANSPORT:-}" algos="" b=8 e=64M f=4 iters=10 reps=3 json=""
+n=4 hosts="" transport="${GW_TRANSPORT:-}" algos="" b=8 e=64M f=4 iters=10 reps=3 json="" bind=""
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
         -f) f=$2; shift 2 ;;
         --iters) iters=$2; shift 2 ;;
         --reps) reps=$2; shift 2 ;;
+        --bind) bind=$2; shift 2 ;;
         --build) build=$2; shift 2 ;;
         --json) json=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -58,9 +60,10 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 launch=("$launcher" launch -n "$n")
 [ -n "$hosts" ] && launch+=(--hosts "$hosts")
+[ -n "$bind" ] && launch+=(--bind "$bind")
 [ -n "$transport" ] && export GW_TRANSPORT="$transport"
 all=(auto "${fixed[@]}")
-echo "# sweep: $n ranks${hosts:+ on hosts $hosts}, GW_TRANSPORT=${GW_TRANSPORT:-auto}, sizes $b..$e x$f, $reps reps;" \
+echo "# sweep: $n ranks${hosts:+ on hosts $hosts}${bind:+, --bind $bind}, GW_TRANSPORT=${GW_TRANSPORT:-auto}, sizes $b..$e x$f, $reps reps;" \
     "gradwire $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$reps"); do
     # Rotate the order each repetition.

@@ -1,6 +1,7 @@
 /*
- * ib_cm.h - what the two halves of the rdmacm set-up share: ib_cm.c
- * (listening, dialling, the events, connect()), ib_cm_cand.c (incoming
+ * ib_cm.h - what the parts of the rdmacm set-up share: ib_cm.c (listening,
+ * dialling, the events), ib_cm_connect.c (connect(), and the set-up on
+ * first use), ib_cm_cand.c (incoming
  * connections, until they have proven the job's key) and ib_cm_knock.c
  * (knocks: a lower rank asks a higher one to dial it, ib_lazy.c).
  */
@@ -71,6 +72,13 @@ gw_status_t gw__ib_cm_create_qp(gw_ib_t *t, struct rdma_cm_id *id, const char *w
 /* The parameters of rdma_connect and rdma_accept, with this private data. */
 void gw__ib_cm_param(gw_ib_t *t, struct rdma_conn_param *cp, const uint8_t *pdata, size_t len);
 
+/* Start (or retry) the dial of c: resolve the peer's address; the rest
+ * follows from the events. */
+void gw__ib_cm_out_start(gw_ib_t *t, gw_ib_cm_conn_t *c);
+/* Take one event off the channel and handle it (as the set-up's when
+ * connecting, or when the pair is still being set up lazily); 1: handled
+ * one, 0: none left. */
+int gw__ib_cm_next_event(gw_ib_t *t, gw_status_t *st, int connecting);
 /* Our address with port 0: where dials and knocks come from. */
 void gw__ib_cm_src_addr(const gw_ib_t *t, struct sockaddr_storage *src);
 

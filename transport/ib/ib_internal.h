@@ -15,8 +15,10 @@
  *   ib_qp.c       queue pairs: creation, state changes, receive posting
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
  *   ib_oob_knock.c  knocks over TCP (connecting on first use)
- *   ib_cm.c       connect() through librdmacm (ib_cm.h: shared with ib_cm_cand.c
- *                 and ib_cm_knock.c)
+ *   ib_cm.c       the set-up through librdmacm: listening, dialling, events
+ *                 (ib_cm.h: shared with ib_cm_connect.c, ib_cm_cand.c and
+ *                 ib_cm_knock.c)
+ *   ib_cm_connect.c  connect() through librdmacm, and its set-up on first use
  *   ib_cm_cand.c  incoming rdmacm connections until they prove the job's key
  *   ib_cm_knock.c knocks through librdmacm (connecting on first use)
  *   ib_res.c      PD, CQ (and its growth), the pairs' blocks, the registration

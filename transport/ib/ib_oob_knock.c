@@ -94,4 +94,3 @@ gw_status_t gw__ib_oob_knocks_step(gw_ib_t *t)
     }
     return GW_OK;
 }
-

@@ -161,7 +161,8 @@ static gw_status_t mesh_round(mesh_t *m, int64_t wake)
     if (m->pfds[0].revents && (st = accept_new(m)) != GW_OK)
         return st;
     for (int i = 0; i + 1 < np; i++)
-        if (m->pfds[i + 1].revents && (st = gw__ib_oob_step(m, &m->c[i], m->pfds[i + 1].revents)) != GW_OK)
+        if (m->pfds[i + 1].revents &&
+            (st = gw__ib_oob_step(m, &m->c[i], m->pfds[i + 1].revents)) != GW_OK)
             return st;
     return GW_OK;
 }

@@ -225,4 +225,3 @@ gw_status_t gw__ib_pair_block(gw_ib_t *t, gw_ib_peer_t *p)
     p->blk_lkey = p->blk_mr->lkey;
     return GW_OK;
 }
-

@@ -181,6 +181,12 @@ typedef struct gw_sock_hello_id {
 /* Writes bytes 0-3 and 8-31 and zeroes the nonce; bytes 4-7 are the
  * caller's. */
 void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hello_id_t *id);
+/* A knock (TCP and verbs out of band, connecting on first use): send the
+ * hello of len bytes on the connected socket fd at once, after giving it a
+ * fresh nonce so that the acceptor's replay memory lets it in (salt fills
+ * it when the kernel has no random bytes to spare). One hello fits any
+ * socket buffer, so nothing waits. 0 when it went whole, else -1 (errno). */
+int gw__sock_send_knock(int fd, uint8_t *hello, size_t len, int salt);
 void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id);
 
 /* ---- the mutual proof of the data-plane key (sock_auth.c) -------------------- */

@@ -156,9 +156,7 @@ int64_t gw__ib_cm_next_retry(gw_ib_t *t, const gw_ib_peer_t *p)
 
 gw_status_t gw__ib_cm_lazy_step(gw_ib_t *t)
 {
-    gw_status_t st = GW_OK;
-    while (st == GW_OK && gw__ib_cm_next_event(t, &st, 0))
-        ;
+    gw_status_t st = gw__ib_cm_poll_events(t);
     int64_t now = gw__now_ms();
     for (int i = 0; st == GW_OK && i < t->ncm_conns; i++) {
         gw_ib_cm_conn_t *c = &t->cm_conns[i];

@@ -594,7 +594,7 @@ static inline int gw__ib_peer_up(const gw_ib_t *t, const gw_ib_peer_t *p)
  * and sleeps at most until gw__ib_lazy_wake_ms(). */
 int gw__ib_lazy_busy(const gw_ib_t *t);
 /* Milliseconds until the next retry, knock or deadline is due (>= 0). */
-int gw__ib_lazy_wake_ms(const gw_ib_t *t);
+int gw__ib_lazy_wake_ms(gw_ib_t *t);
 /* Move the pairs being connected: connection events, retries that are due,
  * knocks to send again, and the deadlines of our dials. */
 gw_status_t gw__ib_lazy_progress(gw_ib_t *t);

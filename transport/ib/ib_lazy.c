@@ -74,10 +74,6 @@ static gw_status_t sticky(gw_ib_t *t, gw_status_t st)
     return t->base.failed;
 }
 
-static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p);
-
-gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p) { return sticky(t, start(t, p)); }
-
 static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p)
 {
     if (!t->lazy || p->wanted || gw__ib_peer_up(t, p))
@@ -91,6 +87,8 @@ static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p)
     p->dial_deadline = gw__now_ms() + t->timeout_ms;
     return rdmacm(t) ? gw__ib_cm_dial_peer(t, p) : gw__ib_oob_dial_peer(t, p);
 }
+
+gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p) { return sticky(t, start(t, p)); }
 
 gw_status_t gw__ib_knocked_by(gw_ib_t *t, int peer)
 {
@@ -113,7 +111,7 @@ int gw__ib_lazy_busy(const gw_ib_t *t)
     return 0;
 }
 
-int gw__ib_lazy_wake_ms(const gw_ib_t *t)
+int gw__ib_lazy_wake_ms(gw_ib_t *t)
 {
     int64_t now = gw__now_ms(), wake = now + 1000;
     if (gw__ib_oob_busy(t))
@@ -122,9 +120,11 @@ int gw__ib_lazy_wake_ms(const gw_ib_t *t)
         const gw_ib_peer_t *p = &t->peers[r];
         if (!p->wanted || gw__ib_peer_up(t, p))
             continue;
+        /* Out of band, a dial keeps gw__ib_oob_busy() true until the pair
+         * is up (above); through the RDMA CM its next attempt is due. */
         int64_t at = p->knock_at;
         if (r < t->base.rank) {
-            int64_t retry = rdmacm(t) ? gw__ib_cm_next_retry((gw_ib_t *)t, p) : now + 10;
+            int64_t retry = gw__ib_cm_next_retry(t, p); /* INT64_MAX when none waits */
             at = retry < p->dial_deadline ? retry : p->dial_deadline;
         }
         if (at < wake)

@@ -83,16 +83,21 @@ gw_status_t gw__ib_oob_listen(gw_ib_t *t, const gw_transport_params_t *params, c
     return GW_OK;
 }
 
+void gw__ib_oob_hello_head(const gw_ib_t *t, int peer, gw_ib_hello_t *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->id.magic = GW_IB_HELLO_MAGIC;
+    h->version = GW_IB_PROTOCOL_VERSION;
+    memcpy(h->id.job_id, t->job_id, 16);
+    h->id.from = (uint32_t)t->base.rank;
+    h->id.to = (uint32_t)peer;
+}
+
 static void make_hello(mesh_t *m, int peer, uint8_t out[GW_IB_HELLO_SIZE])
 {
     gw_ib_t *t = m->t;
     gw_ib_hello_t h;
-    memset(&h, 0, sizeof(h));
-    h.id.magic = GW_IB_HELLO_MAGIC;
-    h.version = GW_IB_PROTOCOL_VERSION;
-    memcpy(h.id.job_id, t->job_id, 16);
-    h.id.from = (uint32_t)t->base.rank;
-    h.id.to = (uint32_t)peer;
+    gw__ib_oob_hello_head(t, peer, &h);
     h.nqps = (uint32_t)t->nqps;
     h.psn = m->peer_psn[peer];
     for (int k = 0; k < t->nqps; k++)

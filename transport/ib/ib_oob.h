@@ -59,6 +59,10 @@ gw_status_t gw__ib_oob_step(mesh_t *m, conn_t *c, short revents);
  * this job: one WARN line with its address and why, and its slot is free. */
 void gw__ib_oob_drop(mesh_t *m, conn_t *c, const char *why);
 
+/* A hello from this rank to peer: zero but for magic, version, job id and
+ * ranks (the caller fills in the rest). */
+void gw__ib_oob_hello_head(const gw_ib_t *t, int peer, gw_ib_hello_t *h);
+
 /* ---- ib_oob_mesh.c -------------------------------------------------------- */
 
 /* The QPs for rank r (INIT, receives posted), its block and room in the

@@ -16,12 +16,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include "transport/ib/ib_internal.h"
-#include "transport/sock.h"
+#include "transport/ib/ib_oob.h"
 
 /* The knock's connection to p is made (err 0) or failed (err): send the
  * hello and close, or say why not. */
@@ -29,22 +26,11 @@ static gw_status_t knock_result(gw_ib_t *t, gw_ib_peer_t *p, int err)
 {
     if (err == 0) {
         gw_ib_hello_t h;
-        memset(&h, 0, sizeof(h));
-        h.id.magic = GW_IB_HELLO_MAGIC;
-        h.version = GW_IB_PROTOCOL_VERSION;
-        memcpy(h.id.job_id, t->job_id, 16);
-        h.id.from = (uint32_t)t->base.rank;
-        h.id.to = (uint32_t)p->rank;
+        gw__ib_oob_hello_head(t, p->rank, &h);
         h.nqps = GW_IB_KNOCK_QP;
         uint8_t hello[GW_IB_HELLO_SIZE];
         gw__ib_hello_encode(&h, hello);
-        /* A fresh nonce, so that the listener's replay memory lets it in. */
-        if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) !=
-            GW_SOCK_NONCE_LEN)
-            memset(hello + GW_SOCK_NONCE_AT, 0x5a ^ (p->rank & 0xff), GW_SOCK_NONCE_LEN);
-        /* One hello fits any socket buffer. */
-        if (send(p->knock_fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) ==
-            (ssize_t)sizeof(hello))
+        if (gw__sock_send_knock(p->knock_fd, hello, sizeof(hello), p->rank) == 0)
             p->knocks++;
         else
             GW_TRACE(t->base.log, GW_IB_SUBSYS, "knocking on %s: %m", p->desc);

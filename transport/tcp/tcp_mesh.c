@@ -43,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -133,11 +132,7 @@ static void knock_send(mesh_t *m, gw_tcp_peer_t *p)
     gw_tcp_t *t = m->t;
     uint8_t hello[GW_TCP_HELLO_SIZE];
     gw__tcp_make_hello(t, t->base.rank, p->rank, (int)GW_TCP_KNOCK, hello);
-    /* A fresh nonce, so that the acceptor's replay memory lets it in. */
-    if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) != GW_SOCK_NONCE_LEN)
-        memset(hello + GW_SOCK_NONCE_AT, 0x5a ^ (p->rank & 0xff), GW_SOCK_NONCE_LEN);
-    if (send(p->knock_fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-        (ssize_t)sizeof(hello))
+    if (gw__sock_send_knock(p->knock_fd, hello, sizeof(hello), p->rank) != 0)
         GW_TRACE(t->base.log, GW_TCP_SUBSYS, "knocking on rank %d's port %s: %m", p->rank,
                  p->addr_str);
     close(p->knock_fd);

@@ -42,6 +42,17 @@ static int qps_made(const rank_t *r)
     return n;
 }
 
+/* n ranks connecting on first use over cm, with qps QPs per peer, run body
+ * once (every connect() and every body must succeed). */
+static void lazy_job(int n, const char *cm, const char *qps, int (*body)(rank_t *), const void *arg)
+{
+    setenv("GW_IB_QPS", qps, 1);
+    job_t j;
+    job_open_connect(&j, n, cm, ALL_LAZY, 1);
+    job_run(&j, body, arg);
+    job_end(&j);
+}
+
 static uint8_t byte_of(int from, int to, size_t i) { return (uint8_t)(from * 37 + to * 11 + i); }
 
 /* Send len bytes to `to` and receive them from `from`, checking them. */
@@ -87,17 +98,14 @@ static int ring_body(rank_t *r)
     return 0;
 }
 
-static void ring(const char *cm)
+Test(ib_lazy, a_ring_connects_only_its_neighbours, .timeout = 180)
 {
-    setenv("GW_IB_QPS", "2", 1);
-    job_t j;
-    job_open_connect(&j, 4, cm, ALL_LAZY, 1);
-    job_run(&j, ring_body, NULL);
-    job_end(&j);
+    lazy_job(4, "rdmacm", "2", ring_body, NULL);
 }
-
-Test(ib_lazy, a_ring_connects_only_its_neighbours, .timeout = 180) { ring("rdmacm"); }
-Test(ib_lazy, a_ring_connects_only_its_neighbours_oob, .timeout = 180) { ring("oob"); }
+Test(ib_lazy, a_ring_connects_only_its_neighbours_oob, .timeout = 180)
+{
+    lazy_job(4, "oob", "2", ring_body, NULL);
+}
 
 /* Every rank with every other, both directions at once. */
 static int all_to_all_body(rank_t *r)
@@ -118,17 +126,9 @@ static int all_to_all_body(rank_t *r)
     return 0;
 }
 
-static void all_to_all(const char *cm)
-{
-    setenv("GW_IB_QPS", "2", 1); /* 3 pairs of 2 QPs: more than the CQ's first size */
-    job_t j;
-    job_open_connect(&j, 4, cm, ALL_LAZY, 1);
-    job_run(&j, all_to_all_body, NULL);
-    job_end(&j);
-}
-
-Test(ib_lazy, all_to_all, .timeout = 180) { all_to_all("rdmacm"); }
-Test(ib_lazy, all_to_all_oob, .timeout = 180) { all_to_all("oob"); }
+/* 3 pairs of 2 QPs: more than the CQ's first size. */
+Test(ib_lazy, all_to_all, .timeout = 180) { lazy_job(4, "rdmacm", "2", all_to_all_body, NULL); }
+Test(ib_lazy, all_to_all_oob, .timeout = 180) { lazy_job(4, "oob", "2", all_to_all_body, NULL); }
 
 /* The rank that sends (arg: 0 or 1) posts its send first; the other only
  * makes progress, posting nothing, until the pair is up, and then its
@@ -162,15 +162,9 @@ static int one_sided_body(rank_t *r)
 
 static void one_sided(const char *cm)
 {
-    setenv("GW_IB_QPS", "1", 1);
-    job_t j;
-    job_open_connect(&j, 2, cm, ALL_LAZY, 1);
     static const int zero = 0, one = 1;
-    job_run(&j, one_sided_body, &zero);
-    job_end(&j);
-    job_open_connect(&j, 2, cm, ALL_LAZY, 1);
-    job_run(&j, one_sided_body, &one);
-    job_end(&j);
+    lazy_job(2, cm, "1", one_sided_body, &zero);
+    lazy_job(2, cm, "1", one_sided_body, &one);
 }
 
 Test(ib_lazy, a_knock_connects_a_peer_that_posts_nothing_yet, .timeout = 120)
@@ -204,22 +198,13 @@ static int closed_peer_body(rank_t *r)
     return 0;
 }
 
-static void closed_peer(const char *cm)
-{
-    setenv("GW_IB_QPS", "1", 1);
-    job_t j;
-    job_open_connect(&j, 3, cm, ALL_LAZY, 1);
-    job_run(&j, closed_peer_body, NULL);
-    job_end(&j);
-}
-
 Test(ib_lazy, a_peer_that_closed_before_we_need_it_is_named, .timeout = 120)
 {
-    closed_peer("rdmacm");
+    lazy_job(3, "rdmacm", "1", closed_peer_body, NULL);
 }
 Test(ib_lazy, a_peer_that_closed_before_we_need_it_is_named_oob, .timeout = 120)
 {
-    closed_peer("oob");
+    lazy_job(3, "oob", "1", closed_peer_body, NULL);
 }
 
 /* Rank 0 rejects the first connection request of each run
@@ -291,11 +276,7 @@ static int strangers_body(rank_t *r)
 
 Test(ib_lazy, strangers_at_the_port_leave_the_job_going_oob, .timeout = 120)
 {
-    setenv("GW_IB_QPS", "1", 1);
-    job_t j;
-    job_open_connect(&j, 2, "oob", ALL_LAZY, 1);
-    job_run(&j, strangers_body, NULL);
-    job_end(&j);
+    lazy_job(2, "oob", "1", strangers_body, NULL);
 }
 
 /* Rank 1 connects eagerly, rank 0 lazily: both refuse at connect(). */

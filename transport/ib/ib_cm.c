@@ -318,8 +318,11 @@ static gw_status_t on_accepted(gw_ib_t *t, gw_ib_cm_conn_t *c, const uint8_t *pd
     else if (pd.from != (uint32_t)c->peer || pd.to != (uint32_t)t->base.rank ||
              pd.qp_idx != (uint16_t)c->qp)
         bad = "its accept names other ranks or another QP";
-    else
+    else {
         memcpy(sh.nonce_a, pd.nonce, GW_IB_CM_NONCE_LEN);
+        sh.blk_a = pd.blk;
+        sh.rkey_a = pd.blk_rkey;
+    }
     if (!bad && !gw__ib_cm_proof_ok(t->data_key, &sh, 1, pd.mac))
         bad = "its accept has a wrong proof (it does not know the job token)";
     if (bad) {
@@ -337,8 +340,10 @@ static gw_status_t on_accepted(gw_ib_t *t, gw_ib_cm_conn_t *c, const uint8_t *pd
     p->rblk_rkey = pd.blk_rkey;
     int slot = GW_IB_CM_CANDS + (int)(c - t->cm_conns);
     uint8_t *buf = gw__ib_cm_proof_buf(t, slot), mac[GW_IB_CM_MAC_LEN];
+    sh.blk_d = (uint64_t)(uintptr_t)p->blk;
+    sh.rkey_d = gw__ib_blk_rkey(t, p);
     gw__ib_cm_proof(t->data_key, &sh, 0, mac);
-    gw__ib_cm_proof_msg_encode(mac, (uint64_t)(uintptr_t)p->blk, gw__ib_blk_rkey(t, p), buf);
+    gw__ib_cm_proof_msg_encode(mac, sh.blk_d, sh.rkey_d, buf);
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf,
                           .length = GW_IB_CM_PROOF_SIZE,
                           .lkey = t->cm_auth_mr->lkey};

@@ -150,8 +150,8 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     }
     gw_ib_cm_pdata_t rep = {.from = (uint32_t)t->base.rank, .to = req->from, .qp_idx = req->qp_idx};
     memcpy(rep.nonce, k->shake.nonce_a, GW_IB_CM_NONCE_LEN);
-    rep.blk = (uint64_t)(uintptr_t)p->blk;
-    rep.blk_rkey = gw__ib_blk_rkey(t, p);
+    k->shake.blk_a = rep.blk = (uint64_t)(uintptr_t)p->blk;
+    k->shake.rkey_a = rep.blk_rkey = gw__ib_blk_rkey(t, p);
     gw__ib_cm_proof(t->data_key, &k->shake, 1, rep.mac);
     uint8_t buf[GW_IB_CM_REP_SIZE];
     gw__ib_cm_rep_encode(&rep, buf);
@@ -189,9 +189,10 @@ static gw_status_t cand_admit(gw_ib_t *t, gw_ib_cm_cand_t *k)
     }
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d from %s (%s) proved the key", k->qp,
              p->desc, k->addr);
-    /* Where we write CTS entries and eager messages: in the proof. */
-    gw__ib_cm_proof_msg_decode(gw__ib_cm_proof_buf(t, (int)(k - t->cm_cands)), &p->rblk,
-                               &p->rblk_rkey);
+    /* Where we write CTS entries and eager messages: named, and proven, in
+     * its proof. */
+    p->rblk = k->shake.blk_d;
+    p->rblk_rkey = k->shake.rkey_d;
     c->id = k->id;
     c->id->context = c;
     p->qp[c->qp] = c->id->qp;
@@ -216,8 +217,11 @@ gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc)
             cand_kill(t, k, why);
             return GW_OK;
         }
+        const uint8_t *msg = gw__ib_cm_proof_buf(t, i);
+        if (wc->byte_len == GW_IB_CM_PROOF_SIZE)
+            gw__ib_cm_proof_msg_decode(msg, &k->shake.blk_d, &k->shake.rkey_d);
         if (wc->byte_len != GW_IB_CM_PROOF_SIZE ||
-            !gw__ib_cm_proof_ok(t->data_key, &k->shake, 0, gw__ib_cm_proof_buf(t, i))) {
+            !gw__ib_cm_proof_ok(t->data_key, &k->shake, 0, msg)) {
             cand_kill(t, k, "wrong proof (it does not know the job token)");
             return GW_OK;
         }

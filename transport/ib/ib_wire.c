@@ -280,10 +280,12 @@ void gw__ib_cm_proof(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_ac
                      uint8_t mac[GW_IB_CM_MAC_LEN])
 {
     const char *label = by_acceptor ? CM_ACCEPTOR : CM_DIALLER;
-    uint8_t fields[4 + 4 + 2];
+    uint8_t fields[4 + 4 + 2 + 8 + 4];
     gw__put_be32(fields, s->dialler);
     gw__put_be32(fields + 4, s->acceptor);
     gw__put_be16(fields + 8, s->qp_idx);
+    gw__put_be64(fields + 10, by_acceptor ? s->blk_a : s->blk_d);
+    gw__put_be32(fields + 18, by_acceptor ? s->rkey_a : s->rkey_d);
     gw_hmac_sha256_t h;
     gw__hmac_sha256_init(&h, key, 32);
     gw__hmac_sha256_update(&h, label, strlen(label) + 1);

@@ -186,16 +186,20 @@ void gw__ib_cm_proof_msg_decode(const uint8_t in[GW_IB_CM_PROOF_SIZE], uint64_t 
                                 uint32_t *blk_rkey);
 
 /* What both ends of one rdmacm connection attempt prove the data-plane key
- * over. */
+ * over, and the block each names for the pair (its proof covers it: the
+ * peer's CTS entries and eager messages are written there). */
 typedef struct gw_ib_cm_shake {
     uint32_t dialler, acceptor; /* ranks */
     uint16_t qp_idx;
     uint8_t nonce_d[GW_IB_CM_NONCE_LEN], nonce_a[GW_IB_CM_NONCE_LEN];
+    uint64_t blk_d, blk_a;   /* each side's block (gw_ib_peer_t.blk) ... */
+    uint32_t rkey_d, rkey_a; /* ... and its key */
 } gw_ib_cm_shake_t;
 
 /* The proof of side `by_acceptor` (1: the acceptor's, in the accept; 0: the
  * dialler's, the first message on the QP): HMAC-SHA256 under the key over a
- * label naming the side, both nonces, both ranks and the QP index. */
+ * label naming the side, both nonces, both ranks, the QP index and the
+ * side's own block and key. */
 void gw__ib_cm_proof(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_acceptor,
                      uint8_t mac[GW_IB_CM_MAC_LEN]);
 /* 1 when mac is that proof (compared in constant time). */

@@ -322,7 +322,13 @@ Test(ib_wire, cm_private_data)
 
 static gw_ib_cm_shake_t sample_shake(void)
 {
-    gw_ib_cm_shake_t s = {.dialler = 3, .acceptor = 1, .qp_idx = 2};
+    gw_ib_cm_shake_t s = {.dialler = 3,
+                          .acceptor = 1,
+                          .qp_idx = 2,
+                          .blk_d = 0x7f0000001000ULL,
+                          .blk_a = 0x7f0000042000ULL,
+                          .rkey_d = 0x1234,
+                          .rkey_a = 0x5678};
     for (int i = 0; i < GW_IB_CM_NONCE_LEN; i++) {
         s.nonce_d[i] = (uint8_t)(0x90 + i);
         s.nonce_a[i] = (uint8_t)(0xb0 + i);
@@ -332,8 +338,9 @@ static gw_ib_cm_shake_t sample_shake(void)
 
 /* Each side's proof checks out under the key, and nothing else does: not
  * under another key, not over any other nonce of either side (a proof
- * recorded on one attempt is worthless on the next), not for other ranks or
- * another QP, and not as the other side's (a reflected proof). */
+ * recorded on one attempt is worthless on the next), not for other ranks,
+ * another QP or another block of the side's, and not as the other side's
+ * (a reflected proof). */
 Test(ib_wire, cm_proofs)
 {
     uint8_t key[32], other[32], mac[GW_IB_CM_MAC_LEN], mac2[GW_IB_CM_MAC_LEN];
@@ -373,6 +380,17 @@ Test(ib_wire, cm_proofs)
         b = sample_shake();
         b.qp_idx ^= 0x100;
         cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: QP index", side);
+        /* The block a side names for the pair is its proof's: another one,
+         * or another key for it, fails; the other side's does not count. */
+        b = sample_shake();
+        *(side ? &b.blk_a : &b.blk_d) ^= 0x1000;
+        cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: its block", side);
+        b = sample_shake();
+        *(side ? &b.rkey_a : &b.rkey_d) ^= 1;
+        cr_expect(!gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: its block's key", side);
+        b = sample_shake();
+        *(side ? &b.blk_d : &b.blk_a) ^= 0x1000;
+        cr_expect(gw__ib_cm_proof_ok(key, &b, side, mac), "side %d: the other side's block", side);
         for (int i = 0; i < GW_IB_CM_MAC_LEN; i++) {
             memcpy(mac2, mac, sizeof(mac));
             mac2[i] ^= 0x40;

@@ -7,8 +7,19 @@
  *
  *  - The report names the slow rank, and the others' wait dominates.
  *  - --straggler balance gives the slow rank a smaller share, lowers the
- *    run's wait share, and ends within a stated tolerance of the
- *    unmitigated run's loss (the sample order differs, see straggler.c).
+ *    fast ranks' typical (median) wait per step, and ends within a stated
+ *    tolerance of the unmitigated run's loss (the sample order differs, see
+ *    straggler.c).
+ *
+ * What is asserted must hold on any machine, idle or loaded: the injected
+ * delay (2 ms a sample) dwarfs a sample's compute on any CPU this runs on
+ * (tens of microseconds here, a few hundred under the sanitizers), so the
+ * fast ranks wait for the slow one whatever the CPU's speed. The run's
+ * overall wait share is not compared between the two runs: the steps before
+ * the first split are unbalanced in both, and how much of the run they are
+ * depends on the CPU's speed against the delay (on a fast machine they were
+ * most of the balanced run's wait). The per-step medians are the balanced
+ * steps' own; the overall shares are printed, not judged.
  *  - A balanced step is the step one rank takes on the same global batch:
  *    with the shares split unevenly, 3 balanced ranks end with one rank's
  *    weights to float rounding (the 1/global-batch weighting and the
@@ -80,8 +91,8 @@ Test(train_straggler, slow_rank_named_and_balance_lowers_its_wait, .timeout = 30
 {
     char *dir = make_tmpdir("trainstrag");
     cr_assert_not_null(dir);
-    char *plain = run_job(dir, "plain", "1:600", "none");
-    char *bal = run_job(dir, "balance", "1:600", "balance");
+    char *plain = run_job(dir, "plain", "1:2000", "none");
+    char *bal = run_job(dir, "balance", "1:2000", "balance");
 
     cr_assert_eq(json_num(plain, "slowest_rank"), 1, "the slow rank is not named:\n%s", plain);
     double share = json_num(plain, "wait_share");
@@ -98,10 +109,19 @@ Test(train_straggler, slow_rank_named_and_balance_lowers_its_wait, .timeout = 30
     cr_assert(b1 < 24 && b0 > 32 && b2 > 32, "shares %g %g %g: the slow rank 1 not relieved", b0,
               b1, b2);
     cr_assert(json_num(bal, "rebalances") >= 1);
-    double bshare = json_num(bal, "wait_share");
-    cr_assert(bshare < 0.8 * share, "wait share %.3f balanced, %.3f without", bshare, share);
-    cr_log_info("wait share %.3f -> %.3f, train time %.2f s -> %.2f s", share, bshare,
-                json_num(plain, "train_s"), json_num(bal, "train_s"));
+    /* A fast rank's typical step no longer waits out rank 1's delay: 32
+     * samples of 2 ms (64 ms) unbalanced; with rank 1's share down to a
+     * few samples, what is left is the imbalance of rounding and the
+     * allreduce. Half is a wide margin either way. */
+    for (int r = 0; r < 3; r += 2) {
+        double wp = rank_num(plain, r, "wait_median_s"), wb = rank_num(bal, r, "wait_median_s");
+        cr_assert(wb < 0.5 * wp, "rank %d's median wait per step %.2f ms balanced, %.2f ms without",
+                  r, 1e3 * wb, 1e3 * wp);
+    }
+    cr_log_info("rank 0 median wait %.2f ms -> %.2f ms", 1e3 * rank_num(plain, 0, "wait_median_s"),
+                1e3 * rank_num(bal, 0, "wait_median_s"));
+    cr_log_info("wait share %.3f -> %.3f, train time %.2f s -> %.2f s", share,
+                json_num(bal, "wait_share"), json_num(plain, "train_s"), json_num(bal, "train_s"));
 
     /* The same task, other sample orders: the final loss agrees to 0.05
      * (the two runs' losses here are about 0.1-0.2). */

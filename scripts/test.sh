@@ -12,7 +12,11 @@
 # the Soft-RoCE VM available, a skip fails the suite, except a GPU test and
 # the verbs tests that need an RDMA device on the host (their reason says
 # "run under scripts/rxe-vm") when rxe_vm_test, which runs them in the VM,
-# passed in the same stage.
+# passed in the sanitized stage (the one stage that runs it: see
+# tests/CMakeLists.txt).
+#
+# Each stage runs ctest with one job per core (GW_TEST_JOBS overrides):
+# tests/CMakeLists.txt says which tests share the cores and which run alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,7 +53,7 @@ allowed_in_ci() { # DIR TEST REASON
         # An explicit status: a bare return in a trap handler (this runs
         # in the EXIT trap) would return the status from before the trap.
         if grep -Eq '^[[:space:]]*[0-9]+/[0-9]+ Test +#[0-9]+: rxe_vm_test \.+ +Passed' \
-            "$1/ctest.out" 2>/dev/null; then
+            build-asan/ctest.out 2>/dev/null; then
             return 0
         fi
         return 1
@@ -124,12 +128,13 @@ run_suite() {
     ./scripts/build.sh "$dir" "$@"
     t1=$(date +%s)
     echo "=== test $dir (built in $((t1 - t0)) s)"
-    (cd "$dir" && ctest --output-on-failure --timeout 1200) 2>&1 | tee "$dir/ctest.out" || rc=$?
+    (cd "$dir" && ctest --output-on-failure --timeout 1200 -j"$jobs") 2>&1 | tee "$dir/ctest.out" || rc=$?
     list_skips "$dir"
     echo "=== $dir: tests took $(($(date +%s) - t1)) s"
     return $rc
 }
 
+jobs=${GW_TEST_JOBS:-$(nproc)}
 start=$(date +%s)
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # The sanitizer stages compile the GPU kernels (nvcc, unaffected by the

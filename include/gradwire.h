@@ -135,12 +135,26 @@ GW_API gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out);
 GW_API gw_status_t gw_op_parse(const char *name, gw_op_t *out);
 GW_API gw_status_t gw_algo_parse(const char *name, gw_algo_t *out);
 
-/* Communicator configuration. Initialise with gw_config_init(), then set the
- * fields you know. Fields left at their initial value (-1 for integers, NULL
- * for strings, 0 for timeout_ms and nsocks) are taken from the environment
- * (see README: GW_ROOT, GW_JOB_TOKEN, GW_TIMEOUT_MS, GW_TRANSPORT,
- * GW_SOCKET_IFNAME, GW_NSOCKS, GW_ALGO), then from built-in defaults. */
+/* Configuration structs (gw_config_t, gw_compress_config_t) can grow
+ * without breaking programs built against an older header, as NCCL's
+ * ncclConfig_t does: each starts with its size as the caller's header
+ * declared it, a magic number and the header's version. The library reads
+ * only the bytes the caller's struct has and keeps its defaults for fields
+ * added since. So a struct must be initialised, with its _INITIALIZER macro
+ * or its _init function, before fields are set; one that was not (a wrong
+ * magic or an impossible size) is refused with GW_ERR_INVALID_ARG. */
+#define GW_CONFIG_MAGIC 0x67774346u /* "gwCF" */
+
+/* Communicator configuration. Initialise with GW_CONFIG_INITIALIZER or
+ * gw_config_init(), then set the fields you know. Fields left at their
+ * initial value (-1 for integers, NULL for strings, 0 for timeout_ms and
+ * nsocks) are taken from the environment (GW_ROOT, GW_JOB_TOKEN,
+ * GW_TIMEOUT_MS, GW_TRANSPORT, GW_SOCKET_IFNAME, GW_NSOCKS, GW_ALGO: see
+ * docs/reference/environment.md), then from built-in defaults. */
 typedef struct gw_config {
+    size_t struct_size;        /* sizeof(gw_config_t): set by the initializer */
+    unsigned int magic;        /* GW_CONFIG_MAGIC: set by the initializer */
+    unsigned int version;      /* GW_VERSION_CODE: set by the initializer */
     int rank;                  /* this process's rank, 0 <= rank < size */
     int size;                  /* number of ranks */
     const char *root;          /* rank 0's bootstrap address "host:port" */
@@ -151,6 +165,13 @@ typedef struct gw_config {
     int nsocks;                /* TCP sockets per peer, 1..16; 0: GW_NSOCKS, else 1 */
     gw_algo_t algo;            /* allreduce algorithm, GW_ALGO_AUTO default */
 } gw_config_t;
+
+/* Every field "unset" (see above), as gw_config_init() leaves it. */
+#define GW_CONFIG_INITIALIZER                                                                     \
+    {                                                                                             \
+        sizeof(gw_config_t), GW_CONFIG_MAGIC, GW_VERSION_CODE, -1, -1, NULL, NULL, 0, NULL, NULL, \
+            0, GW_ALGO_AUTO                                                                       \
+    }
 
 /* Fill *cfg with "unset" values (see above). Never fails for non-NULL cfg. */
 GW_API void gw_config_init(gw_config_t *cfg);
@@ -580,11 +601,16 @@ typedef enum gw_codec {
 GW_API const char *gw_codec_name(gw_codec_t codec);
 GW_API gw_status_t gw_codec_parse(const char *name, gw_codec_t *out);
 
-/* Settings of a compression state. Initialise with gw_compress_config_init()
- * and change what you need. Every rank must use the same settings for the
- * same tensor: they are part of every message's signature, so ranks that
- * differ fail with GW_ERR_MISMATCH. */
+/* Settings of a compression state. Initialise with
+ * GW_COMPRESS_CONFIG_INITIALIZER or gw_compress_config_init() and change
+ * what you need (the first three fields are the struct's size, magic and
+ * version: see GW_CONFIG_MAGIC). Every rank must use the same settings for
+ * the same tensor: they are part of every message's signature, so ranks
+ * that differ fail with GW_ERR_MISMATCH. */
 typedef struct gw_compress_config {
+    size_t struct_size;     /* sizeof(gw_compress_config_t): set by the initializer */
+    unsigned int magic;     /* GW_CONFIG_MAGIC: set by the initializer */
+    unsigned int version;   /* GW_VERSION_CODE: set by the initializer */
     gw_codec_t codec;       /* default GW_CODEC_NONE */
     int error_feedback;     /* 1 (default): carry what was not sent to the next
                              * step; 0: drop it */
@@ -604,6 +630,13 @@ typedef struct gw_compress_config {
                              * 0 (default) turns it off. The velocity (one
                              * float per element) is saved with the state. */
 } gw_compress_config_t;
+
+/* The defaults above, as gw_compress_config_init() sets them. */
+#define GW_COMPRESS_CONFIG_INITIALIZER                                                             \
+    {                                                                                              \
+        sizeof(gw_compress_config_t), GW_CONFIG_MAGIC, GW_VERSION_CODE, GW_CODEC_NONE, 1, 0, 1024, \
+            4096, 0.01, 4, 0x6772616477697265ull, 0.0                                              \
+    }
 
 /* Fill *cfg with the defaults above. NULL is a no-op. */
 GW_API void gw_compress_config_init(gw_compress_config_t *cfg);

@@ -12,14 +12,10 @@
 #include <strings.h>
 
 #include "collectives/compress/codec.h"
+#include "collectives/core/config.h"
 
-#define DEFAULT_MIN_ELEMENTS 1024
-#define DEFAULT_BUCKET 4096
 #define MAX_BUCKET ((size_t)1 << 31)
-#define DEFAULT_TOPK_RATIO 0.01
-#define DEFAULT_POWERSGD_RANK 4
 #define MAX_POWERSGD_RANK 1024
-#define DEFAULT_SEED 0x6772616477697265ull /* "gradwire" */
 
 static const char *const codec_names[GW_CODEC_COUNT] = {
     [GW_CODEC_NONE] = "none",         [GW_CODEC_FP16] = "fp16", [GW_CODEC_BF16] = "bf16",
@@ -82,15 +78,8 @@ void gw_compress_config_init(gw_compress_config_t *cfg)
 {
     if (!cfg)
         return;
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->codec = GW_CODEC_NONE;
-    cfg->error_feedback = 1;
-    cfg->warmup_steps = 0;
-    cfg->min_elements = DEFAULT_MIN_ELEMENTS;
-    cfg->bucket_elements = DEFAULT_BUCKET;
-    cfg->topk_ratio = DEFAULT_TOPK_RATIO;
-    cfg->powersgd_rank = DEFAULT_POWERSGD_RANK;
-    cfg->seed = DEFAULT_SEED;
+    static const gw_compress_config_t defaults = GW_COMPRESS_CONFIG_INITIALIZER;
+    *cfg = defaults;
 }
 
 static gw_status_t check_config(const gw_compress_config_t *cfg, const gw_logger_t *lg)
@@ -141,16 +130,19 @@ static float *alloc_floats(size_t n)
     return p;
 }
 
-gw_status_t gw_compress_state_create(const gw_compress_config_t *cfg, size_t rows, size_t cols,
+gw_status_t gw_compress_state_create(const gw_compress_config_t *caller, size_t rows, size_t cols,
                                      gw_compress_state_t **out)
 {
-    if (!cfg || !out)
+    if (!caller || !out)
         return GW_ERR_INVALID_ARG;
     gw_logger_t lg;
     /* A malformed GW_DEBUG is reported here and the default level used;
      * gw_comm_init is where it stops the job. */
     (void)gw__logger_init(&lg, -1);
-    gw_status_t st = check_config(cfg, &lg);
+    gw_compress_config_t mine, *cfg = &mine;
+    gw_status_t st = gw__compress_config_import(caller, &mine, &lg);
+    if (st == GW_OK)
+        st = check_config(cfg, &lg);
     size_t count = 0, bytes;
     if (st == GW_OK &&
         (__builtin_mul_overflow(rows, cols, &count) ||

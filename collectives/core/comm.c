@@ -26,16 +26,6 @@
 
 #define GW_MAX_NSOCKS 16
 
-void gw_config_init(gw_config_t *cfg)
-{
-    if (!cfg)
-        return;
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->rank = -1;
-    cfg->size = -1;
-    cfg->algo = GW_ALGO_AUTO;
-}
-
 int gw_comm_rank(const gw_comm_t *comm) { return comm ? comm->rank : -1; }
 int gw_comm_size(const gw_comm_t *comm) { return comm ? comm->size : -1; }
 int gw_comm_culprit(const gw_comm_t *comm)
@@ -368,7 +358,15 @@ gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *c
     *culprit = -1;
     if (!out)
         return GW_ERR_INVALID_ARG;
-    return cfg ? comm_init(cfg, out, culprit) : comm_init_env(out, culprit);
+    if (!cfg)
+        return comm_init_env(out, culprit);
+    gw_logger_t lg;
+    gw_config_t mine;
+    gw_status_t st = gw__logger_init(&lg, -1);
+    if (st == GW_OK)
+        st = gw__config_import(cfg, &mine, &lg);
+    gw__logger_fini(&lg);
+    return st == GW_OK ? comm_init(&mine, out, culprit) : st;
 }
 
 gw_status_t gw_comm_abort(gw_comm_t *comm)

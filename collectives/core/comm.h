@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collectives/core/config.h"
 #include "collectives/core/tag.h"
 #include "collectives/core/topo.h"
 #include "collectives/tuning.h"

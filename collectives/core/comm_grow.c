@@ -80,18 +80,20 @@ gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
     if (!out || wait_ms < 0)
         return GW_ERR_INVALID_ARG;
     gw_config_t c;
-    if (cfg)
-        c = *cfg;
-    else
+    gw_logger_t lg;
+    gw_status_t st = gw__logger_init(&lg, -1);
+    if (st != GW_OK)
+        return st;
+    if (cfg && (st = gw__config_import(cfg, &c, &lg)) != GW_OK) {
+        gw__logger_fini(&lg);
+        return st;
+    }
+    if (!cfg)
         gw_config_init(&c);
     if (!c.root)
         c.root = getenv("GW_ROOT");
     if (!c.job_token)
         c.job_token = getenv("GW_JOB_TOKEN");
-    gw_logger_t lg;
-    gw_status_t st = gw__logger_init(&lg, -1);
-    if (st != GW_OK)
-        return st;
     char root[300];
     gw_bs_members_t m;
     st = gw__bootstrap_join(&lg, c.root, c.job_token, wait_ms ? wait_ms : JOIN_WAIT_DEFAULT_MS,

@@ -3,6 +3,9 @@
 #
 #   scripts/docs.sh [OUT_DIR]      (default: build/docs)
 #
+# GW_SPHINX_BUILD names another sphinx-build (default /usr/bin/sphinx-build,
+# Debian's, for /usr/bin/python3).
+#
 # 1. README.md has at most 200 lines, and every relative link in it names a
 #    file or folder of the repository.
 # 2. Neither README.md nor docs/ holds a commit hash or a load reading typed
@@ -25,7 +28,7 @@ out=${1:-$root/build/docs}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 PY=/usr/bin/python3
-SPHINX=/usr/bin/sphinx-build
+SPHINX=${GW_SPHINX_BUILD:-/usr/bin/sphinx-build}
 
 missing=()
 [ -x "$SPHINX" ] || missing+=(python3-sphinx)
@@ -43,6 +46,13 @@ fail() {
     echo "FAIL: $*"
     failed=1
 }
+
+# Pages generated from the code by other scripts: their absence is named
+# here, before Sphinx reports it as a missing toctree entry.
+for page in reference/environment.md reference/errors.md; do
+    [ -f "$root/docs/$page" ] ||
+        fail "docs/$page is missing: it is generated from the code's registry (environment) and GW_STATUS_MAP (errors); run its generator"
+done
 
 # 1 and 2: the README's length and links, and no typed-in run records.
 $PY - "$root" <<'EOF' || failed=1

@@ -97,7 +97,7 @@ gen() {
         echo "is gradwire-train), the acceptance test (\`check\`, which is gradwire-check),"
         echo "and inspects a node (\`info\`, \`hostlist\`, \`version\`)."
         echo
-        help_block "## gradwire" "${prog[gradwire]}"
+        help_block "## Commands" "${prog[gradwire]}"
         local c
         for c in launch hostlist info; do
             help_block "## gradwire $c" "${prog[gradwire]}" "$c"

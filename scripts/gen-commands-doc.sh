@@ -53,7 +53,11 @@ help_block() {
     local title=$1
     shift
     local out
-    out=$(env -i PATH="$PATH" HOME=/nonexistent LC_ALL=C COLUMNS=80 "$@" --help 2>&1 || true)
+    # A clean environment, so that no GW_* variable of the caller shows in
+    # the text; in a sanitizer build, no leak report at exit (leaks are the
+    # other tests' business, and a report would read as a changed page).
+    out=$(env -i PATH="$PATH" HOME=/nonexistent LC_ALL=C COLUMNS=80 ASAN_OPTIONS=detect_leaks=0 \
+        "$@" --help 2>&1 || true)
     if [ -z "$out" ]; then
         echo "gen-commands-doc: '$* --help' printed nothing" >&2
         exit 1

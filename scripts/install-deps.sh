@@ -22,7 +22,10 @@
 # not started: the tests start their own daemons);
 # clang-format checks the layout of the sources; python3-dev builds the
 # Python package (python/) for /usr/bin/python3, python3-numpy runs its
-# tests (tests/python) and python3-torch (CPU, 1.13) their torch tensors.
+# tests (tests/python) and python3-torch (CPU, 1.13) their torch tensors;
+# python3-sphinx, python3-myst-parser (Markdown pages), python3-breathe with
+# doxygen (the C API from include/gradwire.h) and furo (the theme) build the
+# documentation (scripts/docs.sh, the docs_build test).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -35,7 +38,8 @@ TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
                perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
                openmpi-bin slurmctld slurmd munge openssh-server openssh-client python3-dev
-               python3-numpy python3-torch)
+               python3-numpy python3-torch
+               python3-sphinx python3-myst-parser python3-breathe doxygen furo)
 want_vm=0
 for group in "$@"; do
     case "$group" in

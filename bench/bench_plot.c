@@ -46,7 +46,7 @@ int gw_bench_plot_busbw(const char *path, const char *title, const gw_bench_curv
     }
     plain(t, sizeof(t), title);
     fprintf(g,
-            "set terminal pngcairo size 900,560 font ',10'\nset output '%s'\n"
+            "set terminal pngcairo size 900,560 font ',10' noenhanced\nset output '%s'\n"
             "set title '%s'\nset logscale x 2\nset format x '%%.0b%%BB'\n"
             "set xlabel 'size (bytes)'\nset ylabel 'busbw (GB/s)'\nset key top left\n"
             "set grid\nplot ",

@@ -151,6 +151,9 @@ def page(name, doc):
         "",
         "Parameters: %s." % params(doc),
         "",
+        "Measure again and render: `scripts/results.sh %s`; render the committed JSON only: "
+        "`scripts/results.sh --render-only %s`." % (name, name),
+        "",
     ]
     if not ok:
         parts += ["```{warning}", "A run of this campaign failed or had wrong elements; see the command's output.", "```", ""]
@@ -173,7 +176,7 @@ def page(name, doc):
     return "\n".join(parts)
 
 
-GNUPLOT = """set terminal pngcairo size 900,560 font ',10'
+GNUPLOT = """set terminal pngcairo size 900,560 font ',10' noenhanced
 set output '{out}'
 set title '{title}'
 set logscale x 2
@@ -200,7 +203,7 @@ def plots(name, doc, imgdir, work):
                         v = e["busbw"] if what == "busbw" else e["time_us"]["median"]
                         if v is not None:
                             f.write("%d %.9g\n" % (r["size"], v))
-            items.append("'%s' using 1:2 with linespoints title '%s'" % (path, lib.replace("_", "\\\\_")))
+            items.append("'%s' using 1:2 with linespoints title '%s'" % (path, lib))
         script = GNUPLOT.format(out=os.path.join(imgdir, "%s-%s.png" % (name, what)), title=title,
                                 ylabel=ylabel, logy=logy, plots=", ".join(items))
         p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)

@@ -14,10 +14,7 @@
 
 #include "bench.h"
 
-int gw_bench_plot_available(void)
-{
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
+int gw_bench_plot_available(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 /* s with the characters that would end a gnuplot string, or start one of
  * its enhanced-text markups, left out. */
@@ -35,8 +32,10 @@ int gw_bench_plot_busbw(const char *path, const char *title, const gw_bench_curv
 {
     char t[256], label[128];
     if (strchr(path, '\'') || strchr(path, '\n')) {
-        fprintf(stderr, "gradwire-bench: --plot %s: a file name with a quote or a newline cannot "
-                        "be given to gnuplot\n", path);
+        fprintf(stderr,
+                "gradwire-bench: --plot %s: a file name with a quote or a newline cannot "
+                "be given to gnuplot\n",
+                path);
         return -1;
     }
     FILE *g = popen("gnuplot", "w");

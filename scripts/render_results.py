@@ -72,14 +72,16 @@ def fmt(v, digits):
     return "-" if v is None else "%.*f" % (digits, v)
 
 
-def table(doc):
+def table(doc, what):
+    """The busbw table (with the ratios, and what auto picked) or the time
+    table: one row per size, one column per library."""
     libs, ref = doc["libraries"], doc["reference"]
     peers = [l for l in libs if l != ref]
-    picked = any("auto_picked" in r for r in doc["results"])
-    head = ["size"]
-    for l in libs:
-        head += ["%s busbw (GB/s)" % l, "%s time (us)" % l]
-    head += ["%s / %s" % (ref, p) for p in peers]
+    busbw = what == "busbw"
+    picked = busbw and any("auto_picked" in r for r in doc["results"])
+    head = ["size"] + libs
+    if busbw:
+        head += ["%s / %s" % (ref, p) for p in peers]
     if picked:
         head.append("auto picked")
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * (len(head) - picked) + "---|" * picked]
@@ -88,11 +90,18 @@ def table(doc):
         cells = [size_name(r["size"])]
         for l in libs:
             e = per.get(l)
-            cells += [fmt(e and e["busbw"], 4), fmt(e and e["time_us"]["median"], 1)]
-        rb = per.get(ref, {}).get("busbw")
-        for p in peers:
-            pb = per.get(p, {}).get("busbw")
-            cells.append("%.2f" % (rb / pb) if rb and pb else "-")
+            if busbw:
+                cells.append(fmt(e and e["busbw"], 4))
+            elif e:
+                t = e["time_us"]
+                cells.append("%.1f (%.1f to %.1f)" % (t["median"], t["min"], t["max"]))
+            else:
+                cells.append("-")
+        if busbw:
+            rb = per.get(ref, {}).get("busbw")
+            for p in peers:
+                pb = per.get(p, {}).get("busbw")
+                cells.append("%.2f" % (rb / pb) if rb and pb else "-")
         if picked:
             cells.append(", ".join(r.get("auto_picked", [])) or "-")
         lines.append("| " + " | ".join(cells) + " |")
@@ -162,7 +171,13 @@ def page(name, doc):
         "",
         "![time against size](img/%s-latency.png)" % name,
         "",
-        table(doc),
+        "busbw in GB/s, and the ratio of %s's busbw to each other's:" % doc["reference"],
+        "",
+        table(doc, "busbw"),
+        "",
+        "Time in microseconds: the median, and the least and the most of the runs':",
+        "",
+        table(doc, "time"),
         "",
         "busbw in GB/s (1e9 bytes/s), time in microseconds. %s. A ratio is %s's busbw over "
         "that library's, from runs interleaved in the one campaign (> 1: %s is faster). "

@@ -49,6 +49,14 @@ CAMPAIGNS = {
         "Open MPI's shared-memory path (btl vader), on one host, interleaved runs "
         "(bench/compare.sh --local with a shared-memory gradwire variant).",
     ),
+    "compression": (
+        "Compression codecs against the dense allreduce",
+        "gradwire's gradient compression codecs (fp16, bf16, int8, sign, top-k, PowerSGD) "
+        "against the dense allreduce of the same float32 tensor, on one host "
+        "(gradwire-bench compress under gradwire launch). The bandwidth is algbw of the "
+        "uncompressed tensor (size / time), so a codec that sends fewer bytes can exceed the "
+        "dense figure; a ratio below 1 is a codec faster than dense.",
+    ),
     "sweep": (
         "Auto against the fixed algorithms",
         "gradwire's allreduce with each fixed algorithm and with auto (the cost model's choice), "
@@ -59,6 +67,25 @@ CAMPAIGNS = {
 }
 
 SUFFIX = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")]
+
+
+def normalize(doc):
+    """gradwire-bench compress's report in the shape of the others: one
+    "library" per codec, dense the reference, algbw of the uncompressed
+    tensor in place of busbw, min and max over the timed calls."""
+    if doc.get("benchmark") != "compress":
+        return doc
+    libs, by = [], {}
+    for r in doc["results"]:
+        if r["codec"] not in libs:
+            libs.append(r["codec"])
+        by.setdefault(r["size"], {})[r["codec"]] = {"time_us": r["time_us"], "busbw": r["algbw"]}
+    p = doc.get("params", {})
+    return dict(doc, libraries=libs, reference="dense" if "dense" in libs else libs[0],
+                results=[{"size": s, "libraries": by[s]} for s in sorted(by)], bw="algbw",
+                spread="timed calls", iters=p.get("iters"), warmup=p.get("warmup_iters"),
+                method="time: median over the timed calls of each call's time (max over ranks); "
+                       "algbw = uncompressed float32 size / time")
 
 
 def size_name(s):
@@ -149,6 +176,7 @@ def params(doc):
 
 def page(name, doc):
     title, about = CAMPAIGNS.get(name, (name, ""))
+    bw = doc.get("bw", "busbw")
     ok = doc.get("ok", True)
     parts = [
         "# " + title,
@@ -167,23 +195,25 @@ def page(name, doc):
     if not ok:
         parts += ["```{warning}", "A run of this campaign failed or had wrong elements; see the command's output.", "```", ""]
     parts += [
-        "![busbw against size](img/%s-busbw.png)" % name,
+        "![%s against size](img/%s-busbw.png)" % (bw, name),
         "",
         "![time against size](img/%s-latency.png)" % name,
         "",
-        "busbw in GB/s, and the ratio of %s's busbw to each other's:" % doc["reference"],
+        "%s in GB/s, and the ratio of %s's %s to each other's:" % (bw, doc["reference"], bw),
         "",
         table(doc, "busbw"),
         "",
-        "Time in microseconds: the median, and the least and the most of the runs':",
+        "Time in microseconds: the median, and the least and the most of the %s:"
+        % doc.get("spread", "runs' medians"),
         "",
         table(doc, "time"),
         "",
-        "busbw in GB/s (1e9 bytes/s), time in microseconds. %s. A ratio is %s's busbw over "
-        "that library's, from runs interleaved in the one campaign (> 1: %s is faster). "
+        "%s in GB/s (1e9 bytes/s), time in microseconds. %s. A ratio is %s's %s over "
+        "that library's, measured in the one campaign (> 1: %s is faster). "
         "Compare ratios, not figures from different pages: this machine is shared, and the "
         "load below says how busy it was."
-        % (doc.get("method", "").capitalize() or "Median time", doc["reference"], doc["reference"]),
+        % (bw, doc.get("method", "").capitalize() or "Median time", doc["reference"], bw,
+           doc["reference"]),
         "",
         measured_on(doc["run"]),
         "",
@@ -207,7 +237,8 @@ plot {plots}
 
 def plots(name, doc, imgdir, work):
     title = CAMPAIGNS.get(name, (name,))[0].replace("'", "")
-    for what, ylabel, logy in (("busbw", "busbw (GB/s)", ""), ("latency", "time (us)", "set logscale y 10")):
+    bw = doc.get("bw", "busbw")
+    for what, ylabel, logy in (("busbw", bw + " (GB/s)", ""), ("latency", "time (us)", "set logscale y 10")):
         items = []
         for i, lib in enumerate(doc["libraries"]):
             path = os.path.join(work, "%s.%d.dat" % (what, i))
@@ -246,6 +277,7 @@ def main(argv):
             sys.exit("render_results.py: %s: %s" % (path, e))
         if "run" not in doc or not doc.get("results"):
             sys.exit("render_results.py: %s: no run header or no results" % path)
+        doc = normalize(doc)
         with open(os.path.join(a.out, name + ".md"), "w") as f:
             f.write(page(name, doc))
         if not a.no_plots:

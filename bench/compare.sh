@@ -419,6 +419,7 @@ rows() {
 
 libs=("${VNAMES[@]}" "${PEERS[@]+"${PEERS[@]}"}")
 failed=0
+failures=()
 echo "# $PROG: $mode, $nranks ranks$([ "$mode" = emulated ] && echo " on $nhosts hosts at $rate, MTU $mtu"), $dtype $op, sizes $minb..$maxb, $place-place, $repeats runs x $iters iterations"
 for v in "${VNAMES[@]}"; do
     [ -z "${VENV[$v]// /}" ] || echo "# $v: ${VENV[$v]}"
@@ -430,9 +431,11 @@ for ((k = 1; k <= repeats; k++)); do
             echo "# run $k of $lib failed:" >&2
             tail -n 20 "$work/$lib.$k" >&2
             failed=1
+            failures+=("run $k of $lib failed: $(grep -i -m1 'error' "$work/$lib.$k" | tr -d '"\\' | cut -c1-160)")
         elif rows "$work/$lib.$k" | awk '$3 != "0" && $3 != "N/A" { bad = 1 } END { exit !bad }'; then
             echo "# run $k of $lib had wrong elements" >&2
             failed=1
+            failures+=("run $k of $lib had wrong elements")
         fi
         [ -z "$raw" ] || cp "$work/$lib.$k" "$raw/$lib.$k"
     done
@@ -522,6 +525,7 @@ doc = {"benchmark": "compare", "collective": "allreduce", "mode": "$mode", "rank
        "method": "time: median over runs of each run's median time (max over ranks); "
                  "busbw = size / time x 2(n-1)/n",
        "libraries": libs, "reference": libs[0], "ok": $([ "$failed" -eq 0 ] && echo True || echo False),
+       "failures": [$(for f in "${failures[@]+"${failures[@]}"}"; do printf '"%s", ' "$f"; done)],
        "results": results}
 json.dump(doc, open(out, "w"), indent=1)
 PY

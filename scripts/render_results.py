@@ -193,7 +193,9 @@ def page(name, doc):
         "",
     ]
     if not ok:
-        parts += ["```{warning}", "A run of this campaign failed or had wrong elements; see the command's output.", "```", ""]
+        why = doc.get("failures") or ["see the command's output"]
+        parts += ["```{warning}", "A run of this campaign failed or had wrong elements: %s." % "; ".join(why),
+                  "```", ""]
     parts += [
         "![%s against size](img/%s-busbw.png)" % (bw, name),
         "",

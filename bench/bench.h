@@ -94,11 +94,13 @@ int gw_bench_join(const char *who, gw_comm_t **comm, int *rank, int *size);
 gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all);
 
 /* The end of a benchmark's setup, on every rank: rank 0 opens the JSON
- * report at path (when path is not NULL; gw_bench_json_open) into *json,
+ * report at path (when path is not NULL; gw_bench_json_open) into *json
+ * (declared below),
  * then the ranks learn whether all of them succeeded, ok being this rank's
  * verdict so far. 0, or -1 with what went wrong in error[0..cap). */
+struct gw_bench_report;
 int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark, const char *path,
-                       FILE **json, char *error, size_t cap);
+                       struct gw_bench_report *json, char *error, size_t cap);
 
 /* Record in error[0..cap) that the call described by fmt failed with st,
  * print it with the rank, and return -1. */
@@ -120,23 +122,57 @@ typedef struct gw_bench_timing {
 gw_status_t gw_bench_timing_reduce(gw_comm_t *comm, const double *times, double *tmax, long n,
                                    gw_bench_timing_t *out);
 
-/* Open path for a benchmark's JSON and write a placeholder into it that
- * says the run did not finish: a run killed on the way (the launcher stops
- * every rank when one fails) leaves valid JSON behind, not an empty file.
- * NULL after printing why. */
-FILE *gw_bench_json_open(const char *path, const char *benchmark);
+/* A benchmark's JSON report on rank 0: the file, and what the run header
+ * takes at the start of the run (the date and the load average). */
+typedef struct gw_bench_report {
+    FILE *f;
+    char date[32];
+    double load[3];
+    int have_load;
+} gw_bench_report_t;
 
-/* Start the final document over the placeholder in f (opened for path):
+/* Open path for a benchmark's JSON into rep and write a placeholder into
+ * it that says the run did not finish: a run killed on the way (the
+ * launcher stops every rank when one fails) leaves valid JSON behind, not
+ * an empty file. Takes the run header's start. 0, or -1 after printing
+ * why (rep->f is then NULL). */
+int gw_bench_json_open(gw_bench_report_t *rep, const char *path, const char *benchmark);
+
+/* Start the final document over the placeholder in rep (opened for path):
  * truncate it, begin a top-level object whose members are one per line,
  * and write the members every benchmark's report starts with (benchmark,
- * gradwire_version, ranks, transport). 0, or -1 after printing why and
- * closing f. */
-int gw_bench_json_begin(gw_kit_json_t *j, FILE *f, const char *path, const char *benchmark,
-                        gw_comm_t *comm);
+ * gradwire_version, ranks, transport, and the run header "run":
+ * bench_header.c). 0, or -1 after printing why and closing the file. */
+int gw_bench_json_begin(gw_kit_json_t *j, gw_bench_report_t *rep, const char *path,
+                        const char *benchmark, gw_comm_t *comm);
+
+/* The run header (bench_header.c): its start into rep, and the whole
+ * "run" member, with the end, into j. */
+void gw_bench_header_start(gw_bench_report_t *rep);
+void gw_bench_header_write(gw_kit_json_t *j, const gw_bench_report_t *rep);
 
 /* The members every report ends with (ok, error), and the closing brace;
  * then close f. 0, or -1 after printing that writing path failed. */
 int gw_bench_json_end(gw_kit_json_t *j, int ok, const char *error, const char *path);
+
+/* ---- --plot FILE (bench_plot.c) ---- */
+
+/* One line of a plot: busbw[i] GB/s at sizes[i] bytes, i < n. */
+typedef struct gw_bench_curve {
+    char label[64];
+    size_t n;
+    size_t *sizes;
+    double *busbw;
+} gw_bench_curve_t;
+
+/* Whether gnuplot can be run (checked before a run that is to plot). */
+int gw_bench_plot_available(void);
+
+/* Draw the curves as a PNG at path with gnuplot: busbw against size, log2
+ * size axis, one line per curve (an empty one is left out). 0, or -1 after
+ * printing why. */
+int gw_bench_plot_busbw(const char *path, const char *title, const gw_bench_curve_t *curves,
+                        int ncurves);
 
 /* "time_us": {"median": ..., "min": ..., "max": ...} */
 void gw_bench_json_timing(gw_kit_json_t *j, const gw_bench_timing_t *t);

@@ -61,6 +61,7 @@ struct opts {
     gw_op_t ops[GW_OP_COUNT];
     gw_algo_t algo;
     const char *json;
+    const char *plot;        /* --plot FILE: a PNG of the busbw curves */
     char name[48], tail[80]; /* "gradwire-bench NAME" for messages */
     gw_kit_prog_t prog;
 };
@@ -122,6 +123,10 @@ static void usage_of(FILE *out, const void *ctx)
     }
     fprintf(out,
             "      --json FILE       also write parameters and results as JSON (rank 0)\n"
+            "      --plot FILE       also draw the sweep this run measured as a PNG (rank 0,\n"
+            "                        with gnuplot): busbw against size on a log2 axis, one\n"
+            "                        line per placement (and datatype and op), as the pages\n"
+            "                        of docs/results; not for barrier\n"
             "  -h, --help            show this help\n"
             "\n"
             "Measures %s. Run one process per rank; the communicator comes from the\n"
@@ -172,8 +177,9 @@ static int check_sweep(struct opts *o, int have_i)
 /* An option the collective has no use for is a usage error, not ignored. */
 static int not_for(struct opts *o, int c)
 {
-    if (c == 'J')
-        return usage_error(o, "--json means nothing to %s", o->coll->name);
+    if (c == 'J' || c == 'P')
+        return usage_error(o, "--%s means nothing to %s", c == 'J' ? "json" : "plot",
+                           o->coll->name);
     return usage_error(o, "-%c means nothing to %s", c, o->coll->name);
 }
 
@@ -188,6 +194,7 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
                                              {"algo", required_argument, NULL, 'a'},
                                              {"root", required_argument, NULL, 'r'},
                                              GW_BENCH_JSON_LONGOPT,
+                                             {"plot", required_argument, NULL, 'P'},
                                              GW_BENCH_END_LONGOPTS};
     int c, rc, have_i = 0;
     long v;
@@ -224,6 +231,13 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
             if (gw_kit_parse_long(optarg, c == 'n' ? 1 : 0, 100000000, &v) != 0)
                 return usage_error(o, "-%c wants a number of barriers, not \"%s\"", c, optarg);
             *(c == 'n' ? &o->sw.iters : &o->sw.warmup) = v;
+            break;
+        case 'P':
+            if (!*optarg)
+                return usage_error(o, "--plot wants a file name");
+            if (!gw_bench_plot_available())
+                return usage_error(o, "--plot needs gnuplot (Debian package gnuplot-nox)");
+            o->plot = optarg;
             break;
         case 'i':
             if (gw_kit_parse_size(optarg, &o->stepbytes) != 0 || o->stepbytes == 0)
@@ -473,7 +487,7 @@ static void print_footer(const struct bench *b)
 
 /* Set up buffers (and the JSON file on rank 0); every rank learns whether
  * all succeeded, so that none is left waiting for a rank that gave up. */
-static int setup(struct bench *b, FILE **json)
+static int setup(struct bench *b, gw_bench_report_t *json)
 {
     gw_status_t st;
     int ok = 1;
@@ -520,7 +534,7 @@ static void json_place(gw_kit_json_t *j, const char *name, const struct place_re
 /* The whole run as one JSON document over the placeholder: parameters, one
  * entry per line of the table, totals, and the error that ended the run
  * (or null). */
-static int write_json(FILE *f, const struct bench *b, int ok)
+static int write_json(gw_bench_report_t *f, const struct bench *b, int ok)
 {
     const struct opts *o = &b->o;
     gw_kit_json_t j;
@@ -578,10 +592,61 @@ static int write_json(FILE *f, const struct bench *b, int ok)
     return gw_bench_json_end(&j, ok, b->error, o->json);
 }
 
+/* --plot: one curve per datatype, op and placement, in the order of the
+ * table, drawn on rank 0 after the run. 0, or -1 after printing why. */
+static int plot(const struct bench *b)
+{
+    const struct opts *o = &b->o;
+    int ncurves = o->ndtypes * o->nops * 2, rc = -1, oom = 1;
+    gw_bench_curve_t *cv = calloc((size_t)ncurves, sizeof(*cv));
+    char title[160];
+    if (!cv)
+        goto out;
+    for (int k = 0; k < ncurves; k++) {
+        int d = k / 2 / o->nops, op = k / 2 % o->nops, in = k % 2;
+        cv[k].sizes = calloc(b->nres ? b->nres : 1, sizeof(size_t));
+        cv[k].busbw = calloc(b->nres ? b->nres : 1, sizeof(double));
+        if (!cv[k].sizes || !cv[k].busbw)
+            goto out;
+        snprintf(cv[k].label, sizeof(cv[k].label), "%s%s%s%s%s", in ? "in-place" : "out-of-place",
+                 ncurves > 2 ? " " : "", o->ndtypes > 1 ? gw_dtype_name(o->dtypes[d]) : "",
+                 o->ndtypes > 1 && o->nops > 1 ? " " : "",
+                 o->nops > 1 && o->coll->has_op ? gw_op_name(o->ops[op]) : "");
+    }
+    for (size_t i = 0; i < b->nres; i++) {
+        const struct result *r = &b->res[i];
+        int d = 0, op = 0;
+        while (d < o->ndtypes - 1 && o->dtypes[d] != r->dtype)
+            d++;
+        while (op < o->nops - 1 && o->ops[op] != r->op)
+            op++;
+        for (int in = 0; in < 2; in++) {
+            gw_bench_curve_t *c = &cv[(d * o->nops + op) * 2 + in];
+            if (!r->p[in].ran)
+                continue;
+            c->sizes[c->n] = r->bytes;
+            c->busbw[c->n++] = r->p[in].busbw;
+        }
+    }
+    snprintf(title, sizeof(title), "gradwire-bench %s: %d ranks, %s, algo %s", o->coll->name,
+             b->r.size, gw_comm_transport(b->r.comm), gw_algo_name(o->algo));
+    oom = 0;
+    rc = gw_bench_plot_busbw(o->plot, title, cv, ncurves);
+out:
+    if (oom)
+        fprintf(stderr, "gradwire-bench: --plot: out of memory\n");
+    for (int k = 0; cv && k < ncurves; k++) {
+        free(cv[k].sizes);
+        free(cv[k].busbw);
+    }
+    free(cv);
+    return rc;
+}
+
 int gw_bench_coll_main(int argc, char **argv)
 {
     struct bench b;
-    FILE *json = NULL;
+    gw_bench_report_t json = {0};
     double avg;
     int64_t wrong;
     const gw_bench_coll_t *d = gw_bench_coll_find(argv[0]);
@@ -608,11 +673,13 @@ int gw_bench_coll_main(int argc, char **argv)
         rc = run_all(&b) == 0 ? 0 : GW_BENCH_EXIT_FAIL;
         if (b.r.rank == 0)
             print_footer(&b);
+        if (b.r.rank == 0 && b.o.plot && plot(&b) != 0)
+            rc = GW_BENCH_EXIT_FAIL;
     }
     totals(&b, &avg, &wrong);
     if (wrong > 0)
         rc = GW_BENCH_EXIT_FAIL;
-    if (json && write_json(json, &b, rc == 0) != 0)
+    if (json.f && write_json(&json, &b, rc == 0) != 0)
         rc = GW_BENCH_EXIT_FAIL;
     free(b.res);
     free(b.tmax);

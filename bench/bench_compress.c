@@ -446,7 +446,7 @@ static int run_all(struct cbench *b)
     return 0;
 }
 
-static int setup(struct cbench *b, FILE **json)
+static int setup(struct cbench *b, gw_bench_report_t *json)
 {
     gw_status_t st;
     int ok = 1;
@@ -479,7 +479,7 @@ static int setup(struct cbench *b, FILE **json)
 int gw_bench_compress_main(int argc, char **argv)
 {
     struct cbench b;
-    FILE *json = NULL;
+    gw_bench_report_t json = {0};
     memset(&b, 0, sizeof(b));
     int rc = parse_opts(argc, argv, &b.o);
     if (rc >= 0)
@@ -496,7 +496,7 @@ int gw_bench_compress_main(int argc, char **argv)
         if (b.rank == 0 && b.error[0])
             printf("# Error: %s\n", b.error);
     }
-    if (json && gw_bench_compress_write_json(json, &b, rc == 0) != 0)
+    if (json.f && gw_bench_compress_write_json(&json, &b, rc == 0) != 0)
         rc = GW_BENCH_EXIT_FAIL;
     free(b.res);
     free(b.tmax);

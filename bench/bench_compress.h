@@ -61,6 +61,6 @@ void gw_bench_compress_print_result(const struct cres *r);
 
 /* The whole run as one JSON document over the placeholder in f, which is
  * then closed. 0, or -1 after printing why. */
-int gw_bench_compress_write_json(FILE *f, const struct cbench *b, int ok);
+int gw_bench_compress_write_json(gw_bench_report_t *f, const struct cbench *b, int ok);
 
 #endif

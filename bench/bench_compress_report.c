@@ -62,7 +62,7 @@ static void json_result(gw_kit_json_t *j, const struct cres *r)
     gw_kit_json_close(j, NULL);
 }
 
-int gw_bench_compress_write_json(FILE *f, const struct cbench *b, int ok)
+int gw_bench_compress_write_json(gw_bench_report_t *f, const struct cbench *b, int ok)
 {
     const struct copts *o = &b->o;
     gw_kit_json_t j;

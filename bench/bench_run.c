@@ -43,10 +43,10 @@ gw_status_t gw_bench_all_ok(gw_comm_t *comm, int ok, int *all)
 }
 
 int gw_bench_setup_end(gw_comm_t *comm, int rank, int ok, const char *benchmark, const char *path,
-                       FILE **json, char *error, size_t cap)
+                       gw_bench_report_t *json, char *error, size_t cap)
 {
     int all_ok = 0;
-    if (rank == 0 && path && !(*json = gw_bench_json_open(path, benchmark)))
+    if (rank == 0 && path && gw_bench_json_open(json, path, benchmark) != 0)
         ok = 0;
     gw_status_t st = gw_bench_all_ok(comm, ok, &all_ok);
     if (st != GW_OK)
@@ -96,9 +96,10 @@ gw_status_t gw_bench_timing_reduce(gw_comm_t *comm, const double *times, double 
     return GW_OK;
 }
 
-FILE *gw_bench_json_open(const char *path, const char *benchmark)
+int gw_bench_json_open(gw_bench_report_t *rep, const char *path, const char *benchmark)
 {
-    FILE *f = gw_kit_fopen_private(path);
+    gw_bench_header_start(rep);
+    FILE *f = rep->f = gw_kit_fopen_private(path);
     if (!f ||
         fprintf(f,
                 "{\"benchmark\": \"%s\", \"ok\": false, "
@@ -108,14 +109,16 @@ FILE *gw_bench_json_open(const char *path, const char *benchmark)
         fprintf(stderr, "gradwire-bench: cannot write %s: %m\n", path);
         if (f)
             fclose(f);
-        return NULL;
+        rep->f = NULL;
+        return -1;
     }
-    return f;
+    return 0;
 }
 
-int gw_bench_json_begin(gw_kit_json_t *j, FILE *f, const char *path, const char *benchmark,
-                        gw_comm_t *comm)
+int gw_bench_json_begin(gw_kit_json_t *j, gw_bench_report_t *rep, const char *path,
+                        const char *benchmark, gw_comm_t *comm)
 {
+    FILE *f = rep->f;
     rewind(f);
     if (ftruncate(fileno(f), 0) != 0) {
         fprintf(stderr, "gradwire-bench: writing %s failed: %m\n", path);
@@ -128,6 +131,7 @@ int gw_bench_json_begin(gw_kit_json_t *j, FILE *f, const char *path, const char 
     gw_kit_json_str(j, "gradwire_version", gw_version());
     gw_kit_json_int(j, "ranks", gw_comm_size(comm));
     gw_kit_json_str(j, "transport", gw_comm_transport(comm));
+    gw_bench_header_write(j, rep);
     return 0;
 }
 

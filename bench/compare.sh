@@ -36,6 +36,8 @@ set -euo pipefail
 
 PROG=$(basename "$0")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The command line as given, for the JSON's run header.
+CMDLINE="$0$(printf ' %q' "$@")"
 
 usage() {
     cat <<EOF
@@ -79,6 +81,8 @@ options:
       --prefix NAME     cluster prefix for --emulated (default gwcmp<pid>x)
       --keep-cluster    leave the emulated cluster up at the end
       --raw DIR         keep every run's output in DIR
+      --json FILE       also write the table as JSON, with the run header of
+                        bench/run_header.py (scripts/results.sh renders it)
   -h, --help            this text
 
 Every library checks its results (unless -c 0); a run with wrong elements or
@@ -120,6 +124,7 @@ build="$ROOT/build"
 prefix="gwcmp$$x"
 keep=0
 raw=""
+json=""
 
 need() { [ $# -ge 2 ] || usage_error "$1 needs a value"; }
 
@@ -146,6 +151,7 @@ while [ $# -gt 0 ]; do
         --prefix) need "$@"; prefix="$2"; shift 2 ;;
         --keep-cluster) keep=1; shift ;;
         --raw) need "$@"; raw="$2"; shift 2 ;;
+        --json) need "$@"; json="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage_error "unknown argument '$1'" ;;
     esac
@@ -234,6 +240,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 [ -z "$raw" ] || mkdir -p "$raw"
+[ -z "$json" ] || "$ROOT/bench/run_header.py" begin --command "$CMDLINE" >"$work/header.json" ||
+    die "cannot write the run header"
 
 if [ "$mode" = emulated ]; then
     cluster=1
@@ -411,6 +419,7 @@ rows() {
 
 libs=("${VNAMES[@]}" "${PEERS[@]+"${PEERS[@]}"}")
 failed=0
+failures=()
 echo "# $PROG: $mode, $nranks ranks$([ "$mode" = emulated ] && echo " on $nhosts hosts at $rate, MTU $mtu"), $dtype $op, sizes $minb..$maxb, $place-place, $repeats runs x $iters iterations"
 for v in "${VNAMES[@]}"; do
     [ -z "${VENV[$v]// /}" ] || echo "# $v: ${VENV[$v]}"
@@ -422,9 +431,11 @@ for ((k = 1; k <= repeats; k++)); do
             echo "# run $k of $lib failed:" >&2
             tail -n 20 "$work/$lib.$k" >&2
             failed=1
+            failures+=("run $k of $lib failed: $(grep -i -m1 'error' "$work/$lib.$k" | tr -d '"\\' | cut -c1-160)")
         elif rows "$work/$lib.$k" | awk '$3 != "0" && $3 != "N/A" { bad = 1 } END { exit !bad }'; then
             echo "# run $k of $lib had wrong elements" >&2
             failed=1
+            failures+=("run $k of $lib had wrong elements")
         fi
         [ -z "$raw" ] || cp "$work/$lib.$k" "$raw/$lib.$k"
     done
@@ -436,7 +447,8 @@ for lib in "${libs[@]}"; do
     for ((k = 1; k <= repeats; k++)); do
         [ -f "$work/$lib.$k" ] && rows "$work/$lib.$k" | sed "s/^/$lib /"
     done
-done | awk -v libs="${libs[*]}" -v n="$nranks" '
+done >"$work/rows"
+awk -v libs="${libs[*]}" -v n="$nranks" '
     function median(list,   a, m, i, j, t) {
         m = split(list, a, " ")
         for (i = 2; i <= m; i++)
@@ -477,11 +489,47 @@ done | awk -v libs="${libs[*]}" -v n="$nranks" '
         }
         printf "# time: median over runs of each run'"'"'s median time (us); busbw = size / time x\n"
         printf "# 2(n-1)/n in GB/s (1e9 B/s); ratio = %s busbw / that column'"'"'s (> 1: %s faster)\n", L[1], L[1]
-    }'
+    }' "$work/rows"
 if [ "$mode" = emulated ]; then
     echo "# link rate $rate = $(awk -v r="$rate" 'BEGIN {
         v = r + 0; u = tolower(r); sub(/^[0-9]+/, "", u)
         m = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1
         printf "%.4f GB/s", v * m / 8e9 }') per direction per host; TCP over MTU $mtu carries at most $(awk -v m="$mtu" 'BEGIN { printf "%.1f%%", (m - 52) / (m + 14) * 100 }') of it"
+fi
+if [ -n "$json" ]; then
+    # The same medians as the table, with min and max over the runs, under
+    # the run header: what scripts/render_results.py draws.
+    /usr/bin/python3 - "$work/rows" "$work/data.json" "$nranks" "${libs[@]}" <<PY || die "cannot write $json"
+import json, statistics, sys
+rows, out, n, libs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+t = {}
+for line in open(rows):
+    lib, size, us = line.split()[:3]
+    t.setdefault(int(size), {}).setdefault(lib, []).append(float(us))
+def busbw(s, us):
+    return s / us / 1e3 * 2 * (n - 1) / n if us > 0 else None
+results = []
+for s in sorted(t):
+    per = {}
+    for lib, v in t[s].items():
+        m = statistics.median(v)
+        per[lib] = {"time_us": {"median": m, "min": min(v), "max": max(v)}, "busbw": busbw(s, m),
+                    "runs": len(v)}
+    results.append({"size": s, "libraries": per})
+doc = {"benchmark": "compare", "collective": "allreduce", "mode": "$mode", "ranks": n,
+       "hosts": $nhosts if "$mode" == "emulated" else 1, "rate": "$rate" or None,
+       "mtu": $mtu if "$mode" == "emulated" else None, "dtype": "$dtype", "op": "$op",
+       "place": "$place", "repeats": $repeats, "iters": $iters, "warmup": $warmup,
+       "variants": {k: v.split() for k, v in [$(for v in "${VNAMES[@]}"; do printf '("%s", "%s"), ' "$v" "${VENV[$v]}"; done)]},
+       "units": {"size": "bytes", "time": "us", "bandwidth": "GB/s (1e9 bytes/s)"},
+       "method": "time: median over runs of each run's median time (max over ranks); "
+                 "busbw = size / time x 2(n-1)/n",
+       "libraries": libs, "reference": libs[0], "ok": $([ "$failed" -eq 0 ] && echo True || echo False),
+       "failures": [$(for f in "${failures[@]+"${failures[@]}"}"; do printf '"%s", ' "$f"; done)],
+       "results": results}
+json.dump(doc, open(out, "w"), indent=1)
+PY
+    "$ROOT/bench/run_header.py" finish "$work/header.json" "$work/data.json" "$json" ||
+        die "cannot write $json"
 fi
 exit "$failed"

@@ -18,11 +18,13 @@
 #     --reps R        repetitions (default 3)
 #     --bind B        the launcher's --bind (auto, core, none; default: its own)
 #     --build DIR     build directory (default ./build)
-#     --json FILE     also write the table as JSON
+#     --json FILE     also write the table as JSON, with the run header of
+#                     bench/run_header.py (scripts/results.sh renders it)
 # Prints a Markdown table. Exit status 0, 1 when a run failed, 2 for usage.
 # It reports and judges nothing: a benchmark, not a test.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+cmdline="$0$(printf ' %q' "$@")"
 build="$here/../build"
 n=4 hosts="" transport="${GW_TRANSPORT:-}" algos="" b=8 e=64M f=4 iters=10 reps=3 json="" bind=""
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -63,6 +65,10 @@ launch=("$launcher" launch -n "$n")
 [ -n "$bind" ] && launch+=(--bind "$bind")
 [ -n "$transport" ] && export GW_TRANSPORT="$transport"
 all=(auto "${fixed[@]}")
+if [ -n "$json" ]; then
+    "$here/run_header.py" begin --command "$cmdline" >"$out/header.json" ||
+        { echo "sweep.sh: cannot write the run header" >&2; exit 1; }
+fi
 echo "# sweep: $n ranks${hosts:+ on hosts $hosts}${bind:+, --bind $bind}, GW_TRANSPORT=${GW_TRANSPORT:-auto}, sizes $b..$e x$f, $reps reps;" \
     "gradwire $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$reps"); do
@@ -77,9 +83,11 @@ for r in $(seq 1 "$reps"); do
         fi
     done
 done
-/usr/bin/python3 - "$out" "$reps" "$json" "${all[@]}" <<'PY'
+/usr/bin/python3 - "$out" "$reps" "$json" "$n" "$iters" "${GW_TRANSPORT:-auto}" "${all[@]}" <<'PY' || exit 1
 import json, statistics, sys
-out, reps, jpath, algos = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+out, reps, jpath, n, iters, transport, algos = (sys.argv[1], int(sys.argv[2]), sys.argv[3],
+                                                int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
+                                                sys.argv[7:])
 times, picked = {}, {}
 for a in algos:
     for r in range(1, reps + 1):
@@ -107,5 +115,28 @@ for s in sizes:
                  "auto_over_best": ratio})
 print(f"\ntimes in us (median over {reps} runs of each run's median); worst auto / best: {worst:.2f}")
 if jpath:
-    json.dump({"rows": rows, "worst_auto_over_best": worst}, open(jpath, "w"), indent=1)
+    # The rows above, and every algorithm's figures in the shape of
+    # bench/compare.sh's JSON (one "library" per algorithm, auto the
+    # reference), which scripts/render_results.py draws.
+    results = []
+    for s in sizes:
+        per = {}
+        for a in algos:
+            v = times.get((a, s))
+            if v:
+                m = statistics.median(v)
+                per[a] = {"time_us": {"median": m, "min": min(v), "max": max(v)},
+                          "busbw": s / m / 1e3 * 2 * (n - 1) / n if m > 0 else None, "runs": len(v)}
+        results.append({"size": s, "libraries": per, "auto_picked": sorted(picked.get(s, []))})
+    doc = {"benchmark": "sweep", "collective": "allreduce", "ranks": n, "transport": transport,
+           "repeats": reps, "iters": iters,
+           "units": {"size": "bytes", "time": "us", "bandwidth": "GB/s (1e9 bytes/s)"},
+           "method": "time: median over repetitions of each run's out-of-place median time "
+                     "(max over ranks); busbw = size / time x 2(n-1)/n",
+           "libraries": algos, "reference": "auto", "results": results, "rows": rows,
+           "worst_auto_over_best": worst}
+    json.dump(doc, open(out + "/data.json", "w"), indent=1)
 PY
+if [ -n "$json" ]; then
+    "$here/run_header.py" finish "$out/header.json" "$out/data.json" "$json" || exit 1
+fi

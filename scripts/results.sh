@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# results.sh - measure the campaigns behind docs/results and render the pages.
+#
+# Every figure in the documentation comes from here: each campaign runs a
+# benchmark script of bench/ that writes JSON with a run header (commit,
+# date, host, cores, load at start and end, command, peers' versions:
+# bench/run_header.py) into docs/results/data/CAMPAIGN.json, and
+# scripts/render_results.py turns that JSON into docs/results/CAMPAIGN.md
+# and its PNG plots (gnuplot). Nobody types a figure; history is git's.
+#
+#   scripts/results.sh [options] [CAMPAIGN...]   (default: every wired one)
+#     --list          the campaigns, what each runs, and which are not wired yet
+#     --render-only   render the committed JSON again, run nothing
+#     --build DIR     build directory (default: ./build; needs gradwire,
+#                     gradwire-bench and the peer drivers of bench/peers)
+#     --data DIR      where the JSON goes (default docs/results/data)
+#     --out DIR       where pages and plots go (default docs/results)
+# Exit status: 0, 1 when a campaign failed (the others still run), 2 usage.
+set -uo pipefail
+
+PROG=results.sh
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# Paths relative to the repository root (where the campaigns run), so that
+# the command in a page's run header holds no one's home directory.
+build=build
+data=docs/results/data
+out=docs/results
+render_only=0
+list=0
+
+# name|needs|command (run from the repository root; $B is the build
+# directory, $J the JSON file). needs: "-" or "root". A command of "-" is a
+# campaign that exists as a script but is not wired here yet; the text after
+# the second "|" then says which script it is.
+CAMPAIGNS=(
+    'compare-local|-|bench/compare.sh --local 4 -b 16K -e 16M -r 3 -n 8 -w 2 --build "$B" --json "$J"'
+    'shm|-|bench/compare.sh --local 4 -b 16K -e 16M -r 3 -n 8 -w 2 --variant "gradwire GW_TRANSPORT=shm" --peers mpi_vader --build "$B" --json "$J"'
+    'sweep|-|bench/sweep.sh -n 4 -b 4K -e 16M -f 4 --iters 8 --reps 2 --build "$B" --json "$J"'
+    'compression|-|"$B/gradwire" launch -n 4 -- "$B/gradwire-bench" compress -b 256K -e 16M -f 4 -n 5 -w 1 --solo_iters 0 --json "$J"'
+    'compare-emulated|root|bench/compare.sh --emulated 4 --rate 2gbit -b 64K -e 16M -r 2 -n 5 -w 2 --build "$B" --json "$J"'
+)
+NOT_WIRED=(
+    'scale|bench/scale.sh (communicator creation at 8..64 ranks; prints text, no JSON yet)'
+    'train-accuracy|bench/train_accuracy.sh (training accuracy and cost; prints text)'
+    'elastic|bench/train_elastic.sh (prints text)'
+    'stragglers|tests/optimizer/straggler_hosts.sh (a test; no benchmark script yet)'
+    'pytorch|python/bench/torch_compare.sh (prints text)'
+    'acceptance|gradwire check (acceptance timings; its own JSON, no run header yet)'
+    'soft-roce|scripts/rxe-vm + tests/integration/rxe_2vm_perf.sh (needs the VM; prints text)'
+)
+
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --list) list=1; shift ;;
+        --render-only) render_only=1; shift ;;
+        --build) [ $# -ge 2 ] || { echo "$PROG: --build needs a directory" >&2; exit 2; }; build=$(realpath -m "$2"); shift 2 ;;
+        --data) [ $# -ge 2 ] || { echo "$PROG: --data needs a directory" >&2; exit 2; }; data=$(realpath -m "$2"); shift 2 ;;
+        --out) [ $# -ge 2 ] || { echo "$PROG: --out needs a directory" >&2; exit 2; }; out=$(realpath -m "$2"); shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "$PROG: unknown option '$1' (see --help)" >&2; exit 2 ;;
+        *) break ;;
+    esac
+done
+
+cd "$ROOT" || exit 1
+field() { cut -d'|' -f"$2" <<<"$1"; }
+
+if [ "$list" -eq 1 ]; then
+    for c in "${CAMPAIGNS[@]}"; do
+        needs=$(field "$c" 2)
+        printf '%-18s wired%s: %s\n' "$(field "$c" 1)" "$([ "$needs" = - ] || echo " (needs $needs)")" \
+            "$(field "$c" 3)"
+    done
+    for c in "${NOT_WIRED[@]}"; do
+        printf '%-18s not wired yet: %s\n' "$(field "$c" 1)" "$(field "$c" 2)"
+    done
+    exit 0
+fi
+
+# The campaigns asked for: each must be a wired one.
+want=("$@")
+if [ ${#want[@]} -eq 0 ]; then
+    if [ "$render_only" -eq 1 ]; then
+        exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out"
+    fi
+    for c in "${CAMPAIGNS[@]}"; do want+=("$(field "$c" 1)"); done
+fi
+sel=()
+for w in "${want[@]}"; do
+    found=""
+    for c in "${CAMPAIGNS[@]}"; do [ "$(field "$c" 1)" = "$w" ] && found=$c; done
+    if [ -z "$found" ]; then
+        for c in "${NOT_WIRED[@]}"; do
+            [ "$(field "$c" 1)" = "$w" ] && { echo "$PROG: campaign '$w' is not wired yet: $(field "$c" 2)" >&2; exit 2; }
+        done
+        echo "$PROG: no campaign '$w' (see --list)" >&2
+        exit 2
+    fi
+    sel+=("$found")
+done
+
+if [ "$render_only" -eq 1 ]; then
+    names=()
+    for c in "${sel[@]}"; do names+=("$(field "$c" 1)"); done
+    exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "${names[@]}"
+fi
+
+mkdir -p "$data"
+failed=0
+for c in "${sel[@]}"; do
+    name=$(field "$c" 1) needs=$(field "$c" 2) cmd=$(field "$c" 3)
+    if [ "$needs" = root ] && [ "$(id -u)" -ne 0 ]; then
+        echo "$PROG: $name: skipped: needs root (network namespaces); its committed JSON stays" >&2
+        continue
+    fi
+    # The committed JSON is kept aside: a run that writes none gets it back.
+    json="$data/$name.json"
+    keep="$data/.$name.json.keep"
+    rm -f "$keep"
+    [ -f "$json" ] && mv "$json" "$keep"
+    t0=$(date +%s)
+    echo "== $name: $cmd" >&2
+    B=$build J=$json bash -c "$cmd"
+    rc=$?
+    t1=$(date +%s)
+    echo "== $name: exit $rc after $((t1 - t0)) s" >&2
+    if [ -s "$json" ] && /usr/bin/python3 bench/run_header.py check "$json"; then
+        # A run that finished with wrong elements still wrote its JSON
+        # ("ok": false); the page says so.
+        rm -f "$keep"
+        /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "$name" || failed=1
+    else
+        rm -f "$json"
+        [ -f "$keep" ] && mv "$keep" "$json"
+        echo "$PROG: $name: no JSON written; the committed page stays" >&2
+        failed=1
+    fi
+    [ "$rc" -eq 0 ] || failed=1
+done
+exit "$failed"

@@ -259,17 +259,69 @@ def plots(name, doc, imgdir, work):
             sys.exit("render_results.py: gnuplot failed on %s-%s.png:\n%s" % (name, what, p.stderr))
 
 
+# The README's headline results: these campaigns, in this order, each as
+# the median over its sizes of the reference's busbw over each peer's, with
+# the range, linking to its page. Written between the README's markers, so
+# the README holds no figure typed by hand either.
+HEADLINES = ["compare-emulated", "compare-local", "shm"]
+BEGIN = "<!-- results:begin (scripts/render_results.py writes this list; do not edit) -->"
+END = "<!-- results:end -->"
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def headline(name, doc):
+    title = CAMPAIGNS.get(name, (name,))[0]
+    ref, sizes = doc["reference"], [r["size"] for r in doc["results"]]
+    parts = []
+    for peer in [l for l in doc["libraries"] if l != ref]:
+        ratios = []
+        for r in doc["results"]:
+            rb = r["libraries"].get(ref, {}).get("busbw")
+            pb = r["libraries"].get(peer, {}).get("busbw")
+            if rb and pb:
+                ratios.append(rb / pb)
+        if ratios:
+            parts.append("%s / %s %.2f (%.2f to %.2f)" % (ref, peer, median(ratios), min(ratios),
+                                                         max(ratios)))
+    where = ", ".join(x for x in ("%s ranks" % doc["ranks"] if doc.get("ranks") else "",
+                                  "%s hosts" % doc["hosts"] if doc.get("hosts") else "") if x)
+    return "- [%s](docs/results/%s.md), %s to %s%s: %s." % (
+        title, name, size_name(min(sizes)), size_name(max(sizes)), ", " + where if where else "",
+        "; ".join(parts) or "no peer measured")
+
+
+def write_readme(path, docs):
+    """Replace the block between the README's markers with the headlines
+    of the campaigns that have data."""
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        sys.exit("render_results.py: %s has no results markers" % path)
+    lines = [headline(n, docs[n]) for n in HEADLINES if n in docs]
+    block = BEGIN + "\n" + "\n".join(lines or ["- (nothing measured yet)"]) + "\n" + END
+    head, rest = text.split(BEGIN, 1)
+    with open(path, "w") as f:
+        f.write(head + block + rest.split(END, 1)[1])
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description="render docs/results pages from the campaigns' JSON")
     ap.add_argument("--data", default=os.path.join(ROOT, "docs/results/data"))
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/results"))
     ap.add_argument("--no-plots", action="store_true", help="pages only (no gnuplot)")
+    ap.add_argument("--readme", help="also write the headline results into this README's block")
     ap.add_argument("campaigns", nargs="*")
     a = ap.parse_args(argv)
     names = a.campaigns or sorted(f[:-5] for f in os.listdir(a.data) if f.endswith(".json"))
     if not a.no_plots and not shutil.which("gnuplot"):
         sys.exit("render_results.py: gnuplot is not installed (Debian package gnuplot-nox)")
     os.makedirs(os.path.join(a.out, "img"), exist_ok=True)
+    docs = {}
     for name in names:
         path = os.path.join(a.data, name + ".json")
         try:
@@ -280,12 +332,21 @@ def main(argv):
         if "run" not in doc or not doc.get("results"):
             sys.exit("render_results.py: %s: no run header or no results" % path)
         doc = normalize(doc)
+        docs[name] = doc
         with open(os.path.join(a.out, name + ".md"), "w") as f:
             f.write(page(name, doc))
         if not a.no_plots:
             with tempfile.TemporaryDirectory() as work:
                 plots(name, doc, os.path.join(a.out, "img"), work)
         print("rendered %s" % os.path.join(a.out, name + ".md"))
+    if a.readme:
+        for name in HEADLINES:  # every headline, whichever campaigns were asked for
+            path = os.path.join(a.data, name + ".json")
+            if name not in docs and os.path.exists(path):
+                with open(path) as f:
+                    docs[name] = normalize(json.load(f))
+        write_readme(a.readme, docs)
+        print("rendered the headline results of %s" % a.readme)
     return 0
 
 

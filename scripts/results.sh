@@ -79,11 +79,16 @@ if [ "$list" -eq 1 ]; then
     exit 0
 fi
 
+# Rendering into the repository's own pages also writes the README's
+# headline results (scripts/render_results.py --readme).
+readme=()
+[ "$out" = docs/results ] && readme=(--readme README.md)
+
 # The campaigns asked for: each must be a wired one.
 want=("$@")
 if [ ${#want[@]} -eq 0 ]; then
     if [ "$render_only" -eq 1 ]; then
-        exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out"
+        exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "${readme[@]}"
     fi
     for c in "${CAMPAIGNS[@]}"; do want+=("$(field "$c" 1)"); done
 fi
@@ -104,7 +109,7 @@ done
 if [ "$render_only" -eq 1 ]; then
     names=()
     for c in "${sel[@]}"; do names+=("$(field "$c" 1)"); done
-    exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "${names[@]}"
+    exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "${readme[@]}" "${names[@]}"
 fi
 
 mkdir -p "$data"
@@ -130,7 +135,7 @@ for c in "${sel[@]}"; do
         # A run that finished with wrong elements still wrote its JSON
         # ("ok": false); the page says so.
         rm -f "$keep"
-        /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "$name" || failed=1
+        /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "${readme[@]}" "$name" || failed=1
     else
         rm -f "$json"
         [ -f "$keep" ] && mv "$keep" "$json"

@@ -13,6 +13,9 @@
  *   - the environment in effect: every variable gradwire or a launcher it
  *     reads sets (GW_*, MASTER_*, torchrun's, Open MPI's, Slurm's, PMIx's),
  *     secrets shown only as "set".
+ * `gradwire info --env` lists the registry of variables instead, and
+ * --env-markdown and --errors-markdown print the reference pages
+ * (tools/info_env.c).
  * Exit status: 0, or 1 when a setting is malformed (a rank would refuse to
  * start), 2 for a bad command line. A transport this node cannot offer is
  * not a failure: most nodes have no RDMA.
@@ -276,12 +279,24 @@ int gw_info_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (argc == 2 &&
+                   (strcmp(argv[i], "--env") == 0 || strcmp(argv[i], "-c") == 0 ||
+                    strcmp(argv[i], "--env-markdown") == 0 ||
+                    strcmp(argv[i], "--errors-markdown") == 0)) {
+            return gw_info_env_main(argv[i]);
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: gradwire info [--json]\n"
+                   "       gradwire info --env | -c | --env-markdown | --errors-markdown\n"
                    "\n"
                    "What a rank started here, now, with this environment, would use, and why\n"
                    "not the rest: build, settings (malformed ones are errors), transports,\n"
                    "interfaces, RDMA ports, and the variables in effect. Sends nothing.\n"
+                   "\n"
+                   "  --env, -c          every variable gradwire reads: value here, default,\n"
+                   "                     what it accepts, category and meaning\n"
+                   "  --env-markdown     the same as Markdown (docs/reference/environment.md)\n"
+                   "  --errors-markdown  every error status (docs/reference/errors.md)\n"
+                   "\n"
                    "Exit status: 0; 1 when a setting is malformed; 2 for a bad command line.\n");
             return 0;
         } else {

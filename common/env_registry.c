@@ -19,7 +19,8 @@
 
 static const gw_env_var_t registry[GW_ENV_COUNT] = {
 #define GW_ENV_VAR(id, name, type, cat, min, max, dflt, choices, dflt_text, help) \
-    [GW_ENV_##id] = {name, GW_ENV_T_##type, GW_ENV_C_##cat, min, max, dflt, choices, dflt_text, help},
+    [GW_ENV_##                                                                    \
+        id] = {name, GW_ENV_T_##type, GW_ENV_C_##cat, min, max, dflt, choices, dflt_text, help},
 #include "common/env_registry.def"
 #undef GW_ENV_VAR
 };
@@ -93,7 +94,10 @@ gw_status_t gw__parse_long(const char *s, long min, long max, long *out)
 }
 
 /* A host name's characters (RFC 952/1123, and '_' that some sites use). */
-static int host_char(char c) { return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_'; }
+static int host_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_';
+}
 
 /* An IPv6 literal's characters, with a zone ("%eth0") after the address. */
 static int v6_ok(const char *s, size_t n)
@@ -189,8 +193,8 @@ void gw__env_accepted(const gw_env_var_t *v, char *buf, size_t cap)
         size_t n = (size_t)snprintf(buf, cap, "one of ");
         for (const char *c = v->choices; c && *c && n < cap;) {
             size_t len = strcspn(c, "|");
-            n += (size_t)snprintf(buf + n, cap - n, "%s%.*s", c == v->choices ? "" : ", ",
-                                  (int)len, c);
+            n += (size_t)snprintf(buf + n, cap - n, "%s%.*s", c == v->choices ? "" : ", ", (int)len,
+                                  c);
             c += len + (c[len] == '|');
         }
         return;
@@ -269,8 +273,8 @@ gw_status_t gw__env_check(const gw_env_var_t *v, const char *value, long *num, i
 
 const char *gw__env_type_name(gw_env_type_t type)
 {
-    static const char *const names[] = {"int", "bool", "str", "path", "secret", "choice",
-                                        "hostport"};
+    static const char *const names[] = {"int",    "bool",   "str",     "path",
+                                        "secret", "choice", "hostport"};
     return (unsigned)type < sizeof(names) / sizeof(names[0]) ? names[type] : "?";
 }
 

@@ -279,10 +279,9 @@ int gw_info_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
-        } else if (argc == 2 &&
-                   (strcmp(argv[i], "--env") == 0 || strcmp(argv[i], "-c") == 0 ||
-                    strcmp(argv[i], "--env-markdown") == 0 ||
-                    strcmp(argv[i], "--errors-markdown") == 0)) {
+        } else if (argc == 2 && (strcmp(argv[i], "--env") == 0 || strcmp(argv[i], "-c") == 0 ||
+                                 strcmp(argv[i], "--env-markdown") == 0 ||
+                                 strcmp(argv[i], "--errors-markdown") == 0)) {
             return gw_info_env_main(argv[i]);
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: gradwire info [--json]\n"

@@ -39,10 +39,8 @@
 static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
 {
     static const gw_env_id_t ids[][2] = {
-        {GW_ENV_GW_RANK, GW_ENV_GW_SIZE},
-        {GW_ENV_RANK, GW_ENV_WORLD_SIZE},
-        {GW_ENV_OMPI_RANK, GW_ENV_OMPI_SIZE},
-        {GW_ENV_PMI_RANK, GW_ENV_PMI_SIZE},
+        {GW_ENV_GW_RANK, GW_ENV_GW_SIZE},           {GW_ENV_RANK, GW_ENV_WORLD_SIZE},
+        {GW_ENV_OMPI_RANK, GW_ENV_OMPI_SIZE},       {GW_ENV_PMI_RANK, GW_ENV_PMI_SIZE},
         {GW_ENV_SLURM_PROCID, GW_ENV_SLURM_NTASKS},
     };
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
@@ -147,9 +145,9 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
 static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t cap,
                               const char **root)
 {
-    gw_env_id_t id = getenv("SLURM_STEP_NODELIST") ? GW_ENV_SLURM_STEP_NODELIST
-                     : getenv("SLURM_JOB_NODELIST")  ? GW_ENV_SLURM_JOB_NODELIST
-                                                     : GW_ENV_COUNT;
+    gw_env_id_t id = getenv("SLURM_STEP_NODELIST")  ? GW_ENV_SLURM_STEP_NODELIST
+                     : getenv("SLURM_JOB_NODELIST") ? GW_ENV_SLURM_JOB_NODELIST
+                                                    : GW_ENV_COUNT;
     if (id == GW_ENV_COUNT || !getenv("SLURM_PROCID"))
         return GW_OK;
     const char *name = gw__env_var(id)->name;

@@ -37,11 +37,11 @@ gw_status_t gw__env_hostport(const gw_logger_t *lg, gw_env_id_t id, char *host, 
                              int *port, int *found);
 
 /* Check every GW_* variable of the registry that is set, whether or not
- * this job will use it: the first malformed one is GW_ERR_CONFIG, logged
- * as the parsers log it. A GW_* name the registry lacks is not an error
+ * this job will use it: each malformed one is logged as the parsers log
+ * it, and the result is GW_ERR_CONFIG. A GW_* name the registry lacks is not an error
  * (scripts use their own GW_ names): when it is within a few edits of a
- * known name it is a likely typo, and, if warn_unknown, one WARN line
- * names the closest known one; others get an INFO line. Launcher
+ * known name (gw__env_closest) it is a likely typo, and, if warn_unknown,
+ * one WARN line names the closest known one; others get an INFO line. Launcher
  * variables are checked where their launcher's convention is in use. */
 gw_status_t gw__env_check_all(const gw_logger_t *lg, int warn_unknown);
 

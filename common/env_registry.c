@@ -63,11 +63,15 @@ static size_t distance(const char *a, const char *b)
 
 const gw_env_var_t *gw__env_closest(const char *name)
 {
+    /* One or two edits, and at most one per four characters after "GW_":
+     * GW_NSOCK is a typo of GW_NSOCKS, but GW_CI (a script's own) is not
+     * one of GW_SIZE, nor GW_RXE_GID_INDEX of GW_IB_GID_INDEX. */
+    size_t len = strlen(name), tail = strncmp(name, "GW_", 3) == 0 ? len - 3 : len;
     const gw_env_var_t *best = NULL;
-    size_t best_d = 4;
+    size_t best_d = 3;
     for (size_t i = 0; i < GW_ENV_COUNT; i++) {
         size_t d = distance(name, registry[i].name);
-        if (d < best_d) {
+        if (d < best_d && 4 * d <= tail) {
             best_d = d;
             best = &registry[i];
         }

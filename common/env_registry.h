@@ -53,8 +53,9 @@ const gw_env_var_t *gw__env_var(gw_env_id_t id);
 /* The entry named name, NULL if there is none. */
 const gw_env_var_t *gw__env_find(const char *name);
 
-/* The entry whose name is closest to name (fewest edits, at most 3), NULL
- * if none is that close: for "did you mean" on an unknown GW_* name. */
+/* The entry whose name is closest to name (one or two edits, at most one
+ * per four characters after "GW_"), NULL if none is that close: for "did
+ * you mean" on an unknown GW_* name. */
 const gw_env_var_t *gw__env_closest(const char *name);
 
 /* Is value acceptable for v? GW_OK, or GW_ERR_CONFIG with what is wrong in

@@ -158,6 +158,8 @@ Test(env_registry, entries_are_well_formed)
     cr_expect_eq(gw__env_closest("GW_NSOCK"), gw__env_var(GW_ENV_NSOCKS));
     cr_expect_eq(gw__env_closest("GW_TIMEOUT_MSS"), gw__env_var(GW_ENV_TIMEOUT_MS));
     cr_expect_null(gw__env_closest("GW_RXE_CLUSTER"));
+    cr_expect_null(gw__env_closest("GW_RXE_GID_INDEX"), "3 edits is no typo");
+    cr_expect_null(gw__env_closest("GW_CI"), "2 edits of a 2-letter name is no typo");
 }
 
 /* The registry's defaults are the ones the code was built around. */

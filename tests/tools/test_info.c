@@ -238,3 +238,19 @@ Test(info, the_environment_page_names_every_variable_and_the_errors_page_every_s
     }
     free(r.output);
 }
+
+/* The environment part prints from the registry: a GW_* name it lacks is
+ * shown as ignored, with the variable a typo most likely meant. */
+Test(info, unknown_gw_names_are_shown_as_ignored)
+{
+    char *env[] = {"GW_NSOCK=3", "GW_RXE_X=1", "OMPI_MCA_btl=tcp", NULL};
+    run_result_t r = info(NULL, env);
+    cr_expect_eq(r.status, 0, "exit %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output,
+                     "  GW_NSOCK=3 (not a gradwire variable: ignored; did you mean GW_NSOCKS?)\n"),
+              "%s", r.output);
+    cr_expect(strstr(r.output, "  GW_RXE_X=1 (not a gradwire variable: ignored)\n"), "%s",
+              r.output);
+    cr_expect_null(strstr(r.output, "OMPI_MCA_btl"), "not gradwire's:\n%s", r.output);
+    free(r.output);
+}

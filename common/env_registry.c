@@ -230,6 +230,8 @@ gw_status_t gw__env_check(const gw_env_var_t *v, const char *value, long *num, i
 {
     char accepted[160];
     gw__env_accepted(v, accepted, sizeof(accepted));
+    if (!*value && v->type == GW_ENV_T_STR && v->min < 0)
+        return GW_OK;
     if (!*value) {
         snprintf(why, cap, "is set but empty; accepted: %s (unset it for the default)", accepted);
         return GW_ERR_CONFIG;

@@ -127,14 +127,11 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
         GW_ERROR(lg, "init", "GW_ALGO=\"%s\" is not %s", algo_env, algos);
         return GW_ERR_CONFIG;
     }
-    const char *connect = NULL;
-    if (gw__env_str(lg, GW_ENV_CONNECT, &connect) != GW_OK)
+    /* Any case, as every choice of the registry (lazy is its first). */
+    int connect;
+    if (gw__env_choice(lg, GW_ENV_CONNECT, &connect) != GW_OK)
         return GW_ERR_CONFIG;
-    if (connect && strcmp(connect, "lazy") != 0 && strcmp(connect, "eager") != 0) {
-        GW_ERROR(lg, "init", "GW_CONNECT=\"%s\" is not lazy or eager", connect);
-        return GW_ERR_CONFIG;
-    }
-    r->lazy = !connect || strcmp(connect, "lazy") == 0;
+    r->lazy = connect == 0;
     if (gw__env_int(lg, GW_ENV_CHUNK_BYTES, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->chunk_bytes = (size_t)v;

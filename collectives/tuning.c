@@ -470,8 +470,7 @@ gw_status_t gw__tuning_load(gw_tuning_t *t, const char *path, const gw_logger_t 
 gw_status_t gw__tuning_load_env(gw_tuning_t *t, const gw_logger_t *lg)
 {
     const char *path;
-    if (gw__env_str(lg, "GW_TUNING_FILE", "the name of a file from gradwire-bench tune", &path) !=
-        GW_OK)
+    if (gw__env_str(lg, GW_ENV_TUNING_FILE, &path) != GW_OK)
         return GW_ERR_CONFIG;
     if (!path)
         return GW_OK;

@@ -1,34 +1,20 @@
+/*
+ * env.c - the parsers of env.h: read the variable the registry declares,
+ * check it with the registry's rule (env_registry.c) and log what is
+ * wrong once, with the value quoted so that a stray control character
+ * shows.
+ */
 #include "env.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-gw_status_t gw__parse_long(const char *s, long min, long max, long *out)
-{
-    if (!s || !*s)
-        return GW_ERR_INVALID_ARG;
-    /* strtol would skip leading white space and take a '+'; a value that
-     * only parses that way is refused, so " 2" is not 2. */
-    const char *d = s[0] == '-' ? s + 1 : s;
-    if (!isdigit((unsigned char)*d))
-        return GW_ERR_INVALID_ARG;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-        return GW_ERR_INVALID_ARG;
-    *out = v;
-    return GW_OK;
-}
+extern char **environ;
 
 /* Room for a quoted value in an error line. */
 #define QUOTE_MAX 256
-
-static int is_blank(char c) { return isspace((unsigned char)c) || iscntrl((unsigned char)c); }
 
 /* s between double quotes, with what would break the log line (control
  * characters, quotes, backslashes) written as C escapes, and cut short
@@ -57,137 +43,112 @@ static const char *quote(const char *s, char *buf, size_t cap)
     return buf;
 }
 
-/* The value of name, NULL if unset; set but empty or padded is refused with
- * one line that says what would have been accepted. */
-static gw_status_t get_set(const gw_logger_t *lg, const char *name, const char *accepted,
-                           const char **out)
+/* Check v's value s; log what is wrong. A secret's value is never logged. */
+static gw_status_t check(const gw_logger_t *lg, const gw_env_var_t *v, const char *s, long *num,
+                         int *index)
 {
-    const char *s = getenv(name);
-    *out = NULL;
-    if (!s)
+    char why[320];
+    if (gw__env_check(v, s, num, index, why, sizeof(why)) == GW_OK)
         return GW_OK;
-    if (!*s) {
-        GW_ERROR(lg, "env", "%s is set but empty; accepted: %s (unset it for the default)", name,
-                 accepted);
-        return GW_ERR_CONFIG;
-    }
-    if (is_blank(s[0]) || is_blank(s[strlen(s) - 1])) {
+    if (v->type == GW_ENV_T_SECRET || !*s) {
+        GW_ERROR(lg, "env", "%s %s", v->name, why);
+    } else {
         char q[QUOTE_MAX];
-        GW_ERROR(lg, "env", "%s=%s has white space at an end; accepted: %s", name,
-                 quote(s, q, sizeof(q)), accepted);
-        return GW_ERR_CONFIG;
+        GW_ERROR(lg, "env", "%s=%s %s", v->name, quote(s, q, sizeof(q)), why);
     }
+    return GW_ERR_CONFIG;
+}
+
+/* The registry's entry of id, and its value (NULL if unset), checked. */
+static gw_status_t get(const gw_logger_t *lg, gw_env_id_t id, const gw_env_var_t **v,
+                       const char **s, long *num, int *index)
+{
+    *v = gw__env_var(id);
+    *s = *v ? getenv((*v)->name) : NULL;
+    if (!*v)
+        return GW_ERR_INVALID_ARG;
+    return *s ? check(lg, *v, *s, num, index) : GW_OK;
+}
+
+gw_status_t gw__env_str(const gw_logger_t *lg, gw_env_id_t id, const char **out)
+{
+    const gw_env_var_t *v;
+    const char *s;
+    *out = NULL;
+    if (get(lg, id, &v, &s, NULL, NULL) != GW_OK)
+        return GW_ERR_CONFIG;
     *out = s;
     return GW_OK;
 }
 
-gw_status_t gw__env_str(const gw_logger_t *lg, const char *name, const char *accepted,
-                        const char **out)
+gw_status_t gw__env_int(const gw_logger_t *lg, gw_env_id_t id, long *out)
 {
-    return get_set(lg, name, accepted, out);
-}
-
-gw_status_t gw__env_int(const gw_logger_t *lg, const char *name, long min, long max, long dflt,
-                        long *out)
-{
-    char accepted[96];
-    snprintf(accepted, sizeof(accepted), "an integer in [%ld, %ld]", min, max);
+    const gw_env_var_t *v;
     const char *s;
-    long v;
-    if (get_set(lg, name, accepted, &s) != GW_OK)
+    long n = 0;
+    if (get(lg, id, &v, &s, &n, NULL) != GW_OK ||
+        (v->type != GW_ENV_T_INT && v->type != GW_ENV_T_BOOL))
         return GW_ERR_CONFIG;
-    if (!s) {
-        *out = dflt;
-        return GW_OK;
-    }
-    if (gw__parse_long(s, min, max, &v) != GW_OK) {
-        char q[QUOTE_MAX];
-        GW_ERROR(lg, "env", "%s=%s is not %s", name, quote(s, q, sizeof(q)), accepted);
-        return GW_ERR_CONFIG;
-    }
-    *out = v;
+    *out = s ? n : v->dflt;
     return GW_OK;
 }
 
-gw_status_t gw__env_choice(const gw_logger_t *lg, const char *name, const char *const *choices,
-                           size_t n, int dflt, int *out)
+gw_status_t gw__env_choice(const gw_logger_t *lg, gw_env_id_t id, int *out)
 {
-    char list[256] = "one of ";
-    size_t len = strlen(list);
-    for (size_t i = 0; i < n; i++) {
-        int w = snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", choices[i]);
-        if (w < 0 || (size_t)w >= sizeof(list) - len)
-            break;
-        len += (size_t)w;
-    }
+    const gw_env_var_t *v;
     const char *s;
-    if (get_set(lg, name, list, &s) != GW_OK)
+    int i = 0;
+    if (get(lg, id, &v, &s, NULL, &i) != GW_OK || v->type != GW_ENV_T_CHOICE)
         return GW_ERR_CONFIG;
-    if (!s) {
-        *out = dflt;
-        return GW_OK;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (strcasecmp(s, choices[i]) == 0) {
-            *out = (int)i;
-            return GW_OK;
-        }
-    }
-    char q[QUOTE_MAX];
-    GW_ERROR(lg, "env", "%s=%s is not %s", name, quote(s, q, sizeof(q)), list);
-    return GW_ERR_CONFIG;
+    *out = s ? i : (int)v->dflt;
+    return GW_OK;
 }
 
-gw_status_t gw__env_hostport(const gw_logger_t *lg, const char *name, char *host, size_t host_cap,
+gw_status_t gw__env_hostport(const gw_logger_t *lg, gw_env_id_t id, char *host, size_t host_cap,
                              int *port, int *found)
 {
-    static const char accepted[] = "host:port (or [v6addr]:port) with a port in [1, 65535]";
+    const gw_env_var_t *v;
     const char *s;
     *found = 0;
-    if (get_set(lg, name, accepted, &s) != GW_OK)
+    if (get(lg, id, &v, &s, NULL, NULL) != GW_OK || v->type != GW_ENV_T_HOSTPORT)
         return GW_ERR_CONFIG;
     if (!s)
         return GW_OK;
     if (gw__parse_hostport(s, host, host_cap, port) != GW_OK) {
         char q[QUOTE_MAX];
-        GW_ERROR(lg, "env", "%s=%s is not %s", name, quote(s, q, sizeof(q)), accepted);
+        GW_ERROR(lg, "env", "%s=%s is too long a host:port", v->name, quote(s, q, sizeof(q)));
         return GW_ERR_CONFIG;
     }
     *found = 1;
     return GW_OK;
 }
 
-gw_status_t gw__parse_hostport(const char *s, char *host, size_t host_cap, int *port)
+gw_status_t gw__env_check_all(const gw_logger_t *lg, int warn_unknown)
 {
-    if (!s || !*s || host_cap == 0)
-        return GW_ERR_INVALID_ARG;
-    const char *colon;
-    const char *hstart = s;
-    size_t hlen;
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-        if (!close || close[1] != ':')
-            return GW_ERR_INVALID_ARG;
-        hstart = s + 1;
-        hlen = (size_t)(close - hstart);
-        colon = close + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon)
-            return GW_ERR_INVALID_ARG;
-        hlen = (size_t)(colon - s);
+    gw_status_t st = GW_OK;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "GW_", 3) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        char name[128];
+        if (!eq || (size_t)(eq - *e) >= sizeof(name))
+            continue;
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = '\0';
+        const gw_env_var_t *v = gw__env_find(name);
+        if (v) {
+            /* GW_RANK and GW_SIZE are gradwire launch's: checked where that
+             * convention is in use, like the other launchers'. */
+            if (v->category != GW_ENV_C_LAUNCHER && check(lg, v, eq + 1, NULL, NULL) != GW_OK)
+                st = GW_ERR_CONFIG;
+            continue;
+        }
+        const gw_env_var_t *near = gw__env_closest(name);
+        if (near && warn_unknown)
+            GW_WARN(lg, "env", "%s is not a gradwire variable (ignored): did you mean %s?", name,
+                    near->name);
+        else if (warn_unknown)
+            GW_INFO(lg, "env", "%s is not a gradwire variable (ignored)", name);
     }
-    if (hlen == 0 || hlen >= host_cap)
-        return GW_ERR_INVALID_ARG;
-    /* A host name holds no white space, so "node1 :29500" is a typo. */
-    for (size_t i = 0; i < hlen; i++)
-        if (is_blank(hstart[i]))
-            return GW_ERR_INVALID_ARG;
-    long p;
-    if (gw__parse_long(colon + 1, 1, 65535, &p) != GW_OK)
-        return GW_ERR_INVALID_ARG;
-    memcpy(host, hstart, hlen);
-    host[hlen] = '\0';
-    *port = (int)p;
-    return GW_OK;
+    return st;
 }

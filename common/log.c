@@ -30,8 +30,7 @@ const char *gw__log_subsys_names(void)
 static gw_status_t parse_subsys(gw_logger_t *lg)
 {
     const char *v;
-    gw_status_t st = gw__env_str(lg, "GW_DEBUG_SUBSYS",
-                                 "subsystems, comma-separated, ^ in front to exclude them", &v);
+    gw_status_t st = gw__env_str(lg, GW_ENV_DEBUG_SUBSYS, &v);
     if (st != GW_OK || !v)
         return st;
     const char *p = v;
@@ -103,9 +102,6 @@ static void expand_path(char *out, size_t cap, const char *pattern, const char *
  * open_file (else only checked). */
 static gw_status_t logger_setup(gw_logger_t *lg, int rank, FILE *into, int open_file)
 {
-    /* The GW_DEBUG choices, in gw_log_level_t order, then DEBUG as another
-     * name for TRACE. */
-    static const char *const levels[] = {"NONE", "ERROR", "WARN", "INFO", "TRACE", "DEBUG"};
     memset(lg, 0, sizeof(*lg));
     lg->rank = rank;
     lg->file = into;
@@ -118,8 +114,7 @@ static gw_status_t logger_setup(gw_logger_t *lg, int rank, FILE *into, int open_
     /* GW_DEBUG_FILE first, so that a malformed GW_DEBUG is reported in the
      * file the user reads, not on a stderr that may be discarded. */
     const char *path;
-    gw_status_t st =
-        gw__env_str(lg, "GW_DEBUG_FILE", "a file name (%h: the host, %p: the pid)", &path);
+    gw_status_t st = gw__env_str(lg, GW_ENV_DEBUG_FILE, &path);
     if (st != GW_OK)
         return st;
     if (path && open_file) {
@@ -137,8 +132,7 @@ static gw_status_t logger_setup(gw_logger_t *lg, int rank, FILE *into, int open_
         }
     }
     int level;
-    st = gw__env_choice(lg, "GW_DEBUG", levels, sizeof(levels) / sizeof(levels[0]), GW_LOG_WARN,
-                        &level);
+    st = gw__env_choice(lg, GW_ENV_DEBUG, &level);
     if (st != GW_OK)
         return st;
     lg->level = level > (int)GW_LOG_TRACE ? GW_LOG_TRACE : (gw_log_level_t)level;

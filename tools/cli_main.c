@@ -6,6 +6,7 @@
  *   gradwire check [options]           cluster acceptance test, run as a job
  *   gradwire hostlist EXPR...          expand Slurm host lists
  *   gradwire info [--json]             what gradwire would use on this node, and why
+ *   gradwire info --env                every variable gradwire reads (the registry)
  *   gradwire version                   print the version of the library
  *
  * Built on the public API only, like any user of the library.
@@ -36,6 +37,8 @@ static void usage(FILE *out)
                  "                                        per line (as scontrol show hostnames)\n"
                  "  info [--json]                         what gradwire would use on this node\n"
                  "                                        and why (transports, settings, ports)\n"
+                 "  info --env                            every variable gradwire reads, with\n"
+                 "                                        its value here, default and meaning\n"
                  "  version                               print the gradwire version\n"
                  "  help                                  show this help\n"
                  "\n"

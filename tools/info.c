@@ -10,9 +10,13 @@
  *   - the network interfaces (getifaddrs): state, MTU, addresses;
  *   - the RDMA ports sysfs shows (the kit's reader): state, link layer,
  *     GIDs with their type and Ethernet device;
- *   - the environment in effect: every variable gradwire or a launcher it
- *     reads sets (GW_*, MASTER_*, torchrun's, Open MPI's, Slurm's, PMIx's),
- *     secrets shown only as "set".
+ *   - the environment in effect: every variable of the registry
+ *     (common/env_registry.def: GW_*, and the launchers' that gradwire
+ *     reads) that is set, secrets shown only as "set", and other GW_*
+ *     names marked as ignored.
+ * `gradwire info --env` lists the registry of variables instead, and
+ * --env-markdown and --errors-markdown print the reference pages
+ * (tools/info_env.c).
  * Exit status: 0, or 1 when a setting is malformed (a rank would refuse to
  * start), 2 for a bad command line. A transport this node cannot offer is
  * not a failure: most nodes have no RDMA.
@@ -28,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/env_registry.h"
 #include "gradwire.h"
 #include "info.h"
 #include "kit.h"
@@ -115,34 +120,29 @@ static int interfaces(iface_t *out, int cap)
 
 /* ---- the environment ---- */
 
-static int relevant(const char *name)
+/* The registry's entry of environ's "NAME=value", NULL if it has none. */
+static const gw_env_var_t *entry_var(const char *entry)
 {
-    static const char *const prefixes[] = {"GW_",
-                                           "MASTER_ADDR=",
-                                           "MASTER_PORT=",
-                                           "RANK=",
-                                           "WORLD_SIZE=",
-                                           "LOCAL_RANK=",
-                                           "LOCAL_WORLD_SIZE=",
-                                           "TORCHELASTIC_",
-                                           "OMPI_COMM_WORLD_",
-                                           "PMI_RANK=",
-                                           "PMI_SIZE=",
-                                           "PMIX_RANK=",
-                                           "PMIX_NAMESPACE=",
-                                           "SLURM_PROCID=",
-                                           "SLURM_NTASKS=",
-                                           "SLURM_JOB_ID=",
-                                           "SLURM_STEP_ID=",
-                                           "SLURM_STEP_NODELIST=",
-                                           "SLURM_JOB_NODELIST="};
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
-            return 1;
-    return 0;
+    char name[128];
+    const char *eq = strchr(entry, '=');
+    if (!eq || (size_t)(eq - entry) >= sizeof(name))
+        return NULL;
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - entry), entry);
+    return gw__env_find(name);
 }
 
-static int secret(const char *entry) { return strncmp(entry, "GW_JOB_TOKEN=", 13) == 0; }
+/* Every variable of the registry (common/env_registry.def), and any other
+ * GW_* name, which a rank ignores and the text view marks. */
+static int relevant(const char *entry)
+{
+    return strncmp(entry, "GW_", 3) == 0 || entry_var(entry) != NULL;
+}
+
+static int secret(const char *entry)
+{
+    const gw_env_var_t *v = entry_var(entry);
+    return v && v->type == GW_ENV_T_SECRET;
+}
 
 static int by_str(const void *a, const void *b)
 {
@@ -160,6 +160,17 @@ static int environment(const char **out, int cap)
 }
 
 /* ---- text ---- */
+
+/* A GW_* name the registry lacks: a rank ignores it; a likely typo is
+ * named, as rank 0's WARN line does. */
+static void unknown(const char *entry)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "%.*s", (int)(strcspn(entry, "=")), entry);
+    const gw_env_var_t *near = gw__env_closest(name);
+    printf("  %s (not a gradwire variable: ignored%s%s%s)\n", entry, near ? "; did you mean " : "",
+           near ? near->name : "", near ? "?" : "");
+}
 
 static void print_text(const finding_t *f, int nf, const iface_t *ifs, int nif,
                        const gw_kit_rdma_port_t *ports, int np, const char **env, int nenv)
@@ -197,6 +208,8 @@ static void print_text(const finding_t *f, int nf, const iface_t *ifs, int nif,
     for (int i = 0; i < nenv; i++) {
         if (secret(env[i]))
             printf("  %.*s (set, not shown)\n", (int)(strchr(env[i], '=') - env[i]), env[i]);
+        else if (!entry_var(env[i]))
+            unknown(env[i]);
         else
             printf("  %s\n", env[i]);
     }
@@ -276,12 +289,23 @@ int gw_info_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (argc == 2 && (strcmp(argv[i], "--env") == 0 || strcmp(argv[i], "-c") == 0 ||
+                                 strcmp(argv[i], "--env-markdown") == 0 ||
+                                 strcmp(argv[i], "--errors-markdown") == 0)) {
+            return gw_info_env_main(argv[i]);
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: gradwire info [--json]\n"
+                   "       gradwire info --env | -c | --env-markdown | --errors-markdown\n"
                    "\n"
                    "What a rank started here, now, with this environment, would use, and why\n"
                    "not the rest: build, settings (malformed ones are errors), transports,\n"
                    "interfaces, RDMA ports, and the variables in effect. Sends nothing.\n"
+                   "\n"
+                   "  --env, -c          every variable gradwire reads: value here, default,\n"
+                   "                     what it accepts, category and meaning\n"
+                   "  --env-markdown     the same as Markdown (docs/reference/environment.md)\n"
+                   "  --errors-markdown  every error status (docs/reference/errors.md)\n"
+                   "\n"
                    "Exit status: 0; 1 when a setting is malformed; 2 for a bad command line.\n");
             return 0;
         } else {

@@ -68,7 +68,7 @@ gw_status_t gw__host_id(const gw_logger_t *lg, uint64_t *out)
 gw_status_t gw__host_id_published(const gw_logger_t *lg, uint64_t *out)
 {
     const char *fake = NULL;
-    if (gw__env_str(lg, "GW_HOST_ID", "a host name for testing", &fake) != GW_OK)
+    if (gw__env_str(lg, GW_ENV_HOST_ID, &fake) != GW_OK)
         return GW_ERR_CONFIG;
     if (!fake)
         return gw__host_id(lg, out);

@@ -50,19 +50,24 @@ gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo)
 
 /* value if the caller's config gives one; else the variable name, which
  * must be well formed if it is set (unset: NULL, the default). */
-static gw_status_t env_or(const gw_logger_t *lg, const char *value, const char *name,
-                          const char *accepted, const char **out)
+static gw_status_t env_or(const gw_logger_t *lg, const char *value, gw_env_id_t id,
+                          const char **out)
 {
     if (value) {
         *out = value;
         return GW_OK;
     }
-    return gw__env_str(lg, name, accepted, out);
+    return gw__env_str(lg, id, out);
 }
 
 gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_comm_resolved_t *r)
 {
     long v;
+    /* Every GW_* variable that is set is checked, used here or not: a
+     * malformed one fails creation rather than wait for the day it is used
+     * (rank 0 alone names unknown ones, so a job says it once). */
+    if (gw__env_check_all(lg, cfg->rank == 0) != GW_OK)
+        return GW_ERR_CONFIG;
     r->rank = cfg->rank;
     r->size = cfg->size;
     if (r->size < 1 || r->rank < 0 || r->rank >= r->size) {
@@ -70,23 +75,21 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
                  cfg->rank, cfg->size);
         return GW_ERR_CONFIG;
     }
-    if (env_or(lg, cfg->root, "GW_ROOT", "host:port", &r->root) != GW_OK ||
-        env_or(lg, cfg->job_token, "GW_JOB_TOKEN", "the job's secret", &r->token) != GW_OK ||
-        env_or(lg, cfg->transport, "GW_TRANSPORT", gw__select_mode_list(), &r->transport) !=
-            GW_OK ||
-        env_or(lg, cfg->socket_ifname, "GW_SOCKET_IFNAME", "a network interface name",
-               &r->ifname) != GW_OK)
+    if (env_or(lg, cfg->root, GW_ENV_ROOT, &r->root) != GW_OK ||
+        env_or(lg, cfg->job_token, GW_ENV_JOB_TOKEN, &r->token) != GW_OK ||
+        env_or(lg, cfg->transport, GW_ENV_TRANSPORT, &r->transport) != GW_OK ||
+        env_or(lg, cfg->socket_ifname, GW_ENV_SOCKET_IFNAME, &r->ifname) != GW_OK)
         return GW_ERR_CONFIG;
     /* A root from the environment is checked here, naming the variable; the
      * bootstrap checks the one a caller's config gives. */
     char host[256];
     int port, found;
-    if (!cfg->root && gw__env_hostport(lg, "GW_ROOT", host, sizeof(host), &port, &found) != GW_OK)
+    if (!cfg->root && gw__env_hostport(lg, GW_ENV_ROOT, host, sizeof(host), &port, &found) != GW_OK)
         return GW_ERR_CONFIG;
     if (cfg->timeout_ms > 0) {
         r->timeout_ms = cfg->timeout_ms;
     } else {
-        if (gw__env_int(lg, "GW_TIMEOUT_MS", 1, 86400000L, GW_DEFAULT_TIMEOUT_MS, &v) != GW_OK)
+        if (gw__env_int(lg, GW_ENV_TIMEOUT_MS, &v) != GW_OK)
             return GW_ERR_CONFIG;
         r->timeout_ms = (int)v;
     }
@@ -97,7 +100,7 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
         }
         r->nsocks = cfg->nsocks;
     } else {
-        if (gw__env_int(lg, "GW_NSOCKS", 1, GW_MAX_NSOCKS, 1, &v) != GW_OK)
+        if (gw__env_int(lg, GW_ENV_NSOCKS, &v) != GW_OK)
             return GW_ERR_CONFIG;
         r->nsocks = (int)v;
     }
@@ -108,27 +111,23 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
     r->algo = cfg->algo;
     static const char algos[] = "one of auto, ring, tree, rd, hier";
     const char *algo_env = NULL;
-    if (r->algo == GW_ALGO_AUTO && gw__env_str(lg, "GW_ALGO", algos, &algo_env) != GW_OK)
+    if (r->algo == GW_ALGO_AUTO && gw__env_str(lg, GW_ENV_ALGO, &algo_env) != GW_OK)
         return GW_ERR_CONFIG;
     if (algo_env && gw_algo_parse(algo_env, &r->algo) != GW_OK) {
         GW_ERROR(lg, "init", "GW_ALGO=\"%s\" is not %s", algo_env, algos);
         return GW_ERR_CONFIG;
     }
-    const char *connect = NULL;
-    if (gw__env_str(lg, "GW_CONNECT", "lazy or eager", &connect) != GW_OK)
+    /* Any case, as every choice of the registry (lazy is its first). */
+    int connect;
+    if (gw__env_choice(lg, GW_ENV_CONNECT, &connect) != GW_OK)
         return GW_ERR_CONFIG;
-    if (connect && strcmp(connect, "lazy") != 0 && strcmp(connect, "eager") != 0) {
-        GW_ERROR(lg, "init", "GW_CONNECT=\"%s\" is not lazy or eager", connect);
-        return GW_ERR_CONFIG;
-    }
-    r->lazy = !connect || strcmp(connect, "lazy") == 0;
-    if (gw__env_int(lg, "GW_CHUNK_BYTES", 4096, 1L << 30, 0, &v) != GW_OK)
+    r->lazy = connect == 0;
+    if (gw__env_int(lg, GW_ENV_CHUNK_BYTES, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->chunk_bytes = (size_t)v;
     /* Only rank 0's value decides (it tells the others which way the
      * bootstrap all-gather goes), but every rank refuses a malformed one. */
-    if (gw__env_int(lg, "GW_BOOTSTRAP_RING_MIN", 2, INT32_MAX, GW_BOOTSTRAP_RING_MIN_DEFAULT, &v) !=
-        GW_OK)
+    if (gw__env_int(lg, GW_ENV_BOOTSTRAP_RING_MIN, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->ring_min = (int)v;
     if (gw__select_mode_parse(r->transport, &r->mode) != GW_OK) {

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "collectives/core/comm.h"
+#include "common/env.h"
 
 /* A joiner's wait when its caller gives none: an epoch of a real job. */
 #define JOIN_WAIT_DEFAULT_MS 600000
@@ -94,6 +95,11 @@ gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
         c.root = getenv("GW_ROOT");
     if (!c.job_token)
         c.job_token = getenv("GW_JOB_TOKEN");
+    st = gw__env_check_all(&lg, 0); /* as gw_comm_init: every set GW_* is checked */
+    if (st != GW_OK) {
+        gw__logger_fini(&lg);
+        return st;
+    }
     char root[300];
     gw_bs_members_t m;
     st = gw__bootstrap_join(&lg, c.root, c.job_token, wait_ms ? wait_ms : JOIN_WAIT_DEFAULT_MS,

@@ -38,31 +38,30 @@
 /* Rank and size from the first launcher convention present. */
 static gw_status_t env_rank_size(const gw_logger_t *lg, int *rank, int *size)
 {
-    static const char *const pairs[][2] = {
-        {"GW_RANK", "GW_SIZE"},
-        {"RANK", "WORLD_SIZE"},
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"PMI_RANK", "PMI_SIZE"},
-        {"SLURM_PROCID", "SLURM_NTASKS"},
+    static const gw_env_id_t ids[][2] = {
+        {GW_ENV_GW_RANK, GW_ENV_GW_SIZE},           {GW_ENV_RANK, GW_ENV_WORLD_SIZE},
+        {GW_ENV_OMPI_RANK, GW_ENV_OMPI_SIZE},       {GW_ENV_PMI_RANK, GW_ENV_PMI_SIZE},
+        {GW_ENV_SLURM_PROCID, GW_ENV_SLURM_NTASKS},
     };
-    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        const char *pairs[2] = {gw__env_var(ids[i][0])->name, gw__env_var(ids[i][1])->name};
         /* The first convention whose rank variable is set is the one in use:
          * set but empty or malformed is an error, not a reason to look at
          * the next launcher's variables. */
-        if (!getenv(pairs[i][0]))
+        if (!getenv(pairs[0]))
             continue;
         long rv, sv;
-        if (gw__env_int(lg, pairs[i][0], 0, 1L << 30, -1, &rv) != GW_OK)
+        if (gw__env_int(lg, ids[i][0], &rv) != GW_OK)
             return GW_ERR_CONFIG;
-        if (!getenv(pairs[i][1])) {
-            GW_ERROR(lg, "init", "%s is set but %s, the number of ranks, is not", pairs[i][0],
-                     pairs[i][1]);
+        if (!getenv(pairs[1])) {
+            GW_ERROR(lg, "init", "%s is set but %s, the number of ranks, is not", pairs[0],
+                     pairs[1]);
             return GW_ERR_CONFIG;
         }
-        if (gw__env_int(lg, pairs[i][1], 1, 1L << 30, -1, &sv) != GW_OK)
+        if (gw__env_int(lg, ids[i][1], &sv) != GW_OK)
             return GW_ERR_CONFIG;
         if (rv >= sv) {
-            GW_ERROR(lg, "init", "%s=%ld is not below %s=%ld", pairs[i][0], rv, pairs[i][1], sv);
+            GW_ERROR(lg, "init", "%s=%ld is not below %s=%ld", pairs[0], rv, pairs[1], sv);
             return GW_ERR_CONFIG;
         }
         *rank = (int)rv;
@@ -81,7 +80,7 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
 {
     const char *addr;
     long p;
-    if (gw__env_str(lg, "MASTER_ADDR", "a host name or address", &addr) != GW_OK)
+    if (gw__env_str(lg, GW_ENV_MASTER_ADDR, &addr) != GW_OK)
         return GW_ERR_CONFIG;
     if (!addr)
         return GW_OK;
@@ -89,22 +88,21 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
         GW_ERROR(lg, "init", "MASTER_ADDR is set but MASTER_PORT is not");
         return GW_ERR_CONFIG;
     }
-    if (gw__env_int(lg, "MASTER_PORT", 1, 65535, 0, &p) != GW_OK)
+    if (gw__env_int(lg, GW_ENV_MASTER_PORT, &p) != GW_OK)
         return GW_ERR_CONFIG;
     /* torchrun's agent may hold its own TCPStore on MASTER_PORT and hand it
      * to the workers (TORCHELASTIC_USE_AGENT_STORE=True, the default of
      * torchrun's c10d rendezvous): the port is taken, so gradwire's root
      * goes to GW_ROOT_PORT, else the port above it (what `gradwire launch`
      * gives too). */
-    static const char *const agent_values[] = {"False", "True", "false", "true", "0", "1"};
     int agent = 0;
     if (getenv("TORCHELASTIC_USE_AGENT_STORE") &&
-        gw__env_choice(lg, "TORCHELASTIC_USE_AGENT_STORE", agent_values, 6, 0, &agent) != GW_OK)
+        gw__env_choice(lg, GW_ENV_TORCHELASTIC_USE_AGENT_STORE, &agent) != GW_OK)
         return GW_ERR_CONFIG;
     if (agent % 2 == 1) {
         long own;
         if (getenv("GW_ROOT_PORT")) {
-            if (gw__env_int(lg, "GW_ROOT_PORT", 1, 65535, 0, &own) != GW_OK)
+            if (gw__env_int(lg, GW_ENV_ROOT_PORT, &own) != GW_OK)
                 return GW_ERR_CONFIG;
         } else if (p == 65535) {
             GW_ERROR(lg, "init",
@@ -147,13 +145,14 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
 static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t cap,
                               const char **root)
 {
-    const char *name = getenv("SLURM_STEP_NODELIST")  ? "SLURM_STEP_NODELIST"
-                       : getenv("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST"
-                                                      : NULL;
-    if (!name || !getenv("SLURM_PROCID"))
+    gw_env_id_t id = getenv("SLURM_STEP_NODELIST")  ? GW_ENV_SLURM_STEP_NODELIST
+                     : getenv("SLURM_JOB_NODELIST") ? GW_ENV_SLURM_JOB_NODELIST
+                                                    : GW_ENV_COUNT;
+    if (id == GW_ENV_COUNT || !getenv("SLURM_PROCID"))
         return GW_OK;
+    const char *name = gw__env_var(id)->name;
     const char *list;
-    if (gw__env_str(lg, name, "a Slurm host list", &list) != GW_OK)
+    if (gw__env_str(lg, id, &list) != GW_OK)
         return GW_ERR_CONFIG;
     gw_hostlist_t hosts;
     char err[256];
@@ -165,16 +164,16 @@ static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t
     long port;
     gw_status_t st = GW_OK;
     if (getenv("GW_ROOT_PORT")) {
-        st = gw__env_int(lg, "GW_ROOT_PORT", 1, 65535, 0, &port);
+        st = gw__env_int(lg, GW_ENV_ROOT_PORT, &port);
     } else {
         long job, step = 0;
-        st = gw__env_int(lg, "SLURM_JOB_ID", 0, 1L << 40, -1, &job);
+        st = gw__env_int(lg, GW_ENV_SLURM_JOB_ID, &job);
         if (st == GW_OK && job < 0) {
             GW_ERROR(lg, "init", "%s is set but SLURM_JOB_ID is not: set GW_ROOT_PORT", name);
             st = GW_ERR_CONFIG;
         }
         if (st == GW_OK && getenv("SLURM_STEP_ID"))
-            st = gw__env_int(lg, "SLURM_STEP_ID", 0, 1L << 40, 0, &step);
+            st = gw__env_int(lg, GW_ENV_SLURM_STEP_ID, &step);
         port = 10000 + (31 * job + step) % 20000;
     }
     if (st == GW_OK && rank == 0) {
@@ -210,7 +209,7 @@ static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t
 static gw_status_t token_file(const gw_logger_t *lg, char *buf, size_t cap, const char **token)
 {
     const char *path;
-    if (gw__env_str(lg, "GW_JOB_TOKEN_FILE", "a file name", &path) != GW_OK)
+    if (gw__env_str(lg, GW_ENV_JOB_TOKEN_FILE, &path) != GW_OK)
         return GW_ERR_CONFIG;
     if (!path)
         return GW_OK;
@@ -254,7 +253,8 @@ gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms,
     gw_status_t st = GW_OK;
     if (!getenv("GW_ROOT") && !getenv("MASTER_ADDR")) {
         long timeout;
-        st = gw__env_int(lg, "GW_TIMEOUT_MS", 1, 86400000L, default_timeout_ms, &timeout);
+        (void)default_timeout_ms; /* the registry's default */
+        st = gw__env_int(lg, GW_ENV_TIMEOUT_MS, &timeout);
         gw_status_t ps = st == GW_OK ? gw__pmix_job(lg, getenv("GW_JOB_TOKEN") != NULL,
                                                     (int)timeout, &keep->pmix)
                                      : st;

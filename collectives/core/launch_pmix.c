@@ -130,7 +130,7 @@ static pmix_status_t put_string(const pmix_api_t *p, const char *key, const char
 static int root_host(const gw_logger_t *lg, int one_host, char *out, size_t cap)
 {
     const char *spec_text = NULL;
-    if (gw__env_str(lg, "GW_SOCKET_IFNAME", "interface names", &spec_text) != GW_OK)
+    if (gw__env_str(lg, GW_ENV_SOCKET_IFNAME, &spec_text) != GW_OK)
         return -1;
     if (!spec_text && one_host) {
         snprintf(out, cap, "127.0.0.1");

@@ -34,8 +34,7 @@ gw_status_t gw__device_state(gw_comm_t *comm, gw_device_t **out)
         return GW_OK;
     }
     long chunk;
-    gw_status_t st = gw__env_int(&root->log, "GW_CUDA_CHUNK", GW_CUDA_CHUNK_MIN, GW_CUDA_CHUNK_MAX,
-                                 GW_CUDA_CHUNK_DEFAULT, &chunk);
+    gw_status_t st = gw__env_int(&root->log, GW_ENV_CUDA_CHUNK, &chunk);
     if (st != GW_OK)
         return st;
     gw_device_t *d = calloc(1, sizeof(*d));

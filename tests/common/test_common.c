@@ -71,11 +71,11 @@ Test(env, integers_are_parsed_strictly)
     gw_logger_t lg;
     gw__logger_init(&lg, 0);
     lg.level = GW_LOG_NONE;
-    setenv("GW_TEST_INT", "abc", 1);
-    cr_expect_eq(gw__env_int(&lg, "GW_TEST_INT", 0, 10, 5, &v), GW_ERR_CONFIG);
-    unsetenv("GW_TEST_INT");
-    cr_expect_eq(gw__env_int(&lg, "GW_TEST_INT", 0, 10, 5, &v), GW_OK);
-    cr_expect_eq(v, 5);
+    setenv("GW_IB_TIMEOUT", "abc", 1);
+    cr_expect_eq(gw__env_int(&lg, GW_ENV_IB_TIMEOUT, &v), GW_ERR_CONFIG);
+    unsetenv("GW_IB_TIMEOUT");
+    cr_expect_eq(gw__env_int(&lg, GW_ENV_IB_TIMEOUT, &v), GW_OK);
+    cr_expect_eq(v, 18, "the registry's default");
 }
 
 Test(env, host_port)
@@ -91,6 +91,17 @@ Test(env, host_port)
     cr_expect_eq(gw__parse_hostport("node7", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
     cr_expect_eq(gw__parse_hostport(":80", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
     cr_expect_eq(gw__parse_hostport("h:65536", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
+    /* Strict: a host is a name or an address, never handed to the resolver
+     * with a port still in it (issue 28). */
+    cr_expect_eq(gw__parse_hostport("127.0.0.1:5000:6000", host, sizeof(host), &port),
+                 GW_ERR_INVALID_ARG);
+    cr_expect_eq(gw__parse_hostport("no de:80", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
+    cr_expect_eq(gw__parse_hostport("node/1:80", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
+    cr_expect_eq(gw__parse_hostport("[node1]:80", host, sizeof(host), &port), GW_ERR_INVALID_ARG);
+    cr_expect_eq(gw__parse_hostport("[fe80::1%eth0]:80", host, sizeof(host), &port), GW_OK);
+    cr_expect_str_eq(host, "fe80::1%eth0");
+    cr_expect_eq(gw__parse_hostport("node-7.example_x:1", host, sizeof(host), &port), GW_OK);
+    cr_expect_str_eq(host, "node-7.example_x");
 }
 
 /* The text the logger wrote to a temporary file, as a string (freed by the
@@ -120,16 +131,16 @@ static gw_logger_t file_logger(void)
     return lg;
 }
 
-/* value of GW_TEST_VAR is refused by gw__env_int with one ERROR line that
+/* value of GW_NSOCKS is refused by gw__env_int with one ERROR line that
  * names the variable, quotes the value (when there is one) and gives the
  * range. */
 static void expect_int_refused(const char *value, const char *want)
 {
     gw_logger_t lg = file_logger();
     long v = 77;
-    setenv("GW_TEST_VAR", value, 1);
-    cr_expect_eq(gw__env_int(&lg, "GW_TEST_VAR", 1, 16, 1, &v), GW_ERR_CONFIG,
-                 "GW_TEST_VAR=\"%s\" accepted", value);
+    setenv("GW_NSOCKS", value, 1);
+    cr_expect_eq(gw__env_int(&lg, GW_ENV_NSOCKS, &v), GW_ERR_CONFIG, "GW_NSOCKS=\"%s\" accepted",
+                 value);
     cr_expect_eq(v, 77, "output written for \"%s\"", value);
     char *log = log_text(lg.file);
     cr_expect(strstr(log, want), "log for \"%s\" lacks \"%s\":\n%s", value, want, log);
@@ -137,24 +148,24 @@ static void expect_int_refused(const char *value, const char *want)
     cr_expect_eq(strchr(log, '\n'), log + strlen(log) - 1, "not one line:\n%s", log);
     cr_expect(strstr(log, " ERROR "), "not an ERROR line:\n%s", log);
     free(log);
-    unsetenv("GW_TEST_VAR");
+    unsetenv("GW_NSOCKS");
     gw__logger_fini(&lg);
 }
 
 Test(env, malformed_integers_are_refused_naming_the_variable)
 {
-    expect_int_refused("", "GW_TEST_VAR is set but empty");
-    expect_int_refused(" 2", "GW_TEST_VAR=\" 2\" has white space at an end");
-    expect_int_refused("2 ", "GW_TEST_VAR=\"2 \" has white space at an end");
-    expect_int_refused("\t2", "GW_TEST_VAR=\"\\t2\" has white space at an end");
-    expect_int_refused("2\n", "GW_TEST_VAR=\"2\\n\" has white space at an end");
-    expect_int_refused("+2", "GW_TEST_VAR=\"+2\" is not an integer");
-    expect_int_refused("0x2", "GW_TEST_VAR=\"0x2\" is not an integer");
-    expect_int_refused("2x", "GW_TEST_VAR=\"2x\" is not an integer");
-    expect_int_refused("2 2", "GW_TEST_VAR=\"2 2\" is not an integer");
-    expect_int_refused("17", "GW_TEST_VAR=\"17\" is not an integer");
-    expect_int_refused("0", "GW_TEST_VAR=\"0\" is not an integer");
-    expect_int_refused("- 2", "GW_TEST_VAR=\"- 2\" is not an integer");
+    expect_int_refused("", "GW_NSOCKS is set but empty");
+    expect_int_refused(" 2", "GW_NSOCKS=\" 2\" has white space at an end");
+    expect_int_refused("2 ", "GW_NSOCKS=\"2 \" has white space at an end");
+    expect_int_refused("\t2", "GW_NSOCKS=\"\\t2\" has white space at an end");
+    expect_int_refused("2\n", "GW_NSOCKS=\"2\\n\" has white space at an end");
+    expect_int_refused("+2", "GW_NSOCKS=\"+2\" is not an integer");
+    expect_int_refused("0x2", "GW_NSOCKS=\"0x2\" is not an integer");
+    expect_int_refused("2x", "GW_NSOCKS=\"2x\" is not an integer");
+    expect_int_refused("2 2", "GW_NSOCKS=\"2 2\" is not an integer");
+    expect_int_refused("17", "GW_NSOCKS=\"17\" is not an integer");
+    expect_int_refused("0", "GW_NSOCKS=\"0\" is not an integer");
+    expect_int_refused("- 2", "GW_NSOCKS=\"- 2\" is not an integer");
 
     /* The parser under them takes a leading '-' and digits, nothing else. */
     long v = 0;
@@ -165,70 +176,70 @@ Test(env, malformed_integers_are_refused_naming_the_variable)
 
     /* Unset is the default; a well-formed value is taken. */
     gw_logger_t lg = file_logger();
-    unsetenv("GW_TEST_VAR");
-    cr_expect_eq(gw__env_int(&lg, "GW_TEST_VAR", 1, 16, 3, &v), GW_OK);
-    cr_expect_eq(v, 3);
-    setenv("GW_TEST_VAR", "16", 1);
-    cr_expect_eq(gw__env_int(&lg, "GW_TEST_VAR", 1, 16, 3, &v), GW_OK);
+    unsetenv("GW_NSOCKS");
+    cr_expect_eq(gw__env_int(&lg, GW_ENV_NSOCKS, &v), GW_OK);
+    cr_expect_eq(v, 1, "the registry's default");
+    setenv("GW_NSOCKS", "16", 1);
+    cr_expect_eq(gw__env_int(&lg, GW_ENV_NSOCKS, &v), GW_OK);
     cr_expect_eq(v, 16);
     char *log = log_text(lg.file);
     cr_expect_str_eq(log, "", "good values logged:\n%s", log);
     free(log);
-    unsetenv("GW_TEST_VAR");
+    unsetenv("GW_NSOCKS");
     gw__logger_fini(&lg);
 }
 
 Test(env, strings_choices_and_addresses_are_checked)
 {
-    static const char *const colours[] = {"red", "green"};
     gw_logger_t lg = file_logger();
     const char *s = "untouched";
     int c = 9, port = 0, found = 9;
     char host[64];
 
-    setenv("GW_TEST_VAR", "", 1);
-    cr_expect_eq(gw__env_str(&lg, "GW_TEST_VAR", "a colour", &s), GW_ERR_CONFIG);
+    setenv("GW_CONNECT", "", 1);
+    cr_expect_eq(gw__env_str(&lg, GW_ENV_CONNECT, &s), GW_ERR_CONFIG);
     cr_expect_null(s);
-    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_ERR_CONFIG);
-    setenv("GW_TEST_VAR", "red ", 1);
-    cr_expect_eq(gw__env_str(&lg, "GW_TEST_VAR", "a colour", &s), GW_ERR_CONFIG);
-    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_ERR_CONFIG);
-    setenv("GW_TEST_VAR", "LOUD", 1);
-    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_ERR_CONFIG);
+    cr_expect_eq(gw__env_choice(&lg, GW_ENV_CONNECT, &c), GW_ERR_CONFIG);
+    setenv("GW_CONNECT", "red ", 1);
+    cr_expect_eq(gw__env_str(&lg, GW_ENV_CONNECT, &s), GW_ERR_CONFIG);
+    cr_expect_eq(gw__env_choice(&lg, GW_ENV_CONNECT, &c), GW_ERR_CONFIG);
+    setenv("GW_CONNECT", "LOUD", 1);
+    cr_expect_eq(gw__env_choice(&lg, GW_ENV_CONNECT, &c), GW_ERR_CONFIG);
     cr_expect_eq(c, 9, "output written on failure");
     char *log = log_text(lg.file);
-    cr_expect(strstr(log, "GW_TEST_VAR is set but empty; accepted: a colour"), "log:\n%s", log);
-    cr_expect(strstr(log, "GW_TEST_VAR is set but empty; accepted: one of red, green"), "log:\n%s",
+    cr_expect(strstr(log, "GW_CONNECT is set but empty; accepted: one of lazy, eager"), "log:\n%s",
               log);
-    cr_expect(strstr(log, "GW_TEST_VAR=\"red \" has white space at an end; accepted: one of red, "
-                          "green"),
+    cr_expect(strstr(log, "GW_CONNECT is set but empty; accepted: one of lazy, eager"), "log:\n%s",
+              log);
+    cr_expect(strstr(log, "GW_CONNECT=\"red \" has white space at an end; accepted: one of lazy, "
+                          "eager"),
               "log:\n%s", log);
-    cr_expect(strstr(log, "GW_TEST_VAR=\"LOUD\" is not one of red, green"), "log:\n%s", log);
+    cr_expect(strstr(log, "GW_CONNECT=\"LOUD\" is not one of lazy, eager"), "log:\n%s", log);
     free(log);
 
-    setenv("GW_TEST_VAR", "GREEN", 1);
-    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, 0, &c), GW_OK);
+    setenv("GW_CONNECT", "EAGER", 1);
+    cr_expect_eq(gw__env_choice(&lg, GW_ENV_CONNECT, &c), GW_OK);
     cr_expect_eq(c, 1);
-    unsetenv("GW_TEST_VAR");
-    cr_expect_eq(gw__env_choice(&lg, "GW_TEST_VAR", colours, 2, -1, &c), GW_OK);
+    unsetenv("GW_CONNECT");
+    cr_expect_eq(gw__env_choice(&lg, GW_ENV_IB_CM, &c), GW_OK);
     cr_expect_eq(c, -1);
-    cr_expect_eq(gw__env_str(&lg, "GW_TEST_VAR", "a colour", &s), GW_OK);
+    cr_expect_eq(gw__env_str(&lg, GW_ENV_CONNECT, &s), GW_OK);
     cr_expect_null(s);
 
     const char *bad_roots[] = {"",      " node1:29500", "node1:29500 ", "node1 :29500", "node1:",
                                "node1", "node1:0",      "node1:2x",     "node1: 29500"};
     for (size_t i = 0; i < sizeof(bad_roots) / sizeof(bad_roots[0]); i++) {
-        setenv("GW_TEST_VAR", bad_roots[i], 1);
-        cr_expect_eq(gw__env_hostport(&lg, "GW_TEST_VAR", host, sizeof(host), &port, &found),
-                     GW_ERR_CONFIG, "GW_TEST_VAR=\"%s\" accepted", bad_roots[i]);
+        setenv("GW_ROOT", bad_roots[i], 1);
+        cr_expect_eq(gw__env_hostport(&lg, GW_ENV_ROOT, host, sizeof(host), &port, &found),
+                     GW_ERR_CONFIG, "GW_ROOT=\"%s\" accepted", bad_roots[i]);
         cr_expect_eq(found, 0);
     }
-    setenv("GW_TEST_VAR", "[::1]:29500", 1);
-    cr_expect_eq(gw__env_hostport(&lg, "GW_TEST_VAR", host, sizeof(host), &port, &found), GW_OK);
+    setenv("GW_ROOT", "[::1]:29500", 1);
+    cr_expect_eq(gw__env_hostport(&lg, GW_ENV_ROOT, host, sizeof(host), &port, &found), GW_OK);
     cr_expect_eq(found, 1);
     cr_expect_str_eq(host, "::1");
     cr_expect_eq(port, 29500);
-    unsetenv("GW_TEST_VAR");
+    unsetenv("GW_ROOT");
     gw__logger_fini(&lg);
 }
 

@@ -39,21 +39,27 @@ static void fuzz_long(const char *s, unsigned pick)
     long w = 0;
     FUZZ_CHECK(gw__parse_long(buf, min, max, &w) == GW_OK && w == v);
 
-    /* The same value through the environment, as GW_NSOCKS reads it. */
-    setenv("GW_FUZZ_VALUE", s, 1);
+    /* The same value through the registry's check, as GW_NSOCKS is read. */
+    gw_env_var_t var = {.name = "GW_FUZZ_VALUE", .type = GW_ENV_T_INT, .min = min, .max = max};
     long e = 0;
-    FUZZ_CHECK(gw__env_int(fuzz_logger(), "GW_FUZZ_VALUE", min, max, 7, &e) == GW_OK && e == v);
+    char why[320];
+    FUZZ_CHECK(gw__env_check(&var, s, &e, NULL, why, sizeof(why)) == GW_OK && e == v);
 }
 
+/* A real registry entry (GW_NSOCKS, or GW_IB_GID_INDEX whose range starts
+ * at -1) through the environment. */
 static void fuzz_env_int(const char *s, unsigned pick)
 {
-    long min = ranges[pick % 8][0], max = ranges[pick % 8][1], e = 12345;
-    setenv("GW_FUZZ_VALUE", s, 1);
-    gw_status_t st = gw__env_int(fuzz_logger(), "GW_FUZZ_VALUE", min, max, min, &e);
+    gw_env_id_t id = pick & 1 ? GW_ENV_IB_GID_INDEX : GW_ENV_NSOCKS;
+    const gw_env_var_t *v = gw__env_var(id);
+    long e = 12345;
+    setenv(v->name, s, 1);
+    gw_status_t st = gw__env_int(fuzz_logger(), id, &e);
     if (st != GW_OK)
         FUZZ_CHECK(st == GW_ERR_CONFIG && e == 12345);
     else
-        FUZZ_CHECK(e >= min && e <= max);
+        FUZZ_CHECK(e >= v->min && e <= v->max);
+    unsetenv(v->name);
 }
 
 static void fuzz_hostport(const char *s, unsigned pick)

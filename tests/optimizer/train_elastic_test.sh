@@ -63,7 +63,7 @@ $TRAIN $COMMON --join > "$T/refuse.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "\-\-join is for a job started with --elastic" "$T/refuse.out" ||
     { cat "$T/refuse.out"; fail "--join without --elastic: exit $rc"; }
-GW_ROOT=127.0.0.1:1 GW_JOB_TOKEN=x $TRAIN $COMMON --elastic --join --join-wait 1 > "$T/nojob.out" 2>&1
+GW_ROOT=127.0.0.1:1 GW_JOB_TOKEN=no-such-job-token $TRAIN $COMMON --elastic --join --join-wait 1 > "$T/nojob.out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "root 127.0.0.1:1" "$T/nojob.out" && grep -q "GW_ERR_TIMEOUT" "$T/nojob.out" ||
     { cat "$T/nojob.out"; fail "a joiner without a job: exit $rc"; }

@@ -49,7 +49,7 @@ def main():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    env = dict(os.environ, GW_SIZE=str(n), GW_ROOT="127.0.0.1:%d" % port, GW_JOB_TOKEN="fault-test-%d" % os.getpid(), GW_TIMEOUT_MS=str(TIMEOUT_MS), GW_TRANSPORT=transport)
+    env = dict(os.environ, GW_SIZE=str(n), GW_ROOT="127.0.0.1:%d" % port, GW_JOB_TOKEN="fault-test-token-%d" % os.getpid(), GW_TIMEOUT_MS=str(TIMEOUT_MS), GW_TRANSPORT=transport)
     procs = [subprocess.Popen([sys.executable, __file__, "--worker"], env=dict(env, GW_RANK=str(r)), stdout=subprocess.PIPE, text=True) for r in range(n)]
     deadline = time.monotonic() + 2 * TIMEOUT_MS / 1000 + 20
     results, failed = {}, []

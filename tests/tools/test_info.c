@@ -8,7 +8,11 @@
  *     exit 1, the variable named;
  *   - the job token is never printed;
  *   - RDMA ports from a made-up sysfs (GW_IB_SYSFS): state, link layer,
- *     the non-zero GIDs with type and Ethernet device.
+ *     the non-zero GIDs with type and Ethernet device;
+ *   - --env / -c lists the registry of variables with the values here
+ *     (malformed ones marked, exit 1; the token never shown);
+ *   - the generated pages docs/reference/environment.md and errors.md are
+ *     exactly what --env-markdown and --errors-markdown print now.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gradwire.h"
 #include "support/run.h"
 
 #define GRADWIRE GW_BUILD_DIR "/gradwire"
@@ -147,5 +152,105 @@ Test(info, rdma_ports_from_sysfs)
     cr_expect(strstr(r.output, "gid 2 0000:0000:0000:0000:0000:ffff:c612:0001 RoCE v2 on eth9"),
               "%s", r.output);
     cr_expect_null(strstr(r.output, "gid 1 "), "the zero GID is left out:\n%s", r.output);
+    free(r.output);
+}
+
+/* --env (-c) lists every variable of the registry with its value here. */
+Test(info, env_lists_the_registry_with_values)
+{
+    char *env[] = {"GW_NSOCKS=4", "GW_JOB_TOKEN=do-not-print-me-3141", NULL};
+    for (int alias = 0; alias < 2; alias++) {
+        run_result_t r = info(alias ? "-c" : "--env", env);
+        cr_expect_eq(r.status, 0, "exit %d:\n%s", r.status, r.output);
+        cr_expect(strstr(r.output, "# System configuration\n"), "%s", r.output);
+        cr_expect(strstr(r.output, "# GW_NSOCKS\n#   TCP data sockets per peer"), "%s", r.output);
+        cr_expect(strstr(r.output, "#   default: 1\n#   accepted: an integer in [1, 16]\n"
+                                   "GW_NSOCKS=4\n"),
+                  "%s", r.output);
+        cr_expect(strstr(r.output, "GW_IB_QPS unset\n"), "%s", r.output);
+        cr_expect(strstr(r.output, "(int, tuning)"), "%s", r.output);
+        cr_expect(strstr(r.output, "# SLURM_PROCID\n"), "launcher variables listed:\n%s", r.output);
+        cr_expect(strstr(r.output, "GW_JOB_TOKEN (set, not shown)"), "%s", r.output);
+        cr_expect_null(strstr(r.output, "do-not-print-me"), "the token was printed:\n%s", r.output);
+        free(r.output);
+    }
+}
+
+Test(info, env_marks_a_malformed_value_and_exits_1)
+{
+    char *env[] = {"GW_ROOT_PORT=abc", "GW_JOB_TOKEN=short-secret", NULL};
+    run_result_t r = info("--env", env);
+    cr_expect_eq(r.status, 1, "exit %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "MALFORMED: GW_ROOT_PORT=abc is not an integer in [1, 65535]"), "%s",
+              r.output);
+    cr_expect(strstr(r.output, "MALFORMED: GW_JOB_TOKEN=(not shown) is 12 characters long"), "%s",
+              r.output);
+    cr_expect_null(strstr(r.output, "short-secret"), "the token was printed:\n%s", r.output);
+    free(r.output);
+}
+
+/* docs/reference/environment.md and errors.md are what `gradwire info`
+ * prints now: a variable or a status added, changed or removed without
+ * regenerating the pages (scripts/gen-reference.sh) fails here. */
+static void page_is_current(const char *mode, const char *page)
+{
+    run_result_t r = info(mode, NULL);
+    cr_assert_eq(r.status, 0, "%s: exit %d:\n%s", mode, r.status, r.output);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/docs/reference/%s", GW_SOURCE_DIR, page);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s is missing: run scripts/gen-reference.sh", path);
+    char *text = calloc(1, 1 << 20);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cr_expect(strncmp(text, "# ", 2) == 0, "%s does not open with a level-1 title", page);
+    cr_expect_null(strchr(text, '<'), "%s holds raw HTML", page);
+    cr_expect_str_eq(text, r.output,
+                     "docs/reference/%s differs from `gradwire info %s`: run "
+                     "scripts/gen-reference.sh and commit the page",
+                     page, mode);
+    free(text);
+    free(r.output);
+}
+
+Test(info, generated_reference_pages_are_current)
+{
+    page_is_current("--env-markdown", "environment.md");
+    page_is_current("--errors-markdown", "errors.md");
+}
+
+Test(info, the_environment_page_names_every_variable_and_the_errors_page_every_status)
+{
+    run_result_t r = info("--env-markdown", NULL);
+    for (const char *const *v =
+             (const char *const[]){"`GW_ROOT`", "`GW_SHM_SPIN_US`", "`GW_IB_CM`", "`GW_DEBUG`",
+                                   "`RANK`", "`GW_TRAIN_TEST_SLOW`", NULL};
+         *v; v++)
+        cr_expect(strstr(r.output, *v), "%s missing:\n%s", *v, r.output);
+    free(r.output);
+    r = info("--errors-markdown", NULL);
+    for (int s = GW_OK; s <= GW_ERR_CONFIG; s++) {
+        char row[160];
+        snprintf(row, sizeof(row), "| `%s` | %d | %s | ", gw_status_name((gw_status_t)s), s,
+                 gw_status_str((gw_status_t)s));
+        cr_expect(strstr(r.output, row), "no row %s:\n%s", row, r.output);
+    }
+    free(r.output);
+}
+
+/* The environment part prints from the registry: a GW_* name it lacks is
+ * shown as ignored, with the variable a typo most likely meant. */
+Test(info, unknown_gw_names_are_shown_as_ignored)
+{
+    char *env[] = {"GW_NSOCK=3", "GW_RXE_X=1", "OMPI_MCA_btl=tcp", NULL};
+    run_result_t r = info(NULL, env);
+    cr_expect_eq(r.status, 0, "exit %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output,
+                     "  GW_NSOCK=3 (not a gradwire variable: ignored; did you mean GW_NSOCKS?)\n"),
+              "%s", r.output);
+    cr_expect(strstr(r.output, "  GW_RXE_X=1 (not a gradwire variable: ignored)\n"), "%s",
+              r.output);
+    cr_expect_null(strstr(r.output, "OMPI_MCA_btl"), "not gradwire's:\n%s", r.output);
     free(r.output);
 }

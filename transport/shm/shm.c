@@ -203,11 +203,9 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
     t->spin_ns = GW_SHM_SPIN_NS;
     t->yield_ns = GW_SHM_YIELD_NS;
     long spin_us, yield_us, direct_min;
-    if (gw__env_int(lg, "GW_SHM_SPIN_US", 0, 1000000, GW_SHM_SPIN_NS / 1000, &spin_us) != GW_OK ||
-        gw__env_int(lg, "GW_SHM_YIELD_US", 0, 1000000, GW_SHM_YIELD_NS / 1000, &yield_us) !=
-            GW_OK ||
-        gw__env_int(lg, "GW_SHM_DIRECT_MIN", 0, 1L << 40, (long)GW_SHM_DIRECT_DEFAULT,
-                    &direct_min) != GW_OK) {
+    if (gw__env_int(lg, GW_ENV_SHM_SPIN_US, &spin_us) != GW_OK ||
+        gw__env_int(lg, GW_ENV_SHM_YIELD_US, &yield_us) != GW_OK ||
+        gw__env_int(lg, GW_ENV_SHM_DIRECT_MIN, &direct_min) != GW_OK) {
         free(t);
         return GW_ERR_CONFIG;
     }

@@ -19,7 +19,6 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/byteorder.h"
@@ -154,18 +153,6 @@ void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hel
     gw__put_be32(out + 24, id->from);
     gw__put_be32(out + 28, id->to);
     memset(out + GW_SOCK_NONCE_AT, 0, GW_SOCK_NONCE_LEN);
-}
-
-int gw__sock_send_knock(int fd, uint8_t *hello, size_t len, int salt)
-{
-    if (getrandom(hello + GW_SOCK_NONCE_AT, GW_SOCK_NONCE_LEN, GRND_NONBLOCK) != GW_SOCK_NONCE_LEN)
-        memset(hello + GW_SOCK_NONCE_AT, 0x5a ^ (salt & 0xff), GW_SOCK_NONCE_LEN);
-    ssize_t n = send(fd, hello, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n == (ssize_t)len)
-        return 0;
-    if (n >= 0)
-        errno = EMSGSIZE;
-    return -1;
 }
 
 void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id)

@@ -8,7 +8,10 @@
  *   sock_addr.c  the choice of the local address, addresses as text and in
  *                address blobs
  *   sock_auth.c  the mutual proof of the job's data-plane key that opens
- *                every TCP data connection and every out-of-band verbs one
+ *                every TCP data connection and every out-of-band verbs one,
+ *                and the proof that every knock carries
+ *   sock_strangers.c  connections that did not prove the key, logged with
+ *                a bound
  *   sock_ifspec.c  GW_SOCKET_IFNAME's interface lists (NCCL's syntax)
  *
  * Each user keeps its own protocol (hellos, what makes a stranger, what a
@@ -181,12 +184,6 @@ typedef struct gw_sock_hello_id {
 /* Writes bytes 0-3 and 8-31 and zeroes the nonce; bytes 4-7 are the
  * caller's. */
 void gw__sock_hello_id_put(uint8_t out[GW_SOCK_HELLO_ID_SIZE], const gw_sock_hello_id_t *id);
-/* A knock (TCP and verbs out of band, connecting on first use): send the
- * hello of len bytes on the connected socket fd at once, after giving it a
- * fresh nonce so that the acceptor's replay memory lets it in (salt fills
- * it when the kernel has no random bytes to spare). One hello fits any
- * socket buffer, so nothing waits. 0 when it went whole, else -1 (errno). */
-int gw__sock_send_knock(int fd, uint8_t *hello, size_t len, int salt);
 void gw__sock_hello_id_get(const uint8_t in[GW_SOCK_HELLO_ID_SIZE], gw_sock_hello_id_t *id);
 
 /* ---- the mutual proof of the data-plane key (sock_auth.c) -------------------- */
@@ -217,6 +214,8 @@ enum {
     GW_SHAKE_PROVEN, /* acceptor: the dialler proved the key: decide whether the
                       * connection counts, then gw__sock_shake_admit() */
     GW_SHAKE_DONE,   /* both sides proved the key and the acceptor admitted us */
+    GW_SHAKE_KNOCK,  /* acceptor, after gw__sock_shake_knock: the knock proved the
+                      * key (its hello is in theirs[]) */
     GW_SHAKE_FAILED, /* why[] says what: "wrong proof", "replayed", garbage,
                       * or the socket failed (io: GW_SOCK_IO_EOF/_ERROR, errno) */
 };
@@ -272,6 +271,70 @@ int gw__sock_shake_confirm(gw_sock_shake_t *sh);
 void gw__sock_shake_admit(gw_sock_shake_t *sh);
 /* Forget the key and the nonces. */
 void gw__sock_shake_wipe(gw_sock_shake_t *sh);
+
+/* ---- knocks (sock_auth.c) ------------------------------------------------------ */
+
+/* A knock (TCP and verbs out of band, connecting on first use) asks a
+ * higher rank to dial us. It is the protocol's hello followed by its proof,
+ * HMAC-SHA256 under the data-plane key over a label and the hello as sent
+ * (magic, version, job id, both ranks, the nonce), sent on a connection
+ * that is closed at once. The nonce is the sender's knock counter for the
+ * pair (8 bytes, big-endian) and 8 random bytes: the acceptor acts on a
+ * proven knock only when its counter is above the last it acted on from
+ * that rank (gw__sock_knock_fresh), so a knock recorded and played back
+ * moves nobody. */
+#define GW_SOCK_KNOCK_COUNTER_LEN 8
+
+/* Send the knock hello (len bytes, its nonce filled in here from
+ * *counter, which grows: the larger of *counter + 1 and the wall clock in
+ * microseconds, so that a restarted sender starts above what it sent
+ * before) and its proof under key at once: one knock fits any socket
+ * buffer, so nothing waits. 0 when it went whole, else -1 (errno). */
+int gw__sock_send_knock(int fd, const uint8_t key[GW_SOCK_KEY_LEN], uint8_t *hello, size_t len,
+                        uint64_t *counter);
+/* The acceptor, after GW_SHAKE_HELLO for a hello that says it is a knock:
+ * read the knock's proof; gw__sock_shake_step then reports GW_SHAKE_KNOCK
+ * (proven: check gw__sock_knock_fresh, then act) or GW_SHAKE_FAILED ("wrong
+ * knock proof" in why). */
+void gw__sock_shake_knock(gw_sock_shake_t *sh);
+/* A proven knock's hello (sh->theirs): 1, and *last updated, when its
+ * counter is above *last (the last one acted on from its sender); 0 for a
+ * replay. */
+int gw__sock_knock_fresh(uint64_t *last, const uint8_t *hello);
+
+/* ---- strangers on a listening port, logged with a bound (sock_strangers.c) ---- */
+
+/* Connections that did not prove the key (scanners, health checks,
+ * another job, impostors, floods) are logged one by one at WARN for the
+ * first GW_SOCK_STRANGERS_LOGGED, then only counted by kind and summed up
+ * in one line at most every GW_SOCK_STRANGER_SUMMARY_MS (each still at
+ * TRACE), so a flood costs a few lines, not megabytes. The bootstrap root
+ * and the TCP transport's listener share it. */
+#define GW_SOCK_STRANGERS_LOGGED 16
+#define GW_SOCK_STRANGER_SUMMARY_MS 1000
+#define GW_SOCK_STRANGER_KINDS 8
+
+typedef struct gw_sock_strangers {
+    const gw_logger_t *log;
+    const char *subsys;
+    const char *where;             /* "our port 1.2.3.4:5", for the lines */
+    const char *const *kind_names; /* nkinds names, for the summary */
+    int nkinds;
+    long total;                           /* every stranger so far */
+    long logged;                          /* logged one by one so far */
+    long dropped[GW_SOCK_STRANGER_KINDS]; /* counted since the last summary */
+    int64_t summary_at;                   /* gw__now_ms() of the last summary */
+} gw_sock_strangers_t;
+
+/* One more stranger of kind: 1 when the caller logs it at WARN itself (one
+ * of the first), 0 when it was counted (log it at TRACE); the last one
+ * logged one by one is followed by a line saying that the rest are counted. */
+int gw__sock_stranger(gw_sock_strangers_t *s, int kind);
+/* One line for the strangers counted since the last one, when due (at most
+ * every GW_SOCK_STRANGER_SUMMARY_MS) or forced; tail (may be NULL) ends it. */
+void gw__sock_strangers_summary(gw_sock_strangers_t *s, int64_t now, int force, const char *tail);
+/* When the next summary is due (INT64_MAX: nothing counted). */
+int64_t gw__sock_strangers_due(const gw_sock_strangers_t *s);
 
 /* ---- non-blocking transfers of up to two segments (sock.c) ----------------- */
 

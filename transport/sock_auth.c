@@ -15,6 +15,24 @@
  * remembers the dialler nonces it has seen, so that a hello played back is
  * named as a replay in the log rather than as a wrong proof.
  *
+ * A knock (a lower rank asking a higher one to dial it, when pairs connect
+ * on first use) is one message on a connection closed at once, so it
+ * cannot answer a challenge: it carries its proof, an HMAC under the same
+ * key over its own hello, and its freshness is a counter. The nonce of a
+ * knock is the sender's knock counter for the pair (then 8 random bytes),
+ * and the acceptor acts on a proven knock only when that counter is above
+ * the last one it acted on from the same rank. A per-pair counter rather
+ * than a cache of nonces seen within a time window: it needs 8 bytes per
+ * peer instead of a cache that a flood can wash out, and no clocks that
+ * agree across hosts. The counter starts from the sender's wall clock in
+ * microseconds, so a sender that starts again starts above what it sent
+ * before; and knocks are only requests: the dial that answers a knock
+ * proves the key both ways, and a dial that nobody needs never fails the
+ * transport (tcp_mesh.c), so a replay that got through would cost one
+ * dial, nothing more. Without the proof, anyone who read the job id (it
+ * names shared-memory doors) could make a rank dial a peer busy elsewhere,
+ * and the transport failed blaming an innocent rank.
+ *
  * The state machine only moves bytes and checks proofs: what a hello must
  * say (ranks, socket index, versions) and what to do with a connection that
  * fails is each protocol's, which is why it stops and hands over at each
@@ -24,6 +42,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "common/byteorder.h"
 #include "common/sha256.h"
@@ -43,6 +63,8 @@ enum {
     A_RECV_PROOF,
     A_ADMIT, /* the caller decides */
     A_SEND_OK,
+    A_RECV_KNOCK, /* the proof that follows a knock's hello */
+    S_KNOCKED,
     S_DONE,
     S_FAILED,
 };
@@ -85,6 +107,61 @@ static void proof(const gw_sock_shake_t *sh, const char *label, uint8_t mac[GW_S
 }
 
 static const char ACCEPTOR[] = "gradwire data connection: acceptor";
+static const char KNOCK[] = "gradwire data connection: knock";
+
+/* HMAC(key, KNOCK || len(hello) || hello). */
+static void knock_proof(const uint8_t key[GW_SOCK_KEY_LEN], const uint8_t *hello, size_t len,
+                        uint8_t mac[GW_SOCK_MAC_LEN])
+{
+    uint8_t n[4];
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, key, GW_SOCK_KEY_LEN);
+    gw__hmac_sha256_update(&h, KNOCK, sizeof(KNOCK));
+    gw__put_be32(n, (uint32_t)len);
+    gw__hmac_sha256_update(&h, n, 4);
+    gw__hmac_sha256_update(&h, hello, len);
+    gw__hmac_sha256_final(&h, mac);
+}
+
+int gw__sock_send_knock(int fd, const uint8_t key[GW_SOCK_KEY_LEN], uint8_t *hello, size_t len,
+                        uint64_t *counter)
+{
+    uint8_t msg[GW_SOCK_HELLO_MAX + GW_SOCK_MAC_LEN];
+    if (len > GW_SOCK_HELLO_MAX) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    struct timespec ts;
+    uint64_t now = 0;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    *counter = now > *counter ? now : *counter + 1;
+    uint8_t *nonce = hello + GW_SOCK_NONCE_AT;
+    gw__put_be64(nonce, *counter);
+    /* The counter alone keeps nonces unique; the random half only makes
+     * them unpredictable, so a kernel short of random bytes costs nothing. */
+    size_t rest = GW_SOCK_NONCE_LEN - GW_SOCK_KNOCK_COUNTER_LEN;
+    if (getrandom(nonce + GW_SOCK_KNOCK_COUNTER_LEN, rest, GRND_NONBLOCK) != (ssize_t)rest)
+        memset(nonce + GW_SOCK_KNOCK_COUNTER_LEN, 0, rest);
+    memcpy(msg, hello, len);
+    knock_proof(key, hello, len, msg + len);
+    ssize_t n = send(fd, msg, len + GW_SOCK_MAC_LEN, MSG_NOSIGNAL | MSG_DONTWAIT);
+    explicit_bzero(msg, sizeof(msg));
+    if (n == (ssize_t)(len + GW_SOCK_MAC_LEN))
+        return 0;
+    if (n >= 0)
+        errno = EMSGSIZE;
+    return -1;
+}
+
+int gw__sock_knock_fresh(uint64_t *last, const uint8_t *hello)
+{
+    uint64_t c = gw__get_be64(hello + GW_SOCK_NONCE_AT);
+    if (c <= *last)
+        return 0;
+    *last = c;
+    return 1;
+}
 static const char DIALLER[] = "gradwire data connection: dialler";
 
 static void expect(gw_sock_shake_t *sh, int phase, size_t len)
@@ -93,6 +170,8 @@ static void expect(gw_sock_shake_t *sh, int phase, size_t len)
     sh->len = len;
     sh->done = 0;
 }
+
+void gw__sock_shake_knock(gw_sock_shake_t *sh) { expect(sh, A_RECV_KNOCK, GW_SOCK_MAC_LEN); }
 
 gw_status_t gw__sock_shake_dial(gw_sock_shake_t *sh, const gw_logger_t *lg, const char *subsys,
                                 const uint8_t key[GW_SOCK_KEY_LEN], uint32_t magic,
@@ -165,6 +244,12 @@ static int on_received(gw_sock_shake_t *sh)
             return fail(sh, GW_SOCK_IO_DONE, "replayed (a hello whose nonce we have seen)");
         sh->phase = A_REPLY;
         return GW_SHAKE_HELLO;
+    case A_RECV_KNOCK:
+        knock_proof(sh->key, sh->theirs, sh->theirs_len, mac);
+        if (!gw__ct_equal(mac, sh->buf, GW_SOCK_MAC_LEN))
+            return fail(sh, GW_SOCK_IO_DONE, "wrong knock proof (it does not know the job token)");
+        sh->phase = S_KNOCKED;
+        return GW_SHAKE_KNOCK;
     case A_RECV_PROOF:
         proof(sh, DIALLER, mac);
         if (!gw__ct_equal(mac, sh->buf, GW_SOCK_MAC_LEN))
@@ -190,8 +275,11 @@ int gw__sock_shake_step(int fd, gw_sock_shake_t *sh)
         case D_RECV_OK:
         case A_RECV_HELLO:
         case A_RECV_PROOF:
+        case A_RECV_KNOCK:
             writing = 0;
             break;
+        case S_KNOCKED:
+            return GW_SHAKE_KNOCK;
         case D_CONFIRM:
             return GW_SHAKE_REPLY;
         case A_REPLY:
@@ -253,6 +341,7 @@ short gw__sock_shake_events(const gw_sock_shake_t *sh)
     case D_RECV_OK:
     case A_RECV_HELLO:
     case A_RECV_PROOF:
+    case A_RECV_KNOCK:
         return POLLIN;
     }
     return 0;

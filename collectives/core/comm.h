@@ -197,6 +197,7 @@ typedef struct gw_comm_resolved {
     gw_select_mode_t mode; /* from transport */
     int lazy;              /* GW_CONNECT: lazy (default) or eager */
     int ring_min;          /* GW_BOOTSTRAP_RING_MIN: the bootstrap's ring from this size on */
+    int insecure;          /* GW_INSECURE=1: a job without a token is let run (warned) */
 } gw_comm_resolved_t;
 
 /* Explicit fields of cfg first, then the GW_* variables: GW_ERR_CONFIG,

@@ -60,12 +60,15 @@ static void check_failure(const gw_sock_shake_t *sh)
     FUZZ_CHECK(sh->why[0] != '\0');
 }
 
-/* Mode 0: the input is a stranger's bytes to our acceptor. */
+/* Mode 0: the input is a stranger's bytes to our acceptor, which takes a
+ * whole hello as a knock when the first byte's bit 6 says so (then the
+ * knock's proof is read, and can never be right). */
 static void stranger_to_acceptor(const uint8_t *in, size_t n)
 {
     if (n < 1)
         return;
     size_t chunk = 1 + in[0] % 64;
+    int as_knock = (in[0] & 0x40) != 0;
     in++;
     n--;
     int fds[2];
@@ -88,6 +91,13 @@ static void stranger_to_acceptor(const uint8_t *in, size_t n)
         if (ev == GW_SHAKE_HELLO) {
             /* What it sent opens with our magic and is a hello's length. */
             FUZZ_CHECK(gw__get_be32(a.theirs) == MAGIC);
+            if (as_knock) {
+                gw__sock_shake_knock(&a);
+                ev = gw__sock_shake_step(fds[0], &a);
+                FUZZ_CHECK(ev != GW_SHAKE_KNOCK); /* a proof without the key */
+                drain(fds[1]);
+                continue;
+            }
             uint8_t reply[HELLO];
             memset(reply, 0, sizeof(reply));
             gw__put_be32(reply, MAGIC);

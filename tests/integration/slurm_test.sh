@@ -3,11 +3,12 @@
 # slurmctld and one slurmd per host of a 4-host scripts/cluster.sh cluster,
 # each daemon in its host's network namespace, all started here and stopped
 # on exit. srun launches gradwire-bench with no GW_* variable set:
-#   - `srun -N 4 -n 8`, no GW_* variable at all: rank, size and the root
-#     from Slurm's variables (the first host of SLURM_STEP_NODELIST, a port
-#     from the job and step ids), every element checked, shared memory
-#     inside each host and TCP between them; the job says it runs without a
-#     token;
+#   - `srun -N 4 -n 8`, no GW_* variable at all: refused on every rank
+#     (no job token), saying how to set one; with GW_INSECURE=1 only: rank,
+#     size and the root from Slurm's variables (the first host of
+#     SLURM_STEP_NODELIST, a port from the job and step ids), every element
+#     checked, shared memory inside each host and TCP between them; the job
+#     says that anyone who reaches a port gets in;
 #   - the same with GW_JOB_TOKEN_FILE (a 0600 file): authenticated, and
 #     (GW_DEBUG=INFO) ranks 0-1 on n0 ... 6-7 on n3;
 #   - `srun --mpi=pmix -N 4 -n 8`, no GW_* variable: checked, authenticated;
@@ -168,20 +169,30 @@ checked() { # NAME [placement]: every element checked, 8 ranks, placement by hos
     done
 }
 
+# No token at all: refused on every rank, saying how to give one.
 if job plain -- -N "$NHOSTS" -n 8 "${BENCH[@]}"; then
-    if why=$(checked plain); then
-        if grep -q "no job token .* is set: the job at n0:[0-9]* is unauthenticated" "$D/plain.out"; then
-            pass "srun -N 4 -n 8, no GW_* variable at all: root $(grep -o 'the job at n0:[0-9]*' "$D/plain.out" | head -1 | cut -d' ' -f4), 8 ranks over shm+tcp checked, says it runs without a token"
+    fail "srun -N 4 -n 8, no GW_* variable at all: the job ran without a token"
+elif grep -q "no job token: a job of 8 ranks" "$D/plain.out" && grep -q "GW_JOB_TOKEN_FILE" "$D/plain.out"; then
+    pass "srun -N 4 -n 8, no GW_* variable at all: refused, saying how to set a token"
+else
+    fail "srun -N 4 -n 8 without a token: no refusal naming GW_JOB_TOKEN"
+    tail -n 20 "$D/plain.out"
+fi
+# GW_INSECURE=1 asks for it: it runs, and says what that means.
+if job insecure GW_INSECURE=1 -- -N "$NHOSTS" -n 8 "${BENCH[@]}"; then
+    if why=$(checked insecure); then
+        if grep -q "GW_INSECURE=1 and no job token: .* anyone who can reach its ports" "$D/insecure.out"; then
+            pass "srun -N 4 -n 8 with GW_INSECURE=1 only: root and ranks from Slurm, 8 ranks over shm+tcp checked, says anyone who reaches a port gets in"
         else
-            fail "srun -N 4 -n 8: no warning that the job runs without a token"
+            fail "srun -N 4 -n 8 with GW_INSECURE=1: no warning that the job runs without a token"
         fi
     else
-        fail "srun -N 4 -n 8: $why"
-        tail -n 20 "$D/plain.out"
+        fail "srun -N 4 -n 8 with GW_INSECURE=1: $why"
+        tail -n 20 "$D/insecure.out"
     fi
 else
-    fail "srun -N 4 -n 8 gradwire-bench allreduce exited $?"
-    tail -n 20 "$D/plain.out"
+    fail "srun -N 4 -n 8 GW_INSECURE=1 gradwire-bench allreduce exited $?"
+    tail -n 20 "$D/insecure.out"
 fi
 
 # The token from a file only root can read, named by GW_JOB_TOKEN_FILE.

@@ -25,7 +25,10 @@ clean=(env -i PATH="$PATH" HOME="${HOME:-/root}"
     ${LD_PRELOAD:+LD_PRELOAD="$LD_PRELOAD"})
 for backend in static c10d; do
     port=$(free_port)
-    "${clean[@]}" GW_DEBUG=INFO GW_DEBUG_SUBSYS=init timeout 180 $PY "$HERE/torch_elastic.py" \
+    # gradwire-bench joins through gw_comm_init_env, which needs a job
+    # token: every rank inherits the one exported before torchrun.
+    "${clean[@]}" GW_JOB_TOKEN="torchrun-test-$$-$RANDOM$RANDOM" GW_DEBUG=INFO GW_DEBUG_SUBSYS=init \
+        timeout 180 $PY "$HERE/torch_elastic.py" \
         "$backend" "$port" 4 "$BUILD/gradwire-bench" allreduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 \
         >"$out" 2>&1
     rc=$?

@@ -4,7 +4,8 @@ before they could report):
 
   init METHOD   init_process_group("gradwire") with env://, tcp:// or
                 file:// (no GW_* variable: the rendezvous is torch's
-                store), an allreduce, new_group over every rank and over
+                store, and so is the job token: without the one rank 0
+                puts there gw_comm_init would refuse the job), an allreduce, new_group over every rank and over
                 ranks {0, 1} (made by gw_comm_split of the default
                 communicator), an allreduce on each
   kill          the last rank SIGKILLs itself in a loop of allreduces;

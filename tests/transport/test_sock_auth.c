@@ -5,7 +5,8 @@
  * the key get in; a dialler without it, a recorded hello and proof played
  * back, an acceptor's proof reflected back to it, and garbage are turned
  * away with the reason; a dialler learns when the side it dialled does not
- * know the key.
+ * know the key. A knock counts only with its proof of the key, and only
+ * once (its counter must be fresh).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -249,4 +250,92 @@ Test(sock_auth, garbage_is_named, .init = init_keys)
     cr_expect_eq(ev, GW_SHAKE_FAILED);
     cr_expect(strstr(a.why, "garbage") != NULL, "why: %s", a.why);
     close(afd);
+}
+
+/* The acceptor's side of one knock of len bytes (a hello, then maybe a
+ * proof) sent on a fresh connection and closed: the event it ends with,
+ * why, and the hello it read. */
+static int knock_acceptor(const uint8_t *msg, size_t len, gw_sock_seen_t *seen, char *why,
+                          uint8_t got[HELLO])
+{
+    int dfd, afd;
+    tcp_pair(&dfd, &afd);
+    cr_assert_eq(write(dfd, msg, len), (ssize_t)len);
+    close(dfd);
+    gw_sock_shake_t a;
+    gw__sock_shake_accept(&a, key_a, MAGIC, HELLO, seen);
+    int ev = GW_SHAKE_AGAIN;
+    for (int i = 0; i < 100 && (ev == GW_SHAKE_AGAIN || ev == GW_SHAKE_HELLO); i++) {
+        if (ev == GW_SHAKE_HELLO)
+            gw__sock_shake_knock(&a); /* the hello says "knock": its proof comes next */
+        struct pollfd p = {.fd = afd, .events = POLLIN};
+        poll(&p, 1, 20);
+        ev = gw__sock_shake_step(afd, &a);
+    }
+    snprintf(why, 96, "%s", a.why);
+    memcpy(got, a.theirs, HELLO);
+    close(afd);
+    return ev;
+}
+
+/* A knock made by gw__sock_send_knock, caught on a socket pair. */
+static void make_knock(const uint8_t *key, uint64_t *counter, uint8_t out[HELLO + GW_SOCK_MAC_LEN])
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    uint8_t h[HELLO];
+    hello(h, 1, 2);
+    cr_assert_eq(gw__sock_send_knock(sv[0], key, h, HELLO, counter), 0, "send_knock: %m");
+    cr_assert_eq(read(sv[1], out, HELLO + GW_SOCK_MAC_LEN), HELLO + GW_SOCK_MAC_LEN);
+    cr_expect_eq(memcmp(out, h, GW_SOCK_NONCE_AT), 0, "the hello went out as given");
+    close(sv[0]);
+    close(sv[1]);
+}
+
+Test(sock_auth, a_knock_is_acted_on_only_with_its_proof_and_only_once, .init = init_keys)
+{
+    uint8_t k1[HELLO + GW_SOCK_MAC_LEN], k2[HELLO + GW_SOCK_MAC_LEN], got[HELLO];
+    uint64_t counter = 0, last = 0;
+    char why[96];
+    make_knock(key_a, &counter, k1);
+    make_knock(key_a, &counter, k2);
+    cr_expect_eq(gw__get_be64(k2 + GW_SOCK_NONCE_AT), counter, "the nonce holds the counter");
+    cr_expect_gt(gw__get_be64(k2 + GW_SOCK_NONCE_AT), gw__get_be64(k1 + GW_SOCK_NONCE_AT),
+                 "the counter grows");
+
+    /* The genuine knocks prove the key; the second is fresh after the
+     * first, the first played back after the second is not. */
+    cr_assert_eq(knock_acceptor(k1, sizeof(k1), NULL, why, got), GW_SHAKE_KNOCK, "why: %s", why);
+    cr_expect(gw__sock_knock_fresh(&last, got), "a first knock is fresh");
+    cr_assert_eq(knock_acceptor(k2, sizeof(k2), NULL, why, got), GW_SHAKE_KNOCK, "why: %s", why);
+    cr_expect(gw__sock_knock_fresh(&last, got), "a later knock is fresh");
+    cr_assert_eq(knock_acceptor(k1, sizeof(k1), NULL, why, got), GW_SHAKE_KNOCK, "why: %s", why);
+    cr_expect_not(gw__sock_knock_fresh(&last, got), "an older knock played back was fresh");
+    cr_assert_eq(knock_acceptor(k2, sizeof(k2), NULL, why, got), GW_SHAKE_KNOCK, "why: %s", why);
+    cr_expect_not(gw__sock_knock_fresh(&last, got), "the last knock played back was fresh");
+
+    /* Without the key: no proof, a garbage proof, a proof under another
+     * key, a proof over another hello. */
+    cr_expect_eq(knock_acceptor(k1, HELLO, NULL, why, got), GW_SHAKE_FAILED, "no proof");
+    uint8_t bad[HELLO + GW_SOCK_MAC_LEN];
+    memcpy(bad, k1, sizeof(bad));
+    memset(bad + HELLO, 0x5a, GW_SOCK_MAC_LEN);
+    cr_expect_eq(knock_acceptor(bad, sizeof(bad), NULL, why, got), GW_SHAKE_FAILED,
+                 "garbage proof");
+    cr_expect(strstr(why, "wrong knock proof") != NULL, "why: %s", why);
+    uint64_t c2 = 0;
+    make_knock(key_b, &c2, bad);
+    cr_expect_eq(knock_acceptor(bad, sizeof(bad), NULL, why, got), GW_SHAKE_FAILED,
+                 "another key's proof");
+    memcpy(bad, k1, sizeof(bad));
+    bad[28] ^= 1; /* another target rank */
+    cr_expect_eq(knock_acceptor(bad, sizeof(bad), NULL, why, got), GW_SHAKE_FAILED,
+                 "a proof over another hello");
+
+    /* A replay that the nonce memory still holds is named at its hello. */
+    gw_sock_seen_t seen;
+    memset(&seen, 0, sizeof(seen));
+    cr_expect_eq(knock_acceptor(k2, sizeof(k2), &seen, why, got), GW_SHAKE_KNOCK);
+    cr_expect_eq(knock_acceptor(k2, sizeof(k2), &seen, why, got), GW_SHAKE_FAILED);
+    cr_expect(strstr(why, "replayed") != NULL, "why: %s", why);
 }

@@ -67,6 +67,40 @@ void gw__bs_send_verdict_nowait(int fd, gw_status_t status, int culprit, const c
 
 /* ======================= the public entry points ========================= */
 
+/* No token, no job, unless asked: without a token every connection's proof
+ * is made with the empty key, so anyone who can reach the root or a data
+ * port joins as a rank and reads the job's data (it was seen to happen: a
+ * local stranger was admitted as two ranks of a job that only warned). So
+ * a job of several ranks needs a token, from the user (GW_JOB_TOKEN,
+ * GW_JOB_TOKEN_FILE) or from its launcher (gradwire launch draws one;
+ * under mpirun rank 0 draws one and hands it over through PMIx; the torch
+ * backend hands one over through torch's Store), and is refused without;
+ * GW_INSECURE=1 lets it run, and then every rank says what that means. */
+static gw_status_t check_token(const gw_bootstrap_params_t *params)
+{
+    if (params->size == 1 || (params->token && params->token[0]))
+        return GW_OK;
+    if (!params->insecure) {
+        GW_ERROR(params->log, GW_BS_SUBSYS,
+                 "no job token: a job of %d ranks without one would let anyone who can reach "
+                 "its ports join as a rank. Set GW_JOB_TOKEN (a secret, the same on every rank) "
+                 "or GW_JOB_TOKEN_FILE (a file readable only by you, holding it), or start the "
+                 "job with a launcher that provides one (gradwire launch; mpirun through PMIx; "
+                 "torch.distributed with the gradwire backend, through its Store). Under "
+                 "torchrun or srun, export GW_JOB_TOKEN before starting it, or point "
+                 "GW_JOB_TOKEN_FILE at a file in the job's private directory. GW_INSECURE=1 "
+                 "runs without a token, at your own risk",
+                 params->size);
+        return GW_ERR_CONFIG;
+    }
+    GW_WARN(params->log, GW_BS_SUBSYS,
+            "GW_INSECURE=1 and no job token: this job is unauthenticated; anyone who can reach "
+            "its ports (the root %s and every rank's data ports) gets in as a rank and sees its "
+            "data",
+            params->root ? params->root : "(none)");
+    return GW_OK;
+}
+
 gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap_t **out)
 {
     if (!params || !out)
@@ -107,6 +141,8 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
         }
         snprintf(port, sizeof(port), "%d", p);
     }
+    if (check_token(params) != GW_OK)
+        return GW_ERR_CONFIG;
     gw_bootstrap_t *bs = calloc(1, sizeof(*bs));
     if (!bs) {
         GW_ERROR(lg, GW_BS_SUBSYS, "out of memory");

@@ -31,7 +31,7 @@ typedef struct gw_bootstrap_params {
     int rank;
     int size;
     const char *root;  /* "host:port" */
-    const char *token; /* NULL or "" = unauthenticated job (warned about) */
+    const char *token; /* NULL or "": no token, refused unless insecure */
     int timeout_ms;    /* overall budget for open() and each later call */
     const gw_logger_t *log;
     int *culprit; /* optional: where open() writes the rank its failure blames (-1 none) */
@@ -39,6 +39,10 @@ typedef struct gw_bootstrap_params {
      * through rank 0 from this many ranks on (GW_BOOTSTRAP_RING_MIN); rank
      * 0's value decides for every rank. 0: GW_BOOTSTRAP_RING_MIN_DEFAULT. */
     int ring_min;
+    /* A job of several ranks without a token is refused (GW_ERR_CONFIG,
+     * saying how to give one) unless this is set (GW_INSECURE=1): then it
+     * runs, and every rank warns that anyone who reaches a port gets in. */
+    int insecure;
 } gw_bootstrap_params_t;
 
 #define GW_BOOTSTRAP_RING_MIN_DEFAULT 256
@@ -49,7 +53,7 @@ typedef struct gw_bootstrap_params {
  * every rank that did join is told which ranks are missing and names them
  * too), GW_ERR_AUTH (token
  * mismatch, on the connecting rank), GW_ERR_CONFIG (rank/size disagreement,
- * duplicate rank), GW_ERR_SYSTEM (bind failed: address in use, ...). On
+ * duplicate rank, no token without params->insecure), GW_ERR_SYSTEM (bind failed: address in use, ...). On
  * failure *params->culprit (when set) is the rank to blame, the same on
  * every rank that got rank 0's word: the missing rank (the first, when
  * several are), rank 0 when it could not be reached or gave no word in
@@ -61,9 +65,9 @@ void gw__bootstrap_job_id(const gw_bootstrap_t *bs, uint8_t job_id[16]);
 
 /* The key that the transports' data connections prove knowledge of:
  * HMAC-SHA256(job token, "gradwire data plane" || job id), the same on every
- * rank. Without a token it is derived from the empty key, so anyone who
- * learns the job id can compute it: rank 0 warns that the job, its data
- * connections included, is unauthenticated. */
+ * rank. Without a token (GW_INSECURE=1 only) it is derived from the empty
+ * key, so anyone who learns the job id can compute it: every rank warns
+ * that the job, its data connections included, is unauthenticated. */
 void gw__bootstrap_data_key(const gw_bootstrap_t *bs, uint8_t key[32]);
 
 /* Local address of this rank's connection towards rank 0 (for rank 0: the

@@ -475,13 +475,6 @@ static gw_status_t root_welcome(join_t *j, int64_t deadline)
 gw_status_t gw__bs_root_open(gw_bootstrap_t *bs, const char *host, const char *port,
                              const uint8_t *key, size_t key_len, int64_t start, int64_t deadline)
 {
-    if (key_len == 0)
-        GW_WARN(bs->log, GW_BS_SUBSYS,
-                "no job token (GW_JOB_TOKEN, GW_JOB_TOKEN_FILE or PMIx's) is set: the job at %s "
-                "is unauthenticated: any "
-                "process that can reach it can join as a rank, and its data connections (tcp, "
-                "ib, shm) are unauthenticated too",
-                bs->root);
     gw_status_t st = gw__bs_random_bytes(bs->log, bs->job_id, sizeof(bs->job_id));
     if (st != GW_OK)
         return st;

@@ -84,11 +84,9 @@ typedef struct gw_bs_join {
     gw_status_t fatal;
     int64_t accept_paused_until; /* 0: accepting */
     int fd_short_warned;
-    /* the strangers: how many were logged one by one, the counts since the
-     * last summary and when that was */
-    long logged;
-    long dropped[GW_BS_DROP_KINDS];
-    int64_t summary_at;
+    /* the strangers: logged one by one, then counted and summed up
+     * (transport/sock_strangers.c) */
+    gw_sock_strangers_t strangers;
     /* RLIMIT_NOFILE as found, and as set for the join (0: not raised) */
     rlim_t nofile_found, nofile_set;
 } gw_bs_join_t;

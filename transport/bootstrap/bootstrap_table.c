@@ -31,7 +31,8 @@
  *     has the same time) and the next to evict;
  *   - the first strangers are logged one by one, the rest counted and
  *     summed up once a second (each at TRACE), so that a flood of
- *     connections does not become a flood of log lines;
+ *     connections does not become a flood of log lines (the bound is
+ *     transport/sock_strangers.c's, shared with the TCP transport);
  *   - what is left when the join is over is closed by a thread of its own,
  *     not in the way of this rank's transports.
  */
@@ -57,15 +58,8 @@
 /* Connections accepted per wake-up before the others' events are served. */
 #define ACCEPT_BATCH 256
 #define ACCEPT_PAUSE_MS 100
-/* Strangers logged one by one (WARN); after those, a summary at most once
- * a second. */
-#define STRANGERS_LOGGED 16
-#define STRANGER_SUMMARY_MS 1000
 /* Fewer connections than this left at the end are closed inline. */
 #define CLOSE_INLINE_MAX 64
-
-static const char *const drop_names[GW_BS_DROP_KINDS] = {"silent", "garbage", "wrong token", "left",
-                                                         "evicted"};
 
 /* ---- lists ----------------------------------------------------------------- */
 
@@ -100,61 +94,43 @@ static gw_bs_conn_t *oldest_of(const gw_bs_link_t *q)
     return q->next == q ? NULL : gw__container_of(q->next, gw_bs_conn_t, evict);
 }
 
-/* ---- strangers: logged, then counted ------------------------------------------ */
+/* ---- strangers: logged, then counted (transport/sock_strangers.c) ------------ */
 
-static long counted(const gw_bs_join_t *j)
+static const char *const drop_names[GW_BS_DROP_KINDS] = {"silent", "garbage", "wrong token", "left",
+                                                         "evicted"};
+
+static gw_sock_strangers_t *strangers(gw_bs_join_t *j)
 {
-    long n = 0;
-    for (int k = 0; k < GW_BS_DROP_KINDS; k++)
-        n += j->dropped[k];
-    return n;
+    gw_sock_strangers_t *s = &j->strangers;
+    if (!s->log) {
+        s->log = j->bs->log;
+        s->subsys = GW_BS_SUBSYS;
+        s->where = j->bs->root;
+        s->kind_names = drop_names;
+        s->nkinds = GW_BS_DROP_KINDS;
+    }
+    return s;
 }
 
 int64_t gw__bs_strangers_summary_due(const gw_bs_join_t *j)
 {
-    return counted(j) ? j->summary_at + STRANGER_SUMMARY_MS : INT64_MAX;
+    return gw__sock_strangers_due(&j->strangers);
 }
 
 void gw__bs_strangers_summary(gw_bs_join_t *j, int64_t now, int force)
 {
-    long n = counted(j);
-    if (n == 0 || (!force && now < gw__bs_strangers_summary_due(j)))
-        return;
-    char parts[160];
-    size_t len = 0;
-    parts[0] = '\0';
-    for (int k = 0; k < GW_BS_DROP_KINDS; k++) {
-        if (!j->dropped[k])
-            continue;
-        int w = snprintf(parts + len, sizeof(parts) - len, "%s%ld %s", len ? ", " : "",
-                         j->dropped[k], drop_names[k]);
-        if (w > 0 && (size_t)w < sizeof(parts) - len)
-            len += (size_t)w;
-        j->dropped[k] = 0;
-    }
-    GW_WARN(j->bs->log, GW_BS_SUBSYS,
-            "dropped %ld more connection%s on %s that did not prove the job token (%s) in the "
-            "last %lld ms; %zu handshake%s pending",
-            n, n == 1 ? "" : "s", j->bs->root, parts, (long long)(now - j->summary_at), j->npending,
-            j->npending == 1 ? "" : "s");
-    j->summary_at = now;
+    char tail[48];
+    snprintf(tail, sizeof(tail), "; %zu handshake%s pending", j->npending,
+             j->npending == 1 ? "" : "s");
+    gw__sock_strangers_summary(strangers(j), now, force, tail);
 }
 
 void gw__bs_stranger(gw_bs_join_t *j, const gw_bs_conn_t *c, gw_bs_drop_t kind, const char *why)
 {
-    if (j->logged < STRANGERS_LOGGED) {
+    if (gw__sock_stranger(strangers(j), (int)kind))
         GW_WARN(j->bs->log, GW_BS_SUBSYS, "dropped connection from %s: %s", c->addr, why);
-        if (++j->logged == STRANGERS_LOGGED) {
-            GW_WARN(j->bs->log, GW_BS_SUBSYS,
-                    "%d connections on %s dropped: the next ones are counted and summed up "
-                    "once a second (each logged at TRACE)",
-                    STRANGERS_LOGGED, j->bs->root);
-            j->summary_at = gw__now_ms();
-        }
-        return;
-    }
-    GW_TRACE(j->bs->log, GW_BS_SUBSYS, "dropped connection from %s: %s", c->addr, why);
-    j->dropped[kind]++;
+    else
+        GW_TRACE(j->bs->log, GW_BS_SUBSYS, "dropped connection from %s: %s", c->addr, why);
 }
 
 /* ---- leaving the table -------------------------------------------------------- */

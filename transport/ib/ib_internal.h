@@ -375,6 +375,8 @@ typedef struct gw_ib_peer {
     int knocks;                  /* knocks delivered */
     struct rdma_cm_id *knock_id; /* rdmacm: a knock under way */
     int knock_fd;                /* out of band: a knock's connection under way, or -1 */
+    uint64_t knock_sent;         /* out of band: our last knock's counter (sock.h) */
+    uint64_t knock_seen;         /* out of band: its last knock's counter we acted on */
     int cq_counted;              /* the CQ has room for its QPs' completions */
 } gw_ib_peer_t;
 

@@ -207,13 +207,11 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     gw__ib_hello_decode(c->sh.theirs, &h);
     if (t->lazy && h.nqps == GW_IB_KNOCK_QP && hello_valid(t, &h) &&
         h.id.from < (uint32_t)t->base.rank) {
-        /* A knock: we dial it (ib_lazy.c). It proves nothing; the dial's
-         * handshake does. */
-        close(c->s.fd);
-        c->s.fd = -1;
-        c->phase = P_DONE;
-        gw__sock_shake_wipe(&c->sh);
-        return gw__ib_knocked_by(t, (int)h.id.from);
+        /* A knock: its proof of the key comes next (sock_auth.c), and
+         * only a proven, fresh one makes us dial (on_knock). */
+        c->claim = h.id.from;
+        gw__sock_shake_knock(&c->sh);
+        return GW_OK;
     }
     if (!hello_valid(t, &h) || h.id.from < (uint32_t)t->base.rank) {
         snprintf(why, sizeof(why), "invalid hello (magic 0x%08x, version %u, rank %u -> %u)",
@@ -305,6 +303,26 @@ static gw_status_t on_ready(mesh_t *m, conn_t *c)
     return GW_OK;
 }
 
+/* Acceptor: a knock proved the key. Dial its sender (ib_lazy.c) when its
+ * counter is above the last we acted on from that rank; else it is a
+ * knock played back, and moves nobody. */
+static gw_status_t on_knock(mesh_t *m, conn_t *c)
+{
+    gw_ib_t *t = m->t;
+    if (!gw__sock_knock_fresh(&t->peers[c->claim].knock_seen, c->sh.theirs)) {
+        char why[96];
+        snprintf(why, sizeof(why), "replayed (a knock in rank %u's name that is not fresh)",
+                 (unsigned)c->claim);
+        gw__ib_oob_drop(m, c, why);
+        return GW_OK;
+    }
+    close(c->s.fd);
+    c->s.fd = -1;
+    c->phase = P_DONE;
+    gw__sock_shake_wipe(&c->sh);
+    return gw__ib_knocked_by(t, (int)c->claim);
+}
+
 /* The handshake on c moved: act on what it reports. */
 static gw_status_t shake(mesh_t *m, conn_t *c)
 {
@@ -322,6 +340,8 @@ static gw_status_t shake(mesh_t *m, conn_t *c)
         case GW_SHAKE_PROVEN:
             st = on_proven(m, c);
             break;
+        case GW_SHAKE_KNOCK:
+            return on_knock(m, c);
         case GW_SHAKE_DONE:
             return on_shaken(m, c);
         default: /* GW_SHAKE_FAILED */

@@ -3,11 +3,12 @@
  * dial it when the pair connects on first use (ib_lazy.c) and the pair is
  * set up out of band (ib_oob.c).
  *
- * A knock is a hello like a dial's (job id, ranks, a fresh nonce) for
- * GW_IB_KNOCK_QP QPs, sent on a connection to the higher rank's
- * out-of-band port that is closed at once: the higher rank reads it as a
- * knock and dials us. It proves nothing and needs not to: the dial's
- * handshake proves the job's key both ways. A connection that is refused
+ * A knock is a hello like a dial's (job id, ranks, a nonce holding our
+ * knock counter for the pair) for GW_IB_KNOCK_QP QPs, followed by its
+ * proof of the job's key (transport/sock_auth.c), sent on a connection to
+ * the higher rank's out-of-band port that is closed at once: the higher
+ * rank checks the proof and that the counter is fresh, and dials us,
+ * where the dial's handshake proves the key both ways again. A connection that is refused
  * means nobody listens there any more (the rank closed its communicator
  * or died, since every rank listens from open to close): the pair fails
  * at once, naming it. Any other failure leaves the knock to be sent again
@@ -30,7 +31,8 @@ static gw_status_t knock_result(gw_ib_t *t, gw_ib_peer_t *p, int err)
         h.nqps = GW_IB_KNOCK_QP;
         uint8_t hello[GW_IB_HELLO_SIZE];
         gw__ib_hello_encode(&h, hello);
-        if (gw__sock_send_knock(p->knock_fd, hello, sizeof(hello), p->rank) == 0)
+        if (gw__sock_send_knock(p->knock_fd, t->data_key, hello, sizeof(hello), &p->knock_sent) ==
+            0)
             p->knocks++;
         else
             GW_TRACE(t->base.log, GW_IB_SUBSYS, "knocking on %s: %m", p->desc);

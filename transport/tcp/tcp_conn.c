@@ -14,8 +14,11 @@
  * Anything that connects to our port without completing this (a port
  * scanner, a health check, a rank of another job that reuses an address,
  * an impostor that learnt the job id and claims a rank, a recorded
- * handshake played back) is a stranger: it is logged at WARN with its
- * address and why, and closed, and the job carries on. Only a proven
+ * handshake played back) is a stranger: it is closed and the job carries
+ * on; the first strangers are logged at WARN with their address and why,
+ * the rest counted and summed up once a second (transport/sock_strangers.c,
+ * as the bootstrap root does), so a flood of connections is not a flood
+ * of log lines. Only a proven
  * connection holds a rank's socket slot, so an impostor's claim never
  * shuts the real rank out. A rank of this job that uses another number of
  * sockets per peer is a configuration error, reported at once on both
@@ -30,8 +33,13 @@
  * until it closes, so its port refuses only once it is gone.
  *
  * A hello whose socket index is GW_TCP_KNOCK is a knock (tcp_mesh.c): a
- * lower rank asks us to dial it. It proves nothing and is closed at once;
- * we dial the lower rank's published address, where it proves itself.
+ * lower rank asks us to dial it. The hello is followed by its proof of the
+ * key over it, and its nonce holds the sender's knock counter
+ * (transport/sock_auth.c): we act on it only when the proof is right and
+ * the counter above the last one we acted on from that rank, so neither a
+ * stranger who read the job id nor a knock played back moves us. Then we
+ * dial the lower rank's published address, where it proves itself again;
+ * a dial made for a knock alone never fails the transport (tcp_mesh.c).
  *
  * Peers whose address blob is all zero are served by another transport
  * (transport.h): they get no sockets, we neither dial nor expect them, and
@@ -142,7 +150,9 @@ gw_status_t gw__tcp_out_step(mesh_t *m, out_conn_t *o, short revents)
         int st = gw__sock_dial_step(&o->dial, (const struct sockaddr *)&p->addr, p->addr_len,
                                     revents, out_prep, m, &what);
         if (st == GW_SOCK_FAILED && t->lazy && errno == ECONNREFUSED)
-            return gw__tcp_refused(t, p);
+            return gw__tcp_dial_give_up(m, &t->peers[o->peer], "it refused our connection")
+                       ? GW_OK
+                       : gw__tcp_refused(t, p);
         if (st == GW_SOCK_FAILED)
             out_retry(m, o, what);
         if (st != GW_SOCK_CONNECTED)
@@ -186,12 +196,16 @@ gw_status_t gw__tcp_out_step(mesh_t *m, out_conn_t *o, short revents)
 
 /* ---- accepting side -------------------------------------------------------- */
 
-void gw__tcp_in_drop(mesh_t *m, in_conn_t *c, const char *why)
+void gw__tcp_in_drop(mesh_t *m, in_conn_t *c, int kind, const char *why)
 {
-    GW_WARN(lg_of(m), GW_TCP_SUBSYS,
-            "closing a connection from %s to our port %s: %s (a stranger, not a rank of this "
-            "job; carrying on)",
-            c->addr, m->t->local_str, why);
+    if (gw__sock_stranger(&m->strangers, kind))
+        GW_WARN(lg_of(m), GW_TCP_SUBSYS,
+                "closing a connection from %s to our port %s: %s (a stranger, not a rank of "
+                "this job; carrying on)",
+                c->addr, m->t->local_str, why);
+    else
+        GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "closing a connection from %s to our port %s: %s",
+                 c->addr, m->t->local_str, why);
     close(c->fd);
     c->fd = -1;
     gw__sock_shake_wipe(&c->sh);
@@ -210,7 +224,8 @@ void gw__tcp_in_accept(mesh_t *m)
         if (m->nin == m->cap_in) {
             /* Too many connections not yet admitted: drop the oldest. A
              * real rank dropped this way sees EOF and connects again. */
-            gw__tcp_in_drop(m, &m->ins[0], "too many connections that are not yet admitted");
+            gw__tcp_in_drop(m, &m->ins[0], TCP_DROP_EVICTED,
+                            "too many connections that are not yet admitted");
             memmove(&m->ins[0], &m->ins[1], (size_t)(m->nin - 1) * sizeof(m->ins[0]));
             m->nin--;
         }
@@ -255,15 +270,12 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
         snprintf(why, sizeof(why), "it belongs to another job (job id differs)");
     } else if (h.sock_idx == GW_TCP_KNOCK && h.id.to == (uint32_t)t->base.rank &&
                h.id.from < (uint32_t)t->base.rank && t->peers[h.id.from].socks && t->mesh) {
-        /* A lower rank needs us: we dial it, at the address the bootstrap
-         * gave, where it proves itself; the knock itself proves nothing
-         * and admits nobody. */
-        GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "rank %u knocked (from %s): dialling it",
-                 (unsigned)h.id.from, c->addr);
-        close(c->fd);
-        c->fd = -1;
-        gw__sock_shake_wipe(&c->sh);
-        return gw__tcp_want_peer(t, (int)h.id.from);
+        /* A lower rank says it needs us: its proof comes next, and
+         * only then do we act on it (in_knock). */
+        c->from = h.id.from;
+        c->knock = 1;
+        gw__sock_shake_knock(&c->sh);
+        return GW_OK;
     } else if (h.id.to != (uint32_t)t->base.rank || h.id.from <= (uint32_t)t->base.rank ||
                h.id.from >= (uint32_t)t->base.size) {
         snprintf(why, sizeof(why), "it claims to be rank %u connecting to rank %u",
@@ -290,8 +302,30 @@ static gw_status_t in_check_hello(mesh_t *m, in_conn_t *c)
         snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)h.id.from,
                  (unsigned)h.sock_idx);
     }
-    gw__tcp_in_drop(m, c, why);
+    gw__tcp_in_drop(m, c, TCP_DROP_CLAIM, why);
     return GW_OK;
+}
+
+/* A knock proved the key: act on it when it is fresh (its counter is above
+ * the last one we acted on from its sender), else it is a replay. The
+ * connection has done its work either way. */
+static gw_status_t in_knock(mesh_t *m, in_conn_t *c)
+{
+    gw_tcp_t *t = m->t;
+    gw_tcp_peer_t *p = &t->peers[c->from];
+    if (!gw__sock_knock_fresh(&p->knock_seen, c->sh.theirs)) {
+        char why[96];
+        snprintf(why, sizeof(why), "replayed (a knock in rank %u's name that is not fresh)",
+                 (unsigned)c->from);
+        gw__tcp_in_drop(m, c, TCP_DROP_PROOF, why);
+        return GW_OK;
+    }
+    GW_TRACE(lg_of(m), GW_TCP_SUBSYS, "rank %u knocked (from %s): dialling it", (unsigned)c->from,
+             c->addr);
+    close(c->fd);
+    c->fd = -1;
+    gw__sock_shake_wipe(&c->sh);
+    return gw__tcp_knocked(t, (int)c->from);
 }
 
 gw_status_t gw__tcp_in_step(mesh_t *m, in_conn_t *c)
@@ -302,12 +336,19 @@ gw_status_t gw__tcp_in_step(mesh_t *m, in_conn_t *c)
         switch (ev) {
         case GW_SHAKE_AGAIN:
             return GW_OK;
-        case GW_SHAKE_FAILED:
-            gw__tcp_in_drop(m, c,
-                            c->sh.io == GW_SOCK_IO_EOF ? "it closed before completing the handshake"
-                            : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
-                                                           : c->sh.why);
+        case GW_SHAKE_FAILED: {
+            int io = c->sh.io;
+            int kind = io != GW_SOCK_IO_DONE                            ? TCP_DROP_CLOSED
+                       : strncmp(c->sh.why, "it sent garbage", 15) == 0 ? TCP_DROP_GARBAGE
+                                                                        : TCP_DROP_PROOF;
+            gw__tcp_in_drop(m, c, kind,
+                            io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
+                            : io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
+                                                     : c->sh.why);
             return GW_OK;
+        }
+        case GW_SHAKE_KNOCK:
+            return in_knock(m, c);
         case GW_SHAKE_HELLO: {
             gw_status_t st = in_check_hello(m, c);
             if (st != GW_OK || c->fd < 0)
@@ -326,7 +367,7 @@ gw_status_t gw__tcp_in_step(mesh_t *m, in_conn_t *c)
                 char why[96];
                 snprintf(why, sizeof(why), "it repeats rank %u's socket %u", (unsigned)c->from,
                          (unsigned)c->idx);
-                gw__tcp_in_drop(m, c, why);
+                gw__tcp_in_drop(m, c, TCP_DROP_CLAIM, why);
                 return GW_OK;
             }
             c->proven = 1;

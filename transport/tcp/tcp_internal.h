@@ -157,9 +157,13 @@ typedef struct gw_tcp_peer {
      * is made, and whether it was made (tcp_mesh.c). */
     int knock_fd;
     int knocked;
-    int64_t knock_at; /* knocked and not yet dialled back: knock again then */
-    int knock_gap;    /* ms until the next knock, doubling (tcp_mesh.c) */
-    int knock_listed; /* in the mesh's list of peers whose dial we await */
+    int64_t knock_at;    /* knocked and not yet dialled back: knock again then */
+    int knock_gap;       /* ms until the next knock, doubling (tcp_mesh.c) */
+    int knock_listed;    /* in the mesh's list of peers whose dial we await */
+    uint64_t knock_sent; /* the counter of our last knock to it (sock.h) */
+    uint64_t knock_seen; /* the counter of its last knock that we acted on */
+    int dial_for_knock;  /* we dial it because it knocked, not for a request of
+                          * ours: failing to, while we have none, fails nothing */
 } gw_tcp_peer_t;
 
 typedef struct gw_tcp_mesh gw_tcp_mesh_t; /* tcp_conn.c */
@@ -225,6 +229,9 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs);
 /* A request for peer was posted: when it is ours to dial and not connected
  * or under way, start dialling it (lazy connections). */
 gw_status_t gw__tcp_want_peer(gw_tcp_t *t, int peer);
+/* peer, a lower rank, knocked and proved it: dial it, unless connected or
+ * under way. */
+gw_status_t gw__tcp_knocked(gw_tcp_t *t, int peer);
 /* Connections are being made (dials, handshakes): poll them soon. */
 int gw__tcp_mesh_busy(const gw_tcp_t *t);
 /* Accept, dial and shake hands as far as possible without waiting; fails

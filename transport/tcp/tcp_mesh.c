@@ -14,8 +14,9 @@
  * connections, not size - 1, and a job of thousands of ranks holds a few
  * sockets per rank instead of thousands. Every rank listens from open() to
  * close(). The first request for a lower rank starts the dials; the first
- * for a higher rank sends it a knock (one hello saying "dial me", closed at
- * once), since that rank may not need us yet (it may be about to send, or
+ * for a higher rank sends it a knock (one hello saying "dial me" with its
+ * proof of the key, closed at once, tcp_conn.c), since that rank may not
+ * need us yet (it may be about to send, or
  * never post the receive our send waits for) and only a connection lets
  * our message leave and shows that it is alive. The accepting side takes
  * connections, and knocks, in its progress loop: progress() polls the
@@ -26,7 +27,11 @@
  * (it no longer listens: dead or closed) fails the transport at once,
  * naming it; one that we dial in vain (stopped, unreachable) fails it after
  * timeout_ms; one that we wait for is the caller's time-out (p2p.c) or the
- * referee's verdict. Once a peer's connections are all up it joins
+ * referee's verdict. A dial that only answers a knock is different: while
+ * no request of ours waits for that peer, its refusal or its time-out fails
+ * nothing (the peer may be busy outside gradwire for longer than
+ * timeout_ms, and it is not ours to blame); the dial is given up with a
+ * WARN and made again when a request or a knock needs it. Once a peer's connections are all up it joins
  * progress()'s poll set, sized for every TCP peer at connect().
  *
  * Eagerly, connect() dials every lower rank and waits for every higher one
@@ -90,7 +95,7 @@ void gw__tcp_peer_ready(mesh_t *m, gw_tcp_peer_t *p)
 }
 
 /* Start dialling p's connections (p is a lower rank than ours). */
-static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p)
+static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p, int for_knock)
 {
     gw_tcp_t *t = m->t;
     p->outs = calloc((size_t)t->nsocks, sizeof(*p->outs));
@@ -104,8 +109,40 @@ static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p)
         gw__sock_dial_init(&p->outs[k].dial);
     }
     p->dial_deadline = gw__now_ms() + t->timeout_ms;
+    p->dial_for_knock = for_knock;
     m->dialing[m->ndialing++] = p->rank;
     return GW_OK;
+}
+
+/* Stop dialling p: its connections under way are closed and forgotten. */
+static void dial_stop(mesh_t *m, gw_tcp_peer_t *p)
+{
+    gw_tcp_t *t = m->t;
+    for (int k = 0; p->outs && k < t->nsocks; k++)
+        if (p->outs[k].dial.fd >= 0)
+            close(p->outs[k].dial.fd);
+    if (p->outs) /* the handshakes hold the key */
+        explicit_bzero(p->outs, (size_t)t->nsocks * sizeof(*p->outs));
+    free(p->outs);
+    p->outs = NULL;
+    p->dial_for_knock = 0;
+    for (int i = 0; i < m->ndialing; i++)
+        if (m->dialing[i] == p->rank) {
+            m->dialing[i] = m->dialing[--m->ndialing];
+            break;
+        }
+}
+
+int gw__tcp_dial_give_up(mesh_t *m, gw_tcp_peer_t *p, const char *why)
+{
+    if (!p->dial_for_knock || p->sq_head || p->rq_head || p->aq_head)
+        return 0;
+    GW_WARN(m->t->base.log, GW_TCP_SUBSYS,
+            "rank %d (%s) knocked, but dialling it back failed: %s; no message of ours waits "
+            "for it, so the job goes on (dialled again when one does)",
+            p->rank, p->addr_str, why);
+    dial_stop(m, p);
+    return 1;
 }
 
 /* p was knocked on (or could not be): wait for its dial, and knock again
@@ -132,7 +169,7 @@ static void knock_send(mesh_t *m, gw_tcp_peer_t *p)
     gw_tcp_t *t = m->t;
     uint8_t hello[GW_TCP_HELLO_SIZE];
     gw__tcp_make_hello(t, t->base.rank, p->rank, (int)GW_TCP_KNOCK, hello);
-    if (gw__sock_send_knock(p->knock_fd, hello, sizeof(hello), p->rank) != 0)
+    if (gw__sock_send_knock(p->knock_fd, t->data_key, hello, sizeof(hello), &p->knock_sent) != 0)
         GW_TRACE(t->base.log, GW_TCP_SUBSYS, "knocking on rank %d's port %s: %m", p->rank,
                  p->addr_str);
     close(p->knock_fd);
@@ -193,7 +230,15 @@ gw_status_t gw__tcp_want_peer(gw_tcp_t *t, int peer)
         return p->knocked || p->knock_fd >= 0 ? GW_OK : knock(t->mesh, p);
     GW_TRACE(t->base.log, GW_TCP_SUBSYS, "first message for rank %d (%s): connecting", peer,
              p->addr_str);
-    return dial_peer(t->mesh, p);
+    return dial_peer(t->mesh, p, 0);
+}
+
+gw_status_t gw__tcp_knocked(gw_tcp_t *t, int peer)
+{
+    gw_tcp_peer_t *p = &t->peers[peer];
+    if (!t->mesh || p->up || p->outs || peer >= t->base.rank || !p->socks)
+        return GW_OK; /* connected or under way */
+    return dial_peer(t->mesh, p, 1);
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -252,10 +297,18 @@ static gw_status_t check_dial_deadlines(mesh_t *m, int64_t now)
     gw_tcp_t *t = m->t;
     for (int i = 0; i < m->ndialing; i++) {
         gw_tcp_peer_t *p = &t->peers[m->dialing[i]];
-        if (now >= p->dial_deadline)
-            return gw__tcp_peer_fail(t, p, GW_ERR_TIMEOUT,
-                                     "could not be connected to within %d ms (%s): is it alive?",
-                                     t->timeout_ms, dial_why(p, t->nsocks));
+        if (now < p->dial_deadline)
+            continue;
+        char why[192];
+        snprintf(why, sizeof(why), "no connection within %d ms (%s)", t->timeout_ms,
+                 dial_why(p, t->nsocks));
+        if (gw__tcp_dial_give_up(m, p, why)) {
+            i--; /* p left the list: its place holds another */
+            continue;
+        }
+        return gw__tcp_peer_fail(t, p, GW_ERR_TIMEOUT,
+                                 "could not be connected to within %d ms (%s): is it alive?",
+                                 t->timeout_ms, dial_why(p, t->nsocks));
     }
     return GW_OK;
 }
@@ -347,7 +400,7 @@ static gw_status_t mesh_round(mesh_t *m, int wait_ms)
                 return st;
         }
         if (c->fd >= 0 && !c->proven && now - c->since > t->timeout_ms)
-            gw__tcp_in_drop(m, c, "it never completed the handshake");
+            gw__tcp_in_drop(m, c, TCP_DROP_CLOSED, "it never completed the handshake");
     }
     /* Forget the connections handed over or dropped. */
     int k = 0;
@@ -388,8 +441,10 @@ gw_status_t gw__tcp_mesh_progress(gw_tcp_t *t)
     if (!m)
         return GW_OK;
     gw_status_t st = mesh_round(m, 0);
+    int64_t now = gw__now_ms();
     if (st == GW_OK)
-        st = check_dial_deadlines(m, gw__now_ms());
+        st = check_dial_deadlines(m, now);
+    gw__sock_strangers_summary(&m->strangers, now, 0, NULL);
     return st;
 }
 
@@ -398,6 +453,7 @@ void gw__tcp_mesh_free(gw_tcp_t *t)
     mesh_t *m = t->mesh;
     if (!m)
         return;
+    gw__sock_strangers_summary(&m->strangers, gw__now_ms(), 1, NULL);
     for (int i = 0; i < m->nin; i++)
         if (m->ins[i].fd >= 0)
             close(m->ins[i].fd);
@@ -470,8 +526,15 @@ static gw_status_t alloc_mesh(gw_tcp_t *t, int npeers, int nlower)
     if (m) {
         /* Connections being admitted at once: every higher peer's, up to a
          * bound (a real rank turned away connects again), and strangers. */
+        static const char *const drop_kinds[TCP_DROP_KINDS] = {
+            "closed or silent", "garbage", "wrong proof or replay", "not for us", "evicted"};
         int higher = (npeers - nlower) * t->nsocks;
         m->t = t;
+        m->strangers = (gw_sock_strangers_t){.log = t->base.log,
+                                             .subsys = GW_TCP_SUBSYS,
+                                             .where = t->local_str,
+                                             .kind_names = drop_kinds,
+                                             .nkinds = TCP_DROP_KINDS};
         m->npeers = npeers;
         m->cap_in = (higher < GW_TCP_MAX_ADMITTING ? higher : GW_TCP_MAX_ADMITTING) + MAX_STRANGERS;
         m->dialing = calloc((size_t)(nlower ? nlower : 1), sizeof(*m->dialing));
@@ -499,7 +562,7 @@ static gw_status_t connect_all(gw_tcp_t *t)
     gw_status_t st = GW_OK;
     for (int r = 0; r < t->base.rank && st == GW_OK; r++)
         if (t->peers[r].socks)
-            st = dial_peer(m, &t->peers[r]);
+            st = dial_peer(m, &t->peers[r], 0);
     int64_t deadline = gw__now_ms() + t->timeout_ms;
     while (st == GW_OK && m->nup < m->npeers) {
         int64_t left = deadline - gw__now_ms();
@@ -510,7 +573,7 @@ static gw_status_t connect_all(gw_tcp_t *t)
         st = mesh_round(m, left < 100 ? (int)left : 100);
     }
     for (int i = 0; st == GW_OK && i < m->nin; i++)
-        gw__tcp_in_drop(m, &m->ins[i], "it never completed the handshake");
+        gw__tcp_in_drop(m, &m->ins[i], TCP_DROP_CLOSED, "it never completed the handshake");
     m->nin = 0;
     gw__tcp_mesh_free(t);
     close(t->listen_fd);

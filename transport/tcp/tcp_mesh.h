@@ -33,7 +33,19 @@ typedef struct in_conn {
     int bad_nsocks;  /* its hello's sockets per peer differ from ours */
     uint32_t nsocks; /* ... which are these */
     uint32_t from, idx;
+    int knock; /* its hello is a knock: its proof is read next */
 } in_conn_t;
+
+/* Why an accepted connection was dropped, counted by kind once the first
+ * strangers were logged (transport/sock_strangers.c). */
+enum {
+    TCP_DROP_CLOSED,  /* closed, silent or broken before the handshake ended */
+    TCP_DROP_GARBAGE, /* not our magic */
+    TCP_DROP_PROOF,   /* a wrong proof, or a replay */
+    TCP_DROP_CLAIM,   /* its hello's ids are not for us (job, ranks, socket) */
+    TCP_DROP_EVICTED, /* too many connections not yet admitted */
+    TCP_DROP_KINDS
+};
 
 /* What connects peers, for the transport's life when it connects lazily
  * (gw_tcp_t.mesh), for connect() alone when it connects eagerly. */
@@ -47,9 +59,10 @@ typedef struct gw_tcp_mesh {
     int nawaiting;
     in_conn_t *ins; /* accepted connections not yet admitted */
     int nin, cap_in;
-    struct pollfd *pfds; /* listener, the dialled sockets, then the accepted ones */
-    int npeers, nup;     /* peers over TCP, and those fully connected */
-    gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
+    struct pollfd *pfds;           /* listener, the dialled sockets, then the accepted ones */
+    int npeers, nup;               /* peers over TCP, and those fully connected */
+    gw_sock_seen_t seen;           /* dialler nonces seen, to name replays */
+    gw_sock_strangers_t strangers; /* dropped connections, logged with a bound */
 } mesh_t;
 
 /* tcp_conn.c: the handshakes. */
@@ -63,10 +76,15 @@ gw_status_t gw__tcp_out_step(mesh_t *m, out_conn_t *o, short revents);
 /* Accept what waits on the listener; drop c, a stranger, saying why; move
  * an accepted connection's handshake on. */
 void gw__tcp_in_accept(mesh_t *m);
-void gw__tcp_in_drop(mesh_t *m, in_conn_t *c, const char *why);
+void gw__tcp_in_drop(mesh_t *m, in_conn_t *c, int kind, const char *why);
 gw_status_t gw__tcp_in_step(mesh_t *m, in_conn_t *c);
 
 /* tcp_mesh.c: once every connection of p is up, p joins progress(). */
 void gw__tcp_peer_ready(mesh_t *m, gw_tcp_peer_t *p);
+/* We dial p because it knocked and it failed (refused, or no answer in
+ * time): 1 when that fails nothing, since no request of ours waits for p
+ * (the dial is given up, and made again when one does); 0 when it fails
+ * the transport as any dial of ours would. */
+int gw__tcp_dial_give_up(mesh_t *m, gw_tcp_peer_t *p, const char *why);
 
 #endif

@@ -67,6 +67,7 @@ static inline int rank_main(const ranks_opts_t *o, int rank, int port, rank_body
     cfg.rank = rank;
     cfg.size = o->n;
     cfg.root = root;
+    cfg.job_token = "device-ranks-test-token";
     cfg.transport = o->transport;
     cfg.timeout_ms = 20000;
     if (gw_comm_init(&cfg, &e.comm) != GW_OK) {

@@ -39,6 +39,7 @@
 typedef struct spec {
     int rank, size, timeout_ms;
     const char *token;
+    int insecure;     /* GW_INSECURE=1: a job without a token runs (warned) */
     const char *root; /* NULL: the job's 127.0.0.1 root */
     int ngathers;
     size_t lens[MAX_GATHERS];
@@ -188,6 +189,7 @@ static inline void run_rank(const job_t *j, const spec_t *s, int slot)
         .size = s->size,
         .root = s->root ? s->root : j->root,
         .token = s->token,
+        .insecure = s->insecure,
         .timeout_ms = s->timeout_ms,
         .log = &lg,
         .ring_min = s->ring_min,

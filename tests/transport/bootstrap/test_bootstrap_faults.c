@@ -139,8 +139,10 @@ Test(bootstrap, duplicate_rank_is_rejected, .timeout = 30)
     job_t j;
     job_init(&j);
     spec_t s0 = rank_spec(0, 3, NULL, 10000);
+    s0.insecure = 1;
     int root = spawn(&j, &s0);
     spec_t s1 = rank_spec(1, 3, NULL, 10000);
+    s1.insecure = 1;
     int a = spawn(&j, &s1), b = spawn(&j, &s1);
     /* Whichever rank 1 comes second is refused at once; the first waits. */
     int first = -1;
@@ -159,6 +161,7 @@ Test(bootstrap, duplicate_rank_is_rejected, .timeout = 30)
                  gw_status_name((gw_status_t)j.res[first].open_st));
     assert_log(&j, first, "duplicate rank");
     spec_t s2 = rank_spec(2, 3, NULL, 10000);
+    s2.insecure = 1;
     int c = spawn(&j, &s2);
     wait_all(&j, 15000);
     assert_completed(&j, root, 1);

@@ -88,7 +88,7 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
         return GW_ERR_CONFIG;
     /* Without a token anyone who reaches a port joins: the bootstrap
      * refuses such a job unless GW_INSECURE=1 asks for it. */
-    if (gw__env_int(lg, "GW_INSECURE", 0, 1, 0, &v) != GW_OK)
+    if (gw__env_int(lg, GW_ENV_INSECURE, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->insecure = (int)v;
     if (cfg->timeout_ms > 0) {

@@ -181,7 +181,7 @@ typedef struct gw_shm_peer {
     int door_gone;         /* its door was gone when we knocked */
     int knock_due;         /* its door's queue was full: knock again */
     pid_t pid;
-    int pidfd; /* -1 where pidfd_open is not available */
+    int pidfd;           /* -1 where pidfd_open is not available */
     uint64_t ring_bytes; /* lo: what it made; hi: the most lo may make, then what it made */
     int created;         /* we created the segment */
     int fd; /* lo: the segment until a knock handed it over; hi: received, not yet mapped */

@@ -147,7 +147,7 @@ static void report_no_space(gw_shm_t *t, gw_shm_peer_t *p, int err)
     GW_ERROR(t->base.log, GW_SHM_SUBSYS,
              "reserving %zu bytes of shared memory for the pair with rank %d: %m; " GW_SHM_DIR
              " has %llu bytes left of %llu (every pair of ranks on this host that talks needs "
-             "one such segment; %d peers share this host): give " GW_SHM_DIR
+             "one such segment; this rank has %d peers here): give " GW_SHM_DIR
              " more room (mount -o remount,size=..., or docker run --shm-size), run fewer ranks "
              "per host, or use GW_TRANSPORT=tcp",
              p->seg_bytes, p->rank, left, total, t->npeers);
@@ -234,7 +234,8 @@ static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
         GW_ERROR(lg, GW_SHM_SUBSYS, "fstat of rank %d's shared memory: %m", p->rank);
         return GW_ERR_SYSTEM;
     }
-    uint64_t ring = sb.st_size > GW_SHM_HDR_BYTES ? ((uint64_t)sb.st_size - GW_SHM_HDR_BYTES) / 2 : 0;
+    uint64_t ring =
+        sb.st_size > GW_SHM_HDR_BYTES ? ((uint64_t)sb.st_size - GW_SHM_HDR_BYTES) / 2 : 0;
     if (!S_ISREG(sb.st_mode) || ring < GW_SHM_RING_MIN || ring > p->ring_bytes ||
         (ring & (ring - 1)) != 0 || (size_t)sb.st_size != seg_bytes_of(ring)) {
         GW_ERROR(lg, GW_SHM_SUBSYS,

@@ -83,7 +83,7 @@ wait $job
 rc=$?
 wall=$(echo "$(date +%s.%N) - $start" | bc)
 after=$(settle "$before")
-scale=$(grep '^scale:' "$out")
+scale=$(grep -o 'scale: .*' "$out")
 if [ $rc -ne 0 ] || [ -z "$scale" ]; then
     echo "FAIL: $N ranks over shared memory exited $rc:"
     tail -30 "$out"

@@ -121,8 +121,7 @@ Test(shm_bounds, job_killed_while_connecting_leaves_nothing, .timeout = 30)
     j.expect_killed = 1;
     j.timeout_ms = 5000;
     run_job(&j); /* and no name of the job is left in /dev/shm */
-    cr_expect_eq(shm_used(), 0, "%llu bytes of /dev/shm still used after the job",
-                 shm_used());
+    cr_expect_eq(shm_used(), 0, "%llu bytes of /dev/shm still used after the job", shm_used());
 }
 
 /* The same once the pair carries messages: every rank is killed in the
@@ -160,8 +159,7 @@ Test(shm_bounds, job_killed_mid_stream_leaves_nothing, .timeout = 30)
     j.kill_rank_at_ms = 800;
     j.expect_killed = 1;
     run_job(&j);
-    cr_expect_eq(shm_used(), 0, "%llu bytes of /dev/shm still used after the job",
-                 shm_used());
+    cr_expect_eq(shm_used(), 0, "%llu bytes of /dev/shm still used after the job", shm_used());
 }
 
 Test(shm_bounds, rings_shrink_only_when_many_peers_share_a_host)

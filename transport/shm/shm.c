@@ -85,10 +85,24 @@
  * /proc where pidfds are missing): a dead peer fails the transport with
  * GW_ERR_REMOTE instead of a hang.
  *
- * Segments never outlive the job in /dev/shm: the attaching rank unlinks
- * the name as soon as it has mapped the segment, and the creator unlinks it
- * after the handshake or on any failure; from then on the memory lives only
- * as long as one of the two mappings.
+ * Segments never outlive the job in /dev/shm: the creator unlinks the name
+ * as soon as it has made it, reserves the pages (a full /dev/shm is an
+ * error naming the size needed and the space left, never a SIGBUS later)
+ * and hands the segment to the peer as a descriptor through the peer's
+ * door (shm_seg.c, shm_door.c); the memory lives only as long as a
+ * descriptor or a mapping of it, so even a job whose ranks are all killed
+ * at once leaves nothing.
+ *
+ * Memory per rank is bounded. Each pair's rings are GW_SHM_RING_DEFAULT
+ * (2 MiB each way) while the rings of all of a rank's peers fit in
+ * GW_SHM_RANK_RINGS (32 MiB: up to 9 ranks on a host, where performance
+ * was tuned); with more peers on the host the creator halves the rings
+ * until they fit, down to GW_SHM_RING_FLOOR (64 KiB), so 128 ranks on a
+ * host map about 33 MB each with every pair connected, not 0.5 GiB.
+ * Messages stream through a ring in pieces, so a small ring costs
+ * bandwidth, never correctness. The creator chooses, and the attacher takes
+ * the size of the segment it was handed (no two ranks need to agree on
+ * how many peers they have).
  *
  * Waiting. Ranks may outnumber cores (the test machine has 2 cores and runs
  * 4 to 8 ranks), so a waiting rank must not burn the core its peer needs:
@@ -164,11 +178,6 @@ gw_status_t gw__shm_set_ring(gw_transport_t *base, size_t bytes,
 static void shm_free(gw_shm_t *t)
 {
     if (t->peers) {
-        /* A peer killed before it could close leaves a segment it made
-         * for us that we never attached: remove it. */
-        for (int r = 0; t->lazy && r < t->base.size; r++)
-            if (t->peers[r].served && t->peers[r].name[0] && gw__shm_peer_gone(&t->peers[r]))
-                gw__shm_forget_names(t, &t->peers[r]);
         gw__shm_unmap_all(t);
         for (int r = 0; r < t->base.size; r++)
             if (t->peers[r].pidfd >= 0)
@@ -228,9 +237,9 @@ static gw_status_t shm_open_(const gw_transport_params_t *params, gw_transport_t
         shm_free(t);
         return st;
     }
-    /* Lazily, the door exists before our address leaves, so that no peer
-     * can knock before it is there (shm_door.c). */
-    if (t->lazy && (st = gw__shm_door_open(t)) != GW_OK) {
+    /* The door exists before our address leaves, so that no peer can
+     * knock, or hand us a segment, before it is there (shm_door.c). */
+    if ((st = gw__shm_door_open(t)) != GW_OK) {
         shm_free(t);
         return st;
     }

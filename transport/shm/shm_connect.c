@@ -52,7 +52,7 @@
 
 static const char *conn_stage(gw_shm_conn_t c)
 {
-    return c == GW_SHM_C_ATTACH        ? "its shared memory never appeared"
+    return c == GW_SHM_C_ATTACH        ? "it never handed us its shared memory"
            : c == GW_SHM_C_INIT        ? "it never initialised its shared memory"
            : c == GW_SHM_C_WAIT_MAPPED ? "it never mapped our shared memory"
                                        : "it never finished the handshake";
@@ -150,7 +150,9 @@ gw_status_t gw__shm_start_connect(gw_shm_t *t, gw_shm_peer_t *p)
         if (st != GW_OK)
             return st;
     }
-    return t->lazy ? gw__shm_knock(t, p) : GW_OK;
+    /* lo hands the segment over by knocking (shm_door.c); lazily, hi
+     * knocks too, to ask lo to make it. */
+    return p->created || t->lazy ? gw__shm_knock(t, p) : GW_OK;
 }
 
 gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
@@ -179,7 +181,6 @@ gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness)
         return GW_ERR_REMOTE;
     }
     if (st == GW_OK && liveness && gw__shm_peer_gone(p)) {
-        gw__shm_forget_names(t, p);
         if (t->lazy)
             return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                      "died while we connected to it: its process is gone");
@@ -250,13 +251,22 @@ static gw_status_t read_addrs(gw_shm_t *t, const uint8_t *all_addrs)
         }
         p->served = 1;
         p->pid = (pid_t)pid;
-        /* The creator (lo) sizes the rings. */
+        /* The creator (lo) sizes the rings: for hi, lo's announced size is
+         * the most the segment it hands over may have (shm_seg.c). */
         p->ring_bytes = r < t->base.rank ? ring : t->ring_bytes;
-        int lo = r < t->base.rank ? r : t->base.rank, hi = r < t->base.rank ? t->base.rank : r;
-        gw__shm_seg_name(t->job_id, lo, hi, p->name, sizeof(p->name));
         t->npeers++;
     }
+    for (int r = t->base.rank + 1; r < t->base.size; r++)
+        if (t->peers[r].served)
+            t->peers[r].ring_bytes = gw__shm_ring_for(t->ring_bytes, t->npeers);
     return GW_OK;
+}
+
+uint64_t gw__shm_ring_for(uint64_t ring, int npeers)
+{
+    while (ring > GW_SHM_RING_FLOOR && (uint64_t)npeers * 2 * ring > GW_SHM_RANK_RINGS)
+        ring >>= 1;
+    return ring;
 }
 
 /* Every pair now, under one deadline. */
@@ -269,9 +279,14 @@ static gw_status_t connect_all(gw_shm_t *t)
             st = gw__shm_start_connect(t, &t->peers[r]);
     while (st == GW_OK && t->nconnecting > 0) {
         uint64_t moved = t->moved;
+        st = gw__shm_door_answer(t); /* segments handed to us */
         for (int r = 0; r < t->base.size && st == GW_OK; r++) {
             gw_shm_peer_t *p = &t->peers[r];
-            if (p->served && p->conn != GW_SHM_C_DONE)
+            if (!p->served || p->conn == GW_SHM_C_DONE)
+                continue;
+            if (p->knock_due)
+                st = gw__shm_knock(t, p);
+            if (st == GW_OK)
                 st = gw__shm_connect_step(t, p, 1);
         }
         if (st != GW_OK || t->nconnecting == 0)
@@ -302,7 +317,7 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
         GW_INFO(t->base.log, GW_SHM_SUBSYS,
                 "%d peers reach us through shared memory, each connected on first use (rings of "
                 "%zu bytes)",
-                t->npeers, t->ring_bytes);
+                t->npeers, (size_t)gw__shm_ring_for(t->ring_bytes, t->npeers));
         return GW_OK;
     }
     if (st == GW_OK)
@@ -324,7 +339,8 @@ gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
     GW_INFO(t->base.log, GW_SHM_SUBSYS,
             "connected to %d peers in %lld ms (rings of %zu bytes; %d of them read our large "
             "messages in place)",
-            t->npeers, (long long)(gw__now_ms() - start), t->ring_bytes, direct);
+            t->npeers, (long long)(gw__now_ms() - start),
+            (size_t)gw__shm_ring_for(t->ring_bytes, t->npeers), direct);
     return GW_OK;
 }
 
@@ -332,11 +348,6 @@ void gw__shm_unmap_all(gw_shm_t *t)
 {
     for (int r = 0; r < t->base.size; r++) {
         gw_shm_peer_t *p = &t->peers[r];
-        if (p->created && p->name[0]) {
-            if (shm_unlink(p->name) != 0 && errno != ENOENT)
-                GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
-        }
-        p->name[0] = '\0';
         if (p->fd >= 0)
             close(p->fd);
         p->fd = -1;

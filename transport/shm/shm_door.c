@@ -1,6 +1,7 @@
 /*
  * shm_door.c - how a rank asks a peer on its host to connect, when pairs
- * are connected on first use (params.lazy, GW_CONNECT=lazy).
+ * are connected on first use (params.lazy, GW_CONNECT=lazy), and how a
+ * pair's segment reaches the peer that did not make it.
  *
  * A pair's segment is made by the lower rank and attached by the higher
  * one (shm_seg.c), and both must take part before a message moves. The
@@ -26,12 +27,22 @@
  * dropped with a WARN. A knock is only a request anyway: the connection
  * that follows proves the job's data-plane key both ways as at creation.
  *
- * Both sides knock when they start, whoever started first, so a pair is
- * never half-asked. A door that is gone when we knock (ECONNREFUSED: no
+ * The door also carries the pair's segment: lo's knock holds its
+ * descriptor (SCM_RIGHTS), so the segment never needs a name that a killed
+ * job would leave in /dev/shm (shm_seg.c). Only the process bound to hi's
+ * door can receive it, and hi keeps one only from the pid lo's address
+ * names, one per pair; every other descriptor that arrives is closed and
+ * its sender counted as a stranger. That is why every rank has a door, also
+ * when pairs are connected eagerly.
+ *
+ * Lazily, both sides knock when they start, whoever started first, so a
+ * pair is never half-asked; eagerly only lo knocks, to hand over the
+ * segment. A door that is gone when we knock (ECONNREFUSED: no
  * socket has the name) means its owner closed or died: a message for it
  * can never be delivered, so the pair fails in the next progress round,
- * naming it. A door whose queue is full (EAGAIN) is knocked on again in the
- * next round.
+ * naming it. A door whose queue is full (EAGAIN), or a user with too
+ * many descriptors in flight (ETOOMANYREFS: 128 ranks handing over
+ * thousands of segments at once), is knocked on again in the next round.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -105,11 +116,9 @@ void gw__shm_door_close(gw_shm_t *t)
 
 gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    if (gw__shm_peer_gone(p)) {
-        gw__shm_forget_names(t, p);
+    if (gw__shm_peer_gone(p))
         return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                                  "died before we connected to it: its process is gone");
-    }
     return gw__shm_peer_fail(t, p, GW_ERR_REMOTE,
                              "already closed its communicator (its shared-memory door is gone), "
                              "but we need to connect to it");
@@ -122,9 +131,33 @@ gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p)
     struct sockaddr_un a;
     socklen_t al = gw__shm_door_addr(t->job_id, p->rank, &a);
     p->knock_due = 0;
-    if (sendto(t->door_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a,
-               al) == (ssize_t)sizeof(msg)) {
-        GW_TRACE(t->base.log, GW_SHM_SUBSYS, "knocked on rank %d's door", p->rank);
+    /* lo's knock carries the pair's segment until one went out. */
+    int give = p->created && p->fd >= 0;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct iovec iov = {msg, sizeof(msg)};
+    struct msghdr mh = {.msg_name = &a, .msg_namelen = al, .msg_iov = &iov, .msg_iovlen = 1};
+    if (give) {
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof(ctl.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &p->fd, sizeof(int));
+    }
+    if (sendmsg(t->door_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(msg)) {
+        GW_TRACE(t->base.log, GW_SHM_SUBSYS, "knocked on rank %d's door%s", p->rank,
+                 give ? ", handing it our segment" : "");
+        if (give) {
+            /* The datagram holds the segment now, and our mapping holds it
+             * after that: the descriptor has served. */
+            close(p->fd);
+            p->fd = -1;
+        }
         return GW_OK;
     }
     if (errno == ECONNREFUSED || errno == ENOENT) {
@@ -134,7 +167,10 @@ gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p)
         p->door_gone = 1;
         return GW_OK;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+    /* ETOOMANYREFS: our user has too many descriptors in flight in Unix
+     * sockets (RLIMIT_NOFILE), as when many ranks hand over segments at
+     * once; they drain as the peers take theirs. */
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ETOOMANYREFS) {
         p->knock_due = 1; /* its queue is full: again next round */
         return GW_OK;
     }
@@ -158,7 +194,7 @@ gw_status_t gw__shm_door_answer(gw_shm_t *t)
     for (;;) {
         uint8_t msg[GW_SHM_KNOCK_LEN + 1]; /* one more: a longer datagram is no knock */
         union {
-            char buf[CMSG_SPACE(sizeof(struct ucred))];
+            char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
             struct cmsghdr align;
         } ctl;
         struct iovec iov = {msg, sizeof(msg)};
@@ -166,21 +202,42 @@ gw_status_t gw__shm_door_answer(gw_shm_t *t)
                             .msg_iovlen = 1,
                             .msg_control = ctl.buf,
                             .msg_controllen = sizeof(ctl.buf)};
-        ssize_t n = recvmsg(t->door_fd, &mh, MSG_DONTWAIT);
+        ssize_t n = recvmsg(t->door_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return GW_OK; /* EAGAIN: nobody else knocked */
         struct ucred cred = {.pid = 0, .uid = (uid_t)-1};
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+        int seg_fd = -1, extra = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
                 memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            /* Every descriptor that arrives is ours to close, wanted or not. */
+            size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < nfd; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (seg_fd < 0) {
+                    seg_fd = fd;
+                } else {
+                    close(fd);
+                    extra = 1;
+                }
+            }
+        }
         int r = -1;
-        if (gw__shm_knock_decode(msg, (size_t)n, &r) != GW_OK) {
+        if (gw__shm_knock_decode(msg, (size_t)n, &r) != GW_OK || extra ||
+            (mh.msg_flags & MSG_CTRUNC)) {
+            if (seg_fd >= 0)
+                close(seg_fd);
             stranger(t, "not a knock", -1, (long)cred.pid);
             continue;
         }
         if (r < 0 || r >= t->base.size || r == t->base.rank || !t->peers[r].served) {
+            if (seg_fd >= 0)
+                close(seg_fd);
             stranger(t,
                      r == t->base.rank ? "that is this rank"
                      : r < 0 || r >= t->base.size
@@ -191,8 +248,20 @@ gw_status_t gw__shm_door_answer(gw_shm_t *t)
         }
         gw_shm_peer_t *p = &t->peers[r];
         if (cred.uid != getuid() || cred.pid != p->pid) {
+            if (seg_fd >= 0)
+                close(seg_fd);
             stranger(t, "not the process that rank's address names", r, (long)cred.pid);
             continue;
+        }
+        if (seg_fd >= 0) {
+            /* The pair's segment, from its creator: only lo makes one, and
+             * only one per pair. */
+            if (r > t->base.rank || p->fd >= 0 || p->seg) {
+                close(seg_fd);
+                stranger(t, "a segment we did not wait for", r, (long)cred.pid);
+                continue;
+            }
+            p->fd = seg_fd;
         }
         t->moved++;
         if (p->conn != GW_SHM_C_IDLE)
@@ -202,11 +271,4 @@ gw_status_t gw__shm_door_answer(gw_shm_t *t)
         if (st != GW_OK)
             return gw__shm_connect_failed(t, p, st);
     }
-}
-
-void gw__shm_forget_names(gw_shm_t *t, gw_shm_peer_t *p)
-{
-    if (p->name[0] && shm_unlink(p->name) == 0)
-        GW_TRACE(t->base.log, GW_SHM_SUBSYS, "removed %s, left by rank %d", p->name, p->rank);
-    p->name[0] = '\0';
 }

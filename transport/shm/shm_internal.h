@@ -39,14 +39,24 @@
  * its header (shm_seg.c). 3: an abort says who first reported the failure
  * and whom it blames (gw_shm_side_t). 4: a record may ask for a receipt
  * (GW_SHM_REC_RECEIPT), which the receiver gives in its direction's
- * `accepted` counter. */
-#define GW_SHM_PROTOCOL_VERSION 5u
+ * `accepted` counter. 5: records carry the communicator. 6: lo hands the
+ * segment to hi through hi's door (never opened by name), and may make its
+ * rings smaller than it announced (gw__shm_ring_for). */
+#define GW_SHM_PROTOCOL_VERSION 6u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
 #define GW_SHM_RING_DEFAULT ((size_t)1 << 21) /* bytes of each ring */
 #define GW_SHM_RING_MIN ((size_t)1 << 12)
 #define GW_SHM_RING_MAX ((size_t)1 << 30)
+/* The rings one rank shares with all its peers fit in this many bytes, or
+ * each pair's ring shrinks (by halves) to no less than GW_SHM_RING_FLOOR:
+ * see shm.c, "Memory per rank is bounded". 32 MiB keeps the default rings
+ * for up to 9 ranks on a host. */
+#define GW_SHM_RANK_RINGS ((uint64_t)32 << 20)
+#define GW_SHM_RING_FLOOR ((uint64_t)64 << 10)
+/* Where segments are made (shm_open's directory, named in errors). */
+#define GW_SHM_DIR "/dev/shm"
 /* Messages of at least this many bytes are read by the receiver straight
  * from the sender's buffer when the kernel permits it (see shm.c: measured
  * slower than the rings below it, and no faster above, on the 2-core test
@@ -171,11 +181,10 @@ typedef struct gw_shm_peer {
     int door_gone;         /* its door was gone when we knocked */
     int knock_due;         /* its door's queue was full: knock again */
     pid_t pid;
-    int pidfd; /* -1 where pidfd_open is not available */
-    uint64_t ring_bytes;
-    char name[96]; /* the segment's name while it may exist in /dev/shm */
-    int created;   /* we created the segment (and may have to unlink it) */
-    int fd;
+    int pidfd;           /* -1 where pidfd_open is not available */
+    uint64_t ring_bytes; /* lo: what it made; hi: the most lo may make, then what it made */
+    int created;         /* we created the segment */
+    int fd; /* lo: the segment until a knock handed it over; hi: received, not yet mapped */
     gw_shm_seg_t *seg;
     size_t seg_bytes;
     int me, them;            /* our and its index in seg->side */
@@ -256,9 +265,12 @@ void gw__shm_set_direct(gw_transport_t *t, int allow, size_t min_bytes);
 gw_status_t gw__shm_set_ring(gw_transport_t *t, size_t bytes, uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
 
 /* shm_seg.c */
-/* "/gw-<job id>-<lo>-<hi>": the segment of a pair. */
+/* "/gw-<job id>-<lo>-<hi>": the segment of a pair, named only while it is
+ * made (it then shows as "/dev/shm/gw-... (deleted)" in /proc/PID/maps). */
 void gw__shm_seg_name(const uint8_t job_id[16], int lo, int hi, char *buf, size_t cap);
-/* lo's side: create, size, map and fill the pair's segment. */
+/* lo's side: create, reserve, map and fill the pair's segment; its
+ * descriptor waits in p->fd for the knock that hands it to hi. A full
+ * /dev/shm is GW_ERR_NO_MEMORY, logged with the size and the space left. */
 gw_status_t gw__shm_seg_create(gw_shm_t *t, gw_shm_peer_t *p);
 /* Advance p's handshake (p->conn, from ATTACH or WAIT_MAPPED) as far as the
  * peer allows now, without blocking; GW_SHM_C_DONE when both sides proved
@@ -266,6 +278,10 @@ gw_status_t gw__shm_seg_create(gw_shm_t *t, gw_shm_peer_t *p);
 gw_status_t gw__shm_seg_step(gw_shm_t *t, gw_shm_peer_t *p);
 
 /* shm_connect.c */
+/* The rings lo makes for each of its pairs, given the size it announced and
+ * the number of peers on the host: ring halved until npeers pairs of rings
+ * fit GW_SHM_RANK_RINGS, down to GW_SHM_RING_FLOOR. */
+uint64_t gw__shm_ring_for(uint64_t ring, int npeers);
 gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs);
 /* Start connecting p (IDLE -> creating or attaching its segment); lazily,
  * also knock on its door so that it starts too. */
@@ -274,7 +290,7 @@ gw_status_t gw__shm_start_connect(gw_shm_t *t, gw_shm_peer_t *p);
  * says), else the failure (logged, naming p). `liveness`: also look
  * whether its process is gone. */
 gw_status_t gw__shm_connect_step(gw_shm_t *t, gw_shm_peer_t *p, int liveness);
-/* Unmap every segment and unlink those that may still have a name. */
+/* Unmap every segment; close the descriptors not yet mapped or handed over. */
 void gw__shm_unmap_all(gw_shm_t *t);
 
 /* shm_door.c */
@@ -301,9 +317,6 @@ gw_status_t gw__shm_knock(gw_shm_t *t, gw_shm_peer_t *p);
 gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p);
 /* Start connecting every peer that knocked since the last look. */
 gw_status_t gw__shm_door_answer(gw_shm_t *t);
-/* p is gone: remove the pair's segment name if it is still in /dev/shm
- * (made by p, or by us, and never attached). */
-void gw__shm_forget_names(gw_shm_t *t, gw_shm_peer_t *p);
 
 /* shm_progress.c */
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);

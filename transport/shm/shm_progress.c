@@ -485,9 +485,11 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
         liveness = 1;
         t->next_liveness_ms = now_ms + GW_SHM_LIVENESS_MS;
     }
-    if (t->door_fd >= 0 && now_ms != t->door_seen_ms) {
+    if (t->door_fd >= 0 && (t->lazy || t->nconnecting > 0) && now_ms != t->door_seen_ms) {
         /* Once a millisecond: a system call per round would cost the
-         * rounds that move small messages more than they move. */
+         * rounds that move small messages more than they move. Eagerly,
+         * every pair is up once connect() returned: nothing more comes
+         * through the door that we would answer. */
         t->door_seen_ms = now_ms;
         gw_status_t st = gw__shm_door_answer(t);
         if (st != GW_OK)

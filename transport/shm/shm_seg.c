@@ -5,26 +5,29 @@
  * shm_connect.c's.
  *
  * For the pair (lo, hi), lo creates "/gw-<job id>-<lo>-<hi>" with O_EXCL
- * (so a segment of another job or a stale one is never taken for ours),
- * sizes it, maps it and fills the header; hi opens the name, waits until the
- * size is final (mapping a segment that is still being sized would give
- * SIGBUS), maps it, unlinks the name at once and checks the header (magic,
- * version, job id, ranks, ring size). From then on the name is gone and the
- * memory lives exactly as long as the two mappings: a crash of either rank
- * leaves nothing in /dev/shm. lo unlinks the name too, once hi has mapped it
- * or on any failure, in case hi never came.
+ * and unlinks the name at once, reserves every page of it (posix_fallocate:
+ * on a full /dev/shm this is an error naming the size needed and the space
+ * left, where a sparse segment would map fine and kill the rank with SIGBUS
+ * on first touch), maps it, fills the header and hands the descriptor to hi
+ * through hi's door, a Unix socket (SCM_RIGHTS; shm_door.c), whose name
+ * only hi can hold while it lives. hi maps the descriptor it received and
+ * checks the header (magic, version, job id, ranks, ring size). The name
+ * exists only between two adjacent system calls, so a job killed at any
+ * moment, all its ranks at once included, leaves nothing in /dev/shm: the
+ * memory lives exactly as long as a descriptor or a mapping of it (a
+ * segment still on its way in a socket goes with the socket). It stays in
+ * /dev/shm rather than in a memfd so that the size an administrator gave
+ * that tmpfs still bounds it.
  *
- * The name is no secret (the job id is in it), so a segment does not
- * admit whoever maps it: the creator puts a fresh nonce in the header, the
- * attacher writes its own nonce and its HMAC under the job's data-plane key
- * over the header, both nonces and its pid before it says MAPPED, and the
- * creator checks that proof (constant-time) before it serves the peer. A
- * wrong proof is a stranger that opened the name (the segment is 0600, so
- * it runs as our user): the creator logs it at WARN, drops that segment and
- * offers a fresh one under the same name, which the real rank, still
- * polling for the name, then attaches. The creator answers with its own
- * HMAC before it says READY, which the attacher checks in turn, so neither
- * side serves a peer that does not know the token.
+ * Nobody but hi can receive the segment, but the proof stays: the creator
+ * puts a fresh nonce in the header, the attacher writes its own nonce and
+ * its HMAC under the job's data-plane key over the header, both nonces and
+ * its pid before it says MAPPED, and the creator checks that proof
+ * (constant-time) before it serves the peer; a wrong one (a process that
+ * took the descriptor from hi, or a peer without the token) is GW_ERR_AUTH.
+ * The creator answers with its own HMAC before it says READY, which the
+ * attacher checks in turn, so neither side serves a peer that does not
+ * know the token.
  *
  * Each rank then publishes its pid and the address of a known word in its
  * half of the header (state MAPPED), opens a pidfd on the peer to notice
@@ -47,6 +50,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -128,30 +132,71 @@ static gw_status_t fresh_nonce(const gw_logger_t *lg, uint8_t out[16])
     return GW_OK;
 }
 
+/* Why a reservation failed, in words a user can act on: the size asked for
+ * and what /dev/shm has left (ENOSPC, the tmpfs is full) or the memory
+ * left (ENOMEM: memory or the cgroup's limit). */
+static void report_no_space(gw_shm_t *t, gw_shm_peer_t *p, int err)
+{
+    struct statvfs vf;
+    unsigned long long left = 0, total = 0;
+    if (statvfs(GW_SHM_DIR, &vf) == 0) {
+        left = (unsigned long long)vf.f_bavail * vf.f_frsize;
+        total = (unsigned long long)vf.f_blocks * vf.f_frsize;
+    }
+    errno = err;
+    GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+             "reserving %zu bytes of shared memory for the pair with rank %d: %m; " GW_SHM_DIR
+             " has %llu bytes left of %llu (every pair of ranks on this host that talks needs "
+             "one such segment; this rank has %d peers here): give " GW_SHM_DIR
+             " more room (mount -o remount,size=..., or docker run --shm-size), run fewer ranks "
+             "per host, or use GW_TRANSPORT=tcp",
+             p->seg_bytes, p->rank, left, total, t->npeers);
+}
+
 gw_status_t gw__shm_seg_create(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const gw_logger_t *lg = t->base.log;
     p->seg_bytes = seg_bytes_of(p->ring_bytes);
-    int fd = shm_open(p->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    char name[96];
+    gw__shm_seg_name(t->job_id, t->base.rank, p->rank, name, sizeof(name));
+    /* The name exists only between these two calls: the segment reaches the
+     * peer as a descriptor through its door (shm_door.c), so nothing is
+     * left in /dev/shm whenever the job is killed. It is made in /dev/shm
+     * (not a memfd) so that the tmpfs size limit an administrator set there
+     * still bounds it, and the mappings keep a name in /proc/PID/maps. */
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "creating shared memory %s for rank %d: %m", p->name, p->rank);
+        GW_ERROR(lg, GW_SHM_SUBSYS, "creating shared memory %s for rank %d: %m", name, p->rank);
         return GW_ERR_SYSTEM;
     }
+    if (shm_unlink(name) != 0)
+        GW_WARN(lg, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", name);
     p->created = 1;
     gw_status_t st = GW_ERR_SYSTEM;
-    if (ftruncate(fd, (off_t)p->seg_bytes) != 0) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "sizing shared memory %s to %zu bytes: %m (is /dev/shm full?)",
-                 p->name, p->seg_bytes);
-        goto out_close;
+    /* Reserve every page now: a sparse segment on a full tmpfs would be
+     * mapped fine and then kill the rank with SIGBUS at the first touch of
+     * a page that cannot be had. */
+    int err = posix_fallocate(fd, 0, (off_t)p->seg_bytes);
+    if (err == ENOSPC || err == ENOMEM || err == EFBIG) {
+        report_no_space(t, p, err);
+        st = GW_ERR_NO_MEMORY;
+        goto err_close;
     }
-    /* MAP_POPULATE: the rings' pages are allocated and mapped now, not by
-     * a page fault per 4 KiB on the first pass of messages through them
-     * (seen as 64 KiB allreduces 3-8x slower in short benchmark runs). */
+    if (err != 0) {
+        errno = err;
+        GW_ERROR(lg, GW_SHM_SUBSYS, "reserving %zu bytes of shared memory for rank %d: %m",
+                 p->seg_bytes, p->rank);
+        goto err_close;
+    }
+    /* MAP_POPULATE: the rings' pages are mapped now, not by a page fault
+     * per 4 KiB on the first pass of messages through them (seen as 64 KiB
+     * allreduces 3-8x slower in short benchmark runs). */
     void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m == MAP_FAILED) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping shared memory %s (%zu bytes): %m", p->name,
+        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping shared memory for rank %d (%zu bytes): %m", p->rank,
                  p->seg_bytes);
-        goto out_close;
+        st = errno == ENOMEM ? GW_ERR_NO_MEMORY : GW_ERR_SYSTEM;
+        goto err_close;
     }
     p->seg = m;
     p->seg->magic = GW_SHM_SEG_MAGIC;
@@ -161,59 +206,55 @@ gw_status_t gw__shm_seg_create(gw_shm_t *t, gw_shm_peer_t *p)
     p->seg->hi = (uint32_t)p->rank;
     p->seg->ring_bytes = p->ring_bytes;
     if ((st = fresh_nonce(lg, p->seg->nonce)) != GW_OK)
-        goto out_close;
-    st = GW_ERR_SYSTEM;
+        goto err_unmap;
     bind_views(t, p);
     publish_mapped(t, p);
     atomic_store_explicit(&p->seg->init_done, 1, memory_order_release);
-    st = GW_OK;
-out_close:
+    p->fd = fd; /* until the knock that hands it to the peer went out */
+    return GW_OK;
+err_unmap:
+    munmap(p->seg, p->seg_bytes);
+    p->seg = NULL;
+err_close:
     close(fd);
     return st;
 }
 
-/* hi's side: one attempt; *progressed when the state advanced. */
+/* hi's side: lo's segment came through our door (shm_door.c put its
+ * descriptor in p->fd); until then there is nothing to do. Its size says
+ * the rings' size, which lo chose (shm_connect.c, ring_for) and the header
+ * repeats; check_header compares the two. */
 static gw_status_t attach_seg(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
 {
     const gw_logger_t *lg = t->base.log;
-    if (p->fd < 0) {
-        p->fd = shm_open(p->name, O_RDWR | O_CLOEXEC, 0);
-        if (p->fd < 0) {
-            if (errno == ENOENT)
-                return GW_OK; /* lo has not created it yet */
-            GW_ERROR(lg, GW_SHM_SUBSYS, "opening rank %d's shared memory %s: %m", p->rank, p->name);
-            return GW_ERR_SYSTEM;
-        }
-    }
+    if (p->fd < 0)
+        return GW_OK; /* lo has not handed it over yet */
     struct stat sb;
     if (fstat(p->fd, &sb) != 0) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "fstat of rank %d's shared memory %s: %m", p->rank, p->name);
+        GW_ERROR(lg, GW_SHM_SUBSYS, "fstat of rank %d's shared memory: %m", p->rank);
         return GW_ERR_SYSTEM;
     }
-    p->seg_bytes = seg_bytes_of(p->ring_bytes);
-    if ((size_t)sb.st_size < p->seg_bytes)
-        return GW_OK; /* lo is still sizing it */
-    if ((size_t)sb.st_size != p->seg_bytes) {
+    uint64_t ring =
+        sb.st_size > GW_SHM_HDR_BYTES ? ((uint64_t)sb.st_size - GW_SHM_HDR_BYTES) / 2 : 0;
+    if (!S_ISREG(sb.st_mode) || ring < GW_SHM_RING_MIN || ring > p->ring_bytes ||
+        (ring & (ring - 1)) != 0 || (size_t)sb.st_size != seg_bytes_of(ring)) {
         GW_ERROR(lg, GW_SHM_SUBSYS,
-                 "rank %d's shared memory %s has %lld bytes, expected %zu: is another job using "
-                 "the same name?",
-                 p->rank, p->name, (long long)sb.st_size, p->seg_bytes);
+                 "rank %d's shared memory has %lld bytes: not a segment with rings of a power "
+                 "of two of at most %llu bytes",
+                 p->rank, (long long)sb.st_size, (unsigned long long)p->ring_bytes);
         return GW_ERR_PROTOCOL;
     }
+    p->ring_bytes = ring;
+    p->seg_bytes = seg_bytes_of(ring);
     void *m = mmap(NULL, p->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, p->fd, 0);
     if (m == MAP_FAILED) {
-        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping rank %d's shared memory %s (%zu bytes): %m", p->rank,
-                 p->name, p->seg_bytes);
-        return GW_ERR_SYSTEM;
+        GW_ERROR(lg, GW_SHM_SUBSYS, "mapping rank %d's shared memory (%zu bytes): %m", p->rank,
+                 p->seg_bytes);
+        return errno == ENOMEM ? GW_ERR_NO_MEMORY : GW_ERR_SYSTEM;
     }
     p->seg = m;
     close(p->fd);
     p->fd = -1;
-    /* Both mappings exist (lo mapped before sizing finished): the name has
-     * served its purpose. */
-    if (shm_unlink(p->name) != 0 && errno != ENOENT)
-        GW_WARN(lg, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
-    p->name[0] = '\0';
     *cs = GW_SHM_C_INIT;
     return GW_OK;
 }
@@ -245,26 +286,16 @@ static gw_status_t check_header(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs
 }
 
 /* The creator's side: whoever mapped our segment did not prove the key.
- * Drop the segment and offer a fresh one under the same name: the real
- * rank, which polls for the name until it finds it, attaches that. */
-static gw_status_t offer_again(gw_shm_t *t, gw_shm_peer_t *p)
+ * Only the process behind the peer's door received the segment, so this is
+ * a process of our user that took it from the peer (ptrace) or a peer
+ * without the token: never served. */
+static gw_status_t wrong_attacher(gw_shm_t *t, gw_shm_peer_t *p)
 {
-    GW_WARN(t->base.log, GW_SHM_SUBSYS,
-            "pid %lu attached the shared memory %s for rank %d (pid %ld) with a wrong proof (it "
-            "does not know the job token): dropping that segment and offering a fresh one "
-            "(carrying on)",
-            (unsigned long)p->its->pid, p->name[0] ? p->name : "(unlinked)", p->rank, (long)p->pid);
-    munmap(p->seg, p->seg_bytes);
-    p->seg = NULL;
-    p->my = p->its = NULL;
-    p->out = p->in = NULL;
-    p->out_ring = p->in_ring = NULL;
-    int lo = t->base.rank, hi = p->rank;
-    gw__shm_seg_name(t->job_id, lo, hi, p->name, sizeof(p->name));
-    if (shm_unlink(p->name) != 0 && errno != ENOENT)
-        GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
-    p->created = 0;
-    return gw__shm_seg_create(t, p);
+    GW_ERROR(t->base.log, GW_SHM_SUBSYS,
+             "pid %lu mapped the shared memory we made for rank %d (pid %ld) with a wrong proof: "
+             "it does not know the job token",
+             (unsigned long)p->its->pid, p->rank, (long)p->pid);
+    return GW_ERR_AUTH;
 }
 
 /* Try a single-copy read of the peer's probe word. A refusal is kept in
@@ -306,7 +337,7 @@ static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
         uint8_t mac[GW_SHA256_DIGEST_LEN];
         seg_proof(t, p->seg, ATTACHER, mac);
         if (!gw__ct_equal(mac, p->its->mac, sizeof(mac)))
-            return offer_again(t, p);
+            return wrong_attacher(t, p);
         seg_proof(t, p->seg, CREATOR, p->my->mac); /* before READY, which releases it */
     }
     if (p->its->pid != (uint32_t)p->pid) {
@@ -314,11 +345,6 @@ static gw_status_t step(gw_shm_t *t, gw_shm_peer_t *p, gw_shm_conn_t *cs)
                  "rank %d announced pid %ld but pid %lu mapped our shared memory", p->rank,
                  (long)p->pid, (unsigned long)p->its->pid);
         return GW_ERR_PROTOCOL;
-    }
-    if (p->created && p->name[0]) {
-        if (shm_unlink(p->name) != 0 && errno != ENOENT)
-            GW_WARN(t->base.log, GW_SHM_SUBSYS, "unlinking shared memory %s: %m", p->name);
-        p->name[0] = '\0';
     }
     atomic_store_explicit(&p->my->can_read, (uint32_t)probe_direct(t, p), memory_order_relaxed);
     atomic_store_explicit(&p->my->state, GW_SHM_SIDE_READY, memory_order_release);

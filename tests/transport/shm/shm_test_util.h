@@ -62,6 +62,8 @@ typedef struct job {
     int timeout_ms;
     int skip_connect_rank;  /* -1, or a rank that opens but never connects */
     int skip_connect_ms;    /* how long it stays alive before leaving */
+    int skip_connect_hard;  /* it then leaves with _exit(), as if killed: no close() */
+    int wrong_key_rank;     /* -1, or a rank that does not know the job's data-plane key */
     int delay_connect_rank; /* -1, or a rank that connects late */
     int delay_connect_ms;
     int kill_rank_at_ms; /* > 0: the parent SIGKILLs rank kill_rank then */
@@ -118,6 +120,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
     pr.lazy = j->lazy && rank != j->eager_rank;
     memcpy(pr.job_id, j->job_id, sizeof(pr.job_id));
     memset(pr.data_key, 0x6b, sizeof(pr.data_key)); /* the bootstrap's, on every rank */
+    if (rank == j->wrong_key_rank)
+        memset(pr.data_key, 0x5a, sizeof(pr.data_key)); /* one without the token */
 
     uint8_t mine[GW_TRANSPORT_ADDR_MAX];
     gw_transport_t *t = NULL;
@@ -136,6 +140,8 @@ static inline int rank_main(job_t *j, int rank, int fd)
     CHECK(all, "exchanging addresses with the parent");
     if (rank == j->skip_connect_rank) {
         usleep((useconds_t)j->skip_connect_ms * 1000);
+        if (j->skip_connect_hard)
+            _exit(0);
         t->ops->close(t);
         free(all);
         return 0;
@@ -198,6 +204,7 @@ static inline job_t job(int n, path_t path, rank_fn fn, const void *arg)
     j.delay_connect_rank = -1;
     j.eager_rank = -1;
     j.linger_rank = -1;
+    j.wrong_key_rank = -1;
     return j;
 }
 

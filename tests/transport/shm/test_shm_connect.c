@@ -3,15 +3,16 @@
  * transport: peers that are not ours (zero blobs), peers on another host,
  * garbage address blobs, peers that exit, stay silent, die before their
  * peer attaches or connect late, a process of our user that knows the job
- * id and attaches a segment first or creates one first, and the address
- * blob and segment name encodings themselves.
+ * id and hands a rank a segment in another rank's name, ranks without the
+ * job's key, and the address blob and segment name encodings themselves.
  *
  * The harness is in shm_test_util.h.
  */
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "shm_test_util.h"
 
@@ -135,65 +136,53 @@ Test(shm, late_peer_connects, .timeout = 30)
     run_job(&j);
 }
 
-/* An impostor that knows the job id (it is in the segment's name) attaches
- * rank 0's segment for rank 1 before rank 1 does, claims rank 1's pid, and
- * says MAPPED with a proof it cannot make right; like a real attacher it
- * unlinks the name. Rank 0 must drop that segment and offer a fresh one,
- * which rank 1 (late) attaches: the exchange completes with the right
+/* A process of our user that knows the job id (it is in the door's name)
+ * hands rank 1 a segment of its own through rank 1's door, in rank 0's
+ * name, before rank 0 (late) hands over the real one. The kernel stamps the
+ * datagram with the stranger's pid, so rank 1 closes that segment, counts a
+ * stranger and attaches rank 0's: the exchange completes with the right
  * bytes. */
-typedef struct shm_impostor {
-    char name[96];
-    uint32_t pid; /* rank 1's, which it claims */
-    size_t bytes;
-    int attached; /* it mapped the segment and said MAPPED */
-    pthread_t th;
-} shm_impostor_t;
+typedef struct shm_stranger {
+    uint8_t job_id[16];
+    int sent; /* its knock with a segment reached rank 1's door */
+} shm_stranger_t;
 
-static shm_impostor_t shm_imp;
+static shm_stranger_t shm_str;
 
-static void *shm_impostor_main(void *arg)
+static void send_stranger_segment(job_t *j, uint8_t *all)
 {
-    shm_impostor_t *im = arg;
-    int64_t deadline = gw__now_ms() + 3000;
-    int fd = -1;
-    while (fd < 0 && gw__now_ms() < deadline) {
-        fd = shm_open(im->name, O_RDWR | O_CLOEXEC, 0);
-        if (fd < 0)
-            usleep(1000);
-    }
-    if (fd < 0)
-        return NULL;
-    struct stat sb;
-    while (gw__now_ms() < deadline && fstat(fd, &sb) == 0 && (size_t)sb.st_size < im->bytes)
-        usleep(1000);
-    gw_shm_seg_t *s = mmap(NULL, im->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (s == MAP_FAILED)
-        return NULL;
-    shm_unlink(im->name);
-    while (gw__now_ms() < deadline && !atomic_load(&s->init_done))
-        usleep(1000);
-    s->side[1].pid = im->pid;
-    memset(s->side[1].nonce, 0x11, sizeof(s->side[1].nonce));
-    memset(s->side[1].mac, 0x6b, sizeof(s->side[1].mac)); /* a guess */
-    atomic_store(&s->side[1].state, GW_SHM_SIDE_MAPPED);
-    im->attached = 1;
-    usleep(200 * 1000); /* holds the mapping while rank 0 judges it */
-    munmap(s, im->bytes);
-    return NULL;
-}
-
-static void add_shm_impostor(job_t *j, uint8_t *all)
-{
-    shm_impostor_t *im = &shm_imp;
+    (void)all;
+    shm_stranger_t *im = &shm_str;
     memset(im, 0, sizeof(*im));
-    uint32_t pid;
-    uint64_t host, ring0, ring1;
-    cr_assert_eq(gw__shm_addr_decode(all, &pid, &host, &ring0), GW_OK);
-    cr_assert_eq(gw__shm_addr_decode(all + GW_TRANSPORT_ADDR_MAX, &im->pid, &host, &ring1), GW_OK);
-    im->bytes = GW_SHM_HDR_BYTES + 2 * ring0; /* the creator (rank 0) sizes the rings */
-    gw__shm_seg_name(j->job_id, 0, 1, im->name, sizeof(im->name));
-    pthread_create(&im->th, NULL, shm_impostor_main, im);
+    memcpy(im->job_id, j->job_id, sizeof(im->job_id));
+    int seg = memfd_create("impostor", MFD_CLOEXEC);
+    cr_assert(seg >= 0 && ftruncate(seg, (off_t)(GW_SHM_HDR_BYTES + 2 * GW_SHM_RING_DEFAULT)) == 0);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_un a;
+    socklen_t al = gw__shm_door_addr(j->job_id, 1, &a);
+    uint8_t msg[GW_SHM_KNOCK_LEN];
+    gw__shm_knock_encode(0, msg); /* in rank 0's name */
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct iovec iov = {msg, sizeof(msg)};
+    struct msghdr mh = {.msg_name = &a,
+                        .msg_namelen = al,
+                        .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &seg, sizeof(int));
+    im->sent = sendmsg(fd, &mh, 0) == (ssize_t)sizeof(msg);
+    close(fd);
+    close(seg);
 }
 
 static int body_one_exchange(gw_transport_t *t, int rank, int size, const void *arg)
@@ -213,106 +202,45 @@ static int body_one_exchange(gw_transport_t *t, int rank, int size, const void *
     gw_request_t *both[] = {&s, &r};
     CHECK_ST(wait_all(t, both, 2, NULL, 5000), GW_OK);
     CHECK(verify(rbuf, len, peer, rank, 3) < 0, "content");
+    if (rank == 1)
+        CHECK(gw__shm_of(t)->strangers == 1, "%u strangers counted, want 1",
+              gw__shm_of(t)->strangers);
     free(sbuf);
     free(rbuf);
     return 0;
 }
 
-Test(shm, impostor_attaching_first_is_dropped_and_the_job_goes_on, .timeout = 30)
+Test(shm, stranger_handing_a_segment_is_refused_and_the_job_goes_on, .timeout = 30)
 {
     job_t j = job(2, PATH_DIRECT, body_one_exchange, NULL);
-    j.tamper = add_shm_impostor;
-    j.delay_connect_rank = 1;
+    j.tamper = send_stranger_segment;
+    j.delay_connect_rank = 0;
     j.delay_connect_ms = 600;
     run_job(&j);
-    pthread_join(shm_imp.th, NULL);
-    cr_expect(shm_imp.attached, "the impostor never attached: the proof was not tested");
+    cr_expect(shm_str.sent, "the stranger's segment never reached rank 1's door");
 }
 
-/* The other way round: an impostor of our user who knows the job id creates
- * rank 0's segment for rank 1 before rank 0 does (rank 0 here never
- * connects), with a header that is right in every field it can know, claims
- * rank 0's pid, and says READY with a proof it cannot make right once rank
- * 1 has proven its side. Rank 1 must refuse it (GW_ERR_AUTH) rather than
- * serve a segment that a process without the token made. */
-typedef struct shm_creator_impostor {
-    char name[96];
-    uint8_t job_id[16];
-    uint32_t pid; /* rank 0's, which it claims */
-    uint64_t ring;
-    size_t bytes;
-    int created; /* it made the segment */
-    int judged;  /* rank 1 proved its side and saw the impostor's READY */
-    pthread_t th;
-} shm_creator_impostor_t;
-
-static shm_creator_impostor_t shm_cimp;
-
-static void *shm_creator_impostor_main(void *arg)
-{
-    shm_creator_impostor_t *im = arg;
-    int fd = shm_open(im->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return NULL;
-    gw_shm_seg_t *s = MAP_FAILED;
-    if (ftruncate(fd, (off_t)im->bytes) == 0)
-        s = mmap(NULL, im->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (s == MAP_FAILED) {
-        shm_unlink(im->name);
-        return NULL;
-    }
-    s->magic = GW_SHM_SEG_MAGIC;
-    s->version = GW_SHM_PROTOCOL_VERSION;
-    memcpy(s->job_id, im->job_id, sizeof(s->job_id));
-    s->lo = 0;
-    s->hi = 1;
-    s->ring_bytes = im->ring;
-    memset(s->nonce, 0x22, sizeof(s->nonce));
-    s->side[0].pid = im->pid;
-    atomic_store(&s->side[0].cpu, -1);
-    atomic_store(&s->side[0].state, GW_SHM_SIDE_MAPPED);
-    atomic_store(&s->init_done, 1);
-    im->created = 1;
-    int64_t deadline = gw__now_ms() + 3000;
-    while (gw__now_ms() < deadline && atomic_load(&s->side[1].state) < GW_SHM_SIDE_MAPPED)
-        usleep(1000);
-    if (atomic_load(&s->side[1].state) >= GW_SHM_SIDE_MAPPED) {
-        memset(s->side[0].mac, 0x6b, sizeof(s->side[0].mac)); /* a guess */
-        atomic_store(&s->side[0].state, GW_SHM_SIDE_READY);
-        im->judged = 1;
-        usleep(300 * 1000); /* holds the mapping while rank 1 judges it */
-    }
-    munmap(s, im->bytes);
-    shm_unlink(im->name); /* rank 1 unlinked it when it attached, unless it never came */
-    return NULL;
-}
-
-static void add_shm_creator_impostor(job_t *j, uint8_t *all)
-{
-    shm_creator_impostor_t *im = &shm_cimp;
-    memset(im, 0, sizeof(*im));
-    uint32_t pid1;
-    uint64_t host, ring1;
-    cr_assert_eq(gw__shm_addr_decode(all, &im->pid, &host, &im->ring), GW_OK);
-    cr_assert_eq(gw__shm_addr_decode(all + GW_TRANSPORT_ADDR_MAX, &pid1, &host, &ring1), GW_OK);
-    im->bytes = GW_SHM_HDR_BYTES + 2 * im->ring; /* the creator (rank 0) sizes the rings */
-    memcpy(im->job_id, j->job_id, sizeof(im->job_id));
-    gw__shm_seg_name(j->job_id, 0, 1, im->name, sizeof(im->name));
-    pthread_create(&im->th, NULL, shm_creator_impostor_main, im);
-}
-
-Test(shm, attacher_refuses_a_segment_made_without_the_token, .timeout = 30)
+/* A rank that does not know the job's data-plane key (no token) attaches
+ * the segment it was handed, but its proof is wrong: the creator refuses
+ * it (GW_ERR_AUTH) rather than serve it, and tells it why. */
+Test(shm, attacher_without_the_token_is_refused, .timeout = 30)
 {
     job_t j = job(2, PATH_DIRECT, NULL, NULL);
-    j.tamper = add_shm_creator_impostor;
-    j.skip_connect_rank = 0; /* alive, so rank 1 does not see it leave first */
-    j.skip_connect_ms = 2000;
-    j.expect_connect[1] = GW_ERR_AUTH;
+    j.wrong_key_rank = 1;
+    j.expect_connect[0] = GW_ERR_AUTH;
+    j.expect_connect[1] = GW_ERR_REMOTE;
     run_job(&j);
-    pthread_join(shm_cimp.th, NULL);
-    cr_expect(shm_cimp.created, "the impostor could not create the segment first");
-    cr_expect(shm_cimp.judged, "rank 1 never proved its side: the creator's proof was not tested");
+}
+
+/* The same with the creator lacking the key: it cannot check the
+ * attacher's proof either, and refuses it the same way. */
+Test(shm, creator_without_the_token_is_refused, .timeout = 30)
+{
+    job_t j = job(2, PATH_DIRECT, NULL, NULL);
+    j.wrong_key_rank = 0;
+    j.expect_connect[0] = GW_ERR_AUTH;
+    j.expect_connect[1] = GW_ERR_REMOTE;
+    run_job(&j);
 }
 
 Test(shm, address_blob_round_trip)

@@ -10,6 +10,9 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -95,4 +98,126 @@ Test(check_verdict, median_latency_bandwidth_and_wrong_bytes)
     f = healthy();
     f.bw_ab = NAN;
     cr_expect(over(&o, f, why) && strstr(why, "not measured"), "%s", why);
+}
+
+/* ---- whole runs, made up: ranks, hosts and link figures fed to the
+ * verdict logic (gwc_find_suspects ... gwc_judge), so that no test depends
+ * on this machine's speed ---- */
+
+#define MAXR 16
+#define MAXL (MAXR * (MAXR - 1) / 2)
+
+typedef struct fake {
+    gwc_run_t r;
+    gwc_opts_t o;
+    gwc_rank_info_t info[MAXR];
+    int host_of[MAXR];
+    gwc_host_t hosts[MAXR];
+    gwc_link_t links[MAXL];
+    int64_t wrong_from[MAXR + 1];
+} fake_t;
+
+/* nranks ranks on nhosts hosts (rank q on host q % nhosts), every link
+ * measured at bw GB/s each way and 20 us. */
+static void fake_init(fake_t *f, int nranks, int nhosts, double bw)
+{
+    memset(f, 0, sizeof(*f));
+    f->o = defaults();
+    f->o.retest = 1;
+    gwc_run_t *r = &f->r;
+    r->o = &f->o;
+    r->size = nranks;
+    r->culprit = -1;
+    r->info = f->info;
+    r->host_of = f->host_of;
+    r->hosts = f->hosts;
+    r->links = f->links;
+    r->nhosts = nhosts;
+    r->do_retest = 1;
+    r->coll.wrong_from = f->wrong_from;
+    for (int h = 0; h < nhosts; h++) {
+        f->hosts[h].first_rank = h;
+        f->hosts[h].partner = -1;
+        snprintf(f->hosts[h].name, sizeof(f->hosts[h].name), "198.18.0.%d", h + 1);
+    }
+    for (int q = 0; q < nranks; q++) {
+        f->host_of[q] = q % nhosts;
+        f->hosts[q % nhosts].nranks++;
+        f->info[q].rank = q;
+        f->info[q].mtu = 1500;
+        f->info[q].link_up = 1;
+        f->info[q].speed_mbps = -1;
+    }
+    r->nlinks = nranks * (nranks - 1) / 2;
+    for (int a = 0; a < nranks; a++)
+        for (int b = a + 1; b < nranks; b++) {
+            gwc_link_t *l = &f->links[gwc_link_index(nranks, a, b)];
+            l->a = a;
+            l->b = b;
+            l->same_host = f->host_of[a] == f->host_of[b];
+            l->measured = 1;
+            l->host_blamed = -1;
+            l->fig = (gwc_fig_t){.lat_p50 = 20, .lat_p99 = 40, .bw_ab = bw, .bw_ba = bw};
+        }
+}
+
+static gwc_link_t *fake_link(fake_t *f, int a, int b)
+{
+    return &f->links[gwc_link_index(f->r.size, a, b)];
+}
+
+/* Every link's retest figures = its round's (what a retest alone of a
+ * link that is really that slow gives). */
+static void fake_retest_as_measured(fake_t *f)
+{
+    for (int i = 0; i < f->r.nlinks; i++)
+        if (f->links[i].measured) {
+            f->links[i].retest = f->links[i].fig;
+            f->links[i].retested = 1;
+        }
+}
+
+/* Both steps before the verdict, as check_main.c runs them. */
+__attribute__((unused)) static void fake_judge(fake_t *f)
+{
+    int *pairs = NULL, distinct = 0;
+    int n = gwc_retest_list(&f->r, 0, &pairs, &distinct);
+    free(pairs);
+    fake_retest_as_measured(f);
+    n = gwc_retest_list(&f->r, 1, &pairs, &distinct);
+    free(pairs);
+    (void)n;
+    gwc_judge(&f->r);
+}
+
+/* Four hosts; the links 0-1 and 2-3 healthy, the other four slow: more than
+ * half the links are suspect, and each is still retested twice. */
+Test(check_retests, more_than_half_suspect_each_retested_twice)
+{
+    static fake_t f;
+    fake_init(&f, 4, 4, 0.1);
+    fake_link(&f, 0, 1)->fig.bw_ab = fake_link(&f, 0, 1)->fig.bw_ba = 1.0;
+    fake_link(&f, 2, 3)->fig.bw_ab = fake_link(&f, 2, 3)->fig.bw_ba = 1.0;
+    int *pairs = NULL, distinct = 0;
+    int n = gwc_retest_list(&f.r, 0, &pairs, &distinct);
+    cr_assert_eq(distinct, 4, "4 suspect links, not %d", distinct);
+    cr_assert_eq(n, 8, "each of 4 suspect links twice: 8 retests, not %d", n);
+    int seen[4][4] = {{0}};
+    for (int i = 0; i < n; i++)
+        seen[pairs[2 * i]][pairs[2 * i + 1]]++;
+    cr_expect(seen[0][2] == 2 && seen[0][3] == 2 && seen[1][2] == 2 && seen[1][3] == 2);
+    cr_expect(seen[0][1] == 0 && seen[2][3] == 0, "healthy links are not retested");
+    free(pairs);
+}
+
+Test(check_retests, few_suspects_each_retested_twice)
+{
+    static fake_t f;
+    fake_init(&f, 6, 6, 1.0);
+    fake_link(&f, 1, 4)->fig.bw_ab = 0.1;
+    int *pairs = NULL, distinct = 0;
+    int n = gwc_retest_list(&f.r, 0, &pairs, &distinct);
+    cr_assert(distinct == 1 && n == 2, "1 suspect twice: distinct %d, retests %d", distinct, n);
+    cr_expect(pairs[0] == 1 && pairs[1] == 4 && pairs[2] == 1 && pairs[3] == 4);
+    free(pairs);
 }

@@ -197,6 +197,13 @@ gw_status_t gwc_matrix_round(gwc_run_t *r, int k);
 /* Rank 0 names the pairs to retest (count, pairs) and every rank runs
  * them one at a time. */
 gw_status_t gwc_retest(gwc_run_t *r, const int *pairs, int npairs);
+/* Rank 0: what to retest after the matrix (hosts == 0: every suspect link,
+ * each twice) or after those retests (hosts != 0: each suspect host against
+ * its known-good partner, once, unless that link was retested already).
+ * Returns the number of retests, their pairs (2 ints each, malloc'd, the
+ * caller frees) in *pairs, and in *distinct how many links or hosts they
+ * are for; -1 when out of memory. */
+int gwc_retest_list(gwc_run_t *r, int hosts, int **pairs, int *distinct);
 
 /* ---- check_coll.c ---- */
 gw_status_t gwc_collectives(gwc_run_t *r);

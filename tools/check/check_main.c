@@ -339,39 +339,21 @@ static int over_budget(const gwc_run_t *r)
     return r->o->budget_s > 0 && gw_kit_now_s() - r->t0 > r->o->budget_s;
 }
 
-/* Filter pairs (whose links are already retested out), at most cap. */
 static gw_status_t retests(gwc_run_t *r, int hosts)
 {
-    int cap = r->nlinks > 0 ? r->nlinks : 1, n = 0;
-    int *pairs = calloc(2 * (size_t)cap, sizeof(int));
-    if (!pairs)
-        return GW_ERR_NO_MEMORY;
+    int *pairs = NULL, n = 0, distinct = 0;
     if (r->rank == 0) {
-        n = hosts ? gwc_find_suspect_hosts(r, pairs, cap) : gwc_find_suspects(r, pairs, cap);
-        *(hosts ? &r->hosts_found : &r->suspects_found) = 1;
-        int kept = 0;
-        for (int i = 0; i < n; i++) {
-            const gwc_link_t *l =
-                &r->links[gwc_link_index(r->size, pairs[2 * i], pairs[2 * i + 1])];
-            if (hosts && l->retested)
-                continue;
-            pairs[2 * kept] = pairs[2 * i];
-            pairs[2 * kept + 1] = pairs[2 * i + 1];
-            kept++;
-        }
-        n = r->do_retest ? kept : 0;
-        /* Suspect links twice, all of them once and then again: a link is
-         * bad only when both retests are (the better one is kept). */
-        if (!hosts && n > 0 && 2 * n <= cap) {
-            memcpy(pairs + 2 * n, pairs, 2 * (size_t)n * sizeof(int));
-            n *= 2;
-        }
+        n = gwc_retest_list(r, hosts, &pairs, &distinct);
+        if (n < 0)
+            return GW_ERR_NO_MEMORY;
+        if (!r->do_retest)
+            n = 0;
         if (r->do_retest && n > 0 && over_budget(r)) {
             note_left_out(r, hosts ? "retests of suspect hosts" : "retests of suspect links");
             n = 0;
         }
         if (n > 0)
-            gwc_progress(r, "%d %s alone", hosts ? n : n / 2,
+            gwc_progress(r, "%d %s alone", distinct,
                          hosts ? "suspect host(s) to retest, each against a known-good partner,"
                                : "suspect link(s) to retest twice");
     }

@@ -24,6 +24,7 @@ static gwc_opts_t defaults(void)
     o.tail_floor_us = 10000;
     o.bw_fraction = 0.93;
     o.host_fraction = 0.5;
+    o.line_fraction = 0.5;
     return o;
 }
 
@@ -178,7 +179,7 @@ static void fake_retest_as_measured(fake_t *f)
 }
 
 /* Both steps before the verdict, as check_main.c runs them. */
-__attribute__((unused)) static void fake_judge(fake_t *f)
+static void fake_judge(fake_t *f)
 {
     int *pairs = NULL, distinct = 0;
     int n = gwc_retest_list(&f->r, 0, &pairs, &distinct);
@@ -220,4 +221,120 @@ Test(check_retests, few_suspects_each_retested_twice)
     cr_assert(distinct == 1 && n == 2, "1 suspect twice: distinct %d, retests %d", distinct, n);
     cr_expect(pairs[0] == 1 && pairs[1] == 4 && pairs[2] == 1 && pairs[3] == 4);
     free(pairs);
+}
+
+/* ---- links between too few hosts: the NIC line rate, --baseline RATE,
+ * or NOT_JUDGED ---- */
+
+static void fake_nic(fake_t *f, int rank, int physical, int mbps)
+{
+    f->info[rank].physical = physical;
+    f->info[rank].speed_mbps = mbps;
+    snprintf(f->info[rank].ifname, sizeof(f->info[rank].ifname), "eth0");
+}
+
+Test(check_two_hosts, a_slow_link_fails_against_the_line_rate)
+{
+    static fake_t f;
+    fake_init(&f, 2, 2, 0.11); /* 10 GbE at a tenth of its 1.25 GB/s */
+    fake_nic(&f, 0, 1, 10000);
+    fake_nic(&f, 1, 1, 10000);
+    fake_judge(&f);
+    gwc_link_t *l = fake_link(&f, 0, 1);
+    cr_expect_eq(l->verdict, GWC_FAIL, "%s: %s", gwc_verdict_name(l->verdict), l->cause);
+    cr_expect(strstr(l->cause, "line rate") != NULL, "%s", l->cause);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_FAIL);
+}
+
+Test(check_two_hosts, a_link_near_the_line_rate_passes)
+{
+    static fake_t f;
+    fake_init(&f, 2, 2, 1.1);
+    fake_nic(&f, 0, 1, 10000);
+    fake_nic(&f, 1, 1, 25000); /* the slower NIC is the line rate */
+    fake_judge(&f);
+    cr_expect_eq(fake_link(&f, 0, 1)->verdict, GWC_PASS, "%s", fake_link(&f, 0, 1)->cause);
+    cr_expect_eq(f.r.verdict, GWC_PASS);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_PASS);
+    cr_expect_float_eq(gwc_line_rate(&f.r, 0, 1), 1.25, 1e-9);
+}
+
+Test(check_two_hosts, without_a_line_rate_they_are_not_judged)
+{
+    static fake_t f;
+    fake_init(&f, 2, 2, 0.11);
+    fake_nic(&f, 0, 0, 10000); /* a veth's nominal 10000: not a line rate */
+    fake_nic(&f, 1, 0, 10000);
+    fake_judge(&f);
+    gwc_link_t *l = fake_link(&f, 0, 1);
+    cr_expect_eq(l->verdict, GWC_NOT_JUDGED, "%s: %s", gwc_verdict_name(l->verdict), l->cause);
+    cr_expect(strstr(l->cause, "cannot judge without --baseline") != NULL, "%s", l->cause);
+    cr_expect(strstr(l->cause, "virtual") != NULL, "%s", l->cause);
+    cr_expect_eq(f.hosts[0].verdict, GWC_NOT_JUDGED, "%s", f.hosts[0].cause);
+    cr_expect_eq(f.r.verdict, GWC_NOT_JUDGED);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_NOT_JUDGED);
+    cr_expect(isnan(gwc_line_rate(&f.r, 0, 1)));
+}
+
+Test(check_two_hosts, unknown_speed_two_ranks_each_not_judged)
+{
+    static fake_t f;
+    fake_init(&f, 4, 2, 0.5); /* 2 hosts, 2 ranks each: 4 links between them */
+    for (int q = 0; q < 4; q++)
+        fake_nic(&f, q, 1, -1);
+    fake_judge(&f);
+    for (int i = 0; i < f.r.nlinks; i++)
+        if (!f.links[i].same_host)
+            cr_expect_eq(f.links[i].verdict, GWC_NOT_JUDGED, "link %d-%d: %s", f.links[i].a,
+                         f.links[i].b, f.links[i].cause);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_NOT_JUDGED);
+}
+
+Test(check_two_hosts, a_baseline_rate_judges_them)
+{
+    static fake_t f;
+    fake_init(&f, 2, 2, 0.11);
+    f.o.base_rate = 1.25;
+    fake_judge(&f);
+    gwc_link_t *l = fake_link(&f, 0, 1);
+    cr_expect_eq(l->verdict, GWC_FAIL, "%s: %s", gwc_verdict_name(l->verdict), l->cause);
+    cr_expect(strstr(l->cause, "--baseline") != NULL, "%s", l->cause);
+    fake_init(&f, 2, 2, 1.2);
+    f.o.base_rate = 1.25;
+    fake_judge(&f);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_PASS, "%s", fake_link(&f, 0, 1)->cause);
+}
+
+Test(check_two_hosts, three_hosts_judge_each_other)
+{
+    static fake_t f;
+    fake_init(&f, 3, 3, 1.0); /* no line rate: the hosts are each other's reference */
+    fake_judge(&f);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_PASS);
+    fake_init(&f, 3, 3, 1.0);
+    fake_link(&f, 1, 2)->fig.bw_ab = 0.1;
+    fake_judge(&f);
+    cr_expect_eq(fake_link(&f, 1, 2)->verdict, GWC_FAIL, "%s", fake_link(&f, 1, 2)->cause);
+}
+
+Test(check_two_hosts, not_judged_beside_a_warn_still_says_so)
+{
+    static fake_t f;
+    fake_init(&f, 2, 2, 0.5);
+    f.info[1].mtu = 9000; /* a WARN on a host */
+    fake_judge(&f);
+    cr_expect_eq(f.r.verdict, GWC_NOT_JUDGED, "%s", gwc_verdict_name(f.r.verdict));
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_NOT_JUDGED);
+}
+
+Test(check_two_hosts, baseline_rates_parse)
+{
+    double g = 0;
+    cr_expect(gwc_parse_rate("12.5GB/s", &g) == 1 && g == 12.5);
+    cr_expect(gwc_parse_rate("100Gbit/s", &g) == 1 && g == 12.5);
+    cr_expect(gwc_parse_rate("100Gb/s", &g) == 1 && g == 12.5);
+    cr_expect_eq(gwc_parse_rate("base.txt", &g), 0);
+    cr_expect_eq(gwc_parse_rate("fastGB/s", &g), -1);
+    cr_expect_eq(gwc_parse_rate("0GB/s", &g), -1);
+    cr_expect_eq(gwc_parse_rate("GB/s", &g), 0);
 }

@@ -34,10 +34,16 @@
 #define GWC_EXIT_PASS 0
 #define GWC_EXIT_FAIL 1
 #define GWC_EXIT_USAGE GW_KIT_EXIT_USAGE
+/* Nothing FAILed, but something could not be judged: the speed of links
+ * between hosts with no reference of their own (two hosts and no NIC line
+ * rate, without --baseline), or timing gathered while ranks outnumbered
+ * their CPUs. Not a PASS: a CI job should not read it as one. */
+#define GWC_EXIT_NOT_JUDGED 3
 
 typedef enum gwc_verdict {
     GWC_SKIP = 0, /* not measured (a rank failed first, or left out by --budget) */
     GWC_PASS,
+    GWC_NOT_JUDGED, /* measured, but nothing to judge it against (see GWC_EXIT_NOT_JUDGED) */
     GWC_WARN,
     GWC_FAIL,
 } gwc_verdict_t;
@@ -61,6 +67,10 @@ typedef struct gwc_opts {
      * host is suspect when more than host_fraction of its links are bad. */
     double lat_factor, tail_factor, bw_fraction, host_fraction;
     double tail_floor_us; /* a p99 at or below this is never a tail fault */
+    /* Against the NIC's line rate (links between too few hosts to judge
+     * by each other): bad under line_fraction x the line rate. */
+    double line_fraction;
+    double base_rate; /* --baseline RATE: GB/s every link between hosts should reach; 0: none */
     const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
 } gwc_opts_t;
 
@@ -72,6 +82,7 @@ typedef struct gwc_rank_info {
     int32_t mtu;        /* -1: unknown */
     int32_t link_up;    /* 1 up and running, 0 not, -1 unknown */
     int32_t speed_mbps; /* -1: unknown */
+    int32_t physical;   /* 1: the interface is a device's (its speed is a line rate) */
     uint64_t host_key;  /* equal on ranks that share a host */
     char hostname[64];
     char addr[48]; /* this rank's address towards the job's root */
@@ -107,6 +118,7 @@ typedef struct gwc_link {
     gwc_fig_t fig;    /* from the circle rounds */
     gwc_fig_t retest; /* alone, when retested */
     int suspect;      /* over a threshold in the circle rounds */
+    int unjudged;     /* its speed had no reference (GWC_NOT_JUDGED) */
     int bad;          /* over one when judged (after the retest) */
     int host_blamed;  /* -1 or the host its badness is attributed to */
     gwc_verdict_t verdict;
@@ -116,7 +128,16 @@ typedef struct gwc_link {
 /* The references links are judged against. */
 typedef struct gwc_ref {
     double lat_p50, lat_p99, bw; /* NAN: none */
+    /* What bw is (NULL: the cluster's or the baseline file's figure, judged
+     * at --bw-fraction), else e.g. "the NIC line rate", judged at bw_frac. */
+    const char *bw_what;
+    double bw_frac;
 } gwc_ref_t;
+
+/* A relative reference needs this many hosts (links within a host: links)
+ * to stand on: with two hosts, every host's best link to another is the
+ * same link, and a link would be its own reference. */
+#define GWC_MIN_WITNESSES 3
 
 typedef struct gwc_coll {
     int run;
@@ -155,6 +176,7 @@ typedef struct gwc_run {
     gwc_link_t *links; /* n(n-1)/2 on rank 0, gwc_link_index order */
     int nlinks;
     gwc_ref_t ref_cross, ref_same;
+    int ref_cross_n, ref_same_n; /* hosts (links) the references stand on */
     gwc_baseline_t base;
     int have_base;
     gwc_coll_t coll;
@@ -167,6 +189,7 @@ typedef struct gwc_run {
     int failed, culprit;
     char failure[300];
     gwc_verdict_t verdict;
+    char notes[600]; /* what the verdict could not look at, for the report */
     double elapsed_s;
 } gwc_run_t;
 
@@ -222,12 +245,21 @@ int gwc_find_suspects(gwc_run_t *r, int *pairs, int cap);
 int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap);
 /* The final verdicts on every host, link and the collectives. */
 void gwc_judge(gwc_run_t *r);
+/* The exit status for the run's verdict: GWC_EXIT_FAIL, _NOT_JUDGED, _PASS. */
+int gwc_exit_status(const gwc_run_t *r);
+/* The line rate between ranks a and b in GB/s (the slower NIC's), NAN when
+ * either is unknown. */
+double gwc_line_rate(const gwc_run_t *r, int a, int b);
 
 /* ---- check_baseline.c ---- */
 int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap);
 int gwc_baseline_save(const gwc_run_t *r, const char *path);
 const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l);
 void gwc_baseline_free(gwc_baseline_t *b);
+/* --baseline's argument: 1 and *gbps set when it is a rate ("12.5GB/s",
+ * "100Gbit/s", "100Gb/s"), 0 when it is not (a file), -1 when it ends like
+ * a rate but its number is not a positive one. */
+int gwc_parse_rate(const char *arg, double *gbps);
 
 /* ---- check_report.c ---- */
 void gwc_print_report(const gwc_run_t *r);

@@ -12,7 +12,9 @@
  *     a UDP socket connected to the root's address sends nothing, but the
  *     kernel picks the route and the source address, which getifaddrs maps
  *     to an interface; its MTU (SIOCGIFMTU), whether it is up and running
- *     (SIOCGIFFLAGS), operstate and speed from /sys/class/net;
+ *     (SIOCGIFFLAGS), operstate and speed from /sys/class/net, and whether
+ *     it is a device's (/sys/class/net/IF/device), whose speed is a line
+ *     rate that links between too few hosts are judged against;
  *   - RDMA devices from /sys/class/infiniband: each port's state, link
  *     layer and first GID that is not link-local, when the directory
  *     exists;
@@ -152,6 +154,11 @@ static void find_interface(gwc_rank_info_t *ri)
     gw_kit_read_line(path, v, sizeof(v));
     if (v[0] && atoi(v) > 0)
         ri->speed_mbps = atoi(v);
+    /* A virtual interface (veth, bridge, tun, bond) reports a nominal
+     * speed or none, not what its wire carries: only a device's speed is
+     * taken for a line rate. */
+    snprintf(path, sizeof(path), "/sys/class/net/%s/device", ri->ifname);
+    ri->physical = access(path, F_OK) == 0;
 }
 
 /* The GID to show for a port: the first that is not link-local (fe80:),

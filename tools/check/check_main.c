@@ -23,9 +23,12 @@
  * every rank lets the first SIGTERM pass, the job fails on the rank that
  * really died, and rank 0 writes its report; a second SIGTERM ends a rank.
  *
- * Exit status: 0 when nothing FAILed (WARN allowed), 1 when something did
- * or the job failed, 2 for a bad command line or a setup error (a baseline
- * that cannot be read, an output that cannot be written, no job to join).
+ * Exit status: 0 when nothing FAILed (WARN allowed) and everything was
+ * judged, 1 when something FAILed or the job failed, 2 for a bad command
+ * line or a setup error (a baseline that cannot be read, an output that
+ * cannot be written, no job to join), 3 when nothing FAILed but something
+ * could not be judged (NOT_JUDGED: links between two hosts with no line
+ * rate known and no --baseline; timing gathered while oversubscribed).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -66,6 +69,10 @@ static void usage(FILE *out)
             "      --host-fraction X   a host is suspect when more than X of its links are\n"
             "                          bad (default 0.5)\n"
             "      --baseline FILE     judge against FILE's figures, not the cluster's medians\n"
+            "      --baseline RATE     judge links between hosts against RATE (\"12.5GB/s\" or\n"
+            "                          \"100Gbit/s\"), bad under --bw-fraction of it\n"
+            "      --line-fraction X   between fewer than 3 hosts, without --baseline: bad when\n"
+            "                          bandwidth < X x the NICs' line rate (default 0.5)\n"
             "      --save-baseline FILE  save this run's figures as a baseline\n"
             "      --json FILE         JSON report (schema: README, Acceptance testing)\n"
             "      --junit FILE        JUnit XML: a testcase per host, per link, allreduce\n"
@@ -74,7 +81,8 @@ static void usage(FILE *out)
             "  -h, --help              show this help\n"
             "\n"
             "Exit status: 0 all PASS (WARN allowed), 1 something FAILed, 2 usage or setup\n"
-            "error. Files are written mode 0600.\n");
+            "error, 3 nothing FAILed but something could not be judged (NOT_JUDGED: two\n"
+            "hosts with no line rate known and no --baseline). Files are written mode 0600.\n");
 }
 
 #define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
@@ -91,6 +99,7 @@ enum {
     OPT_TAIL_FLOOR,
     OPT_BW_FRACTION,
     OPT_HOST_FRACTION,
+    OPT_LINE_FRACTION,
     OPT_BASELINE,
     OPT_SAVE_BASELINE,
     OPT_JSON,
@@ -116,6 +125,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         {"tail-floor-us", required_argument, NULL, OPT_TAIL_FLOOR},
         {"bw-fraction", required_argument, NULL, OPT_BW_FRACTION},
         {"host-fraction", required_argument, NULL, OPT_HOST_FRACTION},
+        {"line-fraction", required_argument, NULL, OPT_LINE_FRACTION},
         {"baseline", required_argument, NULL, OPT_BASELINE},
         {"save-baseline", required_argument, NULL, OPT_SAVE_BASELINE},
         {"json", required_argument, NULL, OPT_JSON},
@@ -134,6 +144,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->tail_floor_us = 10000;
     o->bw_fraction = 0.93;
     o->host_fraction = 0.5;
+    o->line_fraction = 0.5;
     int c;
     gw_kit_getopt_begin();
     while ((c = getopt_long(argc, argv, "+:qB:t:h", longopts, NULL)) != -1) {
@@ -191,9 +202,20 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
                 return usage_error("--%s takes a fraction in [0, 1], not \"%s\"",
                                    c == OPT_BW_FRACTION ? "bw-fraction" : "host-fraction", optarg);
             break;
-        case OPT_BASELINE:
-            o->baseline = optarg;
+        case OPT_LINE_FRACTION:
+            if (gw_kit_parse_double(optarg, 0, 1, &o->line_fraction) != 0)
+                return usage_error("--line-fraction takes a fraction in [0, 1], not \"%s\"",
+                                   optarg);
             break;
+        case OPT_BASELINE: {
+            int rate = gwc_parse_rate(optarg, &o->base_rate);
+            if (rate < 0)
+                return usage_error("--baseline takes a file or a rate such as 12.5GB/s or "
+                                   "100Gbit/s, not \"%s\"",
+                                   optarg);
+            o->baseline = rate ? NULL : optarg;
+            break;
+        }
         case OPT_SAVE_BASELINE:
             o->save_baseline = optarg;
             break;
@@ -505,10 +527,10 @@ int main(int argc, char **argv)
         gwc_job_failed(&r, phase, st);
     rc = r.failed ? GWC_EXIT_FAIL : GWC_EXIT_PASS;
     if (r.rank == 0 && r.info && r.hosts) {
-        if (write_reports(&r) != 0 && rc == GWC_EXIT_PASS)
+        int wrote = write_reports(&r);
+        rc = gwc_exit_status(&r);
+        if (wrote != 0 && rc != GWC_EXIT_FAIL)
             rc = GWC_EXIT_USAGE;
-        if (r.verdict == GWC_FAIL)
-            rc = GWC_EXIT_FAIL;
         if (terminated)
             fprintf(stderr, "gradwire-check: a SIGTERM arrived during the check; the report "
                             "above was written after it\n");

@@ -25,6 +25,7 @@ static gwc_opts_t defaults(void)
     o.bw_fraction = 0.93;
     o.host_fraction = 0.5;
     o.line_fraction = 0.5;
+    o.coll_fraction = 0.5;
     return o;
 }
 
@@ -337,4 +338,56 @@ Test(check_two_hosts, baseline_rates_parse)
     cr_expect_eq(gwc_parse_rate("fastGB/s", &g), -1);
     cr_expect_eq(gwc_parse_rate("0GB/s", &g), -1);
     cr_expect_eq(gwc_parse_rate("GB/s", &g), 0);
+}
+
+/* ---- the allreduce's bus bandwidth against the slowest link ---- */
+
+static void fake_coll(fake_t *f, double busbw)
+{
+    f->r.coll.run = 1;
+    f->r.coll.bytes = 16 << 20;
+    f->r.coll.busbw = busbw;
+    f->r.coll.algbw = busbw * f->r.size / (2.0 * (f->r.size - 1));
+    f->r.coll.lat_p50 = 30;
+}
+
+Test(check_coll, a_quarter_of_the_link_rate_does_not_pass)
+{
+    static fake_t f;
+    fake_init(&f, 4, 4, 1.0);
+    fake_link(&f, 1, 3)->fig.bw_ba = 0.96; /* the slowest link, still healthy */
+    fake_coll(&f, 0.25);
+    fake_judge(&f);
+    gwc_coll_t *c = &f.r.coll;
+    cr_expect_eq(c->verdict, GWC_WARN, "%s: %s", gwc_verdict_name(c->verdict), c->cause);
+    cr_expect(strstr(c->cause, "slowest link") && strstr(c->cause, "0.960") &&
+                  strstr(c->cause, "ranks 1-3"),
+              "%s", c->cause);
+    fake_init(&f, 4, 4, 1.0);
+    fake_coll(&f, 0.1);
+    fake_judge(&f);
+    cr_expect_eq(c->verdict, GWC_FAIL, "a tenth: %s: %s", gwc_verdict_name(c->verdict), c->cause);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_FAIL);
+}
+
+Test(check_coll, near_the_slowest_link_passes_and_says_why)
+{
+    static fake_t f;
+    fake_init(&f, 4, 4, 1.0);
+    fake_coll(&f, 0.85);
+    fake_judge(&f);
+    gwc_coll_t *c = &f.r.coll;
+    cr_expect_eq(c->verdict, GWC_PASS, "%s", c->cause);
+    cr_expect(strstr(c->cause, "85%") != NULL, "%s", c->cause);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_PASS);
+}
+
+Test(check_coll, one_host_bounds_nothing)
+{
+    static fake_t f;
+    fake_init(&f, 3, 1, 10.0); /* shared memory: memory and the reduction bound it */
+    fake_coll(&f, 0.5);
+    fake_judge(&f);
+    cr_expect_eq(f.r.coll.verdict, GWC_PASS, "%s", f.r.coll.cause);
+    cr_expect(strstr(f.r.coll.cause, "not judged") != NULL, "%s", f.r.coll.cause);
 }

@@ -71,6 +71,9 @@ typedef struct gwc_opts {
      * by each other): bad under line_fraction x the line rate. */
     double line_fraction;
     double base_rate; /* --baseline RATE: GB/s every link between hosts should reach; 0: none */
+    /* The allreduce's busbw WARNs under coll_fraction x the slowest link
+     * between hosts, and FAILs under half of that. */
+    double coll_fraction;
     const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
 } gwc_opts_t;
 
@@ -247,6 +250,9 @@ int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap);
 void gwc_judge(gwc_run_t *r);
 /* The exit status for the run's verdict: GWC_EXIT_FAIL, _NOT_JUDGED, _PASS. */
 int gwc_exit_status(const gwc_run_t *r);
+/* The bandwidth (GB/s) of the slowest measured link between hosts, which
+ * bounds the allreduce's busbw, and its ranks in *a, *b; NAN when none. */
+double gwc_coll_bound(const gwc_run_t *r, int *a, int *b);
 /* The line rate between ranks a and b in GB/s (the slower NIC's), NAN when
  * either is unknown. */
 double gwc_line_rate(const gwc_run_t *r, int a, int b);

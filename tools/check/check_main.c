@@ -73,6 +73,8 @@ static void usage(FILE *out)
             "                          \"100Gbit/s\"), bad under --bw-fraction of it\n"
             "      --line-fraction X   between fewer than 3 hosts, without --baseline: bad when\n"
             "                          bandwidth < X x the NICs' line rate (default 0.5)\n"
+            "      --coll-fraction X   allreduce busbw WARNs under X x the slowest link between\n"
+            "                          hosts, FAILs under X/2 (default 0.5)\n"
             "      --save-baseline FILE  save this run's figures as a baseline\n"
             "      --json FILE         JSON report (schema: README, Acceptance testing)\n"
             "      --junit FILE        JUnit XML: a testcase per host, per link, allreduce\n"
@@ -100,6 +102,7 @@ enum {
     OPT_BW_FRACTION,
     OPT_HOST_FRACTION,
     OPT_LINE_FRACTION,
+    OPT_COLL_FRACTION,
     OPT_BASELINE,
     OPT_SAVE_BASELINE,
     OPT_JSON,
@@ -126,6 +129,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         {"bw-fraction", required_argument, NULL, OPT_BW_FRACTION},
         {"host-fraction", required_argument, NULL, OPT_HOST_FRACTION},
         {"line-fraction", required_argument, NULL, OPT_LINE_FRACTION},
+        {"coll-fraction", required_argument, NULL, OPT_COLL_FRACTION},
         {"baseline", required_argument, NULL, OPT_BASELINE},
         {"save-baseline", required_argument, NULL, OPT_SAVE_BASELINE},
         {"json", required_argument, NULL, OPT_JSON},
@@ -145,6 +149,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->bw_fraction = 0.93;
     o->host_fraction = 0.5;
     o->line_fraction = 0.5;
+    o->coll_fraction = 0.5;
     int c;
     gw_kit_getopt_begin();
     while ((c = getopt_long(argc, argv, "+:qB:t:h", longopts, NULL)) != -1) {
@@ -203,8 +208,12 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
                                    c == OPT_BW_FRACTION ? "bw-fraction" : "host-fraction", optarg);
             break;
         case OPT_LINE_FRACTION:
-            if (gw_kit_parse_double(optarg, 0, 1, &o->line_fraction) != 0)
-                return usage_error("--line-fraction takes a fraction in [0, 1], not \"%s\"",
+        case OPT_COLL_FRACTION:
+            if (gw_kit_parse_double(optarg, 0, 1,
+                                    c == OPT_LINE_FRACTION ? &o->line_fraction
+                                                           : &o->coll_fraction) != 0)
+                return usage_error("--%s takes a fraction in [0, 1], not \"%s\"",
+                                   c == OPT_LINE_FRACTION ? "line-fraction" : "coll-fraction",
                                    optarg);
             break;
         case OPT_BASELINE: {

@@ -167,6 +167,7 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_num(&j, "bw_fraction", o->bw_fraction);
     gw_kit_json_num(&j, "host_fraction", o->host_fraction);
     gw_kit_json_num(&j, "line_fraction", o->line_fraction);
+    gw_kit_json_num(&j, "coll_fraction", o->coll_fraction);
     gw_kit_json_close(&j, NULL);
     gw_kit_json_object(&j, "plan", NULL);
     gw_kit_json_int(&j, "lat_iters", r->lat_iters);
@@ -267,6 +268,9 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_num_or_null(&j, "busbw_GBps", c->run, c->busbw);
     gw_kit_json_num_or_null(&j, "algbw_GBps", c->run, c->algbw);
     gw_kit_json_num_or_null(&j, "lat_8B_us", c->run, c->lat_p50);
+    int ba, bb;
+    double bound = gwc_coll_bound(r, &ba, &bb);
+    gw_kit_json_num_or_null(&j, "busbw_bound_GBps", !isnan(bound), bound);
     gw_kit_json_array(&j, "wrong_from_rank", NULL);
     for (int q = 0; c->run && q < r->size; q++)
         gw_kit_json_int(&j, NULL, c->wrong_from[q]);

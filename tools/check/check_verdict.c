@@ -68,7 +68,9 @@
  *   4. a bad link between two hosts that did not FAIL is a link FAIL, and
  *      both of its hosts WARN;
  *   5. a rank whose allreduce contribution came out wrong FAILs its host;
- *      a rank that died or hung FAILs its host (check_main.c);
+ *      a rank that died or hung FAILs its host (check_main.c); the
+ *      allreduce's busbw is judged against the slowest link between hosts
+ *      (judge_busbw: WARN under --coll-fraction, FAIL under half of it);
  *   6. host sanity: an interface that is down FAILs the host; an RDMA port
  *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs.
  */
@@ -426,6 +428,57 @@ static void add_note(gwc_run_t *r, const char *text)
     snprintf(r->notes + used, sizeof(r->notes) - used, "%s%s", used ? "; " : "", text);
 }
 
+double gwc_coll_bound(const gwc_run_t *r, int *a, int *b)
+{
+    double bound = NAN;
+    *a = *b = -1;
+    for (int i = 0; i < r->nlinks; i++) {
+        const gwc_link_t *l = &r->links[i];
+        if (!l->measured || l->same_host || l->fig.wrong)
+            continue;
+        double bw = bw_of(l->retested ? &l->retest : &l->fig);
+        if (isnan(bw) || !(isnan(bound) || bw < bound))
+            continue;
+        bound = bw;
+        *a = l->a;
+        *b = l->b;
+    }
+    return bound;
+}
+
+/* The allreduce's bus bandwidth against what the links allow: a
+ * bandwidth-optimal allreduce (ring; hier and direct move no more bytes
+ * over the network) reaches about the bandwidth of the slowest link it
+ * crosses, busbw being algbw x 2(n-1)/n for that reason (nccl-tests'
+ * PERFORMANCE.md). Below --coll-fraction (0.5) of the slowest link
+ * between hosts it WARNs, below half of that it FAILs: once correctness
+ * was all it judged, and a quarter of the link rate PASSed. Links within a
+ * host are no bound: there memory and the reduction itself limit it. */
+static void judge_busbw(gwc_run_t *r)
+{
+    gwc_coll_t *c = &r->coll;
+    if (!c->run || c->verdict != GWC_PASS || r->size < 2)
+        return;
+    int a, b;
+    double bound = gwc_coll_bound(r, &a, &b);
+    if (isnan(bound) || bound <= 0) {
+        snprintf(c->cause, sizeof(c->cause),
+                 "correct; busbw not judged: no link between hosts to bound it");
+        return;
+    }
+    double frac = c->busbw / bound, warn = r->o->coll_fraction;
+    snprintf(c->cause, sizeof(c->cause),
+             "correct; busbw %.0f%% of the slowest link between hosts (%.3f GB/s, ranks %d-%d)%s",
+             frac * 100, bound, a, b,
+             frac < warn / 2 ? ", under half of --coll-fraction"
+             : frac < warn   ? ", under --coll-fraction"
+                             : "");
+    if (frac < warn / 2)
+        c->verdict = GWC_FAIL;
+    else if (frac < warn)
+        c->verdict = GWC_WARN;
+}
+
 /* What the verdicts could not look at, said once for the run. */
 static void judge_notes(gwc_run_t *r)
 {
@@ -585,6 +638,7 @@ void gwc_judge(gwc_run_t *r)
                      c->lat_p50, r->o->lat_factor, r->base.coll_lat);
         }
     }
+    judge_busbw(r);
     /* A rank that failed the job. */
     if (r->failed) {
         if (r->culprit >= 0 && r->culprit < r->size)

@@ -391,3 +391,118 @@ Test(check_coll, one_host_bounds_nothing)
     cr_expect_eq(f.r.coll.verdict, GWC_PASS, "%s", f.r.coll.cause);
     cr_expect(strstr(f.r.coll.cause, "not judged") != NULL, "%s", f.r.coll.cause);
 }
+
+/* ---- oversubscription: ranks outnumbering their machine's CPUs ---- */
+
+/* Rank q's machine (a kernel: emulated hosts share one) and its CPUs
+ * first..first+n-1 in its affinity mask, of online. */
+static void fake_cpus(fake_t *f, int q, uint64_t machine, int first, int n, int online)
+{
+    gwc_rank_info_t *ri = &f->info[q];
+    ri->machine_key = machine;
+    ri->cpus_online = online;
+    ri->cpus_allowed = n;
+    memset(ri->cpumask, 0, sizeof(ri->cpumask));
+    for (int c = first; c < first + n; c++)
+        ri->cpumask[c / 8] |= (uint8_t)(1u << (c % 8));
+}
+
+Test(check_oversub, ranks_are_counted_against_their_machines_cpus)
+{
+    static fake_t f;
+    fake_init(&f, 6, 3, 1.0); /* hosts 0 and 1 share a 2-CPU machine, host 2 has 16 */
+    for (int q = 0; q < 6; q++) {
+        if (q % 3 == 2)
+            fake_cpus(&f, q, 7, 0, 16, 16);
+        else
+            fake_cpus(&f, q, 5, q % 2, 1, 2); /* bound one CPU each, CPUs 0 and 1 */
+    }
+    gwc_find_oversubscribed(&f.r);
+    cr_expect(f.hosts[0].oversubscribed && f.hosts[1].oversubscribed);
+    cr_expect_eq(f.hosts[0].machine_ranks, 4);
+    cr_expect_eq(f.hosts[0].machine_cpus, 2, "the union of the masks, not %d",
+                 f.hosts[0].machine_cpus);
+    cr_expect(!f.hosts[2].oversubscribed);
+    cr_expect_eq(f.hosts[2].machine_ranks, 2);
+    /* A mask wider than one rank's CPU: 4 ranks, each allowed all 8. */
+    fake_init(&f, 4, 4, 1.0);
+    for (int q = 0; q < 4; q++)
+        fake_cpus(&f, q, 9, 0, 8, 8);
+    gwc_find_oversubscribed(&f.r);
+    cr_expect(!f.hosts[0].oversubscribed, "4 ranks on 8 CPUs");
+}
+
+/* Four hosts, host 3 slow on every link, on an oversubscribed machine. */
+static void slow_host_3(fake_t *f, int oversub)
+{
+    fake_init(f, 4, 4, 1.0);
+    for (int q = 0; q < 3; q++)
+        fake_link(f, q, 3)->fig.bw_ab = 0.2;
+    for (int q = 0; q < 4; q++)
+        fake_cpus(f, q, (uint64_t)q + 1, 0, 4, 4);
+    if (oversub) { /* ranks 2 and 3 on one machine with one CPU */
+        fake_cpus(f, 2, 4, 0, 1, 1);
+        fake_cpus(f, 3, 4, 0, 1, 1);
+    }
+    gwc_find_oversubscribed(&f->r);
+}
+
+Test(check_oversub, a_slow_host_on_an_oversubscribed_machine_is_inconclusive)
+{
+    static fake_t f;
+    slow_host_3(&f, 1); /* ranks 2 and 3 share host 3's 1 CPU */
+    cr_assert(f.hosts[3].oversubscribed && f.hosts[2].oversubscribed);
+    fake_judge(&f);
+    cr_expect_eq(f.hosts[3].verdict, GWC_NOT_JUDGED, "%s: %s", gwc_verdict_name(f.hosts[3].verdict),
+                 f.hosts[3].cause);
+    cr_expect(strstr(f.hosts[3].cause, "inconclusive: oversubscribed") != NULL, "%s",
+              f.hosts[3].cause);
+    for (int i = 0; i < f.r.nlinks; i++)
+        cr_expect_neq(f.links[i].verdict, GWC_FAIL, "link %d-%d: %s", f.links[i].a, f.links[i].b,
+                      f.links[i].cause);
+    cr_expect(strstr(f.r.notes, "oversubscribed: 2 ranks share the 1 CPUs") != NULL, "%s",
+              f.r.notes);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_NOT_JUDGED);
+
+    slow_host_3(&f, 0); /* the same figures with CPUs to spare: FAIL */
+    fake_judge(&f);
+    cr_expect_eq(f.hosts[3].verdict, GWC_FAIL, "%s", f.hosts[3].cause);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_FAIL);
+
+    slow_host_3(&f, 1);
+    f.o.judge_oversubscribed = 1;
+    fake_judge(&f);
+    cr_expect_eq(f.hosts[3].verdict, GWC_FAIL, "--judge-oversubscribed: %s", f.hosts[3].cause);
+    cr_expect(strstr(f.r.notes, "judged anyway") != NULL, "%s", f.r.notes);
+}
+
+Test(check_oversub, a_slow_link_is_inconclusive_but_wrong_bytes_fail)
+{
+    static fake_t f;
+    fake_init(&f, 4, 4, 1.0);
+    for (int q = 0; q < 4; q++)
+        fake_cpus(&f, q, 1, 0, 2, 2); /* one 2-CPU machine, 4 emulated hosts */
+    gwc_find_oversubscribed(&f.r);
+    fake_link(&f, 1, 2)->fig.bw_ab = 0.2;
+    fake_link(&f, 0, 3)->fig.wrong = 64;
+    fake_judge(&f);
+    gwc_link_t *slow = fake_link(&f, 1, 2), *wrong = fake_link(&f, 0, 3);
+    cr_expect_eq(slow->verdict, GWC_NOT_JUDGED, "%s", slow->cause);
+    cr_expect(strstr(slow->cause, "inconclusive: oversubscribed (198.18.0.") != NULL, "%s",
+              slow->cause);
+    cr_expect_eq(wrong->verdict, GWC_FAIL, "%s", wrong->cause);
+    cr_expect_eq(gwc_exit_status(&f.r), GWC_EXIT_FAIL);
+}
+
+Test(check_oversub, a_slow_allreduce_is_inconclusive)
+{
+    static fake_t f;
+    fake_init(&f, 4, 4, 1.0);
+    for (int q = 0; q < 4; q++)
+        fake_cpus(&f, q, 1, 0, 2, 2);
+    gwc_find_oversubscribed(&f.r);
+    fake_coll(&f, 0.1);
+    fake_judge(&f);
+    cr_expect_eq(f.r.coll.verdict, GWC_NOT_JUDGED, "%s", f.r.coll.cause);
+    cr_expect(strstr(f.r.coll.cause, "inconclusive: oversubscribed") != NULL, "%s", f.r.coll.cause);
+}

@@ -74,6 +74,7 @@ typedef struct gwc_opts {
     /* The allreduce's busbw WARNs under coll_fraction x the slowest link
      * between hosts, and FAILs under half of that. */
     double coll_fraction;
+    int judge_oversubscribed; /* FAIL on timing even where ranks outnumber CPUs */
     const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
 } gwc_opts_t;
 
@@ -87,6 +88,12 @@ typedef struct gwc_rank_info {
     int32_t speed_mbps; /* -1: unknown */
     int32_t physical;   /* 1: the interface is a device's (its speed is a line rate) */
     uint64_t host_key;  /* equal on ranks that share a host */
+    /* Equal on ranks that share a kernel, so its CPUs (the kernel's boot
+     * id: emulated hosts in namespaces and containers share it). */
+    uint64_t machine_key;
+    int32_t cpus_online;  /* sysconf(_SC_NPROCESSORS_ONLN) */
+    int32_t cpus_allowed; /* this rank's CPU affinity mask's count */
+    uint8_t cpumask[128]; /* the mask itself, CPUs 0..1023 */
     char hostname[64];
     char addr[48]; /* this rank's address towards the job's root */
     char ifname[32];
@@ -102,6 +109,10 @@ typedef struct gwc_host {
     int bad_links, links; /* bad and measured links to other hosts */
     int suspect;          /* most of its links bad */
     int partner;          /* a known-good host's rank to retest against, -1 */
+    /* Its machine (the hosts sharing its kernel): ranks there, the CPUs
+     * their affinity masks allow together, and whether ranks outnumber
+     * them (timing there is then no evidence to FAIL on). */
+    int machine_ranks, machine_cpus, oversubscribed;
     gwc_verdict_t verdict;
     char cause[200];
 } gwc_host_t;
@@ -210,6 +221,9 @@ void gwc_job_failed(gwc_run_t *r, const char *phase, gw_status_t st);
 /* Every rank's record into r->info (gw_allgather), then on every rank the
  * hosts: r->host_of, r->hosts, r->nhosts. */
 gw_status_t gwc_hosts_gather(gwc_run_t *r);
+/* Each host's machine: ranks, CPUs and whether oversubscribed, from
+ * r->info (called by gwc_hosts_gather). */
+void gwc_find_oversubscribed(gwc_run_t *r);
 /* The transport rank a uses to rank b and why, as words. */
 void gwc_transport_to(const gwc_run_t *r, int a, int b, char *out, size_t cap);
 

@@ -137,7 +137,7 @@ int gwc_write_markdown(const gwc_run_t *r, const char *path)
             : r->o->base_rate > 0 ? "the --baseline rate"
                                   : "the cluster's own medians");
     if (r->notes[0])
-        fprintf(f, "Not judged: %s\n\n", r->notes);
+        fprintf(f, "Notes: %s\n\n", r->notes);
     if (r->failed)
         fprintf(f, "**Job failed:** %s\n\n", r->failure);
     if (r->left_out[0])

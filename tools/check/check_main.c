@@ -75,6 +75,9 @@ static void usage(FILE *out)
             "                          bandwidth < X x the NICs' line rate (default 0.5)\n"
             "      --coll-fraction X   allreduce busbw WARNs under X x the slowest link between\n"
             "                          hosts, FAILs under X/2 (default 0.5)\n"
+            "      --judge-oversubscribed  FAIL on timing even where ranks outnumber their\n"
+            "                          machine's CPUs (by default such a FAIL is NOT_JUDGED:\n"
+            "                          \"inconclusive: oversubscribed\")\n"
             "      --save-baseline FILE  save this run's figures as a baseline\n"
             "      --json FILE         JSON report (schema: README, Acceptance testing)\n"
             "      --junit FILE        JUnit XML: a testcase per host, per link, allreduce\n"
@@ -84,7 +87,8 @@ static void usage(FILE *out)
             "\n"
             "Exit status: 0 all PASS (WARN allowed), 1 something FAILed, 2 usage or setup\n"
             "error, 3 nothing FAILed but something could not be judged (NOT_JUDGED: two\n"
-            "hosts with no line rate known and no --baseline). Files are written mode 0600.\n");
+            "hosts with no line rate known and no --baseline; timing that would FAIL a\n"
+            "node gathered while ranks outnumbered CPUs). Files are written mode 0600.\n");
 }
 
 #define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
@@ -103,6 +107,7 @@ enum {
     OPT_HOST_FRACTION,
     OPT_LINE_FRACTION,
     OPT_COLL_FRACTION,
+    OPT_JUDGE_OVERSUB,
     OPT_BASELINE,
     OPT_SAVE_BASELINE,
     OPT_JSON,
@@ -130,6 +135,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         {"host-fraction", required_argument, NULL, OPT_HOST_FRACTION},
         {"line-fraction", required_argument, NULL, OPT_LINE_FRACTION},
         {"coll-fraction", required_argument, NULL, OPT_COLL_FRACTION},
+        {"judge-oversubscribed", no_argument, NULL, OPT_JUDGE_OVERSUB},
         {"baseline", required_argument, NULL, OPT_BASELINE},
         {"save-baseline", required_argument, NULL, OPT_SAVE_BASELINE},
         {"json", required_argument, NULL, OPT_JSON},
@@ -187,6 +193,9 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         }
         case OPT_NO_RETEST:
             o->retest = 0;
+            break;
+        case OPT_JUDGE_OVERSUB:
+            o->judge_oversubscribed = 1;
             break;
         case OPT_LAT_FACTOR:
         case OPT_TAIL_FACTOR:

@@ -108,7 +108,7 @@ void gwc_print_report(const gwc_run_t *r)
     if (r->left_out[0])
         printf("\nleft out: %s\n", r->left_out);
     if (r->notes[0])
-        printf("\nnot judged: %s\n", r->notes);
+        printf("\nnotes: %s\n", r->notes);
     if (r->failed)
         printf("\njob failed: %s\n", r->failure);
     int hc[5], lc[5];
@@ -159,7 +159,7 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
                     : o->base_rate > 0 ? "rate"
                                        : "cluster");
     gw_kit_json_num_or_null(&j, "baseline_rate_GBps", o->base_rate > 0, o->base_rate);
-    gw_kit_json_str(&j, "not_judged", r->notes[0] ? r->notes : NULL);
+    gw_kit_json_str(&j, "notes", r->notes[0] ? r->notes : NULL);
     gw_kit_json_object(&j, "thresholds", NULL);
     gw_kit_json_num(&j, "lat_factor", o->lat_factor);
     gw_kit_json_num(&j, "tail_factor", o->tail_factor);
@@ -168,6 +168,7 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_num(&j, "host_fraction", o->host_fraction);
     gw_kit_json_num(&j, "line_fraction", o->line_fraction);
     gw_kit_json_num(&j, "coll_fraction", o->coll_fraction);
+    gw_kit_json_bool(&j, "judge_oversubscribed", o->judge_oversubscribed);
     gw_kit_json_close(&j, NULL);
     gw_kit_json_object(&j, "plan", NULL);
     gw_kit_json_int(&j, "lat_iters", r->lat_iters);
@@ -208,6 +209,10 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
         gw_kit_json_str(&j, "operstate", ri->operstate[0] ? ri->operstate : NULL);
         gw_kit_json_int_or_null(&j, "speed_mbps", ri->speed_mbps > 0, ri->speed_mbps);
         gw_kit_json_bool(&j, "line_rate_known", ri->physical && ri->speed_mbps > 0);
+        gw_kit_json_int_or_null(&j, "cpus_online", ri->cpus_online > 0, ri->cpus_online);
+        gw_kit_json_int(&j, "machine_ranks", host->machine_ranks);
+        gw_kit_json_int(&j, "machine_cpus", host->machine_cpus);
+        gw_kit_json_bool(&j, "oversubscribed", host->oversubscribed);
         gw_kit_json_str(&j, "rdma", ri->rdma[0] ? ri->rdma : NULL);
         gw_kit_json_str(&j, "transport", ri->transport);
         gw_kit_json_array(&j, "ranks", NULL);

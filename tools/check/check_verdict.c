@@ -388,6 +388,38 @@ static void host_note(gwc_host_t *h, gwc_verdict_t v, const char *text)
     worsen(&h->verdict, v);
 }
 
+/* Whether timing that involves hosts ha and hb (ha < 0: every host) is no
+ * evidence to FAIL on because ranks outnumber CPUs there; the words for it
+ * into out. */
+static int inconclusive(const gwc_run_t *r, int ha, int hb, char *out, size_t cap)
+{
+    if (r->o->judge_oversubscribed)
+        return 0;
+    for (int k = 0; k < r->nhosts; k++) {
+        const gwc_host_t *h = &r->hosts[k];
+        if ((ha < 0 || k == ha || k == hb) && h->oversubscribed) {
+            snprintf(out, cap, "inconclusive: oversubscribed (%.40s: %d ranks on %d CPUs)", h->name,
+                     h->machine_ranks, h->machine_cpus);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* v for timing evidence about hosts ha and hb: FAIL becomes NOT_JUDGED,
+ * its cause prefixed, where inconclusive. */
+static gwc_verdict_t timing_verdict(const gwc_run_t *r, int ha, int hb, gwc_verdict_t v,
+                                    char *cause, size_t cap)
+{
+    char inc[120], was[200];
+    if (v != GWC_FAIL || !inconclusive(r, ha, hb, inc, sizeof(inc)))
+        return v;
+    snprintf(was, sizeof(was), "%s", cause);
+    snprintf(cause, cap, "%s: %.*s", inc, (int)(cap > strlen(inc) + 3 ? cap - strlen(inc) - 3 : 0),
+             was);
+    return GWC_NOT_JUDGED;
+}
+
 static void judge_sanity(gwc_run_t *r)
 {
     int mtus[64], counts[64], nm = 0, common = -1, best = 0;
@@ -474,7 +506,7 @@ static void judge_busbw(gwc_run_t *r)
              : frac < warn   ? ", under --coll-fraction"
                              : "");
     if (frac < warn / 2)
-        c->verdict = GWC_FAIL;
+        c->verdict = timing_verdict(r, -1, -1, GWC_FAIL, c->cause, sizeof(c->cause));
     else if (frac < warn)
         c->verdict = GWC_WARN;
 }
@@ -486,6 +518,25 @@ static void judge_notes(gwc_run_t *r)
     for (int i = 0; i < r->nlinks; i++) {
         same += r->links[i].measured && r->links[i].same_host;
         cross += r->links[i].measured && !r->links[i].same_host;
+    }
+    uint64_t seen[8];
+    int nseen = 0;
+    for (int h = 0; h < r->nhosts; h++) {
+        const gwc_host_t *host = &r->hosts[h];
+        uint64_t key = r->info[host->first_rank].machine_key;
+        int k;
+        for (k = 0; k < nseen && seen[k] != key; k++)
+            ;
+        if (!host->oversubscribed || k < nseen || nseen == 8)
+            continue;
+        seen[nseen++] = key;
+        char text[200];
+        snprintf(text, sizeof(text), "oversubscribed: %d ranks share the %d CPUs of %.40s%s (%s)",
+                 host->machine_ranks, host->machine_cpus, host->name,
+                 r->nhosts > 1 ? "'s machine" : "",
+                 r->o->judge_oversubscribed ? "timing judged anyway, --judge-oversubscribed"
+                                            : "timing there is no evidence to FAIL on");
+        add_note(r, text);
     }
     if (r->have_base)
         return;
@@ -516,7 +567,7 @@ void gwc_judge(gwc_run_t *r)
                      "%d of %d links to other hosts bad; no known-good host "
                      "to retest against",
                      host->bad_links, host->links);
-            host_note(host, GWC_FAIL, text);
+            host_note(host, timing_verdict(r, h, h, GWC_FAIL, text, sizeof(text)), text);
             continue;
         }
         gwc_link_t *l = &r->links[gwc_link_index(r->size, host->first_rank, host->partner)];
@@ -548,7 +599,10 @@ void gwc_judge(gwc_run_t *r)
                  "known-good %s%s%.90s",
                  host->bad_links, host->links, still ? "confirmed" : "but fine",
                  gwc_host_name(r, host->partner), still ? ": " : "", still ? why : "");
-        host_note(host, still ? GWC_FAIL : GWC_WARN, text);
+        host_note(host,
+                  timing_verdict(r, h, r->host_of[host->partner], still ? GWC_FAIL : GWC_WARN, text,
+                                 sizeof(text)),
+                  text);
     }
     /* Links: attributed to a failed host, or their own. */
     for (int i = 0; i < r->nlinks; i++) {
@@ -598,7 +652,16 @@ void gwc_judge(gwc_run_t *r)
             snprintf(l->cause, sizeof(l->cause), "host %.40s: %.150s", r->hosts[blamed].name, was);
         } else {
             snprintf(l->cause, sizeof(l->cause), "link: %.170s", was);
-            if (!l->same_host) {
+            /* Wrong bytes are no timing: they FAIL however busy the host. */
+            if (!l->fig.wrong && !l->retest.wrong)
+                l->verdict = timing_verdict(r, ha, hb, GWC_FAIL, l->cause, sizeof(l->cause));
+            if (l->verdict == GWC_NOT_JUDGED) {
+                snprintf(text, sizeof(text),
+                         "the timing of a link %s is inconclusive (oversubscribed)",
+                         l->same_host ? "between its own ranks" : "to another host");
+                host_note(&r->hosts[ha], GWC_NOT_JUDGED, text);
+                host_note(&r->hosts[hb], GWC_NOT_JUDGED, text);
+            } else if (!l->same_host) {
                 snprintf(text, sizeof(text), "bad link to %s", r->hosts[hb].name);
                 host_note(&r->hosts[ha], GWC_WARN, text);
                 snprintf(text, sizeof(text), "bad link to %s", r->hosts[ha].name);
@@ -629,9 +692,9 @@ void gwc_judge(gwc_run_t *r)
     }
     if (c->run && r->have_base && c->verdict == GWC_PASS) {
         if (!isnan(r->base.busbw) && c->busbw < r->o->bw_fraction * r->base.busbw) {
-            c->verdict = GWC_FAIL;
             snprintf(c->cause, sizeof(c->cause), "busbw %.3f GB/s < %.0f%% of the baseline's %.3f",
                      c->busbw, r->o->bw_fraction * 100, r->base.busbw);
+            c->verdict = timing_verdict(r, -1, -1, GWC_FAIL, c->cause, sizeof(c->cause));
         } else if (!isnan(r->base.coll_lat) && c->lat_p50 > r->o->lat_factor * r->base.coll_lat) {
             c->verdict = GWC_WARN;
             snprintf(c->cause, sizeof(c->cause), "latency %.1f us > %.2gx the baseline's %.1f",

@@ -64,6 +64,14 @@
  * bandwidth and its p99, judged as by default). */
 #define LAT_FACTOR "6"
 
+/* The allreduce's busbw on the healthy emulated cluster reached 42% of its
+ * slowest link here (8 ranks on a loaded 2-core machine: the ring's steps
+ * wait for CPUs, not for the wire), under the default --coll-fraction of
+ * 0.5, which would WARN, and near its FAIL at 0.25: the tests WARN under
+ * 0.2 and FAIL under 0.1, and accept a WARN on the healthy cluster's
+ * allreduce (the rule itself is unit-tested in test_check_verdict). */
+#define COLL_FRACTION "0.2"
+
 /* The emulated cluster's size, for C and for the Python checks. */
 #define NHOSTS "8"
 
@@ -168,12 +176,32 @@ static run_result_t check_n(const char *nranks, const char *dir, const char *tag
     snprintf(tstr, sizeof(tstr), "%.0f", timeout * SLOW - 10);
     char *argv[48];
     int a = 0;
-    const char *fixed[] = {LAUNCHER,    "launch",       "--hosts",   prefix,
-                           "-n",        nranks,         "--timeout", tstr,
-                           LAUNCHER,    "check",        "--quick",   "--coll-size",
-                           "2M",        "--timeout",    "20",        "--bw-fraction",
-                           BW_FRACTION, "--lat-factor", LAT_FACTOR,  "--json",
-                           json,        "--junit",      junit,       "--judge-oversubscribed"};
+    const char *fixed[] = {LAUNCHER,
+                           "launch",
+                           "--hosts",
+                           prefix,
+                           "-n",
+                           nranks,
+                           "--timeout",
+                           tstr,
+                           LAUNCHER,
+                           "check",
+                           "--quick",
+                           "--coll-size",
+                           "2M",
+                           "--timeout",
+                           "20",
+                           "--bw-fraction",
+                           BW_FRACTION,
+                           "--lat-factor",
+                           LAT_FACTOR,
+                           "--json",
+                           json,
+                           "--junit",
+                           junit,
+                           "--judge-oversubscribed",
+                           "--coll-fraction",
+                           COLL_FRACTION};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         argv[a++] = (char *)fixed[i];
     for (int i = 0; extra && extra[i]; i++)
@@ -224,7 +252,7 @@ static void python_ok(const char *script, const char *dir, const char *tag, cons
 
 TestSuite(check, .fini = fini_cluster);
 
-Test(check, healthy_cluster_passes, .timeout = 240 * SLOW)
+Test(check, healthy_cluster_passes, .timeout = 360 * SLOW)
 {
     up(RATE, NULL);
     char *dir = make_tmpdir("check");
@@ -239,7 +267,9 @@ Test(check, healthy_cluster_passes, .timeout = 240 * SLOW)
                       "assert all(verdict(i) == 'PASS' for i in range(N)), d['hosts']\n"
                       "assert d['plan']['rounds'] == N - 1, d['plan']\n"
                       "assert not [l for l in links if l['verdict'] == 'FAIL'], links\n"
-                      "assert d['allreduce']['verdict'] == 'PASS', d['allreduce']\n"
+                      "a = d['allreduce']\n"
+                      "assert a['verdict'] in ('PASS', 'WARN'), a\n"
+                      "assert 'of the slowest link between hosts' in a['cause'], a\n"
                       "assert d['exit_status'] == 0\n",
               dir, "healthy", "healthy cluster's reports", r.output);
     struct stat sb;
@@ -269,8 +299,16 @@ Test(check, healthy_cluster_passes, .timeout = 240 * SLOW)
     /* The same cluster at half the rate: judged against the baseline. */
     down();
     up("100mbit", NULL);
-    const char *with_base[] = {"--baseline", base, NULL};
-    r = check(dir, "slower", with_base, 120);
+    /* Every link is slower than its baseline, so every one is suspect and
+     * retested alone twice: 56 retests, about 100 s here (once they were
+     * retested once, when more than half the links were suspect). The
+     * baseline's own figures are noisy (a healthy link measured 0.017 of
+     * 0.025 GB/s here), and the better of two retests at half the rate
+     * came out at 70% of one once: judged at 85% (the last --bw-fraction
+     * counts), under which half the rate is whenever the baseline's figure
+     * was above 59% of the rate. */
+    const char *with_base[] = {"--baseline", base, "--bw-fraction", "0.85", NULL};
+    r = check(dir, "slower", with_base, 220);
     cr_assert(r.exited && r.status == 1, "slower cluster against the baseline: exit %d, not 1:\n%s",
               r.status, r.output);
     python_ok(PY_LOAD "assert d['reference'] == 'baseline'\n"

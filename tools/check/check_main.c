@@ -231,7 +231,9 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
                 return usage_error("--baseline takes a file or a rate such as 12.5GB/s or "
                                    "100Gbit/s, not \"%s\"",
                                    optarg);
-            o->baseline = rate ? NULL : optarg;
+            o->baseline = rate ? NULL : optarg; /* the last --baseline counts */
+            if (!rate)
+                o->base_rate = 0;
             break;
         }
         case OPT_SAVE_BASELINE:

@@ -12,6 +12,8 @@
  *   check_coll.c     allreduce bus bandwidth and small-message latency, with
  *                    every contribution checked;
  *   check_verdict.c  PASS / WARN / FAIL per link and host, and attribution;
+ *   check_timing.c   the allreduce's busbw against the links, and no FAIL on
+ *                    timing gathered while oversubscribed;
  *   check_baseline.c the baseline file (--save-baseline, --baseline);
  *   check_report.c   the terminal table and the JSON report;
  *   check_ci.c       JUnit XML, Markdown and the gnuplot heatmap;
@@ -264,6 +266,14 @@ int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap);
 void gwc_judge(gwc_run_t *r);
 /* The exit status for the run's verdict: GWC_EXIT_FAIL, _NOT_JUDGED, _PASS. */
 int gwc_exit_status(const gwc_run_t *r);
+/* ---- check_timing.c ---- */
+/* v for timing evidence about hosts ha and hb (ha < 0: every host): a FAIL
+ * becomes NOT_JUDGED, cause prefixed "inconclusive: oversubscribed (...)",
+ * where ranks outnumber CPUs, unless --judge-oversubscribed. */
+gwc_verdict_t gwc_timing_verdict(const gwc_run_t *r, int ha, int hb, gwc_verdict_t v, char *cause,
+                                 size_t cap);
+/* The allreduce's busbw against the slowest link between hosts. */
+void gwc_judge_busbw(gwc_run_t *r);
 /* The bandwidth (GB/s) of the slowest measured link between hosts, which
  * bounds the allreduce's busbw, and its ranks in *a, *b; NAN when none. */
 double gwc_coll_bound(const gwc_run_t *r, int *a, int *b);

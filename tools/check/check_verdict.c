@@ -388,38 +388,6 @@ static void host_note(gwc_host_t *h, gwc_verdict_t v, const char *text)
     worsen(&h->verdict, v);
 }
 
-/* Whether timing that involves hosts ha and hb (ha < 0: every host) is no
- * evidence to FAIL on because ranks outnumber CPUs there; the words for it
- * into out. */
-static int inconclusive(const gwc_run_t *r, int ha, int hb, char *out, size_t cap)
-{
-    if (r->o->judge_oversubscribed)
-        return 0;
-    for (int k = 0; k < r->nhosts; k++) {
-        const gwc_host_t *h = &r->hosts[k];
-        if ((ha < 0 || k == ha || k == hb) && h->oversubscribed) {
-            snprintf(out, cap, "inconclusive: oversubscribed (%.40s: %d ranks on %d CPUs)", h->name,
-                     h->machine_ranks, h->machine_cpus);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* v for timing evidence about hosts ha and hb: FAIL becomes NOT_JUDGED,
- * its cause prefixed, where inconclusive. */
-static gwc_verdict_t timing_verdict(const gwc_run_t *r, int ha, int hb, gwc_verdict_t v,
-                                    char *cause, size_t cap)
-{
-    char inc[120], was[200];
-    if (v != GWC_FAIL || !inconclusive(r, ha, hb, inc, sizeof(inc)))
-        return v;
-    snprintf(was, sizeof(was), "%s", cause);
-    snprintf(cause, cap, "%s: %.*s", inc, (int)(cap > strlen(inc) + 3 ? cap - strlen(inc) - 3 : 0),
-             was);
-    return GWC_NOT_JUDGED;
-}
-
 static void judge_sanity(gwc_run_t *r)
 {
     int mtus[64], counts[64], nm = 0, common = -1, best = 0;
@@ -458,57 +426,6 @@ static void add_note(gwc_run_t *r, const char *text)
 {
     size_t used = strlen(r->notes);
     snprintf(r->notes + used, sizeof(r->notes) - used, "%s%s", used ? "; " : "", text);
-}
-
-double gwc_coll_bound(const gwc_run_t *r, int *a, int *b)
-{
-    double bound = NAN;
-    *a = *b = -1;
-    for (int i = 0; i < r->nlinks; i++) {
-        const gwc_link_t *l = &r->links[i];
-        if (!l->measured || l->same_host || l->fig.wrong)
-            continue;
-        double bw = bw_of(l->retested ? &l->retest : &l->fig);
-        if (isnan(bw) || !(isnan(bound) || bw < bound))
-            continue;
-        bound = bw;
-        *a = l->a;
-        *b = l->b;
-    }
-    return bound;
-}
-
-/* The allreduce's bus bandwidth against what the links allow: a
- * bandwidth-optimal allreduce (ring; hier and direct move no more bytes
- * over the network) reaches about the bandwidth of the slowest link it
- * crosses, busbw being algbw x 2(n-1)/n for that reason (nccl-tests'
- * PERFORMANCE.md). Below --coll-fraction (0.5) of the slowest link
- * between hosts it WARNs, below half of that it FAILs: once correctness
- * was all it judged, and a quarter of the link rate PASSed. Links within a
- * host are no bound: there memory and the reduction itself limit it. */
-static void judge_busbw(gwc_run_t *r)
-{
-    gwc_coll_t *c = &r->coll;
-    if (!c->run || c->verdict != GWC_PASS || r->size < 2)
-        return;
-    int a, b;
-    double bound = gwc_coll_bound(r, &a, &b);
-    if (isnan(bound) || bound <= 0) {
-        snprintf(c->cause, sizeof(c->cause),
-                 "correct; busbw not judged: no link between hosts to bound it");
-        return;
-    }
-    double frac = c->busbw / bound, warn = r->o->coll_fraction;
-    snprintf(c->cause, sizeof(c->cause),
-             "correct; busbw %.0f%% of the slowest link between hosts (%.3f GB/s, ranks %d-%d)%s",
-             frac * 100, bound, a, b,
-             frac < warn / 2 ? ", under half of --coll-fraction"
-             : frac < warn   ? ", under --coll-fraction"
-                             : "");
-    if (frac < warn / 2)
-        c->verdict = timing_verdict(r, -1, -1, GWC_FAIL, c->cause, sizeof(c->cause));
-    else if (frac < warn)
-        c->verdict = GWC_WARN;
 }
 
 /* What the verdicts could not look at, said once for the run. */
@@ -567,7 +484,7 @@ void gwc_judge(gwc_run_t *r)
                      "%d of %d links to other hosts bad; no known-good host "
                      "to retest against",
                      host->bad_links, host->links);
-            host_note(host, timing_verdict(r, h, h, GWC_FAIL, text, sizeof(text)), text);
+            host_note(host, gwc_timing_verdict(r, h, h, GWC_FAIL, text, sizeof(text)), text);
             continue;
         }
         gwc_link_t *l = &r->links[gwc_link_index(r->size, host->first_rank, host->partner)];
@@ -600,8 +517,8 @@ void gwc_judge(gwc_run_t *r)
                  host->bad_links, host->links, still ? "confirmed" : "but fine",
                  gwc_host_name(r, host->partner), still ? ": " : "", still ? why : "");
         host_note(host,
-                  timing_verdict(r, h, r->host_of[host->partner], still ? GWC_FAIL : GWC_WARN, text,
-                                 sizeof(text)),
+                  gwc_timing_verdict(r, h, r->host_of[host->partner], still ? GWC_FAIL : GWC_WARN,
+                                     text, sizeof(text)),
                   text);
     }
     /* Links: attributed to a failed host, or their own. */
@@ -654,7 +571,7 @@ void gwc_judge(gwc_run_t *r)
             snprintf(l->cause, sizeof(l->cause), "link: %.170s", was);
             /* Wrong bytes are no timing: they FAIL however busy the host. */
             if (!l->fig.wrong && !l->retest.wrong)
-                l->verdict = timing_verdict(r, ha, hb, GWC_FAIL, l->cause, sizeof(l->cause));
+                l->verdict = gwc_timing_verdict(r, ha, hb, GWC_FAIL, l->cause, sizeof(l->cause));
             if (l->verdict == GWC_NOT_JUDGED) {
                 snprintf(text, sizeof(text),
                          "the timing of a link %s is inconclusive (oversubscribed)",
@@ -694,14 +611,14 @@ void gwc_judge(gwc_run_t *r)
         if (!isnan(r->base.busbw) && c->busbw < r->o->bw_fraction * r->base.busbw) {
             snprintf(c->cause, sizeof(c->cause), "busbw %.3f GB/s < %.0f%% of the baseline's %.3f",
                      c->busbw, r->o->bw_fraction * 100, r->base.busbw);
-            c->verdict = timing_verdict(r, -1, -1, GWC_FAIL, c->cause, sizeof(c->cause));
+            c->verdict = gwc_timing_verdict(r, -1, -1, GWC_FAIL, c->cause, sizeof(c->cause));
         } else if (!isnan(r->base.coll_lat) && c->lat_p50 > r->o->lat_factor * r->base.coll_lat) {
             c->verdict = GWC_WARN;
             snprintf(c->cause, sizeof(c->cause), "latency %.1f us > %.2gx the baseline's %.1f",
                      c->lat_p50, r->o->lat_factor, r->base.coll_lat);
         }
     }
-    judge_busbw(r);
+    gwc_judge_busbw(r);
     /* A rank that failed the job. */
     if (r->failed) {
         if (r->culprit >= 0 && r->culprit < r->size)

@@ -70,9 +70,14 @@
  *   5. a rank whose allreduce contribution came out wrong FAILs its host;
  *      a rank that died or hung FAILs its host (check_main.c); the
  *      allreduce's busbw is judged against the slowest link between hosts
- *      (judge_busbw: WARN under --coll-fraction, FAIL under half of it);
+ *      (check_timing.c: WARN under --coll-fraction, FAIL under half of it);
  *   6. host sanity: an interface that is down FAILs the host; an RDMA port
- *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs.
+ *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs;
+ *   7. a link between too few hosts with no line rate is NOT_JUDGED, and
+ *      so are its hosts; a FAIL from timing where ranks outnumber CPUs is
+ *      NOT_JUDGED, "inconclusive: oversubscribed" (check_timing.c). The
+ *      run is FAIL if anything FAILed, else NOT_JUDGED if anything was
+ *      (exit 3), else the worse of PASS and WARN.
  */
 #include <math.h>
 #include <stdlib.h>

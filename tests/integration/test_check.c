@@ -25,6 +25,16 @@
  *     it);
  *   - (no root needed) a rank whose allreduce contribution is corrupted
  *     (GW_CHECK_TEST_CORRUPT) is named and FAILs its host.
+ * And on 2 hosts, one of them at a tenth of the rate: veths have no line
+ * rate, so the check says "cannot judge without --baseline" and exits 3
+ * (NOT_JUDGED), where it once PASSed; with --baseline RATE the slow link
+ * FAILs. Without root: 2 ranks held to one CPU (taskset) are reported
+ * oversubscribed.
+ *
+ * The emulated hosts share this machine's CPUs (8 ranks on CI's 2 cores),
+ * which the check reports as oversubscribed and would not FAIL a node on;
+ * their faults are made in the network, several times the noise (the
+ * thresholds below), so these tests pass --judge-oversubscribed.
  *
  * Needs root for the namespaces (skipped with the reason otherwise); each
  * test brings up its own cluster under a prefix unique to this run and the
@@ -53,6 +63,14 @@
  * faults they make is a latency fault (the lossy host's shows in its
  * bandwidth and its p99, judged as by default). */
 #define LAT_FACTOR "6"
+
+/* The allreduce's busbw on the healthy emulated cluster reached 42% of its
+ * slowest link here (8 ranks on a loaded 2-core machine: the ring's steps
+ * wait for CPUs, not for the wire), under the default --coll-fraction of
+ * 0.5, which would WARN, and near its FAIL at 0.25: the tests WARN under
+ * 0.2 and FAIL under 0.1, and accept a WARN on the healthy cluster's
+ * allreduce (the rule itself is unit-tested in test_check_verdict). */
+#define COLL_FRACTION "0.2"
 
 /* The emulated cluster's size, for C and for the Python checks. */
 #define NHOSTS "8"
@@ -156,13 +174,34 @@ static run_result_t check_n(const char *nranks, const char *dir, const char *tag
     snprintf(json, sizeof(json), "%s/%s.json", dir, tag);
     snprintf(junit, sizeof(junit), "%s/%s.xml", dir, tag);
     snprintf(tstr, sizeof(tstr), "%.0f", timeout * SLOW - 10);
-    char *argv[40];
+    char *argv[48];
     int a = 0;
-    const char *fixed[] = {
-        LAUNCHER,    "launch",    "--hosts", prefix,          "-n",        nranks,
-        "--timeout", tstr,        LAUNCHER,  "check",         "--quick",   "--coll-size",
-        "2M",        "--timeout", "20",      "--bw-fraction", BW_FRACTION, "--lat-factor",
-        LAT_FACTOR,  "--json",    json,      "--junit",       junit};
+    const char *fixed[] = {LAUNCHER,
+                           "launch",
+                           "--hosts",
+                           prefix,
+                           "-n",
+                           nranks,
+                           "--timeout",
+                           tstr,
+                           LAUNCHER,
+                           "check",
+                           "--quick",
+                           "--coll-size",
+                           "2M",
+                           "--timeout",
+                           "20",
+                           "--bw-fraction",
+                           BW_FRACTION,
+                           "--lat-factor",
+                           LAT_FACTOR,
+                           "--json",
+                           json,
+                           "--junit",
+                           junit,
+                           "--judge-oversubscribed",
+                           "--coll-fraction",
+                           COLL_FRACTION};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         argv[a++] = (char *)fixed[i];
     for (int i = 0; extra && extra[i]; i++)
@@ -213,7 +252,7 @@ static void python_ok(const char *script, const char *dir, const char *tag, cons
 
 TestSuite(check, .fini = fini_cluster);
 
-Test(check, healthy_cluster_passes, .timeout = 240 * SLOW)
+Test(check, healthy_cluster_passes, .timeout = 360 * SLOW)
 {
     up(RATE, NULL);
     char *dir = make_tmpdir("check");
@@ -228,7 +267,9 @@ Test(check, healthy_cluster_passes, .timeout = 240 * SLOW)
                       "assert all(verdict(i) == 'PASS' for i in range(N)), d['hosts']\n"
                       "assert d['plan']['rounds'] == N - 1, d['plan']\n"
                       "assert not [l for l in links if l['verdict'] == 'FAIL'], links\n"
-                      "assert d['allreduce']['verdict'] == 'PASS', d['allreduce']\n"
+                      "a = d['allreduce']\n"
+                      "assert a['verdict'] in ('PASS', 'WARN'), a\n"
+                      "assert 'of the slowest link between hosts' in a['cause'], a\n"
                       "assert d['exit_status'] == 0\n",
               dir, "healthy", "healthy cluster's reports", r.output);
     struct stat sb;
@@ -258,8 +299,16 @@ Test(check, healthy_cluster_passes, .timeout = 240 * SLOW)
     /* The same cluster at half the rate: judged against the baseline. */
     down();
     up("100mbit", NULL);
-    const char *with_base[] = {"--baseline", base, NULL};
-    r = check(dir, "slower", with_base, 120);
+    /* Every link is slower than its baseline, so every one is suspect and
+     * retested alone twice: 56 retests, about 100 s here (once they were
+     * retested once, when more than half the links were suspect). The
+     * baseline's own figures are noisy (a healthy link measured 0.017 of
+     * 0.025 GB/s here), and the better of two retests at half the rate
+     * came out at 70% of one once: judged at 85% (the last --bw-fraction
+     * counts), under which half the rate is whenever the baseline's figure
+     * was above 59% of the rate. */
+    const char *with_base[] = {"--baseline", base, "--bw-fraction", "0.85", NULL};
+    r = check(dir, "slower", with_base, 220);
     cr_assert(r.exited && r.status == 1, "slower cluster against the baseline: exit %d, not 1:\n%s",
               r.status, r.output);
     python_ok(PY_LOAD "assert d['reference'] == 'baseline'\n"
@@ -404,6 +453,74 @@ Test(check, wrong_contribution_names_its_rank, .timeout = 120 * SLOW)
                   json, NULL};
     run_result_t p = run_cmd(av, NULL, 30);
     cr_assert(p.exited && p.status == 0, "corrupt contribution not attributed:\n%s\n%s", p.output,
+              r.output);
+    free(p.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* Two hosts: the only link between them was its own reference, and a link
+ * at a tenth of the rate PASSed. A veth has no line rate, so the check
+ * cannot judge it without --baseline: exit 3, NOT_JUDGED, and the report
+ * says so; against --baseline 0.025GB/s (200 Mbit/s) it FAILs. */
+Test(check, two_hosts_need_a_reference, .timeout = 240 * SLOW)
+{
+    up_n("2", RATE, "1:rate=20mbit");
+    char *dir = make_tmpdir("check");
+    run_result_t r = check_n("2", dir, "two", NULL, 100);
+    cr_assert(r.exited && r.status == 3, "2 hosts, no line rate, no baseline: exit %d, not 3:\n%s",
+              r.status, r.output);
+    cr_assert(strstr(r.output, "cannot judge without --baseline"), "not said:\n%s", r.output);
+    const char *py = "import json, sys\n"
+                     "d = json.load(open(sys.argv[1] + '/' + sys.argv[2] + '.json'))\n"
+                     "l = d['links'][0]\n"
+                     "want = 'NOT_JUDGED' if sys.argv[2] == 'two' else 'FAIL'\n"
+                     "assert d['verdict'] == want and l['verdict'] == want, (d['verdict'], l)\n"
+                     "assert d['exit_status'] == (3 if want == 'NOT_JUDGED' else 1), d\n"
+                     "assert all(not h['line_rate_known'] for h in d['hosts']), d['hosts']\n"
+                     "if want == 'FAIL':\n"
+                     "    assert 'bandwidth' in l['cause'] and '--baseline' in l['cause'], l\n"
+                     "    assert d['reference'] == 'rate' and l['reference_bw_GBps'] == 0.025, d\n";
+    python_ok(py, dir, "two", "2 hosts without a reference", r.output);
+    free(r.output);
+    const char *rate[] = {"--baseline", "0.025GB/s", NULL};
+    r = check_n("2", dir, "tworate", rate, 100);
+    cr_assert(r.exited && r.status == 1,
+              "2 hosts against --baseline 0.025GB/s: exit %d, not 1:\n%s", r.status, r.output);
+    python_ok(py, dir, "tworate", "2 hosts against a rate", r.output);
+    free(r.output);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* Ranks that outnumber their CPUs are reported (2 ranks held to CPU 0 by
+ * taskset, whose mask they inherit), over this host's shared memory. */
+Test(check, oversubscription_is_reported, .timeout = 120 * SLOW)
+{
+    if (run_quiet("command -v taskset >/dev/null 2>&1") != 0)
+        cr_skip_test("needs taskset (Debian package util-linux)");
+    char *dir = make_tmpdir("check");
+    char json[512];
+    snprintf(json, sizeof(json), "%s/oversub.json", dir);
+    char *argv[] = {"taskset",     "-c",        "0",      LAUNCHER, "launch", "-n",
+                    "2",           "--timeout", "90",     LAUNCHER, "check",  "--quick",
+                    "--coll-size", "1M",        "--json", json,     NULL};
+    run_result_t r = run_cmd(argv, NULL, 100 * SLOW);
+    cr_assert(!r.timed_out && r.exited && (r.status == 0 || r.status == 3),
+              "oversubscribed check: exit %d:\n%s", r.status, r.output);
+    cr_assert(strstr(r.output, "oversubscribed: 2 ranks share the 1 CPUs"), "not reported:\n%s",
+              r.output);
+    char *av[] = {"python3", "-c",
+                  "import json, sys\n"
+                  "d = json.load(open(sys.argv[1]))\n"
+                  "h = d['hosts'][0]\n"
+                  "assert h['oversubscribed'] and h['machine_ranks'] == 2, h\n"
+                  "assert h['machine_cpus'] == 1, h\n"
+                  "assert 'oversubscribed' in d['notes'], d['notes']\n",
+                  json, NULL};
+    run_result_t p = run_cmd(av, NULL, 30);
+    cr_assert(p.exited && p.status == 0, "oversubscription not in the JSON:\n%s\n%s", p.output,
               r.output);
     free(p.output);
     free(r.output);

@@ -12,6 +12,8 @@
  *   check_coll.c     allreduce bus bandwidth and small-message latency, with
  *                    every contribution checked;
  *   check_verdict.c  PASS / WARN / FAIL per link and host, and attribution;
+ *   check_timing.c   the allreduce's busbw against the links, and no FAIL on
+ *                    timing gathered while oversubscribed;
  *   check_baseline.c the baseline file (--save-baseline, --baseline);
  *   check_report.c   the terminal table and the JSON report;
  *   check_ci.c       JUnit XML, Markdown and the gnuplot heatmap;
@@ -34,10 +36,16 @@
 #define GWC_EXIT_PASS 0
 #define GWC_EXIT_FAIL 1
 #define GWC_EXIT_USAGE GW_KIT_EXIT_USAGE
+/* Nothing FAILed, but something could not be judged: the speed of links
+ * between hosts with no reference of their own (two hosts and no NIC line
+ * rate, without --baseline), or timing gathered while ranks outnumbered
+ * their CPUs. Not a PASS: a CI job should not read it as one. */
+#define GWC_EXIT_NOT_JUDGED 3
 
 typedef enum gwc_verdict {
     GWC_SKIP = 0, /* not measured (a rank failed first, or left out by --budget) */
     GWC_PASS,
+    GWC_NOT_JUDGED, /* measured, but nothing to judge it against (see GWC_EXIT_NOT_JUDGED) */
     GWC_WARN,
     GWC_FAIL,
 } gwc_verdict_t;
@@ -61,6 +69,14 @@ typedef struct gwc_opts {
      * host is suspect when more than host_fraction of its links are bad. */
     double lat_factor, tail_factor, bw_fraction, host_fraction;
     double tail_floor_us; /* a p99 at or below this is never a tail fault */
+    /* Against the NIC's line rate (links between too few hosts to judge
+     * by each other): bad under line_fraction x the line rate. */
+    double line_fraction;
+    double base_rate; /* --baseline RATE: GB/s every link between hosts should reach; 0: none */
+    /* The allreduce's busbw WARNs under coll_fraction x the slowest link
+     * between hosts, and FAILs under half of that. */
+    double coll_fraction;
+    int judge_oversubscribed; /* FAIL on timing even where ranks outnumber CPUs */
     const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
 } gwc_opts_t;
 
@@ -72,7 +88,14 @@ typedef struct gwc_rank_info {
     int32_t mtu;        /* -1: unknown */
     int32_t link_up;    /* 1 up and running, 0 not, -1 unknown */
     int32_t speed_mbps; /* -1: unknown */
+    int32_t physical;   /* 1: the interface is a device's (its speed is a line rate) */
     uint64_t host_key;  /* equal on ranks that share a host */
+    /* Equal on ranks that share a kernel, so its CPUs (the kernel's boot
+     * id: emulated hosts in namespaces and containers share it). */
+    uint64_t machine_key;
+    int32_t cpus_online;  /* sysconf(_SC_NPROCESSORS_ONLN) */
+    int32_t cpus_allowed; /* this rank's CPU affinity mask's count */
+    uint8_t cpumask[128]; /* the mask itself, CPUs 0..1023 */
     char hostname[64];
     char addr[48]; /* this rank's address towards the job's root */
     char ifname[32];
@@ -88,6 +111,10 @@ typedef struct gwc_host {
     int bad_links, links; /* bad and measured links to other hosts */
     int suspect;          /* most of its links bad */
     int partner;          /* a known-good host's rank to retest against, -1 */
+    /* Its machine (the hosts sharing its kernel): ranks there, the CPUs
+     * their affinity masks allow together, and whether ranks outnumber
+     * them (timing there is then no evidence to FAIL on). */
+    int machine_ranks, machine_cpus, oversubscribed;
     gwc_verdict_t verdict;
     char cause[200];
 } gwc_host_t;
@@ -107,6 +134,7 @@ typedef struct gwc_link {
     gwc_fig_t fig;    /* from the circle rounds */
     gwc_fig_t retest; /* alone, when retested */
     int suspect;      /* over a threshold in the circle rounds */
+    int unjudged;     /* its speed had no reference (GWC_NOT_JUDGED) */
     int bad;          /* over one when judged (after the retest) */
     int host_blamed;  /* -1 or the host its badness is attributed to */
     gwc_verdict_t verdict;
@@ -116,7 +144,16 @@ typedef struct gwc_link {
 /* The references links are judged against. */
 typedef struct gwc_ref {
     double lat_p50, lat_p99, bw; /* NAN: none */
+    /* What bw is (NULL: the cluster's or the baseline file's figure, judged
+     * at --bw-fraction), else e.g. "the NIC line rate", judged at bw_frac. */
+    const char *bw_what;
+    double bw_frac;
 } gwc_ref_t;
+
+/* A relative reference needs this many hosts (links within a host: links)
+ * to stand on: with two hosts, every host's best link to another is the
+ * same link, and a link would be its own reference. */
+#define GWC_MIN_WITNESSES 3
 
 typedef struct gwc_coll {
     int run;
@@ -155,6 +192,7 @@ typedef struct gwc_run {
     gwc_link_t *links; /* n(n-1)/2 on rank 0, gwc_link_index order */
     int nlinks;
     gwc_ref_t ref_cross, ref_same;
+    int ref_cross_n, ref_same_n; /* hosts (links) the references stand on */
     gwc_baseline_t base;
     int have_base;
     gwc_coll_t coll;
@@ -167,6 +205,7 @@ typedef struct gwc_run {
     int failed, culprit;
     char failure[300];
     gwc_verdict_t verdict;
+    char notes[600]; /* what the verdict could not look at, for the report */
     double elapsed_s;
 } gwc_run_t;
 
@@ -184,6 +223,9 @@ void gwc_job_failed(gwc_run_t *r, const char *phase, gw_status_t st);
 /* Every rank's record into r->info (gw_allgather), then on every rank the
  * hosts: r->host_of, r->hosts, r->nhosts. */
 gw_status_t gwc_hosts_gather(gwc_run_t *r);
+/* Each host's machine: ranks, CPUs and whether oversubscribed, from
+ * r->info (called by gwc_hosts_gather). */
+void gwc_find_oversubscribed(gwc_run_t *r);
 /* The transport rank a uses to rank b and why, as words. */
 void gwc_transport_to(const gwc_run_t *r, int a, int b, char *out, size_t cap);
 
@@ -197,6 +239,13 @@ gw_status_t gwc_matrix_round(gwc_run_t *r, int k);
 /* Rank 0 names the pairs to retest (count, pairs) and every rank runs
  * them one at a time. */
 gw_status_t gwc_retest(gwc_run_t *r, const int *pairs, int npairs);
+/* Rank 0: what to retest after the matrix (hosts == 0: every suspect link,
+ * each twice) or after those retests (hosts != 0: each suspect host against
+ * its known-good partner, once, unless that link was retested already).
+ * Returns the number of retests, their pairs (2 ints each, malloc'd, the
+ * caller frees) in *pairs, and in *distinct how many links or hosts they
+ * are for; -1 when out of memory. */
+int gwc_retest_list(gwc_run_t *r, int hosts, int **pairs, int *distinct);
 
 /* ---- check_coll.c ---- */
 gw_status_t gwc_collectives(gwc_run_t *r);
@@ -215,12 +264,32 @@ int gwc_find_suspects(gwc_run_t *r, int *pairs, int cap);
 int gwc_find_suspect_hosts(gwc_run_t *r, int *pairs, int cap);
 /* The final verdicts on every host, link and the collectives. */
 void gwc_judge(gwc_run_t *r);
+/* The exit status for the run's verdict: GWC_EXIT_FAIL, _NOT_JUDGED, _PASS. */
+int gwc_exit_status(const gwc_run_t *r);
+/* ---- check_timing.c ---- */
+/* v for timing evidence about hosts ha and hb (ha < 0: every host): a FAIL
+ * becomes NOT_JUDGED, cause prefixed "inconclusive: oversubscribed (...)",
+ * where ranks outnumber CPUs, unless --judge-oversubscribed. */
+gwc_verdict_t gwc_timing_verdict(const gwc_run_t *r, int ha, int hb, gwc_verdict_t v, char *cause,
+                                 size_t cap);
+/* The allreduce's busbw against the slowest link between hosts. */
+void gwc_judge_busbw(gwc_run_t *r);
+/* The bandwidth (GB/s) of the slowest measured link between hosts, which
+ * bounds the allreduce's busbw, and its ranks in *a, *b; NAN when none. */
+double gwc_coll_bound(const gwc_run_t *r, int *a, int *b);
+/* The line rate between ranks a and b in GB/s (the slower NIC's), NAN when
+ * either is unknown. */
+double gwc_line_rate(const gwc_run_t *r, int a, int b);
 
 /* ---- check_baseline.c ---- */
 int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap);
 int gwc_baseline_save(const gwc_run_t *r, const char *path);
 const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l);
 void gwc_baseline_free(gwc_baseline_t *b);
+/* --baseline's argument: 1 and *gbps set when it is a rate ("12.5GB/s",
+ * "100Gbit/s", "100Gb/s"), 0 when it is not (a file), -1 when it ends like
+ * a rate but its number is not a positive one. */
+int gwc_parse_rate(const char *arg, double *gbps);
 
 /* ---- check_report.c ---- */
 void gwc_print_report(const gwc_run_t *r);

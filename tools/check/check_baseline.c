@@ -18,6 +18,11 @@
  * The figures saved are those the run judged the link by (alone, when it
  * was retested) and the bandwidth is the lower of the two directions.
  * Lines starting with '#' are comments.
+ *
+ * A rate instead of a file (--baseline 12.5GB/s, --baseline 100Gbit/s)
+ * says what every link between hosts should carry: each is judged against
+ * it at --bw-fraction, which judges two hosts whose NICs' line rate is
+ * unknown (virtual interfaces), and a cluster uniformly slower than it.
  */
 #include <errno.h>
 #include <math.h>
@@ -150,6 +155,31 @@ fail:
     fclose(f);
     gwc_baseline_free(b);
     return -1;
+}
+
+int gwc_parse_rate(const char *arg, double *gbps)
+{
+    static const struct {
+        const char *suffix;
+        double to_gbps;
+    } units[] = {{"GB/s", 1}, {"Gbit/s", 1 / 8.0}, {"Gb/s", 1 / 8.0}};
+    size_t len = strlen(arg);
+    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+        size_t sl = strlen(units[u].suffix);
+        if (len <= sl || strcmp(arg + len - sl, units[u].suffix) != 0)
+            continue;
+        char num[64];
+        double v;
+        if (len - sl >= sizeof(num))
+            return -1;
+        memcpy(num, arg, len - sl);
+        num[len - sl] = '\0';
+        if (gw_kit_parse_double(num, 1e-6, 1e6, &v) != 0)
+            return -1;
+        *gbps = v * units[u].to_gbps;
+        return 1;
+    }
+    return 0;
 }
 
 const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l)

@@ -55,6 +55,10 @@ static void testcase(FILE *f, const char *cls, const char *name, gwc_verdict_t v
         fputs("<skipped message=\"", f);
         xml_str(f, cause && *cause ? cause : "not measured");
         fputs("\"/>", f);
+    } else if (v == GWC_NOT_JUDGED) {
+        fputs("<skipped message=\"NOT_JUDGED: ", f);
+        xml_str(f, cause);
+        fputs("\"/>", f);
     } else if (v == GWC_WARN) {
         fputs("<system-out>WARN: ", f);
         xml_str(f, cause);
@@ -80,13 +84,14 @@ int gwc_write_junit(const gwc_run_t *r, const char *path)
     int hf = 0, hs = 0, lf = 0, ls = 0;
     for (int h = 0; h < r->nhosts; h++) {
         hf += r->hosts[h].verdict == GWC_FAIL;
-        hs += r->hosts[h].verdict == GWC_SKIP;
+        hs += r->hosts[h].verdict == GWC_SKIP || r->hosts[h].verdict == GWC_NOT_JUDGED;
     }
     for (int i = 0; i < r->nlinks; i++) {
         lf += r->links[i].verdict == GWC_FAIL;
-        ls += r->links[i].verdict == GWC_SKIP;
+        ls += r->links[i].verdict == GWC_SKIP || r->links[i].verdict == GWC_NOT_JUDGED;
     }
-    int cf = r->coll.verdict == GWC_FAIL, cs = r->coll.verdict == GWC_SKIP;
+    int cf = r->coll.verdict == GWC_FAIL,
+        cs = r->coll.verdict == GWC_SKIP || r->coll.verdict == GWC_NOT_JUDGED;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f,
             "<testsuites name=\"gradwire-check\" tests=\"%d\" failures=\"%d\" errors=\"0\" "
@@ -127,7 +132,12 @@ int gwc_write_markdown(const gwc_run_t *r, const char *path)
     }
     fprintf(f, "# gradwire check: %s\n\n%d ranks on %d hosts over %s, %.1f s; reference: %s\n\n",
             gwc_verdict_name(r->verdict), r->size, r->nhosts, gw_comm_transport(r->comm),
-            r->elapsed_s, r->have_base ? "baseline" : "the cluster's own medians");
+            r->elapsed_s,
+            r->have_base          ? "baseline"
+            : r->o->base_rate > 0 ? "the --baseline rate"
+                                  : "the cluster's own medians");
+    if (r->notes[0])
+        fprintf(f, "Notes: %s\n\n", r->notes);
     if (r->failed)
         fprintf(f, "**Job failed:** %s\n\n", r->failure);
     if (r->left_out[0])

@@ -12,11 +12,19 @@
  *     a UDP socket connected to the root's address sends nothing, but the
  *     kernel picks the route and the source address, which getifaddrs maps
  *     to an interface; its MTU (SIOCGIFMTU), whether it is up and running
- *     (SIOCGIFFLAGS), operstate and speed from /sys/class/net;
+ *     (SIOCGIFFLAGS), operstate and speed from /sys/class/net, and whether
+ *     it is a device's (/sys/class/net/IF/device), whose speed is a line
+ *     rate that links between too few hosts are judged against;
  *   - RDMA devices from /sys/class/infiniband: each port's state, link
  *     layer and first GID that is not link-local, when the directory
  *     exists;
- *   - the transport the communicator chose (gw_comm_transport).
+ *   - the transport the communicator chose (gw_comm_transport);
+ *   - the CPUs: online, and its affinity mask; ranks sharing a kernel (its
+ *     boot id: namespaces and containers share their machine's CPUs) are
+ *     counted against the union of their masks, and a machine whose ranks
+ *     outnumber those CPUs is oversubscribed: a rank waiting for a CPU
+ *     makes its links look slow (a healthy node FAILed 1 run in 4 so), so
+ *     the verdicts take no timing there as evidence to FAIL on.
  * The records are gathered to every rank (gw_allgather of fixed records),
  * so that every rank can name the host of any rank in an error.
  *
@@ -30,6 +38,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -152,6 +161,11 @@ static void find_interface(gwc_rank_info_t *ri)
     gw_kit_read_line(path, v, sizeof(v));
     if (v[0] && atoi(v) > 0)
         ri->speed_mbps = atoi(v);
+    /* A virtual interface (veth, bridge, tun, bond) reports a nominal
+     * speed or none, not what its wire carries: only a device's speed is
+     * taken for a line rate. */
+    snprintf(path, sizeof(path), "/sys/class/net/%s/device", ri->ifname);
+    ri->physical = access(path, F_OK) == 0;
 }
 
 /* The GID to show for a port: the first that is not link-local (fe80:),
@@ -196,6 +210,51 @@ static void probe(gwc_run_t *r, gwc_rank_info_t *ri)
     snprintf(ri->transport, sizeof(ri->transport), "%s", gw_comm_transport(r->comm));
     find_interface(ri);
     find_rdma(ri);
+    char boot[64];
+    gw_kit_read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+    ri->machine_key = boot[0] ? fnv(1469598103934665603ULL, boot, strlen(boot)) : ri->host_key;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    ri->cpus_online = online > 0 ? (int32_t)online : -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ri->cpus_allowed = -1;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        ri->cpus_allowed = CPU_COUNT(&set);
+        for (int c = 0; c < 1024 && c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set))
+                ri->cpumask[c / 8] |= (uint8_t)(1u << (c % 8));
+    }
+}
+
+void gwc_find_oversubscribed(gwc_run_t *r)
+{
+    for (int h = 0; h < r->nhosts; h++) {
+        gwc_host_t *host = &r->hosts[h];
+        uint64_t key = r->info[host->first_rank].machine_key;
+        uint8_t mask[128] = {0};
+        int ranks = 0, online = 0, masked = 0;
+        for (int q = 0; q < r->size; q++) {
+            const gwc_rank_info_t *ri = &r->info[q];
+            if (ri->machine_key != key)
+                continue;
+            ranks++;
+            if (ri->cpus_online > online)
+                online = ri->cpus_online;
+            if (ri->cpus_allowed > 0) {
+                masked = 1;
+                for (int i = 0; i < 128; i++)
+                    mask[i] |= ri->cpumask[i];
+            }
+        }
+        int cpus = 0;
+        for (int i = 0; masked && i < 128; i++)
+            cpus += __builtin_popcount(mask[i]);
+        if (!masked || cpus == 0)
+            cpus = online;
+        host->machine_ranks = ranks;
+        host->machine_cpus = cpus;
+        host->oversubscribed = cpus > 0 && ranks > cpus;
+    }
 }
 
 gw_status_t gwc_hosts_gather(gwc_run_t *r)
@@ -234,6 +293,7 @@ gw_status_t gwc_hosts_gather(gwc_run_t *r)
         snprintf(r->hosts[h].name, sizeof(r->hosts[h].name), "%s",
                  repeated ? ri->addr : ri->hostname);
     }
+    gwc_find_oversubscribed(r);
     return GW_OK;
 }
 

@@ -23,9 +23,12 @@
  * every rank lets the first SIGTERM pass, the job fails on the rank that
  * really died, and rank 0 writes its report; a second SIGTERM ends a rank.
  *
- * Exit status: 0 when nothing FAILed (WARN allowed), 1 when something did
- * or the job failed, 2 for a bad command line or a setup error (a baseline
- * that cannot be read, an output that cannot be written, no job to join).
+ * Exit status: 0 when nothing FAILed (WARN allowed) and everything was
+ * judged, 1 when something FAILed or the job failed, 2 for a bad command
+ * line or a setup error (a baseline that cannot be read, an output that
+ * cannot be written, no job to join), 3 when nothing FAILed but something
+ * could not be judged (NOT_JUDGED: links between two hosts with no line
+ * rate known and no --baseline; timing gathered while oversubscribed).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -66,6 +69,15 @@ static void usage(FILE *out)
             "      --host-fraction X   a host is suspect when more than X of its links are\n"
             "                          bad (default 0.5)\n"
             "      --baseline FILE     judge against FILE's figures, not the cluster's medians\n"
+            "      --baseline RATE     judge links between hosts against RATE (\"12.5GB/s\" or\n"
+            "                          \"100Gbit/s\"), bad under --bw-fraction of it\n"
+            "      --line-fraction X   between fewer than 3 hosts, without --baseline: bad when\n"
+            "                          bandwidth < X x the NICs' line rate (default 0.5)\n"
+            "      --coll-fraction X   allreduce busbw WARNs under X x the slowest link between\n"
+            "                          hosts, FAILs under X/2 (default 0.5)\n"
+            "      --judge-oversubscribed  FAIL on timing even where ranks outnumber their\n"
+            "                          machine's CPUs (by default such a FAIL is NOT_JUDGED:\n"
+            "                          \"inconclusive: oversubscribed\")\n"
             "      --save-baseline FILE  save this run's figures as a baseline\n"
             "      --json FILE         JSON report (schema: README, Acceptance testing)\n"
             "      --junit FILE        JUnit XML: a testcase per host, per link, allreduce\n"
@@ -74,7 +86,9 @@ static void usage(FILE *out)
             "  -h, --help              show this help\n"
             "\n"
             "Exit status: 0 all PASS (WARN allowed), 1 something FAILed, 2 usage or setup\n"
-            "error. Files are written mode 0600.\n");
+            "error, 3 nothing FAILed but something could not be judged (NOT_JUDGED: two\n"
+            "hosts with no line rate known and no --baseline; timing that would FAIL a\n"
+            "node gathered while ranks outnumbered CPUs). Files are written mode 0600.\n");
 }
 
 #define usage_error(...) gw_kit_usage_error(&prog, __VA_ARGS__)
@@ -91,6 +105,9 @@ enum {
     OPT_TAIL_FLOOR,
     OPT_BW_FRACTION,
     OPT_HOST_FRACTION,
+    OPT_LINE_FRACTION,
+    OPT_COLL_FRACTION,
+    OPT_JUDGE_OVERSUB,
     OPT_BASELINE,
     OPT_SAVE_BASELINE,
     OPT_JSON,
@@ -116,6 +133,9 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         {"tail-floor-us", required_argument, NULL, OPT_TAIL_FLOOR},
         {"bw-fraction", required_argument, NULL, OPT_BW_FRACTION},
         {"host-fraction", required_argument, NULL, OPT_HOST_FRACTION},
+        {"line-fraction", required_argument, NULL, OPT_LINE_FRACTION},
+        {"coll-fraction", required_argument, NULL, OPT_COLL_FRACTION},
+        {"judge-oversubscribed", no_argument, NULL, OPT_JUDGE_OVERSUB},
         {"baseline", required_argument, NULL, OPT_BASELINE},
         {"save-baseline", required_argument, NULL, OPT_SAVE_BASELINE},
         {"json", required_argument, NULL, OPT_JSON},
@@ -134,6 +154,8 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->tail_floor_us = 10000;
     o->bw_fraction = 0.93;
     o->host_fraction = 0.5;
+    o->line_fraction = 0.5;
+    o->coll_fraction = 0.5;
     int c;
     gw_kit_getopt_begin();
     while ((c = getopt_long(argc, argv, "+:qB:t:h", longopts, NULL)) != -1) {
@@ -172,6 +194,9 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         case OPT_NO_RETEST:
             o->retest = 0;
             break;
+        case OPT_JUDGE_OVERSUB:
+            o->judge_oversubscribed = 1;
+            break;
         case OPT_LAT_FACTOR:
         case OPT_TAIL_FACTOR:
             if (gw_kit_parse_double(optarg, 1, 1e6,
@@ -191,9 +216,26 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
                 return usage_error("--%s takes a fraction in [0, 1], not \"%s\"",
                                    c == OPT_BW_FRACTION ? "bw-fraction" : "host-fraction", optarg);
             break;
-        case OPT_BASELINE:
-            o->baseline = optarg;
+        case OPT_LINE_FRACTION:
+        case OPT_COLL_FRACTION:
+            if (gw_kit_parse_double(optarg, 0, 1,
+                                    c == OPT_LINE_FRACTION ? &o->line_fraction
+                                                           : &o->coll_fraction) != 0)
+                return usage_error("--%s takes a fraction in [0, 1], not \"%s\"",
+                                   c == OPT_LINE_FRACTION ? "line-fraction" : "coll-fraction",
+                                   optarg);
             break;
+        case OPT_BASELINE: {
+            int rate = gwc_parse_rate(optarg, &o->base_rate);
+            if (rate < 0)
+                return usage_error("--baseline takes a file or a rate such as 12.5GB/s or "
+                                   "100Gbit/s, not \"%s\"",
+                                   optarg);
+            o->baseline = rate ? NULL : optarg; /* the last --baseline counts */
+            if (!rate)
+                o->base_rate = 0;
+            break;
+        }
         case OPT_SAVE_BASELINE:
             o->save_baseline = optarg;
             break;
@@ -339,39 +381,21 @@ static int over_budget(const gwc_run_t *r)
     return r->o->budget_s > 0 && gw_kit_now_s() - r->t0 > r->o->budget_s;
 }
 
-/* Filter pairs (whose links are already retested out), at most cap. */
 static gw_status_t retests(gwc_run_t *r, int hosts)
 {
-    int cap = r->nlinks > 0 ? r->nlinks : 1, n = 0;
-    int *pairs = calloc(2 * (size_t)cap, sizeof(int));
-    if (!pairs)
-        return GW_ERR_NO_MEMORY;
+    int *pairs = NULL, n = 0, distinct = 0;
     if (r->rank == 0) {
-        n = hosts ? gwc_find_suspect_hosts(r, pairs, cap) : gwc_find_suspects(r, pairs, cap);
-        *(hosts ? &r->hosts_found : &r->suspects_found) = 1;
-        int kept = 0;
-        for (int i = 0; i < n; i++) {
-            const gwc_link_t *l =
-                &r->links[gwc_link_index(r->size, pairs[2 * i], pairs[2 * i + 1])];
-            if (hosts && l->retested)
-                continue;
-            pairs[2 * kept] = pairs[2 * i];
-            pairs[2 * kept + 1] = pairs[2 * i + 1];
-            kept++;
-        }
-        n = r->do_retest ? kept : 0;
-        /* Suspect links twice, all of them once and then again: a link is
-         * bad only when both retests are (the better one is kept). */
-        if (!hosts && n > 0 && 2 * n <= cap) {
-            memcpy(pairs + 2 * n, pairs, 2 * (size_t)n * sizeof(int));
-            n *= 2;
-        }
+        n = gwc_retest_list(r, hosts, &pairs, &distinct);
+        if (n < 0)
+            return GW_ERR_NO_MEMORY;
+        if (!r->do_retest)
+            n = 0;
         if (r->do_retest && n > 0 && over_budget(r)) {
             note_left_out(r, hosts ? "retests of suspect hosts" : "retests of suspect links");
             n = 0;
         }
         if (n > 0)
-            gwc_progress(r, "%d %s alone", hosts ? n : n / 2,
+            gwc_progress(r, "%d %s alone", distinct,
                          hosts ? "suspect host(s) to retest, each against a known-good partner,"
                                : "suspect link(s) to retest twice");
     }
@@ -523,10 +547,10 @@ int main(int argc, char **argv)
         gwc_job_failed(&r, phase, st);
     rc = r.failed ? GWC_EXIT_FAIL : GWC_EXIT_PASS;
     if (r.rank == 0 && r.info && r.hosts) {
-        if (write_reports(&r) != 0 && rc == GWC_EXIT_PASS)
+        int wrote = write_reports(&r);
+        rc = gwc_exit_status(&r);
+        if (wrote != 0 && rc != GWC_EXIT_FAIL)
             rc = GWC_EXIT_USAGE;
-        if (r.verdict == GWC_FAIL)
-            rc = GWC_EXIT_FAIL;
         if (terminated)
             fprintf(stderr, "gradwire-check: a SIGTERM arrived during the check; the report "
                             "above was written after it\n");

@@ -180,3 +180,37 @@ gw_status_t gwc_retest(gwc_run_t *r, const int *pairs, int npairs)
     free(peer);
     return st;
 }
+
+int gwc_retest_list(gwc_run_t *r, int hosts, int **out, int *distinct)
+{
+    /* Room for every link twice: when more than half the links are
+     * suspect, the second copy must still fit (it once did not, and such
+     * links were retested once while the progress line said twice). */
+    int cap = r->nlinks > 0 ? r->nlinks : 1, n = 0;
+    int *pairs = calloc(4 * (size_t)cap, sizeof(int));
+    *out = NULL;
+    *distinct = 0;
+    if (!pairs)
+        return -1;
+    n = hosts ? gwc_find_suspect_hosts(r, pairs, cap) : gwc_find_suspects(r, pairs, cap);
+    *(hosts ? &r->hosts_found : &r->suspects_found) = 1;
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        const gwc_link_t *l = &r->links[gwc_link_index(r->size, pairs[2 * i], pairs[2 * i + 1])];
+        if (hosts && l->retested)
+            continue;
+        pairs[2 * kept] = pairs[2 * i];
+        pairs[2 * kept + 1] = pairs[2 * i + 1];
+        kept++;
+    }
+    n = kept;
+    *distinct = n;
+    /* Suspect links twice, all of them once and then again: a link is
+     * bad only when both retests are (the better one is kept). */
+    if (!hosts && n > 0) {
+        memcpy(pairs + 2 * n, pairs, 2 * (size_t)n * sizeof(int));
+        n *= 2;
+    }
+    *out = pairs;
+    return n;
+}

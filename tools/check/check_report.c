@@ -55,8 +55,8 @@ static const gwc_fig_t *judged(const gwc_link_t *l) { return l->retested ? &l->r
 
 static void counts(const gwc_run_t *r, int *hosts, int *links)
 {
-    memset(hosts, 0, 4 * sizeof(int));
-    memset(links, 0, 4 * sizeof(int));
+    memset(hosts, 0, 5 * sizeof(int));
+    memset(links, 0, 5 * sizeof(int));
     for (int h = 0; h < r->nhosts; h++)
         hosts[r->hosts[h].verdict]++;
     for (int i = 0; i < r->nlinks; i++)
@@ -66,12 +66,12 @@ static void counts(const gwc_run_t *r, int *hosts, int *links)
 void gwc_print_report(const gwc_run_t *r)
 {
     printf("\n== hosts (%d, %d ranks)\n", r->nhosts, r->size);
-    printf("%-4s %-18s %-16s %-10s %5s %-6s %-22s %-5s %s\n", "host", "name", "address", "iface",
+    printf("%-4s %-18s %-16s %-10s %5s %-6s %-22s %-10s %s\n", "host", "name", "address", "iface",
            "mtu", "link", "transport", "", "cause");
     for (int h = 0; h < r->nhosts; h++) {
         const gwc_host_t *host = &r->hosts[h];
         const gwc_rank_info_t *ri = &r->info[host->first_rank];
-        printf("%-4d %-18.18s %-16.16s %-10.10s %5d %-6s %-22.22s %-5s %s\n", h, host->name,
+        printf("%-4d %-18.18s %-16.16s %-10.10s %5d %-6s %-22.22s %-10s %s\n", h, host->name,
                ri->addr, ri->ifname, ri->mtu,
                ri->link_up == 1   ? "up"
                : ri->link_up == 0 ? "DOWN"
@@ -82,18 +82,18 @@ void gwc_print_report(const gwc_run_t *r)
     }
     printf("\n== links (8 B latency one way, us; %zu KiB bandwidth, GB/s; * = retested alone)\n",
            r->o->bw_bytes >> 10);
-    printf("%5s %5s %-16s %-16s %8s %8s %8s %8s %-5s %s\n", "a", "b", "host a", "host b", "p50",
+    printf("%5s %5s %-16s %-16s %8s %8s %8s %8s %-10s %s\n", "a", "b", "host a", "host b", "p50",
            "p99", "bw a>b", "bw b>a", "", "cause");
     for (int i = 0; i < r->nlinks; i++) {
         const gwc_link_t *l = &r->links[i];
         const gwc_fig_t *f = judged(l);
         if (!l->measured) {
-            printf("%5d %5d %-16.16s %-16.16s %8s %8s %8s %8s %-5s %s\n", l->a, l->b,
+            printf("%5d %5d %-16.16s %-16.16s %8s %8s %8s %8s %-10s %s\n", l->a, l->b,
                    gwc_host_name(r, l->a), gwc_host_name(r, l->b), "-", "-", "-", "-",
                    gwc_verdict_name(l->verdict), l->cause);
             continue;
         }
-        printf("%5d %5d %-16.16s %-16.16s %8.1f %8.1f %8.4f %8.4f %-5s%s%s\n", l->a, l->b,
+        printf("%5d %5d %-16.16s %-16.16s %8.1f %8.1f %8.4f %8.4f %-10s%s%s\n", l->a, l->b,
                gwc_host_name(r, l->a), gwc_host_name(r, l->b), f->lat_p50, f->lat_p99, f->bw_ab,
                f->bw_ba, gwc_verdict_name(l->verdict), l->retested ? "*" : " ", l->cause);
     }
@@ -107,14 +107,21 @@ void gwc_print_report(const gwc_run_t *r)
         printf("not run%s%s\n", c->cause[0] ? ": " : "", c->cause);
     if (r->left_out[0])
         printf("\nleft out: %s\n", r->left_out);
+    if (r->notes[0])
+        printf("\nnotes: %s\n", r->notes);
     if (r->failed)
         printf("\njob failed: %s\n", r->failure);
-    int hc[4], lc[4];
+    int hc[5], lc[5];
     counts(r, hc, lc);
-    printf("\ngradwire check: %s: hosts %d PASS %d WARN %d FAIL %d SKIP; links %d PASS %d WARN "
-           "%d FAIL %d SKIP; %.1f s\n",
-           gwc_verdict_name(r->verdict), hc[GWC_PASS], hc[GWC_WARN], hc[GWC_FAIL], hc[GWC_SKIP],
-           lc[GWC_PASS], lc[GWC_WARN], lc[GWC_FAIL], lc[GWC_SKIP], r->elapsed_s);
+    printf("\ngradwire check: %s: hosts %d PASS %d WARN %d FAIL %d NOT_JUDGED %d SKIP; links %d "
+           "PASS %d WARN %d FAIL %d NOT_JUDGED %d SKIP; %.1f s\n",
+           gwc_verdict_name(r->verdict), hc[GWC_PASS], hc[GWC_WARN], hc[GWC_FAIL],
+           hc[GWC_NOT_JUDGED], hc[GWC_SKIP], lc[GWC_PASS], lc[GWC_WARN], lc[GWC_FAIL],
+           lc[GWC_NOT_JUDGED], lc[GWC_SKIP], r->elapsed_s);
+    if (r->verdict == GWC_NOT_JUDGED)
+        printf("gradwire check: NOT_JUDGED (exit %d): nothing FAILed, but not everything could be "
+               "judged; see the causes above\n",
+               GWC_EXIT_NOT_JUDGED);
     fflush(stdout);
 }
 
@@ -143,17 +150,25 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_str(&j, "tool", "gradwire-check");
     gw_kit_json_str(&j, "gradwire_version", gw_version());
     gw_kit_json_str(&j, "verdict", gwc_verdict_name(r->verdict));
-    gw_kit_json_int(&j, "exit_status", r->verdict == GWC_FAIL ? GWC_EXIT_FAIL : GWC_EXIT_PASS);
+    gw_kit_json_int(&j, "exit_status", gwc_exit_status(r));
     gw_kit_json_int(&j, "ranks", r->size);
     gw_kit_json_str(&j, "transport", gw_comm_transport(r->comm));
     gw_kit_json_num(&j, "elapsed_s", r->elapsed_s);
-    gw_kit_json_str(&j, "reference", r->have_base ? "baseline" : "cluster");
+    gw_kit_json_str(&j, "reference",
+                    r->have_base       ? "baseline"
+                    : o->base_rate > 0 ? "rate"
+                                       : "cluster");
+    gw_kit_json_num_or_null(&j, "baseline_rate_GBps", o->base_rate > 0, o->base_rate);
+    gw_kit_json_str(&j, "notes", r->notes[0] ? r->notes : NULL);
     gw_kit_json_object(&j, "thresholds", NULL);
     gw_kit_json_num(&j, "lat_factor", o->lat_factor);
     gw_kit_json_num(&j, "tail_factor", o->tail_factor);
     gw_kit_json_num(&j, "tail_floor_us", o->tail_floor_us);
     gw_kit_json_num(&j, "bw_fraction", o->bw_fraction);
     gw_kit_json_num(&j, "host_fraction", o->host_fraction);
+    gw_kit_json_num(&j, "line_fraction", o->line_fraction);
+    gw_kit_json_num(&j, "coll_fraction", o->coll_fraction);
+    gw_kit_json_bool(&j, "judge_oversubscribed", o->judge_oversubscribed);
     gw_kit_json_close(&j, NULL);
     gw_kit_json_object(&j, "plan", NULL);
     gw_kit_json_int(&j, "lat_iters", r->lat_iters);
@@ -193,6 +208,11 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
         gw_kit_json_str(&j, "link", ri->link_up == 1 ? "up" : ri->link_up == 0 ? "down" : NULL);
         gw_kit_json_str(&j, "operstate", ri->operstate[0] ? ri->operstate : NULL);
         gw_kit_json_int_or_null(&j, "speed_mbps", ri->speed_mbps > 0, ri->speed_mbps);
+        gw_kit_json_bool(&j, "line_rate_known", ri->physical && ri->speed_mbps > 0);
+        gw_kit_json_int_or_null(&j, "cpus_online", ri->cpus_online > 0, ri->cpus_online);
+        gw_kit_json_int(&j, "machine_ranks", host->machine_ranks);
+        gw_kit_json_int(&j, "machine_cpus", host->machine_cpus);
+        gw_kit_json_bool(&j, "oversubscribed", host->oversubscribed);
         gw_kit_json_str(&j, "rdma", ri->rdma[0] ? ri->rdma : NULL);
         gw_kit_json_str(&j, "transport", ri->transport);
         gw_kit_json_array(&j, "ranks", NULL);
@@ -232,6 +252,13 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
             json_fig(&j, "alone", &l->retest);
         else
             gw_kit_json_null(&j, "alone");
+        gwc_ref_t ref = gwc_ref_for(r, l);
+        gw_kit_json_num_or_null(&j, "reference_bw_GBps", l->measured && !isnan(ref.bw), ref.bw);
+        gw_kit_json_str(&j, "reference_bw_is",
+                        !l->measured || isnan(ref.bw) ? NULL
+                        : ref.bw_what                 ? ref.bw_what
+                        : r->have_base                ? "baseline"
+                                                      : "cluster");
         gw_kit_json_str(&j, "verdict", gwc_verdict_name(l->verdict));
         gw_kit_json_str(&j, "cause", l->cause[0] ? l->cause : NULL);
         gw_kit_json_str(&j, "attributed_to",
@@ -246,6 +273,9 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_num_or_null(&j, "busbw_GBps", c->run, c->busbw);
     gw_kit_json_num_or_null(&j, "algbw_GBps", c->run, c->algbw);
     gw_kit_json_num_or_null(&j, "lat_8B_us", c->run, c->lat_p50);
+    int ba, bb;
+    double bound = gwc_coll_bound(r, &ba, &bb);
+    gw_kit_json_num_or_null(&j, "busbw_bound_GBps", !isnan(bound), bound);
     gw_kit_json_array(&j, "wrong_from_rank", NULL);
     for (int q = 0; c->run && q < r->size; q++)
         gw_kit_json_int(&j, NULL, c->wrong_from[q]);

@@ -20,6 +20,20 @@
  * median for a link it lacks), so a cluster that is uniformly slower than
  * when the baseline was saved is caught too.
  *
+ * Too few to judge by each other. The cluster's reference stands on the
+ * hosts: between two hosts every host's best link to another is the same
+ * link (or, with several ranks per host, the best of the links through
+ * the same two NICs), so a link would be its own reference and a link 10x
+ * too slow PASSed. Between fewer than GWC_MIN_WITNESSES (3) hosts, without
+ * --baseline, a link's bandwidth is judged against the NIC line rate (the
+ * slower end's /sys/class/net speed, only for an interface that is a
+ * device's: a veth or bridge reports a nominal speed), bad under
+ * --line-fraction (0.5) of it: a single TCP stream may not fill a fast NIC,
+ * so the bar is lower than --bw-fraction's. With no line rate known the
+ * link is NOT_JUDGED ("cannot judge without --baseline"), and so is the
+ * run (exit status 3), never a PASS. --baseline RATE (GB/s or Gbit/s) is
+ * the reference of every link between hosts, at --bw-fraction.
+ *
  * A link is over a threshold when (defaults in the spirit of ClusterKit,
  * which calls a pair bad at 2.1x the best latency or under 93% of the best
  * bandwidth; ours are relative to the references above, and options):
@@ -54,9 +68,16 @@
  *   4. a bad link between two hosts that did not FAIL is a link FAIL, and
  *      both of its hosts WARN;
  *   5. a rank whose allreduce contribution came out wrong FAILs its host;
- *      a rank that died or hung FAILs its host (check_main.c);
+ *      a rank that died or hung FAILs its host (check_main.c); the
+ *      allreduce's busbw is judged against the slowest link between hosts
+ *      (check_timing.c: WARN under --coll-fraction, FAIL under half of it);
  *   6. host sanity: an interface that is down FAILs the host; an RDMA port
- *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs.
+ *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs;
+ *   7. a link between too few hosts with no line rate is NOT_JUDGED, and
+ *      so are its hosts; a FAIL from timing where ranks outnumber CPUs is
+ *      NOT_JUDGED, "inconclusive: oversubscribed" (check_timing.c). The
+ *      run is FAIL if anything FAILed, else NOT_JUDGED if anything was
+ *      (exit 3), else the worse of PASS and WARN.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -73,6 +94,8 @@ const char *gwc_verdict_name(gwc_verdict_t v)
         return "WARN";
     case GWC_FAIL:
         return "FAIL";
+    case GWC_NOT_JUDGED:
+        return "NOT_JUDGED";
     default:
         return "SKIP";
     }
@@ -97,9 +120,9 @@ static double median(double *v, int n)
 /* The robust reference over the measured links with same_host == same:
  * per host its best bandwidth and the medians of its latencies, then the
  * median of those over the hosts. */
-static gwc_ref_t reference(const gwc_run_t *r, int same)
+static gwc_ref_t reference(const gwc_run_t *r, int same, int *witnesses)
 {
-    gwc_ref_t ref = {NAN, NAN, NAN};
+    gwc_ref_t ref = {NAN, NAN, NAN, NULL, 0};
     size_t nh = (size_t)r->nhosts, nl = (size_t)(r->nlinks > 0 ? r->nlinks : 1);
     double *bw = calloc(nh, sizeof(double)), *p50 = calloc(nh, sizeof(double));
     double *p99 = calloc(nh, sizeof(double));
@@ -138,7 +161,30 @@ static gwc_ref_t reference(const gwc_run_t *r, int same)
     free(lb);
     free(l50);
     free(l99);
+    *witnesses = n;
     return ref;
+}
+
+double gwc_line_rate(const gwc_run_t *r, int a, int b)
+{
+    const gwc_rank_info_t *x = &r->info[a], *y = &r->info[b];
+    if (!x->physical || !y->physical || x->speed_mbps <= 0 || y->speed_mbps <= 0)
+        return NAN;
+    int mbps = x->speed_mbps < y->speed_mbps ? x->speed_mbps : y->speed_mbps;
+    return mbps / 8000.0; /* Mbit/s to GB/s */
+}
+
+/* Why link l's speed has no reference, into out. */
+static void unjudged_why(const gwc_run_t *r, const gwc_link_t *l, char *out, size_t cap)
+{
+    const gwc_rank_info_t *x = &r->info[l->a];
+    if (x->physical && x->speed_mbps > 0)
+        x = &r->info[l->b];
+    snprintf(out, cap,
+             "cannot judge without --baseline: between %d hosts a link would be its own "
+             "reference, and %s's line rate is unknown (%.16s %s)",
+             r->ref_cross_n, gwc_host_name(r, x->rank), x->ifname,
+             !x->physical ? "is virtual" : "reports no speed");
 }
 
 gwc_ref_t gwc_ref_for(const gwc_run_t *r, const gwc_link_t *l)
@@ -146,10 +192,25 @@ gwc_ref_t gwc_ref_for(const gwc_run_t *r, const gwc_link_t *l)
     if (r->have_base) {
         const gwc_base_link_t *b = gwc_baseline_find(r, l);
         if (b)
-            return (gwc_ref_t){b->lat_p50, b->lat_p99, b->bw};
+            return (gwc_ref_t){b->lat_p50, b->lat_p99, b->bw, NULL, 0};
         return r->base.ref;
     }
-    return l->same_host ? r->ref_same : r->ref_cross;
+    gwc_ref_t ref = l->same_host ? r->ref_same : r->ref_cross;
+    if (l->same_host)
+        return ref;
+    if (r->o->base_rate > 0) {
+        ref.bw = r->o->base_rate;
+        ref.bw_what = "--baseline";
+        return ref;
+    }
+    if (r->ref_cross_n >= GWC_MIN_WITNESSES)
+        return ref;
+    /* Too few hosts to judge each other by: the NIC line rate, or nothing
+     * (NAN: the link's speed is not judged, GWC_NOT_JUDGED). */
+    ref.bw = gwc_line_rate(r, l->a, l->b);
+    ref.bw_what = "the line rate";
+    ref.bw_frac = r->o->line_fraction;
+    return ref;
 }
 
 int gwc_over(const gwc_opts_t *o, const gwc_fig_t *f, const gwc_ref_t *ref, char *why, size_t cap)
@@ -175,10 +236,14 @@ int gwc_over(const gwc_opts_t *o, const gwc_fig_t *f, const gwc_ref_t *ref, char
         f->lat_p99 > o->tail_floor_us)
         ADD("latency p99 %.1f us > %.3gx %.1f and > %.0f us", f->lat_p99, o->tail_factor,
             ref->lat_p99, o->tail_floor_us);
-    if (!isnan(ref->bw) && f->bw_ab < o->bw_fraction * ref->bw)
-        ADD("bandwidth a->b %.3f GB/s < %.0f%% of %.3f", f->bw_ab, o->bw_fraction * 100, ref->bw);
-    if (!isnan(ref->bw) && f->bw_ba < o->bw_fraction * ref->bw)
-        ADD("bandwidth b->a %.3f GB/s < %.0f%% of %.3f", f->bw_ba, o->bw_fraction * 100, ref->bw);
+    double frac = ref->bw_frac > 0 ? ref->bw_frac : o->bw_fraction;
+    const char *what = ref->bw_what ? ref->bw_what : "", *sp = ref->bw_what ? " " : "";
+    if (!isnan(ref->bw) && f->bw_ab < frac * ref->bw)
+        ADD("bandwidth a->b %.3f GB/s < %.0f%% of %s%s%.3f", f->bw_ab, frac * 100, what, sp,
+            ref->bw);
+    if (!isnan(ref->bw) && f->bw_ba < frac * ref->bw)
+        ADD("bandwidth b->a %.3f GB/s < %.0f%% of %s%s%.3f", f->bw_ba, frac * 100, what, sp,
+            ref->bw);
     if (isnan(f->lat_p50) || isnan(f->bw_ab) || isnan(f->bw_ba))
         ADD("not measured");
 #undef ADD
@@ -187,8 +252,8 @@ int gwc_over(const gwc_opts_t *o, const gwc_fig_t *f, const gwc_ref_t *ref, char
 
 int gwc_find_suspects(gwc_run_t *r, int *pairs, int cap)
 {
-    r->ref_cross = reference(r, 0);
-    r->ref_same = reference(r, 1);
+    r->ref_cross = reference(r, 0, &r->ref_cross_n);
+    r->ref_same = reference(r, 1, &r->ref_same_n);
     int n = 0;
     for (int i = 0; i < r->nlinks; i++) {
         gwc_link_t *l = &r->links[i];
@@ -196,6 +261,7 @@ int gwc_find_suspects(gwc_run_t *r, int *pairs, int cap)
         if (!l->measured)
             continue;
         gwc_ref_t ref = gwc_ref_for(r, l);
+        l->unjudged = !l->same_host && isnan(ref.bw);
         l->suspect = gwc_over(r->o, &l->fig, &ref, why, sizeof(why));
         l->bad = l->suspect;
         snprintf(l->cause, sizeof(l->cause), "%s", why);
@@ -361,8 +427,52 @@ static void judge_sanity(gwc_run_t *r)
     }
 }
 
+static void add_note(gwc_run_t *r, const char *text)
+{
+    size_t used = strlen(r->notes);
+    snprintf(r->notes + used, sizeof(r->notes) - used, "%s%s", used ? "; " : "", text);
+}
+
+/* What the verdicts could not look at, said once for the run. */
+static void judge_notes(gwc_run_t *r)
+{
+    int same = 0, cross = 0;
+    for (int i = 0; i < r->nlinks; i++) {
+        same += r->links[i].measured && r->links[i].same_host;
+        cross += r->links[i].measured && !r->links[i].same_host;
+    }
+    uint64_t seen[8];
+    int nseen = 0;
+    for (int h = 0; h < r->nhosts; h++) {
+        const gwc_host_t *host = &r->hosts[h];
+        uint64_t key = r->info[host->first_rank].machine_key;
+        int k;
+        for (k = 0; k < nseen && seen[k] != key; k++)
+            ;
+        if (!host->oversubscribed || k < nseen || nseen == 8)
+            continue;
+        seen[nseen++] = key;
+        char text[200];
+        snprintf(text, sizeof(text), "oversubscribed: %d ranks share the %d CPUs of %.40s%s (%s)",
+                 host->machine_ranks, host->machine_cpus, host->name,
+                 r->nhosts > 1 ? "'s machine" : "",
+                 r->o->judge_oversubscribed ? "timing judged anyway, --judge-oversubscribed"
+                                            : "timing there is no evidence to FAIL on");
+        add_note(r, text);
+    }
+    if (r->have_base)
+        return;
+    if (same == 1)
+        add_note(r, "the speed of the one link within a host is not judged: it would be its "
+                    "own reference (--baseline FILE judges it)");
+    if (cross > 0 && r->ref_cross_n < GWC_MIN_WITNESSES && r->nhosts == r->size)
+        add_note(r, "latency between hosts is not judged: between 2 hosts a link would be its "
+                    "own reference (--baseline FILE judges it)");
+}
+
 void gwc_judge(gwc_run_t *r)
 {
+    r->notes[0] = '\0';
     char text[200];
     for (int h = 0; h < r->nhosts; h++) {
         r->hosts[h].verdict = GWC_SKIP;
@@ -379,7 +489,7 @@ void gwc_judge(gwc_run_t *r)
                      "%d of %d links to other hosts bad; no known-good host "
                      "to retest against",
                      host->bad_links, host->links);
-            host_note(host, GWC_FAIL, text);
+            host_note(host, gwc_timing_verdict(r, h, h, GWC_FAIL, text, sizeof(text)), text);
             continue;
         }
         gwc_link_t *l = &r->links[gwc_link_index(r->size, host->first_rank, host->partner)];
@@ -411,7 +521,10 @@ void gwc_judge(gwc_run_t *r)
                  "known-good %s%s%.90s",
                  host->bad_links, host->links, still ? "confirmed" : "but fine",
                  gwc_host_name(r, host->partner), still ? ": " : "", still ? why : "");
-        host_note(host, still ? GWC_FAIL : GWC_WARN, text);
+        host_note(host,
+                  gwc_timing_verdict(r, h, r->host_of[host->partner], still ? GWC_FAIL : GWC_WARN,
+                                     text, sizeof(text)),
+                  text);
     }
     /* Links: attributed to a failed host, or their own. */
     for (int i = 0; i < r->nlinks; i++) {
@@ -421,6 +534,20 @@ void gwc_judge(gwc_run_t *r)
             l->verdict = GWC_SKIP;
             if (!l->cause[0])
                 snprintf(l->cause, sizeof(l->cause), "not measured");
+            continue;
+        }
+        if (!l->bad && l->unjudged) {
+            /* Not a PASS: nothing said how fast it should be. */
+            char was[200], why[200];
+            snprintf(was, sizeof(was), "%s", l->suspect ? l->cause : "");
+            unjudged_why(r, l, why, sizeof(why));
+            snprintf(l->cause, sizeof(l->cause), "%.150s%s%.45s", why, was[0] ? "; " : "", was);
+            l->verdict = GWC_NOT_JUDGED;
+            int hs[2] = {r->host_of[l->a], r->host_of[l->b]};
+            for (int e = 0; e < 2; e++)
+                host_note(&r->hosts[hs[e]], GWC_NOT_JUDGED,
+                          "the speed of its links to other hosts cannot be judged without "
+                          "--baseline");
             continue;
         }
         if (!l->bad) {
@@ -447,7 +574,16 @@ void gwc_judge(gwc_run_t *r)
             snprintf(l->cause, sizeof(l->cause), "host %.40s: %.150s", r->hosts[blamed].name, was);
         } else {
             snprintf(l->cause, sizeof(l->cause), "link: %.170s", was);
-            if (!l->same_host) {
+            /* Wrong bytes are no timing: they FAIL however busy the host. */
+            if (!l->fig.wrong && !l->retest.wrong)
+                l->verdict = gwc_timing_verdict(r, ha, hb, GWC_FAIL, l->cause, sizeof(l->cause));
+            if (l->verdict == GWC_NOT_JUDGED) {
+                snprintf(text, sizeof(text),
+                         "the timing of a link %s is inconclusive (oversubscribed)",
+                         l->same_host ? "between its own ranks" : "to another host");
+                host_note(&r->hosts[ha], GWC_NOT_JUDGED, text);
+                host_note(&r->hosts[hb], GWC_NOT_JUDGED, text);
+            } else if (!l->same_host) {
                 snprintf(text, sizeof(text), "bad link to %s", r->hosts[hb].name);
                 host_note(&r->hosts[ha], GWC_WARN, text);
                 snprintf(text, sizeof(text), "bad link to %s", r->hosts[ha].name);
@@ -478,15 +614,16 @@ void gwc_judge(gwc_run_t *r)
     }
     if (c->run && r->have_base && c->verdict == GWC_PASS) {
         if (!isnan(r->base.busbw) && c->busbw < r->o->bw_fraction * r->base.busbw) {
-            c->verdict = GWC_FAIL;
             snprintf(c->cause, sizeof(c->cause), "busbw %.3f GB/s < %.0f%% of the baseline's %.3f",
                      c->busbw, r->o->bw_fraction * 100, r->base.busbw);
+            c->verdict = gwc_timing_verdict(r, -1, -1, GWC_FAIL, c->cause, sizeof(c->cause));
         } else if (!isnan(r->base.coll_lat) && c->lat_p50 > r->o->lat_factor * r->base.coll_lat) {
             c->verdict = GWC_WARN;
             snprintf(c->cause, sizeof(c->cause), "latency %.1f us > %.2gx the baseline's %.1f",
                      c->lat_p50, r->o->lat_factor, r->base.coll_lat);
         }
     }
+    gwc_judge_busbw(r);
     /* A rank that failed the job. */
     if (r->failed) {
         if (r->culprit >= 0 && r->culprit < r->size)
@@ -499,10 +636,27 @@ void gwc_judge(gwc_run_t *r)
             (host->links > 0 || c->run || r->size == 1 || r->nhosts == 1))
             host->verdict = r->failed && !host->links ? GWC_SKIP : GWC_PASS;
     }
-    r->verdict = r->failed ? GWC_FAIL : GWC_PASS;
-    for (int h = 0; h < r->nhosts; h++)
-        worsen(&r->verdict, r->hosts[h].verdict);
-    for (int i = 0; i < r->nlinks; i++)
-        worsen(&r->verdict, r->links[i].verdict);
-    worsen(&r->verdict, c->verdict);
+    judge_notes(r);
+    /* The run: FAIL when anything FAILed; else NOT_JUDGED when anything
+     * could not be judged, even beside a WARN, so that the exit status
+     * says it (GWC_EXIT_NOT_JUDGED); else the worst of PASS and WARN. */
+    gwc_verdict_t worst = r->failed ? GWC_FAIL : GWC_PASS;
+    int unjudged = c->verdict == GWC_NOT_JUDGED;
+    for (int h = 0; h < r->nhosts; h++) {
+        worsen(&worst, r->hosts[h].verdict);
+        unjudged |= r->hosts[h].verdict == GWC_NOT_JUDGED;
+    }
+    for (int i = 0; i < r->nlinks; i++) {
+        worsen(&worst, r->links[i].verdict);
+        unjudged |= r->links[i].verdict == GWC_NOT_JUDGED;
+    }
+    worsen(&worst, c->verdict);
+    r->verdict = worst != GWC_FAIL && unjudged ? GWC_NOT_JUDGED : worst;
+}
+
+int gwc_exit_status(const gwc_run_t *r)
+{
+    if (r->failed || r->verdict == GWC_FAIL)
+        return GWC_EXIT_FAIL;
+    return r->verdict == GWC_NOT_JUDGED ? GWC_EXIT_NOT_JUDGED : GWC_EXIT_PASS;
 }

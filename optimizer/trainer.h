@@ -329,6 +329,19 @@ gw_status_t gw_train_ckpt_get_latest(const char *dir, uint64_t *step);
 /* Remove this rank's files of steps other than keep_a and keep_b. */
 void gw_train_ckpt_prune(const char *dir, uint32_t rank, uint64_t keep_a, uint64_t keep_b);
 
+/* checkpoint_dir.c: the temporary name a write uses for dir/name
+ * (".gradwire-train-tmp.PID.name"), whether a directory entry is such a
+ * temporary (or one of the earlier versions' ".name.tmp.PID"), and the
+ * removal of every such leftover in dir (rank 0, at start). */
+void gw_train_ckpt_tmp_path(const char *dir, const char *name, char *buf, size_t len);
+int gw_train_ckpt_is_tmp_name(const char *name);
+void gw_train_ckpt_clean_tmp(const char *dir);
+/* For --resume: GW_OK when dir has a `latest` (good or bad: resuming
+ * checks it), or no checkpoint at all;
+ * GW_ERR_CONFIG, with a message listing the steps found and how to pick
+ * one, when it holds checkpoints that no `latest` names. */
+gw_status_t gw_train_ckpt_check_resume(const char *dir);
+
 /* ---- reports (report.c) --------------------------------------------------- */
 
 typedef struct gw_train_straggler gw_train_straggler_t; /* straggler.h */

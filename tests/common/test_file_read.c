@@ -84,8 +84,7 @@ Test(file_read, tuning_fifo_is_refused_not_waited_on, .init = setup, .fini = tea
     expect_logged("GW_TUNING_FILE=", fifo, " is a FIFO, not a regular file");
 }
 
-Test(file_read, tuning_dev_zero_is_refused_unread, .init = setup, .fini = teardown,
-     .timeout = 30)
+Test(file_read, tuning_dev_zero_is_refused_unread, .init = setup, .fini = teardown, .timeout = 30)
 {
     setenv("GW_DEBUG_FILE", logpath, 1);
     setenv("GW_TUNING_FILE", "/dev/zero", 1);
@@ -93,8 +92,7 @@ Test(file_read, tuning_dev_zero_is_refused_unread, .init = setup, .fini = teardo
     expect_logged("GW_TUNING_FILE=", "/dev/zero", " is a character device, not a regular file");
 }
 
-Test(file_read, token_fifo_is_refused_not_waited_on, .init = setup, .fini = teardown,
-     .timeout = 30)
+Test(file_read, token_fifo_is_refused_not_waited_on, .init = setup, .fini = teardown, .timeout = 30)
 {
     setenv("GW_DEBUG_FILE", logpath, 1);
     setenv("GW_RANK", "0", 1);
@@ -156,8 +154,7 @@ Test(file_read, helper_bounds_and_checks, .init = setup, .fini = teardown, .time
     cr_expect_eq(gw__file_read(&lg, "test", "the file", logpath, 9, 0, &buf, &len, NULL),
                  GW_ERR_CONFIG);
     cr_expect_null(buf);
-    cr_expect_eq(gw__file_read(&lg, "test", "the dir", dir, 9, 0, &buf, &len, NULL),
-                 GW_ERR_CONFIG);
+    cr_expect_eq(gw__file_read(&lg, "test", "the dir", dir, 9, 0, &buf, &len, NULL), GW_ERR_CONFIG);
     cr_expect_eq(gw__file_read(&lg, "test", "the fifo", fifo, 9, 0, &buf, &len, NULL),
                  GW_ERR_CONFIG);
     fseek(lg.file, 0, SEEK_SET);

@@ -152,9 +152,9 @@ gw_status_t gw_train_ckpt_check_resume(const char *dir)
             j++;
         distinct++;
         if (shown < 8 && used < sizeof(list)) {
-            int w = snprintf(list + used, sizeof(list) - used,
-                             "\n  step %" PRIu64 " (%zu rank file%s)", steps[i], j - i,
-                             j - i == 1 ? "" : "s");
+            int w =
+                snprintf(list + used, sizeof(list) - used, "\n  step %" PRIu64 " (%zu rank file%s)",
+                         steps[i], j - i, j - i == 1 ? "" : "s");
             used += w > 0 ? (size_t)w : 0;
             shown++;
         }

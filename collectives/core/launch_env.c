@@ -277,3 +277,25 @@ gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms,
         st = token_file(lg, keep->token, sizeof(keep->token), &cfg->job_token);
     return st;
 }
+
+/* The launcher's own variable, set for its children only: not a user's
+ * setting, so a value that does not parse disables the message rather than
+ * failing the job (a program may have passed the variable on to another). */
+void gw__launch_tell_setup(char what)
+{
+    const char *v = getenv("GW_LAUNCH_SETUP");
+    int fd, rank;
+    char extra;
+    if (!v || sscanf(v, "%d:%d%c", &fd, &rank, &extra) != 2 || fd < 3 || rank < 0)
+        return;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISFIFO(sb.st_mode))
+        return;
+    /* Shorter than PIPE_BUF: one write is one whole message. */
+    char msg[32];
+    int n = snprintf(msg, sizeof(msg), "%d %c\n", rank, what);
+    int saved = errno;
+    while (write(fd, msg, (size_t)n) < 0 && errno == EINTR)
+        ;
+    errno = saved;
+}

@@ -100,6 +100,11 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
             return GW_ERR_CONFIG;
         r->timeout_ms = (int)v;
     }
+    /* The join's own budget: a job whose ranks start slowly (a busy
+     * scheduler) need not lengthen every collective's timeout. */
+    if (gw__env_int(lg, "GW_JOIN_TIMEOUT_MS", 1, 86400000L, r->timeout_ms, &v) != GW_OK)
+        return GW_ERR_CONFIG;
+    r->join_timeout_ms = (int)v;
     if (cfg->nsocks > 0) {
         if (cfg->nsocks > GW_MAX_NSOCKS) {
             GW_ERROR(lg, "init", "nsocks %d out of range [1, %d]", cfg->nsocks, GW_MAX_NSOCKS);
@@ -298,6 +303,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         .root = r.root,
         .token = r.token,
         .timeout_ms = r.timeout_ms,
+        .join_timeout_ms = r.join_timeout_ms,
         .log = &comm->log,
         .culprit = culprit,
         .ring_min = r.ring_min,

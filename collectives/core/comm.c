@@ -374,9 +374,14 @@ gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *c
     *culprit = -1;
     if (!out)
         return GW_ERR_INVALID_ARG;
-    gw__launch_tell_setup('I');
+    /* A one-rank communicator waits for nobody: not the launcher's to judge
+     * (tools/launch_formed.c). */
+    int tell = !cfg || cfg->size != 1;
+    if (tell)
+        gw__launch_tell_setup('I');
     gw_status_t st = cfg ? comm_init(cfg, out, culprit) : comm_init_env(out, culprit);
-    gw__launch_tell_setup(st == GW_OK ? 'J' : 'F');
+    if (tell)
+        gw__launch_tell_setup(st == GW_OK ? 'J' : 'F');
     return st;
 }
 

@@ -84,8 +84,8 @@ static gw_status_t init_alone(int rank, int size, const char *root, double *secs
     return st;
 }
 
-Test(bootstrap_progress, a_rank_that_cannot_reach_the_root_says_so, .init = setup,
-     .fini = teardown, .timeout = 60)
+Test(bootstrap_progress, a_rank_that_cannot_reach_the_root_says_so, .init = setup, .fini = teardown,
+     .timeout = 60)
 {
     int port, fd = bound_port(&port);
     char root[64], want[256];
@@ -117,8 +117,10 @@ Test(bootstrap_progress, a_root_names_the_missing_ranks, .init = setup, .fini = 
     cr_expect_lt(secs, 40.0, "GW_JOIN_TIMEOUT_MS=13000 took %.1f s", secs);
     snprintf(want, sizeof(want), " WARN rank 0 has waited 1");
     cr_expect(strstr(log, want), "no progress line \"%s\":\n%s", want, log);
-    snprintf(want, sizeof(want), "at the root %s: 1 of 3 ranks joined (rank 0 included); "
-                                 "missing ranks 1, 2", root);
+    snprintf(want, sizeof(want),
+             "at the root %s: 1 of 3 ranks joined (rank 0 included); "
+             "missing ranks 1, 2",
+             root);
     cr_expect(strstr(log, want), "no progress line \"%s\":\n%s", want, log);
     free(log);
 }

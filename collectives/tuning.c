@@ -70,6 +70,7 @@
 
 #include "collectives/tuning.h"
 #include "common/env.h"
+#include "common/file_read.h"
 
 /* Default figures of each transport, for one link between two ranks
  * (alpha, beta) and for a host's ranks all exchanging at once (beta_local,
@@ -445,13 +446,23 @@ out_free:
 static gw_status_t load_named(gw_tuning_t *t, const char *path, const char *name,
                               const gw_logger_t *lg)
 {
-    FILE *f = fopen(path, "r");
+    /* Read whole, with a bound, before parsing: a FIFO or /dev/zero named
+     * by mistake is refused at once, not waited on or read for ever. */
+    char *text;
+    size_t len;
+    gw_status_t st =
+        gw__file_read(lg, "tuning", name, path, GW_TUNING_FILE_MAX, 0, &text, &len, NULL);
+    if (st != GW_OK)
+        return st;
+    FILE *f = fmemopen(text, len, "r");
     if (!f) {
-        GW_ERROR(lg, "tuning", "cannot open %s: %m", name);
-        return GW_ERR_CONFIG;
+        GW_ERROR(lg, "tuning", "cannot parse %s: %m", name);
+        free(text);
+        return GW_ERR_NO_MEMORY;
     }
-    gw_status_t st = gw__tuning_parse(t, f, name, lg);
+    st = gw__tuning_parse(t, f, name, lg);
     fclose(f);
+    free(text);
     if (st == GW_OK)
         GW_INFO(lg, "tuning",
                 "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B, beta_local %.3g s/B "

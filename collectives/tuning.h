@@ -100,6 +100,8 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
  * does not know is an error naming the line.
  */
 #define GW_TUNING_FILE_VERSION 1
+/* The most bytes a tuning file may hold (it is a few lines). */
+#define GW_TUNING_FILE_MAX ((size_t)1 << 20)
 
 /* Apply the file read from f (name is for messages) to *t. On error *t is
  * unchanged, the problem is logged with name and line number, and the
@@ -107,7 +109,8 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
 gw_status_t gw__tuning_parse(gw_tuning_t *t, FILE *f, const char *name, const gw_logger_t *lg);
 
 /* Read the tuning file at path into *t (as gw__tuning_parse); a file that
- * cannot be opened is GW_ERR_CONFIG naming the path. */
+ * cannot be opened, is not a regular file (a FIFO, /dev/zero) or holds more
+ * than GW_TUNING_FILE_MAX bytes is GW_ERR_CONFIG naming the path. */
 gw_status_t gw__tuning_load(gw_tuning_t *t, const char *path, const gw_logger_t *lg);
 
 /* gw__tuning_load of $GW_TUNING_FILE when it is set and not empty; GW_OK

@@ -1,6 +1,7 @@
 #include "log.h"
 
 #include "env.h"
+#include "file_read.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -120,7 +121,15 @@ static gw_status_t logger_setup(gw_logger_t *lg, int rank, FILE *into, int open_
     if (path && open_file) {
         char expanded[4096];
         expand_path(expanded, sizeof(expanded), path, lg->host);
-        FILE *f = fopen(expanded, "a");
+        /* Opened without blocking (a FIFO nobody reads would stop the job
+         * here for ever) and checked for what it is: file_read.h. */
+        char why[128];
+        int fd;
+        FILE *f = NULL;
+        if (gw__file_open_log(expanded, &fd, why, sizeof(why)) == GW_OK && !(f = fdopen(fd, "a"))) {
+            snprintf(why, sizeof(why), "%s", strerror(errno));
+            close(fd);
+        }
         if (f) {
             setvbuf(f, NULL, _IOLBF, 0);
             lg->file = f;
@@ -128,7 +137,8 @@ static gw_status_t logger_setup(gw_logger_t *lg, int rank, FILE *into, int open_
         } else {
             /* A file that cannot be opened now is not a malformed value: the
              * job still runs, and says where its log went. */
-            GW_WARN(lg, "log", "cannot open GW_DEBUG_FILE %s: %m; logging to stderr", expanded);
+            GW_WARN(lg, "log", "cannot open GW_DEBUG_FILE %s: %s; logging to stderr", expanded,
+                    why);
         }
     }
     int level;

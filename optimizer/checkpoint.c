@@ -21,7 +21,8 @@
  *
  * Writing: the whole image goes to a temporary file in the same directory,
  * which is fsynced, renamed over the final name, and the directory fsynced,
- * so a crash at any point leaves either the old file or the new one. The
+ * so a crash at any point leaves either the old file or the new one (and
+ * perhaps the temporary, which the next run removes). The
  * trainer then names the step in `latest` the same way, only after every
  * rank has written its file.
  */
@@ -83,7 +84,9 @@ static gw_status_t write_atomic(const char *dir, const char *name, const void *d
 {
     char tmp[4096], final[4096];
     snprintf(final, sizeof(final), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+    /* A name that says whose it is, so the next run can remove it when a
+     * kill leaves it behind (checkpoint_dir.c). */
+    gw_train_ckpt_tmp_path(dir, name, tmp, sizeof(tmp));
     /* A checkpoint is the user's model: the user alone may read it. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, GW_KIT_PRIVATE_MODE);
     if (fd < 0) {

@@ -159,7 +159,7 @@ static gw_status_t idx_expect_end(idx_file_t *f)
     return GW_ERR_PROTOCOL;
 }
 
-gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path,
+gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path, int classes,
                               const gw_train_shard_t *sh, float norm[2], gw_train_dataset_t *out)
 {
     idx_file_t im, lb;
@@ -198,10 +198,22 @@ gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path,
     }
     if ((st = idx_expect_end(&lb)) != GW_OK)
         goto err_free;
+    /* The labels are checked against the classes the data set declares:
+     * inferring them from the largest label would turn one corrupt byte
+     * into a model with 256 outputs, trained without a word. */
     int maxlab = 0;
-    for (size_t i = 0; i < total; i++)
+    for (size_t i = 0; i < total; i++) {
+        if (classes > 0 && labels[i] >= classes) {
+            fprintf(stderr,
+                    "gradwire-train: %s: record %zu has label %u, outside the data set's %d "
+                    "classes (0..%d): the file is corrupt\n",
+                    labels_path, i, labels[i], classes, classes - 1);
+            st = GW_ERR_PROTOCOL;
+            goto err_free;
+        }
         maxlab = labels[i] > maxlab ? labels[i] : maxlab;
-    d.nclasses = maxlab + 1;
+    }
+    d.nclasses = classes > 0 ? classes : maxlab + 1;
 
     /* Stream the images, keep our shard as raw [0, 1] values and sum every
      * pixel of every sample for the normalisation. */

@@ -146,19 +146,62 @@ static gw_status_t read_failed(const parser_t *p, int rc)
     return GW_ERR_PROTOCOL;
 }
 
-gw_status_t gw_train_scan_libsvm(const char *path, size_t *max_index, int *nclasses)
+/* The class count of a libsvm file is its largest label plus one: nothing
+ * in the file declares it. So a largest label far from the others (255
+ * among 0..2, one corrupt byte) would silently train that many outputs. It
+ * is refused when more classes between 1 and it have no sample than have
+ * one; class 0 may be empty, since many libsvm sets number classes from 1,
+ * and a few empty classes (a small set) are fine. */
+static gw_status_t check_label_gaps(const char *path, const uint8_t *seen, int maxlab,
+                                    unsigned long maxlab_line)
+{
+#define SEEN(c) (seen[(c) / 8] & (1u << ((c) % 8)))
+    int missing = 0, present = 0, first = -1;
+    for (int c = 0; c <= maxlab; c++) {
+        if (SEEN(c))
+            present++;
+        else if (c > 0) {
+            missing++;
+            first = first < 0 ? c : first;
+        }
+    }
+    if (missing <= present)
+        return GW_OK;
+    int last = first;
+    while (last + 1 < maxlab && !SEEN(last + 1))
+        last++;
+#undef SEEN
+    fprintf(stderr,
+            "gradwire-train: %s:%lu: label %d leaves classes %d..%d%s without a sample (%d "
+            "classes have none, %d do): a corrupt label? Labels are class numbers 0..K-1 (or "
+            "1..K)\n",
+            path, maxlab_line, maxlab, first, last, missing > last - first + 1 ? " and more" : "",
+            missing, present);
+    return GW_ERR_PROTOCOL;
+}
+
+gw_status_t gw_train_scan_libsvm(const char *path, int training, size_t *max_index, int *nclasses)
 {
     parser_t p;
     gw_status_t st = parser_open(&p, path);
     if (st != GW_OK)
         return st;
-    unsigned long mx = 0, lines = 0;
+    unsigned long mx = 0, lines = 0, maxlab_line = 0;
     int maxlab = -1, rc;
+    uint8_t *seen = calloc(LIBSVM_MAX_CLASSES / 8, 1);
+    if (!seen) {
+        parser_close(&p);
+        return GW_ERR_NO_MEMORY;
+    }
     while ((rc = next_line(&p)) > 0) {
         int label;
         if ((st = parse_line(&p, &label, NULL, NULL, &mx)) != GW_OK)
             goto out;
-        maxlab = label > maxlab ? label : maxlab;
+        seen[label / 8] |= (uint8_t)(1u << (label % 8));
+        if (label > maxlab) {
+            maxlab = label;
+            maxlab_line = p.lineno;
+        }
         lines++;
     }
     if (rc < 0) {
@@ -170,9 +213,12 @@ gw_status_t gw_train_scan_libsvm(const char *path, size_t *max_index, int *nclas
         st = GW_ERR_PROTOCOL;
         goto out;
     }
+    if (training && (st = check_label_gaps(path, seen, maxlab, maxlab_line)) != GW_OK)
+        goto out;
     *max_index = mx;
     *nclasses = maxlab < 1 ? 2 : maxlab + 1;
 out:
+    free(seen);
     parser_close(&p);
     return st;
 }
@@ -197,7 +243,7 @@ gw_status_t gw_train_load_libsvm(const char *path, size_t dim, int min_classes,
 {
     size_t max_index = 0;
     int classes = 0;
-    gw_status_t st = gw_train_scan_libsvm(path, &max_index, &classes);
+    gw_status_t st = gw_train_scan_libsvm(path, 0, &max_index, &classes);
     if (st != GW_OK)
         return st;
     if (dim == 0)

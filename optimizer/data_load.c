@@ -31,12 +31,12 @@ gw_status_t gw_train_load_data(const gw_train_opts_t *o, int shard, int nshards,
         const char *dir = o->data_dir ? o->data_dir : GW_TRAIN_DEFAULT_FMNIST_DIR;
         join_path(img, sizeof(img), dir, "train-images-idx3-ubyte.gz");
         join_path(lab, sizeof(lab), dir, "train-labels-idx1-ubyte.gz");
-        st = gw_train_load_idx(img, lab, &tr, norm, train);
+        st = gw_train_load_idx(img, lab, GW_TRAIN_FMNIST_CLASSES, &tr, norm, train);
         if (st != GW_OK)
             return st;
         join_path(img, sizeof(img), dir, "t10k-images-idx3-ubyte.gz");
         join_path(lab, sizeof(lab), dir, "t10k-labels-idx1-ubyte.gz");
-        st = gw_train_load_idx(img, lab, &te, norm, test);
+        st = gw_train_load_idx(img, lab, GW_TRAIN_FMNIST_CLASSES, &te, norm, test);
         break;
     }
     case GW_TRAIN_DATA_SYNTHETIC:
@@ -52,13 +52,13 @@ gw_status_t gw_train_load_data(const gw_train_opts_t *o, int shard, int nshards,
          * the larger of both files unless --features fixes it. */
         size_t dim = o->features, idx = 0;
         int classes = 0, c2 = 0;
-        st = gw_train_scan_libsvm(o->train_file, &idx, &classes);
+        st = gw_train_scan_libsvm(o->train_file, 1, &idx, &classes);
         if (st != GW_OK)
             return st;
         if (dim == 0)
             dim = idx;
         if (o->test_file) {
-            st = gw_train_scan_libsvm(o->test_file, &idx, &c2);
+            st = gw_train_scan_libsvm(o->test_file, 0, &idx, &c2);
             if (st != GW_OK)
                 return st;
             if (o->features == 0 && idx > dim)

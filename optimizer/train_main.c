@@ -57,6 +57,12 @@ int main(int argc, char **argv)
     if (!model_parallel)
         gw_train_install_signals();
 
+    /* Checked by every rank before it joins, so the refusal is a usage
+     * error (exit 2) of the command line, not a failed job. */
+    int writes_checkpoints = o.ckpt_dir && !model_parallel && o.mode != GW_TRAIN_ASYNC;
+    if (writes_checkpoints && o.resume && gw_train_ckpt_check_resume(o.ckpt_dir) != GW_OK)
+        return 2;
+
     gw_comm_t *comm = NULL;
     gw_status_t st;
     if (o.join) {
@@ -77,6 +83,10 @@ int main(int argc, char **argv)
                 gw_status_name(st));
         return 1;
     }
+    /* Before rank 0's first collective call: no rank can be writing yet
+     * (checkpoint_dir.c). A joiner is never rank 0 of the first members. */
+    if (writes_checkpoints && !o.join && gw_comm_rank(comm) == 0)
+        gw_train_ckpt_clean_tmp(o.ckpt_dir);
     if (o.check_data)
         rc = check_data(&o, gw_comm_rank(comm), gw_comm_size(comm));
     else if (model_parallel)

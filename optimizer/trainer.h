@@ -142,16 +142,25 @@ size_t gw_train_shard_size(size_t total, const gw_train_shard_t *sh);
 /* Fashion-MNIST (or any IDX pair, gzipped or not): images idx3 of uint8,
  * labels idx1 of uint8. Pixels are scaled to [0, 1] and standardised with
  * norm[0] (mean) and norm[1] (deviation); when norm[1] is 0 they are taken
- * from this file, over all its samples, and stored in norm. */
-gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path,
+ * from this file, over all its samples, and stored in norm. classes is the
+ * data set's declared class count (GW_TRAIN_FMNIST_CLASSES): a label
+ * outside 0..classes-1 is GW_ERR_PROTOCOL naming the file, record and
+ * value; 0 takes the largest label plus one. */
+#define GW_TRAIN_FMNIST_CLASSES 10
+gw_status_t gw_train_load_idx(const char *images_path, const char *labels_path, int classes,
                               const gw_train_shard_t *sh, float norm[2], gw_train_dataset_t *out);
 /* libsvm/svmlight text: "LABEL IDX:VAL ...", indices from 1, ascending.
  * dim 0 takes the largest index in the file. Labels are integers >= 0, or
  * -1/+1 (mapped to 0/1). min_classes raises nclasses (train/test agree). */
 gw_status_t gw_train_load_libsvm(const char *path, size_t dim, int min_classes,
                                  const gw_train_shard_t *sh, gw_train_dataset_t *out);
-/* The largest feature index and label class count in a libsvm file. */
-gw_status_t gw_train_scan_libsvm(const char *path, size_t *max_index, int *nclasses);
+/* The largest feature index and label class count in a libsvm file (the
+ * largest label plus one). A label that leaves classes between 1 and
+ * itself without any sample (255 among 0..2) is refused as corrupt,
+ * naming its line, in a training file (training 1); class 0 may be empty
+ * (1-based labels). A test set's labels are checked against the training
+ * set's classes instead (data_load.c). */
+gw_status_t gw_train_scan_libsvm(const char *path, int training, size_t *max_index, int *nclasses);
 /* Seeded synthetic classification task: Gaussian clusters around class
  * centres, sample i generated from (seed, i) alone, so each rank makes only
  * its own shard. `split` separates train (0) and test (1) streams. */
@@ -328,6 +337,19 @@ gw_status_t gw_train_ckpt_set_latest(const char *dir, uint64_t step);
 gw_status_t gw_train_ckpt_get_latest(const char *dir, uint64_t *step);
 /* Remove this rank's files of steps other than keep_a and keep_b. */
 void gw_train_ckpt_prune(const char *dir, uint32_t rank, uint64_t keep_a, uint64_t keep_b);
+
+/* checkpoint_dir.c: the temporary name a write uses for dir/name
+ * (".gradwire-train-tmp.PID.name"), whether a directory entry is such a
+ * temporary (or one of the earlier versions' ".name.tmp.PID"), and the
+ * removal of every such leftover in dir (rank 0, at start). */
+void gw_train_ckpt_tmp_path(const char *dir, const char *name, char *buf, size_t len);
+int gw_train_ckpt_is_tmp_name(const char *name);
+void gw_train_ckpt_clean_tmp(const char *dir);
+/* For --resume: GW_OK when dir has a `latest` (good or bad: resuming
+ * checks it), or no checkpoint at all;
+ * GW_ERR_CONFIG, with a message listing the steps found and how to pick
+ * one, when it holds checkpoints that no `latest` names. */
+gw_status_t gw_train_ckpt_check_resume(const char *dir);
 
 /* ---- reports (report.c) --------------------------------------------------- */
 

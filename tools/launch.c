@@ -48,9 +48,9 @@ static int ms_until(int64_t t, int64_t now)
 static int run_loop(struct job *job)
 {
     int nr = job->opts->nranks;
-    struct pollfd *pfds = calloc((size_t)(1 + 2 * nr), sizeof(*pfds));
-    struct stream **map = calloc((size_t)(1 + 2 * nr), sizeof(*map));
-    int *owner = calloc((size_t)(1 + 2 * nr), sizeof(*owner));
+    struct pollfd *pfds = calloc((size_t)(2 + 2 * nr), sizeof(*pfds));
+    struct stream **map = calloc((size_t)(2 + 2 * nr), sizeof(*map));
+    int *owner = calloc((size_t)(2 + 2 * nr), sizeof(*owner));
     if (!pfds || !map || !owner) {
         fprintf(stderr, "gradwire launch: out of memory\n");
         gw_launch_signal_ranks(job, SIGKILL);
@@ -85,6 +85,12 @@ static int run_loop(struct job *job)
                 }
         if (job->nlive == 0 && (n == 1 || now >= job->drain_until_ns))
             break;
+        /* The set-up pipe last, and not counted as output to drain. */
+        int setup_at = -1;
+        if (job->setup_rd >= 0 && job->nlive > 0) {
+            setup_at = n;
+            pfds[n++] = (struct pollfd){.fd = job->setup_rd, .events = POLLIN};
+        }
         int tmo = -1;
         int64_t due[3] = {job->timed_out ? 0 : job->deadline_ns, job->kill_at_ns,
                           job->nlive == 0 ? job->drain_until_ns : 0};
@@ -103,8 +109,10 @@ static int run_loop(struct job *job)
         if (pfds[0].revents)
             gw_launch_handle_signals(job);
         for (int i = 1; i < n; i++)
-            if (pfds[i].revents)
+            if (pfds[i].revents && i != setup_at)
                 gw_launch_relay_pump(job, owner[i], map[i]);
+        if (setup_at > 0 && pfds[setup_at].revents)
+            gw_launch_formed_pump(job);
     }
     for (int r = 0; r < nr; r++)
         for (int k = 0; k < 2; k++)
@@ -204,6 +212,7 @@ int gw_launch_main(int argc, char **argv)
     job.opts = &o;
     job.hosts = &hosts;
     job.first_fail = -1;
+    job.setup_rd = job.setup_wr = -1;
     for (int v = o.nranks - 1; v > 0 || job.width == 0; v /= 10)
         job.width++;
     job.ncpus = gw_launch_bind_plan(&o, job.cpus, CPU_SETSIZE);
@@ -240,6 +249,10 @@ int gw_launch_main(int argc, char **argv)
     }
     if (o.timeout_s > 0)
         job.deadline_ns = gw_kit_now_ns() + (int64_t)(o.timeout_s * 1e9);
+    if (gw_launch_formed_open(&job) != 0) {
+        rc = 1;
+        goto err_restore;
+    }
     for (int r = 0; r < o.nranks; r++)
         if (gw_launch_spawn_rank(&job, r, devnull, &oldmask) != 0) {
             /* Take down what was started; the loop reaps it. */
@@ -247,9 +260,15 @@ int gw_launch_main(int argc, char **argv)
             gw_launch_signal_ranks(&job, SIGKILL);
             break;
         }
+    /* Only the ranks hold the write end now: it reads EOF once all left. */
+    if (job.setup_wr >= 0)
+        close(job.setup_wr);
+    job.setup_wr = -1;
     rc = run_loop(&job);
 
 err_restore:
+    if (job.setup_rd >= 0)
+        close(job.setup_rd);
     if (devnull >= 0)
         close(devnull);
     if (job.sfd >= 0)

@@ -31,8 +31,9 @@ struct rank {
     pid_t pid;    /* 0 once reaped */
     int token_fd; /* --hostfile: the pipe to ssh's stdin (token, then EOF), else -1 */
     struct stream io[2];
-    int wstatus; /* as waitpid gave it, once reaped */
-    int pass;    /* the reap pass that found it, from 1 */
+    int wstatus;             /* as waitpid gave it, once reaped */
+    int pass;                /* the reap pass that found it, from 1 */
+    int setup_in, setup_out; /* gw_comm_init calls entered, and left (launch_formed.c) */
 };
 
 struct job {
@@ -56,8 +57,11 @@ struct job {
     int64_t kill_at_ns;  /* SIGKILL the remaining ranks then; 0: not planned */
     int64_t deadline_ns; /* --timeout; 0: none */
     int64_t drain_until_ns;
-    int out_broken[3]; /* our stdout/stderr is gone (EPIPE): drop output */
-    int ncpus;         /* --bind: rank r runs on cpus[r % ncpus]; 0: unbound */
+    int out_broken[3];      /* our stdout/stderr is gone (EPIPE): drop output */
+    int setup_rd, setup_wr; /* the ranks' set-up pipe (launch_formed.c), -1: none */
+    char setup_part[32];    /* ... the start of a message a read cut */
+    size_t setup_part_len;
+    int ncpus; /* --bind: rank r runs on cpus[r % ncpus]; 0: unbound */
     int cpus[CPU_SETSIZE];
 };
 
@@ -99,5 +103,18 @@ void gw_launch_reap_all_blocking(struct job *job);
 /* Once every rank is reaped: say in one line how the ranks that failed
  * after the first failure ended. */
 void gw_launch_report_after(const struct job *job);
+
+/* ---- launch_formed.c: a rank that left before the job formed ---- */
+
+/* Make the pipe the ranks report their gw_comm_init calls on (none over
+ * ssh). 0, or -1 after printing why. */
+int gw_launch_formed_open(struct job *job);
+/* In rank r's child: inherit the pipe and name it in GW_LAUNCH_SETUP. */
+int gw_launch_formed_child(const struct job *job, int r);
+/* Read the ranks' set-up messages, then gw_launch_formed_check. */
+void gw_launch_formed_pump(struct job *job);
+/* Fail the job, naming the rank, when a rank exited while another waits
+ * for it in gw_comm_init. */
+void gw_launch_formed_check(struct job *job);
 
 #endif

@@ -133,6 +133,8 @@ void gw_launch_reap(struct job *job)
         if (job->nlive > 0)
             gw_launch_stop_ranks(job);
     }
+    if (pass)
+        gw_launch_formed_check(job);
     if (job->nlive == 0 && job->drain_until_ns == 0)
         job->drain_until_ns = gw_kit_now_ns() + DRAIN_GRACE_NS;
 }

@@ -59,6 +59,8 @@ __attribute__((noreturn)) static void child_exec(const struct job *job, int r, i
         sigprocmask(SIG_SETMASK, oldmask, NULL);
         gw_launch_ssh_exec(o, o->remote, r);
     }
+    if (gw_launch_formed_child(job, r) != 0)
+        _exit(1);
     gw_launch_bind_rank(job->cpus, job->ncpus, r);
     if (job->hosts->nhosts > 0) {
         int host = gw_launch_host_of(o, job->hosts, r), local, nlocal;

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "collectives/compress/codec.h"
@@ -317,10 +318,19 @@ gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const char *
     (void)gw__logger_init(&lg, -1);
     gw_status_t st = GW_ERR_SYSTEM;
     uint8_t *img = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Without blocking, and only a regular file: a FIFO named by mistake
+     * would otherwise stop the caller in open() (common/file_read.h). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         GW_ERROR(&lg, "compress", "cannot open %s: %m", path);
         goto out;
+    }
+    struct stat sb;
+    int stat_failed = fstat(fd, &sb) != 0;
+    if (stat_failed || !S_ISREG(sb.st_mode)) {
+        GW_ERROR(&lg, "compress", "cannot read %s: %s", path,
+                 stat_failed ? strerror(errno) : "not a regular file");
+        goto out_close;
     }
     /* Read at most one byte more than the image can be, so a file that is
      * too long is caught without reading all of it. */

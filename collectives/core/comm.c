@@ -98,6 +98,11 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
             return GW_ERR_CONFIG;
         r->timeout_ms = (int)v;
     }
+    /* The join's own budget: a job whose ranks start slowly (a busy
+     * scheduler) need not lengthen every collective's timeout. */
+    if (gw__env_int(lg, GW_ENV_JOIN_TIMEOUT_MS, &v) != GW_OK)
+        return GW_ERR_CONFIG;
+    r->join_timeout_ms = v > 0 ? (int)v : r->timeout_ms; /* 0: unset */
     if (cfg->nsocks > 0) {
         if (cfg->nsocks > GW_MAX_NSOCKS) {
             GW_ERROR(lg, "init", "nsocks %d out of range [1, %d]", cfg->nsocks, GW_MAX_NSOCKS);
@@ -292,6 +297,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         .root = r.root,
         .token = r.token,
         .timeout_ms = r.timeout_ms,
+        .join_timeout_ms = r.join_timeout_ms,
         .log = &comm->log,
         .culprit = culprit,
         .ring_min = r.ring_min,
@@ -363,15 +369,26 @@ gw_status_t gw_comm_init_culprit(const gw_config_t *cfg, gw_comm_t **out, int *c
     *culprit = -1;
     if (!out)
         return GW_ERR_INVALID_ARG;
-    if (!cfg)
-        return comm_init_env(out, culprit);
-    gw_logger_t lg;
     gw_config_t mine;
-    gw_status_t st = gw__logger_init(&lg, -1);
-    if (st == GW_OK)
-        st = gw__config_import(cfg, &mine, &lg);
-    gw__logger_fini(&lg);
-    return st == GW_OK ? comm_init(&mine, out, culprit) : st;
+    if (cfg) {
+        gw_logger_t lg;
+        gw_status_t st = gw__logger_init(&lg, -1);
+        if (st == GW_OK)
+            st = gw__config_import(cfg, &mine, &lg);
+        gw__logger_fini(&lg);
+        if (st != GW_OK)
+            return st;
+        cfg = &mine;
+    }
+    /* A one-rank communicator waits for nobody: not the launcher's to judge
+     * (tools/launch_formed.c). */
+    int tell = !cfg || cfg->size != 1;
+    if (tell)
+        gw__launch_tell_setup('I');
+    gw_status_t st = cfg ? comm_init(cfg, out, culprit) : comm_init_env(out, culprit);
+    if (tell)
+        gw__launch_tell_setup(st == GW_OK ? 'J' : 'F');
+    return st;
 }
 
 gw_status_t gw_comm_abort(gw_comm_t *comm)

@@ -189,6 +189,7 @@ typedef struct gw_comm_resolved {
     const char *root;
     const char *token;
     int timeout_ms;
+    int join_timeout_ms; /* GW_JOIN_TIMEOUT_MS, timeout_ms by default */
     const char *transport;
     const char *ifname;
     int nsocks;

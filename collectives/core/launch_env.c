@@ -33,6 +33,7 @@
 
 #include "collectives/core/launch_env.h"
 #include "common/env.h"
+#include "common/file_read.h"
 #include "common/hostlist.h"
 
 /* Rank and size from the first launcher convention present. */
@@ -213,30 +214,27 @@ static gw_status_t token_file(const gw_logger_t *lg, char *buf, size_t cap, cons
         return GW_ERR_CONFIG;
     if (!path)
         return GW_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* A token file holds one line; more than a page is not a token file. */
+    char what[4096 + 32], *text;
+    size_t n;
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        GW_ERROR(lg, "init", "GW_JOB_TOKEN_FILE=%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return GW_ERR_CONFIG;
-    }
-    const char *bad = !S_ISREG(sb.st_mode)      ? "is not a regular file"
-                      : sb.st_uid != geteuid()  ? "belongs to another user"
+    snprintf(what, sizeof(what), "GW_JOB_TOKEN_FILE=%s", path);
+    gw_status_t st = gw__file_read(lg, "init", what, path, 4096, GW_FILE_NOFOLLOW, &text, &n, &sb);
+    if (st != GW_OK)
+        return st;
+    const char *bad = sb.st_uid != geteuid()    ? "belongs to another user"
                       : (sb.st_mode & 077) != 0 ? "may be read by others (chmod 600 it)"
                                                 : NULL;
-    ssize_t n = bad ? 0 : read(fd, buf, cap - 1);
-    close(fd);
-    if (!bad && n < 0)
-        bad = "cannot be read";
     if (!bad) {
-        buf[n] = '\0';
-        buf[strcspn(buf, "\r\n")] = '\0';
-        if (strlen(buf) < 16)
+        text[strcspn(text, "\r\n")] = '\0';
+        if (strlen(text) < 16)
             bad = "holds less than 16 characters on its first line";
-        else if ((size_t)n == cap - 1 && !memchr(buf, '\n', (size_t)n) && strlen(buf) == cap - 1)
+        else if (strlen(text) >= cap)
             bad = "has a first line too long for a token";
+        else
+            memcpy(buf, text, strlen(text) + 1);
     }
+    free(text);
     if (bad) {
         GW_ERROR(lg, "init", "GW_JOB_TOKEN_FILE=%s %s", path, bad);
         return GW_ERR_CONFIG;
@@ -278,4 +276,26 @@ gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms,
     if (st == GW_OK && !cfg->job_token && !getenv("GW_JOB_TOKEN"))
         st = token_file(lg, keep->token, sizeof(keep->token), &cfg->job_token);
     return st;
+}
+
+/* The launcher's own variable, set for its children only: not a user's
+ * setting, so a value that does not parse disables the message rather than
+ * failing the job (a program may have passed the variable on to another). */
+void gw__launch_tell_setup(char what)
+{
+    const char *v = getenv("GW_LAUNCH_SETUP");
+    int fd, rank;
+    char extra;
+    if (!v || sscanf(v, "%d:%d%c", &fd, &rank, &extra) != 2 || fd < 3 || rank < 0)
+        return;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISFIFO(sb.st_mode))
+        return;
+    /* Shorter than PIPE_BUF: one write is one whole message. */
+    char msg[32];
+    int n = snprintf(msg, sizeof(msg), "%d %c\n", rank, what);
+    int saved = errno;
+    while (write(fd, msg, (size_t)n) < 0 && errno == EINTR)
+        ;
+    errno = saved;
 }

@@ -47,4 +47,12 @@ typedef struct gw_launch_env {
 gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms, gw_config_t *cfg,
                                   gw_launch_env_t *keep);
 
+/* Under `gradwire launch` (GW_LAUNCH_SETUP="FD:RANK", an inherited pipe to
+ * the launcher): tell it this process entered gw_comm_init ('I'), or left
+ * it joined ('J') or failed ('F'), so that the launcher can fail a job one
+ * of whose ranks exited while the others wait for it in set-up
+ * (tools/launch_formed.c). Quiet and harmless without a launcher: a value
+ * that does not parse, or an FD that is no pipe, is ignored. */
+void gw__launch_tell_setup(char what);
+
 #endif

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int ifd = fuzz_memfile(data + 3 + llen, size - 3 - llen, ipath, sizeof(ipath));
     float norm[2] = {0, 0};
     gw_train_dataset_t d;
-    if (gw_train_load_idx(ipath, lpath, &sh, norm, &d) == GW_OK) {
+    if (gw_train_load_idx(ipath, lpath, (data[0] >> 3) & 1 ? 10 : 0, &sh, norm, &d) == GW_OK) {
         FUZZ_CHECK(d.n == gw_train_shard_size(d.total, &sh));
         FUZZ_CHECK(d.nclasses >= 1 && d.nclasses <= 256);
         FUZZ_CHECK(isfinite(norm[0]) && isfinite(norm[1]) && norm[1] > 0);

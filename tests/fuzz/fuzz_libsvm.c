@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int fd = fuzz_memfile(data + 1, size - 1, path, sizeof(path));
     size_t max_index = 0;
     int classes = 0;
-    gw_status_t scan = gw_train_scan_libsvm(path, &max_index, &classes);
+    gw_status_t scan = gw_train_scan_libsvm(path, data[0] & 1, &max_index, &classes);
     size_t lines = 1;
     for (size_t i = 1; i < size; i++)
         lines += data[i] == '\n';

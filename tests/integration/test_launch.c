@@ -618,3 +618,38 @@ Test(launch, inherited_ignored_sigchld, .timeout = 30)
     run_free(&r);
     remove_dir(dir);
 }
+
+/* A rank that exits, even with 0, before the job formed leaves the others
+ * waiting in gw_comm_init until the join timeout; the launcher fails the
+ * job at once, naming it (tools/launch_formed.c). Before, it waited in
+ * silence for GW_TIMEOUT_MS, here 120 s, and the finish timeout failed. */
+Test(launch, rank_leaving_before_the_job_formed_fails_it, .timeout = 60)
+{
+    struct run r;
+    char *dir = make_dir();
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "[ \"$RANK\" = 2 ] && exit 0; exec %s/tests/worker_collectives %s 1 ring float32 sum "
+             "allreduce",
+             GW_BUILD_DIR, dir);
+    const char *env[] = {"GW_TIMEOUT_MS=120000", NULL};
+    const char *argv[] = {LAUNCHER, "launch", "-n", "3", "/bin/sh", "-c", script, NULL};
+    run(&r, env, argv, 40);
+    cr_expect_neq(r.status, 0, "stderr:\n%s", r.buf[1]);
+    cr_expect(strstr(r.buf[1], "gradwire launch: rank 2 exited (status 0) before the job formed"),
+              "stderr:\n%s", r.buf[1]);
+    cr_expect_lt(r.secs, 30.0, "took %.1f s", r.secs);
+    run_free(&r);
+    remove_dir(dir);
+}
+
+/* Ranks that never call gw_comm_init are never judged: the first exits 0
+ * long before the last, and the job succeeds. */
+Test(launch, programs_without_gradwire_may_end_at_any_time, .timeout = 60)
+{
+    struct run r;
+    const char *argv[] = {LAUNCHER, "launch", "-n", "3", "/bin/sh", "-c", "sleep $RANK", NULL};
+    run(&r, NULL, argv, 30);
+    cr_expect_eq(r.status, 0, "stderr:\n%s", r.buf[1]);
+    run_free(&r);
+}

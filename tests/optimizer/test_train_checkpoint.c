@@ -328,3 +328,79 @@ Test(checkpoint, resume_with_other_settings_is_refused, .timeout = 120)
     remove_tree(dir);
     free(dir);
 }
+
+/* Checkpoints without `latest` (a copy that lost it, a crash between the
+ * files and the name) are the user's model: --resume must not start from
+ * step 0 and prune them. It refuses with exit 2, naming what it found and
+ * how to pick one. Before, it printed "no checkpoint yet", exited 0 and
+ * deleted the old files. */
+Test(checkpoint, resume_without_latest_refuses_and_keeps_the_files, .timeout = 120)
+{
+    char *dir = make_tmpdir("cknolatest");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char path[1024], latest[1024];
+    char *ck = make_checkpoint(dir, path, sizeof(path));
+    snprintf(latest, sizeof(latest), "%s/latest", ck);
+    cr_assert_eq(unlink(latest), 0);
+    char *args[] = {
+        "--data", "synthetic", "--synthetic", "400,40,8,3,1",     "--hidden", "8",        "--batch",
+        "20",     "--epochs",  "1",           "--checkpoint-dir", ck,         "--resume", "--quiet",
+        NULL};
+    run_result_t r = train_run(0, args, 60);
+    cr_expect(r.exited && r.status == 2, "exit %d, want 2:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "step 20") != NULL, "the step found is not named:\n%s", r.output);
+    cr_expect(strstr(r.output, "latest") != NULL, "how to pick one is not said:\n%s", r.output);
+    cr_expect(file_exists(path), "the checkpoint %s was removed", path);
+    cr_expect(!file_exists(latest), "a new latest was written");
+    free(r.output);
+    free(ck);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* A write killed between creating its temporary file and renaming it
+ * leaves the temporary behind; the next run removes such leftovers, and
+ * only those: our own temporary names, in the checkpoint directory. */
+Test(checkpoint, leftover_temporaries_are_removed_at_start, .timeout = 120)
+{
+    char *dir = make_tmpdir("cktmp");
+    cr_assert_not_null(dir, "cannot make a temporary directory");
+    char path[1024];
+    char *ck = make_checkpoint(dir, path, sizeof(path));
+    static const char *const ours[] = {
+        ".gradwire-train-tmp.12345.ckpt-00000010-rank0.gwc",
+        ".gradwire-train-tmp.777.ckpt-00000010-rank3.gwc",
+        ".gradwire-train-tmp.12345.latest",
+        ".ckpt-00000010-rank0.gwc.tmp.4242", /* the name earlier versions used */
+        ".latest.tmp.4242",
+    };
+    static const char *const theirs[] = {"notes.tmp", ".ckpt-notes.tmp.x", ".gradwire-train-tmp.x",
+                                         ".latest.tmp.", "ckpt-00000010-rank0.gwc.tmp.1"};
+    char p[1024];
+    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", ck, ours[i]);
+        write_bin(p, "half", 4);
+    }
+    for (size_t i = 0; i < sizeof(theirs) / sizeof(theirs[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", ck, theirs[i]);
+        write_bin(p, "mine", 4);
+    }
+    char *args[] = {
+        "--data", "synthetic", "--synthetic", "400,40,8,3,1",     "--hidden", "8",        "--batch",
+        "20",     "--epochs",  "1",           "--checkpoint-dir", ck,         "--resume", "--quiet",
+        NULL};
+    run_result_t r = train_run(0, args, 60);
+    cr_expect(r.exited && r.status == 0, "%s", r.output);
+    free(r.output);
+    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", ck, ours[i]);
+        cr_expect(!file_exists(p), "the leftover %s is still there", ours[i]);
+    }
+    for (size_t i = 0; i < sizeof(theirs) / sizeof(theirs[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", ck, theirs[i]);
+        cr_expect(file_exists(p), "%s, not ours, was removed", theirs[i]);
+    }
+    free(ck);
+    remove_tree(dir);
+    free(dir);
+}

@@ -101,7 +101,8 @@ Test(idx, valid_files_load_and_shard, .init = setup_dir, .fini = teardown_dir, .
 {
     run_result_t r = check_idx(0);
     cr_assert(r.exited && r.status == 0, "%s", r.output);
-    cr_assert(strstr(r.output, "train 30 of 30 samples, test 10 of 10, 20 features, 3 classes"),
+    /* Fashion-MNIST declares 10 classes, whatever labels the files use. */
+    cr_assert(strstr(r.output, "train 30 of 30 samples, test 10 of 10, 20 features, 10 classes"),
               "%s", r.output);
     free(r.output);
     /* Four ranks: 30 = 4 x 7 + 2 training samples (the 2 are dropped so
@@ -186,6 +187,22 @@ Test(idx, malformed_files_are_refused, .init = setup_dir, .fini = teardown_dir, 
     expect_idx_error("cannot open");
 }
 
+/* One corrupt label byte must not make a 256-class model: Fashion-MNIST has
+ * 10 classes, and a label outside them names the file, record and value. */
+Test(idx, a_label_outside_the_classes_is_refused, .init = setup_dir, .fini = teardown_dir,
+     .timeout = 60)
+{
+    unsigned char bad[256];
+    memcpy(bad, lab, nlab);
+    bad[8 + 17] = 255; /* the header is 8 bytes: record 17 (from 0) */
+    put("train-labels-idx1-ubyte.gz", bad, nlab);
+    expect_idx_error("train-labels-idx1-ubyte.gz: record 17 has label 255");
+    memcpy(bad, tlab, ntlab);
+    bad[8 + 9] = 10;
+    put("t10k-labels-idx1-ubyte.gz", bad, ntlab);
+    expect_idx_error("t10k-labels-idx1-ubyte.gz: record 9 has label 10");
+}
+
 Test(idx, training_runs_on_the_small_set, .init = setup_dir, .fini = teardown_dir, .timeout = 60)
 {
     char *args[] = {"--data-dir", dir, "--batch", "6", "--epochs", "2", "--hidden", "8", NULL};
@@ -246,6 +263,27 @@ static void expect_libsvm_error(const char *text, const char *what)
     run_result_t r = check_libsvm(tr, NULL, 0);
     cr_assert(r.exited && r.status == 1, "accepted:\n%s\n---\n%s", text, r.output);
     cr_assert(strstr(r.output, what) != NULL, "expected \"%s\" in:\n%s", what, r.output);
+    free(r.output);
+    remove_tree(d);
+    free(d);
+}
+
+/* A libsvm file declares no class count: it is the largest label plus one,
+ * so a corrupt 255 among labels 0..2 would train 256 classes. A label that
+ * leaves classes without any sample between 1 and itself is refused, naming
+ * the line; 1-based labels (no class 0, as many libsvm sets) still load. */
+Test(libsvm, a_label_far_outside_the_others_is_refused, .timeout = 60)
+{
+    expect_libsvm_error("0 1:1\n1 1:1\n2 1:1\n255 1:1\n1 2:1\n",
+                        "bad.svm:4: label 255 leaves classes 3..254 without a sample");
+    char *d = make_tmpdir("svm1");
+    cr_assert_not_null(d, "cannot make a temporary directory");
+    char tr[512];
+    snprintf(tr, sizeof(tr), "%s/one-based.svm", d);
+    libsvm_file(tr, "1 1:1\n2 1:2\n3 2:1\n");
+    run_result_t r = check_libsvm(tr, NULL, 0);
+    cr_expect(r.exited && r.status == 0, "%s", r.output);
+    cr_expect(strstr(r.output, "4 classes"), "%s", r.output);
     free(r.output);
     remove_tree(d);
     free(d);

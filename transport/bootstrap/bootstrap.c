@@ -151,6 +151,8 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->rank = params->rank;
     bs->size = params->size;
     bs->timeout_ms = params->timeout_ms;
+    bs->join_timeout_ms =
+        params->join_timeout_ms > 0 ? params->join_timeout_ms : params->timeout_ms;
     bs->log = lg;
     bs->failed = GW_OK;
     bs->culprit = -1;
@@ -170,7 +172,7 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     const uint8_t *key = (const uint8_t *)token;
     size_t key_len = strlen(token);
     int64_t start = gw__now_ms();
-    int64_t deadline = start + params->timeout_ms;
+    int64_t deadline = start + bs->join_timeout_ms;
     gw_status_t st;
     if (bs->size == 1)
         st = gw__bs_random_bytes(lg, bs->job_id, sizeof(bs->job_id)); /* no network at all */

@@ -33,6 +33,10 @@ typedef struct gw_bootstrap_params {
     const char *root;  /* "host:port" */
     const char *token; /* NULL or "": no token, refused unless insecure */
     int timeout_ms;    /* overall budget for open() and each later call */
+    /* The budget for open()'s join (every rank reaching the root), kept
+     * apart from timeout_ms so a slow start need not lengthen the
+     * collectives' timeout (GW_JOIN_TIMEOUT_MS). 0: timeout_ms. */
+    int join_timeout_ms;
     const gw_logger_t *log;
     int *culprit; /* optional: where open() writes the rank its failure blames (-1 none) */
     /* All-gathers go round a ring of rank-to-rank connections instead of

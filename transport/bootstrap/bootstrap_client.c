@@ -84,6 +84,7 @@ gw_status_t gw__bs_client_connect(gw_bootstrap_t *bs, const char *host, const ch
     int attempts = 0, last_errno = 0, last_gai = 0;
     int attempt_ms = CONNECT_ATTEMPT_FIRST_MS;
     char last_addr[GW_BS_ADDR_TEXT] = "no address";
+    int64_t next_note = start + GW_BS_PROGRESS_FIRST_MS;
     for (;;) {
         struct addrinfo *res = NULL;
         int gai = getaddrinfo(host, port, &hints, &res);
@@ -118,6 +119,17 @@ gw_status_t gw__bs_client_connect(gw_bootstrap_t *bs, const char *host, const ch
         int wait = gw__sock_remaining_ms(deadline);
         if (wait == 0)
             break;
+        int64_t now = gw__now_ms();
+        if (now >= next_note) {
+            next_note = now + GW_BS_PROGRESS_EVERY_MS;
+            GW_WARN(bs->log, GW_BS_SUBSYS,
+                    "rank %d still cannot reach the root %s (%s) after %lld s and %d attempts: "
+                    "%s; is rank 0 running, and is the root address (GW_ROOT, MASTER_ADDR) the "
+                    "same on every rank? Giving up in %lld s (GW_JOIN_TIMEOUT_MS)",
+                    bs->rank, bs->root, last_addr, (long long)(now - start) / 1000, attempts,
+                    last_gai ? gai_strerror(last_gai) : strerror(last_errno),
+                    (long long)(deadline - now) / 1000);
+        }
         int pause = gw__sock_retry_arm(&retry);
         poll(NULL, 0, pause < wait ? pause : wait);
     }
@@ -317,6 +329,33 @@ static gw_status_t client_hello(gw_bootstrap_t *bs, const char *host, const char
     }
 }
 
+/* Until rank 0's answer can be read (or welcome_by), saying so at WARN
+ * from GW_BS_PROGRESS_FIRST_MS after start on: this rank is in, the
+ * others are not yet, and rank 0's own lines name them. */
+static void wait_for_welcome(const gw_bootstrap_t *bs, int fd, int64_t start, int64_t welcome_by)
+{
+    int64_t next_note = start + GW_BS_PROGRESS_FIRST_MS;
+    for (;;) {
+        int64_t now = gw__now_ms();
+        if (now >= welcome_by)
+            return;
+        if (now >= next_note) {
+            next_note = now + GW_BS_PROGRESS_EVERY_MS;
+            GW_WARN(bs->log, GW_BS_SUBSYS,
+                    "rank %d reached the root %s and has waited %lld s for the other ranks of "
+                    "%d to join (rank 0's log names the missing ones); giving up in %lld s "
+                    "(GW_JOIN_TIMEOUT_MS)",
+                    bs->rank, bs->root, (long long)(now - start) / 1000, bs->size,
+                    (long long)(welcome_by - now) / 1000);
+        }
+        int64_t wake = next_note < welcome_by ? next_note : welcome_by;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, gw__sock_remaining_ms(wake));
+        if (r > 0 || (r < 0 && errno != EINTR))
+            return; /* readable, closed or failed: the read that follows says which */
+    }
+}
+
 gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char *port,
                                const uint8_t *key, size_t key_len, int64_t start, int64_t deadline)
 {
@@ -367,9 +406,10 @@ gw_status_t gw__bs_client_join(gw_bootstrap_t *bs, const char *host, const char 
     /* Rank 0 was listening when we got in, so it gives up on the join
      * within its own timeout from now, and then tells us which ranks are
      * missing: wait for that rather than time out naming nobody. */
-    int64_t welcome_by = gw__now_ms() + bs->timeout_ms + WELCOME_MARGIN_MS;
+    int64_t welcome_by = gw__now_ms() + bs->join_timeout_ms + WELCOME_MARGIN_MS;
     if (welcome_by < deadline)
         welcome_by = deadline;
+    wait_for_welcome(bs, fd, start, welcome_by);
     st = client_recv_answer(bs, fd, GW_BS_WELCOME, welcome_by,
                             "the join (waiting for every rank to join)", buf, &len, NULL);
     if (st != GW_OK)

@@ -55,12 +55,18 @@
 #define GW_BS_ROOT_TEXT 272 /* the configured root address, for messages */
 /* Timeout messages name at most this many missing ranks, then "and N more". */
 #define GW_BS_MISSING_LIST_MAX 16
+/* Waiting to join, both sides say so at WARN (the default level: a wrong
+ * GW_ROOT must not cost minutes of silence) this long after they began,
+ * and then at this interval, until the join timeout. */
+#define GW_BS_PROGRESS_FIRST_MS 10000
+#define GW_BS_PROGRESS_EVERY_MS 30000
 #define GW_BS_TYPE_BIT(t) (1u << (unsigned)(t))
 
 struct gw_bootstrap {
     int rank;
     int size;
     int timeout_ms;
+    int join_timeout_ms; /* the join's budget (GW_JOIN_TIMEOUT_MS), timeout_ms after it */
     const gw_logger_t *log;
     char root[GW_BS_ROOT_TEXT]; /* "host:port" as configured, for messages */
     uint8_t job_id[GW_BS_JOB_ID_LEN];

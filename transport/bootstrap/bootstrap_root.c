@@ -345,25 +345,53 @@ void gw__bs_conn_event(join_t *j, conn_t *c)
 
 /* ---- the join ------------------------------------------------------------------ */
 
-static gw_status_t join_timeout(const join_t *j, int64_t waited)
+/* "1, 3, 5 and 12 more" into missing: the ranks that have not joined;
+ * the first of them is returned (-1: none). */
+static int missing_ranks(const join_t *j, char *missing, size_t cap)
 {
-    gw_bootstrap_t *bs = j->bs;
-    char missing[256];
+    const gw_bootstrap_t *bs = j->bs;
     size_t n = 0;
-    int nmissing = bs->size - 1 - j->joined;
+    int nmissing = bs->size - 1 - j->joined, first = -1;
     missing[0] = '\0';
     for (int r = 1, listed = 0; r < bs->size && listed < GW_BS_MISSING_LIST_MAX; r++) {
         if (j->by_rank[r])
             continue;
         if (!listed)
-            bs->culprit = r; /* the first missing rank is the one every rank names */
-        int w = snprintf(missing + n, sizeof(missing) - n, "%s%d", listed ? ", " : "", r);
+            first = r;
+        int w = snprintf(missing + n, cap - n, "%s%d", listed ? ", " : "", r);
         n += w > 0 ? (size_t)w : 0;
         listed++;
     }
-    if (nmissing > GW_BS_MISSING_LIST_MAX)
-        snprintf(missing + n, sizeof(missing) - n, " and %d more",
-                 nmissing - GW_BS_MISSING_LIST_MAX);
+    if (nmissing > GW_BS_MISSING_LIST_MAX && n < cap)
+        snprintf(missing + n, cap - n, " and %d more", nmissing - GW_BS_MISSING_LIST_MAX);
+    return first;
+}
+
+/* The root's progress line while ranks are missing (see
+ * GW_BS_PROGRESS_FIRST_MS): who is in, who is not, where they should dial. */
+static void join_progress(const join_t *j, int64_t start, int64_t now, int64_t deadline)
+{
+    const gw_bootstrap_t *bs = j->bs;
+    char missing[256];
+    missing_ranks(j, missing, sizeof(missing));
+    int nmissing = bs->size - 1 - j->joined;
+    GW_WARN(bs->log, GW_BS_SUBSYS,
+            "rank 0 has waited %lld s at the root %s: %d of %d ranks joined (rank 0 included); "
+            "missing rank%s %s (not started yet, or given another root address or token?); "
+            "giving up in %lld s (GW_JOIN_TIMEOUT_MS)",
+            (long long)(now - start) / 1000, bs->root, j->joined + 1, bs->size,
+            nmissing == 1 ? "" : "s", missing, (long long)(deadline - now) / 1000);
+}
+
+static gw_status_t join_timeout(const join_t *j, int64_t waited)
+{
+    gw_bootstrap_t *bs = j->bs;
+    char missing[256];
+    int nmissing = bs->size - 1 - j->joined;
+    /* The first missing rank is the one every rank names. */
+    int first = missing_ranks(j, missing, sizeof(missing));
+    if (first >= 0)
+        bs->culprit = first;
     GW_ERROR(bs->log, GW_BS_SUBSYS,
              "timed out after %lld ms waiting for ranks to join at %s: %d of %d ranks joined "
              "(rank 0 included); missing rank%s %s",
@@ -374,7 +402,7 @@ static gw_status_t join_timeout(const join_t *j, int64_t waited)
      * nobody named. */
     char reason[GW_BS_REASON_MAX + 1];
     snprintf(reason, sizeof(reason),
-             "gave up after %lld ms: %d of %d ranks joined; missing rank%s %s (never started, "
+             "gave up after %lld ms: %d of %d ranks joined; missing rank%s %.120s (never started, "
              "killed, or given another root address or token)",
              (long long)waited, j->joined + 1, bs->size, nmissing == 1 ? "" : "s", missing);
     for (int r = 1; r < bs->size; r++)
@@ -387,13 +415,18 @@ static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
 {
     gw_bootstrap_t *bs = j->bs;
     struct epoll_event evs[EVENTS_MAX];
+    int64_t next_note = start + GW_BS_PROGRESS_FIRST_MS;
     while (j->joined < bs->size - 1) {
         int64_t now = gw__now_ms();
         if (now >= deadline) {
             gw__bs_strangers_summary(j, now, 1);
             return join_timeout(j, now - start);
         }
-        int64_t wake = deadline;
+        if (now >= next_note) {
+            join_progress(j, start, now, deadline);
+            next_note = now + GW_BS_PROGRESS_EVERY_MS;
+        }
+        int64_t wake = deadline < next_note ? deadline : next_note;
         if (j->accept_paused_until && j->accept_paused_until < wake)
             wake = j->accept_paused_until;
         if (gw__bs_table_next_deadline(j) < wake)

@@ -17,16 +17,18 @@
  *    share one transport with the communicator they came from (and with
  *    every other one split from it): call that whole family from one
  *    thread at a time, in the same order on every rank, as if it were one
- *    communicator. A collective, split or dup called on one of them while
- *    another thread is inside such a call on any of them is refused with
- *    GW_ERR_UNSUPPORTED (logged, gw_last_error) and the shared transport is
- *    aborted (the other calls fail with GW_ERR_ABORTED), so that no rank
- *    waits for calls that can no longer match; so is a call that receives
- *    a message of another communicator of the family (the ranks called
- *    them in different orders): GW_ERR_UNSUPPORTED on every rank, never a
- *    GW_ERR_MISMATCH, which means the ranks disagreed about one call. gw_status_str(),
- *    gw_version(), gw_last_error() and gw_comm_abort() are safe from any
- *    thread.
+ *    communicator. A collective, split, dup or point-to-point post
+ *    (gw_send, gw_recv, gw_sendrecv, gw_isend, gw_irecv) on one of them
+ *    while another thread is inside such a call on any of them is refused
+ *    with GW_ERR_UNSUPPORTED (logged; gw_last_error says why), and so is a
+ *    receive that gets a message of another communicator of the family
+ *    (the ranks called them in different orders). Either way the shared
+ *    transport is aborted, so that no rank waits for calls that can no
+ *    longer match: the other calls of the family, on every rank, fail
+ *    with GW_ERR_UNSUPPORTED or GW_ERR_ABORTED, never with GW_ERR_MISMATCH
+ *    (which means that the ranks disagreed about one call's arguments).
+ *    gw_status_str(), gw_version(), gw_last_error() and gw_comm_abort()
+ *    are safe from any thread.
  *  - Collectives (blocking, or their gw_i* non-blocking forms) must be
  *    called by every rank of the communicator in the same order with
  *    matching arguments (count, dtype, op, root; the v-forms' per-rank

@@ -164,12 +164,55 @@ void gw__logger_fini(gw_logger_t *lg)
     lg->owns_file = 0;
 }
 
-void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,
-                   ...)
+/* The calling thread's last error, and the copy gw__log_last_error hands
+ * out (a slot's message is copied here under its flag, so that the caller
+ * reads a stable string while other threads record new errors). Per
+ * thread, not process-wide: each thread sees only its own calls' errors. */
+static _Thread_local char tls_last_error[GW_LOG_LAST_ERROR_MAX];
+static _Thread_local char tls_answer[GW_LOG_LAST_ERROR_MAX];
+
+static void slot_lock(gw_log_slot_t *slot)
+{
+    int free_ = 0;
+    while (!atomic_compare_exchange_weak(&slot->busy, &free_, 1))
+        free_ = 0;
+}
+
+void gw__log_record_slot(gw_log_slot_t *slot, const char *msg)
+{
+    if (!slot)
+        return;
+    slot_lock(slot);
+    snprintf(slot->msg, sizeof(slot->msg), "%s", msg);
+    atomic_store(&slot->busy, 0);
+}
+
+void gw__log_record_error(gw_log_slot_t *slot, const char *msg)
+{
+    snprintf(tls_last_error, sizeof(tls_last_error), "%s", msg);
+    gw__log_record_slot(slot, msg);
+}
+
+const char *gw__log_last_error(gw_log_slot_t *slot)
+{
+    if (!slot)
+        return tls_last_error;
+    slot_lock(slot);
+    memcpy(tls_answer, slot->msg, sizeof(tls_answer));
+    atomic_store(&slot->busy, 0);
+    tls_answer[sizeof(tls_answer) - 1] = '\0';
+    return tls_answer;
+}
+
+/* One line: written when the level allows it, recorded as the last error
+ * when it is an ERROR and `record`. */
+static void log_line(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, int record,
+                     const char *fmt, va_list ap0)
 {
     int saved_errno = errno; /* keep %m meaningful for the caller's syscall */
     if (level >= GW_LOG_INFO && !subsys_wanted(lg, subsys))
         return;
+    const int written = lg->level >= level;
     char line[2048];
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -182,10 +225,18 @@ void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subs
         n = 0;
     if ((size_t)n < sizeof(line)) {
         va_list ap;
-        va_start(ap, fmt);
+        va_copy(ap, ap0);
         errno = saved_errno;
         vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
         va_end(ap);
+        /* The message without the line's prefix is what gw_last_error
+         * gives: the program knows its own host, pid and rank. */
+        if (level == GW_LOG_ERROR && record)
+            gw__log_record_error(lg->slot, line + n);
+    }
+    if (!written) {
+        errno = saved_errno;
+        return;
     }
     /* One fputs per line keeps lines from several ranks whole in a shared file. */
     size_t len = strlen(line);
@@ -195,4 +246,21 @@ void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subs
     }
     fputs(line, lg->file ? lg->file : stderr);
     errno = saved_errno;
+}
+
+void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,
+                   ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(lg, level, subsys, 1, fmt, ap);
+    va_end(ap);
+}
+
+void gw__log_write_summary(const gw_logger_t *lg, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(lg, GW_LOG_ERROR, subsys, 0, fmt, ap);
+    va_end(ap);
 }

@@ -10,6 +10,7 @@
 #ifndef GW_COMMON_LOG_H
 #define GW_COMMON_LOG_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "gradwire.h"
@@ -27,6 +28,19 @@ typedef enum gw_log_level {
 #define GW_LOG_SUBSYS_MAX 16
 #define GW_LOG_SUBSYS_LEN 16
 
+/* The longest last-error message kept (gw_last_error), with its NUL. */
+#define GW_LOG_LAST_ERROR_MAX 1024
+
+/* A communicator's last-error slot: the message of the last ERROR line
+ * logged through a logger that points at it, for gw_last_error(comm) asked
+ * from any thread. A spin flag, not a mutex, guards it: a copy of at most
+ * GW_LOG_LAST_ERROR_MAX bytes is all that is done under it, and zeroed
+ * memory is a valid empty slot, so it needs neither set-up nor tear-down. */
+typedef struct gw_log_slot {
+    atomic_int busy;
+    char msg[GW_LOG_LAST_ERROR_MAX];
+} gw_log_slot_t;
+
 typedef struct gw_logger {
     gw_log_level_t level;
     int rank;      /* -1 before the rank is known */
@@ -36,6 +50,9 @@ typedef struct gw_logger {
     int nsubsys;        /* 0: every subsystem; -1: none (^ALL) */
     int subsys_exclude; /* the list says which not to write */
     char subsys[GW_LOG_SUBSYS_MAX][GW_LOG_SUBSYS_LEN];
+    /* Where ERROR lines are also recorded besides the calling thread's own
+     * last error: the communicator's slot (not owned; NULL: none). */
+    gw_log_slot_t *slot;
 } gw_logger_t;
 
 /* The subsystems lines are logged under, for GW_DEBUG_SUBSYS: "init,api,
@@ -59,17 +76,45 @@ gw_status_t gw__logger_init(gw_logger_t *lg, int rank);
 gw_status_t gw__logger_init_into(gw_logger_t *lg, int rank, FILE *into);
 void gw__logger_fini(gw_logger_t *lg);
 
+/* gw_last_error: the message of the last ERROR line logged on the calling
+ * thread (slot NULL), or through a logger pointing at slot, from whichever
+ * thread. Never NULL ("" when none); the text lives in a buffer of the
+ * calling thread, valid until its next call into gradwire. ERROR lines are
+ * recorded whatever GW_DEBUG says, even when it keeps them off the log. */
+const char *gw__log_last_error(gw_log_slot_t *slot);
+/* Record msg as the calling thread's last error (and slot's, unless NULL),
+ * as an ERROR line would: for errors the caller reports without a line. */
+void gw__log_record_error(gw_log_slot_t *slot, const char *msg);
+
 void gw__log_write(const gw_logger_t *lg, gw_log_level_t level, const char *subsys, const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
+/* An ERROR line that sums up errors logged just before it ("communicator
+ * creation failed: ..."): written like any ERROR, but not recorded as the
+ * last error, which keeps the cause the earlier line gave. */
+void gw__log_write_summary(const gw_logger_t *lg, const char *subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Record msg in slot only (not as the thread's): a communicator that fails
+ * because of an error logged through another one's logger (a
+ * sub-communicator, whose transport is its root's) keeps the cause too. */
+void gw__log_record_slot(gw_log_slot_t *slot, const char *msg);
 
-#define GW__LOG(lg, lvl, subsys, ...)                            \
-    do {                                                         \
-        const gw_logger_t *gw__lg = (lg);                        \
-        if (gw__lg && gw__lg->level >= (lvl))                    \
-            gw__log_write(gw__lg, (lvl), (subsys), __VA_ARGS__); \
+/* An ERROR is formatted even below the logger's level, because it is also
+ * the thread's last error (gw_last_error); only the level says whether it
+ * is written. */
+#define GW__LOG(lg, lvl, subsys, ...)                                    \
+    do {                                                                 \
+        const gw_logger_t *gw__lg = (lg);                                \
+        if (gw__lg && (gw__lg->level >= (lvl) || (lvl) == GW_LOG_ERROR)) \
+            gw__log_write(gw__lg, (lvl), (subsys), __VA_ARGS__);         \
     } while (0)
 
 #define GW_ERROR(lg, subsys, ...) GW__LOG(lg, GW_LOG_ERROR, subsys, __VA_ARGS__)
+#define GW_ERROR_SUMMARY(lg, subsys, ...)                          \
+    do {                                                           \
+        const gw_logger_t *gw__lgs = (lg);                         \
+        if (gw__lgs && gw__lgs->level >= GW_LOG_ERROR)             \
+            gw__log_write_summary(gw__lgs, (subsys), __VA_ARGS__); \
+    } while (0)
 #define GW_WARN(lg, subsys, ...) GW__LOG(lg, GW_LOG_WARN, subsys, __VA_ARGS__)
 #define GW_INFO(lg, subsys, ...) GW__LOG(lg, GW_LOG_INFO, subsys, __VA_ARGS__)
 #define GW_TRACE(lg, subsys, ...) GW__LOG(lg, GW_LOG_TRACE, subsys, __VA_ARGS__)

@@ -11,9 +11,24 @@
  *  - Fallible functions return a gw_status_t; GW_OK means success. Output
  *    parameters are written only on success.
  *  - A communicator (gw_comm_t) is not thread-safe: call into one
- *    communicator from one thread at a time. Different communicators may be
- *    used from different threads concurrently. gw_status_str() and
- *    gw_version() are safe from any thread.
+ *    communicator from one thread at a time. Communicators made by
+ *    different gw_comm_init calls may be used from different threads
+ *    concurrently. Communicators made by gw_comm_split or gw_comm_dup
+ *    share one transport with the communicator they came from (and with
+ *    every other one split from it): call that whole family from one
+ *    thread at a time, in the same order on every rank, as if it were one
+ *    communicator. A collective, split, dup or point-to-point post
+ *    (gw_send, gw_recv, gw_sendrecv, gw_isend, gw_irecv) on one of them
+ *    while another thread is inside such a call on any of them is refused
+ *    with GW_ERR_UNSUPPORTED (logged; gw_last_error says why), and so is a
+ *    receive that gets a message of another communicator of the family
+ *    (the ranks called them in different orders). Either way the shared
+ *    transport is aborted, so that no rank waits for calls that can no
+ *    longer match: the other calls of the family, on every rank, fail
+ *    with GW_ERR_UNSUPPORTED or GW_ERR_ABORTED, never with GW_ERR_MISMATCH
+ *    (which means that the ranks disagreed about one call's arguments).
+ *    gw_status_str(), gw_version(), gw_last_error() and gw_comm_abort()
+ *    are safe from any thread.
  *  - Collectives (blocking, or their gw_i* non-blocking forms) must be
  *    called by every rank of the communicator in the same order with
  *    matching arguments (count, dtype, op, root; the v-forms' per-rank
@@ -246,6 +261,22 @@ GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
  * split from one gw_comm_init share its transport, so aborting one aborts
  * all of them (gw_comm_split). */
 GW_API gw_status_t gw_comm_abort(gw_comm_t *comm);
+
+/* What went wrong, in full (as NCCL's ncclGetLastError): the message of the
+ * last error gradwire logged. With comm NULL, the last error logged on the
+ * calling thread, whichever communicator (or none: a failed gw_comm_init,
+ * a malformed GW_* variable) it came from. With a communicator, the last
+ * error logged about that communicator, from whichever thread drove it, so
+ * that a watchdog or the thread that waits for a handle can ask. Errors
+ * are recorded whatever GW_DEBUG says (even NONE), without the log line's
+ * host, pid and time prefix, at most 1023 bytes. A later success does not
+ * clear it: read it when a call has returned an error (a status whose
+ * reason was not logged, such as GW_ERR_INVALID_ARG for a NULL argument,
+ * leaves the previous message in place). Never NULL: "" when nothing was
+ * recorded. The string belongs to the calling thread and stays valid until
+ * its next call into gradwire. Thread-safe: any thread may ask about any
+ * live communicator while others use it. */
+GW_API const char *gw_last_error(gw_comm_t *comm);
 
 /* The rank blamed for the communicator's failure, the same on every rank:
  * the rank that died, was stopped or hung, fell behind (was busy outside

@@ -238,6 +238,22 @@ gw_status_t gw__transport_check_match(gw_transport_t *t, const gw_request_t *r,
 {
     if (gw__tag_equal(got, &r->tag) && len == r->len)
         return GW_OK;
+    /* Messages of communicators that share this transport are matched in
+     * posting order too: one of another communicator here means the ranks
+     * called them in different orders (two threads driving a communicator
+     * and one split from it, most often), not that they disagree about a
+     * call's arguments. That use is refused (gradwire.h), with its own
+     * status, so nobody takes it for a mismatch. */
+    if (got->comm_id != r->tag.comm_id)
+        return gw__transport_peer_fail(
+            t, r->peer, GW_ERR_UNSUPPORTED,
+            "sent a message of communicator 0x%08x (seq %llu) where this rank waits for one of "
+            "communicator 0x%08x (seq %llu): communicators that share a transport (made from "
+            "one another by gw_comm_split or gw_comm_dup) were called in a different order on "
+            "these ranks, or from two threads at once; call them in one order on every rank, "
+            "from one thread at a time (gradwire.h)",
+            (unsigned)got->comm_id, (unsigned long long)got->seq, (unsigned)r->tag.comm_id,
+            (unsigned long long)r->tag.seq);
     char want_note[40], got_note[40];
     return gw__transport_peer_fail(
         t, r->peer, GW_ERR_MISMATCH,

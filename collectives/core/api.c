@@ -149,6 +149,38 @@ static const coll_rule_t rules[] = {
     [GW_COLL_REDUCE_SCATTER] = {"gw_reduce_scatter", 0, 0, 1, 1, 0, GW_ALGO_RING, 0},
 };
 
+/* The buffers of a validated call (nbytes: count times the rule's
+ * multiplier, in bytes) must not partly overlap (overlap.c); each kind's
+ * in-place layout is the header's. */
+static gw_status_t check_buffers(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a,
+                                 size_t nbytes, int is_root)
+{
+    const uintptr_t recv = (uintptr_t)a->recvbuf;
+    size_t send_bytes = nbytes, recv_bytes = nbytes;
+    uintptr_t in_place = recv;
+    const size_t block = rule->per_rank ? nbytes / (size_t)comm->size : nbytes;
+    switch (a->kind) {
+    case GW_COLL_BROADCAST: /* sendbuf is read on root only */
+        send_bytes = is_root ? nbytes : 0;
+        break;
+    case GW_COLL_REDUCE: /* recvbuf is written on root only */
+        recv_bytes = is_root ? nbytes : 0;
+        break;
+    case GW_COLL_ALLGATHER: /* in place: sendbuf == recvbuf + rank's block */
+        send_bytes = block;
+        in_place = recv + (uintptr_t)comm->rank * block;
+        break;
+    case GW_COLL_REDUCE_SCATTER: /* in place: recvbuf == sendbuf + rank's block */
+        recv_bytes = block;
+        in_place = recv - (uintptr_t)comm->rank * block;
+        break;
+    default:
+        break;
+    }
+    return gw__check_overlap(comm, rule->fn, a->sendbuf, send_bytes, a->recvbuf, recv_bytes,
+                             (const void *)in_place);
+}
+
 /* The algorithm of a validated call, under its tag; red is the op with
  * GW_AVG reduced as GW_SUM. */
 static gw_status_t run_algorithm(gw_comm_t *comm, const gw_coll_args_t *a, gw_op_t red,
@@ -223,6 +255,8 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
                    rule->per_rank ? (size_t)comm->size : 1, a->dtype, op, root, &nbytes);
     if (st != GW_OK)
         return st;
+    if ((st = check_buffers(comm, rule, a, nbytes, is_root)) != GW_OK)
+        return gw__comm_fail(comm, st);
     /* A broadcast's root holds the result from the start; the others hold
      * their own data when they are alone. */
     if (a->kind == GW_COLL_BROADCAST ? is_root : comm->size == 1)

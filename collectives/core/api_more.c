@@ -141,14 +141,26 @@ static gw_status_t validate(gw_comm_t *comm, const gw_coll_args_t *a, size_t *se
         *sent = all;
         if ((st = need_buf(comm, fn, "send", a->sendbuf, all)) == GW_OK)
             st = need_buf(comm, fn, "receive", a->recvbuf, all);
+        if (st == GW_OK)
+            st = gw__check_overlap(comm, fn, a->sendbuf, all, a->recvbuf, all, a->recvbuf);
         return st;
     case GW_COLL_GATHER:
         if ((st = need_buf(comm, fn, "send", a->sendbuf, block)) == GW_OK && is_root)
             st = need_buf(comm, fn, "receive", a->recvbuf, all);
+        /* In place on root: sendbuf == recvbuf + root's block. */
+        if (st == GW_OK && is_root)
+            st = gw__check_overlap(
+                comm, fn, a->sendbuf, block, a->recvbuf, all,
+                (const void *)((uintptr_t)a->recvbuf + (uintptr_t)a->root * block));
         return st;
     case GW_COLL_SCATTER:
         if ((st = need_buf(comm, fn, "receive", a->recvbuf, block)) == GW_OK && is_root)
             st = need_buf(comm, fn, "send", a->sendbuf, all);
+        /* In place on root: recvbuf == sendbuf + root's block. */
+        if (st == GW_OK && is_root)
+            st = gw__check_overlap(
+                comm, fn, a->sendbuf, all, a->recvbuf, block,
+                (const void *)((uintptr_t)a->recvbuf - (uintptr_t)a->root * block));
         return st;
     case GW_COLL_ALLTOALLV: {
         int in_place = a->sendbuf == a->recvbuf;
@@ -169,7 +181,8 @@ static gw_status_t validate(gw_comm_t *comm, const gw_coll_args_t *a, size_t *se
                      comm->rank);
             return GW_ERR_MISMATCH;
         }
-        return GW_OK;
+        /* The extents from each buffer's start to its last block's end. */
+        return gw__check_overlap(comm, fn, a->sendbuf, *sent, a->recvbuf, ext, a->recvbuf);
     }
     default: /* GW_COLL_ALLGATHERV */
         if ((st = check_blocks(comm, fn, "receive", a->recvcounts, a->rdispls, esize, &ext)) !=
@@ -183,7 +196,9 @@ static gw_status_t validate(gw_comm_t *comm, const gw_coll_args_t *a, size_t *se
                      a->count, comm->rank, a->recvcounts[comm->rank]);
             return GW_ERR_MISMATCH;
         }
-        return GW_OK;
+        return gw__check_overlap(
+            comm, fn, a->sendbuf, a->count * esize, a->recvbuf, ext,
+            (const void *)((uintptr_t)a->recvbuf + (uintptr_t)(a->rdispls[comm->rank] * esize)));
     }
 }
 

@@ -128,6 +128,16 @@ static gw_status_t wait_done(gw_handle_t *h)
 
 gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *what)
 {
+    gw_status_t st = gw__comm_enter(comm, what);
+    if (st != GW_OK)
+        return st;
+    st = gw__async_run_unguarded(comm, call, what);
+    gw__comm_leave(comm);
+    return st;
+}
+
+gw_status_t gw__async_run_unguarded(gw_comm_t *comm, const gw_handle_t *call, const char *what)
+{
     gw_status_t st = gw__p2p_check_idle(comm, what);
     if (st != GW_OK)
         return st;
@@ -169,7 +179,21 @@ void gw__async_stop(gw_comm_t *comm)
     free(as);
 }
 
+static gw_status_t async_start_entered(gw_comm_t *comm, const gw_handle_t *call,
+                                       gw_handle_t **handle);
+
 gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle)
+{
+    gw_status_t st = gw__comm_enter(comm, "a non-blocking call");
+    if (st != GW_OK)
+        return st;
+    st = async_start_entered(comm, call, handle);
+    gw__comm_leave(comm);
+    return st;
+}
+
+static gw_status_t async_start_entered(gw_comm_t *comm, const gw_handle_t *call,
+                                       gw_handle_t **handle)
 {
     gw_status_t st = gw__p2p_check_idle(comm, "a non-blocking collective");
     if (st != GW_OK)

@@ -28,6 +28,11 @@
 
 int gw_comm_rank(const gw_comm_t *comm) { return comm ? comm->rank : -1; }
 int gw_comm_size(const gw_comm_t *comm) { return comm ? comm->size : -1; }
+const char *gw_last_error(gw_comm_t *comm)
+{
+    return gw__log_last_error(comm ? &comm->last_error : NULL);
+}
+
 int gw_comm_culprit(const gw_comm_t *comm)
 {
     return comm && comm->failed != GW_OK ? comm->culprit : -1;
@@ -258,6 +263,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     /* A malformed GW_DEBUG fails the communicator: the logger could not log
      * at the level asked for. */
     gw_status_t st = gw__logger_init(&comm->log, cfg->rank);
+    comm->log.slot = &comm->last_error;
     gw_comm_resolved_t r;
     if (st == GW_OK)
         st = gw__comm_resolve(cfg, &comm->log, &r);
@@ -322,10 +328,10 @@ err_free_comm:
     if (!joining) /* its own configuration, tuning file or memory */
         *culprit = cfg->rank >= 0 && cfg->rank < cfg->size ? cfg->rank : -1;
     if (*culprit >= 0)
-        GW_ERROR(&comm->log, "init", "communicator creation failed: %s; blaming rank %d",
-                 gw_status_str(st), *culprit);
+        GW_ERROR_SUMMARY(&comm->log, "init", "communicator creation failed: %s; blaming rank %d",
+                         gw_status_str(st), *culprit);
     else
-        GW_ERROR(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
+        GW_ERROR_SUMMARY(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
     gw__comm_recipe_free(comm);
     gw__device_destroy(comm);
     gw__logger_fini(&comm->log);

@@ -48,6 +48,9 @@ struct gw_comm {
     int rank;
     int size;
     gw_logger_t log;
+    /* The last ERROR logged through log (gw_last_error(comm)); log.slot
+     * points here. A child's log points at its own. */
+    gw_log_slot_t last_error;
     int timeout_ms;
     gw_algo_t algo; /* GW_ALGO_AUTO: cost model */
     gw_bootstrap_t *bootstrap;
@@ -84,6 +87,13 @@ struct gw_comm {
      * the peers): the transport is not thread-safe, so at most one at a time
      * (comm_state.c). */
     atomic_int driving;
+    /* The application thread inside a call on this communicator or on any
+     * that shares its transport (a root's only; 0: none), how deep (its
+     * own thread only), and the id of the communicator it called: see
+     * gw__comm_enter. */
+    atomic_uintptr_t caller;
+    int caller_depth;
+    atomic_uint caller_comm;
     /* Scratch memory reused across calls (grown on demand, never shrunk). */
     void *scratch;
     size_t scratch_len;
@@ -221,6 +231,16 @@ int gw__comm_agree_window_ms(const gw_comm_t *comm);
 gw_status_t gw__comm_rebuild(gw_comm_t *comm, int rank, int size, const char *root,
                              const char *failure, gw_comm_t **out);
 
+/* ---- argument checks (overlap.c) ----------------------------------------- */
+
+/* GW_OK unless sendbuf's send_bytes and recvbuf's recv_bytes share a byte
+ * and sendbuf is not in_place_send (the call's one in-place layout): then
+ * GW_ERR_INVALID_ARG, logged naming fn and both ranges. NULL buffers and
+ * empty ranges never overlap. */
+gw_status_t gw__check_overlap(gw_comm_t *comm, const char *fn, const void *sendbuf,
+                              size_t send_bytes, const void *recvbuf, size_t recv_bytes,
+                              const void *in_place_send);
+
 /* ---- the cost model's figures (comm_tuning.c) ---------------------------- */
 
 /* GW_TUNING_FILE's figures into *file, NaN (chunk_bytes 0) for every key it
@@ -245,6 +265,9 @@ gw_status_t gw__comm_tuning_from_addrs(gw_comm_t *comm, const uint8_t *all, cons
  * pending non-blocking calls and waited for. `what` names the call in the
  * error of a collective started while point-to-point handles are pending. */
 gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *what);
+/* The same without gw__comm_enter: for gw_comm_destroy, which waits for its
+ * queued calls whatever another thread does meanwhile. */
+gw_status_t gw__async_run_unguarded(gw_comm_t *comm, const gw_handle_t *call, const char *what);
 /* Queue a copy of `call` as a new handle, starting the progress thread first
  * if need be. */
 gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle);
@@ -273,6 +296,18 @@ void gw__p2p_abandon(gw_comm_t *comm);
  * an abort that another thread requested meanwhile. */
 void gw__comm_drive_begin(gw_comm_t *comm);
 void gw__comm_drive_end(gw_comm_t *comm);
+
+/* An application thread's call on comm (what: its name), as one of the
+ * communicators that share a transport (a root and every communicator
+ * split or duplicated from it): GW_OK and the family is this thread's
+ * until gw__comm_leave (calls nest on one thread). While another thread is
+ * inside a call on any of them, the call is refused with
+ * GW_ERR_UNSUPPORTED, logged, and the shared transport is aborted: the
+ * transport matches messages per pair of ranks in posting order, so two
+ * threads would interleave the family's calls in a different order on each
+ * rank, which ends in a false mismatch or a hang (comm_split.c). */
+gw_status_t gw__comm_enter(gw_comm_t *comm, const char *what);
+void gw__comm_leave(gw_comm_t *comm);
 
 /* Scratch buffer of at least len bytes owned by the communicator. */
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out);

@@ -129,7 +129,8 @@ static gw_status_t make_child(gw_comm_t *parent, const member_t *members, int n,
     child->rank = rank;
     child->size = n;
     child->log = parent->log;
-    child->log.owns_file = 0; /* the root's, which outlives every child */
+    child->log.owns_file = 0;             /* the root's, which outlives every child */
+    child->log.slot = &child->last_error; /* its own errors, not its parent's */
     child->timeout_ms = parent->timeout_ms;
     child->algo = parent->algo;
     child->tuning = parent->tuning;
@@ -277,7 +278,7 @@ void gw__comm_release(gw_comm_t *comm)
     /* Its calls queued on the shared progress thread finish first. */
     if (gw__comm_root(comm)->async) {
         gw_handle_t last = {.execute = execute_nothing};
-        gw__async_run(comm, &last, "gw_comm_destroy");
+        gw__async_run_unguarded(comm, &last, "gw_comm_destroy");
     }
     if (!comm->root) {
         comm->destroyed = 1; /* the last child frees it (gw_comm_destroy) */

@@ -61,16 +61,23 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
         b->origin >= 0 && b->origin < root_size ? b->origin : gw__comm_to_root(comm, comm->rank);
     comm->culprit = gw__comm_from_root(comm, culprit);
     comm->origin = gw__comm_from_root(comm, origin);
+    /* A sub-communicator's transport logs through its root's logger: the
+     * cause, which this thread logged just now, becomes the child's last
+     * error too (gw_last_error(child)); the lines below only sum it up. */
+    if (comm->root && comm->transport && comm->transport->failed != GW_OK)
+        gw__log_record_slot(&comm->last_error, gw__log_last_error(NULL));
     if (comm->root && culprit >= 0 && comm->culprit >= 0)
-        GW_ERROR(&comm->log, "coll",
-                 "sub-communicator 0x%08x failed (%s): blaming its rank %d (rank %d of the root "
-                 "communicator, as the messages above name it)",
-                 (unsigned)comm->id, gw_status_str(status), comm->culprit, culprit);
+        GW_ERROR_SUMMARY(
+            &comm->log, "coll",
+            "sub-communicator 0x%08x failed (%s): blaming its rank %d (rank %d of the root "
+            "communicator, as the messages above name it)",
+            (unsigned)comm->id, gw_status_str(status), comm->culprit, culprit);
     else if (comm->root && culprit >= 0)
-        GW_ERROR(&comm->log, "coll",
-                 "sub-communicator 0x%08x failed (%s): blaming rank %d of the root communicator, "
-                 "which is not a member of this one",
-                 (unsigned)comm->id, gw_status_str(status), culprit);
+        GW_ERROR_SUMMARY(
+            &comm->log, "coll",
+            "sub-communicator 0x%08x failed (%s): blaming rank %d of the root communicator, "
+            "which is not a member of this one",
+            (unsigned)comm->id, gw_status_str(status), culprit);
     /* Tell the peers now: they may be blocked on us in this collective, and
      * an abort frame ends their wait with our reason instead of a timeout.
      * It passes on whom we blame and who reported it first, so that a rank
@@ -111,6 +118,50 @@ void gw__comm_drive_end(gw_comm_t *comm)
         gw__comm_fail(comm, GW_ERR_ABORTED);
         atomic_store(driving, 0);
     }
+}
+
+/* The calling thread's identity: the address of a thread-local byte,
+ * distinct for every live thread and never 0. */
+static _Thread_local char thread_anchor;
+
+gw_status_t gw__comm_enter(gw_comm_t *comm, const char *what)
+{
+    gw_comm_t *root = gw__comm_root(comm);
+    const uintptr_t self = (uintptr_t)&thread_anchor;
+    uintptr_t holder = 0;
+    if (atomic_compare_exchange_strong(&root->caller, &holder, self)) {
+        root->caller_depth = 1;
+        atomic_store(&root->caller_comm, comm->id);
+        return GW_OK;
+    }
+    if (holder == self) {
+        root->caller_depth++;
+        return GW_OK;
+    }
+    /* Waiting would not help: the other thread's call may itself wait for a
+     * peer that runs this family's calls in another order. Abort instead,
+     * so that no rank waits for calls that can no longer match. */
+    const unsigned other = atomic_load(&root->caller_comm);
+    GW_ERROR(&comm->log, "api",
+             "%s on communicator 0x%08x refused: another thread is inside a call on communicator "
+             "0x%08x, and the two share a transport (one was split or duplicated from the "
+             "other, or they are the same); communicators made by gw_comm_split or gw_comm_dup "
+             "must be called from one thread at a time together with the communicator they came "
+             "from (see gradwire.h); aborting them",
+             what, (unsigned)comm->id, other);
+    /* The thread inside learns only that it was aborted: the reason goes
+     * into the family's own slot too (gw_last_error(root)). */
+    if (root != comm)
+        gw__log_record_slot(&root->last_error, gw__log_last_error(NULL));
+    atomic_store(&root->abort_requested, 1);
+    return GW_ERR_UNSUPPORTED;
+}
+
+void gw__comm_leave(gw_comm_t *comm)
+{
+    gw_comm_t *root = gw__comm_root(comm);
+    if (--root->caller_depth == 0)
+        atomic_store(&root->caller, 0);
 }
 
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out)

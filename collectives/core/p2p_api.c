@@ -167,10 +167,13 @@ static gw_status_t blocking_one(gw_comm_t *comm, const char *fn, gw_req_kind_t k
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
+    gw_status_t st = gw__comm_enter(comm, fn);
+    if (st != GW_OK)
+        return st;
     claim(comm);
     gw_request_t req;
     void *pinned;
-    gw_status_t st = post_one(comm, fn, kind, buf, count, dtype, peer, &req, &pinned);
+    st = post_one(comm, fn, kind, buf, count, dtype, peer, &req, &pinned);
     if (st == GW_OK) {
         gw_request_t *reqs[1] = {&req};
         st = wait_reqs(comm, reqs, 1);
@@ -181,6 +184,7 @@ static gw_status_t blocking_one(gw_comm_t *comm, const char *fn, gw_req_kind_t k
         st = gw__device_p2p_unstage(comm, kind == GW_REQ_SEND, buf, pinned, req.len, st);
     }
     gw__comm_drive_end(comm);
+    gw__comm_leave(comm);
     return st;
 }
 
@@ -200,10 +204,13 @@ gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, 
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
+    gw_status_t st = gw__comm_enter(comm, "gw_sendrecv");
+    if (st != GW_OK)
+        return st;
     claim(comm);
-    gw_status_t st =
-        sendrecv_claimed(comm, sendbuf, sendcount, dst, recvbuf, recvcount, src, dtype);
+    st = sendrecv_claimed(comm, sendbuf, sendcount, dst, recvbuf, recvcount, src, dtype);
     gw__comm_drive_end(comm);
+    gw__comm_leave(comm);
     return st;
 }
 
@@ -252,9 +259,13 @@ static gw_status_t post_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t ki
     if (!comm || !handle)
         return GW_ERR_INVALID_ARG;
     *handle = NULL;
+    gw_status_t st = gw__comm_enter(comm, fn);
+    if (st != GW_OK)
+        return st;
     claim(comm);
-    gw_status_t st = post_claimed(comm, fn, kind, buf, count, dtype, peer, handle);
+    st = post_claimed(comm, fn, kind, buf, count, dtype, peer, handle);
     gw__comm_drive_end(comm);
+    gw__comm_leave(comm);
     return st;
 }
 

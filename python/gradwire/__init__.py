@@ -71,14 +71,16 @@ class Error(Exception):
 
     status: the gw_status_t value; status_name: its name ("GW_ERR_TIMEOUT");
     message: what failed and why; culprit: the rank blamed (the same on
-    every rank), or None.
+    every rank), or None; reason: the library's own message for it (what
+    gradwire logged, gw_last_error), "" when it logged none.
     """
 
-    def __init__(self, message, status=None, culprit=None):
+    def __init__(self, message, status=None, culprit=None, reason=""):
         super().__init__(message)
         self.message = message
         self.status = status
         self.culprit = culprit
+        self.reason = reason
 
     @property
     def status_name(self):

@@ -419,7 +419,7 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
     if (st != GW_OK) {
         gwpy_buffer_release(&bufs[0]);
         gwpy_buffer_release(&bufs[1]);
-        return gwpy_raise(st, c->name, gw_comm_culprit(self->comm));
+        return gwpy_raise(st, c->name, gw_comm_culprit(self->comm), gwpy_reason(self->comm));
     }
     if (c->start != NULL) {
         /* A call with a peer is point-to-point: its handle drives the
@@ -501,7 +501,7 @@ static int comm_init(PyObject *obj, PyObject *args, PyObject *kw)
     st = gw_comm_init_culprit(from_env ? NULL : &cfg, &comm, &culprit);
     Py_END_ALLOW_THREADS;
     if (st != GW_OK) {
-        gwpy_raise(st, from_env ? "Comm (from the environment)" : "Comm", culprit);
+        gwpy_raise(st, from_env ? "Comm (from the environment)" : "Comm", culprit, NULL);
         return -1;
     }
     self->comm = comm;
@@ -560,7 +560,7 @@ static PyObject *comm_set_algo(PyObject *obj, PyObject *arg)
         return NULL;
     gw_status_t st = gw_comm_set_algo(self->comm, algo);
     if (st != GW_OK)
-        return gwpy_raise(st, "set_algo", gw_comm_culprit(self->comm));
+        return gwpy_raise(st, "set_algo", gw_comm_culprit(self->comm), gwpy_reason(self->comm));
     Py_RETURN_NONE;
 }
 

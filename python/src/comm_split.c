@@ -51,7 +51,7 @@ PyObject *gwpy_comm_split(PyObject *obj, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS;
     self->busy = 0;
     if (st != GW_OK)
-        return gwpy_raise(st, "split", gw_comm_culprit(comm));
+        return gwpy_raise(st, "split", gw_comm_culprit(comm), gwpy_reason(comm));
     if (child == NULL)
         Py_RETURN_NONE;
     return wrap_child(obj, child);
@@ -71,6 +71,6 @@ PyObject *gwpy_comm_dup(PyObject *obj, PyObject *unused)
     Py_END_ALLOW_THREADS;
     self->busy = 0;
     if (st != GW_OK)
-        return gwpy_raise(st, "dup", gw_comm_culprit(comm));
+        return gwpy_raise(st, "dup", gw_comm_culprit(comm), gwpy_reason(comm));
     return wrap_child(obj, child);
 }

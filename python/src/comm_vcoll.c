@@ -69,7 +69,7 @@ static PyObject *finish(gwpy_comm *self, gw_status_t st, gw_handle_t *handle, co
         gwpy_buffer_release(&bufs[0]);
         gwpy_buffer_release(&bufs[1]);
         Py_DECREF(arrays);
-        return gwpy_raise(st, call, gw_comm_culprit(self->comm));
+        return gwpy_raise(st, call, gw_comm_culprit(self->comm), gwpy_reason(self->comm));
     }
     if (handle) {
         PyObject *h = gwpy_handle_new(self, handle, call, bufs, 2, out, NULL, 0);

@@ -64,7 +64,7 @@ static int state_init(PyObject *obj, PyObject *args, PyObject *kw)
     cfg.seed = seed;
     gw_status_t st = gw_compress_state_create(&cfg, (size_t)rows, (size_t)cols, &self->state);
     if (st != GW_OK) {
-        gwpy_raise(st, "CompressState", -1);
+        gwpy_raise(st, "CompressState", -1, NULL);
         return -1;
     }
     self->config = cfg;
@@ -99,14 +99,14 @@ static PyObject *state_save(PyObject *obj, PyObject *unused)
         return NULL;
     gw_status_t st = gw_compress_state_save(s, NULL, 0, &len);
     if (st != GW_OK && st != GW_ERR_OVERFLOW)
-        return gwpy_raise(st, "CompressState.save", -1);
+        return gwpy_raise(st, "CompressState.save", -1, NULL);
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
     if (bytes == NULL)
         return NULL;
     st = gw_compress_state_save(s, PyBytes_AS_STRING(bytes), len, &len);
     if (st != GW_OK) {
         Py_DECREF(bytes);
-        return gwpy_raise(st, "CompressState.save", -1);
+        return gwpy_raise(st, "CompressState.save", -1, NULL);
     }
     return bytes;
 }
@@ -120,7 +120,7 @@ static PyObject *state_load(PyObject *obj, PyObject *arg)
     gw_status_t st = gw_compress_state_load(s, view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     if (st != GW_OK)
-        return gwpy_raise(st, "CompressState.load", -1);
+        return gwpy_raise(st, "CompressState.load", -1, NULL);
     Py_RETURN_NONE;
 }
 
@@ -138,7 +138,8 @@ static PyObject *state_file(PyObject *obj, PyObject *arg, int save)
     Py_END_ALLOW_THREADS;
     Py_DECREF(path);
     if (st != GW_OK)
-        return gwpy_raise(st, save ? "CompressState.save_file" : "CompressState.load_file", -1);
+        return gwpy_raise(st, save ? "CompressState.save_file" : "CompressState.load_file", -1,
+                          NULL);
     Py_RETURN_NONE;
 }
 
@@ -167,7 +168,7 @@ static PyObject *state_stats(PyObject *obj, PyObject *unused)
         return NULL;
     gw_status_t st = gw_compress_stats_get(s, &last, &total);
     if (st != GW_OK)
-        return gwpy_raise(st, "CompressState.stats", -1);
+        return gwpy_raise(st, "CompressState.stats", -1, NULL);
     PyObject *l = stats_dict(&last), *t = stats_dict(&total);
     if (l == NULL || t == NULL) {
         Py_XDECREF(l);
@@ -266,7 +267,7 @@ static PyObject *compressed(PyObject *obj, PyObject *args, PyObject *kw, int non
     if (st != GW_OK) {
         gwpy_buffer_release(&bufs[0]);
         gwpy_buffer_release(&bufs[1]);
-        return gwpy_raise(st, what, gw_comm_culprit(self->comm));
+        return gwpy_raise(st, what, gw_comm_culprit(self->comm), gwpy_reason(self->comm));
     }
     if (nonblocking) {
         state->inflight++;

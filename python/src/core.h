@@ -40,6 +40,7 @@ typedef struct gwpy_handle {
     PyObject *keep;     /* anything else the call reads until done (alltoallv's counts) */
     gw_status_t status; /* once done */
     int culprit;        /* the rank blamed when status is not GW_OK */
+    char reason[1024];  /* gw_last_error when it finished, if status is not GW_OK */
     int done, busy;
     /* isend/irecv: data moves only while the posting thread tests or
      * waits, which is use of the communicator: only that thread may, and
@@ -64,9 +65,17 @@ extern PyTypeObject gwpy_handle_type;
 extern PyTypeObject gwpy_compress_state_type;
 
 /* Raise the gradwire.Error subclass registered for `status` with a message
- * "WHAT: DESCRIPTION (GW_ERR_NAME)" and the culprit rank (-1: none), as
- * the exception's status, message and culprit attributes. Returns NULL. */
-PyObject *gwpy_raise(gw_status_t status, const char *what, int culprit);
+ * "WHAT: DESCRIPTION (GW_ERR_NAME): REASON" and the culprit rank (-1:
+ * none), as the exception's status, message, culprit and reason
+ * attributes. REASON is what the library logged (gw_last_error): reason,
+ * or with reason NULL the calling thread's last error; nothing is added
+ * when it is empty. Returns NULL. */
+PyObject *gwpy_raise(gw_status_t status, const char *what, int culprit, const char *reason);
+/* The reason to raise a failed call on comm with: the communicator's last
+ * error, or the calling thread's when the communicator has none (an error
+ * logged before it existed, or by a logger of its own). Valid until the
+ * thread's next call into gradwire. */
+const char *gwpy_reason(gw_comm_t *comm);
 /* Raise gradwire.ArgumentError (a ValueError; DtypeError, also a
  * TypeError, when dtype_error is set) for a bad argument found before the
  * library was called. Returns NULL. */

@@ -36,6 +36,8 @@ static void finish(gwpy_handle *h, gw_status_t st)
     h->done = 1;
     h->status = st;
     h->culprit = st != GW_OK && h->owner->comm != NULL ? gw_comm_culprit(h->owner->comm) : -1;
+    /* The reason now: the communicator may be gone when it is raised. */
+    snprintf(h->reason, sizeof(h->reason), "%s", st != GW_OK ? gwpy_reason(h->owner->comm) : "");
     h->handle = NULL;
     for (int i = 0; i < 2; i++)
         if (h->views[i].obj != NULL)
@@ -140,7 +142,7 @@ static int handle_check(gwpy_handle *h)
 static PyObject *handle_outcome(gwpy_handle *h)
 {
     if (h->status != GW_OK)
-        return gwpy_raise(h->status, h->what, h->culprit);
+        return gwpy_raise(h->status, h->what, h->culprit, h->reason);
     return Py_NewRef(h->result != NULL ? h->result : Py_None);
 }
 

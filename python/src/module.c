@@ -28,8 +28,16 @@ static PyObject *error_classes;  /* status value -> gradwire.Error subclass */
 static PyObject *argument_error; /* gradwire.ArgumentError */
 static PyObject *dtype_error;    /* gradwire.DtypeError */
 
-PyObject *gwpy_raise(gw_status_t status, const char *what, int culprit)
+const char *gwpy_reason(gw_comm_t *comm)
 {
+    const char *r = comm != NULL ? gw_last_error(comm) : "";
+    return r[0] != '\0' ? r : gw_last_error(NULL);
+}
+
+PyObject *gwpy_raise(gw_status_t status, const char *what, int culprit, const char *reason)
+{
+    if (reason == NULL)
+        reason = gw_last_error(NULL);
     PyObject *cls = NULL, *key = PyLong_FromLong((long)status);
     if (key != NULL && error_classes != NULL)
         cls = PyDict_GetItemWithError(error_classes, key);
@@ -40,16 +48,26 @@ PyObject *gwpy_raise(gw_status_t status, const char *what, int culprit)
         cls = PyExc_RuntimeError;
     PyObject *exc;
     PyObject *msg;
+    /* The reason is the library's own message: a Python exception that
+     * said only "invalid configuration" would leave the user to find the
+     * log line that says which variable and why. */
+    const char *sep = reason[0] != '\0' ? ": " : "";
     if (culprit >= 0)
-        msg = PyUnicode_FromFormat("%s: %s (%s), blaming rank %d", what, gw_status_str(status),
-                                   gw_status_name(status), culprit);
+        msg = PyUnicode_FromFormat("%s: %s (%s), blaming rank %d%s%s", what, gw_status_str(status),
+                                   gw_status_name(status), culprit, sep, reason);
     else
-        msg = PyUnicode_FromFormat("%s: %s (%s)", what, gw_status_str(status),
-                                   gw_status_name(status));
+        msg = PyUnicode_FromFormat("%s: %s (%s)%s%s", what, gw_status_str(status),
+                                   gw_status_name(status), sep, reason);
     if (msg == NULL)
         return NULL;
     PyObject *culprit_obj = culprit >= 0 ? PyLong_FromLong(culprit) : Py_NewRef(Py_None);
-    exc = PyObject_CallFunction(cls, "OiN", msg, (int)status, culprit_obj);
+    PyObject *reason_obj = PyUnicode_DecodeUTF8(reason, (Py_ssize_t)strlen(reason), "replace");
+    if (reason_obj == NULL) {
+        Py_DECREF(msg);
+        Py_DECREF(culprit_obj);
+        return NULL;
+    }
+    exc = PyObject_CallFunction(cls, "OiNN", msg, (int)status, culprit_obj, reason_obj);
     Py_DECREF(msg);
     if (exc != NULL) {
         PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
@@ -69,7 +87,7 @@ PyObject *gwpy_raise_argument(int is_dtype, const char *fmt, ...)
     PyObject *cls = is_dtype ? dtype_error : argument_error;
     if (cls == NULL)
         cls = is_dtype ? PyExc_TypeError : PyExc_ValueError;
-    PyObject *exc = PyObject_CallFunction(cls, "OiO", msg, (int)GW_ERR_INVALID_ARG, Py_None);
+    PyObject *exc = PyObject_CallFunction(cls, "OiOs", msg, (int)GW_ERR_INVALID_ARG, Py_None, "");
     Py_DECREF(msg);
     if (exc != NULL) {
         PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);

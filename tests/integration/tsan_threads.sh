@@ -13,6 +13,8 @@
 #   - sub-communicators sharing their root's progress thread and transport,
 #     non-blocking calls on a child and its parent in flight together
 #     (worker_split all);
+#   - a communicator and its dup or split driven by two threads at once,
+#     which is refused (worker_threads);
 #   - the trainer, whose backward overlaps gw_iallreduce and
 #     gw_iallreduce_compressed.
 # Criterion cannot run under ThreadSanitizer, hence a script.
@@ -49,6 +51,12 @@ done
 check "sub-communicators on one progress thread, 4 ranks" "$L" launch -n 4 -- \
     "$BUILD/tests/worker_split" all
 mkdir -p "$WORK/cz"
+# A communicator and its dup (or split) driven by two threads at once,
+# which is refused (gradwire.h): the refusal itself must race with nothing.
+check "a dup driven from a second thread, refused, 2 ranks" "$L" launch -n 2 -- \
+    "$BUILD/tests/worker_threads" dup 300
+check "a split driven from a second thread, crossed, refused, 3 ranks" "$L" launch -n 3 -- \
+    "$BUILD/tests/worker_threads" split 300 cross
 check "non-blocking compressed allreduce, every codec, 3 ranks" env GW_CHUNK_BYTES=4096 \
     "$L" launch -n 3 -- "$BUILD/tests/worker_compress" --async "$WORK/cz" all 0,1,7,1001,4096 3
 check "trainer, overlapped dense buckets, 2 ranks" "$L" launch -n 2 -- "$BUILD/gradwire" train \

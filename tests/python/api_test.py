@@ -332,6 +332,25 @@ def test_local_errors():
     expect(gradwire.ArgumentError, lambda: c.allreduce(x), "a closed communicator")
     e = expect(gradwire.Error, lambda: gradwire.Comm(rank=0, size=2, root="127.0.0.1:1", timeout=0.5), "no root to join")
     check(e is not None and isinstance(e, (gradwire.TimeoutError, gradwire.ConfigError, gradwire.SystemError)), "joining a missing root: %r" % (e,))
+    # The library's own reason travels with the exception (gw_last_error),
+    # not only "invalid configuration (GW_ERR_CONFIG)".
+    os.environ["GW_ALGO"] = "sideways"
+    try:
+        e = expect(gradwire.ConfigError, lambda: gradwire.Comm(rank=0, size=1, root="127.0.0.1:0"), "a malformed GW_ALGO")
+    finally:
+        del os.environ["GW_ALGO"]
+    check(e is not None and "GW_ALGO" in e.reason and "sideways" in str(e) and e.reason in str(e), "ConfigError carries the logged reason: %r" % (e,))
+    check(gradwire.ArgumentError("x", 1).reason == "", "an Error made without a reason has an empty one")
+    # Send and out that share memory other than exactly (in place) are
+    # refused by the library, naming the call, instead of a wrong element.
+    buf = np.arange(21, dtype=np.float32)
+    check(np.shares_memory(buf[:20], buf[1:21]), "the views overlap")
+    e = expect(gradwire.InvalidArgError, lambda: one().allreduce(buf[:20], buf[1:21]), "allreduce: send and out partly overlap")
+    check(e is not None and "overlap" in e.reason and "gw_allreduce" in str(e), "the overlap refusal names the call: %r" % (e,))
+    check(np.array_equal(buf, np.arange(21, dtype=np.float32)), "a refused overlap leaves the data alone")
+    e = expect(gradwire.InvalidArgError, lambda: one().allgather(buf[:10], buf[5:15]), "allgather: send and out partly overlap")
+    y = np.arange(20, dtype=np.float32)
+    check(np.array_equal(one().allreduce(y, y), np.arange(20, dtype=np.float32)), "send is out: in place, allowed")
     with gradwire.Comm(rank=0, size=1, root="127.0.0.1:0") as c:
         check(c.size == 1 and c.transport == "self", "Comm as a context manager")
     check(c.closed, "left the with block: closed")

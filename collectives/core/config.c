@@ -59,13 +59,13 @@ gw_status_t gw__config_import(const gw_config_t *in, gw_config_t *out, const gw_
     return st;
 }
 
-gw_status_t gw__compress_config_import(const gw_compress_config_t *in,
-                                       gw_compress_config_t *out, const gw_logger_t *lg)
+gw_status_t gw__compress_config_import(const gw_compress_config_t *in, gw_compress_config_t *out,
+                                       const gw_logger_t *lg)
 {
     gw_compress_config_init(out);
     gw_status_t st = import_struct(
-        in, in->struct_size, in->magic, COMPRESS_V1_SIZE, out, sizeof(*out),
-        "gw_compress_config_t", "GW_COMPRESS_CONFIG_INITIALIZER or gw_compress_config_init()", lg);
+        in, in->struct_size, in->magic, COMPRESS_V1_SIZE, out, sizeof(*out), "gw_compress_config_t",
+        "GW_COMPRESS_CONFIG_INITIALIZER or gw_compress_config_init()", lg);
     out->struct_size = sizeof(*out);
     return st;
 }

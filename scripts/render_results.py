@@ -290,9 +290,17 @@ def headline(name, doc):
                                                          max(ratios)))
     where = ", ".join(x for x in ("%s ranks" % doc["ranks"] if doc.get("ranks") else "",
                                   "%s hosts" % doc["hosts"] if doc.get("hosts") else "") if x)
-    return "- [%s](docs/results/%s.md), %s to %s%s: %s." % (
+    # A run on a machine busier than its cores is said to be so (the page
+    # has the figures), so a headline never passes for a quiet run's.
+    run = doc.get("run", {})
+    cores = (run.get("cores") or {}).get("online") or 0
+    loads = [(run.get("load") or {}).get(k, [0])[0] for k in ("start", "end")]
+    busy = cores and max(loads) > cores
+    return "- [%s](docs/results/%s.md), %s to %s%s: %s.%s" % (
         title, name, size_name(min(sizes)), size_name(max(sizes)), ", " + where if where else "",
-        "; ".join(parts) or "no peer measured")
+        "; ".join(parts) or "no peer measured",
+        " Measured while the machine was busier than its cores (its page says how busy): "
+        "indicative only until measured again." if busy else "")
 
 
 def write_readme(path, docs):

@@ -6,7 +6,9 @@
  *
  * Byte 0 picks the shard and whether the feature count is taken from the
  * file or fixed (smaller than some indices, so that values are dropped);
- * the rest is the file. An accepted file gives labels below the class count
+ * the rest is the file. Both scans run: as a test file's (what the load
+ * does) and as a training file's, which also refuses labels that leave
+ * most classes empty. An accepted file gives labels below the class count
  * and finite features, and a scan that agrees with the load.
  *
  * The rows are dense by design: a file of a few lines with feature index
@@ -37,7 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int fd = fuzz_memfile(data + 1, size - 1, path, sizeof(path));
     size_t max_index = 0;
     int classes = 0;
-    gw_status_t scan = gw_train_scan_libsvm(path, data[0] & 1, &max_index, &classes);
+    /* The load scans as for a test file (no check of the labels' gaps);
+     * the training file's scan refuses more, never less. */
+    gw_status_t scan = gw_train_scan_libsvm(path, 0, &max_index, &classes);
+    size_t train_index = 0;
+    int train_classes = 0;
+    gw_status_t train_scan = gw_train_scan_libsvm(path, 1, &train_index, &train_classes);
+    FUZZ_CHECK(train_scan != GW_OK || scan == GW_OK);
     size_t lines = 1;
     for (size_t i = 1; i < size; i++)
         lines += data[i] == '\n';

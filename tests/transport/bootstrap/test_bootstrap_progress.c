@@ -27,7 +27,7 @@ static void setup(void)
     setenv("GW_DEBUG_FILE", logpath, 1);
     unsetenv("GW_DEBUG"); /* the default level: WARN */
     unsetenv("GW_TIMEOUT_MS");
-    unsetenv("GW_JOB_TOKEN");
+    setenv("GW_JOB_TOKEN", "bootstrap-progress-test-token", 1);
     setenv("GW_JOIN_TIMEOUT_MS", "13000", 1);
     setenv("GW_TRANSPORT", "tcp", 1);
 }

@@ -241,7 +241,7 @@ fi
 # A rank that dies: rank 5 (on n2) exits during the first collective; the
 # other seven fail naming it, within the timeout, and srun returns.
 start=$(date +%s)
-job dead GW_TIMEOUT_MS=20000 GW_FAULT_RANK=5 -- -N "$NHOSTS" -n 8 --kill-on-bad-exit=0 \
+job dead GW_JOB_TOKEN_FILE="$D/token" GW_TIMEOUT_MS=20000 GW_FAULT_RANK=5 -- -N "$NHOSTS" -n 8 --kill-on-bad-exit=0 \
     "$BUILD/tests/worker_faults" kill
 rc=$?
 took=$(($(date +%s) - start))

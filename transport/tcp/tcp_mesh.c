@@ -114,17 +114,23 @@ static gw_status_t dial_peer(mesh_t *m, gw_tcp_peer_t *p, int for_knock)
     return GW_OK;
 }
 
-/* Stop dialling p: its connections under way are closed and forgotten. */
-static void dial_stop(mesh_t *m, gw_tcp_peer_t *p)
+/* Close and forget p's connections under way (the handshakes hold the
+ * key, so their state is wiped before it is freed). */
+static void drop_outs(const gw_tcp_t *t, gw_tcp_peer_t *p)
 {
-    gw_tcp_t *t = m->t;
     for (int k = 0; p->outs && k < t->nsocks; k++)
         if (p->outs[k].dial.fd >= 0)
             close(p->outs[k].dial.fd);
-    if (p->outs) /* the handshakes hold the key */
+    if (p->outs)
         explicit_bzero(p->outs, (size_t)t->nsocks * sizeof(*p->outs));
     free(p->outs);
     p->outs = NULL;
+}
+
+/* Stop dialling p: its connections under way are closed and forgotten. */
+static void dial_stop(mesh_t *m, gw_tcp_peer_t *p)
+{
+    drop_outs(m->t, p);
     p->dial_for_knock = 0;
     for (int i = 0; i < m->ndialing; i++)
         if (m->dialing[i] == p->rank) {
@@ -457,16 +463,8 @@ void gw__tcp_mesh_free(gw_tcp_t *t)
     for (int i = 0; i < m->nin; i++)
         if (m->ins[i].fd >= 0)
             close(m->ins[i].fd);
-    for (int i = 0; i < m->ndialing; i++) {
-        gw_tcp_peer_t *p = &t->peers[m->dialing[i]];
-        for (int k = 0; p->outs && k < t->nsocks; k++)
-            if (p->outs[k].dial.fd >= 0)
-                close(p->outs[k].dial.fd);
-        if (p->outs) /* the handshakes hold the key */
-            explicit_bzero(p->outs, (size_t)t->nsocks * sizeof(*p->outs));
-        free(p->outs);
-        p->outs = NULL;
-    }
+    for (int i = 0; i < m->ndialing; i++)
+        drop_outs(t, &t->peers[m->dialing[i]]);
     for (int i = 0; i < m->nknocking; i++) {
         gw_tcp_peer_t *p = &t->peers[m->knocking[i]];
         if (p->knock_fd >= 0)

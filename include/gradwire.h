@@ -173,7 +173,8 @@ typedef struct gw_config {
     int rank;                  /* this process's rank, 0 <= rank < size */
     int size;                  /* number of ranks */
     const char *root;          /* rank 0's bootstrap address "host:port" */
-    const char *job_token;     /* shared secret; NULL: unauthenticated job */
+    const char *job_token;     /* shared secret; NULL: GW_JOB_TOKEN(_FILE), else the
+                                * job is refused unless GW_INSECURE=1 */
     int timeout_ms;            /* no-progress timeout for init and calls */
     const char *transport;     /* "auto", "tcp", "shm" or "ib"; NULL: GW_TRANSPORT, else auto */
     const char *socket_ifname; /* network interface for TCP data sockets */

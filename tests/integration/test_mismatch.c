@@ -78,14 +78,32 @@ static void expect_mismatch(const char *transport, int n, const char *coll, cons
     free(r.output);
 }
 
+/* The optimised build runs every argument with the odd rank in every
+ * position. Under the sanitizers a job costs ten times as much, and what
+ * they check, the memory each path touches, is reached by every argument
+ * once: each argument runs with one odd position, the positions taken in
+ * turn, so that every position still runs (CI's optimised stage runs the
+ * whole product). */
+#if defined(__SANITIZE_ADDRESS__)
+static const int every_position = 0;
+#else
+static const int every_position = 1;
+#endif
+
 static void each_case(const case_set_t *set, size_t nsets, int n, const int *odds, int nodds,
                       const char *count)
 {
+    int turn = 0;
     for (size_t t = 0; t < sizeof(transports) / sizeof(transports[0]); t++)
         for (size_t c = 0; c < nsets; c++)
-            for (const char *const *w = set[c].whats; *w; w++)
+            for (const char *const *w = set[c].whats; *w; w++) {
+                if (!every_position) {
+                    expect_mismatch(transports[t], n, set[c].coll, *w, odds[turn++ % nodds], count);
+                    continue;
+                }
                 for (int o = 0; o < nodds; o++)
                     expect_mismatch(transports[t], n, set[c].coll, *w, odds[o], count);
+            }
 }
 
 static void every_case(int n, const int *odds, int nodds, const char *count)
@@ -190,8 +208,10 @@ Test(mismatch, point_to_point_length_and_dtype, .timeout = 600)
         for (size_t f = 0; f < 3; f++)
             for (size_t w = 0; w < 4; w++)
                 for (int odd = 0; odd < 2; odd++)
-                    /* kind (a barrier instead) replaces the whole window. */
-                    if (strcmp(forms[f], "p2p_window") != 0 || strcmp(whats[w], "kind") != 0)
+                    /* kind (a barrier instead) replaces the whole window;
+                     * one odd rank in turn under the sanitizers (above). */
+                    if ((strcmp(forms[f], "p2p_window") != 0 || strcmp(whats[w], "kind") != 0) &&
+                        (every_position || odd == (int)((t + f + w) % 2)))
                         expect_p2p_mismatch(transports[t], forms[f], whats[w], odd);
 }
 

@@ -2,7 +2,7 @@
  * allreduce_tree.c - pipelined double binary tree allreduce (as NCCL's).
  *
  * Two binary trees span the ranks, numbered by their ring positions (the
- * communicator's host-contiguous order, core/topo.h: every subtree is a
+ * communicator's host-contiguous order, collectives/comm/topo.h: every subtree is a
  * contiguous range of positions, so most edges stay inside a host whatever
  * the launcher's placement; "rank" below means position). Tree 0 is the
  * in-order tree on rank numbers: a rank whose lowest set bit is b has

@@ -22,8 +22,8 @@
 
 #include <stddef.h>
 
-#include "collectives/core/comm.h"
-#include "collectives/core/p2p.h"
+#include "collectives/comm/comm.h"
+#include "collectives/msg/p2p.h"
 #include "collectives/reduce_kernels.h"
 #include "gradwire.h"
 
@@ -110,16 +110,6 @@ static inline void gw__tree_to_ranks(const gw_comm_t *comm, int root, int *paren
 #define GW__BINOMIAL_MAX_KIDS 32 /* ceil(log2 n) <= 31 for int ranks */
 int gw__binomial_node(int n, int v, int largest_first, int kids[GW__BINOMIAL_MAX_KIDS],
                       int *parent);
-
-/* Validate and run one collective on the calling thread, which must be the
- * thread that owns the transport (api.c). */
-gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *args);
-
-/* The one allreduce dispatch (api.c): run algo (ring for GW_ALGO_RING and
- * anything unknown) under the tag already stamped. gw_allreduce and every
- * allreduce phase of a compressed call come through here. */
-gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                               gw_dtype_t dtype, gw_op_t op, gw_algo_t algo);
 
 /* Algorithms: one per file. */
 gw_status_t gw__allreduce_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

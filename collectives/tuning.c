@@ -51,7 +51,7 @@
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
  * figure, chosen once the transports have connected:
- * collectives/core/comm_tuning.c); `gradwire-bench tune`
+ * collectives/api/comm_tuning.c); `gradwire-bench tune`
  * measures them per cluster and writes a tuning file (format in tuning.h)
  * that GW_TUNING_FILE loads in place of the defaults. The model only has to
  * rank algorithms correctly around the crossover points, not predict times

@@ -20,7 +20,7 @@
  * job. How the launcher learns: every rank inherits the write end of one
  * pipe, named in GW_LAUNCH_SETUP="FD:RANK", and gw_comm_init writes
  * "RANK I" when it starts and "RANK J" (joined) or "RANK F" (failed) when
- * it returns (collectives/core/launch_env.c). Each message is shorter than
+ * it returns (collectives/comm/launch_env.c). Each message is shorter than
  * PIPE_BUF, so the ranks' writes never interleave. Ranks started over ssh
  * (--hostfile) cannot inherit the pipe and are not judged.
  */

@@ -105,7 +105,7 @@ void gw__select_warn_fallbacks(const gw_logger_t *lg, int rank, int size,
 /* Which transports the plan gives the pairs of ranks on one host (*intra)
  * and on two hosts (*inter), as GW_SEL_BIT()s of the kinds: the same on
  * every rank, since it is made from the same blobs (the cost model's
- * figures are chosen from it: collectives/core/comm_tuning.c). A pair with
+ * figures are chosen from it: collectives/api/comm_tuning.c). A pair with
  * no transport in common counts for nothing (the plan rejects it).
  * GW_ERR_NO_MEMORY only. */
 gw_status_t gw__select_links(int size, const gw_select_rank_t *ranks, uint32_t *intra,

@@ -50,7 +50,7 @@ typedef struct gw_msg_tag {
     uint32_t sig; /* hash of (collective kind, count, dtype, op, root, algo) */
     /* The communicator the message belongs to: 0 for one that gw_comm_init
      * made, an id every member agreed on for a sub-communicator
-     * (collectives/core/comm_split.c), which shares its root's transport.
+     * (collectives/api/comm_split.c), which shares its root's transport.
      * Sequence numbers of different communicators are unrelated. */
     uint32_t comm_id;
 } gw_msg_tag_t;

@@ -28,6 +28,7 @@
  */
 #include <string.h>
 
+#include "collectives/api/api.h"
 #include "collectives/compress/codec.h"
 
 /* x[0..n) = g + residual, the residual skipped where it is zero (so that x

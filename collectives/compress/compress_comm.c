@@ -17,6 +17,7 @@
  */
 #include <string.h>
 
+#include "collectives/api/api.h"
 #include "collectives/compress/codec.h"
 
 static uint64_t double_bits(double d)

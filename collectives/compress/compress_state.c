@@ -7,12 +7,13 @@
  * a call never discovers a bad knob half-way through an exchange (where it
  * would have to break the communicator to get out).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "collectives/compress/codec.h"
-#include "collectives/core/config.h"
+#include "common/struct_import.h"
 
 #define MAX_BUCKET ((size_t)1 << 31)
 #define MAX_POWERSGD_RANK 1024
@@ -82,6 +83,22 @@ void gw_compress_config_init(gw_compress_config_t *cfg)
     *cfg = defaults;
 }
 
+/* The first versioned header's struct ended with this field. */
+#define COMPRESS_V1_SIZE (offsetof(gw_compress_config_t, momentum) + sizeof(double))
+
+/* *out = the library's reading of the caller's struct (its defaults, then
+ * the caller's bytes: common/struct_import.h). */
+static gw_status_t import_config(const gw_compress_config_t *in, gw_compress_config_t *out,
+                                 const gw_logger_t *lg)
+{
+    gw_compress_config_init(out);
+    gw_status_t st = gw__struct_import(
+        in, in->struct_size, in->magic, COMPRESS_V1_SIZE, out, sizeof(*out), "gw_compress_config_t",
+        "GW_COMPRESS_CONFIG_INITIALIZER or gw_compress_config_init()", lg);
+    out->struct_size = sizeof(*out);
+    return st;
+}
+
 static gw_status_t check_config(const gw_compress_config_t *cfg, const gw_logger_t *lg)
 {
     if ((unsigned)cfg->codec >= GW_CODEC_COUNT) {
@@ -140,7 +157,7 @@ gw_status_t gw_compress_state_create(const gw_compress_config_t *caller, size_t 
      * gw_comm_init is where it stops the job. */
     (void)gw__logger_init(&lg, -1);
     gw_compress_config_t mine, *cfg = &mine;
-    gw_status_t st = gw__compress_config_import(caller, &mine, &lg);
+    gw_status_t st = import_config(caller, &mine, &lg);
     if (st == GW_OK)
         st = check_config(cfg, &lg);
     size_t count = 0, bytes;

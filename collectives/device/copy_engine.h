@@ -2,7 +2,7 @@
  * copy_engine.h - the copy-engine interface under device buffers: what the
  * staging pipeline (staging_chunked.c, staging_whole.c) needs from a GPU
  * runtime, and nothing more. Two implementations: the CUDA one in the
- * plugin libgradwire-cuda.so (plugin/engine_cuda.c, on cudart), which
+ * plugin libgradwire-cuda.so (collectives/cuda/engine_cuda.c, on cudart), which
  * libgradwire opens with dlopen on first need (engine_load.c), and a
  * host-memory one (engine_host.c) that tests inject into a communicator:
  * it declares regions of ordinary memory "device memory" and defers every
@@ -71,7 +71,7 @@ typedef struct gw_copy_engine {
     void *impl;
 } gw_copy_engine_t;
 
-/* The plugin's entry point (plugin/engine_cuda.c): on success *ops and
+/* The plugin's entry point (collectives/cuda/engine_cuda.c): on success *ops and
  * *impl describe a fresh engine; otherwise why (cap bytes) says what is
  * missing (no driver, no device) and the status is GW_ERR_UNSUPPORTED. */
 #define GW_CUDA_PLUGIN_ENTRY "gw_cuda_plugin_open"

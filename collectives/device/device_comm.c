@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 #include "common/clock.h"
 #include "common/env.h"

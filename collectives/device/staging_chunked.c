@@ -33,7 +33,7 @@
  */
 #include <string.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 
 typedef struct chunked {

@@ -13,7 +13,7 @@
  * memory, or either through another engine: the bytes on the wire are the
  * same.
  */
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 
 gw_status_t gw__device_p2p_stage(gw_comm_t *comm, int is_send, void *buf, size_t nbytes, void **use,

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 
 /* Elements spanned by counts[j] at displs[j], over n ranks; 0 on overflow

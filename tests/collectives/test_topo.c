@@ -18,7 +18,8 @@
  *   host and there are several hosts, and never otherwise.
  */
 #include "algo_test_util.h"
-#include "collectives/core/topo.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/topo.h"
 
 /* ---------------------------------- ordering ---------------------------------- */
 

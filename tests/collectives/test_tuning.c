@@ -2,6 +2,7 @@
  * moves from recursive doubling to tree to ring as messages grow. */
 #include <criterion/criterion.h>
 
+#include "collectives/api/api.h"
 #include "collectives/tuning.h"
 
 static gw_tuning_t model(void)

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 #include "common/env.h"
 #include "transport/bootstrap/bootstrap.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gradwire under Open MPI's mpirun with no GW_* (nor torchrun) variable in
 # the environment: gw_comm_init_env learns rank, size, the bootstrap root
-# and a random job token through PMIx (collectives/core/launch_pmix.c), and
+# and a random job token through PMIx (collectives/comm/launch_pmix.c), and
 # gradwire-bench allreduce checks every element on 4 ranks. A token the
 # user exported is kept instead. mpirun's own daemons are kept on loopback.
 # Usage: mpirun_test.sh BUILD_DIR

@@ -1,7 +1,7 @@
 /*
  * bootstrap_grow.c - admitting new processes into a running job at an
  * agreed point, for gw_comm_grow and gw_comm_join
- * (collectives/core/comm_grow.c): the referee's side (rank 0's thread,
+ * (collectives/api/comm_grow.c): the referee's side (rank 0's thread,
  * bootstrap_referee.c calls it) and a member's side.
  *
  * Joiners. A process that wants in connects to the job's root address, the

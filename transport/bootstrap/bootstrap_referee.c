@@ -40,7 +40,7 @@
  *
  * When rank 0 itself is stopped or dead, so is its referee: the ranks then
  * get no verdict, or see their connection to it close, and blame rank 0
- * (collectives/core/blame.c).
+ * (collectives/comm/blame.c).
  */
 #include <errno.h>
 #include <fcntl.h>

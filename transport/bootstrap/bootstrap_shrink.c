@@ -2,7 +2,7 @@
  * bootstrap_shrink.c - agreeing on who is left after a failure: the
  * referee's side (rank 0's thread, bootstrap_referee.c calls it) and a
  * rank's side (gw__bootstrap_shrink), for gw_comm_shrink
- * (collectives/core/comm_shrink.c).
+ * (collectives/api/comm_shrink.c).
  *
  * Why through rank 0. Every rank still holds its bootstrap connection to
  * rank 0's referee, the referee sees each of them close when a rank dies,

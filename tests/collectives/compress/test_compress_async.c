@@ -18,6 +18,7 @@
  *  - argument errors: NULL communicator or handle at once, a NULL state or
  *    a wrong count when the handle completes.
  */
+#include "collectives/api/api.h"
 #include "test_compress_harness.h"
 
 #define STEPS 3

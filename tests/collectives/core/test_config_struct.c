@@ -1,5 +1,5 @@
 /*
- * The versioned config structs (gradwire.h, collectives/core/config.c):
+ * The versioned config structs (gradwire.h, collectives/api/config.c):
  * the initializer macros and the _init functions agree, an uninitialised
  * struct is refused rather than read as settings, and a struct from a newer
  * header (longer, its tail at the defaults) is accepted.

@@ -1,5 +1,5 @@
 /* The configuration gw_comm_init_env takes from the launcher's variables
- * (collectives/core/launch_env.c): Slurm's node list for the root (the
+ * (collectives/comm/launch_env.c): Slurm's node list for the root (the
  * first host, the port from the job and step ids or GW_ROOT_PORT, rank 0
  * on that host), torchrun's variables before it, and the job token from a
  * file only this user can read. */
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collectives/core/launch_env.h"
+#include "collectives/comm/launch_env.h"
 
 static const char *const vars[] = {"GW_ROOT",
                                    "GW_RANK",

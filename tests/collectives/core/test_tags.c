@@ -1,5 +1,5 @@
 /*
- * test_tags.c - the one home of tags and signatures (collectives/core/tag.c):
+ * test_tags.c - the one home of tags and signatures (collectives/msg/tag.c):
  * the signature values are part of the wire format, so they are pinned here
  * to the values the code gave before they moved, and the stamping rules
  * (a collective advances the sequence, a point-to-point message borrows the
@@ -9,8 +9,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "collectives/core/comm.h"
-#include "collectives/core/tag.h"
+#include "collectives/comm/comm.h"
+#include "collectives/msg/tag.h"
 
 Test(tags, signatures_keep_their_wire_values)
 {

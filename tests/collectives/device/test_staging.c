@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 #include "gradwire.h"
 #include "support/log_capture.h"

@@ -13,7 +13,8 @@
 #include "bootstrap_test_util.h"
 #define RING_SPARE_FDS 3
 
-#include "collectives/core/comm.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
 #include "transport/bootstrap/bootstrap_internal.h"
 
 /* ---- the ring's result is the star's ------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * comm.c - communicator lifecycle: configuration from a struct or the
+ * comm_init.c - communicator lifecycle: configuration from a struct or the
  * environment, bootstrap, transport selection and connection, teardown.
  *
  * Creation is: resolve the configuration (explicit fields first, then GW_*
@@ -18,8 +18,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "collectives/core/comm.h"
-#include "collectives/core/launch_env.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
+#include "collectives/comm/launch_env.h"
 #include "collectives/device/device.h"
 #include "common/env.h"
 #include "transport/select.h"

@@ -12,8 +12,8 @@
  * --hosts` puts rank r on host r mod H: in rank order every ring edge would
  * cross the network).
  */
-#ifndef GW_COLLECTIVES_CORE_TOPO_H
-#define GW_COLLECTIVES_CORE_TOPO_H
+#ifndef GW_COLLECTIVES_COMM_TOPO_H
+#define GW_COLLECTIVES_COMM_TOPO_H
 
 #include <stdint.h>
 

@@ -32,7 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "collectives/core/launch_env.h"
+#include "collectives/comm/launch_env.h"
 #include "common/env.h"
 #include "transport/sock.h"
 

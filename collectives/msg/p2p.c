@@ -17,7 +17,7 @@
  * next completion is the same for all of them and lives at the end of this
  * file.
  */
-#include "collectives/core/p2p.h"
+#include "collectives/msg/p2p.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collectives/core/launch_env.h"
+#include "collectives/comm/launch_env.h"
 #include "common/env.h"
 #include "common/file_read.h"
 #include "common/hostlist.h"

@@ -42,8 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/core/p2p.h"
+#include "collectives/api/api.h"
 #include "collectives/device/device.h"
+#include "collectives/msg/p2p.h"
 #include "common/clock.h"
 
 /* Check one side's arguments; fail the communicator on bad ones (the peer

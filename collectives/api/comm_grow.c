@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
 #include "common/env.h"
 
 /* A joiner's wait when its caller gives none: an epoch of a real job. */

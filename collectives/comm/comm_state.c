@@ -3,13 +3,13 @@
  * that turns the first error into every later call's answer (with the
  * culprit agreed on with the other ranks first: blame.c), the claim on
  * the transport that lets one thread at a time drive it (the caller's, the
- * progress thread of async.c, or gw_comm_abort's in comm.c), and the
+ * progress thread of async.c, or gw_comm_abort's in api/comm_init.c), and the
  * scratch memory the algorithms borrow.
  */
 #include <sched.h>
 #include <stdlib.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 {

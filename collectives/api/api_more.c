@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "collectives/api/api.h"
 #include "collectives/coll.h"
 
 static const char *name_of(gw_coll_kind_t kind)

@@ -1,11 +1,11 @@
 /*
- * launch_env.h - what a launcher gives a job (gw_comm_init_env, comm.c):
+ * launch_env.h - what a launcher gives a job (gw_comm_init_env, api/comm_init.c):
  * rank, size, bootstrap root and job token from GW_*, torchrun's, Open
  * MPI's, Slurm's variables (launch_env.c) or PMIx (launch_pmix.c), under
  * mpirun, srun --mpi=pmix and prterun.
  */
-#ifndef GW_COLLECTIVES_CORE_LAUNCH_ENV_H
-#define GW_COLLECTIVES_CORE_LAUNCH_ENV_H
+#ifndef GW_COLLECTIVES_COMM_LAUNCH_ENV_H
+#define GW_COLLECTIVES_COMM_LAUNCH_ENV_H
 
 #include <stddef.h>
 

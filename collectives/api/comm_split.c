@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/api/api.h"
 #include "collectives/coll.h"
 
 /* The first signature word of a split and of a dup: distinct from every

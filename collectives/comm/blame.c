@@ -34,7 +34,7 @@
  */
 #include <stdio.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 
 /* The referee's grace period: long enough for every waiting rank to answer
  * its question (they look every GW_COMM_WATCH_MS, and a progress round may

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "collectives/api/api.h"
 #include "collectives/coll.h"
 
 /* Common checks; logs the first problem with the call's name. `nbytes_out`

@@ -36,7 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
 
 #define WINDOW_MIN_MS 1000
 #define WINDOW_MAX_MS 30000

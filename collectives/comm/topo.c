@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/core/topo.h"
+#include "collectives/comm/topo.h"
 
 void gw__topo_free(gw_topo_t *t)
 {

@@ -17,7 +17,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
 
 gw_status_t gw__comm_tuning_file(gw_tuning_t *file, const gw_logger_t *lg)
 {

@@ -1,11 +1,11 @@
 /*
  * tag.c - signatures and tags (see tag.h for what they protect).
  */
-#include "collectives/core/tag.h"
+#include "collectives/msg/tag.h"
 
 #include <string.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 
 uint32_t gw__sig_words(const uint64_t *words, size_t n)
 {

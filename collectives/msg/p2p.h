@@ -3,12 +3,12 @@
  * the current call's tag, waiting with the timeout, and the request window
  * that the pipelined algorithms keep per link.
  */
-#ifndef GW_COLLECTIVES_CORE_P2P_H
-#define GW_COLLECTIVES_CORE_P2P_H
+#ifndef GW_COLLECTIVES_MSG_P2P_H
+#define GW_COLLECTIVES_MSG_P2P_H
 
 #include <stddef.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/comm/comm.h"
 
 /* Post a send or receive of len bytes to/from peer with the current tag. */
 gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len,

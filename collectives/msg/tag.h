@@ -22,8 +22,8 @@
  * hashed least significant byte first. The words and their order are part
  * of the wire format: changing them changes every tag.
  */
-#ifndef GW_COLLECTIVES_CORE_TAG_H
-#define GW_COLLECTIVES_CORE_TAG_H
+#ifndef GW_COLLECTIVES_MSG_TAG_H
+#define GW_COLLECTIVES_MSG_TAG_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -38,7 +38,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 
 struct gw_async {

@@ -36,8 +36,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "collectives/core/comm.h"
-#include "collectives/core/launch_env.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
+#include "collectives/comm/launch_env.h"
 #include "common/log.h"
 
 typedef struct report {

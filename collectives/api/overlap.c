@@ -14,7 +14,8 @@
 #include <inttypes.h>
 #include <stdint.h>
 
-#include "collectives/core/comm.h"
+#include "collectives/api/api.h"
+#include "collectives/comm/comm.h"
 
 gw_status_t gw__check_overlap(gw_comm_t *comm, const char *fn, const void *sendbuf,
                               size_t send_bytes, const void *recvbuf, size_t recv_bytes,

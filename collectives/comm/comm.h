@@ -27,16 +27,15 @@
  * compress/codec.h. The scheduler knows no collective and no codec: a call
  * it runs brings its own execute function in its handle.
  */
-#ifndef GW_COLLECTIVES_CORE_COMM_H
-#define GW_COLLECTIVES_CORE_COMM_H
+#ifndef GW_COLLECTIVES_COMM_COMM_H
+#define GW_COLLECTIVES_COMM_COMM_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collectives/core/config.h"
-#include "collectives/core/tag.h"
-#include "collectives/core/topo.h"
+#include "collectives/comm/topo.h"
+#include "collectives/msg/tag.h"
 #include "collectives/tuning.h"
 #include "common/log.h"
 #include "gradwire.h"
@@ -138,10 +137,6 @@ static inline int gw__comm_abort_requested(gw_comm_t *comm)
            atomic_load(&gw__comm_root(comm)->abort_requested);
 }
 
-/* comm_split.c: gw_comm_destroy of a child, and of a root, which may have
- * to outlive the application's handle. */
-void gw__comm_release(gw_comm_t *comm);
-
 /* One collective call, as the public API received it. */
 typedef struct gw_coll_args {
     gw_coll_kind_t kind;
@@ -187,107 +182,10 @@ struct gw_handle {
     size_t staged_len;
 };
 
-/* ---- creation (comm.c) --------------------------------------------------- */
+/* ---- creation (api/comm_init.c) ------------------------------------------ */
 
 /* The timeout when neither the config nor GW_TIMEOUT_MS gives one (ms). */
 #define GW_DEFAULT_TIMEOUT_MS 300000
-
-/* The resolved configuration, with every string owned by the caller's config
- * or the environment (both outlive gw_comm_init). */
-typedef struct gw_comm_resolved {
-    int rank, size;
-    const char *root;
-    const char *token;
-    int timeout_ms;
-    int join_timeout_ms; /* GW_JOIN_TIMEOUT_MS, timeout_ms by default */
-    const char *transport;
-    const char *ifname;
-    int nsocks;
-    gw_algo_t algo;
-    size_t chunk_bytes;
-    gw_select_mode_t mode; /* from transport */
-    int lazy;              /* GW_CONNECT: lazy (default) or eager */
-    int ring_min;          /* GW_BOOTSTRAP_RING_MIN: the bootstrap's ring from this size on */
-    int insecure;          /* GW_INSECURE=1: a job without a token is let run (warned) */
-} gw_comm_resolved_t;
-
-/* Explicit fields of cfg first, then the GW_* variables: GW_ERR_CONFIG,
- * logged on lg naming the variable, when one is malformed. No I/O. Also
- * what gw_node_probe (probe.c) checks the environment with. */
-gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_comm_resolved_t *r);
-
-/* comm_shrink.c: keep copies of r's settings for a later shrink, and free
- * them. GW_ERR_NO_MEMORY when they do not fit. */
-gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r);
-void gw__comm_recipe_free(gw_comm_t *comm);
-
-/* comm_shrink.c, for the shrink and the grow (comm_grow.c): how long rank
- * 0's referee waits for every rank to ask (comm's timeout bounded to
- * [1 s, 30 s]), and the new communicator they agreed on, rank `rank` of
- * `size` rooted at `root` (NULL for one rank), built with comm's settings;
- * on success rank 0's listener for joiners moves on to it, on failure one
- * ERROR line: `failure`, the status and the rank blamed. */
-int gw__comm_agree_window_ms(const gw_comm_t *comm);
-gw_status_t gw__comm_rebuild(gw_comm_t *comm, int rank, int size, const char *root,
-                             const char *failure, gw_comm_t **out);
-
-/* ---- argument checks (overlap.c) ----------------------------------------- */
-
-/* GW_OK unless sendbuf's send_bytes and recvbuf's recv_bytes share a byte
- * and sendbuf is not in_place_send (the call's one in-place layout): then
- * GW_ERR_INVALID_ARG, logged naming fn and both ranges. NULL buffers and
- * empty ranges never overlap. */
-gw_status_t gw__check_overlap(gw_comm_t *comm, const char *fn, const void *sendbuf,
-                              size_t send_bytes, const void *recvbuf, size_t recv_bytes,
-                              const void *in_place_send);
-
-/* ---- the cost model's figures (comm_tuning.c) ---------------------------- */
-
-/* GW_TUNING_FILE's figures into *file, NaN (chunk_bytes 0) for every key it
- * does not give, nothing but NaN when it is unset; GW_ERR_CONFIG as
- * gw__tuning_load_env. */
-gw_status_t gw__comm_tuning_file(gw_tuning_t *file, const gw_logger_t *lg);
-/* comm->tuning and comm->chunk_bytes: the defaults of the transports
- * `intra` and `inter` (GW_TUNING_LINK_* bits; gw__tuning_links), the keys
- * file gives over them, then chunk_bytes (GW_CHUNK_BYTES) unless 0. */
-void gw__comm_tuning_apply(gw_comm_t *comm, unsigned intra, unsigned inter, const gw_tuning_t *file,
-                           size_t chunk_bytes);
-/* The same with the transports every rank's address (all, size x
- * GW_TRANSPORT_ADDR_MAX bytes) makes the plan choose; identical on every
- * rank. GW_ERR_PROTOCOL for an address not ours, GW_ERR_NO_MEMORY. */
-gw_status_t gw__comm_tuning_from_addrs(gw_comm_t *comm, const uint8_t *all, const gw_tuning_t *file,
-                                       size_t chunk_bytes);
-
-/* ---- the scheduler (async.c) --------------------------------------------- */
-
-/* Run the call `call` describes (execute, args, ctx) in call order: inline
- * when the communicator has no progress thread, otherwise queued behind the
- * pending non-blocking calls and waited for. `what` names the call in the
- * error of a collective started while point-to-point handles are pending. */
-gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *what);
-/* The same without gw__comm_enter: for gw_comm_destroy, which waits for its
- * queued calls whatever another thread does meanwhile. */
-gw_status_t gw__async_run_unguarded(gw_comm_t *comm, const gw_handle_t *call, const char *what);
-/* Queue a copy of `call` as a new handle, starting the progress thread first
- * if need be. */
-gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle);
-/* Stop the progress thread (the root's: sub-communicators share it) after
- * it finished what is queued. */
-void gw__async_stop(gw_comm_t *comm);
-
-/* ---- point-to-point handles (p2p_api.c) ---------------------------------- */
-
-/* gw_test and gw_wait of point-to-point handles. */
-gw_status_t gw__p2p_handle_test(gw_handle_t *h, int *done);
-gw_status_t gw__p2p_handle_wait(gw_handle_t *h);
-/* Before any collective: point-to-point handles still pending are a usage
- * error (their messages carry the next collective's sequence number), which
- * fails the communicator with GW_ERR_INVALID_ARG naming `what`. */
-gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what);
-/* gw_comm_destroy: complete pending point-to-point handles with
- * GW_ERR_ABORTED, so that gw_wait on them never touches the freed
- * communicator. */
-void gw__p2p_abandon(gw_comm_t *comm);
 
 /* ---- shared state (comm_state.c) ----------------------------------------- */
 

@@ -80,8 +80,7 @@ static void root_start(fake_root_t *fr, const char *token)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
     cr_assert(fr->lfd >= 0 && bind(fr->lfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-                  listen(fr->lfd, 4) == 0 &&
-                  getsockname(fr->lfd, (struct sockaddr *)&a, &len) == 0,
+                  listen(fr->lfd, 4) == 0 && getsockname(fr->lfd, (struct sockaddr *)&a, &len) == 0,
               "listening: %s", strerror(errno));
     snprintf(fr->addr, sizeof(fr->addr), "127.0.0.1:%d", ntohs(a.sin_port));
     cr_assert_eq(pthread_create(&fr->th, NULL, root_main, fr), 0);
@@ -133,8 +132,8 @@ Test(bootstrap_join, gw_insecure_joins_without_a_token, .timeout = 30)
     gw_status_t st = join(&fr, NULL);
     root_end(&fr);
     cr_expect_neq(st, GW_ERR_CONFIG, "GW_INSECURE=1 did not let it ask");
-    cr_expect(fr.asked && fr.proven, "the insecure joiner did not ask to join (%d, %d)",
-              fr.asked, fr.proven);
+    cr_expect(fr.asked && fr.proven, "the insecure joiner did not ask to join (%d, %d)", fr.asked,
+              fr.proven);
 }
 
 Test(bootstrap_join, the_token_of_gw_job_token_file_is_proven, .timeout = 30)

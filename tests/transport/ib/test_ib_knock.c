@@ -11,9 +11,9 @@
  *     nothing while no message of ours waits for that rank: the job goes
  *     on and its ring works afterwards (the TCP transport's
  *     test_tcp_knock.c, for verbs);
- *   - a flood of connections at the out-of-band port that prove nothing
- *     costs a bounded number of log lines (the first ones, then a summary
- *     at most once a second).
+ *   - a flood of connections at the out-of-band port, or of requests at
+ *     the RDMA CM listener, that prove nothing costs a bounded number of
+ *     log lines (the first ones, then a summary at most once a second).
  *
  * Skipped where no active RDMA port exists (here: everywhere but
  * scripts/rxe-vm; see tests/integration/rxe_vm_test.sh). The knock's
@@ -260,8 +260,7 @@ static int flood_body(rank_t *r)
     if (r->rank == 0) {
         static const char garbage[] = "GET / HTTP/1.0\r\n\r\n";
         for (int k = 0; k < FLOOD; k++)
-            CHECK(oob_send(&t->peers[1], garbage, sizeof(garbage) - 1) == 0, "stranger %d: %m",
-                  k);
+            CHECK(oob_send(&t->peers[1], garbage, sizeof(garbage) - 1) == 0, "stranger %d: %m", k);
     } else {
         FILE *cap = tmpfile();
         CHECK(cap, "tmpfile: %m");
@@ -299,5 +298,61 @@ Test(ib_knock, a_flood_of_strangers_costs_a_bounded_number_of_log_lines_oob, .ti
     job_t j;
     job_open_connect(&j, 2, "oob", 0x3u, 1);
     job_run(&j, flood_body, NULL);
+    job_end(&j);
+}
+
+/* ---- a flood at the RDMA CM listener ------------------------------------------ */
+
+#define CM_FLOOD 48
+
+/* The same through the RDMA CM: rank 0 sends CM_FLOOD connect requests
+ * whose private data is garbage to rank 1's listener, one after the other
+ * (each is rejected before the next goes); rank 1 logs the first
+ * GW_SOCK_STRANGERS_LOGGED one by one, then counts. */
+static int cm_flood_body(rank_t *r)
+{
+    gw_ib_t *t = gw__ib_of(r->t);
+    if (r->rank == 0) {
+        uint8_t junk[GW_IB_CM_KNOCK_SIZE];
+        memset(junk, 0x5a, sizeof(junk));
+        for (int k = 0; k < CM_FLOOD; k++)
+            CHECK(cm_send(t, &t->peers[1], junk, sizeof(junk)) >= 0, "stranger %d not rejected", k);
+    } else {
+        FILE *cap = tmpfile();
+        CHECK(cap, "tmpfile: %m");
+        r->lg.file = cap;
+        r->lg.level = GW_LOG_WARN;
+        int64_t t0 = gw__now_ms();
+        while (t->cm_strangers.total < CM_FLOOD && gw__now_ms() - t0 < 60000)
+            if (r->t->ops->progress(r->t, NULL, 10) != GW_OK)
+                break;
+        long long took = (long long)(gw__now_ms() - t0);
+        r->lg.level = GW_LOG_ERROR;
+        r->lg.file = stderr;
+        CHECK(t->cm_strangers.total >= CM_FLOOD, "%ld of %d strangers rejected in %lld ms",
+              t->cm_strangers.total, CM_FLOOD, took);
+        rewind(cap);
+        int lines = 0, one_by_one = 0;
+        char line[1024];
+        while (fgets(line, sizeof(line), cap)) {
+            lines++;
+            one_by_one += strstr(line, "rejecting an RDMA CM connection request from") != NULL;
+        }
+        fclose(cap);
+        long bound = GW_SOCK_STRANGERS_LOGGED + 1 + took / GW_SOCK_STRANGER_SUMMARY_MS + 1;
+        CHECK(one_by_one == GW_SOCK_STRANGERS_LOGGED, "%d strangers logged one by one, want %d",
+              one_by_one, GW_SOCK_STRANGERS_LOGGED);
+        CHECK(lines <= bound, "%d log lines for %d strangers in %lld ms: want at most %ld", lines,
+              CM_FLOOD, took, bound);
+    }
+    return exchange_with(r, 1 - r->rank, 1 - r->rank, 3000);
+}
+
+Test(ib_knock, a_flood_of_strangers_costs_a_bounded_number_of_log_lines, .timeout = 120)
+{
+    setenv("GW_IB_QPS", "1", 1);
+    job_t j;
+    job_open_connect(&j, 2, "rdmacm", 0x3u, 1);
+    job_run(&j, cm_flood_body, NULL);
     job_end(&j);
 }

@@ -285,6 +285,10 @@ void gw__sock_shake_wipe(gw_sock_shake_t *sh);
  * moves nobody. */
 #define GW_SOCK_KNOCK_COUNTER_LEN 8
 
+/* The next knock counter after *counter, stored there: the larger of
+ * *counter + 1 and the wall clock in microseconds (the RDMA CM's knocks,
+ * which are no hellos, count with it too). */
+uint64_t gw__sock_knock_next(uint64_t *counter);
 /* Send the knock hello (len bytes, its nonce filled in here from
  * *counter, which grows: the larger of *counter + 1 and the wall clock in
  * microseconds, so that a restarted sender starts above what it sent

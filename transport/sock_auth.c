@@ -123,6 +123,16 @@ static void knock_proof(const uint8_t key[GW_SOCK_KEY_LEN], const uint8_t *hello
     gw__hmac_sha256_final(&h, mac);
 }
 
+uint64_t gw__sock_knock_next(uint64_t *counter)
+{
+    struct timespec ts;
+    uint64_t now = 0;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    *counter = now > *counter ? now : *counter + 1;
+    return *counter;
+}
+
 int gw__sock_send_knock(int fd, const uint8_t key[GW_SOCK_KEY_LEN], uint8_t *hello, size_t len,
                         uint64_t *counter)
 {
@@ -131,13 +141,8 @@ int gw__sock_send_knock(int fd, const uint8_t key[GW_SOCK_KEY_LEN], uint8_t *hel
         errno = EMSGSIZE;
         return -1;
     }
-    struct timespec ts;
-    uint64_t now = 0;
-    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
-        now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-    *counter = now > *counter ? now : *counter + 1;
     uint8_t *nonce = hello + GW_SOCK_NONCE_AT;
-    gw__put_be64(nonce, *counter);
+    gw__put_be64(nonce, gw__sock_knock_next(counter));
     /* The counter alone keeps nonces unique; the random half only makes
      * them unpredictable, so a kernel short of random bytes costs nothing. */
     size_t rest = GW_SOCK_NONCE_LEN - GW_SOCK_KNOCK_COUNTER_LEN;

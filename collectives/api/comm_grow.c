@@ -6,8 +6,10 @@
  * A new process calls gw_comm_join with the job's root address (the one
  * the job was started with: rank 0 keeps listening there while the job
  * runs, and after a shrink or a grow the listener moves on to the new
- * communicator) and the job token. It proves the token as a rank proves it
- * at the join, and waits. The members call gw_comm_grow at their agreed
+ * communicator) and the job token (the caller's, GW_JOB_TOKEN or
+ * GW_JOB_TOKEN_FILE's, as gw_comm_init_env finds it; without one it is
+ * refused before it connects, unless GW_INSECURE=1, as a job without one
+ * is). It proves the token as a rank proves it at the join, and waits. The members call gw_comm_grow at their agreed
  * point; rank 0's referee tells each how many are waiting
  * (transport/bootstrap/bootstrap_grow.c). With none, the call returns at
  * once with *out NULL: one small message to rank 0 and back. With some,
@@ -23,6 +25,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/comm/comm.h"
+#include "collectives/comm/launch_env.h"
 #include "common/env.h"
 
 /* A joiner's wait when its caller gives none: an epoch of a real job. */
@@ -94,25 +97,33 @@ gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
         gw_config_init(&c);
     if (!c.root)
         c.root = getenv("GW_ROOT");
-    if (!c.job_token)
-        c.job_token = getenv("GW_JOB_TOKEN");
+    /* The token as gw_comm_init_env finds it (the caller's, GW_JOB_TOKEN,
+     * GW_JOB_TOKEN_FILE's first line); without one the bootstrap refuses
+     * to join unless GW_INSECURE=1, as it refuses to form a job. */
+    char file_token[512];
+    long insecure = 0;
     st = gw__env_check_all(&lg, 0); /* as gw_comm_init: every set GW_* is checked */
-    if (st != GW_OK) {
-        gw__logger_fini(&lg);
-        return st;
-    }
+    if (st == GW_OK && !c.job_token)
+        st = gw__env_str(&lg, GW_ENV_JOB_TOKEN, &c.job_token);
+    if (st == GW_OK && !c.job_token)
+        st = gw__launch_env_token_file(&lg, file_token, sizeof(file_token), &c.job_token);
+    if (st == GW_OK)
+        st = gw__env_int(&lg, GW_ENV_INSECURE, &insecure);
     char root[300];
     gw_bs_members_t m;
-    st = gw__bootstrap_join(&lg, c.root, c.job_token, wait_ms ? wait_ms : JOIN_WAIT_DEFAULT_MS,
-                            root, sizeof(root), &m);
+    if (st == GW_OK)
+        st = gw__bootstrap_join(&lg, c.root, c.job_token, (int)insecure,
+                                wait_ms ? wait_ms : JOIN_WAIT_DEFAULT_MS, root, sizeof(root), &m);
     if (st == GW_OK)
         GW_INFO(&lg, "api", "gw_comm_join: admitted as rank %d of %u (root %s)", m.new_rank,
                 m.new_size, root);
     gw__logger_fini(&lg);
-    if (st != GW_OK)
-        return st;
-    c.rank = m.new_rank;
-    c.size = (int)m.new_size;
-    c.root = root;
-    return gw_comm_init(&c, out);
+    if (st == GW_OK) {
+        c.rank = m.new_rank;
+        c.size = (int)m.new_size;
+        c.root = root;
+        st = gw_comm_init(&c, out);
+    }
+    explicit_bzero(file_token, sizeof(file_token));
+    return st;
 }

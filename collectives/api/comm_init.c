@@ -86,6 +86,15 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
         env_or(lg, cfg->transport, GW_ENV_TRANSPORT, &r->transport) != GW_OK ||
         env_or(lg, cfg->socket_ifname, GW_ENV_SOCKET_IFNAME, &r->ifname) != GW_OK)
         return GW_ERR_CONFIG;
+    /* A token from the environment was checked with the rest (16
+     * characters or more, as GW_JOB_TOKEN_FILE's); one in the caller's
+     * config is held to the same. */
+    if (cfg->job_token && cfg->job_token[0] && r->size > 1 &&
+        strlen(cfg->job_token) < GW_JOB_TOKEN_MIN) {
+        GW_ERROR(lg, "init", "the job token in the configuration has %zu characters: at least %d",
+                 strlen(cfg->job_token), GW_JOB_TOKEN_MIN);
+        return GW_ERR_CONFIG;
+    }
     /* A root from the environment is checked here, naming the variable; the
      * bootstrap checks the one a caller's config gives. */
     char host[256];

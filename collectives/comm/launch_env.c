@@ -205,9 +205,8 @@ static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t
     return st;
 }
 
-/* The first line of GW_JOB_TOKEN_FILE into buf; *token stays NULL when the
- * variable is unset. */
-static gw_status_t token_file(const gw_logger_t *lg, char *buf, size_t cap, const char **token)
+gw_status_t gw__launch_env_token_file(const gw_logger_t *lg, char *buf, size_t cap,
+                                      const char **token)
 {
     const char *path;
     if (gw__env_str(lg, GW_ENV_JOB_TOKEN_FILE, &path) != GW_OK)
@@ -274,7 +273,7 @@ gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms,
     if (st == GW_OK && !have_pmix && !getenv("GW_ROOT") && !cfg->root)
         st = slurm_root(lg, cfg->rank, keep->root, sizeof(keep->root), &cfg->root);
     if (st == GW_OK && !cfg->job_token && !getenv("GW_JOB_TOKEN"))
-        st = token_file(lg, keep->token, sizeof(keep->token), &cfg->job_token);
+        st = gw__launch_env_token_file(lg, keep->token, sizeof(keep->token), &cfg->job_token);
     return st;
 }
 

@@ -47,6 +47,14 @@ typedef struct gw_launch_env {
 gw_status_t gw__launch_env_config(const gw_logger_t *lg, int default_timeout_ms, gw_config_t *cfg,
                                   gw_launch_env_t *keep);
 
+/* The first line of GW_JOB_TOKEN_FILE (a regular file of this user that
+ * nobody else may read, 16 characters or more) into buf, *token pointing
+ * there; *token stays NULL when the variable is unset. GW_ERR_CONFIG (or
+ * the file's error) naming the file and what is wrong. gw_comm_join reads
+ * it too. */
+gw_status_t gw__launch_env_token_file(const gw_logger_t *lg, char *buf, size_t cap,
+                                      const char **token);
+
 /* Under `gradwire launch` (GW_LAUNCH_SETUP="FD:RANK", an inherited pipe to
  * the launcher): tell it this process entered gw_comm_init ('I'), or left
  * it joined ('J') or failed ('F'), so that the launcher can fail a job one

@@ -8,7 +8,8 @@
 #     remapped memory), the point-to-point API over ib (test_ib_p2p), the
 #     out-of-band set-up with strangers at its port (test_ib_oob), and the
 #     rdmacm set-up with impostors that know the job id but not the token
-#     (test_ib_cm), and pairs connected on first use (test_ib_lazy);
+#     (test_ib_cm), pairs connected on first use (test_ib_lazy), and forged,
+#     replayed and unanswered knocks and a flood of strangers (test_ib_knock);
 #   - allreduce (ring, tree, recursive doubling), broadcast and allgather on
 #     2, 3 and 4 ranks under `gradwire launch` with GW_TRANSPORT=ib, both
 #     connection modes, one and several QPs per peer; results checked
@@ -49,7 +50,7 @@ SELF="$ROOT/tests/integration/rxe_vm_test.sh"
 if [ "${1:-}" != "--inside" ]; then
     BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "skipped: no build directory ${1:-$ROOT/build}"; exit 77; }
     for f in gradwire gradwire-bench tests/worker_collectives tests/worker_faults tests/test_ib_live \
-        tests/test_ib_p2p tests/test_ib_oob tests/test_ib_cm tests/test_ib_lazy; do
+        tests/test_ib_p2p tests/test_ib_oob tests/test_ib_cm tests/test_ib_lazy tests/test_ib_knock; do
         [ -x "$BUILD/$f" ] || { echo "skipped: $BUILD/$f is not built"; exit 77; }
     done
     timeout=${GW_RXE_VM_TIMEOUT:-720}
@@ -95,7 +96,7 @@ fail() {
 # The transport's tests that need the device (the other test_ib_* need no
 # RDMA and run with the rest of the suite on the host); test_ib_p2p, the
 # point-to-point API, runs here over ib.
-for t in test_ib_live test_ib_p2p test_ib_oob test_ib_cm test_ib_lazy; do
+for t in test_ib_live test_ib_p2p test_ib_oob test_ib_cm test_ib_lazy test_ib_knock; do
     out=$(GW_TRANSPORT=ib timeout 300 "$BUILD/tests/$t" --jobs 1 --verbose=0 2>&1)
     rc=$?
     summary=$(echo "$out" | grep "Synthesis" | tail -1)

@@ -50,6 +50,9 @@ typedef struct gw_bootstrap_params {
 } gw_bootstrap_params_t;
 
 #define GW_BOOTSTRAP_RING_MIN_DEFAULT 256
+/* The fewest characters of a job token (GW_JOB_TOKEN's registry entry,
+ * GW_JOB_TOKEN_FILE, a token in gw_config_t). */
+#define GW_JOB_TOKEN_MIN 16
 
 /* Join the job. Rank 0 binds the root address and waits for size - 1
  * authenticated ranks; others connect to it. Errors: GW_ERR_TIMEOUT (message
@@ -158,11 +161,16 @@ gw_status_t gw__bootstrap_grow(gw_bootstrap_t *bs, int window_ms, char *root, si
                                gw_bs_members_t *out);
 /* A new process: ask the job at root (token: its job token, NULL for none)
  * to admit it, and wait at most wait_ms for its place (*out, and the grown
- * job's root in new_root). GW_ERR_AUTH when rank 0 refuses the token,
- * GW_ERR_TIMEOUT naming the root, GW_ERR_REMOTE when rank 0 closes the
- * connection, GW_ERR_CONFIG for a bad root; each logged. */
+ * job's root in new_root). Without a token it is refused before it
+ * connects (GW_ERR_CONFIG, saying how to set one) unless insecure
+ * (GW_INSECURE=1: it warns and joins a job that has none), as a job
+ * without one is (gw__bootstrap_open); a token shorter than
+ * GW_JOB_TOKEN_MIN is refused too. GW_ERR_AUTH when rank 0 refuses the
+ * token, GW_ERR_TIMEOUT naming the root, GW_ERR_REMOTE when rank 0 closes
+ * the connection, GW_ERR_CONFIG for a bad root; each logged. */
 gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const char *token,
-                               int wait_ms, char *new_root, size_t cap, gw_bs_members_t *out);
+                               int insecure, int wait_ms, char *new_root, size_t cap,
+                               gw_bs_members_t *out);
 /* Rank 0, after a shrink or grow: the job's root listener and the joiners
  * waiting on it move from one bootstrap's referee to the other's. A no-op
  * unless both have a referee. */

@@ -125,11 +125,43 @@ static gw_status_t join_on(gw_bootstrap_t *bs, int fd, const char *token, int64_
     return GW_OK;
 }
 
+/* The joiner's token, checked before anything is sent: none is refused
+ * unless insecure, as a job without one is (bootstrap.c). */
+static gw_status_t check_token(const gw_logger_t *lg, const char *token, int insecure,
+                               const char *root)
+{
+    if (token && token[0] && strlen(token) < GW_JOB_TOKEN_MIN) {
+        GW_ERROR(lg, GW_BS_SUBSYS,
+                 "gw_comm_join: the job token given has %zu characters; a job token has at "
+                 "least %d",
+                 strlen(token), GW_JOB_TOKEN_MIN);
+        return GW_ERR_CONFIG;
+    }
+    if (token && token[0])
+        return GW_OK;
+    if (!insecure) {
+        GW_ERROR(lg, GW_BS_SUBSYS,
+                 "gw_comm_join: no job token: a process joins a job only by proving the job's "
+                 "token. Set GW_JOB_TOKEN (the job's secret) or GW_JOB_TOKEN_FILE (a file "
+                 "readable only by you, holding it), or pass it in the configuration; "
+                 "GW_INSECURE=1 joins a job that runs without a token, at your own risk");
+        return GW_ERR_CONFIG;
+    }
+    GW_WARN(lg, GW_BS_SUBSYS,
+            "GW_INSECURE=1 and no job token: joining the job at %s unauthenticated; anyone who "
+            "can reach its ports gets in as this process could",
+            root ? root : "(none)");
+    return GW_OK;
+}
+
 gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const char *token,
-                               int wait_ms, char *new_root, size_t cap, gw_bs_members_t *out)
+                               int insecure, int wait_ms, char *new_root, size_t cap,
+                               gw_bs_members_t *out)
 {
     char host[256], port[16];
     int p;
+    if (check_token(lg, token, insecure, root) != GW_OK)
+        return GW_ERR_CONFIG;
     if (!root || gw__parse_hostport(root, host, sizeof(host), &p) != GW_OK ||
         strlen(root) >= GW_BS_ROOT_TEXT) {
         GW_ERROR(lg, GW_BS_SUBSYS, "root address \"%s\" to join is not host:port",

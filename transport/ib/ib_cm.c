@@ -161,10 +161,19 @@ gw_status_t gw__ib_cm_listen(gw_ib_t *t, char *desc, size_t desc_cap)
     memcpy(&t->local.sa, &ss, sizeof(ss));
     gw__sock_addr_str((const struct sockaddr *)&ss, str, sizeof(str));
     snprintf(desc, desc_cap, "through the RDMA CM at %s", str);
+    static const char *const drop_kinds[CM_DROP_KINDS] = {"failed or gone before their proof",
+                                                          "garbage", "wrong proof or replay",
+                                                          "not for us", "evicted"};
+    snprintf(t->cm_where, sizeof(t->cm_where), "the RDMA CM listener %s", str);
+    t->cm_strangers = (gw_sock_strangers_t){.log = lg,
+                                            .subsys = GW_IB_SUBSYS,
+                                            .where = t->cm_where,
+                                            .kind_names = drop_kinds,
+                                            .nkinds = CM_DROP_KINDS};
     return GW_OK;
 }
 
-static void drop_id(gw_ib_t *t, gw_ib_cm_conn_t *c)
+void gw__ib_cm_drop_id(gw_ib_t *t, gw_ib_cm_conn_t *c)
 {
     gw_ib_peer_t *p = &t->peers[c->peer];
     if (c->id) {
@@ -186,7 +195,7 @@ static void retry(gw_ib_t *t, gw_ib_cm_conn_t *c, const char *why)
     int pause = gw__sock_retry_arm(&c->retry);
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d to %s: %s; retrying in %d ms", c->qp,
              t->peers[c->peer].desc, why, pause);
-    drop_id(t, c);
+    gw__ib_cm_drop_id(t, c);
     c->state = c->out ? CM_WAIT : CM_IDLE;
 }
 
@@ -405,6 +414,9 @@ static gw_status_t on_event(gw_ib_t *t, enum rdma_cm_event_type type, int status
         return c->out && c->state == CM_CONNECTING ? on_accepted(t, c, pdata, pdata_len) : GW_OK;
     default:
         snprintf(why, sizeof(why), "%s (status %d)", t->api.event_str(type), status);
+        if (t->lazy && type == RDMA_CM_EVENT_REJECTED && status == GW_IB_REJ_INVALID_SERVICE_ID &&
+            gw__ib_dial_give_up(t, p, "its host refused our request to connect"))
+            return GW_OK;
         if (t->lazy && type == RDMA_CM_EVENT_REJECTED && status == GW_IB_REJ_INVALID_SERVICE_ID)
             /* Connecting on first use, the peer has listened since before
              * the address exchange: nobody there means it is gone. */
@@ -485,6 +497,7 @@ gw_status_t gw__ib_cm_poll_events(gw_ib_t *t)
     gw_status_t st = GW_OK;
     while (st == GW_OK && gw__ib_cm_next_event(t, &st, 0))
         ;
+    gw__sock_strangers_summary(&t->cm_strangers, gw__now_ms(), 0, NULL);
     /* After connect() every failure is the transport's (logged already
      * where it happened). */
     if (st != GW_OK && t->base.failed == GW_OK)
@@ -494,6 +507,8 @@ gw_status_t gw__ib_cm_poll_events(gw_ib_t *t)
 
 void gw__ib_cm_teardown(gw_ib_t *t)
 {
+    if (t->cm_strangers.log)
+        gw__sock_strangers_summary(&t->cm_strangers, gw__now_ms(), 1, NULL);
     for (int r = 0; t->peers && r < t->base.size; r++)
         gw__ib_cm_knock_end(t, &t->peers[r]);
     for (int i = 0; t->cm_conns && i < t->ncm_conns; i++) {
@@ -502,7 +517,7 @@ void gw__ib_cm_teardown(gw_ib_t *t)
             continue;
         if (c->state == CM_UP)
             t->api.disconnect(c->id);
-        drop_id(t, c);
+        gw__ib_cm_drop_id(t, c);
     }
     gw__ib_cm_cands_free(t);
     if (t->cm_auth_mr)

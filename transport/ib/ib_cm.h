@@ -19,6 +19,17 @@
 #define GW_IB_REJ_INVALID_SERVICE_ID 8 /* nobody listens there */
 #define GW_IB_REJ_CONSUMER_DEFINED 28  /* the listener rejected (a knock delivered) */
 
+/* Why an incoming request or connection was dropped: the kinds that
+ * t->cm_strangers counts (transport/sock_strangers.c). */
+enum {
+    CM_DROP_CLOSED,  /* it failed or went away before its proof */
+    CM_DROP_GARBAGE, /* not a gradwire request of this version */
+    CM_DROP_PROOF,   /* a wrong proof, or a knock played back */
+    CM_DROP_CLAIM,   /* another job, or a claim that cannot be ours */
+    CM_DROP_EVICTED, /* made room for a newer connection */
+    CM_DROP_KINDS
+};
+
 typedef enum gw_ib_cm_state {
     CM_IDLE,
     CM_WAIT,
@@ -72,6 +83,8 @@ gw_status_t gw__ib_cm_create_qp(gw_ib_t *t, struct rdma_cm_id *id, const char *w
 /* The parameters of rdma_connect and rdma_accept, with this private data. */
 void gw__ib_cm_param(gw_ib_t *t, struct rdma_conn_param *cp, const uint8_t *pdata, size_t len);
 
+/* Destroy c's id and its QP, if any (its QP number is retired). */
+void gw__ib_cm_drop_id(gw_ib_t *t, gw_ib_cm_conn_t *c);
 /* Start (or retry) the dial of c: resolve the peer's address; the rest
  * follows from the events. */
 void gw__ib_cm_out_start(gw_ib_t *t, gw_ib_cm_conn_t *c);

@@ -10,8 +10,13 @@
  * displace it (each proves itself on its own QP; the first proven one takes
  * the slot, and a request for a slot already proven is rejected). A
  * candidate that fails - a wrong proof, a message that is not one, a
- * disconnect first - is dropped with one WARN line naming its address and
- * why, and the real rank, which knows the key, still gets in. Up to
+ * disconnect first - is dropped, and the real rank, which knows the key,
+ * still gets in. The first requests and candidates dropped are logged at
+ * WARN with their address and why, the rest counted and summed up once a
+ * second (transport/sock_strangers.c), so a flood of requests is not a
+ * flood of log lines. A knock (a request for QP GW_IB_KNOCK_QP) is always
+ * rejected, and makes us dial only when its proof is right and its counter
+ * fresh (knock_from). Up to
  * GW_IB_CM_CANDS wait at once; when they are all taken the one that has
  * waited longest makes room for a newcomer, so strangers cannot lock a rank
  * out. A dropped candidate is disconnected (its QP goes to the error state)
@@ -65,11 +70,16 @@ static void cand_destroy(gw_ib_t *t, gw_ib_cm_cand_t *k)
 /* Disconnect a candidate that failed; it stays (DEAD) until its entry is
  * needed or connect() ends. The slot it claimed learns why, for the time-out
  * report. */
-static void cand_kill(gw_ib_t *t, gw_ib_cm_cand_t *k, const char *why)
+static void cand_kill(gw_ib_t *t, gw_ib_cm_cand_t *k, int kind, const char *why)
 {
-    GW_WARN(t->base.log, GW_IB_SUBSYS,
-            "dropping the RDMA CM connection from %s that claims to be rank %d (QP %d): %s",
-            k->addr, k->peer, k->qp, why);
+    if (gw__sock_stranger(&t->cm_strangers, kind))
+        GW_WARN(t->base.log, GW_IB_SUBSYS,
+                "dropping the RDMA CM connection from %s that claims to be rank %d (QP %d): %s",
+                k->addr, k->peer, k->qp, why);
+    else
+        GW_TRACE(t->base.log, GW_IB_SUBSYS,
+                 "dropping the RDMA CM connection from %s that claims to be rank %d (QP %d): %s",
+                 k->addr, k->peer, k->qp, why);
     gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, k->peer, k->qp);
     if (c->state != CM_UP)
         snprintf(c->why, sizeof(c->why), "a connection from %s claiming it was dropped: %s",
@@ -94,7 +104,7 @@ static gw_ib_cm_cand_t *cand_slot(gw_ib_t *t)
             oldest = k;
     }
     if (!dead) {
-        cand_kill(t, oldest,
+        cand_kill(t, oldest, CM_DROP_EVICTED,
                   "it has not proven the job token, and its place is needed for a "
                   "newer connection");
         dead = oldest;
@@ -130,7 +140,7 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     gw_ib_peer_t *p = &t->peers[k->peer];
     if (gw__ib_pair_block(t, p) != GW_OK || gw__ib_cm_create_qp(t, id, whom) != GW_OK ||
         gw__ib_cm_nonce(t, k->shake.nonce_a) != GW_OK) {
-        cand_kill(t, k, "no QP for it");
+        cand_kill(t, k, CM_DROP_CLOSED, "no QP for it");
         return;
     }
     k->qpn = id->qp->qp_num;
@@ -145,7 +155,7 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     if (rc != 0) {
         char why[96];
         snprintf(why, sizeof(why), "posting its receives: %s", strerror(rc));
-        cand_kill(t, k, why);
+        cand_kill(t, k, CM_DROP_CLOSED, why);
         return;
     }
     gw_ib_cm_pdata_t rep = {.from = (uint32_t)t->base.rank, .to = req->from, .qp_idx = req->qp_idx};
@@ -160,7 +170,7 @@ static void cand_accept(gw_ib_t *t, struct rdma_cm_id *id, const gw_ib_cm_pdata_
     if (t->api.accept(id, &cp) != 0) {
         char why[96];
         snprintf(why, sizeof(why), "rdma_accept: %s", strerror(errno));
-        cand_kill(t, k, why);
+        cand_kill(t, k, CM_DROP_CLOSED, why);
     }
 }
 
@@ -173,7 +183,7 @@ static gw_status_t cand_admit(gw_ib_t *t, gw_ib_cm_cand_t *k)
         return gw__ib_peer_fail(t, p, GW_ERR_CONFIG,
                                 "uses %d QPs per peer, this rank %d (GW_IB_QPS)", k->nqps, t->nqps);
     if (c->state == CM_UP) {
-        cand_kill(t, k, "its rank's QP is connected already");
+        cand_kill(t, k, CM_DROP_CLAIM, "its rank's QP is connected already");
         return GW_OK;
     }
     gw_status_t st = gw__ib_cq_room(t, p); /* sticky: a failure fails the job */
@@ -184,7 +194,7 @@ static gw_status_t cand_admit(gw_ib_t *t, gw_ib_cm_cand_t *k)
     if (rc != 0) {
         char why[96];
         snprintf(why, sizeof(why), "posting its receives: %s", strerror(rc));
-        cand_kill(t, k, why);
+        cand_kill(t, k, CM_DROP_CLOSED, why);
         return GW_OK;
     }
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "RDMA CM connection %d from %s (%s) proved the key", k->qp,
@@ -214,7 +224,7 @@ gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc)
             char why[128];
             snprintf(why, sizeof(why), "its first message is not a proof (%s)",
                      t->api.wc_status_str(wc->status));
-            cand_kill(t, k, why);
+            cand_kill(t, k, CM_DROP_CLOSED, why);
             return GW_OK;
         }
         const uint8_t *msg = gw__ib_cm_proof_buf(t, i);
@@ -222,7 +232,7 @@ gw_status_t gw__ib_cm_on_proof(gw_ib_t *t, const struct ibv_wc *wc)
             gw__ib_cm_proof_msg_decode(msg, &k->shake.blk_d, &k->shake.rkey_d);
         if (wc->byte_len != GW_IB_CM_PROOF_SIZE ||
             !gw__ib_cm_proof_ok(t->data_key, &k->shake, 0, msg)) {
-            cand_kill(t, k, "wrong proof (it does not know the job token)");
+            cand_kill(t, k, CM_DROP_PROOF, "wrong proof (it does not know the job token)");
             return GW_OK;
         }
         return cand_admit(t, k);
@@ -248,7 +258,7 @@ void gw__ib_cm_cands_end(gw_ib_t *t)
     for (int i = 0; t->cm_cands && i < GW_IB_CM_CANDS; i++) {
         any |= t->cm_cands[i].state != CAND_FREE;
         if (t->cm_cands[i].state == CAND_PROVING)
-            cand_kill(t, &t->cm_cands[i],
+            cand_kill(t, &t->cm_cands[i], CM_DROP_CLOSED,
                       "it did not prove the job token before every rank was connected");
     }
     if (!any)
@@ -262,6 +272,32 @@ void gw__ib_cm_cands_end(gw_ib_t *t)
             cand_destroy(t, &t->cm_cands[i]);
 }
 
+/* A knock's request: the rank to dial when its proof is right, it may
+ * knock on us and its counter is above the last we acted on from it; else
+ * -1 and why. */
+static int knock_from(gw_ib_t *t, const uint8_t *pdata, size_t len, char *why, size_t cap)
+{
+    uint32_t from;
+    uint64_t counter;
+    if (!gw__ib_cm_knock_check(t->data_key, t->job_id, (uint32_t)t->base.rank, pdata, len, &from,
+                               &counter)) {
+        snprintf(why, cap, "a knock without the right proof (it does not know the job token)");
+        return -1;
+    }
+    if (!t->lazy || from >= (uint32_t)t->base.rank || !t->peers[from].active) {
+        snprintf(why, cap, "a knock from rank %u, which does not ask us to dial it",
+                 (unsigned)from);
+        return -1;
+    }
+    if (counter <= t->peers[from].knock_seen) {
+        snprintf(why, cap, "replayed (a knock in rank %u's name that is not fresh)",
+                 (unsigned)from);
+        return -1;
+    }
+    t->peers[from].knock_seen = counter;
+    return (int)from;
+}
+
 /* A connection request: reject what is not a request of this job's ranks
  * (one WARN line), accept the rest as candidates. */
 void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdata, size_t pdata_len)
@@ -270,25 +306,29 @@ void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdat
     gw__ib_cm_peer_str(id, addr, sizeof(addr));
     gw_ib_cm_pdata_t pd;
     why[0] = '\0';
-    if (gw__ib_cm_req_decode(pdata, pdata_len, &pd) != GW_OK)
+    int kind = CM_DROP_CLAIM;
+    if (gw__ib_cm_req_decode(pdata, pdata_len, &pd) != GW_OK) {
+        kind = CM_DROP_GARBAGE;
         snprintf(why, sizeof(why),
                  "it is not a gradwire connection request of protocol version %u (%zu bytes, "
                  "magic 0x%08x)",
                  GW_IB_PROTOCOL_VERSION, pdata_len,
                  pdata_len >= 4 ? (unsigned)gw__get_be32(pdata) : 0u);
-    else if (memcmp(pd.job_id, t->job_id, 16) != 0)
+    } else if (pd.qp_idx == GW_IB_KNOCK_QP) {
+        kind = CM_DROP_PROOF;
+        /* A knock: rejected either way (the knocker learns it was
+         * delivered); we dial (ib_lazy.c) only for a proven, fresh one. */
+        int from = knock_from(t, pdata, pdata_len, why, sizeof(why));
+        if (from >= 0) {
+            t->api.reject(id, NULL, 0);
+            t->api.destroy_id(id);
+            (void)gw__ib_knocked_by(t, from); /* a failure is sticky */
+            return;
+        }
+    } else if (memcmp(pd.job_id, t->job_id, 16) != 0)
         snprintf(why, sizeof(why), "it is from another job");
-    else if (t->lazy && pd.qp_idx == GW_IB_KNOCK_QP && pd.to == (uint32_t)t->base.rank &&
-             pd.from < (uint32_t)t->base.rank && t->peers[pd.from].active) {
-        /* A knock: rejected (the knocker learns it was delivered), and we
-         * dial (ib_lazy.c). It proves nothing; the dial's connections do. */
-        t->api.reject(id, NULL, 0);
-        t->api.destroy_id(id);
-        (void)gw__ib_knocked_by(t, (int)pd.from); /* a failure is sticky */
-        return;
-    } else if (pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
-               pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps ||
-               !t->peers[pd.from].active)
+    else if (pd.to != (uint32_t)t->base.rank || pd.from <= (uint32_t)t->base.rank ||
+             pd.from >= (uint32_t)t->base.size || pd.qp_idx >= t->nqps || !t->peers[pd.from].active)
         snprintf(why, sizeof(why), "rank %u does not connect to rank %u this way (QP %u)",
                  (unsigned)pd.from, (unsigned)pd.to, (unsigned)pd.qp_idx);
     else if (gw__ib_cm_conn_of(t, (int)pd.from, pd.qp_idx)->state == CM_UP)
@@ -299,8 +339,12 @@ void gw__ib_cm_on_request(gw_ib_t *t, struct rdma_cm_id *id, const uint8_t *pdat
         snprintf(why, sizeof(why), "GW_IB_TEST_REJECT (test-only) says so");
     }
     if (why[0]) {
-        GW_WARN(t->base.log, GW_IB_SUBSYS, "rejecting an RDMA CM connection request from %s: %s",
-                addr, why);
+        if (gw__sock_stranger(&t->cm_strangers, kind))
+            GW_WARN(t->base.log, GW_IB_SUBSYS,
+                    "rejecting an RDMA CM connection request from %s: %s", addr, why);
+        else
+            GW_TRACE(t->base.log, GW_IB_SUBSYS,
+                     "rejecting an RDMA CM connection request from %s: %s", addr, why);
         t->api.reject(id, NULL, 0);
         t->api.destroy_id(id);
         return;
@@ -316,7 +360,7 @@ void gw__ib_cm_cand_event(gw_ib_t *t, gw_ib_cm_cand_t *k, enum rdma_cm_event_typ
     char why[128];
     snprintf(why, sizeof(why), "%s (status %d) before it proved the job token",
              t->api.event_str(type), status);
-    cand_kill(t, k, why);
+    cand_kill(t, k, CM_DROP_CLOSED, why);
 }
 
 int gw__ib_cm_proving(const gw_ib_t *t)

@@ -107,6 +107,7 @@ gw_status_t gw__ib_cm_connect(gw_ib_t *t)
         }
         while (st == GW_OK && gw__ib_cm_next_event(t, &st, 1))
             ;
+        gw__sock_strangers_summary(&t->cm_strangers, gw__now_ms(), 0, NULL);
         /* Proofs, and whatever proven peers have sent before them. Only
          * while proofs are due: otherwise what peers send waits for
          * progress(), as it would have without the proofs (a peer that
@@ -131,6 +132,19 @@ gw_status_t gw__ib_cm_dial_peer(gw_ib_t *t, gw_ib_peer_t *p)
         gw__ib_cm_out_start(t, c);
     }
     return t->base.failed;
+}
+
+void gw__ib_cm_dial_stop(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    /* QPs that are up stay up (both sides hold them); the others are
+     * forgotten, and dialled again with the pair's next need. */
+    for (int k = 0; t->cm_conns && k < t->nqps; k++) {
+        gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, p->rank, k);
+        if (c->state == CM_UP || c->state == CM_IDLE)
+            continue;
+        gw__ib_cm_drop_id(t, c); /* as a retry does */
+        c->state = CM_IDLE;
+    }
 }
 
 const char *gw__ib_cm_dial_why(gw_ib_t *t, const gw_ib_peer_t *p)

@@ -2,10 +2,14 @@
  * ib_cm_knock.c - knocks through the RDMA CM: how a lower rank asks a
  * higher one to dial it when the pair connects on first use (ib_lazy.c).
  *
- * A knock is a connect request like a dial's (ranks, job id, a nonce) for
- * QP GW_IB_KNOCK_QP, on an id with no QP of its own. The higher rank
- * rejects it (consumer reason) and starts dialling; its IB CM carries the
- * rejection back, so the knocker knows the knock was delivered. A request
+ * A knock is a connect request for QP GW_IB_KNOCK_QP, on an id with no QP
+ * of its own, whose private data carries our knock counter for the pair
+ * and its proof of the job's key (ib_wire.c: the 56 bytes RoCE carries).
+ * The higher rank rejects it (consumer reason) and, when the proof is
+ * right and the counter above the last it acted on from us, starts
+ * dialling; a knock of a stranger who read the job id, or one played
+ * back, moves nobody (ib_cm_cand.c). Its IB CM carries the rejection
+ * back, so the knocker knows the knock was delivered. A request
  * that finds no listener at the address is rejected by the peer's kernel
  * instead, with "invalid service ID": nobody listens there any more (the
  * rank closed its communicator or died), and the pair fails at once,
@@ -61,20 +65,12 @@ gw_status_t gw__ib_cm_knock(gw_ib_t *t, gw_ib_peer_t *p)
     return GW_OK;
 }
 
-/* The route is known: the request, with a fresh nonce (nothing depends on
- * it; it keeps knocks from looking alike). */
+/* The route is known: the request, with our next counter and the proof. */
 static gw_status_t send_request(gw_ib_t *t, gw_ib_peer_t *p)
 {
-    gw_ib_cm_pdata_t pd = {.from = (uint32_t)t->base.rank,
-                           .to = (uint32_t)p->rank,
-                           .qp_idx = GW_IB_KNOCK_QP,
-                           .nqps = (uint16_t)t->nqps};
-    memcpy(pd.job_id, t->job_id, 16);
-    gw_status_t st = gw__ib_cm_nonce(t, pd.nonce);
-    if (st != GW_OK)
-        return st;
-    uint8_t buf[GW_IB_CM_REQ_SIZE];
-    gw__ib_cm_req_encode(&pd, buf);
+    uint8_t buf[GW_IB_CM_KNOCK_SIZE];
+    gw__ib_cm_knock_encode(t->data_key, t->job_id, (uint32_t)t->base.rank, (uint32_t)p->rank,
+                           gw__sock_knock_next(&p->knock_sent), buf);
     struct rdma_conn_param cp;
     gw__ib_cm_param(t, &cp, buf, sizeof(buf));
     if (t->api.connect(p->knock_id, &cp) != 0)

@@ -375,8 +375,10 @@ typedef struct gw_ib_peer {
     int knocks;                  /* knocks delivered */
     struct rdma_cm_id *knock_id; /* rdmacm: a knock under way */
     int knock_fd;                /* out of band: a knock's connection under way, or -1 */
-    uint64_t knock_sent;         /* out of band: our last knock's counter (sock.h) */
-    uint64_t knock_seen;         /* out of band: its last knock's counter we acted on */
+    uint64_t knock_sent;         /* our last knock's counter (sock.h) */
+    uint64_t knock_seen;         /* its last knock's counter that we acted on */
+    int dial_for_knock;          /* we dial it because it knocked, not for a request of
+                                  * ours: failing to, while we have none, fails nothing */
     int cq_counted;              /* the CQ has room for its QPs' completions */
 } gw_ib_peer_t;
 
@@ -437,8 +439,11 @@ typedef struct gw_ib {
     struct rdma_cm_id *listen_id;
     struct gw_ib_cm_conn *cm_conns; /* rdmacm mode: one per (peer, QP) */
     int ncm_conns;
-    struct gw_ib_cm_cand *cm_cands; /* rdmacm: incoming connections not proven yet */
-    uint8_t *cm_auth_mem;           /* proofs received (per candidate) and sent (per conn) */
+    struct gw_ib_cm_cand *cm_cands;   /* rdmacm: incoming connections not proven yet */
+    gw_sock_strangers_t cm_strangers; /* rdmacm: requests and candidates dropped, logged
+                                       * with a bound (transport/sock_strangers.c) */
+    char cm_where[96];                /* "the RDMA CM listener ADDR", for its lines */
+    uint8_t *cm_auth_mem;             /* proofs received (per candidate) and sent (per conn) */
     struct ibv_mr *cm_auth_mr;
     uint32_t cm_retired[GW_IB_CM_RETIRED]; /* QP numbers of dropped candidates */
     unsigned cm_nretired;
@@ -602,6 +607,15 @@ int gw__ib_lazy_wake_ms(gw_ib_t *t);
 gw_status_t gw__ib_lazy_progress(gw_ib_t *t);
 /* A lower rank knocked: dial it (TRACE; nothing when under way or up). */
 gw_status_t gw__ib_knocked_by(gw_ib_t *t, int peer);
+/* Our dial to p failed or ran out of time (why): when we dial it only
+ * because it knocked and no request of ours waits for it, the dial is
+ * stopped with a WARN and 1 returned (the job goes on; a request or a
+ * knock dials again); else 0, and the caller fails the pair. */
+int gw__ib_dial_give_up(gw_ib_t *t, gw_ib_peer_t *p, const char *why);
+/* Stop the dials to p under way, before any of its QPs moved: 0; -1 when
+ * one is past that point (it cannot be undone). */
+int gw__ib_oob_dial_stop(gw_ib_t *t, gw_ib_peer_t *p);
+void gw__ib_cm_dial_stop(gw_ib_t *t, gw_ib_peer_t *p);
 
 /* ib_post.c */
 /* Post what can be posted for every peer: CTS entries for receives, eager

@@ -17,15 +17,26 @@
  * us. A knock is needed because the higher rank may need nothing
  * from us yet (our receive waits for its send, which it has not reached;
  * or our send waits for a receive that it posts only later), and only a
- * connection lets a message leave. The knock proves nothing and needs not
- * to: all it can cause is a dial, and the dial's connections prove the
- * job's key both ways as every connection does. A knock that finds no
+ * connection lets a message leave. A knock carries its proof of the job's
+ * key and a counter that must grow (out of band: transport/sock_auth.c;
+ * through the RDMA CM: its request, ib_wire.c), so that neither a
+ * stranger who read the job id nor a knock played back makes us dial;
+ * the dial's connections then prove the key both ways as every connection
+ * does. A knock that finds no
  * listener at the peer's address (it closed or died: the peer's kernel
  * refuses it) fails the pair at once, naming the peer, as does a dial
  * that is refused so; a knock that is delivered and
  * not answered is sent again after 250 ms, doubling up to 4 s, and the
  * caller's time-out (or the referee) decides about a peer that never
  * dials.
+ *
+ * A dial that only answers a knock is different: while no request of ours
+ * waits for that peer, its refusal or its time-out fails nothing. The
+ * knocker may be busy outside gradwire for longer than timeout_ms (its
+ * send posted, then a long computation; disjoint groups of a job), and it
+ * is not ours to blame: the dial is stopped with a WARN (before any QP of
+ * the pair moved) and made again when a request of ours, or its next
+ * knock, needs it. The TCP transport does the same (tcp_mesh.c).
  *
  * Until a pair is up its requests wait in their queues: ib_post.c posts
  * nothing for a peer whose QPs are not all connected. progress() moves
@@ -40,6 +51,7 @@
  * QPs on a TCP connection closed at once).
  */
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
@@ -74,11 +86,12 @@ static gw_status_t sticky(gw_ib_t *t, gw_status_t st)
     return t->base.failed;
 }
 
-static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p)
+static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p, int for_knock)
 {
     if (!t->lazy || p->wanted || gw__ib_peer_up(t, p))
         return GW_OK;
     p->wanted = 1;
+    p->dial_for_knock = for_knock;
     if (p->rank > t->base.rank) {
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "first message for %s: asking it to connect", p->desc);
         return knock(t, p);
@@ -88,15 +101,32 @@ static gw_status_t start(gw_ib_t *t, gw_ib_peer_t *p)
     return rdmacm(t) ? gw__ib_cm_dial_peer(t, p) : gw__ib_oob_dial_peer(t, p);
 }
 
-gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p) { return sticky(t, start(t, p)); }
+gw_status_t gw__ib_want_peer(gw_ib_t *t, gw_ib_peer_t *p) { return sticky(t, start(t, p, 0)); }
 
 gw_status_t gw__ib_knocked_by(gw_ib_t *t, int peer)
 {
     gw_ib_peer_t *p = &t->peers[peer];
-    if (p->wanted || gw__ib_peer_up(t, p))
+    if (p->wanted || gw__ib_peer_up(t, p) || peer >= t->base.rank)
         return GW_OK;
     GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s knocked: connecting", p->desc);
-    return gw__ib_want_peer(t, p);
+    return sticky(t, start(t, p, 1));
+}
+
+int gw__ib_dial_give_up(gw_ib_t *t, gw_ib_peer_t *p, const char *why)
+{
+    if (!t->lazy || !p->dial_for_knock || p->sq_head || p->rq_head || p->rank > t->base.rank)
+        return 0;
+    if (rdmacm(t))
+        gw__ib_cm_dial_stop(t, p);
+    else if (gw__ib_oob_dial_stop(t, p) != 0)
+        return 0; /* its QPs moved already: the pair is ours to finish */
+    GW_WARN(t->base.log, GW_IB_SUBSYS,
+            "%s knocked, but dialling it back failed: %s; no message of ours waits for it, so "
+            "the job goes on (dialled again when one does)",
+            p->desc, why);
+    p->wanted = 0;
+    p->dial_for_knock = 0;
+    return 1;
 }
 
 int gw__ib_lazy_busy(const gw_ib_t *t)
@@ -133,10 +163,16 @@ int gw__ib_lazy_wake_ms(gw_ib_t *t)
     return wake > now ? (int)(wake - now) : 0;
 }
 
-/* Why the dials to p did not bring it up: the pair fails. */
+/* Why the dials to p did not bring it up: the pair fails, unless the dial
+ * only answered a knock (gw__ib_dial_give_up). */
 static gw_status_t dial_timed_out(gw_ib_t *t, gw_ib_peer_t *p)
 {
     const char *why = rdmacm(t) ? gw__ib_cm_dial_why(t, p) : gw__ib_oob_dial_why(t, p);
+    char what[224];
+    snprintf(what, sizeof(what), "not connected within %d ms (%d of %d QPs up)%s%s", t->timeout_ms,
+             p->qp_up, t->nqps, why[0] ? "; last error: " : "", why);
+    if (gw__ib_dial_give_up(t, p, what))
+        return GW_OK;
     return gw__ib_peer_fail(t, p, GW_ERR_TIMEOUT,
                             "not connected %d ms after its first message (%d of %d QPs up)%s%s: "
                             "is it alive, and does %s reach it?",

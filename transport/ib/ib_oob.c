@@ -18,9 +18,11 @@
  * yet ready to receive. Everything runs in one poll() loop under one
  * deadline. Connections that do not complete the handshake (garbage, a
  * hello of another job, an impostor that knows the job id but not the
- * token, a recorded hello played back) are strangers: logged at WARN with
- * their address and why, and dropped; nothing they say touches a QP or
- * stops the job. When 64 connections wait unproven, the one that has
+ * token, a recorded hello played back) are strangers: dropped, the first
+ * ones logged at WARN with their address and why, the rest counted and
+ * summed up once a second (transport/sock_strangers.c, as the TCP
+ * transport and the bootstrap root do), so a flood of connections is not
+ * a flood of log lines; nothing they say touches a QP or stops the job. When 64 connections wait unproven, the one that has
  * waited longest is dropped to make room, so that strangers, silent or
  * not, cannot lock a rank out. Dialling, its retries
  * (10 ms doubling up to 1 s) and the transfers are the socket module's
@@ -34,8 +36,10 @@
  * connect() with the listener open: a pair's QPs are created, and the
  * dial to a lower rank starts, with the pair's first request; a hello
  * from a higher rank creates ours for it before we answer. A knock is a
- * hello for GW_IB_KNOCK_QP QPs, sent on a connection closed at once: the
- * higher rank that reads it dials us. progress() moves all of it in
+ * hello for GW_IB_KNOCK_QP QPs followed by its proof of the key, sent on a
+ * connection closed at once: the higher rank that reads it checks the
+ * proof and that its counter is fresh (ib_oob_knock.c), and dials us; a
+ * dial that only answers a knock fails nothing (ib_lazy.c). progress() moves all of it in
  * mesh_round() without waiting, and wakes for the listener; a pair is up,
  * and its requests posted, only once both READY bytes crossed. A knock
  * that finds no listener (connection refused) fails the pair at once,
@@ -116,14 +120,16 @@ static void out_retry(mesh_t *m, conn_t *c, const char *what)
     c->phase = P_DIAL;
 }
 
-/* An incoming connection that is not (or not yet proven to be) a rank of
- * this job: one WARN line with its address and why, and its slot is free. */
-void gw__ib_oob_drop(mesh_t *m, conn_t *c, const char *why)
+void gw__ib_oob_drop(mesh_t *m, conn_t *c, int kind, const char *why)
 {
-    GW_WARN(gw__ib_oob_log(m), GW_IB_SUBSYS,
-            "dropping an out-of-band connection from %s: %s (a stranger, not a rank of this job; "
-            "carrying on)",
-            c->addr, why);
+    if (gw__sock_stranger(&m->strangers, kind))
+        GW_WARN(gw__ib_oob_log(m), GW_IB_SUBSYS,
+                "dropping an out-of-band connection from %s: %s (a stranger, not a rank of this "
+                "job; carrying on)",
+                c->addr, why);
+    else
+        GW_TRACE(gw__ib_oob_log(m), GW_IB_SUBSYS, "dropping an out-of-band connection from %s: %s",
+                 c->addr, why);
     close(c->s.fd);
     c->s.fd = -1;
     c->phase = P_DONE;
@@ -139,6 +145,9 @@ static gw_status_t out_dial(mesh_t *m, conn_t *c, short revents)
         sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     const char *what;
     int st = gw__sock_dial_step(&c->s, sa, sl, revents, NULL, NULL, &what);
+    if (st == GW_SOCK_FAILED && m->t->lazy && errno == ECONNREFUSED &&
+        gw__ib_dial_give_up(m->t, &m->t->peers[c->peer], "it refused our connection"))
+        return GW_OK;
     if (st == GW_SOCK_FAILED && m->t->lazy && errno == ECONNREFUSED)
         /* Connecting on first use, the peer has listened since before the
          * address exchange: a refusal means it is gone. */
@@ -216,13 +225,14 @@ static gw_status_t on_hello(mesh_t *m, conn_t *c)
     if (!hello_valid(t, &h) || h.id.from < (uint32_t)t->base.rank) {
         snprintf(why, sizeof(why), "invalid hello (magic 0x%08x, version %u, rank %u -> %u)",
                  (unsigned)h.id.magic, (unsigned)h.version, (unsigned)h.id.from, (unsigned)h.id.to);
-        gw__ib_oob_drop(m, c, why);
+        gw__ib_oob_drop(m, c, h.id.magic == GW_IB_HELLO_MAGIC ? OOB_DROP_CLAIM : OOB_DROP_GARBAGE,
+                        why);
         return GW_OK;
     }
     if (t->peers[h.id.from].oob_fd >= 0 || t->peers[h.id.from].qp_up) {
         snprintf(why, sizeof(why), "it claims to be rank %u, which is connected already",
                  (unsigned)h.id.from);
-        gw__ib_oob_drop(m, c, why);
+        gw__ib_oob_drop(m, c, OOB_DROP_CLAIM, why);
         return GW_OK;
     }
     c->claim = h.id.from;
@@ -253,7 +263,7 @@ static gw_status_t on_proven(mesh_t *m, conn_t *c)
         if (o != c && !o->out && o->peer == (int)c->claim && o->s.fd >= 0) {
             char why[96];
             snprintf(why, sizeof(why), "it repeats rank %u's connection", (unsigned)c->claim);
-            gw__ib_oob_drop(m, c, why);
+            gw__ib_oob_drop(m, c, OOB_DROP_CLAIM, why);
             return GW_OK;
         }
     }
@@ -313,7 +323,7 @@ static gw_status_t on_knock(mesh_t *m, conn_t *c)
         char why[96];
         snprintf(why, sizeof(why), "replayed (a knock in rank %u's name that is not fresh)",
                  (unsigned)c->claim);
-        gw__ib_oob_drop(m, c, why);
+        gw__ib_oob_drop(m, c, OOB_DROP_PROOF, why);
         return GW_OK;
     }
     close(c->s.fd);
@@ -352,8 +362,12 @@ static gw_status_t shake(mesh_t *m, conn_t *c)
                     errno = EPROTO;
                 out_retry(m, c, c->sh.why);
             } else {
+                int io = c->sh.io;
+                int kind = io != GW_SOCK_IO_DONE                            ? OOB_DROP_CLOSED
+                           : strncmp(c->sh.why, "it sent garbage", 15) == 0 ? OOB_DROP_GARBAGE
+                                                                            : OOB_DROP_PROOF;
                 gw__ib_oob_drop(
-                    m, c,
+                    m, c, kind,
                     c->sh.io == GW_SOCK_IO_EOF     ? "it closed before completing the handshake"
                     : c->sh.io == GW_SOCK_IO_ERROR ? "the handshake failed on its socket"
                                                    : c->sh.why);

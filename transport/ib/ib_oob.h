@@ -38,15 +38,28 @@ typedef struct conn {
     char addr[64];     /* incoming: where it came from */
 } conn_t;
 
+/* Why an incoming connection was dropped: the kinds its stranger log
+ * counts (transport/sock_strangers.c). */
+enum {
+    OOB_DROP_CLOSED,  /* closed or silent before its proof */
+    OOB_DROP_GARBAGE, /* not a hello of this protocol */
+    OOB_DROP_PROOF,   /* a wrong proof, or a knock or hello played back */
+    OOB_DROP_CLAIM,   /* a hello of another job, or a claim that cannot be ours */
+    OOB_DROP_EVICTED, /* made room for a newer connection */
+    OOB_DROP_KINDS
+};
+
 typedef struct gw_ib_oob_mesh {
     gw_ib_t *t;
     conn_t *c;
     int n, cap;
-    uint32_t *peer_psn;  /* our first PSN towards each rank */
-    int pending;         /* peers not done */
-    uint64_t accepts;    /* connections accepted so far */
-    gw_sock_seen_t seen; /* dialler nonces seen, to name replays */
-    struct pollfd *pfds; /* the listener and every connection */
+    uint32_t *peer_psn;            /* our first PSN towards each rank */
+    int pending;                   /* peers not done */
+    uint64_t accepts;              /* connections accepted so far */
+    gw_sock_seen_t seen;           /* dialler nonces seen, to name replays */
+    struct pollfd *pfds;           /* the listener and every connection */
+    gw_sock_strangers_t strangers; /* dropped connections, logged with a bound */
+    char where[96];                /* "the out-of-band port ADDR", for its lines */
 } mesh_t;
 
 static inline const gw_logger_t *gw__ib_oob_log(const mesh_t *m) { return m->t->base.log; }
@@ -56,8 +69,10 @@ static inline const gw_logger_t *gw__ib_oob_log(const mesh_t *m) { return m->t->
 /* Move c as far as its socket allows (revents: what poll() said, or 0). */
 gw_status_t gw__ib_oob_step(mesh_t *m, conn_t *c, short revents);
 /* An incoming connection that is not (or not yet proven to be) a rank of
- * this job: one WARN line with its address and why, and its slot is free. */
-void gw__ib_oob_drop(mesh_t *m, conn_t *c, const char *why);
+ * this job, dropped for a reason of kind (OOB_DROP_*): a WARN line with its
+ * address and why for the first ones, then counted and summed up
+ * (transport/sock_strangers.c); its slot is free. */
+void gw__ib_oob_drop(mesh_t *m, conn_t *c, int kind, const char *why);
 
 /* A hello from this rank to peer: zero but for magic, version, job id and
  * ranks (the caller fills in the rest). */

@@ -6,6 +6,7 @@
  * connect(), moved by progress() without waiting.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -49,7 +50,8 @@ static gw_status_t accept_new(mesh_t *m)
              * room, as in the TCP transport. A rank dropped this way sees
              * EOF and dials again. Its slot is left for a later accept:
              * poll() may have reported events on its socket. */
-            gw__ib_oob_drop(m, oldest, "too many unproven out-of-band connections");
+            gw__ib_oob_drop(m, oldest, OOB_DROP_EVICTED,
+                            "too many unproven out-of-band connections");
         }
         if (!c) { /* not expected: the table has room for every rank and MAX_STRANGERS more */
             close(fd);
@@ -101,9 +103,16 @@ static gw_status_t add_out(mesh_t *m, int r)
     gw_status_t st = gw__ib_oob_peer_qps(m, r);
     if (st != GW_OK)
         return st;
-    if (m->n >= m->cap)
+    /* A slot that is over serves again: connecting on first use, a dial
+     * given up (gw__ib_dial_give_up) is made again later. */
+    conn_t *c = NULL;
+    for (int i = 0; !c && i < m->n; i++)
+        if (m->c[i].s.fd < 0 && m->c[i].phase == P_DONE)
+            c = &m->c[i];
+    if (!c && m->n >= m->cap)
         return GW_ERR_NO_MEMORY; /* not expected: room for every rank */
-    conn_t *c = &m->c[m->n++];
+    if (!c)
+        c = &m->c[m->n++];
     memset(c, 0, sizeof(*c));
     gw__sock_dial_init(&c->s);
     c->peer = r;
@@ -181,6 +190,7 @@ static void mesh_free(mesh_t *m)
 {
     if (!m)
         return;
+    gw__sock_strangers_summary(&m->strangers, gw__now_ms(), 1, NULL);
     for (int i = 0; m->c && i < m->n; i++)
         if (m->c[i].s.fd >= 0)
             close(m->c[i].s.fd);
@@ -206,6 +216,16 @@ static mesh_t *mesh_alloc(gw_ib_t *t)
         mesh_free(m);
         return NULL;
     }
+    static const char *const drop_kinds[OOB_DROP_KINDS] = {
+        "closed or silent", "garbage", "wrong proof or replay", "not for us", "evicted"};
+    char addr[64];
+    gw__sock_addr_str((const struct sockaddr *)&t->local.sa, addr, sizeof(addr));
+    snprintf(m->where, sizeof(m->where), "the out-of-band port %s", addr);
+    m->strangers = (gw_sock_strangers_t){.log = t->base.log,
+                                         .subsys = GW_IB_SUBSYS,
+                                         .where = m->where,
+                                         .kind_names = drop_kinds,
+                                         .nkinds = OOB_DROP_KINDS};
     return m;
 }
 
@@ -237,6 +257,7 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
             break;
         }
         st = mesh_round(m, deadline);
+        gw__sock_strangers_summary(&m->strangers, gw__now_ms(), 0, NULL);
     }
     mesh_free(m);
     /* The listener is not needed any more; strangers get refused. */
@@ -252,6 +273,28 @@ gw_status_t gw__ib_oob_connect(gw_ib_t *t)
 gw_status_t gw__ib_oob_dial_peer(gw_ib_t *t, gw_ib_peer_t *p)
 {
     return t->oob ? add_out(t->oob, p->rank) : GW_OK;
+}
+
+int gw__ib_oob_dial_stop(gw_ib_t *t, gw_ib_peer_t *p)
+{
+    mesh_t *m = t->oob;
+    for (int i = 0; m && i < m->n; i++) {
+        conn_t *c = &m->c[i];
+        if (c->out && c->peer == p->rank && c->phase != P_DONE && c->phase != P_DIAL &&
+            c->phase != P_SHAKE)
+            return -1; /* both proofs crossed: its QPs moved */
+    }
+    for (int i = 0; m && i < m->n; i++) {
+        conn_t *c = &m->c[i];
+        if (!c->out || c->peer != p->rank || c->phase == P_DONE)
+            continue;
+        if (c->s.fd >= 0)
+            close(c->s.fd);
+        c->s.fd = -1;
+        c->phase = P_DONE;
+        gw__sock_shake_wipe(&c->sh);
+    }
+    return 0;
 }
 
 const char *gw__ib_oob_dial_why(gw_ib_t *t, const gw_ib_peer_t *p)
@@ -273,6 +316,7 @@ gw_status_t gw__ib_oob_lazy_step(gw_ib_t *t)
         st = step_all(m);
     if (st == GW_OK)
         st = mesh_round(m, gw__now_ms()); /* no waiting */
+    gw__sock_strangers_summary(&m->strangers, gw__now_ms(), 0, NULL);
     return st;
 }
 

@@ -44,6 +44,13 @@
  *    0 u32 GW_IB_CM_REP_MAGIC   4 u8 protocol version   5 u8 zero
  *    6 u16 QP index             8 u32 from (the acceptor) 12 u32 to (the dialler)
  *   16 16 bytes the acceptor's nonce   32 32 bytes the acceptor's proof
+ * rdmacm knock's private data (56 bytes, all that RoCE carries; since
+ * version 8):
+ *    0 u32 GW_IB_CM_MAGIC   4 u8 protocol version   5 u8 zero
+ *    6 u16 GW_IB_KNOCK_QP   8 u32 from (the knocker) 12 u32 to (the knocked)
+ *   16 u64 the knocker's counter for the pair
+ *   24 32 bytes HMAC-SHA256 under the data-plane key over
+ *      "gradwire rdmacm: knock" (with its NUL) || job id || bytes 0..23
  * The dialler's proof (32 bytes) is the first message on the QP, a SEND.
  * Both proofs are HMAC-SHA256 under the data-plane key over
  *   label || dialler's nonce || acceptor's nonce || u32 dialler's rank ||
@@ -302,6 +309,46 @@ int gw__ib_cm_proof_ok(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_
     uint8_t want[GW_IB_CM_MAC_LEN];
     gw__ib_cm_proof(key, s, by_acceptor, want);
     return gw__ct_equal(want, mac, GW_IB_CM_MAC_LEN);
+}
+
+static const char CM_KNOCK[] = "gradwire rdmacm: knock";
+
+static void knock_mac(const uint8_t key[32], const uint8_t job_id[16], const uint8_t head[24],
+                      uint8_t mac[GW_IB_CM_MAC_LEN])
+{
+    gw_hmac_sha256_t h;
+    gw__hmac_sha256_init(&h, key, 32);
+    gw__hmac_sha256_update(&h, CM_KNOCK, sizeof(CM_KNOCK));
+    gw__hmac_sha256_update(&h, job_id, 16);
+    gw__hmac_sha256_update(&h, head, 24);
+    gw__hmac_sha256_final(&h, mac);
+    explicit_bzero(&h, sizeof(h));
+}
+
+void gw__ib_cm_knock_encode(const uint8_t key[32], const uint8_t job_id[16], uint32_t from,
+                            uint32_t to, uint64_t counter, uint8_t out[GW_IB_CM_KNOCK_SIZE])
+{
+    gw_ib_cm_pdata_t p = {.from = from, .to = to, .qp_idx = GW_IB_KNOCK_QP};
+    memset(out, 0, GW_IB_CM_KNOCK_SIZE);
+    cm_head_put(out, GW_IB_CM_MAGIC, &p);
+    gw__put_be64(out + 16, counter);
+    knock_mac(key, job_id, out, out + 24);
+}
+
+int gw__ib_cm_knock_check(const uint8_t key[32], const uint8_t job_id[16], uint32_t to,
+                          const uint8_t *in, size_t len, uint32_t *from, uint64_t *counter)
+{
+    gw_ib_cm_pdata_t p;
+    if (cm_head_get(in, len, GW_IB_CM_KNOCK_SIZE, GW_IB_CM_MAGIC, &p) != GW_OK ||
+        p.qp_idx != GW_IB_KNOCK_QP || p.to != to || in[5] != 0)
+        return 0;
+    uint8_t want[GW_IB_CM_MAC_LEN];
+    knock_mac(key, job_id, in, want);
+    if (!gw__ct_equal(want, in + 24, GW_IB_CM_MAC_LEN))
+        return 0;
+    *from = p.from;
+    *counter = gw__get_be64(in + 16);
+    return 1;
 }
 
 size_t gw__ib_nparts(size_t len, int nqps)

@@ -34,8 +34,10 @@
  * GW_IB_KNOCK_QP, ib_lazy.c); each side of a pair tells the other where
  * its block for the pair is (CTS FIFO and eager slots: GW_IB_PAIR_BLOCK)
  * in the set-up's messages (hello, accept, the dialler's proof), no longer
- * in the address. */
-#define GW_IB_PROTOCOL_VERSION 7u
+ * in the address. 8: knocks prove the key and are fresh: an RDMA CM knock
+ * is a request of its own layout (GW_IB_CM_KNOCK_SIZE: a counter and an
+ * HMAC), an out-of-band one a hello followed by its proof. */
+#define GW_IB_PROTOCOL_VERSION 8u
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
 #define GW_IB_EAGER_SLOTS 4  /* eager slots per peer and direction */
@@ -49,7 +51,8 @@
  * RoCE (the IB CM's 92 less librdmacm's header), an accept 196. */
 #define GW_IB_CM_REQ_SIZE 52
 #define GW_IB_CM_REP_SIZE 76
-#define GW_IB_CM_MAC_LEN 32 /* HMAC-SHA256 */
+#define GW_IB_CM_KNOCK_SIZE 56 /* a knock's request: every byte RoCE carries */
+#define GW_IB_CM_MAC_LEN 32    /* HMAC-SHA256 */
 /* The dialler's proof, a SEND: the MAC, then its block for the pair. */
 #define GW_IB_CM_PROOF_SIZE 44
 #define GW_IB_CM_NONCE_LEN 16
@@ -205,6 +208,19 @@ void gw__ib_cm_proof(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_ac
 /* 1 when mac is that proof (compared in constant time). */
 int gw__ib_cm_proof_ok(const uint8_t key[32], const gw_ib_cm_shake_t *s, int by_acceptor,
                        const uint8_t mac[GW_IB_CM_MAC_LEN]);
+
+/* A knock through the RDMA CM (ib_cm_knock.c): the connect request by
+ * which rank `from` asks rank `to` to dial it, with its counter for the
+ * pair (it must grow: a knock played back is not fresh) and its proof,
+ * HMAC-SHA256 under the data-plane key over a label, the job id and the
+ * request's first 24 bytes. */
+void gw__ib_cm_knock_encode(const uint8_t key[32], const uint8_t job_id[16], uint32_t from,
+                            uint32_t to, uint64_t counter, uint8_t out[GW_IB_CM_KNOCK_SIZE]);
+/* 1, with the sender's rank and counter, when in (len bytes) is a whole
+ * knock of this version for rank `to` whose proof is right (compared in
+ * constant time); else 0. */
+int gw__ib_cm_knock_check(const uint8_t key[32], const uint8_t job_id[16], uint32_t to,
+                          const uint8_t *in, size_t len, uint32_t *from, uint64_t *counter);
 
 /* Parts of a len-byte message over nqps QPs, and the range of part k: both
  * ends compute them from the length alone. */

@@ -63,10 +63,11 @@ static inline void *body_thread(void *arg)
 }
 
 /* Open and connect n ranks, those in lazy_mask (bit r for rank r) to
- * connect pairs on first use (params.lazy); skips the test when there is
- * no RDMA here. With check set, every connect() must succeed; otherwise
- * the caller looks at connect_st. */
-static inline void job_open_connect(job_t *j, int n, const char *cm, unsigned lazy_mask, int check)
+ * connect pairs on first use (params.lazy), with the transports'
+ * timeout_ms; skips the test when there is no RDMA here. With check set,
+ * every connect() must succeed; otherwise the caller looks at connect_st. */
+static inline void job_open_connect_ms(job_t *j, int n, const char *cm, unsigned lazy_mask,
+                                       int check, int timeout_ms)
 {
     memset(j, 0, sizeof(*j));
     j->n = n;
@@ -85,7 +86,7 @@ static inline void job_open_connect(job_t *j, int n, const char *cm, unsigned la
         p.rank = i;
         p.size = n;
         p.log = &r->lg;
-        p.timeout_ms = 20000;
+        p.timeout_ms = timeout_ms;
         p.nsocks = 1;
         p.lazy = (lazy_mask >> i) & 1;
         for (int k = 0; k < 16; k++)
@@ -113,6 +114,12 @@ static inline void job_open_connect(job_t *j, int n, const char *cm, unsigned la
     for (int i = 0; check && i < n; i++)
         cr_assert_eq(j->r[i].connect_st, GW_OK, "connect of rank %d: %s", i,
                      gw_status_name(j->r[i].connect_st));
+}
+
+/* The same with the transports' timeout_ms of 20 s. */
+static inline void job_open_connect(job_t *j, int n, const char *cm, unsigned lazy_mask, int check)
+{
+    job_open_connect_ms(j, n, cm, lazy_mask, check, 20000);
 }
 
 /* Open and connect n ranks that connect every pair in connect(). */

@@ -75,7 +75,7 @@ static void *thread_main(void *arg)
     cfg.size = 2;
     cfg.root = r->root;
     cfg.timeout_ms = r->timeout_ms ? r->timeout_ms : 30000;
-    cfg.job_token = "test_ib_p2p";
+    cfg.job_token = "test_ib_p2p-token";
     gw_status_t st = gw_comm_init(&cfg, &r->comm);
     if (st != GW_OK) {
         fprintf(stderr, "rank %d: gw_comm_init: %s\n", r->rank, gw_status_name(st));

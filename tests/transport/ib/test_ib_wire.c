@@ -440,3 +440,51 @@ Test(ib_wire, completion_status_classes)
     cr_assert_eq(gw__ib_wc_status_class(IBV_WC_GENERAL_ERR, &hint), GW_ERR_SYSTEM);
     cr_assert_not_null(hint);
 }
+
+/* An RDMA CM knock proves the key and carries its counter: it checks out
+ * only under the job's key and job id, for the rank it names, whole and
+ * unchanged (every byte of it is covered), and it fits the 56 bytes of
+ * private data a connect request carries over RoCE. A request of the old
+ * layout for the knock QP (job id and a nonce, no proof) is refused: a
+ * stranger who read the job id could make it. */
+Test(ib_wire, cm_knocks_prove_the_key)
+{
+    uint8_t key[32], job[16], other[32], k[GW_IB_CM_KNOCK_SIZE], bad[GW_IB_CM_KNOCK_SIZE];
+    for (int i = 0; i < 32; i++)
+        other[i] = key[i] = (uint8_t)(0x3a + 7 * i);
+    other[0] ^= 1;
+    for (int i = 0; i < 16; i++)
+        job[i] = (uint8_t)(0x40 + i);
+    cr_assert_leq(sizeof(k), 56, "a knock must fit a RoCE connect request");
+    gw__ib_cm_knock_encode(key, job, 1, 3, 0x0123456789abcdefULL, k);
+    uint32_t from = 99;
+    uint64_t counter = 0;
+    cr_assert(gw__ib_cm_knock_check(key, job, 3, k, sizeof(k), &from, &counter),
+              "a genuine knock is refused");
+    cr_expect_eq(from, 1);
+    cr_expect_eq(counter, 0x0123456789abcdefULL);
+    /* As librdmacm hands it over: the 56 bytes, whatever was sent. */
+    cr_expect(gw__ib_cm_knock_check(key, job, 3, k, 56, &from, &counter));
+    cr_expect(!gw__ib_cm_knock_check(other, job, 3, k, sizeof(k), &from, &counter), "another key");
+    uint8_t job2[16];
+    memcpy(job2, job, 16);
+    job2[15] ^= 1;
+    cr_expect(!gw__ib_cm_knock_check(key, job2, 3, k, sizeof(k), &from, &counter), "another job");
+    cr_expect(!gw__ib_cm_knock_check(key, job, 2, k, sizeof(k), &from, &counter),
+              "for another rank");
+    cr_expect(!gw__ib_cm_knock_check(key, job, 3, k, sizeof(k) - 1, &from, &counter), "short");
+    for (size_t i = 0; i < sizeof(k); i++) {
+        memcpy(bad, k, sizeof(bad));
+        bad[i] ^= 0x10;
+        cr_expect(!gw__ib_cm_knock_check(key, job, 3, bad, sizeof(bad), &from, &counter),
+                  "byte %zu changed and the knock still checks out", i);
+    }
+    /* The knock of version 7: a request whose QP index says knock, with the
+     * job id and a nonce where the proof now stands. */
+    gw_ib_cm_pdata_t p = {.from = 1, .to = 3, .qp_idx = GW_IB_KNOCK_QP, .nqps = 1};
+    memcpy(p.job_id, job, 16);
+    memset(bad, 0, sizeof(bad));
+    gw__ib_cm_req_encode(&p, bad);
+    cr_expect(!gw__ib_cm_knock_check(key, job, 3, bad, sizeof(bad), &from, &counter),
+              "a knock without a proof checks out");
+}

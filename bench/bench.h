@@ -160,8 +160,13 @@ typedef struct gw_bench_hosts {
     int worst, worst_ranks, worst_cpus_or_1;
 } gw_bench_hosts_t;
 
-/* Gather every rank's record (a collective: every rank calls it). The
- * records are kept on every rank; gw_bench_place_free releases them. */
+/* Room on rank 0 for every rank's record (nothing elsewhere); 0, or -1
+ * after printing why. Called before the ranks agree that their setup
+ * succeeded, so that the gather below cannot fail for memory. */
+int gw_bench_place_alloc(gw_bench_hosts_t *pl, int rank, int size);
+/* Gather every rank's record to rank 0 (a collective: every rank calls it,
+ * after gw_bench_place_alloc). Rank 0 keeps them (pl->n is 0 elsewhere);
+ * gw_bench_place_free releases them. */
 gw_status_t gw_bench_place_gather(gw_comm_t *comm, gw_bench_hosts_t *pl);
 /* nccl-tests' "#  Rank  0 Pid ... on HOST ..." lines, and a WARNING line
  * when a host has more ranks than CPUs. */

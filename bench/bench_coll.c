@@ -674,11 +674,13 @@ static int setup(struct bench *b, gw_bench_report_t *json)
         snprintf(b->error, sizeof(b->error), "root %d out of range", b->r.root);
         return -1;
     }
+    if (gw_bench_place_alloc(&b->place, b->r.rank, b->r.size) != 0)
+        ok = 0;
     if (gw_bench_setup_end(b->r.comm, b->r.rank, ok, b->o.coll->name, b->o.json, json, b->error,
                            sizeof(b->error)) != 0)
         return -1;
     if ((st = gw_bench_place_gather(b->r.comm, &b->place)) != GW_OK)
-        return call_failed(b, st, "gw_allgather of where the ranks run");
+        return call_failed(b, st, "gw_gather of where the ranks run");
     json->place = &b->place;
     return 0;
 }

@@ -58,27 +58,26 @@ static const gw_kit_prog_t prog = {"gradwire-bench mbw_mr",
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: gradwire-bench mbw_mr [options]\n"
-            "\n"
-            "  -b, --minbytes N      smallest message in bytes (default 1); K, M, G suffixes\n"
-            "  -e, --maxbytes N      largest message in bytes (default 4M)\n"
-            "  -f, --stepfactor N    multiply the size by N each step (default 2)\n"
-            "  -n, --iters N         timed windows per size (default 100)\n"
-            "  -w, --warmup_iters N  untimed windows before them (default 10)\n"
-            "  -p, --pairs P         pairs sending at once: rank i to rank i + P, for i < P\n"
-            "                        (default: half the ranks)\n"
-            "  -W, --window W        messages in flight per pair, each window ended by a\n"
-            "                        reply from the receiver (default 64)\n"
-            "  -c, --check 0|1       check what the receivers got (default 1)\n"
-            "      --json FILE       also write parameters and results as JSON (rank 0)\n"
-            "  -h, --help            show this help\n"
-            "\n"
-            "Measures the message rate and bandwidth of P pairs at once, as OSU's\n"
-            "osu_mbw_mr: MB/s (1e6 bytes) and messages/s summed over the pairs. Run one\n"
-            "process per rank, e.g. `gradwire launch -n 4 gradwire-bench mbw_mr`. Rank 0\n"
-            "prints where each rank runs and the table. Exit status: 0 if every call\n"
-            "succeeded and no byte was wrong, 1 otherwise, 2 for a bad command line.\n");
+    fprintf(out, "usage: gradwire-bench mbw_mr [options]\n"
+                 "\n"
+                 "  -b, --minbytes N      smallest message in bytes (default 1); K, M, G suffixes\n"
+                 "  -e, --maxbytes N      largest message in bytes (default 4M)\n"
+                 "  -f, --stepfactor N    multiply the size by N each step (default 2)\n"
+                 "  -n, --iters N         timed windows per size (default 100)\n"
+                 "  -w, --warmup_iters N  untimed windows before them (default 10)\n"
+                 "  -p, --pairs P         pairs sending at once: rank i to rank i + P, for i < P\n"
+                 "                        (default: half the ranks)\n"
+                 "  -W, --window W        messages in flight per pair, each window ended by a\n"
+                 "                        reply from the receiver (default 64)\n"
+                 "  -c, --check 0|1       check what the receivers got (default 1)\n"
+                 "      --json FILE       also write parameters and results as JSON (rank 0)\n"
+                 "  -h, --help            show this help\n"
+                 "\n"
+                 "Measures the message rate and bandwidth of P pairs at once, as OSU's\n"
+                 "osu_mbw_mr: MB/s (1e6 bytes) and messages/s summed over the pairs. Run one\n"
+                 "process per rank, e.g. `gradwire launch -n 4 gradwire-bench mbw_mr`. Rank 0\n"
+                 "prints where each rank runs and the table. Exit status: 0 if every call\n"
+                 "succeeded and no byte was wrong, 1 otherwise, 2 for a bad command line.\n");
 }
 
 static int parse(int argc, char **argv, struct mr_opts *o)
@@ -90,7 +89,7 @@ static int parse(int argc, char **argv, struct mr_opts *o)
                                              GW_BENCH_JSON_LONGOPT,
                                              GW_BENCH_END_LONGOPTS};
     const gw_bench_cmdline_t cl = {&prog, usage, "+:b:e:f:n:w:p:W:c:h", longopts, &o->sw, &o->json,
-                                   NULL, NULL};
+                                   NULL,  NULL};
     int c, rc;
     long v;
     memset(o, 0, sizeof(*o));
@@ -104,14 +103,14 @@ static int parse(int argc, char **argv, struct mr_opts *o)
         switch (c) {
         case 'p':
             if (gw_kit_parse_long(optarg, 1, 1 << 20, &v) != 0)
-                return gw_kit_usage_error(&prog, "-p wants a number of pairs (1 or more), not \"%s\"",
-                                          optarg);
+                return gw_kit_usage_error(
+                    &prog, "-p wants a number of pairs (1 or more), not \"%s\"", optarg);
             o->pairs = v;
             break;
         case 'W':
             if (gw_kit_parse_long(optarg, 1, 4096, &v) != 0)
-                return gw_kit_usage_error(&prog, "-W wants a window of 1..4096 messages, not \"%s\"",
-                                          optarg);
+                return gw_kit_usage_error(
+                    &prog, "-W wants a window of 1..4096 messages, not \"%s\"", optarg);
             o->window = v;
             break;
         case 'c':
@@ -243,7 +242,8 @@ static int setup(struct mr_run *m, gw_bench_report_t *rep)
         m->o.pairs = m->size / 2;
     if (m->o.pairs == 0 || 2 * m->o.pairs > m->size) {
         if (m->rank == 0)
-            fprintf(stderr, "gradwire-bench mbw_mr: %ld pair%s need%s %ld ranks, and the job has %d\n",
+            fprintf(stderr,
+                    "gradwire-bench mbw_mr: %ld pair%s need%s %ld ranks, and the job has %d\n",
                     m->o.pairs ? m->o.pairs : 1, m->o.pairs > 1 ? "s" : "",
                     m->o.pairs > 1 ? "" : "s", 2 * (m->o.pairs ? m->o.pairs : 1), m->size);
         snprintf(m->error, sizeof(m->error), "not enough ranks for the pairs");
@@ -261,11 +261,13 @@ static int setup(struct mr_run *m, gw_bench_report_t *rep)
                 m->rank, m->o.sw.maxbytes);
         ok = 0;
     }
+    if (gw_bench_place_alloc(&m->place, m->rank, m->size) != 0)
+        ok = 0;
     if (gw_bench_setup_end(m->comm, m->rank, ok, "mbw_mr", m->o.json, rep, m->error,
                            sizeof(m->error)) != 0)
         return -1;
     if ((st = gw_bench_place_gather(m->comm, &m->place)) != GW_OK)
-        return failed(m, st, "gw_allgather of where the ranks run");
+        return failed(m, st, "gw_gather of where the ranks run");
     rep->place = &m->place;
     return 0;
 }

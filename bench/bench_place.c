@@ -16,10 +16,10 @@
  * 64-CPU node has 2): ranks on emulated hosts share this machine's host
  * name and its CPUs, which is what they really share.
  *
- * Every rank contributes one fixed-size record to a gw_allgather (a rank's
- * host name, pid, the CPUs its affinity mask allows, as the kernel lists
- * them, and the host's online CPUs); rank 0 keeps them for the table and
- * the report.
+ * Every rank contributes one fixed-size record to a gw_gather to rank 0 (a
+ * rank's host name, pid, the CPUs its affinity mask allows, as the kernel
+ * lists them and as a mask, and the host's online CPUs); rank 0 keeps them
+ * for the table and the report, the others nothing.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -45,6 +45,18 @@ static void cpus_allowed(char *out, size_t cap)
         fclose(f);
 }
 
+int gw_bench_place_alloc(gw_bench_hosts_t *pl, int rank, int size)
+{
+    memset(pl, 0, sizeof(*pl));
+    if (rank != 0)
+        return 0;
+    pl->ranks = calloc((size_t)size, sizeof(*pl->ranks));
+    if (pl->ranks)
+        return 0;
+    fprintf(stderr, "gradwire-bench: out of memory for %d ranks' placement\n", size);
+    return -1;
+}
+
 gw_status_t gw_bench_place_gather(gw_comm_t *comm, gw_bench_hosts_t *pl)
 {
     int size = gw_comm_size(comm);
@@ -62,25 +74,14 @@ gw_status_t gw_bench_place_gather(gw_comm_t *comm, gw_bench_hosts_t *pl)
         for (int c = 0; c < GW_BENCH_PLACE_CPUS && c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &set))
                 me.mask[c / 64] |= (uint64_t)1 << (c % 64);
-    memset(pl, 0, sizeof(*pl));
-    pl->ranks = calloc((size_t)size, sizeof(*pl->ranks));
-    /* Every rank must enter the gather, even one without the memory for
-     * it: a rank that cannot keep the records gives a scratch buffer of
-     * one record per rank instead and reports nothing. */
-    gw_bench_rank_place_t *buf = pl->ranks;
-    gw_bench_rank_place_t one[1];
-    if (!buf)
-        buf = size == 1 ? one : calloc((size_t)size, sizeof(*buf));
-    if (!buf)
-        return GW_ERR_NO_MEMORY;
-    gw_status_t st = gw_allgather(comm, &me, buf, sizeof(me), GW_UINT8);
-    if (buf != pl->ranks && buf != one)
-        free(buf);
-    if (st != GW_OK || !pl->ranks) {
-        free(pl->ranks);
-        pl->ranks = NULL;
-        return st != GW_OK ? st : GW_ERR_NO_MEMORY;
-    }
+    /* Only rank 0 prints and writes the report: the records go to it, into
+     * what gw_bench_place_alloc gave it before the ranks agreed that their
+     * setup succeeded (so no rank waits here for one that gave up). */
+    int rank = gw_comm_rank(comm);
+    gw_status_t st =
+        gw_gather(comm, &me, rank == 0 ? (void *)pl->ranks : NULL, sizeof(me), GW_UINT8, 0);
+    if (st != GW_OK || rank != 0)
+        return st;
     pl->n = size;
     pl->worst_cpus_or_1 = 1;
     /* A host's ranks against the CPUs they may run on together; the worst

@@ -26,7 +26,8 @@ static run_result_t bench(const char *n, int trace, char *const args[])
     for (int i = 0; args[i] && k < 47; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
-    char tenv[] = "GW_TIMEOUT_MS=60000", dbg[] = "GW_DEBUG=TRACE", sub[] = "GW_DEBUG_SUBSYS=coll,async";
+    char tenv[] = "GW_TIMEOUT_MS=60000", dbg[] = "GW_DEBUG=TRACE",
+         sub[] = "GW_DEBUG_SUBSYS=coll,async";
     char *env[] = {tenv, trace ? dbg : NULL, sub, NULL};
     run_result_t r = run_cmd(argv, env, 120);
     cr_assert(!r.timed_out, "bench timed out:\n%s", r.output);
@@ -60,8 +61,8 @@ Test(bench_conventions, agg_iters_and_blocking_make_the_calls_they_say, .timeout
                  "the default (-m 1 -z 1) made non-blocking calls:\n%s", r.output);
     free(r.output);
 
-    char *agg[] = {"allreduce", "-b", "8", "-e", "8", "-n", "2", "-w",
-                   "0",         "-c", "0", "-m", "3", NULL};
+    char *agg[] = {"allreduce", "-b", "8",  "-e", "8",  "-n", "2",
+                   "-w",        "0",  "-c", "0",  "-m", "3",  NULL};
     r = bench("2", 1, agg);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_expect_eq(count_rank1(r.output, "gw_allreduce", "2 x float32"), 12,
@@ -71,8 +72,8 @@ Test(bench_conventions, agg_iters_and_blocking_make_the_calls_they_say, .timeout
     cr_expect(strstr(r.output, "agg iters: 3"), "%s", r.output);
     free(r.output);
 
-    char *nb[] = {"allreduce", "-b", "8", "-e", "8", "-n", "2", "-w",
-                  "0",         "-c", "0", "-z", "0", NULL};
+    char *nb[] = {"allreduce", "-b", "8",  "-e", "8",  "-n", "2",
+                  "-w",        "0",  "-c", "0",  "-z", "0",  NULL};
     r = bench("2", 1, nb);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_expect_eq(count_rank1(r.output, "gw_allreduce", "2 x float32"), 4, "%s", r.output);
@@ -85,12 +86,25 @@ Test(bench_conventions, agg_iters_and_blocking_make_the_calls_they_say, .timeout
      * gw_isend/gw_irecv pairs; alltoallv's in-place form too). */
     const char *colls[] = {"sendrecv", "alltoallv", "reduce_scatter", "allgatherv", "broadcast"};
     for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++) {
-        char *chk[] = {(char *)colls[i], "-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1",
-                       "-m", "2", "-z", "0", NULL};
+        char *chk[] = {(char *)colls[i],
+                       "-b",
+                       "8",
+                       "-e",
+                       "4K",
+                       "-f",
+                       "8",
+                       "-n",
+                       "3",
+                       "-w",
+                       "1",
+                       "-m",
+                       "2",
+                       "-z",
+                       "0",
+                       NULL};
         r = bench("3", 0, chk);
         cr_expect_eq(r.status, 0, "%s -m 2 -z 0:\n%s", colls[i], r.output);
-        cr_expect(strstr(r.output, "# Wrong elements       : 0 OK"), "%s:\n%s", colls[i],
-                  r.output);
+        cr_expect(strstr(r.output, "# Wrong elements       : 0 OK"), "%s:\n%s", colls[i], r.output);
         free(r.output);
     }
 }
@@ -102,16 +116,16 @@ Test(bench_conventions, average_over_ranks, .timeout = 120)
 {
     char *dir = make_tmpdir("bench-avg"), json[512];
     snprintf(json, sizeof(json), "%s/a.json", dir);
-    char *a0[] = {"allreduce", "-b", "8", "-e", "8", "-n", "7", "-w", "0", "-c", "0", "-a", "0",
-                  NULL};
+    char *a0[] = {"allreduce", "-b", "8",  "-e", "8",  "-n", "7",
+                  "-w",        "0",  "-c", "0",  "-a", "0",  NULL};
     run_result_t r = bench("2", 1, a0);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_expect_eq(count_rank1(r.output, "gw_broadcast", "7 x float64"), 2,
                  "-a 0: rank 0's times were not broadcast (2 placements):\n%s", r.output);
     cr_expect_eq(count_rank1(r.output, "gw_allreduce", "7 x float64"), 0, "%s", r.output);
     free(r.output);
-    char *a2[] = {"allreduce", "-b", "8", "-e", "8", "-n", "7", "-w", "0", "-c", "0",
-                  "-a",        "2",  "--json", json, NULL};
+    char *a2[] = {"allreduce", "-b", "8", "-e", "8", "-n",     "7",  "-w",
+                  "0",         "-c", "0", "-a", "2", "--json", json, NULL};
     r = bench("2", 0, a2);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_expect(strstr(r.output, "# average: 2 (min over ranks)"), "%s", r.output);
@@ -130,8 +144,8 @@ Test(bench_conventions, run_cycles_and_the_algorithm_column, .timeout = 120)
 {
     char *dir = make_tmpdir("bench-cyc"), json[512];
     snprintf(json, sizeof(json), "%s/c.json", dir);
-    char *args[] = {"allreduce", "-b", "8",      "-e", "64K", "-f", "32", "-n", "2", "-w", "0",
-                    "-N",        "3",  "--json", json, NULL};
+    char *args[] = {"allreduce", "-b", "8", "-e", "64K", "-f",     "32", "-n",
+                    "2",         "-w", "0", "-N", "3",   "--json", json, NULL};
     run_result_t r = bench("2", 0, args);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_expect(strstr(r.output, "# cycle 3"), "%s", r.output);
@@ -190,9 +204,9 @@ Test(bench_conventions, rank_lines_and_oversubscription, .timeout = 120)
     for (int n = 1; n <= 2; n++) {
         char ns[4];
         snprintf(ns, sizeof(ns), "%d", n);
-        char *argv[] = {"taskset", "-c", cpus,   LAUNCHER, "launch", "-n", ns,  "--",
-                        BENCH,     "allreduce", "-b", "8",      "-e",     "8",  "-n", "2",
-                        "--json",  json,        NULL};
+        char *argv[] = {"taskset", "-c",  cpus,        LAUNCHER, "launch", "-n", ns,
+                        "--",      BENCH, "allreduce", "-b",     "8",      "-e", "8",
+                        "-n",      "2",   "--json",    json,     NULL};
         run_result_t r = run_cmd(argv, NULL, 120);
         cr_assert(!r.timed_out && r.status == 0, "%s", r.output);
         for (int rank = 0; rank < n; rank++) {
@@ -226,8 +240,8 @@ Test(bench_conventions, mbw_mr_pairs_with_a_window, .timeout = 120)
 {
     char *dir = make_tmpdir("bench-mr"), json[512];
     snprintf(json, sizeof(json), "%s/mr.json", dir);
-    char *args[] = {"mbw_mr", "-b", "1", "-e", "4K", "-f", "4", "-n",     "3",
-                    "-w",     "1",  "-W", "8", "-c", "1",  "--json", json, NULL};
+    char *args[] = {"mbw_mr", "-b", "1",  "-e", "4K", "-f", "4",      "-n", "3",
+                    "-w",     "1",  "-W", "8",  "-c", "1",  "--json", json, NULL};
     run_result_t r = bench("4", 0, args);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_expect(strstr(r.output, "pairs: 2  window: 8"), "%s", r.output);

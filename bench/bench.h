@@ -26,6 +26,8 @@
  * (bench_coll.c): argv[0] names the collective. */
 int gw_bench_coll_main(int argc, char **argv);
 int gw_bench_p2p_main(int argc, char **argv);
+/* mbw_mr (bench_mbw_mr.c): OSU's osu_mbw_mr, pairs with a window. */
+int gw_bench_mbw_mr_main(int argc, char **argv);
 int gw_bench_tune_main(int argc, char **argv);
 int gw_bench_compress_main(int argc, char **argv);
 
@@ -122,13 +124,67 @@ typedef struct gw_bench_timing {
 gw_status_t gw_bench_timing_reduce(gw_comm_t *comm, const double *times, double *tmax, long n,
                                    gw_bench_timing_t *out);
 
+/* nccl-tests' -a: how a call's times on the ranks make one figure. */
+typedef enum gw_bench_average {
+    GW_BENCH_AVG_RANK0 = 0, /* rank 0's time */
+    GW_BENCH_AVG_MEAN = 1,  /* the mean over ranks (nccl-tests' default) */
+    GW_BENCH_AVG_MIN = 2,   /* the fastest rank's */
+    GW_BENCH_AVG_MAX = 3,   /* the slowest rank's (gradwire-bench's default) */
+} gw_bench_average_t;
+
+/* gw_bench_timing_reduce with the ranks' times of each call combined as
+ * avg says, instead of always by max. */
+gw_status_t gw_bench_timing_reduce_by(gw_comm_t *comm, const double *times, double *tall, long n,
+                                      gw_bench_average_t avg, gw_bench_timing_t *out);
+
+/* ---- where the ranks run (bench_place.c) ---- */
+
+/* One rank's record, gathered as raw bytes (fixed size, no pointers). */
+#define GW_BENCH_PLACE_CPUS 1024 /* CPUs a record's mask holds */
+typedef struct gw_bench_rank_place {
+    char host[64];
+    char cpus[48]; /* its Cpus_allowed_list */
+    int32_t pid;
+    int32_t online;                          /* its host's online CPUs */
+    uint64_t mask[GW_BENCH_PLACE_CPUS / 64]; /* its affinity mask */
+    int32_t host_cpus; /* on rank 0, after the gather: the CPUs its host's ranks may use */
+    int32_t pad;
+} gw_bench_rank_place_t;
+
+/* Every rank's record, and the host whose ranks most outnumber the CPUs
+ * they may run on (the union of their affinity masks). */
+typedef struct gw_bench_hosts {
+    gw_bench_rank_place_t *ranks;
+    int n; /* 0: not gathered */
+    int oversubscribed;
+    int worst, worst_ranks, worst_cpus_or_1;
+} gw_bench_hosts_t;
+
+/* Room on rank 0 for every rank's record (nothing elsewhere); 0, or -1
+ * after printing why. Called before the ranks agree that their setup
+ * succeeded, so that the gather below cannot fail for memory. */
+int gw_bench_place_alloc(gw_bench_hosts_t *pl, int rank, int size);
+/* Gather every rank's record to rank 0 (a collective: every rank calls it,
+ * after gw_bench_place_alloc). Rank 0 keeps them (pl->n is 0 elsewhere);
+ * gw_bench_place_free releases them. */
+gw_status_t gw_bench_place_gather(gw_comm_t *comm, gw_bench_hosts_t *pl);
+/* nccl-tests' "#  Rank  0 Pid ... on HOST ..." lines, and a WARNING line
+ * when a host has more ranks than CPUs. */
+void gw_bench_place_print(const gw_bench_hosts_t *pl, FILE *out);
+/* "placement": [{rank, host, pid, cpus, host_cpus}...] and
+ * "oversubscribed" (both null when pl is NULL or was not gathered). */
+void gw_bench_place_json(gw_kit_json_t *j, const gw_bench_hosts_t *pl);
+void gw_bench_place_free(gw_bench_hosts_t *pl);
+
 /* A benchmark's JSON report on rank 0: the file, and what the run header
- * takes at the start of the run (the date and the load average). */
+ * takes at the start of the run (the date and the load average), and where
+ * the ranks ran when the benchmark gathered it (else NULL). */
 typedef struct gw_bench_report {
     FILE *f;
     char date[32];
     double load[3];
     int have_load;
+    const gw_bench_hosts_t *place;
 } gw_bench_report_t;
 
 /* Open path for a benchmark's JSON into rep and write a placeholder into

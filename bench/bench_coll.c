@@ -49,6 +49,8 @@
 #include "bench_coll.h"
 
 #define MAX_SIZES 100000
+#define OPT_ALGO 256         /* --algo: long only, -a is nccl-tests' --average */
+#define MAX_NB_CALLS 1000000 /* -z 0: calls in flight at once, iters x agg_iters */
 
 struct opts {
     const gw_bench_coll_t *coll;
@@ -60,6 +62,10 @@ struct opts {
     gw_dtype_t dtypes[GW_DTYPE_COUNT];
     gw_op_t ops[GW_OP_COUNT];
     gw_algo_t algo;
+    long agg;               /* -m: calls per timed iteration, one wait for all */
+    gw_bench_average_t avg; /* -a: how the ranks' times of a call combine */
+    long cycles;            /* -N: sweeps of every size (0: until stopped) */
+    int blocking;           /* -z: 1 each iteration timed alone, 0 one wait at the end */
     const char *json;
     const char *plot;        /* --plot FILE: a PNG of the busbw curves */
     char name[48], tail[80]; /* "gradwire-bench NAME" for messages */
@@ -74,6 +80,7 @@ struct place_result {
 };
 
 struct result {
+    long cycle;
     size_t bytes, count;
     gw_dtype_t dtype;
     gw_op_t op;
@@ -87,7 +94,10 @@ struct bench {
     double *times, *tmax;
     struct result *res;
     size_t nres, capres;
-    char error[512]; /* the failure that ended the run, for the JSON */
+    gw_handle_t **handles; /* -m or -z 0: the calls in flight */
+    size_t nhandles;
+    gw_bench_hosts_t place; /* where the ranks run */
+    char error[512];        /* the failure that ended the run, for the JSON */
 };
 
 static void usage_of(FILE *out, const void *ctx)
@@ -113,7 +123,7 @@ static void usage_of(FILE *out, const void *ctx)
         if (d->has_root)
             fprintf(out, "  -r, --root R          the root rank (default 0)\n");
         if (d->has_algo)
-            fprintf(out, "  -a, --algo A          auto (default), ring, tree, rd, hier, direct\n");
+            fprintf(out, "      --algo A          auto (default), ring, tree, rd, hier, direct\n");
         if (d->blocks)
             fprintf(out, "Sizes are of the %s buffer: one block of size / ranks per rank.\n",
                     d->id == GW_BENCH_REDUCE_SCATTER || d->id == GW_BENCH_SCATTER
@@ -122,6 +132,18 @@ static void usage_of(FILE *out, const void *ctx)
                                                  : "gathered (receive)");
     }
     fprintf(out,
+            "  -m, --agg_iters M     calls per timed iteration, issued non-blocking and\n"
+            "                        waited for together; the time is per call (default 1)\n"
+            "  -a, --average A       how the ranks' times of a call make one: 0 rank 0's,\n"
+            "                        1 the mean (nccl-tests' default), 2 the fastest\n"
+            "                        rank's, 3 the slowest rank's (default 3)\n"
+            "  -N, --run_cycles N    run the whole sweep N times, printing each (0: until\n"
+            "                        stopped; default 1)\n"
+            "  -z, --blocking 0|1    1 (default): every iteration completes and is timed\n"
+            "                        alone, the table gives the median; 0: every\n"
+            "                        iteration's calls are issued without waiting and\n"
+            "                        waited for once at the end, the time is the total\n"
+            "                        over the calls (nccl-tests' default)\n"
             "      --json FILE       also write parameters and results as JSON (rank 0)\n"
             "      --plot FILE       also draw the sweep this run measured as a PNG (rank 0,\n"
             "                        with gnuplot): busbw against size on a log2 axis, one\n"
@@ -131,7 +153,9 @@ static void usage_of(FILE *out, const void *ctx)
             "\n"
             "Measures %s. Run one process per rank; the communicator comes from the\n"
             "environment (gw_comm_init_env), e.g. `gradwire launch -n 4 gradwire-bench\n"
-            "%s`. Rank 0 prints the table. Exit status: 0 if every call succeeded and no\n"
+            "%s`. Rank 0 prints where each rank runs (a WARNING when a host has more\n"
+            "ranks than CPUs) and the table; the algo column is the algorithm auto\n"
+            "chose for the size. Exit status: 0 if every call succeeded and no\n"
             "element was wrong, 1 otherwise, 2 for a bad command line.\n",
             d->what, d->name);
 }
@@ -177,8 +201,11 @@ static int check_sweep(struct opts *o, int have_i)
 /* An option the collective has no use for is a usage error, not ignored. */
 static int not_for(struct opts *o, int c)
 {
-    if (c == 'J' || c == 'P')
-        return usage_error(o, "--%s means nothing to %s", c == 'J' ? "json" : "plot",
+    if (c == 'J' || c == 'P' || c == OPT_ALGO)
+        return usage_error(o, "--%s means nothing to %s",
+                           c == 'J'   ? "json"
+                           : c == 'P' ? "plot"
+                                      : "algo",
                            o->coll->name);
     return usage_error(o, "-%c means nothing to %s", c, o->coll->name);
 }
@@ -191,7 +218,11 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
                                              {"check", required_argument, NULL, 'c'},
                                              {"datatype", required_argument, NULL, 'd'},
                                              {"op", required_argument, NULL, 'o'},
-                                             {"algo", required_argument, NULL, 'a'},
+                                             {"algo", required_argument, NULL, OPT_ALGO},
+                                             {"average", required_argument, NULL, 'a'},
+                                             {"agg_iters", required_argument, NULL, 'm'},
+                                             {"run_cycles", required_argument, NULL, 'N'},
+                                             {"blocking", required_argument, NULL, 'z'},
                                              {"root", required_argument, NULL, 'r'},
                                              GW_BENCH_JSON_LONGOPT,
                                              {"plot", required_argument, NULL, 'P'},
@@ -208,7 +239,8 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
     gw_bench_sweep_t *sw = d->id == GW_BENCH_BARRIER ? NULL : &o->sw;
     const char **json = d->id == GW_BENCH_BARRIER ? NULL : &o->json;
     const gw_bench_cmdline_t cl = {
-        &o->prog, NULL, "+:b:e:f:i:n:w:c:d:o:a:r:h", longopts, sw, json, usage_of, (const void *)d};
+        &o->prog, NULL,           "+:b:e:f:i:n:w:c:d:o:a:r:m:N:z:h", longopts, sw, json,
+        usage_of, (const void *)d};
     o->sw.minbytes = 8;
     o->sw.maxbytes = (size_t)32 << 20;
     o->sw.factor = 0; /* 0 until -f: it excludes -i, and the default is 2 */
@@ -219,11 +251,15 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
     o->dtypes[0] = GW_FLOAT32;
     o->ops[0] = GW_SUM;
     o->algo = GW_ALGO_AUTO;
+    o->agg = 1;
+    o->avg = GW_BENCH_AVG_MAX;
+    o->cycles = 1;
+    o->blocking = 1;
     gw_kit_getopt_begin();
     while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         if (c == GW_BENCH_OPT_EXIT)
             return rc;
-        if (d->id == GW_BENCH_BARRIER && c != 'n' && c != 'w')
+        if (d->id == GW_BENCH_BARRIER && !strchr("nwamNz", c))
             return not_for(o, c);
         switch (c) {
         case 'n':
@@ -277,7 +313,34 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
                                    optarg);
             }
             break;
+        case 'm':
+            if (gw_kit_parse_long(optarg, 1, 1000000, &v) != 0)
+                return usage_error(o,
+                                   "-m wants a number of calls per iteration in 1..1000000, "
+                                   "not \"%s\"",
+                                   optarg);
+            o->agg = v;
+            break;
         case 'a':
+            if (gw_kit_parse_long(optarg, 0, 3, &v) != 0)
+                return usage_error(o,
+                                   "-a wants 0 (rank 0), 1 (mean), 2 (min) or 3 (max), not "
+                                   "\"%s\" (the algorithm is --algo)",
+                                   optarg);
+            o->avg = (gw_bench_average_t)v;
+            break;
+        case 'N':
+            if (gw_kit_parse_long(optarg, 0, 1000000, &v) != 0)
+                return usage_error(o, "-N wants a number of cycles in 0..1000000, not \"%s\"",
+                                   optarg);
+            o->cycles = v;
+            break;
+        case 'z':
+            if (gw_kit_parse_long(optarg, 0, 1, &v) != 0)
+                return usage_error(o, "-z wants 0 or 1, not \"%s\"", optarg);
+            o->blocking = (int)v;
+            break;
+        case OPT_ALGO:
             if (!d->has_algo)
                 return not_for(o, c);
             if (gw_algo_parse(optarg, &o->algo) != GW_OK)
@@ -295,6 +358,11 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
     }
     if ((c = gw_kit_no_operands(&o->prog, argc, argv)) >= 0)
         return c;
+    if (!o->blocking && o->sw.iters * o->agg > MAX_NB_CALLS)
+        return usage_error(o,
+                           "-z 0 issues all %ld x %ld calls before one wait: at most %d (fewer "
+                           "-n or -m)",
+                           o->sw.iters, o->agg, MAX_NB_CALLS);
     if (d->id == GW_BENCH_BARRIER) {
         o->sw.minbytes = o->sw.maxbytes = 0;
         o->sw.factor = 1; /* one row: next_size() ends the sweep after size 0 */
@@ -308,6 +376,47 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
 
 #define call_failed(b, st, ...) \
     gw_bench_fail((b)->error, sizeof((b)->error), (b)->r.rank, st, __VA_ARGS__)
+
+/* Wait for every call in flight; the first error, if any. */
+static gw_status_t wait_all(struct bench *b)
+{
+    gw_status_t first = GW_OK;
+    for (size_t i = 0; i < b->nhandles; i++) {
+        gw_status_t st = gw_wait(b->handles[i]);
+        if (first == GW_OK)
+            first = st;
+    }
+    b->nhandles = 0;
+    return first;
+}
+
+/* Issue calls non-blocking calls (b->handles has room); on an error, wait
+ * for those already issued and return it. */
+static gw_status_t issue(struct bench *b, const gw_bench_place_t *pl, const gw_bench_shape_t *sh,
+                         gw_dtype_t dt, gw_op_t op, long calls)
+{
+    for (long k = 0; k < calls; k++) {
+        int nh = 0;
+        gw_status_t st = gw_bench_coll_icall(&b->r, pl, sh, dt, op, b->handles + b->nhandles, &nh);
+        if (st != GW_OK) {
+            wait_all(b);
+            return st;
+        }
+        b->nhandles += (size_t)nh;
+    }
+    return GW_OK;
+}
+
+/* One iteration: the blocking call, or with -m M, M non-blocking calls and
+ * one wait for them all (nccl-tests' aggregation). */
+static gw_status_t iteration(struct bench *b, const gw_bench_place_t *pl,
+                             const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
+{
+    if (b->o.agg == 1)
+        return gw_bench_coll_call(&b->r, pl, sh, dt, op);
+    gw_status_t st = issue(b, pl, sh, dt, op, b->o.agg);
+    return st == GW_OK ? wait_all(b) : st;
+}
 
 /* Time and check one (dtype, op, size, placement); fills *pr. */
 static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, const gw_bench_shape_t *sh,
@@ -323,17 +432,33 @@ static int measure(struct bench *b, gw_dtype_t dt, gw_op_t op, const gw_bench_sh
     if ((st = gw_barrier(b->r.comm)) != GW_OK)
         return call_failed(b, st, "gw_barrier before %zu B", sh->bytes);
     for (long it = 0; it < b->o.sw.warmup; it++)
-        if ((st = gw_bench_coll_call(&b->r, &pl, sh, dt, op)) != GW_OK)
+        if ((st = iteration(b, &pl, sh, dt, op)) != GW_OK)
             return call_failed(b, st, "gw_%s (%s, %zu B %s %s, warm-up)", name, where, sh->bytes,
                                gw_dtype_name(dt), opname);
-    for (long it = 0; it < n; it++) {
+    if (b->o.blocking) {
+        for (long it = 0; it < n; it++) {
+            double t0 = gw_kit_now_us();
+            if ((st = iteration(b, &pl, sh, dt, op)) != GW_OK)
+                return call_failed(b, st, "gw_%s (%s, %zu B %s %s, iteration %ld)", name, where,
+                                   sh->bytes, gw_dtype_name(dt), opname, it);
+            b->times[it] = (gw_kit_now_us() - t0) / (double)b->o.agg;
+        }
+    } else {
+        /* -z 0: no wait until every call is issued; each iteration's time
+         * is the mean over all of them. */
         double t0 = gw_kit_now_us();
-        if ((st = gw_bench_coll_call(&b->r, &pl, sh, dt, op)) != GW_OK)
-            return call_failed(b, st, "gw_%s (%s, %zu B %s %s, iteration %ld)", name, where,
-                               sh->bytes, gw_dtype_name(dt), opname, it);
-        b->times[it] = gw_kit_now_us() - t0;
+        st = issue(b, &pl, sh, dt, op, n * b->o.agg);
+        if (st == GW_OK)
+            st = wait_all(b);
+        if (st != GW_OK)
+            return call_failed(b, st, "gw_%s (%s, %zu B %s %s, %ld calls without waiting)", name,
+                               where, sh->bytes, gw_dtype_name(dt), opname, n * b->o.agg);
+        double each = (gw_kit_now_us() - t0) / (double)(n * b->o.agg);
+        for (long it = 0; it < n; it++)
+            b->times[it] = each;
     }
-    if ((st = gw_bench_timing_reduce(b->r.comm, b->times, b->tmax, n, &pr->t)) != GW_OK)
+    if ((st = gw_bench_timing_reduce_by(b->r.comm, b->times, b->tmax, n, b->o.avg, &pr->t)) !=
+        GW_OK)
         return call_failed(b, st, "gw_allreduce of the timings");
     pr->algbw = pr->t.med_us > 0 ? (double)sh->bytes / pr->t.med_us / 1e3 : 0;
     pr->busbw = pr->algbw * b->o.coll->busbw_factor(b->r.size);
@@ -375,16 +500,26 @@ static void print_header(const struct bench *b)
     else
         printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->sw.minbytes, o->sw.maxbytes,
                o->stepbytes);
-    printf(" warmup iters: %ld iters: %ld validation: %d\n#\n", o->sw.warmup, o->sw.iters,
-           o->check);
+    printf(" warmup iters: %ld iters: %ld agg iters: %ld validation: %d\n", o->sw.warmup,
+           o->sw.iters, o->agg, o->check);
+    static const char *const avgs[] = {"rank 0", "mean", "min", "max"};
+    printf("# average: %d (%s over ranks) blocking: %d run cycles: %ld\n#\n", (int)o->avg,
+           avgs[o->avg], o->blocking, o->cycles);
+    if (b->place.n) {
+        gw_bench_place_print(&b->place, stdout);
+        printf("#\n");
+    }
     /* Centred over the 33 columns of each placement, which start at 52. */
     printf("#%61s%s%23s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int p = 0; p < 2; p++)
         printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
+    if (o->coll->has_algo)
+        printf("  %6s", "algo");
     printf("\n#%11s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
-    printf("  %7s  %6s  %6s  %6s  %7s  %6s  %6s\n", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-           "(GB/s)", "(GB/s)");
+    printf("  %7s  %6s  %6s  %6s  %7s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+           "(GB/s)");
+    printf(o->coll->has_algo ? "  %6s  %6s\n" : "\n", "", "(used)");
     fflush(stdout);
 }
 
@@ -406,6 +541,10 @@ static void print_result(const struct bench *b, const struct result *r)
             snprintf(w, sizeof(w), "%lld", (long long)r->p[p].wrong);
         printf("  %7s  %6.2f  %6.2f  %6s", t, r->p[p].algbw, r->p[p].busbw, w);
     }
+    /* The algorithm the call ran (auto's choice for this size), last so
+     * that the columns before it are nccl-tests'. */
+    if (d->has_algo)
+        printf("  %6s", gw_algo_name(r->algo));
     printf("\n");
     fflush(stdout);
 }
@@ -421,14 +560,14 @@ static int add_result(struct bench *b, const struct result *r)
 }
 
 /* Every size of every (dtype, op). Returns 0, or -1 with b->error set. */
-static int run_all(struct bench *b)
+static int run_sweep(struct bench *b, long cycle)
 {
     for (int d = 0; d < b->o.ndtypes; d++) {
         gw_dtype_t dt = b->o.dtypes[d];
         for (int k = 0; k < b->o.nops; k++) {
             gw_op_t op = b->o.ops[k];
             for (size_t s = b->o.sw.minbytes;; s = next_size(&b->o, s)) {
-                struct result r = {.dtype = dt, .op = op};
+                struct result r = {.cycle = cycle, .dtype = dt, .op = op};
                 gw_bench_shape_t sh = gw_bench_coll_shape(&b->r, s, dt);
                 r.count = sh.count;
                 r.bytes = sh.bytes;
@@ -445,6 +584,23 @@ static int run_all(struct bench *b)
                     break;
             }
         }
+    }
+    return 0;
+}
+
+/* -N: the sweep N times (0: until stopped, keeping only the last sweep's
+ * rows, so that memory stays bounded). */
+static int run_all(struct bench *b)
+{
+    for (long c = 0; b->o.cycles == 0 || c < b->o.cycles; c++) {
+        if (b->o.cycles == 0)
+            b->nres = 0;
+        if (b->r.rank == 0 && b->o.cycles != 1) {
+            printf("# cycle %ld\n", c + 1);
+            fflush(stdout);
+        }
+        if (run_sweep(b, c) != 0)
+            return -1;
     }
     return 0;
 }
@@ -498,6 +654,11 @@ static int setup(struct bench *b, gw_bench_report_t *json)
     b->r.recv = malloc(cap);
     b->r.counts = calloc((size_t)b->r.size, sizeof(size_t));
     b->r.displs = calloc((size_t)b->r.size, sizeof(size_t));
+    b->handles =
+        calloc((size_t)(b->o.blocking ? b->o.agg : b->o.agg * b->o.sw.iters) * GW_BENCH_MAX_HANDLES,
+               sizeof(*b->handles));
+    if (!b->handles)
+        ok = 0;
     b->times = calloc((size_t)b->o.sw.iters, sizeof(double));
     b->tmax = calloc((size_t)b->o.sw.iters, sizeof(double));
     if (!b->r.send || !b->r.recv || !b->times || !b->tmax || !b->r.counts || !b->r.displs) {
@@ -513,8 +674,15 @@ static int setup(struct bench *b, gw_bench_report_t *json)
         snprintf(b->error, sizeof(b->error), "root %d out of range", b->r.root);
         return -1;
     }
-    return gw_bench_setup_end(b->r.comm, b->r.rank, ok, b->o.coll->name, b->o.json, json, b->error,
-                              sizeof(b->error));
+    if (gw_bench_place_alloc(&b->place, b->r.rank, b->r.size) != 0)
+        ok = 0;
+    if (gw_bench_setup_end(b->r.comm, b->r.rank, ok, b->o.coll->name, b->o.json, json, b->error,
+                           sizeof(b->error)) != 0)
+        return -1;
+    if ((st = gw_bench_place_gather(b->r.comm, &b->place)) != GW_OK)
+        return call_failed(b, st, "gw_gather of where the ranks run");
+    json->place = &b->place;
+    return 0;
 }
 
 static void json_place(gw_kit_json_t *j, const char *name, const struct place_result *p)
@@ -560,6 +728,10 @@ static int write_json(gw_bench_report_t *f, const struct bench *b, int ok)
     gw_kit_json_int(&j, "iters", o->sw.iters);
     gw_kit_json_int(&j, "warmup_iters", o->sw.warmup);
     gw_kit_json_bool(&j, "check", o->check);
+    gw_kit_json_int(&j, "agg_iters", o->agg);
+    gw_kit_json_int(&j, "average", (int)o->avg);
+    gw_kit_json_int(&j, "run_cycles", o->cycles);
+    gw_kit_json_int(&j, "blocking", o->blocking);
     gw_kit_json_array(&j, "dtypes", NULL);
     for (int d = 0; d < o->ndtypes; d++)
         gw_kit_json_str(&j, NULL, gw_dtype_name(o->dtypes[d]));
@@ -573,6 +745,8 @@ static int write_json(gw_bench_report_t *f, const struct bench *b, int ok)
     for (size_t i = 0; i < b->nres; i++) {
         const struct result *r = &b->res[i];
         gw_kit_json_object(&j, NULL, NULL);
+        if (o->cycles != 1)
+            gw_kit_json_int(&j, "cycle", r->cycle + 1);
         gw_kit_json_uint(&j, "size", r->bytes);
         gw_kit_json_uint(&j, "count", r->count);
         gw_kit_json_str(&j, "type", gw_dtype_name(r->dtype));
@@ -688,6 +862,8 @@ int gw_bench_coll_main(int argc, char **argv)
     free(b.r.send);
     free(b.r.counts);
     free(b.r.displs);
+    free(b.handles);
+    gw_bench_place_free(&b.place);
     gw_comm_destroy(b.r.comm);
     return rc;
 }

@@ -24,6 +24,7 @@ typedef enum gw_bench_coll_id {
     GW_BENCH_GATHER,
     GW_BENCH_SCATTER,
     GW_BENCH_ALLGATHERV,
+    GW_BENCH_ALLTOALLV,
 } gw_bench_coll_id_t;
 
 typedef struct gw_bench_coll {
@@ -75,6 +76,14 @@ gw_bench_place_t gw_bench_coll_place(const gw_bench_coll_run_t *r, const gw_benc
 /* The collective, once. */
 gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
                                const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op);
+
+/* The collective, once, non-blocking: its handles into h[0..*nh) (two for
+ * a sendrecv, its send and its receive; one for the others), each to be
+ * completed with gw_wait. On an error none is left to complete. */
+#define GW_BENCH_MAX_HANDLES 2
+gw_status_t gw_bench_coll_icall(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                                const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op,
+                                gw_handle_t **h, int *nh);
 
 /* This rank's input (bench_data.c's patterns), in the buffer it reads. */
 void gw_bench_coll_fill(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,

@@ -47,6 +47,9 @@ static const gw_bench_coll_t colls[] = {
     {GW_BENCH_ALLGATHERV, "allgatherv",
      "allgatherv with blocks of one size (its ring against allgather's)", 0, 0, 0, 1, factor_blocks,
      0},
+    {GW_BENCH_ALLTOALLV, "alltoallv",
+     "alltoallv with blocks of one size, as OSU's osu_alltoallv (its path against alltoall's)", 0,
+     0, 0, 1, factor_blocks, 0},
 };
 
 /* Ring neighbours of a sendrecv: data goes to next and comes from prev. */
@@ -90,6 +93,16 @@ gw_bench_place_t gw_bench_coll_place(const gw_bench_coll_run_t *r, const gw_benc
     }
 }
 
+/* The v-collectives' counts and displacements: one block per rank, in
+ * rank order. */
+static void uniform_blocks(const gw_bench_coll_run_t *r, const gw_bench_shape_t *sh)
+{
+    for (int q = 0; q < r->size; q++) {
+        r->counts[q] = sh->block;
+        r->displs[q] = (size_t)q * sh->block;
+    }
+}
+
 gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
                                const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
 {
@@ -114,13 +127,61 @@ gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_plac
     case GW_BENCH_SCATTER:
         return gw_scatter(r->comm, pl->src, pl->dst, sh->block, dt, r->root);
     case GW_BENCH_ALLGATHERV:
-        for (int q = 0; q < r->size; q++) {
-            r->counts[q] = sh->block;
-            r->displs[q] = (size_t)q * sh->block;
-        }
+        uniform_blocks(r, sh);
         return gw_allgatherv(r->comm, pl->src, pl->dst, sh->block, r->counts, r->displs, dt);
+    case GW_BENCH_ALLTOALLV:
+        /* Block q goes to rank q and comes from it: the same counts and
+         * displacements both ways (in place, the receive ones alone). */
+        uniform_blocks(r, sh);
+        return gw_alltoallv(r->comm, pl->src, r->counts, r->displs, pl->dst, r->counts, r->displs,
+                            dt);
     default:
         return gw_barrier(r->comm);
+    }
+}
+
+gw_status_t gw_bench_coll_icall(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
+                                const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op,
+                                gw_handle_t **h, int *nh)
+{
+    gw_status_t st;
+    *nh = 1;
+    switch (r->coll->id) {
+    case GW_BENCH_ALLREDUCE:
+        return gw_iallreduce(r->comm, pl->src, pl->dst, sh->count, dt, op, h);
+    case GW_BENCH_ALLGATHER:
+        return gw_iallgather(r->comm, pl->src, pl->dst, sh->block, dt, h);
+    case GW_BENCH_REDUCE_SCATTER:
+        return gw_ireduce_scatter(r->comm, pl->src, pl->dst, sh->block, dt, op, h);
+    case GW_BENCH_BROADCAST:
+        return gw_ibroadcast(r->comm, pl->src, pl->dst, sh->count, dt, r->root, h);
+    case GW_BENCH_REDUCE:
+        return gw_ireduce(r->comm, pl->src, pl->dst, sh->count, dt, op, r->root, h);
+    case GW_BENCH_SENDRECV:
+        /* The receive first, so the send's data has a buffer waiting. */
+        if ((st = gw_irecv(r->comm, pl->dst, sh->count, dt, prev_rank(r), &h[0])) != GW_OK)
+            return st;
+        if ((st = gw_isend(r->comm, pl->src, sh->count, dt, next_rank(r), &h[1])) != GW_OK) {
+            gw_wait(h[0]); /* its peer's send matches it: it completes */
+            return st;
+        }
+        *nh = 2;
+        return GW_OK;
+    case GW_BENCH_ALLTOALL:
+        return gw_ialltoall(r->comm, pl->src, pl->dst, sh->block, dt, h);
+    case GW_BENCH_GATHER:
+        return gw_igather(r->comm, pl->src, pl->dst, sh->block, dt, r->root, h);
+    case GW_BENCH_SCATTER:
+        return gw_iscatter(r->comm, pl->src, pl->dst, sh->block, dt, r->root, h);
+    case GW_BENCH_ALLGATHERV:
+        uniform_blocks(r, sh);
+        return gw_iallgatherv(r->comm, pl->src, pl->dst, sh->block, r->counts, r->displs, dt, h);
+    case GW_BENCH_ALLTOALLV:
+        uniform_blocks(r, sh);
+        return gw_ialltoallv(r->comm, pl->src, r->counts, r->displs, pl->dst, r->counts, r->displs,
+                             dt, h);
+    default:
+        return gw_ibarrier(r->comm, h);
     }
 }
 
@@ -203,6 +264,7 @@ static int block_want(const gw_bench_coll_run_t *r, const gw_bench_shape_t *sh, 
         *w = (gw_bench_want_t){q, (size_t)q * sh->block};
         return 1;
     case GW_BENCH_ALLTOALL:
+    case GW_BENCH_ALLTOALLV:
         *w = (gw_bench_want_t){q, (size_t)r->rank * sh->block};
         return 1;
     default:
@@ -217,7 +279,8 @@ void gw_bench_coll_poison(const gw_bench_coll_run_t *r, const gw_bench_place_t *
     int blocks = block_want(r, sh, 0, &bw);
     if (blocks >= 0) {
         /* In place an alltoall's whole buffer, the others' own block, is input. */
-        if (blocks == 0 || (in_place && r->coll->id == GW_BENCH_ALLTOALL))
+        if (blocks == 0 ||
+            (in_place && (r->coll->id == GW_BENCH_ALLTOALL || r->coll->id == GW_BENCH_ALLTOALLV)))
             return;
         for (int q = 0; q < r->size; q++)
             if (!(in_place && q == r->rank) && block_want(r, sh, q, &bw) == 1)

@@ -8,7 +8,9 @@
  * this process's affinity mask), the load average at the start and the end,
  * this process's full command line, and the versions of the peer libraries
  * the figures are compared with (Open MPI as ompi_info says; Gloo and torch
- * as Debian packages them). The members are those bench/run_header.py
+ * as Debian packages them), and, where the benchmark gathered it, where
+ * each rank ran and whether a host had more ranks than CPUs (placement,
+ * oversubscribed: bench_place.c; null otherwise). The members are those bench/run_header.py
  * writes for the benchmark scripts of bench/, so scripts/render_results.py and the
  * results test read both alike. The start is taken when the report is
  * opened, before the measurement; the rest when it is written.
@@ -144,5 +146,6 @@ void gw_bench_header_write(gw_kit_json_t *j, const gw_bench_report_t *rep)
     str_or_null(j, "gloo", gloo);
     str_or_null(j, "torch", torch);
     gw_kit_json_close(j, NULL);
+    gw_bench_place_json(j, rep->place);
     gw_kit_json_close(j, "\n  ");
 }

@@ -29,8 +29,12 @@ static void usage(FILE *out)
                  "  alltoall, gather, scatter\n"
                  "               as nccl-tests' alltoall_perf, gather_perf and scatter_perf\n"
                  "  allgatherv   allgatherv with blocks of one size, counted as allgather\n"
+                 "  alltoallv    alltoallv with blocks of one size, counted as alltoall, as\n"
+                 "               OSU's osu_alltoallv\n"
                  "  p2p          point-to-point bandwidth and latency between ranks 0 and 1,\n"
                  "               as perftest's ib_write_bw and ib_write_lat\n"
+                 "  mbw_mr       message rate and bandwidth of several pairs at once, each\n"
+                 "               with a window of messages in flight, as OSU's osu_mbw_mr\n"
                  "  tune         measure the cost model's alpha, beta and gamma and write\n"
                  "               them as a tuning file for GW_TUNING_FILE\n"
                  "  compress     gradient compression codecs against the dense allreduce\n"
@@ -48,12 +52,14 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
                                         "reduce",    "barrier",   "sendrecv",       "alltoall",
-                                        "gather",    "scatter",   "allgatherv"};
+                                        "gather",    "scatter",   "allgatherv",     "alltoallv"};
     for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
         if (strcmp(name, colls[i]) == 0)
             return gw_bench_coll_main(argc - 1, argv + 1);
     if (strcmp(name, "p2p") == 0)
         return gw_bench_p2p_main(argc - 1, argv + 1);
+    if (strcmp(name, "mbw_mr") == 0)
+        return gw_bench_mbw_mr_main(argc - 1, argv + 1);
     if (strcmp(name, "tune") == 0)
         return gw_bench_tune_main(argc - 1, argv + 1);
     if (strcmp(name, "compress") == 0)

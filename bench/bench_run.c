@@ -86,13 +86,30 @@ int gw_bench_reserve(void **items, size_t *cap, size_t n, size_t size, size_t fi
 gw_status_t gw_bench_timing_reduce(gw_comm_t *comm, const double *times, double *tmax, long n,
                                    gw_bench_timing_t *out)
 {
-    gw_status_t st = gw_allreduce(comm, times, tmax, (size_t)n, GW_FLOAT64, GW_MAX);
+    return gw_bench_timing_reduce_by(comm, times, tmax, n, GW_BENCH_AVG_MAX, out);
+}
+
+gw_status_t gw_bench_timing_reduce_by(gw_comm_t *comm, const double *times, double *tall, long n,
+                                      gw_bench_average_t avg, gw_bench_timing_t *out)
+{
+    static const gw_op_t ops[] = {GW_SUM, GW_SUM, GW_MIN, GW_MAX};
+    gw_status_t st;
+    if (avg == GW_BENCH_AVG_RANK0) {
+        /* Rank 0's times, as every rank learns them. */
+        memcpy(tall, times, (size_t)n * sizeof(double));
+        st = gw_broadcast(comm, tall, tall, (size_t)n, GW_FLOAT64, 0);
+    } else {
+        st = gw_allreduce(comm, times, tall, (size_t)n, GW_FLOAT64, ops[avg]);
+    }
     if (st != GW_OK)
         return st;
-    gw_kit_sort(tmax, (size_t)n);
-    out->min_us = tmax[0];
-    out->max_us = tmax[n - 1];
-    out->med_us = gw_kit_median_sorted(tmax, (size_t)n);
+    if (avg == GW_BENCH_AVG_MEAN)
+        for (long i = 0; i < n; i++)
+            tall[i] /= gw_comm_size(comm);
+    gw_kit_sort(tall, (size_t)n);
+    out->min_us = tall[0];
+    out->max_us = tall[n - 1];
+    out->med_us = gw_kit_median_sorted(tall, (size_t)n);
     return GW_OK;
 }
 

@@ -11,7 +11,10 @@ bench/bench_run.c. scripts/render_results.py prints them as a page's
 "Measured on" block, and tests/results/check_results.sh refuses a JSON file
 whose header lacks one of them (REQUIRED below).
 
-  run_header.py begin [--command CMD] > HDR   header at the start of a run
+  run_header.py begin [--command CMD] [--ranks N] > HDR
+                                              header at the start of a run
+                                              (N: the ranks a job of it runs
+                                              here, for "oversubscribed")
   run_header.py finish HDR DATA [OUT]         add the load at the end to HDR
                                               and put it under "run" in the
                                               JSON object DATA (into OUT, or
@@ -68,7 +71,13 @@ def peers():
     return {"open_mpi": ompi, "gloo": _dpkg("libgloo-dev"), "torch": _dpkg("python3-torch")}
 
 
-def begin(command):
+def begin(command, ranks=None):
+    """The header at the start; "placement" (where gradwire-bench's ranks
+    ran, one entry per rank) is null here, where a script runs many jobs,
+    and "oversubscribed" says whether ranks of its jobs outnumber the CPUs
+    of this process's affinity mask, when the script says how many ranks a
+    job has (else null), as gradwire-bench's own header does."""
+    cpus = len(os.sched_getaffinity(0))
     return {
         "commit": commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -77,6 +86,8 @@ def begin(command):
         "load": {"start": loadavg(), "end": None},
         "command": command,
         "peers": peers(),
+        "placement": None,
+        "oversubscribed": None if ranks is None else ranks > cpus,
     }
 
 
@@ -101,6 +112,11 @@ def problems(doc):
     for k in ("online", "affinity"):
         if not isinstance(cores, dict) or not isinstance(cores.get(k), int):
             bad.append("cores." + k)
+    # Newer members, checked when present (older campaigns predate them).
+    if not isinstance(run.get("placement", []), (list, type(None))):
+        bad.append("placement")
+    if not isinstance(run.get("oversubscribed", False), (bool, type(None))):
+        bad.append("oversubscribed")
     p = run.get("peers") or {}
     for k in ("open_mpi", "gloo", "torch"):
         if not isinstance(p, dict) or k not in p:
@@ -110,13 +126,20 @@ def problems(doc):
 
 def main(argv):
     if len(argv) >= 1 and argv[0] == "begin":
-        cmd = argv[2] if len(argv) == 3 and argv[1] == "--command" else None
-        if cmd is None and len(argv) != 1:
-            sys.exit("usage: run_header.py begin [--command CMD]")
+        cmd = ranks = None
+        rest = argv[1:]
+        while rest:
+            if len(rest) >= 2 and rest[0] == "--command":
+                cmd = rest[1]
+            elif len(rest) >= 2 and rest[0] == "--ranks" and rest[1].isdigit() and int(rest[1]) > 0:
+                ranks = int(rest[1])
+            else:
+                sys.exit("usage: run_header.py begin [--command CMD] [--ranks N]")
+            rest = rest[2:]
         if cmd is None:
             with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
                 cmd = " ".join(a.decode(errors="replace") for a in f.read().split(b"\0") if a)
-        json.dump(begin(cmd), sys.stdout, indent=1)
+        json.dump(begin(cmd, ranks), sys.stdout, indent=1)
         print()
         return 0
     if len(argv) in (3, 4) and argv[0] == "finish":

@@ -12,18 +12,23 @@
  * default for the same reason, so the side-by-side tables compared a
  * pinned vader with a floating gradwire.
  *
- * With `--bind auto`, when every rank runs on this machine (here, or on
- * emulated hosts, which share its CPUs) and there are no more ranks than
- * CPUs the launcher may use, rank r is bound to the r-th of those CPUs.
- * With more ranks than CPUs nothing is bound: pinning cannot give each
- * rank a CPU, and it would stop the scheduler from moving a rank off a
- * busy one. `--bind core` binds round-robin even then. The default is
- * `none`, the scheduler's placement: on an idle machine binding was better
- * at every size (2 ranks, 8 B to 2 MiB), but with another benchmark
- * running beside them bound ranks made 2 MiB allreduces slower and erratic
- * (0.77-8.1 ms in four runs, against 0.53-1.4 ms unbound), as a rank
- * pinned to a core cannot leave it to whatever else runs there. A node of
- * its own wants `--bind auto` (README, "Running jobs"). Ranks started over
+ * With `--bind auto`, the default, when every rank runs on this machine
+ * (here, or on emulated hosts, which share its CPUs) and there are no more
+ * ranks than cores the launcher may use, rank r is bound to the r-th of
+ * those cores: to the first CPU of it that the launcher's affinity mask
+ * holds, so that with SMT two ranks never share a core's hyperthreads
+ * while another core is idle (the kernel's thread_siblings_list says
+ * which CPUs are one core). With more ranks than cores nothing is bound,
+ * and the launcher says so on stderr: pinning cannot give each rank a core,
+ * and it would stop the scheduler from moving a rank off a busy one.
+ * `--bind core` binds round-robin over the cores even then; `--bind none`
+ * leaves placement to the scheduler. Binding is the default as it is
+ * mpirun's: on an idle machine it was better at every size (2 ranks, 8 B
+ * to 2 MiB). The price is under a load the job does not own: a bound rank
+ * cannot leave its core to whatever else runs there (with another
+ * benchmark beside them, bound 2 MiB allreduces took 0.77-8.1 ms in four
+ * runs against 0.53-1.4 ms unbound), so a shared node wants `--bind none`
+ * (docs/guide/running-jobs.md has the measurements). Ranks started over
  * ssh (--hostfile) are never bound here: their CPUs are another machine's.
  * The CPUs are those of the launcher's own affinity mask, so `taskset -c
  * 2,3 gradwire launch ...` confines the job to CPUs 2 and 3.
@@ -47,20 +52,55 @@ int gw_launch_bind_parse(const char *v, int *mode)
     return 0;
 }
 
+/* The first CPU of c's core (c itself when sysfs does not say). */
+static int core_of(int c)
+{
+    char path[96], line[64];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c);
+    FILE *f = fopen(path, "r");
+    int first = c;
+    if (f) {
+        if (fgets(line, sizeof(line), f) && sscanf(line, "%d", &first) != 1)
+            first = c;
+        fclose(f);
+    }
+    return first;
+}
+
 int gw_launch_bind_plan(const struct gw_launch_opts *o, int *cpus, int cap)
 {
     if (o->bind == GW_LAUNCH_BIND_NONE || o->hostfile)
         return 0;
-    cpu_set_t set;
+    cpu_set_t set, cores;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    CPU_ZERO(&cores);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "gradwire launch: note: cannot read this process's CPUs (%m): the ranks "
+                        "run unbound\n");
         return 0;
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < cap; c++)
-        if (CPU_ISSET(c, &set))
-            cpus[n++] = c;
-    if (o->bind == GW_LAUNCH_BIND_AUTO && o->nranks > n)
+    }
+    /* One CPU per core: the first of each core that the mask holds. */
+    int n = 0, ncpus = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < cap; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        ncpus++;
+        int core = core_of(c);
+        if (core < 0 || core >= CPU_SETSIZE)
+            core = c;
+        if (CPU_ISSET(core, &cores) && core != c)
+            continue;
+        CPU_SET(core, &cores);
+        cpus[n++] = c;
+    }
+    if (o->bind == GW_LAUNCH_BIND_AUTO && o->nranks > n) {
+        fprintf(stderr,
+                "gradwire launch: note: %d ranks and %d core%s (%d CPU%s) to run on: the ranks "
+                "run unbound, as binding cannot give each its own core (--bind core binds them "
+                "round robin anyway; --bind none runs them unbound without this note)\n",
+                o->nranks, n, n == 1 ? "" : "s", ncpus, ncpus == 1 ? "" : "s");
         return 0;
+    }
     return n;
 }
 

@@ -38,7 +38,9 @@ void gw_launch_usage(FILE *out)
         "\n"
         "options:\n"
         "  -n, --nproc N        number of ranks (1..%d); with --hosts the default\n"
-        "                       is one per host (K per host with --ranks-per-host)\n"
+        "                       is one per host (K per host with --ranks-per-host);\n"
+        "                       mpirun's -np N and torchrun's --nproc-per-node N\n"
+        "                       (--nproc_per_node) are the same option\n"
         "  --host ADDR          rendezvous address of rank 0 (default 127.0.0.1, or\n"
         "                       host 0's address with --hosts)\n"
         "  --port P             MASTER_PORT, with GW_ROOT on P+1 (default: two free\n"
@@ -56,11 +58,13 @@ void gw_launch_usage(FILE *out)
         "                       \"ssh -T -o BatchMode=yes\"), split on blanks\n"
         "  --timeout S          stop every rank and exit 124 after S seconds\n"
         "  --no-prefix          do not prefix output lines with \"[RANK] \"\n"
-        "  --bind auto|core|none  bind rank r to the r-th CPU the launcher may use:\n"
-        "                       auto when all ranks run on this machine and there\n"
-        "                       are no more ranks than those CPUs; core: always\n"
-        "                       (round robin); none (the default): never; ranks\n"
-        "                       started over ssh are never bound\n"
+        "  --bind auto|core|none  bind rank r to the r-th core the launcher may use:\n"
+        "                       auto (the default) when all ranks run on this\n"
+        "                       machine and there are no more ranks than those\n"
+        "                       cores, else unbound with a note on stderr; core:\n"
+        "                       always (round robin); none: never (a machine shared\n"
+        "                       with other work); ranks started over ssh are never\n"
+        "                       bound\n"
         "  --elastic            a rank that fails or dies does not end the job: the\n"
         "                       others go on (gradwire train --elastic shrinks to\n"
         "                       them); each loss is said on stderr\n"
@@ -103,6 +107,9 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
     };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
+        {"np", required_argument, NULL, 'n'},
+        {"nproc-per-node", required_argument, NULL, 'n'},
+        {"nproc_per_node", required_argument, NULL, 'n'},
         {"port", required_argument, NULL, OPT_PORT},
         {"hosts", required_argument, NULL, OPT_HOSTS},
         {"netns", required_argument, NULL, OPT_HOSTS},
@@ -121,7 +128,7 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
     memset(o, 0, sizeof(*o));
     o->host = "127.0.0.1";
     o->prefix = 1;
-    o->bind = GW_LAUNCH_BIND_NONE;
+    o->bind = GW_LAUNCH_BIND_AUTO;
     gw_kit_getopt_begin();
     while ((c = getopt_long(argc, argv, "+:n:h", longopts, NULL)) != -1) {
         const char *v = optarg;
@@ -140,6 +147,13 @@ int gw_launch_parse_args(int argc, char **argv, struct gw_launch_opts *o)
                 return usage_error("--bind wants auto, core or none, not \"%s\"", v);
             break;
         case 'n':
+            /* mpirun's -np N: getopt reads "-np" as -n with the value "p",
+             * so the value is the next word. */
+            if (strcmp(v, "p") == 0 && strcmp(argv[optind - 1], "-np") == 0) {
+                if (optind >= argc)
+                    return usage_error("-np needs a number of ranks");
+                v = argv[optind++];
+            }
             if (gw_kit_parse_long(v, 1, GW_LAUNCH_MAX_RANKS, &n) != 0)
                 return usage_error("-n wants a number of ranks in 1..%d, not \"%s\"",
                                    GW_LAUNCH_MAX_RANKS, v);

@@ -13,7 +13,8 @@
  *      MASTER_PORT), GW_ROOT_PORT or MASTER_PORT + 1 instead;
  *   4. Slurm without PMIx: the first host of SLURM_STEP_NODELIST (else
  *      SLURM_JOB_NODELIST), where srun's default block distribution puts
- *      rank 0, on GW_ROOT_PORT or a port derived from the job and step ids
+ *      rank 0 (node 0 by SLURM_NODEID: the node's Slurm name need not be
+ *      its host name, and the others reach it by that name), on GW_ROOT_PORT or a port derived from the job and step ids
  *      (10000 + (31 job + step) mod 20000: below Linux's ephemeral ports,
  *      and different for the steps of a job and for jobs that share a
  *      first host).
@@ -141,6 +142,41 @@ static gw_status_t torchrun_root(const gw_logger_t *lg, char *buf, size_t cap, c
     return GW_OK;
 }
 
+/* Rank 0 listens on the first node of the step, where the others look for
+ * it. Slurm says which node a task runs on by its index, SLURM_NODEID (0:
+ * the first node of SLURM_STEP_NODELIST), so that is what is checked: a
+ * node's Slurm name (NodeName) need not be its host name (NodeName=localhost
+ * on host vm, or names that only slurm.conf and /etc/hosts know), and
+ * comparing host names refused such a node although it was the first.
+ * Only without SLURM_NODEID (a hand-made environment) do the names decide:
+ * the host name must be the first host's. */
+static gw_status_t slurm_rank0_first(const gw_logger_t *lg, const char *first, const char *list)
+{
+    if (getenv("SLURM_NODEID")) {
+        long node;
+        if (gw__env_int(lg, GW_ENV_SLURM_NODEID, &node) != GW_OK)
+            return GW_ERR_CONFIG;
+        if (node == 0)
+            return GW_OK;
+        GW_ERROR(lg, "init",
+                 "rank 0 runs on node %ld of the step (SLURM_NODEID), not on node 0 (%s, the "
+                 "first host of %s), where the others look for it: use srun's default (block) "
+                 "distribution or set GW_ROOT",
+                 node, first, list);
+        return GW_ERR_CONFIG;
+    }
+    char me[256] = "";
+    gethostname(me, sizeof(me) - 1);
+    size_t a = strcspn(me, "."), b = strcspn(first, ".");
+    if (a == b && strncmp(me, first, a) == 0)
+        return GW_OK;
+    GW_ERROR(lg, "init",
+             "rank 0 runs on %s, not on %s, the first host of %s, where the others look "
+             "for it: use srun's default (block) distribution or set GW_ROOT",
+             me, first, list);
+    return GW_ERR_CONFIG;
+}
+
 /* GW_ROOT from Slurm's node list (step 4 above); *root stays NULL when
  * this is no Slurm job. */
 static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t cap,
@@ -177,19 +213,8 @@ static gw_status_t slurm_root(const gw_logger_t *lg, int rank, char *buf, size_t
             st = gw__env_int(lg, GW_ENV_SLURM_STEP_ID, &step);
         port = 10000 + (31 * job + step) % 20000;
     }
-    if (st == GW_OK && rank == 0) {
-        /* Rank 0 listens on the first host: it must be there. */
-        char me[256] = "";
-        gethostname(me, sizeof(me) - 1);
-        size_t a = strcspn(me, "."), b = strcspn(hosts.names[0], ".");
-        if (a != b || strncmp(me, hosts.names[0], a) != 0) {
-            GW_ERROR(lg, "init",
-                     "rank 0 runs on %s, not on %s, the first host of %s, where the others look "
-                     "for it: use srun's default (block) distribution or set GW_ROOT",
-                     me, hosts.names[0], name);
-            st = GW_ERR_CONFIG;
-        }
-    }
+    if (st == GW_OK && rank == 0)
+        st = slurm_rank0_first(lg, hosts.names[0], name);
     if (st == GW_OK) {
         const char *h = hosts.names[0];
         if (snprintf(buf, cap, strchr(h, ':') ? "[%s]:%ld" : "%s:%ld", h, port) >= (int)cap) {

@@ -77,7 +77,7 @@ Test(bench_args, names, .timeout = 60)
 {
     EXPECT("unknown datatype \"nosuchtype\"", "allreduce", "-d", "nosuchtype");
     EXPECT("unknown op \"bogus\"", "allreduce", "-o", "bogus");
-    EXPECT("unknown algorithm \"fastest\"", "allreduce", "-a", "fastest");
+    EXPECT("unknown algorithm \"fastest\"", "allreduce", "--algo", "fastest");
     EXPECT("unknown datatype \"complex\"", "allreduce", "--datatype=complex");
 }
 
@@ -90,6 +90,24 @@ Test(bench_args, options_and_subcommands, .timeout = 60)
     EXPECT("unexpected argument \"extra\"", "allreduce", "extra");
     EXPECT("unknown benchmark \"frobnicate\"", "frobnicate");
     EXPECT("usage: gradwire-bench", "--no-such-flag");
+}
+
+/* nccl-tests' -m, -a, -N and -z, and the message-rate benchmark's -p and -W. */
+Test(bench_args, conventions, .timeout = 60)
+{
+    EXPECT("-m wants a number of calls per iteration in 1..1000000", "allreduce", "-m", "0");
+    EXPECT("-a wants 0 (rank 0), 1 (mean), 2 (min) or 3 (max), not \"4\"", "allreduce", "-a", "4");
+    EXPECT("(the algorithm is --algo)", "allreduce", "-a", "ring");
+    EXPECT("-N wants a number of cycles in 0..1000000", "allreduce", "-N", "-1");
+    EXPECT("-z wants 0 or 1", "allreduce", "-z", "2");
+    EXPECT("-z 0 issues all 2000 x 1000 calls before one wait", "allreduce", "-z", "0", "-n",
+           "2000", "-m", "1000");
+    EXPECT("-m wants a number", "barrier", "-m", "x");
+    EXPECT("-p wants a number of pairs", "mbw_mr", "-p", "0");
+    EXPECT("-W wants a window of 1..4096 messages", "mbw_mr", "-W", "5000");
+    EXPECT("sizes from -b 0 to -e 4194304", "mbw_mr", "-b", "0");
+    EXPECT("unknown option \"-r\"", "mbw_mr", "-r", "1");
+    EXPECT("-o means nothing to alltoallv", "alltoallv", "-o", "sum");
 }
 
 Test(bench_args, help, .timeout = 30)
@@ -110,7 +128,7 @@ Test(bench_args, other_collectives, .timeout = 60)
     EXPECT("-o means nothing to allgather", "allgather", "-o", "max");
     EXPECT("-o means nothing to broadcast", "broadcast", "-o", "sum");
     EXPECT("-r means nothing to allreduce", "allreduce", "-r", "1");
-    EXPECT("-a means nothing to reduce", "reduce", "-a", "ring");
+    EXPECT("--algo means nothing to reduce", "reduce", "--algo", "ring");
     EXPECT("-r wants a rank", "broadcast", "-r", "-1");
     EXPECT("-r wants a rank", "reduce", "--root=one");
     EXPECT("-b means nothing to barrier", "barrier", "-b", "8");
@@ -122,14 +140,15 @@ Test(bench_args, other_collectives, .timeout = 60)
     EXPECT("-r means nothing to sendrecv", "sendrecv", "-r", "1");
     EXPECT("-o means nothing to alltoall", "alltoall", "-o", "sum");
     EXPECT("-r means nothing to alltoall", "alltoall", "-r", "1");
-    EXPECT("-a means nothing to gather", "gather", "-a", "ring");
+    EXPECT("--algo means nothing to gather", "gather", "--algo", "ring");
     EXPECT("-o means nothing to scatter", "scatter", "-o", "max");
     EXPECT("-r wants a rank", "scatter", "-r", "-1");
     EXPECT("-r wants a rank", "gather", "--root=x");
     EXPECT("-r means nothing to allgatherv", "allgatherv", "-r", "0");
     EXPECT("unknown datatype \"quad\"", "alltoall", "-d", "quad");
-    const char *names[] = {"allgather", "reduce_scatter", "broadcast", "reduce",  "barrier",
-                           "sendrecv",  "alltoall",       "gather",    "scatter", "allgatherv"};
+    const char *names[] = {"allgather", "reduce_scatter", "broadcast", "reduce",
+                           "barrier",   "sendrecv",       "alltoall",  "gather",
+                           "scatter",   "allgatherv",     "alltoallv", "mbw_mr"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char *argv[] = {BENCH, (char *)names[i], "--help", NULL};
         run_result_t r = run_cmd(argv, no_job_env, 10);

@@ -20,7 +20,7 @@ static void bench(const char *nranks, const char *algo)
     char *argv[] = {LAUNCHER, "launch",     "-n",     (char *)nranks, "--",  BENCH, "allreduce",
                     "-b",     "8",          "-e",     "256K",         "-f",  "8",   "-n",
                     "2",      "-w",         "1",      "-d",           "all", "-o",  "all",
-                    "-a",     (char *)algo, "--json", json,           NULL};
+                    "--algo", (char *)algo, "--json", json,           NULL};
     char tenv[] = "GW_TIMEOUT_MS=60000";
     char *env[] = {tenv, NULL};
     run_result_t r = run_cmd(argv, env, 400);

@@ -260,6 +260,9 @@ Test(hosts, placement_and_environment, .timeout = 60 * SLOW)
             int rank, lrank, lsize, group;
             unsigned long long ino;
             char root[128], maddr[128], addr[128];
+            /* 6 ranks on fewer cores: the launcher says they run unbound. */
+            if (strncmp(line, "gradwire launch: note:", 22) == 0)
+                continue;
             cr_assert_eq(sscanf(line, "%d %llu %d %d %d %127s %127s %127s", &rank, &ino, &lrank,
                                 &lsize, &group, root, maddr, addr),
                          8, "unexpected line \"%s\"", line);

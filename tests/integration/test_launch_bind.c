@@ -2,9 +2,12 @@
  * test_launch_bind.c - `gradwire launch --bind` (tools/launch_bind.c): the
  * ranks' CPU affinity as each rank reads it from /proc/self/status, against
  * the CPUs this test process may use. With `auto` rank r runs on the r-th
- * of them when there are no more ranks than CPUs, and nowhere in
- * particular with more; `core` binds round robin anyway; `none`, the
- * default, never binds; anything else is a usage error.
+ * of them when there are no more ranks than CPUs (cores: this test's
+ * machines have no SMT, where one CPU of each core is taken), and nowhere
+ * in particular with more, saying so; `core` binds round robin anyway;
+ * `none` never binds; auto is the default; anything else is a usage error.
+ * And the other launchers' spellings of -n: mpirun's -np, torchrun's
+ * --nproc-per-node and --nproc_per_node.
  */
 #include <criterion/criterion.h>
 #include <sched.h>
@@ -95,16 +98,23 @@ Test(launch_bind, auto_binds_when_every_rank_gets_a_cpu, .timeout = 120)
     read_ours();
     run_result_t r = launch(ncpus, "auto");
     expect_bound(&r, ncpus);
+    cr_expect_null(strstr(r.output, "unbound"), "a note although every rank got a core:\n%s",
+                   r.output);
     free(r.output);
-    /* One rank more than CPUs: nobody is bound. */
+    /* One rank more than CPUs: nobody is bound, and the launcher says so. */
     r = launch(ncpus + 1, "auto");
     cr_assert_eq(r.status, 0, "%s", r.output);
     if (ncpus > 1)
         expect_unbound(&r, ncpus + 1);
+    char note[96];
+    snprintf(note, sizeof(note), "note: %d ranks and %d core%s", ncpus + 1, ncpus,
+             ncpus == 1 ? "" : "s");
+    cr_expect(strstr(r.output, note) && strstr(r.output, "the ranks run unbound"),
+              "no note that the ranks run unbound:\n%s", r.output);
     free(r.output);
 }
 
-Test(launch_bind, core_binds_round_robin_and_none_the_default_never, .timeout = 120)
+Test(launch_bind, core_binds_round_robin_none_never_and_auto_is_the_default, .timeout = 120)
 {
     read_ours();
     run_result_t r = launch(ncpus + 1, "core");
@@ -116,9 +126,59 @@ Test(launch_bind, core_binds_round_robin_and_none_the_default_never, .timeout = 
         cr_assert_eq(r.status, 0, "%s", r.output);
         expect_unbound(&r, ncpus);
         free(r.output);
-        r = launch(ncpus, NULL); /* the default is none */
-        cr_assert_eq(r.status, 0, "%s", r.output);
-        expect_unbound(&r, ncpus);
+    }
+    r = launch(ncpus, NULL); /* the default is auto: a core per rank, so bound */
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    expect_bound(&r, ncpus);
+    free(r.output);
+    r = launch(ncpus + 1, NULL); /* and unbound, with the note, beyond */
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    if (ncpus > 1)
+        expect_unbound(&r, ncpus + 1);
+    cr_expect(strstr(r.output, "the ranks run unbound"), "%s", r.output);
+    free(r.output);
+}
+
+/* mpirun's and torchrun's names for the number of ranks: 3 ranks each. */
+Test(launch_args, np_and_nproc_per_node_mean_n, .timeout = 120)
+{
+    const char *forms[][2] = {{"-np", "3"},
+                              {"--np", "3"},
+                              {"--nproc-per-node", "3"},
+                              {"--nproc_per_node", "3"},
+                              {"--nproc-per-node=3", NULL},
+                              {"--nproc_per_node=3", NULL}};
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        char *argv[12];
+        int k = 0;
+        argv[k++] = LAUNCHER;
+        argv[k++] = "launch";
+        argv[k++] = (char *)forms[i][0];
+        if (forms[i][1])
+            argv[k++] = (char *)forms[i][1];
+        argv[k++] = "--no-prefix";
+        argv[k++] = "--";
+        argv[k++] = "sh";
+        argv[k++] = "-c";
+        argv[k++] = "echo rank $GW_RANK of $GW_SIZE";
+        argv[k] = NULL;
+        run_result_t r = run_cmd(argv, NULL, 60);
+        cr_assert(!r.timed_out && r.exited && r.status == 0, "%s: status %d\n%s", forms[i][0],
+                  r.status, r.output);
+        for (int rank = 0; rank < 3; rank++) {
+            char line[32];
+            snprintf(line, sizeof(line), "rank %d of 3\n", rank);
+            cr_expect(strstr(r.output, line), "%s: no \"%s\" in:\n%s", forms[i][0], line, r.output);
+        }
+        free(r.output);
+    }
+    /* -np with nothing after it, or not a number: usage errors. */
+    char *bad[][6] = {{LAUNCHER, "launch", "-np", NULL},
+                      {LAUNCHER, "launch", "-np", "many", "true", NULL},
+                      {LAUNCHER, "launch", "--nproc-per-node", "0", "true", NULL}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        run_result_t r = run_cmd(bad[i], NULL, 30);
+        cr_expect_eq(r.status, 2, "case %zu: status %d\n%s", i, r.status, r.output);
         free(r.output);
     }
 }

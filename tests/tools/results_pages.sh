@@ -80,6 +80,9 @@ run = json.load(open(sys.argv[1]))["run"]
 assert "--json" in run["command"] and "allreduce" in run["command"], run["command"]
 assert run["date"] <= run["date_end"], run
 assert run["commit"] != "unknown", run
+# Where the ranks ran: one entry per rank, and whether a host was oversubscribed.
+assert [p["rank"] for p in run["placement"]] == [0, 1], run["placement"]
+assert isinstance(run["oversubscribed"], bool), run
 PY
             [ "$(head -c 8 "$out/a.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
                 bad "--plot did not write a PNG"

@@ -30,6 +30,7 @@ static const char *const vars[] = {"GW_ROOT",
                                    "SLURM_JOB_NODELIST",
                                    "SLURM_JOB_ID",
                                    "SLURM_STEP_ID",
+                                   "SLURM_NODEID",
                                    "GW_ROOT_PORT",
                                    "GW_JOB_TOKEN",
                                    "GW_JOB_TOKEN_FILE",
@@ -106,6 +107,31 @@ Test(launch_env, slurm_rank_0_must_be_on_the_first_host, .init = clean, .fini = 
     cr_assert_eq(config(&cfg, &keep), GW_OK);
     slurm("0", "gwnowhere[1-3]");
     cr_expect_eq(config(&cfg, &keep), GW_ERR_CONFIG);
+}
+
+/* Slurm's node name need not be the host name (NodeName=localhost on host
+ * vm): SLURM_NODEID says which node of the step a task is on, and rank 0
+ * on node 0 is where the others look, whatever the names. */
+Test(launch_env, slurm_rank_0_by_node_index_not_name, .init = clean, .fini = fini)
+{
+    gw_config_t cfg;
+    gw_launch_env_t keep;
+    slurm("0", "gwnowhere[1-3]");
+    setenv("SLURM_NODEID", "0", 1);
+    cr_assert_eq(config(&cfg, &keep), GW_OK, "rank 0 on node 0 refused for its host name");
+    char want[64];
+    snprintf(want, sizeof(want), "gwnowhere1:%d", 10000 + (31 * 12345 + 2) % 20000);
+    cr_expect_str_eq(cfg.root, want);
+    /* Rank 0 on another node of the step (a plane or arbitrary
+     * distribution): the others would look for it on node 0. */
+    setenv("SLURM_NODEID", "2", 1);
+    cr_expect_eq(config(&cfg, &keep), GW_ERR_CONFIG);
+    setenv("SLURM_NODEID", "x", 1);
+    cr_expect_eq(config(&cfg, &keep), GW_ERR_CONFIG);
+    /* Only rank 0 is checked: rank 1 on node 2 is fine. */
+    slurm("1", "gwnowhere[1-3]");
+    setenv("SLURM_NODEID", "2", 1);
+    cr_expect_eq(config(&cfg, &keep), GW_OK);
 }
 
 Test(launch_env, slurm_errors_name_the_variable, .init = clean, .fini = fini)

@@ -16,7 +16,7 @@
 # Needs root and network namespaces: exits 77 (skipped) otherwise.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 build=build hosts="4 8" rate=1gbit coll="" json=""
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -14,7 +14,7 @@
 #   (bench/run_header.py; scripts/results.sh scale renders it).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 json=""
 args=()
 while [ $# -gt 0 ]; do
@@ -38,7 +38,7 @@ for n in $sizes; do
             while [ "$i" -lt "$repeats" ]; do
                 line=$(GW_TRANSPORT=$tr GW_CONNECT=$mode GW_TIMEOUT_MS=60000 \
                     "$build/gradwire" launch -n "$n" -- "$build/tests/worker_scale" time 2>&1 |
-                    grep 'scale:' | sed 's/^\[0\] //') || line="FAILED"
+                    grep 'scale:' | sed 's/^\[ *0\] //') || line="FAILED"
                 echo "GW_TRANSPORT=$tr GW_CONNECT=$mode $line" | tee -a "$work/lines"
                 i=$((i + 1))
             done
@@ -55,7 +55,7 @@ for line in open(lines):
     m = re.match(r"GW_TRANSPORT=(\S+) GW_CONNECT=(\S+) (.*)", line.strip())
     tr, mode, rest = m.groups()
     if not rest.startswith("scale:"):
-        failures.append("%s %s: %s" % (tr, mode, rest))
+        failures.append("%s %s: %s" % (tr, mode, rest[:100]))
         continue
     kv = dict(re.findall(r"(\w+)=(\S+)", rest))
     def mx(k):  # "max/mean" pairs: the maximum over the ranks

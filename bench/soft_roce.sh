@@ -17,7 +17,7 @@
 # JSON says which), 1 a program failed, 2 usage, 77 no VM possible here.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 build=build rounds=3 sizes="262144 1048576 2097152" mib=8 lat=1 json=""
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -19,7 +19,7 @@
 # (skipped) saying which is missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 build=build N=3 QUOTA=5 EPOCHS=2 SAMPLES=46080 BATCH=3840 json=""
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -17,7 +17,7 @@ PROG=train_accuracy.sh
 HELP_LINES=2,13p
 EPOCHS=15
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 JSON=""
 rest=()
 while [ $# -gt 0 ]; do

@@ -10,7 +10,7 @@
 #   scripts/results.sh elastic renders it).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 JSON=""
 if [ "${1:-}" = --json ]; then
     JSON=${2:?--json needs a file}

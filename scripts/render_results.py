@@ -9,7 +9,13 @@ table of sizes with each library's busbw and time and the ratio of the
 reference to each peer, and a "Measured on" block from the run header) and
 two PNG plots drawn by gnuplot, img/CAMPAIGN-busbw.png and
 img/CAMPAIGN-latency.png: busbw and time against size, one line per
-library, log2 size axis.
+library, log2 size axis. The campaigns whose figures are not busbw against
+size (scale, train-accuracy, elastic, stragglers, acceptance, soft-roce:
+BODIES below, by the JSON's "benchmark") get their own tables, every claim
+a ratio against the peer or reference measured in the same run, and a plot
+where a curve says more (img/CAMPAIGN-WHAT.png). A page of a run whose
+load exceeded the machine's cores says that its figures are indicative
+only.
 
   render_results.py [--data DIR] [--out DIR] [--no-plots] [CAMPAIGN...]
 

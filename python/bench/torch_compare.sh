@@ -17,7 +17,7 @@
 # scripts/results.sh pytorch renders it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CMDLINE="$0 $*"
+CMDLINE=$(/usr/bin/python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$0" "$@")
 mode="" n=0 rate="" mtu=1500 build="$ROOT/build" json=""
 while [ $# -gt 0 ]; do
     case "$1" in

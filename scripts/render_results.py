@@ -482,11 +482,15 @@ def body_stragglers(doc):
                          "%s / %s" % (ms(k["compute_median_s"]), ms(k["compute_p90_s"])),
                          "%s / %s" % (ms(k["wait_median_s"]), ms(k["wait_p90_s"])), pct(k["wait_share"])])
     head = ["--straggler", "rank", "batch share", "step median / p90 (ms)", "compute median / p90 (ms)",
-            "wait median / p90 (ms)", "wait share"]
-    text = [md_table(head, rows, ["---", "---", "---:", "---:", "---:", "---:", "---:"]), ""]
+            "wait median / p90 (ms)", "waited beyond the slowest"]
+    text = ["Per rank, from the trainer's reports (\"slowed\" is the rank under the CPU quota; on a "
+            "machine busier than its cores every rank is starved of CPU, and the quota may then bind "
+            "less than the load does: the trainer's verdict names the rank that was slowest):", "",
+            md_table(head, rows, ["---", "---", "---:", "---:", "---:", "---:", "---:"]), ""]
     none, bal = rs.get("none"), rs.get("balance")
     if none and bal:
-        summ = [["time per epoch (s)", fmt(none["epoch_s"], 2), fmt(bal["epoch_s"], 2),
+        summ = [["slowest rank (the trainer's verdict)", none.get("slowest_rank"), bal.get("slowest_rank"), ""],
+                ["time per epoch (s)", fmt(none["epoch_s"], 2), fmt(bal["epoch_s"], 2),
                  ratio(bal["epoch_s"], none["epoch_s"])],
                 ["wait share of the run", pct(none["wait_share"]), pct(bal["wait_share"]),
                  ratio(bal["wait_share"], none["wait_share"])],
@@ -536,13 +540,17 @@ def body_acceptance(doc):
         " ".join(str(h) for h in p.get("hosts", [])), p.get("rate"), p.get("check")), text, plots
 
 
+def sig(v):
+    return "-" if v is None else "%.4g" % v
+
+
 def body_soft_roce(doc):
     rows, bw = [], []
     for r in doc["results"]:
         what = "bandwidth (GB/s)" if r["kind"] == "bandwidth" else "latency (us; gradwire p50)"
         ratios = r["ratios"]
-        rows.append([size_name(r["size"]), what, fmt(med_or_none(r["perftest"]), 4),
-                     fmt(med_or_none(r["gradwire"]), 4),
+        rows.append([size_name(r["size"]), what, sig(med_or_none(r["perftest"])),
+                     sig(med_or_none(r["gradwire"])),
                      "%.2f (%.2f to %.2f)" % (median(ratios), min(ratios), max(ratios)) if ratios else "-",
                      len(ratios)])
         if r["kind"] == "bandwidth":

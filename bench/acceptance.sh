@@ -57,7 +57,7 @@ for n in $hosts; do
     "$GW" launch --hosts "$PREFIX" -n "$n" -- "$GW" check --quick --json "$WORK/check.$n.json" "${extra[@]}" \
         >"$WORK/check.$n.log" 2>&1
     echo "exit $?" >>"$WORK/check.$n.log"
-    grep '^\[check\|^exit\|verdict' "$WORK/check.$n.log" | sed 's/^\[0\] //'
+    grep '\[check\|^exit\|verdict' "$WORK/check.$n.log" | sed 's/^\[ *0\] //'
     "$ROOT/scripts/cluster.sh" --prefix "$PREFIX" down >/dev/null 2>&1
 done
 /usr/bin/python3 - "$WORK" "$rate" "$hosts" <<'PY' || exit 1

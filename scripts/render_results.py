@@ -438,8 +438,10 @@ def body_train_accuracy(doc):
             "of the training times (< 1: faster).", "",
             md_table(head, rows, ["---", "---:", "---:", "---:", "---:", "---", "---:"]), ""]
     p = doc.get("params", {})
-    return ("data %s, %s epochs, global batch %s" % (p.get("data"), p.get("epochs"), p.get("global_batch")),
-            text, [])
+    warm = p.get("codec_warmup_epochs")
+    return ("data %s, %s epochs, global batch %s%s" % (
+        p.get("data"), p.get("epochs"), p.get("global_batch"),
+        "" if warm is None else ", the codecs after %s dense epoch(s)" % warm), text, [])
 
 
 def body_elastic(doc):

@@ -42,7 +42,7 @@ CAMPAIGNS=(
     'compression|-|"$B/gradwire" launch -n 4 -- "$B/gradwire-bench" compress -b 256K -e 16M -f 4 -n 5 -w 1 --solo_iters 0 --json "$J"'
     'compare-emulated|root|bench/compare.sh --emulated 4 --rate 2gbit -b 64K -e 16M -r 2 -n 5 -w 2 --build "$B" --json "$J"'
     'scale|-|bench/scale.sh --json "$J" "$B" "4 8 16 32" 1'
-    'train-accuracy|-|bench/train_accuracy.sh "$B" --epochs 1 --json "$J"'
+    'train-accuracy|-|bench/train_accuracy.sh "$B" --epochs 1 --codec-warmup-epochs 0 --json "$J"'
     'elastic|-|bench/train_elastic.sh --json "$J" "$B" 2 128'
     'stragglers|root|bench/stragglers.sh --build "$B" --epochs 1 --json "$J"'
     'pytorch|-|python/bench/torch_compare.sh --local 4 --json "$J" "$B" -- allreduce --sizes 1K,16K,256K,1M,4M --reps 3 --budget 0.1'

@@ -38,6 +38,20 @@ done
 work=$(mktemp -d /tmp/gw-softroce-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$ROOT/bench/run_header.py" begin --command "$CMDLINE" >"$work/header.json" || exit 1
+# The VMs are booted here, with a lifetime for the whole campaign:
+# rxe_2vm_perf.sh's own cluster lives 900 s, and on a loaded machine, where
+# the KVM-less link moves well under 1 MB/s, the rounds of three sizes and
+# the latency took longer than that (the last sizes' rounds then failed).
+if [ -z "${GW_RXE_2VM_CLUSTER:-}" ]; then
+    BUILD_ABS=$(cd "$build" 2>/dev/null && pwd) || { echo "soft_roce.sh: no build directory $build" >&2; exit 1; }
+    cdir=$("$ROOT/scripts/rxe-vm" cluster up --no-install --lifetime "${GW_SOFT_ROCE_LIFETIME:-2700}" \
+        --ro "$ROOT" --ro "$BUILD_ABS" 2)
+    vrc=$?
+    [ $vrc -eq 77 ] && { echo "skipped: scripts/rxe-vm cannot start VMs here"; exit 77; }
+    [ $vrc -eq 0 ] || { echo "soft_roce.sh: the two VMs did not boot" >&2; exit 1; }
+    trap '"$ROOT/scripts/rxe-vm" cluster down --dir "$cdir"; rm -rf "$work"' EXIT
+    export GW_RXE_2VM_CLUSTER=$cdir
+fi
 GW_RXE_PERF_TSV="$work/rounds.tsv" GW_RXE_PERF_SIZES="$sizes" GW_RXE_PERF_MIB="$mib" \
     GW_RXE_PERF_LATENCY="$lat" "$ROOT/tests/integration/rxe_2vm_perf.sh" "$build" "$rounds" | tee "$work/log"
 rc=${PIPESTATUS[0]}

@@ -562,7 +562,9 @@ def body_soft_roce(doc):
     text = ["gradwire's figure over perftest's, each gradwire round paired with the perftest rounds "
             "either side of it (bandwidth: > 1 is gradwire faster; latency: < 1 is gradwire "
             "faster). rxe_2vm_perf.sh's bandwidth target (the median paired ratio at 1 MiB and "
-            "2 MiB at least 0.95) was %s in this run." % ("met" if doc.get("target_met") else "not met"), "",
+            "2 MiB at least 0.95) %s." % ("was met in this run" if doc.get("target_met") else
+                              "was not met in this run" if doc.get("ok", True) else
+                              "could not be judged: the run failed"), "",
             md_table(head, rows, ["---:", "---", "---:", "---:", "---:", "---:"]), ""]
     plots = []
     if bw:

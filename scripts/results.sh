@@ -47,7 +47,7 @@ CAMPAIGNS=(
     'stragglers|root|bench/stragglers.sh --build "$B" --epochs 1 --json "$J"'
     'pytorch|-|python/bench/torch_compare.sh --local 4 --json "$J" "$B" -- allreduce --sizes 1K,16K,256K,1M,4M --reps 3 --budget 0.1'
     'acceptance|root|bench/acceptance.sh --build "$B" --hosts "3 6" --rate 1gbit --json "$J"'
-    'soft-roce|vm|bench/soft_roce.sh --build "$B" --rounds 3 --sizes "262144 1048576 2097152" --mib 4 --json "$J"'
+    'soft-roce|vm|bench/soft_roce.sh --build "$B" --rounds 3 --sizes "262144 1048576" --mib 2 --json "$J"'
 )
 NOT_WIRED=()
 

@@ -44,7 +44,6 @@ PREFIX=gwac$$x
 WORK=$(mktemp -d /tmp/gw-accept-XXXXXX)
 trap '"$ROOT/scripts/cluster.sh" --prefix "$PREFIX" down >/dev/null 2>&1; rm -rf "$WORK"' EXIT
 "$ROOT/bench/run_header.py" begin --command "$CMDLINE" >"$WORK/header.json" || exit 1
-rc=0
 for n in $hosts; do
     "$ROOT/scripts/cluster.sh" --prefix "$PREFIX" up "$n" --rate "$rate" >"$WORK/cluster.$n" 2>&1 || {
         cat "$WORK/cluster.$n" >&2

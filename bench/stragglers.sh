@@ -41,7 +41,8 @@ done
 [ "$N" -ge 2 ] || { echo "stragglers.sh: --hosts wants at least 2" >&2; exit 2; }
 TRAIN=$(cd "$build" && pwd)/optimizer/gradwire-train
 SLOW=$((N - 1))
-ARGS="--data synthetic --synthetic $SAMPLES,600,128,5,4 --hidden 256,256 --batch $BATCH --lr 0.15 --lr-ref-batch $BATCH --epochs $EPOCHS --balance-every 3"
+ARGS=(--data synthetic --synthetic "$SAMPLES,600,128,5,4" --hidden "256,256" --batch "$BATCH" --lr 0.15
+    --lr-ref-batch "$BATCH" --epochs "$EPOCHS" --balance-every 3)
 
 [ "$(id -u)" -eq 0 ] || { echo "skipped: needs root (network namespaces, cgroups)"; exit 77; }
 [ -x "$TRAIN" ] || { echo "stragglers.sh: $TRAIN is not built" >&2; exit 1; }
@@ -85,9 +86,9 @@ job() {
     shift 2
     token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     for r in $(seq 0 $((N - 1))); do
-        local cmd=(ip netns exec "$PREFIX$r" env GW_RANK=$r GW_SIZE=$N
-            GW_ROOT=198.18.0.1:$port GW_JOB_TOKEN=$token GW_TIMEOUT_MS=120000
-            "$TRAIN" $ARGS --no-progress "$@")
+        local cmd=(ip netns exec "$PREFIX$r" env "GW_RANK=$r" "GW_SIZE=$N"
+            "GW_ROOT=198.18.0.1:$port" "GW_JOB_TOKEN=$token" GW_TIMEOUT_MS=120000
+            "$TRAIN" "${ARGS[@]}" --no-progress "$@")
         [ "$r" -eq 0 ] && cmd+=(--json "$WORK/$tag.json")
         if [ "$r" -eq $SLOW ]; then
             sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "${cmd[@]}" >"$WORK/$tag.$r.log" 2>&1 &
@@ -106,11 +107,11 @@ job() {
 }
 
 echo "host $SLOW at $QUOTA_US us of CPU per $PERIOD us; load $(cat /proc/loadavg)"
-echo "options: $ARGS"
+echo "options: ${ARGS[*]}"
 job none 29821 --straggler none
 job balance 29822 --straggler balance
 
-/usr/bin/python3 - "$WORK" "$SLOW" "$N" "$QUOTA" "$ARGS" <<'PY'
+/usr/bin/python3 - "$WORK" "$SLOW" "$N" "$QUOTA" "${ARGS[*]}" <<'PY'
 import json, os, sys
 work, slow, n, quota, args = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 results = []

@@ -439,7 +439,7 @@ def body_train_accuracy(doc):
             md_table(head, rows, ["---", "---:", "---:", "---:", "---:", "---", "---:"]), ""]
     p = doc.get("params", {})
     warm = p.get("codec_warmup_epochs")
-    return ("data %s, %s epochs, global batch %s%s" % (
+    return ("data %s, %s epoch(s), global batch %s%s" % (
         p.get("data"), p.get("epochs"), p.get("global_batch"),
         "" if warm is None else ", the codecs after %s dense epoch(s)" % warm), text, [])
 

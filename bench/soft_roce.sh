@@ -60,12 +60,17 @@ rc=${PIPESTATUS[0]}
 /usr/bin/python3 - "$work/rounds.tsv" "$work/data.json" "$rc" "$rounds" "$mib" <<'PY' || exit 1
 import json, sys
 tsv, out, rc, rounds, mib = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+import math
 nums = lambda s: [float(x) for x in s.split(",") if x]
 results = []
 for line in open(tsv):
     kind, size, ib, gw, ratios = line.rstrip("\n").split("\t")
-    results.append({"kind": kind, "size": int(size), "perftest": nums(ib), "gradwire": nums(gw),
-                    "ratios": nums(ratios)})
+    # A perftest round that reported 0 (ib_write_bw's average printed as
+    # 0.000000 GB/s) failed: it and the infinite ratio it made are dropped.
+    ib_ok = [v for v in nums(ib) if v > 0]
+    r_ok = [v for v in nums(ratios) if math.isfinite(v) and v > 0]
+    results.append({"kind": kind, "size": int(size), "perftest": ib_ok, "gradwire": nums(gw),
+                    "ratios": r_ok, "dropped": len(nums(ratios)) - len(r_ok) + len(nums(ib)) - len(ib_ok)})
 json.dump({"benchmark": "soft-roce", "params": {"rounds": rounds, "mib_per_round": mib,
            "transport": "ib (rxe0, Soft-RoCE)", "hosts": 2},
            "ok": rc in (0, 2), "target_met": rc == 0,

@@ -25,6 +25,7 @@ the same. Python's standard library only, plus gnuplot (gnuplot-nox).
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -550,8 +551,10 @@ def body_soft_roce(doc):
     rows, bw = [], []
     for r in doc["results"]:
         what = "bandwidth (GB/s)" if r["kind"] == "bandwidth" else "latency (us; gradwire p50)"
-        ratios = r["ratios"]
-        rows.append([size_name(r["size"]), what, sig(med_or_none(r["perftest"])),
+        # Only finite ratios: a perftest round that reported 0 is a failed
+        # round, not an infinitely fast gradwire.
+        ratios = [x for x in r["ratios"] if math.isfinite(x) and x > 0]
+        rows.append([size_name(r["size"]), what, sig(med_or_none([x for x in r["perftest"] if x > 0])),
                      sig(med_or_none(r["gradwire"])),
                      "%.2f (%.2f to %.2f)" % (median(ratios), min(ratios), max(ratios)) if ratios else "-",
                      len(ratios)])
@@ -561,7 +564,8 @@ def body_soft_roce(doc):
             "gradwire / perftest, paired (median, range)", "rounds"]
     text = ["gradwire's figure over perftest's, each gradwire round paired with the perftest rounds "
             "either side of it (bandwidth: > 1 is gradwire faster; latency: < 1 is gradwire "
-            "faster). rxe_2vm_perf.sh's bandwidth target (the median paired ratio at 1 MiB and "
+            "faster); a perftest round that reported 0 failed and is left out, with its ratio. "
+            "rxe_2vm_perf.sh's bandwidth target (the median paired ratio at 1 MiB and "
             "2 MiB at least 0.95) %s." % ("was met in this run" if doc.get("target_met") else
                               "was not met in this run" if doc.get("ok", True) else
                               "could not be judged: the run failed"), "",

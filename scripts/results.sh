@@ -9,7 +9,7 @@
 # and its PNG plots (gnuplot). Nobody types a figure; history is git's.
 #
 #   scripts/results.sh [options] [CAMPAIGN...]   (default: every wired one)
-#     --list          the campaigns, what each runs, and which are not wired yet
+#     --list          the campaigns, what each runs and what each needs
 #     --render-only   render the committed JSON again, run nothing
 #     --build DIR     build directory (default: ./build; needs gradwire,
 #                     gradwire-bench and the peer drivers of bench/peers)

@@ -9,7 +9,13 @@ table of sizes with each library's busbw and time and the ratio of the
 reference to each peer, and a "Measured on" block from the run header) and
 two PNG plots drawn by gnuplot, img/CAMPAIGN-busbw.png and
 img/CAMPAIGN-latency.png: busbw and time against size, one line per
-library, log2 size axis.
+library, log2 size axis. The campaigns whose figures are not busbw against
+size (scale, train-accuracy, elastic, stragglers, acceptance, soft-roce:
+BODIES below, by the JSON's "benchmark") get their own tables, every claim
+a ratio against the peer or reference measured in the same run, and a plot
+where a curve says more (img/CAMPAIGN-WHAT.png). A page of a run whose
+load exceeded the machine's cores says that its figures are indicative
+only.
 
   render_results.py [--data DIR] [--out DIR] [--no-plots] [CAMPAIGN...]
 
@@ -19,6 +25,7 @@ the same. Python's standard library only, plus gnuplot (gnuplot-nox).
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -63,6 +70,63 @@ CAMPAIGNS = {
         "on the same sizes and ranks, repetitions interleaved (bench/sweep.sh). The ratio "
         "column is auto's busbw over each fixed algorithm's (at least 1: auto is as fast); "
         "the last column names what auto picked.",
+    ),
+    "pytorch": (
+        "PyTorch: the gradwire backend against gloo",
+        "torch.distributed all_reduce (float32 SUM, in place) through the gradwire backend "
+        "(gradwire.torch, a process group over the same ranks) against PyTorch's gloo backend, "
+        "in one job, the runs of the two alternating so that the machine's load falls on both "
+        "(python/bench/torch_compare.sh --json, on Debian's torch).",
+    ),
+    "scale": (
+        "Communicator creation at scale",
+        "The cost of creating a communicator on one host as the ranks grow: for each rank count, "
+        "transport and connection mode (GW_CONNECT eager: every connection at gw_comm_init; lazy: "
+        "on first use), `gradwire launch -n N` runs tests/worker_scale, which reports the most "
+        "over the ranks of the time from before gw_comm_init to its return (creation) and to the "
+        "end of the first collective, a ring allreduce, and the file descriptors and resident "
+        "memory per rank (bench/scale.sh --json).",
+    ),
+    "train-accuracy": (
+        "Training accuracy and cost",
+        "`gradwire train` on Fashion-MNIST (MLP 784-256-128-10, global batch 128) on 1, 4 and 8 "
+        "local ranks with the same global batch, and on 4 ranks with each gradient compression "
+        "codec (bench/train_accuracy.sh --json). Each run is compared with its reference in the "
+        "same campaign: the rank counts with 1 rank, the codecs with the dense 4-rank run.",
+    ),
+    "elastic": (
+        "Elastic training: a rank lost in epoch 2",
+        "Fashion-MNIST on 4 ranks over shared memory: an elastic run (`gradwire launch --elastic`, "
+        "`gradwire train --elastic`) whose rank 2 is killed a quarter into epoch 2, so that the "
+        "3 survivors shrink the job and go on with the same global batch, against an un-killed "
+        "run of the same job (bench/train_elastic.sh --json).",
+    ),
+    "stragglers": (
+        "Stragglers: --straggler balance",
+        "A slow node for real: emulated hosts (scripts/cluster.sh, 1 Gbit/s links), one "
+        "`gradwire train` rank on each, the last host's rank held to a CPU quota (a cgroup). The "
+        "same seeded job runs without mitigation (--straggler none) and with --straggler balance, "
+        "which moves samples of the global batch away from the slow rank; the figures are the "
+        "trainer's own per-rank step, compute and wait times (bench/stragglers.sh --json; "
+        "tests/optimizer/straggler_hosts.sh judges the behaviour).",
+    ),
+    "acceptance": (
+        "Acceptance testing: gradwire check's own timings",
+        "How long `gradwire check --quick` takes on emulated hosts (scripts/cluster.sh, one rank "
+        "per host, links shaped with tc), phase by phase: host sanity, the link matrix, the "
+        "retests of suspect links and hosts, and the allreduce; each phase's time is read from "
+        "rank 0's progress lines, the total is the report's elapsed_s (bench/acceptance.sh "
+        "--json).",
+    ),
+    "soft-roce": (
+        "Soft-RoCE: gradwire over verbs against perftest",
+        "gradwire-bench p2p over the verbs transport (GW_TRANSPORT=ib) against perftest's "
+        "ib_write_bw and ib_write_lat between two QEMU VMs with Soft-RoCE (rxe0) devices, over "
+        "the virtio-net link between them (scripts/rxe-vm; bench/soft_roce.sh --json runs "
+        "tests/integration/rxe_2vm_perf.sh). Rounds alternate, perftest, gradwire, perftest, "
+        "..., and each gradwire round is divided by the geometric mean of the perftest rounds "
+        "either side of it. The VMs run without KVM on a shared machine: compare the ratios, "
+        "never the absolute figures.",
     ),
 }
 
@@ -139,10 +203,24 @@ def load_text(v):
     return ", ".join("%.2f" % x for x in v) if v else "-"
 
 
+def busy(run):
+    """Whether the machine was busier than its cores at the start or the
+    end of the run (its figures are then indicative only)."""
+    cores = (run.get("cores") or {}).get("online") or 0
+    loads = [((run.get("load") or {}).get(k) or [0])[0] for k in ("start", "end")]
+    return bool(cores and max(loads) > cores)
+
+
 def measured_on(run):
     c, p = run["cores"], run["peers"]
+    note = []
+    if busy(run):
+        note = ["```{note}",
+                "The machine was busier than its %d cores during this run (load average below): the "
+                "figures are indicative only until measured again; the ratios, measured in the same "
+                "run, say more than the absolute figures." % c["online"], "```", ""]
     return "\n".join(
-        [
+        note + [
             "```{list-table} Measured on",
             ":stub-columns: 1",
             "",
@@ -259,6 +337,307 @@ def plots(name, doc, imgdir, work):
             sys.exit("render_results.py: gnuplot failed on %s-%s.png:\n%s" % (name, what, p.stderr))
 
 
+# ---- campaigns whose figures are not busbw against size ----
+#
+# Each returns the page's body (parameters, tables, the claims as ratios
+# against the peer or the reference measured in the same run) and the plots
+# to draw: (suffix, title, xlabel, ylabel, logx, logy, [(label, [(x, y)])]).
+
+
+def md_table(head, rows, align=None):
+    align = align or ["---:"] * len(head)
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def ratio(a, b, digits=2):
+    return "%.*f" % (digits, a / b) if a is not None and b else "-"
+
+
+def med_or_none(v):
+    v = [x for x in v if x is not None]
+    return median(v) if v else None
+
+
+def body_scale(doc):
+    rs = doc["results"]
+    configs = []
+    for r in rs:
+        c = (r["transport"], r["connect"])
+        if c not in configs:
+            configs.append(c)
+    ranks = sorted({r["ranks"] for r in rs})
+
+    def med(n, c, key):
+        return med_or_none([r[key] for r in rs if r["ranks"] == n and (r["transport"], r["connect"]) == c])
+
+    head = ["ranks"] + ["%s %s: creation / first collective (ms)" % c for c in configs]
+    trs = sorted({c[0] for c in configs})
+    pairs = [t for t in trs if (t, "eager") in configs and (t, "lazy") in configs]
+    head += ["%s lazy / eager creation" % t for t in pairs]
+    rows = []
+    for n in ranks:
+        row = [str(n)]
+        for c in configs:
+            a, b = med(n, c, "init_ms"), med(n, c, "first_coll_ms")
+            row.append("%s / %s" % (fmt(a, 1), fmt(b, 1)))
+        for t in pairs:
+            row.append(ratio(med(n, (t, "lazy"), "init_ms"), med(n, (t, "eager"), "init_ms")))
+        rows.append(row)
+    mem_head = ["ranks"] + ["%s %s: fds / RSS MiB (most per rank)" % c for c in configs]
+    mem = [[str(n)] + ["%s / %s" % (fmt(med(n, c, "fds_all_max"), 0),
+                                    fmt((med(n, c, "rss_all_kb_max") or 0) / 1024 or None, 1))
+                       for c in configs] for n in ranks]
+    growth = []
+    if len(ranks) > 1:
+        for c in configs:
+            a, b = med(ranks[0], c, "init_ms"), med(ranks[-1], c, "init_ms")
+            growth.append("%s %s: %s times the creation time at %d ranks for %.0f times the ranks"
+                          % (c[0], c[1], ratio(b, a), ranks[0], ranks[-1] / ranks[0]))
+    text = ["Creation time (ms; the median over the repeats of the most over the ranks), and the "
+            "ratio of lazy to eager connection set-up measured in the same campaign:", "",
+            md_table(head, rows), ""]
+    if growth:
+        text += ["From %d to %d ranks: %s." % (ranks[0], ranks[-1], "; ".join(growth)), ""]
+    text += ["File descriptors and resident memory after the alltoall (every connection made), the "
+             "most over the ranks, median over the repeats:", "", md_table(mem_head, mem), ""]
+    series = []
+    for c in configs:
+        for key, what in (("init_ms", "creation"), ("first_coll_ms", "first collective")):
+            series.append(("%s %s: %s" % (c[0], c[1], what), [(n, med(n, c, key)) for n in ranks]))
+    plot = ("time", "Communicator creation against ranks (one host)", "ranks", "time (ms)", True, False,
+            series)
+    params = "ranks %s, transports %s, repeats %s" % (
+        " ".join(str(n) for n in ranks), " ".join(trs), doc.get("params", {}).get("repeats"))
+    return params, text, [plot]
+
+
+def pct(v):
+    return "-" if v is None else "%.2f%%" % (100 * v)
+
+
+def body_train_accuracy(doc):
+    rs = doc["results"]
+    by = {r["run"]: r for r in rs}
+    rows = []
+    for r in rs:
+        ref = "r1" if r["codec"] == "dense" and r["run"] != "r1" else ("r4" if r["codec"] != "dense" else None)
+        ref_r = by.get(ref) if ref else None
+        name = "%d rank%s%s" % (r["ranks"], "s" if r["ranks"] > 1 else "",
+                                "" if r["codec"] == "dense" else ", " + r["codec"])
+        diff = ("%+.2f points" % (100 * (r["final_test_acc"] - ref_r["final_test_acc"]))
+                if ref_r and r["final_test_acc"] is not None and ref_r["final_test_acc"] is not None else "-")
+        rows.append([name, pct(r["final_test_acc"]), fmt(r["final_loss"], 4), fmt(r["train_s"], 1),
+                     fmt(r.get("samples_per_s"), 0),
+                     ("%s: %s" % ("1 rank" if ref == "r1" else "4 ranks dense", diff)) if ref_r else "reference",
+                     ratio(r["train_s"], ref_r["train_s"]) if ref_r else "-"])
+    head = ["run", "test accuracy", "final loss", "training (s)", "samples/s", "accuracy vs reference",
+            "time / reference's"]
+    text = ["Each run against its reference in this campaign (the rank counts against 1 rank, the "
+            "codecs against the dense run on 4 ranks): the difference in test accuracy and the ratio "
+            "of the training times (< 1: faster).", "",
+            md_table(head, rows, ["---", "---:", "---:", "---:", "---:", "---", "---:"]), ""]
+    p = doc.get("params", {})
+    warm = p.get("codec_warmup_epochs")
+    return ("data %s, %s epoch(s), global batch %s%s" % (
+        p.get("data"), p.get("epochs"), p.get("global_batch"),
+        "" if warm is None else ", the codecs after %s dense epoch(s)" % warm), text, [])
+
+
+def body_elastic(doc):
+    rs = doc["results"]
+    base = next((r for r in rs if r["run"] == "un-killed"), None)
+    rows = []
+    for r in rs:
+        rows.append([r["run"], pct(r["final_test_acc"]), fmt(r["final_loss"], 4), fmt(r["train_s"], 1),
+                     ratio(r["train_s"], base and base["train_s"]) if base else "-"])
+    text = [md_table(["run", "test accuracy", "final loss", "training (s)", "time / un-killed's"], rows,
+                     ["---", "---:", "---:", "---:", "---:"]), ""]
+    el = next((r for r in rs if r is not base), None)
+    lost = doc.get("lost")
+    if lost:
+        text += ["The elastic run lost rank(s) %s in step %d (epoch %d); %d ranks went on, and the job "
+                 "reported %.2f s lost to the failure." % (lost["ranks"], lost["step"], lost["epoch"],
+                                                           lost["survivors"], lost["lost_s"]), ""]
+    if base and el and base["final_test_acc"] is not None and el["final_test_acc"] is not None:
+        text += ["Against the un-killed run of the same job: %+.2f points of test accuracy, %s times "
+                 "its training time." % (100 * (el["final_test_acc"] - base["final_test_acc"]),
+                                         ratio(el["train_s"], base["train_s"])), ""]
+    p = doc.get("params", {})
+    return ("data %s, %s epochs, global batch %s, %s ranks over %s, rank %s killed"
+            % (p.get("data"), p.get("epochs"), p.get("global_batch"), p.get("ranks"), p.get("transport"),
+               p.get("killed_rank")), text, [])
+
+
+def ms(v):
+    return fmt(None if v is None else 1e3 * v, 1)
+
+
+def body_stragglers(doc):
+    rs = {r["straggler"]: r for r in doc["results"]}
+    slow = doc.get("params", {}).get("slow_rank")
+    rows = []
+    for mode, r in rs.items():
+        for k in r["ranks"]:
+            rows.append([mode, "%d%s" % (k["rank"], " (slowed)" if k["rank"] == slow else ""), k["batch"],
+                         "%s / %s" % (ms(k["step_median_s"]), ms(k["step_p90_s"])),
+                         "%s / %s" % (ms(k["compute_median_s"]), ms(k["compute_p90_s"])),
+                         "%s / %s" % (ms(k["wait_median_s"]), ms(k["wait_p90_s"])), pct(k["wait_share"])])
+    head = ["--straggler", "rank", "batch share", "step median / p90 (ms)", "compute median / p90 (ms)",
+            "wait median / p90 (ms)", "waited beyond the slowest"]
+    text = ["Per rank, from the trainer's reports (\"slowed\" is the rank under the CPU quota; on a "
+            "machine busier than its cores every rank is starved of CPU, and the quota may then bind "
+            "less than the load does: the trainer's verdict names the rank that was slowest):", "",
+            md_table(head, rows, ["---", "---", "---:", "---:", "---:", "---:", "---:"]), ""]
+    none, bal = rs.get("none"), rs.get("balance")
+    if none and bal:
+        summ = [["slowest rank (the trainer's verdict)", none.get("slowest_rank"), bal.get("slowest_rank"), ""],
+                ["time per epoch (s)", fmt(none["epoch_s"], 2), fmt(bal["epoch_s"], 2),
+                 ratio(bal["epoch_s"], none["epoch_s"])],
+                ["wait share of the run", pct(none["wait_share"]), pct(bal["wait_share"]),
+                 ratio(bal["wait_share"], none["wait_share"])],
+                ["final loss", fmt(none["final_loss"], 4), fmt(bal["final_loss"], 4),
+                 ratio(bal["final_loss"], none["final_loss"], 3)]]
+        nb = {k["rank"]: k for k in none["ranks"]}
+        for k in bal["ranks"]:
+            if k["rank"] != slow and k["rank"] in nb:
+                summ.append(["rank %d's median wait (ms)" % k["rank"], ms(nb[k["rank"]]["wait_median_s"]),
+                             ms(k["wait_median_s"]), ratio(k["wait_median_s"], nb[k["rank"]]["wait_median_s"])])
+        text += ["Balanced against unmitigated, in the same campaign (a ratio below 1: balance is "
+                 "faster or waits less):", "",
+                 md_table(["figure", "none", "balance", "balance / none"], summ, ["---", "---:", "---:", "---:"]),
+                 ""]
+    p = doc.get("params", {})
+    return ("%s hosts at %s, rank %s held to %s%% of one CPU; gradwire train %s"
+            % (p.get("hosts"), p.get("rate"), slow, p.get("cpu_quota_pct"), p.get("train")), text, [])
+
+
+def body_acceptance(doc):
+    p = doc.get("params", {})
+    link = p.get("link_GBps")
+    phases = ["host sanity", "link matrix", "retests", "collectives"]
+    rows = []
+    for r in doc["results"]:
+        tot = r["elapsed_s"]
+        cells = [r["hosts"], r["verdict"], fmt(tot, 1)]
+        for ph in phases:
+            v = r["phases_s"].get(ph)
+            cells.append("%s (%s)" % (fmt(v, 1), "%.0f%%" % (100 * v / tot) if v is not None and tot else "-"))
+        cells += [r.get("rounds", "-"), ratio(r.get("link_bw_GBps"), link), ratio(r.get("allreduce_busbw_GBps"), link)]
+        rows.append(cells)
+    head = ["hosts", "verdict", "total (s)"] + ["%s (s, share)" % ph for ph in phases] + [
+        "matrix rounds", "link bw / link rate", "allreduce busbw / link rate"]
+    text = ["Each phase's time and its share of the whole check; the bandwidths the check measured, "
+            "as ratios to the links' shaped rate (%s, %s GB/s):" % (p.get("rate"), fmt(link, 3)), "",
+            md_table(head, rows), ""]
+    res = doc["results"]
+    if len(res) > 1 and res[0]["elapsed_s"]:
+        text += ["From %d to %d hosts the check took %s times as long." % (
+            res[0]["hosts"], res[-1]["hosts"], ratio(res[-1]["elapsed_s"], res[0]["elapsed_s"])), ""]
+    series = [(ph, [(r["hosts"], r["phases_s"].get(ph)) for r in res]) for ph in phases]
+    series.append(("total", [(r["hosts"], r["elapsed_s"]) for r in res]))
+    plots = [("phases", "gradwire check --quick: time per phase against hosts", "hosts", "time (s)", False,
+              False, series)] if len(res) > 1 else []
+    return "hosts %s, links at %s, gradwire check %s" % (
+        " ".join(str(h) for h in p.get("hosts", [])), p.get("rate"), p.get("check")), text, plots
+
+
+def sig(v):
+    return "-" if v is None else "%.4g" % v
+
+
+def body_soft_roce(doc):
+    rows, bw = [], []
+    for r in doc["results"]:
+        what = "bandwidth (GB/s)" if r["kind"] == "bandwidth" else "latency (us; gradwire p50)"
+        # Only finite ratios: a perftest round that reported 0 is a failed
+        # round, not an infinitely fast gradwire.
+        ratios = [x for x in r["ratios"] if math.isfinite(x) and x > 0]
+        rows.append([size_name(r["size"]), what, sig(med_or_none([x for x in r["perftest"] if x > 0])),
+                     sig(med_or_none(r["gradwire"])),
+                     "%.2f (%.2f to %.2f)" % (median(ratios), min(ratios), max(ratios)) if ratios else "-",
+                     len(ratios)])
+        if r["kind"] == "bandwidth":
+            bw.append(r)
+    head = ["size", "figure", "perftest (median)", "gradwire (median)",
+            "gradwire / perftest, paired (median, range)", "rounds"]
+    text = ["gradwire's figure over perftest's, each gradwire round paired with the perftest rounds "
+            "either side of it (bandwidth: > 1 is gradwire faster; latency: < 1 is gradwire "
+            "faster); a perftest round that reported 0 failed and is left out, with its ratio. "
+            "rxe_2vm_perf.sh's bandwidth target (the median paired ratio at 1 MiB and "
+            "2 MiB at least 0.95) %s." % ("was met in this run" if doc.get("target_met") else
+                              "was not met in this run" if doc.get("ok", True) else
+                              "could not be judged: the run failed"), "",
+            md_table(head, rows, ["---:", "---", "---:", "---:", "---:", "---:"]), ""]
+    plots = []
+    if bw:
+        series = [("gradwire (gradwire-bench p2p)", [(r["size"], med_or_none(r["gradwire"])) for r in bw]),
+                  ("perftest ib_write_bw", [(r["size"], med_or_none(r["perftest"])) for r in bw])]
+        plots.append(("busbw", "Soft-RoCE between two VMs: bandwidth against size", "size (bytes)",
+                      "bandwidth (GB/s)", "size", False, series))
+    p = doc.get("params", {})
+    return ("%s hosts (VMs), transport %s, %s rounds of %s MiB" % (
+        p.get("hosts"), p.get("transport"), p.get("rounds"), p.get("mib_per_round")), text, plots)
+
+
+BODIES = {"scale": body_scale, "train-accuracy": body_train_accuracy, "elastic": body_elastic,
+          "stragglers": body_stragglers, "acceptance": body_acceptance, "soft-roce": body_soft_roce}
+
+
+def custom_page(name, doc):
+    title, about = CAMPAIGNS.get(name, (name, ""))
+    par, text, plots = BODIES[doc["benchmark"]](doc)
+    parts = ["# " + title, "",
+             "<!-- Generated by scripts/render_results.py from data/%s.json: do not edit; "
+             "run scripts/results.sh %s to measure again. -->" % (name, name), "",
+             about, "", "Parameters: %s." % par, "",
+             "Measure again and render: `scripts/results.sh %s`; render the committed JSON only: "
+             "`scripts/results.sh --render-only %s`." % (name, name), ""]
+    if not doc.get("ok", True):
+        why = doc.get("failures") or ["see the command's output"]
+        parts += ["```{warning}", "A run of this campaign failed: %s." % "; ".join(why), "```", ""]
+    for pl in plots:
+        parts += ["![%s](img/%s-%s.png)" % (pl[1], name, pl[0]), ""]
+    parts += text
+    parts += ["Compare ratios, not figures from different pages: this machine is shared, and the "
+              "load below says how busy it was.", "", measured_on(doc["run"]), ""]
+    return "\n".join(parts), plots
+
+
+CUSTOM_GNUPLOT = """set terminal pngcairo size 900,560 font ',10' noenhanced
+set output '{out}'
+set title '{title}'
+{logx}
+set xlabel '{xlabel}'
+set ylabel '{ylabel}'
+{logy}
+set key top left
+set grid
+plot {plots}
+"""
+
+
+def custom_plots(name, plots, imgdir, work):
+    for suffix, title, xlabel, ylabel, logx, logy, series in plots:
+        items = []
+        for i, (label, pts) in enumerate(series):
+            path = os.path.join(work, "%s.%d.dat" % (suffix, i))
+            with open(path, "w") as f:
+                for x, y in pts:
+                    if y is not None:
+                        f.write("%.9g %.9g\n" % (x, y))
+            items.append("'%s' using 1:2 with linespoints title '%s'" % (path, label.replace("'", "")))
+        lx = ("set logscale x 2\nset format x '%.0b%BB'" if logx == "size"
+              else "set logscale x 2" if logx else "")
+        script = CUSTOM_GNUPLOT.format(out=os.path.join(imgdir, "%s-%s.png" % (name, suffix)),
+                                       title=title.replace("'", ""), xlabel=xlabel, ylabel=ylabel, logx=lx,
+                                       logy="set logscale y 10" if logy else "", plots=", ".join(items))
+        p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+        if p.returncode != 0:
+            sys.exit("render_results.py: gnuplot failed on %s-%s.png:\n%s" % (name, suffix, p.stderr))
+
+
 # The README's headline results: these campaigns, in this order, each as
 # the median over its sizes of the reference's busbw over each peer's, with
 # the range, linking to its page. Written between the README's markers, so
@@ -292,15 +671,11 @@ def headline(name, doc):
                                   "%s hosts" % doc["hosts"] if doc.get("hosts") else "") if x)
     # A run on a machine busier than its cores is said to be so (the page
     # has the figures), so a headline never passes for a quiet run's.
-    run = doc.get("run", {})
-    cores = (run.get("cores") or {}).get("online") or 0
-    loads = [(run.get("load") or {}).get(k, [0])[0] for k in ("start", "end")]
-    busy = cores and max(loads) > cores
     return "- [%s](docs/results/%s.md), %s to %s%s: %s.%s" % (
         title, name, size_name(min(sizes)), size_name(max(sizes)), ", " + where if where else "",
         "; ".join(parts) or "no peer measured",
         " Measured while the machine was busier than its cores (its page says how busy): "
-        "indicative only until measured again." if busy else "")
+        "indicative only until measured again." if busy(doc.get("run", {})) else "")
 
 
 def write_readme(path, docs):
@@ -339,6 +714,15 @@ def main(argv):
             sys.exit("render_results.py: %s: %s" % (path, e))
         if "run" not in doc or not doc.get("results"):
             sys.exit("render_results.py: %s: no run header or no results" % path)
+        if doc.get("benchmark") in BODIES:
+            text, cplots = custom_page(name, doc)
+            with open(os.path.join(a.out, name + ".md"), "w") as f:
+                f.write(text)
+            if not a.no_plots:
+                with tempfile.TemporaryDirectory() as work:
+                    custom_plots(name, cplots, os.path.join(a.out, "img"), work)
+            print("rendered %s" % os.path.join(a.out, name + ".md"))
+            continue
         doc = normalize(doc)
         docs[name] = doc
         with open(os.path.join(a.out, name + ".md"), "w") as f:

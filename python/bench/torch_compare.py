@@ -2,7 +2,7 @@
 one job, interleaved. Run as every rank of a job (python/bench/torch_compare.sh
 starts one on this host or across emulated hosts):
 
-    torch_compare.py allreduce [--sizes 8,1K,...] [--reps 5] [--budget 0.3]
+    torch_compare.py allreduce [--sizes 8,1K,...] [--reps 5] [--budget 0.3] [--json FILE]
     torch_compare.py ddp [--reps 5] [--steps 10] [--width 1024]
 
 gloo is the default group (env://), gradwire a new_group(backend="gradwire")
@@ -13,7 +13,10 @@ allreduce: float32 SUM in place, per size `iters` calls timed as one loop
 after warm-up (iters from --budget seconds per measurement), the time per
 call of the slowest rank. busbw = 2 (n-1)/n * bytes / time, as nccl-tests.
 The table: per size the median over the runs of each backend's time and
-busbw, and the ratio gradwire/gloo of the busbws.
+busbw, and the ratio gradwire/gloo of the busbws. --json FILE (rank 0)
+writes the same runs in bench/compare.sh's shape (libraries, reference,
+per size each library's busbw and its time's median, least and most over
+the runs), which torch_compare.sh --json completes with the run header.
 
 ddp: an MLP (width x width layers) under DDP, SGD, samples per second of
 the slowest rank over --steps steps after warm-up, for gloo, gradwire, and
@@ -22,6 +25,7 @@ gradwire with the fp16 and PowerSGD compression hooks (gradwire.ddp_hooks).
 
 import argparse
 import datetime
+import json
 import statistics
 import sys
 import time
@@ -92,6 +96,32 @@ def allreduce(args, groups):
         if link:
             row.append("%.1f%%" % (100 * bw["gradwire"] / link))
         print("| " + " | ".join(row) + " |", flush=True)
+    if args.json:
+        write_json(args, groups, sizes, iters, results, n)
+
+
+def write_json(args, groups, sizes, iters, results, n):
+    """The runs in bench/compare.sh's JSON shape, gradwire the reference."""
+    rows = []
+    for b in sizes:
+        per = {}
+        for name in ("gradwire", "gloo"):
+            ts = results[(name, b)]
+            med = statistics.median(ts)
+            per[name] = {"busbw": 2 * (n - 1) / n * b / med / 1e9,
+                         "time_us": {"median": med * 1e6, "min": min(ts) * 1e6, "max": max(ts) * 1e6},
+                         "runs_us": [t * 1e6 for t in ts]}
+        rows.append({"size": b, "iters": iters[b], "libraries": per})
+    doc = {"benchmark": "torch-compare", "op": "all_reduce", "dtype": "float32", "ranks": n,
+           "transport": groups["gradwire"].comm.transport, "repeats": args.reps,
+           "libraries": ["gradwire", "gloo"], "reference": "gradwire", "spread": "runs",
+           "torch": torch.__version__, "link_gbit": args.link_gbit or None,
+           "method": "time: median over the runs of the slowest rank's time per call (iters calls timed "
+                     "as one loop); busbw = 2 (n-1)/n * size / time",
+           "results": rows}
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def ddp(args, groups):
@@ -149,7 +179,10 @@ def main():
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--json", help="allreduce: also write the runs as JSON to this file (rank 0)")
     args = p.parse_args()
+    if args.json and args.mode != "allreduce":
+        p.error("--json is for the allreduce mode")
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=300))
     groups = {"gloo": dist.group.WORLD, "gradwire": dist.new_group(backend="gradwire")}
     if dist.get_rank() == 0:

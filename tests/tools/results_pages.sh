@@ -9,7 +9,9 @@
 # 2. scripts/render_results.py, run again into a temporary folder, writes
 #    exactly the committed docs/results/CAMPAIGN.md of each JSON: a page
 #    edited by hand, or a JSON changed without rendering, fails. Every
-#    generated page has its JSON, and its two plots are committed.
+#    generated page has its JSON, and every plot it shows is committed.
+#    Every campaign scripts/results.sh --list names as wired has its
+#    committed JSON (and so its page).
 # 3. With the tools given: gradwire-bench allreduce --json writes a complete
 #    run header (bench/bench_header.c) and --plot FILE writes a PNG.
 set -uo pipefail
@@ -40,11 +42,21 @@ if [ ${#jsons[@]} -gt 0 ]; then
             bad "docs/results/$name.md is not what scripts/results.sh --render-only writes from data/$name.json:"
             head -n 40 "$tmp/diff" >&2
         fi
-        for what in busbw latency; do
-            [ -s "$pages/img/$name-$what.png" ] || bad "docs/results/img/$name-$what.png is missing"
-        done
+        # The plots the page shows: the busbw and time curves of a
+        # comparison, or the campaign's own (render_results.py's BODIES).
+        grep -o '](img/[^)]*\.png)' "$tmp/pages/$name.md" | sed 's/^](//; s/)$//' >"$tmp/imgs"
+        [ -s "$tmp/imgs" ] || grep -q '^| ' "$tmp/pages/$name.md" || bad "docs/results/$name.md shows neither a table nor a plot"
+        while read -r img; do
+            [ -s "$pages/$img" ] || bad "docs/results/$img (shown by $name.md) is missing"
+        done <"$tmp/imgs"
     done
 fi
+# Every wired campaign has been measured and its JSON committed.
+while read -r name what _; do
+    case "$what" in
+    wired*) [ -f "$data/$name.json" ] || bad "campaign $name is wired in scripts/results.sh but has no data/$name.json" ;;
+    esac
+done < <("$src/scripts/results.sh" --list)
 # The README's headline results are rendered from the same JSON.
 if [ ${#jsons[@]} -gt 0 ]; then
     cp "$src/README.md" "$tmp/README.md"

@@ -104,7 +104,7 @@ installed=1
 dpkg -i "${debs[@]}" >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg -i"; }
 clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" LANG=C.UTF-8)
 cd "$tmp"
-out=$("${clean_env[@]}" pkg-config --cflags --libs gradwire)
+out=$("${clean_env[@]}" pkg-config --cflags --libs gradwire | xargs) # xargs: one space between words
 [ "$out" = "-lgradwire" ] || fail "pkg-config --cflags --libs gradwire says '$out', not just -lgradwire (system paths dropped)"
 "${clean_env[@]}" cc -std=c11 "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $out ||
     fail "consumer.c does not build against the installed package"

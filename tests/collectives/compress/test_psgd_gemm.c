@@ -67,8 +67,8 @@ static void check_shape(size_t rows, size_t cols, int r)
                       (double)got, ref);
             float want = scalar_dot(m + i * cols, q + k, cols, rr);
             cr_assert(memcmp(&got, &want, sizeof got) == 0,
-                      "%zux%zu r=%d: (MQ)[%zu][%zu] = %a, the documented order gives %a", rows, cols,
-                      r, i, k, (double)got, (double)want);
+                      "%zux%zu r=%d: (MQ)[%zu][%zu] = %a, the documented order gives %a", rows,
+                      cols, r, i, k, (double)got, (double)want);
         }
     }
 

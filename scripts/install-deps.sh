@@ -25,20 +25,30 @@
 # tests (tests/python) and python3-torch (CPU, 1.13) their torch tensors;
 # python3-sphinx, python3-myst-parser (Markdown pages), python3-breathe with
 # doxygen (the C API from include/gradwire.h) and furo (the theme) build the
-# documentation (scripts/docs.sh, the docs_build test).
+# documentation (scripts/docs.sh, the docs_build test); python3-venv,
+# python3-pip and python3-wheel build and install the wheel (wheel_test),
+# lintian checks the Debian packages (deb_test).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-# Building: the compiler, CMake, the libraries linked (OpenBLAS, zlib), the
-# verbs and PMIx headers (those libraries are opened at run time) and
-# Criterion (the tests are built with the tree).
-PACKAGES=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev zlib1g-dev
-          libibverbs-dev librdmacm-dev libpmix-dev)
+# Building: the Build-Depends of debian/control (the one list of what the
+# build needs: CMake, the libraries the programs link, the verbs and PMIx
+# headers, Python's headers and setuptools, Sphinx for the man pages,
+# debhelper), plus the compiler and Criterion (the tests are built with the
+# tree; the packages are built without them).
+build_depends() { # CONTROL: the package names of its Build-Depends
+    sed -n '/^Build-Depends:/,/^[A-Za-z-]*:/{/^Build-Depends:/{s/^Build-Depends://;p;d};/^[A-Za-z-]*:/d;p}' "$1" |
+        sed 's/#.*//' | tr ',' '\n' |
+        sed 's/|.*//; s/[[:space:]]*[([<].*//; s/^[[:space:]]*//; s/[[:space:]]*$//' | grep -v '^$'
+}
+mapfile -t BUILD_DEPENDS < <(build_depends "$here/../debian/control")
+[ ${#BUILD_DEPENDS[@]} -gt 0 ] || { echo "install-deps: no Build-Depends in debian/control" >&2; exit 1; }
+PACKAGES=(build-essential libcriterion-dev "${BUILD_DEPENDS[@]}")
 TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                qemu-system-x86 busybox-static cpio rdma-core ibverbs-providers ibverbs-utils
                perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
                openmpi-bin slurmctld slurmd munge openssh-server openssh-client python3-dev
-               python3-numpy python3-torch
+               python3-numpy python3-torch python3-venv python3-pip python3-wheel lintian
                python3-sphinx python3-myst-parser python3-breathe doxygen furo)
 want_vm=0
 for group in "$@"; do
@@ -56,9 +66,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 updated=0
 
+# Installed, or provided by an installed package (Build-Depends names virtual
+# packages: debhelper-compat, dh-sequence-python3).
+provided=$(dpkg-query -W -f='${db:Status-Status} ${Provides}\n' 2>/dev/null |
+    sed -n 's/^installed //p' | tr ',' '\n' | sed 's/(.*//; s/^[[:space:]]*//; s/[[:space:]]*$//')
 missing=()
 for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        grep -qx -- "$p" <<<"$provided" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all packages present"

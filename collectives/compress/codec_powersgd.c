@@ -4,10 +4,10 @@
  *
  * With M_i the rows x cols matrix x of rank i and Q (cols x r) the state
  * every rank shares:
- *   P_i = M_i Q            local, OpenBLAS sgemm
+ *   P_i = M_i Q            local, psgd_gemm.c's blocked product
  *   P   = sum_i P_i        allreduce (rows r floats)
  *   P^  = orthonormal P    Gram-Schmidt, here, in double, in a fixed order
- *   Q_i = M_i^T P^         local, sgemm
+ *   Q_i = M_i^T P^         local, psgd_gemm.c
  *   R_i = M_i - P^ Q_i^T   the residual, kept for the next step
  *   Q   = sum_i Q_i / n    allreduce (cols r floats)
  *   out = P^ Q^T           the average of the P^ Q_i^T, each rank's own
@@ -21,7 +21,8 @@
  * it computes from them (Gram-Schmidt, the final P^ Q^T) is plain C with a
  * fixed order of operations rather than BLAS, whose kernels may round
  * differently on different CPUs: so replicas stay bitwise identical even on
- * a mixed cluster. BLAS only computes rank-local products.
+ * a mixed cluster. The rank-local products are the project's own kernels
+ * (psgd_gemm.c, fixed order as well), so the library links no BLAS.
  *
  * Q starts as uniform random numbers from the shared seed (integer
  * arithmetic, so every rank and every libm agrees). A column of Q that
@@ -31,12 +32,12 @@
  * Shapes where (rows + cols) r >= rows cols would send more than the dense
  * allreduce; those calls go dense.
  */
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
 #include "collectives/compress/codec.h"
+#include "collectives/compress/psgd_gemm.h"
 
 static size_t psgd_extra(const gw_compress_config_t *cfg, size_t rows, size_t cols)
 {
@@ -49,10 +50,8 @@ static gw_status_t psgd_check(const gw_compress_config_t *cfg, size_t rows, size
 {
     (void)cfg;
     if (rows > INT_MAX || cols > INT_MAX) {
-        GW_ERROR(lg, "compress",
-                 "PowerSGD: a %zu x %zu matrix has a side beyond BLAS's int "
-                 "range",
-                 rows, cols);
+        GW_ERROR(lg, "compress", "PowerSGD: a %zu x %zu matrix has a side beyond int range", rows,
+                 cols);
         return GW_ERR_UNSUPPORTED;
     }
     return GW_OK;
@@ -192,9 +191,8 @@ static gw_status_t psgd_run(gw__cz_call_t *call)
         return gw__comm_fail(comm, st);
     float *p = pm, *ql = qm, *qt = tm, *qlt = qt + cols * rr;
 
-    /* P_i = M_i Q. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, r, (int)cols, 1.0f, m,
-                (int)cols, q, r, 0.0f, p, r);
+    /* P_i = M_i Q (qt is free until the second product: Q's transpose). */
+    gw__psgd_gemm_mq(p, m, q, qt, rows, cols, r);
     call->encode_ns += gw__cz_now() - t0;
     if ((st = gw__cz_allreduce(call, p, p, rows * rr, GW_FLOAT32, GW_SUM, GW_ALGO_AUTO)) != GW_OK)
         return st;
@@ -209,11 +207,10 @@ static gw_status_t psgd_run(gw__cz_call_t *call)
     }
     orthonormalise(p, rows, r);
     /* Q_i = M_i^T P^, kept (transposed) for the residual M_i - P^ Q_i^T. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, r, (int)rows, 1.0f, m,
-                (int)cols, p, r, 0.0f, ql, r);
+    gw__psgd_gemm_mtp(qlt, m, p, rows, cols, r);
     for (size_t i = 0; i < cols; i++)
         for (size_t k = 0; k < rr; k++)
-            qlt[k * cols + i] = ql[i * rr + k];
+            ql[i * rr + k] = qlt[k * cols + i];
     call->encoded_bytes = (uint64_t)(rows + cols) * rr * sizeof(float);
     call->encode_ns += gw__cz_now() - t0;
 

@@ -22,11 +22,14 @@ test -x "$prefix/bin/gradwire"
 cmake -S "$src/tests/install" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_C_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="$san_flags" >/dev/null
 cmake --build "$tmp/cmake" >/dev/null
-# pkg-config consumer.
+# pkg-config consumer. gradwire.pc names the configured prefix (it is not
+# relocatable, so that pkg-config drops the system paths): an install moved
+# elsewhere is reached by redefining the prefix.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/$(gcc -print-multiarch)/pkgconfig"
-pkg-config --exists gradwire
-cc -std=c11 $san_flags "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $(pkg-config --cflags --libs gradwire) \
-    -Wl,-rpath,"$(pkg-config --variable=libdir gradwire)"
+pc=(pkg-config --define-variable=prefix="$prefix")
+"${pc[@]}" --exists gradwire
+cc -std=c11 $san_flags "$src/tests/install/consumer.c" -o "$tmp/consumer_pc" $("${pc[@]}" --cflags --libs gradwire) \
+    -Wl,-rpath,"$("${pc[@]}" --variable=libdir gradwire)"
 # No LD_LIBRARY_PATH: the installed launcher finds the installed library by
 # its RUNPATH ($ORIGIN/../lib), the consumers by theirs.
 unset LD_LIBRARY_PATH

@@ -56,12 +56,13 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 
 
 class _Recorder(unittest.TextTestResult):
-    rows = []
+    path = None  # RESULTS.tsv, written a line per test as it ends
 
     def _row(self, test, outcome, why=""):
         first = str(why).strip().splitlines()
         line = first[-1] if first and outcome != "skip" else (first[0] if first else "")
-        self.rows.append("%s\t%s\t%s" % (test.id().split(".")[-1], outcome, line[:300].replace("\t", " ")))
+        with open(self.path, "a") as f:
+            f.write("%s\t%s\t%s\n" % (test.id().split(".")[-1], outcome, line[:300].replace("\t", " ")))
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -88,9 +89,9 @@ def main():
         loader.testNamePatterns = ["*.%s" % p if "*" not in p else p for p in patterns]
     suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
     runner = unittest.TextTestRunner(resultclass=_Recorder, verbosity=2, stream=sys.stdout)
+    _Recorder.path = results
+    open(results, "w").close()
     runner.run(suite)
-    with open(results, "w") as f:
-        f.write("\n".join(_Recorder.rows) + "\n")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,11 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work
 
+try:  # torch >= 2.0: a ProcessGroup holds one Backend per device; a backend plugin is a Backend
+    from torch._C._distributed_c10d import Backend as _BackendBase
+except ImportError:  # torch 1.x: the plugin is the ProcessGroup itself
+    _BackendBase = ProcessGroup
+
 import gradwire
 
 __all__ = ["ProcessGroupGradwire", "BACKEND", "DistTimeoutError"]
@@ -404,7 +409,7 @@ def _library_timeout_s():
         return 300.0
 
 
-class ProcessGroupGradwire(ProcessGroup):
+class ProcessGroupGradwire(_BackendBase):
     """A torch.distributed process group on a gradwire communicator (`comm`).
 
     Made by init_process_group("gradwire") / new_group(backend="gradwire")
@@ -863,7 +868,8 @@ def _wrap_new_group(new_group):
     def gradwire_new_group(ranks=None, timeout=dist.default_pg_timeout, backend=None, pg_options=None):
         default = dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
         wanted = dist.Backend(backend) if backend is not None else (dist.get_backend() if default is not None else None)
-        if isinstance(default, ProcessGroupGradwire) and wanted == BACKEND:
+        default = gradwire_backend(default)
+        if default is not None and wanted == BACKEND:
             members = sorted(ranks) if ranks else list(range(dist.get_world_size()))
             me = dist.get_rank()
             with default._lock:
@@ -887,7 +893,8 @@ def _wrap_monitored_barrier(monitored_barrier):
 
     def gradwire_monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
         pg = dist.distributed_c10d._get_default_group() if group is None or group is dist.group.WORLD else group
-        if isinstance(pg, ProcessGroupGradwire):
+        pg = gradwire_backend(pg)
+        if pg is not None:
             return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
         return monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
 
@@ -896,8 +903,37 @@ def _wrap_monitored_barrier(monitored_barrier):
     return gradwire_monitored_barrier
 
 
+def gradwire_backend(group):
+    """The ProcessGroupGradwire of a group, or None: on torch 1.x the group
+    itself; on torch 2.x, where a ProcessGroup holds a Backend per device,
+    its CPU backend."""
+    if isinstance(group, ProcessGroupGradwire):
+        return group
+    get = getattr(group, "_get_backend", None)
+    if get is not None:
+        try:
+            backend = get(torch.device("cpu"))
+        except (RuntimeError, ValueError):
+            return None
+        return backend if isinstance(backend, ProcessGroupGradwire) else None
+    return None
+
+
+def _register():
+    import inspect
+
+    try:
+        takes_devices = "devices" in inspect.signature(dist.Backend.register_backend).parameters
+    except (TypeError, ValueError):
+        takes_devices = False
+    if takes_devices:  # torch >= 2.1: the creator makes the CPU Backend of each group
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create)
+
+
 if not hasattr(dist.Backend, BACKEND.upper()):
-    dist.Backend.register_backend(BACKEND, _create)
+    _register()
     dist.new_group = dist.distributed_c10d.new_group = _wrap_new_group(dist.distributed_c10d.new_group)
     dist.monitored_barrier = dist.distributed_c10d.monitored_barrier = _wrap_monitored_barrier(
         dist.distributed_c10d.monitored_barrier

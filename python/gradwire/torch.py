@@ -39,7 +39,6 @@ to one peer match in posting order, as gradwire's do).
 
 import collections
 import datetime
-import queue
 import threading
 import time
 
@@ -822,23 +821,6 @@ class ProcessGroupGradwire(_BackendBase):
                 return flags, all(flags)
             time.sleep(pause)
             pause = min(pause * 2, 0.005)
-
-    # ---- helpers -----------------------------------------------------------
-    def _join(self, works, result):
-        """One Work for several: its future completes when all have."""
-        future = torch.futures.Future()
-        all_done = torch.futures.collect_all([w.get_future() for w in works])
-
-        def finish(f):
-            try:
-                for each in f.value():
-                    each.value()
-                future.set_result(result)
-            except Exception as e:  # noqa: BLE001
-                future.set_exception(e)
-
-        all_done.add_done_callback(finish)
-        return self._keep(_Work(future, result))
 
 
 # new_group through gw_comm_split. torch calls a backend's creator on the

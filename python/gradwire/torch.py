@@ -398,6 +398,158 @@ class _Completer:
             thread.join()
 
 
+class _Recv:
+    """A posted receive: a tensor's bytes, from `src` with `tag`."""
+
+    __slots__ = ("buf", "src", "tag", "done", "error")
+
+    def __init__(self, buf, src, tag):
+        self.buf, self.src, self.tag, self.done, self.error = buf, src, tag, False, None
+
+
+class _Mailbox:
+    """torch's tagged messages on gradwire's untagged ones.
+
+    gradwire's point-to-point calls (gw_isend / gw_irecv) name the peer and
+    nothing else: messages between two ranks match in posting order, and
+    the C API has no tag and no receive from any source (the tags of
+    collectives/core/tag.c are the library's sequence numbers and call
+    signatures, not the user's). torch's send and recv carry a tag, and a
+    receive takes the first message from its source with that tag (MPI's
+    and gloo's rule). So each send is two gradwire messages: a header (two
+    int64: the tag and the payload's size in bytes) and the payload as
+    bytes. For each source with receives posted, one header receive is
+    posted; when it lands, the payload is received straight into the
+    earliest posted receive with that tag, or, if none wants it, into a
+    buffer of its own kept for the receive that will (the stash, which a
+    new receive looks in first).
+
+    Nothing runs in the background: gradwire moves messages while a handle
+    is waited on or tested, and a send completes only once the receiver
+    takes it. So every wait for a message (send or receive) tests its own
+    handles and advances every source's receives in turn (pump), never
+    blocking in one: two ranks that each wait for their send to the other
+    still take each other's messages (batch_isend_irecv in a ring).
+
+    Receiving from any source would need a header receive posted to every
+    peer, and those left over could neither be taken back nor stay posted
+    across a collective (gradwire refuses a collective while a message is
+    pending): recv_anysource raises instead."""
+
+    def __init__(self, pg):
+        self._pg = pg
+        self._posted = collections.defaultdict(list)  # src -> [_Recv], in posting order
+        self._stash = collections.defaultdict(list)  # src -> [(tag, uint8 tensor)], in arrival order
+        self._header = {}  # src -> (int64[2] buffer, its handle): the header receive posted
+        self._payload = {}  # src -> (handle, _Recv or None, buffer, tag): the payload receive posted
+        self._lock = threading.RLock()
+
+    @staticmethod
+    def _bytes(t, what):
+        _dense_cpu(t, what)
+        if not t.is_contiguous():
+            raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
+        return t.detach().reshape(-1).view(torch.uint8)
+
+    def send(self, t, dst, tag):
+        payload = self._bytes(t, "send's tensor")
+        header = torch.tensor([tag, payload.numel()], dtype=torch.int64).numpy()
+        comm = self._pg.comm
+        with self._pg._lock:
+            handles = [comm.isend(header, dst)]
+            if payload.numel():
+                handles.append(comm.isend(payload.numpy(), dst))
+        keep = (header, payload)  # their memory stays until the messages are out
+        return lambda: self._wait(lambda: all([h.test() for h in handles]) and keep is not None)
+
+    def recv(self, t, src, tag):
+        r = _Recv(self._bytes(t, "recv's tensor"), src, tag)
+        with self._lock:
+            for i, (got, data) in enumerate(self._stash[src]):
+                if got == tag:
+                    del self._stash[src][i]
+                    self._fill(r, data)
+                    break
+            else:
+                self._posted[src].append(r)
+                self._post_header(src)
+
+        def finish():
+            self._wait(lambda: r.done)
+            if r.error is not None:
+                raise r.error
+
+        return finish
+
+    def _wait(self, done):
+        pause = 1e-6
+        while True:
+            with self._lock:
+                moved = self._pump()
+                if done():
+                    return
+            if moved:
+                pause = 1e-6
+            else:
+                time.sleep(pause)
+                pause = min(pause * 2, 1e-3)
+
+    def _post_header(self, src):
+        if src in self._header or src in self._payload or not self._posted[src]:
+            return
+        buf = torch.zeros(2, dtype=torch.int64).numpy()
+        with self._pg._lock:
+            self._header[src] = (buf, self._pg.comm.irecv(buf, src))
+
+    def _fill(self, r, data):
+        if data.numel() != r.buf.numel():
+            r.error = ValueError(
+                "gradwire backend: recv from rank %d (tag %d): the message has %d bytes, the tensor %d"
+                % (r.src, r.tag, data.numel(), r.buf.numel())
+            )
+        else:
+            r.buf.copy_(data)
+        r.done = True
+
+    def _pump(self):
+        """Advance every source's header and payload receives; whether any moved on."""
+        moved = False
+        for src in list(self._header):
+            buf, h = self._header[src]
+            if not h.test():
+                continue
+            del self._header[src]
+            moved = True
+            tag, size = int(buf[0]), int(buf[1])
+            posted = self._posted[src]
+            r = next((p for p in posted if p.tag == tag), None)
+            if r is not None:
+                posted.remove(r)
+            into = r.buf if r is not None and r.buf.numel() == size else torch.empty(size, dtype=torch.uint8)
+            if size:
+                with self._pg._lock:
+                    self._payload[src] = (self._pg.comm.irecv(into.numpy(), src), r, into, tag)
+            else:
+                self._landed(src, r, into, tag)
+        for src in list(self._payload):
+            h, r, into, tag = self._payload[src]
+            if not h.test():
+                continue
+            del self._payload[src]
+            moved = True
+            self._landed(src, r, into, tag)
+        return moved
+
+    def _landed(self, src, r, into, tag):
+        if r is None:
+            self._stash[src].append((tag, into))
+        elif into is not r.buf:
+            self._fill(r, into)  # the sizes differ: the receive fails, naming them
+        else:
+            r.done = True
+        self._post_header(src)
+
+
 def _library_timeout_s():
     """The library's timeout of a communicator made without one (GW_TIMEOUT_MS, 300 s by default)."""
     import os
@@ -437,6 +589,7 @@ class ProcessGroupGradwire(_BackendBase):
         self.comm = comm
         self._lock = threading.Lock()  # issue calls from one thread at a time (futures' callbacks may issue)
         self._completer = _Completer("gradwire-pg-%d" % rank)
+        self._mailbox = _Mailbox(self)  # send/recv with torch's tags
         # torch 1.13's trampoline keeps only the C++ half of a Python Work:
         # once the Python object is collected, a C++ caller's wait() (DDP's
         # parameter checks, _broadcast_coalesced) reaches the base Work and
@@ -725,16 +878,12 @@ class ProcessGroupGradwire(_BackendBase):
 
     # ---- point to point ----------------------------------------------------
     def send(self, tensors, dst, tag=0):
-        buf, dt, _ = _moved(_one(tensors, "send"), "send's tensor")
-        with self._lock:
-            h = self.comm.isend(buf, dst, dtype=dt)
-        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=h.wait, what="send to rank %d" % dst))
+        finish = self._mailbox.send(_one(tensors, "send"), dst, tag)
+        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=finish, what="send to rank %d" % dst))
 
     def recv(self, tensors, src, tag=0):
-        buf, dt, _ = _moved(_one(tensors, "recv"), "recv's tensor")
-        with self._lock:
-            h = self.comm.irecv(buf, src, dtype=dt)
-        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=h.wait, what="recv from rank %d" % src))
+        finish = self._mailbox.recv(_one(tensors, "recv"), src, tag)
+        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=finish, what="recv from rank %d" % src))
 
     def recv_anysource(self, tensors, tag=0):
         raise NotImplementedError(

@@ -18,6 +18,8 @@ Each rank prints "torch parity: N passed, 0 failed".
   sparse                a sparse tensor is refused with a TypeError naming it
   complex, bool         broadcast / all_gather / all_to_all_single move them
   all_to_all_single     uneven splits, and bad splits refused as gloo does
+  tags                  recv takes the message with its tag, whatever the
+                        order they were sent in; batch_isend_irecv in a ring
 """
 
 import datetime
@@ -192,6 +194,36 @@ def alltoall_splits(rank, size, gloo):
         check("bad splits refused", "split" in str(e), str(e))
 
 
+def tags(rank, size, gloo):
+    """Messages taken by tag, not in posting order, as gloo does; batch_isend_irecv in a ring."""
+
+    def run(group):
+        got = {}
+        if rank == 0:
+            works = [dist.isend(torch.full((tag,), 10.0 * tag), 1, group=group, tag=tag) for tag in (1, 2, 3)]
+            for w in works:
+                w.wait()
+        elif rank == 1:
+            for tag in (3, 1, 2):  # not the order they were sent in
+                t = torch.zeros(tag)
+                dist.recv(t, 0, group=group, tag=tag)
+                got[tag] = t
+        nxt, prv = (rank + 1) % size, (rank - 1) % size
+        out, back = torch.full((4,), float(rank)).to(torch.complex64), torch.zeros(4, dtype=torch.complex64)
+        ops = [dist.P2POp(dist.isend, out, nxt, group, tag=7), dist.P2POp(dist.irecv, back, prv, group, tag=7)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        got["ring"] = back
+        return [got[k] for k in sorted(got, key=str)]
+
+    mine, theirs = both(gloo, run)
+    check("tags and batch_isend_irecv vs gloo", same(mine, theirs), "got %s want %s" % (mine, theirs))
+    if rank == 1:
+        want = [torch.full((k,), 10.0 * k) for k in (1, 2, 3)]
+        check("recv by tag", same(mine[:3], want), "got %s" % (mine[:3],))
+    dist.barrier()  # a collective after the messages: none is left pending
+
+
 def main():
     dist.init_process_group("gradwire", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -202,6 +234,7 @@ def main():
         ("allreduce_coalesced", lambda: allreduce_coalesced(rank, size, gloo)),
         ("refusals", lambda: refusals(rank, size)),
         ("alltoall", lambda: alltoall_splits(rank, size, gloo)),
+        ("tags", lambda: tags(rank, size, gloo)),
         ("wait_timeout", lambda: work_wait_timeout(rank, size)),
         ("group_timeout", lambda: new_group_timeout(rank, size)),
         ("monitored_barrier", lambda: monitored_barrier(rank, size)),  # last: its failure aborts the communicators

@@ -31,10 +31,11 @@ Tensors are used in place, never copied, where gradwire has the call
 alltoall_base); they must be CPU, contiguous and of a type gradwire has:
 float32, float64, float16, bfloat16 (its bits as int16, dtype "bfloat16"),
 int64, int32, int8, uint8. Others (bool, complex, int16) raise TypeError
-naming the type. send/recv are gradwire's isend/irecv: their data moves
-while this thread waits (Work.wait() from the posting thread), and no
-collective may start while one is pending; tags are not matched (messages
-to one peer match in posting order, as gradwire's do).
+naming the type (calls that only move data move any dtype as bytes).
+send/recv are gradwire's isend/irecv with torch's tags matched here
+(_Mailbox): their data moves while a Work of theirs is waited on, and no
+collective may start while one is pending; recv from any source is not
+offered.
 """
 
 import collections

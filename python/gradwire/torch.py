@@ -913,15 +913,21 @@ class ProcessGroupGradwire(_BackendBase):
         rank) rather than leave them to match a later message."""
         if isinstance(timeout, dist.BarrierOptions):
             timeout = timeout.timeout
-        seconds = _seconds(timeout)
-        if seconds is None:
+        if timeout is None:
             seconds = self.timeout_s if self.timeout_s is not None else self.comm_timeout_s
+        else:  # here 0 means no time at all, as gloo's
+            seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
         ms = int(round(seconds * 1000))
         deadline = time.monotonic() + seconds
         me, n = self.rank(), self.size()
         token = torch.zeros(1, dtype=torch.uint8)
         if n == 1:
             return
+        if seconds <= 0:  # nothing posted: nothing left behind
+            raise DistTimeoutError(
+                "Rank %d timed out in monitoredBarrier after %d ms (gradwire: Timed out)" % (me, ms),
+                gradwire.STATUS["GW_ERR_TIMEOUT"],
+            )
         if me != 0:
             buf, ack = token.numpy(), torch.zeros(1, dtype=torch.uint8).numpy()
             with self._lock:

@@ -149,6 +149,11 @@ def monitored_barrier(rank, size):
     sub = dist.new_group(list(range(size)))
     if rank == 0:
         try:
+            sub.monitored_barrier(datetime.timedelta(seconds=0))
+            check("monitored_barrier(timeout=0) raises", False, "it returned")
+        except RuntimeError as e:
+            check("monitored_barrier(timeout=0) says rank 0 timed out", "Rank 0 timed out in monitoredBarrier" in str(e), str(e))
+        try:
             sub.monitored_barrier(datetime.timedelta(seconds=1), wait_all_ranks=True)
             check("monitored_barrier raises", False, "it returned")
         except RuntimeError as e:

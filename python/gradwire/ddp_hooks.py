@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 import gradwire
 
-from .torch import ProcessGroupGradwire
+from .torch import ProcessGroupGradwire, gradwire_backend
 
 __all__ = ["GradwireHookState", "compression_hook"]
 
@@ -55,8 +55,8 @@ class GradwireHookState:
         self.codec = codec
         self.settings = dict(settings)
         pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
-        if isinstance(pg, ProcessGroupGradwire):
-            self.group = pg
+        if gradwire_backend(pg) is not None:  # the group itself (torch 1.x), or its CPU backend (2.x)
+            self.group = gradwire_backend(pg)
         else:
             rank, size = dist.get_rank(pg), dist.get_world_size(pg)
             store = dist.PrefixStore("gradwire_hook_%d" % _hook_groups[0], dist.distributed_c10d._get_default_store())

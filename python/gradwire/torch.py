@@ -31,24 +31,30 @@ Tensors are used in place, never copied, where gradwire has the call
 alltoall_base); they must be CPU, contiguous and of a type gradwire has:
 float32, float64, float16, bfloat16 (its bits as int16, dtype "bfloat16"),
 int64, int32, int8, uint8. Others (bool, complex, int16) raise TypeError
-naming the type. send/recv are gradwire's isend/irecv: their data moves
-while this thread waits (Work.wait() from the posting thread), and no
-collective may start while one is pending; tags are not matched (messages
-to one peer match in posting order, as gradwire's do).
+naming the type (calls that only move data move any dtype as bytes).
+send/recv are gradwire's isend/irecv with torch's tags matched here
+(_Mailbox): their data moves while a Work of theirs is waited on, and no
+collective may start while one is pending; recv from any source is not
+offered.
 """
 
 import collections
 import datetime
-import queue
 import threading
+import time
 
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work
 
+try:  # torch >= 2.0: a ProcessGroup holds one Backend per device; a backend plugin is a Backend
+    from torch._C._distributed_c10d import Backend as _BackendBase
+except ImportError:  # torch 1.x: the plugin is the ProcessGroup itself
+    _BackendBase = ProcessGroup
+
 import gradwire
 
-__all__ = ["ProcessGroupGradwire", "BACKEND"]
+__all__ = ["ProcessGroupGradwire", "BACKEND", "DistTimeoutError"]
 
 BACKEND = "gradwire"
 
@@ -64,6 +70,36 @@ _DTYPES = {
     torch.uint8: None,
 }
 _DTYPE_NAMES = "float32, float64, float16, bfloat16, int64, int32, int8, uint8"
+
+
+class DistTimeoutError(gradwire.TimeoutError, RuntimeError):
+    """A call of the backend that ran past its timeout. Its message starts
+    with "[gradwire] Timed out", torch's own wording (gloo's and the Store's
+    "Timed out waiting ..."), so code that catches timeouts by message
+    catches it; it is a RuntimeError as gloo's are, and a
+    gradwire.TimeoutError (a builtin TimeoutError) with the rank blamed."""
+
+
+def _timed_out(what, ms, cause=None):
+    """The DistTimeoutError for `what` after `ms` milliseconds; `cause`, a
+    gradwire.TimeoutError of the library, gives its reason and culprit."""
+    text = "[gradwire] Timed out waiting %d ms for %s" % (ms, what)
+    if cause is not None:
+        text += ": " + str(cause)
+    return DistTimeoutError(
+        text,
+        gradwire.STATUS["GW_ERR_TIMEOUT"],
+        getattr(cause, "culprit", None),
+        getattr(cause, "reason", ""),
+    )
+
+
+def _seconds(timeout):
+    """A timeout as torch passes it (timedelta, seconds, None) in seconds; None or 0: none."""
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+    return seconds if seconds > 0 else None
 
 
 def _op_name(op):
@@ -83,8 +119,7 @@ def _buffer(t, what):
     """(numpy view sharing t's memory, dtype override) for a tensor gradwire can use in place."""
     if not isinstance(t, torch.Tensor):
         raise TypeError("gradwire backend: %s must be a tensor, not %s" % (what, type(t).__name__))
-    if t.device.type != "cpu":
-        raise ValueError("gradwire backend: %s is on %s; gradwire moves CPU tensors only" % (what, t.device))
+    _dense_cpu(t, what)
     if t.dtype not in _DTYPES:
         raise TypeError(
             "gradwire backend: %s has dtype %s, which gradwire does not have (it has %s)" % (what, t.dtype, _DTYPE_NAMES)
@@ -96,6 +131,43 @@ def _buffer(t, what):
     if override is not None:
         return t.view(torch.int16).numpy(), override
     return t.numpy(), None
+
+
+def _dense_cpu(t, what):
+    if t.layout != torch.strided:
+        raise TypeError(
+            "gradwire backend: %s is a sparse tensor (layout %s); gradwire moves dense tensors only "
+            "(call .to_dense() first)" % (what, t.layout)
+        )
+    if t.device.type != "cpu":
+        raise ValueError("gradwire backend: %s is on %s; gradwire moves CPU tensors only" % (what, t.device))
+
+
+def _moved(t, what):
+    """(numpy view sharing t's memory, dtype override, elements of the view per
+    element of t) for calls that move data without reducing it (broadcast,
+    gathers, scatters, all-to-all, messages): a type gradwire has is used as
+    itself, any other (complex, bool, int16, ...) as its bytes, as gloo moves
+    every type."""
+    if isinstance(t, torch.Tensor) and t.dtype not in _DTYPES:
+        _dense_cpu(t, what)
+        if not t.is_contiguous():
+            raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
+        size = t.element_size()
+        return t.detach().reshape(-1).view(torch.uint8).numpy(), None, size
+    buf, dt = _buffer(t, what)
+    return buf, dt, 1
+
+
+def _reducible(t, op):
+    """t as gradwire reduces it: a complex tensor as its real and imaginary
+    parts (torch allows only SUM and AVG on complex tensors, which act on
+    each part alone)."""
+    if t.is_complex():
+        if op not in ("sum", "avg"):
+            raise ValueError("gradwire backend: reduce op %s does not apply to complex tensors (SUM and AVG do)" % op)
+        return torch.view_as_real(t)
+    return t
 
 
 def _one(tensors, what):
@@ -117,16 +189,49 @@ class _Pending:
     """The gradwire handles of one Work and what completes its future. Whoever
     claims it first (the group's completion thread, or the thread calling
     Work.wait(), which then saves a thread switch) waits for the handles, runs
-    `after` (copies into list outputs) and sets the future."""
+    `after` (copies into list outputs) and sets the future.
 
-    __slots__ = ("handles", "future", "result", "after", "_claim")
+    `limit_s` is the group's timeout where the communicator's own is longer
+    (a new_group(timeout=...) made by split keeps its parent's, and the
+    library has no per-communicator setting to change it): a timer then
+    fails the future with DistTimeoutError at that time, as gloo's call
+    fails after the group's timeout. The call itself stays queued in the
+    library (its buffers in use) until it completes or the communicator's
+    own timeout ends it; the communicator is not aborted, since an abort
+    would fail every group split from the same one."""
 
-    def __init__(self, handles, future, result, after):
+    __slots__ = ("handles", "future", "result", "after", "what", "limit_s", "_claim", "_settle")
+
+    def __init__(self, handles, future, result, after, what="a collective", limit_s=None):
         self.handles, self.future, self.result, self.after = handles, future, result, after
+        self.what, self.limit_s = what, limit_s
         self._claim = threading.Lock()
+        self._settle = threading.Lock()
+        if limit_s is not None:
+            timer = threading.Timer(limit_s, self._expire)
+            timer.daemon = True
+            timer.start()
+            self.future.add_done_callback(lambda _: timer.cancel())
 
     def claim(self):
+        # A timed call is completed by the completion thread only: a waiter
+        # blocked in the library could not give up at the time limit.
+        return self.limit_s is None and self._claim.acquire(blocking=False)
+
+    def claim_for_thread(self):
         return self._claim.acquire(blocking=False)
+
+    def _set(self, error=None):
+        with self._settle:
+            if self.future.done():
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(self.result)
+
+    def _expire(self):
+        self._set(_timed_out(self.what, self.limit_s * 1000))
 
     def complete(self):
         try:
@@ -136,38 +241,73 @@ class _Pending:
                     h.wait()
                 except Exception as e:  # noqa: BLE001
                     error = error or e
+            if isinstance(error, gradwire.TimeoutError) and not isinstance(error, DistTimeoutError):
+                raise _timed_out(self.what, _comm_timeout_ms(error), error)
             if error is not None:
                 raise error
-            if self.after is not None:
+            if self.after is not None and not self.future.done():
                 self.after()
         except Exception as e:  # noqa: BLE001 - handed to the future
-            self.future.set_exception(e)
+            self._set(e)
         else:
-            self.future.set_result(self.result)
+            self._set()
         self.handles = self.after = None
+
+
+def _comm_timeout_ms(error):
+    """The timeout a library's GW_ERR_TIMEOUT ran out (its message names it), else 0."""
+    import re
+
+    m = re.search(r"(\d+) ?ms", str(error))
+    return int(m.group(1)) if m else 0
 
 
 class _Work(Work):
     """One call in flight: wait() waits for its future; get_future() is it."""
 
-    def __init__(self, future, result, pending=None, p2p_handle=None):
+    def __init__(self, future, result, pending=None, p2p_handle=None, what="a call", source=None):
         super().__init__()
         self._future = future
         self._result = result
         self._pending = pending
         self._p2p = p2p_handle  # isend/irecv: data moves while wait() waits
+        self._what = what
+        self._source = source  # recv from any source: a callable giving the sender once done
 
     def wait(self, timeout=None):
-        if self._p2p is not None and not self._future.done():
-            try:
-                self._p2p.wait()
-                self._future.set_result(self._result)
-            except Exception as e:  # noqa: BLE001 - handed to the future
-                self._future.set_exception(e)
+        """Wait for the call; with a timeout (a timedelta, as torch passes
+        it; 0 or None: none), raise DistTimeoutError ("Timed out ...") when
+        it has not completed by then. The call itself goes on (gloo's
+        Work.wait(timeout) leaves it too); the group's own timeout still
+        ends it."""
+        seconds = _seconds(timeout)
+        if seconds is not None and not self._future.done():
+            self._wait_for(seconds)
+        elif self._p2p is not None and not self._future.done():
+            self._finish_p2p()
         elif self._pending is not None and self._pending.claim():
             self._pending.complete()
         self._future.wait()
         return True
+
+    def _finish_p2p(self):
+        try:
+            self._p2p()
+            self._future.set_result(self._result)
+        except Exception as e:  # noqa: BLE001 - handed to the future
+            self._future.set_exception(e)
+
+    def _wait_for(self, seconds):
+        done = threading.Event()
+        self._future.add_done_callback(lambda _: done.set())
+        if self._p2p is not None:
+            # A message moves while its Work is waited on: do that in a
+            # helper thread, so that this one can give up in time.
+            threading.Thread(target=self._finish_p2p, daemon=True).start()
+        elif self._pending is not None and self._pending.claim_for_thread():
+            threading.Thread(target=self._pending.complete, daemon=True).start()
+        if not done.wait(seconds):
+            raise _timed_out(self._what, seconds * 1000)
 
     def get_future(self):
         return self._future
@@ -193,6 +333,12 @@ class _Work(Work):
 
     def result(self):
         return self._result
+
+    def _source_rank(self):
+        if self._source is None:
+            raise RuntimeError("gradwire backend: _source_rank() is for a recv from any source")
+        self.wait()
+        return self._source()
 
     def synchronize(self):
         pass
@@ -240,7 +386,7 @@ class _Completer:
             item = self._next()
             if item is None:
                 return
-            if item.claim():
+            if item.claim_for_thread():
                 item.complete()
 
     def stop(self):
@@ -253,22 +399,189 @@ class _Completer:
             thread.join()
 
 
-class ProcessGroupGradwire(ProcessGroup):
+class _Recv:
+    """A posted receive: a tensor's bytes, from `src` with `tag`."""
+
+    __slots__ = ("buf", "src", "tag", "done", "error")
+
+    def __init__(self, buf, src, tag):
+        self.buf, self.src, self.tag, self.done, self.error = buf, src, tag, False, None
+
+
+class _Mailbox:
+    """torch's tagged messages on gradwire's untagged ones.
+
+    gradwire's point-to-point calls (gw_isend / gw_irecv) name the peer and
+    nothing else: messages between two ranks match in posting order, and
+    the C API has no tag and no receive from any source (the tags of
+    collectives/core/tag.c are the library's sequence numbers and call
+    signatures, not the user's). torch's send and recv carry a tag, and a
+    receive takes the first message from its source with that tag (MPI's
+    and gloo's rule). So each send is two gradwire messages: a header (two
+    int64: the tag and the payload's size in bytes) and the payload as
+    bytes. For each source with receives posted, one header receive is
+    posted; when it lands, the payload is received straight into the
+    earliest posted receive with that tag, or, if none wants it, into a
+    buffer of its own kept for the receive that will (the stash, which a
+    new receive looks in first).
+
+    Nothing runs in the background: gradwire moves messages while a handle
+    is waited on or tested, and a send completes only once the receiver
+    takes it. So every wait for a message (send or receive) tests its own
+    handles and advances every source's receives in turn (pump), never
+    blocking in one: two ranks that each wait for their send to the other
+    still take each other's messages (batch_isend_irecv in a ring).
+
+    Receiving from any source would need a header receive posted to every
+    peer, and those left over could neither be taken back nor stay posted
+    across a collective (gradwire refuses a collective while a message is
+    pending): recv_anysource raises instead."""
+
+    def __init__(self, pg):
+        self._pg = pg
+        self._posted = collections.defaultdict(list)  # src -> [_Recv], in posting order
+        self._stash = collections.defaultdict(list)  # src -> [(tag, uint8 tensor)], in arrival order
+        self._header = {}  # src -> (int64[2] buffer, its handle): the header receive posted
+        self._payload = {}  # src -> (handle, _Recv or None, buffer, tag): the payload receive posted
+        self._lock = threading.RLock()
+
+    @staticmethod
+    def _bytes(t, what):
+        _dense_cpu(t, what)
+        if not t.is_contiguous():
+            raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
+        return t.detach().reshape(-1).view(torch.uint8)
+
+    def send(self, t, dst, tag):
+        payload = self._bytes(t, "send's tensor")
+        header = torch.tensor([tag, payload.numel()], dtype=torch.int64).numpy()
+        comm = self._pg.comm
+        with self._pg._lock:
+            handles = [comm.isend(header, dst)]
+            if payload.numel():
+                handles.append(comm.isend(payload.numpy(), dst))
+        keep = (header, payload)  # their memory stays until the messages are out
+        return lambda: self._wait(lambda: all([h.test() for h in handles]) and keep is not None)
+
+    def recv(self, t, src, tag):
+        r = _Recv(self._bytes(t, "recv's tensor"), src, tag)
+        with self._lock:
+            for i, (got, data) in enumerate(self._stash[src]):
+                if got == tag:
+                    del self._stash[src][i]
+                    self._fill(r, data)
+                    break
+            else:
+                self._posted[src].append(r)
+                self._post_header(src)
+
+        def finish():
+            self._wait(lambda: r.done)
+            if r.error is not None:
+                raise r.error
+
+        return finish
+
+    def _wait(self, done):
+        pause = 1e-6
+        while True:
+            with self._lock:
+                moved = self._pump()
+                if done():
+                    return
+            if moved:
+                pause = 1e-6
+            else:
+                time.sleep(pause)
+                pause = min(pause * 2, 1e-3)
+
+    def _post_header(self, src):
+        if src in self._header or src in self._payload or not self._posted[src]:
+            return
+        buf = torch.zeros(2, dtype=torch.int64).numpy()
+        with self._pg._lock:
+            self._header[src] = (buf, self._pg.comm.irecv(buf, src))
+
+    def _fill(self, r, data):
+        if data.numel() != r.buf.numel():
+            r.error = ValueError(
+                "gradwire backend: recv from rank %d (tag %d): the message has %d bytes, the tensor %d"
+                % (r.src, r.tag, data.numel(), r.buf.numel())
+            )
+        else:
+            r.buf.copy_(data)
+        r.done = True
+
+    def _pump(self):
+        """Advance every source's header and payload receives; whether any moved on."""
+        moved = False
+        for src in list(self._header):
+            buf, h = self._header[src]
+            if not h.test():
+                continue
+            del self._header[src]
+            moved = True
+            tag, size = int(buf[0]), int(buf[1])
+            posted = self._posted[src]
+            r = next((p for p in posted if p.tag == tag), None)
+            if r is not None:
+                posted.remove(r)
+            into = r.buf if r is not None and r.buf.numel() == size else torch.empty(size, dtype=torch.uint8)
+            if size:
+                with self._pg._lock:
+                    self._payload[src] = (self._pg.comm.irecv(into.numpy(), src), r, into, tag)
+            else:
+                self._landed(src, r, into, tag)
+        for src in list(self._payload):
+            h, r, into, tag = self._payload[src]
+            if not h.test():
+                continue
+            del self._payload[src]
+            moved = True
+            self._landed(src, r, into, tag)
+        return moved
+
+    def _landed(self, src, r, into, tag):
+        if r is None:
+            self._stash[src].append((tag, into))
+        elif into is not r.buf:
+            self._fill(r, into)  # the sizes differ: the receive fails, naming them
+        else:
+            r.done = True
+        self._post_header(src)
+
+
+def _library_timeout_s():
+    """The library's timeout of a communicator made without one (GW_TIMEOUT_MS, 300 s by default)."""
+    import os
+
+    try:
+        return int(os.environ.get("GW_TIMEOUT_MS", "300000")) / 1000.0
+    except ValueError:
+        return 300.0
+
+
+class ProcessGroupGradwire(_BackendBase):
     """A torch.distributed process group on a gradwire communicator (`comm`).
 
     Made by init_process_group("gradwire") / new_group(backend="gradwire")
     through the creator registered below, or directly with a Store, or
     around an existing gradwire.Comm (comm=...)."""
 
-    def __init__(self, store, rank, size, timeout=None, comm=None, prefix="gradwire"):
+    def __init__(self, store, rank, size, timeout=None, comm=None, prefix="gradwire", comm_timeout=None):
         super().__init__(rank, size)
         self.origin = "comm" if comm is not None else "store"  # how its communicator was made
+        seconds = _seconds(timeout)
         if comm is None:
-            seconds = None
-            if timeout is not None:
-                seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
             kwargs = {"timeout": seconds} if seconds else {}
             comm = gradwire.Comm.from_store(store, rank, size, prefix=prefix, **kwargs)
+            comm_timeout = seconds
+        # The group's timeout, and the communicator's (a child of a split
+        # keeps its parent's; None: the library's, GW_TIMEOUT_MS). Where the
+        # group's is shorter, each call is timed here (_Pending).
+        self.timeout_s = seconds
+        self.comm_timeout_s = _seconds(comm_timeout) or _library_timeout_s()
+        self._limit_s = seconds if seconds is not None and seconds < self.comm_timeout_s else None
         if comm.rank != rank or comm.size != size:
             raise ValueError(
                 "gradwire backend: the communicator is rank %d of %d, the group wants %d of %d"
@@ -277,6 +590,7 @@ class ProcessGroupGradwire(ProcessGroup):
         self.comm = comm
         self._lock = threading.Lock()  # issue calls from one thread at a time (futures' callbacks may issue)
         self._completer = _Completer("gradwire-pg-%d" % rank)
+        self._mailbox = _Mailbox(self)  # send/recv with torch's tags
         # torch 1.13's trampoline keeps only the C++ half of a Python Work:
         # once the Python object is collected, a C++ caller's wait() (DDP's
         # parameter checks, _broadcast_coalesced) reaches the base Work and
@@ -306,13 +620,19 @@ class ProcessGroupGradwire(ProcessGroup):
         self.comm.close()
 
     # ---- plumbing ----------------------------------------------------------
-    def _start(self, issue, result, after=None):
+    def _start(self, issue, result, after=None, what="a collective"):
         """Issue the gradwire calls (issue() -> list of handles) and return their Work."""
         future = torch.futures.Future()
         with self._lock:
-            pending = _Pending(issue(), future, result, after)
+            pending = _Pending(issue(), future, result, after, what, self._limit_s)
             self._completer.submit(pending)
-        return self._keep(_Work(future, result, pending))
+        return self._keep(_Work(future, result, pending, what=what))
+
+    def _done(self, result):
+        """A Work already complete: a call with nothing to move (every tensor empty)."""
+        future = torch.futures.Future()
+        future.set_result(result)
+        return self._keep(_Work(future, result))
 
     def _keep(self, work):
         self._recent.append(work)
@@ -322,31 +642,49 @@ class ProcessGroupGradwire(ProcessGroup):
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         t = _one(tensors, "broadcast")
-        buf, dt = _buffer(t, "broadcast's tensor")
-        return self._start(lambda: [self.comm.ibroadcast(buf, root=root, dtype=dt)], tensors)
+        buf, dt, _ = _moved(t, "broadcast's tensor")
+        return self._start(lambda: [self.comm.ibroadcast(buf, root=root, dtype=dt)], tensors, what="broadcast")
 
     def allreduce(self, tensors, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         t = _one(tensors, "allreduce")
-        buf, dt = _buffer(t, "allreduce's tensor")
-        return self._start(lambda: [self.comm.iallreduce(buf, op=op, dtype=dt)], tensors)
+        buf, dt = _buffer(_reducible(t, op), "allreduce's tensor")
+        return self._start(lambda: [self.comm.iallreduce(buf, op=op, dtype=dt)], tensors, what="allreduce")
 
     def allreduce_coalesced(self, tensors, opts=None):
+        """One gradwire allreduce of the tensors packed end to end (one call,
+        not one per tensor), unpacked into them when it completes. They must
+        share a dtype, as gloo's allreduce_coalesced requires."""
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        bufs = [_buffer(t, "allreduce_coalesced's tensor %d" % i) for i, t in enumerate(tensors)]
-        return self._start(lambda: [self.comm.iallreduce(b, op=op, dtype=dt) for b, dt in bufs], tensors)
+        if not tensors:
+            return self._done(tensors)
+        for i, t in enumerate(tensors):
+            _dense_cpu(t, "allreduce_coalesced's tensor %d" % i)
+            if t.dtype != tensors[0].dtype:
+                raise TypeError(
+                    "gradwire backend: allreduce_coalesced: every tensor must be %s like the first (tensor %d is %s)"
+                    % (tensors[0].dtype, i, t.dtype)
+                )
+        flat = torch.cat([_reducible(t, op).reshape(-1) for t in tensors])
+        buf, dt = _buffer(flat, "allreduce_coalesced's tensors")
+
+        def unpack():
+            for t, piece in zip(tensors, torch.split(flat, [_reducible(t, op).numel() for t in tensors])):
+                _reducible(t, op).copy_(piece.view(_reducible(t, op).shape))
+
+        return self._start(lambda: [self.comm.iallreduce(buf, op=op, dtype=dt)], tensors, unpack, "allreduce_coalesced")
 
     def reduce(self, tensors, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         root = opts.rootRank if opts is not None else 0
         t = _one(tensors, "reduce")
-        buf, dt = _buffer(t, "reduce's tensor")
-        return self._start(lambda: [self.comm.ireduce(buf, op=op, root=root, dtype=dt)], tensors)
+        buf, dt = _buffer(_reducible(t, op), "reduce's tensor")
+        return self._start(lambda: [self.comm.ireduce(buf, op=op, root=root, dtype=dt)], tensors, what="reduce")
 
     def _allgather_base(self, output, input, opts=None):
-        out, dt = _buffer(output, "all_gather_into_tensor's output")
-        inp, _ = _buffer(input, "all_gather_into_tensor's input")
-        return self._start(lambda: [self.comm.iallgather(inp, out, dtype=dt)], [output])
+        out, dt, _ = _moved(output, "all_gather_into_tensor's output")
+        inp, _, _ = _moved(input, "all_gather_into_tensor's input")
+        return self._start(lambda: [self.comm.iallgather(inp, out, dtype=dt)], [output], what="all_gather_into_tensor")
 
     def allgather(self, output_lists, inputs, opts=None):
         t = _one(inputs, "allgather")
@@ -357,14 +695,14 @@ class ProcessGroupGradwire(ProcessGroup):
             return self._allgather_uneven(outputs, t, output_lists)
         _same_kind(outputs, t, "all_gather")
         flat = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
-        out, dt = _buffer(flat, "all_gather's output")
-        inp, _ = _buffer(t, "all_gather's input")
+        out, dt, _ = _moved(flat, "all_gather's output")
+        inp, _, _ = _moved(t, "all_gather's input")
 
         def scatter_rows():
             for o, row in zip(outputs, flat):
                 o.copy_(row.view(o.shape))
 
-        return self._start(lambda: [self.comm.iallgather(inp, out, dtype=dt)], output_lists, scatter_rows)
+        return self._start(lambda: [self.comm.iallgather(inp, out, dtype=dt)], output_lists, scatter_rows, "all_gather")
 
     def _allgather_uneven(self, outputs, t, output_lists):
         """all_gather whose output tensors differ in size (rank j's input has
@@ -378,24 +716,61 @@ class ProcessGroupGradwire(ProcessGroup):
         if any(o.dtype != t.dtype for o in outputs):
             raise ValueError("gradwire backend: all_gather: every output tensor must be %s like the input" % t.dtype)
         flat = torch.empty(sum(counts), dtype=t.dtype)
-        out, dt = _buffer(flat, "all_gather's output")
-        inp, _ = _buffer(t, "all_gather's input")
+        out, dt, scale = _moved(flat, "all_gather's output")
+        inp, _, _ = _moved(t, "all_gather's input")
 
         def scatter_blocks():
             for o, block in zip(outputs, torch.split(flat, counts)):
                 o.copy_(block.view(o.shape))
 
-        return self._start(lambda: [self.comm.iallgatherv(inp, out, counts, dtype=dt)], output_lists, scatter_blocks)
+        wire = [c * scale for c in counts]
+        return self._start(lambda: [self.comm.iallgatherv(inp, out, wire, dtype=dt)], output_lists, scatter_blocks, "all_gather")
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
-        works = [self.allgather([outs], [t]) for outs, t in zip(output_lists, inputs)]
-        return self._join(works, output_lists)
+        """torch's layout: output_lists[j][i] receives rank j's inputs[i].
+        One gradwire allgather of every input's bytes packed end to end (so
+        the tensors may differ in dtype and shape, or be empty), unpacked
+        into each rank's list when it completes."""
+        n = self.size()
+        if len(output_lists) != n:
+            raise ValueError(
+                "gradwire backend: all_gather_coalesced needs %d output lists (one per rank), got %d" % (n, len(output_lists))
+            )
+        for j, outs in enumerate(output_lists):
+            if len(outs) != len(inputs):
+                raise ValueError(
+                    "gradwire backend: all_gather_coalesced: output list %d has %d tensors for %d inputs"
+                    % (j, len(outs), len(inputs))
+                )
+            for i, (o, t) in enumerate(zip(outs, inputs)):
+                if o.dtype != t.dtype or o.numel() != t.numel():
+                    raise ValueError(
+                        "gradwire backend: all_gather_coalesced: output %d of rank %d must have %d elements of %s "
+                        "like input %d (it has %d of %s)" % (i, j, t.numel(), t.dtype, i, o.numel(), o.dtype)
+                    )
+        for i, t in enumerate(inputs):
+            _dense_cpu(t, "all_gather_coalesced's input %d" % i)
+        sizes = [t.numel() * t.element_size() for t in inputs]
+        if sum(sizes) == 0:
+            return self._done(output_lists)
+        packed = torch.cat([t.detach().contiguous().reshape(-1).view(torch.uint8) for t in inputs])
+        gathered = torch.empty((n, packed.numel()), dtype=torch.uint8)
+        inp, out = packed.numpy(), gathered.numpy()
+
+        def unpack():
+            for outs, row in zip(output_lists, gathered):
+                for o, piece in zip(outs, torch.split(row, sizes)):
+                    o.copy_(piece.view(o.dtype).view(o.shape))
+
+        return self._start(lambda: [self.comm.iallgather(inp, out)], output_lists, unpack, "all_gather_coalesced")
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        out, dt = _buffer(output, "reduce_scatter_tensor's output")
-        inp, _ = _buffer(input, "reduce_scatter_tensor's input")
-        return self._start(lambda: [self.comm.ireduce_scatter(inp, out, op=op, dtype=dt)], [output])
+        out, dt = _buffer(_reducible(output, op), "reduce_scatter_tensor's output")
+        inp, _ = _buffer(_reducible(input, op), "reduce_scatter_tensor's input")
+        return self._start(
+            lambda: [self.comm.ireduce_scatter(inp, out, op=op, dtype=dt)], [output], what="reduce_scatter_tensor"
+        )
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -404,14 +779,14 @@ class ProcessGroupGradwire(ProcessGroup):
         if len(inputs) != self.size():
             raise ValueError("gradwire backend: reduce_scatter needs %d input tensors, got %d" % (self.size(), len(inputs)))
         _same_kind(inputs, output, "reduce_scatter")
-        flat = torch.cat([i.reshape(-1) for i in inputs])
+        flat = torch.cat([_reducible(i, op).reshape(-1) for i in inputs])
         inp, dt = _buffer(flat, "reduce_scatter's input")
-        out, _ = _buffer(output, "reduce_scatter's output")
-        return self._start(lambda: [self.comm.ireduce_scatter(inp, out, op=op, dtype=dt)], outputs)
+        out, _ = _buffer(_reducible(output, op), "reduce_scatter's output")
+        return self._start(lambda: [self.comm.ireduce_scatter(inp, out, op=op, dtype=dt)], outputs, what="reduce_scatter")
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
-        out, dt = _buffer(output, "all_to_all_single's output")
-        inp, _ = _buffer(input, "all_to_all_single's input")
+        out, dt, scale = _moved(output, "all_to_all_single's output")
+        inp, _, _ = _moved(input, "all_to_all_single's input")
         n = self.size()
         if not output_split_sizes and not input_split_sizes:
             if input.numel() != output.numel() or input.numel() % n != 0:
@@ -419,12 +794,26 @@ class ProcessGroupGradwire(ProcessGroup):
                     "gradwire backend: all_to_all_single without split sizes needs input and output of the same "
                     "size, a multiple of %d elements (got %d and %d)" % (n, input.numel(), output.numel())
                 )
-            return self._start(lambda: [self.comm.ialltoall(inp, out, dtype=dt)], [output])
+            if input.numel() == 0:
+                return self._done([output])
+            return self._start(lambda: [self.comm.ialltoall(inp, out, dtype=dt)], [output], what="all_to_all_single")
+        for name, t, splits in (("input", input, input_split_sizes), ("output", output, output_split_sizes)):
+            if splits and (len(splits) != n or sum(splits) != (t.shape[0] if t.dim() else 1)):
+                raise ValueError(
+                    "gradwire backend: all_to_all_single: %s_split_sizes %s must be %d sizes adding up to the %s's "
+                    "first dimension (%d)" % (name, list(splits), n, name, t.shape[0] if t.dim() else 1)
+                )
+            if not splits and (t.shape[0] if t.dim() else 1) % n:
+                raise ValueError(
+                    "gradwire backend: all_to_all_single: without %s_split_sizes the %s's first dimension (%d) must "
+                    "be a multiple of %d" % (name, name, t.shape[0] if t.dim() else 1, n)
+                )
         row_in = input[0].numel() if input.dim() > 0 and input.shape[0] else 1
         row_out = output[0].numel() if output.dim() > 0 and output.shape[0] else 1
         sends = [s * row_in for s in input_split_sizes] if input_split_sizes else [input.numel() // n] * n
         recvs = [s * row_out for s in output_split_sizes] if output_split_sizes else [output.numel() // n] * n
-        return self._start(lambda: [self.comm.ialltoallv(inp, sends, out, recvs, dtype=dt)], [output])
+        sends, recvs = [c * scale for c in sends], [c * scale for c in recvs]
+        return self._start(lambda: [self.comm.ialltoallv(inp, sends, out, recvs, dtype=dt)], [output], what="all_to_all_single")
 
     def alltoall(self, outputs, inputs, opts=None):
         n = self.size()
@@ -436,20 +825,20 @@ class ProcessGroupGradwire(ProcessGroup):
                 raise TypeError("gradwire backend: all_to_all: every tensor must be %s (one is %s)" % (dtype, t.dtype))
         flat_in = torch.cat([t.reshape(-1) for t in inputs])
         flat_out = torch.empty(sum(t.numel() for t in outputs), dtype=dtype)
-        inp, dt = _buffer(flat_in, "all_to_all's inputs")
-        out, _ = _buffer(flat_out, "all_to_all's outputs")
-        sends = [t.numel() for t in inputs]
-        recvs = [t.numel() for t in outputs]
+        inp, dt, scale = _moved(flat_in, "all_to_all's inputs")
+        out, _, _ = _moved(flat_out, "all_to_all's outputs")
+        sends = [t.numel() * scale for t in inputs]
+        recvs = [t.numel() * scale for t in outputs]
 
         def unpack():
-            for o, piece in zip(outputs, torch.split(flat_out, recvs)):
+            for o, piece in zip(outputs, torch.split(flat_out, [t.numel() for t in outputs])):
                 o.copy_(piece.view(o.shape))
 
         if len(set(sends)) == 1 and sends == recvs:
             issue = lambda: [self.comm.ialltoall(inp, out, dtype=dt)]  # noqa: E731
         else:
             issue = lambda: [self.comm.ialltoallv(inp, sends, out, recvs, dtype=dt)]  # noqa: E731
-        return self._start(issue, outputs, unpack)
+        return self._start(issue, outputs, unpack, "all_to_all")
 
     def gather(self, output_lists, inputs, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -466,9 +855,9 @@ class ProcessGroupGradwire(ProcessGroup):
                 for o, row in zip(outputs, flat):
                     o.copy_(row.view(o.shape))
 
-        inp, dt = _buffer(t, "gather's input")
-        out, _ = _buffer(flat, "gather's output")
-        return self._start(lambda: [self.comm.igather(inp, out, root=root, dtype=dt)], output_lists, after)
+        inp, dt, _ = _moved(t, "gather's input")
+        out, _, _ = _moved(flat, "gather's output")
+        return self._start(lambda: [self.comm.igather(inp, out, root=root, dtype=dt)], output_lists, after, "gather")
 
     def scatter(self, outputs, input_lists, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -481,48 +870,113 @@ class ProcessGroupGradwire(ProcessGroup):
             flat = torch.cat([i.reshape(-1) for i in inputs])
         else:
             flat = torch.empty(self.size() * output.numel(), dtype=output.dtype)  # read on root only
-        inp, dt = _buffer(flat, "scatter's input")
-        out, _ = _buffer(output, "scatter's output")
-        return self._start(lambda: [self.comm.iscatter(inp, out, root=root, dtype=dt)], outputs)
+        inp, dt, _ = _moved(flat, "scatter's input")
+        out, _, _ = _moved(output, "scatter's output")
+        return self._start(lambda: [self.comm.iscatter(inp, out, root=root, dtype=dt)], outputs, what="scatter")
 
     def barrier(self, opts=None):
-        return self._start(lambda: [self.comm.ibarrier()], [])
+        return self._start(lambda: [self.comm.ibarrier()], [], what="barrier")
 
     # ---- point to point ----------------------------------------------------
     def send(self, tensors, dst, tag=0):
-        buf, dt = _buffer(_one(tensors, "send"), "send's tensor")
-        with self._lock:
-            h = self.comm.isend(buf, dst, dtype=dt)
-        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=h))
+        finish = self._mailbox.send(_one(tensors, "send"), dst, tag)
+        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=finish, what="send to rank %d" % dst))
 
     def recv(self, tensors, src, tag=0):
-        buf, dt = _buffer(_one(tensors, "recv"), "recv's tensor")
-        with self._lock:
-            h = self.comm.irecv(buf, src, dtype=dt)
-        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=h))
+        finish = self._mailbox.recv(_one(tensors, "recv"), src, tag)
+        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=finish, what="recv from rank %d" % src))
 
     def recv_anysource(self, tensors, tag=0):
-        raise NotImplementedError("gradwire backend: recv from any source is not supported (name the source rank)")
+        raise NotImplementedError(
+            "gradwire backend: recv from any source is not supported (gradwire's messages name their source: "
+            "pass src=)"
+        )
 
-    def monitored_barrier(self, opts=None, wait_all_ranks=False):
-        self.barrier().wait()
+    # batch_isend_irecv brackets its posts with these. gradwire's messages
+    # are already in flight together once posted (they move while any of
+    # them is waited on), so the batch needs nothing more.
+    def _start_coalescing(self):
+        pass
 
-    # ---- helpers -----------------------------------------------------------
-    def _join(self, works, result):
-        """One Work for several: its future completes when all have."""
-        future = torch.futures.Future()
-        all_done = torch.futures.collect_all([w.get_future() for w in works])
+    def _end_coalescing(self, reqs=None):
+        pass
 
-        def finish(f):
-            try:
-                for each in f.value():
-                    each.value()
-                future.set_result(result)
-            except Exception as e:  # noqa: BLE001
-                future.set_exception(e)
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's monitored barrier: every other rank sends to rank 0 and
+        waits for its answer; rank 0 waits for each rank's message until
+        `timeout` (the group's when None) and raises naming the first rank
+        that did not come ("Rank 2 failed to pass monitoredBarrier in 1000
+        ms"), or every such rank with wait_all_ranks ("Ranks 1, 2 failed
+        ..."); a rank that rank 0 did not answer in time raises too. The
+        messages of a failed barrier cannot be taken back, so a failure
+        aborts the communicator (the group is unusable after it, on every
+        rank) rather than leave them to match a later message."""
+        if isinstance(timeout, dist.BarrierOptions):
+            timeout = timeout.timeout
+        if timeout is None:
+            seconds = self.timeout_s if self.timeout_s is not None else self.comm_timeout_s
+        else:  # here 0 means no time at all, as gloo's
+            seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+        ms = int(round(seconds * 1000))
+        deadline = time.monotonic() + seconds
+        me, n = self.rank(), self.size()
+        token = torch.zeros(1, dtype=torch.uint8)
+        if n == 1:
+            return
+        if seconds <= 0:  # nothing posted: nothing left behind
+            raise DistTimeoutError(
+                "Rank %d timed out in monitoredBarrier after %d ms (gradwire: Timed out)" % (me, ms),
+                gradwire.STATUS["GW_ERR_TIMEOUT"],
+            )
+        if me != 0:
+            buf, ack = token.numpy(), torch.zeros(1, dtype=torch.uint8).numpy()
+            with self._lock:
+                handles = [self.comm.isend(buf, 0), self.comm.irecv(ack, 0)]
+            if not self._poll(handles, deadline)[1]:
+                self.comm.abort()
+                raise DistTimeoutError(
+                    "Rank %d successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+                    "from rank 0 (gradwire: Timed out after %d ms)" % (me, ms),
+                    gradwire.STATUS["GW_ERR_TIMEOUT"],
+                    0,
+                )
+            return
+        bufs = [torch.zeros(1, dtype=torch.uint8).numpy() for _ in range(n)]
+        with self._lock:
+            handles = [self.comm.irecv(bufs[r], r) for r in range(1, n)]
+        done, _ = self._poll(handles, deadline)
+        missing = [r for r, ok in zip(range(1, n), done) if not ok]
+        if missing:
+            self.comm.abort()
+            if wait_all_ranks:
+                text = "Ranks %s failed to pass monitoredBarrier in %d ms" % (", ".join(map(str, missing)), ms)
+            else:
+                text = "Rank %d failed to pass monitoredBarrier in %d ms" % (missing[0], ms)
+            raise DistTimeoutError(text + " (gradwire: Timed out)", gradwire.STATUS["GW_ERR_TIMEOUT"], missing[0])
+        with self._lock:
+            acks = [self.comm.isend(token.numpy(), r) for r in range(1, n)]
+        for h in acks:
+            h.wait()
 
-        all_done.add_done_callback(finish)
-        return self._keep(_Work(future, result))
+    @staticmethod
+    def _poll(handles, deadline):
+        """Test the handles (their messages move while tested) until all are
+        done or the deadline passes: (done flags, all done). A handle's
+        failure counts as not done."""
+        done = [False] * len(handles)
+        pause = 1e-5
+        while True:
+            for i, h in enumerate(handles):
+                if not done[i]:
+                    try:
+                        done[i] = bool(h.test())
+                    except gradwire.Error:
+                        done[i] = None
+            if all(d is not False for d in done) or time.monotonic() >= deadline:
+                flags = [d is True for d in done]
+                return flags, all(flags)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
 
 
 # new_group through gw_comm_split. torch calls a backend's creator on the
@@ -534,14 +988,14 @@ class ProcessGroupGradwire(ProcessGroup):
 # instead of a fresh rendezvous through the store. Anything else (another
 # default backend, new_group imported before this module) rendezvouses
 # through the store: a new communicator, equally correct, one bootstrap.
-_split_children = []
+_split_children = []  # (child communicator, its parent's timeout in seconds)
 
 
 def _create(store, rank, size, timeout):
     while _split_children:
-        child = _split_children.pop(0)
+        child, parent_timeout = _split_children.pop(0)
         if child.rank == rank and child.size == size:
-            pg = ProcessGroupGradwire(None, rank, size, comm=child)
+            pg = ProcessGroupGradwire(None, rank, size, timeout, comm=child, comm_timeout=parent_timeout)
             pg.origin = "split"
             return pg
         child.close()
@@ -552,24 +1006,73 @@ def _wrap_new_group(new_group):
     def gradwire_new_group(ranks=None, timeout=dist.default_pg_timeout, backend=None, pg_options=None):
         default = dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
         wanted = dist.Backend(backend) if backend is not None else (dist.get_backend() if default is not None else None)
-        if isinstance(default, ProcessGroupGradwire) and wanted == BACKEND:
+        default = gradwire_backend(default)
+        if default is not None and wanted == BACKEND:
             members = sorted(ranks) if ranks else list(range(dist.get_world_size()))
             me = dist.get_rank()
             with default._lock:
                 child = default.comm.split(0 if me in members else None, members.index(me) if me in members else 0)
             if child is not None:
-                _split_children.append(child)
+                _split_children.append((child, default.comm_timeout_s))
         try:
             return new_group(ranks=ranks, timeout=timeout, backend=backend, pg_options=pg_options)
         finally:
             while _split_children:  # not taken (an error on the way): give it back
-                _split_children.pop().close()
+                _split_children.pop()[0].close()
 
     gradwire_new_group.__doc__ = new_group.__doc__
     gradwire_new_group.__wrapped__ = new_group
     return gradwire_new_group
 
 
+def _wrap_monitored_barrier(monitored_barrier):
+    """torch's monitored_barrier refuses every backend but gloo by name:
+    on a gradwire group it goes to the group's own (gloo's semantics)."""
+
+    def gradwire_monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        pg = dist.distributed_c10d._get_default_group() if group is None or group is dist.group.WORLD else group
+        pg = gradwire_backend(pg)
+        if pg is not None:
+            return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+        return monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+
+    gradwire_monitored_barrier.__doc__ = monitored_barrier.__doc__
+    gradwire_monitored_barrier.__wrapped__ = monitored_barrier
+    return gradwire_monitored_barrier
+
+
+def gradwire_backend(group):
+    """The ProcessGroupGradwire of a group, or None: on torch 1.x the group
+    itself; on torch 2.x, where a ProcessGroup holds a Backend per device,
+    its CPU backend."""
+    if isinstance(group, ProcessGroupGradwire):
+        return group
+    get = getattr(group, "_get_backend", None)
+    if get is not None:
+        try:
+            backend = get(torch.device("cpu"))
+        except (RuntimeError, ValueError):
+            return None
+        return backend if isinstance(backend, ProcessGroupGradwire) else None
+    return None
+
+
+def _register():
+    import inspect
+
+    try:
+        takes_devices = "devices" in inspect.signature(dist.Backend.register_backend).parameters
+    except (TypeError, ValueError):
+        takes_devices = False
+    if takes_devices:  # torch >= 2.1: the creator makes the CPU Backend of each group
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create)
+
+
 if not hasattr(dist.Backend, BACKEND.upper()):
-    dist.Backend.register_backend(BACKEND, _create)
+    _register()
     dist.new_group = dist.distributed_c10d.new_group = _wrap_new_group(dist.distributed_c10d.new_group)
+    dist.monitored_barrier = dist.distributed_c10d.monitored_barrier = _wrap_monitored_barrier(
+        dist.distributed_c10d.monitored_barrier
+    )

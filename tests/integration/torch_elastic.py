@@ -9,9 +9,12 @@ and hands MASTER_ADDR/MASTER_PORT to the workers. "c10d" is
 all succeed.
 
 This drives torch.distributed.launcher.api.elastic_launch, the function
-torchrun's main calls, because Debian 12's torchrun (torch 1.13 on Python
-3.11) dies parsing its own --redirects default ("'NoneType' object has no
-attribute 'get'") before it starts anything.
+torchrun's main calls, through its API (redirects given as Std.NONE),
+which Debian 12's torchrun (torch 1.13 on Python 3.11) never reaches: it
+dies parsing its own --redirects default ("'NoneType' object has no
+attribute 'get'"). Users get torchrun's own command line from
+`python3 -m gradwire.torchrun` (python/gradwire/torchrun.py, which repairs
+that parsing); torchrun_test.sh runs both.
 """
 import sys
 import uuid

@@ -6,6 +6,12 @@
 #   run.sh install           the package imports and runs from `cmake --install` into a prefix
 #   run.sh torch N MODE [TRANSPORT]  tests/python/torch_test.py MODE (ops, ddp, hooks, errors)
 #                            on N ranks: the torch.distributed backend against gloo in one job
+#   run.sh parity N [TRANSPORT]      tests/python/torch_parity_test.py on N ranks: gradwire as
+#                            the default group where it used to differ from gloo (issue 29)
+#   run.sh suite BACKEND [NAME...]   torch's own distributed test base (torch_suite.py) on
+#                            BACKEND (gloo, gradwire), the tests in torch_suite.list or those
+#                            named; results in $GW_PY_SUITE_OUT (default: a temporary file);
+#                            skipped unless GW_PY_TORCH_SUITE=1 (ctest -L torch_suite)
 #   run.sh torchfault N MODE [INIT]  tests/python/torch_fault_test.py (its own launcher):
 #                            init methods and new_group, a killed or stalled rank
 # with the build directory, the interpreter the package was built for and
@@ -38,7 +44,7 @@ if [ "${GW_PY_SANITIZE:-OFF}" = "ON" ]; then
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 case "$kind" in
-torch | torchfault)
+torch | torchfault | parity | suite)
     if ! "$py" -c 'import torch.distributed' 2>/dev/null; then
         echo "SKIP: torch is not installed for $py (scripts/install-deps.sh test installs python3-torch)"
         exit 77
@@ -88,6 +94,33 @@ torch)
 torchfault)
     PYTHONPATH="$build/python" "$py" -W ignore::UserWarning "$here/torch_fault_test.py" "$n" "$3" "${4:-env}"
     ;;
+parity)
+    status=0
+    port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    PYTHONPATH="$build/python" GW_TRANSPORT="$transport" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$build/gradwire" launch -n "$n" --timeout 120 -- \
+        "$py" -W ignore::UserWarning "$here/torch_parity_test.py" >"$out" 2>&1 || status=$?
+    grep -v ' gradwire [a-z]* \(WARN\|ERROR\|INFO\) ' "$out" || true
+    [ "$status" -eq 0 ] || { echo "FAIL: the job exited with status $status"; exit 1; }
+    good=$(grep -c "torch parity: [0-9]* passed, 0 failed" "$out" || true)
+    [ "$good" -eq "$n" ] || { echo "FAIL: $good of $n ranks passed"; exit 1; }
+    ;;
+suite)
+    if [ "${GW_PY_TORCH_SUITE:-0}" != 1 ]; then
+        echo "SKIP: torch's distributed test base takes about 40 minutes on 2 cores: GW_PY_TORCH_SUITE=1 runs it"
+        exit 77
+    fi
+    backend="$2"
+    shift 2
+    names=("$@")
+    [ ${#names[@]} -gt 0 ] || mapfile -t names < <(grep -v '^#' "$here/torch_suite.list")
+    results="${GW_PY_SUITE_OUT:-$out.tsv}"
+    tmp="$(mktemp -d /tmp/gw-py-suite-XXXXXX)"
+    (cd "$tmp" && PYTHONPATH="$build/python" WORLD_SIZE="${GW_PY_SUITE_RANKS:-3}" "$py" -W ignore \
+        "$here/torch_suite.py" "$backend" "$results" "${names[@]}" >"$out" 2>&1) || true
+    grep -v '^INFO:\|^ERROR:torch\|^WARNING:' "$out" | tail -n 5
+    cat "$results"
+    ! grep -q $'\t\(fail\|error\)\t' "$results" || { echo "FAIL: tests above failed on $backend"; exit 1; }
+    ;;
 install)
     tmp="$(mktemp -d /tmp/gw-py-install-XXXXXX)"
     prefix="$tmp/prefix"
@@ -118,7 +151,7 @@ PY
     echo "python install test: passed"
     ;;
 *)
-    echo "usage: run.sh api|gil|fault|install [N TRANSPORT] | torch N MODE | torchfault N MODE [INIT]" >&2
+    echo "usage: run.sh api|gil|fault|install [N TRANSPORT] | torch N MODE | torchfault N MODE [INIT] | parity N | suite BACKEND [NAME...]" >&2
     exit 2
     ;;
 esac

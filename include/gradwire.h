@@ -65,6 +65,8 @@ extern "C" {
 #define GW_API
 #endif
 
+/* ---- Version ------------------------------------------------------------- */
+
 #define GW_VERSION_MAJOR 0
 #define GW_VERSION_MINOR 1
 #define GW_VERSION_PATCH 0
@@ -74,6 +76,8 @@ extern "C" {
 /* The library's version as "MAJOR.MINOR.PATCH" (static storage; never NULL).
  * Compare with GW_VERSION_* to detect a header/library mismatch. */
 GW_API const char *gw_version(void);
+
+/* ---- Status codes -------------------------------------------------------- */
 
 /* Status codes. The X-macro keeps codes and their strings together. */
 #define GW_STATUS_MAP(X)                                                          \
@@ -103,6 +107,8 @@ typedef enum gw_status {
 GW_API const char *gw_status_str(gw_status_t status);
 /* The enumerator's name ("GW_ERR_TIMEOUT"), for logs and tests. */
 GW_API const char *gw_status_name(gw_status_t status);
+
+/* ---- Element types, operations and algorithms ---------------------------- */
 
 /* Element types. float16 is IEEE binary16, bfloat16 is the top half of a
  * binary32; both are reduced through float with round-to-nearest-even. */
@@ -150,6 +156,8 @@ GW_API gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out);
 GW_API gw_status_t gw_op_parse(const char *name, gw_op_t *out);
 GW_API gw_status_t gw_algo_parse(const char *name, gw_algo_t *out);
 
+/* ---- Configuration ------------------------------------------------------- */
+
 /* Configuration structs (gw_config_t, gw_compress_config_t) can grow
  * without breaking programs built against an older header, as NCCL's
  * ncclConfig_t does: each starts with its size as the caller's header
@@ -191,6 +199,8 @@ typedef struct gw_config {
 
 /* Fill *cfg with "unset" values (see above). Never fails for non-NULL cfg. */
 GW_API void gw_config_init(gw_config_t *cfg);
+
+/* ---- Communicators ------------------------------------------------------- */
 
 /* Opaque communicator handle. */
 typedef struct gw_comm gw_comm_t;
@@ -253,6 +263,17 @@ GW_API gw_status_t gw_node_probe(char *buf, size_t cap);
  * Communicators split from it (gw_comm_split) keep its connections open
  * until the last of them is destroyed too. */
 GW_API gw_status_t gw_comm_destroy(gw_comm_t *comm);
+
+/* Rank and size of a communicator (-1 for NULL). */
+GW_API int gw_comm_rank(const gw_comm_t *comm);
+GW_API int gw_comm_size(const gw_comm_t *comm);
+/* Name of the transport in use: "shm", "tcp" or "ib" when every peer uses the
+ * same one, "shm+tcp", "shm+ib", "ib+tcp" or "shm+ib+tcp" for a mix (e.g. shared
+ * memory on this host, a network to others), "self" for one rank, "none" for
+ * NULL. */
+GW_API const char *gw_comm_transport(const gw_comm_t *comm);
+
+/* ---- Failures: abort, blame, shrink, grow and join ----------------------- */
 
 /* Mark the communicator failed and tell every peer, so that their pending
  * and later calls fail with GW_ERR_ABORTED instead of waiting. Safe to call
@@ -372,16 +393,8 @@ GW_API gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out);
  * wait_ms. */
 GW_API gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out);
 
-/* Rank and size of a communicator (-1 for NULL). */
-GW_API int gw_comm_rank(const gw_comm_t *comm);
-GW_API int gw_comm_size(const gw_comm_t *comm);
-/* Name of the transport in use: "shm", "tcp" or "ib" when every peer uses the
- * same one, "shm+tcp", "shm+ib", "ib+tcp" or "shm+ib+tcp" for a mix (e.g. shared
- * memory on this host, a network to others), "self" for one rank, "none" for
- * NULL. */
-GW_API const char *gw_comm_transport(const gw_comm_t *comm);
-
-/* ---- Sub-communicators ------------------------------------------------
+/* ---- Sub-communicators --------------------------------------------------- */
+/*
  * gw_comm_split makes, collectively over `comm` (every rank calls it), one
  * new communicator per color: the ranks that passed the same color, ranked
  * by (key, rank in comm), as MPI_Comm_split does. A rank that passes
@@ -407,6 +420,8 @@ GW_API const char *gw_comm_transport(const gw_comm_t *comm);
 #define GW_UNDEFINED (-32766)
 GW_API gw_status_t gw_comm_split(gw_comm_t *comm, int color, int key, gw_comm_t **out);
 GW_API gw_status_t gw_comm_dup(gw_comm_t *comm, gw_comm_t **out);
+
+/* ---- Collectives --------------------------------------------------------- */
 
 /* Choose the allreduce algorithm for later calls (GW_ALGO_AUTO: cost model).
  * Every rank must choose the same; a difference is reported as a mismatch. */
@@ -446,7 +461,8 @@ GW_API gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void 
 /* Returns on every rank only after every rank has entered it. */
 GW_API gw_status_t gw_barrier(gw_comm_t *comm);
 
-/* ---- Collectives that move blocks ----------------------------------------
+/* ---- Collectives that move blocks ---------------------------------------- */
+/*
  * Counts and displacements are in elements of dtype. Every rank passes the
  * same count, dtype and root (a difference is GW_ERR_MISMATCH on every
  * rank, as above); the v-forms' per-rank arrays are described at each. In
@@ -502,7 +518,8 @@ GW_API gw_status_t gw_allgatherv(gw_comm_t *comm, const void *sendbuf, void *rec
                                  size_t sendcount, const size_t *recvcounts, const size_t *displs,
                                  gw_dtype_t dtype);
 
-/* ---- Non-blocking collectives ------------------------------------------
+/* ---- Non-blocking collectives -------------------------------------------- */
+/*
  * A non-blocking call queues the collective and returns at once with a
  * handle; the communicator's progress thread (started by the first such
  * call) runs queued collectives in call order while the caller computes.
@@ -557,61 +574,19 @@ GW_API gw_status_t gw_test(gw_handle_t *handle, int *done);
 /* Wait for the collective, release the handle, return its status. */
 GW_API gw_status_t gw_wait(gw_handle_t *handle);
 
-/* ======================================================================== */
-/* Gradient compression                                                    */
-/* ======================================================================== */
+/* ---- Gradient compression ------------------------------------------------ */
 /*
- * gw_allreduce_compressed() averages float32 gradients over the ranks of a
- * communicator like gw_allreduce(..., GW_FLOAT32, GW_AVG), but sends them
- * through a lossy codec. What a codec drops is kept in an error-feedback
- * residual that the caller owns (gw_compress_state_t, one per tensor or per
- * bucket of tensors) and is added to the next step's gradient, so nothing is
- * lost for good, only delayed.
- *
- * Every rank ends with bitwise identical results: each rank decodes its own
- * contribution exactly as its peers do, and every floating-point step after
- * the exchange runs in a fixed order.
- *
- * Codecs (wire bytes per element for S = 4-byte elements, n ranks):
- *  - GW_CODEC_NONE: the dense allreduce (what warm-up steps and tensors
- *    under min_elements use with every codec).
- *  - GW_CODEC_FP16, GW_CODEC_BF16: each rank rounds its contribution to 16
- *    bits; a ring allreduce sends 16-bit partial sums, accumulating each hop
- *    in float32 and rounding once per hop. FP16 first scales the tensor by a
- *    power of two that all ranks agree on (from max|g|), so that sums cannot
- *    overflow and small values keep their precision.
- *  - GW_CODEC_INT8: stochastic rounding to integers in [-L, L] with
- *    L = floor(127 / n) and a scale per bucket shared by every rank (an
- *    allreduce of max|g| per bucket goes first). Dividing the range by n means
- *    the int8 sums of n contributions never overflow, so the ring adds plain
- *    int8 values exactly, one byte per element on the wire. Unbiased. Needs
- *    n <= 127.
- *  - GW_CODEC_SIGN: EF-SignSGD. One sign bit per element and one scale per
- *    bucket (the mean |g| of the bucket), exchanged by allgather.
- *  - GW_CODEC_TOPK: keeps the ceil(topk_ratio * count) largest |g|, found
- *    with a threshold estimated on a sample (as DGC does) and refined on the
- *    few candidates above it, not by sorting; exchanged as (index, value)
- *    pairs by allgather and summed. count must be below 2^32.
- *    With momentum m > 0 (gw_compress_config_t.momentum) it applies Deep
- *    Gradient Compression's momentum correction: each rank keeps a velocity
- *    u and accumulates u = m u + g before sparsifying, so what accumulates
- *    in the residual v (v = v + u) and is sent is velocity, not gradient;
- *    the elements sent are cleared in both u and v (momentum factor
- *    masking). The call then returns the averaged update of momentum SGD
- *    (apply it with plain SGD, without the optimizer's own momentum). Dense
- *    calls of such a state (warm-up, min_elements) return the average of
- *    u = m u + g without masking: exactly dense momentum SGD.
- *  - GW_CODEC_POWERSGD: rank-r approximation of the gradient as a rows x cols
- *    matrix (row-major): P = M Q, allreduce P, orthonormalise P, Q = M^T P,
- *    allreduce Q, result P Q^T. Q is warm-started from the previous step.
- *    Tensors where (rows + cols) r >= rows cols go dense.
- *
- * Non-finite gradients: a NaN or infinity in any rank's input (or produced
- * by adding the residual) makes the call fail on every rank with
- * GW_ERR_INVALID_ARG; the rank that holds it logs the first such element's
- * index. Nothing else is exchanged, the output and the state are left
- * untouched, and the communicator stays usable, so a training loop can skip
- * the step (as mixed-precision loss scaling does) and go on.
+ * gw_allreduce_compressed() averages float32 gradients like
+ * gw_allreduce(..., GW_FLOAT32, GW_AVG), but sends them through a lossy
+ * codec: FP16, BF16, INT8 (stochastic rounding, n <= 127 ranks), SIGN
+ * (EF-SignSGD), TOPK (with DGC's momentum correction when momentum > 0) or
+ * POWERSGD (rank r, warm-started). What a codec drops is kept in an
+ * error-feedback residual the caller owns (gw_compress_state_t, one per
+ * tensor or bucket) and added to the next step. Every rank ends with
+ * bitwise identical results. A NaN or infinity in any rank's input fails
+ * the call on every rank with GW_ERR_INVALID_ARG, output and state
+ * untouched and the communicator usable (skip the step and go on). How
+ * each codec works on the wire: docs/design/compression.md.
  */
 
 /* Codecs. */
@@ -801,42 +776,20 @@ GW_API gw_status_t gw_compress_stats_get(const gw_compress_state_t *state,
 /* Zero both (the step and the residual are not touched). */
 GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
 
-/* ======================================================================== */
-/* Point-to-point messages                                                  */
-/* ======================================================================== */
+/* ---- Point-to-point messages --------------------------------------------- */
 /*
- * Blocking messages between two ranks of a communicator, over the transport
- * the collectives use (gradwire-bench p2p measures it). They are not
- * collective: only the two ranks of a pair take part.
- *
- * Matching: the n-th gw_send from rank a to rank b meets the n-th gw_recv
- * that b posts for a (calls that name other peers do not count). Both must
- * give the same count and dtype; otherwise the receive fails with
- * GW_ERR_MISMATCH, its buffer not written, and so does the send itself:
- * a send completes only once the receiver has matched the message against
- * its receive and accepted it (its transport sends a receipt, outside the
- * messages: TCP a control frame, shared memory a counter, verbs an
- * immediate or its clear-to-send), so gw_send, the gw_wait or gw_test of a
- * gw_isend and gw_sendrecv return GW_ERR_MISMATCH, with the same
- * gw_comm_culprit as the receiver's, and never GW_OK for a message that
- * was refused. Sends are therefore synchronous: a gw_send returns only
- * when the peer has posted the matching receive, so two ranks that both
- * gw_send to each other before receiving wait for each other until
- * GW_TIMEOUT_MS (use gw_sendrecv, or gw_isend and gw_irecv, for
- * exchanges). A send whose receipt does not come within GW_TIMEOUT_MS
- * fails with GW_ERR_TIMEOUT naming the peer. Messages never overtake the
- * collectives around them: a rank must not start a collective while a peer
- * still waits for a message from it (nor the other way round); such a
- * program fails with GW_ERR_MISMATCH (or GW_ERR_TIMEOUT) instead of mixing
- * the two up.
- *
- * Errors: GW_ERR_INVALID_ARG for a NULL comm, a peer outside [0, size) or
- * equal to the caller's rank, a NULL buffer with count > 0 or an unknown
- * dtype; GW_ERR_OVERFLOW when count * dtype size overflows; GW_ERR_TIMEOUT
- * after GW_TIMEOUT_MS without progress; GW_ERR_REMOTE when the peer died.
- * As with collectives, any failure breaks the communicator (and tells the
- * peers). Non-blocking collectives still queued (gw_iallreduce) complete
- * before a point-to-point call starts, so call order is kept.
+ * Messages between two ranks of a communicator, over the collectives'
+ * transport; only the two ranks take part. The n-th gw_send from a to b
+ * meets the n-th gw_recv that b posts for a, with the same count and
+ * dtype, or both fail with GW_ERR_MISMATCH (the receive's buffer not
+ * written). Sends are synchronous: one completes when the receiver has
+ * accepted it, so two ranks that both gw_send first wait for each other
+ * until GW_TIMEOUT_MS (use gw_sendrecv or gw_isend/gw_irecv for
+ * exchanges). A rank must not start a collective while a peer still waits
+ * for a message from it. Errors: GW_ERR_INVALID_ARG (NULL comm, peer out
+ * of range or the caller, NULL buffer with count > 0, unknown dtype),
+ * GW_ERR_OVERFLOW, GW_ERR_TIMEOUT (naming the peer), GW_ERR_REMOTE; any
+ * failure breaks the communicator. Receipts: docs/design/architecture.md.
  */
 
 /* Send count elements of dtype from buf to rank peer; returns once the peer
@@ -870,31 +823,16 @@ GW_API gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t
 GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
                                void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
 
-/* ======================================================================== */
-/* Device buffers (CUDA)                                                    */
-/* ======================================================================== */
+/* ---- Device buffers (CUDA) ----------------------------------------------- */
 /*
- * Every collective (blocking and non-blocking), every point-to-point call
- * and the compressed allreduce accept CUDA device pointers, in any mix with
- * host pointers (send on the device, receive on the host, ...). Device data
- * is staged through page-locked host memory: allreduce, broadcast and
- * reduce in chunks of GW_CUDA_CHUNK bytes (default 4 MiB) whose
- * device-to-host copy, network transfer and host-to-device copy overlap;
- * the other calls whole (README: CUDA device buffers). Every rank must
- * pass device or host buffers alike to one chunked call (a chunked call is
- * several collectives on the wire, a host call one: ranks that differ fail
- * with GW_ERR_MISMATCH), and use the same GW_CUDA_CHUNK. Results equal
- * those of host buffers holding the same data, except that float sums are
- * added chunk by chunk (as a smaller call would add them).
- *
- * The CUDA part is the plugin libgradwire-cuda.so, installed next to
- * libgradwire, which opens it on first need: libgradwire itself never links
- * the CUDA runtime and runs the same on machines without one. Device
- * pointers are recognised (cudaPointerGetAttributes, through the plugin)
- * once the process has a CUDA runtime loaded, or declared with
- * gw_comm_set_buffers. A device buffer that cannot be staged (no plugin, no
- * libcudart, no driver) fails with GW_ERR_UNSUPPORTED, logged naming what is
- * missing, and breaks the communicator as any failed call does.
+ * Every call accepts CUDA device pointers, in any mix with host pointers;
+ * data is staged through pinned host memory (allreduce, broadcast and
+ * reduce in overlapped chunks of GW_CUDA_CHUNK bytes). Every rank must pass
+ * device or host buffers alike to one chunked call, or all fail with
+ * GW_ERR_MISMATCH. The CUDA part is the plugin libgradwire-cuda.so, opened
+ * on first need; libgradwire never links the CUDA runtime. A device buffer
+ * that cannot be staged (no plugin, libcudart or driver) fails with
+ * GW_ERR_UNSUPPORTED naming what is missing. Details: docs/guide/cuda.md.
  */
 
 /* What a communicator's buffers are. */

@@ -314,83 +314,48 @@ GW_API const char *gw_last_error(gw_comm_t *comm);
  * by gw_comm_split, -1 when the culprit is not one of its members. */
 GW_API int gw_comm_culprit(const gw_comm_t *comm);
 
-/* Survive a lost rank (as ULFM's MPI_Comm_shrink or ncclCommShrink): after
- * a call on comm failed because a rank died or hung (gw_comm_culprit names
- * it), every survivor calls gw_comm_shrink(comm, &out). The survivors agree
- * through rank 0's referee on who is left: the ranks that ask within a
- * window (comm's timeout, bounded to [1 s, 30 s], counted from the first
- * that asks; it ends early once every rank has asked or is dead). *out is
- * then a new communicator of exactly those ranks, renumbered in the order
- * of their old ranks (old rank 0 stays rank 0), with its own bootstrap,
- * referee, connections and sequence numbers, authenticated by the same job
- * token, built with comm's settings; it can fail and be shrunk in turn.
- * comm stays failed: destroy it once the job no longer needs its rank 0 to
- * answer late ranks (it answers them while comm lives). Blocks at most the
- * window plus the new communicator's join (its timeout). Collective over
- * the survivors; not thread-safe against other calls on comm. On a healthy
- * comm it first aborts comm (gw_comm_abort), so that the others fail and
- * shrink too. Errors, *out NULL: GW_ERR_ABORTED for a rank that was left
- * out (stopped, hung or late: it asked after the others had shrunk); it
- * must leave the job. GW_ERR_REMOTE when rank 0 is gone and GW_ERR_TIMEOUT
- * when it is stopped: the loss of rank 0 is fatal, because its referee is
- * what the agreement rests on and the new root is built around it. The
- * new communicator's join errors (gw_comm_init) when a member dies between
- * the agreement and the join, logged with the rank blamed; GW_ERR_UNSUPPORTED
- * for a sub-communicator (shrink its root, then split) or a communicator
- * without a referee; GW_ERR_INVALID_ARG for NULL. */
+/* Survive a lost rank (as ULFM's MPI_Comm_shrink): after a call on comm
+ * failed because a rank died or hung, every survivor calls this. Rank 0's
+ * referee agrees on who is left (the ranks that ask within a window of
+ * comm's timeout bounded to [1 s, 30 s]); *out is a new communicator of
+ * exactly those ranks, renumbered in old-rank order (rank 0 stays 0), with
+ * comm's settings and token. comm stays failed: destroy it when the job no
+ * longer needs its rank 0 to answer late ranks. Collective over the
+ * survivors; not thread-safe against other calls on comm. Errors, *out
+ * NULL: GW_ERR_ABORTED for a rank left out (it must leave the job);
+ * GW_ERR_REMOTE or GW_ERR_TIMEOUT when rank 0 is gone (fatal: its referee
+ * is what the agreement rests on); the new communicator's join errors;
+ * GW_ERR_UNSUPPORTED for a sub-communicator; GW_ERR_INVALID_ARG for NULL.
+ * The protocol: docs/design/failures.md. */
 GW_API gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out);
 
-/* Admit the processes waiting to join (gw_comm_join) at a point the
- * members agree on, such as an epoch boundary: every rank of comm calls
- * gw_comm_grow(comm, &out) there. Rank 0's referee waits until every rank
- * has asked (at most a window: comm's timeout bounded to [1 s, 30 s], from
- * the first that asks) and tells each how many joiners wait. With none,
- * it returns GW_OK with *out NULL at once (one small message to rank 0
- * and back per rank): comm is unchanged, go on with it. With J joiners,
- * *out is a new communicator of comm's size + J ranks: comm's ranks keep
- * their ranks (rank 0 stays 0), the joiners get the ranks after them in
- * the order they arrived; it is built as gw_comm_shrink builds one (its
- * own bootstrap, referee, connections and sequence numbers from 1, a new
- * root on rank 0's host at a port rank 0 reserved, the same job token,
- * comm's settings), and it can grow, fail and shrink in turn. comm stays
- * healthy: destroy it when done with it. Works on a communicator that came
- * out of gw_comm_shrink (rank 0's listener at the job's original root
- * address moves on to each new communicator). Collective over comm; not
- * thread-safe against other calls on comm. Blocks at most the window plus
- * a margin, plus the new communicator's join (its timeout). Errors, *out
- * NULL: comm's own failure status on a failed comm; GW_ERR_TIMEOUT when a
- * rank did not call gw_comm_grow within the window, GW_ERR_REMOTE when a
- * rank or rank 0 is gone: comm itself is not failed by this, so a
- * collective on it next says whether a rank is lost (failing with the
- * culprit, ready for gw_comm_shrink) or only was late; the new
- * communicator's join errors (gw_comm_init) when a member or
- * joiner dies between the agreement and the join, logged with the rank
- * blamed; GW_ERR_UNSUPPORTED for a sub-communicator or a communicator
- * without a referee (one of one rank admits nobody); GW_ERR_INVALID_ARG
- * for NULL. */
+/* Admit the processes waiting in gw_comm_join at a point the members agree
+ * on (an epoch boundary): every rank of comm calls this there. With no
+ * joiner it returns GW_OK, *out NULL, at once: go on with comm. With J
+ * joiners *out is a new communicator of size + J ranks: comm's ranks keep
+ * theirs, the joiners follow in arrival order; comm stays healthy (destroy
+ * it when done). Collective over comm; not thread-safe against other calls
+ * on comm; blocks at most a window (comm's timeout bounded to [1 s, 30 s])
+ * plus the new join. Errors, *out NULL: comm's own failure status;
+ * GW_ERR_TIMEOUT when a rank did not call within the window, GW_ERR_REMOTE
+ * when a rank or rank 0 is gone (comm itself is not failed: its next call
+ * says whether a rank is lost); the new communicator's join errors;
+ * GW_ERR_UNSUPPORTED for a sub-communicator; GW_ERR_INVALID_ARG for NULL.
+ * The protocol: docs/design/failures.md. */
 GW_API gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out);
 
-/* Join a running job as a new rank: a process started with the job's root
- * address (cfg->root, else GW_ROOT: the original rank 0's bootstrap
- * address, which it keeps listening on while the job runs) and job token
- * (cfg->job_token, else GW_JOB_TOKEN) connects to rank 0, proves the token
- * by challenge-response as every rank does at gw_comm_init (the token
- * never crosses the wire), and waits until the members next call
- * gw_comm_grow; then *out is its communicator in the grown job, with the
- * rank the members' referee gave it (after theirs). cfg may be NULL
- * (everything from the environment); its rank and size are ignored, its
- * other fields (timeout, transport, interface, sockets, algorithm) are
- * used as gw_comm_init uses them. wait_ms bounds the whole wait from the
- * call, connecting included; 0 means 600000 (ten minutes). Blocking; no
- * thread-safety concerns (it has no communicator yet). Errors, *out NULL,
- * each logged: GW_ERR_TIMEOUT naming the root when no grow admitted it
- * within wait_ms (or rank 0 could not be reached); then it leaves, and rank
- * 0 forgets it. GW_ERR_AUTH when rank 0 refused its token (rank 0 logs
- * the refusal and its job goes on) or rank 0's proof does not match;
- * GW_ERR_REMOTE when rank 0 closed the connection (the job ended);
- * GW_ERR_CONFIG for a missing or bad root; the new communicator's join
- * errors (gw_comm_init); GW_ERR_INVALID_ARG for a NULL out or a negative
- * wait_ms. */
+/* Join a running job as a new rank: connect to its root (cfg->root, else
+ * GW_ROOT: the original rank 0's address), prove the job token (cfg, else
+ * GW_JOB_TOKEN or GW_JOB_TOKEN_FILE; without one refused unless
+ * GW_INSECURE=1) and wait until the members next call gw_comm_grow; *out
+ * is then this process's communicator in the grown job. cfg may be NULL;
+ * its rank and size are ignored, its other fields used as gw_comm_init
+ * uses them. wait_ms bounds the whole wait (0: ten minutes). Blocking.
+ * Errors, *out NULL, each logged: GW_ERR_TIMEOUT naming the root when no
+ * grow admitted it in time; GW_ERR_AUTH when a token was refused;
+ * GW_ERR_REMOTE when the job ended; GW_ERR_CONFIG for a missing, short or
+ * bad root or token; the new communicator's join errors;
+ * GW_ERR_INVALID_ARG for a NULL out or a negative wait_ms. */
 GW_API gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out);
 
 /* ---- Sub-communicators --------------------------------------------------- */

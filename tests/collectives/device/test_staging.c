@@ -288,7 +288,12 @@ Test(staging, the_built_plugin_names_the_missing_driver)
     gw_cuda_info_t ci;
     cr_assert_eq(gw_cuda_info(&ci), GW_OK);
     unsetenv("GW_CUDA_PLUGIN");
-    cr_expect_eq(ci.built, 1);
+    /* A plugin left in the build directory by an earlier configuration with
+     * CUDA does not make this library one built with it. */
+    if (!ci.built)
+        cr_skip_test("no CUDA part in this build (the library was configured with GW_CUDA=OFF; "
+                     "%s is left from an earlier configuration)",
+                     path);
     if (ci.loaded) {
         cr_expect_gt(ci.device_count, 0);
         cr_skip_test("a GPU is here (%s): the no-driver path cannot be seen", ci.devices[0]);

@@ -20,6 +20,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NHOSTS=2
 # shellcheck source=emulated_hosts.sh
 . "$ROOT/tests/integration/emulated_hosts.sh"
+# shellcheck source=slurm_cluster.sh
+. "$ROOT/tests/integration/slurm_cluster.sh"
 
 eh_require "Debian packages slurmctld, slurmd, munge, slurm-client" slurmctld slurmd munged srun sinfo
 
@@ -34,14 +36,7 @@ fail() {
 pass() { echo "PASS: $*"; }
 
 stop_all() {
-    local f
-    for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
-        [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
-    done
-    sleep 0.5
-    for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
-        [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-    done
+    sc_stop
     eh_down
     rm -rf "$D"
 }
@@ -53,67 +48,7 @@ eh_up "$PREFIX" "$NHOSTS" "$D" || {
 }
 # Slurm's names for the hosts, known to every host as a site's are.
 for i in $(seq 1 $NHOSTS); do echo "198.18.0.$i gwnode$i" >>"$D/hosts"; done
-mkdir -p "$D"/{state,log,run,munge,spool}
-
-dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none
-chmod 0400 "$D/munge/munge.key"
-munged --force --socket="$D/munge/munge.sock" --key-file="$D/munge/munge.key" \
-    --pid-file="$D/munge/munged.pid" --log-file="$D/munge/munged.log" \
-    --seed-file="$D/munge/seed" || {
-    echo "FAIL: munged did not start"
-    exit 1
-}
-
-cat >"$D/slurm.conf" <<EOF
-ClusterName=gwnames
-SlurmctldHost=n0(198.18.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$D/munge/munge.sock
-CredType=cred/munge
-MailProg=/bin/true
-SlurmctldPort=6817
-SlurmdPort=6818
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool/%n
-SlurmctldPidFile=$D/run/slurmctld.pid
-SlurmdPidFile=$D/run/slurmd-%n.pid
-SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-MpiDefault=none
-ReturnToService=2
-SlurmdParameters=config_overrides
-KillWait=5
-NodeName=gwnode[1-$NHOSTS] NodeAddr=198.18.0.[1-$NHOSTS] CPUs=2 State=UNKNOWN
-PartitionName=all Nodes=gwnode[1-$NHOSTS] Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF="$D/slurm.conf"
-
-eh_in 0 slurmctld -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; exit 1; }
-for i in $(seq 0 $((NHOSTS - 1))); do
-    eh_in "$i" slurmd -f "$SLURM_CONF" -N "gwnode$((i + 1))" ||
-        { echo "FAIL: slurmd gwnode$((i + 1)) on n$i did not start"; exit 1; }
-done
-up=0
-for _ in $(seq 100); do
-    up=$(eh_in 0 sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$')
-    [ "$up" -eq "$NHOSTS" ] && break
-    sleep 0.2
-done
-if [ "$up" -ne "$NHOSTS" ]; then
-    echo "FAIL: only $up of $NHOSTS nodes came up idle"
-    eh_in 0 sinfo -N 2>&1
-    tail -n 5 "$D"/log/*.log
-    exit 1
-fi
+sc_up gwnames gwnode 1 || exit 1
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token"
 chmod 0600 "$D/token"

@@ -36,6 +36,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NHOSTS=4
 # shellcheck source=emulated_hosts.sh
 . "$ROOT/tests/integration/emulated_hosts.sh"
+# shellcheck source=slurm_cluster.sh
+. "$ROOT/tests/integration/slurm_cluster.sh"
 
 eh_require "Debian packages slurmctld, slurmd, munge, slurm-client" slurmctld slurmd munged srun sinfo
 compgen -G "/usr/lib/*/slurm-wlm/mpi_pmix.so" >/dev/null ||
@@ -52,14 +54,7 @@ fail() {
 pass() { echo "PASS: $*"; }
 
 stop_all() {
-    local f
-    for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
-        [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
-    done
-    sleep 0.5
-    for f in "$D"/run/*.pid "$D"/munge/munged.pid; do
-        [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-    done
+    sc_stop
     eh_down
     rm -rf "$D"
 }
@@ -69,7 +64,7 @@ eh_up "$PREFIX" "$NHOSTS" "$D" || {
     echo "FAIL: the emulated cluster did not come up"
     exit 1
 }
-mkdir -p "$D"/{state,log,run,munge,spool,pmix}
+mkdir -p "$D"/{pmix,spool}
 for i in $(seq 0 $((NHOSTS - 1))); do
     mkdir -p "$D/pmix/n$i" "$D/spool/n$i"
     echo "PMIxCliTmpDirBase=$D/pmix/n$i" >"$D/by-host/n$i/mpi.conf"
@@ -77,64 +72,7 @@ done
 touch "$D/mpi.conf"
 inhost() { eh_in "$@"; }
 
-dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none
-chmod 0400 "$D/munge/munge.key"
-munged --force --socket="$D/munge/munge.sock" --key-file="$D/munge/munge.key" \
-    --pid-file="$D/munge/munged.pid" --log-file="$D/munge/munged.log" \
-    --seed-file="$D/munge/seed" || {
-    echo "FAIL: munged did not start"
-    exit 1
-}
-
-cat >"$D/slurm.conf" <<EOF
-ClusterName=gwtest
-SlurmctldHost=n0(198.18.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$D/munge/munge.sock
-CredType=cred/munge
-MailProg=/bin/true
-SlurmctldPort=6817
-SlurmdPort=6818
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool/%n
-SlurmctldPidFile=$D/run/slurmctld.pid
-SlurmdPidFile=$D/run/slurmd-%n.pid
-SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-MpiDefault=none
-ReturnToService=2
-SlurmdParameters=config_overrides
-KillWait=5
-NodeName=n[0-$((NHOSTS - 1))] NodeAddr=198.18.0.[1-$NHOSTS] CPUs=2 State=UNKNOWN
-PartitionName=all Nodes=n[0-$((NHOSTS - 1))] Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF="$D/slurm.conf"
-
-inhost 0 slurmctld -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; exit 1; }
-for i in $(seq 0 $((NHOSTS - 1))); do
-    inhost "$i" slurmd -f "$SLURM_CONF" -N "n$i" || { echo "FAIL: slurmd on n$i did not start"; exit 1; }
-done
-up=0
-for _ in $(seq 100); do
-    up=$(inhost 0 sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$')
-    [ "$up" -eq "$NHOSTS" ] && break
-    sleep 0.2
-done
-if [ "$up" -ne "$NHOSTS" ]; then
-    echo "FAIL: only $up of $NHOSTS nodes came up idle"
-    inhost 0 sinfo -N 2>&1
-    tail -n 5 "$D"/log/*.log
-    exit 1
-fi
+sc_up gwtest n 0 || exit 1
 pass "slurmctld and $NHOSTS slurmd up: $(inhost 0 sinfo -h -o '%D nodes %T in partition %P')"
 
 # The environment of every job: nothing of gradwire's.

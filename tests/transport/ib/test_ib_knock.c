@@ -247,6 +247,43 @@ Test(ib_knock, forged_or_replayed_knocks_move_nobody_and_the_job_goes_on, .timeo
 
 /* ---- a flood at the out-of-band port ------------------------------------------ */
 
+/* The receiving side of a flood: progress with rank r's log (at WARN)
+ * caught until the listener's stranger count (*total) reaches want or
+ * limit_ms passes; then want strangers must have been turned away, the
+ * first GW_SOCK_STRANGERS_LOGGED of them logged one by one (a line holding
+ * one_line) and the log bounded: those, one line saying that the rest are
+ * counted, and a summary at most once every GW_SOCK_STRANGER_SUMMARY_MS. */
+static int expect_bounded_log(rank_t *r, const long *total, long want, int64_t limit_ms,
+                              const char *one_line)
+{
+    FILE *cap = tmpfile();
+    CHECK(cap, "tmpfile: %m");
+    r->lg.file = cap;
+    r->lg.level = GW_LOG_WARN;
+    int64_t t0 = gw__now_ms();
+    while (*total < want && gw__now_ms() - t0 < limit_ms)
+        if (r->t->ops->progress(r->t, NULL, 10) != GW_OK)
+            break;
+    long long took = (long long)(gw__now_ms() - t0);
+    r->lg.level = GW_LOG_ERROR;
+    r->lg.file = stderr;
+    CHECK(*total >= want, "%ld of %ld strangers turned away in %lld ms", *total, want, took);
+    rewind(cap);
+    int lines = 0, one_by_one = 0;
+    char line[1024];
+    while (fgets(line, sizeof(line), cap)) {
+        lines++;
+        one_by_one += strstr(line, one_line) != NULL;
+    }
+    fclose(cap);
+    long bound = GW_SOCK_STRANGERS_LOGGED + 1 + took / GW_SOCK_STRANGER_SUMMARY_MS + 1;
+    CHECK(one_by_one == GW_SOCK_STRANGERS_LOGGED, "%d strangers logged one by one, want %d",
+          one_by_one, GW_SOCK_STRANGERS_LOGGED);
+    CHECK(lines <= bound, "%d log lines for %ld strangers in %lld ms: want at most %ld", lines,
+          want, took, bound);
+    return 0;
+}
+
 #define FLOOD 200
 
 /* Rank 0 connects FLOOD times to rank 1's out-of-band port, sending
@@ -262,32 +299,10 @@ static int flood_body(rank_t *r)
         for (int k = 0; k < FLOOD; k++)
             CHECK(oob_send(&t->peers[1], garbage, sizeof(garbage) - 1) == 0, "stranger %d: %m", k);
     } else {
-        FILE *cap = tmpfile();
-        CHECK(cap, "tmpfile: %m");
-        r->lg.file = cap;
-        r->lg.level = GW_LOG_WARN;
-        int64_t t0 = gw__now_ms();
-        while (t->oob && t->oob->strangers.total < FLOOD && gw__now_ms() - t0 < 30000)
-            if (r->t->ops->progress(r->t, NULL, 10) != GW_OK)
-                break;
-        long long took = (long long)(gw__now_ms() - t0);
-        r->lg.level = GW_LOG_ERROR;
-        r->lg.file = stderr;
-        long total = t->oob ? t->oob->strangers.total : -1;
-        CHECK(total >= FLOOD, "%ld of %d strangers dropped in %lld ms", total, FLOOD, took);
-        rewind(cap);
-        int lines = 0, one_by_one = 0;
-        char line[1024];
-        while (fgets(line, sizeof(line), cap)) {
-            lines++;
-            one_by_one += strstr(line, "dropping an out-of-band connection from") != NULL;
-        }
-        fclose(cap);
-        long bound = GW_SOCK_STRANGERS_LOGGED + 1 + took / GW_SOCK_STRANGER_SUMMARY_MS + 1;
-        CHECK(one_by_one == GW_SOCK_STRANGERS_LOGGED, "%d strangers logged one by one, want %d",
-              one_by_one, GW_SOCK_STRANGERS_LOGGED);
-        CHECK(lines <= bound, "%d log lines for %d strangers in %lld ms: want at most %ld", lines,
-              FLOOD, took, bound);
+        CHECK(t->oob, "no out-of-band listener");
+        if (expect_bounded_log(r, &t->oob->strangers.total, FLOOD, 30000,
+                               "dropping an out-of-band connection from") != 0)
+            return 1;
     }
     return exchange_with(r, 1 - r->rank, 1 - r->rank, 3000);
 }
@@ -317,33 +332,9 @@ static int cm_flood_body(rank_t *r)
         memset(junk, 0x5a, sizeof(junk));
         for (int k = 0; k < CM_FLOOD; k++)
             CHECK(cm_send(t, &t->peers[1], junk, sizeof(junk)) >= 0, "stranger %d not rejected", k);
-    } else {
-        FILE *cap = tmpfile();
-        CHECK(cap, "tmpfile: %m");
-        r->lg.file = cap;
-        r->lg.level = GW_LOG_WARN;
-        int64_t t0 = gw__now_ms();
-        while (t->cm_strangers.total < CM_FLOOD && gw__now_ms() - t0 < 60000)
-            if (r->t->ops->progress(r->t, NULL, 10) != GW_OK)
-                break;
-        long long took = (long long)(gw__now_ms() - t0);
-        r->lg.level = GW_LOG_ERROR;
-        r->lg.file = stderr;
-        CHECK(t->cm_strangers.total >= CM_FLOOD, "%ld of %d strangers rejected in %lld ms",
-              t->cm_strangers.total, CM_FLOOD, took);
-        rewind(cap);
-        int lines = 0, one_by_one = 0;
-        char line[1024];
-        while (fgets(line, sizeof(line), cap)) {
-            lines++;
-            one_by_one += strstr(line, "rejecting an RDMA CM connection request from") != NULL;
-        }
-        fclose(cap);
-        long bound = GW_SOCK_STRANGERS_LOGGED + 1 + took / GW_SOCK_STRANGER_SUMMARY_MS + 1;
-        CHECK(one_by_one == GW_SOCK_STRANGERS_LOGGED, "%d strangers logged one by one, want %d",
-              one_by_one, GW_SOCK_STRANGERS_LOGGED);
-        CHECK(lines <= bound, "%d log lines for %d strangers in %lld ms: want at most %ld", lines,
-              CM_FLOOD, took, bound);
+    } else if (expect_bounded_log(r, &t->cm_strangers.total, CM_FLOOD, 60000,
+                                  "rejecting an RDMA CM connection request from") != 0) {
+        return 1;
     }
     return exchange_with(r, 1 - r->rank, 1 - r->rank, 3000);
 }

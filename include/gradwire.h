@@ -7,46 +7,29 @@
  * verbs (InfiniBand, RoCE) or TCP between hosts, chosen per pair of ranks
  * behind the same interface.
  *
- * Conventions that hold for every function below unless it says otherwise:
- *  - Fallible functions return a gw_status_t; GW_OK means success. Output
- *    parameters are written only on success.
- *  - A communicator (gw_comm_t) is not thread-safe: call into one
- *    communicator from one thread at a time. Communicators made by
- *    different gw_comm_init calls may be used from different threads
- *    concurrently. Communicators made by gw_comm_split or gw_comm_dup
- *    share one transport with the communicator they came from (and with
- *    every other one split from it): call that whole family from one
- *    thread at a time, in the same order on every rank, as if it were one
- *    communicator. A collective, split, dup or point-to-point post
- *    (gw_send, gw_recv, gw_sendrecv, gw_isend, gw_irecv) on one of them
- *    while another thread is inside such a call on any of them is refused
- *    with GW_ERR_UNSUPPORTED (logged; gw_last_error says why), and so is a
- *    receive that gets a message of another communicator of the family
- *    (the ranks called them in different orders). Either way the shared
- *    transport is aborted, so that no rank waits for calls that can no
- *    longer match: the other calls of the family, on every rank, fail
- *    with GW_ERR_UNSUPPORTED or GW_ERR_ABORTED, never with GW_ERR_MISMATCH
- *    (which means that the ranks disagreed about one call's arguments).
- *    gw_status_str(), gw_version(), gw_last_error() and gw_comm_abort()
- *    are safe from any thread.
- *  - Collectives (blocking, or their gw_i* non-blocking forms) must be
- *    called by every rank of the communicator in the same order with
- *    matching arguments (count, dtype, op, root; the v-forms' per-rank
- *    counts as each describes). A mismatch is detected and reported as GW_ERR_MISMATCH on
- *    every rank (the rank that detects it tells the others) instead of
- *    corrupting memory or hanging. Likewise a rank whose call fails for any
- *    reason passes its status on to the peers, which fail with that status.
- *  - After a collective fails, the communicator is broken: every later call
- *    returns the same error. Destroy it (gw_comm_destroy) and create a new one.
- *  - A collective that makes no progress for the communicator's timeout
- *    (GW_TIMEOUT_MS) fails with GW_ERR_TIMEOUT; a peer that dies makes the
- *    collective fail with GW_ERR_REMOTE. Before it returns, a failing rank
- *    asks rank 0's referee whom to blame (for at most a quarter of the
- *    timeout, 0.2 to 1 s, plus half a second), so that every rank names
- *    the same rank (gw_comm_culprit). Nothing waits forever.
- *  - Buffers are owned by the caller and are not retained after a call
- *    returns. Out-of-place calls require send and receive buffers that do not
- *    overlap; in-place calls pass the same pointer for both.
+ * Conventions that hold for every function below unless it says otherwise
+ * (the C API guide, docs/guide/c-api.md, explains each):
+ *  - Fallible functions return a gw_status_t (GW_OK is success); output
+ *    parameters are written only on success; gw_last_error() says why.
+ *  - Threads: call one communicator, and the family gw_comm_split and
+ *    gw_comm_dup made from it (they share one transport), from one thread at
+ *    a time, in the same order on every rank. A call from a second thread
+ *    is refused with GW_ERR_UNSUPPORTED and aborts the family's transport,
+ *    so no rank waits for calls that can no longer match. Communicators
+ *    from separate gw_comm_init calls may be used from different threads.
+ *    gw_status_str, gw_version, gw_last_error and gw_comm_abort are safe
+ *    from any thread.
+ *  - Collectives (blocking or gw_i*) are called by every rank in the same
+ *    order with matching arguments. A mismatch fails with GW_ERR_MISMATCH
+ *    on every rank, and a rank whose call fails passes its status on to
+ *    the peers: nothing corrupts memory or hangs. A failed communicator
+ *    returns that error from every later call: destroy it.
+ *  - No progress for GW_TIMEOUT_MS fails with GW_ERR_TIMEOUT, a dead peer
+ *    with GW_ERR_REMOTE; every rank names the same culprit
+ *    (gw_comm_culprit), agreed with rank 0's referee within a bounded wait.
+ *  - Buffers belong to the caller and are not retained after a call
+ *    returns. Out-of-place buffers must not overlap; in-place calls pass
+ *    the same pointer (the exact forms: docs/guide/c-api.md).
  */
 #ifndef GRADWIRE_H
 #define GRADWIRE_H

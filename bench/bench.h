@@ -137,6 +137,18 @@ typedef enum gw_bench_average {
 gw_status_t gw_bench_timing_reduce_by(gw_comm_t *comm, const double *times, double *tall, long n,
                                       gw_bench_average_t avg, gw_bench_timing_t *out);
 
+/* ---- the cost model's measured rules (bench_tune_rules.c) ---- */
+
+/* The rules `gradwire-bench tune` measured on this job (have_*: measured;
+ * the others keep the defaults), in bytes, as the tuning file's keys. */
+typedef struct gw_bench_rules {
+    int have_pair, have_tree4, have_large;
+    size_t direct_pair_min, tree4_min, tree4_end, direct_large_min;
+} gw_bench_rules_t;
+/* Measure them (a collective: every rank calls it); rank 0 prints the
+ * table and the keys. 0, or -1 after a call failed. */
+int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r);
+
 /* ---- where the ranks run (bench_place.c) ---- */
 
 /* One rank's record, gathered as raw bytes (fixed size, no pointers). */

@@ -48,6 +48,7 @@ struct tune_opts {
     size_t bytes;       /* allgather size for beta */
     size_t gamma_bytes; /* bytes summed for gamma; 0: skip gamma */
     long iters, small_iters, warmup;
+    int rules; /* measure the rules (bench_tune_rules.c) */
     const char *out;
 };
 
@@ -61,6 +62,9 @@ static void usage(FILE *out)
             "  alpha  seconds per message: a 4-byte recursive-doubling allreduce / rounds\n"
             "  beta   seconds per byte on a link: a large allgather\n"
             "  gamma  seconds per byte reduced: a float32 sum on rank 0's host\n"
+            "and, on 2 to 4 ranks of one host, the sizes behind the measured rules\n"
+            "(direct_pair_min, tree4_min/tree4_end, direct_large_min): every allreduce\n"
+            "algorithm timed from 16 KiB to 32 MiB\n"
             "\n"
             "  -o, --out FILE         write the tuning file (rank 0); default: print only\n"
             "  -s, --size N           allgather size for beta (default 32M); K, M, G suffixes\n"
@@ -69,6 +73,7 @@ static void usage(FILE *out)
             "  -n, --iters N          timed calls of each large collective (default 10)\n"
             "  -m, --small-iters N    timed calls of the 4-byte allreduce (default 200)\n"
             "  -w, --warmup_iters N   untimed calls before each series (default 3)\n"
+            "      --no-rules         do not measure the rules (keep their defaults)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Run one process per rank, at least 2, e.g.\n"
@@ -90,6 +95,7 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
                                              {"iters", required_argument, NULL, 'n'},
                                              {"small-iters", required_argument, NULL, 'm'},
                                              {"warmup_iters", required_argument, NULL, 'w'},
+                                             {"no-rules", no_argument, NULL, 'R'},
                                              GW_BENCH_END_LONGOPTS};
     const gw_bench_cmdline_t cl = {&prog, usage, "+:o:s:g:n:m:w:h", longopts, NULL, NULL,
                                    NULL,  NULL};
@@ -101,11 +107,15 @@ static int parse_opts(int argc, char **argv, struct tune_opts *o)
     o->iters = 10;
     o->small_iters = 200;
     o->warmup = 3;
+    o->rules = 1;
     gw_kit_getopt_begin();
     while ((c = gw_bench_next_opt(&cl, argc, argv, &rc)) != -1) {
         switch (c) {
         case GW_BENCH_OPT_EXIT:
             return rc;
+        case 'R':
+            o->rules = 0;
+            break;
         case 'o':
             if (!*optarg)
                 return usage_error("--out wants a file name");
@@ -285,6 +295,7 @@ struct figures {
     size_t bytes;
     gw_bench_timing_t small, large, reduce;
     int have_gamma;
+    gw_bench_rules_t rules;
 };
 
 static void print_figures(const struct tune_opts *o, const struct figures *f, int n,
@@ -351,6 +362,15 @@ static int write_file(const struct tune_opts *o, const struct figures *f, int n,
                 1e-9 / f->gamma);
         fprintf(out, "gamma = %.6g\n", f->gamma);
     }
+    const gw_bench_rules_t *r = &f->rules;
+    if (r->have_pair || r->have_tree4 || r->have_large)
+        fprintf(out, "# the measured rules: the fastest allreduce algorithm, 16 KiB to 32 MiB\n");
+    if (r->have_pair)
+        fprintf(out, "direct_pair_min = %zu\n", r->direct_pair_min);
+    if (r->have_tree4)
+        fprintf(out, "tree4_min = %zu\ntree4_end = %zu\n", r->tree4_min, r->tree4_end);
+    if (r->have_large)
+        fprintf(out, "direct_large_min = %zu\n", r->direct_large_min);
     int bad = ferror(out);
     bad |= fclose(out) != 0;
     if (bad || rename(tmp, o->out) != 0) {
@@ -407,6 +427,8 @@ static int run(gw_comm_t *comm, const struct tune_opts *o, struct figures *f)
         f->have_gamma = ok;
     }
     if ((st = gw_bench_all_ok(comm, ok, &all_ok)) != GW_OK || !all_ok)
+        return -1;
+    if (o->rules && gw_bench_tune_rules(comm, o->warmup, &f->rules) != 0)
         return -1;
     return 0;
 

@@ -140,6 +140,18 @@ gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
                                size_t sendcount, gw_dtype_t dtype);
 gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                     size_t recvcount, gw_dtype_t dtype, gw_op_t op);
+/* The other collectives' further algorithms, chosen by the cost model
+ * (tuning_coll.c): allgather in one round of concurrent messages, or in
+ * log2 rounds (Bruck); reduce-scatter in one round; reduce as a ring
+ * reduce-scatter and a gather. */
+gw_status_t gw__allgather_direct(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, gw_dtype_t dtype);
+gw_status_t gw__allgather_bruck(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t sendcount, gw_dtype_t dtype);
+gw_status_t gw__reduce_scatter_direct(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, gw_dtype_t dtype, gw_op_t op);
+gw_status_t gw__reduce_scatter_gather(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t count, gw_dtype_t dtype, gw_op_t op, int root);
 gw_status_t gw__barrier_dissemination(gw_comm_t *comm);
 
 /* Where block j of a buffer lies, in elements: counts[j] elements at

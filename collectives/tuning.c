@@ -57,20 +57,17 @@
  * rank algorithms correctly around the crossover points, not predict times
  * exactly.
  *
- * The tuning file is strict on purpose: a typo in a key or a value that
- * does not parse would otherwise leave a default in force that the user
- * believes replaced, and a wrong algorithm choice shows up only as a slow
- * job. So every problem is an error naming the file and the line.
+ * The measured rules (direct from 8 MiB, direct on 2 ranks from 64 KiB,
+ * the tree on 4 ranks at 64-256 KiB, direct's small form up to 16 KiB)
+ * are fields of gw_tuning_t with these defaults, measured on the 2-core
+ * test machine; a tuning file sets each (tuning_file.c), and
+ * `gradwire-bench tune` measures them on the user's machine.
  */
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collectives/tuning.h"
-#include "common/env.h"
-#include "common/file_read.h"
 
 /* Default figures of each transport, for one link between two ranks
  * (alpha, beta) and for a host's ranks all exchanging at once (beta_local,
@@ -119,6 +116,21 @@ void gw__tuning_links(gw_tuning_t *t, unsigned intra, unsigned inter)
     }
     t->gamma = 5.5e-11; /* measured: the AVX2 sum of float32 on this machine */
     t->chunk_bytes = 512 * 1024;
+    gw__tuning_rules_default(t);
+}
+
+void gw__tuning_rules_default(gw_tuning_t *t)
+{
+    t->direct_large_min = GW_TUNING_DIRECT_LARGE_MIN;
+    t->direct_large_max_ranks = GW_TUNING_DIRECT_LARGE_MAX_RANKS;
+    t->direct_max_bytes = GW_TUNING_DIRECT_MAX_BYTES;
+    t->direct_max_ranks = GW_TUNING_DIRECT_MAX_RANKS;
+    t->direct_pair_min = GW_TUNING_DIRECT_PAIR_MIN;
+    t->tree4_min = GW_TUNING_TREE4_MIN;
+    t->tree4_end = GW_TUNING_TREE4_END;
+    for (int k = 0; k < GW_COLL_KIND_END; k++)
+        t->force[k] = GW_ALGO_AUTO;
+    t->from_file = 0;
 }
 
 void gw__tuning_defaults(gw_tuning_t *t, const char *transport)
@@ -177,7 +189,7 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
         /* allreduce_direct.c, bytes over shared memory (beta_local): the
          * small form (whole inputs to every peer, up to 16 KiB) or two
          * rounds of n - 1 overlapping messages. */
-        if (s <= 16 * 1024)
+        if (s <= 16 * 1024) /* its GW__DIRECT_SMALL_BYTES */
             return t->alpha + (n - 1) * s * (t->beta_local + t->gamma);
         return 2 * t->alpha + 2 * (n - 1) / n * s * t->beta_local + (n - 1) / n * s * t->gamma;
     }
@@ -213,8 +225,8 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
      * over TCP) took up to 1.47x its time; with 8 ranks (4 per core) the
      * ring was faster, so the rule stops at 4 ranks (README, "Is auto the
      * right choice?"). */
-    if (nhosts == 1 && nranks >= 2 && nranks <= GW_TUNING_DIRECT_LARGE_MAX_RANKS &&
-        bytes >= GW_TUNING_DIRECT_LARGE_MIN)
+    if (nhosts == 1 && nranks >= 2 && nranks <= t->direct_large_max_ranks &&
+        bytes >= t->direct_large_min)
         return GW_ALGO_DIRECT;
     size_t ncand = local_max > 2 || (nhosts > 1 && local_max > 1) ? 4 : 3;
     for (size_t i = 0; i < ncand; i++) {
@@ -254,7 +266,7 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * messages had been single copy) in all six. Why it beats the ring
      * was not found. Over TCP it was not measured ahead, so the rule is
      * shared memory's alone. */
-    if (nranks == 2 && bytes >= GW_TUNING_DIRECT_PAIR_MIN)
+    if (nranks == 2 && t->direct_pair_min && bytes >= t->direct_pair_min)
         return GW_ALGO_DIRECT;
     /* Four ranks over shared memory, 64 to 256 KiB: the tree, which the
      * model ranks below the ring and hier (it charges the tree 2 S beta
@@ -265,241 +277,12 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * hier or ring took 1.13-1.58x its time in eight of those nine (size,
      * run) pairs (0.72x in one). From 256 KiB the ring was about as fast.
      * Only 4 ranks were measured. */
-    if (nranks == 4 && bytes >= GW_TUNING_TREE4_MIN && bytes < GW_TUNING_TREE4_END)
+    if (nranks == 4 && bytes >= t->tree4_min && bytes < t->tree4_end)
         return GW_ALGO_TREE;
     gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);
-    if (nranks >= 2 && nranks <= GW_TUNING_DIRECT_MAX_RANKS &&
-        bytes <= GW_TUNING_DIRECT_MAX_BYTES &&
+    if (nranks >= 2 && nranks <= t->direct_max_ranks && bytes <= t->direct_max_bytes &&
         gw__tuning_predict(t, GW_ALGO_DIRECT, nranks, bytes) <=
             gw__tuning_predict_hosts(t, best, nranks, 1, nranks, bytes))
         return GW_ALGO_DIRECT;
     return best;
-}
-
-/* ---- tuning files ---------------------------------------------------------- */
-
-#define TUNING_LINE_MAX 1024
-/* Figures beyond these are not measurements of any network: a message that
- * takes a minute, a byte that takes a second. */
-#define TUNING_SECONDS_MAX 60.0
-#define TUNING_PER_BYTE_MAX 1.0
-
-enum tuning_key { KEY_ALPHA, KEY_BETA, KEY_GAMMA, KEY_CHUNK, KEY_BETA_LOCAL, KEY_COUNT };
-static const char *const key_names[KEY_COUNT] = {"alpha", "beta", "gamma", "chunk_bytes",
-                                                 "beta_local"};
-
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1]))
-        s[--n] = '\0';
-    return s;
-}
-
-/* A finite, non-negative decimal number in [0, max], the whole string. */
-static int parse_seconds(const char *s, double max, double *out)
-{
-    char *end = NULL;
-    if (!*s)
-        return -1;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || *end != '\0' || !isfinite(v) || v < 0 || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Apply "key = value" (both trimmed) to *t. Returns 0 or -1 after logging. */
-static int apply_key(gw_tuning_t *t, int seen[KEY_COUNT], const char *key, const char *value,
-                     const char *name, long lineno, const gw_logger_t *lg)
-{
-    int k;
-    for (k = 0; k < KEY_COUNT && strcmp(key, key_names[k]) != 0; k++)
-        ;
-    if (k == KEY_COUNT) {
-        GW_ERROR(
-            lg, "tuning",
-            "%s line %ld: unknown key \"%s\" (known: alpha, beta, gamma, chunk_bytes, beta_local)",
-            name, lineno, key);
-        return -1;
-    }
-    if (seen[k]) {
-        GW_ERROR(lg, "tuning", "%s line %ld: %s given again (first on line %d)", name, lineno, key,
-                 seen[k]);
-        return -1;
-    }
-    seen[k] = (int)lineno;
-    if (k == KEY_CHUNK) {
-        long v;
-        if (gw__parse_long(value, 4096, 1L << 30, &v) != GW_OK) {
-            GW_ERROR(lg, "tuning",
-                     "%s line %ld: chunk_bytes \"%s\" is not an integer in [4096, %ld]", name,
-                     lineno, value, 1L << 30);
-            return -1;
-        }
-        t->chunk_bytes = (size_t)v;
-        return 0;
-    }
-    double max = k == KEY_ALPHA ? TUNING_SECONDS_MAX : TUNING_PER_BYTE_MAX, v;
-    if (parse_seconds(value, max, &v) != 0) {
-        GW_ERROR(lg, "tuning", "%s line %ld: %s \"%s\" is not a number of seconds in [0, %g]", name,
-                 lineno, key, value, max);
-        return -1;
-    }
-    *(k == KEY_ALPHA        ? &t->alpha
-      : k == KEY_BETA       ? &t->beta
-      : k == KEY_BETA_LOCAL ? &t->beta_local
-                            : &t->gamma) = v;
-    return 0;
-}
-
-/* The version line "gradwire-tuning N". Returns 0 or -1 after logging. */
-static int check_version(const char *s, const char *name, long lineno, const gw_logger_t *lg)
-{
-    static const char magic[] = "gradwire-tuning";
-    size_t ml = sizeof(magic) - 1;
-    long v;
-    if (strncmp(s, magic, ml) != 0 || !isspace((unsigned char)s[ml])) {
-        GW_ERROR(lg, "tuning",
-                 "%s line %ld: expected the version line \"%s %d\" before anything else, found "
-                 "\"%s\"",
-                 name, lineno, magic, GW_TUNING_FILE_VERSION, s);
-        return -1;
-    }
-    char vbuf[32];
-    snprintf(vbuf, sizeof(vbuf), "%s", s + ml);
-    if (gw__parse_long(trim(vbuf), 1, 1000000, &v) != GW_OK) {
-        GW_ERROR(lg, "tuning", "%s line %ld: bad version in \"%s\"", name, lineno, s);
-        return -1;
-    }
-    if (v != GW_TUNING_FILE_VERSION) {
-        GW_ERROR(lg, "tuning",
-                 "%s line %ld: tuning file version %ld; this library reads version %d", name,
-                 lineno, v, GW_TUNING_FILE_VERSION);
-        return -1;
-    }
-    return 0;
-}
-
-gw_status_t gw__tuning_parse(gw_tuning_t *t, FILE *f, const char *name, const gw_logger_t *lg)
-{
-    gw_tuning_t out = *t;
-    int seen[KEY_COUNT] = {0};
-    int have_version = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long lineno = 0;
-    gw_status_t st = GW_ERR_CONFIG;
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        if (len > TUNING_LINE_MAX) {
-            GW_ERROR(lg, "tuning", "%s line %ld: longer than %d characters", name, lineno,
-                     TUNING_LINE_MAX);
-            goto out_free;
-        }
-        if (strlen(line) != (size_t)len) {
-            GW_ERROR(lg, "tuning", "%s line %ld: NUL byte: not a text file", name, lineno);
-            goto out_free;
-        }
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
-        char *s = trim(line);
-        if (!*s)
-            continue;
-        if (!have_version) {
-            if (check_version(s, name, lineno, lg) != 0)
-                goto out_free;
-            have_version = 1;
-            continue;
-        }
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            GW_ERROR(lg, "tuning", "%s line %ld: expected key = value, found \"%s\"", name, lineno,
-                     s);
-            goto out_free;
-        }
-        *eq = '\0';
-        if (apply_key(&out, seen, trim(s), trim(eq + 1), name, lineno, lg) != 0)
-            goto out_free;
-    }
-    if (ferror(f) || !feof(f)) { /* a read error, or getline out of memory */
-        GW_ERROR(lg, "tuning", "%s: read failed after line %ld: %m", name, lineno);
-        goto out_free;
-    }
-    if (!have_version) {
-        GW_ERROR(lg, "tuning", "%s: empty: a tuning file starts with \"gradwire-tuning %d\"", name,
-                 GW_TUNING_FILE_VERSION);
-        goto out_free;
-    }
-    *t = out;
-    st = GW_OK;
-out_free:
-    free(line);
-    return st;
-}
-
-static gw_status_t load_named(gw_tuning_t *t, const char *path, const char *name,
-                              const gw_logger_t *lg)
-{
-    /* Read whole, with a bound, before parsing: a FIFO or /dev/zero named
-     * by mistake is refused at once, not waited on or read for ever. */
-    char *text;
-    size_t len;
-    gw_status_t st =
-        gw__file_read(lg, "tuning", name, path, GW_TUNING_FILE_MAX, 0, &text, &len, NULL);
-    if (st != GW_OK)
-        return st;
-    FILE *f = fmemopen(text, len, "r");
-    if (!f) {
-        GW_ERROR(lg, "tuning", "cannot parse %s: %m", name);
-        free(text);
-        return GW_ERR_NO_MEMORY;
-    }
-    st = gw__tuning_parse(t, f, name, lg);
-    fclose(f);
-    free(text);
-    if (st == GW_OK)
-        GW_INFO(lg, "tuning",
-                "%s: alpha %.3g s, beta %.3g s/B, gamma %.3g s/B, chunk %zu B, beta_local %.3g s/B "
-                "(nan or 0: the transport's default)",
-                name, t->alpha, t->beta, t->gamma, t->chunk_bytes, t->beta_local);
-    return st;
-}
-
-gw_status_t gw__tuning_load(gw_tuning_t *t, const char *path, const gw_logger_t *lg)
-{
-    char name[4096 + 32];
-    snprintf(name, sizeof(name), "tuning file %s", path);
-    return load_named(t, path, name, lg);
-}
-
-gw_status_t gw__tuning_load_env(gw_tuning_t *t, const gw_logger_t *lg)
-{
-    const char *path;
-    if (gw__env_str(lg, GW_ENV_TUNING_FILE, &path) != GW_OK)
-        return GW_ERR_CONFIG;
-    if (!path)
-        return GW_OK;
-    char name[4096 + 32];
-    snprintf(name, sizeof(name), "GW_TUNING_FILE=%s", path);
-    return load_named(t, path, name, lg);
-}
-
-gw_status_t gw__tuning_write(const gw_tuning_t *t, FILE *f)
-{
-    int n =
-        fprintf(f,
-                "gradwire-tuning %d\n"
-                "alpha = %.9g\n"
-                "beta = %.9g\n"
-                "gamma = %.9g\n"
-                "chunk_bytes = %zu\n"
-                "beta_local = %.9g\n",
-                GW_TUNING_FILE_VERSION, t->alpha, t->beta, t->gamma, t->chunk_bytes, t->beta_local);
-    return n < 0 || fflush(f) != 0 ? GW_ERR_SYSTEM : GW_OK;
 }

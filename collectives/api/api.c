@@ -88,26 +88,48 @@ static void copy_if_distinct(void *dst, const void *src, size_t nbytes)
         memmove(dst, src, nbytes);
 }
 
+/* Every member on one host, reached through shared memory (the transport
+ * is "shm", or a mux such as "shm+tcp" that uses it for the ranks of this
+ * host). */
+static int on_one_host_shm(const gw_comm_t *comm)
+{
+    const gw_comm_t *owner = comm->root ? comm->root : comm;
+    return comm->topo.order && comm->topo.nhosts == 1 && owner->transport &&
+           owner->transport->name && strncmp(owner->transport->name, "shm", 3) == 0;
+}
+
 gw_algo_t gw_comm_pick_algo(const gw_comm_t *comm, size_t count, gw_dtype_t dtype)
 {
     if (!comm)
         return GW_ALGO_AUTO;
     if (comm->algo != GW_ALGO_AUTO)
         return comm->algo;
+    if (comm->tuning.force[GW_COLL_ALLREDUCE] != GW_ALGO_AUTO)
+        return comm->tuning.force[GW_COLL_ALLREDUCE];
     size_t bytes;
     if (__builtin_mul_overflow(count, gw_dtype_size(dtype), &bytes))
         bytes = SIZE_MAX;
     if (!comm->topo.order)
         return gw__tuning_pick(&comm->tuning, comm->size, bytes);
-    /* Every member on one host, reached through shared memory (the
-     * transport is "shm", or a mux such as "shm+tcp" that uses it for the
-     * ranks of this host). */
-    const gw_comm_t *owner = comm->root ? comm->root : comm;
-    if (comm->topo.nhosts == 1 && owner->transport && owner->transport->name &&
-        strncmp(owner->transport->name, "shm", 3) == 0)
+    if (on_one_host_shm(comm))
         return gw__tuning_pick_shm(&comm->tuning, comm->size, bytes);
     return gw__tuning_pick_hosts(&comm->tuning, comm->size, comm->topo.nhosts, comm->topo.local_max,
                                  bytes);
+}
+
+/* The algorithm of a validated call of a kind the model chooses for:
+ * allreduce's own model, or the other kinds' (tuning_coll.c), each priced
+ * on the bytes of the whole vector. */
+static gw_algo_t pick_algo(const gw_comm_t *comm, const gw_coll_args_t *a)
+{
+    if (a->kind == GW_COLL_ALLREDUCE)
+        return gw_comm_pick_algo(comm, a->count, a->dtype);
+    size_t bytes;
+    const size_t mult = a->kind == GW_COLL_REDUCE ? 1 : (size_t)comm->size;
+    if (__builtin_mul_overflow(a->count, gw_dtype_size(a->dtype), &bytes) ||
+        __builtin_mul_overflow(bytes, mult, &bytes))
+        bytes = SIZE_MAX;
+    return gw__tuning_pick_coll(&comm->tuning, a->kind, comm->size, bytes, on_one_host_shm(comm));
 }
 
 gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -130,8 +152,8 @@ gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvb
 /* What a collective's kind decides about its call: the name in messages,
  * which buffers each rank must pass, how many elements count stands for
  * (count, or count on each of size ranks), whether op and root mean
- * anything, and the algorithm (GW_ALGO_AUTO for allreduce: the cost model
- * picks it per call). */
+ * anything, and the algorithm (GW_ALGO_AUTO: the cost model picks it per
+ * call; the broadcast has one, tuning_coll.c says why). */
 typedef struct coll_rule {
     const char *fn;
     int send_root_only; /* only the root passes a send buffer */
@@ -145,9 +167,9 @@ typedef struct coll_rule {
 static const coll_rule_t rules[] = {
     [GW_COLL_ALLREDUCE] = {"gw_allreduce", 0, 0, 0, 1, 0, GW_ALGO_AUTO, 0},
     [GW_COLL_BROADCAST] = {"gw_broadcast", 1, 0, 0, 0, 1, GW_ALGO_TREE, 1},
-    [GW_COLL_REDUCE] = {"gw_reduce", 0, 1, 0, 1, 1, GW_ALGO_TREE, 1},
-    [GW_COLL_ALLGATHER] = {"gw_allgather", 0, 0, 1, 0, 0, GW_ALGO_RING, 0},
-    [GW_COLL_REDUCE_SCATTER] = {"gw_reduce_scatter", 0, 0, 1, 1, 0, GW_ALGO_RING, 0},
+    [GW_COLL_REDUCE] = {"gw_reduce", 0, 1, 0, 1, 1, GW_ALGO_AUTO, 1},
+    [GW_COLL_ALLGATHER] = {"gw_allgather", 0, 0, 1, 0, 0, GW_ALGO_AUTO, 0},
+    [GW_COLL_REDUCE_SCATTER] = {"gw_reduce_scatter", 0, 0, 1, 1, 0, GW_ALGO_AUTO, 0},
 };
 
 /* The buffers of a validated call (nbytes: count times the rule's
@@ -193,11 +215,21 @@ static gw_status_t run_algorithm(gw_comm_t *comm, const gw_coll_args_t *a, gw_op
     case GW_COLL_BROADCAST:
         return gw__broadcast_tree(comm, a->recvbuf, a->count, a->dtype, a->root);
     case GW_COLL_REDUCE:
-        return gw__reduce_tree(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, red, a->root);
+        return algo == GW_ALGO_RING ? gw__reduce_scatter_gather(comm, a->sendbuf, a->recvbuf,
+                                                                a->count, a->dtype, red, a->root)
+                                    : gw__reduce_tree(comm, a->sendbuf, a->recvbuf, a->count,
+                                                      a->dtype, red, a->root);
     case GW_COLL_ALLGATHER:
-        return gw__allgather_ring(comm, a->sendbuf, a->recvbuf, a->count, a->dtype);
+        return algo == GW_ALGO_DIRECT
+                   ? gw__allgather_direct(comm, a->sendbuf, a->recvbuf, a->count, a->dtype)
+               : algo == GW_ALGO_RD
+                   ? gw__allgather_bruck(comm, a->sendbuf, a->recvbuf, a->count, a->dtype)
+                   : gw__allgather_ring(comm, a->sendbuf, a->recvbuf, a->count, a->dtype);
     case GW_COLL_REDUCE_SCATTER:
-        return gw__reduce_scatter_ring(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, red);
+        return algo == GW_ALGO_DIRECT
+                   ? gw__reduce_scatter_direct(comm, a->sendbuf, a->recvbuf, a->count, a->dtype,
+                                               red)
+                   : gw__reduce_scatter_ring(comm, a->sendbuf, a->recvbuf, a->count, a->dtype, red);
     default:
         return GW_ERR_INVALID_ARG;
     }
@@ -209,9 +241,12 @@ static gw_status_t run_algorithm(gw_comm_t *comm, const gw_coll_args_t *a, gw_op
 static void log_algo(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a,
                      gw_algo_t algo)
 {
-    const char *why = rule->algo != GW_ALGO_AUTO   ? "its only algorithm"
-                      : comm->algo != GW_ALGO_AUTO ? "set by GW_ALGO or gw_comm_set_algo"
-                                                   : "the cost model's choice for this size";
+    const char *why = rule->algo != GW_ALGO_AUTO ? "its only algorithm"
+                      : a->kind == GW_COLL_ALLREDUCE && comm->algo != GW_ALGO_AUTO
+                          ? "set by GW_ALGO or gw_comm_set_algo"
+                      : comm->tuning.force[a->kind] != GW_ALGO_AUTO
+                          ? "set by the tuning file"
+                          : "the cost model's choice for this size";
     uint32_t bit = 1u << (unsigned)algo, *seen = &comm->algo_logged[a->kind];
     if (*seen & bit) {
         GW_TRACE(&comm->log, "coll", "%s #%llu: %s, %zu x %s", rule->fn,
@@ -263,8 +298,7 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
     if (a->kind == GW_COLL_BROADCAST ? is_root : comm->size == 1)
         copy_if_distinct(a->recvbuf, a->sendbuf, nbytes);
     if (comm->size > 1) {
-        gw_algo_t algo =
-            rule->algo == GW_ALGO_AUTO ? gw_comm_pick_algo(comm, a->count, a->dtype) : rule->algo;
+        gw_algo_t algo = rule->algo == GW_ALGO_AUTO ? pick_algo(comm, a) : rule->algo;
         gw__coll_begin(comm, a->kind, a->count, a->dtype, op, root, algo);
         log_algo(comm, rule, a, algo);
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;

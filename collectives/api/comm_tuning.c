@@ -14,17 +14,17 @@
  * that looked only at its own peers (the lone rank of a host sees only
  * TCP, its neighbours shm and TCP) could pick another and deadlock.
  */
-#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collectives/api/api.h"
 #include "collectives/comm/comm.h"
 
 gw_status_t gw__comm_tuning_file(gw_tuning_t *file, const gw_logger_t *lg)
 {
-    /* NaN (0 for chunk_bytes) marks a key the file does not give. */
-    file->alpha = file->beta = file->gamma = file->beta_local = NAN;
-    file->chunk_bytes = 0;
+    /* Only the keys the file gives (file->from_file) replace a default. */
+    memset(file, 0, sizeof(*file));
+    gw__tuning_rules_default(file);
     return gw__tuning_load_env(file, lg);
 }
 
@@ -33,16 +33,7 @@ void gw__comm_tuning_apply(gw_comm_t *comm, unsigned intra, unsigned inter, cons
 {
     gw_tuning_t *t = &comm->tuning;
     gw__tuning_links(t, intra, inter);
-    if (!isnan(file->alpha))
-        t->alpha = file->alpha;
-    if (!isnan(file->beta))
-        t->beta = file->beta;
-    if (!isnan(file->gamma))
-        t->gamma = file->gamma;
-    if (!isnan(file->beta_local))
-        t->beta_local = file->beta_local;
-    if (file->chunk_bytes)
-        t->chunk_bytes = file->chunk_bytes;
+    gw__tuning_merge(t, file);
     /* GW_CHUNK_BYTES, resolved with the configuration, wins over both. */
     if (chunk_bytes)
         t->chunk_bytes = chunk_bytes;
@@ -87,7 +78,6 @@ gw_status_t gw__comm_tuning_from_addrs(gw_comm_t *comm, const uint8_t *all, cons
             intra & GW_SEL_BIT(GW_SEL_SHM) ? "shm " : "",
             intra & GW_SEL_BIT(GW_SEL_TCP) ? "tcp " : "", intra & GW_SEL_BIT(GW_SEL_IB) ? "ib" : "",
             inter & GW_SEL_BIT(GW_SEL_TCP) ? "tcp " : "", inter & GW_SEL_BIT(GW_SEL_IB) ? "ib" : "",
-            inter ? "" : "none",
-            isnan(file->alpha) && isnan(file->beta) ? "" : "; GW_TUNING_FILE over them");
+            inter ? "" : "none", file->from_file ? "; GW_TUNING_FILE over them" : "");
     return GW_OK;
 }

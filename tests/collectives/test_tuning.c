@@ -358,6 +358,47 @@ Test(tuning_bench, tune_output_loads, .timeout = 120)
     char *text = read_file(out);
     cr_assert_not_null(text);
     cr_expect_eq(strncmp(text, "gradwire-tuning 1\n", 18), 0, "%s", text);
+    /* Over TCP the rules (about shared memory on one host) are left alone. */
+    cr_expect(!strstr(text, "direct_") && strstr(r.output, "# rules: not measured"),
+              "rules measured over TCP:\n%s\n%s", text, r.output);
+    free(text);
+    free(r.output);
+
+    /* Two ranks over shared memory: both rules for 2 ranks are measured
+     * (their values are this machine's, not judged here) and load. */
+    char *shm_env[] = {"GW_TRANSPORT=shm", NULL};
+    char *argv1[] = {LAUNCHER, "launch", "-n",    "2",  "--timeout", "100", "--",
+                     BENCH,    "tune",   "--out", out,  "-s",        "4M",  "-g",
+                     "0",      "-n",     "3",     "-m", "20",        NULL};
+    r = run_cmd(argv1, shm_env, 110);
+    cr_assert(r.exited && r.status == 0, "tune over shm failed (status %d):\n%s", r.status,
+              r.output);
+    text = read_file(out);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "\ndirect_pair_min = ") && strstr(text, "\ndirect_large_min = ") &&
+                  strstr(r.output, "# rules: allreduce on 2 ranks"),
+              "no measured rule in the file:\n%s\n%s", text, r.output);
+    gw_tuning_t rt;
+    memset(&rt, 0, sizeof(rt));
+    cr_assert_eq(gw__tuning_load(&rt, out, &lg), GW_OK);
+    char given[512];
+    gw__tuning_describe_file(&rt, given, sizeof(given));
+    cr_expect(strstr(given, "direct_pair_min=") && strstr(given, "direct_large_min="),
+              "the rules did not load: %s", given);
+    free(text);
+    free(r.output);
+
+    /* --no-rules: the figures alone. */
+    char *argv2[] = {LAUNCHER, "launch", "-n",    "2",  "--timeout", "100",        "--",
+                     BENCH,    "tune",   "--out", out,  "-s",        "4M",         "-g",
+                     "0",      "-n",     "3",     "-m", "20",        "--no-rules", NULL};
+    r = run_cmd(argv2, shm_env, 110);
+    cr_assert(r.exited && r.status == 0, "tune --no-rules failed (status %d):\n%s", r.status,
+              r.output);
+    text = read_file(out);
+    cr_assert_not_null(text);
+    cr_expect(!strstr(text, "direct_large_min") && !strstr(r.output, "# rules:"),
+              "--no-rules measured the rules:\n%s", text);
     free(text);
     free(r.output);
     remove_tree(dir);
@@ -638,7 +679,9 @@ Test(tuning_file, file_keys_over_the_transports_defaults)
     gw_logger_t lg = {.level = GW_LOG_ERROR, .file = stderr};
     gw_tuning_t file;
     cr_assert_eq(gw__comm_tuning_file(&file, &lg), GW_OK);
-    cr_expect(isnan(file.alpha) && isnan(file.gamma) && file.chunk_bytes == 0);
+    char given[256];
+    gw__tuning_describe_file(&file, given, sizeof(given));
+    cr_expect_str_eq(given, "beta=1e-09", "the file gave beta alone, not: %s", given);
     gw_comm_t comm;
     memset(&comm, 0, sizeof(comm));
     gw__comm_tuning_apply(&comm, GW_TUNING_LINK_SHM, 0, &file, 0);
@@ -655,7 +698,7 @@ Test(tuning_file, file_keys_over_the_transports_defaults)
     cr_expect_float_eq(comm.tuning.alpha, tcp.alpha, 1e-15);
     unsetenv("GW_TUNING_FILE");
     cr_assert_eq(gw__comm_tuning_file(&file, &lg), GW_OK);
-    cr_expect(isnan(file.alpha) && isnan(file.beta) && isnan(file.beta_local));
+    cr_expect_eq(file.from_file, 0, "no file, yet keys are marked given");
     unlink(path);
     free(path);
 }

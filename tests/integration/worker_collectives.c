@@ -394,15 +394,18 @@ static void test_reduce(ctx_t *c, size_t count, gw_dtype_t dt, gw_op_t op)
     size_t es = gw_dtype_size(dt), bytes = count * es;
     uint8_t *send = malloc(bytes + 1), *recv = malloc(bytes + 1);
     char label[128];
-    for (int root = 0; root < c->size; root++) {
+    /* In place (the root passes its input as recvbuf) and out of place. */
+    for (int root = 0; root < 2 * c->size; root++) {
+        const int inplace = root >= c->size, r = root % c->size;
         fill(send, c->rank, c->size, count, dt, op);
         memset(recv, CANARY, bytes + 1);
-        snprintf(label, sizeof(label), "reduce %s %s %zu root %d", gw_dtype_name(dt),
-                 gw_op_name(op), count, root);
-        if (!report(c, label, gw_reduce(c->comm, send, recv, count, dt, op, root)))
+        snprintf(label, sizeof(label), "reduce %s %s %zu root %d %s", gw_dtype_name(dt),
+                 gw_op_name(op), count, r, inplace ? "in" : "out");
+        uint8_t *dst = inplace && c->rank == r ? send : recv;
+        if (!report(c, label, gw_reduce(c->comm, send, dst, count, dt, op, r)))
             continue;
-        if (c->rank == root)
-            check_reduced(c, label, recv, count, dt, op, 0);
+        if (c->rank == r)
+            check_reduced(c, label, dst, count, dt, op, 0);
         else if (!canary_ok(recv, bytes))
             fail(c, "reduce wrote the receive buffer on a non-root rank");
     }

@@ -49,6 +49,13 @@ typedef struct gw_device {
     size_t slot_len;
     void *whole[2]; /* whole-buffer staging (staging_whole.c) */
     size_t whole_len[2];
+    /* A reducing call on device buffers is running (device_reduce.c): its
+     * reductions go to the engine, on the caller's stream, and ev_reduce
+     * marks their end. */
+    int reducing;
+    void *ev_reduce;
+    uint64_t engine_reduces; /* reductions the engine ran ... */
+    uint64_t cpu_reduces;    /* ... and the CPU ran, once this state exists (tests) */
 } gw_device_t;
 
 /* The root's device state, created on first use (GW_ERR_NO_MEMORY, or
@@ -70,8 +77,9 @@ gw_status_t gw__device_where(struct gw_comm *comm, const void *ptr, int *dev);
  * gw__device_where; the communicator is then failed (and peers told). */
 gw_status_t gw__device_prepare(struct gw_comm *comm, struct gw_handle *call);
 
-/* The staged executor: chunked for allreduce, broadcast and reduce
- * (staging_chunked.c), the whole buffer for the rest (staging_whole.c). */
+/* The staged executor: chunked for allreduce, broadcast, reduce,
+ * allgather and reduce-scatter (staging_chunked.c), the whole buffer for
+ * the rest (staging_whole.c). */
 gw_status_t gw__staged_execute(struct gw_comm *comm, const struct gw_handle *h);
 gw_status_t gw__staged_chunked(struct gw_comm *comm, const struct gw_handle *h);
 gw_status_t gw__staged_whole(struct gw_comm *comm, const struct gw_handle *h);
@@ -85,6 +93,10 @@ gw_status_t gw__device_pinned(struct gw_comm *comm, gw_device_t *d, int which, s
                               void **out);
 gw_status_t gw__device_engine_fail(struct gw_comm *comm, gw_device_t *d, gw_status_t st,
                                    const char *what);
+
+/* Run h's host executor with its reductions on the device (reducing set
+ * around it). */
+gw_status_t gw__device_reduce_run(struct gw_comm *comm, gw_device_t *d, const struct gw_handle *h);
 
 /* A copy of len bytes between device and host, waited for. */
 gw_status_t gw__device_copy_sync(struct gw_comm *comm, void *dst, const void *src, size_t len,

@@ -118,7 +118,8 @@ static void every_call(rank_env_t *e, const void *arg)
     BOTH("reduce", r == n - 1 ? N_AR * 4 : 0, fill_i(hi, N_AR, r, 8),
          gw_reduce(c, h1, h2, N_AR, GW_INT32, GW_SUM, n - 1),
          gw_reduce(c, d1, d2, N_AR, GW_INT32, GW_SUM, n - 1));
-    /* Staged whole. */
+    /* Allgather and reduce-scatter are chunked per block (700 floats per
+     * block: several pieces of 4096 / n bytes); the rest staged whole. */
     const size_t m = 700;
     BOTH("allgather", m * n * 4, fill_f(hf, m, r, 10), gw_allgather(c, h1, h2, m, GW_FLOAT32),
          gw_allgather(c, d1, d2, m, GW_FLOAT32));

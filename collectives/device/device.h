@@ -53,6 +53,7 @@ typedef struct gw_device {
      * reductions go to the engine, on the caller's stream, and ev_reduce
      * marks their end. */
     int reducing;
+    int reduce_on_host; /* GW_CUDA_REDUCE=host: the CPU reduces the pinned copies */
     void *ev_reduce;
     uint64_t engine_reduces; /* reductions the engine ran ... */
     uint64_t cpu_reduces;    /* ... and the CPU ran, once this state exists (tests) */

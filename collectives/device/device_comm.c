@@ -34,13 +34,17 @@ gw_status_t gw__device_state(gw_comm_t *comm, gw_device_t **out)
         return GW_OK;
     }
     long chunk;
+    int where;
     gw_status_t st = gw__env_int(&root->log, GW_ENV_CUDA_CHUNK, &chunk);
+    if (st == GW_OK)
+        st = gw__env_choice(&root->log, GW_ENV_CUDA_REDUCE, &where);
     if (st != GW_OK)
         return st;
     gw_device_t *d = calloc(1, sizeof(*d));
     if (!d)
         return GW_ERR_NO_MEMORY;
     d->chunk_bytes = (size_t)chunk;
+    d->reduce_on_host = where == 1;
     d->cur_device = -1;
     root->device = d;
     *out = d;

@@ -17,7 +17,9 @@
  * algorithms keep large (their chunks are comm->chunk_bytes).
  *
  * A plugin built without the kernels (no nvcc) has no reduce op: its
- * device buffers are reduced by the CPU on their pinned copies.
+ * device buffers are reduced by the CPU on their pinned copies, as they are
+ * everywhere under GW_CUDA_REDUCE=host (the path before the kernels, kept
+ * to compare with: gpu_device_check --bench measures both).
  */
 #include "collectives/coll.h"
 #include "collectives/comm/comm.h"
@@ -29,7 +31,8 @@
 static gw_device_t *reducing(gw_comm_t *comm)
 {
     gw_device_t *d = gw__comm_root(comm)->device;
-    if (d && d->reducing && d->engine.ops && d->engine.ops->reduce && d->engine.ops->finish_avg)
+    if (d && d->reducing && !d->reduce_on_host && d->engine.ops && d->engine.ops->reduce &&
+        d->engine.ops->finish_avg)
         return d;
     if (d)
         d->cpu_reduces++;

@@ -191,3 +191,42 @@ Test(device_reduce, a_failed_device_reduction_fails_the_call, .timeout = 60)
                       .arena_len = 1u << 20};
     ranks_run(&o, failing_reduce, NULL);
 }
+
+/* GW_CUDA_REDUCE=host: the old path, the CPU reducing the pinned copies,
+ * with the same bits; a bad value is refused when the communicator is
+ * made. */
+static void on_the_host(rank_env_t *e, const void *arg)
+{
+    (void)arg;
+    float *x = (float *)e->arena, *y = x + COUNT;
+    for (int i = 0; i < COUNT; i++)
+        x[i] = (float)(i % 97) * 0.37f + (float)e->rank;
+    counts_t before = now(e);
+    gw_status_t st = gw_allreduce(e->comm, x, y, COUNT, GW_FLOAT32, GW_SUM);
+    counts_t after = now(e);
+    RCHECK(e, st == GW_OK, "allreduce: %s", gw_status_str(st));
+    RCHECK(e, after.engine == before.engine && after.cpu > before.cpu,
+           "GW_CUDA_REDUCE=host: %llu engine and %llu CPU reductions",
+           (unsigned long long)(after.engine - before.engine),
+           (unsigned long long)(after.cpu - before.cpu));
+    float want[COUNT];
+    RCHECK(e, host_allreduce(e->comm, (const char *)x, (char *)want, COUNT, GW_FLOAT32, GW_SUM, 0,
+                             0) == GW_OK &&
+                  memcmp(want, y, sizeof(want)) == 0,
+           "GW_CUDA_REDUCE=host: not the host call's bits");
+}
+
+Test(device_reduce, gw_cuda_reduce_host_keeps_the_cpu_path, .timeout = 60)
+{
+    setenv("GW_CUDA_CHUNK", "4096", 1);
+    setenv("GW_CUDA_REDUCE", "host", 1);
+    ranks_opts_t o = {.transport = "tcp", .n = 2, .fail_rank = -1, .arena_len = 1u << 20};
+    ranks_run(&o, on_the_host, NULL);
+    setenv("GW_RANK", "0", 1);
+    setenv("GW_SIZE", "1", 1);
+    setenv("GW_CUDA_REDUCE", "gpu", 1);
+    gw_comm_t *comm = NULL;
+    cr_expect_eq(gw_comm_init_env(&comm), GW_ERR_CONFIG, "GW_CUDA_REDUCE=gpu was accepted");
+    gw_comm_destroy(comm);
+    unsetenv("GW_CUDA_REDUCE");
+}

@@ -52,8 +52,8 @@ static gw_status_t wait_reduce(gw_comm_t *comm, gw_device_t *d, gw_status_t st)
     return GW_OK;
 }
 
-gw_status_t gw__coll_reduce(gw_comm_t *comm, void *out, const void *a, const void *b,
-                            size_t count, gw_dtype_t dtype, gw_op_t op)
+gw_status_t gw__coll_reduce(gw_comm_t *comm, void *out, const void *a, const void *b, size_t count,
+                            gw_dtype_t dtype, gw_op_t op)
 {
     gw_device_t *d = reducing(comm);
     if (!d) {
@@ -62,9 +62,9 @@ gw_status_t gw__coll_reduce(gw_comm_t *comm, void *out, const void *a, const voi
     }
     if (count == 0)
         return GW_OK;
-    return wait_reduce(comm, d,
-                       d->engine.ops->reduce(d->engine.impl, out, a, b, count, dtype, op,
-                                             d->user_stream));
+    return wait_reduce(
+        comm, d,
+        d->engine.ops->reduce(d->engine.impl, out, a, b, count, dtype, op, d->user_stream));
 }
 
 gw_status_t gw__coll_finish_avg(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
@@ -77,9 +77,9 @@ gw_status_t gw__coll_finish_avg(gw_comm_t *comm, void *buf, size_t count, gw_dty
     }
     if (count == 0)
         return GW_OK;
-    return wait_reduce(comm, d,
-                       d->engine.ops->finish_avg(d->engine.impl, buf, count, dtype, nranks,
-                                                 d->user_stream));
+    return wait_reduce(
+        comm, d,
+        d->engine.ops->finish_avg(d->engine.impl, buf, count, dtype, nranks, d->user_stream));
 }
 
 gw_status_t gw__device_reduce_run(gw_comm_t *comm, gw_device_t *d, const gw_handle_t *h)

@@ -60,9 +60,9 @@ static gw_status_t host_allreduce(gw_comm_t *c, const char *in, char *out, size_
     size_t es = gw_dtype_size(dt), pe = CHUNK / es;
     for (size_t first = 0; first < count; first += pe) {
         size_t n = count - first < pe ? count - first : pe;
-        gw_status_t st =
-            is_reduce ? gw_reduce(c, in + first * es, out + first * es, n, dt, op, root)
-                      : gw_allreduce(c, in + first * es, out + first * es, n, dt, op);
+        gw_status_t st = is_reduce
+                             ? gw_reduce(c, in + first * es, out + first * es, n, dt, op, root)
+                             : gw_allreduce(c, in + first * es, out + first * es, n, dt, op);
         if (st != GW_OK)
             return st;
     }
@@ -143,8 +143,7 @@ static void every_dtype_and_op(rank_env_t *e, const void *arg)
                 if (kind == 1 && r != 1) {
                     /* Off the root nothing is reduced into this rank's
                      * output, but its children's data may pass through. */
-                    RCHECK(e, after.cpu == mid.cpu, "%s: the device call reduced on the CPU",
-                           what);
+                    RCHECK(e, after.cpu == mid.cpu, "%s: the device call reduced on the CPU", what);
                     continue;
                 }
                 RCHECK(e, memcmp(hout, dout, out_bytes) == 0,
@@ -210,9 +209,10 @@ static void on_the_host(rank_env_t *e, const void *arg)
            (unsigned long long)(after.engine - before.engine),
            (unsigned long long)(after.cpu - before.cpu));
     float want[COUNT];
-    RCHECK(e, host_allreduce(e->comm, (const char *)x, (char *)want, COUNT, GW_FLOAT32, GW_SUM, 0,
-                             0) == GW_OK &&
-                  memcmp(want, y, sizeof(want)) == 0,
+    RCHECK(e,
+           host_allreduce(e->comm, (const char *)x, (char *)want, COUNT, GW_FLOAT32, GW_SUM, 0,
+                          0) == GW_OK &&
+               memcmp(want, y, sizeof(want)) == 0,
            "GW_CUDA_REDUCE=host: not the host call's bits");
 }
 

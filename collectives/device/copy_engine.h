@@ -145,5 +145,7 @@ gw_status_t gw__host_engine_declare(gw_copy_engine_t *eng, const void *ptr, size
 void gw__host_engine_log(gw_copy_engine_t *eng, const gw_host_log_entry_t **entries, size_t *n);
 /* Pinned blocks currently allocated (a leak check for tests). */
 size_t gw__host_engine_live_allocs(gw_copy_engine_t *eng);
+/* Pinned blocks allocated so far, freed or not (a reuse check). */
+size_t gw__host_engine_allocs(gw_copy_engine_t *eng);
 
 #endif

@@ -23,6 +23,11 @@
 struct gw_comm;
 struct gw_handle;
 
+/* Pinned message buffers kept for reuse by point-to-point (staging_p2p.c),
+ * and the smallest one made (bytes). */
+#define GW_P2P_POOL 8
+#define GW_P2P_POOL_MIN (64u << 10)
+
 /* Chunks in flight in the chunked pipeline (staging_chunked.c). */
 #define GW_STAGE_SLOTS 3
 /* GW_CUDA_CHUNK's default and bounds (bytes). */
@@ -57,6 +62,11 @@ typedef struct gw_device {
     void *ev_reduce;
     uint64_t engine_reduces; /* reductions the engine ran ... */
     uint64_t cpu_reduces;    /* ... and the CPU ran, once this state exists (tests) */
+    struct {
+        void *p; /* NULL: an empty place */
+        size_t cap;
+        int busy; /* a message in flight uses it */
+    } pool[GW_P2P_POOL];
 } gw_device_t;
 
 /* The root's device state, created on first use (GW_ERR_NO_MEMORY, or
@@ -114,6 +124,8 @@ gw_status_t gw__device_p2p_stage(struct gw_comm *comm, int is_send, void *buf, s
 gw_status_t gw__device_p2p_unstage(struct gw_comm *comm, int is_send, void *dst, void *pinned,
                                    size_t nbytes, gw_status_t st);
 void gw__device_p2p_release(struct gw_comm *comm, void *pinned);
+/* Free the pool's buffers (the engine is going away). */
+void gw__device_p2p_pool_free(gw_device_t *d);
 
 /* Tests: give the communicator (its root) this engine, which it owns from
  * now on (destroyed with it); replaces any other. Not thread-safe: before

@@ -86,6 +86,7 @@ static void free_staging(gw_device_t *d)
 static void release_engine(gw_device_t *d)
 {
     free_staging(d);
+    gw__device_p2p_pool_free(d);
     if (d->engine.ops)
         d->engine.ops->destroy(d->engine.impl);
     d->engine.ops = NULL;

@@ -85,6 +85,7 @@ typedef struct host_engine {
     int copies;  /* performed so far */
     int reduces; /* reductions performed so far */
     size_t live_allocs;
+    size_t allocs; /* every host_alloc so far */
     gw_host_log_entry_t *log;
     size_t nlog, caplog;
     char err[160];
@@ -231,6 +232,7 @@ static gw_status_t host_alloc(void *eng, size_t len, void **out)
     }
     pthread_mutex_lock(&e->lock);
     e->live_allocs++;
+    e->allocs++;
     pthread_mutex_unlock(&e->lock);
     *out = p;
     return GW_OK;
@@ -531,4 +533,9 @@ void gw__host_engine_log(gw_copy_engine_t *eng, const gw_host_log_entry_t **entr
 size_t gw__host_engine_live_allocs(gw_copy_engine_t *eng)
 {
     return ((host_engine_t *)eng->impl)->live_allocs;
+}
+
+size_t gw__host_engine_allocs(gw_copy_engine_t *eng)
+{
+    return ((host_engine_t *)eng->impl)->allocs;
 }

@@ -77,8 +77,8 @@ Test(ib_dmabuf, registers_the_export_at_the_buffers_address)
     char why[256] = "";
     int before = open_fds();
     struct ibv_pd *pd = (struct ibv_pd *)0x1234;
-    gw_status_t st = gw__ib_dmabuf_reg(&e, reg_standin, pd, device_mem + 4096, 8192, 7, &mr, why,
-                                       sizeof(why));
+    gw_status_t st =
+        gw__ib_dmabuf_reg(&e, reg_standin, pd, device_mem + 4096, 8192, 7, &mr, why, sizeof(why));
     cr_assert_eq(st, GW_OK, "%s", why);
     cr_expect_eq(mr, (struct ibv_mr *)fake_mr);
     cr_expect_eq(verbs.calls, 1);
@@ -96,9 +96,9 @@ Test(ib_dmabuf, every_refusal_names_its_step)
 {
     struct ibv_mr *mr = (struct ibv_mr *)1;
     char why[256];
-    cr_expect_eq(gw__ib_dmabuf_reg(NULL, reg_standin, NULL, device_mem, 64, 0, &mr, why,
-                                   sizeof(why)),
-                 GW_ERR_UNSUPPORTED);
+    cr_expect_eq(
+        gw__ib_dmabuf_reg(NULL, reg_standin, NULL, device_mem, 64, 0, &mr, why, sizeof(why)),
+        GW_ERR_UNSUPPORTED);
     cr_expect_null(mr);
     cr_expect(strstr(why, "no CUDA copy engine"), "%s", why);
 
@@ -109,8 +109,7 @@ Test(ib_dmabuf, every_refusal_names_its_step)
     e.ops->destroy(e.impl);
 
     e = engine(0); /* the driver refuses the export */
-    cr_expect_eq(gw__ib_dmabuf_reg(&e, reg_standin, NULL, device_mem, 64, 0, &mr, why,
-                                   sizeof(why)),
+    cr_expect_eq(gw__ib_dmabuf_reg(&e, reg_standin, NULL, device_mem, 64, 0, &mr, why, sizeof(why)),
                  GW_ERR_UNSUPPORTED);
     cr_expect(strstr(why, "exporting the device memory") && strstr(why, "refused"), "%s", why);
     cr_expect_eq(verbs.calls, 0, "the NIC was asked without a descriptor");
@@ -118,8 +117,7 @@ Test(ib_dmabuf, every_refusal_names_its_step)
 
     e = engine(1); /* host memory is not exported */
     static char host_mem[64];
-    cr_expect_eq(gw__ib_dmabuf_reg(&e, reg_standin, NULL, host_mem, 64, 0, &mr, why,
-                                   sizeof(why)),
+    cr_expect_eq(gw__ib_dmabuf_reg(&e, reg_standin, NULL, host_mem, 64, 0, &mr, why, sizeof(why)),
                  GW_ERR_UNSUPPORTED);
     cr_expect(strstr(why, "not device memory"), "%s", why);
     e.ops->destroy(e.impl);
@@ -127,8 +125,7 @@ Test(ib_dmabuf, every_refusal_names_its_step)
     e = engine(1); /* the NIC refuses */
     verbs.refuse_errno = EOPNOTSUPP;
     int before = open_fds();
-    cr_expect_eq(gw__ib_dmabuf_reg(&e, reg_standin, NULL, device_mem, 64, 0, &mr, why,
-                                   sizeof(why)),
+    cr_expect_eq(gw__ib_dmabuf_reg(&e, reg_standin, NULL, device_mem, 64, 0, &mr, why, sizeof(why)),
                  GW_ERR_UNSUPPORTED);
     cr_expect_null(mr);
     cr_expect(strstr(why, "ibv_reg_dmabuf_mr of 64 bytes") && strstr(why, strerror(EOPNOTSUPP)),
@@ -153,8 +150,8 @@ Test(ib_dmabuf, a_refusal_falls_back_to_staging_with_one_line)
     gw_logger_t lg = capture_logger(GW_LOG_INFO);
     struct ibv_mr *mr;
     for (int i = 0; i < 5; i++)
-        cr_expect_eq(gw__ib_gdr_decide(&g, &lg, &e, reg_standin, NULL, device_mem, 256, 0, &mr),
-                     0, "buffer %d: not staged", i);
+        cr_expect_eq(gw__ib_gdr_decide(&g, &lg, &e, reg_standin, NULL, device_mem, 256, 0, &mr), 0,
+                     "buffer %d: not staged", i);
     cr_expect_eq(verbs.calls, 1, "the NIC was asked again after it refused");
     char *text = captured(&lg);
     cr_expect_eq(count_lines(text, "GPUDirect RDMA unavailable"), 1, "log:\n%s", text);
@@ -169,9 +166,9 @@ Test(ib_dmabuf, a_refusal_falls_back_to_staging_with_one_line)
     gw_ib_gdr_t ok = {0};
     lg = capture_logger(GW_LOG_INFO);
     for (int i = 0; i < 3; i++) {
-        cr_expect_eq(gw__ib_gdr_decide(&ok, &lg, &e, reg_standin, NULL, device_mem + i * 512, 512,
-                                       0, &mr),
-                     1);
+        cr_expect_eq(
+            gw__ib_gdr_decide(&ok, &lg, &e, reg_standin, NULL, device_mem + i * 512, 512, 0, &mr),
+            1);
         cr_expect_eq(mr, (struct ibv_mr *)fake_mr);
     }
     cr_expect_eq(verbs.calls, 3);

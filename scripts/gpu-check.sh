@@ -25,8 +25,8 @@
 #      1-256 MiB, 2 and 4 ranks (bench/device_vs_gloo.py, torch 2.x with
 #      CUDA): target, from 1 MiB, gradwire's busbw at least 1.5x gloo's;
 #      the JSON goes next to the logs for the results pages;
-#   6. the torch backend's tests with CUDA tensors (tests/python/torch_test.py
-#      with GW_TEST_DEVICE=cuda, where the backend takes them);
+#   6. the torch backend's tests on CUDA tensors (tests/python/torch_test.py
+#      ops with GW_TEST_DEVICE=cuda: torch 2.x makes every tensor on the GPU);
 #   7. torch.topk on the same size as the kernel table, where python3 has
 #      torch with CUDA; and on one rank the staging pipeline against pinned
 #      copies in both directions at once (target 80% at 64 MiB and up).
@@ -254,23 +254,21 @@ else
 fi
 
 # ---- 6. the torch backend's tests on CUDA tensors -----------------------------------------
-if grep -q 'moves CPU tensors only' python/gradwire/torch.py; then
-    result torch-cuda "NOT RUN" "the torch backend refuses CUDA tensors (issue #31 item 2 not landed)"
-elif [ "$dry" -eq 1 ] || "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+if [ "$dry" -eq 1 ] || "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() and int(torch.__version__.split(".")[0]) >= 2 else 1)' \
         >/dev/null 2>&1; then
     log="$logs/torch-cuda.log"
     GW_TEST_DEVICE=cuda PYTHONPATH="$dir/python${PYTHONPATH:+:$PYTHONPATH}" run torch-cuda 120 \
-        "$dir/gradwire" launch -n 2 --timeout 110 -- "$python" tests/python/torch_test.py >"$log" 2>&1
+        "$dir/gradwire" launch -n 2 --timeout 110 -- "$python" tests/python/torch_test.py ops >"$log" 2>&1
     rc=$?
     if [ "$dry" -eq 0 ]; then
         case $rc in
-        0) result torch-cuda PASS "tests/python/torch_test.py on CUDA tensors, 2 ranks" ;;
+        0) result torch-cuda PASS "tests/python/torch_test.py ops on CUDA tensors, 2 ranks" ;;
         124) result torch-cuda "NOT RUN" "time budget" ;;
         *) tail -20 "$log"; result torch-cuda FAIL "log $log" ;;
         esac
     fi
 else
-    result torch-cuda "NOT RUN" "$python has no torch with CUDA"
+    result torch-cuda "NOT RUN" "$python has no torch 2.x with CUDA"
 fi
 
 # ---- 7. torch.topk, staging against pinned copies -----------------------------------------

@@ -147,6 +147,12 @@ def _first_cuda(tensors):
     return None
 
 
+def _host_only(t, what, calls):
+    """Refuse a CUDA tensor where the backend still works on host copies."""
+    if t.is_cuda:
+        raise ValueError("gradwire backend: %s is on %s; %s take CPU tensors (use .cpu())" % (what, t.device, calls))
+
+
 def _dense_cpu(t, what):
     if t.layout != torch.strided:
         raise TypeError(
@@ -463,6 +469,7 @@ class _Mailbox:
     @staticmethod
     def _bytes(t, what):
         _dense_cpu(t, what)
+        _host_only(t, what, "point-to-point messages")
         if not t.is_contiguous():
             raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
         return t.detach().reshape(-1).view(torch.uint8)
@@ -770,6 +777,7 @@ class ProcessGroupGradwire(_BackendBase):
                     )
         for i, t in enumerate(inputs):
             _dense_cpu(t, "all_gather_coalesced's input %d" % i)
+            _host_only(t, "all_gather_coalesced's input %d" % i, "all_gather_coalesced")
         sizes = [t.numel() * t.element_size() for t in inputs]
         if sum(sizes) == 0:
             return self._done(output_lists)

@@ -158,10 +158,10 @@ static gw_status_t direct_small(gw_comm_t *comm, const void *sendbuf, void *recv
             return st;
     if ((st = wait_round(comm, &r)) != GW_OK || count == 0)
         return st;
-    gw__reduce(recvbuf, slots, slots + bytes, count, dtype, op);
-    for (int j = 2; j < n; j++)
-        gw__reduce(recvbuf, recvbuf, slots + (size_t)j * bytes, count, dtype, op);
-    return GW_OK;
+    st = gw__coll_reduce(comm, recvbuf, slots, slots + bytes, count, dtype, op);
+    for (int j = 2; j < n && st == GW_OK; j++)
+        st = gw__coll_reduce(comm, recvbuf, recvbuf, slots + (size_t)j * bytes, count, dtype, op);
+    return st;
 }
 
 /* Block b: `len` elements from `first`. */
@@ -242,7 +242,8 @@ gw_status_t gw__allreduce_direct(gw_comm_t *comm, const void *sendbuf, void *rec
         for (int j = 0; j < n && len > 0; j++) {
             if (j == rank)
                 continue;
-            gw__reduce(out, acc, SLOT(p, j), len, dtype, op);
+            if ((st = gw__coll_reduce(comm, out, acc, SLOT(p, j), len, dtype, op)) != GW_OK)
+                return st;
             acc = out;
         }
         round_reqs_t *ag = &rr[DEPTH + p % DEPTH];

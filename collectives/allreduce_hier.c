@@ -179,18 +179,23 @@ static gw_status_t post_to_owners(gw_comm_t *comm, const hier_t *h, int p, char 
 }
 
 /* After phase 1 of piece p: our segments reduced with the copies. */
-static void reduce_owned(const hier_t *h, int p, char *buf)
+static gw_status_t reduce_owned(gw_comm_t *comm, const hier_t *h, int p, char *buf)
 {
     const int L = h->nlocal;
     size_t k = 0;
     for (int g = h->local; g < h->nseg; g += L, k++) {
         size_t len = seg_count(h, p, g);
         char *seg = gw__at(buf, seg_off(h, p, g) * h->esize);
-        for (int s = 0; s < L - 1 && len > 0; s++)
-            gw__reduce(seg, seg,
-                       h->incoming + (k * (size_t)(L - 1) + (size_t)s) * h->slot * h->esize, len,
-                       h->dtype, h->op);
+        for (int s = 0; s < L - 1 && len > 0; s++) {
+            gw_status_t st = gw__coll_reduce(comm, seg, seg,
+                                             h->incoming + (k * (size_t)(L - 1) + (size_t)s) *
+                                                               h->slot * h->esize,
+                                             len, h->dtype, h->op);
+            if (st != GW_OK)
+                return st;
+        }
     }
+    return GW_OK;
 }
 
 /* Phase 2 of piece p: the ring of each owned segment's owners across the
@@ -248,7 +253,7 @@ static gw_status_t pipeline(gw_comm_t *comm, hier_t *h, char *buf, req_set_t *in
     if (st == GW_OK)
         st = wait_set(comm, in);
     if (st == GW_OK)
-        reduce_owned(h, 0, buf);
+        st = reduce_owned(comm, h, 0, buf);
     for (int p = 0; st == GW_OK && p < h->npieces; p++) {
         if (p + 1 < h->npieces && (st = post_to_owners(comm, h, p + 1, buf, in)) != GW_OK)
             break;
@@ -258,9 +263,9 @@ static gw_status_t pipeline(gw_comm_t *comm, hier_t *h, char *buf, req_set_t *in
             (st = post_from_owners(comm, h, p, buf, out)) != GW_OK)
             break;
         if (p + 1 < h->npieces) {
-            if ((st = wait_set(comm, in)) != GW_OK)
+            if ((st = wait_set(comm, in)) != GW_OK ||
+                (st = reduce_owned(comm, h, p + 1, buf)) != GW_OK)
                 break;
-            reduce_owned(h, p + 1, buf);
         }
     }
     if (st == GW_OK)

@@ -61,8 +61,9 @@ gw_status_t gw__allreduce_rd(gw_comm_t *comm, const void *sendbuf, void *recvbuf
         gw_request_t *reqs[1] = {&rreq};
         if ((st = gw__p2p_waitall(comm, reqs, 1)) != GW_OK)
             return st;
-        if (count > 0)
-            gw__reduce(recvbuf, cur, peer_data, count, dtype, op);
+        if (count > 0 &&
+            (st = gw__coll_reduce(comm, recvbuf, cur, peer_data, count, dtype, op)) != GW_OK)
+            return st;
         cur = recvbuf;
     }
 
@@ -72,10 +73,11 @@ gw_status_t gw__allreduce_rd(gw_comm_t *comm, const void *sendbuf, void *recvbuf
         if (st != GW_OK)
             return st;
         if (count > 0) {
-            if (rank < partner)
-                gw__reduce(recvbuf, cur, peer_data, count, dtype, op);
-            else
-                gw__reduce(recvbuf, peer_data, cur, count, dtype, op);
+            /* The lower rank's data first, so both ends get the same bits. */
+            st = rank < partner ? gw__coll_reduce(comm, recvbuf, cur, peer_data, count, dtype, op)
+                                : gw__coll_reduce(comm, recvbuf, peer_data, cur, count, dtype, op);
+            if (st != GW_OK)
+                return st;
         }
         cur = recvbuf;
     }

@@ -199,10 +199,11 @@ gw_status_t gw__allreduce_ring_over(gw_comm_t *comm, const int *members, int n, 
             if (rdone.step < g.n - 1) {
                 size_t off, len;
                 chunk_range(&g, recv_block(&g, rdone.step), rdone.chunk, &off, &len);
-                if (len > 0)
-                    gw__reduce(gw__at(g.recvbuf, off * g.esize),
-                               g.slots + (consumed % RING_DEPTH) * g.slot_bytes,
-                               gw__cat(g.sendbuf, off * g.esize), len, dtype, op);
+                if (len > 0 && (st = gw__coll_reduce(
+                                    comm, gw__at(g.recvbuf, off * g.esize),
+                                    g.slots + (consumed % RING_DEPTH) * g.slot_bytes,
+                                    gw__cat(g.sendbuf, off * g.esize), len, dtype, op)) != GW_OK)
+                    return st;
             }
             consumed++;
             cursor_next(&g, &rdone, recv_block);

@@ -211,17 +211,19 @@ static void chunk_range(const dbt_t *g, const half_t *h, size_t c, size_t *off, 
     *len = h->elems - start < g->chunk ? h->elems - start : g->chunk;
 }
 
-static void fold(dbt_t *g, half_t *h, size_t c)
+static gw_status_t fold(dbt_t *g, half_t *h, size_t c)
 {
     size_t off, len;
     chunk_range(g, h, c, &off, &len);
     if (len == 0)
-        return;
+        return GW_OK;
     char *out = gw__at(g->recvbuf, off * g->esize);
     size_t slot = (c % TREE_DEPTH) * h->slot_bytes;
-    gw__reduce(out, gw__cat(g->sendbuf, off * g->esize), h->slots[0] + slot, len, g->dtype, g->op);
-    if (h->node.nkids == 2)
-        gw__reduce(out, out, h->slots[1] + slot, len, g->dtype, g->op);
+    gw_status_t st = gw__coll_reduce(g->comm, out, gw__cat(g->sendbuf, off * g->esize),
+                                     h->slots[0] + slot, len, g->dtype, g->op);
+    if (st == GW_OK && h->node.nkids == 2)
+        st = gw__coll_reduce(g->comm, out, out, h->slots[1] + slot, len, g->dtype, g->op);
+    return st;
 }
 
 /* Post everything of half h that is ready and whose turn it is. */
@@ -368,7 +370,8 @@ gw_status_t gw__allreduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvb
             half_t *h = &g.h[t];
             while (h->reduced < h->nchunks && h->up_in[0].w.done > h->reduced &&
                    (h->node.nkids < 2 || h->up_in[1].w.done > h->reduced)) {
-                fold(&g, h, h->reduced++);
+                if ((st = fold(&g, h, h->reduced++)) != GW_OK)
+                    return st;
                 moved = 1;
             }
             if ((st = post_ready(&g, h, &moved)) != GW_OK)

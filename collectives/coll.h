@@ -25,6 +25,17 @@
 #include "collectives/comm/comm.h"
 #include "collectives/msg/p2p.h"
 #include "collectives/reduce_kernels.h"
+
+struct gw_comm;
+/* Every algorithm's reductions (collectives/device/device_reduce.c): out =
+ * a OP b as gw__reduce, and buf /= nranks as gw__reduce_finish_avg, by the
+ * CPU for host buffers and by the copy engine's device kernels while a
+ * call on device buffers runs. An engine failure fails the communicator
+ * and is returned. */
+gw_status_t gw__coll_reduce(struct gw_comm *comm, void *out, const void *a, const void *b,
+                            size_t count, gw_dtype_t dtype, gw_op_t op);
+gw_status_t gw__coll_finish_avg(struct gw_comm *comm, void *buf, size_t count, gw_dtype_t dtype,
+                                int nranks);
 #include "gradwire.h"
 
 /* base + off without forming NULL + 0 (count 0 calls may pass NULL). */

@@ -81,8 +81,11 @@ gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *
                     gw__ring_rank(comm, (int)(((size_t)pos + 2 * (size_t)n - s - 2) % (size_t)n));
                 const char *own = b == rank ? gw__cat(own_block, first * esize)
                                             : gw__cat(sendbuf, ((size_t)b * m + first) * esize);
-                gw__reduce(gw__at(recvbuf, first * esize), slots + (reduced % DEPTH) * slot_bytes,
-                           own, len, dtype, op);
+                gw_status_t rst =
+                    gw__coll_reduce(comm, gw__at(recvbuf, first * esize),
+                                    slots + (reduced % DEPTH) * slot_bytes, own, len, dtype, op);
+                if (rst != GW_OK)
+                    return rst;
             }
             reduced++;
             moved = 1;

@@ -90,7 +90,10 @@ gw_status_t gw__reduce_tree(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                 const char *own = gw__cat(sendbuf, first * esize);
                 for (int k = 0; k < nkids; k++) {
                     const char *kid = slots + (size_t)k * DEPTH * slot_bytes + slot;
-                    gw__reduce(dst, k == 0 ? own : dst, kid, len, dtype, op);
+                    gw_status_t rst =
+                        gw__coll_reduce(comm, dst, k == 0 ? own : dst, kid, len, dtype, op);
+                    if (rst != GW_OK)
+                        return rst;
                 }
             }
             reduced++;

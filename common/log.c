@@ -183,13 +183,18 @@ void gw__log_record_slot(gw_log_slot_t *slot, const char *msg)
     if (!slot)
         return;
     slot_lock(slot);
-    snprintf(slot->msg, sizeof(slot->msg), "%s", msg);
+    /* A longer message keeps its start, marked as cut (the return value is
+     * checked, which is also what tells -Wformat-truncation the cut is
+     * meant). */
+    if (snprintf(slot->msg, sizeof(slot->msg), "%s", msg) >= (int)sizeof(slot->msg))
+        memcpy(slot->msg + sizeof(slot->msg) - 4, "...", 4);
     atomic_store(&slot->busy, 0);
 }
 
 void gw__log_record_error(gw_log_slot_t *slot, const char *msg)
 {
-    snprintf(tls_last_error, sizeof(tls_last_error), "%s", msg);
+    if (snprintf(tls_last_error, sizeof(tls_last_error), "%s", msg) >= (int)sizeof(tls_last_error))
+        memcpy(tls_last_error + sizeof(tls_last_error) - 4, "...", 4);
     gw__log_record_slot(slot, msg);
 }
 

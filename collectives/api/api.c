@@ -308,7 +308,7 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
             return gw__comm_fail(comm, st);
     }
     if (op == GW_AVG && (!rule->recv_root_only || is_root))
-        gw__reduce_finish_avg(a->recvbuf, a->count, a->dtype, comm->size);
+        return gw__coll_finish_avg(comm, a->recvbuf, a->count, a->dtype, comm->size);
     return GW_OK;
 }
 

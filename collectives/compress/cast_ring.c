@@ -64,7 +64,9 @@ static gw_status_t ring(gw__cz_call_t *call, const gw__cz_cast_t *cast, uint16_t
         if (st != GW_OK)
             return st;
         /* The incoming partial sum first. */
-        gw__reduce(h + rb * blk, tmp, h + rb * blk, blk, cast->dtype, GW_SUM);
+        if ((st = gw__coll_reduce(comm, h + rb * blk, tmp, h + rb * blk, blk, cast->dtype,
+                                  GW_SUM)) != GW_OK)
+            return st;
         call->decode_ns += gw__cz_now() - t1;
     }
     return gw__cz_allgather(call, h + (size_t)r * blk, all, bytes);

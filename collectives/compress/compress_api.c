@@ -143,7 +143,8 @@ static gw_status_t run_dense(gw__cz_call_t *call)
     if (st != GW_OK)
         return st;
     int64_t t0 = gw__cz_now();
-    gw__reduce_finish_avg(call->out, call->count, GW_FLOAT32, call->n);
+    if ((st = gw__coll_finish_avg(comm, call->out, call->count, GW_FLOAT32, call->n)) != GW_OK)
+        return st;
     if (call->count)
         memset(call->x, 0, call->count * sizeof(float)); /* everything was sent */
     call->decode_ns += gw__cz_now() - t0;

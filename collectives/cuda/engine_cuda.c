@@ -14,15 +14,39 @@
  * so staging copies do not serialise with the application's legacy default
  * stream; events are created without timing. Errors keep the CUDA error's
  * name and text for the caller to log.
+ *
+ * Reductions (reduce, finish_avg) are the project's kernels
+ * (collectives/cuda/reduce.cu, bitwise the CPU's) on the caller's stream.
+ * Pinned host memory (cudaHostAlloc: the staging slots, where the wire's
+ * data lands) is read and written by the kernel in place, mapped into the
+ * device through unified addressing, so no separate copy sits on the
+ * path; ordinary (pageable) host memory, which a kernel cannot reach, goes
+ * through device scratch with stream-ordered copies on the same stream.
+ * dmabuf_fd exports device memory for GPUDirect RDMA through the driver's
+ * cuMemGetHandleForAddressRange, found with cudaGetDriverEntryPointByVersion
+ * so that the plugin still links only the runtime.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include "collectives/cuda/cuda_kernels.h"
 #include "collectives/device/copy_engine.h"
+/* GW_CUDA_KERNELS: the kernels were built (nvcc found); without them the
+ * table has no reduce, and device buffers are reduced by the CPU on their
+ * pinned copies, as before the kernels. */
 
 typedef struct cuda_engine {
     char err[200];
+    /* Device scratch for pageable operands (reduce): a, b, out. One
+     * stream's reductions use it in stream order; set_device frees it when
+     * the device changes. */
+    void *scratch[3];
+    size_t scratch_len;
+    int scratch_dev;
 } cuda_engine_t;
 
 static gw_status_t fail(cuda_engine_t *e, cudaError_t rc, const char *call)
@@ -70,9 +94,22 @@ static gw_status_t device_name(void *eng, int device, char *buf, size_t cap)
     return GW_OK;
 }
 
+static void free_scratch(cuda_engine_t *e)
+{
+    for (int i = 0; i < 3; i++) {
+        if (e->scratch[i])
+            cudaFree(e->scratch[i]);
+        e->scratch[i] = NULL;
+    }
+    e->scratch_len = 0;
+}
+
 static gw_status_t set_device(void *eng, int device)
 {
-    CALL((cuda_engine_t *)eng, cudaSetDevice(device));
+    cuda_engine_t *e = eng;
+    CALL(e, cudaSetDevice(device));
+    if (e->scratch_len && e->scratch_dev != device)
+        free_scratch(e);
     return GW_OK;
 }
 
@@ -162,9 +199,174 @@ static gw_status_t stream_wait_event(void *eng, void *stream, void *event)
     return GW_OK;
 }
 
+#ifdef GW_CUDA_KERNELS
+/* Memory a kernel can reach as it is: device, managed or pinned host
+ * memory (unified addressing maps pinned memory into every device). */
+static int kernel_reaches(const void *ptr)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ||
+           a.type == cudaMemoryTypeHost;
+}
+
+static gw_status_t scratch(cuda_engine_t *e, size_t len)
+{
+    if (e->scratch_len >= len)
+        return GW_OK;
+    /* Frees wait for the device, so earlier reductions have used the old
+     * scratch by then. */
+    free_scratch(e);
+    int dev = 0;
+    CALL(e, cudaGetDevice(&dev));
+    for (int i = 0; i < 3; i++)
+        CALL(e, cudaMalloc(&e->scratch[i], len));
+    e->scratch_len = len;
+    e->scratch_dev = dev;
+    return GW_OK;
+}
+
+/* Element sizes, kept here: the plugin calls nothing in libgradwire (which
+ * an application may have opened with RTLD_LOCAL, hiding its symbols). */
+static size_t elem_size(gw_dtype_t dtype)
+{
+    switch (dtype) {
+    case GW_FLOAT64:
+    case GW_INT64:
+        return 8;
+    case GW_FLOAT32:
+    case GW_INT32:
+        return 4;
+    case GW_FLOAT16:
+    case GW_BFLOAT16:
+        return 2;
+    case GW_INT8:
+    case GW_UINT8:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static gw_status_t kernel_failed(cuda_engine_t *e, gw_status_t st, const char *what, size_t count,
+                                 gw_dtype_t dtype)
+{
+    cudaError_t rc = cudaGetLastError();
+    snprintf(e->err, sizeof(e->err), "%s of %zu elements (dtype %d): %s (%s)", what, count,
+             (int)dtype, cudaGetErrorName(rc), cudaGetErrorString(rc));
+    return st;
+}
+
+static gw_status_t reduce(void *eng, void *out, const void *a, const void *b, size_t count,
+                          gw_dtype_t dtype, gw_op_t op, void *stream)
+{
+    cuda_engine_t *e = eng;
+    size_t len = count * elem_size(dtype);
+    cudaStream_t s = (cudaStream_t)stream;
+    int ra = kernel_reaches(a), rb = kernel_reaches(b), ro = kernel_reaches(out);
+    gw_status_t st;
+    if ((!ra || !rb || !ro) && (st = scratch(e, len)) != GW_OK)
+        return st;
+    const void *ka = a, *kb = b;
+    void *ko = out;
+    if (!ra) {
+        CALL(e, cudaMemcpyAsync(e->scratch[0], a, len, cudaMemcpyHostToDevice, s));
+        ka = e->scratch[0];
+    }
+    if (!rb) {
+        CALL(e, cudaMemcpyAsync(e->scratch[1], b, len, cudaMemcpyHostToDevice, s));
+        kb = e->scratch[1];
+    }
+    if (!ro)
+        ko = out == a ? (void *)ka : out == b ? (void *)kb : e->scratch[2];
+    if ((st = gw__cuda_reduce(ko, ka, kb, count, dtype, op, stream)) != GW_OK)
+        return kernel_failed(e, st, "gw__cuda_reduce", count, dtype);
+    if (!ro)
+        CALL(e, cudaMemcpyAsync(out, ko, len, cudaMemcpyDeviceToHost, s));
+    return GW_OK;
+}
+
+static gw_status_t finish_avg(void *eng, void *buf, size_t count, gw_dtype_t dtype, int nranks,
+                              void *stream)
+{
+    cuda_engine_t *e = eng;
+    size_t len = count * elem_size(dtype);
+    cudaStream_t s = (cudaStream_t)stream;
+    void *k = buf;
+    gw_status_t st;
+    if (!kernel_reaches(buf)) {
+        if ((st = scratch(e, len)) != GW_OK)
+            return st;
+        k = e->scratch[2];
+        CALL(e, cudaMemcpyAsync(k, buf, len, cudaMemcpyHostToDevice, s));
+    }
+    if ((st = gw__cuda_reduce_finish_avg(k, count, dtype, nranks, stream)) != GW_OK)
+        return kernel_failed(e, st, "gw__cuda_reduce_finish_avg", count, dtype);
+    if (k != buf)
+        CALL(e, cudaMemcpyAsync(buf, k, len, cudaMemcpyDeviceToHost, s));
+    return GW_OK;
+}
+#endif
+
+typedef CUresult (*get_handle_fn)(void *handle, CUdeviceptr dptr, size_t size,
+                                  CUmemRangeHandleType type, unsigned long long flags);
+
+static gw_status_t dmabuf_fd(void *eng, const void *ptr, size_t len, int *fd, uint64_t *offset)
+{
+    cuda_engine_t *e = eng;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess || a.type != cudaMemoryTypeDevice) {
+        (void)cudaGetLastError();
+        snprintf(e->err, sizeof(e->err), "%p is not CUDA device memory", ptr);
+        return GW_ERR_UNSUPPORTED;
+    }
+    int supported = 0;
+    if (cudaDeviceGetAttribute(&supported,
+                               (enum cudaDeviceAttr)CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+                               a.device) != cudaSuccess ||
+        !supported) {
+        (void)cudaGetLastError();
+        snprintf(e->err, sizeof(e->err),
+                 "device %d does not support dmabuf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: "
+                 "driver or kernel too old, or the open kernel module is not in use)",
+                 a.device);
+        return GW_ERR_UNSUPPORTED;
+    }
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 11070,
+                                         cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn) {
+        (void)cudaGetLastError();
+        snprintf(e->err, sizeof(e->err), "the CUDA driver has no cuMemGetHandleForAddressRange");
+        return GW_ERR_UNSUPPORTED;
+    }
+    /* The range must be page aligned: export the pages around it. */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)ptr + len + page - 1) & ~(page - 1);
+    int h = -1;
+    CUresult rc =
+        ((get_handle_fn)fn)(&h, (CUdeviceptr)lo, hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (rc != CUDA_SUCCESS || h < 0) {
+        snprintf(e->err, sizeof(e->err), "cuMemGetHandleForAddressRange: CUresult %d", (int)rc);
+        return GW_ERR_UNSUPPORTED;
+    }
+    *fd = h;
+    *offset = (uint64_t)((uintptr_t)ptr - lo);
+    return GW_OK;
+}
+
 static const char *error(void *eng) { return ((cuda_engine_t *)eng)->err; }
 
-static void destroy(void *eng) { free(eng); }
+static void destroy(void *eng)
+{
+    free_scratch(eng);
+    free(eng);
+}
 
 static const gw_copy_engine_ops_t cuda_engine_ops = {
     .size = sizeof(gw_copy_engine_ops_t),
@@ -187,6 +389,11 @@ static const gw_copy_engine_ops_t cuda_engine_ops = {
     .stream_wait_event = stream_wait_event,
     .error = error,
     .destroy = destroy,
+#ifdef GW_CUDA_KERNELS
+    .reduce = reduce,
+    .finish_avg = finish_avg,
+#endif
+    .dmabuf_fd = dmabuf_fd,
 };
 
 __attribute__((visibility("default"))) gw_status_t

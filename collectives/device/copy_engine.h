@@ -26,6 +26,7 @@
 #define GW_COLLECTIVES_DEVICE_COPY_ENGINE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gradwire.h"
 
@@ -63,6 +64,26 @@ typedef struct gw_copy_engine_ops {
     /* The last failure, in one line; never NULL. */
     const char *(*error)(void *eng);
     void (*destroy)(void *eng);
+    /* Reductions of device buffers run here, not on the host CPU
+     * (device_reduce.c): out[i] = a[i] OP b[i] for count elements, queued
+     * on stream, bitwise gw__reduce (collectives/reduce_kernels.h: a's NaN
+     * first, wrapping integers, halves rounded once). Each pointer is
+     * device memory or host memory, pinned or not: the engine reaches host
+     * operands itself (the CUDA engine reads pinned memory mapped into the
+     * device, and copies ordinary memory through device scratch on the
+     * same stream). out may alias a or b exactly. Done once an event
+     * recorded on stream after it completed. */
+    gw_status_t (*reduce)(void *eng, void *out, const void *a, const void *b, size_t count,
+                          gw_dtype_t dtype, gw_op_t op, void *stream);
+    /* buf[i] /= nranks, bitwise gw__reduce_finish_avg, queued on stream. */
+    gw_status_t (*finish_avg)(void *eng, void *buf, size_t count, gw_dtype_t dtype, int nranks,
+                              void *stream);
+    /* GPUDirect RDMA (transport/ib/ib_dmabuf.c): a dmabuf file descriptor
+     * exporting the device memory [ptr, ptr + len) (the caller closes it)
+     * and ptr's offset in it (cuMemGetHandleForAddressRange). Memory that
+     * cannot be exported (host memory, no driver support) is
+     * GW_ERR_UNSUPPORTED, error() saying why. */
+    gw_status_t (*dmabuf_fd)(void *eng, const void *ptr, size_t len, int *fd, uint64_t *offset);
 } gw_copy_engine_ops_t;
 
 /* An engine: its table and its own state. */
@@ -89,7 +110,10 @@ typedef enum gw_host_op {
     GW_HOST_DONE_D2H,
     GW_HOST_DONE_H2D,
     GW_HOST_RECORD,
-    GW_HOST_EVENT_DONE
+    GW_HOST_EVENT_DONE,
+    GW_HOST_ISSUE_REDUCE, /* len: the bytes of one operand (count x element size) */
+    GW_HOST_DONE_REDUCE,
+    GW_HOST_DMABUF /* an export asked for; len: the range's bytes */
 } gw_host_op_t;
 
 typedef struct gw_host_log_entry {
@@ -105,6 +129,11 @@ typedef struct gw_host_engine_opts {
     /* Fail the n-th copy (1-based, D2H and H2D counted together) when it is
      * performed; 0: none fails. */
     int fail_copy;
+    /* Fail the n-th reduction (reduce or finish_avg) when it runs; 0: none. */
+    int fail_reduce;
+    /* dmabuf_fd exports declared device memory (a memfd standing in for
+     * the GPU's dmabuf); 0: it refuses, as a driver without dmabuf does. */
+    int dmabuf;
 } gw_host_engine_opts_t;
 
 /* A host engine (heap-allocated; freed by its table's destroy). */
@@ -116,5 +145,7 @@ gw_status_t gw__host_engine_declare(gw_copy_engine_t *eng, const void *ptr, size
 void gw__host_engine_log(gw_copy_engine_t *eng, const gw_host_log_entry_t **entries, size_t *n);
 /* Pinned blocks currently allocated (a leak check for tests). */
 size_t gw__host_engine_live_allocs(gw_copy_engine_t *eng);
+/* Pinned blocks allocated so far, freed or not (a reuse check). */
+size_t gw__host_engine_allocs(gw_copy_engine_t *eng);
 
 #endif

@@ -23,6 +23,11 @@
 struct gw_comm;
 struct gw_handle;
 
+/* Pinned message buffers kept for reuse by point-to-point (staging_p2p.c),
+ * and the smallest one made (bytes). */
+#define GW_P2P_POOL 8
+#define GW_P2P_POOL_MIN (64u << 10)
+
 /* Chunks in flight in the chunked pipeline (staging_chunked.c). */
 #define GW_STAGE_SLOTS 3
 /* GW_CUDA_CHUNK's default and bounds (bytes). */
@@ -49,6 +54,19 @@ typedef struct gw_device {
     size_t slot_len;
     void *whole[2]; /* whole-buffer staging (staging_whole.c) */
     size_t whole_len[2];
+    /* A reducing call on device buffers is running (device_reduce.c): its
+     * reductions go to the engine, on the caller's stream, and ev_reduce
+     * marks their end. */
+    int reducing;
+    int reduce_on_host; /* GW_CUDA_REDUCE=host: the CPU reduces the pinned copies */
+    void *ev_reduce;
+    uint64_t engine_reduces; /* reductions the engine ran ... */
+    uint64_t cpu_reduces;    /* ... and the CPU ran, once this state exists (tests) */
+    struct {
+        void *p; /* NULL: an empty place */
+        size_t cap;
+        int busy; /* a message in flight uses it */
+    } pool[GW_P2P_POOL];
 } gw_device_t;
 
 /* The root's device state, created on first use (GW_ERR_NO_MEMORY, or
@@ -70,8 +88,9 @@ gw_status_t gw__device_where(struct gw_comm *comm, const void *ptr, int *dev);
  * gw__device_where; the communicator is then failed (and peers told). */
 gw_status_t gw__device_prepare(struct gw_comm *comm, struct gw_handle *call);
 
-/* The staged executor: chunked for allreduce, broadcast and reduce
- * (staging_chunked.c), the whole buffer for the rest (staging_whole.c). */
+/* The staged executor: chunked for allreduce, broadcast, reduce,
+ * allgather and reduce-scatter (staging_chunked.c), the whole buffer for
+ * the rest (staging_whole.c). */
 gw_status_t gw__staged_execute(struct gw_comm *comm, const struct gw_handle *h);
 gw_status_t gw__staged_chunked(struct gw_comm *comm, const struct gw_handle *h);
 gw_status_t gw__staged_whole(struct gw_comm *comm, const struct gw_handle *h);
@@ -85,6 +104,10 @@ gw_status_t gw__device_pinned(struct gw_comm *comm, gw_device_t *d, int which, s
                               void **out);
 gw_status_t gw__device_engine_fail(struct gw_comm *comm, gw_device_t *d, gw_status_t st,
                                    const char *what);
+
+/* Run h's host executor with its reductions on the device (reducing set
+ * around it). */
+gw_status_t gw__device_reduce_run(struct gw_comm *comm, gw_device_t *d, const struct gw_handle *h);
 
 /* A copy of len bytes between device and host, waited for. */
 gw_status_t gw__device_copy_sync(struct gw_comm *comm, void *dst, const void *src, size_t len,
@@ -101,6 +124,8 @@ gw_status_t gw__device_p2p_stage(struct gw_comm *comm, int is_send, void *buf, s
 gw_status_t gw__device_p2p_unstage(struct gw_comm *comm, int is_send, void *dst, void *pinned,
                                    size_t nbytes, gw_status_t st);
 void gw__device_p2p_release(struct gw_comm *comm, void *pinned);
+/* Free the pool's buffers (the engine is going away). */
+void gw__device_p2p_pool_free(gw_device_t *d);
 
 /* Tests: give the communicator (its root) this engine, which it owns from
  * now on (destroyed with it); replaces any other. Not thread-safe: before

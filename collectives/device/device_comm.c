@@ -34,13 +34,17 @@ gw_status_t gw__device_state(gw_comm_t *comm, gw_device_t **out)
         return GW_OK;
     }
     long chunk;
+    int where;
     gw_status_t st = gw__env_int(&root->log, GW_ENV_CUDA_CHUNK, &chunk);
+    if (st == GW_OK)
+        st = gw__env_choice(&root->log, GW_ENV_CUDA_REDUCE, &where);
     if (st != GW_OK)
         return st;
     gw_device_t *d = calloc(1, sizeof(*d));
     if (!d)
         return GW_ERR_NO_MEMORY;
     d->chunk_bytes = (size_t)chunk;
+    d->reduce_on_host = where == 1;
     d->cur_device = -1;
     root->device = d;
     *out = d;
@@ -59,6 +63,8 @@ static void free_staging(gw_device_t *d)
         o->stream_destroy(e, d->h2d_stream);
     if (d->ev_user)
         o->event_destroy(e, d->ev_user);
+    if (d->ev_reduce)
+        o->event_destroy(e, d->ev_reduce);
     for (int i = 0; i < GW_STAGE_SLOTS; i++) {
         if (d->ev_d2h[i])
             o->event_destroy(e, d->ev_d2h[i]);
@@ -72,7 +78,7 @@ static void free_staging(gw_device_t *d)
         d->whole[i] = NULL;
         d->whole_len[i] = 0;
     }
-    d->d2h_stream = d->h2d_stream = d->ev_user = NULL;
+    d->d2h_stream = d->h2d_stream = d->ev_user = d->ev_reduce = NULL;
     d->slot_len = 0;
     d->cur_device = -1;
 }
@@ -80,6 +86,7 @@ static void free_staging(gw_device_t *d)
 static void release_engine(gw_device_t *d)
 {
     free_staging(d);
+    gw__device_p2p_pool_free(d);
     if (d->engine.ops)
         d->engine.ops->destroy(d->engine.impl);
     d->engine.ops = NULL;
@@ -218,6 +225,8 @@ gw_status_t gw__staged_execute(gw_comm_t *comm, const gw_handle_t *h)
     case GW_COLL_ALLREDUCE:
     case GW_COLL_BROADCAST:
     case GW_COLL_REDUCE:
+    case GW_COLL_ALLGATHER:
+    case GW_COLL_REDUCE_SCATTER:
         return gw__staged_chunked(comm, h);
     default:
         return gw__staged_whole(comm, h);
@@ -246,7 +255,8 @@ gw_status_t gw__device_streams(gw_comm_t *comm, gw_device_t *d, int dev)
     free_staging(d); /* another device: its streams and memory are its own */
     if ((st = o->stream_create(e, &d->d2h_stream)) != GW_OK ||
         (st = o->stream_create(e, &d->h2d_stream)) != GW_OK ||
-        (st = o->event_create(e, &d->ev_user)) != GW_OK)
+        (st = o->event_create(e, &d->ev_user)) != GW_OK ||
+        (st = o->event_create(e, &d->ev_reduce)) != GW_OK)
         goto fail;
     for (int i = 0; i < GW_STAGE_SLOTS; i++)
         if ((st = o->event_create(e, &d->ev_d2h[i])) != GW_OK ||

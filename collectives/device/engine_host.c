@@ -18,16 +18,28 @@
  *
  * opts.fail_copy makes the n-th copy fail when it runs; the event behind
  * it then reports GW_ERR_SYSTEM with an error naming the copy.
+ *
+ * Reductions (reduce, finish_avg) are queued and deferred like copies and
+ * computed, when their stream runs, by the CPU kernels themselves
+ * (gw__reduce, gw__reduce_finish_avg): the stand-in for the CUDA kernels,
+ * which are bitwise those (checked on a GPU by tests/cuda). A caller that
+ * reads a reduction's output before waiting for an event behind it reads
+ * the old data; one that reduced on the host instead leaves no reduction
+ * in the log. dmabuf_fd exports declared device memory as a memfd when
+ * opts.dmabuf is set, and refuses otherwise, naming why, as a driver
+ * without dmabuf support does.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "collectives/device/copy_engine.h"
+#include "collectives/reduce_kernels.h"
 
-enum { OP_D2H, OP_H2D, OP_RECORD, OP_WAIT };
+enum { OP_D2H, OP_H2D, OP_RECORD, OP_WAIT, OP_REDUCE, OP_AVG };
 
 struct host_event;
 
@@ -38,6 +50,11 @@ typedef struct host_op {
     size_t len;
     struct host_event *ev; /* RECORD, WAIT */
     uint64_t gen;          /* RECORD: the record it completes; WAIT: the one it waits for */
+    const void *b;         /* REDUCE: the second operand (src is the first) */
+    size_t count;          /* REDUCE, AVG */
+    gw_dtype_t dtype;
+    gw_op_t op;
+    int nranks; /* AVG */
 } host_op_t;
 
 typedef struct host_stream {
@@ -65,8 +82,10 @@ typedef struct host_engine {
     gw_host_engine_opts_t opts;
     host_region_t regions[64];
     int nregions;
-    int copies; /* performed so far */
+    int copies;  /* performed so far */
+    int reduces; /* reductions performed so far */
     size_t live_allocs;
+    size_t allocs; /* every host_alloc so far */
     gw_host_log_entry_t *log;
     size_t nlog, caplog;
     char err[160];
@@ -119,6 +138,24 @@ static void run_op(host_engine_t *e, host_stream_t *s, host_op_t *op)
             memcpy(op->dst, op->src, op->len);
             log_op(e, op->kind == OP_D2H ? GW_HOST_DONE_D2H : GW_HOST_DONE_H2D, op->dst, op->src,
                    op->len);
+        }
+        break;
+    case OP_REDUCE:
+    case OP_AVG:
+        e->reduces++;
+        if (s->failed == GW_OK && e->opts.fail_reduce == e->reduces) {
+            snprintf(e->err, sizeof(e->err), "host engine: reduction #%d failed (injected)",
+                     e->reduces);
+            s->failed = GW_ERR_SYSTEM;
+        }
+        if (op->kind == OP_AVG) {
+            if (s->failed == GW_OK)
+                gw__reduce_finish_avg(op->dst, op->count, op->dtype, op->nranks);
+            break;
+        }
+        if (s->failed == GW_OK) {
+            gw__reduce(op->dst, op->src, op->b, op->count, op->dtype, op->op);
+            log_op(e, GW_HOST_DONE_REDUCE, op->dst, op->src, op->len);
         }
         break;
     case OP_RECORD:
@@ -195,6 +232,7 @@ static gw_status_t host_alloc(void *eng, size_t len, void **out)
     }
     pthread_mutex_lock(&e->lock);
     e->live_allocs++;
+    e->allocs++;
     pthread_mutex_unlock(&e->lock);
     *out = p;
     return GW_OK;
@@ -255,6 +293,81 @@ static gw_status_t copy_d2h(void *eng, void *dst, const void *src, size_t len, v
 static gw_status_t copy_h2d(void *eng, void *dst, const void *src, size_t len, void *stream)
 {
     return copy(eng, OP_H2D, dst, src, len, stream);
+}
+
+/* A reduction on stream (NULL: the idle default stream, so at once). */
+static gw_status_t queue_math(host_engine_t *e, host_op_t op, host_stream_t *s)
+{
+    pthread_mutex_lock(&e->lock);
+    gw_status_t st = GW_OK;
+    if (op.kind == OP_REDUCE)
+        log_op(e, GW_HOST_ISSUE_REDUCE, op.dst, op.src, op.len);
+    if (s)
+        st = push(e, s, op);
+    else {
+        host_stream_t now = {0};
+        run_op(e, &now, &op);
+        st = now.failed;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+static gw_status_t reduce(void *eng, void *out, const void *a, const void *b, size_t count,
+                          gw_dtype_t dtype, gw_op_t op, void *stream)
+{
+    host_engine_t *e = eng;
+    size_t esize = gw_dtype_size(dtype);
+    if (esize == 0 || (unsigned)op >= GW_OP_COUNT) {
+        snprintf(e->err, sizeof(e->err), "host engine: reduce of dtype %d, op %d refused",
+                 (int)dtype, (int)op);
+        return GW_ERR_INVALID_ARG;
+    }
+    return queue_math(e,
+                      (host_op_t){.kind = OP_REDUCE,
+                                  .dst = out,
+                                  .src = a,
+                                  .b = b,
+                                  .len = count * esize,
+                                  .count = count,
+                                  .dtype = dtype,
+                                  .op = op},
+                      stream);
+}
+
+static gw_status_t finish_avg(void *eng, void *buf, size_t count, gw_dtype_t dtype, int nranks,
+                              void *stream)
+{
+    return queue_math(
+        eng,
+        (host_op_t){.kind = OP_AVG, .dst = buf, .count = count, .dtype = dtype, .nranks = nranks},
+        stream);
+}
+
+static gw_status_t dmabuf_fd(void *eng, const void *ptr, size_t len, int *fd, uint64_t *offset)
+{
+    host_engine_t *e = eng;
+    int dev = -1;
+    pointer_device(eng, ptr, &dev);
+    pthread_mutex_lock(&e->lock);
+    log_op(e, GW_HOST_DMABUF, NULL, ptr, len);
+    pthread_mutex_unlock(&e->lock);
+    if (dev < 0) {
+        snprintf(e->err, sizeof(e->err), "host engine: %p is not device memory", ptr);
+        return GW_ERR_UNSUPPORTED;
+    }
+    if (!e->opts.dmabuf) {
+        snprintf(e->err, sizeof(e->err),
+                 "host engine: dmabuf export refused (CUDA_ERROR_NOT_SUPPORTED stand-in)");
+        return GW_ERR_UNSUPPORTED;
+    }
+    *fd = memfd_create("gw-host-dmabuf", MFD_CLOEXEC);
+    if (*fd < 0) {
+        snprintf(e->err, sizeof(e->err), "host engine: memfd_create failed");
+        return GW_ERR_SYSTEM;
+    }
+    *offset = 0;
+    return GW_OK;
 }
 
 static gw_status_t event_create(void *eng, void **out)
@@ -378,6 +491,9 @@ static const gw_copy_engine_ops_t host_engine_ops = {
     .stream_wait_event = stream_wait_event,
     .error = error,
     .destroy = destroy,
+    .reduce = reduce,
+    .finish_avg = finish_avg,
+    .dmabuf_fd = dmabuf_fd,
 };
 
 gw_status_t gw__host_engine_create(const gw_host_engine_opts_t *opts, gw_copy_engine_t *out)
@@ -417,4 +533,9 @@ void gw__host_engine_log(gw_copy_engine_t *eng, const gw_host_log_entry_t **entr
 size_t gw__host_engine_live_allocs(gw_copy_engine_t *eng)
 {
     return ((host_engine_t *)eng->impl)->live_allocs;
+}
+
+size_t gw__host_engine_allocs(gw_copy_engine_t *eng)
+{
+    return ((host_engine_t *)eng->impl)->allocs;
 }

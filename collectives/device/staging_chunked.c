@@ -1,17 +1,27 @@
 /*
- * staging_chunked.c - allreduce, broadcast and reduce of device buffers,
- * through pinned host memory in chunks whose copies overlap the network.
+ * staging_chunked.c - allreduce, broadcast, reduce, allgather and
+ * reduce-scatter of device buffers, through pinned host memory in chunks
+ * whose copies overlap the network, the reductions on the device.
  *
  * The buffer is cut into chunks of GW_CUDA_CHUNK bytes (the last one
- * shorter; a buffer smaller than one chunk is one chunk). Each chunk goes
- * through one of GW_STAGE_SLOTS pinned slots:
+ * shorter; a buffer smaller than one chunk is one chunk). Allgather and
+ * reduce-scatter have one block per rank on one side (the receive buffer
+ * of an allgather, the send buffer of a reduce-scatter): chunk k is then
+ * piece k of every block, packed block after block in the slot, so that
+ * it is a smaller call of the same kind (count = the piece's length), and
+ * the piece is GW_CUDA_CHUNK / ranks bytes so a slot stays about two
+ * chunks. Each chunk goes through one of GW_STAGE_SLOTS pinned slots:
  *
  *   1. a device-to-host copy of the chunk's input into the slot, on the
  *      D2H stream, which first waits for the caller's stream (so the kernel
  *      that produced the data has finished), then an event;
- *   2. once that event is done, the host collective on the slot, in place:
- *      a collective of its own on the wire (its own sequence number), the
- *      same algorithm code as for host buffers;
+ *   2. once that event is done, the host collective on the slot (in place
+ *      for allreduce, broadcast and reduce; send and receive halves for
+ *      the others): a collective of its own on the wire (its own sequence
+ *      number), the same algorithm code as for host buffers, but with its
+ *      reductions run by the device's kernels on the caller's stream
+ *      (device_reduce.c), reading the pinned slot, so the host only moves
+ *      the bytes;
  *   3. a host-to-device copy of the slot to the chunk's output, on the H2D
  *      stream, and an event.
  *
@@ -46,14 +56,24 @@ typedef struct chunked {
     char *out;      /* output (NULL: none on this rank) */
     int in_dev, out_dev;
     size_t esize, chunk_elems, nchunks;
+    size_t count;                    /* elements per block */
+    int in_blocks;                   /* blocks of the input (1, or ranks for reduce-scatter) */
+    int out_blocks;                  /* ... of the output (1, or ranks for allgather) */
+    size_t recv_off;                 /* the receive half's offset in a slot (0: in place) */
     int h2d_pending[GW_STAGE_SLOTS]; /* the slot's last H2D not yet waited for */
     int d2h_pending[GW_STAGE_SLOTS];
 } chunked_t;
 
 static size_t chunk_len(const chunked_t *c, size_t k)
 {
-    size_t first = k * c->chunk_elems, n = c->h->args.count - first;
+    size_t first = k * c->chunk_elems, n = c->count - first;
     return (n < c->chunk_elems ? n : c->chunk_elems) * c->esize;
+}
+
+/* Where block j's piece of chunk k lies in a user buffer. */
+static size_t piece_at(const chunked_t *c, int j, size_t k)
+{
+    return ((size_t)j * c->count + k * c->chunk_elems) * c->esize;
 }
 
 /* Start chunk k's way down into its slot. */
@@ -69,13 +89,18 @@ static gw_status_t issue_down(chunked_t *c, size_t k)
     }
     if (!c->in)
         return GW_OK;
-    const char *src = c->in + k * c->chunk_elems * c->esize;
     size_t len = chunk_len(c, k);
-    if (c->in_dev < 0) {
-        memcpy(c->d->slot[s], src, len);
-        return GW_OK;
+    char *slot = c->d->slot[s];
+    st = GW_OK;
+    for (int j = 0; j < c->in_blocks && st == GW_OK; j++) {
+        const char *src = c->in + piece_at(c, j, k);
+        if (c->in_dev < 0)
+            memcpy(slot + (size_t)j * len, src, len);
+        else
+            st = c->o->copy_d2h(c->e, slot + (size_t)j * len, src, len, c->d->d2h_stream);
     }
-    st = c->o->copy_d2h(c->e, c->d->slot[s], src, len, c->d->d2h_stream);
+    if (c->in_dev < 0)
+        return GW_OK;
     if (st == GW_OK)
         st = c->o->event_record(c->e, c->d->ev_d2h[s], c->d->d2h_stream);
     if (st != GW_OK)
@@ -94,20 +119,26 @@ static gw_status_t run_chunk(chunked_t *c, size_t k)
         if ((st = c->o->event_wait(c->e, c->d->ev_d2h[s])) != GW_OK)
             return gw__device_engine_fail(c->comm, c->d, st, "a device-to-host copy");
     }
+    size_t len = chunk_len(c, k);
+    char *slot = c->d->slot[s], *recv = slot + c->recv_off;
     gw_handle_t piece = *c->h;
-    piece.args.sendbuf = c->d->slot[s];
-    piece.args.recvbuf = c->d->slot[s];
-    piece.args.count = chunk_len(c, k) / c->esize;
-    if ((st = c->h->host_execute(c->comm, &piece)) != GW_OK)
+    piece.args.sendbuf = slot;
+    piece.args.recvbuf = recv;
+    piece.args.count = len / c->esize;
+    if ((st = gw__device_reduce_run(c->comm, c->d, &piece)) != GW_OK)
         return st; /* the collective failed the communicator itself */
     if (!c->out)
         return GW_OK;
-    char *dst = c->out + k * c->chunk_elems * c->esize;
-    if (c->out_dev < 0) {
-        memcpy(dst, c->d->slot[s], chunk_len(c, k));
-        return GW_OK;
+    st = GW_OK;
+    for (int j = 0; j < c->out_blocks && st == GW_OK; j++) {
+        char *dst = c->out + piece_at(c, j, k);
+        if (c->out_dev < 0)
+            memcpy(dst, recv + (size_t)j * len, len);
+        else
+            st = c->o->copy_h2d(c->e, dst, recv + (size_t)j * len, len, c->d->h2d_stream);
     }
-    st = c->o->copy_h2d(c->e, dst, c->d->slot[s], chunk_len(c, k), c->d->h2d_stream);
+    if (c->out_dev < 0)
+        return GW_OK;
     if (st == GW_OK)
         st = c->o->event_record(c->e, c->d->ev_h2d[s], c->d->h2d_stream);
     if (st != GW_OK)
@@ -157,15 +188,25 @@ gw_status_t gw__staged_chunked(gw_comm_t *comm, const gw_handle_t *h)
 {
     const gw_coll_args_t *a = &h->args;
     size_t esize = gw_dtype_size(a->dtype);
+    int rooted = a->kind == GW_COLL_BROADCAST || a->kind == GW_COLL_REDUCE;
+    int blocks = a->kind == GW_COLL_ALLGATHER || a->kind == GW_COLL_REDUCE_SCATTER;
+    size_t all;
     /* Nothing to copy (or arguments the host executor refuses before it
      * touches memory): the host path decides. */
-    if (a->count == 0 || esize == 0 || a->root < 0 || a->root >= comm->size ||
-        comm->failed != GW_OK)
+    if (a->count == 0 || esize == 0 || (rooted && (a->root < 0 || a->root >= comm->size)) ||
+        __builtin_mul_overflow(a->count, (size_t)comm->size * esize, &all) || comm->failed != GW_OK)
         return h->host_execute(comm, h);
     gw_device_t *d = gw__comm_root(comm)->device;
     int is_root = comm->rank == a->root;
-    chunked_t c = {
-        .comm = comm, .d = d, .o = d->engine.ops, .e = d->engine.impl, .h = h, .esize = esize};
+    chunked_t c = {.comm = comm,
+                   .d = d,
+                   .o = d->engine.ops,
+                   .e = d->engine.impl,
+                   .h = h,
+                   .esize = esize,
+                   .count = a->count,
+                   .in_blocks = a->kind == GW_COLL_REDUCE_SCATTER ? comm->size : 1,
+                   .out_blocks = a->kind == GW_COLL_ALLGATHER ? comm->size : 1};
     c.in = a->sendbuf;
     c.in_dev = h->dev_send;
     c.out = a->recvbuf;
@@ -176,13 +217,16 @@ gw_status_t gw__staged_chunked(gw_comm_t *comm, const gw_handle_t *h)
         c.out = NULL;
     if ((c.in && !a->sendbuf) || (c.out && !a->recvbuf))
         return h->host_execute(comm, h); /* NULL buffers: refused there */
-    size_t chunk_bytes = d->chunk_bytes < esize ? esize : d->chunk_bytes;
+    size_t chunk_bytes = blocks ? d->chunk_bytes / (size_t)comm->size : d->chunk_bytes;
+    chunk_bytes = chunk_bytes < esize ? esize : chunk_bytes;
     c.chunk_elems = chunk_bytes / esize;
     c.nchunks = (a->count + c.chunk_elems - 1) / c.chunk_elems;
+    size_t piece_bytes = c.chunk_elems * esize;
+    c.recv_off = blocks ? (size_t)c.in_blocks * piece_bytes : 0;
     int dev = c.in && c.in_dev >= 0 ? c.in_dev : c.out_dev >= 0 ? c.out_dev : 0;
     gw_status_t st = gw__device_streams(comm, d, dev);
     if (st == GW_OK)
-        st = slots(comm, d, c.chunk_elems * esize);
+        st = slots(comm, d, c.recv_off + (size_t)c.out_blocks * piece_bytes);
     if (st != GW_OK)
         return st;
     /* Copies start after the caller's stream's work so far. */

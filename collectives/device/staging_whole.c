@@ -1,12 +1,14 @@
 /*
  * staging_whole.c - device buffers of the calls that do not cut into
- * chunks: allgather, reduce-scatter, alltoall(v), gather, scatter,
- * allgatherv and the compressed allreduce. Their blocks go to different
- * ranks in layouts of their own (uneven counts, a root's concatenation, a
- * codec that sees the whole tensor), so a chunk of the buffer is not a
- * smaller call of the same kind: the whole send buffer is copied down into
- * pinned memory, the host collective runs on the pinned copies, and the
- * whole receive buffer is copied back up.
+ * chunks: alltoall(v), gather, scatter, allgatherv and the compressed
+ * allreduce. Their blocks go to different ranks in layouts of their own
+ * (uneven counts, a root's concatenation, a codec that sees the whole
+ * tensor), so a chunk of the buffer is not a smaller call of the same
+ * kind: the whole send buffer is copied down into pinned memory, the host
+ * collective runs on the pinned copies (the compressed allreduce's
+ * reductions on the device, device_reduce.c; its codecs still on the
+ * host), and the whole receive buffer is copied back up. (Allgather and
+ * reduce-scatter are chunked: staging_chunked.c.)
  *
  * What each buffer spans follows from the call (count, the rank count, the
  * v-forms' counts and displacements; nothing where a rank's buffer is not
@@ -58,12 +60,6 @@ static int extents(const gw_comm_t *comm, const gw_coll_args_t *a, size_t *send,
         return 0;
     *recv_read = 0;
     switch (a->kind) {
-    case GW_COLL_ALLGATHER:
-        s = a->count, r = all;
-        break;
-    case GW_COLL_REDUCE_SCATTER:
-        s = all, r = a->count;
-        break;
     case GW_COLL_ALLTOALL:
         s = r = all;
         break;
@@ -162,7 +158,7 @@ gw_status_t gw__staged_whole(gw_comm_t *comm, const gw_handle_t *h)
     if ((st = o->event_record(e, d->ev_d2h[0], d->d2h_stream)) != GW_OK ||
         (st = o->event_wait(e, d->ev_d2h[0])) != GW_OK)
         return gw__device_engine_fail(comm, d, st, "a device-to-host copy");
-    if ((st = h->host_execute(comm, &staged)) != GW_OK || !rpin)
+    if ((st = gw__device_reduce_run(comm, d, &staged)) != GW_OK || !rpin)
         return st;
     if ((st = o->copy_h2d(e, rb, rpin, rlen, d->h2d_stream)) != GW_OK ||
         (st = o->event_record(e, d->ev_h2d[0], d->h2d_stream)) != GW_OK ||

@@ -128,9 +128,29 @@ def _buffer(t, what):
         raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
     t = t.detach()
     override = _DTYPES[t.dtype]
+    if t.is_cuda:  # the tensor itself: gradwire takes its __cuda_array_interface__
+        return (t.view(torch.int16) if override is not None else t), override
     if override is not None:
         return t.view(torch.int16).numpy(), override
     return t.numpy(), None
+
+
+def _first_cuda(tensors):
+    """The first CUDA tensor in tensors (nested lists too), or None."""
+    for t in tensors if isinstance(tensors, (list, tuple)) else [tensors]:
+        if isinstance(t, (list, tuple)):
+            found = _first_cuda(t)
+            if found is not None:
+                return found
+        elif isinstance(t, torch.Tensor) and t.is_cuda:
+            return t
+    return None
+
+
+def _host_only(t, what, calls):
+    """Refuse a CUDA tensor where the backend still works on host copies."""
+    if t.is_cuda:
+        raise ValueError("gradwire backend: %s is on %s; %s take CPU tensors (use .cpu())" % (what, t.device, calls))
 
 
 def _dense_cpu(t, what):
@@ -139,8 +159,8 @@ def _dense_cpu(t, what):
             "gradwire backend: %s is a sparse tensor (layout %s); gradwire moves dense tensors only "
             "(call .to_dense() first)" % (what, t.layout)
         )
-    if t.device.type != "cpu":
-        raise ValueError("gradwire backend: %s is on %s; gradwire moves CPU tensors only" % (what, t.device))
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError("gradwire backend: %s is on %s; gradwire moves CPU and CUDA tensors" % (what, t.device))
 
 
 def _moved(t, what):
@@ -154,7 +174,8 @@ def _moved(t, what):
         if not t.is_contiguous():
             raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
         size = t.element_size()
-        return t.detach().reshape(-1).view(torch.uint8).numpy(), None, size
+        raw = t.detach().reshape(-1).view(torch.uint8)
+        return (raw if raw.is_cuda else raw.numpy()), None, size
     buf, dt = _buffer(t, what)
     return buf, dt, 1
 
@@ -448,6 +469,7 @@ class _Mailbox:
     @staticmethod
     def _bytes(t, what):
         _dense_cpu(t, what)
+        _host_only(t, what, "point-to-point messages")
         if not t.is_contiguous():
             raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
         return t.detach().reshape(-1).view(torch.uint8)
@@ -621,7 +643,12 @@ class ProcessGroupGradwire(_BackendBase):
 
     # ---- plumbing ----------------------------------------------------------
     def _start(self, issue, result, after=None, what="a collective"):
-        """Issue the gradwire calls (issue() -> list of handles) and return their Work."""
+        """Issue the gradwire calls (issue() -> list of handles) and return their Work.
+        CUDA tensors: the calls order after, and reduce on, torch's current
+        stream of their device (docs/guide/cuda.md)."""
+        cuda = _first_cuda(result)
+        if cuda is not None:
+            self.comm.set_cuda_stream(torch.cuda.current_stream(cuda.device).cuda_stream)
         future = torch.futures.Future()
         with self._lock:
             pending = _Pending(issue(), future, result, after, what, self._limit_s)
@@ -750,6 +777,7 @@ class ProcessGroupGradwire(_BackendBase):
                     )
         for i, t in enumerate(inputs):
             _dense_cpu(t, "all_gather_coalesced's input %d" % i)
+            _host_only(t, "all_gather_coalesced's input %d" % i, "all_gather_coalesced")
         sizes = [t.numel() * t.element_size() for t in inputs]
         if sum(sizes) == 0:
             return self._done(output_lists)
@@ -1065,7 +1093,7 @@ def _register():
     except (TypeError, ValueError):
         takes_devices = False
     if takes_devices:  # torch >= 2.1: the creator makes the CPU Backend of each group
-        dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
     else:
         dist.Backend.register_backend(BACKEND, _create)
 

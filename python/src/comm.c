@@ -564,6 +564,21 @@ static PyObject *comm_set_algo(PyObject *obj, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* set_cuda_stream(handle): the cudaStream_t (an integer, 0: the default
+ * stream) that device-buffer calls order after and reduce on. */
+static PyObject *comm_set_cuda_stream(PyObject *obj, PyObject *arg)
+{
+    gwpy_comm *self = (gwpy_comm *)obj;
+    void *stream = PyLong_AsVoidPtr(arg);
+    if (PyErr_Occurred() || gwpy_comm_enter(self) == NULL)
+        return NULL;
+    gw_status_t st = gw_comm_set_cuda_stream(self->comm, stream);
+    if (st != GW_OK)
+        return gwpy_raise(st, "set_cuda_stream", gw_comm_culprit(self->comm),
+                          gwpy_reason(self->comm));
+    Py_RETURN_NONE;
+}
+
 static PyObject *comm_pick_algo(PyObject *obj, PyObject *args)
 {
     gwpy_comm *self = (gwpy_comm *)obj;
@@ -648,6 +663,9 @@ static PyMethodDef comm_methods[] = {
     {"abort", comm_abort, METH_NOARGS,
      "abort(): fail the communicator on every rank (thread-safe; close() afterwards)."},
     {"set_algo", comm_set_algo, METH_O, "set_algo(algo): the allreduce algorithm of later calls."},
+    {"set_cuda_stream", comm_set_cuda_stream, METH_O,
+     "set_cuda_stream(stream): the CUDA stream (cudaStream_t as an integer; 0: the default) that "
+     "calls on device buffers order after and reduce on."},
     {"pick_algo", comm_pick_algo, METH_VARARGS,
      "pick_algo(count, dtype) -> str: the algorithm an allreduce of count elements would use."},
     {"__enter__", comm_enter_ctx, METH_NOARGS, NULL},

@@ -127,11 +127,117 @@ static gw_dtype_t dtype_of_format(const char *format, Py_ssize_t itemsize)
     }
 }
 
+/* dtype of a __cuda_array_interface__ typestr ("<f4", "|i1", ...). */
+static gw_dtype_t dtype_of_typestr(const char *t, Py_ssize_t *itemsize)
+{
+    static const struct {
+        const char *typestr;
+        gw_dtype_t dtype;
+    } map[] = {{"<f4", GW_FLOAT32}, {"<f8", GW_FLOAT64},     {"<f2", GW_FLOAT16},
+               {"|i1", GW_INT8},    {"|u1", GW_UINT8},       {"<i4", GW_INT32},
+               {"<i8", GW_INT64},   {"<i2", GW_DTYPE_COUNT}, {"<u2", GW_DTYPE_COUNT}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcmp(t, map[i].typestr) == 0) {
+            *itemsize = t[2] - '0';
+            return map[i].dtype;
+        }
+    *itemsize = 0;
+    return GW_DTYPE_COUNT;
+}
+
+/* A CUDA array (torch's CUDA tensors, CuPy, Numba): its
+ * __cuda_array_interface__ (version 2 or later) gives the device pointer,
+ * which the library stages or reduces on the device (docs/guide/cuda.md).
+ * The view holds a reference to obj and no exported buffer. */
+static int cuda_array_get(PyObject *obj, PyObject *cai, int writable, gw_dtype_t dtype_override,
+                          const char *role, gwpy_buffer *out)
+{
+    PyObject *shape = PyDict_Check(cai) ? PyDict_GetItemString(cai, "shape") : NULL;
+    PyObject *typestr = PyDict_Check(cai) ? PyDict_GetItemString(cai, "typestr") : NULL;
+    PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
+    PyObject *strides = PyDict_Check(cai) ? PyDict_GetItemString(cai, "strides") : NULL;
+    if (!shape || !PyTuple_Check(shape) || !typestr || !PyUnicode_Check(typestr) || !data ||
+        !PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2) {
+        gwpy_raise_argument(0, "%s: the %.100s's __cuda_array_interface__ is malformed", role,
+                            Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t itemsize;
+    const char *ts = PyUnicode_AsUTF8(typestr);
+    if (!ts)
+        return -1;
+    gw_dtype_t dtype = dtype_of_typestr(ts, &itemsize);
+    if (dtype_override == GW_BFLOAT16) {
+        if (itemsize != 2) {
+            gwpy_raise_argument(1, "%s: dtype='bfloat16' needs 2-byte integers, not '%s'", role,
+                                ts);
+            return -1;
+        }
+        dtype = GW_BFLOAT16;
+    } else if (dtype_override != GW_DTYPE_COUNT && dtype != dtype_override) {
+        gwpy_raise_argument(1, "%s: the CUDA array holds '%s', not %s", role, ts,
+                            gw_dtype_name(dtype_override));
+        return -1;
+    }
+    if (dtype == GW_DTYPE_COUNT) {
+        gwpy_raise_argument(1, "%s: gradwire has no type for CUDA array type '%s'", role, ts);
+        return -1;
+    }
+    Py_ssize_t count = 1, expect = itemsize;
+    for (Py_ssize_t i = PyTuple_GET_SIZE(shape) - 1; i >= 0; i--) {
+        Py_ssize_t dim = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+        if (dim < 0 || (dim > 0 && count > PY_SSIZE_T_MAX / itemsize / dim)) {
+            if (!PyErr_Occurred())
+                gwpy_raise_argument(0, "%s: the CUDA array's shape is not valid", role);
+            return -1;
+        }
+        if (strides && strides != Py_None && dim > 1) {
+            Py_ssize_t st = PyTuple_Check(strides) && i < PyTuple_GET_SIZE(strides)
+                                ? PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, i))
+                                : -1;
+            if (st != expect) {
+                PyErr_Clear();
+                gwpy_raise_argument(0, "%s: the CUDA array is not C-contiguous (use .contiguous())",
+                                    role);
+                return -1;
+            }
+        }
+        expect *= dim;
+        count *= dim;
+    }
+    void *ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+    if (PyErr_Occurred())
+        return -1;
+    if (writable && PyObject_IsTrue(PyTuple_GET_ITEM(data, 1))) {
+        gwpy_raise_argument(0, "%s: the CUDA array is read-only; gradwire writes its result there",
+                            role);
+        return -1;
+    }
+    out->view.buf = ptr;
+    out->view.obj = Py_NewRef(obj); /* released by PyBuffer_Release: a DECREF */
+    out->view.len = count * itemsize;
+    out->view.itemsize = itemsize;
+    out->view.readonly = !writable;
+    out->dtype = dtype;
+    out->count = (size_t)count;
+    return 0;
+}
+
 int gwpy_buffer_get(PyObject *obj, int writable, gw_dtype_t dtype_override, const char *role,
                     gwpy_buffer *out)
 {
     int flags = PyBUF_FORMAT | PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
     memset(out, 0, sizeof(*out));
+    if (!PyObject_CheckBuffer(obj) && PyObject_HasAttrString(obj, "__cuda_array_interface__")) {
+        PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
+        if (!cai)
+            return -1;
+        int rc = cuda_array_get(obj, cai, writable, dtype_override, role, out);
+        Py_DECREF(cai);
+        if (rc != 0)
+            memset(out, 0, sizeof(*out));
+        return rc;
+    }
     if (!PyObject_CheckBuffer(obj)) {
         gwpy_raise_argument(1,
                             "%s: a %.100s has no buffer (pass a numpy array or a CPU tensor's "

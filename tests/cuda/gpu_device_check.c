@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "gradwire.h"
@@ -524,23 +525,44 @@ static int cmp_double(const void *a, const void *b)
 
 #define REPS 9
 
-/* Median over REPS of the slowest rank's time of one allreduce, in us. */
-static double time_allreduce(ctx_t *c, void *s, void *r, size_t n)
+/* This process's CPU time so far (user + system), in us. */
+static double cpu_us(void)
 {
-    double t[REPS];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* Median over REPS of the slowest rank's time of one allreduce, in us;
+ * *cpu (may be NULL): this rank's host CPU time per allreduce over the
+ * REPS (getrusage: every thread of the process, so the progress threads
+ * and the staging too), in us. */
+static double time_allreduce_cpu(ctx_t *c, void *s, void *r, size_t n, double *cpu)
+{
+    double t[REPS], cpu_total = 0;
     for (int i = -2; i < REPS; i++) {
         gw_barrier(c->comm);
-        double t0 = now_us();
+        double t0 = now_us(), c0 = cpu_us();
         if (gw_allreduce(c->comm, s, r, n, GW_FLOAT32, GW_SUM) != GW_OK)
             return -1;
         double dt = now_us() - t0, slowest = 0;
+        if (i >= 0)
+            cpu_total += cpu_us() - c0;
         if (gw_allreduce(c->comm, &dt, &slowest, 1, GW_FLOAT64, GW_MAX) != GW_OK)
             return -1;
         if (i >= 0)
             t[i] = slowest;
     }
     qsort(t, REPS, sizeof(t[0]), cmp_double);
+    if (cpu)
+        *cpu = cpu_total / REPS;
     return t[REPS / 2];
+}
+
+static double time_allreduce(ctx_t *c, void *s, void *r, size_t n)
+{
+    return time_allreduce_cpu(c, s, r, n, NULL);
 }
 
 /* Median of REPS, in us, of len bytes copied down (dir 0), up (1) or both
@@ -601,25 +623,33 @@ static void bench_staging(ctx_t *c)
 
 static int bench(ctx_t *c)
 {
+    const char *where = getenv("GW_CUDA_REDUCE");
     if (c->rank == 0)
         printf("Allreduce (float32 sum, out of place) on %d ranks over %s, all on one GPU:\n"
-               "median of %d, the slowest rank's time; host buffers are malloc'd\n\n"
-               "| size | host buffers | device buffers | device / host time |\n"
-               "|---|---|---|---|\n",
-               c->size, gw_comm_transport(c->comm), REPS);
+               "median of %d, the slowest rank's time; host buffers are malloc'd; device\n"
+               "buffers reduced on the %s (GW_CUDA_REDUCE); host CPU = rank 0's CPU time\n"
+               "per allreduce (getrusage, all its threads)\n\n"
+               "| size | host buffers | device buffers | device / host time | host CPU, host "
+               "buffers | host CPU, device buffers |\n"
+               "|---|---|---|---|---|---|\n",
+               c->size, gw_comm_transport(c->comm), REPS,
+               where && strcmp(where, "host") == 0 ? "CPU" : "GPU");
     for (size_t len = 1u << 20; len <= (256u << 20); len *= 4) {
         size_t n = len / 4;
         void *in = fill(GW_FLOAT32, n, c->rank, 0);
         buf_t hs = mk(0, len, in), hr = mk(0, len, NULL), ds = mk(1, len, in),
               dr = mk(1, len, NULL);
-        double th = time_allreduce(c, hs.p, hr.p, n), td = time_allreduce(c, ds.p, dr.p, n);
+        double ch = 0, cd = 0;
+        double th = time_allreduce_cpu(c, hs.p, hr.p, n, &ch);
+        double td = time_allreduce_cpu(c, ds.p, dr.p, n, &cd);
         if (th < 0 || td < 0) {
             fprintf(stderr, "rank %d: an allreduce failed\n", c->rank);
             return 1;
         }
         if (c->rank == 0)
-            printf("| %zu MiB | %.0f us (%.2f GB/s) | %.0f us (%.2f GB/s) | %.2f |\n", len >> 20,
-                   th, len / th / 1e3, td, len / td / 1e3, td / th);
+            printf("| %zu MiB | %.0f us (%.2f GB/s) | %.0f us (%.2f GB/s) | %.2f | %.0f us | %.0f "
+                   "us |\n",
+                   len >> 20, th, len / th / 1e3, td, len / td / 1e3, td / th, ch, cd);
         drop(&hs);
         drop(&hr);
         drop(&ds);

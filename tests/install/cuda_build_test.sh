@@ -37,4 +37,20 @@ if cmake -S "$src" -B "$tmp/bad" -DGW_CUDA=maybe >"$tmp/bad.log" 2>&1; then
     fail "GW_CUDA=maybe was accepted"
 fi
 grep -q "GW_CUDA must be AUTO, ON or OFF" "$tmp/bad.log" || fail "GW_CUDA=maybe: no clear error"
-echo "PASS: libgradwire links no CUDA library; GW_CUDA=ON fails without a toolkit, AUTO leaves it out"
+release="not built (GW_CUDA_BUILD_TEST_RELEASE=0)"
+if [ "${GW_CUDA_BUILD_TEST_RELEASE:-1}" != 0 ]; then
+    cuda=OFF targets="gradwire gradwire_cli"
+    if cmake -S "$src" -B "$tmp/probe" -DGW_CUDA=ON -DGW_BUILD_TESTS=OFF -DGW_BUILD_PYTHON=OFF \
+        >"$tmp/probe.log" 2>&1; then
+        cuda=ON targets="$targets gradwire-cuda"
+    fi
+    rm -rf "$tmp/probe"
+    cmake -S "$src" -B "$tmp/rel" -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=ON -DGW_CUDA=$cuda \
+        -DGW_CUDA_ARCHITECTURES=90-real -DGW_BUILD_TESTS=OFF -DGW_BUILD_PYTHON=OFF \
+        >"$tmp/rel.log" 2>&1 || { tail -30 "$tmp/rel.log"; fail "Release+GW_WERROR (GW_CUDA=$cuda) did not configure"; }
+    # shellcheck disable=SC2086 # targets is a list
+    cmake --build "$tmp/rel" -j"${GW_BUILD_JOBS:-2}" --target $targets >"$tmp/rel-build.log" 2>&1 ||
+        { grep -E 'error|warning' "$tmp/rel-build.log" | head -30; fail "the Release+GW_WERROR build (GW_CUDA=$cuda) failed"; }
+    release="Release+GW_WERROR builds (GW_CUDA=$cuda)"
+fi
+echo "PASS: libgradwire links no CUDA library; GW_CUDA=ON fails without a toolkit, AUTO leaves it out; $release"

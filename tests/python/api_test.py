@@ -301,6 +301,50 @@ def test_compressed(comm):
     check(st.config["codec"] == "none" and topk.config["momentum"] == 0.5 and topk.shape == (n, 1), "state config and shape")
 
 
+class _CudaArray:
+    """An object with only __cuda_array_interface__ (what torch's CUDA
+    tensors, CuPy and Numba arrays give), here over host memory: a process
+    without a CUDA runtime reads it as host memory, so the interface's
+    parsing is checked without a GPU (tests/cuda checks device memory)."""
+
+    def __init__(self, arr, readonly=False, strides=None, typestr=None):
+        self.arr = arr
+        self.__cuda_array_interface__ = {
+            "shape": arr.shape,
+            "typestr": typestr or arr.dtype.str,
+            "data": (arr.ctypes.data, readonly),
+            "strides": strides,
+            "version": 2,
+        }
+
+
+def test_cuda_array_interface(comm):
+    x = data(comm.rank, 1000, np.float32, "sum")
+    want = reference(comm.size, 1000, np.float32, "sum")
+    out = np.zeros(1000, np.float32)
+    comm.allreduce(_CudaArray(x), _CudaArray(out))
+    check(same(out, want, np.float32), "allreduce through __cuda_array_interface__ (send and out)")
+    y = x.copy()
+    comm.allreduce(_CudaArray(y))
+    check(same(y, want, np.float32), "allreduce in place through __cuda_array_interface__")
+    b = np.arange(6, dtype=np.int16).reshape(2, 3)
+    comm.broadcast(_CudaArray(b), dtype="bfloat16")
+    check(np.array_equal(b, np.arange(6, dtype=np.int16).reshape(2, 3)), "a 2-d bfloat16 CUDA array")
+    comm.set_cuda_stream(0)
+
+    def one():
+        return gradwire.Comm(rank=0, size=1, root="127.0.0.1:0", token="t")
+
+    z = np.zeros(8, np.float32)
+    for bad, what, exc in (
+        (_CudaArray(z, readonly=True), "read-only", gradwire.ArgumentError),
+        (_CudaArray(np.zeros((2, 4), np.float32), strides=(4, 8)), "not C-contiguous", gradwire.ArgumentError),
+        (_CudaArray(z, typestr="<c8"), "no type for CUDA array type '<c8'", gradwire.DtypeError),
+    ):
+        e = expect(exc, lambda: one().allreduce(bad), "a CUDA array that is " + what)
+        check(e is not None and what in str(e), "the CUDA array error says: " + what)
+
+
 def test_local_errors():
     # Each refusal aborts its communicator, so each gets a one-rank one.
     def one():
@@ -514,6 +558,7 @@ def main():
     test_alltoall_and_more_nonblocking(comm)
     test_compressed(comm)
     test_torch(comm)
+    test_cuda_array_interface(comm)
     test_local_errors()
     test_from_store(rank, size)
     test_disagreement(comm)

@@ -24,6 +24,11 @@ import time
 import torch
 import torch.distributed as dist
 
+if os.environ.get("GW_TEST_DEVICE") == "cuda":
+    # The same tests on CUDA tensors (scripts/gpu-check.sh, torch 2.x on a
+    # GPU machine): every tensor they make is made on the GPU.
+    torch.set_default_device("cuda")
+
 import gradwire
 import gradwire.torch  # noqa: F401  registers the backend
 

@@ -124,6 +124,9 @@ gw_status_t gw__ib_api_open(gw_ib_api_t *api, const char *verbs_soname, const ch
         memset(api, 0, sizeof(*api));
         return GW_ERR_UNSUPPORTED;
     }
+    /* Optional: an older libibverbs just has no GPUDirect RDMA (ib_dmabuf.c). */
+    void *dmabuf = dlsym(api->verbs_lib, "ibv_reg_dmabuf_mr");
+    memcpy(&api->reg_dmabuf_mr, &dmabuf, sizeof(dmabuf));
     if (!rdmacm_soname) {
         snprintf(api->rdmacm_why, sizeof(api->rdmacm_why), "librdmacm not requested");
         return GW_OK;

@@ -81,9 +81,11 @@ static void cand_kill(gw_ib_t *t, gw_ib_cm_cand_t *k, int kind, const char *why)
                  "dropping the RDMA CM connection from %s that claims to be rank %d (QP %d): %s",
                  k->addr, k->peer, k->qp, why);
     gw_ib_cm_conn_t *c = gw__ib_cm_conn_of(t, k->peer, k->qp);
-    if (c->state != CM_UP)
+    /* A reason longer than c->why keeps its start, marked as cut. */
+    if (c->state != CM_UP &&
         snprintf(c->why, sizeof(c->why), "a connection from %s claiming it was dropped: %s",
-                 k->addr, why);
+                 k->addr, why) >= (int)sizeof(c->why))
+        memcpy(c->why + sizeof(c->why) - 4, "...", 4);
     if (k->state == CAND_PROVING)
         t->api.disconnect(k->id);
     k->state = CAND_DEAD;

@@ -235,8 +235,10 @@ static void collect_usable(void *ctx, long i, int readable, const uint8_t gid[16
     char gs[64];
     gw__ib_gid_str(gid, gs, sizeof(gs));
     u->index[at] = i;
-    snprintf(u->text[at], sizeof(u->text[at]), "%ld (%s, %s%s)", i, type[0] ? type : "?", gs,
-             is_link_local(gid) ? ", link-local" : "");
+    /* A line longer than its slot keeps its start, marked as cut. */
+    if (snprintf(u->text[at], sizeof(u->text[at]), "%ld (%s, %s%s)", i, type[0] ? type : "?", gs,
+                 is_link_local(gid) ? ", link-local" : "") >= (int)sizeof(u->text[at]))
+        memcpy(u->text[at] + sizeof(u->text[at]) - 4, "...", 4);
     if (u->n < 16)
         u->n++;
 }

@@ -90,6 +90,10 @@ typedef struct gw_ib_api {
     int (*dealloc_pd)(struct ibv_pd *pd);
     struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
     int (*dereg_mr)(struct ibv_mr *mr);
+    /* Optional (rdma-core v34 and later; NULL without it): GPUDirect RDMA
+     * registration of device memory (ib_dmabuf.c). */
+    struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova,
+                                    int fd, int access);
     struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *ctx);
     int (*destroy_comp_channel)(struct ibv_comp_channel *ch);
     struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx,

@@ -61,8 +61,8 @@ static int cmp_double(const void *a, const void *b)
 
 /* The median over calls of the slowest rank's time, in seconds, of an
  * allreduce of `bytes` with algo. */
-static gw_status_t time_algo(gw_comm_t *comm, gw_algo_t algo, float *buf, size_t bytes,
-                             long warmup, double *out)
+static gw_status_t time_algo(gw_comm_t *comm, gw_algo_t algo, float *buf, size_t bytes, long warmup,
+                             double *out)
 {
     const size_t count = bytes / sizeof(float);
     const long calls = calls_for(bytes);

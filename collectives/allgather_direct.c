@@ -33,7 +33,8 @@ gw_status_t gw__allgather_direct(gw_comm_t *comm, const void *sendbuf, void *rec
     /* 2 requests per peer and their pointers (NULL: this rank's own pair). */
     char *mem;
     const size_t req_bytes = 2 * (size_t)n * sizeof(gw_request_t);
-    gw_status_t st = gw__coll_scratch(comm, req_bytes + 2 * (size_t)n * sizeof(gw_request_t *), &mem);
+    gw_status_t st =
+        gw__coll_scratch(comm, req_bytes + 2 * (size_t)n * sizeof(gw_request_t *), &mem);
     if (st != GW_OK)
         return st;
     gw_request_t *req = (gw_request_t *)(void *)mem;
@@ -42,8 +43,8 @@ gw_status_t gw__allgather_direct(gw_comm_t *comm, const void *sendbuf, void *rec
         ptr[2 * j] = ptr[2 * j + 1] = NULL;
         if (j == rank)
             continue;
-        if ((st = gw__p2p_irecv(comm, j, gw__at(recvbuf, (size_t)j * bytes), bytes,
-                                &req[2 * j])) != GW_OK)
+        if ((st = gw__p2p_irecv(comm, j, gw__at(recvbuf, (size_t)j * bytes), bytes, &req[2 * j])) !=
+            GW_OK)
             break;
         ptr[2 * j] = &req[2 * j];
         if ((st = gw__p2p_isend(comm, j, mine, bytes, &req[2 * j + 1])) != GW_OK)

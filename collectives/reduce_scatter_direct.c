@@ -55,8 +55,9 @@ gw_status_t gw__reduce_scatter_direct(gw_comm_t *comm, const void *sendbuf, void
     }
     if ((st = gw__p2p_waitall(comm, ptr, 2 * n)) != GW_OK || recvcount == 0)
         return st;
-    gw__reduce(recvbuf, slots, slots + bytes, recvcount, dtype, op);
-    for (int j = 2; j < n; j++)
-        gw__reduce(recvbuf, recvbuf, slots + (size_t)j * bytes, recvcount, dtype, op);
-    return GW_OK;
+    st = gw__coll_reduce(comm, recvbuf, slots, slots + bytes, recvcount, dtype, op);
+    for (int j = 2; j < n && st == GW_OK; j++)
+        st = gw__coll_reduce(comm, recvbuf, recvbuf, slots + (size_t)j * bytes, recvcount, dtype,
+                             op);
+    return st;
 }

@@ -135,8 +135,8 @@ double gw__tuning_predict_coll(const gw_tuning_t *t, gw_coll_kind_t kind, gw_alg
     }
 }
 
-gw_algo_t gw__tuning_pick_coll(const gw_tuning_t *t, gw_coll_kind_t kind, int nranks,
-                               size_t bytes, int on_shm)
+gw_algo_t gw__tuning_pick_coll(const gw_tuning_t *t, gw_coll_kind_t kind, int nranks, size_t bytes,
+                               int on_shm)
 {
     if ((unsigned)kind < GW_COLL_KIND_END && t->force[kind] != GW_ALGO_AUTO)
         return t->force[kind];

@@ -70,8 +70,12 @@ Test(tuning_coll, reduce_moves_from_the_tree_to_reduce_scatter_and_gather)
 
 Test(tuning_coll, predictions_follow_the_formulas)
 {
-    gw_tuning_t t = {.alpha = 1e-5, .beta = 1e-9, .gamma = 1e-10, .beta_local = 2e-9,
-                     .alpha_local = 1e-6, .chunk_bytes = 1000};
+    gw_tuning_t t = {.alpha = 1e-5,
+                     .beta = 1e-9,
+                     .gamma = 1e-10,
+                     .beta_local = 2e-9,
+                     .alpha_local = 1e-6,
+                     .chunk_bytes = 1000};
     /* allgather, n = 4, S = 4000: ring 3 alpha + 3000 beta; Bruck 2 alpha
      * + 3000 beta + 4000 beta_local; direct alpha + 2 alpha_local + 3000 b. */
     cr_expect_float_eq(gw__tuning_predict_coll(&t, GW_COLL_ALLGATHER, GW_ALGO_RING, 4, 4000, 0),
@@ -103,8 +107,8 @@ Test(tuning_coll, a_forced_algorithm_wins_over_the_model)
     gw_tuning_t t = on("tcp");
     t.force[GW_COLL_ALLGATHER] = GW_ALGO_DIRECT;
     cr_expect_eq(gw__tuning_pick_coll(&t, GW_COLL_ALLGATHER, 16, 256 * MIB, 0), GW_ALGO_DIRECT);
-    cr_expect_eq(gw__tuning_pick_coll(&t, GW_COLL_REDUCE_SCATTER, 16, 256 * MIB, 0),
-                 GW_ALGO_RING, "forcing allgather's algorithm changed reduce-scatter's");
+    cr_expect_eq(gw__tuning_pick_coll(&t, GW_COLL_REDUCE_SCATTER, 16, 256 * MIB, 0), GW_ALGO_RING,
+                 "forcing allgather's algorithm changed reduce-scatter's");
 }
 
 static gw_status_t parse(gw_tuning_t *t, const char *text)
@@ -172,8 +176,7 @@ Test(tuning_coll, an_algorithm_a_kind_lacks_is_refused)
     cr_expect_eq(parse(&t, "gradwire-tuning 1\nallgather = fastest\n"), GW_ERR_CONFIG);
     cr_expect_eq(parse(&t, "gradwire-tuning 1\ntree4_min = -1\n"), GW_ERR_CONFIG);
     cr_expect_eq(parse(&t, "gradwire-tuning 1\ndirect_max_ranks = many\n"), GW_ERR_CONFIG);
-    cr_expect_eq(parse(&t, "gradwire-tuning 1\nallgather = ring\nallgather = rd\n"),
-                 GW_ERR_CONFIG);
+    cr_expect_eq(parse(&t, "gradwire-tuning 1\nallgather = ring\nallgather = rd\n"), GW_ERR_CONFIG);
     cr_expect_eq(memcmp(&t, &before, sizeof(t)), 0, "a refused file changed the figures");
     cr_expect(gw__tuning_coll_has(GW_COLL_ALLGATHER, GW_ALGO_RD));
     cr_expect(!gw__tuning_coll_has(GW_COLL_BROADCAST, GW_ALGO_RING));

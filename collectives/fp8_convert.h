@@ -64,7 +64,7 @@ static inline uint8_t gw__e4m3_round(float f)
      * carry into S.1111.111 is the NaN that overflow gives. */
     uint32_t odd = (x >> 20) & 1u;
     uint32_t normal = (x - (120u << 23) + 0x7ffffu + odd) >> 20;
-    int small = x < (121u << 23); /* below 2^-6, the least normal E4M3 */
+    int small = x < (121u << 23);      /* below 2^-6, the least normal E4M3 */
     const uint32_t magic = 141u << 23; /* 2^14 */
     float t = gw__f32_from_bits(x) + gw__f32_from_bits(gw__select_u32(small, magic, 0));
     uint32_t o = gw__select_u32(small, gw__f32_bits(t) - magic, normal);

@@ -60,8 +60,10 @@ static gw_status_t check(gw_comm_t *comm, const void *const sends[], void *const
         return GW_ERR_INVALID_ARG;
     }
     if (op == GW_PREMUL_SUM) {
-        GW_ERROR(&comm->log, "api", "%s: premul_sum needs a factor per call: use "
-                 "gw_allreduce_premul", fn);
+        GW_ERROR(&comm->log, "api",
+                 "%s: premul_sum needs a factor per call: use "
+                 "gw_allreduce_premul",
+                 fn);
         return GW_ERR_INVALID_ARG;
     }
     for (size_t i = 0; i < n; i++) {

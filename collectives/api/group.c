@@ -152,9 +152,9 @@ static gw_status_t issue_collectives(gw_comm_t *comm, group_item_t *items, size_
             continue;
         }
         /* Runs are taken in order, so arrays of the longest are enough. */
-        if (!sends && (!(sends = malloc(n * sizeof(*sends))) ||
-                       !(recvs = malloc(n * sizeof(*recvs))) ||
-                       !(counts = malloc(n * sizeof(*counts))))) {
+        if (!sends &&
+            (!(sends = malloc(n * sizeof(*sends))) || !(recvs = malloc(n * sizeof(*recvs))) ||
+             !(counts = malloc(n * sizeof(*counts))))) {
             st = gw__comm_fail(comm, GW_ERR_NO_MEMORY);
             break;
         }

@@ -24,14 +24,14 @@ typedef struct fr_rank {
     int nerr;
 } fr_rank_t;
 
-#define FR_CHECK(r, cond, ...)                                            \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            (r)->nerr++;                                                  \
+#define FR_CHECK(r, cond, ...)                                                  \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            (r)->nerr++;                                                        \
             fprintf(stderr, "rank %d: %s:%d: ", (r)->rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fprintf(stderr, "\n");                                        \
-        }                                                                 \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, "\n");                                              \
+        }                                                                       \
     } while (0)
 
 typedef void (*fr_body_fn)(fr_rank_t *r, const void *arg);

@@ -105,12 +105,12 @@ static gw_comm_t *single(void)
 }
 
 /* One call on a fresh communicator fails with want and breaks it. */
-#define EXPECT_FAIL(want, call)                                                        \
-    do {                                                                               \
-        gw_comm_t *comm = single();                                                    \
-        cr_expect_eq((call), (want), "%s", #call);                                     \
+#define EXPECT_FAIL(want, call)                                                       \
+    do {                                                                              \
+        gw_comm_t *comm = single();                                                   \
+        cr_expect_eq((call), (want), "%s", #call);                                    \
         cr_expect_eq(gw_barrier(comm), (want), "after %s comm is not failed", #call); \
-        gw_comm_destroy(comm);                                                         \
+        gw_comm_destroy(comm);                                                        \
     } while (0)
 
 Test(dtype_ops, refused_combinations)

@@ -29,9 +29,9 @@
 typedef struct fmt {
     const char *name;
     int ebits, mbits, bias;
-    int ieee;          /* exponent all ones is inf/NaN (E5M2) */
-    uint8_t max_code;  /* the largest finite positive code */
-    uint8_t overflow;  /* what a too-large magnitude gives */
+    int ieee;         /* exponent all ones is inf/NaN (E5M2) */
+    uint8_t max_code; /* the largest finite positive code */
+    uint8_t overflow; /* what a too-large magnitude gives */
     float (*widen)(uint8_t);
     uint8_t (*round)(float);
 } fmt_t;
@@ -135,8 +135,7 @@ static void midpoints(const fmt_t *f)
         double hi = ref_magnitude(f, (uint8_t)(k + 1));
         float mid = (float)((lo + hi) / 2); /* exact: few significant bits */
         cr_assert_eq((double)mid, (lo + hi) / 2);
-        float probes[] = {mid, nextafterf(mid, 0), nextafterf(mid, INFINITY), (float)lo,
-                          (float)hi};
+        float probes[] = {mid, nextafterf(mid, 0), nextafterf(mid, INFINITY), (float)lo, (float)hi};
         for (size_t p = 0; p < sizeof probes / sizeof probes[0]; p++) {
             check_round(f, probes[p]);
             check_round(f, -probes[p]);

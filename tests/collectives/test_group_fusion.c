@@ -47,8 +47,8 @@ static void many_body(fr_rank_t *r, const void *arg)
             bufs[b][j] = value(r->rank, b, j);
         bufs[b][counts[b]] = -1.0f; /* guard */
     }
-    gw_status_t st = gw_allreduce_many(r->comm, (void *const *)bufs, counts, NBUF, GW_FLOAT32,
-                                       GW_SUM);
+    gw_status_t st =
+        gw_allreduce_many(r->comm, (void *const *)bufs, counts, NBUF, GW_FLOAT32, GW_SUM);
     FR_CHECK(r, st == GW_OK, "gw_allreduce_many: %s", gw_status_name(st));
     for (int b = 0; b < NBUF; b++) {
         for (size_t j = 0; j < counts[b]; j++) {
@@ -120,9 +120,15 @@ static void pair_body(fr_rank_t *r, const void *arg)
         FR_CHECK(r, theirs[i] == peer * 1000 + i, "element %d: %lld", i, (long long)theirs[i]);
 }
 
-Test(group, send_recv_pair_cannot_deadlock_tcp, .timeout = 60) { fr_run("tcp", 2, pair_body, NULL); }
+Test(group, send_recv_pair_cannot_deadlock_tcp, .timeout = 60)
+{
+    fr_run("tcp", 2, pair_body, NULL);
+}
 
-Test(group, send_recv_pair_cannot_deadlock_shm, .timeout = 60) { fr_run("shm", 2, pair_body, NULL); }
+Test(group, send_recv_pair_cannot_deadlock_shm, .timeout = 60)
+{
+    fr_run("shm", 2, pair_body, NULL);
+}
 
 /* A nested group with a ring of sendrecvs and allreduces around it. */
 static void ring_body(fr_rank_t *r, const void *arg)

@@ -577,6 +577,9 @@ GW_API gw_status_t gw_iscatter(gw_comm_t *comm, const void *sendbuf, void *recvb
 GW_API gw_status_t gw_iallgatherv(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t sendcount, const size_t *recvcounts, const size_t *displs,
                                   gw_dtype_t dtype, gw_handle_t **handle);
+GW_API gw_status_t gw_ireduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t count, gw_dtype_t dtype, double factor, int root,
+                                     gw_handle_t **handle);
 GW_API gw_status_t gw_iallreduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                         size_t count, gw_dtype_t dtype, double factor,
                                         gw_handle_t **handle);

@@ -480,6 +480,14 @@ gw_status_t gw_iallreduce_premul(gw_comm_t *comm, const void *sendbuf, void *rec
               .count = count, .dtype = dtype, .op = GW_PREMUL_SUM, .factor = factor, .premul = 1);
 }
 
+gw_status_t gw_ireduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gw_dtype_t dtype, double factor, int root, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .op = GW_PREMUL_SUM, .root = root, .factor = factor,
+              .premul = 1);
+}
+
 gw_status_t gw_ireduce_scatter_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                       size_t recvcount, gw_dtype_t dtype, double factor,
                                       gw_handle_t **handle)

@@ -891,6 +891,13 @@ GW_API gw_status_t gw_group_end(gw_comm_t *comm);
  */
 GW_API gw_status_t gw_allreduce_many(gw_comm_t *comm, void *const bufs[], const size_t counts[],
                                      size_t n, gw_dtype_t dtype, gw_op_t op);
+/* Non-blocking gw_allreduce_many: queued like every non-blocking call
+ * (gw_iallreduce), the buffers reduced on the progress thread; bufs,
+ * counts and the buffers must stay valid and untouched until the handle
+ * completes. Host buffers only: a device buffer fails the handle with
+ * GW_ERR_UNSUPPORTED. Argument errors are reported when it completes. */
+GW_API gw_status_t gw_iallreduce_many(gw_comm_t *comm, void *const bufs[], const size_t counts[],
+                                      size_t n, gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle);
 
 /* ---- Device buffers (CUDA) ----------------------------------------------- */
 /*

@@ -26,6 +26,7 @@
  * collectives/device already copies them, and packing device memory from
  * the host is not possible.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,22 +100,39 @@ static gw_status_t any_on_device(gw_comm_t *comm, const void *const sends[], voi
     return GW_OK;
 }
 
+/* One allreduce: through the public call (the caller's thread: it queues
+ * behind pending non-blocking calls), or, on the thread that drives the
+ * transport (gw_iallreduce_many's handle), executed there directly. */
+static gw_status_t one_allreduce(gw_comm_t *comm, int driving, const void *send, void *recv,
+                                 size_t count, gw_dtype_t dtype, gw_op_t op)
+{
+    if (!driving)
+        return gw_allreduce(comm, send, recv, count, dtype, op);
+    const gw_coll_args_t a = {.kind = GW_COLL_ALLREDUCE,
+                              .sendbuf = send,
+                              .recvbuf = recv,
+                              .count = count,
+                              .dtype = dtype,
+                              .op = op};
+    return gw__coll_execute(comm, &a);
+}
+
 /* One bucket: buffers [first, last) packed at increasing offsets, one
  * allreduce, unpacked from the same offsets. */
-static gw_status_t run_bucket(gw_comm_t *comm, const void *const sends[], void *const recvs[],
-                              const size_t counts[], size_t first, size_t last, gw_dtype_t dtype,
-                              gw_op_t op, unsigned char *bucket)
+static gw_status_t run_bucket(gw_comm_t *comm, int driving, const void *const sends[],
+                              void *const recvs[], const size_t counts[], size_t first, size_t last,
+                              gw_dtype_t dtype, gw_op_t op, unsigned char *bucket)
 {
     const size_t esize = gw_dtype_size(dtype);
     if (last - first == 1)
-        return gw_allreduce(comm, sends[first], recvs[first], counts[first], dtype, op);
+        return one_allreduce(comm, driving, sends[first], recvs[first], counts[first], dtype, op);
     size_t off = 0;
     for (size_t i = first; i < last; i++) {
         if (counts[i])
             memcpy(bucket + off, sends[i], counts[i] * esize);
         off += counts[i] * esize;
     }
-    gw_status_t st = gw_allreduce(comm, bucket, bucket, off / esize, dtype, op);
+    gw_status_t st = one_allreduce(comm, driving, bucket, bucket, off / esize, dtype, op);
     if (st != GW_OK)
         return st;
     off = 0;
@@ -126,11 +144,10 @@ static gw_status_t run_bucket(gw_comm_t *comm, const void *const sends[], void *
     return GW_OK;
 }
 
-gw_status_t gw__allreduce_fused(gw_comm_t *comm, const void *const sends[], void *const recvs[],
-                                const size_t counts[], size_t n, gw_dtype_t dtype, gw_op_t op)
+static gw_status_t fused(gw_comm_t *comm, int driving, const void *const sends[],
+                         void *const recvs[], const size_t counts[], size_t n, gw_dtype_t dtype,
+                         gw_op_t op)
 {
-    if (!comm)
-        return GW_ERR_INVALID_ARG;
     if (comm->failed != GW_OK)
         return comm->failed;
     size_t total = 0;
@@ -159,11 +176,56 @@ gw_status_t gw__allreduce_fused(gw_comm_t *comm, const void *const sends[], void
             bytes += counts[j++] * esize;
         if (j == i)
             j = i + 1;
-        st = run_bucket(comm, sends, recvs, counts, i, j, dtype, op, bucket);
+        st = run_bucket(comm, driving, sends, recvs, counts, i, j, dtype, op, bucket);
         i = j;
     }
     free(bucket);
     return st;
+}
+
+gw_status_t gw__allreduce_fused(gw_comm_t *comm, const void *const sends[], void *const recvs[],
+                                const size_t counts[], size_t n, gw_dtype_t dtype, gw_op_t op)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    return fused(comm, 0, sends, recvs, counts, n, dtype, op);
+}
+
+/* gw_iallreduce_many's handle, run by the progress thread: the buffer
+ * array is ctx, the counts recvcounts, n the count. Device buffers are
+ * refused here (their staging is per call, on the caller's thread). */
+static gw_status_t execute_many(gw_comm_t *comm, const gw_handle_t *h)
+{
+    void *const *bufs = h->ctx;
+    const gw_coll_args_t *a = &h->args;
+    int device = 0;
+    gw_status_t st = any_on_device(comm, (const void *const *)bufs, bufs, a->count, &device);
+    if (st == GW_OK && device) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_iallreduce_many: device buffers are not supported; use "
+                 "gw_allreduce_many");
+        st = GW_ERR_UNSUPPORTED;
+    }
+    if (st != GW_OK)
+        return gw__comm_fail(comm, st);
+    return fused(comm, 1, (const void *const *)bufs, bufs, a->recvcounts, a->count, a->dtype,
+                 a->op);
+}
+
+gw_status_t gw_iallreduce_many(gw_comm_t *comm, void *const bufs[], const size_t counts[], size_t n,
+                               gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    /* No buffer pointer in args: the staging of device buffers
+     * (gw__device_prepare) has nothing to classify, and execute_many
+     * checks them itself. */
+    gw_handle_t call = {
+        .execute = execute_many,
+        .ctx = (void *)(uintptr_t)bufs,
+        .args = {
+            .kind = GW_COLL_ALLREDUCE, .count = n, .recvcounts = counts, .dtype = dtype, .op = op}};
+    return gw__async_start(comm, &call, handle);
 }
 
 gw_status_t gw_allreduce_many(gw_comm_t *comm, void *const bufs[], const size_t counts[], size_t n,

@@ -64,6 +64,24 @@ static void many_body(fr_rank_t *r, const void *arg)
         FR_CHECK(r, bufs[b][counts[b]] == -1.0f, "buffer %d: written past its end", b);
         free(bufs[b]);
     }
+    /* Non-blocking: two calls in flight on the progress thread, then
+     * waited for in the opposite order. */
+    int32_t ia[3][5], ib[2][3];
+    void *pa[3] = {ia[0], ia[1], ia[2]}, *pb[2] = {ib[0], ib[1]};
+    size_t ca[3] = {5, 5, 5}, cb[2] = {3, 3};
+    for (int k = 0; k < 15; k++)
+        ia[k / 5][k % 5] = r->rank + k;
+    for (int k = 0; k < 6; k++)
+        ib[k / 3][k % 3] = (r->rank + 1) * (k + 1);
+    gw_handle_t *ha = NULL, *hb = NULL;
+    FR_CHECK(r, gw_iallreduce_many(r->comm, pa, ca, 3, GW_INT32, GW_SUM, &ha) == GW_OK, "ia");
+    FR_CHECK(r, gw_iallreduce_many(r->comm, pb, cb, 2, GW_INT32, GW_MAX, &hb) == GW_OK, "ib");
+    FR_CHECK(r, hb && gw_wait(hb) == GW_OK && ha && gw_wait(ha) == GW_OK, "waits");
+    int tri = r->size * (r->size - 1) / 2;
+    for (int k = 0; k < 15; k++)
+        FR_CHECK(r, ia[k / 5][k % 5] == tri + r->size * k, "isum %d: %d", k, ia[k / 5][k % 5]);
+    for (int k = 0; k < 6; k++)
+        FR_CHECK(r, ib[k / 3][k % 3] == r->size * (k + 1), "imax %d: %d", k, ib[k / 3][k % 3]);
     /* The same through a group of plain allreduces (fused at its end), and
      * with max, out of place. */
     float in[4][9], out[4][9];

@@ -596,7 +596,8 @@ GW_API gw_status_t gw_wait(gw_handle_t *handle);
 
 /* ---- Gradient compression ------------------------------------------------ */
 /*
- * gw_allreduce_compressed() averages float32 gradients like
+ * gw_allreduce_compressed() (float16 and bfloat16 inputs:
+ * gw_allreduce_compressed_dtype) averages float32 gradients like
  * gw_allreduce(..., GW_FLOAT32, GW_AVG), but sends them through a lossy
  * codec: FP16, BF16, INT8 (stochastic rounding, n <= 127 ranks), SIGN
  * (EF-SignSGD), TOPK (with DGC's momentum correction when momentum > 0) or
@@ -764,6 +765,23 @@ GW_API gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t 
 GW_API gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
                                             const float *in, float *out, size_t count,
                                             gw_handle_t **handle);
+
+/* gw_allreduce_compressed and gw_iallreduce_compressed for gradients of
+ * dtype GW_FLOAT32, GW_FLOAT16 or GW_BFLOAT16 (in and out: count elements
+ * of dtype). Halves are widened to float32 (exactly), compressed and
+ * averaged as float32 gradients are (the state, its residual and every
+ * codec stay float32: the state is made as for float32), and the average
+ * is rounded back to dtype once, to nearest even; that last rounding is
+ * not part of the residual. Every rank passes the same dtype. Another
+ * dtype is GW_ERR_INVALID_ARG (the communicator is failed, as for a wrong
+ * count); GW_ERR_NO_MEMORY when the float32 copies (8 bytes per element)
+ * do not fit. Otherwise as the float32 calls. */
+GW_API gw_status_t gw_allreduce_compressed_dtype(gw_comm_t *comm, gw_compress_state_t *state,
+                                                 const void *in, void *out, size_t count,
+                                                 gw_dtype_t dtype);
+GW_API gw_status_t gw_iallreduce_compressed_dtype(gw_comm_t *comm, gw_compress_state_t *state,
+                                                  const void *in, void *out, size_t count,
+                                                  gw_dtype_t dtype, gw_handle_t **handle);
 
 /* What the calls on a state cost. Bytes count payload only (not the
  * transport's framing). */

@@ -130,7 +130,7 @@ def _op_name(op):
         # Python backend's reach; gradwire's own call takes it explicitly.
         raise ValueError(
             "gradwire backend: PREMUL_SUM's factor is not visible to a Python backend; scale the "
-            "tensor by the factor and use SUM, or call gradwire's Comm.allreduce_premul"
+            "tensor by the factor and use SUM (the C API's gw_allreduce_premul takes the factor)"
         )
     raise ValueError(
         "gradwire backend: reduce op %s is not supported (gradwire has SUM, PRODUCT, MIN, MAX, AVG, "

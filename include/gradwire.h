@@ -872,8 +872,9 @@ GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t send
  * been queued (a bad argument is reported by gw_group_end); their buffers
  * and count arrays must stay valid and untouched until gw_group_end
  * returns. gw_group_end issues them: first the collectives in call order,
- * each run of consecutive allreduces with one dtype and op fused into
- * buckets as gw_allreduce_many does; then every point-to-point message,
+ * each run of consecutive allreduces with one dtype and op (messages
+ * queued between them aside) fused into buckets as gw_allreduce_many
+ * does; then every point-to-point message,
  * all posted at once and progressed in one loop, so that a send and the
  * matching receive queued in groups on both ranks cannot deadlock, in
  * whatever order each rank queued them. Every rank must group the same

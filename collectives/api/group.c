@@ -10,7 +10,8 @@
  *
  *  1. The collectives, in call order, as they would have run one by one,
  *     except that each run of consecutive allreduces with the same dtype
- *     and op goes through the fusion of allreduce_many.c: a group of 64
+ *     and op (messages queued between them do not count) goes through
+ *     the fusion of allreduce_many.c: a group of 64
  *     small allreduces costs a few buckets' rounds, not 64.
  *  2. The messages. Every send and receive is posted at once as a
  *     non-blocking request (gw_isend, gw_irecv), then all are waited for.
@@ -129,41 +130,50 @@ static int is_fusable(const group_item_t *it)
     return !it->is_p2p && it->call.args.kind == GW_COLL_ALLREDUCE && !it->call.args.premul;
 }
 
-/* Phase 1: collectives in call order, runs of alike allreduces fused. */
+/* The first collective (not a message) at or after k, or n. */
+static size_t next_coll(const group_item_t *items, size_t n, size_t k)
+{
+    while (k < n && items[k].is_p2p)
+        k++;
+    return k;
+}
+
+/* Phase 1: collectives in call order, runs of alike allreduces fused (the
+ * messages between them do not break a run: they go after every
+ * collective anyway). */
 static gw_status_t issue_collectives(gw_comm_t *comm, group_item_t *items, size_t n)
 {
     gw_status_t st = GW_OK;
     const void **sends = NULL;
     void **recvs = NULL;
     size_t *counts = NULL;
-    for (size_t i = 0; i < n && st == GW_OK;) {
-        if (items[i].is_p2p) {
-            i++;
-            continue;
-        }
+    for (size_t i = next_coll(items, n, 0); i < n && st == GW_OK;) {
         const gw_coll_args_t *a = &items[i].call.args;
-        size_t j = i + 1;
+        size_t m = 1, j = next_coll(items, n, i + 1);
         while (is_fusable(&items[i]) && j < n && is_fusable(&items[j]) &&
-               items[j].call.args.dtype == a->dtype && items[j].call.args.op == a->op)
-            j++;
-        if (j - i == 1) {
+               items[j].call.args.dtype == a->dtype && items[j].call.args.op == a->op) {
+            m++;
+            j = next_coll(items, n, j + 1);
+        }
+        if (m == 1) {
             st = gw__async_run(comm, &items[i].call, items[i].what);
             i = j;
             continue;
         }
-        /* Runs are taken in order, so arrays of the longest are enough. */
+        /* Runs are taken in order, so arrays of n entries are enough. */
         if (!sends &&
             (!(sends = malloc(n * sizeof(*sends))) || !(recvs = malloc(n * sizeof(*recvs))) ||
              !(counts = malloc(n * sizeof(*counts))))) {
             st = gw__comm_fail(comm, GW_ERR_NO_MEMORY);
             break;
         }
-        for (size_t k = i; k < j; k++) {
-            sends[k - i] = items[k].call.args.sendbuf;
-            recvs[k - i] = items[k].call.args.recvbuf;
-            counts[k - i] = items[k].call.args.count;
+        size_t r = 0;
+        for (size_t k = i; k < j; k = next_coll(items, n, k + 1)) {
+            sends[r] = items[k].call.args.sendbuf;
+            recvs[r] = items[k].call.args.recvbuf;
+            counts[r++] = items[k].call.args.count;
         }
-        st = gw__allreduce_fused(comm, sends, recvs, counts, j - i, a->dtype, a->op);
+        st = gw__allreduce_fused(comm, sends, recvs, counts, m, a->dtype, a->op);
         i = j;
     }
     free(sends);

@@ -288,4 +288,12 @@ void gw_bench_poison_want(void *buf, size_t count, gw_dtype_t dtype, gw_op_t op,
 int64_t gw_bench_input(gw_dtype_t dtype, gw_op_t op, int rank, int nranks, size_t i);
 int64_t gw_bench_expected(gw_dtype_t dtype, gw_op_t op, int nranks, size_t i);
 
+/* Whether (dtype, op) is a reduction the library has: not the bitwise ops
+ * on float dtypes, not premul_sum on integer dtypes. `-d all -o all`
+ * runs every combination that exists. */
+int gw_bench_combo_exists(gw_dtype_t dtype, gw_op_t op);
+/* Every rank's factor of premul_sum in the benchmarks (exact: a power of
+ * two). */
+#define GW_BENCH_PREMUL_FACTOR 2.0
+
 #endif

@@ -117,9 +117,13 @@ static void usage_of(FILE *out, const void *ctx)
                 "  -w, --warmup_iters N  untimed iterations before them (default 5)\n"
                 "  -c, --check 0|1       check every element of every result (default 1)\n"
                 "  -d, --datatype T      float32 (default), float64, float16, bfloat16, int8,\n"
-                "                        uint8, int32, int64, or all\n");
+                "                        uint8, int32, int64, float8_e4m3, float8_e5m2, uint32,\n"
+                "                        uint64, or all\n");
         if (d->has_op)
-            fprintf(out, "  -o, --op OP           sum (default), prod, min, max, avg, or all\n");
+            fprintf(out,
+                    "  -o, --op OP           sum (default), prod, min, max, avg, band, bor, bxor,\n"
+                    "                        premul_sum (every rank's factor 2), or all (the\n"
+                    "                        combinations that exist with each dtype)\n");
         if (d->has_root)
             fprintf(out, "  -r, --root R          the root rank (default 0)\n");
         if (d->has_algo)
@@ -295,7 +299,8 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
             } else {
                 return usage_error(o,
                                    "unknown datatype \"%s\" (float32, float64, float16, "
-                                   "bfloat16, int8, uint8, int32, int64 or all)",
+                                   "bfloat16, int8, uint8, int32, int64, float8_e4m3, "
+                                   "float8_e5m2, uint32, uint64 or all)",
                                    optarg);
             }
             break;
@@ -309,7 +314,9 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
             } else if (gw_op_parse(optarg, &o->ops[0]) == GW_OK) {
                 o->nops = 1;
             } else {
-                return usage_error(o, "unknown op \"%s\" (sum, prod, min, max, avg or all)",
+                return usage_error(o,
+                                   "unknown op \"%s\" (sum, prod, min, max, avg, band, bor, "
+                                   "bxor, premul_sum or all)",
                                    optarg);
             }
             break;
@@ -371,6 +378,11 @@ static int parse_opts(int argc, char **argv, const gw_bench_coll_t *d, struct op
     }
     if (!d->has_op)
         o->nops = 1; /* one pass; the op is not used (the check patterns take sum's) */
+    else if (o->ndtypes == 1 && o->nops == 1 && !gw_bench_combo_exists(o->dtypes[0], o->ops[0]))
+        return usage_error(o,
+                           "%s on %s does not exist (bitwise ops are for integer dtypes, "
+                           "premul_sum for float dtypes)",
+                           gw_op_name(o->ops[0]), gw_dtype_name(o->dtypes[0]));
     return check_sweep(o, have_i);
 }
 
@@ -566,6 +578,10 @@ static int run_sweep(struct bench *b, long cycle)
         gw_dtype_t dt = b->o.dtypes[d];
         for (int k = 0; k < b->o.nops; k++) {
             gw_op_t op = b->o.ops[k];
+            /* -d all, -o all: only the combinations that exist (one
+             * explicit pair that does not is refused at parsing). */
+            if (b->o.coll->has_op && !gw_bench_combo_exists(dt, op))
+                continue;
             for (size_t s = b->o.sw.minbytes;; s = next_size(&b->o, s)) {
                 struct result r = {.cycle = cycle, .dtype = dt, .op = op};
                 gw_bench_shape_t sh = gw_bench_coll_shape(&b->r, s, dt);

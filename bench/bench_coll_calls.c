@@ -106,6 +106,18 @@ static void uniform_blocks(const gw_bench_coll_run_t *r, const gw_bench_shape_t 
 gw_status_t gw_bench_coll_call(const gw_bench_coll_run_t *r, const gw_bench_place_t *pl,
                                const gw_bench_shape_t *sh, gw_dtype_t dt, gw_op_t op)
 {
+    const double f = GW_BENCH_PREMUL_FACTOR;
+    if (op == GW_PREMUL_SUM)
+        switch (r->coll->id) {
+        case GW_BENCH_ALLREDUCE:
+            return gw_allreduce_premul(r->comm, pl->src, pl->dst, sh->count, dt, f);
+        case GW_BENCH_REDUCE_SCATTER:
+            return gw_reduce_scatter_premul(r->comm, pl->src, pl->dst, sh->block, dt, f);
+        case GW_BENCH_REDUCE:
+            return gw_reduce_premul(r->comm, pl->src, pl->dst, sh->count, dt, f, r->root);
+        default:
+            break;
+        }
     switch (r->coll->id) {
     case GW_BENCH_ALLREDUCE:
         return gw_allreduce(r->comm, pl->src, pl->dst, sh->count, dt, op);
@@ -146,6 +158,18 @@ gw_status_t gw_bench_coll_icall(const gw_bench_coll_run_t *r, const gw_bench_pla
 {
     gw_status_t st;
     *nh = 1;
+    const double f = GW_BENCH_PREMUL_FACTOR;
+    if (op == GW_PREMUL_SUM)
+        switch (r->coll->id) {
+        case GW_BENCH_ALLREDUCE:
+            return gw_iallreduce_premul(r->comm, pl->src, pl->dst, sh->count, dt, f, h);
+        case GW_BENCH_REDUCE_SCATTER:
+            return gw_ireduce_scatter_premul(r->comm, pl->src, pl->dst, sh->block, dt, f, h);
+        case GW_BENCH_REDUCE:
+            return gw_ireduce_premul(r->comm, pl->src, pl->dst, sh->count, dt, f, r->root, h);
+        default:
+            break;
+        }
     switch (r->coll->id) {
     case GW_BENCH_ALLREDUCE:
         return gw_iallreduce(r->comm, pl->src, pl->dst, sh->count, dt, op, h);

@@ -41,13 +41,24 @@
  * once before main, so there is no state of our own to initialise or race
  * on.
  *
- * GW_AVG reduces exactly like GW_SUM; gw__reduce_finish_avg divides once at
- * the end (integers truncate toward zero, as C division does).
+ * The 8-bit floats (E4M3, E5M2; fp8_convert.h) go the same way as the
+ * halves: widened to float, one float operation, rounded back once. Float
+ * holds any sum or product of two E4M3 values exactly, and has more than
+ * twice E5M2's precision plus two bits, so the one rounding is correct.
+ *
+ * Bitwise and, or and xor exist for the integer dtypes only; the table has
+ * no entry for a float dtype (the API layer refuses those calls first).
+ *
+ * GW_AVG and GW_PREMUL_SUM reduce exactly like GW_SUM;
+ * gw__reduce_finish_avg divides once at the end (integers truncate toward
+ * zero, as C division does), and gw__reduce_scale multiplies each rank's
+ * input by its factor before the reduction starts.
  */
 #include "collectives/reduce_kernels.h"
 
 #include <string.h>
 
+#include "collectives/fp8_convert.h"
 #include "collectives/half_convert.h"
 #include "collectives/reduce_half.h"
 
@@ -62,6 +73,14 @@ uint16_t gw__float_to_half(float f) { return gw__f16_round(f); }
 float gw__bf16_to_float(uint16_t h) { return gw__bf16_widen(h); }
 
 uint16_t gw__float_to_bf16(float f) { return gw__bf16_round(f); }
+
+float gw__e4m3_to_float(uint8_t c) { return gw__e4m3_widen(c); }
+
+uint8_t gw__float_to_e4m3(float f) { return gw__e4m3_round(f); }
+
+float gw__e5m2_to_float(uint8_t c) { return gw__e5m2_widen(c); }
+
+uint8_t gw__float_to_e5m2(float f) { return gw__e5m2_round(f); }
 
 /* ---- scalar operators ---------------------------------------------------- */
 
@@ -98,6 +117,9 @@ GW__DEFINE_MINMAX(f64, double, uint64_t, int64_t, 0x7fffffffffffffffu, 0x7ff0000
 #define GW__FMUL(x, y) ((x) * (y))
 #define GW__MIN(x, y) ((x) < (y) ? (x) : (y))
 #define GW__MAX(x, y) ((x) > (y) ? (x) : (y))
+#define GW__BAND(x, y) ((x) & (y))
+#define GW__BOR(x, y) ((x) | (y))
+#define GW__BXOR(x, y) ((x) ^ (y))
 
 /* ---- loop generators ----------------------------------------------------- */
 
@@ -127,7 +149,10 @@ GW__DEFINE_MINMAX(f64, double, uint64_t, int64_t, 0x7fffffffffffffffu, 0x7ff0000
     GW__KERNEL(sum_##sfx, T, add_##sfx)                              \
     GW__KERNEL(prod_##sfx, T, mul_##sfx)                             \
     GW__KERNEL(min_k_##sfx, T, GW__MIN)                              \
-    GW__KERNEL(max_k_##sfx, T, GW__MAX)
+    GW__KERNEL(max_k_##sfx, T, GW__MAX)                              \
+    GW__KERNEL(band_##sfx, T, GW__BAND)                              \
+    GW__KERNEL(bor_##sfx, T, GW__BOR)                                \
+    GW__KERNEL(bxor_##sfx, T, GW__BXOR)
 
 /* The 8-bit types go through unsigned int: uint8_t * uint8_t would promote
  * to (signed) int, which is fine for 255 * 255 but hides the intent. */
@@ -135,6 +160,8 @@ GW__INT_KERNELS(i8, int8_t, unsigned int)
 GW__INT_KERNELS(u8, uint8_t, unsigned int)
 GW__INT_KERNELS(i32, int32_t, uint32_t)
 GW__INT_KERNELS(i64, int64_t, uint64_t)
+GW__INT_KERNELS(u32, uint32_t, uint32_t)
+GW__INT_KERNELS(u64, uint64_t, uint64_t)
 
 #define GW__FLOAT_KERNELS(sfx, T)         \
     GW__KERNEL(sum_##sfx, T, GW__FADD)    \
@@ -148,15 +175,16 @@ GW__FLOAT_KERNELS(f64, double)
 /* Elements per block of the half-precision kernels: 2 x 1 KiB of stack. */
 #define GW__HALF_BLOCK 256
 
-/* Half-precision kernels: widen a block of each operand, run the float
- * operator, round the block back. The three loops are separate so that each
- * is a simple loop the vectoriser can handle on its own. */
-#define GW__HALF_KERNEL(name, TO_F, FROM_F, EXPR)                                 \
+/* Half-precision (and 8-bit float, of storage type S) kernels: widen a
+ * block of each operand, run the float operator, round the block back. The
+ * three loops are separate so that each is a simple loop the vectoriser
+ * can handle on its own. */
+#define GW__NARROW_KERNEL(name, S, TO_F, FROM_F, EXPR)                            \
     static void name(void *out, const void *va, const void *vb, size_t n)         \
     {                                                                             \
-        uint16_t *o = out;                                                        \
-        const uint16_t *a = va;                                                   \
-        const uint16_t *b = vb;                                                   \
+        S *o = out;                                                               \
+        const S *a = va;                                                          \
+        const S *b = vb;                                                          \
         float fa[GW__HALF_BLOCK], fb[GW__HALF_BLOCK];                             \
         for (size_t base = 0; base < n; base += GW__HALF_BLOCK) {                 \
             size_t m = n - base < GW__HALF_BLOCK ? n - base : GW__HALF_BLOCK;     \
@@ -187,26 +215,56 @@ static inline float half_add(float x, float y) { return keep_nan_a(x, x + y); }
 
 static inline float half_mul(float x, float y) { return keep_nan_a(x, x * y); }
 
-#define GW__HALF_KERNELS(sfx, TO_F, FROM_F)             \
-    GW__HALF_KERNEL(sum_##sfx, TO_F, FROM_F, half_add)  \
-    GW__HALF_KERNEL(prod_##sfx, TO_F, FROM_F, half_mul) \
-    GW__HALF_KERNEL(min_k_##sfx, TO_F, FROM_F, min_f32) \
-    GW__HALF_KERNEL(max_k_##sfx, TO_F, FROM_F, max_f32)
+#define GW__HALF_KERNELS(sfx, S, TO_F, FROM_F)               \
+    GW__NARROW_KERNEL(sum_##sfx, S, TO_F, FROM_F, half_add)  \
+    GW__NARROW_KERNEL(prod_##sfx, S, TO_F, FROM_F, half_mul) \
+    GW__NARROW_KERNEL(min_k_##sfx, S, TO_F, FROM_F, min_f32) \
+    GW__NARROW_KERNEL(max_k_##sfx, S, TO_F, FROM_F, max_f32)
 
-GW__HALF_KERNELS(f16, gw__f16_widen, gw__f16_round)
-GW__HALF_KERNELS(bf16, gw__bf16_widen, gw__bf16_round)
+GW__HALF_KERNELS(f16, uint16_t, gw__f16_widen, gw__f16_round)
+GW__HALF_KERNELS(bf16, uint16_t, gw__bf16_widen, gw__bf16_round)
+GW__HALF_KERNELS(e4m3, uint8_t, gw__e4m3_widen, gw__e4m3_round)
+GW__HALF_KERNELS(e5m2, uint8_t, gw__e5m2_widen, gw__e5m2_round)
 
-#define GW__ROW(sfx)                                    \
-    {                                                   \
-        sum_##sfx, prod_##sfx, min_k_##sfx, max_k_##sfx \
+#define GW__ROW(sfx) \
+    [GW_SUM] = sum_##sfx, [GW_PROD] = prod_##sfx, [GW_MIN] = min_k_##sfx, [GW_MAX] = max_k_##sfx
+#define GW__INT_ROW(sfx)                                                                   \
+    {                                                                                      \
+        GW__ROW(sfx), [GW_BAND] = band_##sfx, [GW_BOR] = bor_##sfx, [GW_BXOR] = bxor_##sfx \
     }
 
-/* Indexed [dtype][op] for op in GW_SUM..GW_MAX (the order of gw_op_t). */
-static const reduce_fn kernels[GW_DTYPE_COUNT][GW_MAX + 1] = {
-    [GW_FLOAT32] = GW__ROW(f32),   [GW_FLOAT64] = GW__ROW(f64), [GW_FLOAT16] = GW__ROW(f16),
-    [GW_BFLOAT16] = GW__ROW(bf16), [GW_INT8] = GW__ROW(i8),     [GW_UINT8] = GW__ROW(u8),
-    [GW_INT32] = GW__ROW(i32),     [GW_INT64] = GW__ROW(i64),
+/* Indexed [dtype][op]; GW_AVG and GW_PREMUL_SUM are looked up as GW_SUM,
+ * and the combinations that do not exist (bitwise ops on floats) are NULL. */
+static const reduce_fn kernels[GW_DTYPE_COUNT][GW_OP_COUNT] = {
+    [GW_FLOAT32] = {GW__ROW(f32)},      [GW_FLOAT64] = {GW__ROW(f64)},
+    [GW_FLOAT16] = {GW__ROW(f16)},      [GW_BFLOAT16] = {GW__ROW(bf16)},
+    [GW_FLOAT8_E4M3] = {GW__ROW(e4m3)}, [GW_FLOAT8_E5M2] = {GW__ROW(e5m2)},
+    [GW_INT8] = GW__INT_ROW(i8),        [GW_UINT8] = GW__INT_ROW(u8),
+    [GW_INT32] = GW__INT_ROW(i32),      [GW_INT64] = GW__INT_ROW(i64),
+    [GW_UINT32] = GW__INT_ROW(u32),     [GW_UINT64] = GW__INT_ROW(u64),
 };
+
+int gw__reduce_supported(gw_dtype_t dtype, gw_op_t op)
+{
+    if (op == GW_AVG || op == GW_PREMUL_SUM)
+        op = GW_SUM;
+    return (unsigned)dtype < GW_DTYPE_COUNT && (unsigned)op < GW_OP_COUNT && kernels[dtype][op];
+}
+
+int gw__dtype_is_float(gw_dtype_t dtype)
+{
+    switch (dtype) {
+    case GW_FLOAT32:
+    case GW_FLOAT64:
+    case GW_FLOAT16:
+    case GW_BFLOAT16:
+    case GW_FLOAT8_E4M3:
+    case GW_FLOAT8_E5M2:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 /*
  * Arguments were validated by the API layer; an out-of-range dtype or op here
@@ -215,9 +273,9 @@ static const reduce_fn kernels[GW_DTYPE_COUNT][GW_MAX + 1] = {
  */
 void gw__reduce(void *out, const void *a, const void *b, size_t count, gw_dtype_t dtype, gw_op_t op)
 {
-    if (op == GW_AVG)
+    if (op == GW_AVG || op == GW_PREMUL_SUM)
         op = GW_SUM;
-    if ((unsigned)dtype >= GW_DTYPE_COUNT || (unsigned)op > GW_MAX || count == 0)
+    if (!gw__reduce_supported(dtype, op) || count == 0)
         return;
 #if GW__HALF_HAVE_AVX2
     if ((dtype == GW_FLOAT16 || dtype == GW_BFLOAT16) && gw__half_isa_best() == GW_HALF_ISA_AVX2) {
@@ -276,7 +334,7 @@ static gw_status_t check_half_isa(gw_dtype_t dtype, gw_half_isa_t isa)
 gw_status_t gw__reduce_half_isa(void *out, const void *a, const void *b, size_t count,
                                 gw_dtype_t dtype, gw_op_t op, gw_half_isa_t isa)
 {
-    if (op == GW_AVG)
+    if (op == GW_AVG || op == GW_PREMUL_SUM)
         op = GW_SUM;
     if ((unsigned)op > GW_MAX)
         return GW_ERR_INVALID_ARG;
@@ -356,6 +414,14 @@ gw_status_t gw__half_narrow_isa(uint16_t *out, const float *in, size_t count, gw
             p[i] = (T)(p[i] / (d));      \
     } while (0)
 
+/* 8-bit floats: widen, divide in float, round back (no SIMD variant). */
+#define GW__FP8_LOOP(buf, n, TO_F, FROM_F, DIV) \
+    do {                                        \
+        uint8_t *p = (buf);                     \
+        for (size_t i = 0; i < (n); i++)        \
+            p[i] = FROM_F(TO_F(p[i]) DIV);      \
+    } while (0)
+
 /* Half precision: widen a block, divide in float, round the block back, with
  * the fastest conversions this CPU has (they all give the same bits). */
 static void half_div(uint16_t *p, size_t n, gw_dtype_t dtype, int nranks)
@@ -405,6 +471,73 @@ void gw__reduce_finish_avg(void *buf, size_t count, gw_dtype_t dtype, int nranks
     case GW_INT64:
         GW__DIV_LOOP(int64_t, buf, count, (int64_t)nranks);
         break;
+    case GW_UINT32:
+        GW__DIV_LOOP(uint32_t, buf, count, (uint32_t)nranks);
+        break;
+    case GW_UINT64:
+        GW__DIV_LOOP(uint64_t, buf, count, (uint64_t)nranks);
+        break;
+    case GW_FLOAT8_E4M3:
+        GW__FP8_LOOP(buf, count, gw__e4m3_widen, gw__e4m3_round, / (float)nranks);
+        break;
+    case GW_FLOAT8_E5M2:
+        GW__FP8_LOOP(buf, count, gw__e5m2_widen, gw__e5m2_round, / (float)nranks);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- premul_sum's scaling ------------------------------------------------ */
+
+/*
+ * out[i] = in[i] * factor, with the factor rounded once to the type the
+ * dtype computes in (float for float32, the halves and the 8-bit floats;
+ * double for float64) and one multiplication rounded once to the dtype,
+ * as torch's x.mul_(factor) does. A NaN in stays NaN (quieted).
+ */
+void gw__reduce_scale(void *out, const void *in, size_t count, gw_dtype_t dtype, double factor)
+{
+    const float ff = (float)factor;
+    switch (dtype) {
+    case GW_FLOAT32: {
+        float *o = out;
+        const float *x = in;
+        GW__IVDEP for (size_t i = 0; i < count; i++) o[i] = x[i] * ff;
+        break;
+    }
+    case GW_FLOAT64: {
+        double *o = out;
+        const double *x = in;
+        GW__IVDEP for (size_t i = 0; i < count; i++) o[i] = x[i] * factor;
+        break;
+    }
+    case GW_FLOAT16:
+    case GW_BFLOAT16: {
+        uint16_t *o = out;
+        const uint16_t *x = in;
+        if (dtype == GW_FLOAT16)
+            GW__IVDEP for (size_t i = 0; i < count; i++) o[i] =
+                gw__f16_round(keep_nan_a(gw__f16_widen(x[i]), gw__f16_widen(x[i]) * ff));
+        else
+            GW__IVDEP for (size_t i = 0; i < count; i++) o[i] =
+                gw__bf16_round(keep_nan_a(gw__bf16_widen(x[i]), gw__bf16_widen(x[i]) * ff));
+        break;
+    }
+    case GW_FLOAT8_E4M3: {
+        uint8_t *o = out;
+        const uint8_t *x = in;
+        GW__IVDEP for (size_t i = 0; i < count; i++) o[i] =
+            gw__e4m3_round(gw__e4m3_widen(x[i]) * ff);
+        break;
+    }
+    case GW_FLOAT8_E5M2: {
+        uint8_t *o = out;
+        const uint8_t *x = in;
+        GW__IVDEP for (size_t i = 0; i < count; i++) o[i] =
+            gw__e5m2_round(gw__e5m2_widen(x[i]) * ff);
+        break;
+    }
     default:
         break;
     }

@@ -94,7 +94,15 @@ GW_API const char *gw_status_name(gw_status_t status);
 /* ---- Element types, operations and algorithms ---------------------------- */
 
 /* Element types. float16 is IEEE binary16, bfloat16 is the top half of a
- * binary32; both are reduced through float with round-to-nearest-even. */
+ * binary32; both are reduced through float with round-to-nearest-even.
+ * The 8-bit floats are OCP FP8's (torch.float8_e4m3fn, torch.float8_e5m2):
+ * E4M3 has no infinities, one NaN per sign (S.1111.111) and a largest
+ * finite 448; E5M2 is IEEE-like (infinities, NaN, largest 57344). Every
+ * reduction widens them to float, computes once and rounds back to
+ * nearest, ties to even, as torch's conversion does; a result too large
+ * for E4M3 (|x| > 464, which would round past 448) is NaN, not 448
+ * (non-saturating: an overflowed sum stays visible), and for E5M2 it is
+ * infinity. A NaN comes back as that sign's canonical NaN (0x7f / 0xff). */
 typedef enum gw_dtype {
     GW_FLOAT32 = 0,
     GW_FLOAT64,
@@ -104,14 +112,34 @@ typedef enum gw_dtype {
     GW_UINT8,
     GW_INT32,
     GW_INT64,
+    GW_FLOAT8_E4M3, /* "float8_e4m3" (alias "float8_e4m3fn", "e4m3") */
+    GW_FLOAT8_E5M2, /* "float8_e5m2" (alias "e5m2") */
+    GW_UINT32,
+    GW_UINT64,
     GW_DTYPE_COUNT
 } gw_dtype_t;
 
 /* Reduction operations. GW_AVG is the sum divided by the number of ranks
  * (integer types: the wrapped two's-complement sum divided with truncation
  * toward zero). GW_MIN and GW_MAX propagate NaN (IEEE 754-2019 minimum and
- * maximum) and order -0 below +0. */
-typedef enum gw_op { GW_SUM = 0, GW_PROD, GW_MIN, GW_MAX, GW_AVG, GW_OP_COUNT } gw_op_t;
+ * maximum) and order -0 below +0. GW_BAND, GW_BOR and GW_BXOR are bitwise
+ * and, or and exclusive or, for integer dtypes only (a float dtype is
+ * GW_ERR_INVALID_ARG). GW_PREMUL_SUM is the sum of every rank's input
+ * multiplied by that rank's factor: it needs the factor, so it is only
+ * accepted by the *_premul calls (gw_allreduce_premul); elsewhere it is
+ * GW_ERR_INVALID_ARG. */
+typedef enum gw_op {
+    GW_SUM = 0,
+    GW_PROD,
+    GW_MIN,
+    GW_MAX,
+    GW_AVG,
+    GW_BAND,
+    GW_BOR,
+    GW_BXOR,
+    GW_PREMUL_SUM,
+    GW_OP_COUNT
+} gw_op_t;
 
 /* Allreduce algorithms. GW_ALGO_AUTO lets the cost model choose per message
  * size, rank count and hosts; the environment variable GW_ALGO (ring, tree,
@@ -134,7 +162,8 @@ GW_API const char *gw_dtype_name(gw_dtype_t dtype);
 GW_API const char *gw_op_name(gw_op_t op);
 GW_API const char *gw_algo_name(gw_algo_t algo);
 /* Parse those names (and common aliases: "float", "fp16", "bf16", "half",
- * "double", "int", "long"). GW_ERR_INVALID_ARG for an unknown name. */
+ * "double", "int", "long", "e4m3", "e5m2", "uint", "ulong"; ops "and",
+ * "or", "xor"). GW_ERR_INVALID_ARG for an unknown name. */
 GW_API gw_status_t gw_dtype_parse(const char *name, gw_dtype_t *out);
 GW_API gw_status_t gw_op_parse(const char *name, gw_op_t *out);
 GW_API gw_status_t gw_algo_parse(const char *name, gw_algo_t *out);
@@ -409,6 +438,23 @@ GW_API gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void 
 /* Returns on every rank only after every rank has entered it. */
 GW_API gw_status_t gw_barrier(gw_comm_t *comm);
 
+/* premul_sum: gw_allreduce, gw_reduce and gw_reduce_scatter with op
+ * GW_PREMUL_SUM, the sum over ranks of factor * sendbuf[i], where each rank
+ * passes its own factor (they may differ; torch's ReduceOp.PREMUL_SUM,
+ * e.g. 1/world_size for an average that cannot overflow). Float dtypes
+ * only: the factor is rounded to float (kept double for GW_FLOAT64), each
+ * element multiplied and rounded once to the dtype, then summed as
+ * GW_SUM does. sendbuf is not modified (the scaled copy is the library's,
+ * count elements of scratch memory per call). Errors as the plain calls,
+ * plus GW_ERR_INVALID_ARG for an integer dtype or a factor that is NaN or
+ * infinite; GW_ERR_NO_MEMORY when the scratch copy does not fit. */
+GW_API gw_status_t gw_allreduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, gw_dtype_t dtype, double factor);
+GW_API gw_status_t gw_reduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    size_t count, gw_dtype_t dtype, double factor, int root);
+GW_API gw_status_t gw_reduce_scatter_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                            size_t recvcount, gw_dtype_t dtype, double factor);
+
 /* ---- Collectives that move blocks ---------------------------------------- */
 /*
  * Counts and displacements are in elements of dtype. Every rank passes the
@@ -514,6 +560,15 @@ GW_API gw_status_t gw_iscatter(gw_comm_t *comm, const void *sendbuf, void *recvb
 GW_API gw_status_t gw_iallgatherv(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t sendcount, const size_t *recvcounts, const size_t *displs,
                                   gw_dtype_t dtype, gw_handle_t **handle);
+GW_API gw_status_t gw_ireduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t count, gw_dtype_t dtype, double factor, int root,
+                                     gw_handle_t **handle);
+GW_API gw_status_t gw_iallreduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, gw_dtype_t dtype, double factor,
+                                        gw_handle_t **handle);
+GW_API gw_status_t gw_ireduce_scatter_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                             size_t recvcount, gw_dtype_t dtype, double factor,
+                                             gw_handle_t **handle);
 
 /* *done = 0 and GW_OK while the collective runs; once it has finished,
  * *done = 1, the handle is released and the collective's status returned. */
@@ -524,7 +579,8 @@ GW_API gw_status_t gw_wait(gw_handle_t *handle);
 
 /* ---- Gradient compression ------------------------------------------------ */
 /*
- * gw_allreduce_compressed() averages float32 gradients like
+ * gw_allreduce_compressed() (float16 and bfloat16 inputs:
+ * gw_allreduce_compressed_dtype) averages float32 gradients like
  * gw_allreduce(..., GW_FLOAT32, GW_AVG), but sends them through a lossy
  * codec: FP16, BF16, INT8 (stochastic rounding, n <= 127 ranks), SIGN
  * (EF-SignSGD), TOPK (with DGC's momentum correction when momentum > 0) or
@@ -693,6 +749,23 @@ GW_API gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t
                                             const float *in, float *out, size_t count,
                                             gw_handle_t **handle);
 
+/* gw_allreduce_compressed and gw_iallreduce_compressed for gradients of
+ * dtype GW_FLOAT32, GW_FLOAT16 or GW_BFLOAT16 (in and out: count elements
+ * of dtype). Halves are widened to float32 (exactly), compressed and
+ * averaged as float32 gradients are (the state, its residual and every
+ * codec stay float32: the state is made as for float32), and the average
+ * is rounded back to dtype once, to nearest even; that last rounding is
+ * not part of the residual. Every rank passes the same dtype. Another
+ * dtype is GW_ERR_INVALID_ARG (the communicator is failed, as for a wrong
+ * count); GW_ERR_NO_MEMORY when the float32 copies (8 bytes per element)
+ * do not fit. Otherwise as the float32 calls. */
+GW_API gw_status_t gw_allreduce_compressed_dtype(gw_comm_t *comm, gw_compress_state_t *state,
+                                                 const void *in, void *out, size_t count,
+                                                 gw_dtype_t dtype);
+GW_API gw_status_t gw_iallreduce_compressed_dtype(gw_comm_t *comm, gw_compress_state_t *state,
+                                                  const void *in, void *out, size_t count,
+                                                  gw_dtype_t dtype, gw_handle_t **handle);
+
 /* What the calls on a state cost. Bytes count payload only (not the
  * transport's framing). */
 typedef struct gw_compress_stats {
@@ -770,6 +843,63 @@ GW_API gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t
  * cannot deadlock. sendbuf and recvbuf must not overlap. */
 GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
                                void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
+
+/* ---- Grouped calls and fusion -------------------------------------------- */
+/*
+ * gw_group_start and gw_group_end bracket calls that progress as one
+ * operation, as NCCL's ncclGroupStart/End do. Between them the blocking
+ * collectives of this header's Collectives section (allreduce, its premul
+ * form, broadcast, reduce, allgather, reduce-scatter, barrier), the
+ * collectives that move blocks (alltoall(v), gather, scatter, allgatherv)
+ * and gw_send, gw_recv and gw_sendrecv return GW_OK at once, having only
+ * been queued (a bad argument is reported by gw_group_end); their buffers
+ * and count arrays must stay valid and untouched until gw_group_end
+ * returns. gw_group_end issues them: first the collectives in call order,
+ * each run of consecutive allreduces with one dtype and op (messages
+ * queued between them aside) fused into buckets as gw_allreduce_many
+ * does; then every point-to-point message,
+ * all posted at once and progressed in one loop, so that a send and the
+ * matching receive queued in groups on both ranks cannot deadlock, in
+ * whatever order each rank queued them. Every rank must group the same
+ * collectives (as it would issue them); messages pair up as outside a
+ * group (the n-th send from a to b with the n-th receive of b from a).
+ * Groups nest (an inner gw_group_end only counts down). Other calls
+ * (non-blocking ones, compressed allreduce, split, dup) inside a group
+ * are refused with GW_ERR_UNSUPPORTED. gw_group_end returns the first
+ * failure of the calls it issued (later ones are not issued then: the
+ * communicator is broken anyway) and GW_OK otherwise. Errors:
+ * GW_ERR_INVALID_ARG (NULL comm, gw_group_end without a start),
+ * GW_ERR_NO_MEMORY (queueing; the group is then failed and gw_group_end
+ * says so). One thread per communicator, as every call.
+ */
+GW_API gw_status_t gw_group_start(gw_comm_t *comm);
+GW_API gw_status_t gw_group_end(gw_comm_t *comm);
+
+/*
+ * Allreduce each of n buffers in place (bufs[i] holds counts[i] elements
+ * of dtype), as n gw_allreduce calls would, but fused (Horovod's tensor
+ * fusion): consecutive buffers are packed into buckets of at most
+ * GW_FUSION_BYTES bytes (64 MiB unless set; 0 turns fusion off), each
+ * bucket reduced by one allreduce and unpacked; a buffer larger than the
+ * threshold is reduced alone, in place, without a copy. Results are
+ * bitwise those of the separate calls (the reduction is elementwise; the
+ * algorithm picked for a bucket's size may differ, and every algorithm
+ * gives the same bits). Every rank passes the same n, counts, dtype and op
+ * and the same GW_FUSION_BYTES (a difference that changes the buckets is
+ * GW_ERR_MISMATCH). op: any but GW_PREMUL_SUM. Buffers on a CUDA device
+ * are reduced one by one. Errors: as gw_allreduce, GW_ERR_INVALID_ARG for
+ * NULL arrays with n > 0 or a NULL buffer with a count, GW_ERR_NO_MEMORY
+ * for the bucket (min(total, threshold) bytes of scratch per call).
+ */
+GW_API gw_status_t gw_allreduce_many(gw_comm_t *comm, void *const bufs[], const size_t counts[],
+                                     size_t n, gw_dtype_t dtype, gw_op_t op);
+/* Non-blocking gw_allreduce_many: queued like every non-blocking call
+ * (gw_iallreduce), the buffers reduced on the progress thread; bufs,
+ * counts and the buffers must stay valid and untouched until the handle
+ * completes. Host buffers only: a device buffer fails the handle with
+ * GW_ERR_UNSUPPORTED. Argument errors are reported when it completes. */
+GW_API gw_status_t gw_iallreduce_many(gw_comm_t *comm, void *const bufs[], const size_t counts[],
+                                      size_t n, gw_dtype_t dtype, gw_op_t op, gw_handle_t **handle);
 
 /* ---- Device buffers (CUDA) ----------------------------------------------- */
 /*

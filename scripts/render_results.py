@@ -110,6 +110,14 @@ CAMPAIGNS = {
         "trainer's own per-rank step, compute and wait times (bench/stragglers.sh --json; "
         "tests/optimizer/straggler_hosts.sh judges the behaviour).",
     ),
+    "fusion": (
+        "Tensor fusion: many small allreduces",
+        "64 allreduces of 4 KiB (float32) per rank, fused (gw_allreduce_many: torch's "
+        "all_reduce_coalesced on a gradwire group, and the group's Comm.allreduce_many) against "
+        "the same calls one by one and against torch gloo's allreduce_coalesced, taking turns "
+        "iteration by iteration in one job on this host; an iteration's time is the slowest "
+        "rank's, after a barrier, every result checked (bench/fusion.sh --json).",
+    ),
     "acceptance": (
         "Acceptance testing: gradwire check's own timings",
         "How long `gradwire check --quick` takes on emulated hosts (scripts/cluster.sh, one rank "
@@ -513,6 +521,22 @@ def body_stragglers(doc):
             % (p.get("hosts"), p.get("rate"), slow, p.get("cpu_quota_pct"), p.get("train")), text, [])
 
 
+def body_fusion(doc):
+    rows = [[r["config"], r["iters"]] + [fmt(1e3 * r[k], 3) for k in ("median_s", "min_s", "max_s")]
+            for r in doc["results"]]
+    text = ["Per configuration, the median over iterations of the slowest rank's time for all the "
+            "tensors, and its range:", "",
+            md_table(["configuration", "iterations", "median (ms)", "min (ms)", "max (ms)"], rows,
+                     ["---", "---:", "---:", "---:", "---:"]), "",
+            "Ratios of the medians, measured side by side in this run (above 1: the second is faster):", "",
+            md_table(["ratio", "value"], [[k, "%.2fx" % v] for k, v in doc.get("ratios", {}).items()],
+                     ["---", "---:"]), ""]
+    p = doc.get("params", {})
+    return ("%s ranks, %s tensors of %s bytes (%s), %s iterations after %s of warm-up" % (
+        p.get("ranks"), p.get("tensors"), p.get("bytes"), p.get("dtype"), p.get("iters"), p.get("warmup")),
+        text, [])
+
+
 def body_acceptance(doc):
     p = doc.get("params", {})
     link = p.get("link_GBps")
@@ -582,7 +606,8 @@ def body_soft_roce(doc):
 
 
 BODIES = {"scale": body_scale, "train-accuracy": body_train_accuracy, "elastic": body_elastic,
-          "stragglers": body_stragglers, "acceptance": body_acceptance, "soft-roce": body_soft_roce}
+          "stragglers": body_stragglers, "acceptance": body_acceptance, "soft-roce": body_soft_roce,
+          "fusion": body_fusion}
 
 
 def custom_page(name, doc):

@@ -45,6 +45,7 @@ CAMPAIGNS=(
     'train-accuracy|-|bench/train_accuracy.sh "$B" --epochs 1 --codec-warmup-epochs 0 --json "$J"'
     'elastic|-|bench/train_elastic.sh --json "$J" "$B" 2 128'
     'stragglers|root|bench/stragglers.sh --build "$B" --epochs 1 --json "$J"'
+    'fusion|-|bench/fusion.sh --ranks 2 --iters 30 --json "$J" "$B"'
     'pytorch|-|python/bench/torch_compare.sh --local 4 --json "$J" "$B" -- allreduce --sizes 1K,16K,256K,1M,4M --reps 3 --budget 0.1'
     'acceptance|root|bench/acceptance.sh --build "$B" --hosts "3 6" --rate 1gbit --json "$J"'
     'soft-roce|vm|bench/soft_roce.sh --build "$B" --rounds 3 --sizes "262144 1048576" --mib 2 --json "$J"'

@@ -30,7 +30,9 @@
  * round; nobody passes the barrier. It costs those rounds' latency (tens
  * of microseconds over TCP, a few over shared memory; nothing per byte).
  */
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collectives/api/api.h"
@@ -54,6 +56,11 @@ static gw_status_t check_args(gw_comm_t *comm, const char *fn, const void *sendb
     }
     if ((unsigned)op >= GW_OP_COUNT) {
         GW_ERROR(&comm->log, "api", "%s: unknown reduction op %d", fn, (int)op);
+        goto fail;
+    }
+    if (!gw__reduce_supported(dtype, op)) {
+        GW_ERROR(&comm->log, "api", "%s: %s is a bitwise op, for integer dtypes only, not %s", fn,
+                 gw_op_name(op), gw_dtype_name(dtype));
         goto fail;
     }
     if (root < 0 || root >= comm->size) {
@@ -272,6 +279,11 @@ static gw_status_t barrier(gw_comm_t *comm)
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
+static gw_status_t run_checked(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a,
+                               size_t nbytes, int is_root, gw_op_t op, int root);
+static gw_status_t check_premul(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a);
+static gw_status_t premul_input(gw_comm_t *comm, gw_coll_args_t *a, size_t nbytes, void **scratch);
+
 gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
 {
     if (!comm)
@@ -291,8 +303,28 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
                    rule->per_rank ? (size_t)comm->size : 1, a->dtype, op, root, &nbytes);
     if (st != GW_OK)
         return st;
-    if ((st = check_buffers(comm, rule, a, nbytes, is_root)) != GW_OK)
+    if ((st = check_buffers(comm, rule, a, nbytes, is_root)) != GW_OK ||
+        (st = check_premul(comm, rule, a)) != GW_OK)
         return gw__comm_fail(comm, st);
+    gw_coll_args_t scaled;
+    void *scratch = NULL;
+    if (rule->has_op && a->op == GW_PREMUL_SUM) {
+        scaled = *a;
+        if ((st = premul_input(comm, &scaled, nbytes, &scratch)) != GW_OK)
+            return gw__comm_fail(comm, st);
+        a = &scaled;
+    }
+    st = run_checked(comm, rule, a, nbytes, is_root, op, root);
+    free(scratch);
+    return st;
+}
+
+/* gw__coll_execute once the arguments are checked: the algorithm, or the
+ * copy of a rank alone, then GW_AVG's division. */
+static gw_status_t run_checked(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a,
+                               size_t nbytes, int is_root, gw_op_t op, int root)
+{
+    gw_status_t st;
     /* A broadcast's root holds the result from the start; the others hold
      * their own data when they are alone. */
     if (a->kind == GW_COLL_BROADCAST ? is_root : comm->size == 1)
@@ -303,12 +335,50 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
         log_algo(comm, rule, a, algo);
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
         if (st == GW_OK)
-            st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);
+            st = run_algorithm(comm, a, op == GW_AVG || op == GW_PREMUL_SUM ? GW_SUM : op, algo);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
     }
     if (op == GW_AVG && (!rule->recv_root_only || is_root))
         return gw__coll_finish_avg(comm, a->recvbuf, a->count, a->dtype, comm->size);
+    return GW_OK;
+}
+
+/* GW_PREMUL_SUM comes with a factor (only the *_premul calls give one), for
+ * float dtypes, and the factor is a finite number. */
+static gw_status_t check_premul(gw_comm_t *comm, const coll_rule_t *rule, const gw_coll_args_t *a)
+{
+    if (!rule->has_op || a->op != GW_PREMUL_SUM)
+        return GW_OK;
+    if (!a->premul)
+        GW_ERROR(&comm->log, "api",
+                 "%s: premul_sum needs a factor: call gw_allreduce_premul, gw_reduce_premul or "
+                 "gw_reduce_scatter_premul",
+                 rule->fn);
+    else if (!gw__dtype_is_float(a->dtype))
+        GW_ERROR(&comm->log, "api", "%s: premul_sum is for float dtypes, not %s", rule->fn,
+                 gw_dtype_name(a->dtype));
+    else if (!isfinite(a->factor))
+        GW_ERROR(&comm->log, "api", "%s: premul_sum factor %g is not a finite number", rule->fn,
+                 a->factor);
+    else
+        return GW_OK;
+    return GW_ERR_INVALID_ARG;
+}
+
+/* premul_sum's first step: this rank's input times its factor, in scratch
+ * memory (sendbuf is the caller's and stays untouched), which then stands
+ * for sendbuf in a plain sum. */
+static gw_status_t premul_input(gw_comm_t *comm, gw_coll_args_t *a, size_t nbytes, void **scratch)
+{
+    size_t esize = gw_dtype_size(a->dtype);
+    *scratch = malloc(nbytes ? nbytes : 1);
+    if (!*scratch) {
+        GW_ERROR(&comm->log, "api", "premul_sum: no memory for %zu bytes of scaled input", nbytes);
+        return GW_ERR_NO_MEMORY;
+    }
+    gw__reduce_scale(*scratch, a->sendbuf, nbytes / esize, a->dtype, a->factor);
+    a->sendbuf = *scratch;
     return GW_OK;
 }
 
@@ -366,6 +436,27 @@ gw_status_t gw_reduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvbu
 
 gw_status_t gw_barrier(gw_comm_t *comm) { GW__RUN(comm, .kind = GW_COLL_BARRIER); }
 
+gw_status_t gw_allreduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                gw_dtype_t dtype, double factor)
+{
+    GW__RUN(comm, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+            .dtype = dtype, .op = GW_PREMUL_SUM, .factor = factor, .premul = 1);
+}
+
+gw_status_t gw_reduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             gw_dtype_t dtype, double factor, int root)
+{
+    GW__RUN(comm, .kind = GW_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+            .dtype = dtype, .op = GW_PREMUL_SUM, .root = root, .factor = factor, .premul = 1);
+}
+
+gw_status_t gw_reduce_scatter_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t recvcount, gw_dtype_t dtype, double factor)
+{
+    GW__RUN(comm, .kind = GW_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+            .count = recvcount, .dtype = dtype, .op = GW_PREMUL_SUM, .factor = factor, .premul = 1);
+}
+
 /* The non-blocking forms: the same description, queued as a handle for the
  * progress thread (async.c), which runs it in call order. */
 #define GW__START(comm, handle, ...)                                            \
@@ -414,4 +505,28 @@ gw_status_t gw_ireduce_scatter(gw_comm_t *comm, const void *sendbuf, void *recvb
 gw_status_t gw_ibarrier(gw_comm_t *comm, gw_handle_t **handle)
 {
     GW__START(comm, handle, .kind = GW_COLL_BARRIER);
+}
+
+gw_status_t gw_iallreduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                 gw_dtype_t dtype, double factor, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .op = GW_PREMUL_SUM, .factor = factor, .premul = 1);
+}
+
+gw_status_t gw_ireduce_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gw_dtype_t dtype, double factor, int root, gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .op = GW_PREMUL_SUM, .root = root, .factor = factor,
+              .premul = 1);
+}
+
+gw_status_t gw_ireduce_scatter_premul(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, gw_dtype_t dtype, double factor,
+                                      gw_handle_t **handle)
+{
+    GW__START(comm, handle, .kind = GW_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = recvcount, .dtype = dtype, .op = GW_PREMUL_SUM, .factor = factor,
+              .premul = 1);
 }

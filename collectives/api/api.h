@@ -128,4 +128,23 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *args);
 gw_status_t gw__allreduce_algo(gw_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gw_dtype_t dtype, gw_op_t op, gw_algo_t algo);
 
+/* ---- grouped calls and fusion (group.c, allreduce_many.c) ---------------- */
+
+/* Inside gw_group_start/end (comm->group set): queue a copy of the blocking
+ * call `call` (a collective described by its args, no ctx) and return
+ * GW_OK; a call that cannot be queued (one with a ctx: compressed, split)
+ * is GW_ERR_UNSUPPORTED naming `what`. */
+gw_status_t gw__group_add_call(gw_comm_t *comm, const gw_handle_t *call, const char *what);
+/* Queue a message: is_send, the buffer, count elements of dtype, the peer. */
+gw_status_t gw__group_add_p2p(gw_comm_t *comm, int is_send, void *buf, size_t count,
+                              gw_dtype_t dtype, int peer);
+/* A call that has no place in a group (non-blocking ones): when comm has
+ * an open group, GW_ERR_UNSUPPORTED, logged naming `what`; else GW_OK. */
+gw_status_t gw__group_refuse(gw_comm_t *comm, const char *what);
+
+/* n allreduces (sends[i] -> recvs[i], counts[i] elements; sends[i] ==
+ * recvs[i] in place), fused into buckets of GW_FUSION_BYTES. */
+gw_status_t gw__allreduce_fused(gw_comm_t *comm, const void *const sends[], void *const recvs[],
+                                const size_t counts[], size_t n, gw_dtype_t dtype, gw_op_t op);
+
 #endif /* GW_COLLECTIVES_API_API_H */

@@ -129,6 +129,8 @@ static gw_status_t wait_done(gw_handle_t *h)
 
 gw_status_t gw__async_run(gw_comm_t *comm, const gw_handle_t *call, const char *what)
 {
+    if (comm->group) /* inside gw_group_start/end: queued (group.c) */
+        return gw__group_add_call(comm, call, what);
     gw_status_t st = gw__comm_enter(comm, what);
     if (st != GW_OK)
         return st;
@@ -185,7 +187,10 @@ static gw_status_t async_start_entered(gw_comm_t *comm, const gw_handle_t *call,
 
 gw_status_t gw__async_start(gw_comm_t *comm, const gw_handle_t *call, gw_handle_t **handle)
 {
-    gw_status_t st = gw__comm_enter(comm, "a non-blocking call");
+    gw_status_t st = gw__group_refuse(comm, "a non-blocking call");
+    if (st != GW_OK)
+        return st;
+    st = gw__comm_enter(comm, "a non-blocking call");
     if (st != GW_OK)
         return st;
     st = async_start_entered(comm, call, handle);

@@ -168,6 +168,8 @@ static gw_status_t blocking_one(gw_comm_t *comm, const char *fn, gw_req_kind_t k
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
+    if (comm->group) /* queued until gw_group_end (group.c) */
+        return gw__group_add_p2p(comm, kind == GW_REQ_SEND, buf, count, dtype, peer);
     gw_status_t st = gw__comm_enter(comm, fn);
     if (st != GW_OK)
         return st;
@@ -205,6 +207,11 @@ gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, 
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
+    if (comm->group) { /* two messages of the group (group.c) */
+        gw_status_t st =
+            gw__group_add_p2p(comm, 1, (void *)(uintptr_t)sendbuf, sendcount, dtype, dst);
+        return st != GW_OK ? st : gw__group_add_p2p(comm, 0, recvbuf, recvcount, dtype, src);
+    }
     gw_status_t st = gw__comm_enter(comm, "gw_sendrecv");
     if (st != GW_OK)
         return st;
@@ -260,7 +267,10 @@ static gw_status_t post_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t ki
     if (!comm || !handle)
         return GW_ERR_INVALID_ARG;
     *handle = NULL;
-    gw_status_t st = gw__comm_enter(comm, fn);
+    gw_status_t st = gw__group_refuse(comm, fn);
+    if (st != GW_OK)
+        return st;
+    st = gw__comm_enter(comm, fn);
     if (st != GW_OK)
         return st;
     claim(comm);

@@ -78,6 +78,8 @@ struct gw_comm {
     /* Non-blocking calls: the progress thread and its queue, created by the
      * first gw_i* call (NULL until then). */
     struct gw_async *async;
+    /* The open gw_group_start of this communicator (api/group.c), or NULL. */
+    struct gw_group *group;
     /* Set by gw_comm_abort from any thread; the thread driving the transport
      * notices it within one progress round and fails the communicator. */
     atomic_int abort_requested;
@@ -149,6 +151,10 @@ typedef struct gw_coll_args {
     /* gw_alltoallv and gw_allgatherv (api_more.c): per-rank element counts
      * and displacements, the caller's arrays (valid until completion). */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    /* GW_PREMUL_SUM (api.c's *_premul calls): premul says the call carries
+     * this rank's factor. */
+    double factor;
+    int premul;
 } gw_coll_args_t;
 
 /* A non-blocking call (gw_handle_t in the public API). A collective's handle

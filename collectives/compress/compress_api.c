@@ -25,11 +25,19 @@
  * calls and waits, exactly as api.c does for gw_allreduce; that is also the
  * path of gw_iallreduce_compressed (gw__async_start), minus the wait.
  * Either way a state is only ever touched by one thread at a time.
+ *
+ * float16 and bfloat16 gradients (gw_allreduce_compressed_dtype) are
+ * widened to float32 scratch first, go through exactly the float32 path
+ * (residual and codec state stay float32), and the average is rounded back
+ * to the input's type once, to nearest even. That final rounding is not
+ * fed back (it is below the precision the caller asked for).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "collectives/api/api.h"
 #include "collectives/compress/codec.h"
+#include "collectives/reduce_half.h"
 
 /* x[0..n) = g + residual, the residual skipped where it is zero (so that x
  * is g bit for bit there, -0.0 included: gw__cz_plus_residual); returns the
@@ -306,21 +314,62 @@ static gw_status_t execute(gw_comm_t *comm, gw_compress_state_t *state, const fl
     return GW_OK;
 }
 
+/* A float16 or bfloat16 call: widened, the float32 path, rounded back. */
+static gw_status_t execute_half(gw_comm_t *comm, gw_compress_state_t *state, const uint16_t *in,
+                                uint16_t *out, size_t count, gw_dtype_t dtype)
+{
+    if (comm->failed != GW_OK)
+        return comm->failed;
+    if (!state || count != state->count || (count > 0 && (!in || !out)))
+        return execute(comm, state, NULL, NULL, count); /* it reports which */
+    float *fin = malloc((count ? count : 1) * sizeof(float));
+    float *fout = malloc((count ? count : 1) * sizeof(float));
+    if (!fin || !fout) {
+        free(fin);
+        free(fout);
+        GW_ERROR(&comm->log, "compress", "gw_allreduce_compressed_dtype: no memory for %zu floats",
+                 2 * count);
+        return gw__comm_fail(comm, GW_ERR_NO_MEMORY);
+    }
+    gw_half_isa_t isa = gw__half_isa_best();
+    (void)gw__half_widen_isa(fin, in, count, dtype, isa);
+    gw_status_t st = execute(comm, state, fin, fout, count);
+    if (st == GW_OK)
+        (void)gw__half_narrow_isa(out, fout, count, dtype, isa);
+    free(fin);
+    free(fout);
+    return st;
+}
+
 static gw_status_t execute_handle(gw_comm_t *comm, const gw_handle_t *h)
 {
-    return execute(comm, h->ctx, h->args.sendbuf, h->args.recvbuf, h->args.count);
+    switch (h->args.dtype) {
+    case GW_FLOAT32:
+        return execute(comm, h->ctx, h->args.sendbuf, h->args.recvbuf, h->args.count);
+    case GW_FLOAT16:
+    case GW_BFLOAT16:
+        return execute_half(comm, h->ctx, h->args.sendbuf, h->args.recvbuf, h->args.count,
+                            h->args.dtype);
+    default:
+        GW_ERROR(&comm->log, "compress",
+                 "gw_allreduce_compressed_dtype: %s gradients cannot be compressed (float32, "
+                 "float16 and bfloat16 can)",
+                 gw_dtype_name(h->args.dtype));
+        return gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+    }
 }
 
 /* The handle of a call: the arguments as the signature describes them and
  * the state, run by execute_handle. */
-static gw_handle_t describe(gw_compress_state_t *state, const float *in, float *out, size_t count)
+static gw_handle_t describe(gw_compress_state_t *state, const void *in, void *out, size_t count,
+                            gw_dtype_t dtype)
 {
     gw_handle_t h = {.execute = execute_handle,
                      .args = {.kind = GW_COLL_ALLREDUCE_COMPRESSED,
                               .sendbuf = in,
                               .recvbuf = out,
                               .count = count,
-                              .dtype = GW_FLOAT32,
+                              .dtype = dtype,
                               .op = GW_AVG},
                      .ctx = state};
     return h;
@@ -331,8 +380,27 @@ gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
 {
     if (!comm)
         return GW_ERR_INVALID_ARG;
-    gw_handle_t call = describe(state, in, out, count);
+    gw_handle_t call = describe(state, in, out, count, GW_FLOAT32);
     return gw__async_run(comm, &call, "gw_allreduce_compressed");
+}
+
+gw_status_t gw_allreduce_compressed_dtype(gw_comm_t *comm, gw_compress_state_t *state,
+                                          const void *in, void *out, size_t count, gw_dtype_t dtype)
+{
+    if (!comm)
+        return GW_ERR_INVALID_ARG;
+    gw_handle_t call = describe(state, in, out, count, dtype);
+    return gw__async_run(comm, &call, "gw_allreduce_compressed_dtype");
+}
+
+gw_status_t gw_iallreduce_compressed_dtype(gw_comm_t *comm, gw_compress_state_t *state,
+                                           const void *in, void *out, size_t count,
+                                           gw_dtype_t dtype, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    gw_handle_t call = describe(state, in, out, count, dtype);
+    return gw__async_start(comm, &call, handle);
 }
 
 gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state, const float *in,
@@ -342,7 +410,7 @@ gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state
         return GW_ERR_INVALID_ARG;
     /* Everything else, a NULL state included, is checked when the call
      * runs, so that it fails the way the blocking call would, in order. */
-    gw_handle_t call = describe(state, in, out, count);
+    gw_handle_t call = describe(state, in, out, count, GW_FLOAT32);
     return gw__async_start(comm, &call, handle);
 }
 

@@ -35,7 +35,8 @@ gw_status_t gw__cuda_status_of(int cuda_error);
 
 /* out[i] = a[i] OP b[i], every dtype x op, with gw__reduce's rules
  * (reduce_kernels.h): a's NaN first, wrapping integers, IEEE min/max, halves
- * rounded once. Bitwise equal to gw__reduce, except float32/float64 sum and
+ * and 8-bit floats rounded once; bitwise ops on a float dtype are
+ * GW_ERR_INVALID_ARG. Bitwise equal to gw__reduce, except float32/float64 sum and
  * product where both operands are NaN: the GPU gives a's, the CPU whichever
  * its compiler put first (both quiet NaNs). out may alias a or b exactly. */
 gw_status_t gw__cuda_reduce(void *out, const void *a, const void *b, size_t count, gw_dtype_t dtype,
@@ -44,6 +45,12 @@ gw_status_t gw__cuda_reduce(void *out, const void *a, const void *b, size_t coun
 /* buf[i] /= nranks, as gw__reduce_finish_avg (bitwise). */
 gw_status_t gw__cuda_reduce_finish_avg(void *buf, size_t count, gw_dtype_t dtype, int nranks,
                                        void *stream);
+
+/* out[i] = in[i] * factor for a float dtype, as gw__reduce_scale
+ * (premul_sum's first step; bitwise, NaN as x86 gives it). out may alias
+ * in exactly. GW_ERR_INVALID_ARG for an integer dtype. */
+gw_status_t gw__cuda_reduce_scale(void *out, const void *in, size_t count, gw_dtype_t dtype,
+                                  double factor, void *stream);
 
 /* ---- casts (cast.cu): half_convert.h and cast_ring.h --------------------- */
 

@@ -69,7 +69,21 @@ _DTYPES = {
     torch.int8: None,
     torch.uint8: None,
 }
-_DTYPE_NAMES = "float32, float64, float16, bfloat16, int64, int32, int8, uint8"
+# The dtypes newer torch versions have, passed as their bits with gradwire's
+# name (torch 1.13 has none of them): the 8-bit floats as bytes, the
+# unsigned integers as the signed integers of their size.
+for _name, _gw, _view in (
+    ("float8_e4m3fn", "float8_e4m3", torch.uint8),
+    ("float8_e5m2", "float8_e5m2", torch.uint8),
+    ("uint32", "uint32", torch.int32),
+    ("uint64", "uint64", torch.int64),
+):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = _gw
+# gradwire's dtype override -> the torch dtype whose numpy view carries the bits.
+_BITS_VIEW = {"bfloat16": torch.int16, "float8_e4m3": torch.uint8, "float8_e5m2": torch.uint8,
+              "uint32": torch.int32, "uint64": torch.int64}
+_DTYPE_NAMES = "float32, float64, float16, bfloat16, int64, int32, int8, uint8 (and, where torch has them, float8_e4m3fn, float8_e5m2, uint32, uint64)"
 
 
 class DistTimeoutError(gradwire.TimeoutError, RuntimeError):
@@ -108,10 +122,19 @@ def _op_name(op):
     for name, value in (("sum", R.SUM), ("prod", R.PRODUCT), ("min", R.MIN), ("max", R.MAX)):
         if op == value:
             return name
-    if hasattr(R, "AVG") and op == R.AVG:
-        return "avg"
+    for name, attr in (("avg", "AVG"), ("band", "BAND"), ("bor", "BOR"), ("bxor", "BXOR")):
+        if hasattr(R, attr) and op == getattr(R, attr):
+            return name
+    if hasattr(R, "PREMUL_SUM") and op == R.PREMUL_SUM:
+        # torch keeps the factor of _make_nccl_premul_sum in C++, out of a
+        # Python backend's reach; gradwire's own call takes it explicitly.
+        raise ValueError(
+            "gradwire backend: PREMUL_SUM's factor is not visible to a Python backend; scale the "
+            "tensor by the factor and use SUM (the C API's gw_allreduce_premul takes the factor)"
+        )
     raise ValueError(
-        "gradwire backend: reduce op %s is not supported (gradwire has SUM, PRODUCT, MIN, MAX, AVG)" % (op,)
+        "gradwire backend: reduce op %s is not supported (gradwire has SUM, PRODUCT, MIN, MAX, AVG, "
+        "BAND, BOR, BXOR)" % (op,)
     )
 
 
@@ -131,7 +154,7 @@ def _buffer(t, what):
     if t.is_cuda:  # the tensor itself: gradwire takes its __cuda_array_interface__
         return (t.view(torch.int16) if override is not None else t), override
     if override is not None:
-        return t.view(torch.int16).numpy(), override
+        return t.view(_BITS_VIEW[override]).numpy(), override
     return t.numpy(), None
 
 
@@ -692,14 +715,25 @@ class ProcessGroupGradwire(_BackendBase):
                     "gradwire backend: allreduce_coalesced: every tensor must be %s like the first (tensor %d is %s)"
                     % (tensors[0].dtype, i, t.dtype)
                 )
-        flat = torch.cat([_reducible(t, op).reshape(-1) for t in tensors])
-        buf, dt = _buffer(flat, "allreduce_coalesced's tensors")
+        # Each contiguous tensor is reduced where it is, fused into buckets by
+        # the library (gw_iallreduce_many, GW_FUSION_BYTES); a tensor that is
+        # not contiguous goes through a contiguous copy, copied back after.
+        work = [_reducible(t, op) for t in tensors]
+        staged = [w if w.is_contiguous() else w.contiguous() for w in work]
+        bufs = [_buffer(s, "allreduce_coalesced's tensor %d" % i) for i, s in enumerate(staged)]
+        dt = bufs[0][1]
 
         def unpack():
-            for t, piece in zip(tensors, torch.split(flat, [_reducible(t, op).numel() for t in tensors])):
-                _reducible(t, op).copy_(piece.view(_reducible(t, op).shape))
+            for w, s in zip(work, staged):
+                if s is not w:
+                    w.copy_(s)
 
-        return self._start(lambda: [self.comm.iallreduce(buf, op=op, dtype=dt)], tensors, unpack, "allreduce_coalesced")
+        return self._start(
+            lambda: [self.comm.iallreduce_many([b for b, _ in bufs], op=op, dtype=dt)],
+            tensors,
+            unpack,
+            "allreduce_coalesced",
+        )
 
     def reduce(self, tensors, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)

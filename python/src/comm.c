@@ -641,6 +641,14 @@ static PyMethodDef comm_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "iallreduce_compressed(state, send, out=None) -> Handle: the same on the progress thread; "
      "the state belongs to it until the handle is done."},
+    {"allreduce_many", (PyCFunction)(void (*)(void))gwpy_comm_allreduce_many,
+     METH_VARARGS | METH_KEYWORDS,
+     "allreduce_many(bufs, op='sum', dtype=None) -> bufs: every buffer allreduced in place, fused "
+     "into buckets of GW_FUSION_BYTES (gw_allreduce_many)."},
+    {"iallreduce_many", (PyCFunction)(void (*)(void))gwpy_comm_iallreduce_many,
+     METH_VARARGS | METH_KEYWORDS,
+     "iallreduce_many(bufs, op='sum', dtype=None) -> Handle: allreduce_many on the progress "
+     "thread; wait() returns bufs."},
     {"alltoallv", (PyCFunction)(void (*)(void))gwpy_comm_alltoallv, METH_VARARGS | METH_KEYWORDS,
      "alltoallv(send, send_counts, out, recv_counts, dtype=None) -> out: send_counts[j] elements "
      "to rank j, recv_counts[j] from rank j, packed in rank order in send and out."},

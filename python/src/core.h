@@ -126,6 +126,9 @@ PyObject *gwpy_comm_iallreduce_compressed(PyObject *self, PyObject *args, PyObje
  * count arrays the handle keeps (comm_vcoll.c), and sub-communicators
  * (comm_split.c). */
 PyObject *gwpy_comm_alltoallv(PyObject *self, PyObject *args, PyObject *kw);
+/* gw_allreduce_many and gw_iallreduce_many (comm_many.c). */
+PyObject *gwpy_comm_allreduce_many(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *gwpy_comm_iallreduce_many(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_ialltoallv(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_allgatherv(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_iallgatherv(PyObject *self, PyObject *args, PyObject *kw);

@@ -122,6 +122,10 @@ static gw_dtype_t dtype_of_format(const char *format, Py_ssize_t itemsize)
     case 'l':
     case 'q':
         return itemsize == 4 ? GW_INT32 : itemsize == 8 ? GW_INT64 : GW_DTYPE_COUNT;
+    case 'I':
+    case 'L':
+    case 'Q':
+        return itemsize == 4 ? GW_UINT32 : itemsize == 8 ? GW_UINT64 : GW_DTYPE_COUNT;
     default:
         return GW_DTYPE_COUNT;
     }
@@ -278,6 +282,18 @@ int gwpy_buffer_get(PyObject *obj, int writable, gw_dtype_t dtype_override, cons
             goto fail;
         }
         dtype = GW_BFLOAT16;
+    } else if (dtype_override == GW_FLOAT8_E4M3 || dtype_override == GW_FLOAT8_E5M2) {
+        if (out->view.itemsize != 1) {
+            gwpy_raise_argument(1,
+                                "%s: dtype='%s' needs a buffer of bytes (the bits, e.g. "
+                                "tensor.view(torch.uint8).numpy()), not %zd-byte items",
+                                role, gw_dtype_name(dtype_override), out->view.itemsize);
+            goto fail;
+        }
+        dtype = dtype_override;
+    } else if ((dtype_override == GW_UINT32 && (dtype == GW_INT32 || dtype == GW_UINT32)) ||
+               (dtype_override == GW_UINT64 && (dtype == GW_INT64 || dtype == GW_UINT64))) {
+        dtype = dtype_override; /* the bits of a signed view (torch.uint32 as int32) */
     } else if (dtype_override != GW_DTYPE_COUNT) {
         if (dtype != dtype_override) {
             gwpy_raise_argument(1, "%s: the buffer holds %s, not %s", role,
@@ -289,7 +305,8 @@ int gwpy_buffer_get(PyObject *obj, int writable, gw_dtype_t dtype_override, cons
     if (dtype == GW_DTYPE_COUNT) {
         gwpy_raise_argument(1,
                             "%s: gradwire has no type for buffer format '%s' (%zd-byte items); "
-                            "it reduces float32, float64, float16, int8, uint8, int32 and int64",
+                            "it reduces float32, float64, float16, int8, uint8, int32, int64, "
+                            "uint32 and uint64 (bfloat16 and the float8 types by dtype=)",
                             role, out->view.format ? out->view.format : "B", out->view.itemsize);
         goto fail;
     }

@@ -118,7 +118,8 @@ static inline double bf16_to_double(uint16_t b)
 
 static inline int is_float(gw_dtype_t dt)
 {
-    return dt == GW_FLOAT32 || dt == GW_FLOAT64 || dt == GW_FLOAT16 || dt == GW_BFLOAT16;
+    return dt == GW_FLOAT32 || dt == GW_FLOAT64 || dt == GW_FLOAT16 || dt == GW_BFLOAT16 ||
+           dt == GW_FLOAT8_E4M3 || dt == GW_FLOAT8_E5M2;
 }
 
 static inline void put_f(gw_dtype_t dt, void *buf, size_t i, double v)
@@ -136,6 +137,12 @@ static inline void put_f(gw_dtype_t dt, void *buf, size_t i, double v)
     case GW_BFLOAT16:
         ((uint16_t *)buf)[i] = bf16_from_float((float)v);
         break;
+    case GW_FLOAT8_E4M3:
+        ((uint8_t *)buf)[i] = gw__float_to_e4m3((float)v);
+        break;
+    case GW_FLOAT8_E5M2:
+        ((uint8_t *)buf)[i] = gw__float_to_e5m2((float)v);
+        break;
     default:
         break;
     }
@@ -152,6 +159,10 @@ static inline double get_f(gw_dtype_t dt, const void *buf, size_t i)
         return half_to_double(((const uint16_t *)buf)[i]);
     case GW_BFLOAT16:
         return bf16_to_double(((const uint16_t *)buf)[i]);
+    case GW_FLOAT8_E4M3:
+        return gw__e4m3_to_float(((const uint8_t *)buf)[i]);
+    case GW_FLOAT8_E5M2:
+        return gw__e5m2_to_float(((const uint8_t *)buf)[i]);
     default:
         return 0;
     }
@@ -172,6 +183,12 @@ static inline void put_i(gw_dtype_t dt, void *buf, size_t i, uint64_t v)
     case GW_INT64:
         ((int64_t *)buf)[i] = (int64_t)v;
         break;
+    case GW_UINT32:
+        ((uint32_t *)buf)[i] = (uint32_t)v;
+        break;
+    case GW_UINT64:
+        ((uint64_t *)buf)[i] = v;
+        break;
     default:
         break;
     }
@@ -188,6 +205,10 @@ static inline int64_t get_i(gw_dtype_t dt, const void *buf, size_t i)
         return ((const int32_t *)buf)[i];
     case GW_INT64:
         return ((const int64_t *)buf)[i];
+    case GW_UINT32:
+        return ((const uint32_t *)buf)[i];
+    case GW_UINT64: /* the bits, as int64 */
+        return (int64_t)((const uint64_t *)buf)[i];
     default:
         return 0;
     }
@@ -196,8 +217,10 @@ static inline int64_t get_i(gw_dtype_t dt, const void *buf, size_t i)
 /* A float input for an exact test: integers whose sums (16 ranks of them)
  * stay exact even in bfloat16, small factors for products, and arbitrary
  * values for min and max (which are exact anyway). */
-static inline double exact_float(gw_op_t op, uint64_t x)
+static inline double exact_float(gw_dtype_t dt, gw_op_t op, uint64_t x)
 {
+    if (gw_dtype_size(dt) == 1) /* the 8-bit floats (min, max): in range */
+        return (double)(int)(x % 33) - 16;
     if (op == GW_SUM)
         return (double)(int)(x % 33) - 16;
     if (op == GW_PROD)
@@ -211,7 +234,7 @@ static inline void gen_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int rank,
 {
     uint64_t x = rnd(seed, rank, i);
     if (is_float(dt))
-        put_f(dt, buf, i, exact_float(op, x));
+        put_f(dt, buf, i, exact_float(dt, op, x));
     else
         put_i(dt, buf, i, x);
 }
@@ -228,7 +251,7 @@ static inline void ref_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int n, si
     for (int r = 0; r < n; r++) {
         uint64_t x = rnd(seed, r, i);
         if (is_float(dt)) {
-            put_f(dt, one, 0, exact_float(op, x));
+            put_f(dt, one, 0, exact_float(dt, op, x));
             double e = get_f(dt, one, 0);
             if (r == 0)
                 f = e;
@@ -250,6 +273,15 @@ static inline void ref_exact(gw_dtype_t dt, gw_op_t op, uint64_t seed, int n, si
                 w = (uint64_t)v + (uint64_t)e;
             else if (op == GW_PROD)
                 w = (uint64_t)v * (uint64_t)e;
+            else if (op == GW_BAND)
+                w = (uint64_t)v & (uint64_t)e;
+            else if (op == GW_BOR)
+                w = (uint64_t)v | (uint64_t)e;
+            else if (op == GW_BXOR)
+                w = (uint64_t)v ^ (uint64_t)e;
+            else if (dt == GW_UINT32 || dt == GW_UINT64) /* unsigned order */
+                w = op == GW_MIN ? ((uint64_t)e < (uint64_t)v ? (uint64_t)e : (uint64_t)v)
+                                 : ((uint64_t)e > (uint64_t)v ? (uint64_t)e : (uint64_t)v);
             else if (op == GW_MIN)
                 w = (uint64_t)(e < v ? e : v);
             else
@@ -268,10 +300,30 @@ typedef struct combo {
 } combo_t;
 
 static const combo_t exact_combos[] = {
-    {GW_FLOAT32, GW_SUM}, {GW_INT32, GW_SUM},   {GW_INT32, GW_PROD},   {GW_INT32, GW_MIN},
-    {GW_INT32, GW_MAX},   {GW_INT64, GW_SUM},   {GW_INT64, GW_PROD},   {GW_INT64, GW_MIN},
-    {GW_INT64, GW_MAX},   {GW_FLOAT16, GW_SUM}, {GW_BFLOAT16, GW_SUM}, {GW_FLOAT64, GW_PROD},
-    {GW_FLOAT64, GW_MIN}, {GW_FLOAT64, GW_MAX}, {GW_INT8, GW_SUM},     {GW_UINT8, GW_MAX},
+    {GW_FLOAT32, GW_SUM},
+    {GW_INT32, GW_SUM},
+    {GW_INT32, GW_PROD},
+    {GW_INT32, GW_MIN},
+    {GW_INT32, GW_MAX},
+    {GW_INT64, GW_SUM},
+    {GW_INT64, GW_PROD},
+    {GW_INT64, GW_MIN},
+    {GW_INT64, GW_MAX},
+    {GW_FLOAT16, GW_SUM},
+    {GW_BFLOAT16, GW_SUM},
+    {GW_FLOAT64, GW_PROD},
+    {GW_FLOAT64, GW_MIN},
+    {GW_FLOAT64, GW_MAX},
+    {GW_INT8, GW_SUM},
+    {GW_UINT8, GW_MAX},
+    /* The dtypes and ops of issue 33 through every algorithm. */
+    {GW_UINT64, GW_BXOR},
+    {GW_UINT32, GW_BAND},
+    {GW_INT8, GW_BOR},
+    {GW_UINT32, GW_MAX},
+    {GW_UINT64, GW_SUM},
+    {GW_FLOAT8_E4M3, GW_MIN},
+    {GW_FLOAT8_E5M2, GW_MAX},
 };
 #define NCOMBOS (sizeof(exact_combos) / sizeof(exact_combos[0]))
 

@@ -23,9 +23,19 @@
 
 /* ---- kernels: scalar reference -------------------------------------------- */
 
-static const gw_dtype_t all_dtypes[] = {GW_FLOAT32, GW_FLOAT64, GW_FLOAT16, GW_BFLOAT16,
-                                        GW_INT8,    GW_UINT8,   GW_INT32,   GW_INT64};
-static const gw_op_t all_ops[] = {GW_SUM, GW_PROD, GW_MIN, GW_MAX, GW_AVG};
+static const gw_dtype_t all_dtypes[] = {GW_FLOAT32,     GW_FLOAT64,     GW_FLOAT16, GW_BFLOAT16,
+                                        GW_INT8,        GW_UINT8,       GW_INT32,   GW_INT64,
+                                        GW_FLOAT8_E4M3, GW_FLOAT8_E5M2, GW_UINT32,  GW_UINT64};
+static const gw_op_t all_ops[] = {GW_SUM,  GW_PROD, GW_MIN,  GW_MAX,       GW_AVG,
+                                  GW_BAND, GW_BOR,  GW_BXOR, GW_PREMUL_SUM};
+
+static int is_bitwise(gw_op_t op) { return op == GW_BAND || op == GW_BOR || op == GW_BXOR; }
+
+static int is_float_dtype(gw_dtype_t dt)
+{
+    return dt == GW_FLOAT32 || dt == GW_FLOAT64 || dt == GW_FLOAT16 || dt == GW_BFLOAT16 ||
+           dt == GW_FLOAT8_E4M3 || dt == GW_FLOAT8_E5M2;
+}
 
 /* IEEE 754-2019 minimum/maximum written the obvious way. */
 #define REF_MINMAX(T)              \
@@ -57,6 +67,7 @@ static float ref_float(gw_op_t op, float a, float b)
     switch (op) {
     case GW_SUM:
     case GW_AVG:
+    case GW_PREMUL_SUM:
         return a + b;
     case GW_PROD:
         return a * b;
@@ -72,6 +83,7 @@ static double ref_double(gw_op_t op, double a, double b)
     switch (op) {
     case GW_SUM:
     case GW_AVG:
+    case GW_PREMUL_SUM:
         return a + b;
     case GW_PROD:
         return a * b;
@@ -90,8 +102,15 @@ static double ref_double(gw_op_t op, double a, double b)
         switch (op) {                               \
         case GW_SUM:                                \
         case GW_AVG:                                \
+        case GW_PREMUL_SUM:                         \
             (void)__builtin_add_overflow(a, b, &r); \
             return r;                               \
+        case GW_BAND:                               \
+            return (T)(a & b);                      \
+        case GW_BOR:                                \
+            return (T)(a | b);                      \
+        case GW_BXOR:                               \
+            return (T)(a ^ b);                      \
         case GW_PROD:                               \
             (void)__builtin_mul_overflow(a, b, &r); \
             return r;                               \
@@ -105,13 +124,15 @@ REF_INT(int8_t)
 REF_INT(uint8_t)
 REF_INT(int32_t)
 REF_INT(int64_t)
+REF_INT(uint32_t)
+REF_INT(uint64_t)
 
 /* Half-precision sum and product: a NaN in a gives a's NaN, else IEEE (a
  * NaN in b gives b's). The float operation alone may return either NaN. */
 static float ref_half_op(gw_op_t op, float x, float y)
 {
     float r = ref_float(op, x, y);
-    if ((op == GW_SUM || op == GW_PROD || op == GW_AVG) && isnan(x))
+    if ((op == GW_SUM || op == GW_PROD || op == GW_AVG || op == GW_PREMUL_SUM) && isnan(x))
         return x;
     return r;
 }
@@ -154,7 +175,23 @@ static void ref_elem(gw_dtype_t dt, gw_op_t op, const void *a, const void *b, si
         REF_INT_CASE(GW_UINT8, uint8_t)
         REF_INT_CASE(GW_INT32, int32_t)
         REF_INT_CASE(GW_INT64, int64_t)
+        REF_INT_CASE(GW_UINT32, uint32_t)
+        REF_INT_CASE(GW_UINT64, uint64_t)
 #undef REF_INT_CASE
+    case GW_FLOAT8_E4M3: {
+        float x = gw__e4m3_to_float(((const uint8_t *)a)[i]);
+        float y = gw__e4m3_to_float(((const uint8_t *)b)[i]);
+        uint8_t r = gw__float_to_e4m3(ref_half_op(op, x, y));
+        memcpy(out, &r, sizeof r);
+        break;
+    }
+    case GW_FLOAT8_E5M2: {
+        float x = gw__e5m2_to_float(((const uint8_t *)a)[i]);
+        float y = gw__e5m2_to_float(((const uint8_t *)b)[i]);
+        uint8_t r = gw__float_to_e5m2(ref_half_op(op, x, y));
+        memcpy(out, &r, sizeof r);
+        break;
+    }
     default:
         cr_assert_fail("unknown dtype %d", (int)dt);
     }
@@ -179,6 +216,10 @@ static int elem_is_nan(gw_dtype_t dt, const void *p)
     case GW_BFLOAT16:
         memcpy(&u16, p, 2);
         return bf16_is_nan(u16);
+    case GW_FLOAT8_E4M3:
+        return (*(const uint8_t *)p & 0x7fu) == 0x7fu;
+    case GW_FLOAT8_E5M2:
+        return (*(const uint8_t *)p & 0x7fu) > 0x7cu;
     default:
         return 0;
     }
@@ -227,6 +268,16 @@ static void fill_random(gw_dtype_t dt, void *buf, size_t n, uint64_t *s)
                 h = dt == GW_FLOAT16 ? gw__float_to_half(f) : gw__float_to_bf16(f);
             }
             memcpy((char *)buf + i * es, &h, es);
+            break;
+        }
+        case GW_FLOAT8_E4M3:
+        case GW_FLOAT8_E5M2: {
+            uint8_t c = (uint8_t)v;
+            if (kind >= 10) { /* nice numbers: small multiples of 1/4 */
+                float f = (float)((int)(v % 33) - 16) * 0.25f;
+                c = dt == GW_FLOAT8_E4M3 ? gw__float_to_e4m3(f) : gw__float_to_e5m2(f);
+            }
+            memcpy((char *)buf + i * es, &c, es);
             break;
         }
         default:
@@ -295,8 +346,9 @@ static void check_kernel(gw_dtype_t dt, gw_op_t op, size_t n, enum alias_mode mo
         /* A float32/float64 sum or product with NaN must be NaN; which NaN
          * bits two NaN operands give is the hardware's choice. min/max and
          * the half-precision kernels pick bits exactly. */
-        int loose =
-            !is_half(dt) && (op == GW_SUM || op == GW_PROD || op == GW_AVG) && elem_is_nan(dt, w);
+        int loose = (dt == GW_FLOAT32 || dt == GW_FLOAT64) &&
+                    (op == GW_SUM || op == GW_PROD || op == GW_AVG || op == GW_PREMUL_SUM) &&
+                    elem_is_nan(dt, w);
         int ok = loose ? elem_is_nan(dt, g) : memcmp(g, w, es) == 0;
         if (!ok) {
             uint64_t gv = 0, wv = 0, av = 0, bv = 0;
@@ -339,9 +391,11 @@ Test(kernels, every_dtype_op_count_and_aliasing, .timeout = 120)
                 continue;
             for (size_t o = 0; o < sizeof all_ops / sizeof all_ops[0]; o++)
                 for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-                    for (int m = 0; m < ALIAS_COUNT; m++)
-                        check_kernel(dt, all_ops[o], counts[c], (enum alias_mode)m,
-                                     seed++ * 0x9e3779b97f4a7c15ULL, isa);
+                    if (!(is_bitwise(all_ops[o]) && is_float_dtype(dt)) &&
+                        (isa == ISA_AUTO || !is_bitwise(all_ops[o])))
+                        for (int m = 0; m < ALIAS_COUNT; m++)
+                            check_kernel(dt, all_ops[o], counts[c], (enum alias_mode)m,
+                                         seed++ * 0x9e3779b97f4a7c15ULL, isa);
         }
     }
 }
@@ -693,6 +747,12 @@ Test(average, every_dtype_matches_reference, .timeout = 60)
                     AVG_CASE(GW_UINT8, uint8_t, (uint8_t)(x / nr))
                     AVG_CASE(GW_INT32, int32_t, x / nr)
                     AVG_CASE(GW_INT64, int64_t, x / nr)
+                    AVG_CASE(GW_UINT32, uint32_t, x / (uint32_t)nr)
+                    AVG_CASE(GW_UINT64, uint64_t, x / (uint64_t)nr)
+                    AVG_CASE(GW_FLOAT8_E4M3, uint8_t,
+                             gw__float_to_e4m3(gw__e4m3_to_float(x) / (float)nr))
+                    AVG_CASE(GW_FLOAT8_E5M2, uint8_t,
+                             gw__float_to_e5m2(gw__e5m2_to_float(x) / (float)nr))
 #undef AVG_CASE
                 default:
                     cr_assert_fail("unknown dtype");
@@ -706,4 +766,80 @@ Test(average, every_dtype_matches_reference, .timeout = 60)
             free(orig);
         }
     }
+}
+
+/* The combinations that do not exist: bitwise ops on float dtypes leave
+ * the output untouched (the API layer refuses them before; see
+ * test_dtype_ops.c), and gw__reduce_supported says so. */
+Test(kernels, bitwise_on_floats_is_not_a_kernel, .timeout = 10)
+{
+    for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++)
+        for (size_t o = 0; o < sizeof all_ops / sizeof all_ops[0]; o++) {
+            gw_dtype_t dt = all_dtypes[d];
+            gw_op_t op = all_ops[o];
+            int want = !(is_bitwise(op) && is_float_dtype(dt));
+            cr_assert_eq(gw__reduce_supported(dt, op), want, "%s %s", gw_dtype_name(dt),
+                         gw_op_name(op));
+            if (want)
+                continue;
+            unsigned char a[16], b[16], out[16];
+            memset(a, 0x3c, sizeof a);
+            memset(b, 0x41, sizeof b);
+            memset(out, 0xa5, sizeof out);
+            gw__reduce(out, a, b, 16 / gw_dtype_size(dt), dt, op);
+            for (size_t i = 0; i < sizeof out; i++)
+                cr_assert_eq(out[i], 0xa5, "%s %s wrote", gw_dtype_name(dt), gw_op_name(op));
+        }
+}
+
+/* Bitwise ops on known values, and unsigned 32/64-bit sum wrapping. */
+Test(kernels, bitwise_and_unsigned_known_values, .timeout = 10)
+{
+    uint32_t a32[] = {0xf0f0f0f0u, 0xffffffffu}, b32[] = {0x0ff00ff0u, 2u}, r32[2];
+    gw__reduce(r32, a32, b32, 2, GW_UINT32, GW_BAND);
+    cr_assert_eq(r32[0], 0x00f000f0u);
+    gw__reduce(r32, a32, b32, 2, GW_UINT32, GW_BOR);
+    cr_assert_eq(r32[0], 0xfff0fff0u);
+    gw__reduce(r32, a32, b32, 2, GW_UINT32, GW_BXOR);
+    cr_assert_eq(r32[0], 0xff00ff00u);
+    gw__reduce(r32, a32, b32, 2, GW_UINT32, GW_SUM);
+    cr_assert_eq(r32[1], 1u);
+    gw__reduce(r32, a32, b32, 2, GW_UINT32, GW_MAX);
+    cr_assert_eq(r32[1], 0xffffffffu); /* unsigned compare, not signed */
+    uint64_t a64 = 0xffffffffffffffffULL, b64 = 3, r64;
+    gw__reduce(&r64, &a64, &b64, 1, GW_UINT64, GW_MIN);
+    cr_assert_eq(r64, 3u);
+    int8_t ai = -1, bi = 0x5a, ri;
+    gw__reduce(&ri, &ai, &bi, 1, GW_INT8, GW_BXOR);
+    cr_assert_eq((uint8_t)ri, 0xa5u);
+    int64_t al = INT64_MIN, bl = 1, rl;
+    gw__reduce(&rl, &al, &bl, 1, GW_INT64, GW_BOR);
+    cr_assert_eq(rl, INT64_MIN + 1);
+}
+
+/* premul_sum's first step: x * factor rounded once, the factor rounded to
+ * float first (double for float64); integers untouched. */
+Test(kernels, premul_scale, .timeout = 10)
+{
+    float f[] = {3.0f, -0.5f, NAN};
+    gw__reduce_scale(f, f, 3, GW_FLOAT32, 0.25);
+    cr_assert_eq(f[0], 0.75f);
+    cr_assert_eq(f[1], -0.125f);
+    cr_assert(isnan(f[2]));
+    double d = 1.0;
+    gw__reduce_scale(&d, &d, 1, GW_FLOAT64, 0.1);
+    cr_assert_eq(d, 0.1);       /* a float factor would give 0.100000001490116 */
+    uint16_t h = 0x3c00u, hout; /* 1.0 in float16 */
+    gw__reduce_scale(&hout, &h, 1, GW_FLOAT16, 1.0 / 3.0);
+    cr_assert_eq(hout, gw__float_to_half((float)(1.0 / 3.0)));
+    cr_assert_eq(h, 0x3c00u, "the input is not modified out of place");
+    uint8_t e = gw__float_to_e4m3(448.0f), eout;
+    gw__reduce_scale(&eout, &e, 1, GW_FLOAT8_E4M3, 2.0);
+    cr_assert_eq(eout & 0x7fu, 0x7fu, "448 * 2 overflows E4M3 to NaN, not 448");
+    uint8_t g = gw__float_to_e5m2(3.0f), gout;
+    gw__reduce_scale(&gout, &g, 1, GW_FLOAT8_E5M2, 0.5);
+    cr_assert_eq(gw__e5m2_to_float(gout), 1.5f);
+    int32_t i = 7;
+    gw__reduce_scale(&i, &i, 1, GW_INT32, 2.0);
+    cr_assert_eq(i, 7);
 }

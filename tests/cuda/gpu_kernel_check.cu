@@ -159,8 +159,18 @@ static void check_reduce(void)
                 Dev da(n * es, shift * es), db(n * es, shift * es), dout(n * es, shift * es);
                 da.put(a.data(), n * es);
                 db.put(b.data(), n * es);
-                for (int o = 0; o <= GW_MAX; o++) {
+                for (int o = 0; o < GW_OP_COUNT; o++) {
                     gw_op_t op = (gw_op_t)o;
+                    if (op == GW_AVG || op == GW_PREMUL_SUM)
+                        continue; /* reduce as GW_SUM, checked there */
+                    if (!gw__reduce_supported(dt, op)) {
+                        /* bitwise ops on a float dtype: refused */
+                        if (gw__cuda_reduce(dout.p, da.p, db.p, n, dt, op, NULL) !=
+                            GW_ERR_INVALID_ARG)
+                            FAIL("reduce %s %s is not refused", gw_dtype_name(dt), gw_op_name(op));
+                        checked++;
+                        continue;
+                    }
                     gw__reduce(want.data(), a.data(), b.data(), n, dt, op);
                     /* in place (out == a) on odd sizes, out of place otherwise */
                     int inplace = n & 1;
@@ -198,11 +208,34 @@ static void check_reduce(void)
                     FAIL("finish_avg %s n=%zu shift=%d differs from gw__reduce_finish_avg",
                          gw_dtype_name(dt), n, shift);
                 checked++;
+                /* premul_sum's scaling: out = a * 0.3 (float dtypes) */
+                if (gw__dtype_is_float(dt)) {
+                    gw__reduce_scale(want.data(), a.data(), n, dt, 0.3);
+                    da.put(a.data(), n * es);
+                    GW(gw__cuda_reduce_scale(dout.p, da.p, n, dt, 0.3, NULL));
+                    CK(cudaDeviceSynchronize());
+                    dout.get(got.data(), n * es);
+                    size_t bad = 0;
+                    for (size_t i = 0; i < n; i++)
+                        if (memcmp(&got[i * es], &want[i * es], es) &&
+                            !(dt == GW_FLOAT32 || dt == GW_FLOAT64
+                                  ? is_nan_bits(&got[i * es], dt) && is_nan_bits(&want[i * es], dt)
+                                  : 0))
+                            bad++;
+                    if (bad)
+                        FAIL("scale %s n=%zu shift=%d: %zu elements differ from gw__reduce_scale",
+                             gw_dtype_name(dt), n, shift, bad);
+                    checked++;
+                } else if (gw__cuda_reduce_scale(dout.p, da.p, n, dt, 0.3, NULL) !=
+                           GW_ERR_INVALID_ARG) {
+                    FAIL("scale %s is not refused", gw_dtype_name(dt));
+                }
             }
         }
     }
-    printf("reduce: %d dtype x op x size x alignment cases against gw__reduce (bitwise; "
-           "float32/64 sum/prod of two NaNs: any NaN)\n",
+    printf("reduce: %d dtype x op x size x alignment cases against gw__reduce, "
+           "gw__reduce_finish_avg and gw__reduce_scale (bitwise; float32/64 sum/prod of two "
+           "NaNs: any NaN; bitwise ops on floats refused)\n",
            checked);
 }
 

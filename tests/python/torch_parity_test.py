@@ -103,7 +103,21 @@ def allreduce_coalesced(rank, size, gloo):
         dist.all_reduce_coalesced([torch.ones(4) for _ in range(5)])
     finally:
         pg.comm = real
-    check("allreduce_coalesced is one gradwire call", calls.count("iallreduce") == 1, "calls: %s" % calls)
+    check(
+        "allreduce_coalesced is one fused gradwire call",
+        calls.count("iallreduce_many") == 1 and "iallreduce" not in calls,
+        "calls: %s" % calls,
+    )
+    # A non-contiguous tensor among them is reduced through a copy and
+    # written back; MAX, and integers, as gloo does.
+    def run_mixed(group):
+        m = (torch.arange(12, dtype=torch.int64).reshape(3, 4) * (rank + 1)).t()
+        ts = [torch.full((7,), rank, dtype=torch.int64), m, torch.tensor([rank * 5], dtype=torch.int64)]
+        dist.all_reduce_coalesced(ts, op=dist.ReduceOp.MAX, group=group)
+        return ts
+
+    got, want = both(gloo, run_mixed)
+    check("allreduce_coalesced non-contiguous MAX vs gloo", same(got, want), "got %s want %s" % (got, want))
 
 
 def work_wait_timeout(rank, size):

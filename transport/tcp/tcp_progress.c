@@ -21,9 +21,11 @@
  * for up to GW_TCP_SPIN_US (poll_spin): on loopback an answer is often a
  * few microseconds away, and a wake-up costs more than that, most of all
  * across cores when ranks are bound to their own. The spin runs in the
- * caller's thread, only while it waits anyway; spins that keep ending
- * without an answer (the peers share our core, or the host has more ranks
- * than cores) make the next waits sleep at once for a while.
+ * caller's thread, only while it waits anyway. A host with more TCP ranks
+ * than CPUs never spins (tcp_mesh.c decides at connect(): the peer we wait
+ * for may need the core we would spin on), and spins that keep ending
+ * without an answer (other work shares our core) make the next waits sleep
+ * at once for a while.
  *
  * Each socket has an independent send state machine and receive state
  * machine, each busy with at most one frame (header plus payload) at a time.

@@ -126,6 +126,17 @@ CAMPAIGNS = {
         "rank 0's progress lines, the total is the report's elapsed_s (bench/acceptance.sh "
         "--json).",
     ),
+    "latency": (
+        "Small-message latency against Open MPI",
+        "gradwire's allreduce and point-to-point ping-pong from 8 B to 64 KiB against Open MPI's, "
+        "on one host, over shared memory (gradwire shm, Open MPI btl vader) and loopback TCP "
+        "(gradwire tcp, Open MPI btl tcp), on 2 and 4 ranks, bound to cores and unbound "
+        "(bench/latency.sh --json). Each configuration runs gradwire, then Open MPI, and the "
+        "repetitions go round every configuration, so that the machine's load falls on both. "
+        "Allreduce: the in-place median of the slowest rank per iteration (gradwire-bench "
+        "allreduce, bench/peers/mpi_allreduce); ping-pong: the median half round trip "
+        "(gradwire-bench p2p -m lat, bench/peers/mpi_pingpong, as osu_latency).",
+    ),
     "soft-roce": (
         "Soft-RoCE: gradwire over verbs against perftest",
         "gradwire-bench p2p over the verbs transport (GW_TRANSPORT=ib) against perftest's "
@@ -605,9 +616,49 @@ def body_soft_roce(doc):
         p.get("hosts"), p.get("transport"), p.get("rounds"), p.get("mib_per_round")), text, plots)
 
 
+def body_latency(doc):
+    p = doc.get("params", {})
+    groups = {}
+    for r in doc["results"]:
+        groups.setdefault((r["kind"], r["transport"], r["ranks"], r["bind"]), []).append(r)
+    peer = {"shm": "Open MPI vader", "tcp": "Open MPI tcp"}
+    text, plots, met, judged = [], [], 0, 0
+    for (kind, tr, n, bind), rows in sorted(groups.items()):
+        out, gser, mser = [], [], []
+        for r in sorted(rows, key=lambda r: r["size"]):
+            g, m = med_or_none(r["gradwire_us"]), med_or_none(r["openmpi_us"])
+            ratio = g / m if g and m else None
+            if ratio is not None:
+                judged += 1
+                met += ratio <= 1
+            out.append([size_name(r["size"]), sig(g), sig(m), "-" if ratio is None else "%.2f" % ratio,
+                        "%d / %d" % (len(r["gradwire_us"]), len(r["openmpi_us"]))])
+            gser.append((r["size"], g))
+            mser.append((r["size"], m))
+        what = "allreduce" if kind == "allreduce" else "ping-pong (half round trip)"
+        text += ["%s, %s, %d ranks, %s:" % (what, tr, n, "bound to cores" if bind == "core" else "unbound"), "",
+                 md_table(["size", "gradwire (us)", "%s (us)" % peer.get(tr, "Open MPI"),
+                           "gradwire / Open MPI", "runs"], out, ["---:", "---:", "---:", "---:", "---:"]), ""]
+        plots.append(("%s-%s-%d-%s" % (kind, tr, n, bind), "%s over %s, %d ranks, %s: time against size"
+                      % (what, tr, n, "bound" if bind == "core" else "unbound"), "size (bytes)", "time (us)",
+                      "size", True, [("gradwire", gser), (peer.get(tr, "Open MPI"), mser)]))
+    head = ["Times in microseconds, the median over the runs of each run's median; a ratio below 1 is "
+            "gradwire faster. The target of issue 30 (every size at or below Open MPI's time) is met "
+            "in %d of the %d rows measured in this run%s." % (
+                met, judged, "" if not busy(doc.get("run", {})) else
+                ", measured while the machine was busier than its cores: indicative only"), ""]
+    if p.get("skipped"):
+        head += ["Not measured here: %s." % "; ".join(p["skipped"]), ""]
+    return ("ranks %s, %s, transports %s, %s timed iterations (%s warm-up) per run, %s runs" % (
+        " and ".join(str(x) for x in p.get("ranks", [])), " and ".join(
+            "bound" if b == "core" else "unbound" for b in p.get("binds", [])),
+        " and ".join(p.get("transports", [])), p.get("iters"), p.get("warmup"), p.get("reps")),
+        head + text, plots)
+
+
 BODIES = {"scale": body_scale, "train-accuracy": body_train_accuracy, "elastic": body_elastic,
           "stragglers": body_stragglers, "acceptance": body_acceptance, "soft-roce": body_soft_roce,
-          "fusion": body_fusion}
+          "fusion": body_fusion, "latency": body_latency}
 
 
 def custom_page(name, doc):

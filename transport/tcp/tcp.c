@@ -27,11 +27,15 @@
  * socket 0 carries part 0 of every message, in order, its headers tell the
  * receiver the tag and length of each next message. The receiver checks that
  * header against the posted receive (tag and length must match exactly)
- * before it reads a byte of payload, which it then reads straight into the
- * user's buffer. Where no receive is posted yet, it reads the next header
- * only, never payload, and leaves the rest in the kernel: no copies, natural
- * back-pressure on the sender, and the header read ahead still reveals a
- * peer that is in another collective than ours (gw__tag_conflicts).
+ * before it copies a byte of payload into the user's buffer. A small frame
+ * is written with one sendmsg() and read with one recv() into the
+ * connection's staging buffer, header and payload together; a large
+ * payload is read straight into the user's buffer. Where no receive is
+ * posted yet, the receiver parses the next header only and leaves the rest
+ * in the staging buffer (bounded) and the kernel: natural back-pressure on
+ * the sender, and the header read ahead still reveals a peer that is in
+ * another collective than ours (gw__tag_conflicts). Details, and the brief
+ * spin before a wait sleeps, in tcp_progress.c.
  *
  * Wire format (integers big-endian; byte layouts in tcp_wire.c):
  *   hello, once per connection in each direction (56 bytes), then the
@@ -81,6 +85,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "transport/tcp/tcp_internal.h"
 
 static const gw__transport_class_t tcp_class; /* at the end of the file */
@@ -95,9 +100,11 @@ static void tcp_free(gw_tcp_t *t)
             gw_tcp_sock_t *socks = t->peers[r].socks;
             if (!socks)
                 continue;
-            for (int k = 0; k < t->nsocks; k++)
+            for (int k = 0; k < t->nsocks; k++) {
                 if (socks[k].fd >= 0)
                     close(socks[k].fd);
+                free(socks[k].rb);
+            }
             free(socks);
         }
     }
@@ -156,6 +163,12 @@ static gw_status_t tcp_open(const gw_transport_params_t *params, gw_transport_t 
     memcpy(t->data_key, params->data_key, sizeof(t->data_key));
     t->listen_fd = -1;
     t->lazy = params->lazy;
+    long spin_us;
+    if (gw__env_int(lg, GW_ENV_TCP_SPIN_US, &spin_us) != GW_OK) {
+        free(t);
+        return GW_ERR_CONFIG;
+    }
+    t->spin_ns = (int64_t)spin_us * 1000;
     st = alloc_peers(t);
     if (st != GW_OK) {
         GW_ERROR(lg, GW_TCP_SUBSYS, "out of memory for %d peers", params->size);
@@ -364,8 +377,11 @@ static void tcp_close(gw_transport_t *base)
     gw_tcp_t *t = gw__tcp_of(base);
     int eligible = 0;
     int told = send_control(t, GW_TCP_GOODBYE, NULL, GW_TCP_SHUTDOWN_MS, &eligible);
-    GW_TRACE(t->base.log, GW_TCP_SUBSYS, "closing: said goodbye on %d of %d connections", told,
-             eligible);
+    GW_TRACE(t->base.log, GW_TCP_SUBSYS,
+             "closing: said goodbye on %d of %d connections; %llu requests completed with %llu "
+             "reads and %llu polls",
+             told, eligible, (unsigned long long)t->ncompleted, (unsigned long long)t->nreads,
+             (unsigned long long)t->npolls);
     /* Requests still queued are not completed: the caller is tearing down
      * and may have released them already. */
     close_sockets(t);

@@ -52,23 +52,20 @@ void gw__tcp_describe_peer(const gw_transport_t *base, int peer, char *buf, size
  * unread on one of its sockets (Linux keeps received data readable after a
  * reset, and p's close after the abort often causes one): then p's status is
  * the better report. Only sockets at a header boundary can hold it. */
-static int find_abort(gw_tcp_peer_t *p, int nsocks, gw_tcp_hdr_t *abort_hdr)
+static int find_abort(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_hdr_t *abort_hdr)
 {
-    for (int k = 0; k < nsocks; k++) {
+    for (int k = 0; k < t->nsocks; k++) {
         gw_tcp_sock_t *s = &p->socks[k];
         if (s->fd < 0 || s->rreq || s->r_held || s->eof)
             continue;
-        while (s->r_got < GW_TCP_HDR_SIZE) {
-            ssize_t n = recv(s->fd, s->r_buf + s->r_got, GW_TCP_HDR_SIZE - s->r_got, MSG_DONTWAIT);
-            if (n <= 0)
+        while (s->rb_len - s->rb_pos < GW_TCP_HDR_SIZE)
+            if (gw__tcp_rb_fill(t, s) <= 0)
                 break;
-            s->r_got += (size_t)n;
-        }
-        if (s->r_got < GW_TCP_HDR_SIZE)
+        if (s->rb_len - s->rb_pos < GW_TCP_HDR_SIZE)
             continue;
-        s->r_got = 0;
         gw_tcp_hdr_t h;
-        gw__tcp_hdr_decode(s->r_buf, &h);
+        gw__tcp_hdr_decode(s->rb + s->rb_pos, &h);
+        s->rb_pos += GW_TCP_HDR_SIZE;
         if (h.magic == GW_TCP_FRAME_MAGIC && h.type == GW_TCP_ABORT) {
             *abort_hdr = h;
             return 1;
@@ -93,7 +90,7 @@ gw_status_t gw__tcp_sock_errno(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, 
 {
     s->dead = 1;
     gw_tcp_hdr_t ah;
-    if (find_abort(p, t->nsocks, &ah))
+    if (find_abort(t, p, &ah))
         return gw__tcp_peer_aborted(t, p, &ah);
     errno = err;
     if (p->goodbye || s->goodbye)
@@ -112,7 +109,7 @@ gw_status_t gw__tcp_sock_eof(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
 {
     s->dead = 1;
     gw_tcp_hdr_t ah;
-    if (find_abort(p, t->nsocks, &ah))
+    if (find_abort(t, p, &ah))
         return gw__tcp_peer_aborted(t, p, &ah);
     if (p->goodbye)
         return gw__tcp_peer_fail(
@@ -135,7 +132,7 @@ gw_status_t gw__tcp_idle_sock_error(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t
         return gw__tcp_sock_errno(t, p, s, err, "poll");
     s->dead = 1;
     gw_tcp_hdr_t ah;
-    if (find_abort(p, t->nsocks, &ah))
+    if (find_abort(t, p, &ah))
         return gw__tcp_peer_aborted(t, p, &ah);
     return gw__tcp_peer_fail(t, p, GW_ERR_REMOTE,
                              "hung up the connection (socket %d): it probably died", s->idx);

@@ -54,6 +54,11 @@
 #define GW_TCP_MAX_NSOCKS 64
 #define GW_TCP_DEFAULT_TIMEOUT_MS 30000 /* when params->timeout_ms <= 0 */
 #define GW_TCP_SHUTDOWN_MS 100          /* budget of abort() and close() */
+/* Receive staging buffer per connection (gw_tcp_sock_t.rb): frames up to
+ * about this size arrive whole in one recv(); a payload of at least
+ * GW_TCP_DIRECT_MIN still missing is read straight into the user's buffer. */
+#define GW_TCP_RBUF ((size_t)16 * 1024)
+#define GW_TCP_DIRECT_MIN ((size_t)4 * 1024)
 
 typedef enum gw_tcp_frame_type {
     GW_TCP_DATA = 1,
@@ -114,11 +119,15 @@ typedef struct gw_tcp_sock {
     int s_midframe; /* a frame was left half written when the transport failed */
     int ctrl;       /* abort()/close(): a GOODBYE or ABORT is being written */
     int s_receipt;  /* a RECEIPT frame is being written (sreq is NULL) */
+    int s_full;     /* the kernel refused bytes: write again only once poll() says POLLOUT */
     /* Receive side. */
     gw_request_t *rreq; /* message whose part is being read, or NULL */
     uint64_t r_last;    /* index of the last message this socket delivered */
-    uint8_t r_buf[GW_TCP_HDR_SIZE];
-    size_t r_got;       /* header bytes read into r_buf */
+    /* Bytes read from the socket and not yet parsed: rb[rb_pos, rb_len).
+     * One recv() brings a small frame's header and payload together (and
+     * any frames behind it); rb is allocated on the first read. */
+    uint8_t *rb;
+    size_t rb_pos, rb_len;
     gw_tcp_hdr_t r_hdr; /* the last complete header */
     int r_held;         /* r_hdr is a DATA header waiting for its receive */
     size_t r_part_off, r_part_len, r_done;
@@ -186,6 +195,13 @@ typedef struct gw_tcp {
     gw_tcp_peer_t **pfd_peers;
     int npfds;
     uint64_t ncompleted; /* requests completed so far, to tell rounds that did work */
+    int64_t spin_ns;     /* GW_TCP_SPIN_US: poll without sleeping this long before blocking */
+    int spin_misses;     /* spins in a row that ended without an answer (tcp_progress.c) */
+    int spin_rest;       /* waits left that sleep at once, after too many such spins */
+    /* System calls of the data path, for the trace at close and the tests
+     * that hold the path to one read per small frame and no poll() before a
+     * write that the kernel can take. */
+    uint64_t nreads, npolls;
 } gw_tcp_t;
 
 static inline gw_tcp_t *gw__tcp_of(gw_transport_t *t)
@@ -245,6 +261,10 @@ gw_status_t gw__tcp_mesh_knock_again(gw_tcp_t *t);
 void gw__tcp_mesh_free(gw_tcp_t *t);
 
 /* tcp_progress.c */
+/* One recv() into s's staging buffer, after the bytes not yet parsed
+ * (moved to its start); what recv() returned (-1 with errno, ENOMEM when
+ * the buffer cannot be allocated). */
+ssize_t gw__tcp_rb_fill(gw_tcp_t *t, gw_tcp_sock_t *s);
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
 
 /* tcp_fail.c */

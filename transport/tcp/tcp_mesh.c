@@ -45,6 +45,7 @@
  * a hello that claims to come from one of them is a stranger's.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,11 +483,31 @@ void gw__tcp_mesh_free(gw_tcp_t *t)
     t->mesh = NULL;
 }
 
-/* Read every peer's address; the count of TCP peers and of lower ones. */
-static gw_status_t read_addrs(gw_tcp_t *t, const uint8_t *all_addrs, int *npeers, int *nlower)
+/* Whether two listening addresses are on one host: the same IP address. */
+static int same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                      &((const struct sockaddr_in *)b)->sin_addr, sizeof(struct in_addr)) == 0;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return 0;
+}
+
+/* Read every peer's address; the count of TCP peers, of lower ones and of
+ * those that listen on our own address (this host). */
+static gw_status_t read_addrs(gw_tcp_t *t, const uint8_t *all_addrs, int *npeers, int *nlower,
+                              int *nlocal)
 {
     static const uint8_t zero[GW_TRANSPORT_ADDR_MAX];
-    *npeers = *nlower = 0;
+    *npeers = *nlower = *nlocal = 0;
+    struct sockaddr_storage mine;
+    socklen_t mine_len;
+    int know_mine = gw__tcp_addr_decode(all_addrs + (size_t)t->base.rank * GW_TRANSPORT_ADDR_MAX,
+                                        &mine, &mine_len) == GW_OK;
     for (int r = 0; r < t->base.size; r++) {
         if (r == t->base.rank)
             continue;
@@ -508,8 +529,24 @@ static gw_status_t read_addrs(gw_tcp_t *t, const uint8_t *all_addrs, int *npeers
             return GW_ERR_PROTOCOL;
         }
         gw__sock_addr_str((const struct sockaddr *)&p->addr, p->addr_str, sizeof(p->addr_str));
+        *nlocal += know_mine && same_host(&p->addr, &mine);
     }
     return GW_OK;
+}
+
+/* A rank whose host runs more TCP ranks than it has CPUs does not spin
+ * before a wait sleeps (GW_TCP_SPIN_US, tcp_progress.c): the peer it waits
+ * for may need the very core it would spin on. */
+static void decide_spin(gw_tcp_t *t, int nlocal)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (t->spin_ns <= 0 || cpus <= 0 || nlocal + 1 <= cpus)
+        return;
+    t->spin_ns = 0;
+    GW_INFO(t->base.log, GW_TCP_SUBSYS,
+            "%d ranks on this host over TCP and %ld CPUs: waits sleep without spinning first "
+            "(GW_TCP_SPIN_US)",
+            nlocal + 1, cpus);
 }
 
 /* The mesh state and progress()'s poll arrays: one entry per connection
@@ -590,11 +627,13 @@ gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
         GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connect() called twice");
         return GW_ERR_INVALID_ARG;
     }
-    int npeers, nlower;
+    int npeers, nlower, nlocal;
     int64_t start = gw__now_ms();
-    gw_status_t st = read_addrs(t, all_addrs, &npeers, &nlower);
-    if (st == GW_OK)
+    gw_status_t st = read_addrs(t, all_addrs, &npeers, &nlower, &nlocal);
+    if (st == GW_OK) {
+        decide_spin(t, nlocal);
         st = alloc_mesh(t, npeers, nlower);
+    }
     if (st == GW_OK && !t->lazy)
         st = connect_all(t);
     if (st != GW_OK) {

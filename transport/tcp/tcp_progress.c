@@ -3,35 +3,63 @@
  *
  * One call of progress() is one round: first the receives posted since the
  * last round are matched against headers already read ahead (a zero-length
- * message completes right there), then a single poll() over every socket
- * waits for the kernel to have room or data, then every socket that is ready
- * writes as much of its current send part as the kernel takes and reads as
- * much of its current receive part as has arrived. Sends and receives of all
- * peers move in the same round, so a ring in which every rank sends a large
- * message to its right and receives one from its left never deadlocks: a
- * rank whose send buffer is full still drains its receive side, which frees
- * its left neighbour's send side, and so on around the ring.
+ * message completes right there) and take what the staging buffers hold
+ * for them; then every socket with something to send writes it without
+ * asking poll() first (a socket that had room at its last write almost
+ * always still has; one that was refused waits for POLLOUT); a round in
+ * which that completed a request ends there, so its caller goes on at once.
+ * Otherwise a single poll() over every socket waits for the kernel to have
+ * room or data, and every socket that is ready writes as much of its
+ * current send part as the kernel takes and reads as much as has arrived.
+ * Sends and receives of all peers move in the same round, so a ring in
+ * which every rank sends a large message to its right and receives one
+ * from its left never deadlocks: a rank whose send buffer is full still
+ * drains its receive side, which frees its left neighbour's send side, and
+ * so on around the ring.
+ *
+ * Before the poll() lets the thread sleep, it asks again without waiting
+ * for up to GW_TCP_SPIN_US (poll_spin): on loopback an answer is often a
+ * few microseconds away, and a wake-up costs more than that, most of all
+ * across cores when ranks are bound to their own. The spin runs in the
+ * caller's thread, only while it waits anyway. A host with more TCP ranks
+ * than CPUs never spins (tcp_mesh.c decides at connect(): the peer we wait
+ * for may need the core we would spin on), and spins that keep ending
+ * without an answer (other work shares our core) make the next waits sleep
+ * at once for a while.
  *
  * Each socket has an independent send state machine and receive state
  * machine, each busy with at most one frame (header plus payload) at a time.
- * Socket k carries part k of every message split into more than k parts, in
- * message order, so socket 0 carries part 0 of every message: the receiver
- * learns the tag and length of the next message from socket 0 alone. That
- * header is checked against the posted receive (tag and length exactly)
- * before a byte of payload is read into the user's buffer; the other parts
- * are taken only once part 0 was checked, and must agree with it.
+ * A frame goes out in one sendmsg() of header and payload. Socket k carries
+ * part k of every message split into more than k parts, in message order,
+ * so socket 0 carries part 0 of every message: the receiver learns the tag
+ * and length of the next message from socket 0 alone. That header is
+ * checked against the posted receive (tag and length exactly) before a
+ * byte of payload is copied into the user's buffer; the other parts are
+ * taken only once part 0 was checked, and must agree with it.
  *
- * A socket whose next message has no receive posted yet reads that message's
- * header only and then stops reading: the payload stays in the kernel (and
- * back-pressures the sender) until the receive is posted, so payload is
- * never copied twice. The header read ahead on socket 0 is what lets
- * progress(current) notice that a peer is in another collective than ours.
+ * Reading. Each socket reads into a staging buffer of GW_TCP_RBUF bytes,
+ * so that one recv() brings a small frame's header and payload together,
+ * and frames are parsed out of the buffer; a payload of at least
+ * GW_TCP_DIRECT_MIN still missing is read straight into the user's buffer,
+ * never through the staging one. A read that comes back short means the
+ * kernel had no more, so the socket is not read again until poll() says
+ * so (no recv() only to be told EAGAIN). A socket whose next message has
+ * no receive posted yet parses that message's header and then stops: what
+ * follows stays in the staging buffer (at most GW_TCP_RBUF bytes) or in
+ * the kernel, which back-pressures the sender, until the receive is
+ * posted; then the receive takes it from the buffer, and since poll()
+ * reports only what is still in the kernel, every round first uses what
+ * the buffers hold (drain_buffers). The header read ahead on socket 0 is
+ * what lets progress(current) notice that a peer is in another collective
+ * than ours.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "common/clock.h"
 #include "transport/tcp/tcp_internal.h"
 
 /* A socket that keeps sending or receiving yields to the others after this
@@ -139,7 +167,20 @@ static void start_send(gw_tcp_sock_t *s, gw_request_t *r)
     s->s_done = 0;
 }
 
-static gw_status_t send_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+/* The kernel took nothing, or failed the write: from the eager pass
+ * (eager), which writes without asking poll() first, a failure waits for
+ * poll() too, so that the socket is read before it is reported (an ABORT
+ * frame from the peer is the better report than our broken pipe). */
+static gw_status_t send_refused(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, int err, int eager)
+{
+    if (err == EAGAIN || err == EWOULDBLOCK || eager) {
+        s->s_full = 1;
+        return GW_OK;
+    }
+    return gw__tcp_sock_errno(t, p, s, err, "send");
+}
+
+static gw_status_t send_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, int eager)
 {
     size_t budget = GW_TCP_IO_BUDGET;
     while (budget > 0) {
@@ -159,12 +200,10 @@ static gw_status_t send_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
                              MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w < 0 && errno == EINTR)
                 continue;
-            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                return GW_OK;
             if (w < 0)
-                return gw__tcp_sock_errno(t, p, s, errno, "send");
+                return send_refused(t, p, s, errno, eager);
             if (w == 0)
-                return GW_OK;
+                return send_refused(t, p, s, EAGAIN, eager);
             s->s_hdr_done += (size_t)w;
             if (s->s_hdr_done == GW_TCP_HDR_SIZE)
                 s->s_receipt = 0;
@@ -187,12 +226,10 @@ static gw_status_t send_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return GW_OK;
-            return gw__tcp_sock_errno(t, p, s, errno, "send");
+            return send_refused(t, p, s, errno, eager);
         }
-        if (w == 0)
-            return GW_OK; /* took nothing: wait for POLLOUT like EAGAIN */
+        if (w == 0) /* took nothing: wait for POLLOUT like EAGAIN */
+            return send_refused(t, p, s, EAGAIN, eager);
         size_t adv = (size_t)w;
         budget = adv < budget ? budget - adv : 0;
         size_t h = GW_TCP_HDR_SIZE - s->s_hdr_done;
@@ -296,10 +333,11 @@ static gw_status_t claim_peer(gw_tcp_t *t, gw_tcp_peer_t *p)
     return GW_OK;
 }
 
-static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s,
+                             const uint8_t bytes[GW_TCP_HDR_SIZE])
 {
     gw_tcp_hdr_t h;
-    gw__tcp_hdr_decode(s->r_buf, &h);
+    gw__tcp_hdr_decode(bytes, &h);
     if (h.magic != GW_TCP_FRAME_MAGIC)
         return gw__tcp_peer_fail(t, p, GW_ERR_PROTOCOL,
                                  "sent garbage on socket %d (frame magic 0x%08x, expected 0x%08x)",
@@ -351,63 +389,146 @@ static gw_status_t on_header(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
     }
 }
 
-/* Read the current part's payload straight into its receive, or, between
- * parts, the next frame header (never payload that no receive claimed). */
-static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s)
+ssize_t gw__tcp_rb_fill(gw_tcp_t *t, gw_tcp_sock_t *s)
+{
+    if (!s->rb && !(s->rb = malloc(GW_TCP_RBUF))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (s->rb_pos > 0) {
+        memmove(s->rb, s->rb + s->rb_pos, s->rb_len - s->rb_pos);
+        s->rb_len -= s->rb_pos;
+        s->rb_pos = 0;
+    }
+    t->nreads++;
+    ssize_t n = recv(s->fd, s->rb + s->rb_len, GW_TCP_RBUF - s->rb_len, MSG_DONTWAIT);
+    if (n > 0)
+        s->rb_len += (size_t)n;
+    return n;
+}
+
+/* Move socket s forward: the current part's payload into its receive, or,
+ * between parts, the next frame header. Bytes already in the staging
+ * buffer go first; the socket itself is read only when may_read (poll()
+ * said it has data), and not again after a read came back short, which
+ * means the kernel had no more: the next recv() would only say EAGAIN, and
+ * poll() reports what arrives later. A header whose receive is not posted
+ * yet is held (r_held), and what follows it stays in the buffer or the
+ * kernel until it is. */
+static gw_status_t recv_sock(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, int may_read)
 {
     size_t budget = GW_TCP_IO_BUDGET;
     for (;;) {
         gw_request_t *r = s->rreq;
-        uint8_t *dst;
-        size_t want;
+        size_t avail = s->rb_len - s->rb_pos;
         if (r) {
-            dst = (uint8_t *)r->buf + s->r_part_off + s->r_done;
-            want = s->r_part_len - s->r_done;
-        } else {
-            if (s->r_held || s->eof)
-                return GW_OK;
-            dst = s->r_buf + s->r_got;
-            want = GW_TCP_HDR_SIZE - s->r_got;
-        }
-        if (want > 0) {
-            ssize_t n = recv(s->fd, dst, want, MSG_DONTWAIT);
-            if (n == 0 && !r && s->r_got == 0 && s->goodbye) {
-                s->eof = 1;
-                return GW_OK;
-            }
-            if (n == 0)
-                return gw__tcp_sock_eof(t, p, s);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    return GW_OK;
-                return gw__tcp_sock_errno(t, p, s, errno, "recv");
-            }
-            if (!r) {
-                s->r_got += (size_t)n;
+            size_t want = s->r_part_len - s->r_done;
+            uint8_t *dst = (uint8_t *)r->buf + s->r_part_off + s->r_done;
+            size_t n;
+            if (avail > 0 || want == 0) {
+                n = avail < want ? avail : want;
+                if (n > 0)
+                    memcpy(dst, s->rb + s->rb_pos, n);
+                s->rb_pos += n;
             } else {
-                s->r_done += (size_t)n;
-                r->bytes_done += (size_t)n;
-                budget = (size_t)n < budget ? budget - (size_t)n : 0;
+                if (!may_read || budget == 0)
+                    return GW_OK;
+                ssize_t got;
+                if (want >= GW_TCP_DIRECT_MIN) { /* the payload goes straight to the user */
+                    t->nreads++;
+                    got = recv(s->fd, dst, want, MSG_DONTWAIT);
+                } else {
+                    got = gw__tcp_rb_fill(t, s);
+                }
+                if (got == 0)
+                    return gw__tcp_sock_eof(t, p, s);
+                if (got < 0) {
+                    if (errno == EINTR)
+                        continue;
+                    if (errno == EAGAIN || errno == EWOULDBLOCK)
+                        return GW_OK;
+                    return gw__tcp_sock_errno(t, p, s, errno, "recv");
+                }
+                if (want < GW_TCP_DIRECT_MIN) {
+                    if ((size_t)got < GW_TCP_RBUF - (s->rb_len - (size_t)got))
+                        may_read = 0; /* short read: the kernel has nothing more */
+                    continue;
+                }
+                if ((size_t)got < want)
+                    may_read = 0;
+                n = (size_t)got;
+                budget = n < budget ? budget - n : 0;
             }
-        }
-        if (r) {
+            s->r_done += n;
+            r->bytes_done += n;
             if (s->r_done == s->r_part_len) {
                 s->rreq = NULL;
                 finish_part(t, p, r);
             }
-            if (budget == 0)
-                return GW_OK;
             continue;
         }
-        if (s->r_got < GW_TCP_HDR_SIZE)
+        if (s->r_held || s->eof)
+            return GW_OK;
+        if (avail >= GW_TCP_HDR_SIZE) {
+            const uint8_t *hb = s->rb + s->rb_pos;
+            s->rb_pos += GW_TCP_HDR_SIZE; /* on_header() reads no more into rb */
+            gw_status_t st = on_header(t, p, s, hb);
+            if (st != GW_OK)
+                return st;
             continue;
-        s->r_got = 0;
-        gw_status_t st = on_header(t, p, s);
-        if (st != GW_OK)
-            return st;
+        }
+        if (!may_read)
+            return GW_OK;
+        ssize_t got = gw__tcp_rb_fill(t, s);
+        if (got == 0 && avail == 0 && s->goodbye) {
+            s->eof = 1;
+            return GW_OK;
+        }
+        if (got == 0)
+            return gw__tcp_sock_eof(t, p, s);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return GW_OK;
+            return gw__tcp_sock_errno(t, p, s, errno, "recv");
+        }
+        if ((size_t)got < GW_TCP_RBUF - (s->rb_len - (size_t)got))
+            may_read = 0;
     }
+}
+
+/* Whether s has bytes in its staging buffer that it can use without a
+ * read: part of the payload of its current receive, or a header while it
+ * holds none. */
+static int rb_ready(const gw_tcp_sock_t *s)
+{
+    if (s->fd < 0 || s->dead || s->rb_len == s->rb_pos)
+        return 0;
+    return s->rreq || (!s->r_held && !s->eof && s->rb_len - s->rb_pos >= GW_TCP_HDR_SIZE);
+}
+
+/* Use what the staging buffers hold: a receive posted or claimed since the
+ * bytes were read finds its payload there, and a header parsed on one
+ * socket may let another claim (the parts of a message spread over
+ * several). Nothing else would: poll() reports only data still in the
+ * kernel. Repeats until no socket can move. */
+static gw_status_t drain_buffers(gw_tcp_t *t)
+{
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int i = 0; i < t->npfds; i++) {
+            gw_tcp_sock_t *s = t->pfd_socks[i];
+            if (!rb_ready(s))
+                continue;
+            size_t before = s->rb_pos;
+            gw_status_t st = recv_sock(t, t->pfd_peers[i], s, 0);
+            if (st != GW_OK)
+                return st;
+            moved |= s->rb_pos != before;
+        }
+    }
+    return GW_OK;
 }
 
 static gw_status_t check_conflicts(gw_tcp_t *t, const gw_msg_tag_t *current)
@@ -457,12 +578,37 @@ static gw_status_t flush_receipts(gw_tcp_t *t)
             continue;
         for (int k = t->nsocks - 1; k >= 0; k--) {
             if (receipt_sock(t, p, &p->socks[k])) {
-                gw_status_t st = send_sock(t, p, &p->socks[k]);
+                gw_status_t st = send_sock(t, p, &p->socks[k], 0);
                 if (st != GW_OK)
                     return st;
                 break;
             }
         }
+    }
+    return GW_OK;
+}
+
+/* Whether s has something to write: a part in the making, a receipt, or
+ * the next message's part. */
+static int wants_send(const gw_tcp_t *t, const gw_tcp_peer_t *p, const gw_tcp_sock_t *s)
+{
+    return s->sreq || s->s_receipt || next_send(p, s) || (receipt_due(p) && receipt_sock(t, p, s));
+}
+
+/* Write what can be written before polling: a socket that had room at its
+ * last write almost always still has, and asking poll() first costs a
+ * system call and a round for every message. A socket the kernel refused
+ * (s_full) waits for POLLOUT instead. */
+static gw_status_t eager_sends(gw_tcp_t *t)
+{
+    for (int i = 0; i < t->npfds; i++) {
+        gw_tcp_sock_t *s = t->pfd_socks[i];
+        gw_tcp_peer_t *p = t->pfd_peers[i];
+        if (s->fd < 0 || s->dead || s->s_full || !wants_send(t, p, s))
+            continue;
+        gw_status_t st = send_sock(t, p, s, 1);
+        if (st != GW_OK)
+            return st;
     }
     return GW_OK;
 }
@@ -479,7 +625,7 @@ static void build_pollset(gw_tcp_t *t)
             pfd->fd = -1;
             continue;
         }
-        if (s->sreq || s->s_receipt || next_send(p, s) || (receipt_due(p) && receipt_sock(t, p, s)))
+        if (wants_send(t, p, s))
             pfd->events |= POLLOUT;
         if (!s->eof && (s->rreq || !s->r_held))
             pfd->events |= POLLIN;
@@ -489,11 +635,59 @@ static void build_pollset(gw_tcp_t *t)
     }
 }
 
+/* A spin that ends without an answer GW_TCP_SPIN_MISSES times in a row
+ * means the peers answer slower than the spin (they share our core, or the
+ * host has more ranks than cores, where spinning only delays them): the
+ * next GW_TCP_SPIN_REST waits then sleep at once before spinning is tried
+ * again. */
+#define GW_TCP_SPIN_MISSES 4
+#define GW_TCP_SPIN_REST 64
+
+/* poll() that, before it lets the thread sleep, asks again without
+ * waiting for up to spin_ns: an answer that is a few microseconds away
+ * is then taken without the wake-up (on ranks bound to their own cores,
+ * a wake-up across cores costs more than the message). The spin runs in
+ * the caller's thread, and only while it waits anyway. */
+static int counted_poll(gw_tcp_t *t, int np, int timeout)
+{
+    t->npolls++;
+    return poll(t->pfds, (nfds_t)np, timeout);
+}
+
+static int poll_spin(gw_tcp_t *t, int np, int timeout)
+{
+    if (timeout == 0 || t->spin_ns <= 0)
+        return counted_poll(t, np, timeout);
+    if (t->spin_rest > 0) {
+        t->spin_rest--;
+        return counted_poll(t, np, timeout);
+    }
+    int64_t start = gw__now_ns();
+    for (;;) {
+        int n = counted_poll(t, np, 0);
+        if (n != 0) {
+            t->spin_misses = 0;
+            return n;
+        }
+        int64_t spent = gw__now_ns() - start;
+        if (spent >= t->spin_ns) {
+            if (++t->spin_misses >= GW_TCP_SPIN_MISSES) {
+                t->spin_misses = 0;
+                t->spin_rest = GW_TCP_SPIN_REST;
+            }
+            int left = timeout - (int)(spent / 1000000);
+            return counted_poll(t, np, timeout < 0 ? -1 : (left > 0 ? left : 0));
+        }
+    }
+}
+
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
     gw_tcp_t *t = gw__tcp_of(base);
     uint64_t completed_before = t->ncompleted;
     gw_status_t st = prepass(t);
+    if (st == GW_OK)
+        st = drain_buffers(t);
     if (st == GW_OK && current)
         st = check_conflicts(t, current);
     if (st != GW_OK)
@@ -504,6 +698,13 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
     int connecting = gw__tcp_mesh_busy(t);
     if (connecting && (st = gw__tcp_mesh_progress(t)) != GW_OK)
         return gw__tcp_fail(t, st, NULL);
+    if ((st = eager_sends(t)) != GW_OK)
+        return st;
+    /* A send that completed ends the round: its caller may go on at once,
+     * and a failure read after it in the same round would fail a call
+     * whose every request succeeded. */
+    if (t->ncompleted != completed_before && !connecting)
+        return current ? check_conflicts(t, current) : GW_OK;
     build_pollset(t);
     int timeout = wait_ms < 0 || t->ncompleted != completed_before ? 0 : wait_ms;
     if (connecting && timeout > 1)
@@ -511,7 +712,7 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
     int np = t->npfds;
     if (t->mesh && t->listen_fd >= 0)
         t->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
-    int n = poll(t->pfds, (nfds_t)np, timeout);
+    int n = poll_spin(t, np, timeout);
     if (n < 0) {
         if (errno == EINTR)
             return GW_OK;
@@ -541,14 +742,20 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
          * than the broken pipe a send to the aborted peer would give. */
         int errhup = (rev & (POLLERR | POLLHUP)) != 0;
         if ((ev & POLLIN) && ((rev & POLLIN) || errhup))
-            st = recv_sock(t, p, s);
+            st = recv_sock(t, p, s, 1);
         else if (errhup && !(ev & POLLOUT) && !s->eof)
             st = gw__tcp_idle_sock_error(t, p, s);
+        if (st == GW_OK && (rev & POLLOUT))
+            s->s_full = 0;
         if (st == GW_OK && (ev & POLLOUT) && ((rev & POLLOUT) || errhup))
-            st = send_sock(t, p, s);
+            st = send_sock(t, p, s, 0);
         if (st != GW_OK)
             return st;
     }
+    /* Bytes read in this round may hold more frames than the sockets they
+     * came on could take (another socket's claim made them usable). */
+    if ((st = drain_buffers(t)) != GW_OK)
+        return st;
     /* Receipts that this round made due go out now, not at the next round:
      * the receive they answer may have completed in this one, and its
      * caller may not call again for a while. */

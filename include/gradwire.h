@@ -273,6 +273,17 @@ GW_API int gw_comm_size(const gw_comm_t *comm);
  * NULL. */
 GW_API const char *gw_comm_transport(const gw_comm_t *comm);
 
+/* Add a span of the application's own (compute, I/O) to the timeline that
+ * GW_TRACE writes, beside the collectives' spans, so that their overlap is
+ * visible: `name` from start_ns to end_ns, both CLOCK_MONOTONIC
+ * nanoseconds, under category `cat` (NULL: "app"). Names are cut at 63
+ * bytes, and a byte JSON would need to escape becomes '_'. GW_OK and
+ * nothing written when tracing is off; GW_ERR_INVALID_ARG for a NULL comm
+ * or end_ns < start_ns. Call it from the thread that calls the collectives
+ * (not thread-safe against them). */
+GW_API gw_status_t gw_trace_span(gw_comm_t *comm, const char *name, const char *cat,
+                                 int64_t start_ns, int64_t end_ns);
+
 /* ---- Failures: abort, blame, shrink, grow and join ----------------------- */
 
 /* Mark the communicator failed and tell every peer, so that their pending

@@ -35,6 +35,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/coll.h"
+#include "collectives/comm/flight_recorder.h"
 
 /* Common checks; logs the first problem with the call's name. `nbytes_out`
  * receives count * elements-per-count * dtype size. */
@@ -233,7 +234,9 @@ static gw_status_t barrier(gw_comm_t *comm)
     if (comm->size == 1)
         return GW_OK;
     gw__coll_begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
+    gw__fr_begin(comm->fr, comm->seq, GW_COLL_BARRIER, 0, GW_UINT8, GW_ALGO_AUTO);
     gw_status_t st = gw__barrier_dissemination(comm);
+    gw__fr_end(comm->fr, st);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
@@ -266,10 +269,12 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
         gw_algo_t algo =
             rule->algo == GW_ALGO_AUTO ? gw_comm_pick_algo(comm, a->count, a->dtype) : rule->algo;
         gw__coll_begin(comm, a->kind, a->count, a->dtype, op, root, algo);
+        gw__fr_begin(comm->fr, comm->seq, a->kind, a->count, a->dtype, algo);
         log_algo(comm, rule, a, algo);
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
         if (st == GW_OK)
             st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);
+        gw__fr_end(comm->fr, st);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
     }

@@ -20,6 +20,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/comm/comm.h"
+#include "collectives/comm/flight_recorder.h"
 #include "collectives/comm/launch_env.h"
 #include "collectives/device/device.h"
 #include "common/env.h"
@@ -303,6 +304,8 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     comm->origin = -1;
     if ((st = gw__comm_recipe_keep(comm, &r)) != GW_OK)
         goto err_free_comm;
+    if ((st = gw__fr_from_env(&comm->log, r.rank, r.size, 0, &comm->fr)) != GW_OK)
+        goto err_free_comm;
     if (comm->size == 1)
         goto done;
 
@@ -342,6 +345,7 @@ err_free_comm:
                          gw_status_str(st), *culprit);
     else
         GW_ERROR_SUMMARY(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
+    gw__fr_destroy(comm->fr);
     gw__comm_recipe_free(comm);
     gw__device_destroy(comm);
     gw__logger_fini(&comm->log);
@@ -449,6 +453,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
     free(comm->scratch);
     gw__topo_free(&comm->topo);
     gw__comm_recipe_free(comm);
+    gw__fr_destroy(comm->fr);
     gw__logger_fini(&comm->log);
     free(comm);
     return GW_OK;

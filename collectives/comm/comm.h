@@ -115,6 +115,9 @@ struct gw_comm {
     /* ---- device buffers (collectives/device) ---- */
     gw_buffers_t buffers;     /* gw_comm_set_buffers */
     struct gw_device *device; /* a root's engine and staging; NULL until needed */
+    /* The last GW_FR_ENTRIES calls and the timeline (flight_recorder.h);
+     * NULL when both are off. */
+    struct gw_fr *fr;
 };
 
 /* The communicator whose transport, bootstrap, claim and queue this one

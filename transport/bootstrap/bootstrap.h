@@ -117,6 +117,13 @@ gw_status_t gw__bootstrap_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
  * a job of one rank has nothing to watch (GW_OK, nothing started). */
 gw_status_t gw__bootstrap_watch_start(gw_bootstrap_t *bs, int grace_ms);
 
+/* How the referee names the kinds of collective that reports carry
+ * (gw_bs_report_t.op_kind), so its verdict can say where each rank was;
+ * set before gw__bootstrap_watch_start (NULL: by number). The layer above
+ * owns the kinds, so it lends the names. */
+typedef const char *(*gw_bs_op_namer_t)(uint32_t op_kind);
+void gw__bootstrap_set_op_namer(gw_bootstrap_t *bs, gw_bs_op_namer_t namer);
+
 /* Whether the watch runs and rank 0 can still be reached. */
 int gw__bootstrap_watching(const gw_bootstrap_t *bs);
 

@@ -93,6 +93,7 @@ struct gw_bootstrap {
     int have_members; /* the referee answered our SHRINK (bootstrap_shrink.c) */
     gw_bs_members_t members;
     struct gw_bs_referee *referee; /* rank 0 */
+    gw_bs_op_namer_t op_namer;     /* gw__bootstrap_set_op_namer */
     int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
     char *token;                   /* rank 0: the job token, for joiners' proofs */
     int have_grown;                /* the referee answered our GROW (bootstrap_grow.c) */

@@ -124,6 +124,8 @@ size_t gw__bs_encode_report(const gw_bs_report_t *m, uint8_t out[GW_BS_REPORT_LE
     gw__put_be32(p + 20, (uint32_t)m->waiting_on);
     gw__put_be64(p + 24, m->seq);
     gw__put_be32(p + 32, m->stalled_ms);
+    gw__put_be32(p + 36, m->op_kind);
+    gw__put_be32(p + 40, m->step);
     return GW_BS_REPORT_LEN;
 }
 
@@ -357,6 +359,10 @@ gw_status_t gw__bs_decode_report(const uint8_t *buf, size_t len, gw_bs_report_t 
     m.blame = gw__get_be32(p + 16);
     m.seq = gw__get_be64(p + 24);
     m.stalled_ms = gw__get_be32(p + 32);
+    m.op_kind = gw__get_be32(p + 36);
+    m.step = gw__get_be32(p + 40);
+    if (m.op_kind > 255)
+        return malformed(why, "report names an unknown kind of collective");
     if (m.kind < GW_BS_REPORT_FAILED || m.kind > GW_BS_REPORT_STATE)
         return malformed(why, "report of an unknown kind");
     if (m.kind == GW_BS_REPORT_STATE ? status != GW_OK : !known_error(status))

@@ -108,13 +108,15 @@
 #define GW_BS_MAGIC 0x47574253u /* "GWBS" */
 /* 2: the watch messages (REPORT, INQUIRE, VERDICT). 3: rank 0 announces
  * the start of its all-gather (GATHER_START). 4: the ring all-gather
- * (RING_OPEN, RING_PEER). */
-#define GW_BS_VERSION 4u
+ * (RING_OPEN, RING_PEER). 5: a REPORT says where in its collective the
+ * rank is (kind and step, from its flight recorder), and reasons may be
+ * 511 bytes, room for the verdict's account of where every rank was. */
+#define GW_BS_VERSION 5u
 #define GW_BS_HDR_LEN 12u
 #define GW_BS_NONCE_LEN 32u
 #define GW_BS_PROOF_LEN 32u
 #define GW_BS_JOB_ID_LEN 16u
-#define GW_BS_REASON_MAX 255u
+#define GW_BS_REASON_MAX 511u
 /* The bootstrap all-gather carries addresses and connection data, not
  * tensors: one rank contributes at most 1 MiB, a whole gather at most
  * 256 MiB. */
@@ -130,7 +132,7 @@
 #define GW_BS_REJECT_MAX_LEN (GW_BS_REJECT_MIN_LEN + GW_BS_REASON_MAX)
 /* Header plus the u32 len of DATA; the bytes follow. */
 #define GW_BS_DATA_PREFIX_LEN (GW_BS_HDR_LEN + 4u)
-#define GW_BS_REPORT_LEN (GW_BS_HDR_LEN + 36u)
+#define GW_BS_REPORT_LEN (GW_BS_HDR_LEN + 44u)
 #define GW_BS_INQUIRE_LEN (GW_BS_HDR_LEN + 12u)
 /* Header plus the u32 milliseconds rank 0 will wait for the blocks. */
 #define GW_BS_GATHER_START_LEN (GW_BS_HDR_LEN + 4u)
@@ -185,6 +187,10 @@ typedef struct gw_bs_report {
     int32_t waiting_on; /* the rank it waits for, -1 none */
     uint64_t seq;       /* the collective it is in (0: none, or point-to-point) */
     uint32_t stalled_ms;
+    /* Where in that collective, from its flight recorder (0: unknown):
+     * the collective's kind (gw_coll_kind_t, < 256) and its step. */
+    uint32_t op_kind;
+    uint32_t step;
 } gw_bs_report_t;
 
 /* The referee asks a rank what it waits for. */

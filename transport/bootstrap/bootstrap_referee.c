@@ -90,8 +90,9 @@ struct gw_bs_referee {
     pthread_cond_t swap_cv;
     gw_bs_late_t *swap_in;
     int swap_done;
-    int exited;              /* the thread returned (poll failed): nobody takes a swap */
-    unsigned char *gone_map; /* gone_map[r]: seats[r].gone, as the shrink wants it */
+    int exited;                /* the thread returned (poll failed): nobody takes a swap */
+    unsigned char *gone_map;   /* gone_map[r]: seats[r].gone, as the shrink wants it */
+    gw_bs_op_namer_t op_namer; /* names the collectives in reports (NULL: numbers) */
 };
 
 static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
@@ -142,6 +143,95 @@ static void what_collective(uint64_t seq, char *buf, size_t cap)
 /* Whom a report leads to: its culprit, or the rank it waited for. */
 static int lead_of(const gw_bs_report_t *r) { return r->culprit >= 0 ? r->culprit : r->waiting_on; }
 
+/* What a rank said of itself last (its report, or its answer), NULL when
+ * it said nothing. */
+static const gw_bs_report_t *account_of(const seat_t *s)
+{
+    return s->reported ? &s->rep : s->answered ? &s->state : NULL;
+}
+
+/* Ranks in the same call waiting for the same rank are told together
+ * (their steps may differ: each counts its own waits). */
+static int same_place(const gw_bs_report_t *a, const gw_bs_report_t *b)
+{
+    return a->seq == b->seq && a->op_kind == b->op_kind && a->waiting_on == b->waiting_on;
+}
+
+/* Appends printf-style text to buf[0 .. cap), which *len tracks; stops
+ * quietly at the end. */
+__attribute__((format(printf, 4, 5))) static void add(char *buf, size_t cap, size_t *len,
+                                                      const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    *len = n < 0 ? cap : *len + (size_t)n;
+}
+
+/* Where every rank was when the case was decided, grouped: "ranks 0,1,3
+ * are in allreduce #1042 at steps 3,3,4 waiting for rank 2; rank 2 did
+ * not answer". Each rank's place comes from its report or its answer,
+ * which carry its flight recorder's kind and step (0: it has none). */
+static void where_all(const gw_bs_referee_t *ref, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    unsigned char *done = ref->seen; /* free again: the chain is followed */
+    memset(done, 0, (size_t)ref->size);
+    for (int r = 0; r < ref->size; r++) {
+        const gw_bs_report_t *a = account_of(&ref->seats[r]);
+        if (done[r] || !a)
+            continue;
+        int n = 0, same_step = 1;
+        for (int k = r; k < ref->size; k++) {
+            const gw_bs_report_t *b = account_of(&ref->seats[k]);
+            if (b && same_place(a, b)) {
+                n++;
+                same_step &= b->step == a->step;
+            }
+        }
+        add(buf, cap, &len, "%s%s ", len ? "; " : "", n > 1 ? "ranks" : "rank");
+        for (int k = r, first = 1; k < ref->size; k++) {
+            const gw_bs_report_t *b = account_of(&ref->seats[k]);
+            if (b && same_place(a, b)) {
+                add(buf, cap, &len, "%s%d", first ? "" : ",", k);
+                first = 0;
+                done[k] = 1;
+            }
+        }
+        add(buf, cap, &len, " %s in ", n > 1 ? "are" : "is");
+        if (a->op_kind && ref->op_namer)
+            add(buf, cap, &len, "%s ", ref->op_namer(a->op_kind));
+        if (a->seq)
+            add(buf, cap, &len, "#%llu", (unsigned long long)a->seq);
+        else
+            add(buf, cap, &len, "a point-to-point call");
+        if (a->step && same_step) {
+            add(buf, cap, &len, " step %u", a->step);
+        } else if (a->step) {
+            add(buf, cap, &len, " at steps ");
+            for (int k = r, first = 1; k < ref->size; k++) {
+                const gw_bs_report_t *b = account_of(&ref->seats[k]);
+                if (b && same_place(a, b)) {
+                    add(buf, cap, &len, "%s%u", first ? "" : ",", b->step);
+                    first = 0;
+                }
+            }
+        }
+        if (a->waiting_on >= 0)
+            add(buf, cap, &len, " waiting for rank %d", a->waiting_on);
+    }
+    for (int r = 0; r < ref->size; r++) {
+        const seat_t *s = &ref->seats[r];
+        if (!account_of(s))
+            add(buf, cap, &len, "%srank %d %s", len ? "; " : "", r,
+                s->gone ? "is gone" : "did not answer");
+    }
+}
+
 static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, const char *reason)
 {
     const seat_t *f = &ref->seats[ref->first];
@@ -150,13 +240,20 @@ static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, cons
     v->culprit = culprit;
     v->origin = ref->first;
     v->seq = f->rep.seq;
-    snprintf(v->reason, sizeof(v->reason), "%s", reason);
+    /* The verdict quotes where each rank was, as far as it fits; the log
+     * line below has it whole. */
+    char where[1024];
+    where_all(ref, where, sizeof(where));
+    int cut = snprintf(v->reason, sizeof(v->reason), "%s; where: %s", reason, where);
+    if (cut >= (int)sizeof(v->reason))
+        memcpy(v->reason + sizeof(v->reason) - 4, "...", 4);
     ref->decided = 1;
     char who[24] = "no rank";
     if (culprit >= 0)
         snprintf(who, sizeof(who), "rank %d", culprit);
-    GW_WARN(ref->log, GW_BS_SUBSYS, "the referee blames %s (first report from rank %d) - %s", who,
-            ref->first, reason);
+    GW_WARN(ref->log, GW_BS_SUBSYS,
+            "the referee blames %s (first report from rank %d) - %s; where: %s", who, ref->first,
+            reason, where);
     uint8_t msg[GW_BS_VERDICT_MAX_LEN];
     size_t n = gw__bs_encode_verdict(v, msg);
     /* Rank 0's own caller last: once it has the verdict its process may
@@ -540,6 +637,7 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     ref->log = bs->log;
     ref->size = bs->size;
     ref->grace_ms = grace_ms;
+    ref->op_namer = bs->op_namer;
     ref->first = -1;
     ref->stop[0] = ref->stop[1] = -1;
     size_t n = (size_t)bs->size;

@@ -62,6 +62,12 @@ gw_status_t gw__bootstrap_watch_start(gw_bootstrap_t *bs, int grace_ms)
     return GW_OK;
 }
 
+void gw__bootstrap_set_op_namer(gw_bootstrap_t *bs, gw_bs_op_namer_t namer)
+{
+    if (bs)
+        bs->op_namer = namer;
+}
+
 int gw__bootstrap_watching(const gw_bootstrap_t *bs)
 {
     return bs && bs->watching && !bs->watch_gone;

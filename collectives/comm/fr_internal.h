@@ -1,0 +1,29 @@
+/*
+ * fr_internal.h - the flight recorder's own struct, shared by its files
+ * (flight_recorder.c: the hooks and the signal handler; fr_write.c: the
+ * dump writer; fr_read.c: the dump reader) and by nobody else.
+ */
+#ifndef GW_COLLECTIVES_COMM_FR_INTERNAL_H
+#define GW_COLLECTIVES_COMM_FR_INTERNAL_H
+
+#include "collectives/comm/flight_recorder.h"
+
+struct gw_fr {
+    const gw_logger_t *log;
+    gw_fr_entry_t *ring;
+    uint32_t cap;  /* entries in ring */
+    uint64_t next; /* entries ever begun: the newest is ring[(next - 1) % cap] */
+    uint64_t done; /* calls completed without an error */
+    int running;   /* the newest entry is a call in progress */
+    int rank, size;
+    uint32_t comm_id;
+    int dumped;
+    char path[4096]; /* the dump's file, formatted in advance; "" for none */
+    gw_trace_t *trace;
+};
+
+/* Write the dump (why: a word; in_signal: called from the fatal-signal
+ * handler, so nothing but write(2) and the like). */
+gw_status_t gw__fr_write(const gw_fr_t *fr, const char *why, int in_signal);
+
+#endif

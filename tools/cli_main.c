@@ -8,6 +8,7 @@
  *   gradwire info [--json]             what gradwire would use on this node, and why
  *   gradwire info --env                every variable gradwire reads (the registry)
  *   gradwire fr DIR                    merge the ranks' flight recorder dumps
+ *   gradwire status [--json]           how a running job's ranks are doing
  *   gradwire version                   print the version of the library
  *
  * Built on the public API only, like any user of the library.
@@ -23,6 +24,7 @@
 #include "hostlist_cmd.h"
 #include "info.h"
 #include "launch.h"
+#include "status_cmd.h"
 
 static void usage(FILE *out)
 {
@@ -44,6 +46,9 @@ static void usage(FILE *out)
                  "  fr DIR                                merge the ranks' flight recorder\n"
                  "                                        dumps (GW_FR_DUMP=DIR): where each\n"
                  "                                        rank was, where they diverged\n"
+                 "  status [--root H:P] [--json]          how a running job's ranks are doing:\n"
+                 "                                        current collective, done, bytes per\n"
+                 "                                        peer, lagging ranks (asks its rank 0)\n"
                  "  version                               print the gradwire version\n"
                  "  help                                  show this help\n"
                  "\n"
@@ -103,6 +108,8 @@ int main(int argc, char **argv)
         return gw_info_main(argc - 1, argv + 1);
     if (strcmp(cmd, "fr") == 0)
         return gw_fr_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0)
+        return gw_status_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         /* Both versions: the header this tool was built against and the
          * library it runs with, which differ after a partial upgrade. */

@@ -236,7 +236,7 @@ static gw_status_t barrier(gw_comm_t *comm)
     gw__coll_begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
     gw__fr_begin(comm->fr, comm->seq, GW_COLL_BARRIER, 0, GW_UINT8, GW_ALGO_AUTO);
     gw_status_t st = gw__barrier_dissemination(comm);
-    gw__fr_end(comm->fr, st);
+    gw__comm_op_end(comm, st);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
@@ -274,7 +274,7 @@ gw_status_t gw__coll_execute(gw_comm_t *comm, const gw_coll_args_t *a)
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
         if (st == GW_OK)
             st = run_algorithm(comm, a, op == GW_AVG ? GW_SUM : op, algo);
-        gw__fr_end(comm->fr, st);
+        gw__comm_op_end(comm, st);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
     }

@@ -138,7 +138,13 @@ gw_fr_t *gw__fr_create(const gw_logger_t *log, int entries, int rank, int size, 
     if (entries <= 0)
         return NULL;
     gw_fr_t *fr = calloc(1, sizeof(*fr));
-    if (!fr || !(fr->ring = calloc((size_t)entries, sizeof(*fr->ring)))) {
+    if (!fr || !(fr->ring = calloc((size_t)entries, sizeof(*fr->ring))) ||
+        !(fr->peer_sent = calloc((size_t)size, sizeof(uint64_t))) ||
+        !(fr->peer_recv = calloc((size_t)size, sizeof(uint64_t)))) {
+        if (fr) {
+            free(fr->ring);
+            free(fr->peer_sent);
+        }
         free(fr);
         return NULL;
     }
@@ -204,6 +210,8 @@ void gw__fr_destroy(gw_fr_t *fr)
     unregister_dumper(fr);
     gw__trace_close(fr->trace);
     free(fr->ring);
+    free(fr->peer_sent);
+    free(fr->peer_recv);
     free(fr);
 }
 
@@ -273,6 +281,11 @@ void gw__fr_post(gw_fr_t *fr, int peer, int is_send, size_t len)
     }
     if (is_send)
         e->step_bytes += len;
+    if (peer >= 0 && peer < fr->size) {
+        uint64_t *by_peer = is_send ? fr->peer_sent : fr->peer_recv;
+        by_peer[peer] += len;
+        *(is_send ? &fr->bytes_sent : &fr->bytes_recv) += len;
+    }
     uint32_t n = e->npeers < GW_FR_PEERS ? e->npeers : GW_FR_PEERS;
     for (uint32_t i = 0; i < n; i++)
         if (e->peers[i] == peer)

@@ -20,6 +20,11 @@ struct gw_fr {
     int dumped;
     char path[4096]; /* the dump's file, formatted in advance; "" for none */
     gw_trace_t *trace;
+    /* Bytes posted to send to and receive from each rank (size entries),
+     * and when the last pulse went out (pulse.c). */
+    uint64_t *peer_sent, *peer_recv;
+    uint64_t bytes_sent, bytes_recv;
+    int64_t pulse_ns;
 };
 
 /* Write the dump (why: a word; in_signal: called from the fatal-signal

@@ -11,7 +11,8 @@
  *   run    no fault: the large allreduces run for WORKER_FR_SECONDS
  *          (default 1) while something watches the job (gradwire status),
  *          with a span of "compute" (gw_trace_span) between two of them
- * Each rank prints "rank R: STATUS after N calls" and exits 0 when the
+ * Rank 0 prints "root: GW_ROOT" once the communicator is made; each rank
+ * prints "rank R: STATUS after N calls" and exits 0 when the
  * mode's outcome came (an error for stop and abort, success for run).
  */
 #include <signal.h>
@@ -88,6 +89,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int rank = gw_comm_rank(comm);
+    if (rank == 0 && getenv("GW_ROOT")) { /* for `gradwire status` (fr_test.sh) */
+        printf("root: %s\n", getenv("GW_ROOT"));
+        fflush(stdout);
+    }
     float small[2] = {1, 2}, out[2];
     int calls = 0;
     for (int i = 0; i < SMALL_CALLS && st == GW_OK; i++, calls++)
@@ -105,14 +110,18 @@ int main(int argc, char **argv)
     int64_t end = now_ns() + (int64_t)((secs_s ? atof(secs_s) : 1.0) * 1e9);
     /* Faults: keep calling until the fault has struck (each call is long
      * against the 30 ms of the timer, so it strikes inside one). */
-    for (int i = 0; st == GW_OK && (strcmp(mode, "run") != 0 ? i < 100000 : now_ns() < end);
-         i++, calls++) {
+    /* run: rank 0's clock decides, for all: its flag in big[0] reaches
+     * every rank through the allreduce itself, so all make the same calls. */
+    int go = 1;
+    for (int i = 0; st == GW_OK && go && i < 100000; i++, calls++) {
         int64_t c0 = now_ns();
         if (i == 1)
             usleep(2000); /* some work of the application's own */
         if (i == 1)
             gw_trace_span(comm, "compute", "compute", c0, now_ns());
+        big[0] = rank == 0 && now_ns() < end ? 1.0f : 0.0f;
         st = gw_allreduce(comm, big, big, BIG, GW_FLOAT32, GW_SUM);
+        go = strcmp(mode, "run") != 0 || big[0] > 0.5f;
     }
     printf("rank %d: %s after %d calls\n", rank, gw_status_name(st), calls);
     fflush(stdout);

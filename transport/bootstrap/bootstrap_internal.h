@@ -213,7 +213,11 @@ int64_t gw__bs_grow_deadline(const gw_bs_grow_t *g);
 typedef struct gw_bs_late gw_bs_late_t;
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
 int gw__bs_late_pollfds(gw_bs_late_t *l, struct pollfd *pfds);
-void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds);
+/* status builds the STATUS answer for a process that proved the job token
+ * after a STATUS_ASK (malloc'd message, NULL when memory is short). */
+typedef uint8_t *(*gw_bs_status_fn)(void *ctx, size_t *len);
+void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds, gw_bs_status_fn status,
+                        void *ctx);
 int64_t gw__bs_late_deadline(const gw_bs_late_t *l);
 void gw__bs_late_close(gw_bs_late_t *l);
 /* Joiners (processes that sent JOIN and proved the job token): joiners

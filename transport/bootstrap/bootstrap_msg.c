@@ -52,6 +52,12 @@ const char *gw__bs_type_name(uint32_t type)
         return "ring open";
     case GW_BS_RING_PEER:
         return "ring peer";
+    case GW_BS_PULSE:
+        return "pulse";
+    case GW_BS_STATUS_ASK:
+        return "status ask";
+    case GW_BS_STATUS:
+        return "status";
     }
     return "unknown";
 }
@@ -221,6 +227,17 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_RING_PEER:
         min = max = GW_BS_RING_ADDR_LEN;
+        break;
+    case GW_BS_PULSE:
+        min = GW_BS_PULSE_FIXED;
+        max = GW_BS_PULSE_MAX_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_STATUS_ASK:
+        min = max = GW_BS_STATUS_ASK_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_STATUS:
+        min = 8;
+        max = GW_BS_STATUS_MAX_PAYLOAD;
         break;
     case GW_BS_VERDICT:
         min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;

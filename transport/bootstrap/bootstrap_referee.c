@@ -66,6 +66,9 @@ typedef struct seat {
     int reported; /* rep holds its FAILED or STALLED report */
     int answered; /* state holds its answer to our inquiry */
     gw_bs_report_t rep, state;
+    int pulsed;       /* pulse holds its latest news (gradwire status) */
+    int64_t pulse_at; /* when it came (gw__now_ms) */
+    gw_bs_pulse_t pulse;
 } seat_t;
 
 struct gw_bs_referee {
@@ -493,6 +496,50 @@ static void answer_grow(gw_bs_referee_t *ref, gw_status_t status, uint32_t port)
     gw__bs_grow_reset(ref->grow);
 }
 
+/* A rank's news for `gradwire status`: kept, the latest only. */
+static void on_pulse(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    seat_t *s = &ref->seats[r];
+    const char *why = NULL;
+    gw_bs_pulse_t p;
+    if (gw__bs_decode_pulse(msg, len, &p, &why) != GW_OK || (p.waiting_on >= ref->size)) {
+        GW_TRACE(ref->log, GW_BS_SUBSYS, "referee: malformed pulse from rank %d: %s", r,
+                 why ? why : "a rank beyond the job");
+        return;
+    }
+    s->pulse = p;
+    s->pulse_at = gw__now_ms();
+    s->pulsed = 1;
+}
+
+/* The STATUS answer (bootstrap_late.c calls it for a proven asker): every
+ * rank's latest pulse and how old it is; a rank gone or never heard from
+ * is left out, which the asker reads as "no news". */
+static uint8_t *status_of(void *ctx, size_t *len)
+{
+    gw_bs_referee_t *ref = ctx;
+    gw_bs_rank_status_t *rs = calloc((size_t)ref->size, sizeof(*rs));
+    if (!rs)
+        return NULL;
+    uint32_t n = 0;
+    int64_t now = gw__now_ms();
+    for (int r = 0; r < ref->size; r++) {
+        const seat_t *s = &ref->seats[r];
+        if (!s->pulsed || s->gone)
+            continue;
+        rs[n].rank = (uint32_t)r;
+        int64_t age = now - s->pulse_at;
+        rs[n].age_ms = age < 0                     ? 0
+                       : age >= GW_BS_STATUS_NEVER ? GW_BS_STATUS_NEVER - 1
+                                                   : (uint32_t)age;
+        rs[n].pulse = s->pulse;
+        n++;
+    }
+    uint8_t *msg = gw__bs_encode_status((uint32_t)ref->size, rs, n, len);
+    free(rs);
+    return msg;
+}
+
 static void read_seat(gw_bs_referee_t *ref, int r)
 {
     seat_t *s = &ref->seats[r];
@@ -514,7 +561,8 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             gw_bs_hdr_t hdr;
             const char *why = "not a report";
             if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
-                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW)) {
+                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW &&
+                 hdr.type != GW_BS_PULSE)) {
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
                         why);
                 seat_gone(ref, r, "sent garbage to the referee");
@@ -528,6 +576,8 @@ static void read_seat(gw_bs_referee_t *ref, int r)
                 on_shrink(ref, r, s->rx, len);
             else if (hdr.type == GW_BS_GROW)
                 on_grow(ref, r, s->rx, len);
+            else if (hdr.type == GW_BS_PULSE)
+                on_pulse(ref, r, s->rx, len);
             else if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed report from rank %d: %s", r,
                         why);
@@ -586,7 +636,7 @@ static void *referee_main(void *arg)
             if (ref->pfds[i].revents)
                 read_seat(ref, ref->pfd_rank[i]);
         if (rc >= 0)
-            gw__bs_late_events(ref->late, ref->pfds + seats_end);
+            gw__bs_late_events(ref->late, ref->pfds + seats_end, status_of, ref);
         if (ref->first >= 0 && !ref->decided)
             decide(ref, gw__now_ms() >= ref->decide_by);
         if (gw__bs_shrink_decide(ref->shrink, ref->gone_map, gw__now_ms()))

@@ -68,6 +68,21 @@ void gw__bootstrap_set_op_namer(gw_bootstrap_t *bs, gw_bs_op_namer_t namer)
         bs->op_namer = namer;
 }
 
+void gw__bootstrap_pulse(gw_bootstrap_t *bs, const gw_bs_pulse_t *p)
+{
+    if (!bs || !bs->watching || bs->watch_gone)
+        return;
+    uint8_t msg[GW_BS_PULSE_MAX_LEN];
+    size_t len = gw__bs_encode_pulse(p, msg);
+    ssize_t n = send(bs->root_fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0)
+        return; /* full (or broken: the next read says so): skip this one */
+    /* Half a message would break the stream: the rest goes out, bounded
+     * (a buffer that took part of it drains as the referee reads). */
+    if ((size_t)n < len)
+        gw__bs_watch_send(bs, msg + n, len - (size_t)n);
+}
+
 int gw__bootstrap_watching(const gw_bootstrap_t *bs)
 {
     return bs && bs->watching && !bs->watch_gone;

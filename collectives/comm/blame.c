@@ -35,7 +35,7 @@
 #include <stdio.h>
 
 #include "collectives/comm/comm.h"
-#include "collectives/comm/flight_recorder.h"
+#include "collectives/comm/fr_internal.h"
 #include "common/clock.h"
 
 /* The referee's grace period: long enough for every waiting rank to answer
@@ -152,7 +152,7 @@ gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
     if (!comm->watching)
         return GW_OK;
     /* A long wait still tells `gradwire status` where it is (pulse.c). */
-    gw__comm_pulse(comm, gw__now_ns());
+    gw__comm_pulse(comm, comm->fr ? gw__fr_now(comm->fr) : 0);
     gw_bs_report_t state = {
         .kind = GW_BS_REPORT_STATE,
         .status = GW_OK,

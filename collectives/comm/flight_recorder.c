@@ -230,7 +230,7 @@ void gw__fr_begin(gw_fr_t *fr, uint64_t seq, gw_coll_kind_t kind, size_t count, 
     size_t esize = gw_dtype_size(dtype);
     e->seq = seq;
     e->bytes = (uint64_t)count * (esize ? esize : 1);
-    e->t_start_ns = gw__now_ns();
+    e->t_start_ns = gw__fr_now(fr);
     e->t_end_ns = 0;
     e->kind = (uint32_t)kind;
     e->dtype = (int32_t)dtype;
@@ -255,7 +255,7 @@ void gw__fr_end(gw_fr_t *fr, gw_status_t status)
     gw_fr_entry_t *e = running(fr);
     if (!e)
         return;
-    e->t_end_ns = gw__now_ns();
+    e->t_end_ns = gw__fr_now(fr);
     e->status = status;
     e->state = status == GW_OK ? GW_FR_DONE : GW_FR_FAILED;
     fr->running = 0;
@@ -274,7 +274,7 @@ void gw__fr_post(gw_fr_t *fr, int peer, int is_send, size_t len)
         /* The first post after a wait opens the next step. */
         e->step++;
         e->step_state = GW_FR_POSTED;
-        e->step_posted_ns = gw__now_ns();
+        e->step_posted_ns = gw__fr_now(fr);
         e->step_started_ns = e->step_done_ns = 0;
         e->step_bytes = 0;
         e->step_peer = -1;
@@ -303,7 +303,7 @@ void gw__fr_wait(gw_fr_t *fr, int peer)
     if (e->step_state == GW_FR_NONE || e->step_state == GW_FR_DONE)
         e->step++; /* a wait for messages posted in an earlier step */
     e->step_state = GW_FR_STARTED;
-    e->step_started_ns = gw__now_ns();
+    e->step_started_ns = gw__fr_now(fr);
     e->step_done_ns = 0;
     e->step_peer = peer;
 }
@@ -314,7 +314,7 @@ void gw__fr_waited(gw_fr_t *fr)
     if (!e)
         return;
     e->step_state = GW_FR_DONE;
-    e->step_done_ns = gw__now_ns();
+    e->step_done_ns = gw__fr_now(fr);
     if (fr->trace)
         gw__trace_step(fr->trace, e);
 }

@@ -6,6 +6,8 @@
 #ifndef GW_COLLECTIVES_COMM_FR_INTERNAL_H
 #define GW_COLLECTIVES_COMM_FR_INTERNAL_H
 
+#include <time.h>
+
 #include "collectives/comm/flight_recorder.h"
 
 struct gw_fr {
@@ -26,6 +28,20 @@ struct gw_fr {
     uint64_t bytes_sent, bytes_recv;
     int64_t pulse_ns;
 };
+
+/* The recorder's clock. CLOCK_MONOTONIC_COARSE (the kernel's tick, a few
+ * ms: enough to say how long a rank has waited) costs a few nanoseconds
+ * where CLOCK_MONOTONIC costs tens, and more in a virtual machine under
+ * load (157 ns a read measured here), and a collective takes five or six
+ * stamps: the precise clock on an 8-byte allreduce of about a microsecond
+ * was measurable (docs/guide/observability.md). So the precise clock only
+ * when the timeline needs microseconds (GW_TRACE). */
+static inline int64_t gw__fr_now(const gw_fr_t *fr)
+{
+    struct timespec ts;
+    clock_gettime(fr->trace ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 /* Write the dump (why: a word; in_signal: called from the fatal-signal
  * handler, so nothing but write(2) and the like). */

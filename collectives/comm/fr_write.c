@@ -172,7 +172,7 @@ gw_status_t gw__fr_write(const gw_fr_t *fr, const char *why, int in_signal)
     put(&o, "\"");
     kstr(&o, "why", why);
     key(&o, "now_ns", 0);
-    put_i64(&o, gw__now_ns());
+    put_i64(&o, gw__fr_now(fr));
     key(&o, "done", 0);
     put_u64(&o, fr->done);
     key(&o, "entries", 0);

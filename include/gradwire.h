@@ -284,6 +284,12 @@ GW_API const char *gw_comm_transport(const gw_comm_t *comm);
 GW_API gw_status_t gw_trace_span(gw_comm_t *comm, const char *name, const char *cat,
                                  int64_t start_ns, int64_t end_ns);
 
+/* One peer of a rank in gw_rank_status_t: bytes posted to and from it. */
+typedef struct gw_rank_peer {
+    int peer;
+    uint64_t sent, recv;
+} gw_rank_peer_t;
+
 /* One rank of a running job, as gw_job_status reports it. */
 typedef struct gw_rank_status {
     int rank;
@@ -299,10 +305,7 @@ typedef struct gw_rank_status {
     uint64_t bytes_sent; /* posted to send, to all peers */
     uint64_t bytes_recv; /* posted to receive */
     int npeers;          /* peers with traffic, the busiest first (at most 16) */
-    struct {
-        int peer;
-        uint64_t sent, recv;
-    } peers[16];
+    gw_rank_peer_t peers[16];
 } gw_rank_status_t;
 
 /* Ask a running job how every rank is doing (`gradwire status`): rank 0

@@ -134,8 +134,7 @@ static void report(gw_fr_dump_t *dumps, int size, const char *dir)
     if (lo == UINT64_MAX) {
         printf("no rank recorded a collective\n");
     } else if (lo == hi) {
-        printf("no divergence: every rank with a dump is in or after call #%llu\n",
-               (unsigned long long)lo);
+        printf("no divergence: every rank with a dump is in call #%llu\n", (unsigned long long)lo);
     } else {
         /* Each distinct call, oldest first (a few ranks: quadratic is fine). */
         printf("diverged: the ranks are in different calls\n");

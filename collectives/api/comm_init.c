@@ -22,6 +22,7 @@
 #include "collectives/comm/comm.h"
 #include "collectives/comm/flight_recorder.h"
 #include "collectives/comm/launch_env.h"
+#include "collectives/comm/trace.h"
 #include "collectives/device/device.h"
 #include "common/env.h"
 #include "transport/select.h"
@@ -331,6 +332,12 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         goto err_close_bootstrap;
     }
     gw__comm_watch_start(comm);
+    /* The timeline's timestamps are rank 0's clock: this rank's offset
+     * from it, measured now through the bootstrap (trace.h). */
+    int64_t offset_ns, rtt_ns;
+    if (gw__fr_trace(comm->fr) && comm->watching &&
+        gw__bootstrap_clock(comm->bootstrap, &offset_ns, &rtt_ns) == GW_OK)
+        gw__trace_set_offset(gw__fr_trace(comm->fr), offset_ns, rtt_ns);
 done:
     *out = comm;
     return GW_OK;

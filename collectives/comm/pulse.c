@@ -18,7 +18,6 @@
 #include "collectives/comm/comm.h"
 #include "collectives/comm/fr_internal.h"
 
-
 #define GW_COMM_PULSE_MS 250
 
 /* The peers with the most bytes first, at most GW_BS_PULSE_PEERS of them

@@ -10,7 +10,8 @@
  * FILE. The events of rank N have pid N (one track per rank); timestamps
  * are microseconds of rank 0's monotonic clock: each rank measures its
  * offset from rank 0 through the bootstrap when it joins
- * (gw__trace_set_offset), so no merge needs to shift them.
+ * (gw__bootstrap_clock, then gw__trace_set_offset, in comm_init.c), so no
+ * merge needs to shift them.
  */
 #ifndef GW_COLLECTIVES_COMM_TRACE_H
 #define GW_COLLECTIVES_COMM_TRACE_H

@@ -3,8 +3,10 @@
 #   - `gradwire train --trace FILE` on 4 ranks: FILE is Chrome trace JSON
 #     (Python's json reads it), mode 0600, with every rank's track (pid
 #     0..3): its collectives, their waits and its compute spans, each with
-#     a timestamp and a duration >= 0; rank 0 merged the ranks' files and
-#     removed them;
+#     a timestamp and a duration >= 0, and the offset of its clock from
+#     rank 0's as measured through the bootstrap (within the round trip:
+#     one host, one clock); rank 0 merged the ranks' files and removed
+#     them;
 #   - GW_TRACE=FILE under `gradwire launch` (worker_fr.c): the launcher
 #     merges the 4 ranks' files the same way, counters of bytes in flight
 #     included.
@@ -39,6 +41,14 @@ for e in ev:
         seen[e["pid"]].add(e.get("cat"))
     elif e["ph"] == "C":
         seen[e["pid"]].add("counter")
+# Each rank measured its clock against rank 0's through the bootstrap; on
+# one host the clocks are one, so the offset is within the round trip.
+offsets = {e["pid"]: e["args"] for e in ev if e["ph"] == "i" and e["name"] == "clock offset"}
+if sorted(offsets) != [0, 1, 2, 3]:
+    print(f"FAIL: {what}: clock offsets of ranks {sorted(offsets)}, not 0..3"); ok = False
+for pid, a in offsets.items():
+    if abs(a["offset_ns"]) > a["rtt_ns"] or not 0 < a["rtt_ns"] < 2e9:
+        print(f"FAIL: {what}: rank {pid}'s clock offset {a} is beyond its round trip"); ok = False
 for pid in range(4):
     missing = [c for c in cats if c not in seen[pid]]
     if missing:

@@ -129,6 +129,13 @@ typedef const char *(*gw_bs_op_namer_t)(uint32_t op_kind);
 struct gw_bs_pulse;
 void gw__bootstrap_pulse(gw_bootstrap_t *bs, const struct gw_bs_pulse *p);
 
+/* This rank's CLOCK_MONOTONIC against rank 0's, measured through the
+ * watch's connection (a few round trips to the referee): *offset_ns is
+ * rank 0's clock minus this rank's, give or take half of *rtt_ns. For the
+ * timeline (GW_TRACE), right after gw__bootstrap_watch_start.
+ * GW_ERR_UNSUPPORTED without a watch, GW_ERR_TIMEOUT without an answer. */
+gw_status_t gw__bootstrap_clock(gw_bootstrap_t *bs, int64_t *offset_ns, int64_t *rtt_ns);
+
 /* Ask the job whose root is `root` (host:port) how its ranks are doing,
  * proving `token` (bootstrap_status.c): every rank's latest news as rank
  * 0's referee holds it, malloc'd into *ranks (*n of the job's *size

@@ -94,9 +94,11 @@ struct gw_bootstrap {
     gw_bs_members_t members;
     struct gw_bs_referee *referee; /* rank 0 */
     gw_bs_op_namer_t op_namer;     /* gw__bootstrap_set_op_namer */
-    int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
-    char *token;                   /* rank 0: the job token, for joiners' proofs */
-    int have_grown;                /* the referee answered our GROW (bootstrap_grow.c) */
+    int have_clock;                /* the referee answered our CLOCK (gw__bootstrap_clock) */
+    uint64_t clock_asked, clock_root;
+    int late_lfd;   /* rank 0: the root's listener, kept for late processes */
+    char *token;    /* rank 0: the job token, for joiners' proofs */
+    int have_grown; /* the referee answered our GROW (bootstrap_grow.c) */
     gw_bs_members_t grown;
 };
 

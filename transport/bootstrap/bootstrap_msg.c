@@ -58,6 +58,8 @@ const char *gw__bs_type_name(uint32_t type)
         return "status ask";
     case GW_BS_STATUS:
         return "status";
+    case GW_BS_CLOCK:
+        return "clock";
     }
     return "unknown";
 }
@@ -234,6 +236,9 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_STATUS_ASK:
         min = max = GW_BS_STATUS_ASK_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_CLOCK:
+        min = max = GW_BS_CLOCK_LEN - GW_BS_HDR_LEN;
         break;
     case GW_BS_STATUS:
         min = 8;

@@ -156,6 +156,7 @@
 #define GW_BS_PULSE_FIXED 56u
 #define GW_BS_PULSE_MAX_LEN (GW_BS_HDR_LEN + GW_BS_PULSE_FIXED + 20u * GW_BS_PULSE_PEERS)
 #define GW_BS_STATUS_ASK_LEN (GW_BS_HDR_LEN + GW_BS_NONCE_LEN)
+#define GW_BS_CLOCK_LEN (GW_BS_HDR_LEN + 16u)
 #define GW_BS_STATUS_RANKS 65536u
 #define GW_BS_STATUS_MAX_PAYLOAD \
     (8u + GW_BS_STATUS_RANKS * (8u + GW_BS_PULSE_MAX_LEN - GW_BS_HDR_LEN))
@@ -185,6 +186,7 @@ typedef enum gw_bs_type {
     GW_BS_PULSE = 18,      /* a rank's news for `gradwire status` (to the referee) */
     GW_BS_STATUS_ASK = 19, /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
     GW_BS_STATUS = 20,     /* rank 0's answer, once the asker proved the token */
+    GW_BS_CLOCK = 21,      /* a rank's clock reading, echoed with the referee's */
 } gw_bs_type_t;
 
 /* What a rank is doing, as it tells the referee every quarter second or
@@ -220,6 +222,11 @@ typedef struct gw_bs_rank_status {
 size_t gw__bs_encode_pulse(const gw_bs_pulse_t *m, uint8_t out[GW_BS_PULSE_MAX_LEN]);
 gw_status_t gw__bs_decode_pulse(const uint8_t *buf, size_t len, gw_bs_pulse_t *out,
                                 const char **why);
+/* CLOCK: a rank's CLOCK_MONOTONIC when it asked (ns), and rank 0's when
+ * its referee answered (0 in the question). */
+void gw__bs_encode_clock(uint64_t asked_ns, uint64_t root_ns, uint8_t out[GW_BS_CLOCK_LEN]);
+gw_status_t gw__bs_decode_clock(const uint8_t *buf, size_t len, uint64_t *asked_ns,
+                                uint64_t *root_ns, const char **why);
 /* STATUS_ASK: the asker's nonce (JOIN's layout). */
 void gw__bs_encode_status_ask(const uint8_t nonce[GW_BS_NONCE_LEN],
                               uint8_t out[GW_BS_STATUS_ASK_LEN]);

@@ -1,5 +1,6 @@
 /*
- * bootstrap_pulse.c - the messages of `gradwire status`: a rank's PULSE to
+ * bootstrap_pulse.c - the messages of `gradwire status` and of the
+ * timeline's clock alignment: a rank's PULSE to
  * the referee (what it is doing), the STATUS_ASK of a process that asks
  * rank 0 how the job is doing (it then proves the job token, as a joiner
  * does: bootstrap_late.c), and rank 0's STATUS answer.
@@ -11,6 +12,8 @@
  *   STATUS_ASK  the asker's nonce (32 bytes)
  *   STATUS  size u32, n u32, then n x (rank u32, age_ms u32, a PULSE's
  *           payload)
+ *   CLOCK   asked_ns u64, root_ns u64: a rank's clock when it asked, and
+ *           the referee's when it answered (the timeline's alignment)
  * The decoders are strict (tests/fuzz/fuzz_bootstrap_msg.c feeds them):
  * every length must add up, every field be in its range.
  */
@@ -137,6 +140,25 @@ gw_status_t gw__bs_decode_pulse(const uint8_t *buf, size_t len, gw_bs_pulse_t *o
         return bad(why, "trailing bytes after the pulse");
     *out = m;
     return GW_OK;
+}
+
+void gw__bs_encode_clock(uint64_t asked_ns, uint64_t root_ns, uint8_t out[GW_BS_CLOCK_LEN])
+{
+    put_hdr(out, GW_BS_CLOCK, 16);
+    gw__put_be64(out + GW_BS_HDR_LEN, asked_ns);
+    gw__put_be64(out + GW_BS_HDR_LEN + 8, root_ns);
+}
+
+gw_status_t gw__bs_decode_clock(const uint8_t *buf, size_t len, uint64_t *asked_ns,
+                                uint64_t *root_ns, const char **why)
+{
+    gw_bs_hdr_t h;
+    gw_status_t st = whole(buf, len, GW_BS_CLOCK, &h, why);
+    if (st == GW_OK) {
+        *asked_ns = gw__get_be64(buf + GW_BS_HDR_LEN);
+        *root_ns = gw__get_be64(buf + GW_BS_HDR_LEN + 8);
+    }
+    return st;
 }
 
 void gw__bs_encode_status_ask(const uint8_t nonce[GW_BS_NONCE_LEN],

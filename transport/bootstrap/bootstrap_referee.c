@@ -512,6 +512,18 @@ static void on_pulse(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len
     s->pulsed = 1;
 }
 
+/* A rank's clock reading (the timeline's alignment): echoed at once with
+ * ours, so that the rank sees the round trip. */
+static void on_clock(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    uint64_t asked, root;
+    if (gw__bs_decode_clock(msg, len, &asked, &root, NULL) != GW_OK)
+        return;
+    uint8_t out[GW_BS_CLOCK_LEN];
+    gw__bs_encode_clock(asked, (uint64_t)gw__now_ns(), out);
+    send_to(ref, r, out, sizeof(out));
+}
+
 /* The STATUS answer (bootstrap_late.c calls it for a proven asker): every
  * rank's latest pulse and how old it is; a rank gone or never heard from
  * is left out, which the asker reads as "no news". */
@@ -562,7 +574,7 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             const char *why = "not a report";
             if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
                 (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW &&
-                 hdr.type != GW_BS_PULSE)) {
+                 hdr.type != GW_BS_PULSE && hdr.type != GW_BS_CLOCK)) {
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
                         why);
                 seat_gone(ref, r, "sent garbage to the referee");
@@ -578,6 +590,8 @@ static void read_seat(gw_bs_referee_t *ref, int r)
                 on_grow(ref, r, s->rx, len);
             else if (hdr.type == GW_BS_PULSE)
                 on_pulse(ref, r, s->rx, len);
+            else if (hdr.type == GW_BS_CLOCK)
+                on_clock(ref, r, s->rx, len);
             else if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed report from rank %d: %s", r,
                         why);

@@ -167,7 +167,7 @@ Test(bootstrap_msg, header_rejections, .timeout = 10)
     m[5] = 1;
     expect_bad_hdr(m, sizeof(m), "version 257");
 
-    static const uint16_t bad_types[] = {0, 21, 22, 0x0105, 0xffff};
+    static const uint16_t bad_types[] = {0, 22, 23, 0x0105, 0xffff};
     for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
         memcpy(m, good, sizeof(m));
         m[6] = (uint8_t)(bad_types[i] >> 8);

@@ -184,9 +184,6 @@ static int all_complete(gw_request_t *const *reqs, int n)
     return 1;
 }
 
-/* Progress until one request of reqs completed (any) or all of them did,
- * failing after timeout_ms in which no request moved a byte. A wait that
- * lasts looks at the bootstrap's watch every GW_COMM_WATCH_MS (blame.c). */
 static gw_status_t wait_reqs_(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx);
 
 /* The wait, recorded as a step of the call in progress (flight_recorder.h):
@@ -205,6 +202,9 @@ static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, 
     return st;
 }
 
+/* Progress until one request of reqs completed (any) or all of them did,
+ * failing after timeout_ms in which no request moved a byte. A wait that
+ * lasts looks at the bootstrap's watch every GW_COMM_WATCH_MS (blame.c). */
 static gw_status_t wait_reqs_(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
 {
     int64_t last_progress = gw__now_ms();

@@ -285,6 +285,56 @@ GW_API int gw_comm_size(const gw_comm_t *comm);
  * NULL. */
 GW_API const char *gw_comm_transport(const gw_comm_t *comm);
 
+/* Add a span of the application's own (compute, I/O) to the timeline that
+ * GW_TRACE writes, beside the collectives' spans, so that their overlap is
+ * visible: `name` from start_ns to end_ns, both CLOCK_MONOTONIC
+ * nanoseconds, under category `cat` (NULL: "app"). Names are cut at 63
+ * bytes, and a byte JSON would need to escape becomes '_'. GW_OK and
+ * nothing written when tracing is off; GW_ERR_INVALID_ARG for a NULL comm
+ * or end_ns < start_ns. Call it from the thread that calls the collectives
+ * (not thread-safe against them). */
+GW_API gw_status_t gw_trace_span(gw_comm_t *comm, const char *name, const char *cat,
+                                 int64_t start_ns, int64_t end_ns);
+
+/* One peer of a rank in gw_rank_status_t: bytes posted to and from it. */
+typedef struct gw_rank_peer {
+    int peer;
+    uint64_t sent, recv;
+} gw_rank_peer_t;
+
+/* One rank of a running job, as gw_job_status reports it. */
+typedef struct gw_rank_status {
+    int rank;
+    int known;           /* 0: rank 0 has no news of it (none yet, or it is gone) */
+    int running;         /* 1: inside a collective now; 0: between two */
+    char op[24];         /* its newest collective's kind ("allreduce"); "" for none */
+    uint64_t seq;        /* ... and sequence number */
+    unsigned step;       /* ... and step (the waits it began) */
+    int waiting_on;      /* the rank its current step waits for, -1: none */
+    double for_s;        /* in that collective (running) or since it ended, until now */
+    double age_s;        /* how old rank 0's news of this rank is */
+    uint64_t done;       /* collectives completed */
+    uint64_t bytes_sent; /* posted to send, to all peers */
+    uint64_t bytes_recv; /* posted to receive */
+    int npeers;          /* peers with traffic, the busiest first (at most 16) */
+    gw_rank_peer_t peers[16];
+} gw_rank_status_t;
+
+/* Ask a running job how every rank is doing (`gradwire status`): rank 0
+ * answers from the news each rank sends it every quarter second while it
+ * calls collectives, so the query never waits for a rank nor slows one.
+ * root: the job's root address, host:port (NULL: GW_ROOT); token: the
+ * job token (NULL: GW_JOB_TOKEN or GW_JOB_TOKEN_FILE's), which this
+ * process proves and rank 0 proves back. On GW_OK *ranks is a malloc'd
+ * array of *size entries, one per rank (free with gw_job_status_free).
+ * GW_ERR_AUTH for a wrong token (rank 0 says nothing of the job),
+ * GW_ERR_TIMEOUT after timeout_ms (<= 0: 2000), GW_ERR_CONFIG without a
+ * root or token, GW_ERR_REMOTE when nobody answers there; each logged.
+ * Thread-safe; needs no communicator. */
+GW_API gw_status_t gw_job_status(const char *root, const char *token, int timeout_ms,
+                                 gw_rank_status_t **ranks, int *size);
+GW_API void gw_job_status_free(gw_rank_status_t *ranks);
+
 /* ---- Failures: abort, blame, shrink, grow and join ----------------------- */
 
 /* Mark the communicator failed and tell every peer, so that their pending

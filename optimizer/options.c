@@ -75,6 +75,11 @@ void gw_train_usage(FILE *out)
             "                           to its measured speed (balance: every rank holds the\n"
             "                           whole training set; default none)\n"
             "  --balance-every N        steps between two splits of the batch (default 20)\n"
+            "timeline:\n"
+            "  --trace FILE             Chrome trace JSON of the run (GW_TRACE=FILE): every\n"
+            "                           collective and its waits, and the compute of each\n"
+            "                           step (synchronous data parallel), one track per rank;\n"
+            "                           rank 0 merges the ranks' files into FILE at the end\n"
             "checkpoints:\n"
             "  --checkpoint-dir DIR     write checkpoints there (also on SIGTERM)\n"
             "  --checkpoint-every N     every N steps (default: only on SIGTERM)\n"
@@ -209,6 +214,7 @@ enum {
     OPT_SCHEDULE,
     OPT_STRAGGLER,
     OPT_BALANCE_EVERY,
+    OPT_TRACE,
 };
 
 const struct option gw_train_longopts[] = {
@@ -265,6 +271,7 @@ const struct option gw_train_longopts[] = {
     {"ranks-per-node", required_argument, NULL, OPT_RANKS_PER_NODE},
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"straggler", required_argument, NULL, OPT_STRAGGLER},
+    {"trace", required_argument, NULL, OPT_TRACE},
     {"balance-every", required_argument, NULL, OPT_BALANCE_EVERY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -537,6 +544,9 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                 o->straggler_balance = strcmp(v, "balance") == 0;
             else
                 return usage_error("--straggler wants none or balance, not \"%s\"", v);
+            break;
+        case OPT_TRACE:
+            o->trace = v;
             break;
         case OPT_DUMP_GRADS:
             o->dump_grads = v;

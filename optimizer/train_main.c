@@ -8,9 +8,11 @@
  * trainer runs as a single rank.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kit.h"
 #include "model_parallel.h"
 
 /* Whether a launcher told us our rank. */
@@ -63,6 +65,10 @@ int main(int argc, char **argv)
     if (writes_checkpoints && o.resume && gw_train_ckpt_check_resume(o.ckpt_dir) != GW_OK)
         return 2;
 
+    /* --trace FILE is GW_TRACE=FILE for the library (collectives/comm/
+     * trace.c); the step adds its compute spans (train_sync.c). */
+    if (o.trace)
+        setenv("GW_TRACE", o.trace, 1);
     gw_comm_t *comm = NULL;
     gw_status_t st;
     if (o.join) {
@@ -99,6 +105,14 @@ int main(int argc, char **argv)
      * instead of waiting for the timeout. */
     if (rc != 0 && rc != 128 + SIGTERM && gw_comm_size(comm) > 1)
         gw_comm_abort(comm);
-    gw_comm_destroy(comm);
+    int rank = gw_comm_rank(comm), size = gw_comm_size(comm);
+    gw_comm_destroy(comm); /* closes this rank's trace file */
+    /* Rank 0 merges every rank's timeline once they closed theirs (a rank
+     * that is slow to leave gets 10 s). */
+    int merged, events;
+    if (o.trace && rank == 0 && gw_kit_trace_merge(o.trace, size, 10000, &merged, &events) == 0 &&
+        merged)
+        fprintf(stderr, "gradwire-train: trace of %d of %d ranks (%d events) in %s\n", merged, size,
+                events, o.trace);
     return rc;
 }

@@ -262,6 +262,10 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
      * progress thread (or, blocking, inside finish), so everything outside
      * finish is compute. */
     s->compute_s += (t1 - t0) + (t3 - t2);
+    /* The timeline (--trace): this step's compute beside the collectives
+     * the progress thread runs meanwhile (nothing when tracing is off). */
+    gw_trace_span(s->comm, "forward+backward", "compute", (int64_t)(t0 * 1e9), (int64_t)(t1 * 1e9));
+    gw_trace_span(s->comm, "sgd step", "compute", (int64_t)(t2 * 1e9), (int64_t)(t3 * 1e9));
     if (stop_h) {
         gw_status_t sst = gw_wait(stop_h);
         if (st == GW_OK && sst != GW_OK)

@@ -87,6 +87,7 @@ typedef struct gw_train_opts {
     int ranks_per_node;         /* for node-hours */
     int straggler_balance;      /* --straggler balance (straggler.c) */
     long balance_every;         /* steps between two splits of the global batch */
+    const char *trace;          /* --trace FILE: GW_TRACE for this run, merged by rank 0 */
 } gw_train_opts_t;
 
 /* Parse argv (argv[0] is the program). Returns -1 to go on, or an exit

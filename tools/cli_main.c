@@ -7,6 +7,8 @@
  *   gradwire hostlist EXPR...          expand Slurm host lists
  *   gradwire info [--json]             what gradwire would use on this node, and why
  *   gradwire info --env                every variable gradwire reads (the registry)
+ *   gradwire fr DIR                    merge the ranks' flight recorder dumps
+ *   gradwire status [--json]           how a running job's ranks are doing
  *   gradwire version                   print the version of the library
  *
  * Built on the public API only, like any user of the library.
@@ -17,10 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fr_cmd.h"
 #include "gradwire.h"
 #include "hostlist_cmd.h"
 #include "info.h"
 #include "launch.h"
+#include "status_cmd.h"
 
 static void usage(FILE *out)
 {
@@ -39,6 +43,12 @@ static void usage(FILE *out)
                  "                                        and why (transports, settings, ports)\n"
                  "  info --env                            every variable gradwire reads, with\n"
                  "                                        its value here, default and meaning\n"
+                 "  fr DIR                                merge the ranks' flight recorder\n"
+                 "                                        dumps (GW_FR_DUMP=DIR): where each\n"
+                 "                                        rank was, where they diverged\n"
+                 "  status [--root H:P] [--json]          how a running job's ranks are doing:\n"
+                 "                                        current collective, done, bytes per\n"
+                 "                                        peer, lagging ranks (asks its rank 0)\n"
                  "  version                               print the gradwire version\n"
                  "  help                                  show this help\n"
                  "\n"
@@ -96,6 +106,10 @@ int main(int argc, char **argv)
         return gw_hostlist_main(argc - 1, argv + 1);
     if (strcmp(cmd, "info") == 0)
         return gw_info_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "fr") == 0)
+        return gw_fr_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0)
+        return gw_status_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         /* Both versions: the header this tool was built against and the
          * library it runs with, which differ after a partial upgrade. */

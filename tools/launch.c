@@ -265,6 +265,16 @@ int gw_launch_main(int argc, char **argv)
         close(job.setup_wr);
     job.setup_wr = -1;
     rc = run_loop(&job);
+    /* GW_TRACE: the ranks' timelines become one file (kit_trace.c). */
+    const char *trace = getenv("GW_TRACE");
+    if (trace && trace[0]) {
+        int merged, events;
+        if (gw_kit_trace_merge(trace, o.nranks, 0, &merged, &events) != 0 && rc == 0)
+            rc = 1;
+        else if (merged)
+            fprintf(stderr, "gradwire launch: trace of %d of %d ranks (%d events) in %s\n", merged,
+                    o.nranks, events, trace);
+    }
 
 err_restore:
     if (job.setup_rd >= 0)

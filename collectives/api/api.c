@@ -37,6 +37,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/coll.h"
+#include "collectives/comm/flight_recorder.h"
 
 /* Common checks; logs the first problem with the call's name. `nbytes_out`
  * receives count * elements-per-count * dtype size. */
@@ -275,7 +276,9 @@ static gw_status_t barrier(gw_comm_t *comm)
     if (comm->size == 1)
         return GW_OK;
     gw__coll_begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
+    gw__fr_begin(comm->fr, comm->seq, GW_COLL_BARRIER, 0, GW_UINT8, GW_ALGO_AUTO);
     gw_status_t st = gw__barrier_dissemination(comm);
+    gw__comm_op_end(comm, st);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
@@ -332,10 +335,12 @@ static gw_status_t run_checked(gw_comm_t *comm, const coll_rule_t *rule, const g
     if (comm->size > 1) {
         gw_algo_t algo = rule->algo == GW_ALGO_AUTO ? pick_algo(comm, a) : rule->algo;
         gw__coll_begin(comm, a->kind, a->count, a->dtype, op, root, algo);
+        gw__fr_begin(comm->fr, comm->seq, a->kind, a->count, a->dtype, algo);
         log_algo(comm, rule, a, algo);
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
         if (st == GW_OK)
             st = run_algorithm(comm, a, op == GW_AVG || op == GW_PREMUL_SUM ? GW_SUM : op, algo);
+        gw__comm_op_end(comm, st);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
     }

@@ -47,6 +47,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/coll.h"
+#include "collectives/comm/flight_recorder.h"
 
 static const char *name_of(gw_coll_kind_t kind)
 {
@@ -240,6 +241,7 @@ static gw_status_t run_more(gw_comm_t *comm, const gw_coll_args_t *a, size_t sen
         }
         gw__coll_begin(comm, a->kind, a->kind == GW_COLL_ALLTOALL ? a->count : 0, a->dtype, GW_SUM,
                        0, GW_ALGO_AUTO);
+        gw__fr_begin(comm->fr, comm->seq, a->kind, a->count, a->dtype, GW_ALGO_AUTO);
         st = gw__alltoall_pairwise(comm, from, &sb, a->recvbuf, &rb, a->dtype);
         /* alltoallv agrees last: see the top. */
         if (st == GW_OK && a->kind == GW_COLL_ALLTOALLV)
@@ -249,6 +251,7 @@ static gw_status_t run_more(gw_comm_t *comm, const gw_coll_args_t *a, size_t sen
     case GW_COLL_GATHER:
     case GW_COLL_SCATTER:
         gw__coll_begin(comm, a->kind, a->count, a->dtype, GW_SUM, a->root, GW_ALGO_AUTO);
+        gw__fr_begin(comm->fr, comm->seq, a->kind, a->count, a->dtype, GW_ALGO_AUTO);
         if ((st = gw__barrier_dissemination(comm)) != GW_OK)
             return st;
         return a->kind == GW_COLL_GATHER
@@ -258,6 +261,7 @@ static gw_status_t run_more(gw_comm_t *comm, const gw_coll_args_t *a, size_t sen
         gw__blocks_t blocks = {a->recvcounts, a->rdispls, 0};
         gw__coll_begin(comm, a->kind, counts_digest(a->recvcounts, n), a->dtype, GW_SUM, 0,
                        GW_ALGO_RING);
+        gw__fr_begin(comm->fr, comm->seq, a->kind, a->count, a->dtype, GW_ALGO_RING);
         return gw__allgatherv_ring(comm, a->sendbuf, a->recvbuf, &blocks, a->dtype);
     }
     }
@@ -299,6 +303,7 @@ static gw_status_t execute_more(gw_comm_t *comm, const gw_handle_t *h)
     GW_TRACE(&comm->log, "coll", "%s #%llu: %zu x %s", name_of(a->kind),
              (unsigned long long)comm->seq + 1, a->count, gw_dtype_name(a->dtype));
     st = run_more(comm, a, sent);
+    gw__comm_op_end(comm, st);
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 

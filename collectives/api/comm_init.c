@@ -20,7 +20,9 @@
 
 #include "collectives/api/api.h"
 #include "collectives/comm/comm.h"
+#include "collectives/comm/flight_recorder.h"
 #include "collectives/comm/launch_env.h"
+#include "collectives/comm/trace.h"
 #include "collectives/device/device.h"
 #include "common/env.h"
 #include "transport/select.h"
@@ -303,6 +305,8 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     comm->origin = -1;
     if ((st = gw__comm_recipe_keep(comm, &r)) != GW_OK)
         goto err_free_comm;
+    if ((st = gw__fr_from_env(&comm->log, r.rank, r.size, 0, &comm->fr)) != GW_OK)
+        goto err_free_comm;
     if (comm->size == 1)
         goto done;
 
@@ -328,6 +332,12 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         goto err_close_bootstrap;
     }
     gw__comm_watch_start(comm);
+    /* The timeline's timestamps are rank 0's clock: this rank's offset
+     * from it, measured now through the bootstrap (trace.h). */
+    int64_t offset_ns, rtt_ns;
+    if (gw__fr_trace(comm->fr) && comm->watching &&
+        gw__bootstrap_clock(comm->bootstrap, &offset_ns, &rtt_ns) == GW_OK)
+        gw__trace_set_offset(gw__fr_trace(comm->fr), offset_ns, rtt_ns);
 done:
     *out = comm;
     return GW_OK;
@@ -342,6 +352,7 @@ err_free_comm:
                          gw_status_str(st), *culprit);
     else
         GW_ERROR_SUMMARY(&comm->log, "init", "communicator creation failed: %s", gw_status_str(st));
+    gw__fr_destroy(comm->fr);
     gw__comm_recipe_free(comm);
     gw__device_destroy(comm);
     gw__logger_fini(&comm->log);
@@ -449,6 +460,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
     free(comm->scratch);
     gw__topo_free(&comm->topo);
     gw__comm_recipe_free(comm);
+    gw__fr_destroy(comm->fr);
     gw__logger_fini(&comm->log);
     free(comm);
     return GW_OK;

@@ -55,6 +55,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/coll.h"
+#include "collectives/comm/flight_recorder.h"
 
 /* The first signature word of a split and of a dup: distinct from every
  * gw_coll_kind_t and from GW__SIG_P2P_KIND. */
@@ -145,6 +146,10 @@ static gw_status_t make_child(gw_comm_t *parent, const member_t *members, int n,
     child->root = root;
     child->to_root = to_root;
     child->id = id;
+    /* Its own recorder (the settings were checked when the root was made:
+     * a failure here leaves the child without one). */
+    if (gw__fr_from_env(&child->log, rank, n, id, &child->fr) != GW_OK)
+        child->fr = NULL;
     /* Its hosts: the root's host of each member, renumbered (topo.c), so
      * that its rings keep each host's ranks together and the hierarchical
      * allreduce works on it too. */
@@ -157,6 +162,7 @@ static gw_status_t make_child(gw_comm_t *parent, const member_t *members, int n,
             tst = gw__topo_build(ids, n, &child->topo);
         free(ids);
         if (tst != GW_OK) {
+            gw__fr_destroy(child->fr);
             free(to_root);
             free(child);
             GW_ERROR(&parent->log, "api", "gw_comm_split: no memory for the hosts of %d ranks", n);
@@ -289,6 +295,7 @@ void gw__comm_release(gw_comm_t *comm)
     free(comm->scratch);
     free(comm->to_root);
     gw__topo_free(&comm->topo);
+    gw__fr_destroy(comm->fr);
     free(comm);
     if (atomic_fetch_sub(&root->refs, 1) == 1)
         gw_comm_destroy(root); /* its own reference went before: tear down */

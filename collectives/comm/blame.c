@@ -35,6 +35,8 @@
 #include <stdio.h>
 
 #include "collectives/comm/comm.h"
+#include "collectives/comm/fr_internal.h"
+#include "common/clock.h"
 
 /* The referee's grace period: long enough for every waiting rank to answer
  * its question (they look every GW_COMM_WATCH_MS, and a progress round may
@@ -54,6 +56,7 @@ void gw__comm_watch_start(gw_comm_t *comm)
 {
     int grace = gw__comm_grace_ms(comm->timeout_ms);
     comm->blame_wait_ms = grace + VERDICT_MARGIN_MS;
+    gw__bootstrap_set_op_namer(gw__comm_root(comm)->bootstrap, gw__fr_kind_name);
     if (gw__bootstrap_watch_start(gw__comm_root(comm)->bootstrap, grace) != GW_OK) {
         GW_WARN(&comm->log, "coll",
                 "no referee: a failure will name the rank this rank blames, which may differ "
@@ -72,6 +75,17 @@ static void what_call(const gw_comm_t *comm, char *buf, size_t cap)
         snprintf(buf, cap, "collective #%llu", (unsigned long long)comm->tag.seq);
     else
         snprintf(buf, cap, "point-to-point call");
+}
+
+/* Where this rank is, for the referee's verdict: the kind and step of the
+ * call in progress, from the flight recorder (left 0 without one). */
+static void where(const gw_comm_t *comm, gw_bs_report_t *rep)
+{
+    const gw_fr_entry_t *e = gw__fr_current(comm->fr);
+    if (e && e->seq == comm->tag.seq) {
+        rep->op_kind = e->kind;
+        rep->step = e->step;
+    }
 }
 
 static void take_verdict(gw_comm_t *comm, gw_comm_blame_t *b, const gw_bs_verdict_t *v)
@@ -99,6 +113,7 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
         .seq = comm->tag.seq,
         .stalled_ms = b->stalled_ms > 0 ? (uint32_t)b->stalled_ms : 0,
     };
+    where(comm, &rep);
     int own = b->kind == GW_BLAME_SELF;
     gw_bs_verdict_t v;
     /* Even our own fault waits for the verdict (which the referee gives at
@@ -136,6 +151,8 @@ gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
 {
     if (!comm->watching)
         return GW_OK;
+    /* A long wait still tells `gradwire status` where it is (pulse.c). */
+    gw__comm_pulse(comm, comm->fr ? gw__fr_now(comm->fr) : 0);
     gw_bs_report_t state = {
         .kind = GW_BS_REPORT_STATE,
         .status = GW_OK,
@@ -145,6 +162,7 @@ gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
         .seq = comm->tag.seq,
         .stalled_ms = stalled_ms > 0 ? (uint32_t)stalled_ms : 0,
     };
+    where(comm, &state);
     for (int i = 0; i < n; i++)
         if (reqs[i] && !reqs[i]->complete) {
             state.waiting_on = reqs[i]->peer;

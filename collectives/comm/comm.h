@@ -117,6 +117,9 @@ struct gw_comm {
     /* ---- device buffers (collectives/device) ---- */
     gw_buffers_t buffers;     /* gw_comm_set_buffers */
     struct gw_device *device; /* a root's engine and staging; NULL until needed */
+    /* The last GW_FR_ENTRIES calls and the timeline (flight_recorder.h);
+     * NULL when both are off. */
+    struct gw_fr *fr;
 };
 
 /* The communicator whose transport, bootstrap, claim and queue this one
@@ -261,5 +264,15 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b);
  * the referee's question, and fail the communicator with its verdict if
  * one came. GW_OK or that failure. */
 gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, int64_t stalled_ms);
+
+/* ---- news for `gradwire status` (pulse.c) -------------------------------- */
+
+/* Tell rank 0's referee what this rank is doing, unless it did less than
+ * GW_COMM_PULSE_MS ago (a root communicator with a recorder and a watch
+ * only; never blocks). */
+void gw__comm_pulse(gw_comm_t *comm, int64_t now_ns);
+/* The end of a collective: the recorder's entry closed (gw__fr_end), and
+ * a pulse when one is due. */
+void gw__comm_op_end(gw_comm_t *comm, gw_status_t status);
 
 #endif

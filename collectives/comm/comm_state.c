@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "collectives/comm/comm.h"
+#include "collectives/comm/flight_recorder.h"
 
 gw_status_t gw__comm_fail(gw_comm_t *comm, gw_status_t status)
 {
@@ -52,6 +53,11 @@ gw_status_t gw__comm_fail_with(gw_comm_t *comm, gw_comm_blame_t *b)
     if (!b->settled)
         gw__comm_blame_settle(comm, b);
     gw_status_t status = b->status;
+    /* The recorder's picture of this moment: the call in progress, the
+     * step it waits in (GW_FR_DUMP). */
+    gw__fr_dump(comm->fr, status == GW_ERR_TIMEOUT   ? "timeout"
+                          : status == GW_ERR_ABORTED ? "abort"
+                                                     : gw_status_name(status));
     comm->failed = status;
     /* b names root ranks; the communicator keeps its own (a sub-
      * communicator's culprit may be no member of it: then -1). */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/comm/flight_recorder.h"
 #include "common/clock.h"
 
 /* How long one progress call may sleep in poll() when nothing is ready. The
@@ -51,6 +52,7 @@ static gw_status_t post(gw_comm_t *comm, gw_req_kind_t kind, int peer, void *buf
         return gw__comm_fail(comm, st);
     if (kind == GW_REQ_SEND)
         comm->bytes_sent += len;
+    gw__fr_post(comm->fr, peer, kind == GW_REQ_SEND, len);
     return GW_OK;
 }
 
@@ -182,10 +184,28 @@ static int all_complete(gw_request_t *const *reqs, int n)
     return 1;
 }
 
+static gw_status_t wait_reqs_(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx);
+
+/* The wait, recorded as a step of the call in progress (flight_recorder.h):
+ * started, waiting for the first peer whose request is still open. */
+static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
+{
+    if (!comm->fr)
+        return wait_reqs_(comm, reqs, n, any, idx);
+    int peer = -1;
+    for (int i = 0; i < n && peer < 0; i++)
+        if (reqs[i] && !reqs[i]->complete)
+            peer = gw__comm_from_root(comm, reqs[i]->peer);
+    gw__fr_wait(comm->fr, peer);
+    gw_status_t st = wait_reqs_(comm, reqs, n, any, idx);
+    gw__fr_waited(comm->fr);
+    return st;
+}
+
 /* Progress until one request of reqs completed (any) or all of them did,
  * failing after timeout_ms in which no request moved a byte. A wait that
  * lasts looks at the bootstrap's watch every GW_COMM_WATCH_MS (blame.c). */
-static gw_status_t wait_reqs(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
+static gw_status_t wait_reqs_(gw_comm_t *comm, gw_request_t *const *reqs, int n, int any, int *idx)
 {
     int64_t last_progress = gw__now_ms();
     int64_t next_watch = last_progress + GW_COMM_WATCH_MS;

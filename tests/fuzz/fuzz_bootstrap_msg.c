@@ -8,8 +8,11 @@
  * crashing, what a decoder accepts must be what the encoders write: an
  * accepted message re-encodes to the very bytes received, so nothing a peer
  * sends is silently changed or dropped (a REJECT's and a VERDICT's reason
- * included, whose bytes must be printable ASCII).
+ * included, whose bytes must be printable ASCII). The status messages
+ * (transport/bootstrap/bootstrap_pulse.c: a rank's PULSE, `gradwire
+ * status`'s STATUS_ASK, rank 0's STATUS) are held to the same.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_util.h"
@@ -31,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
     check_why(st, why);
     if (st == GW_OK) {
-        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_RING_PEER);
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_CLOCK);
         FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
     }
 
@@ -222,6 +225,49 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(size >= sizeof(out) && dlen <= GW_BS_DATA_MAX);
         gw__bs_encode_data_prefix(dlen, out);
         FUZZ_CHECK(memcmp(out, data, sizeof(out)) == 0);
+    }
+    /* PULSE, STATUS_ASK and STATUS (bootstrap_pulse.c). */
+    gw_bs_pulse_t pulse;
+    why = NULL;
+    st = gw__bs_decode_pulse(data, size, &pulse, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_PULSE_MAX_LEN];
+        FUZZ_CHECK(pulse.npeers <= GW_BS_PULSE_PEERS && pulse.op_kind < 256 && pulse.running <= 1 &&
+                   pulse.waiting_on >= -1);
+        FUZZ_CHECK(gw__bs_encode_pulse(&pulse, out) == size && memcmp(out, data, size) == 0);
+    }
+    uint64_t asked = 0, root_ns = 0;
+    why = NULL;
+    st = gw__bs_decode_clock(data, size, &asked, &root_ns, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_CLOCK_LEN];
+        gw__bs_encode_clock(asked, root_ns, out);
+        FUZZ_CHECK(size == sizeof(out) && memcmp(out, data, size) == 0);
+    }
+    why = NULL;
+    st = gw__bs_decode_status_ask(data, size, nonce, &why);
+    check_why(st, why);
+    if (st == GW_OK) {
+        uint8_t out[GW_BS_STATUS_ASK_LEN];
+        gw__bs_encode_status_ask(nonce, out);
+        FUZZ_CHECK(size == sizeof(out) && memcmp(out, data, size) == 0);
+    }
+    uint32_t jsize = 0, nranks = 0;
+    gw_bs_rank_status_t *ranks = NULL;
+    why = NULL;
+    st = gw__bs_decode_status(data, size, &jsize, &ranks, &nranks, &why);
+    FUZZ_CHECK(st == GW_OK || st == GW_ERR_NO_MEMORY || (why && why[0]));
+    if (st == GW_OK) {
+        FUZZ_CHECK(jsize >= 1 && jsize <= GW_BS_STATUS_RANKS && nranks <= jsize);
+        for (uint32_t i = 0; i < nranks; i++)
+            FUZZ_CHECK(ranks[i].rank < jsize && ranks[i].pulse.npeers <= GW_BS_PULSE_PEERS);
+        size_t len = 0;
+        uint8_t *out = gw__bs_encode_status(jsize, ranks, nranks, &len);
+        FUZZ_CHECK(!out || (len == size && memcmp(out, data, size) == 0));
+        free(out);
+        free(ranks);
     }
     return 0;
 }

@@ -155,6 +155,15 @@ int64_t gw_kit_now_ns(void);
 double gw_kit_now_us(void);
 double gw_kit_now_s(void);
 
+/* ---- timelines (kit_trace.c) ---- */
+
+/* Merge the ranks' GW_TRACE files FILE.rank-0.json .. FILE.rank-(n-1).json
+ * into FILE (0600) and remove them, after waiting up to wait_ms for each
+ * to be complete. 0 (with how many ranks' files and events went in; no
+ * file at all: nothing written), -1 when FILE could not be written (said
+ * on stderr). */
+int gw_kit_trace_merge(const char *file, int nranks, int wait_ms, int *merged, int *events);
+
 /* Sort v[0..n) ascending. */
 void gw_kit_sort(double *v, size_t n);
 

@@ -117,6 +117,37 @@ gw_status_t gw__bootstrap_settle(gw_bootstrap_t *bs, gw_status_t mine, int suspe
  * a job of one rank has nothing to watch (GW_OK, nothing started). */
 gw_status_t gw__bootstrap_watch_start(gw_bootstrap_t *bs, int grace_ms);
 
+/* How the referee names the kinds of collective that reports carry
+ * (gw_bs_report_t.op_kind), so its verdict can say where each rank was;
+ * set before gw__bootstrap_watch_start (NULL: by number). The layer above
+ * owns the kinds, so it lends the names. */
+typedef const char *(*gw_bs_op_namer_t)(uint32_t op_kind);
+
+/* Send this rank's news to rank 0's referee (a PULSE, for `gradwire
+ * status`): nothing when the watch does not run or rank 0 is gone, and
+ * nothing when the connection's buffer is full (the next pulse will do). */
+struct gw_bs_pulse;
+void gw__bootstrap_pulse(gw_bootstrap_t *bs, const struct gw_bs_pulse *p);
+
+/* This rank's CLOCK_MONOTONIC against rank 0's, measured through the
+ * watch's connection (a few round trips to the referee): *offset_ns is
+ * rank 0's clock minus this rank's, give or take half of *rtt_ns. For the
+ * timeline (GW_TRACE), right after gw__bootstrap_watch_start.
+ * GW_ERR_UNSUPPORTED without a watch, GW_ERR_TIMEOUT without an answer. */
+gw_status_t gw__bootstrap_clock(gw_bootstrap_t *bs, int64_t *offset_ns, int64_t *rtt_ns);
+
+/* Ask the job whose root is `root` (host:port) how its ranks are doing,
+ * proving `token` (bootstrap_status.c): every rank's latest news as rank
+ * 0's referee holds it, malloc'd into *ranks (*n of the job's *size
+ * ranks). GW_ERR_AUTH when either side cannot verify the other's proof,
+ * GW_ERR_TIMEOUT after timeout_ms, GW_ERR_CONFIG for a bad root or
+ * token; each logged. */
+struct gw_bs_rank_status;
+gw_status_t gw__bootstrap_status(const gw_logger_t *lg, const char *root, const char *token,
+                                 int timeout_ms, uint32_t *size, struct gw_bs_rank_status **ranks,
+                                 uint32_t *n);
+void gw__bootstrap_set_op_namer(gw_bootstrap_t *bs, gw_bs_op_namer_t namer);
+
 /* Whether the watch runs and rank 0 can still be reached. */
 int gw__bootstrap_watching(const gw_bootstrap_t *bs);
 

@@ -93,9 +93,12 @@ struct gw_bootstrap {
     int have_members; /* the referee answered our SHRINK (bootstrap_shrink.c) */
     gw_bs_members_t members;
     struct gw_bs_referee *referee; /* rank 0 */
-    int late_lfd;                  /* rank 0: the root's listener, kept for late processes */
-    char *token;                   /* rank 0: the job token, for joiners' proofs */
-    int have_grown;                /* the referee answered our GROW (bootstrap_grow.c) */
+    gw_bs_op_namer_t op_namer;     /* gw__bootstrap_set_op_namer */
+    int have_clock;                /* the referee answered our CLOCK (gw__bootstrap_clock) */
+    uint64_t clock_asked, clock_root;
+    int late_lfd;   /* rank 0: the root's listener, kept for late processes */
+    char *token;    /* rank 0: the job token, for joiners' proofs */
+    int have_grown; /* the referee answered our GROW (bootstrap_grow.c) */
     gw_bs_members_t grown;
 };
 
@@ -212,7 +215,11 @@ int64_t gw__bs_grow_deadline(const gw_bs_grow_t *g);
 typedef struct gw_bs_late gw_bs_late_t;
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
 int gw__bs_late_pollfds(gw_bs_late_t *l, struct pollfd *pfds);
-void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds);
+/* status builds the STATUS answer for a process that proved the job token
+ * after a STATUS_ASK (malloc'd message, NULL when memory is short). */
+typedef uint8_t *(*gw_bs_status_fn)(void *ctx, size_t *len);
+void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds, gw_bs_status_fn status,
+                        void *ctx);
 int64_t gw__bs_late_deadline(const gw_bs_late_t *l);
 void gw__bs_late_close(gw_bs_late_t *l);
 /* Joiners (processes that sent JOIN and proved the job token): joiners

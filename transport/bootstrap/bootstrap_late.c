@@ -34,6 +34,15 @@
  * gave up waiting, or died) is forgotten. The handshake's own messages are
  * sent without blocking: they are small, and a fresh connection's buffer
  * holds them.
+ *
+ * Status queries. `gradwire status` sends STATUS_ASK (a nonce, as JOIN)
+ * and proves the job token the same way, for another rank number
+ * (GW_BS_STATUS_RANK: a join proof is no status proof); a proven asker
+ * gets one STATUS, every rank's latest news as the referee holds it
+ * (bootstrap_referee.c), and the connection closes; a wrong proof gets
+ * REJECT(AUTH), a WARN line, and nothing of the job. Nothing here waits
+ * for a rank: the news is what the ranks sent on their own (PULSE), so a
+ * query never slows the job.
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,6 +64,7 @@ typedef struct late_conn {
     int64_t deadline;
     size_t got;
     int challenged;                    /* a joiner that has its CHALLENGE: its RESPONSE is next */
+    int asks_status;                   /* it sent STATUS_ASK, not JOIN (`gradwire status`) */
     uint8_t buf[GW_BS_REJECT_MAX_LEN]; /* a HELLO, JOIN, RESPONSE or REJECT */
     uint8_t client_nonce[GW_BS_NONCE_LEN], server_nonce[GW_BS_NONCE_LEN];
     char addr[GW_BS_ADDR_TEXT];
@@ -74,6 +84,8 @@ struct gw_bs_late {
     char *token; /* the job token, for joiners' proofs */
     late_conn_t conns[LATE_MAX];
     joiner_t joiners[GW_BS_LATE_JOINERS];
+    gw_bs_status_fn status; /* the referee's STATUS builder, for the events at hand */
+    void *status_ctx;
 };
 
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs)
@@ -150,10 +162,12 @@ static void conn_drop(late_conn_t *c)
     c->fd = -1;
 }
 
-/* A joiner's JOIN is whole in c->buf: challenge it. */
+/* A joiner's JOIN (or an asker's STATUS_ASK) is whole in c->buf:
+ * challenge it. */
 static void joiner_challenge(gw_bs_late_t *l, late_conn_t *c)
 {
-    if (gw__bs_decode_join(c->buf, c->got, c->client_nonce, NULL) != GW_OK ||
+    if ((c->asks_status ? gw__bs_decode_status_ask(c->buf, c->got, c->client_nonce, NULL)
+                        : gw__bs_decode_join(c->buf, c->got, c->client_nonce, NULL)) != GW_OK ||
         gw__bs_random_bytes(l->log, c->server_nonce, sizeof(c->server_nonce)) != GW_OK) {
         conn_drop(c);
         return;
@@ -172,7 +186,32 @@ static void joiner_challenge(gw_bs_late_t *l, late_conn_t *c)
     c->deadline = gw__now_ms() + LATE_MS;
 }
 
-/* A joiner's RESPONSE is whole in c->buf: park it, or refuse it. */
+/* A proven asker gets the STATUS and the connection closes. The answer
+ * is small (a few hundred bytes a rank) and a fresh connection's buffer
+ * takes it; what does not go out at once gets STATUS_SEND_MS, so the
+ * referee is never held longer than that. */
+#define STATUS_SEND_MS 200
+static void answer_status(gw_bs_late_t *l, late_conn_t *c)
+{
+    size_t len = 0;
+    uint8_t *msg = l->status ? l->status(l->status_ctx, &len) : NULL;
+    if (!msg) {
+        gw__bs_send_reject_nowait(c->fd, GW_ERR_NO_MEMORY, "rank 0 has no memory for a status");
+        conn_drop(c);
+        return;
+    }
+    gw_sock_io_t io;
+    gw__sock_io_set(&io, msg, len, NULL, 0);
+    if (gw__sock_io_run(c->fd, &io, 1, gw__now_ms() + STATUS_SEND_MS) != GW_SOCK_IO_DONE)
+        GW_INFO(l->log, GW_BS_SUBSYS, "a status for %s did not go out whole", c->addr);
+    else
+        GW_TRACE(l->log, GW_BS_SUBSYS, "answered a status query from %s (%zu bytes)", c->addr, len);
+    free(msg);
+    conn_drop(c);
+}
+
+/* A joiner's (or asker's) RESPONSE is whole in c->buf: park the joiner,
+ * answer the asker, or refuse either. */
 static void joiner_check(gw_bs_late_t *l, late_conn_t *c)
 {
     uint8_t got[GW_BS_PROOF_LEN], want[GW_BS_PROOF_LEN];
@@ -181,7 +220,19 @@ static void joiner_check(gw_bs_late_t *l, late_conn_t *c)
         return;
     }
     gw__bs_rank_proof(l->token, strlen(l->token), c->server_nonce, c->client_nonce,
-                      GW_BS_JOINER_RANK, want);
+                      c->asks_status ? GW_BS_STATUS_RANK : GW_BS_JOINER_RANK, want);
+    if (!gw__ct_equal(got, want, sizeof(want)) && c->asks_status) {
+        GW_WARN(l->log, GW_BS_SUBSYS,
+                "refused a status query from %s: its proof does not match the job token", c->addr);
+        gw__bs_send_reject_nowait(c->fd, GW_ERR_AUTH,
+                                  "wrong job token: rank 0 cannot verify this query's proof");
+        conn_drop(c);
+        return;
+    }
+    if (c->asks_status) {
+        answer_status(l, c);
+        return;
+    }
     if (!gw__ct_equal(got, want, sizeof(want))) {
         GW_WARN(l->log, GW_BS_SUBSYS,
                 "refused a process from %s asking to join the job: its proof does not match "
@@ -221,9 +272,9 @@ static void joiner_gave_up(gw_bs_late_t *l, late_conn_t *c)
     gw_bs_reject_t rej;
     if (gw__bs_decode_reject(c->buf, c->got, &rej, NULL) == GW_OK)
         GW_WARN(l->log, GW_BS_SUBSYS,
-                "refused a process from %s asking to join the job: it holds another job token "
-                "(it could not verify rank 0's proof: %s); the job goes on",
-                c->addr, rej.reason);
+                "refused a process from %s asking %s: it holds another job token (it could not "
+                "verify rank 0's proof: %s); the job goes on",
+                c->addr, c->asks_status ? "for the job's status" : "to join the job", rej.reason);
     conn_drop(c);
 }
 
@@ -279,6 +330,7 @@ static void conn_read(gw_bs_late_t *l, late_conn_t *c)
     gw_bs_type_t expect = c->challenged ? GW_BS_RESPONSE : GW_BS_HELLO;
     if (gw__bs_decode_hdr(c->buf, GW_BS_HDR_LEN, &h, NULL) != GW_OK ||
         (h.type != expect && !(h.type == GW_BS_JOIN && !c->challenged) &&
+         !(h.type == GW_BS_STATUS_ASK && !c->challenged) &&
          !(h.type == GW_BS_REJECT && c->challenged)) ||
         GW_BS_HDR_LEN + h.payload_len > sizeof(c->buf)) {
         conn_drop(c); /* not one of ours */
@@ -290,9 +342,10 @@ static void conn_read(gw_bs_late_t *l, late_conn_t *c)
         joiner_gave_up(l, c);
     else if (h.type == GW_BS_HELLO)
         reject_late_hello(l, c);
-    else if (h.type == GW_BS_JOIN)
+    else if (h.type == GW_BS_JOIN || h.type == GW_BS_STATUS_ASK) {
+        c->asks_status = h.type == GW_BS_STATUS_ASK;
         joiner_challenge(l, c);
-    else
+    } else
         joiner_check(l, c);
 }
 
@@ -351,15 +404,19 @@ static void accept_some(gw_bs_late_t *l)
         slot->fd = fd;
         slot->got = 0;
         slot->challenged = 0;
+        slot->asks_status = 0;
         slot->deadline = gw__now_ms() + LATE_MS;
         memcpy(slot->addr, addr, sizeof(addr));
     }
 }
 
-void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds)
+void gw__bs_late_events(gw_bs_late_t *l, const struct pollfd *pfds, gw_bs_status_fn status,
+                        void *ctx)
 {
     if (!l)
         return;
+    l->status = status;
+    l->status_ctx = ctx;
     for (int i = 0; i < LATE_MAX; i++)
         if (l->conns[i].fd >= 0 && pfds[1 + i].fd == l->conns[i].fd && pfds[1 + i].revents)
             conn_read(l, &l->conns[i]);

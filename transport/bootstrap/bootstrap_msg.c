@@ -52,6 +52,14 @@ const char *gw__bs_type_name(uint32_t type)
         return "ring open";
     case GW_BS_RING_PEER:
         return "ring peer";
+    case GW_BS_PULSE:
+        return "pulse";
+    case GW_BS_STATUS_ASK:
+        return "status ask";
+    case GW_BS_STATUS:
+        return "status";
+    case GW_BS_CLOCK:
+        return "clock";
     }
     return "unknown";
 }
@@ -124,6 +132,8 @@ size_t gw__bs_encode_report(const gw_bs_report_t *m, uint8_t out[GW_BS_REPORT_LE
     gw__put_be32(p + 20, (uint32_t)m->waiting_on);
     gw__put_be64(p + 24, m->seq);
     gw__put_be32(p + 32, m->stalled_ms);
+    gw__put_be32(p + 36, m->op_kind);
+    gw__put_be32(p + 40, m->step);
     return GW_BS_REPORT_LEN;
 }
 
@@ -219,6 +229,20 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_RING_PEER:
         min = max = GW_BS_RING_ADDR_LEN;
+        break;
+    case GW_BS_PULSE:
+        min = GW_BS_PULSE_FIXED;
+        max = GW_BS_PULSE_MAX_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_STATUS_ASK:
+        min = max = GW_BS_STATUS_ASK_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_CLOCK:
+        min = max = GW_BS_CLOCK_LEN - GW_BS_HDR_LEN;
+        break;
+    case GW_BS_STATUS:
+        min = 8;
+        max = GW_BS_STATUS_MAX_PAYLOAD;
         break;
     case GW_BS_VERDICT:
         min = GW_BS_VERDICT_MIN_LEN - GW_BS_HDR_LEN;
@@ -357,6 +381,10 @@ gw_status_t gw__bs_decode_report(const uint8_t *buf, size_t len, gw_bs_report_t 
     m.blame = gw__get_be32(p + 16);
     m.seq = gw__get_be64(p + 24);
     m.stalled_ms = gw__get_be32(p + 32);
+    m.op_kind = gw__get_be32(p + 36);
+    m.step = gw__get_be32(p + 40);
+    if (m.op_kind > 255)
+        return malformed(why, "report names an unknown kind of collective");
     if (m.kind < GW_BS_REPORT_FAILED || m.kind > GW_BS_REPORT_STATE)
         return malformed(why, "report of an unknown kind");
     if (m.kind == GW_BS_REPORT_STATE ? status != GW_OK : !known_error(status))

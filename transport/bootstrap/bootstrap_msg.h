@@ -108,13 +108,15 @@
 #define GW_BS_MAGIC 0x47574253u /* "GWBS" */
 /* 2: the watch messages (REPORT, INQUIRE, VERDICT). 3: rank 0 announces
  * the start of its all-gather (GATHER_START). 4: the ring all-gather
- * (RING_OPEN, RING_PEER). */
-#define GW_BS_VERSION 4u
+ * (RING_OPEN, RING_PEER). 5: a REPORT says where in its collective the
+ * rank is (kind and step, from its flight recorder), and reasons may be
+ * 511 bytes, room for the verdict's account of where every rank was. */
+#define GW_BS_VERSION 5u
 #define GW_BS_HDR_LEN 12u
 #define GW_BS_NONCE_LEN 32u
 #define GW_BS_PROOF_LEN 32u
 #define GW_BS_JOB_ID_LEN 16u
-#define GW_BS_REASON_MAX 255u
+#define GW_BS_REASON_MAX 511u
 /* The bootstrap all-gather carries addresses and connection data, not
  * tensors: one rank contributes at most 1 MiB, a whole gather at most
  * 256 MiB. */
@@ -130,7 +132,7 @@
 #define GW_BS_REJECT_MAX_LEN (GW_BS_REJECT_MIN_LEN + GW_BS_REASON_MAX)
 /* Header plus the u32 len of DATA; the bytes follow. */
 #define GW_BS_DATA_PREFIX_LEN (GW_BS_HDR_LEN + 4u)
-#define GW_BS_REPORT_LEN (GW_BS_HDR_LEN + 36u)
+#define GW_BS_REPORT_LEN (GW_BS_HDR_LEN + 44u)
 #define GW_BS_INQUIRE_LEN (GW_BS_HDR_LEN + 12u)
 /* Header plus the u32 milliseconds rank 0 will wait for the blocks. */
 #define GW_BS_GATHER_START_LEN (GW_BS_HDR_LEN + 4u)
@@ -144,6 +146,20 @@
 #define GW_BS_RING_PEER_LEN (GW_BS_HDR_LEN + GW_BS_RING_ADDR_LEN)
 /* The rank a joiner's proof is made for (it has none yet). */
 #define GW_BS_JOINER_RANK 0xffffffffu
+/* The rank a status query's proof is made for: another than a joiner's,
+ * so that neither proof passes for the other. */
+#define GW_BS_STATUS_RANK 0xfffffffeu
+/* PULSE (bootstrap_pulse.c): a fixed part, then up to GW_BS_PULSE_PEERS
+ * peers of 20 bytes. STATUS: size and count, then per rank its rank, the
+ * age of its news and its PULSE payload; at most GW_BS_STATUS_RANKS. */
+#define GW_BS_PULSE_PEERS 16u
+#define GW_BS_PULSE_FIXED 56u
+#define GW_BS_PULSE_MAX_LEN (GW_BS_HDR_LEN + GW_BS_PULSE_FIXED + 20u * GW_BS_PULSE_PEERS)
+#define GW_BS_STATUS_ASK_LEN (GW_BS_HDR_LEN + GW_BS_NONCE_LEN)
+#define GW_BS_CLOCK_LEN (GW_BS_HDR_LEN + 16u)
+#define GW_BS_STATUS_RANKS 65536u
+#define GW_BS_STATUS_MAX_PAYLOAD \
+    (8u + GW_BS_STATUS_RANKS * (8u + GW_BS_PULSE_MAX_LEN - GW_BS_HDR_LEN))
 #define GW_BS_VERDICT_MIN_LEN (GW_BS_HDR_LEN + 20u)
 #define GW_BS_VERDICT_MAX_LEN (GW_BS_VERDICT_MIN_LEN + GW_BS_REASON_MAX)
 /* A buffer of this size holds any message other than DATA. */
@@ -167,7 +183,62 @@ typedef enum gw_bs_type {
     GW_BS_GROWN = 15,
     GW_BS_RING_OPEN = 16,
     GW_BS_RING_PEER = 17,
+    GW_BS_PULSE = 18,      /* a rank's news for `gradwire status` (to the referee) */
+    GW_BS_STATUS_ASK = 19, /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
+    GW_BS_STATUS = 20,     /* rank 0's answer, once the asker proved the token */
+    GW_BS_CLOCK = 21,      /* a rank's clock reading, echoed with the referee's */
 } gw_bs_type_t;
+
+/* What a rank is doing, as it tells the referee every quarter second or
+ * so while it calls collectives (bootstrap_pulse.c), and what `gradwire
+ * status` gets back for each rank. */
+typedef struct gw_bs_pulse {
+    uint64_t seq;                    /* its newest collective */
+    uint64_t done;                   /* collectives completed */
+    uint64_t bytes_sent, bytes_recv; /* posted to and from all peers */
+    uint32_t op_kind, step;          /* of the newest collective (kind < 256) */
+    uint32_t running;                /* 1: in it now; 0: between collectives */
+    int32_t waiting_on;              /* -1: none */
+    uint32_t since_ms;               /* in it (running), or since it ended */
+    uint32_t npeers;                 /* <= GW_BS_PULSE_PEERS */
+    struct {
+        uint32_t peer;
+        uint64_t sent, recv;
+    } peers[GW_BS_PULSE_PEERS];
+} gw_bs_pulse_t;
+
+/* One rank in a STATUS: its pulse and how old it was when rank 0 sent it
+ * (GW_BS_STATUS_NEVER: no pulse yet). */
+#define GW_BS_STATUS_NEVER 0xffffffffu
+typedef struct gw_bs_rank_status {
+    uint32_t rank;
+    uint32_t age_ms;
+    gw_bs_pulse_t pulse;
+} gw_bs_rank_status_t;
+
+/* PULSE: the encoder returns the length; the decoder refuses a kind >=
+ * 256, running other than 0 or 1, waiting_on < -1, more peers than
+ * GW_BS_PULSE_PEERS or a length that does not fit npeers. */
+size_t gw__bs_encode_pulse(const gw_bs_pulse_t *m, uint8_t out[GW_BS_PULSE_MAX_LEN]);
+gw_status_t gw__bs_decode_pulse(const uint8_t *buf, size_t len, gw_bs_pulse_t *out,
+                                const char **why);
+/* CLOCK: a rank's CLOCK_MONOTONIC when it asked (ns), and rank 0's when
+ * its referee answered (0 in the question). */
+void gw__bs_encode_clock(uint64_t asked_ns, uint64_t root_ns, uint8_t out[GW_BS_CLOCK_LEN]);
+gw_status_t gw__bs_decode_clock(const uint8_t *buf, size_t len, uint64_t *asked_ns,
+                                uint64_t *root_ns, const char **why);
+/* STATUS_ASK: the asker's nonce (JOIN's layout). */
+void gw__bs_encode_status_ask(const uint8_t nonce[GW_BS_NONCE_LEN],
+                              uint8_t out[GW_BS_STATUS_ASK_LEN]);
+gw_status_t gw__bs_decode_status_ask(const uint8_t *buf, size_t len, uint8_t nonce[GW_BS_NONCE_LEN],
+                                     const char **why);
+/* STATUS: size ranks' news in one message, malloc'd into *out (*len its
+ * length); NULL when memory is short. The decoder gives a malloc'd array
+ * of *n records (n <= size <= GW_BS_STATUS_RANKS, ranks < size, each
+ * rank once). */
+uint8_t *gw__bs_encode_status(uint32_t size, const gw_bs_rank_status_t *r, uint32_t n, size_t *len);
+gw_status_t gw__bs_decode_status(const uint8_t *buf, size_t len, uint32_t *size,
+                                 gw_bs_rank_status_t **out, uint32_t *n, const char **why);
 
 typedef enum gw_bs_report_kind {
     GW_BS_REPORT_FAILED = 1,  /* the communicator failed: culprit, blame */
@@ -185,6 +256,10 @@ typedef struct gw_bs_report {
     int32_t waiting_on; /* the rank it waits for, -1 none */
     uint64_t seq;       /* the collective it is in (0: none, or point-to-point) */
     uint32_t stalled_ms;
+    /* Where in that collective, from its flight recorder (0: unknown):
+     * the collective's kind (gw_coll_kind_t, < 256) and its step. */
+    uint32_t op_kind;
+    uint32_t step;
 } gw_bs_report_t;
 
 /* The referee asks a rank what it waits for. */

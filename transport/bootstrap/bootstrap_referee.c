@@ -66,6 +66,9 @@ typedef struct seat {
     int reported; /* rep holds its FAILED or STALLED report */
     int answered; /* state holds its answer to our inquiry */
     gw_bs_report_t rep, state;
+    int pulsed;       /* pulse holds its latest news (gradwire status) */
+    int64_t pulse_at; /* when it came (gw__now_ms) */
+    gw_bs_pulse_t pulse;
 } seat_t;
 
 struct gw_bs_referee {
@@ -90,8 +93,9 @@ struct gw_bs_referee {
     pthread_cond_t swap_cv;
     gw_bs_late_t *swap_in;
     int swap_done;
-    int exited;              /* the thread returned (poll failed): nobody takes a swap */
-    unsigned char *gone_map; /* gone_map[r]: seats[r].gone, as the shrink wants it */
+    int exited;                /* the thread returned (poll failed): nobody takes a swap */
+    unsigned char *gone_map;   /* gone_map[r]: seats[r].gone, as the shrink wants it */
+    gw_bs_op_namer_t op_namer; /* names the collectives in reports (NULL: numbers) */
 };
 
 static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
@@ -142,6 +146,95 @@ static void what_collective(uint64_t seq, char *buf, size_t cap)
 /* Whom a report leads to: its culprit, or the rank it waited for. */
 static int lead_of(const gw_bs_report_t *r) { return r->culprit >= 0 ? r->culprit : r->waiting_on; }
 
+/* What a rank said of itself last (its report, or its answer), NULL when
+ * it said nothing. */
+static const gw_bs_report_t *account_of(const seat_t *s)
+{
+    return s->reported ? &s->rep : s->answered ? &s->state : NULL;
+}
+
+/* Ranks in the same call waiting for the same rank are told together
+ * (their steps may differ: each counts its own waits). */
+static int same_place(const gw_bs_report_t *a, const gw_bs_report_t *b)
+{
+    return a->seq == b->seq && a->op_kind == b->op_kind && a->waiting_on == b->waiting_on;
+}
+
+/* Appends printf-style text to buf[0 .. cap), which *len tracks; stops
+ * quietly at the end. */
+__attribute__((format(printf, 4, 5))) static void add(char *buf, size_t cap, size_t *len,
+                                                      const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    *len = n < 0 ? cap : *len + (size_t)n;
+}
+
+/* Where every rank was when the case was decided, grouped: "ranks 0,1,3
+ * are in allreduce #1042 at steps 3,3,4 waiting for rank 2; rank 2 did
+ * not answer". Each rank's place comes from its report or its answer,
+ * which carry its flight recorder's kind and step (0: it has none). */
+static void where_all(const gw_bs_referee_t *ref, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    unsigned char *done = ref->seen; /* free again: the chain is followed */
+    memset(done, 0, (size_t)ref->size);
+    for (int r = 0; r < ref->size; r++) {
+        const gw_bs_report_t *a = account_of(&ref->seats[r]);
+        if (done[r] || !a)
+            continue;
+        int n = 0, same_step = 1;
+        for (int k = r; k < ref->size; k++) {
+            const gw_bs_report_t *b = account_of(&ref->seats[k]);
+            if (b && same_place(a, b)) {
+                n++;
+                same_step &= b->step == a->step;
+            }
+        }
+        add(buf, cap, &len, "%s%s ", len ? "; " : "", n > 1 ? "ranks" : "rank");
+        for (int k = r, first = 1; k < ref->size; k++) {
+            const gw_bs_report_t *b = account_of(&ref->seats[k]);
+            if (b && same_place(a, b)) {
+                add(buf, cap, &len, "%s%d", first ? "" : ",", k);
+                first = 0;
+                done[k] = 1;
+            }
+        }
+        add(buf, cap, &len, " %s in ", n > 1 ? "are" : "is");
+        if (a->op_kind && ref->op_namer)
+            add(buf, cap, &len, "%s ", ref->op_namer(a->op_kind));
+        if (a->seq)
+            add(buf, cap, &len, "#%llu", (unsigned long long)a->seq);
+        else
+            add(buf, cap, &len, "a point-to-point call");
+        if (a->step && same_step) {
+            add(buf, cap, &len, " step %u", a->step);
+        } else if (a->step) {
+            add(buf, cap, &len, " at steps ");
+            for (int k = r, first = 1; k < ref->size; k++) {
+                const gw_bs_report_t *b = account_of(&ref->seats[k]);
+                if (b && same_place(a, b)) {
+                    add(buf, cap, &len, "%s%u", first ? "" : ",", b->step);
+                    first = 0;
+                }
+            }
+        }
+        if (a->waiting_on >= 0)
+            add(buf, cap, &len, " waiting for rank %d", a->waiting_on);
+    }
+    for (int r = 0; r < ref->size; r++) {
+        const seat_t *s = &ref->seats[r];
+        if (!account_of(s))
+            add(buf, cap, &len, "%srank %d %s", len ? "; " : "", r,
+                s->gone ? "is gone" : "did not answer");
+    }
+}
+
 static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, const char *reason)
 {
     const seat_t *f = &ref->seats[ref->first];
@@ -150,13 +243,20 @@ static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, cons
     v->culprit = culprit;
     v->origin = ref->first;
     v->seq = f->rep.seq;
-    snprintf(v->reason, sizeof(v->reason), "%s", reason);
+    /* The verdict quotes where each rank was, as far as it fits; the log
+     * line below has it whole. */
+    char where[1024];
+    where_all(ref, where, sizeof(where));
+    int cut = snprintf(v->reason, sizeof(v->reason), "%s; where: %s", reason, where);
+    if (cut >= (int)sizeof(v->reason))
+        memcpy(v->reason + sizeof(v->reason) - 4, "...", 4);
     ref->decided = 1;
     char who[24] = "no rank";
     if (culprit >= 0)
         snprintf(who, sizeof(who), "rank %d", culprit);
-    GW_WARN(ref->log, GW_BS_SUBSYS, "the referee blames %s (first report from rank %d) - %s", who,
-            ref->first, reason);
+    GW_WARN(ref->log, GW_BS_SUBSYS,
+            "the referee blames %s (first report from rank %d) - %s; where: %s", who, ref->first,
+            reason, where);
     uint8_t msg[GW_BS_VERDICT_MAX_LEN];
     size_t n = gw__bs_encode_verdict(v, msg);
     /* Rank 0's own caller last: once it has the verdict its process may
@@ -396,6 +496,62 @@ static void answer_grow(gw_bs_referee_t *ref, gw_status_t status, uint32_t port)
     gw__bs_grow_reset(ref->grow);
 }
 
+/* A rank's news for `gradwire status`: kept, the latest only. */
+static void on_pulse(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    seat_t *s = &ref->seats[r];
+    const char *why = NULL;
+    gw_bs_pulse_t p;
+    if (gw__bs_decode_pulse(msg, len, &p, &why) != GW_OK || (p.waiting_on >= ref->size)) {
+        GW_TRACE(ref->log, GW_BS_SUBSYS, "referee: malformed pulse from rank %d: %s", r,
+                 why ? why : "a rank beyond the job");
+        return;
+    }
+    s->pulse = p;
+    s->pulse_at = gw__now_ms();
+    s->pulsed = 1;
+}
+
+/* A rank's clock reading (the timeline's alignment): echoed at once with
+ * ours, so that the rank sees the round trip. */
+static void on_clock(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t len)
+{
+    uint64_t asked, root;
+    if (gw__bs_decode_clock(msg, len, &asked, &root, NULL) != GW_OK)
+        return;
+    uint8_t out[GW_BS_CLOCK_LEN];
+    gw__bs_encode_clock(asked, (uint64_t)gw__now_ns(), out);
+    send_to(ref, r, out, sizeof(out));
+}
+
+/* The STATUS answer (bootstrap_late.c calls it for a proven asker): every
+ * rank's latest pulse and how old it is; a rank gone or never heard from
+ * is left out, which the asker reads as "no news". */
+static uint8_t *status_of(void *ctx, size_t *len)
+{
+    gw_bs_referee_t *ref = ctx;
+    gw_bs_rank_status_t *rs = calloc((size_t)ref->size, sizeof(*rs));
+    if (!rs)
+        return NULL;
+    uint32_t n = 0;
+    int64_t now = gw__now_ms();
+    for (int r = 0; r < ref->size; r++) {
+        const seat_t *s = &ref->seats[r];
+        if (!s->pulsed || s->gone)
+            continue;
+        rs[n].rank = (uint32_t)r;
+        int64_t age = now - s->pulse_at;
+        rs[n].age_ms = age < 0                     ? 0
+                       : age >= GW_BS_STATUS_NEVER ? GW_BS_STATUS_NEVER - 1
+                                                   : (uint32_t)age;
+        rs[n].pulse = s->pulse;
+        n++;
+    }
+    uint8_t *msg = gw__bs_encode_status((uint32_t)ref->size, rs, n, len);
+    free(rs);
+    return msg;
+}
+
 static void read_seat(gw_bs_referee_t *ref, int r)
 {
     seat_t *s = &ref->seats[r];
@@ -417,7 +573,8 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             gw_bs_hdr_t hdr;
             const char *why = "not a report";
             if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
-                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW)) {
+                (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW &&
+                 hdr.type != GW_BS_PULSE && hdr.type != GW_BS_CLOCK)) {
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
                         why);
                 seat_gone(ref, r, "sent garbage to the referee");
@@ -431,6 +588,10 @@ static void read_seat(gw_bs_referee_t *ref, int r)
                 on_shrink(ref, r, s->rx, len);
             else if (hdr.type == GW_BS_GROW)
                 on_grow(ref, r, s->rx, len);
+            else if (hdr.type == GW_BS_PULSE)
+                on_pulse(ref, r, s->rx, len);
+            else if (hdr.type == GW_BS_CLOCK)
+                on_clock(ref, r, s->rx, len);
             else if (gw__bs_decode_report(s->rx, len, &rep, &why) != GW_OK)
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed report from rank %d: %s", r,
                         why);
@@ -489,7 +650,7 @@ static void *referee_main(void *arg)
             if (ref->pfds[i].revents)
                 read_seat(ref, ref->pfd_rank[i]);
         if (rc >= 0)
-            gw__bs_late_events(ref->late, ref->pfds + seats_end);
+            gw__bs_late_events(ref->late, ref->pfds + seats_end, status_of, ref);
         if (ref->first >= 0 && !ref->decided)
             decide(ref, gw__now_ms() >= ref->decide_by);
         if (gw__bs_shrink_decide(ref->shrink, ref->gone_map, gw__now_ms()))
@@ -540,6 +701,7 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     ref->log = bs->log;
     ref->size = bs->size;
     ref->grace_ms = grace_ms;
+    ref->op_namer = bs->op_namer;
     ref->first = -1;
     ref->stop[0] = ref->stop[1] = -1;
     size_t n = (size_t)bs->size;

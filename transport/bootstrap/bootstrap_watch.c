@@ -62,6 +62,60 @@ gw_status_t gw__bootstrap_watch_start(gw_bootstrap_t *bs, int grace_ms)
     return GW_OK;
 }
 
+void gw__bootstrap_set_op_namer(gw_bootstrap_t *bs, gw_bs_op_namer_t namer)
+{
+    if (bs)
+        bs->op_namer = namer;
+}
+
+/* Three rounds; the one with the shortest round trip gives the offset
+ * (the answer's time sits halfway through it, give or take half of it). */
+#define CLOCK_ROUNDS 3
+#define CLOCK_WAIT_MS 500
+
+gw_status_t gw__bootstrap_clock(gw_bootstrap_t *bs, int64_t *offset_ns, int64_t *rtt_ns)
+{
+    if (!bs || !bs->watching || bs->watch_gone)
+        return GW_ERR_UNSUPPORTED;
+    int64_t best_rtt = INT64_MAX, best_off = 0;
+    for (int i = 0; i < CLOCK_ROUNDS; i++) {
+        uint8_t msg[GW_BS_CLOCK_LEN];
+        int64_t t0 = gw__now_ns();
+        gw__bs_encode_clock((uint64_t)t0, 0, msg);
+        bs->have_clock = 0;
+        if (gw__bs_watch_ask(bs, msg, sizeof(msg), &bs->have_clock, gw__now_ms() + CLOCK_WAIT_MS) !=
+            GW_OK)
+            break;
+        int64_t t1 = gw__now_ns();
+        if (bs->clock_asked != (uint64_t)t0)
+            continue; /* an answer to an earlier round that came late */
+        if (t1 - t0 < best_rtt) {
+            best_rtt = t1 - t0;
+            best_off = (int64_t)bs->clock_root - (t0 + (t1 - t0) / 2);
+        }
+    }
+    if (best_rtt == INT64_MAX)
+        return GW_ERR_TIMEOUT;
+    *offset_ns = best_off;
+    *rtt_ns = best_rtt;
+    return GW_OK;
+}
+
+void gw__bootstrap_pulse(gw_bootstrap_t *bs, const gw_bs_pulse_t *p)
+{
+    if (!bs || !bs->watching || bs->watch_gone)
+        return;
+    uint8_t msg[GW_BS_PULSE_MAX_LEN];
+    size_t len = gw__bs_encode_pulse(p, msg);
+    ssize_t n = send(bs->root_fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0)
+        return; /* full (or broken: the next read says so): skip this one */
+    /* Half a message would break the stream: the rest goes out, bounded
+     * (a buffer that took part of it drains as the referee reads). */
+    if ((size_t)n < len)
+        gw__bs_watch_send(bs, msg + n, len - (size_t)n);
+}
+
 int gw__bootstrap_watching(const gw_bootstrap_t *bs)
 {
     return bs && bs->watching && !bs->watch_gone;
@@ -150,6 +204,17 @@ static void on_message(gw_bootstrap_t *bs, const gw_bs_hdr_t *hdr, const gw_bs_r
             bs->members = m;
             bs->have_members = 1;
         }
+        return;
+    }
+    if (hdr->type == GW_BS_CLOCK) {
+        uint64_t asked, root;
+        if (gw__bs_decode_clock(bs->wrx, len, &asked, &root, &why) != GW_OK) {
+            GW_WARN(bs->log, GW_BS_SUBSYS, "malformed clock answer from rank 0: %s", why);
+            return;
+        }
+        bs->clock_asked = asked;
+        bs->clock_root = root;
+        bs->have_clock = 1;
         return;
     }
     if (hdr->type == GW_BS_GROWN) {

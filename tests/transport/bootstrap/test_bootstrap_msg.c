@@ -34,9 +34,9 @@ Test(bootstrap_msg, header_layout, .timeout = 10)
     uint8_t id[GW_BS_JOB_ID_LEN];
     fill(id, sizeof(id), 1);
     gw__bs_encode_welcome(id, m);
-    /* The documented layout, byte by byte: magic "GWBS", version 4, type 5,
+    /* The documented layout, byte by byte: magic "GWBS", version 5, type 5,
      * payload 16, all big-endian. */
-    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 4, 0, 5, 0, 0, 0, 16};
+    static const uint8_t want[12] = {'G', 'W', 'B', 'S', 0, 5, 0, 5, 0, 0, 0, 16};
     cr_assert_arr_eq(m, want, sizeof(want));
     gw_bs_hdr_t h;
     cr_assert_eq(gw__bs_decode_hdr(m, sizeof(m), &h, NULL), GW_OK);
@@ -102,7 +102,7 @@ Test(bootstrap_msg, reject_round_trip_and_sanitising, .timeout = 10)
     cr_assert_str_eq(rej.reason, "a?b?[0m?");
 
     /* Long reasons are cut at the maximum. */
-    char longer[400];
+    char longer[GW_BS_REASON_MAX + 100];
     memset(longer, 'x', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = '\0';
     n = gw__bs_encode_reject(GW_ERR_MISMATCH, longer, m);
@@ -157,14 +157,17 @@ Test(bootstrap_msg, header_rejections, .timeout = 10)
     m[5] = 3;
     expect_bad_hdr(m, sizeof(m), "version 3 (without the ring)");
     memcpy(m, good, sizeof(m));
-    m[5] = 5;
-    expect_bad_hdr(m, sizeof(m), "version 5");
+    m[5] = 4;
+    expect_bad_hdr(m, sizeof(m), "version 4 (reports without where)");
+    memcpy(m, good, sizeof(m));
+    m[5] = 6;
+    expect_bad_hdr(m, sizeof(m), "version 6");
     memcpy(m, good, sizeof(m));
     m[4] = 1;
     m[5] = 1;
     expect_bad_hdr(m, sizeof(m), "version 257");
 
-    static const uint16_t bad_types[] = {0, 10, 11, 18, 0x0105, 0xffff};
+    static const uint16_t bad_types[] = {0, 22, 23, 0x0105, 0xffff};
     for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
         memcpy(m, good, sizeof(m));
         m[6] = (uint8_t)(bad_types[i] >> 8);
@@ -200,7 +203,7 @@ Test(bootstrap_msg, payload_length_bounds, .timeout = 10)
         {GW_BS_WELCOME, 16, 16},
         {GW_BS_REJECT, 4, 4 + GW_BS_REASON_MAX},
         {GW_BS_DATA, 4, 4 + GW_BS_DATA_MAX},
-        {GW_BS_REPORT, 36, 36},
+        {GW_BS_REPORT, 44, 44},
         {GW_BS_INQUIRE, 12, 12},
         {GW_BS_VERDICT, 20, 20 + GW_BS_REASON_MAX},
         {GW_BS_GATHER_START, 4, 4},
@@ -439,17 +442,26 @@ Test(bootstrap_msg, watch_messages_round_trip, .timeout = 10)
                         .blame = 5,
                         .waiting_on = 3,
                         .seq = 0x0102030405060708ull,
-                        .stalled_ms = 2000};
+                        .stalled_ms = 2000,
+                        .op_kind = 1,
+                        .step = 7};
     uint8_t m[GW_BS_SMALL_MSG_MAX];
     cr_assert_eq(gw__bs_encode_report(&r, m), GW_BS_REPORT_LEN);
-    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    4,   0, 7, 0, 0, 0,
-                                                     36,  0,   0,    0,    2,    0,   0, 0, 4, 0, 0,
+    static const uint8_t head[GW_BS_HDR_LEN + 16] = {'G', 'W', 'B',  'S',  0,    5,   0, 7, 0, 0, 0,
+                                                     44,  0,   0,    0,    2,    0,   0, 0, 4, 0, 0,
                                                      0,   3,   0xff, 0xff, 0xff, 0xff};
     cr_assert_arr_eq(m, head, sizeof(head));
     gw_bs_report_t g;
     cr_assert_eq(gw__bs_decode_report(m, GW_BS_REPORT_LEN, &g, NULL), GW_OK);
     cr_assert(g.kind == r.kind && g.status == r.status && g.culprit == 3 && g.origin == -1 &&
               g.blame == 5 && g.waiting_on == 3 && g.seq == r.seq && g.stalled_ms == 2000);
+    /* Where the rank is (version 5): the kind and step, last. */
+    cr_assert(g.op_kind == 1 && g.step == 7);
+    static const uint8_t tail[8] = {0, 0, 0, 1, 0, 0, 0, 7};
+    cr_assert_arr_eq(m + GW_BS_REPORT_LEN - 8, tail, sizeof(tail));
+    m[GW_BS_REPORT_LEN - 6] = 1; /* a kind of 256 and more is no kind */
+    cr_assert_eq(gw__bs_decode_report(m, GW_BS_REPORT_LEN, &g, NULL), GW_ERR_PROTOCOL);
+    m[GW_BS_REPORT_LEN - 6] = 0;
 
     gw_bs_inquire_t q = {.reporter = 2, .seq = 9}, gq;
     cr_assert_eq(gw__bs_encode_inquire(&q, m), GW_BS_INQUIRE_LEN);

@@ -24,34 +24,17 @@
 gw_status_t gw__allgather_direct(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t sendcount, gw_dtype_t dtype)
 {
-    const int n = comm->size, rank = comm->rank;
+    const int rank = comm->rank;
     const size_t bytes = sendcount * gw_dtype_size(dtype);
     char *mine = gw__at(recvbuf, (size_t)rank * bytes);
     if (bytes > 0 && (const char *)sendbuf != mine)
         memcpy(mine, sendbuf, bytes);
 
-    /* 2 requests per peer and their pointers (NULL: this rank's own pair). */
-    char *mem;
-    const size_t req_bytes = 2 * (size_t)n * sizeof(gw_request_t);
-    gw_status_t st =
-        gw__coll_scratch(comm, req_bytes + 2 * (size_t)n * sizeof(gw_request_t *), &mem);
+    gw__exchange_t x;
+    char *unused;
+    gw_status_t st = gw__exchange_scratch(comm, 0, &x, &unused);
     if (st != GW_OK)
         return st;
-    gw_request_t *req = (gw_request_t *)(void *)mem;
-    gw_request_t **ptr = (gw_request_t **)(void *)(mem + req_bytes);
-    for (int j = 0; j < n; j++) {
-        ptr[2 * j] = ptr[2 * j + 1] = NULL;
-        if (j == rank)
-            continue;
-        if ((st = gw__p2p_irecv(comm, j, gw__at(recvbuf, (size_t)j * bytes), bytes, &req[2 * j])) !=
-            GW_OK)
-            break;
-        ptr[2 * j] = &req[2 * j];
-        if ((st = gw__p2p_isend(comm, j, mine, bytes, &req[2 * j + 1])) != GW_OK)
-            break;
-        ptr[2 * j + 1] = &req[2 * j + 1];
-    }
-    /* On a failed post the communicator fails; the requests already posted
-     * are the transport's to finish or abort, as in the other algorithms. */
-    return st != GW_OK ? st : gw__p2p_waitall(comm, ptr, 2 * n);
+    /* Every peer's block straight into its place; ours to everyone. */
+    return gw__exchange_round(comm, &x, recvbuf, bytes, mine, 0, bytes);
 }

@@ -151,6 +151,18 @@ gw_status_t gw__allgather_ring(gw_comm_t *comm, const void *sendbuf, void *recvb
                                size_t sendcount, gw_dtype_t dtype);
 gw_status_t gw__reduce_scatter_ring(gw_comm_t *comm, const void *sendbuf, void *recvbuf,
                                     size_t recvcount, gw_dtype_t dtype, gw_op_t op);
+/* One round of concurrent messages with every peer (exchange_round.c): the
+ * requests' room in scratch, ahead of `extra` bytes for the algorithm
+ * (*rest); then a receive of len bytes from every peer j into rbase + j
+ * rstride and a send to it from sbase + j sstride (stride 0: the same
+ * bytes to all), all posted, then waited for. */
+typedef struct gw__exchange {
+    gw_request_t *req;
+    gw_request_t **ptr;
+} gw__exchange_t;
+gw_status_t gw__exchange_scratch(gw_comm_t *comm, size_t extra, gw__exchange_t *x, char **rest);
+gw_status_t gw__exchange_round(gw_comm_t *comm, const gw__exchange_t *x, char *rbase,
+                               size_t rstride, const char *sbase, size_t sstride, size_t len);
 /* The other collectives' further algorithms, chosen by the cost model
  * (tuning_coll.c): allgather in one round of concurrent messages, or in
  * log2 rounds (Bruck); reduce-scatter in one round; reduce as a ring

@@ -29,31 +29,16 @@ gw_status_t gw__reduce_scatter_direct(gw_comm_t *comm, const void *sendbuf, void
 {
     const int n = comm->size, rank = comm->rank;
     const size_t bytes = recvcount * gw_dtype_size(dtype);
-    const size_t req_bytes = 2 * (size_t)n * sizeof(gw_request_t);
-    const size_t head = (req_bytes + 2 * (size_t)n * sizeof(gw_request_t *) + 63) & ~(size_t)63;
-    char *mem;
-    gw_status_t st = gw__coll_scratch(comm, head + (size_t)n * bytes, &mem);
+    gw__exchange_t x;
+    char *slots;
+    gw_status_t st = gw__exchange_scratch(comm, (size_t)n * bytes, &x, &slots);
     if (st != GW_OK)
         return st;
-    gw_request_t *req = (gw_request_t *)(void *)mem;
-    gw_request_t **ptr = (gw_request_t **)(void *)(mem + req_bytes);
-    char *slots = mem + head;
     if (bytes > 0)
         memcpy(slots + (size_t)rank * bytes, gw__cat(sendbuf, (size_t)rank * bytes), bytes);
-    for (int j = 0; j < n; j++) {
-        ptr[2 * j] = ptr[2 * j + 1] = NULL;
-        if (j == rank)
-            continue;
-        if ((st = gw__p2p_irecv(comm, j, gw__at(slots, (size_t)j * bytes), bytes, &req[2 * j])) !=
-            GW_OK)
-            return st;
-        ptr[2 * j] = &req[2 * j];
-        if ((st = gw__p2p_isend(comm, j, gw__cat(sendbuf, (size_t)j * bytes), bytes,
-                                &req[2 * j + 1])) != GW_OK)
-            return st;
-        ptr[2 * j + 1] = &req[2 * j + 1];
-    }
-    if ((st = gw__p2p_waitall(comm, ptr, 2 * n)) != GW_OK || recvcount == 0)
+    /* Block j of our input to rank j; rank j's block r into slot j. */
+    if ((st = gw__exchange_round(comm, &x, slots, bytes, sendbuf, bytes, bytes)) != GW_OK ||
+        recvcount == 0)
         return st;
     st = gw__coll_reduce(comm, recvbuf, slots, slots + bytes, recvcount, dtype, op);
     for (int j = 2; j < n && st == GW_OK; j++)

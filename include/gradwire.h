@@ -773,28 +773,16 @@ GW_API gw_status_t gw_compress_state_load_file(gw_compress_state_t *state, const
 GW_API gw_status_t gw_allreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
                                            const float *in, float *out, size_t count);
 
-/* Non-blocking gw_allreduce_compressed, completed by gw_test or gw_wait
- * like gw_iallreduce: the call is queued on the communicator's progress
- * thread and runs there in call order with every other collective of the
- * communicator (non-blocking or blocking, compressed or not), so a trainer
- * can start a bucket's compressed allreduce as soon as backward has produced
- * it and keep computing. Results are bitwise those of the blocking call.
- * Ownership: from the call until the handle completes, the state, in and
- * out belong to the library. Do not read or write in or out, and do not
- * touch the state (gw_compress_stats_get, _step, _save, _load, _destroy)
- * meanwhile; after completion its step, residual and statistics are those
- * of the finished call. Further calls on the same communicator may name
- * the same state: several may be in flight at once, on different states or
- * on the same one, and they run one after another in call order. The state
- * is used by the progress thread, so stats' codec_cpu_seconds is that
- * thread's CPU time. Thread safety is the communicator's: issue calls from
- * one thread at a time; handles may be completed from any thread.
- * Errors here: GW_ERR_INVALID_ARG (NULL comm or handle), GW_ERR_NO_MEMORY,
- * GW_ERR_SYSTEM (the progress thread could not start). Everything else (a
- * NULL state or buffer, a wrong count, NaN or infinity, a dead peer, a
- * mismatch) is the status that gw_test or gw_wait returns, as the blocking
- * call would have returned it: a NaN fails the handle on every rank and
- * leaves the communicator usable. */
+/* Non-blocking gw_allreduce_compressed, completed by gw_test or gw_wait and
+ * queued in call order with the communicator's other collectives, like
+ * gw_iallreduce; results are bitwise the blocking call's. Until the handle
+ * completes, state, in and out belong to the library: do not touch them
+ * (nor call gw_compress_stats_get or gw_compress_state_step, _save, _load
+ * or _destroy on the state). Several calls may be in flight, on one state or several; they run
+ * one after another. Errors here: GW_ERR_INVALID_ARG (NULL comm or handle),
+ * GW_ERR_NO_MEMORY, GW_ERR_SYSTEM (no progress thread); every other error
+ * is the handle's status, as the blocking call would have returned it.
+ * docs/guide/compression.md has the details (codec CPU time, threads). */
 GW_API gw_status_t gw_iallreduce_compressed(gw_comm_t *comm, gw_compress_state_t *state,
                                             const float *in, float *out, size_t count,
                                             gw_handle_t **handle);

@@ -132,6 +132,14 @@ gw_status_t gw__bs_client_take_reject(const gw_bootstrap_t *bs, const uint8_t *m
  * bs->culprit. */
 gw_status_t gw__bs_client_take_verdict(gw_bootstrap_t *bs, const uint8_t *msg, size_t len,
                                        const char *when);
+/* bootstrap_joiner.c: the client's half of the token handshake once rank
+ * 0's challenge ch is in, for a joiner and a status query alike: check the
+ * root's proof for our nonce (refusing a root that cannot prove the token,
+ * and telling it), then send ours as proof rank as_rank; who names the
+ * client in messages ("a joiner"). */
+gw_status_t gw__bs_client_prove(gw_bootstrap_t *bs, int fd, const char *token, const uint8_t *nonce,
+                                const gw_bs_challenge_t *ch, uint32_t as_rank, const char *who,
+                                int64_t deadline);
 
 /* bootstrap_referee.c: start the referee over bs->fds (which it takes
  * over: bs->fds[r] becomes -1) and self_fd, its end of the socket pair to

@@ -66,10 +66,42 @@ static gw_status_t recv_small(gw_bootstrap_t *bs, int fd, unsigned mask, int64_t
     return GW_OK;
 }
 
+/* The client's half of the token handshake once the root's challenge ch is
+ * in (a joiner's, a status query's): the root must prove the token for our
+ * nonce (a root that cannot is refused, and told so), then we prove it as
+ * proof rank as_rank. who names the client in the messages. */
+gw_status_t gw__bs_client_prove(gw_bootstrap_t *bs, int fd, const char *token, const uint8_t *nonce,
+                                const gw_bs_challenge_t *ch, uint32_t as_rank, const char *who,
+                                int64_t deadline)
+{
+    uint8_t proof[GW_BS_PROOF_LEN], msg[GW_BS_RESPONSE_LEN];
+    gw__bs_root_proof(token, strlen(token), nonce, ch->server_nonce, proof);
+    if (!gw__ct_equal(proof, ch->root_proof, sizeof(proof))) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS,
+                 "authentication with the root %s failed: its proof does not match the job "
+                 "token of %s (is GW_JOB_TOKEN the job's?)",
+                 bs->root, who);
+        char why[128];
+        snprintf(why, sizeof(why), "wrong job token: %s cannot verify the proof of rank 0", who);
+        gw__bs_send_reject_nowait(fd, GW_ERR_AUTH, why);
+        return GW_ERR_AUTH;
+    }
+    gw__bs_rank_proof(token, strlen(token), ch->server_nonce, nonce, as_rank, proof);
+    gw__bs_encode_response(proof, msg);
+    gw_sock_io_t io;
+    gw__sock_io_set(&io, msg, GW_BS_RESPONSE_LEN, NULL, 0);
+    if (gw__sock_io_run(fd, &io, 1, deadline) != GW_SOCK_IO_DONE) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "%s could not prove the job token to the root %s: %m", who,
+                 bs->root);
+        return GW_ERR_REMOTE;
+    }
+    return GW_OK;
+}
+
 static gw_status_t join_on(gw_bootstrap_t *bs, int fd, const char *token, int64_t deadline,
                            gw_bs_members_t *out)
 {
-    uint8_t nonce[GW_BS_NONCE_LEN], buf[GW_BS_SMALL_MSG_MAX], proof[GW_BS_PROOF_LEN];
+    uint8_t nonce[GW_BS_NONCE_LEN], buf[GW_BS_SMALL_MSG_MAX];
     size_t len = 0;
     gw_status_t st = gw__bs_random_bytes(bs->log, nonce, sizeof(nonce));
     if (st != GW_OK)
@@ -92,24 +124,9 @@ static gw_status_t join_on(gw_bootstrap_t *bs, int fd, const char *token, int64_
         GW_ERROR(bs->log, GW_BS_SUBSYS, "malformed challenge from the root %s: %s", bs->root, why);
         return GW_ERR_PROTOCOL;
     }
-    gw__bs_root_proof(token, strlen(token), nonce, ch.server_nonce, proof);
-    if (!gw__ct_equal(proof, ch.root_proof, sizeof(proof))) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS,
-                 "authentication with the root %s failed: its proof does not match this "
-                 "joiner's job token (is GW_JOB_TOKEN the job's?)",
-                 bs->root);
-        gw__bs_send_reject_nowait(fd, GW_ERR_AUTH,
-                                  "wrong job token: a joiner cannot verify the proof of rank 0");
-        return GW_ERR_AUTH;
-    }
-    gw__bs_rank_proof(token, strlen(token), ch.server_nonce, nonce, GW_BS_JOINER_RANK, proof);
-    gw__bs_encode_response(proof, buf);
-    gw__sock_io_set(&io, buf, GW_BS_RESPONSE_LEN, NULL, 0);
-    if (gw__sock_io_run(fd, &io, 1, deadline) != GW_SOCK_IO_DONE) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS, "could not prove the job token to rank 0 (root %s): %m",
-                 bs->root);
-        return GW_ERR_REMOTE;
-    }
+    if ((st = gw__bs_client_prove(bs, fd, token, nonce, &ch, GW_BS_JOINER_RANK, "a joiner",
+                                  deadline)) != GW_OK)
+        return st;
     GW_INFO(bs->log, GW_BS_SUBSYS,
             "waiting for the job at %s to grow (at most %d ms from the start)", bs->root,
             bs->timeout_ms);

@@ -69,7 +69,7 @@ static gw_status_t recv_msg(gw_bootstrap_t *bs, int fd, int64_t deadline, const 
 static gw_status_t ask_on(gw_bootstrap_t *bs, int fd, const char *token, int64_t deadline,
                           uint32_t *size, gw_bs_rank_status_t **ranks, uint32_t *n)
 {
-    uint8_t nonce[GW_BS_NONCE_LEN], msg[GW_BS_CHALLENGE_LEN], proof[GW_BS_PROOF_LEN];
+    uint8_t nonce[GW_BS_NONCE_LEN], msg[GW_BS_CHALLENGE_LEN];
     gw_status_t st = gw__bs_random_bytes(bs->log, nonce, sizeof(nonce));
     if (st != GW_OK)
         return st;
@@ -94,24 +94,9 @@ static gw_status_t ask_on(gw_bootstrap_t *bs, int fd, const char *token, int64_t
                  why ? why : "not a challenge");
         return GW_ERR_PROTOCOL;
     }
-    gw__bs_root_proof(token, strlen(token), nonce, ch.server_nonce, proof);
-    if (!gw__ct_equal(proof, ch.root_proof, sizeof(proof))) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS,
-                 "authentication with the root %s failed: its proof does not match this job "
-                 "token (is GW_JOB_TOKEN the job's?)",
-                 bs->root);
-        gw__bs_send_reject_nowait(fd, GW_ERR_AUTH,
-                                  "wrong job token: a status query cannot verify rank 0's proof");
-        return GW_ERR_AUTH;
-    }
-    gw__bs_rank_proof(token, strlen(token), ch.server_nonce, nonce, GW_BS_STATUS_RANK, proof);
-    gw__bs_encode_response(proof, msg);
-    gw__sock_io_set(&io, msg, GW_BS_RESPONSE_LEN, NULL, 0);
-    if (gw__sock_io_run(fd, &io, 1, deadline) != GW_SOCK_IO_DONE) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS, "could not prove the job token to the root %s: %m",
-                 bs->root);
-        return GW_ERR_REMOTE;
-    }
+    if ((st = gw__bs_client_prove(bs, fd, token, nonce, &ch, GW_BS_STATUS_RANK, "a status query",
+                                  deadline)) != GW_OK)
+        return st;
     if ((st = recv_msg(bs, fd, deadline, "the status", &buf, &len, &type)) != GW_OK)
         return st;
     st = type == GW_BS_STATUS ? gw__bs_decode_status(buf, len, size, ranks, n, &why)

@@ -141,6 +141,9 @@ gw_status_t gw__group_add_p2p(gw_comm_t *comm, int is_send, void *buf, size_t co
 /* A call that has no place in a group (non-blocking ones): when comm has
  * an open group, GW_ERR_UNSUPPORTED, logged naming `what`; else GW_OK. */
 gw_status_t gw__group_refuse(gw_comm_t *comm, const char *what);
+/* Free a group gw_comm_destroy finds still open, its calls never issued
+ * (logged at WARN); nothing when none is open. */
+void gw__group_discard(gw_comm_t *comm);
 
 /* n allreduces (sends[i] -> recvs[i], counts[i] elements; sends[i] ==
  * recvs[i] in place), fused into buckets of GW_FUSION_BYTES. */

@@ -444,6 +444,7 @@ gw_status_t gw_comm_destroy(gw_comm_t *comm)
 {
     if (!comm)
         return GW_OK;
+    gw__group_discard(comm);
     /* A sub-communicator, or a root that sub-communicators still use: the
      * transport stays until the last of them goes (comm_split.c). */
     if (comm->root || atomic_fetch_sub(&comm->refs, 1) > 1) {

@@ -239,3 +239,20 @@ gw_status_t gw_group_end(gw_comm_t *comm)
     free(g);
     return st;
 }
+
+void gw__group_discard(gw_comm_t *comm)
+{
+    struct gw_group *g = comm->group;
+    if (!g)
+        return;
+    /* Nothing was issued: no rank waits for these calls on our account
+     * beyond what its own timeout bounds, and the buffers stay the
+     * caller's. Said once, since the caller may have meant to end it. */
+    GW_WARN(&comm->log, "group",
+            "gw_comm_destroy with a group still open (gw_group_start without gw_group_end): "
+            "its %zu queued call%s were never issued",
+            g->n, g->n == 1 ? "" : "s");
+    comm->group = NULL;
+    free(g->items);
+    free(g);
+}

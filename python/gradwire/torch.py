@@ -458,7 +458,7 @@ class _Mailbox:
     gradwire's point-to-point calls (gw_isend / gw_irecv) name the peer and
     nothing else: messages between two ranks match in posting order, and
     the C API has no tag and no receive from any source (the tags of
-    collectives/core/tag.c are the library's sequence numbers and call
+    collectives/msg/tag.c are the library's sequence numbers and call
     signatures, not the user's). torch's send and recv carry a tag, and a
     receive takes the first message from its source with that tag (MPI's
     and gloo's rule). So each send is two gradwire messages: a header (two

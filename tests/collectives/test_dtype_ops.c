@@ -14,6 +14,7 @@
 
 #include "collectives/reduce_kernels.h"
 #include "forked_ranks.h"
+#include "tests/collectives/single_rank.h"
 
 #define N 40
 
@@ -149,25 +150,6 @@ Test(dtype_ops, every_new_combination_tcp, .timeout = 60) { fr_run("tcp", 3, ops
 
 Test(dtype_ops, every_new_combination_shm, .timeout = 60) { fr_run("shm", 2, ops_body, NULL); }
 
-static gw_comm_t *single(void)
-{
-    gw_comm_t *comm = NULL;
-    setenv("GW_RANK", "0", 1);
-    setenv("GW_SIZE", "1", 1);
-    unsetenv("GW_TRANSPORT");
-    cr_assert_eq(gw_comm_init_env(&comm), GW_OK);
-    return comm;
-}
-
-/* One call on a fresh communicator fails with want and breaks it. */
-#define EXPECT_FAIL(want, call)                                                       \
-    do {                                                                              \
-        gw_comm_t *comm = single();                                                   \
-        cr_expect_eq((call), (want), "%s", #call);                                    \
-        cr_expect_eq(gw_barrier(comm), (want), "after %s comm is not failed", #call); \
-        gw_comm_destroy(comm);                                                        \
-    } while (0)
-
 Test(dtype_ops, refused_combinations)
 {
     float f[4] = {1, 2, 3, 4};
@@ -183,7 +165,7 @@ Test(dtype_ops, refused_combinations)
     EXPECT_FAIL(GW_ERR_INVALID_ARG, gw_allreduce_premul(comm, f, f, 4, GW_FLOAT32, NAN));
     EXPECT_FAIL(GW_ERR_INVALID_ARG, gw_allreduce_premul(comm, f, f, 4, GW_FLOAT32, INFINITY));
     /* One rank: premul scales, bitwise ops on integers pass. */
-    gw_comm_t *comm = single();
+    gw_comm_t *comm = single_rank_comm();
     float o[4];
     cr_expect_eq(gw_allreduce_premul(comm, f, o, 4, GW_FLOAT32, 0.5), GW_OK);
     cr_expect_eq(o[3], 2.0f);

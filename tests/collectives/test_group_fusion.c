@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "forked_ranks.h"
+#include "tests/collectives/single_rank.h"
 
 #define NBUF 37
 
@@ -182,11 +183,7 @@ Test(group, ring_and_allreduces_in_one_group_tcp, .timeout = 60)
 /* What a group refuses, on one rank. */
 Test(group, refused_calls)
 {
-    gw_comm_t *comm = NULL;
-    setenv("GW_RANK", "0", 1);
-    setenv("GW_SIZE", "1", 1);
-    unsetenv("GW_TRANSPORT");
-    cr_assert_eq(gw_comm_init_env(&comm), GW_OK);
+    gw_comm_t *comm = single_rank_comm();
     cr_expect_eq(gw_group_end(comm), GW_ERR_INVALID_ARG, "an end without a start");
     cr_expect_eq(gw_group_start(NULL), GW_ERR_INVALID_ARG);
     float x = 1, y = 0;
@@ -215,11 +212,7 @@ Test(group, destroy_with_an_open_group)
     cr_assert(fd >= 0);
     close(fd);
     setenv("GW_DEBUG_FILE", log, 1);
-    setenv("GW_RANK", "0", 1);
-    setenv("GW_SIZE", "1", 1);
-    unsetenv("GW_TRANSPORT");
-    gw_comm_t *comm = NULL;
-    cr_assert_eq(gw_comm_init_env(&comm), GW_OK);
+    gw_comm_t *comm = single_rank_comm();
     float x[2] = {1, 2}, y[2] = {0, 0};
     cr_assert_eq(gw_group_start(comm), GW_OK);
     cr_expect_eq(gw_allreduce(comm, x, y, 2, GW_FLOAT32, GW_SUM), GW_OK);

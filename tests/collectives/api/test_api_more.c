@@ -11,20 +11,11 @@
 #include <stdlib.h>
 
 #include "gradwire.h"
-
-static gw_comm_t *single(void)
-{
-    gw_comm_t *comm = NULL;
-    setenv("GW_RANK", "0", 1);
-    setenv("GW_SIZE", "1", 1);
-    unsetenv("GW_TRANSPORT");
-    cr_assert_eq(gw_comm_init_env(&comm), GW_OK);
-    return comm;
-}
+#include "tests/collectives/single_rank.h"
 
 Test(api_more, one_rank_copies_in_and_out_of_place)
 {
-    gw_comm_t *comm = single();
+    gw_comm_t *comm = single_rank_comm();
     int32_t in[6] = {1, -2, 3, -4, 5, 6}, out[8];
     memset(out, 0, sizeof(out));
     cr_expect_eq(gw_alltoall(comm, in, out, 6, GW_INT32), GW_OK);
@@ -62,7 +53,7 @@ Test(api_more, one_rank_copies_in_and_out_of_place)
 
 Test(api_more, non_blocking_forms_complete)
 {
-    gw_comm_t *comm = single();
+    gw_comm_t *comm = single_rank_comm();
     int32_t in[4] = {7, 8, 9, 10}, out[5][4];
     memset(out, 0, sizeof(out));
     size_t c[1] = {4}, d[1] = {0};
@@ -94,16 +85,6 @@ Test(api_more, non_blocking_forms_complete)
     gw_comm_destroy(comm);
 }
 
-/* One call on a fresh communicator must fail with want, and the
- * communicator stays failed afterwards. */
-#define EXPECT_FAIL(want, call)                                                                   \
-    do {                                                                                          \
-        gw_comm_t *comm = single();                                                               \
-        cr_expect_eq((call), (want), "%s", #call);                                                \
-        cr_expect_eq(gw_barrier(comm), (want), "after %s the communicator is not failed", #call); \
-        gw_comm_destroy(comm);                                                                    \
-    } while (0)
-
 Test(api_more, bad_arguments_fail_and_break_the_communicator)
 {
     float x[8] = {0};
@@ -126,7 +107,7 @@ Test(api_more, bad_arguments_fail_and_break_the_communicator)
     EXPECT_FAIL(GW_ERR_MISMATCH, gw_allgatherv(comm, x, x + 4, 2, one, at0, GW_FLOAT32));
     EXPECT_FAIL(GW_ERR_OVERFLOW, gw_allgatherv(comm, x, x + 4, 1, one, huge, GW_FLOAT32));
     /* A non-blocking call reports its argument error when it completes. */
-    gw_comm_t *comm = single();
+    gw_comm_t *comm = single_rank_comm();
     gw_handle_t *h;
     cr_assert_eq(gw_igather(comm, x, x + 4, 1, GW_FLOAT32, 3, &h), GW_OK);
     cr_expect_eq(gw_wait(h), GW_ERR_INVALID_ARG);

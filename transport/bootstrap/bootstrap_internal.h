@@ -141,6 +141,13 @@ gw_status_t gw__bs_client_prove(gw_bootstrap_t *bs, int fd, const char *token, c
                                 const gw_bs_challenge_t *ch, uint32_t as_rank, const char *who,
                                 int64_t deadline);
 
+/* bootstrap_where.c: where every rank was, grouped, into buf[0 .. cap)
+ * (cut quietly at its end): accounts[r] is what rank r said of itself
+ * last (NULL: nothing), gone[r] whether its connection is gone, namer names
+ * the collectives (NULL: numbers only); done is size bytes of scratch. */
+void gw__bs_where_all(const gw_bs_report_t *const *accounts, const unsigned char *gone, int size,
+                      gw_bs_op_namer_t namer, unsigned char *done, char *buf, size_t cap);
+
 /* bootstrap_referee.c: start the referee over bs->fds (which it takes
  * over: bs->fds[r] becomes -1) and self_fd, its end of the socket pair to
  * rank 0's own caller; stop it (NULL-safe), closing what it holds. */

@@ -80,6 +80,7 @@ struct gw_bs_referee {
     int *pfd_rank;
     int *next; /* the chain being followed: next[r] is whom r leads to */
     unsigned char *seen;
+    const gw_bs_report_t **accounts; /* what each rank said of itself, for gw__bs_where_all */
     int stop[2];
     pthread_t thread;
     int first; /* the rank whose report opened the case, -1 while none */
@@ -153,88 +154,6 @@ static const gw_bs_report_t *account_of(const seat_t *s)
     return s->reported ? &s->rep : s->answered ? &s->state : NULL;
 }
 
-/* Ranks in the same call waiting for the same rank are told together
- * (their steps may differ: each counts its own waits). */
-static int same_place(const gw_bs_report_t *a, const gw_bs_report_t *b)
-{
-    return a->seq == b->seq && a->op_kind == b->op_kind && a->waiting_on == b->waiting_on;
-}
-
-/* Appends printf-style text to buf[0 .. cap), which *len tracks; stops
- * quietly at the end. */
-__attribute__((format(printf, 4, 5))) static void add(char *buf, size_t cap, size_t *len,
-                                                      const char *fmt, ...)
-{
-    if (*len >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    *len = n < 0 ? cap : *len + (size_t)n;
-}
-
-/* Where every rank was when the case was decided, grouped: "ranks 0,1,3
- * are in allreduce #1042 at steps 3,3,4 waiting for rank 2; rank 2 did
- * not answer". Each rank's place comes from its report or its answer,
- * which carry its flight recorder's kind and step (0: it has none). */
-static void where_all(const gw_bs_referee_t *ref, char *buf, size_t cap)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    unsigned char *done = ref->seen; /* free again: the chain is followed */
-    memset(done, 0, (size_t)ref->size);
-    for (int r = 0; r < ref->size; r++) {
-        const gw_bs_report_t *a = account_of(&ref->seats[r]);
-        if (done[r] || !a)
-            continue;
-        int n = 0, same_step = 1;
-        for (int k = r; k < ref->size; k++) {
-            const gw_bs_report_t *b = account_of(&ref->seats[k]);
-            if (b && same_place(a, b)) {
-                n++;
-                same_step &= b->step == a->step;
-            }
-        }
-        add(buf, cap, &len, "%s%s ", len ? "; " : "", n > 1 ? "ranks" : "rank");
-        for (int k = r, first = 1; k < ref->size; k++) {
-            const gw_bs_report_t *b = account_of(&ref->seats[k]);
-            if (b && same_place(a, b)) {
-                add(buf, cap, &len, "%s%d", first ? "" : ",", k);
-                first = 0;
-                done[k] = 1;
-            }
-        }
-        add(buf, cap, &len, " %s in ", n > 1 ? "are" : "is");
-        if (a->op_kind && ref->op_namer)
-            add(buf, cap, &len, "%s ", ref->op_namer(a->op_kind));
-        if (a->seq)
-            add(buf, cap, &len, "#%llu", (unsigned long long)a->seq);
-        else
-            add(buf, cap, &len, "a point-to-point call");
-        if (a->step && same_step) {
-            add(buf, cap, &len, " step %u", a->step);
-        } else if (a->step) {
-            add(buf, cap, &len, " at steps ");
-            for (int k = r, first = 1; k < ref->size; k++) {
-                const gw_bs_report_t *b = account_of(&ref->seats[k]);
-                if (b && same_place(a, b)) {
-                    add(buf, cap, &len, "%s%u", first ? "" : ",", b->step);
-                    first = 0;
-                }
-            }
-        }
-        if (a->waiting_on >= 0)
-            add(buf, cap, &len, " waiting for rank %d", a->waiting_on);
-    }
-    for (int r = 0; r < ref->size; r++) {
-        const seat_t *s = &ref->seats[r];
-        if (!account_of(s))
-            add(buf, cap, &len, "%srank %d %s", len ? "; " : "", r,
-                s->gone ? "is gone" : "did not answer");
-    }
-}
-
 static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, const char *reason)
 {
     const seat_t *f = &ref->seats[ref->first];
@@ -246,7 +165,11 @@ static void conclude(gw_bs_referee_t *ref, gw_status_t status, int culprit, cons
     /* The verdict quotes where each rank was, as far as it fits; the log
      * line below has it whole. */
     char where[1024];
-    where_all(ref, where, sizeof(where));
+    for (int r = 0; r < ref->size; r++)
+        ref->accounts[r] = account_of(&ref->seats[r]);
+    /* ref->seen is free again: the chain has been followed. */
+    gw__bs_where_all(ref->accounts, ref->gone_map, ref->size, ref->op_namer, ref->seen, where,
+                     sizeof(where));
     int cut = snprintf(v->reason, sizeof(v->reason), "%s; where: %s", reason, where);
     if (cut >= (int)sizeof(v->reason))
         memcpy(v->reason + sizeof(v->reason) - 4, "...", 4);
@@ -687,6 +610,7 @@ static void referee_free(gw_bs_referee_t *ref)
     free(ref->pfd_rank);
     free(ref->next);
     free(ref->seen);
+    free(ref->accounts);
     free(ref);
 }
 
@@ -710,13 +634,14 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     ref->pfd_rank = calloc(n + 1, sizeof(*ref->pfd_rank));
     ref->next = calloc(n, sizeof(*ref->next));
     ref->seen = calloc(n, 1);
+    ref->accounts = calloc(n, sizeof(*ref->accounts));
     ref->gone_map = calloc(n, 1);
     ref->shrink = gw__bs_shrink_new(bs->log, bs->size);
     ref->grow = gw__bs_grow_new(bs->log, bs->size);
     pthread_mutex_init(&ref->swap_mu, NULL);
     pthread_cond_init(&ref->swap_cv, NULL);
-    if (!ref->seats || !ref->pfds || !ref->pfd_rank || !ref->next || !ref->seen || !ref->gone_map ||
-        !ref->shrink || !ref->grow) {
+    if (!ref->seats || !ref->pfds || !ref->pfd_rank || !ref->next || !ref->seen || !ref->accounts ||
+        !ref->gone_map || !ref->shrink || !ref->grow) {
         GW_ERROR(bs->log, GW_BS_SUBSYS, "out of memory for the referee of %d ranks", bs->size);
         referee_free(ref);
         return GW_ERR_NO_MEMORY;

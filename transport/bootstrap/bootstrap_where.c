@@ -91,4 +91,3 @@ void gw__bs_where_all(const gw_bs_report_t *const *accounts, const unsigned char
             add(buf, cap, &len, "%srank %d %s", len ? "; " : "", r,
                 gone[r] ? "is gone" : "did not answer");
 }
-

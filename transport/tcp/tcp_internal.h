@@ -288,4 +288,8 @@ gw_status_t gw__tcp_sock_errno(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s, 
 gw_status_t gw__tcp_sock_eof(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s);
 gw_status_t gw__tcp_idle_sock_error(gw_tcp_t *t, gw_tcp_peer_t *p, gw_tcp_sock_t *s);
 
+/* tcp_spin.c: poll(t->pfds[0 .. np), timeout ms) as progress waits: after
+ * up to t->spin_ns of non-blocking polls, unless spinning stands down. */
+int gw__tcp_poll_spin(gw_tcp_t *t, int np, int timeout);
+
 #endif

@@ -18,7 +18,7 @@
  * so on around the ring.
  *
  * Before the poll() lets the thread sleep, it asks again without waiting
- * for up to GW_TCP_SPIN_US (poll_spin): on loopback an answer is often a
+ * for up to GW_TCP_SPIN_US (tcp_spin.c): on loopback an answer is often a
  * few microseconds away, and a wake-up costs more than that, most of all
  * across cores when ranks are bound to their own. The spin runs in the
  * caller's thread, only while it waits anyway. A host with more TCP ranks
@@ -635,52 +635,6 @@ static void build_pollset(gw_tcp_t *t)
     }
 }
 
-/* A spin that ends without an answer GW_TCP_SPIN_MISSES times in a row
- * means the peers answer slower than the spin (they share our core, or the
- * host has more ranks than cores, where spinning only delays them): the
- * next GW_TCP_SPIN_REST waits then sleep at once before spinning is tried
- * again. */
-#define GW_TCP_SPIN_MISSES 4
-#define GW_TCP_SPIN_REST 64
-
-/* poll() that, before it lets the thread sleep, asks again without
- * waiting for up to spin_ns: an answer that is a few microseconds away
- * is then taken without the wake-up (on ranks bound to their own cores,
- * a wake-up across cores costs more than the message). The spin runs in
- * the caller's thread, and only while it waits anyway. */
-static int counted_poll(gw_tcp_t *t, int np, int timeout)
-{
-    t->npolls++;
-    return poll(t->pfds, (nfds_t)np, timeout);
-}
-
-static int poll_spin(gw_tcp_t *t, int np, int timeout)
-{
-    if (timeout == 0 || t->spin_ns <= 0)
-        return counted_poll(t, np, timeout);
-    if (t->spin_rest > 0) {
-        t->spin_rest--;
-        return counted_poll(t, np, timeout);
-    }
-    int64_t start = gw__now_ns();
-    for (;;) {
-        int n = counted_poll(t, np, 0);
-        if (n != 0) {
-            t->spin_misses = 0;
-            return n;
-        }
-        int64_t spent = gw__now_ns() - start;
-        if (spent >= t->spin_ns) {
-            if (++t->spin_misses >= GW_TCP_SPIN_MISSES) {
-                t->spin_misses = 0;
-                t->spin_rest = GW_TCP_SPIN_REST;
-            }
-            int left = timeout - (int)(spent / 1000000);
-            return counted_poll(t, np, timeout < 0 ? -1 : (left > 0 ? left : 0));
-        }
-    }
-}
-
 gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
     gw_tcp_t *t = gw__tcp_of(base);
@@ -712,7 +666,7 @@ gw_status_t gw__tcp_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
     int np = t->npfds;
     if (t->mesh && t->listen_fd >= 0)
         t->pfds[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
-    int n = poll_spin(t, np, timeout);
+    int n = gw__tcp_poll_spin(t, np, timeout);
     if (n < 0) {
         if (errno == EINTR)
             return GW_OK;

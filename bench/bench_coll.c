@@ -683,11 +683,16 @@ static int setup(struct bench *b, gw_bench_report_t *json)
         ok = 0;
     }
     if (b->o.coll->has_root && b->r.root >= b->r.size) {
-        /* Every rank sees the same size: all of them stop here. */
+        /* Every rank sees the same size: all of them stop here, after
+         * meeting in setup_end, so none exits (and has the launcher stop
+         * rank 0) before rank 0 has said why. */
         if (b->r.rank == 0)
             fprintf(stderr, "%s: root %d is not a rank of this job (%d ranks)\n", b->o.name,
                     b->r.root, b->r.size);
         snprintf(b->error, sizeof(b->error), "root %d out of range", b->r.root);
+        char ignored[sizeof(b->error)];
+        gw_bench_setup_end(b->r.comm, b->r.rank, 0, b->o.coll->name, b->o.json, json, ignored,
+                           sizeof(ignored));
         return -1;
     }
     if (gw_bench_place_alloc(&b->place, b->r.rank, b->r.size) != 0)

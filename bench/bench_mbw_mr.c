@@ -247,6 +247,12 @@ static int setup(struct mr_run *m, gw_bench_report_t *rep)
                     m->o.pairs ? m->o.pairs : 1, m->o.pairs > 1 ? "s" : "",
                     m->o.pairs > 1 ? "" : "s", 2 * (m->o.pairs ? m->o.pairs : 1), m->size);
         snprintf(m->error, sizeof(m->error), "not enough ranks for the pairs");
+        /* Every rank sees this, and all of them still meet in setup_end:
+         * none exits (and has the launcher stop rank 0) before rank 0 has
+         * said why. */
+        char ignored[sizeof(m->error)];
+        gw_bench_setup_end(m->comm, m->rank, 0, "mbw_mr", m->o.json, rep, ignored,
+                           sizeof(ignored));
         return -1;
     }
     m->peer = m->rank < m->o.pairs       ? m->rank + (int)m->o.pairs

@@ -266,3 +266,18 @@ Test(bench_conventions, mbw_mr_pairs_with_a_window, .timeout = 120)
     remove_tree(dir);
     free(dir);
 }
+
+/* A root the job does not have: every rank refuses, and rank 0's reason
+ * reaches the user even when another rank is the first to exit (the CI
+ * once lost mbw_mr's reason that way). */
+Test(bench_conventions, a_refusal_every_rank_sees_keeps_its_reason, .timeout = 120)
+{
+    for (int trial = 0; trial < 4; trial++) {
+        char *args[] = {"reduce", "--root", "5", "-e", "64", NULL};
+        run_result_t r = bench("3", 0, args);
+        cr_expect_eq(r.status, 1, "%s", r.output);
+        cr_expect(strstr(r.output, "root 5 is not a rank of this job (3 ranks)"), "trial %d:\n%s",
+                  trial, r.output);
+        free(r.output);
+    }
+}

@@ -251,8 +251,7 @@ static int setup(struct mr_run *m, gw_bench_report_t *rep)
          * none exits (and has the launcher stop rank 0) before rank 0 has
          * said why. */
         char ignored[sizeof(m->error)];
-        gw_bench_setup_end(m->comm, m->rank, 0, "mbw_mr", m->o.json, rep, ignored,
-                           sizeof(ignored));
+        gw_bench_setup_end(m->comm, m->rank, 0, "mbw_mr", m->o.json, rep, ignored, sizeof(ignored));
         return -1;
     }
     m->peer = m->rank < m->o.pairs       ? m->rank + (int)m->o.pairs

@@ -37,7 +37,9 @@
 # the 2-rank run), "faults" (a rank
 # SIGKILLed, a QP forced into error: every survivor fails naming the rank
 # at fault within GW_TIMEOUT_MS and a slack), "perf" (rxe_2vm_perf.sh:
-# the bandwidth target against ib_write_bw), "mixed" (below) and, last,
+# the bandwidth target against ib_write_bw; not run by default: it judges
+# the machine's speed, which belongs to the results campaign "soft-roce",
+# bench/soft_roce.sh, not to a test), "mixed" (below) and, last,
 # "linkdown" (VM 1's link taken down; it leaves the link down).
 #
 # The cases before "train" took about 6.5 minutes on a 2-core machine at
@@ -50,8 +52,8 @@
 # here: QEMU, rdma-core or the VM kernel missing; scripts/install-deps.sh
 # installs them), with the reason. GW_RXE_2VM_CASES (a comma list of the
 # cases above and "mixed", 4 ranks with VM 1's RDMA device deleted, which
-# must meet VM 0 over TCP; default 2cm,4block,train,faults,perf,mixed,
-# linkdown) selects cases;
+# must meet VM 0 over TCP; default 2cm,4block,train,faults,mixed,linkdown)
+# selects cases;
 # GW_RXE_2VM_CLUSTER=DIR runs them in the VMs of `rxe-vm cluster up 2`
 # that printed DIR, and leaves them up (for working on the test; boot them
 # with --ro of the source tree and of the build, or a rebuild is not seen:
@@ -64,12 +66,7 @@ BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "skipped: no build 
 for f in gradwire-bench tests/worker_collectives tests/worker_async tests/worker_compress tests/worker_trial optimizer/gradwire-train; do
     [ -x "$BUILD/$f" ] || { echo "skipped: $BUILD/$f is not built"; exit 77; }
 done
-CASES=${GW_RXE_2VM_CASES:-2cm,4block,train,faults,perf,mixed,linkdown}
-# A sanitizer build measures the sanitizers, not the wire: no perf case
-# there (unless asked for), which also keeps CI's ASan stage shorter.
-if [ -z "${GW_RXE_2VM_CASES:-}" ] && grep -q '^GW_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
-    CASES=${CASES/,perf,/,}
-fi
+CASES=${GW_RXE_2VM_CASES:-2cm,4block,train,faults,mixed,linkdown}
 
 main() {
     T0=$(date +%s)

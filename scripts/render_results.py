@@ -50,6 +50,13 @@ CAMPAIGNS = {
         "namespaces whose links are shaped with tc, so that the link, not memcpy, is the "
         "bottleneck (bench/compare.sh --emulated).",
     ),
+    "flight-recorder": (
+        "The flight recorder's cost on small allreduces",
+        "The same 2-rank allreduce over shared memory, where a collective costs least and any "
+        "bookkeeping shows most, with the flight recorder off (GW_FR_ENTRIES=0) and at its "
+        "default of 256 entries (bench/compare.sh --local with two gradwire variants, the runs "
+        "interleaved). A ratio above 1 is what recording costs.",
+    ),
     "shm": (
         "Shared memory on one host",
         "gradwire's allreduce over its shared-memory transport (GW_TRANSPORT=shm) against "

@@ -120,6 +120,9 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
     if (gw__env_int(lg, GW_ENV_JOIN_TIMEOUT_MS, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->join_timeout_ms = v > 0 ? (int)v : r->timeout_ms; /* 0: unset */
+    if (gw__env_int(lg, GW_ENV_JOIN_PROGRESS_MS, &v) != GW_OK)
+        return GW_ERR_CONFIG;
+    r->join_progress_ms = (int)v;
     if (cfg->nsocks > 0) {
         if (cfg->nsocks > GW_MAX_NSOCKS) {
             GW_ERROR(lg, "init", "nsocks %d out of range [1, %d]", cfg->nsocks, GW_MAX_NSOCKS);
@@ -318,6 +321,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         .token = r.token,
         .timeout_ms = r.timeout_ms,
         .join_timeout_ms = r.join_timeout_ms,
+        .join_progress_ms = r.join_progress_ms,
         .log = &comm->log,
         .culprit = culprit,
         .ring_min = r.ring_min,

@@ -153,6 +153,7 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->timeout_ms = params->timeout_ms;
     bs->join_timeout_ms =
         params->join_timeout_ms > 0 ? params->join_timeout_ms : params->timeout_ms;
+    bs->progress_ms = params->join_progress_ms > 0 ? params->join_progress_ms : 10000;
     bs->log = lg;
     bs->failed = GW_OK;
     bs->culprit = -1;

@@ -37,6 +37,10 @@ typedef struct gw_bootstrap_params {
      * apart from timeout_ms so a slow start need not lengthen the
      * collectives' timeout (GW_JOIN_TIMEOUT_MS). 0: timeout_ms. */
     int join_timeout_ms;
+    /* The first "still waiting to join" line this long after the start,
+     * then every GW_BS_PROGRESS_EVERY_FACTOR times as long
+     * (GW_JOIN_PROGRESS_MS). 0: 10 s. */
+    int join_progress_ms;
     const gw_logger_t *log;
     int *culprit; /* optional: where open() writes the rank its failure blames (-1 none) */
     /* All-gathers go round a ring of rank-to-rank connections instead of

@@ -84,7 +84,7 @@ gw_status_t gw__bs_client_connect(gw_bootstrap_t *bs, const char *host, const ch
     int attempts = 0, last_errno = 0, last_gai = 0;
     int attempt_ms = CONNECT_ATTEMPT_FIRST_MS;
     char last_addr[GW_BS_ADDR_TEXT] = "no address";
-    int64_t next_note = start + GW_BS_PROGRESS_FIRST_MS;
+    int64_t next_note = start + bs->progress_ms;
     for (;;) {
         struct addrinfo *res = NULL;
         int gai = getaddrinfo(host, port, &hints, &res);
@@ -121,7 +121,7 @@ gw_status_t gw__bs_client_connect(gw_bootstrap_t *bs, const char *host, const ch
             break;
         int64_t now = gw__now_ms();
         if (now >= next_note) {
-            next_note = now + GW_BS_PROGRESS_EVERY_MS;
+            next_note = now + (int64_t)bs->progress_ms * GW_BS_PROGRESS_EVERY_FACTOR;
             GW_WARN(bs->log, GW_BS_SUBSYS,
                     "rank %d still cannot reach the root %s (%s) after %lld s and %d attempts: "
                     "%s; is rank 0 running, and is the root address (GW_ROOT, MASTER_ADDR) the "
@@ -330,17 +330,17 @@ static gw_status_t client_hello(gw_bootstrap_t *bs, const char *host, const char
 }
 
 /* Until rank 0's answer can be read (or welcome_by), saying so at WARN
- * from GW_BS_PROGRESS_FIRST_MS after start on: this rank is in, the
+ * from GW_JOIN_PROGRESS_MS after start on: this rank is in, the
  * others are not yet, and rank 0's own lines name them. */
 static void wait_for_welcome(const gw_bootstrap_t *bs, int fd, int64_t start, int64_t welcome_by)
 {
-    int64_t next_note = start + GW_BS_PROGRESS_FIRST_MS;
+    int64_t next_note = start + bs->progress_ms;
     for (;;) {
         int64_t now = gw__now_ms();
         if (now >= welcome_by)
             return;
         if (now >= next_note) {
-            next_note = now + GW_BS_PROGRESS_EVERY_MS;
+            next_note = now + (int64_t)bs->progress_ms * GW_BS_PROGRESS_EVERY_FACTOR;
             GW_WARN(bs->log, GW_BS_SUBSYS,
                     "rank %d reached the root %s and has waited %lld s for the other ranks of "
                     "%d to join (rank 0's log names the missing ones); giving up in %lld s "

@@ -56,10 +56,10 @@
 /* Timeout messages name at most this many missing ranks, then "and N more". */
 #define GW_BS_MISSING_LIST_MAX 16
 /* Waiting to join, both sides say so at WARN (the default level: a wrong
- * GW_ROOT must not cost minutes of silence) this long after they began,
- * and then at this interval, until the join timeout. */
-#define GW_BS_PROGRESS_FIRST_MS 10000
-#define GW_BS_PROGRESS_EVERY_MS 30000
+ * GW_ROOT must not cost minutes of silence) progress_ms after they began
+ * (GW_JOIN_PROGRESS_MS, 10 s by default), and then at this many times
+ * that interval, until the join timeout. */
+#define GW_BS_PROGRESS_EVERY_FACTOR 3
 #define GW_BS_TYPE_BIT(t) (1u << (unsigned)(t))
 
 struct gw_bootstrap {
@@ -67,6 +67,7 @@ struct gw_bootstrap {
     int size;
     int timeout_ms;
     int join_timeout_ms; /* the join's budget (GW_JOIN_TIMEOUT_MS), timeout_ms after it */
+    int progress_ms;     /* the first "still waiting" line (GW_JOIN_PROGRESS_MS) */
     const gw_logger_t *log;
     char root[GW_BS_ROOT_TEXT]; /* "host:port" as configured, for messages */
     uint8_t job_id[GW_BS_JOB_ID_LEN];

@@ -368,7 +368,7 @@ static int missing_ranks(const join_t *j, char *missing, size_t cap)
 }
 
 /* The root's progress line while ranks are missing (see
- * GW_BS_PROGRESS_FIRST_MS): who is in, who is not, where they should dial. */
+ * GW_JOIN_PROGRESS_MS): who is in, who is not, where they should dial. */
 static void join_progress(const join_t *j, int64_t start, int64_t now, int64_t deadline)
 {
     const gw_bootstrap_t *bs = j->bs;
@@ -415,7 +415,7 @@ static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
 {
     gw_bootstrap_t *bs = j->bs;
     struct epoll_event evs[EVENTS_MAX];
-    int64_t next_note = start + GW_BS_PROGRESS_FIRST_MS;
+    int64_t next_note = start + bs->progress_ms;
     while (j->joined < bs->size - 1) {
         int64_t now = gw__now_ms();
         if (now >= deadline) {
@@ -424,7 +424,7 @@ static gw_status_t root_join(join_t *j, int64_t start, int64_t deadline)
         }
         if (now >= next_note) {
             join_progress(j, start, now, deadline);
-            next_note = now + GW_BS_PROGRESS_EVERY_MS;
+            next_note = now + (int64_t)bs->progress_ms * GW_BS_PROGRESS_EVERY_FACTOR;
         }
         int64_t wake = deadline < next_note ? deadline : next_note;
         if (j->accept_paused_until && j->accept_paused_until < wake)

@@ -26,7 +26,7 @@ typedef struct gw_comm_resolved {
     const char *root;
     const char *token;
     int timeout_ms;
-    int join_timeout_ms; /* GW_JOIN_TIMEOUT_MS, timeout_ms by default */
+    int join_timeout_ms;  /* GW_JOIN_TIMEOUT_MS, timeout_ms by default */
     int join_progress_ms; /* GW_JOIN_PROGRESS_MS */
     const char *transport;
     const char *ifname;

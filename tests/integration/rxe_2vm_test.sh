@@ -335,8 +335,13 @@ main() {
             took=$(($(date +%s) - t0))
             break
         done
-        job_wait
-        local exited=$(($(date +%s) - t0))
+        local exited
+        if [ -n "${FAULT_LEAVE_RUNNING:-}" ]; then
+            exited="left to the VMs' shutdown"
+        else
+            job_wait
+            exited="exited $(($(date +%s) - t0)) s after it"
+        fi
         for r in "$@"; do
             line=$(grep '^GWTRIAL end' "$JOB_DIR/log$r" | head -1)
             case "$line" in
@@ -353,7 +358,7 @@ main() {
             fail "$name:$bad"
             show_logs
         else
-            local when="$took s after the fault, exited $exited s after it"
+            local when="$took s after the fault, $exited"
             [ "$bound" = 1 ] || when="their failing calls took $(for r in "$@"; do sed -n 's/^GWTRIAL end.* call_ms=\([0-9]*\).*/\1/p' "$JOB_DIR/log$r"; done | paste -sd, -) ms"
             pass "$name: ranks $* failed naming rank $culprit, $when ($(for r in "$@"; do grep '^GWTRIAL end' "$JOB_DIR/log$r" | sed 's/.*\(status=[^ ]*\).*/\1/'; done | sort | uniq -c | sed 's/^ *\([0-9]*\) /\1x /' | paste -sd, -))"
         fi
@@ -413,7 +418,13 @@ main() {
         if fault_ready; then
             t0=$(date +%s)
             "$VM" cluster exec --timeout 30 1 -- ip link set eth0 down
-            fault_check "VM 1's link down during the collectives (2 ranks, one per VM)" 1 "$t0" 0 1
+            # Once both ranks have reported, their exit is not waited for:
+            # closing a verbs QP whose peer's link is down blocks in the
+            # VMs' kernel (rdma_rxe's QP teardown, about 52 s in Debian's
+            # 6.1, seen with strace in ibv_destroy_qp after the error was
+            # reported), which is not gradwire's to judge; the VMs' shutdown
+            # ends them, as this case runs last.
+            FAULT_LEAVE_RUNNING=1 fault_check "VM 1's link down during the collectives (2 ranks, one per VM)" 1 "$t0" 0 1
         else
             job_wait
             fail "link down: the job did not form"

@@ -69,7 +69,14 @@ rc=$?
     { cat "$T/nojob.out"; fail "a joiner without a job: exit $rc"; }
 # 1. Baseline, then the same run losing rank 2 in epoch 2.
 $LAUNCH -n 4 -- $TRAIN $COMMON > "$T/base.out" 2>&1 || { cat "$T/base.out"; fail "baseline run"; }
-GW_TEST_MARK=kill $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill.out" 2>&1 &
+# The kills must land in a running epoch 2 on any machine: an epoch of
+# this model takes a fifth of a second on an idle one, less than the time
+# to find a rank's pid on a loaded one (the test once found the job gone).
+# Rank 0, which no run kills, sleeps 200 us per sample of its share
+# (GW_TRAIN_TEST_SLOW), so every epoch lasts at least 0.8 s; the sleep
+# changes no result, and the accuracy is compared with the unslowed base.
+SLOW0=0:200
+GW_TRAIN_TEST_SLOW=$SLOW0 GW_TEST_MARK=kill $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill.out" 2>&1 &
 job=$!
 wait_for "$T/kill.out" "epoch   1" || { cat "$T/kill.out"; fail "no epoch 1"; }
 pid=$(rank_pid 2 kill) || fail "rank 2 not found"
@@ -91,7 +98,7 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) 
 
 # 1b. Two ranks lost at once (1 and 3, in epoch 2): the two others agree on
 #     who is left, finish on 2 ranks, and stay within 2 points.
-GW_TEST_MARK=kill2 $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill2.out" 2>&1 &
+GW_TRAIN_TEST_SLOW=$SLOW0 GW_TEST_MARK=kill2 $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill2.out" 2>&1 &
 job=$!
 wait_for "$T/kill2.out" "epoch   1" || { cat "$T/kill2.out"; fail "no epoch 1 (two killed)"; }
 pid1=$(rank_pid 1 kill2) && pid3=$(rank_pid 3 kill2) || fail "ranks 1 and 3 not found"
@@ -156,7 +163,7 @@ awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) 
 
 # 2. Checkpoints at every step; rank 1 dies among them.
 C="$T/ckpt"
-GW_TEST_MARK=ckpt $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic --checkpoint-dir "$C" \
+GW_TRAIN_TEST_SLOW=$SLOW0 GW_TEST_MARK=ckpt $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic --checkpoint-dir "$C" \
     --checkpoint-every 1 > "$T/ckpt.out" 2>&1 &
 job=$!
 wait_for "$T/ckpt.out" "epoch   1" || { cat "$T/ckpt.out"; fail "no epoch 1 (checkpoints)"; }

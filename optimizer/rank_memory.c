@@ -10,9 +10,14 @@
  * for every way of splitting the model. A data-parallel rank holds the
  * whole model, so a model over the budget cannot run that way; tensor
  * parallelism divides the split layers' weights by tp, pipeline
- * parallelism gives each rank only its stage's layers.
+ * parallelism gives each rank only its stage's layers. ZeRO (zero.c) keeps
+ * the whole model but only a block of each bucket's momentum per rank,
+ * and at stage 2 of its reduced gradient, plus backward's two-bucket
+ * workspace: gw_train_mem_zero asks zero.c's plan, whose allocations
+ * follow it.
  */
 #include "model_parallel.h"
+#include "zero.h"
 
 double gw_train_mem_total(const gw_train_mem_t *m)
 {
@@ -41,6 +46,13 @@ void gw_train_mem_data_parallel(const int *sizes, int nlayers, size_t cap, size_
     m->params = m->grads = m->optimizer = n * sizeof(float);
     /* The local batch the step gathers its samples into. */
     m->activations = act + (double)local_b * sizes[0] * sizeof(float);
+}
+
+void gw_train_mem_zero(int stage, int world, size_t bucket_bytes, const int *sizes, int nlayers,
+                       size_t cap, size_t local_b, gw_train_mem_t *m)
+{
+    gw_train_mem_data_parallel(sizes, nlayers, cap, local_b, m);
+    gw_train_zero_sizes(sizes, nlayers, world, bucket_bytes, stage, &m->grads, &m->optimizer);
 }
 
 gw_status_t gw_train_mem_check(const gw_train_opts_t *o, const gw_train_mem_t *m, const char *who,

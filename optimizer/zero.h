@@ -64,4 +64,27 @@ gw_status_t gw_train_zero_backward_step(gw_train_zero_t *z, size_t B, float lr);
 gw_status_t gw_train_zero_gather_velocity(gw_train_zero_t *z, float *full);
 void gw_train_zero_load_velocity(gw_train_zero_t *z, const float *full);
 
+/* ---- ZeRO-1 over the hybrid grid's data-parallel axis (zero_grid.c) ---- */
+
+typedef struct gw_train_zero_grid {
+    gw_comm_t *comm; /* the data-parallel group: same stage, same tensor slice */
+    int rank, world;
+    size_t n, part;  /* the stage's parameters; each rank's block, padded */
+    size_t *counts;  /* real elements of each rank's block */
+    size_t *displs;  /* where each starts */
+    float *velocity; /* part: the momentum of this rank's block */
+} gw_train_zero_grid_t;
+
+/* The bytes of momentum a rank of a dp-rank group holds for a stage of n
+ * parameters, and the padding its gradient array gains. */
+void gw_train_zero_grid_sizes(size_t n, int dp, double *optimizer, double *grad_padding);
+/* Shard the momentum of stage st over comm (st->velocity is freed, and
+ * st->grads grows to dp * part floats for the reduce-scatter). */
+gw_status_t gw_train_zero_grid_init(gw_train_zero_grid_t *z, gw_comm_t *comm, gw_train_stage_t *st);
+void gw_train_zero_grid_free(gw_train_zero_grid_t *z);
+/* After the step's backward: reduce-scatter of st->grads over the group,
+ * the SGD update of this rank's block, allgather of the stage's weights. */
+gw_status_t gw_train_zero_grid_step(gw_train_zero_grid_t *z, gw_train_stage_t *st, float mu,
+                                    float wd, float lr);
+
 #endif

@@ -6,8 +6,10 @@
  * per layer on 2 ranks (each sum is then one commutative addition and the
  * gradients come from the same matrix products); the momentum's memory
  * per rank falls as 1/N, and stage 2's gradients with it; a checkpoint
- * written under --zero 2 on 2 ranks resumes under --zero 1 on 3; and the
- * combinations it does not support are refused, naming the flag.
+ * written under --zero 2 on 2 ranks resumes under --zero 1 on 3; --zero 1
+ * over the hybrid grid's data-parallel axis (optimizer/zero_grid.c) takes
+ * the plain grid's steps; and the combinations it does not support are
+ * refused, naming the flag.
  */
 #include "train_util.h"
 
@@ -252,7 +254,8 @@ Test(train_zero, checkpoint_resumes_on_another_data_parallel_size, .timeout = 30
 
 static void refused(const char *flag, char *const *extra)
 {
-    char *args[16] = {"--data", "synthetic", "--steps", "1", "--zero", "1"};
+    /* Stage 2, which is refused wherever stage 1 is, and more. */
+    char *args[16] = {"--data", "synthetic", "--steps", "1", "--zero", "2"};
     int k = 6;
     for (int i = 0; extra[i]; i++)
         args[k++] = extra[i];
@@ -271,6 +274,7 @@ Test(train_zero, what_does_not_combine_is_refused, .timeout = 60)
     refused("--codec", (char *[]){"--codec", "fp16", NULL});
     refused("--elastic", (char *[]){"--elastic", NULL});
     refused("--straggler balance", (char *[]){"--straggler", "balance", NULL});
+    /* Stage 2 only: the grid accumulates gradients in the whole array. */
     refused("--tensor-parallel", (char *[]){"--tensor-parallel", "2", NULL});
     refused("--pipeline-parallel", (char *[]){"--pipeline-parallel", "2", NULL});
     char *bad[] = {"--data", "synthetic", "--zero", "3", NULL};
@@ -278,4 +282,42 @@ Test(train_zero, what_does_not_combine_is_refused, .timeout = 60)
     cr_assert(r.exited && r.status == 2 && strstr(r.output, "--zero wants 0, 1 or 2"), "%s",
               r.output);
     free(r.output);
+}
+
+/* The hybrid grid, 6 ranks: data x model parallel with and without --zero 1. */
+static void grid(const char *mp, const char *k, int dp, int bitwise)
+{
+    char *dir = make_tmpdir("trainzerogrid");
+    cr_assert_not_null(dir);
+    char *plain[] = {"--steps", "30", (char *)mp, (char *)k, NULL};
+    result_t p = train(6, dir, "plain", plain);
+    char *z1[] = {"--steps", "30", (char *)mp, (char *)k, "--zero", "1", NULL};
+    result_t z = train(6, dir, "zero", z1);
+    char what[96];
+    snprintf(what, sizeof(what), "--zero 1 with %s %s (%d data-parallel ranks)", mp, k, dp);
+    compare(&p, &z, what, bitwise);
+    /* Rank 0's share of the momentum: its stage's parameters over dp. */
+    const char *mp_p = strstr(p.json, "\"memory_per_rank\""),
+               *mp_z = strstr(z.json, "\"memory_per_rank\"");
+    cr_assert(mp_p && mp_z, "no per-rank memory in the grid's report");
+    double n = field(mp_p, "optimizer"), shard = field(mp_z, "optimizer");
+    cr_assert_eq(field(mp_p, "params"), n, "plain: a momentum per parameter");
+    cr_assert_eq(shard, 4 * ceil(n / 4 / dp), "%s: %.0f bytes of momentum, not %.0f / %d", what,
+                 shard, n, dp);
+    result_free(&p);
+    result_free(&z);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(train_zero, hybrid_grid_tensor_parallel, .timeout = 300)
+{
+    /* 3 x 2: blocks of uneven length; the sums may be ordered otherwise. */
+    grid("--tensor-parallel", "2", 3, 0);
+}
+
+Test(train_zero, hybrid_grid_pipeline_parallel, .timeout = 300)
+{
+    /* 2 x 3: two ranks add in one commutative addition, so bit for bit. */
+    grid("--pipeline-parallel", "3", 2, 1);
 }

@@ -34,8 +34,7 @@ void gw_train_zero_grid_sizes(size_t n, int dp, double *optimizer, double *grad_
     *grad_padding = (double)((size_t)dp * part - n) * sizeof(float);
 }
 
-gw_status_t gw_train_zero_grid_init(gw_train_zero_grid_t *z, gw_comm_t *comm,
-                                    gw_train_stage_t *st)
+gw_status_t gw_train_zero_grid_init(gw_train_zero_grid_t *z, gw_comm_t *comm, gw_train_stage_t *st)
 {
     memset(z, 0, sizeof(*z));
     z->comm = comm;
@@ -84,16 +83,14 @@ static void update_span(gw_train_zero_grid_t *z, gw_train_stage_t *st, size_t of
 {
     size_t a = off > lo ? off : lo, e = off + len < hi ? off + len : hi;
     if (a < e)
-        gw_train_sgd_update(st->params + a, z->velocity + (a - lo), g + (a - lo), e - a, mu, d,
-                            lr);
+        gw_train_sgd_update(st->params + a, z->velocity + (a - lo), g + (a - lo), e - a, mu, d, lr);
 }
 
 gw_status_t gw_train_zero_grid_step(gw_train_zero_grid_t *z, gw_train_stage_t *st, float mu,
                                     float wd, float lr)
 {
     float *mine = st->grads + (size_t)z->rank * z->part;
-    gw_status_t s =
-        gw_reduce_scatter(z->comm, st->grads, mine, z->part, GW_FLOAT32, GW_SUM);
+    gw_status_t s = gw_reduce_scatter(z->comm, st->grads, mine, z->part, GW_FLOAT32, GW_SUM);
     if (s != GW_OK) {
         fprintf(stderr, "gradwire-train: --zero: the data-parallel reduce-scatter failed: %s\n",
                 gw_status_str(s));

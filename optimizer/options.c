@@ -60,7 +60,7 @@ void gw_train_usage(FILE *out)
             "                           per --bucket-kb bucket a reduce-scatter of the\n"
             "                           gradient, the update of this rank's block and an\n"
             "                           allgather of the weights, overlapped with\n"
-            "                           backward. Checkpoints hold the whole momentum and\n"
+            "                           backward. Checkpoints hold each rank's shard and\n"
             "                           resume on any rank count, with or without --zero.\n"
             "                           With --tensor-/--pipeline-parallel: --zero 1 over\n"
             "                           the data-parallel axis. Not with --async, --codec,\n"

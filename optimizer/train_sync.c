@@ -361,34 +361,16 @@ gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s)
     c.velocity = s->sgd.velocity;
     gw_status_t st = GW_OK;
     if (s->o->zero) {
-        /* The whole momentum, gathered from the shards, so that the file is
-         * the same as plain data parallelism's and resumes on any number
-         * of ranks, with or without --zero (train_resize.c). */
-        c.velocity = malloc(s->model.nparams * sizeof(float));
-        /* Gather only where every rank has its buffer: a rank alone in
-         * the collective would wait for the others forever. */
-        int32_t have = c.velocity != NULL, all_have = have;
-        gw_status_t ast = gw_allreduce(s->comm, &have, &all_have, 1, GW_INT32, GW_MIN);
-        if (ast != GW_OK)
-            return coll_fail("checkpoint agreement", ast);
-        if (!have)
-            fprintf(stderr, "gradwire-train: out of memory to gather the momentum\n");
-        if (!all_have) {
-            free(c.velocity);
-            return have ? GW_ERR_REMOTE : GW_ERR_NO_MEMORY;
-        }
-        if ((st = gw_train_zero_gather_velocity(&s->zero, c.velocity)) != GW_OK) {
-            free(c.velocity);
-            return st;
-        }
+        /* This rank's shard only (format version 2): resuming puts the
+         * shards of every rank together (zero.c). */
+        c.velocity = s->zero.velocity;
+        c.velocity_len = s->zero.shard;
     }
     if (s->codec && (st = gw_train_codec_save(s->codec, &c.codec_state, &c.codec_len)) != GW_OK)
         fprintf(stderr, "gradwire-train: cannot save the codec state: %s\n", gw_status_str(st));
     if (st == GW_OK)
         st = gw_train_ckpt_write(s->o->ckpt_dir, &c);
     free(c.codec_state);
-    if (s->o->zero)
-        free(c.velocity);
     /* Name the step in `latest` only once every rank has its file, and let
      * nobody go (and perhaps exit) before that is durable. A rank whose
      * write failed passes its status on through the allreduce. */
@@ -455,12 +437,25 @@ static gw_status_t resume(gw_train_sync_t *s)
     }
     if (st == GW_OK && s->codec)
         st = gw_train_codec_load(s->codec, c.codec_state, c.codec_len);
+    /* A --zero checkpoint holds shards: the whole momentum is put together
+     * from every rank's file (on this run's rank count or another). */
+    float *full = NULL;
+    if (st == GW_OK && c.velocity_len != c.nparams) {
+        if (!(full = malloc(c.nparams * sizeof(float)))) {
+            fprintf(stderr, "gradwire-train: out of memory to re-shard the momentum\n");
+            st = GW_ERR_NO_MEMORY;
+        } else {
+            st = gw_train_zero_assemble_velocity(s->o->ckpt_dir, step, (int)c.world, &s->model,
+                                                 s->o->bucket_bytes, full);
+        }
+    }
+    const float *velocity = full ? full : c.velocity;
     if (st == GW_OK) {
         memcpy(s->model.params, c.params, c.nparams * sizeof(float));
         if (s->o->zero)
-            gw_train_zero_load_velocity(&s->zero, c.velocity);
+            gw_train_zero_load_velocity(&s->zero, velocity);
         else
-            memcpy(s->sgd.velocity, c.velocity, c.nparams * sizeof(float));
+            memcpy(s->sgd.velocity, velocity, c.nparams * sizeof(float));
         s->rng = c.rng;
         s->epoch = (long)c.epoch;
         s->step = (long)c.step_in_epoch;
@@ -475,6 +470,7 @@ static gw_status_t resume(gw_train_sync_t *s)
         if (other_world)
             gw_train_resume_renumber(s, &c);
     }
+    free(full);
     gw_train_ckpt_release(&c);
     return st;
 }

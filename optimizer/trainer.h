@@ -333,6 +333,9 @@ typedef struct gw_train_ckpt {
     char config[512];
     size_t nparams;
     float *params, *velocity;
+    /* Floats in velocity: 0 or nparams, the whole momentum; otherwise the
+     * rank's --zero shard (zero.c), written as format version 2. */
+    size_t velocity_len;
     size_t codec_len; /* the codec states' image: residuals, steps, PowerSGD Q */
     unsigned char *codec_state;
 } gw_train_ckpt_t;

@@ -62,6 +62,13 @@
  * bucket per layer (--bucket-kb at least the largest layer) on two ranks
  * the steps are bitwise those of plain data parallelism; otherwise they
  * agree to float rounding (tests/optimizer/test_train_zero.c checks both).
+ *
+ * Checkpoints: each rank writes its shard of the momentum beside the whole
+ * weights (checkpoint.c's format version 2). Resuming, every rank reads the
+ * shards of all the writers, puts the whole momentum together with the
+ * writers' plan (their rank count, the same buckets) and keeps its own
+ * blocks in this run's plan, so any rank count, with or without --zero,
+ * resumes it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -336,18 +343,46 @@ gw_status_t gw_train_zero_backward_step(gw_train_zero_t *z, size_t B, float lr)
     return st;
 }
 
-gw_status_t gw_train_zero_gather_velocity(gw_train_zero_t *z, float *full)
+gw_status_t gw_train_zero_assemble_velocity(const char *dir, uint64_t step, int world,
+                                            const gw_train_mlp_t *m, size_t bucket_bytes,
+                                            float *full)
 {
-    for (int i = 0; i < z->nu; i++) {
-        const gw_train_zero_unit_t *x = &z->u[i];
-        float *dst = full + x->off, *mine = dst + x->displs[z->rank];
-        memcpy(mine, z->velocity + x->soff, x->counts[z->rank] * sizeof(float));
-        gw_status_t st =
-            gw_allgatherv(z->comm, mine, dst, x->counts[z->rank], x->counts, x->displs, GW_FLOAT32);
-        if (st != GW_OK)
-            return fail("allgather of the momentum", i, st);
+    /* The plan the writing run had: its rank count, our model and buckets
+     * (the settings text makes --bucket-kb the same). */
+    int nu = plan(m->sizes, m->nlayers, world, bucket_bytes, NULL);
+    gw_train_zero_unit_t *u = calloc((size_t)nu, sizeof(*u));
+    if (!u) {
+        fprintf(stderr, "gradwire-train: out of memory to re-shard the momentum\n");
+        return GW_ERR_NO_MEMORY;
     }
-    return GW_OK;
+    plan(m->sizes, m->nlayers, world, bucket_bytes, u);
+    size_t shard = 0;
+    for (int i = 0; i < nu; i++)
+        shard += u[i].part;
+    gw_status_t st = GW_OK;
+    for (int r = 0; r < world && st == GW_OK; r++) {
+        char path[4096];
+        gw_train_ckpt_t c;
+        gw_train_ckpt_path(dir, step, (uint32_t)r, path, sizeof(path));
+        if ((st = gw_train_ckpt_read(path, &c)) != GW_OK)
+            break;
+        if (c.world != (uint32_t)world || c.rank != (uint32_t)r || c.nparams != m->nparams ||
+            c.velocity_len != shard) {
+            fprintf(stderr,
+                    "gradwire-train: checkpoint %s (rank %u of %u, %zu parameters, %zu momentum "
+                    "values) is not rank %d's --zero shard of %zu values of a %d-rank run\n",
+                    path, c.rank, c.world, c.nparams, c.velocity_len, r, shard, world);
+            st = GW_ERR_CONFIG;
+        }
+        for (int i = 0, soff = 0; i < nu && st == GW_OK; soff += (int)u[i].part, i++) {
+            size_t lo = (size_t)r * u[i].part < u[i].count ? (size_t)r * u[i].part : u[i].count;
+            size_t hi = lo + u[i].part < u[i].count ? lo + u[i].part : u[i].count;
+            memcpy(full + u[i].off + lo, c.velocity + soff, (hi - lo) * sizeof(float));
+        }
+        gw_train_ckpt_release(&c);
+    }
+    free(u);
+    return st;
 }
 
 void gw_train_zero_load_velocity(gw_train_zero_t *z, const float *full)

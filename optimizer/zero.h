@@ -59,9 +59,14 @@ void gw_train_zero_sizes(const int *sizes, int nlayers, int world, size_t bucket
  * allgather of the parameters; on return every rank holds the updated
  * weights. */
 gw_status_t gw_train_zero_backward_step(gw_train_zero_t *z, size_t B, float lr);
-/* The whole momentum (m->nparams floats) gathered from every rank, for a
- * checkpoint; collective. And back: this rank's blocks taken from it. */
-gw_status_t gw_train_zero_gather_velocity(gw_train_zero_t *z, float *full);
+/* Checkpoints hold each rank's shard (checkpoint.c, format version 2).
+ * On resume, on any number of ranks, with or without --zero: the whole
+ * momentum (m->nparams floats) put together from the files the `world`
+ * ranks of a --zero run wrote at `step` in dir (each rank reads them all);
+ * then this rank's blocks taken from it. */
+gw_status_t gw_train_zero_assemble_velocity(const char *dir, uint64_t step, int world,
+                                            const gw_train_mlp_t *m, size_t bucket_bytes,
+                                            float *full);
 void gw_train_zero_load_velocity(gw_train_zero_t *z, const float *full);
 
 /* ---- ZeRO-1 over the hybrid grid's data-parallel axis (zero_grid.c) ---- */

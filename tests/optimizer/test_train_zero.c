@@ -6,7 +6,8 @@
  * per layer on 2 ranks (each sum is then one commutative addition and the
  * gradients come from the same matrix products); the momentum's memory
  * per rank falls as 1/N, and stage 2's gradients with it; a checkpoint
- * written under --zero 2 on 2 ranks resumes under --zero 1 on 3; --zero 1
+ * written under --zero 2 on 2 ranks (one shard of the momentum per file)
+ * resumes under --zero 1 on 3 and without --zero on 1; --zero 1
  * over the hybrid grid's data-parallel axis (optimizer/zero_grid.c) takes
  * the plain grid's steps; and the combinations it does not support are
  * refused, naming the flag.
@@ -237,14 +238,45 @@ Test(train_zero, checkpoint_resumes_on_another_data_parallel_size, .timeout = 30
                   "--checkpoint-dir", ck,   "--checkpoint-every", "10", NULL};
     result_t a = train(2, dir, "z2", z2);
     compare(&ref, &a, "--zero 2 with checkpoints", 0);
-    /* Back to step 20, then on 3 ranks under --zero 1: every rank takes its
-     * blocks of the momentum that the 2 ranks gathered into the files. */
+    /* Each file holds the weights and the rank's shard of the momentum:
+     * less than the two whole arrays a plain checkpoint holds. */
+    char file[700];
+    snprintf(file, sizeof(file), "%s/ckpt-00000020-rank1.gwc", ck);
+    size_t flen = 0;
+    free(read_bin(file, &flen));
+    cr_assert(flen > 0 && flen < 2 * sizeof(float) * a.n,
+              "%s has %zu bytes: not a shard of the momentum (%zu parameters)", file, flen, a.n);
+    /* Back to step 20, then on 3 ranks under --zero 1: every rank puts the
+     * momentum together from the 2 ranks' shards and takes its blocks. */
     write_bin(latest, "20\n", 3);
     char *z1[] = {"--steps",          "30", "--bucket-kb", "1", "--zero", "1",
                   "--checkpoint-dir", ck,   "--resume",    NULL};
     result_t b = train(3, dir, "resumed", z1);
     compare(&ref, &b, "--zero 2 on 2 ranks resumed under --zero 1 on 3", 0);
     cr_assert(strstr(b.json, "\"epoch\": 3") != NULL, "the resumed run did the third epoch");
+    /* And without --zero, on one rank: the whole momentum from the shards. */
+    write_bin(latest, "20\n", 3);
+    char *plain1[] = {"--steps",          "30", "--bucket-kb", "1",
+                      "--checkpoint-dir", ck,   "--resume",    NULL};
+    result_t c = train(1, dir, "plain1", plain1);
+    compare(&ref, &c, "--zero 2 on 2 ranks resumed without --zero on 1", 0);
+    result_free(&c);
+    /* A plain checkpoint (the whole momentum, format version 1) resumes
+     * under --zero 2 on 3 ranks. */
+    char ckp[512], latestp[600];
+    snprintf(ckp, sizeof(ckp), "%s/ckplain", dir);
+    snprintf(latestp, sizeof(latestp), "%s/latest", ckp);
+    char *plainck[] = {
+        "--steps", "30", "--bucket-kb", "1", "--checkpoint-dir", ckp, "--checkpoint-every",
+        "10",      NULL};
+    result_t d = train(2, dir, "plainck", plainck);
+    result_free(&d);
+    write_bin(latestp, "20\n", 3);
+    char *z2r[] = {"--steps",          "30", "--bucket-kb", "1", "--zero", "2",
+                   "--checkpoint-dir", ckp,  "--resume",    NULL};
+    d = train(3, dir, "z2resumed", z2r);
+    compare(&ref, &d, "plain on 2 ranks resumed under --zero 2 on 3", 0);
+    result_free(&d);
     result_free(&ref);
     result_free(&a);
     result_free(&b);

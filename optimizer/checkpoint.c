@@ -18,6 +18,11 @@
  *   u32 config length | config bytes | u64 nparams | u64 codec_len |
  *   f32 params[nparams] | f32 velocity[nparams] | codec image[codec_len] |
  *   u32 CRC-32 (zlib) of every byte before it
+ * Version 2, written by --zero (zero.c) only, holds the rank's shard of the
+ * momentum instead of the whole: "u64 velocity_len" follows codec_len, and
+ * velocity has that many floats (the blocks of the rank's buckets, in the
+ * plan of that run's rank count and --bucket-kb, which the settings text
+ * fixes). Version 1 files are written otherwise, as before.
  *
  * Writing: the whole image goes to a temporary file in the same directory,
  * which is fsynced, renamed over the final name, and the directory fsynced,
@@ -41,6 +46,7 @@
 
 #define CKPT_MAGIC "GWTRCKPT"
 #define CKPT_VERSION 1u
+#define CKPT_VERSION_SHARDED 2u
 #define CKPT_ORDER 0x01020304u
 #define CKPT_MAX_CONFIG 511u
 #define CKPT_MAX_FLOATS (1ull << 34)
@@ -140,9 +146,11 @@ err_unlink:
 gw_status_t gw_train_ckpt_write(const char *dir, const gw_train_ckpt_t *c)
 {
     buf_t b = {0};
-    uint32_t version = CKPT_VERSION, order = CKPT_ORDER;
+    uint32_t order = CKPT_ORDER;
     uint32_t clen = (uint32_t)strnlen(c->config, CKPT_MAX_CONFIG);
     uint64_t np = c->nparams, nr = c->codec_len;
+    uint64_t nv = c->velocity_len ? c->velocity_len : np;
+    uint32_t version = nv != np ? CKPT_VERSION_SHARDED : CKPT_VERSION;
     put(&b, CKPT_MAGIC, 8);
     PUT(&b, version);
     PUT(&b, order);
@@ -161,8 +169,10 @@ gw_status_t gw_train_ckpt_write(const char *dir, const gw_train_ckpt_t *c)
     put(&b, c->config, clen);
     PUT(&b, np);
     PUT(&b, nr);
+    if (version == CKPT_VERSION_SHARDED)
+        PUT(&b, nv);
     put(&b, c->params, np * sizeof(float));
-    put(&b, c->velocity, np * sizeof(float));
+    put(&b, c->velocity, nv * sizeof(float));
     if (nr)
         put(&b, c->codec_state, nr);
     if (b.oom) {
@@ -262,7 +272,7 @@ gw_status_t gw_train_ckpt_read(const char *path, gw_train_ckpt_t *c)
     memset(&k, 0, sizeof(k));
     char magic[8];
     uint32_t version, order, clen;
-    uint64_t np, nr;
+    uint64_t np, nr, nv;
     st = GW_ERR_PROTOCOL;
     if (get(&r, magic, 8) != 0 || memcmp(magic, CKPT_MAGIC, 8) != 0) {
         corrupt(path, "not a gradwire-train checkpoint (bad magic)");
@@ -276,9 +286,9 @@ gw_status_t gw_train_ckpt_read(const char *path, gw_train_ckpt_t *c)
         corrupt(path, "written on a machine of the other byte order");
         goto out;
     }
-    if (version != CKPT_VERSION) {
-        snprintf(msg, sizeof(msg), "format version %u, this build reads version %u", version,
-                 CKPT_VERSION);
+    if (version != CKPT_VERSION && version != CKPT_VERSION_SHARDED) {
+        snprintf(msg, sizeof(msg), "format version %u, this build reads versions %u and %u",
+                 version, CKPT_VERSION, CKPT_VERSION_SHARDED);
         corrupt(path, msg);
         goto out;
     }
@@ -299,16 +309,21 @@ gw_status_t gw_train_ckpt_read(const char *path, gw_train_ckpt_t *c)
         corrupt(path, "truncated in the header");
         goto out;
     }
+    nv = np;
+    if (version == CKPT_VERSION_SHARDED && GET(&r, nv)) {
+        corrupt(path, "truncated in the header");
+        goto out;
+    }
     k.config[clen] = '\0';
-    if (np == 0 || np > CKPT_MAX_FLOATS || nr > CKPT_MAX_CODEC) {
+    if (np == 0 || np > CKPT_MAX_FLOATS || nr > CKPT_MAX_CODEC || nv > CKPT_MAX_FLOATS) {
         snprintf(msg, sizeof(msg),
-                 "implausible sizes (%" PRIu64 " parameters, %" PRIu64
+                 "implausible sizes (%" PRIu64 " parameters, %" PRIu64 " momentum values, %" PRIu64
                  " bytes of codec state): corrupt header",
-                 np, nr);
+                 np, nv, nr);
         corrupt(path, msg);
         goto out;
     }
-    size_t want = r.pos + 2 * np * sizeof(float) + nr + sizeof(uint32_t);
+    size_t want = r.pos + (np + nv) * sizeof(float) + nr + sizeof(uint32_t);
     if (len != want) {
         snprintf(msg, sizeof(msg), "%s: the file has %zu bytes, its header announces %zu",
                  len < want ? "truncated" : "trailing bytes", len, want);
@@ -328,8 +343,9 @@ gw_status_t gw_train_ckpt_read(const char *path, gw_train_ckpt_t *c)
     }
     k.nparams = (size_t)np;
     k.codec_len = (size_t)nr;
+    k.velocity_len = (size_t)nv;
     k.params = malloc(np * sizeof(float));
-    k.velocity = malloc(np * sizeof(float));
+    k.velocity = malloc((nv ? nv : 1) * sizeof(float));
     k.codec_state = malloc(nr + 1);
     if (!k.params || !k.velocity || !k.codec_state) {
         fprintf(stderr, "gradwire-train: out of memory reading %s\n", path);
@@ -338,7 +354,7 @@ gw_status_t gw_train_ckpt_read(const char *path, gw_train_ckpt_t *c)
         goto out;
     }
     get(&r, k.params, np * sizeof(float));
-    get(&r, k.velocity, np * sizeof(float));
+    get(&r, k.velocity, nv * sizeof(float));
     get(&r, k.codec_state, nr);
     *c = k;
     st = GW_OK;

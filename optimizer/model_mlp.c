@@ -150,19 +150,41 @@ void gw_train_mlp_loss(gw_train_mlp_t *m, const int32_t *y, size_t B, float scal
                           scale, loss_sum, correct);
 }
 
+void gw_train_mlp_backward_weights(gw_train_mlp_t *m, size_t B, int l, int row0, int row1,
+                                   float *dw, float *db)
+{
+    int in = m->sizes[l], out = m->sizes[l + 1], rows = row1 - row0;
+    const float *dz = m->delta[l + 1];
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, in, (int)B, 1.0f, dz + row0, out,
+                m->act[l], in, 0.0f, dw, in);
+    if (!db)
+        return;
+    memset(db, 0, (size_t)out * sizeof(float));
+    for (size_t i = 0; i < B; i++)
+        for (int j = 0; j < out; j++)
+            db[j] += dz[i * (size_t)out + j];
+}
+
+void gw_train_mlp_backward_input(gw_train_mlp_t *m, size_t B, int l)
+{
+    /* dA of the layer below, then its ReLU mask (act holds the post-ReLU
+     * values: zero exactly where the unit was off). */
+    int in = m->sizes[l], out = m->sizes[l + 1];
+    float *da = m->delta[l];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, in, out, 1.0f, m->delta[l + 1],
+                out, m->params + m->w_off[l], in, 0.0f, da, in);
+    const float *a = m->act[l];
+    for (size_t i = 0; i < B * (size_t)in; i++)
+        if (a[i] <= 0.0f)
+            da[i] = 0.0f;
+}
+
 gw_status_t gw_train_mlp_backward(gw_train_mlp_t *m, size_t B, gw_train_grad_ready_fn ready,
                                   void *ctx)
 {
     for (int l = m->nlayers - 1; l >= 0; l--) {
-        int in = m->sizes[l], out = m->sizes[l + 1];
-        const float *dz = m->delta[l + 1];
-        float *dw = m->grads + m->w_off[l], *db = m->grads + m->b_off[l];
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)B, 1.0f, dz, out,
-                    m->act[l], in, 0.0f, dw, in);
-        memset(db, 0, (size_t)out * sizeof(float));
-        for (size_t i = 0; i < B; i++)
-            for (int j = 0; j < out; j++)
-                db[j] += dz[i * (size_t)out + j];
+        gw_train_mlp_backward_weights(m, B, l, 0, m->sizes[l + 1], m->grads + m->w_off[l],
+                                      m->grads + m->b_off[l]);
         /* Hand the finished layer to the caller before differentiating the
          * layer below, so its communication starts as early as it can. */
         if (ready) {
@@ -170,17 +192,8 @@ gw_status_t gw_train_mlp_backward(gw_train_mlp_t *m, size_t B, gw_train_grad_rea
             if (st != GW_OK)
                 return st;
         }
-        if (l > 0) {
-            /* dA of the layer below, then its ReLU mask (act holds the
-             * post-ReLU values: zero exactly where the unit was off). */
-            float *da = m->delta[l];
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, in, out, 1.0f, dz, out,
-                        m->params + m->w_off[l], in, 0.0f, da, in);
-            const float *a = m->act[l];
-            for (size_t i = 0; i < B * (size_t)in; i++)
-                if (a[i] <= 0.0f)
-                    da[i] = 0.0f;
-        }
+        if (l > 0)
+            gw_train_mlp_backward_input(m, B, l);
     }
     return GW_OK;
 }

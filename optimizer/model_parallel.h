@@ -47,6 +47,12 @@ double gw_train_mem_total(const gw_train_mem_t *m);
 /* The data-parallel trainer's figure: the whole model on every rank. */
 void gw_train_mem_data_parallel(const int *sizes, int nlayers, size_t cap, size_t local_b,
                                 gw_train_mem_t *m);
+/* With --zero STAGE over `world` data-parallel ranks (zero.c): the
+ * momentum is one block of ceil(count / world) per bucket; the gradients
+ * are the padded full array (stage 1) or a block per bucket plus two
+ * buckets' workspace (stage 2). */
+void gw_train_mem_zero(int stage, int world, size_t bucket_bytes, const int *sizes, int nlayers,
+                       size_t cap, size_t local_b, gw_train_mem_t *m);
 /* Refuse (GW_ERR_CONFIG, with the figures and what to do) when the total
  * exceeds o->max_rank_memory; `who` says which rank or stage it is. */
 gw_status_t gw_train_mem_check(const gw_train_opts_t *o, const gw_train_mem_t *m, const char *who,

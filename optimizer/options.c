@@ -55,6 +55,16 @@ void gw_train_usage(FILE *out)
             "                           included) and returns the momentum-corrected update,\n"
             "                           which the trainer applies by plain SGD: --momentum is\n"
             "                           then not used (default 0: off)\n"
+            "  --zero 1|2               ZeRO: shard the momentum (1), and the reduced\n"
+            "                           gradients too (2), over the data-parallel ranks:\n"
+            "                           per --bucket-kb bucket a reduce-scatter of the\n"
+            "                           gradient, the update of this rank's block and an\n"
+            "                           allgather of the weights, overlapped with\n"
+            "                           backward. Checkpoints hold each rank's shard and\n"
+            "                           resume on any rank count, with or without --zero.\n"
+            "                           With --tensor-/--pipeline-parallel: --zero 1 over\n"
+            "                           the data-parallel axis. Not with --async, --codec,\n"
+            "                           --elastic or --straggler balance (default 0: off)\n"
             "  --async                  parameter-server SGD instead of synchronous (dense\n"
             "                           gradients: no --codec)\n"
             "  --servers N              async: server ranks (default 1)\n"
@@ -215,6 +225,7 @@ enum {
     OPT_STRAGGLER,
     OPT_BALANCE_EVERY,
     OPT_TRACE,
+    OPT_ZERO,
 };
 
 const struct option gw_train_longopts[] = {
@@ -272,6 +283,7 @@ const struct option gw_train_longopts[] = {
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"straggler", required_argument, NULL, OPT_STRAGGLER},
     {"trace", required_argument, NULL, OPT_TRACE},
+    {"zero", required_argument, NULL, OPT_ZERO},
     {"balance-every", required_argument, NULL, OPT_BALANCE_EVERY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -548,6 +560,12 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         case OPT_TRACE:
             o->trace = v;
             break;
+        case OPT_ZERO:
+            if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0 || strcmp(v, "2") == 0)
+                o->zero = v[0] - '0';
+            else
+                return usage_error("--zero wants 0, 1 or 2 (the ZeRO stage), not \"%s\"", v);
+            break;
         case OPT_DUMP_GRADS:
             o->dump_grads = v;
             break;
@@ -640,6 +658,27 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
     if (o->elastic && o->straggler_balance)
         return usage_error("--elastic with --straggler balance: both decide how the global batch "
                            "is split; use one of them");
+    /* --zero (zero.c): what it does not combine with yet, named. */
+    if (o->zero) {
+        const char *what =
+            o->mode == GW_TRAIN_ASYNC ? "--async (the parameter server already shards the "
+                                        "weights and the momentum over its server ranks)"
+            : strcmp(o->codec, "none") != 0
+                ? "--codec (a codec averages whole tensors through an allreduce with per-rank "
+                  "error feedback; --zero reduce-scatters them)"
+            : o->elastic ? "--elastic (a lost rank's shard of the momentum would be lost with it)"
+            : o->straggler_balance ? "--straggler balance"
+            : o->zero == 2 && o->tensor_parallel > 1
+                ? "--tensor-parallel (the model-parallel trainer accumulates the gradients in "
+                  "the whole array; --zero 1 shards the momentum over the data-parallel axis)"
+            : o->zero == 2 && o->pipeline_parallel > 1
+                ? "--pipeline-parallel (micro-batches accumulate the gradients in the whole "
+                  "array; --zero 1 shards the momentum over the data-parallel axis)"
+            : o->dump_grads ? "--dump-grads"
+                            : NULL;
+        if (what)
+            return usage_error("--zero %d is not available with %s", o->zero, what);
+    }
     if (o->resume && !o->ckpt_dir)
         return usage_error("--resume needs --checkpoint-dir DIR");
     if (o->ckpt_every && !o->ckpt_dir)

@@ -10,9 +10,14 @@
  * for every way of splitting the model. A data-parallel rank holds the
  * whole model, so a model over the budget cannot run that way; tensor
  * parallelism divides the split layers' weights by tp, pipeline
- * parallelism gives each rank only its stage's layers.
+ * parallelism gives each rank only its stage's layers. ZeRO (zero.c) keeps
+ * the whole model but only a block of each bucket's momentum per rank,
+ * and at stage 2 of its reduced gradient, plus backward's two-bucket
+ * workspace: gw_train_mem_zero asks zero.c's plan, whose allocations
+ * follow it.
  */
 #include "model_parallel.h"
+#include "zero.h"
 
 double gw_train_mem_total(const gw_train_mem_t *m)
 {
@@ -43,25 +48,37 @@ void gw_train_mem_data_parallel(const int *sizes, int nlayers, size_t cap, size_
     m->activations = act + (double)local_b * sizes[0] * sizeof(float);
 }
 
+void gw_train_mem_zero(int stage, int world, size_t bucket_bytes, const int *sizes, int nlayers,
+                       size_t cap, size_t local_b, gw_train_mem_t *m)
+{
+    gw_train_mem_data_parallel(sizes, nlayers, cap, local_b, m);
+    gw_train_zero_sizes(sizes, nlayers, world, bucket_bytes, stage, &m->grads, &m->optimizer);
+}
+
 gw_status_t gw_train_mem_check(const gw_train_opts_t *o, const gw_train_mem_t *m, const char *who,
                                int suggest_split)
 {
     double total = gw_train_mem_total(m);
     if (o->max_rank_memory == 0 || total <= (double)o->max_rank_memory)
         return GW_OK;
-    char t[32], b[32], p[32], a[32];
+    char t[32], b[32], p[32], g[32], o_[32], a[32];
     gw_train_mem_format(total, t, sizeof(t));
     gw_train_mem_format((double)o->max_rank_memory, b, sizeof(b));
     gw_train_mem_format(m->params, p, sizeof(p));
+    gw_train_mem_format(m->grads, g, sizeof(g));
+    gw_train_mem_format(m->optimizer, o_, sizeof(o_));
     gw_train_mem_format(m->activations, a, sizeof(a));
     fprintf(stderr,
-            "gradwire-train: %s needs %s (%.0f bytes: parameters %s, as much again for "
-            "gradients and for the optimizer's momentum, activations %s), more than "
-            "--max-rank-memory %s (%zu bytes)%s\n",
-            who, t, total, p, a, b, o->max_rank_memory,
-            suggest_split ? "; split the model over ranks with --tensor-parallel K and/or "
-                            "--pipeline-parallel K"
-                          : "; split it further (a larger --tensor-parallel or "
-                            "--pipeline-parallel) or use a smaller --batch");
+            "gradwire-train: %s needs %s (%.0f bytes: parameters %s, gradients %s, the "
+            "optimizer's momentum %s, activations %s), more than --max-rank-memory %s (%zu "
+            "bytes)%s\n",
+            who, t, total, p, g, o_, a, b, o->max_rank_memory,
+            suggest_split && !o->zero
+                ? "; split the model over ranks with --tensor-parallel K and/or "
+                  "--pipeline-parallel K, or shard the optimizer with --zero 1|2"
+            : suggest_split ? "; split the model over ranks with --tensor-parallel K and/or "
+                              "--pipeline-parallel K"
+                            : "; split it further (a larger --tensor-parallel or "
+                              "--pipeline-parallel) or use a smaller --batch");
     return GW_ERR_CONFIG;
 }

@@ -147,6 +147,17 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
                             nh_target * r->price_per_node_hour);
     if (r->rank_memory > 0)
         gw_kit_json_num(&j, "rank_memory_bytes", r->rank_memory);
+    if (r->dp_memory[0] > 0) {
+        /* Data parallel: what rank 0 holds, by kind; with --zero the
+         * momentum (and, stage 2, the gradients) are its shard. */
+        gw_kit_json_object(&j, "memory", NULL);
+        gw_kit_json_int(&j, "zero", r->zero);
+        gw_kit_json_num(&j, "params", r->dp_memory[0]);
+        gw_kit_json_num(&j, "grads", r->dp_memory[1]);
+        gw_kit_json_num(&j, "optimizer", r->dp_memory[2]);
+        gw_kit_json_num(&j, "activations", r->dp_memory[3]);
+        gw_kit_json_close(&j, NULL);
+    }
     if (r->par_tp > 0) {
         gw_kit_json_object(&j, "parallel", NULL);
         gw_kit_json_int(&j, "data", r->par_dp);

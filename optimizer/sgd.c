@@ -39,7 +39,7 @@ void gw_train_sgd_free(gw_train_sgd_t *s)
     s->velocity = NULL;
 }
 
-static void update(float *w, float *v, const float *g, size_t n, float mu, float wd, float lr)
+void gw_train_sgd_update(float *w, float *v, const float *g, size_t n, float mu, float wd, float lr)
 {
     for (size_t i = 0; i < n; i++) {
         v[i] = mu * v[i] + (g[i] + wd * w[i]);
@@ -59,8 +59,8 @@ void gw_train_sgd_step_range(gw_train_sgd_t *s, gw_train_mlp_t *m, const float *
             size_t a = spans[k][0] > lo ? spans[k][0] : lo;
             size_t e = spans[k][0] + spans[k][1] < hi ? spans[k][0] + spans[k][1] : hi;
             if (a < e)
-                update(m->params + a, s->velocity + a, grad + a, e - a, s->momentum,
-                       spans[k][2] ? s->weight_decay : 0.0f, lr);
+                gw_train_sgd_update(m->params + a, s->velocity + a, grad + a, e - a, s->momentum,
+                                    spans[k][2] ? s->weight_decay : 0.0f, lr);
         }
     }
 }

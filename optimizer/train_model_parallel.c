@@ -26,6 +26,7 @@
 
 #include "kit.h"
 #include "model_parallel.h"
+#include "zero.h"
 
 typedef struct mp_run {
     const gw_train_opts_t *o;
@@ -47,6 +48,7 @@ typedef struct mp_run {
     double ep_loss, dp_comm_s;
     long ep_correct, ep_seen;
     gw_train_pipe_stats_t ps, ps_epoch;
+    gw_train_zero_grid_t zg; /* --zero 1: the momentum sharded over the dp group (zero_grid.c) */
 } mp_run_t;
 
 static gw_status_t coll_fail(const char *what, gw_status_t st)
@@ -66,6 +68,11 @@ static gw_status_t report_memory(mp_run_t *r)
         r->local_b; /* the workspace holds one local batch; evaluation goes in such chunks */
     gw_train_mem_t m;
     gw_train_stage_mem(g, g->pp_rank, r->sizes, r->nlayers, cap, &m);
+    if (r->o->zero) {
+        double pad;
+        gw_train_zero_grid_sizes((size_t)(m.params / sizeof(float)), g->dp, &m.optimizer, &pad);
+        m.grads += pad;
+    }
     double mine[4] = {m.params, m.grads, m.optimizer, m.activations};
     r->mem = calloc(4 * (size_t)g->world, sizeof(double));
     if (!r->mem)
@@ -159,6 +166,8 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
     size_t cap = r->local_b;
     if ((st = gw_train_stage_init(&r->st, g, r->sizes, r->nlayers, cap, &r->rng)) != GW_OK)
         return st;
+    if (o->zero && (st = gw_train_zero_grid_init(&r->zg, g->dp_comm, &r->st)) != GW_OK)
+        return st;
     r->perm = malloc(r->train.n * sizeof(uint32_t));
     r->xb = malloc(r->local_b * r->train.dim * sizeof(float));
     r->yb = malloc(r->local_b * sizeof(int32_t));
@@ -216,7 +225,7 @@ static gw_status_t step(mp_run_t *r, long in_epoch, const uint32_t *perm)
         r->ep_correct += ok;
         r->ep_seen += (long)r->local_b;
     }
-    if (r->g.dp > 1) {
+    if (r->g.dp > 1 && !o->zero) {
         double t0 = gw_kit_now_s();
         st =
             gw_allreduce(r->g.dp_comm, r->st.grads, r->st.grads, r->st.nparams, GW_FLOAT32, GW_SUM);
@@ -235,7 +244,16 @@ static gw_status_t step(mp_run_t *r, long in_epoch, const uint32_t *perm)
             return st;
     }
     float lr = (float)gw_train_lr_at(o, r->gstep, r->spe);
-    gw_train_stage_sgd(&r->st, (float)o->momentum, (float)o->weight_decay, lr);
+    if (o->zero) {
+        double t0 = gw_kit_now_s();
+        st =
+            gw_train_zero_grid_step(&r->zg, &r->st, (float)o->momentum, (float)o->weight_decay, lr);
+        r->dp_comm_s += gw_kit_now_s() - t0;
+        if (st != GW_OK)
+            return st;
+    } else {
+        gw_train_stage_sgd(&r->st, (float)o->momentum, (float)o->weight_decay, lr);
+    }
     r->gstep++;
     return GW_OK;
 }
@@ -393,6 +411,7 @@ int gw_train_run_model_parallel(const gw_train_opts_t *o, gw_comm_t *comm)
         r.rep.open ? gw_train_report_close(&r.rep, st == GW_OK ? o->report_json : NULL) : GW_OK;
     if (st == GW_OK)
         st = rst;
+    gw_train_zero_grid_free(&r.zg);
     gw_train_stage_free(&r.st);
     gw_train_grid_free(&r.g);
     gw_train_dataset_free(&r.train);

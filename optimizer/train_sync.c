@@ -92,8 +92,16 @@ static gw_status_t setup(gw_train_sync_t *s)
     size_t most = balance || o->elastic ? (size_t)o->batch : s->local_b;
     size_t cap = most > 256 ? most : 256;
     /* The whole model on every rank: checked before it is allocated. */
-    gw_train_mem_data_parallel(sizes, ns - 1, cap, s->local_b, &s->mem);
-    if ((st = gw_train_mem_check(o, &s->mem, "each data-parallel rank (the whole model)", 1)))
+    char who[96] = "each data-parallel rank (the whole model)";
+    if (o->zero) {
+        gw_train_mem_zero(o->zero, s->world, o->bucket_bytes, sizes, ns - 1, cap, s->local_b,
+                          &s->mem);
+        snprintf(who, sizeof(who), "each data-parallel rank (ZeRO-%d over %d ranks)", o->zero,
+                 s->world);
+    } else {
+        gw_train_mem_data_parallel(sizes, ns - 1, cap, s->local_b, &s->mem);
+    }
+    if ((st = gw_train_mem_check(o, &s->mem, who, 1)))
         return st;
     if ((st = gw_train_mlp_init(&s->model, sizes, ns, cap, &s->rng)) != GW_OK)
         return st;
@@ -106,8 +114,17 @@ static gw_status_t setup(gw_train_sync_t *s)
     int dgc = o->dgc_momentum > 0;
     double mom = dgc ? (codec ? 0.0 : o->dgc_momentum) : o->momentum;
     double wd = dgc && codec ? 0.0 : o->weight_decay;
-    if ((st = gw_train_sgd_init(&s->sgd, &s->model, mom, wd)) != GW_OK)
+    if (o->zero) {
+        if ((st = gw_train_zero_init(&s->zero, s->comm, &s->model, o->zero, mom, wd,
+                                     o->bucket_bytes, o->overlap)) != GW_OK)
+            return st;
+        /* What was allocated, not the plan: they must agree. */
+        s->mem.params = s->zero.mem.params;
+        s->mem.grads = s->zero.mem.grads;
+        s->mem.optimizer = s->zero.mem.optimizer;
+    } else if ((st = gw_train_sgd_init(&s->sgd, &s->model, mom, wd)) != GW_OK) {
         return st;
+    }
     s->perm = malloc(s->train.n * sizeof(uint32_t));
     s->xb = malloc(most * s->train.dim * sizeof(float));
     s->yb = malloc(most * sizeof(int32_t));
@@ -116,7 +133,8 @@ static gw_status_t setup(gw_train_sync_t *s)
         return GW_ERR_NO_MEMORY;
     }
     gw_comm_t *c = s->world > 1 ? s->comm : NULL;
-    if ((st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, codec)))
+    if (!o->zero &&
+        (st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, codec)))
         return st;
     if (codec) {
         if ((st = gw_train_codec_create(s->comm, o, &s->bk, s->spe, &s->codec)) != GW_OK)
@@ -142,6 +160,11 @@ static gw_status_t setup(gw_train_sync_t *s)
     }
     st = gw_train_report_open(&s->rep, o, s->rank, s->world);
     s->rep.rank_memory = gw_train_mem_total(&s->mem);
+    s->rep.dp_memory[0] = s->mem.params;
+    s->rep.dp_memory[1] = s->mem.grads;
+    s->rep.dp_memory[2] = s->mem.optimizer;
+    s->rep.dp_memory[3] = s->mem.activations;
+    s->rep.zero = o->zero;
     s->rep.straggler = &s->strag;
     return st;
 }
@@ -152,6 +175,7 @@ static void teardown(gw_train_sync_t *s)
     gw_train_buckets_free(&s->bk);
     gw_train_codec_destroy(s->codec);
     gw_train_sgd_free(&s->sgd);
+    gw_train_zero_free(&s->zero);
     gw_train_mlp_free(&s->model);
     gw_train_dataset_free(&s->train);
     gw_train_dataset_free(&s->test);
@@ -161,12 +185,29 @@ static void teardown(gw_train_sync_t *s)
     gw_train_straggler_free(&s->strag);
 }
 
+static gw_status_t time_allreduce_into(gw_train_sync_t *s, float *buf, size_t count, int reps,
+                                       double *out);
+
 /* Median time of `reps` allreduces of count floats, the largest over ranks. */
 static gw_status_t time_allreduce(gw_train_sync_t *s, size_t count, int reps, double *out)
 {
+    /* Scratch: gradients are overwritten by backward (--zero keeps none). */
+    float *buf = s->model.grads ? s->model.grads : malloc(count * sizeof(float));
+    gw_status_t st = time_allreduce_into(s, buf, count, reps, out);
+    if (buf != s->model.grads)
+        free(buf);
+    return st;
+}
+
+static gw_status_t time_allreduce_into(gw_train_sync_t *s, float *buf, size_t count, int reps,
+                                       double *out)
+{
     double t[32];
-    float *buf = s->model.grads; /* scratch: gradients are overwritten by backward */
     gw_status_t st;
+    if (!buf) {
+        fprintf(stderr, "gradwire-train: out of memory for the link measurement\n");
+        return GW_ERR_NO_MEMORY;
+    }
     for (int i = -2; i < reps; i++) {
         double t0 = gw_kit_now_s();
         if ((st = gw_allreduce(s->comm, buf, buf, count, GW_FLOAT32, GW_SUM)) != GW_OK)
@@ -247,16 +288,29 @@ gw_status_t gw_train_sync_step(gw_train_sync_t *s)
     gw_train_mlp_forward(&s->model, s->xb, s->local_b);
     gw_train_mlp_loss(&s->model, s->yb, s->local_b, s->grad_scale, &s->ep_loss, &s->ep_correct);
     s->ep_seen += (long)s->local_b;
-    st = gw_train_mlp_backward(&s->model, s->local_b, gw_train_buckets_ready, &s->bk);
-    double t1 = gw_kit_now_s();
-    gw_status_t fst = gw_train_buckets_finish(&s->bk);
-    if (st == GW_OK)
-        st = fst;
-    double t2 = gw_kit_now_s();
     float lr = (float)gw_train_lr_at(s->o, s->gstep, s->spe);
     s->lr = lr;
-    if (st == GW_OK)
-        gw_train_sgd_step(&s->sgd, &s->model, s->model.grads, lr);
+    double t1, t2;
+    if (s->o->zero) {
+        /* Backward, reduce-scatter, update and allgather interleave
+         * (zero.c): what the training thread waited for is the wait, the
+         * rest compute. */
+        double w0 = s->zero.wait_s;
+        st = gw_train_zero_backward_step(&s->zero, s->local_b, lr);
+        double waited = s->zero.wait_s - w0;
+        s->bk.wait_s += waited;
+        t2 = gw_kit_now_s();
+        t1 = t2 - waited;
+    } else {
+        st = gw_train_mlp_backward(&s->model, s->local_b, gw_train_buckets_ready, &s->bk);
+        t1 = gw_kit_now_s();
+        gw_status_t fst = gw_train_buckets_finish(&s->bk);
+        if (st == GW_OK)
+            st = fst;
+        t2 = gw_kit_now_s();
+        if (st == GW_OK)
+            gw_train_sgd_step(&s->sgd, &s->model, s->model.grads, lr);
+    }
     double t3 = gw_kit_now_s();
     /* Between layers this thread only queues buckets; the codec runs on the
      * progress thread (or, blocking, inside finish), so everything outside
@@ -306,6 +360,12 @@ gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s)
     c.params = s->model.params;
     c.velocity = s->sgd.velocity;
     gw_status_t st = GW_OK;
+    if (s->o->zero) {
+        /* This rank's shard only (format version 2): resuming puts the
+         * shards of every rank together (zero.c). */
+        c.velocity = s->zero.velocity;
+        c.velocity_len = s->zero.shard;
+    }
     if (s->codec && (st = gw_train_codec_save(s->codec, &c.codec_state, &c.codec_len)) != GW_OK)
         fprintf(stderr, "gradwire-train: cannot save the codec state: %s\n", gw_status_str(st));
     if (st == GW_OK)
@@ -377,9 +437,25 @@ static gw_status_t resume(gw_train_sync_t *s)
     }
     if (st == GW_OK && s->codec)
         st = gw_train_codec_load(s->codec, c.codec_state, c.codec_len);
+    /* A --zero checkpoint holds shards: the whole momentum is put together
+     * from every rank's file (on this run's rank count or another). */
+    float *full = NULL;
+    if (st == GW_OK && c.velocity_len != c.nparams) {
+        if (!(full = malloc(c.nparams * sizeof(float)))) {
+            fprintf(stderr, "gradwire-train: out of memory to re-shard the momentum\n");
+            st = GW_ERR_NO_MEMORY;
+        } else {
+            st = gw_train_zero_assemble_velocity(s->o->ckpt_dir, step, (int)c.world, &s->model,
+                                                 s->o->bucket_bytes, full);
+        }
+    }
+    const float *velocity = full ? full : c.velocity;
     if (st == GW_OK) {
         memcpy(s->model.params, c.params, c.nparams * sizeof(float));
-        memcpy(s->sgd.velocity, c.velocity, c.nparams * sizeof(float));
+        if (s->o->zero)
+            gw_train_zero_load_velocity(&s->zero, velocity);
+        else
+            memcpy(s->sgd.velocity, velocity, c.nparams * sizeof(float));
         s->rng = c.rng;
         s->epoch = (long)c.epoch;
         s->step = (long)c.step_in_epoch;
@@ -394,6 +470,7 @@ static gw_status_t resume(gw_train_sync_t *s)
         if (other_world)
             gw_train_resume_renumber(s, &c);
     }
+    free(full);
     gw_train_ckpt_release(&c);
     return st;
 }
@@ -465,12 +542,24 @@ train:
                s.world, s.model.nparams, o->batch, s.local_b, s.spe, (size_t)s.bk.nb,
                gw_comm_transport(comm), s.resumed ? ", resumed" : "");
     fflush(stdout); /* a log watcher (train_elastic_test.sh) sees the start at once */
+    if (s.rank == 0 && !o->quiet && o->zero) {
+        char p[32], g[32], m[32], t[32];
+        gw_train_mem_format(s.mem.params, p, sizeof(p));
+        gw_train_mem_format(s.mem.grads, g, sizeof(g));
+        gw_train_mem_format(s.mem.optimizer, m, sizeof(m));
+        gw_train_mem_format(gw_train_mem_total(&s.mem), t, sizeof(t));
+        printf("gradwire-train: ZeRO-%d over %d ranks, %d buckets; memory per rank: "
+               "parameters %s, gradients %s (%.0f bytes), optimizer state %s (%.0f bytes), "
+               "%s in all\n",
+               o->zero, s.world, s.zero.nu, p, g, s.mem.grads, m, s.mem.optimizer, t);
+    }
     if (s.rank == 0 && !o->quiet && o->max_rank_memory) {
         char need[32], budget[32];
         gw_train_mem_format(gw_train_mem_total(&s.mem), need, sizeof(need));
         gw_train_mem_format((double)o->max_rank_memory, budget, sizeof(budget));
-        printf("gradwire-train: memory per rank %s (every rank holds the whole model), "
-               "--max-rank-memory %s\n",
+        printf(o->zero ? "gradwire-train: memory per rank %s, --max-rank-memory %s\n"
+                       : "gradwire-train: memory per rank %s (every rank holds the whole model), "
+                         "--max-rank-memory %s\n",
                need, budget);
     }
     st = gw_train_sync_loop(&s);

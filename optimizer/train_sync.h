@@ -8,6 +8,7 @@
 
 #include "model_parallel.h"
 #include "straggler.h"
+#include "zero.h"
 
 typedef struct gw_train_sync {
     const gw_train_opts_t *o;
@@ -16,6 +17,7 @@ typedef struct gw_train_sync {
     gw_train_dataset_t train, test;
     gw_train_mlp_t model;
     gw_train_sgd_t sgd;
+    gw_train_zero_t zero; /* --zero: the sharded optimizer (zero.c) instead of sgd and bk */
     gw_train_codec_t *codec;
     gw_train_buckets_t bk;
     gw_train_report_t rep;

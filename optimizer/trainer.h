@@ -88,6 +88,7 @@ typedef struct gw_train_opts {
     int straggler_balance;      /* --straggler balance (straggler.c) */
     long balance_every;         /* steps between two splits of the global batch */
     const char *trace;          /* --trace FILE: GW_TRACE for this run, merged by rank 0 */
+    int zero;                   /* ZeRO stage (zero.c): 0 off, 1 momentum, 2 and gradients */
 } gw_train_opts_t;
 
 /* Parse argv (argv[0] is the program). Returns -1 to go on, or an exit
@@ -209,6 +210,14 @@ void gw_train_softmax_xent(const float *z, float *d, int k, const int32_t *y, si
  * after each layer. Stops at ready's first error. */
 gw_status_t gw_train_mlp_backward(gw_train_mlp_t *m, size_t B, gw_train_grad_ready_fn ready,
                                   void *ctx);
+/* The two halves of backward for layer l, for callers that keep the
+ * gradients elsewhere (ZeRO's buckets, zero.c): rows [row0, row1) of dW
+ * of layer l into dw ((row1 - row0) x in) and, unless db is NULL, all of
+ * db (out), from delta[l + 1]; then delta[l] from delta[l + 1] (l > 0), which reads
+ * layer l's weights. */
+void gw_train_mlp_backward_weights(gw_train_mlp_t *m, size_t B, int l, int row0, int row1,
+                                   float *dw, float *db);
+void gw_train_mlp_backward_input(gw_train_mlp_t *m, size_t B, int l);
 /* Loss sum and correct count over a whole data set, in batches. */
 void gw_train_mlp_evaluate(gw_train_mlp_t *m, const gw_train_dataset_t *d, double *loss_sum,
                            long *correct);
@@ -224,6 +233,10 @@ typedef struct gw_train_sgd {
 gw_status_t gw_train_sgd_init(gw_train_sgd_t *s, const gw_train_mlp_t *m, double momentum,
                               double weight_decay);
 void gw_train_sgd_free(gw_train_sgd_t *s);
+/* v = mu v + (g + wd w), w -= lr v on n elements: the update itself, the
+ * one every optimizer path applies (sharded by ZeRO, zero.c). */
+void gw_train_sgd_update(float *w, float *v, const float *g, size_t n, float mu, float wd,
+                         float lr);
 /* v = momentum * v + g + wd * w (weights only); w -= lr * v. */
 void gw_train_sgd_step(gw_train_sgd_t *s, gw_train_mlp_t *m, const float *grad, float lr);
 /* The same on the flat parameters [lo, hi) only (a parameter server's
@@ -320,6 +333,9 @@ typedef struct gw_train_ckpt {
     char config[512];
     size_t nparams;
     float *params, *velocity;
+    /* Floats in velocity: 0 or nparams, the whole momentum; otherwise the
+     * rank's --zero shard (zero.c), written as format version 2. */
+    size_t velocity_len;
     size_t codec_len; /* the codec states' image: residuals, steps, PowerSGD Q */
     unsigned char *codec_state;
 } gw_train_ckpt_t;
@@ -383,7 +399,11 @@ typedef struct gw_train_report {
     const char *mode, *codec;
     char config[512];
     double rank_memory; /* bytes, the largest rank's (0: not computed) */
-    int nodes;          /* world / ranks per node, rounded up */
+    /* Data parallel: this rank's params, grads, optimizer and activation
+     * bytes (rank_memory.c, zero.c), with the ZeRO stage (0: off). */
+    double dp_memory[4];
+    int zero;
+    int nodes; /* world / ranks per node, rounded up */
     double price_per_node_hour;
     /* Model parallelism (train_model_parallel.c); par_tp 0: data parallel. */
     int par_dp, par_pp, par_tp, par_micro;

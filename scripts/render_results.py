@@ -101,6 +101,14 @@ CAMPAIGNS = {
         "codec (bench/train_accuracy.sh --json). Each run is compared with its reference in the "
         "same campaign: the rank counts with 1 rank, the codecs with the dense 4-rank run.",
     ),
+    "zero": (
+        "ZeRO: sharded optimizer state",
+        "`gradwire train --zero 1|2` on Fashion-MNIST (MLP 784-256-128-10, global batch 128, "
+        "256 KiB buckets) against plain data parallelism on 2 and 4 local ranks: the test "
+        "accuracy and what rank 0 holds for the parameters, the gradients and the momentum, "
+        "from each run's own report (bench/train_zero.sh --json). --zero 1 shards the momentum, "
+        "--zero 2 the reduced gradients too (plus a two-bucket workspace that does not shrink).",
+    ),
     "elastic": (
         "Elastic training: a rank lost in epoch 2",
         "Fashion-MNIST on 4 ranks over shared memory: an elastic run (`gradwire launch --elastic`, "
@@ -471,6 +479,33 @@ def body_train_accuracy(doc):
         "" if warm is None else ", the codecs after %s dense epoch(s)" % warm), text, [])
 
 
+def body_zero(doc):
+    rs = doc["results"]
+    plain = {r["ranks"]: r for r in rs if r["zero"] == 0}
+    rows = []
+    for r in rs:
+        ref = plain.get(r["ranks"])
+        is_ref = ref is r
+        diff = ("%+.2f points" % (100 * (r["final_test_acc"] - ref["final_test_acc"]))
+                if ref and not is_ref else "reference")
+        rows.append(["%d" % r["ranks"], "plain" if r["zero"] == 0 else "--zero %d" % r["zero"],
+                     pct(r["final_test_acc"]), diff, fmt(r["final_loss"], 4),
+                     "%d" % r["params_bytes"], "%d" % r["grads_bytes"], "%d" % r["optimizer_bytes"],
+                     ratio(r["grads_bytes"] + r["optimizer_bytes"],
+                           ref["grads_bytes"] + ref["optimizer_bytes"]) if ref else "-",
+                     fmt(r["train_s"], 1)])
+    head = ["ranks", "run", "test accuracy", "vs plain", "final loss", "parameters (B)",
+            "gradients (B)", "momentum (B)", "gradients + momentum / plain's", "training (s)"]
+    text = ["Each --zero run against plain data parallelism on the same number of ranks: the "
+            "difference in test accuracy, and the bytes of gradients and momentum per rank "
+            "as a ratio of plain's.", "",
+            md_table(head, rows, ["---:", "---", "---:", "---", "---:", "---:", "---:", "---:",
+                                  "---:", "---:"]), ""]
+    p = doc.get("params", {})
+    return ("data %s, %s epoch(s), global batch %s, %s KiB buckets" % (
+        p.get("data"), p.get("epochs"), p.get("global_batch"), p.get("bucket_kb")), text, [])
+
+
 def body_elastic(doc):
     rs = doc["results"]
     base = next((r for r in rs if r["run"] == "un-killed"), None)
@@ -665,7 +700,7 @@ def body_latency(doc):
 
 BODIES = {"scale": body_scale, "train-accuracy": body_train_accuracy, "elastic": body_elastic,
           "stragglers": body_stragglers, "acceptance": body_acceptance, "soft-roce": body_soft_roce,
-          "fusion": body_fusion, "latency": body_latency}
+          "fusion": body_fusion, "latency": body_latency, "zero": body_zero}
 
 
 def custom_page(name, doc):

@@ -44,6 +44,7 @@ CAMPAIGNS=(
     'scale|-|bench/scale.sh --json "$J" "$B" "4 8 16 32" 1'
     'train-accuracy|-|bench/train_accuracy.sh "$B" --epochs 1 --codec-warmup-epochs 0 --json "$J"'
     'elastic|-|bench/train_elastic.sh --json "$J" "$B" 2 128'
+    'zero|-|bench/train_zero.sh "$B" --epochs 1 --json "$J"'
     'stragglers|root|bench/stragglers.sh --build "$B" --epochs 1 --json "$J"'
     'fusion|-|bench/fusion.sh --ranks 2 --iters 30 --json "$J" "$B"'
     'pytorch|-|python/bench/torch_compare.sh --local 4 --json "$J" "$B" -- allreduce --sizes 1K,16K,256K,1M,4M --reps 3 --budget 0.1'

@@ -59,8 +59,8 @@ static int open_runtime(cuda_t *c)
     c->memcpy = (cuda_memcpy_fn)(uintptr_t)sym(h, "cudaMemcpy");
     c->sync = (cuda_sync_fn)(uintptr_t)sym(h, "cudaDeviceSynchronize");
     c->set_device = (cuda_set_device_fn)(uintptr_t)sym(h, "cudaSetDevice");
-    return c->malloc_dev && c->malloc_host && c->free_dev && c->free_host && c->memcpy &&
-                   c->sync && c->set_device
+    return c->malloc_dev && c->malloc_host && c->free_dev && c->free_host && c->memcpy && c->sync &&
+                   c->set_device
                ? 0
                : -1;
 }
@@ -109,8 +109,7 @@ void gwc_gpu_measure(gwc_node_fig_t *f, size_t bytes, double min_s)
         return;
     }
     f->gpu = 1;
-    snprintf(f->gpu_name, sizeof(f->gpu_name), "%.80s (of %d)", info.devices[0],
-             info.device_count);
+    snprintf(f->gpu_name, sizeof(f->gpu_name), "%.80s (of %d)", info.devices[0], info.device_count);
     cuda_t c;
     memset(&c, 0, sizeof(c));
     void *d0 = NULL, *d1 = NULL, *host = NULL;

@@ -97,8 +97,8 @@ double gwc_triad(size_t bytes, int threads, double min_s, char *why, size_t cap)
         goto out;
     }
     for (int t = 0; t < threads; t++)
-        parts[t] = (triad_part_t){a, b, c, n * (size_t)t / (size_t)threads,
-                                  n * (size_t)(t + 1) / (size_t)threads, 0};
+        parts[t] = (triad_part_t){
+            a, b, c, n * (size_t)t / (size_t)threads, n * (size_t)(t + 1) / (size_t)threads, 0};
     if (triad_pass(parts, tids, threads, 1) != 0) {
         snprintf(why, cap, "cannot start %d threads", threads);
         goto out;
@@ -166,8 +166,8 @@ static void measure(const gwc_run_t *r, gwc_node_fig_t *f)
     double t0 = gw_kit_now_s();
     f->measured = 1;
     f->threads = threads;
-    f->v[GWC_NODE_MEM] = gwc_triad(o->node_bytes, threads, o->node_s, f->why[GWC_NODE_MEM],
-                                   sizeof(f->why[0]));
+    f->v[GWC_NODE_MEM] =
+        gwc_triad(o->node_bytes, threads, o->node_s, f->why[GWC_NODE_MEM], sizeof(f->why[0]));
     f->v[GWC_NODE_GEMM] =
         gwc_gemm(o->gemm_n, threads, o->node_s, f->why[GWC_NODE_GEMM], sizeof(f->why[0]));
     gwc_gpu_measure(f, o->node_bytes, o->node_s);

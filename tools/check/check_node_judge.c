@@ -86,8 +86,9 @@ void gwc_node_judge_figure(const char *what, const char *unit, const double *fig
         double frac = ref > 0 ? fig[h] / ref : 1;
         if (frac < fraction) {
             o->verdict = GWC_FAIL;
-            snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of the hosts' %.3g (< %.0f%%)",
-                     what, fig[h], unit, frac * 100, ref, fraction * 100);
+            snprintf(o->cause, sizeof(o->cause),
+                     "%s %.3g %s = %.0f%% of the hosts' %.3g (< %.0f%%)", what, fig[h], unit,
+                     frac * 100, ref, fraction * 100);
             if (oversub && oversub[h] && !judge_oversub) {
                 char was[200];
                 snprintf(was, sizeof(was), "%s", o->cause);
@@ -96,8 +97,9 @@ void gwc_node_judge_figure(const char *what, const char *unit, const double *fig
             }
         } else if (frac < (1 + fraction) / 2) {
             o->verdict = GWC_WARN;
-            snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of the hosts' %.3g (< %.0f%%)",
-                     what, fig[h], unit, frac * 100, ref, (1 + fraction) / 2 * 100);
+            snprintf(o->cause, sizeof(o->cause),
+                     "%s %.3g %s = %.0f%% of the hosts' %.3g (< %.0f%%)", what, fig[h], unit,
+                     frac * 100, ref, (1 + fraction) / 2 * 100);
         } else {
             o->verdict = GWC_PASS;
             snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of the hosts' %.3g", what,
@@ -140,8 +142,9 @@ static void judge_nic(gwc_run_t *r, int h, gwc_nic_t *nic)
     }
     if (isnan(nic->best_GBps)) {
         j->verdict = GWC_SKIP;
-        snprintf(j->cause, sizeof(j->cause), "NIC %.16s %.0f Gbit/s: no link to another host measured",
-                 ri->ifname, nic->line_GBps * 8);
+        snprintf(j->cause, sizeof(j->cause),
+                 "NIC %.16s %.0f Gbit/s: no link to another host measured", ri->ifname,
+                 nic->line_GBps * 8);
         return;
     }
     nic->pct = nic->best_GBps / nic->line_GBps * 100;
@@ -149,8 +152,7 @@ static void judge_nic(gwc_run_t *r, int h, gwc_nic_t *nic)
     j->verdict = low ? GWC_WARN : GWC_PASS;
     snprintf(j->cause, sizeof(j->cause),
              "NIC %.16s: best link %.3f GB/s = %.0f%% of its %.0f Gbit/s line rate%s", ri->ifname,
-             nic->best_GBps, nic->pct, nic->line_GBps * 8,
-             low ? " (< --line-fraction)" : "");
+             nic->best_GBps, nic->pct, nic->line_GBps * 8, low ? " (< --line-fraction)" : "");
 }
 
 /* The GPU's verdict on each host: the worst of its copies' (figures

@@ -4,7 +4,9 @@
  * on made-up figures either side of each rule, a whole made-up run judged
  * and written in every report format, and the measurements themselves
  * (the triad, the GEMM, the GPU's absence) at sizes that take milliseconds,
- * judged by what they compute, never by how fast.
+ * judged by what they compute, never by how fast; and the options that
+ * size them, refused clearly when out of range, and honoured by a
+ * one-rank run.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "support/run.h"
 
 #define MAXH 8
 
@@ -362,4 +365,59 @@ Test(check_node_measure, the_gpu_says_whether_it_is_present)
         cr_expect(isfinite(f.v[GWC_NODE_GPU_D2D]) && f.v[GWC_NODE_GPU_D2D] > 0, "%s",
                   f.why[GWC_NODE_GPU_D2D]);
     }
+}
+
+/* ---- the options, through the program (one rank, no launcher) ---- */
+
+static run_result_t check_cmd(const char *a1, const char *a2, const char *a3)
+{
+    char *argv[] = {GW_BUILD_DIR "/gradwire-check", (char *)a1, (char *)a2, (char *)a3, NULL};
+    char *env[] = {"GW_RANK=0", "GW_SIZE=1", NULL};
+    run_result_t r = run_cmd(argv, env, 60);
+    cr_assert(!r.timed_out, "%s", r.output);
+    return r;
+}
+
+Test(check_node_opts, out_of_range_sizes_are_refused_by_name)
+{
+    static const char *const bad[][2] = {{"--node-size", "1"},     {"--node-size", "lots"},
+                                         {"--gemm-size", "8"},     {"--gemm-size", "99999"},
+                                         {"--node-time", "0"},     {"--node-time", "61"},
+                                         {"--node-fraction", "2"}, {"--node-fraction", "-0.1"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        run_result_t r = check_cmd(bad[i][0], bad[i][1], NULL);
+        cr_expect(r.exited && r.status == 2, "%s %s: status %d: %s", bad[i][0], bad[i][1], r.status,
+                  r.output);
+        cr_expect(strstr(r.output, bad[i][0]) != NULL && strstr(r.output, bad[i][1]) != NULL,
+                  "%s %s: the error does not name them: %s", bad[i][0], bad[i][1], r.output);
+        free(r.output);
+    }
+}
+
+Test(check_node_opts, no_node_leaves_them_out_and_sizes_are_honoured)
+{
+    char dir[] = "/tmp/gwc_opts_XXXXXX", json[128], arg[160];
+    cr_assert(mkdtemp(dir));
+    snprintf(json, sizeof(json), "%s/r.json", dir);
+    snprintf(arg, sizeof(arg), "--json=%s", json);
+    /* One rank: nothing to judge the node against, NOT_JUDGED (exit 3). */
+    run_result_t r = check_cmd("--node-size=64K", "--gemm-size=32", arg);
+    cr_expect(r.exited && r.status == GWC_EXIT_NOT_JUDGED, "status %d: %s", r.status, r.output);
+    cr_expect(strstr(r.output, "cannot judge without other hosts or a baseline") != NULL, "%s",
+              r.output);
+    free(r.output);
+    const char *s = slurp(json);
+    cr_expect(strstr(s, "\"node_bytes\": 65536") != NULL && strstr(s, "\"gemm_n\": 32") != NULL,
+              "%s", s);
+    cr_expect(strstr(s, "\"triad_GBps\": null") == NULL, "no triad figure: %s", s);
+    /* --no-node: the rest alone, which one rank passes. */
+    r = check_cmd("--no-node", arg, NULL);
+    cr_expect(r.exited && r.status == 0, "status %d: %s", r.status, r.output);
+    cr_expect(strstr(r.output, "== node: left out (--no-node)") != NULL, "%s", r.output);
+    free(r.output);
+    s = slurp(json);
+    cr_expect(strstr(s, "\"left_out\": \"--no-node\"") != NULL, "%s", s);
+    cr_expect(strstr(s, "\"hosts\": []") != NULL, "node hosts listed: %s", s);
+    unlink(json);
+    rmdir(dir);
 }

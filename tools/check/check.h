@@ -204,10 +204,10 @@ enum {
     GWC_NODE_FIGURES
 };
 typedef struct gwc_node_fig {
-    int32_t measured; /* 1: this rank measured its host */
-    int32_t threads;  /* the triad's and the GEMM's threads */
-    int32_t gpu;      /* 1: a CUDA device is present */
-    int32_t pad;
+    int32_t measured;               /* 1: this rank measured its host */
+    int32_t threads;                /* the triad's and the GEMM's threads */
+    int32_t gpu;                    /* 1: a CUDA device is present */
+    int32_t retested;               /* measured twice (a suspect), the better figures kept */
     double v[GWC_NODE_FIGURES];     /* NAN: not measured */
     double seconds;                 /* what the node checks took on this host */
     char why[GWC_NODE_FIGURES][96]; /* why a figure is NAN */

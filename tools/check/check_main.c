@@ -67,7 +67,7 @@ static void usage(FILE *out)
             "      --no-node           leave out the node checks (memory bandwidth, GEMM, GPU)\n"
             "      --node-size SIZE    the triad's arrays and the GPU's copies (default 32M)\n"
             "      --gemm-size N       the GEMM's matrix order (default 1024)\n"
-            "      --node-time S       seconds each node measurement runs (default 0.25; one\n"
+            "      --node-time S       seconds each node measurement runs (default 0.2; one\n"
             "                          rank per host measures, hosts sharing a machine in turns)\n"
             "      --node-fraction X   a host's memory bandwidth, GEMM or GPU FAILs under X x\n"
             "                          the hosts' median, WARNs under (1+X)/2 x (default 0.7);\n"
@@ -179,7 +179,7 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->node = 1;
     o->node_bytes = (size_t)32 << 20;
     o->gemm_n = 1024;
-    o->node_s = 0.25;
+    o->node_s = 0.2;
     o->node_fraction = 0.7;
     int c;
     gw_kit_getopt_begin();

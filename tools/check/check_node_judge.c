@@ -19,6 +19,8 @@
  * FAIL on a host whose machine has more ranks than CPUs becomes
  * NOT_JUDGED, "inconclusive: oversubscribed", unless
  * --judge-oversubscribed, as for the network's timing (check_timing.c).
+ * A host under the WARN bound was measured twice (check_node.c) and is
+ * judged by the better of its figures, its cause saying so.
  * These rules are gwc_node_judge_figure, a pure function over the hosts'
  * figures, unit-tested in tests/tools/test_check_node.c.
  *
@@ -209,6 +211,12 @@ void gwc_judge_node(gwc_run_t *r)
             else if (isnan(fig[h]) && !n->fig[h].measured)
                 snprintf(n->judged[h][k].cause, sizeof(n->judged[h][k].cause),
                          "%s: not measured (the check failed first)", gwc_node_figure_name[k]);
+            /* A suspect measured twice: the figure is the better one. */
+            gwc_node_judged_t *j = &n->judged[h][k];
+            size_t used = strlen(j->cause);
+            if (n->fig[h].retested && (j->verdict == GWC_FAIL || j->verdict == GWC_WARN))
+                snprintf(j->cause + used, sizeof(j->cause) - used, "%s",
+                         "; the better of 2 measurements");
         }
     }
     free(out);

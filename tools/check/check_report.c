@@ -220,6 +220,7 @@ static void json_node(gw_kit_json_t *j, const gwc_run_t *r)
         gw_kit_json_int(j, "rank", r->hosts[h].first_rank);
         gw_kit_json_int(j, "threads", f->threads);
         gw_kit_json_num(j, "seconds", f->seconds);
+        gw_kit_json_bool(j, "measured_twice", f->retested);
         static const char *const keys[2] = {"memory", "gemm"};
         static const char *const units[2] = {"triad_GBps", "sgemm_GFLOPps"};
         for (int k = 0; k < 2; k++) {

@@ -43,6 +43,14 @@ typedef void (*set_threads_fn)(int);
 double gwc_gemm(long n, int threads, double min_s, char *why, size_t cap)
 {
     static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
+    /* OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) after
+     * each product before they sleep (OPENBLAS_THREAD_TIMEOUT, read when
+     * it loads): spinning, they would take the CPUs from this rank's
+     * network phases and its neighbours', and on a host held to a sliver
+     * of a CPU eat its quota (a host held to 2% took 24 s for its node
+     * checks, most of it spun). 2^4 cycles: they sleep at once, and each
+     * product, tens of milliseconds, wakes them. A user's setting wins. */
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
     void *h = NULL;
     for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

@@ -211,10 +211,10 @@ static gw_status_t round_of(gwc_run_t *r, const int32_t *sel, const char *what, 
 
 /* Rank 0: the hosts whose memory, GEMM or GPU figure is under the WARN
  * bound against the others' (judged as the verdict will be, but
- * oversubscribed or not), into sel[]; how many. */
-static int suspects(const gwc_run_t *r, const gwc_node_fig_t *all, int32_t *sel)
+ * oversubscribed or not), into sel[]. */
+static void suspects(const gwc_run_t *r, const gwc_node_fig_t *all, int32_t *sel)
 {
-    int nh = r->nhosts, n = 0;
+    int nh = r->nhosts;
     double *fig = calloc((size_t)nh, sizeof(double));
     gwc_node_judged_t *out = calloc((size_t)nh, sizeof(*out));
     memset(sel, 0, (size_t)nh * sizeof(*sel));
@@ -226,57 +226,82 @@ static int suspects(const gwc_run_t *r, const gwc_node_fig_t *all, int32_t *sel)
         for (int h = 0; h < nh; h++)
             sel[h] |= out[h].verdict == GWC_WARN || out[h].verdict == GWC_FAIL;
     }
-    for (int h = 0; h < nh; h++)
-        n += sel[h] != 0;
     free(fig);
     free(out);
-    return n;
+}
+
+/* Rank 0: the selected hosts' second figures into all[] (each the better
+ * of its two), and marked done. */
+static void merge(const gwc_run_t *r, const int32_t *sel, const gwc_node_fig_t *again,
+                  gwc_node_fig_t *all, int32_t *done)
+{
+    for (int h = 0; h < r->nhosts; h++) {
+        gwc_node_fig_t *f = &all[r->hosts[h].first_rank];
+        const gwc_node_fig_t *g = &again[r->hosts[h].first_rank];
+        if (!sel[h] || !g->measured)
+            continue;
+        done[h] = 1;
+        f->retested = 1;
+        f->seconds += g->seconds;
+        for (int k = 0; k < GWC_NODE_FIGURES; k++)
+            if (!isnan(g->v[k]) && (isnan(f->v[k]) || g->v[k] > f->v[k]))
+                f->v[k] = g->v[k];
+    }
 }
 
 gw_status_t gwc_node_checks(gwc_run_t *r)
 {
+    int nh = r->nhosts;
     gwc_node_fig_t *all = calloc((size_t)r->size, sizeof(*all));
     gwc_node_fig_t *again = calloc((size_t)r->size, sizeof(*again));
-    int32_t *sel = calloc((size_t)r->nhosts + 1, sizeof(*sel));
-    gw_status_t st = all && again && sel ? GW_OK : GW_ERR_NO_MEMORY;
+    int32_t *sel = calloc((size_t)nh + 1, sizeof(*sel));
+    int32_t *done = calloc((size_t)nh, sizeof(*done));
+    gw_status_t st = all && again && sel && done ? GW_OK : GW_ERR_NO_MEMORY;
     if (st == GW_OK)
         st = round_of(r, NULL, "", all);
     /* Suspects measure again: a healthy host that met a burst of load in
      * its turn is fine the second time, a slow one is slow again; each
-     * figure keeps the better of the two (noise only slows a host). */
-    if (st == GW_OK && r->rank == 0 && (sel[r->nhosts] = suspects(r, all, sel)) > 0)
-        gwc_progress(r, "node checks: %d host(s) below the others, measured again", sel[r->nhosts]);
-    if (st == GW_OK)
-        st = gw_broadcast(r->comm, sel, sel, (size_t)r->nhosts + 1, GW_INT32, 0);
-    if (st == GW_OK && sel[r->nhosts] > 0)
+     * figure keeps the better of the two (noise only slows a host). The
+     * better figures can raise the reference and put a host measured once
+     * under it: such a host gets its second measurement too, in one more
+     * round at most. */
+    for (int pass = 0; st == GW_OK && pass < 2; pass++) {
+        if (r->rank == 0) {
+            suspects(r, all, sel);
+            sel[nh] = 0;
+            for (int h = 0; h < nh; h++) {
+                sel[h] = sel[h] && !done[h];
+                sel[nh] += sel[h] != 0;
+            }
+            if (sel[nh] > 0)
+                gwc_progress(r, "node checks: %d host(s) below the others, measured again",
+                             sel[nh]);
+        }
+        st = gw_broadcast(r->comm, sel, sel, (size_t)nh + 1, GW_INT32, 0);
+        if (st != GW_OK || sel[nh] == 0)
+            break;
         st = round_of(r, sel, " (again)", again);
+        if (st == GW_OK && r->rank == 0)
+            merge(r, sel, again, all, done);
+    }
     if (st == GW_OK && r->rank == 0) {
         gwc_node_t *n = &r->node;
-        n->fig = calloc((size_t)r->nhosts, sizeof(*n->fig));
-        n->judged = calloc((size_t)r->nhosts, sizeof(*n->judged));
-        n->nic = calloc((size_t)r->nhosts, sizeof(*n->nic));
-        n->gpu = calloc((size_t)r->nhosts, sizeof(*n->gpu));
+        n->fig = calloc((size_t)nh, sizeof(*n->fig));
+        n->judged = calloc((size_t)nh, sizeof(*n->judged));
+        n->nic = calloc((size_t)nh, sizeof(*n->nic));
+        n->gpu = calloc((size_t)nh, sizeof(*n->gpu));
         if (!n->fig || !n->judged || !n->nic || !n->gpu) {
             gwc_node_free(n);
             st = GW_ERR_NO_MEMORY;
         } else {
-            for (int h = 0; h < r->nhosts; h++) {
-                gwc_node_fig_t *f = &n->fig[h];
-                const gwc_node_fig_t *g = &again[r->hosts[h].first_rank];
-                *f = all[r->hosts[h].first_rank];
-                if (!sel[h] || !g->measured)
-                    continue;
-                f->retested = 1;
-                f->seconds += g->seconds;
-                for (int k = 0; k < GWC_NODE_FIGURES; k++)
-                    if (!isnan(g->v[k]) && (isnan(f->v[k]) || g->v[k] > f->v[k]))
-                        f->v[k] = g->v[k];
-            }
+            for (int h = 0; h < nh; h++)
+                n->fig[h] = all[r->hosts[h].first_rank];
             n->run = 1;
         }
     }
     free(all);
     free(again);
     free(sel);
+    free(done);
     return st;
 }

@@ -17,6 +17,11 @@
  *   check_baseline.c the baseline file (--save-baseline, --baseline);
  *   check_report.c   the terminal table and the JSON report;
  *   check_ci.c       JUnit XML, Markdown and the gnuplot heatmap;
+ *   check_node.c     the node: memory bandwidth and a GEMM on each host,
+ *                    hosts sharing a machine in turns (check_gemm.c: the
+ *                    BLAS, opened at run time; check_gpu.c: the GPU);
+ *   check_node_judge.c  the node's figures against the other hosts', and
+ *                    the NIC's line rate against the measured links;
  *   check_main.c     the options, the plan (--budget) and the phases in order.
  *
  * Public API only (gradwire.h), the tools' kit (kit.h) and the pair
@@ -77,6 +82,14 @@ typedef struct gwc_opts {
      * between hosts, and FAILs under half of that. */
     double coll_fraction;
     int judge_oversubscribed; /* FAIL on timing even where ranks outnumber CPUs */
+    /* The node checks (check_node.c): off with --no-node; the triad's
+     * array size, the GEMM's order, the seconds each measurement runs;
+     * a host FAILs under node_fraction x the hosts' reference and WARNs
+     * under halfway between that and the reference. */
+    int node;
+    size_t node_bytes;
+    long gemm_n;
+    double node_s, node_fraction;
     const char *json, *junit, *markdown, *heatmap, *baseline, *save_baseline;
 } gwc_opts_t;
 
@@ -180,6 +193,49 @@ typedef struct gwc_baseline {
     gwc_ref_t ref; /* the baseline's own medians, for links it lacks */
 } gwc_baseline_t;
 
+/* The node's figures, one record per rank (only each host's first rank
+ * measures; fixed size, gathered in one gw_allgather). */
+enum {
+    GWC_NODE_MEM,     /* STREAM-like triad, GB/s */
+    GWC_NODE_GEMM,    /* sgemm, GFLOP/s */
+    GWC_NODE_GPU_D2D, /* device-to-device copy, GB/s */
+    GWC_NODE_GPU_H2D, /* pinned host to device, GB/s */
+    GWC_NODE_GPU_D2H, /* device to pinned host, GB/s */
+    GWC_NODE_FIGURES
+};
+typedef struct gwc_node_fig {
+    int32_t measured;               /* 1: this rank measured its host */
+    int32_t threads;                /* the triad's and the GEMM's threads */
+    int32_t gpu;                    /* 1: a CUDA device is present */
+    int32_t retested;               /* measured twice (a suspect), the better figures kept */
+    double v[GWC_NODE_FIGURES];     /* NAN: not measured */
+    double seconds;                 /* what the node checks took on this host */
+    char why[GWC_NODE_FIGURES][96]; /* why a figure is NAN */
+    char gpu_name[96];              /* the device, or why there is none */
+} gwc_node_fig_t;
+
+/* One check's verdict on one host. */
+typedef struct gwc_node_judged {
+    gwc_verdict_t verdict;
+    double ref; /* what the figure was judged against, NAN: nothing */
+    char cause[200];
+} gwc_node_judged_t;
+
+/* The NIC: its line rate against the best link measured from the host. */
+typedef struct gwc_nic {
+    double line_GBps, best_GBps, pct; /* NAN: unknown */
+    gwc_node_judged_t j;
+} gwc_nic_t;
+
+#define GWC_NODE_CHECKS 4 /* memory, GEMM, NIC, GPU: a verdict each per host */
+typedef struct gwc_node {
+    int run;
+    gwc_node_fig_t *fig;                           /* per host, from its first rank */
+    gwc_node_judged_t (*judged)[GWC_NODE_FIGURES]; /* per host and figure */
+    gwc_nic_t *nic;                                /* per host */
+    gwc_node_judged_t *gpu;                        /* per host: the GPU figures together */
+} gwc_node_t;
+
 typedef struct gwc_run {
     const gwc_opts_t *o;
     gw_comm_t *comm;
@@ -196,6 +252,7 @@ typedef struct gwc_run {
     gwc_baseline_t base;
     int have_base;
     gwc_coll_t coll;
+    gwc_node_t node;
     /* What the plan ran: iterations used and rounds of the matrix. */
     long lat_iters, bw_iters, coll_iters;
     int rounds_planned, rounds_run, do_coll, do_retest;
@@ -280,6 +337,42 @@ double gwc_coll_bound(const gwc_run_t *r, int *a, int *b);
 /* The line rate between ranks a and b in GB/s (the slower NIC's), NAN when
  * either is unknown. */
 double gwc_line_rate(const gwc_run_t *r, int a, int b);
+
+/* ---- check_node.c ---- */
+/* The node checks on every host, hosts that share a machine in turns;
+ * rank 0 gets every host's figures into r->node. */
+gw_status_t gwc_node_checks(gwc_run_t *r);
+void gwc_node_free(gwc_node_t *n);
+/* The triad on `threads` threads over three arrays of `bytes` each, for
+ * at least min_s seconds: GB/s, NAN with the reason in why. */
+double gwc_triad(size_t bytes, int threads, double min_s, char *why, size_t cap);
+/* ---- check_gemm.c ---- */
+/* n x n sgemm through OpenBLAS (opened at run time) on `threads` threads,
+ * for at least min_s seconds: GFLOP/s, NAN with the reason in why. */
+double gwc_gemm(long n, int threads, double min_s, char *why, size_t cap);
+/* ---- check_gpu.c ---- */
+/* The GPU figures into f (NAN and the reason where none). */
+void gwc_gpu_measure(gwc_node_fig_t *f, size_t bytes, double min_s);
+
+/* ---- check_node_judge.c ---- */
+/* One figure of n hosts (NAN: not measured) judged against the hosts'
+ * reference, the upper median of the measured figures: a host FAILs under
+ * fraction x it and WARNs under (1 + fraction) / 2 x it; NOT_JUDGED with
+ * fewer than GWC_MIN_WITNESSES measured hosts; a FAIL on a host with
+ * oversub[h] set becomes NOT_JUDGED ("inconclusive: oversubscribed")
+ * unless judge_oversub. what: "memory bandwidth"; unit: "GB/s". */
+void gwc_node_judge_figure(const char *what, const char *unit, const double *fig,
+                           const int *oversub, int n, double fraction, int judge_oversub,
+                           gwc_node_judged_t *out);
+/* Every node verdict into r->node, and into the hosts' verdicts. */
+void gwc_judge_node(gwc_run_t *r);
+/* A link's bandwidth as a percentage of its line rate; NAN when unknown. */
+double gwc_link_line_pct(const gwc_run_t *r, const gwc_link_t *l);
+/* Add text to host h's cause with verdict v (check_verdict.c). */
+void gwc_host_note(gwc_host_t *h, gwc_verdict_t v, const char *text);
+/* The names of the node's checks and figures, for the reports. */
+extern const char *const gwc_node_figure_name[GWC_NODE_FIGURES];
+extern const char *const gwc_node_figure_unit[GWC_NODE_FIGURES];
 
 /* ---- check_baseline.c ---- */
 int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap);

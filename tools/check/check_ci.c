@@ -7,6 +7,12 @@
  * receiver rank, GB/s), which is looked for on PATH and reported missing
  * with a clear message, the rest of the check going on.
  *
+ * The node checks add a suite "node" with four testcases per host
+ * (memory, gemm, nic, gpu; a host without a GPU SKIPs its gpu case with the
+ * reason) and a Markdown table; links show their bandwidth as a percentage
+ * of the line rate where it is known. With --no-node the suite and the
+ * table are left out.
+ *
  * Every file is written 0600 (gw_kit_fopen_private); the heatmap's file is
  * created so before gnuplot writes into it.
  */
@@ -74,6 +80,18 @@ static void suite_head(FILE *f, const char *name, int tests, int failures, int s
             name, tests, failures, skipped);
 }
 
+/* The node's judged checks of host h, in the reports' order. */
+static void node_checks(const gwc_run_t *r, int h, const gwc_node_judged_t *js[GWC_NODE_CHECKS])
+{
+    const gwc_node_t *n = &r->node;
+    js[0] = &n->judged[h][GWC_NODE_MEM];
+    js[1] = &n->judged[h][GWC_NODE_GEMM];
+    js[2] = &n->nic[h].j;
+    js[3] = &n->gpu[h];
+}
+
+static const char *const node_check_name[GWC_NODE_CHECKS] = {"memory", "gemm", "nic", "gpu"};
+
 int gwc_write_junit(const gwc_run_t *r, const char *path)
 {
     FILE *f = gw_kit_fopen_private(path);
@@ -92,11 +110,20 @@ int gwc_write_junit(const gwc_run_t *r, const char *path)
     }
     int cf = r->coll.verdict == GWC_FAIL,
         cs = r->coll.verdict == GWC_SKIP || r->coll.verdict == GWC_NOT_JUDGED;
+    int nn = r->node.run ? r->nhosts * GWC_NODE_CHECKS : 0, nf = 0, ns = 0;
+    for (int h = 0; r->node.run && h < r->nhosts; h++) {
+        const gwc_node_judged_t *js[GWC_NODE_CHECKS];
+        node_checks(r, h, js);
+        for (int k = 0; k < GWC_NODE_CHECKS; k++) {
+            nf += js[k]->verdict == GWC_FAIL;
+            ns += js[k]->verdict == GWC_SKIP || js[k]->verdict == GWC_NOT_JUDGED;
+        }
+    }
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f,
             "<testsuites name=\"gradwire-check\" tests=\"%d\" failures=\"%d\" errors=\"0\" "
             "skipped=\"%d\" time=\"%.3f\">\n",
-            r->nhosts + r->nlinks + 1, hf + lf + cf, hs + ls + cs, r->elapsed_s);
+            r->nhosts + r->nlinks + 1 + nn, hf + lf + cf + nf, hs + ls + cs + ns, r->elapsed_s);
     suite_head(f, "hosts", r->nhosts, hf, hs);
     for (int h = 0; h < r->nhosts; h++) {
         char name[128];
@@ -115,7 +142,22 @@ int gwc_write_junit(const gwc_run_t *r, const char *path)
     fputs("  </testsuite>\n", f);
     suite_head(f, "collectives", 1, cf, cs);
     testcase(f, "gradwire-check.collective", "allreduce", r->coll.verdict, r->coll.cause);
-    fputs("  </testsuite>\n</testsuites>\n", f);
+    fputs("  </testsuite>\n", f);
+    if (r->node.run) {
+        suite_head(f, "node", nn, nf, ns);
+        for (int h = 0; h < r->nhosts; h++) {
+            const gwc_node_judged_t *js[GWC_NODE_CHECKS];
+            node_checks(r, h, js);
+            for (int k = 0; k < GWC_NODE_CHECKS; k++) {
+                char name[160];
+                snprintf(name, sizeof(name), "%s host %d %s", node_check_name[k], h,
+                         r->hosts[h].name);
+                testcase(f, "gradwire-check.node", name, js[k]->verdict, js[k]->cause);
+            }
+        }
+        fputs("  </testsuite>\n", f);
+    }
+    fputs("</testsuites>\n", f);
     if (fclose(f) != 0) {
         perror(path);
         return -1;
@@ -153,14 +195,40 @@ int gwc_write_markdown(const gwc_run_t *r, const char *path)
                                    : "?",
                 gwc_verdict_name(r->hosts[h].verdict), r->hosts[h].cause);
     }
+    if (r->node.run) {
+        fprintf(f, "\n## Node\n\n| host | name | check | figure | verdict | cause |\n"
+                   "|---|---|---|---|---|---|\n");
+        for (int h = 0; h < r->nhosts; h++) {
+            const gwc_node_fig_t *nf = &r->node.fig[h];
+            const gwc_node_judged_t *js[GWC_NODE_CHECKS];
+            node_checks(r, h, js);
+            double figs[GWC_NODE_CHECKS] = {nf->v[GWC_NODE_MEM], nf->v[GWC_NODE_GEMM],
+                                            r->node.nic[h].pct, nf->v[GWC_NODE_GPU_D2D]};
+            static const char *const units[GWC_NODE_CHECKS] = {"GB/s", "GFLOP/s", "% of line rate",
+                                                               "GB/s d2d"};
+            for (int k = 0; k < GWC_NODE_CHECKS; k++) {
+                char fig[48] = "-";
+                if (!isnan(figs[k]))
+                    snprintf(fig, sizeof(fig), "%.4g %s", figs[k], units[k]);
+                fprintf(f, "| %d | %s | %s | %s | %s | %s |\n", h, r->hosts[h].name,
+                        node_check_name[k], fig, gwc_verdict_name(js[k]->verdict), js[k]->cause);
+            }
+        }
+    } else if (!r->o->node) {
+        fprintf(f, "\n## Node\n\nleft out (--no-node)\n");
+    }
     fprintf(f, "\n## Links\n\n| a | b | p50 (us) | p99 (us) | a->b (GB/s) | b->a (GB/s) | "
-               "verdict | cause |\n|---|---|---|---|---|---|---|---|\n");
+               "line rate | verdict | cause |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < r->nlinks; i++) {
         const gwc_link_t *l = &r->links[i];
         const gwc_fig_t *g = l->retested ? &l->retest : &l->fig;
-        fprintf(f, "| %d (%s) | %d (%s) | %.1f | %.1f | %.4f | %.4f | %s | %s |\n", l->a,
+        double pct = gwc_link_line_pct(r, l);
+        char line[32] = "-";
+        if (!isnan(pct))
+            snprintf(line, sizeof(line), "%.0f%%", pct);
+        fprintf(f, "| %d (%s) | %d (%s) | %.1f | %.1f | %.4f | %.4f | %s | %s | %s |\n", l->a,
                 gwc_host_name(r, l->a), l->b, gwc_host_name(r, l->b), g->lat_p50, g->lat_p99,
-                g->bw_ab, g->bw_ba, gwc_verdict_name(l->verdict), l->cause);
+                g->bw_ab, g->bw_ba, line, gwc_verdict_name(l->verdict), l->cause);
     }
     const gwc_coll_t *c = &r->coll;
     fprintf(f, "\n## Collectives\n\n");

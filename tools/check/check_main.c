@@ -4,7 +4,8 @@
  * (gradwire launch --hosts, srun, mpirun); rank 0 writes the report.
  *
  * The phases, in order (each in its own file, see check.h): host sanity,
- * gathered to rank 0; the plan (with --budget: one quick circle round is
+ * gathered to rank 0; the node checks (memory bandwidth, GEMM, GPU: one
+ * rank per host measures, hosts sharing a machine in turns); the plan (with --budget: one quick circle round is
  * timed first and rank 0 chooses what fits, then tells every rank); the
  * link matrix in circle rounds; serial retests of the suspect links, then
  * of each suspect host against a known-good partner; the collectives;
@@ -47,9 +48,10 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: gradwire check [options]   (as a job: gradwire launch ... gradwire check)\n"
             "\n"
-            "Cluster acceptance test: host sanity, every pair's latency and bandwidth in\n"
-            "circle rounds, allreduce bus bandwidth and latency with the data checked, then\n"
-            "PASS/WARN/FAIL per host and link; rank 0 writes the reports.\n"
+            "Cluster acceptance test: host sanity, the node (memory bandwidth, GEMM, GPU),\n"
+            "every pair's latency and bandwidth in circle rounds, allreduce bus bandwidth\n"
+            "and latency with the data checked, then PASS/WARN/FAIL per host and link;\n"
+            "rank 0 writes the reports.\n"
             "\n"
             "  -q, --quick             fewer iterations (about 5x faster)\n"
             "  -B, --budget S          plan what fits in S seconds (from a first quick round)\n"
@@ -62,6 +64,14 @@ static void usage(FILE *out)
             "      --coll-size SIZE    allreduce size for bus bandwidth (default 16M)\n"
             "      --coll-iters N      timed large allreduces (default 5; quick 2)\n"
             "      --no-retest         judge suspects without retesting them alone\n"
+            "      --no-node           leave out the node checks (memory bandwidth, GEMM, GPU)\n"
+            "      --node-size SIZE    the triad's arrays and the GPU's copies (default 32M)\n"
+            "      --gemm-size N       the GEMM's matrix order (default 1024)\n"
+            "      --node-time S       seconds each node measurement runs (default 0.2; one\n"
+            "                          rank per host measures, hosts sharing a machine in turns)\n"
+            "      --node-fraction X   a host's memory bandwidth, GEMM or GPU FAILs under X x\n"
+            "                          the hosts' median, WARNs under (1+X)/2 x (default 0.7);\n"
+            "                          fewer than 3 hosts: NOT_JUDGED\n"
             "      --lat-factor X      bad when latency p50 > X x reference (default 2.1)\n"
             "      --tail-factor X     bad when latency p99 > X x reference (default 20)\n"
             "      --tail-floor-us U   ... and above U microseconds (default 10000)\n"
@@ -100,6 +110,11 @@ enum {
     OPT_COLL_SIZE,
     OPT_COLL_ITERS,
     OPT_NO_RETEST,
+    OPT_NO_NODE,
+    OPT_NODE_SIZE,
+    OPT_GEMM_SIZE,
+    OPT_NODE_TIME,
+    OPT_NODE_FRACTION,
     OPT_LAT_FACTOR,
     OPT_TAIL_FACTOR,
     OPT_TAIL_FLOOR,
@@ -128,6 +143,11 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         {"coll-size", required_argument, NULL, OPT_COLL_SIZE},
         {"coll-iters", required_argument, NULL, OPT_COLL_ITERS},
         {"no-retest", no_argument, NULL, OPT_NO_RETEST},
+        {"no-node", no_argument, NULL, OPT_NO_NODE},
+        {"node-size", required_argument, NULL, OPT_NODE_SIZE},
+        {"gemm-size", required_argument, NULL, OPT_GEMM_SIZE},
+        {"node-time", required_argument, NULL, OPT_NODE_TIME},
+        {"node-fraction", required_argument, NULL, OPT_NODE_FRACTION},
         {"lat-factor", required_argument, NULL, OPT_LAT_FACTOR},
         {"tail-factor", required_argument, NULL, OPT_TAIL_FACTOR},
         {"tail-floor-us", required_argument, NULL, OPT_TAIL_FLOOR},
@@ -156,6 +176,11 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
     o->host_fraction = 0.5;
     o->line_fraction = 0.5;
     o->coll_fraction = 0.5;
+    o->node = 1;
+    o->node_bytes = (size_t)32 << 20;
+    o->gemm_n = 1024;
+    o->node_s = 0.2;
+    o->node_fraction = 0.7;
     int c;
     gw_kit_getopt_begin();
     while ((c = getopt_long(argc, argv, "+:qB:t:h", longopts, NULL)) != -1) {
@@ -193,6 +218,28 @@ static int parse_opts(int argc, char **argv, gwc_opts_t *o)
         }
         case OPT_NO_RETEST:
             o->retest = 0;
+            break;
+        case OPT_NO_NODE:
+            o->node = 0;
+            break;
+        case OPT_NODE_SIZE:
+            if (gw_kit_parse_size(optarg, &o->node_bytes) != 0 || o->node_bytes < 4096 ||
+                o->node_bytes > ((size_t)16 << 30))
+                return usage_error("--node-size takes a size in [4K, 16G], not \"%s\"", optarg);
+            break;
+        case OPT_GEMM_SIZE:
+            if (gw_kit_parse_long(optarg, 16, 32768, &o->gemm_n) != 0)
+                return usage_error("--gemm-size takes a matrix order in [16, 32768], not \"%s\"",
+                                   optarg);
+            break;
+        case OPT_NODE_TIME:
+            if (gw_kit_parse_double(optarg, 0.01, 60, &o->node_s) != 0)
+                return usage_error("--node-time takes seconds in [0.01, 60], not \"%s\"", optarg);
+            break;
+        case OPT_NODE_FRACTION:
+            if (gw_kit_parse_double(optarg, 0, 1, &o->node_fraction) != 0)
+                return usage_error("--node-fraction takes a fraction in [0, 1], not \"%s\"",
+                                   optarg);
             break;
         case OPT_JUDGE_OVERSUB:
             o->judge_oversubscribed = 1;
@@ -411,6 +458,12 @@ static gw_status_t run_phases(gwc_run_t *r, const char **phase)
     if (st != GW_OK)
         return st;
     gwc_progress(r, "%d ranks on %d hosts over %s", r->size, r->nhosts, gw_comm_transport(r->comm));
+    if (r->o->node) {
+        *phase = "the node checks";
+        if ((st = gwc_node_checks(r)) != GW_OK)
+            return st;
+        gwc_progress(r, "node checks done (memory bandwidth, GEMM, GPU)");
+    }
     if (r->rank == 0) {
         r->nlinks = r->size * (r->size - 1) / 2;
         r->links = calloc(r->nlinks > 0 ? (size_t)r->nlinks : 1, sizeof(*r->links));
@@ -557,6 +610,7 @@ int main(int argc, char **argv)
     }
     gwc_baseline_free(&r.base);
     free(r.coll.wrong_from);
+    gwc_node_free(&r.node);
     free(r.links);
     free(r.hosts);
     free(r.host_of);

@@ -9,6 +9,11 @@
  * the collectives; then one summary line with the counts per verdict. The
  * JSON carries the same, every host with its address and every link with
  * both ends, so that a CI system or a script can read what a person reads.
+ * The node checks (check_node.c) add a table of their own: per host the
+ * triad's memory bandwidth, the GEMM rate, the NIC's best link as a
+ * percentage of its line rate and the GPU, each with its verdict; every
+ * link between hosts also shows its bandwidth as a percentage of the
+ * line rate, where that is known.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -63,6 +68,52 @@ static void counts(const gwc_run_t *r, int *hosts, int *links)
         links[r->links[i].verdict]++;
 }
 
+/* A figure with `decimals` decimals and suffix, or "-" when it is NAN,
+ * into buf. */
+static const char *fig_str(double v, int decimals, const char *suffix, char *buf, size_t cap)
+{
+    if (isnan(v))
+        return "-";
+    snprintf(buf, cap, "%.*f%s", decimals, v, suffix);
+    return buf;
+}
+
+static void print_node(const gwc_run_t *r)
+{
+    const gwc_node_t *n = &r->node;
+    if (!r->o->node) {
+        printf("\n== node: left out (--no-node)\n");
+        return;
+    }
+    if (!n->run) {
+        printf("\n== node: not run (the check failed first)\n");
+        return;
+    }
+    printf("\n== node (one rank per host measures; memory GB/s, GEMM GFLOP/s, NIC %% of line "
+           "rate)\n");
+    printf("%-4s %-18s %4s %9s %-10s %9s %-10s %6s %-10s %-10s\n", "host", "name", "thr", "memory",
+           "", "gemm", "", "nic%", "", "gpu");
+    for (int h = 0; h < r->nhosts; h++) {
+        const gwc_node_fig_t *f = &n->fig[h];
+        char b1[32], b2[32], b3[32];
+        printf("%-4d %-18.18s %4d %9s %-10s %9s %-10s %6s %-10s %-10s\n", h, r->hosts[h].name,
+               f->threads, fig_str(f->v[GWC_NODE_MEM], 2, "", b1, sizeof(b1)),
+               gwc_verdict_name(n->judged[h][GWC_NODE_MEM].verdict),
+               fig_str(f->v[GWC_NODE_GEMM], 1, "", b2, sizeof(b2)),
+               gwc_verdict_name(n->judged[h][GWC_NODE_GEMM].verdict),
+               fig_str(n->nic[h].pct, 0, "%", b3, sizeof(b3)),
+               gwc_verdict_name(n->nic[h].j.verdict), gwc_verdict_name(n->gpu[h].verdict));
+    }
+    /* The reasons, one line per check that did not PASS. */
+    for (int h = 0; h < r->nhosts; h++) {
+        const gwc_node_judged_t *js[GWC_NODE_CHECKS] = {
+            &n->judged[h][GWC_NODE_MEM], &n->judged[h][GWC_NODE_GEMM], &n->nic[h].j, &n->gpu[h]};
+        for (int c = 0; c < GWC_NODE_CHECKS; c++)
+            if (js[c]->verdict != GWC_PASS && (c != 3 || h == 0 || n->fig[h].gpu))
+                printf("     host %d %s: %s\n", h, gwc_verdict_name(js[c]->verdict), js[c]->cause);
+    }
+}
+
 void gwc_print_report(const gwc_run_t *r)
 {
     printf("\n== hosts (%d, %d ranks)\n", r->nhosts, r->size);
@@ -80,23 +131,27 @@ void gwc_print_report(const gwc_run_t *r)
         if (ri->rdma[0])
             printf("     rdma: %s\n", ri->rdma);
     }
-    printf("\n== links (8 B latency one way, us; %zu KiB bandwidth, GB/s; * = retested alone)\n",
+    printf("\n== links (8 B latency one way, us; %zu KiB bandwidth, GB/s, and as %% of the line "
+           "rate; * = retested alone)\n",
            r->o->bw_bytes >> 10);
-    printf("%5s %5s %-16s %-16s %8s %8s %8s %8s %-10s %s\n", "a", "b", "host a", "host b", "p50",
-           "p99", "bw a>b", "bw b>a", "", "cause");
+    printf("%5s %5s %-16s %-16s %8s %8s %8s %8s %5s %-10s %s\n", "a", "b", "host a", "host b",
+           "p50", "p99", "bw a>b", "bw b>a", "line", "", "cause");
     for (int i = 0; i < r->nlinks; i++) {
         const gwc_link_t *l = &r->links[i];
         const gwc_fig_t *f = judged(l);
         if (!l->measured) {
-            printf("%5d %5d %-16.16s %-16.16s %8s %8s %8s %8s %-10s %s\n", l->a, l->b,
-                   gwc_host_name(r, l->a), gwc_host_name(r, l->b), "-", "-", "-", "-",
+            printf("%5d %5d %-16.16s %-16.16s %8s %8s %8s %8s %5s %-10s %s\n", l->a, l->b,
+                   gwc_host_name(r, l->a), gwc_host_name(r, l->b), "-", "-", "-", "-", "-",
                    gwc_verdict_name(l->verdict), l->cause);
             continue;
         }
-        printf("%5d %5d %-16.16s %-16.16s %8.1f %8.1f %8.4f %8.4f %-10s%s%s\n", l->a, l->b,
+        char pct[32];
+        printf("%5d %5d %-16.16s %-16.16s %8.1f %8.1f %8.4f %8.4f %5s %-10s%s%s\n", l->a, l->b,
                gwc_host_name(r, l->a), gwc_host_name(r, l->b), f->lat_p50, f->lat_p99, f->bw_ab,
-               f->bw_ba, gwc_verdict_name(l->verdict), l->retested ? "*" : " ", l->cause);
+               f->bw_ba, fig_str(gwc_link_line_pct(r, l), 0, "%", pct, sizeof(pct)),
+               gwc_verdict_name(l->verdict), l->retested ? "*" : " ", l->cause);
     }
+    print_node(r);
     const gwc_coll_t *c = &r->coll;
     printf("\n== collectives\n");
     if (c->run)
@@ -133,6 +188,68 @@ static void json_fig(gw_kit_json_t *j, const char *key, const gwc_fig_t *f)
     gw_kit_json_num(j, "bw_ab_GBps", f->bw_ab);
     gw_kit_json_num(j, "bw_ba_GBps", f->bw_ba);
     gw_kit_json_int(j, "wrong_bytes", f->wrong);
+    gw_kit_json_close(j, NULL);
+}
+
+static void json_judged(gw_kit_json_t *j, const gwc_node_judged_t *v)
+{
+    gw_kit_json_num_or_null(j, "reference", !isnan(v->ref), v->ref);
+    gw_kit_json_str(j, "verdict", gwc_verdict_name(v->verdict));
+    gw_kit_json_str(j, "cause", v->cause[0] ? v->cause : NULL);
+}
+
+/* "node": {"run", "left_out", thresholds, "hosts": [per host: memory, gemm,
+ * nic, gpu, each with its figure, reference, verdict and cause]}. */
+static void json_node(gw_kit_json_t *j, const gwc_run_t *r)
+{
+    const gwc_node_t *n = &r->node;
+    const gwc_opts_t *o = r->o;
+    gw_kit_json_object(j, "node", "\n ");
+    gw_kit_json_bool(j, "run", n->run);
+    gw_kit_json_str(j, "left_out", !o->node ? "--no-node" : NULL);
+    gw_kit_json_uint(j, "node_bytes", o->node_bytes);
+    gw_kit_json_int(j, "gemm_n", o->gemm_n);
+    gw_kit_json_num(j, "node_time_s", o->node_s);
+    gw_kit_json_num(j, "node_fraction", o->node_fraction);
+    gw_kit_json_array(j, "hosts", "\n  ");
+    for (int h = 0; n->run && h < r->nhosts; h++) {
+        const gwc_node_fig_t *f = &n->fig[h];
+        gw_kit_json_object(j, NULL, NULL);
+        gw_kit_json_int(j, "index", h);
+        gw_kit_json_str(j, "name", r->hosts[h].name);
+        gw_kit_json_int(j, "rank", r->hosts[h].first_rank);
+        gw_kit_json_int(j, "threads", f->threads);
+        gw_kit_json_num(j, "seconds", f->seconds);
+        gw_kit_json_bool(j, "measured_twice", f->retested);
+        static const char *const keys[2] = {"memory", "gemm"};
+        static const char *const units[2] = {"triad_GBps", "sgemm_GFLOPps"};
+        for (int k = 0; k < 2; k++) {
+            gw_kit_json_object(j, keys[k], NULL);
+            gw_kit_json_num_or_null(j, units[k], !isnan(f->v[k]), f->v[k]);
+            json_judged(j, &n->judged[h][k]);
+            gw_kit_json_close(j, NULL);
+        }
+        const gwc_nic_t *nic = &n->nic[h];
+        gw_kit_json_object(j, "nic", NULL);
+        gw_kit_json_num_or_null(j, "line_rate_GBps", !isnan(nic->line_GBps), nic->line_GBps);
+        gw_kit_json_num_or_null(j, "best_link_GBps", !isnan(nic->best_GBps), nic->best_GBps);
+        gw_kit_json_num_or_null(j, "line_rate_pct", !isnan(nic->pct), nic->pct);
+        json_judged(j, &nic->j);
+        gw_kit_json_close(j, NULL);
+        gw_kit_json_object(j, "gpu", NULL);
+        gw_kit_json_bool(j, "present", f->gpu);
+        gw_kit_json_str(j, f->gpu ? "device" : "why_not", f->gpu_name);
+        static const char *const gkeys[3] = {"d2d_GBps", "h2d_GBps", "d2h_GBps"};
+        for (int k = 0; k < 3; k++) {
+            double v = f->v[GWC_NODE_GPU_D2D + k];
+            gw_kit_json_num_or_null(j, gkeys[k], !isnan(v), v);
+        }
+        gw_kit_json_null(j, "gemm_GFLOPps"); /* not measured yet: needs cuBLAS */
+        json_judged(j, &n->gpu[h]);
+        gw_kit_json_close(j, NULL);
+        gw_kit_json_close(j, NULL);
+    }
+    gw_kit_json_close(j, "\n ");
     gw_kit_json_close(j, NULL);
 }
 
@@ -259,6 +376,8 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
                         : ref.bw_what                 ? ref.bw_what
                         : r->have_base                ? "baseline"
                                                       : "cluster");
+        double pct = gwc_link_line_pct(r, l);
+        gw_kit_json_num_or_null(&j, "line_rate_pct", !isnan(pct), pct);
         gw_kit_json_str(&j, "verdict", gwc_verdict_name(l->verdict));
         gw_kit_json_str(&j, "cause", l->cause[0] ? l->cause : NULL);
         gw_kit_json_str(&j, "attributed_to",
@@ -283,6 +402,7 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
     gw_kit_json_str(&j, "verdict", gwc_verdict_name(c->verdict));
     gw_kit_json_str(&j, "cause", c->cause[0] ? c->cause : NULL);
     gw_kit_json_close(&j, NULL);
+    json_node(&j, r);
     gw_kit_json_close(&j, "\n");
     fputc('\n', f);
     if (fclose(f) != 0) {

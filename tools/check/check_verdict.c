@@ -72,7 +72,9 @@
  *      allreduce's busbw is judged against the slowest link between hosts
  *      (check_timing.c: WARN under --coll-fraction, FAIL under half of it);
  *   6. host sanity: an interface that is down FAILs the host; an RDMA port
- *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs;
+ *      that is not ACTIVE, or an MTU unlike the other hosts', WARNs; the
+ *      node checks (memory bandwidth, GEMM, NIC, GPU) add their FAIL, WARN
+ *      or NOT_JUDGED to the host's (check_node_judge.c);
  *   7. a link between too few hosts with no line rate is NOT_JUDGED, and
  *      so are its hosts; a FAIL from timing where ranks outnumber CPUs is
  *      NOT_JUDGED, "inconclusive: oversubscribed" (check_timing.c). The
@@ -393,6 +395,8 @@ static void host_note(gwc_host_t *h, gwc_verdict_t v, const char *text)
     worsen(&h->verdict, v);
 }
 
+void gwc_host_note(gwc_host_t *h, gwc_verdict_t v, const char *text) { host_note(h, v, text); }
+
 static void judge_sanity(gwc_run_t *r)
 {
     int mtus[64], counts[64], nm = 0, common = -1, best = 0;
@@ -624,6 +628,8 @@ void gwc_judge(gwc_run_t *r)
         }
     }
     gwc_judge_busbw(r);
+    /* The node checks (check_node_judge.c). */
+    gwc_judge_node(r);
     /* A rank that failed the job. */
     if (r->failed) {
         if (r->culprit >= 0 && r->culprit < r->size)
@@ -633,7 +639,7 @@ void gwc_judge(gwc_run_t *r)
     for (int h = 0; h < r->nhosts; h++) {
         gwc_host_t *host = &r->hosts[h];
         if (host->verdict == GWC_SKIP &&
-            (host->links > 0 || c->run || r->size == 1 || r->nhosts == 1))
+            (host->links > 0 || c->run || r->node.run || r->size == 1 || r->nhosts == 1))
             host->verdict = r->failed && !host->links ? GWC_SKIP : GWC_PASS;
     }
     judge_notes(r);

@@ -71,7 +71,7 @@ static void usage(FILE *out)
             "                          rank per host measures, hosts sharing a machine in turns)\n"
             "      --node-fraction X   a host's memory bandwidth, GEMM or GPU FAILs under X x\n"
             "                          the hosts' median, WARNs under (1+X)/2 x (default 0.7);\n"
-            "                          fewer than 3 hosts: NOT_JUDGED\n"
+            "                          fewer than 3 hosts: reported, not judged\n"
             "      --lat-factor X      bad when latency p50 > X x reference (default 2.1)\n"
             "      --tail-factor X     bad when latency p99 > X x reference (default 20)\n"
             "      --tail-floor-us U   ... and above U microseconds (default 10000)\n"

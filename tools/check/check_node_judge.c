@@ -78,11 +78,15 @@ void gwc_node_judge_figure(const char *what, const char *unit, const double *fig
             continue;
         }
         if (isnan(ref)) {
-            o->verdict = GWC_NOT_JUDGED;
+            /* Reported, and not held against the run: a check of one or
+             * two hosts (the commonest: "is this node sane?") would
+             * otherwise exit 3 for want of hosts it was never given, and
+             * node figures have no --baseline to be judged by instead. */
+            o->verdict = GWC_SKIP;
             snprintf(o->cause, sizeof(o->cause),
-                     "%s %.3g %s: cannot judge without other hosts or a baseline (%d host%s "
-                     "measured, a reference needs %d)",
-                     what, fig[h], unit, k, k == 1 ? "" : "s", GWC_MIN_WITNESSES);
+                     "%s %.3g %s: reported, not judged: a reference needs %d hosts (%d "
+                     "measured), and node figures have no --baseline",
+                     what, fig[h], unit, GWC_MIN_WITNESSES, k);
             continue;
         }
         double frac = ref > 0 ? fig[h] / ref : 1;

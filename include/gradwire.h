@@ -882,6 +882,43 @@ GW_API gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t
 GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
                                void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
 
+/*
+ * Tagged messages, MPI's matching: a receive names a source rank or
+ * GW_ANY_SOURCE and a tag (>= 0) or GW_ANY_TAG, and takes the earliest
+ * message that fits: messages from one source with one tag never overtake
+ * each other, and a wildcard takes the one this rank saw arrive first. A
+ * matched message must have the receive's count and dtype, else
+ * GW_ERR_MISMATCH naming the sender. A message nobody waits for yet is
+ * taken in and held (GW_P2P_UNEXPECTED_BYTES in all per communicator; one
+ * past it fails the communicator with GW_ERR_NO_MEMORY naming its
+ * sender). A send completes once the receiver took the message in,
+ * matched or held. Tagged and untagged messages are separate: do not have
+ * both in flight between two ranks at once. Over shared memory and TCP
+ * (GW_ERR_UNSUPPORTED over verbs); the Point-to-point rules above
+ * otherwise hold (collectives must not overlap them). Status: source, tag
+ * and count of the message a receive got, written when it completes.
+ * Details: docs/guide/p2p.md.
+ */
+#define GW_ANY_SOURCE (-1)
+#define GW_ANY_TAG (-1)
+typedef struct gw_msg_status {
+    int source; /* the sender's rank */
+    int tag;
+    size_t count; /* elements received */
+} gw_msg_status_t;
+GW_API gw_status_t gw_send_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                                  int peer, int tag);
+/* status may be NULL. */
+GW_API gw_status_t gw_recv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
+                                  int source, int tag, gw_msg_status_t *status);
+GW_API gw_status_t gw_isend_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                                   int peer, int tag, gw_handle_t **handle);
+/* *status (may be NULL) is written when the handle completes with GW_OK
+ * and must stay valid until then. */
+GW_API gw_status_t gw_irecv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
+                                   int source, int tag, gw_msg_status_t *status,
+                                   gw_handle_t **handle);
+
 /* ---- Grouped calls and fusion -------------------------------------------- */
 /*
  * gw_group_start and gw_group_end bracket calls that progress as one

@@ -52,15 +52,15 @@ typedef struct gw__unexp {
     uint32_t sig;
     size_t len;
     void *buf;
-    gw_request_t req;   /* the transport receive landing it in buf */
+    gw_request_t req;    /* the transport receive landing it in buf */
     gw_handle_t *waiter; /* the receive it was matched to while landing */
     int taken;           /* out of the queue: a receive took it while it landed */
 } gw__unexp_t;
 
 typedef struct gw_match {
-    uint32_t space;                  /* the comm id of tagged messages */
+    uint32_t space;                    /* the comm id of tagged messages */
     gw_handle_t *posted, *posted_tail; /* receives not matched yet, posting order */
-    gw__unexp_t *unexp, *unexp_tail; /* held messages, in the order seen */
+    gw__unexp_t *unexp, *unexp_tail;   /* held messages, in the order seen */
     size_t unexp_bytes;
     int start; /* the peer the next pass looks at first */
     /* Per communicator rank: the transport receive in flight for that
@@ -248,8 +248,7 @@ static void unpost(gw_match_t *m, gw_handle_t *h)
 /* Peer q's next message is the tagged one with transport tag t and len
  * bytes: post the transport receive for it, into the receive it matches
  * or into a held buffer. */
-static gw_status_t take_in(gw_comm_t *comm, gw_match_t *m, int q, const gw_msg_tag_t *t,
-                           size_t len)
+static gw_status_t take_in(gw_comm_t *comm, gw_match_t *m, int q, const gw_msg_tag_t *t, size_t len)
 {
     int tag = tag_of(t);
     gw_handle_t *h = m->posted;

@@ -68,8 +68,8 @@ static void expect_lines(int n, const char *mode, const char *const *lines)
         for (const char *const *l = lines; *l; l++)
             cr_assert(strstr(r.output, *l), "%s over %s: no \"%s\" in:\n%s", mode, transports[t],
                       *l, r.output);
-        cr_assert(r.seconds < 25, "%s over %s: took %.1f s (a timeout, not the failure):\n%s",
-                  mode, transports[t], r.seconds, r.output);
+        cr_assert(r.seconds < 25, "%s over %s: took %.1f s (a timeout, not the failure):\n%s", mode,
+                  transports[t], r.seconds, r.output);
         free(r.output);
     }
 }

@@ -41,24 +41,24 @@
 static int g_rank;
 static int g_bad;
 
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("rank %d: FAILED %s:%d: ", g_rank, __FILE__, __LINE__);                         \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            g_bad = 1;                                                                             \
-        }                                                                                          \
+#define EXPECT(cond, ...)                                                  \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            printf("rank %d: FAILED %s:%d: ", g_rank, __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                                           \
+            printf("\n");                                                  \
+            g_bad = 1;                                                     \
+        }                                                                  \
     } while (0)
 
-#define OK_OR_FAIL(st)                                                                             \
-    do {                                                                                           \
-        gw_status_t st_ = (st);                                                                    \
-        if (st_ != GW_OK) {                                                                        \
-            printf("rank %d: FAILED %s:%d: %s\n", g_rank, __FILE__, __LINE__,                      \
-                   gw_status_name(st_));                                                           \
-            return 1;                                                                              \
-        }                                                                                          \
+#define OK_OR_FAIL(st)                                                        \
+    do {                                                                      \
+        gw_status_t st_ = (st);                                               \
+        if (st_ != GW_OK) {                                                   \
+            printf("rank %d: FAILED %s:%d: %s\n", g_rank, __FILE__, __LINE__, \
+                   gw_status_name(st_));                                      \
+            return 1;                                                         \
+        }                                                                     \
     } while (0)
 
 static int tags_mode(gw_comm_t *comm)
@@ -249,8 +249,7 @@ static int pipeline_mode(gw_comm_t *comm)
                 memcpy(grad[m], act[m], sizeof(grad[m]));
             } else {
                 gw_msg_status_t st;
-                OK_OR_FAIL(
-                    gw_recv_tagged(comm, grad[m], WIDTH, GW_FLOAT32, s + 1, 2 * m + 1, &st));
+                OK_OR_FAIL(gw_recv_tagged(comm, grad[m], WIDTH, GW_FLOAT32, s + 1, 2 * m + 1, &st));
                 EXPECT(st.source == s + 1 && st.tag == 2 * m + 1, "backward %d: status %d/%d", m,
                        st.source, st.tag);
             }

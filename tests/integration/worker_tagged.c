@@ -18,12 +18,16 @@
  *   dead      rank 2 sends one message to rank 0 and exits without
  *             closing; rank 0 takes it, then waits in a GW_ANY_SOURCE
  *             receive, which must fail naming rank 2.
+ *   deadsilent  the same, but rank 2 exits before sending anything, so
+ *             rank 0 never connected to it: the receive times out after
+ *             GW_TIMEOUT_MS, and the referee blames the rank that is gone.
  *   bound     rank 1 sends 5 messages of 16 MiB with tag 9 that rank 0
  *             does not want, then waits: rank 0's receive of tag 1 fails
  *             with GW_ERR_NO_MEMORY blaming rank 1 (the 64 MiB bound).
  *   pipeline  a 1F1B pipeline schedule over all ranks (one stage each), 6
  *             microbatches: activations forward with tag 2m, gradients
- *             backward with tag 2m+1; every value checked.
+ *             backward with tag 2m+1, both received from GW_ANY_SOURCE
+ *             (the tag tells them apart); every value and status checked.
  *   moe       an all-to-all of uneven expert batches: every rank sends
  *             each other rank a count first (tag 0, received from
  *             GW_ANY_SOURCE) and then that many floats (tag 1).
@@ -169,16 +173,18 @@ static int mismatch_mode(gw_comm_t *comm)
     return 0;
 }
 
-static int dead_mode(gw_comm_t *comm)
+static int dead_mode(gw_comm_t *comm, int silent)
 {
     int32_t v = 42;
     if (g_rank == 2) {
-        OK_OR_FAIL(gw_send_tagged(comm, &v, 1, GW_INT32, 0, 1));
+        if (!silent)
+            OK_OR_FAIL(gw_send_tagged(comm, &v, 1, GW_INT32, 0, 1));
         fflush(stdout);
         _exit(0); /* without gw_comm_destroy: a death, as the peers see it */
     }
     if (g_rank == 0) {
-        OK_OR_FAIL(gw_recv_tagged(comm, &v, 1, GW_INT32, 2, 1, NULL));
+        if (!silent)
+            OK_OR_FAIL(gw_recv_tagged(comm, &v, 1, GW_INT32, 2, 1, NULL));
         gw_status_t st = gw_recv_tagged(comm, &v, 1, GW_INT32, GW_ANY_SOURCE, GW_ANY_TAG, NULL);
         printf("rank 0: %s culprit %d\n", gw_status_name(st), gw_comm_culprit(comm));
         return st == GW_OK || gw_comm_culprit(comm) != 2;
@@ -232,11 +238,15 @@ static int pipeline_mode(gw_comm_t *comm)
         int do_fwd = fwd < MB && (fwd < warmup || fwd - bwd <= warmup);
         if (do_fwd) {
             int m = fwd++;
+            gw_msg_status_t st = {0};
             if (s == 0)
                 for (int i = 0; i < WIDTH; i++)
                     act[m][i] = (float)(m * 100 + i);
             else
-                OK_OR_FAIL(gw_recv_tagged(comm, act[m], WIDTH, GW_FLOAT32, s - 1, 2 * m, NULL));
+                OK_OR_FAIL(
+                    gw_recv_tagged(comm, act[m], WIDTH, GW_FLOAT32, GW_ANY_SOURCE, 2 * m, &st));
+            EXPECT(s == 0 || (st.source == s - 1 && st.tag == 2 * m), "forward %d: status %d/%d", m,
+                   st.source, st.tag);
             for (int i = 0; i < WIDTH; i++)
                 act[m][i] += (float)(s + 1);
             if (s < n - 1)
@@ -249,7 +259,8 @@ static int pipeline_mode(gw_comm_t *comm)
                 memcpy(grad[m], act[m], sizeof(grad[m]));
             } else {
                 gw_msg_status_t st;
-                OK_OR_FAIL(gw_recv_tagged(comm, grad[m], WIDTH, GW_FLOAT32, s + 1, 2 * m + 1, &st));
+                OK_OR_FAIL(gw_recv_tagged(comm, grad[m], WIDTH, GW_FLOAT32, GW_ANY_SOURCE,
+                                          2 * m + 1, &st));
                 EXPECT(st.source == s + 1 && st.tag == 2 * m + 1, "backward %d: status %d/%d", m,
                        st.source, st.tag);
             }
@@ -294,15 +305,22 @@ static int moe_mode(gw_comm_t *comm)
         OK_OR_FAIL(gw_isend_tagged(comm, &counts_out[q], 1, GW_UINT64, q, 0, &h[nh++]));
         OK_OR_FAIL(gw_isend_tagged(comm, out[q], counts_out[q], GW_FLOAT32, q, 1, &h[nh++]));
     }
-    /* The counts arrive in whatever order the senders get to them. */
+    /* Every count first, in whatever order the senders get to them (the
+     * batches travel meanwhile, held), then the batches. */
     for (int k = 0; k < n - 1; k++) {
         uint64_t c;
         gw_msg_status_t s;
         OK_OR_FAIL(gw_recv_tagged(comm, &c, 1, GW_UINT64, GW_ANY_SOURCE, 0, &s));
-        EXPECT(c == batch(s.source, r), "count from %d: %llu", s.source, (unsigned long long)c);
-        counts_in[s.source] = c;
-        in[s.source] = malloc((c + 1) * sizeof(float));
-        OK_OR_FAIL(gw_irecv_tagged(comm, in[s.source], c, GW_FLOAT32, s.source, 1, NULL, &h[nh++]));
+        EXPECT(s.source >= 0 && s.source < n && s.source != r && c == batch(s.source, r),
+               "count from %d: %llu", s.source, (unsigned long long)c);
+        if (s.source >= 0 && s.source < n)
+            counts_in[s.source] = c;
+    }
+    for (int q = 0; q < n; q++) {
+        if (q == r)
+            continue;
+        in[q] = malloc((counts_in[q] + 1) * sizeof(float));
+        OK_OR_FAIL(gw_irecv_tagged(comm, in[q], counts_in[q], GW_FLOAT32, q, 1, NULL, &h[nh++]));
     }
     for (int i = 0; i < nh; i++)
         OK_OR_FAIL(gw_wait(h[i]));
@@ -339,7 +357,9 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "mismatch") == 0)
         rc = mismatch_mode(comm);
     else if (strcmp(mode, "dead") == 0)
-        rc = dead_mode(comm);
+        rc = dead_mode(comm, 0);
+    else if (strcmp(mode, "deadsilent") == 0)
+        rc = dead_mode(comm, 1);
     else if (strcmp(mode, "bound") == 0)
         rc = bound_mode(comm);
     else if (strcmp(mode, "pipeline") == 0)
@@ -348,7 +368,7 @@ int main(int argc, char **argv)
         rc = moe_mode(comm);
     else
         printf("rank %d: unknown mode %s\n", g_rank, mode);
-    int healthy = rc == 0 && !g_bad && strcmp(mode, "mismatch") && strcmp(mode, "dead") &&
+    int healthy = rc == 0 && !g_bad && strcmp(mode, "mismatch") && strncmp(mode, "dead", 4) &&
                   strcmp(mode, "bound");
     /* A barrier keeps a rank from closing while a peer still wants its
      * receipts; the failure modes skip it (their communicators broke). */

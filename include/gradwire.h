@@ -883,21 +883,16 @@ GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t send
                                void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
 
 /*
- * Tagged messages, MPI's matching: a receive names a source rank or
- * GW_ANY_SOURCE and a tag (>= 0) or GW_ANY_TAG, and takes the earliest
- * message that fits: messages from one source with one tag never overtake
- * each other, and a wildcard takes the one this rank saw arrive first. A
- * matched message must have the receive's count and dtype, else
- * GW_ERR_MISMATCH naming the sender. A message nobody waits for yet is
- * taken in and held (GW_P2P_UNEXPECTED_BYTES in all per communicator; one
- * past it fails the communicator with GW_ERR_NO_MEMORY naming its
- * sender). A send completes once the receiver took the message in,
- * matched or held. Tagged and untagged messages are separate: do not have
- * both in flight between two ranks at once. Over shared memory and TCP
- * (GW_ERR_UNSUPPORTED over verbs); the Point-to-point rules above
- * otherwise hold (collectives must not overlap them). Status: source, tag
- * and count of the message a receive got, written when it completes.
- * Details: docs/guide/p2p.md.
+ * Tagged messages, matched as MPI's: a receive names a source or
+ * GW_ANY_SOURCE and a tag (>= 0) or GW_ANY_TAG and takes the earliest
+ * message that fits; one source's messages with one tag never overtake
+ * each other. Count and dtype must match (GW_ERR_MISMATCH naming the
+ * sender). A message nobody waits for yet is held, at most 64 MiB per
+ * communicator (past it GW_ERR_NO_MEMORY naming the sender); a send
+ * completes once the receiver took its message in. No untagged messages
+ * in flight between the same two ranks meanwhile; otherwise the rules
+ * above hold (no collective while one is pending). Shared memory and TCP
+ * (verbs: GW_ERR_UNSUPPORTED). Details: docs/guide/c-api.md.
  */
 #define GW_ANY_SOURCE (-1)
 #define GW_ANY_TAG (-1)
@@ -908,7 +903,7 @@ typedef struct gw_msg_status {
 } gw_msg_status_t;
 GW_API gw_status_t gw_send_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
                                   int peer, int tag);
-/* status may be NULL. */
+/* *status (may be NULL): the message's source, tag and count. */
 GW_API gw_status_t gw_recv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
                                   int source, int tag, gw_msg_status_t *status);
 GW_API gw_status_t gw_isend_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,

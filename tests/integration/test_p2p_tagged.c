@@ -87,6 +87,13 @@ Test(p2p_tagged, count_mismatch_blames_the_sender, .timeout = 120)
     expect_lines(2, "mismatch", lines);
 }
 
+Test(p2p_tagged, negative_tag_is_refused, .timeout = 120)
+{
+    const char *lines[] = {"rank 0: GW_ERR_INVALID_ARG", "rank 1: GW_ERR_INVALID_ARG",
+                           "gw_isend_tagged: tag -1 is negative", NULL};
+    expect_lines(2, "args", lines);
+}
+
 Test(p2p_tagged, dead_sender_fails_an_any_source_receive, .timeout = 120)
 {
     const char *lines[] = {"culprit 2", "rank 0: GW_ERR_", NULL};

@@ -21,6 +21,8 @@
  *   deadsilent  the same, but rank 2 exits before sending anything, so
  *             rank 0 never connected to it: the receive times out after
  *             GW_TIMEOUT_MS, and the referee blames the rank that is gone.
+ *   args      rank 0 sends with tag GW_ANY_TAG (negative): GW_ERR_INVALID_ARG,
+ *             and rank 1, waiting for it, learns of it (the abort).
  *   bound     rank 1 sends 5 messages of 16 MiB with tag 9 that rank 0
  *             does not want, then waits: rank 0's receive of tag 1 fails
  *             with GW_ERR_NO_MEMORY blaming rank 1 (the 64 MiB bound).
@@ -170,6 +172,22 @@ static int mismatch_mode(gw_comm_t *comm)
         EXPECT(got[0] == 9, "the mismatched message was written");
         return expect_failure(comm, st, GW_ERR_MISMATCH);
     }
+    return 0;
+}
+
+/* Rank 0 posts a send with a negative tag; rank 1 waits for it. */
+static int args_mode(gw_comm_t *comm)
+{
+    int32_t v = 1;
+    if (g_rank == 0) {
+        gw_handle_t *h = NULL;
+        gw_status_t st = gw_isend_tagged(comm, &v, 1, GW_INT32, 1, GW_ANY_TAG, &h);
+        EXPECT(h == NULL, "a refused send left a handle");
+        return expect_failure(comm, st, GW_ERR_INVALID_ARG);
+    }
+    if (g_rank == 1)
+        return expect_failure(comm, gw_recv_tagged(comm, &v, 1, GW_INT32, 0, GW_ANY_TAG, NULL),
+                              GW_ERR_INVALID_ARG);
     return 0;
 }
 
@@ -360,6 +378,8 @@ int main(int argc, char **argv)
         rc = dead_mode(comm, 0);
     else if (strcmp(mode, "deadsilent") == 0)
         rc = dead_mode(comm, 1);
+    else if (strcmp(mode, "args") == 0)
+        rc = args_mode(comm);
     else if (strcmp(mode, "bound") == 0)
         rc = bound_mode(comm);
     else if (strcmp(mode, "pipeline") == 0)
@@ -369,7 +389,7 @@ int main(int argc, char **argv)
     else
         printf("rank %d: unknown mode %s\n", g_rank, mode);
     int healthy = rc == 0 && !g_bad && strcmp(mode, "mismatch") && strncmp(mode, "dead", 4) &&
-                  strcmp(mode, "bound");
+                  strcmp(mode, "bound") && strcmp(mode, "args");
     /* A barrier keeps a rank from closing while a peer still wants its
      * receipts; the failure modes skip it (their communicators broke). */
     if (healthy && (st = gw_barrier(comm)) != GW_OK) {

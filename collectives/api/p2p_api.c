@@ -511,15 +511,19 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
         h->last_moved_ms = now;
     } else if (now - h->last_moved_ms >= comm->timeout_ms) {
         int unreceipted = h->req.kind == GW_REQ_SEND && h->req.bytes_done == h->req.len;
-        GW_ERROR(&comm->log, "api",
-                 "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done%s); the "
-                 "peer may be hung (GW_TIMEOUT_MS raises the limit)",
-                 comm->timeout_ms, h->req.len,
-                 h->req.kind == GW_REQ_SEND ? "send to"
-                 : h->req.peer < 0          ? "receive from any rank, GW_ANY_SOURCE, not"
-                                            : "receive from",
-                 gw__comm_from_root(comm, h->req.peer), h->req.bytes_done,
-                 unreceipted ? ", no receipt: it has not posted the matching receive" : "");
+        if (h->req.peer < 0) /* a tagged receive from GW_ANY_SOURCE, nothing matched */
+            GW_ERROR(&comm->log, "api",
+                     "gw_test: no message for %d ms for a %zu-byte receive from any rank "
+                     "(GW_ANY_SOURCE); the senders may be hung (GW_TIMEOUT_MS raises the limit)",
+                     comm->timeout_ms, h->req.len);
+        else
+            GW_ERROR(&comm->log, "api",
+                     "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done%s); the "
+                     "peer may be hung (GW_TIMEOUT_MS raises the limit)",
+                     comm->timeout_ms, h->req.len,
+                     h->req.kind == GW_REQ_SEND ? "send to" : "receive from",
+                     gw__comm_from_root(comm, h->req.peer), h->req.bytes_done,
+                     unreceipted ? ", no receipt: it has not posted the matching receive" : "");
         *done = 1;
         gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
                              .culprit = h->req.peer, /* root ranks, as blame speaks */

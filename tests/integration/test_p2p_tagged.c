@@ -87,6 +87,14 @@ Test(p2p_tagged, count_mismatch_blames_the_sender, .timeout = 120)
     expect_lines(2, "mismatch", lines);
 }
 
+Test(p2p_tagged, tested_any_source_receive_times_out, .timeout = 120)
+{
+    const char *lines[] = {"rank 0: GW_ERR_TIMEOUT",
+                           "gw_test: no message for 2000 ms for a 4-byte receive from any rank",
+                           NULL};
+    expect_lines_within(2, "testany", lines, "2000", 20);
+}
+
 Test(p2p_tagged, negative_tag_is_refused, .timeout = 120)
 {
     const char *lines[] = {"rank 0: GW_ERR_INVALID_ARG", "rank 1: GW_ERR_INVALID_ARG",

@@ -21,6 +21,8 @@
  *   deadsilent  the same, but rank 2 exits before sending anything, so
  *             rank 0 never connected to it: the receive times out after
  *             GW_TIMEOUT_MS, and the referee blames the rank that is gone.
+ *   testany   rank 0 tests (gw_test) a GW_ANY_SOURCE receive nobody sends
+ *             to: GW_ERR_TIMEOUT after GW_TIMEOUT_MS, said as such.
  *   args      rank 0 sends with tag GW_ANY_TAG (negative): GW_ERR_INVALID_ARG,
  *             and rank 1, waiting for it, learns of it (the abort).
  *   bound     rank 1 sends 5 messages of 16 MiB with tag 9 that rank 0
@@ -173,6 +175,25 @@ static int mismatch_mode(gw_comm_t *comm)
         return expect_failure(comm, st, GW_ERR_MISMATCH);
     }
     return 0;
+}
+
+/* Rank 0 tests a GW_ANY_SOURCE receive that nothing matches; rank 1
+ * waits for rank 0. */
+static int testany_mode(gw_comm_t *comm)
+{
+    int32_t v = 1;
+    gw_status_t st;
+    if (g_rank == 0) {
+        gw_handle_t *h;
+        OK_OR_FAIL(gw_irecv_tagged(comm, &v, 1, GW_INT32, GW_ANY_SOURCE, 3, NULL, &h));
+        int done = 0;
+        while ((st = gw_test(h, &done)) == GW_OK && !done)
+            usleep(1000);
+        return expect_failure(comm, st, GW_ERR_TIMEOUT);
+    }
+    st = gw_recv_tagged(comm, &v, 1, GW_INT32, 0, 3, NULL);
+    printf("rank %d: %s culprit %d\n", g_rank, gw_status_name(st), gw_comm_culprit(comm));
+    return st == GW_OK;
 }
 
 /* Rank 0 posts a send with a negative tag; rank 1 waits for it. */
@@ -378,6 +399,8 @@ int main(int argc, char **argv)
         rc = dead_mode(comm, 0);
     else if (strcmp(mode, "deadsilent") == 0)
         rc = dead_mode(comm, 1);
+    else if (strcmp(mode, "testany") == 0)
+        rc = testany_mode(comm);
     else if (strcmp(mode, "args") == 0)
         rc = args_mode(comm);
     else if (strcmp(mode, "bound") == 0)
@@ -389,7 +412,7 @@ int main(int argc, char **argv)
     else
         printf("rank %d: unknown mode %s\n", g_rank, mode);
     int healthy = rc == 0 && !g_bad && strcmp(mode, "mismatch") && strncmp(mode, "dead", 4) &&
-                  strcmp(mode, "bound") && strcmp(mode, "args");
+                  strcmp(mode, "bound") && strcmp(mode, "args") && strcmp(mode, "testany");
     /* A barrier keeps a rank from closing while a peer still wants its
      * receipts; the failure modes skip it (their communicators broke). */
     if (healthy && (st = gw_barrier(comm)) != GW_OK) {

@@ -177,6 +177,9 @@ static gw_status_t take_held(gw_comm_t *comm, gw_handle_t *h, gw__unexp_t *u)
         return GW_OK;
     }
     gw_match_t *m = comm->match;
+    for (int q = 0; q < comm->size; q++) /* landed, but the pump may not have seen it yet */
+        if (m->busy_u[q] == u)
+            m->busy[q] = NULL, m->busy_u[q] = NULL;
     if (u->len)
         memcpy(h->tagged.buf, u->buf, u->len);
     m->unexp_bytes -= u->len;

@@ -275,7 +275,7 @@ static gw_status_t take_in(gw_comm_t *comm, gw_match_t *m, int q, const gw_msg_t
         GW_ERROR(&comm->log, "api",
                  "rank %d sent a %zu-byte message with tag %d that no receive wants yet, and "
                  "this rank already holds %zu bytes of such messages: past the bound of %zu "
-                 "(GW_P2P_UNEXPECTED_BYTES); post receives before the messages arrive",
+                 "(GW_P2P_UNEXPECTED_BYTES, match.h); post receives before the messages arrive",
                  q, len, tag, m->unexp_bytes, GW_P2P_UNEXPECTED_BYTES);
         gw_comm_blame_t b = {.status = GW_ERR_NO_MEMORY,
                              .culprit = gw__comm_to_root(comm, q),

@@ -552,8 +552,8 @@ gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what)
     if (comm->p2p_npending == 0)
         return GW_OK;
     GW_ERROR(&comm->log, "api",
-             "%s was started while %d gw_isend/gw_irecv handle%s of this rank %s not "
-             "complete: wait for them first (messages and collectives must not overlap)",
+             "%s was started while %d gw_isend/gw_irecv (or tagged) handle%s of this rank %s "
+             "not complete: wait for them first (messages and collectives must not overlap)",
              what, comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
              comm->p2p_npending == 1 ? "is" : "are");
     /* No progress thread runs while messages are pending (posting them
@@ -568,7 +568,7 @@ void gw__p2p_abandon(gw_comm_t *comm)
 {
     if (comm->p2p_npending > 0)
         GW_WARN(&comm->log, "api",
-                "gw_comm_destroy: %d gw_isend/gw_irecv handle%s never completed; %s "
+                "gw_comm_destroy: %d gw_isend/gw_irecv (or tagged) handle%s never completed; %s "
                 "GW_ERR_ABORTED",
                 comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
                 comm->p2p_npending == 1 ? "it returns" : "they return");

@@ -882,6 +882,38 @@ GW_API gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t
 GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, int dst,
                                void *recvbuf, size_t recvcount, int src, gw_dtype_t dtype);
 
+/*
+ * Tagged messages, matched as MPI's: a receive names a source or
+ * GW_ANY_SOURCE and a tag (>= 0) or GW_ANY_TAG and takes the earliest
+ * message that fits; one source's messages with one tag never overtake
+ * each other. Count and dtype must match (GW_ERR_MISMATCH naming the
+ * sender). A message nobody waits for yet is held, at most 64 MiB per
+ * communicator (past it GW_ERR_NO_MEMORY naming the sender); a send
+ * completes once the receiver took its message in. No untagged messages
+ * in flight between the same two ranks meanwhile; otherwise the rules
+ * above hold (no collective while one is pending). Shared memory and TCP
+ * (verbs: GW_ERR_UNSUPPORTED). Details: docs/guide/c-api.md.
+ */
+#define GW_ANY_SOURCE (-1)
+#define GW_ANY_TAG (-1)
+typedef struct gw_msg_status {
+    int source; /* the sender's rank */
+    int tag;
+    size_t count; /* elements received */
+} gw_msg_status_t;
+GW_API gw_status_t gw_send_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                                  int peer, int tag);
+/* *status (may be NULL): the message's source, tag and count. */
+GW_API gw_status_t gw_recv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
+                                  int source, int tag, gw_msg_status_t *status);
+GW_API gw_status_t gw_isend_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                                   int peer, int tag, gw_handle_t **handle);
+/* *status (may be NULL) is written when the handle completes with GW_OK
+ * and must stay valid until then. */
+GW_API gw_status_t gw_irecv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
+                                   int source, int tag, gw_msg_status_t *status,
+                                   gw_handle_t **handle);
+
 /* ---- Grouped calls and fusion -------------------------------------------- */
 /*
  * gw_group_start and gw_group_end bracket calls that progress as one

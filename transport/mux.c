@@ -476,6 +476,16 @@ static void mux_close(gw_transport_t *base)
         mux_free(mux_of(base));
 }
 
+/* Routed like a request for the peer. */
+static int mux_peek(gw_transport_t *base, int peer, gw_msg_tag_t *tag, size_t *len)
+{
+    gw_mux_t *m = mux_of(base);
+    if (!m->base.connected || peer < 0 || peer >= m->base.size || m->route[peer] < 0)
+        return -1;
+    const mux_sub_t *s = &m->subs[m->route[peer]];
+    return gw__transport_peek(s->t, peer, tag, len);
+}
+
 /* Memory registration is per transport and has no peer to route by:
  * UNSUPPORTED until a caller needs it. */
 static const gw_transport_ops_t mux_ops = {
@@ -489,6 +499,7 @@ static const gw_transport_ops_t mux_ops = {
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = mux_abort,
     .close = mux_close,
+    .peek = mux_peek,
 };
 
 /* The mux fails through its sub-transports (mux_fail), not through the

@@ -193,6 +193,14 @@ typedef struct gw_transport_ops {
     gw_status_t (*abort)(gw_transport_t *t, const gw_abort_info_t *why);
     /* Say goodbye to every peer, close and free. NULL-safe. */
     void (*close)(gw_transport_t *t);
+    /* The tag and length of the next message from peer, when its header
+     * has arrived (read ahead) and no receive for peer is posted: 1. 0
+     * when none has arrived yet or a receive is posted; -1 when this
+     * transport cannot tell (NULL in the table means the same). Never
+     * consumes, never blocks. The tagged point-to-point calls post a
+     * receive only for a message they saw here (collectives/msg/match.c),
+     * so they never take another message of the pair. */
+    int (*peek)(gw_transport_t *t, int peer, gw_msg_tag_t *tag, size_t *len);
 } gw_transport_ops_t;
 
 typedef struct gw__transport_class gw__transport_class_t; /* transport/base.h */
@@ -227,6 +235,12 @@ static inline gw_status_t gw__transport_abort(gw_transport_t *t, gw_status_t sta
 {
     gw_abort_info_t why = {.status = status, .origin = -1, .culprit = -1};
     return t->ops->abort(t, &why);
+}
+
+/* t->ops->peek, or -1 where the transport has none. */
+static inline int gw__transport_peek(gw_transport_t *t, int peer, gw_msg_tag_t *tag, size_t *len)
+{
+    return t->ops->peek ? t->ops->peek(t, peer, tag, len) : -1;
 }
 
 extern const gw_transport_ops_t gw__tcp_transport_ops;

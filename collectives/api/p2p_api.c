@@ -44,13 +44,15 @@
 
 #include "collectives/api/api.h"
 #include "collectives/device/device.h"
+#include "collectives/msg/match.h"
 #include "collectives/msg/p2p.h"
 #include "common/clock.h"
 
 /* Check one side's arguments; fail the communicator on bad ones (the peer
- * is waiting for a message that will never come). */
-static gw_status_t check(gw_comm_t *comm, const char *fn, const void *buf, size_t count,
-                         gw_dtype_t dtype, int peer, size_t *nbytes)
+ * is waiting for a message that will never come). any: peer may be
+ * GW_ANY_SOURCE (a tagged receive). */
+static gw_status_t check_any(gw_comm_t *comm, const char *fn, const void *buf, size_t count,
+                             gw_dtype_t dtype, int peer, int any, size_t *nbytes)
 {
     size_t esize = gw_dtype_size(dtype);
     gw_status_t st = GW_ERR_INVALID_ARG;
@@ -58,7 +60,7 @@ static gw_status_t check(gw_comm_t *comm, const char *fn, const void *buf, size_
         GW_ERROR(&comm->log, "api", "%s: unknown dtype %d", fn, (int)dtype);
         goto fail;
     }
-    if (peer < 0 || peer >= comm->size || peer == comm->rank) {
+    if (!(any && peer == GW_ANY_SOURCE) && (peer < 0 || peer >= comm->size || peer == comm->rank)) {
         GW_ERROR(&comm->log, "api",
                  "%s: peer %d is not another rank of this communicator "
                  "(rank %d of %d)",
@@ -78,6 +80,12 @@ static gw_status_t check(gw_comm_t *comm, const char *fn, const void *buf, size_
     return GW_OK;
 fail:
     return gw__comm_fail(comm, st);
+}
+
+static gw_status_t check(gw_comm_t *comm, const char *fn, const void *buf, size_t count,
+                         gw_dtype_t dtype, int peer, size_t *nbytes)
+{
+    return check_any(comm, fn, buf, count, dtype, peer, 0, nbytes);
 }
 
 /* Common entry: the communicator is usable and owned by this thread. */
@@ -294,6 +302,122 @@ gw_status_t gw_irecv(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype,
     return post_handle(comm, "gw_irecv", GW_REQ_RECV, buf, count, dtype, peer, handle);
 }
 
+/* ---- tagged (collectives/msg/match.c) ------------------------------------ */
+
+/* Check, stage and post one tagged message in a new handle. peer is the
+ * destination of a send, the source (or GW_ANY_SOURCE) of a receive. */
+static gw_status_t post_tagged(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                               size_t count, gw_dtype_t dtype, int peer, int tag,
+                               gw_msg_status_t *out, gw_handle_t **handle)
+{
+    size_t nbytes;
+    gw_status_t st = enter(comm);
+    if (st == GW_OK)
+        st = check_any(comm, fn, buf, count, dtype, peer, kind == GW_REQ_RECV, &nbytes);
+    if (st == GW_OK && (tag < 0 && !(kind == GW_REQ_RECV && tag == GW_ANY_TAG))) {
+        GW_ERROR(&comm->log, "api", "%s: tag %d is negative%s", fn, tag,
+                 kind == GW_REQ_RECV ? " and not GW_ANY_TAG" : "");
+        st = gw__comm_fail(comm, GW_ERR_INVALID_ARG);
+    }
+    if (st != GW_OK)
+        return st;
+    gw_handle_t *h = calloc(1, sizeof(*h));
+    if (!h) {
+        GW_ERROR(&comm->log, "api", "%s: out of memory for the handle", fn);
+        return gw__comm_fail(comm, GW_ERR_NO_MEMORY);
+    }
+    void *use;
+    st = gw__device_p2p_stage(comm, kind == GW_REQ_SEND, buf, nbytes, &use, &h->staged);
+    if (st != GW_OK) {
+        free(h);
+        return st;
+    }
+    uint32_t sig = gw__sig_p2p(count, dtype);
+    if (kind == GW_REQ_SEND) {
+        st = gw__match_send(comm, peer, tag, use, nbytes, sig, &h->req);
+    } else {
+        h->tagged.is_recv = 1;
+        h->tagged.source = peer;
+        h->tagged.tag = tag;
+        h->tagged.count = count;
+        h->tagged.sig = sig;
+        h->tagged.buf = use;
+        h->tagged.out = out;
+        h->req.len = nbytes;
+        st = gw__match_recv(comm, h);
+    }
+    if (st != GW_OK) {
+        gw__match_forget(comm, h);
+        gw__device_p2p_release(comm, h->staged);
+        free(h);
+        return st;
+    }
+    h->staged_dst = buf;
+    h->staged_len = nbytes;
+    h->comm = comm;
+    h->is_p2p = 1;
+    atomic_init(&h->done, 0);
+    h->last_moved_ms = gw__now_ms();
+    h->next = comm->p2p_pending;
+    comm->p2p_pending = h;
+    comm->p2p_npending++;
+    *handle = h;
+    return GW_OK;
+}
+
+static gw_status_t tagged_handle(gw_comm_t *comm, const char *fn, gw_req_kind_t kind, void *buf,
+                                 size_t count, gw_dtype_t dtype, int peer, int tag,
+                                 gw_msg_status_t *out, gw_handle_t **handle)
+{
+    if (!comm || !handle)
+        return GW_ERR_INVALID_ARG;
+    *handle = NULL;
+    gw_status_t st = gw__group_refuse(comm, fn);
+    if (st != GW_OK)
+        return st;
+    st = gw__comm_enter(comm, fn);
+    if (st != GW_OK)
+        return st;
+    claim(comm);
+    st = post_tagged(comm, fn, kind, buf, count, dtype, peer, tag, out, handle);
+    gw__comm_drive_end(comm);
+    gw__comm_leave(comm);
+    return st;
+}
+
+gw_status_t gw_isend_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                            int peer, int tag, gw_handle_t **handle)
+{
+    /* The transport never writes through a send buffer. */
+    return tagged_handle(comm, "gw_isend_tagged", GW_REQ_SEND, (void *)(uintptr_t)buf, count, dtype,
+                         peer, tag, NULL, handle);
+}
+
+gw_status_t gw_irecv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int source,
+                            int tag, gw_msg_status_t *status, gw_handle_t **handle)
+{
+    return tagged_handle(comm, "gw_irecv_tagged", GW_REQ_RECV, buf, count, dtype, source, tag,
+                         status, handle);
+}
+
+gw_status_t gw_send_tagged(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
+                           int peer, int tag)
+{
+    gw_handle_t *h;
+    gw_status_t st = tagged_handle(comm, "gw_send_tagged", GW_REQ_SEND, (void *)(uintptr_t)buf,
+                                   count, dtype, peer, tag, NULL, &h);
+    return st != GW_OK ? st : gw_wait(h);
+}
+
+gw_status_t gw_recv_tagged(gw_comm_t *comm, void *buf, size_t count, gw_dtype_t dtype, int source,
+                           int tag, gw_msg_status_t *status)
+{
+    gw_handle_t *h;
+    gw_status_t st = tagged_handle(comm, "gw_recv_tagged", GW_REQ_RECV, buf, count, dtype, source,
+                                   tag, status, &h);
+    return st != GW_OK ? st : gw_wait(h);
+}
+
 /* The handle's outcome once its request is complete or the communicator
  * failed; releases it. */
 static gw_status_t finish(gw_handle_t *h, gw_status_t st)
@@ -304,6 +428,11 @@ static gw_status_t finish(gw_handle_t *h, gw_status_t st)
      * or later: its outcome stands, and the failure is the next call's. */
     if (h->req.complete)
         st = h->req.status == GW_OK ? GW_OK : gw__comm_fail(comm, h->req.status);
+    if (h->tagged.is_recv) {
+        gw__match_forget(comm, h);
+        if (st == GW_OK && h->tagged.out)
+            *h->tagged.out = h->tagged.got;
+    }
     st = gw__device_p2p_unstage(comm, h->req.kind == GW_REQ_SEND, h->staged_dst, h->staged,
                                 h->staged_len, st);
     unlink_pending(comm, h);
@@ -382,13 +511,19 @@ static gw_status_t test_claimed(gw_handle_t *h, int *done)
         h->last_moved_ms = now;
     } else if (now - h->last_moved_ms >= comm->timeout_ms) {
         int unreceipted = h->req.kind == GW_REQ_SEND && h->req.bytes_done == h->req.len;
-        GW_ERROR(&comm->log, "api",
-                 "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done%s); the "
-                 "peer may be hung (GW_TIMEOUT_MS raises the limit)",
-                 comm->timeout_ms, h->req.len,
-                 h->req.kind == GW_REQ_SEND ? "send to" : "receive from",
-                 gw__comm_from_root(comm, h->req.peer), h->req.bytes_done,
-                 unreceipted ? ", no receipt: it has not posted the matching receive" : "");
+        if (h->req.peer < 0) /* a tagged receive from GW_ANY_SOURCE, nothing matched */
+            GW_ERROR(&comm->log, "api",
+                     "gw_test: no message for %d ms for a %zu-byte receive from any rank "
+                     "(GW_ANY_SOURCE); the senders may be hung (GW_TIMEOUT_MS raises the limit)",
+                     comm->timeout_ms, h->req.len);
+        else
+            GW_ERROR(&comm->log, "api",
+                     "gw_test: no progress for %d ms on a %zu-byte %s rank %d (%zu done%s); the "
+                     "peer may be hung (GW_TIMEOUT_MS raises the limit)",
+                     comm->timeout_ms, h->req.len,
+                     h->req.kind == GW_REQ_SEND ? "send to" : "receive from",
+                     gw__comm_from_root(comm, h->req.peer), h->req.bytes_done,
+                     unreceipted ? ", no receipt: it has not posted the matching receive" : "");
         *done = 1;
         gw_comm_blame_t b = {.status = GW_ERR_TIMEOUT,
                              .culprit = h->req.peer, /* root ranks, as blame speaks */
@@ -417,8 +552,8 @@ gw_status_t gw__p2p_check_idle(gw_comm_t *comm, const char *what)
     if (comm->p2p_npending == 0)
         return GW_OK;
     GW_ERROR(&comm->log, "api",
-             "%s was started while %d gw_isend/gw_irecv handle%s of this rank %s not "
-             "complete: wait for them first (messages and collectives must not overlap)",
+             "%s was started while %d gw_isend/gw_irecv (or tagged) handle%s of this rank %s "
+             "not complete: wait for them first (messages and collectives must not overlap)",
              what, comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
              comm->p2p_npending == 1 ? "is" : "are");
     /* No progress thread runs while messages are pending (posting them
@@ -433,7 +568,7 @@ void gw__p2p_abandon(gw_comm_t *comm)
 {
     if (comm->p2p_npending > 0)
         GW_WARN(&comm->log, "api",
-                "gw_comm_destroy: %d gw_isend/gw_irecv handle%s never completed; %s "
+                "gw_comm_destroy: %d gw_isend/gw_irecv (or tagged) handle%s never completed; %s "
                 "GW_ERR_ABORTED",
                 comm->p2p_npending, comm->p2p_npending == 1 ? "" : "s",
                 comm->p2p_npending == 1 ? "it returns" : "they return");
@@ -446,4 +581,5 @@ void gw__p2p_abandon(gw_comm_t *comm)
         atomic_store(&h->done, 1);
     }
     comm->p2p_npending = 0;
+    gw__match_free(comm);
 }

@@ -101,6 +101,9 @@ struct gw_comm {
     /* Non-blocking point-to-point calls not yet completed (p2p_api.c). */
     struct gw_handle *p2p_pending;
     int p2p_npending;
+    /* The tagged calls' matching engine (collectives/msg/match.c): NULL
+     * until the first tagged call. */
+    struct gw_match *match;
     /* ---- sub-communicators (comm_split.c) ---- */
     struct gw_comm *root; /* the communicator that owns the transport; NULL: this one */
     int *to_root;         /* child rank -> root rank; NULL on a root */
@@ -189,6 +192,21 @@ struct gw_handle {
     int dev_send, dev_recv;
     void *staged, *staged_dst;
     size_t staged_len;
+    /* A tagged receive (gw_irecv_tagged, collectives/msg/match.c): what it
+     * accepts (source and tag may be GW_ANY_SOURCE, GW_ANY_TAG), where it
+     * waits, and what it matched (status, written to out on success). */
+    struct {
+        int is_recv;
+        int source, tag;
+        size_t count;
+        uint32_t sig;            /* gw__sig_p2p of count and dtype */
+        void *buf;               /* where the payload goes (staged copy included) */
+        int matched;             /* a message was assigned to it */
+        struct gw__unexp *from;  /* the unexpected message it waits for */
+        struct gw_handle *qnext; /* the engine's queue of posted receives */
+        gw_msg_status_t got;
+        gw_msg_status_t *out;
+    } tagged;
 };
 
 /* ---- creation (api/comm_init.c) ------------------------------------------ */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "collectives/comm/flight_recorder.h"
+#include "collectives/msg/match.h"
 #include "common/clock.h"
 
 /* How long one progress call may sleep in poll() when nothing is ready. The
@@ -85,7 +86,8 @@ static gw_status_t progress(gw_comm_t *comm, int wait_ms)
     gw_status_t st = t->ops->progress(t, &comm->tag, wait_ms);
     if (st != GW_OK)
         return gw__comm_fail(comm, st);
-    return GW_OK;
+    /* Tagged messages whose headers arrived are taken in (match.c). */
+    return comm->match ? gw__match_pump(comm) : GW_OK;
 }
 
 gw_status_t gw__p2p_poll(gw_comm_t *comm) { return progress(comm, 0); }
@@ -116,6 +118,14 @@ static gw_status_t stalled(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
     int culprit = -1;
     for (int i = 0; i < n; i++) {
         const gw_request_t *r = reqs[i];
+        if (r && !r->complete && r->peer < 0) {
+            /* A tagged receive from GW_ANY_SOURCE that nothing matched. */
+            GW_ERROR(&comm->log, "coll",
+                     "%s: no message for %d ms for a receive from any rank (GW_ANY_SOURCE); "
+                     "the senders may be hung or much slower (GW_TIMEOUT_MS raises the limit)",
+                     what, comm->timeout_ms);
+            break;
+        }
         if (r && !r->complete) {
             culprit = r->peer;
             if (r->kind == GW_REQ_SEND && (r->flags & GW_REQ_RECEIPT) && r->bytes_done == 0 &&

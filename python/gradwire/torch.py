@@ -32,10 +32,11 @@ alltoall_base); they must be CPU, contiguous and of a type gradwire has:
 float32, float64, float16, bfloat16 (its bits as int16, dtype "bfloat16"),
 int64, int32, int8, uint8. Others (bool, complex, int16) raise TypeError
 naming the type (calls that only move data move any dtype as bytes).
-send/recv are gradwire's isend/irecv with torch's tags matched here
-(_Mailbox): their data moves while a Work of theirs is waited on, and no
-collective may start while one is pending; recv from any source is not
-offered.
+send/recv are gradwire's tagged messages (gw_isend_tagged,
+gw_irecv_tagged: _Mailbox), torch's tag their tag; recv(tensor, src=None)
+takes the earliest message with its tag from any rank and returns the
+sender. Their data moves while a Work of theirs is waited on, and no
+collective may start while one is pending.
 """
 
 import collections
@@ -443,51 +444,22 @@ class _Completer:
             thread.join()
 
 
-class _Recv:
-    """A posted receive: a tensor's bytes, from `src` with `tag`."""
-
-    __slots__ = ("buf", "src", "tag", "done", "error")
-
-    def __init__(self, buf, src, tag):
-        self.buf, self.src, self.tag, self.done, self.error = buf, src, tag, False, None
-
-
 class _Mailbox:
-    """torch's tagged messages on gradwire's untagged ones.
+    """torch's tagged messages on gradwire's (gw_isend_tagged and
+    gw_irecv_tagged, docs/guide/p2p.md).
 
-    gradwire's point-to-point calls (gw_isend / gw_irecv) name the peer and
-    nothing else: messages between two ranks match in posting order, and
-    the C API has no tag and no receive from any source (the tags of
-    collectives/msg/tag.c are the library's sequence numbers and call
-    signatures, not the user's). torch's send and recv carry a tag, and a
-    receive takes the first message from its source with that tag (MPI's
-    and gloo's rule). So each send is two gradwire messages: a header (two
-    int64: the tag and the payload's size in bytes) and the payload as
-    bytes. For each source with receives posted, one header receive is
-    posted; when it lands, the payload is received straight into the
-    earliest posted receive with that tag, or, if none wants it, into a
-    buffer of its own kept for the receive that will (the stash, which a
-    new receive looks in first).
-
-    Nothing runs in the background: gradwire moves messages while a handle
-    is waited on or tested, and a send completes only once the receiver
-    takes it. So every wait for a message (send or receive) tests its own
-    handles and advances every source's receives in turn (pump), never
-    blocking in one: two ranks that each wait for their send to the other
-    still take each other's messages (batch_isend_irecv in a ring).
-
-    Receiving from any source would need a header receive posted to every
-    peer, and those left over could neither be taken back nor stay posted
-    across a collective (gradwire refuses a collective while a message is
-    pending): recv_anysource raises instead."""
+    A message is the tensor's bytes (uint8), sent with torch's tag; a
+    receive names its source or None (any rank) and the tag, and takes the
+    earliest message that fits, MPI's and gloo's rule, matched by the
+    library. A message nobody waits for yet is taken in and held by the
+    library, so a wait on one message never stops another from arriving:
+    two ranks that each wait for their send to the other complete
+    (batch_isend_irecv in a ring). A size that differs from the receive's
+    tensor fails both ranks with gradwire.MismatchError naming the
+    sender."""
 
     def __init__(self, pg):
         self._pg = pg
-        self._posted = collections.defaultdict(list)  # src -> [_Recv], in posting order
-        self._stash = collections.defaultdict(list)  # src -> [(tag, uint8 tensor)], in arrival order
-        self._header = {}  # src -> (int64[2] buffer, its handle): the header receive posted
-        self._payload = {}  # src -> (handle, _Recv or None, buffer, tag): the payload receive posted
-        self._lock = threading.RLock()
 
     @staticmethod
     def _bytes(t, what):
@@ -497,103 +469,24 @@ class _Mailbox:
             raise ValueError("gradwire backend: %s must be contiguous (call .contiguous() first)" % what)
         return t.detach().reshape(-1).view(torch.uint8)
 
+    @staticmethod
+    def _tag(tag):
+        if tag is None or int(tag) < 0:
+            raise ValueError("gradwire backend: a message's tag must be an int >= 0, not %r" % (tag,))
+        return int(tag)
+
     def send(self, t, dst, tag):
         payload = self._bytes(t, "send's tensor")
-        header = torch.tensor([tag, payload.numel()], dtype=torch.int64).numpy()
-        comm = self._pg.comm
         with self._pg._lock:
-            handles = [comm.isend(header, dst)]
-            if payload.numel():
-                handles.append(comm.isend(payload.numpy(), dst))
-        keep = (header, payload)  # their memory stays until the messages are out
-        return lambda: self._wait(lambda: all([h.test() for h in handles]) and keep is not None)
+            h = self._pg.comm.isend_tagged(payload.numpy(), dst, self._tag(tag))
+        return lambda: h.wait() if payload is not None else None  # payload stays until it is out
 
     def recv(self, t, src, tag):
-        r = _Recv(self._bytes(t, "recv's tensor"), src, tag)
-        with self._lock:
-            for i, (got, data) in enumerate(self._stash[src]):
-                if got == tag:
-                    del self._stash[src][i]
-                    self._fill(r, data)
-                    break
-            else:
-                self._posted[src].append(r)
-                self._post_header(src)
-
-        def finish():
-            self._wait(lambda: r.done)
-            if r.error is not None:
-                raise r.error
-
-        return finish
-
-    def _wait(self, done):
-        pause = 1e-6
-        while True:
-            with self._lock:
-                moved = self._pump()
-                if done():
-                    return
-            if moved:
-                pause = 1e-6
-            else:
-                time.sleep(pause)
-                pause = min(pause * 2, 1e-3)
-
-    def _post_header(self, src):
-        if src in self._header or src in self._payload or not self._posted[src]:
-            return
-        buf = torch.zeros(2, dtype=torch.int64).numpy()
+        """The receive's finish (raises its error) and its source (once finished)."""
+        buf = self._bytes(t, "recv's tensor")
         with self._pg._lock:
-            self._header[src] = (buf, self._pg.comm.irecv(buf, src))
-
-    def _fill(self, r, data):
-        if data.numel() != r.buf.numel():
-            r.error = ValueError(
-                "gradwire backend: recv from rank %d (tag %d): the message has %d bytes, the tensor %d"
-                % (r.src, r.tag, data.numel(), r.buf.numel())
-            )
-        else:
-            r.buf.copy_(data)
-        r.done = True
-
-    def _pump(self):
-        """Advance every source's header and payload receives; whether any moved on."""
-        moved = False
-        for src in list(self._header):
-            buf, h = self._header[src]
-            if not h.test():
-                continue
-            del self._header[src]
-            moved = True
-            tag, size = int(buf[0]), int(buf[1])
-            posted = self._posted[src]
-            r = next((p for p in posted if p.tag == tag), None)
-            if r is not None:
-                posted.remove(r)
-            into = r.buf if r is not None and r.buf.numel() == size else torch.empty(size, dtype=torch.uint8)
-            if size:
-                with self._pg._lock:
-                    self._payload[src] = (self._pg.comm.irecv(into.numpy(), src), r, into, tag)
-            else:
-                self._landed(src, r, into, tag)
-        for src in list(self._payload):
-            h, r, into, tag = self._payload[src]
-            if not h.test():
-                continue
-            del self._payload[src]
-            moved = True
-            self._landed(src, r, into, tag)
-        return moved
-
-    def _landed(self, src, r, into, tag):
-        if r is None:
-            self._stash[src].append((tag, into))
-        elif into is not r.buf:
-            self._fill(r, into)  # the sizes differ: the receive fails, naming them
-        else:
-            r.done = True
-        self._post_header(src)
+            h = self._pg.comm.irecv_tagged(buf.numpy(), src, self._tag(tag))
+        return (lambda: h.wait() if buf is not None else None), (lambda: h.status[0])
 
 
 def _library_timeout_s():
@@ -945,13 +838,18 @@ class ProcessGroupGradwire(_BackendBase):
         return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=finish, what="send to rank %d" % dst))
 
     def recv(self, tensors, src, tag=0):
-        finish = self._mailbox.recv(_one(tensors, "recv"), src, tag)
-        return self._keep(_Work(torch.futures.Future(), tensors, p2p_handle=finish, what="recv from rank %d" % src))
+        finish, source = self._mailbox.recv(_one(tensors, "recv"), src, tag)
+        return self._keep(
+            _Work(torch.futures.Future(), tensors, p2p_handle=finish, what="recv from rank %d" % src, source=source)
+        )
 
     def recv_anysource(self, tensors, tag=0):
-        raise NotImplementedError(
-            "gradwire backend: recv from any source is not supported (gradwire's messages name their source: "
-            "pass src=)"
+        """torch's recv(tensor, src=None): the earliest message with tag
+        from any rank; the Work's _source_rank() (what dist.recv returns)
+        is the sender."""
+        finish, source = self._mailbox.recv(_one(tensors, "recv"), None, tag)
+        return self._keep(
+            _Work(torch.futures.Future(), tensors, p2p_handle=finish, what="recv from any rank", source=source)
         )
 
     # batch_isend_irecv brackets its posts with these. gradwire's messages

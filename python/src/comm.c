@@ -21,23 +21,25 @@
 #include "core.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The parameters a call may take, in the order they are given. */
 enum param {
-    P_SEND, /* the input buffer (read-only allowed) */
-    P_BUF,  /* the one buffer of a receive (written) */
-    P_OUT,  /* the output buffer; None or absent: in place, into send */
-    P_RECV, /* sendrecv's receive buffer (written) */
-    P_OP,   /* reduction op, default "sum" */
-    P_ROOT, /* root rank, default 0 */
-    P_PEER, /* peer rank (dst of sendrecv) */
-    P_SRC,  /* sendrecv's source rank */
-    P_DTYPE /* "bfloat16" for 2-byte integer buffers of bfloat16 bits */
+    P_SEND,  /* the input buffer (read-only allowed) */
+    P_BUF,   /* the one buffer of a receive (written) */
+    P_OUT,   /* the output buffer; None or absent: in place, into send */
+    P_RECV,  /* sendrecv's receive buffer (written) */
+    P_OP,    /* reduction op, default "sum" */
+    P_ROOT,  /* root rank, default 0 */
+    P_PEER,  /* peer rank (dst of sendrecv) */
+    P_SRC,   /* sendrecv's source rank */
+    P_DTYPE, /* "bfloat16" for 2-byte integer buffers of bfloat16 bits */
+    P_TAG    /* a tagged message's tag; None: 0 for a send, any for a receive */
 };
 #define P_END (-1)
-static const char *const param_names[] = {"send", "buf",  "out", "recv", "op",
-                                          "root", "peer", "src", "dtype"};
+static const char *const param_names[] = {"send", "buf",  "out", "recv",  "op",
+                                          "root", "peer", "src", "dtype", "tag"};
 
 /* How the element counts of the buffers relate. */
 enum count_rule {
@@ -57,7 +59,8 @@ struct call_args {
     size_t count, recv_count;
     gw_dtype_t dtype;
     gw_op_t op;
-    int root, peer, src;
+    int root, peer, src, tag;
+    gw_msg_status_t *msg; /* irecv_tagged: where the status goes (the Handle owns it) */
 };
 
 struct call {
@@ -80,6 +83,8 @@ static const int to_peer[] = {P_SEND, P_PEER, P_DTYPE, P_END};
 static const int from_peer[] = {P_BUF, P_PEER, P_DTYPE, P_END};
 static const int exchange[] = {P_SEND, P_PEER, P_RECV, P_SRC, P_DTYPE, P_END};
 static const int rooted_blocks[] = {P_SEND, P_OUT, P_ROOT, P_DTYPE, P_END};
+static const int to_peer_tagged[] = {P_SEND, P_PEER, P_TAG, P_DTYPE, P_END};
+static const int from_any[] = {P_BUF, P_SRC, P_TAG, P_DTYPE, P_END};
 
 static gw_status_t run_allreduce(const struct call_args *a)
 {
@@ -171,6 +176,14 @@ static gw_status_t start_irecv(const struct call_args *a, gw_handle_t **h)
 {
     return gw_irecv(a->comm, a->out, a->count, a->dtype, a->peer, h);
 }
+static gw_status_t start_isend_tagged(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_isend_tagged(a->comm, a->send, a->count, a->dtype, a->peer, a->tag, h);
+}
+static gw_status_t start_irecv_tagged(const struct call_args *a, gw_handle_t **h)
+{
+    return gw_irecv_tagged(a->comm, a->out, a->count, a->dtype, a->src, a->tag, a->msg, h);
+}
 
 /* X(name, params, rule, run, start, doc) */
 #define GWPY_CALLS(X)                                                                              \
@@ -232,7 +245,14 @@ static gw_status_t start_irecv(const struct call_args *a, gw_handle_t **h)
       "isend(send, peer, dtype=None) -> Handle: a send that moves while this thread tests or "     \
       "waits.")                                                                                    \
     X(irecv, from_peer, R_ONE, NULL, start_irecv,                                                  \
-      "irecv(buf, peer, dtype=None) -> Handle: a receive into buf; wait() returns buf.")
+      "irecv(buf, peer, dtype=None) -> Handle: a receive into buf; wait() returns buf.")           \
+    X(isend_tagged, to_peer_tagged, R_ONE, NULL, start_isend_tagged,                               \
+      "isend_tagged(send, peer, tag=0, dtype=None) -> Handle: a tagged send (gw_isend_tagged); "   \
+      "it completes once the receiver took the message in.")                                       \
+    X(irecv_tagged, from_any, R_ONE, NULL, start_irecv_tagged,                                     \
+      "irecv_tagged(buf, src=None, tag=None, dtype=None) -> Handle: a receive of the earliest "    \
+      "message from src (None: any rank) with tag (None: any) into buf (gw_irecv_tagged); once "   \
+      "done, Handle.status is (source, tag, count).")
 
 #define GWPY_CALL_ENTRY(name, params, rule, run, start, doc) {#name, params, rule, run, start, doc},
 static const struct call calls[] = {GWPY_CALLS(GWPY_CALL_ENTRY)};
@@ -260,7 +280,7 @@ gw_comm_t *gwpy_comm_enter(gwpy_comm *self)
 
 /* The parsed arguments of one call, in param order. */
 struct parsed {
-    PyObject *value[P_DTYPE + 1];
+    PyObject *value[P_TAG + 1];
 };
 
 /* Positional arguments then keywords, by the call's parameter list. */
@@ -323,7 +343,8 @@ static int prepare(gwpy_comm *self, const struct call *c, PyObject *args, PyObje
     if (parse_params(c, args, kw, &p) != 0)
         return -1;
     for (const int *q = c->params; *q != P_END; q++) {
-        int need = *q == P_SEND || *q == P_BUF || *q == P_PEER || *q == P_RECV || *q == P_SRC ||
+        int need = *q == P_SEND || *q == P_BUF || *q == P_PEER || *q == P_RECV ||
+                   (*q == P_SRC && c->rule == R_EACH) ||
                    (*q == P_OUT && (c->rule == R_GATHER || c->rule == R_SCATTER));
         if (need && (p.value[*q] == NULL || p.value[*q] == Py_None)) {
             gwpy_raise_argument(0, "%s: missing argument '%s'", c->name, param_names[*q]);
@@ -339,7 +360,13 @@ static int prepare(gwpy_comm *self, const struct call *c, PyObject *args, PyObje
         return -1;
     if (p.value[P_PEER] != NULL && parse_rank(p.value[P_PEER], "peer", c, &a->peer) != 0)
         return -1;
-    if (p.value[P_SRC] != NULL && parse_rank(p.value[P_SRC], "src", c, &a->src) != 0)
+    a->src = GW_ANY_SOURCE; /* irecv_tagged's src=None; sendrecv requires one */
+    if (p.value[P_SRC] != NULL && p.value[P_SRC] != Py_None &&
+        parse_rank(p.value[P_SRC], "src", c, &a->src) != 0)
+        return -1;
+    a->tag = p.value[P_BUF] != NULL ? GW_ANY_TAG : 0;
+    if (p.value[P_TAG] != NULL && p.value[P_TAG] != Py_None &&
+        parse_rank(p.value[P_TAG], "tag", c, &a->tag) != 0)
         return -1;
 
     /* Buffers: bufs[0] is read, bufs[1] written. */
@@ -411,12 +438,19 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
         gw_comm_abort(self->comm);
         return NULL;
     }
+    if (c->start == start_irecv_tagged && (a.msg = calloc(1, sizeof(*a.msg))) == NULL) {
+        gwpy_buffer_release(&bufs[0]);
+        gwpy_buffer_release(&bufs[1]);
+        gw_comm_abort(self->comm);
+        return PyErr_NoMemory();
+    }
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS;
     st = c->run != NULL ? c->run(&a) : c->start(&a, &handle);
     Py_END_ALLOW_THREADS;
     self->busy = 0;
     if (st != GW_OK) {
+        free(a.msg);
         gwpy_buffer_release(&bufs[0]);
         gwpy_buffer_release(&bufs[1]);
         return gwpy_raise(st, c->name, gw_comm_culprit(self->comm), gwpy_reason(self->comm));
@@ -426,8 +460,13 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
          * communicator (see gwpy_handle). */
         int p2p = 0;
         for (const int *q = c->params; *q != P_END; q++)
-            p2p |= *q == P_PEER;
-        return gwpy_handle_new(self, handle, c->name, bufs, 2, result, NULL, p2p);
+            p2p |= *q == P_PEER || *q == P_SRC;
+        PyObject *h = gwpy_handle_new(self, handle, c->name, bufs, 2, result, NULL, p2p);
+        if (h == NULL)
+            free(a.msg); /* gwpy_handle_new completed the call */
+        else
+            ((gwpy_handle *)h)->msg = a.msg;
+        return h;
     }
     gwpy_buffer_release(&bufs[0]);
     gwpy_buffer_release(&bufs[1]);

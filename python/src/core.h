@@ -47,6 +47,7 @@ typedef struct gwpy_handle {
      * not while another call is inside it. */
     int drives_comm;
     unsigned long thread;
+    gw_msg_status_t *msg; /* irecv_tagged: its status, written when done (owned), or NULL */
     struct gwpy_handle *prev, *next;
 } gwpy_handle;
 

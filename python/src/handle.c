@@ -17,6 +17,8 @@
  */
 #include "core.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 static void unlink_pending(gwpy_handle *h)
@@ -96,6 +98,7 @@ PyObject *gwpy_handle_new(gwpy_comm *owner, gw_handle_t *handle, const char *wha
     h->busy = 0;
     h->drives_comm = drives_comm;
     h->thread = PyThread_get_thread_ident();
+    h->msg = NULL;
     h->prev = NULL;
     h->next = owner->pending;
     if (owner->pending != NULL)
@@ -191,6 +194,17 @@ static PyObject *handle_get_done(PyObject *obj, void *unused)
     return PyBool_FromLong(((gwpy_handle *)obj)->done);
 }
 
+/* irecv_tagged's (source, tag, count) once it succeeded; None before, or
+ * for any other call. */
+static PyObject *handle_get_status(PyObject *obj, void *unused)
+{
+    gwpy_handle *h = (gwpy_handle *)obj;
+    (void)unused;
+    if (h->msg == NULL || !h->done || h->status != GW_OK)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iin)", h->msg->source, h->msg->tag, (Py_ssize_t)h->msg->count);
+}
+
 static PyObject *handle_repr(PyObject *obj)
 {
     gwpy_handle *h = (gwpy_handle *)obj;
@@ -209,6 +223,7 @@ static void handle_dealloc(PyObject *obj)
     Py_CLEAR(h->state);
     Py_CLEAR(h->keep);
     Py_CLEAR(h->owner);
+    free(h->msg);
     PyObject_Free(obj);
 }
 
@@ -224,6 +239,8 @@ static PyMethodDef handle_methods[] = {
 
 static PyGetSetDef handle_getset[] = {
     {"done", handle_get_done, NULL, "Whether the call has completed (test() or wait()).", NULL},
+    {"status", handle_get_status, NULL,
+     "irecv_tagged: (source, tag, count) of the message it got, once done; None otherwise.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

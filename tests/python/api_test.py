@@ -209,6 +209,38 @@ def test_p2p(comm):
     check(np.all(got == prv), "and completes on its own thread")
 
 
+def test_tagged(comm):
+    """isend_tagged / irecv_tagged: every other rank's message at rank 0 from
+    any source and any tag, each once, Handle.status naming it; a tag picks."""
+    size, rank = comm.size, comm.rank
+    if rank == 0:
+        seen = []
+        for _ in range(size - 1):
+            got = np.zeros(3, dtype=np.int32)
+            h = comm.irecv_tagged(got, None, None)
+            check(h.status is None, "irecv_tagged: no status before it completes")
+            r = h.wait()
+            src, tag, count = h.status
+            check(r is got and got[0] == src and got[1] == tag and count == 3, "irecv_tagged status %s for %s" % (h.status, got))
+            seen.append(src)
+        check(sorted(seen) == list(range(1, size)), "irecv_tagged from any source: each rank once (%s)" % seen)
+        comm.barrier()  # rank 1's next messages come after it: the any-tag receives above cannot take them
+        got = np.zeros(2, dtype=np.float64)
+        h = comm.irecv_tagged(got, src=1, tag=9)  # sent before the tag 8 one below
+        h8 = comm.irecv_tagged(np.zeros(1, dtype=np.float64), 1, 8)
+        h.wait()
+        h8.wait()
+        check(h.status == (1, 9, 2) and got[1] == 9.0 and h8.status == (1, 8, 1), "irecv_tagged picks by tag")
+    else:
+        comm.isend_tagged(np.array([rank, 10 + rank, 0], dtype=np.int32), 0, 10 + rank).wait()
+        comm.barrier()
+        if rank == 1:
+            hs = [comm.isend_tagged(np.array([8.0]), 0, tag=8), comm.isend_tagged(np.array([0.0, 9.0]), 0, 9)]
+            for h in hs:
+                h.wait()
+    comm.barrier()
+
+
 def test_nonblocking(comm):
     xs = [np.full(10000, comm.rank + k, dtype=np.float32) for k in range(5)]
     hs = [comm.iallreduce(x, op="sum") for x in xs]
@@ -578,6 +610,7 @@ def main():
     test_gather_scatter(comm)
     test_rooted_blocks_and_split(comm)
     test_p2p(comm)
+    test_tagged(comm)
     test_nonblocking(comm)
     test_many_and_new_dtypes(comm)
     test_alltoall_and_more_nonblocking(comm)

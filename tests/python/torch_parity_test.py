@@ -20,6 +20,9 @@ Each rank prints "torch parity: N passed, 0 failed".
   all_to_all_single     uneven splits, and bad splits refused as gloo does
   tags                  recv takes the message with its tag, whatever the
                         order they were sent in; batch_isend_irecv in a ring
+  anysource             recv(t, src=None) takes each rank's message once and
+                        returns its sender, tag by tag (tag 6 sent first,
+                        tag 5 received first), as gloo does
 """
 
 import datetime
@@ -243,6 +246,31 @@ def tags(rank, size, gloo):
     dist.barrier()  # a collective after the messages: none is left pending
 
 
+def anysource(rank, size, gloo):
+    """recv(tensor, src=None): every other rank's message once, its sender returned, by tag."""
+
+    def run(group):
+        got = []
+        if rank == 0:
+            for tag in (5, 6):  # the reverse of the order they were sent in
+                for _ in range(size - 1):
+                    t = torch.zeros(2)
+                    src = dist.recv(t, group=group, tag=tag)
+                    got.append((tag, src, t.tolist()))
+        else:
+            works = [dist.isend(torch.tensor([float(rank), float(tag)]), 0, group=group, tag=tag) for tag in (6, 5)]
+            for w in works:
+                w.wait()
+        return sorted(got)
+
+    mine, theirs = both(gloo, run)
+    check("recv from any source vs gloo", mine == theirs, "got %s want %s" % (mine, theirs))
+    if rank == 0:
+        want = sorted((tag, r, [float(r), float(tag)]) for tag in (5, 6) for r in range(1, size))
+        check("recv from any source: each sender once, named", mine == want, "got %s" % (mine,))
+    dist.barrier()
+
+
 def main():
     dist.init_process_group("gradwire", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -254,6 +282,7 @@ def main():
         ("refusals", lambda: refusals(rank, size)),
         ("alltoall", lambda: alltoall_splits(rank, size, gloo)),
         ("tags", lambda: tags(rank, size, gloo)),
+        ("anysource", lambda: anysource(rank, size, gloo)),
         ("wait_timeout", lambda: work_wait_timeout(rank, size)),
         ("group_timeout", lambda: new_group_timeout(rank, size)),
         ("monitored_barrier", lambda: monitored_barrier(rank, size)),  # last: its failure aborts the communicators

@@ -214,6 +214,19 @@ static void decide(gw_bs_referee_t *ref, int final)
     ref->seen[cur] = 1;
     for (;;) {
         if (c < 0 || c >= ref->size) {
+            /* A wait that named nobody (a receive from any rank) while a
+             * rank is gone: the gone one is why nothing came. */
+            int gone = -1;
+            for (int r = 0; r < ref->size && gone < 0 && kind == GW_BLAME_TIMEOUT; r++)
+                if (ref->gone_map[r] && r != cur)
+                    gone = r;
+            if (gone >= 0) {
+                say(reason,
+                    "rank %d waited in vain (%s) naming no rank, in %s, and rank %d is gone", cur,
+                    gw_status_str(status), what, gone);
+                conclude(ref, status, gone, reason);
+                return;
+            }
             say(reason, "rank %d failed (%s) naming no rank, in %s", cur, gw_status_str(status),
                 what);
             conclude(ref, status, -1, reason);

@@ -325,6 +325,21 @@ static void shm_close(gw_transport_t *base)
     shm_free(t);
 }
 
+/* The record read ahead (r_held) is the next message's when no receive
+ * for the peer is unfinished. */
+static int shm_peek(gw_transport_t *base, int peer, gw_msg_tag_t *tag, size_t *len)
+{
+    gw_shm_t *t = gw__shm_of(base);
+    if (peer < 0 || peer >= base->size || peer == base->rank)
+        return -1;
+    const gw_shm_peer_t *p = &t->peers[peer];
+    if (p->rq_head || !p->r_held)
+        return 0;
+    *tag = (gw_msg_tag_t){.seq = p->r_hdr.seq, .sig = p->r_hdr.sig, .comm_id = p->r_hdr.comm_id};
+    *len = (size_t)p->r_hdr.len;
+    return 1;
+}
+
 const gw_transport_ops_t gw__shm_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
     .open = shm_open_,
@@ -336,6 +351,7 @@ const gw_transport_ops_t gw__shm_transport_ops = {
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = shm_abort,
     .close = shm_close,
+    .peek = shm_peek,
 };
 
 static const gw__transport_class_t shm_class = {

@@ -388,6 +388,22 @@ static void tcp_close(gw_transport_t *base)
     tcp_free(t);
 }
 
+/* The header socket 0 read ahead is the next message's when no receive
+ * for the peer is unfinished (parts k > 0 travel on the other sockets). */
+static int tcp_peek(gw_transport_t *base, int peer, gw_msg_tag_t *tag, size_t *len)
+{
+    gw_tcp_t *t = gw__tcp_of(base);
+    if (peer < 0 || peer >= base->size || peer == base->rank)
+        return -1;
+    const gw_tcp_peer_t *p = &t->peers[peer];
+    if (!p->socks || p->rq_head || !p->socks[0].r_held)
+        return 0;
+    const gw_tcp_hdr_t *h = &p->socks[0].r_hdr;
+    *tag = (gw_msg_tag_t){.seq = h->seq, .sig = h->sig, .comm_id = h->comm_id};
+    *len = (size_t)h->total;
+    return 1;
+}
+
 const gw_transport_ops_t gw__tcp_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
     .open = tcp_open,
@@ -399,6 +415,7 @@ const gw_transport_ops_t gw__tcp_transport_ops = {
     .mem_dereg = gw__transport_mem_dereg_unsupported,
     .abort = tcp_abort,
     .close = tcp_close,
+    .peek = tcp_peek,
 };
 
 static const gw__transport_class_t tcp_class = {

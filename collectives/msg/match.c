@@ -109,7 +109,7 @@ static gw_status_t engine(gw_comm_t *comm, gw_match_t **out)
 gw_status_t gw__match_send(gw_comm_t *comm, int peer, int tag, const void *buf, size_t len,
                            uint32_t sig, gw_request_t *req)
 {
-    gw_match_t *m;
+    gw_match_t *m = NULL;
     gw_status_t st = engine(comm, &m);
     if (st != GW_OK)
         return st;
@@ -191,7 +191,7 @@ static gw_status_t take_held(gw_comm_t *comm, gw_handle_t *h, gw__unexp_t *u)
 
 gw_status_t gw__match_recv(gw_comm_t *comm, gw_handle_t *h)
 {
-    gw_match_t *m;
+    gw_match_t *m = NULL;
     gw_status_t st = engine(comm, &m);
     if (st != GW_OK)
         return st;

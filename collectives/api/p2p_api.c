@@ -232,6 +232,22 @@ gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t sendcount, 
 
 /* ---- non-blocking ------------------------------------------------------ */
 
+/* A posted point-to-point handle (plain or tagged) joins the
+ * communicator's pending list: whatever it staged is copied back to dst
+ * (len bytes) when it completes. */
+static void track_pending(gw_comm_t *comm, gw_handle_t *h, void *dst, size_t len)
+{
+    h->staged_dst = dst;
+    h->staged_len = len;
+    h->comm = comm;
+    h->is_p2p = 1;
+    atomic_init(&h->done, 0);
+    h->last_moved_ms = gw__now_ms();
+    h->next = comm->p2p_pending;
+    comm->p2p_pending = h;
+    comm->p2p_npending++;
+}
+
 static void unlink_pending(gw_comm_t *comm, gw_handle_t *h)
 {
     for (gw_handle_t **p = &comm->p2p_pending; *p; p = &(*p)->next) {
@@ -256,15 +272,7 @@ static gw_status_t post_claimed(gw_comm_t *comm, const char *fn, gw_req_kind_t k
         free(h);
         return st;
     }
-    h->staged_dst = buf;
-    h->staged_len = h->req.len;
-    h->comm = comm;
-    h->is_p2p = 1;
-    atomic_init(&h->done, 0);
-    h->last_moved_ms = gw__now_ms();
-    h->next = comm->p2p_pending;
-    comm->p2p_pending = h;
-    comm->p2p_npending++;
+    track_pending(comm, h, buf, h->req.len);
     *handle = h;
     return GW_OK;
 }
@@ -352,15 +360,7 @@ static gw_status_t post_tagged(gw_comm_t *comm, const char *fn, gw_req_kind_t ki
         free(h);
         return st;
     }
-    h->staged_dst = buf;
-    h->staged_len = nbytes;
-    h->comm = comm;
-    h->is_p2p = 1;
-    atomic_init(&h->done, 0);
-    h->last_moved_ms = gw__now_ms();
-    h->next = comm->p2p_pending;
-    comm->p2p_pending = h;
-    comm->p2p_npending++;
+    track_pending(comm, h, buf, nbytes);
     *handle = h;
     return GW_OK;
 }

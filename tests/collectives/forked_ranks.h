@@ -10,6 +10,7 @@
 #define GW_TESTS_FORKED_RANKS_H
 
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +41,17 @@ static inline int fr_rank_main(const char *transport, int n, int rank, int port,
                                const void *arg)
 {
     fr_rank_t r = {.rank = rank, .size = n};
-    char root[64];
+    char root[64], token[64];
     snprintf(root, sizeof(root), "127.0.0.1:%d", port);
+    /* A token of this run's own: a rank of another run that dials this
+     * root (two runs that picked one port) is refused, not admitted. */
+    snprintf(token, sizeof(token), "forked-ranks-%d-%d", (int)getppid(), port);
     gw_config_t cfg;
     gw_config_init(&cfg);
     cfg.rank = rank;
     cfg.size = n;
     cfg.root = root;
-    cfg.job_token = "forked-ranks-test-token";
+    cfg.job_token = token;
     cfg.transport = transport;
     cfg.timeout_ms = 20000;
     gw_status_t st = gw_comm_init(&cfg, &r.comm);
@@ -60,18 +64,34 @@ static inline int fr_rank_main(const char *transport, int n, int rank, int port,
     return r.nerr ? 1 : 0;
 }
 
-/* Run body on n forked ranks over transport; fail the test with their
- * stderr unless every rank exits 0. */
-static inline void fr_run(const char *transport, int n, fr_body_fn body, const void *arg)
+/* The root's port for a run. Ports from the kernel's ephemeral range
+ * (net.ipv4.ip_local_port_range) are handed to every connect and every
+ * bind to port 0, the data planes' included, so a port picked there was
+ * sometimes taken between the pick and rank 0's bind ("Address already in
+ * use", and the job failed after the join timeout). The pick is above
+ * that range where there is room, and a taken port is retried (fr_run). */
+static inline int fr_pick_port(int round)
 {
-    static int round;
-    int port = 20000 + (int)((getpid() * 7 + 131 * round++) % 30000);
-    char path[64];
-    snprintf(path, sizeof(path), "/tmp/gw-frranks-%d-%d", (int)getpid(), round);
-    FILE *errf = fopen(path, "w+");
-    cr_assert_not_null(errf);
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            hi = 60999;
+        fclose(f);
+    }
+    unsigned mix = (unsigned)getpid() * 7u + 131u * (unsigned)round;
+    if (hi <= 64511) /* at least 1,024 ports above the range */
+        return hi + 1 + (int)(mix % (unsigned)(65535 - hi));
+    return 20000 + (int)(mix % 10000u); /* no room above: below it */
+}
+
+/* Fork n ranks on port into errf; their exit codes in codes. When rank 0
+ * could not bind the port (taken by another process), the other ranks are
+ * stopped at once and 1 is returned: run again on another port. */
+static inline int fr_fork_ranks(const char *transport, int n, int port, fr_body_fn body,
+                                const void *arg, FILE *errf, int *codes)
+{
     pid_t pids[8];
-    cr_assert(n >= 1 && n <= 8);
     fflush(NULL);
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
@@ -82,16 +102,60 @@ static inline void fr_run(const char *transport, int n, fr_body_fn body, const v
             _exit(fr_rank_main(transport, n, r, port, body, arg));
         }
     }
-    int bad = 0;
-    char why[256] = "";
+    int taken = 0;
     for (int r = 0; r < n; r++) {
         int status = 0;
         waitpid(pids[r], &status, 0);
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (code != 0) {
+        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r == 0 && codes[0] == 3) {
+            char buf[8192];
+            fflush(errf);
+            rewind(errf);
+            size_t len = fread(buf, 1, sizeof(buf) - 1, errf);
+            buf[len] = 0;
+            fseek(errf, 0, SEEK_END);
+            if (strstr(buf, "cannot bind the root address") && strstr(buf, "already in use")) {
+                taken = 1;
+                for (int k = 1; k < n; k++)
+                    kill(pids[k], SIGKILL);
+            }
+        }
+    }
+    return taken;
+}
+
+/* The number of ports picked so far: the next run's pick is
+ * fr_pick_port(fr_round). */
+static int fr_round;
+
+/* Run body on n forked ranks over transport; fail the test with their
+ * stderr unless every rank exits 0. */
+static inline void fr_run(const char *transport, int n, fr_body_fn body, const void *arg)
+{
+    cr_assert(n >= 1 && n <= 8);
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/gw-frranks-%d-%d", (int)getpid(), fr_round);
+    FILE *errf = fopen(path, "w+");
+    cr_assert_not_null(errf);
+    int codes[8], port = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        port = fr_pick_port(fr_round++);
+        if (!fr_fork_ranks(transport, n, port, body, arg, errf, codes))
+            break;
+        fprintf(stderr, "forked ranks: port %d was taken, trying another\n", port);
+        if (attempt < 4) { /* the next try's output only */
+            fflush(errf);
+            cr_assert(ftruncate(fileno(errf), 0) == 0);
+            rewind(errf);
+        }
+    }
+    int bad = 0;
+    char why[256] = "";
+    for (int r = 0; r < n; r++) {
+        if (codes[r] != 0) {
             bad = 1;
             size_t used = strlen(why);
-            snprintf(why + used, sizeof(why) - used, " rank %d exit %d;", r, code);
+            snprintf(why + used, sizeof(why) - used, " rank %d exit %d;", r, codes[r]);
         }
     }
     char out[8192] = "";
@@ -101,7 +165,7 @@ static inline void fr_run(const char *transport, int n, fr_body_fn body, const v
     out[len] = 0;
     fclose(errf);
     unlink(path);
-    cr_assert(!bad, "%d ranks over %s:%s\n%s", n, transport, why, out);
+    cr_assert(!bad, "%d ranks over %s (root port %d):%s\n%s", n, transport, port, why, out);
 }
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gradwire.h"
+#include "tests/support/root_port.h"
 
 typedef struct fr_rank {
     int rank, size;
@@ -64,27 +65,6 @@ static inline int fr_rank_main(const char *transport, int n, int rank, int port,
     return r.nerr ? 1 : 0;
 }
 
-/* The root's port for a run. Ports from the kernel's ephemeral range
- * (net.ipv4.ip_local_port_range) are handed to every connect and every
- * bind to port 0, the data planes' included, so a port picked there was
- * sometimes taken between the pick and rank 0's bind ("Address already in
- * use", and the job failed after the join timeout). The pick is above
- * that range where there is room, and a taken port is retried (fr_run). */
-static inline int fr_pick_port(int round)
-{
-    int lo = 32768, hi = 60999;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%d %d", &lo, &hi) != 2)
-            hi = 60999;
-        fclose(f);
-    }
-    unsigned mix = (unsigned)getpid() * 7u + 131u * (unsigned)round;
-    if (hi <= 64511) /* at least 1,024 ports above the range */
-        return hi + 1 + (int)(mix % (unsigned)(65535 - hi));
-    return 20000 + (int)(mix % 10000u); /* no room above: below it */
-}
-
 /* Fork n ranks on port into errf; their exit codes in codes. When rank 0
  * could not bind the port (taken by another process), the other ranks are
  * stopped at once and 1 is returned: run again on another port. */
@@ -125,7 +105,7 @@ static inline int fr_fork_ranks(const char *transport, int n, int port, fr_body_
 }
 
 /* The number of ports picked so far: the next run's pick is
- * fr_pick_port(fr_round). */
+ * test_root_port(fr_round). */
 static int fr_round;
 
 /* Run body on n forked ranks over transport; fail the test with their
@@ -139,7 +119,7 @@ static inline void fr_run(const char *transport, int n, fr_body_fn body, const v
     cr_assert_not_null(errf);
     int codes[8], port = 0;
     for (int attempt = 0; attempt < 5; attempt++) {
-        port = fr_pick_port(fr_round++);
+        port = test_root_port(fr_round++);
         if (!fr_fork_ranks(transport, n, port, body, arg, errf, codes))
             break;
         fprintf(stderr, "forked ranks: port %d was taken, trying another\n", port);

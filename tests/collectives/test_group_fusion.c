@@ -135,7 +135,7 @@ Test(fusion, a_taken_root_port_is_retried, .timeout = 60)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fd >= 0);
     struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)fr_pick_port(fr_round))};
+                             .sin_port = htons((uint16_t)test_root_port(fr_round))};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 4) != 0)
         cr_skip_test("cannot hold port %d for the test: %s", ntohs(sa.sin_port), strerror(errno));

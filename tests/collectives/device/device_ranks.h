@@ -21,6 +21,7 @@
 #include "collectives/comm/comm.h"
 #include "collectives/device/device.h"
 #include "gradwire.h"
+#include "tests/support/root_port.h"
 
 typedef struct rank_env {
     int rank, size;
@@ -98,7 +99,7 @@ static inline int rank_main(const ranks_opts_t *o, int rank, int port, rank_body
 static inline void ranks_run(const ranks_opts_t *o, rank_body_fn body, const void *arg)
 {
     static int round;
-    int port = 20000 + (int)((getpid() * 7 + 131 * round++) % 30000);
+    int port = test_root_port(round++);
     char path[64];
     snprintf(path, sizeof(path), "/tmp/gw-devranks-%d-%d", (int)getpid(), round);
     FILE *errf = fopen(path, "w+");

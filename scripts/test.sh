@@ -157,8 +157,13 @@ bg_pid=
 start_sanitizer_builds() {
     # Its own session (setsid), so that the EXIT trap stops the whole
     # process group (cmake, make, the compilers) when the suite ends early.
+    # A new session is also a new scheduler autogroup where the kernel
+    # groups tasks by session (sched_autogroup_enabled): nice then weighs
+    # tasks only inside their group and the groups share the CPUs equally,
+    # so the builds give their own group the lowest weight (nice 19).
     setsid bash -c '
         logs=$1
+        if [ -w /proc/self/autogroup ]; then echo 19 >/proc/self/autogroup 2>/dev/null || true; fi
         build() { # DIR CMAKE-ARGS...
             local dir=$1 t0 rc=0
             shift
@@ -171,13 +176,6 @@ start_sanitizer_builds() {
             build build-tsan -DCMAKE_BUILD_TYPE=Release -DGW_SANITIZE_THREAD=ON -DGW_CUDA=OFF
     ' gw-sanitizer-builds "$bg_logs" &
     bg_pid=$!
-    # A new session is a new scheduler autogroup where the kernel groups
-    # tasks by session (sched_autogroup_enabled): nice then weighs tasks
-    # only inside their group, and the groups share the CPUs equally, so
-    # the builds' group is given the lowest weight itself (nice 19).
-    if [ -w "/proc/$bg_pid/autogroup" ]; then
-        echo 19 >"/proc/$bg_pid/autogroup" 2>/dev/null || true
-    fi
 }
 
 # wait_build DIR: wait for DIR's background build; fail with its log if it did.

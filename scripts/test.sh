@@ -33,7 +33,7 @@ case "${GW_CI:-${CI:-}}" in "" | 0 | false) ;; *) in_ci=1 ;; esac
 # tests print: "gw-skip: " (tests/support/criterion_ctest.sh, one per
 # Criterion test), "skipped: " or "SKIP: " (the script tests).
 list_skips() {
-    local dir="$1" name log="$1/Testing/Temporary/LastTest.log"
+    local dir="$1" name log="$1/ctest-all.log"
     for name in $(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$dir/ctest.out"); do
         local why
         why=$(awk -v t="$name" '
@@ -80,7 +80,7 @@ report_failures() {
     local dir name log
     for dir in build build-asan build-tsan; do
         [ -f "$dir/ctest.out" ] || continue
-        log="$dir/Testing/Temporary/LastTest.log"
+        log="$dir/ctest-all.log"
         for name in $(sed -n '/^The following tests FAILED:/,$ s/^[[:space:]]*[0-9]* - \([^ ]*\) (.*)$/\1/p' \
             "$dir/ctest.out"); do
             echo "=== failed: $dir: $name"
@@ -134,19 +134,34 @@ trap report_skips EXIT
 # anything is built (scripts/format.sh fixes it).
 ./scripts/format.sh --check
 
-# test_stage DIR: run DIR's tests (ctest, one job per core), list its skips.
+# test_stage DIR: run DIR's tests, list its skips. Two ctest passes, one
+# job per core: every test but the quiet ones (those that run alone are
+# RUN_SERIAL), then the quiet ones (label quiet, tests/CMakeLists.txt),
+# two at a time among themselves. ctest.out and ctest-all.log (what each
+# test printed) hold both passes.
 test_stage() {
-    local dir="$1" rc=0 t1
+    local dir="$1" rc=0 t1 pass
     t1=$(date +%s)
     echo "=== test $dir"
-    (cd "$dir" && ctest --output-on-failure --timeout 1200 -j"$jobs") 2>&1 | tee "$dir/ctest.out" || rc=$?
+    : >"$dir/ctest.out"
+    : >"$dir/ctest-all.log"
+    for pass in "-LE quiet" "-L quiet"; do
+        if [ "$pass" = "-L quiet" ] && ! (cd "$dir" && ctest -N -L quiet | grep -q '^Total Tests: [1-9]'); then
+            continue
+        fi
+        # shellcheck disable=SC2086 # the pass is two words
+        (cd "$dir" && ctest --output-on-failure --timeout 1200 -j"$jobs" $pass) 2>&1 |
+            tee -a "$dir/ctest.out" || rc=$?
+        cat "$dir/Testing/Temporary/LastTest.log" >>"$dir/ctest-all.log" 2>/dev/null || true
+    done
     list_skips "$dir"
     echo "=== $dir: tests took $(($(date +%s) - t1)) s"
     return $rc
 }
 
 # The sanitizer stages' builds run in the background from the start, at the
-# lowest CPU and I/O priority (nice 19, ionice idle): they use the cores
+# lowest CPU and I/O priority (nice 19, ionice idle), then the packages and
+# the fuzz targets (below): they use the cores
 # while the optimised stage's tests wait (on timeouts, shaped links, the
 # VMs), and yield them whenever a test wants them, as any other load would
 # (the suite passes on a loaded machine; see tests/CMakeLists.txt on what
@@ -172,8 +187,19 @@ start_sanitizer_builds() {
             echo "$rc $(($(date +%s) - t0))" >"$logs/$dir.done"
             return $rc
         }
-        build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_SANITIZE=ON -DGW_CUDA=OFF &&
-            build build-tsan -DCMAKE_BUILD_TYPE=Release -DGW_SANITIZE_THREAD=ON -DGW_CUDA=OFF
+        build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_SANITIZE=ON -DGW_CUDA=OFF \
+            -DGW_TEST_QUIET_PAIRS=ON &&
+            build build-tsan -DCMAKE_BUILD_TYPE=Release -DGW_SANITIZE_THREAD=ON -DGW_CUDA=OFF || exit
+        # Then what two tests of the optimised stage build before they
+        # test: the Debian packages (deb_test) and the fuzz targets (fuzz).
+        # Each holds a lock while it builds; the tests, which the suite
+        # starts last (tests/CMakeLists.txt), wait for it and find the
+        # result; a build that fails here fails again in its test, which
+        # reports it.
+        GW_DEB_BUILD_DIR=$PWD/build/deb-packages nice -n 19 ionice -c 3 \
+            tests/install/deb_test.sh --build-only . >"$logs/deb.log" 2>&1 || true
+        nice -n 19 ionice -c 3 tests/fuzz/run_fuzz.sh --build-only --build "$PWD/build/fuzz" \
+            >"$logs/fuzz.log" 2>&1 || true
     ' gw-sanitizer-builds "$bg_logs" &
     bg_pid=$!
 }
@@ -209,8 +235,8 @@ start=$(date +%s)
 # builds are the Release builds that must pass with and without CUDA.
 start_sanitizer_builds
 t0=$(date +%s)
-echo "=== build build (-DCMAKE_BUILD_TYPE=Release)"
-./scripts/build.sh build -DCMAKE_BUILD_TYPE=Release
+echo "=== build build (-DCMAKE_BUILD_TYPE=Release -DGW_TEST_QUIET_PAIRS=ON)"
+./scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DGW_TEST_QUIET_PAIRS=ON
 echo "=== build build: built in $(($(date +%s) - t0)) s"
 test_stage build
 # The sanitized stage runs what the sanitizers add over the optimised one

@@ -10,6 +10,10 @@
 #     --seconds N  fuzzing time per target (default 15, or $GW_FUZZ_SECONDS)
 #     --build DIR  build directory (default build-fuzz in the source tree)
 #     --seeds      rewrite the seed corpora with make_seeds first
+#     --build-only build the targets and stop (scripts/test.sh builds them
+#                  in the background this way; the build holds a lock, so
+#                  a run that starts meanwhile waits for it, then finds the
+#                  targets up to date)
 #     TARGET       fuzz_tcp_wire, fuzz_env, ... (default: every fuzz_*.c)
 #
 # Exits 77 (ctest: skipped, with the reason) only when clang or its libFuzzer
@@ -21,13 +25,15 @@ src=$(cd "$here/../.." && pwd)
 seconds=${GW_FUZZ_SECONDS:-15}
 build="$src/build-fuzz"
 seeds=0
+build_only=0
 targets=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --seeds) seeds=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "run_fuzz: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
     esac
@@ -56,6 +62,9 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" 2>"$pr
 fi
 
 # Clang's warnings are not gcc's: this build is not where -Werror is enforced.
+mkdir -p "$build"
+exec 8>"$build/.run_fuzz.lock"
+flock 8
 CC="$cc" cmake -S "$src" -B "$build" -DGW_FUZZ=ON -DGW_BUILD_TESTS=OFF -DGW_WERROR=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$probe/cmake.log" 2>&1 || { cat "$probe/cmake.log"; exit 1; }
 if ! cmake --build "$build" -j"$(nproc)" --target gw_fuzzers make_seeds >"$probe/build.log" 2>&1; then
@@ -63,6 +72,8 @@ if ! cmake --build "$build" -j"$(nproc)" --target gw_fuzzers make_seeds >"$probe
     echo "run_fuzz: the build failed (log above)" >&2
     exit 1
 fi
+exec 8>&-
+[ "$build_only" = 1 ] && exit 0
 bin="$build/tests/fuzz"
 if [ ${#targets[@]} -eq 0 ]; then
     for f in "$here"/fuzz_*.c; do targets+=("$(basename "$f" .c)"); done

@@ -12,8 +12,15 @@
 # Built without the CUDA plugin (profile pkg.gradwire.nocuda): the plugin
 # for all GPU architectures takes minutes to compile. GW_DEB_CUDA=1 builds
 # it where the toolkit is (libgradwire-cuda0 is then checked as well).
-# Usage: deb_test.sh SOURCE_DIR
+# Usage: deb_test.sh [--build-only] SOURCE_DIR (--build-only: build the
+# packages into GW_DEB_BUILD_DIR and stop; see below).
 set -euo pipefail
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+    build_only=1
+    shift
+    [ -n "${GW_DEB_BUILD_DIR:-}" ] || { echo "deb_test: --build-only needs GW_DEB_BUILD_DIR" >&2; exit 2; }
+fi
 src=$(cd "$1" && pwd)
 for tool in dpkg-buildpackage dh lintian dpkg-checkbuilddeps pkg-config cmake readelf; do
     command -v "$tool" >/dev/null ||
@@ -43,20 +50,59 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# A clean checkout: what git tracks (and new files not ignored), no build tree.
-mkdir -p "$tmp/gradwire"
-if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-    (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - --) | tar -xf - -C "$tmp/gradwire"
+# The packages: built from a clean checkout, what git tracks (and new files
+# not ignored), no build tree, into $pkgs. With GW_DEB_BUILD_DIR (the
+# suite sets it: tests/CMakeLists.txt), they are built there under a lock,
+# with a stamp of the sources' contents, and a later run with the same
+# sources uses them: scripts/test.sh builds them in the background at the
+# lowest priority (--build-only) while other tests run, and this test, run
+# late, waits for that build (the lock) and checks its result.
+sources_stamp() {
+    if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+        (cd "$src" && git ls-files -co --exclude-standard -z | sort -z | xargs -0 sha1sum) | sha1sum
+    else
+        (cd "$src" && find . -path './build*' -prune -o -path './obj-*' -prune -o -type f -print0 |
+            sort -z | xargs -0 sha1sum) | sha1sum
+    fi
+    echo "cuda=${GW_DEB_CUDA:-0}"
+}
+build_packages() { # DIR
+    local dir=$1 start
+    mkdir -p "$dir/gradwire"
+    if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+        (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - --) | tar -xf - -C "$dir/gradwire"
+    else
+        tar -C "$src" --exclude='./build*' --exclude=./obj-* -cf - . | tar -xf - -C "$dir/gradwire"
+    fi
+    local profile=-Ppkg.gradwire.nocuda
+    [ "${GW_DEB_CUDA:-0}" = 1 ] && profile=""
+    start=$(date +%s)
+    (cd "$dir/gradwire" && DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b $profile) \
+        >"$dir/build.log" 2>&1 || { tail -60 "$dir/build.log"; return 1; }
+    echo "deb test: dpkg-buildpackage took $(($(date +%s) - start)) s"
+}
+if [ -n "${GW_DEB_BUILD_DIR:-}" ]; then
+    pkgs=$GW_DEB_BUILD_DIR
+    mkdir -p "$pkgs"
+    exec 8>"$pkgs.lock"
+    waited=$(date +%s)
+    flock 8
+    waited=$(($(date +%s) - waited))
+    stamp=$(sources_stamp)
+    if [ -f "$pkgs/stamp" ] && [ "$(cat "$pkgs/stamp")" = "$stamp" ]; then
+        echo "deb test: packages of these sources already built in $pkgs (waited $waited s for them)"
+    else
+        find "$pkgs" -mindepth 1 -delete
+        build_packages "$pkgs" || fail "dpkg-buildpackage"
+        echo "$stamp" >"$pkgs/stamp"
+    fi
+    exec 8>&-
 else
-    tar -C "$src" --exclude='./build*' --exclude=./obj-* -cf - . | tar -xf - -C "$tmp/gradwire"
+    pkgs=$tmp
+    build_packages "$pkgs" || fail "dpkg-buildpackage"
 fi
-profile=-Ppkg.gradwire.nocuda
-[ "${GW_DEB_CUDA:-0}" = 1 ] && profile=""
-start=$(date +%s)
-(cd "$tmp/gradwire" && DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b $profile) \
-    >"$tmp/build.log" 2>&1 || { tail -60 "$tmp/build.log"; fail "dpkg-buildpackage"; }
-echo "deb test: dpkg-buildpackage took $(($(date +%s) - start)) s"
-changes=("$tmp"/gradwire_*.changes)
+[ "$build_only" = 1 ] && exit 0
+changes=("$pkgs"/gradwire_*.changes)
 [ -f "${changes[0]}" ] || fail "dpkg-buildpackage made no .changes"
 
 # lintian: no error. Warnings are listed (docs/guide/install.md says why each remains).
@@ -64,7 +110,7 @@ lintian --tag-display-limit 0 "${changes[0]}" >"$tmp/lintian.log" 2>&1 || true
 grep -v '^N:\|running with root privileges' "$tmp/lintian.log" | sed 's/^/  lintian: /' || true
 ! grep -q '^E:' "$tmp/lintian.log" || fail "lintian reports errors"
 
-deb() { echo "$tmp/$1_"*"_$(dpkg --print-architecture).deb"; }
+deb() { echo "$pkgs/$1_"*"_$(dpkg --print-architecture).deb"; }
 for p in libgradwire0 libgradwire-dev gradwire-tools python3-gradwire libgradwire0-dbgsym \
     gradwire-tools-dbgsym python3-gradwire-dbgsym; do
     [ -f "$(deb "$p")" ] || fail "no $p package"

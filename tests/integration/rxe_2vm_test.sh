@@ -410,10 +410,14 @@ main() {
     # between the VMs no longer connected (60 s; out-of-band verbs did),
     # and deleting rxe0 to add it afresh panicked the kernel
     # (rxe_skb_tx_dtor).
+    # Rank 0 finds rank 1 gone only by the timeout, so this job's
+    # GW_TIMEOUT_MS is 10 s, and the join keeps the 30 s it needs
+    # (GW_JOIN_TIMEOUT_MS; the other cases find their faults at once).
     run_linkdown() {
-        local t0
+        local t0 FAULT_TIMEOUT_MS=10000
         echo "== VM 1's link down (GW_TIMEOUT_MS=$FAULT_TIMEOUT_MS)"
         export JOB_TIMEOUT_MS=$FAULT_TIMEOUT_MS GW_TRIAL_MAX_MS=120000
+        export RANK_ENV_0="GW_JOIN_TIMEOUT_MS=30000" RANK_ENV_1="GW_JOIN_TIMEOUT_MS=30000"
         GW_IB_CM=rdmacm job_start 2 block -- "$BUILD/tests/worker_trial"
         if fault_ready; then
             t0=$(date +%s)
@@ -430,7 +434,7 @@ main() {
             fail "link down: the job did not form"
             show_logs
         fi
-        unset JOB_TIMEOUT_MS GW_TRIAL_MAX_MS
+        unset JOB_TIMEOUT_MS GW_TRIAL_MAX_MS RANK_ENV_0 RANK_ENV_1
     }
 
     # 4 ranks, two per VM: shared memory inside each VM and verbs between

@@ -9,7 +9,9 @@
  * bytes before loading (byte 0's low bit clear; set, the input goes as it
  * is, for the CRC check itself): the checks behind the CRC (sizes against
  * the file, the settings text) are reached too. An accepted checkpoint has
- * a NUL-terminated settings text and arrays of the sizes it announces.
+ * a NUL-terminated settings text and arrays of the sizes it announces:
+ * nparams parameters, velocity_len momentum values (nparams in format
+ * version 1; a --zero rank's shard, any length, in version 2).
  */
 #include <zlib.h>
 
@@ -37,10 +39,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(memchr(c.config, '\0', sizeof(c.config)) != NULL);
         FUZZ_CHECK(c.nparams > 0 && c.params && c.velocity && c.codec_state);
         /* Every byte of the file is accounted for by what was announced. */
-        FUZZ_CHECK(2 * c.nparams * sizeof(float) + c.codec_len + 4 < n);
+        FUZZ_CHECK((c.nparams + c.velocity_len) * sizeof(float) + c.codec_len + 4 < n);
         volatile float sink = 0;
         for (size_t i = 0; i < c.nparams; i++)
-            sink += c.params[i] + c.velocity[i];
+            sink += c.params[i];
+        for (size_t i = 0; i < c.velocity_len; i++)
+            sink += c.velocity[i];
         for (size_t i = 0; i < c.codec_len; i++)
             sink += c.codec_state[i];
         (void)sink;

@@ -457,6 +457,21 @@ static void checkpoint_seeds(const char *tmpdir)
         exit(1);
     put("fuzz_checkpoint", "written", 0, 1, img, n);
     put("fuzz_checkpoint", "written-crc-kept", 1, 1, img, n);
+
+    /* Format version 2: a --zero rank's shard of the momentum (2 of the 4
+     * floats), which adds the shard's length to the header. */
+    c.velocity_len = 2;
+    if (gw_train_ckpt_write(tmpdir, &c) != GW_OK)
+        exit(1);
+    f = fopen(path, "rb");
+    n = f ? fread(img, 1, sizeof(img), f) : 0;
+    if (f)
+        fclose(f);
+    unlink(path);
+    if (n == 0 || img[8] != 2)
+        exit(1);
+    put("fuzz_checkpoint", "written-v2-shard", 0, 1, img, n);
+    put("fuzz_checkpoint", "written-v2-shard-crc-kept", 1, 1, img, n);
 }
 
 static void compress_seeds(void)

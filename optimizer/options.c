@@ -605,15 +605,17 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
     if (o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads) {
         const char *what = o->mode == GW_TRAIN_ASYNC       ? "--async"
                            : strcmp(o->codec, "none") != 0 ? "--codec"
-                           : o->ckpt_dir                   ? "--checkpoint-dir"
                            : o->stop_at_target             ? "--stop-at-target"
                                                            : NULL;
         if (what)
             return usage_error("%s is not available with --tensor-parallel, "
                                "--pipeline-parallel or --dump-grads (model-parallel runs are "
-                               "synchronous, dense and without checkpoints)",
+                               "synchronous and dense)",
                                what);
     }
+    if (o->dump_grads && o->ckpt_dir)
+        return usage_error("--dump-grads writes the gradients of one step and stops: it takes "
+                           "no --checkpoint-dir");
     if (o->max_rank_memory && o->mode == GW_TRAIN_ASYNC)
         return usage_error("--max-rank-memory is checked by synchronous training only, not "
                            "--async");

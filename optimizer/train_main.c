@@ -53,15 +53,16 @@ int main(int argc, char **argv)
         return rc;
     if (o.check_data && !launched())
         return check_data(&o, 0, 1);
-    /* Model-parallel runs write no checkpoints: SIGTERM ends them at once,
-     * as it would any program, instead of being held for a checkpoint. */
+    /* A model-parallel run without --checkpoint-dir has nothing to save:
+     * SIGTERM ends it at once, as it would any program, instead of being
+     * held for a checkpoint. */
     int model_parallel = o.tensor_parallel > 1 || o.pipeline_parallel > 1 || o.dump_grads;
-    if (!model_parallel)
+    if (!model_parallel || o.ckpt_dir)
         gw_train_install_signals();
 
     /* Checked by every rank before it joins, so the refusal is a usage
      * error (exit 2) of the command line, not a failed job. */
-    int writes_checkpoints = o.ckpt_dir && !model_parallel && o.mode != GW_TRAIN_ASYNC;
+    int writes_checkpoints = o.ckpt_dir && o.mode != GW_TRAIN_ASYNC;
     if (writes_checkpoints && o.resume && gw_train_ckpt_check_resume(o.ckpt_dir) != GW_OK)
         return 2;
 

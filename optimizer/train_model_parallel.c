@@ -17,39 +17,19 @@
  * (rank_memory.c) and checks it against --max-rank-memory; the figures of
  * every rank are printed and go into the JSON report, with the pipeline's
  * measured idle ("bubble") fraction per stage next to GPipe's (K-1)/(M+K-1).
- * What this trainer does not do (checkpoints, codecs, parameter servers)
- * is refused by options.c.
+ * Checkpoints: each rank writes its own part, resumable on the same grid
+ * (train_mp_ckpt.c). What this trainer does not do (codecs, parameter
+ * servers) is refused by options.c.
  */
 #include <cblas.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kit.h"
-#include "model_parallel.h"
-#include "zero.h"
-
-typedef struct mp_run {
-    const gw_train_opts_t *o;
-    gw_train_grid_t g;
-    gw_train_stage_t st;
-    gw_train_dataset_t train, test;
-    gw_train_rng_t rng;
-    gw_train_report_t rep;
-    int sizes[GW_TRAIN_MAX_LAYERS + 1], nlayers;
-    size_t nfull; /* parameters of the unsplit model */
-    uint32_t *perm;
-    float *xb;
-    int32_t *yb;
-    size_t local_b;
-    int micro;
-    long spe, gstep;
-    float scale;
-    double *mem; /* 4 per rank */
-    double ep_loss, dp_comm_s;
-    long ep_correct, ep_seen;
-    gw_train_pipe_stats_t ps, ps_epoch;
-    gw_train_zero_grid_t zg; /* --zero 1: the momentum sharded over the dp group (zero_grid.c) */
-} mp_run_t;
+#include "train_mp.h"
 
 static gw_status_t coll_fail(const char *what, gw_status_t st)
 {
@@ -182,6 +162,12 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
     r->rep.par_micro = r->micro;
     r->rep.par_bubble_theory = (double)(g->pp - 1) / (r->micro + g->pp - 1);
     r->rep.par_memory = r->mem;
+    gw_train_mp_fingerprint(r);
+    if (o->ckpt_dir && mkdir(o->ckpt_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gradwire-train: cannot create the checkpoint directory %s: %m\n",
+                o->ckpt_dir);
+        return GW_ERR_SYSTEM;
+    }
     return GW_OK;
 }
 
@@ -350,6 +336,18 @@ static gw_status_t bubbles(mp_run_t *r)
     return GW_OK;
 }
 
+/* With --checkpoint-dir: whether any rank was asked to stop (SIGTERM),
+ * agreed after every step, as every rank must checkpoint the same one. */
+static gw_status_t stop_agreed(mp_run_t *r, int *stop)
+{
+    int32_t mine = gw_train_stop_requested(), any = mine;
+    gw_status_t st = gw_allreduce(r->g.world_comm, &mine, &any, 1, GW_INT32, GW_MAX);
+    if (st != GW_OK)
+        return coll_fail("allreduce of the stop flag", st);
+    *stop = any != 0;
+    return GW_OK;
+}
+
 static gw_status_t train(mp_run_t *r)
 {
     const gw_train_opts_t *o = r->o;
@@ -358,22 +356,57 @@ static gw_status_t train(mp_run_t *r)
         total = o->max_steps;
     double t_start = gw_kit_now_s(), eval_s = 0;
     gw_status_t st;
-    for (int epoch = 1; r->gstep < total; epoch++) {
+    /* One pass per epoch, or per remainder of the epoch a checkpoint
+     * stopped in: the epoch's sums restart only at its first step, and the
+     * shuffle replays from the generator state the epoch began with. */
+    while (r->gstep < total) {
+        if (r->step == 0) {
+            r->ep_loss = 0;
+            r->ep_correct = r->ep_seen = 0;
+        }
+        r->rng_epoch = r->rng;
         for (size_t i = 0; i < r->train.n; i++)
             r->perm[i] = (uint32_t)i;
         if (o->shuffle)
             gw_train_shuffle(r->perm, r->train.n, &r->rng);
         double e0 = gw_kit_now_s();
-        for (long k = 0; k < r->spe && r->gstep < total; k++) {
-            if ((st = step(r, k, r->perm)) != GW_OK)
+        while (r->step < r->spe && r->gstep < total) {
+            if ((st = step(r, r->step, r->perm)) != GW_OK)
                 return st;
-            gw_train_report_progress(&r->rep, epoch, k + 1, r->spe,
+            r->step++;
+            gw_train_report_progress(&r->rep, (int)r->epoch + 1, r->step, r->spe,
                                      r->ep_seen ? r->ep_loss / (double)r->ep_seen : 0);
+            if (!o->ckpt_dir)
+                continue;
+            int stop;
+            if ((st = stop_agreed(r, &stop)) != GW_OK)
+                return st;
+            double elapsed = r->elapsed0 + gw_kit_now_s() - t_start - eval_s;
+            if (stop) {
+                if (r->g.rank == 0)
+                    fprintf(stderr,
+                            "gradwire-train: SIGTERM: checkpointing step %ld and stopping\n",
+                            r->gstep);
+                r->stopped = 1;
+                return gw_train_mp_checkpoint(r, elapsed);
+            }
+            if (o->ckpt_every > 0 && r->gstep % o->ckpt_every == 0 && r->step < r->spe &&
+                (st = gw_train_mp_checkpoint(r, elapsed)) != GW_OK)
+                return st;
         }
         double epoch_s = gw_kit_now_s() - e0;
-        double elapsed = gw_kit_now_s() - t_start - eval_s;
-        if ((st = end_epoch(r, epoch, epoch_s, &elapsed, &eval_s, total)) != GW_OK)
+        double elapsed = r->elapsed0 + gw_kit_now_s() - t_start - eval_s;
+        if ((st = end_epoch(r, (int)r->epoch + 1, epoch_s, &elapsed, &eval_s, total)) != GW_OK)
             return st;
+        if (r->step == r->spe) {
+            r->epoch++;
+            r->step = 0;
+        }
+        if (o->ckpt_dir && (o->ckpt_every > 0 || r->gstep == total)) {
+            elapsed = r->elapsed0 + gw_kit_now_s() - t_start - eval_s;
+            if ((st = gw_train_mp_checkpoint(r, elapsed)) != GW_OK)
+                return st;
+        }
     }
     return bubbles(r);
 }
@@ -391,15 +424,19 @@ int gw_train_run_model_parallel(const gw_train_opts_t *o, gw_comm_t *comm)
     gw_status_t ast = gw_allreduce(comm, &ok, &all, 1, GW_INT32, GW_MIN);
     if (st == GW_OK)
         st = ast != GW_OK ? ast : all ? GW_OK : GW_ERR_REMOTE;
+    if (st == GW_OK && o->resume)
+        st = gw_train_mp_resume(&r);
     if (st == GW_OK && r.g.rank == 0 && !o->quiet)
         printf("gradwire-train: %d rank(s) = %d data x %d pipeline x %d tensor, %zu parameters "
                "(%zu on rank 0), global batch %d (%zu per replica, %d micro-batches, %s), %ld "
-               "steps/epoch, transport %s\n",
+               "steps/epoch, transport %s%s\n",
                r.g.world, r.g.dp, r.g.pp, r.g.tp, r.nfull, r.st.nparams, o->batch, r.local_b,
-               r.micro, o->schedule_1f1b ? "1F1B" : "GPipe", r.spe, gw_comm_transport(comm));
+               r.micro, o->schedule_1f1b ? "1F1B" : "GPipe", r.spe, gw_comm_transport(comm),
+               r.resumed ? ", resumed" : "");
     if (st == GW_OK)
         st = train(&r);
-    if (st == GW_OK && o->save_weights) {
+    /* Weights of a stopped run are not final: the checkpoint holds them. */
+    if (st == GW_OK && !r.stopped && o->save_weights) {
         float *full;
         if ((st = gather_full(&r, r.st.params, 0, &full)) == GW_OK) {
             if (r.g.rank == 0)
@@ -420,5 +457,7 @@ int gw_train_run_model_parallel(const gw_train_opts_t *o, gw_comm_t *comm)
     free(r.xb);
     free(r.yb);
     free(r.mem);
+    if (st == GW_OK && r.stopped)
+        return 128 + SIGTERM;
     return st == GW_OK ? 0 : 1;
 }

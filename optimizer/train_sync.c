@@ -368,30 +368,9 @@ gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s)
     }
     if (s->codec && (st = gw_train_codec_save(s->codec, &c.codec_state, &c.codec_len)) != GW_OK)
         fprintf(stderr, "gradwire-train: cannot save the codec state: %s\n", gw_status_str(st));
-    if (st == GW_OK)
-        st = gw_train_ckpt_write(s->o->ckpt_dir, &c);
+    st = gw_train_ckpt_commit(s->comm, s->o->ckpt_dir, &c, st, &s->last_ckpt);
     free(c.codec_state);
-    /* Name the step in `latest` only once every rank has its file, and let
-     * nobody go (and perhaps exit) before that is durable. A rank whose
-     * write failed passes its status on through the allreduce. */
-    int32_t ok = st == GW_OK, all_ok = ok;
-    gw_status_t cst = gw_allreduce(s->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN);
-    if (cst != GW_OK)
-        return coll_fail("checkpoint agreement", cst);
-    if (!all_ok) {
-        fprintf(stderr, "gradwire-train: checkpoint of step %ld failed on some rank\n", s->gstep);
-        return st != GW_OK ? st : GW_ERR_REMOTE;
-    }
-    if (s->rank == 0)
-        st = gw_train_ckpt_set_latest(s->o->ckpt_dir, (uint64_t)s->gstep);
-    ok = st == GW_OK;
-    if ((cst = gw_allreduce(s->comm, &ok, &all_ok, 1, GW_INT32, GW_MIN)) != GW_OK)
-        return coll_fail("checkpoint agreement", cst);
-    if (!all_ok)
-        return st != GW_OK ? st : GW_ERR_REMOTE;
-    gw_train_ckpt_prune(s->o->ckpt_dir, (uint32_t)s->rank, (uint64_t)s->gstep, s->last_ckpt);
-    s->last_ckpt = (uint64_t)s->gstep;
-    return GW_OK;
+    return st;
 }
 
 static gw_status_t resume(gw_train_sync_t *s)
@@ -475,27 +454,6 @@ static gw_status_t resume(gw_train_sync_t *s)
     return st;
 }
 
-/* Every rank must resume from the same step (or all start afresh). */
-static gw_status_t agree_on_start(gw_train_sync_t *s, gw_status_t local)
-{
-    int64_t v[2] = {local == GW_OK ? s->gstep : -1, local == GW_OK ? -s->gstep : -INT64_MAX};
-    gw_status_t st = gw_allreduce(s->comm, v, v, 2, GW_INT64, GW_MIN);
-    if (st != GW_OK)
-        return coll_fail("resume agreement", st);
-    if (local != GW_OK)
-        return local;
-    if (v[0] < 0)
-        return GW_ERR_REMOTE; /* another rank failed and said why */
-    if (v[0] != -v[1]) {
-        fprintf(stderr,
-                "gradwire-train: ranks resumed from different steps (%lld..%lld); the "
-                "checkpoint directory is inconsistent\n",
-                (long long)v[0], (long long)-v[1]);
-        return GW_ERR_CONFIG;
-    }
-    return GW_OK;
-}
-
 int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
 {
     gw_train_sync_t s;
@@ -522,7 +480,7 @@ int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm)
         st = resume(&s);
     /* Every rank reaches this collective, whatever happened before it, so a
      * rank that failed to load takes the others down with it. */
-    if ((st = agree_on_start(&s, st)) != GW_OK)
+    if ((st = gw_train_ckpt_agree_start(s.comm, s.gstep, st)) != GW_OK)
         goto out;
     if (!s.resumed && s.world > 1) {
         /* Same seed, same weights; the broadcast guards against ranks whose

@@ -367,6 +367,15 @@ void gw_train_ckpt_clean_tmp(const char *dir);
  * GW_ERR_CONFIG, with a message listing the steps found and how to pick
  * one, when it holds checkpoints that no `latest` names. */
 gw_status_t gw_train_ckpt_check_resume(const char *dir);
+/* checkpoint_commit.c: every rank of comm writes c (unless local is an
+ * error, which it passes on), `latest` names the step once all have, and
+ * each prunes its files but the step and *last_ckpt (then set to the
+ * step). Collective over comm. */
+gw_status_t gw_train_ckpt_commit(gw_comm_t *comm, const char *dir, const gw_train_ckpt_t *c,
+                                 gw_status_t local, uint64_t *last_ckpt);
+/* Every rank of comm resumes from the same global step (gstep, 0 when it
+ * starts afresh), or all fail: local is this rank's outcome of loading. */
+gw_status_t gw_train_ckpt_agree_start(gw_comm_t *comm, long gstep, gw_status_t local);
 
 /* ---- reports (report.c) --------------------------------------------------- */
 

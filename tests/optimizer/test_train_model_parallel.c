@@ -227,8 +227,9 @@ Test(train_model_parallel, bad_arguments, .timeout = 120)
             "--max-rank-memory wants a size in bytes");
     refused(0, (char *[]){"--micro-batches", "4", NULL},
             "--micro-batches is for --pipeline-parallel");
-    refused(0, (char *[]){"--tensor-parallel", "2", "--checkpoint-dir", "/tmp/x", NULL},
-            "--checkpoint-dir is not available with --tensor-parallel");
+    refused(0, (char *[]){"--dump-grads", "/tmp/x", "--checkpoint-dir", "/tmp/y", NULL},
+            "--dump-grads writes the gradients of one step and stops: it takes no "
+            "--checkpoint-dir");
     refused(0, (char *[]){"--schedule", "zigzag", NULL}, "--schedule wants gpipe or 1f1b");
     refused(0, (char *[]){"--schedule", "1f1b", NULL},
             "--schedule 1f1b is for --pipeline-parallel");

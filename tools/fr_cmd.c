@@ -1,7 +1,8 @@
 /*
  * fr_cmd.c - `gradwire fr DIR`: the ranks' flight recorder dumps
- * (GW_FR_DUMP=DIR, rank-N.json) merged into one report that says where
- * each rank was and where they diverged.
+ * (GW_FR_DUMP=DIR, rank-N.json, and rank-N.comm-X.json for a communicator
+ * that gw_comm_split made) merged into one report per communicator that
+ * says where each rank was and where they diverged.
  *
  * For every rank: why it wrote (timeout, abort, a signal), how many calls
  * it had completed, and its newest call: kind, sequence number, size,
@@ -32,8 +33,9 @@ static int usage(FILE *out, int code)
     fprintf(out, "usage: gradwire fr DIR\n"
                  "\n"
                  "Merge the flight recorder dumps in DIR (GW_FR_DUMP=DIR: rank-N.json, one per\n"
-                 "rank) into one report: where each rank was, where the ranks diverged, and\n"
-                 "which ranks wrote no dump.\n");
+                 "rank, and rank-N.comm-X.json for a communicator made by gw_comm_split) into\n"
+                 "one report per communicator: where each rank was, where the ranks diverged,\n"
+                 "and which ranks wrote no dump.\n");
     return code;
 }
 
@@ -198,6 +200,53 @@ static void report(gw_fr_dump_t *dumps, int size, const char *dir)
     }
 }
 
+/* The dumps of one communicator: the job's (id 0) or one that
+ * gw_comm_split made, whose ranks are numbered within it. */
+typedef struct fr_group {
+    uint32_t comm_id;
+    int size;
+    gw_fr_dump_t *dumps; /* size of them, by rank; .size 0: no dump */
+} fr_group_t;
+
+/* Put d into its communicator's group (made on its first dump); 0, or -1
+ * with the reason printed (d is then freed). */
+static int add_dump(fr_group_t **groups, int *ngroups, const char *path, gw_fr_dump_t *d)
+{
+    fr_group_t *g = NULL;
+    for (int i = 0; i < *ngroups; i++)
+        if ((*groups)[i].comm_id == d->comm_id)
+            g = &(*groups)[i];
+    if (!g) {
+        fr_group_t *more = realloc(*groups, (size_t)(*ngroups + 1) * sizeof(*more));
+        gw_fr_dump_t *dumps = calloc((size_t)d->size, sizeof(*dumps));
+        if (!more || !dumps) {
+            if (more)
+                *groups = more;
+            free(dumps);
+            fprintf(stderr, "gradwire fr: out of memory\n");
+            gw__fr_dump_free(d);
+            return -1;
+        }
+        *groups = more;
+        g = &more[(*ngroups)++];
+        *g = (fr_group_t){.comm_id = d->comm_id, .size = d->size, .dumps = dumps};
+    }
+    if (d->size != g->size || g->dumps[d->rank].size) {
+        fprintf(stderr, "gradwire fr: %s: a communicator of %d ranks, the others' of %d\n", path,
+                d->size, g->size);
+        gw__fr_dump_free(d);
+        return -1;
+    }
+    g->dumps[d->rank] = *d;
+    return 0;
+}
+
+static int by_comm_id(const void *a, const void *b)
+{
+    uint32_t x = ((const fr_group_t *)a)->comm_id, y = ((const fr_group_t *)b)->comm_id;
+    return x < y ? -1 : x > y;
+}
+
 int gw_fr_main(int argc, char **argv)
 {
     if (argc != 2)
@@ -210,15 +259,18 @@ int gw_fr_main(int argc, char **argv)
         fprintf(stderr, "gradwire fr: %s: %s\n", dir, strerror(errno));
         return 1;
     }
-    gw_fr_dump_t *dumps = NULL;
-    int size = 0, bad = 0;
+    fr_group_t *groups = NULL;
+    int ngroups = 0, bad = 0;
     struct dirent *de;
     while ((de = readdir(dp))) {
+        /* rank-N.json, the job's communicator; rank-N.comm-X.json, one
+         * that gw_comm_split made (id X, its own rank numbers). */
         int rank, used = 0;
-        /* rank-N.json only: a sub-communicator's dumps (rank-N.comm-X.json)
-         * number the ranks their own way. */
-        if (sscanf(de->d_name, "rank-%d.json%n", &rank, &used) != 1 ||
-            (size_t)used != strlen(de->d_name))
+        unsigned comm_id = 0;
+        size_t len = strlen(de->d_name);
+        if (!(sscanf(de->d_name, "rank-%d.json%n", &rank, &used) == 1 && (size_t)used == len) &&
+            !(sscanf(de->d_name, "rank-%d.comm-%8x.json%n", &rank, &comm_id, &used) == 2 &&
+              (size_t)used == len && comm_id != 0))
             continue;
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
@@ -227,39 +279,36 @@ int gw_fr_main(int argc, char **argv)
             bad = 1;
             continue;
         }
-        if (d.rank != rank) {
-            fprintf(stderr, "gradwire fr: %s holds rank %d's dump\n", path, d.rank);
+        if (d.rank != rank || d.comm_id != comm_id) {
+            fprintf(stderr, "gradwire fr: %s holds rank %d's dump of communicator %08x\n", path,
+                    d.rank, (unsigned)d.comm_id);
             gw__fr_dump_free(&d);
             bad = 1;
             continue;
         }
-        if (!dumps) {
-            size = d.size;
-            dumps = calloc((size_t)size, sizeof(*dumps));
-            if (!dumps) {
-                gw__fr_dump_free(&d);
-                closedir(dp);
-                fprintf(stderr, "gradwire fr: out of memory\n");
-                return 1;
-            }
-        }
-        if (d.size != size || dumps[rank].size) {
-            fprintf(stderr, "gradwire fr: %s: a job of %d ranks, the others' of %d\n", path, d.size,
-                    size);
-            gw__fr_dump_free(&d);
+        if (add_dump(&groups, &ngroups, path, &d) != 0)
             bad = 1;
-            continue;
-        }
-        dumps[rank] = d;
     }
     closedir(dp);
-    if (!dumps) {
-        fprintf(stderr, "gradwire fr: no readable dump (rank-N.json) in %s\n", dir);
+    if (!ngroups) {
+        fprintf(stderr, "gradwire fr: no readable dump (rank-N.json, rank-N.comm-X.json) in %s\n",
+                dir);
         return 1;
     }
-    report(dumps, size, dir);
-    for (int r = 0; r < size; r++)
-        gw__fr_dump_free(&dumps[r]);
-    free(dumps);
+    qsort(groups, (size_t)ngroups, sizeof(*groups), by_comm_id);
+    for (int i = 0; i < ngroups; i++) {
+        if (i)
+            printf("\n");
+        if (groups[i].comm_id)
+            printf("== communicator %08x (made by gw_comm_split; its own rank numbers)\n",
+                   (unsigned)groups[i].comm_id);
+        else if (ngroups > 1)
+            printf("== the job's communicator\n");
+        report(groups[i].dumps, groups[i].size, dir);
+        for (int r = 0; r < groups[i].size; r++)
+            gw__fr_dump_free(&groups[i].dumps[r]);
+        free(groups[i].dumps);
+    }
+    free(groups);
     return bad;
 }

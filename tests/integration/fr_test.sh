@@ -9,6 +9,9 @@
 #     answer"); `gradwire fr DIR` shows each rank in #S and the waits.
 #   - abort: rank 2 calls abort() in the middle of it: its dump comes from
 #     the fatal-signal handler (why "SIGABRT"), the call still running.
+#   - splitstop: the same stop in a communicator made by gw_comm_split:
+#     its ranks dump it as rank-N.comm-X.json, and `gradwire fr DIR`
+#     reports it in a section of its own.
 #   - GW_FR_ENTRIES=0: no recorder, no dump.
 #   - `gradwire fr` refuses a corrupt dump, naming the file.
 # Usage: fr_test.sh BUILD_DIR. Exit 0, or 1 with what failed.
@@ -85,6 +88,46 @@ for r in 0 1 2 3; do
         fail "gradwire fr does not show rank $r waiting in the allreduce: $(cat "$tmp/fr.out")"
 done
 grep -q "^waits: .*1 -> " "$tmp/fr.out" || fail "gradwire fr shows no waits: $(cat "$tmp/fr.out")"
+
+# ---- splitstop: dumps of a communicator made by gw_comm_split ----------------
+# The job splits into halves (0,1 | 2,3) and rank 2 stops in the second
+# half's allreduce: both of its ranks dump that communicator
+# (rank-N.comm-X.json, its own rank numbers), and `gradwire fr` reports it
+# in a section of its own, which shows rank 1 (the job's rank 3) waiting
+# for rank 0 (the job's rank 2) in the half's first large allreduce. The
+# first half runs until the fault fails the job (8 s at most), so that the
+# referee, the job's rank 0, is there to judge.
+run splitstop "$tmp/split" WORKER_FR_SECONDS=8
+rc=$?
+[ $rc -eq 0 ] || fail "splitstop: the job exited $rc (want 0): $(cat "$tmp/splitstop.out")"
+stopped=$($PY - "$tmp/split" <<'EOF'
+import glob, json, sys
+for f in sorted(glob.glob(f"{sys.argv[1]}/rank-1.comm-*.json")):
+    j = json.load(open(f))
+    e = j["entries"][-1]
+    if j["size"] == 2 and j["done"] == 0 and e["seq"] == 1 and e["state"] == "running" \
+            and e["step_peer"] == 0:
+        print(j["comm"])
+EOF
+)
+if [ -z "$stopped" ]; then
+    fail "splitstop: no communicator's rank 1 shows it waiting for rank 0 in its first call: $(ls "$tmp/split")"
+else
+    for r in 0 1; do
+        f="$tmp/split/rank-$r.comm-$stopped.json"
+        [ -f "$f" ] || { fail "splitstop: no $f"; continue; }
+        m=$(stat -c %a "$f")
+        [ "$m" = 600 ] || fail "splitstop: $f has mode $m, not 600"
+    done
+    "$BUILD/gradwire" fr "$tmp/split" >"$tmp/frsplit.out" 2>&1 ||
+        fail "gradwire fr on the split job exited $?: $(cat "$tmp/frsplit.out")"
+    awk -v id="$stopped" '/^== communicator / { inside = ($3 == id) } inside' \
+        "$tmp/frsplit.out" >"$tmp/frsec.out"
+    grep -q "made by gw_comm_split" "$tmp/frsec.out" &&
+        grep -q "dumps in .*: 2 of 2 ranks" "$tmp/frsec.out" &&
+        grep -Eq "^1 +timeout +0 +allreduce #1 .*waiting for rank 0" "$tmp/frsec.out" ||
+        fail "gradwire fr does not report communicator $stopped with rank 1 waiting for rank 0: $(cat "$tmp/frsplit.out")"
+fi
 
 # ---- abort: the fatal-signal path --------------------------------------------
 run abort "$tmp/abort"

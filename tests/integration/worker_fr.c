@@ -11,6 +11,11 @@
  *   run    no fault: the large allreduces run for WORKER_FR_SECONDS
  *          (default 1) while something watches the job (gradwire status),
  *          with a span of "compute" (gw_trace_span) between two of them
+ *   splitstop  the job splits in halves (gw_comm_split, ranks 0,1 and
+ *          2,3) after the small allreduces; the large ones run on the
+ *          halves, where rank 2 stops itself as in stop (ranks 2 and 3
+ *          fail, and dump that communicator: rank-N.comm-X.json); ranks 0
+ *          and 1 run theirs as in run, and exit 0 whatever the outcome
  * Rank 0 prints "root: GW_ROOT" once the communicator is made; each rank
  * prints "rank R: STATUS after N calls" and exits 0 when the
  * mode's outcome came (an error for stop and abort, success for run).
@@ -79,6 +84,9 @@ int main(int argc, char **argv)
     int my_rank = rank_s ? atoi(rank_s) : -1;
     const char *t = getenv("GW_TIMEOUT_MS");
     int timeout_ms = t ? atoi(t) : 30000;
+    int split = strcmp(mode, "splitstop") == 0;
+    if (split)
+        mode = my_rank < 2 ? "run" : "stop";
     if (strcmp(mode, "stop") == 0 && my_rank == 2)
         start_waker(timeout_ms + 3000);
 
@@ -98,6 +106,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < SMALL_CALLS && st == GW_OK; i++, calls++)
         st = gw_allreduce(comm, small, out, 2, GW_FLOAT32, GW_SUM);
 
+    gw_comm_t *work = comm; /* the large allreduces' communicator */
+    if (split && st == GW_OK) {
+        st = gw_comm_split(comm, rank / 2, rank, &work);
+        if (st != GW_OK) {
+            printf("rank %d: %s (split)\n", rank, gw_status_name(st));
+            return 1;
+        }
+    }
     float *big = calloc(BIG, sizeof(float));
     if (!big)
         return 1;
@@ -119,13 +135,21 @@ int main(int argc, char **argv)
             usleep(2000); /* some work of the application's own */
         if (i == 1)
             gw_trace_span(comm, "compute", "compute", c0, now_ns());
-        big[0] = rank == 0 && now_ns() < end ? 1.0f : 0.0f;
-        st = gw_allreduce(comm, big, big, BIG, GW_FLOAT32, GW_SUM);
+        big[0] = gw_comm_rank(work) == 0 && now_ns() < end ? 1.0f : 0.0f;
+        st = gw_allreduce(work, big, big, BIG, GW_FLOAT32, GW_SUM);
         go = strcmp(mode, "run") != 0 || big[0] > 0.5f;
     }
     printf("rank %d: %s after %d calls\n", rank, gw_status_name(st), calls);
     fflush(stdout);
     free(big);
+    if (work != comm)
+        gw_comm_destroy(work);
     gw_comm_destroy(comm);
+    /* splitstop: rank 2's fault fails the job, so every rank ends with an
+     * error, the halves' ranks 0 and 1 perhaps before their run is over;
+     * each exits 0 (the launcher would stop the others at a first
+     * failure, and rank 2 before it woke to dump). */
+    if (split)
+        return 0;
     return strcmp(mode, "run") == 0 ? st != GW_OK : st == GW_OK;
 }

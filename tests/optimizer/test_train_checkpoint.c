@@ -75,68 +75,10 @@ static char *const *job_args(const char *ckdir, const char *weights, const char 
     return args;
 }
 
-static void run_ok(int n, char *const *args)
-{
-    run_result_t r = train_run(n, args, 280);
-    cr_assert(!r.timed_out, "timed out:\n%s", r.output);
-    cr_assert(r.exited && r.status == 0, "failed (status %d):\n%s", r.status, r.output);
-    free(r.output);
-}
-
-static void assert_same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    unsigned char *pa = read_bin(a, &la), *pb = read_bin(b, &lb);
-    cr_assert_not_null(pa, "%s missing", a);
-    cr_assert_not_null(pb, "%s missing", b);
-    cr_assert_eq(la, lb);
-    size_t diff = 0;
-    for (size_t i = 0; i < la; i++)
-        diff += pa[i] != pb[i];
-    cr_assert_eq(diff, 0, "%zu of %zu bytes of the resumed weights differ", diff, la);
-    free(pa);
-    free(pb);
-}
-
-/* The step `latest` names, or -1. */
-static long latest_step(const char *latest)
-{
-    char *text = read_file(latest);
-    long step = text ? strtol(text, NULL, 10) : -1;
-    free(text);
-    return step;
-}
-
-/* Start the job, wait until it has a checkpoint in its second epoch, then
- * send sig. */
-static int interrupt(const char *dir, const char *ck, const char *weights, int sig)
-{
-    char log[1024], latest[1024];
-    snprintf(log, sizeof(log), "%s/interrupted.log", dir);
-    snprintf(latest, sizeof(latest), "%s/latest", ck);
-    pid_t pid = train_spawn(RANKS, job_args(ck, weights, "50", NULL), log);
-    double start = run__now();
-    /* Into the second epoch (250 steps each): in the first, the shuffle
-     * generator's state is the same whether the resume restores it or not
-     * (seen: the tests passed with its restore removed). */
-    while (latest_step(latest) < 300 && run__now() - start < 120) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            cr_assert_fail("the job ended before its checkpoint of step 300:\n%s", read_file(log));
-        usleep(2000);
-    }
-    cr_assert(latest_step(latest) >= 300, "no checkpoint of step 300 after 120 s:\n%s",
-              read_file(log));
-    usleep(30000); /* a few more steps, so the stop is not at the checkpoint */
-    if (sig == SIGKILL)
-        kill(-pid, SIGKILL);
-    else
-        kill(pid, sig); /* the launcher forwards it to every rank */
-    int rc = train_reap(pid, 120);
-    cr_assert(!file_exists(weights),
-              "the job finished before it was interrupted: the test proves nothing");
-    return rc;
-}
+/* Into the second epoch (250 steps each): in the first, the shuffle
+ * generator's state is the same whether the resume restores it or not
+ * (seen: the tests passed with its restore removed). */
+#define INTERRUPT_AFTER_STEP 300
 
 static void resume_check(int sig)
 {
@@ -147,14 +89,15 @@ static void resume_check(int sig)
     snprintf(ck, sizeof(ck), "%s/ck", dir);
     snprintf(got, sizeof(got), "%s/resumed.bin", dir);
     mkdir(ck, 0755);
-    run_ok(RANKS, job_args(NULL, ref, NULL, NULL));
-    int rc = interrupt(dir, ck, got, sig);
+    train_run_ok(RANKS, job_args(NULL, ref, NULL, NULL));
+    int rc = train_interrupt(RANKS, job_args(ck, got, "50", NULL), dir, ck, INTERRUPT_AFTER_STEP,
+                             got, sig);
     if (sig == SIGTERM)
         cr_assert_eq(rc, 128 + SIGTERM, "after SIGTERM the job exits 143, not %d", rc);
     else
         cr_assert_eq(rc, 128 + SIGKILL);
-    run_ok(RANKS, job_args(ck, got, "50", "--resume"));
-    assert_same_file(ref, got);
+    train_run_ok(RANKS, job_args(ck, got, "50", "--resume"));
+    train_assert_same_file(ref, got);
     remove_tree(dir);
     free(dir);
 }

@@ -62,68 +62,9 @@ static const char *const tensor_pipeline[] = {"--tensor-parallel", "2", "--pipel
                                               NULL};
 static const char *const zero_pipeline[] = {"--pipeline-parallel", "2", "--zero", "1", NULL};
 
-static void run_ok(char *const *args)
-{
-    run_result_t r = train_run(RANKS, args, 280);
-    cr_assert(!r.timed_out, "timed out:\n%s", r.output);
-    cr_assert(r.exited && r.status == 0, "failed (status %d):\n%s", r.status, r.output);
-    free(r.output);
-}
-
-static void assert_same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    unsigned char *pa = read_bin(a, &la), *pb = read_bin(b, &lb);
-    cr_assert_not_null(pa, "%s missing", a);
-    cr_assert_not_null(pb, "%s missing", b);
-    cr_assert_eq(la, lb);
-    size_t diff = 0;
-    for (size_t i = 0; i < la; i++)
-        diff += pa[i] != pb[i];
-    cr_assert_eq(diff, 0, "%zu of %zu bytes of the resumed weights differ", diff, la);
-    free(pa);
-    free(pb);
-}
-
-/* The step `latest` names, or -1. */
-static long latest_step(const char *latest)
-{
-    char *text = read_file(latest);
-    long step = text ? strtol(text, NULL, 10) : -1;
-    free(text);
-    return step;
-}
-
-/* Start the job, wait until it has a checkpoint in its second epoch, then
- * send sig; its exit status. */
-static int interrupt(const char *const *grid, const char *dir, const char *ck, const char *weights,
-                     int sig)
-{
-    char log[1024], latest[1024];
-    snprintf(log, sizeof(log), "%s/interrupted.log", dir);
-    snprintf(latest, sizeof(latest), "%s/latest", ck);
-    pid_t pid = train_spawn(RANKS, job_args(grid, ck, weights, NULL), log);
-    double start = run__now();
-    /* Into the second epoch (250 steps each), so that the resume must
-     * restore the shuffle of an epoch other than the first. */
-    while (latest_step(latest) < 300 && run__now() - start < 120) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            cr_assert_fail("the job ended before its checkpoint of step 300:\n%s", read_file(log));
-        usleep(2000);
-    }
-    cr_assert(latest_step(latest) >= 300, "no checkpoint of step 300 after 120 s:\n%s",
-              read_file(log));
-    usleep(30000); /* a few more steps, so the stop is not at the checkpoint */
-    if (sig == SIGKILL)
-        kill(-pid, SIGKILL);
-    else
-        kill(pid, sig); /* the launcher forwards it to every rank */
-    int rc = train_reap(pid, 120);
-    cr_assert(!file_exists(weights),
-              "the job finished before it was interrupted: the test proves nothing");
-    return rc;
-}
+/* Into the second epoch (250 steps each), so that the resume must restore
+ * the shuffle of an epoch other than the first. */
+#define INTERRUPT_AFTER_STEP 300
 
 static void resume_check(const char *const *grid, int sig)
 {
@@ -133,8 +74,9 @@ static void resume_check(const char *const *grid, int sig)
     snprintf(ref, sizeof(ref), "%s/reference.bin", dir);
     snprintf(ck, sizeof(ck), "%s/ck", dir);
     snprintf(got, sizeof(got), "%s/resumed.bin", dir);
-    run_ok(job_args(grid, NULL, ref, NULL));
-    int rc = interrupt(grid, dir, ck, got, sig);
+    train_run_ok(RANKS, job_args(grid, NULL, ref, NULL));
+    int rc = train_interrupt(RANKS, job_args(grid, ck, got, NULL), dir, ck, INTERRUPT_AFTER_STEP,
+                             got, sig);
     cr_assert_eq(rc, 128 + sig, "after signal %d the job exits %d, not %d", sig, 128 + sig, rc);
     /* Every rank wrote its own part of the step `latest` names. */
     char latest[1024];
@@ -148,8 +90,8 @@ static void resume_check(const char *const *grid, int sig)
         cr_assert(file_exists(part), "no %s (latest says step %s)", part, step);
     }
     free(step);
-    run_ok(job_args(grid, ck, got, "--resume"));
-    assert_same_file(ref, got);
+    train_run_ok(RANKS, job_args(grid, ck, got, "--resume"));
+    train_assert_same_file(ref, got);
     remove_tree(dir);
     free(dir);
 }
@@ -183,7 +125,7 @@ Test(train_mp_checkpoint, resume_on_another_grid_is_refused, .timeout = 300)
     args[k++] = steps[0];
     args[k++] = steps[1];
     args[k] = NULL;
-    run_ok(args);
+    train_run_ok(RANKS, args);
     char *before = read_file(latest);
     cr_assert_not_null(before, "the first run wrote no checkpoint");
     static const char *const others[][6] = {

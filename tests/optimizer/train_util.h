@@ -116,4 +116,71 @@ static inline void write_bin(const char *path, const void *p, size_t len)
     fclose(f);
 }
 
+/* Run a job that must succeed (exit 0) within 280 s. */
+static inline void train_run_ok(int n, char *const *args)
+{
+    run_result_t r = train_run(n, args, 280);
+    cr_assert(!r.timed_out, "timed out:\n%s", r.output);
+    cr_assert(r.exited && r.status == 0, "failed (status %d):\n%s", r.status, r.output);
+    free(r.output);
+}
+
+/* Two weight files equal byte for byte. */
+static inline void train_assert_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    unsigned char *pa = read_bin(a, &la), *pb = read_bin(b, &lb);
+    cr_assert_not_null(pa, "%s missing", a);
+    cr_assert_not_null(pb, "%s missing", b);
+    cr_assert_eq(la, lb);
+    size_t diff = 0;
+    for (size_t i = 0; i < la; i++)
+        diff += pa[i] != pb[i];
+    cr_assert_eq(diff, 0, "%zu of %zu bytes of the resumed weights differ", diff, la);
+    free(pa);
+    free(pb);
+}
+
+/* The step a checkpoint directory's `latest` file names, or -1. */
+static inline long train_latest_step(const char *latest)
+{
+    char *text = read_file(latest);
+    long step = text ? strtol(text, NULL, 10) : -1;
+    free(text);
+    return step;
+}
+
+/* Start the job of n ranks (output in dir/interrupted.log), wait until its
+ * checkpoint directory ck names step min_step or later, then send sig (to
+ * the launcher, which forwards it to every rank; SIGKILL to the whole
+ * group); its exit status. It must not have written its weights: a job
+ * that finished was not interrupted. */
+static inline int train_interrupt(int n, char *const *args, const char *dir, const char *ck,
+                                  long min_step, const char *weights, int sig)
+{
+    char log[1024], latest[1024];
+    snprintf(log, sizeof(log), "%s/interrupted.log", dir);
+    snprintf(latest, sizeof(latest), "%s/latest", ck);
+    pid_t pid = train_spawn(n, args, log);
+    double start = run__now();
+    while (train_latest_step(latest) < min_step && run__now() - start < 120) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            cr_assert_fail("the job ended before its checkpoint of step %ld:\n%s", min_step,
+                           read_file(log));
+        usleep(2000);
+    }
+    cr_assert(train_latest_step(latest) >= min_step, "no checkpoint of step %ld after 120 s:\n%s",
+              min_step, read_file(log));
+    usleep(30000); /* a few more steps, so the stop is not at the checkpoint */
+    if (sig == SIGKILL)
+        kill(-pid, SIGKILL);
+    else
+        kill(pid, sig);
+    int rc = train_reap(pid, 120);
+    cr_assert(!file_exists(weights),
+              "the job finished before it was interrupted: the test proves nothing");
+    return rc;
+}
+
 #endif

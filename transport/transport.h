@@ -85,7 +85,10 @@ typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;
  * control frame (or shared counter, or immediate) outside message matching
  * that names the message by its index in the pair's send order. A receiver
  * that rejects the message fails and aborts, and the abort (status, origin,
- * culprit) fails the send. The public point-to-point calls ask for it; the
+ * culprit) fails the send; the receipt still due goes out with or before
+ * the abort, so the messages accepted before it complete with GW_OK (a
+ * sender that hears of the failure from the referee first waits a while
+ * for that abort: blame.c). The public point-to-point calls ask for it; the
  * collectives' own sends do not (their results are checked anyway) and
  * cost nothing extra. A receipt that never comes is a stall like any other:
  * GW_ERR_TIMEOUT after the caller's timeout, naming the peer. */

@@ -147,6 +147,37 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
              st == GW_ERR_REMOTE ? "rank 0, the referee, is gone" : "no verdict from rank 0");
 }
 
+/* Whether one of reqs is a send still waiting for its receipt. */
+static int awaits_receipt(gw_request_t *const *reqs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !reqs[i]->complete && reqs[i]->kind == GW_REQ_SEND &&
+            (reqs[i]->flags & GW_REQ_RECEIPT))
+            return 1;
+    return 0;
+}
+
+/* A verdict came while this rank waits for the receipt of a send. The
+ * receiver may have accepted that message and rejected a later one in the
+ * same progress round, before its receipt went out: then its word comes in
+ * its abort, which repeats the last receipt (transport.h), and which it
+ * sends only once it has the verdict too, often after ours. Failing at once
+ * would fail a message that was delivered. So the transport runs (with no
+ * collective's tag: no message conflicts) until no send of reqs waits for
+ * its receipt, the transport fails (the peer's abort, or its connection
+ * closing), or the verdict's own wait (blame_wait_ms) passes: a peer that
+ * hangs after its report delays our error by that much. */
+static void hear_receipts(gw_comm_t *comm, gw_request_t *const *reqs, int n)
+{
+    gw_transport_t *t = comm->transport;
+    if (!t || !awaits_receipt(reqs, n))
+        return;
+    int64_t deadline = gw__now_ms() + comm->blame_wait_ms;
+    while (t->failed == GW_OK && awaits_receipt(reqs, n) && gw__now_ms() < deadline)
+        if (t->ops->progress(t, NULL, 10) != GW_OK)
+            break;
+}
+
 gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, int64_t stalled_ms)
 {
     if (!comm->watching)
@@ -171,7 +202,9 @@ gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
     gw_bs_verdict_t v;
     if (!gw__bootstrap_watch_poll(gw__comm_root(comm)->bootstrap, &state, &v))
         return GW_OK;
-    /* The job failed elsewhere while we waited: the verdict is our error. */
+    /* The job failed elsewhere while we waited: the verdict is our error,
+     * once the peers had their say about the messages they accepted. */
+    hear_receipts(comm, reqs, n);
     gw_comm_blame_t b = {.kind = GW_BLAME_ABORT, .waiting_on = -1, .settled = 1};
     take_verdict(comm, &b, &v);
     return gw__comm_fail_with(comm, &b);

@@ -225,6 +225,22 @@ static void expect_p2p_mismatch(const char *transport, const char *form, const c
     free(r.output);
 }
 
+/* The receiver takes every message of the window in one progress round: it
+ * accepts the first two and rejects the third before any receipt went out,
+ * so the sender hears of the failure from the referee's verdict, which
+ * often comes first, and of the receipts only from the receiver's abort
+ * after it. The two messages before the odd one must still complete with
+ * GW_OK on the sender. */
+Test(mismatch, point_to_point_window_rejected_in_one_round, .timeout = 600)
+{
+    const char *whats[] = {"zero", "dtype"};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t w = 0; w < 2; w++)
+            for (int odd = 0; odd < 2; odd++)
+                if (!sanitized || odd == (int)((t + w) % 2))
+                    expect_p2p_mismatch(transports[t], "p2p_window_late", whats[w], odd);
+}
+
 Test(mismatch, point_to_point_length_and_dtype, .timeout = 600)
 {
     const char *forms[] = {"p2p", "p2p_window", "p2p_sendrecv"};

@@ -12,6 +12,13 @@
  *         p2p_window (rank 0 posts WINDOW gw_isend, rank 1 as many gw_irecv;
  *         only message P2P_ODD_MSG differs; the ones before must complete
  *         with GW_OK on both ranks, the odd one fail on both),
+ *         p2p_window_late (the same, but rank 1 posts its receives only
+ *         LATE_MS after rank 0 posted its sends: every message waits in
+ *         its buffers, and it accepts the first ones and rejects the odd
+ *         one in one progress round, before any receipt went out; and it
+ *         is slow to abort: its log stalls until STALL_MS after that
+ *         (stall_log), so rank 0 has the referee's verdict well before
+ *         rank 1's abort, which carries the receipt of the first two),
  *         p2p_sendrecv (both ranks gw_sendrecv with each other; count and
  *         zero change only the odd rank's receive count, so the other rank's
  *         receive succeeds and only its send half can report the mismatch;
@@ -37,11 +44,14 @@
  * point-to-point forms that status is the call's own: a sender whose send
  * returned GW_OK has failed, whatever its next call would say.
  */
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gradwire.h"
 
@@ -49,6 +59,78 @@
 #define CANARY 0x5A
 #define WINDOW 5      /* messages in flight in p2p_window */
 #define P2P_ODD_MSG 2 /* the one that differs (0-based: the third) */
+#define LATE_MS 300   /* how long p2p_window_late's receiver waits */
+#define STALL_MS 500  /* then how long its log, and so its abort, stalls */
+
+static int is_window(const char *coll) { return strncmp(coll, "p2p_window", 10) == 0; }
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A rank slow to abort, without touching the library: its stderr (the
+ * log) becomes a pipe filled with filler (0x01) but for the prefix and
+ * ROOM_BODY bytes, which nobody reads until STALL_MS after its receives are posted. The line that
+ * reports the mismatch (the transport's, about 200 bytes after the prefix
+ * "host:pid:rank hh:mm:ss.micros ") still fits; the next, the verdict that
+ * it logs just before it aborts (blame.c, comm_state.c, 320 bytes), does
+ * not: the write, atomic below PIPE_BUF, blocks until the thread drains
+ * the pipe, and the abort waits with it. A longer first line would only
+ * delay the report instead, which the test cannot tell from a fast rank. */
+#define ROOM_BODY 260
+
+typedef struct stall {
+    int rd, out;
+} stall_t;
+
+static void *stall_main(void *arg)
+{
+    stall_t *s = arg;
+    sleep_ms(LATE_MS + STALL_MS);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(s->rd, buf, sizeof(buf))) > 0) {
+        size_t keep = 0;
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i] != 1)
+                buf[keep++] = buf[i];
+        if (keep && write(s->out, buf, keep) < 0)
+            break;
+    }
+    return NULL;
+}
+
+static int stall_log(void)
+{
+    static stall_t s;
+    int p[2];
+    char host[256] = "";
+    if (pipe(p) != 0)
+        return -1;
+    fcntl(p[1], F_SETPIPE_SZ, 4096);
+    int cap = fcntl(p[1], F_GETPIPE_SZ);
+    gethostname(host, sizeof(host) - 1);
+    char prefix[512];
+    int room = snprintf(prefix, sizeof(prefix), "%s:%d:1 00:00:00.000000 ", host, (int)getpid()) +
+               ROOM_BODY;
+    if (cap < room + 1)
+        return -1;
+    s = (stall_t){.rd = p[0], .out = dup(2)};
+    size_t fill = (size_t)(cap - room);
+    char *filler = malloc(fill);
+    if (!filler || s.out < 0)
+        return -1;
+    memset(filler, 1, fill);
+    ssize_t w = write(p[1], filler, fill);
+    free(filler);
+    pthread_t t;
+    if (w != (ssize_t)fill || dup2(p[1], 2) < 0 || pthread_create(&t, NULL, stall_main, &s))
+        return -1;
+    pthread_detach(t);
+    return 0;
+}
 
 static double now_ms(void)
 {
@@ -77,6 +159,13 @@ static gw_status_t window(gw_comm_t *comm, const call_t *c, uint8_t *send, uint8
     gw_handle_t *h[WINDOW];
     gw_status_t st = GW_OK;
     int posted = 0;
+    if (rank == 1 && strcmp(c->coll, "p2p_window_late") == 0) {
+        if (stall_log() != 0) {
+            perror("worker_mismatch: stall_log");
+            return GW_ERR_SYSTEM;
+        }
+        sleep_ms(LATE_MS);
+    }
     for (int m = 0; m < WINDOW && st == GW_OK; m++) {
         size_t count = (size_t)COUNT;
         gw_dtype_t dtype = GW_FLOAT32;
@@ -181,7 +270,7 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
         nanosleep(&ts, NULL);
         return GW_OK;
     }
-    if (strcmp(k, "p2p_window") == 0)
+    if (is_window(k))
         return window(comm, c, send, recv);
     if (strcmp(k, "p2p_sendrecv") == 0) {
         int peer = 1 - gw_comm_rank(comm);
@@ -196,7 +285,7 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
 static size_t recv_bytes(const call_t *c, int size)
 {
     size_t n = c->count * gw_dtype_size(c->dtype);
-    if (strcmp(c->coll, "p2p_window") == 0) /* the messages before the odd one */
+    if (is_window(c->coll)) /* the messages before the odd one */
         return (size_t)P2P_ODD_MSG * (COUNT + 1) * gw_dtype_size(GW_FLOAT32);
     if (strcmp(c->coll, "alltoallv") == 0 || strcmp(c->coll, "allgatherv") == 0)
         return (c->count + 2) * (size_t)size * gw_dtype_size(c->dtype);
@@ -230,8 +319,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "worker_mismatch: %s runs on 2 ranks, not %d\n", c.coll, size);
         return 2;
     }
-    if (strcmp(c.coll, "p2p_window") == 0 && base != COUNT) {
-        fprintf(stderr, "worker_mismatch: p2p_window sends %d elements a message\n", COUNT);
+    if (is_window(c.coll) && base != COUNT) {
+        fprintf(stderr, "worker_mismatch: %s sends %d elements a message\n", c.coll, COUNT);
         return 2;
     }
     if (rank == odd) {

@@ -20,7 +20,9 @@
  *     plus a margin. Without one, a rank that timed out blames rank 0,
  *     whose referee did not answer (stopped, hung, or dead: then its
  *     connection closes and the answer comes at once), and any other
- *     keeps the culprit it saw itself.
+ *     keeps the culprit it saw itself; so does every rank once rank 0
+ *     closed its communicator (its referee's BYE) while this one, a
+ *     sub-communicator without it, went on.
  * A rank that waits in a collective looks at its connection to rank 0 at
  * most every GW_COMM_WATCH_MS (p2p.c, and gw_test in p2p_api.c): it answers
  * the referee's questions, and a verdict that arrives fails it at once,
@@ -130,6 +132,15 @@ void gw__comm_blame_settle(gw_comm_t *comm, gw_comm_blame_t *b)
     }
     char what[80];
     what_call(comm, what, sizeof(what));
+    if (st == GW_ERR_UNSUPPORTED) {
+        /* Rank 0 closed its communicator (its referee said BYE) while this
+         * one, a sub-communicator without it, went on: nobody referees. */
+        GW_ERROR(&comm->log, "coll",
+                 "%s failed (%s): blaming rank %d, as this rank saw it (rank 0 closed its "
+                 "communicator, and with it the referee)",
+                 what, gw_status_str(b->status), b->culprit);
+        return;
+    }
     if (b->kind == GW_BLAME_TIMEOUT && gw__comm_to_root(comm, comm->rank) != 0) {
         /* Everyone waits, and rank 0's referee, which every rank reaches,
          * does not say for whom: rank 0 itself is stopped, hung or dead. */

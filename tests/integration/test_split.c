@@ -12,18 +12,24 @@
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
 #define WORKER GW_BUILD_DIR "/tests/worker_split"
 
-static run_result_t job(int n, const char *mode, const char *transport, double limit_s)
+static run_result_t job_timeout(int n, const char *mode, const char *transport, int timeout_ms,
+                                double limit_s)
 {
-    char ns[8], tr[64];
+    char ns[8], tr[64], tenv[64];
     snprintf(ns, sizeof(ns), "%d", n);
     snprintf(tr, sizeof(tr), "GW_TRANSPORT=%s", transport);
+    snprintf(tenv, sizeof(tenv), "GW_TIMEOUT_MS=%d", timeout_ms);
     char *argv[] = {LAUNCHER, "launch", "-n", ns, "--", WORKER, (char *)mode, NULL};
-    char tenv[] = "GW_TIMEOUT_MS=20000";
     char chunk[] = "GW_CHUNK_BYTES=8192"; /* many pipeline steps even at test sizes */
     char *env[] = {tr, tenv, chunk, NULL};
     run_result_t r = run_cmd(argv, env, limit_s);
     cr_assert(!r.timed_out, "%d ranks, %s, %s: hung:\n%s", n, mode, transport, r.output);
     return r;
+}
+
+static run_result_t job(int n, const char *mode, const char *transport, double limit_s)
+{
+    return job_timeout(n, mode, transport, 20000, limit_s);
 }
 
 static void expect_line(const run_result_t *r, const char *text)
@@ -89,6 +95,21 @@ Test(split, killed_rank_in_a_child_is_named_in_child_ranks, .timeout = 240)
 {
     killed("tcp");
     killed("shm");
+}
+
+/* Rank 0 closed its communicator, and its referee with it, before a rank
+ * of another child hung: that rank's peer times out and blames it, not
+ * rank 0 (whom a rank blames when the referee is gone without a word). */
+Test(split, a_hang_after_rank_0_left_names_the_hung_rank, .timeout = 120)
+{
+    const char *transports[] = {"tcp", "shm"};
+    for (int t = 0; t < 2; t++) {
+        run_result_t r = job_timeout(4, "leave", transports[t], 2000, 60);
+        cr_assert(r.exited && r.status == 0, "over %s:\n%s", transports[t], r.output);
+        expect_line(&r, "rank 0: left");
+        expect_line(&r, "rank 1: child GW_ERR_TIMEOUT culprit 1");
+        free(r.output);
+    }
 }
 
 Test(split, aborting_the_parent_ends_a_child_collective, .timeout = 120)

@@ -25,6 +25,13 @@
  * prints "rank 0: child STATUS culprit 1"; the odd ranks then fail in a
  * parent allreduce naming parent rank 2 ("rank R: parent STATUS culprit
  * 2").
+ * Mode "leave" (4 ranks): the even ranks {0, 2} finish first: a child
+ * allreduce, then they close their communicators and exit, rank 0's
+ * referee with them ("rank R: left"). Then in the odd child {1, 3},
+ * parent rank 3 (child rank 1) hangs (sleeps 3 x GW_TIMEOUT_MS) while
+ * child rank 0 waits for it in an allreduce: parent rank 1 must fail with
+ * GW_ERR_TIMEOUT naming child rank 1, the rank it waited for, not rank 0,
+ * which left cleanly ("rank 1: child GW_ERR_TIMEOUT culprit 1").
  * Mode "abort" (3 ranks): rank 0 waits in an allreduce on a dup, which
  * rank 1 joins 2 s late, when a watchdog thread aborts the parent: the
  * abort of any communicator aborts the transport they share, so rank 0's
@@ -405,6 +412,34 @@ static int kill_mode(gw_comm_t *comm)
     _exit(0); /* the launcher must not stop the survivors: exit 0 */
 }
 
+static int leave_mode(gw_comm_t *comm)
+{
+    int rank = gw_comm_rank(comm);
+    gw_comm_t *child = NULL;
+    OK(gw_comm_split(comm, rank % 2, rank, &child));
+    int64_t x = rank, sum = 0;
+    OK(gw_allreduce(child, &x, &sum, 1, GW_INT64, GW_SUM));
+    if (rank % 2 == 0) {
+        gw_comm_destroy(child);
+        gw_comm_destroy(comm);
+        printf("rank %d: left\n", rank);
+        return 0;
+    }
+    if (rank == 3) {
+        const char *ms = getenv("GW_TIMEOUT_MS");
+        long hang_ms = 3 * (ms ? atol(ms) : 1000);
+        usleep((useconds_t)hang_ms * 1000);
+    } else {
+        gw_status_t st = gw_allreduce(child, &x, &sum, 1, GW_INT64, GW_SUM);
+        printf("rank %d: child %s culprit %d\n", rank, gw_status_name(st), gw_comm_culprit(child));
+        CHECK(st != GW_OK, "the child's allreduce succeeded while its rank 1 hung");
+    }
+    fflush(stdout);
+    gw_comm_destroy(child);
+    gw_comm_destroy(comm);
+    _exit(0); /* the launcher must not stop rank 3: exit 0 */
+}
+
 static double now_us(void);
 
 static void *abort_later(void *comm)
@@ -535,6 +570,8 @@ int main(int argc, char **argv)
         return mismatch_mode(comm);
     if (strcmp(mode, "kill") == 0)
         return kill_mode(comm);
+    if (strcmp(mode, "leave") == 0)
+        return leave_mode(comm);
     if (strcmp(mode, "time") == 0)
         return time_mode(comm);
     if (strcmp(mode, "abort") == 0)

@@ -166,8 +166,9 @@ int gw__bootstrap_watch_poll(gw_bootstrap_t *bs, const gw_bs_report_t *state,
 /* Send a FAILED or STALLED report to the referee and wait up to wait_ms
  * (0: not at all) for its verdict: GW_OK with *verdict (also when it had
  * come before), GW_ERR_TIMEOUT when none came in time, GW_ERR_REMOTE when
- * rank 0 cannot be reached (its connection closed: it died or closed its
- * communicator), GW_ERR_UNSUPPORTED when the watch is not running. */
+ * rank 0 cannot be reached (its connection closed or broke without a word:
+ * it died), GW_ERR_UNSUPPORTED when the watch is not running (also once
+ * rank 0 closed its communicator and its referee said BYE). */
 gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t *report,
                                        int wait_ms, gw_bs_verdict_t *verdict);
 

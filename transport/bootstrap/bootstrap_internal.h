@@ -87,6 +87,7 @@ struct gw_bootstrap {
      * socket pair to the referee, which owns fds[] from then on. */
     int watching;
     int watch_gone;                   /* rank 0's connection closed or broke */
+    int watch_bye;                    /* ... after rank 0 said BYE: it closed */
     uint8_t wrx[GW_BS_SMALL_MSG_MAX]; /* bytes of a message not yet whole */
     size_t wrx_len;
     int have_verdict;

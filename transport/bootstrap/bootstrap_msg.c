@@ -50,6 +50,8 @@ const char *gw__bs_type_name(uint32_t type)
         return "grown";
     case GW_BS_RING_OPEN:
         return "ring open";
+    case GW_BS_BYE:
+        return "bye";
     case GW_BS_RING_PEER:
         return "ring peer";
     case GW_BS_PULSE:
@@ -225,6 +227,7 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         min = max = GW_BS_GROWN_LEN - GW_BS_HDR_LEN;
         break;
     case GW_BS_RING_OPEN:
+    case GW_BS_BYE:
         min = max = 0;
         break;
     case GW_BS_RING_PEER:
@@ -638,6 +641,8 @@ gw_status_t gw__bs_decode_join(const uint8_t *buf, size_t len, uint8_t nonce[GW_
 }
 
 void gw__bs_encode_ring_open(uint8_t out[GW_BS_RING_OPEN_LEN]) { put_hdr(out, GW_BS_RING_OPEN, 0); }
+
+void gw__bs_encode_bye(uint8_t out[GW_BS_BYE_LEN]) { put_hdr(out, GW_BS_BYE, 0); }
 
 void gw__bs_encode_ring_peer(const uint8_t addr[GW_BS_RING_ADDR_LEN],
                              uint8_t out[GW_BS_RING_PEER_LEN])

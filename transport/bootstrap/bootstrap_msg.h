@@ -142,6 +142,7 @@
 #define GW_BS_GROW_LEN (GW_BS_HDR_LEN + 8u)
 #define GW_BS_GROWN_LEN (GW_BS_HDR_LEN + 16u)
 #define GW_BS_RING_OPEN_LEN GW_BS_HDR_LEN
+#define GW_BS_BYE_LEN GW_BS_HDR_LEN
 #define GW_BS_RING_ADDR_LEN 23u /* GW_SOCK_ADDR_WIRE */
 #define GW_BS_RING_PEER_LEN (GW_BS_HDR_LEN + GW_BS_RING_ADDR_LEN)
 /* The rank a joiner's proof is made for (it has none yet). */
@@ -187,6 +188,7 @@ typedef enum gw_bs_type {
     GW_BS_STATUS_ASK = 19, /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
     GW_BS_STATUS = 20,     /* rank 0's answer, once the asker proved the token */
     GW_BS_CLOCK = 21,      /* a rank's clock reading, echoed with the referee's */
+    GW_BS_BYE = 22,        /* rank 0 closed its communicator: no more verdicts */
 } gw_bs_type_t;
 
 /* What a rank is doing, as it tells the referee every quarter second or
@@ -388,6 +390,8 @@ gw_status_t gw__bs_decode_grown(const uint8_t *buf, size_t len, gw_bs_members_t 
 /* RING_OPEN (no payload) and RING_PEER (the neighbour's address, whose
  * contents the caller checks with gw__sock_addr_get). */
 void gw__bs_encode_ring_open(uint8_t out[GW_BS_RING_OPEN_LEN]);
+/* BYE (no payload): the referee's last word when rank 0 closes. */
+void gw__bs_encode_bye(uint8_t out[GW_BS_BYE_LEN]);
 void gw__bs_encode_ring_peer(const uint8_t addr[GW_BS_RING_ADDR_LEN],
                              uint8_t out[GW_BS_RING_PEER_LEN]);
 gw_status_t gw__bs_decode_ring_peer(const uint8_t *buf, size_t len,

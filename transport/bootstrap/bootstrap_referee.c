@@ -40,7 +40,9 @@
  *
  * When rank 0 itself is stopped or dead, so is its referee: the ranks then
  * get no verdict, or see their connection to it close, and blame rank 0
- * (collectives/comm/blame.c).
+ * (collectives/comm/blame.c). When rank 0 closes its communicator while
+ * other ranks still work in sub-communicators of their own, the referee's
+ * last word is a BYE, so that they do not take its leaving for a death.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -539,6 +541,18 @@ static void read_seat(gw_bs_referee_t *ref, int r)
     }
 }
 
+/* Rank 0 closes its communicator: the ranks that still run (in a
+ * sub-communicator of their own) learn that the connection closes because
+ * rank 0 left, not because it died, so a failure of theirs afterwards,
+ * without a referee, names the rank they saw, not rank 0 (blame.c). */
+static void say_bye(gw_bs_referee_t *ref)
+{
+    uint8_t msg[GW_BS_BYE_LEN];
+    gw__bs_encode_bye(msg);
+    for (int r = 1; r < ref->size; r++)
+        send_to(ref, r, msg, sizeof(msg));
+}
+
 static void *referee_main(void *arg)
 {
     gw_bs_referee_t *ref = arg;
@@ -569,8 +583,10 @@ static void *referee_main(void *arg)
         }
         if (rc > 0 && ref->pfds[0].revents) {
             char cmd = 1;
-            if (read(ref->stop[0], &cmd, 1) != 1 || cmd != 2)
+            if (read(ref->stop[0], &cmd, 1) != 1 || cmd != 2) {
+                say_bye(ref);
                 break;
+            }
             /* The late listener's hand-over: the poll set is rebuilt
              * from ref->late on the next turn. */
             pthread_mutex_lock(&ref->swap_mu);

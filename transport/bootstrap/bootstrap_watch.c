@@ -217,6 +217,11 @@ static void on_message(gw_bootstrap_t *bs, const gw_bs_hdr_t *hdr, const gw_bs_r
         bs->have_clock = 1;
         return;
     }
+    if (hdr->type == GW_BS_BYE) {
+        bs->watch_bye = 1;
+        gone(bs, "rank 0 closed its communicator");
+        return;
+    }
     if (hdr->type == GW_BS_GROWN) {
         gw_bs_members_t m;
         if (gw__bs_decode_grown(bs->wrx, len, &m, &why) != GW_OK) {
@@ -281,6 +286,17 @@ int gw__bootstrap_watch_poll(gw_bootstrap_t *bs, const gw_bs_report_t *state,
     return 1;
 }
 
+/* A send that failed marks the connection gone before what rank 0 sent
+ * last was read: its BYE, or a verdict, may wait there still. */
+static void read_last_words(gw_bootstrap_t *bs)
+{
+    if (!bs->watch_gone || bs->watch_bye || bs->have_verdict || bs->root_fd < 0)
+        return;
+    bs->watch_gone = 0;
+    gw__bs_watch_pump(bs, NULL);
+    bs->watch_gone = 1;
+}
+
 gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t *report,
                                        int wait_ms, gw_bs_verdict_t *verdict)
 {
@@ -307,9 +323,12 @@ gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t 
         }
         gw__bs_watch_pump(bs, NULL);
     }
+    read_last_words(bs);
     if (bs->have_verdict) {
         *verdict = bs->verdict;
         return GW_OK;
     }
+    if (bs->watch_bye)
+        return GW_ERR_UNSUPPORTED; /* no watch any more: rank 0 left */
     return bs->watch_gone ? GW_ERR_REMOTE : GW_ERR_TIMEOUT;
 }

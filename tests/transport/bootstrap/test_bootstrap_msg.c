@@ -209,6 +209,7 @@ Test(bootstrap_msg, payload_length_bounds, .timeout = 10)
         {GW_BS_GATHER_START, 4, 4},
         {GW_BS_RING_OPEN, 0, 0},
         {GW_BS_RING_PEER, 23, 23},
+        {GW_BS_BYE, 0, 0},
     };
     uint8_t m[GW_BS_HDR_LEN];
     gw_bs_hdr_t h;
@@ -427,6 +428,13 @@ Test(bootstrap_msg, type_names, .timeout = 10)
 {
     cr_assert_str_eq(gw__bs_type_name(GW_BS_HELLO), "hello");
     cr_assert_str_eq(gw__bs_type_name(GW_BS_DATA), "data");
+    cr_assert_str_eq(gw__bs_type_name(GW_BS_BYE), "bye");
+    uint8_t bye[GW_BS_BYE_LEN];
+    gw__bs_encode_bye(bye);
+    gw_bs_hdr_t h;
+    cr_assert_eq(gw__bs_decode_hdr(bye, sizeof(bye), &h, NULL), GW_OK);
+    cr_assert_eq(h.type, GW_BS_BYE);
+    cr_assert_eq(h.payload_len, 0);
     cr_assert_str_eq(gw__bs_type_name(0), "unknown");
     cr_assert_str_eq(gw__bs_type_name(99), "unknown");
 }

@@ -277,8 +277,7 @@ static gw_status_t barrier(gw_comm_t *comm)
         return GW_OK;
     gw__coll_begin(comm, GW_COLL_BARRIER, 0, GW_UINT8, GW_SUM, 0, GW_ALGO_AUTO);
     gw__fr_begin(comm->fr, comm->seq, GW_COLL_BARRIER, 0, GW_UINT8, GW_ALGO_AUTO);
-    gw_status_t st = gw__barrier_dissemination(comm);
-    gw__comm_op_end(comm, st);
+    gw_status_t st = gw__comm_op_end(comm, gw__barrier_dissemination(comm));
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 
@@ -340,7 +339,7 @@ static gw_status_t run_checked(gw_comm_t *comm, const coll_rule_t *rule, const g
         st = rule->agree_first ? gw__barrier_dissemination(comm) : GW_OK;
         if (st == GW_OK)
             st = run_algorithm(comm, a, op == GW_AVG || op == GW_PREMUL_SUM ? GW_SUM : op, algo);
-        gw__comm_op_end(comm, st);
+        st = gw__comm_op_end(comm, st);
         if (st != GW_OK)
             return gw__comm_fail(comm, st);
     }

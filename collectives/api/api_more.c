@@ -302,8 +302,7 @@ static gw_status_t execute_more(gw_comm_t *comm, const gw_handle_t *h)
     }
     GW_TRACE(&comm->log, "coll", "%s #%llu: %zu x %s", name_of(a->kind),
              (unsigned long long)comm->seq + 1, a->count, gw_dtype_name(a->dtype));
-    st = run_more(comm, a, sent);
-    gw__comm_op_end(comm, st);
+    st = gw__comm_op_end(comm, run_more(comm, a, sent));
     return st == GW_OK ? GW_OK : gw__comm_fail(comm, st);
 }
 

@@ -287,10 +287,12 @@ gw_status_t gw__comm_watch(gw_comm_t *comm, gw_request_t *const *reqs, int n, in
 
 /* Tell rank 0's referee what this rank is doing, unless it did less than
  * GW_COMM_PULSE_MS ago (a root communicator with a recorder and a watch
- * only; never blocks). */
-void gw__comm_pulse(gw_comm_t *comm, int64_t now_ns);
-/* The end of a collective: the recorder's entry closed (gw__fr_end), and
- * a pulse when one is due. */
-void gw__comm_op_end(gw_comm_t *comm, gw_status_t status);
+ * only; never blocks). Returns 1 when it did. */
+int gw__comm_pulse(gw_comm_t *comm, int64_t now_ns);
+/* The end of a collective whose outcome is `status`: the recorder's entry
+ * closed (gw__fr_end), and when a pulse is due, the pulse and a look at
+ * the watch: a verdict that came meanwhile fails a call that succeeded
+ * (pulse.c says why). Returns the call's status. */
+gw_status_t gw__comm_op_end(gw_comm_t *comm, gw_status_t status);
 
 #endif

@@ -6,8 +6,9 @@
  * as a PULSE over the bootstrap connection the watch already holds
  * (transport/bootstrap/bootstrap_pulse.c).
  *
- * When: after a collective ends, and from inside a long wait (the watch's
- * look every GW_COMM_WATCH_MS), at most every GW_COMM_PULSE_MS. So the
+ * When: after a collective ends (with a look at the watch for a verdict),
+ * and from inside a long wait (the watch's look every GW_COMM_WATCH_MS),
+ * at most every GW_COMM_PULSE_MS. So the
  * status a query gets is at most that old for a rank that calls
  * collectives, and the query itself costs the ranks nothing: rank 0's
  * referee answers it from what it holds. The cost on a rank is a clock
@@ -45,12 +46,12 @@ static void top_peers(const gw_fr_t *fr, gw_bs_pulse_t *p)
     }
 }
 
-void gw__comm_pulse(gw_comm_t *comm, int64_t now_ns)
+int gw__comm_pulse(gw_comm_t *comm, int64_t now_ns)
 {
     gw_fr_t *fr = comm->fr;
     if (!fr || comm->root || !comm->watching ||
         now_ns - fr->pulse_ns < GW_COMM_PULSE_MS * 1000000LL)
-        return;
+        return 0;
     fr->pulse_ns = now_ns;
     gw_bs_pulse_t p = {.waiting_on = -1, .done = fr->done};
     const gw_fr_entry_t *e = gw__fr_current(fr);
@@ -68,13 +69,22 @@ void gw__comm_pulse(gw_comm_t *comm, int64_t now_ns)
     p.bytes_recv = fr->bytes_recv;
     top_peers(fr, &p);
     gw__bootstrap_pulse(comm->bootstrap, &p);
+    return 1;
 }
 
-void gw__comm_op_end(gw_comm_t *comm, gw_status_t status)
+gw_status_t gw__comm_op_end(gw_comm_t *comm, gw_status_t status)
 {
     gw__fr_end(comm->fr, status);
     /* The entry's end stamp is the time: no clock read of its own. */
     const gw_fr_entry_t *e = gw__fr_current(comm->fr);
-    if (e)
-        gw__comm_pulse(comm, e->t_end_ns);
+    if (!e || !gw__comm_pulse(comm, e->t_end_ns) || status != GW_OK)
+        return status;
+    /* A rank that was stopped, or busy outside gradwire, while the others
+     * gave up on it may find every message of its next collective waiting
+     * in its buffers, and the peers' aborts behind them unread: the call
+     * completes without a wait, so without a look at the watch (blame.c),
+     * and would return GW_OK where every other rank failed. The referee's
+     * verdict is there by then; taken here, with the pulse, it costs one
+     * non-blocking read four times a second at most. */
+    return gw__comm_watch(comm, NULL, 0, 0);
 }

@@ -27,7 +27,8 @@
  * most every GW_COMM_WATCH_MS (p2p.c, and gw_test in p2p_api.c): it answers
  * the referee's questions, and a verdict that arrives fails it at once,
  * which also frees ranks stuck on a peer that could not send them its
- * abort.
+ * abort. A collective that never waits looks once at its end, with the
+ * pulse (pulse.c).
  *
  * Sub-communicators (comm_split.c) use their root's referee: it knows the
  * root's ranks, so reports, states and verdicts speak in those (a

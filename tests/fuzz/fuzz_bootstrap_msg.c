@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_status_t st = gw__bs_decode_hdr(data, size, &hdr, &why);
     check_why(st, why);
     if (st == GW_OK) {
-        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_CLOCK);
+        FUZZ_CHECK(hdr.type >= GW_BS_HELLO && hdr.type <= GW_BS_TYPE_LAST);
         FUZZ_CHECK(strcmp(gw__bs_type_name(hdr.type), "unknown") != 0);
     }
 

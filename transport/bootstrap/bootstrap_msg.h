@@ -184,11 +184,12 @@ typedef enum gw_bs_type {
     GW_BS_GROWN = 15,
     GW_BS_RING_OPEN = 16,
     GW_BS_RING_PEER = 17,
-    GW_BS_PULSE = 18,      /* a rank's news for `gradwire status` (to the referee) */
-    GW_BS_STATUS_ASK = 19, /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
-    GW_BS_STATUS = 20,     /* rank 0's answer, once the asker proved the token */
-    GW_BS_CLOCK = 21,      /* a rank's clock reading, echoed with the referee's */
-    GW_BS_BYE = 22,        /* rank 0 closed its communicator: no more verdicts */
+    GW_BS_PULSE = 18,            /* a rank's news for `gradwire status` (to the referee) */
+    GW_BS_STATUS_ASK = 19,       /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
+    GW_BS_STATUS = 20,           /* rank 0's answer, once the asker proved the token */
+    GW_BS_CLOCK = 21,            /* a rank's clock reading, echoed with the referee's */
+    GW_BS_BYE = 22,              /* rank 0 closed its communicator: no more verdicts */
+    GW_BS_TYPE_LAST = GW_BS_BYE, /* the highest type (a new one moves it) */
 } gw_bs_type_t;
 
 /* What a rank is doing, as it tells the referee every quarter second or

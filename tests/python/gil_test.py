@@ -1,8 +1,11 @@
 """The GIL is released while gradwire works (gradwire launch -n N).
 
 Rank 0 enters an allreduce that the last rank joins only 0.45 s later
-(0.7 s after the start, which rank 0 spends measuring its counter), so
-rank 0's call waits inside gradwire that long. A second Python thread on
+(0.7 s after a barrier that starts the attempt, 0.25 s of which rank 0
+spends measuring its counter), so rank 0's call waits inside gradwire
+that long. On a loaded machine rank 0 may reach its call late, when the
+last rank is nearly due: a call under 0.2 s is too short to judge, and
+the ranks repeat the attempt (agreed by an allreduce), up to 5 times. A second Python thread on
 rank 0 counts meanwhile: with the GIL released it counts hundreds of
 thousands (at about its free rate, measured first); with the GIL held
 through the call it could not run at all (one switch interval, 5 ms, at
@@ -40,12 +43,14 @@ class Counter(threading.Thread):
             self.count += 1
 
 
-def counted(comm, fn, what):
-    late = comm.size - 1
-    if comm.rank == late:
+def attempt(comm, fn):
+    """One measurement: (elapsed, share, counts) of the call on a measuring
+    rank, None on the late one."""
+    comm.barrier()
+    if comm.rank == comm.size - 1:
         time.sleep(0.7)
         fn()
-        return
+        return None
     c = Counter()
     c.start()
     # The counter's rate while this thread sleeps (GIL released), to compare with.
@@ -63,14 +68,30 @@ def counted(comm, fn, what):
     # ~0.4 s call at most, about 1% of its free rate; released, it runs at
     # about the free rate (half of it at worst, on a loaded machine).
     share = during / (rate * elapsed) if rate > 0 else 0
-    check(elapsed > 0.2 and share > 0.25, "%s: another thread ran at %.0f%% of its free rate during the %.2f s call (%d counts)" % (what, 100 * share, elapsed, during))
+    return elapsed, share, during
+
+
+def counted(comm, fn, what):
+    """Judge fn on the measuring ranks; returns how many times fn ran."""
+    for n in range(1, 6):
+        got = attempt(comm, fn)
+        short = np.array([1.0 if got is not None and got[0] <= 0.2 else 0.0], dtype=np.float32)
+        comm.allreduce(short)
+        if short[0] == 0 or n == 5:
+            break
+        print("rank %d: %s: a call too short to judge, again" % (comm.rank, what), flush=True)
+    if got is not None:
+        elapsed, share, during = got
+        check(elapsed > 0.2 and share > 0.25, "%s: another thread ran at %.0f%% of its free rate during the %.2f s call (%d counts)" % (what, 100 * share, elapsed, during))
+    return n
 
 
 def main():
     comm = gradwire.Comm()
     x = np.ones(1 << 20, dtype=np.float32)
-    counted(comm, lambda: comm.allreduce(x), "blocking allreduce")
-    counted(comm, lambda: comm.iallreduce(x).wait(), "iallreduce's wait()")
+    # Each allreduce of x multiplies it by the size: counted tells how often.
+    times = counted(comm, lambda: comm.allreduce(x), "blocking allreduce")
+    times += counted(comm, lambda: comm.iallreduce(x).wait(), "iallreduce's wait()")
     counted(comm, lambda: comm.barrier(), "barrier")
     # A second thread inside the same communicator is refused.
     if comm.rank == 0:
@@ -93,7 +114,7 @@ def main():
         comm.allreduce(x)
     else:
         comm.allreduce(x)
-    check(np.all(x == comm.size ** 3), "the results are right (%r)" % x[0])
+    check(np.all(x == comm.size ** (times + 1)), "the results are right (%r)" % x[0])
     comm.close()
     print("gil test: %d failed" % len(failures), flush=True)
     sys.exit(1 if failures else 0)

@@ -265,9 +265,7 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
         if (gw_comm_rank(comm) == 0)
             return gw_send(comm, send, c->count, c->dtype, 1);
         const char *ms = getenv("GW_TIMEOUT_MS");
-        long wait_ms = 3 * (ms ? atol(ms) : 1000);
-        struct timespec ts = {wait_ms / 1000, (wait_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
+        sleep_ms(3 * (ms ? atol(ms) : 1000));
         return GW_OK;
     }
     if (is_window(k))

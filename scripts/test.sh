@@ -134,13 +134,15 @@ trap report_skips EXIT
 # anything is built (scripts/format.sh fixes it).
 ./scripts/format.sh --check
 
-# test_stage DIR: run DIR's tests, list its skips. Two ctest passes, one
-# job per core: every test but the quiet ones (those that run alone are
+# test_stage DIR: run DIR's tests, list its skips. Two ctest passes: every
+# test but the quiet ones, one job per core (those that run alone are
 # RUN_SERIAL), then the quiet ones (label quiet, tests/CMakeLists.txt),
-# two at a time among themselves. ctest.out and ctest-all.log (what each
-# test printed) hold both passes.
+# two per core among themselves (GW_TEST_QUIET_JOBS overrides): they
+# mostly wait for the fault they provoke, so four on CI's two cores take
+# about 75 s a stage where two took 130. ctest.out and ctest-all.log (what
+# each test printed) hold both passes.
 test_stage() {
-    local dir="$1" rc=0 t1 pass
+    local dir="$1" rc=0 t1 pass n
     t1=$(date +%s)
     echo "=== test $dir"
     : >"$dir/ctest.out"
@@ -149,8 +151,10 @@ test_stage() {
         if [ "$pass" = "-L quiet" ] && ! (cd "$dir" && ctest -N -L quiet | grep -q '^Total Tests: [1-9]'); then
             continue
         fi
+        n=$jobs
+        [ "$pass" = "-L quiet" ] && n=$quiet_jobs
         # shellcheck disable=SC2086 # the pass is two words
-        (cd "$dir" && ctest --output-on-failure --timeout 1200 -j"$jobs" $pass) 2>&1 |
+        (cd "$dir" && ctest --output-on-failure --timeout 1200 -j"$n" $pass) 2>&1 |
             tee -a "$dir/ctest.out" || rc=$?
         cat "$dir/Testing/Temporary/LastTest.log" >>"$dir/ctest-all.log" 2>/dev/null || true
     done
@@ -159,14 +163,16 @@ test_stage() {
     return $rc
 }
 
-# The sanitizer stages' builds run in the background from the start, at the
-# lowest CPU and I/O priority (nice 19, ionice idle), then the packages and
-# the fuzz targets (below): they use the cores
+# The builds the later stages and tests need run in the background from the
+# start, at the lowest CPU and I/O priority (nice 19, ionice idle), one
+# after another in the order they are needed: the ASan tree, the Debian
+# packages and the fuzz targets (the last tests of the optimised stage),
+# then the TSan tree (needed after the sanitized stage). They use the cores
 # while the optimised stage's tests wait (on timeouts, shaped links, the
 # VMs), and yield them whenever a test wants them, as any other load would
 # (the suite passes on a loaded machine; see tests/CMakeLists.txt on what
-# runs alone). On two cores that takes the two builds, about 200 s, off the
-# suite's time. Each build's output goes to a log, shown if it fails.
+# runs alone). On two cores that takes most of four builds off the suite's
+# time. Each build's output goes to a log, shown if it fails.
 bg_logs=$(mktemp -d "${TMPDIR:-/tmp}/gw-builds.XXXXXX")
 bg_pid=
 start_sanitizer_builds() {
@@ -188,18 +194,20 @@ start_sanitizer_builds() {
             return $rc
         }
         build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_SANITIZE=ON -DGW_CUDA=OFF \
-            -DGW_TEST_QUIET_PAIRS=ON &&
-            build build-tsan -DCMAKE_BUILD_TYPE=Release -DGW_SANITIZE_THREAD=ON -DGW_CUDA=OFF || exit
+            -DGW_TEST_QUIET_PAIRS=ON || exit
         # Then what two tests of the optimised stage build before they
         # test: the Debian packages (deb_test) and the fuzz targets (fuzz).
-        # Each holds a lock while it builds; the tests, which the suite
-        # starts last (tests/CMakeLists.txt), wait for it and find the
+        # Each holds a lock while it builds; the tests, which the stage
+        # runs last (tests/CMakeLists.txt), wait for it and find the
         # result; a build that fails here fails again in its test, which
         # reports it.
         GW_DEB_BUILD_DIR=$PWD/build/deb-packages nice -n 19 ionice -c 3 \
             tests/install/deb_test.sh --build-only . >"$logs/deb.log" 2>&1 || true
         nice -n 19 ionice -c 3 tests/fuzz/run_fuzz.sh --build-only --build "$PWD/build/fuzz" \
             >"$logs/fuzz.log" 2>&1 || true
+        # The ThreadSanitizer tree last: the suite needs it only after the
+        # sanitized stage, which runs meanwhile.
+        build build-tsan -DCMAKE_BUILD_TYPE=Release -DGW_SANITIZE_THREAD=ON -DGW_CUDA=OFF
     ' gw-sanitizer-builds "$bg_logs" &
     bg_pid=$!
 }
@@ -226,6 +234,7 @@ wait_build() {
 }
 
 jobs=${GW_TEST_JOBS:-$(nproc)}
+quiet_jobs=${GW_TEST_QUIET_JOBS:-$((jobs * 2))}
 start=$(date +%s)
 # The sanitizer stages build without the CUDA plugin (GW_CUDA=OFF): the
 # optimised stage builds it, with every kernel architecture, and runs what a

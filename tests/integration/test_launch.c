@@ -400,6 +400,36 @@ static void assert_ranks_gone(const char *dir, int n)
     }
 }
 
+/* Whether process pid has ended but was not reaped (state Z in
+ * /proc/PID/stat, the field after the command's closing parenthesis). */
+static int is_zombie(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+/* Wait until ranks 0..n-1 (their pid.* files) have all ended, unreaped. */
+static void wait_ended(const char *dir, int n)
+{
+    for (int tries = 0; tries < 2000; tries++) {
+        int ended = 0;
+        for (int rank = 0; rank < n; rank++)
+            ended += is_zombie(read_num(dir, "pid", rank));
+        if (ended == n)
+            return;
+        usleep(10000);
+    }
+    cr_assert_fail("ranks 0..%d did not all end within 20 s", n - 1);
+}
+
 static void wait_files(const char *dir, const char *what, int n)
 {
     for (int tries = 0; tries < 1000; tries++) {
@@ -476,15 +506,11 @@ Test(launch, first_failure_in_time_is_reported, .timeout = 60)
     snprintf(go, sizeof(go), "%s/go", dir);
     FILE *f = fopen(go, "w");
     cr_assert(f && fclose(f) == 0, "cannot create %s", go);
-    for (int tries = 0; tries < 1000; tries++) {
-        int done = 0;
-        for (int rank = 0; rank < 3; rank++)
-            done += read_num(dir, "done", rank) > 0;
-        if (done == 3)
-            break;
-        usleep(10000);
-    }
-    usleep(200000); /* they have exited after writing done.* */
+    /* All four have ended (zombies: their parent, stopped, cannot reap
+     * them). A fixed wait after rank 0-2's done.* files was too short once
+     * on a loaded machine: rank 2 had not exited when the launcher woke,
+     * and the launcher rightly stopped it with SIGTERM. */
+    wait_ended(dir, 4);
     cr_assert_eq(kill(r.pid, SIGCONT), 0);
     finish(&r, 30);
     cr_assert_eq(r.status, 137, "status %d, stderr:\n%s", r.status, r.buf[1]);

@@ -23,6 +23,7 @@
  * gone afterwards. Sleeping means 30 s: far longer than any test waits.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +45,38 @@ static int env_int(const char *name)
     return v ? atoi(v) : -1;
 }
 
+/* The signal mask to sleep with. In trap mode SIGTERM is blocked from
+ * before the rank writes its pid file (the test's cue to send it) and
+ * unblocked only inside ppoll, atomically: a SIGTERM that came between the
+ * check of got_term and the start of a plain sleep would have slept the
+ * whole 30 s (it did once on a loaded machine, and the launcher's test
+ * timed out). */
+static sigset_t sleep_mask;
+
+/* Sleep ms milliseconds, or until SIGTERM when it is trapped. */
 static void sleep_ms(long ms)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !got_term)
-        ;
+    struct timespec end, now;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    while (!got_term) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        struct timespec left = {.tv_sec = end.tv_sec - now.tv_sec,
+                                .tv_nsec = end.tv_nsec - now.tv_nsec};
+        if (left.tv_nsec < 0) {
+            left.tv_sec--;
+            left.tv_nsec += 1000000000L;
+        }
+        if (left.tv_sec < 0)
+            return;
+        if (ppoll(NULL, 0, &left, &sleep_mask) == 0)
+            return;
+    }
 }
 
 static int write_file(const char *dir, const char *what, int rank, long value)
@@ -182,8 +210,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "worker_launch_probe: bad arguments or no RANK/WORLD_SIZE\n");
         return 64;
     }
+    sigprocmask(SIG_SETMASK, NULL, &sleep_mask);
     if (strcmp(mode, "trap") == 0) {
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
         sigaction(SIGTERM, &sa, NULL);
+        sigprocmask(SIG_BLOCK, &term, NULL); /* until ppoll (sleep_ms) */
     } else if (strcmp(mode, "ignore") == 0 ||
                (strcmp(mode, "exit") == 0 && argc > 5 && strcmp(argv[5], "ign") == 0)) {
         signal(SIGTERM, SIG_IGN);

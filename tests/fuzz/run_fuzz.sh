@@ -6,8 +6,10 @@
 # coverage and corpus size. Fails if any target crashes, leaks, runs out of
 # memory or time, or breaks one of its properties; the input is saved.
 #
-#   tests/fuzz/run_fuzz.sh [--seconds N] [--build DIR] [--seeds] [TARGET...]
+#   tests/fuzz/run_fuzz.sh [--seconds N] [--jobs N] [--build DIR] [--seeds] [TARGET...]
 #     --seconds N  fuzzing time per target (default 15, or $GW_FUZZ_SECONDS)
+#     --jobs N     targets fuzzed at once (default 1; 0: one per core); each
+#                  target still gets its N seconds, on a core of its own
 #     --build DIR  build directory (default build-fuzz in the source tree)
 #     --seeds      rewrite the seed corpora with make_seeds first
 #     --build-only build the targets and stop (scripts/test.sh builds them
@@ -26,14 +28,16 @@ seconds=${GW_FUZZ_SECONDS:-15}
 build="$src/build-fuzz"
 seeds=0
 build_only=0
+jobs=1
 targets=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds) seconds=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --seeds) seeds=1; shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "run_fuzz: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
     esac
@@ -41,6 +45,10 @@ done
 case "$seconds" in
 '' | *[!0-9]*) echo "run_fuzz: --seconds wants a whole number of seconds, not '$seconds'" >&2; exit 2 ;;
 esac
+case "$jobs" in
+'' | *[!0-9]*) echo "run_fuzz: --jobs wants a whole number (0: one per core), not '$jobs'" >&2; exit 2 ;;
+esac
+[ "$jobs" -eq 0 ] && jobs=$(nproc)
 
 cc=${GW_FUZZ_CC:-}
 if [ -z "$cc" ]; then
@@ -87,30 +95,25 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 art="$build/fuzz-artifacts"
 rm -rf "$art" # so that what is there after a run is that run's
 mkdir -p "$art"
-failed=()
-rows=()
-for t in "${targets[@]}"; do
-    exe="$bin/$t"
-    if [ ! -x "$exe" ]; then
-        echo "run_fuzz: no target $t (known: $(cd "$bin" && ls fuzz_* | tr '\n' ' '))" >&2
-        exit 2
-    fi
+# fuzz_one TARGET: replay its kept inputs, fuzz it, and leave its row of the
+# table in $art/TARGET.row and, when it failed, what failed in
+# $art/TARGET.failed (the targets run --jobs at a time, each on its own).
+fuzz_one() {
+    local t=$1 exe="$bin/$1" reg nreg=0 work log rc=0 execs rate last cov corp result crash
     # The kept crash inputs first: each must now pass.
     reg="$here/regressions/$t"
-    nreg=0
     if [ -d "$reg" ] && [ -n "$(ls -A "$reg")" ]; then
         nreg=$(find "$reg" -type f | wc -l)
         if ! "$exe" -timeout=10 "$reg"/* >"$art/$t.replay.log" 2>&1; then
             echo "run_fuzz: $t fails on a kept regression input again:" >&2
             grep -E 'Running:|ERROR|SUMMARY|property failed|runtime error' "$art/$t.replay.log" | head -20 >&2
-            failed+=("$t (regression)")
+            echo "$t (regression)" >>"$art/$t.failed"
         fi
     fi
     # Fuzz into a scratch corpus seeded from the committed one, which stays as it is.
     work="$build/fuzz-corpus/$t"
     mkdir -p "$work"
     log="$art/$t.log"
-    rc=0
     "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2 -error_exitcode=99 \
         -print_final_stats=1 -artifact_prefix="$art/$t-" "$work" "$here/corpus/$t" \
         >"$log" 2>&1 || rc=$?
@@ -122,19 +125,50 @@ for t in "${targets[@]}"; do
     result=ok
     if [ "$rc" != 0 ]; then
         result="FAILED (rc $rc)"
-        failed+=("$t")
+        echo "$t" >>"$art/$t.failed"
         crash=$(grep -o "Test unit written to .*" "$log" | tail -1 | sed 's/Test unit written to //')
-        echo "run_fuzz: $t failed; input saved as ${crash:-?}; the report:" >&2
-        # Replayed with stderr open, so that the sanitizer's and the
-        # property's messages show.
-        if [ -n "$crash" ]; then
-            "$exe" -timeout=10 "$crash" 2>&1 | grep -vE '^INFO:|^ *NEW_FUNC' | head -40 >&2 || true
-        else
-            tail -30 "$log" >&2
-        fi
+        # The report, replayed with stderr open so that the sanitizer's and
+        # the property's messages show, written whole once it is complete.
+        {
+            echo "run_fuzz: $t failed; input saved as ${crash:-?}; the report:"
+            if [ -n "$crash" ]; then
+                "$exe" -timeout=10 "$crash" 2>&1 | grep -vE '^INFO:|^ *NEW_FUNC' | head -40 || true
+            else
+                tail -30 "$log"
+            fi
+        } >"$art/$t.report" 2>&1
+        cat "$art/$t.report" >&2
     fi
-    rows+=("$(printf '%-22s %12s %10s %6s %14s %5s  %s' "$t" "${execs:-?}" "${rate:-?}" \
-        "${cov:-?}" "${corp:-?}" "$nreg" "$result")")
+    printf '%-22s %12s %10s %6s %14s %5s  %s\n' "$t" "${execs:-?}" "${rate:-?}" \
+        "${cov:-?}" "${corp:-?}" "$nreg" "$result" >"$art/$t.row"
+}
+
+for t in "${targets[@]}"; do
+    if [ ! -x "$bin/$t" ]; then
+        echo "run_fuzz: no target $t (known: $(cd "$bin" && ls fuzz_* | tr '\n' ' '))" >&2
+        exit 2
+    fi
+done
+running=0
+for t in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait
+failed=()
+rows=()
+for t in "${targets[@]}"; do
+    [ -f "$art/$t.failed" ] && mapfile -t -O "${#failed[@]}" failed <"$art/$t.failed"
+    if [ -f "$art/$t.row" ]; then
+        rows+=("$(cat "$art/$t.row")")
+    else
+        failed+=("$t (no result: its run stopped)")
+        rows+=("$(printf '%-22s  no result: its run stopped' "$t")")
+    fi
 done
 
 printf '\nfuzzing, %s s per target (clang %s, -fsanitize=fuzzer,address,undefined):\n' "$seconds" \

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gradwire.h"
+#include "support/proc_state.h"
 
 #define LAUNCHER GW_BUILD_DIR "/gradwire"
 #define PROBE GW_BUILD_DIR "/tests/worker_launch_probe"
@@ -400,29 +401,13 @@ static void assert_ranks_gone(const char *dir, int n)
     }
 }
 
-/* Whether process pid has ended but was not reaped (state Z in
- * /proc/PID/stat, the field after the command's closing parenthesis). */
-static int is_zombie(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *paren = strrchr(buf, ')');
-    return paren && paren[1] == ' ' && paren[2] == 'Z';
-}
-
 /* Wait until ranks 0..n-1 (their pid.* files) have all ended, unreaped. */
 static void wait_ended(const char *dir, int n)
 {
     for (int tries = 0; tries < 2000; tries++) {
         int ended = 0;
         for (int rank = 0; rank < n; rank++)
-            ended += is_zombie(read_num(dir, "pid", rank));
+            ended += proc_state(read_num(dir, "pid", rank)) == 'Z';
         if (ended == n)
             return;
         usleep(10000);

@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../support/proc_state.h"
+
 static volatile sig_atomic_t got_term;
 
 static void on_term(int sig)
@@ -111,16 +113,8 @@ static void wait_all_up(const char *dir, int size)
 /* Whether pid is dead: a zombie not yet reaped, or gone. */
 static int dead(long pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
-    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
+    char state = proc_state(pid);
+    return state == 0 || state == 'Z';
 }
 
 static long read_pid(const char *dir, int rank)

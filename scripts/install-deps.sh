@@ -2,7 +2,9 @@
 # Install what gradwire needs, from Debian 12 packages, by group.
 # Idempotent and quick when everything is present (no apt-get update then).
 #   scripts/install-deps.sh          what building needs (the README's first command)
-#   scripts/install-deps.sh test     also what the test suite needs (scripts/test.sh asks for it)
+#   scripts/install-deps.sh format   also clang-format (scripts/format.sh; scripts/test.sh asks for it first)
+#   scripts/install-deps.sh test     also what the test suite needs (scripts/test.sh asks for it
+#                                    while it builds)
 #   scripts/install-deps.sh peers    also Open MPI and Gloo, for bench/peers
 #   scripts/install-deps.sh data     also Fashion-MNIST, for the trainer's benchmarks
 #
@@ -53,10 +55,11 @@ TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
 want_vm=0
 for group in "$@"; do
     case "$group" in
+    format) PACKAGES+=(clang-format) ;;
     test) PACKAGES+=("${TEST_PACKAGES[@]}"); want_vm=1 ;;
     peers) PACKAGES+=(libopenmpi-dev openmpi-bin libgloo-dev) ;;
     data) PACKAGES+=(dataset-fashion-mnist) ;;
-    *) echo "install-deps: unknown group '$group' (known: test, peers, data)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown group '$group' (known: format, test, peers, data)" >&2; exit 2 ;;
     esac
 done
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: install dependencies, check the layout of the
+# The whole test suite: install dependencies (what the tests alone need in
+# the background, while the first tree builds), check the layout of the
 # sources (.clang-format), build three times (optimised; with
 # AddressSanitizer + UndefinedBehaviorSanitizer; with ThreadSanitizer: the
 # last two in the background at the lowest priority while the optimised
@@ -99,6 +100,12 @@ report_skips() {
     if [ -n "${bg_pid:-}" ] && kill -0 "$bg_pid" 2>/dev/null; then
         kill -- "-$bg_pid" 2>/dev/null || true # the background builds' group
     fi
+    # The packages' installation is left to finish, never killed: an
+    # interrupted dpkg leaves the machine needing `dpkg --configure -a`.
+    if [ -n "${deps_pid:-}" ] && kill -0 "$deps_pid" 2>/dev/null; then
+        echo "=== waiting for the installation of the test packages to finish"
+        wait "$deps_pid" 2>/dev/null || true
+    fi
     [ -n "${bg_logs:-}" ] && rm -rf "$bg_logs"
     echo "=== skipped tests, every stage, with the reasons they gave"
     if [ -s "$skips" ]; then
@@ -128,7 +135,46 @@ report_skips() {
 }
 trap report_skips EXIT
 
-./scripts/install-deps.sh test
+# What building needs, and clang-format for the layout check, first; the
+# rest of what the tests need (QEMU and the VM's kernel, Slurm, Open MPI,
+# torch, clang's fuzzer, the documentation's tools: the test group of
+# scripts/install-deps.sh) installs in the background while the optimised
+# tree builds, and the tests start when it is done. On a fresh machine,
+# which is what CI runs on, the installation took about three minutes of
+# the suite, most of it unpacking and configuring packages, which the
+# compilers need few of the same resources for. The configure step of
+# the build asks for nothing from the test group (CMakeLists.txt: MPI and
+# Gloo are the peers group's, Python's headers a Build-Depends).
+./scripts/install-deps.sh format
+bg_logs=$(mktemp -d "${TMPDIR:-/tmp}/gw-builds.XXXXXX")
+deps_pid=
+(
+    t0=$(date +%s)
+    rc=0
+    ./scripts/install-deps.sh test >"$bg_logs/deps.log" 2>&1 || rc=$?
+    echo "$rc $(($(date +%s) - t0))" >"$bg_logs/deps.done"
+) &
+deps_pid=$!
+
+# wait_deps: wait for the test packages; fail with the installation's log
+# if it did.
+wait_deps() {
+    local t0 rc secs
+    t0=$(date +%s)
+    wait "$deps_pid" 2>/dev/null || true
+    if [ ! -f "$bg_logs/deps.done" ]; then
+        tail -60 "$bg_logs/deps.log" 2>/dev/null
+        echo "=== install-deps test: stopped without a result"
+        return 1
+    fi
+    read -r rc secs <"$bg_logs/deps.done"
+    echo "=== install-deps test: installed in the background in $secs s (waited $(($(date +%s) - t0)) s for it)"
+    if [ "$rc" -ne 0 ]; then
+        tail -60 "$bg_logs/deps.log"
+        echo "=== install-deps test failed"
+        return 1
+    fi
+}
 
 # Layout first: a file that differs from .clang-format fails the suite before
 # anything is built (scripts/format.sh fixes it).
@@ -175,7 +221,6 @@ test_stage() {
 # (the suite passes on a loaded machine; see tests/CMakeLists.txt on what
 # runs alone). On two cores that takes most of four builds off the suite's
 # time. Each build's output goes to a log, shown if it fails.
-bg_logs=$(mktemp -d "${TMPDIR:-/tmp}/gw-builds.XXXXXX")
 bg_pid=
 start_sanitizer_builds() {
     # Its own session (setsid), so that the EXIT trap stops the whole
@@ -197,6 +242,9 @@ start_sanitizer_builds() {
         }
         build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_SANITIZE=ON -DGW_CUDA=OFF \
             -DGW_TEST_QUIET_PAIRS=ON || exit
+        # The packages and the fuzz targets (clang) need the test
+        # packages: wait for their installation (long done by now).
+        while [ ! -f "$logs/deps.done" ]; do sleep 2; done
         # Then what two tests of the optimised stage build before they
         # test: the Debian packages (deb_test) and the fuzz targets (fuzz).
         # Each holds a lock while it builds; the tests, which the stage
@@ -249,6 +297,7 @@ t0=$(date +%s)
 echo "=== build build (-DCMAKE_BUILD_TYPE=Release -DGW_TEST_QUIET_PAIRS=ON)"
 ./scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DGW_TEST_QUIET_PAIRS=ON
 echo "=== build build: built in $(($(date +%s) - t0)) s"
+wait_deps
 test_stage build
 # The sanitized stage runs what the sanitizers add over the optimised one
 # (tests/CMakeLists.txt, GW_OPTIMISED_ONLY).

@@ -47,22 +47,39 @@ margin=3000
 grep -q '^GW_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && margin=10000
 
 failed=0
-# What a run left: worker processes of this build, namespaces of the driver.
+# What this run left: worker processes of this build with this run's tag in
+# their environment (the driver's ranks inherit it), and the namespaces of
+# this run's drivers (gwft<driver's pid>h...). Another run of this test,
+# which the suite may run at the same time (shm,tcp beside hosts in the
+# quiet pass), has workers and namespaces of its own, which are not ours
+# to count.
+export FAULT_TRIALS_TAG="fault_trials.sh.$$"
+drivers=()
 leftovers() {
-    local p exe
+    local p exe d
     for p in /proc/[0-9]*; do
         exe=$(readlink "$p/exe" 2>/dev/null) || continue
-        [ "$exe" = "$BUILD/tests/worker_trial" ] && echo "process ${p#/proc/}"
+        [ "$exe" = "$BUILD/tests/worker_trial" ] || continue
+        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "FAULT_TRIALS_TAG=$FAULT_TRIALS_TAG" &&
+            echo "process ${p#/proc/}"
     done
-    ip netns list 2>/dev/null | grep -o '^gwft[0-9]*h[^ ]*' | sed 's/^/namespace /'
+    for d in "${drivers[@]}"; do
+        ip netns list 2>/dev/null | grep -o "^gwft${d}h[^ ]*" | sed 's/^/namespace /'
+    done
 }
 before=$(leftovers)
 
 first=${SETTINGS%%,*}
 echo "== control: a stopped rank that the ranks wait 10 minutes for must be a hang ($first)"
-out=$("$DRIVER" --setting "$first" --trials 1 --seed 1 --signals STOP --phases loop \
-    --timeout-ms 1000 --grace-ms 0 --margin-ms 2000 --env GW_TIMEOUT_MS=600000 --build "$BUILD" 2>&1)
+control=$(mktemp)
+"$DRIVER" --setting "$first" --trials 1 --seed 1 --signals STOP --phases loop \
+    --timeout-ms 1000 --grace-ms 0 --margin-ms 2000 --env GW_TIMEOUT_MS=600000 --build "$BUILD" \
+    >"$control" 2>&1 &
+drivers+=($!)
+wait $!
 rc=$?
+out=$(cat "$control")
+rm -f "$control"
 echo "$out"
 if [ $rc -eq 1 ] && echo "$out" | grep -q 'HANG'; then
     echo "PASS: the hang was seen and reported (exit 1)"
@@ -73,7 +90,9 @@ fi
 
 echo "== $TRIALS trials per setting over $SETTINGS, seed $SEED"
 "$DRIVER" --setting "$SETTINGS" --trials "$TRIALS" --seed "$SEED" --timeout-ms 1500 \
-    --margin-ms "$margin" --require-clean --build "$BUILD" --json "$BUILD/fault_trials_${SETTINGS//,/_}.json"
+    --margin-ms "$margin" --require-clean --build "$BUILD" --json "$BUILD/fault_trials_${SETTINGS//,/_}.json" &
+drivers+=($!)
+wait $!
 rc=$?
 if [ $rc -eq 0 ]; then
     echo "PASS: no hangs, no wrong results, every survivor got a clean error"

@@ -154,6 +154,10 @@ Test(mismatch, small_counts_odd_sizes, .timeout = 600)
 {
     const int odds3[] = {2};
     every_case(3, odds3, 1, "2");
+    /* Under the sanitizers 3 ranks reach the memory 5 do (empty chunks,
+     * the fold of a rank that is not a power of two) at 3/5 the cost. */
+    if (sanitized)
+        return;
     const int odds5[] = {0, 4};
     every_case(5, odds5, 2, "3");
 }
@@ -171,6 +175,8 @@ Test(mismatch, block_collectives_small_counts_odd_sizes, .timeout = 600)
 {
     const int odds3[] = {2};
     every_block_case(3, odds3, 1, "1");
+    if (sanitized) /* as in small_counts_odd_sizes */
+        return;
     const int odds5[] = {0, 4};
     every_block_case(5, odds5, 2, "3");
 }

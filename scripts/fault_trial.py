@@ -69,7 +69,7 @@ class Place:
         self.holder = None  # process keeping the private mount namespace
         self.prefix = None  # cluster prefix (hosts)
         self.shm_dir = "/dev/shm"
-        self.port_next = 20000 + (os.getpid() % 1000) * 20
+        self.port_next = 20000 + (os.getpid() % 600) * 20
 
     def open(self):
         if os.geteuid() == 0 and not self.args.no_private_shm:
@@ -125,8 +125,12 @@ class Place:
     def root_addr(self, trial):
         if self.setting == "hosts":
             # A fresh namespace has every port free; a new port per trial
-            # keeps a previous root's TIME_WAIT out of the way.
-            self.port_next = 20000 + (self.port_next - 19999) % 40000
+            # keeps a previous root's TIME_WAIT out of the way. Below the
+            # kernel's ephemeral range (32768 up, ip_local_port_range): a
+            # port in it may be the local end of a rank's connection on
+            # host 0, and the root's bind then fails (EADDRINUSE: 2 trials
+            # of 100 once, counted as errors before the fault).
+            self.port_next = 20000 + (self.port_next - 19999) % 12000
             return "198.18.0.1", self.port_next
         return "127.0.0.1", free_port("127.0.0.1")
 

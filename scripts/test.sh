@@ -159,7 +159,7 @@ deps_pid=$!
 # wait_deps: wait for the test packages; fail with the installation's log
 # if it did.
 wait_deps() {
-    local t0 rc secs
+    local t0
     t0=$(date +%s)
     wait "$deps_pid" 2>/dev/null || true
     if [ ! -f "$bg_logs/deps.done" ]; then
@@ -167,11 +167,20 @@ wait_deps() {
         echo "=== install-deps test: stopped without a result"
         return 1
     fi
-    read -r rc secs <"$bg_logs/deps.done"
-    echo "=== install-deps test: installed in the background in $secs s (waited $(($(date +%s) - t0)) s for it)"
+    bg_result deps "install-deps test" installed "$t0"
+}
+
+# bg_result NAME LABEL VERB T0: the result of background job NAME
+# ($bg_logs/NAME.done: its exit status and seconds), said as "LABEL: VERB in
+# the background", with how long the suite waited since T0; its log
+# (NAME.log) and a failure when it failed.
+bg_result() {
+    local name="$1" label="$2" verb="$3" t0="$4" rc secs
+    read -r rc secs <"$bg_logs/$name.done"
+    echo "=== $label: $verb in the background in $secs s (waited $(($(date +%s) - t0)) s for it)"
     if [ "$rc" -ne 0 ]; then
-        tail -60 "$bg_logs/deps.log"
-        echo "=== install-deps test failed"
+        tail -60 "$bg_logs/$name.log"
+        echo "=== $label failed"
         return 1
     fi
 }
@@ -264,7 +273,7 @@ start_sanitizer_builds() {
 
 # wait_build DIR: wait for DIR's background build; fail with its log if it did.
 wait_build() {
-    local dir="$1" t0 rc secs
+    local dir="$1" t0
     t0=$(date +%s)
     while [ ! -f "$bg_logs/$dir.done" ]; do
         if ! kill -0 "$bg_pid" 2>/dev/null && [ ! -f "$bg_logs/$dir.done" ]; then
@@ -274,13 +283,7 @@ wait_build() {
         fi
         sleep 1
     done
-    read -r rc secs <"$bg_logs/$dir.done"
-    echo "=== build $dir: built in the background in $secs s (waited $(($(date +%s) - t0)) s for it)"
-    if [ "$rc" -ne 0 ]; then
-        tail -60 "$bg_logs/$dir.log"
-        echo "=== build $dir failed"
-        return 1
-    fi
+    bg_result "$dir" "build $dir" built "$t0"
 }
 
 jobs=${GW_TEST_JOBS:-$(nproc)}

@@ -292,7 +292,7 @@ check "host 0's eth0 has MTU 9000 (got '$mtu')" test "$mtu" = 9000
 # about 6e8. ping stops at the first reply (-c 1 with a deadline, -w), up
 # to 100 tries in 10 s, instead of sending all 30 whatever came back.
 check "host 0 -> host 1: a 9000-byte packet passes unfragmented (host 1 loses 30%: any of up to 100)" \
-    test -n "$("$CLUSTER" exec --prefix "$P" 0 ping -n -c 1 -w 10 -i 0.1 -M do -s 8972 198.18.0.2 2>/dev/null | grep -c 'bytes from' | grep -v '^0$')"
+    test -n "$("$CLUSTER" exec --prefix "$P" 0 ping -n -c 1 -w 10 -i 0.1 -M "do" -s 8972 198.18.0.2 2>/dev/null | grep -c 'bytes from' | grep -v '^0$')"
 egress=$("$CLUSTER" exec --prefix "$P" 0 tc qdisc show dev eth0 || true)
 check "the old cluster's tbf is gone" test -n "$egress" -a -z "$(grep tbf <<<"$egress")"
 l=$(ping_loss_pct 0 198.18.0.2 200)

@@ -102,11 +102,16 @@ Test(train_straggler, slow_rank_named_and_balance_lowers_its_wait, .timeout = 30
                   "rank %d does not wait for rank 1:\n%s", r, plain);
     cr_assert_eq(rank_num(plain, 1, "batch"), 32);
 
-    /* Balanced: rank 1's share shrank, the others' grew, the sum is kept. */
+    /* Balanced: rank 1's share shrank, well below an even third, and is
+     * the smallest; the sum is kept. How the rest is split between the
+     * two fast ranks follows their measured speed, which is the machine's:
+     * beside a benchmark on 2 cores rank 0 was slower than rank 2 and
+     * ended with 29 (shares 29 1 66), where this test once wanted each
+     * fast rank above 32. */
     double b0 = rank_num(bal, 0, "batch"), b1 = rank_num(bal, 1, "batch"),
            b2 = rank_num(bal, 2, "batch");
     cr_assert_eq(b0 + b1 + b2, 96, "the shares %g+%g+%g are not the global batch", b0, b1, b2);
-    cr_assert(b1 < 24 && b0 > 32 && b2 > 32, "shares %g %g %g: the slow rank 1 not relieved", b0,
+    cr_assert(b1 < 24 && b1 < b0 && b1 < b2, "shares %g %g %g: the slow rank 1 not relieved", b0,
               b1, b2);
     cr_assert(json_num(bal, "rebalances") >= 1);
     /* A fast rank's typical step no longer waits out rank 1's delay: 32

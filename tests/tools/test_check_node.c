@@ -333,6 +333,173 @@ Test(check_node_run, a_nic_far_under_its_line_rate_warns)
     cr_expect(strstr(f.nic[1].j.cause, "veth1 is virtual") != NULL, "%s", f.nic[1].j.cause);
 }
 
+/* ---- node figures in a baseline (--save-baseline, --baseline FILE) ---- */
+
+static void judge_base(const double *fig, const double *base, double base_ref, int n,
+                       gwc_node_judged_t *out)
+{
+    gwc_node_judge_figure_base("memory bandwidth", "GB/s", fig, base, base_ref, NULL, n, 0.7, 0,
+                               out);
+}
+
+/* One host, which alone has nothing to be compared with: judged against
+ * its own baseline figure. */
+Test(check_node_base, one_host_is_judged_against_its_baseline)
+{
+    double fig[1] = {6.0}, base[1] = {12.0};
+    gwc_node_judged_t out[1];
+    judge_base(fig, base, 12.0, 1, out);
+    cr_expect_eq(out[0].verdict, GWC_FAIL, "%s", out[0].cause);
+    cr_expect(strstr(out[0].cause, "50% of its baseline's 12") != NULL, "%s", out[0].cause);
+    cr_expect_float_eq(out[0].ref, 12.0, 1e-12);
+    fig[0] = 9.6; /* 80%: under the WARN bound of 85% */
+    judge_base(fig, base, 12.0, 1, out);
+    cr_expect_eq(out[0].verdict, GWC_WARN, "%s", out[0].cause);
+    fig[0] = 11.9;
+    judge_base(fig, base, 12.0, 1, out);
+    cr_expect_eq(out[0].verdict, GWC_PASS, "%s", out[0].cause);
+}
+
+/* Every host slower than when the baseline was saved: the hosts' own
+ * median would pass them all; the baseline FAILs every one. A host the
+ * baseline lacks is judged against the baseline's hosts' upper median. */
+Test(check_node_base, a_uniformly_slower_cluster_fails_and_new_hosts_meet_the_baselines_median)
+{
+    double fig[4] = {5, 5, 5, 5}, base[4] = {10, 10, 10, NAN};
+    gwc_node_judged_t out[4];
+    judge(fig, NULL, 4, 0, out);
+    for (int h = 0; h < 4; h++)
+        cr_expect_eq(out[h].verdict, GWC_PASS, "without a baseline, host %d: %s", h, out[h].cause);
+    judge_base(fig, base, 10, 4, out);
+    for (int h = 0; h < 4; h++)
+        cr_expect_eq(out[h].verdict, GWC_FAIL, "host %d: %s", h, out[h].cause);
+    cr_expect(strstr(out[3].cause, "of the baseline's hosts' 10") != NULL, "%s", out[3].cause);
+    cr_expect(strstr(out[0].cause, "of its baseline's 10") != NULL, "%s", out[0].cause);
+}
+
+/* A figure the baseline does not hold (no GPU when it was saved): judged
+ * as without a baseline, which for one host is reported, not judged. */
+Test(check_node_base, a_figure_the_baseline_lacks_is_judged_as_without_it)
+{
+    double fig[1] = {6.0}, base[1] = {NAN};
+    gwc_node_judged_t out[1];
+    judge_base(fig, base, NAN, 1, out);
+    cr_expect_eq(out[0].verdict, GWC_SKIP, "%s", out[0].cause);
+    cr_expect(strstr(out[0].cause, "reported, not judged") != NULL, "%s", out[0].cause);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    cr_assert(fp, "%s", path);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* Saved and read back: every measured host's figures, by name; a host
+ * that measured nothing has no record. */
+Test(check_node_base, saved_node_figures_read_back)
+{
+    static fake_t f;
+    fake_init(&f, 3);
+    f.fig[1].v[GWC_NODE_MEM] = 7.5;
+    f.fig[2].measured = 0;
+    char dir[] = "/tmp/gwc_base_XXXXXX", path[128];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/base.txt", dir);
+    cr_assert_eq(gwc_baseline_save(&f.r, path), 0);
+    gwc_baseline_t b;
+    char err[300];
+    cr_assert_eq(gwc_baseline_load(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(b.nlinks, 3);
+    cr_assert_eq(b.nnodes, 2, "%s", slurp(path));
+    cr_expect_str_eq(b.nodes[1].host, "198.18.0.2");
+    cr_expect_float_eq(b.nodes[1].v[GWC_NODE_MEM], 7.5, 1e-9);
+    cr_expect_float_eq(b.nodes[0].v[GWC_NODE_GEMM], 100, 1e-9);
+    cr_expect(isnan(b.nodes[0].v[GWC_NODE_GPU_D2D]));
+    cr_expect_float_eq(gwc_baseline_node_ref(&b, GWC_NODE_MEM), 12, 1e-9);
+    cr_expect(isnan(gwc_baseline_node_ref(&b, GWC_NODE_GPU_H2D)));
+    gwc_baseline_free(&b);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A version 1 file (links only) still reads; one host's baseline (node
+ * records, no link) reads; malformed node records are refused, naming the
+ * line; a file with neither links nor nodes is refused. */
+Test(check_node_base, baseline_files_old_new_and_malformed)
+{
+    char dir[] = "/tmp/gwc_base_XXXXXX", path[128], err[300];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/b.txt", dir);
+    gwc_baseline_t b;
+    write_text(path, "gradwire-check-baseline 1\nranks 2\nallreduce 1 2\n"
+                     "link 0 1 h0 h1 20 40 1.1\n");
+    cr_expect_eq(gwc_baseline_load(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_expect(b.nlinks == 1 && b.nnodes == 0);
+    gwc_baseline_free(&b);
+    write_text(path, "gradwire-check-baseline 2\nranks 1\nallreduce nan nan\n"
+                     "node vm 17.9 39 nan nan nan\n");
+    cr_expect_eq(gwc_baseline_load(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_expect(b.nlinks == 0 && b.nnodes == 1);
+    cr_expect(isnan(b.ref.bw), "a baseline without links has no link reference");
+    gwc_baseline_free(&b);
+    static const char *const bad[] = {
+        "node vm 1 2 3\n",             /* too few figures */
+        "node vm 1 2 3 4 5 6\n",       /* too many */
+        "node vm 1 lots 3 4 5\n",      /* not a number */
+        "node vm -1 2 3 4 5\n",        /* negative */
+        "node vm 1 inf nan nan nan\n", /* infinite */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "gradwire-check-baseline 2\nranks 1\n%s", bad[i]);
+        write_text(path, text);
+        cr_expect_eq(gwc_baseline_load(path, &b, err, sizeof(err)), -1, "accepted: %s", bad[i]);
+        cr_expect(strstr(err, "b.txt:3: not a baseline record") != NULL, "%s: %s", bad[i], err);
+    }
+    write_text(path, "gradwire-check-baseline 2\nranks 1\nallreduce nan nan\n");
+    cr_expect_eq(gwc_baseline_load(path, &b, err, sizeof(err)), -1);
+    cr_expect(strstr(err, "holds no links and no node records") != NULL, "%s", err);
+    write_text(path, "gradwire-check-baseline 3\n");
+    cr_expect_eq(gwc_baseline_load(path, &b, err, sizeof(err)), -1);
+    cr_expect(strstr(err, "version 1 or 2") != NULL, "%s", err);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A whole run against a baseline of node records only (saved on other
+ * hosts of the same names): the slow host FAILs against its own record;
+ * the links, which the baseline does not hold, are judged against the
+ * cluster as without one. */
+Test(check_node_base, a_run_against_node_records_judges_hosts_and_leaves_links_alone)
+{
+    static fake_t f;
+    fake_init(&f, 3);
+    f.r.have_base = 1;
+    static gwc_base_node_t nodes[3];
+    for (int h = 0; h < 3; h++) {
+        snprintf(nodes[h].host, sizeof(nodes[h].host), "198.18.0.%d", h + 1);
+        nodes[h].v[GWC_NODE_MEM] = 12;
+        nodes[h].v[GWC_NODE_GEMM] = 100;
+        for (int k = GWC_NODE_GPU_D2D; k < GWC_NODE_FIGURES; k++)
+            nodes[h].v[k] = NAN;
+    }
+    nodes[1].v[GWC_NODE_GEMM] = 300; /* host 1 did 3x the GEMM rate then */
+    f.r.base.nodes = nodes;
+    f.r.base.nnodes = 3;
+    f.r.base.busbw = f.r.base.coll_lat = NAN;
+    judge_run(&f);
+    cr_expect_eq(f.hosts[1].verdict, GWC_FAIL, "%s", f.hosts[1].cause);
+    cr_expect(strstr(f.judged[1][GWC_NODE_GEMM].cause, "of its baseline's 300") != NULL, "%s",
+              f.judged[1][GWC_NODE_GEMM].cause);
+    cr_expect_eq(f.hosts[0].verdict, GWC_PASS, "%s", f.hosts[0].cause);
+    cr_expect_eq(f.hosts[2].verdict, GWC_PASS, "%s", f.hosts[2].cause);
+    for (int i = 0; i < f.r.nlinks; i++)
+        cr_expect_eq(f.links[i].verdict, GWC_PASS, "link %d: %s", i, f.links[i].cause);
+    cr_expect(!gwc_links_have_base(&f.r));
+}
+
 /* ---- the measurements, at sizes that take milliseconds ---- */
 
 Test(check_node_measure, the_triad_measures_a_rate)

@@ -186,11 +186,17 @@ typedef struct gwc_base_link {
     double lat_p50, lat_p99, bw;
 } gwc_base_link_t;
 
+/* A host's node figures in a baseline (GWC_NODE_FIGURES of them, NAN:
+ * not measured there), matched by the host's name. */
+typedef struct gwc_base_node gwc_base_node_t;
+
 typedef struct gwc_baseline {
     gwc_base_link_t *links;
     size_t nlinks;
     double busbw, coll_lat;
     gwc_ref_t ref; /* the baseline's own medians, for links it lacks */
+    gwc_base_node_t *nodes;
+    size_t nnodes;
 } gwc_baseline_t;
 
 /* The node's figures, one record per rank (only each host's first rank
@@ -203,6 +209,11 @@ enum {
     GWC_NODE_GPU_D2H, /* device to pinned host, GB/s */
     GWC_NODE_FIGURES
 };
+struct gwc_base_node {
+    char host[80];
+    double v[GWC_NODE_FIGURES];
+};
+
 typedef struct gwc_node_fig {
     int32_t measured;               /* 1: this rank measured its host */
     int32_t threads;                /* the triad's and the GEMM's threads */
@@ -364,6 +375,14 @@ void gwc_gpu_measure(gwc_node_fig_t *f, size_t bytes, double min_s);
 void gwc_node_judge_figure(const char *what, const char *unit, const double *fig,
                            const int *oversub, int n, double fraction, int judge_oversub,
                            gwc_node_judged_t *out);
+/* The same with a baseline (--baseline FILE with node records): base[h] is
+ * host h's own figure in it (NAN: none), base_ref the upper median of the
+ * baseline's hosts' figures (NAN: it has none). A host is judged against
+ * its own baseline figure, else against base_ref, else as above; with a
+ * baseline one host alone is judged. base NULL: no baseline. */
+void gwc_node_judge_figure_base(const char *what, const char *unit, const double *fig,
+                                const double *base, double base_ref, const int *oversub, int n,
+                                double fraction, int judge_oversub, gwc_node_judged_t *out);
 /* Every node verdict into r->node, and into the hosts' verdicts. */
 void gwc_judge_node(gwc_run_t *r);
 /* A link's bandwidth as a percentage of its line rate; NAN when unknown. */
@@ -378,6 +397,17 @@ extern const char *const gwc_node_figure_unit[GWC_NODE_FIGURES];
 int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap);
 int gwc_baseline_save(const gwc_run_t *r, const char *path);
 const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l);
+/* Whether links are judged against a baseline file's links (a baseline
+ * of one host has node records only). */
+static inline int gwc_links_have_base(const gwc_run_t *r)
+{
+    return r->have_base && r->base.nlinks > 0;
+}
+/* Host h's node record in the baseline, or NULL. */
+const gwc_base_node_t *gwc_baseline_find_node(const gwc_run_t *r, int h);
+/* The upper median of figure k over the baseline's node records; NAN if
+ * none has it. */
+double gwc_baseline_node_ref(const gwc_baseline_t *b, int k);
 void gwc_baseline_free(gwc_baseline_t *b);
 /* --baseline's argument: 1 and *gbps set when it is a rate ("12.5GB/s",
  * "100Gbit/s", "100Gb/s"), 0 when it is not (a file), -1 when it ends like

@@ -6,11 +6,23 @@
  *
  * The file is text, one record a line, fields separated by spaces:
  *
- *   gradwire-check-baseline 1
+ *   gradwire-check-baseline 2
  *   ranks N
  *   allreduce BUSBW_GBPS LAT_US
  *   link A B HOST_A HOST_B LAT_P50_US LAT_P99_US BW_GBPS
  *   ...
+ *   node HOST TRIAD_GBPS GEMM_GFLOPS GPU_D2D_GBPS GPU_H2D_GBPS GPU_D2H_GBPS
+ *   ...
+ *
+ * (nan where a figure was not measured). Version 1, without node records,
+ * is read as well. A node record holds a host's node checks (memory
+ * bandwidth, GEMM, GPU copies; check_node.c); a later run judges each
+ * host's figure against its own host's record, matched by name, or
+ * against the upper median of the records for a host the baseline lacks
+ * (check_node_judge.c), so that one host alone is judged, and a cluster
+ * whose every node became slower is caught. A baseline of one host has
+ * node records and no links; links between hosts are then judged as
+ * without a baseline.
  *
  * A link of the later run is matched by its ranks and the names of their
  * hosts (so a baseline from another placement is not applied to the wrong
@@ -52,8 +64,8 @@ int gwc_baseline_save(const gwc_run_t *r, const char *path)
         perror(path);
         return -1;
     }
-    fprintf(f, "gradwire-check-baseline 1\n# saved by gradwire-check %s over %s\nranks %d\n",
-            gw_version(), gw_comm_transport(r->comm), r->size);
+    fprintf(f, "gradwire-check-baseline 2\n# saved by gradwire-check %s over %s\nranks %d\n",
+            gw_version(), r->comm ? gw_comm_transport(r->comm) : "-", r->size);
     fprintf(f, "allreduce %.6g %.6g\n", r->coll.run ? r->coll.busbw : NAN,
             r->coll.run ? r->coll.lat_p50 : NAN);
     for (int i = 0; i < r->nlinks; i++) {
@@ -65,10 +77,50 @@ int gwc_baseline_save(const gwc_run_t *r, const char *path)
         fprintf(f, "link %d %d %s %s %.6g %.6g %.6g\n", l->a, l->b, gwc_host_name(r, l->a),
                 gwc_host_name(r, l->b), g->lat_p50, g->lat_p99, bw);
     }
+    for (int h = 0; r->node.run && r->node.fig && h < r->nhosts; h++) {
+        const gwc_node_fig_t *n = &r->node.fig[h];
+        if (!n->measured)
+            continue;
+        fprintf(f, "node %s", r->hosts[h].name);
+        for (int k = 0; k < GWC_NODE_FIGURES; k++)
+            fprintf(f, " %.6g", n->v[k]);
+        fputc('\n', f);
+    }
     if (fclose(f) != 0) {
         perror(path);
         return -1;
     }
+    return 0;
+}
+
+/* A "node HOST F1 .. F5" record into b; 0, or -1 when malformed (or out
+ * of memory). A figure is a number or nan; a host given twice keeps its
+ * first record. */
+static int add_node(gwc_baseline_t *b, const char *line, size_t *capn)
+{
+    gwc_base_node_t n;
+    char v[GWC_NODE_FIGURES][32], extra[2];
+    if (sscanf(line, "node %79s %31s %31s %31s %31s %31s %1s", n.host, v[0], v[1], v[2], v[3], v[4],
+               extra) != GWC_NODE_FIGURES + 1)
+        return -1;
+    for (int k = 0; k < GWC_NODE_FIGURES; k++) {
+        char *end;
+        n.v[k] = strtod(v[k], &end);
+        if (*end != '\0' || (!isnan(n.v[k]) && (n.v[k] < 0 || isinf(n.v[k]))))
+            return -1;
+    }
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (strcmp(b->nodes[i].host, n.host) == 0)
+            return 0;
+    if (b->nnodes == *capn) {
+        size_t grow = *capn ? 2 * *capn : 16;
+        gwc_base_node_t *grown = realloc(b->nodes, grow * sizeof(*grown));
+        if (!grown)
+            return -1;
+        b->nodes = grown;
+        *capn = grow;
+    }
+    b->nodes[b->nnodes++] = n;
     return 0;
 }
 
@@ -83,15 +135,15 @@ int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap
     }
     char line[512];
     int lineno = 0, header = 0;
-    size_t capl = 0;
+    size_t capl = 0, capn = 0;
     while (fgets(line, sizeof(line), f)) {
         lineno++;
         if (line[0] == '#' || line[0] == '\n')
             continue;
         int ver, ranks;
         if (!header) {
-            if (sscanf(line, "gradwire-check-baseline %d", &ver) != 1 || ver != 1) {
-                snprintf(err, cap, "%s is not a gradwire-check baseline (version 1)", path);
+            if (sscanf(line, "gradwire-check-baseline %d", &ver) != 1 || ver < 1 || ver > 2) {
+                snprintf(err, cap, "%s is not a gradwire-check baseline (version 1 or 2)", path);
                 goto fail;
             }
             header = 1;
@@ -105,6 +157,11 @@ int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap
                 goto bad;
             b->busbw = strtod(s1, NULL);
             b->coll_lat = strtod(s2, NULL);
+            continue;
+        }
+        if (strncmp(line, "node ", 5) == 0) {
+            if (add_node(b, line, &capn) != 0)
+                goto bad;
             continue;
         }
         gwc_base_link_t l;
@@ -127,11 +184,14 @@ int gwc_baseline_load(const char *path, gwc_baseline_t *b, char *err, size_t cap
         b->links[b->nlinks++] = l;
     }
     fclose(f);
-    if (!header || b->nlinks == 0) {
-        snprintf(err, cap, "the baseline %s holds no links", path);
+    if (!header || (b->nlinks == 0 && b->nnodes == 0)) {
+        snprintf(err, cap, "the baseline %s holds no links and no node records", path);
         gwc_baseline_free(b);
         return -1;
     }
+    b->ref.lat_p50 = b->ref.lat_p99 = b->ref.bw = NAN;
+    if (b->nlinks == 0)
+        return 0;
     double *v = malloc(b->nlinks * sizeof(double));
     if (!v) {
         snprintf(err, cap, "out of memory reading %s", path);
@@ -193,9 +253,36 @@ const gwc_base_link_t *gwc_baseline_find(const gwc_run_t *r, const gwc_link_t *l
     return NULL;
 }
 
+const gwc_base_node_t *gwc_baseline_find_node(const gwc_run_t *r, int h)
+{
+    for (size_t i = 0; r->have_base && i < r->base.nnodes; i++)
+        if (strcmp(r->base.nodes[i].host, r->hosts[h].name) == 0)
+            return &r->base.nodes[i];
+    return NULL;
+}
+
+double gwc_baseline_node_ref(const gwc_baseline_t *b, int k)
+{
+    double *v = malloc((b->nnodes ? b->nnodes : 1) * sizeof(double));
+    size_t n = 0;
+    for (size_t i = 0; v && i < b->nnodes; i++)
+        if (!isnan(b->nodes[i].v[k]))
+            v[n++] = b->nodes[i].v[k];
+    double ref = NAN;
+    if (n > 0) {
+        qsort(v, n, sizeof(double), cmp_double);
+        ref = v[n / 2]; /* the upper median, as the hosts' own reference */
+    }
+    free(v);
+    return ref;
+}
+
 void gwc_baseline_free(gwc_baseline_t *b)
 {
     free(b->links);
     b->links = NULL;
     b->nlinks = 0;
+    free(b->nodes);
+    b->nodes = NULL;
+    b->nnodes = 0;
 }

@@ -14,8 +14,13 @@
  * populated, or throttled to half its clock, FAILs; one 20% off WARNs.
  * Like the links' speed, the reference needs GWC_MIN_WITNESSES (3) hosts:
  * on one host there is nothing to compare with, and on two, which one is
- * slow cannot be told, so the figure is NOT_JUDGED ("cannot judge without
- * other hosts or a baseline") and so is the run (exit 3): not a PASS. A
+ * slow cannot be told, so the figure is reported, not judged (a SKIP that
+ * leaves the exit status alone). With --baseline FILE whose node records
+ * (check_baseline.c) hold the figure, a host is judged against its own
+ * record, matched by its name, or, where the baseline has none for it,
+ * against the upper median of the baseline's hosts: one host alone is
+ * then judged, and a cluster whose every node became slower since the
+ * baseline FAILs where its own medians would not see it. A
  * FAIL on a host whose machine has more ranks than CPUs becomes
  * NOT_JUDGED, "inconclusive: oversubscribed", unless
  * --judge-oversubscribed, as for the network's timing (check_timing.c).
@@ -58,19 +63,38 @@ void gwc_node_judge_figure(const char *what, const char *unit, const double *fig
                            const int *oversub, int n, double fraction, int judge_oversub,
                            gwc_node_judged_t *out)
 {
+    gwc_node_judge_figure_base(what, unit, fig, NULL, NAN, oversub, n, fraction, judge_oversub,
+                               out);
+}
+
+void gwc_node_judge_figure_base(const char *what, const char *unit, const double *fig,
+                                const double *base, double base_ref, const int *oversub, int n,
+                                double fraction, int judge_oversub, gwc_node_judged_t *out)
+{
     double *v = calloc(n > 0 ? (size_t)n : 1, sizeof(double));
     int k = 0;
     for (int h = 0; v && h < n; h++)
         if (!isnan(fig[h]))
             v[k++] = fig[h];
-    double ref = NAN;
+    double hosts_ref = NAN;
     if (k >= GWC_MIN_WITNESSES) {
         qsort(v, (size_t)k, sizeof(double), cmp_double);
-        ref = v[k / 2]; /* the upper median */
+        hosts_ref = v[k / 2]; /* the upper median */
     }
     free(v);
     for (int h = 0; h < n; h++) {
         gwc_node_judged_t *o = &out[h];
+        /* The reference: the host's own baseline figure, the baseline's
+         * hosts', or this run's hosts'. */
+        double ref = hosts_ref;
+        const char *of = "the hosts'";
+        if (base && !isnan(base[h])) {
+            ref = base[h];
+            of = "its baseline's";
+        } else if (base && !isnan(base_ref)) {
+            ref = base_ref;
+            of = "the baseline's hosts'";
+        }
         o->ref = ref;
         if (isnan(fig[h])) {
             o->verdict = GWC_SKIP;
@@ -80,21 +104,20 @@ void gwc_node_judge_figure(const char *what, const char *unit, const double *fig
         if (isnan(ref)) {
             /* Reported, and not held against the run: a check of one or
              * two hosts (the commonest: "is this node sane?") would
-             * otherwise exit 3 for want of hosts it was never given, and
-             * node figures have no --baseline to be judged by instead. */
+             * otherwise exit 3 for want of hosts it was never given;
+             * --baseline FILE with node records judges them. */
             o->verdict = GWC_SKIP;
             snprintf(o->cause, sizeof(o->cause),
                      "%s %.3g %s: reported, not judged: a reference needs %d hosts (%d "
-                     "measured), and node figures have no --baseline",
+                     "measured) or a --baseline with this figure",
                      what, fig[h], unit, GWC_MIN_WITNESSES, k);
             continue;
         }
         double frac = ref > 0 ? fig[h] / ref : 1;
         if (frac < fraction) {
             o->verdict = GWC_FAIL;
-            snprintf(o->cause, sizeof(o->cause),
-                     "%s %.3g %s = %.0f%% of the hosts' %.3g (< %.0f%%)", what, fig[h], unit,
-                     frac * 100, ref, fraction * 100);
+            snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of %s %.3g (< %.0f%%)", what,
+                     fig[h], unit, frac * 100, of, ref, fraction * 100);
             if (oversub && oversub[h] && !judge_oversub) {
                 char was[200];
                 snprintf(was, sizeof(was), "%s", o->cause);
@@ -103,13 +126,12 @@ void gwc_node_judge_figure(const char *what, const char *unit, const double *fig
             }
         } else if (frac < (1 + fraction) / 2) {
             o->verdict = GWC_WARN;
-            snprintf(o->cause, sizeof(o->cause),
-                     "%s %.3g %s = %.0f%% of the hosts' %.3g (< %.0f%%)", what, fig[h], unit,
-                     frac * 100, ref, (1 + fraction) / 2 * 100);
+            snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of %s %.3g (< %.0f%%)", what,
+                     fig[h], unit, frac * 100, of, ref, (1 + fraction) / 2 * 100);
         } else {
             o->verdict = GWC_PASS;
-            snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of the hosts' %.3g", what,
-                     fig[h], unit, frac * 100, ref);
+            snprintf(o->cause, sizeof(o->cause), "%s %.3g %s = %.0f%% of %s %.3g", what, fig[h],
+                     unit, frac * 100, of, ref);
         }
     }
 }
@@ -201,11 +223,19 @@ void gwc_judge_node(gwc_run_t *r)
     for (int h = 0; h < nh; h++)
         oversub[h] = r->hosts[h].oversubscribed;
     gwc_node_judged_t *out = calloc((size_t)nh, sizeof(*out));
+    /* With a baseline that has node records: each host's own record. */
+    double *base = r->have_base && r->base.nnodes ? calloc((size_t)nh, sizeof(double)) : NULL;
     for (int k = 0; out && k < GWC_NODE_FIGURES; k++) {
-        for (int h = 0; h < nh; h++)
+        for (int h = 0; h < nh; h++) {
             fig[h] = n->fig[h].measured ? n->fig[h].v[k] : NAN;
-        gwc_node_judge_figure(gwc_node_figure_name[k], gwc_node_figure_unit[k], fig, oversub, nh,
-                              r->o->node_fraction, r->o->judge_oversubscribed, out);
+            if (base) {
+                const gwc_base_node_t *b = gwc_baseline_find_node(r, h);
+                base[h] = b ? b->v[k] : NAN;
+            }
+        }
+        gwc_node_judge_figure_base(gwc_node_figure_name[k], gwc_node_figure_unit[k], fig, base,
+                                   base ? gwc_baseline_node_ref(&r->base, k) : NAN, oversub, nh,
+                                   r->o->node_fraction, r->o->judge_oversubscribed, out);
         for (int h = 0; h < nh; h++) {
             n->judged[h][k] = out[h];
             /* A figure not measured says why, when its host knows. */
@@ -223,6 +253,7 @@ void gwc_judge_node(gwc_run_t *r)
                          "; the better of 2 measurements");
         }
     }
+    free(base);
     free(out);
     free(fig);
     free(oversub);

@@ -374,7 +374,7 @@ int gwc_write_json(const gwc_run_t *r, const char *path)
         gw_kit_json_str(&j, "reference_bw_is",
                         !l->measured || isnan(ref.bw) ? NULL
                         : ref.bw_what                 ? ref.bw_what
-                        : r->have_base                ? "baseline"
+                        : gwc_links_have_base(r)      ? "baseline"
                                                       : "cluster");
         double pct = gwc_link_line_pct(r, l);
         gw_kit_json_num_or_null(&j, "line_rate_pct", !isnan(pct), pct);

@@ -191,7 +191,7 @@ static void unjudged_why(const gwc_run_t *r, const gwc_link_t *l, char *out, siz
 
 gwc_ref_t gwc_ref_for(const gwc_run_t *r, const gwc_link_t *l)
 {
-    if (r->have_base) {
+    if (gwc_links_have_base(r)) {
         const gwc_base_link_t *b = gwc_baseline_find(r, l);
         if (b)
             return (gwc_ref_t){b->lat_p50, b->lat_p99, b->bw, NULL, 0};
@@ -464,7 +464,7 @@ static void judge_notes(gwc_run_t *r)
                                             : "timing there is no evidence to FAIL on");
         add_note(r, text);
     }
-    if (r->have_base)
+    if (gwc_links_have_base(r))
         return;
     if (same == 1)
         add_note(r, "the speed of the one link within a host is not judged: it would be its "

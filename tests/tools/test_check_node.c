@@ -589,3 +589,44 @@ Test(check_node_opts, no_node_leaves_them_out_and_sizes_are_honoured)
     unlink(json);
     rmdir(dir);
 }
+
+/* Through the program, one rank: --save-baseline writes the node's
+ * record; a baseline whose triad figure is 20 times the one measured
+ * FAILs the node (exit 1, naming the baseline), one at a twentieth passes
+ * it. Twenty times, so that no machine's noise between two runs decides. */
+Test(check_node_opts, one_node_is_judged_against_its_saved_baseline)
+{
+    char dir[] = "/tmp/gwc_base_XXXXXX", path[128], save[160], use[160], err[300];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/base.txt", dir);
+    snprintf(save, sizeof(save), "--save-baseline=%s", path);
+    snprintf(use, sizeof(use), "--baseline=%s", path);
+    run_result_t r = check_cmd("--node-size=64K", "--gemm-size=32", save);
+    cr_assert(r.exited && r.status == GWC_EXIT_PASS, "status %d: %s", r.status, r.output);
+    free(r.output);
+    gwc_baseline_t b;
+    cr_assert_eq(gwc_baseline_load(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(b.nnodes, 1, "%s", slurp(path));
+    double triad = b.nodes[0].v[GWC_NODE_MEM];
+    cr_assert(isfinite(triad) && triad > 0, "%s", slurp(path));
+    char host[80];
+    snprintf(host, sizeof(host), "%s", b.nodes[0].host);
+    gwc_baseline_free(&b);
+    for (int slower = 1; slower >= 0; slower--) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "gradwire-check-baseline 2\nranks 1\nnode %s %.6g nan nan nan nan\n", host,
+                 slower ? 20 * triad : triad / 20);
+        write_text(path, text);
+        r = check_cmd("--node-size=64K", "--gemm-size=32", use);
+        if (slower) {
+            cr_expect(r.exited && r.status == GWC_EXIT_FAIL, "status %d: %s", r.status, r.output);
+            cr_expect(strstr(r.output, "of its baseline's") != NULL, "%s", r.output);
+        } else {
+            cr_expect(r.exited && r.status == GWC_EXIT_PASS, "status %d: %s", r.status, r.output);
+        }
+        free(r.output);
+    }
+    unlink(path);
+    rmdir(dir);
+}

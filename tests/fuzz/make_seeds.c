@@ -353,6 +353,22 @@ static void hostfile_seeds(void)
         put("fuzz_hostfile", s[i].name, 0, 0, s[i].value, strlen(s[i].value));
 }
 
+static void check_baseline_seeds(void)
+{
+    static const struct {
+        const char *name, *value;
+    } s[] = {
+        {"v2", "gradwire-check-baseline 2\n# saved by gradwire-check\nranks 4\nallreduce 0.5 80\n"
+               "link 0 1 h0 h1 20.5 41 1.1\nlink 0 2 h0 h2 21 40 1.05\nlink 1 2 h1 h2 19 38 1.2\n"
+               "node h0 17.9 38.9 nan nan nan\nnode h1 18.2 40.1 210 24 25\n"},
+        {"v1", "gradwire-check-baseline 1\nranks 2\nallreduce nan nan\nlink 0 1 a b 20 40 0.9\n"},
+        {"one-host", "gradwire-check-baseline 2\nranks 1\nallreduce nan nan\n"
+                     "node vm 17.9365 38.9752 nan nan nan\n"},
+    };
+    for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+        put("fuzz_check_baseline", s[i].name, 0, 0, s[i].value, strlen(s[i].value));
+}
+
 static void tuning_seeds(void)
 {
     gw_tuning_t t;
@@ -527,6 +543,7 @@ int main(int argc, char **argv)
     hostlist_seeds();
     hostfile_seeds();
     tuning_seeds();
+    check_baseline_seeds();
     idx_seeds();
     libsvm_seeds();
     checkpoint_seeds(tmpdir);

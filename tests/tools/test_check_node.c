@@ -424,6 +424,22 @@ Test(check_node_base, saved_node_figures_read_back)
     rmdir(dir);
 }
 
+/* Nothing to save (one rank, --no-node: no link, no node): refused, and
+ * the file is not written, where it once held a baseline no run could
+ * read. */
+Test(check_node_base, a_run_with_nothing_to_save_saves_no_baseline)
+{
+    static fake_t f;
+    fake_init(&f, 1);
+    f.r.node.run = 0;
+    char dir[] = "/tmp/gwc_base_XXXXXX", path[128];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/base.txt", dir);
+    cr_expect_eq(gwc_baseline_save(&f.r, path), -1);
+    cr_expect(access(path, F_OK) != 0, "a baseline was written");
+    rmdir(dir);
+}
+
 /* A version 1 file (links only) still reads; one host's baseline (node
  * records, no link) reads; malformed node records are refused, naming the
  * line; a file with neither links nor nodes is refused. */

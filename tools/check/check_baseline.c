@@ -40,6 +40,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -59,6 +61,26 @@ static double median_of(double *v, size_t n)
 
 int gwc_baseline_save(const gwc_run_t *r, const char *path)
 {
+    /* A baseline needs a link or a node to judge a later run by: one host
+     * checked with --no-node has neither, and its file could not be read. */
+    int records = 0;
+    for (int i = 0; i < r->nlinks; i++)
+        records += r->links[i].measured;
+    for (int h = 0; r->node.run && r->node.fig && h < r->nhosts; h++)
+        records += r->node.fig[h].measured;
+    if (records == 0) {
+        fprintf(stderr,
+                "gradwire-check: %s: no baseline saved: this run measured no link between ranks "
+                "and no node (one rank with --no-node)\n",
+                path);
+        /* The check's set-up made the file, empty, to fail early if it
+         * could not be written: it goes, rather than stay as a file that
+         * is no baseline. */
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+            unlink(path);
+        return -1;
+    }
     FILE *f = gw_kit_fopen_private(path);
     if (!f) {
         perror(path);

@@ -405,6 +405,11 @@ static inline int gwc_links_have_base(const gwc_run_t *r)
 }
 /* Host h's node record in the baseline, or NULL. */
 const gwc_base_node_t *gwc_baseline_find_node(const gwc_run_t *r, int h);
+/* The upper median (the larger middle one of an even count) of the n
+ * values of x that are not NAN, and in *measured how many those are; NAN
+ * when none is. The reference of the node checks, from the hosts' figures
+ * and from a baseline's. */
+double gwc_upper_median(const double *x, size_t n, size_t *measured);
 /* The upper median of figure k over the baseline's node records; NAN if
  * none has it. */
 double gwc_baseline_node_ref(const gwc_baseline_t *b, int k);

@@ -59,6 +59,25 @@ static double median_of(double *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Also the node checks' reference (check_node_judge.c), from the hosts'
+ * figures, and from a baseline's node records (below). */
+double gwc_upper_median(const double *x, size_t n, size_t *measured)
+{
+    double *v = calloc(n > 0 ? n : 1, sizeof(double));
+    size_t k = 0;
+    for (size_t i = 0; v && i < n; i++)
+        if (!isnan(x[i]))
+            v[k++] = x[i];
+    double ref = NAN;
+    if (k > 0) {
+        qsort(v, k, sizeof(double), cmp_double);
+        ref = v[k / 2]; /* the larger middle one of an even count */
+    }
+    free(v);
+    *measured = k;
+    return ref;
+}
+
 int gwc_baseline_save(const gwc_run_t *r, const char *path)
 {
     /* A baseline needs a link or a node to judge a later run by: one host
@@ -285,16 +304,14 @@ const gwc_base_node_t *gwc_baseline_find_node(const gwc_run_t *r, int h)
 
 double gwc_baseline_node_ref(const gwc_baseline_t *b, int k)
 {
+    /* The upper median, as the hosts' own reference (check_node_judge.c). */
     double *v = malloc((b->nnodes ? b->nnodes : 1) * sizeof(double));
-    size_t n = 0;
-    for (size_t i = 0; v && i < b->nnodes; i++)
-        if (!isnan(b->nodes[i].v[k]))
-            v[n++] = b->nodes[i].v[k];
-    double ref = NAN;
-    if (n > 0) {
-        qsort(v, n, sizeof(double), cmp_double);
-        ref = v[n / 2]; /* the upper median, as the hosts' own reference */
-    }
+    if (!v)
+        return NAN;
+    for (size_t i = 0; i < b->nnodes; i++)
+        v[i] = b->nodes[i].v[k];
+    size_t measured;
+    double ref = gwc_upper_median(v, b->nnodes, &measured);
     free(v);
     return ref;
 }

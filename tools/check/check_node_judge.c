@@ -53,12 +53,6 @@ const char *const gwc_node_figure_name[GWC_NODE_FIGURES] = {
 const char *const gwc_node_figure_unit[GWC_NODE_FIGURES] = {"GB/s", "GFLOP/s", "GB/s", "GB/s",
                                                             "GB/s"};
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void gwc_node_judge_figure(const char *what, const char *unit, const double *fig,
                            const int *oversub, int n, double fraction, int judge_oversub,
                            gwc_node_judged_t *out)
@@ -71,17 +65,10 @@ void gwc_node_judge_figure_base(const char *what, const char *unit, const double
                                 const double *base, double base_ref, const int *oversub, int n,
                                 double fraction, int judge_oversub, gwc_node_judged_t *out)
 {
-    double *v = calloc(n > 0 ? (size_t)n : 1, sizeof(double));
-    int k = 0;
-    for (int h = 0; v && h < n; h++)
-        if (!isnan(fig[h]))
-            v[k++] = fig[h];
-    double hosts_ref = NAN;
-    if (k >= GWC_MIN_WITNESSES) {
-        qsort(v, (size_t)k, sizeof(double), cmp_double);
-        hosts_ref = v[k / 2]; /* the upper median */
-    }
-    free(v);
+    size_t k;
+    double hosts_ref = gwc_upper_median(fig, n > 0 ? (size_t)n : 0, &k);
+    if (k < GWC_MIN_WITNESSES)
+        hosts_ref = NAN;
     for (int h = 0; h < n; h++) {
         gwc_node_judged_t *o = &out[h];
         /* The reference: the host's own baseline figure, the baseline's
@@ -110,7 +97,7 @@ void gwc_node_judge_figure_base(const char *what, const char *unit, const double
             snprintf(o->cause, sizeof(o->cause),
                      "%s %.3g %s: reported, not judged: a reference needs %d hosts (%d "
                      "measured) or a --baseline with this figure",
-                     what, fig[h], unit, GWC_MIN_WITNESSES, k);
+                     what, fig[h], unit, GWC_MIN_WITNESSES, (int)k);
             continue;
         }
         double frac = ref > 0 ? fig[h] / ref : 1;

@@ -34,13 +34,17 @@ list=0
 # command exits 77 could not run here (it says why): it is skipped and its
 # committed JSON stays. The parameters are small, so that every campaign
 # finishes in minutes on a 2-core machine; the scripts' own defaults
-# measure more.
+# measure more. The comparisons name their peers: left to its default,
+# compare.sh runs the peers the build has, and a build without them
+# (configured before `scripts/install-deps.sh peers`) would replace a page
+# of ratios with gradwire alone; named, a missing peer fails the campaign
+# and its committed page stays.
 CAMPAIGNS=(
-    'compare-local|-|bench/compare.sh --local 4 -b 16K -e 16M -r 3 -n 8 -w 2 --build "$B" --json "$J"'
+    'compare-local|-|bench/compare.sh --local 4 -b 16K -e 16M -r 3 -n 8 -w 2 --peers gloo_ring_chunked,gloo_halving_doubling,mpi_tcp,mpi_vader --build "$B" --json "$J"'
     'shm|-|bench/compare.sh --local 4 -b 16K -e 16M -r 3 -n 8 -w 2 --variant "gradwire GW_TRANSPORT=shm" --peers mpi_vader --build "$B" --json "$J"'
     'sweep|-|bench/sweep.sh -n 4 -b 4K -e 16M -f 4 --iters 8 --reps 2 --build "$B" --json "$J"'
     'compression|-|"$B/gradwire" launch -n 4 -- "$B/gradwire-bench" compress -b 256K -e 16M -f 4 -n 5 -w 1 --solo_iters 0 --json "$J"'
-    'compare-emulated|root|bench/compare.sh --emulated 4 --rate 2gbit -b 64K -e 16M -r 2 -n 5 -w 2 --build "$B" --json "$J"'
+    'compare-emulated|root|bench/compare.sh --emulated 4 --rate 2gbit -b 64K -e 16M -r 2 -n 5 -w 2 --peers gloo_ring_chunked,gloo_halving_doubling,mpi_tcp --build "$B" --json "$J"'
     'scale|-|bench/scale.sh --json "$J" "$B" "4 8 16 32" 1'
     'train-accuracy|-|bench/train_accuracy.sh "$B" --epochs 1 --codec-warmup-epochs 0 --json "$J"'
     'elastic|-|bench/train_elastic.sh --json "$J" "$B" 2 128'

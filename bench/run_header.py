@@ -51,9 +51,22 @@ def _dpkg(package):
 
 
 def commit(root=ROOT):
-    """git describe of the source tree, "+dirty" when it has changes."""
-    c = _out(["git", "-C", root, "describe", "--always", "--tags", "--dirty=+dirty"])
-    return c or "unknown"
+    """git describe of the source tree, "+dirty" when a tracked file outside
+    the documentation differs from that commit. docs/ and README.md do not
+    count: scripts/results.sh writes the JSON, the pages and the README's
+    list while its campaigns run, and text cannot change a figure."""
+    c = _out(["git", "-C", root, "describe", "--always", "--tags"])
+    if not c:
+        return "unknown"
+    try:
+        p = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--",
+                            ".", ":(exclude)docs", ":(exclude)README.md"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return c + "+unknown"
+    if p.returncode != 0:
+        return c + "+unknown"
+    return c + "+dirty" if p.stdout.strip() else c
 
 
 def loadavg():

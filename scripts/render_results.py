@@ -14,8 +14,8 @@ size (scale, train-accuracy, elastic, stragglers, acceptance, soft-roce:
 BODIES below, by the JSON's "benchmark") get their own tables, every claim
 a ratio against the peer or reference measured in the same run, and a plot
 where a curve says more (img/CAMPAIGN-WHAT.png). A page of a run whose
-load exceeded the machine's cores says that its figures are indicative
-only.
+load exceeded the machine's cores when it started says that its figures
+are indicative only.
 
   render_results.py [--data DIR] [--out DIR] [--no-plots] [CAMPAIGN...]
 
@@ -238,11 +238,15 @@ def load_text(v):
 
 
 def busy(run):
-    """Whether the machine was busier than its cores at the start or the
-    end of the run (its figures are then indicative only)."""
+    """Whether the machine was busier than its cores when the run started
+    (its figures are then indicative only). The 1-minute load average at
+    the start is what else ran (scripts/results.sh lets the load of the
+    campaign before settle first); the one at the end counts the
+    benchmark's own ranks, as many as the cores or more, so it is shown
+    but judges nothing."""
     cores = (run.get("cores") or {}).get("online") or 0
-    loads = [((run.get("load") or {}).get(k) or [0])[0] for k in ("start", "end")]
-    return bool(cores and max(loads) > cores)
+    start = ((run.get("load") or {}).get("start") or [0])[0]
+    return bool(cores and start > cores)
 
 
 def measured_on(run):
@@ -250,7 +254,7 @@ def measured_on(run):
     note = []
     if busy(run):
         note = ["```{note}",
-                "The machine was busier than its %d cores during this run (load average below): the "
+                "The machine was busier than its %d cores when this run started (load average below): the "
                 "figures are indicative only until measured again; the ratios, measured in the same "
                 "run, say more than the absolute figures." % c["online"], "```", ""]
     return "\n".join(
@@ -261,7 +265,7 @@ def measured_on(run):
             "* - host",
             "  - %s, %d cores online, %d in the affinity mask" % (run["host"], c["online"], c["affinity"]),
             "* - load average (1, 5, 15 min)",
-            "  - %s at the start; %s at the end" % (load_text(run["load"]["start"]), load_text(run["load"]["end"])),
+            "  - %s at the start; %s at the end (with the benchmark's own ranks)" % (load_text(run["load"]["start"]), load_text(run["load"]["end"])),
             "* - date (UTC)",
             "  - %s to %s" % (run["date"], run.get("date_end", "?")),
             "* - gradwire commit",
@@ -792,7 +796,7 @@ def headline(name, doc):
     return "- [%s](docs/results/%s.md), %s to %s%s: %s.%s" % (
         title, name, size_name(min(sizes)), size_name(max(sizes)), ", " + where if where else "",
         "; ".join(parts) or "no peer measured",
-        " Measured while the machine was busier than its cores (its page says how busy): "
+        " Started while the machine was busier than its cores (its page says how busy): "
         "indicative only until measured again." if busy(doc.get("run", {})) else "")
 
 

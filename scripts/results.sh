@@ -15,6 +15,8 @@
 #                     gradwire-bench and the peer drivers of bench/peers)
 #     --data DIR      where the JSON goes (default docs/results/data)
 #     --out DIR       where pages and plots go (default docs/results)
+# Before each campaign it waits, at most GW_RESULTS_SETTLE_S seconds (120),
+# for the 1-minute load average to fall below the cores (settle, below).
 # Exit status: 0, 1 when a campaign failed (the others still run), 2 usage.
 set -uo pipefail
 
@@ -59,7 +61,7 @@ CAMPAIGNS=(
 )
 NOT_WIRED=()
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -122,6 +124,32 @@ if [ "$render_only" -eq 1 ]; then
     exec /usr/bin/python3 scripts/render_results.py --data "$data" --out "$out" "${readme[@]}" "${names[@]}"
 fi
 
+# settle: wait, at most GW_RESULTS_SETTLE_S seconds (default 120), until
+# the 1-minute load average is below the cores. A campaign's run header
+# records the load average at its start as what else was running, and a
+# page whose start load exceeds the cores says its figures are indicative
+# only; straight after a campaign of 4 ranks on 2 cores, the average
+# still holds that campaign's ranks for a minute, though nothing runs. A
+# machine that stays busy does not settle: the campaign then starts anyway
+# and its page says so.
+settle() {
+    local cores limit=${GW_RESULTS_SETTLE_S:-120} waited=0 l
+    cores=$(getconf _NPROCESSORS_ONLN)
+    [[ "$limit" =~ ^[0-9]+$ ]] || { echo "$PROG: GW_RESULTS_SETTLE_S must be a number of seconds, not '$limit'" >&2; exit 2; }
+    while :; do
+        l=$(cut -d' ' -f1 /proc/loadavg)
+        awk -v l="$l" -v c="$cores" 'BEGIN { exit !(l < c) }' && break
+        if [ "$waited" -ge "$limit" ]; then
+            echo "$PROG: the load average is still $l on $cores cores after ${waited} s: measuring anyway (the page will say the machine was busy)" >&2
+            break
+        fi
+        sleep 5
+        waited=$((waited + 5))
+    done
+    [ "$waited" -gt 0 ] && echo "$PROG: waited ${waited} s for the load average to settle (now $l on $cores cores)" >&2
+    return 0
+}
+
 mkdir -p "$data"
 failed=0
 for c in "${sel[@]}"; do
@@ -130,6 +158,7 @@ for c in "${sel[@]}"; do
         echo "$PROG: $name: skipped: needs root (network namespaces); its committed JSON stays" >&2
         continue
     fi
+    settle
     # The committed JSON is kept aside: a run that writes none gets it back.
     json="$data/$name.json"
     keep="$data/.$name.json.keep"

@@ -14,6 +14,10 @@
 #    committed JSON (and so its page).
 # 3. With the tools given: gradwire-bench allreduce --json writes a complete
 #    run header (bench/bench_header.c) and --plot FILE writes a PNG.
+# 4. What a header's figures mean: a page says its machine was busy when
+#    the load at the start exceeded the cores, never for the load at the
+#    end (the benchmark's own ranks); the commit is "+dirty" for a changed
+#    source file, not for the docs and README that results.sh writes.
 set -uo pipefail
 src=${1:?usage: results_pages.sh SOURCE_DIR [GRADWIRE GRADWIRE_BENCH]}
 gradwire=${2:-}
@@ -103,5 +107,33 @@ PY
         [ $? -eq 2 ] || bad "gradwire-bench barrier --plot is not refused as a usage error"
     fi
 fi
+"$py" - "$src" "$tmp" <<'PY' || bad "the run header's load or commit is judged wrong (above)"
+import os, subprocess, sys
+src, tmp = sys.argv[1], sys.argv[2]
+sys.path[:0] = [os.path.join(src, "bench"), os.path.join(src, "scripts")]
+import render_results, run_header
+run = {"cores": {"online": 2}, "load": {"start": [0.6, 1.0, 1.0], "end": [4.5, 2.0, 1.0]}}
+assert not render_results.busy(run), "a run that started idle and ended with its own ranks is not busy"
+run["load"]["start"] = [2.5, 1.0, 1.0]
+assert render_results.busy(run), "a run that started on a machine busier than its cores is busy"
+repo = os.path.join(tmp, "repo")
+os.makedirs(os.path.join(repo, "docs"))
+git = ["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@localhost"]
+for f in ("docs/page.md", "README.md", "lib.c"):
+    with open(os.path.join(repo, f), "w") as fh:
+        fh.write("one\n")
+subprocess.run(["git", "init", "-q", repo], check=True)
+subprocess.run(git + ["add", "."], check=True)
+subprocess.run(git + ["commit", "-qm", "one"], check=True)
+clean = run_header.commit(repo)
+assert clean and not clean.endswith("+dirty") and clean != "unknown", clean
+for f in ("docs/page.md", "README.md"):
+    with open(os.path.join(repo, f), "a") as fh:
+        fh.write("two\n")
+assert run_header.commit(repo) == clean, "docs and README changes made the commit dirty: " + run_header.commit(repo)
+with open(os.path.join(repo, "lib.c"), "a") as fh:
+    fh.write("two\n")
+assert run_header.commit(repo) == clean + "+dirty", run_header.commit(repo)
+PY
 [ "$fail" -eq 0 ] && echo "results pages: ok (${#jsons[@]} campaigns)"
 exit "$fail"

@@ -3,7 +3,8 @@
  *
  * A figure says little without what it was measured on, and these machines
  * are shared: the report's "run" member records the source tree the binary
- * was built from (git describe, "+dirty" when it had changes), the date at
+ * was built from (git describe, "+dirty" when a source file, not the docs,
+ * had changes), the date at
  * the start and the end (UTC), the host, the cores (online, and those in
  * this process's affinity mask), the load average at the start and the end,
  * this process's full command line, and the versions of the peer libraries
@@ -111,8 +112,14 @@ void gw_bench_header_write(gw_kit_json_t *j, const gw_bench_report_t *rep)
     double load_end[3];
     cpu_set_t mask;
 
-    first_line("git -C '" GW_SOURCE_DIR "' describe --always --tags --dirty=+dirty 2>/dev/null",
-               commit, sizeof(commit));
+    /* "+dirty" as bench/run_header.py says it: for a changed source file,
+     * not for the docs and README that scripts/results.sh writes while its
+     * campaigns run. */
+    first_line(
+        "cd '" GW_SOURCE_DIR "' 2>/dev/null && c=$(git describe --always --tags 2>/dev/null) && "
+        "if [ -n \"$(git status --porcelain --untracked-files=no -- . ':(exclude)docs' "
+        "':(exclude)README.md' 2>/dev/null)\" ]; then echo \"$c+dirty\"; else echo \"$c\"; fi",
+        commit, sizeof(commit));
     if (gethostname(host, sizeof(host)) != 0)
         snprintf(host, sizeof(host), "unknown");
     host[sizeof(host) - 1] = '\0';

@@ -90,12 +90,16 @@ if [ -n "$bench" ]; then
             tail -n 20 "$out/log" >&2
         else
             "$py" "$src/bench/run_header.py" check "$out/a.json" || bad "gradwire-bench's run header is incomplete"
-            "$py" - "$out/a.json" <<'PY' || bad "gradwire-bench's run header does not describe this run"
-import json, sys
+            "$py" - "$out/a.json" "$src" <<'PY' || bad "gradwire-bench's run header does not describe this run"
+import json, os, sys
+sys.path.insert(0, os.path.join(sys.argv[2], "bench"))
+import run_header
 run = json.load(open(sys.argv[1]))["run"]
 assert "--json" in run["command"] and "allreduce" in run["command"], run["command"]
 assert run["date"] <= run["date_end"], run
 assert run["commit"] != "unknown", run
+# The same commit, "+dirty" by the same rule, as the scripts' headers.
+assert run["commit"] == run_header.commit(sys.argv[2]), (run["commit"], run_header.commit(sys.argv[2]))
 # Where the ranks ran: one entry per rank, and whether a host was oversubscribed.
 assert [p["rank"] for p in run["placement"]] == [0, 1], run["placement"]
 assert isinstance(run["oversubscribed"], bool), run

@@ -19,6 +19,12 @@
  * /dev/shm rather than in a memfd so that the size an administrator gave
  * that tmpfs still bounds it.
  *
+ * Each side maps the segment with MAP_POPULATE and then writes once to
+ * every page of both rings (touch_rings), before the pair carries a
+ * message: where a process's first access to a page is costly even with
+ * the page tables filled (virtual machines), the set-up pays it once
+ * instead of the first messages through the rings.
+ *
  * Nobody but hi can receive the segment, but the proof stays: the creator
  * puts a fresh nonce in the header, the attacher writes its own nonce and
  * its HMAC under the job's data-plane key over the header, both nonces and

@@ -24,7 +24,34 @@ PY=/usr/bin/python3
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 failed=0
-free_port() { $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_port: a port P with P and P + 1 both free (static rendezvous puts
+# gradwire's root on P + 1), below the kernel's ephemeral range, so that
+# no outgoing connection of a test running beside this one takes P + 1
+# between this check and the root's bind (a port from bind(0) is in that
+# range, and once its P + 1 was: "Address already in use").
+free_port() {
+    $PY - <<'PORTS'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(10000, low - 2)
+    socks = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", q))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("torchrun_test: no two free ports in a row below %d" % low)
+PORTS
+}
 clean=(env -i PATH="$PATH" HOME="${HOME:-/root}"
     ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"}
     ${LD_PRELOAD:+LD_PRELOAD="$LD_PRELOAD"})

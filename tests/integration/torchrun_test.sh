@@ -33,8 +33,11 @@ free_port() {
     $PY - <<'PORTS'
 import random, socket
 low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+# Below the ephemeral range where it leaves room (Debian's starts at 32768);
+# else anywhere, still with both ports checked free.
+first, end = (10000, low - 2) if low - 2 > 10000 else (1024, 65534)
 for _ in range(200):
-    p = random.randrange(10000, low - 2)
+    p = random.randrange(first, end)
     socks = []
     try:
         for q in (p, p + 1):
@@ -49,7 +52,7 @@ for _ in range(200):
     print(p)
     break
 else:
-    raise SystemExit("torchrun_test: no two free ports in a row below %d" % low)
+    raise SystemExit("torchrun_test: no two free ports in a row in %d..%d" % (first, end))
 PORTS
 }
 clean=(env -i PATH="$PATH" HOME="${HOME:-/root}"

@@ -274,6 +274,9 @@ static gw_status_t shm_post(gw_transport_t *base, gw_request_t *req)
         if (st != GW_OK)
             return gw__shm_connect_failed(t, p, st);
     }
+    if (req->kind == GW_REQ_SEND && p->sq_head == req && p->conn == GW_SHM_C_DONE &&
+        req->len <= GW_SHM_POST_COPY)
+        gw__shm_send_now(t, p);
     return GW_OK;
 }
 

@@ -65,6 +65,9 @@
 /* The most a ring copy or a single-copy read moves before the others get a
  * turn (and before head/tail are published, so the peer can overlap). */
 #define GW_SHM_PIECE ((size_t)256 * 1024)
+/* A send of at most this many bytes, posted when its pair has nothing
+ * queued, is written into the ring by the post (shm_progress.c). */
+#define GW_SHM_POST_COPY ((size_t)4096)
 #define GW_SHM_DIRECT_PIECE ((size_t)1024 * 1024)
 #define GW_SHM_DEFAULT_TIMEOUT_MS 30000
 #define GW_SHM_LIVENESS_MS 20         /* how often peers' liveness is checked while waiting */
@@ -198,6 +201,8 @@ typedef struct gw_shm_peer {
     gw_request_t *dq_head, *dq_tail; /* DIRECT, waiting for the peer's read */
     gw_request_t *aq_head, *aq_tail; /* INLINE, in the ring, waiting for the receipt */
     uint64_t s_index;                /* messages sent so far */
+    uint64_t s_head;                 /* out->head as we last wrote it */
+    uint64_t s_tail;                 /* out->tail as last read (stale is safe: less room) */
     uint64_t s_direct;               /* DIRECT messages sent so far */
     int s_hdr_done;                  /* the head request's header is in the ring */
     size_t s_done;                   /* payload bytes of the head request in the ring */
@@ -207,7 +212,9 @@ typedef struct gw_shm_peer {
     int r_held;                      /* r_hdr read, but no receive claimed it yet */
     gw_request_t *rreq;              /* the receive r_hdr belongs to */
     size_t r_done;                   /* payload bytes of rreq copied */
+    uint64_t r_tail;                 /* in->tail as we last wrote it */
     uint64_t r_index;                /* messages received so far */
+    int bell_due;                    /* we published for it this round: ring its bell */
     int goodbye;                     /* it closed, and its ring is drained */
     int gone;                        /* its process is gone */
 } gw_shm_peer_t;
@@ -232,6 +239,8 @@ typedef struct gw_shm {
     int64_t door_seen_ms;    /* when we last looked at it */
     unsigned strangers;      /* knocks that did not count */
     uint64_t moved;          /* bytes and completions so far, to tell idle rounds */
+    int bells_due;           /* peers with bell_due set */
+    uint64_t woken;          /* sleeps a peer's bell ended (tests look) */
     int64_t idle_since_ns;   /* 0 when the last round moved something */
     int64_t next_liveness_ms;
     int no_waitv;     /* the kernel lacks futex_waitv: sleep on one peer's bell */
@@ -324,6 +333,8 @@ gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, 
 int gw__shm_peer_gone(gw_shm_peer_t *p);
 /* Wake the peer if it sleeps waiting for us. */
 void gw__shm_ring_bell(gw_shm_peer_t *p);
+/* Write p's queued sends into its ring now and ring the bells due. */
+void gw__shm_send_now(gw_shm_t *t, gw_shm_peer_t *p);
 
 /* shm_fail.c */
 /* Break the transport (gw__transport_fail in transport/base.h): log once,

@@ -22,12 +22,25 @@
  * rounds, and after GW_SHM_YIELD_NS without progress sleeps in a futex wait
  * on the "bell" words of all the peers it waits for (futex_waitv). A peer
  * rings our bell, a counter in our half of the segment (one atomic load
- * when nobody sleeps), after it publishes anything for us. Ranks may
+ * when nobody sleeps), after it publishes anything for us: a small publish
+ * at the end of the round in which it was made, after one fence for all of
+ * them, so that the wait for its stores to reach us overlaps its reading
+ * of ours; a larger one, or one followed by a large copy, at once. Ranks may
  * outnumber cores (the test machine has 2 cores and runs 4 to 8 ranks): a
  * rank that sleeps instead of polling leaves the core to the rank it waits
  * for; on the busy test machine, sleeping after 50 us instead of yielding
  * for 2 ms made a 4-rank 32 MiB allreduce about 1.2x faster. A sleep is
  * bounded by GW_SHM_SLEEP_NS so that liveness is still checked.
+ *
+ * A small message costs a header line, its payload and head's line; little
+ * else is touched on its way. The sender reads the receiver's tail only
+ * when the tail it read last leaves too little room (the receiver writes
+ * that line after every message, so reading it for every send put a cache
+ * miss before each); a rank writes the CPU it waits on only when that
+ * changed (its peers read the line after every publish); the clock is read
+ * once a round, and once every SPIN_CLOCK_ROUNDS rounds while polling.
+ * A send of at most GW_SHM_POST_COPY bytes posted to a pair with nothing
+ * queued is written into the ring by the post itself.
  *
  * Pairs connected on first use (shm_connect.c) come up in the same rounds:
  * a round answers knocks on our door (at most once a millisecond), then
@@ -56,12 +69,60 @@
 
 #define GW_SHM_SLEEP_NS (2LL * 1000000)            /* the longest single sleep */
 #define GW_SHM_CONNECTING_SLEEP_NS (1LL * 1000000) /* ... while a pair is being connected */
+#define SPIN_CLOCK_ROUNDS 8u                       /* polling rounds per clock read */
 
 static void complete(gw_shm_t *t, gw_request_t *r)
 {
     r->status = GW_OK;
     r->complete = 1;
     t->moved++;
+}
+
+/* A publish for p in a round: a small one's bell is rung at the end of
+ * the round (ring_due_bells), after one fence for all of them. The fence
+ * waits until our stores are visible, which for a line the peer is
+ * polling means a round trip to its core; at the end of the round that
+ * wait overlaps our own reading of what the peer sent us, instead of
+ * preceding it. A publish of more than GW_SHM_POST_COPY bytes rings at
+ * once (a sleeping peer starts on it while we go on), and so do the due
+ * bells before any copy that large (before_copy): a peer that sleeps
+ * never waits for more than small work of ours. */
+static void bell_due(gw_shm_t *t, gw_shm_peer_t *p, uint64_t moved)
+{
+    if (moved > GW_SHM_POST_COPY) {
+        gw__shm_ring_bell(p);
+        return;
+    }
+    if (!p->bell_due) {
+        p->bell_due = 1;
+        t->bells_due++;
+    }
+}
+
+static void ring_due_bells(gw_shm_t *t);
+
+static void before_copy(gw_shm_t *t, size_t len)
+{
+    if (t->bells_due && len > GW_SHM_POST_COPY)
+        ring_due_bells(t);
+}
+
+static void ring_due_bells(gw_shm_t *t)
+{
+    if (!t->bells_due)
+        return;
+    atomic_thread_fence(memory_order_seq_cst); /* as in gw__shm_ring_bell */
+    for (int i = 0; i < t->base.size && t->bells_due > 0; i++) {
+        gw_shm_peer_t *p = &t->peers[i];
+        if (!p->bell_due)
+            continue;
+        p->bell_due = 0;
+        t->bells_due--;
+        if (p->its && atomic_load_explicit(&p->its->sleeping, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&p->its->bell, 1, memory_order_release);
+            syscall(SYS_futex, &p->its->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+    }
 }
 
 void gw__shm_ring_bell(gw_shm_peer_t *p)
@@ -148,15 +209,26 @@ static void finish_accepted(gw_shm_t *t, gw_shm_peer_t *p)
 
 static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
 {
+    /* Nothing to send: leave tail's line alone (the receiver writes it
+     * after every message; a needless read here costs a cache miss a
+     * round while we wait for its answer). */
+    if (!p->sq_head)
+        return;
     const uint64_t size = p->ring_bytes;
-    const uint64_t head0 = atomic_load_explicit(&p->out->head, memory_order_relaxed);
+    const uint64_t head0 = p->s_head; /* ours to write: no need to read the shared line */
     uint64_t head = head0, published = head0;
-    uint64_t tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+    /* The tail we read last: the receiver writes tail after every message,
+     * so reading it for every send would put a cache miss before every
+     * small message. It is read again only when the old one leaves too
+     * little room. */
+    uint64_t tail = p->s_tail;
+    if (head - tail > size)
+        tail = p->s_tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
     gw_request_t *r;
     while ((r = p->sq_head) != NULL) {
         if (!p->s_hdr_done) {
             if (size - (head - tail) < GW_SHM_LINE) {
-                tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+                tail = p->s_tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
                 if (size - (head - tail) < GW_SHM_LINE)
                     break;
             }
@@ -190,8 +262,8 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
         uint64_t body = gw__shm_align(r->len);
         while (p->s_done < body) {
             uint64_t room = size - (head - tail);
-            if (room == 0) {
-                tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+            if (room < body - p->s_done && room < GW_SHM_PIECE) {
+                tail = p->s_tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
                 room = size - (head - tail);
                 if (room == 0)
                     break;
@@ -203,6 +275,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 n = GW_SHM_PIECE;
             if (p->s_done < r->len) {
                 size_t data = r->len - p->s_done < n ? r->len - p->s_done : (size_t)n;
+                before_copy(t, data);
                 ring_put(p->out_ring, size, head, (const uint8_t *)r->buf + p->s_done, data);
                 r->bytes_done += data;
             }
@@ -212,8 +285,8 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
             /* Publish each piece at once: the receiver copies it out while
              * we copy the next. */
             atomic_store_explicit(&p->out->head, head, memory_order_release);
-            published = head;
-            gw__shm_ring_bell(p);
+            published = p->s_head = head;
+            bell_due(t, p, n);
         }
         if (p->s_done < body)
             break;
@@ -229,8 +302,18 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
     }
     if (head != published) {
         atomic_store_explicit(&p->out->head, head, memory_order_release);
-        gw__shm_ring_bell(p);
+        p->s_head = head;
+        bell_due(t, p, 0);
     }
+}
+
+/* A small send posted while nothing waits before it goes into the ring at
+ * once (shm_post): it leaves before the caller starts to wait, and the
+ * wait's first round need not return early just for having moved it. */
+void gw__shm_send_now(gw_shm_t *t, gw_shm_peer_t *p)
+{
+    send_peer(t, p);
+    ring_due_bells(t);
 }
 
 /* ---- receive side --------------------------------------------------------------- */
@@ -267,7 +350,7 @@ static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
     if (p->r_hdr.flags & GW_SHM_REC_RECEIPT) {
         /* The sender waits for our word: accepted, before any payload. */
         atomic_store_explicit(&p->in->accepted, p->r_hdr.index, memory_order_release);
-        gw__shm_ring_bell(p);
+        bell_due(t, p, 0);
     }
     p->r_held = 0;
     p->rreq = r;
@@ -308,6 +391,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
     if (want > 0) {
         struct iovec local = {(uint8_t *)r->buf + p->r_done, want};
         struct iovec remote = {(void *)(uintptr_t)(p->r_hdr.addr + p->r_done), want};
+        before_copy(t, want);
         ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
         if (n < 0 && errno == EINTR)
             return GW_OK;
@@ -339,7 +423,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
         return st;
     uint64_t done = atomic_load_explicit(&p->in->direct_done, memory_order_relaxed);
     atomic_store_explicit(&p->in->direct_done, done + 1, memory_order_release);
-    gw__shm_ring_bell(p);
+    bell_due(t, p, 0);
     finish_recv(t, p);
     return GW_OK;
 }
@@ -347,7 +431,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
 static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const uint64_t size = p->ring_bytes;
-    uint64_t tail = atomic_load_explicit(&p->in->tail, memory_order_relaxed);
+    uint64_t tail = p->r_tail; /* ours to write */
     uint64_t published = tail;
     uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
     gw_status_t st = GW_OK;
@@ -393,6 +477,7 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
             n = GW_SHM_PIECE;
         if (p->r_done < r->len) {
             size_t data = r->len - p->r_done < n ? r->len - p->r_done : (size_t)n;
+            before_copy(t, data);
             ring_get(p->in_ring, size, tail, (uint8_t *)r->buf + p->r_done, data);
             r->bytes_done += data;
         }
@@ -400,12 +485,13 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
         p->r_done += n;
         t->moved += n;
         atomic_store_explicit(&p->in->tail, tail, memory_order_release);
-        published = tail;
-        gw__shm_ring_bell(p);
+        published = p->r_tail = tail;
+        bell_due(t, p, n);
     }
     if (tail != published) {
         atomic_store_explicit(&p->in->tail, tail, memory_order_release);
-        gw__shm_ring_bell(p);
+        p->r_tail = tail;
+        bell_due(t, p, 0);
     }
     return st;
 }
@@ -477,10 +563,14 @@ static gw_status_t check_conflicts(gw_shm_t *t, const gw_msg_tag_t *current)
     return GW_OK;
 }
 
-static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
+/* One round over every peer; now_ns is the caller's latest clock reading
+ * (liveness and the door are looked at by the millisecond: a reading a
+ * round old is good enough, and a clock read costs about as much as the
+ * rest of an idle round). */
+static gw_status_t round_peers(gw_shm_t *t, const gw_msg_tag_t *current, int64_t now_ns)
 {
     int liveness = 0;
-    int64_t now_ms = gw__now_ms();
+    int64_t now_ms = now_ns / 1000000;
     if (now_ms >= t->next_liveness_ms) {
         liveness = 1;
         t->next_liveness_ms = now_ms + GW_SHM_LIVENESS_MS;
@@ -523,6 +613,13 @@ static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current)
     return current ? check_conflicts(t, current) : GW_OK;
 }
 
+static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current, int64_t now_ns)
+{
+    gw_status_t st = round_peers(t, current, now_ns);
+    ring_due_bells(t); /* also after a failure: what we published stands */
+    return st;
+}
+
 /* We start to wait: tell peers which CPU we are on, and poll only if none
  * of the peers we wait for was last seen on the same CPU. A peer that
  * shares our CPU cannot run while we poll, and ranks that wake each other
@@ -538,7 +635,10 @@ static int spin_worth_it(gw_shm_t *t)
         gw_shm_peer_t *p = &t->peers[i];
         if (!p->served || !p->my)
             continue;
-        atomic_store_explicit(&p->my->cpu, cpu, memory_order_relaxed);
+        /* Stored only when it changed: the line is also the one the peer
+         * reads to see whether we sleep, after every message it sends. */
+        if (atomic_load_explicit(&p->my->cpu, memory_order_relaxed) != cpu)
+            atomic_store_explicit(&p->my->cpu, cpu, memory_order_relaxed);
         if ((p->rq_head || p->sq_head || p->dq_head || p->aq_head) &&
             atomic_load_explicit(&p->its->cpu, memory_order_relaxed) == cpu)
             spin = 0;
@@ -592,11 +692,11 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
         max_ns = GW_SHM_CONNECTING_SLEEP_NS;
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t before = t->moved;
-    gw_status_t st = round_(t, current);
+    int64_t now = gw__now_ns();
+    gw_status_t st = round_(t, current, now);
     if (st == GW_OK && t->moved == before) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + max_ns;
+        int64_t end = now + max_ns;
         ts.tv_sec = (time_t)(end / 1000000000);
         ts.tv_nsec = (long)(end % 1000000000);
 #ifdef SYS_futex_waitv
@@ -611,26 +711,40 @@ static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t ma
             syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL, 0);
         }
     }
+    int rung = 0;
     for (int i = 0; i < n; i++)
-        if (peers[i]->my)
+        if (peers[i]->my) {
             atomic_store_explicit(&peers[i]->my->sleeping, 0, memory_order_relaxed);
+            rung |= atomic_load_explicit(&peers[i]->my->bell, memory_order_relaxed) != w[i].val;
+        }
+    t->woken += (uint64_t)rung;
     return st;
 }
 
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
     gw_shm_t *t = gw__shm_of(base);
-    int64_t deadline = wait_ms > 0 ? gw__now_ns() + (int64_t)wait_ms * 1000000 : 0;
+    /* A clock read costs about what the rest of an idle round does: it is
+     * read once per round, and while polling once per SPIN_CLOCK_ROUNDS
+     * rounds (the times it decides by are microseconds or more). */
+    int64_t now = gw__now_ns();
+    const int64_t deadline = now + (int64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+    unsigned polled = 0;
     for (;;) {
         uint64_t before = t->moved;
-        gw_status_t st = round_(t, current);
+        gw_status_t st = round_(t, current, now);
         if (st != GW_OK)
             return st;
         if (t->moved != before) {
             t->idle_since_ns = 0;
             return GW_OK;
         }
-        int64_t now = gw__now_ns();
+        if (wait_ms > 0 && t->spin && t->idle_since_ns && ++polled % SPIN_CLOCK_ROUNDS != 0 &&
+            now - t->idle_since_ns < t->spin_ns) {
+            gw__cpu_relax();
+            continue;
+        }
+        now = gw__now_ns();
         if (!t->idle_since_ns) {
             t->idle_since_ns = now;
             t->spin = spin_worth_it(t);

@@ -414,6 +414,10 @@ gw_status_t gw__shm_seg_step(gw_shm_t *t, gw_shm_peer_t *p)
         return st;
     p->direct_ok =
         atomic_load_explicit(&p->its->can_read, memory_order_relaxed) && t->direct_min > 0;
+    /* Our copies of the counters we alone write (and of the tail we read). */
+    p->s_head = atomic_load_explicit(&p->out->head, memory_order_relaxed);
+    p->s_tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+    p->r_tail = atomic_load_explicit(&p->in->tail, memory_order_relaxed);
     p->conn = GW_SHM_C_DONE;
     return GW_OK;
 }

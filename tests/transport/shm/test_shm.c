@@ -166,7 +166,10 @@ static int body_ping_pong(gw_transport_t *t, int rank, int size, const void *arg
     int peer = 1 - rank;
     uint8_t buf[8];
     int64_t t0 = gw__now_ns();
+    uint64_t woken = 0;
     for (uint64_t i = 1; i <= 2000; i++) {
+        if (i == 2000) /* before the last pause, whose message rank 0's goodbye follows */
+            woken = gw__shm_of(t)->woken;
         size_t len = i % 2 ? 0 : sizeof(buf);
         gw_request_t r;
         if ((int)(i % 2) == rank) {
@@ -186,6 +189,12 @@ static int body_ping_pong(gw_transport_t *t, int rank, int size, const void *arg
     if (getenv("GW_TEST_VERBOSE"))
         fprintf(stderr, "rank %d: 2000 ping-pong messages in %.1f us each\n", rank,
                 (double)(gw__now_ns() - t0) / 2000 / 1000);
+    /* Rank 1 slept through rank 0's pauses: a message sent while it slept
+     * rang its bell (a bell that is not rung ends the sleep only at its
+     * timeout, GW_SHM_SLEEP_NS later, and is not counted). The last pause
+     * is not counted: rank 0's goodbye, which rings too, follows it. */
+    if (rank == 1)
+        CHECK(woken >= 1, "no sleep ended by a bell in 3 pauses of the sender");
     return 0;
 }
 

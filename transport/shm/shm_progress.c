@@ -101,6 +101,15 @@ static void bell_due(gw_shm_t *t, gw_shm_peer_t *p, uint64_t moved)
 
 static void ring_due_bells(gw_shm_t *t);
 
+/* After the fence: wake p if it sleeps (or is about to) on our bell. */
+static void wake_if_sleeping(gw_shm_peer_t *p)
+{
+    if (!atomic_load_explicit(&p->its->sleeping, memory_order_relaxed))
+        return;
+    atomic_fetch_add_explicit(&p->its->bell, 1, memory_order_release);
+    syscall(SYS_futex, &p->its->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 static void before_copy(gw_shm_t *t, size_t len)
 {
     if (t->bells_due && len > GW_SHM_POST_COPY)
@@ -118,10 +127,8 @@ static void ring_due_bells(gw_shm_t *t)
             continue;
         p->bell_due = 0;
         t->bells_due--;
-        if (p->its && atomic_load_explicit(&p->its->sleeping, memory_order_relaxed)) {
-            atomic_fetch_add_explicit(&p->its->bell, 1, memory_order_release);
-            syscall(SYS_futex, &p->its->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        }
+        if (p->its)
+            wake_if_sleeping(p);
     }
 }
 
@@ -130,10 +137,7 @@ void gw__shm_ring_bell(gw_shm_peer_t *p)
     /* Pairs with the fence in sleep_on(): either the sleeper sees what we
      * published before this call, or we see its sleeping flag. */
     atomic_thread_fence(memory_order_seq_cst);
-    if (!atomic_load_explicit(&p->its->sleeping, memory_order_relaxed))
-        return;
-    atomic_fetch_add_explicit(&p->its->bell, 1, memory_order_release);
-    syscall(SYS_futex, &p->its->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    wake_if_sleeping(p);
 }
 
 int gw__shm_peer_gone(gw_shm_peer_t *p)
@@ -215,15 +219,14 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
     if (!p->sq_head)
         return;
     const uint64_t size = p->ring_bytes;
-    const uint64_t head0 = p->s_head; /* ours to write: no need to read the shared line */
-    uint64_t head = head0, published = head0;
-    /* The tail we read last: the receiver writes tail after every message,
-     * so reading it for every send would put a cache miss before every
-     * small message. It is read again only when the old one leaves too
-     * little room. */
+    /* head as we last published it: ours to write, no need to read the
+     * shared line. The tail we read last: the receiver writes tail after
+     * every message, so reading it for every send would put a cache miss
+     * before every small message. It is read again only when the old one
+     * leaves too little room; an old one only ever gives less (we never
+     * wrote past the room it gave). */
+    uint64_t head = p->s_head;
     uint64_t tail = p->s_tail;
-    if (head - tail > size)
-        tail = p->s_tail = atomic_load_explicit(&p->out->tail, memory_order_acquire);
     gw_request_t *r;
     while ((r = p->sq_head) != NULL) {
         if (!p->s_hdr_done) {
@@ -285,7 +288,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
             /* Publish each piece at once: the receiver copies it out while
              * we copy the next. */
             atomic_store_explicit(&p->out->head, head, memory_order_release);
-            published = p->s_head = head;
+            p->s_head = head;
             bell_due(t, p, n);
         }
         if (p->s_done < body)
@@ -300,7 +303,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
         }
         complete(t, r);
     }
-    if (head != published) {
+    if (head != p->s_head) {
         atomic_store_explicit(&p->out->head, head, memory_order_release);
         p->s_head = head;
         bell_due(t, p, 0);
@@ -431,8 +434,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
 static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const uint64_t size = p->ring_bytes;
-    uint64_t tail = p->r_tail; /* ours to write */
-    uint64_t published = tail;
+    uint64_t tail = p->r_tail; /* as we last published it: ours to write */
     uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
     gw_status_t st = GW_OK;
     for (;;) {
@@ -485,10 +487,10 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
         p->r_done += n;
         t->moved += n;
         atomic_store_explicit(&p->in->tail, tail, memory_order_release);
-        published = p->r_tail = tail;
+        p->r_tail = tail;
         bell_due(t, p, n);
     }
-    if (tail != published) {
+    if (tail != p->r_tail) {
         atomic_store_explicit(&p->in->tail, tail, memory_order_release);
         p->r_tail = tail;
         bell_due(t, p, 0);

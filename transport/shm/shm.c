@@ -108,7 +108,7 @@
  * 4 to 8 ranks), so a waiting rank must not burn the core its peer needs:
  * progress() spins for a few rounds, then yields the core for a short
  * while, then sleeps in a futex wait on words in the segments that the
- * peers bump (and wake) after they moved data for us (shm_progress.c).
+ * peers bump (and wake) after they moved data for us (shm_wait.c).
  */
 #include <errno.h>
 #include <stdlib.h>

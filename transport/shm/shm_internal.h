@@ -8,8 +8,10 @@
  *   shm_connect.c   connect(): every pair at once, or each on first use
  *   shm_door.c      each rank's door, a socket: how a peer asks it to
  *                   connect (lazy)
- *   shm_progress.c  the progress engine: ring copies, single-copy reads,
- *                   liveness of peers, waiting
+ *   shm_progress.c  the progress engine's rounds: ring copies, single-copy
+ *                   reads, liveness of peers
+ *   shm_wait.c      waiting between rounds: polling, yielding, sleeping on
+ *                   bells, and ringing the peers' bells
  *   shm_fail.c      the base's hooks: failing the pending requests, naming
  *                   a peer
  *
@@ -328,13 +330,47 @@ gw_status_t gw__shm_door_gone(gw_shm_t *t, gw_shm_peer_t *p);
 gw_status_t gw__shm_door_answer(gw_shm_t *t);
 
 /* shm_progress.c */
-gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
 /* 1 when pid is gone (exited, even if not yet reaped). */
 int gw__shm_peer_gone(gw_shm_peer_t *p);
-/* Wake the peer if it sleeps waiting for us. */
-void gw__shm_ring_bell(gw_shm_peer_t *p);
 /* Write p's queued sends into its ring now and ring the bells due. */
 void gw__shm_send_now(gw_shm_t *t, gw_shm_peer_t *p);
+/* One round over every peer; now_ns is the caller's latest clock reading.
+ * Rings the bells due before it returns, a failure included. */
+gw_status_t gw__shm_round(gw_shm_t *t, const gw_msg_tag_t *current, int64_t now_ns);
+
+/* shm_wait.c */
+gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
+/* Wake the peer if it sleeps waiting for us. */
+void gw__shm_ring_bell(gw_shm_peer_t *p);
+/* One fence, then wake each peer with a bell due that sleeps. */
+void gw__shm_ring_due_bells(gw_shm_t *t);
+
+/* A publish for p in a round: a small one's bell is rung at the end of
+ * the round (gw__shm_ring_due_bells), after one fence for all of them. The
+ * fence waits until our stores are visible, which for a line the peer is
+ * polling means a round trip to its core; at the end of the round that
+ * wait overlaps our own reading of what the peer sent us, instead of
+ * preceding it. A publish of more than GW_SHM_POST_COPY bytes rings at
+ * once (a sleeping peer starts on it while we go on), and so do the due
+ * bells before any copy that large (gw__shm_before_copy): a peer that
+ * sleeps never waits for more than small work of ours. */
+static inline void gw__shm_bell_due(gw_shm_t *t, gw_shm_peer_t *p, uint64_t moved)
+{
+    if (moved > GW_SHM_POST_COPY) {
+        gw__shm_ring_bell(p);
+        return;
+    }
+    if (!p->bell_due) {
+        p->bell_due = 1;
+        t->bells_due++;
+    }
+}
+
+static inline void gw__shm_before_copy(gw_shm_t *t, size_t len)
+{
+    if (t->bells_due && len > GW_SHM_POST_COPY)
+        gw__shm_ring_due_bells(t);
+}
 
 /* shm_fail.c */
 /* Break the transport (gw__transport_fail in transport/base.h): log once,

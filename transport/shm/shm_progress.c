@@ -15,32 +15,17 @@
  * message. Sends and receives of every peer move in the same round, so
  * symmetric exchanges (rings of ranks) never deadlock on full rings.
  *
- * When a round moved nothing and the caller allows waiting, the engine
- * polls for up to GW_SHM_SPIN_NS (a message that is about to arrive costs
- * no system call) unless a peer it waits for was last seen on its own CPU
- * (then polling only delays that peer), then yields the core between
- * rounds, and after GW_SHM_YIELD_NS without progress sleeps in a futex wait
- * on the "bell" words of all the peers it waits for (futex_waitv). A peer
- * rings our bell, a counter in our half of the segment (one atomic load
- * when nobody sleeps), after it publishes anything for us: a small publish
- * at the end of the round in which it was made, after one fence for all of
- * them, so that the wait for its stores to reach us overlaps its reading
- * of ours; a larger one, or one followed by a large copy, at once. Ranks may
- * outnumber cores (the test machine has 2 cores and runs 4 to 8 ranks): a
- * rank that sleeps instead of polling leaves the core to the rank it waits
- * for; on the busy test machine, sleeping after 50 us instead of yielding
- * for 2 ms made a 4-rank 32 MiB allreduce about 1.2x faster. A sleep is
- * bounded by GW_SHM_SLEEP_NS so that liveness is still checked.
+ * When a round moved nothing and the caller may wait, the engine waits
+ * for the next round as shm_wait.c says: polling, yielding, or asleep until
+ * a peer rings its bell.
  *
  * A small message costs a header line, its payload and head's line; little
  * else is touched on its way. The sender reads the receiver's tail only
  * when the tail it read last leaves too little room (the receiver writes
  * that line after every message, so reading it for every send put a cache
- * miss before each); a rank writes the CPU it waits on only when that
- * changed (its peers read the line after every publish); the clock is read
- * once a round, and once every SPIN_CLOCK_ROUNDS rounds while polling.
- * A send of at most GW_SHM_POST_COPY bytes posted to a pair with nothing
- * queued is written into the ring by the post itself.
+ * miss before each); a small publish rings the peer's bell at the end of
+ * the round (shm_wait.c). A send of at most GW_SHM_POST_COPY bytes posted
+ * to a pair with nothing queued is written into the ring by the post.
  *
  * Pairs connected on first use (shm_connect.c) come up in the same rounds:
  * a round answers knocks on our door (at most once a millisecond), then
@@ -52,92 +37,20 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "transport/shm/shm_internal.h"
-
-#define GW_SHM_SLEEP_NS (2LL * 1000000)            /* the longest single sleep */
-#define GW_SHM_CONNECTING_SLEEP_NS (1LL * 1000000) /* ... while a pair is being connected */
-#define SPIN_CLOCK_ROUNDS 8u                       /* polling rounds per clock read */
 
 static void complete(gw_shm_t *t, gw_request_t *r)
 {
     r->status = GW_OK;
     r->complete = 1;
     t->moved++;
-}
-
-/* A publish for p in a round: a small one's bell is rung at the end of
- * the round (ring_due_bells), after one fence for all of them. The fence
- * waits until our stores are visible, which for a line the peer is
- * polling means a round trip to its core; at the end of the round that
- * wait overlaps our own reading of what the peer sent us, instead of
- * preceding it. A publish of more than GW_SHM_POST_COPY bytes rings at
- * once (a sleeping peer starts on it while we go on), and so do the due
- * bells before any copy that large (before_copy): a peer that sleeps
- * never waits for more than small work of ours. */
-static void bell_due(gw_shm_t *t, gw_shm_peer_t *p, uint64_t moved)
-{
-    if (moved > GW_SHM_POST_COPY) {
-        gw__shm_ring_bell(p);
-        return;
-    }
-    if (!p->bell_due) {
-        p->bell_due = 1;
-        t->bells_due++;
-    }
-}
-
-static void ring_due_bells(gw_shm_t *t);
-
-/* After the fence: wake p if it sleeps (or is about to) on our bell. */
-static void wake_if_sleeping(gw_shm_peer_t *p)
-{
-    if (!atomic_load_explicit(&p->its->sleeping, memory_order_relaxed))
-        return;
-    atomic_fetch_add_explicit(&p->its->bell, 1, memory_order_release);
-    syscall(SYS_futex, &p->its->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-static void before_copy(gw_shm_t *t, size_t len)
-{
-    if (t->bells_due && len > GW_SHM_POST_COPY)
-        ring_due_bells(t);
-}
-
-static void ring_due_bells(gw_shm_t *t)
-{
-    if (!t->bells_due)
-        return;
-    atomic_thread_fence(memory_order_seq_cst); /* as in gw__shm_ring_bell */
-    for (int i = 0; i < t->base.size && t->bells_due > 0; i++) {
-        gw_shm_peer_t *p = &t->peers[i];
-        if (!p->bell_due)
-            continue;
-        p->bell_due = 0;
-        t->bells_due--;
-        if (p->its)
-            wake_if_sleeping(p);
-    }
-}
-
-void gw__shm_ring_bell(gw_shm_peer_t *p)
-{
-    /* Pairs with the fence in sleep_on(): either the sleeper sees what we
-     * published before this call, or we see its sleeping flag. */
-    atomic_thread_fence(memory_order_seq_cst);
-    wake_if_sleeping(p);
 }
 
 int gw__shm_peer_gone(gw_shm_peer_t *p)
@@ -278,7 +191,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 n = GW_SHM_PIECE;
             if (p->s_done < r->len) {
                 size_t data = r->len - p->s_done < n ? r->len - p->s_done : (size_t)n;
-                before_copy(t, data);
+                gw__shm_before_copy(t, data);
                 ring_put(p->out_ring, size, head, (const uint8_t *)r->buf + p->s_done, data);
                 r->bytes_done += data;
             }
@@ -289,7 +202,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
              * we copy the next. */
             atomic_store_explicit(&p->out->head, head, memory_order_release);
             p->s_head = head;
-            bell_due(t, p, n);
+            gw__shm_bell_due(t, p, n);
         }
         if (p->s_done < body)
             break;
@@ -306,7 +219,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
     if (head != p->s_head) {
         atomic_store_explicit(&p->out->head, head, memory_order_release);
         p->s_head = head;
-        bell_due(t, p, 0);
+        gw__shm_bell_due(t, p, 0);
     }
 }
 
@@ -316,7 +229,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
 void gw__shm_send_now(gw_shm_t *t, gw_shm_peer_t *p)
 {
     send_peer(t, p);
-    ring_due_bells(t);
+    gw__shm_ring_due_bells(t);
 }
 
 /* ---- receive side --------------------------------------------------------------- */
@@ -353,7 +266,7 @@ static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
     if (p->r_hdr.flags & GW_SHM_REC_RECEIPT) {
         /* The sender waits for our word: accepted, before any payload. */
         atomic_store_explicit(&p->in->accepted, p->r_hdr.index, memory_order_release);
-        bell_due(t, p, 0);
+        gw__shm_bell_due(t, p, 0);
     }
     p->r_held = 0;
     p->rreq = r;
@@ -394,7 +307,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
     if (want > 0) {
         struct iovec local = {(uint8_t *)r->buf + p->r_done, want};
         struct iovec remote = {(void *)(uintptr_t)(p->r_hdr.addr + p->r_done), want};
-        before_copy(t, want);
+        gw__shm_before_copy(t, want);
         ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
         if (n < 0 && errno == EINTR)
             return GW_OK;
@@ -426,7 +339,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
         return st;
     uint64_t done = atomic_load_explicit(&p->in->direct_done, memory_order_relaxed);
     atomic_store_explicit(&p->in->direct_done, done + 1, memory_order_release);
-    bell_due(t, p, 0);
+    gw__shm_bell_due(t, p, 0);
     finish_recv(t, p);
     return GW_OK;
 }
@@ -479,7 +392,7 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
             n = GW_SHM_PIECE;
         if (p->r_done < r->len) {
             size_t data = r->len - p->r_done < n ? r->len - p->r_done : (size_t)n;
-            before_copy(t, data);
+            gw__shm_before_copy(t, data);
             ring_get(p->in_ring, size, tail, (uint8_t *)r->buf + p->r_done, data);
             r->bytes_done += data;
         }
@@ -488,12 +401,12 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
         t->moved += n;
         atomic_store_explicit(&p->in->tail, tail, memory_order_release);
         p->r_tail = tail;
-        bell_due(t, p, n);
+        gw__shm_bell_due(t, p, n);
     }
     if (tail != p->r_tail) {
         atomic_store_explicit(&p->in->tail, tail, memory_order_release);
         p->r_tail = tail;
-        bell_due(t, p, 0);
+        gw__shm_bell_due(t, p, 0);
     }
     return st;
 }
@@ -615,159 +528,9 @@ static gw_status_t round_peers(gw_shm_t *t, const gw_msg_tag_t *current, int64_t
     return current ? check_conflicts(t, current) : GW_OK;
 }
 
-static gw_status_t round_(gw_shm_t *t, const gw_msg_tag_t *current, int64_t now_ns)
+gw_status_t gw__shm_round(gw_shm_t *t, const gw_msg_tag_t *current, int64_t now_ns)
 {
     gw_status_t st = round_peers(t, current, now_ns);
-    ring_due_bells(t); /* also after a failure: what we published stands */
+    gw__shm_ring_due_bells(t); /* also after a failure: what we published stands */
     return st;
-}
-
-/* We start to wait: tell peers which CPU we are on, and poll only if none
- * of the peers we wait for was last seen on the same CPU. A peer that
- * shares our CPU cannot run while we poll, and ranks that wake each other
- * through the futex tend to be placed on one CPU by the scheduler. Measured
- * here (2-rank allreduce of 8 bytes, busy 2-core machine): 8.3 us when
- * always polling 2 us first, 5 us never polling, 4.2 us with this check;
- * ranks pinned to separate CPUs answer each other in 0.6 us by polling. */
-static int spin_worth_it(gw_shm_t *t)
-{
-    int cpu = sched_getcpu();
-    int spin = 1;
-    for (int i = 0; i < t->base.size; i++) {
-        gw_shm_peer_t *p = &t->peers[i];
-        if (!p->served || !p->my)
-            continue;
-        /* Stored only when it changed: the line is also the one the peer
-         * reads to see whether we sleep, after every message it sends. */
-        if (atomic_load_explicit(&p->my->cpu, memory_order_relaxed) != cpu)
-            atomic_store_explicit(&p->my->cpu, cpu, memory_order_relaxed);
-        if ((p->rq_head || p->sq_head || p->dq_head || p->aq_head) &&
-            atomic_load_explicit(&p->its->cpu, memory_order_relaxed) == cpu)
-            spin = 0;
-    }
-    return spin && cpu >= 0;
-}
-
-/* Peers we wait for: those with a receive posted or a send pending; all
- * peers still there when we wait for nothing in particular. At most
- * FUTEX_WAITV_MAX. */
-static int waited_peers(gw_shm_t *t, gw_shm_peer_t **out)
-{
-    int n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++) {
-        for (int i = 0; i < t->base.size && n < FUTEX_WAITV_MAX; i++) {
-            gw_shm_peer_t *p = &t->peers[i];
-            if (!p->served || p->goodbye || !p->my)
-                continue;
-            if (pass == 1 || p->rq_head || p->sq_head || p->dq_head || p->aq_head)
-                out[n++] = p;
-        }
-    }
-    return n;
-}
-
-/* Sleep until a peer we wait for rings our bell, at most max_ns. One more
- * round runs after the sleep is announced, so that nothing published
- * before the announcement is slept through. The bells of all those peers
- * are waited on at once (futex_waitv, Linux 5.16); where that is missing,
- * only the first one's, and the others are looked at after the timeout. */
-static gw_status_t sleep_on(gw_shm_t *t, const gw_msg_tag_t *current, int64_t max_ns)
-{
-    gw_shm_peer_t *peers[FUTEX_WAITV_MAX];
-    struct futex_waitv w[FUTEX_WAITV_MAX];
-    int n = waited_peers(t, peers);
-    if (n == 0) {
-        struct timespec ts = {0, (long)(max_ns < 1000000 ? max_ns : 1000000)};
-        nanosleep(&ts, NULL);
-        return GW_OK;
-    }
-    memset(w, 0, sizeof(w[0]) * (size_t)n);
-    for (int i = 0; i < n; i++) {
-        /* Not FUTEX_PRIVATE: the words are shared with other processes. */
-        w[i].uaddr = (uint64_t)(uintptr_t)&peers[i]->my->bell;
-        w[i].val = atomic_load_explicit(&peers[i]->my->bell, memory_order_acquire);
-        w[i].flags = FUTEX_32;
-        atomic_store_explicit(&peers[i]->my->sleeping, 1, memory_order_relaxed);
-    }
-    /* A pair being connected moves without ringing bells: look often. */
-    if (t->nconnecting > 0 && max_ns > GW_SHM_CONNECTING_SLEEP_NS)
-        max_ns = GW_SHM_CONNECTING_SLEEP_NS;
-    atomic_thread_fence(memory_order_seq_cst);
-    uint64_t before = t->moved;
-    int64_t now = gw__now_ns();
-    gw_status_t st = round_(t, current, now);
-    if (st == GW_OK && t->moved == before) {
-        struct timespec ts;
-        int64_t end = now + max_ns;
-        ts.tv_sec = (time_t)(end / 1000000000);
-        ts.tv_nsec = (long)(end % 1000000000);
-#ifdef SYS_futex_waitv
-        if (!t->no_waitv && syscall(SYS_futex_waitv, w, (unsigned)n, 0, &ts, CLOCK_MONOTONIC) < 0 &&
-            errno == ENOSYS)
-            t->no_waitv = 1;
-#else
-        t->no_waitv = 1;
-#endif
-        if (t->no_waitv) {
-            struct timespec rel = {(time_t)(max_ns / 1000000000), (long)(max_ns % 1000000000)};
-            syscall(SYS_futex, &peers[0]->my->bell, FUTEX_WAIT, (uint32_t)w[0].val, &rel, NULL, 0);
-        }
-    }
-    int rung = 0;
-    for (int i = 0; i < n; i++)
-        if (peers[i]->my) {
-            atomic_store_explicit(&peers[i]->my->sleeping, 0, memory_order_relaxed);
-            rung |= atomic_load_explicit(&peers[i]->my->bell, memory_order_relaxed) != w[i].val;
-        }
-    t->woken += (uint64_t)rung;
-    return st;
-}
-
-gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
-{
-    gw_shm_t *t = gw__shm_of(base);
-    /* A clock read costs about what the rest of an idle round does: it is
-     * read once per round, and while polling once per SPIN_CLOCK_ROUNDS
-     * rounds (the times it decides by are microseconds or more). */
-    int64_t now = gw__now_ns();
-    const int64_t deadline = now + (int64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
-    unsigned polled = 0;
-    for (;;) {
-        uint64_t before = t->moved;
-        gw_status_t st = round_(t, current, now);
-        if (st != GW_OK)
-            return st;
-        if (t->moved != before) {
-            t->idle_since_ns = 0;
-            return GW_OK;
-        }
-        if (wait_ms > 0 && t->spin && t->idle_since_ns && ++polled % SPIN_CLOCK_ROUNDS != 0 &&
-            now - t->idle_since_ns < t->spin_ns) {
-            gw__cpu_relax();
-            continue;
-        }
-        now = gw__now_ns();
-        if (!t->idle_since_ns) {
-            t->idle_since_ns = now;
-            t->spin = spin_worth_it(t);
-        }
-        if (wait_ms <= 0 || now >= deadline)
-            return GW_OK;
-        int64_t idle = now - t->idle_since_ns;
-        if (t->spin && idle < t->spin_ns) {
-            gw__cpu_relax();
-        } else if (idle < t->yield_ns) {
-            sched_yield();
-        } else {
-            int64_t left = deadline - now;
-            uint64_t moved = t->moved;
-            st = sleep_on(t, current, left < GW_SHM_SLEEP_NS ? left : GW_SHM_SLEEP_NS);
-            if (st != GW_OK)
-                return st;
-            if (t->moved != moved) {
-                t->idle_since_ns = 0;
-                return GW_OK;
-            }
-        }
-    }
 }

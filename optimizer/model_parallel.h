@@ -71,11 +71,25 @@ typedef struct gw_train_tp_layer {
     size_t w_off, b_off, nw, nb; /* in the stage's flat arrays */
 } gw_train_tp_layer_t;
 
+/* Where backward puts the gradients instead of the stage's grads array
+ * (ZeRO-2 over the grid, zero_grid.c), in units of rows of a layer's
+ * weights: rows(i) rows at a time (the last unit of a layer shorter);
+ * slot(i, row0) is zeroed room for the unit's rows of the weights'
+ * gradient, followed, for the layer's last unit, by the biases' (the
+ * unit's span of the flat arrays); ready(i, row0) takes it once backward
+ * of one micro-batch has written it, before the next is asked for. */
+typedef struct gw_train_grad_sink {
+    int (*rows)(struct gw_train_grad_sink *s, int i);
+    float *(*slot)(struct gw_train_grad_sink *s, int i, int row0);
+    gw_status_t (*ready)(struct gw_train_grad_sink *s, int i, int row0);
+} gw_train_grad_sink_t;
+
 typedef struct gw_train_stage {
     int lo, hi, nl; /* global layers lo..hi-1, nl = hi - lo */
     gw_train_tp_layer_t L[GW_TRAIN_MAX_LAYERS];
     size_t nparams;
-    float *params, *grads, *velocity;
+    float *params, *grads, *velocity;      /* grads: NULL with a sink */
+    gw_train_grad_sink_t *sink;            /* NULL: backward adds into grads */
     size_t cap;                            /* rows of the workspace */
     int width[GW_TRAIN_MAX_LAYERS + 1];    /* of act[i], delta[i] */
     float *act[GW_TRAIN_MAX_LAYERS + 1];   /* act[i]: input of local layer i; act[nl]: output */
@@ -86,6 +100,10 @@ typedef struct gw_train_stage {
     double tp_comm_s; /* time in the tensor-parallel allreduces */
 } gw_train_stage_t;
 
+/* The layers, sizes and flat offsets of this rank's share of stage
+ * pp_rank, without allocating anything (for memory estimates). */
+void gw_train_stage_layout(gw_train_stage_t *st, const gw_train_grid_t *g, int pp_rank,
+                           const int *sizes, int nlayers);
 /* This rank's share of stage g->pp_rank, weights drawn from the generator
  * exactly as gw_train_mlp_init draws the whole model's (so the generator
  * ends in the same state and the split model starts from the same weights
@@ -99,7 +117,8 @@ void gw_train_stage_mem(const gw_train_grid_t *g, int pp_rank, const int *sizes,
 /* Forward of rows [r0, r0 + B) of act[0] through the stage's layers. */
 gw_status_t gw_train_stage_forward(gw_train_stage_t *st, size_t r0, size_t B);
 /* Backward of rows [r0, r0 + B) from delta[nl] (dLoss/d(output)), adding
- * into grads; delta[0] gets the input's gradient when need_input. */
+ * into grads (or handing each layer's gradient to st->sink); delta[0]
+ * gets the input's gradient when need_input. */
 gw_status_t gw_train_stage_backward(gw_train_stage_t *st, size_t r0, size_t B, int need_input);
 /* Add this rank's parameters (or gradients) at their places in the
  * unsplit layout of nparams_full floats; replicated ones only when

@@ -32,9 +32,8 @@
 #include "kit.h"
 #include "model_parallel.h"
 
-/* The stage's layers, sizes and flat offsets, without allocating. */
-static void layout(gw_train_stage_t *st, const gw_train_grid_t *g, int pp_rank, const int *sizes,
-                   int nlayers)
+void gw_train_stage_layout(gw_train_stage_t *st, const gw_train_grid_t *g, int pp_rank,
+                           const int *sizes, int nlayers)
 {
     st->lo = g->lo[pp_rank];
     st->hi = g->lo[pp_rank + 1];
@@ -75,7 +74,7 @@ void gw_train_stage_mem(const gw_train_grid_t *g, int pp_rank, const int *sizes,
                         size_t cap, gw_train_mem_t *m)
 {
     gw_train_stage_t st;
-    layout(&st, g, pp_rank, sizes, nlayers);
+    gw_train_stage_layout(&st, g, pp_rank, sizes, nlayers);
     m->params = m->grads = m->optimizer = (double)st.nparams * sizeof(float);
     double act = 0;
     for (int i = 0; i <= st.nl; i++)
@@ -99,7 +98,7 @@ gw_status_t gw_train_stage_init(gw_train_stage_t *st, const gw_train_grid_t *g, 
                                 int nlayers, size_t cap, gw_train_rng_t *rng)
 {
     memset(st, 0, sizeof(*st));
-    layout(st, g, g->pp_rank, sizes, nlayers);
+    gw_train_stage_layout(st, g, g->pp_rank, sizes, nlayers);
     st->cap = cap;
     st->tp_comm = g->tp_comm;
     st->params = calloc(st->nparams, sizeof(float));
@@ -179,6 +178,32 @@ gw_status_t gw_train_stage_forward(gw_train_stage_t *st, size_t r0, size_t B)
     return GW_OK;
 }
 
+/* Layer i's gradient handed to the sink a unit of rows at a time: rows
+ * [a, b) of dW = dZ^T X into the unit's zeroed slot, and the biases'
+ * after the last unit's rows. */
+static gw_status_t sink_layer(gw_train_stage_t *st, int i, const float *dz, const float *x,
+                              size_t B)
+{
+    const gw_train_tp_layer_t *L = &st->L[i];
+    int win = st->width[i], wout = st->width[i + 1], step = st->sink->rows(st->sink, i);
+    for (int a = 0; a < L->lout; a += step) {
+        int b = a + step < L->lout ? a + step : L->lout;
+        float *g = st->sink->slot(st->sink, i, a);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, b - a, L->lin, (int)B, 1.0f, dz + a,
+                    wout, x, win, 1.0f, g, L->lin);
+        if (b == L->lout) {
+            float *db = g + (size_t)(b - a) * (size_t)L->lin;
+            for (size_t r = 0; r < B; r++)
+                for (int j = 0; j < wout; j++)
+                    db[j] += dz[r * (size_t)wout + j];
+        }
+        gw_status_t s = st->sink->ready(st->sink, i, a);
+        if (s != GW_OK)
+            return s;
+    }
+    return GW_OK;
+}
+
 gw_status_t gw_train_stage_backward(gw_train_stage_t *st, size_t r0, size_t B, int need_input)
 {
     for (int i = st->nl - 1; i >= 0; i--) {
@@ -186,13 +211,19 @@ gw_status_t gw_train_stage_backward(gw_train_stage_t *st, size_t r0, size_t B, i
         int win = st->width[i], wout = st->width[i + 1];
         const float *dz = st->delta[i + 1] + r0 * (size_t)wout;
         const float *x = st->act[i] + r0 * (size_t)win;
-        float *dw = st->grads + L->w_off, *db = st->grads + L->b_off;
-        /* Micro-batches add into the step's gradients. */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->lout, L->lin, (int)B, 1.0f, dz,
-                    wout, x, win, 1.0f, dw, L->lin);
-        for (size_t r = 0; r < B; r++)
-            for (int j = 0; j < wout; j++)
-                db[j] += dz[r * (size_t)wout + j];
+        if (st->sink) {
+            gw_status_t s = sink_layer(st, i, dz, x, B);
+            if (s != GW_OK)
+                return s;
+        } else {
+            float *dw = st->grads + L->w_off, *db = st->grads + L->b_off;
+            /* Micro-batches add into the step's gradients. */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->lout, L->lin, (int)B, 1.0f, dz,
+                        wout, x, win, 1.0f, dw, L->lin);
+            for (size_t r = 0; r < B; r++)
+                for (int j = 0; j < wout; j++)
+                    db[j] += dz[r * (size_t)wout + j];
+        }
         if (i == 0 && !need_input)
             break;
         float *da = st->delta[i] + r0 * (size_t)win;

@@ -62,8 +62,8 @@ void gw_train_usage(FILE *out)
             "                           allgather of the weights, overlapped with\n"
             "                           backward. Checkpoints hold each rank's shard and\n"
             "                           resume on any rank count, with or without --zero.\n"
-            "                           With --tensor-/--pipeline-parallel: --zero 1 over\n"
-            "                           the data-parallel axis. Not with --async, --codec,\n"
+            "                           With --tensor-/--pipeline-parallel: over the\n"
+            "                           data-parallel axis. Not with --async, --codec,\n"
             "                           --elastic or --straggler balance (default 0: off)\n"
             "  --async                  parameter-server SGD instead of synchronous (dense\n"
             "                           gradients: no --codec)\n"
@@ -670,14 +670,8 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                   "error feedback; --zero reduce-scatters them)"
             : o->elastic ? "--elastic (a lost rank's shard of the momentum would be lost with it)"
             : o->straggler_balance ? "--straggler balance"
-            : o->zero == 2 && o->tensor_parallel > 1
-                ? "--tensor-parallel (the model-parallel trainer accumulates the gradients in "
-                  "the whole array; --zero 1 shards the momentum over the data-parallel axis)"
-            : o->zero == 2 && o->pipeline_parallel > 1
-                ? "--pipeline-parallel (micro-batches accumulate the gradients in the whole "
-                  "array; --zero 1 shards the momentum over the data-parallel axis)"
-            : o->dump_grads ? "--dump-grads"
-                            : NULL;
+            : o->dump_grads        ? "--dump-grads"
+                                   : NULL;
         if (what)
             return usage_error("--zero %d is not available with %s", o->zero, what);
     }

@@ -114,7 +114,8 @@ gw_status_t gw_train_pipe_step_1f1b(gw_train_stage_t *st, const gw_train_grid_t 
     int warm = k - s - 1 < micro ? k - s - 1 : micro;
     double t0 = gw_kit_now_s();
     gw_status_t rc;
-    memset(st->grads, 0, st->nparams * sizeof(float));
+    if (st->grads) /* with a sink, the sink's own */
+        memset(st->grads, 0, st->nparams * sizeof(float));
     if (c.first)
         memcpy(st->act[0], x, local_b * c.w0 * sizeof(float));
     for (int m = 0; m < warm; m++) {

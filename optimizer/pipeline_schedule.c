@@ -66,7 +66,8 @@ gw_status_t gw_train_pipe_step(gw_train_stage_t *st, const gw_train_grid_t *g, c
     size_t w0 = (size_t)st->width[0], wn = (size_t)st->width[st->nl];
     double idle = 0, t0 = gw_kit_now_s();
     gw_status_t rc;
-    memset(st->grads, 0, st->nparams * sizeof(float));
+    if (st->grads) /* with a sink, the sink's own */
+        memset(st->grads, 0, st->nparams * sizeof(float));
     if (first)
         memcpy(st->act[0], x, local_b * w0 * sizeof(float));
     for (int m = 0; m < micro; m++) {

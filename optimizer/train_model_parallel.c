@@ -49,9 +49,10 @@ static gw_status_t report_memory(mp_run_t *r)
     gw_train_mem_t m;
     gw_train_stage_mem(g, g->pp_rank, r->sizes, r->nlayers, cap, &m);
     if (r->o->zero) {
-        double pad;
-        gw_train_zero_grid_sizes((size_t)(m.params / sizeof(float)), g->dp, &m.optimizer, &pad);
-        m.grads += pad;
+        gw_train_stage_t share;
+        gw_train_stage_layout(&share, g, g->pp_rank, r->sizes, r->nlayers);
+        gw_train_zero_grid_sizes(&share, g->dp, r->o->zero, r->o->bucket_bytes, &m.optimizer,
+                                 &m.grads);
     }
     double mine[4] = {m.params, m.grads, m.optimizer, m.activations};
     r->mem = calloc(4 * (size_t)g->world, sizeof(double));
@@ -146,7 +147,8 @@ static gw_status_t setup(mp_run_t *r, gw_comm_t *comm)
     size_t cap = r->local_b;
     if ((st = gw_train_stage_init(&r->st, g, r->sizes, r->nlayers, cap, &r->rng)) != GW_OK)
         return st;
-    if (o->zero && (st = gw_train_zero_grid_init(&r->zg, g->dp_comm, &r->st)) != GW_OK)
+    if (o->zero && (st = gw_train_zero_grid_init(&r->zg, g->dp_comm, &r->st, o->zero,
+                                                 o->bucket_bytes)) != GW_OK)
         return st;
     r->perm = malloc(r->train.n * sizeof(uint32_t));
     r->xb = malloc(r->local_b * r->train.dim * sizeof(float));

@@ -30,7 +30,8 @@ typedef struct mp_run {
     double ep_loss, dp_comm_s;
     long ep_correct, ep_seen;
     gw_train_pipe_stats_t ps, ps_epoch;
-    gw_train_zero_grid_t zg; /* --zero 1: the momentum sharded over the dp group (zero_grid.c) */
+    gw_train_zero_grid_t
+        zg; /* --zero: the momentum (2: and gradients) sharded over dp (zero_grid.c) */
     /* Checkpoints (train_mp_ckpt.c). */
     char config[512]; /* the settings and the grid, as a checkpoint records them */
     double elapsed0;  /* training time before a resumed checkpoint */

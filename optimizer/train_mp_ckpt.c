@@ -4,7 +4,7 @@
  *
  * No rank holds the whole model, so each writes its own part in the
  * trainer's checkpoint format (checkpoint.c): its stage's share of the
- * parameters and of the momentum (or, with --zero 1, its shard of the
+ * parameters and of the momentum (or, with --zero, its shard of the
  * momentum: format version 2), with the position (epoch, step, the shuffle
  * generator as the epoch began, the epoch's sums) and the settings, to
  * which the grid is added: data x pipeline x tensor, the micro-batches,
@@ -52,7 +52,7 @@ gw_status_t gw_train_mp_checkpoint(mp_run_t *r, double elapsed_s)
     c.nparams = r->st.nparams;
     c.params = r->st.params;
     c.velocity = r->o->zero ? r->zg.velocity : r->st.velocity;
-    c.velocity_len = r->o->zero ? r->zg.part : r->st.nparams;
+    c.velocity_len = r->o->zero ? r->zg.vlen : r->st.nparams;
     return gw_train_ckpt_commit(r->g.world_comm, r->o->ckpt_dir, &c, GW_OK, &r->last_ckpt);
 }
 
@@ -81,7 +81,7 @@ static gw_status_t load(mp_run_t *r)
     gw_train_ckpt_t c;
     if ((st = gw_train_ckpt_read(path, &c)) != GW_OK)
         return st;
-    size_t vlen = r->o->zero ? r->zg.part : r->st.nparams;
+    size_t vlen = r->o->zero ? r->zg.vlen : r->st.nparams;
     float *velocity = r->o->zero ? r->zg.velocity : r->st.velocity;
     st = GW_ERR_CONFIG;
     if (strcmp(grid_of(c.config), grid_of(r->config)) != 0) {

@@ -69,26 +69,55 @@ gw_status_t gw_train_zero_assemble_velocity(const char *dir, uint64_t step, int 
                                             float *full);
 void gw_train_zero_load_velocity(gw_train_zero_t *z, const float *full);
 
-/* ---- ZeRO-1 over the hybrid grid's data-parallel axis (zero_grid.c) ---- */
+/* ---- ZeRO over the hybrid grid's data-parallel axis (zero_grid.c) ----- */
+
+/* Stage 2's unit: rows [row0, row1) of a layer's weights (the layer's
+ * last unit with its biases), span [off, off + count) of the flat arrays,
+ * cut into world blocks of part. */
+typedef struct gw_train_zero_grid_unit {
+    int layer, row0, row1;
+    size_t off, count, part;
+    size_t soff;    /* this rank's block in the shard arrays */
+    size_t *counts; /* the real elements of each rank's block (world entries) */
+    size_t *displs; /* ... and where each starts in the unit */
+} gw_train_zero_grid_unit_t;
 
 typedef struct gw_train_zero_grid {
-    gw_comm_t *comm; /* the data-parallel group: same stage, same tensor slice */
-    int rank, world;
-    size_t n, part;  /* the stage's parameters; each rank's block, padded */
-    size_t *counts;  /* real elements of each rank's block */
-    size_t *displs;  /* where each starts */
-    float *velocity; /* part: the momentum of this rank's block */
+    gw_train_grad_sink_t sink; /* stage 2: handed to the stage's backward */
+    gw_comm_t *comm;           /* the data-parallel group: same stage, same tensor slice */
+    gw_train_stage_t *st;
+    int stage, rank, world;
+    size_t n, part;  /* stage 1: the stage's parameters; each rank's block, padded */
+    size_t *counts;  /* stage 1: real elements of each rank's block */
+    size_t *displs;  /* stage 1: where each starts */
+    size_t vlen;     /* floats of momentum this rank holds: part, or shard */
+    float *velocity; /* vlen: the momentum of this rank's block(s) */
+    /* Stage 2. */
+    gw_train_zero_grid_unit_t *u;
+    int nu;
+    int ubeg[GW_TRAIN_MAX_LAYERS]; /* layer i's units: u[ubeg[i]] on, rows[i] rows each */
+    int rows[GW_TRAIN_MAX_LAYERS];
+    size_t shard;      /* the sum of the units' parts */
+    float *grad_shard; /* shard: this rank's blocks of the reduced gradients */
+    float *slot;       /* backward's room for one unit's gradient: world * the largest part */
+    size_t slot_len;
 } gw_train_zero_grid_t;
 
-/* The bytes of momentum a rank of a dp-rank group holds for a stage of n
- * parameters, and the padding its gradient array gains. */
-void gw_train_zero_grid_sizes(size_t n, int dp, double *optimizer, double *grad_padding);
-/* Shard the momentum of stage st over comm (st->velocity is freed, and
- * st->grads grows to dp * part floats for the reduce-scatter). */
-gw_status_t gw_train_zero_grid_init(gw_train_zero_grid_t *z, gw_comm_t *comm, gw_train_stage_t *st);
+/* The bytes of momentum (*optimizer) and of gradients (*grads) a rank of a
+ * dp-rank group holds at stage `stage` for the share laid out in st
+ * (gw_train_stage_layout), stage 2 in units of about bucket_bytes. */
+void gw_train_zero_grid_sizes(const gw_train_stage_t *st, int dp, int stage, size_t bucket_bytes,
+                              double *optimizer, double *grads);
+/* Shard the momentum of stage st over comm (st->velocity is freed). Stage
+ * 1: st->grads grows to dp * part floats for the reduce-scatter. Stage 2:
+ * st->grads is freed, and backward hands each unit of about bucket_bytes
+ * of gradient to a reduce-scatter through st->sink. */
+gw_status_t gw_train_zero_grid_init(gw_train_zero_grid_t *z, gw_comm_t *comm, gw_train_stage_t *st,
+                                    int stage, size_t bucket_bytes);
 void gw_train_zero_grid_free(gw_train_zero_grid_t *z);
-/* After the step's backward: reduce-scatter of st->grads over the group,
- * the SGD update of this rank's block, allgather of the stage's weights. */
+/* After the step's backward: (stage 1: the reduce-scatter of st->grads
+ * over the group,) the SGD update of this rank's blocks, the allgather of
+ * the stage's weights. */
 gw_status_t gw_train_zero_grid_step(gw_train_zero_grid_t *z, gw_train_stage_t *st, float mu,
                                     float wd, float lr);
 

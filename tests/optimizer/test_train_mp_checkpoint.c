@@ -2,7 +2,8 @@
  * Checkpoints of model-parallel runs over real ranks: a job split over
  * 2 pipeline stages x 2 tensor slices (and one over 2 stages x 2
  * data-parallel replicas with --zero 1, whose ranks hold shards of the
- * momentum) is stopped mid-run (SIGTERM: the ranks agree on a step,
+ * momentum, and one over 2 tensor slices x 2 replicas with --zero 2,
+ * which shards the reduced gradients too) is stopped mid-run (SIGTERM: the ranks agree on a step,
  * checkpoint it and exit 143; SIGKILL: it goes on from the last periodic
  * checkpoint), then resumed with --resume; its final weights must equal,
  * bit for bit, those of the same job run without interruption. Resuming on
@@ -61,6 +62,7 @@ static char *const *job_args(const char *const *grid, const char *ckdir, const c
 static const char *const tensor_pipeline[] = {"--tensor-parallel", "2", "--pipeline-parallel", "2",
                                               NULL};
 static const char *const zero_pipeline[] = {"--pipeline-parallel", "2", "--zero", "1", NULL};
+static const char *const zero2_tensor[] = {"--tensor-parallel", "2", "--zero", "2", NULL};
 
 /* Into the second epoch (250 steps each), so that the resume must restore
  * the shuffle of an epoch other than the first. */
@@ -105,6 +107,11 @@ Test(train_mp_checkpoint, tensor_and_pipeline_resume_after_sigterm_is_bitwise_id
 Test(train_mp_checkpoint, zero_shards_resume_after_sigkill_are_bitwise_identical, .timeout = 600)
 {
     resume_check(zero_pipeline, SIGKILL);
+}
+
+Test(train_mp_checkpoint, zero2_shards_resume_after_sigterm_are_bitwise_identical, .timeout = 600)
+{
+    resume_check(zero2_tensor, SIGTERM);
 }
 
 /* A checkpoint of 1 data x 2 pipeline x 2 tensor, resumed as 2 pipeline x

@@ -7,10 +7,11 @@
  * gradients come from the same matrix products); the momentum's memory
  * per rank falls as 1/N, and stage 2's gradients with it; a checkpoint
  * written under --zero 2 on 2 ranks (one shard of the momentum per file)
- * resumes under --zero 1 on 3 and without --zero on 1; --zero 1
- * over the hybrid grid's data-parallel axis (optimizer/zero_grid.c) takes
- * the plain grid's steps; and the combinations it does not support are
- * refused, naming the flag.
+ * resumes under --zero 1 on 3 and without --zero on 1; --zero 1 and 2
+ * over the hybrid grid's data-parallel axis (optimizer/zero_grid.c: tensor
+ * and pipeline parallel, GPipe and 1F1B) take the plain grid's steps, with
+ * the momentum, and at stage 2 the gradients, sharded; and the
+ * combinations it does not support are refused, naming the flag.
  */
 #include "train_util.h"
 
@@ -306,9 +307,6 @@ Test(train_zero, what_does_not_combine_is_refused, .timeout = 60)
     refused("--codec", (char *[]){"--codec", "fp16", NULL});
     refused("--elastic", (char *[]){"--elastic", NULL});
     refused("--straggler balance", (char *[]){"--straggler", "balance", NULL});
-    /* Stage 2 only: the grid accumulates gradients in the whole array. */
-    refused("--tensor-parallel", (char *[]){"--tensor-parallel", "2", NULL});
-    refused("--pipeline-parallel", (char *[]){"--pipeline-parallel", "2", NULL});
     char *bad[] = {"--data", "synthetic", "--zero", "3", NULL};
     run_result_t r = train_run(0, bad, 60);
     cr_assert(r.exited && r.status == 2 && strstr(r.output, "--zero wants 0, 1 or 2"), "%s",
@@ -316,40 +314,83 @@ Test(train_zero, what_does_not_combine_is_refused, .timeout = 60)
     free(r.output);
 }
 
-/* The hybrid grid, 6 ranks: data x model parallel with and without --zero 1. */
-static void grid(const char *mp, const char *k, int dp, int bitwise)
+/* The hybrid grid, 6 ranks: data x model parallel, plain and with --zero 1
+ * and 2 (xopt xval: one more option for every run, or NULL). Each --zero run takes
+ * the plain grid's steps (bit for bit where `bitwise`: stage 2 adds the
+ * micro-batches after the sum over ranks, so only stage 1 is bitwise with
+ * several of them, or units smaller than a layer); rank 0's momentum is
+ * its share's over dp, and its gradients at stage 2 are a shard and one
+ * unit's room, less than the share when the units are (--bucket-kb 1). */
+static void grid(const char *mp, const char *k, int dp, int bitwise, int bitwise2, const char *xopt,
+                 const char *xval)
 {
     char *dir = make_tmpdir("trainzerogrid");
     cr_assert_not_null(dir);
-    char *plain[] = {"--steps", "30", (char *)mp, (char *)k, NULL};
+    char *plain[] = {"--steps", "30", (char *)mp, (char *)k, (char *)xopt, (char *)xval, NULL};
     result_t p = train(6, dir, "plain", plain);
-    char *z1[] = {"--steps", "30", (char *)mp, (char *)k, "--zero", "1", NULL};
-    result_t z = train(6, dir, "zero", z1);
-    char what[96];
-    snprintf(what, sizeof(what), "--zero 1 with %s %s (%d data-parallel ranks)", mp, k, dp);
-    compare(&p, &z, what, bitwise);
-    /* Rank 0's share of the momentum: its stage's parameters over dp. */
-    const char *mp_p = strstr(p.json, "\"memory_per_rank\""),
-               *mp_z = strstr(z.json, "\"memory_per_rank\"");
-    cr_assert(mp_p && mp_z, "no per-rank memory in the grid's report");
-    double n = field(mp_p, "optimizer"), shard = field(mp_z, "optimizer");
+    const char *mp_p = strstr(p.json, "\"memory_per_rank\"");
+    cr_assert(mp_p, "no per-rank memory in the grid's report");
+    double n = field(mp_p, "optimizer");
     cr_assert_eq(field(mp_p, "params"), n, "plain: a momentum per parameter");
-    cr_assert_eq(shard, 4 * ceil(n / 4 / dp), "%s: %.0f bytes of momentum, not %.0f / %d", what,
-                 shard, n, dp);
+    cr_assert_eq(field(mp_p, "grads"), n, "plain: a gradient per parameter");
+    for (int stage = 1; stage <= 2; stage++) {
+        char zs[2] = {(char)('0' + stage), 0};
+        char *z[] = {"--steps", "30",         (char *)mp,   (char *)k, "--zero",
+                     zs,        (char *)xopt, (char *)xval, NULL};
+        result_t r = train(6, dir, "zero", z);
+        char what[128];
+        int small_units = xopt && strcmp(xopt, "--bucket-kb") == 0;
+        snprintf(what, sizeof(what), "--zero %d with %s %s%s%s (%d data-parallel ranks)", stage, mp,
+                 k, xopt ? " " : "", xopt ? xopt : "", dp);
+        compare(&p, &r, what, stage == 1 ? bitwise : bitwise2);
+        const char *mp_z = strstr(r.json, "\"memory_per_rank\"");
+        cr_assert(mp_z, "no per-rank memory in the grid's report");
+        double shard = field(mp_z, "optimizer"), grads = field(mp_z, "grads");
+        if (stage == 1) {
+            cr_assert_eq(shard, 4 * ceil(n / 4 / dp), "%s: %.0f bytes of momentum, not %.0f / %d",
+                         what, shard, n, dp);
+        } else {
+            /* A block per unit: at most dp - 1 floats of padding each. */
+            cr_assert(shard >= n / dp && shard <= 1.5 * n / dp,
+                      "%s: %.0f bytes of momentum, not %.0f / %d", what, shard, n, dp);
+            cr_assert(grads > shard, "%s: %.0f bytes of gradients, less than the shard %.0f", what,
+                      grads, shard);
+            /* With 1 KiB units the shard and one unit's room are less
+             * than the share (with whole layers as units, rank 0's one
+             * layer, they are not). */
+            if (small_units)
+                cr_assert(grads < n, "%s: %.0f bytes of gradients for a share of %.0f (shard %.0f)",
+                          what, grads, n, shard);
+        }
+        result_free(&r);
+    }
     result_free(&p);
-    result_free(&z);
     remove_tree(dir);
     free(dir);
 }
 
 Test(train_zero, hybrid_grid_tensor_parallel, .timeout = 300)
 {
-    /* 3 x 2: blocks of uneven length; the sums may be ordered otherwise. */
-    grid("--tensor-parallel", "2", 3, 0);
+    /* 3 x 2: blocks of uneven length; the sums may be ordered otherwise;
+     * units of 1 KiB, several per layer. */
+    grid("--tensor-parallel", "2", 3, 0, 0, "--bucket-kb", "1");
+}
+
+Test(train_zero, hybrid_grid_tensor_parallel_two_data_ranks, .timeout = 300)
+{
+    /* 2 x 3, one micro-batch: every sum is one commutative addition, so
+     * both stages are bit for bit. */
+    grid("--tensor-parallel", "3", 2, 1, 1, NULL, NULL);
 }
 
 Test(train_zero, hybrid_grid_pipeline_parallel, .timeout = 300)
 {
-    /* 2 x 3: two ranks add in one commutative addition, so bit for bit. */
-    grid("--pipeline-parallel", "3", 2, 1);
+    /* 2 x 3, three micro-batches: stage 1 bit for bit, stage 2 sums them
+     * after the ranks. */
+    grid("--pipeline-parallel", "3", 2, 1, 0, NULL, NULL);
+}
+
+Test(train_zero, hybrid_grid_pipeline_1f1b, .timeout = 300)
+{
+    grid("--pipeline-parallel", "3", 2, 1, 0, "--schedule", "1f1b");
 }

@@ -152,6 +152,17 @@ CAMPAIGNS = {
         "allreduce, bench/peers/mpi_allreduce); ping-pong: the median half round trip "
         "(gradwire-bench p2p -m lat, bench/peers/mpi_pingpong, as osu_latency).",
     ),
+    "torch-suite": (
+        "torch's distributed test base: gradwire against gloo",
+        "torch's own tests of a process-group backend (torch.testing._internal.distributed's "
+        "DistributedTest, shipped with Debian's python3-torch, run as torch's "
+        "test_distributed_spawn.py runs it: a process per rank, the default group through "
+        "file://) on gloo and on gradwire, one after the other, over the CPU tests of "
+        "tests/python/torch_suite.list (python/bench/torch_suite.sh --json). gradwire runs the "
+        "suite as gloo: every group the suite asks gloo for is made on gradwire "
+        "(tests/python/torch_suite.py says how). Outcomes, not timings: a test passes, fails, "
+        "errs or is skipped by the suite itself, with the first line of its reason.",
+    ),
     "soft-roce": (
         "Soft-RoCE: gradwire over verbs against perftest",
         "gradwire-bench p2p over the verbs transport (GW_TRANSPORT=ib) against perftest's "
@@ -702,7 +713,56 @@ def body_latency(doc):
         head + text, plots)
 
 
-BODIES = {"scale": body_scale, "train-accuracy": body_train_accuracy, "elastic": body_elastic,
+# What a test that passes on gloo and not on gradwire tells of the backend,
+# where its one-line reason does not say it: the page's "why" column.
+SUITE_WHY = {
+    "test_get_backend": "an artefact of running the suite as gloo: get_backend() says "
+                        "\"gradwire\" where the suite expects \"gloo\"",
+    "test_sparse_all_reduce_sum": "sparse tensors are refused with a TypeError that says so; gloo "
+                                  "reduces them",
+}
+
+
+def body_torch_suite(doc):
+    rs, backends = doc["results"], ("gloo", "gradwire")
+    kinds = ("pass", "fail", "error", "skip")
+    counts = {b: {k: 0 for k in kinds} for b in backends}
+    for r in rs:
+        for b in backends:
+            o = (r.get(b) or {}).get("outcome")
+            if o in counts[b]:
+                counts[b][o] += 1
+    text = [md_table(["backend"] + list(kinds), [[b] + ["%d" % counts[b][k] for k in kinds]
+                                                  for b in backends],
+                     ["---"] + ["---:"] * len(kinds)), ""]
+    differ = [r for r in rs if (r.get("gloo") or {}).get("outcome")
+              != (r.get("gradwire") or {}).get("outcome")]
+    if differ:
+        text += ["The tests whose outcome differs:", ""]
+        rows = []
+        for r in differ:
+            g, w = r.get("gloo") or {}, r.get("gradwire") or {}
+            why = SUITE_WHY.get(r["test"]) or w.get("reason") or g.get("reason") or ""
+            rows.append(["`%s`" % r["test"], g.get("outcome", "not run"), w.get("outcome", "not run"),
+                         why.replace("|", "\\|")])
+        text += [md_table(["test", "gloo", "gradwire", "why"], rows, ["---"] * 4), ""]
+    else:
+        text += ["Every test has the same outcome on both.", ""]
+    same = [r for r in rs if r not in differ and (r.get("gloo") or {}).get("outcome") in ("error", "fail", "skip")]
+    if same:
+        text += ["Not passing on either, with the same outcome on both (the suite's own reasons):", ""]
+        text += [md_table(["test", "outcome", "reason"],
+                          [["`%s`" % r["test"], r["gloo"]["outcome"],
+                            (r["gloo"].get("reason") or "").replace("|", "\\|")] for r in same],
+                          ["---"] * 3), ""]
+    p = doc.get("params", {})
+    secs = p.get("seconds", {})
+    return ("%s tests of the list, %s ranks, torch %s, Python %s; the runs took %s s (gloo) and %s s "
+            "(gradwire)" % (p.get("tests"), p.get("ranks"), p.get("torch"), p.get("python"),
+                            secs.get("gloo"), secs.get("gradwire")), text, [])
+
+
+BODIES = {"scale": body_scale, "torch-suite": body_torch_suite, "train-accuracy": body_train_accuracy, "elastic": body_elastic,
           "stragglers": body_stragglers, "acceptance": body_acceptance, "soft-roce": body_soft_roce,
           "fusion": body_fusion, "latency": body_latency, "zero": body_zero}
 

@@ -56,6 +56,7 @@ CAMPAIGNS=(
     'pytorch|-|python/bench/torch_compare.sh --local 4 --json "$J" "$B" -- allreduce --sizes 1K,16K,256K,1M,4M --reps 3 --budget 0.1'
     'acceptance|root|bench/acceptance.sh --build "$B" --hosts "3 6" --rate 1gbit --json "$J"'
     'flight-recorder|-|bench/compare.sh --local 2 -b 8 -e 1K -r 7 -n 5000 -w 500 --peers none --variant "fr-off GW_TRANSPORT=shm GW_FR_ENTRIES=0" --variant "fr-on GW_TRANSPORT=shm GW_FR_ENTRIES=256" --build "$B" --json "$J"'
+    'torch-suite|-|python/bench/torch_suite.sh "$B" --json "$J"'
     'latency|-|bench/latency.sh -b 8 -e 64K -n 300 -w 30 --reps 2 --build "$B" --json "$J"'
     'soft-roce|vm|bench/soft_roce.sh --build "$B" --rounds 3 --sizes "262144 1048576" --mib 2 --json "$J"'
 )

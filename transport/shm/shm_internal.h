@@ -43,8 +43,10 @@
  * (GW_SHM_REC_RECEIPT), which the receiver gives in its direction's
  * `accepted` counter. 5: records carry the communicator. 6: lo hands the
  * segment to hi through hi's door (never opened by name), and may make its
- * rings smaller than it announced (gw__shm_ring_for). */
-#define GW_SHM_PROTOCOL_VERSION 6u
+ * rings smaller than it announced (gw__shm_ring_for). 7: a side says
+ * when it may go to sleep soon (gw_shm_side_t.drowsy), and its peers
+ * fence and look for a sleeper only then. */
+#define GW_SHM_PROTOCOL_VERSION 7u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
@@ -75,6 +77,8 @@
 #define GW_SHM_LIVENESS_MS 20         /* how often peers' liveness is checked while waiting */
 #define GW_SHM_SPIN_NS (20LL * 1000)  /* idle time polling before yielding */
 #define GW_SHM_YIELD_NS (50LL * 1000) /* idle time before sleeping */
+/* A rank says it is drowsy at least this long before it sleeps (shm_wait.c). */
+#define GW_SHM_DROWSY_NS (20LL * 1000)
 
 /* Address blob (GW_TRANSPORT_ADDR_MAX bytes, little-endian host integers
  * are fine: both ends are on one host):
@@ -125,8 +129,11 @@ typedef struct gw_shm_side {
     _Atomic int32_t abort_origin;
     _Atomic int32_t abort_culprit;
     _Atomic uint32_t sleeping; /* 1: it may be asleep in a futex wait on `bell` */
-    _Atomic uint32_t bell;     /* bumped by the peer after it moved data */
-    _Atomic int32_t cpu;       /* the CPU it last waited on, -1 unknown */
+    /* 1: it may sleep soon, not before GW_SHM_DROWSY_NS from now; 0: it
+     * polls, or is not waiting at all (shm_wait.c, "Bells"). */
+    _Atomic uint32_t drowsy;
+    _Atomic uint32_t bell; /* bumped by the peer after it moved data */
+    _Atomic int32_t cpu;   /* the CPU it last waited on, -1 unknown */
     /* The proof of the data-plane key (shm_seg.c): the attacher's nonce, and
      * each side's HMAC over the header and both nonces. */
     uint8_t nonce[16];
@@ -249,6 +256,8 @@ typedef struct gw_shm {
     int64_t spin_ns;  /* idle time spent polling before yielding the core */
     int spin;         /* polling is worth it: no peer we wait for shares our CPU */
     int64_t yield_ns; /* idle time before sleeping in the futex */
+    int drowsy;       /* what our sides' drowsy say, since drowsy_since_ns */
+    int64_t drowsy_since_ns;
 } gw_shm_t;
 
 static inline gw_shm_t *gw__shm_of(gw_transport_t *t)
@@ -340,17 +349,18 @@ gw_status_t gw__shm_round(gw_shm_t *t, const gw_msg_tag_t *current, int64_t now_
 
 /* shm_wait.c */
 gw_status_t gw__shm_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms);
-/* Wake the peer if it sleeps waiting for us. */
+/* Wake the peer if it sleeps waiting for us (nothing unless it is drowsy). */
 void gw__shm_ring_bell(gw_shm_peer_t *p);
-/* One fence, then wake each peer with a bell due that sleeps. */
+/* Wake each peer with a bell due that sleeps: one fence for all of them,
+ * when one of them is drowsy. */
 void gw__shm_ring_due_bells(gw_shm_t *t);
 
 /* A publish for p in a round: a small one's bell is rung at the end of
- * the round (gw__shm_ring_due_bells), after one fence for all of them. The
- * fence waits until our stores are visible, which for a line the peer is
- * polling means a round trip to its core; at the end of the round that
- * wait overlaps our own reading of what the peer sent us, instead of
- * preceding it. A publish of more than GW_SHM_POST_COPY bytes rings at
+ * the round (gw__shm_ring_due_bells), after one fence for all of them
+ * when a peer is drowsy (shm_wait.c, "Bells"). The fence waits until our
+ * stores are visible, which for a line the peer is polling means a round
+ * trip to its core; at the end of the round that wait overlaps our own
+ * reading of what the peer sent us, instead of preceding it. A publish of more than GW_SHM_POST_COPY bytes rings at
  * once (a sleeping peer starts on it while we go on), and so do the due
  * bells before any copy that large (gw__shm_before_copy): a peer that
  * sleeps never waits for more than small work of ours. */

@@ -153,8 +153,10 @@ gw_status_t gw__device_where(gw_comm_t *comm, const void *ptr, int *dev)
         return st;
     if (!d->engine.ops) {
         if (comm->buffers != GW_BUFFERS_DEVICE) {
-            /* AUTO: only a process with a CUDA runtime has device memory. */
-            int64_t now = gw__now_ms();
+            /* AUTO: only a process with a CUDA runtime has device memory.
+             * Looked for at most once a second (on the coarse clock: this
+             * runs for both buffers of every collective). */
+            int64_t now = gw__now_coarse_ms();
             if (!d->load_tried && now < d->next_probe_ms)
                 return GW_OK;
             if (!d->load_tried) {

@@ -222,6 +222,7 @@ typedef struct gw_shm_peer {
     gw_request_t *rreq;              /* the receive r_hdr belongs to */
     size_t r_done;                   /* payload bytes of rreq copied */
     uint64_t r_tail;                 /* in->tail as we last wrote it */
+    uint64_t r_fetched;              /* head up to which a small message was prefetched */
     uint64_t r_index;                /* messages received so far */
     int bell_due;                    /* we published for it this round: ring its bell */
     int goodbye;                     /* it closed, and its ring is drained */

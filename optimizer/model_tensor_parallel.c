@@ -178,6 +178,14 @@ gw_status_t gw_train_stage_forward(gw_train_stage_t *st, size_t r0, size_t B)
     return GW_OK;
 }
 
+/* db += the column sums of dz (B rows of width w): the biases' gradient. */
+static void add_bias_grad(float *db, const float *dz, size_t B, int w)
+{
+    for (size_t r = 0; r < B; r++)
+        for (int j = 0; j < w; j++)
+            db[j] += dz[r * (size_t)w + j];
+}
+
 /* Layer i's gradient handed to the sink a unit of rows at a time: rows
  * [a, b) of dW = dZ^T X into the unit's zeroed slot, and the biases'
  * after the last unit's rows. */
@@ -191,12 +199,8 @@ static gw_status_t sink_layer(gw_train_stage_t *st, int i, const float *dz, cons
         float *g = st->sink->slot(st->sink, i, a);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, b - a, L->lin, (int)B, 1.0f, dz + a,
                     wout, x, win, 1.0f, g, L->lin);
-        if (b == L->lout) {
-            float *db = g + (size_t)(b - a) * (size_t)L->lin;
-            for (size_t r = 0; r < B; r++)
-                for (int j = 0; j < wout; j++)
-                    db[j] += dz[r * (size_t)wout + j];
-        }
+        if (b == L->lout)
+            add_bias_grad(g + (size_t)(b - a) * (size_t)L->lin, dz, B, wout);
         gw_status_t s = st->sink->ready(st->sink, i, a);
         if (s != GW_OK)
             return s;
@@ -216,13 +220,10 @@ gw_status_t gw_train_stage_backward(gw_train_stage_t *st, size_t r0, size_t B, i
             if (s != GW_OK)
                 return s;
         } else {
-            float *dw = st->grads + L->w_off, *db = st->grads + L->b_off;
             /* Micro-batches add into the step's gradients. */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->lout, L->lin, (int)B, 1.0f, dz,
-                        wout, x, win, 1.0f, dw, L->lin);
-            for (size_t r = 0; r < B; r++)
-                for (int j = 0; j < wout; j++)
-                    db[j] += dz[r * (size_t)wout + j];
+                        wout, x, win, 1.0f, st->grads + L->w_off, L->lin);
+            add_bias_grad(st->grads + L->b_off, dz, B, wout);
         }
         if (i == 0 && !need_input)
             break;

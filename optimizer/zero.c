@@ -88,7 +88,7 @@ static gw_status_t fail(const char *what, int unit, gw_status_t st)
 static int plan(const int *sizes, int nlayers, int world, size_t bucket_bytes,
                 gw_train_zero_unit_t *u)
 {
-    size_t per = bucket_bytes / sizeof(float), off[GW_TRAIN_MAX_LAYERS], o = 0;
+    size_t off[GW_TRAIN_MAX_LAYERS], o = 0;
     for (int l = 0; l < nlayers; l++) {
         off[l] = o;
         o += (size_t)sizes[l] * (size_t)sizes[l + 1] + (size_t)sizes[l + 1];
@@ -96,7 +96,7 @@ static int plan(const int *sizes, int nlayers, int world, size_t bucket_bytes,
     int k = 0;
     for (int l = nlayers - 1; l >= 0; l--) {
         int in = sizes[l], out = sizes[l + 1];
-        int rows = per / (size_t)in > 0 ? (int)(per / (size_t)in) : 1;
+        int rows = gw_train_zero_unit_rows(bucket_bytes, in);
         for (int r1 = out; r1 > 0; r1 -= rows, k++) {
             int r0 = r1 > rows ? r1 - rows : 0;
             if (!u)
@@ -169,12 +169,7 @@ gw_status_t gw_train_zero_init(gw_train_zero_t *z, gw_comm_t *comm, gw_train_mlp
         x->displs = calloc(n, sizeof(size_t));
         if (!x->counts || !x->displs)
             goto oom;
-        for (size_t r = 0; r < n; r++) {
-            size_t lo = r * x->part < x->count ? r * x->part : x->count;
-            size_t hi = lo + x->part < x->count ? lo + x->part : x->count;
-            x->displs[r] = lo;
-            x->counts[r] = hi - lo;
-        }
+        gw_train_zero_blocks(x->count, x->part, n, x->counts, x->displs);
     }
     z->velocity = calloc(z->shard, sizeof(float));
     if (!z->velocity)

@@ -7,6 +7,8 @@
 #ifndef GW_OPTIMIZER_ZERO_H
 #define GW_OPTIMIZER_ZERO_H
 
+#include <stdint.h>
+
 #include "model_parallel.h"
 
 /* A unit: rows [row0, row1) of layer l's weights, the last unit of a layer
@@ -24,6 +26,27 @@ typedef struct gw_train_zero_unit {
     gw_handle_t *rs, *ag;
     int state; /* 0: idle; 1: reduce-scatter queued; 2: reduced; 3: allgather queued */
 } gw_train_zero_unit_t;
+
+/* Rows of a layer of `in` columns that make a unit of about bucket_bytes
+ * (at least one). */
+static inline int gw_train_zero_unit_rows(size_t bucket_bytes, int in)
+{
+    size_t r = bucket_bytes / sizeof(float) / (size_t)in;
+    return r < 1 ? 1 : r > (size_t)INT32_MAX ? INT32_MAX : (int)r;
+}
+
+/* Blocks of `part` floats of a span of n over world ranks: the real
+ * elements of each rank's block (the last ones shorter, or empty) and
+ * where each starts in the span. */
+static inline void gw_train_zero_blocks(size_t n, size_t part, size_t world, size_t *counts,
+                                        size_t *displs)
+{
+    for (size_t r = 0; r < world; r++) {
+        size_t lo = r * part < n ? r * part : n;
+        displs[r] = lo;
+        counts[r] = (lo + part < n ? lo + part : n) - lo;
+    }
+}
 
 typedef struct gw_train_zero {
     int stage, rank, world, overlap;
@@ -71,17 +94,6 @@ void gw_train_zero_load_velocity(gw_train_zero_t *z, const float *full);
 
 /* ---- ZeRO over the hybrid grid's data-parallel axis (zero_grid.c) ----- */
 
-/* Stage 2's unit: rows [row0, row1) of a layer's weights (the layer's
- * last unit with its biases), span [off, off + count) of the flat arrays,
- * cut into world blocks of part. */
-typedef struct gw_train_zero_grid_unit {
-    int layer, row0, row1;
-    size_t off, count, part;
-    size_t soff;    /* this rank's block in the shard arrays */
-    size_t *counts; /* the real elements of each rank's block (world entries) */
-    size_t *displs; /* ... and where each starts in the unit */
-} gw_train_zero_grid_unit_t;
-
 typedef struct gw_train_zero_grid {
     gw_train_grad_sink_t sink; /* stage 2: handed to the stage's backward */
     gw_comm_t *comm;           /* the data-parallel group: same stage, same tensor slice */
@@ -93,7 +105,7 @@ typedef struct gw_train_zero_grid {
     size_t vlen;     /* floats of momentum this rank holds: part, or shard */
     float *velocity; /* vlen: the momentum of this rank's block(s) */
     /* Stage 2. */
-    gw_train_zero_grid_unit_t *u;
+    gw_train_zero_unit_t *u; /* as zero.c's: rs, ag, state, goff unused here */
     int nu;
     int ubeg[GW_TRAIN_MAX_LAYERS]; /* layer i's units: u[ubeg[i]] on, rows[i] rows each */
     int rows[GW_TRAIN_MAX_LAYERS];

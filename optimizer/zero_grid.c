@@ -51,20 +51,12 @@
  * layer. There is no overlap with backward beyond that: each collective is
  * waited for where it is called.
  */
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zero.h"
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
-/* Rows per unit of a layer of `lin` columns: about bucket_bytes each. */
-static int unit_rows(size_t bucket_bytes, int lin)
-{
-    size_t r = bucket_bytes / sizeof(float) / (size_t)lin;
-    return r < 1 ? 1 : r > (size_t)INT32_MAX ? INT32_MAX : (int)r;
-}
 
 /* Calls f(ctx, layer, row0, row1, off, count) for every unit of st's
  * layers, in the flat arrays' order; returns how many. */
@@ -74,7 +66,7 @@ static int units(const gw_train_stage_t *st, size_t bucket_bytes, unit_fn f, voi
     int n = 0;
     for (int i = 0; i < st->nl; i++) {
         const gw_train_tp_layer_t *L = &st->L[i];
-        int step = unit_rows(bucket_bytes, L->lin);
+        int step = gw_train_zero_unit_rows(bucket_bytes, L->lin);
         for (int a = 0; a < L->lout; a += step, n++) {
             int b = a + step < L->lout ? a + step : L->lout;
             size_t off = L->w_off + (size_t)a * (size_t)L->lin;
@@ -115,18 +107,7 @@ void gw_train_zero_grid_sizes(const gw_train_stage_t *st, int dp, int stage, siz
     *grads = (double)(s.shard + s.slot) * sizeof(float);
 }
 
-/* Blocks of `part` of a span of n floats over w ranks: rank r's real
- * elements and where they start in the span. */
-static void blocks(size_t n, size_t part, size_t w, size_t *counts, size_t *displs)
-{
-    for (size_t r = 0; r < w; r++) {
-        size_t lo = r * part < n ? r * part : n;
-        displs[r] = lo;
-        counts[r] = (lo + part < n ? lo + part : n) - lo;
-    }
-}
-
-static gw_train_zero_grid_unit_t *unit_of(gw_train_zero_grid_t *z, int i, int row0)
+static gw_train_zero_unit_t *unit_of(gw_train_zero_grid_t *z, int i, int row0)
 {
     return &z->u[z->ubeg[i] + row0 / z->rows[i]];
 }
@@ -148,7 +129,7 @@ static float *sink_slot(gw_train_grad_sink_t *s, int i, int row0)
 static gw_status_t sink_ready(gw_train_grad_sink_t *s, int i, int row0)
 {
     gw_train_zero_grid_t *z = (gw_train_zero_grid_t *)s;
-    const gw_train_zero_grid_unit_t *u = unit_of(z, i, row0);
+    const gw_train_zero_unit_t *u = unit_of(z, i, row0);
     float *mine = z->slot + (size_t)z->rank * u->part;
     gw_status_t st = gw_reduce_scatter(z->comm, z->slot, mine, u->part, GW_FLOAT32, GW_SUM);
     if (st != GW_OK) {
@@ -167,7 +148,7 @@ static gw_status_t sink_ready(gw_train_grad_sink_t *s, int i, int row0)
 static void plan_unit(void *ctx, int i, int row0, int row1, size_t off, size_t count)
 {
     gw_train_zero_grid_t *z = ctx;
-    gw_train_zero_grid_unit_t *u = &z->u[z->nu];
+    gw_train_zero_unit_t *u = &z->u[z->nu];
     if (row0 == 0) {
         z->ubeg[i] = z->nu;
         z->rows[i] = row1 - row0;
@@ -176,6 +157,7 @@ static void plan_unit(void *ctx, int i, int row0, int row1, size_t off, size_t c
     u->row0 = row0;
     u->row1 = row1;
     u->off = off;
+    u->nw = (size_t)(row1 - row0) * (size_t)z->st->L[i].lin;
     u->count = count;
     u->part = ceil_div(count, (size_t)z->world);
     u->soff = z->shard;
@@ -196,10 +178,10 @@ static gw_status_t init_stage2(gw_train_zero_grid_t *z, gw_train_stage_t *st, si
         return GW_ERR_NO_MEMORY;
     units(st, bucket_bytes, plan_unit, z);
     for (int k = 0; k < z->nu; k++) {
-        gw_train_zero_grid_unit_t *u = &z->u[k];
+        gw_train_zero_unit_t *u = &z->u[k];
         u->counts = z->counts + (size_t)k * w;
         u->displs = z->displs + (size_t)k * w;
-        blocks(u->count, u->part, w, u->counts, u->displs);
+        gw_train_zero_blocks(u->count, u->part, w, u->counts, u->displs);
     }
     z->vlen = z->shard;
     z->velocity = calloc(z->shard, sizeof(float));
@@ -233,7 +215,7 @@ static gw_status_t init_stage1(gw_train_zero_grid_t *z, gw_train_stage_t *st)
     if (!z->counts || !z->displs || !z->velocity || !g)
         return GW_ERR_NO_MEMORY;
     memset(st->grads + z->n, 0, (w * z->part - z->n) * sizeof(float));
-    blocks(z->n, z->part, w, z->counts, z->displs);
+    gw_train_zero_blocks(z->n, z->part, w, z->counts, z->displs);
     return GW_OK;
 }
 
@@ -306,7 +288,7 @@ static gw_status_t step_stage2(gw_train_zero_grid_t *z, gw_train_stage_t *st, fl
                                float lr)
 {
     for (int k = 0; k < z->nu; k++) {
-        const gw_train_zero_grid_unit_t *u = &z->u[k];
+        const gw_train_zero_unit_t *u = &z->u[k];
         size_t lo = u->off + u->displs[z->rank], hi = lo + u->counts[z->rank];
         update_block(st, mu, wd, lr, lo, hi, z->grad_shard + u->soff, z->velocity + u->soff);
         gw_status_t s = gw_allgatherv(z->comm, st->params + lo, st->params + u->off,

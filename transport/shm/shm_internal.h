@@ -361,10 +361,11 @@ void gw__shm_ring_due_bells(gw_shm_t *t);
  * when a peer is drowsy (shm_wait.c, "Bells"). The fence waits until our
  * stores are visible, which for a line the peer is polling means a round
  * trip to its core; at the end of the round that wait overlaps our own
- * reading of what the peer sent us, instead of preceding it. A publish of more than GW_SHM_POST_COPY bytes rings at
- * once (a sleeping peer starts on it while we go on), and so do the due
- * bells before any copy that large (gw__shm_before_copy): a peer that
- * sleeps never waits for more than small work of ours. */
+ * reading of what the peer sent us, instead of preceding it. A publish of
+ * more than GW_SHM_POST_COPY bytes rings at once (a sleeping peer starts on
+ * it while we go on), and so do the due bells before any copy that large
+ * (gw__shm_before_copy): a peer that sleeps never waits for more than small
+ * work of ours. */
 static inline void gw__shm_bell_due(gw_shm_t *t, gw_shm_peer_t *p, uint64_t moved)
 {
     if (moved > GW_SHM_POST_COPY) {

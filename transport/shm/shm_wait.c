@@ -131,6 +131,12 @@ static int may_sleep(gw_shm_t *t, int64_t now)
     return now - t->drowsy_since_ns >= GW_SHM_DROWSY_NS;
 }
 
+/* Whether we wait for p: a receive posted, or a send not complete. */
+static int waits_on(const gw_shm_peer_t *p)
+{
+    return p->rq_head || p->sq_head || p->dq_head || p->aq_head;
+}
+
 /* We start to wait: tell peers which CPU we are on, and poll only if none
  * of the peers we wait for was last seen on the same CPU. A peer that
  * shares our CPU cannot run while we poll, and ranks that wake each other
@@ -150,8 +156,7 @@ static int spin_worth_it(gw_shm_t *t)
          * reads to see whether we sleep, after every message it sends. */
         if (atomic_load_explicit(&p->my->cpu, memory_order_relaxed) != cpu)
             atomic_store_explicit(&p->my->cpu, cpu, memory_order_relaxed);
-        if ((p->rq_head || p->sq_head || p->dq_head || p->aq_head) &&
-            atomic_load_explicit(&p->its->cpu, memory_order_relaxed) == cpu)
+        if (waits_on(p) && atomic_load_explicit(&p->its->cpu, memory_order_relaxed) == cpu)
             spin = 0;
     }
     return spin && cpu >= 0;
@@ -168,7 +173,7 @@ static int waited_peers(gw_shm_t *t, gw_shm_peer_t **out)
             gw_shm_peer_t *p = &t->peers[i];
             if (!p->served || p->goodbye || !p->my)
                 continue;
-            if (pass == 1 || p->rq_head || p->sq_head || p->dq_head || p->aq_head)
+            if (pass == 1 || waits_on(p))
                 out[n++] = p;
         }
     }

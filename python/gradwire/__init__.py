@@ -158,6 +158,9 @@ class Comm(_core.Comm):
       alltoallv(send, send_counts, out, recv_counts)          blocks packed in rank order
       iallreduce(send, out=None, op="sum"), isend(send, peer), irecv(buf, peer), igather, ...
       split(color, key=0) -> Comm or None, dup() -> Comm      sub-communicators (collective)
+      shrink() -> Comm                 the survivors, after a call failed on a lost rank
+      grow() -> Comm or None           admit processes waiting in Comm.join (None: nobody)
+      Comm.join(root=, token=, wait=)  a new process's Comm in a running job, at its next grow
       allreduce_compressed(state, send, out=None), iallreduce_compressed(...)
     Every buffer call also takes dtype="bfloat16" for 2-byte integer buffers
     holding bfloat16 bits.

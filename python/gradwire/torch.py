@@ -557,6 +557,60 @@ class ProcessGroupGradwire(_BackendBase):
             self._completer = None
         self.comm.close()
 
+    # ---- a group that loses and gains ranks ---------------------------------
+    # gw_comm_shrink, gw_comm_grow and gw_comm_join (docs/design/failures.md)
+    # under torchft's per-step quorum (python/examples/torch_quorum.py): each
+    # returns a new group of this class and leaves this one as it was, for
+    # the caller to shutdown() once the new one is in use (rank 0's old
+    # group answers a rank that asks to shrink too late: keep it until the
+    # new group has run a call).
+    def shrink(self):
+        """After a call of this group failed because a rank died or hung,
+        every survivor calls this: a new group of the survivors, renumbered
+        in the old order (rank 0 stays 0). Raises gradwire.AbortedError on a
+        rank left out (it asked too late: it must leave the job),
+        gradwire.RemoteError or TimeoutError when rank 0 is gone."""
+        self._drain()
+        with self._lock:
+            return self._successor(self.comm.shrink())
+
+    def grow(self):
+        """The quorum's admission, collective over the members at a point
+        they agree on (any step): None, after one small message to rank 0
+        and back, when nobody waits in join(); else a new group with the
+        joiners after the members, who keep their ranks."""
+        self._drain()
+        with self._lock:
+            grown = self.comm.grow()
+        return None if grown is None else self._successor(grown)
+
+    @classmethod
+    def join(cls, store=None, prefix="gradwire", root=None, token=None, wait=None, timeout=None):
+        """A new process's group in a running job, at its members' next
+        grow(): the job's root address and token from `store` (where the
+        group made through it published them under `prefix`), else from
+        root and token (else GW_ROOT and GW_JOB_TOKEN). wait bounds the
+        wait in seconds (None: ten minutes); timeout is the group's, as
+        init_process_group's (give the members' own)."""
+        if store is not None:
+            root = root or gradwire._text(store.get(prefix + "/root"))
+            token = token or gradwire._text(store.get(prefix + "/token"))
+        seconds = _seconds(timeout)
+        comm = gradwire.Comm.join(root=root, token=token, wait=wait, timeout=seconds)
+        return cls(None, comm.rank, comm.size, timeout=timeout, comm=comm, comm_timeout=seconds)
+
+    def _drain(self):
+        """Let every Work issued so far complete (a failed group's fail at
+        once), so that nothing else is inside the communicator while the
+        ranks agree."""
+        if self._completer is not None:
+            self._completer.stop()
+            self._completer = _Completer("gradwire-pg-%d" % self.rank())
+
+    def _successor(self, comm):
+        return type(self)(None, comm.rank, comm.size, timeout=self.timeout_s, comm=comm,
+                          comm_timeout=self.comm_timeout_s)
+
     # ---- plumbing ----------------------------------------------------------
     def _start(self, issue, result, after=None, what="a collective"):
         """Issue the gradwire calls (issue() -> list of handles) and return their Work.

@@ -481,6 +481,25 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
 GWPY_CALLS(GWPY_TRAMPOLINE)
 #undef GWPY_TRAMPOLINE
 
+int gwpy_config_timeout_algo(PyObject *timeout, PyObject *algo, gw_config_t *cfg)
+{
+    if (timeout != Py_None) {
+        double seconds = PyFloat_AsDouble(timeout);
+        if (seconds == -1.0 && PyErr_Occurred())
+            return -1;
+        if (!(seconds > 0) || seconds > 2e6) {
+            gwpy_raise_argument(0, "timeout must be seconds in (0, 2e6], not %R", timeout);
+            return -1;
+        }
+        cfg->timeout_ms = (int)(seconds * 1000.0 + 0.5);
+        if (cfg->timeout_ms < 1)
+            cfg->timeout_ms = 1;
+    }
+    if (algo != Py_None && gwpy_parse_algo(algo, &cfg->algo) != 0)
+        return -1;
+    return 0;
+}
+
 /* Comm(*, rank, size, root=None, token=None, transport=None, timeout=None
  * (seconds), socket_ifname=None, nsocks=0, algo=None): gw_comm_init, which
  * takes the fields left unset from GW_ROOT, GW_JOB_TOKEN, GW_TIMEOUT_MS, ...
@@ -510,19 +529,7 @@ static int comm_init(PyObject *obj, PyObject *args, PyObject *kw)
     cfg.transport = transport;
     cfg.socket_ifname = ifname;
     cfg.nsocks = nsocks;
-    if (timeout != Py_None) {
-        double seconds = PyFloat_AsDouble(timeout);
-        if (seconds == -1.0 && PyErr_Occurred())
-            return -1;
-        if (!(seconds > 0) || seconds > 2e6) {
-            gwpy_raise_argument(0, "timeout must be seconds in (0, 2e6], not %R", timeout);
-            return -1;
-        }
-        cfg.timeout_ms = (int)(seconds * 1000.0 + 0.5);
-        if (cfg.timeout_ms < 1)
-            cfg.timeout_ms = 1;
-    }
-    if (algo != Py_None && gwpy_parse_algo(algo, &cfg.algo) != 0)
+    if (gwpy_config_timeout_algo(timeout, algo, &cfg) != 0)
         return -1;
     int from_env = rank == -1 && size == -1 && root == NULL && token == NULL && transport == NULL &&
                    timeout == Py_None && ifname == NULL && nsocks == 0 && algo == Py_None;
@@ -705,6 +712,22 @@ static PyMethodDef comm_methods[] = {
      "split(color, key=0) -> Comm or None: gw_comm_split, collective; color None takes part "
      "without joining (GW_UNDEFINED) and returns None."},
     {"dup", gwpy_comm_dup, METH_NOARGS, "dup() -> Comm: gw_comm_dup, collective."},
+    {"shrink", gwpy_comm_shrink, METH_NOARGS,
+     "shrink() -> Comm: gw_comm_shrink, after a call failed because a rank died or hung: the "
+     "survivors (every one calls it) agree on who is left and get a new communicator of "
+     "themselves, renumbered in the old order. Raises AbortedError on a rank left out, "
+     "RemoteError or TimeoutError when rank 0 is gone. This Comm stays failed: close it when "
+     "done."},
+    {"grow", gwpy_comm_grow, METH_NOARGS,
+     "grow() -> Comm or None: gw_comm_grow, collective over the members at a point they agree "
+     "on: None (at once) when nobody waits in Comm.join, else a new communicator with the "
+     "joiners after the members, who keep their ranks. This Comm stays healthy: close it when "
+     "done."},
+    {"join", (PyCFunction)(void (*)(void))gwpy_comm_join, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "Comm.join(*, root=None, token=None, wait=None, transport=None, timeout=None, "
+     "socket_ifname=None, nsocks=0, algo=None) -> Comm: gw_comm_join, a new process joins the "
+     "running job whose root address is root (else GW_ROOT) at its members' next grow(), "
+     "proving token (else GW_JOB_TOKEN); wait bounds the wait in seconds (None: ten minutes)."},
     {"close", comm_close, METH_NOARGS,
      "close(): complete pending handles, then destroy the communicator (idempotent)."},
     {"abort", comm_abort, METH_NOARGS,

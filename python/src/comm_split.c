@@ -10,10 +10,8 @@
 
 #include <string.h>
 
-/* A Comm object of self's type around a communicator the library made. */
-static PyObject *wrap_child(PyObject *self, gw_comm_t *child)
+PyObject *gwpy_comm_wrap(PyTypeObject *type, gw_comm_t *child)
 {
-    PyTypeObject *type = Py_TYPE(self);
     gwpy_comm *c = (gwpy_comm *)type->tp_alloc(type, 0);
     if (c == NULL) {
         gw_comm_destroy(child);
@@ -54,7 +52,7 @@ PyObject *gwpy_comm_split(PyObject *obj, PyObject *args, PyObject *kw)
         return gwpy_raise(st, "split", gw_comm_culprit(comm), gwpy_reason(comm));
     if (child == NULL)
         Py_RETURN_NONE;
-    return wrap_child(obj, child);
+    return gwpy_comm_wrap(Py_TYPE(obj), child);
 }
 
 PyObject *gwpy_comm_dup(PyObject *obj, PyObject *unused)
@@ -72,5 +70,5 @@ PyObject *gwpy_comm_dup(PyObject *obj, PyObject *unused)
     self->busy = 0;
     if (st != GW_OK)
         return gwpy_raise(st, "dup", gw_comm_culprit(comm), gwpy_reason(comm));
-    return wrap_child(obj, child);
+    return gwpy_comm_wrap(Py_TYPE(obj), child);
 }

@@ -135,5 +135,17 @@ PyObject *gwpy_comm_allgatherv(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_iallgatherv(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_split(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *gwpy_comm_dup(PyObject *self, PyObject *unused);
+/* A Comm object of type `type` (self's, or the class a classmethod was
+ * called on) around a communicator the library made (comm_split.c); NULL
+ * with an exception set, child destroyed, when out of memory. */
+PyObject *gwpy_comm_wrap(PyTypeObject *type, gw_comm_t *child);
+/* The elastic calls: gw_comm_shrink, gw_comm_grow, gw_comm_join
+ * (comm_elastic.c). */
+PyObject *gwpy_comm_shrink(PyObject *self, PyObject *unused);
+PyObject *gwpy_comm_grow(PyObject *self, PyObject *unused);
+PyObject *gwpy_comm_join(PyObject *cls, PyObject *args, PyObject *kw);
+/* timeout (seconds or None) and algo (a name, a value or None) into cfg;
+ * -1 with an exception set when either is malformed. */
+int gwpy_config_timeout_algo(PyObject *timeout, PyObject *algo, gw_config_t *cfg);
 
 #endif /* GW_PYTHON_CORE_H */

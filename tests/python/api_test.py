@@ -451,6 +451,21 @@ def test_local_errors():
     e = expect(gradwire.InvalidArgError, lambda: one().allgather(buf[:10], buf[5:15]), "allgather: send and out partly overlap")
     y = np.arange(20, dtype=np.float32)
     check(np.array_equal(one().allreduce(y, y), np.arange(20, dtype=np.float32)), "send is out: in place, allowed")
+    # The elastic calls' own refusals (the quorum test, quorum_test.py,
+    # runs them through a real loss and a real join).
+    with one() as c, c.shrink() as alone:
+        check(type(alone) is gradwire.Comm and alone.size == 1 and alone.rank == 0, "shrink of one rank: a Comm of one")
+    e = expect(gradwire.UnsupportedError, lambda: one().grow(), "grow of one rank (no referee to admit anyone)")
+    check(e is not None and "referee" in e.reason, "grow of one rank says why: %r" % (e,))
+    e = expect(gradwire.ConfigError, lambda: gradwire.Comm.join(root="127.0.0.1:1", token="short"), "join with a short token")
+    check(e is not None and "at least" in str(e), "the short token's refusal says why: %r" % (e,))
+    expect(gradwire.ArgumentError, lambda: gradwire.Comm.join(root="127.0.0.1:1", token="t" * 16, wait=-1), "join with a negative wait")
+    with socket.socket() as held:  # a port of ours that nobody listens on
+        held.bind(("127.0.0.1", 0))
+        nobody = "127.0.0.1:%d" % held.getsockname()[1]
+        t0 = time.monotonic()
+        e = expect(gradwire.TimeoutError, lambda: gradwire.Comm.join(root=nobody, token="t" * 16, wait=0.5), "join with no job at the root")
+        check(e is not None and nobody in str(e) and time.monotonic() - t0 < 30, "join's timeout names the root: %r" % (e,))
     with gradwire.Comm(rank=0, size=1, root="127.0.0.1:0") as c:
         check(c.size == 1 and c.transport == "self", "Comm as a context manager")
     check(c.closed, "left the with block: closed")
@@ -594,6 +609,7 @@ def test_rooted_blocks_and_split(comm):
     check(half.size == len(members) and half.rank == sorted(members, reverse=True).index(rank) and x[0] == sum(members), "split by parity, ranked by key")
     half.close()
     check(comm.split(None) is None if rank == 0 else comm.split(0).size == size - 1, "split: color None takes part, gets None")
+    check(comm.grow() is None, "grow with nobody waiting: None, the same members")
     with comm.dup() as twin:
         y = np.ones(3)
         twin.allreduce(y)

@@ -14,6 +14,9 @@
 #                            skipped unless GW_PY_TORCH_SUITE=1 (ctest -L torch_suite)
 #   run.sh torchfault N MODE [INIT]  tests/python/torch_fault_test.py (its own launcher):
 #                            init methods and new_group, a killed or stalled rank
+#   run.sh quorum TRANSPORT  tests/python/quorum_test.py (its own launcher): the torchft-style
+#                            quorum example (python/examples/torch_quorum.py), a replica
+#                            killed and replaced mid-run, against an unbroken run
 # with the build directory, the interpreter the package was built for and
 # GW_SANITIZE in GW_PY_BUILD, GW_PY_PYTHON and GW_PY_SANITIZE. Exits 77
 # (skipped) with the reason when the interpreter or numpy is missing.
@@ -44,7 +47,7 @@ if [ "${GW_PY_SANITIZE:-OFF}" = "ON" ]; then
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 case "$kind" in
-torch | torchfault | parity | suite)
+torch | torchfault | parity | suite | quorum)
     if ! "$py" -c 'import torch.distributed' 2>/dev/null; then
         echo "SKIP: torch is not installed for $py (scripts/install-deps.sh test installs python3-torch)"
         exit 77
@@ -93,6 +96,9 @@ torch)
     ;;
 torchfault)
     PYTHONPATH="$build/python" "$py" -W ignore::UserWarning "$here/torch_fault_test.py" "$n" "$3" "${4:-env}"
+    ;;
+quorum)
+    PYTHONPATH="$build/python" "$py" -W ignore::UserWarning "$here/quorum_test.py" "${2:-auto}"
     ;;
 parity)
     status=0

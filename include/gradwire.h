@@ -381,14 +381,19 @@ GW_API int gw_comm_culprit(const gw_comm_t *comm);
  * referee agrees on who is left (the ranks that ask within a window of
  * comm's timeout bounded to [1 s, 30 s]); *out is a new communicator of
  * exactly those ranks, renumbered in old-rank order (rank 0 stays 0), with
- * comm's settings and token. comm stays failed: destroy it when the job no
- * longer needs its rank 0 to answer late ranks. Collective over the
- * survivors; not thread-safe against other calls on comm. Errors, *out
- * NULL: GW_ERR_ABORTED for a rank left out (it must leave the job);
- * GW_ERR_REMOTE or GW_ERR_TIMEOUT when rank 0 is gone (fatal: its referee
- * is what the agreement rests on); the new communicator's join errors;
- * GW_ERR_UNSUPPORTED for a sub-communicator; GW_ERR_INVALID_ARG for NULL.
- * The protocol: docs/design/failures.md. */
+ * comm's settings and token. When rank 0 itself died (its process is
+ * gone), the lowest surviving rank takes its referee's place and becomes
+ * rank 0 of *out, rooted on its host; the group goes on only when it
+ * outnumbers the ranks that are alive but did not ask. comm stays failed:
+ * destroy it when the job no longer needs it to answer late ranks (they
+ * are told they were left out). Collective over the survivors; not
+ * thread-safe against other calls on comm. Errors, *out NULL:
+ * GW_ERR_ABORTED for a rank left out (it must leave the job);
+ * GW_ERR_TIMEOUT when rank 0 is stopped or hung (alive, it is not
+ * succeeded: it would come back to a job that went on without it); the
+ * new communicator's join errors; GW_ERR_UNSUPPORTED for a
+ * sub-communicator; GW_ERR_INVALID_ARG for NULL. The protocol:
+ * docs/design/failures.md. */
 GW_API gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out);
 
 /* Admit the processes waiting in gw_comm_join at a point the members agree

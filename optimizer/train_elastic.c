@@ -30,11 +30,15 @@
  * until the survivors go on, the failure's detection included).
  *
  * The failed communicators are kept until the run ends: while they live,
- * old rank 0's referee tells a rank that was only stopped and wakes up
- * late that it was left out (it then fails, instead of joining). Async
- * SGD, codecs (their error feedback lives on each rank) and model
- * parallelism are refused with --elastic (options.c). The loss of rank 0
- * ends the run (gw_comm_shrink says why).
+ * old rank 0's referee (or, when rank 0 died, the heir that led the
+ * survivors in its place) tells a rank that was only stopped and wakes up
+ * late that it was left out (it then fails, instead of joining). Rank 0
+ * may die like any other: the lowest surviving rank becomes rank 0 of the
+ * shrunk job (gw_comm_shrink), and prints the reports from then on. A
+ * joiner reaches the job through the root address it was given, rank 0's:
+ * after rank 0 died it must be given the new one, which the new rank 0
+ * logs. Async SGD, codecs (their error feedback lives on each rank) and
+ * model parallelism are refused with --elastic (options.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -335,6 +335,16 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
         *culprit = gw__bootstrap_culprit(comm->bootstrap);
         goto err_close_bootstrap;
     }
+    /* Where each rank would lead the survivors if rank 0 died
+     * (gw_comm_shrink): the last all-gather before the watch. */
+    st = gw__bootstrap_heirs_open(comm->bootstrap);
+    if (st != GW_OK) {
+        *culprit = gw__bootstrap_culprit(comm->bootstrap);
+        comm->transport->ops->close(comm->transport);
+        comm->transport = NULL;
+        gw__topo_free(&comm->topo);
+        goto err_close_bootstrap;
+    }
     gw__comm_watch_start(comm);
     /* The timeline's timestamps are rank 0's clock: this rank's offset
      * from it, measured now through the bootstrap (trace.h). */

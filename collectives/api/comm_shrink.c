@@ -25,11 +25,14 @@
  * old communicator stays failed; keep it until the job no longer needs
  * its rank 0 to answer late ranks, then destroy it.
  *
- * Rank 0 is the one rank that cannot be lost: its referee is what the
- * agreement rests on, and the new root is built around it. When it is
- * gone, every survivor's shrink fails at once with GW_ERR_REMOTE (its
- * connection closed), naming rank 0; when it is stopped, they fail with
- * GW_ERR_TIMEOUT after the window. Sub-communicators are not shrunk
+ * When rank 0 itself died, its referee went with it: the survivors find
+ * its connection closed (GW_ERR_REMOTE) and choose an heir instead, the
+ * lowest surviving rank, which decides in the referee's place and roots
+ * the shrunk communicator on its own host
+ * (transport/bootstrap/bootstrap_heir.c). A rank 0 that is stopped or hung
+ * is not succeeded: it would wake to a job that went on without it, with
+ * its referee answering as if nothing had happened; the survivors fail
+ * with GW_ERR_TIMEOUT after the window. Sub-communicators are not shrunk
  * (shrink their root and split again).
  */
 #include <stdio.h>
@@ -144,10 +147,19 @@ gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
     gw_status_t st = gw__bootstrap_shrink(comm->bootstrap, window, root, sizeof(root), &m);
     gw__comm_drive_end(comm);
     if (st == GW_ERR_REMOTE) {
-        GW_ERROR(&comm->log, "api",
-                 "gw_comm_shrink: rank 0 is gone (its connection closed): the survivors cannot "
-                 "agree without its referee, so the loss of rank 0 ends the job");
-        return st;
+        GW_WARN(&comm->log, "api",
+                "gw_comm_shrink: rank 0 is gone (its connection closed): the lowest surviving "
+                "rank takes its place");
+        gw__comm_drive_begin(comm);
+        st = gw__bootstrap_succeed(comm->bootstrap, window, root, sizeof(root), &m);
+        gw__comm_drive_end(comm);
+        if (st != GW_OK) {
+            GW_ERROR(&comm->log, "api",
+                     "gw_comm_shrink: rank 0 is gone and no surviving rank could lead the others "
+                     "(%s): the job cannot go on",
+                     gw_status_str(st));
+            return st;
+        }
     }
     if (st != GW_OK) {
         GW_ERROR(&comm->log, "api",

@@ -4,8 +4,9 @@
  * with SIGKILL, every survivor gets the same new size and ranks (in the
  * order of the old ones) and an exact allreduce on the new communicator;
  * a rank stopped with SIGSTOP is left out, and once woken gets an error
- * instead of getting in; the loss of rank 0 fails every survivor's shrink
- * promptly (as gradwire.h promises), never hangs. The launcher keeps the
+ * instead of getting in; when rank 0 dies, the lowest surviving rank
+ * leads the survivors in its place (also when the next one died with it,
+ * and again when it dies in turn). The launcher keeps the
  * job running and says which rank it lost.
  */
 #include <criterion/criterion.h>
@@ -21,7 +22,7 @@ static run_result_t run_mode(const char *mode, const char *timeout_ms)
     char tenv[64];
     snprintf(tenv, sizeof(tenv), "GW_TIMEOUT_MS=%s", timeout_ms);
     char *env[] = {tenv, "GW_TRANSPORT=tcp", NULL};
-    run_result_t r = run_cmd(argv, env, 50);
+    run_result_t r = run_cmd(argv, env, 80);
     cr_assert(!r.timed_out, "mode %s hung:\n%s", mode, r.output);
     return r;
 }
@@ -81,15 +82,58 @@ Test(shrink, stopped_rank_left_out, .timeout = 60)
     free(r.output);
 }
 
-Test(shrink, rank0_killed_is_fatal, .timeout = 60)
+/* Rank 0 dies: rank 1, the lowest survivor, leads the others in its
+ * place (bootstrap_heir.c) and becomes rank 0 of the shrunk job. */
+Test(shrink, rank0_killed_rank1_leads, .timeout = 60)
 {
     run_result_t r = run_mode("kill0", "10000");
-    for (int k = 1; k < 4; k++) {
-        char want[64];
-        snprintf(want, sizeof(want), "[%d] rank %d: shrink GW_ERR_REMOTE", k, k);
-        expect(&r, want);
-    }
-    expect(&r, "the loss of rank 0 ends the job");
-    expect_not(&r, "now rank");
+    expect_member(&r, 1, 0, 3, "1,2,3");
+    expect_member(&r, 2, 1, 3, "1,2,3");
+    expect_member(&r, 3, 2, 3, "1,2,3");
+    expect(&r, "rank 1 leads the survivors");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+/* Ranks 0 and 1 die together: rank 1's heir listener refuses the others,
+ * so rank 2 leads. */
+Test(shrink, rank0_and_its_heir_killed, .timeout = 60)
+{
+    run_result_t r = run_mode("kill01", "10000");
+    expect_member(&r, 2, 0, 2, "2,3");
+    expect_member(&r, 3, 1, 2, "2,3");
+    expect(&r, "refused the connection: it is gone");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+/* Rank 0 dies, the survivors go on under rank 1; then rank 1, rank 0 of
+ * the shrunk job, dies too: ranks 2 and 3 succeed it in turn, in one run. */
+Test(shrink, rank0_then_the_next_rank0_killed, .timeout = 90)
+{
+    run_result_t r = run_mode("kill0then1", "10000");
+    expect_member(&r, 1, 0, 3, "1,2,3");
+    expect_member(&r, 2, 0, 2, "2,3");
+    expect_member(&r, 3, 1, 2, "2,3");
+    expect(&r, "[2] rank 2: second shrink GW_OK");
+    expect(&r, "[3] rank 3: second shrink GW_OK");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+/* Rank 0 dies and rank 1, its heir, is stopped: ranks 2 and 3 wait for
+ * rank 1 (the window, 2 s, and a margin), give up on it and go on under
+ * rank 2. Rank 1, woken 8 s later, finds nobody to lead and ranks 2 and 3
+ * alive elsewhere: it is left out instead of going on as a job of one. */
+Test(shrink, stopped_heir_is_passed_over_and_left_out, .timeout = 90)
+{
+    run_result_t r = run_mode("kill0stop1", "2000");
+    expect_member(&r, 2, 0, 2, "2,3");
+    expect_member(&r, 3, 1, 2, "2,3");
+    expect(&r, "did not answer in time: it is stopped or hung");
+    expect(&r, "[1] rank 1: shrink GW_ERR_ABORTED");
+    expect(&r, "they may have gone on without this group");
+    expect_not(&r, "[1] rank 1: now rank");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
     free(r.output);
 }

@@ -2,10 +2,16 @@
  * worker_shrink.c - one rank of the shrink tests (test_shrink.c), run by
  * `gradwire launch --elastic` on 4 ranks.
  *
- * Usage: worker_shrink MODE   (kill1, kill2, kill0, stop)
+ * Usage: worker_shrink MODE   (kill1, kill2, kill0, kill01, kill0then1, kill0stop1, stop)
  *
  * Every rank does one allreduce (the job works), then the victims leave:
  * kill1: rank 2 SIGKILLs itself; kill2: ranks 1 and 3; kill0: rank 0;
+ * kill01: ranks 0 and 1 (rank 2 must lead); kill0then1: rank 0, and once
+ * the survivors have shrunk and checked, rank 1, the shrunk
+ * communicator's rank 0, so that its survivors (2 and 3) succeed it in
+ * turn; kill0stop1: rank 0 dies and rank 1 is stopped (woken as in stop):
+ * ranks 2 and 3 give up on rank 1 and go on under rank 2; rank 1, awake,
+ * finds nobody and ranks alive elsewhere, and must not go on alone;
  * stop: rank 2 SIGSTOPs itself, and a child it forked first wakes it
  * WAKE_S seconds later. The others' second allreduce fails, and they call
  * gw_comm_shrink. A member of the shrunk communicator prints
@@ -42,8 +48,10 @@ static int is_victim(const char *mode, int rank)
         return rank == 2;
     if (!strcmp(mode, "kill2"))
         return rank == 1 || rank == 3;
-    if (!strcmp(mode, "kill0"))
+    if (!strcmp(mode, "kill0") || !strcmp(mode, "kill0then1"))
         return rank == 0;
+    if (!strcmp(mode, "kill01") || !strcmp(mode, "kill0stop1"))
+        return rank == 0 || rank == 1;
     return 0;
 }
 
@@ -75,11 +83,44 @@ static int check_shrunk(gw_comm_t *nc, int old_rank)
     return ok ? 0 : 1;
 }
 
+/* kill0then1: on the shrunk communicator, old rank 1 (its rank 0) leaves
+ * once every member has checked it; the others' allreduce fails and they
+ * shrink it too. */
+static int second_round(gw_comm_t **nc, int old_rank)
+{
+    gw_status_t st = gw_barrier(*nc);
+    if (st != GW_OK) {
+        printf("rank %d: barrier on the shrunk communicator: %s\n", old_rank, gw_status_name(st));
+        return 1;
+    }
+    if (old_rank == 1) {
+        usleep(200 * 1000);
+        raise(SIGKILL);
+    }
+    int32_t one = 1, sum = 0;
+    st = gw_allreduce(*nc, &one, &sum, 1, GW_INT32, GW_SUM);
+    if (st == GW_OK) {
+        printf("rank %d: the allreduce succeeded without rank 1\n", old_rank);
+        return 1;
+    }
+    gw_comm_t *again = NULL;
+    double t0 = now_ms();
+    st = gw_comm_shrink(*nc, &again);
+    printf("rank %d: second shrink %s after %.0f ms\n", old_rank, gw_status_name(st),
+           now_ms() - t0);
+    if (st != GW_OK)
+        return 1;
+    gw_comm_destroy(*nc);
+    *nc = again;
+    return check_shrunk(again, old_rank);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 2) {
-        fprintf(stderr, "usage: worker_shrink kill1|kill2|kill0|stop\n");
+        fprintf(stderr,
+                "usage: worker_shrink kill1|kill2|kill0|kill01|kill0then1|kill0stop1|stop\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -102,7 +143,7 @@ int main(int argc, char **argv)
     int stopped = 0;
     if (is_victim(mode, rank)) {
         usleep(200 * 1000); /* usually the others are in the second one by now */
-        if (strcmp(mode, "stop") != 0)
+        if (strcmp(mode, "stop") != 0 && !(rank == 1 && !strcmp(mode, "kill0stop1")))
             raise(SIGKILL);
         pid_t parent = getpid();
         if (fork() == 0) {
@@ -128,11 +169,15 @@ int main(int argc, char **argv)
     if (st == GW_OK)
         rc = check_shrunk(nc, rank);
     else
-        rc = stopped || !strcmp(mode, "kill0") ? 0 : 1;
+        rc = stopped ? 0 : 1;
+    if (st == GW_OK && rc == 0 && !strcmp(mode, "kill0then1"))
+        rc = second_round(&nc, rank);
     if (stopped && st == GW_OK)
         rc = 1; /* a rank that was only slow must not get in */
     if (!strcmp(mode, "stop") && rank == 0)
         sleep(WAKE_S + 2); /* the referee answers the late rank meanwhile */
+    if (!strcmp(mode, "kill0stop1") && !stopped)
+        sleep(WAKE_S + 4); /* the old heir listeners answer the late rank meanwhile */
     gw_comm_destroy(nc);
     gw_comm_destroy(comm);
     return rc;

@@ -159,6 +159,7 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     bs->culprit = -1;
     bs->root_fd = -1;
     bs->late_lfd = -1;
+    bs->heir_lfd = -1;
     bs->ring_min = params->ring_min > 0 ? params->ring_min : GW_BOOTSTRAP_RING_MIN_DEFAULT;
     if (params->root)
         memcpy(bs->root, params->root, strlen(params->root) + 1);
@@ -202,6 +203,12 @@ gw_status_t gw__bootstrap_open(const gw_bootstrap_params_t *params, gw_bootstrap
     gw__hmac_sha256_update(&h, ring_label, sizeof(ring_label) - 1);
     gw__hmac_sha256_update(&h, bs->job_id, sizeof(bs->job_id));
     gw__hmac_sha256_final(&h, bs->ring_key);
+    /* So do the requests of a succession, when rank 0 died (bootstrap_heir.c). */
+    static const char heir_label[] = "gradwire heir";
+    gw__hmac_sha256_init(&h, key, key_len);
+    gw__hmac_sha256_update(&h, heir_label, sizeof(heir_label) - 1);
+    gw__hmac_sha256_update(&h, bs->job_id, sizeof(bs->job_id));
+    gw__hmac_sha256_final(&h, bs->heir_key);
     *out = bs;
     return GW_OK;
 }
@@ -243,7 +250,12 @@ void gw__bootstrap_close(gw_bootstrap_t *bs)
 {
     if (!bs)
         return;
-    gw__bs_referee_stop(bs->referee); /* it holds fds[] while it runs */
+    gw__bs_referee_stop(bs->referee);        /* it holds fds[] while it runs */
+    gw__bs_heir_answerer_stop(bs->answerer); /* it holds heir_lfd */
+    if (bs->heir_lfd >= 0)
+        close(bs->heir_lfd);
+    free(bs->heirs);
+    explicit_bzero(bs->heir_key, sizeof(bs->heir_key));
     if (bs->root_fd >= 0)
         close(bs->root_fd);
     if (bs->late_lfd >= 0)

@@ -184,6 +184,24 @@ gw_status_t gw__bootstrap_watch_report(gw_bootstrap_t *bs, const gw_bs_report_t 
 gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, size_t root_cap,
                                  gw_bs_members_t *members);
 
+/* Open this rank's heir listener and all-gather every rank's (the last
+ * all-gather before the watch; bootstrap_heir.c says why): a rank of a
+ * job that loses rank 0 leads, or asks the lowest surviving rank, through
+ * them. GW_ERR_SYSTEM when the listener cannot be opened, else the
+ * all-gather's status. A job of one rank has none (GW_OK). */
+gw_status_t gw__bootstrap_heirs_open(gw_bootstrap_t *bs);
+
+/* Rank 0 is gone (gw__bootstrap_shrink said GW_ERR_REMOTE): agree with the
+ * other survivors, through the lowest surviving rank, on who goes on
+ * (bootstrap_heir.c). GW_OK with *members as gw__bootstrap_shrink gives
+ * them (a member, with the new root's "host:port" on the heir's host in
+ * root; or status GW_ERR_ABORTED: left out, or the group did not
+ * outnumber the ranks alive elsewhere); GW_ERR_UNSUPPORTED without the
+ * heirs' table; GW_ERR_AUTH when an heir could not prove the token; else
+ * the last heir's failure. */
+gw_status_t gw__bootstrap_succeed(gw_bootstrap_t *bs, int window_ms, char *root, size_t root_cap,
+                                  gw_bs_members_t *members);
+
 /* Stops the referee first (rank 0). NULL-safe. */
 /* Ask rank 0's referee to admit the processes waiting to join
  * (bootstrap_grow.c says how): every rank asks, within window_ms of the

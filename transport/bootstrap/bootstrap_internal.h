@@ -31,6 +31,10 @@
  *                       admit the processes waiting to join
  *   bootstrap_joiner.c  a new process's side: proving the token, waiting for
  *                       its place
+ *   bootstrap_heir.c    when rank 0 died: the heirs' listeners, and a
+ *                       survivor's walk to the lowest surviving rank
+ *   bootstrap_heir_lead.c  that rank's side: it decides who goes on, and
+ *                       answers the late ones
  *
  * The sockets themselves (transfers with deadlines, addresses as text,
  * connection attempts and their pauses) are transport/sock.h's, shared with
@@ -102,6 +106,14 @@ struct gw_bootstrap {
     char *token;    /* rank 0: the job token, for joiners' proofs */
     int have_grown; /* the referee answered our GROW (bootstrap_grow.c) */
     gw_bs_members_t grown;
+    /* The succession (bootstrap_heir.c): this rank's heir listener (ranks
+     * > 0, -1 none), every rank's heir address (size x GW_SOCK_ADDR_WIRE,
+     * rank 0's empty), the handshake's key, and after this rank led, the
+     * thread that answers late requests. */
+    int heir_lfd;
+    uint8_t *heirs;
+    uint8_t heir_key[32];
+    struct gw_bs_answerer *answerer;
 };
 
 /* ---- what every part needs (bootstrap.c) -------------------------------- */
@@ -192,6 +204,37 @@ int gw__bs_shrink_decided(const gw_bs_shrink_t *sh);
 int64_t gw__bs_shrink_deadline(const gw_bs_shrink_t *sh);
 int gw__bs_shrink_answer(const gw_bs_shrink_t *sh, int r, gw_bs_members_t *m);
 void gw__bs_shrink_left_out(gw_bs_members_t *m);
+/* The rank whose request carries the port and without which nobody goes
+ * on: 0 (the referee's case) unless an heir leads (bootstrap_heir_lead.c). */
+void gw__bs_shrink_lead(gw_bs_shrink_t *sh, int leader);
+/* Whether rank r asked. */
+int gw__bs_shrink_asked(const gw_bs_shrink_t *sh, int r);
+
+/* ---- the succession (bootstrap_heir.c, bootstrap_heir_lead.c) ----------- */
+
+/* gw__bs_heir_recv's result for a message that is not the one expected
+ * (beside the GW_SOCK_IO_* results). */
+#define GW_BS_HEIR_MALFORMED 100
+/* Rank r's heir listener address (and as text, when text is not NULL);
+ * -1 when it has none (rank 0, or no table). */
+int gw__bs_heir_addr(const gw_bootstrap_t *bs, int r, struct sockaddr_storage *sa, socklen_t *len,
+                     char *text, size_t cap);
+/* One connection attempt until deadline: the connected socket, or -1 with
+ * *refused set when the address refused it (nobody listens: the process
+ * is gone), clear when it did not answer in time. */
+int gw__bs_heir_dial(const struct sockaddr_storage *sa, socklen_t len, int64_t deadline,
+                     int *refused);
+/* One whole message of a type in mask into buf (cap bytes), waiting until
+ * deadline: a GW_SOCK_IO_* result, or GW_BS_HEIR_MALFORMED. */
+int gw__bs_heir_recv(int fd, unsigned mask, int64_t deadline, uint8_t *buf, size_t cap, size_t *len,
+                     gw_bs_hdr_t *hdr);
+/* This rank leads: gone[r] set for the ranks known gone (or silent) before
+ * it; *out its own place, root the new root's address. */
+gw_status_t gw__bs_heir_lead(gw_bootstrap_t *bs, unsigned char *gone, int window_ms, char *root,
+                             size_t root_cap, gw_bs_members_t *out);
+/* Start the thread that answers late requests on the heir listener. */
+gw_status_t gw__bs_heir_answer_late(gw_bootstrap_t *bs);
+void gw__bs_heir_answerer_stop(struct gw_bs_answerer *w);
 /* bootstrap_shrink.c: a free TCP port on host, bound once and released. */
 gw_status_t gw__bs_reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *port);
 /* bootstrap_shrink.c, for a member's shrink or grow: the root's host

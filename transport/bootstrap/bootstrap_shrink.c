@@ -29,8 +29,9 @@
  *
  * Bounded on both sides. The referee never waits past the window; a rank
  * waits for its answer at most the window plus a margin, and sees rank 0's
- * death at once as its connection closing (GW_ERR_REMOTE): the loss of
- * rank 0 ends the job, since its referee is what agreement rests on.
+ * death at once as its connection closing (GW_ERR_REMOTE): then the
+ * survivors agree through an heir instead, the lowest surviving rank,
+ * which runs this same decision in rank 0's place (bootstrap_heir.c).
  * There is one shrink case per bootstrap: the shrunk communicator has its
  * own bootstrap and referee for the next one.
  */
@@ -60,6 +61,8 @@ struct gw_bs_shrink {
     int decided;
     gw_status_t status; /* of the decision: GW_OK, or why nobody goes on */
     uint32_t port, new_size;
+    int leader;      /* whose request carries the port: 0, or an heir (bootstrap_heir_lead.c) */
+    const char *who; /* who decides, for the log: "referee", or "succession" for an heir */
 };
 
 gw_bs_shrink_t *gw__bs_shrink_new(const gw_logger_t *log, int size)
@@ -72,6 +75,7 @@ gw_bs_shrink_t *gw__bs_shrink_new(const gw_logger_t *log, int size)
     sh->asked = calloc((size_t)size, 1);
     sh->new_rank = calloc((size_t)size, sizeof(*sh->new_rank));
     sh->deadline = INT64_MAX;
+    sh->who = "referee";
     if (!sh->asked || !sh->new_rank) {
         gw__bs_shrink_free(sh);
         return NULL;
@@ -95,13 +99,21 @@ void gw__bs_shrink_request(gw_bs_shrink_t *sh, int r, const gw_bs_shrink_req_t *
     if (sh->deadline == INT64_MAX) {
         sh->deadline = now + (int64_t)req->window_ms;
         GW_INFO(sh->log, GW_BS_SUBSYS,
-                "referee: rank %d asks to shrink the job; the others have %u ms to ask too", r,
+                "%s: rank %d asks to shrink the job; the others have %u ms to ask too", sh->who, r,
                 req->window_ms);
     }
     sh->asked[r] = 1;
-    if (r == 0)
+    if (r == sh->leader)
         sh->port = req->port;
 }
+
+void gw__bs_shrink_lead(gw_bs_shrink_t *sh, int leader)
+{
+    sh->leader = leader;
+    sh->who = "succession";
+}
+
+int gw__bs_shrink_asked(const gw_bs_shrink_t *sh, int r) { return sh->asked[r]; }
 
 int64_t gw__bs_shrink_deadline(const gw_bs_shrink_t *sh)
 {
@@ -117,7 +129,8 @@ int gw__bs_shrink_decide(gw_bs_shrink_t *sh, const unsigned char *gone, int64_t 
     int everyone = 1;
     for (int r = 0; r < sh->size; r++)
         everyone &= sh->asked[r] || gone[r];
-    if (!(everyone && sh->asked[0] && !gone[0]) && now < sh->deadline)
+    int lead = sh->leader;
+    if (!(everyone && sh->asked[lead] && !gone[lead]) && now < sh->deadline)
         return 0;
     sh->decided = 1;
     char lost[16 * LOST_LIST_MAX + 32] = "";
@@ -134,16 +147,17 @@ int gw__bs_shrink_decide(gw_bs_shrink_t *sh, const unsigned char *gone, int64_t 
     }
     if (nlost > LOST_LIST_MAX && len < sizeof(lost))
         snprintf(lost + len, sizeof(lost) - len, " and %d more", nlost - LOST_LIST_MAX);
-    if (!sh->asked[0] || gone[0] || sh->port == 0) {
+    if (!sh->asked[lead] || gone[lead] || sh->port == 0) {
         sh->status = GW_ERR_TIMEOUT;
         GW_ERROR(sh->log, GW_BS_SUBSYS,
-                 "referee: rank 0 did not ask to shrink within the window: the job cannot shrink "
-                 "without it");
+                 "%s: rank %d did not ask to shrink within the window: the job cannot shrink "
+                 "without it",
+                 sh->who, lead);
         return 1;
     }
     sh->status = GW_OK;
-    GW_WARN(sh->log, GW_BS_SUBSYS, "referee: the job shrinks from %d to %u ranks; left out: %s",
-            sh->size, sh->new_size, nlost ? lost : "none");
+    GW_WARN(sh->log, GW_BS_SUBSYS, "%s: %u of the job's %d ranks go on; left out: %s", sh->who,
+            sh->new_size, sh->size, nlost ? lost : "none");
     return 1;
 }
 

@@ -102,8 +102,11 @@ void gw_train_usage(FILE *out)
             "                           launch --elastic); not with --async, --codec or\n"
             "                           model parallelism; the running job admits\n"
             "                           processes started with --join at every epoch start\n"
+            "  --grow-every N           (with --elastic) admit them every N steps too, at\n"
+            "                           any step of an epoch (default 0: epoch starts only;\n"
+            "                           each check is one small message to rank 0 and back)\n"
             "  --join                   (with --elastic) join the running job at GW_ROOT\n"
-            "                           (its GW_JOB_TOKEN) at its next epoch start, as a new\n"
+            "                           (its GW_JOB_TOKEN) where it next admits, as a new\n"
             "                           rank: rank 0 sends the weights and the position\n"
             "  --join-wait S            how long --join waits for that (default 600 s)\n"
             "output:\n"
@@ -208,6 +211,7 @@ enum {
     OPT_ELASTIC,
     OPT_JOIN,
     OPT_JOIN_WAIT,
+    OPT_GROW_EVERY,
     OPT_EVAL_EVERY,
     OPT_THREADS,
     OPT_PROGRESS,
@@ -267,6 +271,7 @@ const struct option gw_train_longopts[] = {
     {"elastic", no_argument, NULL, OPT_ELASTIC},
     {"join", no_argument, NULL, OPT_JOIN},
     {"join-wait", required_argument, NULL, OPT_JOIN_WAIT},
+    {"grow-every", required_argument, NULL, OPT_GROW_EVERY},
     {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -372,6 +377,8 @@ static const num_opt_t num_opts[] = {
     NUM(OPT_MICRO_BATCHES, NUM_INT, micro_batches, 1, 1 << 20, "a positive number"),
     NUM(OPT_BALANCE_EVERY, NUM_LONG, balance_every, 1, 1000000000L, "a positive number of steps"),
     NUM(OPT_JOIN_WAIT, NUM_INT, join_wait_s, 1, 2000000, "a positive number of seconds"),
+    NUM(OPT_GROW_EVERY, NUM_INT, grow_every, 0, 1000000000,
+        "a number of steps (0: epoch starts only)"),
 };
 
 /* Store the parsed value into the option's field. */
@@ -640,6 +647,8 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
                                what);
     }
     /* --join (train_grow.c): a joiner takes its state from the job. */
+    if (o->grow_every > 0 && !o->elastic)
+        return usage_error("--grow-every is for a job started with --elastic: add --elastic");
     if (o->join && !o->elastic)
         return usage_error("--join is for a job started with --elastic: add --elastic (and "
                            "the job's other arguments)");

@@ -21,6 +21,24 @@ static const char *csv_header =
     "epoch,loss,train_acc,test_loss,test_acc,samples_per_s,compute_s,comm_s,codec_s,wait_s,"
     "epoch_s,elapsed_s,lr\n";
 
+/* Rank 0's CSV: the header and the epochs so far. */
+static void csv_line(FILE *f, const gw_train_epoch_stats_t *s);
+static gw_status_t open_csv(gw_train_report_t *r)
+{
+    if (r->rank != 0 || !r->csv_path || r->csv)
+        return GW_OK;
+    r->csv = gw_kit_fopen_private(r->csv_path);
+    if (!r->csv) {
+        fprintf(stderr, "gradwire-train: cannot write %s: %m\n", r->csv_path);
+        return GW_ERR_SYSTEM;
+    }
+    fputs(csv_header, r->csv);
+    for (int i = 0; i < r->nepochs; i++)
+        csv_line(r->csv, &r->epochs[i]);
+    fflush(r->csv);
+    return GW_OK;
+}
+
 gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o, int rank,
                                  int world)
 {
@@ -37,16 +55,26 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
     gw_train_opts_fingerprint(o, world, r->config, sizeof(r->config));
     r->tty = rank == 0 && (o->progress == 1 || (o->progress < 0 && isatty(STDERR_FILENO)));
     r->quiet = o->quiet;
-    if (rank == 0 && o->report_csv) {
-        r->csv = gw_kit_fopen_private(o->report_csv);
-        if (!r->csv) {
-            fprintf(stderr, "gradwire-train: cannot write %s: %m\n", o->report_csv);
-            return GW_ERR_SYSTEM;
-        }
-        fputs(csv_header, r->csv);
-    }
+    r->csv_path = o->report_csv;
+    gw_status_t st = open_csv(r);
+    if (st != GW_OK)
+        return st;
     r->open = 1;
     return GW_OK;
+}
+
+static void csv_line(FILE *f, const gw_train_epoch_stats_t *s)
+{
+    fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g\n", s->epoch,
+            s->loss, s->train_acc, s->test_loss, s->test_acc, s->samples_per_s, s->compute_s,
+            s->comm_s, s->codec_s, s->wait_s, s->epoch_s, s->elapsed_s, s->lr);
+}
+
+gw_status_t gw_train_report_rank(gw_train_report_t *r, int rank)
+{
+    int was = r->rank;
+    r->rank = rank;
+    return was != 0 && rank == 0 ? open_csv(r) : GW_OK;
 }
 
 void gw_train_report_progress(gw_train_report_t *r, int epoch, long step, long steps, double loss)
@@ -69,8 +97,6 @@ void gw_train_report_progress(gw_train_report_t *r, int epoch, long step, long s
 
 gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_stats_t *s)
 {
-    if (r->rank != 0)
-        return GW_OK;
     if (r->nepochs == r->cap) {
         int cap = r->cap ? 2 * r->cap : 16;
         gw_train_epoch_stats_t *n = realloc(r->epochs, (size_t)cap * sizeof(*n));
@@ -82,6 +108,8 @@ gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_sta
         r->cap = cap;
     }
     r->epochs[r->nepochs++] = *s;
+    if (r->rank != 0)
+        return GW_OK;
     if (r->tty)
         fprintf(stderr, "\r%*s\r", BAR_WIDTH + 50, "");
     if (!r->quiet) {
@@ -95,9 +123,7 @@ gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_sta
         fflush(stdout);
     }
     if (r->csv) {
-        fprintf(r->csv, "%d,%.6f,%.6f,%.6f,%.6f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g\n",
-                s->epoch, s->loss, s->train_acc, s->test_loss, s->test_acc, s->samples_per_s,
-                s->compute_s, s->comm_s, s->codec_s, s->wait_s, s->epoch_s, s->elapsed_s, s->lr);
+        csv_line(r->csv, s);
         fflush(r->csv);
     }
     return GW_OK;

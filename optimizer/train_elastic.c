@@ -239,7 +239,7 @@ gw_status_t gw_train_elastic_adopt(gw_train_sync_t *s, gw_comm_t *nc)
     s->rank = gw_comm_rank(nc);
     s->world = gw_comm_size(nc);
     el->snap[0].valid = el->snap[1].valid = 0;
-    return GW_OK;
+    return gw_train_report_rank(&s->rep, s->rank);
 }
 
 gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
@@ -273,6 +273,8 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
     s->comm = nc;
     s->rank = gw_comm_rank(nc);
     s->world = gw_comm_size(nc);
+    if ((st = gw_train_report_rank(&s->rep, s->rank)) != GW_OK)
+        return st;
     /* Who is left, and the last step every survivor finished. */
     int32_t *members = calloc((size_t)s->world, sizeof(*members));
     int32_t me = old_rank;

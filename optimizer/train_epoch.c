@@ -114,11 +114,12 @@ again:
          * resumed epoch goes on with the sums from the checkpoint), and the
          * shuffle replays from the generator state the epoch began with. */
         /* --elastic: processes waiting to join come in at an epoch's start
-         * (train_grow.c), once per start: a joiner enters here after the
-         * members' grow, and survivors rolled back to the start grew there. */
-        if (o->elastic && s->step == 0 && s->grown_at != s->gstep) {
+         * (train_grow.c), once per start, unless --grow-every says when: a
+         * joiner enters here after the members' grow, and survivors rolled
+         * back to the start grew there. */
+        if (o->elastic && o->grow_every == 0 && s->step == 0 && s->grown_at != s->gstep) {
             int grew = 0;
-            ELASTIC_OR_RETURN(gw_train_grow(s, &grew));
+            ELASTIC_OR_RETURN(gw_train_grow(s, 0, &grew));
             if (grew)
                 goto again; /* a new epoch length */
         }
@@ -132,6 +133,17 @@ again:
         s->bk.comm_s = s->bk.wait_s = s->bk.codec_s = 0;
         long seen0 = s->ep_seen;
         while (s->step < s->spe && s->gstep < total) {
+            /* --grow-every N: joiners come in every N steps instead, at
+             * any step of an epoch, where the members are; the grow
+             * re-shards, and the pass starts again with the new shards and
+             * the epoch's shuffle replayed (as after a shrink). */
+            if (o->elastic && o->grow_every > 0 && s->gstep % o->grow_every == 0 &&
+                s->grown_at != s->gstep) {
+                int grew = 0;
+                ELASTIC_OR_RETURN(gw_train_grow(s, 1, &grew));
+                if (grew)
+                    goto again;
+            }
             if ((st = gw_train_elastic_snapshot(s)) != GW_OK)
                 return st;
             ELASTIC_OR_RETURN(gw_train_sync_step(s));

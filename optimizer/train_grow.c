@@ -1,8 +1,9 @@
 /*
  * train_grow.c - `gradwire train --elastic` admits new ranks at the start
- * of every epoch; `--elastic --join` is such a new rank.
+ * of every epoch, and with --grow-every N every N steps, at any step of an
+ * epoch; `--elastic --join` is such a new rank.
  *
- * At each epoch's start every rank calls gw_comm_grow. Most of the time
+ * At each epoch's start (and every N steps) every rank calls gw_comm_grow. Most of the time
  * nobody waits to join and it returns at once with no new communicator.
  * When processes wait (started with `--elastic --join`, GW_ROOT and
  * GW_JOB_TOKEN of the job), rank 0's referee admits them: members keep
@@ -18,10 +19,17 @@
  * over fewer, so a step still means what it meant and the learning rate
  * schedule goes on unchanged.
  *
+ * Past an epoch's start the position is a step of it: the generator goes
+ * out as it was at the epoch's start and every rank replays the
+ * epoch's shuffle on its new shard, as the survivors of a shrink do after
+ * their roll-back (the rest of that epoch may repeat or skip a few
+ * samples), and each member keeps its sums of the epoch so far (a joiner
+ * starts from none), so the epoch's figures count what was trained.
+ *
  * A joiner runs the same sequence from its side: it builds its model and
  * data as any rank would (to have the buffers), then takes the state from
  * rank 0 in the same broadcasts the members make, and enters the training
- * loop at the epoch's start, where the members are. It makes no
+ * loop where the members are. It makes no
  * collective calls of its own before that (no resume agreement, no weight
  * broadcast, no link timing), since the members make none at that point.
  *
@@ -38,7 +46,9 @@
 #include "train_sync.h"
 #include "trainer.h"
 
-/* Rank 0's state to every rank of the grown communicator. */
+/* Rank 0's state to every rank of the grown communicator: the generator
+ * as the epoch's shuffle starts from it (gw_train_grow rewinds it there
+ * when the epoch has begun). */
 static gw_status_t send_state(gw_train_sync_t *s)
 {
     int64_t pos[2 + 4] = {s->epoch, s->step};
@@ -59,13 +69,25 @@ static gw_status_t send_state(gw_train_sync_t *s)
     s->epoch = pos[0];
     s->step = pos[1];
     memcpy(s->rng.s, pos + 2, sizeof(s->rng.s));
-    s->ep_loss = 0;
-    s->ep_correct = s->ep_seen = 0;
+    if (s->step == 0) { /* mid-epoch, each rank keeps its sums (a joiner's are 0) */
+        s->ep_loss = 0;
+        s->ep_correct = s->ep_seen = 0;
+    }
     s->gstep = s->epoch * s->spe + s->step; /* renumbered again by the re-shard */
     return gw_train_elastic_reshard(s);
 }
 
-gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
+/* "at the start of epoch E", or "at step G (step S of epoch E)". */
+static void where_str(const gw_train_sync_t *s, char *buf, size_t cap)
+{
+    if (s->step == 0)
+        snprintf(buf, cap, "at the start of epoch %ld", s->epoch + 1);
+    else
+        snprintf(buf, cap, "at step %ld (step %ld of epoch %ld)", s->gstep + 1, s->step + 1,
+                 s->epoch + 1);
+}
+
+gw_status_t gw_train_grow(gw_train_sync_t *s, int begun, int *grew)
 {
     *grew = 0;
     s->grown_at = s->gstep;
@@ -82,10 +104,10 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
         gw_status_t cst = gw_allreduce(s->comm, &x, &x, 1, GW_INT32, GW_SUM);
         if (cst != GW_OK)
             return cst;
-        fprintf(stderr,
-                "gradwire-train: --elastic: rank %d: the grow at the start of epoch %ld "
-                "failed (%s)\n",
-                s->rank, s->epoch + 1, gw_status_name(st));
+        char where[96];
+        where_str(s, where, sizeof(where));
+        fprintf(stderr, "gradwire-train: --elastic: rank %d: the grow %s failed (%s)\n", s->rank,
+                where, gw_status_name(st));
         return st;
     }
     if (!nc)
@@ -94,6 +116,8 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
         gw_comm_destroy(nc);
         return st;
     }
+    if (begun) /* the epoch's shuffle replays on the new shards */
+        s->rng = s->rng_epoch;
     if ((st = send_state(s)) != GW_OK)
         return st;
     s->grown_at = s->gstep;
@@ -110,9 +134,11 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
             snprintf(per, sizeof(per), "%zu", s->local_b);
         else
             snprintf(per, sizeof(per), "%zu-%d", s->local_b, last);
-        printf("gradwire-train: --elastic: rank(s) %s joined at the start of epoch %ld; %d "
-               "rank(s) go on (global batch %d, %s per rank)\n",
-               who, s->epoch + 1, s->world, s->o->batch, per);
+        char where[96];
+        where_str(s, where, sizeof(where));
+        printf("gradwire-train: --elastic: rank(s) %s joined %s; %d rank(s) go on (global batch "
+               "%d, %s per rank)\n",
+               who, where, s->world, s->o->batch, per);
         fflush(stdout);
     }
     return GW_OK;
@@ -120,13 +146,16 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew)
 
 gw_status_t gw_train_grow_joined(gw_train_sync_t *s)
 {
+    s->ep_loss = 0;
+    s->ep_correct = s->ep_seen = 0;
     gw_status_t st = send_state(s);
     if (st != GW_OK)
         return st;
     s->grown_at = s->gstep;
-    printf("gradwire-train: --join: rank %d of %d joined at the start of epoch %ld (%zu samples "
-           "per step)\n",
-           s->rank, s->world, s->epoch + 1, s->local_b);
+    char where[96];
+    where_str(s, where, sizeof(where));
+    printf("gradwire-train: --join: rank %d of %d joined %s (%zu samples per step)\n", s->rank,
+           s->world, where, s->local_b);
     fflush(stdout);
     return GW_OK;
 }

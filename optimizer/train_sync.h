@@ -79,12 +79,14 @@ gw_status_t gw_train_elastic_adopt(gw_train_sync_t *s, gw_comm_t *nc);
 gw_status_t gw_train_elastic_reshard(gw_train_sync_t *s);
 
 /* ---- joining a running job (train_grow.c) ---- */
-/* At an epoch's start (s->step 0), every rank of an --elastic run: admit
- * the processes waiting to join (gw_comm_grow). *grew is 1 when the world
- * changed: then the state is the grown job's (weights and position from
- * rank 0, data re-sharded) and the caller recomputes what depends on the
- * epoch length. */
-gw_status_t gw_train_grow(gw_train_sync_t *s, int *grew);
+/* At an epoch's start, or every --grow-every steps, every rank of an
+ * --elastic run: admit the processes waiting to join (gw_comm_grow).
+ * begun: the epoch's shuffle was drawn already (the generator is rewound
+ * to the epoch's start, so that it replays on the new shards). *grew is 1
+ * when the world changed: then the state is the grown job's (weights and
+ * position from rank 0, data re-sharded) and the caller starts the pass
+ * again (the epoch's shuffle, its length). */
+gw_status_t gw_train_grow(gw_train_sync_t *s, int begun, int *grew);
 /* A joiner (--join), right after setup on its new communicator: take the
  * state from rank 0 as the members send it after their grow. */
 gw_status_t gw_train_grow_joined(gw_train_sync_t *s);

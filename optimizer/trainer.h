@@ -70,7 +70,8 @@ typedef struct gw_train_opts {
     int stop_at_target; /* end the run at the first epoch that reaches it */
     int elastic;        /* survive lost ranks (train_elastic.c) */
     int join;           /* join a running --elastic job (train_grow.c) */
-    int join_wait_s;    /* how long --join waits for the job's next epoch start */
+    int join_wait_s;    /* how long --join waits for the job to admit it */
+    int grow_every;     /* --elastic: admit joiners every N steps too (0: epoch starts only) */
     int threads;        /* OpenBLAS threads per rank */
     int progress;       /* -1 auto (a terminal), 0 off, 1 on */
     int quiet;
@@ -395,7 +396,8 @@ typedef struct gw_train_report {
     int tty, quiet;
     double last_bar;
     FILE *csv;
-    gw_train_epoch_stats_t *epochs;
+    const char *csv_path; /* --csv, for a rank that becomes rank 0 (gw_train_report_rank) */
+    gw_train_epoch_stats_t *epochs; /* every rank keeps them: any may become rank 0 */
     int nepochs, cap;
     double time_to_target_s; /* < 0: not reached */
     double target_acc;
@@ -426,6 +428,11 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
                                  int world);
 void gw_train_report_progress(gw_train_report_t *r, int epoch, long step, long steps, double loss);
 gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_stats_t *s);
+/* This rank's rank from now on (--elastic: a shrink renumbers the ranks, and
+ * when rank 0 died another rank becomes rank 0): a new rank 0 takes over
+ * the epoch lines, the CSV (written again from the epochs every rank keeps)
+ * and the JSON at the end. */
+gw_status_t gw_train_report_rank(gw_train_report_t *r, int rank);
 gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path);
 
 /* ---- the training loops ------------------------------------------------------ */

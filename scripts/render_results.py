@@ -110,11 +110,13 @@ CAMPAIGNS = {
         "--zero 2 the reduced gradients too (plus a two-bucket workspace that does not shrink).",
     ),
     "elastic": (
-        "Elastic training: a rank lost in epoch 2",
-        "Fashion-MNIST on 4 ranks over shared memory: an elastic run (`gradwire launch --elastic`, "
-        "`gradwire train --elastic`) whose rank 2 is killed a quarter into epoch 2, so that the "
-        "3 survivors shrink the job and go on with the same global batch, against an un-killed "
-        "run of the same job (bench/train_elastic.sh --json).",
+        "Elastic training: ranks lost in epoch 2, rank 0 among them",
+        "Fashion-MNIST on 4 ranks over shared memory, against an un-killed run of the same job "
+        "(bench/train_elastic.sh --json): an elastic run (`gradwire launch --elastic`, `gradwire "
+        "train --elastic`) whose rank 2 is killed a quarter into epoch 2, so that the 3 survivors "
+        "shrink the job and go on with the same global batch; and one whose rank 0 is killed there, "
+        "and then, a quarter of an epoch later, rank 1, which had taken its place, so that the job "
+        "ends on ranks 2 and 3.",
     ),
     "stragglers": (
         "Stragglers: --straggler balance",
@@ -530,20 +532,32 @@ def body_elastic(doc):
                      ratio(r["train_s"], base and base["train_s"]) if base else "-"])
     text = [md_table(["run", "test accuracy", "final loss", "training (s)", "time / un-killed's"], rows,
                      ["---", "---:", "---:", "---:", "---:"]), ""]
-    el = next((r for r in rs if r is not base), None)
-    lost = doc.get("lost")
-    if lost:
-        text += ["The elastic run lost rank(s) %s in step %d (epoch %d); %d ranks went on, and the job "
-                 "reported %.2f s lost to the failure." % (lost["ranks"], lost["step"], lost["epoch"],
-                                                           lost["survivors"], lost["lost_s"]), ""]
-    if base and el and base["final_test_acc"] is not None and el["final_test_acc"] is not None:
-        text += ["Against the un-killed run of the same job: %+.2f points of test accuracy, %s times "
-                 "its training time." % (100 * (el["final_test_acc"] - base["final_test_acc"]),
-                                         ratio(el["train_s"], base["train_s"])), ""]
+    for el in (r for r in rs if r is not base):
+        # Older data keeps the one elastic run's losses beside the results.
+        lost = el.get("lost") or ([doc["lost"]] if doc.get("lost") else [])
+        said = []
+        for x in lost:
+            said.append("rank(s) %s of %d in step %d (epoch %d), %.2f s lost; %d went on"
+                        % (x["ranks"], x["survivors"] + len(x["ranks"].split(",")), x["step"], x["epoch"],
+                           x["lost_s"], x["survivors"]))
+        line = "%s: lost %s." % (el["run"], "; then ".join(said)) if said else "%s: no loss reported." % el["run"]
+        if base and base["final_test_acc"] is not None and el["final_test_acc"] is not None:
+            line += (" Against the un-killed run of the same job: %+.2f points of test accuracy, %s times its "
+                     "training time." % (100 * (el["final_test_acc"] - base["final_test_acc"]),
+                                         ratio(el["train_s"], base["train_s"])))
+        text += [line, ""]
+    if any(r["run"].startswith("elastic (rank 0") for r in rs):
+        text += ["Ranks are numbered in the communicator they were lost from: in the run that loses rank 0 "
+                 "and then rank 1, the second loss is rank 0 of the 3 that went on (the job's rank 1, which "
+                 "had taken rank 0's place). Each time the lowest surviving rank led the others in the "
+                 "dead rank 0's place (docs/design/failures.md, the succession).", ""]
     p = doc.get("params", {})
-    return ("data %s, %s epochs, global batch %s, %s ranks over %s, rank %s killed"
+    killed = "rank %s killed" % p.get("killed_rank")
+    if p.get("killed_ranks_then"):
+        killed += "; ranks %s killed one after the other" % " then ".join(map(str, p["killed_ranks_then"]))
+    return ("data %s, %s epochs, global batch %s, %s ranks over %s, %s"
             % (p.get("data"), p.get("epochs"), p.get("global_batch"), p.get("ranks"), p.get("transport"),
-               p.get("killed_rank")), text, [])
+               killed), text, [])
 
 
 def ms(v):

@@ -1,8 +1,10 @@
 #!/bin/sh
 # gradwire train --elastic under gradwire launch --elastic, on synthetic data
 # (4 ranks, shared memory):
-#   1. kill -9 of rank 2 in epoch 2: the job finishes with the others, rank 0
-#      says which rank was lost and when, and the final test accuracy is
+#   1. kill -9 of rank 2 in epoch 2: the others go on, rank 0 says which
+#      rank was lost and when; a replacement started then joins in the
+#      middle of an epoch (--grow-every 7), the job finishes on 4 ranks with
+#      the same weights and shuffle state, and the final test accuracy is
 #      within 2 points of an un-killed run with the same global batch;
 #   1b. kill -9 of ranks 1 and 3 at once in epoch 2: the other two go on
 #      together and finish within 2 points of the un-killed run;
@@ -17,8 +19,8 @@
 #      of the next epoch, the job finishes on 4 ranks, rank 0 says who
 #      joined, and the final test accuracy is within 2 points of the
 #      un-killed run.
-#   0. (first) --join without --elastic is refused, and a joiner that finds
-#      no job gives up after --join-wait, naming the root.
+#   0. (first) --join and --grow-every without --elastic are refused, and a
+#      joiner that finds no job gives up after --join-wait, naming the root.
 # Usage: train_elastic_test.sh BUILD_DIR
 set -u
 B=${1:?build dir}
@@ -63,6 +65,10 @@ $TRAIN $COMMON --join > "$T/refuse.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "\-\-join is for a job started with --elastic" "$T/refuse.out" ||
     { cat "$T/refuse.out"; fail "--join without --elastic: exit $rc"; }
+$TRAIN $COMMON --grow-every 7 > "$T/refuse2.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-grow-every is for a job started with --elastic" "$T/refuse2.out" ||
+    { cat "$T/refuse2.out"; fail "--grow-every without --elastic: exit $rc"; }
 GW_ROOT=127.0.0.1:1 GW_JOB_TOKEN=no-such-job-token $TRAIN $COMMON --elastic --join --join-wait 1 > "$T/nojob.out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "root 127.0.0.1:1" "$T/nojob.out" && grep -q "GW_ERR_TIMEOUT" "$T/nojob.out" ||
@@ -76,23 +82,39 @@ $LAUNCH -n 4 -- $TRAIN $COMMON > "$T/base.out" 2>&1 || { cat "$T/base.out"; fail
 # (GW_TRAIN_TEST_SLOW), so every epoch lasts at least 0.8 s; the sleep
 # changes no result, and the accuracy is compared with the unslowed base.
 SLOW0=0:200
-GW_TRAIN_TEST_SLOW=$SLOW0 GW_TEST_MARK=kill $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic > "$T/kill.out" 2>&1 &
+# The ranks admit joiners every 7 steps (--grow-every 7), which no epoch
+# start is a multiple of (250 steps an epoch): a replacement started once
+# the loss is reported joins in the middle of an epoch.
+GROW="--grow-every 7"
+GW_TRAIN_TEST_SLOW=$SLOW0 GW_TEST_MARK=kill $LAUNCH --elastic -n 4 -- $TRAIN $COMMON --elastic $GROW > "$T/kill.out" 2>&1 &
 job=$!
 wait_for "$T/kill.out" "epoch   1" || { cat "$T/kill.out"; fail "no epoch 1"; }
-pid=$(rank_pid 2 kill) || fail "rank 2 not found"
+pid=$(rank_pid 2 kill) && pid0=$(rank_pid 0 kill) || fail "ranks 0 and 2 not found"
+root=$(env_of "$pid0" GW_ROOT)
+token=$(env_of "$pid0" GW_JOB_TOKEN)
 kill -9 "$pid"
+wait_for "$T/kill.out" "lost rank(s) 2 in step" || { cat "$T/kill.out"; fail "rank 2's loss not reported"; }
+GW_ROOT=$root GW_JOB_TOKEN=$token $TRAIN $COMMON --elastic $GROW --join --join-wait 30 > "$T/kjoin.out" 2>&1
+jrc=$?
 wait $job
 rc=$?
-cat "$T/kill.out"
+cat "$T/kill.out" "$T/kjoin.out"
 [ $rc -eq 0 ] || fail "the elastic run exited $rc"
+[ $jrc -eq 0 ] || fail "the replacement (--grow-every) exited $jrc"
 grep -q "gradwire launch: rank 2 killed by signal SIGKILL; --elastic" "$T/kill.out" ||
     fail "the launcher did not say that it lost rank 2"
 grep -q "lost rank(s) 2 in step .* 3 rank(s) go on" "$T/kill.out" ||
     fail "the trainer did not report the lost rank"
+grep -q "rank(s) 3 joined at step [0-9]* (step [0-9]* of epoch [234]); 4 rank(s) go on" "$T/kill.out" ||
+    fail "rank 0 did not say that rank 3 joined in the middle of an epoch"
+grep -q "rank 3 of 4 joined at step [0-9]* (step [0-9]* of epoch" "$T/kjoin.out" ||
+    fail "the replacement did not join in the middle of an epoch"
+grep -q "the 4 replicas hold the same weights" "$T/kill.out" ||
+    fail "the mid-epoch replacement's weights or shuffle are not the others'"
 a=$(final_acc "$T/base.out")
 b=$(final_acc "$T/kill.out")
 [ -n "$a" ] && [ -n "$b" ] || fail "no final accuracy (base '$a', elastic '$b')"
-echo "final test accuracy: un-killed $a%, rank 2 lost in epoch 2: $b%"
+echo "final test accuracy: un-killed $a%, rank 2 lost in epoch 2 and replaced mid-epoch: $b%"
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
     fail "accuracy $b% is not within 2 points of $a%"
 

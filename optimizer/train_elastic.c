@@ -303,6 +303,10 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
     double since = back->at_s;
     restore(s, back);
     el->snap[0].valid = el->snap[1].valid = 0;
+    /* A rank that had gone into the next grow while the others' last step
+     * failed holds that step as its last grow; after the roll-back every
+     * survivor must decide alike whether to grow where they resume. */
+    s->grown_at = -1;
     if ((st = gw_train_elastic_reshard(s)) != GW_OK) {
         free(members);
         return st;

@@ -21,8 +21,14 @@ static const char *csv_header =
     "epoch,loss,train_acc,test_loss,test_acc,samples_per_s,compute_s,comm_s,codec_s,wait_s,"
     "epoch_s,elapsed_s,lr\n";
 
+static void csv_line(FILE *f, const gw_train_epoch_stats_t *s)
+{
+    fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g\n", s->epoch,
+            s->loss, s->train_acc, s->test_loss, s->test_acc, s->samples_per_s, s->compute_s,
+            s->comm_s, s->codec_s, s->wait_s, s->epoch_s, s->elapsed_s, s->lr);
+}
+
 /* Rank 0's CSV: the header and the epochs so far. */
-static void csv_line(FILE *f, const gw_train_epoch_stats_t *s);
 static gw_status_t open_csv(gw_train_report_t *r)
 {
     if (r->rank != 0 || !r->csv_path || r->csv)
@@ -61,13 +67,6 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
         return st;
     r->open = 1;
     return GW_OK;
-}
-
-static void csv_line(FILE *f, const gw_train_epoch_stats_t *s)
-{
-    fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g\n", s->epoch,
-            s->loss, s->train_acc, s->test_loss, s->test_acc, s->samples_per_s, s->compute_s,
-            s->comm_s, s->codec_s, s->wait_s, s->epoch_s, s->elapsed_s, s->lr);
 }
 
 gw_status_t gw_train_report_rank(gw_train_report_t *r, int rank)

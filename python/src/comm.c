@@ -481,16 +481,31 @@ static PyObject *dispatch(PyObject *obj, int index, PyObject *args, PyObject *kw
 GWPY_CALLS(GWPY_TRAMPOLINE)
 #undef GWPY_TRAMPOLINE
 
-int gwpy_config_timeout_algo(PyObject *timeout, PyObject *algo, gw_config_t *cfg)
+int gwpy_seconds(PyObject *obj, const char *what, double *seconds)
 {
+    *seconds = PyFloat_AsDouble(obj);
+    if (*seconds == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(*seconds > 0) || *seconds > 2e6) {
+        gwpy_raise_argument(0, "%s must be seconds in (0, 2e6], not %R", what, obj);
+        return -1;
+    }
+    return 0;
+}
+
+int gwpy_config_fill(gw_config_t *cfg, const char *root, const char *token, const char *transport,
+                     const char *ifname, int nsocks, PyObject *timeout, PyObject *algo)
+{
+    gw_config_init(cfg);
+    cfg->root = root;
+    cfg->job_token = token;
+    cfg->transport = transport;
+    cfg->socket_ifname = ifname;
+    cfg->nsocks = nsocks;
+    double seconds;
     if (timeout != Py_None) {
-        double seconds = PyFloat_AsDouble(timeout);
-        if (seconds == -1.0 && PyErr_Occurred())
+        if (gwpy_seconds(timeout, "timeout", &seconds) != 0)
             return -1;
-        if (!(seconds > 0) || seconds > 2e6) {
-            gwpy_raise_argument(0, "timeout must be seconds in (0, 2e6], not %R", timeout);
-            return -1;
-        }
         cfg->timeout_ms = (int)(seconds * 1000.0 + 0.5);
         if (cfg->timeout_ms < 1)
             cfg->timeout_ms = 1;
@@ -521,16 +536,10 @@ static int comm_init(PyObject *obj, PyObject *args, PyObject *kw)
         return -1;
     }
     gw_config_t cfg;
-    gw_config_init(&cfg);
+    if (gwpy_config_fill(&cfg, root, token, transport, ifname, nsocks, timeout, algo) != 0)
+        return -1;
     cfg.rank = rank;
     cfg.size = size;
-    cfg.root = root;
-    cfg.job_token = token;
-    cfg.transport = transport;
-    cfg.socket_ifname = ifname;
-    cfg.nsocks = nsocks;
-    if (gwpy_config_timeout_algo(timeout, algo, &cfg) != 0)
-        return -1;
     int from_env = rank == -1 && size == -1 && root == NULL && token == NULL && transport == NULL &&
                    timeout == Py_None && ifname == NULL && nsocks == 0 && algo == Py_None;
     if (!from_env && (rank < 0 || size < 1)) {

@@ -15,38 +15,16 @@
  */
 #include "core.h"
 
-/* The communicator a shrink or grow of self made, or None (grow with no
- * joiner); raises what the library said when it failed. */
-static PyObject *rebuilt(PyObject *obj, const char *what,
-                         gw_status_t (*call)(gw_comm_t *, gw_comm_t **))
-{
-    gwpy_comm *self = (gwpy_comm *)obj;
-    if (gwpy_comm_enter(self) == NULL)
-        return NULL;
-    gw_comm_t *comm = self->comm, *child = NULL;
-    gw_status_t st;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS;
-    st = call(comm, &child);
-    Py_END_ALLOW_THREADS;
-    self->busy = 0;
-    if (st != GW_OK)
-        return gwpy_raise(st, what, gw_comm_culprit(comm), gwpy_reason(comm));
-    if (child == NULL)
-        Py_RETURN_NONE;
-    return gwpy_comm_wrap(Py_TYPE(obj), child);
-}
-
 PyObject *gwpy_comm_shrink(PyObject *obj, PyObject *unused)
 {
     (void)unused;
-    return rebuilt(obj, "shrink", gw_comm_shrink);
+    return gwpy_comm_child(obj, "shrink", gw_comm_shrink);
 }
 
 PyObject *gwpy_comm_grow(PyObject *obj, PyObject *unused)
 {
     (void)unused;
-    return rebuilt(obj, "grow", gw_comm_grow);
+    return gwpy_comm_child(obj, "grow", gw_comm_grow);
 }
 
 PyObject *gwpy_comm_join(PyObject *cls, PyObject *args, PyObject *kw)
@@ -60,21 +38,13 @@ PyObject *gwpy_comm_join(PyObject *cls, PyObject *args, PyObject *kw)
                                      &transport, &timeout, &ifname, &nsocks, &algo))
         return NULL;
     gw_config_t cfg;
-    gw_config_init(&cfg);
-    cfg.root = root;
-    cfg.job_token = token;
-    cfg.transport = transport;
-    cfg.socket_ifname = ifname;
-    cfg.nsocks = nsocks;
-    if (gwpy_config_timeout_algo(timeout, algo, &cfg) != 0)
+    if (gwpy_config_fill(&cfg, root, token, transport, ifname, nsocks, timeout, algo) != 0)
         return NULL;
     int wait_ms = 0; /* the library's default: ten minutes */
+    double seconds;
     if (wait != Py_None) {
-        double seconds = PyFloat_AsDouble(wait);
-        if (seconds == -1.0 && PyErr_Occurred())
+        if (gwpy_seconds(wait, "join: wait", &seconds) != 0)
             return NULL;
-        if (!(seconds > 0) || seconds > 2e6)
-            return gwpy_raise_argument(0, "join: wait must be seconds in (0, 2e6], not %R", wait);
         wait_ms = (int)(seconds * 1000.0 + 0.999); /* rounded up */
     }
     gw_comm_t *comm = NULL;

@@ -55,20 +55,28 @@ PyObject *gwpy_comm_split(PyObject *obj, PyObject *args, PyObject *kw)
     return gwpy_comm_wrap(Py_TYPE(obj), child);
 }
 
-PyObject *gwpy_comm_dup(PyObject *obj, PyObject *unused)
+PyObject *gwpy_comm_child(PyObject *obj, const char *what,
+                          gw_status_t (*call)(gw_comm_t *, gw_comm_t **))
 {
     gwpy_comm *self = (gwpy_comm *)obj;
-    (void)unused;
     if (gwpy_comm_enter(self) == NULL)
         return NULL;
     gw_comm_t *comm = self->comm, *child = NULL;
     gw_status_t st;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS;
-    st = gw_comm_dup(comm, &child);
+    st = call(comm, &child);
     Py_END_ALLOW_THREADS;
     self->busy = 0;
     if (st != GW_OK)
-        return gwpy_raise(st, "dup", gw_comm_culprit(comm), gwpy_reason(comm));
+        return gwpy_raise(st, what, gw_comm_culprit(comm), gwpy_reason(comm));
+    if (child == NULL)
+        Py_RETURN_NONE;
     return gwpy_comm_wrap(Py_TYPE(obj), child);
+}
+
+PyObject *gwpy_comm_dup(PyObject *obj, PyObject *unused)
+{
+    (void)unused;
+    return gwpy_comm_child(obj, "dup", gw_comm_dup);
 }

@@ -139,13 +139,24 @@ PyObject *gwpy_comm_dup(PyObject *self, PyObject *unused);
  * called on) around a communicator the library made (comm_split.c); NULL
  * with an exception set, child destroyed, when out of memory. */
 PyObject *gwpy_comm_wrap(PyTypeObject *type, gw_comm_t *child);
+/* What call(self's communicator, &child) made, as a Comm of self's type,
+ * or None when it made none; raises what the library said when it failed
+ * (`what` names the call). The GIL is released and self busy meanwhile
+ * (comm_split.c: dup, and the elastic calls). */
+PyObject *gwpy_comm_child(PyObject *self, const char *what,
+                          gw_status_t (*call)(gw_comm_t *, gw_comm_t **));
 /* The elastic calls: gw_comm_shrink, gw_comm_grow, gw_comm_join
  * (comm_elastic.c). */
 PyObject *gwpy_comm_shrink(PyObject *self, PyObject *unused);
 PyObject *gwpy_comm_grow(PyObject *self, PyObject *unused);
 PyObject *gwpy_comm_join(PyObject *cls, PyObject *args, PyObject *kw);
-/* timeout (seconds or None) and algo (a name, a value or None) into cfg;
- * -1 with an exception set when either is malformed. */
-int gwpy_config_timeout_algo(PyObject *timeout, PyObject *algo, gw_config_t *cfg);
+/* obj as seconds in (0, 2e6] (what names it in the error); -1 with an
+ * exception set otherwise. */
+int gwpy_seconds(PyObject *obj, const char *what, double *seconds);
+/* A configuration (gw_config_init) with the fields Comm() and Comm.join()
+ * both take: timeout in seconds or None, algo a name, a value or None; -1
+ * with an exception set when either is malformed. */
+int gwpy_config_fill(gw_config_t *cfg, const char *root, const char *token, const char *transport,
+                     const char *ifname, int nsocks, PyObject *timeout, PyObject *algo);
 
 #endif /* GW_PYTHON_CORE_H */

@@ -42,8 +42,8 @@
  * ask, and a proof made for one job, or for its ring or data plane,
  * admits to nothing here.
  */
-#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +103,13 @@ int gw__bs_heir_addr(const gw_bootstrap_t *bs, int r, struct sockaddr_storage *s
     if (text)
         gw__sock_addr_str((const struct sockaddr *)sa, text, cap);
     return 0;
+}
+
+void gw__bs_heir_host(const struct sockaddr_storage *sa, socklen_t len, char *host, size_t cap)
+{
+    if (getnameinfo((const struct sockaddr *)sa, len, host, (socklen_t)cap, NULL, 0,
+                    NI_NUMERICHOST) != 0)
+        snprintf(host, cap, "?");
 }
 
 int gw__bs_heir_dial(const struct sockaddr_storage *sa, socklen_t len, int64_t deadline,
@@ -216,11 +223,7 @@ static gw_status_t ask_heir(gw_bootstrap_t *bs, int c, int64_t deadline, gw_bs_m
     if (r == GW_SOCK_IO_DONE && gw__bs_decode_members(buf, len, m, NULL) != GW_OK)
         r = GW_BS_HEIR_MALFORMED;
     if (r == GW_SOCK_IO_DONE) {
-        struct sockaddr_storage h = sa;
-        if (h.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&h)->sin_addr, host, (socklen_t)host_cap);
-        else
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&h)->sin6_addr, host, (socklen_t)host_cap);
+        gw__bs_heir_host(&sa, sl, host, host_cap);
         st = GW_OK;
     } else if (r == GW_SOCK_IO_TIMEOUT) {
         GW_WARN(bs->log, GW_BS_SUBSYS,
@@ -257,7 +260,7 @@ gw_status_t gw__bootstrap_succeed(gw_bootstrap_t *bs, int window_ms, char *root,
             st = gw__bs_heir_lead(bs, gone, window_ms, root, root_cap, out);
             break;
         }
-        char host[INET6_ADDRSTRLEN];
+        char host[NI_MAXHOST];
         int64_t deadline = gw__now_ms() + window_ms + ANSWER_MARGIN_MS;
         st = ask_heir(bs, c, deadline, out, host, sizeof(host));
         if (st == GW_OK) {

@@ -31,9 +31,9 @@
  * others went on, as a shrink through rank 0's referee tells it, instead
  * of leading a group of its own.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -248,19 +248,12 @@ static int majority(gw_bootstrap_t *bs, const gw_bs_shrink_t *sh, unsigned char 
 gw_status_t gw__bs_heir_lead(gw_bootstrap_t *bs, unsigned char *gone, int window_ms, char *root,
                              size_t root_cap, gw_bs_members_t *out)
 {
-    char host[INET6_ADDRSTRLEN + 2];
+    char host[NI_MAXHOST];
     struct sockaddr_storage self;
     socklen_t sl;
     if (gw__bs_heir_addr(bs, bs->rank, &self, &sl, NULL, 0) != 0 || bs->heir_lfd < 0)
         return GW_ERR_UNSUPPORTED;
-    gw__sock_addr_str((const struct sockaddr *)&self, host, sizeof(host));
-    char *colon = strrchr(host, ':'); /* "1.2.3.4:5" or "[::1]:5": the host alone */
-    if (colon)
-        *colon = '\0';
-    if (host[0] == '[') {
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
-    }
+    gw__bs_heir_host(&self, sl, host, sizeof(host));
     gw_bs_shrink_req_t req = {.window_ms = (uint32_t)window_ms};
     gw_status_t st = gw__bs_reserve_port(bs, host, &req.port);
     if (st != GW_OK)
@@ -321,7 +314,8 @@ gw_status_t gw__bs_heir_lead(gw_bootstrap_t *bs, unsigned char *gone, int window
     gw__bs_shrink_free(sh);
     free(all);
     free(pfds);
-    return gw__bs_heir_answer_late(bs);
+    gw__bs_heir_answer_late(bs);
+    return GW_OK;
 }
 
 /* ---- the answerer: late requests get "left out" ---------------------------- */
@@ -389,27 +383,26 @@ static void *answer_late(void *arg)
     return NULL;
 }
 
-gw_status_t gw__bs_heir_answer_late(gw_bootstrap_t *bs)
+void gw__bs_heir_answer_late(gw_bootstrap_t *bs)
 {
     struct gw_bs_answerer *w = calloc(1, sizeof(*w));
     if (!w)
-        return GW_OK; /* late ranks then wait out their window instead */
+        return; /* late ranks then wait out their window instead */
     w->lfd = bs->heir_lfd;
     w->log = bs->log;
     w->size = bs->size;
     memcpy(w->key, bs->heir_key, sizeof(w->key));
     if (pipe2(w->stop, O_CLOEXEC) != 0) {
         free(w);
-        return GW_OK;
+        return;
     }
     if (pthread_create(&w->thread, NULL, answer_late, w) != 0) {
         close(w->stop[0]);
         close(w->stop[1]);
         free(w);
-        return GW_OK;
+        return;
     }
     bs->answerer = w;
-    return GW_OK;
 }
 
 void gw__bs_heir_answerer_stop(struct gw_bs_answerer *w)

@@ -219,6 +219,9 @@ int gw__bs_shrink_asked(const gw_bs_shrink_t *sh, int r);
  * -1 when it has none (rank 0, or no table). */
 int gw__bs_heir_addr(const gw_bootstrap_t *bs, int r, struct sockaddr_storage *sa, socklen_t *len,
                      char *text, size_t cap);
+/* The numeric host of an heir address (an IPv6 link-local one with its
+ * scope), for the new root's address. */
+void gw__bs_heir_host(const struct sockaddr_storage *sa, socklen_t len, char *host, size_t cap);
 /* One connection attempt until deadline: the connected socket, or -1 with
  * *refused set when the address refused it (nobody listens: the process
  * is gone), clear when it did not answer in time. */
@@ -232,8 +235,9 @@ int gw__bs_heir_recv(int fd, unsigned mask, int64_t deadline, uint8_t *buf, size
  * it; *out its own place, root the new root's address. */
 gw_status_t gw__bs_heir_lead(gw_bootstrap_t *bs, unsigned char *gone, int window_ms, char *root,
                              size_t root_cap, gw_bs_members_t *out);
-/* Start the thread that answers late requests on the heir listener. */
-gw_status_t gw__bs_heir_answer_late(gw_bootstrap_t *bs);
+/* Start the thread that answers late requests on the heir listener
+ * (without memory or a thread, late ranks wait out their window instead). */
+void gw__bs_heir_answer_late(gw_bootstrap_t *bs);
 void gw__bs_heir_answerer_stop(struct gw_bs_answerer *w);
 /* bootstrap_shrink.c: a free TCP port on host, bound once and released. */
 gw_status_t gw__bs_reserve_port(gw_bootstrap_t *bs, const char *host, uint32_t *port);

@@ -140,21 +140,27 @@ static inline void fmt_sockaddr(const struct sockaddr_storage *ss, socklen_t len
         snprintf(out, cap, "%s", host);
 }
 
-/* The body of a rank process. Never returns. */
-static inline void run_rank(const job_t *j, const spec_t *s, int slot)
+/* A rank process's logger: INFO and up, into the slot's log file. */
+static inline void slot_logger(const job_t *j, int slot, int rank, gw_logger_t *lg)
 {
-    result_t *res = &j->res[slot];
-    gw_logger_t lg;
-    gw__logger_init(&lg, s->rank);
+    gw__logger_init(lg, rank);
     char path[128];
     log_path(j, slot, path, sizeof(path));
     FILE *f = fopen(path, "w");
     if (f) {
         setvbuf(f, NULL, _IOLBF, 0);
-        lg.file = f;
-        lg.owns_file = 1;
+        lg->file = f;
+        lg->owns_file = 1;
     }
-    lg.level = GW_LOG_INFO;
+    lg->level = GW_LOG_INFO;
+}
+
+/* The body of a rank process. Never returns. */
+static inline void run_rank(const job_t *j, const spec_t *s, int slot)
+{
+    result_t *res = &j->res[slot];
+    gw_logger_t lg;
+    slot_logger(j, slot, s->rank, &lg);
     struct rlimit rl;
     if ((s->nofile_soft > 0 || s->nofile_hard > 0) && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         if (s->nofile_hard > 0)

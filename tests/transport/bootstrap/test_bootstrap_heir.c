@@ -53,16 +53,7 @@ static void await(heir_shared_t *sh, int want)
 static void rank_main(const job_t *j, heir_shared_t *sh, int rank)
 {
     gw_logger_t lg;
-    gw__logger_init(&lg, rank);
-    char path[128];
-    log_path(j, rank, path, sizeof(path));
-    FILE *f = fopen(path, "w");
-    if (f) {
-        setvbuf(f, NULL, _IOLBF, 0);
-        lg.file = f;
-        lg.owns_file = 1;
-    }
-    lg.level = GW_LOG_INFO;
+    slot_logger(j, rank, rank, &lg);
     gw_bootstrap_params_t p = {
         .rank = rank, .size = 3, .root = j->root, .token = TOKEN, .timeout_ms = 10000, .log = &lg};
     gw_bootstrap_t *bs = NULL;

@@ -51,7 +51,7 @@ TEST_PACKAGES=(clang-format iproute2 iputils-ping netcat-openbsd gnuplot-nox
                perftest librdmacm1 rdmacm-utils clang libclang-rt-14-dev slurm-client
                openmpi-bin slurmctld slurmd munge openssh-server openssh-client python3-dev
                python3-numpy python3-torch python3-venv python3-pip python3-wheel lintian
-               python3-sphinx python3-myst-parser python3-breathe doxygen furo)
+               python3-sphinx python3-myst-parser python3-breathe doxygen furo gdb)
 want_vm=0
 for group in "$@"; do
     case "$group" in

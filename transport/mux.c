@@ -24,7 +24,7 @@
  * spinning, then yielding, then letting the last (network) one sleep in
  * poll() for a millisecond at a time.
  *
- * A failure of one sub-transport breaks the mux: the others are aborted at
+ * A failure of one sub-transport breaks the mux (transport/subs.h): the others are aborted at
  * once (telling their peers, as the communicator would anyway), so that
  * every pending request completes and the whole job learns of it.
  */
@@ -37,6 +37,7 @@
 #include "transport/base.h"
 #include "transport/host_id.h"
 #include "transport/select.h"
+#include "transport/subs.h"
 
 #define SUBSYS "select"
 #define MUX_MAX_SUBS 3
@@ -45,24 +46,19 @@
 
 /* ---- the mux -------------------------------------------------------------------- */
 
-typedef struct mux_sub {
-    const gw_select_candidate_t *c;
-    gw_transport_t *t;
-    uint8_t blob[GW_TRANSPORT_ADDR_MAX];
-    int used;
-    /* Requests handed to it that were not complete when last looked at. */
-    gw_request_t **pend;
-    int npend, cap;
-} mux_sub_t;
-
 typedef struct gw_mux {
     gw_transport_t base;
     gw_select_mode_t mode;
     uint64_t host_id;
-    mux_sub_t subs[MUX_MAX_SUBS];
-    int nsubs;
-    int *route; /* peer -> index in subs, -1 for ourselves */
-    uint64_t completed;
+    /* The transports opened, in candidate order: sub-transport i is
+     * subs.sub[i] (transport/subs.h), the candidate cand[i], its own
+     * address blob[i]; used[i]: the plan routes a peer to it. */
+    const gw_select_candidate_t *cand[MUX_MAX_SUBS];
+    uint8_t blob[MUX_MAX_SUBS][GW_TRANSPORT_ADDR_MAX];
+    int used[MUX_MAX_SUBS];
+    gw_sub_t sub[MUX_MAX_SUBS];
+    gw_subs_t subs;
+    int *route;    /* peer -> index in subs, -1 for ourselves */
     char name[32]; /* "shm+tcp": the transports kept, once connected */
 } gw_mux_t;
 
@@ -75,11 +71,7 @@ static gw_mux_t *mux_of(gw_transport_t *t) { return gw__container_of(t, gw_mux_t
 
 static void mux_free(gw_mux_t *m)
 {
-    for (int i = 0; i < m->nsubs; i++) {
-        if (m->subs[i].t)
-            m->subs[i].c->ops->close(m->subs[i].t);
-        free(m->subs[i].pend);
-    }
+    gw__subs_close(&m->subs);
     free(m->route);
     free(m);
 }
@@ -88,11 +80,11 @@ static gw_status_t encode_blob(gw_mux_t *m, uint8_t addr[GW_TRANSPORT_ADDR_MAX])
 {
     gw_select_kind_t kinds[MUX_MAX_SUBS];
     const uint8_t *blobs[MUX_MAX_SUBS];
-    for (int i = 0; i < m->nsubs; i++) {
-        kinds[i] = m->subs[i].c->kind;
-        blobs[i] = m->subs[i].blob;
+    for (int i = 0; i < m->subs.n; i++) {
+        kinds[i] = m->cand[i]->kind;
+        blobs[i] = m->blob[i];
     }
-    return gw__select_blob_encode(m->base.log, m->mode, m->host_id, m->nsubs, kinds, blobs, addr);
+    return gw__select_blob_encode(m->base.log, m->mode, m->host_id, m->subs.n, kinds, blobs, addr);
 }
 
 gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_t mode,
@@ -113,6 +105,7 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
         return GW_ERR_NO_MEMORY;
     }
     m->mode = mode;
+    m->subs = (gw_subs_t){.owner = &m->base, .subsys = SUBSYS, .sub = m->sub};
     st = gw__host_id_published(lg, &m->host_id);
     if (st != GW_OK)
         goto err_free;
@@ -130,10 +123,10 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
         const gw_select_candidate_t *c = &candidates[i];
         if (only != GW_SEL_NONE && c->kind != only)
             continue;
-        mux_sub_t *s = &m->subs[m->nsubs];
-        st = c->ops->open(&sub_params, &s->t, s->blob);
+        int n = m->subs.n;
+        st = c->ops->open(&sub_params, &m->sub[n].t, m->blob[n]);
         if (st != GW_OK) {
-            s->t = NULL;
+            m->sub[n].t = NULL;
             /* In auto mode a missing local transport only costs speed, so
              * the job goes on, and says so; a network transport that finds
              * no device (NOT_FOUND, UNSUPPORTED: it logged why) leaves the
@@ -151,8 +144,8 @@ gw_status_t gw__select_open(const gw_transport_params_t *params, gw_select_mode_
                 continue;
             goto err_free;
         }
-        s->c = c;
-        m->nsubs++;
+        m->cand[n] = c;
+        m->subs.n++;
     }
     st = encode_blob(m, addr);
     if (st != GW_OK)
@@ -173,8 +166,8 @@ static gw_status_t mux_open_auto(const gw_transport_params_t *params, gw_transpo
 
 static int sub_index(const gw_mux_t *m, gw_select_kind_t kind)
 {
-    for (int i = 0; i < m->nsubs; i++)
-        if (m->subs[i].c->kind == kind)
+    for (int i = 0; i < m->subs.n; i++)
+        if (m->cand[i]->kind == kind)
             return i;
     return -1;
 }
@@ -202,7 +195,7 @@ static gw_status_t read_blobs(gw_mux_t *m, const uint8_t *all, gw_select_blob_t 
 static gw_status_t connect_sub(gw_mux_t *m, int s, const gw_select_kind_t *route,
                                const gw_select_blob_t *views)
 {
-    gw_select_kind_t kind = m->subs[s].c->kind;
+    gw_select_kind_t kind = m->cand[s]->kind;
     size_t size = (size_t)m->base.size;
     uint8_t *all = calloc(size, GW_TRANSPORT_ADDR_MAX);
     if (!all) {
@@ -212,7 +205,7 @@ static gw_status_t connect_sub(gw_mux_t *m, int s, const gw_select_kind_t *route
     for (size_t r = 0; r < size; r++)
         if (route[r] == kind || (int)r == m->base.rank)
             memcpy(all + r * GW_TRANSPORT_ADDR_MAX, views[r].sub[kind], views[r].sub_len[kind]);
-    gw_status_t st = m->subs[s].c->ops->connect(m->subs[s].t, all);
+    gw_status_t st = m->sub[s].t->ops->connect(m->sub[s].t, all);
     free(all);
     return st;
 }
@@ -245,23 +238,23 @@ static gw_status_t mux_connect(gw_transport_t *base, const uint8_t *all)
     for (int r = 0; r < size; r++) {
         m->route[r] = route[r] == GW_SEL_NONE ? -1 : sub_index(m, route[r]);
         if (m->route[r] >= 0)
-            m->subs[m->route[r]].used = 1;
+            m->used[m->route[r]] = 1;
     }
     /* Transports in candidate order: shared memory first (see the top). */
     char *name = m->name;
-    for (int s = 0; s < m->nsubs; s++) {
-        if (!m->subs[s].used) {
+    for (int s = 0; s < m->subs.n; s++) {
+        if (!m->used[s]) {
             GW_TRACE(m->base.log, SUBSYS, "transport %s carries no peer: closing it",
-                     m->subs[s].c->name);
-            m->subs[s].c->ops->close(m->subs[s].t);
-            m->subs[s].t = NULL;
+                     m->cand[s]->name);
+            m->sub[s].t->ops->close(m->sub[s].t);
+            m->sub[s].t = NULL;
             continue;
         }
         st = connect_sub(m, s, route, views);
         if (st != GW_OK)
             goto out;
         size_t n = strlen(name);
-        snprintf(name + n, sizeof(m->name) - n, "%s%s", n ? "+" : "", m->subs[s].c->name);
+        snprintf(name + n, sizeof(m->name) - n, "%s%s", n ? "+" : "", m->cand[s]->name);
     }
     char plan[512];
     gw__select_describe(route, size, plan, sizeof(plan));
@@ -283,62 +276,20 @@ gw_transport_t *gw__select_unwrap(gw_transport_t *t)
     if (!m->base.connected)
         return t;
     int used = -1, n = 0;
-    for (int s = 0; s < m->nsubs; s++)
-        if (m->subs[s].t) {
+    for (int s = 0; s < m->subs.n; s++)
+        if (m->sub[s].t) {
             used = s;
             n++;
         }
     if (n != 1)
         return t;
-    gw_transport_t *sub = m->subs[used].t;
-    m->subs[used].t = NULL;
+    gw_transport_t *sub = m->sub[used].t;
+    m->sub[used].t = NULL;
     mux_free(m);
     return sub;
 }
 
 /* ---- routing and progress ------------------------------------------------------------ */
-
-/* Forget the requests of sub-transport s that completed. Must run before
- * control returns to the caller after any call into s: once the caller has
- * seen a request complete it may release it. */
-static void prune(gw_mux_t *m, mux_sub_t *s)
-{
-    for (int i = 0; i < s->npend;) {
-        if (s->pend[i]->complete) {
-            s->pend[i] = s->pend[--s->npend];
-            m->completed++;
-        } else {
-            i++;
-        }
-    }
-}
-
-static void prune_all(gw_mux_t *m)
-{
-    for (int s = 0; s < m->nsubs; s++)
-        prune(m, &m->subs[s]);
-}
-
-/* Sub-transport s failed with st: abort the others so that every request
- * completes and their peers learn of it too. */
-static gw_status_t mux_fail(gw_mux_t *m, int s, gw_status_t st)
-{
-    if (m->base.failed == GW_OK) {
-        const gw_transport_t *sub = m->subs[s].t;
-        m->base.failed = st;
-        m->base.culprit = sub ? sub->culprit : -1;
-        m->base.origin = sub ? sub->origin : -1;
-        m->base.blame = sub ? sub->blame : GW_BLAME_NONE;
-        /* Their peers hear the failing sub-transport's culprit and origin,
-         * as they would from the communicator's own abort. */
-        gw_abort_info_t why = {.status = st, .origin = m->base.origin, .culprit = m->base.culprit};
-        for (int i = 0; i < m->nsubs; i++)
-            if (i != s && m->subs[i].t)
-                m->subs[i].c->ops->abort(m->subs[i].t, &why);
-    }
-    prune_all(m);
-    return m->base.failed;
-}
 
 static gw_status_t post(gw_transport_t *base, gw_request_t *req, int send)
 {
@@ -352,61 +303,11 @@ static gw_status_t post(gw_transport_t *base, gw_request_t *req, int send)
                  m->base.connected ? "" : ", not connected");
         return GW_ERR_INVALID_ARG;
     }
-    int si = m->route[req->peer];
-    mux_sub_t *s = &m->subs[si];
-    if (s->npend == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 16;
-        gw_request_t **p = realloc(s->pend, (size_t)cap * sizeof(*p));
-        if (!p) {
-            GW_ERROR(m->base.log, SUBSYS, "out of memory for %d pending requests", cap);
-            return GW_ERR_NO_MEMORY;
-        }
-        s->pend = p;
-        s->cap = cap;
-    }
-    gw_status_t st = send ? s->c->ops->isend(s->t, req) : s->c->ops->irecv(s->t, req);
-    if (st == GW_OK && !req->complete)
-        s->pend[s->npend++] = req;
-    if (st != GW_OK && st != GW_ERR_INVALID_ARG)
-        return mux_fail(m, si, st); /* the sub-transport broke */
-    prune(m, s);
-    return st;
+    return gw__subs_post(&m->subs, m->route[req->peer], req, send);
 }
 
 static gw_status_t mux_isend(gw_transport_t *base, gw_request_t *req) { return post(base, req, 1); }
 static gw_status_t mux_irecv(gw_transport_t *base, gw_request_t *req) { return post(base, req, 0); }
-
-/* Completed requests and bytes moved so far, to tell a round that did
- * something from one that did not. */
-static uint64_t moved(const gw_mux_t *m)
-{
-    uint64_t n = m->completed;
-    for (int s = 0; s < m->nsubs; s++)
-        for (int i = 0; i < m->subs[s].npend; i++)
-            n += m->subs[s].pend[i]->bytes_done;
-    return n;
-}
-
-static gw_status_t sub_progress(gw_mux_t *m, int s, const gw_msg_tag_t *current, int wait_ms)
-{
-    mux_sub_t *sub = &m->subs[s];
-    gw_status_t st = sub->c->ops->progress(sub->t, current, wait_ms);
-    prune(m, sub);
-    return st == GW_OK ? GW_OK : mux_fail(m, s, st);
-}
-
-/* One non-blocking round over every sub-transport. */
-static gw_status_t round_all(gw_mux_t *m, const gw_msg_tag_t *current)
-{
-    for (int s = 0; s < m->nsubs; s++) {
-        if (!m->subs[s].t)
-            continue;
-        gw_status_t st = sub_progress(m, s, current, 0);
-        if (st != GW_OK)
-            return st;
-    }
-    return GW_OK;
-}
 
 static gw_status_t mux_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
@@ -414,22 +315,18 @@ static gw_status_t mux_progress(gw_transport_t *base, const gw_msg_tag_t *curren
     if (st != GW_OK)
         return st;
     gw_mux_t *m = mux_of(base);
-    uint64_t before = moved(m);
-    st = round_all(m, current);
-    if (st != GW_OK || wait_ms <= 0 || moved(m) != before)
+    gw_subs_t *subs = &m->subs;
+    uint64_t before = gw__subs_moved(subs);
+    st = gw__subs_round(subs, current);
+    if (st != GW_OK || wait_ms <= 0 || gw__subs_moved(subs) != before)
         return st;
-    int busy = -1, nbusy = 0, last = -1;
-    for (int s = 0; s < m->nsubs; s++) {
-        if (!m->subs[s].t)
-            continue;
-        last = s;
-        if (m->subs[s].npend > 0) {
-            busy = s;
-            nbusy++;
-        }
-    }
-    if (nbusy <= 1)
-        return sub_progress(m, nbusy ? busy : last, current, wait_ms);
+    int last = -1;
+    for (int s = 0; s < subs->n; s++)
+        if (m->sub[s].t)
+            last = s;
+    int busy = gw__subs_busy(subs);
+    if (busy != -2)
+        return gw__subs_progress(subs, busy >= 0 ? busy : last, current, wait_ms);
     int64_t start = gw__now_ns(), deadline = start + (int64_t)wait_ms * 1000000;
     for (int spins = 0;; spins++) {
         int64_t now = gw__now_ns();
@@ -442,12 +339,12 @@ static gw_status_t mux_progress(gw_transport_t *base, const gw_msg_tag_t *curren
         } else {
             /* Sleep in the network transport's poll(): it wakes on socket
              * activity, and a millisecond bounds the shared-memory delay. */
-            st = sub_progress(m, last, current, 1);
-            if (st != GW_OK || moved(m) != before)
+            st = gw__subs_progress(subs, last, current, 1);
+            if (st != GW_OK || gw__subs_moved(subs) != before)
                 return st;
         }
-        st = round_all(m, current);
-        if (st != GW_OK || moved(m) != before)
+        st = gw__subs_round(subs, current);
+        if (st != GW_OK || gw__subs_moved(subs) != before)
             return st;
     }
 }
@@ -456,17 +353,7 @@ static gw_status_t mux_abort(gw_transport_t *base, const gw_abort_info_t *why)
 {
     if (!base)
         return GW_ERR_INVALID_ARG;
-    gw_mux_t *m = mux_of(base);
-    if (m->base.failed == GW_OK) {
-        m->base.failed = GW_ERR_ABORTED;
-        m->base.culprit = why ? why->culprit : -1;
-        m->base.origin = why && why->origin >= 0 ? why->origin : m->base.rank;
-        m->base.blame = GW_BLAME_ABORT;
-    }
-    for (int s = 0; s < m->nsubs; s++)
-        if (m->subs[s].t)
-            m->subs[s].c->ops->abort(m->subs[s].t, why);
-    prune_all(m);
+    gw__subs_abort(&mux_of(base)->subs, why);
     return GW_OK;
 }
 
@@ -482,8 +369,7 @@ static int mux_peek(gw_transport_t *base, int peer, gw_msg_tag_t *tag, size_t *l
     gw_mux_t *m = mux_of(base);
     if (!m->base.connected || peer < 0 || peer >= m->base.size || m->route[peer] < 0)
         return -1;
-    const mux_sub_t *s = &m->subs[m->route[peer]];
-    return gw__transport_peek(s->t, peer, tag, len);
+    return gw__transport_peek(m->sub[m->route[peer]].t, peer, tag, len);
 }
 
 /* Memory registration is per transport and has no peer to route by:

@@ -42,8 +42,9 @@
 /* Bytes of a transport address blob exchanged through the bootstrap. The
  * selection layer (select.h) packs the blobs of several transports and a
  * host id into one blob of this size, so each transport should keep its own
- * well below it (TCP uses 28 bytes, shared memory 32). */
-#define GW_TRANSPORT_ADDR_MAX 256
+ * well below it (TCP uses 28 bytes, shared memory 32, verbs 99 and 108 +
+ * 99 more for each rail after the first, up to 4: 405). */
+#define GW_TRANSPORT_ADDR_MAX 512
 
 typedef struct gw_msg_tag {
     uint64_t seq; /* collective sequence number on the communicator, from 1 */
@@ -93,6 +94,22 @@ typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;
  * cost nothing extra. A receipt that never comes is a stall like any other:
  * GW_ERR_TIMEOUT after the caller's timeout, naming the peer. */
 #define GW_REQ_RECEIPT 1u
+/* GW_REQ_GATED: the send's `gate` is set (gw_req_gate_t, below); without
+ * the flag the field is never read. */
+#define GW_REQ_GATED 2u
+
+/* The parts of one message that a composite transport sends over several
+ * of its own (the verbs rails: transport/ib/ib_rails.c) share a gate: a
+ * send with one checks the receiver's tag and length for its part as
+ * usual, failing on a mismatch, and counts itself in `matched`, but moves
+ * no payload until all `need` parts were matched so. So a receive that
+ * disagrees with any part keeps every byte of its buffer untouched, as
+ * the contract above promises. Only the verbs transport, the only one
+ * that is ever given gated sends, honours it. */
+typedef struct gw_req_gate {
+    int need;
+    int matched;
+} gw_req_gate_t;
 
 /* A request is storage owned by the caller, filled in before isend/irecv and
  * left untouched by the caller until `complete` is non-zero. The transport
@@ -103,7 +120,8 @@ typedef struct gw_request {
     gw_msg_tag_t tag;
     void *buf; /* const for sends */
     size_t len;
-    unsigned flags; /* GW_REQ_RECEIPT or 0; the transport only reads it */
+    unsigned flags;      /* GW_REQ_RECEIPT, GW_REQ_GATED or 0; the transport only reads it */
+    gw_req_gate_t *gate; /* GW_REQ_GATED sends: the gate of their message's parts */
     /* Written by the transport: */
     int complete;       /* set once, when the request finished or failed */
     gw_status_t status; /* GW_OK or the failure, valid when complete */

@@ -195,8 +195,8 @@ static gw_status_t alloc_peers(gw_ib_t *t)
     return GW_OK;
 }
 
-static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t **out,
-                           uint8_t addr[GW_TRANSPORT_ADDR_MAX])
+gw_status_t gw__ib_open_port(const gw_transport_params_t *params, const char *only,
+                             gw_transport_t **out, uint8_t addr[GW_TRANSPORT_ADDR_MAX])
 {
     if (!params || !out || !addr)
         return GW_ERR_INVALID_ARG;
@@ -217,6 +217,10 @@ static gw_status_t ib_open(const gw_transport_params_t *params, gw_transport_t *
     st = gw__ib_config_read(lg, &t->cfg);
     if (st != GW_OK)
         goto err_free;
+    if (only) { /* one rail of several: exactly this port */
+        t->cfg.hca = only;
+        t->cfg.rails = 1;
+    }
     t->nqps = t->cfg.qps;
     if ((st = alloc_peers(t)) != GW_OK) {
         GW_ERROR(lg, GW_IB_SUBSYS, "out of memory for %d peers", params->size);
@@ -508,7 +512,7 @@ static void ib_close(gw_transport_t *base)
 
 const gw_transport_ops_t gw__ib_transport_ops = {
     .size = sizeof(gw_transport_ops_t),
-    .open = ib_open,
+    .open = gw__ib_rails_open,
     .connect = ib_connect,
     .isend = gw__transport_isend,
     .irecv = gw__transport_irecv,

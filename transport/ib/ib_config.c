@@ -41,7 +41,8 @@ gw_status_t gw__ib_config_read(const gw_logger_t *lg, gw_ib_config_t *cfg)
         env_int(lg, GW_ENV_IB_EAGER, &cfg->eager_max) != GW_OK ||
         env_int(lg, GW_ENV_IB_CTS_DEFER_US, &cfg->cts_defer_us) != GW_OK ||
         env_int(lg, GW_ENV_IB_TEST_QP_ERROR, &cfg->test_qp_error) != GW_OK ||
-        env_int(lg, GW_ENV_IB_TEST_REJECT, &cfg->test_reject) != GW_OK)
+        env_int(lg, GW_ENV_IB_TEST_REJECT, &cfg->test_reject) != GW_OK ||
+        env_int(lg, GW_ENV_IB_RAILS, &cfg->rails) != GW_OK)
         return GW_ERR_CONFIG;
     if (gw__env_int(lg, GW_ENV_IB_REG_CACHE_MAX, &v) != GW_OK)
         return GW_ERR_CONFIG;

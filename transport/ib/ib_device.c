@@ -181,11 +181,18 @@ gw_status_t gw__ib_open_device(gw_ib_t *t, char *gid_desc, size_t gid_cap)
         enum_free(t, &e, NULL);
         return st;
     }
-    int i = gw__ib_choose_port(&filter, e.ports, e.nports, why, sizeof(why));
-    if (i < 0) {
+    int rails[GW_IB_MAX_RAILS];
+    int n = gw__ib_choose_rails(&filter, e.ports, e.nports, t->cfg.rails, rails, GW_IB_MAX_RAILS,
+                                why, sizeof(why));
+    if (n < 0) {
         enum_free(t, &e, NULL);
         return gw__ib_unavailable(t, GW_ERR_NOT_FOUND, "%s", why);
     }
+    t->nrails = n;
+    for (int k = 0; k < n; k++)
+        snprintf(t->rail_spec[k], sizeof(t->rail_spec[k]), "=%.62s:%d", e.ports[rails[k]].device,
+                 e.ports[rails[k]].port);
+    int i = rails[0];
     t->ctx = e.ctxs[e.port_dev[i]];
     t->own_ctx = 1;
     t->port_num = e.ports[i].port;

@@ -8,6 +8,11 @@
  * does not match mlx5_10). "^=" excludes exact names. Without GW_IB_HCA the
  * first active port in enumeration order is taken.
  *
+ * Several ports make several rails (ib_rails.c): GW_IB_RAILS=N takes the
+ * first N active ports in that order; unset, every active port of an
+ * include list is a rail (NCCL uses every NIC NCCL_IB_HCA lists), and
+ * without one, or with an exclude list, the first active port alone.
+ *
  * The choice itself works on a plain array of port descriptions, so the
  * tests can feed it any device landscape; ib_device.c fills the array
  * from ibv_get_device_list and ibv_query_port.
@@ -128,8 +133,63 @@ static void list_ports(const gw_ib_port_info_t *ports, int n, char *buf, size_t 
     }
 }
 
+/* Active ports the filter admits, in its order for an include list (each
+ * entry's matches in enumeration order, none twice), else in enumeration
+ * order; at most cap indices in idx. *matched: ports the filter admits,
+ * active or not. */
+static int admitted(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *ports, int n, int *idx,
+                    int cap, int *matched)
+{
+    int k = 0;
+    *matched = 0;
+    if (f->n > 0 && !f->exclude) {
+        for (int e = 0; e < f->n; e++) {
+            for (int i = 0; i < n; i++) {
+                if (!entry_matches(f, &f->entries[e], ports[i].device, ports[i].port))
+                    continue;
+                int seen = 0;
+                for (int j = 0; j < k; j++)
+                    seen |= idx[j] == i;
+                /* An earlier entry's match is counted, and listed, once. */
+                if (gw__ib_hca_match(f, ports[i].device, ports[i].port) == e)
+                    (*matched)++;
+                if (ports[i].active && !seen && k < cap)
+                    idx[k++] = i;
+            }
+        }
+        return k;
+    }
+    for (int i = 0; i < n; i++) {
+        if (f->exclude && gw__ib_hca_match(f, ports[i].device, ports[i].port) >= 0)
+            continue;
+        (*matched)++;
+        if (ports[i].active && k < cap)
+            idx[k++] = i;
+    }
+    return k;
+}
+
+static void none_why(const gw_ib_hca_filter_t *f, int matched, const char *list, char *why,
+                     size_t why_cap)
+{
+    if (f->n > 0 && !f->exclude)
+        snprintf(why, why_cap, "GW_IB_HCA %s (ports: %s)",
+                 matched ? "matches no active port" : "matches no port", list);
+    else if (matched == 0)
+        snprintf(why, why_cap, "GW_IB_HCA excludes every port (ports: %s)", list);
+    else
+        snprintf(why, why_cap, "no active port (ports: %s)", list);
+}
+
 int gw__ib_choose_port(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *ports, int n,
                        char *why, size_t why_cap)
+{
+    int idx[1];
+    return gw__ib_choose_rails(f, ports, n, 1, idx, 1, why, why_cap) > 0 ? idx[0] : -1;
+}
+
+int gw__ib_choose_rails(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *ports, int n,
+                        int want, int *idx, int cap, char *why, size_t why_cap)
 {
     char list[512];
     if (n == 0) {
@@ -137,32 +197,25 @@ int gw__ib_choose_port(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *por
         return -1;
     }
     list_ports(ports, n, list, sizeof(list));
-    if (f->n > 0 && !f->exclude) {
-        int matched = 0;
-        for (int e = 0; e < f->n; e++) {
-            for (int i = 0; i < n; i++) {
-                if (!entry_matches(f, &f->entries[e], ports[i].device, ports[i].port))
-                    continue;
-                matched = 1;
-                if (ports[i].active)
-                    return i;
-            }
-        }
-        snprintf(why, why_cap, "GW_IB_HCA %s (ports: %s)",
-                 matched ? "matches no active port" : "matches no port", list);
+    int all[GW_IB_MAX_RAILS * 8], matched;
+    int found = admitted(f, ports, n, all, (int)(sizeof(all) / sizeof(all[0])), &matched);
+    if (found == 0) {
+        none_why(f, matched, list, why, why_cap);
         return -1;
     }
-    int candidates = 0;
-    for (int i = 0; i < n; i++) {
-        if (f->exclude && gw__ib_hca_match(f, ports[i].device, ports[i].port) >= 0)
-            continue;
-        candidates++;
-        if (ports[i].active)
-            return i;
+    /* Automatic: every active port an include list names, else one. */
+    int take = want > 0 ? want : (f->n > 0 && !f->exclude) ? found : 1;
+    if (take > cap)
+        take = cap;
+    if (want > 0 && found < want) {
+        snprintf(why, why_cap, "GW_IB_RAILS=%d, but %s only %d active port%s (ports: %s)", want,
+                 f->n > 0 && !f->exclude ? "GW_IB_HCA admits" : "there is", found,
+                 found == 1 ? "" : "s", list);
+        return -1;
     }
-    if (candidates == 0)
-        snprintf(why, why_cap, "GW_IB_HCA excludes every port (ports: %s)", list);
-    else
-        snprintf(why, why_cap, "no active port (ports: %s)", list);
-    return -1;
+    if (take > found)
+        take = found;
+    for (int i = 0; i < take; i++)
+        idx[i] = all[i];
+    return take;
 }

@@ -167,6 +167,7 @@ typedef struct gw_ib_config {
     const char *sysfs;  /* GW_IB_SYSFS (tests), default /sys */
     int test_qp_error;  /* GW_IB_TEST_QP_ERROR (tests): messages before a QP fails; 0: never */
     int test_reject;    /* GW_IB_TEST_REJECT (tests): connection requests still to reject */
+    int rails;          /* GW_IB_RAILS: ports to use, 0: automatic (ib_hca.c) */
 } gw_ib_config_t;
 
 /* Read the GW_IB_* variables; GW_ERR_CONFIG (logged, naming the variable)
@@ -213,6 +214,13 @@ typedef struct gw_ib_port_info {
  * with the reason in why (no ports, none active, none matching). */
 int gw__ib_choose_port(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *ports, int n,
                        char *why, size_t why_cap);
+/* The ports of the rails (ib_rails.c): want of them (GW_IB_RAILS), or, for
+ * want 0, every active port an include list admits and else the first
+ * active port; at most cap, their indices in idx, the first the one
+ * gw__ib_choose_port takes. Returns how many, or -1 with the reason in why
+ * (none active, or fewer than want). */
+int gw__ib_choose_rails(const gw_ib_hca_filter_t *f, const gw_ib_port_info_t *ports, int n,
+                        int want, int *idx, int cap, char *why, size_t why_cap);
 
 /* ---- GID choice (ib_gid.c) ---------------------------------------------- */
 
@@ -422,6 +430,11 @@ typedef struct gw_ib {
     int inline_req; /* max_inline_data the next QP asks for */
     int max_inline; /* the smallest any QP got; -1 before the first QP */
     char dev_name[64];
+    /* The ports of every rail GW_IB_RAILS and GW_IB_HCA ask for, this one
+     * first, as exact GW_IB_HCA entries ("=mlx5_1:1"): ib_rails.c opens an
+     * instance on each of the others. */
+    int nrails;
+    char rail_spec[GW_IB_MAX_RAILS][72];
     struct ibv_pd *pd;
     struct ibv_comp_channel *channel;
     struct ibv_cq *cq;
@@ -513,6 +526,31 @@ static inline uint32_t gw__ib_blk_rkey(const gw_ib_t *t, const gw_ib_peer_t *p)
 }
 
 extern const gw_transport_ops_t gw__ib_transport_ops;
+
+/* One instance on one port (ib.c): the port GW_IB_HCA and GW_IB_RAILS
+ * choose first (only NULL: the rails it finds are in nrails and
+ * rail_spec), or exactly the port `only` names ("=mlx5_1:1"). */
+gw_status_t gw__ib_open_port(const gw_transport_params_t *params, const char *only,
+                             gw_transport_t **out, uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
+
+/* The ops table's open (ib_rails.c): the instance of gw__ib_open_port
+ * when one rail is asked for, else a transport over one instance per
+ * rail. */
+gw_status_t gw__ib_rails_open(const gw_transport_params_t *params, gw_transport_t **out,
+                              uint8_t addr[GW_TRANSPORT_ADDR_MAX]);
+
+/* The rails of a transport gw__ib_transport_ops opened (1 for a plain
+ * instance), and rail i's instance (a plain instance is its own rail 0),
+ * or NULL: for tests and diagnostics. */
+int gw__ib_rails_count(gw_transport_t *t);
+gw_transport_t *gw__ib_rail(gw_transport_t *t, int i);
+
+/* Sleep up to wait_ms until one of the n instances ts (the rails) has
+ * something to do, in one poll() over all their fds (pfds: room for
+ * n * (4 + size) entries), and handle what it reports; returns at once
+ * when one of them could move without waiting. A failure is the
+ * instance's own (its base.failed). */
+gw_status_t gw__ib_wait_many(gw_transport_t *const *ts, int n, int wait_ms, struct pollfd *pfds);
 
 /* ib_res.c: PD, completion channel and CQ, the pairs' blocks (all of them
  * at once unless t->lazy), the registration cache. */

@@ -338,7 +338,7 @@ gw_status_t gw__ib_take_receipt(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
 
 static int eager_ok(const gw_ib_peer_t *p, const gw_request_t *r)
 {
-    return p->eager_limit > 0 && r->len <= (size_t)p->eager_limit &&
+    return !(r->flags & GW_REQ_GATED) && p->eager_limit > 0 && r->len <= (size_t)p->eager_limit &&
            p->eager_sent - p->eager_freed < GW_IB_EAGER_SLOTS && p->sq_used[0] < GW_IB_WQ_DEPTH;
 }
 
@@ -403,8 +403,15 @@ static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
                 return GW_OK;
             if (r->len > (size_t)t->max_inline && (st = reg_buffer(t, p, r)) != GW_OK)
                 return st;
+            if (r->flags & GW_REQ_GATED)
+                r->gate->matched++;
             *did = 1;
         }
+        /* A part of a message cut over several rails waits until every
+         * part's receive accepted its part (transport.h): it and the sends
+         * behind it. */
+        if ((r->flags & GW_REQ_GATED) && r->gate->matched < r->gate->need)
+            return GW_OK;
         gw_status_t st = post_parts(t, p, r, did);
         if (st != GW_OK)
             return st;

@@ -253,41 +253,43 @@ static gw_status_t check_oob(gw_ib_t *t, gw_ib_peer_t *p)
         t, p, n == 0 ? "closed its out-of-band socket" : "reset its out-of-band socket");
 }
 
-/* poll() the watched fds for up to timeout_ms and handle what they report. */
-static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
+/* The fds a blocking wait watches, into pfds (room for 4 + size):
+ * returns how many. */
+static int fill_fds(gw_ib_t *t, struct pollfd *pfds)
 {
     int n = 0;
-    t->pfds[n++] = (struct pollfd){.fd = t->channel->fd, .events = POLLIN};
-    t->pfds[n++] = (struct pollfd){.fd = t->ctx->async_fd, .events = POLLIN};
-    t->pfds[n++] = (struct pollfd){.fd = t->cm_channel ? t->cm_channel->fd : -1, .events = POLLIN};
+    pfds[n++] = (struct pollfd){.fd = t->channel->fd, .events = POLLIN};
+    pfds[n++] = (struct pollfd){.fd = t->ctx->async_fd, .events = POLLIN};
+    pfds[n++] = (struct pollfd){.fd = t->cm_channel ? t->cm_channel->fd : -1, .events = POLLIN};
     /* Out of band and lazily, higher ranks dial (and knock) whenever they
      * need us. */
-    t->pfds[n++] = (struct pollfd){.fd = t->oob ? t->listen_fd : -1, .events = POLLIN};
+    pfds[n++] = (struct pollfd){.fd = t->oob ? t->listen_fd : -1, .events = POLLIN};
     for (int r = 0; r < t->base.size; r++)
         if (t->peers[r].oob_fd >= 0)
-            t->pfds[n++] = (struct pollfd){.fd = t->peers[r].oob_fd, .events = POLLIN};
-    int rc = poll(t->pfds, (nfds_t)n, timeout_ms);
-    if (rc < 0 && errno != EINTR)
-        return gw__ib_fail(t, GW_ERR_SYSTEM, "poll() on the completion channel: %m");
-    if (rc <= 0)
-        return GW_OK;
-    if (t->pfds[0].revents)
+            pfds[n++] = (struct pollfd){.fd = t->peers[r].oob_fd, .events = POLLIN};
+    return n;
+}
+
+/* Handle what poll() reported on the n fds fill_fds gave. */
+static gw_status_t handle_fds(gw_ib_t *t, const struct pollfd *pfds, int n)
+{
+    if (pfds[0].revents)
         drain_cq_events(t);
     gw_status_t st = GW_OK;
-    if (t->pfds[1].revents)
+    if (pfds[1].revents)
         st = gw__ib_async_events(t);
-    if (st == GW_OK && t->pfds[2].revents) {
+    if (st == GW_OK && pfds[2].revents) {
         int handled;
         gw__ib_poll_cq(t, 1 << 20, &handled); /* a goodbye may precede the disconnect */
         st = gw__ib_cm_poll_events(t);
     }
-    if (st == GW_OK && t->pfds[3].revents)
+    if (st == GW_OK && pfds[3].revents)
         st = gw__ib_lazy_progress(t);
     for (int i = 4; st == GW_OK && i < n; i++) {
-        if (!t->pfds[i].revents)
+        if (!pfds[i].revents)
             continue;
         for (int r = 0; r < t->base.size; r++) {
-            if (t->peers[r].oob_fd != t->pfds[i].fd)
+            if (t->peers[r].oob_fd != pfds[i].fd)
                 continue;
             int handled;
             gw__ib_poll_cq(t, 1 << 20, &handled);
@@ -296,6 +298,18 @@ static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
         }
     }
     return st != GW_OK ? st : t->base.failed;
+}
+
+/* poll() the watched fds for up to timeout_ms and handle what they report. */
+static gw_status_t wait_fds(gw_ib_t *t, int timeout_ms)
+{
+    int n = fill_fds(t, t->pfds);
+    int rc = poll(t->pfds, (nfds_t)n, timeout_ms);
+    if (rc < 0 && errno != EINTR)
+        return gw__ib_fail(t, GW_ERR_SYSTEM, "poll() on the completion channel: %m");
+    if (rc <= 0)
+        return GW_OK;
+    return handle_fds(t, t->pfds, n);
 }
 
 static gw_status_t check_conflicts(gw_ib_t *t, const gw_msg_tag_t *current)
@@ -338,6 +352,29 @@ static gw_status_t round_trip(gw_ib_t *t, int *moved)
     return st;
 }
 
+/* Arm the CQ and make a last round before sleeping: a completion that
+ * came before the CQ was armed raises no event, and a CTS that waited for
+ * an eager message goes now. */
+static gw_status_t before_sleep(gw_ib_t *t, int *moved)
+{
+    if (!t->cq_armed) {
+        if (ibv_req_notify_cq(t->cq, 0) != 0)
+            return gw__ib_fail(t, GW_ERR_SYSTEM, "ibv_req_notify_cq failed");
+        t->cq_armed = 1;
+    }
+    t->no_defer = 1;
+    gw_status_t st = round_trip(t, moved);
+    t->no_defer = 0;
+    return st;
+}
+
+/* How long a wait may sleep while pairs connect on first use. */
+static int lazy_wait(gw_ib_t *t, int wait_ms)
+{
+    int wake = gw__ib_lazy_wake_ms(t);
+    return wait_ms > wake ? (wake > 0 ? wake : 1) : wait_ms;
+}
+
 gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, int wait_ms)
 {
     gw_ib_t *t = gw__ib_of(base);
@@ -351,9 +388,7 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
         gw_status_t cst = gw__ib_lazy_progress(t);
         if (cst != GW_OK)
             return cst;
-        int wake = gw__ib_lazy_wake_ms(t);
-        if (wait_ms > wake)
-            wait_ms = wake > 0 ? wake : 1;
+        wait_ms = lazy_wait(t, wait_ms);
     }
     gw_status_t st = round_trip(t, &moved);
     if (st == GW_OK && current)
@@ -376,17 +411,7 @@ gw_status_t gw__ib_progress(gw_transport_t *base, const gw_msg_tag_t *current, i
         if ((st = round_trip(t, &moved)) != GW_OK || moved)
             goto out;
     }
-    if (!t->cq_armed) {
-        if (ibv_req_notify_cq(t->cq, 0) != 0)
-            return gw__ib_fail(t, GW_ERR_SYSTEM, "ibv_req_notify_cq failed");
-        t->cq_armed = 1;
-    }
-    /* A completion that came before the CQ was armed raises no event. And
-     * a CTS that waited for an eager message goes now, before we sleep. */
-    t->no_defer = 1;
-    st = round_trip(t, &moved);
-    t->no_defer = 0;
-    if (st != GW_OK || moved)
+    if ((st = before_sleep(t, &moved)) != GW_OK || moved)
         goto out;
     if ((st = wait_fds(t, wait_ms)) != GW_OK)
         return st;
@@ -397,4 +422,32 @@ out:
     if (st == GW_OK && current)
         st = check_conflicts(t, current);
     return st;
+}
+
+gw_status_t gw__ib_wait_many(gw_transport_t *const *ts, int n, int wait_ms, struct pollfd *pfds)
+{
+    int nfds[GW_IB_MAX_RAILS], total = 0;
+    for (int i = 0; i < n; i++) {
+        gw_ib_t *t = gw__ib_of(ts[i]);
+        if (t->base.failed != GW_OK)
+            return t->base.failed;
+        if (gw__ib_lazy_busy(t))
+            wait_ms = lazy_wait(t, wait_ms);
+        int moved = 0;
+        gw_status_t st = before_sleep(t, &moved);
+        if (st != GW_OK || moved)
+            return st;
+        nfds[i] = fill_fds(t, pfds + total);
+        total += nfds[i];
+    }
+    int rc = poll(pfds, (nfds_t)total, wait_ms);
+    if (rc < 0 && errno != EINTR)
+        return gw__ib_fail(gw__ib_of(ts[0]), GW_ERR_SYSTEM,
+                           "poll() on the completion channels: %m");
+    for (int i = 0, at = 0; rc > 0 && i < n; at += nfds[i++]) {
+        gw_status_t st = handle_fds(gw__ib_of(ts[i]), pfds + at, nfds[i]);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
 }

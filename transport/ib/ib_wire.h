@@ -45,8 +45,17 @@
 #define GW_IB_EAGER_MAX 4096 /* largest eager payload (GW_IB_EAGER lowers it) */
 #define GW_IB_EAGER_SLOT (GW_IB_EAGER_HDR + GW_IB_EAGER_MAX)
 #define GW_IB_MAX_QPS 16
+#define GW_IB_MAX_RAILS 4    /* ports a rank uses at once (GW_IB_RAILS; ib_rails.c) */
 #define GW_IB_ADDR_SIZE 99   /* bytes used in the address blob */
 #define GW_IB_HELLO_SIZE 132 /* bytes of an out-of-band hello */
+/* A rank with several rails (ib_rails.c) publishes its first rail's blob
+ * as a rank with one does (bytes 0-98: a rank that has one rail reads
+ * only those), then at GW_IB_RAILS_OFF: u32 GW_IB_RAILS_MAGIC, u8 rails,
+ * and from GW_IB_RAILS_OFF + 8 the blob of each further rail, every
+ * GW_IB_ADDR_SIZE bytes. */
+#define GW_IB_RAILS_MAGIC 0x47574952u /* "GWIR" */
+#define GW_IB_RAILS_OFF 100
+#define GW_IB_RAIL_BLOB(i) ((i) == 0 ? 0 : GW_IB_RAILS_OFF + 8 + ((i)-1) * GW_IB_ADDR_SIZE)
 /* rdmacm private data: a connect request carries at most 56 bytes over
  * RoCE (the IB CM's 92 less librdmacm's header), an accept 196. */
 #define GW_IB_CM_REQ_SIZE 52

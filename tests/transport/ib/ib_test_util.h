@@ -64,10 +64,11 @@ static inline void *body_thread(void *arg)
 
 /* Open and connect n ranks, those in lazy_mask (bit r for rank r) to
  * connect pairs on first use (params.lazy), with the transports'
- * timeout_ms; skips the test when there is no RDMA here. With check set,
+ * timeout_ms, rank r with GW_IB_HCA=hca[r] where hca is given (the
+ * variable keeps the last one); skips the test when there is no RDMA here. With check set,
  * every connect() must succeed; otherwise the caller looks at connect_st. */
-static inline void job_open_connect_ms(job_t *j, int n, const char *cm, unsigned lazy_mask,
-                                       int check, int timeout_ms)
+static inline void job_open_connect_hca(job_t *j, int n, const char *cm, unsigned lazy_mask,
+                                        int check, int timeout_ms, const char *const *hca)
 {
     memset(j, 0, sizeof(*j));
     j->n = n;
@@ -75,6 +76,8 @@ static inline void job_open_connect_ms(job_t *j, int n, const char *cm, unsigned
     const char *dbg = getenv("GW_TEST_DEBUG");
     for (int i = 0; i < n; i++) {
         rank_t *r = &j->r[i];
+        if (hca && hca[i]) /* this rank's ports (and so its rails) */
+            setenv("GW_IB_HCA", hca[i], 1);
         r->rank = i;
         r->size = n;
         r->lg.level = !dbg ? GW_LOG_ERROR : strcmp(dbg, "trace") == 0 ? GW_LOG_TRACE : GW_LOG_INFO;
@@ -114,6 +117,13 @@ static inline void job_open_connect_ms(job_t *j, int n, const char *cm, unsigned
     for (int i = 0; check && i < n; i++)
         cr_assert_eq(j->r[i].connect_st, GW_OK, "connect of rank %d: %s", i,
                      gw_status_name(j->r[i].connect_st));
+}
+
+/* The same, every rank with the process's GW_IB_HCA. */
+static inline void job_open_connect_ms(job_t *j, int n, const char *cm, unsigned lazy_mask,
+                                       int check, int timeout_ms)
+{
+    job_open_connect_hca(j, n, cm, lazy_mask, check, timeout_ms, NULL);
 }
 
 /* The same with the transports' timeout_ms of 20 s. */

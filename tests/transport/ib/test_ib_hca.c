@@ -133,6 +133,55 @@ Test(ib_hca, choose_port)
     cr_assert(strstr(why, "no active port"), "why: %s", why);
 }
 
+/* Rails: the ports, in order, as indices into ports[]. */
+static int rails(const char *spec, int want, const gw_ib_port_info_t *ports, int n, int *idx,
+                 char *why)
+{
+    gw_ib_hca_filter_t f = parse_ok(spec);
+    return gw__ib_choose_rails(&f, ports, n, want, idx, GW_IB_MAX_RAILS, why, 512);
+}
+
+Test(ib_hca, choose_rails)
+{
+    gw_ib_port_info_t ports[] = {
+        PORT("mlx5_0", 1, 0), PORT("mlx5_0", 2, 1), PORT("mlx5_1", 1, 1),
+        PORT("mlx5_2", 1, 1), PORT("rxe0", 1, 1),
+    };
+    int n = (int)(sizeof(ports) / sizeof(ports[0]));
+    int idx[GW_IB_MAX_RAILS];
+    char why[512];
+    /* Automatic: one rail without a list, or with an exclude list. */
+    cr_assert_eq(rails(NULL, 0, ports, n, idx, why), 1);
+    cr_assert_eq(idx[0], 1);
+    cr_assert_eq(rails("^mlx5_0", 0, ports, n, idx, why), 1);
+    cr_assert_eq(idx[0], 2);
+    /* Every active port an include list names, in its order, once, the
+     * inactive one left out. */
+    cr_assert_eq(rails("rxe0,mlx5_1,mlx5_0", 0, ports, n, idx, why), 3);
+    cr_assert(idx[0] == 4 && idx[1] == 2 && idx[2] == 1, "%d %d %d", idx[0], idx[1], idx[2]);
+    cr_assert_eq(rails("mlx5,mlx5_1", 0, ports, n, idx, why), 3, "a prefix, then a repeat");
+    cr_assert(idx[0] == 1 && idx[1] == 2 && idx[2] == 3, "%d %d %d", idx[0], idx[1], idx[2]);
+    /* GW_IB_RAILS=N: the first N, with or without a list. */
+    cr_assert_eq(rails(NULL, 2, ports, n, idx, why), 2);
+    cr_assert(idx[0] == 1 && idx[1] == 2, "%d %d", idx[0], idx[1]);
+    cr_assert_eq(rails("rxe0,mlx5", 1, ports, n, idx, why), 1);
+    cr_assert_eq(idx[0], 4);
+    cr_assert_eq(rails("^rxe", 4, ports, n, idx, why), -1);
+    cr_assert(strstr(why, "GW_IB_RAILS=4, but there is only 3 active ports") &&
+                  strstr(why, "mlx5_0:1 (DOWN)"),
+              "why: %s", why);
+    cr_assert_eq(rails("mlx5_0,rxe0", 2, ports, n, idx, why), 2);
+    cr_assert_eq(rails("mlx5_0:1,rxe0", 2, ports, n, idx, why), -1);
+    cr_assert(strstr(why, "GW_IB_HCA admits only 1 active port"), "why: %s", why);
+    /* No more than the most rails, and the first rail is choose_port's. */
+    cr_assert_eq(rails("mlx5,rxe,mlx5_0:2", 0, ports, n, idx, why), 4);
+    gw_ib_hca_filter_t f = parse_ok("rxe0,mlx5_1");
+    cr_assert_eq(rails("rxe0,mlx5_1", 0, ports, n, idx, why), 2);
+    cr_assert_eq(idx[0], gw__ib_choose_port(&f, ports, n, why, sizeof(why)));
+    cr_assert_eq(rails("qib", 0, ports, n, idx, why), -1);
+    cr_assert(strstr(why, "matches no port"), "why: %s", why);
+}
+
 /* ---- GIDs on fake sysfs trees ------------------------------------------------ */
 
 typedef struct fake_gid {

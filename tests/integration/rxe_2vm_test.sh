@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # rxe_2vm_test.sh - gradwire between two hosts over RDMA: two Soft-RoCE VMs
-# (scripts/rxe-vm cluster up 2: rxevm0 at 198.18.2.1 and rxevm1 at
-# 198.18.2.2, each with rxe0 on a virtio-net link between the two QEMU
-# processes), booted once and used by every case. Each rank is started in
+# (scripts/rxe-vm cluster up --rails 2 2: rxevm0 at 198.18.2.1 and rxevm1
+# at 198.18.2.2, each with rxe0 on a virtio-net link between the two QEMU
+# processes, and rxe1 on a second link, 198.18.3.x), booted once and used
+# by every case; the cases use rxe0 alone (GW_IB_HCA=rxe0) but 2cm and
+# raildown, which use both rails (multi-rail, transport/ib/ib_rails.c). Each rank is started in
 # its VM by hand (`rxe-vm cluster exec`) with GW_RANK, GW_SIZE, GW_ROOT
 # (rank 0's VM) and a fresh GW_JOB_TOKEN per job, as a user without a
 # launcher would; GW_TRANSPORT=auto throughout.
 #
 # Cases, placements and verbs connection modes:
-#   - 2cm: 2 ranks, one per VM, rdma_cm: everything below;
+#   - 2cm: 2 ranks, one per VM, rdma_cm, two rails (every rank must say
+#     so, and VM 0's rxe1 must have sent packets): everything below;
 #   - 4block: 4 ranks, two per VM, block placement (0,1 | 2,3), out of
 #     band: everything below but p2p and the compressed allreduce;
 #   - 4alt (not run by default: 2cm and 4block cover its code, and CI's
@@ -40,7 +43,9 @@
 # at fault within GW_TIMEOUT_MS and a slack), "perf" (rxe_2vm_perf.sh:
 # the bandwidth target against ib_write_bw; not run by default: it judges
 # the machine's speed, which belongs to the results campaign "soft-roce",
-# bench/soft_roce.sh, not to a test), "mixed" (below) and, last,
+# bench/soft_roce.sh, not to a test), "mixed" (below), "raildown" (VM 1's
+# second link taken down under a two-rail job: both ranks fail naming rank
+# 1, rank 1 naming its port rxe1:1; it leaves that link down) and, last,
 # "linkdown" (VM 1's link taken down; it leaves the link down).
 #
 # The cases before "train" took about 6.5 minutes on a 2-core machine at
@@ -53,7 +58,8 @@
 # here: QEMU, rdma-core or the VM kernel missing; scripts/install-deps.sh
 # installs them), with the reason. GW_RXE_2VM_CASES (a comma list of the
 # cases above and "mixed", 4 ranks with VM 1's RDMA device deleted, which
-# must meet VM 0 over TCP; default 2cm,4block,train,faults,mixed,linkdown)
+# must meet VM 0 over TCP; default 2cm,4block,train,faults,mixed,raildown,
+# linkdown)
 # selects cases;
 # GW_RXE_2VM_CLUSTER=DIR runs them in the VMs of `rxe-vm cluster up 2`
 # that printed DIR, and leaves them up (for working on the test; boot them
@@ -67,7 +73,7 @@ BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "skipped: no build 
 for f in gradwire-bench tests/worker_collectives tests/worker_async tests/worker_compress tests/worker_trial optimizer/gradwire-train; do
     [ -x "$BUILD/$f" ] || { echo "skipped: $BUILD/$f is not built"; exit 77; }
 done
-CASES=${GW_RXE_2VM_CASES:-2cm,4block,train,faults,mixed,linkdown}
+CASES=${GW_RXE_2VM_CASES:-2cm,4block,train,faults,mixed,raildown,linkdown}
 
 main() {
     T0=$(date +%s)
@@ -91,7 +97,7 @@ main() {
         cdir=$GW_RXE_2VM_CLUSTER
         "$VM" cluster status --dir "$cdir" || { echo "FAIL: the VMs of $cdir are not up"; return 1; }
     else
-        cdir=$("$VM" cluster up --no-install --lifetime 2700 --ro "$ROOT" --ro "$BUILD" 2)
+        cdir=$("$VM" cluster up --no-install --lifetime 2700 --rails 2 --ro "$ROOT" --ro "$BUILD" 2)
         rc=$?
         if [ $rc -eq 77 ]; then
             echo "skipped: scripts/rxe-vm cannot start VMs here (reason above)"
@@ -103,6 +109,9 @@ main() {
     fi
     export GW_RXE_CLUSTER=$cdir
     SHARED=$cdir/shared
+    # Every VM has two rails, rxe0 on eth0 and rxe1 on eth1, each on a link
+    # of its own; a case uses rxe0 alone unless it names both.
+    export GW_IB_HCA=rxe0
     echo "   two VMs up in $(($(date +%s) - T0)) s"
 
     # job N PLACEMENT -- CMD ARG...: ranks 0..N-1, rank r in VM r*2/N
@@ -175,12 +184,20 @@ main() {
         echo "$mine"
     }
 
+    rxe1_sent() { # VM: packets rxe1 of VM sent so far
+        "$VM" cluster exec --timeout 30 "$1" -- cat /sys/class/infiniband/rxe1/ports/1/hw_counters/sent_pkts
+    }
+
     # case NAME N PLACEMENT CM FULL (0: collectives and p2p only; 1: and
-    # gw_iallreduce; 2: and the compressed allreduce)
+    # gw_iallreduce; 2: and the compressed allreduce); with GW_IB_HCA
+    # naming both devices, every rank has two rails: each rank must say so,
+    # and rxe1 must carry packets.
     run_case() {
-        local name=$1 n=$2 place=$3 cm=$4 full=$5 r bad want got
+        local name=$1 n=$2 place=$3 cm=$4 full=$5 r bad want got sent0
         echo "== $name"
         export GW_IB_CM=$cm GW_TRANSPORT=auto
+        local rails=1
+        [ "$GW_IB_HCA" = rxe0,rxe1 ] && rails=2 sent0=$(rxe1_sent 0)
         # Collectives, checked; the plan and connection mode from the log.
         # Sizes: 0, eager (7), rendezvous (4099) and striped over the two
         # QPs (parts of at least 128 KiB): 300000 floats (1.2 MB) on 2
@@ -209,11 +226,18 @@ main() {
             [ "$got" = "$want" ] || bad="$bad rank $r: '$got', not '$want';"
             if [ "$cm" = rdmacm ]; then want="connecting through the RDMA CM"; else want="connecting out of band via TCP"; fi
             grep -q "ib INFO using rxe0.*$want" "$JOB_DIR/log$r" || bad="$bad rank $r did not log '$want';"
+            [ $rails = 1 ] || grep -q "ib INFO 2 rails: rxe0:1, rxe1:1" "$JOB_DIR/log$r" ||
+                bad="$bad rank $r did not log its 2 rails;"
         done
+        if [ $rails = 2 ]; then
+            got=$(rxe1_sent 0)
+            [ -n "$got" ] && [ -n "$sent0" ] && [ $((got - sent0)) -gt 1000 ] ||
+                bad="$bad VM 0's rxe1 sent $((${got:-0} - ${sent0:-0})) packets during the collectives;"
+        fi
         if [ -n "$bad" ]; then
             fail "$name: GW_TRANSPORT=auto plan:$bad"
         else
-            pass "$name: GW_TRANSPORT=auto chose shm inside each VM and ib between them, $cm ($(sed -n 's/.* select INFO \(rank 0: .*\)$/\1/p' "$JOB_DIR/log0" | head -1))"
+            pass "$name: GW_TRANSPORT=auto chose shm inside each VM and ib between them, $cm ($(sed -n 's/.* select INFO \(rank 0: .*\)$/\1/p' "$JOB_DIR/log0" | head -1))$([ $rails = 2 ] && echo ", 2 rails, VM 0's rxe1 sent $((got - sent0)) packets")"
         fi
 
         # What the compressed and non-blocking calls add does not depend on
@@ -258,7 +282,10 @@ main() {
         fi
     }
 
-    case ",$CASES," in *,2cm,*) run_case "2 ranks, one per VM, rdma_cm" 2 block rdmacm 2 ;; esac
+    # 2cm over two rails (multi-rail between hosts, transport/ib/ib_rails.c):
+    # messages of 128 KiB and more cut across rxe0 and rxe1, smaller ones
+    # dealt to them in turn; the other cases run on rxe0 alone.
+    case ",$CASES," in *,2cm,*) GW_IB_HCA=rxe0,rxe1 run_case "2 ranks, one per VM, rdma_cm, two rails" 2 block rdmacm 2 ;; esac
     case ",$CASES," in *,2oob,*) run_case "2 ranks, one per VM, out of band" 2 block oob 0 ;; esac
     case ",$CASES," in *,4block,*) run_case "4 ranks, two per VM (0,1 | 2,3), out of band" 4 block oob 1 ;; esac
     case ",$CASES," in *,4alt,*) run_case "4 ranks, two per VM (0,2 | 1,3), rdma_cm" 4 alt rdmacm 0 ;; esac
@@ -454,6 +481,32 @@ main() {
         unset JOB_TIMEOUT_MS GW_TRIAL_MAX_MS RANK_ENV_0 RANK_ENV_1
     }
 
+    # 4. A rail lost: a job of 2 ranks, one per VM, over two rails; VM 1's
+    # eth1 is taken down (rxe1's port goes down with it) in the middle of
+    # the collectives. Rank 1's rail 1 fails at once, naming its port, and
+    # its abort reaches rank 0 over rail 0: both fail naming rank 1, well
+    # within the timeout; the job does not go on over one rail. Like the
+    # link down below it leaves eth1 down (the same kernel), and runs
+    # before it.
+    run_raildown() {
+        local t0
+        echo "== VM 1's second rail down (GW_TIMEOUT_MS=$FAULT_TIMEOUT_MS)"
+        export JOB_TIMEOUT_MS=$FAULT_TIMEOUT_MS GW_TRIAL_MAX_MS=120000
+        GW_IB_HCA=rxe0,rxe1 GW_IB_CM=rdmacm job_start 2 block -- "$BUILD/tests/worker_trial"
+        if fault_ready; then
+            t0=$(date +%s)
+            "$VM" cluster exec --timeout 30 1 -- ip link set eth1 down
+            FAULT_LEAVE_RUNNING=1 fault_check "VM 1's rail rxe1 down during the collectives (2 ranks, one per VM, two rails)" 1 "$t0" 0 1
+            grep -q "rxe1:1 went down" "$JOB_DIR/log1" ||
+                fail "rail down: rank 1 did not name its port rxe1:1 ($(grep -m1 ' ERROR ' "$JOB_DIR/log1"))"
+        else
+            job_wait
+            fail "rail down: the job did not form"
+            show_logs
+        fi
+        unset JOB_TIMEOUT_MS GW_TRIAL_MAX_MS
+    }
+
     # 4 ranks, two per VM: shared memory inside each VM and verbs between
     # them in one run (GW_RXE_2VM_CASES=train2 adds the 2-rank run).
     case ",$CASES," in *,train2,*) run_train 2 block ;; esac
@@ -485,6 +538,7 @@ main() {
     if case ",$CASES," in *,mixed,*) true ;; *) false ;; esac; then
         echo "== 4 ranks, two per VM, VM 1 without RDMA"
         "$VM" cluster exec --timeout 30 1 -- rdma link delete rxe0
+        "$VM" cluster exec --timeout 30 1 -- rdma link delete rxe1
         # The sizes of the 4-rank case (run_case): the plan and TCP
         # between the VMs are what this case is for.
         GW_DEBUG=INFO GW_TRANSPORT=auto job 4 block -- "$BUILD/tests/worker_collectives" @DIR@ \
@@ -518,8 +572,10 @@ main() {
             fi
         fi
         "$VM" cluster exec --timeout 30 1 -- rdma link add rxe0 type rxe netdev eth0
+        "$VM" cluster exec --timeout 30 1 -- rdma link add rxe1 type rxe netdev eth1
     fi
 
+    case ",$CASES," in *,raildown,*) run_raildown ;; esac
     case ",$CASES," in *,linkdown,*) run_linkdown ;; esac
 
     echo "== $passed passed, $failed failed ($(($(date +%s) - T0)) s with booting)"

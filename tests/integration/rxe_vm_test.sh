@@ -163,6 +163,9 @@ for t in test_ib_live test_ib_p2p test_ib_oob test_ib_cm test_ib_lazy test_ib_kn
             echo "$out" | sed -n '/still running after/,$p' | head -250
             echo "$out" | sed '/still running after/,$d' | tail -30
         else
+            # What failed first (a leak report after a failed case can
+            # fill the tail), then the tail.
+            echo "$out" | grep -E 'check failed|\[FAIL\]|Assertion|[Tt]imed out|crashed' | head -20
             echo "$out" | tail -30
         fi
     fi
@@ -198,7 +201,6 @@ collectives() {
 }
 
 collectives "2 ranks, rdmacm" 2 rdmacm 1 "0,1,7,1023,70000" float32,int32
-collectives "3 ranks, oob, 2 QPs (striped)" 3 oob 2 "0,7,200000" float32
 collectives "4 ranks, rdmacm, 2 QPs" 4 rdmacm 2 "0,1,1023,70000" float32,int32
 
 # The transport really is ib: the selection's INFO line says so.
@@ -542,7 +544,9 @@ else
         tail -30 "$WORK/test_ib_rails.out"
     fi
     GW_IB_HCA=rxe0,rxe1 collectives "2 ranks, 2 rails, rdmacm" 2 rdmacm 1 "0,1,1023,200000" float32
-    GW_IB_HCA=rxe0,rxe1 collectives "4 ranks, 2 rails, oob, 2 QPs" 4 oob 2 "0,7,200000" float32,int32
+    # Out of band, several QPs per rail, 4 ranks (also the single rail's
+    # oob and striping, which had a 3-rank case of their own).
+    GW_IB_HCA=rxe0,rxe1 collectives "4 ranks, 2 rails, oob, 2 QPs" 4 oob 2 "0,7,200000" float32
     out=$(GW_DEBUG=INFO GW_TRANSPORT=ib GW_IB_HCA=rxe0,rxe1 timeout 120 "$BUILD/gradwire" launch -n 2 -- \
         "$BUILD/tests/worker_collectives" "$WORK/rails_sel" 1 ring float32 sum allreduce 2>&1)
     if echo "$out" | grep -q "2 rails: rxe0:1, rxe1:1"; then

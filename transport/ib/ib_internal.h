@@ -279,6 +279,9 @@ typedef struct gw_ib_mr_backend {
  * (see ib_mr_cache.c). gw__ib_mem_mark returns 0 or an errno. */
 int gw__ib_mem_mark(void *addr, size_t len, int *token);
 int gw__ib_mem_check(const void *addr, size_t len, int token);
+/* Whether [addr, addr + len) has no mark at its first or last page: a
+ * mapping made since anyone marked it (or never marked). */
+int gw__ib_mem_fresh(const void *addr, size_t len);
 
 typedef struct gw_ib_mr_cache {
     gw_ib_mr_backend_t backend;
@@ -435,6 +438,10 @@ typedef struct gw_ib {
      * instance on each of the others. */
     int nrails;
     char rail_spec[GW_IB_MAX_RAILS][72];
+    /* Of a rail (ib_rails.c): every rail of its transport, itself
+     * included, whose registration caches it keeps honest (ib_res.c). */
+    struct gw_ib **rails_all;
+    int rails_n;
     struct ibv_pd *pd;
     struct ibv_comp_channel *channel;
     struct ibv_cq *cq;

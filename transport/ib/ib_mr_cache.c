@@ -38,6 +38,15 @@
  *   - covered: munmap/mmap and heap shrink/grow of whole first or last
  *     pages of a cached range; explicit deregistration (the transport's
  *     mem_dereg invalidates the range);
+ *   - several caches: the mark is the memory's, not the cache's, so when
+ *     one cache marks a new mapping, another cache's entry for the old
+ *     one would pass the check. The rails of one transport (ib_rails.c)
+ *     share the memory they register, so a rail that registers memory
+ *     with no mark yet (gw__ib_mem_fresh: a mapping made since anyone
+ *     marked it) first drops the other rails' entries over that range
+ *     (ib_res.c). Two transports of separate communicators in one
+ *     process do not know of each other: there a buffer freed and mapped
+ *     again, registered anew by one, could pass the other's check;
  *   - not covered: a range remapped only in its middle pages (no allocator
  *     does this), and memory whose policy cannot be set (kernels without
  *     NUMA, containers whose seccomp profile forbids mbind): there every
@@ -83,6 +92,15 @@ int gw__ib_mem_mark(void *addr, size_t len, int *token)
         return errno;
     *token = GW_MPOL_LOCAL;
     return 0;
+}
+
+int gw__ib_mem_fresh(const void *addr, size_t len)
+{
+    int first, last;
+    const uint8_t *end = (const uint8_t *)addr + (len ? len - 1 : 0);
+    if (policy_at(addr, &first) != 0 || policy_at(end, &last) != 0)
+        return 1;
+    return first == GW_MPOL_DEFAULT || last == GW_MPOL_DEFAULT;
 }
 
 int gw__ib_mem_check(const void *addr, size_t len, int token)

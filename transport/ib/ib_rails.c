@@ -39,6 +39,15 @@
  * part keeps its whole buffer untouched, as on one rail (two lengths a
  * byte apart cut into parts of which some agree).
  *
+ * Registrations. Each rail registers the parts it carries in its own
+ * protection domain, and over the turns every rail registers every part
+ * of a buffer. The registration caches notice a buffer that was freed and
+ * mapped again by a mark on the memory (ib_mr_cache.c), which is the
+ * memory's, not a cache's: so a rail that registers memory with no mark
+ * yet first drops the other rails' entries over it (ib_res.c), or their
+ * registrations of the old mapping would pass their check once the new
+ * one is marked, and the data land in the old pages.
+ *
  * Failure. A rail that fails (its port went down, a QP in error, a peer
  * gone) fails the whole transport with that rail's error, logged by the
  * rail naming its device and the peer, and the other rails are aborted:
@@ -77,6 +86,7 @@ typedef struct gw_ib_rails {
     gw_sub_t sub[GW_IB_MAX_RAILS]; /* rail i's instance, sub[i].t */
     gw_subs_t subs;
     gw_transport_t *ts[GW_IB_MAX_RAILS];
+    gw_ib_t *all[GW_IB_MAX_RAILS];  /* the rails' instances, for their caches (ib_res.c) */
     char port[GW_IB_MAX_RAILS][72]; /* "mlx5_1:1" */
     uint8_t blob[GW_TRANSPORT_ADDR_MAX];
     uint8_t *shared;         /* per peer: the rails of the pair; 0 for ourselves */
@@ -172,6 +182,13 @@ gw_status_t gw__ib_rails_open(const gw_transport_params_t *params, gw_transport_
         r->ts[i] = r->sub[i].t;
         r->subs.n++;
         memcpy(r->blob + GW_IB_RAIL_BLOB(i), b, GW_IB_ADDR_SIZE);
+    }
+    /* The rails register the same memory in turns: each keeps the
+     * others' registration caches from trusting a replaced mapping. */
+    for (int i = 0; i < n; i++) {
+        r->all[i] = gw__ib_of(r->ts[i]);
+        r->all[i]->rails_all = r->all;
+        r->all[i]->rails_n = n;
     }
     gw__put_be32(r->blob + GW_IB_RAILS_OFF, GW_IB_RAILS_MAGIC);
     r->blob[GW_IB_RAILS_OFF + 4] = (uint8_t)n;

@@ -46,6 +46,13 @@ static void backend_dereg(void *ctx, void *mr)
 static int backend_mark(void *ctx, void *addr, size_t len, int *token)
 {
     gw_ib_t *t = ctx;
+    /* Memory with no mark yet may be a new mapping where another rail
+     * registered an old one: that rail's entry would pass its check once
+     * this mark is set (ib_mr_cache.c), so it goes first. */
+    if (t->rails_n > 1 && gw__ib_mem_fresh(addr, len))
+        for (int i = 0; i < t->rails_n; i++)
+            if (t->rails_all[i] != t)
+                gw__ib_mr_cache_invalidate(&t->rails_all[i]->mrc, addr, len);
     int err = gw__ib_mem_mark(addr, len, token);
     if (err && t->mrc.unmarked == 0) {
         errno = err;

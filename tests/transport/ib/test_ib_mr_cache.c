@@ -307,6 +307,7 @@ Test(ib_mr_cache, real_marks_notice_munmap_and_mmap)
     }
     cr_assert_eq(err, 0, "mark: %s", strerror(err));
     cr_assert_eq(gw__ib_mem_check(p, len, token), 1, "a fresh mark holds");
+    cr_assert_eq(gw__ib_mem_fresh(p, len), 0, "marked memory counts as fresh");
     cr_assert_eq(gw__ib_mem_check(p + PAGE, 2 * PAGE, token), 1, "inside the marked range");
     /* A neighbour mapped next to it does not pass for it. */
     uint8_t *q = map_at(p + len, PAGE);
@@ -318,11 +319,14 @@ Test(ib_mr_cache, real_marks_notice_munmap_and_mmap)
     uint8_t *p2 = map_at(p, len);
     cr_assert_eq(p2, p);
     cr_assert_eq(gw__ib_mem_check(p2, len, token), 0, "the new mapping passed for the old one");
+    cr_assert_eq(gw__ib_mem_fresh(p2, len), 1, "a new mapping does not count as fresh");
     /* Only the last pages replaced (a heap that shrank and grew back). */
     cr_assert_eq(gw__ib_mem_mark(p2, len, &token), 0);
     munmap(p2 + len - 4 * PAGE, 4 * PAGE);
     map_at(p2 + len - 4 * PAGE, 4 * PAGE);
     cr_assert_eq(gw__ib_mem_check(p2, len, token), 0, "the replaced tail went unnoticed");
+    cr_assert_eq(gw__ib_mem_fresh(p2, len), 1, "a replaced tail does not count as fresh");
+    cr_assert_eq(gw__ib_mem_fresh(p2, len - 4 * PAGE), 0);
     munmap(p2, len);
 }
 

@@ -105,12 +105,12 @@ static gw_ib_rails_t *rails_of(gw_transport_t *t)
 
 static void rails_free(gw_ib_rails_t *r)
 {
+    gw__subs_close(&r->subs); /* first: the rails may still hold the parts */
     while (r->stripes) {
         rail_stripe_t *s = r->stripes;
         r->stripes = s->next;
         free(s);
     }
-    gw__subs_close(&r->subs);
     free(r->shared);
     free(r->nsent);
     free(r->nrecv);
@@ -320,8 +320,14 @@ static gw_status_t rails_post(gw_transport_t *base, gw_request_t *req)
         q->gate = &s->gate;
         q->buf = (uint8_t *)req->buf + off;
         q->len = len;
-        if (st == GW_OK)
-            st = gw__subs_post(&r->subs, (first + (int)i) % k, q, send);
+        if (st == GW_OK) {
+            int rail = (first + (int)i) % k;
+            st = gw__subs_post(&r->subs, rail, q, send);
+            /* A part refused after others went would leave half a
+             * message on the wire: the transport fails instead. */
+            if (st == GW_ERR_INVALID_ARG && i > 0)
+                st = gw__subs_fail(&r->subs, rail, st);
+        }
         if (st != GW_OK && !q->complete)
             gw__req_complete(q, st);
     }

@@ -521,14 +521,48 @@ fi
 # (every rank two rails; messages of 128 KiB and more cut across them),
 # and rxe1's link going down under a running job: the job fails naming
 # the rail, within the timeout, never hangs.
-rails_up() {
-    ip link add d1 type dummy && ip addr add 198.18.1.1/24 dev d1 && ip link set d1 up &&
-        rdma link add rxe1 type rxe netdev d1 || return 1
+# port_active DEV: wait (10 s at most) until DEV's port 1 is ACTIVE.
+port_active() {
     for _ in $(seq 100); do
-        grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null && return 0
+        grep -q ACTIVE "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null && return 0
         sleep 0.1
     done
     return 1
+}
+# port_down NAME NETDEV DEV [VAR=VALUE...]: a 2-rank allreduce benchmark
+# over ib (with the variables given); once it has printed its first row,
+# NETDEV goes down, and with it DEV's port: the device's async event must
+# fail the job naming the port, not leave it waiting. NETDEV stays down.
+port_down() {
+    local name=$1 netdev=$2 dev=$3 out="$WORK/down-$3.out" bpid rc start took
+    shift 3
+    env GW_TRANSPORT=ib GW_TIMEOUT_MS=120000 "$@" timeout 150 "$BUILD/gradwire" launch -n 2 -- \
+        "$BUILD/gradwire-bench" allreduce -b 8 -e 1G -f 2 -n 20 -w 1 -c 0 >"$out" 2>&1 &
+    bpid=$!
+    for _ in $(seq 600); do
+        grep -qE '^\[0\] +8 ' "$out" && break
+        kill -0 $bpid 2>/dev/null || break
+        sleep 0.1
+    done
+    start=$(date +%s)
+    ip link set "$netdev" down
+    wait $bpid
+    rc=$?
+    took=$(($(date +%s) - start))
+    if [ $rc -eq 124 ]; then
+        fail "$name: the job hung (killed after 150 s)"
+    elif [ $rc -eq 0 ]; then
+        fail "$name: the job succeeded with $netdev down"
+    elif grep -q "$dev:1 went down" "$out"; then
+        pass "$name: $(grep -o "port $dev:1 went down[^:]*" "$out" | head -1), job failed after ${took} s"
+    else
+        fail "$name: the job failed without naming the port $dev:1"
+        tail -8 "$out"
+    fi
+}
+rails_up() {
+    ip link add d1 type dummy && ip addr add 198.18.1.1/24 dev d1 && ip link set d1 up &&
+        rdma link add rxe1 type rxe netdev d1 && port_active rxe1
 }
 if ! rails_up; then
     fail "multi-rail: the second device rxe1 did not come up ($(cat /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null))"
@@ -555,65 +589,16 @@ else
         fail "GW_IB_HCA=rxe0,rxe1 did not give two rails"
         echo "$out" | grep -i "rail\|ERROR" | head -5
     fi
-    out="$WORK/raildown.out"
-    GW_TRANSPORT=ib GW_IB_HCA=rxe0,rxe1 GW_TIMEOUT_MS=120000 timeout 150 "$BUILD/gradwire" launch -n 2 -- \
-        "$BUILD/gradwire-bench" allreduce -b 8 -e 1G -f 2 -n 20 -w 1 -c 0 >"$out" 2>&1 &
-    bpid=$!
-    for _ in $(seq 600); do
-        grep -qE '^\[0\] +8 ' "$out" && break
-        kill -0 $bpid 2>/dev/null || break
-        sleep 0.1
-    done
-    start=$(date +%s)
-    ip link set d1 down
-    wait $bpid
-    rc=$?
-    took=$(($(date +%s) - start))
-    if [ $rc -eq 124 ]; then
-        fail "rail down: the job hung (killed after 150 s)"
-    elif [ $rc -eq 0 ]; then
-        fail "rail down: the job succeeded with a rail's link down"
-    elif grep -q "rxe1:1 went down" "$out"; then
-        pass "rail down: $(grep -o 'port rxe1:1 went down[^:]*' "$out" | head -1), job failed after ${took} s"
-    else
-        fail "rail down: the job failed without naming the rail"
-        tail -8 "$out"
-    fi
+    port_down "rail down" d1 rxe1 GW_IB_HCA=rxe0,rxe1
 fi
 rdma link delete rxe1 2>/dev/null
 ip link del d1 2>/dev/null
 
 # Port down: the device's async event must fail the job, not leave it
 # waiting. The link goes down once the benchmark has printed its first row.
-out="$WORK/portdown.out"
-GW_TRANSPORT=ib GW_TIMEOUT_MS=120000 timeout 150 "$BUILD/gradwire" launch -n 2 -- \
-    "$BUILD/gradwire-bench" allreduce -b 8 -e 1G -f 2 -n 20 -w 1 -c 0 >"$out" 2>&1 &
-bpid=$!
-for _ in $(seq 600); do
-    grep -qE '^\[0\] +8 ' "$out" && break
-    kill -0 $bpid 2>/dev/null || break
-    sleep 0.1
-done
-start=$(date +%s)
-ip link set d0 down
-wait $bpid
-rc=$?
-took=$(($(date +%s) - start))
+port_down "port down" d0 rxe0
 ip link set d0 up
-for _ in $(seq 100); do
-    grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && break
-    sleep 0.1
-done
-if [ $rc -eq 124 ]; then
-    fail "port down: the job hung (killed after 150 s)"
-elif [ $rc -eq 0 ]; then
-    fail "port down: the job succeeded with its link down"
-elif grep -q "went down" "$out"; then
-    pass "port down: $(grep -o 'port rxe0:1 went down[^:]*' "$out" | head -1), job failed after ${took} s"
-else
-    fail "port down: the job failed without naming the port"
-    tail -8 "$out"
-fi
+port_active rxe0
 
 echo "== $passed passed, $failed failed ($(($(date +%s) - T0)) s inside the VM)"
 for f in "${failures[@]+"${failures[@]}"}"; do

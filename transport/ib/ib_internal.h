@@ -557,7 +557,7 @@ gw_transport_t *gw__ib_rail(gw_transport_t *t, int i);
  * n * (4 + size) entries), and handle what it reports; returns at once
  * when one of them could move without waiting. A failure is the
  * instance's own (its base.failed). */
-gw_status_t gw__ib_wait_many(gw_transport_t *const *ts, int n, int wait_ms, struct pollfd *pfds);
+gw_status_t gw__ib_wait_many(gw_ib_t *const *ts, int n, int wait_ms, struct pollfd *pfds);
 
 /* ib_res.c: PD, completion channel and CQ, the pairs' blocks (all of them
  * at once unless t->lazy), the registration cache. */

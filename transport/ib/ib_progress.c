@@ -424,11 +424,11 @@ out:
     return st;
 }
 
-gw_status_t gw__ib_wait_many(gw_transport_t *const *ts, int n, int wait_ms, struct pollfd *pfds)
+gw_status_t gw__ib_wait_many(gw_ib_t *const *ts, int n, int wait_ms, struct pollfd *pfds)
 {
     int nfds[GW_IB_MAX_RAILS], total = 0;
     for (int i = 0; i < n; i++) {
-        gw_ib_t *t = gw__ib_of(ts[i]);
+        gw_ib_t *t = ts[i];
         if (t->base.failed != GW_OK)
             return t->base.failed;
         if (gw__ib_lazy_busy(t))
@@ -442,10 +442,9 @@ gw_status_t gw__ib_wait_many(gw_transport_t *const *ts, int n, int wait_ms, stru
     }
     int rc = poll(pfds, (nfds_t)total, wait_ms);
     if (rc < 0 && errno != EINTR)
-        return gw__ib_fail(gw__ib_of(ts[0]), GW_ERR_SYSTEM,
-                           "poll() on the completion channels: %m");
+        return gw__ib_fail(ts[0], GW_ERR_SYSTEM, "poll() on the completion channels: %m");
     for (int i = 0, at = 0; rc > 0 && i < n; at += nfds[i++]) {
-        gw_status_t st = handle_fds(gw__ib_of(ts[i]), pfds + at, nfds[i]);
+        gw_status_t st = handle_fds(ts[i], pfds + at, nfds[i]);
         if (st != GW_OK)
             return st;
     }

@@ -85,8 +85,7 @@ typedef struct gw_ib_rails {
     gw_transport_t base;
     gw_sub_t sub[GW_IB_MAX_RAILS]; /* rail i's instance, sub[i].t */
     gw_subs_t subs;
-    gw_transport_t *ts[GW_IB_MAX_RAILS];
-    gw_ib_t *all[GW_IB_MAX_RAILS];  /* the rails' instances, for their caches (ib_res.c) */
+    gw_ib_t *all[GW_IB_MAX_RAILS];  /* the rails' instances: their waits and caches */
     char port[GW_IB_MAX_RAILS][72]; /* "mlx5_1:1" */
     uint8_t blob[GW_TRANSPORT_ADDR_MAX];
     uint8_t *shared;         /* per peer: the rails of the pair; 0 for ourselves */
@@ -165,7 +164,7 @@ gw_status_t gw__ib_rails_open(const gw_transport_params_t *params, gw_transport_
     }
     gw_ib_rails_t *r = rails_of(base);
     r->subs = (gw_subs_t){.owner = &r->base, .subsys = GW_IB_SUBSYS, .sub = r->sub};
-    r->sub[0].t = r->ts[0] = first;
+    r->sub[0].t = first;
     r->subs.n = 1;
     r->spin_us = t0->cfg.spin_us;
     memcpy(r->blob, addr, GW_IB_ADDR_SIZE);
@@ -179,14 +178,13 @@ gw_status_t gw__ib_rails_open(const gw_transport_params_t *params, gw_transport_
                      gw_status_str(st));
             goto err;
         }
-        r->ts[i] = r->sub[i].t;
         r->subs.n++;
         memcpy(r->blob + GW_IB_RAIL_BLOB(i), b, GW_IB_ADDR_SIZE);
     }
     /* The rails register the same memory in turns: each keeps the
      * others' registration caches from trusting a replaced mapping. */
     for (int i = 0; i < n; i++) {
-        r->all[i] = gw__ib_of(r->ts[i]);
+        r->all[i] = gw__ib_of(r->sub[i].t);
         r->all[i]->rails_all = r->all;
         r->all[i]->rails_n = n;
     }
@@ -341,8 +339,8 @@ static gw_status_t rails_progress(gw_transport_t *base, const gw_msg_tag_t *curr
     gw_subs_t *subs = &r->subs;
     uint64_t before = gw__subs_moved(subs);
     gw_status_t st = gw__subs_round(subs, current);
-    int busy = gw__subs_busy(subs);
     if (st == GW_OK && wait_ms > 0 && gw__subs_moved(subs) == before) {
+        int busy = gw__subs_busy(subs);
         if (busy >= 0) {
             st = gw__subs_progress(subs, busy, current, wait_ms);
         } else {
@@ -351,7 +349,7 @@ static gw_status_t rails_progress(gw_transport_t *base, const gw_msg_tag_t *curr
                 st = gw__subs_round(subs, current);
             if (st == GW_OK && gw__subs_moved(subs) == before) {
                 /* A rail's failure shows in the round after. */
-                (void)gw__ib_wait_many(r->ts, subs->n, wait_ms, r->pfds);
+                (void)gw__ib_wait_many(r->all, subs->n, wait_ms, r->pfds);
                 st = gw__subs_round(subs, current);
             }
         }

@@ -192,4 +192,21 @@ static inline gw_status_t wait_all(rank_t *r, gw_request_t *q, int n, const gw_m
     }
 }
 
+/* The end of a request that must fail with GW_ERR_MISMATCH on both ends:
+ * its wait's status; an end that detected the mismatch aborts with it, as
+ * the communicator does, and one whose request completed (an eager sender)
+ * makes progress until the peer's abort reaches it. */
+static inline gw_status_t mismatch_outcome(rank_t *r, gw_request_t *q, const gw_msg_tag_t *current)
+{
+    gw_status_t st = wait_all(r, q, 1, current);
+    if (st == GW_ERR_MISMATCH) {
+        gw__transport_abort(r->t, st);
+    } else if (st == GW_OK) {
+        int64_t end = gw__now_ms() + DEADLINE_MS;
+        while (st == GW_OK && gw__now_ms() < end)
+            st = r->t->ops->progress(r->t, NULL, 10);
+    }
+    return st;
+}
+
 #endif

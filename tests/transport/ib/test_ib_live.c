@@ -148,14 +148,7 @@ static int mismatch_body(rank_t *r)
     else
         post(r, &q, GW_REQ_RECV, 0, buf, c->recv_len, 3, c->recv_sig);
     gw_msg_tag_t cur = {.seq = 3, .sig = r->rank == 0 ? c->send_sig : c->recv_sig};
-    gw_status_t st = wait_all(r, &q, 1, &cur);
-    if (st == GW_ERR_MISMATCH) {
-        gw__transport_abort(r->t, st);
-    } else if (st == GW_OK) {
-        int64_t end = gw__now_ms() + DEADLINE_MS;
-        while (st == GW_OK && gw__now_ms() < end)
-            st = r->t->ops->progress(r->t, NULL, 10);
-    }
+    gw_status_t st = mismatch_outcome(r, &q, &cur);
     CHECK(st == GW_ERR_MISMATCH, "got %s, expected GW_ERR_MISMATCH", gw_status_name(st));
     for (size_t i = 0; r->rank == 1 && i < sizeof(bufs[1]); i++)
         CHECK(buf[i] == 0xC3, "the receive buffer was written at byte %zu", i);

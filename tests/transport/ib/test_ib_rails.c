@@ -246,14 +246,7 @@ static int mismatch_body(rank_t *r)
     else
         post(r, &q, GW_REQ_RECV, 0, buf, c->recv_len, 3, 5);
     gw_msg_tag_t cur = {.seq = 3, .sig = 5};
-    gw_status_t st = wait_all(r, &q, 1, &cur);
-    if (st == GW_ERR_MISMATCH) {
-        gw__transport_abort(r->t, st);
-    } else if (st == GW_OK) {
-        int64_t end = gw__now_ms() + DEADLINE_MS;
-        while (st == GW_OK && gw__now_ms() < end)
-            st = r->t->ops->progress(r->t, NULL, 10);
-    }
+    gw_status_t st = mismatch_outcome(r, &q, &cur);
     CHECK(st == GW_ERR_MISMATCH, "send %zu, receive %zu: got %s, expected GW_ERR_MISMATCH",
           c->send_len, c->recv_len, gw_status_name(st));
     for (size_t i = 0; r->rank == 1 && i < cap; i++)

@@ -733,6 +733,15 @@ GW_API void gw_compress_state_destroy(gw_compress_state_t *state);
  * and dense calls included). 0 for NULL. */
 GW_API uint64_t gw_compress_state_step(const gw_compress_state_t *state);
 
+/* Zero what is this rank's own in a state: the error-feedback residual and,
+ * for TOPK with momentum, DGC's velocity (both accumulate this rank's own
+ * gradients). The step and PowerSGD's Q, which every rank holds alike, are
+ * kept. For a rank that takes another rank's saved state (a replacement
+ * joining a running job: load the image of a rank already in it, then
+ * reset), so that it goes on in step with the others without replaying
+ * their errors. GW_ERR_INVALID_ARG for NULL. */
+GW_API gw_status_t gw_compress_state_reset_residual(gw_compress_state_t *state);
+
 /* Serialise the state (format version GW_COMPRESS_STATE_VERSION: settings,
  * shape, step, residual, codec state, checksum; little-endian) into buf of
  * cap bytes; *len receives the size. buf NULL (or cap too small: then

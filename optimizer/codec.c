@@ -31,6 +31,7 @@
 
 struct gw_train_codec {
     gw_comm_t *comm;
+    uint32_t warmup_steps;
     int n;
     gw_compress_state_t **st;
 };
@@ -45,8 +46,16 @@ void gw_train_codec_destroy(gw_train_codec_t *c)
     free(c);
 }
 
+uint32_t gw_train_codec_warmup_steps(const gw_train_opts_t *o, long steps_per_epoch)
+{
+    double warm = o->codec_warmup_epochs * (double)steps_per_epoch;
+    return warm > 4e9 ? 4000000000u : (uint32_t)llround(warm);
+}
+
+uint32_t gw_train_codec_warmup(const gw_train_codec_t *c) { return c->warmup_steps; }
+
 gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
-                                  const gw_train_buckets_t *bk, long steps_per_epoch,
+                                  const gw_train_buckets_t *bk, uint32_t warmup_steps,
                                   gw_train_codec_t **out)
 {
     gw_compress_config_t cfg;
@@ -60,8 +69,7 @@ gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
         return st;
     }
     cfg.error_feedback = 1;
-    double warm = o->codec_warmup_epochs * (double)steps_per_epoch;
-    cfg.warmup_steps = warm > 4e9 ? 4000000000u : (uint32_t)llround(warm);
+    cfg.warmup_steps = warmup_steps;
     cfg.seed = o->seed;
     if (o->dgc_momentum > 0) {
         if (cfg.codec != GW_CODEC_TOPK) {
@@ -90,6 +98,7 @@ gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
         return GW_ERR_NO_MEMORY;
     }
     c->comm = comm;
+    c->warmup_steps = warmup_steps;
     for (int i = 0; i < bk->nb; i++, c->n++) {
         st = gw_compress_state_create(&cfg, bk->b[i].rows, bk->b[i].cols, &c->st[i]);
         if (st != GW_OK) {
@@ -135,34 +144,87 @@ void gw_train_codec_traffic(const gw_train_codec_t *c, double *sent, double *den
 }
 
 /* Image: for each state, its length (u64) and gw_compress_state_save bytes. */
-gw_status_t gw_train_codec_save(const gw_train_codec_t *c, unsigned char **out, size_t *len)
+static gw_status_t image_size(const gw_train_codec_t *c, size_t *total)
 {
-    size_t total = 0, n;
+    size_t n;
+    *total = 0;
     for (int i = 0; i < c->n; i++) {
         gw_status_t st = gw_compress_state_save(c->st[i], NULL, 0, &n);
         if (st != GW_OK && st != GW_ERR_OVERFLOW)
             return st;
-        total += sizeof(uint64_t) + n;
+        *total += sizeof(uint64_t) + n;
     }
-    unsigned char *p = malloc(total + 1);
-    if (!p)
-        return GW_ERR_NO_MEMORY;
-    size_t pos = 0;
+    return GW_OK;
+}
+
+/* The image into p, which holds total bytes (image_size's). */
+static gw_status_t image_write(const gw_train_codec_t *c, unsigned char *p, size_t total,
+                               size_t *len)
+{
+    size_t pos = 0, n;
     for (int i = 0; i < c->n; i++) {
         gw_compress_state_save(c->st[i], NULL, 0, &n);
         uint64_t n64 = n;
         memcpy(p + pos, &n64, sizeof(n64));
         pos += sizeof(n64);
         gw_status_t st = gw_compress_state_save(c->st[i], p + pos, total - pos, &n);
-        if (st != GW_OK) {
-            free(p);
+        if (st != GW_OK)
             return st;
-        }
         pos += n;
     }
-    *out = p;
     *len = pos;
     return GW_OK;
+}
+
+gw_status_t gw_train_codec_save(const gw_train_codec_t *c, unsigned char **out, size_t *len)
+{
+    size_t total;
+    gw_status_t st = image_size(c, &total);
+    if (st != GW_OK)
+        return st;
+    unsigned char *p = malloc(total + 1);
+    if (!p)
+        return GW_ERR_NO_MEMORY;
+    if ((st = image_write(c, p, total, len)) != GW_OK) {
+        free(p);
+        return st;
+    }
+    *out = p;
+    return GW_OK;
+}
+
+gw_status_t gw_train_codec_save_into(const gw_train_codec_t *c, unsigned char **buf, size_t *cap,
+                                     size_t *len)
+{
+    size_t total;
+    gw_status_t st = image_size(c, &total);
+    if (st != GW_OK)
+        return st;
+    if (total > *cap || !*buf) {
+        unsigned char *p = realloc(*buf, total + 1);
+        if (!p)
+            return GW_ERR_NO_MEMORY;
+        *buf = p;
+        *cap = total;
+    }
+    return image_write(c, *buf, total, len);
+}
+
+void gw_train_codec_set_comm(gw_train_codec_t *c, gw_comm_t *comm) { c->comm = comm; }
+
+gw_status_t gw_train_codec_reset_residuals(gw_train_codec_t *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        gw_status_t st = gw_compress_state_reset_residual(c->st[i]);
+        if (st != GW_OK)
+            return st;
+    }
+    return GW_OK;
+}
+
+uint64_t gw_train_codec_step(const gw_train_codec_t *c)
+{
+    return c && c->n ? gw_compress_state_step(c->st[0]) : 0;
 }
 
 gw_status_t gw_train_codec_load(gw_train_codec_t *c, const unsigned char *in, size_t len)

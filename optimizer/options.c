@@ -99,8 +99,10 @@ void gw_train_usage(FILE *out)
             "  --elastic                survive lost ranks: the others shrink the job, roll\n"
             "                           back to the last step all finished, re-shard and go\n"
             "                           on with the same global batch (under gradwire\n"
-            "                           launch --elastic); not with --async, --codec or\n"
-            "                           model parallelism; the running job admits\n"
+            "                           launch --elastic); with --codec each survivor's\n"
+            "                           codec state rolls back too, and a joiner takes\n"
+            "                           rank 0's with a zero residual; not with --async\n"
+            "                           or model parallelism; the running job admits\n"
             "                           processes started with --join at every epoch start\n"
             "  --grow-every N           (with --elastic) admit them every N steps too, at\n"
             "                           any step of an epoch (default 0: epoch starts only;\n"
@@ -659,10 +661,6 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
     if (o->elastic && o->mode == GW_TRAIN_ASYNC)
         return usage_error("--elastic is for synchronous training: a parameter server's shard "
                            "dies with its rank, so --async cannot shrink");
-    if (o->elastic && strcmp(o->codec, "none") != 0)
-        return usage_error("--elastic with --codec %s: the codec's error feedback lives on each "
-                           "rank and would be lost or replayed; use the dense allreduce",
-                           o->codec);
     if (o->elastic && (o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads))
         return usage_error("--elastic is for data parallelism: a model-parallel rank holds a "
                            "part of the model that the others do not have");

@@ -37,8 +37,18 @@
  * shrunk job (gw_comm_shrink), and prints the reports from then on. A
  * joiner reaches the job through the root address it was given, rank 0's:
  * after rank 0 died it must be given the new one, which the new rank 0
- * logs. Async SGD, codecs (their error feedback lives on each rank) and
- * model parallelism are refused with --elastic (options.c).
+ * logs. Async SGD and model parallelism are refused with --elastic
+ * (options.c).
+ *
+ * With a codec, each rank's codec states (error-feedback residuals, their
+ * step, PowerSGD's Q, DGC's velocity) are part of its snapshot and roll
+ * back with the weights: every survivor goes on from its own states of
+ * that step, in step with the others (the step is in every compressed
+ * message's signature), and the lost ranks' residuals, the error they had
+ * not yet fed back, are lost with them. The codec's communicator becomes
+ * the shrunk one, and its loss scale follows the new local batches
+ * (train_sync.c). A joiner takes rank 0's states with zero residuals
+ * (train_grow.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +67,10 @@ typedef struct snapshot {
     long ep_correct, ep_seen;
     double at_s; /* when it was taken */
     int valid;
+    /* With a codec: this rank's codec states (steps, residuals, PowerSGD's
+     * Q, DGC's velocity) as gw_train_codec_save_into writes them. */
+    unsigned char *codec;
+    size_t codec_len, codec_cap;
 } snapshot_t;
 
 #define MAX_RETIRED 64
@@ -82,6 +96,7 @@ void gw_train_elastic_free(gw_train_sync_t *s)
     for (int i = 0; i < 2; i++) {
         free(el->snap[i].params);
         free(el->snap[i].velocity);
+        free(el->snap[i].codec);
     }
     gw_comm_destroy(el->owned);
     /* The caller's communicator (retired[0]) is the caller's to destroy. */
@@ -134,11 +149,18 @@ gw_status_t gw_train_elastic_snapshot(gw_train_sync_t *s)
     p->ep_correct = s->ep_correct;
     p->ep_seen = s->ep_seen;
     p->at_s = gw_kit_now_s();
+    p->valid = 0;
+    if (s->codec &&
+        (st = gw_train_codec_save_into(s->codec, &p->codec, &p->codec_cap, &p->codec_len))) {
+        fprintf(stderr, "gradwire-train: --elastic: cannot keep the codec state: %s\n",
+                gw_status_name(st));
+        return st;
+    }
     p->valid = 1;
     return GW_OK;
 }
 
-static void restore(gw_train_sync_t *s, const snapshot_t *p)
+static gw_status_t restore(gw_train_sync_t *s, const snapshot_t *p)
 {
     size_t bytes = s->model.nparams * sizeof(float);
     memcpy(s->model.params, p->params, bytes);
@@ -151,6 +173,9 @@ static void restore(gw_train_sync_t *s, const snapshot_t *p)
     s->ep_loss = p->ep_loss;
     s->ep_correct = p->ep_correct;
     s->ep_seen = p->ep_seen;
+    /* Each survivor's own codec states as they were (the lost ranks'
+     * residuals are lost with them). */
+    return s->codec ? gw_train_codec_load(s->codec, p->codec, p->codec_len) : GW_OK;
 }
 
 /* This rank's shard and batch in the new world, and the buffers for it. */
@@ -190,9 +215,9 @@ gw_status_t gw_train_elastic_reshard(gw_train_sync_t *s)
     if (s->step >= s->spe)
         s->step = s->spe - 1;
     s->gstep = s->epoch * s->spe + s->step;
-    gw_train_buckets_free(&s->bk);
-    gw_comm_t *c = s->world > 1 ? s->comm : NULL;
-    if ((st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, 0)))
+    if (s->codec)
+        gw_train_codec_set_comm(s->codec, s->comm);
+    if ((st = gw_train_sync_buckets(s)) != GW_OK)
         return st;
     gw_train_opts_fingerprint(o, s->world, s->config, sizeof(s->config));
     s->rep.world = s->world;
@@ -219,6 +244,11 @@ static void say_who(gw_train_sync_t *s, int old_world, const int32_t *old, long 
            "on from step %ld (global batch %d, %zu-%d per rank), %.2f s lost\n",
            lost, failed_gstep + 1, s->epoch + 1, s->world, s->gstep, s->o->batch, s->local_b,
            gw_train_local_batch(s->o->batch, s->world - 1, s->world), lost_s);
+    if (s->codec)
+        printf("gradwire-train: --elastic: codec %s: each survivor's codec state (error-feedback "
+               "residual, step %llu) rolled back with the weights; the lost rank(s)' residuals "
+               "are dropped\n",
+               s->o->codec, (unsigned long long)gw_train_codec_step(s->codec));
     fflush(stdout);
 }
 
@@ -301,7 +331,12 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
         return GW_ERR_INVALID_ARG;
     }
     double since = back->at_s;
-    restore(s, back);
+    if ((st = restore(s, back)) != GW_OK) {
+        fprintf(stderr, "gradwire-train: --elastic: rank %d cannot roll back its codec state: %s\n",
+                old_rank, gw_status_name(st));
+        free(members);
+        return st;
+    }
     el->snap[0].valid = el->snap[1].valid = 0;
     /* A rank that had gone into the next grow while the others' last step
      * failed holds that step as its last grow; after the roll-back every

@@ -41,15 +41,71 @@
  * report an accuracy that no single model has.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train_sync.h"
 #include "trainer.h"
 
+/* With a codec, rank 0's codec states go to every rank of the grown
+ * communicator (with the warm-up they were made with, which the joiners'
+ * own epochs may not give: a shrunk job's are longer); a joiner takes
+ * them with its residuals (and DGC's velocity) zeroed, since it has fed
+ * nothing back yet, so that its steps and PowerSGD's Q are the members'.
+ * The members keep their own. */
+static gw_status_t send_codec(gw_train_sync_t *s, int joiner)
+{
+    if (!s->codec)
+        return GW_OK;
+    unsigned char *img = NULL;
+    size_t len = 0;
+    int64_t head[2] = {-1, (int64_t)gw_train_codec_warmup(s->codec)};
+    gw_status_t st = GW_OK;
+    if (s->rank == 0) {
+        if ((st = gw_train_codec_save(s->codec, &img, &len)) == GW_OK)
+            head[0] = (int64_t)len;
+        else
+            fprintf(stderr, "gradwire-train: --elastic: rank 0 cannot save its codec state: %s\n",
+                    gw_status_name(st));
+    }
+    gw_status_t bst = gw_broadcast(s->comm, head, head, 2, GW_INT64, 0);
+    if (bst != GW_OK || head[0] < 0) {
+        free(img);
+        return bst != GW_OK ? bst : GW_ERR_INVALID_ARG;
+    }
+    len = (size_t)head[0];
+    if (s->rank != 0 && !(img = malloc(len + 1))) {
+        /* This rank fails; the others' broadcast fails naming it. */
+        fprintf(stderr, "gradwire-train: --elastic: no memory for the codec state (%zu bytes)\n",
+                len);
+        return GW_ERR_NO_MEMORY;
+    }
+    st = gw_broadcast(s->comm, img, img, len, GW_UINT8, 0);
+    if (st == GW_OK && joiner) {
+        uint32_t warm = (uint32_t)head[1];
+        if (warm != gw_train_codec_warmup(s->codec)) {
+            gw_train_codec_t *c = NULL;
+            if ((st = gw_train_codec_create(s->comm, s->o, &s->bk, warm, &c)) == GW_OK) {
+                gw_train_codec_destroy(s->codec);
+                s->codec = c;
+            }
+        }
+        if (st == GW_OK)
+            st = gw_train_codec_load(s->codec, img, len);
+        if (st == GW_OK)
+            st = gw_train_codec_reset_residuals(s->codec);
+        if (st != GW_OK)
+            fprintf(stderr, "gradwire-train: --join: cannot take the job's codec state: %s\n",
+                    gw_status_name(st));
+    }
+    free(img);
+    return st;
+}
+
 /* Rank 0's state to every rank of the grown communicator: the generator
  * as the epoch's shuffle starts from it (gw_train_grow rewinds it there
  * when the epoch has begun). */
-static gw_status_t send_state(gw_train_sync_t *s)
+static gw_status_t send_state(gw_train_sync_t *s, int joiner)
 {
     int64_t pos[2 + 4] = {s->epoch, s->step};
     memcpy(pos + 2, s->rng.s, sizeof(s->rng.s));
@@ -60,6 +116,8 @@ static gw_status_t send_state(gw_train_sync_t *s)
     if (st == GW_OK)
         st = gw_broadcast(s->comm, s->sgd.velocity, s->sgd.velocity, s->model.nparams, GW_FLOAT32,
                           0);
+    if (st == GW_OK)
+        st = send_codec(s, joiner);
     if (st != GW_OK) {
         fprintf(stderr,
                 "gradwire-train: --elastic: sending the state to the grown job failed: %s\n",
@@ -118,7 +176,7 @@ gw_status_t gw_train_grow(gw_train_sync_t *s, int begun, int *grew)
     }
     if (begun) /* the epoch's shuffle replays on the new shards */
         s->rng = s->rng_epoch;
-    if ((st = send_state(s)) != GW_OK)
+    if ((st = send_state(s, 0)) != GW_OK)
         return st;
     s->grown_at = s->gstep;
     *grew = 1;
@@ -148,14 +206,15 @@ gw_status_t gw_train_grow_joined(gw_train_sync_t *s)
 {
     s->ep_loss = 0;
     s->ep_correct = s->ep_seen = 0;
-    gw_status_t st = send_state(s);
+    gw_status_t st = send_state(s, 1);
     if (st != GW_OK)
         return st;
     s->grown_at = s->gstep;
     char where[96];
     where_str(s, where, sizeof(where));
-    printf("gradwire-train: --join: rank %d of %d joined %s (%zu samples per step)\n", s->rank,
-           s->world, where, s->local_b);
+    printf("gradwire-train: --join: rank %d of %d joined %s (%zu samples per step%s)\n", s->rank,
+           s->world, where, s->local_b,
+           s->codec ? "; the codec state of rank 0 with a zero residual" : "");
     fflush(stdout);
     return GW_OK;
 }

@@ -105,8 +105,10 @@ static gw_status_t setup(gw_train_sync_t *s)
         return st;
     if ((st = gw_train_mlp_init(&s->model, sizes, ns, cap, &s->rng)) != GW_OK)
         return st;
-    /* A codec only matters with peers; on one rank there is nothing to send. */
-    int codec = strcmp(o->codec, "none") != 0 && s->world > 1;
+    /* A codec only matters with peers; on one rank there is nothing to
+     * send, unless --elastic may bring peers later (its states must then
+     * be as far along as theirs: train_grow.c). */
+    int codec = strcmp(o->codec, "none") != 0 && (s->world > 1 || o->elastic);
     /* DGC's codec returns the momentum-corrected update: the optimizer must
      * not add momentum of its own, and weight decay goes into the gradient
      * before the codec (buckets.c). On one rank there is no codec and DGC
@@ -132,16 +134,16 @@ static gw_status_t setup(gw_train_sync_t *s)
         fprintf(stderr, "gradwire-train: out of memory for the batch buffers\n");
         return GW_ERR_NO_MEMORY;
     }
-    gw_comm_t *c = s->world > 1 ? s->comm : NULL;
-    if (!o->zero &&
-        (st = gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, codec)))
-        return st;
     if (codec) {
-        if ((st = gw_train_codec_create(s->comm, o, &s->bk, s->spe, &s->codec)) != GW_OK)
+        /* The states follow the buckets' shapes (one per tensor). */
+        gw_train_buckets_t shapes;
+        if ((st = gw_train_buckets_init(&shapes, NULL, &s->model, o->bucket_bytes, 0, 1)))
             return st;
-        s->bk.codec = s->codec;
-        s->bk.blocking = !o->overlap;
-        s->bk.grad_decay = dgc ? (float)o->weight_decay : 0.0f;
+        st = gw_train_codec_create(s->comm, o, &shapes, gw_train_codec_warmup_steps(o, s->spe),
+                                   &s->codec);
+        gw_train_buckets_free(&shapes);
+        if (st != GW_OK)
+            return st;
     } else if (strcmp(o->codec, "none") != 0) {
         gw_codec_t parsed;
         if (gw_codec_parse(o->codec, &parsed) != GW_OK) {
@@ -149,8 +151,10 @@ static gw_status_t setup(gw_train_sync_t *s)
             return GW_ERR_INVALID_ARG;
         }
     }
-    /* The dense path sums over ranks, the compressed call averages. */
-    s->grad_scale = 1.0f / (float)(s->codec ? s->local_b : (size_t)o->batch);
+    if (!o->zero && (st = gw_train_sync_buckets(s)) != GW_OK)
+        return st;
+    if (o->zero)
+        s->grad_scale = 1.0f / (float)o->batch;
     gw_train_opts_fingerprint(o, s->world, s->config, sizeof(s->config));
     s->time_to_target = -1;
     if (o->ckpt_dir && mkdir(o->ckpt_dir, 0755) != 0 && errno != EEXIST) {
@@ -167,6 +171,42 @@ static gw_status_t setup(gw_train_sync_t *s)
     s->rep.zero = o->zero;
     s->rep.straggler = &s->strag;
     return st;
+}
+
+/* The dense path sums over the ranks, so the loss is scaled by 1 / global
+ * batch. The compressed call averages over them: each rank scales by
+ * world / global batch, so that the average is the global batch's mean
+ * also when the local batches differ by one (--elastic splits the batch
+ * over whoever is left); when they are equal that is 1 / local batch,
+ * computed so, as it always was. */
+static float grad_scale(const gw_train_sync_t *s)
+{
+    const gw_train_opts_t *o = s->o;
+    if (!s->codec)
+        return 1.0f / (float)o->batch;
+    if (o->batch % s->world == 0)
+        return 1.0f / (float)s->local_b;
+    return (float)s->world / (float)o->batch;
+}
+
+gw_status_t gw_train_sync_buckets(gw_train_sync_t *s)
+{
+    const gw_train_opts_t *o = s->o;
+    gw_train_buckets_free(&s->bk);
+    gw_comm_t *c = s->world > 1 || s->codec ? s->comm : NULL;
+    gw_status_t st =
+        gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, s->codec != NULL);
+    if (st != GW_OK)
+        return st;
+    if (s->codec) {
+        s->bk.codec = s->codec;
+        s->bk.blocking = !o->overlap;
+        /* DGC: weight decay goes into the gradient, through the codec's
+         * momentum (buckets.c). */
+        s->bk.grad_decay = o->dgc_momentum > 0 ? (float)o->weight_decay : 0.0f;
+    }
+    s->grad_scale = grad_scale(s);
+    return GW_OK;
 }
 
 static void teardown(gw_train_sync_t *s)

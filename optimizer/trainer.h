@@ -300,8 +300,14 @@ gw_status_t gw_train_buckets_finish(gw_train_buckets_t *bk);
 /* One gw_compress_state_t per bucket (buckets are whole tensors when a
  * codec is in use, so PowerSGD sees each weight matrix's shape). */
 gw_status_t gw_train_codec_create(gw_comm_t *comm, const gw_train_opts_t *o,
-                                  const gw_train_buckets_t *bk, long steps_per_epoch,
+                                  const gw_train_buckets_t *bk, uint32_t warmup_steps,
                                   gw_train_codec_t **out);
+/* The dense steps before the codec starts: --codec-warmup-epochs of
+ * steps_per_epoch; and what a codec was made with (a joiner of an
+ * --elastic job takes the job's, whose epochs may have had another
+ * length). */
+uint32_t gw_train_codec_warmup_steps(const gw_train_opts_t *o, long steps_per_epoch);
+uint32_t gw_train_codec_warmup(const gw_train_codec_t *c);
 void gw_train_codec_destroy(gw_train_codec_t *c);
 /* Average bucket i over the ranks in place through the codec: queued on
  * the communicator's progress thread (gw_iallreduce_compressed; buf and the
@@ -320,6 +326,19 @@ void gw_train_codec_traffic(const gw_train_codec_t *c, double *sent, double *den
  * for checkpoints: malloc'd into *out, or loaded back. */
 gw_status_t gw_train_codec_save(const gw_train_codec_t *c, unsigned char **out, size_t *len);
 gw_status_t gw_train_codec_load(gw_train_codec_t *c, const unsigned char *in, size_t len);
+/* The same image into a buffer the caller keeps (*buf of *cap bytes,
+ * grown with realloc when too small), for the step snapshots of
+ * --elastic, which take one every step. */
+gw_status_t gw_train_codec_save_into(const gw_train_codec_t *c, unsigned char **buf, size_t *cap,
+                                     size_t *len);
+/* --elastic (train_elastic.c, train_grow.c): the communicator the states
+ * are reduced over from now on (a shrunk or grown one); zero every
+ * state's residual (and DGC's velocity), keeping the steps and PowerSGD's
+ * Q, for a rank that took another's image; the states' step (they all
+ * take one per training step, so they agree). */
+void gw_train_codec_set_comm(gw_train_codec_t *c, gw_comm_t *comm);
+gw_status_t gw_train_codec_reset_residuals(gw_train_codec_t *c);
+uint64_t gw_train_codec_step(const gw_train_codec_t *c);
 
 /* ---- checkpoints (checkpoint.c) ------------------------------------------- */
 

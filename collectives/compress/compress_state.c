@@ -233,6 +233,19 @@ uint64_t gw_compress_state_step(const gw_compress_state_t *state)
     return state ? state->step : 0;
 }
 
+gw_status_t gw_compress_state_reset_residual(gw_compress_state_t *state)
+{
+    if (!state)
+        return GW_ERR_INVALID_ARG;
+    if (state->count)
+        memset(state->residual, 0, state->count * sizeof(float));
+    /* With momentum, extra is DGC's velocity: this rank's too. PowerSGD's
+     * Q (extra without momentum) is shared by every rank: kept. */
+    if (state->cfg.momentum != 0 && state->nextra)
+        memset(state->extra, 0, state->nextra * sizeof(float));
+    return GW_OK;
+}
+
 /* Equal settings, compared field by field so the mismatch can be named. */
 const char *gw__cz_config_diff(const gw_compress_config_t *a, const gw_compress_config_t *b)
 {

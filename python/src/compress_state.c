@@ -124,6 +124,18 @@ static PyObject *state_load(PyObject *obj, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *state_reset_residual(PyObject *obj, PyObject *unused)
+{
+    gw_compress_state_t *s = state_enter((gwpy_compress_state *)obj, "reset_residual");
+    (void)unused;
+    if (s == NULL)
+        return NULL;
+    gw_status_t st = gw_compress_state_reset_residual(s);
+    if (st != GW_OK)
+        return gwpy_raise(st, "CompressState.reset_residual", -1, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *state_file(PyObject *obj, PyObject *arg, int save)
 {
     gw_compress_state_t *s =
@@ -299,6 +311,10 @@ static PyMethodDef state_methods[] = {
      "residual, codec state), for a checkpoint."},
     {"load", state_load, METH_O,
      "load(image): put a saved image back (the state must have the same settings and shape)."},
+    {"reset_residual", state_reset_residual, METH_NOARGS,
+     "reset_residual(): zero this rank's own part (the error-feedback residual, DGC's "
+     "velocity), keep the step and PowerSGD's Q: for a rank that loaded another rank's image "
+     "to join a running job."},
     {"save_file", state_save_file, METH_O, "save_file(path): save() into a file, atomically."},
     {"load_file", state_load_file, METH_O, "load_file(path): load() from a file."},
     {"stats", state_stats, METH_NOARGS,

@@ -21,6 +21,14 @@
 #      ranks, rank 0 says who
 #      joined, and the final test accuracy is within 2 points of the
 #      un-killed run.
+#   4. with a codec (PowerSGD, one epoch of dense warm-up): kill -9 of
+#      ranks 1 and 3 in epoch 2, the two others roll their codec states
+#      back with the weights and go on; a replacement joins mid-epoch and
+#      takes rank 0's codec state with a zero residual (its own epochs,
+#      on 3 ranks, are shorter than the job's were on 4: it must take the
+#      job's warm-up, or its states load nothing and its steps' signatures
+#      differ); the job finishes on 3 ranks with the same weights, within
+#      2 points of an un-killed run with the codec;
 #   0. (first) --join and --grow-every without --elastic are refused, and a
 #      joiner that finds no job gives up after --join-wait, naming the root.
 # Usage: train_elastic_test.sh BUILD_DIR
@@ -138,6 +146,41 @@ c=$(final_acc "$T/kill2.out")
 echo "final test accuracy: un-killed $a%, ranks 1 and 3 lost in epoch 2: $c%"
 awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
     fail "accuracy $c% is not within 2 points of $a%"
+
+# 4. A codec: ranks 1 and 3 lost in epoch 2, one replacement mid-epoch.
+CODEC="--codec powersgd --codec-warmup-epochs 1"
+$LAUNCH -n 4 -- $TRAIN $COMMON $CODEC > "$T/cbase.out" 2>&1 || { cat "$T/cbase.out"; fail "baseline run with a codec"; }
+GW_TRAIN_TEST_SLOW=$SLOW0 GW_TEST_MARK=codec $LAUNCH --elastic -n 4 -- $TRAIN $COMMON $CODEC --elastic $GROW > "$T/codec.out" 2>&1 &
+job=$!
+wait_for "$T/codec.out" "epoch   1" || { cat "$T/codec.out"; fail "no epoch 1 (codec)"; }
+pid1=$(rank_pid 1 codec) && pid3=$(rank_pid 3 codec) && pid0=$(rank_pid 0 codec) || fail "ranks 0, 1 and 3 not found (codec)"
+root=$(env_of "$pid0" GW_ROOT)
+token=$(env_of "$pid0" GW_JOB_TOKEN)
+kill -9 "$pid1" "$pid3"
+wait_for "$T/codec.out" "lost rank(s) 1,3 in step" || { cat "$T/codec.out"; fail "ranks 1 and 3's loss not reported (codec)"; }
+GW_ROOT=$root GW_JOB_TOKEN=$token $TRAIN $COMMON $CODEC --elastic $GROW --join --join-wait 30 > "$T/cjoin.out" 2>&1
+jrc=$?
+wait $job
+rc=$?
+cat "$T/codec.out" "$T/cjoin.out"
+[ $rc -eq 0 ] || fail "the elastic run with a codec exited $rc"
+[ $jrc -eq 0 ] || fail "the replacement with a codec exited $jrc"
+back=$(sed -n 's/.*2 rank(s) go on from step \([0-9]*\) .*/\1/p' "$T/codec.out")
+grep -q "codec powersgd: each survivor's codec state (error-feedback residual, step $back) rolled back with the weights" "$T/codec.out" ||
+    fail "the survivors' codec states are not said to be back at step '$back', where they go on from"
+grep -q "rank(s) 2 joined at step [0-9]* (step [0-9]* of epoch [234]); 3 rank(s) go on (global batch 64, 22-21 per rank)" "$T/codec.out" ||
+    fail "rank 0 did not say that rank 2 joined mid-epoch (codec)"
+grep -q "rank 2 of 3 joined at step .*the codec state of rank 0 with a zero residual" "$T/cjoin.out" ||
+    fail "the replacement did not take rank 0's codec state"
+grep -q "the 3 replicas hold the same weights" "$T/codec.out" ||
+    fail "the replicas differ after a roll-back and a join with a codec"
+a=$(final_acc "$T/cbase.out")
+c=$(final_acc "$T/codec.out")
+[ -n "$a" ] && [ -n "$c" ] || fail "no final accuracy (codec base '$a', elastic '$c')"
+echo "final test accuracy with PowerSGD: un-killed $a%, ranks 1 and 3 lost in epoch 2, one replaced mid-epoch: $c%"
+awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
+    fail "accuracy $c% is not within 2 points of $a% (codec)"
+a=$(final_acc "$T/base.out") # case 3 compares with the dense run
 
 # 3. Rank 2 dies in epoch 1; a replacement joins the shrunk job.
 # Rank 2 sleeps 100 us a sample (GW_TRAIN_TEST_SLOW), so that epoch 1 lasts

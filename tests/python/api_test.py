@@ -354,6 +354,11 @@ def test_compressed(comm):
     t2.load_file(path)
     os.unlink(path)
     check(t2.step == 3, "state save_file/load_file")
+    before = t2.save()
+    t2.reset_residual()
+    after = t2.save()
+    t2.reset_residual()
+    check(t2.step == 3 and after != before and t2.save() == after, "reset_residual keeps the step, zeroes the rest once")
     check(st.config["codec"] == "none" and topk.config["momentum"] == 0.5 and topk.shape == (n, 1), "state config and shape")
 
 

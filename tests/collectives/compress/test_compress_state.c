@@ -353,3 +353,111 @@ Test(compress_state, version_1_images_and_momentum)
     gw_compress_state_destroy(mom2);
     gw_compress_state_destroy(half);
 }
+
+/* gw_compress_state_reset_residual zeroes what is this rank's own (the
+ * residual; DGC's velocity) and keeps what every rank shares (the step;
+ * PowerSGD's Q). */
+Test(compress_state, reset_residual_keeps_what_ranks_share)
+{
+    cr_assert_eq(gw_compress_state_reset_residual(NULL), GW_ERR_INVALID_ARG);
+    const double momenta[] = {0.0, 0.9};
+    const gw_codec_t codecs[] = {GW_CODEC_POWERSGD, GW_CODEC_TOPK};
+    for (int k = 0; k < 2; k++) {
+        gw_compress_config_t cfg = config(codecs[k]);
+        cfg.momentum = momenta[k];
+        gw_compress_state_t *st = NULL;
+        cr_assert_eq(gw_compress_state_create(&cfg, 24, 16, &st), GW_OK);
+        cr_assert(st->nextra > 0, "%s keeps no state of its own", gw_codec_name(codecs[k]));
+        for (size_t i = 0; i < st->count; i++)
+            st->residual[i] = (float)i + 1.0f;
+        for (size_t i = 0; i < st->nextra; i++)
+            st->extra[i] = (float)i - 2.5f;
+        st->step = 41;
+        cr_assert_eq(gw_compress_state_reset_residual(st), GW_OK);
+        cr_assert_eq(gw_compress_state_step(st), 41);
+        for (size_t i = 0; i < st->count; i++)
+            cr_assert(st->residual[i] == 0.0f, "residual[%zu] = %g", i, st->residual[i]);
+        for (size_t i = 0; i < st->nextra; i++) {
+            float want = momenta[k] != 0 ? 0.0f : (float)i - 2.5f;
+            cr_assert(st->extra[i] == want, "%s: extra[%zu] = %g, want %g (%s)",
+                      gw_codec_name(codecs[k]), i, st->extra[i], want,
+                      momenta[k] != 0 ? "the velocity is this rank's" : "Q is every rank's");
+        }
+        gw_compress_state_destroy(st);
+    }
+    /* An empty tensor has no residual to zero. */
+    gw_compress_config_t cfg = config(GW_CODEC_INT8);
+    gw_compress_state_t *st = NULL;
+    cr_assert_eq(gw_compress_state_create(&cfg, 0, 1, &st), GW_OK);
+    cr_assert_eq(gw_compress_state_reset_residual(st), GW_OK);
+    gw_compress_state_destroy(st);
+}
+
+/* A rank that joins a running job: rank 1 drops its state after 3 steps
+ * and takes rank 0's image, reset. The next step runs (the step counts
+ * agree, so the signatures do) and every rank gets the same result. A
+ * fresh state in its place is refused: it is at step 0 while rank 0 is at
+ * step 3 (and still in warm-up, dense, where rank 0 compresses). */
+typedef struct {
+    unsigned char img[1 << 16];
+    size_t len;
+    int fresh;
+} join_arg_t;
+
+static void join_body(ctx_t *c, const void *argp)
+{
+    join_arg_t *a = (join_arg_t *)argp;
+    const size_t rows = 48, cols = 32, count = rows * cols;
+    gw_compress_config_t cfg = config(GW_CODEC_POWERSGD);
+    cfg.warmup_steps = 2;
+    gw_compress_state_t *st = NULL;
+    if (gw_compress_state_create(&cfg, rows, cols, &st) != GW_OK) {
+        note(c, "create failed");
+        return;
+    }
+    float *out = malloc(count * 4), *all = malloc(2 * count * 4);
+    run_steps(c, st, 0, 3, out, count);
+    if (c->rank == 0) {
+        gw_status_t s = gw_compress_state_save(st, a->img, sizeof(a->img), &a->len);
+        CHECK(c, s == GW_OK, "save: %s", gw_status_name(s));
+    }
+    sync_all(c);
+    if (c->rank == 1) { /* the replacement */
+        gw_compress_state_destroy(st);
+        st = NULL;
+        gw_status_t s = gw_compress_state_create(&cfg, rows, cols, &st);
+        if (s == GW_OK && !a->fresh)
+            s = gw_compress_state_load(st, a->img, a->len);
+        if (s == GW_OK && !a->fresh)
+            s = gw_compress_state_reset_residual(st);
+        CHECK(c, s == GW_OK, "the joiner's state: %s", gw_status_name(s));
+    }
+    float *in = malloc(count * 4);
+    for (size_t i = 0; i < count; i++)
+        in[i] = grad(43, c->rank, i);
+    gw_status_t s = gw_allreduce_compressed(&c->comm, st, in, out, count);
+    if (a->fresh) {
+        CHECK(c, s == GW_ERR_MISMATCH, "a fresh joiner's state: %s, not GW_ERR_MISMATCH",
+              gw_status_name(s));
+    } else {
+        CHECK(c, s == GW_OK, "the step after the join: %s", gw_status_name(s));
+        CHECK(c, gw_compress_state_step(st) == 4, "step %llu after the join",
+              (unsigned long long)gw_compress_state_step(st));
+        s = gw_allgather(&c->comm, out, all, count, GW_FLOAT32);
+        CHECK(c, s == GW_OK && memcmp(all, all + count, count * 4) == 0,
+              "the ranks' results differ after the join");
+    }
+    free(in);
+    free(all);
+    free(out);
+    gw_compress_state_destroy(st);
+}
+
+Test(compress_state, a_joiner_goes_on_from_a_members_reset_image, .timeout = 60)
+{
+    static join_arg_t a;
+    a.fresh = 0;
+    job_run(2, join_body, &a);
+    a.fresh = 1;
+    job_run(2, join_body, &a);
+}

@@ -101,9 +101,11 @@ void gw_train_usage(FILE *out)
             "                           on with the same global batch (under gradwire\n"
             "                           launch --elastic); with --codec each survivor's\n"
             "                           codec state rolls back too, and a joiner takes\n"
-            "                           rank 0's with a zero residual; not with --async\n"
-            "                           or model parallelism; the running job admits\n"
-            "                           processes started with --join at every epoch start\n"
+            "                           rank 0's with a zero residual; with --async a\n"
+            "                           lost server's shard comes from the freshest\n"
+            "                           worker copy; not with model parallelism; the\n"
+            "                           running (synchronous) job admits processes\n"
+            "                           started with --join at every epoch start\n"
             "  --grow-every N           (with --elastic) admit them every N steps too, at\n"
             "                           any step of an epoch (default 0: epoch starts only;\n"
             "                           each check is one small message to rank 0 and back)\n"
@@ -658,9 +660,10 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         return usage_error("--join with --resume: a joiner takes the weights and the position "
                            "from the running job, not from a checkpoint");
     /* --elastic (train_elastic.c): what it cannot yet make correct. */
-    if (o->elastic && o->mode == GW_TRAIN_ASYNC)
-        return usage_error("--elastic is for synchronous training: a parameter server's shard "
-                           "dies with its rank, so --async cannot shrink");
+    if (o->elastic && o->mode == GW_TRAIN_ASYNC && (o->join || o->grow_every > 0))
+        return usage_error("--%s is for synchronous --elastic training: an --async job shrinks "
+                           "when it loses ranks but admits none",
+                           o->join ? "join" : "grow-every");
     if (o->elastic && (o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads))
         return usage_error("--elastic is for data parallelism: a model-parallel rank holds a "
                            "part of the model that the others do not have");

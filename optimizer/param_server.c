@@ -26,6 +26,15 @@
  * clock, the weight version it computed on} and its gradient shard, and the
  * server answers with a header {version} and the new weights; at the end
  * the worker sends {DONE}.
+ *
+ * A failure ends the phase on every rank: the server thread that meets it
+ * aborts all of its server's links (gw_comm_abort, safe from any thread),
+ * so each worker's next pull from that server fails, and a worker that
+ * fails closes its links to every server, whose threads then fail in
+ * turn. Every rank then meets the others on the job's communicator. With
+ * --elastic, when that fails naming another rank (dead, or stopped past
+ * the timeout), the survivors shrink the job and run the rest of it as a
+ * new phase (ps_elastic.c).
  */
 #include <cblas.h>
 #include <math.h>
@@ -67,6 +76,18 @@ static long min_active_clock(const gw_train_ps_t *ps)
         if (!ps->done[w] && (m < 0 || ps->clock[w] < m))
             m = ps->clock[w];
     return m;
+}
+
+/* The first failure on a server: every link is aborted, so every worker
+ * learns at its next pull that the phase is over (under ps->lock). */
+static void fail_all_locked(gw_train_ps_t *ps, gw_status_t st)
+{
+    if (ps->failed == GW_OK)
+        ps->failed = st;
+    for (int w = 0; ps->links && w < ps->nworkers; w++)
+        if (ps->links[w])
+            gw_comm_abort(ps->links[w]);
+    pthread_cond_broadcast(&ps->moved);
 }
 
 /* One server thread: serves one worker until it says DONE. */
@@ -137,11 +158,13 @@ static void *serve(void *arg)
 out:
     pthread_mutex_lock(&ps->lock);
     ps->done[w] = 1;
-    if (st != GW_OK && ps->failed == GW_OK)
-        ps->failed = st; /* wakes threads waiting on a worker that is gone */
+    /* Only the first failure is news: the others are its aborts. */
+    int first = st != GW_OK && ps->failed == GW_OK;
+    if (st != GW_OK)
+        fail_all_locked(ps, st); /* also wakes threads waiting on a worker that is gone */
     pthread_cond_broadcast(&ps->moved);
     pthread_mutex_unlock(&ps->lock);
-    if (st != GW_OK)
+    if (first)
         fprintf(stderr, "gradwire-train: server %d, worker %d: %s\n", s, w, gw_status_str(st));
     la->st = st;
     free(grad);
@@ -153,15 +176,19 @@ out:
 static void *open_and_serve(void *arg)
 {
     link_arg_t *la = arg;
-    la->st = gw_train_ps_link_open(la->ps, la->ps->index, la->worker, 1, &la->link);
+    gw_train_ps_t *ps = la->ps;
+    la->st = gw_train_ps_link_open(ps, ps->index, la->worker, 1, &la->link);
+    pthread_mutex_lock(&ps->lock);
     if (la->st != GW_OK) {
-        pthread_mutex_lock(&la->ps->lock);
-        la->ps->done[la->worker] = 1;
-        la->ps->failed = la->st;
-        pthread_cond_broadcast(&la->ps->moved);
-        pthread_mutex_unlock(&la->ps->lock);
+        ps->done[la->worker] = 1;
+        fail_all_locked(ps, la->st);
+        pthread_mutex_unlock(&ps->lock);
         return NULL;
     }
+    ps->links[la->worker] = la->link;
+    if (ps->failed != GW_OK) /* the phase ended while this link opened */
+        gw_comm_abort(la->link);
+    pthread_mutex_unlock(&ps->lock);
     return serve(arg);
 }
 
@@ -171,9 +198,13 @@ static gw_status_t run_server(gw_train_ps_t *ps)
     link_arg_t *la = calloc((size_t)W, sizeof(*la));
     pthread_t *th = calloc((size_t)W, sizeof(*th));
     gw_status_t st = GW_OK;
-    if (!la || !th) {
+    ps->failed = GW_OK;
+    ps->links = calloc((size_t)W, sizeof(*ps->links));
+    if (!la || !th || !ps->links) {
         free(la);
         free(th);
+        free(ps->links);
+        ps->links = NULL;
         return GW_ERR_NO_MEMORY;
     }
     int started = 0;
@@ -185,13 +216,21 @@ static gw_status_t run_server(gw_train_ps_t *ps)
             break;
         }
     }
-    for (int w = 0; w < started; w++) {
+    if (st != GW_OK) { /* the threads started must not wait for the others */
+        pthread_mutex_lock(&ps->lock);
+        fail_all_locked(ps, st);
+        pthread_mutex_unlock(&ps->lock);
+    }
+    for (int w = 0; w < started; w++)
         pthread_join(th[w], NULL);
+    for (int w = 0; w < started; w++) {
         if (la[w].link)
             gw_comm_destroy(la[w].link);
         if (la[w].st != GW_OK && st == GW_OK)
             st = la[w].st;
     }
+    free(ps->links);
+    ps->links = NULL;
     free(la);
     free(th);
     return st;
@@ -203,8 +242,9 @@ typedef struct worker_stats {
     long correct, seen;
 } worker_stats_t;
 
-static gw_status_t pull(gw_train_ps_t *ps, gw_comm_t **links, int64_t *version)
+static gw_status_t pull(gw_train_ps_t *ps, gw_comm_t **links)
 {
+    int64_t *version = ps->version;
     for (int s = 0; s < ps->nservers; s++) {
         int64_t hdr[HDR];
         size_t lo = ps->lo[s], n = ps->lo[s + 1] - lo;
@@ -215,6 +255,7 @@ static gw_status_t pull(gw_train_ps_t *ps, gw_comm_t **links, int64_t *version)
             return fail("pulling weights", st);
         version[s] = hdr[1];
     }
+    ps->pulled = 1;
     return GW_OK;
 }
 
@@ -270,12 +311,13 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
     const gw_train_opts_t *o = ps->o;
     int S = ps->nservers, w = ps->index;
     gw_comm_t *links[GW_TRAIN_PS_MAX] = {0};
-    int64_t version[GW_TRAIN_PS_MAX] = {0};
+    const int64_t *version = ps->version;
     uint32_t *perm = malloc(ps->train.n * sizeof(uint32_t));
     float *xb = malloc(ps->local_b * ps->train.dim * sizeof(float));
     int32_t *yb = malloc(ps->local_b * sizeof(int32_t));
     gw_train_dataset_t tmp, test_full = {0};
     gw_status_t st = GW_OK;
+    double t_start = gw_kit_now_s(), tta = -1;
     if (!perm || !xb || !yb) {
         st = GW_ERR_NO_MEMORY;
         goto out;
@@ -288,15 +330,15 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
     for (int s = 0; s < S; s++)
         if ((st = gw_train_ps_link_open(ps, s, w, 0, &links[s])) != GW_OK)
             goto out;
-    if ((st = pull(ps, links, version)) != GW_OK)
+    /* The weights as the servers have them now (a new phase's servers
+     * may hold weights another rank pulled last). */
+    ps->pulled = 0;
+    if ((st = pull(ps, links)) != GW_OK)
         goto out;
     gw_train_rng_t rng;
-    gw_train_rng_seed(&rng, gw_train_mix64(o->seed) ^ (uint64_t)w);
-    long clock = 0, total = (long)o->epochs * ps->spe;
-    if (o->max_steps > 0 && o->max_steps < total)
-        total = o->max_steps;
-    double t_start = gw_kit_now_s(), tta = -1;
-    for (int epoch = 0; clock < total; epoch++) {
+    gw_train_rng_seed(&rng, gw_train_mix64(o->seed) ^ (uint64_t)w ^ ((uint64_t)ps->epoch0 << 32));
+    long clock = 0, total = ps->budget;
+    for (int epoch = (int)ps->epoch0; clock < total; epoch++) {
         worker_stats_t ws = {0};
         double e0 = gw_kit_now_s();
         for (size_t i = 0; i < ps->train.n; i++)
@@ -316,12 +358,13 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
                               &ws.correct);
             ws.seen += (long)ps->local_b;
             gw_train_mlp_backward(&ps->model, ps->local_b, NULL, NULL);
+            gw_train_straggler_slow(&ps->slow, ps->local_b);
             double t1 = gw_kit_now_s();
             clock++;
             if ((st = push(ps, links, clock, version)) != GW_OK)
                 goto out;
             double t2 = gw_kit_now_s();
-            if ((st = pull(ps, links, version)) != GW_OK)
+            if ((st = pull(ps, links)) != GW_OK)
                 goto out;
             double t3 = gw_kit_now_s();
             /* A server's version counts every push it applied, so after
@@ -346,7 +389,6 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
                                                 ws.seen, &test_full, &tta)) != GW_OK)
             goto out;
     }
-    *train_s = gw_kit_now_s() - t_start;
     for (int s = 0; s < S; s++) {
         int64_t hdr[HDR] = {MSG_DONE, clock, 0, 0};
         if ((st = gw_send(links[s], hdr, HDR, GW_INT64, 0)) != GW_OK) {
@@ -355,6 +397,11 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
         }
     }
 out:
+    *train_s += gw_kit_now_s() - t_start; /* a failed phase's time was spent too */
+    /* On a failure the servers must hear of it now, not at a timeout. */
+    for (int s = 0; st != GW_OK && s < S; s++)
+        if (links[s])
+            gw_comm_abort(links[s]);
     for (int s = 0; s < S; s++)
         gw_comm_destroy(links[s]);
     gw_train_dataset_free(&test_full);
@@ -364,10 +411,10 @@ out:
     return st;
 }
 
-static gw_status_t setup(gw_train_ps_t *ps)
+gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
 {
     const gw_train_opts_t *o = ps->o;
-    int S = o->servers, W = ps->world - S;
+    int W = ps->world - S;
     if (W < 1 || S > GW_TRAIN_PS_MAX || W > GW_TRAIN_PS_MAX) {
         fprintf(stderr,
                 "gradwire-train: --async with %d server(s) needs at least %d ranks (servers plus "
@@ -375,19 +422,14 @@ static gw_status_t setup(gw_train_ps_t *ps)
                 S, S + 1, GW_TRAIN_PS_MAX, ps->world);
         return GW_ERR_CONFIG;
     }
-    if (o->batch % W != 0) {
-        fprintf(stderr,
-                "gradwire-train: the global batch %d must be a multiple of the %d workers\n",
-                o->batch, W);
-        return GW_ERR_INVALID_ARG;
-    }
     ps->nservers = S;
     ps->nworkers = W;
     ps->is_server = ps->rank < S;
     ps->index = ps->is_server ? ps->rank : ps->rank - S;
-    ps->local_b = (size_t)(o->batch / W);
     /* Servers load the data too: it gives them the model's shape, and
      * every rank then agrees on it without a message. */
+    gw_train_dataset_free(&ps->train);
+    gw_train_dataset_free(&ps->test);
     gw_status_t st = gw_train_load_data(o, ps->is_server ? 0 : ps->index, W, &ps->train, &ps->test);
     if (st != GW_OK)
         return st;
@@ -397,6 +439,42 @@ static gw_status_t setup(gw_train_ps_t *ps)
                 ps->train.n, ps->local_b);
         return GW_ERR_INVALID_ARG;
     }
+    for (int s = 0; s <= S; s++)
+        ps->lo[s] = ps->model.nparams * (size_t)s / (size_t)S;
+    free(ps->port);
+    free(ps->clock);
+    free(ps->done);
+    gw_train_ps_links_release(ps);
+    free(ps->hold_fd);
+    ps->port = calloc((size_t)S * (size_t)W, sizeof(int));
+    ps->clock = calloc((size_t)W, sizeof(long));
+    ps->done = calloc((size_t)W, sizeof(int));
+    ps->hold_fd = malloc((size_t)W * sizeof(int));
+    if (!ps->port || !ps->clock || !ps->done || !ps->hold_fd)
+        return GW_ERR_NO_MEMORY;
+    for (int w = 0; w < W; w++)
+        ps->hold_fd[w] = -1;
+    return GW_OK;
+}
+
+static gw_status_t setup(gw_train_ps_t *ps)
+{
+    const gw_train_opts_t *o = ps->o;
+    int W = ps->world - o->servers;
+    if (W >= 1 && o->batch % W != 0) {
+        fprintf(stderr,
+                "gradwire-train: the global batch %d must be a multiple of the %d workers\n",
+                o->batch, W);
+        return GW_ERR_INVALID_ARG;
+    }
+    /* The local batch stays this all run: after a shrink (--elastic) an
+     * update still means what it meant, and the schedule is unchanged. */
+    ps->local_b = W >= 1 ? (size_t)(o->batch / W) : 1;
+    gw_status_t st = gw_train_test_slow(ps->rank, &ps->slow.slow_s_per_sample);
+    if (st == GW_OK)
+        st = gw_train_ps_plan(ps, o->servers);
+    if (st != GW_OK)
+        return st;
     int sizes[GW_TRAIN_MAX_LAYERS + 1], ns = 0;
     sizes[ns++] = (int)ps->train.dim;
     for (int i = 0; i < o->nhidden; i++)
@@ -407,16 +485,12 @@ static gw_status_t setup(gw_train_ps_t *ps)
     size_t cap = ps->local_b > 256 ? ps->local_b : 256;
     if ((st = gw_train_mlp_init(&ps->model, sizes, ns, cap, &rng)) != GW_OK)
         return st;
-    for (int s = 0; s <= S; s++)
-        ps->lo[s] = ps->model.nparams * (size_t)s / (size_t)S;
-    ps->port = calloc((size_t)S * (size_t)W, sizeof(int));
-    ps->clock = calloc((size_t)W, sizeof(long));
-    ps->done = calloc((size_t)W, sizeof(int));
-    ps->hold_fd = malloc((size_t)W * sizeof(int));
-    if (!ps->port || !ps->clock || !ps->done || !ps->hold_fd)
-        return GW_ERR_NO_MEMORY;
-    for (int w = 0; w < W; w++)
-        ps->hold_fd[w] = -1;
+    for (int s = 0; s <= ps->nservers; s++)
+        ps->lo[s] = ps->model.nparams * (size_t)s / (size_t)ps->nservers;
+    ps->budget = (long)o->epochs * ps->spe;
+    if (o->max_steps > 0 && o->max_steps < ps->budget)
+        ps->budget = o->max_steps;
+    ps->planned = ps->budget * ps->nworkers;
     if (ps->is_server)
         return gw_train_sgd_init(&ps->sgd, &ps->model, o->momentum, o->weight_decay);
     return GW_OK;
@@ -437,6 +511,13 @@ static gw_status_t finish(gw_train_ps_t *ps, double *acc)
     gw_status_t st = gw_allreduce(ps->comm, m->params, m->params, m->nparams, GW_FLOAT32, GW_SUM);
     if (st != GW_OK)
         return fail("assembling the final weights", st);
+    return gw_train_ps_evaluate(ps, acc);
+}
+
+gw_status_t gw_train_ps_evaluate(gw_train_ps_t *ps, double *acc)
+{
+    gw_train_mlp_t *m = &ps->model;
+    gw_status_t st;
     gw_train_dataset_t tr, te;
     if ((st = gw_train_load_data(ps->o, ps->rank, ps->world, &tr, &te)) != GW_OK)
         return st;
@@ -471,32 +552,47 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
     gw_train_report_t rep;
     memset(&rep, 0, sizeof(rep));
     gw_status_t st = setup(&ps);
-    /* Everyone joins the exchange, so a rank that failed to set up takes
-     * the others down instead of leaving them waiting. */
-    gw_status_t xst = gw_train_ps_links_exchange(&ps);
-    if (st == GW_OK)
-        st = xst;
-    int is_w0 = !ps.is_server && ps.index == 0;
-    if (st == GW_OK)
-        st = gw_train_report_open(&rep, o, is_w0 ? 0 : 1, ps.world);
-    if (st == GW_OK && is_w0 && !o->quiet)
-        printf("gradwire-train: parameter-server SGD, %d server(s), %d worker(s), %zu "
-               "parameters, global batch %d (%zu per worker), staleness bound %d\n",
-               ps.nservers, ps.nworkers, ps.model.nparams, o->batch, ps.local_b, o->staleness);
-    double train_s = 0, acc = -1;
+    double train_s = 0, acc = -1, v[2], mx[3];
     long samples = 0;
-    if (st == GW_OK)
-        st = ps.is_server ? run_server(&ps) : run_worker(&ps, &rep, &train_s, &samples);
-    /* The asynchronous phase is over on this rank; gather what it did. */
-    double v[2] = {st == GW_OK ? 0 : 1, (double)samples};
-    gw_status_t cst = gw_allreduce(comm, v, v, 2, GW_FLOAT64, GW_SUM);
-    double mx[3] = {train_s, (double)(ps.is_server ? ps.max_gap : 0), ps.max_lead};
-    if (cst == GW_OK)
-        cst = gw_allreduce(comm, mx, mx, 3, GW_FLOAT64, GW_MAX);
-    if (cst != GW_OK)
-        st = st != GW_OK ? st : fail("gathering the results", cst);
-    else if (st == GW_OK && v[0] > 0)
-        st = GW_ERR_REMOTE;
+    int is_w0 = 0;
+    for (;;) {
+        /* Everyone joins the exchange, so a rank that failed to set up
+         * takes the others down instead of leaving them waiting. */
+        gw_status_t xst = gw_train_ps_links_exchange(&ps);
+        if (st == GW_OK)
+            st = xst;
+        is_w0 = !ps.is_server && ps.index == 0;
+        if (st == GW_OK)
+            st = rep.open ? gw_train_report_rank(&rep, is_w0 ? 0 : 1)
+                          : gw_train_report_open(&rep, o, is_w0 ? 0 : 1, ps.world);
+        if (st == GW_OK && is_w0 && !o->quiet && ps.nretired == 0)
+            printf("gradwire-train: parameter-server SGD, %d server(s), %d worker(s), %zu "
+                   "parameters, global batch %d (%zu per worker), staleness bound %d\n",
+                   ps.nservers, ps.nworkers, ps.model.nparams, o->batch, ps.local_b, o->staleness);
+        if (st == GW_OK)
+            st = ps.is_server ? run_server(&ps) : run_worker(&ps, &rep, &train_s, &samples);
+        /* The asynchronous phase is over on this rank; gather what it did. */
+        v[0] = st == GW_OK ? 0 : 1;
+        v[1] = (double)samples;
+        gw_status_t cst = gw_allreduce(ps.comm, v, v, 2, GW_FLOAT64, GW_SUM);
+        if (cst != GW_OK && o->elastic) {
+            /* A rank is gone or stopped: the survivors go on without it. */
+            if ((cst = gw_train_ps_recover(&ps, cst)) == GW_OK) {
+                st = GW_OK;
+                continue;
+            }
+        }
+        mx[0] = train_s;
+        mx[1] = (double)(ps.is_server ? ps.max_gap : 0);
+        mx[2] = ps.max_lead;
+        if (cst == GW_OK)
+            cst = gw_allreduce(ps.comm, mx, mx, 3, GW_FLOAT64, GW_MAX);
+        if (cst != GW_OK)
+            st = st != GW_OK ? st : fail("gathering the results", cst);
+        else if (st == GW_OK && v[0] > 0)
+            st = GW_ERR_REMOTE;
+        break;
+    }
     if (st == GW_OK)
         st = finish(&ps, &acc);
     if (st == GW_OK && is_w0) {
@@ -527,6 +623,7 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
     gw_train_dataset_free(&ps.train);
     gw_train_dataset_free(&ps.test);
     gw_train_ps_links_release(&ps);
+    gw_train_ps_retired_free(&ps);
     free(ps.hold_fd);
     free(ps.port);
     free(ps.clock);

@@ -8,9 +8,11 @@
 
 #include <pthread.h>
 
+#include "straggler.h"
 #include "trainer.h"
 
-#define GW_TRAIN_PS_MAX 256 /* servers and workers, each */
+#define GW_TRAIN_PS_MAX 256    /* servers and workers, each */
+#define GW_TRAIN_PS_RETIRED 64 /* --elastic: shrinks a run survives */
 
 typedef struct gw_train_ps {
     const gw_train_opts_t *o;
@@ -27,8 +29,16 @@ typedef struct gw_train_ps {
     size_t local_b;
     long spe; /* steps per epoch of one worker */
 
+    /* The phase: the pushes each worker makes in it (all of the run's
+     * without --elastic; what is left of them, shared by the survivors,
+     * after a shrink), and the epoch its first pass counts as. */
+    long budget;
+    long epoch0;
+    long planned; /* pushes of the whole run, over all workers */
+
     /* Server side, under lock. */
     pthread_mutex_t lock;
+    gw_comm_t **links;    /* [worker], set once open: aborted on the first failure */
     pthread_cond_t moved; /* a worker's clock advanced or a worker finished */
     gw_train_sgd_t sgd;
     long updates;
@@ -42,7 +52,29 @@ typedef struct gw_train_ps {
      * back (a check of the staleness bound that does not read the server's
      * own bookkeeping). */
     double max_lead;
+    gw_train_straggler_t slow;        /* only its test slowdown (GW_TRAIN_TEST_SLOW, job rank) */
+    int64_t version[GW_TRAIN_PS_MAX]; /* the server versions of the weights it holds */
+    int pulled;                       /* it holds weights pulled from every server */
+
+    /* --elastic (ps_elastic.c): the communicators shrinks replaced, kept
+     * until the end as train_elastic.c keeps them. */
+    gw_comm_t *retired[GW_TRAIN_PS_RETIRED];
+    int nretired;
 } gw_train_ps_t;
+
+/* ---- param_server.c: a phase's roles, shards and data ---- */
+gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int nservers);
+/* The test accuracy of the weights every rank holds (each rank evaluates
+ * its shard of the test set; one allreduce). */
+gw_status_t gw_train_ps_evaluate(gw_train_ps_t *ps, double *acc);
+
+/* ---- ps_elastic.c ---- */
+/* After the asynchronous phase failed on the job's communicator with
+ * another rank to blame: shrink, agree on the weights and the momentum
+ * that survived, split the roles and the rest of the run over the
+ * survivors. GW_OK: run another phase on ps->comm. */
+gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure);
+void gw_train_ps_retired_free(gw_train_ps_t *ps);
 
 gw_status_t gw_train_ps_links_exchange(gw_train_ps_t *ps);
 void gw_train_ps_links_release(gw_train_ps_t *ps);

@@ -73,6 +73,11 @@ gw_status_t gw_train_straggler_init(gw_train_straggler_t *g, const gw_train_opts
         g->offset[r] = off;
         off += g->batch[r];
     }
+    return gw_train_test_slow(rank, &g->slow_s_per_sample);
+}
+
+gw_status_t gw_train_test_slow(int rank, double *s_per_sample)
+{
     /* GW_TRAIN_TEST_SLOW=RANK:US makes rank RANK sleep US microseconds per
      * sample of its share, inside its compute: a straggler for tests that
      * needs neither root nor a quiet machine. */
@@ -89,7 +94,7 @@ gw_status_t gw_train_straggler_init(gw_train_straggler_t *g, const gw_train_opts
             return GW_ERR_CONFIG;
         }
         if (r == rank)
-            g->slow_s_per_sample = us * 1e-6;
+            *s_per_sample = us * 1e-6;
     }
     return GW_OK;
 }

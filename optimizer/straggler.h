@@ -61,6 +61,11 @@ void gw_train_straggler_free(gw_train_straggler_t *g);
  * of the test set, as the sharded loader would give it. */
 gw_status_t gw_train_straggler_load_data(const gw_train_opts_t *o, int rank, int world,
                                          gw_train_dataset_t *train, gw_train_dataset_t *test);
+/* GW_TRAIN_TEST_SLOW=RANK:US: *s_per_sample becomes US microseconds for
+ * rank RANK (left alone for the others); GW_ERR_CONFIG, said, when the
+ * variable is malformed. For --async too, where workers have no
+ * straggler state but this. */
+gw_status_t gw_train_test_slow(int rank, double *s_per_sample);
 /* The test-only slowdown of `samples` samples (sleeps; nothing without it). */
 void gw_train_straggler_slow(const gw_train_straggler_t *g, size_t samples);
 /* After a step: its times (forward and backward, optimizer, wait in the

@@ -29,6 +29,12 @@
 #      job's warm-up, or its states load nothing and its steps' signatures
 #      differ); the job finishes on 3 ranks with the same weights, within
 #      2 points of an un-killed run with the codec;
+#   5. --async (2 servers, 3 workers): kill -9 of server 1 and worker 2
+#      (rank 4) at once in epoch 2: the survivors shrink, server 1's shard
+#      comes from the freshest worker copy (its momentum from zero: the
+#      weights they go on from are worth epoch 1's), the
+#      updates made and those left add up to the run's, and the final
+#      weights are within 2 points of an un-killed asynchronous run;
 #   0. (first) --join and --grow-every without --elastic are refused, and a
 #      joiner that finds no job gives up after --join-wait, naming the root.
 # Usage: train_elastic_test.sh BUILD_DIR
@@ -180,6 +186,48 @@ c=$(final_acc "$T/codec.out")
 echo "final test accuracy with PowerSGD: un-killed $a%, ranks 1 and 3 lost in epoch 2, one replaced mid-epoch: $c%"
 awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
     fail "accuracy $c% is not within 2 points of $a% (codec)"
+a=$(final_acc "$T/base.out") # case 3 compares with the dense run
+
+# 5. Parameter servers: a server and a worker lost at once.
+ASYNC="--data synthetic --synthetic 16000,2000,32,10,3 --batch 60 --epochs 4 --no-progress --async --servers 2"
+async_acc() { sed -n 's/.*final weights (assembled from the servers): test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -1; }
+$LAUNCH -n 5 -- $TRAIN $ASYNC > "$T/abase.out" 2>&1 || { cat "$T/abase.out"; fail "asynchronous baseline run"; }
+$TRAIN $ASYNC --elastic --join > "$T/ajoin.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-join is for synchronous --elastic training" "$T/ajoin.out" ||
+    { cat "$T/ajoin.out"; fail "--async --elastic --join: exit $rc"; }
+# Worker 0 (rank 2) sleeps 100 us a sample, and the others wait for it at
+# the staleness bound: the run lasts long enough to be killed in.
+GW_TRAIN_TEST_SLOW=2:100 GW_TEST_MARK=async $LAUNCH --elastic -n 5 -- $TRAIN $ASYNC --elastic > "$T/async.out" 2>&1 &
+job=$!
+wait_for "$T/async.out" "epoch   1" || { cat "$T/async.out"; fail "no epoch 1 (async)"; }
+pid1=$(rank_pid 1 async) && pid4=$(rank_pid 4 async) || fail "ranks 1 and 4 not found (async)"
+kill -9 "$pid1" "$pid4"
+wait $job
+rc=$?
+grep -v "WARN communicator aborted by the application" "$T/async.out"
+[ $rc -eq 0 ] || fail "the asynchronous elastic run exited $rc"
+line=$(grep "lost rank(s) 1,4 after [0-9]* updates; 1 server(s) and 2 worker(s) go on with [0-9]* updates left" "$T/async.out") ||
+    fail "rank 0 did not report ranks 1 and 4 lost (async)"
+echo "$line" | grep -q "1 lost server shard(s) taken from the freshest worker copy, their momentum restarted at zero" ||
+    fail "server 1's shard is not said to come from a worker"
+# The weights they go on from are worth what epoch 1's were (at least, less
+# 5 points): a lost shard left at zero instead gave 9.8%.
+e1=$(grep "epoch   1 " "$T/async.out" | sed 's/.*test *\([0-9.]*\)%.*/\1/' | head -1)
+from=$(echo "$line" | sed 's/.* from weights at \([0-9.]*\)% test accuracy.*/\1/')
+[ -n "$e1" ] && [ -n "$from" ] || fail "no accuracy of epoch 1 ('$e1') or of the recovered weights ('$from')"
+awk -v e="$e1" -v f="$from" 'BEGIN { exit !(f >= e - 5) }' ||
+    fail "the survivors went on from weights at $from%, where epoch 1's were at $e1%"
+made=$(echo "$line" | sed 's/.* after \([0-9]*\) updates.*/\1/')
+left=$(echo "$line" | sed 's/.* go on with \([0-9]*\) updates left.*/\1/')
+# 16000 samples over 3 workers, 20 a step: 266 steps an epoch, 4 epochs.
+[ $((made + left)) -eq 3192 ] || fail "updates made ($made) and left ($left) do not add up to the run's 3192"
+a=$(async_acc "$T/abase.out")
+c=$(async_acc "$T/async.out")
+[ -n "$a" ] && [ -n "$c" ] || fail "no final accuracy (async base '$a', elastic '$c')"
+echo "final test accuracy, parameter servers: un-killed $a%, a server and a worker lost in epoch 2: $c%"
+awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
+    fail "accuracy $c% is not within 2 points of $a% (async)"
 a=$(final_acc "$T/base.out") # case 3 compares with the dense run
 
 # 3. Rank 2 dies in epoch 1; a replacement joins the shrunk job.

@@ -16,7 +16,9 @@
 #   - a communicator and its dup or split driven by two threads at once,
 #     which is refused (worker_threads);
 #   - the trainer, whose backward overlaps gw_iallreduce and
-#     gw_iallreduce_compressed.
+#     gw_iallreduce_compressed;
+#   - the parameter server's threads (one per worker), and with --elastic
+#     their aborts of every link when a worker dies, and the next phase.
 # Criterion cannot run under ThreadSanitizer, hence a script.
 set -u
 BUILD=${1:?usage: tsan_threads.sh BUILD_DIR}
@@ -63,5 +65,41 @@ check "trainer, overlapped dense buckets, 2 ranks" "$L" launch -n 2 -- "$BUILD/g
     --data synthetic --steps 30 --no-progress
 check "trainer, overlapped top-k buckets, 2 ranks" "$L" launch -n 2 -- "$BUILD/gradwire" train \
     --data synthetic --steps 30 --codec topk --codec-warmup-epochs 0 --no-progress
+# The parameter server: a thread per worker on each server, and with
+# --elastic their aborts of every link when a worker is lost (SIGKILLed
+# here once training runs), then the next phase's threads.
+check "trainer, parameter server (1 server, 2 workers), 3 ranks" "$L" launch -n 3 -- \
+    "$BUILD/optimizer/gradwire-train" --data synthetic --steps 30 --async --no-progress
+GW_TRAIN_TEST_SLOW=1:300 GW_TSAN_MARK=$$ "$L" launch --elastic -n 4 -- "$BUILD/optimizer/gradwire-train" \
+    --data synthetic --synthetic 4000,500,16,4,2 --batch 30 --epochs 3 --async --elastic \
+    --no-progress >"$WORK/ps.out" 2>&1 &
+job=$!
+victim=
+for _ in $(seq 1200); do # the rank 3 of this job, once it trains (at most 120 s)
+    if grep -q "parameter-server SGD" "$WORK/ps.out" 2>/dev/null; then
+        for p in $(pgrep -f optimizer/gradwire-train); do
+            if tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "GW_TSAN_MARK=$$" &&
+                tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "RANK=3"; then
+                victim=$p
+            fi
+        done
+        [ -n "$victim" ] && break
+    fi
+    sleep 0.1
+done
+sleep 1
+[ -n "$victim" ] && kill -9 "$victim"
+timeout 600 tail --pid="$job" -f /dev/null
+wait "$job"
+rc=$?
+if [ -n "$victim" ] && [ $rc -eq 0 ] && ! grep -q "WARNING: ThreadSanitizer" "$WORK/ps.out" &&
+    grep -q "lost rank(s) 3 after" "$WORK/ps.out"; then
+    echo "PASS: parameter server, a worker SIGKILLed, --elastic, 4 ranks"
+else
+    echo "FAIL: parameter server, a worker SIGKILLed, --elastic (exit status $rc, victim '${victim}')"
+    grep -A40 "WARNING: ThreadSanitizer" "$WORK/ps.out" | head -80
+    tail -n 20 "$WORK/ps.out"
+    failed=$((failed + 1))
+fi
 [ $failed -eq 0 ] && echo "== all passed under ThreadSanitizer" || echo "== $failed failed"
 exit $((failed > 0))

@@ -608,8 +608,12 @@ Test(check_node_opts, no_node_leaves_them_out_and_sizes_are_honoured)
 
 /* Through the program, one rank: --save-baseline writes the node's
  * record; a baseline whose triad figure is 20 times the one measured
- * FAILs the node (exit 1, naming the baseline), one at a twentieth passes
- * it. Twenty times, so that no machine's noise between two runs decides. */
+ * FAILs the node (exit 1, naming the baseline), one at a millionth passes
+ * it. Load only ever makes the second run slower, which the first
+ * direction tolerates whatever the factor; the second needs a factor no
+ * load reaches: 64 KiB arrays make each timed pass mostly the start of its
+ * threads, and under ASan beside a loaded suite the second run measured
+ * 1/37 of the first (CI-like run, 2026-12-07), where 1/20 was asked for. */
 Test(check_node_opts, one_node_is_judged_against_its_saved_baseline)
 {
     char dir[] = "/tmp/gwc_base_XXXXXX", path[128], save[160], use[160], err[300];
@@ -632,7 +636,7 @@ Test(check_node_opts, one_node_is_judged_against_its_saved_baseline)
         char text[256];
         snprintf(text, sizeof(text),
                  "gradwire-check-baseline 2\nranks 1\nnode %s %.6g nan nan nan nan\n", host,
-                 slower ? 20 * triad : triad / 20);
+                 slower ? 20 * triad : triad / 1e6);
         write_text(path, text);
         r = check_cmd("--node-size=64K", "--gemm-size=32", use);
         if (slower) {

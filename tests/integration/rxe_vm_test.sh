@@ -320,11 +320,12 @@ faults killmid 3 GW_ERR_
 # buffer only when it writes a CTS entry, which it skips when the message
 # comes eagerly first.)
 reg_figures() { # ITERS [ENV...]: "registrations hits" summed over the ranks
-    local iters=$1
+    local iters=$1 log="$WORK/regcache-$1-$#.log"
     shift
     env GW_TRANSPORT=ib GW_DEBUG=INFO "$@" timeout 120 "$BUILD/gradwire" launch -n 2 -- \
-        "$BUILD/gradwire-bench" allreduce -b 1M -e 1M -n "$iters" -w 1 -c 0 2>&1 |
-        sed -n 's/.*registration cache: \([0-9]*\) hits, [0-9]* misses, \([0-9]*\) registrations.*/\2 \1/p' |
+        "$BUILD/gradwire-bench" allreduce -b 1M -e 1M -n "$iters" -w 1 -c 0 >"$log" 2>&1
+    echo "exit status $?" >>"$log"
+    sed -n 's/.*registration cache: \([0-9]*\) hits, [0-9]* misses, \([0-9]*\) registrations.*/\2 \1/p' "$log" |
         awk '{r += $1; h += $2; n++} END {if (n == 2) print r, h}'
 }
 few=$(reg_figures 3)
@@ -333,6 +334,11 @@ off_few=$(reg_figures 3 GW_IB_REG_CACHE=0)
 off_many=$(reg_figures 15 GW_IB_REG_CACHE=0)
 if [ -z "$few" ] || [ -z "$many" ] || [ -z "$off_few" ] || [ -z "$off_many" ]; then
     fail "registration cache: no figures from the ranks ('$few' '$many' '$off_few' '$off_many')"
+    for f in "$WORK"/regcache-*.log; do # what the jobs printed, for the one that said nothing
+        grep -q "registration cache:" "$f" && continue
+        echo "--- $f (last 30 lines)"
+        tail -n 30 "$f"
+    done
 else
     read -r few_r few_h <<<"$few"
     read -r many_r many_h <<<"$many"

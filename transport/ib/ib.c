@@ -119,8 +119,7 @@ static void ib_free(gw_ib_t *t)
             free(t->peers[r].blk);
         }
     gw__ib_oob_free(t);
-    if (t->mrc.entries)
-        gw__ib_mr_cache_fini(&t->mrc);
+    gw__ib_mr_cache_fini(&t->mrc); /* also leaves the process's list of caches */
     if (t->fifo_mr)
         t->api.dereg_mr(t->fifo_mr);
     free(t->fifo_mem);

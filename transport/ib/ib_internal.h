@@ -11,7 +11,9 @@
  *   ib_config.c   the GW_IB_* variables
  *   ib_wire.c     (ib_wire.h) byte layouts: address blob, CTS entries, immediates,
  *                 out-of-band hellos, rdmacm private data
- *   ib_mr_cache.c the registration cache
+ *   ib_mr_cache.c (ib_mr_cache.h) the registration cache
+ *   ib_mr_caches.c  every registration cache of the process, which tell each
+ *                 other of memory mapped anew
  *   ib_qp.c       queue pairs: creation, state changes, receive posting
  *   ib_oob.c      connect() with an out-of-band exchange over TCP
  *   ib_oob_knock.c  knocks over TCP (connecting on first use)
@@ -45,6 +47,7 @@
 #include <sys/socket.h>
 
 #include "transport/base.h"
+#include "transport/ib/ib_mr_cache.h"
 #include "transport/ib/ib_wire.h"
 #include "transport/sock.h"
 
@@ -247,71 +250,6 @@ int gw__ib_gid_parse(const char *text, uint8_t gid[16]);
 /* "::ffff:1.2.3.4" or the full IPv6 form, for messages. */
 void gw__ib_gid_str(const uint8_t gid[16], char *buf, size_t cap);
 
-/* ---- registration cache (ib_mr_cache.c) --------------------------------- */
-
-typedef struct gw_ib_mr_entry {
-    uintptr_t start, end; /* page-aligned [start, end) */
-    void *mr;             /* the backend's handle (struct ibv_mr * in the transport) */
-    uint32_t lkey, rkey;
-    int refs;          /* requests and explicit registrations using it */
-    int explicit_refs; /* of which mem_reg() calls */
-    int dead;          /* invalidated while in use: deregistered at the last release */
-    int cacheable;     /* its mapping could be marked: kept after use */
-    int mark;          /* what the backend's check compares */
-    uint64_t last_use;
-} gw_ib_mr_entry_t;
-
-/* The registration backend: the transport registers with ibv_reg_mr; the
- * tests with a fake that records calls. reg returns 0 or an errno. mark and
- * check (both optional) tell whether a range is still the mapping that was
- * registered: mark returns 0 and a token, or -1 when the range cannot be
- * marked (then the entry is not kept after use); check returns 1 while the
- * mapping is the one marked, 0 once it was replaced. */
-typedef struct gw_ib_mr_backend {
-    void *ctx;
-    int (*reg)(void *ctx, void *addr, size_t len, void **mr, uint32_t *lkey, uint32_t *rkey);
-    void (*dereg)(void *ctx, void *mr);
-    int (*mark)(void *ctx, void *addr, size_t len, int *token);
-    int (*check)(void *ctx, const void *addr, size_t len, int token);
-} gw_ib_mr_backend_t;
-
-/* The real mark and check: a NUMA memory policy on the registered range
- * (see ib_mr_cache.c). gw__ib_mem_mark returns 0 or an errno. */
-int gw__ib_mem_mark(void *addr, size_t len, int *token);
-int gw__ib_mem_check(const void *addr, size_t len, int token);
-/* Whether [addr, addr + len) has no mark at its first or last page: a
- * mapping made since anyone marked it (or never marked). */
-int gw__ib_mem_fresh(const void *addr, size_t len);
-
-typedef struct gw_ib_mr_cache {
-    gw_ib_mr_backend_t backend;
-    size_t page;
-    int enabled;        /* 0: every entry is released at its last use */
-    size_t max_entries; /* unused entries beyond this are evicted, oldest first */
-    size_t max_bytes;   /* likewise for the bytes registered */
-    gw_ib_mr_entry_t **entries;
-    size_t n, cap;
-    size_t bytes;
-    uint64_t clock;
-    uint64_t hits, misses, evictions, regs, deregs, stale, unmarked;
-} gw_ib_mr_cache_t;
-
-void gw__ib_mr_cache_init(gw_ib_mr_cache_t *c, const gw_ib_mr_backend_t *backend, int enabled,
-                          size_t max_entries, size_t max_bytes);
-/* An entry covering [addr, addr + len), registering the page-aligned range
- * when none does (merging unused entries it overlaps), with a reference for
- * the caller. 0, or the backend's errno (ENOMEM after evicting every unused
- * entry and trying again). */
-int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len, gw_ib_mr_entry_t **out);
-/* Drop a reference; an entry of a disabled cache, or an invalidated one, is
- * deregistered at its last release. */
-void gw__ib_mr_cache_put(gw_ib_mr_cache_t *c, gw_ib_mr_entry_t *e);
-/* The memory [addr, addr + len) is going away: forget every entry that
- * overlaps it (deregistered now, or at its last release when in use). */
-void gw__ib_mr_cache_invalidate(gw_ib_mr_cache_t *c, const void *addr, size_t len);
-/* Deregister everything (entries still referenced included). */
-void gw__ib_mr_cache_fini(gw_ib_mr_cache_t *c);
-
 /* ---- the transport ------------------------------------------------------ */
 
 /* How the transport uses gw_request_t.priv. */
@@ -438,10 +376,6 @@ typedef struct gw_ib {
      * instance on each of the others. */
     int nrails;
     char rail_spec[GW_IB_MAX_RAILS][72];
-    /* Of a rail (ib_rails.c): every rail of its transport, itself
-     * included, whose registration caches it keeps honest (ib_res.c). */
-    struct gw_ib **rails_all;
-    int rails_n;
     struct ibv_pd *pd;
     struct ibv_comp_channel *channel;
     struct ibv_cq *cq;

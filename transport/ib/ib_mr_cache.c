@@ -40,13 +40,12 @@
  *     mem_dereg invalidates the range);
  *   - several caches: the mark is the memory's, not the cache's, so when
  *     one cache marks a new mapping, another cache's entry for the old
- *     one would pass the check. The rails of one transport (ib_rails.c)
- *     share the memory they register, so a rail that registers memory
- *     with no mark yet (gw__ib_mem_fresh: a mapping made since anyone
- *     marked it) first drops the other rails' entries over that range
- *     (ib_res.c). Two transports of separate communicators in one
- *     process do not know of each other: there a buffer freed and mapped
- *     again, registered anew by one, could pass the other's check;
+ *     one would pass the check. Every cache of the process is in one
+ *     list (ib_mr_caches.c), and a cache that registers memory with no
+ *     mark yet (gw__ib_mem_fresh: a mapping made since anyone marked it)
+ *     first announces the range to the others, which drop their entries
+ *     over it before their next hit: the rails of one transport
+ *     (ib_rails.c) and the transports of separate communicators alike;
  *   - not covered: a range remapped only in its middle pages (no allocator
  *     does this), and memory whose policy cannot be set (kernels without
  *     NUMA, containers whose seccomp profile forbids mbind): there every
@@ -122,6 +121,7 @@ void gw__ib_mr_cache_init(gw_ib_mr_cache_t *c, const gw_ib_mr_backend_t *backend
     c->enabled = enabled;
     c->max_entries = max_entries ? max_entries : 1;
     c->max_bytes = max_bytes ? max_bytes : SIZE_MAX;
+    gw__ib_mr_caches_join(c);
 }
 
 static void dereg_entry(gw_ib_mr_cache_t *c, gw_ib_mr_entry_t *e)
@@ -225,7 +225,13 @@ int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len, gw_ib
         return EINVAL;
     uintptr_t end = (last + c->page - 1) & ~(uintptr_t)(c->page - 1);
     c->clock++;
+    /* What other caches announced (ib_mr_caches.c) goes first; then the
+     * mark, then the queue again: a hit whose memory another cache has
+     * just marked anew is in the queue by then, and goes. */
+    gw__ib_mr_caches_drain(c);
     gw_ib_mr_entry_t *e = lookup(c, start, end);
+    while (e && gw__ib_mr_caches_drain(c))
+        e = lookup(c, start, end);
     if (e) {
         e->refs++;
         e->last_use = c->clock;
@@ -282,6 +288,12 @@ int gw__ib_mr_cache_get(gw_ib_mr_cache_t *c, const void *addr, size_t len, gw_ib
     /* Marked after registration: the pages exist (registration faulted
      * them in), so the policy only labels the mapping. */
     e->cacheable = c->enabled;
+    /* Memory no cache has marked may be a new mapping where another cache
+     * still holds an entry for the old one, which would pass its check
+     * once this mark is set: the others hear of it first. */
+    if (c->enabled && c->backend.fresh &&
+        c->backend.fresh(c->backend.ctx, (const void *)start, end - start))
+        gw__ib_mr_caches_announce(c, start, end);
     if (c->enabled && c->backend.mark &&
         c->backend.mark(c->backend.ctx, (void *)start, end - start, &e->mark) != 0) {
         e->cacheable = 0;
@@ -310,12 +322,14 @@ void gw__ib_mr_cache_put(gw_ib_mr_cache_t *c, gw_ib_mr_entry_t *e)
     evict(c, 0, 0, 0);
 }
 
-void gw__ib_mr_cache_invalidate(gw_ib_mr_cache_t *c, const void *addr, size_t len)
+size_t gw__ib_mr_cache_invalidate(gw_ib_mr_cache_t *c, const void *addr, size_t len)
 {
-    uintptr_t a = (uintptr_t)addr, b = a + len;
+    uintptr_t a = (uintptr_t)addr, b = len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len;
+    size_t gone = 0;
     for (size_t i = 0; i < c->n;) {
         gw_ib_mr_entry_t *e = c->entries[i];
         if (e->start < b && e->end > a && !e->dead) {
+            gone++;
             if (e->refs > 0) {
                 e->dead = 1; /* found no more; deregistered at its last release */
             } else {
@@ -325,10 +339,12 @@ void gw__ib_mr_cache_invalidate(gw_ib_mr_cache_t *c, const void *addr, size_t le
         }
         i++;
     }
+    return gone;
 }
 
 void gw__ib_mr_cache_fini(gw_ib_mr_cache_t *c)
 {
+    gw__ib_mr_caches_leave(c);
     /* Entries still in use belong to requests the closing transport never
      * completes: they go too. */
     while (c->n > 0)

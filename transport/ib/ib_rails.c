@@ -44,9 +44,10 @@
  * of a buffer. The registration caches notice a buffer that was freed and
  * mapped again by a mark on the memory (ib_mr_cache.c), which is the
  * memory's, not a cache's: so a rail that registers memory with no mark
- * yet first drops the other rails' entries over it (ib_res.c), or their
- * registrations of the old mapping would pass their check once the new
- * one is marked, and the data land in the old pages.
+ * yet first announces it to every other cache of the process, the other
+ * rails' included (ib_mr_caches.c), which drop their entries over it, or
+ * their registrations of the old mapping would pass their check once the
+ * new one is marked, and the data land in the old pages.
  *
  * Failure. A rail that fails (its port went down, a QP in error, a peer
  * gone) fails the whole transport with that rail's error, logged by the
@@ -181,13 +182,11 @@ gw_status_t gw__ib_rails_open(const gw_transport_params_t *params, gw_transport_
         r->subs.n++;
         memcpy(r->blob + GW_IB_RAIL_BLOB(i), b, GW_IB_ADDR_SIZE);
     }
-    /* The rails register the same memory in turns: each keeps the
-     * others' registration caches from trusting a replaced mapping. */
-    for (int i = 0; i < n; i++) {
+    /* The rails register the same memory in turns; their caches keep
+     * each other from trusting a replaced mapping as every cache of the
+     * process does (ib_mr_caches.c). */
+    for (int i = 0; i < n; i++)
         r->all[i] = gw__ib_of(r->sub[i].t);
-        r->all[i]->rails_all = r->all;
-        r->all[i]->rails_n = n;
-    }
     gw__put_be32(r->blob + GW_IB_RAILS_OFF, GW_IB_RAILS_MAGIC);
     r->blob[GW_IB_RAILS_OFF + 4] = (uint8_t)n;
     size_t size = (size_t)params->size;

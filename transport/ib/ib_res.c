@@ -46,13 +46,6 @@ static void backend_dereg(void *ctx, void *mr)
 static int backend_mark(void *ctx, void *addr, size_t len, int *token)
 {
     gw_ib_t *t = ctx;
-    /* Memory with no mark yet may be a new mapping where another rail
-     * registered an old one: that rail's entry would pass its check once
-     * this mark is set (ib_mr_cache.c), so it goes first. */
-    if (t->rails_n > 1 && gw__ib_mem_fresh(addr, len))
-        for (int i = 0; i < t->rails_n; i++)
-            if (t->rails_all[i] != t)
-                gw__ib_mr_cache_invalidate(&t->rails_all[i]->mrc, addr, len);
     int err = gw__ib_mem_mark(addr, len, token);
     if (err && t->mrc.unmarked == 0) {
         errno = err;
@@ -67,6 +60,12 @@ static int backend_check(void *ctx, const void *addr, size_t len, int token)
 {
     (void)ctx;
     return gw__ib_mem_check(addr, len, token);
+}
+
+static int backend_fresh(void *ctx, const void *addr, size_t len)
+{
+    (void)ctx;
+    return gw__ib_mem_fresh(addr, len);
 }
 
 /* Half of RLIMIT_MEMLOCK when it is finite: the cache must leave room for
@@ -201,7 +200,8 @@ gw_status_t gw__ib_setup_resources(gw_ib_t *t)
                              .reg = backend_reg,
                              .dereg = backend_dereg,
                              .mark = backend_mark,
-                             .check = backend_check};
+                             .check = backend_check,
+                             .fresh = backend_fresh};
     gw__ib_mr_cache_init(&t->mrc, &be, t->cfg.reg_cache, (size_t)t->cfg.reg_cache_max,
                          cache_byte_budget());
     return GW_OK;

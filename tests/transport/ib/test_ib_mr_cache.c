@@ -282,8 +282,6 @@ Test(ib_mr_cache, remapped_memory_is_registered_again)
     cr_assert_eq(f.live, 0);
 }
 
-/* ---- the real marks ------------------------------------------------------------ */
-
 static void *map_at(void *hint, size_t len)
 {
     void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
@@ -292,6 +290,145 @@ static void *map_at(void *hint, size_t len)
     memset(p, 1, len);
     return p;
 }
+
+static int real_mark(void *ctx, void *addr, size_t len, int *token)
+{
+    (void)ctx;
+    return gw__ib_mem_mark(addr, len, token) ? -1 : 0;
+}
+static int real_check(void *ctx, const void *addr, size_t len, int token)
+{
+    (void)ctx;
+    return gw__ib_mem_check(addr, len, token);
+}
+static int real_fresh(void *ctx, const void *addr, size_t len)
+{
+    (void)ctx;
+    return gw__ib_mem_fresh(addr, len);
+}
+
+/* ---- several caches in one process ------------------------------------------- */
+
+/* The mark as the kernel keeps it: one policy value, the memory's, the
+ * same whichever cache set it. "marked" is whether the mapping at the
+ * fake addresses bears it; a remap clears it. */
+typedef struct shared_mem {
+    int marked;
+    fake_t regs; /* counts for both caches */
+} shared_mem_t;
+
+static int sm_reg(void *ctx, void *addr, size_t len, void **mr, uint32_t *lkey, uint32_t *rkey)
+{
+    return fake_reg(&((shared_mem_t *)ctx)->regs, addr, len, mr, lkey, rkey);
+}
+static void sm_dereg(void *ctx, void *mr) { fake_dereg(&((shared_mem_t *)ctx)->regs, mr); }
+static int sm_mark(void *ctx, void *addr, size_t len, int *token)
+{
+    (void)addr;
+    (void)len;
+    ((shared_mem_t *)ctx)->marked = 1;
+    *token = 4; /* MPOL_LOCAL, whoever marks */
+    return 0;
+}
+static int sm_check(void *ctx, const void *addr, size_t len, int token)
+{
+    (void)addr;
+    (void)len;
+    return ((shared_mem_t *)ctx)->marked && token == 4;
+}
+static int sm_fresh(void *ctx, const void *addr, size_t len)
+{
+    (void)addr;
+    (void)len;
+    return !((shared_mem_t *)ctx)->marked;
+}
+
+/* Two caches (two communicators' transports, or two rails): B registers a
+ * buffer, the application frees it and gets new memory at the same
+ * address, A registers that and marks it. B's entry for the old memory
+ * passes the mark check now; it must not be handed out, which the list of
+ * the process's caches sees to (A announced the fresh range to B). */
+Test(ib_mr_cache, another_cache_marking_a_new_mapping_is_heard)
+{
+    shared_mem_t m;
+    memset(&m, 0, sizeof(m));
+    gw_ib_mr_backend_t be = {.ctx = &m,
+                             .reg = sm_reg,
+                             .dereg = sm_dereg,
+                             .mark = sm_mark,
+                             .check = sm_check,
+                             .fresh = sm_fresh};
+    gw_ib_mr_cache_t a, b;
+    gw__ib_mr_cache_init(&a, &be, 1, 64, 0);
+    gw__ib_mr_cache_init(&b, &be, 1, 64, 0);
+    gw_ib_mr_entry_t *e = get(&b, 0, 4 * PAGE);
+    uint32_t old_rkey = e->rkey;
+    gw__ib_mr_cache_put(&b, e);
+    m.marked = 0; /* freed and mapped again */
+    gw__ib_mr_cache_put(&a, get(&a, 0, 4 * PAGE));
+    cr_assert_eq(m.regs.regs, 2);
+    e = get(&b, 0, 4 * PAGE);
+    cr_assert_neq(e->rkey, old_rkey, "cache B handed out its registration of the old memory");
+    cr_assert_eq(m.regs.regs, 3, "B did not register the new memory");
+    cr_assert_eq(b.foreign, 1u);
+    cr_assert_eq(b.hits, 0u);
+    gw__ib_mr_cache_put(&b, e);
+    /* Memory that was marked already is not announced: A keeps its entry. */
+    gw__ib_mr_cache_put(&a, get(&a, 0, 4 * PAGE));
+    cr_assert_eq(a.hits, 1u);
+    cr_assert_eq(a.foreign, 0u);
+    gw__ib_mr_cache_fini(&a);
+    /* A cache that left the list is told nothing, and tells nothing. */
+    m.marked = 0;
+    gw__ib_mr_cache_put(&b, get(&b, 64 * PAGE, PAGE));
+    gw__ib_mr_cache_fini(&b);
+    cr_assert_eq(m.regs.live, 0);
+}
+
+/* The same with the real marks (mbind/get_mempolicy) on real memory, as
+ * free() and malloc() of a large block do it: munmap, mmap again at the
+ * same address. */
+Test(ib_mr_cache, real_marks_across_two_caches)
+{
+    size_t len = 16 * PAGE;
+    uint8_t *p = map_at(NULL, len);
+    int token;
+    int err = gw__ib_mem_mark(p, len, &token);
+    if (err == ENOSYS || err == EPERM) {
+        munmap(p, len);
+        cr_skip_test("memory policies unavailable (%s)", strerror(err));
+    }
+    munmap(p, len);
+    p = map_at(p, len);
+    fake_t f;
+    memset(&f, 0, sizeof(f));
+    gw_ib_mr_backend_t be = {.ctx = &f,
+                             .reg = fake_reg,
+                             .dereg = fake_dereg,
+                             .mark = real_mark,
+                             .check = real_check,
+                             .fresh = real_fresh};
+    gw_ib_mr_cache_t a, b;
+    gw__ib_mr_cache_init(&a, &be, 1, 64, 0);
+    gw__ib_mr_cache_init(&b, &be, 1, 64, 0);
+    gw_ib_mr_entry_t *e = NULL;
+    cr_assert_eq(gw__ib_mr_cache_get(&b, p, len, &e), 0);
+    uint32_t old_rkey = e->rkey;
+    gw__ib_mr_cache_put(&b, e);
+    munmap(p, len);
+    cr_assert_eq(map_at(p, len), p);
+    cr_assert_eq(gw__ib_mr_cache_get(&a, p, len, &e), 0);
+    gw__ib_mr_cache_put(&a, e);
+    cr_assert_eq(gw__ib_mr_cache_get(&b, p, len, &e), 0);
+    cr_assert_neq(e->rkey, old_rkey, "cache B handed out its registration of the unmapped memory");
+    cr_assert_eq(b.foreign, 1u);
+    gw__ib_mr_cache_put(&b, e);
+    gw__ib_mr_cache_fini(&a);
+    gw__ib_mr_cache_fini(&b);
+    munmap(p, len);
+}
+
+/* ---- the real marks ------------------------------------------------------------ */
 
 Test(ib_mr_cache, real_marks_notice_munmap_and_mmap)
 {

@@ -139,8 +139,10 @@ static void *serve(void *arg)
         pthread_cond_broadcast(&ps->moved);
         while (!ps->failed && ps->clock[w] - min_active_clock(ps) > ps->o->staleness)
             pthread_cond_wait(&ps->moved, &ps->lock);
+        /* The gap the bound held (not the one a failure woke it at: a
+         * dead worker's clock stands still until its thread ends). */
         long gap = 0;
-        for (int v = 0; v < ps->nworkers; v++)
+        for (int v = 0; !ps->failed && v < ps->nworkers; v++)
             if (!ps->done[v] && ps->clock[w] - ps->clock[v] > gap)
                 gap = ps->clock[w] - ps->clock[v];
         if (gap > ps->max_gap)

@@ -21,7 +21,8 @@
  *    come across whole (one allreduce, SUM, each shard from its server).
  *  - The roles. The surviving servers stay servers, in their order, and
  *    split the parameters among them again; with none left, the first
- *    worker becomes the one server. The workers, as many as are left,
+ *    worker becomes the one server, and with no worker left, the last
+ *    server works. The workers, as many as are left,
  *    re-shard the training data among them (worker w of W keeps the
  *    samples i with i % W == w, as at the start).
  *  - The rest of the run. The local batch stays what it was, so an update
@@ -146,10 +147,14 @@ gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
     int servers_left = 0;
     for (int r = 0; r < ps->world; r++)
         servers_left += members[r] < old_S;
+    /* The servers left serve (at least one; the first worker when none
+     * is), as long as a worker remains: the last of them works instead. */
     int S = servers_left > 0 ? servers_left : 1;
-    if (ps->world - S < 1) {
-        fprintf(stderr, "gradwire-train: --elastic: %d rank(s) left, no worker among them\n",
-                ps->world);
+    if (S > ps->world - 1)
+        S = ps->world - 1;
+    if (S < 1) {
+        fprintf(stderr, "gradwire-train: --elastic: one rank left, and parameter-server "
+                        "training needs a server and a worker\n");
         st = GW_ERR_INVALID_ARG;
         goto out;
     }
@@ -175,7 +180,6 @@ gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
     ps->budget = left / ps->nworkers + (!ps->is_server && ps->index < left % ps->nworkers);
     long per_epoch = ps->spe * ps->nworkers;
     ps->epoch0 = per_epoch > 0 ? (long)applied / per_epoch : 0;
-    ps->max_lead = 0;
     if (ps->is_server) {
         if (!ps->sgd.velocity && (st = gw_train_sgd_init(&ps->sgd, &ps->model, ps->o->momentum,
                                                          ps->o->weight_decay)) != GW_OK)
@@ -206,6 +210,8 @@ gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
                    lost_shards);
         if (servers_left == 0)
             printf("; no server was left: the first worker serves");
+        else if (S < servers_left)
+            printf("; no worker was left: the last server works");
         printf("\n");
         fflush(stdout);
     }

@@ -222,6 +222,10 @@ made=$(echo "$line" | sed 's/.* after \([0-9]*\) updates.*/\1/')
 left=$(echo "$line" | sed 's/.* go on with \([0-9]*\) updates left.*/\1/')
 # 16000 samples over 3 workers, 20 a step: 266 steps an epoch, 4 epochs.
 [ $((made + left)) -eq 3192 ] || fail "updates made ($made) and left ($left) do not add up to the run's 3192"
+# The staleness bound held in both phases (the moment a failure woke a
+# server counts for nothing: a dead worker's clock stands still).
+gap=$(sed -n 's/.*largest clock gap between workers \([0-9]*\) (bound 4).*/\1/p' "$T/async.out")
+[ -n "$gap" ] && [ "$gap" -le 4 ] || fail "largest clock gap '$gap' over the bound of 4 (async)"
 a=$(async_acc "$T/abase.out")
 c=$(async_acc "$T/async.out")
 [ -n "$a" ] && [ -n "$c" ] || fail "no final accuracy (async base '$a', elastic '$c')"

@@ -178,14 +178,10 @@ static gw_status_t image_write(const gw_train_codec_t *c, unsigned char *p, size
 
 gw_status_t gw_train_codec_save(const gw_train_codec_t *c, unsigned char **out, size_t *len)
 {
-    size_t total;
-    gw_status_t st = image_size(c, &total);
-    if (st != GW_OK)
-        return st;
-    unsigned char *p = malloc(total + 1);
-    if (!p)
-        return GW_ERR_NO_MEMORY;
-    if ((st = image_write(c, p, total, len)) != GW_OK) {
+    unsigned char *p = NULL;
+    size_t cap = 0;
+    gw_status_t st = gw_train_codec_save_into(c, &p, &cap, len);
+    if (st != GW_OK) {
         free(p);
         return st;
     }

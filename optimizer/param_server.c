@@ -413,6 +413,13 @@ out:
     return st;
 }
 
+/* Server s owns params [lo[s], lo[s+1]): equal parts of the model. */
+static void split_shards(gw_train_ps_t *ps)
+{
+    for (int s = 0; s <= ps->nservers; s++)
+        ps->lo[s] = ps->model.nparams * (size_t)s / (size_t)ps->nservers;
+}
+
 gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
 {
     const gw_train_opts_t *o = ps->o;
@@ -441,8 +448,7 @@ gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
                 ps->train.n, ps->local_b);
         return GW_ERR_INVALID_ARG;
     }
-    for (int s = 0; s <= S; s++)
-        ps->lo[s] = ps->model.nparams * (size_t)s / (size_t)S;
+    split_shards(ps); /* the first phase's, once the model exists (setup) */
     free(ps->port);
     free(ps->clock);
     free(ps->done);
@@ -487,8 +493,7 @@ static gw_status_t setup(gw_train_ps_t *ps)
     size_t cap = ps->local_b > 256 ? ps->local_b : 256;
     if ((st = gw_train_mlp_init(&ps->model, sizes, ns, cap, &rng)) != GW_OK)
         return st;
-    for (int s = 0; s <= ps->nservers; s++)
-        ps->lo[s] = ps->model.nparams * (size_t)s / (size_t)ps->nservers;
+    split_shards(ps);
     ps->budget = (long)o->epochs * ps->spe;
     if (o->max_steps > 0 && o->max_steps < ps->budget)
         ps->budget = o->max_steps;

@@ -104,46 +104,32 @@ static gw_status_t agree_momentum(gw_train_ps_t *ps, const size_t *old_lo, int o
 gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
 {
     gw_comm_t *old = ps->comm;
-    int culprit = gw_comm_culprit(old);
-    if (culprit < 0 || culprit == ps->rank) {
-        fprintf(stderr,
-                "gradwire-train: --elastic: the failure (%s) names %s: nothing to shrink "
-                "away\n",
-                gw_status_name(failure), culprit < 0 ? "no rank" : "this rank");
-        return failure;
-    }
     if (ps->nretired == GW_TRAIN_PS_RETIRED) {
         fprintf(stderr, "gradwire-train: --elastic: %d shrinks already; giving up\n",
                 GW_TRAIN_PS_RETIRED);
         return failure;
     }
-    int old_rank = ps->rank, old_world = ps->world, old_S = ps->nservers;
+    int old_rank = ps->rank, old_S = ps->nservers;
     int old_server = ps->is_server ? ps->index : -1;
     size_t old_lo[GW_TRAIN_PS_MAX + 1];
     memcpy(old_lo, ps->lo, sizeof(old_lo));
     gw_comm_t *nc = NULL;
-    gw_status_t st = gw_comm_shrink(old, &nc);
-    if (st != GW_OK) {
-        fprintf(stderr, "gradwire-train: --elastic: rank %d cannot go on: the shrink failed (%s)\n",
-                old_rank, gw_status_name(st));
+    int32_t *members = NULL; /* [new rank]: the old rank */
+    char lost[512];
+    gw_status_t st = gw_train_elastic_shrink(old, failure, &nc, &members, lost, sizeof(lost));
+    if (st != GW_OK)
         return st;
-    }
     ps->retired[ps->nretired++] = old;
     ps->comm = nc;
     ps->rank = gw_comm_rank(nc);
     ps->world = gw_comm_size(nc);
 
-    /* Who is left: the old ranks, in the new order. */
-    int32_t *members = calloc((size_t)ps->world, sizeof(*members));
     float *vel = malloc(ps->model.nparams * sizeof(float) + 1);
-    int32_t me = old_rank;
     int lost_shards = 0;
-    if (!members || !vel) {
+    if (!vel) {
         st = GW_ERR_NO_MEMORY;
         goto out;
     }
-    if ((st = gw_allgather(nc, &me, members, 1, GW_INT32)) != GW_OK)
-        goto out;
     int servers_left = 0;
     for (int r = 0; r < ps->world; r++)
         servers_left += members[r] < old_S;
@@ -190,16 +176,6 @@ gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
         gw_train_sgd_free(&ps->sgd);
     }
     if (ps->rank == 0) {
-        char lost[512] = "";
-        size_t len = 0;
-        for (int r = 0, j = 0; r < old_world; r++) {
-            if (j < ps->world && members[j] == r) {
-                j++;
-                continue;
-            }
-            if (len < sizeof(lost))
-                len += (size_t)snprintf(lost + len, sizeof(lost) - len, "%s%d", len ? "," : "", r);
-        }
         printf("gradwire-train: --elastic: lost rank(s) %s after %lld updates; %d server(s) and "
                "%d worker(s) go on with %ld updates left (%zu samples per update) from weights "
                "at %.2f%% test accuracy",

@@ -217,29 +217,67 @@ gw_status_t gw_train_elastic_reshard(gw_train_sync_t *s)
     s->gstep = s->epoch * s->spe + s->step;
     if (s->codec)
         gw_train_codec_set_comm(s->codec, s->comm);
-    if ((st = gw_train_sync_buckets(s)) != GW_OK)
+    if ((st = gw_train_sync_buckets(s, s->codec != NULL)) != GW_OK)
         return st;
     gw_train_opts_fingerprint(o, s->world, s->config, sizeof(s->config));
     s->rep.world = s->world;
     return GW_OK;
 }
 
-/* Which old ranks the new communicator holds: printed by rank 0. */
-static void say_who(gw_train_sync_t *s, int old_world, const int32_t *old, long failed_gstep,
-                    double lost_s)
+gw_status_t gw_train_elastic_shrink(gw_comm_t *old, gw_status_t failure, gw_comm_t **out,
+                                    int32_t **members, char *lost, size_t cap)
 {
-    if (s->rank != 0)
-        return;
-    char lost[512] = "";
+    int rank = gw_comm_rank(old), old_world = gw_comm_size(old);
+    int culprit = gw_comm_culprit(old);
+    if (culprit < 0 || culprit == rank) {
+        fprintf(stderr,
+                "gradwire-train: --elastic: the failure (%s) names %s: nothing to shrink away\n",
+                gw_status_name(failure), culprit < 0 ? "no rank" : "this rank");
+        return failure;
+    }
+    gw_comm_t *nc = NULL;
+    gw_status_t st = gw_comm_shrink(old, &nc);
+    if (st != GW_OK) {
+        fprintf(stderr, "gradwire-train: --elastic: rank %d cannot go on: the shrink failed (%s)\n",
+                rank, gw_status_name(st));
+        return st;
+    }
+    int world = gw_comm_size(nc);
+    int32_t me = rank, *m = calloc((size_t)world, sizeof(*m));
+    if (!m)
+        st = GW_ERR_NO_MEMORY;
+    else if ((st = gw_allgather(nc, &me, m, 1, GW_INT32)) != GW_OK)
+        fprintf(stderr, "gradwire-train: --elastic: the shrunk communicator failed: %s\n",
+                gw_status_name(st));
+    if (st != GW_OK) {
+        free(m);
+        gw_comm_destroy(nc);
+        return st;
+    }
+    /* The old ranks not among the members (both in order). */
     size_t len = 0;
+    lost[0] = '\0';
     for (int r = 0, j = 0; r < old_world; r++) {
-        if (j < s->world && old[j] == r) {
+        if (j < world && m[j] == r) {
             j++;
             continue;
         }
-        if (len < sizeof(lost))
-            len += (size_t)snprintf(lost + len, sizeof(lost) - len, "%s%d", len ? "," : "", r);
+        if (len < cap)
+            len += (size_t)snprintf(lost + len, cap - len, "%s%d", len ? "," : "", r);
     }
+    *out = nc;
+    if (members)
+        *members = m;
+    else
+        free(m);
+    return GW_OK;
+}
+
+/* Which old ranks the new communicator lost: printed by rank 0. */
+static void say_who(gw_train_sync_t *s, const char *lost, long failed_gstep, double lost_s)
+{
+    if (s->rank != 0)
+        return;
     printf("gradwire-train: --elastic: lost rank(s) %s in step %ld (epoch %ld); %d rank(s) go "
            "on from step %ld (global batch %d, %zu-%d per rank), %.2f s lost\n",
            lost, failed_gstep + 1, s->epoch + 1, s->world, s->gstep, s->o->batch, s->local_b,
@@ -277,27 +315,18 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
     if (!s->o->elastic || !s->el)
         return failure;
     gw_comm_t *old = s->comm;
-    int culprit = gw_comm_culprit(old);
-    if (culprit < 0 || culprit == s->rank) {
-        fprintf(stderr,
-                "gradwire-train: --elastic: the failure (%s) names %s: nothing to shrink away\n",
-                gw_status_name(failure), culprit < 0 ? "no rank" : "this rank");
-        return failure;
-    }
     gw_train_elastic_t *el = s->el;
     if (el->nretired == MAX_RETIRED) {
         fprintf(stderr, "gradwire-train: --elastic: %d shrinks already; giving up\n", MAX_RETIRED);
         return failure;
     }
     long failed_gstep = s->gstep;
-    int old_rank = s->rank, old_world = s->world;
+    int old_rank = s->rank;
     gw_comm_t *nc = NULL;
-    gw_status_t st = gw_comm_shrink(old, &nc);
-    if (st != GW_OK) {
-        fprintf(stderr, "gradwire-train: --elastic: rank %d cannot go on: the shrink failed (%s)\n",
-                old_rank, gw_status_name(st));
+    char lost[512];
+    gw_status_t st = gw_train_elastic_shrink(old, failure, &nc, NULL, lost, sizeof(lost));
+    if (st != GW_OK)
         return st;
-    }
     el->retired[el->nretired++] = old;
     el->owned = nc;
     s->comm = nc;
@@ -305,17 +334,11 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
     s->world = gw_comm_size(nc);
     if ((st = gw_train_report_rank(&s->rep, s->rank)) != GW_OK)
         return st;
-    /* Who is left, and the last step every survivor finished. */
-    int32_t *members = calloc((size_t)s->world, sizeof(*members));
-    int32_t me = old_rank;
+    /* The last step every survivor finished. */
     int64_t done = el->snap[el->cur].gstep;
-    if (!members)
-        return GW_ERR_NO_MEMORY;
-    if ((st = gw_allgather(nc, &me, members, 1, GW_INT32)) != GW_OK ||
-        (st = gw_allreduce(nc, &done, &done, 1, GW_INT64, GW_MIN)) != GW_OK) {
+    if ((st = gw_allreduce(nc, &done, &done, 1, GW_INT64, GW_MIN)) != GW_OK) {
         fprintf(stderr, "gradwire-train: --elastic: the shrunk communicator failed: %s\n",
                 gw_status_name(st));
-        free(members);
         return st;
     }
     const snapshot_t *back = NULL;
@@ -327,14 +350,12 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
                 "gradwire-train: --elastic: rank %d cannot roll back to step %lld (it holds "
                 "steps %ld and %ld)\n",
                 old_rank, (long long)done, el->snap[el->cur].gstep, el->snap[el->cur ^ 1].gstep);
-        free(members);
         return GW_ERR_INVALID_ARG;
     }
     double since = back->at_s;
     if ((st = restore(s, back)) != GW_OK) {
         fprintf(stderr, "gradwire-train: --elastic: rank %d cannot roll back its codec state: %s\n",
                 old_rank, gw_status_name(st));
-        free(members);
         return st;
     }
     el->snap[0].valid = el->snap[1].valid = 0;
@@ -342,11 +363,8 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
      * failed holds that step as its last grow; after the roll-back every
      * survivor must decide alike whether to grow where they resume. */
     s->grown_at = -1;
-    if ((st = gw_train_elastic_reshard(s)) != GW_OK) {
-        free(members);
+    if ((st = gw_train_elastic_reshard(s)) != GW_OK)
         return st;
-    }
-    say_who(s, old_world, members, failed_gstep, gw_kit_now_s() - since);
-    free(members);
+    say_who(s, lost, failed_gstep, gw_kit_now_s() - since);
     return GW_OK;
 }

@@ -134,24 +134,14 @@ static gw_status_t setup(gw_train_sync_t *s)
         fprintf(stderr, "gradwire-train: out of memory for the batch buffers\n");
         return GW_ERR_NO_MEMORY;
     }
-    if (codec) {
-        /* The states follow the buckets' shapes (one per tensor). */
-        gw_train_buckets_t shapes;
-        if ((st = gw_train_buckets_init(&shapes, NULL, &s->model, o->bucket_bytes, 0, 1)))
-            return st;
-        st = gw_train_codec_create(s->comm, o, &shapes, gw_train_codec_warmup_steps(o, s->spe),
-                                   &s->codec);
-        gw_train_buckets_free(&shapes);
-        if (st != GW_OK)
-            return st;
-    } else if (strcmp(o->codec, "none") != 0) {
+    if (!codec && strcmp(o->codec, "none") != 0) {
         gw_codec_t parsed;
         if (gw_codec_parse(o->codec, &parsed) != GW_OK) {
             fprintf(stderr, "gradwire-train: unknown --codec \"%s\"\n", o->codec);
             return GW_ERR_INVALID_ARG;
         }
     }
-    if (!o->zero && (st = gw_train_sync_buckets(s)) != GW_OK)
+    if (!o->zero && (st = gw_train_sync_buckets(s, codec)) != GW_OK)
         return st;
     if (o->zero)
         s->grad_scale = 1.0f / (float)o->batch;
@@ -189,16 +179,21 @@ static float grad_scale(const gw_train_sync_t *s)
     return (float)s->world / (float)o->batch;
 }
 
-gw_status_t gw_train_sync_buckets(gw_train_sync_t *s)
+gw_status_t gw_train_sync_buckets(gw_train_sync_t *s, int codec)
 {
     const gw_train_opts_t *o = s->o;
     gw_train_buckets_free(&s->bk);
-    gw_comm_t *c = s->world > 1 || s->codec ? s->comm : NULL;
+    gw_comm_t *c = s->world > 1 || codec ? s->comm : NULL;
     gw_status_t st =
-        gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, s->codec != NULL);
+        gw_train_buckets_init(&s->bk, c, &s->model, o->bucket_bytes, o->overlap, codec);
     if (st != GW_OK)
         return st;
-    if (s->codec) {
+    /* The codec's states follow the buckets' shapes (one per tensor). */
+    if (codec && !s->codec &&
+        (st = gw_train_codec_create(s->comm, o, &s->bk, gw_train_codec_warmup_steps(o, s->spe),
+                                    &s->codec)) != GW_OK)
+        return st;
+    if (codec) {
         s->bk.codec = s->codec;
         s->bk.blocking = !o->overlap;
         /* DGC: weight decay goes into the gradient, through the codec's

@@ -56,10 +56,11 @@ typedef struct gw_train_sync {
 typedef struct gw_train_elastic gw_train_elastic_t;
 
 gw_status_t gw_train_sync_checkpoint(gw_train_sync_t *s);
-/* The gradient buckets over s->comm (through s->codec when there is one)
- * and the loss scale that goes with them, for the current world: at the
+/* The gradient buckets over s->comm, through the codec when codec is set
+ * (one bucket per tensor; s->codec is made from them the first time), and
+ * the loss scale that goes with them, for the current world: at the
  * start, and again whenever --elastic changes the world. */
-gw_status_t gw_train_sync_buckets(gw_train_sync_t *s);
+gw_status_t gw_train_sync_buckets(gw_train_sync_t *s, int codec);
 gw_status_t gw_train_sync_step(gw_train_sync_t *s);
 void gw_train_sync_begin_epoch(gw_train_sync_t *s);
 gw_status_t gw_train_sync_loop(gw_train_sync_t *s);

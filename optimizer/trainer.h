@@ -460,6 +460,15 @@ gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path);
 int gw_train_run_sync(const gw_train_opts_t *o, gw_comm_t *comm);
 /* Parameter-server SGD (param_server.c). Returns the exit status. */
 int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm);
+
+/* --elastic, both trainers (train_elastic.c, ps_elastic.c): after a
+ * failure on old that names another rank, gw_comm_shrink and who the
+ * survivors were: (*members)[new rank] = old rank (malloc'd; members may
+ * be NULL) and the lost old ranks as text ("1,3") in lost. A failure that
+ * names no rank, or this one, is returned as it was, said: there is
+ * nothing to shrink away. */
+gw_status_t gw_train_elastic_shrink(gw_comm_t *old, gw_status_t failure, gw_comm_t **out,
+                                    int32_t **members, char *lost, size_t cap);
 /* `--scaling 1,2,4,8`: run the job at each node count (scaling.c). */
 int gw_train_scaling_main(int argc, char **argv, const char *counts);
 

@@ -28,19 +28,23 @@ WORK=$(mktemp -d /tmp/gw-tsan.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 failed=0
 
-check() { # NAME COMMAND...
-    local name=$1 out="$WORK/out" rc
-    shift
-    timeout 600 "$@" >"$out" 2>&1
-    rc=$?
-    if [ $rc -eq 0 ] && ! grep -q "WARNING: ThreadSanitizer" "$out"; then
+verdict() { # NAME RC OUT [WHY]: passed when RC is 0, OUT holds no report and WHY is empty
+    local name=$1 rc=$2 out=$3 why=${4:-}
+    if [ "$rc" -eq 0 ] && [ -z "$why" ] && ! grep -q "WARNING: ThreadSanitizer" "$out"; then
         echo "PASS: $name"
     else
-        echo "FAIL: $name (exit status $rc)"
+        echo "FAIL: $name (exit status $rc${why:+; $why})"
         grep -A40 "WARNING: ThreadSanitizer" "$out" | head -80
         tail -n 20 "$out"
         failed=$((failed + 1))
     fi
+}
+
+check() { # NAME COMMAND...
+    local name=$1
+    shift
+    timeout 600 "$@" >"$WORK/out" 2>&1
+    verdict "$name" $? "$WORK/out"
 }
 
 L="$BUILD/gradwire"
@@ -92,14 +96,9 @@ sleep 1
 timeout 600 tail --pid="$job" -f /dev/null
 wait "$job"
 rc=$?
-if [ -n "$victim" ] && [ $rc -eq 0 ] && ! grep -q "WARNING: ThreadSanitizer" "$WORK/ps.out" &&
-    grep -q "lost rank(s) 3 after" "$WORK/ps.out"; then
-    echo "PASS: parameter server, a worker SIGKILLed, --elastic, 4 ranks"
-else
-    echo "FAIL: parameter server, a worker SIGKILLed, --elastic (exit status $rc, victim '${victim}')"
-    grep -A40 "WARNING: ThreadSanitizer" "$WORK/ps.out" | head -80
-    tail -n 20 "$WORK/ps.out"
-    failed=$((failed + 1))
-fi
+why=
+[ -n "$victim" ] || why="rank 3 not found to kill"
+[ -n "$why" ] || grep -q "lost rank(s) 3 after" "$WORK/ps.out" || why="rank 3's loss not reported"
+verdict "parameter server, a worker SIGKILLed, --elastic, 4 ranks" $rc "$WORK/ps.out" "$why"
 [ $failed -eq 0 ] && echo "== all passed under ThreadSanitizer" || echo "== $failed failed"
 exit $((failed > 0))

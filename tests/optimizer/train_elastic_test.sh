@@ -74,6 +74,15 @@ env_of() { tr '\0' '\n' < /proc/$1/environ | sed -n "s/^$2=//p"; }
 
 final_acc() { grep "epoch   4" "$1" | sed 's/.*test *\([0-9.]*\)%.*/\1/' | tail -1; }
 
+# within_2 BASE GOT WHAT: fail unless the final accuracy GOT (of the run
+# WHAT describes) is within 2 points of the un-killed run's BASE.
+within_2() {
+    [ -n "$1" ] && [ -n "$2" ] || fail "no final accuracy ($3: un-killed '$1', this run '$2')"
+    echo "final test accuracy, $3: $2% (un-killed: $1%)"
+    awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
+        fail "accuracy $2% is not within 2 points of $1% ($3)"
+}
+
 export GW_TRANSPORT=shm GW_TIMEOUT_MS=5000
 # 0. --join is refused without --elastic, and a joiner with no job to join
 #    gives up after --join-wait, naming the root.
@@ -127,12 +136,8 @@ grep -q "rank 3 of 4 joined at step [0-9]* (step [0-9]* of epoch" "$T/kjoin.out"
     fail "the replacement did not join in the middle of an epoch"
 grep -q "the 4 replicas hold the same weights" "$T/kill.out" ||
     fail "the mid-epoch replacement's weights or shuffle are not the others'"
-a=$(final_acc "$T/base.out")
-b=$(final_acc "$T/kill.out")
-[ -n "$a" ] && [ -n "$b" ] || fail "no final accuracy (base '$a', elastic '$b')"
-echo "final test accuracy: un-killed $a%, rank 2 lost in epoch 2 and replaced mid-epoch: $b%"
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
-    fail "accuracy $b% is not within 2 points of $a%"
+base=$(final_acc "$T/base.out")
+within_2 "$base" "$(final_acc "$T/kill.out")" "rank 2 lost in epoch 2 and replaced mid-epoch"
 
 # 1b. Two ranks lost at once (1 and 3, in epoch 2): the two others agree on
 #     who is left, finish on 2 ranks, and stay within 2 points.
@@ -147,11 +152,7 @@ cat "$T/kill2.out"
 [ $rc -eq 0 ] || fail "the elastic run losing two ranks exited $rc"
 grep -q "lost rank(s) 1,3 in step .* 2 rank(s) go on" "$T/kill2.out" ||
     fail "the trainer did not report ranks 1 and 3 lost together"
-c=$(final_acc "$T/kill2.out")
-[ -n "$c" ] || fail "no final accuracy after losing two ranks"
-echo "final test accuracy: un-killed $a%, ranks 1 and 3 lost in epoch 2: $c%"
-awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
-    fail "accuracy $c% is not within 2 points of $a%"
+within_2 "$base" "$(final_acc "$T/kill2.out")" "ranks 1 and 3 lost in epoch 2"
 
 # 4. A codec: ranks 1 and 3 lost in epoch 2, one replacement mid-epoch.
 CODEC="--codec powersgd --codec-warmup-epochs 1"
@@ -180,13 +181,8 @@ grep -q "rank 2 of 3 joined at step .*the codec state of rank 0 with a zero resi
     fail "the replacement did not take rank 0's codec state"
 grep -q "the 3 replicas hold the same weights" "$T/codec.out" ||
     fail "the replicas differ after a roll-back and a join with a codec"
-a=$(final_acc "$T/cbase.out")
-c=$(final_acc "$T/codec.out")
-[ -n "$a" ] && [ -n "$c" ] || fail "no final accuracy (codec base '$a', elastic '$c')"
-echo "final test accuracy with PowerSGD: un-killed $a%, ranks 1 and 3 lost in epoch 2, one replaced mid-epoch: $c%"
-awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
-    fail "accuracy $c% is not within 2 points of $a% (codec)"
-a=$(final_acc "$T/base.out") # case 3 compares with the dense run
+within_2 "$(final_acc "$T/cbase.out")" "$(final_acc "$T/codec.out")" \
+    "PowerSGD, ranks 1 and 3 lost in epoch 2, one replaced mid-epoch"
 
 # 5. Parameter servers: a server and a worker lost at once.
 ASYNC="--data synthetic --synthetic 16000,2000,32,10,3 --batch 60 --epochs 4 --no-progress --async --servers 2"
@@ -226,13 +222,8 @@ left=$(echo "$line" | sed 's/.* go on with \([0-9]*\) updates left.*/\1/')
 # server counts for nothing: a dead worker's clock stands still).
 gap=$(sed -n 's/.*largest clock gap between workers \([0-9]*\) (bound 4).*/\1/p' "$T/async.out")
 [ -n "$gap" ] && [ "$gap" -le 4 ] || fail "largest clock gap '$gap' over the bound of 4 (async)"
-a=$(async_acc "$T/abase.out")
-c=$(async_acc "$T/async.out")
-[ -n "$a" ] && [ -n "$c" ] || fail "no final accuracy (async base '$a', elastic '$c')"
-echo "final test accuracy, parameter servers: un-killed $a%, a server and a worker lost in epoch 2: $c%"
-awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
-    fail "accuracy $c% is not within 2 points of $a% (async)"
-a=$(final_acc "$T/base.out") # case 3 compares with the dense run
+within_2 "$(async_acc "$T/abase.out")" "$(async_acc "$T/async.out")" \
+    "parameter servers, a server and a worker lost in epoch 2"
 
 # 3. Rank 2 dies in epoch 1; a replacement joins the shrunk job.
 # Rank 2 sleeps 100 us a sample (GW_TRAIN_TEST_SLOW), so that epoch 1 lasts
@@ -275,12 +266,8 @@ grep -q "rank(s) 3 joined at the start of epoch [1234]; 4 rank(s) go on (global 
 grep -q "rank 3 of 4 joined at the start of epoch" "$T/joiner.out" || fail "the replacement did not join"
 grep -q "the 4 replicas hold the same weights" "$T/join.out" ||
     fail "the replacement's weights are not the others'"
-c=$(final_acc "$T/join.out")
-[ -n "$c" ] || fail "no final accuracy (join)"
 lost=$(sed -n 's/.*lost rank(s) 2 in step [0-9]* (epoch \([0-9]*\)).*/\1/p' "$T/join.out")
-echo "final test accuracy: un-killed $a%, rank 2 lost in epoch $lost and replaced: $c%"
-awk -v a="$a" -v b="$c" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2.0) }' ||
-    fail "accuracy $c% is not within 2 points of $a%"
+within_2 "$base" "$(final_acc "$T/join.out")" "rank 2 lost in epoch $lost and replaced"
 
 # 2. Checkpoints at every step; rank 1 dies among them.
 C="$T/ckpt"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/clock.h"
 #include "transport/ib/ib_internal.h"
@@ -207,6 +208,36 @@ static inline gw_status_t mismatch_outcome(rank_t *r, gw_request_t *q, const gw_
             st = r->t->ops->progress(r->t, NULL, 10);
     }
     return st;
+}
+
+/* A buffer freed and mapped again at the same address (what free() and
+ * malloc() of a large block do): transport b registers the old mapping,
+ * a registers the new one, then b asks for the range again. Returns 1
+ * when b registered it anew (a new key), 0 when it handed out its
+ * registration of the old mapping, which the mark on the memory, set
+ * again by a, no longer tells from the new one (ib_mr_caches.c). */
+static inline int remap_seen_by_b(gw_ib_t *a, gw_ib_t *b)
+{
+    size_t len = 64 * 4096;
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    memset(p, 1, len);
+    gw_ib_mr_entry_t *e;
+    cr_assert_eq(gw__ib_mr_cache_get(&b->mrc, p, len, &e), 0);
+    uint32_t old_lkey = e->lkey;
+    gw__ib_mr_cache_put(&b->mrc, e);
+    uint64_t regs = b->mrc.regs;
+    uint8_t *q =
+        mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    cr_assert_eq(q, p);
+    memset(p, 2, len);
+    cr_assert_eq(gw__ib_mr_cache_get(&a->mrc, p, len, &e), 0);
+    gw__ib_mr_cache_put(&a->mrc, e);
+    cr_assert_eq(gw__ib_mr_cache_get(&b->mrc, p, len, &e), 0);
+    int seen = e->lkey != old_lkey && b->mrc.regs == regs + 1;
+    gw__ib_mr_cache_put(&b->mrc, e);
+    munmap(p, len);
+    return seen;
 }
 
 #endif

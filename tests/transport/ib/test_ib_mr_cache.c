@@ -343,11 +343,40 @@ static int sm_fresh(void *ctx, const void *addr, size_t len)
     return !((shared_mem_t *)ctx)->marked;
 }
 
-/* Two caches (two communicators' transports, or two rails): B registers a
- * buffer, the application frees it and gets new memory at the same
- * address, A registers that and marks it. B's entry for the old memory
- * passes the mark check now; it must not be handed out, which the list of
- * the process's caches sees to (A announced the fresh range to B). */
+/* Two caches (two communicators' transports, or two rails) over one
+ * backend: B registers [p, p + len), the application frees that memory and
+ * gets new memory at the same address (remap), A registers and marks it,
+ * and B asks for the range again. Returns B's entry then, referenced, and
+ * B's first key in *old_rkey. The caches stay for the caller to check and
+ * finish. */
+static gw_ib_mr_entry_t *remap_between(gw_ib_mr_cache_t *a, gw_ib_mr_cache_t *b,
+                                       const gw_ib_mr_backend_t *be, void *p, size_t len,
+                                       void (*remap)(void *ctx, void *p, size_t len), void *ctx,
+                                       uint32_t *old_rkey)
+{
+    gw__ib_mr_cache_init(a, be, 1, 64, 0);
+    gw__ib_mr_cache_init(b, be, 1, 64, 0);
+    gw_ib_mr_entry_t *e = NULL;
+    cr_assert_eq(gw__ib_mr_cache_get(b, p, len, &e), 0);
+    *old_rkey = e->rkey;
+    gw__ib_mr_cache_put(b, e);
+    remap(ctx, p, len);
+    cr_assert_eq(gw__ib_mr_cache_get(a, p, len, &e), 0);
+    gw__ib_mr_cache_put(a, e);
+    cr_assert_eq(gw__ib_mr_cache_get(b, p, len, &e), 0);
+    return e;
+}
+
+static void sm_remap(void *ctx, void *p, size_t len)
+{
+    (void)p;
+    (void)len;
+    ((shared_mem_t *)ctx)->marked = 0; /* the new mapping bears no mark */
+}
+
+/* B's entry for the old memory passes the mark check once A marked the
+ * new one; it must not be handed out, which the list of the process's
+ * caches sees to (A announced the fresh range to B). */
 Test(ib_mr_cache, another_cache_marking_a_new_mapping_is_heard)
 {
     shared_mem_t m;
@@ -359,15 +388,9 @@ Test(ib_mr_cache, another_cache_marking_a_new_mapping_is_heard)
                              .check = sm_check,
                              .fresh = sm_fresh};
     gw_ib_mr_cache_t a, b;
-    gw__ib_mr_cache_init(&a, &be, 1, 64, 0);
-    gw__ib_mr_cache_init(&b, &be, 1, 64, 0);
-    gw_ib_mr_entry_t *e = get(&b, 0, 4 * PAGE);
-    uint32_t old_rkey = e->rkey;
-    gw__ib_mr_cache_put(&b, e);
-    m.marked = 0; /* freed and mapped again */
-    gw__ib_mr_cache_put(&a, get(&a, 0, 4 * PAGE));
-    cr_assert_eq(m.regs.regs, 2);
-    e = get(&b, 0, 4 * PAGE);
+    uint32_t old_rkey;
+    gw_ib_mr_entry_t *e = remap_between(&a, &b, &be, A(0), 4 * PAGE, sm_remap, &m, &old_rkey);
+    cr_assert_eq(a.regs, 1u, "A did not register the new memory");
     cr_assert_neq(e->rkey, old_rkey, "cache B handed out its registration of the old memory");
     cr_assert_eq(m.regs.regs, 3, "B did not register the new memory");
     cr_assert_eq(b.foreign, 1u);
@@ -388,6 +411,13 @@ Test(ib_mr_cache, another_cache_marking_a_new_mapping_is_heard)
 /* The same with the real marks (mbind/get_mempolicy) on real memory, as
  * free() and malloc() of a large block do it: munmap, mmap again at the
  * same address. */
+static void real_remap(void *ctx, void *p, size_t len)
+{
+    (void)ctx;
+    munmap(p, len);
+    cr_assert_eq(map_at(p, len), p);
+}
+
 Test(ib_mr_cache, real_marks_across_two_caches)
 {
     size_t len = 16 * PAGE;
@@ -409,17 +439,8 @@ Test(ib_mr_cache, real_marks_across_two_caches)
                              .check = real_check,
                              .fresh = real_fresh};
     gw_ib_mr_cache_t a, b;
-    gw__ib_mr_cache_init(&a, &be, 1, 64, 0);
-    gw__ib_mr_cache_init(&b, &be, 1, 64, 0);
-    gw_ib_mr_entry_t *e = NULL;
-    cr_assert_eq(gw__ib_mr_cache_get(&b, p, len, &e), 0);
-    uint32_t old_rkey = e->rkey;
-    gw__ib_mr_cache_put(&b, e);
-    munmap(p, len);
-    cr_assert_eq(map_at(p, len), p);
-    cr_assert_eq(gw__ib_mr_cache_get(&a, p, len, &e), 0);
-    gw__ib_mr_cache_put(&a, e);
-    cr_assert_eq(gw__ib_mr_cache_get(&b, p, len, &e), 0);
+    uint32_t old_rkey;
+    gw_ib_mr_entry_t *e = remap_between(&a, &b, &be, p, len, real_remap, NULL, &old_rkey);
     cr_assert_neq(e->rkey, old_rkey, "cache B handed out its registration of the unmapped memory");
     cr_assert_eq(b.foreign, 1u);
     gw__ib_mr_cache_put(&b, e);

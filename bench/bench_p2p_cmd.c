@@ -140,6 +140,12 @@ static void print_num(double v, int width, int prec)
         printf(" %*.*f", width, prec, v);
 }
 
+/* GW_P2P_SEND's word for comm's mode. */
+static const char *send_mode_name(const gw_comm_t *comm)
+{
+    return gw_comm_p2p_send(comm) == GW_P2P_SEND_STANDARD ? "standard" : "sync";
+}
+
 static void write_json(const gw_p2p_opts_t *o, gw_comm_t *comm, const gw_p2p_result_t *res,
                        size_t nres, const char *error)
 {
@@ -153,6 +159,7 @@ static void write_json(const gw_p2p_opts_t *o, gw_comm_t *comm, const gw_p2p_res
     gw_kit_json_object(&j, NULL, NULL);
     gw_kit_json_str(&j, "benchmark", "p2p");
     gw_kit_json_str(&j, "transport", gw_comm_transport(comm));
+    gw_kit_json_str(&j, "p2p_send", send_mode_name(comm));
     gw_kit_json_int(&j, "ranks", gw_comm_size(comm));
     gw_kit_json_int(&j, "iters", o->sw.iters);
     gw_kit_json_int(&j, "warmup_iters", o->sw.warmup);
@@ -222,6 +229,11 @@ int gw_bench_p2p_main(int argc, char **argv)
                "(+%ld warm-up), window %ld, check %s\n",
                gw_comm_transport(comm), size, o.sw.iters, o.sw.warmup, o.window,
                o.check ? "on" : "off");
+        printf("# sends complete %s (GW_P2P_SEND=%s)\n",
+               gw_comm_p2p_send(comm) == GW_P2P_SEND_STANDARD
+                   ? "once the buffer may be reused, as MPI_Send"
+                   : "once the receiver accepted them, as MPI_Ssend (a receipt each)",
+               send_mode_name(comm));
         printf("# GB/s = 1e9 bytes/s; latency is one way (half the round trip)\n#\n");
         printf("# %10s %10s %11s %10s %9s %9s %9s %9s %8s\n", "size(B)", "uni(GB/s)", "bidir(GB/s)",
                "lat_p50", "lat_p90", "lat_p99", "lat_min", "lat_max", "#wrong");

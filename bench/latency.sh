@@ -4,7 +4,10 @@
 # (gradwire shm, Open MPI btl vader) and loopback TCP (gradwire tcp, Open
 # MPI btl tcp), ranks bound to cores and unbound; and the point-to-point
 # ping-pong of 2 ranks (gradwire-bench p2p -m lat against
-# bench/peers/mpi_pingpong, both osu_latency's half round trip).
+# bench/peers/mpi_pingpong, both osu_latency's half round trip) twice:
+# standard sends (GW_P2P_SEND=standard against MPI_Send, "pingpong-standard")
+# and synchronous ones (gradwire's default against MPI_Ssend,
+# "pingpong-sync").
 #
 #   bench/latency.sh [--build DIR] [--json FILE] [-b MIN] [-e MAX]
 #                    [--ranks "2 4"] [--binds "core none"]
@@ -123,16 +126,17 @@ for rep in $(seq 1 "$REPS"); do
                     --oversubscribe -np "$n" --bind-to "$mpibind" --mca btl "$(btl "$tr")" \
                     $(mpi_tcp_opts "$tr") "$MPI_AR" -b "$MINB" -e "$MAXB" -n "$ITERS" \
                     -w "$WARMUP" -c 0
-                if [ "$n" = 2 ]; then
-                    run pingpong gradwire "$tr" 2 "$bind" "$rep" env GW_TRANSPORT="$tr" \
-                        "$GW" launch -n 2 --bind "$bind" -- "$BENCH" p2p -m lat -f 2 \
-                        -b "$MINB" -e "$MAXB" -n "$ITERS" -w "$WARMUP" -c 0
+                for send in standard sync; do
+                    [ "$n" = 2 ] || continue
+                    run "pingpong-$send" gradwire "$tr" 2 "$bind" "$rep" env GW_TRANSPORT="$tr" \
+                        GW_P2P_SEND="$send" "$GW" launch -n 2 --bind "$bind" -- "$BENCH" p2p \
+                        -m lat -f 2 -b "$MINB" -e "$MAXB" -n "$ITERS" -w "$WARMUP" -c 0
                     # shellcheck disable=SC2046
-                    run pingpong openmpi "$tr" 2 "$bind" "$rep" mpirun --allow-run-as-root \
+                    run "pingpong-$send" openmpi "$tr" 2 "$bind" "$rep" mpirun --allow-run-as-root \
                         --oversubscribe -np 2 --bind-to "$mpibind" --mca btl "$(btl "$tr")" \
                         $(mpi_tcp_opts "$tr") "$MPI_PP" -b "$MINB" -e "$MAXB" -n "$ITERS" \
-                        -w "$WARMUP"
-                fi
+                        -w "$WARMUP" $([ "$send" = sync ] && echo --sync)
+                done
             done
         done
     done

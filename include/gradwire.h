@@ -855,19 +855,54 @@ GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
  * transport; only the two ranks take part. The n-th gw_send from a to b
  * meets the n-th gw_recv that b posts for a, with the same count and
  * dtype, or both fail with GW_ERR_MISMATCH (the receive's buffer not
- * written). Sends are synchronous: one completes when the receiver has
- * accepted it, so two ranks that both gw_send first wait for each other
- * until GW_TIMEOUT_MS (use gw_sendrecv or gw_isend/gw_irecv for
- * exchanges). A rank must not start a collective while a peer still waits
- * for a message from it. Errors: GW_ERR_INVALID_ARG (NULL comm, peer out
- * of range or the caller, NULL buffer with count > 0, unknown dtype),
- * GW_ERR_OVERFLOW, GW_ERR_TIMEOUT (naming the peer), GW_ERR_REMOTE; any
- * failure breaks the communicator. Receipts: docs/design/architecture.md.
+ * written). Sends are synchronous by default (GW_P2P_SEND_SYNC, below):
+ * one completes when the receiver has accepted it, so two ranks that both
+ * gw_send first wait for each other until GW_TIMEOUT_MS (use gw_sendrecv
+ * or gw_isend/gw_irecv for exchanges). A rank must not start a collective
+ * while a peer still waits for a message from it. Errors:
+ * GW_ERR_INVALID_ARG (NULL comm, peer out of range or the caller, NULL
+ * buffer with count > 0, unknown dtype), GW_ERR_OVERFLOW, GW_ERR_TIMEOUT
+ * (naming the peer), GW_ERR_REMOTE; any failure breaks the communicator.
+ * Receipts: docs/design/architecture.md.
  */
 
+/* When a send (gw_send, gw_isend's handle, gw_sendrecv's send half, and
+ * the tagged forms) completes; GW_P2P_SEND chooses for communicators made
+ * from the environment, gw_comm_set_p2p_send for one communicator (and
+ * those it is shrunk, grown or split into).
+ *   GW_P2P_SEND_SYNC: once the receiver matched the message and accepted
+ *     it (MPI_Ssend). A message the receiver refuses fails the send itself
+ *     with GW_ERR_MISMATCH and the receiver's culprit; a send nobody
+ *     receives fails with GW_ERR_TIMEOUT naming the receiver. It costs a
+ *     receipt, one more frame the other way per message.
+ *   GW_P2P_SEND_STANDARD: as MPI_Send, once the buffer may be reused: a
+ *     small message is on its way (copied into the transport's buffers or
+ *     the receiver's eager slot), a large one has been taken by the
+ *     matching receive. No receipt: a ping-pong costs one frame each way.
+ *     The receiver still checks every message before a byte reaches its
+ *     buffer and fails with GW_ERR_MISMATCH naming the culprit, and the
+ *     sender learns it from the receiver's abort in a later call (at the
+ *     latest one that waits on that peer), not in the send, which returned
+ *     GW_OK. A small send to a rank that never receives returns GW_OK once
+ *     the pair is connected (GW_CONNECT=lazy connects it when both ranks
+ *     are in a call that uses it); the transport holds the message
+ *     (bounded: the socket, ring or slots a pair has) until the receiver
+ *     takes it, and later sends wait for room. */
+typedef enum gw_p2p_send {
+    GW_P2P_SEND_SYNC = 0,
+    GW_P2P_SEND_STANDARD = 1,
+} gw_p2p_send_t;
+
+/* Choose how comm's later sends complete (see above). The two ranks of a
+ * pair need not choose alike: it is the sender's choice. Errors:
+ * GW_ERR_INVALID_ARG (NULL comm, unknown mode). */
+GW_API gw_status_t gw_comm_set_p2p_send(gw_comm_t *comm, gw_p2p_send_t mode);
+/* How comm's sends complete now (GW_P2P_SEND_SYNC for NULL). */
+GW_API gw_p2p_send_t gw_comm_p2p_send(const gw_comm_t *comm);
+
 /* Send count elements of dtype from buf to rank peer; returns once the peer
- * matched and accepted the message (see Matching above) and buf may be
- * reused. */
+ * matched and accepted the message (see Matching above; under
+ * GW_P2P_SEND_STANDARD once buf may be reused). */
 GW_API gw_status_t gw_send(gw_comm_t *comm, const void *buf, size_t count, gw_dtype_t dtype,
                            int peer);
 

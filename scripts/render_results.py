@@ -152,7 +152,10 @@ CAMPAIGNS = {
         "repetitions go round every configuration, so that the machine's load falls on both. "
         "Allreduce: the in-place median of the slowest rank per iteration (gradwire-bench "
         "allreduce, bench/peers/mpi_allreduce); ping-pong: the median half round trip "
-        "(gradwire-bench p2p -m lat, bench/peers/mpi_pingpong, as osu_latency).",
+        "(gradwire-bench p2p -m lat, bench/peers/mpi_pingpong, as osu_latency), with standard "
+        "sends on both sides (GW_P2P_SEND=standard against MPI_Send: a send completes once its "
+        "buffer may be reused) and with synchronous ones (gradwire's default against MPI_Ssend: "
+        "once the receiver matched the message).",
     ),
     "torch-suite": (
         "torch's distributed test base: gradwire against gloo",
@@ -656,7 +659,9 @@ def sig(v):
 def body_soft_roce(doc):
     rows, bw = [], []
     for r in doc["results"]:
-        what = "bandwidth (GB/s)" if r["kind"] == "bandwidth" else "latency (us; gradwire p50)"
+        what = {"bandwidth": "bandwidth (GB/s)",
+                "latency-standard": "latency (us; gradwire p50, standard sends)"}.get(
+                    r["kind"], "latency (us; gradwire p50, synchronous sends)")
         # Only finite ratios: a perftest round that reported 0 is a failed
         # round, not an infinitely fast gradwire.
         ratios = [x for x in r["ratios"] if math.isfinite(x) and x > 0]
@@ -687,6 +692,17 @@ def body_soft_roce(doc):
         p.get("hosts"), p.get("transport"), p.get("rounds"), p.get("mib_per_round")), text, plots)
 
 
+# The latency campaign's kinds of run (bench/latency.sh), as the page names
+# them, and the MPI call each ping-pong's peer sends with.
+LATENCY_KINDS = {
+    "allreduce": "allreduce",
+    "pingpong": "ping-pong (half round trip)",
+    "pingpong-standard": "ping-pong (half round trip), standard sends (GW_P2P_SEND=standard; MPI_Send)",
+    "pingpong-sync": "ping-pong (half round trip), synchronous sends (gradwire's default; MPI_Ssend)",
+}
+LATENCY_PEER_SEND = {"pingpong-standard": ", MPI_Send", "pingpong-sync": ", MPI_Ssend"}
+
+
 def body_latency(doc):
     p = doc.get("params", {})
     groups = {}
@@ -706,13 +722,14 @@ def body_latency(doc):
                         "%d / %d" % (len(r["gradwire_us"]), len(r["openmpi_us"]))])
             gser.append((r["size"], g))
             mser.append((r["size"], m))
-        what = "allreduce" if kind == "allreduce" else "ping-pong (half round trip)"
+        what = LATENCY_KINDS.get(kind, kind)
+        mpi = peer.get(tr, "Open MPI") + LATENCY_PEER_SEND.get(kind, "")
         text += ["%s, %s, %d ranks, %s:" % (what, tr, n, "bound to cores" if bind == "core" else "unbound"), "",
-                 md_table(["size", "gradwire (us)", "%s (us)" % peer.get(tr, "Open MPI"),
+                 md_table(["size", "gradwire (us)", "%s (us)" % mpi,
                            "gradwire / Open MPI", "runs"], out, ["---:", "---:", "---:", "---:", "---:"]), ""]
         plots.append(("%s-%s-%d-%s" % (kind, tr, n, bind), "%s over %s, %d ranks, %s: time against size"
                       % (what, tr, n, "bound" if bind == "core" else "unbound"), "size (bytes)", "time (us)",
-                      "size", True, [("gradwire", gser), (peer.get(tr, "Open MPI"), mser)]))
+                      "size", True, [("gradwire", gser), (mpi, mser)]))
     head = ["Times in microseconds, the median over the runs of each run's median; a ratio below 1 is "
             "gradwire faster. The target of issue 30 (every size at or below Open MPI's time) is met "
             "in %d of the %d rows measured in this run%s." % (

@@ -6,9 +6,12 @@
  * sees it. The table gives the median, 90th and 99th percentiles, least
  * and most over the timed iterations, in microseconds; --json writes the
  * same rows with the keys of gradwire-bench p2p's lat_us, so that
- * bench/latency.sh reads both alike.
+ * bench/latency.sh reads both alike. With --sync the sends are MPI_Ssend,
+ * which complete only once the receive matched them: the peer of
+ * gradwire's default synchronous sends (GW_P2P_SEND=sync); MPI_Send is
+ * the peer of GW_P2P_SEND=standard.
  *
- *   mpirun -np 2 ./mpi_pingpong -b 8 -e 64K [-n 1000] [-w 100] [--json out.json]
+ *   mpirun -np 2 ./mpi_pingpong -b 8 -e 64K [-n 1000] [-w 100] [--sync] [--json out.json]
  *
  * Sizes double from -b to -e. Transport choice belongs to mpirun (--mca
  * btl tcp,self or vader,self for Open MPI). Other ranks than 0 and 1 only
@@ -38,8 +41,9 @@ static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
             "usage: mpirun -np 2 [mpirun options] %s [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] "
-            "[--json FILE]\n"
-            "MPI ping-pong latency (half the round trip), as osu_latency.\n",
+            "[--sync] [--json FILE]\n"
+            "MPI ping-pong latency (half the round trip), as osu_latency; --sync: MPI_Ssend "
+            "instead of MPI_Send.\n",
             prog);
 }
 
@@ -52,6 +56,7 @@ int main(int argc, char **argv)
     size_t minb = 8, maxb = 64 * 1024;
     int iters = 1000, warmup = 100;
     const char *json = NULL;
+    int sync = 0;
     for (int i = 1; i < argc; i++) {
         int more = i + 1 < argc;
         if (!strcmp(argv[i], "-b") && more && peer_parse_size(argv[i + 1], &minb) == 0) {
@@ -62,6 +67,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "-w") && more && atoi(argv[i + 1]) >= 0) {
             warmup = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--sync")) {
+            sync = 1;
         } else if (!strcmp(argv[i], "--json") && more) {
             json = argv[++i];
         } else {
@@ -94,28 +101,29 @@ int main(int argc, char **argv)
         char *nl = strchr(ver, '\n');
         if (nl)
             *nl = '\0';
-        printf("# %s\n# %8s %10s %10s %10s %10s %10s\n", ver, "size", "p50_us", "p90_us", "p99_us",
-               "min_us", "max_us");
+        printf("# %s, %s\n# %8s %10s %10s %10s %10s %10s\n", ver, sync ? "MPI_Ssend" : "MPI_Send",
+               "size", "p50_us", "p90_us", "p99_us", "min_us", "max_us");
         if (json && !(jf = fopen(json, "w"))) {
             fprintf(stderr, "%s: cannot write %s\n", argv[0], json);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         if (jf)
             fprintf(jf,
-                    "{\"benchmark\": \"pingpong\", \"library\": \"openmpi\", \"ranks\": %d, "
-                    "\"iters\": %d, \"warmup_iters\": %d, \"results\": [",
-                    size, iters, warmup);
+                    "{\"benchmark\": \"pingpong\", \"library\": \"openmpi\", \"send\": \"%s\", "
+                    "\"ranks\": %d, \"iters\": %d, \"warmup_iters\": %d, \"results\": [",
+                    sync ? "MPI_Ssend" : "MPI_Send", size, iters, warmup);
     }
+    int (*send)(const void *, int, MPI_Datatype, int, int, MPI_Comm) = sync ? MPI_Ssend : MPI_Send;
     for (size_t b = minb; b <= maxb; b *= 2) {
         MPI_Barrier(MPI_COMM_WORLD);
         for (int i = -warmup; i < iters; i++) {
             double t0 = MPI_Wtime();
             if (rank == 0) {
-                MPI_Send(sbuf, (int)b, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+                send(sbuf, (int)b, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
                 MPI_Recv(rbuf, (int)b, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             } else if (rank == 1) {
                 MPI_Recv(rbuf, (int)b, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(sbuf, (int)b, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+                send(sbuf, (int)b, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
             }
             if (i >= 0)
                 lat[i] = (MPI_Wtime() - t0) * 1e6 / 2;

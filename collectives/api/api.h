@@ -32,6 +32,7 @@ typedef struct gw_comm_resolved {
     const char *ifname;
     int nsocks;
     gw_algo_t algo;
+    gw_p2p_send_t p2p_send; /* GW_P2P_SEND */
     size_t chunk_bytes;
     gw_select_mode_t mode; /* from transport */
     int lazy;              /* GW_CONNECT: lazy (default) or eager */

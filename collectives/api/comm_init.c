@@ -56,6 +56,19 @@ gw_status_t gw_comm_set_algo(gw_comm_t *comm, gw_algo_t algo)
     return GW_OK;
 }
 
+gw_status_t gw_comm_set_p2p_send(gw_comm_t *comm, gw_p2p_send_t mode)
+{
+    if (!comm || (mode != GW_P2P_SEND_SYNC && mode != GW_P2P_SEND_STANDARD))
+        return GW_ERR_INVALID_ARG;
+    comm->p2p_send = mode;
+    return GW_OK;
+}
+
+gw_p2p_send_t gw_comm_p2p_send(const gw_comm_t *comm)
+{
+    return comm ? comm->p2p_send : GW_P2P_SEND_SYNC;
+}
+
 /* value if the caller's config gives one; else the variable name, which
  * must be well formed if it is set (unset: NULL, the default). */
 static gw_status_t env_or(const gw_logger_t *lg, const char *value, gw_env_id_t id,
@@ -152,6 +165,10 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
     if (gw__env_choice(lg, GW_ENV_CONNECT, &connect) != GW_OK)
         return GW_ERR_CONFIG;
     r->lazy = connect == 0;
+    int p2p_send;
+    if (gw__env_choice(lg, GW_ENV_P2P_SEND, &p2p_send) != GW_OK)
+        return GW_ERR_CONFIG;
+    r->p2p_send = p2p_send == 1 ? GW_P2P_SEND_STANDARD : GW_P2P_SEND_SYNC;
     if (gw__env_int(lg, GW_ENV_CHUNK_BYTES, &v) != GW_OK)
         return GW_ERR_CONFIG;
     r->chunk_bytes = (size_t)v;
@@ -288,6 +305,7 @@ static gw_status_t comm_init(const gw_config_t *cfg, gw_comm_t **out, int *culpr
     comm->size = r.size;
     comm->timeout_ms = r.timeout_ms;
     comm->algo = r.algo;
+    comm->p2p_send = r.p2p_send;
     /* Measured figures (gradwire-bench tune) replace the defaults; GW_ALGO
      * and GW_CHUNK_BYTES, resolved above, still override what they set.
      * The file is read now, the transports' defaults under it are set

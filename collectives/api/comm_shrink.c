@@ -95,12 +95,15 @@ gw_status_t gw__comm_rebuild(gw_comm_t *comm, int rank, int size, const char *ro
     cfg.algo = comm->algo;
     int culprit = -1;
     gw_status_t st = gw_comm_init_culprit(&cfg, out, &culprit);
-    if (st != GW_OK)
+    if (st != GW_OK) {
         GW_ERROR(&comm->log, "api", "%s (%s): its rank %d is to blame", failure, gw_status_str(st),
                  culprit);
-    else /* rank 0: the job's root address goes on with it, for joiners */
-        gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
-    return st;
+        return st;
+    }
+    (*out)->p2p_send = comm->p2p_send; /* a gw_comm_set_p2p_send goes on */
+    /* rank 0: the job's root address goes on with it, for joiners */
+    gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
+    return GW_OK;
 }
 
 /* The shrunk communicator: rank `rank` of `size`, rooted at `root`. */

@@ -135,6 +135,7 @@ static gw_status_t make_child(gw_comm_t *parent, const member_t *members, int n,
     child->log.slot = &child->last_error; /* its own errors, not its parent's */
     child->timeout_ms = parent->timeout_ms;
     child->algo = parent->algo;
+    child->p2p_send = parent->p2p_send;
     child->tuning = parent->tuning;
     child->chunk_bytes = parent->chunk_bytes;
     child->failed = GW_OK;

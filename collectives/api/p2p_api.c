@@ -18,14 +18,17 @@
  * message conflicts with: messages of other peers' next collective may
  * arrive meanwhile, and that is fine.
  *
- * Receipts. Every send posted here asks for one (gw__p2p_isend_receipt,
- * GW_REQ_RECEIPT in transport.h): it completes only once the receiver's
- * transport has matched it against the receive and accepted it, so a
- * mismatch fails the sender's own call, with the receiver's verdict (its
- * abort carries status and culprit), instead of the call after it. The
- * collectives' sends do not ask: their results are checked anyway. A
- * handle that completed keeps its outcome even when the communicator fails
- * afterwards (finish()): the message was delivered.
+ * Receipts. Under GW_P2P_SEND_SYNC, the default, every send posted here
+ * asks for one (gw__p2p_isend_public, GW_REQ_RECEIPT in transport.h): it
+ * completes only once the receiver's transport has matched it against the
+ * receive and accepted it, so a mismatch fails the sender's own call, with
+ * the receiver's verdict (its abort carries status and culprit), instead
+ * of the call after it. Under GW_P2P_SEND_STANDARD (gw_comm_set_p2p_send)
+ * they ask for none, as the collectives' sends never do: a send completes
+ * when its buffer may be reused, and the receiver's verdict on it reaches
+ * the sender with the receiver's abort, in a later call. A handle that
+ * completed keeps its outcome even when the communicator fails afterwards
+ * (finish()): the message was delivered (sync) or handed over (standard).
  *
  * Non-blocking calls. gw_isend and gw_irecv post the same request as the
  * blocking calls, inside a heap handle, and return; nothing runs in the
@@ -121,7 +124,7 @@ static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind,
     if (st != GW_OK)
         return st;
     gw__tag_p2p(comm, gw__sig_p2p(count, dtype));
-    st = kind == GW_REQ_SEND ? gw__p2p_isend_receipt(comm, peer, buf, nbytes, req)
+    st = kind == GW_REQ_SEND ? gw__p2p_isend_public(comm, peer, buf, nbytes, req)
                              : gw__p2p_irecv(comm, peer, buf, nbytes, req);
     if (st != GW_OK) {
         gw__device_p2p_release(comm, *pinned);
@@ -152,7 +155,7 @@ static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t
     if ((st = gw__p2p_irecv(comm, src, ruse, rbytes, &rreq)) != GW_OK)
         goto out;
     gw__tag_p2p(comm, gw__sig_p2p(sendcount, dtype));
-    if ((st = gw__p2p_isend_receipt(comm, dst, suse, sbytes, &sreq)) != GW_OK)
+    if ((st = gw__p2p_isend_public(comm, dst, suse, sbytes, &sreq)) != GW_OK)
         goto out;
     gw_request_t *reqs[2] = {&sreq, &rreq};
     st = wait_reqs(comm, reqs, 2);

@@ -52,6 +52,8 @@ struct gw_comm {
     gw_log_slot_t last_error;
     int timeout_ms;
     gw_algo_t algo; /* GW_ALGO_AUTO: cost model */
+    /* GW_P2P_SEND_STANDARD: public sends ask for no receipt (p2p_api.c) */
+    gw_p2p_send_t p2p_send;
     gw_bootstrap_t *bootstrap;
     gw_transport_t *transport; /* NULL when size == 1 */
     gw_tuning_t tuning;

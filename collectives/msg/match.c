@@ -31,9 +31,11 @@
  * fails the communicator with GW_ERR_NO_MEMORY naming its sender: never a
  * silent drop. Count and dtype are checked when a message meets its
  * receive (the signature and the length): GW_ERR_MISMATCH naming the
- * sender, whose send fails with that verdict (the abort carries it). Sends
+ * sender, whose send (or, under GW_P2P_SEND_STANDARD, a later call) fails
+ * with that verdict (the abort carries it). Under GW_P2P_SEND_SYNC sends
  * ask for a receipt, so one completes once the receiver took the message
- * in, matched or held.
+ * in, matched or held; under GW_P2P_SEND_STANDARD when its buffer may be
+ * reused.
  */
 #include "collectives/msg/match.h"
 
@@ -122,7 +124,7 @@ gw_status_t gw__match_send(gw_comm_t *comm, int peer, int tag, const void *buf, 
         return gw__comm_fail(comm, GW_ERR_UNSUPPORTED);
     }
     comm->tag = gw__match_tag(comm, tag, sig);
-    return gw__p2p_isend_receipt(comm, peer, buf, len, req);
+    return gw__p2p_isend_public(comm, peer, buf, len, req);
 }
 
 static int accepts(const gw_handle_t *h, int source, int tag)

@@ -64,10 +64,11 @@ gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len
     return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, 0, req);
 }
 
-gw_status_t gw__p2p_isend_receipt(gw_comm_t *comm, int peer, const void *buf, size_t len,
-                                  gw_request_t *req)
+gw_status_t gw__p2p_isend_public(gw_comm_t *comm, int peer, const void *buf, size_t len,
+                                 gw_request_t *req)
 {
-    return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, GW_REQ_RECEIPT, req);
+    unsigned flags = comm->p2p_send == GW_P2P_SEND_SYNC ? GW_REQ_RECEIPT : 0;
+    return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, flags, req);
 }
 
 gw_status_t gw__p2p_irecv(gw_comm_t *comm, int peer, void *buf, size_t len, gw_request_t *req)

@@ -667,6 +667,38 @@ static PyObject *comm_get_transport(PyObject *obj, void *unused)
     return PyUnicode_FromString(gw_comm_transport(((gwpy_comm *)obj)->comm));
 }
 
+/* p2p_send: "sync" or "standard" (gw_comm_set_p2p_send). */
+static PyObject *comm_get_p2p_send(PyObject *obj, void *unused)
+{
+    (void)unused;
+    gwpy_comm *self = (gwpy_comm *)obj;
+    if (gwpy_comm_enter(self) == NULL)
+        return NULL;
+    return PyUnicode_FromString(gw_comm_p2p_send(self->comm) == GW_P2P_SEND_STANDARD ? "standard"
+                                                                                     : "sync");
+}
+
+static int comm_set_p2p_send(PyObject *obj, PyObject *value, void *unused)
+{
+    (void)unused;
+    gwpy_comm *self = (gwpy_comm *)obj;
+    const char *s = value && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : NULL;
+    if (!s || (strcmp(s, "sync") != 0 && strcmp(s, "standard") != 0)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "p2p_send must be 'sync' or 'standard'");
+        return -1;
+    }
+    if (gwpy_comm_enter(self) == NULL)
+        return -1;
+    gw_p2p_send_t mode = strcmp(s, "standard") == 0 ? GW_P2P_SEND_STANDARD : GW_P2P_SEND_SYNC;
+    gw_status_t st = gw_comm_set_p2p_send(self->comm, mode);
+    if (st != GW_OK) {
+        gwpy_raise(st, "p2p_send", gw_comm_culprit(self->comm), gwpy_reason(self->comm));
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *comm_get_closed(PyObject *obj, void *unused)
 {
     (void)unused;
@@ -759,6 +791,10 @@ static PyGetSetDef comm_getset[] = {
     {"culprit", comm_get_int, NULL, "The rank blamed for the failure, or None.", (void *)2},
     {"transport", comm_get_transport, NULL, "The transport in use (shm, tcp, ib, a mix).", NULL},
     {"closed", comm_get_closed, NULL, "Whether close() was called.", NULL},
+    {"p2p_send", comm_get_p2p_send, comm_set_p2p_send,
+     "How sends complete: 'sync' (once the receiver accepted them) or 'standard' (as MPI_Send); "
+     "GW_P2P_SEND by default.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

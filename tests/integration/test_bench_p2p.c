@@ -83,20 +83,22 @@ Test(bench_p2p, every_pair_in_rounds_even, .timeout = 300) { pairs("4", "tcp", "
 Test(bench_p2p, every_pair_in_rounds_odd, .timeout = 300) { pairs("5", "shm", "all", "5", "2"); }
 Test(bench_p2p, every_pair_one_at_a_time, .timeout = 300) { pairs("4", "tcp", "serial", "6", "1"); }
 
-/* The default: ranks 0 and 1 only, every mode, both transports; other
- * ranks leave at once. */
-Test(bench_p2p, first_pair_every_mode, .timeout = 120)
+/* The default: ranks 0 and 1 only, every mode, both transports, sends
+ * completing with receipts (sync) and without (standard); other ranks
+ * leave at once. */
+Test(bench_p2p, first_pair_every_mode, .timeout = 200)
 {
     const char *transports[] = {"tcp", "shm"};
-    for (int i = 0; i < 2; i++) {
-        char tr[64];
-        snprintf(tr, sizeof(tr), "GW_TRANSPORT=%s", transports[i]);
+    for (int i = 0; i < 4; i++) {
+        char tr[64], mode[64];
+        snprintf(tr, sizeof(tr), "GW_TRANSPORT=%s", transports[i % 2]);
+        snprintf(mode, sizeof(mode), "GW_P2P_SEND=%s", i < 2 ? "sync" : "standard");
         char *argv[] = {LAUNCHER, "launch", "-n", "3",  "--", BENCH, "p2p", "-b", "8",
                         "-e",     "1M",     "-f", "32", "-n", "20",  "-w",  "2",  NULL};
-        char *env[] = {"GW_TIMEOUT_MS=60000", tr, NULL};
+        char *env[] = {"GW_TIMEOUT_MS=60000", tr, mode, NULL};
         run_result_t r = run_cmd(argv, env, 100);
-        cr_assert(r.exited && r.status == 0, "p2p over %s failed (%d):\n%s", transports[i],
-                  r.status, r.output);
+        cr_assert(r.exited && r.status == 0, "p2p over %s, %s, failed (%d):\n%s", transports[i % 2],
+                  mode, r.status, r.output);
         cr_expect(strstr(r.output, "rank 0 <-> rank 1"), "%s", r.output);
         cr_expect(strstr(r.output, "# wrong bytes: 0 (rank 0: 0, rank 1: 0)"), "%s", r.output);
         int rows = 0;

@@ -200,15 +200,20 @@ static int culprit_of(const char *out, int rank)
  * flight differs and the two before it must succeed on both ranks; in
  * p2p_sendrecv count and zero change one rank's receive only, so the other
  * rank's error can come only from its send half. */
-static void expect_p2p_mismatch(const char *transport, const char *form, const char *what, int odd)
+/* ... with sends completing as p2p_send says (GW_P2P_SEND); returned_ok:
+ * the rank whose own call must have returned GW_OK (a standard send: the
+ * worker's receive after it reports), -1 for none. */
+static void expect_p2p_mismatch_as(const char *transport, const char *form, const char *what,
+                                   int odd, const char *p2p_send, int returned_ok)
 {
     char oddstr[16];
     snprintf(oddstr, sizeof(oddstr), "%d", odd);
     char *argv[] = {LAUNCHER,     "launch",     "-n",   "2",    "--", WORKER,
                     (char *)form, (char *)what, oddstr, "1024", NULL};
-    char trenv[64];
+    char trenv[64], modeenv[64];
     snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transport);
-    char *env[] = {trenv, "GW_TIMEOUT_MS=60000", NULL};
+    snprintf(modeenv, sizeof(modeenv), "GW_P2P_SEND=%s", p2p_send);
+    char *env[] = {trenv, "GW_TIMEOUT_MS=60000", modeenv, NULL};
     run_result_t r = run_cmd(argv, env, 90);
     cr_assert(!r.timed_out, "%s %s, rank %d differs, over %s: hung:\n%s", form, what, odd,
               transport, r.output);
@@ -228,7 +233,23 @@ static void expect_p2p_mismatch(const char *transport, const char *form, const c
               what, odd, transport, c0, c1, r.output);
     cr_assert(r.seconds < PROMPT_S, "%s %s over %s: the mismatch took %.1f s to report", form, what,
               transport, r.seconds);
+    if (returned_ok >= 0) {
+        char line[64];
+        snprintf(line, sizeof(line), "rank %d: GW_ERR_MISMATCH after", returned_ok);
+        const char *at = strstr(r.output, line);
+        const char *eol = at ? strchr(at, '\n') : NULL;
+        const char *ok = at ? strstr(at, "(the call returned GW_OK") : NULL;
+        cr_assert(ok && (!eol || ok < eol),
+                  "%s %s over %s, %s sends: rank %d's own call did not return GW_OK, as a send "
+                  "that needs no receipt does:\n%s",
+                  form, what, transport, p2p_send, returned_ok, r.output);
+    }
     free(r.output);
+}
+
+static void expect_p2p_mismatch(const char *transport, const char *form, const char *what, int odd)
+{
+    expect_p2p_mismatch_as(transport, form, what, odd, "sync", -1);
 }
 
 /* The receiver takes every message of the window in one progress round: it
@@ -260,6 +281,66 @@ Test(mismatch, point_to_point_length_and_dtype, .timeout = 600)
                     if ((strcmp(forms[f], "p2p_window") != 0 || strcmp(whats[w], "kind") != 0) &&
                         (!sanitized || odd == (int)((t + f + w) % 2)))
                         expect_p2p_mismatch(transports[t], forms[f], whats[w], odd);
+}
+
+/* Standard completion (GW_P2P_SEND=standard, as MPI_Send): no receipt, so
+ * a refused message's send returns GW_OK, and the sender learns the
+ * receiver's verdict in its next call that waits on the receiver (the
+ * worker's receive after the call, "this is a receive after it"): both
+ * ranks still report GW_ERR_MISMATCH promptly, blaming the same rank, and
+ * the receiver's buffer is untouched. Which rank differs is chosen so
+ * that each form has its sender's call succeed: the receiver expecting
+ * more (count), the sender sending another dtype, a window's odd message,
+ * a sendrecv whose receive half differs, the receiver in a barrier
+ * instead (kind). */
+Test(mismatch, point_to_point_standard_sends_learn_the_verdict_later, .timeout = 600)
+{
+    /* returned_ok: the sender whose call succeeded (the window's odd
+     * message may still be in the pair's buffers or not when the verdict
+     * comes: either is right, so it is not asserted). */
+    struct {
+        const char *form, *what;
+        int odd, returned_ok;
+    } c[] = {{"p2p", "count", 1, 0},
+             {"p2p", "dtype", 0, 0},
+             {"p2p", "kind", 1, 0},
+             {"p2p_window", "zero", 0, -1},
+             {"p2p_sendrecv", "count", 0, 1}};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+            if (sanitized && (t + i) % 2)
+                continue;
+            expect_p2p_mismatch_as(transports[t], c[i].form, c[i].what, c[i].odd, "standard",
+                                   c[i].returned_ok);
+        }
+}
+
+/* Under standard completion a small send to a rank that never receives
+ * returns GW_OK (the pair holds it), but one larger than anything the pair
+ * buffers waits for the receive and fails with GW_ERR_TIMEOUT naming the
+ * receiver: never a hang. */
+Test(mismatch, point_to_point_standard_unmatched_large_send_times_out, .timeout = 120)
+{
+    for (size_t t = 0; t < 2; t++) {
+        char *argv[] = {LAUNCHER,        "launch", "-n", "2",    "--", WORKER,
+                        "p2p_unmatched", "count",  "9",  "1024", NULL};
+        char trenv[64];
+        snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transports[t]);
+        char *env[] = {trenv, "GW_TIMEOUT_MS=1000", "GW_P2P_SEND=standard", NULL};
+        run_result_t r = run_cmd(argv, env, 60);
+        cr_assert(!r.timed_out, "unmatched standard send over %s: hung:\n%s", transports[t],
+                  r.output);
+        cr_assert(strstr(r.output, "rank 0: the small send: GW_OK"),
+                  "over %s: the small standard send did not complete:\n%s", transports[t],
+                  r.output);
+        cr_assert(r.exited && r.status == 0,
+                  "unmatched large standard send over %s: rank 0 did not fail with "
+                  "GW_ERR_TIMEOUT naming rank 1:\n%s",
+                  transports[t], r.output);
+        cr_assert(strstr(r.output, "rank 0: GW_ERR_TIMEOUT after"), "over %s:\n%s", transports[t],
+                  r.output);
+        free(r.output);
+    }
 }
 
 /* A receipt that never comes (the receiver posts no receive) is a stall

@@ -16,26 +16,34 @@
 
 static const char *const transports[] = {"tcp", "shm"};
 
-/* Run worker_tagged MODE on n ranks over transport; the output. */
-static run_result_t run_mode(const char *transport, int n, const char *mode, const char *timeout)
+/* Run worker_tagged MODE on n ranks over transport, sends completing as
+ * p2p_send says (GW_P2P_SEND); the output. */
+static run_result_t run_mode_as(const char *transport, int n, const char *mode, const char *timeout,
+                                const char *p2p_send)
 {
     char nstr[16];
     snprintf(nstr, sizeof(nstr), "%d", n);
     char *argv[] = {LAUNCHER, "launch", "-n", nstr, "--", WORKER, (char *)mode, NULL};
-    char trenv[64], toenv[64];
+    char trenv[64], toenv[64], modeenv[64];
     snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transport);
     snprintf(toenv, sizeof(toenv), "GW_TIMEOUT_MS=%s", timeout);
-    char *env[] = {trenv, toenv, NULL};
+    snprintf(modeenv, sizeof(modeenv), "GW_P2P_SEND=%s", p2p_send);
+    char *env[] = {trenv, toenv, modeenv, NULL};
     run_result_t r = run_cmd(argv, env, 60);
     cr_assert(!r.timed_out, "%s over %s on %d ranks: hung:\n%s", mode, transport, n, r.output);
     return r;
 }
 
+static run_result_t run_mode(const char *transport, int n, const char *mode, const char *timeout)
+{
+    return run_mode_as(transport, n, mode, timeout, "sync");
+}
+
 /* Every rank reports OK and the job exits 0. */
-static void expect_ok(int n, const char *mode)
+static void expect_ok_as(int n, const char *mode, const char *p2p_send)
 {
     for (size_t t = 0; t < sizeof(transports) / sizeof(transports[0]); t++) {
-        run_result_t r = run_mode(transports[t], n, mode, "20000");
+        run_result_t r = run_mode_as(transports[t], n, mode, "20000", p2p_send);
         cr_assert(r.exited && r.status == 0, "%s over %s on %d ranks failed:\n%s", mode,
                   transports[t], n, r.output);
         for (int rank = 0; rank < n; rank++) {
@@ -47,6 +55,8 @@ static void expect_ok(int n, const char *mode)
         free(r.output);
     }
 }
+
+static void expect_ok(int n, const char *mode) { expect_ok_as(n, mode, "sync"); }
 
 Test(p2p_tagged, tags_and_any_tag, .timeout = 120) { expect_ok(2, "tags"); }
 
@@ -78,6 +88,23 @@ static void expect_lines_within(int n, const char *mode, const char *const *line
 static void expect_lines(int n, const char *mode, const char *const *lines)
 {
     expect_lines_within(n, mode, lines, "30000", 25);
+}
+
+/* Standard completion (GW_P2P_SEND=standard): the schedules that depend
+ * on tags and any-source receives give the same values when sends
+ * complete without receipts. */
+Test(p2p_tagged, standard_sends_pipeline_and_moe, .timeout = 120)
+{
+    expect_ok_as(4, "pipeline", "standard");
+    expect_ok_as(4, "moe", "standard");
+}
+
+/* Messages whose standard sends returned are delivered even though their
+ * sender destroyed its communicator and exited before anything received
+ * them (as MPI_Send followed by MPI_Finalize). */
+Test(p2p_tagged, standard_sends_arrive_after_the_sender_left, .timeout = 120)
+{
+    expect_ok(2, "leave");
 }
 
 Test(p2p_tagged, count_mismatch_blames_the_sender, .timeout = 120)

@@ -43,6 +43,15 @@
  * its status is GW_ERR_MISMATCH and its buffer intact, 1 otherwise. In the
  * point-to-point forms that status is the call's own: a sender whose send
  * returned GW_OK has failed, whatever its next call would say.
+ *
+ * Under GW_P2P_SEND=standard (gradwire.h, gw_p2p_send_t) a send completes
+ * once its buffer may be reused, so a refused message's sender learns the
+ * verdict in a later call: a point-to-point form whose call returned GW_OK
+ * then receives one element from the peer (which never sends it), and
+ * that receive's status is the rank's ("then STATUS" in the line). In
+ * p2p_unmatched rank 0 first sends a small message, which must return
+ * GW_OK (the pair holds it), then BIG_BYTES, more than any pair buffers,
+ * which must fail with GW_ERR_TIMEOUT naming rank 1.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -50,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,12 +67,20 @@
 
 #define COUNT 1024
 #define CANARY 0x5A
-#define WINDOW 5      /* messages in flight in p2p_window */
-#define P2P_ODD_MSG 2 /* the one that differs (0-based: the third) */
-#define LATE_MS 300   /* how long p2p_window_late's receiver waits */
-#define STALL_MS 500  /* then how long its log, and so its abort, stalls */
+#define WINDOW 5                      /* messages in flight in p2p_window */
+#define P2P_ODD_MSG 2                 /* the one that differs (0-based: the third) */
+#define LATE_MS 300                   /* how long p2p_window_late's receiver waits */
+#define STALL_MS 500                  /* then how long its log, and so its abort, stalls */
+#define BIG_BYTES ((size_t)256 << 20) /* p2p_unmatched's large standard send */
 
 static int is_window(const char *coll) { return strncmp(coll, "p2p_window", 10) == 0; }
+
+/* GW_P2P_SEND=standard: sends complete without the receiver's word. */
+static int standard_sends(void)
+{
+    const char *v = getenv("GW_P2P_SEND");
+    return v && strcasecmp(v, "standard") == 0;
+}
 
 static void sleep_ms(long ms)
 {
@@ -262,6 +280,20 @@ static gw_status_t run(gw_comm_t *comm, const call_t *c, void *send, void *recv)
         return gw_recv(comm, recv, c->count, c->dtype, 0);
     }
     if (strcmp(k, "p2p_unmatched") == 0) {
+        /* Connected first (a pair connecting on first use needs both
+         * ranks in a call): what is tested is the message, not the dial. */
+        if (standard_sends() && gw_barrier(comm) != GW_OK)
+            return GW_ERR_PROTOCOL;
+        if (gw_comm_rank(comm) == 0 && standard_sends()) {
+            gw_status_t st = gw_send(comm, send, c->count, c->dtype, 1);
+            printf("rank 0: the small send: %s\n", gw_status_name(st));
+            if (st != GW_OK)
+                return GW_ERR_PROTOCOL;
+            uint8_t *big = calloc(1, BIG_BYTES);
+            st = big ? gw_send(comm, big, BIG_BYTES, GW_UINT8, 1) : GW_ERR_NO_MEMORY;
+            free(big);
+            return st;
+        }
         if (gw_comm_rank(comm) == 0)
             return gw_send(comm, send, c->count, c->dtype, 1);
         const char *ms = getenv("GW_TIMEOUT_MS");
@@ -349,8 +381,17 @@ int main(int argc, char **argv)
     memset(recv, CANARY, cap);
     double t0 = now_ms();
     st = run(comm, &c, send, recv);
-    printf("rank %d: %s after %.0f ms, culprit %d\n", rank, gw_status_name(st), now_ms() - t0,
-           gw_comm_culprit(comm));
+    char then[64] = "";
+    if (st == GW_OK && standard_sends() && strncmp(c.coll, "p2p", 3) == 0 &&
+        strcmp(c.coll, "p2p_unmatched") != 0) {
+        /* The verdict on a message sent under standard completion comes
+         * with the receiver's abort: a call that waits on it gets it. */
+        float one;
+        st = gw_recv(comm, &one, 1, GW_FLOAT32, 1 - rank);
+        snprintf(then, sizeof(then), " (the call returned GW_OK; this is a receive after it)");
+    }
+    printf("rank %d: %s after %.0f ms, culprit %d%s\n", rank, gw_status_name(st), now_ms() - t0,
+           gw_comm_culprit(comm), then);
     fflush(stdout);
     int ok = st == GW_ERR_MISMATCH;
     if (strcmp(c.coll, "p2p_unmatched") == 0)

@@ -207,6 +207,19 @@ def test_p2p(comm):
     for h in hs:
         h.wait()
     check(np.all(got == prv), "and completes on its own thread")
+    # Standard completion (as MPI_Send): the same messages, no receipts.
+    check(comm.p2p_send == "sync", "sends are sync by default, not %r" % comm.p2p_send)
+    comm.p2p_send = "standard"
+    check(comm.p2p_send == "standard", "p2p_send set to standard")
+    x = np.arange(64, dtype=np.float32) + rank
+    got = comm.sendrecv(x, nxt, np.zeros_like(x), prv)
+    check(np.array_equal(got, np.arange(64, dtype=np.float32) + prv), "sendrecv with standard sends")
+    try:
+        comm.p2p_send = "eager"
+        check(False, "p2p_send = 'eager' was taken")
+    except ValueError as e:
+        check("'sync' or 'standard'" in str(e), "p2p_send refuses another word: %s" % e)
+    comm.p2p_send = "sync"
 
 
 def test_tagged(comm):

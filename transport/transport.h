@@ -97,6 +97,13 @@ typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;
 /* GW_REQ_GATED: the send's `gate` is set (gw_req_gate_t, below); without
  * the flag the field is never read. */
 #define GW_REQ_GATED 2u
+/* GW_REQ_ANNOUNCE: the send's receiver finds its messages by peek()
+ * (below: the tagged point-to-point calls). A transport whose receiver
+ * would learn of a message only once it posted a receive for it (verbs:
+ * a large message waits for the receiver's clear-to-send) tells the
+ * receiver of the message first, so that its peek() shows it. The
+ * others, whose messages' headers arrive anyway, ignore the flag. */
+#define GW_REQ_ANNOUNCE 4u
 
 /* The parts of one message that a composite transport sends over several
  * of its own (the verbs rails: transport/ib/ib_rails.c) share a gate: a
@@ -120,7 +127,7 @@ typedef struct gw_request {
     gw_msg_tag_t tag;
     void *buf; /* const for sends */
     size_t len;
-    unsigned flags;      /* GW_REQ_RECEIPT, GW_REQ_GATED or 0; the transport only reads it */
+    unsigned flags;      /* GW_REQ_RECEIPT, _GATED, _ANNOUNCE or 0; the transport only reads it */
     gw_req_gate_t *gate; /* GW_REQ_GATED sends: the gate of their message's parts */
     /* Written by the transport: */
     int complete;       /* set once, when the request finished or failed */

@@ -124,7 +124,7 @@ static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind,
     if (st != GW_OK)
         return st;
     gw__tag_p2p(comm, gw__sig_p2p(count, dtype));
-    st = kind == GW_REQ_SEND ? gw__p2p_isend_public(comm, peer, buf, nbytes, req)
+    st = kind == GW_REQ_SEND ? gw__p2p_isend_public(comm, peer, buf, nbytes, 0, req)
                              : gw__p2p_irecv(comm, peer, buf, nbytes, req);
     if (st != GW_OK) {
         gw__device_p2p_release(comm, *pinned);
@@ -155,7 +155,7 @@ static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t
     if ((st = gw__p2p_irecv(comm, src, ruse, rbytes, &rreq)) != GW_OK)
         goto out;
     gw__tag_p2p(comm, gw__sig_p2p(sendcount, dtype));
-    if ((st = gw__p2p_isend_public(comm, dst, suse, sbytes, &sreq)) != GW_OK)
+    if ((st = gw__p2p_isend_public(comm, dst, suse, sbytes, 0, &sreq)) != GW_OK)
         goto out;
     gw_request_t *reqs[2] = {&sreq, &rreq};
     st = wait_reqs(comm, reqs, 2);

@@ -119,12 +119,14 @@ gw_status_t gw__match_send(gw_comm_t *comm, int peer, int tag, const void *buf, 
                            &(size_t){0}) < 0) {
         GW_ERROR(&comm->log, "api",
                  "gw_isend_tagged: the %s transport to rank %d cannot carry tagged messages "
-                 "(shared memory and TCP can)",
+                 "(shared memory, TCP and verbs with one rail can)",
                  comm->transport->name, peer);
         return gw__comm_fail(comm, GW_ERR_UNSUPPORTED);
     }
     comm->tag = gw__match_tag(comm, tag, sig);
-    return gw__p2p_isend_public(comm, peer, buf, len, req);
+    /* The receiver takes it in by peek(): where only its clear-to-send
+     * would tell it of the message (verbs), the transport announces it. */
+    return gw__p2p_isend_public(comm, peer, buf, len, GW_REQ_ANNOUNCE, req);
 }
 
 static int accepts(const gw_handle_t *h, int source, int tag)
@@ -202,7 +204,7 @@ gw_status_t gw__match_recv(gw_comm_t *comm, gw_handle_t *h)
                            &(gw_msg_tag_t){0}, &(size_t){0}) < 0) {
         GW_ERROR(&comm->log, "api",
                  "gw_irecv_tagged: the %s transport from rank %d cannot carry tagged messages "
-                 "(shared memory and TCP can)",
+                 "(shared memory, TCP and verbs with one rail can)",
                  comm->transport->name, h->tagged.source);
         return gw__comm_fail(comm, GW_ERR_UNSUPPORTED);
     }

@@ -65,9 +65,10 @@ gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len
 }
 
 gw_status_t gw__p2p_isend_public(gw_comm_t *comm, int peer, const void *buf, size_t len,
-                                 gw_request_t *req)
+                                 unsigned flags, gw_request_t *req)
 {
-    unsigned flags = comm->p2p_send == GW_P2P_SEND_SYNC ? GW_REQ_RECEIPT : 0;
+    if (comm->p2p_send == GW_P2P_SEND_SYNC)
+        flags |= GW_REQ_RECEIPT;
     return post(comm, GW_REQ_SEND, peer, (void *)(uintptr_t)buf, len, flags, req);
 }
 

@@ -16,9 +16,10 @@ gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len
 /* gw__p2p_isend for the public calls: under GW_P2P_SEND_SYNC (comm's
  * p2p_send) the request completes only once the peer matched and accepted
  * the message (GW_REQ_RECEIPT, transport.h), and fails with the peer's
- * verdict when it did not; under GW_P2P_SEND_STANDARD it is a plain send. */
+ * verdict when it did not; under GW_P2P_SEND_STANDARD it is a plain send.
+ * flags: more request flags (GW_REQ_ANNOUNCE for a tagged message) or 0. */
 gw_status_t gw__p2p_isend_public(gw_comm_t *comm, int peer, const void *buf, size_t len,
-                                 gw_request_t *req);
+                                 unsigned flags, gw_request_t *req);
 gw_status_t gw__p2p_irecv(gw_comm_t *comm, int peer, void *buf, size_t len, gw_request_t *req);
 /* Drive progress until every request in reqs[0..n) completed (NULL entries
  * are skipped). Fails on the first failed request, on a conflicting tag from

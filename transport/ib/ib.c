@@ -44,6 +44,14 @@
  * peer are in flight (a receive whose slot is still in use waits), which
  * bounds the FIFOs, the work queues and the CQ.
  *
+ * A receiver that matches by tag (collectives/msg/match.c) must see a
+ * message before it posts a receive for it (the transport's peek), and a
+ * message that waits for its CTS is unseen. So a send that asks for it
+ * (GW_REQ_ANNOUNCE: the tagged calls) and cannot go eagerly first writes
+ * its header alone into an eager slot (GW_IB_EAGER_ANNOUNCE); peek shows
+ * the oldest slot's header, and the receive posted for it frees the slot
+ * and sends its CTS without deferring it.
+ *
  * The CTS entries and eager headers double as the read-ahead that the
  * contract asks for: an entry from p is p's statement of the collective it
  * is in, so progress() checks entries and headers nothing has claimed yet
@@ -276,13 +284,36 @@ err_free:
 /* ---- posting ---------------------------------------------------------------- */
 
 /* Whether the message for receive r already waits in an eager slot: then
- * a peer that has closed since still delivers it. */
+ * a peer that has closed since still delivers it (an announcement is not
+ * the message). */
 static int eager_waiting(const gw_ib_peer_t *p, const gw_request_t *r)
 {
-    for (uint64_t k = p->r_eager_freed; k < p->r_eager_in; k++)
-        if (p->r_eager[k % GW_IB_EAGER_SLOTS].idx == GW_IB_REQ_IDX(r))
+    for (uint64_t k = p->r_eager_freed; k < p->r_eager_in; k++) {
+        const gw_ib_eager_hdr_t *h = &p->r_eager[k % GW_IB_EAGER_SLOTS];
+        if (h->idx == GW_IB_REQ_IDX(r) && !(h->flags & GW_IB_EAGER_ANNOUNCE))
             return 1;
+    }
     return 0;
+}
+
+/* peek (transport.h): the header in the oldest eager slot from peer, when
+ * it is the next message (a message that comes through the CTS is there
+ * only when announced, GW_REQ_ANNOUNCE) and no receive for peer is
+ * posted. */
+static int ib_peek(gw_transport_t *base, int peer, gw_msg_tag_t *tag, size_t *len)
+{
+    gw_ib_t *t = gw__ib_of(base);
+    if (!t->peers || peer < 0 || peer >= t->base.size || peer == t->base.rank)
+        return 0;
+    const gw_ib_peer_t *p = &t->peers[peer];
+    if (p->rq_head || p->r_eager_freed == p->r_eager_in)
+        return 0;
+    const gw_ib_eager_hdr_t *h = &p->r_eager[p->r_eager_freed % GW_IB_EAGER_SLOTS];
+    if (h->idx != p->r_next + 1)
+        return 0;
+    *tag = (gw_msg_tag_t){.seq = h->seq, .sig = h->sig, .comm_id = h->comm_id};
+    *len = (size_t)h->len;
+    return 1;
 }
 
 /* A peer that another transport carries has no QPs here. */
@@ -520,6 +551,7 @@ const gw_transport_ops_t gw__ib_transport_ops = {
     .mem_dereg = ib_mem_dereg,
     .abort = ib_abort,
     .close = ib_close,
+    .peek = ib_peek,
 };
 
 static const gw__transport_class_t ib_class = {

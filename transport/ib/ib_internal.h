@@ -260,6 +260,9 @@ void gw__ib_gid_str(const uint8_t gid[16], char *buf, size_t cap);
 #define GW_IB_REQ_STARTED(r) ((r)->priv[4])    /* recv: 1 + number of its CTS; send: CTS matched */
 /* GW_IB_REQ_STARTED of a send that went eagerly and waits for its receipt. */
 #define GW_IB_SEND_EAGER_WAIT 2u
+/* ... of a send whose announcement went (GW_REQ_ANNOUNCE) and that waits
+ * for its CTS. */
+#define GW_IB_SEND_ANNOUNCED 3u
 #define GW_IB_REQ_POSTED(r) ((r)->priv[5]) /* send: parts posted */
 #define GW_IB_REQ_DEFER(r) ((r)->priv[5])  /* recv: its CTS waits until then (ns), 0: unset */
 #define GW_IB_REQ_RADDR(r) ((r)->priv[6])  /* send: where the receiver wants it */

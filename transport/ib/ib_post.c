@@ -148,7 +148,9 @@ static gw_status_t post_cts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
 /* Hand eager messages waiting in their slots to their receives, oldest
  * first: check tag and length, copy the payload, free the slot (the next
  * CTS entry tells the sender). Stops at a message whose receive is not
- * posted yet. */
+ * posted yet. An announcement (GW_IB_EAGER_ANNOUNCE) is checked the same
+ * way and freed, and its receive goes on to send its CTS at once: the
+ * message comes through it. */
 gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
 {
     while (p->r_eager_freed < p->r_eager_in) {
@@ -163,16 +165,20 @@ gw_status_t gw__ib_match_eager(gw_ib_t *t, gw_ib_peer_t *p, int *did)
         gw_status_t st = gw__transport_check_match(&t->base, r, &got, h->len);
         if (st != GW_OK)
             return st;
+        p->r_eager_freed++;
+        *did = 1;
+        if (h->flags & GW_IB_EAGER_ANNOUNCE) {
+            GW_IB_REQ_DEFER(r) = 1; /* long past: its CTS goes in this round */
+            continue;
+        }
         if (h->flags & GW_IB_EAGER_RECEIPT)
             p->rc_due = h->idx; /* accepted: the sender waits for our word */
         if (r->len > 0)
             memcpy(r->buf, gw__ib_eager_slot(p, s) + GW_IB_EAGER_HDR, r->len);
-        p->r_eager_freed++;
         /* No CTS goes out for it any more (one sent already is dropped). */
         if (GW_IB_REQ_IDX(r) >= p->r_cts_next)
             p->r_cts_next = GW_IB_REQ_IDX(r) + 1;
         finish(t, p, r);
-        *did = 1;
     }
     return GW_OK;
 }
@@ -273,13 +279,15 @@ static gw_status_t post_parts(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int 
 }
 
 /* Send r eagerly: header and payload into the peer's next eager slot,
- * through our staging copy of it; the send completes at once. */
-static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
+ * through our staging copy of it; the send completes at once. Or, with
+ * announce, the header alone (GW_IB_EAGER_ANNOUNCE): r waits for its CTS
+ * as before, but the receiver knows of it. */
+static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int announce)
 {
     uint64_t idx = GW_IB_REQ_IDX(r);
     int s = (int)(p->eager_sent % GW_IB_EAGER_SLOTS);
     uint8_t *stage = gw__ib_eager_stage(p, s);
-    int receipt = (r->flags & GW_REQ_RECEIPT) != 0;
+    int receipt = !announce && (r->flags & GW_REQ_RECEIPT) != 0;
     gw_ib_eager_hdr_t h = {.idx = idx,
                            .seq = r->tag.seq,
                            .sig = r->tag.sig,
@@ -287,11 +295,14 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
                            .len = r->len,
                            .cts_seen = p->s_cts_seen,
                            .eager_freed = p->r_eager_freed,
-                           .flags = receipt ? GW_IB_EAGER_RECEIPT : 0};
+                           .flags = announce  ? GW_IB_EAGER_ANNOUNCE
+                                    : receipt ? GW_IB_EAGER_RECEIPT
+                                              : 0};
     gw__ib_eager_hdr_encode(&h, stage);
-    if (r->len > 0)
-        memcpy(stage + GW_IB_EAGER_HDR, r->buf, r->len);
-    uint32_t bytes = (uint32_t)(GW_IB_EAGER_HDR + r->len);
+    size_t payload = announce ? 0 : r->len;
+    if (payload > 0)
+        memcpy(stage + GW_IB_EAGER_HDR, r->buf, payload);
+    uint32_t bytes = (uint32_t)(GW_IB_EAGER_HDR + payload);
     int rc =
         post_stage_write(t, p, GW_IB_WR_EAGER, stage, bytes,
                          gw__ib_imm_encode(GW_IB_IMM_EAGER, idx), gw__ib_remote_eager_slot(p, s));
@@ -303,10 +314,14 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r)
     }
     p->sq_used[0]++;
     p->r_eager_reported = h.eager_freed;
-    GW_TRACE(t->base.log, GW_IB_SUBSYS, "eager %llu (len %zu, slot %d) to %s",
-             (unsigned long long)idx, r->len, s, p->desc);
-    p->eager_idx[idx % GW_IB_FIFO_DEPTH] = idx;
+    GW_TRACE(t->base.log, GW_IB_SUBSYS, "%s %llu (len %zu, slot %d) to %s",
+             announce ? "announcement of" : "eager", (unsigned long long)idx, r->len, s, p->desc);
     p->eager_sent++;
+    if (announce) {
+        GW_IB_REQ_STARTED(r) = GW_IB_SEND_ANNOUNCED;
+        return GW_OK;
+    }
+    p->eager_idx[idx % GW_IB_FIFO_DEPTH] = idx;
     if (receipt) {
         /* Sent, not yet accepted: it waits in the queue for the receipt. */
         GW_IB_REQ_STARTED(r) = GW_IB_SEND_EAGER_WAIT;
@@ -336,10 +351,16 @@ gw_status_t gw__ib_take_receipt(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
     return GW_OK;
 }
 
+/* Whether an eager slot of the peer and room in QP 0 are free. */
+static int slot_free(const gw_ib_peer_t *p)
+{
+    return p->eager_sent - p->eager_freed < GW_IB_EAGER_SLOTS && p->sq_used[0] < GW_IB_WQ_DEPTH;
+}
+
 static int eager_ok(const gw_ib_peer_t *p, const gw_request_t *r)
 {
     return !(r->flags & GW_REQ_GATED) && p->eager_limit > 0 && r->len <= (size_t)p->eager_limit &&
-           p->eager_sent - p->eager_freed < GW_IB_EAGER_SLOTS && p->sq_used[0] < GW_IB_WQ_DEPTH;
+           slot_free(p);
 }
 
 /* Pair send r with the CTS entry that carries its index, if it arrived. */
@@ -385,20 +406,26 @@ static gw_status_t post_sends(gw_ib_t *t, gw_ib_peer_t *p, int *did)
         next = r->next; /* an eager send leaves the queue */
         if (GW_IB_REQ_STARTED(r) == GW_IB_SEND_EAGER_WAIT)
             continue; /* sent; its receipt completes it */
-        if (!GW_IB_REQ_STARTED(r)) {
+        if (!GW_IB_REQ_STARTED(r) || GW_IB_REQ_STARTED(r) == GW_IB_SEND_ANNOUNCED) {
             gw_status_t st;
-            if (eager_ok(p, r)) {
+            if (!GW_IB_REQ_STARTED(r) && eager_ok(p, r)) {
                 int slot = (int)(GW_IB_REQ_IDX(r) % GW_IB_FIFO_DEPTH);
                 if (p->cts_have[slot] && p->cts[slot].idx == GW_IB_REQ_IDX(r))
                     p->cts_have[slot] = 0;
                 *did = 1;
-                if ((st = post_eager(t, p, r)) != GW_OK)
+                if ((st = post_eager(t, p, r, 0)) != GW_OK)
                     return st;
                 continue;
             }
             int matched = 0;
             if ((st = match_cts(t, p, r, &matched)) != GW_OK)
                 return st;
+            if (!matched && !GW_IB_REQ_STARTED(r) && (r->flags & GW_REQ_ANNOUNCE) &&
+                !(r->flags & GW_REQ_GATED) && slot_free(p)) {
+                /* A receiver that peeks learns of it only so (transport.h). */
+                *did = 1;
+                return post_eager(t, p, r, 1);
+            }
             if (!matched)
                 return GW_OK;
             if (r->len > (size_t)t->max_inline && (st = reg_buffer(t, p, r)) != GW_OK)
@@ -434,6 +461,25 @@ static gw_status_t post_receipt(gw_ib_t *t, gw_ib_peer_t *p, int *did)
     return GW_OK;
 }
 
+/* Tell the peer of its eager messages we freed (a FREED immediate) when
+ * half of its slots are free and not reported, and no receive of ours is
+ * queued, whose CTS entry would tell it (defer_cts sends that one at once
+ * in this case). Without this, a receiver that only peeks (tagged
+ * messages) would leave the sender without slots for good. A full send
+ * queue only delays it to a later round. */
+static gw_status_t post_freed(gw_ib_t *t, gw_ib_peer_t *p, int *did)
+{
+    gw_status_t st = gw__ib_post_ctrl(t, p, GW_IB_IMM_FREED, p->r_eager_freed);
+    if (st == GW_ERR_NO_MEMORY)
+        return GW_OK;
+    if (st != GW_OK)
+        return gw__ib_peer_fail(t, p, GW_ERR_SYSTEM,
+                                "posting the count of freed eager slots failed");
+    p->r_eager_reported = p->r_eager_freed;
+    *did = 1;
+    return GW_OK;
+}
+
 gw_status_t gw__ib_post_all(gw_ib_t *t, int *did)
 {
     for (int i = 0; i < t->base.size; i++) {
@@ -447,6 +493,9 @@ gw_status_t gw__ib_post_all(gw_ib_t *t, int *did)
             st = post_sends(t, p, did);
         if (st == GW_OK && p->rc_due > p->rc_sent)
             st = post_receipt(t, p, did);
+        if (st == GW_OK && !p->rq_head &&
+            p->r_eager_freed - p->r_eager_reported >= GW_IB_EAGER_SLOTS / 2)
+            st = post_freed(t, p, did);
         if (st != GW_OK)
             return st;
     }

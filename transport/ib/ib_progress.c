@@ -101,7 +101,10 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
         gw_ib_eager_hdr_t *h = &p->r_eager[s];
         gw__ib_eager_hdr_decode(gw__ib_eager_slot(p, s), h);
         if (p->r_eager_in - p->r_eager_freed >= GW_IB_EAGER_SLOTS ||
-            !gw__ib_imm_names(value, h->idx) || h->len > GW_IB_EAGER_MAX)
+            !gw__ib_imm_names(value, h->idx) ||
+            (h->len > GW_IB_EAGER_MAX && !(h->flags & GW_IB_EAGER_ANNOUNCE)) ||
+            (h->flags & ~(GW_IB_EAGER_RECEIPT | GW_IB_EAGER_ANNOUNCE)) ||
+            h->flags == (GW_IB_EAGER_RECEIPT | GW_IB_EAGER_ANNOUNCE))
             return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
                                     "wrote an eager message that overruns its slots or is "
                                     "malformed (index %llu, immediate %u, len %llu)",
@@ -139,6 +142,18 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
         return GW_OK;
     case GW_IB_IMM_RECEIPT:
         return gw__ib_take_receipt(t, p, value);
+    case GW_IB_IMM_FREED: {
+        /* The 28 bits name the latest count with those low bits. */
+        uint64_t n = p->eager_sent - ((p->eager_sent - value) & GW_IB_IMM_VALUE_MASK);
+        if (n > p->eager_sent)
+            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
+                                    "reported %llu of our eager messages freed, but only %llu "
+                                    "were sent",
+                                    (unsigned long long)n, (unsigned long long)p->eager_sent);
+        if (n > p->eager_freed)
+            p->eager_freed = n;
+        return GW_OK;
+    }
     case GW_IB_IMM_ABORT: {
         gw_abort_info_t got = {.status = gw__ib_abort_status(value),
                                .origin = gw__transport_abort_rank(p->abort_origin, t->base.size),

@@ -36,8 +36,10 @@
  * in the set-up's messages (hello, accept, the dialler's proof), no longer
  * in the address. 8: knocks prove the key and are fresh: an RDMA CM knock
  * is a request of its own layout (GW_IB_CM_KNOCK_SIZE: a counter and an
- * HMAC), an out-of-band one a hello followed by its proof. */
-#define GW_IB_PROTOCOL_VERSION 8u
+ * HMAC), an out-of-band one a hello followed by its proof. 9: an eager
+ * slot may hold an announcement instead of a message (GW_IB_EAGER_ANNOUNCE:
+ * the header of a message that will come through the CTS, no payload). */
+#define GW_IB_PROTOCOL_VERSION 9u
 #define GW_IB_FIFO_DEPTH 32  /* CTS slots per peer: messages in flight per direction */
 #define GW_IB_CTS_SIZE 64    /* bytes of one CTS slot */
 #define GW_IB_EAGER_SLOTS 4  /* eager slots per peer and direction */
@@ -124,6 +126,11 @@ typedef struct gw_ib_eager_hdr {
 /* gw_ib_eager_hdr_t.flags: the sender's send completes only with the
  * receiver's RECEIPT immediate (GW_REQ_RECEIPT). */
 #define GW_IB_EAGER_RECEIPT 1u
+/* ... or: the slot announces message idx (tag and length, up to any
+ * length) and holds no payload; the message itself waits for the
+ * receiver's CTS, as any message too large to go eagerly
+ * (GW_REQ_ANNOUNCE: so that a receiver that peeks sees it). */
+#define GW_IB_EAGER_ANNOUNCE 2u
 
 void gw__ib_eager_hdr_encode(const gw_ib_eager_hdr_t *h, uint8_t out[GW_IB_EAGER_HDR]);
 void gw__ib_eager_hdr_decode(const uint8_t in[GW_IB_EAGER_HDR], gw_ib_eager_hdr_t *h);
@@ -144,6 +151,12 @@ typedef enum gw_ib_imm_kind {
     /* We matched and accepted the peer's eager messages up to index
      * `value` (cumulative; those that asked for a receipt complete). */
     GW_IB_IMM_RECEIPT = 8,
+    /* We took `value` of the peer's eager messages out of our slots
+     * (cumulative: its low 28 bits), for a peer that would otherwise hear
+     * of it only in a CTS entry or in our eager headers, neither of which
+     * may come: a receiver that peeks posts no receive until it sees a
+     * message (announcements, GW_IB_EAGER_ANNOUNCE; version 9). */
+    GW_IB_IMM_FREED = 9,
 } gw_ib_imm_kind_t;
 
 #define GW_IB_IMM_VALUE_MASK 0x0fffffffu

@@ -13,7 +13,10 @@
  * both directions, completed in any order by gw_wait and gw_test, over the
  * selected transport and over TCP; a collective started while handles are
  * pending fails on both ranks; gw_comm_destroy aborts leftovers; gw_test
- * times out when the peer sends nothing.
+ * times out when the peer sends nothing; standard sends (no receipts);
+ * tagged messages, small and large, taken out of order and held while
+ * unexpected, and a tagged count mismatch (over verbs the large ones are
+ * announced in an eager slot, so that the receiver's peek sees them).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -218,6 +221,141 @@ Test(p2p_api, count_mismatch_fails_both, .timeout = 120)
 {
     run(count_mismatch_small);
     run(count_mismatch_large);
+}
+
+/* Standard sends (gw_comm_set_p2p_send, as MPI_Send): body with the
+ * communicator set so on both ranks. */
+static int window_body(rank_t *r); /* below */
+static int (*standard_body)(rank_t *r);
+static int standard(rank_t *r)
+{
+    CHECK_ST(gw_comm_set_p2p_send(r->comm, GW_P2P_SEND_STANDARD), GW_OK);
+    CHECK(gw_comm_p2p_send(r->comm) == GW_P2P_SEND_STANDARD, "the mode did not stick");
+    return standard_body(r);
+}
+static void run_standard(int (*body)(rank_t *))
+{
+    standard_body = body;
+    run(standard);
+}
+
+/* Under standard sends the sender's call completes without the receiver's
+ * word, so it may return GW_OK (a small message: it is in the pair's
+ * buffers) or the verdict (a large one over verbs: the receiver's
+ * clear-to-send disagreed); its next call that waits on the receiver must
+ * fail with GW_ERR_MISMATCH, and the receive buffer stays untouched. */
+static int standard_mismatch(rank_t *r, size_t send_n, size_t recv_n)
+{
+    uint8_t buf[65536];
+    memset(buf, r->rank == 0 ? 0x11 : 0xC3, sizeof(buf));
+    gw_status_t st = r->rank == 0 ? gw_send(r->comm, buf, send_n, GW_FLOAT32, 1)
+                                  : gw_recv(r->comm, buf, recv_n, GW_FLOAT32, 0);
+    if (r->rank == 0 && st == GW_OK)
+        st = gw_recv(r->comm, buf, 1, GW_UINT8, 1);
+    CHECK(st == GW_ERR_MISMATCH, "got %s, expected GW_ERR_MISMATCH", gw_status_name(st));
+    for (size_t i = 0; r->rank == 1 && i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xC3, "the receive buffer was written at byte %zu", i);
+    return 0;
+}
+static int standard_mismatch_small(rank_t *r) { return standard_mismatch(r, 10, 12); }
+static int standard_mismatch_large(rank_t *r) { return standard_mismatch(r, 9000, 8000); }
+
+/* Tagged messages: rank 1 sends tags 3 (large), 1 (small), 2 (large);
+ * rank 0 takes tag 2 first (3 and 1 wait, held), then any tag (3, the
+ * earliest), then 1; then a large message whose count differs fails both.
+ * Each tagged send completes as the mode says, the large ones over verbs
+ * through their announcement and the receiver's CTS. */
+static int tagged_body(rank_t *r)
+{
+    enum { BIG = 100000, MID = 5000, SMALL = 10 };
+    static const int tags[3] = {3, 1, 2};
+    static const size_t counts[3] = {BIG, SMALL, MID};
+    float *buf = malloc((BIG + 1) * sizeof(float));
+    if (r->rank == 1) {
+        for (int m = 0; m < 3; m++) {
+            for (size_t i = 0; i < counts[m]; i++)
+                buf[i] = value(1, i, tags[m]);
+            CHECK_ST(gw_send_tagged(r->comm, buf, counts[m], GW_FLOAT32, 0, tags[m]), GW_OK);
+        }
+        gw_status_t st = gw_send_tagged(r->comm, buf, MID, GW_FLOAT32, 0, 4);
+        if (st == GW_OK) /* standard: the verdict comes after */
+            st = gw_recv(r->comm, buf, 1, GW_FLOAT32, 0);
+        CHECK(st == GW_ERR_MISMATCH, "the mismatched tagged send: %s", gw_status_name(st));
+        free(buf);
+        return 0;
+    }
+    static const int order[3] = {2, GW_ANY_TAG, 1};
+    static const int want_tag[3] = {2, 3, 1};
+    for (int k = 0; k < 3; k++) {
+        int m = want_tag[k] == 3 ? 0 : want_tag[k] == 1 ? 1 : 2;
+        gw_msg_status_t s;
+        buf[counts[m]] = -7.0f;
+        CHECK_ST(gw_recv_tagged(r->comm, buf, counts[m], GW_FLOAT32, 1, order[k], &s), GW_OK);
+        CHECK(s.source == 1 && s.tag == want_tag[k] && s.count == counts[m],
+              "receive %d: source %d, tag %d, count %zu", k, s.source, s.tag, s.count);
+        for (size_t i = 0; i < counts[m]; i++)
+            CHECK(buf[i] == value(1, i, want_tag[k]), "tag %d: element %zu is %g", want_tag[k], i,
+                  (double)buf[i]);
+        CHECK(buf[counts[m]] == -7.0f, "tag %d: written past the end", want_tag[k]);
+    }
+    gw_msg_status_t s;
+    CHECK_ST(gw_recv_tagged(r->comm, buf, MID - 1000, GW_FLOAT32, 1, 4, &s), GW_ERR_MISMATCH);
+    free(buf);
+    return 0;
+}
+
+Test(p2p_api, tagged_out_of_order_every_size, .timeout = 240)
+{
+    run(tagged_body);
+    run_standard(tagged_body);
+}
+
+/* A stream of STREAM small tagged messages, far more than a pair's eager
+ * slots over verbs (4), tags 5 and 6 in turn, all in flight at once; rank
+ * 0 takes every tag-6 one first (the tag-5 ones are held), then the tag-5
+ * ones, each tag's in order. Over verbs the receiver posts no receive
+ * until it sees a message, so only its reports of freed slots (the FREED
+ * immediate) let the sender go on past the fourth. */
+static int tagged_stream_body(rank_t *r)
+{
+    enum { STREAM = 24 };
+    int32_t msg[STREAM][4];
+    if (r->rank == 1) {
+        gw_handle_t *h[STREAM];
+        for (int i = 0; i < STREAM; i++) {
+            for (int k = 0; k < 4; k++)
+                msg[i][k] = i * 10 + k;
+            CHECK_ST(gw_isend_tagged(r->comm, msg[i], 4, GW_INT32, 0, 5 + i % 2, &h[i]), GW_OK);
+        }
+        for (int i = 0; i < STREAM; i++)
+            CHECK_ST(gw_wait(h[i]), GW_OK);
+        return 0;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int tag = pass == 0 ? 6 : 5;
+        for (int i = tag - 5; i < STREAM; i += 2) {
+            int32_t got[4] = {-1, -1, -1, -1};
+            gw_msg_status_t s;
+            CHECK_ST(gw_recv_tagged(r->comm, got, 4, GW_INT32, 1, tag, &s), GW_OK);
+            CHECK(got[0] == i * 10 && got[3] == i * 10 + 3 && s.tag == tag,
+                  "tag %d: message %d came as %d (tag %d)", tag, i, got[0], s.tag);
+        }
+    }
+    return 0;
+}
+
+Test(p2p_api, tagged_stream_past_the_eager_slots, .timeout = 240)
+{
+    run(tagged_stream_body);
+    run_standard(tagged_stream_body);
+}
+
+Test(p2p_api, standard_sends_ping_pong_every_size, .timeout = 240) { run_standard(pingpong_body); }
+Test(p2p_api, standard_sends_window_every_size, .timeout = 240) { run_standard(window_body); }
+Test(p2p_api, standard_sends_mismatch_fails_both, .timeout = 120)
+{
+    run_standard(standard_mismatch_small);
+    run_standard(standard_mismatch_large);
 }
 
 Test(p2p_api, dtype_mismatch_fails_both, .timeout = 120) { run(dtype_mismatch); }

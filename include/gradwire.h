@@ -938,10 +938,12 @@ GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t send
  * each other. Count and dtype must match (GW_ERR_MISMATCH naming the
  * sender). A message nobody waits for yet is held, at most 64 MiB per
  * communicator (past it GW_ERR_NO_MEMORY naming the sender); a send
- * completes once the receiver took its message in. No untagged messages
- * in flight between the same two ranks meanwhile; otherwise the rules
- * above hold (no collective while one is pending). Shared memory and TCP
- * (verbs: GW_ERR_UNSUPPORTED). Details: docs/guide/c-api.md.
+ * completes once the receiver took its message in (GW_P2P_SEND_STANDARD:
+ * once its buffer may be reused). No untagged messages in flight between
+ * the same two ranks meanwhile; otherwise the rules above hold (no
+ * collective while one is pending). Shared memory, TCP and verbs (several
+ * verbs rails, GW_IB_RAILS: GW_ERR_UNSUPPORTED). Details:
+ * docs/guide/c-api.md.
  */
 #define GW_ANY_SOURCE (-1)
 #define GW_ANY_TAG (-1)

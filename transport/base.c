@@ -94,6 +94,19 @@ gw_status_t gw__transport_post_refused(gw_transport_t *t, const gw_request_t *re
         req->kind == GW_REQ_SEND ? "send" : "receive", (unsigned long long)req->tag.seq, req->len);
 }
 
+gw_status_t gw__transport_connect_check(gw_transport_t *t, const uint8_t *all_addrs, int started)
+{
+    if (!t || !all_addrs)
+        return GW_ERR_INVALID_ARG;
+    if (t->failed != GW_OK)
+        return t->failed;
+    if (t->connected || started) {
+        GW_ERROR(t->log, t->cls->subsys, "connect() called twice");
+        return GW_ERR_INVALID_ARG;
+    }
+    return GW_OK;
+}
+
 gw_status_t gw__transport_progress_check(gw_transport_t *t)
 {
     if (!t)

@@ -71,6 +71,13 @@ gw_status_t gw__transport_progress(gw_transport_t *t, const gw_msg_tag_t *curren
 gw_status_t gw__transport_post_refused(gw_transport_t *t, const gw_request_t *req,
                                        const char *state);
 
+/* The checks at the top of every connect(): GW_ERR_INVALID_ARG for a NULL
+ * transport or address table, the sticky failure of a failed transport,
+ * and GW_ERR_INVALID_ARG (logged: "connect() called twice") when connect()
+ * already succeeded or, `started` non-zero, an earlier call got under way
+ * (the transport's own sign of it; 0 where it has none). */
+gw_status_t gw__transport_connect_check(gw_transport_t *t, const uint8_t *all_addrs, int started);
+
 /* The checks of gw__transport_progress, for a transport that routes to
  * others (the mux): GW_OK, the sticky failure, or GW_ERR_INVALID_ARG
  * (logged) before connect(). */

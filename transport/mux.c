@@ -212,18 +212,15 @@ static gw_status_t connect_sub(gw_mux_t *m, int s, const gw_select_kind_t *route
 
 static gw_status_t mux_connect(gw_transport_t *base, const uint8_t *all)
 {
-    if (!base || !all)
-        return GW_ERR_INVALID_ARG;
+    gw_status_t st = gw__transport_connect_check(base, all, 0);
+    if (st != GW_OK)
+        return st;
     gw_mux_t *m = mux_of(base);
-    if (m->base.connected) {
-        GW_ERROR(m->base.log, SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
     int size = m->base.size;
     gw_select_blob_t *views = calloc((size_t)size, sizeof(*views));
     gw_select_rank_t *ranks = calloc((size_t)size, sizeof(*ranks));
     gw_select_kind_t *route = calloc((size_t)size, sizeof(*route));
-    gw_status_t st = GW_ERR_NO_MEMORY;
+    st = GW_ERR_NO_MEMORY;
     if (!views || !ranks || !route) {
         GW_ERROR(m->base.log, SUBSYS, "out of memory for %d ranks", size);
         goto out;

@@ -173,6 +173,28 @@ Test(base, posting_before_connect_is_refused)
     free(f);
 }
 
+/* The checks at the top of every transport's connect(). */
+Test(base, connect_is_checked_once_for_every_transport)
+{
+    fake_t *f = open_fake(0, 2);
+    uint8_t addrs[2 * GW_TRANSPORT_ADDR_MAX] = {0};
+    cr_assert_eq(gw__transport_connect_check(NULL, addrs, 0), GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__transport_connect_check(&f->base, NULL, 0), GW_ERR_INVALID_ARG);
+    cr_assert_eq(gw__transport_connect_check(&f->base, addrs, 0), GW_OK);
+    cr_assert_eq(gw__transport_connect_check(&f->base, addrs, 1), GW_ERR_INVALID_ARG,
+                 "a connect() already under way (the transport's own sign) is refused");
+    f->base.connected = 1;
+    cr_assert_eq(gw__transport_connect_check(&f->base, addrs, 0), GW_ERR_INVALID_ARG);
+    char *text = captured(&lg);
+    cr_assert_eq(count_in(text, "connect() called twice"), 2, "%s", text);
+    free(text);
+    f->base.connected = 0;
+    f->base.failed = GW_ERR_REMOTE;
+    cr_assert_eq(gw__transport_connect_check(&f->base, addrs, 0), GW_ERR_REMOTE,
+                 "a failed transport's connect() returns its failure");
+    free(f);
+}
+
 Test(base, a_posted_request_is_reset_for_its_kind)
 {
     fake_t *f = open_fake(0, 2);

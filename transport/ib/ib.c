@@ -353,13 +353,10 @@ static int all_zero(const uint8_t *b, size_t n)
 
 static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
 {
-    if (!base || !all_addrs)
-        return GW_ERR_INVALID_ARG;
+    gw_status_t st = gw__transport_connect_check(base, all_addrs, 0);
+    if (st != GW_OK)
+        return st;
     gw_ib_t *t = gw__ib_of(base);
-    if (t->base.connected) {
-        GW_ERROR(t->base.log, GW_IB_SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
     int npeers = 0;
     for (int r = 0; r < t->base.size; r++) {
         gw_ib_peer_t *p = &t->peers[r];
@@ -396,7 +393,7 @@ static gw_status_t ib_connect(gw_transport_t *base, const uint8_t *all_addrs)
             p->addr.eager_max < t->cfg.eager_max ? p->addr.eager_max : t->cfg.eager_max;
         npeers++;
     }
-    gw_status_t st = t->cm_mode == GW_IB_CM_RDMACM ? gw__ib_cm_connect(t) : gw__ib_oob_connect(t);
+    st = t->cm_mode == GW_IB_CM_RDMACM ? gw__ib_cm_connect(t) : gw__ib_oob_connect(t);
     if (st != GW_OK)
         return st;
     if ((st = gw__ib_qpn_map_build(t)) != GW_OK)

@@ -229,13 +229,10 @@ static int blob_rails(const uint8_t *b)
 
 static gw_status_t rails_connect(gw_transport_t *base, const uint8_t *all)
 {
-    if (!base || !all)
-        return GW_ERR_INVALID_ARG;
+    gw_status_t st = gw__transport_connect_check(base, all, 0);
+    if (st != GW_OK)
+        return st;
     gw_ib_rails_t *r = rails_of(base);
-    if (r->base.connected) {
-        GW_ERROR(r->base.log, GW_IB_SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
     int size = r->base.size, me = r->base.rank;
     for (int p = 0; p < size; p++) {
         int n = p == me ? 0 : blob_rails(all + (size_t)p * GW_TRANSPORT_ADDR_MAX);
@@ -255,7 +252,7 @@ static gw_status_t rails_connect(gw_transport_t *base, const uint8_t *all)
         GW_ERROR(r->base.log, GW_IB_SUBSYS, "out of memory for %d addresses", size);
         return GW_ERR_NO_MEMORY;
     }
-    gw_status_t st = GW_OK;
+    st = GW_OK;
     for (int i = 0; i < r->subs.n && st == GW_OK; i++) {
         memset(blobs, 0, (size_t)size * GW_TRANSPORT_ADDR_MAX);
         for (int p = 0; p < size; p++) {

@@ -301,17 +301,12 @@ static gw_status_t connect_all(gw_shm_t *t)
 
 gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
 {
+    gw_status_t st = gw__transport_connect_check(base, all_addrs, base && gw__shm_of(base)->npeers > 0);
+    if (st != GW_OK)
+        return st;
     gw_shm_t *t = gw__shm_of(base);
-    if (!t || !all_addrs)
-        return GW_ERR_INVALID_ARG;
-    if (t->base.failed != GW_OK)
-        return t->base.failed;
-    if (t->base.connected || t->npeers > 0) {
-        GW_ERROR(t->base.log, GW_SHM_SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
     int64_t start = gw__now_ms();
-    gw_status_t st = read_addrs(t, all_addrs);
+    st = read_addrs(t, all_addrs);
     if (st == GW_OK && t->lazy) {
         t->base.connected = 1;
         GW_INFO(t->base.log, GW_SHM_SUBSYS,

@@ -618,18 +618,14 @@ static gw_status_t connect_all(gw_tcp_t *t)
 
 gw_status_t gw__tcp_connect(gw_transport_t *base, const uint8_t *all_addrs)
 {
+    gw_status_t st =
+        gw__transport_connect_check(base, all_addrs, base && gw__tcp_of(base)->listen_fd < 0);
+    if (st != GW_OK)
+        return st;
     gw_tcp_t *t = gw__tcp_of(base);
-    if (!t || !all_addrs)
-        return GW_ERR_INVALID_ARG;
-    if (t->base.failed != GW_OK)
-        return t->base.failed;
-    if (t->base.connected || t->listen_fd < 0) {
-        GW_ERROR(t->base.log, GW_TCP_SUBSYS, "connect() called twice");
-        return GW_ERR_INVALID_ARG;
-    }
     int npeers, nlower, nlocal;
     int64_t start = gw__now_ms();
-    gw_status_t st = read_addrs(t, all_addrs, &npeers, &nlower, &nlocal);
+    st = read_addrs(t, all_addrs, &npeers, &nlower, &nlocal);
     if (st == GW_OK) {
         decide_spin(t, nlocal);
         st = alloc_mesh(t, npeers, nlower);

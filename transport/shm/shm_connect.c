@@ -301,7 +301,8 @@ static gw_status_t connect_all(gw_shm_t *t)
 
 gw_status_t gw__shm_connect(gw_transport_t *base, const uint8_t *all_addrs)
 {
-    gw_status_t st = gw__transport_connect_check(base, all_addrs, base && gw__shm_of(base)->npeers > 0);
+    gw_status_t st =
+        gw__transport_connect_check(base, all_addrs, base && gw__shm_of(base)->npeers > 0);
     if (st != GW_OK)
         return st;
     gw_shm_t *t = gw__shm_of(base);

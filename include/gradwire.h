@@ -875,10 +875,11 @@ GW_API void gw_compress_stats_reset(gw_compress_state_t *state);
  *     with GW_ERR_MISMATCH and the receiver's culprit; a send nobody
  *     receives fails with GW_ERR_TIMEOUT naming the receiver. It costs a
  *     receipt, one more frame the other way per message.
- *   GW_P2P_SEND_STANDARD: as MPI_Send, once the buffer may be reused: a
- *     small message is on its way (copied into the transport's buffers or
- *     the receiver's eager slot), a large one has been taken by the
- *     matching receive. No receipt: a ping-pong costs one frame each way.
+ *   GW_P2P_SEND_STANDARD: as MPI_Send, once the buffer may be reused: the
+ *     message is on its way (copied into the transport's buffers: socket,
+ *     ring or the receiver's eager slot); what does not fit there waits
+ *     for the matching receive (verbs: its clear-to-send). No receipt: a
+ *     ping-pong costs one frame each way.
  *     The receiver still checks every message before a byte reaches its
  *     buffer and fails with GW_ERR_MISMATCH naming the culprit, and the
  *     sender learns it from the receiver's abort in a later call (at the

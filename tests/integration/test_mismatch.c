@@ -315,6 +315,29 @@ Test(mismatch, point_to_point_standard_sends_learn_the_verdict_later, .timeout =
         }
 }
 
+/* p2p_unmatched over transport, sends completing as p2p_send says: rank 1
+ * never receives, and rank 0's (last) send must fail with GW_ERR_TIMEOUT
+ * naming it after GW_TIMEOUT_MS (1 s), never hang. The output, for the
+ * caller's own checks. */
+static run_result_t unmatched_times_out(const char *transport, const char *p2p_send)
+{
+    char *argv[] = {LAUNCHER,        "launch", "-n", "2",    "--", WORKER,
+                    "p2p_unmatched", "count",  "9",  "1024", NULL};
+    char trenv[64], modeenv[64];
+    snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transport);
+    snprintf(modeenv, sizeof(modeenv), "GW_P2P_SEND=%s", p2p_send);
+    char *env[] = {trenv, "GW_TIMEOUT_MS=1000", modeenv, NULL};
+    run_result_t r = run_cmd(argv, env, 60);
+    cr_assert(!r.timed_out, "unmatched %s send over %s: hung:\n%s", p2p_send, transport, r.output);
+    cr_assert(r.exited && r.status == 0,
+              "unmatched %s send over %s: rank 0 did not fail with GW_ERR_TIMEOUT naming rank "
+              "1:\n%s",
+              p2p_send, transport, r.output);
+    cr_assert(strstr(r.output, "rank 0: GW_ERR_TIMEOUT after"), "over %s:\n%s", transport,
+              r.output);
+    return r;
+}
+
 /* Under standard completion a small send to a rank that never receives
  * returns GW_OK (the pair holds it), but one larger than anything the pair
  * buffers waits for the receive and fails with GW_ERR_TIMEOUT naming the
@@ -322,22 +345,9 @@ Test(mismatch, point_to_point_standard_sends_learn_the_verdict_later, .timeout =
 Test(mismatch, point_to_point_standard_unmatched_large_send_times_out, .timeout = 120)
 {
     for (size_t t = 0; t < 2; t++) {
-        char *argv[] = {LAUNCHER,        "launch", "-n", "2",    "--", WORKER,
-                        "p2p_unmatched", "count",  "9",  "1024", NULL};
-        char trenv[64];
-        snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transports[t]);
-        char *env[] = {trenv, "GW_TIMEOUT_MS=1000", "GW_P2P_SEND=standard", NULL};
-        run_result_t r = run_cmd(argv, env, 60);
-        cr_assert(!r.timed_out, "unmatched standard send over %s: hung:\n%s", transports[t],
-                  r.output);
+        run_result_t r = unmatched_times_out(transports[t], "standard");
         cr_assert(strstr(r.output, "rank 0: the small send: GW_OK"),
                   "over %s: the small standard send did not complete:\n%s", transports[t],
-                  r.output);
-        cr_assert(r.exited && r.status == 0,
-                  "unmatched large standard send over %s: rank 0 did not fail with "
-                  "GW_ERR_TIMEOUT naming rank 1:\n%s",
-                  transports[t], r.output);
-        cr_assert(strstr(r.output, "rank 0: GW_ERR_TIMEOUT after"), "over %s:\n%s", transports[t],
                   r.output);
         free(r.output);
     }
@@ -350,19 +360,7 @@ Test(mismatch, point_to_point_standard_unmatched_large_send_times_out, .timeout 
 Test(mismatch, point_to_point_unmatched_send_times_out, .timeout = 120)
 {
     for (size_t t = 0; t < 2; t++) {
-        char *argv[] = {LAUNCHER,        "launch", "-n", "2",    "--", WORKER,
-                        "p2p_unmatched", "count",  "9",  "1024", NULL};
-        char trenv[64];
-        snprintf(trenv, sizeof(trenv), "GW_TRANSPORT=%s", transports[t]);
-        char *env[] = {trenv, "GW_TIMEOUT_MS=1000", NULL};
-        run_result_t r = run_cmd(argv, env, 60);
-        cr_assert(!r.timed_out, "unmatched send over %s: hung:\n%s", transports[t], r.output);
-        cr_assert(r.exited && r.status == 0,
-                  "unmatched send over %s: rank 0 did not fail with GW_ERR_TIMEOUT naming rank "
-                  "1:\n%s",
-                  transports[t], r.output);
-        cr_assert(strstr(r.output, "rank 0: GW_ERR_TIMEOUT after"), "over %s:\n%s", transports[t],
-                  r.output);
+        run_result_t r = unmatched_times_out(transports[t], "sync");
         cr_assert(strstr(r.output, "no receipt for 1000 ms from rank 1"),
                   "over %s: the timeout does not say that the receipt is missing:\n%s",
                   transports[t], r.output);

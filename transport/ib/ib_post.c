@@ -334,8 +334,7 @@ static gw_status_t post_eager(gw_ib_t *t, gw_ib_peer_t *p, gw_request_t *r, int 
 
 gw_status_t gw__ib_take_receipt(gw_ib_t *t, gw_ib_peer_t *p, uint32_t value)
 {
-    /* The 28 bits name the latest index with those low bits that we sent. */
-    uint64_t idx = p->s_next - ((p->s_next - value) & GW_IB_IMM_VALUE_MASK);
+    uint64_t idx = gw__ib_imm_widen(value, p->s_next);
     if (idx == 0 || idx > p->s_next)
         return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
                                 "sent a receipt for message %u, but only %llu were sent to it",

@@ -29,6 +29,20 @@
 
 /* ---- completions ---------------------------------------------------------------- */
 
+/* The peer took n of our eager messages out of its slots (its eager
+ * headers and its FREED immediates say so). */
+static gw_status_t take_freed(gw_ib_t *t, gw_ib_peer_t *p, uint64_t n)
+{
+    if (n > p->eager_sent)
+        return gw__ib_peer_fail(
+            t, p, GW_ERR_PROTOCOL,
+            "reported %llu of our eager messages freed, but only %llu were sent",
+            (unsigned long long)n, (unsigned long long)p->eager_sent);
+    if (n > p->eager_freed)
+        p->eager_freed = n;
+    return GW_OK;
+}
+
 static gw_request_t *find_recv(gw_ib_peer_t *p, uint32_t value)
 {
     for (gw_request_t *r = p->rq_head; r; r = r->next)
@@ -114,16 +128,10 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
             return gw__ib_peer_fail(
                 t, p, GW_ERR_PROTOCOL, "acknowledged %llu CTS entries, but only %llu were sent",
                 (unsigned long long)h->cts_seen, (unsigned long long)p->r_cts_sent);
-        if (h->eager_freed > p->eager_sent)
-            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
-                                    "reported %llu of our eager messages freed, but only %llu "
-                                    "were sent",
-                                    (unsigned long long)h->eager_freed,
-                                    (unsigned long long)p->eager_sent);
+        if ((st = take_freed(t, p, h->eager_freed)) != GW_OK)
+            return st;
         if (h->cts_seen > p->r_cts_acked)
             p->r_cts_acked = h->cts_seen;
-        if (h->eager_freed > p->eager_freed)
-            p->eager_freed = h->eager_freed;
         p->r_eager_in++;
         GW_TRACE(t->base.log, GW_IB_SUBSYS, "eager %llu (len %llu) from %s",
                  (unsigned long long)h->idx, (unsigned long long)h->len, p->desc);
@@ -142,18 +150,8 @@ static gw_status_t on_recv(gw_ib_t *t, gw_ib_peer_t *p, const struct ibv_wc *wc)
         return GW_OK;
     case GW_IB_IMM_RECEIPT:
         return gw__ib_take_receipt(t, p, value);
-    case GW_IB_IMM_FREED: {
-        /* The 28 bits name the latest count with those low bits. */
-        uint64_t n = p->eager_sent - ((p->eager_sent - value) & GW_IB_IMM_VALUE_MASK);
-        if (n > p->eager_sent)
-            return gw__ib_peer_fail(t, p, GW_ERR_PROTOCOL,
-                                    "reported %llu of our eager messages freed, but only %llu "
-                                    "were sent",
-                                    (unsigned long long)n, (unsigned long long)p->eager_sent);
-        if (n > p->eager_freed)
-            p->eager_freed = n;
-        return GW_OK;
-    }
+    case GW_IB_IMM_FREED:
+        return take_freed(t, p, gw__ib_imm_widen(value, p->eager_sent));
     case GW_IB_IMM_ABORT: {
         gw_abort_info_t got = {.status = gw__ib_abort_status(value),
                                .origin = gw__transport_abort_rank(p->abort_origin, t->base.size),

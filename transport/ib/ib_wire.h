@@ -169,6 +169,13 @@ static inline int gw__ib_imm_names(uint32_t value, uint64_t idx)
 {
     return value == (uint32_t)(idx & GW_IB_IMM_VALUE_MASK);
 }
+/* The count a 28-bit immediate value stands for: the latest one, at most
+ * `latest` (what we sent), with those low bits; more than `latest` only
+ * for a value that names none (latest below 2^28 and value above it). */
+static inline uint64_t gw__ib_imm_widen(uint32_t value, uint64_t latest)
+{
+    return latest - ((latest - value) & GW_IB_IMM_VALUE_MASK);
+}
 
 /* Out-of-band hello: who we are and our queue pairs for this peer. */
 typedef struct gw_ib_hello {

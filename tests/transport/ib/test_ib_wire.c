@@ -178,6 +178,12 @@ Test(ib_wire, immediates)
     cr_assert_eq(v, 77u);
     cr_assert(gw__ib_imm_names(v, big));
     cr_assert_not(gw__ib_imm_names(v, big + 1));
+    /* Widened back: the latest count with those bits, up to what was sent
+     * (receipts, FREED); one that names none comes back above it. */
+    cr_assert_eq(gw__ib_imm_widen(v, big), big);
+    cr_assert_eq(gw__ib_imm_widen(v, big + 5), big);
+    cr_assert_eq(gw__ib_imm_widen(v, big - 1), big - ((uint64_t)1 << 28));
+    cr_assert_gt(gw__ib_imm_widen(5, 3), 3, "a count above what was sent is not taken");
     imm = gw__ib_imm_encode(GW_IB_IMM_ABORT, GW_ERR_MISMATCH);
     gw__ib_imm_decode(imm, &k, &v);
     cr_assert_eq(k, GW_IB_IMM_ABORT);

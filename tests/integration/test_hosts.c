@@ -189,12 +189,15 @@ Test(hosts, four_hosts_every_collective, .timeout = 120 * SLOW)
  * and alone on the machine. */
 #if !defined(__SANITIZE_ADDRESS__)
 /* 2^20 + 3 elements through every allreduce algorithm, exact and random
- * inputs, over 1 Gbit/s links. */
+ * inputs, over 1 Gbit/s links: a 4-byte and a 1-byte type, so that the
+ * chunks of an odd count split at different byte offsets (the 2- and
+ * 8-byte types ran here too, 16 s of the suite's time alone on the
+ * machine for the same chunking; every type meets every algorithm on the
+ * small counts of four_hosts_every_collective). */
 Test(hosts, four_hosts_large_allreduce, .timeout = 180 * SLOW)
 {
     up(4);
-    run_job(4, 0, "1048579", "all", "float32,float16,int8,int64", "sum,max", "allreduce,random",
-            "1", 160);
+    run_job(4, 0, "1048579", "all", "float32,int8", "sum,max", "allreduce,random", "1", 160);
 }
 
 /* 8 hosts: every collective, algorithm, dtype and op on two small counts,

@@ -119,10 +119,18 @@ gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
                 m.new_size, root);
     gw__logger_fini(&lg);
     if (st == GW_OK) {
+        /* The address it knocked at is the job's root port for it too:
+         * were it rank 0's heir one day, it would listen there. */
+        char host[300];
+        int join_port = 0;
+        if (gw__parse_hostport(c.root, host, sizeof(host), &join_port) != GW_OK)
+            join_port = 0;
         c.rank = m.new_rank;
         c.size = (int)m.new_size;
         c.root = root;
         st = gw_comm_init(&c, out);
+        if (st == GW_OK)
+            (*out)->recipe.join_port = join_port;
     }
     explicit_bzero(file_token, sizeof(file_token));
     return st;

@@ -29,7 +29,10 @@
  * its connection closed (GW_ERR_REMOTE) and choose an heir instead, the
  * lowest surviving rank, which decides in the referee's place and roots
  * the shrunk communicator on its own host
- * (transport/bootstrap/bootstrap_heir.c). A rank 0 that is stopped or hung
+ * (transport/bootstrap/bootstrap_heir.c). The job's root listener, where
+ * joiners knock, died with rank 0 too: the heir listens at the job's root
+ * port on its own host (comm->recipe.join_port, gw__comm_rebuild), so that
+ * a replacement still gets in. A rank 0 that is stopped or hung
  * is not succeeded: it would wake to a job that went on without it, with
  * its referee answering as if nothing had happened; the survivors fail
  * with GW_ERR_TIMEOUT after the window. Sub-communicators are not shrunk
@@ -41,6 +44,7 @@
 
 #include "collectives/api/api.h"
 #include "collectives/comm/comm.h"
+#include "common/env.h"
 
 #define WINDOW_MIN_MS 1000
 #define WINDOW_MAX_MS 30000
@@ -62,6 +66,10 @@ gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r)
     comm->recipe.transport = dup_or_null(r->transport, &failed);
     comm->recipe.ifname = dup_or_null(r->ifname, &failed);
     comm->recipe.nsocks = r->nsocks;
+    char host[300];
+    int port = 0;
+    if (r->root && gw__parse_hostport(r->root, host, sizeof(host), &port) == GW_OK)
+        comm->recipe.join_port = port;
     return failed ? GW_ERR_NO_MEMORY : GW_OK;
 }
 
@@ -101,8 +109,15 @@ gw_status_t gw__comm_rebuild(gw_comm_t *comm, int rank, int size, const char *ro
         return st;
     }
     (*out)->p2p_send = comm->p2p_send; /* a gw_comm_set_p2p_send goes on */
-    /* rank 0: the job's root address goes on with it, for joiners */
-    gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
+    (*out)->recipe.join_port = comm->recipe.join_port;
+    /* rank 0: the job's root address goes on with it, for joiners; an heir
+     * (rank 0 now, not before: the old rank 0 died with the listener)
+     * opens it again on its own host. Joiners are a service to the job,
+     * not part of it: without the port, the job goes on. */
+    if (comm->rank != 0 && (*out)->rank == 0 && size > 1 && comm->recipe.join_port > 0)
+        (void)gw__bootstrap_late_at((*out)->bootstrap, comm->recipe.join_port);
+    else
+        gw__bootstrap_move_late(comm->bootstrap, (*out)->bootstrap);
     return GW_OK;
 }
 

@@ -118,6 +118,10 @@ struct gw_comm {
     struct {
         char *token, *transport, *ifname;
         int nsocks;
+        /* The job's root port, where joiners knock: the first root's,
+         * kept through shrinks and grows (0: none); an heir listens there
+         * (comm_shrink.c). */
+        int join_port;
     } recipe;
     /* ---- device buffers (collectives/device) ---- */
     gw_buffers_t buffers;     /* gw_comm_set_buffers */

@@ -9,7 +9,8 @@
  * logged by rank 0), as is one that answers rank 0's challenge with a
  * made-up proof, and the job goes on and admits the next one; and a
  * job that lost a rank and shrank admits a replacement through its
- * original root address, back to its full count.
+ * original root address, back to its full count, also when the rank it
+ * lost was rank 0 (its heir listens at the job's root port).
  */
 #include <criterion/criterion.h>
 
@@ -87,6 +88,24 @@ Test(grow, after_shrink, .timeout = 60)
     expect_grown(&r, "1", 1, "0,1,3,100");
     expect_grown(&r, "3", 2, "0,1,3,100");
     expect_grown(&r, "joiner", 3, "0,1,3,100");
+    cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
+    free(r.output);
+}
+
+/* Rank 0 dies: rank 1, its heir, roots the shrunk job and listens at the
+ * job's root port in its place, so a replacement started with the job's
+ * GW_ROOT gets in (before, that port was closed with rank 0, and the
+ * joiner waited for a job nobody answered for). */
+Test(grow, after_rank0_died, .timeout = 60)
+{
+    run_result_t r = run_mode("shrink0", "4");
+    expect_nobody(&r, 4);
+    expect(&r, "[1] rank 1: shrank to 3 ranks");
+    expect(&r, "its root port, on this rank's host");
+    expect_grown(&r, "1", 0, "1,2,3,100");
+    expect_grown(&r, "2", 1, "1,2,3,100");
+    expect_grown(&r, "3", 2, "1,2,3,100");
+    expect_grown(&r, "joiner", 3, "1,2,3,100");
     cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
     free(r.output);
 }

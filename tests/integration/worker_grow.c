@@ -3,7 +3,7 @@
  * `gradwire launch --elastic`, and the joiners it starts.
  *
  * Usage: worker_grow MODE          a member (grow, badtoken: 3 ranks;
- *                                  shrink: 4 ranks)
+ *                                  shrink, shrink0: 4 ranks)
  *        worker_grow join EXPECT   a joiner: EXPECT is ok or the status
  *                                  name its gw_comm_join must return
  *        worker_grow forge         a joiner that skips rank 0's proof and
@@ -14,7 +14,9 @@
  * The members first make one allreduce and one gw_comm_grow with nobody
  * waiting, which must leave the communicator as it is ("rank R: grow with
  * nobody: unchanged, sum ok"). In shrink mode rank 2 then SIGKILLs itself
- * and the others shrink to 3 first. Rank 0 starts the joiners as children
+ * and the others shrink to 3 first; in shrink0 mode rank 0 does, and rank
+ * 1, its heir, is rank 0 of the shrunk communicator, listening at the
+ * job's root port in rank 0's place. Rank 0 starts the joiners as children
  * (they inherit GW_ROOT and GW_JOB_TOKEN from the launcher): in badtoken
  * mode first one with another token, which must get GW_ERR_AUTH, and a
  * forger (above), then a right one. The members call gw_comm_grow every 200 ms (their "epoch
@@ -183,7 +185,8 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "forge") == 0)
         return forger_main();
     if (argc != 2) {
-        fprintf(stderr, "usage: worker_grow grow|badtoken|shrink  |  worker_grow join EXPECT\n");
+        fprintf(stderr,
+                "usage: worker_grow grow|badtoken|shrink|shrink0  |  worker_grow join EXPECT\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -203,8 +206,9 @@ int main(int argc, char **argv)
     }
     printf("rank %d: grow with nobody: unchanged, sum %s\n", rank, sum_ok(comm) ? "ok" : "WRONG");
     gw_comm_t *cur = comm;
-    if (strcmp(mode, "shrink") == 0) {
-        if (rank == 2) {
+    if (strcmp(mode, "shrink") == 0 || strcmp(mode, "shrink0") == 0) {
+        int victim = strcmp(mode, "shrink0") == 0 ? 0 : 2;
+        if (rank == victim) {
             /* Long enough for the others to have finished the allreduce
              * above, even on a loaded machine. */
             usleep(500 * 1000);
@@ -212,7 +216,7 @@ int main(int argc, char **argv)
         }
         int32_t one = 1, sum = 0;
         if (gw_allreduce(comm, &one, &sum, 1, GW_INT32, GW_SUM) == GW_OK) {
-            printf("rank %d: the allreduce succeeded without rank 2\n", rank);
+            printf("rank %d: the allreduce succeeded without rank %d\n", rank, victim);
             return 1;
         }
         if ((st = gw_comm_shrink(comm, &shrunk)) != GW_OK) {

@@ -229,6 +229,13 @@ gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const ch
  * waiting on it move from one bootstrap's referee to the other's. A no-op
  * unless both have a referee. */
 void gw__bootstrap_move_late(gw_bootstrap_t *from, gw_bootstrap_t *to);
+/* Rank 0 of a communicator an heir roots (the succession: the job's root
+ * listener died with rank 0): listen for joiners and late processes on
+ * port, the job's root port, on this root's host, in place of the port
+ * the heir reserved. GW_ERR_INVALID_ARG without a referee or port; the
+ * listener's errors (the port taken on this host), logged; the reserved
+ * port keeps answering then. */
+gw_status_t gw__bootstrap_late_at(gw_bootstrap_t *bs, int port);
 void gw__bootstrap_close(gw_bootstrap_t *bs);
 
 #endif

@@ -28,11 +28,20 @@
  * After a shrink or a grow the listener at the original port, with its
  * parked joiners, moves from the old communicator's referee to the new
  * one's (gw__bootstrap_move_late), so that the job's root address stays
- * the one to join through for as long as the job runs.
+ * the one to join through for as long as the job runs. When rank 0 died,
+ * the listener died with it: the heir, rank 0 of the shrunk communicator,
+ * listens at the job's root port on its own host instead
+ * (gw__bootstrap_late_at), so that a replacement joins through the same
+ * address when the heir shares rank 0's host (one node, or a root address
+ * that moves with a service's IP), and through the heir's host and the
+ * same port otherwise. Joiners parked at the dead rank 0 saw their
+ * connection close (GW_ERR_REMOTE): they start again.
  */
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/env.h"
@@ -155,4 +164,37 @@ void gw__bootstrap_move_late(gw_bootstrap_t *from, gw_bootstrap_t *to)
         return;
     gw__bs_late_set_size(l, to->size);
     gw__bs_late_close(gw__bs_referee_swap_late(to->referee, l));
+}
+
+gw_status_t gw__bootstrap_late_at(gw_bootstrap_t *bs, int port)
+{
+    char host[NI_MAXHOST], pstr[16];
+    int old_port;
+    if (!bs || !bs->referee || port <= 0 || port > 65535 ||
+        gw__parse_hostport(bs->root, host, sizeof(host), &old_port) != GW_OK)
+        return GW_ERR_INVALID_ARG;
+    snprintf(pstr, sizeof(pstr), "%d", port);
+    int fd = -1;
+    gw_status_t st = gw__bs_listen_at(bs->log, host, pstr, "the job's root port", &fd);
+    if (st != GW_OK) {
+        GW_WARN(bs->log, GW_BS_SUBSYS,
+                "succession: joiners cannot reach the job at its root port %d on %s; they reach "
+                "it at %s",
+                port, host, bs->root);
+        return st;
+    }
+    /* gw__bs_late_open takes its listener from late_lfd. */
+    int kept = bs->late_lfd;
+    bs->late_lfd = fd;
+    gw_bs_late_t *l = gw__bs_late_open(bs);
+    bs->late_lfd = kept;
+    if (!l) {
+        close(fd);
+        return GW_ERR_NO_MEMORY;
+    }
+    gw__bs_late_close(gw__bs_referee_swap_late(bs->referee, l));
+    GW_WARN(bs->log, GW_BS_SUBSYS,
+            "succession: joiners reach the job at %s:%d, its root port, on this rank's host", host,
+            port);
+    return GW_OK;
 }

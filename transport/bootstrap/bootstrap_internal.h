@@ -278,6 +278,10 @@ int64_t gw__bs_grow_deadline(const gw_bs_grow_t *g);
 #define GW_BS_LATE_PFDS (17 + GW_BS_LATE_JOINERS)
 typedef struct gw_bs_late gw_bs_late_t;
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
+/* A listening TCP socket at host:port (SO_REUSEADDR), what naming it in
+ * the errors, which are logged (bootstrap_root.c). */
+gw_status_t gw__bs_listen_at(const gw_logger_t *log, const char *host, const char *port,
+                             const char *what, int *out);
 int gw__bs_late_pollfds(gw_bs_late_t *l, struct pollfd *pfds);
 /* status builds the STATUS answer for a process that proved the job token
  * after a STATUS_ASK (malloc'd message, NULL when memory is short). */

@@ -42,7 +42,8 @@
 typedef gw_bs_join_t join_t;
 typedef gw_bs_conn_t conn_t;
 
-static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char *port, int *out)
+gw_status_t gw__bs_listen_at(const gw_logger_t *log, const char *host, const char *port,
+                             const char *what, int *out)
 {
     struct addrinfo hints;
     memset(&hints, 0, sizeof(hints));
@@ -52,7 +53,7 @@ static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char 
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0) {
-        GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot resolve the root address %s: %s", bs->root,
+        GW_ERROR(log, GW_BS_SUBSYS, "cannot resolve %s %s:%s: %s", what, host, port,
                  gai_strerror(gai));
         return GW_ERR_CONFIG;
     }
@@ -68,39 +69,30 @@ static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char 
         if (fd < 0) {
             if (errno == EAFNOSUPPORT && ai->ai_next)
                 continue;
-            GW_ERROR(bs->log, GW_BS_SUBSYS,
-                     "cannot create a socket for the root address %s (%s): %m", bs->root, addr);
+            GW_ERROR(log, GW_BS_SUBSYS, "cannot create a socket for %s %s: %m", what, addr);
             goto out_free;
         }
         int one = 1;
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-            GW_ERROR(bs->log, GW_BS_SUBSYS, "setsockopt(SO_REUSEADDR) on %s: %m", addr);
+            GW_ERROR(log, GW_BS_SUBSYS, "setsockopt(SO_REUSEADDR) on %s: %m", addr);
             goto err_close_fd;
         }
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-            GW_ERROR(bs->log, GW_BS_SUBSYS,
-                     "cannot bind the root address %s (%s): %m (is another job using the port, "
-                     "or is this host not the root?)",
-                     bs->root, addr);
+            GW_ERROR(log, GW_BS_SUBSYS,
+                     "cannot bind %s %s: %m (is another job using the port, or is the address "
+                     "not this host's?)",
+                     what, addr);
             goto err_close_fd;
         }
         if (listen(fd, LISTEN_BACKLOG) != 0) {
-            GW_ERROR(bs->log, GW_BS_SUBSYS, "cannot listen on the root address %s (%s): %m",
-                     bs->root, addr);
+            GW_ERROR(log, GW_BS_SUBSYS, "cannot listen on %s %s: %m", what, addr);
             goto err_close_fd;
         }
-        bs->local_len = sizeof(bs->local);
-        if (getsockname(fd, (struct sockaddr *)&bs->local, &bs->local_len) != 0) {
-            GW_ERROR(bs->log, GW_BS_SUBSYS, "getsockname on the root socket %s: %m", addr);
-            goto err_close_fd;
-        }
-        GW_INFO(bs->log, GW_BS_SUBSYS, "rank 0 listening at %s (%s) for %d other rank%s", bs->root,
-                addr, bs->size - 1, bs->size == 2 ? "" : "s");
         *out = fd;
         st = GW_OK;
         goto out_free;
     }
-    GW_ERROR(bs->log, GW_BS_SUBSYS, "the root address %s resolves to no usable address", bs->root);
+    GW_ERROR(log, GW_BS_SUBSYS, "%s %s:%s resolves to no usable address", what, host, port);
     goto out_free;
 
 err_close_fd:
@@ -108,6 +100,24 @@ err_close_fd:
 out_free:
     freeaddrinfo(res);
     return st;
+}
+
+static gw_status_t root_listen(gw_bootstrap_t *bs, const char *host, const char *port, int *out)
+{
+    int fd = -1;
+    gw_status_t st = gw__bs_listen_at(bs->log, host, port, "the root address", &fd);
+    if (st != GW_OK)
+        return st;
+    bs->local_len = sizeof(bs->local);
+    if (getsockname(fd, (struct sockaddr *)&bs->local, &bs->local_len) != 0) {
+        GW_ERROR(bs->log, GW_BS_SUBSYS, "getsockname on the root socket %s: %m", bs->root);
+        close(fd);
+        return GW_ERR_SYSTEM;
+    }
+    GW_INFO(bs->log, GW_BS_SUBSYS, "rank 0 listening at %s for %d other rank%s", bs->root,
+            bs->size - 1, bs->size == 2 ? "" : "s");
+    *out = fd;
+    return GW_OK;
 }
 
 /* Watch the socket for what its state waits on (a connection just accepted

@@ -307,8 +307,10 @@ test_stage build
 # The sanitized stage runs what the sanitizers add over the optimised one
 # (tests/CMakeLists.txt, GW_OPTIMISED_ONLY).
 # detect_leaks: the library frees what it allocates; any leak is a bug.
+# handle_sigill: UBSan's checks trap (CMakeLists.txt, GW_SANITIZE), and
+# AddressSanitizer reports the trap with its stack.
 wait_build build-asan
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_sigill=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     test_stage build-asan
 # ThreadSanitizer: the library, tools and workers (Criterion cannot run under

@@ -42,7 +42,15 @@ if [ "${GW_PY_SANITIZE:-OFF}" = "ON" ]; then
     # allocations at exit are not this project's leaks: detect_leaks=0
     # goes last, where it wins over the suite's detect_leaks=1
     # (scripts/test.sh; the last of repeated options is the one taken).
-    LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+    # libstdc++ with it: ASan finds the real __cxa_throw when it starts,
+    # and torch throws (without it, ASan stops at torch's first exception:
+    # "CHECK failed: ... real___cxa_throw"). UBSan's runtime only where the
+    # build links it (GW_SANITIZE_UB_RUNTIME; by default its checks trap
+    # and need none).
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libstdc++.so)"
+    if ldd "$GW_PY_BUILD/libgradwire.so" 2>/dev/null | grep -q libubsan; then
+        LD_PRELOAD="$LD_PRELOAD:$(gcc -print-file-name=libubsan.so)"
+    fi
     export LD_PRELOAD
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi

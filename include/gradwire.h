@@ -381,16 +381,16 @@ GW_API int gw_comm_culprit(const gw_comm_t *comm);
  * referee agrees on who is left (the ranks that ask within a window of
  * comm's timeout bounded to [1 s, 30 s]); *out is a new communicator of
  * exactly those ranks, renumbered in old-rank order (rank 0 stays 0), with
- * comm's settings and token. When rank 0 itself died (its process is
- * gone), the lowest surviving rank takes its referee's place and becomes
- * rank 0 of *out, rooted on its host; the group goes on only when it
- * outnumbers the ranks that are alive but did not ask. comm stays failed:
- * destroy it when the job no longer needs it to answer late ranks (they
- * are told they were left out). Collective over the survivors; not
- * thread-safe against other calls on comm. Errors, *out NULL:
- * GW_ERR_ABORTED for a rank left out (it must leave the job);
- * GW_ERR_TIMEOUT when rank 0 is stopped or hung (alive, it is not
- * succeeded: it would come back to a job that went on without it); the
+ * comm's settings and token. When rank 0 itself died, or is stopped, hung
+ * or busy outside gradwire past the window (then deposed first: when it
+ * wakes, its own shrink fails with GW_ERR_ABORTED), the lowest surviving
+ * rank takes its referee's place and becomes rank 0 of *out, rooted on its
+ * host; the group goes on only when it outnumbers the ranks that are alive
+ * but did not ask. comm stays failed: destroy it when the job no longer
+ * needs it to answer late ranks (they are told they were left out).
+ * Collective over the survivors; not thread-safe against other calls on
+ * comm. Errors, *out NULL: GW_ERR_ABORTED for a rank left out (it must
+ * leave the job); GW_ERR_TIMEOUT when no surviving rank could lead; the
  * new communicator's join errors; GW_ERR_UNSUPPORTED for a
  * sub-communicator; GW_ERR_INVALID_ARG for NULL. The protocol:
  * docs/design/failures.md. */

@@ -29,14 +29,18 @@
  * its connection closed (GW_ERR_REMOTE) and choose an heir instead, the
  * lowest surviving rank, which decides in the referee's place and roots
  * the shrunk communicator on its own host
- * (transport/bootstrap/bootstrap_heir.c). The job's root listener, where
- * joiners knock, died with rank 0 too: the heir listens at the job's root
- * port on its own host (comm->recipe.join_port, gw__comm_rebuild), so that
- * a replacement still gets in. A rank 0 that is stopped or hung
- * is not succeeded: it would wake to a job that went on without it, with
- * its referee answering as if nothing had happened; the survivors fail
- * with GW_ERR_TIMEOUT after the window. Sub-communicators are not shrunk
- * (shrink their root and split again).
+ * (transport/bootstrap/bootstrap_heir.c). A rank 0 that is stopped, hung
+ * or busy outside gradwire past the window (no answer from its referee, or
+ * its referee's word that it did not ask) is succeeded too, deposed first:
+ * each survivor sends DEPOSED on its connection to the referee and closes
+ * it, so that when rank 0 wakes its own shrink is answered left out
+ * (GW_ERR_ABORTED) and it never goes on alone beside them. The job's root
+ * listener, where joiners knock, is rank 0's: the heir listens at the
+ * job's root port on its own host (comm->recipe.join_port,
+ * gw__comm_rebuild), so that a replacement still gets in (when a stopped
+ * rank 0 still holds that port on the same host, at the port the heir
+ * reserved, which it logs). Sub-communicators are not shrunk (shrink
+ * their root and split again).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,10 +168,24 @@ gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
     gw__comm_drive_begin(comm);
     gw_status_t st = gw__bootstrap_shrink(comm->bootstrap, window, root, sizeof(root), &m);
     gw__comm_drive_end(comm);
-    if (st == GW_ERR_REMOTE) {
+    /* Rank 0 stopped or hung (no answer), or busy outside gradwire past the
+     * window (its referee answers that it did not ask): depose it, then
+     * succeed it as if it had died. A rank 0 that wakes is left out. */
+    if (comm->rank != 0 && (st == GW_ERR_TIMEOUT || (st == GW_OK && m.status == GW_ERR_TIMEOUT))) {
         GW_WARN(&comm->log, "api",
-                "gw_comm_shrink: rank 0 is gone (its connection closed): the lowest surviving "
-                "rank takes its place");
+                "gw_comm_shrink: %s within %d ms: rank 0 is stopped, hung or busy outside "
+                "gradwire; this rank goes on without it (rank 0 is told so, and left out when it "
+                "asks) and the lowest surviving rank takes its place",
+                st == GW_OK ? "rank 0 did not ask to shrink" : "no answer from rank 0's referee",
+                window);
+        gw__bootstrap_depose(comm->bootstrap);
+        st = GW_ERR_REMOTE;
+    }
+    if (st == GW_ERR_REMOTE) {
+        if (gw__bootstrap_watching(comm->bootstrap)) /* not deposed: it died */
+            GW_WARN(&comm->log, "api",
+                    "gw_comm_shrink: rank 0 is gone (its connection closed): the lowest "
+                    "surviving rank takes its place");
         gw__comm_drive_begin(comm);
         st = gw__bootstrap_succeed(comm->bootstrap, window, root, sizeof(root), &m);
         gw__comm_drive_end(comm);
@@ -181,10 +199,17 @@ gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
     }
     if (st != GW_OK) {
         GW_ERROR(&comm->log, "api",
-                 "gw_comm_shrink: no answer from rank 0's referee (%s) within %d ms: rank 0 is "
-                 "stopped or hung, so the loss of rank 0 ends the job",
+                 "gw_comm_shrink: no answer from rank 0's referee (%s) within %d ms",
                  gw_status_str(st), window);
         return st;
+    }
+    if (m.status == GW_ERR_ABORTED && comm->rank == 0) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_comm_shrink: rank 0 was left out: the survivors found it stopped, hung or "
+                 "busy outside gradwire past the %d ms window and went on under the lowest "
+                 "surviving rank",
+                 window);
+        return m.status;
     }
     if (m.status == GW_ERR_ABORTED) {
         GW_ERROR(&comm->log, "api",

@@ -2,7 +2,8 @@
  * worker_shrink.c - one rank of the shrink tests (test_shrink.c), run by
  * `gradwire launch --elastic` on 4 ranks.
  *
- * Usage: worker_shrink MODE   (kill1, kill2, kill0, kill01, kill0then1, kill0stop1, stop)
+ * Usage: worker_shrink MODE   (kill1, kill2, kill0, kill01, kill0then1, kill0stop1, stop,
+ *                             stop0, busy0)
  *
  * Every rank does one allreduce (the job works), then the victims leave:
  * kill1: rank 2 SIGKILLs itself; kill2: ranks 1 and 3; kill0: rank 0;
@@ -13,7 +14,11 @@
  * ranks 2 and 3 give up on rank 1 and go on under rank 2; rank 1, awake,
  * finds nobody and ranks alive elsewhere, and must not go on alone;
  * stop: rank 2 SIGSTOPs itself, and a child it forked first wakes it
- * WAKE_S seconds later. The others' second allreduce fails, and they call
+ * WAKE_S seconds later; stop0: rank 0 does (its referee stops with it):
+ * the others get no answer to their shrink, depose it and go on under
+ * rank 1; rank 0, awake, must be told it was left out; busy0: rank 0
+ * sleeps WAKE_S seconds outside gradwire instead (its referee runs on and
+ * answers the others' shrink that rank 0 did not ask): the same outcome. The others' second allreduce fails, and they call
  * gw_comm_shrink. A member of the shrunk communicator prints
  *   "rank R: now rank X of N, members A,B,C, sum ok"
  * after it all-gathered the old ranks of the members and checked an
@@ -46,6 +51,8 @@ static int is_victim(const char *mode, int rank)
 {
     if (!strcmp(mode, "kill1") || !strcmp(mode, "stop"))
         return rank == 2;
+    if (!strcmp(mode, "stop0") || !strcmp(mode, "busy0"))
+        return rank == 0;
     if (!strcmp(mode, "kill2"))
         return rank == 1 || rank == 3;
     if (!strcmp(mode, "kill0") || !strcmp(mode, "kill0then1"))
@@ -119,8 +126,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 2) {
-        fprintf(stderr,
-                "usage: worker_shrink kill1|kill2|kill0|kill01|kill0then1|kill0stop1|stop\n");
+        fprintf(stderr, "usage: worker_shrink kill1|kill2|kill0|kill01|kill0then1|kill0stop1|stop|"
+                        "stop0|busy0\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -143,21 +150,37 @@ int main(int argc, char **argv)
     int stopped = 0;
     if (is_victim(mode, rank)) {
         usleep(200 * 1000); /* usually the others are in the second one by now */
-        if (strcmp(mode, "stop") != 0 && !(rank == 1 && !strcmp(mode, "kill0stop1")))
-            raise(SIGKILL);
-        pid_t parent = getpid();
-        if (fork() == 0) {
+        if (!strcmp(mode, "busy0")) {
             sleep(WAKE_S);
-            kill(parent, SIGCONT);
-            _exit(0);
+            stopped = 1;
+        } else if (strcmp(mode, "stop") != 0 && strcmp(mode, "stop0") != 0 &&
+                   !(rank == 1 && !strcmp(mode, "kill0stop1"))) {
+            raise(SIGKILL);
         }
-        raise(SIGSTOP);
-        stopped = 1;
+        if (!stopped) {
+            pid_t parent = getpid();
+            if (fork() == 0) {
+                sleep(WAKE_S);
+                kill(parent, SIGCONT);
+                _exit(0);
+            }
+            raise(SIGSTOP);
+            stopped = 1;
+        }
     }
     double t0 = now_ms();
     if (!early)
         st = gw_allreduce(comm, &one, &sum, 1, GW_INT32, GW_SUM);
-    if (st == GW_OK) {
+    if (st == GW_OK && stopped && (!strcmp(mode, "stop0") || !strcmp(mode, "busy0"))) {
+        /* Every other rank sent its part before it gave up, and a TCP
+         * connection keeps what was sent after its sender closed it: rank
+         * 0 may complete the call from its buffers (its referee, stopped
+         * with it, has not yet read the others' reports). Its shrink must
+         * still leave it out. */
+        printf("rank %d: the second allreduce completed from what the others sent before they "
+               "gave up\n",
+               rank);
+    } else if (st == GW_OK) {
         printf("rank %d: the second allreduce succeeded without the victims\n", rank);
         return 1;
     }

@@ -191,6 +191,12 @@ gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, 
  * all-gather's status. A job of one rank has none (GW_OK). */
 gw_status_t gw__bootstrap_heirs_open(gw_bootstrap_t *bs);
 
+/* Rank 0 did not answer this rank's shrink in time (gw__bootstrap_shrink
+ * said GW_ERR_TIMEOUT, or its referee answered GW_ERR_TIMEOUT: rank 0 did
+ * not ask): tell its referee that this rank goes on without it (DEPOSED)
+ * and close the connection, before gw__bootstrap_succeed. A rank 0 that
+ * wakes is then left out of any shrink (bootstrap_shrink.c). Not on rank 0. */
+void gw__bootstrap_depose(gw_bootstrap_t *bs);
 /* Rank 0 is gone (gw__bootstrap_shrink said GW_ERR_REMOTE): agree with the
  * other survivors, through the lowest surviving rank, on who goes on
  * (bootstrap_heir.c). GW_OK with *members as gw__bootstrap_shrink gives

@@ -209,6 +209,15 @@ void gw__bs_shrink_left_out(gw_bs_members_t *m);
 void gw__bs_shrink_lead(gw_bs_shrink_t *sh, int leader);
 /* Whether rank r asked. */
 int gw__bs_shrink_asked(const gw_bs_shrink_t *sh, int r);
+/* Rank `by` sent DEPOSED: it found the leader (rank 0) stopped or hung and
+ * goes on under an heir. The case is decided at once if it was open or not
+ * yet opened (GW_ERR_TIMEOUT for every rank that asked, so that they go to
+ * the succession too); from then on the leader's own answer is left out
+ * (GW_ERR_ABORTED), whenever it asks. Returns 1 when this decided the case
+ * (the caller answers those that asked). */
+int gw__bs_shrink_depose(gw_bs_shrink_t *sh, int by);
+/* Whether a rank sent DEPOSED. */
+int gw__bs_shrink_deposed(const gw_bs_shrink_t *sh);
 
 /* ---- the succession (bootstrap_heir.c, bootstrap_heir_lead.c) ----------- */
 

@@ -52,6 +52,8 @@ const char *gw__bs_type_name(uint32_t type)
         return "ring open";
     case GW_BS_BYE:
         return "bye";
+    case GW_BS_DEPOSED:
+        return "deposed";
     case GW_BS_RING_PEER:
         return "ring peer";
     case GW_BS_PULSE:
@@ -228,6 +230,7 @@ gw_status_t gw__bs_decode_hdr(const uint8_t *buf, size_t len, gw_bs_hdr_t *out, 
         break;
     case GW_BS_RING_OPEN:
     case GW_BS_BYE:
+    case GW_BS_DEPOSED:
         min = max = 0;
         break;
     case GW_BS_RING_PEER:
@@ -643,6 +646,8 @@ gw_status_t gw__bs_decode_join(const uint8_t *buf, size_t len, uint8_t nonce[GW_
 void gw__bs_encode_ring_open(uint8_t out[GW_BS_RING_OPEN_LEN]) { put_hdr(out, GW_BS_RING_OPEN, 0); }
 
 void gw__bs_encode_bye(uint8_t out[GW_BS_BYE_LEN]) { put_hdr(out, GW_BS_BYE, 0); }
+
+void gw__bs_encode_deposed(uint8_t out[GW_BS_DEPOSED_LEN]) { put_hdr(out, GW_BS_DEPOSED, 0); }
 
 void gw__bs_encode_ring_peer(const uint8_t addr[GW_BS_RING_ADDR_LEN],
                              uint8_t out[GW_BS_RING_PEER_LEN])

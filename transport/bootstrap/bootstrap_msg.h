@@ -143,6 +143,7 @@
 #define GW_BS_GROWN_LEN (GW_BS_HDR_LEN + 16u)
 #define GW_BS_RING_OPEN_LEN GW_BS_HDR_LEN
 #define GW_BS_BYE_LEN GW_BS_HDR_LEN
+#define GW_BS_DEPOSED_LEN GW_BS_HDR_LEN
 #define GW_BS_RING_ADDR_LEN 23u /* GW_SOCK_ADDR_WIRE */
 #define GW_BS_RING_PEER_LEN (GW_BS_HDR_LEN + GW_BS_RING_ADDR_LEN)
 /* The rank a joiner's proof is made for (it has none yet). */
@@ -184,12 +185,13 @@ typedef enum gw_bs_type {
     GW_BS_GROWN = 15,
     GW_BS_RING_OPEN = 16,
     GW_BS_RING_PEER = 17,
-    GW_BS_PULSE = 18,            /* a rank's news for `gradwire status` (to the referee) */
-    GW_BS_STATUS_ASK = 19,       /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
-    GW_BS_STATUS = 20,           /* rank 0's answer, once the asker proved the token */
-    GW_BS_CLOCK = 21,            /* a rank's clock reading, echoed with the referee's */
-    GW_BS_BYE = 22,              /* rank 0 closed its communicator: no more verdicts */
-    GW_BS_TYPE_LAST = GW_BS_BYE, /* the highest type (a new one moves it) */
+    GW_BS_PULSE = 18,                /* a rank's news for `gradwire status` (to the referee) */
+    GW_BS_STATUS_ASK = 19,           /* `gradwire status` asks rank 0 (a nonce, as JOIN) */
+    GW_BS_STATUS = 20,               /* rank 0's answer, once the asker proved the token */
+    GW_BS_CLOCK = 21,                /* a rank's clock reading, echoed with the referee's */
+    GW_BS_BYE = 22,                  /* rank 0 closed its communicator: no more verdicts */
+    GW_BS_DEPOSED = 23,              /* a survivor goes on without rank 0 (stopped or hung) */
+    GW_BS_TYPE_LAST = GW_BS_DEPOSED, /* the highest type (a new one moves it) */
 } gw_bs_type_t;
 
 /* What a rank is doing, as it tells the referee every quarter second or
@@ -393,6 +395,9 @@ gw_status_t gw__bs_decode_grown(const uint8_t *buf, size_t len, gw_bs_members_t 
 void gw__bs_encode_ring_open(uint8_t out[GW_BS_RING_OPEN_LEN]);
 /* BYE (no payload): the referee's last word when rank 0 closes. */
 void gw__bs_encode_bye(uint8_t out[GW_BS_BYE_LEN]);
+/* DEPOSED (no payload): a survivor's last word to a rank 0 that did not
+ * answer its shrink in time; it goes on under an heir (bootstrap_shrink.c). */
+void gw__bs_encode_deposed(uint8_t out[GW_BS_DEPOSED_LEN]);
 void gw__bs_encode_ring_peer(const uint8_t addr[GW_BS_RING_ADDR_LEN],
                              uint8_t out[GW_BS_RING_PEER_LEN]);
 gw_status_t gw__bs_decode_ring_peer(const uint8_t *buf, size_t len,

@@ -32,7 +32,9 @@
  * connected, and the same verdict answers any later report.
  *
  * The referee also decides who goes on when the survivors shrink the job
- * (bootstrap_shrink.c): SHRINK requests come on the same connections; and
+ * (bootstrap_shrink.c): SHRINK requests come on the same connections, and
+ * DEPOSED from a survivor that gave up on this rank 0 (which is then left
+ * out of the shrink); and
  * when the members grow the job, whom it admits (GROW requests,
  * bootstrap_grow.c). A command on its stop pipe hands its late listener
  * over (gw__bs_referee_swap_late), so that the job's root address moves on
@@ -366,10 +368,16 @@ static void on_shrink(gw_bs_referee_t *ref, int r, const uint8_t *msg, size_t le
     }
     gw_bs_members_t m;
     if (!gw__bs_shrink_answer(ref->shrink, r, &m)) {
-        GW_WARN(ref->log, GW_BS_SUBSYS,
-                "referee: rank %d asks to shrink after the job shrank without it: it is told "
-                "it was left out",
-                r);
+        if (gw__bs_shrink_deposed(ref->shrink))
+            GW_INFO(ref->log, GW_BS_SUBSYS,
+                    "referee: rank %d's shrink request was read after the survivors deposed "
+                    "rank 0: it has gone on without rank 0",
+                    r);
+        else
+            GW_WARN(ref->log, GW_BS_SUBSYS,
+                    "referee: rank %d asks to shrink after the job shrank without it: it is told "
+                    "it was left out",
+                    r);
         gw__bs_shrink_left_out(&m);
     }
     uint8_t out[GW_BS_MEMBERS_LEN];
@@ -390,6 +398,15 @@ static void answer_shrink(gw_bs_referee_t *ref)
         gw__bs_encode_members(&m, out);
         send_to(ref, r, out, sizeof(out));
     }
+}
+
+/* DEPOSED from rank r: it gave up waiting for this rank 0 (stopped, hung
+ * or busy past the window) and goes on under an heir; this rank 0 is left
+ * out of the shrink, whenever its own caller asks (bootstrap_shrink.c). */
+static void on_deposed(gw_bs_referee_t *ref, int r)
+{
+    if (gw__bs_shrink_depose(ref->shrink, r))
+        answer_shrink(ref);
 }
 
 /* A GROW from rank r (bootstrap_grow.c). */
@@ -512,7 +529,7 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             const char *why = "not a report";
             if (gw__bs_decode_hdr(s->rx, GW_BS_HDR_LEN, &hdr, &why) != GW_OK ||
                 (hdr.type != GW_BS_REPORT && hdr.type != GW_BS_SHRINK && hdr.type != GW_BS_GROW &&
-                 hdr.type != GW_BS_PULSE && hdr.type != GW_BS_CLOCK)) {
+                 hdr.type != GW_BS_PULSE && hdr.type != GW_BS_CLOCK && hdr.type != GW_BS_DEPOSED)) {
                 GW_WARN(ref->log, GW_BS_SUBSYS, "referee: malformed message from rank %d: %s", r,
                         why);
                 seat_gone(ref, r, "sent garbage to the referee");
@@ -524,6 +541,8 @@ static void read_seat(gw_bs_referee_t *ref, int r)
             gw_bs_report_t rep;
             if (hdr.type == GW_BS_SHRINK)
                 on_shrink(ref, r, s->rx, len);
+            else if (hdr.type == GW_BS_DEPOSED)
+                on_deposed(ref, r);
             else if (hdr.type == GW_BS_GROW)
                 on_grow(ref, r, s->rx, len);
             else if (hdr.type == GW_BS_PULSE)

@@ -32,6 +32,18 @@
  * death at once as its connection closing (GW_ERR_REMOTE): then the
  * survivors agree through an heir instead, the lowest surviving rank,
  * which runs this same decision in rank 0's place (bootstrap_heir.c).
+ *
+ * A rank 0 that is stopped or hung (no answer by the window and the
+ * margin), or busy outside gradwire (the referee answers GW_ERR_TIMEOUT:
+ * rank 0 did not ask), is succeeded too, but first deposed
+ * (gw__bootstrap_depose): the survivor sends DEPOSED and closes its
+ * connection to the referee. A rank 0 that wakes finds the DEPOSED ahead
+ * of every survivor's goodbye in its connections (one stream each, read in
+ * order), so its own shrink is answered left out (GW_ERR_ABORTED) and it
+ * never leads a job of one beside the survivors' (gw__bs_shrink_depose).
+ * A survivor that deposed a rank 0 whose referee then answered others in
+ * time leaves those others building a communicator it will not join: they
+ * fail with a timeout, never two jobs.
  * There is one shrink case per bootstrap: the shrunk communicator has its
  * own bootstrap and referee for the next one.
  */
@@ -63,6 +75,7 @@ struct gw_bs_shrink {
     uint32_t port, new_size;
     int leader;      /* whose request carries the port: 0, or an heir (bootstrap_heir_lead.c) */
     const char *who; /* who decides, for the log: "referee", or "succession" for an heir */
+    int deposed;     /* a survivor went on without the leader: the leader is left out */
 };
 
 gw_bs_shrink_t *gw__bs_shrink_new(const gw_logger_t *log, int size)
@@ -161,8 +174,31 @@ int gw__bs_shrink_decide(gw_bs_shrink_t *sh, const unsigned char *gone, int64_t 
     return 1;
 }
 
+int gw__bs_shrink_depose(gw_bs_shrink_t *sh, int by)
+{
+    if (!sh->deposed)
+        GW_WARN(sh->log, GW_BS_SUBSYS,
+                "%s: rank %d went on without rank %d, which did not answer its shrink in time "
+                "(stopped or hung): rank %d is left out of whatever the survivors make",
+                sh->who, by, sh->leader, sh->leader);
+    sh->deposed = 1;
+    if (sh->decided)
+        return 0;
+    sh->decided = 1;
+    sh->status = GW_ERR_TIMEOUT;
+    for (int r = 0; r < sh->size; r++)
+        sh->new_rank[r] = -1;
+    return 1;
+}
+
+int gw__bs_shrink_deposed(const gw_bs_shrink_t *sh) { return sh->deposed; }
+
 int gw__bs_shrink_answer(const gw_bs_shrink_t *sh, int r, gw_bs_members_t *m)
 {
+    if (r == sh->leader && sh->deposed) {
+        gw__bs_shrink_left_out(m);
+        return 1;
+    }
     if (!sh->decided || !sh->asked[r])
         return 0;
     memset(m, 0, sizeof(*m));
@@ -259,4 +295,16 @@ gw_status_t gw__bootstrap_shrink(gw_bootstrap_t *bs, int window_ms, char *root, 
     if (out->status == GW_OK)
         gw__bs_new_root(host, out->port, root, root_cap);
     return GW_OK;
+}
+
+void gw__bootstrap_depose(gw_bootstrap_t *bs)
+{
+    if (!bs || !bs->watching || bs->rank == 0 || bs->watch_gone)
+        return;
+    uint8_t msg[GW_BS_DEPOSED_LEN];
+    gw__bs_encode_deposed(msg);
+    gw__bs_watch_send(bs, msg, sizeof(msg));
+    /* The goodbye after it: a rank 0 that wakes reads DEPOSED first. */
+    shutdown(bs->root_fd, SHUT_WR);
+    bs->watch_gone = 1;
 }

@@ -212,11 +212,16 @@ line=$(grep "lost rank(s) 1,4 after [0-9]* updates; 1 server(s) and 2 worker(s) 
 echo "$line" | grep -q "1 lost server shard(s) taken from the freshest worker copy, their momentum restarted at zero" ||
     fail "server 1's shard is not said to come from a worker"
 # The weights they go on from are worth what epoch 1's were (at least, less
-# 5 points): a lost shard left at zero instead gave 9.8%.
+# 10 points): a lost shard left at zero instead gave 9.8%. The lost server's
+# shard comes from a worker's last pull, up to the staleness bound behind
+# the other server's: alone on the machine the recovered weights were 0.1,
+# 1.6 and 4.4 points below epoch 1's, and a CI-like run with the quiet pass
+# four at a time gave 6.05 (50.15% against 56.20%), which failed a 5-point
+# bound; 10 points is still 35 above what the bug this guards against left.
 e1=$(grep "epoch   1 " "$T/async.out" | sed 's/.*test *\([0-9.]*\)%.*/\1/' | head -1)
 from=$(echo "$line" | sed 's/.* from weights at \([0-9.]*\)% test accuracy.*/\1/')
 [ -n "$e1" ] && [ -n "$from" ] || fail "no accuracy of epoch 1 ('$e1') or of the recovered weights ('$from')"
-awk -v e="$e1" -v f="$from" 'BEGIN { exit !(f >= e - 5) }' ||
+awk -v e="$e1" -v f="$from" 'BEGIN { exit !(f >= e - 10) }' ||
     fail "the survivors went on from weights at $from%, where epoch 1's were at $e1%"
 made=$(echo "$line" | sed 's/.* after \([0-9]*\) updates.*/\1/')
 left=$(echo "$line" | sed 's/.* go on with \([0-9]*\) updates left.*/\1/')

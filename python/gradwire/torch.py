@@ -567,9 +567,12 @@ class ProcessGroupGradwire(_BackendBase):
     def shrink(self):
         """After a call of this group failed because a rank died or hung,
         every survivor calls this: a new group of the survivors, renumbered
-        in the old order (rank 0 stays 0). Raises gradwire.AbortedError on a
-        rank left out (it asked too late: it must leave the job),
-        gradwire.RemoteError or TimeoutError when rank 0 is gone."""
+        in the old order (rank 0 stays 0; when it died or stopped answering,
+        the lowest surviving rank takes its place). Raises
+        gradwire.AbortedError on a rank left out (it asked too late, or it
+        is a rank 0 the others went on without: it must leave the job),
+        gradwire.RemoteError or TimeoutError when no surviving rank could
+        lead."""
         self._drain()
         with self._lock:
             return self._successor(self.comm.shrink())

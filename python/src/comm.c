@@ -756,9 +756,10 @@ static PyMethodDef comm_methods[] = {
     {"shrink", gwpy_comm_shrink, METH_NOARGS,
      "shrink() -> Comm: gw_comm_shrink, after a call failed because a rank died or hung: the "
      "survivors (every one calls it) agree on who is left and get a new communicator of "
-     "themselves, renumbered in the old order. Raises AbortedError on a rank left out, "
-     "RemoteError or TimeoutError when rank 0 is gone. This Comm stays failed: close it when "
-     "done."},
+     "themselves, renumbered in the old order; when rank 0 died or stopped answering, the "
+     "lowest surviving rank becomes rank 0. Raises AbortedError on a rank left out (a rank 0 "
+     "the others went on without included), RemoteError or TimeoutError when no surviving "
+     "rank could lead. This Comm stays failed: close it when done."},
     {"grow", gwpy_comm_grow, METH_NOARGS,
      "grow() -> Comm or None: gw_comm_grow, collective over the members at a point they agree "
      "on: None (at once) when nobody waits in Comm.join, else a new communicator with the "

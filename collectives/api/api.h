@@ -48,6 +48,9 @@ gw_status_t gw__comm_resolve(const gw_config_t *cfg, const gw_logger_t *lg, gw_c
 /* comm_shrink.c: keep copies of r's settings for a later shrink, and free
  * them. GW_ERR_NO_MEMORY when they do not fit. */
 gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r);
+/* The port of a "host:port" root address (recipe.join_port), 0 for NULL
+ * or a malformed one. */
+int gw__comm_root_port(const char *root);
 void gw__comm_recipe_free(gw_comm_t *comm);
 
 /* comm_shrink.c, for the shrink and the grow (comm_grow.c): how long rank

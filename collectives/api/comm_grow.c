@@ -121,10 +121,7 @@ gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
     if (st == GW_OK) {
         /* The address it knocked at is the job's root port for it too:
          * were it rank 0's heir one day, it would listen there. */
-        char host[300];
-        int join_port = 0;
-        if (gw__parse_hostport(c.root, host, sizeof(host), &join_port) != GW_OK)
-            join_port = 0;
+        int join_port = gw__comm_root_port(c.root);
         c.rank = m.new_rank;
         c.size = (int)m.new_size;
         c.root = root;

@@ -70,11 +70,17 @@ gw_status_t gw__comm_recipe_keep(gw_comm_t *comm, const gw_comm_resolved_t *r)
     comm->recipe.transport = dup_or_null(r->transport, &failed);
     comm->recipe.ifname = dup_or_null(r->ifname, &failed);
     comm->recipe.nsocks = r->nsocks;
+    comm->recipe.join_port = gw__comm_root_port(r->root);
+    return failed ? GW_ERR_NO_MEMORY : GW_OK;
+}
+
+int gw__comm_root_port(const char *root)
+{
     char host[300];
     int port = 0;
-    if (r->root && gw__parse_hostport(r->root, host, sizeof(host), &port) == GW_OK)
-        comm->recipe.join_port = port;
-    return failed ? GW_ERR_NO_MEMORY : GW_OK;
+    if (!root || gw__parse_hostport(root, host, sizeof(host), &port) != GW_OK)
+        return 0;
+    return port;
 }
 
 void gw__comm_recipe_free(gw_comm_t *comm)
@@ -171,7 +177,9 @@ gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
     /* Rank 0 stopped or hung (no answer), or busy outside gradwire past the
      * window (its referee answers that it did not ask): depose it, then
      * succeed it as if it had died. A rank 0 that wakes is left out. */
-    if (comm->rank != 0 && (st == GW_ERR_TIMEOUT || (st == GW_OK && m.status == GW_ERR_TIMEOUT))) {
+    int deposed =
+        comm->rank != 0 && (st == GW_ERR_TIMEOUT || (st == GW_OK && m.status == GW_ERR_TIMEOUT));
+    if (deposed) {
         GW_WARN(&comm->log, "api",
                 "gw_comm_shrink: %s within %d ms: rank 0 is stopped, hung or busy outside "
                 "gradwire; this rank goes on without it (rank 0 is told so, and left out when it "
@@ -182,7 +190,7 @@ gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out)
         st = GW_ERR_REMOTE;
     }
     if (st == GW_ERR_REMOTE) {
-        if (gw__bootstrap_watching(comm->bootstrap)) /* not deposed: it died */
+        if (!deposed)
             GW_WARN(&comm->log, "api",
                     "gw_comm_shrink: rank 0 is gone (its connection closed): the lowest "
                     "surviving rank takes its place");

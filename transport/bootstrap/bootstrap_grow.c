@@ -183,11 +183,7 @@ gw_status_t gw__bootstrap_late_at(gw_bootstrap_t *bs, int port)
                 port, host, bs->root);
         return st;
     }
-    /* gw__bs_late_open takes its listener from late_lfd. */
-    int kept = bs->late_lfd;
-    bs->late_lfd = fd;
-    gw_bs_late_t *l = gw__bs_late_open(bs);
-    bs->late_lfd = kept;
+    gw_bs_late_t *l = gw__bs_late_open_on(bs, fd);
     if (!l) {
         close(fd);
         return GW_ERR_NO_MEMORY;

@@ -287,6 +287,8 @@ int64_t gw__bs_grow_deadline(const gw_bs_grow_t *g);
 #define GW_BS_LATE_PFDS (17 + GW_BS_LATE_JOINERS)
 typedef struct gw_bs_late gw_bs_late_t;
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs);
+/* The same on the listener lfd, which it owns only when it returns one. */
+gw_bs_late_t *gw__bs_late_open_on(gw_bootstrap_t *bs, int lfd);
 /* A listening TCP socket at host:port (SO_REUSEADDR), what naming it in
  * the errors, which are logged (bootstrap_root.c). */
 gw_status_t gw__bs_listen_at(const gw_logger_t *log, const char *host, const char *port,

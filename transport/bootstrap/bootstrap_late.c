@@ -90,14 +90,21 @@ struct gw_bs_late {
 
 gw_bs_late_t *gw__bs_late_open(gw_bootstrap_t *bs)
 {
-    if (bs->late_lfd < 0)
+    gw_bs_late_t *l = gw__bs_late_open_on(bs, bs->late_lfd);
+    if (l)
+        bs->late_lfd = -1;
+    return l;
+}
+
+gw_bs_late_t *gw__bs_late_open_on(gw_bootstrap_t *bs, int lfd)
+{
+    if (lfd < 0)
         return NULL;
     gw_bs_late_t *l = calloc(1, sizeof(*l));
     if (!l)
         return NULL; /* then late processes find the port closed, as before */
     l->log = bs->log;
-    l->lfd = bs->late_lfd;
-    bs->late_lfd = -1;
+    l->lfd = lfd;
     l->size = bs->size;
     memcpy(l->root, bs->root, sizeof(l->root));
     l->token = strdup(bs->token ? bs->token : "");

@@ -185,9 +185,7 @@ int gw__bs_shrink_depose(gw_bs_shrink_t *sh, int by)
     if (sh->decided)
         return 0;
     sh->decided = 1;
-    sh->status = GW_ERR_TIMEOUT;
-    for (int r = 0; r < sh->size; r++)
-        sh->new_rank[r] = -1;
+    sh->status = GW_ERR_TIMEOUT; /* nobody's new_rank is read: no member */
     return 1;
 }
 

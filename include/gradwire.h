@@ -411,6 +411,17 @@ GW_API gw_status_t gw_comm_shrink(gw_comm_t *comm, gw_comm_t **out);
  * The protocol: docs/design/failures.md. */
 GW_API gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out);
 
+/* How many processes wait in gw_comm_join to be admitted at comm's next
+ * gw_comm_grow, as rank 0's referee counts them (a process counts once it
+ * proved the job token; the count is refreshed each time the referee's
+ * thread wakes, so it may trail a new arrival by a moment). Only rank 0
+ * knows: *n is 0 on every other rank. Not collective; safe from any
+ * thread, also while other calls on comm run, so that a rank can decide
+ * when to call gw_comm_grow (an asynchronous trainer ends its phase for
+ * it). GW_ERR_UNSUPPORTED for a sub-communicator; GW_ERR_INVALID_ARG for
+ * NULL. */
+GW_API gw_status_t gw_comm_joiners(gw_comm_t *comm, int *n);
+
 /* Join a running job as a new rank: connect to its root (cfg->root, else
  * GW_ROOT: the original rank 0's address), prove the job token (cfg, else
  * GW_JOB_TOKEN or GW_JOB_TOKEN_FILE; without one refused unless

@@ -104,8 +104,9 @@ void gw_train_usage(FILE *out)
             "                           rank 0's with a zero residual; with --async a\n"
             "                           lost server's shard comes from the freshest\n"
             "                           worker copy; not with model parallelism; the\n"
-            "                           running (synchronous) job admits processes\n"
-            "                           started with --join at every epoch start\n"
+            "                           running job admits processes started with\n"
+            "                           --join at every epoch start (--async: at the\n"
+            "                           next update rank 0 serves, as a new worker)\n"
             "  --grow-every N           (with --elastic) admit them every N steps too, at\n"
             "                           any step of an epoch (default 0: epoch starts only;\n"
             "                           each check is one small message to rank 0 and back)\n"
@@ -660,10 +661,10 @@ int gw_train_parse_args(int argc, char **argv, gw_train_opts_t *o)
         return usage_error("--join with --resume: a joiner takes the weights and the position "
                            "from the running job, not from a checkpoint");
     /* --elastic (train_elastic.c): what it cannot yet make correct. */
-    if (o->elastic && o->mode == GW_TRAIN_ASYNC && (o->join || o->grow_every > 0))
-        return usage_error("--%s is for synchronous --elastic training: an --async job shrinks "
-                           "when it loses ranks but admits none",
-                           o->join ? "join" : "grow-every");
+    if (o->elastic && o->mode == GW_TRAIN_ASYNC && o->grow_every > 0)
+        return usage_error("--grow-every is for synchronous --elastic training: an --async job "
+                           "admits a process started with --join at the next update rank 0 "
+                           "serves");
     if (o->elastic && (o->tensor_parallel > 1 || o->pipeline_parallel > 1 || o->dump_grads))
         return usage_error("--elastic is for data parallelism: a model-parallel rank holds a "
                            "part of the model that the others do not have");

@@ -24,8 +24,9 @@
  * Messages on a pair link, all blocking: the server first sends its shard
  * (header + weights); then each round the worker sends a header {PUSH, its
  * clock, the weight version it computed on} and its gradient shard, and the
- * server answers with a header {version} and the new weights; at the end
- * the worker sends {DONE}.
+ * server answers with a header {_, version, _, grow} and the new weights
+ * (grow: 1 when rank 0 ends the phase for a joiner); at the end the worker
+ * sends {DONE}.
  *
  * A failure ends the phase on every rank: the server thread that meets it
  * aborts all of its server's links (gw_comm_abort, safe from any thread),
@@ -34,7 +35,10 @@
  * turn. Every rank then meets the others on the job's communicator. With
  * --elastic, when that fails naming another rank (dead, or stopped past
  * the timeout), the survivors shrink the job and run the rest of it as a
- * new phase (ps_elastic.c).
+ * new phase (ps_elastic.c). With --elastic, rank 0 (server 0) also ends
+ * the phase when a process waits to join: its answers carry a flag, each
+ * worker stops at its next pull and says DONE, and the ranks grow the job
+ * and run the rest of it with the joiner as a worker (ps_grow.c).
  */
 #include <cblas.h>
 #include <math.h>
@@ -149,6 +153,13 @@ static void *serve(void *arg)
             ps->max_gap = gap;
         memcpy(out, m->params + lo, n * sizeof(float));
         hdr[1] = ps->updates;
+        /* A process waits to join (rank 0 knows, and is server 0): the
+         * phase ends, each worker told at its next pull (ps_grow.c). */
+        int joiners = 0;
+        if (ps->o->elastic && ps->rank == 0 && !ps->grow_now &&
+            gw_comm_joiners(ps->comm, &joiners) == GW_OK && joiners > 0)
+            ps->grow_now = 1;
+        hdr[3] = ps->grow_now;
         st = ps->failed;
         pthread_mutex_unlock(&ps->lock);
         if (st != GW_OK)
@@ -201,6 +212,7 @@ static gw_status_t run_server(gw_train_ps_t *ps)
     pthread_t *th = calloc((size_t)W, sizeof(*th));
     gw_status_t st = GW_OK;
     ps->failed = GW_OK;
+    ps->grow_now = 0;
     ps->links = calloc((size_t)W, sizeof(*ps->links));
     if (!la || !th || !ps->links) {
         free(la);
@@ -256,6 +268,8 @@ static gw_status_t pull(gw_train_ps_t *ps, gw_comm_t **links)
         if (st != GW_OK)
             return fail("pulling weights", st);
         version[s] = hdr[1];
+        if (hdr[3])
+            ps->grow_seen = 1; /* server 0 ends the phase for a joiner */
     }
     ps->pulled = 1;
     return GW_OK;
@@ -335,6 +349,7 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
     /* The weights as the servers have them now (a new phase's servers
      * may hold weights another rank pulled last). */
     ps->pulled = 0;
+    ps->grow_seen = 0;
     if ((st = pull(ps, links)) != GW_OK)
         goto out;
     gw_train_rng_t rng;
@@ -347,7 +362,8 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
             perm[i] = (uint32_t)i;
         if (o->shuffle)
             gw_train_shuffle(perm, ps->train.n, &rng);
-        for (long step = 0; step < ps->spe && clock < total; step++) {
+        long step;
+        for (step = 0; step < ps->spe && clock < total; step++) {
             double t0 = gw_kit_now_s();
             for (size_t j = 0; j < ps->local_b; j++) {
                 uint32_t i = perm[(size_t)step * ps->local_b + j];
@@ -384,12 +400,24 @@ static gw_status_t run_worker(gw_train_ps_t *ps, gw_train_report_t *rep, double 
             if (w == 0)
                 gw_train_report_progress(rep, epoch + 1, step + 1, ps->spe,
                                          ws.loss / (double)ws.seen);
+            if (ps->grow_seen) {
+                step++;
+                break;
+            }
+        }
+        if (ps->grow_seen && step < ps->spe && clock < total) {
+            /* The phase ends within an epoch: its samples count, its
+             * report comes from the next phase, as after a shrink. */
+            *samples += ws.seen;
+            break;
         }
         double now = gw_kit_now_s();
         *samples += ws.seen;
         if (w == 0 && (st = worker_epoch_report(ps, rep, epoch + 1, &ws, now - e0, now - t_start,
                                                 ws.seen, &test_full, &tta)) != GW_OK)
             goto out;
+        if (ps->grow_seen)
+            break;
     }
     for (int s = 0; s < S; s++) {
         int64_t hdr[HDR] = {MSG_DONE, clock, 0, 0};
@@ -465,6 +493,23 @@ gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
     return GW_OK;
 }
 
+gw_status_t gw_train_ps_model_init(gw_train_ps_t *ps)
+{
+    const gw_train_opts_t *o = ps->o;
+    int sizes[GW_TRAIN_MAX_LAYERS + 1], ns = 0;
+    sizes[ns++] = (int)ps->train.dim;
+    for (int i = 0; i < o->nhidden; i++)
+        sizes[ns++] = o->hidden[i];
+    sizes[ns++] = ps->train.nclasses;
+    gw_train_rng_t rng;
+    gw_train_rng_seed(&rng, o->seed);
+    size_t cap = ps->local_b > 256 ? ps->local_b : 256;
+    gw_status_t st = gw_train_mlp_init(&ps->model, sizes, ns, cap, &rng);
+    if (st == GW_OK)
+        split_shards(ps);
+    return st;
+}
+
 static gw_status_t setup(gw_train_ps_t *ps)
 {
     const gw_train_opts_t *o = ps->o;
@@ -481,19 +526,8 @@ static gw_status_t setup(gw_train_ps_t *ps)
     gw_status_t st = gw_train_test_slow(ps->rank, &ps->slow.slow_s_per_sample);
     if (st == GW_OK)
         st = gw_train_ps_plan(ps, o->servers);
-    if (st != GW_OK)
+    if (st != GW_OK || (st = gw_train_ps_model_init(ps)) != GW_OK)
         return st;
-    int sizes[GW_TRAIN_MAX_LAYERS + 1], ns = 0;
-    sizes[ns++] = (int)ps->train.dim;
-    for (int i = 0; i < o->nhidden; i++)
-        sizes[ns++] = o->hidden[i];
-    sizes[ns++] = ps->train.nclasses;
-    gw_train_rng_t rng;
-    gw_train_rng_seed(&rng, o->seed);
-    size_t cap = ps->local_b > 256 ? ps->local_b : 256;
-    if ((st = gw_train_mlp_init(&ps->model, sizes, ns, cap, &rng)) != GW_OK)
-        return st;
-    split_shards(ps);
     ps->budget = (long)o->epochs * ps->spe;
     if (o->max_steps > 0 && o->max_steps < ps->budget)
         ps->budget = o->max_steps;
@@ -558,8 +592,9 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
     }
     gw_train_report_t rep;
     memset(&rep, 0, sizeof(rep));
-    gw_status_t st = setup(&ps);
-    double train_s = 0, acc = -1, v[2], mx[3];
+    /* A joiner (--join) takes the run's state from the members instead. */
+    gw_status_t st = o->join ? gw_train_ps_joined(&ps) : setup(&ps);
+    double train_s = 0, acc = -1, v[3], mx[3];
     long samples = 0;
     int is_w0 = 0;
     for (;;) {
@@ -581,7 +616,14 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
         /* The asynchronous phase is over on this rank; gather what it did. */
         v[0] = st == GW_OK ? 0 : 1;
         v[1] = (double)samples;
-        gw_status_t cst = gw_allreduce(ps.comm, v, v, 2, GW_FLOAT64, GW_SUM);
+        v[2] = ps.grow_now || ps.grow_seen; /* the phase ended for a joiner */
+        gw_status_t cst = gw_allreduce(ps.comm, v, v, 3, GW_FLOAT64, GW_SUM);
+        if (cst == GW_OK && v[0] == 0 && v[2] > 0) {
+            /* Admit it, and go on with it as a worker; a rank lost on
+             * the way is a failure like any other. */
+            if ((cst = gw_train_ps_grow(&ps)) == GW_OK)
+                continue;
+        }
         if (cst != GW_OK && o->elastic) {
             /* A rank is gone or stopped: the survivors go on without it. */
             if ((cst = gw_train_ps_recover(&ps, cst)) == GW_OK) {

@@ -46,6 +46,9 @@ typedef struct gw_train_ps {
     int *done;
     long max_gap, max_lag;
     gw_status_t failed;
+    /* --elastic, rank 0 (server 0): a process waits to join, so this phase
+     * ends at every worker's next pull (ps_grow.c admits it). */
+    int grow_now;
 
     /* Worker side: the largest lead this worker saw itself have over the
      * mean clock of the other workers, from the versions the servers sent
@@ -55,6 +58,7 @@ typedef struct gw_train_ps {
     gw_train_straggler_t slow;        /* only its test slowdown (GW_TRAIN_TEST_SLOW, job rank) */
     int64_t version[GW_TRAIN_PS_MAX]; /* the server versions of the weights it holds */
     int pulled;                       /* it holds weights pulled from every server */
+    int grow_seen;                    /* server 0 ended the phase to admit a joiner */
 
     /* --elastic (ps_elastic.c): the communicators shrinks replaced, kept
      * until the end as train_elastic.c keeps them. */
@@ -64,6 +68,10 @@ typedef struct gw_train_ps {
 
 /* ---- param_server.c: a phase's roles, shards and data ---- */
 gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int nservers);
+/* The model of the data ps holds (gw_train_ps_plan loaded it), with room
+ * for ps->local_b samples a step, its weights drawn from the seed, and the
+ * servers' shards of it. */
+gw_status_t gw_train_ps_model_init(gw_train_ps_t *ps);
 /* The test accuracy of the weights every rank holds (each rank evaluates
  * its shard of the test set; one allreduce). */
 gw_status_t gw_train_ps_evaluate(gw_train_ps_t *ps, double *acc);
@@ -75,6 +83,15 @@ gw_status_t gw_train_ps_evaluate(gw_train_ps_t *ps, double *acc);
  * survivors. GW_OK: run another phase on ps->comm. */
 gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure);
 void gw_train_ps_retired_free(gw_train_ps_t *ps);
+
+/* ---- ps_grow.c ---- */
+/* After a phase that rank 0 ended for a process waiting to join: admit it
+ * (gw_comm_grow), and make the next phase with it as a worker. GW_OK: run
+ * another phase on ps->comm. */
+gw_status_t gw_train_ps_grow(gw_train_ps_t *ps);
+/* A process started with --join, admitted on comm: take the run's state
+ * from the members as they make their next phase. GW_OK: run it. */
+gw_status_t gw_train_ps_joined(gw_train_ps_t *ps);
 
 gw_status_t gw_train_ps_links_exchange(gw_train_ps_t *ps);
 void gw_train_ps_links_release(gw_train_ps_t *ps);

@@ -34,7 +34,8 @@
  *
  * The old communicators are kept until the run ends (as train_elastic.c
  * keeps them), so that a stopped rank that wakes late is told it was left
- * out. Joining (--join) is for synchronous training only.
+ * out. A process started with --join is admitted while the run goes on
+ * (ps_grow.c).
  */
 #include <stdint.h>
 #include <stdio.h>

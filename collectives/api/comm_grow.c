@@ -78,6 +78,21 @@ gw_status_t gw_comm_grow(gw_comm_t *comm, gw_comm_t **out)
     return gw__comm_rebuild(comm, m.new_rank, (int)m.new_size, root, failure, out);
 }
 
+gw_status_t gw_comm_joiners(gw_comm_t *comm, int *n)
+{
+    if (n)
+        *n = 0;
+    if (!comm || !n)
+        return GW_ERR_INVALID_ARG;
+    /* A sub-communicator has no late listener: its root's job has (grow
+     * the communicator gw_comm_init made). Read without a lock, from any
+     * thread: the bootstrap lives as long as comm, the count is atomic. */
+    if (comm->root)
+        return GW_ERR_UNSUPPORTED;
+    *n = comm->rank == 0 ? gw__bootstrap_joiners(comm->bootstrap) : 0;
+    return GW_OK;
+}
+
 gw_status_t gw_comm_join(const gw_config_t *cfg, int wait_ms, gw_comm_t **out)
 {
     if (out)

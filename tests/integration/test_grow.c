@@ -10,7 +10,9 @@
  * made-up proof, and the job goes on and admits the next one; and a
  * job that lost a rank and shrank admits a replacement through its
  * original root address, back to its full count, also when the rank it
- * lost was rank 0 (its heir listens at the job's root port).
+ * lost was rank 0 (its heir listens at the job's root port). Rank 0
+ * counts the joiners waiting (gw_comm_joiners) once they proved the
+ * token, never a refused one; the other ranks count none.
  */
 #include <criterion/criterion.h>
 
@@ -60,6 +62,9 @@ Test(grow, one_joiner, .timeout = 60)
     expect_grown(&r, "2", 2, "0,1,2,100");
     expect_grown(&r, "joiner", 3, "0,1,2,100");
     expect(&r, "referee: the job grows from 3 to 4 ranks");
+    expect(&r, "[0] rank 0: joiners 1 once it proved the token");
+    expect(&r, "[1] rank 1: joiners 0 (not rank 0)");
+    expect(&r, "[2] rank 2: joiners 0 (not rank 0)");
     cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
     free(r.output);
 }
@@ -73,6 +78,8 @@ Test(grow, wrong_token_refused, .timeout = 60)
     expect(&r, "its proof does not match the job token");
     expect(&r, "refused a process from 127.0.0.1");
     expect(&r, "asking to join the job");
+    expect(&r, "[0] rank 0: joiners 0 after the refused ones");
+    expect(&r, "[0] rank 0: joiners 1 once it proved the token");
     expect_grown(&r, "0", 0, "0,1,2,100");
     expect_grown(&r, "joiner", 3, "0,1,2,100");
     cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);

@@ -19,7 +19,12 @@
  * job's root port in rank 0's place. Rank 0 starts the joiners as children
  * (they inherit GW_ROOT and GW_JOB_TOKEN from the launcher): in badtoken
  * mode first one with another token, which must get GW_ERR_AUTH, and a
- * forger (above), then a right one. The members call gw_comm_grow every 200 ms (their "epoch
+ * forger (above), then a right one. Rank 0 counts the joiners with
+ * gw_comm_joiners: none before they come, none after the refused ones
+ * ("rank 0: joiners 0 after the refused ones"), then the right one once it
+ * proved the token ("rank 0: joiners 1 once it proved the token"); every
+ * other rank counts none ("rank R: joiners 0 (not rank 0)"), and a
+ * sub-communicator cannot count. The members call gw_comm_grow every 200 ms (their "epoch
  * boundaries") until it gives them a new communicator, at most MAX_GROWS
  * times. On the grown communicator every rank, joiner included, checks an
  * allgather of who it was (a member: its old rank; a joiner: 100), an
@@ -227,14 +232,43 @@ int main(int argc, char **argv)
         cur = shrunk;
     }
     pid_t bad = -1, forger = -1, good = -1;
+    int rc = 0, grows = 0, waiting = -1, bad_rc = 0, forger_rc = 0;
+    if ((st = gw_comm_joiners(cur, &waiting)) != GW_OK || waiting != 0) {
+        printf("rank %d: joiners before anyone came: %s, %d\n", rank, gw_status_name(st), waiting);
+        return 1;
+    }
+    gw_comm_t *sub = NULL;
+    if ((st = gw_comm_split(cur, 0, 0, &sub)) != GW_OK ||
+        gw_comm_joiners(sub, &waiting) != GW_ERR_UNSUPPORTED ||
+        gw_comm_joiners(NULL, &waiting) != GW_ERR_INVALID_ARG ||
+        gw_comm_joiners(cur, NULL) != GW_ERR_INVALID_ARG) {
+        printf("rank %d: gw_comm_joiners on a sub-communicator or NULL was not refused\n", rank);
+        return 1;
+    }
+    gw_comm_destroy(sub);
     if (gw_comm_rank(cur) == 0) {
         if (strcmp(mode, "badtoken") == 0) {
+            /* Refused, so never counted: both are done before the count. */
             bad = start_joiner("not-the-job-token", "GW_ERR_AUTH");
             forger = start_joiner(NULL, "forge");
+            bad_rc = joiner_status(bad);
+            forger_rc = joiner_status(forger);
+            gw_comm_joiners(cur, &waiting);
+            printf("rank 0: joiners %d after the refused ones\n", waiting);
+            rc |= waiting != 0;
         }
         good = start_joiner(NULL, "ok");
+        /* The referee counts it once it proved the token: well within the
+         * members' grow window (GW_TIMEOUT_MS), which they wait in. */
+        for (int i = 0; i < 500 && gw_comm_joiners(cur, &waiting) == GW_OK && waiting == 0; i++)
+            usleep(10 * 1000);
+        printf("rank 0: joiners %d once it proved the token\n", waiting);
+        rc |= waiting != 1;
+    } else {
+        gw_comm_joiners(cur, &waiting);
+        printf("rank %d: joiners %d (not rank 0)\n", rank, waiting);
+        rc |= waiting != 0;
     }
-    int rc = 0, grows = 0;
     while (!grown && grows < MAX_GROWS) {
         usleep(200 * 1000);
         grows++;
@@ -251,11 +285,11 @@ int main(int argc, char **argv)
         snprintf(who, sizeof(who), "%d", rank);
         rc = check_grown(grown, who, rank);
     }
-    if (bad > 0 && joiner_status(bad) != 0) {
+    if (bad > 0 && bad_rc != 0) {
         printf("rank 0: the joiner with another token did not get GW_ERR_AUTH\n");
         rc = 1;
     }
-    if (forger > 0 && joiner_status(forger) != 0) {
+    if (forger > 0 && forger_rc != 0) {
         printf("rank 0: the forger was not refused with GW_ERR_AUTH\n");
         rc = 1;
     }

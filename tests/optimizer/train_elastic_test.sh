@@ -34,8 +34,11 @@
 #      (rank 4) at once in epoch 2: the survivors shrink, server 1's shard
 #      comes from the freshest worker copy (its momentum from zero: the
 #      weights they go on from are worth epoch 1's), the
-#      updates made and those left add up to the run's, and the final
-#      weights are within 2 points of an un-killed asynchronous run;
+#      updates made and those left add up to the run's; a replacement
+#      started with --async --elastic --join at once is admitted as a third
+#      worker at the next update rank 0 serves, and the updates add up
+#      again; the final weights are within 2 points of an un-killed
+#      asynchronous run;
 #   0. (first) --join and --grow-every without --elastic are refused, and a
 #      joiner that finds no job gives up after --join-wait, naming the root.
 # Usage: train_elastic_test.sh BUILD_DIR
@@ -192,21 +195,29 @@ within_2 "$(final_acc "$T/cbase.out")" "$(final_acc "$T/codec.out")" \
 ASYNC="--data synthetic --synthetic 16000,2000,32,10,3 --batch 60 --epochs 4 --no-progress --async --servers 2"
 async_acc() { sed -n 's/.*final weights (assembled from the servers): test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -1; }
 $LAUNCH -n 5 -- $TRAIN $ASYNC > "$T/abase.out" 2>&1 || { cat "$T/abase.out"; fail "asynchronous baseline run"; }
-$TRAIN $ASYNC --elastic --join > "$T/ajoin.out" 2>&1
+$TRAIN $ASYNC --elastic --grow-every 5 > "$T/agrow.out" 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q "\-\-join is for synchronous --elastic training" "$T/ajoin.out" ||
-    { cat "$T/ajoin.out"; fail "--async --elastic --join: exit $rc"; }
-# Worker 0 (rank 2) sleeps 100 us a sample, and the others wait for it at
-# the staleness bound: the run lasts long enough to be killed in.
-GW_TRAIN_TEST_SLOW=2:100 GW_TEST_MARK=async $LAUNCH --elastic -n 5 -- $TRAIN $ASYNC --elastic > "$T/async.out" 2>&1 &
+[ $rc -eq 2 ] && grep -q "\-\-grow-every is for synchronous --elastic training" "$T/agrow.out" ||
+    { cat "$T/agrow.out"; fail "--async --elastic --grow-every: exit $rc"; }
+# Worker 0 (rank 2) sleeps 200 us a sample, and the others wait for it at
+# the staleness bound: the run lasts long enough to be killed in, and for
+# the replacement to start and be admitted after the kill (three epochs).
+GW_TRAIN_TEST_SLOW=2:200 GW_TEST_MARK=async $LAUNCH --elastic -n 5 -- $TRAIN $ASYNC --elastic > "$T/async.out" 2>&1 &
 job=$!
 wait_for "$T/async.out" "epoch   1" || { cat "$T/async.out"; fail "no epoch 1 (async)"; }
-pid1=$(rank_pid 1 async) && pid4=$(rank_pid 4 async) || fail "ranks 1 and 4 not found (async)"
+pid0=$(rank_pid 0 async) && pid1=$(rank_pid 1 async) && pid4=$(rank_pid 4 async) ||
+    fail "ranks 0, 1 and 4 not found (async)"
+root=$(env_of "$pid0" GW_ROOT)
+token=$(env_of "$pid0" GW_JOB_TOKEN)
 kill -9 "$pid1" "$pid4"
+GW_ROOT=$root GW_JOB_TOKEN=$token $TRAIN $ASYNC --elastic --join --join-wait 30 > "$T/ajoin.out" 2>&1
+jrc=$?
 wait $job
 rc=$?
 grep -v "WARN communicator aborted by the application" "$T/async.out"
+cat "$T/ajoin.out"
 [ $rc -eq 0 ] || fail "the asynchronous elastic run exited $rc"
+[ $jrc -eq 0 ] || fail "the asynchronous replacement exited $jrc"
 line=$(grep "lost rank(s) 1,4 after [0-9]* updates; 1 server(s) and 2 worker(s) go on with [0-9]* updates left" "$T/async.out") ||
     fail "rank 0 did not report ranks 1 and 4 lost (async)"
 echo "$line" | grep -q "1 lost server shard(s) taken from the freshest worker copy, their momentum restarted at zero" ||
@@ -227,6 +238,17 @@ made=$(echo "$line" | sed 's/.* after \([0-9]*\) updates.*/\1/')
 left=$(echo "$line" | sed 's/.* go on with \([0-9]*\) updates left.*/\1/')
 # 16000 samples over 3 workers, 20 a step: 266 steps an epoch, 4 epochs.
 [ $((made + left)) -eq 3192 ] || fail "updates made ($made) and left ($left) do not add up to the run's 3192"
+# The replacement: admitted after the shrink, as worker 2 of 3 (rank 3 of
+# 4), with its share of the updates left.
+line=$(grep "admitted rank(s) 3 after [0-9]* updates; 1 server(s) and 3 worker(s) go on with [0-9]* updates left (20 samples per update)" "$T/async.out") ||
+    fail "rank 0 did not report the replacement admitted as rank 3 (async)"
+shrunk=$made
+made=$(echo "$line" | sed 's/.* after \([0-9]*\) updates.*/\1/')
+left=$(echo "$line" | sed 's/.* go on with \([0-9]*\) updates left.*/\1/')
+[ $((made + left)) -eq 3192 ] || fail "at the grow, updates made ($made) and left ($left) do not add up to 3192"
+[ "$made" -ge "$shrunk" ] || fail "the grow counts $made updates made, fewer than the shrink's $shrunk"
+grep -q "rank 3 of 4 (worker 2 of 3) after $made updates, with [0-9]* of the $left updates left" "$T/ajoin.out" ||
+    fail "the replacement did not say where it joined (async)"
 # The staleness bound held in both phases (the moment a failure woke a
 # server counts for nothing: a dead worker's clock stands still).
 gap=$(sed -n 's/.*largest clock gap between workers \([0-9]*\) (bound 4).*/\1/p' "$T/async.out")

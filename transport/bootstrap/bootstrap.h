@@ -231,6 +231,11 @@ gw_status_t gw__bootstrap_grow(gw_bootstrap_t *bs, int window_ms, char *root, si
 gw_status_t gw__bootstrap_join(const gw_logger_t *lg, const char *root, const char *token,
                                int insecure, int wait_ms, char *new_root, size_t cap,
                                gw_bs_members_t *out);
+/* Rank 0: how many processes wait to be admitted at the next grow (parked
+ * by the referee, which counts them each time its thread wakes; a joiner
+ * is counted once it proved the job token). 0 on other ranks and without
+ * a referee. Safe from any thread. */
+int gw__bootstrap_joiners(const gw_bootstrap_t *bs);
 /* Rank 0, after a shrink or grow: the job's root listener and the joiners
  * waiting on it move from one bootstrap's referee to the other's. A no-op
  * unless both have a referee. */

@@ -10,6 +10,11 @@
  * job token (bootstrap_joiner.c); rank 0 parks it. It is not part of
  * anything yet: the members compute on undisturbed.
  *
+ * Counting. Each time the referee's thread wakes it counts the parked
+ * joiners into a word any thread of rank 0 may read (gw_comm_joiners),
+ * so that a job with no agreed point of its own (the asynchronous
+ * trainer, optimizer/ps_grow.c) can stop and grow when someone waits.
+ *
  * Growing. At a point they agree on (the trainer: every epoch boundary),
  * every member sends GROW (rank 0's carries a port it reserved on its host
  * for the grown job's root, as a shrink's does). The referee waits until
@@ -153,6 +158,11 @@ gw_status_t gw__bootstrap_grow(gw_bootstrap_t *bs, int window_ms, char *root, si
     if (out->status == GW_OK && out->port != 0)
         gw__bs_new_root(host, out->port, root, root_cap);
     return GW_OK;
+}
+
+int gw__bootstrap_joiners(const gw_bootstrap_t *bs)
+{
+    return bs ? gw__bs_referee_joiners(bs->referee) : 0;
 }
 
 void gw__bootstrap_move_late(gw_bootstrap_t *from, gw_bootstrap_t *to)

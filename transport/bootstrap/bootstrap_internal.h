@@ -174,6 +174,9 @@ void gw__bs_referee_stop(gw_bs_referee_t *ref);
  * late listener and hands back the one it had (bootstrap_grow.c moves the
  * job's root listener from one communicator to the next with it). */
 gw_bs_late_t *gw__bs_referee_swap_late(gw_bs_referee_t *ref, gw_bs_late_t *in);
+/* bootstrap_referee.c: the joiners parked at ref's late listener as of its
+ * thread's last turn (0 for NULL); safe from any thread. */
+int gw__bs_referee_joiners(gw_bs_referee_t *ref);
 
 /* bootstrap_watch.c: read what rank 0 sent and act on each whole message
  * (answering an INQUIRE with *state when it is not NULL), and send one

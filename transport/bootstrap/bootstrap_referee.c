@@ -52,6 +52,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,9 @@ struct gw_bs_referee {
     int exited;                /* the thread returned (poll failed): nobody takes a swap */
     unsigned char *gone_map;   /* gone_map[r]: seats[r].gone, as the shrink wants it */
     gw_bs_op_namer_t op_namer; /* names the collectives in reports (NULL: numbers) */
+    /* The joiners parked at the late listener, as of the thread's last
+     * turn: written by the thread only, read by any (gw_comm_joiners). */
+    atomic_int parked;
 };
 
 static void seat_gone(gw_bs_referee_t *ref, int r, const char *how)
@@ -615,6 +619,8 @@ static void *referee_main(void *arg)
             ref->swap_done = 1;
             pthread_cond_broadcast(&ref->swap_cv);
             pthread_mutex_unlock(&ref->swap_mu);
+            atomic_store_explicit(&ref->parked, gw__bs_late_joiners(ref->late),
+                                  memory_order_relaxed);
             continue;
         }
         for (int i = 1; rc > 0 && i < seats_end; i++)
@@ -630,6 +636,7 @@ static void *referee_main(void *arg)
         uint32_t port;
         if (gw__bs_grow_decide(ref->grow, ref->gone_map, gw__now_ms(), &grown, &port))
             answer_grow(ref, grown, port);
+        atomic_store_explicit(&ref->parked, gw__bs_late_joiners(ref->late), memory_order_relaxed);
     }
     pthread_mutex_lock(&ref->swap_mu);
     ref->exited = 1;
@@ -729,6 +736,11 @@ gw_status_t gw__bs_referee_start(gw_bootstrap_t *bs, int self_fd, int grace_ms,
     }
     *out = ref;
     return GW_OK;
+}
+
+int gw__bs_referee_joiners(gw_bs_referee_t *ref)
+{
+    return ref ? atomic_load_explicit(&ref->parked, memory_order_relaxed) : 0;
 }
 
 gw_bs_late_t *gw__bs_referee_swap_late(gw_bs_referee_t *ref, gw_bs_late_t *in)

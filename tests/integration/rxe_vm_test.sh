@@ -101,12 +101,16 @@ fail() {
 # The transport's tests that need the device (the other test_ib_* need no
 # RDMA and run with the rest of the suite on the host); test_ib_p2p, the
 # point-to-point API, runs here over ib. Two at a time, in two lines of
-# three (each test's own cases one at a time), on the VM's two CPUs; every
-# port is the kernel's choice, so the two never meet. Their results are
-# read in this order. The lines are of equal length: alone in the VM under
-# ASan, test_ib_live took 40 s, test_ib_p2p 39, test_ib_lazy 34,
-# test_ib_knock 21, test_ib_oob 11 and test_ib_cm 3 (the two data movers,
-# live and p2p, in one line made it 82 s against the other's 66).
+# three (each test's own cases one at a time): the strangers, lazy pairs
+# and knocks of the second line mostly wait on their timeouts while the
+# first moves data, on the VM's two CPUs; every port is the kernel's
+# choice, so the two never meet. Their results are read in this order.
+# (Lines of equal length, live, lazy and cm beside p2p, knock and oob,
+# would take 5 s less; the one CI run that tried them hung in a forked
+# Criterion child of test_ib_p2p, deadlocked in ASan's allocator lock,
+# which its parent's nanomsg thread held at the fork: a hazard of GCC 12's
+# ASan, which takes no allocator lock around fork(), that these lines,
+# unchanged, have not met in a dozen runs since the one hang below.)
 # A test binary still running after 300 s is stuck (each case has its own
 # Criterion timeout, and ASan's run of all of test_ib_live takes 30-75 s):
 # before it is killed, the kernel's and gdb's stacks of every thread of
@@ -146,8 +150,8 @@ ib_test() { # NAME: its output and status in $WORK/NAME.out and .rc
     fi
     echo $rc >"$WORK/$1.rc"
 }
-(for t in test_ib_live test_ib_lazy test_ib_cm; do ib_test $t; done) &
-(for t in test_ib_p2p test_ib_knock test_ib_oob; do ib_test $t; done) &
+(for t in test_ib_live test_ib_p2p test_ib_cm; do ib_test $t; done) &
+(for t in test_ib_oob test_ib_lazy test_ib_knock; do ib_test $t; done) &
 wait
 for t in test_ib_live test_ib_p2p test_ib_oob test_ib_cm test_ib_lazy test_ib_knock; do
     out=$(cat "$WORK/$t.out" 2>/dev/null)

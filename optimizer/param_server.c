@@ -459,6 +459,11 @@ gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
                 S, S + 1, GW_TRAIN_PS_MAX, ps->world);
         return GW_ERR_CONFIG;
     }
+    /* The last phase's reservations, counted by its number of workers
+     * (a grow adds some: hold_fd was sized for the old count). */
+    gw_train_ps_links_release(ps);
+    free(ps->hold_fd);
+    ps->hold_fd = NULL;
     ps->nservers = S;
     ps->nworkers = W;
     ps->is_server = ps->rank < S;
@@ -480,8 +485,6 @@ gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
     free(ps->port);
     free(ps->clock);
     free(ps->done);
-    gw_train_ps_links_release(ps);
-    free(ps->hold_fd);
     ps->port = calloc((size_t)S * (size_t)W, sizeof(int));
     ps->clock = calloc((size_t)W, sizeof(long));
     ps->done = calloc((size_t)W, sizeof(int));

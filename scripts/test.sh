@@ -225,8 +225,8 @@ test_stage() {
 # The builds the later stages and tests need run in the background from the
 # start, at the lowest CPU and I/O priority (nice 19, ionice idle), one
 # after another in the order they are needed: the ASan tree, the Debian
-# packages and the fuzz targets (the last tests of the optimised stage),
-# then the TSan tree (needed after the sanitized stage). They use the cores
+# packages (the last test of the optimised stage), the fuzz targets (the
+# last of the sanitized stage), then the TSan tree (needed after it). They use the cores
 # while the optimised stage's tests wait (on timeouts, shaped links, the
 # VMs), and yield them whenever a test wants them, as any other load would
 # (the suite passes on a loaded machine; see tests/CMakeLists.txt on what
@@ -256,15 +256,15 @@ start_sanitizer_builds() {
         # The packages and the fuzz targets (clang) need the test
         # packages: wait for their installation (long done by now).
         while [ ! -f "$logs/deps.done" ]; do sleep 2; done
-        # Then what two tests of the optimised stage build before they
-        # test: the Debian packages (deb_test) and the fuzz targets (fuzz).
-        # Each holds a lock while it builds; the tests, which the stage
-        # runs last (tests/CMakeLists.txt), wait for it and find the
-        # result; a build that fails here fails again in its test, which
-        # reports it.
+        # Then what two tests build before they test: the Debian packages
+        # (deb_test, the optimised stage) and the fuzz targets (fuzz, the
+        # sanitized stage's). Each holds a lock while it builds; the
+        # tests, which their stages run last (tests/CMakeLists.txt), wait
+        # for it and find the result; a build that fails here fails again
+        # in its test, which reports it.
         GW_DEB_BUILD_DIR=$PWD/build/deb-packages nice -n 19 ionice -c 3 \
             tests/install/deb_test.sh --build-only . >"$logs/deb.log" 2>&1 || true
-        nice -n 19 ionice -c 3 tests/fuzz/run_fuzz.sh --build-only --build "$PWD/build/fuzz" \
+        nice -n 19 ionice -c 3 tests/fuzz/run_fuzz.sh --build-only --build "$PWD/build-asan/fuzz" \
             >"$logs/fuzz.log" 2>&1 || true
         # The ThreadSanitizer tree last: the suite needs it only after the
         # sanitized stage, which runs meanwhile.

@@ -257,8 +257,8 @@ start_sanitizer_builds() {
         # packages: wait for their installation (long done by now).
         while [ ! -f "$logs/deps.done" ]; do sleep 2; done
         # Then what two tests build before they test: the Debian packages
-        # (deb_test, the optimised stage) and the fuzz targets (fuzz, the
-        # sanitized stage's). Each holds a lock while it builds; the
+        # (deb_test, in the optimised stage) and the fuzz targets (fuzz, in
+        # the sanitized stage). Each holds a lock while it builds; the
         # tests, which their stages run last (tests/CMakeLists.txt), wait
         # for it and find the result; a build that fails here fails again
         # in its test, which reports it.

@@ -198,6 +198,13 @@ static int testany_mode(gw_comm_t *comm)
             usleep(1000);
         return expect_failure(comm, st, GW_ERR_TIMEOUT);
     }
+    /* Rank 1 stays outside gradwire for twice the timeout before its own
+     * receive from rank 0: the timeout that fires must be rank 0's tested
+     * receive. Both waiting GW_TIMEOUT_MS at once raced, and rank 1's
+     * receive once timed out first (CI, the quiet pass), so that rank 0
+     * was blamed before its own wait ended. */
+    const char *ms = getenv("GW_TIMEOUT_MS");
+    usleep((useconds_t)(2 * (ms ? atol(ms) : 2000)) * 1000);
     st = gw_recv_tagged(comm, &v, 1, GW_INT32, 0, 3, NULL);
     printf("rank %d: %s culprit %d\n", g_rank, gw_status_name(st), gw_comm_culprit(comm));
     return st == GW_OK;

@@ -496,6 +496,15 @@ gw_status_t gw_train_ps_plan(gw_train_ps_t *ps, int S)
     return GW_OK;
 }
 
+long gw_train_ps_share_left(gw_train_ps_t *ps, int64_t applied)
+{
+    long left = ps->planned > applied ? ps->planned - (long)applied : 0;
+    ps->budget = left / ps->nworkers + (!ps->is_server && ps->index < left % ps->nworkers);
+    long per_epoch = ps->spe * ps->nworkers;
+    ps->epoch0 = per_epoch > 0 ? (long)applied / per_epoch : 0;
+    return left;
+}
+
 gw_status_t gw_train_ps_model_init(gw_train_ps_t *ps)
 {
     const gw_train_opts_t *o = ps->o;

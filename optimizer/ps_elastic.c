@@ -161,12 +161,7 @@ gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
     double acc = -1;
     if ((st = gw_train_ps_plan(ps, S)) != GW_OK || (st = gw_train_ps_evaluate(ps, &acc)) != GW_OK)
         goto out;
-    long left = ps->planned - (long)applied;
-    if (left < 0)
-        left = 0;
-    ps->budget = left / ps->nworkers + (!ps->is_server && ps->index < left % ps->nworkers);
-    long per_epoch = ps->spe * ps->nworkers;
-    ps->epoch0 = per_epoch > 0 ? (long)applied / per_epoch : 0;
+    long left = gw_train_ps_share_left(ps, applied);
     if (ps->is_server) {
         if (!ps->sgd.velocity && (st = gw_train_sgd_init(&ps->sgd, &ps->model, ps->o->momentum,
                                                          ps->o->weight_decay)) != GW_OK)

@@ -55,28 +55,15 @@ static gw_status_t share_applied(gw_train_ps_t *ps, int64_t *applied)
     return gw_allreduce(ps->comm, applied, applied, 1, GW_INT64, GW_MAX);
 }
 
-/* The next phase on ps->comm: roles and data for its size, the updates
- * left split among the workers. A server keeps its shard's weights and
- * momentum (the servers and their shards are the same as before). */
-static gw_status_t next_phase(gw_train_ps_t *ps, int nservers, int64_t applied)
+/* The next phase, planned (gw_train_ps_plan) on ps->comm: the updates
+ * left split among the workers, the servers' count set. A server keeps its
+ * shard's weights and momentum (the servers and their shards are the same
+ * as before). Returns the updates left. */
+static long share_rest(gw_train_ps_t *ps, int64_t applied)
 {
-    gw_status_t st = gw_train_ps_plan(ps, nservers);
-    if (st != GW_OK)
-        return st;
-    long left = ps->planned - (long)applied;
-    if (left < 0)
-        left = 0;
-    ps->budget = left / ps->nworkers + (!ps->is_server && ps->index < left % ps->nworkers);
-    long per_epoch = ps->spe * ps->nworkers;
-    ps->epoch0 = per_epoch > 0 ? (long)applied / per_epoch : 0;
     if (ps->is_server)
         ps->updates = (long)applied;
-    return GW_OK;
-}
-
-static long left_of(const gw_train_ps_t *ps, int64_t applied)
-{
-    return ps->planned > applied ? ps->planned - (long)applied : 0;
+    return gw_train_ps_share_left(ps, applied);
 }
 
 gw_status_t gw_train_ps_grow(gw_train_ps_t *ps)
@@ -100,12 +87,13 @@ gw_status_t gw_train_ps_grow(gw_train_ps_t *ps)
     int S = 0;
     int64_t applied = 0;
     if ((st = share_run(ps, &S)) == GW_OK && (st = share_applied(ps, &applied)) == GW_OK)
-        st = next_phase(ps, S, applied);
+        st = gw_train_ps_plan(ps, S);
     if (st != GW_OK) {
         fprintf(stderr, "gradwire-train: --elastic: rank %d cannot go on after the grow: %s\n",
                 ps->rank, gw_status_name(st));
         return st;
     }
+    long left = share_rest(ps, applied);
     if (ps->rank == 0) {
         char who[64] = "none (the joiner left before the grow)";
         if (ps->world == old_world + 1)
@@ -114,8 +102,7 @@ gw_status_t gw_train_ps_grow(gw_train_ps_t *ps)
             snprintf(who, sizeof(who), "rank(s) %d-%d", old_world, ps->world - 1);
         printf("gradwire-train: --elastic: admitted %s after %lld updates; %d server(s) and %d "
                "worker(s) go on with %ld updates left (%zu samples per update)\n",
-               who, (long long)applied, ps->nservers, ps->nworkers, left_of(ps, applied),
-               ps->local_b);
+               who, (long long)applied, ps->nservers, ps->nworkers, left, ps->local_b);
         fflush(stdout);
     }
     return GW_OK;
@@ -140,17 +127,15 @@ gw_status_t gw_train_ps_joined(gw_train_ps_t *ps)
         st = gw_train_ps_model_init(ps);
     if (st == GW_OK)
         st = share_applied(ps, &applied);
-    if (st == GW_OK)
-        st = next_phase(ps, S, applied);
     if (st != GW_OK) {
         fprintf(stderr, "gradwire-train: --join: cannot take the run's state: %s\n",
                 gw_status_name(st));
         return st;
     }
+    long left = share_rest(ps, applied);
     printf("gradwire-train: --elastic --join: rank %d of %d (worker %d of %d) after %lld updates, "
            "with %ld of the %ld updates left\n",
-           ps->rank, ps->world, ps->index, ps->nworkers, (long long)applied, ps->budget,
-           left_of(ps, applied));
+           ps->rank, ps->world, ps->index, ps->nworkers, (long long)applied, ps->budget, left);
     fflush(stdout);
     return GW_OK;
 }

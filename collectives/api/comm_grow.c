@@ -87,8 +87,13 @@ gw_status_t gw_comm_joiners(gw_comm_t *comm, int *n)
     /* A sub-communicator has no late listener: its root's job has (grow
      * the communicator gw_comm_init made). Read without a lock, from any
      * thread: the bootstrap lives as long as comm, the count is atomic. */
-    if (comm->root)
+    if (comm->root) {
+        GW_ERROR(&comm->log, "api",
+                 "gw_comm_joiners: sub-communicator 0x%08x admits nobody: ask the communicator "
+                 "gw_comm_init made, which gw_comm_grow grows",
+                 (unsigned)comm->id);
         return GW_ERR_UNSUPPORTED;
+    }
     *n = comm->rank == 0 ? gw__bootstrap_joiners(comm->bootstrap) : 0;
     return GW_OK;
 }

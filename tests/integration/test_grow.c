@@ -65,6 +65,7 @@ Test(grow, one_joiner, .timeout = 60)
     expect(&r, "[0] rank 0: joiners 1 once it proved the token");
     expect(&r, "[1] rank 1: joiners 0 (not rank 0)");
     expect(&r, "[2] rank 2: joiners 0 (not rank 0)");
+    expect(&r, "gw_comm_joiners: sub-communicator 0x");
     cr_assert(r.exited && r.status == 0, "status %d:\n%s", r.status, r.output);
     free(r.output);
 }

@@ -17,8 +17,11 @@
  * held.
  *
  * A message is a 64-byte record header {magic, kind, tag.seq, tag.sig,
- * length, sender's address, index, tag.comm_id} and, for INLINE messages, the payload,
- * padded to 64 bytes so that the next header is aligned. Large payloads
+ * flags, length, index, tag.comm_id, sender's address} and, for INLINE
+ * messages, the payload, padded to 64 bytes so that the next header is
+ * aligned; a payload of at most 16 bytes takes the address's place in
+ * the header (GW_SHM_REC_TINY), so that one line carries the whole
+ * message. Large payloads
  * stream through the ring in pieces of at most GW_SHM_PIECE, each published
  * at once, so the receiver copies out one piece while the sender copies in
  * the next: a message may be far larger than the ring. The receiver checks a

@@ -45,8 +45,9 @@
  * segment to hi through hi's door (never opened by name), and may make its
  * rings smaller than it announced (gw__shm_ring_for). 7: a side says
  * when it may go to sleep soon (gw_shm_side_t.drowsy), and its peers
- * fence and look for a sleeper only then. */
-#define GW_SHM_PROTOCOL_VERSION 7u
+ * fence and look for a sleeper only then. 8: a message of up to 16 bytes
+ * rides in its header's line (GW_SHM_REC_TINY). */
+#define GW_SHM_PROTOCOL_VERSION 8u
 
 #define GW_SHM_LINE 64                        /* cache line: unit of alignment in a ring */
 #define GW_SHM_HDR_BYTES 4096                 /* segment header, rings follow */
@@ -72,6 +73,10 @@
 /* A send of at most this many bytes, posted when its pair has nothing
  * queued, is written into the ring by the post (shm_progress.c). */
 #define GW_SHM_POST_COPY ((size_t)4096)
+/* After a message of at most this many bytes the ring lines of the next
+ * one of its size are warmed while the rank waits (shm_progress.c,
+ * "Warming"); past it, warming slowed the messages down. */
+#define GW_SHM_WARM_MAX ((size_t)1024)
 #define GW_SHM_DIRECT_PIECE ((size_t)1024 * 1024)
 #define GW_SHM_DEFAULT_TIMEOUT_MS 30000
 #define GW_SHM_LIVENESS_MS 20         /* how often peers' liveness is checked while waiting */
@@ -94,18 +99,22 @@ typedef enum gw_shm_rec_kind {
 } gw_shm_rec_kind_t;
 
 /* Every message starts with one record header, 64-byte aligned in the ring.
- * An INLINE payload follows it, padded to a multiple of 64 bytes. */
+ * An INLINE payload follows it, padded to a multiple of 64 bytes, except a
+ * tiny one (GW_SHM_REC_TINY), which rides in the header's own line. */
 typedef struct gw_shm_rec {
     uint32_t magic;
     uint32_t kind;
     uint64_t seq;
     uint32_t sig;
-    uint32_t flags; /* GW_SHM_REC_RECEIPT or 0 */
+    uint32_t flags; /* GW_SHM_REC_RECEIPT, GW_SHM_REC_TINY, or 0 */
     uint64_t len;
-    uint64_t addr;    /* DIRECT: the payload's address in the sender */
     uint64_t index;   /* messages sent in this direction so far, from 1 */
     uint32_t comm_id; /* the message's communicator (tag.comm_id), since version 5 */
-    uint8_t pad[GW_SHM_LINE - 52];
+    uint32_t reserved;
+    union {
+        uint64_t addr;                  /* DIRECT: the payload's address in the sender */
+        uint8_t tiny[GW_SHM_LINE - 48]; /* GW_SHM_REC_TINY: the payload itself */
+    } u;
 } gw_shm_rec_t;
 
 _Static_assert(sizeof(gw_shm_rec_t) == GW_SHM_LINE, "a record header is one cache line");
@@ -114,6 +123,12 @@ _Static_assert(sizeof(gw_shm_rec_t) == GW_SHM_LINE, "a record header is one cach
  * accepted this (INLINE) message; a DIRECT one completes only when the
  * receiver has read it, which it does only after accepting it. */
 #define GW_SHM_REC_RECEIPT 1u
+/* An INLINE message of at most GW_SHM_TINY_MAX bytes is in the header's
+ * u.tiny, and nothing follows the header: the receiver's one cache miss
+ * brings the message whole (Open MPI's vader does the same in its fast
+ * boxes). Since protocol version 8. */
+#define GW_SHM_REC_TINY 2u
+#define GW_SHM_TINY_MAX ((size_t)(GW_SHM_LINE - 48))
 
 /* What one rank of a pair says about itself, written by that rank only. */
 typedef struct gw_shm_side {
@@ -213,6 +228,8 @@ typedef struct gw_shm_peer {
     uint64_t s_head;                 /* out->head as we last wrote it */
     uint64_t s_tail;                 /* out->tail as last read (stale is safe: less room) */
     uint64_t s_direct;               /* DIRECT messages sent so far */
+    uint64_t s_warm;                 /* bytes to warm after a small send (shm_progress.c) */
+    uint64_t s_warmed;               /* s_head + 1 when they were warmed there, or 0 */
     int s_hdr_done;                  /* the head request's header is in the ring */
     size_t s_done;                   /* payload bytes of the head request in the ring */
     /* Receive side. */
@@ -224,6 +241,7 @@ typedef struct gw_shm_peer {
     uint64_t r_tail;                 /* in->tail as we last wrote it */
     uint64_t r_fetched;              /* head up to which a small message was prefetched */
     uint64_t r_index;                /* messages received so far */
+    uint64_t r_warm;                 /* bytes to fetch while waiting after a small message */
     int bell_due;                    /* we published for it this round: ring its bell */
     int goodbye;                     /* it closed, and its ring is drained */
     int gone;                        /* its process is gone */
@@ -270,6 +288,13 @@ static inline gw_shm_t *gw__shm_of(gw_transport_t *t)
 static inline uint64_t gw__shm_align(uint64_t n)
 {
     return (n + GW_SHM_LINE - 1) & ~(uint64_t)(GW_SHM_LINE - 1);
+}
+
+/* Bytes an INLINE message of len bytes takes in the ring after its header:
+ * none for a tiny one (GW_SHM_REC_TINY), else the payload padded to lines. */
+static inline uint64_t gw__shm_body(uint64_t len)
+{
+    return len <= GW_SHM_TINY_MAX ? 0 : gw__shm_align(len);
 }
 
 /* shm.c */

@@ -20,12 +20,31 @@
  * a peer rings its bell.
  *
  * A small message costs a header line, its payload and head's line; little
- * else is touched on its way. The sender reads the receiver's tail only
- * when the tail it read last leaves too little room (the receiver writes
- * that line after every message, so reading it for every send put a cache
- * miss before each); a small publish rings the peer's bell at the end of
- * the round (shm_wait.c). A send of at most GW_SHM_POST_COPY bytes posted
- * to a pair with nothing queued is written into the ring by the post.
+ * else is touched on its way. One of at most GW_SHM_TINY_MAX (16) bytes
+ * rides in its header's line (GW_SHM_REC_TINY). The sender reads the
+ * receiver's tail only when the tail it read last leaves too little room
+ * (the receiver writes that line after every message, so reading it for
+ * every send put a cache miss before each); a small publish rings the
+ * peer's bell at the end of the round (shm_wait.c). A send of at most
+ * GW_SHM_POST_COPY bytes posted to a pair with nothing queued is written
+ * into the ring by the post.
+ *
+ * Warming. Between two ranks that trade small messages, the next message
+ * of a pair is most likely the size of the last, and where it goes is
+ * known: at the sender's head, the receiver's tail. So after a message of
+ * at most GW_SHM_WARM_MAX bytes, the sender, once idle, asks for its next
+ * lines for writing (prefetchw: the copy then finds them its own), and the
+ * receiver asks for the same lines for reading in every idle round, so
+ * that the miss on head's line and the misses on the message's own lines
+ * are out at once rather than one after the other. Prefetches are hints:
+ * a wrong guess costs a little traffic, never a wrong byte. Measured on
+ * the 2-core test machine (2 ranks bound, standard sends, median half
+ * round trip): 8-64 B 0.48 -> 0.42 us, 256 B 0.53 -> 0.45, 512 B 0.75 ->
+ * 0.47, 1 KiB 0.93 -> 0.90, and a 2-rank allreduce of 1 KiB 1.19 -> 0.87;
+ * warming the lines of messages of 2 KiB and more made them slower (2 KiB
+ * 0.96 -> 1.3-1.8 us when the receiver warmed them, 4 KiB 1.04 -> 1.12
+ * when the sender did), as the receiver's reads pulled lines away from a
+ * sender still writing them.
  *
  * Pairs connected on first use (shm_connect.c) come up in the same rounds:
  * a round answers knocks on our door (at most once a millisecond), then
@@ -124,13 +143,33 @@ static void finish_accepted(gw_shm_t *t, gw_shm_peer_t *p)
         complete(t, gw__req_queue_pop(&p->aq_head, &p->aq_tail));
 }
 
+/* The lines a message of len bytes takes in the ring when it is small
+ * enough to warm the next one's (GW_SHM_WARM_MAX), else 0. */
+static uint64_t warm_bytes(uint64_t len)
+{
+    return len <= GW_SHM_WARM_MAX ? GW_SHM_LINE + gw__shm_body(len) : 0;
+}
+
+/* Idle after a small send: ask, once, for the lines the next message of
+ * that size will be written to, so that writing it finds them ours. */
+static void warm_next_send(gw_shm_peer_t *p)
+{
+    if (p->s_warmed == p->s_head + 1)
+        return;
+    p->s_warmed = p->s_head + 1; /* + 1: 0 means not yet, also at head 0 */
+    for (uint64_t o = p->s_head; o < p->s_head + p->s_warm; o += GW_SHM_LINE)
+        __builtin_prefetch(p->out_ring + (o & (p->ring_bytes - 1)), 1, 3);
+}
+
 static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
 {
     /* Nothing to send: leave tail's line alone (the receiver writes it
      * after every message; a needless read here costs a cache miss a
      * round while we wait for its answer). */
-    if (!p->sq_head)
+    if (!p->sq_head) {
+        warm_next_send(p);
         return;
+    }
     const uint64_t size = p->ring_bytes;
     /* head as we last published it: ours to write, no need to read the
      * shared line. The tail we read last: the receiver writes tail after
@@ -158,7 +197,14 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
             rec.comm_id = r->tag.comm_id;
             rec.flags = (r->flags & GW_REQ_RECEIPT) && !direct ? GW_SHM_REC_RECEIPT : 0;
             rec.len = r->len;
-            rec.addr = direct ? (uint64_t)(uintptr_t)r->buf : 0;
+            if (direct) {
+                rec.u.addr = (uint64_t)(uintptr_t)r->buf;
+            } else if (r->len <= GW_SHM_TINY_MAX) {
+                rec.flags |= GW_SHM_REC_TINY;
+                if (r->len > 0)
+                    memcpy(rec.u.tiny, r->buf, r->len);
+                r->bytes_done = r->len;
+            }
             rec.index = ++p->s_index;
             ring_put(p->out_ring, size, head, &rec, sizeof(rec));
             head += GW_SHM_LINE;
@@ -172,10 +218,11 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 continue;
             }
             GW_SHM_REQ_INDEX(r) = rec.index;
+            p->s_warm = warm_bytes(r->len);
             p->s_hdr_done = 1;
             p->s_done = 0;
         }
-        uint64_t body = gw__shm_align(r->len);
+        uint64_t body = gw__shm_body(r->len);
         while (p->s_done < body) {
             uint64_t room = size - (head - tail);
             if (room < body - p->s_done && room < GW_SHM_PIECE) {
@@ -239,15 +286,21 @@ static gw_status_t take_header(gw_shm_t *t, gw_shm_peer_t *p, uint64_t *tail)
 {
     ring_get(p->in_ring, p->ring_bytes, *tail, &p->r_hdr, sizeof(p->r_hdr));
     const gw_shm_rec_t *h = &p->r_hdr;
+    /* A tiny message is INLINE, and every INLINE one that short is tiny:
+     * anything else would have us read past u.tiny, or wait for a body
+     * that never comes. */
+    int tiny_ok =
+        !(h->flags & GW_SHM_REC_TINY) == !(h->kind == GW_SHM_INLINE && h->len <= GW_SHM_TINY_MAX);
     if (h->magic != GW_SHM_REC_MAGIC || (h->kind != GW_SHM_INLINE && h->kind != GW_SHM_DIRECT) ||
-        h->index != p->r_index + 1)
+        h->index != p->r_index + 1 || !tiny_ok)
         return gw__shm_peer_fail(t, p, GW_ERR_PROTOCOL,
-                                 "wrote garbage into our ring (magic 0x%08x, kind %u, index "
-                                 "%llu, expected index %llu)",
-                                 (unsigned)h->magic, (unsigned)h->kind,
-                                 (unsigned long long)h->index,
+                                 "wrote garbage into our ring (magic 0x%08x, kind %u, flags "
+                                 "0x%x, len %llu, index %llu, expected index %llu)",
+                                 (unsigned)h->magic, (unsigned)h->kind, (unsigned)h->flags,
+                                 (unsigned long long)h->len, (unsigned long long)h->index,
                                  (unsigned long long)(p->r_index + 1));
     p->r_index++;
+    p->r_warm = warm_bytes(h->len);
     *tail += GW_SHM_LINE;
     p->r_held = 1;
     t->moved++;
@@ -271,6 +324,10 @@ static gw_status_t claim(gw_shm_t *t, gw_shm_peer_t *p)
     p->r_held = 0;
     p->rreq = r;
     p->r_done = 0;
+    if ((p->r_hdr.flags & GW_SHM_REC_TINY) && r->len > 0) {
+        memcpy(r->buf, p->r_hdr.u.tiny, r->len);
+        r->bytes_done = r->len;
+    }
     return GW_OK;
 }
 
@@ -306,7 +363,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
         want = GW_SHM_DIRECT_PIECE;
     if (want > 0) {
         struct iovec local = {(uint8_t *)r->buf + p->r_done, want};
-        struct iovec remote = {(void *)(uintptr_t)(p->r_hdr.addr + p->r_done), want};
+        struct iovec remote = {(void *)(uintptr_t)(p->r_hdr.u.addr + p->r_done), want};
         gw__shm_before_copy(t, want);
         ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
         if (n < 0 && errno == EINTR)
@@ -325,7 +382,7 @@ static gw_status_t read_direct(gw_shm_t *t, gw_shm_peer_t *p)
             return gw__shm_peer_fail(t, p, err == EFAULT ? GW_ERR_PROTOCOL : GW_ERR_SYSTEM,
                                      "single-copy read of %zu bytes at 0x%llx (seq %llu) "
                                      "failed: %m",
-                                     want, (unsigned long long)(p->r_hdr.addr + p->r_done),
+                                     want, (unsigned long long)(p->r_hdr.u.addr + p->r_done),
                                      (unsigned long long)p->r_hdr.seq);
         }
         p->r_done += (size_t)n;
@@ -371,6 +428,9 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
 {
     const uint64_t size = p->ring_bytes;
     uint64_t tail = p->r_tail; /* as we last published it: ours to write */
+    if (!p->rreq && !p->r_held)
+        for (uint64_t o = tail; o < tail + p->r_warm; o += GW_SHM_LINE)
+            __builtin_prefetch(p->in_ring + (o & (size - 1)));
     uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
     gw_status_t st = GW_OK;
     fetch_ahead(p, tail, head);
@@ -397,7 +457,7 @@ static gw_status_t recv_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 break;
             continue;
         }
-        uint64_t body = gw__shm_align(r->len);
+        uint64_t body = gw__shm_body(r->len);
         if (p->r_done == body) {
             finish_recv(t, p);
             continue;

@@ -14,8 +14,9 @@
 
 /* ---- data movement ----------------------------------------------------------- */
 
-static const size_t exchange_sizes[] = {0,         1,       63,     64, 1000, 64 * 1024 - 1,
-                                        64 * 1024, MIB + 3, 8 * MIB};
+/* 16 and 17: the largest message in its header's line, the smallest after it. */
+static const size_t exchange_sizes[] = {
+    0, 1, 8, 16, 17, 63, 64, 1000, 64 * 1024 - 1, 64 * 1024, MIB + 3, 8 * MIB};
 #define NSIZES (sizeof(exchange_sizes) / sizeof(exchange_sizes[0]))
 
 /* Ranks 0 and 1 send each other every size at once, then check the bytes

@@ -113,18 +113,27 @@ Test(shm, readahead_of_newer_sequence_is_fine, .timeout = 30)
     run_job(&j);
 }
 
-/* Rank 0 writes a record header with a bad magic into its ring behind the
- * transport's back: rank 1 must fail with GW_ERR_PROTOCOL. */
+/* A record header that no sender of ours writes. */
+typedef struct garbage_case {
+    uint32_t magic;
+    uint32_t flags;
+    uint64_t len;
+} garbage_case_t;
+
+/* Rank 0 writes a bad record header into its ring behind the transport's
+ * back: rank 1 must fail with GW_ERR_PROTOCOL, having written nothing. */
 static int body_garbage(gw_transport_t *base, int rank, int size, const void *arg)
 {
     (void)size;
-    (void)arg;
+    const garbage_case_t *g = arg;
     if (rank == 0) {
         gw_shm_peer_t *p = &gw__shm_of(base)->peers[1];
         gw_shm_rec_t rec;
         memset(&rec, 0, sizeof(rec));
-        rec.magic = 0x12345678;
+        rec.magic = g->magic;
         rec.kind = GW_SHM_INLINE;
+        rec.flags = g->flags;
+        rec.len = g->len;
         rec.index = 1;
         uint64_t head = atomic_load(&p->out->head);
         memcpy(p->out_ring + (head & (p->ring_bytes - 1)), &rec, sizeof(rec));
@@ -136,18 +145,41 @@ static int body_garbage(gw_transport_t *base, int rank, int size, const void *ar
         CHECK_ST(wait_one(base, &r, 5000), GW_ERR_PROTOCOL);
         return 0;
     }
-    uint8_t buf[16];
+    uint8_t buf[256];
+    memset(buf, 0xEE, sizeof(buf));
     gw_request_t r;
-    make_req(&r, GW_REQ_RECV, 0, 1, 2, buf, sizeof(buf));
+    make_req(&r, GW_REQ_RECV, 0, 1, 2, buf, g->len <= sizeof(buf) ? g->len : sizeof(buf));
     CHECK_ST(base->ops->irecv(base, &r), GW_OK);
     CHECK_ST(wait_one(base, &r, 5000), GW_ERR_PROTOCOL);
+    for (size_t i = 0; i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xEE, "byte %zu of the receive buffer was written", i);
     CHECK_ST(gw__transport_abort(base, GW_ERR_PROTOCOL), GW_OK);
     return 0;
 }
 
 Test(shm, garbage_in_ring_is_protocol_error, .timeout = 30)
 {
-    job_t j = job(2, PATH_DIRECT, body_garbage, NULL);
+    static const garbage_case_t g = {.magic = 0x12345678, .len = 16};
+    job_t j = job(2, PATH_DIRECT, body_garbage, &g);
+    run_job(&j);
+}
+
+/* A header that says its payload is in its line, with a length that does
+ * not fit there: read as said, it would copy from past the header. */
+Test(shm, tiny_record_too_long_is_protocol_error, .timeout = 30)
+{
+    static const garbage_case_t g = {
+        .magic = GW_SHM_REC_MAGIC, .flags = GW_SHM_REC_TINY, .len = GW_SHM_TINY_MAX + 1};
+    job_t j = job(2, PATH_RING, body_garbage, &g);
+    run_job(&j);
+}
+
+/* A short INLINE message whose header does not carry it: its sender is not
+ * speaking this protocol. */
+Test(shm, short_record_without_tiny_flag_is_protocol_error, .timeout = 30)
+{
+    static const garbage_case_t g = {.magic = GW_SHM_REC_MAGIC, .len = 8};
+    job_t j = job(2, PATH_RING, body_garbage, &g);
     run_job(&j);
 }
 

@@ -160,6 +160,7 @@ class Comm(_core.Comm):
       split(color, key=0) -> Comm or None, dup() -> Comm      sub-communicators (collective)
       shrink() -> Comm                 the survivors, after a call failed on a lost rank
       grow() -> Comm or None           admit processes waiting in Comm.join (None: nobody)
+      joiners() -> int                 how many wait in Comm.join (rank 0 knows; any thread)
       Comm.join(root=, token=, wait=)  a new process's Comm in a running job, at its next grow
       allreduce_compressed(state, send, out=None), iallreduce_compressed(...)
     Every buffer call also takes dtype="bfloat16" for 2-byte integer buffers

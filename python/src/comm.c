@@ -765,6 +765,10 @@ static PyMethodDef comm_methods[] = {
      "on: None (at once) when nobody waits in Comm.join, else a new communicator with the "
      "joiners after the members, who keep their ranks. This Comm stays healthy: close it when "
      "done."},
+    {"joiners", gwpy_comm_joiners, METH_NOARGS,
+     "joiners() -> int: gw_comm_joiners, how many processes wait in Comm.join for this job's "
+     "next grow(). Only rank 0 knows (0 on the others). Not collective; may be called while "
+     "another thread is inside this Comm."},
     {"join", (PyCFunction)(void (*)(void))gwpy_comm_join, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "Comm.join(*, root=None, token=None, wait=None, transport=None, timeout=None, "
      "socket_ifname=None, nsocks=0, algo=None) -> Comm: gw_comm_join, a new process joins the "

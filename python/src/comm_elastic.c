@@ -1,7 +1,7 @@
 /*
  * comm_elastic.c - a job that loses and gains ranks, from Python: Comm.shrink
- * (gw_comm_shrink), Comm.grow (gw_comm_grow) and the classmethod Comm.join
- * (gw_comm_join), behind the torch backend's shrink, grow and join
+ * (gw_comm_shrink), Comm.grow (gw_comm_grow), Comm.joiners
+ * (gw_comm_joiners) and the classmethod Comm.join (gw_comm_join), behind the torch backend's shrink, grow and join
  * (python/gradwire/torch.py) and a torchft-style quorum on them
  * (python/examples/torch_quorum.py).
  *
@@ -25,6 +25,24 @@ PyObject *gwpy_comm_grow(PyObject *obj, PyObject *unused)
 {
     (void)unused;
     return gwpy_comm_child(obj, "grow", gw_comm_grow);
+}
+
+/* Not collective and thread-safe in the library, so no busy check: a
+ * thread may ask while another is inside grow() or a collective on the
+ * same Comm (an asynchronous trainer's loop deciding when to grow). The
+ * GIL is held throughout, so close() (which clears comm under the GIL
+ * before it destroys it) cannot free it meanwhile. */
+PyObject *gwpy_comm_joiners(PyObject *obj, PyObject *unused)
+{
+    (void)unused;
+    gwpy_comm *self = (gwpy_comm *)obj;
+    if (self->comm == NULL)
+        return gwpy_raise_argument(0, "joiners: the communicator is closed");
+    int n = 0;
+    gw_status_t st = gw_comm_joiners(self->comm, &n);
+    if (st != GW_OK)
+        return gwpy_raise(st, "joiners", -1, gwpy_reason(self->comm));
+    return PyLong_FromLong(n);
 }
 
 PyObject *gwpy_comm_join(PyObject *cls, PyObject *args, PyObject *kw)

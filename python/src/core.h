@@ -149,6 +149,7 @@ PyObject *gwpy_comm_child(PyObject *self, const char *what,
  * (comm_elastic.c). */
 PyObject *gwpy_comm_shrink(PyObject *self, PyObject *unused);
 PyObject *gwpy_comm_grow(PyObject *self, PyObject *unused);
+PyObject *gwpy_comm_joiners(PyObject *self, PyObject *unused);
 PyObject *gwpy_comm_join(PyObject *cls, PyObject *args, PyObject *kw);
 /* obj as seconds in (0, 2e6] (what names it in the error); -1 with an
  * exception set otherwise. */

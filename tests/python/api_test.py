@@ -12,6 +12,7 @@ float sums exact, whatever order the algorithm adds in.
 
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -634,6 +635,50 @@ def test_rooted_blocks_and_split(comm):
         check(isinstance(twin, type(comm)) and twin.rank == rank and np.all(y == size), "dup")
 
 
+JOINER = """
+import sys, numpy as np, gradwire
+with gradwire.Comm.join(wait=60) as c:
+    x = np.ones(4)
+    c.allreduce(x)
+    sys.exit(0 if c.rank == c.size - 1 and np.all(x == c.size) else 1)
+"""
+
+
+def test_joiners(comm):
+    """Comm.joiners: 0 with nobody waiting; on 3 ranks a real process in
+    Comm.join, counted by rank 0 alone, then admitted by grow()."""
+    rank, size = comm.rank, comm.size
+    check(comm.joiners() == 0, "joiners with nobody waiting: 0")
+    half = comm.split(0)
+    expect(gradwire.UnsupportedError, half.joiners, "joiners on a sub-communicator")
+    half.close()
+    expect(gradwire.ArgumentError, half.joiners, "joiners on a closed communicator")
+    if size != 3:
+        return
+    seen = np.zeros(1, dtype=np.int64)
+    child = None
+    if rank == 0:
+        env = {k: v for k, v in os.environ.items() if k not in ("GW_RANK", "GW_SIZE")}
+        child = subprocess.Popen([sys.executable, "-c", JOINER], env=env)
+        deadline = time.monotonic() + 60
+        while comm.joiners() == 0 and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen[0] = comm.joiners()
+    comm.broadcast(seen, root=0)
+    check(seen[0] == 1, "joiners: rank 0 counts the process waiting in Comm.join (%d)" % seen[0])
+    check(rank == 0 or comm.joiners() == 0, "joiners: only rank 0 knows")
+    grown = comm.grow()
+    check(grown is not None and grown.size == size + 1 and grown.rank == rank, "grow admits the joiner")
+    if grown is not None:
+        x = np.ones(4)
+        grown.allreduce(x)
+        check(np.all(x == size + 1), "the grown communicator reduces over the joiner")
+        check(grown.joiners() == 0, "joiners after the grow: 0")
+        grown.close()
+    if child is not None:
+        check(child.wait(timeout=60) == 0, "the joiner ran in the grown job")
+
+
 def main():
     comm = gradwire.Comm()
     if comm.rank == 0:
@@ -643,6 +688,7 @@ def main():
     test_rooted(comm)
     test_gather_scatter(comm)
     test_rooted_blocks_and_split(comm)
+    test_joiners(comm)
     test_p2p(comm)
     test_tagged(comm)
     test_nonblocking(comm)

@@ -137,7 +137,8 @@ gw_status_t gw__comm_enter(gw_comm_t *comm, const char *what)
     uintptr_t holder = 0;
     if (atomic_compare_exchange_strong(&root->caller, &holder, self)) {
         root->caller_depth = 1;
-        atomic_store(&root->caller_comm, comm->id);
+        /* Only ever read for the refusal's message below: no order needed. */
+        atomic_store_explicit(&root->caller_comm, comm->id, memory_order_relaxed);
         return GW_OK;
     }
     if (holder == self) {
@@ -147,7 +148,7 @@ gw_status_t gw__comm_enter(gw_comm_t *comm, const char *what)
     /* Waiting would not help: the other thread's call may itself wait for a
      * peer that runs this family's calls in another order. Abort instead,
      * so that no rank waits for calls that can no longer match. */
-    const unsigned other = atomic_load(&root->caller_comm);
+    const unsigned other = atomic_load_explicit(&root->caller_comm, memory_order_relaxed);
     GW_ERROR(&comm->log, "api",
              "%s on communicator 0x%08x refused: another thread is inside a call on communicator "
              "0x%08x, and the two share a transport (one was split or duplicated from the "
@@ -166,8 +167,11 @@ gw_status_t gw__comm_enter(gw_comm_t *comm, const char *what)
 void gw__comm_leave(gw_comm_t *comm)
 {
     gw_comm_t *root = gw__comm_root(comm);
+    /* Release, pairing with the next caller's compare-exchange: what this
+     * call did happens before that one starts. A sequentially consistent
+     * store (xchg on x86) cost a locked instruction on every public call. */
     if (--root->caller_depth == 0)
-        atomic_store(&root->caller, 0);
+        atomic_store_explicit(&root->caller, 0, memory_order_release);
 }
 
 gw_status_t gw__comm_scratch(gw_comm_t *comm, size_t len, void **out)

@@ -73,10 +73,12 @@
 /* A send of at most this many bytes, posted when its pair has nothing
  * queued, is written into the ring by the post (shm_progress.c). */
 #define GW_SHM_POST_COPY ((size_t)4096)
-/* After a message of at most this many bytes the ring lines of the next
- * one of its size are warmed while the rank waits (shm_progress.c,
- * "Warming"); past it, warming slowed the messages down. */
-#define GW_SHM_WARM_MAX ((size_t)1024)
+/* After a message that took at most this many bytes of the ring, header
+ * included, the sender warms the lines of the next one of its size while
+ * it waits, and the receiver those it will read (shm_progress.c,
+ * "Warming"); past them, warming slowed the messages down. */
+#define GW_SHM_WARM_SEND_MAX ((uint64_t)2048 + GW_SHM_LINE)
+#define GW_SHM_WARM_RECV_MAX ((uint64_t)16 * GW_SHM_LINE)
 #define GW_SHM_DIRECT_PIECE ((size_t)1024 * 1024)
 #define GW_SHM_DEFAULT_TIMEOUT_MS 30000
 #define GW_SHM_LIVENESS_MS 20         /* how often peers' liveness is checked while waiting */

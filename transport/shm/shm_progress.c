@@ -31,20 +31,22 @@
  *
  * Warming. Between two ranks that trade small messages, the next message
  * of a pair is most likely the size of the last, and where it goes is
- * known: at the sender's head, the receiver's tail. So after a message of
- * at most GW_SHM_WARM_MAX bytes, the sender, once idle, asks for its next
- * lines for writing (prefetchw: the copy then finds them its own), and the
- * receiver asks for the same lines for reading in every idle round, so
- * that the miss on head's line and the misses on the message's own lines
- * are out at once rather than one after the other. Prefetches are hints:
- * a wrong guess costs a little traffic, never a wrong byte. Measured on
- * the 2-core test machine (2 ranks bound, standard sends, median half
- * round trip): 8-64 B 0.48 -> 0.42 us, 256 B 0.53 -> 0.45, 512 B 0.75 ->
- * 0.47, 1 KiB 0.93 -> 0.90, and a 2-rank allreduce of 1 KiB 1.19 -> 0.87;
- * warming the lines of messages of 2 KiB and more made them slower (2 KiB
- * 0.96 -> 1.3-1.8 us when the receiver warmed them, 4 KiB 1.04 -> 1.12
- * when the sender did), as the receiver's reads pulled lines away from a
- * sender still writing them.
+ * known: at the sender's head, the receiver's tail. So after a message
+ * that took at most GW_SHM_WARM_SEND_MAX bytes of the ring, the sender,
+ * once idle, asks for the next as many lines for writing (prefetchw: the
+ * copy then finds them its own); after one of at most
+ * GW_SHM_WARM_RECV_MAX, the receiver asks for them for reading in every
+ * idle round, so that the miss on head's line and the misses on the
+ * message's own lines are out at once rather than one after the other.
+ * Prefetches are hints: a wrong guess costs a little traffic, never a
+ * wrong byte. Measured on the 2-core test machine (2 ranks bound,
+ * standard sends, median half round trip): 8-64 B 0.48 -> 0.42 us, 256 B
+ * 0.53 -> 0.45, 512 B 0.75 -> 0.47, 1 KiB 0.93 -> 0.82, 1.5 KiB 0.98 ->
+ * 0.80, 2 KiB 1.03 -> 0.96, and a 2-rank allreduce of 1 KiB 1.19 -> 0.87.
+ * The limits are measured too: the receiver's warming of 17 lines or more
+ * (a 1 KiB message and its header) made them slower (2 KiB 1.0 -> 1.3-1.8
+ * us), as its reads pulled lines away from a sender still writing them,
+ * and the sender's of 4 KiB messages did (1.18 -> 1.3).
  *
  * Pairs connected on first use (shm_connect.c) come up in the same rounds:
  * a round answers knocks on our door (at most once a millisecond), then
@@ -143,11 +145,12 @@ static void finish_accepted(gw_shm_t *t, gw_shm_peer_t *p)
         complete(t, gw__req_queue_pop(&p->aq_head, &p->aq_tail));
 }
 
-/* The lines a message of len bytes takes in the ring when it is small
- * enough to warm the next one's (GW_SHM_WARM_MAX), else 0. */
-static uint64_t warm_bytes(uint64_t len)
+/* The bytes a message of len bytes takes in the ring, header included,
+ * when they are at most max, else 0 (nothing to warm). */
+static uint64_t warm_bytes(uint64_t len, uint64_t max)
 {
-    return len <= GW_SHM_WARM_MAX ? GW_SHM_LINE + gw__shm_body(len) : 0;
+    uint64_t bytes = GW_SHM_LINE + gw__shm_body(len);
+    return bytes <= max ? bytes : 0;
 }
 
 /* Idle after a small send: ask, once, for the lines the next message of
@@ -218,7 +221,7 @@ static void send_peer(gw_shm_t *t, gw_shm_peer_t *p)
                 continue;
             }
             GW_SHM_REQ_INDEX(r) = rec.index;
-            p->s_warm = warm_bytes(r->len);
+            p->s_warm = warm_bytes(r->len, GW_SHM_WARM_SEND_MAX);
             p->s_hdr_done = 1;
             p->s_done = 0;
         }
@@ -300,7 +303,7 @@ static gw_status_t take_header(gw_shm_t *t, gw_shm_peer_t *p, uint64_t *tail)
                                  (unsigned long long)h->len, (unsigned long long)h->index,
                                  (unsigned long long)(p->r_index + 1));
     p->r_index++;
-    p->r_warm = warm_bytes(h->len);
+    p->r_warm = warm_bytes(h->len, GW_SHM_WARM_RECV_MAX);
     *tail += GW_SHM_LINE;
     p->r_held = 1;
     t->moved++;

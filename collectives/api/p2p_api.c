@@ -123,7 +123,7 @@ static gw_status_t post_one(gw_comm_t *comm, const char *fn, gw_req_kind_t kind,
         st = gw__device_p2p_stage(comm, kind == GW_REQ_SEND, buf, nbytes, &buf, pinned);
     if (st != GW_OK)
         return st;
-    gw__tag_p2p(comm, gw__sig_p2p(count, dtype));
+    gw__tag_p2p(comm, gw__comm_sig_p2p(comm, count, dtype));
     st = kind == GW_REQ_SEND ? gw__p2p_isend_public(comm, peer, buf, nbytes, 0, req)
                              : gw__p2p_irecv(comm, peer, buf, nbytes, req);
     if (st != GW_OK) {
@@ -151,10 +151,10 @@ static gw_status_t sendrecv_claimed(gw_comm_t *comm, const void *sendbuf, size_t
         goto out;
     gw_request_t sreq, rreq;
     /* Each direction carries its own count in its signature. */
-    gw__tag_p2p(comm, gw__sig_p2p(recvcount, dtype));
+    gw__tag_p2p(comm, gw__comm_sig_p2p(comm, recvcount, dtype));
     if ((st = gw__p2p_irecv(comm, src, ruse, rbytes, &rreq)) != GW_OK)
         goto out;
-    gw__tag_p2p(comm, gw__sig_p2p(sendcount, dtype));
+    gw__tag_p2p(comm, gw__comm_sig_p2p(comm, sendcount, dtype));
     if ((st = gw__p2p_isend_public(comm, dst, suse, sbytes, 0, &sreq)) != GW_OK)
         goto out;
     gw_request_t *reqs[2] = {&sreq, &rreq};
@@ -343,7 +343,7 @@ static gw_status_t post_tagged(gw_comm_t *comm, const char *fn, gw_req_kind_t ki
         free(h);
         return st;
     }
-    uint32_t sig = gw__sig_p2p(count, dtype);
+    uint32_t sig = gw__comm_sig_p2p(comm, count, dtype);
     if (kind == GW_REQ_SEND) {
         st = gw__match_send(comm, peer, tag, use, nbytes, sig, &h->req);
     } else {

@@ -61,15 +61,16 @@ struct gw_comm {
      * host ids of the address exchange (topo.h); empty (NULL arrays) for a
      * communicator of one rank: the algorithms then use rank order. */
     gw_topo_t topo;
-    uint64_t seq;         /* sequence number of the last collective started */
-    gw_msg_tag_t tag;     /* tag of the call in progress (tag.c) */
-    gw_status_t failed;   /* sticky: GW_OK while the communicator is healthy */
-    int culprit;          /* the rank the failure is blamed on, -1: none */
-    int origin;           /* the rank that first reported the failure */
-    int watching;         /* the bootstrap's watch runs: failures go to the referee */
-    int blame_wait_ms;    /* how long a failing rank waits for the verdict */
-    int64_t watch_due_ms; /* gw_test: when it next looks at the watch */
-    size_t chunk_bytes;   /* pipelining granularity of ring and tree */
+    uint64_t seq;           /* sequence number of the last collective started */
+    gw_msg_tag_t tag;       /* tag of the call in progress (tag.c) */
+    gw_sig_memo_t sig_memo; /* the last signatures computed (tag.c) */
+    gw_status_t failed;     /* sticky: GW_OK while the communicator is healthy */
+    int culprit;            /* the rank the failure is blamed on, -1: none */
+    int origin;             /* the rank that first reported the failure */
+    int watching;           /* the bootstrap's watch runs: failures go to the referee */
+    int blame_wait_ms;      /* how long a failing rank waits for the verdict */
+    int64_t watch_due_ms;   /* gw_test: when it next looks at the watch */
+    size_t chunk_bytes;     /* pipelining granularity of ring and tree */
     /* Per collective kind, a bit per algorithm already named at INFO: the
      * first call of each kind with each algorithm says which ran (api.c). */
     uint32_t algo_logged[GW_COLL_KIND_END];

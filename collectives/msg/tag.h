@@ -59,12 +59,33 @@ typedef enum gw_coll_kind {
 /* FNV-1a over words[0..n). */
 uint32_t gw__sig_words(const uint64_t *words, size_t n);
 
+/* The last collective's and the last point-to-point message's signature
+ * of a communicator, with the words they were computed from. A loop makes
+ * the same call again and again (a training step's allreduce, a
+ * ping-pong's send and receive), and FNV-1a, one dependent multiply per
+ * byte, took 40-50 ns over a collective's six words: a tenth of a 2-rank
+ * allreduce of 16 bytes over shared memory. A repeated call now compares
+ * its words and takes the signature kept; the values are FNV-1a's as
+ * before (the wire format is unchanged). Each is touched only by its kind
+ * of call, which the communicator already runs one at a time. */
+typedef struct gw_sig_memo {
+    uint64_t coll_words[6];
+    uint32_t coll_sig;
+    int coll_valid;
+    size_t p2p_count;
+    gw_dtype_t p2p_dtype;
+    uint32_t p2p_sig;
+    int p2p_valid;
+} gw_sig_memo_t;
+
 /* A collective's arguments: kind, count, dtype, op, root, algorithm. */
 uint32_t gw__sig_coll(gw_coll_kind_t kind, size_t count, gw_dtype_t dtype, gw_op_t op, int root,
                       gw_algo_t algo);
 
 /* One point-to-point message: its element count and dtype. */
 uint32_t gw__sig_p2p(size_t count, gw_dtype_t dtype);
+/* The same, through comm's memo (gw_sig_memo_t). */
+uint32_t gw__comm_sig_p2p(gw_comm_t *comm, size_t count, gw_dtype_t dtype);
 
 /* Start a collective: the next sequence number, with signature sig, becomes
  * the tag of every message the algorithms post until the next call. */

@@ -81,3 +81,44 @@ Test(tags, communicators_are_unrelated)
     twin.comm_id = 7;
     cr_assert(gw__tag_equal(&twin, &current));
 }
+
+/* The memo (gw_sig_memo_t) gives every call FNV-1a's own value: a call
+ * that differs from the last in any one word, then the last again. */
+Test(tags, memoised_signatures_are_the_computed_ones)
+{
+    gw_comm_t comm;
+    memset(&comm, 0, sizeof(comm));
+    typedef struct {
+        gw_coll_kind_t kind;
+        size_t count;
+        gw_dtype_t dtype;
+        gw_op_t op;
+        int root;
+        gw_algo_t algo;
+    } call_t;
+    const call_t calls[] = {
+        {GW_COLL_ALLREDUCE, 4, GW_FLOAT32, GW_SUM, 0, GW_ALGO_AUTO},
+        {GW_COLL_ALLREDUCE, 4, GW_FLOAT32, GW_SUM, 0, GW_ALGO_AUTO},
+        {GW_COLL_REDUCE, 4, GW_FLOAT32, GW_SUM, 0, GW_ALGO_AUTO},
+        {GW_COLL_REDUCE, 5, GW_FLOAT32, GW_SUM, 0, GW_ALGO_AUTO},
+        {GW_COLL_REDUCE, 5, GW_FLOAT64, GW_SUM, 0, GW_ALGO_AUTO},
+        {GW_COLL_REDUCE, 5, GW_FLOAT64, GW_MAX, 0, GW_ALGO_AUTO},
+        {GW_COLL_REDUCE, 5, GW_FLOAT64, GW_MAX, 3, GW_ALGO_AUTO},
+        {GW_COLL_REDUCE, 5, GW_FLOAT64, GW_MAX, 3, GW_ALGO_TREE},
+        {GW_COLL_ALLREDUCE, 4, GW_FLOAT32, GW_SUM, 0, GW_ALGO_AUTO},
+    };
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+        const call_t *c = &calls[i];
+        gw__coll_begin(&comm, c->kind, c->count, c->dtype, c->op, c->root, c->algo);
+        cr_assert_eq(comm.tag.sig,
+                     gw__sig_coll(c->kind, c->count, c->dtype, c->op, c->root, c->algo), "call %zu",
+                     i);
+    }
+    const struct {
+        size_t count;
+        gw_dtype_t dtype;
+    } msgs[] = {{3, GW_INT8}, {3, GW_INT8}, {4, GW_INT8}, {4, GW_FLOAT16}, {3, GW_INT8}};
+    for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++)
+        cr_assert_eq(gw__comm_sig_p2p(&comm, msgs[i].count, msgs[i].dtype),
+                     gw__sig_p2p(msgs[i].count, msgs[i].dtype), "message %zu", i);
+}

@@ -142,8 +142,8 @@ gw_status_t gw_bench_timing_reduce_by(gw_comm_t *comm, const double *times, doub
 /* The rules `gradwire-bench tune` measured on this job (have_*: measured;
  * the others keep the defaults), in bytes, as the tuning file's keys. */
 typedef struct gw_bench_rules {
-    int have_pair, have_tree4, have_large;
-    size_t direct_pair_min, tree4_min, tree4_end, direct_large_min;
+    int have_pair, have_tree4, have_shm, have_large;
+    size_t direct_pair_min, tree4_min, tree4_end, direct_shm_min, direct_large_min;
 } gw_bench_rules_t;
 /* Measure them (a collective: every rank calls it); rank 0 prints the
  * table and the keys. 0, or -1 after a call failed. */

@@ -63,8 +63,8 @@ static void usage(FILE *out)
             "  beta   seconds per byte on a link: a large allgather\n"
             "  gamma  seconds per byte reduced: a float32 sum on rank 0's host\n"
             "and, on 2 to 4 ranks of one host, the sizes behind the measured rules\n"
-            "(direct_pair_min, tree4_min/tree4_end, direct_large_min): every allreduce\n"
-            "algorithm timed from 16 KiB to 32 MiB\n"
+            "(direct_pair_min, tree4_min/tree4_end, direct_shm_min, direct_large_min):\n"
+            "every allreduce algorithm timed from 16 KiB to 32 MiB\n"
             "\n"
             "  -o, --out FILE         write the tuning file (rank 0); default: print only\n"
             "  -s, --size N           allgather size for beta (default 32M); K, M, G suffixes\n"
@@ -363,12 +363,14 @@ static int write_file(const struct tune_opts *o, const struct figures *f, int n,
         fprintf(out, "gamma = %.6g\n", f->gamma);
     }
     const gw_bench_rules_t *r = &f->rules;
-    if (r->have_pair || r->have_tree4 || r->have_large)
+    if (r->have_pair || r->have_tree4 || r->have_shm || r->have_large)
         fprintf(out, "# the measured rules: the fastest allreduce algorithm, 16 KiB to 32 MiB\n");
     if (r->have_pair)
         fprintf(out, "direct_pair_min = %zu\n", r->direct_pair_min);
     if (r->have_tree4)
         fprintf(out, "tree4_min = %zu\ntree4_end = %zu\n", r->tree4_min, r->tree4_end);
+    if (r->have_shm)
+        fprintf(out, "direct_shm_min = %zu\n", r->direct_shm_min);
     if (r->have_large)
         fprintf(out, "direct_large_min = %zu\n", r->direct_large_min);
     int bad = ferror(out);

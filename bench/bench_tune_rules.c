@@ -2,7 +2,7 @@
  * bench_tune_rules.c - `gradwire-bench tune`'s second part: measure, on this
  * job's ranks, the crossovers behind the cost model's measured rules
  * (collectives/tuning.c: direct_pair_min, tree4_min/tree4_end,
- * direct_large_min), so that the tuning file carries this machine's own
+ * direct_shm_min, direct_large_min), so that the tuning file carries this machine's own
  * instead of the defaults measured on the 2-core test machine.
  *
  * The rules exist for one host (the direct exchange and the 4-rank tree
@@ -14,8 +14,14 @@
  *                     which the direct exchange is the fastest at that size
  *                     and every larger one measured (0: never, the rule off);
  *   tree4_min, _end   4 ranks over shared memory: the sizes at which the
- *                     tree is the fastest (the first run of them; an empty
- *                     range, 0 and 0, turns the rule off);
+ *                     tree is the fastest and faster than the direct
+ *                     exchange by more than the tolerance (the first run
+ *                     of them; an empty range, 0 and 0, turns the rule
+ *                     off);
+ *   direct_shm_min    3 or 4 ranks over shared memory: the smallest size at
+ *                     which the direct exchange is the fastest and from
+ *                     which it trails the fastest by at most RULES_NEAR
+ *                     in the geometric mean (0: never, the rule off);
  *   direct_large_min  2 to 4 ranks, from 1 MiB: as direct_pair_min
  *                     (never: 1 TiB, the rule off).
  * "The fastest" (within 5% of it) is among ring, tree, rd, hier (more than
@@ -40,6 +46,14 @@
 /* An algorithm within 5% of the fastest counts as the fastest: one noisy
  * size must not move a rule across the whole range. */
 #define RULES_TOLERANCE 1.05
+/* direct_shm_min: from its first size on, the direct exchange may trail
+ * the fastest by this much, as the geometric mean of its ratio to the
+ * fastest over the larger sizes, and by at most RULES_WORST at any one.
+ * With ranks outnumbering cores one size in a run is often off by 1.3-1.7x
+ * for one algorithm or another, the fastest changing from run to run: a
+ * rule that every size must hold would fall to the first such figure. */
+#define RULES_NEAR 1.15
+#define RULES_WORST 2.0
 
 static const gw_algo_t algos[] = {GW_ALGO_RING, GW_ALGO_TREE, GW_ALGO_RD, GW_ALGO_HIER,
                                   GW_ALGO_DIRECT};
@@ -109,6 +123,34 @@ static int wins_from(double t[RULES_NSIZES][NALGOS], int nsizes, int a, int from
     return start;
 }
 
+/* Algorithm a's time at size s over the fastest's there (>= 1). */
+static double behind(double t[RULES_NSIZES][NALGOS], int s, int a)
+{
+    double best = t[s][a];
+    for (int b = 0; b < NALGOS; b++)
+        if (isfinite(t[s][b]) && t[s][b] < best)
+            best = t[s][b];
+    return t[s][a] / best;
+}
+
+/* The smallest size index at which algorithm a is the fastest (within
+ * RULES_TOLERANCE) and from which it trails the fastest by at most
+ * RULES_NEAR in the geometric mean and RULES_WORST at any size, or -1. */
+static int near_from(double t[RULES_NSIZES][NALGOS], int nsizes, int a)
+{
+    int start = -1;
+    double log_sum = 0;
+    for (int s = nsizes - 1; s >= 0; s--) {
+        double r = behind(t, s, a);
+        if (!isfinite(r) || r > RULES_WORST)
+            break;
+        log_sum += log(r);
+        if (r <= RULES_TOLERANCE && exp(log_sum / (nsizes - s)) <= RULES_NEAR)
+            start = s;
+    }
+    return start;
+}
+
 int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
 {
     const int n = gw_comm_size(comm), rank = gw_comm_rank(comm);
@@ -152,8 +194,11 @@ int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
     }
     if (n == 4) {
         int first = -1, end = -1;
+        /* The tree's rule comes before the direct exchange's: it must
+         * beat the direct exchange clearly, not by one noisy figure's
+         * chance of being within 5% of the fastest. */
         for (int s = 0; s < nsizes && end < 0; s++) {
-            int best = 1;
+            int best = t[s][tree] * RULES_TOLERANCE < t[s][direct];
             for (int b = 0; b < NALGOS; b++)
                 if (b != tree && isfinite(t[s][b]) && t[s][b] * RULES_TOLERANCE < t[s][tree])
                     best = 0;
@@ -165,6 +210,11 @@ int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
         r->have_tree4 = 1;
         r->tree4_min = first < 0 ? 0 : sizes[first];
         r->tree4_end = first < 0 ? 0 : end < 0 ? RULES_OFF_BYTES : sizes[end];
+    }
+    if (n >= 3) {
+        int from = near_from(t, nsizes, direct);
+        r->have_shm = 1;
+        r->direct_shm_min = from < 0 ? 0 : sizes[from];
     }
     int mib = 0;
     while (mib < nsizes && sizes[mib] < ((size_t)1 << 20))
@@ -190,6 +240,8 @@ int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
             printf("direct_pair_min = %zu\n", r->direct_pair_min);
         if (r->have_tree4)
             printf("tree4_min = %zu\ntree4_end = %zu\n", r->tree4_min, r->tree4_end);
+        if (r->have_shm)
+            printf("direct_shm_min = %zu\n", r->direct_shm_min);
         printf("direct_large_min = %zu\n", r->direct_large_min);
         fflush(stdout);
     }

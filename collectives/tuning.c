@@ -44,9 +44,10 @@
  *         small form by its prediction, for one host over shared memory
  *         only (gw__tuning_pick_shm); the large form by a measured rule
  *         rather than the model, on one host of at most 4 ranks from 8 MiB
- *         (gw__tuning_pick_hosts), and on 2 ranks over shared memory from
- *         64 KiB (gw__tuning_pick_shm). On 4 ranks over shared memory
- *         the tree from 64 to 256 KiB, also a measured rule.
+ *         (gw__tuning_pick_hosts), on 2 ranks over shared memory from
+ *         64 KiB and on 3-4 from 32 KiB (gw__tuning_pick_shm). On 4 ranks
+ *         over shared memory the tree in a range a tuning file sets (off
+ *         by default), also a measured rule.
  *
  * The defaults are per transport (gw__tuning_links: the figures of the
  * transports the communicator's pairs use, the worst link deciding each
@@ -57,8 +58,9 @@
  * rank algorithms correctly around the crossover points, not predict times
  * exactly.
  *
- * The measured rules (direct from 8 MiB, direct on 2 ranks from 64 KiB,
- * the tree on 4 ranks at 64-256 KiB, direct's small form up to 16 KiB)
+ * The measured rules (direct from 8 MiB, direct on 2 ranks from 64 KiB
+ * and on 3-4 ranks over shared memory from 32 KiB, the tree on 4 ranks at
+ * a range a tuning file may set, direct's small form up to 16 KiB)
  * are fields of gw_tuning_t with these defaults, measured on the 2-core
  * test machine; a tuning file sets each (tuning_file.c), and
  * `gradwire-bench tune` measures them on the user's machine.
@@ -128,6 +130,7 @@ void gw__tuning_rules_default(gw_tuning_t *t)
     t->direct_pair_min = GW_TUNING_DIRECT_PAIR_MIN;
     t->tree4_min = GW_TUNING_TREE4_MIN;
     t->tree4_end = GW_TUNING_TREE4_END;
+    t->direct_shm_min = GW_TUNING_DIRECT_SHM_MIN;
     for (int k = 0; k < GW_COLL_KIND_END; k++)
         t->force[k] = GW_ALGO_AUTO;
     t->from_file = 0;
@@ -276,9 +279,26 @@ gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes)
      * all four that had the size and at 128 KiB in five of six; auto's
      * hier or ring took 1.13-1.58x its time in eight of those nine (size,
      * run) pairs (0.72x in one). From 256 KiB the ring was about as fast.
-     * Only 4 ranks were measured. */
+     * Only 4 ranks were measured. Off by default since the rule below
+     * took its sizes; a tuning file that sets it is heard first. */
     if (nranks == 4 && bytes >= t->tree4_min && bytes < t->tree4_end)
         return GW_ALGO_TREE;
+    /* Three or four ranks over shared memory, from direct_shm_min: the
+     * direct exchange's large form. In three runs of `gradwire-bench tune`
+     * on 4 ranks of the 2-core test machine (2026-12-07, after the rings'
+     * warming and the memoised signatures) it was the fastest, or within
+     * 5% of it, at every size from 32 KiB to 2 MiB (hier alike), and
+     * within 1.12x of the fastest from 4 to 32 MiB, while this function's
+     * choice before the rule (the tree at 64-256 KiB, the ring above) took
+     * 1.8-4.1x its time at 64 KiB-1 MiB; on 3 ranks it was the fastest
+     * from 64 KiB to 4 MiB (auto's ring 1.0-2.5x its time). Every rank
+     * sends its input to every peer and reduces what arrives, all in one
+     * step: when ranks outnumber cores, as there, the fewest dependent
+     * steps win. Over TCP on one host it was not the fastest below 1 MiB,
+     * so the rule is shared memory's alone. */
+    if (nranks >= 3 && nranks <= t->direct_large_max_ranks && t->direct_shm_min &&
+        bytes >= t->direct_shm_min)
+        return GW_ALGO_DIRECT;
     gw_algo_t best = gw__tuning_pick_hosts(t, nranks, 1, nranks, bytes);
     if (nranks >= 2 && nranks <= t->direct_max_ranks && bytes <= t->direct_max_bytes &&
         gw__tuning_predict(t, GW_ALGO_DIRECT, nranks, bytes) <=

@@ -42,6 +42,7 @@ typedef struct gw_tuning {
     int direct_max_ranks;        /* on at most this many ranks */
     size_t direct_pair_min;      /* 2 ranks over shm: direct from here (0: off) */
     size_t tree4_min, tree4_end; /* 4 ranks over shm: tree in [min, end) */
+    size_t direct_shm_min;       /* one host over shm, 3..direct_large_max_ranks: direct */
     /* An algorithm forced per kind of collective (index: gw_coll_kind_t;
      * GW_ALGO_AUTO, the default: the model chooses per call). Keys
      * "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce". */
@@ -80,8 +81,9 @@ double gw__tuning_predict_hosts(const gw_tuning_t *t, gw_algo_t algo, int nranks
 #define GW_TUNING_DIRECT_MAX_RANKS 8
 #define GW_TUNING_DIRECT_MAX_BYTES ((size_t)16 * 1024)
 #define GW_TUNING_DIRECT_PAIR_MIN ((size_t)64 * 1024)
-#define GW_TUNING_TREE4_MIN ((size_t)64 * 1024)
-#define GW_TUNING_TREE4_END ((size_t)256 * 1024)
+#define GW_TUNING_TREE4_MIN ((size_t)0) /* off: direct_shm_min took its sizes */
+#define GW_TUNING_TREE4_END ((size_t)0)
+#define GW_TUNING_DIRECT_SHM_MIN ((size_t)32 * 1024)
 
 /* Set those defaults, no algorithm forced, no key from a file.
  * gw__tuning_links and gw__tuning_defaults set them too. */
@@ -103,7 +105,8 @@ gw_algo_t gw__tuning_pick_hosts(const gw_tuning_t *t, int nranks, int nhosts, in
  * t->direct_max_ranks ranks, GW_ALGO_DIRECT's one-round small form (chosen
  * on a tie); on exactly 2 ranks, from t->direct_pair_min bytes, the direct
  * large form; on exactly 4 ranks, in [t->tree4_min, t->tree4_end), the
- * tree (measured rules, tuning.c). */
+ * tree; on 3 to t->direct_large_max_ranks ranks, from t->direct_shm_min
+ * bytes, the direct large form (measured rules, tuning.c). */
 gw_algo_t gw__tuning_pick_shm(const gw_tuning_t *t, int nranks, size_t bytes);
 
 /* The other collectives (tuning_coll.c): the predicted seconds of algo for

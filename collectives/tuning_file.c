@@ -62,6 +62,7 @@ static const tuning_key_t keys[] = {
     {"direct_pair_min", KEY_BYTES, FIELD(direct_pair_min), 0},
     {"tree4_min", KEY_BYTES, FIELD(tree4_min), 0},
     {"tree4_end", KEY_BYTES, FIELD(tree4_end), 0},
+    {"direct_shm_min", KEY_BYTES, FIELD(direct_shm_min), 0},
     {"allreduce", KEY_ALGO, FORCED(GW_COLL_ALLREDUCE), GW_COLL_ALLREDUCE},
     {"allgather", KEY_ALGO, FORCED(GW_COLL_ALLGATHER), GW_COLL_ALLGATHER},
     {"reduce_scatter", KEY_ALGO, FORCED(GW_COLL_REDUCE_SCATTER), GW_COLL_REDUCE_SCATTER},

@@ -538,10 +538,12 @@ Test(tuning, one_host_over_shm_picks_direct_for_small_messages)
                          n <= GW_TUNING_DIRECT_MAX_RANKS ? GW_ALGO_DIRECT
                                                          : gw__tuning_pick_hosts(&t, n, 1, n, s),
                          "n=%d %zu bytes", n, s);
-        /* Up to the large form's own rule (the test after this one). */
-        for (size_t s = GW_TUNING_DIRECT_MAX_BYTES + 1; s < GW_TUNING_DIRECT_LARGE_MIN; s *= 4)
+        /* Up to the large forms' own rules (the tests after this one). */
+        size_t large = n <= GW_TUNING_DIRECT_LARGE_MAX_RANKS ? GW_TUNING_DIRECT_SHM_MIN
+                                                             : GW_TUNING_DIRECT_LARGE_MIN;
+        for (size_t s = GW_TUNING_DIRECT_MAX_BYTES + 1; s < large; s *= 4)
             cr_expect_neq(gw__tuning_pick_shm(&t, n, s), GW_ALGO_DIRECT, "n=%d %zu bytes", n, s);
-        cr_expect_eq(gw__tuning_pick_shm(&t, n, 32 << 10), GW_ALGO_HIER, "n=%d 32 KiB", n);
+        cr_expect_eq(gw__tuning_pick_shm(&t, n, 24 << 10), GW_ALGO_HIER, "n=%d 24 KiB", n);
     }
     /* Even a huge alpha does not bring the direct form past its limit. */
     t.alpha = 1;
@@ -583,8 +585,8 @@ Test(tuning, figures_per_transport_and_the_worst_link)
 
 /* The choice follows the transport (figures injected as comm_tuning.c
  * would set them): on one host of 4 ranks, a 1 MiB message takes hier
- * over TCP (two rounds of concurrent loopback copies) and the ring over
- * shared memory; a 2 KiB message the direct exchange over shared memory
+ * over TCP (two rounds of concurrent loopback copies) and the direct
+ * exchange over shared memory (a measured rule); a 2 KiB message the direct exchange over shared memory
  * and recursive doubling over TCP, where hier's six messages a rank cost
  * six system calls; 8 ranks on 8 hosts at 128 KiB take the ring over RDMA
  * and recursive doubling over TCP's 11 us messages. */
@@ -597,7 +599,7 @@ Test(tuning, the_choice_follows_the_transport)
     cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 1 << 20), GW_ALGO_HIER);
     /* With 2 ranks on the host nothing is concurrent: the ring. */
     cr_expect_eq(gw__tuning_pick_hosts(&tcp, 2, 1, 2, 1 << 20), GW_ALGO_RING);
-    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 1 << 20), GW_ALGO_RING);
+    cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 1 << 20), GW_ALGO_DIRECT);
     cr_expect_eq(gw__tuning_pick_shm(&shm, 4, 2048), GW_ALGO_DIRECT);
     cr_expect_eq(gw__tuning_pick_hosts(&tcp, 4, 1, 4, 2048), GW_ALGO_RD);
     cr_expect_eq(gw__tuning_pick(&ib, 8, 128 << 10), GW_ALGO_RING);
@@ -623,8 +625,7 @@ Test(tuning, large_messages_on_a_few_ranks_of_one_host_take_direct)
         cr_expect_eq(gw__tuning_pick_shm(&shm, n, min), GW_ALGO_DIRECT, "shm, %d ranks", n);
         cr_expect_eq(gw__tuning_pick_shm(&shm, n, (size_t)1 << 30), GW_ALGO_DIRECT);
         cr_expect_eq(gw__tuning_pick_hosts(&tcp, n, 1, n, min), GW_ALGO_DIRECT, "tcp, %d", n);
-        if (n > 2) /* 2 ranks over shm: from 64 KiB (the test after this one) */
-            cr_expect_neq(gw__tuning_pick_shm(&shm, n, min - 1), GW_ALGO_DIRECT);
+        /* Below it, over shm, the rules of the two tests after this one. */
         cr_expect_neq(gw__tuning_pick_hosts(&tcp, n, 1, n, min - 1), GW_ALGO_DIRECT);
     }
     cr_expect_eq(gw__tuning_pick_shm(&shm, 8, min), GW_ALGO_RING, "8 ranks: the model's ring");
@@ -646,20 +647,43 @@ Test(tuning, two_ranks_over_shm_take_direct_from_the_pair_min)
         cr_expect_eq(gw__tuning_pick_shm(&shm, 2, s), GW_ALGO_DIRECT, "%zu bytes", s);
     cr_expect_eq(gw__tuning_pick_shm(&shm, 2, min + 1), GW_ALGO_DIRECT);
     cr_expect_neq(gw__tuning_pick_shm(&shm, 2, min - 1), GW_ALGO_DIRECT);
-    cr_expect_neq(gw__tuning_pick_shm(&shm, 3, min), GW_ALGO_DIRECT);
-    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, min), GW_ALGO_DIRECT);
     cr_expect_neq(gw__tuning_pick_hosts(&tcp, 2, 1, 2, min), GW_ALGO_DIRECT, "over TCP");
 }
 
-/* Four ranks over shared memory take the tree from GW_TUNING_TREE4_MIN up
- * to GW_TUNING_TREE4_END (a measured rule); outside it, on 3 or 8 ranks,
- * and over TCP the model decides as before. */
-Test(tuning, four_ranks_over_shm_take_the_tree_from_64_kib)
+/* Three and four ranks over shared memory take the direct exchange's large
+ * form from GW_TUNING_DIRECT_SHM_MIN (a measured rule); one byte less, on
+ * 2 ranks below the pair's rule, on 8 ranks, over TCP, or with the rule
+ * off (0), the model decides. */
+Test(tuning, three_and_four_ranks_over_shm_take_direct_from_the_shm_min)
 {
     gw_tuning_t shm, tcp;
     gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
     gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
-    const size_t lo = GW_TUNING_TREE4_MIN, hi = GW_TUNING_TREE4_END;
+    const size_t min = GW_TUNING_DIRECT_SHM_MIN;
+    for (int n = 3; n <= 4; n++) {
+        for (size_t s = min; s <= GW_TUNING_DIRECT_LARGE_MIN; s *= 2)
+            cr_expect_eq(gw__tuning_pick_shm(&shm, n, s), GW_ALGO_DIRECT, "n=%d %zu bytes", n, s);
+        cr_expect_neq(gw__tuning_pick_shm(&shm, n, min - 1), GW_ALGO_DIRECT, "n=%d", n);
+        cr_expect_neq(gw__tuning_pick_hosts(&tcp, n, 1, n, min), GW_ALGO_DIRECT, "n=%d tcp", n);
+    }
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 2, min), GW_ALGO_DIRECT, "2 ranks: the pair's rule");
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 8, min), GW_ALGO_DIRECT, "8 ranks");
+    shm.direct_shm_min = 0;
+    cr_expect_neq(gw__tuning_pick_shm(&shm, 4, 1 << 20), GW_ALGO_DIRECT, "the rule off");
+}
+
+/* Four ranks over shared memory take the tree in [tree4_min, tree4_end),
+ * a range a tuning file sets (off by default), ahead of the direct rule;
+ * outside it, on 3 or 8 ranks, and over TCP the others decide. */
+Test(tuning, four_ranks_over_shm_take_the_tree_in_its_range)
+{
+    gw_tuning_t shm, tcp;
+    gw__tuning_links(&shm, GW_TUNING_LINK_SHM, 0);
+    gw__tuning_links(&tcp, GW_TUNING_LINK_TCP, 0);
+    cr_expect_eq(GW_TUNING_TREE4_END, 0, "off by default");
+    const size_t lo = 64 * 1024, hi = 256 * 1024;
+    shm.tree4_min = lo;
+    shm.tree4_end = hi;
     for (size_t s = lo; s < hi; s += lo / 2)
         cr_expect_eq(gw__tuning_pick_shm(&shm, 4, s), GW_ALGO_TREE, "%zu bytes", s);
     cr_expect_eq(gw__tuning_pick_shm(&shm, 4, hi - 1), GW_ALGO_TREE);

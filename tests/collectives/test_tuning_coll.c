@@ -127,11 +127,13 @@ Test(tuning_coll, the_file_sets_rules_and_forced_algorithms)
     cr_assert_eq(parse(&t, "gradwire-tuning 1\n"
                            "direct_pair_min = 0      # the 2-rank rule off\n"
                            "tree4_min = 1024\ntree4_end = 2048\n"
+                           "direct_shm_min = 131072\n"
                            "direct_large_max_ranks = 0\n"
                            "alpha_local = 2e-6\n"
                            "allgather = ring\nreduce = ring\nallreduce = tree\n"),
                  GW_OK);
     cr_expect_eq(t.direct_pair_min, 0);
+    cr_expect_eq(t.direct_shm_min, 131072);
     cr_expect_float_eq(t.alpha_local, 2e-6, 1e-15);
     cr_expect_eq(t.force[GW_COLL_ALLGATHER], GW_ALGO_RING);
     cr_expect_eq(t.force[GW_COLL_REDUCE], GW_ALGO_RING);
@@ -188,6 +190,7 @@ Test(tuning_coll, written_files_read_back_the_same)
     gw_tuning_t t = on("shm");
     t.direct_pair_min = 123456;
     t.tree4_end = 0;
+    t.direct_shm_min = 654321;
     t.force[GW_COLL_REDUCE_SCATTER] = GW_ALGO_DIRECT;
     char buf[4096];
     FILE *f = fmemopen(buf, sizeof(buf), "w");
@@ -197,6 +200,7 @@ Test(tuning_coll, written_files_read_back_the_same)
     cr_assert_eq(parse(&back, buf), GW_OK, "%s", buf);
     cr_expect_eq(back.direct_pair_min, 123456);
     cr_expect_eq(back.tree4_end, 0);
+    cr_expect_eq(back.direct_shm_min, 654321);
     cr_expect_eq(back.force[GW_COLL_REDUCE_SCATTER], GW_ALGO_DIRECT);
     cr_expect_eq(back.force[GW_COLL_ALLGATHER], GW_ALGO_AUTO);
     cr_expect_float_eq(back.alpha, t.alpha, 1e-15);

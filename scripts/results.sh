@@ -44,7 +44,7 @@ list=0
 CAMPAIGNS=(
     'compare-local|-|bench/compare.sh --local 4 -b 16K -e 16M -r 3 -n 8 -w 2 --peers gloo_ring_chunked,gloo_halving_doubling,mpi_tcp,mpi_vader --build "$B" --json "$J"'
     'shm|-|bench/compare.sh --local 4 -b 16K -e 64M -r 3 -n 8 -w 2 --variant "gradwire GW_TRANSPORT=shm" --peers mpi_vader --build "$B" --json "$J"'
-    'sweep|-|bench/sweep.sh -n 4 -b 4K -e 16M -f 4 --iters 8 --reps 2 --build "$B" --json "$J"'
+    'sweep|-|bench/sweep.sh -n 4 -b 4K -e 16M -f 4 --iters 20 --reps 3 --build "$B" --json "$J"'
     'compression|-|"$B/gradwire" launch -n 4 -- "$B/gradwire-bench" compress -b 256K -e 16M -f 4 -n 5 -w 1 --solo_iters 0 --json "$J"'
     'compare-emulated|root|bench/compare.sh --emulated 4 --rate 2gbit -b 64K -e 16M -r 2 -n 5 -w 2 --peers gloo_ring_chunked,gloo_halving_doubling,mpi_tcp --build "$B" --json "$J"'
     'scale|-|bench/scale.sh --json "$J" "$B" "4 8 16 32" 1'

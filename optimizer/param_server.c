@@ -616,6 +616,8 @@ int gw_train_run_async(const gw_train_opts_t *o, gw_comm_t *comm)
         if (st == GW_OK)
             st = xst;
         is_w0 = !ps.is_server && ps.index == 0;
+        if (st == GW_OK && rep.open && rep.world != ps.world)
+            gw_train_report_world(&rep, ps.world); /* shrunk or grown */
         if (st == GW_OK)
             st = rep.open ? gw_train_report_rank(&rep, is_w0 ? 0 : 1)
                           : gw_train_report_open(&rep, o, is_w0 ? 0 : 1, ps.world);

@@ -55,7 +55,10 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
     r->target_acc = o->target_acc;
     r->alpha_s = r->beta_s_per_byte = r->allreduce_s = -1;
     r->mode = o->mode == GW_TRAIN_ASYNC ? "async" : "sync";
-    r->nodes = (world + o->ranks_per_node - 1) / o->ranks_per_node;
+    r->ranks_per_node = o->ranks_per_node;
+    r->nodes = r->nodes_start = (world + o->ranks_per_node - 1) / o->ranks_per_node;
+    r->wall_open_s = r->wall_mark_s = gw_kit_now_s();
+    r->nodes_to_target = -1;
     r->price_per_node_hour = o->price_per_node_hour;
     r->codec = o->codec;
     gw_train_opts_fingerprint(o, world, r->config, sizeof(r->config));
@@ -67,6 +70,23 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
         return st;
     r->open = 1;
     return GW_OK;
+}
+
+/* The mean node count over the run's wall time so far. */
+static double mean_nodes(const gw_train_report_t *r)
+{
+    double now = gw_kit_now_s(), span = now - r->wall_open_s;
+    double node_s = r->node_wall_s + r->nodes * (now - r->wall_mark_s);
+    return span > 0 ? node_s / span : r->nodes;
+}
+
+void gw_train_report_world(gw_train_report_t *r, int world)
+{
+    double now = gw_kit_now_s();
+    r->node_wall_s += r->nodes * (now - r->wall_mark_s);
+    r->wall_mark_s = now;
+    r->world = world;
+    r->nodes = (world + r->ranks_per_node - 1) / r->ranks_per_node;
 }
 
 gw_status_t gw_train_report_rank(gw_train_report_t *r, int rank)
@@ -107,6 +127,8 @@ gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_sta
         r->cap = cap;
     }
     r->epochs[r->nepochs++] = *s;
+    if (r->nodes_to_target < 0 && s->test_acc >= 0 && s->test_acc >= r->target_acc)
+        r->nodes_to_target = mean_nodes(r);
     if (r->rank != 0)
         return GW_OK;
     if (r->tty)
@@ -160,9 +182,13 @@ static gw_status_t write_json(const gw_train_report_t *r, const char *path)
     gw_kit_json_num_or_null(&j, "allreduce_s", r->allreduce_s >= 0, r->allreduce_s);
     /* The cost of the run: node-hours of training time (evaluation not
      * counted, like train_s), and with a price, money. */
-    double nh = r->nodes * r->train_s / 3600, nh_target = r->nodes * r->time_to_target_s / 3600;
+    double mean = mean_nodes(r), nh = mean * r->train_s / 3600;
+    double nh_target =
+        (r->nodes_to_target >= 0 ? r->nodes_to_target : mean) * r->time_to_target_s / 3600;
     int priced = r->price_per_node_hour > 0, reached = r->time_to_target_s >= 0;
-    gw_kit_json_int(&j, "nodes", r->nodes);
+    gw_kit_json_int(&j, "nodes", r->nodes_start);
+    gw_kit_json_int(&j, "nodes_end", r->nodes);
+    gw_kit_json_num(&j, "nodes_mean", mean);
     gw_kit_json_num(&j, "node_hours", nh);
     gw_kit_json_num_or_null(&j, "samples_per_node_hour", nh > 0, (double)r->samples / nh);
     gw_kit_json_num_or_null(&j, "node_hours_to_target", reached, nh_target);
@@ -248,16 +274,22 @@ gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path)
     if (r->tty)
         fprintf(stderr, "\r%*s\r", BAR_WIDTH + 50, "");
     if (r->rank == 0 && !r->quiet && r->nepochs > 0) {
-        double nh = r->nodes * r->train_s / 3600;
-        printf("gradwire-train: %.4g node-hours (%d node(s) x %.1f s of training), %.4g "
-               "samples per node-hour",
-               nh, r->nodes, r->train_s, nh > 0 ? (double)r->samples / nh : 0.0);
+        double mean = mean_nodes(r), nh = mean * r->train_s / 3600;
+        if (r->nodes == r->nodes_start && r->node_wall_s == 0)
+            printf("gradwire-train: %.4g node-hours (%d node(s) x %.1f s of training)", nh,
+                   r->nodes, r->train_s);
+        else /* an elastic run: each count for the time it ran */
+            printf("gradwire-train: %.4g node-hours (%d node(s) at the start, %d at the end, "
+                   "%.2f on average x %.1f s of training)",
+                   nh, r->nodes_start, r->nodes, mean, r->train_s);
+        printf(", %.4g samples per node-hour", nh > 0 ? (double)r->samples / nh : 0.0);
         if (r->price_per_node_hour > 0) {
             printf(", cost %.4g at %g per node-hour", nh * r->price_per_node_hour,
                    r->price_per_node_hour);
+            double at_target = r->nodes_to_target >= 0 ? r->nodes_to_target : mean;
             if (r->time_to_target_s >= 0)
                 printf(", %.4g to reach %.2f%% test accuracy",
-                       r->nodes * r->time_to_target_s / 3600 * r->price_per_node_hour,
+                       at_target * r->time_to_target_s / 3600 * r->price_per_node_hour,
                        100 * r->target_acc);
             else
                 printf(" (%.2f%% test accuracy not reached)", 100 * r->target_acc);

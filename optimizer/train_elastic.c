@@ -307,6 +307,7 @@ gw_status_t gw_train_elastic_adopt(gw_train_sync_t *s, gw_comm_t *nc)
     s->rank = gw_comm_rank(nc);
     s->world = gw_comm_size(nc);
     el->snap[0].valid = el->snap[1].valid = 0;
+    gw_train_report_world(&s->rep, s->world);
     return gw_train_report_rank(&s->rep, s->rank);
 }
 
@@ -332,6 +333,7 @@ gw_status_t gw_train_elastic_recover(gw_train_sync_t *s, gw_status_t failure)
     s->comm = nc;
     s->rank = gw_comm_rank(nc);
     s->world = gw_comm_size(nc);
+    gw_train_report_world(&s->rep, s->world);
     if ((st = gw_train_report_rank(&s->rep, s->rank)) != GW_OK)
         return st;
     /* The last step every survivor finished. */

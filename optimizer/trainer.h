@@ -434,6 +434,11 @@ typedef struct gw_train_report {
     double dp_memory[4];
     int zero;
     int nodes; /* world / ranks per node, rounded up */
+    /* An elastic run's node count changes (gw_train_report_world): the
+     * cost is the mean count over the run's wall time, times train_s. */
+    int nodes_start, ranks_per_node;
+    double wall_open_s, wall_mark_s, node_wall_s; /* node-seconds up to the mark */
+    double nodes_to_target;                       /* the mean when the target was reached */
     double price_per_node_hour;
     /* Model parallelism (train_model_parallel.c); par_tp 0: data parallel. */
     int par_dp, par_pp, par_tp, par_micro;
@@ -452,6 +457,10 @@ gw_status_t gw_train_report_epoch(gw_train_report_t *r, const gw_train_epoch_sta
  * the epoch lines, the CSV (written again from the epochs every rank keeps)
  * and the JSON at the end. */
 gw_status_t gw_train_report_rank(gw_train_report_t *r, int rank);
+/* The job has world ranks from now on (an elastic shrink or grow): the
+ * cost line and the JSON's node-hours count each node count for the time
+ * it ran. */
+void gw_train_report_world(gw_train_report_t *r, int world);
 gw_status_t gw_train_report_close(gw_train_report_t *r, const char *json_path);
 
 /* ---- the training loops ------------------------------------------------------ */

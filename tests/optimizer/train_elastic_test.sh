@@ -8,7 +8,8 @@
 #      within 2 points of an un-killed run with the same global batch (at
 #      most 2 below it: within_2, here and in every case);
 #   1b. kill -9 of ranks 1 and 3 at once in epoch 2: the other two go on
-#      together and finish within 2 points of the un-killed run;
+#      together and finish within 2 points of the un-killed run, and the
+#      cost line counts 4 nodes before the loss and 2 after it;
 #   2. kill -9 of rank 1 while checkpoints are written at every step: the
 #      survivors go on and checkpoint as 3 ranks; SIGTERM then stops them
 #      (a checkpoint of the step they agree on), and that checkpoint
@@ -160,6 +161,10 @@ cat "$T/kill2.out"
 grep -q "lost rank(s) 1,3 in step .* 2 rank(s) go on" "$T/kill2.out" ||
     fail "the trainer did not report ranks 1 and 3 lost together"
 within_2 "$base" "$(final_acc "$T/kill2.out")" "ranks 1 and 3 lost in epoch 2"
+# The cost counts 4 nodes until the loss and 2 after it, not 4 throughout.
+mean=$(sed -n 's/.*node-hours (4 node(s) at the start, 2 at the end, \([0-9.]*\) on average.*/\1/p' "$T/kill2.out")
+[ -n "$mean" ] && awk -v m="$mean" 'BEGIN { exit !(m > 2 && m < 4) }' ||
+    fail "the cost line does not count the nodes each part of the run had (mean '$mean')"
 
 # 4. A codec: ranks 1 and 3 lost in epoch 2, one replacement mid-epoch.
 CODEC="--codec powersgd --codec-warmup-epochs 1"

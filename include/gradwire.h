@@ -953,8 +953,8 @@ GW_API gw_status_t gw_sendrecv(gw_comm_t *comm, const void *sendbuf, size_t send
  * completes once the receiver took its message in (GW_P2P_SEND_STANDARD:
  * once its buffer may be reused). No untagged messages in flight between
  * the same two ranks meanwhile; otherwise the rules above hold (no
- * collective while one is pending). Shared memory, TCP and verbs (several
- * verbs rails, GW_IB_RAILS: GW_ERR_UNSUPPORTED). Details:
+ * collective while one is pending). Shared memory, TCP and verbs (over
+ * several rails a tagged message goes whole over one). Details:
  * docs/guide/c-api.md.
  */
 #define GW_ANY_SOURCE (-1)

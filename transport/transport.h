@@ -101,8 +101,12 @@ typedef enum gw_req_kind { GW_REQ_SEND = 1, GW_REQ_RECV = 2 } gw_req_kind_t;
  * (below: the tagged point-to-point calls). A transport whose receiver
  * would learn of a message only once it posted a receive for it (verbs:
  * a large message waits for the receiver's clear-to-send) tells the
- * receiver of the message first, so that its peek() shows it. The
- * others, whose messages' headers arrive anyway, ignore the flag. */
+ * receiver of the message first, so that its peek() shows it. On a
+ * receive: it is posted for a message that peek() showed, which was sent
+ * with the flag. A composite transport (the verbs rails) sends such a
+ * message whole over the one sub-transport its peek() looks at, never
+ * cut into parts, and takes the receive from there. The others, whose
+ * messages' headers arrive anyway, ignore the flag. */
 #define GW_REQ_ANNOUNCE 4u
 
 /* The parts of one message that a composite transport sends over several

@@ -119,7 +119,7 @@ gw_status_t gw__match_send(gw_comm_t *comm, int peer, int tag, const void *buf, 
                            &(size_t){0}) < 0) {
         GW_ERROR(&comm->log, "api",
                  "gw_isend_tagged: the %s transport to rank %d cannot carry tagged messages "
-                 "(shared memory, TCP and verbs with one rail can)",
+                 "(shared memory, TCP and verbs can)",
                  comm->transport->name, peer);
         return gw__comm_fail(comm, GW_ERR_UNSUPPORTED);
     }
@@ -204,7 +204,7 @@ gw_status_t gw__match_recv(gw_comm_t *comm, gw_handle_t *h)
                            &(gw_msg_tag_t){0}, &(size_t){0}) < 0) {
         GW_ERROR(&comm->log, "api",
                  "gw_irecv_tagged: the %s transport from rank %d cannot carry tagged messages "
-                 "(shared memory, TCP and verbs with one rail can)",
+                 "(shared memory, TCP and verbs can)",
                  comm->transport->name, h->tagged.source);
         return gw__comm_fail(comm, GW_ERR_UNSUPPORTED);
     }
@@ -269,7 +269,7 @@ static gw_status_t take_in(gw_comm_t *comm, gw_match_t *m, int q, const gw_msg_t
         h->tagged.matched = 1;
         h->tagged.got = (gw_msg_status_t){.source = q, .tag = tag, .count = h->tagged.count};
         comm->tag = *t;
-        if ((st = gw__p2p_irecv(comm, q, h->tagged.buf, len, &h->req)) != GW_OK)
+        if ((st = gw__p2p_irecv_announced(comm, q, h->tagged.buf, len, &h->req)) != GW_OK)
             return st;
         m->busy[q] = &h->req;
         m->busy_u[q] = NULL;
@@ -299,7 +299,7 @@ static gw_status_t take_in(gw_comm_t *comm, gw_match_t *m, int q, const gw_msg_t
     }
     *u = (gw__unexp_t){.source = q, .tag = tag, .sig = t->sig, .len = len, .buf = buf};
     comm->tag = *t;
-    if ((st = gw__p2p_irecv(comm, q, buf, len, &u->req)) != GW_OK) {
+    if ((st = gw__p2p_irecv_announced(comm, q, buf, len, &u->req)) != GW_OK) {
         free(buf);
         free(u);
         return st;

@@ -77,6 +77,12 @@ gw_status_t gw__p2p_irecv(gw_comm_t *comm, int peer, void *buf, size_t len, gw_r
     return post(comm, GW_REQ_RECV, peer, buf, len, 0, req);
 }
 
+gw_status_t gw__p2p_irecv_announced(gw_comm_t *comm, int peer, void *buf, size_t len,
+                                    gw_request_t *req)
+{
+    return post(comm, GW_REQ_RECV, peer, buf, len, GW_REQ_ANNOUNCE, req);
+}
+
 /* One round of progress; sleeps up to wait_ms when nothing is ready. */
 static gw_status_t progress(gw_comm_t *comm, int wait_ms)
 {

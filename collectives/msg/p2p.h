@@ -21,6 +21,10 @@ gw_status_t gw__p2p_isend(gw_comm_t *comm, int peer, const void *buf, size_t len
 gw_status_t gw__p2p_isend_public(gw_comm_t *comm, int peer, const void *buf, size_t len,
                                  unsigned flags, gw_request_t *req);
 gw_status_t gw__p2p_irecv(gw_comm_t *comm, int peer, void *buf, size_t len, gw_request_t *req);
+/* The receive of a message that the transport's peek() showed, sent with
+ * GW_REQ_ANNOUNCE (the tagged calls: match.c). */
+gw_status_t gw__p2p_irecv_announced(gw_comm_t *comm, int peer, void *buf, size_t len,
+                                    gw_request_t *req);
 /* Drive progress until every request in reqs[0..n) completed (NULL entries
  * are skipped). Fails on the first failed request, on a conflicting tag from
  * any peer, or after timeout_ms without progress. */

@@ -18,7 +18,8 @@
 #     one killed in the middle of one (the survivors get an error naming
 #     the dead rank, none hangs), and the port going down under a running job (async event);
 #   - multi-rail: a second device, rxe1 on d1, added for this part only:
-#     the rails' live tests (test_ib_rails), collectives on 2 and 4 ranks
+#     the rails' live tests (test_ib_rails), the tagged point-to-point
+#     calls (test_ib_p2p's), collectives on 2 and 4 ranks
 #     with GW_IB_HCA=rxe0,rxe1 (two rails each), and rxe1's link going down
 #     under a running job (it fails naming the rail, never hangs);
 #   - the registration cache end to end: repeated allreduces on the same
@@ -588,6 +589,19 @@ else
     else
         fail "test_ib_rails (status $rc)"
         tail -30 "$WORK/test_ib_rails.out"
+    fi
+    # Tagged messages over two rails (each goes whole over one: a 400 KB
+    # one would otherwise be cut, and the receiver's peek see a part).
+    GW_IB_HCA=rxe0,rxe1 GW_DEBUG=INFO GW_TRANSPORT=ib timeout 300 "$BUILD/tests/test_ib_p2p" \
+        --jobs 1 --verbose=0 --filter 'p2p_api/tagged*' >"$WORK/tagged_rails.out" 2>&1
+    rc=$?
+    summary=$(grep "Synthesis" "$WORK/tagged_rails.out" | tail -1)
+    if [ $rc -eq 0 ] && echo "$summary" | grep -q "Failing: 0 | Crashing: 0" &&
+        grep -q "2 rails: rxe0:1, rxe1:1" "$WORK/tagged_rails.out"; then
+        pass "tagged messages over 2 rails: ${summary#*Synthesis: }"
+    else
+        fail "tagged messages over 2 rails (status $rc)"
+        grep -v ' INFO ' "$WORK/tagged_rails.out" | tail -30
     fi
     GW_IB_HCA=rxe0,rxe1 collectives "2 ranks, 2 rails, rdmacm" 2 rdmacm 1 "0,1,1023,200000" float32
     # Out of band, several QPs per rail, 4 ranks (also the single rail's

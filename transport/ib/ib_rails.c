@@ -30,6 +30,11 @@
  * hierarchical allreduce's shards, rank i of one host with rank i of
  * another, start on different rails, as NCCL gives GPU i NIC i.
  *
+ * Tagged messages (GW_REQ_ANNOUNCE) go whole to the rail of their turn,
+ * however large, and peek() looks at the rail of the pair's next receive
+ * turn: the tagged calls see each message before they post its receive
+ * (collectives/msg/match.c), and both ends still count every message.
+ *
  * Matching. Each rail matches its share in posting order. A tag or length
  * that disagrees shows on the rail that carries it (a message cut on one
  * side and whole on the other leaves a part whose length disagrees) and
@@ -289,7 +294,10 @@ static gw_status_t rails_post(gw_transport_t *base, gw_request_t *req)
     uint64_t *turn = send ? &r->nsent[req->peer] : &r->nrecv[req->peer];
     int first = (int)(*turn % (uint64_t)k);
     (*turn)++;
-    size_t parts = gw__transport_nparts(req->len, RAIL_PART_MIN, k);
+    /* An announced message goes whole: the receiver finds it by peeking
+     * at the one rail of its turn (rails_peek). */
+    size_t parts =
+        req->flags & GW_REQ_ANNOUNCE ? 1 : gw__transport_nparts(req->len, RAIL_PART_MIN, k);
     if (parts == 1)
         return gw__subs_post(&r->subs, first, req, send);
     rail_stripe_t *s = calloc(1, sizeof(*s));
@@ -352,6 +360,22 @@ static gw_status_t rails_progress(gw_transport_t *base, const gw_msg_tag_t *curr
     }
     finish_stripes(r);
     return st;
+}
+
+/* The next message from peer is on the rail of the pair's next receive
+ * turn (rails_post): what that rail's peek says. Every earlier message of
+ * the pair has its receive posted by then, on its own rail, so the rail's
+ * head is this one once those have completed; until then its peek says 0
+ * (a receive is posted), as the contract wants. A cut message shows its
+ * first part, with the part's length; the tagged calls, the only users,
+ * send theirs announced, never cut. */
+static int rails_peek(gw_transport_t *base, int peer, gw_msg_tag_t *tag, size_t *len)
+{
+    gw_ib_rails_t *r = rails_of(base);
+    if (peer < 0 || peer >= r->base.size || peer == r->base.rank || r->shared[peer] == 0)
+        return 0;
+    gw_transport_t *rail = r->sub[r->nrecv[peer] % r->shared[peer]].t;
+    return rail ? gw__transport_peek(rail, peer, tag, len) : 0;
 }
 
 typedef struct rails_reg {
@@ -421,6 +445,7 @@ static const gw_transport_ops_t rails_ops = {
     .mem_dereg = rails_mem_dereg,
     .abort = rails_abort,
     .close = rails_close,
+    .peek = rails_peek,
 };
 
 int gw__ib_rails_count(gw_transport_t *t) { return t->ops == &rails_ops ? rails_of(t)->subs.n : 1; }

@@ -297,7 +297,12 @@ Test(mismatch, point_to_point_standard_sends_learn_the_verdict_later, .timeout =
 {
     /* returned_ok: the sender whose call succeeded (the window's odd
      * message may still be in the pair's buffers or not when the verdict
-     * comes: either is right, so it is not asserted). */
+     * comes: either is right, so it is not asserted). Nor is it for the
+     * sendrecv: rank 1's receive half waits for rank 0's message, and rank
+     * 0's abort may come in the same progress round as that message (seen
+     * once under the sanitizers over TCP, CI-O of 2026-12-07: rank 1's call
+     * then returned GW_ERR_MISMATCH after 20 ms). Both ranks must still
+     * report the mismatch, promptly, blaming the same rank. */
     struct {
         const char *form, *what;
         int odd, returned_ok;
@@ -305,7 +310,7 @@ Test(mismatch, point_to_point_standard_sends_learn_the_verdict_later, .timeout =
              {"p2p", "dtype", 0, 0},
              {"p2p", "kind", 1, 0},
              {"p2p_window", "zero", 0, -1},
-             {"p2p_sendrecv", "count", 0, 1}};
+             {"p2p_sendrecv", "count", 0, -1}};
     for (size_t t = 0; t < 2; t++)
         for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
             if (sanitized && (t + i) % 2)

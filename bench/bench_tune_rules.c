@@ -106,23 +106,6 @@ static gw_status_t time_algo(gw_comm_t *comm, gw_algo_t algo, float *buf, size_t
     return st;
 }
 
-/* The smallest size index from which algorithm a is the fastest at every
- * larger size measured, or -1. */
-static int wins_from(double t[RULES_NSIZES][NALGOS], int nsizes, int a, int from)
-{
-    int start = -1;
-    for (int s = nsizes - 1; s >= from; s--) {
-        int best = 1;
-        for (int b = 0; b < NALGOS; b++)
-            if (b != a && isfinite(t[s][b]) && t[s][b] * RULES_TOLERANCE < t[s][a])
-                best = 0;
-        if (!best)
-            break;
-        start = s;
-    }
-    return start;
-}
-
 /* Algorithm a's time at size s over the fastest's there (>= 1). */
 static double behind(double t[RULES_NSIZES][NALGOS], int s, int a)
 {
@@ -131,6 +114,16 @@ static double behind(double t[RULES_NSIZES][NALGOS], int s, int a)
         if (isfinite(t[s][b]) && t[s][b] < best)
             best = t[s][b];
     return t[s][a] / best;
+}
+
+/* The smallest size index from which algorithm a is the fastest (within
+ * RULES_TOLERANCE) at every larger size measured, or -1. */
+static int wins_from(double t[RULES_NSIZES][NALGOS], int nsizes, int a, int from)
+{
+    int start = -1;
+    for (int s = nsizes - 1; s >= from && behind(t, s, a) <= RULES_TOLERANCE; s--)
+        start = s;
+    return start;
 }
 
 /* The smallest size index at which algorithm a is the fastest (within
@@ -198,10 +191,8 @@ int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
          * beat the direct exchange clearly, not by one noisy figure's
          * chance of being within 5% of the fastest. */
         for (int s = 0; s < nsizes && end < 0; s++) {
-            int best = t[s][tree] * RULES_TOLERANCE < t[s][direct];
-            for (int b = 0; b < NALGOS; b++)
-                if (b != tree && isfinite(t[s][b]) && t[s][b] * RULES_TOLERANCE < t[s][tree])
-                    best = 0;
+            int best = t[s][tree] * RULES_TOLERANCE < t[s][direct] &&
+                       behind(t, s, tree) <= RULES_TOLERANCE;
             if (best && first < 0)
                 first = s;
             else if (!best && first >= 0)

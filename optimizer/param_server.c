@@ -502,6 +502,8 @@ long gw_train_ps_share_left(gw_train_ps_t *ps, int64_t applied)
     ps->budget = left / ps->nworkers + (!ps->is_server && ps->index < left % ps->nworkers);
     long per_epoch = ps->spe * ps->nworkers;
     ps->epoch0 = per_epoch > 0 ? (long)applied / per_epoch : 0;
+    if (ps->is_server)
+        ps->updates = (long)applied;
     return left;
 }
 

@@ -75,7 +75,8 @@ gw_status_t gw_train_ps_model_init(gw_train_ps_t *ps);
 /* The rest of the run once `applied` of its planned pushes are made, for
  * a phase planned by gw_train_ps_plan: this rank's share of the pushes
  * left (ps->budget: the workers split them, the first ones one more) and
- * the epoch the phase starts in (ps->epoch0). Returns the pushes left. */
+ * the epoch the phase starts in (ps->epoch0); a server counts the pushes
+ * made as its own (ps->updates). Returns the pushes left. */
 long gw_train_ps_share_left(gw_train_ps_t *ps, int64_t applied);
 /* The test accuracy of the weights every rank holds (each rank evaluates
  * its shard of the test set; one allreduce). */

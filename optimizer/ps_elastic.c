@@ -167,7 +167,6 @@ gw_status_t gw_train_ps_recover(gw_train_ps_t *ps, gw_status_t failure)
                                                          ps->o->weight_decay)) != GW_OK)
             goto out;
         memcpy(ps->sgd.velocity, vel, ps->model.nparams * sizeof(float));
-        ps->updates = (long)applied;
     } else {
         gw_train_sgd_free(&ps->sgd);
     }

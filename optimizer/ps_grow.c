@@ -55,17 +55,6 @@ static gw_status_t share_applied(gw_train_ps_t *ps, int64_t *applied)
     return gw_allreduce(ps->comm, applied, applied, 1, GW_INT64, GW_MAX);
 }
 
-/* The next phase, planned (gw_train_ps_plan) on ps->comm: the updates
- * left split among the workers, the servers' count set. A server keeps its
- * shard's weights and momentum (the servers and their shards are the same
- * as before). Returns the updates left. */
-static long share_rest(gw_train_ps_t *ps, int64_t applied)
-{
-    if (ps->is_server)
-        ps->updates = (long)applied;
-    return gw_train_ps_share_left(ps, applied);
-}
-
 gw_status_t gw_train_ps_grow(gw_train_ps_t *ps)
 {
     if (ps->nretired == GW_TRAIN_PS_RETIRED) {
@@ -93,7 +82,7 @@ gw_status_t gw_train_ps_grow(gw_train_ps_t *ps)
                 ps->rank, gw_status_name(st));
         return st;
     }
-    long left = share_rest(ps, applied);
+    long left = gw_train_ps_share_left(ps, applied);
     if (ps->rank == 0) {
         char who[64] = "none (the joiner left before the grow)";
         if (ps->world == old_world + 1)
@@ -132,7 +121,7 @@ gw_status_t gw_train_ps_joined(gw_train_ps_t *ps)
                 gw_status_name(st));
         return st;
     }
-    long left = share_rest(ps, applied);
+    long left = gw_train_ps_share_left(ps, applied);
     printf("gradwire-train: --elastic --join: rank %d of %d (worker %d of %d) after %lld updates, "
            "with %ld of the %ld updates left\n",
            ps->rank, ps->world, ps->index, ps->nworkers, (long long)applied, ps->budget, left);

@@ -45,6 +45,12 @@ static gw_status_t open_csv(gw_train_report_t *r)
     return GW_OK;
 }
 
+/* Nodes for world ranks, ranks_per_node to a node (the last one partly used). */
+static int nodes_of(int world, int ranks_per_node)
+{
+    return (world + ranks_per_node - 1) / ranks_per_node;
+}
+
 gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o, int rank,
                                  int world)
 {
@@ -56,7 +62,7 @@ gw_status_t gw_train_report_open(gw_train_report_t *r, const gw_train_opts_t *o,
     r->alpha_s = r->beta_s_per_byte = r->allreduce_s = -1;
     r->mode = o->mode == GW_TRAIN_ASYNC ? "async" : "sync";
     r->ranks_per_node = o->ranks_per_node;
-    r->nodes = r->nodes_start = (world + o->ranks_per_node - 1) / o->ranks_per_node;
+    r->nodes = r->nodes_start = nodes_of(world, o->ranks_per_node);
     r->wall_open_s = r->wall_mark_s = gw_kit_now_s();
     r->nodes_to_target = -1;
     r->price_per_node_hour = o->price_per_node_hour;
@@ -86,7 +92,7 @@ void gw_train_report_world(gw_train_report_t *r, int world)
     r->node_wall_s += r->nodes * (now - r->wall_mark_s);
     r->wall_mark_s = now;
     r->world = world;
-    r->nodes = (world + r->ranks_per_node - 1) / r->ranks_per_node;
+    r->nodes = nodes_of(world, r->ranks_per_node);
 }
 
 gw_status_t gw_train_report_rank(gw_train_report_t *r, int rank)

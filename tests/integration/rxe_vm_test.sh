@@ -107,11 +107,7 @@ fail() {
 # first moves data, on the VM's two CPUs; every port is the kernel's
 # choice, so the two never meet. Their results are read in this order.
 # (Lines of equal length, live, lazy and cm beside p2p, knock and oob,
-# would take 5 s less; the one CI run that tried them hung in a forked
-# Criterion child of test_ib_p2p, deadlocked in ASan's allocator lock,
-# which its parent's nanomsg thread held at the fork: a hazard of GCC 12's
-# ASan, which takes no allocator lock around fork(), that these lines,
-# unchanged, have not met in a dozen runs since the one hang below.)
+# would take 5 s less.)
 # A test binary still running after 300 s is stuck (each case has its own
 # Criterion timeout, and ASan's run of all of test_ib_live takes 30-75 s):
 # before it is killed, the kernel's and gdb's stacks of every thread of
@@ -131,12 +127,18 @@ stacks() { # PATTERN: every thread's kernel and user stacks of matching processe
             grep -E '^(Thread|#)' | head -120
     done
 }
-# The hazard above, recognised while it happens (a sanitized build only):
-# a child of the Criterion runner with one thread (fork copies only the
-# caller's), asleep on a futex, that used no CPU time over the last check
-# (10 s), and whose stack gdb shows in the sanitizer allocator's lock: its
-# pid goes into STUCK (status 0). cpu_seen (one run's) remembers each
-# child's CPU time; both are globals, as a subshell would lose them.
+# A forked Criterion child deadlocked in the sanitizer allocator's lock,
+# recognised while it happens (a sanitized build only). GCC 12's ASan takes
+# no allocator lock around fork(), and a runner thread that held one at the
+# fork left the child waiting forever (CI met it in test_ib_live, then in
+# test_ib_oob twice in a row); tests/support/asan_fork.c now takes those
+# locks around every fork of a test binary, and this stays as the backstop
+# for a runtime where it cannot find them: a child of the runner with one
+# thread (fork copies only the caller's), asleep on a futex, that used no
+# CPU time over the last check (10 s), and whose stack gdb shows in the
+# allocator's lock: its pid goes into STUCK (status 0). cpu_seen (one
+# run's) remembers each child's CPU time; both are globals, as a subshell
+# would lose them.
 declare -A cpu_seen
 STUCK=""
 asan_fork_deadlock() { # RUNNER_PID

@@ -137,7 +137,7 @@ typedef enum gw_bench_average {
 gw_status_t gw_bench_timing_reduce_by(gw_comm_t *comm, const double *times, double *tall, long n,
                                       gw_bench_average_t avg, gw_bench_timing_t *out);
 
-/* ---- the cost model's measured rules (bench_tune_rules.c) ---- */
+/* ---- the cost model's measured rules (bench_tune_rules.c measures, bench_tune_decide.c decides) ---- */
 
 /* The rules `gradwire-bench tune` measured on this job (have_*: measured;
  * the others keep the defaults), in bytes, as the tuning file's keys. */
@@ -148,6 +148,21 @@ typedef struct gw_bench_rules {
 /* Measure them (a collective: every rank calls it); rank 0 prints the
  * table and the keys. 0, or -1 after a call failed. */
 int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r);
+
+/* The rules read off a table of allreduce times in seconds (bench_tune_decide.c):
+ * t[s][a] the time at sizes[s] of the algorithm in column a (not finite:
+ * not run), for the rules of nranks ranks. No communication. */
+enum {
+    GW_BENCH_RULE_RING,
+    GW_BENCH_RULE_TREE,
+    GW_BENCH_RULE_RD,
+    GW_BENCH_RULE_HIER,
+    GW_BENCH_RULE_DIRECT,
+    GW_BENCH_RULE_NALGOS
+};
+#define GW_BENCH_RULES_NSIZES 12 /* 16 KiB .. 32 MiB */
+void gw_bench_rules_decide(int nranks, int nsizes, const size_t *sizes,
+                           const double t[][GW_BENCH_RULE_NALGOS], gw_bench_rules_t *r);
 
 /* ---- where the ranks run (bench_place.c) ---- */
 

@@ -8,29 +8,15 @@
  * The rules exist for one host (the direct exchange and the 4-rank tree
  * over shared memory), so they are measured only when the job's transport
  * is shared memory, which joins ranks of one host only (a host name would
- * not tell: emulated hosts share the machine's), and each only for the
- * rank count it is about:
- *   direct_pair_min   2 ranks over shared memory: the smallest size from
- *                     which the direct exchange is the fastest at that size
- *                     and every larger one measured (0: never, the rule off);
- *   tree4_min, _end   4 ranks over shared memory: the sizes at which the
- *                     tree is the fastest and faster than the direct
- *                     exchange by more than the tolerance (the first run
- *                     of them; an empty range, 0 and 0, turns the rule
- *                     off);
- *   direct_shm_min    3 or 4 ranks over shared memory: the smallest size at
- *                     which the direct exchange is the fastest and from
- *                     which it trails the fastest by at most RULES_NEAR
- *                     in the geometric mean (0: never, the rule off);
- *   direct_large_min  2 to 4 ranks, from 1 MiB: as direct_pair_min
- *                     (never: 1 TiB, the rule off).
- * "The fastest" (within 5% of it) is among ring, tree, rd, hier (more than
- * 2 ranks) and direct, each forced with gw_comm_set_algo, at sizes 16 KiB to 32 MiB in
- * powers of two, the algorithms interleaved at each size so that a drift in
- * the machine's speed hits all of them alike; a call's time is its slowest
- * rank's, the figure the median over calls. A rank pinned to a busy core
- * measures the busy core, as any benchmark would: the rules are only as
- * good as the machine was quiet (gradwire-bench prints its load).
+ * not tell: emulated hosts share the machine's), on 2 to 4 ranks. Each
+ * algorithm the rules compare (ring, tree, rd, hier on more than 2 ranks,
+ * direct) is forced with gw_comm_set_algo at sizes 16 KiB to 32 MiB in
+ * powers of two, the algorithms interleaved at each size so that a drift
+ * in the machine's speed hits all of them alike; a call's time is its
+ * slowest rank's, the figure the median over calls. bench_tune_decide.c
+ * reads the rules off that table. A rank pinned to a busy core measures
+ * the busy core, as any benchmark would: the rules are only as good as the
+ * machine was quiet (gradwire-bench prints its load).
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,23 +27,14 @@
 
 #define RULES_MIN_BYTES ((size_t)16 << 10)
 #define RULES_MAX_BYTES ((size_t)32 << 20)
-#define RULES_NSIZES 12 /* 16 KiB .. 32 MiB */
-#define RULES_OFF_BYTES ((size_t)1 << 40)
-/* An algorithm within 5% of the fastest counts as the fastest: one noisy
- * size must not move a rule across the whole range. */
-#define RULES_TOLERANCE 1.05
-/* direct_shm_min: from its first size on, the direct exchange may trail
- * the fastest by this much, as the geometric mean of its ratio to the
- * fastest over the larger sizes, and by at most RULES_WORST at any one.
- * With ranks outnumbering cores one size in a run is often off by 1.3-1.7x
- * for one algorithm or another, the fastest changing from run to run: a
- * rule that every size must hold would fall to the first such figure. */
-#define RULES_NEAR 1.15
-#define RULES_WORST 2.0
 
-static const gw_algo_t algos[] = {GW_ALGO_RING, GW_ALGO_TREE, GW_ALGO_RD, GW_ALGO_HIER,
-                                  GW_ALGO_DIRECT};
-#define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
+/* In the columns' order of gw_bench_rules_decide's table. */
+static const gw_algo_t algos[GW_BENCH_RULE_NALGOS] = {
+    [GW_BENCH_RULE_RING] = GW_ALGO_RING,     [GW_BENCH_RULE_TREE] = GW_ALGO_TREE,
+    [GW_BENCH_RULE_RD] = GW_ALGO_RD,         [GW_BENCH_RULE_HIER] = GW_ALGO_HIER,
+    [GW_BENCH_RULE_DIRECT] = GW_ALGO_DIRECT,
+};
+#define NALGOS GW_BENCH_RULE_NALGOS
 
 /* Calls per size: enough bytes to average out a scheduler's tick, few
  * enough that 32 MiB costs seconds, not minutes. */
@@ -106,44 +83,6 @@ static gw_status_t time_algo(gw_comm_t *comm, gw_algo_t algo, float *buf, size_t
     return st;
 }
 
-/* Algorithm a's time at size s over the fastest's there (>= 1). */
-static double behind(double t[RULES_NSIZES][NALGOS], int s, int a)
-{
-    double best = t[s][a];
-    for (int b = 0; b < NALGOS; b++)
-        if (isfinite(t[s][b]) && t[s][b] < best)
-            best = t[s][b];
-    return t[s][a] / best;
-}
-
-/* The smallest size index from which algorithm a is the fastest (within
- * RULES_TOLERANCE) at every larger size measured, or -1. */
-static int wins_from(double t[RULES_NSIZES][NALGOS], int nsizes, int a, int from)
-{
-    int start = -1;
-    for (int s = nsizes - 1; s >= from && behind(t, s, a) <= RULES_TOLERANCE; s--)
-        start = s;
-    return start;
-}
-
-/* The smallest size index at which algorithm a is the fastest (within
- * RULES_TOLERANCE) and from which it trails the fastest by at most
- * RULES_NEAR in the geometric mean and RULES_WORST at any size, or -1. */
-static int near_from(double t[RULES_NSIZES][NALGOS], int nsizes, int a)
-{
-    int start = -1;
-    double log_sum = 0;
-    for (int s = nsizes - 1; s >= 0; s--) {
-        double r = behind(t, s, a);
-        if (!isfinite(r) || r > RULES_WORST)
-            break;
-        log_sum += log(r);
-        if (r <= RULES_TOLERANCE && exp(log_sum / (nsizes - s)) <= RULES_NEAR)
-            start = s;
-    }
-    return start;
-}
-
 int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
 {
     const int n = gw_comm_size(comm), rank = gw_comm_rank(comm);
@@ -156,10 +95,10 @@ int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
                    n, gw_comm_transport(comm));
         return 0;
     }
-    size_t sizes[RULES_NSIZES];
-    double t[RULES_NSIZES][NALGOS];
+    size_t sizes[GW_BENCH_RULES_NSIZES];
+    double t[GW_BENCH_RULES_NSIZES][NALGOS];
     int nsizes = 0;
-    for (size_t b = RULES_MIN_BYTES; b <= RULES_MAX_BYTES && nsizes < RULES_NSIZES; b *= 2)
+    for (size_t b = RULES_MIN_BYTES; b <= RULES_MAX_BYTES && nsizes < GW_BENCH_RULES_NSIZES; b *= 2)
         sizes[nsizes++] = b;
     float *buf = calloc(RULES_MAX_BYTES / sizeof(float), sizeof(float));
     int ok = buf != NULL, all_ok = 0;
@@ -179,40 +118,7 @@ int gw_bench_tune_rules(gw_comm_t *comm, long warmup, gw_bench_rules_t *r)
         }
     free(buf);
 
-    const int direct = NALGOS - 1, tree = 1;
-    if (n == 2) {
-        int from = wins_from(t, nsizes, direct, 0);
-        r->have_pair = 1;
-        r->direct_pair_min = from < 0 ? 0 : sizes[from];
-    }
-    if (n == 4) {
-        int first = -1, end = -1;
-        /* The tree's rule comes before the direct exchange's: it must
-         * beat the direct exchange clearly, not by one noisy figure's
-         * chance of being within 5% of the fastest. */
-        for (int s = 0; s < nsizes && end < 0; s++) {
-            int best = t[s][tree] * RULES_TOLERANCE < t[s][direct] &&
-                       behind(t, s, tree) <= RULES_TOLERANCE;
-            if (best && first < 0)
-                first = s;
-            else if (!best && first >= 0)
-                end = s;
-        }
-        r->have_tree4 = 1;
-        r->tree4_min = first < 0 ? 0 : sizes[first];
-        r->tree4_end = first < 0 ? 0 : end < 0 ? RULES_OFF_BYTES : sizes[end];
-    }
-    if (n >= 3) {
-        int from = near_from(t, nsizes, direct);
-        r->have_shm = 1;
-        r->direct_shm_min = from < 0 ? 0 : sizes[from];
-    }
-    int mib = 0;
-    while (mib < nsizes && sizes[mib] < ((size_t)1 << 20))
-        mib++;
-    int from = wins_from(t, nsizes, direct, mib);
-    r->have_large = 1;
-    r->direct_large_min = from < 0 ? RULES_OFF_BYTES : sizes[from];
+    gw_bench_rules_decide(n, nsizes, sizes, t, r);
 
     if (rank == 0) {
         printf("# rules: allreduce on %d ranks of one host over %s, median of the slowest rank, "

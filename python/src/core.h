@@ -159,5 +159,17 @@ int gwpy_seconds(PyObject *obj, const char *what, double *seconds);
  * with an exception set when either is malformed. */
 int gwpy_config_fill(gw_config_t *cfg, const char *root, const char *token, const char *transport,
                      const char *ifname, int nsocks, PyObject *timeout, PyObject *algo);
+/* The Comm type's life and settings (comm_life.c): its tp_init and
+ * tp_dealloc, the methods outside the call table and the properties. */
+int gwpy_comm_init(PyObject *obj, PyObject *args, PyObject *kw);
+void gwpy_comm_dealloc(PyObject *obj);
+PyObject *gwpy_comm_close(PyObject *obj, PyObject *unused);
+PyObject *gwpy_comm_abort(PyObject *obj, PyObject *unused);
+PyObject *gwpy_comm_enter_ctx(PyObject *obj, PyObject *unused);
+PyObject *gwpy_comm_exit_ctx(PyObject *obj, PyObject *args);
+PyObject *gwpy_comm_set_algo(PyObject *obj, PyObject *arg);
+PyObject *gwpy_comm_set_cuda_stream(PyObject *obj, PyObject *arg);
+PyObject *gwpy_comm_pick_algo(PyObject *obj, PyObject *args);
+extern PyGetSetDef gwpy_comm_getset[];
 
 #endif /* GW_PYTHON_CORE_H */

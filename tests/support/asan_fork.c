@@ -51,7 +51,7 @@ static const char *const unlock_names[N_LOCKS] = {
     "_ZN11__sanitizer19StackDepotUnlockAllEv",
 };
 
-/* Set once, by the constructor, before any thread of the test exists. */
+/* Set once, by asan_fork_install, before any thread of the test exists. */
 static asan_lock_fn lock_fns[N_LOCKS];
 static asan_lock_fn unlock_fns[N_LOCKS];
 
@@ -147,17 +147,26 @@ static void after_fork(void)
         unlock_fns[l]();
 }
 
-/* Registered before Criterion's own handlers (BoxFort registers at its
- * first fork), so its prepare handler, which takes its sandbox locks, runs
- * before this one, and these locks are the last taken and the first
- * released: a runner thread that holds a sandbox lock and allocates can
- * not wait on them. */
-__attribute__((constructor)) static void asan_fork_install(void)
+/* Registered first of all, from the executable's .preinit_array, which
+ * runs after ASan's own initialisation and before any library's
+ * constructor: prepare handlers run in the reverse order of registration,
+ * so every other one (OpenBLAS's joins its threads, BoxFort's takes its
+ * sandbox locks) runs before this one, while the allocator is free, and
+ * these locks are the last taken before fork() and the first released
+ * after it. Registered from a constructor instead, after OpenBLAS's (a
+ * library's constructors run before the executable's), this handler ran
+ * first and OpenBLAS's then waited forever to join a thread that was
+ * exiting, and needed the thread registry this one held (CI's sanitized
+ * test_mlp and test_train_async). */
+static void asan_fork_install(void)
 {
     struct runtime_at at = {0};
     if (dl_iterate_phdr(find_runtime, &at) == 0 || resolve(&at) != 0)
         return;
     guarded = pthread_atfork(before_fork, after_fork, after_fork) == 0;
 }
+
+__attribute__((section(".preinit_array"),
+               used)) static void (*const asan_fork_preinit)(void) = asan_fork_install;
 
 #endif

@@ -527,21 +527,28 @@ def test_disagreement(comm):
 
 
 def free_port(comm):
-    # A port for a second job, chosen by rank 0 and broadcast.
+    # A port for a second job, chosen by rank 0 and broadcast: (port, the
+    # socket that holds it on rank 0, else None). Rank 0 keeps it bound
+    # until the second job starts, so that no socket of the tests between
+    # (or of another test beside this one) is given it as an ephemeral
+    # port: CI once saw the second job's root fail with EADDRINUSE when the
+    # port was released at once.
     port = np.zeros(1, dtype=np.int64)
+    holder = None
     if comm.rank == 0:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port[0] = s.getsockname()[1]
-        s.close()
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        port[0] = holder.getsockname()[1]
     comm.broadcast(port)
-    return int(port[0])
+    return int(port[0]), holder
 
 
-def test_refused_on_one_rank(rank, size, port):
+def test_refused_on_one_rank(rank, size, port, holder):
     # One rank's call is refused locally; the others are told at once. A
     # second job on a root of its own (the first one's rank 0 may still be
-    # on the old root).
+    # on the old root), whose port rank 0 has held until now.
+    if holder is not None:
+        holder.close()
     comm = gradwire.Comm(rank=rank, size=size, root="127.0.0.1:%d" % port, token=os.environ.get("GW_JOB_TOKEN"), timeout=60)
     x = np.ones(64, dtype=np.float32)
     if comm.rank == 1:
@@ -683,7 +690,8 @@ def main():
     comm = gradwire.Comm()
     if comm.rank == 0:
         print("gradwire %s, %d ranks over %s" % (gradwire.__version__, comm.size, comm.transport), flush=True)
-    rank, size, port = comm.rank, comm.size, free_port(comm)
+    rank, size = comm.rank, comm.size
+    port, holder = free_port(comm)
     test_allreduce(comm)
     test_rooted(comm)
     test_gather_scatter(comm)
@@ -700,7 +708,7 @@ def main():
     test_local_errors()
     test_from_store(rank, size)
     test_disagreement(comm)
-    test_refused_on_one_rank(rank, size, port)
+    test_refused_on_one_rank(rank, size, port, holder)
     print("python api: %d passed, %d failed" % (passed, len(failures)), flush=True)
     sys.exit(1 if failures else 0)
 
